@@ -1,0 +1,163 @@
+/* dlock.h -- distributed mutexes with pthread semantics, backed by Redis.
+ *
+ * Code written against pthread_mutex_* moves to dlock_mutex_* with the same
+ * calls, the same return codes and the same types; the lock then excludes
+ * every thread of every process on every host that shares the Redis
+ * deployment.  Every function returns 0 or an errno value, like pthreads;
+ * none returns -1 or reports through errno.  See README.md and docs/.
+ */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DLOCK_VERSION_MAJOR 0
+#define DLOCK_VERSION_MINOR 1
+#define DLOCK_VERSION_PATCH 0
+#define DLOCK_VERSION_STRING "0.1.0"
+
+#if defined(DLOCK_BUILDING) && defined(__GNUC__)
+#define DLOCK_API __attribute__((visibility("default")))
+#else
+#define DLOCK_API
+#endif
+
+/* Limits. */
+#define DLOCK_NAME_MAX 512                    /* bytes in a lock name */
+#define DLOCK_LEASE_MIN_MS 100u               /* shortest lease accepted */
+#define DLOCK_LEASE_MAX_MS (24u * 3600u * 1000u) /* longest lease accepted */
+#define DLOCK_LEASE_DEFAULT_MS 10000u
+#define DLOCK_RECURSIVE_MAX 0xFFFFFFu         /* RECURSIVE depth; EAGAIN beyond */
+
+/* Mutex types and robustness, as PTHREAD_MUTEX_*. */
+enum {
+    DLOCK_MUTEX_NORMAL,
+    DLOCK_MUTEX_ERRORCHECK,
+    DLOCK_MUTEX_RECURSIVE,
+    DLOCK_MUTEX_DEFAULT /* behaves as ERRORCHECK */
+};
+enum { DLOCK_MUTEX_STALLED, DLOCK_MUTEX_ROBUST };
+
+/* ------------------------------------------------------------------------
+ * Clients.  A client is one connection to one deployment (URL), with its
+ * own renewal thread, its own subscriber connection and its own table of
+ * lock states.  Mutexes whose attributes name no client use the default
+ * client, made on first use from DLOCK_URL (default redis://127.0.0.1:6379).
+ * ---------------------------------------------------------------------- */
+typedef struct dlock_client dlock_client_t;
+
+typedef struct dlock_config {
+    const char *url;             /* NULL: $DLOCK_URL, else redis://127.0.0.1:6379 */
+    const char *prefix;          /* key prefix; NULL: $DLOCK_PREFIX, else "dlock:" */
+    unsigned connect_timeout_ms; /* one connection attempt; 0: 1000 */
+    unsigned command_timeout_ms; /* one command's reply; 0: 2000 */
+    unsigned unreachable_ms;     /* ENOLCK after the server is unreachable this long; 0: 5000 */
+    unsigned drift_ms;           /* clock-drift margin taken off every lease; 0: 2 + lease/100 */
+} dlock_config_t;
+
+DLOCK_API void dlock_config_init(dlock_config_t *cfg);
+/* Makes a client.  Nothing is connected until a lock needs it.  Returns
+ * EINVAL on a bad URL or configuration (see dlock_last_error()). */
+DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cfg);
+/* Frees a client whose mutexes have all been destroyed; EBUSY otherwise. */
+DLOCK_API int dlock_client_destroy(dlock_client_t *c);
+/* The default client (made from the environment on first call); NULL with
+ * *err set when the environment's configuration is bad. */
+DLOCK_API dlock_client_t *dlock_client_default(int *err);
+
+/* Lost-lock handler: runs on the renewal thread, once per lost hold, as
+ * soon as the loss is known.  It must not block for long. */
+typedef struct dlock_mutex dlock_mutex_t;
+typedef void (*dlock_lost_fn)(dlock_mutex_t *m, const char *name, void *arg);
+
+/* ------------------------------------------------------------------------
+ * Mutex attributes.  Complete type, caller-allocated; fields are private.
+ * ---------------------------------------------------------------------- */
+typedef struct dlock_mutexattr {
+    /* private: use the dlock_mutexattr_* functions */
+    unsigned __magic;
+    int __type;
+    int __robust;
+    unsigned __lease_ms;
+    dlock_lost_fn __lost_fn;
+    void *__lost_arg;
+    dlock_client_t *__client;
+    int __fair;
+    int __caching;
+    void *__reserved[4];
+} dlock_mutexattr_t;
+
+DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a);
+DLOCK_API int dlock_mutexattr_destroy(dlock_mutexattr_t *a);
+DLOCK_API int dlock_mutexattr_settype(dlock_mutexattr_t *a, int type);
+DLOCK_API int dlock_mutexattr_gettype(const dlock_mutexattr_t *a, int *type);
+DLOCK_API int dlock_mutexattr_setrobust(dlock_mutexattr_t *a, int robust);
+DLOCK_API int dlock_mutexattr_getrobust(const dlock_mutexattr_t *a, int *robust);
+DLOCK_API int dlock_mutexattr_setlease(dlock_mutexattr_t *a, unsigned lease_ms);
+DLOCK_API int dlock_mutexattr_getlease(const dlock_mutexattr_t *a, unsigned *lease_ms);
+DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
+DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c);
+DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c);
+
+/* ------------------------------------------------------------------------
+ * Mutexes.  Complete type, caller-allocated; fields are private.
+ * ---------------------------------------------------------------------- */
+struct dlock_mutex {
+    /* private: use the dlock_mutex_* functions */
+    uintptr_t __magic;
+    const char *__static_name;
+    void *__impl;
+    void *__reserved[4];
+};
+
+#define DLOCK__MAGIC_STATIC ((uintptr_t)0x646c6f636b535441ull)
+/* Static initialiser: `static dlock_mutex_t m = DLOCK_MUTEX_INITIALIZER("jobs/a");`
+ * A DEFAULT-type mutex on the default client with the default lease; the
+ * name must be a string that lives as long as the mutex.  First use
+ * connects. */
+#define DLOCK_MUTEX_INITIALIZER(name) \
+    { DLOCK__MAGIC_STATIC, (name), 0, { 0, 0, 0, 0 } }
+
+DLOCK_API int dlock_mutex_init(dlock_mutex_t *m, const char *name, const dlock_mutexattr_t *a);
+DLOCK_API int dlock_mutex_destroy(dlock_mutex_t *m);
+DLOCK_API int dlock_mutex_lock(dlock_mutex_t *m);
+DLOCK_API int dlock_mutex_trylock(dlock_mutex_t *m);
+DLOCK_API int dlock_mutex_timedlock(dlock_mutex_t *m, const struct timespec *abstime);
+DLOCK_API int dlock_mutex_clocklock(dlock_mutex_t *m, clockid_t clock, const struct timespec *abstime);
+DLOCK_API int dlock_mutex_unlock(dlock_mutex_t *m);
+DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m);
+/* 1 if the calling thread holds m with a valid lease, else 0. */
+DLOCK_API int dlock_mutex_holds(const dlock_mutex_t *m);
+/* Fencing token of the calling thread's current hold of m; 0 if none. */
+DLOCK_API uint64_t dlock_mutex_fence(const dlock_mutex_t *m);
+/* The lock's name, or NULL for a bad object. */
+DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m);
+
+/* Administrative reset of the lock `name` on client c (NULL: the default
+ * client), whoever holds it.  how: DLOCK_BREAK_OWNERDEAD (a robust lock's
+ * next acquirer gets EOWNERDEAD) or DLOCK_BREAK_RESET (also clears the
+ * robust state: an ENOTRECOVERABLE lock becomes usable again).  *was_held
+ * (if not NULL) tells whether someone held it. */
+enum { DLOCK_BREAK_OWNERDEAD, DLOCK_BREAK_RESET };
+DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was_held);
+
+/* ------------------------------------------------------------------------
+ * Errors.
+ * ---------------------------------------------------------------------- */
+/* A message for an error code returned by dlock (any errno value). */
+DLOCK_API const char *dlock_strerror(int err);
+/* The symbolic name of an error code ("ENOLCK"), or "UNKNOWN". */
+DLOCK_API const char *dlock_err_name(int err);
+/* A message about the last failure of a dlock call in this thread, with
+ * its detail (never a password); "" when there has been none. */
+DLOCK_API const char *dlock_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLOCK_H */

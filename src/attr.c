@@ -1,0 +1,113 @@
+/* attr.c -- mutex attributes, as pthread_mutexattr_*. */
+#include <errno.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+#define ATTR_MAGIC 0x61747472u /* "attr" */
+
+static int check(const dlock_mutexattr_t *a) {
+    if (a == NULL) return dlock__seterr(EINVAL, "attribute object is NULL");
+    if (a->__magic != ATTR_MAGIC) return dlock__seterr(EINVAL, "attribute object is not initialised");
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a) {
+    if (a == NULL) return dlock__seterr(EINVAL, "attribute object is NULL");
+    memset(a, 0, sizeof *a);
+    a->__magic = ATTR_MAGIC;
+    a->__type = DLOCK_MUTEX_DEFAULT;
+    a->__robust = DLOCK_MUTEX_STALLED;
+    a->__lease_ms = DLOCK_LEASE_DEFAULT_MS;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_destroy(dlock_mutexattr_t *a) {
+    int rc = check(a);
+    if (rc) return rc;
+    a->__magic = 0;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_settype(dlock_mutexattr_t *a, int type) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (type < DLOCK_MUTEX_NORMAL || type > DLOCK_MUTEX_DEFAULT)
+        return dlock__seterr(EINVAL, "mutex type %d is not one of DLOCK_MUTEX_*", type);
+    a->__type = type;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_gettype(const dlock_mutexattr_t *a, int *type) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (type == NULL) return dlock__seterr(EINVAL, "type pointer is NULL");
+    *type = a->__type;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_setrobust(dlock_mutexattr_t *a, int robust) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (robust != DLOCK_MUTEX_STALLED && robust != DLOCK_MUTEX_ROBUST)
+        return dlock__seterr(EINVAL, "robustness %d is not DLOCK_MUTEX_STALLED or DLOCK_MUTEX_ROBUST", robust);
+    a->__robust = robust;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getrobust(const dlock_mutexattr_t *a, int *robust) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (robust == NULL) return dlock__seterr(EINVAL, "robust pointer is NULL");
+    *robust = a->__robust;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_setlease(dlock_mutexattr_t *a, unsigned lease_ms) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (lease_ms < DLOCK_LEASE_MIN_MS || lease_ms > DLOCK_LEASE_MAX_MS)
+        return dlock__seterr(EINVAL, "lease %u ms is outside [%u, %u] ms", lease_ms, DLOCK_LEASE_MIN_MS,
+                             DLOCK_LEASE_MAX_MS);
+    a->__lease_ms = lease_ms;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getlease(const dlock_mutexattr_t *a, unsigned *lease_ms) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (lease_ms == NULL) return dlock__seterr(EINVAL, "lease pointer is NULL");
+    *lease_ms = a->__lease_ms;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {
+    int rc = check(a);
+    if (rc) return rc;
+    a->__lost_fn = fn;
+    a->__lost_arg = arg;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c) {
+    int rc = check(a);
+    if (rc) return rc;
+    a->__client = c;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (c == NULL) return dlock__seterr(EINVAL, "client pointer is NULL");
+    *c = a->__client;
+    return 0;
+}
+
+/* For mutex.c: validated attributes, or the defaults for NULL. */
+int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out) {
+    if (a == NULL) return dlock_mutexattr_init(out);
+    if (check(a) != 0) return EINVAL;
+    *out = *a;
+    return 0;
+}

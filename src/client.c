@@ -1,0 +1,434 @@
+/* client.c -- clients, the per-process table of lock states, fork and exit.
+ *
+ * A client is one deployment (URL) seen from this process.  It owns the
+ * table that maps each lock name to its dlock__lock: the one place where
+ * the process keeps what it knows of that lock (who holds it here, its
+ * lease, its waiters, its subscription).  Mutexes, and later rwlocks,
+ * condition variables and lock caching, all share that table.
+ *
+ * Fork: the child holds none of the parent's locks, opens its own
+ * connections and never writes on the parent's sockets; its background
+ * threads start again on demand.  Exit: locks still held are released, not
+ * left to expire.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlock-int.h"
+
+static void lock_free(dlock__lock *l);
+
+static pthread_mutex_t clients_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dlock_client *clients;
+static struct dlock_client *default_client;
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+
+/* ---------------------------------------------------------- fork, exit */
+
+static void fork_prepare(void) {
+    struct dlock_client *c;
+    pthread_mutex_lock(&clients_mu);
+    for (c = clients; c != NULL; c = c->next) pthread_mutex_lock(&c->mu);
+}
+
+static void fork_parent(void) {
+    struct dlock_client *c;
+    for (c = clients; c != NULL; c = c->next) pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&clients_mu);
+}
+
+/* The child forgets every hold, waiter and connection of the parent. */
+static void fork_child(void) {
+    struct dlock_client *c;
+    size_t i;
+
+    for (c = clients; c != NULL; c = c->next) {
+        while (c->idle != NULL) {
+            dlock__conn *cn = c->idle;
+            c->idle = cn->next;
+            dlock__conn_abandon(cn);
+        }
+        c->nidle = 0;
+        dlock__conn_abandon(c->renew_conn);
+        c->renew_conn = NULL;
+        dlock__conn_abandon(c->sub_conn);
+        c->sub_conn = NULL;
+        if (c->sub_wakefd >= 0) close(c->sub_wakefd);
+        c->sub_wakefd = -1;
+        c->renew_running = c->renew_stop = 0;
+        c->sub_running = c->sub_stop = 0;
+        c->sub_connected = 0;
+        c->sub_down_since = 0;
+        dlock__cond_init(&c->renew_cv);
+        c->held = NULL;
+        c->nheld = 0;
+        for (i = 0; i < c->nbuckets; i++) {
+            dlock__lock *l;
+            for (l = c->buckets[i]; l != NULL; l = l->hnext) {
+                l->owner = NULL;
+                l->count = 0;
+                l->lost = 0;
+                l->robust = 0;
+                l->inconsistent = 0;
+                l->fence = 0;
+                l->held_next = l->held_prev = NULL;
+                l->waiters = 0;
+                l->users = 0;
+                l->sub_state = DLOCK__SUB_NONE;
+                dlock__cond_init(&l->cv);
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&clients_mu);
+}
+
+/* Releases every lock a thread of this process still holds, so that no
+ * waiter has to wait for a lease to run out.  A robust lock is released as
+ * "owner died": its holder never unlocked it, so the next acquirer gets
+ * EOWNERDEAD at once, as with a robust pthread mutex whose owner exited.
+ * Runs from exit(). */
+static void at_exit(void) {
+    struct dlock_client *c;
+    pthread_mutex_lock(&clients_mu);
+    for (c = clients; c != NULL; c = c->next) {
+        dlock__lock *l;
+        pthread_mutex_lock(&c->mu);
+        while ((l = c->held) != NULL) {
+            char token[DLOCK__TOKEN_HEX + 1];
+            int released, how = l->robust ? DLOCK__REL_DEAD : DLOCK__REL_PLAIN;
+            memcpy(token, l->owner_token, sizeof token);
+            dlock__held_remove(c, l);
+            l->owner = NULL;
+            l->count = 0;
+            l->users++;
+            pthread_mutex_unlock(&c->mu);
+            /* Best effort, bounded: a server that does not answer lets
+             * the lease expire instead. */
+            (void)c->ops->release(c, l, token, how, &released, dlock__now() + 1000 * DLOCK__MS);
+            pthread_mutex_lock(&c->mu);
+            l->users--;
+        }
+        c->renew_stop = 1;
+        pthread_cond_broadcast(&c->renew_cv);
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&clients_mu);
+}
+
+static void global_init(void) {
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
+}
+
+/* ------------------------------------------------------------- clients */
+
+DLOCK_API void dlock_config_init(dlock_config_t *cfg) {
+    if (cfg != NULL) memset(cfg, 0, sizeof *cfg);
+}
+
+DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cfg) {
+    struct dlock_client *c;
+    int rc;
+
+    if (out == NULL) return dlock__seterr(EINVAL, "client pointer is NULL");
+    *out = NULL;
+    pthread_once(&global_once, global_init);
+    if ((c = calloc(1, sizeof *c)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    if ((rc = dlock__conf_parse(&c->conf, cfg)) != 0) {
+        free(c);
+        return rc;
+    }
+    c->ops = &dlock__single_backend;
+    c->nbuckets = 64;
+    c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
+    c->sub_wakefd = -1;
+    if (c->buckets == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c->buckets);
+        dlock__conf_free(&c->conf);
+        free(c);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    dlock__cond_init(&c->renew_cv);
+    pthread_mutex_lock(&clients_mu);
+    c->next = clients;
+    clients = c;
+    pthread_mutex_unlock(&clients_mu);
+    *out = c;
+    return 0;
+}
+
+DLOCK_API dlock_client_t *dlock_client_default(int *err) {
+    struct dlock_client *c;
+    int rc = 0;
+    pthread_mutex_lock(&clients_mu);
+    c = default_client;
+    pthread_mutex_unlock(&clients_mu);
+    if (c != NULL) return c;
+    if ((rc = dlock_client_create(&c, NULL)) != 0) {
+        if (err) *err = rc;
+        return NULL;
+    }
+    pthread_mutex_lock(&clients_mu);
+    if (default_client == NULL) {
+        c->is_default = 1;
+        default_client = c;
+        pthread_mutex_unlock(&clients_mu);
+        return c;
+    }
+    pthread_mutex_unlock(&clients_mu);
+    dlock_client_destroy(c); /* another thread made it first */
+    pthread_mutex_lock(&clients_mu);
+    c = default_client;
+    pthread_mutex_unlock(&clients_mu);
+    return c;
+}
+
+DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
+    struct dlock_client **pp;
+    size_t i;
+
+    if (c == NULL) return dlock__seterr(EINVAL, "client is NULL");
+    pthread_mutex_lock(&clients_mu);
+    for (pp = &clients; *pp != NULL && *pp != c; pp = &(*pp)->next)
+        ;
+    if (*pp == NULL) {
+        pthread_mutex_unlock(&clients_mu);
+        return dlock__seterr(EINVAL, "not a live client");
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->is_default || c->objects > 0 || c->held != NULL) {
+        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(&clients_mu);
+        return dlock__seterr(EBUSY, c->is_default ? "the default client lives as long as the process"
+                                                 : "the client still has mutexes");
+    }
+    *pp = c->next;
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&clients_mu);
+
+    dlock__renew_stop(c);
+    dlock__notify_stop(c);
+    while (c->idle != NULL) {
+        dlock__conn *cn = c->idle;
+        c->idle = cn->next;
+        dlock__conn_close(cn);
+    }
+    for (i = 0; i < c->nbuckets; i++) {
+        while (c->buckets[i] != NULL) {
+            dlock__lock *l = c->buckets[i];
+            c->buckets[i] = l->hnext;
+            lock_free(l);
+        }
+    }
+    free(c->buckets);
+    pthread_cond_destroy(&c->renew_cv);
+    pthread_mutex_destroy(&c->mu);
+    dlock__conf_free(&c->conf);
+    free(c);
+    return 0;
+}
+
+int dlock__client_use(struct dlock_client *c) {
+    pthread_mutex_lock(&c->mu);
+    c->objects++;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+void dlock__client_unuse(struct dlock_client *c) {
+    pthread_mutex_lock(&c->mu);
+    c->objects--;
+    pthread_mutex_unlock(&c->mu);
+}
+
+unsigned dlock__drift_ms(const struct dlock_client *c, unsigned lease_ms) {
+    return c->conf.drift_ms ? c->conf.drift_ms : 2 + lease_ms / 100;
+}
+
+/* ---------------------------------------------------------- lock table */
+
+static size_t hash_name(const char *s, size_t n) {
+    size_t h = 1469598103934665603ull, i;
+    for (i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static void table_grow(struct dlock_client *c) {
+    size_t nb = c->nbuckets * 2, i;
+    dlock__lock **b = calloc(nb, sizeof *b);
+    if (b == NULL) return; /* keep the longer chains */
+    for (i = 0; i < c->nbuckets; i++) {
+        while (c->buckets[i] != NULL) {
+            dlock__lock *l = c->buckets[i];
+            size_t h = hash_name(l->name, l->namelen) & (nb - 1);
+            c->buckets[i] = l->hnext;
+            l->hnext = b[h];
+            b[h] = l;
+        }
+    }
+    free(c->buckets);
+    c->buckets = b;
+    c->nbuckets = nb;
+}
+
+dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen) {
+    dlock__lock *l = c->buckets[hash_name(name, namelen) & (c->nbuckets - 1)];
+    while (l != NULL && !(l->namelen == namelen && memcmp(l->name, name, namelen) == 0)) l = l->hnext;
+    return l;
+}
+
+static void lock_free(dlock__lock *l) {
+    pthread_cond_destroy(&l->cv);
+    free(l->name);
+    free(l->key);
+    free(l);
+}
+
+/* Makes the keys of a lock, in one buffer:
+ *   <prefix>{<name>}        the lock (a hash with the lease as expiry)
+ *   <prefix>{<name>}:fence  the fencing counter
+ *   <prefix>{<name>}:state  a robust lock's owner-died / unrecoverable marker
+ * The braces make every key of one lock hash to one cluster slot. */
+static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_t namelen) {
+    size_t plen = strlen(prefix);
+    char *b;
+    l->keylen = plen + namelen + 2;
+    l->fence_keylen = l->keylen + 6;
+    l->state_keylen = l->keylen + 6;
+    if ((b = malloc(l->keylen + l->fence_keylen + l->state_keylen + 3)) == NULL) return -1;
+    memcpy(b, prefix, plen);
+    b[plen] = '{';
+    memcpy(b + plen + 1, name, namelen);
+    b[plen + 1 + namelen] = '}';
+    b[l->keylen] = '\0';
+    l->key = b;
+    l->fence_key = b + l->keylen + 1;
+    memcpy(l->fence_key, l->key, l->keylen);
+    memcpy(l->fence_key + l->keylen, ":fence", 7);
+    l->state_key = l->fence_key + l->fence_keylen + 1;
+    memcpy(l->state_key, l->key, l->keylen);
+    memcpy(l->state_key + l->keylen, ":state", 7);
+    return 0;
+}
+
+int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dlock__lock **out) {
+    dlock__lock *l = dlock__lock_find(c, name, namelen);
+    size_t h;
+
+    if (l != NULL) {
+        l->objrefs++;
+        *out = l;
+        return 0;
+    }
+    if ((l = calloc(1, sizeof *l)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    if ((l->name = malloc(namelen + 1)) == NULL || lock_keys(l, c->conf.prefix, name, namelen) != 0 ||
+        dlock__cond_init(&l->cv) != 0) {
+        free(l->name);
+        free(l->key);
+        free(l);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    memcpy(l->name, name, namelen);
+    l->name[namelen] = '\0';
+    l->namelen = namelen;
+    l->objrefs = 1;
+    if (c->nlocks >= c->nbuckets) table_grow(c);
+    h = hash_name(name, namelen) & (c->nbuckets - 1);
+    l->hnext = c->buckets[h];
+    c->buckets[h] = l;
+    c->nlocks++;
+    *out = l;
+    return 0;
+}
+
+void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l) {
+    dlock__lock **pp;
+    if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || l->owner != NULL ||
+        l->sub_state != DLOCK__SUB_NONE)
+        return;
+    pp = &c->buckets[hash_name(l->name, l->namelen) & (c->nbuckets - 1)];
+    while (*pp != NULL && *pp != l) pp = &(*pp)->hnext;
+    if (*pp == NULL) return;
+    *pp = l->hnext;
+    c->nlocks--;
+    lock_free(l);
+}
+
+void dlock__lock_put(struct dlock_client *c, dlock__lock *l) {
+    l->objrefs--;
+    dlock__lock_maybe_free(c, l);
+}
+
+/* ---------------------------------------------------------- held list */
+
+void dlock__held_add(struct dlock_client *c, dlock__lock *l) {
+    l->held_prev = NULL;
+    l->held_next = c->held;
+    if (c->held != NULL) c->held->held_prev = l;
+    c->held = l;
+    c->nheld++;
+    dlock__renew_start(c);
+    dlock__renew_kick(c);
+}
+
+void dlock__held_remove(struct dlock_client *c, dlock__lock *l) {
+    if (l->held_prev == NULL && c->held != l) return; /* not on the list */
+    if (l->held_prev != NULL) l->held_prev->held_next = l->held_next;
+    else c->held = l->held_next;
+    if (l->held_next != NULL) l->held_next->held_prev = l->held_prev;
+    l->held_next = l->held_prev = NULL;
+    c->nheld--;
+}
+
+void dlock__hold_lost(struct dlock_client *c, dlock__lock *l, dlock__lost_report *rep) {
+    dlock__held_remove(c, l);
+    l->lost = 1;
+    l->gen++;
+    pthread_cond_broadcast(&l->cv);
+    memset(rep, 0, sizeof *rep);
+    if (l->lost_fn != NULL) {
+        rep->fn = l->lost_fn;
+        rep->arg = l->lost_arg;
+        rep->m = l->lost_m;
+        rep->name = strdup(l->name);
+    }
+}
+
+/* The thread-specific-data destructor of an exiting thread: its locks are
+ * no longer renewed, so they expire; nothing is released, because the
+ * thread did not unlock (a robust mutex reports EOWNERDEAD next). */
+void dlock__thread_exiting(dlock__thread *t) {
+    struct dlock_client *c;
+    pthread_mutex_lock(&clients_mu);
+    for (c = clients; c != NULL; c = c->next) {
+        dlock__lock *l, *next;
+        pthread_mutex_lock(&c->mu);
+        for (l = c->held; l != NULL; l = next) {
+            next = l->held_next;
+            if (l->owner != t) continue;
+            dlock__held_remove(c, l);
+        }
+        /* Lost holds of t are off the list but still name it. */
+        {
+            size_t i;
+            for (i = 0; i < c->nbuckets; i++)
+                for (l = c->buckets[i]; l != NULL; l = l->hnext)
+                    if (l->owner == t) {
+                        l->owner = NULL;
+                        l->count = 0;
+                        l->lost = 0;
+                        l->gen++;
+                        pthread_cond_broadcast(&l->cv);
+                    }
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_unlock(&clients_mu);
+}

@@ -1,0 +1,230 @@
+/* conn.c -- Redis connections: connect, authenticate, run commands.
+ *
+ * Commands run on connections from a small per-client pool, so threads
+ * do not queue behind each other's round trips.  dlock__command retries on
+ * a fresh connection when one breaks (a restarted server, a dropped
+ * socket), until the caller's deadline: a server that stays unreachable
+ * past the configured bound gives ENOLCK.  Retrying is safe because every
+ * script is idempotent for the same token (see scripts.c).
+ *
+ * Messages name the server by its redacted URL: never a password.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "dlock-int.h"
+
+#define POOL_IDLE_MAX 8
+
+static struct timeval ms_tv(unsigned ms) {
+    struct timeval tv;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+    return tv;
+}
+
+/* AUTH and SELECT on a fresh connection.  EACCES when the server refuses
+ * the credentials: a configuration error that retrying cannot mend. */
+static int conn_setup(struct dlock_client *c, redisContext *ctx) {
+    const dlock__conf *cf = &c->conf;
+    redisReply *r;
+
+    if (cf->password != NULL) {
+        const char *argv[3];
+        size_t lens[3];
+        int argc = 0;
+        argv[argc] = "AUTH"; lens[argc++] = 4;
+        if (cf->user != NULL) { argv[argc] = cf->user; lens[argc++] = strlen(cf->user); }
+        argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
+        r = redisCommandArgv(ctx, argc, argv, lens);
+        if (r == NULL) return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url, ctx->errstr);
+        if (r->type == REDIS_REPLY_ERROR) {
+            /* the server's message names neither the password nor the user's secret */
+            dlock__seterr(EACCES, "%s: authentication refused: %.200s", cf->redacted_url, r->str);
+            freeReplyObject(r);
+            return EACCES;
+        }
+        freeReplyObject(r);
+    }
+    if (cf->db != 0) {
+        r = redisCommand(ctx, "SELECT %d", cf->db);
+        if (r == NULL) return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url, ctx->errstr);
+        if (r->type == REDIS_REPLY_ERROR) {
+            dlock__seterr(EACCES, "%s: SELECT %d refused: %.200s", cf->redacted_url, cf->db, r->str);
+            freeReplyObject(r);
+            return EACCES;
+        }
+        freeReplyObject(r);
+    }
+    return 0;
+}
+
+int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect_timeout_ms) {
+    const dlock__conf *cf = &c->conf;
+    redisContext *ctx;
+    dlock__conn *cn;
+    int rc;
+
+    if (connect_timeout_ms == 0) connect_timeout_ms = 1;
+    ctx = redisConnectWithTimeout(cf->ep.host, cf->ep.port, ms_tv(connect_timeout_ms));
+    if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    if (ctx->err) {
+        rc = dlock__seterr(ENOLCK, "cannot connect to %s: %s", cf->redacted_url, ctx->errstr);
+        redisFree(ctx);
+        return rc;
+    }
+    redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
+    redisEnableKeepAlive(ctx);
+    if ((rc = conn_setup(c, ctx)) != 0) {
+        redisFree(ctx);
+        return rc;
+    }
+    if ((cn = calloc(1, sizeof *cn)) == NULL) {
+        redisFree(ctx);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    cn->ctx = ctx;
+    *out = cn;
+    return 0;
+}
+
+void dlock__conn_close(dlock__conn *cn) {
+    if (cn == NULL) return;
+    redisFree(cn->ctx);
+    free(cn);
+}
+
+void dlock__conn_abandon(dlock__conn *cn) {
+    /* redisFree only closes the descriptor: nothing is written, so a fork
+     * child never speaks on its parent's sockets. */
+    dlock__conn_close(cn);
+}
+
+dlock__mono dlock__unreachable_deadline(const struct dlock_client *c) {
+    return dlock__now() + (dlock__mono)c->conf.unreachable_ms * DLOCK__MS;
+}
+
+/* ---------------------------------------------------------------- pool */
+
+int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline) {
+    dlock__mono now;
+    unsigned backoff_ms = 10;
+    int rc;
+
+    pthread_mutex_lock(&c->mu);
+    if (c->idle != NULL) {
+        *out = c->idle;
+        c->idle = c->idle->next;
+        c->nidle--;
+        pthread_mutex_unlock(&c->mu);
+        (*out)->next = NULL;
+        return 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (;;) {
+        unsigned budget = c->conf.connect_timeout_ms;
+        now = dlock__now();
+        if (deadline != DLOCK__MONO_NEVER) {
+            int64_t left = (deadline - now) / DLOCK__MS;
+            if (left <= 0) return ENOLCK; /* message set by the last attempt */
+            if ((uint64_t)left < budget) budget = (unsigned)left;
+        }
+        rc = dlock__conn_open(c, out, budget);
+        if (rc != ENOLCK) return rc == EACCES ? ENOLCK : rc;
+        /* Refused or timed out: wait a little, then try again. */
+        now = dlock__now();
+        if (deadline != DLOCK__MONO_NEVER && now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline) {
+            if (deadline > now) usleep((useconds_t)((deadline - now) / 1000));
+            continue;
+        }
+        usleep(backoff_ms * 1000);
+        if (backoff_ms < 200) backoff_ms *= 2;
+    }
+}
+
+void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken) {
+    if (cn == NULL) return;
+    if (!broken) {
+        pthread_mutex_lock(&c->mu);
+        if (c->nidle < POOL_IDLE_MAX) {
+            cn->next = c->idle;
+            c->idle = cn;
+            c->nidle++;
+            cn = NULL;
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    dlock__conn_close(cn);
+}
+
+/* ------------------------------------------------------------ commands */
+
+/* hiredis writes with write(): on a socket the server has closed that
+ * raises SIGPIPE, whose default action would kill the host program.  A
+ * command therefore runs with SIGPIPE blocked in the calling thread, and
+ * a SIGPIPE it raised is consumed before the mask is restored (one that
+ * was already pending is left for the program).  Background threads run
+ * with every signal blocked anyway. */
+typedef struct sigpipe_guard {
+    sigset_t old;
+    int was_pending;
+} sigpipe_guard;
+
+static void sigpipe_block(sigpipe_guard *g) {
+    sigset_t pipe, pending;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, &g->old);
+}
+
+static void sigpipe_restore(sigpipe_guard *g) {
+    sigset_t pipe, pending;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+        static const struct timespec zero = { 0, 0 };
+        while (sigtimedwait(&pipe, NULL, &zero) == -1 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
+                   int argc, const char **argv, const size_t *argvlen) {
+    dlock__conn *cn;
+    redisReply *r;
+    int rc;
+
+    for (;;) {
+        if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
+        r = redisCommandArgv(cn->ctx, argc, argv, argvlen);
+        if (r != NULL) {
+            dlock__pool_put(c, cn, 0);
+            *out = r;
+            return 0;
+        }
+        /* The connection broke (EOF, reset, timeout).  Try another: a
+         * pooled connection may simply predate a server restart. */
+        dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
+                      cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
+        dlock__pool_put(c, cn, 1);
+        if (deadline != DLOCK__MONO_NEVER && dlock__now() >= deadline) return ENOLCK;
+    }
+}
+
+int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
+                   int argc, const char **argv, const size_t *argvlen) {
+    sigpipe_guard g;
+    int rc;
+    *out = NULL;
+    sigpipe_block(&g);
+    rc = command(c, out, deadline, argc, argv, argvlen);
+    sigpipe_restore(&g);
+    return rc;
+}

@@ -1,0 +1,344 @@
+/* dlock-int.h -- internal types shared by the library's sources.
+ *
+ * Layout of the library, one concern a file:
+ *   error.c    error table, dlock_strerror, the last-error message
+ *   clock.c    monotonic time and deadline conversion
+ *   url.c      URL and configuration parsing
+ *   token.c    per-thread owner tokens (RAND_bytes) and thread-exit hook
+ *   conn.c     one Redis connection: connect, AUTH, commands, pool
+ *   scripts.c  the Lua scripts and EVALSHA with NOSCRIPT reload
+ *   backend.c  the backend interface and the single-server backend
+ *   client.c   clients, the per-process lock table, fork and exit
+ *   renew.c    the renewal thread (leases, lost locks)
+ *   notify.c   the subscriber thread (release notifications)
+ *   wait.c     the one waiting path used by every blocking call
+ *   mutex.c    the mutex state machine
+ *   attr.c     mutex attributes
+ * Internal non-static names start with dlock__.
+ */
+#ifndef DLOCK_INT_H
+#define DLOCK_INT_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock.h"
+
+#define DLOCK__HIDDEN __attribute__((visibility("hidden")))
+
+/* ---------------------------------------------------------------- time */
+
+/* Nanoseconds on CLOCK_MONOTONIC: relative timing only, never compared
+ * with wall-clock values. */
+typedef int64_t dlock__mono;
+#define DLOCK__MONO_NEVER INT64_MAX
+#define DLOCK__MS ((int64_t)1000000)
+
+dlock__mono dlock__now(void);
+/* Converts an absolute deadline on `clock` (CLOCK_REALTIME or
+ * CLOCK_MONOTONIC) to the monotonic clock, once.  EINVAL on a bad clock or
+ * a bad tv_nsec. */
+int dlock__deadline(clockid_t clock, const struct timespec *abstime, dlock__mono *out);
+/* A timespec on CLOCK_MONOTONIC for pthread_cond_timedwait on condvars
+ * made by dlock__cond_init. */
+void dlock__mono_to_ts(dlock__mono t, struct timespec *ts);
+int dlock__cond_init(pthread_cond_t *cv);
+/* Waits on cv until signalled or until `until`; returns ETIMEDOUT when the
+ * time has passed. */
+int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, dlock__mono until);
+
+/* --------------------------------------------------------------- errors */
+
+/* Records a message for dlock_last_error() and returns err. */
+int dlock__seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dlock__clearerr(void);
+
+/* --------------------------------------------------------------- config */
+
+typedef enum { DLOCK__BACKEND_SINGLE } dlock__backend_kind;
+
+typedef struct dlock__endpoint {
+    char host[256];
+    int port;
+} dlock__endpoint;
+
+typedef struct dlock__conf {
+    dlock__backend_kind kind;
+    dlock__endpoint ep;
+    char *user;     /* NULL when the URL names none */
+    char *password; /* never printed */
+    int db;
+    char *prefix;
+    char *redacted_url; /* the URL with the password replaced by "***" */
+    unsigned connect_timeout_ms;
+    unsigned command_timeout_ms;
+    unsigned unreachable_ms;
+    unsigned drift_ms; /* 0: 2 + lease/100 */
+} dlock__conf;
+
+/* Parses url (NULL: $DLOCK_URL or the default) and cfg into conf.
+ * EINVAL with a message on bad input; the message never holds the
+ * password. */
+int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg);
+void dlock__conf_free(dlock__conf *conf);
+
+/* --------------------------------------------------------------- tokens */
+
+#define DLOCK__TOKEN_HEX 32 /* 128 bits */
+
+/* A thread's identity as an owner.  Made on first use in a thread, freed
+ * by the thread-specific-data destructor when the thread exits. */
+typedef struct dlock__thread {
+    char token[DLOCK__TOKEN_HEX + 1];
+    unsigned long tid;  /* gettid(), for holder metadata */
+    pid_t pid;          /* the process that made it: a fork child makes anew */
+} dlock__thread;
+
+/* The calling thread's owner identity; NULL (with the error set) only when
+ * RAND_bytes or malloc fails. */
+dlock__thread *dlock__self(int *err);
+/* The calling thread's identity if it already has one, else NULL. */
+dlock__thread *dlock__self_peek(void);
+
+/* -------------------------------------------------------- connections */
+
+typedef struct dlock__conn {
+    redisContext *ctx;
+    struct dlock__conn *next; /* pool link */
+} dlock__conn;
+
+struct dlock_client;
+/* Connects, authenticates and selects the database, within the
+ * connection timeout.  ENOLCK with a message on failure. */
+int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect_timeout_ms);
+void dlock__conn_close(dlock__conn *cn);
+/* Closes the socket without sending anything: for a fork child discarding
+ * the parent's connections. */
+void dlock__conn_abandon(dlock__conn *cn);
+
+/* ----------------------------------------------------------- lock table */
+
+/* The state of one lock name in one client: shared by every mutex object
+ * of that name in the process, by its waiters, the renewal thread and the
+ * subscriber.  All fields are guarded by the client's mutex. */
+typedef struct dlock__lock {
+    char *name;
+    size_t namelen;
+    char *key;       /* <prefix>{<name>}: the lock; also the release channel */
+    size_t keylen;
+    char *fence_key; /* <prefix>{<name>}:fence (same buffer as key) */
+    size_t fence_keylen;
+    char *state_key; /* <prefix>{<name>}:state (same buffer as key) */
+    size_t state_keylen;
+    unsigned objrefs; /* mutex objects naming this lock */
+    unsigned users;   /* calls in flight that use it without the mutex held */
+
+    /* The local hold, if a thread of this process holds the lock. */
+    dlock__thread *owner; /* NULL when no local thread holds it */
+    char owner_token[DLOCK__TOKEN_HEX + 1];
+    unsigned count;     /* recursion depth */
+    uint64_t fence;     /* fencing token of the hold; also its identity */
+    unsigned lease_ms;
+    dlock__mono acquired;    /* when the acquire was sent */
+    dlock__mono valid_until; /* sent + lease - drift; extended by renewals */
+    dlock__mono renew_at;    /* next renewal */
+    int lost;                /* the hold was lost: unlock gives EPERM */
+    int robust;              /* the hold is of a ROBUST mutex */
+    int inconsistent;        /* EOWNERDEAD given, consistent() not yet called */
+    dlock_lost_fn lost_fn;
+    void *lost_arg;
+    struct dlock_mutex *lost_m;
+    struct dlock__lock *held_next, *held_prev; /* client's list of held locks */
+
+    /* Waiting. */
+    unsigned waiters;   /* threads of this process in the wait path */
+    uint64_t gen;       /* bumped by every notification that may free it */
+    pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
+    int sub_state;      /* DLOCK__SUB_* */
+    dlock__mono sub_idle_since;
+
+    struct dlock__lock *hnext; /* hash chain */
+} dlock__lock;
+
+/* Subscription to the lock's release channel: NONE -> WANTED (a waiter
+ * asked) -> SENT (SUBSCRIBE written) -> ACTIVE (confirmed) -> UNSENT
+ * (UNSUBSCRIBE written after the linger time) -> NONE. */
+enum { DLOCK__SUB_NONE, DLOCK__SUB_WANTED, DLOCK__SUB_SENT, DLOCK__SUB_ACTIVE, DLOCK__SUB_UNSENT };
+
+/* ------------------------------------------------------------- backend */
+
+/* What an acquire attempt found. */
+typedef struct dlock__acq {
+    int status;        /* DLOCK__ACQ_* */
+    uint64_t fence;    /* ACQUIRED, MINE */
+    int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
+} dlock__acq;
+enum {
+    DLOCK__ACQ_ACQUIRED,
+    DLOCK__ACQ_BUSY,
+    DLOCK__ACQ_MINE,
+    DLOCK__ACQ_OWNERDEAD,     /* acquired; the last robust holder died */
+    DLOCK__ACQ_NOTRECOVERABLE /* not acquired: robust and unrecoverable */
+};
+
+/* How a hold ends on the server (see release_lua in scripts.c). */
+enum { DLOCK__REL_PLAIN, DLOCK__REL_CLEAN, DLOCK__REL_INCONSISTENT, DLOCK__REL_DEAD };
+/* Administrative resets (see reset_lua). */
+enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
+
+/* One renewal in a batch. */
+typedef struct dlock__renewal {
+    const char *key;
+    size_t keylen;
+    const char *token;
+    unsigned lease_ms;
+    int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
+} dlock__renewal;
+
+/* The seam every deployment sits behind: one server now; Sentinel,
+ * Cluster and a Redlock quorum later.  Each call returns 0 or an errno
+ * value (ENOLCK when the deployment cannot be reached within the bound
+ * that `deadline` gives). */
+typedef struct dlock__backend_ops {
+    int (*acquire)(struct dlock_client *c, dlock__lock *l, const char *token,
+                   unsigned lease_ms, int robust, dlock__acq *out, dlock__mono deadline);
+    /* *released is 1 when the key was ours and is gone, 0 when it was not
+     * ours.  A release also publishes the wake-up for waiters.  how is a
+     * DLOCK__REL_*. */
+    int (*release)(struct dlock_client *c, dlock__lock *l, const char *token, int how,
+                   int *released, dlock__mono deadline);
+    /* Deletes the lock whoever holds it; how is a DLOCK__RESET_*. */
+    int (*reset)(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline);
+    /* Renews n locks in pipelined batches on the renewal connection. */
+    int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n);
+} dlock__backend_ops;
+
+extern const dlock__backend_ops dlock__single_backend;
+
+/* --------------------------------------------------------------- client */
+
+struct dlock_client {
+    dlock__conf conf;
+    const dlock__backend_ops *ops;
+    pthread_mutex_t mu;   /* guards everything below and every dlock__lock */
+    unsigned objects;     /* live mutex objects using this client */
+
+    /* Lock table: name -> dlock__lock. */
+    dlock__lock **buckets;
+    size_t nbuckets, nlocks;
+
+    /* Command connections: a pool of idle ones. */
+    dlock__conn *idle;
+    unsigned nidle;
+
+    /* Locks a thread of this process holds, for renewal and exit. */
+    dlock__lock *held;
+    size_t nheld;
+
+    /* Renewal thread. */
+    int renew_running, renew_stop;
+    pthread_t renew_thread;
+    pthread_cond_t renew_cv;
+    dlock__conn *renew_conn; /* owned by the renewal thread */
+
+    /* Subscriber thread. */
+    int sub_running, sub_stop;
+    pthread_t sub_thread;
+    int sub_wakefd;       /* eventfd that pokes the subscriber */
+    int sub_connected;
+    dlock__conn *sub_conn; /* owned by the subscriber thread */
+    uint64_t sub_epoch;   /* bumped at every (re)connection and loss */
+    dlock__mono sub_down_since; /* 0 when up or unneeded */
+
+    unsigned char scripts_loaded; /* bit per script known loaded (hint) */
+
+    struct dlock_client *next; /* all clients, for fork and exit */
+    int is_default;
+};
+
+/* The table: find or make the state of `name`, with one reference taken.
+ * Called with c->mu held. */
+int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dlock__lock **out);
+/* Drops a reference; frees the state when nothing uses it.  c->mu held. */
+void dlock__lock_put(struct dlock_client *c, dlock__lock *l);
+/* Frees l if no object, call, hold, waiter or subscription uses it. */
+void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l);
+dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen);
+
+/* Command connections from the pool (c->mu NOT held by the caller). */
+int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline);
+void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken);
+
+/* Runs a command on a pooled connection, reconnecting on failure until
+ * `deadline` (bounded by the unreachable bound).  ENOLCK when the server
+ * could not be reached in time. */
+int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
+                   int argc, const char **argv, const size_t *argvlen);
+/* The deadline for "the server is unreachable": now + unreachable_ms. */
+dlock__mono dlock__unreachable_deadline(const struct dlock_client *c);
+
+/* Holds: adds/removes l to/from the renewal list.  c->mu held. */
+void dlock__held_add(struct dlock_client *c, dlock__lock *l);
+void dlock__held_remove(struct dlock_client *c, dlock__lock *l);
+unsigned dlock__drift_ms(const struct dlock_client *c, unsigned lease_ms);
+
+/* Starts a background thread with every signal blocked. */
+int dlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
+
+/* Renewal thread (renew.c).  Start with c->mu held; it is idempotent. */
+int dlock__renew_start(struct dlock_client *c);
+void dlock__renew_kick(struct dlock_client *c);
+void dlock__renew_stop(struct dlock_client *c);
+
+/* Subscriber (notify.c).  Asks for a subscription to l's channel and
+ * pokes the subscriber thread.  c->mu held. */
+int dlock__notify_want(struct dlock_client *c, dlock__lock *l);
+void dlock__notify_poke(struct dlock_client *c);
+void dlock__notify_stop(struct dlock_client *c);
+
+/* Scripts (scripts.c). */
+enum { DLOCK__SCRIPT_ACQUIRE, DLOCK__SCRIPT_RELEASE, DLOCK__SCRIPT_RENEW, DLOCK__SCRIPT_RESET, DLOCK__NSCRIPTS };
+const char *dlock__script_sha(int which);
+const char *dlock__script_body(int which);
+/* Runs script `which` with numkeys keys and the rest as ARGV, by EVALSHA,
+ * loading it on NOSCRIPT. */
+int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
+                      int numkeys, int nargs, const char **args, const size_t *lens);
+/* Appends an EVALSHA to a context's output buffer (pipelining). */
+int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
+                         const char **args, const size_t *lens);
+int dlock__script_load_all(redisContext *ctx);
+
+/* Waiting (wait.c): the one path every blocking call goes through.
+ * Sleeps until l->gen moves past `gen`, `until` passes, or the
+ * subscription breaks.  c->mu held (released while sleeping). */
+int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mono until);
+/* Makes sure a release of l will wake us: subscribes and waits for the
+ * subscription to be active, or until deadline / the unreachable bound.
+ * c->mu held.  0, ETIMEDOUT or ENOLCK. */
+int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
+void dlock__wait_done(struct dlock_client *c, dlock__lock *l);
+
+/* Clients (client.c). */
+int dlock__client_use(struct dlock_client *c);
+void dlock__client_unuse(struct dlock_client *c);
+/* Thread exit: stops renewing every lock the thread holds. */
+void dlock__thread_exiting(dlock__thread *t);
+
+/* Lost holds found by the renewal thread, reported after c->mu is
+ * released. */
+typedef struct dlock__lost_report {
+    dlock_lost_fn fn;
+    void *arg;
+    struct dlock_mutex *m;
+    char *name;
+} dlock__lost_report;
+/* Marks l's hold lost (c->mu held); fills *rep when a handler must run. */
+void dlock__hold_lost(struct dlock_client *c, dlock__lock *l, dlock__lost_report *rep);
+
+#endif /* DLOCK_INT_H */

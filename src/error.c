@@ -1,0 +1,64 @@
+/* error.c -- the error table, dlock_strerror and the last-error message.
+ *
+ * One X-macro table gives each errno value dlock returns its name and its
+ * message, so the two can never disagree.  The last-error message is kept
+ * per thread, filled by one setter (dlock__seterr), as hiredis keeps
+ * c->errstr.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+#define DLOCK__ERRORS(X)                                                          \
+    X(0, "0", "success")                                                          \
+    X(EINVAL, "EINVAL", "invalid argument, object or configuration")              \
+    X(EBUSY, "EBUSY", "the lock is held")                                         \
+    X(EDEADLK, "EDEADLK", "the calling thread already holds the lock")            \
+    X(EPERM, "EPERM", "the calling thread does not hold the lock (or lost it)")   \
+    X(ETIMEDOUT, "ETIMEDOUT", "the deadline passed before the lock was acquired") \
+    X(ENOLCK, "ENOLCK", "the lock server could not be reached")                   \
+    X(EAGAIN, "EAGAIN", "the recursion limit was reached")                        \
+    X(EOWNERDEAD, "EOWNERDEAD", "the previous holder died; state may be inconsistent") \
+    X(ENOTRECOVERABLE, "ENOTRECOVERABLE", "the lock is not recoverable")          \
+    X(ENOMEM, "ENOMEM", "out of memory")                                          \
+    X(EPROTO, "EPROTO", "the server answered something unexpected")
+
+DLOCK_API const char *dlock_strerror(int err) {
+    switch (err) {
+#define X(code, name, msg) case code: return msg;
+        DLOCK__ERRORS(X)
+#undef X
+    default: return "unknown error";
+    }
+}
+
+DLOCK_API const char *dlock_err_name(int err) {
+    switch (err) {
+#define X(code, name, msg) case code: return name;
+        DLOCK__ERRORS(X)
+#undef X
+    default: return "UNKNOWN";
+    }
+}
+
+static __thread char last_error[512];
+
+int dlock__seterr(int err, const char *fmt, ...) {
+    va_list ap;
+    int n = snprintf(last_error, sizeof last_error, "%s: ", dlock_err_name(err));
+    if (n < 0 || (size_t)n >= sizeof last_error) return err;
+    va_start(ap, fmt);
+    vsnprintf(last_error + n, sizeof last_error - (size_t)n, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+void dlock__clearerr(void) {
+    last_error[0] = '\0';
+}
+
+DLOCK_API const char *dlock_last_error(void) {
+    return last_error;
+}

@@ -1,0 +1,178 @@
+/* renew.c -- the renewal thread: keeps held leases alive, detects losses.
+ *
+ * One thread per client renews every lock the process holds, well before
+ * expiry (at about a third of the lease), and renews all locks that are
+ * due within the next sixth of a lease together, as one pipelined batch
+ * per 256 locks: the cost grows with round trips per period, not with one
+ * round trip per lock.
+ *
+ * A hold is lost when a renewal is refused (the key is gone or another
+ * token holds it) or when its local validity time runs out without a
+ * successful renewal.  Validity is counted from when the acquire (or the
+ * last successful renewal) was *sent*, minus a clock-drift margin, so the
+ * process never believes it holds a lock longer than the server does.  The
+ * lost-lock handler runs at once, on this thread, outside the client lock.
+ *
+ * A renewal in flight is matched to its hold by the hold's fence: a hold
+ * that ended (unlock, thread exit) or was replaced meanwhile is left
+ * alone.  The renew script checks the token, so a renewal can never
+ * extend a lock someone else holds.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+#define RETRY_MS 100 /* after a renewal got no answer */
+
+typedef struct pending {
+    dlock__lock *l;
+    uint64_t fence;
+    unsigned lease_ms;
+    char token[DLOCK__TOKEN_HEX + 1];
+} pending;
+
+static void run_reports(dlock__lost_report *reps, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (reps[i].fn != NULL) reps[i].fn(reps[i].m, reps[i].name, reps[i].arg);
+        free(reps[i].name);
+    }
+}
+
+static void *renew_main(void *arg) {
+    struct dlock_client *c = arg;
+    pending *pend = NULL;
+    dlock__renewal *rn = NULL;
+    dlock__lost_report *reps = NULL;
+    size_t cap = 0;
+
+    pthread_mutex_lock(&c->mu);
+    while (!c->renew_stop) {
+        dlock__mono now = dlock__now(), next = DLOCK__MONO_NEVER, sent;
+        size_t n = 0, nrep = 0, i;
+        dlock__lock *l, *lnext;
+
+        if (cap < c->nheld) {
+            size_t ncap = c->nheld * 2 + 16;
+            pending *p2 = realloc(pend, ncap * sizeof *p2);
+            dlock__renewal *r2 = p2 ? realloc(rn, ncap * sizeof *r2) : NULL;
+            dlock__lost_report *l2 = r2 ? realloc(reps, ncap * sizeof *l2) : NULL;
+            if (p2) pend = p2;
+            if (r2) rn = r2;
+            if (l2) reps = l2;
+            if (l2 != NULL) cap = ncap;
+        }
+        for (l = c->held; l != NULL; l = lnext) {
+            dlock__mono window;
+            lnext = l->held_next;
+            if (now >= l->valid_until) {
+                if (nrep < cap) dlock__hold_lost(c, l, &reps[nrep++]);
+                continue;
+            }
+            window = (dlock__mono)(l->lease_ms / 6) * DLOCK__MS;
+            if (l->renew_at - window <= now && n < cap) {
+                pend[n].l = l;
+                pend[n].fence = l->fence;
+                pend[n].lease_ms = l->lease_ms;
+                memcpy(pend[n].token, l->owner_token, sizeof pend[n].token);
+                l->users++;
+                n++;
+            } else {
+                if (l->renew_at < next) next = l->renew_at;
+            }
+            if (l->valid_until < next) next = l->valid_until;
+        }
+        if (nrep > 0) {
+            pthread_mutex_unlock(&c->mu);
+            run_reports(reps, nrep);
+            pthread_mutex_lock(&c->mu);
+        }
+        if (n == 0) {
+            if (nrep == 0) dlock__cond_wait_until(&c->renew_cv, &c->mu, next);
+            continue;
+        }
+        for (i = 0; i < n; i++) {
+            rn[i].key = pend[i].l->key;
+            rn[i].keylen = pend[i].l->keylen;
+            rn[i].token = pend[i].token;
+            rn[i].lease_ms = pend[i].lease_ms;
+            rn[i].result = -1;
+        }
+        sent = dlock__now();
+        pthread_mutex_unlock(&c->mu);
+        (void)c->ops->renew(c, rn, n);
+        pthread_mutex_lock(&c->mu);
+        now = dlock__now();
+        nrep = 0;
+        for (i = 0; i < n; i++) {
+            l = pend[i].l;
+            l->users--;
+            if (l->owner != NULL && !l->lost && l->fence == pend[i].fence) {
+                if (rn[i].result == 1) {
+                    dlock__mono v = sent + (dlock__mono)(l->lease_ms - dlock__drift_ms(c, l->lease_ms)) * DLOCK__MS;
+                    if (v > l->valid_until) l->valid_until = v;
+                    l->renew_at = sent + (dlock__mono)(l->lease_ms / 3) * DLOCK__MS;
+                } else if (rn[i].result == 0 || now >= l->valid_until) {
+                    dlock__hold_lost(c, l, &reps[nrep++]);
+                } else {
+                    l->renew_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
+                }
+            }
+            dlock__lock_maybe_free(c, l);
+        }
+        if (nrep > 0) {
+            pthread_mutex_unlock(&c->mu);
+            run_reports(reps, nrep);
+            pthread_mutex_lock(&c->mu);
+        }
+    }
+    c->renew_running = 0;
+    if (c->renew_conn != NULL) {
+        dlock__conn_close(c->renew_conn);
+        c->renew_conn = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(pend);
+    free(rn);
+    free(reps);
+    return NULL;
+}
+
+/* Background threads start with every signal blocked, so a host
+ * program's signals are never delivered to them. */
+int dlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    int rc;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(th, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int dlock__renew_start(struct dlock_client *c) {
+    int rc;
+    if (c->renew_running) return 0;
+    c->renew_stop = 0;
+    if ((rc = dlock__thread_start(&c->renew_thread, renew_main, c)) != 0)
+        return dlock__seterr(EAGAIN, "cannot start the renewal thread");
+    c->renew_running = 1;
+    return 0;
+}
+
+void dlock__renew_kick(struct dlock_client *c) {
+    pthread_cond_signal(&c->renew_cv);
+}
+
+void dlock__renew_stop(struct dlock_client *c) {
+    int running;
+    pthread_mutex_lock(&c->mu);
+    running = c->renew_running;
+    c->renew_stop = 1;
+    pthread_cond_broadcast(&c->renew_cv);
+    pthread_mutex_unlock(&c->mu);
+    if (running) pthread_join(c->renew_thread, NULL);
+}

@@ -1,0 +1,190 @@
+/* scripts.c -- the Lua scripts that acquire, release and renew a lock.
+ *
+ * Each operation is one script so that it is atomic on the server and
+ * costs one round trip.  Names, tokens and every other value travel only
+ * as KEYS and ARGV: no caller data is ever spliced into script text.
+ * Scripts run by EVALSHA; a NOSCRIPT answer (a restarted or flushed
+ * server) loads the script and runs it again, so a restart changes nothing
+ * for the caller.
+ *
+ * A lock is a hash at <prefix>{<name>}: owner (the holder's token), fence,
+ * host, pid, tid, since (server ms), with the lease as its expiry.  The
+ * fencing counter lives at <prefix>{<name>}:fence.  A fence is
+ * max(last fence + 1, server time in microseconds), so fences increase
+ * strictly even when the server lost its data, as long as the server's
+ * clock does not step back past the last fence it issued (docs/fencing.md).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "dlock-int.h"
+
+/* KEYS: lock, fence, state.  ARGV: token, lease ms, host, pid, tid,
+ * robust ("1" or "0").
+ * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
+ * holder died holding it (EOWNERDEAD); {2, fence} already held by this
+ * token (an earlier attempt whose answer was lost; the lease starts
+ * again); {0, pttl} held by another; {3, 0} robust and not recoverable.
+ * Only robust acquirers read or write the state key. */
+static const char acquire_lua[] =
+    "local robust = ARGV[6] == '1'\n"
+    "local state = false\n"
+    "if robust then\n"
+    "  state = redis.call('GET', KEYS[3])\n"
+    "  if state == 'notrecoverable' then return {3, 0} end\n"
+    "end\n"
+    "local owner = redis.call('HGET', KEYS[1], 'owner')\n"
+    "if owner then\n"
+    "  if owner == ARGV[1] then\n"
+    "    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "    return {2, redis.call('HGET', KEYS[1], 'fence')}\n"
+    "  end\n"
+    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    "end\n"
+    "local t = redis.call('TIME')\n"
+    "local f = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+    "if last >= f then f = last + 1 end\n"
+    "local fs = string.format('%.0f', f)\n"
+    "redis.call('SET', KEYS[2], fs, 'PX', 3600000)\n"
+    "redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'host', ARGV[3],\n"
+    "           'pid', ARGV[4], 'tid', ARGV[5], 'since', t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)))\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "if robust then\n"
+    "  redis.call('SET', KEYS[3], 'held')\n"
+    "  if state == 'held' then return {4, fs} end\n"
+    "end\n"
+    "return {1, fs}\n";
+
+/* KEYS: lock, state.  ARGV: token, channel, how.  Deletes the lock if the
+ * token holds it and wakes the waiters; 1 if released, 0 if the token did
+ * not hold it.  how: "plain" (not robust), "clean" (robust: forget the
+ * marker), "inconsistent" (robust, unlocked after EOWNERDEAD without
+ * consistent: unrecoverable for everyone), "dead" (robust, the holder
+ * died: the next acquirer gets EOWNERDEAD). */
+static const char release_lua[] =
+    "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  if ARGV[3] == 'clean' then redis.call('DEL', KEYS[2])\n"
+    "  elseif ARGV[3] == 'inconsistent' then redis.call('SET', KEYS[2], 'notrecoverable') end\n"
+    "  redis.call('PUBLISH', ARGV[2], 'released')\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n";
+
+/* KEYS: lock.  ARGV: token, lease ms.  1 if renewed, 0 if not ours. */
+static const char renew_lua[] =
+    "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
+    "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "end\n"
+    "return 0\n";
+
+/* KEYS: lock, state.  ARGV: channel, how.  The administrative reset:
+ * deletes the lock whoever holds it.  how "break": a robust lock's next
+ * acquirer gets EOWNERDEAD (the marker says a holder was cut off); how
+ * "reset": the marker goes too, and an unrecoverable lock is usable
+ * again.  Returns 1 if the lock was held. */
+static const char reset_lua[] =
+    "local held = redis.call('DEL', KEYS[1])\n"
+    "if ARGV[2] == 'reset' then redis.call('DEL', KEYS[2]) end\n"
+    "redis.call('PUBLISH', ARGV[1], 'released')\n"
+    "return held\n";
+
+static const char *const bodies[DLOCK__NSCRIPTS] = { acquire_lua, release_lua, renew_lua, reset_lua };
+static char shas[DLOCK__NSCRIPTS][41];
+static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
+
+static void sha_make(void) {
+    static const char hex[] = "0123456789abcdef";
+    int i;
+    for (i = 0; i < DLOCK__NSCRIPTS; i++) {
+        unsigned char md[EVP_MAX_MD_SIZE];
+        unsigned int n = 0, j;
+        if (EVP_Digest(bodies[i], strlen(bodies[i]), md, &n, EVP_sha1(), NULL) != 1 || n != 20) {
+            shas[i][0] = '\0'; /* EVALSHA of "" gets NOSCRIPT; we then EVAL */
+            continue;
+        }
+        for (j = 0; j < n; j++) {
+            shas[i][2 * j] = hex[md[j] >> 4];
+            shas[i][2 * j + 1] = hex[md[j] & 15];
+        }
+        shas[i][40] = '\0';
+    }
+}
+
+const char *dlock__script_sha(int which) {
+    pthread_once(&sha_once, sha_make);
+    return shas[which];
+}
+
+const char *dlock__script_body(int which) {
+    return bodies[which];
+}
+
+#define MAX_SCRIPT_ARGS 16
+
+/* Fills argv for EVALSHA (or EVAL) of `which`. */
+static int script_argv(int which, int use_eval, int numkeys, int nargs, const char **args,
+                       const size_t *lens, const char **argv, size_t *argvlen, char *nk) {
+    int i;
+    if (nargs > MAX_SCRIPT_ARGS) return -1;
+    snprintf(nk, 12, "%d", numkeys);
+    argv[0] = use_eval ? "EVAL" : "EVALSHA";
+    argv[1] = use_eval ? bodies[which] : dlock__script_sha(which);
+    argv[2] = nk;
+    for (i = 0; i < 3; i++) argvlen[i] = strlen(argv[i]);
+    for (i = 0; i < nargs; i++) {
+        argv[3 + i] = args[i];
+        argvlen[3 + i] = lens[i];
+    }
+    return 3 + nargs;
+}
+
+static int is_noscript(const redisReply *r) {
+    return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
+                      int numkeys, int nargs, const char **args, const size_t *lens) {
+    const char *argv[3 + MAX_SCRIPT_ARGS];
+    size_t argvlen[3 + MAX_SCRIPT_ARGS];
+    char nk[12];
+    int argc, rc;
+
+    argc = script_argv(which, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
+    if (argc < 0) return dlock__seterr(EINVAL, "too many script arguments");
+    rc = dlock__command(c, out, deadline, argc, argv, argvlen);
+    if (rc == 0 && is_noscript(*out)) {
+        /* The server does not know the script (restarted or flushed): EVAL
+         * runs it and caches it, so the next EVALSHA finds it. */
+        freeReplyObject(*out);
+        *out = NULL;
+        argc = script_argv(which, 1, numkeys, nargs, args, lens, argv, argvlen, nk);
+        rc = dlock__command(c, out, deadline, argc, argv, argvlen);
+    }
+    return rc;
+}
+
+int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
+                         const char **args, const size_t *lens) {
+    const char *argv[3 + MAX_SCRIPT_ARGS];
+    size_t argvlen[3 + MAX_SCRIPT_ARGS];
+    char nk[12];
+    int argc = script_argv(which, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
+    if (argc < 0) return -1;
+    return redisAppendCommandArgv(ctx, argc, argv, argvlen) == REDIS_OK ? 0 : -1;
+}
+
+int dlock__script_load_all(redisContext *ctx) {
+    int i;
+    for (i = 0; i < DLOCK__NSCRIPTS; i++) {
+        redisReply *r = redisCommand(ctx, "SCRIPT LOAD %s", bodies[i]);
+        int ok = r != NULL && r->type == REDIS_REPLY_STRING;
+        if (r) freeReplyObject(r);
+        if (!ok) return -1;
+    }
+    return 0;
+}

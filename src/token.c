@@ -1,0 +1,76 @@
+/* token.c -- per-thread owner identities.
+ *
+ * Owner identity is the thread: each thread gets its own unguessable
+ * 128-bit token from RAND_bytes on first use.  A failure of RAND_bytes is
+ * an error, never a fallback to a weaker source.  The identity lives in
+ * thread-specific data whose destructor tells the clients the thread is
+ * gone, so they stop renewing its locks at once.  A fork child notices the
+ * identity it inherited belongs to its parent (by pid) and makes its own.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <openssl/rand.h>
+
+#include "dlock-int.h"
+
+static pthread_key_t self_key;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+static int self_key_err;
+
+static void self_destroy(void *p) {
+    dlock__thread *t = p;
+    if (t->pid == getpid()) dlock__thread_exiting(t);
+    free(t);
+}
+
+static void self_key_make(void) {
+    self_key_err = pthread_key_create(&self_key, self_destroy);
+}
+
+dlock__thread *dlock__self_peek(void) {
+    dlock__thread *t;
+    if (pthread_once(&self_once, self_key_make) != 0 || self_key_err != 0) return NULL;
+    t = pthread_getspecific(self_key);
+    return (t != NULL && t->pid == getpid()) ? t : NULL;
+}
+
+dlock__thread *dlock__self(int *err) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char raw[DLOCK__TOKEN_HEX / 2];
+    dlock__thread *t, *old;
+    int i;
+
+    if (pthread_once(&self_once, self_key_make) != 0 || self_key_err != 0) {
+        *err = dlock__seterr(EAGAIN, "cannot create thread-specific data key");
+        return NULL;
+    }
+    old = pthread_getspecific(self_key);
+    if (old != NULL && old->pid == getpid()) return old;
+    if (RAND_bytes(raw, (int)sizeof raw) != 1) {
+        *err = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random token for this thread");
+        return NULL;
+    }
+    if ((t = calloc(1, sizeof *t)) == NULL) {
+        *err = dlock__seterr(ENOMEM, "out of memory");
+        return NULL;
+    }
+    for (i = 0; i < (int)sizeof raw; i++) {
+        t->token[2 * i] = hex[raw[i] >> 4];
+        t->token[2 * i + 1] = hex[raw[i] & 15];
+    }
+    t->token[DLOCK__TOKEN_HEX] = '\0';
+    t->tid = (unsigned long)syscall(SYS_gettid);
+    t->pid = getpid();
+    if (pthread_setspecific(self_key, t) != 0) {
+        free(t);
+        *err = dlock__seterr(ENOMEM, "out of memory");
+        return NULL;
+    }
+    free(old); /* the parent's identity, inherited across fork */
+    return t;
+}

@@ -1,0 +1,275 @@
+/* url.c -- parsing of DLOCK_URL and the client configuration.
+ *
+ * Accepted now:  redis://[user:password@]host[:port][/db][?param=value&...]
+ * with host a name, an IPv4 address or [an IPv6 address].  Parameters:
+ * connect_timeout_ms, command_timeout_ms, unreachable_ms, drift_ms, prefix.
+ * Every message this file produces names the URL in its redacted form:
+ * a password never reaches an error, a log or the output.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+#define DEFAULT_URL "redis://127.0.0.1:6379"
+#define DEFAULT_PREFIX "dlock:"
+#define URL_MAX 4096
+
+static int hexval(int ch) {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes s[0..n) into a new string; NULL on a bad escape, a NUL
+ * byte or no memory (*nomem tells which). */
+static char *pct_decode(const char *s, size_t n, int *nomem) {
+    char *out = malloc(n + 1), *o = out;
+    size_t i;
+    *nomem = out == NULL;
+    if (out == NULL) return NULL;
+    for (i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            int hi, lo;
+            if (i + 2 >= n) goto bad;
+            hi = hexval((unsigned char)s[i + 1]);
+            lo = hexval((unsigned char)s[i + 2]);
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) goto bad;
+            *o++ = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            *o++ = s[i];
+        }
+    }
+    *o = '\0';
+    return out;
+bad:
+    free(out);
+    return NULL;
+}
+
+static int parse_uint(const char *s, size_t n, unsigned long max, unsigned long *out) {
+    unsigned long v = 0;
+    size_t i;
+    if (n == 0 || n > 10) return -1;
+    for (i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i])) return -1;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+static int valid_prefix(const char *p) {
+    size_t n = strlen(p);
+    /* Braces would change the cluster hash tag of every key. */
+    return n <= 128 && strpbrk(p, "{}") == NULL;
+}
+
+/* Builds the redacted form: scheme://user:***@rest, without the query. */
+static char *redact(const char *url, const char *at, const char *colon) {
+    size_t n = strlen(url);
+    char *out = malloc(n + 8);
+    if (out == NULL) return NULL;
+    if (at != NULL && colon != NULL && colon < at) {
+        size_t head = (size_t)(colon - url) + 1;
+        memcpy(out, url, head);
+        memcpy(out + head, "***", 3);
+        strcpy(out + head + 3, at);
+    } else {
+        strcpy(out, url);
+    }
+    return out;
+}
+
+static int set_param(dlock__conf *conf, const char *red, const char *k, size_t kn,
+                     const char *v, size_t vn) {
+    unsigned long x;
+    struct { const char *name; unsigned *field; unsigned long max; } num[] = {
+        { "connect_timeout_ms", &conf->connect_timeout_ms, 3600000 },
+        { "command_timeout_ms", &conf->command_timeout_ms, 3600000 },
+        { "unreachable_ms", &conf->unreachable_ms, 86400000 },
+        { "drift_ms", &conf->drift_ms, 60000 },
+    };
+    size_t i;
+    for (i = 0; i < sizeof num / sizeof num[0]; i++) {
+        if (kn == strlen(num[i].name) && memcmp(k, num[i].name, kn) == 0) {
+            if (parse_uint(v, vn, num[i].max, &x) != 0 || (x == 0 && num[i].field != &conf->drift_ms))
+                return dlock__seterr(EINVAL, "URL %s: %s wants a number from 1 to %lu",
+                                     red, num[i].name, num[i].max);
+            *num[i].field = (unsigned)x;
+            return 0;
+        }
+    }
+    if (kn == 6 && memcmp(k, "prefix", 6) == 0) {
+        int nomem;
+        char *p = pct_decode(v, vn, &nomem);
+        if (p == NULL)
+            return nomem ? dlock__seterr(ENOMEM, "out of memory")
+                         : dlock__seterr(EINVAL, "URL %s: bad prefix", red);
+        if (!valid_prefix(p)) {
+            free(p);
+            return dlock__seterr(EINVAL, "URL %s: prefix must be at most 128 bytes without braces", red);
+        }
+        free(conf->prefix);
+        conf->prefix = p;
+        return 0;
+    }
+    return dlock__seterr(EINVAL, "URL %s: unknown parameter '%.*s'", red, (int)(kn > 64 ? 64 : kn), k);
+}
+
+static int parse_url(dlock__conf *conf, const char *url) {
+    const char *p, *end, *at, *colon = NULL, *hostend, *q;
+    size_t n = strnlen(url, URL_MAX + 1);
+    int nomem;
+
+    if (n == 0 || n > URL_MAX) return dlock__seterr(EINVAL, "URL is empty or longer than %d bytes", URL_MAX);
+    if (strncmp(url, "redis://", 8) != 0) {
+        const char *sep = strstr(url, "://");
+        int sl = sep ? (int)(sep - url) : 0;
+        if (sl > 32) sl = 32;
+        if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
+            return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://)", sl, url);
+        return dlock__seterr(EINVAL, "URL must start with redis:// (scheme '%.*s' given)", sl, url);
+    }
+    p = url + 8;
+    end = url + n;
+    q = memchr(p, '?', (size_t)(end - p));
+    if (q == NULL) q = end;
+    /* userinfo ends at the last '@' before the path or query */
+    at = NULL;
+    for (const char *s = p; s < q && *s != '/'; s++)
+        if (*s == '@') at = s;
+    if (at != NULL) {
+        colon = memchr(p, ':', (size_t)(at - p));
+    }
+    conf->redacted_url = redact(url, at, colon);
+    if (conf->redacted_url == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    /* the redacted form has no query: cut it there */
+    {
+        char *rq = strchr(conf->redacted_url, '?');
+        if (rq) *rq = '\0';
+    }
+    if (at != NULL) {
+        const char *uend = colon ? colon : at;
+        if (uend > p) {
+            conf->user = pct_decode(p, (size_t)(uend - p), &nomem);
+            if (conf->user == NULL)
+                return nomem ? dlock__seterr(ENOMEM, "out of memory")
+                             : dlock__seterr(EINVAL, "URL %s: bad user name", conf->redacted_url);
+        }
+        if (colon) {
+            conf->password = pct_decode(colon + 1, (size_t)(at - colon - 1), &nomem);
+            if (conf->password == NULL)
+                return nomem ? dlock__seterr(ENOMEM, "out of memory")
+                             : dlock__seterr(EINVAL, "URL %s: bad escape in the password", conf->redacted_url);
+        }
+        p = at + 1;
+    }
+    /* host */
+    if (p < q && *p == '[') {
+        const char *rb = memchr(p, ']', (size_t)(q - p));
+        if (rb == NULL || rb == p + 1)
+            return dlock__seterr(EINVAL, "URL %s: bad IPv6 address", conf->redacted_url);
+        if ((size_t)(rb - p - 1) >= sizeof conf->ep.host)
+            return dlock__seterr(EINVAL, "URL %s: host too long", conf->redacted_url);
+        memcpy(conf->ep.host, p + 1, (size_t)(rb - p - 1));
+        conf->ep.host[rb - p - 1] = '\0';
+        hostend = rb + 1;
+    } else {
+        hostend = p;
+        while (hostend < q && *hostend != ':' && *hostend != '/') {
+            unsigned char ch = (unsigned char)*hostend;
+            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_'))
+                return dlock__seterr(EINVAL, "URL %s: bad character in host", conf->redacted_url);
+            hostend++;
+        }
+        if (hostend == p) return dlock__seterr(EINVAL, "URL %s: no host", conf->redacted_url);
+        if ((size_t)(hostend - p) >= sizeof conf->ep.host)
+            return dlock__seterr(EINVAL, "URL %s: host too long", conf->redacted_url);
+        memcpy(conf->ep.host, p, (size_t)(hostend - p));
+        conf->ep.host[hostend - p] = '\0';
+    }
+    p = hostend;
+    conf->ep.port = 6379;
+    if (p < q && *p == ':') {
+        const char *ps = ++p;
+        unsigned long port;
+        while (p < q && *p != '/') p++;
+        if (parse_uint(ps, (size_t)(p - ps), 65535, &port) != 0 || port == 0)
+            return dlock__seterr(EINVAL, "URL %s: bad port", conf->redacted_url);
+        conf->ep.port = (int)port;
+    }
+    if (p < q && *p == '/') {
+        const char *ds = ++p;
+        unsigned long db = 0;
+        if (q > ds && parse_uint(ds, (size_t)(q - ds), 1000000, &db) != 0)
+            return dlock__seterr(EINVAL, "URL %s: bad database number", conf->redacted_url);
+        conf->db = (int)db;
+        p = q;
+    }
+    if (p != q) return dlock__seterr(EINVAL, "URL %s: unexpected text after the host", conf->redacted_url);
+    /* query */
+    if (q < end) {
+        const char *s = q + 1;
+        while (s < end) {
+            const char *amp = memchr(s, '&', (size_t)(end - s)), *eq;
+            int rc;
+            if (amp == NULL) amp = end;
+            eq = memchr(s, '=', (size_t)(amp - s));
+            if (eq == NULL)
+                return dlock__seterr(EINVAL, "URL %s: query parameter without '='", conf->redacted_url);
+            rc = set_param(conf, conf->redacted_url, s, (size_t)(eq - s), eq + 1, (size_t)(amp - eq - 1));
+            if (rc != 0) return rc;
+            s = amp + 1;
+        }
+    }
+    return 0;
+}
+
+int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
+    const char *url = cfg ? cfg->url : NULL;
+    const char *prefix = cfg ? cfg->prefix : NULL;
+    int rc;
+
+    memset(conf, 0, sizeof *conf);
+    conf->kind = DLOCK__BACKEND_SINGLE;
+    if (url == NULL) url = getenv("DLOCK_URL");
+    if (url == NULL || *url == '\0') url = DEFAULT_URL;
+    if (prefix == NULL) prefix = getenv("DLOCK_PREFIX");
+    if (prefix == NULL || *prefix == '\0') prefix = DEFAULT_PREFIX;
+    if (!valid_prefix(prefix)) {
+        rc = dlock__seterr(EINVAL, "key prefix must be at most 128 bytes without braces");
+        goto fail;
+    }
+    if ((conf->prefix = strdup(prefix)) == NULL) {
+        rc = dlock__seterr(ENOMEM, "out of memory");
+        goto fail;
+    }
+    conf->connect_timeout_ms = cfg && cfg->connect_timeout_ms ? cfg->connect_timeout_ms : 1000;
+    conf->command_timeout_ms = cfg && cfg->command_timeout_ms ? cfg->command_timeout_ms : 2000;
+    conf->unreachable_ms = cfg && cfg->unreachable_ms ? cfg->unreachable_ms : 5000;
+    conf->drift_ms = cfg ? cfg->drift_ms : 0;
+    if ((rc = parse_url(conf, url)) != 0) goto fail;
+    return 0;
+fail:
+    dlock__conf_free(conf);
+    return rc;
+}
+
+void dlock__conf_free(dlock__conf *conf) {
+    free(conf->user);
+    if (conf->password) {
+        memset(conf->password, 0, strlen(conf->password));
+        free(conf->password);
+    }
+    free(conf->prefix);
+    free(conf->redacted_url);
+    memset(conf, 0, sizeof *conf);
+}

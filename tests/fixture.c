@@ -1,0 +1,1044 @@
+/* fixture.c -- the test harness: starts and stops real redis-servers on
+ * loopback ports, cleans up after a dying test process, runs CUnit suites.
+ *
+ * Every server started here is recorded in a small fixed table (not in the
+ * caller's dlt_redis, which may be gone by the time we clean up) together
+ * with the pid of the process that started it.  The atexit and
+ * fatal-signal handlers walk that table and SIGKILL and remove only the
+ * servers whose recorded starter is the current process: a fork child
+ * inherits the table and the handlers, but never kills its parent's
+ * servers, whether it was made by dlt_spawn() or by a bare fork().
+ */
+#include "fixture.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/Basic.h>
+
+extern char **environ;
+
+#define DLT_MAX_SERVERS 64
+#define DLT_START_TIMEOUT_S 5.0   /* until a new server answers PING */
+#define DLT_RESTART_RETRY_S 5.0   /* how long restart retries a taken port */
+#define DLT_STOP_TIMEOUT_MS 3000  /* SIGTERM grace before SIGKILL */
+#define DLT_CMD_TIMEOUT_MS 2000   /* dlt_redis_cmd: connect and reply */
+#define DLT_HARD_LIMIT_S 600      /* alarm() for a whole dlt_main run */
+#define DLT_DIR_TAG "/dlt-redis-" /* every folder we make, and may remove */
+
+/* ========================================================================
+ * Time
+ * ====================================================================== */
+
+double dlt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void dlt_sleep_ms(unsigned ms) {
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int reap(pid_t pid, int timeout_ms);
+
+/* ========================================================================
+ * The table of running servers, and clean-up at exit and on fatal signals
+ * ====================================================================== */
+
+typedef struct dlt_slot {
+    volatile sig_atomic_t used;
+    volatile pid_t starter;  /* the process that started the server */
+    volatile pid_t pid;      /* the server, 0 when not running */
+    const dlt_redis *owner;  /* the caller's struct, only as a lookup key */
+    int lockfd;              /* holds the flock on dir/owner (see claim_dir) */
+    char dir[256];
+} dlt_slot;
+
+static dlt_slot slots[DLT_MAX_SERVERS];
+static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+
+/* Set in a dlt_spawn() child.  The per-slot starter pid already keeps a
+ * child away from its parent's servers; this also keeps it from printing
+ * the parent's warnings. */
+static volatile sig_atomic_t in_spawned_child;
+
+static const int fatal_signals[] = {
+    SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGALRM,
+};
+#define NFATAL (sizeof fatal_signals / sizeof fatal_signals[0])
+static struct sigaction old_actions[NFATAL];
+
+/* A Linux dirent64, as getdents64 returns it. */
+struct dlt_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* rm -rf with nothing but system calls (no opendir, which allocates), so
+ * that a signal handler may use it.  Repeats the scan until a pass finds
+ * nothing, since removing entries while reading a directory may hide some
+ * from the same pass. */
+static void rm_tree_at(int parentfd, const char *name, int depth) {
+    int fd = openat(parentfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        _Alignas(8) char buf[2048];
+        int found;
+        int passes = 0;
+        do {
+            found = 0;
+            lseek(fd, 0, SEEK_SET);
+            for (;;) {
+                long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+                if (n <= 0) break;
+                for (long off = 0; off < n;) {
+                    struct dlt_dirent64 *d = (struct dlt_dirent64 *)(void *)(buf + off);
+                    off += d->d_reclen;
+                    if (strcmp(d->d_name, ".") == 0 || strcmp(d->d_name, "..") == 0)
+                        continue;
+                    found = 1;
+                    if (unlinkat(fd, d->d_name, 0) != 0 && errno == EISDIR && depth < 16)
+                        rm_tree_at(fd, d->d_name, depth + 1);
+                }
+            }
+        } while (found && ++passes < 8);
+        close(fd);
+    }
+    unlinkat(parentfd, name, AT_REMOVEDIR);
+}
+
+/* Removes a folder of ours; refuses anything we did not name. */
+static void rm_dir(const char *dir) {
+    if (dir[0] == '/' && strstr(dir, DLT_DIR_TAG) != NULL)
+        rm_tree_at(AT_FDCWD, dir, 0);
+}
+
+/* SIGKILLs every server this process started and removes its folder.
+ * Async-signal-safe: kill, waitpid and the system calls of rm_tree_at. */
+static void kill_all_servers(int from_atexit) {
+    pid_t self = getpid();
+    for (size_t i = 0; i < DLT_MAX_SERVERS; i++) {
+        dlt_slot *s = &slots[i];
+        if (!s->used || s->starter != self) continue;
+        pid_t pid = s->pid;
+        if (pid > 0) {
+            if (from_atexit && !in_spawned_child)
+                fprintf(stderr, "dlt: killing redis-server %d left running (%s)\n", (int)pid,
+                        s->dir);
+            kill(pid, SIGKILL);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+                ;
+            s->pid = 0;
+        }
+        rm_dir(s->dir);
+        if (s->lockfd >= 0) close(s->lockfd);
+        s->lockfd = -1;
+        s->used = 0;
+    }
+}
+
+static void on_exit_cleanup(void) {
+    kill_all_servers(1);
+}
+
+static void write_str(const char *s) {
+    ssize_t n = write(STDERR_FILENO, s, strlen(s));
+    (void)n;
+}
+
+/* Kills our servers, then lets the signal do what it would have done
+ * without us: the previous action is put back and the signal raised again
+ * (it stays pending until we return).  A fault raised by the CPU (SIGSEGV
+ * with si_code > 0, ...) is not raised again: returning re-runs the
+ * faulting instruction, which hands the previous handler -- AddressSanitizer's,
+ * say -- the true fault address. */
+static void on_fatal_signal(int sig, siginfo_t *info, void *ucontext) {
+    int saved_errno = errno;
+    size_t i;
+    (void)ucontext;
+
+    if (sig == SIGALRM && !in_spawned_child)
+        write_str("dlt: hard time limit reached (alarm); killing the test's redis-servers\n");
+    kill_all_servers(0);
+    for (i = 0; i < NFATAL; i++)
+        if (fatal_signals[i] == sig) sigaction(sig, &old_actions[i], NULL);
+
+    int cpu_fault = (sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL) &&
+                    info != NULL && info->si_code > 0;
+    if (!cpu_fault) raise(sig);
+    errno = saved_errno;
+}
+
+/* The sanitizers end a process with _exit() after a report (UBSan with
+ * halt_on_error, ASan without abort_on_error), which runs neither atexit
+ * handlers nor signal handlers; they do call a death callback.  GCC links
+ * ASan and UBSan as two shared runtimes, each with its own callback, so
+ * every loaded *san runtime is asked by name; a runtime linked statically
+ * into the executable (clang) is reached through the weak reference, which
+ * is NULL when there is none. */
+typedef void (*dlt_set_death_cb_fn)(void (*callback)(void));
+extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+static void on_sanitizer_death(void) {
+    kill_all_servers(0);
+}
+
+static int register_death_callback(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+    if (base == NULL || strstr(base, "san.so") == NULL) return 0;
+    void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == NULL) return 0;
+    dlt_set_death_cb_fn set;
+    *(void **)&set = dlsym(h, "__sanitizer_set_death_callback");
+    if (set != NULL) set(on_sanitizer_death);
+    dlclose(h);
+    return 0;
+}
+
+static void install_hooks(void) {
+    atexit(on_exit_cleanup);
+    if (__sanitizer_set_death_callback != NULL)
+        __sanitizer_set_death_callback(on_sanitizer_death);
+    dl_iterate_phdr(register_death_callback, NULL);
+    for (size_t i = 0; i < NFATAL; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fatal_signal;
+        sa.sa_flags = SA_SIGINFO;
+        sigfillset(&sa.sa_mask);
+        if (sigaction(fatal_signals[i], NULL, &old_actions[i]) != 0) continue;
+        /* A signal the caller chose to ignore (nohup, background jobs)
+         * stays ignored. */
+        if (!(old_actions[i].sa_flags & SA_SIGINFO) && old_actions[i].sa_handler == SIG_IGN)
+            continue;
+        sigaction(fatal_signals[i], &sa, NULL);
+    }
+}
+
+static dlt_slot *slot_find(const dlt_redis *r) {
+    pid_t self = getpid();
+    for (size_t i = 0; i < DLT_MAX_SERVERS; i++)
+        if (slots[i].used && slots[i].owner == r && slots[i].starter == self) return &slots[i];
+    return NULL;
+}
+
+static int slot_register(const dlt_redis *r, int lockfd) {
+    int rc = -1;
+    pthread_mutex_lock(&slots_lock);
+    dlt_slot *s = slot_find(r);
+    if (s != NULL) {
+        /* r was started before and never cleaned up: end that server. */
+        fprintf(stderr, "dlt: dlt_redis_start on a running dlt_redis; ending the old server\n");
+        if (s->pid > 0) {
+            kill(s->pid, SIGKILL);
+            reap(s->pid, -1);
+        }
+        rm_dir(s->dir);
+        if (s->lockfd >= 0) close(s->lockfd);
+    }
+    for (size_t i = 0; s == NULL && i < DLT_MAX_SERVERS; i++)
+        if (!slots[i].used || slots[i].starter != getpid()) s = &slots[i];
+    if (s != NULL) {
+        s->used = 0;
+        s->pid = 0;
+        s->owner = r;
+        s->starter = getpid();
+        s->lockfd = lockfd;
+        memcpy(s->dir, r->dir, sizeof s->dir);
+        s->used = 1;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&slots_lock);
+    if (rc != 0) fprintf(stderr, "dlt: more than %d redis-servers at once\n", DLT_MAX_SERVERS);
+    return rc;
+}
+
+static void slot_set_pid(const dlt_redis *r, pid_t pid) {
+    pthread_mutex_lock(&slots_lock);
+    dlt_slot *s = slot_find(r);
+    if (s != NULL) s->pid = pid;
+    pthread_mutex_unlock(&slots_lock);
+}
+
+static void slot_unregister(const dlt_redis *r) {
+    pthread_mutex_lock(&slots_lock);
+    dlt_slot *s = slot_find(r);
+    if (s != NULL) {
+        if (s->lockfd >= 0) close(s->lockfd);
+        s->lockfd = -1;
+        s->used = 0;
+    }
+    pthread_mutex_unlock(&slots_lock);
+}
+
+/* ========================================================================
+ * Processes
+ * ====================================================================== */
+
+/* Waits for pid up to timeout_ms (< 0: forever).  Returns 0..255 for an
+ * exit, 128 + signal for a death by signal, -2 on timeout, -1 on error. */
+static int reap(pid_t pid, int timeout_ms) {
+    double deadline = dlt_now() + timeout_ms / 1000.0;
+    unsigned nap = 1;
+    for (;;) {
+        int st;
+        pid_t w = waitpid(pid, &st, timeout_ms < 0 ? 0 : WNOHANG);
+        if (w == pid) {
+            if (WIFEXITED(st)) return WEXITSTATUS(st);
+            if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+            continue; /* stopped/continued: keep waiting */
+        }
+        if (w < 0 && errno != EINTR) return -1;
+        if (timeout_ms >= 0 && dlt_now() >= deadline) return -2;
+        if (w == 0) {
+            dlt_sleep_ms(nap);
+            if (nap < 20) nap *= 2;
+        }
+    }
+}
+
+pid_t dlt_spawn(int (*fn)(void *), void *arg) {
+    fflush(NULL); /* or the child would print the parent's buffered output again */
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "dlt_spawn: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        in_spawned_child = 1;
+        int rc = fn(arg);
+        fflush(NULL);
+        _exit(rc & 0xff);
+    }
+    return pid;
+}
+
+int dlt_wait(pid_t pid, int timeout_ms) {
+    if (pid <= 0) return -1;
+    int rc = reap(pid, timeout_ms);
+    if (rc == -2) {
+        fprintf(stderr, "dlt_wait: child %d still running after %d ms; killing it\n", (int)pid,
+                timeout_ms);
+        kill(pid, SIGKILL);
+        reap(pid, -1);
+        return -1;
+    }
+    return rc;
+}
+
+/* ========================================================================
+ * Starting redis-server
+ * ====================================================================== */
+
+/* A small per-thread PRNG for port choice: parallel test processes must
+ * not all try the same ports in the same order. */
+static unsigned port_random(void) {
+    static __thread uint64_t state;
+    if (state == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        state = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+                (uint64_t)(uintptr_t)&state;
+        if (state == 0) state = 1;
+    }
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return (unsigned)((state * 2685821657736338717ull) >> 33);
+}
+
+/* 1 if 127.0.0.1:port can be bound now, as redis will (SO_REUSEADDR). */
+static int port_is_free(int port) {
+    if (port <= 0 || port > 65535) return 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A port the kernel hands out for bind(0), or 0. */
+static int ephemeral_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int port = 0;
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    close(fd);
+    return port;
+}
+
+/* Picks a free port, below the kernel's ephemeral range when there is
+ * room (10000 .. first ephemeral - 1).  A port inside that range can be
+ * taken, while a test has its server stopped, as the local port of some
+ * outgoing connection -- or of a reconnect to that very port, which then
+ * "connects" to itself (TCP simultaneous open) and talks to nobody.  With
+ * cluster set, port + 10000 (the cluster bus) must be free too.  Falls back
+ * to bind(127.0.0.1:0).  Any choice may still lose a race; the caller
+ * retries when the server cannot bind. */
+static int pick_port(int cluster) {
+    int lo = 32768, hi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+        fclose(f);
+    }
+    int min = 10000, max = lo - 1 - (cluster ? 10000 : 0);
+    for (int i = 0; max - min >= 100 && i < 200; i++) {
+        int p = min + (int)(port_random() % (unsigned)(max - min + 1));
+        if (p == 6379 || p == 26379) continue;
+        if (port_is_free(p) && (!cluster || port_is_free(p + 10000))) return p;
+    }
+    for (int i = 0; i < 50; i++) {
+        int p = ephemeral_port();
+        if (p > 0 && (!cluster || port_is_free(p + 10000))) return p;
+    }
+    return 0;
+}
+
+/* 1 if some line of conf begins (after blanks) with word followed by a blank. */
+static int conf_has_directive(const char *conf, const char *word) {
+    size_t n = strlen(word);
+    for (const char *p = conf; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (strncasecmp(p, word, n) == 0 && (p[n] == ' ' || p[n] == '\t')) return 1;
+    }
+    return 0;
+}
+
+static int conf_is_sentinel(const dlt_redis *r) {
+    return conf_has_directive(r->conf_extra, "sentinel");
+}
+
+static int conf_is_cluster(const dlt_redis *r) {
+    const char *p = r->conf_extra;
+    for (; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (strncasecmp(p, "cluster-enabled", 15) == 0) {
+            p += 15;
+            while (*p == ' ' || *p == '\t' || *p == '"') p++;
+            if (strncasecmp(p, "yes", 3) == 0) return 1;
+        }
+    }
+    return 0;
+}
+
+static int write_conf(dlt_redis *r) {
+    char path[320];
+    snprintf(path, sizeof path, "%s/redis.conf", r->dir);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "dlt: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "# redis.conf written by the dlock test fixture (tests/fixture.c)\n");
+    fprintf(f, "port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n", r->port);
+    fprintf(f, "dir \"%s\"\nlogfile \"%s/redis.log\"\n", r->dir, r->dir);
+    if (!conf_is_sentinel(r)) {
+        fprintf(f, "save \"\"\nappendonly no\n");
+        /* DEBUG SLEEP and friends let tests stall the server. */
+        fprintf(f, "enable-debug-command local\n");
+    }
+    if (r->conf_extra[0]) fprintf(f, "# extra\n%s\n", r->conf_extra);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "dlt: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* $DLT_REDIS_SERVER, redis-server in PATH, or /usr/bin/redis-server. */
+static void find_server_binary(char *out, size_t outlen) {
+    const char *env = getenv("DLT_REDIS_SERVER");
+    if (env != NULL && *env) {
+        snprintf(out, outlen, "%s", env);
+        return;
+    }
+    const char *path = getenv("PATH");
+    while (path != NULL && *path) {
+        const char *colon = strchr(path, ':');
+        size_t len = colon ? (size_t)(colon - path) : strlen(path);
+        if (len > 0 && len < outlen - 16) {
+            snprintf(out, outlen, "%.*s/redis-server", (int)len, path);
+            if (access(out, X_OK) == 0) return;
+        }
+        path = colon ? colon + 1 : NULL;
+    }
+    snprintf(out, outlen, "/usr/bin/redis-server");
+}
+
+/* The environment for redis-server: ours without LD_PRELOAD (a preload
+ * test's dlock shim must not end up inside the server) and without
+ * DLOCK_* variables.  Points into environ; free only the array. */
+static char **server_environ(void) {
+    size_t n = 0;
+    while (environ[n] != NULL) n++;
+    char **env = calloc(n + 1, sizeof *env);
+    if (env == NULL) return NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(environ[i], "LD_PRELOAD=", 11) == 0) continue;
+        if (strncmp(environ[i], "DLOCK_", 6) == 0) continue;
+        env[j++] = environ[i];
+    }
+    return env;
+}
+
+static long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* Reads the log from offset into buf (at most the last buflen-1 bytes). */
+static void read_log(const dlt_redis *r, long offset, char *buf, size_t buflen) {
+    char path[320];
+    snprintf(path, sizeof path, "%s/redis.log", r->dir);
+    buf[0] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    long size = file_size(path);
+    if (size - offset > (long)buflen - 1) offset = size - ((long)buflen - 1);
+    if (offset < 0) offset = 0;
+    ssize_t n = pread(fd, buf, buflen - 1, offset);
+    close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+}
+
+static void print_log(const dlt_redis *r, long offset) {
+    char buf[2048];
+    read_log(r, offset, buf, sizeof buf);
+    fprintf(stderr, "dlt: ---- %s/redis.log ----\n%s%sdlt: ----\n", r->dir, buf,
+            buf[0] && buf[strlen(buf) - 1] != '\n' ? "\n" : "");
+}
+
+/* Forks and execs redis-server on r's folder and config.  The child gets
+ * PR_SET_PDEATHSIG when we are the main thread (the signal follows the
+ * forking *thread*, so from another thread it would kill the server when
+ * that thread ends), so that even a SIGKILLed test leaves no server. */
+static pid_t exec_server(dlt_redis *r) {
+    char bin[PATH_MAX], conf[320], logpath[320];
+    find_server_binary(bin, sizeof bin);
+    snprintf(conf, sizeof conf, "%s/redis.conf", r->dir);
+    snprintf(logpath, sizeof logpath, "%s/redis.log", r->dir);
+    char *argv[] = { "redis-server", conf, conf_is_sentinel(r) ? "--sentinel" : NULL, NULL };
+    char **env = server_environ();
+    if (env == NULL) return -1;
+    long maxfd = sysconf(_SC_OPEN_MAX);
+    if (maxfd < 0 || maxfd > 65536) maxfd = 65536;
+    int main_thread = (pid_t)syscall(SYS_gettid) == getpid();
+    pid_t parent = getpid();
+
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (main_thread) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent) _exit(127);
+        }
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int in = open("/dev/null", O_RDONLY);
+        int out = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (in >= 0) dup2(in, STDIN_FILENO);
+        if (out >= 0) {
+            dup2(out, STDOUT_FILENO);
+            dup2(out, STDERR_FILENO);
+        }
+        /* Our sockets (the library's connections to other servers) must
+         * not live on in the server. */
+#ifdef SYS_close_range
+        if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
+#endif
+            for (long fd = 3; fd < maxfd; fd++) close((int)fd);
+        execve(bin, argv, env);
+        const char msg[] = "dlt: cannot exec redis-server\n";
+        ssize_t n = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)n;
+        _exit(127);
+    }
+    free(env);
+    if (pid < 0) {
+        fprintf(stderr, "dlt: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    r->pid = pid;
+    slot_set_pid(r, pid);
+    return pid;
+}
+
+static redisContext *connect_port(int port, int timeout_ms) {
+    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (c == NULL) return NULL;
+    if (c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+/* 1 when the server on r->port answers PONG and is our process (not some
+ * other server that won the port), else 0. */
+static int server_answers(const dlt_redis *r) {
+    redisContext *c = connect_port(r->port, 200);
+    if (c == NULL) return 0;
+    int ok = 0;
+    redisReply *rep = redisCommand(c, "PING");
+    if (rep != NULL && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0) {
+        freeReplyObject(rep);
+        rep = redisCommand(c, "INFO server");
+        if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
+            const char *p = strstr(rep->str, "process_id:");
+            ok = p != NULL && atol(p + 11) == (long)r->pid;
+        }
+    }
+    if (rep != NULL) freeReplyObject(rep);
+    redisFree(c);
+    return ok;
+}
+
+/* Waits for the server just exec'd to answer.  0: ready; 1: it exited
+ * because its port was taken (retry); -1: any other failure (log shown). */
+static int wait_ready(dlt_redis *r, long log_offset) {
+    double deadline = dlt_now() + DLT_START_TIMEOUT_S;
+    for (;;) {
+        int st = reap(r->pid, 0);
+        if (st >= 0) {
+            r->pid = 0;
+            slot_set_pid(r, 0);
+            char buf[4096];
+            read_log(r, log_offset, buf, sizeof buf);
+            if (strstr(buf, "Address already in use") != NULL) return 1;
+            fprintf(stderr, "dlt: redis-server on port %d exited at start (status %d)\n", r->port,
+                    st);
+            print_log(r, log_offset);
+            return -1;
+        }
+        if (server_answers(r)) return 0;
+        if (dlt_now() >= deadline) break;
+        dlt_sleep_ms(10);
+    }
+    fprintf(stderr, "dlt: redis-server on port %d did not answer PING within %.0f s\n", r->port,
+            DLT_START_TIMEOUT_S);
+    print_log(r, log_offset);
+    kill(r->pid, SIGKILL);
+    reap(r->pid, -1);
+    r->pid = 0;
+    slot_set_pid(r, 0);
+    return -1;
+}
+
+static int launch(dlt_redis *r) {
+    char logpath[320];
+    snprintf(logpath, sizeof logpath, "%s/redis.log", r->dir);
+    long offset = file_size(logpath);
+    if (exec_server(r) < 0) return -1;
+    return wait_ready(r, offset);
+}
+
+/* Marks a new folder as in use for as long as this process (or a fork
+ * child of it) lives: an flock on dir/owner, which the kernel drops when
+ * the last holder dies, whatever kills it.  The file is locked before it
+ * gets its name, so a sweeper never sees it unlocked.  Returns the fd. */
+static int claim_dir(const char *dir) {
+    char tmp[320], path[320];
+    snprintf(tmp, sizeof tmp, "%s/owner.new", dir);
+    snprintf(path, sizeof path, "%s/owner", dir);
+    int fd = open(tmp, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    if (flock(fd, LOCK_EX) != 0 || rename(tmp, path) != 0) {
+        close(fd);
+        return -1;
+    }
+    dprintf(fd, "%d\n", (int)getpid());
+    return fd;
+}
+
+/* Removes the folders that test processes killed by SIGKILL (ctest does
+ * that on a timeout) could not remove: those whose owner lock is free.
+ * Their servers died with them (PR_SET_PDEATHSIG) or by ctest's hand. */
+static void sweep_stale_dirs(const char *tmp, size_t tmplen) {
+    DIR *d = opendir(tmp);
+    if (d == NULL) return;
+    const char *prefix = DLT_DIR_TAG + 1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        char dir[320], owner[340];
+        snprintf(dir, sizeof dir, "%.*s/%s", (int)tmplen, tmp, e->d_name);
+        snprintf(owner, sizeof owner, "%s/owner", dir);
+        int fd = open(owner, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) rm_dir(dir);
+        close(fd);
+    }
+    closedir(d);
+}
+
+static pthread_once_t sweep_once = PTHREAD_ONCE_INIT;
+
+static void sweep_tmpdir(void) {
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || *tmp != '/') tmp = "/tmp";
+    sweep_stale_dirs(tmp, strlen(tmp));
+}
+
+int dlt_redis_start(dlt_redis *r, const char *extra_conf) {
+    if (r == NULL) return -1;
+    memset(r, 0, sizeof *r);
+    if (extra_conf != NULL) {
+        if (strlen(extra_conf) >= sizeof r->conf_extra) {
+            fprintf(stderr, "dlt_redis_start: extra_conf longer than %zu bytes\n",
+                    sizeof r->conf_extra - 1);
+            return -1;
+        }
+        strcpy(r->conf_extra, extra_conf);
+    }
+    pthread_once(&hooks_once, install_hooks);
+    pthread_once(&sweep_once, sweep_tmpdir);
+
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || *tmp != '/') tmp = "/tmp";
+    size_t tl = strlen(tmp);
+    while (tl > 1 && tmp[tl - 1] == '/') tl--;
+    if (tl + sizeof DLT_DIR_TAG + 6 > 200 || strpbrk(tmp, "\"\\\n") != NULL) {
+        fprintf(stderr, "dlt_redis_start: TMPDIR unusable (too long, or quotes): %s\n", tmp);
+        return -1;
+    }
+    snprintf(r->dir, sizeof r->dir, "%.*s%sXXXXXX", (int)tl, tmp, DLT_DIR_TAG);
+    if (mkdtemp(r->dir) == NULL) {
+        fprintf(stderr, "dlt_redis_start: mkdtemp %s: %s\n", r->dir, strerror(errno));
+        r->dir[0] = '\0';
+        return -1;
+    }
+    int lockfd = claim_dir(r->dir);
+    if (lockfd < 0) {
+        fprintf(stderr, "dlt_redis_start: cannot lock %s/owner: %s\n", r->dir, strerror(errno));
+        rm_dir(r->dir);
+        r->dir[0] = '\0';
+        return -1;
+    }
+    if (slot_register(r, lockfd) != 0) {
+        close(lockfd);
+        rm_dir(r->dir);
+        r->dir[0] = '\0';
+        return -1;
+    }
+
+    int cluster = conf_is_cluster(r);
+    for (int attempt = 0; attempt < 20; attempt++) {
+        r->port = pick_port(cluster);
+        if (r->port == 0) {
+            fprintf(stderr, "dlt_redis_start: no free port on 127.0.0.1\n");
+            break;
+        }
+        snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
+        if (write_conf(r) != 0) break;
+        int rc = launch(r);
+        if (rc == 0) return 0;
+        if (rc < 0) break;
+    }
+    fprintf(stderr, "dlt_redis_start: could not start redis-server\n");
+    dlt_redis_cleanup(r);
+    return -1;
+}
+
+int dlt_redis_restart(dlt_redis *r) {
+    if (r == NULL || r->dir[0] == '\0' || r->port <= 0) {
+        fprintf(stderr, "dlt_redis_restart: server was never started\n");
+        return -1;
+    }
+    if (r->pid > 0) {
+        fprintf(stderr, "dlt_redis_restart: server %d is still running\n", (int)r->pid);
+        return -1;
+    }
+    double deadline = dlt_now() + DLT_RESTART_RETRY_S;
+    for (;;) {
+        int rc = launch(r);
+        if (rc <= 0) return rc;
+        if (dlt_now() >= deadline) break;
+        dlt_sleep_ms(100);
+    }
+    fprintf(stderr, "dlt_redis_restart: port %d still taken after %.0f s\n", r->port,
+            DLT_RESTART_RETRY_S);
+    return -1;
+}
+
+static int end_server(dlt_redis *r, int sig) {
+    if (r == NULL) return -1;
+    if (r->pid <= 0) return 0;
+    pid_t pid = r->pid;
+    if (kill(pid, sig) != 0 && errno != ESRCH) {
+        fprintf(stderr, "dlt: kill %d: %s\n", (int)pid, strerror(errno));
+        return -1;
+    }
+    int st = reap(pid, sig == SIGKILL ? -1 : DLT_STOP_TIMEOUT_MS);
+    if (st == -2) {
+        fprintf(stderr, "dlt: redis-server %d ignored SIGTERM for %d ms; SIGKILL\n", (int)pid,
+                DLT_STOP_TIMEOUT_MS);
+        kill(pid, SIGKILL);
+        reap(pid, -1);
+    }
+    r->pid = 0;
+    slot_set_pid(r, 0);
+    return 0;
+}
+
+int dlt_redis_stop(dlt_redis *r) {
+    return end_server(r, SIGTERM);
+}
+
+int dlt_redis_kill(dlt_redis *r) {
+    return end_server(r, SIGKILL);
+}
+
+void dlt_redis_cleanup(dlt_redis *r) {
+    if (r == NULL) return;
+    dlt_redis_stop(r);
+    if (r->dir[0]) rm_dir(r->dir);
+    slot_unregister(r);
+    r->dir[0] = '\0';
+    r->url[0] = '\0';
+    r->port = 0;
+}
+
+/* ========================================================================
+ * Commands and statistics
+ * ====================================================================== */
+
+static redisReply *vcmd(dlt_redis *r, const char *fmt, va_list ap) {
+    if (r == NULL || r->port <= 0) return NULL;
+    redisContext *c = connect_port(r->port, DLT_CMD_TIMEOUT_MS);
+    if (c == NULL) return NULL;
+    redisReply *rep = redisvCommand(c, fmt, ap);
+    redisFree(c);
+    return rep;
+}
+
+redisReply *dlt_redis_cmd(dlt_redis *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = vcmd(r, fmt, ap);
+    va_end(ap);
+    return rep;
+}
+
+static redisReply *info_commandstats(dlt_redis *r) {
+    redisReply *rep = dlt_redis_cmd(r, "INFO commandstats");
+    if (rep != NULL && rep->type != REDIS_REPLY_STRING) {
+        freeReplyObject(rep);
+        rep = NULL;
+    }
+    return rep;
+}
+
+long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd) {
+    char key[160];
+    size_t n = strlen("cmdstat_");
+    if (cmd == NULL || strlen(cmd) > sizeof key - n - 16) return -1;
+    memcpy(key, "cmdstat_", n);
+    for (const char *p = cmd; *p; p++) key[n++] = (char)tolower((unsigned char)*p);
+    memcpy(key + n, ":calls=", sizeof ":calls=");
+    size_t klen = strlen(key);
+
+    redisReply *rep = info_commandstats(r);
+    if (rep == NULL) return -1;
+    long long calls = 0;
+    for (const char *line = rep->str; line != NULL && *line;) {
+        if (strncmp(line, key, klen) == 0) {
+            calls = strtoll(line + klen, NULL, 10);
+            break;
+        }
+        line = strchr(line, '\n');
+        if (line != NULL) line++;
+    }
+    freeReplyObject(rep);
+    return calls;
+}
+
+long long dlt_redis_total_calls(dlt_redis *r) {
+    redisReply *rep = info_commandstats(r);
+    if (rep == NULL) return -1;
+    long long total = 0;
+    for (const char *line = rep->str; line != NULL && *line;) {
+        if (strncmp(line, "cmdstat_", 8) == 0) {
+            const char *eol = strchr(line, '\n');
+            const char *c = strstr(line, ":calls=");
+            if (c != NULL && (eol == NULL || c < eol)) total += strtoll(c + 7, NULL, 10);
+        }
+        line = strchr(line, '\n');
+        if (line != NULL) line++;
+    }
+    freeReplyObject(rep);
+    return total;
+}
+
+int dlt_redis_reset_stats(dlt_redis *r) {
+    redisReply *rep = dlt_redis_cmd(r, "CONFIG RESETSTAT");
+    int ok = rep != NULL && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "OK") == 0;
+    if (rep != NULL) freeReplyObject(rep);
+    return ok ? 0 : -1;
+}
+
+/* ========================================================================
+ * Asserts
+ * ====================================================================== */
+
+#define DLT_ERRNO_NAMES(X)                                                                      \
+    X(EINVAL) X(EBUSY) X(EDEADLK) X(EPERM) X(ETIMEDOUT) X(ENOLCK) X(EAGAIN) X(EOWNERDEAD)       \
+    X(ENOTRECOVERABLE) X(ENOMEM) X(EINTR)
+
+const char *dlt_errno_name(int err) {
+    if (err == 0) return "0";
+#define X(e) if (err == e) return #e;
+    DLT_ERRNO_NAMES(X)
+#undef X
+    return NULL;
+}
+
+static void describe(char *buf, size_t len, long long v, int as_errno) {
+    const char *name = as_errno && v >= INT_MIN && v <= INT_MAX ? dlt_errno_name((int)v) : NULL;
+    if (name != NULL && v != 0)
+        snprintf(buf, len, "%s (%lld)", name, v);
+    else
+        snprintf(buf, len, "%lld", v);
+}
+
+int dlt__assert_int(long long actual, long long expected, const char *actual_expr,
+                    const char *expected_expr, int as_errno, const char *file, unsigned line,
+                    const char *func) {
+    if (actual == expected)
+        return CU_assertImplementation(CU_TRUE, line, actual_expr, file, func, CU_FALSE);
+    char a[64], e[64], msg[512];
+    describe(a, sizeof a, actual, as_errno);
+    describe(e, sizeof e, expected, as_errno);
+    snprintf(msg, sizeof msg, "%s == %s (got %s, want %s)", actual_expr, expected_expr, a, e);
+    return CU_assertImplementation(CU_FALSE, line, msg, file, func, CU_FALSE);
+}
+
+/* ========================================================================
+ * CUnit glue
+ * ====================================================================== */
+
+dlt_redis dlt_server;
+
+/* Before each test: the suite's server is up, empty, and its command
+ * counts are zero -- whatever the previous test did to it. */
+static void before_each_test(void) {
+    if (dlt_server.pid <= 0 && dlt_server.port > 0) {
+        fprintf(stderr, "dlt: the previous test left the server down; restarting it\n");
+        if (dlt_redis_restart(&dlt_server) != 0) return;
+    }
+    redisReply *rep = dlt_redis_cmd(&dlt_server, "FLUSHALL");
+    if (rep == NULL || rep->type == REDIS_REPLY_ERROR)
+        fprintf(stderr, "dlt: FLUSHALL failed: %s\n", rep ? rep->str : "no connection");
+    if (rep != NULL) freeReplyObject(rep);
+    if (dlt_redis_reset_stats(&dlt_server) != 0) fprintf(stderr, "dlt: CONFIG RESETSTAT failed\n");
+}
+
+static void list_tests(FILE *f, const struct dlt_test *tests) {
+    for (const struct dlt_test *t = tests; t->name != NULL; t++) fprintf(f, "  %s\n", t->name);
+}
+
+int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_test *tests) {
+    const char *only = argc > 1 ? argv[1] : NULL;
+    if (only != NULL && (strcmp(only, "--list") == 0 || strcmp(only, "-l") == 0)) {
+        list_tests(stdout, tests);
+        return 0;
+    }
+    if (only != NULL && (strcmp(only, "--help") == 0 || strcmp(only, "-h") == 0)) {
+        printf("usage: %s [--list | TEST]\n", argv[0]);
+        return 0;
+    }
+    if (only != NULL) {
+        const struct dlt_test *t = tests;
+        while (t->name != NULL && strcmp(t->name, only) != 0) t++;
+        if (t->name == NULL) {
+            fprintf(stderr, "%s: no test named %s; the tests are:\n", argv[0], only);
+            list_tests(stderr, tests);
+            return 2;
+        }
+    }
+
+    /* Line-buffered, so that CUnit's lines and our stderr interleave in
+     * the order they happened when ctest captures both. */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    pthread_once(&hooks_once, install_hooks);
+    alarm(DLT_HARD_LIMIT_S);
+
+    if (dlt_redis_start(&dlt_server, NULL) != 0) return 1;
+    setenv("DLOCK_URL", dlt_server.url, 1);
+    printf("dlt: redis-server %d at %s, folder %s\n", (int)dlt_server.pid, dlt_server.url,
+           dlt_server.dir);
+
+    int rc = 1;
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "dlt: CUnit: %s\n", CU_get_error_msg());
+        goto out;
+    }
+    CU_pSuite suite =
+        CU_add_suite_with_setup_and_teardown(suite_name, NULL, NULL, before_each_test, NULL);
+    if (suite == NULL) goto cunit_error;
+    for (const struct dlt_test *t = tests; t->name != NULL; t++) {
+        if (only != NULL && strcmp(t->name, only) != 0) continue;
+        if (CU_add_test(suite, t->name, t->fn) == NULL) goto cunit_error;
+    }
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    if (CU_basic_run_tests() != CUE_SUCCESS) goto cunit_error;
+    rc = CU_get_number_of_failures() != 0 || CU_get_number_of_tests_failed() != 0 ||
+         CU_get_number_of_suites_failed() != 0;
+    CU_cleanup_registry();
+    goto out;
+
+cunit_error:
+    fprintf(stderr, "dlt: CUnit: %s\n", CU_get_error_msg());
+    CU_cleanup_registry();
+out:
+    dlt_redis_cleanup(&dlt_server);
+    alarm(0);
+    return rc;
+}

@@ -1,0 +1,137 @@
+/* fixture.h -- the test harness: real redis-servers on loopback ports in
+ * temporary folders, CUnit glue, typed asserts and child-process helpers.
+ *
+ * Every server the fixture starts is killed, and its folder removed, when
+ * the test process exits or dies of SIGINT, SIGTERM, SIGABRT, SIGSEGV or
+ * SIGALRM -- but only by the process that started it, never by a fork
+ * child.  A server started from the main thread also dies with the test
+ * process if that is SIGKILLed (PR_SET_PDEATHSIG).
+ */
+#ifndef DLT_FIXTURE_H
+#define DLT_FIXTURE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <CUnit/CUnit.h>
+#include <hiredis/hiredis.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * redis-server instances.
+ * ---------------------------------------------------------------------- */
+typedef struct dlt_redis {
+    pid_t pid;             /* the server process while running, else 0 */
+    int port;              /* 127.0.0.1:port; kept across stop/restart */
+    char dir[256];         /* its folder: redis.conf, redis.log, data */
+    char url[128];         /* "redis://127.0.0.1:PORT" */
+    char conf_extra[1024]; /* the extra_conf given to dlt_redis_start */
+} dlt_redis;
+
+/* Starts a redis-server on a free loopback port in a fresh folder under
+ * $TMPDIR (or /tmp) and waits until it answers PING.  extra_conf: more
+ * redis.conf lines ("maxmemory 1mb\nappendonly yes"), or NULL.  If they
+ * contain "sentinel ..." directives the server runs in sentinel mode; with
+ * "cluster-enabled yes" the bus port (port + 10000) is free as well.
+ * The server binary is $DLT_REDIS_SERVER, else redis-server from PATH,
+ * else /usr/bin/redis-server.  Returns 0, or -1 with a message on stderr. */
+int dlt_redis_start(dlt_redis *r, const char *extra_conf);
+/* SIGTERM, then SIGKILL if it has not exited within 3 s.  Keeps the folder
+ * and the port so that dlt_redis_restart can reuse them.  0 or -1. */
+int dlt_redis_stop(dlt_redis *r);
+/* SIGKILL (a crash: no shutdown work at all).  0 or -1. */
+int dlt_redis_kill(dlt_redis *r);
+/* Starts a stopped or killed server again, same port, folder and config,
+ * retrying the port for up to 5 s.  0, or -1 with a message on stderr. */
+int dlt_redis_restart(dlt_redis *r);
+/* Stops the server if it runs, removes its folder, forgets it.  Safe to
+ * call twice, and on a server whose start failed. */
+void dlt_redis_cleanup(dlt_redis *r);
+
+/* One command on a one-off connection (2 s timeouts).  Returns the reply,
+ * which may be a REDIS_REPLY_ERROR, or NULL when the server could not be
+ * reached; the caller frees it with freeReplyObject().  fmt is hiredis's
+ * (%s, %d, %lld, %b with a size_t length), not printf's. */
+redisReply *dlt_redis_cmd(dlt_redis *r, const char *fmt, ...);
+/* calls=N of cmdstat_<cmd> in INFO commandstats; cmd is lowercase, e.g.
+ * "evalsha", "set", "client|setname".  0 if absent, -1 on error. */
+long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd);
+/* The sum of calls= over all cmdstat_ lines (INFO's own calls included,
+ * but not the INFO that asks).  -1 on error. */
+long long dlt_redis_total_calls(dlt_redis *r);
+/* CONFIG RESETSTAT.  0 or -1. */
+int dlt_redis_reset_stats(dlt_redis *r);
+
+/* ------------------------------------------------------------------------
+ * Time.
+ * ---------------------------------------------------------------------- */
+double dlt_now(void);          /* CLOCK_MONOTONIC, in seconds */
+void dlt_sleep_ms(unsigned ms); /* sleeps the whole time despite signals */
+
+/* ------------------------------------------------------------------------
+ * Child processes.  A child cannot report through CUnit: it reports
+ * through its exit status.
+ * ---------------------------------------------------------------------- */
+/* Forks; the child runs fn(arg) and _exit()s with its result.  stdio is
+ * flushed on both sides.  Returns the child's pid, or -1. */
+pid_t dlt_spawn(int (*fn)(void *), void *arg);
+/* Waits for a child up to timeout_ms (< 0: no limit).  Returns its exit
+ * status (0..255), 128 + signal if a signal killed it, or -1 on a timeout
+ * (the child is then SIGKILLed and reaped) or an error. */
+int dlt_wait(pid_t pid, int timeout_ms);
+
+/* ------------------------------------------------------------------------
+ * CUnit glue.
+ * ---------------------------------------------------------------------- */
+struct dlt_test {
+    const char *name;
+    void (*fn)(void);
+};
+#define DLT_TEST(fn) { #fn, fn }
+
+/* The suite's server, started by dlt_main. */
+extern dlt_redis dlt_server;
+
+/* Runs a suite:
+ *
+ *     static const struct dlt_test tests[] = {
+ *         DLT_TEST(test_lock_unlock), DLT_TEST(test_trylock_busy),
+ *         { NULL, NULL }
+ *     };
+ *     int main(int argc, char **argv) { return dlt_main(argc, argv, "mutex", tests); }
+ *
+ * tests ends with { NULL, NULL }.  Starts dlt_server and sets DLOCK_URL to
+ * it; before each test it restarts dlt_server if a test left it stopped,
+ * then runs FLUSHALL and CONFIG RESETSTAT, so that every test starts with
+ * an empty database and zero command counts.  `./test_x NAME` runs only
+ * the test NAME.  alarm(600) bounds the whole run.  Returns 0 if every test
+ * passed, else nonzero. */
+int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_test *tests);
+
+/* ------------------------------------------------------------------------
+ * Typed asserts (non-fatal) that print both values on failure, e.g.
+ *     rc == EBUSY (got ETIMEDOUT (110), want EBUSY (16))
+ * Each argument is evaluated once.  Values compare as long long.
+ * ---------------------------------------------------------------------- */
+#define DLT_ASSERT_INT_EQ(actual, expected)                                   \
+    dlt__assert_int((long long)(actual), (long long)(expected), #actual,      \
+                    #expected, 0, __FILE__, __LINE__, __func__)
+#define DLT_ASSERT_ERR(actual, expected)                                      \
+    dlt__assert_int((long long)(actual), (long long)(expected), #actual,      \
+                    #expected, 1, __FILE__, __LINE__, __func__)
+
+/* "EBUSY" for EBUSY, "0" for 0, NULL for a code outside the table. */
+const char *dlt_errno_name(int err);
+
+/* private: the implementation of the asserts above */
+int dlt__assert_int(long long actual, long long expected, const char *actual_expr,
+                    const char *expected_expr, int as_errno, const char *file,
+                    unsigned line, const char *func);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DLT_FIXTURE_H */
