@@ -9,7 +9,9 @@
 #ifndef DLOCK_H
 #define DLOCK_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h> /* clockid_t, also under -std=c11 */
 #include <time.h>
 
 #ifdef __cplusplus
@@ -58,6 +60,7 @@ typedef struct dlock_config {
     unsigned command_timeout_ms; /* one command's reply; 0: 2000 */
     unsigned unreachable_ms;     /* ENOLCK after the server is unreachable this long; 0: 5000 */
     unsigned drift_ms;           /* clock-drift margin taken off every lease; 0: 2 + lease/100 */
+    unsigned restart_guard_ms;   /* after the server lost its data, grant nothing for this long; 0: off */
 } dlock_config_t;
 
 DLOCK_API void dlock_config_init(dlock_config_t *cfg);
@@ -135,6 +138,12 @@ DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m);
 DLOCK_API int dlock_mutex_holds(const dlock_mutex_t *m);
 /* Fencing token of the calling thread's current hold of m; 0 if none. */
 DLOCK_API uint64_t dlock_mutex_fence(const dlock_mutex_t *m);
+/* A fenced write, for data kept in the lock's own Redis deployment: sets
+ * the hash `key` to {value, fence} only if no write with a newer fence has
+ * reached it, so a holder whose lease ran out can never overwrite what its
+ * successor wrote.  Read the value back with HGET key value.  0 written;
+ * EPERM the caller does not hold m; ESTALE refused as stale. */
+DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const void *value, size_t len);
 /* The lock's name, or NULL for a bad object. */
 DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m);
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "dlock-int.h"
@@ -19,19 +20,6 @@ static int bad_reply(struct dlock_client *c, const char *what, const redisReply 
     if (r != NULL && r->type == REDIS_REPLY_ERROR)
         return dlock__seterr(EPROTO, "%s: %s failed: %.200s", c->conf.redacted_url, what, r->str);
     return dlock__seterr(EPROTO, "%s: unexpected answer to %s", c->conf.redacted_url, what);
-}
-
-static int parse_u64(const char *s, size_t n, uint64_t *out) {
-    uint64_t v = 0;
-    size_t i;
-    if (n == 0 || n > 20) return -1;
-    for (i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return -1;
-        if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10) return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return 0;
 }
 
 static char host[256];
@@ -53,8 +41,9 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     char lease[16], pid[16], tid[24];
     const char *host = host_name();
     dlock__thread *self = dlock__self_peek();
-    const char *args[9];
-    size_t lens[9];
+    char guard[16], epoch[160];
+    const char *args[11];
+    size_t lens[11];
     redisReply *r;
     int rc;
 
@@ -64,51 +53,19 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     args[0] = l->key; lens[0] = l->keylen;
     args[1] = l->fence_key; lens[1] = l->fence_keylen;
     args[2] = l->state_key; lens[2] = l->state_keylen;
-    args[3] = token; lens[3] = strlen(token);
-    args[4] = lease; lens[4] = strlen(lease);
-    args[5] = host; lens[5] = strlen(host);
-    args[6] = pid; lens[6] = strlen(pid);
-    args[7] = tid; lens[7] = strlen(tid);
-    args[8] = robust ? "1" : "0"; lens[8] = 1;
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_ACQUIRE, &r, deadline, 3, 9, args, lens)) != 0) return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_INTEGER) {
-        rc = bad_reply(c, "acquire", r);
-        freeReplyObject(r);
-        return rc;
-    }
-    switch (r->element[0]->integer) {
-    case 1:
-    case 2:
-    case 4:
-        if (r->element[1]->type != REDIS_REPLY_STRING ||
-            parse_u64(r->element[1]->str, r->element[1]->len, &out->fence) != 0 || out->fence == 0) {
-            rc = bad_reply(c, "acquire", r);
-            break;
-        }
-        out->status = r->element[0]->integer == 1   ? DLOCK__ACQ_ACQUIRED
-                      : r->element[0]->integer == 2 ? DLOCK__ACQ_MINE
-                                                    : DLOCK__ACQ_OWNERDEAD;
-        out->pttl_ms = -1;
-        rc = 0;
-        break;
-    case 3:
-        out->status = DLOCK__ACQ_NOTRECOVERABLE;
-        out->fence = 0;
-        out->pttl_ms = -1;
-        rc = 0;
-        break;
-    case 0:
-        if (r->element[1]->type != REDIS_REPLY_INTEGER) {
-            rc = bad_reply(c, "acquire", r);
-            break;
-        }
-        out->status = DLOCK__ACQ_BUSY;
-        out->pttl_ms = r->element[1]->integer;
-        rc = 0;
-        break;
-    default:
-        rc = bad_reply(c, "acquire", r);
-    }
+    /* The epoch key is one per deployment (single server). */
+    snprintf(epoch, sizeof epoch, "%sepoch", c->conf.prefix);
+    snprintf(guard, sizeof guard, "%u", c->conf.restart_guard_ms);
+    args[3] = epoch; lens[3] = strlen(epoch);
+    args[4] = token; lens[4] = strlen(token);
+    args[5] = lease; lens[5] = strlen(lease);
+    args[6] = host; lens[6] = strlen(host);
+    args[7] = pid; lens[7] = strlen(pid);
+    args[8] = tid; lens[8] = strlen(tid);
+    args[9] = robust ? "1" : "0"; lens[9] = 1;
+    args[10] = guard; lens[10] = strlen(guard);
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_ACQUIRE, &r, deadline, 4, 11, args, lens)) != 0) return rc;
+    if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
     freeReplyObject(r);
     return rc;
 }
@@ -128,12 +85,7 @@ static int single_release(struct dlock_client *c, dlock__lock *l, const char *to
     args[3] = l->key; lens[3] = l->keylen; /* the release channel */
     args[4] = release_how[how]; lens[4] = strlen(args[4]);
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, 2, 5, args, lens)) != 0) return rc;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        rc = bad_reply(c, "release", r);
-    } else {
-        *released = r->integer == 1;
-        rc = 0;
-    }
+    if (dlock__flag_parse(r, released) != 0) rc = bad_reply(c, "release", r);
     freeReplyObject(r);
     return rc;
 }
@@ -149,12 +101,7 @@ static int single_reset(struct dlock_client *c, dlock__lock *l, int how, int *wa
     args[2] = l->key; lens[2] = l->keylen; /* the release channel */
     args[3] = how == DLOCK__RESET_FULL ? "reset" : "break"; lens[3] = 5;
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RESET, &r, deadline, 2, 4, args, lens)) != 0) return rc;
-    if (r->type != REDIS_REPLY_INTEGER) {
-        rc = bad_reply(c, "reset", r);
-    } else {
-        *was_held = r->integer == 1;
-        rc = 0;
-    }
+    if (dlock__flag_parse(r, was_held) != 0) rc = bad_reply(c, "reset", r);
     freeReplyObject(r);
     return rc;
 }
@@ -181,9 +128,7 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
         if (redisGetReply(ctx, &p) != REDIS_OK || p == NULL)
             return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
         r = p;
-        if (r->type == REDIS_REPLY_INTEGER) {
-            rn[i].result = r->integer == 1 ? 1 : 0;
-        } else {
+        if (dlock__flag_parse(r, &rn[i].result) != 0) {
             if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) *noscript = 1;
             rn[i].result = -1;
         }
@@ -192,9 +137,11 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
     return 0;
 }
 
-static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n) {
+static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
     size_t i, done = 0;
     int rc = 0, tries = 0;
+    int64_t left_ms;
+    struct timeval tv;
 
     for (i = 0; i < n; i++) rn[i].result = -1;
     while (done < n) {
@@ -203,6 +150,13 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n) {
         if (c->renew_conn == NULL &&
             (rc = dlock__conn_open(c, &c->renew_conn, c->conf.connect_timeout_ms)) != 0)
             return rc == EACCES ? ENOLCK : rc;
+        /* Wait for answers no longer than the locks stay valid. */
+        left_ms = (deadline - dlock__now()) / DLOCK__MS;
+        if (left_ms > (int64_t)c->conf.command_timeout_ms) left_ms = c->conf.command_timeout_ms;
+        if (left_ms < 5) left_ms = 5;
+        tv.tv_sec = (time_t)(left_ms / 1000);
+        tv.tv_usec = (suseconds_t)(left_ms % 1000) * 1000;
+        redisSetTimeout(c->renew_conn->ctx, tv);
         rc = renew_batch(c, c->renew_conn->ctx, rn + done, k, &noscript);
         if (rc != 0) {
             dlock__conn_close(c->renew_conn);
@@ -224,9 +178,28 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n) {
     return 0;
 }
 
+static int single_fenced_set(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence,
+                             const void *value, size_t len, int *written, dlock__mono deadline) {
+    char f[24];
+    const char *args[3];
+    size_t lens[3];
+    redisReply *r;
+    int rc;
+
+    snprintf(f, sizeof f, "%llu", (unsigned long long)fence);
+    args[0] = key; lens[0] = keylen;
+    args[1] = f; lens[1] = strlen(f);
+    args[2] = len ? value : ""; lens[2] = len;
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_FENCED_SET, &r, deadline, 1, 3, args, lens)) != 0) return rc;
+    if (dlock__flag_parse(r, written) != 0) rc = bad_reply(c, "fenced write", r);
+    freeReplyObject(r);
+    return rc;
+}
+
 const dlock__backend_ops dlock__single_backend = {
     .acquire = single_acquire,
     .release = single_release,
     .renew = single_renew,
     .reset = single_reset,
+    .fenced_set = single_fenced_set,
 };

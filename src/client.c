@@ -76,6 +76,8 @@ static void fork_child(void) {
                 l->fence = 0;
                 l->held_next = l->held_prev = NULL;
                 l->waiters = 0;
+                l->trying = 0;
+                l->busy_until = 0;
                 l->users = 0;
                 l->sub_state = DLOCK__SUB_NONE;
                 dlock__cond_init(&l->cv);

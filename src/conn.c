@@ -28,7 +28,8 @@ static struct timeval ms_tv(unsigned ms) {
 }
 
 /* AUTH and SELECT on a fresh connection.  EACCES when the server refuses
- * the credentials: a configuration error that retrying cannot mend. */
+ * the credentials: a configuration error that retrying cannot mend (the
+ * message already says ENOLCK, which is what the caller returns). */
 static int conn_setup(struct dlock_client *c, redisContext *ctx) {
     const dlock__conf *cf = &c->conf;
     redisReply *r;
@@ -44,7 +45,7 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
         if (r == NULL) return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             /* the server's message names neither the password nor the user's secret */
-            dlock__seterr(EACCES, "%s: authentication refused: %.200s", cf->redacted_url, r->str);
+            dlock__seterr(ENOLCK, "%s: authentication refused: %.200s", cf->redacted_url, r->str);
             freeReplyObject(r);
             return EACCES;
         }
@@ -54,7 +55,7 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
         r = redisCommand(ctx, "SELECT %d", cf->db);
         if (r == NULL) return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
-            dlock__seterr(EACCES, "%s: SELECT %d refused: %.200s", cf->redacted_url, cf->db, r->str);
+            dlock__seterr(ENOLCK, "%s: SELECT %d refused: %.200s", cf->redacted_url, cf->db, r->str);
             freeReplyObject(r);
             return EACCES;
         }
@@ -88,6 +89,7 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
         return dlock__seterr(ENOMEM, "out of memory");
     }
     cn->ctx = ctx;
+    cn->timeout_ms = cf->command_timeout_ms;
     *out = cn;
     return 0;
 }
@@ -113,7 +115,7 @@ dlock__mono dlock__unreachable_deadline(const struct dlock_client *c) {
 int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline) {
     dlock__mono now;
     unsigned backoff_ms = 10;
-    int rc;
+    int rc, attempt;
 
     pthread_mutex_lock(&c->mu);
     if (c->idle != NULL) {
@@ -125,10 +127,13 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
         return 0;
     }
     pthread_mutex_unlock(&c->mu);
-    for (;;) {
+    for (attempt = 0;; attempt++) {
         unsigned budget = c->conf.connect_timeout_ms;
         now = dlock__now();
-        if (deadline != DLOCK__MONO_NEVER) {
+        /* The first attempt is always made in full (a timedlock whose
+         * deadline has passed still acquires a free lock); later ones stop
+         * at the deadline. */
+        if (attempt > 0 && deadline != DLOCK__MONO_NEVER) {
             int64_t left = (deadline - now) / DLOCK__MS;
             if (left <= 0) return ENOLCK; /* message set by the last attempt */
             if ((uint64_t)left < budget) budget = (unsigned)left;
@@ -148,7 +153,22 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
 
 void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken) {
     if (cn == NULL) return;
-    if (!broken) {
+    if (broken) {
+        /* The idle connections are as old as the broken one: most likely
+         * the server restarted or the network dropped, so drop them too
+         * rather than fail on each of them in turn. */
+        dlock__conn *idle;
+        pthread_mutex_lock(&c->mu);
+        idle = c->idle;
+        c->idle = NULL;
+        c->nidle = 0;
+        pthread_mutex_unlock(&c->mu);
+        while (idle != NULL) {
+            dlock__conn *next = idle->next;
+            dlock__conn_close(idle);
+            idle = next;
+        }
+    } else {
         pthread_mutex_lock(&c->mu);
         if (c->nidle < POOL_IDLE_MAX) {
             cn->next = c->idle;
@@ -195,14 +215,29 @@ static void sigpipe_restore(sigpipe_guard *g) {
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
+/* A reply is awaited no longer than the command timeout, nor past the
+ * caller's deadline -- but at least REPLY_FLOOR_MS, so that a command
+ * sent at its deadline is really tried. */
+#define REPLY_FLOOR_MS 200u
+static void set_timeout(struct dlock_client *c, dlock__conn *cn, dlock__mono deadline) {
+    unsigned ms = c->conf.command_timeout_ms;
+    if (deadline != DLOCK__MONO_NEVER) {
+        int64_t left = (deadline - dlock__now()) / DLOCK__MS;
+        unsigned floor = ms < REPLY_FLOOR_MS ? ms : REPLY_FLOOR_MS;
+        if (left < (int64_t)ms) ms = left < (int64_t)floor ? floor : (unsigned)left;
+    }
+    if (ms != cn->timeout_ms && redisSetTimeout(cn->ctx, ms_tv(ms)) == REDIS_OK) cn->timeout_ms = ms;
+}
+
 static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
                    int argc, const char **argv, const size_t *argvlen) {
     dlock__conn *cn;
     redisReply *r;
-    int rc;
+    int rc, tries;
 
-    for (;;) {
+    for (tries = 0;; tries++) {
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
+        set_timeout(c, cn, deadline);
         r = redisCommandArgv(cn->ctx, argc, argv, argvlen);
         if (r != NULL) {
             dlock__pool_put(c, cn, 0);
@@ -214,7 +249,9 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
         dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
                       cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
         dlock__pool_put(c, cn, 1);
-        if (deadline != DLOCK__MONO_NEVER && dlock__now() >= deadline) return ENOLCK;
+        /* Past the deadline, still one more try: the broken connection
+         * may just have been a stale one from the pool. */
+        if (tries > 0 && deadline != DLOCK__MONO_NEVER && dlock__now() >= deadline) return ENOLCK;
     }
 }
 

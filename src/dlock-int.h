@@ -7,6 +7,7 @@
  *   token.c    per-thread owner tokens (RAND_bytes) and thread-exit hook
  *   conn.c     one Redis connection: connect, AUTH, commands, pool
  *   scripts.c  the Lua scripts and EVALSHA with NOSCRIPT reload
+ *   reply.c    what the scripts answer, checked (no I/O)
  *   backend.c  the backend interface and the single-server backend
  *   client.c   clients, the per-process lock table, fork and exit
  *   renew.c    the renewal thread (leases, lost locks)
@@ -79,6 +80,7 @@ typedef struct dlock__conf {
     unsigned command_timeout_ms;
     unsigned unreachable_ms;
     unsigned drift_ms; /* 0: 2 + lease/100 */
+    unsigned restart_guard_ms; /* 0: off; see acquire_lua */
 } dlock__conf;
 
 /* Parses url (NULL: $DLOCK_URL or the default) and cfg into conf.
@@ -109,6 +111,7 @@ dlock__thread *dlock__self_peek(void);
 
 typedef struct dlock__conn {
     redisContext *ctx;
+    unsigned timeout_ms; /* the socket timeout now set */
     struct dlock__conn *next; /* pool link */
 } dlock__conn;
 
@@ -157,6 +160,9 @@ typedef struct dlock__lock {
 
     /* Waiting. */
     unsigned waiters;   /* threads of this process in the wait path */
+    int trying;         /* a waiting thread is asking the server */
+    uint64_t busy_gen;  /* the server said busy at this generation... */
+    dlock__mono busy_until; /* ...until about then (the holder's lease) */
     uint64_t gen;       /* bumped by every notification that may free it */
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
     int sub_state;      /* DLOCK__SUB_* */
@@ -191,6 +197,11 @@ enum { DLOCK__REL_PLAIN, DLOCK__REL_CLEAN, DLOCK__REL_INCONSISTENT, DLOCK__REL_D
 /* Administrative resets (see reset_lua). */
 enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 
+/* Replies (reply.c): 0, or -1 for anything but what the script returns. */
+int dlock__acq_parse(const redisReply *r, dlock__acq *out);
+int dlock__flag_parse(const redisReply *r, int *out); /* integer 0 or 1 */
+int dlock__u64_parse(const char *s, size_t n, uint64_t *out);
+
 /* One renewal in a batch. */
 typedef struct dlock__renewal {
     const char *key;
@@ -214,8 +225,13 @@ typedef struct dlock__backend_ops {
                    int *released, dlock__mono deadline);
     /* Deletes the lock whoever holds it; how is a DLOCK__RESET_*. */
     int (*reset)(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline);
-    /* Renews n locks in pipelined batches on the renewal connection. */
-    int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n);
+    /* A fenced write of value to key; *written is 0 when refused as stale. */
+    int (*fenced_set)(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence,
+                      const void *value, size_t len, int *written, dlock__mono deadline);
+    /* Renews n locks in pipelined batches on the renewal connection,
+     * giving up on answers at `deadline` (the earliest validity end among
+     * them: past it the locks are lost anyway, and the handler must run). */
+    int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n, dlock__mono deadline);
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
@@ -302,7 +318,14 @@ void dlock__notify_poke(struct dlock_client *c);
 void dlock__notify_stop(struct dlock_client *c);
 
 /* Scripts (scripts.c). */
-enum { DLOCK__SCRIPT_ACQUIRE, DLOCK__SCRIPT_RELEASE, DLOCK__SCRIPT_RENEW, DLOCK__SCRIPT_RESET, DLOCK__NSCRIPTS };
+enum {
+    DLOCK__SCRIPT_ACQUIRE,
+    DLOCK__SCRIPT_RELEASE,
+    DLOCK__SCRIPT_RENEW,
+    DLOCK__SCRIPT_RESET,
+    DLOCK__SCRIPT_FENCED_SET,
+    DLOCK__NSCRIPTS
+};
 const char *dlock__script_sha(int which);
 const char *dlock__script_body(int which);
 /* Runs script `which` with numkeys keys and the rest as ARGV, by EVALSHA,

@@ -23,7 +23,8 @@
     X(EOWNERDEAD, "EOWNERDEAD", "the previous holder died; state may be inconsistent") \
     X(ENOTRECOVERABLE, "ENOTRECOVERABLE", "the lock is not recoverable")          \
     X(ENOMEM, "ENOMEM", "out of memory")                                          \
-    X(EPROTO, "EPROTO", "the server answered something unexpected")
+    X(EPROTO, "EPROTO", "the server answered something unexpected")              \
+    X(ESTALE, "ESTALE", "a write with a newer fencing token came first")
 
 DLOCK_API const char *dlock_strerror(int err) {
     switch (err) {

@@ -255,7 +255,6 @@ static int lock_core(dlock_mutex_t *m, int mode, dlock__mono deadline, int bad_d
         dlock__acq acq;
         dlock__mono sent, now, until, bound;
         uint64_t gen;
-        int was_ready;
 
         if (l->owner != NULL && !l->lost) {
             /* A thread of this process holds it (or, NORMAL, the caller):
@@ -274,26 +273,41 @@ static int lock_core(dlock_mutex_t *m, int mode, dlock__mono deadline, int bad_d
             }
             continue;
         }
-        if (waiting && (rc = dlock__wait_ready(c, l, deadline)) != 0) {
-            if (rc == ETIMEDOUT) rc = dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline", l->name);
-            goto out;
+        if (waiting) {
+            if ((rc = dlock__wait_ready(c, l, deadline)) != 0) {
+                if (rc == ETIMEDOUT) rc = dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline", l->name);
+                goto out;
+            }
+            if (l->trying || (l->busy_gen == l->gen && l->busy_until > dlock__now())) {
+                /* Another waiting thread of this process is asking the
+                 * server, or was just told the lock is busy at this
+                 * generation: share its answer rather than ask again, so
+                 * a release costs one attempt per process, not one per
+                 * waiting thread. */
+                until = l->trying || l->busy_until > deadline ? deadline : l->busy_until;
+                if (dlock__cond_wait_until(&l->cv, &c->mu, until) == ETIMEDOUT && dlock__now() >= deadline) {
+                    rc = dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline", l->name);
+                    goto out;
+                }
+                continue;
+            }
+            l->trying = 1;
         }
-        was_ready = waiting;
         gen = l->gen;
         l->users++;
         pthread_mutex_unlock(&c->mu);
         sent = dlock__now();
         bound = dlock__unreachable_deadline(c);
-        if (mode == WAIT && deadline < bound) {
-            /* Give up on an unreachable server by the caller's deadline,
-             * but always make one real attempt (a past abstime still
-             * acquires a free lock). */
-            dlock__mono floor = sent + (dlock__mono)c->conf.connect_timeout_ms * DLOCK__MS;
-            bound = deadline > floor ? deadline : floor;
-        }
+        /* Give up on an unreachable server by the caller's deadline; the
+         * connection layer still makes one real attempt. */
+        if (mode == WAIT && deadline < bound) bound = deadline;
         rc = c->ops->acquire(c, l, self->token, mx->lease_ms, mx->robust, &acq, bound);
         pthread_mutex_lock(&c->mu);
         l->users--;
+        if (waiting) {
+            l->trying = 0;
+            pthread_cond_broadcast(&l->cv);
+        }
         if (rc != 0) {
             if (rc == ENOLCK && mode == WAIT && dlock__now() >= deadline)
                 rc = dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline (server unreachable)", l->name);
@@ -335,9 +349,10 @@ static int lock_core(dlock_mutex_t *m, int mode, dlock__mono deadline, int bad_d
             l->waiters++;
             continue;
         }
-        (void)was_ready;
         if (acq.pttl_ms == -2) continue; /* expired between the calls */
         until = acq.pttl_ms >= 0 ? now + (acq.pttl_ms + 1) * DLOCK__MS : now + 1000 * DLOCK__MS;
+        l->busy_gen = gen;
+        l->busy_until = until;
         if (until > deadline) until = deadline;
         dlock__wait(c, l, gen, until);
     }
@@ -500,4 +515,22 @@ DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was
     pthread_mutex_unlock(&c->mu);
     if (rc == 0 && was_held != NULL) *was_held = held;
     return rc;
+}
+
+/* A fenced write through the lock's own deployment: see fenced_set_lua.
+ * The caller must hold m; the write carries the fence of that hold. */
+DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const void *value, size_t len) {
+    dlock__mutex *mx;
+    uint64_t fence = 0;
+    size_t keylen;
+    int rc, written = 0;
+
+    if ((rc = get(m, &mx)) != 0) return rc;
+    if (key == NULL || (keylen = strlen(key)) == 0) return dlock__seterr(EINVAL, "key is NULL or empty");
+    if (value == NULL && len > 0) return dlock__seterr(EINVAL, "value is NULL");
+    if (!holds_locked(m, &fence)) return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", mx->l->name);
+    rc = mx->c->ops->fenced_set(mx->c, key, keylen, fence, value, len, &written, dlock__unreachable_deadline(mx->c));
+    if (rc != 0) return rc;
+    if (!written) return dlock__seterr(ESTALE, "'%.64s': a write with a newer fence already reached %.64s", mx->l->name, key);
+    return 0;
 }

@@ -51,7 +51,7 @@ static void *renew_main(void *arg) {
 
     pthread_mutex_lock(&c->mu);
     while (!c->renew_stop) {
-        dlock__mono now = dlock__now(), next = DLOCK__MONO_NEVER, sent;
+        dlock__mono now = dlock__now(), next = DLOCK__MONO_NEVER, sent, valid;
         size_t n = 0, nrep = 0, i;
         dlock__lock *l, *lnext;
 
@@ -94,7 +94,9 @@ static void *renew_main(void *arg) {
             if (nrep == 0) dlock__cond_wait_until(&c->renew_cv, &c->mu, next);
             continue;
         }
+        valid = DLOCK__MONO_NEVER;
         for (i = 0; i < n; i++) {
+            if (pend[i].l->valid_until < valid) valid = pend[i].l->valid_until;
             rn[i].key = pend[i].l->key;
             rn[i].keylen = pend[i].l->keylen;
             rn[i].token = pend[i].token;
@@ -103,7 +105,7 @@ static void *renew_main(void *arg) {
         }
         sent = dlock__now();
         pthread_mutex_unlock(&c->mu);
-        (void)c->ops->renew(c, rn, n);
+        (void)c->ops->renew(c, rn, n, valid);
         pthread_mutex_lock(&c->mu);
         now = dlock__now();
         nrep = 0;

@@ -22,14 +22,34 @@
 
 #include "dlock-int.h"
 
-/* KEYS: lock, fence, state.  ARGV: token, lease ms, host, pid, tid,
- * robust ("1" or "0").
+/* KEYS: lock, fence, state, epoch.  ARGV: token, lease ms, host, pid, tid,
+ * robust ("1" or "0"), restart guard ms ("0": off).
  * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
  * holder died holding it (EOWNERDEAD); {2, fence} already held by this
  * token (an earlier attempt whose answer was lost; the lease starts
  * again); {0, pttl} held by another; {3, 0} robust and not recoverable.
- * Only robust acquirers read or write the state key. */
+ * Only robust acquirers read or write the state key.
+ *
+ * The restart guard (Redis's "delayed restart" advice, done in data): a
+ * server restarted without persistence has forgotten every holder, who
+ * may still believe, until its next renewal is refused, that it holds its
+ * lock.  With a guard, the first acquire that finds no epoch key writes
+ * one saying "nothing is granted before now + guard", and every acquire
+ * until then answers busy.  A guard at least as long as the longest lease
+ * makes holds from before the data loss run out first.  The price: a
+ * brand-new server also waits one guard period before its first grant. */
 static const char acquire_lua[] =
+    "local guard = tonumber(ARGV[7])\n"
+    "if guard > 0 then\n"
+    "  local t = redis.call('TIME')\n"
+    "  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  local nb = tonumber(redis.call('GET', KEYS[4]) or '')\n"
+    "  if not nb then\n"
+    "    nb = ms + guard\n"
+    "    redis.call('SET', KEYS[4], string.format('%.0f', nb))\n"
+    "  end\n"
+    "  if ms < nb then return {0, nb - ms} end\n"
+    "end\n"
     "local robust = ARGV[6] == '1'\n"
     "local state = false\n"
     "if robust then\n"
@@ -93,7 +113,21 @@ static const char reset_lua[] =
     "redis.call('PUBLISH', ARGV[1], 'released')\n"
     "return held\n";
 
-static const char *const bodies[DLOCK__NSCRIPTS] = { acquire_lua, release_lua, renew_lua, reset_lua };
+/* KEYS: target.  ARGV: fence, value.  A fenced write: the target is a
+ * hash {value, fence}; the write happens only if the caller's fence is not
+ * older than the fence of the last write, so a holder whose lease ran out
+ * (and whose successor already wrote) can never overwrite newer data.
+ * Fences are decimal strings of up to 20 digits, compared as such.
+ * Returns 1 written, 0 refused as stale. */
+static const char fenced_set_lua[] =
+    "local cur = redis.call('HGET', KEYS[1], 'fence')\n"
+    "local f = ARGV[1]\n"
+    "if cur and (#cur > #f or (#cur == #f and cur > f)) then return 0 end\n"
+    "redis.call('HSET', KEYS[1], 'value', ARGV[2], 'fence', f)\n"
+    "return 1\n";
+
+static const char *const bodies[DLOCK__NSCRIPTS] = { acquire_lua, release_lua, renew_lua, reset_lua,
+                                                     fenced_set_lua };
 static char shas[DLOCK__NSCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 

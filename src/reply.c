@@ -1,0 +1,62 @@
+/* reply.c -- what the scripts answer, checked.
+ *
+ * Pure functions from a parsed reply to dlock's values: no I/O, so they
+ * can be tested and fuzzed alone.  Anything that is not exactly what the
+ * script returns is refused (-1), and the caller reports EPROTO: a server
+ * that answers nonsense gets a clear error, never a wrong lock state.
+ */
+#include <string.h>
+
+#include "dlock-int.h"
+
+int dlock__u64_parse(const char *s, size_t n, uint64_t *out) {
+    uint64_t v = 0;
+    size_t i;
+    if (s == NULL || n == 0 || n > 20) return -1;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10) return -1;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
+    const redisReply *st, *v;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element == NULL) return -1;
+    st = r->element[0];
+    v = r->element[1];
+    if (st == NULL || v == NULL || st->type != REDIS_REPLY_INTEGER) return -1;
+    out->pttl_ms = -1;
+    out->fence = 0;
+    switch (st->integer) {
+    case 1: /* acquired */
+    case 2: /* already ours */
+    case 4: /* acquired, owner died */
+        if (v->type != REDIS_REPLY_STRING || dlock__u64_parse(v->str, v->len, &out->fence) != 0 ||
+            out->fence == 0)
+            return -1;
+        out->status = st->integer == 1 ? DLOCK__ACQ_ACQUIRED
+                      : st->integer == 2 ? DLOCK__ACQ_MINE
+                                         : DLOCK__ACQ_OWNERDEAD;
+        return 0;
+    case 3:
+        out->status = DLOCK__ACQ_NOTRECOVERABLE;
+        return 0;
+    case 0: /* busy, with the holder's PTTL (-1 no expiry, -2 just gone) */
+        if (v->type != REDIS_REPLY_INTEGER || v->integer < -2 || v->integer > (long long)DLOCK_LEASE_MAX_MS * 2)
+            return -1;
+        out->status = DLOCK__ACQ_BUSY;
+        out->pttl_ms = v->integer;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+int dlock__flag_parse(const redisReply *r, int *out) {
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER || (r->integer != 0 && r->integer != 1)) return -1;
+    *out = (int)r->integer;
+    return 0;
+}

@@ -1,0 +1,434 @@
+/* labels: redis */
+/* test_wait.c -- waiting without polling: waiters sleep on the release
+ * notification, wake within about a round trip, and never miss a release.
+ *
+ * Children report through exit codes only.  Server command counts come
+ * from INFO commandstats, which counts the commands the scripts call too
+ * (PTTL is called only by an acquire attempt that found the lock busy,
+ * TIME only by one that acquired it, DEL only by a release, PEXPIRE by
+ * every acquire and every renewal).
+ */
+#include "fixture.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <dlock.h>
+
+/* ------------------------------------------------------------ helpers */
+
+static int mk(dlock_mutex_t *m, const char *name, unsigned lease_ms) {
+    dlock_mutexattr_t a;
+    int rc;
+    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    if (lease_ms != 0 && (rc = dlock_mutexattr_setlease(&a, lease_ms)) != 0) return rc;
+    rc = dlock_mutex_init(m, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+static int pipe_put(int fd, char c) {
+    return write(fd, &c, 1) == 1 ? 0 : -1;
+}
+
+/* Reads exactly n bytes within timeout_ms: 0, or -1. */
+static int pipe_read(int fd, void *buf, size_t n, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    size_t got = 0;
+    while (got < n) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int left = (int)((end - dlt_now()) * 1000);
+        if (left < 0) left = 0;
+        int k = poll(&p, 1, left);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* One byte within timeout_ms: the byte, or -1. */
+static int pipe_get(int fd, int timeout_ms) {
+    unsigned char c;
+    return pipe_read(fd, &c, 1, timeout_ms) == 0 ? c : -1;
+}
+
+static void abs_in(struct timespec *ts, unsigned ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static long long stat_of(const char *cmd) {
+    return dlt_redis_cmdstat(&dlt_server, cmd);
+}
+
+static long long script_calls(void) {
+    return stat_of("evalsha") + stat_of("eval");
+}
+
+/* A pair of pipes between the test and one child. */
+struct chan {
+    int to_child[2], to_parent[2];
+};
+
+static int chan_open(struct chan *ch) {
+    if (pipe(ch->to_child) != 0) return -1;
+    if (pipe(ch->to_parent) != 0) {
+        close(ch->to_child[0]);
+        close(ch->to_child[1]);
+        return -1;
+    }
+    return 0;
+}
+
+static void chan_close(struct chan *ch) {
+    close(ch->to_child[0]);
+    close(ch->to_child[1]);
+    close(ch->to_parent[0]);
+    close(ch->to_parent[1]);
+}
+
+/* ------------------------------------------- contended runs: cost/acq */
+
+#define NPROC 4
+#define NACQ 50
+
+struct contended {
+    const char *name;
+    unsigned hold_ms;
+    volatile int *shared; /* [0] in the critical section, [1] violations */
+};
+
+static int contended_proc(void *p) {
+    struct contended *a = p;
+    dlock_mutex_t m;
+    int i;
+    if (dlock_mutex_init(&m, a->name, NULL) != 0) return 10;
+    for (i = 0; i < NACQ; i++) {
+        struct timespec ts;
+        abs_in(&ts, 30000);
+        if (dlock_mutex_timedlock(&m, &ts) != 0) return 11;
+        if (__atomic_add_fetch(&a->shared[0], 1, __ATOMIC_SEQ_CST) != 1)
+            __atomic_add_fetch(&a->shared[1], 1, __ATOMIC_SEQ_CST);
+        dlt_sleep_ms(a->hold_ms);
+        __atomic_sub_fetch(&a->shared[0], 1, __ATOMIC_SEQ_CST);
+        if (dlock_mutex_unlock(&m) != 0) return 12;
+    }
+    if (dlock_mutex_destroy(&m) != 0) return 13;
+    return 0;
+}
+
+/* Runs NPROC processes x NACQ acquisitions; returns the script calls per
+ * acquisition, or -1. */
+static double contended_run(const char *name, unsigned hold_ms) {
+    volatile int *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t pids[NPROC];
+    int i, ok = 1;
+    CU_ASSERT_FATAL(shared != MAP_FAILED);
+    shared[0] = shared[1] = 0;
+    struct contended a = { name, hold_ms, shared };
+
+    if (dlt_redis_reset_stats(&dlt_server) != 0) ok = 0;
+    double t0 = dlt_now();
+    for (i = 0; i < NPROC; i++) pids[i] = dlt_spawn(contended_proc, &a);
+    for (i = 0; i < NPROC; i++) {
+        int st = dlt_wait(pids[i], 60000);
+        if (st != 0) {
+            printf("  contender %d exited with %d\n", i, st);
+            ok = 0;
+        }
+    }
+    double took = dlt_now() - t0;
+    long long calls = script_calls();
+    long long busy = stat_of("pttl");
+    int violations = shared[1];
+    munmap((void *)shared, 4096);
+    DLT_ASSERT_INT_EQ(violations, 0);
+    CU_ASSERT_TRUE(ok);
+    if (!ok || calls < 0) return -1;
+    double per = (double)calls / (NPROC * NACQ);
+    printf("  hold %u ms: %d processes x %d acquisitions in %.2f s: %lld script calls "
+           "(%lld busy attempts), %.2f per acquisition\n",
+           hold_ms, NPROC, NACQ, took, calls, busy, per);
+    return per;
+}
+
+static void test_contended_cost_does_not_grow_with_wait(void) {
+    double short_per = contended_run("wait/contended-2ms", 2);
+    double long_per = contended_run("wait/contended-40ms", 40);
+    printf("  script calls per acquisition: %.2f with 2 ms holds, %.2f with 40 ms holds\n",
+           short_per, long_per);
+    CU_ASSERT_TRUE(short_per > 0);
+    CU_ASSERT_TRUE(short_per <= 8.0);
+    CU_ASSERT_TRUE(long_per > 0);
+    CU_ASSERT_TRUE(long_per <= short_per + 2.0);
+}
+
+/* ------------------------------------------------ one long wait: sleeps */
+
+static int long_holder_fn(void *p) {
+    struct chan *ch = p;
+    dlock_mutex_t m;
+    if (mk(&m, "wait/long", 10000) != 0) return 10;
+    if (dlock_mutex_lock(&m) != 0) return 11;
+    if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+    dlt_sleep_ms(3000);
+    if (dlock_mutex_unlock(&m) != 0) return 13;
+    return 0;
+}
+
+static void test_long_wait_sleeps_on_notification(void) {
+    struct chan ch;
+    dlock_mutex_t m;
+    struct timespec ts;
+    CU_ASSERT_FATAL(chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(mk(&m, "wait/long", 10000), 0);
+    pid_t pid = dlt_spawn(long_holder_fn, &ch);
+    CU_ASSERT_FATAL(pid > 0);
+    DLT_ASSERT_INT_EQ(pipe_get(ch.to_parent[0], 10000), 'H');
+
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    double t0 = dlt_now();
+    abs_in(&ts, 10000);
+    DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &ts), 0);
+    double waited = dlt_now() - t0;
+
+    long long calls = script_calls(), busy = stat_of("pttl"), acquired = stat_of("time"),
+              releases = stat_of("del"), pexpires = stat_of("pexpire");
+    long long renewals = pexpires - acquired; /* the holder's */
+    long long waiter = calls - releases - renewals;
+    printf("  waited %.2f s: %lld script calls = %lld waiter attempts (%lld busy + %lld acquired) "
+           "+ holder's %lld release(s) and %lld renewal(s)\n",
+           waited, calls, waiter, busy, acquired, releases, renewals);
+    CU_ASSERT_TRUE(waited > 2.0 && waited < 5.0);
+    DLT_ASSERT_INT_EQ(releases, 1);
+    DLT_ASSERT_INT_EQ(acquired, 1);
+    CU_ASSERT_TRUE(waiter <= 3);
+    CU_ASSERT_TRUE(busy <= 2);
+
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    chan_close(&ch);
+}
+
+/* ------------------------------------------------- handoff latency */
+
+#define NHANDOFF 20
+
+static int handoff_holder_fn(void *p) {
+    struct chan *ch = p;
+    dlock_mutex_t m;
+    int i;
+    if (mk(&m, "wait/handoff", 10000) != 0) return 10;
+    for (i = 0; i < NHANDOFF; i++) {
+        struct timespec ts;
+        /* After the first round, relock only once the waiter is done, or
+         * we could take the lock back before the waiter wakes. */
+        if (i > 0 && pipe_get(ch->to_child[0], 10000) != 'N') return 16;
+        abs_in(&ts, 10000);
+        if (dlock_mutex_timedlock(&m, &ts) != 0) return 11;
+        if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+        if (pipe_get(ch->to_child[0], 10000) != 'G') return 13;
+        dlt_sleep_ms(30); /* the waiter is asleep by now */
+        double t = dlt_now();
+        if (dlock_mutex_unlock(&m) != 0) return 14;
+        if (write(ch->to_parent[1], &t, sizeof t) != (ssize_t)sizeof t) return 15;
+    }
+    dlock_mutex_destroy(&m);
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_handoff_latency_to_other_process(void) {
+    struct chan ch;
+    dlock_mutex_t m;
+    double lat[NHANDOFF];
+    int i, n = 0;
+    CU_ASSERT_FATAL(chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(mk(&m, "wait/handoff", 10000), 0);
+    pid_t pid = dlt_spawn(handoff_holder_fn, &ch);
+    CU_ASSERT_FATAL(pid > 0);
+    for (i = 0; i < NHANDOFF; i++) {
+        struct timespec ts;
+        double t_unlock;
+        if (pipe_get(ch.to_parent[0], 10000) != 'H') break;
+        if (pipe_put(ch.to_child[1], 'G') != 0) break;
+        abs_in(&ts, 10000);
+        int rc = dlock_mutex_timedlock(&m, &ts);
+        double t_got = dlt_now();
+        DLT_ASSERT_ERR(rc, 0);
+        if (rc != 0) break;
+        if (pipe_read(ch.to_parent[0], &t_unlock, sizeof t_unlock, 10000) != 0) break;
+        lat[n++] = t_got - t_unlock;
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        if (pipe_put(ch.to_child[1], 'N') != 0) break;
+    }
+    DLT_ASSERT_INT_EQ(n, NHANDOFF);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
+    if (n > 0) {
+        qsort(lat, (size_t)n, sizeof lat[0], cmp_double);
+        double median = lat[n / 2];
+        printf("  handoff latency over %d handoffs: min %.3f ms, median %.3f ms, max %.3f ms\n", n,
+               lat[0] * 1000, median * 1000, lat[n - 1] * 1000);
+        CU_ASSERT_TRUE(median < 0.005);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    chan_close(&ch);
+}
+
+/* ------------------------------------------- a release is never missed */
+
+#define NMISS 50
+
+static void miss_name(char *buf, size_t len, int i) {
+    /* Even rounds: a fresh name, so subscribing races with the release;
+     * odd rounds: one name, whose subscription lingers. */
+    if (i % 2 == 0) snprintf(buf, len, "wait/miss/%d", i);
+    else snprintf(buf, len, "wait/miss/same");
+}
+
+static int miss_holder_fn(void *p) {
+    struct chan *ch = p;
+    unsigned seed = (unsigned)getpid();
+    int i;
+    for (i = 0; i < NMISS; i++) {
+        char name[64];
+        dlock_mutex_t m;
+        struct timespec ts;
+        miss_name(name, sizeof name, i);
+        if (mk(&m, name, 30000) != 0) return 10;
+        abs_in(&ts, 10000);
+        if (dlock_mutex_timedlock(&m, &ts) != 0) return 11;
+        if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+        if (pipe_get(ch->to_child[0], 10000) != 'G') return 13;
+        usleep((useconds_t)(rand_r(&seed) % 5001)); /* 0-5 ms into the wait */
+        if (dlock_mutex_unlock(&m) != 0) return 14;
+        if (dlock_mutex_destroy(&m) != 0) return 15;
+    }
+    return 0;
+}
+
+static void test_release_never_missed(void) {
+    struct chan ch;
+    int i, got = 0, slow = 0;
+    double worst = 0;
+    CU_ASSERT_FATAL(chan_open(&ch) == 0);
+    pid_t pid = dlt_spawn(miss_holder_fn, &ch);
+    CU_ASSERT_FATAL(pid > 0);
+    for (i = 0; i < NMISS; i++) {
+        char name[64];
+        dlock_mutex_t m;
+        struct timespec ts;
+        miss_name(name, sizeof name, i);
+        if (mk(&m, name, 30000) != 0) break;
+        if (pipe_get(ch.to_parent[0], 10000) != 'H') {
+            dlock_mutex_destroy(&m);
+            break;
+        }
+        pipe_put(ch.to_child[1], 'G');
+        double t0 = dlt_now();
+        abs_in(&ts, 2000);
+        int rc = dlock_mutex_timedlock(&m, &ts);
+        double took = dlt_now() - t0;
+        if (took > worst) worst = took;
+        if (rc != 0) {
+            printf("  round %d (%s): timedlock gave %s after %.3f s\n", i, name, dlock_err_name(rc),
+                   took);
+        } else {
+            got++;
+            if (took >= 1.0) slow++;
+            DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        }
+        dlock_mutex_destroy(&m);
+        if (rc != 0) break;
+    }
+    printf("  %d of %d releases caught; slowest wait %.3f s\n", got, NMISS, worst);
+    DLT_ASSERT_INT_EQ(got, NMISS);
+    DLT_ASSERT_INT_EQ(slow, 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 15000), 0);
+    chan_close(&ch);
+}
+
+/* ------------------------------------- holder killed: lease runs out */
+
+static int killed_holder_fn(void *p) {
+    struct chan *ch = p;
+    dlock_mutex_t m;
+    if (mk(&m, "wait/killed", 800) != 0) return 10;
+    if (dlock_mutex_lock(&m) != 0) return 11;
+    if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+    dlt_sleep_ms(20000); /* until killed */
+    return 13;
+}
+
+struct killer {
+    pid_t pid;
+    double t_kill;
+};
+
+static void *killer_thread(void *p) {
+    struct killer *k = p;
+    dlt_sleep_ms(200); /* the waiter is asleep by now */
+    k->t_kill = dlt_now();
+    kill(k->pid, SIGKILL);
+    return NULL;
+}
+
+static void test_waiter_gets_lock_of_killed_holder(void) {
+    struct chan ch;
+    dlock_mutex_t m;
+    pthread_t th;
+    struct timespec ts;
+    CU_ASSERT_FATAL(chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(mk(&m, "wait/killed", 800), 0);
+    pid_t pid = dlt_spawn(killed_holder_fn, &ch);
+    CU_ASSERT_FATAL(pid > 0);
+    DLT_ASSERT_INT_EQ(pipe_get(ch.to_parent[0], 10000), 'H');
+    struct killer k = { pid, 0 };
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, killer_thread, &k) == 0);
+    abs_in(&ts, 5000);
+    int rc = dlock_mutex_timedlock(&m, &ts);
+    double t_got = dlt_now();
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(rc, 0);
+    printf("  lock acquired %.0f ms after its holder was SIGKILLed (lease 800 ms)\n",
+           (t_got - k.t_kill) * 1000);
+    CU_ASSERT_TRUE(t_got - k.t_kill < 0.8 + 0.5);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 5000), 128 + SIGKILL);
+    if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    chan_close(&ch);
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_contended_cost_does_not_grow_with_wait),
+    DLT_TEST(test_long_wait_sleeps_on_notification),
+    DLT_TEST(test_handoff_latency_to_other_process),
+    DLT_TEST(test_release_never_missed),
+    DLT_TEST(test_waiter_gets_lock_of_killed_holder),
+    { NULL, NULL }
+};
+
+int main(int argc, char **argv) {
+    return dlt_main(argc, argv, "wait", tests);
+}
