@@ -227,6 +227,9 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
         }
     }
     free(c->buckets);
+    free(c->renew_pend);
+    free(c->renew_rn);
+    free(c->renew_reps);
     pthread_cond_destroy(&c->renew_cv);
     pthread_mutex_destroy(&c->mu);
     dlock__conf_free(&c->conf);

@@ -99,6 +99,7 @@ typedef struct dlock__thread {
     char token[DLOCK__TOKEN_HEX + 1];
     unsigned long tid;  /* gettid(), for holder metadata */
     pid_t pid;          /* the process that made it: a fork child makes anew */
+    struct dlock__thread *next, *prev; /* every live identity (token.c) */
 } dlock__thread;
 
 /* The calling thread's owner identity; NULL (with the error set) only when
@@ -261,6 +262,10 @@ struct dlock_client {
     pthread_t renew_thread;
     pthread_cond_t renew_cv;
     dlock__conn *renew_conn; /* owned by the renewal thread */
+    struct dlock__pending *renew_pend; /* its batch buffers, renew_cap long */
+    dlock__renewal *renew_rn;
+    struct dlock__lost_report *renew_reps;
+    size_t renew_cap;
 
     /* Subscriber thread. */
     int sub_running, sub_stop;
@@ -355,12 +360,13 @@ void dlock__thread_exiting(dlock__thread *t);
 
 /* Lost holds found by the renewal thread, reported after c->mu is
  * released. */
-typedef struct dlock__lost_report {
+struct dlock__lost_report {
     dlock_lost_fn fn;
     void *arg;
     struct dlock_mutex *m;
     char *name;
-} dlock__lost_report;
+};
+typedef struct dlock__lost_report dlock__lost_report;
 /* Marks l's hold lost (c->mu held); fills *rep when a handler must run. */
 void dlock__hold_lost(struct dlock_client *c, dlock__lock *l, dlock__lost_report *rep);
 

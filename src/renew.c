@@ -27,12 +27,14 @@
 
 #define RETRY_MS 100 /* after a renewal got no answer */
 
-typedef struct pending {
+/* A renewal in flight, matched to its hold by the fence. */
+struct dlock__pending {
     dlock__lock *l;
     uint64_t fence;
     unsigned lease_ms;
     char token[DLOCK__TOKEN_HEX + 1];
-} pending;
+};
+typedef struct dlock__pending pending;
 
 static void run_reports(dlock__lost_report *reps, size_t n) {
     size_t i;
@@ -42,12 +44,11 @@ static void run_reports(dlock__lost_report *reps, size_t n) {
     }
 }
 
+/* The batch buffers live in the client, not on this thread's stack: a
+ * fork child, which has no renewal thread, still reaches them (and its
+ * own renewal thread reuses them). */
 static void *renew_main(void *arg) {
     struct dlock_client *c = arg;
-    pending *pend = NULL;
-    dlock__renewal *rn = NULL;
-    dlock__lost_report *reps = NULL;
-    size_t cap = 0;
 
     pthread_mutex_lock(&c->mu);
     while (!c->renew_stop) {
@@ -55,16 +56,25 @@ static void *renew_main(void *arg) {
         size_t n = 0, nrep = 0, i;
         dlock__lock *l, *lnext;
 
-        if (cap < c->nheld) {
+        pending *pend;
+        dlock__renewal *rn;
+        dlock__lost_report *reps;
+        size_t cap;
+
+        if (c->renew_cap < c->nheld) {
             size_t ncap = c->nheld * 2 + 16;
-            pending *p2 = realloc(pend, ncap * sizeof *p2);
-            dlock__renewal *r2 = p2 ? realloc(rn, ncap * sizeof *r2) : NULL;
-            dlock__lost_report *l2 = r2 ? realloc(reps, ncap * sizeof *l2) : NULL;
-            if (p2) pend = p2;
-            if (r2) rn = r2;
-            if (l2) reps = l2;
-            if (l2 != NULL) cap = ncap;
+            pending *p2 = realloc(c->renew_pend, ncap * sizeof *p2);
+            dlock__renewal *r2 = p2 ? realloc(c->renew_rn, ncap * sizeof *r2) : NULL;
+            dlock__lost_report *l2 = r2 ? realloc(c->renew_reps, ncap * sizeof *l2) : NULL;
+            if (p2) c->renew_pend = p2;
+            if (r2) c->renew_rn = r2;
+            if (l2) c->renew_reps = l2;
+            if (l2 != NULL) c->renew_cap = ncap;
         }
+        pend = c->renew_pend;
+        rn = c->renew_rn;
+        reps = c->renew_reps;
+        cap = c->renew_cap;
         for (l = c->held; l != NULL; l = lnext) {
             dlock__mono window;
             lnext = l->held_next;
@@ -137,9 +147,6 @@ static void *renew_main(void *arg) {
         c->renew_conn = NULL;
     }
     pthread_mutex_unlock(&c->mu);
-    free(pend);
-    free(rn);
-    free(reps);
     return NULL;
 }
 

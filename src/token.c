@@ -6,6 +6,10 @@
  * thread-specific data whose destructor tells the clients the thread is
  * gone, so they stop renewing its locks at once.  A fork child notices the
  * identity it inherited belongs to its parent (by pid) and makes its own.
+ *
+ * Every identity is also on one global list, so that a fork child, where
+ * the parent's other threads no longer exist, still reaches theirs (it
+ * never uses them, but a leak checker must not see them as lost).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,15 +25,39 @@
 static pthread_key_t self_key;
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;
 static int self_key_err;
+static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+static dlock__thread *all;
+
+static void all_lock(void) { pthread_mutex_lock(&all_mu); }
+static void all_unlock(void) { pthread_mutex_unlock(&all_mu); }
+
+static void all_add(dlock__thread *t) {
+    all_lock();
+    t->prev = NULL;
+    t->next = all;
+    if (all != NULL) all->prev = t;
+    all = t;
+    all_unlock();
+}
+
+static void all_remove(dlock__thread *t) {
+    all_lock();
+    if (t->prev != NULL) t->prev->next = t->next;
+    else all = t->next;
+    if (t->next != NULL) t->next->prev = t->prev;
+    all_unlock();
+}
 
 static void self_destroy(void *p) {
     dlock__thread *t = p;
     if (t->pid == getpid()) dlock__thread_exiting(t);
+    all_remove(t);
     free(t);
 }
 
 static void self_key_make(void) {
     self_key_err = pthread_key_create(&self_key, self_destroy);
+    pthread_atfork(all_lock, all_unlock, all_unlock);
 }
 
 dlock__thread *dlock__self_peek(void) {
@@ -71,6 +99,10 @@ dlock__thread *dlock__self(int *err) {
         *err = dlock__seterr(ENOMEM, "out of memory");
         return NULL;
     }
-    free(old); /* the parent's identity, inherited across fork */
+    all_add(t);
+    if (old != NULL) { /* the parent's identity, inherited across fork */
+        all_remove(old);
+        free(old);
+    }
     return t;
 }
