@@ -147,6 +147,29 @@ DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const vo
 /* The lock's name, or NULL for a bad object. */
 DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m);
 
+/* What the server knows of one lock (dlock_lock_info, dlock_list). */
+typedef struct dlock_lock_info {
+    int held;                /* 1 if a writer / mutex holder has it */
+    char host[256];          /* the holder's host, pid and thread id */
+    long pid;
+    unsigned long tid;
+    uint64_t fence;          /* the holder's fencing token */
+    int64_t since_ms;        /* when it was acquired: server time, ms since the epoch */
+    int64_t lease_left_ms;   /* the holder's remaining lease */
+    unsigned readers;        /* shared (read) holders */
+    unsigned writers_waiting;/* writers registered as waiting */
+    int robust_state;        /* 0 none; 1 a robust holder holds it or died holding it; 2 not recoverable */
+} dlock_lock_info_t;
+
+/* Reads what the server knows of `name` (one round trip) on client c
+ * (NULL: the default client). */
+DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_info_t *out);
+/* Calls fn for each lock whose name matches the Redis glob (NULL: "*"),
+ * held or with readers, in no particular order; stops early when fn
+ * returns nonzero.  Uses SCAN, so it never blocks the server. */
+DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
+                         int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg);
+
 /* Administrative reset of the lock `name` on client c (NULL: the default
  * client), whoever holds it.  how: DLOCK_BREAK_OWNERDEAD (a robust lock's
  * next acquirer gets EOWNERDEAD) or DLOCK_BREAK_RESET (also clears the

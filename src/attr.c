@@ -92,6 +92,7 @@ DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_f
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c) {
     int rc = check(a);
     if (rc) return rc;
+    if (c != NULL && !dlock__client_live(c)) return dlock__seterr(EINVAL, "not a live client");
     a->__client = c;
     return 0;
 }

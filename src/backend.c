@@ -17,6 +17,10 @@
 #define RENEW_BATCH 256
 
 static int bad_reply(struct dlock_client *c, const char *what, const redisReply *r) {
+    /* An answer that is not what the script returns may be another
+     * request's (a server or proxy out of step): drop the idle
+     * connections rather than read more answers from them. */
+    dlock__pool_flush(c);
     if (r != NULL && r->type == REDIS_REPLY_ERROR)
         return dlock__seterr(EPROTO, "%s: %s failed: %.200s", c->conf.redacted_url, what, r->str);
     return dlock__seterr(EPROTO, "%s: unexpected answer to %s", c->conf.redacted_url, what);
@@ -36,72 +40,92 @@ static const char *host_name(void) {
     return host;
 }
 
+/* Fills args[0..6] with the lock's keys (DLOCK__K_* order) and the
+ * deployment's epoch key; returns 6. */
+static int lock_keys(struct dlock_client *c, const dlock__lock *l, const char **args, size_t *lens) {
+    int i;
+    for (i = 0; i < DLOCK__NKEYS; i++) {
+        args[i] = l->keys[i];
+        lens[i] = l->keylens[i];
+    }
+    args[DLOCK__NKEYS] = c->epoch_key; /* one per deployment (single server) */
+    lens[DLOCK__NKEYS] = strlen(c->epoch_key);
+    return DLOCK__NKEYS + 1;
+}
+
 static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
-                          unsigned lease_ms, int robust, dlock__acq *out, dlock__mono deadline) {
-    char lease[16], pid[16], tid[24];
-    const char *host = host_name();
+                          unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
+    char lease[16], guard[16], pid[16], tid[24];
     dlock__thread *self = dlock__self_peek();
-    char guard[16], epoch[160];
-    const char *args[11];
-    size_t lens[11];
+    const char *args[DLOCK__NKEYS + 9];
+    size_t lens[DLOCK__NKEYS + 9];
     redisReply *r;
-    int rc;
+    int nk = lock_keys(c, l, args, lens), n = nk, rc;
 
     snprintf(lease, sizeof lease, "%u", lease_ms);
-    snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    snprintf(tid, sizeof tid, "%lu", self ? self->tid : 0ul);
-    args[0] = l->key; lens[0] = l->keylen;
-    args[1] = l->fence_key; lens[1] = l->fence_keylen;
-    args[2] = l->state_key; lens[2] = l->state_keylen;
-    /* The epoch key is one per deployment (single server). */
-    snprintf(epoch, sizeof epoch, "%sepoch", c->conf.prefix);
     snprintf(guard, sizeof guard, "%u", c->conf.restart_guard_ms);
-    args[3] = epoch; lens[3] = strlen(epoch);
-    args[4] = token; lens[4] = strlen(token);
-    args[5] = lease; lens[5] = strlen(lease);
-    args[6] = host; lens[6] = strlen(host);
-    args[7] = pid; lens[7] = strlen(pid);
-    args[8] = tid; lens[8] = strlen(tid);
-    args[9] = robust ? "1" : "0"; lens[9] = 1;
-    args[10] = guard; lens[10] = strlen(guard);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_ACQUIRE, &r, deadline, 4, 11, args, lens)) != 0) return rc;
+#define ARG(s) (args[n] = (s), lens[n] = strlen(args[n]), n++)
+    ARG(token);
+    ARG(lease);
+    ARG(guard);
+    if (!(flags & DLOCK__F_SHARED)) {
+        snprintf(pid, sizeof pid, "%ld", (long)getpid());
+        snprintf(tid, sizeof tid, "%lu", self ? self->tid : 0ul);
+        ARG(host_name());
+        ARG(pid);
+        ARG(tid);
+        ARG(flags & DLOCK__F_ROBUST ? "1" : "0");
+        ARG(flags & DLOCK__F_WAIT ? "1" : "0");
+    }
+#undef ARG
+    rc = dlock__script_run(c, flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE,
+                           &r, deadline, nk, n, args, lens);
+    if (rc != 0) return rc;
     if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
     freeReplyObject(r);
     return rc;
 }
 
-static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead" };
+static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead", "shared" };
 
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
                           int *released, dlock__mono deadline) {
-    const char *args[5];
-    size_t lens[5];
+    const char *args[DLOCK__NKEYS + 4];
+    size_t lens[DLOCK__NKEYS + 4];
     redisReply *r;
-    int rc;
+    int nk = lock_keys(c, l, args, lens), rc;
 
-    args[0] = l->key; lens[0] = l->keylen;
-    args[1] = l->state_key; lens[1] = l->state_keylen;
-    args[2] = token; lens[2] = strlen(token);
-    args[3] = l->key; lens[3] = l->keylen; /* the release channel */
-    args[4] = release_how[how]; lens[4] = strlen(args[4]);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, 2, 5, args, lens)) != 0) return rc;
+    args[nk] = token; lens[nk] = strlen(token);
+    args[nk + 1] = l->key; lens[nk + 1] = l->keylen; /* the release channel */
+    args[nk + 2] = release_how[how]; lens[nk + 2] = strlen(release_how[how]);
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, nk, nk + 3, args, lens)) != 0) return rc;
     if (dlock__flag_parse(r, released) != 0) rc = bad_reply(c, "release", r);
     freeReplyObject(r);
     return rc;
 }
 
 static int single_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline) {
-    const char *args[4];
-    size_t lens[4];
+    const char *args[DLOCK__NKEYS + 3];
+    size_t lens[DLOCK__NKEYS + 3];
     redisReply *r;
-    int rc;
+    int nk = lock_keys(c, l, args, lens), rc;
 
-    args[0] = l->key; lens[0] = l->keylen;
-    args[1] = l->state_key; lens[1] = l->state_keylen;
-    args[2] = l->key; lens[2] = l->keylen; /* the release channel */
-    args[3] = how == DLOCK__RESET_FULL ? "reset" : "break"; lens[3] = 5;
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RESET, &r, deadline, 2, 4, args, lens)) != 0) return rc;
+    args[nk] = l->key; lens[nk] = l->keylen; /* the release channel */
+    args[nk + 1] = how == DLOCK__RESET_FULL ? "reset" : "break"; lens[nk + 1] = 5;
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RESET, &r, deadline, nk, nk + 2, args, lens)) != 0) return rc;
     if (dlock__flag_parse(r, was_held) != 0) rc = bad_reply(c, "reset", r);
+    freeReplyObject(r);
+    return rc;
+}
+
+static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
+    const char *args[DLOCK__NKEYS + 1];
+    size_t lens[DLOCK__NKEYS + 1];
+    redisReply *r;
+    int nk = lock_keys(c, l, args, lens), rc;
+
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_INFO, &r, deadline, nk, nk, args, lens)) != 0) return rc;
+    if (dlock__info_parse(r, out) != 0) rc = bad_reply(c, "info", r);
     freeReplyObject(r);
     return rc;
 }
@@ -113,13 +137,16 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
     size_t i;
 
     for (i = 0; i < n; i++) {
-        const char *args[3];
-        size_t lens[3];
+        const char *args[5];
+        size_t lens[5];
+        const dlock__lock *l = rn[i].l;
         snprintf(leases[i], sizeof leases[i], "%u", rn[i].lease_ms);
-        args[0] = rn[i].key; lens[0] = rn[i].keylen;
-        args[1] = rn[i].token; lens[1] = strlen(rn[i].token);
-        args[2] = leases[i]; lens[2] = strlen(leases[i]);
-        if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, 1, 3, args, lens) != 0)
+        args[0] = l->key; lens[0] = l->keylen;
+        args[1] = l->keys[DLOCK__K_READERS]; lens[1] = l->keylens[DLOCK__K_READERS];
+        args[2] = rn[i].token; lens[2] = strlen(rn[i].token);
+        args[3] = leases[i]; lens[3] = strlen(leases[i]);
+        args[4] = rn[i].shared ? "s" : "x"; lens[4] = 1;
+        if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, 2, 5, args, lens) != 0)
             return dlock__seterr(ENOMEM, "out of memory");
     }
     for (i = 0; i < n; i++) {
@@ -134,6 +161,8 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
         }
         freeReplyObject(r);
     }
+    if (ctx->reader->pos < ctx->reader->len) /* more answers than requests: out of step */
+        return dlock__seterr(EPROTO, "%s: renewal: the server sent more than was asked for", c->conf.redacted_url);
     return 0;
 }
 
@@ -202,4 +231,5 @@ const dlock__backend_ops dlock__single_backend = {
     .renew = single_renew,
     .reset = single_reset,
     .fenced_set = single_fenced_set,
+    .info = single_info,
 };

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -68,13 +69,14 @@ static void fork_child(void) {
         for (i = 0; i < c->nbuckets; i++) {
             dlock__lock *l;
             for (l = c->buckets[i]; l != NULL; l = l->hnext) {
-                l->owner = NULL;
-                l->count = 0;
-                l->lost = 0;
-                l->robust = 0;
-                l->inconsistent = 0;
-                l->fence = 0;
-                l->held_next = l->held_prev = NULL;
+                dlock__hold *h, *hn;
+                memset(&l->x, 0, sizeof l->x);
+                l->x.l = l;
+                for (h = l->readers; h != NULL; h = hn) {
+                    hn = h->next;
+                    free(h);
+                }
+                l->readers = NULL;
                 l->waiters = 0;
                 l->trying = 0;
                 l->busy_until = 0;
@@ -98,19 +100,22 @@ static void at_exit(void) {
     pthread_mutex_lock(&clients_mu);
     for (c = clients; c != NULL; c = c->next) {
         dlock__lock *l;
+        dlock__hold *h;
         pthread_mutex_lock(&c->mu);
-        while ((l = c->held) != NULL) {
-            char token[DLOCK__TOKEN_HEX + 1];
-            int released, how = l->robust ? DLOCK__REL_DEAD : DLOCK__REL_PLAIN;
-            memcpy(token, l->owner_token, sizeof token);
-            dlock__held_remove(c, l);
-            l->owner = NULL;
-            l->count = 0;
+        while ((h = c->held) != NULL) {
+            char token[DLOCK__OWNER_LEN + 1];
+            int released, how = h->robust ? DLOCK__REL_DEAD : DLOCK__REL_PLAIN, shared = h->shared;
+            l = h->l;
+            memcpy(token, h->token, sizeof token);
+            dlock__held_remove(c, h);
+            h->owner = NULL;
+            h->count = 0;
             l->users++;
             pthread_mutex_unlock(&c->mu);
             /* Best effort, bounded: a server that does not answer lets
              * the lease expire instead. */
-            (void)c->ops->release(c, l, token, how, &released, dlock__now() + 1000 * DLOCK__MS);
+            (void)c->ops->release(c, l, token, shared ? DLOCK__REL_SHARED : how, &released,
+                                  dlock__now() + 1000 * DLOCK__MS);
             pthread_mutex_lock(&c->mu);
             l->users--;
         }
@@ -148,13 +153,25 @@ DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cf
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
     c->sub_wakefd = -1;
-    if (c->buckets == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
+    if ((c->epoch_key = malloc(strlen(c->conf.prefix) + 6)) != NULL)
+        sprintf(c->epoch_key, "%sepoch", c->conf.prefix);
+    if (c->buckets == NULL || c->epoch_key == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c->buckets);
+        free(c->epoch_key);
         dlock__conf_free(&c->conf);
         free(c);
         return dlock__seterr(ENOMEM, "out of memory");
     }
     dlock__cond_init(&c->renew_cv);
+    if (dlock__random(c->nonce, (int)sizeof c->nonce) != 0) {
+        pthread_cond_destroy(&c->renew_cv);
+        pthread_mutex_destroy(&c->mu);
+        free(c->buckets);
+        free(c->epoch_key);
+        dlock__conf_free(&c->conf);
+        free(c);
+        return dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random nonce for the client");
+    }
     pthread_mutex_lock(&clients_mu);
     c->next = clients;
     clients = c;
@@ -227,6 +244,7 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
         }
     }
     free(c->buckets);
+    free(c->epoch_key);
     free(c->renew_pend);
     free(c->renew_rn);
     free(c->renew_reps);
@@ -235,6 +253,28 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     dlock__conf_free(&c->conf);
     free(c);
     return 0;
+}
+
+/* Is c a client that exists?  Callers pass pointers from the user, which
+ * may be destroyed or made up: they are looked up, never trusted. */
+int dlock__client_live(const struct dlock_client *c) {
+    const struct dlock_client *p;
+    pthread_mutex_lock(&clients_mu);
+    for (p = clients; p != NULL && p != c; p = p->next)
+        ;
+    pthread_mutex_unlock(&clients_mu);
+    return p != NULL;
+}
+
+/* The client to use: c if it is live, the default client if c is NULL;
+ * NULL with *err set otherwise. */
+struct dlock_client *dlock__client_get(struct dlock_client *c, int *err) {
+    if (c == NULL) return dlock_client_default(err);
+    if (!dlock__client_live(c)) {
+        *err = dlock__seterr(EINVAL, "not a live client (destroyed, or never made)");
+        return NULL;
+    }
+    return c;
 }
 
 int dlock__client_use(struct dlock_client *c) {
@@ -250,8 +290,13 @@ void dlock__client_unuse(struct dlock_client *c) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* The clock-drift margin taken off a lease: the configured one, or 2 ms
+ * plus 1% of the lease; never more than half the lease, so that a hold
+ * is valid for a while at all (a margin as long as the lease would make
+ * every hold invalid the moment it is taken). */
 unsigned dlock__drift_ms(const struct dlock_client *c, unsigned lease_ms) {
-    return c->conf.drift_ms ? c->conf.drift_ms : 2 + lease_ms / 100;
+    unsigned d = c->conf.drift_ms ? c->conf.drift_ms : 2 + lease_ms / 100;
+    return d > lease_ms / 2 ? lease_ms / 2 : d;
 }
 
 /* ---------------------------------------------------------- lock table */
@@ -296,30 +341,26 @@ static void lock_free(dlock__lock *l) {
     free(l);
 }
 
-/* Makes the keys of a lock, in one buffer:
- *   <prefix>{<name>}        the lock (a hash with the lease as expiry)
- *   <prefix>{<name>}:fence  the fencing counter
- *   <prefix>{<name>}:state  a robust lock's owner-died / unrecoverable marker
- * The braces make every key of one lock hash to one cluster slot. */
+/* Makes the keys of a lock (see DLOCK__K_*), in one buffer. */
 static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_t namelen) {
-    size_t plen = strlen(prefix);
+    static const char *const suffix[DLOCK__NKEYS] = { "", ":fence", ":state", ":readers", ":writers" };
+    size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;
-    l->keylen = plen + namelen + 2;
-    l->fence_keylen = l->keylen + 6;
-    l->state_keylen = l->keylen + 6;
-    if ((b = malloc(l->keylen + l->fence_keylen + l->state_keylen + 3)) == NULL) return -1;
-    memcpy(b, prefix, plen);
-    b[plen] = '{';
-    memcpy(b + plen + 1, name, namelen);
-    b[plen + 1 + namelen] = '}';
-    b[l->keylen] = '\0';
-    l->key = b;
-    l->fence_key = b + l->keylen + 1;
-    memcpy(l->fence_key, l->key, l->keylen);
-    memcpy(l->fence_key + l->keylen, ":fence", 7);
-    l->state_key = l->fence_key + l->fence_keylen + 1;
-    memcpy(l->state_key, l->key, l->keylen);
-    memcpy(l->state_key + l->keylen, ":state", 7);
+    for (i = 0; i < DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
+    if ((b = malloc(total)) == NULL) return -1;
+    for (i = 0; i < DLOCK__NKEYS; i++) {
+        size_t sl = strlen(suffix[i]);
+        l->keys[i] = b;
+        l->keylens[i] = base + sl;
+        memcpy(b, prefix, plen);
+        b[plen] = '{';
+        memcpy(b + plen + 1, name, namelen);
+        b[plen + 1 + namelen] = '}';
+        memcpy(b + base, suffix[i], sl + 1);
+        b += base + sl + 1;
+    }
+    l->key = l->keys[DLOCK__K_LOCK];
+    l->keylen = l->keylens[DLOCK__K_LOCK];
     return 0;
 }
 
@@ -343,6 +384,7 @@ int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dl
     memcpy(l->name, name, namelen);
     l->name[namelen] = '\0';
     l->namelen = namelen;
+    l->x.l = l;
     l->objrefs = 1;
     if (c->nlocks >= c->nbuckets) table_grow(c);
     h = hash_name(name, namelen) & (c->nbuckets - 1);
@@ -355,7 +397,7 @@ int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dl
 
 void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l) {
     dlock__lock **pp;
-    if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || l->owner != NULL ||
+    if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || l->x.owner != NULL || l->readers != NULL ||
         l->sub_state != DLOCK__SUB_NONE)
         return;
     pp = &c->buckets[hash_name(l->name, l->namelen) & (c->nbuckets - 1)];
@@ -373,65 +415,87 @@ void dlock__lock_put(struct dlock_client *c, dlock__lock *l) {
 
 /* ---------------------------------------------------------- held list */
 
-void dlock__held_add(struct dlock_client *c, dlock__lock *l) {
-    l->held_prev = NULL;
-    l->held_next = c->held;
-    if (c->held != NULL) c->held->held_prev = l;
-    c->held = l;
+void dlock__held_add(struct dlock_client *c, dlock__hold *h) {
+    h->held_prev = NULL;
+    h->held_next = c->held;
+    if (c->held != NULL) c->held->held_prev = h;
+    c->held = h;
     c->nheld++;
     dlock__renew_start(c);
     dlock__renew_kick(c);
 }
 
-void dlock__held_remove(struct dlock_client *c, dlock__lock *l) {
-    if (l->held_prev == NULL && c->held != l) return; /* not on the list */
-    if (l->held_prev != NULL) l->held_prev->held_next = l->held_next;
-    else c->held = l->held_next;
-    if (l->held_next != NULL) l->held_next->held_prev = l->held_prev;
-    l->held_next = l->held_prev = NULL;
+void dlock__held_remove(struct dlock_client *c, dlock__hold *h) {
+    if (h->held_prev == NULL && c->held != h) return; /* not on the list */
+    if (h->held_prev != NULL) h->held_prev->held_next = h->held_next;
+    else c->held = h->held_next;
+    if (h->held_next != NULL) h->held_next->held_prev = h->held_prev;
+    h->held_next = h->held_prev = NULL;
     c->nheld--;
 }
 
-void dlock__hold_lost(struct dlock_client *c, dlock__lock *l, dlock__lost_report *rep) {
-    dlock__held_remove(c, l);
-    l->lost = 1;
-    l->gen++;
-    pthread_cond_broadcast(&l->cv);
+void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep) {
+    dlock__held_remove(c, h);
+    h->lost = 1;
+    h->l->gen++;
+    pthread_cond_broadcast(&h->l->cv);
     memset(rep, 0, sizeof *rep);
-    if (l->lost_fn != NULL) {
-        rep->fn = l->lost_fn;
-        rep->arg = l->lost_arg;
-        rep->m = l->lost_m;
-        rep->name = strdup(l->name);
+    if (h->lost_fn != NULL) {
+        rep->fn = h->lost_fn;
+        rep->arg = h->lost_arg;
+        rep->obj = h->lost_obj;
+        rep->name = strdup(h->l->name);
     }
 }
 
-/* The thread-specific-data destructor of an exiting thread: its locks are
+/* Forgets a hold of a thread that is gone or gave it up: off the renewal
+ * list, and a shared hold off its lock's list.  c->mu held. */
+void dlock__hold_forget(struct dlock_client *c, dlock__hold *h) {
+    dlock__lock *l = h->l;
+    dlock__held_remove(c, h);
+    if (h->shared) {
+        dlock__hold **pp = &l->readers;
+        while (*pp != NULL && *pp != h) pp = &(*pp)->next;
+        if (*pp != NULL) *pp = h->next;
+        free(h);
+    } else {
+        h->owner = NULL;
+        h->count = 0;
+        h->lost = 0;
+        h->inconsistent = 0;
+    }
+}
+
+/* The thread-specific-data destructor of an exiting thread: its holds are
  * no longer renewed, so they expire; nothing is released, because the
  * thread did not unlock (a robust mutex reports EOWNERDEAD next). */
 void dlock__thread_exiting(dlock__thread *t) {
     struct dlock_client *c;
     pthread_mutex_lock(&clients_mu);
     for (c = clients; c != NULL; c = c->next) {
-        dlock__lock *l, *next;
+        size_t i;
         pthread_mutex_lock(&c->mu);
-        for (l = c->held; l != NULL; l = next) {
-            next = l->held_next;
-            if (l->owner != t) continue;
-            dlock__held_remove(c, l);
-        }
-        /* Lost holds of t are off the list but still name it. */
-        {
-            size_t i;
-            for (i = 0; i < c->nbuckets; i++)
-                for (l = c->buckets[i]; l != NULL; l = l->hnext)
-                    if (l->owner == t) {
-                        l->owner = NULL;
-                        l->count = 0;
-                        l->lost = 0;
-                        l->gen++;
-                        pthread_cond_broadcast(&l->cv);
+        for (i = 0; i < c->nbuckets; i++) {
+            dlock__lock *l;
+            for (l = c->buckets[i]; l != NULL; l = l->hnext) {
+                dlock__hold *h, *hn;
+                int gone = 0;
+                if (l->x.owner == t) {
+                    dlock__hold_forget(c, &l->x);
+                    gone = 1;
+                }
+                for (h = l->readers; h != NULL; h = hn) {
+                    hn = h->next;
+                    if (h->owner == t) {
+                        dlock__hold_forget(c, h);
+                        gone = 1;
                     }
+                }
+                if (gone) { /* local waiters go and wait for the lease to run out */
+                    l->gen++;
+                    pthread_cond_broadcast(&l->cv);
+                }
+            }
         }
         pthread_mutex_unlock(&c->mu);
     }

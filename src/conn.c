@@ -10,6 +10,8 @@
  * Messages name the server by its redacted URL: never a password.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,12 +80,17 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
         redisFree(ctx);
         return rc;
     }
-    redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
+    /* Not inherited by programs the host runs (fork + exec). */
+    fcntl(ctx->fd, F_SETFD, fcntl(ctx->fd, F_GETFD) | FD_CLOEXEC);
     redisEnableKeepAlive(ctx);
+    /* AUTH and SELECT are part of connecting: they get its budget. */
+    redisSetTimeout(ctx, ms_tv(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms
+                                                                           : cf->command_timeout_ms));
     if ((rc = conn_setup(c, ctx)) != 0) {
         redisFree(ctx);
         return rc;
     }
+    redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
     if ((cn = calloc(1, sizeof *cn)) == NULL) {
         redisFree(ctx);
         return dlock__seterr(ENOMEM, "out of memory");
@@ -117,16 +124,31 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
     unsigned backoff_ms = 10;
     int rc, attempt;
 
-    pthread_mutex_lock(&c->mu);
-    if (c->idle != NULL) {
-        *out = c->idle;
-        c->idle = c->idle->next;
+    for (;;) {
+        dlock__conn *cn;
+        struct pollfd pfd;
+        pthread_mutex_lock(&c->mu);
+        if ((cn = c->idle) == NULL) {
+            pthread_mutex_unlock(&c->mu);
+            break;
+        }
+        c->idle = cn->next;
         c->nidle--;
         pthread_mutex_unlock(&c->mu);
-        (*out)->next = NULL;
-        return 0;
+        cn->next = NULL;
+        /* An idle connection must have nothing to read: if it has, the
+         * server closed it, or sent something no request asked for (an
+         * answer arriving late, twice...) that would be taken for the
+         * next request's.  Either way it is done. */
+        pfd.fd = cn->ctx->fd;
+        pfd.events = POLLIN;
+        pfd.revents = 0;
+        if (poll(&pfd, 1, 0) == 0) {
+            *out = cn;
+            return 0;
+        }
+        dlock__conn_close(cn);
     }
-    pthread_mutex_unlock(&c->mu);
     for (attempt = 0;; attempt++) {
         unsigned budget = c->conf.connect_timeout_ms;
         now = dlock__now();
@@ -151,23 +173,27 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
     }
 }
 
+void dlock__pool_flush(struct dlock_client *c) {
+    dlock__conn *idle;
+    pthread_mutex_lock(&c->mu);
+    idle = c->idle;
+    c->idle = NULL;
+    c->nidle = 0;
+    pthread_mutex_unlock(&c->mu);
+    while (idle != NULL) {
+        dlock__conn *next = idle->next;
+        dlock__conn_close(idle);
+        idle = next;
+    }
+}
+
 void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken) {
     if (cn == NULL) return;
     if (broken) {
         /* The idle connections are as old as the broken one: most likely
          * the server restarted or the network dropped, so drop them too
          * rather than fail on each of them in turn. */
-        dlock__conn *idle;
-        pthread_mutex_lock(&c->mu);
-        idle = c->idle;
-        c->idle = NULL;
-        c->nidle = 0;
-        pthread_mutex_unlock(&c->mu);
-        while (idle != NULL) {
-            dlock__conn *next = idle->next;
-            dlock__conn_close(idle);
-            idle = next;
-        }
+        dlock__pool_flush(c);
     } else {
         pthread_mutex_lock(&c->mu);
         if (c->nidle < POOL_IDLE_MAX) {
@@ -233,25 +259,34 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
                    int argc, const char **argv, const size_t *argvlen) {
     dlock__conn *cn;
     redisReply *r;
-    int rc, tries;
+    int rc, tries, stale;
 
     for (tries = 0;; tries++) {
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
         set_timeout(c, cn, deadline);
         r = redisCommandArgv(cn->ctx, argc, argv, argvlen);
+        if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {
+            /* More bytes than one answer: the connection is out of step
+             * with its requests, and every later answer on it would be
+             * another request's.  Never trust it again. */
+            freeReplyObject(r);
+            dlock__pool_put(c, cn, 1);
+            return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
+        }
         if (r != NULL) {
             dlock__pool_put(c, cn, 0);
             *out = r;
             return 0;
         }
         /* The connection broke (EOF, reset, timeout).  Try another: a
-         * pooled connection may simply predate a server restart. */
+         * pooled connection may simply predate a server restart.  Past
+         * the deadline, only an end of file or a reset is worth one more
+         * try (a stale pooled connection), not a silent server. */
+        stale = cn->ctx->err == REDIS_ERR_EOF || (cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET);
         dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
                       cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
         dlock__pool_put(c, cn, 1);
-        /* Past the deadline, still one more try: the broken connection
-         * may just have been a stale one from the pool. */
-        if (tries > 0 && deadline != DLOCK__MONO_NEVER && dlock__now() >= deadline) return ENOLCK;
+        if (deadline != DLOCK__MONO_NEVER && dlock__now() >= deadline && (tries > 0 || !stale)) return ENOLCK;
     }
 }
 

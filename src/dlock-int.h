@@ -92,16 +92,24 @@ void dlock__conf_free(dlock__conf *conf);
 /* --------------------------------------------------------------- tokens */
 
 #define DLOCK__TOKEN_HEX 32 /* 128 bits */
+/* What a hold is stored under on the server: the thread's token XOR the
+ * client's random nonce, still 128 unguessable bits, so that one thread
+ * using two clients of one deployment is two owners, as two hosts would
+ * be. */
+#define DLOCK__OWNER_LEN DLOCK__TOKEN_HEX
 
 /* A thread's identity as an owner.  Made on first use in a thread, freed
  * by the thread-specific-data destructor when the thread exits. */
 typedef struct dlock__thread {
     char token[DLOCK__TOKEN_HEX + 1];
+    unsigned char raw[DLOCK__TOKEN_HEX / 2]; /* the token's bytes */
     unsigned long tid;  /* gettid(), for holder metadata */
     pid_t pid;          /* the process that made it: a fork child makes anew */
     struct dlock__thread *next, *prev; /* every live identity (token.c) */
 } dlock__thread;
 
+/* Fills buf with n bytes from RAND_bytes (serialised against fork). */
+int dlock__random(unsigned char *buf, int n);
 /* The calling thread's owner identity; NULL (with the error set) only when
  * RAND_bytes or malloc fails. */
 dlock__thread *dlock__self(int *err);
@@ -127,26 +135,29 @@ void dlock__conn_abandon(dlock__conn *cn);
 
 /* ----------------------------------------------------------- lock table */
 
-/* The state of one lock name in one client: shared by every mutex object
- * of that name in the process, by its waiters, the renewal thread and the
- * subscriber.  All fields are guarded by the client's mutex. */
-typedef struct dlock__lock {
-    char *name;
-    size_t namelen;
-    char *key;       /* <prefix>{<name>}: the lock; also the release channel */
-    size_t keylen;
-    char *fence_key; /* <prefix>{<name>}:fence (same buffer as key) */
-    size_t fence_keylen;
-    char *state_key; /* <prefix>{<name>}:state (same buffer as key) */
-    size_t state_keylen;
-    unsigned objrefs; /* mutex objects naming this lock */
-    unsigned users;   /* calls in flight that use it without the mutex held */
+/* The keys of one lock; the braces put all of them in one cluster slot. */
+enum {
+    DLOCK__K_LOCK,    /* <prefix>{<name>}          hash: owner, fence, host, pid, tid, since */
+    DLOCK__K_FENCE,   /* <prefix>{<name>}:fence    the last fence issued */
+    DLOCK__K_STATE,   /* <prefix>{<name>}:state    robust marker: held / notrecoverable */
+    DLOCK__K_READERS, /* <prefix>{<name>}:readers  zset: shared holders' tokens by expiry */
+    DLOCK__K_WRITERS, /* <prefix>{<name>}:writers  zset: waiting writers' tokens by expiry */
+    DLOCK__NKEYS
+};
 
-    /* The local hold, if a thread of this process holds the lock. */
-    dlock__thread *owner; /* NULL when no local thread holds it */
-    char owner_token[DLOCK__TOKEN_HEX + 1];
-    unsigned count;     /* recursion depth */
-    uint64_t fence;     /* fencing token of the hold; also its identity */
+struct dlock__lock;
+
+/* One hold of a lock by one thread of this process: exclusive (a mutex, a
+ * write lock) or shared (a read lock).  The renewal thread renews holds;
+ * the fence identifies a hold, so an answer about an earlier hold is never
+ * applied to a later one.  Guarded by the client's mutex. */
+typedef struct dlock__hold {
+    struct dlock__lock *l;
+    dlock__thread *owner;  /* NULL: no hold */
+    char token[DLOCK__OWNER_LEN + 1];
+    int shared;
+    unsigned count;        /* recursion depth */
+    uint64_t fence;        /* fencing token; also the hold's identity */
     unsigned lease_ms;
     dlock__mono acquired;    /* when the acquire was sent */
     dlock__mono valid_until; /* sent + lease - drift; extended by renewals */
@@ -154,10 +165,29 @@ typedef struct dlock__lock {
     int lost;                /* the hold was lost: unlock gives EPERM */
     int robust;              /* the hold is of a ROBUST mutex */
     int inconsistent;        /* EOWNERDEAD given, consistent() not yet called */
-    dlock_lost_fn lost_fn;
+    dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */
     void *lost_arg;
-    struct dlock_mutex *lost_m;
-    struct dlock__lock *held_next, *held_prev; /* client's list of held locks */
+    void *lost_obj;          /* the object (dlock_mutex_t *) given to it */
+    struct dlock__hold *held_next, *held_prev; /* client's list of live holds */
+    struct dlock__hold *next; /* the lock's list of shared holds */
+} dlock__hold;
+
+/* The state of one lock name in one client: shared by every object of that
+ * name in the process (mutexes, rwlocks), by its waiters, the renewal
+ * thread and the subscriber.  All fields are guarded by the client's
+ * mutex. */
+typedef struct dlock__lock {
+    char *name;
+    size_t namelen;
+    char *key;       /* <prefix>{<name>}: the lock; also the release channel */
+    size_t keylen;
+    char *keys[DLOCK__NKEYS]; /* all its keys, in one buffer; keys[0] == key */
+    size_t keylens[DLOCK__NKEYS];
+    unsigned objrefs; /* objects naming this lock */
+    unsigned users;   /* calls in flight that use it without the mutex held */
+
+    dlock__hold x;         /* the exclusive hold, if a local thread has one */
+    dlock__hold *readers;  /* shared holds of local threads */
 
     /* Waiting. */
     unsigned waiters;   /* threads of this process in the wait path */
@@ -193,8 +223,13 @@ enum {
     DLOCK__ACQ_NOTRECOVERABLE /* not acquired: robust and unrecoverable */
 };
 
+/* Acquire flags. */
+#define DLOCK__F_ROBUST 1 /* a robust mutex: honour and set the owner-died marker */
+#define DLOCK__F_WAIT 2   /* the caller will wait: register it as a waiting writer */
+#define DLOCK__F_SHARED 4 /* a shared (read) hold */
+
 /* How a hold ends on the server (see release_lua in scripts.c). */
-enum { DLOCK__REL_PLAIN, DLOCK__REL_CLEAN, DLOCK__REL_INCONSISTENT, DLOCK__REL_DEAD };
+enum { DLOCK__REL_PLAIN, DLOCK__REL_CLEAN, DLOCK__REL_INCONSISTENT, DLOCK__REL_DEAD, DLOCK__REL_SHARED };
 /* Administrative resets (see reset_lua). */
 enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 
@@ -202,11 +237,12 @@ enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 int dlock__acq_parse(const redisReply *r, dlock__acq *out);
 int dlock__flag_parse(const redisReply *r, int *out); /* integer 0 or 1 */
 int dlock__u64_parse(const char *s, size_t n, uint64_t *out);
+int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
 
 /* One renewal in a batch. */
 typedef struct dlock__renewal {
-    const char *key;
-    size_t keylen;
+    const struct dlock__lock *l;
+    int shared;
     const char *token;
     unsigned lease_ms;
     int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
@@ -217,22 +253,25 @@ typedef struct dlock__renewal {
  * value (ENOLCK when the deployment cannot be reached within the bound
  * that `deadline` gives). */
 typedef struct dlock__backend_ops {
+    /* flags: DLOCK__F_*. */
     int (*acquire)(struct dlock_client *c, dlock__lock *l, const char *token,
-                   unsigned lease_ms, int robust, dlock__acq *out, dlock__mono deadline);
-    /* *released is 1 when the key was ours and is gone, 0 when it was not
-     * ours.  A release also publishes the wake-up for waiters.  how is a
-     * DLOCK__REL_*. */
+                   unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline);
+    /* *released is 1 when the hold was the token's and is gone, 0 when it
+     * was not.  A release also publishes the wake-up for waiters.  how is
+     * a DLOCK__REL_*. */
     int (*release)(struct dlock_client *c, dlock__lock *l, const char *token, int how,
                    int *released, dlock__mono deadline);
-    /* Deletes the lock whoever holds it; how is a DLOCK__RESET_*. */
+    /* Renews n holds in pipelined batches on the renewal connection,
+     * giving up on answers at `deadline` (the earliest validity end among
+     * them: past it the holds are lost anyway, and the handler must run). */
+    int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n, dlock__mono deadline);
+    /* Ends every hold of the lock; how is a DLOCK__RESET_*. */
     int (*reset)(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline);
     /* A fenced write of value to key; *written is 0 when refused as stale. */
     int (*fenced_set)(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence,
                       const void *value, size_t len, int *written, dlock__mono deadline);
-    /* Renews n locks in pipelined batches on the renewal connection,
-     * giving up on answers at `deadline` (the earliest validity end among
-     * them: past it the locks are lost anyway, and the handler must run). */
-    int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n, dlock__mono deadline);
+    /* What the server knows of the lock. */
+    int (*info)(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline);
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
@@ -253,8 +292,8 @@ struct dlock_client {
     dlock__conn *idle;
     unsigned nidle;
 
-    /* Locks a thread of this process holds, for renewal and exit. */
-    dlock__lock *held;
+    /* Holds of threads of this process, for renewal and exit. */
+    dlock__hold *held;
     size_t nheld;
 
     /* Renewal thread. */
@@ -276,7 +315,8 @@ struct dlock_client {
     uint64_t sub_epoch;   /* bumped at every (re)connection and loss */
     dlock__mono sub_down_since; /* 0 when up or unneeded */
 
-    unsigned char scripts_loaded; /* bit per script known loaded (hint) */
+    char *epoch_key; /* <prefix>epoch: the restart guard's marker */
+    unsigned char nonce[DLOCK__TOKEN_HEX / 2]; /* random: mixed into owner tokens */
 
     struct dlock_client *next; /* all clients, for fork and exit */
     int is_default;
@@ -294,6 +334,8 @@ dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t n
 /* Command connections from the pool (c->mu NOT held by the caller). */
 int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline);
 void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken);
+/* Closes every idle connection. */
+void dlock__pool_flush(struct dlock_client *c);
 
 /* Runs a command on a pooled connection, reconnecting on failure until
  * `deadline` (bounded by the unreachable bound).  ENOLCK when the server
@@ -303,9 +345,9 @@ int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
 dlock__mono dlock__unreachable_deadline(const struct dlock_client *c);
 
-/* Holds: adds/removes l to/from the renewal list.  c->mu held. */
-void dlock__held_add(struct dlock_client *c, dlock__lock *l);
-void dlock__held_remove(struct dlock_client *c, dlock__lock *l);
+/* Holds: adds/removes h to/from the renewal list.  c->mu held. */
+void dlock__held_add(struct dlock_client *c, dlock__hold *h);
+void dlock__held_remove(struct dlock_client *c, dlock__hold *h);
 unsigned dlock__drift_ms(const struct dlock_client *c, unsigned lease_ms);
 
 /* Starts a background thread with every signal blocked. */
@@ -325,16 +367,18 @@ void dlock__notify_stop(struct dlock_client *c);
 /* Scripts (scripts.c). */
 enum {
     DLOCK__SCRIPT_ACQUIRE,
+    DLOCK__SCRIPT_ACQUIRE_SHARED,
     DLOCK__SCRIPT_RELEASE,
     DLOCK__SCRIPT_RENEW,
     DLOCK__SCRIPT_RESET,
     DLOCK__SCRIPT_FENCED_SET,
+    DLOCK__SCRIPT_INFO,
     DLOCK__NSCRIPTS
 };
 const char *dlock__script_sha(int which);
 const char *dlock__script_body(int which);
-/* Runs script `which` with numkeys keys and the rest as ARGV, by EVALSHA,
- * loading it on NOSCRIPT. */
+/* Runs script `which` by EVALSHA, loading it on NOSCRIPT: args holds
+ * nargs values in all, the first numkeys of them KEYS, the rest ARGV. */
 int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
                       int numkeys, int nargs, const char **args, const size_t *lens);
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
@@ -352,22 +396,56 @@ int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mon
 int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
 void dlock__wait_done(struct dlock_client *c, dlock__lock *l);
 
-/* Clients (client.c). */
-int dlock__client_use(struct dlock_client *c);
-void dlock__client_unuse(struct dlock_client *c);
-/* Thread exit: stops renewing every lock the thread holds. */
-void dlock__thread_exiting(dlock__thread *t);
-
 /* Lost holds found by the renewal thread, reported after c->mu is
  * released. */
 struct dlock__lost_report {
     dlock_lost_fn fn;
     void *arg;
-    struct dlock_mutex *m;
+    void *obj;
     char *name;
 };
 typedef struct dlock__lost_report dlock__lost_report;
-/* Marks l's hold lost (c->mu held); fills *rep when a handler must run. */
-void dlock__hold_lost(struct dlock_client *c, dlock__lock *l, dlock__lost_report *rep);
+
+/* The lock core (lock.c), shared by mutexes and rwlocks. */
+typedef struct dlock__want {
+    int shared;        /* a read lock */
+    int type;          /* DLOCK_MUTEX_*: what a relock by the holder does */
+    int robust;
+    unsigned lease_ms;
+    dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
+    void *lost_arg;
+    void *lost_obj;
+} dlock__want;
+/* Acquires l for the calling thread: try (one round trip at most) or
+ * wait until `deadline` (monotonic; NEVER for none).  bad_deadline: the
+ * EINVAL to give if the call would have to wait. */
+int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
+                   dlock__mono deadline, int bad_deadline);
+/* Ends the calling thread's exclusive hold (or, allow_shared, its read
+ * hold) of l. */
+int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared);
+int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence);
+int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__thread *self, dlock__lost_report *rep);
+dlock__hold *dlock__reader(dlock__lock *l, const dlock__thread *self);
+/* The owner token of self on client c, DLOCK__OWNER_LEN + 1 bytes. */
+void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self, char *out);
+/* Runs a lost-lock handler outside the client's mutex. */
+void dlock__report(dlock__lost_report *rep);
+/* Checks a lock name: 1..DLOCK_NAME_MAX bytes. */
+int dlock__check_name(const char *name, size_t *len);
+
+/* Clients (client.c). */
+int dlock__client_live(const struct dlock_client *c);
+struct dlock_client *dlock__client_get(struct dlock_client *c, int *err);
+int dlock__client_use(struct dlock_client *c);
+void dlock__client_unuse(struct dlock_client *c);
+/* Thread exit: stops renewing every lock the thread holds. */
+void dlock__thread_exiting(dlock__thread *t);
+
+
+/* Forgets h (its thread is gone or gave it up).  c->mu held. */
+void dlock__hold_forget(struct dlock_client *c, dlock__hold *h);
+/* Marks h lost (c->mu held); fills *rep when a handler must run. */
+void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep);
 
 #endif /* DLOCK_INT_H */

@@ -31,7 +31,11 @@ DLOCK_API const char *dlock_strerror(int err) {
 #define X(code, name, msg) case code: return msg;
         DLOCK__ERRORS(X)
 #undef X
-    default: return "unknown error";
+    default: {
+        /* Any other errno value: the C library's own text (a constant). */
+        const char *s = strerrordesc_np(err);
+        return s != NULL ? s : "unknown error";
+    }
     }
 }
 

@@ -27,19 +27,31 @@
 
 #define RETRY_MS 100 /* after a renewal got no answer */
 
-/* A renewal in flight, matched to its hold by the fence. */
+/* A renewal in flight, matched to its hold by the lock and the fence
+ * (the hold itself may be gone by the time the answer comes). */
 struct dlock__pending {
     dlock__lock *l;
+    int shared;
     uint64_t fence;
     unsigned lease_ms;
-    char token[DLOCK__TOKEN_HEX + 1];
+    dlock__mono valid_until;
+    char token[DLOCK__OWNER_LEN + 1];
 };
 typedef struct dlock__pending pending;
+
+/* The live hold a renewal was for, or NULL if it ended meanwhile. */
+static dlock__hold *find_hold(dlock__lock *l, const pending *p) {
+    dlock__hold *h;
+    if (!p->shared) return l->x.owner != NULL && !l->x.lost && l->x.fence == p->fence ? &l->x : NULL;
+    for (h = l->readers; h != NULL; h = h->next)
+        if (!h->lost && h->fence == p->fence && strcmp(h->token, p->token) == 0) return h;
+    return NULL;
+}
 
 static void run_reports(dlock__lost_report *reps, size_t n) {
     size_t i;
     for (i = 0; i < n; i++) {
-        if (reps[i].fn != NULL) reps[i].fn(reps[i].m, reps[i].name, reps[i].arg);
+        if (reps[i].fn != NULL) reps[i].fn(reps[i].obj, reps[i].name, reps[i].arg);
         free(reps[i].name);
     }
 }
@@ -54,7 +66,8 @@ static void *renew_main(void *arg) {
     while (!c->renew_stop) {
         dlock__mono now = dlock__now(), next = DLOCK__MONO_NEVER, sent, valid;
         size_t n = 0, nrep = 0, i;
-        dlock__lock *l, *lnext;
+        dlock__hold *h, *hnext;
+        dlock__lock *l;
 
         pending *pend;
         dlock__renewal *rn;
@@ -75,25 +88,27 @@ static void *renew_main(void *arg) {
         rn = c->renew_rn;
         reps = c->renew_reps;
         cap = c->renew_cap;
-        for (l = c->held; l != NULL; l = lnext) {
+        for (h = c->held; h != NULL; h = hnext) {
             dlock__mono window;
-            lnext = l->held_next;
-            if (now >= l->valid_until) {
-                if (nrep < cap) dlock__hold_lost(c, l, &reps[nrep++]);
+            hnext = h->held_next;
+            if (now >= h->valid_until) {
+                if (nrep < cap) dlock__hold_lost(c, h, &reps[nrep++]);
                 continue;
             }
-            window = (dlock__mono)(l->lease_ms / 6) * DLOCK__MS;
-            if (l->renew_at - window <= now && n < cap) {
-                pend[n].l = l;
-                pend[n].fence = l->fence;
-                pend[n].lease_ms = l->lease_ms;
-                memcpy(pend[n].token, l->owner_token, sizeof pend[n].token);
-                l->users++;
+            window = (dlock__mono)(h->lease_ms / 6) * DLOCK__MS;
+            if (h->renew_at - window <= now && n < cap) {
+                pend[n].l = h->l;
+                pend[n].shared = h->shared;
+                pend[n].fence = h->fence;
+                pend[n].lease_ms = h->lease_ms;
+                pend[n].valid_until = h->valid_until;
+                memcpy(pend[n].token, h->token, sizeof pend[n].token);
+                h->l->users++;
                 n++;
             } else {
-                if (l->renew_at < next) next = l->renew_at;
+                if (h->renew_at < next) next = h->renew_at;
             }
-            if (l->valid_until < next) next = l->valid_until;
+            if (h->valid_until < next) next = h->valid_until;
         }
         if (nrep > 0) {
             pthread_mutex_unlock(&c->mu);
@@ -106,9 +121,9 @@ static void *renew_main(void *arg) {
         }
         valid = DLOCK__MONO_NEVER;
         for (i = 0; i < n; i++) {
-            if (pend[i].l->valid_until < valid) valid = pend[i].l->valid_until;
-            rn[i].key = pend[i].l->key;
-            rn[i].keylen = pend[i].l->keylen;
+            if (pend[i].valid_until < valid) valid = pend[i].valid_until;
+            rn[i].l = pend[i].l;
+            rn[i].shared = pend[i].shared;
             rn[i].token = pend[i].token;
             rn[i].lease_ms = pend[i].lease_ms;
             rn[i].result = -1;
@@ -122,15 +137,16 @@ static void *renew_main(void *arg) {
         for (i = 0; i < n; i++) {
             l = pend[i].l;
             l->users--;
-            if (l->owner != NULL && !l->lost && l->fence == pend[i].fence) {
+            h = find_hold(l, &pend[i]);
+            if (h != NULL) {
                 if (rn[i].result == 1) {
-                    dlock__mono v = sent + (dlock__mono)(l->lease_ms - dlock__drift_ms(c, l->lease_ms)) * DLOCK__MS;
-                    if (v > l->valid_until) l->valid_until = v;
-                    l->renew_at = sent + (dlock__mono)(l->lease_ms / 3) * DLOCK__MS;
-                } else if (rn[i].result == 0 || now >= l->valid_until) {
-                    dlock__hold_lost(c, l, &reps[nrep++]);
+                    dlock__mono v = sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(c, h->lease_ms)) * DLOCK__MS;
+                    if (v > h->valid_until) h->valid_until = v;
+                    h->renew_at = sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
+                } else if (rn[i].result == 0 || now >= h->valid_until) {
+                    dlock__hold_lost(c, h, &reps[nrep++]);
                 } else {
-                    l->renew_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
+                    h->renew_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
                 }
             }
             dlock__lock_maybe_free(c, l);

@@ -60,3 +60,55 @@ int dlock__flag_parse(const redisReply *r, int *out) {
     *out = (int)r->integer;
     return 0;
 }
+
+static long long field_ll(const redisReply *v, int *ok) {
+    uint64_t u;
+    if (v->type != REDIS_REPLY_STRING || dlock__u64_parse(v->str, v->len, &u) != 0 || u > INT64_MAX) {
+        *ok = 0;
+        return 0;
+    }
+    return (long long)u;
+}
+
+int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out) {
+    const redisReply *h;
+    size_t i;
+    int ok = 1;
+
+    memset(out, 0, sizeof *out);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 5) return -1;
+    for (i = 0; i < 5; i++)
+        if (r->element[i] == NULL) return -1;
+    h = r->element[0];
+    if (h->type != REDIS_REPLY_ARRAY || h->elements % 2 != 0 || r->element[1]->type != REDIS_REPLY_INTEGER ||
+        r->element[2]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_INTEGER ||
+        r->element[4]->type != REDIS_REPLY_INTEGER || r->element[3]->integer < 0 || r->element[4]->integer < 0)
+        return -1;
+    for (i = 0; i < h->elements; i += 2) {
+        const redisReply *k = h->element[i], *v = h->element[i + 1];
+        if (k == NULL || v == NULL || k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) return -1;
+        if (strcmp(k->str, "owner") == 0) {
+            out->held = 1;
+        } else if (strcmp(k->str, "fence") == 0) {
+            out->fence = (uint64_t)field_ll(v, &ok);
+        } else if (strcmp(k->str, "host") == 0) {
+            size_t n = v->len < sizeof out->host - 1 ? v->len : sizeof out->host - 1;
+            memcpy(out->host, v->str, n);
+            out->host[n] = '\0';
+        } else if (strcmp(k->str, "pid") == 0) {
+            out->pid = (long)field_ll(v, &ok);
+        } else if (strcmp(k->str, "tid") == 0) {
+            out->tid = (unsigned long)field_ll(v, &ok);
+        } else if (strcmp(k->str, "since") == 0) {
+            out->since_ms = field_ll(v, &ok);
+        }
+    }
+    if (!ok) return -1;
+    out->lease_left_ms = out->held ? r->element[1]->integer : 0;
+    out->robust_state = strcmp(r->element[2]->str, "notrecoverable") == 0 ? 2
+                        : strcmp(r->element[2]->str, "held") == 0     ? 1
+                                                                      : 0;
+    out->readers = (unsigned)r->element[3]->integer;
+    out->writers_waiting = (unsigned)r->element[4]->integer;
+    return 0;
+}

@@ -7,9 +7,10 @@
  * server) loads the script and runs it again, so a restart changes nothing
  * for the caller.
  *
- * A lock is a hash at <prefix>{<name>}: owner (the holder's token), fence,
- * host, pid, tid, since (server ms), with the lease as its expiry.  The
- * fencing counter lives at <prefix>{<name>}:fence.  A fence is
+ * A lock is a hash at <prefix>{<name>}: owner (the exclusive holder's
+ * token), fence, host, pid, tid, since (server ms), with the lease as its
+ * expiry; shared holders are a zset of tokens scored by lease expiry at
+ * <prefix>{<name>}:readers.  The keys are listed at DLOCK__K_*.  A fence is
  * max(last fence + 1, server time in microseconds), so fences increase
  * strictly even when the server lost its data, as long as the server's
  * clock does not step back past the last fence it issued (docs/fencing.md).
@@ -22,13 +23,16 @@
 
 #include "dlock-int.h"
 
-/* KEYS: lock, fence, state, epoch.  ARGV: token, lease ms, host, pid, tid,
- * robust ("1" or "0"), restart guard ms ("0": off).
- * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
- * holder died holding it (EOWNERDEAD); {2, fence} already held by this
- * token (an earlier attempt whose answer was lost; the lease starts
- * again); {0, pttl} held by another; {3, 0} robust and not recoverable.
- * Only robust acquirers read or write the state key.
+/* Every lock script takes the same KEYS, in the order of DLOCK__K_*
+ * (lock, fence, state, readers, writers) and then the deployment's epoch
+ * key; each uses the ones it needs.
+ *
+ * The prelude of the acquire scripts.  ARGV[1] token, ARGV[2] lease ms,
+ * ARGV[3] restart guard ms ("0": off).  It reads the server's clock once
+ * (now, in ms) and defines:
+ *   fence()  a new fencing token: max(last + 1, server time in us);
+ *   live(z)  drops expired members of a zset of tokens scored by expiry
+ *            and returns the latest expiry left, or nil.
  *
  * The restart guard (Redis's "delayed restart" advice, done in data): a
  * server restarted without persistence has forgotten every holder, who
@@ -38,80 +42,171 @@
  * until then answers busy.  A guard at least as long as the longest lease
  * makes holds from before the data loss run out first.  The price: a
  * brand-new server also waits one guard period before its first grant. */
-static const char acquire_lua[] =
-    "local guard = tonumber(ARGV[7])\n"
-    "if guard > 0 then\n"
-    "  local t = redis.call('TIME')\n"
-    "  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "  local nb = tonumber(redis.call('GET', KEYS[4]) or '')\n"
-    "  if not nb then\n"
-    "    nb = ms + guard\n"
-    "    redis.call('SET', KEYS[4], string.format('%.0f', nb))\n"
-    "  end\n"
-    "  if ms < nb then return {0, nb - ms} end\n"
+#define ACQUIRE_PRELUDE                                                           \
+    "local t = redis.call('TIME')\n"                                              \
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
+    "local lease = tonumber(ARGV[2])\n"                                           \
+    "local guard = tonumber(ARGV[3])\n"                                           \
+    "if guard > 0 then\n"                                                         \
+    "  local nb = tonumber(redis.call('GET', KEYS[6]) or '')\n"                   \
+    "  if not nb then\n"                                                          \
+    "    nb = now + guard\n"                                                      \
+    "    redis.call('SET', KEYS[6], string.format('%.0f', nb))\n"                 \
+    "  end\n"                                                                     \
+    "  if now < nb then return {0, nb - now} end\n"                               \
+    "end\n"                                                                       \
+    "local function fence()\n"                                                    \
+    "  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                     \
+    "  local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"           \
+    "  if last >= f then f = last + 1 end\n"                                      \
+    "  local fs = string.format('%.0f', f)\n"                                     \
+    "  redis.call('SET', KEYS[2], fs, 'PX', 3600000)\n"                           \
+    "  return fs\n"                                                               \
+    "end\n"                                                                       \
+    "local function live(z)\n"                                                    \
+    "  redis.call('ZREMRANGEBYSCORE', z, '-inf', now)\n"                          \
+    "  local r = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')\n"                 \
+    "  if #r > 0 then return tonumber(r[2]) end\n"                                \
+    "  return nil\n"                                                              \
+    "end\n"                                                                       \
+    "local function keep(z, ms)\n"                                                \
+    "  if redis.call('PTTL', z) < ms then redis.call('PEXPIRE', z, ms) end\n"     \
     "end\n"
-    "local robust = ARGV[6] == '1'\n"
+
+/* Exclusive acquire (mutex, write lock).  ARGV[4] host, [5] pid, [6] tid,
+ * [7] robust ("1"/"0"), [8] wait ("1": the caller will wait, so register
+ * it as a waiting writer, which holds new readers back).
+ * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
+ * holder died holding it (EOWNERDEAD); {2, fence} already held by this
+ * token (an earlier attempt whose answer was lost; the lease starts
+ * again); {0, ms} held by another (a writer, or readers) for about ms;
+ * {3, 0} robust and not recoverable.  Only robust acquirers read or write
+ * the state key. */
+static const char acquire_lua[] =
+    ACQUIRE_PRELUDE
+    "local robust = ARGV[7] == '1'\n"
     "local state = false\n"
     "if robust then\n"
     "  state = redis.call('GET', KEYS[3])\n"
     "  if state == 'notrecoverable' then return {3, 0} end\n"
     "end\n"
     "local owner = redis.call('HGET', KEYS[1], 'owner')\n"
-    "if owner then\n"
-    "  if owner == ARGV[1] then\n"
-    "    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "    return {2, redis.call('HGET', KEYS[1], 'fence')}\n"
-    "  end\n"
-    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    "if owner == ARGV[1] then\n"
+    "  redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "  return {2, redis.call('HGET', KEYS[1], 'fence')}\n"
     "end\n"
-    "local t = redis.call('TIME')\n"
-    "local f = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-    "local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-    "if last >= f then f = last + 1 end\n"
-    "local fs = string.format('%.0f', f)\n"
-    "redis.call('SET', KEYS[2], fs, 'PX', 3600000)\n"
-    "redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'host', ARGV[3],\n"
-    "           'pid', ARGV[4], 'tid', ARGV[5], 'since', t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000)))\n"
-    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "local wait = nil\n"
+    "if owner then\n"
+    "  wait = redis.call('PTTL', KEYS[1])\n"
+    "else\n"
+    "  local r = live(KEYS[4])\n"
+    "  if r then wait = r - now end\n"
+    "end\n"
+    "if wait then\n"
+    "  if ARGV[8] == '1' then\n"
+    "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
+    "    keep(KEYS[5], 2 * lease)\n"
+    "  end\n"
+    "  return {0, wait}\n"
+    "end\n"
+    "redis.call('ZREM', KEYS[5], ARGV[1])\n"
+    "local fs = fence()\n"
+    "redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'host', ARGV[4],\n"
+    "           'pid', ARGV[5], 'tid', ARGV[6], 'since', string.format('%.0f', now))\n"
+    "redis.call('PEXPIRE', KEYS[1], lease)\n"
     "if robust then\n"
     "  redis.call('SET', KEYS[3], 'held')\n"
     "  if state == 'held' then return {4, fs} end\n"
     "end\n"
     "return {1, fs}\n";
 
-/* KEYS: lock, state.  ARGV: token, channel, how.  Deletes the lock if the
- * token holds it and wakes the waiters; 1 if released, 0 if the token did
- * not hold it.  how: "plain" (not robust), "clean" (robust: forget the
- * marker), "inconsistent" (robust, unlocked after EOWNERDEAD without
- * consistent: unrecoverable for everyone), "dead" (robust, the holder
- * died: the next acquirer gets EOWNERDEAD). */
+/* Shared acquire (read lock).  Writers first: a reader waits while a
+ * writer holds the lock or waits for it, so a stream of readers never
+ * starves a writer.  Returns as acquire_lua ({1, fence}, {2, fence},
+ * {0, ms}). */
+static const char acquire_shared_lua[] =
+    ACQUIRE_PRELUDE
+    "if redis.call('HGET', KEYS[1], 'owner') then\n"
+    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    "end\n"
+    "local sc = redis.call('ZSCORE', KEYS[4], ARGV[1])\n"
+    "if sc and tonumber(sc) > now then\n"
+    "  redis.call('ZADD', KEYS[4], now + lease, ARGV[1])\n"
+    "  keep(KEYS[4], 2 * lease)\n"
+    "  return {2, redis.call('GET', KEYS[2]) or '1'}\n"
+    "end\n"
+    "local w = live(KEYS[5])\n"
+    "if w then return {0, w - now} end\n"
+    "redis.call('ZADD', KEYS[4], now + lease, ARGV[1])\n"
+    "keep(KEYS[4], 2 * lease)\n"
+    "return {1, fence()}\n";
+
+/* ARGV: token, channel, how.  Ends the token's hold and wakes the waiters;
+ * 1 if released, 0 if the token did not hold it.  how: "plain" (not
+ * robust), "clean" (robust: forget the marker), "inconsistent" (robust,
+ * unlocked after EOWNERDEAD without consistent: unrecoverable for
+ * everyone), "dead" (robust, the holder died: the next acquirer gets
+ * EOWNERDEAD), "shared" (a read hold). */
 static const char release_lua[] =
+    "if ARGV[3] == 'shared' then\n"
+    "  if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then\n"
+    "    redis.call('PUBLISH', ARGV[2], 'released')\n"
+    "    return 1\n"
+    "  end\n"
+    "  return 0\n"
+    "end\n"
     "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
     "  redis.call('DEL', KEYS[1])\n"
-    "  if ARGV[3] == 'clean' then redis.call('DEL', KEYS[2])\n"
-    "  elseif ARGV[3] == 'inconsistent' then redis.call('SET', KEYS[2], 'notrecoverable') end\n"
+    "  if ARGV[3] == 'clean' then redis.call('DEL', KEYS[3])\n"
+    "  elseif ARGV[3] == 'inconsistent' then redis.call('SET', KEYS[3], 'notrecoverable') end\n"
     "  redis.call('PUBLISH', ARGV[2], 'released')\n"
     "  return 1\n"
     "end\n"
     "return 0\n";
 
-/* KEYS: lock.  ARGV: token, lease ms.  1 if renewed, 0 if not ours. */
+/* KEYS: lock, readers.  ARGV: token, lease ms, "s" for a read hold.
+ * 1 if renewed, 0 if the token no longer holds it. */
 static const char renew_lua[] =
+    "if ARGV[3] == 's' then\n"
+    "  local t = redis.call('TIME')\n"
+    "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "  local sc = redis.call('ZSCORE', KEYS[2], ARGV[1])\n"
+    "  if sc and tonumber(sc) > now then\n"
+    "    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "    if redis.call('PTTL', KEYS[2]) < 2 * tonumber(ARGV[2]) then\n"
+    "      redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[2]))\n"
+    "    end\n"
+    "    return 1\n"
+    "  end\n"
+    "  return 0\n"
+    "end\n"
     "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
     "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "end\n"
     "return 0\n";
 
-/* KEYS: lock, state.  ARGV: channel, how.  The administrative reset:
- * deletes the lock whoever holds it.  how "break": a robust lock's next
- * acquirer gets EOWNERDEAD (the marker says a holder was cut off); how
- * "reset": the marker goes too, and an unrecoverable lock is usable
- * again.  Returns 1 if the lock was held. */
+/* ARGV: channel, how.  The administrative reset: ends every hold, writer
+ * and readers alike.  how "break": a robust lock's next acquirer gets
+ * EOWNERDEAD (the marker says a holder was cut off); how "reset": the
+ * marker goes too, and an unrecoverable lock is usable again.  Returns 1
+ * if the lock was held. */
 static const char reset_lua[] =
-    "local held = redis.call('DEL', KEYS[1])\n"
-    "if ARGV[2] == 'reset' then redis.call('DEL', KEYS[2]) end\n"
+    "local held = redis.call('DEL', KEYS[1]) + redis.call('DEL', KEYS[4])\n"
+    "redis.call('DEL', KEYS[5])\n"
+    "if ARGV[2] == 'reset' then redis.call('DEL', KEYS[3]) end\n"
     "redis.call('PUBLISH', ARGV[1], 'released')\n"
-    "return held\n";
+    "if held > 0 then return 1 end\n"
+    "return 0\n";
+
+/* What `dlock status` shows, in one round trip: {holder hash as a flat
+ * list, its PTTL, the robust state, live readers, live waiting writers}. */
+static const char info_lua[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "return {redis.call('HGETALL', KEYS[1]), redis.call('PTTL', KEYS[1]),\n"
+    "        redis.call('GET', KEYS[3]) or '',\n"
+    "        redis.call('ZCOUNT', KEYS[4], now + 1, '+inf'),\n"
+    "        redis.call('ZCOUNT', KEYS[5], now + 1, '+inf')}\n";
 
 /* KEYS: target.  ARGV: fence, value.  A fenced write: the target is a
  * hash {value, fence}; the write happens only if the caller's fence is not
@@ -126,8 +221,9 @@ static const char fenced_set_lua[] =
     "redis.call('HSET', KEYS[1], 'value', ARGV[2], 'fence', f)\n"
     "return 1\n";
 
-static const char *const bodies[DLOCK__NSCRIPTS] = { acquire_lua, release_lua, renew_lua, reset_lua,
-                                                     fenced_set_lua };
+static const char *const bodies[DLOCK__NSCRIPTS] = {
+    acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua,
+};
 static char shas[DLOCK__NSCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 

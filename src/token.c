@@ -28,8 +28,22 @@ static int self_key_err;
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static dlock__thread *all;
 
+/* RAND_bytes takes OpenSSL's DRBG lock; a fork while another thread is
+ * inside it would leave that lock held forever in the child, whose first
+ * token would then hang.  dlock's calls are serialised by rand_mu, which
+ * the fork handlers hold across fork. */
+static pthread_mutex_t rand_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void all_lock(void) { pthread_mutex_lock(&all_mu); }
 static void all_unlock(void) { pthread_mutex_unlock(&all_mu); }
+static void fork_prepare(void) {
+    pthread_mutex_lock(&rand_mu);
+    pthread_mutex_lock(&all_mu);
+}
+static void fork_after(void) {
+    pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&rand_mu);
+}
 
 static void all_add(dlock__thread *t) {
     all_lock();
@@ -57,7 +71,16 @@ static void self_destroy(void *p) {
 
 static void self_key_make(void) {
     self_key_err = pthread_key_create(&self_key, self_destroy);
-    pthread_atfork(all_lock, all_unlock, all_unlock);
+    pthread_atfork(fork_prepare, fork_after, fork_after);
+}
+
+int dlock__random(unsigned char *buf, int n) {
+    int ok;
+    pthread_once(&self_once, self_key_make); /* the fork handlers */
+    pthread_mutex_lock(&rand_mu);
+    ok = RAND_bytes(buf, n) == 1;
+    pthread_mutex_unlock(&rand_mu);
+    return ok ? 0 : -1;
 }
 
 dlock__thread *dlock__self_peek(void) {
@@ -79,7 +102,7 @@ dlock__thread *dlock__self(int *err) {
     }
     old = pthread_getspecific(self_key);
     if (old != NULL && old->pid == getpid()) return old;
-    if (RAND_bytes(raw, (int)sizeof raw) != 1) {
+    if (dlock__random(raw, (int)sizeof raw) != 0) {
         *err = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random token for this thread");
         return NULL;
     }
@@ -87,6 +110,7 @@ dlock__thread *dlock__self(int *err) {
         *err = dlock__seterr(ENOMEM, "out of memory");
         return NULL;
     }
+    memcpy(t->raw, raw, sizeof raw);
     for (i = 0; i < (int)sizeof raw; i++) {
         t->token[2 * i] = hex[raw[i] >> 4];
         t->token[2 * i + 1] = hex[raw[i] & 15];

@@ -73,18 +73,28 @@ static int valid_prefix(const char *p) {
     return n <= 128 && strpbrk(p, "{}") == NULL;
 }
 
-/* Builds the redacted form: scheme://user:***@rest, without the query. */
-static char *redact(const char *url, const char *at, const char *colon) {
-    size_t n = strlen(url);
+/* Builds the form of the URL that messages show: scheme://user:***@rest.
+ * Conservative: when the userinfo is anything but a plain user:password
+ * (an unescaped '/', '?' or '@' in the password makes the parser see
+ * something else), everything up to the last '@' is hidden.  `p` is the
+ * text after "://"; the query is cut by the caller. */
+static char *redact(const char *url, const char *p, const char *at, const char *colon) {
+    size_t n = strlen(url), head;
+    const char *last = strrchr(p, '@');
     char *out = malloc(n + 8);
     if (out == NULL) return NULL;
-    if (at != NULL && colon != NULL && colon < at) {
-        size_t head = (size_t)(colon - url) + 1;
+    if (last == NULL) {
+        strcpy(out, url);
+    } else if (at == last && colon != NULL && colon < at) {
+        head = (size_t)(colon - url) + 1;
         memcpy(out, url, head);
         memcpy(out + head, "***", 3);
         strcpy(out + head + 3, at);
     } else {
-        strcpy(out, url);
+        head = (size_t)(p - url);
+        memcpy(out, url, head);
+        memcpy(out + head, "***", 3);
+        strcpy(out + head + 3, last);
     }
     return out;
 }
@@ -152,13 +162,18 @@ static int parse_url(dlock__conf *conf, const char *url) {
     if (at != NULL) {
         colon = memchr(p, ':', (size_t)(at - p));
     }
-    conf->redacted_url = redact(url, at, colon);
+    conf->redacted_url = redact(url, p, at, colon);
     if (conf->redacted_url == NULL) return dlock__seterr(ENOMEM, "out of memory");
     /* the redacted form has no query: cut it there */
     {
         char *rq = strchr(conf->redacted_url, '?');
         if (rq) *rq = '\0';
     }
+    if (at != NULL && colon == NULL)
+        /* Some clients read redis://secret@host as a password: refuse it
+         * rather than guess (and the message does not show it). */
+        return dlock__seterr(EINVAL, "URL %s: a user name without a password (write redis://:PASSWORD@host "
+                             "for a password alone)", conf->redacted_url);
     if (at != NULL) {
         const char *uend = colon ? colon : at;
         if (uend > p) {
@@ -243,7 +258,11 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
 
     memset(conf, 0, sizeof *conf);
     conf->kind = DLOCK__BACKEND_SINGLE;
-    if (url == NULL) url = getenv("DLOCK_URL");
+    if (url != NULL && *url == '\0') {
+        rc = dlock__seterr(EINVAL, "URL is empty");
+        goto fail;
+    }
+    if (url == NULL) url = getenv("DLOCK_URL"); /* an empty variable counts as unset */
     if (url == NULL || *url == '\0') url = DEFAULT_URL;
     if (prefix == NULL) prefix = getenv("DLOCK_PREFIX");
     if (prefix == NULL || *prefix == '\0') prefix = DEFAULT_PREFIX;

@@ -1,0 +1,181 @@
+/* admin.c -- administration: what is held by whom, and the reset.
+ *
+ * dlock_lock_info reads one lock's server state in one round trip;
+ * dlock_list walks the key space with SCAN (never KEYS, which would block
+ * the server) and reads each lock found; dlock_break is the administrative
+ * reset that the CLI's `dlock break` uses.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+/* The client and the table entry for `name`, with a reference taken. */
+static int entry(dlock_client_t **c, const char *name, dlock__lock **l) {
+    size_t len = 0;
+    int rc;
+    if ((rc = dlock__check_name(name, &len)) != 0) return rc;
+    if ((*c = dlock__client_get(*c, &rc)) == NULL) return rc;
+    pthread_mutex_lock(&(*c)->mu);
+    rc = dlock__lock_get(*c, name, len, l);
+    pthread_mutex_unlock(&(*c)->mu);
+    return rc;
+}
+
+static void entry_put(dlock_client_t *c, dlock__lock *l) {
+    pthread_mutex_lock(&c->mu);
+    dlock__lock_put(c, l);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The administrative reset.  Deletes the lock whoever holds it: its
+ * holder's next renewal is refused and it learns the hold was lost.
+ * DLOCK_BREAK_OWNERDEAD keeps a robust lock's marker, so its next acquirer
+ * gets EOWNERDEAD; DLOCK_BREAK_RESET forgets the marker too, making an
+ * unrecoverable lock usable again. */
+DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was_held) {
+    dlock__lock *l;
+    int rc, held = 0;
+
+    if (how != DLOCK_BREAK_OWNERDEAD && how != DLOCK_BREAK_RESET)
+        return dlock__seterr(EINVAL, "how must be DLOCK_BREAK_OWNERDEAD or DLOCK_BREAK_RESET");
+    if ((rc = entry(&c, name, &l)) != 0) return rc;
+    rc = c->ops->reset(c, l, how == DLOCK_BREAK_RESET ? DLOCK__RESET_FULL : DLOCK__RESET_BREAK, &held,
+                       dlock__unreachable_deadline(c));
+    entry_put(c, l);
+    if (rc == 0 && was_held != NULL) *was_held = held;
+    return rc;
+}
+
+DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_info_t *out) {
+    dlock__lock *l;
+    int rc;
+    if (out == NULL) return dlock__seterr(EINVAL, "info pointer is NULL");
+    if ((rc = entry(&c, name, &l)) != 0) return rc;
+    rc = c->ops->info(c, l, out, dlock__unreachable_deadline(c));
+    entry_put(c, l);
+    return rc;
+}
+
+/* The SCAN pattern for every key under the prefix: the prefix with the
+ * glob characters escaped, then "{*". */
+static char *scan_pattern(const char *prefix) {
+    char *p = malloc(strlen(prefix) * 2 + 3), *o = p;
+    if (p == NULL) return NULL;
+    for (; *prefix; prefix++) {
+        if (strchr("*?[]\\", *prefix)) *o++ = '\\';
+        *o++ = *prefix;
+    }
+    strcpy(o, "{*");
+    return p;
+}
+
+/* The lock name of a key, if it is a lock's main key or its readers key:
+ * <prefix>{<name>} or <prefix>{<name>}:readers. */
+static int key_name(const char *prefix, const char *key, size_t n, size_t *off, size_t *len) {
+    size_t plen = strlen(prefix);
+    static const char rd[] = "}:readers";
+    if (n < plen + 2 || memcmp(key, prefix, plen) != 0 || key[plen] != '{') return 0;
+    *off = plen + 1;
+    if (key[n - 1] == '}') {
+        *len = n - plen - 2;
+        return *len > 0;
+    }
+    if (n > plen + 1 + sizeof rd - 1 && memcmp(key + n - (sizeof rd - 1), rd, sizeof rd - 1) == 0) {
+        *len = n - plen - 1 - (sizeof rd - 1);
+        return *len > 0;
+    }
+    return 0;
+}
+
+/* Names seen so far, so a lock with both keys is reported once. */
+typedef struct seen {
+    char **names;
+    size_t n, cap;
+} seen;
+
+static int seen_add(seen *s, const char *name) {
+    size_t i;
+    for (i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0) return 0;
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 64;
+        char **nn = realloc(s->names, ncap * sizeof *nn);
+        if (nn == NULL) return -1;
+        s->names = nn;
+        s->cap = ncap;
+    }
+    if ((s->names[s->n] = strdup(name)) == NULL) return -1;
+    s->n++;
+    return 1;
+}
+
+static void seen_free(seen *s) {
+    size_t i;
+    for (i = 0; i < s->n; i++) free(s->names[i]);
+    free(s->names);
+}
+
+DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
+                         int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg) {
+    char cursor[32] = "0", *pattern;
+    seen s = { NULL, 0, 0 };
+    int rc = 0, stop = 0;
+    unsigned empty = 0; /* SCAN answers in a row that brought no keys */
+
+    if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
+    if (glob == NULL) glob = "*";
+    if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
+    if ((pattern = scan_pattern(c->conf.prefix)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    do {
+        const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT", "1000" };
+        size_t lens[6], i;
+        redisReply *r;
+        for (i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
+        if ((rc = dlock__command(c, &r, dlock__unreachable_deadline(c), 6, argv, lens)) != 0) break;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[0]->len >= sizeof cursor || r->element[1]->type != REDIS_REPLY_ARRAY) {
+            rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", c->conf.redacted_url);
+            freeReplyObject(r);
+            break;
+        }
+        memcpy(cursor, r->element[0]->str, r->element[0]->len);
+        cursor[r->element[0]->len] = '\0';
+        /* A real server's SCAN ends; one that answers "more, but nothing"
+         * forever does not, so bound it: 10 000 empty answers in a row
+         * (ten million keys without a lock among them at COUNT 1000). */
+        empty = r->element[1]->elements == 0 ? empty + 1 : 0;
+        if (empty > 10000) {
+            rc = dlock__seterr(EPROTO, "%s: SCAN does not end", c->conf.redacted_url);
+            freeReplyObject(r);
+            break;
+        }
+        for (i = 0; i < r->element[1]->elements && !stop && rc == 0; i++) {
+            const redisReply *k = r->element[1]->element[i];
+            size_t off, len;
+            char name[DLOCK_NAME_MAX + 1];
+            dlock_lock_info_t info;
+            int added;
+            if (k->type != REDIS_REPLY_STRING || !key_name(c->conf.prefix, k->str, k->len, &off, &len) ||
+                len > DLOCK_NAME_MAX)
+                continue;
+            memcpy(name, k->str + off, len);
+            name[len] = '\0';
+            if (strlen(name) != len || fnmatch(glob, name, 0) != 0) continue;
+            if ((added = seen_add(&s, name)) < 0) {
+                rc = dlock__seterr(ENOMEM, "out of memory");
+                break;
+            }
+            if (added == 0) continue;
+            if ((rc = dlock_lock_info(c, name, &info)) != 0) break;
+            if (info.held || info.readers > 0) stop = fn(name, &info, arg) != 0;
+        }
+        freeReplyObject(r);
+    } while (rc == 0 && !stop && strcmp(cursor, "0") != 0);
+    seen_free(&s);
+    free(pattern);
+    return rc;
+}

@@ -1,0 +1,333 @@
+/* lock.c -- the one ownership core that mutexes and rwlocks share.
+ *
+ * As in musl, lock is timedlock without a deadline, and every ownership
+ * decision sits in one core (dlock__acquire) that trylock, lock, timedlock
+ * and clocklock of every lock type share; dlock__release is its twin.
+ * Local facts are checked first, with no round trip: a recursive relock,
+ * EDEADLK, a NORMAL self-deadlock, EBUSY while another thread of this
+ * process holds the lock exclusively.  Only then does the core ask the
+ * backend, and when the lock is busy it waits on the one waiting path
+ * (wait.c) for a release notification, the holder's lease expiry or its
+ * own deadline.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+/* Is h held by self, and still valid?  A hold whose validity ran out is
+ * marked lost here, at once, in case the renewal thread has not yet seen
+ * it; its handler report goes to *rep.  c->mu held. */
+int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__thread *self,
+                      dlock__lost_report *rep) {
+    if (h == NULL || self == NULL || h->owner != self || h->lost) return 0;
+    if (dlock__now() < h->valid_until) return 1;
+    dlock__hold_lost(c, h, rep);
+    return 0;
+}
+
+void dlock__report(dlock__lost_report *rep) {
+    if (rep->fn != NULL) rep->fn(rep->obj, rep->name, rep->arg);
+    free(rep->name);
+    rep->fn = NULL;
+    rep->name = NULL;
+}
+
+/* The calling thread's shared hold of l, if any.  c->mu held. */
+dlock__hold *dlock__reader(dlock__lock *l, const dlock__thread *self) {
+    dlock__hold *h;
+    for (h = l->readers; h != NULL; h = h->next)
+        if (h->owner == self) return h;
+    return NULL;
+}
+
+void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self, char *out) {
+    static const char hex[] = "0123456789abcdef";
+    size_t i;
+    for (i = 0; i < sizeof self->raw; i++) {
+        unsigned char b = self->raw[i] ^ c->nonce[i];
+        out[2 * i] = hex[b >> 4];
+        out[2 * i + 1] = hex[b & 15];
+    }
+    out[DLOCK__OWNER_LEN] = '\0';
+}
+
+/* Records a hold acquired on the server.  c->mu held. */
+static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
+                      uint64_t fence, dlock__mono sent, int ownerdead) {
+    dlock__hold *h;
+    unsigned lease = w->lease_ms;
+
+    if (w->shared) {
+        if ((h = calloc(1, sizeof *h)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+        h->l = l;
+        h->shared = 1;
+        h->next = l->readers;
+        l->readers = h;
+    } else {
+        h = &l->x;
+        if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
+    }
+    h->owner = self;
+    dlock__owner_token(c, self, h->token);
+    h->count = 1;
+    h->fence = fence;
+    h->lease_ms = lease;
+    h->acquired = sent;
+    h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(c, lease)) * DLOCK__MS;
+    h->renew_at = sent + (dlock__mono)(lease / 3) * DLOCK__MS;
+    h->lost = 0;
+    h->robust = w->robust;
+    h->inconsistent = ownerdead;
+    h->lost_fn = w->lost_fn;
+    h->lost_arg = w->lost_arg;
+    h->lost_obj = w->lost_obj;
+    dlock__held_add(c, h);
+    return 0;
+}
+
+/* Does a thread of this process hold l in a way that blocks w?  An
+ * exclusive hold blocks everyone; shared holds block only writers, and
+ * those the server reports. */
+static int blocked_locally(const dlock__lock *l) {
+    return l->x.owner != NULL && !l->x.lost;
+}
+
+static int timed_out(const dlock__lock *l, const char *why) {
+    return dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline%s", l->name, why);
+}
+
+int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
+                   dlock__mono deadline, int bad_deadline) {
+    dlock__lost_report rep = { 0 };
+    char owner[DLOCK__OWNER_LEN + 1];
+    dlock__thread *self;
+    dlock__hold *mine;
+    int rc, waiting = 0;
+
+    if ((self = dlock__self(&rc)) == NULL) return rc;
+    dlock__owner_token(c, self, owner);
+    pthread_mutex_lock(&c->mu);
+    l->users++;
+
+    /* What the calling thread already holds. */
+    if (dlock__hold_valid(c, &l->x, self, &rep)) {
+        if (!w->shared && w->type == DLOCK_MUTEX_RECURSIVE) {
+            if (l->x.count >= DLOCK_RECURSIVE_MAX) {
+                rc = dlock__seterr(EAGAIN, "recursion limit %u reached", DLOCK_RECURSIVE_MAX);
+            } else {
+                l->x.count++;
+                rc = 0;
+            }
+            goto out;
+        }
+        if (try) {
+            rc = dlock__seterr(EBUSY, "'%.64s' is held by the calling thread", l->name);
+            goto out;
+        }
+        if (w->shared || w->type != DLOCK_MUTEX_NORMAL) {
+            rc = dlock__seterr(EDEADLK, "'%.64s' is already held by the calling thread", l->name);
+            goto out;
+        }
+        /* NORMAL: deadlock, as POSIX says; a deadline still ends it. */
+    } else if (l->x.owner == self) {
+        dlock__hold_forget(c, &l->x); /* lost earlier: this is a fresh attempt */
+    }
+    if ((mine = dlock__reader(l, self)) != NULL) {
+        if (!dlock__hold_valid(c, mine, self, &rep)) {
+            dlock__hold_forget(c, mine);
+        } else if (w->shared) {
+            /* A thread may take a read lock it holds again (POSIX). */
+            if (mine->count >= DLOCK_RECURSIVE_MAX) {
+                rc = dlock__seterr(EAGAIN, "read-lock limit %u reached", DLOCK_RECURSIVE_MAX);
+            } else {
+                mine->count++;
+                rc = 0;
+            }
+            goto out;
+        } else {
+            rc = try ? dlock__seterr(EBUSY, "'%.64s' is read-locked by the calling thread", l->name)
+                     : dlock__seterr(EDEADLK, "'%.64s' is read-locked by the calling thread", l->name);
+            goto out;
+        }
+    }
+
+    for (;;) {
+        dlock__acq acq;
+        dlock__mono sent, now, until, bound;
+        uint64_t gen;
+        int flags;
+
+        if (blocked_locally(l)) {
+            /* A thread of this process holds it exclusively (or, NORMAL,
+             * the caller): no round trip; its unlock, loss or exit moves
+             * gen. */
+            if (try) {
+                rc = dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->name);
+                goto out;
+            }
+            if (bad_deadline) {
+                rc = bad_deadline;
+                goto out;
+            }
+            if (dlock__wait(c, l, l->gen, deadline) == ETIMEDOUT) {
+                rc = timed_out(l, "");
+                goto out;
+            }
+            continue;
+        }
+        if (waiting) {
+            if ((rc = dlock__wait_ready(c, l, deadline)) != 0) {
+                if (rc == ETIMEDOUT) rc = timed_out(l, "");
+                goto out;
+            }
+            if (l->trying || (l->busy_gen == l->gen && l->busy_until > dlock__now())) {
+                /* Another waiting thread of this process is asking the
+                 * server, or was just told the lock is busy at this
+                 * generation: share its answer rather than ask again, so
+                 * a release costs one attempt per process, not one per
+                 * waiting thread. */
+                until = l->trying || l->busy_until > deadline ? deadline : l->busy_until;
+                if (dlock__cond_wait_until(&l->cv, &c->mu, until) == ETIMEDOUT && dlock__now() >= deadline) {
+                    rc = timed_out(l, "");
+                    goto out;
+                }
+                continue;
+            }
+            l->trying = 1;
+        }
+        gen = l->gen;
+        pthread_mutex_unlock(&c->mu);
+        sent = dlock__now();
+        bound = dlock__unreachable_deadline(c);
+        /* Give up on an unreachable server by the caller's deadline; the
+         * connection layer still makes one real attempt. */
+        if (!try && deadline < bound) bound = deadline;
+        flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (try ? 0 : DLOCK__F_WAIT);
+        rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
+        pthread_mutex_lock(&c->mu);
+        if (waiting) {
+            l->trying = 0;
+            pthread_cond_broadcast(&l->cv);
+        }
+        if (rc != 0) {
+            if (rc == ENOLCK && !try && dlock__now() >= deadline) rc = timed_out(l, " (server unreachable)");
+            goto out;
+        }
+        if (acq.status == DLOCK__ACQ_NOTRECOVERABLE) {
+            rc = dlock__seterr(ENOTRECOVERABLE, "'%.64s' was unlocked in an inconsistent state; "
+                               "an administrator must reset it", l->name);
+            goto out;
+        }
+        if (acq.status != DLOCK__ACQ_BUSY) {
+            /* ACQUIRED, OWNERDEAD, or MINE: an earlier attempt of this
+             * thread got the lock but its answer was lost (the script
+             * re-leased it). */
+            int dead = acq.status == DLOCK__ACQ_OWNERDEAD;
+            if ((rc = hold_begin(c, l, w, self, acq.fence, sent, dead)) != 0) goto out;
+            rc = dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
+                                      "make the state consistent, then call dlock_mutex_consistent", l->name)
+                      : 0;
+            goto out;
+        }
+        if (try) {
+            rc = dlock__seterr(EBUSY, "'%.64s' is held by another owner", l->name);
+            goto out;
+        }
+        if (bad_deadline) {
+            rc = bad_deadline;
+            goto out;
+        }
+        now = dlock__now();
+        if (now >= deadline) {
+            rc = timed_out(l, "");
+            goto out;
+        }
+        if (!waiting) {
+            /* First time busy: subscribe, then try again, since the
+             * release may have come before the subscription did. */
+            waiting = 1;
+            l->waiters++;
+            continue;
+        }
+        if (acq.pttl_ms == -2) continue; /* expired between the calls */
+        until = acq.pttl_ms >= 0 ? now + (acq.pttl_ms + 1) * DLOCK__MS : now + 1000 * DLOCK__MS;
+        l->busy_gen = gen;
+        l->busy_until = until;
+        if (until > deadline) until = deadline;
+        dlock__wait(c, l, gen, until);
+    }
+out:
+    if (waiting) dlock__wait_done(c, l);
+    l->users--;
+    dlock__lock_maybe_free(c, l);
+    pthread_mutex_unlock(&c->mu);
+    dlock__report(&rep);
+    return rc;
+}
+
+int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
+    dlock__lost_report rep = { 0 };
+    char token[DLOCK__OWNER_LEN + 1];
+    dlock__thread *self = dlock__self_peek();
+    dlock__hold *h;
+    int rc, how, released = 0;
+
+    pthread_mutex_lock(&c->mu);
+    h = self != NULL && l->x.owner == self ? &l->x : NULL;
+    if (h == NULL && allow_shared && self != NULL) h = dlock__reader(l, self);
+    if (h == NULL) {
+        pthread_mutex_unlock(&c->mu);
+        return dlock__seterr(EPERM, "'%.64s' is not held by the calling thread", l->name);
+    }
+    if (!dlock__hold_valid(c, h, self, &rep)) {
+        /* Lost: the caller no longer holds it; forget the hold. */
+        dlock__hold_forget(c, h);
+        dlock__lock_maybe_free(c, l);
+        pthread_mutex_unlock(&c->mu);
+        dlock__report(&rep);
+        return dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", l->name);
+    }
+    if (h->count > 1) {
+        h->count--;
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
+    how = h->shared    ? DLOCK__REL_SHARED
+          : !h->robust ? DLOCK__REL_PLAIN
+          : h->inconsistent ? DLOCK__REL_INCONSISTENT
+                            : DLOCK__REL_CLEAN;
+    memcpy(token, h->token, sizeof token);
+    dlock__hold_forget(c, h);
+    l->users++;
+    pthread_mutex_unlock(&c->mu);
+    rc = c->ops->release(c, l, token, how, &released, dlock__unreachable_deadline(c));
+    pthread_mutex_lock(&c->mu);
+    l->users--;
+    l->gen++; /* released on the server: local waiters try at once */
+    pthread_cond_broadcast(&l->cv);
+    dlock__lock_maybe_free(c, l);
+    pthread_mutex_unlock(&c->mu);
+    if (rc != 0) return rc; /* ENOLCK: the lease will expire on its own */
+    if (!released) return dlock__seterr(EPERM, "the lease of '%.64s' had run out on the server", l->name);
+    return 0;
+}
+
+/* 1 if the calling thread holds l validly (exclusively, or shared when
+ * allow_shared), with its fence in *fence.  c->mu NOT held. */
+int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence) {
+    dlock__lost_report rep = { 0 };
+    dlock__thread *self = dlock__self_peek();
+    dlock__hold *h;
+    int ok;
+    pthread_mutex_lock(&c->mu);
+    h = &l->x;
+    ok = dlock__hold_valid(c, h, self, &rep);
+    if (!ok && allow_shared && self != NULL && (h = dlock__reader(l, self)) != NULL)
+        ok = dlock__hold_valid(c, h, self, &rep);
+    if (ok && fence != NULL) *fence = h->fence;
+    pthread_mutex_unlock(&c->mu);
+    dlock__report(&rep);
+    return ok;
+}
