@@ -138,6 +138,39 @@ DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m);
 DLOCK_API int dlock_mutex_holds(const dlock_mutex_t *m);
 /* Fencing token of the calling thread's current hold of m; 0 if none. */
 DLOCK_API uint64_t dlock_mutex_fence(const dlock_mutex_t *m);
+/* ------------------------------------------------------------------------
+ * Read-write locks, as pthread_rwlock_*: many readers or one writer,
+ * across hosts.  Writers first: while a writer waits, new readers wait
+ * too, so a stream of readers never starves a writer.  The attributes
+ * give the lease, the client and the lost-lock handler; the type is
+ * ignored (a relock by the holder is EDEADLK, a thread may read-lock a
+ * lock it read-locks already).  A lock name is one lock: a mutex and a
+ * rwlock of the same name exclude each other as writers.
+ * ---------------------------------------------------------------------- */
+struct dlock_rwlock {
+    /* private: use the dlock_rwlock_* functions */
+    uintptr_t __magic;
+    void *__impl;
+    void *__reserved[4];
+};
+typedef struct dlock_rwlock dlock_rwlock_t;
+
+DLOCK_API int dlock_rwlock_init(dlock_rwlock_t *rw, const char *name, const dlock_mutexattr_t *a);
+DLOCK_API int dlock_rwlock_destroy(dlock_rwlock_t *rw);
+DLOCK_API int dlock_rwlock_rdlock(dlock_rwlock_t *rw);
+DLOCK_API int dlock_rwlock_tryrdlock(dlock_rwlock_t *rw);
+DLOCK_API int dlock_rwlock_timedrdlock(dlock_rwlock_t *rw, const struct timespec *abstime);
+DLOCK_API int dlock_rwlock_clockrdlock(dlock_rwlock_t *rw, clockid_t clock, const struct timespec *abstime);
+DLOCK_API int dlock_rwlock_wrlock(dlock_rwlock_t *rw);
+DLOCK_API int dlock_rwlock_trywrlock(dlock_rwlock_t *rw);
+DLOCK_API int dlock_rwlock_timedwrlock(dlock_rwlock_t *rw, const struct timespec *abstime);
+DLOCK_API int dlock_rwlock_clockwrlock(dlock_rwlock_t *rw, clockid_t clock, const struct timespec *abstime);
+DLOCK_API int dlock_rwlock_unlock(dlock_rwlock_t *rw);
+/* 1 if the calling thread holds rw for reading (1) or writing (2), with a
+ * valid lease; 0 if not. */
+DLOCK_API int dlock_rwlock_holds(const dlock_rwlock_t *rw);
+DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock_t *rw);
+
 /* A fenced write, for data kept in the lock's own Redis deployment: sets
  * the hash `key` to {value, fence} only if no write with a newer fence has
  * reached it, so a holder whose lease ran out can never overwrite what its

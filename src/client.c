@@ -66,6 +66,7 @@ static void fork_child(void) {
         dlock__cond_init(&c->renew_cv);
         c->held = NULL;
         c->nheld = 0;
+        dlock__orphans_forget(c);
         for (i = 0; i < c->nbuckets; i++) {
             dlock__lock *l;
             for (l = c->buckets[i]; l != NULL; l = l->hnext) {
@@ -78,8 +79,8 @@ static void fork_child(void) {
                 }
                 l->readers = NULL;
                 l->waiters = 0;
-                l->trying = 0;
-                l->busy_until = 0;
+                memset(l->trying, 0, sizeof l->trying);
+                memset(l->busy_until, 0, sizeof l->busy_until);
                 l->users = 0;
                 l->sub_state = DLOCK__SUB_NONE;
                 dlock__cond_init(&l->cv);
@@ -231,6 +232,9 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
 
     dlock__renew_stop(c);
     dlock__notify_stop(c);
+    pthread_mutex_lock(&c->mu);
+    dlock__orphans_forget(c);
+    pthread_mutex_unlock(&c->mu);
     while (c->idle != NULL) {
         dlock__conn *cn = c->idle;
         c->idle = cn->next;

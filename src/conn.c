@@ -255,11 +255,20 @@ static void set_timeout(struct dlock_client *c, dlock__conn *cn, dlock__mono dea
     if (ms != cn->timeout_ms && redisSetTimeout(cn->ctx, ms_tv(ms)) == REDIS_OK) cn->timeout_ms = ms;
 }
 
+/* Error answers that mean "not now" rather than "no". */
+int dlock__not_ready(const redisReply *r) {
+    return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL &&
+           (strncmp(r->str, "LOADING", 7) == 0 || strncmp(r->str, "BUSY ", 5) == 0 ||
+            strncmp(r->str, "MASTERDOWN", 10) == 0 || strncmp(r->str, "TRYAGAIN", 8) == 0);
+}
+#define not_ready dlock__not_ready
+
 static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
                    int argc, const char **argv, const size_t *argvlen) {
     dlock__conn *cn;
     redisReply *r;
     int rc, tries, stale;
+    unsigned backoff_ms = 10;
 
     for (tries = 0;; tries++) {
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
@@ -272,6 +281,20 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
             freeReplyObject(r);
             dlock__pool_put(c, cn, 1);
             return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
+        }
+        if (r != NULL && not_ready(r)) {
+            /* A server loading its data (after a restart) or busy with a
+             * long script answers nothing useful yet: as good as
+             * unreachable, so wait a little and ask again, within the
+             * deadline. */
+            dlock__seterr(ENOLCK, "%s: %.100s", c->conf.redacted_url, r->str);
+            freeReplyObject(r);
+            dlock__pool_put(c, cn, 0);
+            if (deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
+                return ENOLCK;
+            usleep(backoff_ms * 1000);
+            if (backoff_ms < 100) backoff_ms *= 2;
+            continue;
         }
         if (r != NULL) {
             dlock__pool_put(c, cn, 0);

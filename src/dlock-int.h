@@ -11,6 +11,9 @@
  *   backend.c  the backend interface and the single-server backend
  *   client.c   clients, the per-process lock table, fork and exit
  *   renew.c    the renewal thread (leases, lost locks)
+ *   orphan.c   holds the server may have that nobody here knows of
+ *   lock.c     the ownership core shared by mutexes and rwlocks
+ *   admin.c    lock info, listing, the administrative reset
  *   notify.c   the subscriber thread (release notifications)
  *   wait.c     the one waiting path used by every blocking call
  *   mutex.c    the mutex state machine
@@ -93,9 +96,12 @@ void dlock__conf_free(dlock__conf *conf);
 
 #define DLOCK__TOKEN_HEX 32 /* 128 bits */
 /* What a hold is stored under on the server: the thread's token XOR the
- * client's random nonce, still 128 unguessable bits, so that one thread
- * using two clients of one deployment is two owners, as two hosts would
- * be. */
+ * client's random nonce XOR the thread's count of acquire calls, still 128
+ * unguessable bits.  So one thread using two clients of one deployment is
+ * two owners, as two hosts would be; and each hold has its own token, so a
+ * late release of an earlier hold can never end a later one, and an
+ * earlier hold left on the server (its unlock failed) is never mistaken
+ * for the new one. */
 #define DLOCK__OWNER_LEN DLOCK__TOKEN_HEX
 
 /* A thread's identity as an owner.  Made on first use in a thread, freed
@@ -105,6 +111,7 @@ typedef struct dlock__thread {
     unsigned char raw[DLOCK__TOKEN_HEX / 2]; /* the token's bytes */
     unsigned long tid;  /* gettid(), for holder metadata */
     pid_t pid;          /* the process that made it: a fork child makes anew */
+    uint64_t calls;     /* acquire calls, mixed into owner tokens */
     struct dlock__thread *next, *prev; /* every live identity (token.c) */
 } dlock__thread;
 
@@ -191,9 +198,11 @@ typedef struct dlock__lock {
 
     /* Waiting. */
     unsigned waiters;   /* threads of this process in the wait path */
-    int trying;         /* a waiting thread is asking the server */
-    uint64_t busy_gen;  /* the server said busy at this generation... */
-    dlock__mono busy_until; /* ...until about then (the holder's lease) */
+    /* What waiting threads of one kind (index: 0 exclusive, 1 shared)
+     * share, so that they ask the server one at a time: */
+    int trying[2];          /* one of them is asking the server */
+    uint64_t busy_gen[2];   /* the server said busy at this generation... */
+    dlock__mono busy_until[2]; /* ...until about then (the holder's lease) */
     uint64_t gen;       /* bumped by every notification that may free it */
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
     int sub_state;      /* DLOCK__SUB_* */
@@ -292,6 +301,10 @@ struct dlock_client {
     dlock__conn *idle;
     unsigned nidle;
 
+    /* Tokens the server may hold a key under that no hold here has. */
+    struct dlock__orphan *orphans;
+    unsigned orphan_pass;
+
     /* Holds of threads of this process, for renewal and exit. */
     dlock__hold *held;
     size_t nheld;
@@ -334,6 +347,8 @@ dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t n
 /* Command connections from the pool (c->mu NOT held by the caller). */
 int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline);
 void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken);
+/* Is r an error that means "not now" (LOADING, BUSY...)? */
+int dlock__not_ready(const redisReply *r);
 /* Closes every idle connection. */
 void dlock__pool_flush(struct dlock_client *c);
 
@@ -427,12 +442,36 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared);
 int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence);
 int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__thread *self, dlock__lost_report *rep);
 dlock__hold *dlock__reader(dlock__lock *l, const dlock__thread *self);
-/* The owner token of self on client c, DLOCK__OWNER_LEN + 1 bytes. */
-void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self, char *out);
+/* The owner token of self's acquire call number `call` on client c,
+ * DLOCK__OWNER_LEN + 1 bytes. */
+void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self, uint64_t call, char *out);
+/* Lock objects (mutexes, rwlocks): the private state behind the caller's
+ * dlock_mutex_t / dlock_rwlock_t. */
+typedef struct dlock__obj {
+    unsigned magic;
+    struct dlock_client *c;
+    dlock__lock *l;
+    dlock__want want;   /* type, robustness, lease, lost-lock handler */
+    unsigned calls;     /* lock calls in progress (destroy gives EBUSY) */
+} dlock__obj;
+int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, unsigned magic, dlock__obj **out);
+void dlock__obj_free(dlock__obj *o);
+int dlock__obj_destroy(dlock__obj *o, const void *obj);
+int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline);
+int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
+                       dlock__lock **lp, dlock__want *w);
+void dlock__object_close(struct dlock_client *c, dlock__lock *l);
+int dlock__object_held(const dlock__lock *l, const void *obj);
+int dlock__timed(clockid_t clock, const struct timespec *abstime, dlock__mono *deadline, int *bad);
 /* Runs a lost-lock handler outside the client's mutex. */
 void dlock__report(dlock__lost_report *rep);
 /* Checks a lock name: 1..DLOCK_NAME_MAX bytes. */
 int dlock__check_name(const char *name, size_t *len);
+
+/* Orphans (orphan.c): possible server-side holds nobody here knows of. */
+void dlock__orphan_add(struct dlock_client *c, dlock__lock *l, const char *token, int how, unsigned lease_ms);
+dlock__mono dlock__orphans_release(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
+void dlock__orphans_forget(struct dlock_client *c);
 
 /* Clients (client.c). */
 int dlock__client_live(const struct dlock_client *c);

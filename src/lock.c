@@ -42,11 +42,12 @@ dlock__hold *dlock__reader(dlock__lock *l, const dlock__thread *self) {
     return NULL;
 }
 
-void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self, char *out) {
+void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self, uint64_t call, char *out) {
     static const char hex[] = "0123456789abcdef";
     size_t i;
     for (i = 0; i < sizeof self->raw; i++) {
         unsigned char b = self->raw[i] ^ c->nonce[i];
+        if (i < 8) b ^= (unsigned char)(call >> (8 * i));
         out[2 * i] = hex[b >> 4];
         out[2 * i + 1] = hex[b & 15];
     }
@@ -55,7 +56,7 @@ void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self,
 
 /* Records a hold acquired on the server.  c->mu held. */
 static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
-                      uint64_t fence, dlock__mono sent, int ownerdead) {
+                      const char *owner, uint64_t fence, dlock__mono sent, int ownerdead) {
     dlock__hold *h;
     unsigned lease = w->lease_ms;
 
@@ -70,7 +71,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
     }
     h->owner = self;
-    dlock__owner_token(c, self, h->token);
+    memcpy(h->token, owner, sizeof h->token);
     h->count = 1;
     h->fence = fence;
     h->lease_ms = lease;
@@ -104,10 +105,10 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     char owner[DLOCK__OWNER_LEN + 1];
     dlock__thread *self;
     dlock__hold *mine;
-    int rc, waiting = 0;
+    int rc, waiting = 0, k = w->shared ? 1 : 0;
 
     if ((self = dlock__self(&rc)) == NULL) return rc;
-    dlock__owner_token(c, self, owner);
+    dlock__owner_token(c, self, ++self->calls, owner);
     pthread_mutex_lock(&c->mu);
     l->users++;
 
@@ -182,20 +183,25 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                 if (rc == ETIMEDOUT) rc = timed_out(l, "");
                 goto out;
             }
-            if (l->trying || (l->busy_gen == l->gen && l->busy_until > dlock__now())) {
-                /* Another waiting thread of this process is asking the
-                 * server, or was just told the lock is busy at this
-                 * generation: share its answer rather than ask again, so
-                 * a release costs one attempt per process, not one per
-                 * waiting thread. */
-                until = l->trying || l->busy_until > deadline ? deadline : l->busy_until;
+            if (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now())) {
+                /* Another waiting thread of this process, wanting the
+                 * same kind of hold, is asking the server, or was just
+                 * told the lock is busy at this generation: share its
+                 * answer rather than ask again, so a release costs one
+                 * attempt per process, not one per waiting thread. */
+                until = l->trying[k] || l->busy_until[k] > deadline ? deadline : l->busy_until[k];
                 if (dlock__cond_wait_until(&l->cv, &c->mu, until) == ETIMEDOUT && dlock__now() >= deadline) {
                     rc = timed_out(l, "");
                     goto out;
                 }
                 continue;
             }
-            l->trying = 1;
+            l->trying[k] = 1;
+        }
+        if (c->orphans != NULL) {
+            /* A hold of ours the server may still have goes first: one
+             * attempt (a deadline of now), no waiting for the server. */
+            dlock__orphans_release(c, l, dlock__now());
         }
         gen = l->gen;
         pthread_mutex_unlock(&c->mu);
@@ -208,10 +214,14 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
         if (waiting) {
-            l->trying = 0;
+            l->trying[k] = 0;
             pthread_cond_broadcast(&l->cv);
         }
         if (rc != 0) {
+            /* The request may have been granted all the same. */
+            dlock__orphan_add(c, l, owner, w->robust ? DLOCK__REL_DEAD : w->shared ? DLOCK__REL_SHARED
+                                                                                : DLOCK__REL_PLAIN,
+                              w->lease_ms);
             if (rc == ENOLCK && !try && dlock__now() >= deadline) rc = timed_out(l, " (server unreachable)");
             goto out;
         }
@@ -222,10 +232,10 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
         if (acq.status != DLOCK__ACQ_BUSY) {
             /* ACQUIRED, OWNERDEAD, or MINE: an earlier attempt of this
-             * thread got the lock but its answer was lost (the script
-             * re-leased it). */
+             * very call got the lock but its answer was lost (the token
+             * is the call's own; the script re-leased it). */
             int dead = acq.status == DLOCK__ACQ_OWNERDEAD;
-            if ((rc = hold_begin(c, l, w, self, acq.fence, sent, dead)) != 0) goto out;
+            if ((rc = hold_begin(c, l, w, self, owner, acq.fence, sent, dead)) != 0) goto out;
             rc = dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
                                       "make the state consistent, then call dlock_mutex_consistent", l->name)
                       : 0;
@@ -253,8 +263,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
         if (acq.pttl_ms == -2) continue; /* expired between the calls */
         until = acq.pttl_ms >= 0 ? now + (acq.pttl_ms + 1) * DLOCK__MS : now + 1000 * DLOCK__MS;
-        l->busy_gen = gen;
-        l->busy_until = until;
+        l->busy_gen[k] = gen;
+        l->busy_until[k] = until;
         if (until > deadline) until = deadline;
         dlock__wait(c, l, gen, until);
     }
@@ -272,6 +282,7 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
     char token[DLOCK__OWNER_LEN + 1];
     dlock__thread *self = dlock__self_peek();
     dlock__hold *h;
+    unsigned lease;
     int rc, how, released = 0;
 
     pthread_mutex_lock(&c->mu);
@@ -299,17 +310,19 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
           : h->inconsistent ? DLOCK__REL_INCONSISTENT
                             : DLOCK__REL_CLEAN;
     memcpy(token, h->token, sizeof token);
+    lease = h->lease_ms;
     dlock__hold_forget(c, h);
     l->users++;
     pthread_mutex_unlock(&c->mu);
     rc = c->ops->release(c, l, token, how, &released, dlock__unreachable_deadline(c));
     pthread_mutex_lock(&c->mu);
     l->users--;
+    if (rc != 0) dlock__orphan_add(c, l, token, how, lease); /* release it when the server is back */
     l->gen++; /* released on the server: local waiters try at once */
     pthread_cond_broadcast(&l->cv);
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
-    if (rc != 0) return rc; /* ENOLCK: the lease will expire on its own */
+    if (rc != 0) return rc; /* ENOLCK: released later, or its lease runs out */
     if (!released) return dlock__seterr(EPERM, "the lease of '%.64s' had run out on the server", l->name);
     return 0;
 }
@@ -330,4 +343,127 @@ int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint6
     pthread_mutex_unlock(&c->mu);
     dlock__report(&rep);
     return ok;
+}
+
+int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
+
+/* What every lock object (mutex, rwlock) does at init: checks the name
+ * and the attributes, finds the client and takes a reference on the
+ * lock's table entry.  *w gets the attributes' type, robustness, lease
+ * and lost-lock handler (with obj as the handler's object).  Nothing is
+ * held on error. */
+int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
+                       dlock__lock **lp, dlock__want *w) {
+    dlock_mutexattr_t a;
+    struct dlock_client *c;
+    size_t len = 0;
+    int rc;
+
+    if ((rc = dlock__check_name(name, &len)) != 0) return rc;
+    if ((rc = dlock__attr_get(attr, &a)) != 0) return rc;
+    if ((c = dlock__client_get(a.__client, &rc)) == NULL) return rc;
+    pthread_mutex_lock(&c->mu);
+    rc = dlock__lock_get(c, name, len, lp);
+    if (rc == 0) c->objects++;
+    pthread_mutex_unlock(&c->mu);
+    if (rc != 0) return rc;
+    memset(w, 0, sizeof *w);
+    w->type = a.__type == DLOCK_MUTEX_DEFAULT ? DLOCK_MUTEX_ERRORCHECK : a.__type;
+    w->robust = a.__robust == DLOCK_MUTEX_ROBUST;
+    w->lease_ms = a.__lease_ms;
+    w->lost_fn = a.__lost_fn;
+    w->lost_arg = a.__lost_arg;
+    w->lost_obj = obj;
+    *cp = c;
+    return 0;
+}
+
+void dlock__object_close(struct dlock_client *c, dlock__lock *l) {
+    pthread_mutex_lock(&c->mu);
+    c->objects--;
+    dlock__lock_put(c, l);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Is l held, by a thread of this process, through object obj?  Such an
+ * object cannot be destroyed (EBUSY).  c->mu held. */
+int dlock__object_held(const dlock__lock *l, const void *obj) {
+    const dlock__hold *h;
+    if (l->x.owner != NULL && !l->x.lost && l->x.lost_obj == obj) return 1;
+    for (h = l->readers; h != NULL; h = h->next)
+        if (!h->lost && h->lost_obj == obj) return 1;
+    return 0;
+}
+
+/* The deadline of a timed call: EINVAL for a bad clock or a NULL abstime
+ * at once; a bad tv_nsec only in *bad, since POSIX lets a call that need
+ * not wait succeed without looking at it. */
+int dlock__timed(clockid_t clock, const struct timespec *abstime, dlock__mono *deadline, int *bad) {
+    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC)
+        return dlock__seterr(EINVAL, "clock must be CLOCK_REALTIME or CLOCK_MONOTONIC");
+    if (abstime == NULL) return dlock__seterr(EINVAL, "abstime is NULL");
+    *deadline = 0;
+    *bad = dlock__deadline(clock, abstime, deadline);
+    if (*bad) *deadline = 0;
+    return 0;
+}
+
+/* ------------------------------------------------------------- objects */
+
+int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, unsigned magic, dlock__obj **out) {
+    dlock__obj *o;
+    int rc;
+    if ((o = calloc(1, sizeof *o)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    if ((rc = dlock__object_open(name, attr, obj, &o->c, &o->l, &o->want)) != 0) {
+        free(o);
+        return rc;
+    }
+    o->magic = magic;
+    *out = o;
+    return 0;
+}
+
+void dlock__obj_free(dlock__obj *o) {
+    dlock__object_close(o->c, o->l);
+    o->magic = 0;
+    free(o);
+}
+
+/* The checks of destroy: EBUSY while a thread of this process holds the
+ * lock through obj, or waits in one of its lock calls; then frees o. */
+int dlock__obj_destroy(dlock__obj *o, const void *obj) {
+    struct dlock_client *c = o->c;
+    dlock__lock *l = o->l;
+    dlock__hold *h;
+    pthread_mutex_lock(&c->mu);
+    if (dlock__object_held(l, obj)) {
+        pthread_mutex_unlock(&c->mu);
+        return dlock__seterr(EBUSY, "'%.64s' is held by a thread of this process", l->name);
+    }
+    if (o->calls > 0) {
+        pthread_mutex_unlock(&c->mu);
+        return dlock__seterr(EBUSY, "'%.64s' has threads waiting in lock", l->name);
+    }
+    /* Lost holds may still name obj for their handler: no more. */
+    if (l->x.lost_obj == obj) l->x.lost_obj = NULL;
+    for (h = l->readers; h != NULL; h = h->next)
+        if (h->lost_obj == obj) h->lost_obj = NULL;
+    pthread_mutex_unlock(&c->mu);
+    dlock__obj_free(o);
+    return 0;
+}
+
+/* A lock call through an object: counted, so destroy can say EBUSY. */
+int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline) {
+    dlock__want w = o->want;
+    int rc;
+    w.shared = shared;
+    pthread_mutex_lock(&o->c->mu);
+    o->calls++;
+    pthread_mutex_unlock(&o->c->mu);
+    rc = dlock__acquire(o->c, o->l, &w, try, deadline, bad_deadline);
+    pthread_mutex_lock(&o->c->mu);
+    o->calls--;
+    pthread_mutex_unlock(&o->c->mu);
+    return rc;
 }

@@ -16,15 +16,7 @@
 #define DESTROYED ((uintptr_t)0x64656164u)
 #define IMPL_MAGIC 0x6d757478u
 
-int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
-
-typedef struct dlock__mutex {
-    unsigned magic;
-    struct dlock_client *c;
-    dlock__lock *l;
-    dlock__want want;   /* type, robustness, lease, lost-lock handler */
-    unsigned calls;     /* lock calls in progress (destroy gives EBUSY) */
-} dlock__mutex;
+typedef dlock__obj dlock__mutex;
 
 static uintptr_t live_magic(const dlock_mutex_t *m) {
     return (uintptr_t)m ^ LIVE_KEY;
@@ -38,49 +30,6 @@ int dlock__check_name(const char *name, size_t *len) {
     if (n > DLOCK_NAME_MAX) return dlock__seterr(EINVAL, "lock name is longer than %d bytes", DLOCK_NAME_MAX);
     *len = n;
     return 0;
-}
-
-/* Makes the private state of a mutex.  Nothing is allocated on error. */
-static int impl_make(dlock_mutex_t *m, const char *name, const dlock_mutexattr_t *attr, dlock__mutex **out) {
-    dlock_mutexattr_t a;
-    struct dlock_client *c;
-    dlock__mutex *mx;
-    size_t len = 0;
-    int rc;
-
-    if ((rc = dlock__check_name(name, &len)) != 0) return rc;
-    if ((rc = dlock__attr_get(attr, &a)) != 0) return rc;
-    if ((c = dlock__client_get(a.__client, &rc)) == NULL) return rc;
-    if ((mx = calloc(1, sizeof *mx)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    pthread_mutex_lock(&c->mu);
-    rc = dlock__lock_get(c, name, len, &mx->l);
-    if (rc == 0) c->objects++;
-    pthread_mutex_unlock(&c->mu);
-    if (rc != 0) {
-        free(mx);
-        return rc;
-    }
-    mx->magic = IMPL_MAGIC;
-    mx->c = c;
-    mx->want.shared = 0;
-    mx->want.type = a.__type == DLOCK_MUTEX_DEFAULT ? DLOCK_MUTEX_ERRORCHECK : a.__type;
-    mx->want.robust = a.__robust == DLOCK_MUTEX_ROBUST;
-    mx->want.lease_ms = a.__lease_ms;
-    mx->want.lost_fn = a.__lost_fn;
-    mx->want.lost_arg = a.__lost_arg;
-    mx->want.lost_obj = m;
-    *out = mx;
-    return 0;
-}
-
-static void impl_free(dlock__mutex *mx) {
-    struct dlock_client *c = mx->c;
-    pthread_mutex_lock(&c->mu);
-    c->objects--;
-    dlock__lock_put(c, mx->l);
-    pthread_mutex_unlock(&c->mu);
-    mx->magic = 0;
-    free(mx);
 }
 
 /* The private state of m; for a statically initialised mutex it is made
@@ -98,10 +47,10 @@ static int get(const dlock_mutex_t *cm, dlock__mutex **out) {
     } else if (magic == DLOCK__MAGIC_STATIC) {
         mx = __atomic_load_n((dlock__mutex **)&m->__impl, __ATOMIC_ACQUIRE);
         if (mx == NULL) {
-            if ((rc = impl_make(m, m->__static_name, NULL, &mx)) != 0) return rc;
+            if ((rc = dlock__obj_make(m, m->__static_name, NULL, IMPL_MAGIC, &mx)) != 0) return rc;
             if (!__atomic_compare_exchange_n((dlock__mutex **)&m->__impl, &expected, mx, 0,
                                              __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-                impl_free(mx);
+                dlock__obj_free(mx);
                 mx = expected;
             }
         }
@@ -117,7 +66,7 @@ DLOCK_API int dlock_mutex_init(dlock_mutex_t *m, const char *name, const dlock_m
     dlock__mutex *mx;
     int rc;
     if (m == NULL) return dlock__seterr(EINVAL, "mutex is NULL");
-    if ((rc = impl_make(m, name, a, &mx)) != 0) return rc;
+    if ((rc = dlock__obj_make(m, name, a, IMPL_MAGIC, &mx)) != 0) return rc;
     m->__static_name = NULL;
     m->__impl = mx;
     memset(m->__reserved, 0, sizeof m->__reserved);
@@ -127,8 +76,6 @@ DLOCK_API int dlock_mutex_init(dlock_mutex_t *m, const char *name, const dlock_m
 
 DLOCK_API int dlock_mutex_destroy(dlock_mutex_t *m) {
     dlock__mutex *mx;
-    struct dlock_client *c;
-    dlock__lock *l;
     int rc;
 
     if (m == NULL) return dlock__seterr(EINVAL, "mutex is NULL");
@@ -137,38 +84,17 @@ DLOCK_API int dlock_mutex_destroy(dlock_mutex_t *m) {
         return 0;
     }
     if ((rc = get(m, &mx)) != 0) return rc;
-    c = mx->c;
-    l = mx->l;
-    pthread_mutex_lock(&c->mu);
-    if (l->x.owner != NULL && !l->x.lost && l->x.lost_obj == m) {
-        pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EBUSY, "mutex '%.64s' is held by a thread of this process", l->name);
-    }
-    if (mx->calls > 0) {
-        pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EBUSY, "mutex '%.64s' has threads waiting in lock", l->name);
-    }
-    if (l->x.lost_obj == m) l->x.lost_obj = NULL;
-    pthread_mutex_unlock(&c->mu);
+    if ((rc = dlock__obj_destroy(mx, m)) != 0) return rc;
     m->__magic = DESTROYED;
     m->__impl = NULL;
-    impl_free(mx);
     return 0;
 }
 
-/* The lock calls: object checks here, everything else in the core. */
 static int lock_call(dlock_mutex_t *m, int try, dlock__mono deadline, int bad_deadline) {
     dlock__mutex *mx;
     int rc;
     if ((rc = get(m, &mx)) != 0) return rc;
-    pthread_mutex_lock(&mx->c->mu);
-    mx->calls++;
-    pthread_mutex_unlock(&mx->c->mu);
-    rc = dlock__acquire(mx->c, mx->l, &mx->want, try, deadline, bad_deadline);
-    pthread_mutex_lock(&mx->c->mu);
-    mx->calls--;
-    pthread_mutex_unlock(&mx->c->mu);
-    return rc;
+    return dlock__obj_lock(mx, 0, try, deadline, bad_deadline);
 }
 
 DLOCK_API int dlock_mutex_lock(dlock_mutex_t *m) {
@@ -180,14 +106,10 @@ DLOCK_API int dlock_mutex_trylock(dlock_mutex_t *m) {
 }
 
 DLOCK_API int dlock_mutex_clocklock(dlock_mutex_t *m, clockid_t clock, const struct timespec *abstime) {
-    dlock__mono deadline = 0;
-    int bad;
-    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC)
-        return dlock__seterr(EINVAL, "clock must be CLOCK_REALTIME or CLOCK_MONOTONIC");
-    if (abstime == NULL) return dlock__seterr(EINVAL, "abstime is NULL");
-    /* As POSIX allows: a bad abstime matters only if the call would wait. */
-    bad = dlock__deadline(clock, abstime, &deadline);
-    return lock_call(m, 0, bad ? 0 : deadline, bad);
+    dlock__mono deadline;
+    int rc, bad;
+    if ((rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
+    return lock_call(m, 0, deadline, bad);
 }
 
 DLOCK_API int dlock_mutex_timedlock(dlock_mutex_t *m, const struct timespec *abstime) {

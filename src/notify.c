@@ -207,6 +207,13 @@ static void *sub_main(void *arg) {
                     break;
                 }
                 if (reply == NULL) break;
+                if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) {
+                    /* A refused SUBSCRIBE (a loading server, an ACL): the
+                     * subscriptions cannot be trusted; start over. */
+                    freeReplyObject(reply);
+                    s.err = 1;
+                    break;
+                }
                 on_message(c, reply);
                 freeReplyObject(reply);
             }

@@ -115,8 +115,15 @@ static void *renew_main(void *arg) {
             run_reports(reps, nrep);
             pthread_mutex_lock(&c->mu);
         }
+        if (c->orphans != NULL) {
+            /* Bounded by the command timeout, so renewals are not held up
+             * for long by a server that does not answer. */
+            dlock__mono o = dlock__orphans_release(c, NULL, dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
+            if (o < next) next = o;
+        }
         if (n == 0) {
-            if (nrep == 0) dlock__cond_wait_until(&c->renew_cv, &c->mu, next);
+            /* (c->mu was released above: a stop may have come meanwhile) */
+            if (nrep == 0 && !c->renew_stop) dlock__cond_wait_until(&c->renew_cv, &c->mu, next);
             continue;
         }
         valid = DLOCK__MONO_NEVER;

@@ -1,0 +1,157 @@
+/* bench.h -- shared pieces of the dlock benchmark (dlock-bench).
+ *
+ * Every measurement is made against its floor in the same run: the PING
+ * round trip and a raw hiredis acquire+release pair.  Results go to
+ * stdout for people and, with --csv FILE, to a CSV of key,value,unit
+ * rows that bench/run turns into the table of bench/README.md.
+ *
+ * Every load loop here is bounded twice: by a count and by a time limit.
+ * Traffic goes only to the server named by --port on 127.0.0.1.
+ */
+#ifndef DLOCK_BENCH_H
+#define DLOCK_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <hiredis/hiredis.h>
+
+#include "dlock.h"
+
+/* ------------------------------------------------------------ options */
+
+typedef struct bopts {
+    int port;            /* redis-server on 127.0.0.1 */
+    const char *csv;     /* append key,value,unit rows here (NULL: none) */
+    const char *events;  /* contention: write the event log here */
+    const char *label;   /* result key prefix / implementation name */
+    int smoke;           /* tiny counts: for CI */
+    double seconds;      /* time bound of one measurement */
+    long count;          /* count bound of one measurement */
+    int procs, threads;  /* contention shape */
+    double hold_ms;      /* contention hold */
+    int locks;           /* renewal: locks held */
+    unsigned lease_ms;   /* renewal: lease */
+    const char *impl;    /* contention: dlock | poll */
+    const char *waiters; /* waiters sweep: comma-separated list */
+    double rt_us;        /* analyze: the round trip measured in the same run */
+    double warmup_ms;    /* analyze: events before this are left out */
+} bopts;
+
+/* ---------------------------------------------------------------- time */
+
+int64_t now_ns(void);
+void spin_until(int64_t until);
+/* A hold of exact length: sleeps until 150 µs before `until`, then spins.
+ * Sleeping keeps the holder from looking CPU-bound to the scheduler (a
+ * holder that spun for a whole millisecond waits for a time slice after
+ * its unlock round trip on a busy host); the spin makes the end exact. */
+void hold_until(int64_t until);
+void sleep_ms(double ms);
+
+/* -------------------------------------------------------------- series */
+
+typedef struct series {
+    int64_t *v;
+    size_t n, cap;
+} series;
+
+void series_add(series *s, int64_t x);
+void series_free(series *s);
+/* p in [0,100]; sorts the series (once).  0 for an empty series. */
+int64_t series_pct(series *s, double p);
+double series_mean(const series *s);
+int64_t series_max(const series *s);
+
+/* ------------------------------------------------------------- results */
+
+/* Prints "  key = value unit" and appends the row to the CSV. */
+void result(const bopts *o, const char *key, double value, const char *unit);
+void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/* ------------------------------------------------------------ hiredis */
+
+/* The bench's own connection (never counted as dlock's requests). */
+redisContext *bconnect(const bopts *o);
+/* A command on the bench's own connection, formatted as redisCommand. */
+redisReply *bcmd(redisContext *c, const char *fmt, ...);
+/* Requests made by clients, from INFO commandstats: the sum of the calls
+ * of the commands named in `cmds` (comma-separated, e.g.
+ * "evalsha,eval,subscribe"); commands that scripts call inside the server
+ * are not requests and must not be named.  total (if not NULL) gets
+ * total_commands_processed, which counts script-internal calls too. */
+long server_requests(redisContext *c, const char *cmds, long *total);
+/* The same, and (usec) the server's time in those commands, in µs. */
+long server_requests_usec(redisContext *c, const char *cmds, long *total, long *usec);
+/* Server CPU seconds (user + sys) from INFO cpu. */
+double server_cpu(redisContext *c);
+long server_used_memory(redisContext *c);
+/* dlock's top-level commands. */
+#define DLOCK_CMDS "evalsha,eval,subscribe,unsubscribe,psubscribe,punsubscribe,script|load,script|exists,select,auth,hello"
+
+/* Requests dlock's own code issued, counted by wrapping its hiredis calls
+ * at link time (-Wl,--wrap): shared between forked processes. */
+typedef struct bcounters {
+    long cmds;    /* commands sent (blocking or pipelined) */
+    long rts;     /* round trips waited on: blocking commands + pipeline flushes */
+} bcounters;
+extern bcounters *bc;
+void counters_init(void); /* in shared memory, before any fork */
+void counters_get(bcounters *out);
+
+/* Shared anonymous memory, visible to forked children. */
+void *shared_alloc(size_t n);
+
+/* A dlock client for the bench's server (prefix "bench:"). */
+dlock_client_t *bclient(const bopts *o);
+void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type, unsigned lease_ms);
+
+/* ------------------------------------------------------- the programs */
+
+/* PING round trip; returns its median in ns. */
+int64_t bench_ping(const bopts *o, redisContext *c, long n, double seconds, series *out);
+/* One raw acquire+release pair (SET NX PX + EVALSHA compare-and-delete). */
+int raw_pair(redisContext *c, const char *key, const char *token, const char *sha);
+const char *raw_release_sha(redisContext *c);
+
+int cmd_seq(const bopts *o);
+int cmd_contend(const bopts *o);
+int cmd_waiters(const bopts *o);
+int cmd_renew(const bopts *o);
+int cmd_analyze(const bopts *o, int nfiles, char **files);
+
+/* Contention events: one acquisition each. */
+typedef struct bevent {
+    int32_t worker;
+    int32_t pad;
+    int64_t t_call; /* lock called */
+    int64_t t_acq;  /* lock returned */
+    int64_t t_rel;  /* unlock about to be called ("release issued") */
+} bevent;
+
+/* What one contention run showed. */
+typedef struct cstats {
+    double rt_us;            /* PING median of this run */
+    double ideal_per_s;      /* 1 / (hold + 2 RT) */
+    double acq_per_s;
+    double handoff_p50_us, handoff_p90_us, handoff_p99_us, handoff_max_us;
+    double handoff_p50_rt;
+    double wait_p50_ms, wait_p99_ms, max_wait_ms;
+    double reqs_per_acq, client_cmds_per_acq;
+    long acquisitions, handoffs, self_reacq;
+    long violations, errors;
+} cstats;
+
+/* Prints and records the statistics of an event log: acquisitions/s
+ * against the ideal 1/(hold + 2 RT), handoff latency (unlock issued ->
+ * lock returned, when the next holder is another worker), waits,
+ * fairness, and intervals that overlap (exclusion violations).  Writes
+ * the handoff latencies (µs, one a line) to `handoff_out` if not NULL. */
+void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const char *handoff_out, cstats *st);
+
+int run_contend(const bopts *o, const char *impl, int procs, int threads, double seconds,
+                const char *label, const char *events_out, const char *handoff_out, cstats *st);
+
+#endif

@@ -1,0 +1,102 @@
+# report.awk -- turns bench/results/results.csv (key,value,unit) into the
+# results table of bench/README.md: every dlock figure next to its floor or
+# its peer from the same run, the ratio, the target of issue #4 and whether
+# it was met.  Usage: awk -f report.awk [-v smoke=1] results.csv
+BEGIN { FS = "," }
+{ v[$1] = $2; have[$1] = 1 }
+
+function g(k) { return (k in have) ? v[k] + 0 : -1 }
+function f(x, d) { if (x < 0) return "n/a"; return sprintf("%." d "f", x) }
+function verdict(ok) { return ok ? "MET" : "MISSED" }
+function row(n, what, dl, ref, ratio, target, verd) {
+    printf "| %s | %s | %s | %s | %s | %s | %s |\n", n, what, dl, ref, ratio, target, verd
+}
+
+END {
+    rt = g("floor.ping_p50_us")
+    raw = g("floor.raw_pair_per_s")
+    print "| # | measure | dlock | floor / peers (same run) | ratio | target | verdict |"
+    print "|---|---|---|---|---|---|---|"
+    row("1", "PING round trip, p50 (p10-p90)", "", f(rt, 1) " us (" f(g("floor.ping_p10_us"), 0) "-" f(g("floor.ping_p90_us"), 0) ")", "", "floor", "")
+    row("1", "raw hiredis SET NX PX + EVALSHA del pair", "",
+        f(raw, 0) " pairs/s, p50 " f(g("floor.raw_pair_p50_us"), 1) " us = " f(g("floor.raw_pair_rt"), 2) " RT; server " f(g("floor.raw_pair_server_us"), 1) " us", "", "floor", "")
+    split("lock_unlock trylock_unlock timedlock_unlock", ks, " ")
+    split("lock+unlock trylock+unlock timedlock+unlock", kn, " ")
+    for (i = 1; i <= 3; i++) {
+        k = "seq." ks[i]
+        r = g(k "_vs_raw")
+        row("2", kn[i] " pairs/s, 1 thread, free lock",
+            f(g(k "_per_s"), 0) " (p50 " f(g(k "_p50_us"), 1) " us = " f(g(k "_rt"), 2) " RT; " f(g(k "_server_reqs"), 1) " req; server " f(g(k "_server_us"), 1) " us)",
+            "raw pair " f(raw, 0), f(r, 2) "x (p50: " f(g(k "_vs_raw_p50"), 2) "x)", ">= 0.9x raw", verdict(r >= 0.9))
+    }
+    rec = g("seq.recursive_pair_ns"); rc = g("seq.recursive_client_cmds")
+    row("3", "recursive relock+unlock by the holder", f(rec, 0) " ns, " f(rc, 0) " requests", "PING " f(rt * 1000, 0) " ns", "", "no round trip", verdict(rc == 0 && rec < rt * 1000 / 10))
+
+    for (m = 1; m <= 2; m++) {
+        p = (m == 1) ? "contend.dlock_proc" : "contend.dlock_thread"
+        what = (m == 1) ? "4 processes" : "4 threads, 1 process"
+        n = (m == 1) ? "4" : "5"
+        r = g(p ".vs_ideal")
+        row(n, what ", 1 ms hold: acquisitions/s", f(g(p ".acq_per_s"), 0), "ideal 1/(hold+2RT) = " f(g(p ".ideal_per_s"), 0), f(r, 2) "x", ">= 0.9x ideal", verdict(r >= 0.9))
+        h50 = g(p ".handoff_p50_rt")
+        row(n, what ": handoff p50 (release issued -> next holder)", f(g(p ".handoff_p50_us"), 0) " us = " f(h50, 1) " RT",
+            "", "", "<= 3 RT", verdict(h50 >= 0 && h50 <= 3))
+        h99 = g(p ".handoff_p99_us")
+        row(n, what ": handoff p99 / max", f(h99, 0) " us / " f(g(p ".handoff_max_us"), 0) " us", "", "", "p99 <= 1 ms", verdict(h99 >= 0 && h99 <= 1000))
+        row(n, what ": direct handoff p50/p99 (next holder right after the release)",
+            f(g(p ".direct_handoff_p50_us"), 0) " / " f(g(p ".direct_handoff_p99_us"), 0) " us", "", "", "reported", "")
+        row(n, what ": longest wait; p99 wait; releaser re-takes it; requests/acq",
+            f(g(p ".max_wait_ms"), 1) " ms; " f(g(p ".wait_p99_ms"), 1) " ms; " f(g(p ".self_reacquire_share") * 100, 0) "%; " f(g(p ".server_reqs_per_acq"), 2),
+            "", "", "reported", "")
+    }
+    hp = g("contend.dlock_proc.handoff_p50_us"); ht = g("contend.dlock_thread.handoff_p50_us")
+    row("5", "thread handoff vs process handoff (p50)", f(ht, 0) " us vs " f(hp, 0) " us", "", (hp > 0) ? f(ht / hp, 2) "x" : "n/a", "threads <= processes", verdict(ht >= 0 && hp > 0 && ht <= hp))
+
+    # waiters: the largest and the smallest multi-process point
+    wmax = 0; wmin = 0
+    for (k in have) if (k ~ /^waiters\.[0-9]+\.server_reqs_per_acq$/) {
+        split(k, a, "."); w = a[2] + 0
+        if (w > wmax) wmax = w
+        if (w >= 4 && (wmin == 0 || w < wmin)) wmin = w
+    }
+    if (wmax > 0) {
+        rq = g("waiters." wmax ".server_reqs_per_acq"); rq0 = g("waiters." wmin ".server_reqs_per_acq")
+        row("6", wmax " waiters in 4 processes: server requests/acq (client commands/acq)",
+            f(rq, 2) " (" f(g("waiters." wmax ".client_cmds_per_acq"), 2) ")", wmin " waiters: " f(rq0, 2), "",
+            "<= 4, not growing", verdict(rq >= 0 && rq <= 4 && rq <= rq0 * 1.25 + 0.25))
+        row("6", wmax " waiters: acquisitions/s; handoff p50; longest wait",
+            f(g("waiters." wmax ".acq_per_s"), 0) "; " f(g("waiters." wmax ".handoff_p50_us"), 0) " us; " f(g("waiters." wmax ".max_wait_ms"), 0) " ms",
+            "ideal " f(g("waiters." wmax ".ideal_per_s"), 0), f(g("waiters." wmax ".vs_ideal"), 2) "x", "reported", "")
+    }
+
+    nl = g("renew.locks")
+    rtp = g("renew.round_trips_per_period")
+    row("7", f(nl, 0) " locks held: renewal round trips per lease period (renewals)",
+        f(rtp, 1) " RT (" f(g("renew.renewals_per_period"), 0) ")", "one RT per renewal: " f(g("renew.one_rt_per_lock_would_be"), 0) " RT", "",
+        "grows with batches", verdict(rtp >= 0 && rtp <= nl * 3 / 100))
+    row("7", "renewal CPU per lease period (" f(g("renew.lease_ms"), 0) " ms lease)",
+        "client " f(g("renew.client_cpu_ms_per_period"), 1) " ms, server " f(g("renew.server_cpu_ms_per_period"), 1) " ms", "", "", "reported", (g("renew.lost") == 0) ? "" : "LOCKS LOST")
+    row("8", "memory per held lock", "client " f(g("renew.mem.client_bytes_per_held_lock"), 0) " B (" f(g("renew.mem.client_bytes_per_hold_only"), 0) " B for the hold)",
+        "server " f(g("renew.mem.server_bytes_per_lock"), 0) " B (MEMORY USAGE: lock " f(g("renew.mem.server_memory_usage_lock_key"), 0) " + fence " f(g("renew.mem.server_memory_usage_fence_key"), 0) ")", "", "reported", "")
+
+    if ("seq.redlock.pair_per_s" in have || "seq.redispy.pair_per_s" in have) {
+        dl = g("seq.lock_unlock_per_s")
+        split("redlock redispy", ps, " ")
+        split("node-redlock+ioredis|redis-py Lock", pn, "|")
+        for (i = 1; i <= 2; i++) {
+            pr = g("seq." ps[i] ".pair_per_s")
+            row("9", "sequential pair vs " pn[i], f(dl, 0) " pairs/s", f(pr, 0) " pairs/s (p50 " f(g("seq." ps[i] ".pair_p50_us"), 0) " us)", (pr > 0) ? f(dl / pr, 2) "x" : "n/a", "reported", "")
+        }
+    }
+    split("dlock_proc poll_1ms redlock redispy", cs, " ")
+    split("dlock (4 procs)|naive 1 ms poll (C)|node-redlock defaults|redis-py Lock defaults", cn, "|")
+    for (i = 2; i <= 4; i++) {
+        p = "contend." cs[i]
+        if (!((p ".acq_per_s") in have)) continue
+        row("9", "contended, 4 procs, 1 ms hold: " cn[i],
+            f(g("contend.dlock_proc.acq_per_s"), 0) "/s, handoff p50/p99 " f(g("contend.dlock_proc.handoff_p50_us"), 0) "/" f(g("contend.dlock_proc.handoff_p99_us"), 0) " us, max wait " f(g("contend.dlock_proc.max_wait_ms"), 0) " ms",
+            f(g(p ".acq_per_s"), 0) "/s, handoff p50/p99 " f(g(p ".handoff_p50_us"), 0) "/" f(g(p ".handoff_p99_us"), 0) " us, max wait " f(g(p ".max_wait_ms"), 0) " ms, " f(g(p ".server_reqs_per_acq"), 1) " req/acq",
+            (g(p ".acq_per_s") > 0) ? f(g("contend.dlock_proc.acq_per_s") / g(p ".acq_per_s"), 2) "x" : "n/a", "reported", "")
+    }
+    if (smoke) print "(smoke pass: counts and times are tiny; the figures are not measurements)"
+}

@@ -1,0 +1,95 @@
+/* orphan.c -- holds the server may have that nobody here knows of.
+ *
+ * An acquire whose answer never came (or came garbled) may still have
+ * been granted; an unlock whose answer never came may not have happened.
+ * Either way the server may hold a key under a token no live hold has:
+ * an orphan, which would keep everyone out until its lease ran out.  Such
+ * tokens are remembered here and released as soon as the server answers
+ * again: by the renewal thread, and by the next acquire of the same lock
+ * in this process, which releases it first.  Each hold has its own token,
+ * so releasing an orphan can never end a hold someone took since.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+struct dlock__orphan {
+    dlock__lock *l;
+    char token[DLOCK__OWNER_LEN + 1];
+    int how;            /* DLOCK__REL_* */
+    int busy;           /* a thread is releasing it */
+    unsigned pass;      /* the last release pass that tried it */
+    dlock__mono until;  /* its lease is surely over by then: forget it */
+    struct dlock__orphan *next;
+};
+
+/* Remembers token's possible hold of l.  c->mu held. */
+void dlock__orphan_add(struct dlock_client *c, dlock__lock *l, const char *token, int how, unsigned lease_ms) {
+    struct dlock__orphan *o = calloc(1, sizeof *o);
+    if (o == NULL) return; /* then its lease simply runs out */
+    o->l = l;
+    memcpy(o->token, token, sizeof o->token);
+    o->how = how;
+    o->until = dlock__now() + (dlock__mono)lease_ms * DLOCK__MS;
+    o->next = c->orphans;
+    c->orphans = o;
+    l->users++;
+    dlock__renew_start(c);
+    dlock__renew_kick(c);
+}
+
+/* Tries to release the orphans of l (every lock when l is NULL), one
+ * round trip each, bounded by deadline; stops at the first that gets no
+ * answer (the server is still away).  Returns the time of the next try,
+ * or DLOCK__MONO_NEVER when none is left.  c->mu held; released during
+ * the round trips, while the orphan is marked busy so that no other
+ * thread releases it at the same time. */
+dlock__mono dlock__orphans_release(struct dlock_client *c, dlock__lock *l, dlock__mono deadline) {
+    static const dlock__mono retry = 100 * DLOCK__MS;
+    unsigned pass = ++c->orphan_pass;
+    struct dlock__orphan *o, **pp;
+
+    for (;;) {
+        int rc, released = 0, done;
+        for (o = c->orphans; o != NULL; o = o->next)
+            if ((l == NULL || o->l == l) && !o->busy && o->pass != pass) break;
+        if (o == NULL) break;
+        o->pass = pass;
+        done = dlock__now() >= o->until; /* expired: nothing left to release */
+        if (!done) {
+            o->busy = 1;
+            pthread_mutex_unlock(&c->mu);
+            rc = c->ops->release(c, o->l, o->token, o->how, &released, deadline);
+            pthread_mutex_lock(&c->mu);
+            o->busy = 0;
+            done = rc == 0 || dlock__now() >= o->until;
+            if (released) { /* it was held: waiters may go */
+                o->l->gen++;
+                pthread_cond_broadcast(&o->l->cv);
+            }
+            if (!done) break; /* no answer: the server is still away */
+        }
+        for (pp = &c->orphans; *pp != o; pp = &(*pp)->next)
+            ;
+        *pp = o->next;
+        o->l->users--;
+        dlock__lock_maybe_free(c, o->l);
+        free(o);
+    }
+    for (o = c->orphans; o != NULL; o = o->next)
+        if (l == NULL || o->l == l) return dlock__now() + retry;
+    return DLOCK__MONO_NEVER;
+}
+
+/* Forgets every orphan: in a fork child (the parent deals with them), and
+ * when the client is destroyed. */
+void dlock__orphans_forget(struct dlock_client *c) {
+    while (c->orphans != NULL) {
+        struct dlock__orphan *o = c->orphans;
+        c->orphans = o->next;
+        o->l->users--;
+        free(o);
+    }
+}

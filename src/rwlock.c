@@ -1,0 +1,121 @@
+/* rwlock.c -- dlock_rwlock_*: read-write locks over the lock core.
+ *
+ * The objects only; every ownership decision is the lock core's
+ * (lock.c), which takes a read lock as a shared hold (the readers zset of
+ * the lock) and a write lock as the exclusive hold a mutex takes.  The
+ * policy, writers first, lives in the scripts (scripts.c): a writer that
+ * has to wait registers itself, and readers wait while one is registered.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+#define LIVE_KEY ((uintptr_t)0x72776c6f636ba5a5ull)
+#define DESTROYED ((uintptr_t)0x64656164u)
+#define IMPL_MAGIC 0x72776c6bu
+
+static uintptr_t live_magic(const dlock_rwlock_t *rw) {
+    return (uintptr_t)rw ^ LIVE_KEY;
+}
+
+static int get(const dlock_rwlock_t *rw, dlock__obj **out) {
+    dlock__obj *o = NULL;
+    if (rw == NULL) return dlock__seterr(EINVAL, "rwlock is NULL");
+    if (rw->__magic != live_magic(rw) || (o = rw->__impl) == NULL || o->magic != IMPL_MAGIC)
+        return dlock__seterr(EINVAL, "rwlock is not initialised (or was destroyed)");
+    *out = o;
+    return 0;
+}
+
+DLOCK_API int dlock_rwlock_init(dlock_rwlock_t *rw, const char *name, const dlock_mutexattr_t *a) {
+    dlock__obj *o = NULL;
+    int rc;
+    if (rw == NULL) return dlock__seterr(EINVAL, "rwlock is NULL");
+    if ((rc = dlock__obj_make(rw, name, a, IMPL_MAGIC, &o)) != 0) return rc;
+    /* A relock by the holder is EDEADLK, whatever the attributes say; a
+     * rwlock is never robust (as pthread rwlocks are not). */
+    o->want.type = DLOCK_MUTEX_ERRORCHECK;
+    o->want.robust = 0;
+    rw->__impl = o;
+    memset(rw->__reserved, 0, sizeof rw->__reserved);
+    rw->__magic = live_magic(rw);
+    return 0;
+}
+
+DLOCK_API int dlock_rwlock_destroy(dlock_rwlock_t *rw) {
+    dlock__obj *o = NULL;
+    int rc;
+    if ((rc = get(rw, &o)) != 0) return rc;
+    if ((rc = dlock__obj_destroy(o, rw)) != 0) return rc;
+    rw->__magic = DESTROYED;
+    rw->__impl = NULL;
+    return 0;
+}
+
+static int lock_call(dlock_rwlock_t *rw, int shared, int try, dlock__mono deadline, int bad) {
+    dlock__obj *o = NULL;
+    int rc;
+    if ((rc = get(rw, &o)) != 0) return rc;
+    return dlock__obj_lock(o, shared, try, deadline, bad);
+}
+
+static int timed_call(dlock_rwlock_t *rw, int shared, clockid_t clock, const struct timespec *abstime) {
+    dlock__mono deadline;
+    int rc, bad;
+    if ((rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
+    return lock_call(rw, shared, 0, deadline, bad);
+}
+
+DLOCK_API int dlock_rwlock_rdlock(dlock_rwlock_t *rw) {
+    return lock_call(rw, 1, 0, DLOCK__MONO_NEVER, 0);
+}
+
+DLOCK_API int dlock_rwlock_tryrdlock(dlock_rwlock_t *rw) {
+    return lock_call(rw, 1, 1, 0, 0);
+}
+
+DLOCK_API int dlock_rwlock_timedrdlock(dlock_rwlock_t *rw, const struct timespec *abstime) {
+    return timed_call(rw, 1, CLOCK_REALTIME, abstime);
+}
+
+DLOCK_API int dlock_rwlock_clockrdlock(dlock_rwlock_t *rw, clockid_t clock, const struct timespec *abstime) {
+    return timed_call(rw, 1, clock, abstime);
+}
+
+DLOCK_API int dlock_rwlock_wrlock(dlock_rwlock_t *rw) {
+    return lock_call(rw, 0, 0, DLOCK__MONO_NEVER, 0);
+}
+
+DLOCK_API int dlock_rwlock_trywrlock(dlock_rwlock_t *rw) {
+    return lock_call(rw, 0, 1, 0, 0);
+}
+
+DLOCK_API int dlock_rwlock_timedwrlock(dlock_rwlock_t *rw, const struct timespec *abstime) {
+    return timed_call(rw, 0, CLOCK_REALTIME, abstime);
+}
+
+DLOCK_API int dlock_rwlock_clockwrlock(dlock_rwlock_t *rw, clockid_t clock, const struct timespec *abstime) {
+    return timed_call(rw, 0, clock, abstime);
+}
+
+DLOCK_API int dlock_rwlock_unlock(dlock_rwlock_t *rw) {
+    dlock__obj *o = NULL;
+    int rc;
+    if ((rc = get(rw, &o)) != 0) return rc;
+    return dlock__release(o->c, o->l, 1);
+}
+
+DLOCK_API int dlock_rwlock_holds(const dlock_rwlock_t *rw) {
+    dlock__obj *o = NULL;
+    if (get(rw, &o) != 0) return 0;
+    if (dlock__holds(o->c, o->l, 0, NULL)) return 2;
+    return dlock__holds(o->c, o->l, 1, NULL) ? 1 : 0;
+}
+
+DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock_t *rw) {
+    dlock__obj *o = NULL;
+    uint64_t f = 0;
+    if (get(rw, &o) != 0) return 0;
+    return dlock__holds(o->c, o->l, 1, &f) ? f : 0;
+}
