@@ -166,6 +166,15 @@ DLOCK_API int dlock_rwlock_trywrlock(dlock_rwlock_t *rw);
 DLOCK_API int dlock_rwlock_timedwrlock(dlock_rwlock_t *rw, const struct timespec *abstime);
 DLOCK_API int dlock_rwlock_clockwrlock(dlock_rwlock_t *rw, clockid_t clock, const struct timespec *abstime);
 DLOCK_API int dlock_rwlock_unlock(dlock_rwlock_t *rw);
+/* The general form of the rwlock lock calls: a read (shared) or write
+ * lock, flags DLOCK_F_*, and a deadline on clock (abstime NULL: none).
+ * DLOCK_F_TRY: as tryrdlock / trywrlock.  DLOCK_F_INTR: a signal handler
+ * that runs in the calling thread while it waits ends the call with
+ * EINTR, as flock(2) does (the ordinary calls never give EINTR). */
+#define DLOCK_F_TRY 1
+#define DLOCK_F_INTR 2
+DLOCK_API int dlock_rwlock_xlock(dlock_rwlock_t *rw, int shared, int flags, clockid_t clock,
+                                 const struct timespec *abstime);
 /* 1 if the calling thread holds rw for reading (1) or writing (2), with a
  * valid lease; 0 if not. */
 DLOCK_API int dlock_rwlock_holds(const dlock_rwlock_t *rw);

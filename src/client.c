@@ -442,7 +442,7 @@ void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report
     dlock__held_remove(c, h);
     h->lost = 1;
     h->l->gen++;
-    pthread_cond_broadcast(&h->l->cv);
+    dlock__lock_wake(h->l);
     memset(rep, 0, sizeof *rep);
     if (h->lost_fn != NULL) {
         rep->fn = h->lost_fn;
@@ -497,7 +497,7 @@ void dlock__thread_exiting(dlock__thread *t) {
                 }
                 if (gone) { /* local waiters go and wait for the lease to run out */
                     l->gen++;
-                    pthread_cond_broadcast(&l->cv);
+                    dlock__lock_wake(l);
                 }
             }
         }

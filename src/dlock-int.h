@@ -205,6 +205,7 @@ typedef struct dlock__lock {
     dlock__mono busy_until[2]; /* ...until about then (the holder's lease) */
     uint64_t gen;       /* bumped by every notification that may free it */
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
+    struct dlock__sleeper *sleepers; /* interruptible sleepers (wait.c) */
     int sub_state;      /* DLOCK__SUB_* */
     dlock__mono sub_idle_since;
 
@@ -402,13 +403,19 @@ int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
 int dlock__script_load_all(redisContext *ctx);
 
 /* Waiting (wait.c): the one path every blocking call goes through.
- * Sleeps until l->gen moves past `gen`, `until` passes, or the
- * subscription breaks.  c->mu held (released while sleeping). */
-int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mono until);
+ * Each sleeps with c->mu held (released while sleeping) and returns 0,
+ * ETIMEDOUT when `until` passes, or, when intr is set, EINTR when a
+ * signal handler ran in the calling thread. */
+/* Wakes every thread sleeping on l.  c->mu held. */
+void dlock__lock_wake(dlock__lock *l);
+/* Sleeps until l is woken. */
+int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int intr);
+/* Sleeps until l->gen moves past `gen`. */
+int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mono until, int intr);
 /* Makes sure a release of l will wake us: subscribes and waits for the
- * subscription to be active, or until deadline / the unreachable bound.
- * c->mu held.  0, ETIMEDOUT or ENOLCK. */
-int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
+ * subscription to be active, or until deadline / the unreachable bound
+ * (ENOLCK). */
+int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline, int intr);
 void dlock__wait_done(struct dlock_client *c, dlock__lock *l);
 
 /* Lost holds found by the renewal thread, reported after c->mu is
@@ -424,6 +431,7 @@ typedef struct dlock__lost_report dlock__lost_report;
 /* The lock core (lock.c), shared by mutexes and rwlocks. */
 typedef struct dlock__want {
     int shared;        /* a read lock */
+    int intr;          /* a signal handler ends the wait with EINTR */
     int type;          /* DLOCK_MUTEX_*: what a relock by the holder does */
     int robust;
     unsigned lease_ms;
@@ -458,6 +466,7 @@ int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, 
 void dlock__obj_free(dlock__obj *o);
 int dlock__obj_destroy(dlock__obj *o, const void *obj);
 int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline);
+int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline);
 int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
                        dlock__lock **lp, dlock__want *w);
 void dlock__object_close(struct dlock_client *c, dlock__lock *l);

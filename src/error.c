@@ -24,7 +24,8 @@
     X(ENOTRECOVERABLE, "ENOTRECOVERABLE", "the lock is not recoverable")          \
     X(ENOMEM, "ENOMEM", "out of memory")                                          \
     X(EPROTO, "EPROTO", "the server answered something unexpected")              \
-    X(ESTALE, "ESTALE", "a write with a newer fencing token came first")
+    X(ESTALE, "ESTALE", "a write with a newer fencing token came first")        \
+    X(EINTR, "EINTR", "a signal handler ran while waiting (DLOCK_F_INTR)")
 
 DLOCK_API const char *dlock_strerror(int err) {
     switch (err) {

@@ -95,6 +95,12 @@ static int blocked_locally(const dlock__lock *l) {
     return l->x.owner != NULL && !l->x.lost;
 }
 
+/* EINTR (an interruptible wait met a signal), or another error as is. */
+static int interrupted(const dlock__lock *l, int rc) {
+    if (rc != EINTR) return rc;
+    return dlock__seterr(EINTR, "waiting for '%.64s' was interrupted by a signal", l->name);
+}
+
 static int timed_out(const dlock__lock *l, const char *why) {
     return dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline%s", l->name, why);
 }
@@ -172,15 +178,15 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                 rc = bad_deadline;
                 goto out;
             }
-            if (dlock__wait(c, l, l->gen, deadline) == ETIMEDOUT) {
-                rc = timed_out(l, "");
+            if ((rc = dlock__wait(c, l, l->gen, deadline, w->intr)) != 0) {
+                rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
                 goto out;
             }
             continue;
         }
         if (waiting) {
-            if ((rc = dlock__wait_ready(c, l, deadline)) != 0) {
-                if (rc == ETIMEDOUT) rc = timed_out(l, "");
+            if ((rc = dlock__wait_ready(c, l, deadline, w->intr)) != 0) {
+                rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
                 goto out;
             }
             if (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now())) {
@@ -190,8 +196,9 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                  * answer rather than ask again, so a release costs one
                  * attempt per process, not one per waiting thread. */
                 until = l->trying[k] || l->busy_until[k] > deadline ? deadline : l->busy_until[k];
-                if (dlock__cond_wait_until(&l->cv, &c->mu, until) == ETIMEDOUT && dlock__now() >= deadline) {
-                    rc = timed_out(l, "");
+                rc = dlock__sleep(c, l, until, w->intr);
+                if (rc == EINTR || (rc == ETIMEDOUT && dlock__now() >= deadline)) {
+                    rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
                     goto out;
                 }
                 continue;
@@ -215,7 +222,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         pthread_mutex_lock(&c->mu);
         if (waiting) {
             l->trying[k] = 0;
-            pthread_cond_broadcast(&l->cv);
+            dlock__lock_wake(l);
         }
         if (rc != 0) {
             /* The request may have been granted all the same. */
@@ -266,7 +273,10 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         l->busy_gen[k] = gen;
         l->busy_until[k] = until;
         if (until > deadline) until = deadline;
-        dlock__wait(c, l, gen, until);
+        if ((rc = dlock__wait(c, l, gen, until, w->intr)) == EINTR) {
+            rc = interrupted(l, rc);
+            goto out;
+        }
     }
 out:
     if (waiting) dlock__wait_done(c, l);
@@ -319,7 +329,7 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
     l->users--;
     if (rc != 0) dlock__orphan_add(c, l, token, how, lease); /* release it when the server is back */
     l->gen++; /* released on the server: local waiters try at once */
-    pthread_cond_broadcast(&l->cv);
+    dlock__lock_wake(l);
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
     if (rc != 0) return rc; /* ENOLCK: released later, or its lease runs out */
@@ -455,9 +465,14 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
 
 /* A lock call through an object: counted, so destroy can say EBUSY. */
 int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline) {
+    return dlock__obj_xlock(o, shared, try, 0, deadline, bad_deadline);
+}
+
+int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline) {
     dlock__want w = o->want;
     int rc;
     w.shared = shared;
+    w.intr = intr;
     pthread_mutex_lock(&o->c->mu);
     o->calls++;
     pthread_mutex_unlock(&o->c->mu);

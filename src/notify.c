@@ -46,7 +46,7 @@ static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
     l->sub_state = l->waiters > 0 ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
     if (l->waiters > 0) {
         l->gen++;
-        pthread_cond_broadcast(&l->cv);
+        dlock__lock_wake(l);
     }
     dlock__lock_maybe_free(c, l);
 }
@@ -102,12 +102,12 @@ static void on_message(struct dlock_client *c, redisReply *r) {
     if (l == NULL) return;
     if (strcmp(kind, "message") == 0) {
         l->gen++;
-        pthread_cond_broadcast(&l->cv);
+        dlock__lock_wake(l);
     } else if (strcmp(kind, "subscribe") == 0) {
         if (l->sub_state == DLOCK__SUB_SENT) {
             l->sub_state = DLOCK__SUB_ACTIVE;
             l->sub_idle_since = 0;
-            pthread_cond_broadcast(&l->cv);
+            dlock__lock_wake(l);
         }
     } else if (strcmp(kind, "unsubscribe") == 0) {
         if (l->sub_state == DLOCK__SUB_UNSENT) {

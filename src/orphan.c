@@ -67,7 +67,7 @@ dlock__mono dlock__orphans_release(struct dlock_client *c, dlock__lock *l, dlock
             done = rc == 0 || dlock__now() >= o->until;
             if (released) { /* it was held: waiters may go */
                 o->l->gen++;
-                pthread_cond_broadcast(&o->l->cv);
+                dlock__lock_wake(o->l);
             }
             if (!done) break; /* no answer: the server is still away */
         }

@@ -99,6 +99,17 @@ DLOCK_API int dlock_rwlock_clockwrlock(dlock_rwlock_t *rw, clockid_t clock, cons
     return timed_call(rw, 0, clock, abstime);
 }
 
+DLOCK_API int dlock_rwlock_xlock(dlock_rwlock_t *rw, int shared, int flags, clockid_t clock,
+                                 const struct timespec *abstime) {
+    dlock__mono deadline = DLOCK__MONO_NEVER;
+    dlock__obj *o = NULL;
+    int rc, bad = 0;
+    if ((rc = get(rw, &o)) != 0) return rc;
+    if (flags & ~(DLOCK_F_TRY | DLOCK_F_INTR)) return dlock__seterr(EINVAL, "unknown flags %#x", (unsigned)flags);
+    if (abstime != NULL && (rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
+    return dlock__obj_xlock(o, shared != 0, flags & DLOCK_F_TRY, flags & DLOCK_F_INTR, deadline, bad);
+}
+
 DLOCK_API int dlock_rwlock_unlock(dlock_rwlock_t *rw) {
     dlock__obj *o = NULL;
     int rc;

@@ -10,19 +10,108 @@
  * active before the try and the generation is read before it too, a
  * release that happens after the try always moves the generation: no
  * release is missed.
+ *
+ * Sleeping is on the lock's condition variable, or, for an interruptible
+ * wait (the LD_PRELOAD mode's flock, which must give EINTR when a signal
+ * handler runs, as the system call does), in ppoll on the thread's own
+ * eventfd, which every wake-up of the lock also pokes.
  */
 #include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "dlock-int.h"
 
-int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline) {
+/* An interruptible sleeper, on its lock's list while it sleeps. */
+struct dlock__sleeper {
+    int fd;
+    struct dlock__sleeper *next;
+};
+
+void dlock__lock_wake(dlock__lock *l) {
+    struct dlock__sleeper *s;
+    uint64_t one = 1;
+    pthread_cond_broadcast(&l->cv);
+    for (s = l->sleepers; s != NULL; s = s->next) (void)!write(s->fd, &one, sizeof one);
+}
+
+/* The calling thread's eventfd for interruptible sleeps, made on first
+ * use and closed when the thread exits. */
+static pthread_key_t efd_key;
+static pthread_once_t efd_once = PTHREAD_ONCE_INIT;
+
+static void efd_close(void *p) {
+    close((int)(intptr_t)p - 1);
+}
+
+static void efd_key_make(void) {
+    (void)pthread_key_create(&efd_key, efd_close);
+}
+
+static int thread_efd(void) {
+    intptr_t v;
+    int fd;
+    pthread_once(&efd_once, efd_key_make);
+    v = (intptr_t)pthread_getspecific(efd_key);
+    if (v != 0) return (int)v - 1;
+    if ((fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) return -1;
+    if (pthread_setspecific(efd_key, (void *)(intptr_t)(fd + 1)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int intr) {
+    struct dlock__sleeper me, **pp;
+    struct timespec ts, *tsp = NULL;
+    struct pollfd pfd;
+    sigset_t mask;
+    uint64_t v;
+    int rc, fd;
+
+    if (!intr) {
+        rc = dlock__cond_wait_until(&l->cv, &c->mu, until);
+        return rc == ETIMEDOUT ? ETIMEDOUT : 0;
+    }
+    if ((fd = thread_efd()) < 0) return dlock__seterr(EAGAIN, "cannot create an eventfd");
+    if (until != DLOCK__MONO_NEVER) {
+        dlock__mono left = until - dlock__now();
+        if (left <= 0) return ETIMEDOUT;
+        dlock__mono_to_ts(left, &ts);
+        tsp = &ts;
+    }
+    while (read(fd, &v, sizeof v) == (ssize_t)sizeof v) /* stale wake-ups */
+        ;
+    me.fd = fd;
+    me.next = l->sleepers;
+    l->sleepers = &me;
+    pthread_mutex_unlock(&c->mu);
+    pthread_sigmask(SIG_SETMASK, NULL, &mask); /* the caller's own mask */
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    rc = ppoll(&pfd, 1, tsp, &mask);
+    rc = rc < 0 && errno == EINTR ? EINTR : rc == 0 ? ETIMEDOUT : 0;
+    pthread_mutex_lock(&c->mu);
+    for (pp = &l->sleepers; *pp != &me; pp = &(*pp)->next)
+        ;
+    *pp = me.next;
+    return rc;
+}
+
+int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline, int intr) {
     dlock__mono bound = dlock__unreachable_deadline(c);
     int rc;
 
     for (;;) {
         if (l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected) return 0;
         if ((rc = dlock__notify_want(c, l)) != 0) return rc;
-        rc = dlock__cond_wait_until(&l->cv, &c->mu, deadline < bound ? deadline : bound);
+        rc = dlock__sleep(c, l, deadline < bound ? deadline : bound, intr);
+        if (rc == EINTR) return EINTR;
         if (rc == ETIMEDOUT) {
             if (l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected) return 0;
             if (deadline <= bound && dlock__now() >= deadline) return ETIMEDOUT;
@@ -33,15 +122,17 @@ int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadli
     }
 }
 
-int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mono until) {
+int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mono until, int intr) {
     while (l->gen == gen) {
-        if (dlock__cond_wait_until(&l->cv, &c->mu, until) == ETIMEDOUT) return ETIMEDOUT;
+        int rc = dlock__sleep(c, l, until, intr);
+        if (rc != 0) return rc;
     }
     return 0;
 }
 
 void dlock__wait_done(struct dlock_client *c, dlock__lock *l) {
-    (void)c;
-    if (l->waiters > 0 && --l->waiters == 0) l->sub_idle_since = dlock__now();
-    dlock__notify_poke(c); /* the subscriber starts the linger clock */
+    if (l->waiters > 0 && --l->waiters == 0) {
+        l->sub_idle_since = dlock__now();
+        dlock__notify_poke(c); /* the subscriber starts the linger clock */
+    }
 }
