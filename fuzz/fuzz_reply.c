@@ -53,6 +53,7 @@ static void check(const redisReply *r, int depth) {
             if (acq.fence == 0) abort();
             break;
         case DLOCK__ACQ_BUSY:
+        case DLOCK__ACQ_HELDBACK:
             if (acq.pttl_ms < -2 || acq.pttl_ms > (int64_t)DLOCK_LEASE_MAX_MS * 2) abort();
             break;
         case DLOCK__ACQ_NOTRECOVERABLE:

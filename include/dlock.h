@@ -61,6 +61,8 @@ typedef struct dlock_config {
     unsigned unreachable_ms;     /* ENOLCK after the server is unreachable this long; 0: 5000 */
     unsigned drift_ms;           /* clock-drift margin taken off every lease; 0: 2 + lease/100 */
     unsigned restart_guard_ms;   /* after the server lost its data, grant nothing for this long; 0: off */
+    int handoff_ms;              /* a releaser waits this long before retaking a lock others wait for;
+                                    0: 5, negative: off */
 } dlock_config_t;
 
 DLOCK_API void dlock_config_init(dlock_config_t *cfg);

@@ -40,8 +40,8 @@ static const char *host_name(void) {
     return host;
 }
 
-/* Fills args[0..6] with the lock's keys (DLOCK__K_* order) and the
- * deployment's epoch key; returns 6. */
+/* Fills args with the lock's keys (DLOCK__K_* order) and the
+ * deployment's epoch key; returns their number. */
 static int lock_keys(struct dlock_client *c, const dlock__lock *l, const char **args, size_t *lens) {
     int i;
     for (i = 0; i < DLOCK__NKEYS; i++) {
@@ -69,7 +69,7 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     ARG(lease);
     ARG(guard);
     if (!(flags & DLOCK__F_SHARED)) {
-        snprintf(pid, sizeof pid, "%ld", (long)getpid());
+        snprintf(pid, sizeof pid, "%ld", (long)dlock__pid());
         snprintf(tid, sizeof tid, "%lu", self ? self->tid : 0ul);
         ARG(host_name());
         ARG(pid);
@@ -90,15 +90,21 @@ static const char *const release_how[] = { "plain", "clean", "inconsistent", "de
 
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
                           int *released, dlock__mono deadline) {
-    const char *args[DLOCK__NKEYS + 4];
-    size_t lens[DLOCK__NKEYS + 4];
+    const char *args[DLOCK__NKEYS + 6];
+    size_t lens[DLOCK__NKEYS + 6];
+    char ident[320], win[16];
+    dlock__thread *self = dlock__self_peek();
     redisReply *r;
     int nk = lock_keys(c, l, args, lens), rc;
 
+    snprintf(ident, sizeof ident, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
+    snprintf(win, sizeof win, "%u", c->conf.handoff_ms);
     args[nk] = token; lens[nk] = strlen(token);
     args[nk + 1] = l->key; lens[nk + 1] = l->keylen; /* the release channel */
     args[nk + 2] = release_how[how]; lens[nk + 2] = strlen(release_how[how]);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, nk, nk + 3, args, lens)) != 0) return rc;
+    args[nk + 3] = ident; lens[nk + 3] = strlen(ident);
+    args[nk + 4] = win; lens[nk + 4] = strlen(win);
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, nk, nk + 5, args, lens)) != 0) return rc;
     if (dlock__flag_parse(r, released) != 0) rc = bad_reply(c, "release", r);
     freeReplyObject(r);
     return rc;
@@ -149,6 +155,8 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
         if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, 2, 5, args, lens) != 0)
             return dlock__seterr(ENOMEM, "out of memory");
     }
+    if (dlock__conn_flush(ctx) != 0)
+        return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
     for (i = 0; i < n; i++) {
         void *p = NULL;
         redisReply *r;

@@ -60,6 +60,7 @@ static void fork_child(void) {
         if (c->sub_wakefd >= 0) close(c->sub_wakefd);
         c->sub_wakefd = -1;
         c->renew_running = c->renew_stop = 0;
+        c->renew_wake = 0;
         c->sub_running = c->sub_stop = 0;
         c->sub_connected = 0;
         c->sub_down_since = 0;
@@ -347,7 +348,7 @@ static void lock_free(dlock__lock *l) {
 
 /* Makes the keys of a lock (see DLOCK__K_*), in one buffer. */
 static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_t namelen) {
-    static const char *const suffix[DLOCK__NKEYS] = { "", ":fence", ":state", ":readers", ":writers" };
+    static const char *const suffix[DLOCK__NKEYS] = { "", ":fence", ":state", ":readers", ":writers", ":handoff" };
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;
     for (i = 0; i < DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
@@ -425,8 +426,14 @@ void dlock__held_add(struct dlock_client *c, dlock__hold *h) {
     if (c->held != NULL) c->held->held_prev = h;
     c->held = h;
     c->nheld++;
+    c->renew_tick = (dlock__mono)(h->lease_ms / 6) * DLOCK__MS;
+    c->renew_idle_until = h->acquired + 10000 * DLOCK__MS;
     dlock__renew_start(c);
-    dlock__renew_kick(c);
+    /* Wake the renewal thread only if it would sleep past this hold's
+     * first renewal (a thread switch per acquire would cost more than
+     * the acquire's own work). */
+    if (c->renew_wake != 0 && h->renew_at - (dlock__mono)(h->lease_ms / 6) * DLOCK__MS < c->renew_wake)
+        dlock__renew_kick(c);
 }
 
 void dlock__held_remove(struct dlock_client *c, dlock__hold *h) {

@@ -12,7 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
+#include <stdio.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -29,6 +30,46 @@ static struct timeval ms_tv(unsigned ms) {
     return tv;
 }
 
+/* ----------------------------------------------------------- transport
+ *
+ * hiredis formats requests and parses answers; dlock writes the bytes
+ * itself, with send(MSG_NOSIGNAL): hiredis's write() would raise SIGPIPE
+ * on a socket the server closed, whose default action kills the host
+ * program.  (This is also the seam where TLS will go: hiredis 0.14 has
+ * none.)  Reading stays hiredis's: read() raises no signal. */
+
+static int send_all(redisContext *ctx, const char *buf, size_t len) {
+    while (len > 0) {
+        ssize_t n = send(ctx->fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "send: %s",
+                     errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" : strerror(errno));
+            ctx->err = REDIS_ERR_IO;
+            return -1;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int dlock__conn_flush(redisContext *ctx) {
+    int rc;
+    if (ctx->err) return -1;
+    rc = send_all(ctx, ctx->obuf, sdslen(ctx->obuf));
+    sdsclear(ctx->obuf);
+    return rc;
+}
+
+redisReply *dlock__conn_cmd(redisContext *ctx, int argc, const char **argv, const size_t *lens) {
+    void *reply = NULL;
+    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK || dlock__conn_flush(ctx) != 0 ||
+        redisGetReply(ctx, &reply) != REDIS_OK)
+        return NULL;
+    return reply;
+}
+
 /* AUTH and SELECT on a fresh connection.  EACCES when the server refuses
  * the credentials: a configuration error that retrying cannot mend (the
  * message already says ENOLCK, which is what the caller returns). */
@@ -43,7 +84,7 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
         argv[argc] = "AUTH"; lens[argc++] = 4;
         if (cf->user != NULL) { argv[argc] = cf->user; lens[argc++] = strlen(cf->user); }
         argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
-        r = redisCommandArgv(ctx, argc, argv, lens);
+        r = dlock__conn_cmd(ctx, argc, argv, lens);
         if (r == NULL) return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             /* the server's message names neither the password nor the user's secret */
@@ -54,7 +95,11 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
         freeReplyObject(r);
     }
     if (cf->db != 0) {
-        r = redisCommand(ctx, "SELECT %d", cf->db);
+        char db[16];
+        const char *argv[2] = { "SELECT", db };
+        size_t lens[2] = { 6, 0 };
+        lens[1] = (size_t)snprintf(db, sizeof db, "%d", cf->db);
+        r = dlock__conn_cmd(ctx, 2, argv, lens);
         if (r == NULL) return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             dlock__seterr(ENOLCK, "%s: SELECT %d refused: %.200s", cf->redacted_url, cf->db, r->str);
@@ -209,38 +254,6 @@ void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken) {
 
 /* ------------------------------------------------------------ commands */
 
-/* hiredis writes with write(): on a socket the server has closed that
- * raises SIGPIPE, whose default action would kill the host program.  A
- * command therefore runs with SIGPIPE blocked in the calling thread, and
- * a SIGPIPE it raised is consumed before the mask is restored (one that
- * was already pending is left for the program).  Background threads run
- * with every signal blocked anyway. */
-typedef struct sigpipe_guard {
-    sigset_t old;
-    int was_pending;
-} sigpipe_guard;
-
-static void sigpipe_block(sigpipe_guard *g) {
-    sigset_t pipe, pending;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    sigpending(&pending);
-    g->was_pending = sigismember(&pending, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, &g->old);
-}
-
-static void sigpipe_restore(sigpipe_guard *g) {
-    sigset_t pipe, pending;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    if (!g->was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-        static const struct timespec zero = { 0, 0 };
-        while (sigtimedwait(&pipe, NULL, &zero) == -1 && errno == EINTR)
-            ;
-    }
-    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
-}
-
 /* A reply is awaited no longer than the command timeout, nor past the
  * caller's deadline -- but at least REPLY_FLOOR_MS, so that a command
  * sent at its deadline is really tried. */
@@ -273,7 +286,7 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
     for (tries = 0;; tries++) {
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
         set_timeout(c, cn, deadline);
-        r = redisCommandArgv(cn->ctx, argc, argv, argvlen);
+        r = dlock__conn_cmd(cn->ctx, argc, argv, argvlen);
         if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {
             /* More bytes than one answer: the connection is out of step
              * with its requests, and every later answer on it would be
@@ -315,11 +328,6 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
 
 int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
                    int argc, const char **argv, const size_t *argvlen) {
-    sigpipe_guard g;
-    int rc;
     *out = NULL;
-    sigpipe_block(&g);
-    rc = command(c, out, deadline, argc, argv, argvlen);
-    sigpipe_restore(&g);
-    return rc;
+    return command(c, out, deadline, argc, argv, argvlen);
 }

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
 
 #include "dlock.h"
 
@@ -84,6 +85,7 @@ typedef struct dlock__conf {
     unsigned unreachable_ms;
     unsigned drift_ms; /* 0: 2 + lease/100 */
     unsigned restart_guard_ms; /* 0: off; see acquire_lua */
+    unsigned handoff_ms;       /* 0: off; see release_lua */
 } dlock__conf;
 
 /* Parses url (NULL: $DLOCK_URL or the default) and cfg into conf.
@@ -115,6 +117,8 @@ typedef struct dlock__thread {
     struct dlock__thread *next, *prev; /* every live identity (token.c) */
 } dlock__thread;
 
+/* getpid(), cached (and refreshed in a fork child). */
+pid_t dlock__pid(void);
 /* Fills buf with n bytes from RAND_bytes (serialised against fork). */
 int dlock__random(unsigned char *buf, int n);
 /* The calling thread's owner identity; NULL (with the error set) only when
@@ -149,6 +153,7 @@ enum {
     DLOCK__K_STATE,   /* <prefix>{<name>}:state    robust marker: held / notrecoverable */
     DLOCK__K_READERS, /* <prefix>{<name>}:readers  zset: shared holders' tokens by expiry */
     DLOCK__K_WRITERS, /* <prefix>{<name>}:writers  zset: waiting writers' tokens by expiry */
+    DLOCK__K_HANDOFF, /* <prefix>{<name>}:handoff  host:pid:tid of a releaser held back */
     DLOCK__NKEYS
 };
 
@@ -230,7 +235,8 @@ enum {
     DLOCK__ACQ_BUSY,
     DLOCK__ACQ_MINE,
     DLOCK__ACQ_OWNERDEAD,     /* acquired; the last robust holder died */
-    DLOCK__ACQ_NOTRECOVERABLE /* not acquired: robust and unrecoverable */
+    DLOCK__ACQ_NOTRECOVERABLE, /* not acquired: robust and unrecoverable */
+    DLOCK__ACQ_HELDBACK  /* not acquired: this thread just released it to waiters */
 };
 
 /* Acquire flags. */
@@ -314,6 +320,9 @@ struct dlock_client {
     int renew_running, renew_stop;
     pthread_t renew_thread;
     pthread_cond_t renew_cv;
+    dlock__mono renew_wake;  /* when the sleeping renewal thread wakes; 0 awake */
+    dlock__mono renew_idle_until; /* keep ticking, with no holds, until then */
+    dlock__mono renew_tick;  /* ...every this long (a sixth of the last lease) */
     dlock__conn *renew_conn; /* owned by the renewal thread */
     struct dlock__pending *renew_pend; /* its batch buffers, renew_cap long */
     dlock__renewal *renew_rn;
@@ -350,6 +359,11 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
 void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken);
 /* Is r an error that means "not now" (LOADING, BUSY...)? */
 int dlock__not_ready(const redisReply *r);
+/* The transport (conn.c): one request and its answer, NULL when the
+ * connection failed (ctx->errstr says why); and sending what was appended
+ * to ctx's output buffer.  Both write with MSG_NOSIGNAL: never SIGPIPE. */
+redisReply *dlock__conn_cmd(redisContext *ctx, int argc, const char **argv, const size_t *lens);
+int dlock__conn_flush(redisContext *ctx);
 /* Closes every idle connection. */
 void dlock__pool_flush(struct dlock_client *c);
 

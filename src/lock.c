@@ -237,7 +237,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                                "an administrator must reset it", l->name);
             goto out;
         }
-        if (acq.status != DLOCK__ACQ_BUSY) {
+        if (acq.status != DLOCK__ACQ_BUSY && acq.status != DLOCK__ACQ_HELDBACK) {
             /* ACQUIRED, OWNERDEAD, or MINE: an earlier attempt of this
              * very call got the lock but its answer was lost (the token
              * is the call's own; the script re-leased it). */
@@ -270,8 +270,10 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
         if (acq.pttl_ms == -2) continue; /* expired between the calls */
         until = acq.pttl_ms >= 0 ? now + (acq.pttl_ms + 1) * DLOCK__MS : now + 1000 * DLOCK__MS;
-        l->busy_gen[k] = gen;
-        l->busy_until[k] = until;
+        if (acq.status == DLOCK__ACQ_BUSY) { /* true for every thread here: share it */
+            l->busy_gen[k] = gen;
+            l->busy_until[k] = until;
+        }
         if (until > deadline) until = deadline;
         if ((rc = dlock__wait(c, l, gen, until, w->intr)) == EINTR) {
             rc = interrupted(l, rc);

@@ -141,7 +141,7 @@ static void *sub_main(void *arg) {
     while (!c->sub_stop) {
         struct pollfd pfd[2];
         struct sweep s;
-        int timeout_ms, done = 0;
+        int timeout_ms;
 
         if (c->sub_conn == NULL) {
             dlock__conn *cn = NULL;
@@ -182,9 +182,7 @@ static void *sub_main(void *arg) {
         pthread_mutex_unlock(&c->mu);
 
         /* Write what the sweep queued, then wait for answers or a poke. */
-        while (!s.err && !done) {
-            if (redisBufferWrite(s.ctx, &done) != REDIS_OK) s.err = 1;
-        }
+        if (!s.err && dlock__conn_flush(s.ctx) != 0) s.err = 1;
         if (!s.err) {
             pfd[0].fd = s.ctx->fd;
             pfd[0].events = POLLIN;

@@ -121,9 +121,20 @@ static void *renew_main(void *arg) {
             dlock__mono o = dlock__orphans_release(c, NULL, dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
             if (o < next) next = o;
         }
+        if (c->held == NULL && now < c->renew_idle_until && now + c->renew_tick < next) {
+            /* Locks were taken lately: keep waking every sixth of a lease
+             * for a while, so that a new hold's first renewal is always
+             * seen in time without kicking this thread at every acquire
+             * (that wake-up would cost more than the acquire itself). */
+            next = now + c->renew_tick;
+        }
         if (n == 0) {
             /* (c->mu was released above: a stop may have come meanwhile) */
-            if (nrep == 0 && !c->renew_stop) dlock__cond_wait_until(&c->renew_cv, &c->mu, next);
+            if (nrep == 0 && !c->renew_stop) {
+                c->renew_wake = next; /* new holds due earlier kick us */
+                dlock__cond_wait_until(&c->renew_cv, &c->mu, next);
+                c->renew_wake = 0;
+            }
             continue;
         }
         valid = DLOCK__MONO_NEVER;

@@ -45,9 +45,10 @@ int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
         out->status = DLOCK__ACQ_NOTRECOVERABLE;
         return 0;
     case 0: /* busy, with the holder's PTTL (-1 no expiry, -2 just gone) */
+    case 5: /* held back after a release, for that long */
         if (v->type != REDIS_REPLY_INTEGER || v->integer < -2 || v->integer > (long long)DLOCK_LEASE_MAX_MS * 2)
             return -1;
-        out->status = DLOCK__ACQ_BUSY;
+        out->status = st->integer == 0 ? DLOCK__ACQ_BUSY : DLOCK__ACQ_HELDBACK;
         out->pttl_ms = v->integer;
         return 0;
     default:

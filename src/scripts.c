@@ -24,8 +24,8 @@
 #include "dlock-int.h"
 
 /* Every lock script takes the same KEYS, in the order of DLOCK__K_*
- * (lock, fence, state, readers, writers) and then the deployment's epoch
- * key; each uses the ones it needs.
+ * (lock, fence, state, readers, writers, handoff) and then the
+ * deployment's epoch key; each uses the ones it needs.
  *
  * The prelude of the acquire scripts.  ARGV[1] token, ARGV[2] lease ms,
  * ARGV[3] restart guard ms ("0": off).  It reads the server's clock once
@@ -48,22 +48,25 @@
     "local lease = tonumber(ARGV[2])\n"                                           \
     "local guard = tonumber(ARGV[3])\n"                                           \
     "if guard > 0 then\n"                                                         \
-    "  local nb = tonumber(redis.call('GET', KEYS[6]) or '')\n"                   \
+    "  local nb = tonumber(redis.call('GET', KEYS[7]) or '')\n"                   \
     "  if not nb then\n"                                                          \
     "    nb = now + guard\n"                                                      \
-    "    redis.call('SET', KEYS[6], string.format('%.0f', nb))\n"                 \
+    "    redis.call('SET', KEYS[7], string.format('%.0f', nb))\n"                 \
     "  end\n"                                                                     \
     "  if now < nb then return {0, nb - now} end\n"                               \
     "end\n"                                                                       \
     "local function fence()\n"                                                    \
     "  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                     \
-    "  local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"           \
-    "  if last >= f then f = last + 1 end\n"                                      \
     "  local fs = string.format('%.0f', f)\n"                                     \
-    "  redis.call('SET', KEYS[2], fs, 'PX', 3600000)\n"                           \
+    "  local last = tonumber(redis.call('SET', KEYS[2], fs, 'PX', 3600000, 'GET') or '0') or 0\n" \
+    "  if last >= f then\n"                                                       \
+    "    fs = string.format('%.0f', last + 1)\n"                                  \
+    "    redis.call('SET', KEYS[2], fs, 'PX', 3600000)\n"                         \
+    "  end\n"                                                                     \
     "  return fs\n"                                                               \
     "end\n"                                                                       \
     "local function live(z)\n"                                                    \
+    "  if redis.call('EXISTS', z) == 0 then return nil end\n"                     \
     "  redis.call('ZREMRANGEBYSCORE', z, '-inf', now)\n"                          \
     "  local r = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')\n"                 \
     "  if #r > 0 then return tonumber(r[2]) end\n"                                \
@@ -75,11 +78,17 @@
 
 /* Exclusive acquire (mutex, write lock).  ARGV[4] host, [5] pid, [6] tid,
  * [7] robust ("1"/"0"), [8] wait ("1": the caller will wait, so register
- * it as a waiting writer, which holds new readers back).
+ * it as a waiting writer, which holds new readers back, and tells a
+ * releaser that someone waits).  A thread that has just released the
+ * lock while others waited is held back for the handoff window (see
+ * release_lua), so that a waiter, which has to be woken first, gets its
+ * turn instead of the releaser taking the lock straight back.
  * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
  * holder died holding it (EOWNERDEAD); {2, fence} already held by this
  * token (an earlier attempt whose answer was lost; the lease starts
  * again); {0, ms} held by another (a writer, or readers) for about ms;
+ * {5, ms} free, but this thread released it while others waited and is
+ * held back for ms (a call that waits; trylock is never held back);
  * {3, 0} robust and not recoverable.  Only robust acquirers read or write
  * the state key. */
 static const char acquire_lua[] =
@@ -96,11 +105,18 @@ static const char acquire_lua[] =
     "  return {2, redis.call('HGET', KEYS[1], 'fence')}\n"
     "end\n"
     "local wait = nil\n"
+    "local rw = false\n"
     "if owner then\n"
     "  wait = redis.call('PTTL', KEYS[1])\n"
-    "else\n"
+    "elseif redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) > 0 then\n"
+    "  rw = true\n"
     "  local r = live(KEYS[4])\n"
     "  if r then wait = r - now end\n"
+    "  if not wait and ARGV[8] == '1' and redis.call('GET', KEYS[6]) == ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6] then\n"
+    "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
+    "    keep(KEYS[5], 2 * lease)\n"
+    "    return {5, redis.call('PTTL', KEYS[6])}\n"
+    "  end\n"
     "end\n"
     "if wait then\n"
     "  if ARGV[8] == '1' then\n"
@@ -109,7 +125,7 @@ static const char acquire_lua[] =
     "  end\n"
     "  return {0, wait}\n"
     "end\n"
-    "redis.call('ZREM', KEYS[5], ARGV[1])\n"
+    "if rw then redis.call('ZREM', KEYS[5], ARGV[1]) end\n"
     "local fs = fence()\n"
     "redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'host', ARGV[4],\n"
     "           'pid', ARGV[5], 'tid', ARGV[6], 'since', string.format('%.0f', now))\n"
@@ -141,8 +157,10 @@ static const char acquire_shared_lua[] =
     "keep(KEYS[4], 2 * lease)\n"
     "return {1, fence()}\n";
 
-/* ARGV: token, channel, how.  Ends the token's hold and wakes the waiters;
- * 1 if released, 0 if the token did not hold it.  how: "plain" (not
+/* ARGV: token, channel, how, releaser (host:pid:tid), handoff window ms.
+ * Ends the token's hold and wakes the waiters; 1 if released, 0 if the
+ * token did not hold it.  When writers wait, the releasing thread is held
+ * back from the lock for the handoff window (acquire_lua).  how: "plain" (not
  * robust), "clean" (robust: forget the marker), "inconsistent" (robust,
  * unlocked after EOWNERDEAD without consistent: unrecoverable for
  * everyone), "dead" (robust, the holder died: the next acquirer gets
@@ -159,6 +177,12 @@ static const char release_lua[] =
     "  redis.call('DEL', KEYS[1])\n"
     "  if ARGV[3] == 'clean' then redis.call('DEL', KEYS[3])\n"
     "  elseif ARGV[3] == 'inconsistent' then redis.call('SET', KEYS[3], 'notrecoverable') end\n"
+    "  local win = tonumber(ARGV[5])\n"
+    "  if win > 0 and redis.call('EXISTS', KEYS[5]) == 1 then\n"
+    "    local t = redis.call('TIME')\n"
+    "    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))\n"
+    "    if redis.call('ZCARD', KEYS[5]) > 0 then redis.call('SET', KEYS[6], ARGV[4], 'PX', win) end\n"
+    "  end\n"
     "  redis.call('PUBLISH', ARGV[2], 'released')\n"
     "  return 1\n"
     "end\n"
@@ -192,7 +216,7 @@ static const char renew_lua[] =
  * if the lock was held. */
 static const char reset_lua[] =
     "local held = redis.call('DEL', KEYS[1]) + redis.call('DEL', KEYS[4])\n"
-    "redis.call('DEL', KEYS[5])\n"
+    "redis.call('DEL', KEYS[5], KEYS[6])\n"
     "if ARGV[2] == 'reset' then redis.call('DEL', KEYS[3]) end\n"
     "redis.call('PUBLISH', ARGV[1], 'released')\n"
     "if held > 0 then return 1 end\n"
@@ -311,7 +335,9 @@ int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
 int dlock__script_load_all(redisContext *ctx) {
     int i;
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
-        redisReply *r = redisCommand(ctx, "SCRIPT LOAD %s", bodies[i]);
+        const char *argv[3] = { "SCRIPT", "LOAD", bodies[i] };
+        size_t lens[3] = { 6, 4, strlen(bodies[i]) };
+        redisReply *r = dlock__conn_cmd(ctx, 3, argv, lens);
         int ok = r != NULL && r->type == REDIS_REPLY_STRING;
         if (r) freeReplyObject(r);
         if (!ok) return -1;

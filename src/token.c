@@ -34,6 +34,19 @@ static dlock__thread *all;
  * the fork handlers hold across fork. */
 static pthread_mutex_t rand_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* The process id, cached: getpid() is a system call, and the lock path
+ * asks for it several times.  A fork child refreshes it. */
+static pid_t cached_pid;
+
+pid_t dlock__pid(void) {
+    pid_t p = __atomic_load_n(&cached_pid, __ATOMIC_RELAXED);
+    if (p == 0) {
+        p = getpid();
+        __atomic_store_n(&cached_pid, p, __ATOMIC_RELAXED);
+    }
+    return p;
+}
+
 static void all_lock(void) { pthread_mutex_lock(&all_mu); }
 static void all_unlock(void) { pthread_mutex_unlock(&all_mu); }
 static void fork_prepare(void) {
@@ -43,6 +56,10 @@ static void fork_prepare(void) {
 static void fork_after(void) {
     pthread_mutex_unlock(&all_mu);
     pthread_mutex_unlock(&rand_mu);
+}
+static void fork_child(void) {
+    cached_pid = getpid();
+    fork_after();
 }
 
 static void all_add(dlock__thread *t) {
@@ -64,14 +81,14 @@ static void all_remove(dlock__thread *t) {
 
 static void self_destroy(void *p) {
     dlock__thread *t = p;
-    if (t->pid == getpid()) dlock__thread_exiting(t);
+    if (t->pid == dlock__pid()) dlock__thread_exiting(t);
     all_remove(t);
     free(t);
 }
 
 static void self_key_make(void) {
     self_key_err = pthread_key_create(&self_key, self_destroy);
-    pthread_atfork(fork_prepare, fork_after, fork_after);
+    pthread_atfork(fork_prepare, fork_after, fork_child);
 }
 
 int dlock__random(unsigned char *buf, int n) {
@@ -87,7 +104,7 @@ dlock__thread *dlock__self_peek(void) {
     dlock__thread *t;
     if (pthread_once(&self_once, self_key_make) != 0 || self_key_err != 0) return NULL;
     t = pthread_getspecific(self_key);
-    return (t != NULL && t->pid == getpid()) ? t : NULL;
+    return (t != NULL && t->pid == dlock__pid()) ? t : NULL;
 }
 
 dlock__thread *dlock__self(int *err) {
@@ -101,7 +118,7 @@ dlock__thread *dlock__self(int *err) {
         return NULL;
     }
     old = pthread_getspecific(self_key);
-    if (old != NULL && old->pid == getpid()) return old;
+    if (old != NULL && old->pid == dlock__pid()) return old;
     if (dlock__random(raw, (int)sizeof raw) != 0) {
         *err = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random token for this thread");
         return NULL;
@@ -117,7 +134,7 @@ dlock__thread *dlock__self(int *err) {
     }
     t->token[DLOCK__TOKEN_HEX] = '\0';
     t->tid = (unsigned long)syscall(SYS_gettid);
-    t->pid = getpid();
+    t->pid = dlock__pid();
     if (pthread_setspecific(self_key, t) != 0) {
         free(t);
         *err = dlock__seterr(ENOMEM, "out of memory");

@@ -3,7 +3,7 @@
  * Accepted now:  redis://[user:password@]host[:port][/db][?param=value&...]
  * with host a name, an IPv4 address or [an IPv6 address].  Parameters:
  * connect_timeout_ms, command_timeout_ms, unreachable_ms, drift_ms,
- * restart_guard_ms, prefix.
+ * restart_guard_ms, handoff_ms, prefix.
  * Every message this file produces names the URL in its redacted form:
  * a password never reaches an error, a log or the output.
  */
@@ -108,12 +108,14 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
         { "unreachable_ms", &conf->unreachable_ms, 86400000 },
         { "drift_ms", &conf->drift_ms, 60000 },
         { "restart_guard_ms", &conf->restart_guard_ms, 86400000 },
+        { "handoff_ms", &conf->handoff_ms, 60000 },
     };
     size_t i;
     for (i = 0; i < sizeof num / sizeof num[0]; i++) {
         if (kn == strlen(num[i].name) && memcmp(k, num[i].name, kn) == 0) {
             if (parse_uint(v, vn, num[i].max, &x) != 0 || (x == 0 && num[i].field != &conf->drift_ms &&
-                                                                  num[i].field != &conf->restart_guard_ms))
+                                                                  num[i].field != &conf->restart_guard_ms &&
+                                                                  num[i].field != &conf->handoff_ms))
                 return dlock__seterr(EINVAL, "URL %s: %s wants a number from 1 to %lu",
                                      red, num[i].name, num[i].max);
             *num[i].field = (unsigned)x;
@@ -279,6 +281,7 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
     conf->unreachable_ms = cfg && cfg->unreachable_ms ? cfg->unreachable_ms : 5000;
     conf->drift_ms = cfg ? cfg->drift_ms : 0;
     conf->restart_guard_ms = cfg ? cfg->restart_guard_ms : 0;
+    conf->handoff_ms = !cfg || cfg->handoff_ms == 0 ? 5 : cfg->handoff_ms < 0 ? 0 : (unsigned)cfg->handoff_ms;
     if ((rc = parse_url(conf, url)) != 0) goto fail;
     return 0;
 fail:
