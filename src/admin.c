@@ -135,7 +135,7 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
         size_t lens[6], i;
         redisReply *r;
         for (i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
-        if ((rc = dlock__command(c, &r, dlock__unreachable_deadline(c), 6, argv, lens)) != 0) break;
+        if ((rc = dlock__command(c, &r, dlock__unreachable_deadline(c), 0, 6, argv, lens)) != 0) break;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
             r->element[0]->len >= sizeof cursor || r->element[1]->type != REDIS_REPLY_ARRAY) {
             rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", c->conf.redacted_url);

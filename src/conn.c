@@ -276,17 +276,19 @@ int dlock__not_ready(const redisReply *r) {
 }
 #define not_ready dlock__not_ready
 
-static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
+static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen) {
     dlock__conn *cn;
     redisReply *r;
-    int rc, tries, stale;
+    int rc, tries, stale, sent;
     unsigned backoff_ms = 10;
 
     for (tries = 0;; tries++) {
+        void *p = NULL;
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
         set_timeout(c, cn, deadline);
-        r = dlock__conn_cmd(cn->ctx, argc, argv, argvlen);
+        sent = redisAppendCommandArgv(cn->ctx, argc, argv, argvlen) == REDIS_OK && dlock__conn_flush(cn->ctx) == 0;
+        r = sent && redisGetReply(cn->ctx, &p) == REDIS_OK ? p : NULL;
         if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {
             /* More bytes than one answer: the connection is out of step
              * with its requests, and every later answer on it would be
@@ -322,12 +324,18 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
         dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
                       cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
         dlock__pool_put(c, cn, 1);
+        if (once && sent)
+            /* The request went out and may have run: asking again could
+             * give a different answer (a release that happened says "not
+             * yours" the second time).  The caller learns the outcome is
+             * unknown. */
+            return dlock__seterr(ENOLCK, "%s: no answer (the request may have run)", c->conf.redacted_url);
         if (deadline != DLOCK__MONO_NEVER && dlock__now() >= deadline && (tries > 0 || !stale)) return ENOLCK;
     }
 }
 
-int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
+int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen) {
     *out = NULL;
-    return command(c, out, deadline, argc, argv, argvlen);
+    return command(c, out, deadline, once, argc, argv, argvlen);
 }

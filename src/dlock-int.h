@@ -369,8 +369,9 @@ void dlock__pool_flush(struct dlock_client *c);
 
 /* Runs a command on a pooled connection, reconnecting on failure until
  * `deadline` (bounded by the unreachable bound).  ENOLCK when the server
- * could not be reached in time. */
-int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline,
+ * could not be reached in time.  once: a request that went out but got no
+ * answer is not sent again (ENOLCK: its outcome is unknown). */
+int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
 dlock__mono dlock__unreachable_deadline(const struct dlock_client *c);

@@ -306,18 +306,21 @@ int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS];
     char nk[12];
-    int argc, rc;
+    int argc, rc, once;
 
     argc = script_argv(which, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
     if (argc < 0) return dlock__seterr(EINVAL, "too many script arguments");
-    rc = dlock__command(c, out, deadline, argc, argv, argvlen);
+    /* A release is asked once: its answer to a second asking would differ
+     * ("not yours" after it has run); the others are safe to repeat. */
+    once = which == DLOCK__SCRIPT_RELEASE;
+    rc = dlock__command(c, out, deadline, once, argc, argv, argvlen);
     if (rc == 0 && is_noscript(*out)) {
         /* The server does not know the script (restarted or flushed): EVAL
          * runs it and caches it, so the next EVALSHA finds it. */
         freeReplyObject(*out);
         *out = NULL;
         argc = script_argv(which, 1, numkeys, nargs, args, lens, argv, argvlen, nk);
-        rc = dlock__command(c, out, deadline, argc, argv, argvlen);
+        rc = dlock__command(c, out, deadline, once, argc, argv, argvlen);
     }
     return rc;
 }
