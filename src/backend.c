@@ -86,7 +86,7 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     return rc;
 }
 
-static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead", "shared" };
+static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead", "shared", "withdraw" };
 
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
                           int *released, dlock__mono deadline) {

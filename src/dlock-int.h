@@ -62,6 +62,8 @@ int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, dlock__mono 
 /* Records a message for dlock_last_error() and returns err. */
 int dlock__seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dlock__clearerr(void);
+/* Puts back a message saved from dlock_last_error(). */
+void dlock__restoreerr(const char *saved);
 
 /* --------------------------------------------------------------- config */
 
@@ -245,7 +247,14 @@ enum {
 #define DLOCK__F_SHARED 4 /* a shared (read) hold */
 
 /* How a hold ends on the server (see release_lua in scripts.c). */
-enum { DLOCK__REL_PLAIN, DLOCK__REL_CLEAN, DLOCK__REL_INCONSISTENT, DLOCK__REL_DEAD, DLOCK__REL_SHARED };
+enum {
+    DLOCK__REL_PLAIN,
+    DLOCK__REL_CLEAN,
+    DLOCK__REL_INCONSISTENT,
+    DLOCK__REL_DEAD,
+    DLOCK__REL_SHARED,
+    DLOCK__REL_WITHDRAW /* not a hold: a waiting writer's registration */
+};
 /* Administrative resets (see reset_lua). */
 enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 

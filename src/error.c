@@ -61,6 +61,10 @@ int dlock__seterr(int err, const char *fmt, ...) {
     return err;
 }
 
+void dlock__restoreerr(const char *saved) {
+    snprintf(last_error, sizeof last_error, "%s", saved);
+}
+
 void dlock__clearerr(void) {
     last_error[0] = '\0';
 }

@@ -11,6 +11,7 @@
  * own deadline.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,7 +112,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     char owner[DLOCK__OWNER_LEN + 1];
     dlock__thread *self;
     dlock__hold *mine;
-    int rc, waiting = 0, k = w->shared ? 1 : 0;
+    int rc, waiting = 0, k = w->shared ? 1 : 0, registered = 0, waits;
 
     if ((self = dlock__self(&rc)) == NULL) return rc;
     dlock__owner_token(c, self, ++self->calls, owner);
@@ -217,7 +218,10 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         /* Give up on an unreachable server by the caller's deadline; the
          * connection layer still makes one real attempt. */
         if (!try && deadline < bound) bound = deadline;
-        flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (try ? 0 : DLOCK__F_WAIT);
+        /* Only a call that will really wait registers as a waiting
+         * writer (a past deadline or a bad one means it will not). */
+        waits = !try && !bad_deadline && deadline > sent;
+        flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0);
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
         if (waiting) {
@@ -237,7 +241,10 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                                "an administrator must reset it", l->name);
             goto out;
         }
+        if (waits && !w->shared && (acq.status == DLOCK__ACQ_BUSY || acq.status == DLOCK__ACQ_HELDBACK))
+            registered = 1;
         if (acq.status != DLOCK__ACQ_BUSY && acq.status != DLOCK__ACQ_HELDBACK) {
+            registered = 0; /* the acquire took the registration back */
             /* ACQUIRED, OWNERDEAD, or MINE: an earlier attempt of this
              * very call got the lock but its answer was lost (the token
              * is the call's own; the script re-leased it). */
@@ -270,6 +277,12 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
         if (acq.pttl_ms == -2) continue; /* expired between the calls */
         until = acq.pttl_ms >= 0 ? now + (acq.pttl_ms + 1) * DLOCK__MS : now + 1000 * DLOCK__MS;
+        if (registered) {
+            /* The registration as a waiting writer lapses after our own
+             * lease: ask again before then, so it never does. */
+            dlock__mono renew = now + (dlock__mono)(w->lease_ms / 3) * DLOCK__MS;
+            if (renew < until) until = renew;
+        }
         if (acq.status == DLOCK__ACQ_BUSY) { /* true for every thread here: share it */
             l->busy_gen[k] = gen;
             l->busy_until[k] = until;
@@ -281,6 +294,19 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
     }
 out:
+    if (registered) {
+        /* Leaving without the lock: take back the registration as a
+         * waiting writer, or readers would wait for it to lapse. */
+        char saved[512]; /* the message of rc, which the withdrawal must not replace */
+        int dummy;
+        snprintf(saved, sizeof saved, "%s", dlock_last_error());
+        pthread_mutex_unlock(&c->mu);
+        /* Best effort: if it fails, the registration lapses by itself. */
+        (void)c->ops->release(c, l, owner, DLOCK__REL_WITHDRAW, &dummy,
+                              dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
+        dlock__restoreerr(saved);
+        pthread_mutex_lock(&c->mu);
+    }
     if (waiting) dlock__wait_done(c, l);
     l->users--;
     dlock__lock_maybe_free(c, l);

@@ -164,8 +164,14 @@ static const char acquire_shared_lua[] =
  * robust), "clean" (robust: forget the marker), "inconsistent" (robust,
  * unlocked after EOWNERDEAD without consistent: unrecoverable for
  * everyone), "dead" (robust, the holder died: the next acquirer gets
- * EOWNERDEAD), "shared" (a read hold). */
+ * EOWNERDEAD), "shared" (a read hold), "withdraw" (not a hold: a writer
+ * that stopped waiting takes back its registration, so readers need not
+ * wait for it to lapse). */
 static const char release_lua[] =
+    "if ARGV[3] == 'withdraw' then\n"
+    "  if redis.call('ZREM', KEYS[5], ARGV[1]) == 1 then redis.call('PUBLISH', ARGV[2], 'released') end\n"
+    "  return 0\n"
+    "end\n"
     "if ARGV[3] == 'shared' then\n"
     "  if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then\n"
     "    redis.call('PUBLISH', ARGV[2], 'released')\n"

@@ -278,6 +278,10 @@ static int do_op(dlock_mutex_t *m, int op) {
     }
 }
 
+/* The lease of the mutexes of run_fault: a hold the server keeps after a
+ * lost answer or release runs out this fast. */
+#define FAULT_LEASE_MS 1000u
+
 /* One fault mode: every call fails cleanly and within the bound, nothing
  * is believed held, and the same objects work again after PASS. */
 static void run_fault(const struct fault *f) {
@@ -289,7 +293,7 @@ static void run_fault(const struct fault *f) {
 
     if (ctx_open(&x, 0) != 0) CU_FAIL_FATAL("cannot set up the proxy and client");
     snprintf(name, sizeof name, "proxy/%s", f->name);
-    DLT_ASSERT_ERR(mk(&m, x.c, name, 3000), 0);
+    DLT_ASSERT_ERR(mk(&m, x.c, name, FAULT_LEASE_MS), 0);
     op_client = x.c;
 
     /* Sanity, through the proxy in PASS. */
@@ -340,17 +344,25 @@ static void run_fault(const struct fault *f) {
     }
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
 
-    /* Back to PASS: the same objects work again. */
+    /* Back to PASS: the same objects work again -- at once, or, when the
+     * server still has a hold whose answer or release was lost, once its
+     * lease has run out. */
     dlt_proxy_pass(x.px);
     snprintf(what, sizeof what, "[%s] after pass", f->name);
-    rc = dlock_mutex_trylock(&m);
-    if (rc != 0) fprintf(stderr, "  %s: trylock: %s\n", what, dlock_last_error());
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&m);
+    el = ms_since(t0);
+    if (rc != 0) fprintf(stderr, "  %s: lock: %s\n", what, dlock_last_error());
     DLT_ASSERT_ERR(rc, 0);
+    if (el > FAULT_LEASE_MS + BOUND_MS) {
+        fprintf(stderr, "  %s: lock took %.0f ms (lease %u ms)\n", what, el, FAULT_LEASE_MS);
+        CU_FAIL("after PASS, lock took longer than a lease");
+    }
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), rc == 0);
     CU_ASSERT(rc != 0 || dlock_mutex_fence(&m) > 0);
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    rc = dlock_mutex_lock(&m);
-    if (rc != 0) fprintf(stderr, "  %s: lock: %s\n", what, dlock_last_error());
+    rc = dlock_mutex_trylock(&m);
+    if (rc != 0) fprintf(stderr, "  %s: trylock: %s\n", what, dlock_last_error());
     DLT_ASSERT_ERR(rc, 0);
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     rc = do_op(&m, OP_TIMEDLOCK);
@@ -487,10 +499,12 @@ static void test_garbage_does_not_desync(void) {
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&mx), 0);
     dlt_proxy_pass(x.px);
 
-    /* An honest server from here on.  x is free: the server grants it. */
+    /* An honest server from here on.  x is free, or still held by the
+     * refused attempt's request (granted, answer lost): 0 or EBUSY.  On
+     * a connection out of step this would read the stale second "+OK". */
     rc = dlock_mutex_trylock(&mx);
-    if (rc != 0) fprintf(stderr, "  trylock x after PASS: %s\n", dlock_last_error());
-    DLT_ASSERT_ERR(rc, 0);
+    if (rc != 0 && rc != EBUSY) fprintf(stderr, "  trylock x after PASS: %s\n", dlock_last_error());
+    CU_ASSERT(rc == 0 || rc == EBUSY);
     if (dlock_mutex_holds(&mx)) DLT_ASSERT_ERR(dlock_mutex_unlock(&mx), 0);
 
     /* Another host (another thread: another owner) holds y. */
