@@ -20,6 +20,7 @@
 #include <limits.h>
 #include <link.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -62,6 +63,22 @@ void dlt_sleep_ms(unsigned ms) {
     struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+struct timespec dlt_abs_in(clockid_t clock, long ms) {
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    while (ts.tv_nsec >= 1000000000L) {
+        ts.tv_nsec -= 1000000000L;
+        ts.tv_sec++;
+    }
+    while (ts.tv_nsec < 0) {
+        ts.tv_nsec += 1000000000L;
+        ts.tv_sec--;
+    }
+    return ts;
 }
 
 static int reap(pid_t pid, int timeout_ms);
@@ -354,6 +371,53 @@ int dlt_wait(pid_t pid, int timeout_ms) {
         return -1;
     }
     return rc;
+}
+
+/* ========================================================================
+ * Pipes between a test and its children
+ * ====================================================================== */
+
+int dlt_chan_open(struct dlt_chan *ch) {
+    if (pipe(ch->to_child) != 0) return -1;
+    if (pipe(ch->to_parent) != 0) {
+        close(ch->to_child[0]);
+        close(ch->to_child[1]);
+        return -1;
+    }
+    return 0;
+}
+
+void dlt_chan_close(struct dlt_chan *ch) {
+    close(ch->to_child[0]);
+    close(ch->to_child[1]);
+    close(ch->to_parent[0]);
+    close(ch->to_parent[1]);
+}
+
+int dlt_pipe_put(int fd, char c) {
+    return write(fd, &c, 1) == 1 ? 0 : -1;
+}
+
+int dlt_pipe_read(int fd, void *buf, size_t n, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    size_t got = 0;
+    while (got < n) {
+        struct pollfd p = { fd, POLLIN, 0 };
+        int left = (int)((end - dlt_now()) * 1000);
+        if (left < 0) left = 0;
+        int k = poll(&p, 1, left);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        ssize_t r = read(fd, (char *)buf + got, n - got);
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+int dlt_pipe_get(int fd, int timeout_ms) {
+    unsigned char c;
+    return dlt_pipe_read(fd, &c, 1, timeout_ms) == 0 ? c : -1;
 }
 
 /* ========================================================================
@@ -922,6 +986,71 @@ int dlt_redis_reset_stats(dlt_redis *r) {
     int ok = rep != NULL && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "OK") == 0;
     if (rep != NULL) freeReplyObject(rep);
     return ok ? 0 : -1;
+}
+
+/* ========================================================================
+ * Locks on the suite's server, and dlock objects
+ * ====================================================================== */
+
+size_t dlt_lock_key(const char *name, char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "dlock:{%s}", name);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+int dlt_key_exists(const char *name) {
+    char key[600];
+    dlt_lock_key(name, key, sizeof key);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "EXISTS %s", key);
+    int v = (r != NULL && r->type == REDIS_REPLY_INTEGER) ? (int)r->integer : -1;
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+long long dlt_key_pttl(const char *name) {
+    char key[600];
+    dlt_lock_key(name, key, sizeof key);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "PTTL %s", key);
+    long long v = (r != NULL && r->type == REDIS_REPLY_INTEGER) ? r->integer : -3;
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+long long dlt_key_field(const char *name, const char *field) {
+    char key[600];
+    dlt_lock_key(name, key, sizeof key);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %s %s", key, field);
+    long long v = (r != NULL && r->type == REDIS_REPLY_STRING) ? atoll(r->str) : -1;
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+long long dlt_numsub(const char *channel) {
+    redisReply *r = dlt_redis_cmd(&dlt_server, "PUBSUB NUMSUB %s", channel);
+    long long v = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        v = r->element[1]->integer;
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+int dlt_mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *client) {
+    dlock_mutexattr_t a;
+    int rc;
+    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    if (lease_ms != 0 && (rc = dlock_mutexattr_setlease(&a, lease_ms)) != 0) return rc;
+    if (client != NULL && (rc = dlock_mutexattr_setclient(&a, client)) != 0) return rc;
+    rc = dlock_mutex_init(m, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+int dlt_client_make(dlock_client_t **out, const char *url, unsigned unreachable_ms) {
+    dlock_config_t cfg;
+    dlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.unreachable_ms = unreachable_ms;
+    return dlock_client_create(out, &cfg);
 }
 
 /* ========================================================================

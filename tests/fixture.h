@@ -12,8 +12,10 @@
 
 #include <stddef.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <CUnit/CUnit.h>
+#include <dlock.h>
 #include <hiredis/hiredis.h>
 
 #ifdef __cplusplus
@@ -66,10 +68,37 @@ long long dlt_redis_total_calls(dlt_redis *r);
 int dlt_redis_reset_stats(dlt_redis *r);
 
 /* ------------------------------------------------------------------------
+ * Locks as the suite's server sees them: the lock named N is the hash
+ * "dlock:{N}" on dlt_server, whose expiry is the lease; waiters subscribe
+ * to the channel of the same name.
+ * ---------------------------------------------------------------------- */
+/* Writes "dlock:{name}" into buf (cap bytes); its length, as snprintf's. */
+size_t dlt_lock_key(const char *name, char *buf, size_t cap);
+/* EXISTS dlock:{name}: 1, 0, or -1 when the server does not answer. */
+int dlt_key_exists(const char *name);
+/* PTTL dlock:{name}: ms left, -2 no key, -1 no expiry, -3 no answer. */
+long long dlt_key_pttl(const char *name);
+/* HGET dlock:{name} field as a number; -1 when absent. */
+long long dlt_key_field(const char *name, const char *field);
+/* PUBSUB NUMSUB channel ("dlock:{name}"): its subscribers, or -1. */
+long long dlt_numsub(const char *channel);
+
+/* ------------------------------------------------------------------------
+ * dlock objects.
+ * ---------------------------------------------------------------------- */
+/* dlock_mutex_init of name with lease_ms (0: the default lease) on client
+ * (NULL: the default client).  0 or the first failing call's error. */
+int dlt_mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *client);
+/* dlock_client_create with the default config but url and unreachable_ms. */
+int dlt_client_make(dlock_client_t **out, const char *url, unsigned unreachable_ms);
+
+/* ------------------------------------------------------------------------
  * Time.
  * ---------------------------------------------------------------------- */
 double dlt_now(void);          /* CLOCK_MONOTONIC, in seconds */
 void dlt_sleep_ms(unsigned ms); /* sleeps the whole time despite signals */
+/* The time on clock ms from now (negative: ago), e.g. a timedlock deadline. */
+struct timespec dlt_abs_in(clockid_t clock, long ms);
 
 /* ------------------------------------------------------------------------
  * Child processes.  A child cannot report through CUnit: it reports
@@ -82,6 +111,21 @@ pid_t dlt_spawn(int (*fn)(void *), void *arg);
  * status (0..255), 128 + signal if a signal killed it, or -1 on a timeout
  * (the child is then SIGKILLed and reaped) or an error. */
 int dlt_wait(pid_t pid, int timeout_ms);
+
+/* A pair of pipes between the test and one child. */
+struct dlt_chan {
+    int to_child[2], to_parent[2];
+};
+/* Opens both pipes: 0, or -1 with none left open. */
+int dlt_chan_open(struct dlt_chan *ch);
+/* Closes all four ends. */
+void dlt_chan_close(struct dlt_chan *ch);
+/* Writes the byte c to fd: 0, or -1. */
+int dlt_pipe_put(int fd, char c);
+/* Reads exactly n bytes from fd within timeout_ms: 0, or -1. */
+int dlt_pipe_read(int fd, void *buf, size_t n, int timeout_ms);
+/* One byte from fd within timeout_ms: the byte (0..255), or -1. */
+int dlt_pipe_get(int fd, int timeout_ms);
 
 /* ------------------------------------------------------------------------
  * CUnit glue.

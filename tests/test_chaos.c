@@ -266,13 +266,7 @@ static void *worker_thread_main(void *arg) {
         int rc;
 
         if (rng_next(&w->rng) & 1) {
-            clock_gettime(CLOCK_REALTIME, &abs);
-            abs.tv_sec += d_ms / 1000;
-            abs.tv_nsec += (long)(d_ms % 1000) * 1000000L;
-            if (abs.tv_nsec >= 1000000000L) {
-                abs.tv_sec++;
-                abs.tv_nsec -= 1000000000L;
-            }
+            abs = dlt_abs_in(CLOCK_REALTIME, d_ms);
             rc = dlock_mutex_timedlock(m, &abs);
         } else {
             abs.tv_sec = (time_t)(deadline / 1000000000LL);

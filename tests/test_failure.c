@@ -10,7 +10,6 @@
 #include "fixture.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,73 +21,6 @@
 #include <dlock.h>
 
 /* ------------------------------------------------------------ helpers */
-
-static int mk_on(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *c) {
-    dlock_mutexattr_t a;
-    int rc;
-    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
-    if (lease_ms != 0 && (rc = dlock_mutexattr_setlease(&a, lease_ms)) != 0) return rc;
-    if (c != NULL && (rc = dlock_mutexattr_setclient(&a, c)) != 0) return rc;
-    rc = dlock_mutex_init(m, name, &a);
-    dlock_mutexattr_destroy(&a);
-    return rc;
-}
-
-static int make_client(dlock_client_t **out, const char *url, unsigned unreachable_ms) {
-    dlock_config_t cfg;
-    dlock_config_init(&cfg);
-    cfg.url = url;
-    cfg.unreachable_ms = unreachable_ms;
-    return dlock_client_create(out, &cfg);
-}
-
-static int key_exists(const char *name) {
-    char key[600];
-    snprintf(key, sizeof key, "dlock:{%s}", name);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "EXISTS %s", key);
-    int v = (r != NULL && r->type == REDIS_REPLY_INTEGER) ? (int)r->integer : -1;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-static long long numsub(const char *channel) {
-    redisReply *r = dlt_redis_cmd(&dlt_server, "PUBSUB NUMSUB %s", channel);
-    long long v = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        v = r->element[1]->integer;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-static int pipe_put(int fd, char c) {
-    return write(fd, &c, 1) == 1 ? 0 : -1;
-}
-
-static int pipe_get(int fd, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    for (;;) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        int left = (int)((end - dlt_now()) * 1000);
-        if (left < 0) left = 0;
-        int n = poll(&p, 1, left);
-        if (n > 0) {
-            unsigned char c;
-            return read(fd, &c, 1) == 1 ? c : -1;
-        }
-        if (n == 0 || errno != EINTR) return -1;
-    }
-}
-
-static void abs_in(struct timespec *ts, unsigned ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
 
 /* The last error names the server (host and port) and never `secret`. */
 static void check_error_text(const char *what, int port, const char *secret) {
@@ -111,9 +43,9 @@ static void test_unreachable_short_bound(void) {
     double t0, dt;
     int rc;
 
-    DLT_ASSERT_ERR(make_client(&cl, dlt_server.url, 1000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, dlt_server.url, 1000), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(cl);
-    DLT_ASSERT_ERR(mk_on(&m, "fail/short", 0, cl), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "fail/short", 0, cl), 0);
     /* Connected and working first, so that stale pooled connections are
      * part of the picture. */
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
@@ -139,7 +71,7 @@ static void test_unreachable_short_bound(void) {
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
 
     t0 = dlt_now();
-    abs_in(&ts, 10000);
+    ts = dlt_abs_in(CLOCK_REALTIME, 10000);
     rc = dlock_mutex_timedlock(&m, &ts);
     dt = dlt_now() - t0;
     printf("  timedlock (deadline in 10 s): %s after %.3f s\n", dlock_err_name(rc), dt);
@@ -152,11 +84,11 @@ static void test_unreachable_short_bound(void) {
     DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
-    DLT_ASSERT_INT_EQ(key_exists("fail/short"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fail/short"), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(key_exists("fail/short"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fail/short"), 0);
 
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
@@ -186,7 +118,7 @@ static void test_unreachable_default_bound(void) {
 
     /* A deadline sooner than the bound wins: ETIMEDOUT by the deadline. */
     t0 = dlt_now();
-    abs_in(&ts, 500);
+    ts = dlt_abs_in(CLOCK_REALTIME, 500);
     rc = dlock_mutex_timedlock(&m, &ts);
     dt = dlt_now() - t0;
     printf("  timedlock (deadline in 0.5 s): %s after %.3f s\n", dlock_err_name(rc), dt);
@@ -197,9 +129,9 @@ static void test_unreachable_default_bound(void) {
 
     DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    DLT_ASSERT_INT_EQ(key_exists("fail/default"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fail/default"), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    abs_in(&ts, 1000);
+    ts = dlt_abs_in(CLOCK_REALTIME, 1000);
     DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &ts), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
@@ -226,15 +158,15 @@ static void test_password_never_in_errors(void) {
     if (r != NULL) freeReplyObject(r);
 
     snprintf(url, sizeof url, "redis://:%s@127.0.0.1:%d", SECRET, srv.port);
-    DLT_ASSERT_ERR(make_client(&good, url, 1000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&good, url, 1000), 0);
     snprintf(url, sizeof url, "redis://default:%s@127.0.0.1:%d", SECRET, srv.port);
-    DLT_ASSERT_ERR(make_client(&user, url, 1000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&user, url, 1000), 0);
     snprintf(url, sizeof url, "redis://:%s@127.0.0.1:%d", WRONG, srv.port);
-    DLT_ASSERT_ERR(make_client(&bad, url, 0 /* default bound */), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&bad, url, 0 /* default bound */), 0);
     CU_ASSERT_FATAL(good != NULL && user != NULL && bad != NULL);
-    DLT_ASSERT_ERR(mk_on(&mg, "fail/pw", 0, good), 0);
-    DLT_ASSERT_ERR(mk_on(&mu, "fail/pw-user", 0, user), 0);
-    DLT_ASSERT_ERR(mk_on(&mb, "fail/pw-bad", 0, bad), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&mg, "fail/pw", 0, good), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&mu, "fail/pw-user", 0, user), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&mb, "fail/pw-bad", 0, bad), 0);
 
     /* The right password works, with and without a user name. */
     DLT_ASSERT_ERR(dlock_mutex_lock(&mg), 0);
@@ -314,7 +246,7 @@ static void test_restart_loses_hold(void) {
     DLT_ASSERT_INT_EQ(dlt_redis_stop(&dlt_server), 0);
     DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
     double t0 = dlt_now();
-    DLT_ASSERT_INT_EQ(key_exists("fail/lost"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fail/lost"), 0);
 
     double lost_after = -1;
     while (dlt_now() - t0 < 3.0) {
@@ -332,7 +264,7 @@ static void test_restart_loses_hold(void) {
     CU_ASSERT_TRUE(lost_m == &m);
     CU_ASSERT_STRING_EQUAL(lost_name, "fail/lost");
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
-    DLT_ASSERT_INT_EQ(key_exists("fail/lost"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fail/lost"), 0);
     DLT_ASSERT_INT_EQ(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 1);
 
     /* A fresh hold works, and is not reported. */
@@ -356,8 +288,8 @@ static int restart_holder_fn(void *p) {
     if (dlock_mutexattr_init(&a) != 0 || dlock_mutexattr_setlease(&a, 30000) != 0) return 10;
     if (dlock_mutex_init(&m, "fail/wait", &a) != 0) return 11;
     if (dlock_mutex_lock(&m) != 0) return 12;
-    if (pipe_put(h->hold_w, 'H') != 0) return 13;
-    if (pipe_get(h->unlock_r, 20000) != 'U') return 14;
+    if (dlt_pipe_put(h->hold_w, 'H') != 0) return 13;
+    if (dlt_pipe_get(h->unlock_r, 20000) != 'U') return 14;
     /* The server lost the key: this hold is gone. */
     int rc = dlock_mutex_unlock(&m);
     if (rc != EPERM) return 20 + (rc & 0x3f);
@@ -372,8 +304,7 @@ struct rw_waiter {
 
 static void *restart_waiter_thread(void *p) {
     struct rw_waiter *w = p;
-    struct timespec ts;
-    abs_in(&ts, 15000);
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 15000);
     w->rc = dlock_mutex_timedlock(w->m, &ts);
     w->t_done = dlt_now();
     w->unlock_rc = w->rc == 0 ? dlock_mutex_unlock(w->m) : -1;
@@ -390,13 +321,13 @@ static void test_waiter_survives_restart(void) {
     struct rw_holder h = { hold[1], unl[0] };
     pid_t pid = dlt_spawn(restart_holder_fn, &h);
     CU_ASSERT_FATAL(pid > 0);
-    DLT_ASSERT_INT_EQ(pipe_get(hold[0], 10000), 'H');
+    DLT_ASSERT_INT_EQ(dlt_pipe_get(hold[0], 10000), 'H');
 
     struct rw_waiter w = { &m, -1, -1, 0 };
     CU_ASSERT_FATAL(pthread_create(&th, NULL, restart_waiter_thread, &w) == 0);
     double t0 = dlt_now();
-    while (numsub("dlock:{fail/wait}") < 1 && dlt_now() - t0 < 5.0) dlt_sleep_ms(10);
-    DLT_ASSERT_INT_EQ(numsub("dlock:{fail/wait}"), 1); /* the waiter sleeps */
+    while (dlt_numsub("dlock:{fail/wait}") < 1 && dlt_now() - t0 < 5.0) dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(dlt_numsub("dlock:{fail/wait}"), 1); /* the waiter sleeps */
     dlt_sleep_ms(100);
 
     /* Crash and restart: the subscription breaks, the data is lost. */
@@ -404,7 +335,7 @@ static void test_waiter_survives_restart(void) {
     dlt_sleep_ms(200);
     DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
     double t_restart = dlt_now();
-    CU_ASSERT_TRUE(pipe_put(unl[1], 'U') == 0);
+    CU_ASSERT_TRUE(dlt_pipe_put(unl[1], 'U') == 0);
     int st = dlt_wait(pid, 10000);
     double t_unlocked = dlt_now();
     DLT_ASSERT_INT_EQ(st, 0); /* the holder's unlock: EPERM */

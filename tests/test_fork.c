@@ -9,7 +9,6 @@
 #include "fixture.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,89 +21,9 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static int mk(dlock_mutex_t *m, const char *name, unsigned lease_ms) {
-    dlock_mutexattr_t a;
-    int rc;
-    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
-    if (lease_ms != 0 && (rc = dlock_mutexattr_setlease(&a, lease_ms)) != 0) return rc;
-    rc = dlock_mutex_init(m, name, &a);
-    dlock_mutexattr_destroy(&a);
-    return rc;
-}
-
-static int key_exists(const char *name) {
-    char key[600];
-    snprintf(key, sizeof key, "dlock:{%s}", name);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "EXISTS %s", key);
-    int v = (r != NULL && r->type == REDIS_REPLY_INTEGER) ? (int)r->integer : -1;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-static long long numsub(const char *channel) {
-    redisReply *r = dlt_redis_cmd(&dlt_server, "PUBSUB NUMSUB %s", channel);
-    long long v = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        v = r->element[1]->integer;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-static int pipe_put(int fd, char c) {
-    return write(fd, &c, 1) == 1 ? 0 : -1;
-}
-
-static int pipe_get(int fd, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    for (;;) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        int left = (int)((end - dlt_now()) * 1000);
-        if (left < 0) left = 0;
-        int n = poll(&p, 1, left);
-        if (n > 0) {
-            unsigned char c;
-            return read(fd, &c, 1) == 1 ? c : -1;
-        }
-        if (n == 0 || errno != EINTR) return -1;
-    }
-}
-
-static void abs_in(struct timespec *ts, unsigned ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 static int timedlock_ms(dlock_mutex_t *m, unsigned ms) {
-    struct timespec ts;
-    abs_in(&ts, ms);
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, ms);
     return dlock_mutex_timedlock(m, &ts);
-}
-
-struct chan {
-    int to_child[2], to_parent[2];
-};
-
-static int chan_open(struct chan *ch) {
-    if (pipe(ch->to_child) != 0) return -1;
-    if (pipe(ch->to_parent) != 0) {
-        close(ch->to_child[0]);
-        close(ch->to_child[1]);
-        return -1;
-    }
-    return 0;
-}
-
-static void chan_close(struct chan *ch) {
-    close(ch->to_child[0]);
-    close(ch->to_child[1]);
-    close(ch->to_parent[0]);
-    close(ch->to_parent[1]);
 }
 
 /* --------------------------------- one object, both sides of a fork */
@@ -112,14 +31,14 @@ static void chan_close(struct chan *ch) {
 static dlock_mutex_t shared_m; /* initialised before the fork */
 
 static int both_sides_child(void *p) {
-    struct chan *ch = p;
+    struct dlt_chan *ch = p;
     if (dlock_mutex_holds(&shared_m) != 0) return 10;
     if (dlock_mutex_fence(&shared_m) != 0) return 11;
     if (dlock_mutex_trylock(&shared_m) != EBUSY) return 12; /* the parent holds it */
     if (dlock_mutex_unlock(&shared_m) != EPERM) return 13; /* we hold nothing */
     if (dlock_mutex_holds(&shared_m) != 0) return 14;
-    if (pipe_put(ch->to_parent[1], 'C') != 0) return 15;
-    if (pipe_get(ch->to_child[0], 10000) != 'U') return 16; /* parent unlocked */
+    if (dlt_pipe_put(ch->to_parent[1], 'C') != 0) return 15;
+    if (dlt_pipe_get(ch->to_child[0], 10000) != 'U') return 16; /* parent unlocked */
     if (timedlock_ms(&shared_m, 5000) != 0) return 17;
     if (dlock_mutex_holds(&shared_m) != 1) return 18;
     if (dlock_mutex_fence(&shared_m) == 0) return 19;
@@ -130,20 +49,20 @@ static int both_sides_child(void *p) {
 }
 
 static void test_object_usable_on_both_sides(void) {
-    struct chan ch;
-    CU_ASSERT_FATAL(chan_open(&ch) == 0);
-    DLT_ASSERT_ERR(mk(&shared_m, "fork/both", 600), 0);
+    struct dlt_chan ch;
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&shared_m, "fork/both", 600, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&shared_m), 0);
     uint64_t fence = dlock_mutex_fence(&shared_m);
 
     pid_t pid = dlt_spawn(both_sides_child, &ch);
     CU_ASSERT_FATAL(pid > 0);
-    DLT_ASSERT_INT_EQ(pipe_get(ch.to_parent[0], 10000), 'C');
+    DLT_ASSERT_INT_EQ(dlt_pipe_get(ch.to_parent[0], 10000), 'C');
     dlt_sleep_ms(700); /* past the lease: our renewals went on */
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&shared_m), 1);
     CU_ASSERT_TRUE(dlock_mutex_fence(&shared_m) == fence);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&shared_m), 0);
-    CU_ASSERT_TRUE(pipe_put(ch.to_child[1], 'U') == 0);
+    CU_ASSERT_TRUE(dlt_pipe_put(ch.to_child[1], 'U') == 0);
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 15000), 0);
 
     /* Our connections are intact: a child writing on them would leave
@@ -163,9 +82,9 @@ static void test_object_usable_on_both_sides(void) {
         if (dlock_mutex_unlock(&shared_m) != 0) bad++;
     }
     DLT_ASSERT_INT_EQ(bad, 0);
-    DLT_ASSERT_INT_EQ(key_exists("fork/both"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fork/both"), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&shared_m), 0);
-    chan_close(&ch);
+    dlt_chan_close(&ch);
 }
 
 /* ------------------------------- fork while threads wait on a lock */
@@ -173,12 +92,12 @@ static void test_object_usable_on_both_sides(void) {
 static dlock_mutex_t waited_m, other_m;
 
 static int busy_holder_fn(void *p) {
-    struct chan *ch = p;
+    struct dlt_chan *ch = p;
     dlock_mutex_t m;
     if (dlock_mutex_init(&m, "fork/waited", NULL) != 0) return 10;
     if (dlock_mutex_lock(&m) != 0) return 11;
-    if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
-    if (pipe_get(ch->to_child[0], 20000) != 'R') return 13;
+    if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+    if (dlt_pipe_get(ch->to_child[0], 20000) != 'R') return 13;
     if (dlock_mutex_unlock(&m) != 0) return 14;
     return 0;
 }
@@ -209,21 +128,21 @@ static void *waiter_thread(void *p) {
 }
 
 static void test_fork_while_threads_wait(void) {
-    struct chan ch;
+    struct dlt_chan ch;
     pthread_t th[2];
     struct waiter w[2] = { { -1, -1 }, { -1, -1 } };
     int i;
-    CU_ASSERT_FATAL(chan_open(&ch) == 0);
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
     DLT_ASSERT_ERR(dlock_mutex_init(&waited_m, "fork/waited", NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_init(&other_m, "fork/other", NULL), 0);
 
     pid_t holder = dlt_spawn(busy_holder_fn, &ch);
     CU_ASSERT_FATAL(holder > 0);
-    DLT_ASSERT_INT_EQ(pipe_get(ch.to_parent[0], 10000), 'H');
+    DLT_ASSERT_INT_EQ(dlt_pipe_get(ch.to_parent[0], 10000), 'H');
     for (i = 0; i < 2; i++) CU_ASSERT_FATAL(pthread_create(&th[i], NULL, waiter_thread, &w[i]) == 0);
     double t0 = dlt_now();
-    while (numsub("dlock:{fork/waited}") < 1 && dlt_now() - t0 < 5.0) dlt_sleep_ms(10);
-    DLT_ASSERT_INT_EQ(numsub("dlock:{fork/waited}"), 1);
+    while (dlt_numsub("dlock:{fork/waited}") < 1 && dlt_now() - t0 < 5.0) dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(dlt_numsub("dlock:{fork/waited}"), 1);
     dlt_sleep_ms(50);
 
     pid_t child = dlt_spawn(forked_from_waiting_fn, NULL);
@@ -231,7 +150,7 @@ static void test_fork_while_threads_wait(void) {
     DLT_ASSERT_INT_EQ(dlt_wait(child, 15000), 0);
 
     /* The parent's waiters are unharmed: both get the lock in turn. */
-    CU_ASSERT_TRUE(pipe_put(ch.to_child[1], 'R') == 0);
+    CU_ASSERT_TRUE(dlt_pipe_put(ch.to_child[1], 'R') == 0);
     DLT_ASSERT_INT_EQ(dlt_wait(holder, 10000), 0);
     for (i = 0; i < 2; i++) {
         pthread_join(th[i], NULL);
@@ -242,28 +161,28 @@ static void test_fork_while_threads_wait(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&other_m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&waited_m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&other_m), 0);
-    chan_close(&ch);
+    dlt_chan_close(&ch);
 }
 
 /* ------------------------------------------------ exit() releases */
 
 static int exit_holder_fn(void *p) {
-    struct chan *ch = p;
+    struct dlt_chan *ch = p;
     dlock_mutex_t m;
-    if (mk(&m, "fork/exit", 30000) != 0) return 10;
+    if (dlt_mutex_make(&m, "fork/exit", 30000, NULL) != 0) return 10;
     if (dlock_mutex_lock(&m) != 0) return 11;
-    if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+    if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
     exit(0); /* not _exit: exit handlers run */
 }
 
 static void test_exit_releases(void) {
-    struct chan ch;
+    struct dlt_chan ch;
     dlock_mutex_t m;
-    CU_ASSERT_FATAL(chan_open(&ch) == 0);
-    DLT_ASSERT_ERR(mk(&m, "fork/exit", 30000), 0);
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "fork/exit", 30000, NULL), 0);
     pid_t pid = dlt_spawn(exit_holder_fn, &ch);
     CU_ASSERT_FATAL(pid > 0);
-    DLT_ASSERT_INT_EQ(pipe_get(ch.to_parent[0], 10000), 'H');
+    DLT_ASSERT_INT_EQ(dlt_pipe_get(ch.to_parent[0], 10000), 'H');
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
     double t_exit = dlt_now();
     int rc = EBUSY;
@@ -282,7 +201,7 @@ static void test_exit_releases(void) {
     CU_ASSERT_TRUE(got >= 0 && got < 0.5);
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    chan_close(&ch);
+    dlt_chan_close(&ch);
 }
 
 /* ------------------------------- _exit and SIGKILL leave it to expire */
@@ -290,35 +209,35 @@ static void test_exit_releases(void) {
 #define DIE_LEASE_MS 700
 
 static int die_holder_fn(void *p) {
-    struct chan *ch = p;
+    struct dlt_chan *ch = p;
     dlock_mutex_t m;
-    if (mk(&m, "fork/die", DIE_LEASE_MS) != 0) return 10;
+    if (dlt_mutex_make(&m, "fork/die", DIE_LEASE_MS, NULL) != 0) return 10;
     if (dlock_mutex_lock(&m) != 0) return 11;
-    if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
-    if (pipe_get(ch->to_child[0], 10000) != 'X') return 13;
+    if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+    if (dlt_pipe_get(ch->to_child[0], 10000) != 'X') return 13;
     _exit(0); /* no exit handlers; the parent may also SIGKILL us first */
 }
 
 static void die_and_expire(int use_kill) {
-    struct chan ch;
+    struct dlt_chan ch;
     dlock_mutex_t m;
-    CU_ASSERT_FATAL(chan_open(&ch) == 0);
-    DLT_ASSERT_ERR(mk(&m, "fork/die", DIE_LEASE_MS), 0);
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "fork/die", DIE_LEASE_MS, NULL), 0);
     pid_t pid = dlt_spawn(die_holder_fn, &ch);
     CU_ASSERT_FATAL(pid > 0);
-    DLT_ASSERT_INT_EQ(pipe_get(ch.to_parent[0], 10000), 'H');
+    DLT_ASSERT_INT_EQ(dlt_pipe_get(ch.to_parent[0], 10000), 'H');
     double t_held = dlt_now();
     if (use_kill) {
         kill(pid, SIGKILL);
         DLT_ASSERT_INT_EQ(dlt_wait(pid, 5000), 128 + SIGKILL);
     } else {
-        CU_ASSERT_TRUE(pipe_put(ch.to_child[1], 'X') == 0);
+        CU_ASSERT_TRUE(dlt_pipe_put(ch.to_child[1], 'X') == 0);
         DLT_ASSERT_INT_EQ(dlt_wait(pid, 5000), 0);
     }
     double t_dead = dlt_now();
     /* Right after its death the lock is still held (left to expire). */
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
-    DLT_ASSERT_INT_EQ(key_exists("fork/die"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fork/die"), 1);
     int rc = EBUSY;
     double got = -1;
     while (dlt_now() - t_dead < 3.0) {
@@ -339,7 +258,7 @@ static void die_and_expire(int use_kill) {
     CU_ASSERT_TRUE(got < (t_dead - t_held) + DIE_LEASE_MS / 1000.0 + 0.4);
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    chan_close(&ch);
+    dlt_chan_close(&ch);
 }
 
 static void test_underscore_exit_leaves_lock_to_expire(void) {
@@ -384,17 +303,17 @@ static int child_fn(void *p) {
 }
 
 static void test_grandchild(void) {
-    DLT_ASSERT_ERR(mk(&gp_m, "fork/gp", 600), 0);
-    DLT_ASSERT_ERR(mk(&child_m, "fork/child", 600), 0);
-    DLT_ASSERT_ERR(mk(&gc_m, "fork/grandchild", 600), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&gp_m, "fork/gp", 600, NULL), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&child_m, "fork/child", 600, NULL), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&gc_m, "fork/grandchild", 600, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&gp_m), 0);
     pid_t pid = dlt_spawn(child_fn, NULL);
     CU_ASSERT_FATAL(pid > 0);
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 20000), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&gp_m), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&gp_m), 0);
-    DLT_ASSERT_INT_EQ(key_exists("fork/child"), 0);
-    DLT_ASSERT_INT_EQ(key_exists("fork/grandchild"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fork/child"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fork/grandchild"), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&child_m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&child_m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&gp_m), 0);

@@ -98,23 +98,6 @@ static int flag_wait(const int *p, int want, int timeout_ms) {
     return 1;
 }
 
-/* An absolute time `ms` from now (negative: in the past) on clock clk. */
-static struct timespec ts_in(clockid_t clk, long ms) {
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    while (ts.tv_nsec >= 1000000000L) {
-        ts.tv_nsec -= 1000000000L;
-        ts.tv_sec++;
-    }
-    while (ts.tv_nsec < 0) {
-        ts.tv_nsec += 1000000000L;
-        ts.tv_sec--;
-    }
-    return ts;
-}
-
 static volatile sig_atomic_t usr1_seen;
 static void on_usr1(int sig) {
     (void)sig;
@@ -180,7 +163,7 @@ static int task_join(task *t, int timeout_ms) {
     if (!t->running) return -1;
     t->running = 0;
     if (t->proc) return dlt_wait(t->pid, timeout_ms);
-    struct timespec ts = ts_in(CLOCK_REALTIME, timeout_ms);
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, timeout_ms);
     int e = pthread_timedjoin_np(t->th, NULL, &ts);
     if (e != 0) {
         fprintf(stderr, "test_mutex: a worker thread did not finish within %d ms (%s); aborting\n",
@@ -247,11 +230,6 @@ static int init_typed(dlock_mutex_t *m, const char *name, int type, unsigned lea
  * Looking at the server
  * ====================================================================== */
 
-static size_t lock_key(const char *name, char *buf, size_t cap) {
-    int n = snprintf(buf, cap, "dlock:{%s}", name);
-    return n < 0 ? 0 : (size_t)n;
-}
-
 static long long reply_int(redisReply *r) {
     long long v = LLONG_MIN;
     if (r != NULL && r->type == REDIS_REPLY_INTEGER) v = r->integer;
@@ -259,28 +237,16 @@ static long long reply_int(redisReply *r) {
     return v;
 }
 
-static long long key_exists(const char *name) {
-    char k[600];
-    size_t n = lock_key(name, k, sizeof k);
-    return reply_int(dlt_redis_cmd(&dlt_server, "EXISTS %b", k, n));
-}
-
-static long long key_pttl(const char *name) {
-    char k[600];
-    size_t n = lock_key(name, k, sizeof k);
-    return reply_int(dlt_redis_cmd(&dlt_server, "PTTL %b", k, n));
-}
-
 static long long key_del(const char *name) {
     char k[600];
-    size_t n = lock_key(name, k, sizeof k);
+    size_t n = dlt_lock_key(name, k, sizeof k);
     return reply_int(dlt_redis_cmd(&dlt_server, "DEL %b", k, n));
 }
 
 /* 1 and the value of the lock hash's field, or 0. */
 static int key_hget(const char *name, const char *field, char *out, size_t cap) {
     char k[600];
-    size_t n = lock_key(name, k, sizeof k);
+    size_t n = dlt_lock_key(name, k, sizeof k);
     redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %b %s", k, n, field);
     int ok = r != NULL && r->type == REDIS_REPLY_STRING;
     if (ok) snprintf(out, cap, "%.*s", (int)r->len, r->str);
@@ -288,22 +254,13 @@ static int key_hget(const char *name, const char *field, char *out, size_t cap) 
     return ok;
 }
 
-/* Subscribers to the lock's release channel (one per waiting process). */
-static long long numsub(const char *name) {
-    char k[600];
-    size_t n = lock_key(name, k, sizeof k);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "PUBSUB NUMSUB %b", k, n);
-    long long v = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        v = r->element[1]->integer;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
+/* 1 once the lock's release channel has want subscribers (one per
+ * waiting process), 0 if timeout_ms passed first. */
 static int wait_numsub(const char *name, long long want, int timeout_ms) {
+    char k[600];
     double end = dlt_now() + timeout_ms / 1000.0;
-    while (numsub(name) < want) {
+    dlt_lock_key(name, k, sizeof k);
+    while (dlt_numsub(k) < want) {
         if (dlt_now() > end) return 0;
         dlt_sleep_ms(5);
     }
@@ -403,10 +360,10 @@ static int waiter_main(void *p) {
     w->t_start = dlt_now();
     flag_set(&w->ready, 1);
     if (w->timed_ms > 0) {
-        struct timespec ts = ts_in(CLOCK_REALTIME, w->timed_ms);
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, w->timed_ms);
         w->rc = dlock_mutex_timedlock(m, &ts);
     } else if (w->timed_ms < 0) {
-        struct timespec ts = ts_in(CLOCK_MONOTONIC, -w->timed_ms);
+        struct timespec ts = dlt_abs_in(CLOCK_MONOTONIC, -w->timed_ms);
         w->rc = dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts);
     } else {
         w->rc = dlock_mutex_lock(m);
@@ -500,7 +457,7 @@ static void run_all(int (*fn)(void *), void *args, size_t size, int nthr, int np
 
 /* Every call on m gives EINVAL (or 0 / NULL), and nothing crashes. */
 static int check_invalid(dlock_mutex_t *m) {
-    struct timespec rt = ts_in(CLOCK_REALTIME, 100), mt = ts_in(CLOCK_MONOTONIC, 100);
+    struct timespec rt = dlt_abs_in(CLOCK_REALTIME, 100), mt = dlt_abs_in(CLOCK_MONOTONIC, 100);
     CK(dlock_mutex_lock(m), EINVAL);
     CK(dlock_mutex_trylock(m), EINVAL);
     CK(dlock_mutex_timedlock(m, &rt), EINVAL);
@@ -627,7 +584,7 @@ static void test_init_name_512_arbitrary_bytes(void) {
     DLT_ASSERT_ERR(probe_call(&pr[0], P_TRY), EBUSY);
     DLT_ASSERT_ERR(probe_call(&pr[1], P_TRY), EBUSY);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(key_exists(orig), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists(orig), 0);
     DLT_ASSERT_ERR(probe_call(&pr[1], P_TRY), 0);
     DLT_ASSERT_ERR(probe_call(&pr[0], P_TRY), 0);
     probe_quit(&pr[0], &tp[0]);
@@ -741,7 +698,7 @@ static void test_init_bad_attributes(void) {
     DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 1500), 0);
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "attr/lease", &a), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    long long pttl = key_pttl("attr/lease");
+    long long pttl = dlt_key_pttl("attr/lease");
     CU_ASSERT_TRUE(pttl > 1000 && pttl <= 1500);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
@@ -771,7 +728,7 @@ static int invalid_objects_worker(void *arg) {
 
 static void test_invalid_objects(void) {
     dlock_mutex_t g;
-    struct timespec ts = ts_in(CLOCK_REALTIME, 100);
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 100);
     memset(&g, 0x5A, sizeof g);
     DLT_ASSERT_ERR(dlock_mutex_lock(NULL), EINVAL);
     DLT_ASSERT_ERR(dlock_mutex_trylock(NULL), EINVAL);
@@ -854,7 +811,7 @@ static void test_lock_free_holds_fence(void) {
     CU_ASSERT_TRUE(key_hget("free", "tid", buf, sizeof buf));
     DLT_ASSERT_INT_EQ(atol(buf), syscall(SYS_gettid));
     CU_ASSERT_TRUE(key_hget("free", "since", buf, sizeof buf) && buf[0] != '\0');
-    long long pttl = key_pttl("free");
+    long long pttl = dlt_key_pttl("free");
     CU_ASSERT_TRUE(pttl > 9000 && pttl <= 10000);
 
     /* Ownership is the thread's: another thread does not hold it. */
@@ -865,7 +822,7 @@ static void test_lock_free_holds_fence(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_fence(&m), 0);
-    DLT_ASSERT_INT_EQ(key_exists("free"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("free"), 0);
 
     /* Every later acquisition gets a strictly greater fence: this thread,
      * another thread, another process, this thread again. */
@@ -1012,7 +969,7 @@ static void test_lock_holder_dies(void) {
     task_start(&th, PROC, holder_main, &h[0]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[0]));
     DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
-    DLT_ASSERT_INT_EQ(key_exists("dies/exit"), 1); /* left to expire */
+    DLT_ASSERT_INT_EQ(dlt_key_exists("dies/exit"), 1); /* left to expire */
     waiter_init(&w[0], ms_own("dies/exit", T_DEFAULT, 500), 0);
     task_start(&tw[0], PROC, waiter_main, &w[0]);
     DLT_ASSERT_ERR(init_typed(&m, "dies/exit", T_DEFAULT, 500), 0);
@@ -1033,7 +990,7 @@ static void test_lock_holder_dies(void) {
     task_start(&th, PROC, holder_main, &h[1]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[1]));
     dlt_sleep_ms(800);
-    DLT_ASSERT_INT_EQ(key_exists("dies/kill"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("dies/kill"), 1);
     DLT_ASSERT_ERR(init_typed(&mk, "dies/kill", T_DEFAULT, 500), 0);
     waiter_init(&w[1], ms_shared(&mk), 0);
     waiter_init(&w[2], ms_own("dies/kill", T_DEFAULT, 500), 0);
@@ -1092,20 +1049,20 @@ static int normal_relock_worker(void *p) {
     CK(open_mutex(s, &own, &m), 0);
     CK(dlock_mutex_lock(m), 0);
 
-    ts = ts_in(CLOCK_REALTIME, 300);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
     t0 = dlt_now();
     CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
     CKT(dt >= 0.299 && dt < 1.0);
     CK(dlock_mutex_holds(m), 1);
 
-    ts = ts_in(CLOCK_MONOTONIC, 300);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 300);
     t0 = dlt_now();
     CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
     CKT(dt >= 0.299 && dt < 1.0);
 
-    ts = ts_in(CLOCK_REALTIME, 300);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
     t0 = dlt_now();
     CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
@@ -1173,7 +1130,7 @@ static int edeadlk_worker(void *p) {
     int i;
     CK(open_mutex(&a->ms, &own, &m), 0);
     for (i = 0; i < a->iters; i++) {
-        struct timespec rt = ts_in(CLOCK_REALTIME, 1000), mt = ts_in(CLOCK_MONOTONIC, 1000);
+        struct timespec rt = dlt_abs_in(CLOCK_REALTIME, 1000), mt = dlt_abs_in(CLOCK_MONOTONIC, 1000);
         double t0;
         CK(dlock_mutex_lock(m), 0);
         t0 = dlt_now();
@@ -1313,7 +1270,7 @@ static void test_recursive(void) {
         DLT_ASSERT_INT_EQ(evals() - e0, i > 1 ? 0 : 1);
         DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), i > 1);
     }
-    DLT_ASSERT_INT_EQ(key_exists("rec"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("rec"), 0);
     DLT_ASSERT_ERR(probe_call(&pr[1], P_TRY), 0);
     DLT_ASSERT_ERR(probe_call(&pr[0], P_TRY), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
@@ -1380,9 +1337,9 @@ static int recursive_limit_worker(void *p) {
     }
     CK(dlock_mutex_lock(m), EAGAIN);
     CK(dlock_mutex_trylock(m), EAGAIN);
-    ts = ts_in(CLOCK_REALTIME, 1000);
+    ts = dlt_abs_in(CLOCK_REALTIME, 1000);
     CK(dlock_mutex_timedlock(m, &ts), EAGAIN);
-    ts = ts_in(CLOCK_MONOTONIC, 1000);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
     CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EAGAIN);
     CK(dlock_mutex_holds(m), 1);
     /* Down 1000 and up again, still no round trip. */
@@ -1448,12 +1405,8 @@ static int unreach_worker(void *p) {
     dlock_mutex_t own, *m = a->m;
     double t0, dt, bound = a->bound_ms / 1000.0;
     if (m == NULL) {
-        dlock_config_t cfg;
         dlock_mutexattr_t at;
-        dlock_config_init(&cfg);
-        cfg.url = a->url;
-        cfg.unreachable_ms = a->bound_ms;
-        CK(dlock_client_create(&c, &cfg), 0);
+        CK(dlt_client_make(&c, a->url, a->bound_ms), 0);
         CK(dlock_mutexattr_init(&at), 0);
         CK(dlock_mutexattr_setclient(&at, c), 0);
         CK(dlock_mutex_init(&own, "unreach", &at), 0);
@@ -1485,7 +1438,6 @@ static int unreach_worker(void *p) {
 
 static void test_unreachable_enolck(void) {
     unreach_arg *a = SHM_NEW(unreach_arg, 6);
-    dlock_config_t cfg;
     dlock_mutexattr_t at;
     dlock_client_t *c = NULL, *c2 = NULL;
     dlock_mutex_t m, m2;
@@ -1495,11 +1447,8 @@ static void test_unreachable_enolck(void) {
 
     CU_ASSERT_FATAL(port > 0);
     /* A client for a port where nothing listens. */
-    dlock_config_init(&cfg);
     snprintf(a[0].url, sizeof a[0].url, "redis://127.0.0.1:%d", port);
-    cfg.url = a[0].url;
-    cfg.unreachable_ms = 1000;
-    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&c, a[0].url, 1000), 0);
     DLT_ASSERT_ERR(dlock_mutexattr_init(&at), 0);
     DLT_ASSERT_ERR(dlock_mutexattr_setclient(&at, c), 0);
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "unreach", &at), 0);
@@ -1515,7 +1464,7 @@ static void test_unreachable_enolck(void) {
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
     CU_ASSERT_TRUE(dlt_now() - t0 < 3.0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
-    ts = ts_in(CLOCK_REALTIME, 10000); /* the server's bound comes first */
+    ts = dlt_abs_in(CLOCK_REALTIME, 10000); /* the server's bound comes first */
     t0 = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &ts), ENOLCK);
     CU_ASSERT_TRUE(dlt_now() - t0 < 3.0);
@@ -1533,10 +1482,7 @@ static void test_unreachable_enolck(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 
     /* A server that goes away: the same, then it comes back. */
-    dlock_config_init(&cfg);
-    cfg.url = dlt_server.url;
-    cfg.unreachable_ms = 1000;
-    DLT_ASSERT_ERR(dlock_client_create(&c2, &cfg), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&c2, dlt_server.url, 1000), 0);
     DLT_ASSERT_ERR(dlock_mutexattr_setclient(&at, c2), 0);
     DLT_ASSERT_ERR(dlock_mutex_init(&m2, "unreach", &at), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m2), 0);
@@ -1573,14 +1519,10 @@ typedef struct waitgone_arg {
 
 static int waitgone_worker(void *p) {
     waitgone_arg *a = p;
-    dlock_config_t cfg;
     dlock_mutexattr_t at;
     dlock_client_t *c = NULL;
     dlock_mutex_t m;
-    dlock_config_init(&cfg);
-    cfg.url = a->url;
-    cfg.unreachable_ms = 1000;
-    CK(dlock_client_create(&c, &cfg), 0);
+    CK(dlt_client_make(&c, a->url, 1000), 0);
     CK(dlock_mutexattr_init(&at), 0);
     CK(dlock_mutexattr_setclient(&at, c), 0);
     CK(dlock_mutex_init(&m, "unreach/waiting", &at), 0);
@@ -1735,17 +1677,17 @@ static int timed_busy_worker(void *p) {
     double t0, dt;
     CK(open_mutex(s, &own, &m), 0);
 
-    ts = ts_in(CLOCK_REALTIME, 300);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
     t0 = dlt_now();
     CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
     CKT(dt >= 0.299 && dt < 1.2);
-    ts = ts_in(CLOCK_MONOTONIC, 300);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 300);
     t0 = dlt_now();
     CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
     CKT(dt >= 0.299 && dt < 1.2);
-    ts = ts_in(CLOCK_REALTIME, 300);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
     t0 = dlt_now();
     CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
@@ -1753,30 +1695,30 @@ static int timed_busy_worker(void *p) {
 
     /* Deadlines in the past: at once. */
     t0 = dlt_now();
-    ts = ts_in(CLOCK_REALTIME, -1000);
+    ts = dlt_abs_in(CLOCK_REALTIME, -1000);
     CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
     ts.tv_sec = 0;
     ts.tv_nsec = 0;
     CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
-    ts = ts_in(CLOCK_MONOTONIC, -1000);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, -1000);
     CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
     CKT(dlt_now() - t0 < 0.5);
 
     /* A bad tv_nsec on a call that would wait. */
     t0 = dlt_now();
-    ts = ts_in(CLOCK_REALTIME, 300);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
     ts.tv_nsec = -1;
     CK(dlock_mutex_timedlock(m, &ts), EINVAL);
     ts.tv_nsec = 1000000000L;
     CK(dlock_mutex_timedlock(m, &ts), EINVAL);
-    ts = ts_in(CLOCK_MONOTONIC, 300);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 300);
     ts.tv_nsec = 1000000000L;
     CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EINVAL);
     ts.tv_nsec = -1;
     CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EINVAL);
     CKT(dlt_now() - t0 < 0.5); /* without waiting */
 
-    ts = ts_in(CLOCK_REALTIME, 300);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
     CK(dlock_mutex_clocklock(m, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
     CK(dlock_mutex_timedlock(m, NULL), EINVAL);
     CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, NULL), EINVAL);
@@ -1793,7 +1735,7 @@ static int timed_free_worker(void *p) {
     double t0;
     CK(dlock_mutex_init(&m, name, NULL), 0);
 
-    ts = ts_in(CLOCK_REALTIME, -1000);
+    ts = dlt_abs_in(CLOCK_REALTIME, -1000);
     CK(dlock_mutex_timedlock(&m, &ts), 0);
     CK(dlock_mutex_holds(&m), 1);
     CK(dlock_mutex_unlock(&m), 0);
@@ -1801,15 +1743,15 @@ static int timed_free_worker(void *p) {
     ts.tv_nsec = 0;
     CK(dlock_mutex_timedlock(&m, &ts), 0);
     CK(dlock_mutex_unlock(&m), 0);
-    ts = ts_in(CLOCK_MONOTONIC, -1000);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, -1000);
     CK(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts), 0);
     CK(dlock_mutex_unlock(&m), 0);
-    ts = ts_in(CLOCK_REALTIME, -1000);
+    ts = dlt_abs_in(CLOCK_REALTIME, -1000);
     CK(dlock_mutex_clocklock(&m, CLOCK_REALTIME, &ts), 0);
     CK(dlock_mutex_unlock(&m), 0);
 
     /* A bad tv_nsec need not be checked when the call need not wait. */
-    ts = ts_in(CLOCK_REALTIME, 1000);
+    ts = dlt_abs_in(CLOCK_REALTIME, 1000);
     ts.tv_nsec = -1;
     CK(dlock_mutex_timedlock(&m, &ts), 0);
     CK(dlock_mutex_holds(&m), 1);
@@ -1817,13 +1759,13 @@ static int timed_free_worker(void *p) {
     ts.tv_nsec = 1000000000L;
     CK(dlock_mutex_timedlock(&m, &ts), 0);
     CK(dlock_mutex_unlock(&m), 0);
-    ts = ts_in(CLOCK_MONOTONIC, 1000);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
     ts.tv_nsec = 1000000000L;
     CK(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts), 0);
     CK(dlock_mutex_unlock(&m), 0);
 
     /* Bad clocks and NULL: EINVAL, nothing held. */
-    ts = ts_in(CLOCK_REALTIME, 1000);
+    ts = dlt_abs_in(CLOCK_REALTIME, 1000);
     CK(dlock_mutex_clocklock(&m, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
     CK(dlock_mutex_holds(&m), 0);
     CK(dlock_mutex_clocklock(&m, CLOCK_THREAD_CPUTIME_ID, &ts), EINVAL);
@@ -1833,7 +1775,7 @@ static int timed_free_worker(void *p) {
     CK(dlock_mutex_holds(&m), 0);
 
     /* A future deadline on a free lock: at once. */
-    ts = ts_in(CLOCK_REALTIME, 5000);
+    ts = dlt_abs_in(CLOCK_REALTIME, 5000);
     t0 = dlt_now();
     CK(dlock_mutex_timedlock(&m, &ts), 0);
     CKT(dlt_now() - t0 < 0.5);
@@ -1927,7 +1869,7 @@ static int unlock_round_trip_worker(void *p) {
     e0 = evals();
     CK(dlock_mutex_unlock(&m), 0);
     CK(evals() - e0, 1);
-    CK(key_exists(name), 0);
+    CK(dlt_key_exists(name), 0);
     CK(dlock_mutex_holds(&m), 0);
     CK(dlock_mutex_destroy(&m), 0);
     return 0;
@@ -2028,7 +1970,7 @@ static void test_unlock_not_holder_eperm(void) {
     CU_ASSERT_TRUE(holder_wait_locked(&h[0]));
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
     run_all(not_holder_worker, &s[1], sizeof *s, 1, 1);
-    DLT_ASSERT_INT_EQ(key_exists("eperm"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("eperm"), 1);
     flag_set(&h[0].release, 1);
     DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(h[0].holds_at_unlock, 1); /* the EPERMs did not take it away */

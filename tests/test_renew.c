@@ -22,46 +22,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static int mk(dlock_mutex_t *m, const char *name, unsigned lease_ms) {
-    dlock_mutexattr_t a;
-    int rc;
-    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
-    if (lease_ms != 0 && (rc = dlock_mutexattr_setlease(&a, lease_ms)) != 0) return rc;
-    rc = dlock_mutex_init(m, name, &a);
-    dlock_mutexattr_destroy(&a);
-    return rc;
-}
-
-/* EXISTS dlock:{name}: 1, 0, or -1 when the server does not answer. */
-static int key_exists(const char *name) {
-    char key[600];
-    snprintf(key, sizeof key, "dlock:{%s}", name);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "EXISTS %s", key);
-    int v = (r != NULL && r->type == REDIS_REPLY_INTEGER) ? (int)r->integer : -1;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-/* PTTL dlock:{name}: ms left, -2 no key, -1 no expiry, -3 no answer. */
-static long long key_pttl(const char *name) {
-    char key[600];
-    snprintf(key, sizeof key, "dlock:{%s}", name);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "PTTL %s", key);
-    long long v = (r != NULL && r->type == REDIS_REPLY_INTEGER) ? r->integer : -3;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-/* HGET dlock:{name} field as a number; -1 when absent. */
-static long long key_field(const char *name, const char *field) {
-    char key[600];
-    snprintf(key, sizeof key, "dlock:{%s}", name);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %s %s", key, field);
-    long long v = (r != NULL && r->type == REDIS_REPLY_STRING) ? atoll(r->str) : -1;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
 /* total_reads_processed of INFO stats: the server's read events, which
  * is how many times it found new bytes on some connection. */
 static long long server_reads(void) {
@@ -73,36 +33,6 @@ static long long server_reads(void) {
     }
     if (r != NULL) freeReplyObject(r);
     return v;
-}
-
-static int pipe_put(int fd, char c) {
-    return write(fd, &c, 1) == 1 ? 0 : -1;
-}
-
-/* One byte from fd within timeout_ms: the byte, or -1. */
-static int pipe_get(int fd, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    for (;;) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        int left = (int)((end - dlt_now()) * 1000);
-        if (left < 0) left = 0;
-        int n = poll(&p, 1, left);
-        if (n > 0) {
-            unsigned char c;
-            return read(fd, &c, 1) == 1 ? c : -1;
-        }
-        if (n == 0 || errno != EINTR) return -1;
-    }
-}
-
-static void abs_in(struct timespec *ts, unsigned ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
 }
 
 static int task_count(void) {
@@ -128,12 +58,12 @@ static int contend(dlock_mutex_t *m, int rfd, int *busy_out) {
     while (dlt_now() - start < 8.0) {
         struct pollfd p = { rfd, POLLIN, 0 };
         if (!seen_s && poll(&p, 1, 0) > 0) {
-            int c = pipe_get(rfd, 0);
+            int c = dlt_pipe_get(rfd, 0);
             if (c != 'S') return 20;
             seen_s = 1;
         }
         if (seen_s) {
-            if (pipe_get(rfd, 3000) != 'U') return 21;
+            if (dlt_pipe_get(rfd, 3000) != 'U') return 21;
             double t0 = dlt_now();
             int rc = dlock_mutex_trylock(m);
             if (rc != 0) return 22;
@@ -147,10 +77,10 @@ static int contend(dlock_mutex_t *m, int rfd, int *busy_out) {
         if (rc == 0) {
             /* Only legal if the holder announced its unlock meanwhile. */
             struct pollfd q = { rfd, POLLIN, 0 };
-            int ok = poll(&q, 1, 0) > 0 && pipe_get(rfd, 0) == 'S';
+            int ok = poll(&q, 1, 0) > 0 && dlt_pipe_get(rfd, 0) == 'S';
             dlock_mutex_unlock(m);
             if (!ok) return 27; /* acquired while the other held it */
-            if (pipe_get(rfd, 3000) != 'U') return 21;
+            if (dlt_pipe_get(rfd, 3000) != 'U') return 21;
             *busy_out = busy;
             return busy >= 40 ? 0 : 26;
         }
@@ -192,7 +122,7 @@ static void hold_five_seconds(dlock_mutex_t *m, const char *name, int wfd) {
     int bad_pttl = 0, bad_holds = 0, checks = 0;
     double start = dlt_now();
     while (dlt_now() - start < 5.0 && checks < 200) {
-        long long t = key_pttl(name);
+        long long t = dlt_key_pttl(name);
         if (t <= 0) bad_pttl++;
         if (min_pttl == -100 || t < min_pttl) min_pttl = t;
         if (dlock_mutex_holds(m) != 1) bad_holds++;
@@ -203,16 +133,16 @@ static void hold_five_seconds(dlock_mutex_t *m, const char *name, int wfd) {
     DLT_ASSERT_INT_EQ(bad_pttl, 0);
     DLT_ASSERT_INT_EQ(bad_holds, 0);
     CU_ASSERT_TRUE(checks >= 50);
-    CU_ASSERT_TRUE(pipe_put(wfd, 'S') == 0);
+    CU_ASSERT_TRUE(dlt_pipe_put(wfd, 'S') == 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(m), 0);
-    CU_ASSERT_TRUE(pipe_put(wfd, 'U') == 0);
+    CU_ASSERT_TRUE(dlt_pipe_put(wfd, 'U') == 0);
 }
 
 static void test_short_lease_held_against_process(void) {
     const char *name = "renew/held-proc";
     dlock_mutex_t m;
     int fds[2];
-    DLT_ASSERT_ERR(mk(&m, name, 400), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 400, NULL), 0);
     CU_ASSERT_FATAL(pipe(fds) == 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
 
@@ -231,7 +161,7 @@ static void test_short_lease_held_against_thread(void) {
     dlock_mutex_t m;
     pthread_t th;
     int fds[2];
-    DLT_ASSERT_ERR(mk(&m, name, 400), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 400, NULL), 0);
     CU_ASSERT_FATAL(pipe(fds) == 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
 
@@ -282,7 +212,7 @@ static void test_many_locks_renewed_in_batches(void) {
     int i, inited = 0, locked = 0;
     for (i = 0; i < NMANY; i++) {
         snprintf(name, sizeof name, "renew/many/%d", i);
-        if (mk(&many[i], name, 600) != 0) break;
+        if (dlt_mutex_make(&many[i], name, 600, NULL) != 0) break;
         inited++;
     }
     DLT_ASSERT_INT_EQ(inited, NMANY);
@@ -338,23 +268,23 @@ static void test_many_locks_renewed_in_batches(void) {
 
 static void test_renewal_stops_at_unlock(void) {
     dlock_mutex_t keep, gone;
-    DLT_ASSERT_ERR(mk(&keep, "renew/keep", 300), 0);
-    DLT_ASSERT_ERR(mk(&gone, "renew/gone", 300), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&keep, "renew/keep", 300, NULL), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&gone, "renew/gone", 300, NULL), 0);
     /* "keep" stays held so that the renewal thread keeps running. */
     DLT_ASSERT_ERR(dlock_mutex_lock(&keep), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&gone), 0);
     dlt_sleep_ms(450); /* past the lease: only renewal keeps it */
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&gone), 1);
-    DLT_ASSERT_INT_EQ(key_exists("renew/gone"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("renew/gone"), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&gone), 0);
-    DLT_ASSERT_INT_EQ(key_exists("renew/gone"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("renew/gone"), 0);
     for (int i = 0; i < 3; i++) {
         dlt_sleep_ms(333);
-        DLT_ASSERT_INT_EQ(key_exists("renew/gone"), 0);
+        DLT_ASSERT_INT_EQ(dlt_key_exists("renew/gone"), 0);
     }
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&gone), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&keep), 1);
-    DLT_ASSERT_INT_EQ(key_exists("renew/keep"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("renew/keep"), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&keep), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&keep), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&gone), 0);
@@ -372,7 +302,7 @@ static void *exiter_thread(void *p) {
     e->lock_rc = dlock_mutex_lock(e->m);
     dlt_sleep_ms(700); /* longer than the lease: renewal must run */
     e->held_after = dlock_mutex_holds(e->m);
-    e->existed_after = key_exists("renew/exiter");
+    e->existed_after = dlt_key_exists("renew/exiter");
     return NULL; /* without unlocking */
 }
 
@@ -380,9 +310,9 @@ static void test_renewal_stops_at_thread_exit(void) {
     dlock_mutex_t m, keep;
     pthread_t th;
     struct exiter e = { &m, -1, -1, -1 };
-    DLT_ASSERT_ERR(mk(&m, "renew/exiter", 500), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "renew/exiter", 500, NULL), 0);
     /* Another held lock keeps the renewal thread busy throughout. */
-    DLT_ASSERT_ERR(mk(&keep, "renew/keep2", 500), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&keep, "renew/keep2", 500, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&keep), 0);
     CU_ASSERT_FATAL(pthread_create(&th, NULL, exiter_thread, &e) == 0);
     pthread_join(th, NULL);
@@ -393,7 +323,7 @@ static void test_renewal_stops_at_thread_exit(void) {
 
     double gone_at = -1;
     for (int i = 0; i < 40 && dlt_now() - t_exit < 2.0; i++) {
-        if (key_exists("renew/exiter") == 0) {
+        if (dlt_key_exists("renew/exiter") == 0) {
             gone_at = dlt_now() - t_exit;
             break;
         }
@@ -403,7 +333,7 @@ static void test_renewal_stops_at_thread_exit(void) {
     CU_ASSERT_TRUE(gone_at >= 0);
     CU_ASSERT_TRUE(gone_at < 0.8);
     dlt_sleep_ms(600);
-    DLT_ASSERT_INT_EQ(key_exists("renew/exiter"), 0); /* not renewed back */
+    DLT_ASSERT_INT_EQ(dlt_key_exists("renew/exiter"), 0); /* not renewed back */
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     /* It is free for the next owner. */
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
@@ -426,13 +356,13 @@ static int fork_child_fn(void *p) {
     dlt_sleep_ms(2000);
     if (dlock_mutex_holds(&fork_m) != 0) return 12;
     /* The parent still owns the key: its renewals went on, ours never ran. */
-    if (key_field("renew/forked", "pid") != (long long)fork_parent_pid) return 13;
+    if (dlt_key_field("renew/forked", "pid") != (long long)fork_parent_pid) return 13;
     if (task_count() != 1) return 14; /* no renewal thread in the child */
     return 0;
 }
 
 static void test_no_renewal_in_fork_child(void) {
-    DLT_ASSERT_ERR(mk(&fork_m, "renew/forked", 600), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&fork_m, "renew/forked", 600, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&fork_m), 0);
     uint64_t fence = dlock_mutex_fence(&fork_m);
     fork_parent_pid = getpid();
@@ -441,8 +371,8 @@ static void test_no_renewal_in_fork_child(void) {
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&fork_m), 1);
     CU_ASSERT_TRUE(dlock_mutex_fence(&fork_m) == fence);
-    DLT_ASSERT_INT_EQ(key_exists("renew/forked"), 1);
-    CU_ASSERT_TRUE(key_pttl("renew/forked") > 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("renew/forked"), 1);
+    CU_ASSERT_TRUE(dlt_key_pttl("renew/forked") > 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&fork_m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&fork_m), 0);
 }
@@ -458,8 +388,8 @@ static int sig_holder_fn(void *p) {
     dlock_mutex_t m;
     if (dlock_mutex_init(&m, "renew/sig-b", NULL) != 0) return 10;
     if (dlock_mutex_lock(&m) != 0) return 11;
-    if (pipe_put(h->hold_w, 'H') != 0) return 12;
-    if (pipe_get(h->release_r, 15000) != 'R') return 13;
+    if (dlt_pipe_put(h->hold_w, 'H') != 0) return 12;
+    if (dlt_pipe_get(h->release_r, 15000) != 'R') return 13;
     if (dlock_mutex_unlock(&m) != 0) return 14;
     return 0;
 }
@@ -474,20 +404,10 @@ static void *sig_waiter_thread(void *p) {
     struct sig_waiter *w = p;
     struct timespec ts;
     w->tid = (pid_t)syscall(SYS_gettid);
-    abs_in(&ts, 15000);
+    ts = dlt_abs_in(CLOCK_REALTIME, 15000);
     w->rc = dlock_mutex_timedlock(w->m, &ts);
     w->unlock_rc = w->rc == 0 ? dlock_mutex_unlock(w->m) : -1;
     return NULL;
-}
-
-static long long numsub(const char *channel) {
-    redisReply *r = dlt_redis_cmd(&dlt_server, "PUBSUB NUMSUB %s", channel);
-    long long v = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_INTEGER)
-        v = r->element[1]->integer;
-    if (r != NULL) freeReplyObject(r);
-    return v;
 }
 
 /* SigBlk of thread tid, or 0 with *ok = 0. */
@@ -515,8 +435,8 @@ static void test_background_threads_block_signals(void) {
     dlock_mutex_t a, b;
     int hold[2], rel[2];
     pthread_t th;
-    DLT_ASSERT_ERR(mk(&a, "renew/sig-a", 600), 0);
-    DLT_ASSERT_ERR(mk(&b, "renew/sig-b", 0), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&a, "renew/sig-a", 600, NULL), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&b, "renew/sig-b", 0, NULL), 0);
     CU_ASSERT_FATAL(pipe(hold) == 0 && pipe(rel) == 0);
 
     /* Renewal thread: we hold a. */
@@ -525,12 +445,12 @@ static void test_background_threads_block_signals(void) {
     struct sig_holder h = { hold[1], rel[0] };
     pid_t pid = dlt_spawn(sig_holder_fn, &h);
     CU_ASSERT_FATAL(pid > 0);
-    DLT_ASSERT_INT_EQ(pipe_get(hold[0], 10000), 'H');
+    DLT_ASSERT_INT_EQ(dlt_pipe_get(hold[0], 10000), 'H');
     struct sig_waiter w = { &b, 0, -1, -1 };
     CU_ASSERT_FATAL(pthread_create(&th, NULL, sig_waiter_thread, &w) == 0);
     double t0 = dlt_now();
-    while (numsub("dlock:{renew/sig-b}") < 1 && dlt_now() - t0 < 5.0) dlt_sleep_ms(10);
-    DLT_ASSERT_INT_EQ(numsub("dlock:{renew/sig-b}"), 1);
+    while (dlt_numsub("dlock:{renew/sig-b}") < 1 && dlt_now() - t0 < 5.0) dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(dlt_numsub("dlock:{renew/sig-b}"), 1);
 
     pid_t main_tid = (pid_t)syscall(SYS_gettid);
     DIR *d = opendir("/proc/self/task");
@@ -558,7 +478,7 @@ static void test_background_threads_block_signals(void) {
     CU_ASSERT_TRUE(background >= 2); /* renewal + subscriber */
     DLT_ASSERT_INT_EQ(unmasked, 0);
 
-    CU_ASSERT_TRUE(pipe_put(rel[1], 'R') == 0);
+    CU_ASSERT_TRUE(dlt_pipe_put(rel[1], 'R') == 0);
     pthread_join(th, NULL);
     DLT_ASSERT_ERR(w.rc, 0);
     DLT_ASSERT_ERR(w.unlock_rc, 0);

@@ -8,7 +8,6 @@
 #include "fixture.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,82 +21,12 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static int mk(dlock_mutex_t *m, const char *name, unsigned lease_ms) {
-    dlock_mutexattr_t a;
-    int rc;
-    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
-    if (lease_ms != 0 && (rc = dlock_mutexattr_setlease(&a, lease_ms)) != 0) return rc;
-    rc = dlock_mutex_init(m, name, &a);
-    dlock_mutexattr_destroy(&a);
-    return rc;
-}
-
-static int pipe_put(int fd, char c) {
-    return write(fd, &c, 1) == 1 ? 0 : -1;
-}
-
-/* Reads exactly n bytes within timeout_ms: 0, or -1. */
-static int pipe_read(int fd, void *buf, size_t n, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    size_t got = 0;
-    while (got < n) {
-        struct pollfd p = { fd, POLLIN, 0 };
-        int left = (int)((end - dlt_now()) * 1000);
-        if (left < 0) left = 0;
-        int k = poll(&p, 1, left);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        ssize_t r = read(fd, (char *)buf + got, n - got);
-        if (r <= 0) return -1;
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-/* One byte within timeout_ms: the byte, or -1. */
-static int pipe_get(int fd, int timeout_ms) {
-    unsigned char c;
-    return pipe_read(fd, &c, 1, timeout_ms) == 0 ? c : -1;
-}
-
-static void abs_in(struct timespec *ts, unsigned ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 static long long stat_of(const char *cmd) {
     return dlt_redis_cmdstat(&dlt_server, cmd);
 }
 
 static long long script_calls(void) {
     return stat_of("evalsha") + stat_of("eval");
-}
-
-/* A pair of pipes between the test and one child. */
-struct chan {
-    int to_child[2], to_parent[2];
-};
-
-static int chan_open(struct chan *ch) {
-    if (pipe(ch->to_child) != 0) return -1;
-    if (pipe(ch->to_parent) != 0) {
-        close(ch->to_child[0]);
-        close(ch->to_child[1]);
-        return -1;
-    }
-    return 0;
-}
-
-static void chan_close(struct chan *ch) {
-    close(ch->to_child[0]);
-    close(ch->to_child[1]);
-    close(ch->to_parent[0]);
-    close(ch->to_parent[1]);
 }
 
 /* ------------------------------------------- contended runs: cost/acq */
@@ -117,8 +46,7 @@ static int contended_proc(void *p) {
     int i;
     if (dlock_mutex_init(&m, a->name, NULL) != 0) return 10;
     for (i = 0; i < NACQ; i++) {
-        struct timespec ts;
-        abs_in(&ts, 30000);
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 30000);
         if (dlock_mutex_timedlock(&m, &ts) != 0) return 11;
         if (__atomic_add_fetch(&a->shared[0], 1, __ATOMIC_SEQ_CST) != 1)
             __atomic_add_fetch(&a->shared[1], 1, __ATOMIC_SEQ_CST);
@@ -178,11 +106,11 @@ static void test_contended_cost_does_not_grow_with_wait(void) {
 /* ------------------------------------------------ one long wait: sleeps */
 
 static int long_holder_fn(void *p) {
-    struct chan *ch = p;
+    struct dlt_chan *ch = p;
     dlock_mutex_t m;
-    if (mk(&m, "wait/long", 10000) != 0) return 10;
+    if (dlt_mutex_make(&m, "wait/long", 10000, NULL) != 0) return 10;
     if (dlock_mutex_lock(&m) != 0) return 11;
-    if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+    if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
     dlt_sleep_ms(3000);
     if (dlock_mutex_unlock(&m) != 0) return 13;
     return 0;
@@ -193,20 +121,20 @@ static int long_holder_fn(void *p) {
  * released: with a waiter, until the waiter's lock returns; without, until
  * the holder has exited.  *waited: how long the waiter waited. */
 static long long long_hold_calls(int with_waiter, double *waited) {
-    struct chan ch;
+    struct dlt_chan ch;
     dlock_mutex_t m;
     struct timespec ts;
     long long calls = -1;
     *waited = 0;
-    CU_ASSERT_FATAL(chan_open(&ch) == 0);
-    DLT_ASSERT_ERR(mk(&m, "wait/long", 10000), 0);
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "wait/long", 10000, NULL), 0);
     pid_t pid = dlt_spawn(long_holder_fn, &ch);
     CU_ASSERT_FATAL(pid > 0);
-    DLT_ASSERT_INT_EQ(pipe_get(ch.to_parent[0], 10000), 'H');
+    DLT_ASSERT_INT_EQ(dlt_pipe_get(ch.to_parent[0], 10000), 'H');
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     if (with_waiter) {
         double t0 = dlt_now();
-        abs_in(&ts, 10000);
+        ts = dlt_abs_in(CLOCK_REALTIME, 10000);
         int rc = dlock_mutex_timedlock(&m, &ts);
         *waited = dlt_now() - t0;
         calls = script_calls();
@@ -218,7 +146,7 @@ static long long long_hold_calls(int with_waiter, double *waited) {
         calls = script_calls();
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    chan_close(&ch);
+    dlt_chan_close(&ch);
     return calls;
 }
 
@@ -242,19 +170,19 @@ static void test_long_wait_sleeps_on_notification(void) {
 #define NHANDOFF 20
 
 static int handoff_holder_fn(void *p) {
-    struct chan *ch = p;
+    struct dlt_chan *ch = p;
     dlock_mutex_t m;
     int i;
-    if (mk(&m, "wait/handoff", 10000) != 0) return 10;
+    if (dlt_mutex_make(&m, "wait/handoff", 10000, NULL) != 0) return 10;
     for (i = 0; i < NHANDOFF; i++) {
         struct timespec ts;
         /* After the first round, relock only once the waiter is done, or
          * we could take the lock back before the waiter wakes. */
-        if (i > 0 && pipe_get(ch->to_child[0], 10000) != 'N') return 16;
-        abs_in(&ts, 10000);
+        if (i > 0 && dlt_pipe_get(ch->to_child[0], 10000) != 'N') return 16;
+        ts = dlt_abs_in(CLOCK_REALTIME, 10000);
         if (dlock_mutex_timedlock(&m, &ts) != 0) return 11;
-        if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
-        if (pipe_get(ch->to_child[0], 10000) != 'G') return 13;
+        if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+        if (dlt_pipe_get(ch->to_child[0], 10000) != 'G') return 13;
         dlt_sleep_ms(30); /* the waiter is asleep by now */
         double t = dlt_now();
         if (dlock_mutex_unlock(&m) != 0) return 14;
@@ -270,28 +198,28 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static void test_handoff_latency_to_other_process(void) {
-    struct chan ch;
+    struct dlt_chan ch;
     dlock_mutex_t m;
     double lat[NHANDOFF];
     int i, n = 0;
-    CU_ASSERT_FATAL(chan_open(&ch) == 0);
-    DLT_ASSERT_ERR(mk(&m, "wait/handoff", 10000), 0);
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "wait/handoff", 10000, NULL), 0);
     pid_t pid = dlt_spawn(handoff_holder_fn, &ch);
     CU_ASSERT_FATAL(pid > 0);
     for (i = 0; i < NHANDOFF; i++) {
         struct timespec ts;
         double t_unlock;
-        if (pipe_get(ch.to_parent[0], 10000) != 'H') break;
-        if (pipe_put(ch.to_child[1], 'G') != 0) break;
-        abs_in(&ts, 10000);
+        if (dlt_pipe_get(ch.to_parent[0], 10000) != 'H') break;
+        if (dlt_pipe_put(ch.to_child[1], 'G') != 0) break;
+        ts = dlt_abs_in(CLOCK_REALTIME, 10000);
         int rc = dlock_mutex_timedlock(&m, &ts);
         double t_got = dlt_now();
         DLT_ASSERT_ERR(rc, 0);
         if (rc != 0) break;
-        if (pipe_read(ch.to_parent[0], &t_unlock, sizeof t_unlock, 10000) != 0) break;
+        if (dlt_pipe_read(ch.to_parent[0], &t_unlock, sizeof t_unlock, 10000) != 0) break;
         lat[n++] = t_got - t_unlock;
         DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-        if (pipe_put(ch.to_child[1], 'N') != 0) break;
+        if (dlt_pipe_put(ch.to_child[1], 'N') != 0) break;
     }
     DLT_ASSERT_INT_EQ(n, NHANDOFF);
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
@@ -303,7 +231,7 @@ static void test_handoff_latency_to_other_process(void) {
         CU_ASSERT_TRUE(median < 0.005);
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    chan_close(&ch);
+    dlt_chan_close(&ch);
 }
 
 /* ------------------------------------------- a release is never missed */
@@ -318,7 +246,7 @@ static void miss_name(char *buf, size_t len, int i) {
 }
 
 static int miss_holder_fn(void *p) {
-    struct chan *ch = p;
+    struct dlt_chan *ch = p;
     unsigned seed = (unsigned)getpid();
     int i;
     for (i = 0; i < NMISS; i++) {
@@ -326,11 +254,11 @@ static int miss_holder_fn(void *p) {
         dlock_mutex_t m;
         struct timespec ts;
         miss_name(name, sizeof name, i);
-        if (mk(&m, name, 30000) != 0) return 10;
-        abs_in(&ts, 10000);
+        if (dlt_mutex_make(&m, name, 30000, NULL) != 0) return 10;
+        ts = dlt_abs_in(CLOCK_REALTIME, 10000);
         if (dlock_mutex_timedlock(&m, &ts) != 0) return 11;
-        if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
-        if (pipe_get(ch->to_child[0], 10000) != 'G') return 13;
+        if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+        if (dlt_pipe_get(ch->to_child[0], 10000) != 'G') return 13;
         /* A random moment 0-5 ms into the wait, skewed (u^3) towards the
          * first few hundred microseconds, where the waiter's first attempt
          * and its SUBSCRIBE are in flight and a missed release would hide. */
@@ -343,10 +271,10 @@ static int miss_holder_fn(void *p) {
 }
 
 static void test_release_never_missed(void) {
-    struct chan ch;
+    struct dlt_chan ch;
     int i, got = 0, slow = 0;
     double worst = 0;
-    CU_ASSERT_FATAL(chan_open(&ch) == 0);
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
     pid_t pid = dlt_spawn(miss_holder_fn, &ch);
     CU_ASSERT_FATAL(pid > 0);
     for (i = 0; i < NMISS; i++) {
@@ -354,14 +282,14 @@ static void test_release_never_missed(void) {
         dlock_mutex_t m;
         struct timespec ts;
         miss_name(name, sizeof name, i);
-        if (mk(&m, name, 30000) != 0) break;
-        if (pipe_get(ch.to_parent[0], 10000) != 'H') {
+        if (dlt_mutex_make(&m, name, 30000, NULL) != 0) break;
+        if (dlt_pipe_get(ch.to_parent[0], 10000) != 'H') {
             dlock_mutex_destroy(&m);
             break;
         }
-        pipe_put(ch.to_child[1], 'G');
+        dlt_pipe_put(ch.to_child[1], 'G');
         double t0 = dlt_now();
-        abs_in(&ts, 2000);
+        ts = dlt_abs_in(CLOCK_REALTIME, 2000);
         int rc = dlock_mutex_timedlock(&m, &ts);
         double took = dlt_now() - t0;
         if (took > worst) worst = took;
@@ -380,17 +308,17 @@ static void test_release_never_missed(void) {
     DLT_ASSERT_INT_EQ(got, NMISS);
     DLT_ASSERT_INT_EQ(slow, 0);
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 15000), 0);
-    chan_close(&ch);
+    dlt_chan_close(&ch);
 }
 
 /* ------------------------------------- holder killed: lease runs out */
 
 static int killed_holder_fn(void *p) {
-    struct chan *ch = p;
+    struct dlt_chan *ch = p;
     dlock_mutex_t m;
-    if (mk(&m, "wait/killed", 800) != 0) return 10;
+    if (dlt_mutex_make(&m, "wait/killed", 800, NULL) != 0) return 10;
     if (dlock_mutex_lock(&m) != 0) return 11;
-    if (pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+    if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
     dlt_sleep_ms(20000); /* until killed */
     return 13;
 }
@@ -409,18 +337,18 @@ static void *killer_thread(void *p) {
 }
 
 static void test_waiter_gets_lock_of_killed_holder(void) {
-    struct chan ch;
+    struct dlt_chan ch;
     dlock_mutex_t m;
     pthread_t th;
     struct timespec ts;
-    CU_ASSERT_FATAL(chan_open(&ch) == 0);
-    DLT_ASSERT_ERR(mk(&m, "wait/killed", 800), 0);
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "wait/killed", 800, NULL), 0);
     pid_t pid = dlt_spawn(killed_holder_fn, &ch);
     CU_ASSERT_FATAL(pid > 0);
-    DLT_ASSERT_INT_EQ(pipe_get(ch.to_parent[0], 10000), 'H');
+    DLT_ASSERT_INT_EQ(dlt_pipe_get(ch.to_parent[0], 10000), 'H');
     struct killer k = { pid, 0 };
     CU_ASSERT_FATAL(pthread_create(&th, NULL, killer_thread, &k) == 0);
-    abs_in(&ts, 5000);
+    ts = dlt_abs_in(CLOCK_REALTIME, 5000);
     int rc = dlock_mutex_timedlock(&m, &ts);
     double t_got = dlt_now();
     pthread_join(th, NULL);
@@ -431,7 +359,7 @@ static void test_waiter_gets_lock_of_killed_holder(void) {
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 5000), 128 + SIGKILL);
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    chan_close(&ch);
+    dlt_chan_close(&ch);
 }
 
 static const struct dlt_test tests[] = {
