@@ -169,8 +169,10 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
         }
         freeReplyObject(r);
     }
-    if (ctx->reader->pos < ctx->reader->len) /* more answers than requests: out of step */
+    if (ctx->reader->pos < ctx->reader->len) { /* more answers than requests: out of step */
+        for (i = 0; i < n; i++) rn[i].result = -1; /* none of them can be trusted */
         return dlock__seterr(EPROTO, "%s: renewal: the server sent more than was asked for", c->conf.redacted_url);
+    }
     return 0;
 }
 

@@ -84,6 +84,7 @@ static void fork_child(void) {
                 memset(l->busy_until, 0, sizeof l->busy_until);
                 l->users = 0;
                 l->sub_state = DLOCK__SUB_NONE;
+                l->sleepers = NULL; /* the parent's threads: not here */
                 dlock__cond_init(&l->cv);
             }
         }

@@ -317,8 +317,10 @@ int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock
     argc = script_argv(which, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
     if (argc < 0) return dlock__seterr(EINVAL, "too many script arguments");
     /* A release is asked once: its answer to a second asking would differ
-     * ("not yours" after it has run); the others are safe to repeat. */
-    once = which == DLOCK__SCRIPT_RELEASE;
+     * ("not yours" after it has run); so is a reset, which asked again
+     * could cut off a holder that came in between.  The others are safe to
+     * repeat. */
+    once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET;
     rc = dlock__command(c, out, deadline, once, argc, argv, argvlen);
     if (rc == 0 && is_noscript(*out)) {
         /* The server does not know the script (restarted or flushed): EVAL
