@@ -176,6 +176,15 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
     return 0;
 }
 
+/* Drops the renewal connection.  This runs without c->mu: the pointer is
+ * cleared before the memory is freed, so a fork in between leaves the
+ * child either the live connection or none, never a freed one. */
+static void drop_renew_conn(struct dlock_client *c) {
+    dlock__conn *cn = c->renew_conn;
+    __atomic_store_n(&c->renew_conn, NULL, __ATOMIC_SEQ_CST);
+    dlock__conn_close(cn);
+}
+
 static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
     size_t i, done = 0;
     int rc = 0, tries = 0;
@@ -198,15 +207,13 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dl
         redisSetTimeout(c->renew_conn->ctx, tv);
         rc = renew_batch(c, c->renew_conn->ctx, rn + done, k, &noscript);
         if (rc != 0) {
-            dlock__conn_close(c->renew_conn);
-            c->renew_conn = NULL;
+            drop_renew_conn(c);
             return rc;
         }
         if (noscript && tries++ == 0) {
             /* A restarted server: load the scripts, redo this batch. */
             if (dlock__script_load_all(c->renew_conn->ctx) != 0) {
-                dlock__conn_close(c->renew_conn);
-                c->renew_conn = NULL;
+                drop_renew_conn(c);
                 return dlock__seterr(ENOLCK, "%s: cannot load scripts", c->conf.redacted_url);
             }
             continue;

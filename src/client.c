@@ -41,6 +41,13 @@ static void fork_parent(void) {
     pthread_mutex_unlock(&clients_mu);
 }
 
+static void bury(struct dlock_client *c, dlock__conn *cn) {
+    if (cn == NULL) return;
+    if (cn->ctx != NULL && cn->ctx->fd >= 0) close(cn->ctx->fd);
+    cn->next = c->buried;
+    c->buried = cn;
+}
+
 /* The child forgets every hold, waiter and connection of the parent. */
 static void fork_child(void) {
     struct dlock_client *c;
@@ -53,9 +60,13 @@ static void fork_child(void) {
             dlock__conn_abandon(cn);
         }
         c->nidle = 0;
-        dlock__conn_abandon(c->renew_conn);
+        /* The renewal and subscriber connections belong to threads that
+         * may have been in the middle of hiredis calls on them (they do
+         * I/O without c->mu): their state may be half-updated, so they
+         * are not freed, only closed, and kept where they stay reachable. */
+        bury(c, c->renew_conn);
         c->renew_conn = NULL;
-        dlock__conn_abandon(c->sub_conn);
+        bury(c, c->sub_conn);
         c->sub_conn = NULL;
         if (c->sub_wakefd >= 0) close(c->sub_wakefd);
         c->sub_wakefd = -1;

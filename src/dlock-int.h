@@ -319,6 +319,7 @@ struct dlock_client {
 
     /* Tokens the server may hold a key under that no hold here has. */
     struct dlock__orphan *orphans;
+    dlock__conn *buried; /* a fork child's closed, never freed, inherited connections */
     unsigned orphan_pass;
 
     /* Holds of threads of this process, for renewal and exit. */
