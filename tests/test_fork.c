@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sys/wait.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -321,6 +322,87 @@ static void test_grandchild(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&gc_m), 0);
 }
 
+
+/* ------------------------------------- fork during background I/O */
+
+/* The subscriber thread reads its socket without the client lock; a fork
+ * that lands in the middle of that (a reader buffer being reallocated)
+ * must not hurt the child, which used to free the half-updated context
+ * (glibc "free(): invalid pointer", now and then).  A holder keeps the
+ * lock, a thread of this process waits for it (so this process's
+ * subscriber reads its channel), a publisher floods the channel with
+ * messages of random sizes, and this process forks children that only
+ * exit.  Every child must exit cleanly.  Bounded: 200 000 messages or
+ * 20 s for the publisher, 600 forks. */
+static int race_holder_fn(void *p) {
+    dlock_mutex_t m;
+    (void)p;
+    if (dlt_mutex_make(&m, "fork/race", 30000, NULL) != 0 || dlock_mutex_lock(&m) != 0) return 1;
+    dlt_sleep_ms(30000);
+    return 0;
+}
+
+static int race_publisher_fn(void *p) {
+    redisContext *c = redisConnect("127.0.0.1", dlt_server.port);
+    static char buf[65536];
+    unsigned n = 1, i;
+    double end = dlt_now() + 20;
+    (void)p;
+    if (c == NULL || c->err) return 1;
+    memset(buf, 'x', sizeof buf);
+    for (i = 0; i < 200000 && dlt_now() < end; i++) {
+        redisReply *r;
+        n = n * 1103515245u + 12345u;
+        r = redisCommand(c, "PUBLISH %s %b", "dlock:{fork/race}", buf, (size_t)(1 + (n >> 8) % sizeof buf));
+        if (r == NULL) break;
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return 0;
+}
+
+static void *race_waiter(void *p) {
+    (void)dlock_mutex_lock(p); /* waits until the test breaks the lock */
+    (void)dlock_mutex_unlock(p);
+    return NULL;
+}
+
+static int exit_at_once(void *p) {
+    (void)p;
+    return 0;
+}
+
+static void test_fork_during_subscriber_io(void) {
+    pid_t holder, pub;
+    pthread_t th;
+    dlock_mutex_t m;
+    int i, bad = 0;
+
+    holder = dlt_spawn(race_holder_fn, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    for (i = 0; i < 100 && dlt_key_exists("fork/race") != 1; i++) dlt_sleep_ms(20);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("fork/race"), 1);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "fork/race", 10000, NULL), 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, race_waiter, &m) == 0);
+    for (i = 0; i < 100 && dlt_numsub("dlock:{fork/race}") < 1; i++) dlt_sleep_ms(20);
+    pub = dlt_spawn(race_publisher_fn, NULL);
+    CU_ASSERT_FATAL(pub > 0);
+    dlt_sleep_ms(200);
+    for (i = 0; i < 600; i++) {
+        pid_t p = dlt_spawn(exit_at_once, NULL);
+        int st = p > 0 ? dlt_wait(p, 5000) : -1;
+        if (st != 0 && bad++ < 5) fprintf(stderr, "  fork %d: child ended with %d\n", i, st);
+    }
+    DLT_ASSERT_INT_EQ(bad, 0);
+    kill(pub, SIGKILL);
+    kill(holder, SIGKILL);
+    (void)dlt_wait(pub, 5000);
+    (void)dlt_wait(holder, 5000);
+    DLT_ASSERT_ERR(dlock_break(NULL, "fork/race", DLOCK_BREAK_RESET, NULL), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_object_usable_on_both_sides),
     DLT_TEST(test_fork_while_threads_wait),
@@ -328,6 +410,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_underscore_exit_leaves_lock_to_expire),
     DLT_TEST(test_sigkill_leaves_lock_to_expire),
     DLT_TEST(test_grandchild),
+    DLT_TEST(test_fork_during_subscriber_io),
     { NULL, NULL }
 };
 
