@@ -182,6 +182,38 @@ DLOCK_API int dlock_rwlock_xlock(dlock_rwlock_t *rw, int shared, int flags, cloc
 DLOCK_API int dlock_rwlock_holds(const dlock_rwlock_t *rw);
 DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock_t *rw);
 
+/* ------------------------------------------------------------------------
+ * Condition variables, as pthread_cond_*, paired with a dlock mutex:
+ * wait releases the mutex and sleeps until a signal or broadcast from any
+ * thread on any host, then takes the mutex again before it returns.  No
+ * wake-up is lost: a waiter is registered on the server before it
+ * releases the mutex.  Spurious wake-ups can happen, as in POSIX: wait in
+ * a loop that checks the condition.  A condition variable lives on one
+ * client (dlock_cond_init: the default client); it is used with mutexes of
+ * that client.
+ * ---------------------------------------------------------------------- */
+struct dlock_cond {
+    /* private: use the dlock_cond_* functions */
+    uintptr_t __magic;
+    void *__impl;
+    void *__reserved[4];
+};
+typedef struct dlock_cond dlock_cond_t;
+
+DLOCK_API int dlock_cond_init(dlock_cond_t *c, const char *name);
+/* The same on client cl (NULL: the default client). */
+DLOCK_API int dlock_cond_init_client(dlock_cond_t *c, const char *name, dlock_client_t *cl);
+/* EBUSY while a thread of this process waits on c. */
+DLOCK_API int dlock_cond_destroy(dlock_cond_t *c);
+/* EPERM if the calling thread does not hold m. */
+DLOCK_API int dlock_cond_wait(dlock_cond_t *c, dlock_mutex_t *m);
+DLOCK_API int dlock_cond_timedwait(dlock_cond_t *c, dlock_mutex_t *m, const struct timespec *abstime);
+DLOCK_API int dlock_cond_clockwait(dlock_cond_t *c, dlock_mutex_t *m, clockid_t clock, const struct timespec *abstime);
+/* Wakes at least one waiter anywhere (none waiting: nothing happens). */
+DLOCK_API int dlock_cond_signal(dlock_cond_t *c);
+/* Wakes every waiter anywhere. */
+DLOCK_API int dlock_cond_broadcast(dlock_cond_t *c);
+
 /* A fenced write, for data kept in the lock's own Redis deployment: sets
  * the hash `key` to {value, fence} only if no write with a newer fence has
  * reached it, so a holder whose lease ran out can never overwrite what its

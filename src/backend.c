@@ -242,6 +242,26 @@ static int single_fenced_set(struct dlock_client *c, const char *key, size_t key
     return rc;
 }
 
+static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, const char *token,
+                       unsigned ttl_ms, long long *result, dlock__mono deadline) {
+    char ttl[16];
+    const char *args[4];
+    size_t lens[4];
+    redisReply *r;
+    int rc;
+
+    snprintf(ttl, sizeof ttl, "%u", ttl_ms);
+    args[0] = l->key; lens[0] = l->keylen;
+    args[1] = op; lens[1] = strlen(op);
+    args[2] = token; lens[2] = strlen(token);
+    args[3] = ttl; lens[3] = strlen(ttl);
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_COND, &r, deadline, 1, 4, args, lens)) != 0) return rc;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "condition variable", r);
+    else *result = r->integer;
+    freeReplyObject(r);
+    return rc;
+}
+
 const dlock__backend_ops dlock__single_backend = {
     .acquire = single_acquire,
     .release = single_release,
@@ -249,4 +269,5 @@ const dlock__backend_ops dlock__single_backend = {
     .reset = single_reset,
     .fenced_set = single_fenced_set,
     .info = single_info,
+    .cond = single_cond,
 };

@@ -345,9 +345,10 @@ static void table_grow(struct dlock_client *c) {
     c->nbuckets = nb;
 }
 
-dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen) {
+dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen, int kind) {
     dlock__lock *l = c->buckets[hash_name(name, namelen) & (c->nbuckets - 1)];
-    while (l != NULL && !(l->namelen == namelen && memcmp(l->name, name, namelen) == 0)) l = l->hnext;
+    while (l != NULL && !(l->kind == kind && l->namelen == namelen && memcmp(l->name, name, namelen) == 0))
+        l = l->hnext;
     return l;
 }
 
@@ -358,9 +359,13 @@ static void lock_free(dlock__lock *l) {
     free(l);
 }
 
-/* Makes the keys of a lock (see DLOCK__K_*), in one buffer. */
-static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_t namelen) {
-    static const char *const suffix[DLOCK__NKEYS] = { "", ":fence", ":state", ":readers", ":writers", ":handoff" };
+/* Makes the keys of a lock (see DLOCK__K_*), or of a condition variable
+ * (its waiters at <prefix>{<name>}:cond, which is also its channel), in
+ * one buffer. */
+static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_t namelen, int kind) {
+    static const char *const lock_suffix[DLOCK__NKEYS] = { "", ":fence", ":state", ":readers", ":writers", ":handoff" };
+    static const char *const cond_suffix[DLOCK__NKEYS] = { ":cond", ":cond", ":cond", ":cond", ":cond", ":cond" };
+    const char *const *suffix = kind == DLOCK__KIND_COND ? cond_suffix : lock_suffix;
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;
     for (i = 0; i < DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
@@ -382,7 +387,11 @@ static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_
 }
 
 int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dlock__lock **out) {
-    dlock__lock *l = dlock__lock_find(c, name, namelen);
+    return dlock__entry_get(c, name, namelen, DLOCK__KIND_LOCK, out);
+}
+
+int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out) {
+    dlock__lock *l = dlock__lock_find(c, name, namelen, kind);
     size_t h;
 
     if (l != NULL) {
@@ -391,7 +400,7 @@ int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dl
         return 0;
     }
     if ((l = calloc(1, sizeof *l)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if ((l->name = malloc(namelen + 1)) == NULL || lock_keys(l, c->conf.prefix, name, namelen) != 0 ||
+    if ((l->name = malloc(namelen + 1)) == NULL || lock_keys(l, c->conf.prefix, name, namelen, kind) != 0 ||
         dlock__cond_init(&l->cv) != 0) {
         free(l->name);
         free(l->key);
@@ -401,6 +410,7 @@ int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dl
     memcpy(l->name, name, namelen);
     l->name[namelen] = '\0';
     l->namelen = namelen;
+    l->kind = kind;
     l->x.l = l;
     l->objrefs = 1;
     if (c->nlocks >= c->nbuckets) table_grow(c);

@@ -193,6 +193,7 @@ typedef struct dlock__hold {
 typedef struct dlock__lock {
     char *name;
     size_t namelen;
+    int kind;        /* DLOCK__KIND_LOCK or DLOCK__KIND_COND */
     char *key;       /* <prefix>{<name>}: the lock; also the release channel */
     size_t keylen;
     char *keys[DLOCK__NKEYS]; /* all its keys, in one buffer; keys[0] == key */
@@ -218,6 +219,10 @@ typedef struct dlock__lock {
 
     struct dlock__lock *hnext; /* hash chain */
 } dlock__lock;
+
+/* What a table entry is: a lock (mutex, rwlock), or a condition
+ * variable, whose only key is its waiters at <prefix>{<name>}:cond. */
+enum { DLOCK__KIND_LOCK, DLOCK__KIND_COND };
 
 /* Subscription to the lock's release channel: NONE -> WANTED (a waiter
  * asked) -> SENT (SUBSCRIBE written) -> ACTIVE (confirmed) -> UNSENT
@@ -297,6 +302,10 @@ typedef struct dlock__backend_ops {
                       const void *value, size_t len, int *written, dlock__mono deadline);
     /* What the server knows of the lock. */
     int (*info)(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline);
+    /* A condition variable operation (cond_lua): op is "wait", "check",
+     * "withdraw", "signal" or "broadcast"; *result is the script's answer. */
+    int (*cond)(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
+                long long *result, dlock__mono deadline);
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
@@ -362,7 +371,9 @@ int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dl
 void dlock__lock_put(struct dlock_client *c, dlock__lock *l);
 /* Frees l if no object, call, hold, waiter or subscription uses it. */
 void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l);
-dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen);
+dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen, int kind);
+/* dlock__lock_get for either kind of table entry (DLOCK__KIND_*). */
+int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out);
 
 /* Command connections from the pool (c->mu NOT held by the caller). */
 int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline);
@@ -414,6 +425,7 @@ enum {
     DLOCK__SCRIPT_RESET,
     DLOCK__SCRIPT_FENCED_SET,
     DLOCK__SCRIPT_INFO,
+    DLOCK__SCRIPT_COND,
     DLOCK__NSCRIPTS
 };
 const char *dlock__script_sha(int which);
@@ -491,6 +503,7 @@ int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, 
 void dlock__obj_free(dlock__obj *o);
 int dlock__obj_destroy(dlock__obj *o, const void *obj);
 int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline);
+int dlock__mutex_obj(dlock_mutex_t *m, dlock__obj **out);
 int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline);
 int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
                        dlock__lock **lp, dlock__want *w);

@@ -90,6 +90,11 @@ DLOCK_API int dlock_mutex_destroy(dlock_mutex_t *m) {
     return 0;
 }
 
+/* For cond.c: the private state of a mutex. */
+int dlock__mutex_obj(dlock_mutex_t *m, dlock__obj **out) {
+    return get(m, out);
+}
+
 static int lock_call(dlock_mutex_t *m, int try, dlock__mono deadline, int bad_deadline) {
     dlock__mutex *mx;
     int rc;

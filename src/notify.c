@@ -83,12 +83,18 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
     }
 }
 
-/* The lock whose release channel is `ch`, if the table has it. */
+/* The table entry whose channel is `ch`, if the table has it: a lock's
+ * <prefix>{<name>} or a condition variable's <prefix>{<name>}:cond. */
 static dlock__lock *by_channel(struct dlock_client *c, const char *ch, size_t n) {
-    size_t plen = strlen(c->conf.prefix);
-    if (n < plen + 2 || memcmp(ch, c->conf.prefix, plen) != 0 || ch[plen] != '{' || ch[n - 1] != '}')
-        return NULL;
-    return dlock__lock_find(c, ch + plen + 1, n - plen - 2);
+    static const char cond[] = "}:cond";
+    size_t plen = strlen(c->conf.prefix), cl = sizeof cond - 1;
+    if (n < plen + 2 || memcmp(ch, c->conf.prefix, plen) != 0 || ch[plen] != '{') return NULL;
+    if (n > plen + 1 + cl && memcmp(ch + n - cl, cond, cl) == 0) {
+        dlock__lock *l = dlock__lock_find(c, ch + plen + 1, n - plen - 1 - cl, DLOCK__KIND_COND);
+        if (l != NULL) return l;
+    }
+    if (ch[n - 1] != '}') return NULL;
+    return dlock__lock_find(c, ch + plen + 1, n - plen - 2, DLOCK__KIND_LOCK);
 }
 
 static void on_message(struct dlock_client *c, redisReply *r) {

@@ -251,8 +251,42 @@ static const char fenced_set_lua[] =
     "redis.call('HSET', KEYS[1], 'value', ARGV[2], 'fence', f)\n"
     "return 1\n";
 
+/* Condition variables.  KEYS: the waiters zset (also the channel).  ARGV:
+ * op, token, ttl ms.  A waiter registers ('wait') before it releases its
+ * mutex, so a signal sent after that always finds it: no lost wake-up.
+ * 'check' tells a woken waiter whether it is still registered (a wake-up
+ * that was not for it) and refreshes it; 'withdraw' takes a timed-out
+ * waiter back (0: it had been signalled meanwhile).  'signal' wakes the
+ * waiter whose registration is oldest (at least one, as POSIX says);
+ * 'broadcast' wakes all.  A registration lapses after ttl unless
+ * refreshed, so a waiter that died does not keep absorbing signals. */
+static const char cond_lua[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local op, ttl = ARGV[1], tonumber(ARGV[3])\n"
+    "if op == 'wait' or op == 'check' then\n"
+    "  if op == 'check' and not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end\n"
+    "  redis.call('ZADD', KEYS[1], now + ttl, ARGV[2])\n"
+    "  if redis.call('PTTL', KEYS[1]) < 2 * ttl then redis.call('PEXPIRE', KEYS[1], 2 * ttl) end\n"
+    "  return 1\n"
+    "end\n"
+    "if op == 'withdraw' then return redis.call('ZREM', KEYS[1], ARGV[2]) end\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\n"
+    "if op == 'signal' then\n"
+    "  local w = redis.call('ZPOPMIN', KEYS[1])\n"
+    "  if #w == 0 then return 0 end\n"
+    "  redis.call('PUBLISH', KEYS[1], 'signal')\n"
+    "  return 1\n"
+    "end\n"
+    "local n = redis.call('ZCARD', KEYS[1])\n"
+    "if n > 0 then\n"
+    "  redis.call('DEL', KEYS[1])\n"
+    "  redis.call('PUBLISH', KEYS[1], 'broadcast')\n"
+    "end\n"
+    "return n\n";
+
 static const char *const bodies[DLOCK__NSCRIPTS] = {
-    acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua,
+    acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
 };
 static char shas[DLOCK__NSCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;

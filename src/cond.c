@@ -1,0 +1,183 @@
+/* cond.c -- condition variables across hosts: dlock_cond_*.
+ *
+ * A condition variable is a table entry of its own kind (its key is the
+ * zset of its waiters, <prefix>{<name>}:cond, which is also its channel)
+ * and one script, cond_lua.  wait: make sure the channel is subscribed,
+ * register on the server while still holding the mutex (so a signal sent
+ * once the mutex is free cannot miss us), release the mutex, sleep on the
+ * one waiting path until a message on the channel, the deadline or the
+ * time to refresh the registration; then ask the server whether we are
+ * still registered: if not, a signal or broadcast took us, else it was a
+ * wake-up for someone else and we sleep again.  Last, take the mutex
+ * again, whatever happened, as pthread_cond_wait does.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlock-int.h"
+
+#define LIVE_KEY ((uintptr_t)0x636f6e64a5a5a5a5ull)
+#define DESTROYED ((uintptr_t)0x64656164u)
+#define IMPL_MAGIC 0x636f6e64u
+#define TTL_MS 3000u /* a waiter's registration; refreshed every third of it */
+
+static uintptr_t live_magic(const dlock_cond_t *cv) {
+    return (uintptr_t)cv ^ LIVE_KEY;
+}
+
+static int get(const dlock_cond_t *cv, dlock__obj **out) {
+    dlock__obj *o;
+    if (cv == NULL) return dlock__seterr(EINVAL, "condition variable is NULL");
+    if (cv->__magic != live_magic(cv) || (o = cv->__impl) == NULL || o->magic != IMPL_MAGIC)
+        return dlock__seterr(EINVAL, "condition variable is not initialised (or was destroyed)");
+    *out = o;
+    return 0;
+}
+
+DLOCK_API int dlock_cond_init_client(dlock_cond_t *cv, const char *name, dlock_client_t *cl) {
+    struct dlock_client *c;
+    dlock__obj *o;
+    size_t len = 0;
+    int rc;
+
+    if (cv == NULL) return dlock__seterr(EINVAL, "condition variable is NULL");
+    if ((rc = dlock__check_name(name, &len)) != 0) return rc;
+    if ((c = dlock__client_get(cl, &rc)) == NULL) return rc;
+    if ((o = calloc(1, sizeof *o)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    pthread_mutex_lock(&c->mu);
+    rc = dlock__entry_get(c, name, len, DLOCK__KIND_COND, &o->l);
+    if (rc == 0) c->objects++;
+    pthread_mutex_unlock(&c->mu);
+    if (rc != 0) {
+        free(o);
+        return rc;
+    }
+    o->magic = IMPL_MAGIC;
+    o->c = c;
+    cv->__impl = o;
+    memset(cv->__reserved, 0, sizeof cv->__reserved);
+    cv->__magic = live_magic(cv);
+    return 0;
+}
+
+DLOCK_API int dlock_cond_init(dlock_cond_t *cv, const char *name) {
+    return dlock_cond_init_client(cv, name, NULL);
+}
+
+DLOCK_API int dlock_cond_destroy(dlock_cond_t *cv) {
+    dlock__obj *o = NULL;
+    int rc;
+    if ((rc = get(cv, &o)) != 0) return rc;
+    if ((rc = dlock__obj_destroy(o, cv)) != 0) return rc;
+    cv->__magic = DESTROYED;
+    cv->__impl = NULL;
+    return 0;
+}
+
+static int op(dlock__obj *o, const char *what, const char *token, long long *result, dlock__mono deadline) {
+    return o->c->ops->cond(o->c, o->l, what, token, TTL_MS, result, deadline);
+}
+
+/* The part of a wait between releasing and retaking the mutex.  Returns
+ * 0 (woken, or a wake-up we cannot rule out), ETIMEDOUT, or an error. */
+static int sleep_on(dlock__obj *o, const char *token, uint64_t gen, dlock__mono deadline) {
+    struct dlock_client *c = o->c;
+    dlock__lock *l = o->l;
+    long long res;
+    int rc;
+
+    for (;;) {
+        dlock__mono now = dlock__now(), until = now + (dlock__mono)(TTL_MS / 3) * DLOCK__MS;
+        if (deadline < until) until = deadline;
+        pthread_mutex_lock(&c->mu);
+        (void)dlock__wait(c, l, gen, until, 0);
+        gen = l->gen;
+        pthread_mutex_unlock(&c->mu);
+        if (dlock__now() >= deadline) {
+            /* Timed out, unless a signal took us just now. */
+            rc = op(o, "withdraw", token, &res, dlock__unreachable_deadline(c));
+            return rc != 0 ? rc : res == 1 ? ETIMEDOUT : 0;
+        }
+        /* Woken (or time to refresh): are we still waiting? */
+        if ((rc = op(o, "check", token, &res, dlock__unreachable_deadline(c))) != 0) return 0;
+        if (res == 0) return 0; /* a signal or broadcast took us */
+    }
+}
+
+static int wait_call(dlock_cond_t *cv, dlock_mutex_t *m, dlock__mono deadline) {
+    char token[DLOCK__OWNER_LEN + 1];
+    dlock__obj *o = NULL, *mo = NULL;
+    dlock__thread *self;
+    struct dlock_client *c;
+    uint64_t gen;
+    long long res;
+    int rc, rc2;
+
+    if ((rc = get(cv, &o)) != 0) return rc;
+    if ((rc = dlock__mutex_obj(m, &mo)) != 0) return rc;
+    c = o->c;
+    if (mo->c != c) return dlock__seterr(EINVAL, "the mutex is on another client than the condition variable");
+    if (!dlock__holds(c, mo->l, 0, NULL)) return dlock__seterr(EPERM, "the calling thread does not hold the mutex");
+    if ((self = dlock__self(&rc)) == NULL) return rc;
+    dlock__owner_token(c, self, ++self->calls, token);
+
+    pthread_mutex_lock(&c->mu);
+    o->calls++;
+    o->l->waiters++;
+    rc = dlock__wait_ready(c, o->l, deadline, 0); /* a signal's message must reach us */
+    gen = o->l->gen;
+    pthread_mutex_unlock(&c->mu);
+    if (rc == 0) rc = op(o, "wait", token, &res, dlock__unreachable_deadline(c));
+    if (rc == 0) {
+        if ((rc = dlock_mutex_unlock(m)) != 0) {
+            (void)op(o, "withdraw", token, &res, dlock__unreachable_deadline(c));
+        } else {
+            rc = sleep_on(o, token, gen, deadline);
+            /* Take the mutex again, whatever happened (pthread_cond_wait
+             * returns holding it); its own error wins. */
+            if ((rc2 = dlock_mutex_lock(m)) != 0) rc = rc2;
+        }
+    } else if (rc == ETIMEDOUT) {
+        rc = dlock__seterr(ETIMEDOUT, "the condition variable was not signalled by the deadline");
+    }
+    pthread_mutex_lock(&c->mu);
+    dlock__wait_done(c, o->l);
+    o->calls--;
+    pthread_mutex_unlock(&c->mu);
+    if (rc == ETIMEDOUT) dlock__seterr(ETIMEDOUT, "the condition variable was not signalled by the deadline");
+    return rc;
+}
+
+DLOCK_API int dlock_cond_wait(dlock_cond_t *cv, dlock_mutex_t *m) {
+    return wait_call(cv, m, DLOCK__MONO_NEVER);
+}
+
+DLOCK_API int dlock_cond_clockwait(dlock_cond_t *cv, dlock_mutex_t *m, clockid_t clock, const struct timespec *abstime) {
+    dlock__mono deadline;
+    int rc, bad;
+    if ((rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
+    if (bad) return bad; /* a wait always waits */
+    return wait_call(cv, m, deadline);
+}
+
+DLOCK_API int dlock_cond_timedwait(dlock_cond_t *cv, dlock_mutex_t *m, const struct timespec *abstime) {
+    return dlock_cond_clockwait(cv, m, CLOCK_REALTIME, abstime);
+}
+
+static int wake(dlock_cond_t *cv, const char *what) {
+    dlock__obj *o = NULL;
+    long long res;
+    int rc;
+    if ((rc = get(cv, &o)) != 0) return rc;
+    return op(o, what, "-", &res, dlock__unreachable_deadline(o->c));
+}
+
+DLOCK_API int dlock_cond_signal(dlock_cond_t *cv) {
+    return wake(cv, "signal");
+}
+
+DLOCK_API int dlock_cond_broadcast(dlock_cond_t *cv) {
+    return wake(cv, "broadcast");
+}
