@@ -75,8 +75,10 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c);
  * *err set when the environment's configuration is bad. */
 DLOCK_API dlock_client_t *dlock_client_default(int *err);
 
-/* Lost-lock handler: runs on the renewal thread, once per lost hold, as
- * soon as the loss is known.  It must not block for long. */
+/* Lost-lock handler: runs once per lost hold, as soon as the loss is
+ * known: on the renewal thread, or on the holder's thread when one of its
+ * calls finds out first.  It must not block for long.  For a hold taken
+ * through a dlock_rwlock_t, m is that rwlock object. */
 typedef struct dlock_mutex dlock_mutex_t;
 typedef void (*dlock_lost_fn)(dlock_mutex_t *m, const char *name, void *arg);
 
@@ -235,19 +237,23 @@ typedef struct dlock_lock_info {
     unsigned readers;        /* shared (read) holders */
     unsigned writers_waiting;/* writers registered as waiting */
     int robust_state;        /* 0 none; 1 a robust holder holds it or died holding it; 2 not recoverable */
+    int64_t server_now_ms;   /* the server's time when it answered (for "held for") */
+    void *__reserved[4];     /* room to grow without changing the size */
 } dlock_lock_info_t;
 
 /* Reads what the server knows of `name` (one round trip) on client c
  * (NULL: the default client). */
 DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_info_t *out);
-/* Calls fn for each lock whose name matches the Redis glob (NULL: "*"),
- * held or with readers, in no particular order; stops early when fn
- * returns nonzero.  Uses SCAN, so it never blocks the server. */
+/* Calls fn for each lock whose name matches the shell glob (fnmatch;
+ * NULL: "*") that is held, has readers, or has a robust state left (an
+ * owner died, or not recoverable), in no particular order; stops early
+ * when fn returns nonzero.  Uses SCAN, so it never blocks the server. */
 DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
                          int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg);
 
 /* Administrative reset of the lock `name` on client c (NULL: the default
- * client), whoever holds it.  how: DLOCK_BREAK_OWNERDEAD (a robust lock's
+ * client), whoever holds it: the writer, every reader, and waiting
+ * writers' registrations.  how: DLOCK_BREAK_OWNERDEAD (a robust lock's
  * next acquirer gets EOWNERDEAD) or DLOCK_BREAK_RESET (also clears the
  * robust state: an ENOTRECOVERABLE lock becomes usable again).  *was_held
  * (if not NULL) tells whether someone held it. */

@@ -73,11 +73,11 @@ static char *scan_pattern(const char *prefix) {
     return p;
 }
 
-/* The lock name of a key, if it is a lock's main key or its readers key:
- * <prefix>{<name>} or <prefix>{<name>}:readers. */
+/* The lock name of a key, if it is a lock's main key, its readers key or
+ * its robust state: <prefix>{<name>}, <prefix>{<name>}:readers, :state. */
 static int key_name(const char *prefix, const char *key, size_t n, size_t *off, size_t *len) {
     size_t plen = strlen(prefix);
-    static const char rd[] = "}:readers";
+    static const char rd[] = "}:readers", st[] = "}:state";
     if (n < plen + 2 || memcmp(key, prefix, plen) != 0 || key[plen] != '{') return 0;
     *off = plen + 1;
     if (key[n - 1] == '}') {
@@ -86,6 +86,10 @@ static int key_name(const char *prefix, const char *key, size_t n, size_t *off, 
     }
     if (n > plen + 1 + sizeof rd - 1 && memcmp(key + n - (sizeof rd - 1), rd, sizeof rd - 1) == 0) {
         *len = n - plen - 1 - (sizeof rd - 1);
+        return *len > 0;
+    }
+    if (n > plen + 1 + sizeof st - 1 && memcmp(key + n - (sizeof st - 1), st, sizeof st - 1) == 0) {
+        *len = n - plen - 1 - (sizeof st - 1);
         return *len > 0;
     }
     return 0;
@@ -171,7 +175,7 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
             }
             if (added == 0) continue;
             if ((rc = dlock_lock_info(c, name, &info)) != 0) break;
-            if (info.held || info.readers > 0) stop = fn(name, &info, arg) != 0;
+            if (info.held || info.readers > 0 || info.robust_state != 0) stop = fn(name, &info, arg) != 0;
         }
         freeReplyObject(r);
     } while (rc == 0 && !stop && strcmp(cursor, "0") != 0);

@@ -24,6 +24,7 @@
 #define DLOCK_INT_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -443,6 +444,9 @@ int dlock__script_load_all(redisContext *ctx);
  * Each sleeps with c->mu held (released while sleeping) and returns 0,
  * ETIMEDOUT when `until` passes, or, when intr is set, EINTR when a
  * signal handler ran in the calling thread. */
+/* The caller's signal mask for the interruptible sleeps of this call
+ * (NULL: none). */
+void dlock__intr_mask_set(const sigset_t *mask);
 /* Wakes every thread sleeping on l.  c->mu held. */
 void dlock__lock_wake(dlock__lock *l);
 /* Sleeps until l is woken. */

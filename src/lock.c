@@ -11,6 +11,7 @@
  * own deadline.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,7 +218,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         bound = dlock__unreachable_deadline(c);
         /* Give up on an unreachable server by the caller's deadline; the
          * connection layer still makes one real attempt. */
-        if (!try && deadline < bound) bound = deadline;
+        if ((!try || deadline > 0) && deadline < bound) bound = deadline; /* a try given a deadline too */
         /* Only a call that will really wait registers as a waiting
          * writer (a past deadline or a bad one means it will not). */
         waits = !try && !bad_deadline && deadline > sent;
@@ -498,13 +499,32 @@ int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, in
 
 int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline) {
     dlock__want w = o->want;
+    sigset_t all, caller;
     int rc;
     w.shared = shared;
     w.intr = intr;
     pthread_mutex_lock(&o->c->mu);
     o->calls++;
     pthread_mutex_unlock(&o->c->mu);
+    if (intr) {
+        /* The pselect idiom: signals stay blocked through the round trips
+         * and are let in only inside the sleep (ppoll with the caller's
+         * mask), so one that arrives during a round trip is not lost: it
+         * ends the next sleep at once with EINTR, or, if the lock came
+         * first, is delivered when the caller's mask comes back. */
+        sigfillset(&all);
+        sigdelset(&all, SIGSEGV);
+        sigdelset(&all, SIGBUS);
+        sigdelset(&all, SIGFPE);
+        sigdelset(&all, SIGILL);
+        pthread_sigmask(SIG_BLOCK, &all, &caller);
+        dlock__intr_mask_set(&caller);
+    }
     rc = dlock__acquire(o->c, o->l, &w, try, deadline, bad_deadline);
+    if (intr) {
+        dlock__intr_mask_set(NULL);
+        pthread_sigmask(SIG_SETMASK, &caller, NULL);
+    }
     pthread_mutex_lock(&o->c->mu);
     o->calls--;
     pthread_mutex_unlock(&o->c->mu);

@@ -77,13 +77,14 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out) {
     int ok = 1;
 
     memset(out, 0, sizeof *out);
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 5) return -1;
-    for (i = 0; i < 5; i++)
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 6) return -1;
+    for (i = 0; i < 6; i++)
         if (r->element[i] == NULL) return -1;
     h = r->element[0];
     if (h->type != REDIS_REPLY_ARRAY || h->elements % 2 != 0 || r->element[1]->type != REDIS_REPLY_INTEGER ||
         r->element[2]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_INTEGER ||
-        r->element[4]->type != REDIS_REPLY_INTEGER || r->element[3]->integer < 0 || r->element[4]->integer < 0)
+        r->element[4]->type != REDIS_REPLY_INTEGER || r->element[3]->integer < 0 || r->element[4]->integer < 0 ||
+        r->element[5]->type != REDIS_REPLY_INTEGER)
         return -1;
     for (i = 0; i < h->elements; i += 2) {
         const redisReply *k = h->element[i], *v = h->element[i + 1];
@@ -111,5 +112,6 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out) {
                                                                       : 0;
     out->readers = (unsigned)r->element[3]->integer;
     out->writers_waiting = (unsigned)r->element[4]->integer;
+    out->server_now_ms = r->element[5]->integer;
     return 0;
 }

@@ -229,14 +229,15 @@ static const char reset_lua[] =
     "return 0\n";
 
 /* What `dlock status` shows, in one round trip: {holder hash as a flat
- * list, its PTTL, the robust state, live readers, live waiting writers}. */
+ * list, its PTTL, the robust state, live readers, live waiting writers,
+ * the server's time in ms}. */
 static const char info_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "return {redis.call('HGETALL', KEYS[1]), redis.call('PTTL', KEYS[1]),\n"
     "        redis.call('GET', KEYS[3]) or '',\n"
     "        redis.call('ZCOUNT', KEYS[4], now + 1, '+inf'),\n"
-    "        redis.call('ZCOUNT', KEYS[5], now + 1, '+inf')}\n";
+    "        redis.call('ZCOUNT', KEYS[5], now + 1, '+inf'), now}\n";
 
 /* KEYS: target.  ARGV: fence, value.  A fenced write: the target is a
  * hash {value, fence}; the write happens only if the caller's fence is not

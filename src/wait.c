@@ -26,6 +26,16 @@
 
 #include "dlock-int.h"
 
+/* During an interruptible call, the caller's own signal mask (the call
+ * itself runs with signals blocked: see dlock__obj_xlock). */
+static __thread sigset_t intr_mask;
+static __thread int intr_mask_set;
+
+void dlock__intr_mask_set(const sigset_t *mask) {
+    if (mask != NULL) intr_mask = *mask;
+    intr_mask_set = mask != NULL;
+}
+
 /* An interruptible sleeper, on its lock's list while it sleeps. */
 struct dlock__sleeper {
     int fd;
@@ -91,7 +101,8 @@ int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int 
     me.next = l->sleepers;
     l->sleepers = &me;
     pthread_mutex_unlock(&c->mu);
-    pthread_sigmask(SIG_SETMASK, NULL, &mask); /* the caller's own mask */
+    if (intr_mask_set) mask = intr_mask;            /* the caller's mask, from before the call */
+    else pthread_sigmask(SIG_SETMASK, NULL, &mask); /* the mask as it is */
     pfd.fd = fd;
     pfd.events = POLLIN;
     rc = ppoll(&pfd, 1, tsp, &mask);
