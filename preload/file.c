@@ -1,0 +1,749 @@
+/* file.c -- the file-lock hooks: flock, fcntl (F_SETLK, F_SETLKW, F_GETLK
+ * and the F_OFD_* forms), lockf, and close.
+ *
+ * A lock on a mapped path is taken twice: cluster-wide, by a keeper
+ * process (keeper.c) that holds the dlock rwlock of the path's name, and
+ * locally, by the real system call.  The kernel lock keeps the local
+ * semantics exact (open file descriptions, fork, dup, close, exit); the
+ * keeper watches it and gives the cluster lock up as soon as the kernel
+ * lock is gone, whichever process or path made it go.  So:
+ *
+ *   lock:   ask the keeper (cluster) first, then the kernel; ARM the keeper
+ *           (it checks the kernel lock and from then on watches it).
+ *   unlock: the kernel first; then ARM the keeper, which finds the kernel
+ *           lock gone and releases the cluster lock before we return.
+ *
+ * A blocking request waits for the keeper's answer in ppoll with the
+ * caller's own signal mask (every signal is blocked otherwise), so a
+ * signal handler that runs meanwhile ends the wait: the keeper is told
+ * to give up (CANCEL and SIGUSR1) and flock returns EINTR, as the system
+ * call does -- which is how flock(1) -w times out.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+#ifndef KCMP_FILE
+#define KCMP_FILE 0
+#endif
+
+/* One cluster lock held (or being taken) through a keeper.  flock and OFD
+ * locks belong to an open file description (fd is the last descriptor we
+ * saw it through); POSIX record locks to the process and the inode. */
+struct rec {
+    struct rec *next;
+    int kind;
+    dev_t dev;
+    ino_t ino;
+    int fd;
+    int sock;
+    pid_t kpid;
+    int mode; /* what the keeper holds: 0, 1 shared, 2 exclusive */
+    int busy; /* a request is in flight */
+    char name[DLOCK_NAME_MAX + 1];
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t neg_mu = PTHREAD_MUTEX_INITIALIZER; /* the unmapped-file cache below */
+static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
+static struct rec *recs;
+volatile int dlpl_nrec;
+static pid_t zombies[64];
+static int nzombies;
+
+static void lock_mu(void) {
+    DLPL_REAL(mutex_lock)(&mu);
+}
+static void unlock_mu(void) {
+    DLPL_REAL(mutex_unlock)(&mu);
+}
+
+void dlpl_file_init(void) {
+}
+
+void dlpl_file_atfork_prepare(void) {
+    lock_mu();
+}
+void dlpl_file_atfork_parent(void) {
+    unlock_mu();
+}
+/* The child holds none of its parent's keepers: it forgets them (its
+ * copies of the sockets are closed, writing nothing).  The kernel locks
+ * it shares through inherited descriptions stay what they are, and the
+ * parent's keepers keep the cluster locks while those kernel locks live. */
+void dlpl_file_atfork_child(void) {
+    struct rec *r, *n;
+    pthread_mutex_init(&mu, NULL);
+    pthread_mutex_init(&neg_mu, NULL);
+    pthread_cond_init(&idle_cv, NULL);
+    for (r = recs; r != NULL; r = n) {
+        n = r->next;
+        if (dlpl_resolved) dlpl_real.close(r->sock);
+        free(r);
+    }
+    recs = NULL;
+    dlpl_nrec = 0;
+    nzombies = 0;
+}
+
+/* Keepers are clone children without an exit signal: they never show up
+ * in the program's wait() nor send it SIGCHLD.  Reaped here. mu held. */
+static void reap(pid_t pid) {
+    int i, j;
+    if (pid > 0 && nzombies < (int)(sizeof zombies / sizeof zombies[0])) zombies[nzombies++] = pid;
+    for (i = j = 0; i < nzombies; i++) {
+        if (waitpid(zombies[i], NULL, __WCLONE | WNOHANG) == 0) zombies[j++] = zombies[i];
+    }
+    nzombies = j;
+}
+
+static void rec_drop(struct rec *r) { /* mu held */
+    struct rec **pp;
+    for (pp = &recs; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    }
+    DLPL_REAL(close)(r->sock);
+    reap(r->kpid);
+    free(r);
+    atomic_fetch_sub((_Atomic int *)&dlpl_nrec, 1);
+    pthread_cond_broadcast(&idle_cv);
+}
+
+/* Is the keeper gone (it exits once it holds nothing)? */
+static int keeper_gone(const struct rec *r) {
+    struct pollfd p = { r->sock, POLLIN, 0 };
+    return poll(&p, 1, 0) != 0;
+}
+
+static int same_description(int a, int b) {
+    if (a == b) return 1;
+    return syscall(SYS_kcmp, (long)getpid(), (long)getpid(), (long)KCMP_FILE, (long)a, (long)b) == 0;
+}
+
+/* The record of (kind, file, description); mu held.  Records whose
+ * keeper has gone are dropped on the way. */
+static struct rec *rec_find(int kind, const struct stat *st, int fd) {
+    struct rec *r, *n;
+    for (r = recs; r != NULL; r = n) {
+        n = r->next;
+        if (r->kind != kind || r->dev != st->st_dev || r->ino != st->st_ino) continue;
+        if (!r->busy && keeper_gone(r)) {
+            rec_drop(r);
+            continue;
+        }
+        if (kind == DLPL_K_POSIX) return r;
+        if (same_description(fd, r->fd)) {
+            r->fd = fd;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* Waits until no request is in flight on r (another thread's).  mu held;
+ * returns r, or NULL if it went away meanwhile. */
+static struct rec *rec_claim(int kind, const struct stat *st, int fd) {
+    struct rec *r;
+    while ((r = rec_find(kind, st, fd)) != NULL && r->busy) pthread_cond_wait(&idle_cv, &mu);
+    if (r != NULL) r->busy = 1;
+    return r;
+}
+
+static void rec_release(struct rec *r) { /* mu held */
+    r->busy = 0;
+    pthread_cond_broadcast(&idle_cv);
+}
+
+/* ----------------------------------------------------------- keeper I/O */
+
+/* Would a signal handler that just ran in this thread have restarted a
+ * system call (SA_RESTART)?  We cannot tell which signal ran, so only if
+ * every unblocked signal with a handler restarts. */
+static int restartable(const sigset_t *mask) {
+    int s;
+    for (s = 1; s < NSIG; s++) {
+        struct sigaction sa;
+        if (sigismember(mask, s) == 1) continue;
+        if (sigaction(s, NULL, &sa) != 0) continue;
+        if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
+        if (!(sa.sa_flags & SA_RESTART)) return 0;
+    }
+    return 1;
+}
+
+static int xsend(int sock, const struct dlpl_req *q) {
+    ssize_t n;
+    do n = send(sock, q, sizeof *q, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof *q ? 0 : -1;
+}
+
+static int xrecv(int sock, struct dlpl_rep *p) {
+    ssize_t n;
+    do n = recv(sock, p, sizeof *p, 0);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof *p ? 0 : -1;
+}
+
+#define EKEEPER (-1) /* the keeper is gone: no answer */
+
+/* One request to r's keeper and its answer.  intr: the wait ends with
+ * EINTR when a signal handler runs in this thread (and would not have
+ * restarted a system call); the keeper is then cancelled.  Returns the
+ * keeper's rc (with *mode), or EKEEPER. */
+static int ask(struct rec *r, int op, int mode, int try, int intr, int *mode_out) {
+    struct dlpl_req q = { op, mode, try };
+    struct dlpl_rep p = { 0, 0 };
+    sigset_t all, old;
+    int rc = 0, cancelled = 0;
+
+    if (xsend(r->sock, &q) != 0) return EKEEPER;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    for (;;) {
+        struct pollfd pf = { r->sock, POLLIN, 0 };
+        struct timespec ts = { 0, 2 * 1000 * 1000 };
+        int n = ppoll(&pf, 1, cancelled ? &ts : NULL, intr && !cancelled ? &old : NULL);
+        if (n > 0) break;
+        if (n < 0 && errno != EINTR) break;
+        if (n < 0 && intr && !cancelled && !restartable(&old)) {
+            struct dlpl_req c = { DLPL_OP_CANCEL, 0, 0 };
+            cancelled = 1;
+            if (xsend(r->sock, &c) != 0) break;
+        }
+        if (cancelled) kill(r->kpid, SIGUSR1); /* again, until it answers */
+    }
+    if (xrecv(r->sock, &p) != 0) rc = EKEEPER;
+    else rc = p.rc;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != EKEEPER && mode_out) *mode_out = p.mode;
+    return rc;
+}
+
+/* ------------------------------------------------------------- mapping */
+
+/* Files known to match no rule, so that locks on them cost one fstat
+ * more than without the library, not a readlink and the globs.  Keyed by
+ * device, inode and ctime: a new file on a reused inode, or a rename into
+ * a mapped path, changes the ctime and misses. */
+#define NEG_SLOTS 256
+struct neg {
+    dev_t dev;
+    ino_t ino;
+    struct timespec ctim;
+};
+static struct neg neg[NEG_SLOTS];
+
+static size_t neg_slot(const struct stat *st) {
+    return (size_t)((st->st_ino * 0x9E3779B97F4A7C15ull) ^ st->st_dev) % NEG_SLOTS;
+}
+
+static int neg_known(const struct stat *st) {
+    const struct neg *e = &neg[neg_slot(st)];
+    int hit;
+    DLPL_REAL(mutex_lock)(&neg_mu);
+    hit = e->ino == st->st_ino && e->dev == st->st_dev && e->ctim.tv_sec == st->st_ctim.tv_sec &&
+          e->ctim.tv_nsec == st->st_ctim.tv_nsec && e->ino != 0;
+    DLPL_REAL(mutex_unlock)(&neg_mu);
+    return hit;
+}
+
+static void neg_remember(const struct stat *st) {
+    struct neg *e = &neg[neg_slot(st)];
+    DLPL_REAL(mutex_lock)(&neg_mu);
+    e->dev = st->st_dev;
+    e->ino = st->st_ino;
+    e->ctim = st->st_ctim;
+    DLPL_REAL(mutex_unlock)(&neg_mu);
+}
+
+/* The path open on fd, if it is a mapped regular file or directory. */
+static int map_fd(int fd, struct stat *st, char *name) {
+    char link[64], path[PATH_MAX + 16];
+    ssize_t n;
+    if (fstat(fd, st) != 0) return 0;
+    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) return 0;
+    if (neg_known(st)) return 0;
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    n = readlink(link, path, sizeof path - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof path - 1) return 0;
+    path[n] = '\0';
+    if (n > 10 && strcmp(path + n - 10, " (deleted)") == 0) path[n - 10] = '\0';
+    if (path[0] != '/') return 0;
+    if (dlpl_map_path(path, name, DLOCK_NAME_MAX + 1)) return 1;
+    neg_remember(st);
+    return 0;
+}
+
+/* What the description open on fd holds in the kernel, from
+ * /proc/self/fdinfo: 0, 1 (READ) or 2 (WRITE) of the given kind. */
+static int kernel_held(int fd, int kind) {
+    char path[64], buf[4096];
+    const char *tag = kind == DLPL_K_FLOCK ? " FLOCK " : " OFDLCK ";
+    ssize_t n;
+    int f;
+    char *p;
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0) return 0;
+    n = read(f, buf, sizeof buf - 1);
+    DLPL_REAL(close)(f);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    for (p = strstr(buf, "lock:"); p != NULL; p = strstr(p + 5, "lock:")) {
+        char *eol = strchr(p, '\n'), *t;
+        if (eol) *eol = '\0';
+        if ((t = strstr(p, tag)) != NULL) {
+            if (strstr(t, " WRITE ")) return 2;
+            if (strstr(t, " READ ")) return 1;
+        }
+        if (eol) *eol = '\n';
+    }
+    return 0;
+}
+
+static struct rec *rec_new(int kind, const struct stat *st, int fd, const char *name, int *err) {
+    struct rec *r = calloc(1, sizeof *r);
+    int rc;
+    if (r == NULL) {
+        *err = ENOMEM;
+        return NULL;
+    }
+    r->kind = kind;
+    r->dev = st->st_dev;
+    r->ino = st->st_ino;
+    r->fd = fd;
+    r->busy = 1;
+    strcpy(r->name, name);
+    if ((rc = dlpl_keeper_spawn(kind, name, fd, &r->sock, &r->kpid)) != 0) {
+        free(r);
+        *err = rc;
+        return NULL;
+    }
+    r->next = recs;
+    recs = r;
+    atomic_fetch_add((_Atomic int *)&dlpl_nrec, 1);
+    return r;
+}
+
+/* After the kernel call: ARM the keeper (it checks whether the kernel
+ * lock is there, releases the cluster lock if not, and otherwise watches
+ * it); drop the record when the keeper holds nothing.  mu NOT held;
+ * returns with r released. */
+static void arm(struct rec *r) {
+    int mode = 0;
+    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, &mode);
+    lock_mu();
+    if (rc != 0 || mode == 0) rec_drop(r);
+    else {
+        r->mode = mode;
+        rec_release(r);
+    }
+    unlock_mu();
+}
+
+/* A request that failed: the keeper holds nothing now (it exits). */
+static void fail(struct rec *r) {
+    lock_mu();
+    rec_drop(r);
+    unlock_mu();
+}
+
+/* The cluster part failed for a reason other than contention: the
+ * server, the keeper.  0: go on with the local lock only (open); else the
+ * errno to fail with (closed). */
+static int policy(const char *name, int rc) {
+    const char *why = rc == EKEEPER ? "the keeper process failed" : dlock_strerror(rc);
+    if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED) {
+        dlpl_msg_rl(1, "'%s': no cluster-wide lock (%s); refused with ENOLCK (DLOCK_ON_ERROR=closed)", name, why);
+        return ENOLCK;
+    }
+    dlpl_msg_rl(1, "'%s': no cluster-wide lock (%s); using the local lock only (DLOCK_ON_ERROR=open)", name, why);
+    return 0;
+}
+
+/* Unlock: the kernel first, then let the keeper see it. */
+static void after_unlock(int kind, const struct stat *st, int fd) {
+    struct rec *r;
+    lock_mu();
+    r = rec_find(kind, st, fd);
+    if (r != NULL && !r->busy) {
+        r->busy = 1;
+        unlock_mu();
+        arm(r);
+        return;
+    }
+    unlock_mu();
+}
+
+/* The common lock path.  kcall does the kernel's part; kundo drops what
+ * the description/process holds in the kernel (a failed conversion loses
+ * the old lock, as flock(2) does).  Returns 0, or -1 with errno. */
+struct kops {
+    int (*call)(void *);
+    void (*undo)(void *);
+    void *arg;
+};
+
+static int lock_path(int kind, const struct stat *st, int fd, const char *name, int want, int try, int held,
+                     int busy_err, const struct kops *k) {
+    struct rec *r;
+    int rc, mode = 0, err = 0, kr, kerr, prev;
+
+    lock_mu();
+    r = rec_claim(kind, st, fd);
+    prev = r != NULL ? r->mode : 0;
+    if (r != NULL && r->mode >= want && kind == DLPL_K_POSIX) {
+        /* POSIX: the process already holds enough cluster-wide (a
+         * downgrade keeps the cluster lock exclusive). */
+        unlock_mu();
+        kr = k->call(k->arg);
+        kerr = errno;
+        lock_mu();
+        rec_release(r);
+        unlock_mu();
+        errno = kerr;
+        return kr;
+    }
+    if (r == NULL && held != 0 && kind != DLPL_K_POSIX) {
+        /* The description holds a kernel lock that another process took
+         * (we inherited the description): a conversion drops it first;
+         * that process's keeper sees it go. */
+        k->undo(k->arg);
+    }
+    if (r == NULL && (r = rec_new(kind, st, fd, name, &err)) == NULL) {
+        unlock_mu();
+        rc = EKEEPER;
+        goto failed;
+    }
+    unlock_mu();
+    if (kind == DLPL_K_POSIX && r->mode > want) want = r->mode;
+    rc = ask(r, DLPL_OP_LOCK, want, try, !try, &mode);
+    if (rc == 0) {
+        kr = k->call(k->arg);
+        kerr = errno;
+        arm(r);
+        errno = kerr;
+        return kr;
+    }
+    if (rc == EBUSY || rc == EINTR) {
+        /* A failed conversion loses the old lock, as flock(2)'s does
+         * (for record locks only when the keeper could not get the
+         * shared lock back). */
+        if (mode == 0 && (held || prev)) k->undo(k->arg);
+        if (mode == 0) fail(r);
+        else arm(r);
+        errno = rc == EBUSY ? busy_err : EINTR;
+        return -1;
+    }
+    fail(r);
+failed:
+    if (err != 0 && rc == EKEEPER) dlpl_msg_rl(2, "'%s': cannot start the keeper process: %s", name, strerror(err));
+    if ((err = policy(name, rc)) != 0) {
+        if (held) k->undo(k->arg);
+        errno = err;
+        return -1;
+    }
+    return k->call(k->arg);
+}
+
+/* A refused configuration with DLOCK_ON_ERROR=closed refuses every lock. */
+static int refused(void) {
+    return dlpl_conf.bad && dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED;
+}
+
+static int active(void) {
+    return dlpl_state == DLPL_ACTIVE && !dlpl_guard && (dlpl_conf.nfile > 0 || refused());
+}
+
+/* Under glibc's headers (and _FILE_OFFSET_BITS=64) fcntl and lockf may
+ * be aliases of fcntl64 and lockf64: the hooks carry their names in
+ * assembly. */
+int dlpl_fcntl(int fd, int cmd, ...) __asm__("fcntl");
+int dlpl_fcntl64(int fd, int cmd, ...) __asm__("fcntl64");
+int dlpl_lockf(int fd, int cmd, off_t len) __asm__("lockf");
+int dlpl_lockf64(int fd, int cmd, off_t len) __asm__("lockf64");
+
+/* ---------------------------------------------------------------- flock */
+
+struct flock_arg {
+    int fd, op;
+};
+static int flock_call(void *a) {
+    struct flock_arg *f = a;
+    return DLPL_REAL(flock)(f->fd, f->op);
+}
+static void flock_undo(void *a) {
+    struct flock_arg *f = a;
+    int e = errno;
+    DLPL_REAL(flock)(f->fd, LOCK_UN);
+    errno = e;
+}
+
+static int do_flock(int fd, int op) {
+    char name[DLOCK_NAME_MAX + 1];
+    struct flock_arg fa = { fd, op };
+    struct kops k = { flock_call, flock_undo, &fa };
+    int what = op & ~LOCK_NB, want, held, rc, e;
+    struct stat st;
+
+    if (what != LOCK_SH && what != LOCK_EX && what != LOCK_UN) return DLPL_REAL(flock)(fd, op);
+    if (refused()) {
+        if (what == LOCK_UN) return DLPL_REAL(flock)(fd, op);
+        errno = ENOLCK;
+        return -1;
+    }
+    if (!map_fd(fd, &st, name)) return DLPL_REAL(flock)(fd, op);
+    if (what == LOCK_UN) {
+        rc = DLPL_REAL(flock)(fd, op);
+        e = errno;
+        after_unlock(DLPL_K_FLOCK, &st, fd);
+        errno = e;
+        return rc;
+    }
+    want = what == LOCK_EX ? 2 : 1;
+    held = kernel_held(fd, DLPL_K_FLOCK);
+    if (held == want) return 0; /* as the kernel: relocking with the same type changes nothing */
+    return lock_path(DLPL_K_FLOCK, &st, fd, name, want, (op & LOCK_NB) != 0, held, EWOULDBLOCK, &k);
+}
+
+int flock(int fd, int op) {
+    int rc;
+    if (DLPL_LIKELY(!active())) return DLPL_REAL(flock) ? DLPL_REAL(flock)(fd, op) : (errno = ENOSYS, -1);
+    dlpl_guard++;
+    rc = do_flock(fd, op);
+    dlpl_guard--;
+    return rc;
+}
+
+/* ------------------------------------------------------- fcntl and lockf */
+
+struct fcntl_arg {
+    int fd, cmd, is64;
+    struct flock *fl;
+};
+static int fcntl_call(void *a) {
+    struct fcntl_arg *f = a;
+    return f->is64 ? DLPL_REAL(fcntl64)(f->fd, f->cmd, f->fl) : DLPL_REAL(fcntl)(f->fd, f->cmd, f->fl);
+}
+static void fcntl_undo(void *a) {
+    struct fcntl_arg *f = a;
+    struct flock u;
+    int e = errno;
+    memset(&u, 0, sizeof u);
+    u.l_type = F_UNLCK;
+    u.l_whence = SEEK_SET;
+    (f->cmd == F_OFD_SETLK || f->cmd == F_OFD_SETLKW) ? DLPL_REAL(fcntl)(f->fd, F_OFD_SETLK, &u)
+                                                      : DLPL_REAL(fcntl)(f->fd, F_SETLK, &u);
+    errno = e;
+}
+
+/* F_GETLK: the kernel's answer for this host, then the cluster's. */
+static int do_getlk(int fd, int cmd, struct flock *fl, int is64, int kind, const struct stat *st, const char *name) {
+    struct fcntl_arg fa = { fd, cmd, is64, fl };
+    dlock_lock_info_t info;
+    struct rec *r;
+    int mine = 0, want = fl->l_type == F_WRLCK ? 2 : 1, rc;
+    short asked = fl->l_type;
+
+    if (fcntl_call(&fa) != 0) return -1;
+    if (fl->l_type != F_UNLCK || (asked != F_RDLCK && asked != F_WRLCK)) return 0;
+    lock_mu();
+    if ((r = rec_find(kind, st, fd)) != NULL) mine = r->mode;
+    unlock_mu();
+    if (mine == 2 || (mine == 1 && want == 1)) return 0; /* ours: no conflict */
+    if (dlpl_client == NULL || (rc = dlock_lock_info(dlpl_client, name, &info)) != 0) {
+        rc = policy(name, dlpl_client == NULL ? ENOLCK : rc);
+        if (rc != 0) {
+            errno = rc;
+            return -1;
+        }
+        return 0;
+    }
+    if (info.held || (want == 2 && info.readers > (unsigned)(mine == 1 ? 1 : 0))) {
+        /* Held elsewhere in the cluster: reported on the whole file, with
+         * no pid (the holder may be on another host). */
+        fl->l_type = info.held ? F_WRLCK : F_RDLCK;
+        fl->l_whence = SEEK_SET;
+        fl->l_start = 0;
+        fl->l_len = 0;
+        fl->l_pid = -1;
+    }
+    return 0;
+}
+
+static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
+    char name[DLOCK_NAME_MAX + 1];
+    struct fcntl_arg fa = { fd, cmd, is64, fl };
+    struct kops k = { fcntl_call, fcntl_undo, &fa };
+    int ofd = cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW || cmd == F_OFD_GETLK;
+    int kind = ofd ? DLPL_K_OFD : DLPL_K_POSIX;
+    int getlk = cmd == F_GETLK || cmd == F_OFD_GETLK;
+    int wait = cmd == F_SETLKW || cmd == F_OFD_SETLKW;
+    int rc, e, held;
+    struct stat st;
+    char fname[DLOCK_NAME_MAX + 8];
+
+    if (fl == NULL || (fl->l_type != F_RDLCK && fl->l_type != F_WRLCK && fl->l_type != F_UNLCK))
+        return fcntl_call(&fa); /* the kernel reports the error */
+    if (refused()) {
+        if (getlk || fl->l_type == F_UNLCK) return fcntl_call(&fa);
+        errno = ENOLCK;
+        return -1;
+    }
+    if (!map_fd(fd, &st, name)) return fcntl_call(&fa);
+    /* Record locks and flock locks are independent on Linux; their
+     * cluster locks are too (else a program holding both on one file
+     * would wait for itself). */
+    snprintf(fname, sizeof fname, "%s#fcntl", name);
+    if (strlen(fname) > DLOCK_NAME_MAX) return fcntl_call(&fa);
+    if (getlk) return do_getlk(fd, cmd, fl, is64, kind, &st, fname);
+    if (fl->l_type == F_UNLCK) {
+        rc = fcntl_call(&fa);
+        e = errno;
+        after_unlock(kind, &st, fd);
+        errno = e;
+        return rc;
+    }
+    held = kind == DLPL_K_OFD ? kernel_held(fd, DLPL_K_OFD) : 0;
+    return lock_path(kind, &st, fd, fname, fl->l_type == F_WRLCK ? 2 : 1, !wait, held, EAGAIN, &k);
+}
+
+static int fcntl_common(int fd, int cmd, void *arg, int is64) {
+    int rc;
+    if (DLPL_LIKELY(!active()) ||
+        (cmd != F_SETLK && cmd != F_SETLKW && cmd != F_GETLK && cmd != F_OFD_SETLK && cmd != F_OFD_SETLKW &&
+         cmd != F_OFD_GETLK)) {
+        int (*fn)(int, int, ...) = is64 ? DLPL_REAL(fcntl64) : DLPL_REAL(fcntl);
+        if (fn == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+        return fn(fd, cmd, arg);
+    }
+    dlpl_guard++;
+    rc = do_lk(fd, cmd, (struct flock *)arg, is64);
+    dlpl_guard--;
+    return rc;
+}
+
+int dlpl_fcntl(int fd, int cmd, ...) {
+    va_list ap;
+    void *arg;
+    va_start(ap, cmd);
+    arg = va_arg(ap, void *); /* as glibc does: every argument fits */
+    va_end(ap);
+    return fcntl_common(fd, cmd, arg, 0);
+}
+
+
+int dlpl_fcntl64(int fd, int cmd, ...) {
+    va_list ap;
+    void *arg;
+    va_start(ap, cmd);
+    arg = va_arg(ap, void *);
+    va_end(ap);
+    return fcntl_common(fd, cmd, arg, 1);
+}
+
+/* lockf as glibc defines it, over the hooked fcntl path. */
+static int lockf_common(int fd, int cmd, off_t len, int is64) {
+    struct flock fl;
+    int rc;
+    if (DLPL_LIKELY(!active())) {
+        int (*fn)(int, int, off_t) = is64 ? DLPL_REAL(lockf64) : DLPL_REAL(lockf);
+        if (fn == NULL) {
+            errno = ENOSYS;
+            return -1;
+        }
+        return fn(fd, cmd, len);
+    }
+    memset(&fl, 0, sizeof fl);
+    fl.l_whence = SEEK_CUR;
+    fl.l_start = 0;
+    fl.l_len = len;
+    dlpl_guard++;
+    switch (cmd) {
+    case F_TEST:
+        fl.l_type = F_RDLCK;
+        rc = do_lk(fd, F_GETLK, &fl, is64);
+        if (rc == 0 && fl.l_type != F_UNLCK && fl.l_pid != getpid()) {
+            errno = EACCES;
+            rc = -1;
+        }
+        break;
+    case F_ULOCK:
+        fl.l_type = F_UNLCK;
+        rc = do_lk(fd, F_SETLK, &fl, is64);
+        break;
+    case F_LOCK:
+        fl.l_type = F_WRLCK;
+        rc = do_lk(fd, F_SETLKW, &fl, is64);
+        break;
+    case F_TLOCK:
+        fl.l_type = F_WRLCK;
+        rc = do_lk(fd, F_SETLK, &fl, is64);
+        break;
+    default:
+        errno = EINVAL;
+        rc = -1;
+    }
+    dlpl_guard--;
+    return rc;
+}
+
+int dlpl_lockf(int fd, int cmd, off_t len) {
+    return lockf_common(fd, cmd, len, 0);
+}
+int dlpl_lockf64(int fd, int cmd, off_t len) {
+    return lockf_common(fd, cmd, len, 1);
+}
+
+/* ---------------------------------------------------------------- close */
+
+/* close(): the kernel releases what the descriptor held (the last one of
+ * a description, or any one of a file with POSIX locks); the keepers
+ * concerned are told at once, so the cluster lock is free when close
+ * returns.  (Closes the hooks do not see -- fclose, dup2 over a locked
+ * descriptor, exit -- are noticed by the keepers' kernel watch.) */
+int close(int fd) {
+    struct rec *hit[8], *r;
+    struct stat st;
+    int n = 0, i, rc, e;
+
+    if (DLPL_LIKELY(dlpl_nrec == 0) || dlpl_guard || dlpl_state != DLPL_ACTIVE)
+        return DLPL_REAL(close) ? DLPL_REAL(close)(fd) : (errno = ENOSYS, -1);
+    dlpl_guard++;
+    if (fstat(fd, &st) == 0) {
+        lock_mu();
+        for (r = recs; r != NULL && n < 8; r = r->next) {
+            if (r->busy || r->dev != st.st_dev || r->ino != st.st_ino) continue;
+            if (r->kind != DLPL_K_POSIX && !same_description(fd, r->fd)) continue;
+            r->busy = 1;
+            hit[n++] = r;
+        }
+        unlock_mu();
+    }
+    rc = DLPL_REAL(close)(fd);
+    e = errno;
+    for (i = 0; i < n; i++) arm(hit[i]);
+    dlpl_guard--;
+    errno = e;
+    return rc;
+}

@@ -1,0 +1,519 @@
+/* keeper.c -- the keeper: a small process that holds one cluster-wide
+ * lock for a file lock of a program, and gives it up when the kernel lock
+ * it stands for is gone.
+ *
+ * Why a process: a flock lock belongs to an open file description, which
+ * lives as long as any process has it open -- `( flock -n 9 || exit 1;
+ * job ) 9>/locks/x` takes the lock in a flock(1) that exits at once, and
+ * the lock must last as long as the subshell's descriptor 9.  A dlock
+ * lock belongs to a thread and lives as long as it renews it.  So the
+ * cluster lock is held by a process of its own, which watches the kernel
+ * lock: it asks the kernel for a conflicting lock on its own description
+ * of the same file, and that request is granted exactly when the
+ * program's lock is gone (unlocked, or its last descriptor closed, in any
+ * process).  Then the keeper releases the cluster lock and exits.
+ *
+ * The keeper is this very .so, run by the dynamic loader (`ld.so
+ * libdlock_preload.so --dlock-keeper ...`) with dlpl_keeper_entry as its
+ * entry point, started with clone(CLONE_VM|CLONE_VFORK) and no exit
+ * signal: the program never sees it in wait() nor gets SIGCHLD for it.
+ * It runs in its own session (terminal signals do not reach it), with
+ * stdin/stdout on /dev/null, stderr the program's, no other descriptor
+ * but its socket (fd 4) and its own description of the file (fd 3).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload.h"
+
+extern char **environ;
+
+/* ------------------------------------------------------------ spawning */
+
+struct spawn_args {
+    const char *path;
+    char *const *argv;
+    char *const *envp;
+    int sock, wfd;
+    volatile int err;
+};
+
+static void mv(int from, int to) {
+    if (from != to) syscall(SYS_dup3, from, to, 0);
+}
+
+/* Runs in the clone child, sharing the parent's memory until execve:
+ * system calls only, no allocation. */
+static int child_main(void *p) {
+    struct spawn_args *a = p;
+    struct sigaction dfl;
+    sigset_t none;
+    int s, null, sock, wfd = -1;
+
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    for (s = 1; s < NSIG; s++) {
+        struct sigaction cur;
+        if (syscall(SYS_rt_sigaction, s, NULL, &cur, (size_t)(_NSIG / 8)) == 0 && cur.sa_handler != SIG_DFL &&
+            cur.sa_handler != SIG_IGN)
+            syscall(SYS_rt_sigaction, s, &dfl, NULL, (size_t)(_NSIG / 8));
+    }
+    syscall(SYS_setsid);
+    null = (int)syscall(SYS_openat, AT_FDCWD, "/dev/null", O_RDWR, 0);
+    sock = (int)syscall(SYS_fcntl, a->sock, F_DUPFD, 10);
+    if (a->wfd >= 0) wfd = (int)syscall(SYS_fcntl, a->wfd, F_DUPFD, 10);
+    if (null < 0 || sock < 0) {
+        a->err = EMFILE;
+        syscall(SYS_exit_group, 127);
+    }
+    mv(null, 0);
+    mv(null, 1);
+    mv(sock, 4);
+    mv(wfd >= 0 ? wfd : null, 3);
+    if (syscall(SYS_close_range, 5, ~0U, 0) != 0) {
+        for (s = 5; s < 65536; s++) syscall(SYS_close, s);
+    }
+    sigemptyset(&none);
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, (size_t)(_NSIG / 8));
+    syscall(SYS_execve, a->path, a->argv, a->envp);
+    a->err = errno ? errno : ENOEXEC;
+    syscall(SYS_exit_group, 127);
+    return 127;
+}
+
+static int reopen(int fd, int kind, char *watch) {
+    char p[64];
+    int w;
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    *watch = 'w';
+    if (kind == DLPL_K_FLOCK) {
+        /* flock needs no particular access mode */
+        if ((w = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
+        if ((w = open(p, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
+    } else {
+        /* A write-lock request (it conflicts with every lock) needs a
+         * descriptor open for writing. */
+        if ((w = open(p, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
+        if ((w = open(p, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
+    }
+    *watch = '-';
+    return -1;
+}
+
+int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid) {
+    static const char *kinds[] = { "flock", "posix", "ofd" };
+    struct spawn_args a;
+    char *argv[12], *envp[8], ppid[24], pgid[24], watch[2] = { 0, 0 };
+    char *url = NULL, *prefix = NULL, *ldp = NULL;
+    const char *v;
+    sigset_t all, old;
+    void *stack;
+    size_t stacksz = 64 * 1024;
+    int sv[2], wfd, n = 0, e = 0;
+    pid_t child = -1;
+
+    if (dlpl_self_path == NULL || dlpl_interp == NULL) return ENOEXEC;
+    wfd = reopen(fd, kind, &watch[0]);
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        e = errno;
+        if (wfd >= 0) DLPL_REAL(close)(wfd);
+        return e;
+    }
+    snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
+    snprintf(pgid, sizeof pgid, "%ld", (long)getpgrp());
+    argv[0] = dlpl_interp;
+    argv[1] = dlpl_self_path;
+    argv[2] = "--dlock-keeper";
+    argv[3] = (char *)kinds[kind];
+    argv[4] = watch;
+    argv[5] = dlpl_conf.on_lost == DLPL_ON_LOST_ABORT ? "abort" : "warn";
+    argv[6] = ppid;
+    argv[7] = pgid;
+    argv[8] = (char *)name;
+    argv[9] = NULL;
+    /* The server's URL may hold a password: environment, never argv. */
+    if (dlpl_conf.url != NULL && asprintf(&url, "DLOCK_URL=%s", dlpl_conf.url) > 0) envp[n++] = url;
+    if (dlpl_conf.prefix != NULL && asprintf(&prefix, "DLOCK_PREFIX=%s", dlpl_conf.prefix) > 0) envp[n++] = prefix;
+    if ((v = secure_getenv("LD_LIBRARY_PATH")) != NULL && asprintf(&ldp, "LD_LIBRARY_PATH=%s", v) > 0)
+        envp[n++] = ldp;
+    envp[n] = NULL;
+
+    memset(&a, 0, sizeof a);
+    a.path = dlpl_interp;
+    a.argv = argv;
+    a.envp = envp;
+    a.sock = sv[1];
+    a.wfd = wfd;
+    stack = mmap(NULL, stacksz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) {
+        e = errno;
+    } else {
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        /* No exit signal: the program's wait() never sees a keeper. */
+        child = clone(child_main, (char *)stack + stacksz, CLONE_VM | CLONE_VFORK, &a);
+        if (child < 0) e = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        munmap(stack, stacksz);
+        if (child > 0 && a.err != 0) {
+            e = a.err;
+            waitpid(child, NULL, __WCLONE);
+        }
+    }
+    free(url);
+    free(prefix);
+    free(ldp);
+    DLPL_REAL(close)(sv[1]);
+    if (wfd >= 0) DLPL_REAL(close)(wfd);
+    if (e != 0) {
+        DLPL_REAL(close)(sv[0]);
+        return e;
+    }
+    *sock = sv[0];
+    *pid = child;
+    return 0;
+}
+
+/* -------------------------------------------------------------- keeper */
+
+#define SOCK 4
+#define WFD 3
+
+static int kind, watch_ok, abort_on_lost;
+static long parent, pgroup;
+static const char *lockname;
+static dlock_rwlock_t rw;
+static int held;         /* cluster mode: 0, 1, 2 */
+static int parent_gone;
+static volatile sig_atomic_t term;
+static int gone_pipe[2] = { -1, -1 };
+
+static void on_usr(int s) {
+    (void)s;
+}
+static void on_term(int s) {
+    (void)s;
+    term = 1;
+}
+
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)arg;
+    if (abort_on_lost) {
+        dlpl_msg("lost the cluster lock '%s' (its lease ran out); DLOCK_ON_LOST=abort: SIGABRT to process group %ld",
+                 name, pgroup);
+        if (pgroup > 1) kill((pid_t)-pgroup, SIGABRT);
+        else if (parent > 1) kill((pid_t)parent, SIGABRT);
+    } else {
+        dlpl_msg("lost the cluster lock '%s' (its lease ran out): it no longer excludes other hosts "
+                 "(DLOCK_ON_LOST=warn)", name);
+    }
+}
+
+/* The kernel side: a write/exclusive request on our own description. */
+static int klock(int wait) {
+    if (kind == DLPL_K_FLOCK) return flock(WFD, LOCK_EX | (wait ? 0 : LOCK_NB));
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    return fcntl(WFD, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+}
+
+static void kunlock(void) {
+    if (kind == DLPL_K_FLOCK) {
+        flock(WFD, LOCK_UN);
+    } else {
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_UNLCK;
+        fl.l_whence = SEEK_SET;
+        fcntl(WFD, F_OFD_SETLK, &fl);
+    }
+}
+
+/* The watcher thread: waits in the kernel until the program's lock is
+ * gone, then says so through gone_pipe ('g'); 'e' if it cannot watch. */
+static pthread_t watcher;
+static int watching;
+static atomic_int disarming, watcher_done;
+
+static void *watch_main(void *arg) {
+    char c = 'g';
+    (void)arg;
+    for (;;) {
+        if (klock(1) == 0) {
+            kunlock();
+            break;
+        }
+        if (errno == EINTR) {
+            if (atomic_load(&disarming)) {
+                c = 0;
+                break;
+            }
+            continue;
+        }
+        c = 'e';
+        break;
+    }
+    if (c != 0) (void)!write(gone_pipe[1], &c, 1);
+    atomic_store(&watcher_done, 1);
+    return NULL;
+}
+
+static void arm(void) {
+    sigset_t mask, old;
+    if (watching || !watch_ok) return;
+    atomic_store(&disarming, 0);
+    atomic_store(&watcher_done, 0);
+    sigfillset(&mask);
+    sigdelset(&mask, SIGUSR2);
+    pthread_sigmask(SIG_SETMASK, &mask, &old);
+    if (pthread_create(&watcher, NULL, watch_main, NULL) == 0) watching = 1;
+    else watch_ok = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Stops the watcher.  Returns 1 if it had seen the lock go. */
+static int disarm(void) {
+    char c = 0;
+    if (!watching) return 0;
+    atomic_store(&disarming, 1);
+    while (!atomic_load(&watcher_done)) {
+        struct timespec ts = { 0, 1000 * 1000 };
+        pthread_kill(watcher, SIGUSR2); /* again, until it hears it */
+        nanosleep(&ts, NULL);
+    }
+    pthread_join(watcher, NULL);
+    watching = 0;
+    while (read(gone_pipe[0], &c, 1) == 1) {
+        if (c == 'e') watch_ok = 0;
+        if (c == 'g') return 1;
+    }
+    return 0;
+}
+
+/* Is the program's kernel lock gone?  Checked with a non-blocking
+ * request; anything but "granted" counts as still held. */
+static int kernel_free(void) {
+    if (!watch_ok) return 0;
+    if (klock(0) == 0) {
+        kunlock();
+        return 1;
+    }
+    return 0;
+}
+
+static void release(void) {
+    if (held) dlock_rwlock_unlock(&rw);
+    held = 0;
+}
+
+static void reply(int rc) {
+    struct dlpl_rep p;
+    p.rc = rc;
+    p.mode = held;
+    (void)!send(SOCK, &p, sizeof p, MSG_NOSIGNAL);
+}
+
+/* Did the program cancel the request in flight (or go away)? */
+static int cancelled(void) {
+    struct pollfd pf = { SOCK, POLLIN, 0 };
+    struct dlpl_req q;
+    ssize_t n;
+    if (poll(&pf, 1, 0) <= 0) return 0;
+    n = recv(SOCK, &q, sizeof q, MSG_DONTWAIT);
+    if (n == 0) {
+        parent_gone = 1;
+        return 1;
+    }
+    return n == (ssize_t)sizeof q && q.op == DLPL_OP_CANCEL;
+}
+
+static int do_lock(int mode, int try) {
+    int prev = held, rc;
+    if (mode != 1 && mode != 2) return EINVAL;
+    if (held == mode) return 0;
+    /* A conversion is not atomic, as flock(2) says of its own: the old
+     * lock goes first. */
+    release();
+    for (;;) {
+        rc = dlock_rwlock_xlock(&rw, mode == 1, (try ? DLOCK_F_TRY : 0) | DLOCK_F_INTR, CLOCK_MONOTONIC, NULL);
+        if (rc == EINTR && !cancelled() && !term) continue;
+        break;
+    }
+    if (rc == 0) {
+        held = mode;
+        return 0;
+    }
+    /* Record locks: a failed upgrade keeps the read lock if it can. */
+    if (prev == 1 && kind != DLPL_K_FLOCK && dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY, CLOCK_MONOTONIC, NULL) == 0)
+        held = 1;
+    return rc;
+}
+
+static int keeper_main(void) {
+    dlock_config_t cfg;
+    dlock_client_t *client = NULL;
+    dlock_mutexattr_t attr;
+    struct sigaction sa;
+    sigset_t mask;
+    int init_err = 0;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr; /* no SA_RESTART: interrupts the waits */
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGUSR2, &sa, NULL);
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    sigfillset(&mask);
+    sigdelset(&mask, SIGUSR1);
+    sigdelset(&mask, SIGTERM);
+    sigdelset(&mask, SIGHUP);
+    sigdelset(&mask, SIGINT);
+    pthread_sigmask(SIG_SETMASK, &mask, NULL);
+    if (pipe2(gone_pipe, O_CLOEXEC | O_NONBLOCK) != 0) watch_ok = 0;
+
+    dlock_config_init(&cfg);
+    if ((init_err = dlock_client_create(&client, &cfg)) == 0) {
+        dlock_mutexattr_init(&attr);
+        dlock_mutexattr_setclient(&attr, client);
+        dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
+        init_err = dlock_rwlock_init(&rw, lockname, &attr);
+    }
+    if (init_err != 0) dlpl_msg("'%s': %s", lockname, dlock_last_error());
+
+    for (;;) {
+        struct pollfd pf[2];
+        struct dlpl_req q;
+        ssize_t n;
+
+        if (term) {
+            disarm();
+            release();
+            return 0;
+        }
+        pf[0].fd = parent_gone ? -1 : SOCK;
+        pf[0].events = POLLIN;
+        pf[1].fd = gone_pipe[0];
+        pf[1].events = POLLIN;
+        pf[0].revents = pf[1].revents = 0;
+        if (parent_gone && !watching) {
+            /* The program is gone and nothing watches: give up the
+             * lock unless the kernel still has it. */
+            if (held && watch_ok && !kernel_free()) {
+                arm();
+                continue;
+            }
+            release();
+            return 0;
+        }
+        if (poll(pf, 2, -1) < 0) continue;
+        if (pf[1].revents) {
+            if (disarm() || !watch_ok) {
+                if (watch_ok) {
+                    release(); /* the program's kernel lock is gone */
+                    return 0;
+                }
+            }
+            continue;
+        }
+        if (!pf[0].revents) continue;
+        n = recv(SOCK, &q, sizeof q, 0);
+        if (n < 0) continue;
+        if (n == 0) {
+            parent_gone = 1;
+            continue;
+        }
+        if (n != (ssize_t)sizeof q) continue;
+        switch (q.op) {
+        case DLPL_OP_LOCK: {
+            int rc;
+            disarm();
+            rc = init_err ? init_err : do_lock(q.mode, q.try);
+            reply(rc);
+            if (!held) return 0;
+            break;
+        }
+        case DLPL_OP_ARM:
+            disarm();
+            if (held && kernel_free()) release();
+            if (held) arm();
+            reply(0);
+            if (!held) return 0;
+            break;
+        case DLPL_OP_UNLOCK:
+            disarm();
+            release();
+            reply(0);
+            return 0;
+        default: /* a CANCEL that came after its answer */
+            break;
+        }
+    }
+}
+
+static char *cmdline_arg(char *buf, size_t len, int idx) {
+    size_t off = 0;
+    while (idx-- > 0) {
+        off += strlen(buf + off) + 1;
+        if (off >= len) return NULL;
+    }
+    return buf + off;
+}
+
+/* The entry point when the dynamic loader runs this .so as a program.
+ * Our constructor has not run (the loader leaves that to the program's
+ * start-up code): every hook passes straight through. */
+__attribute__((force_align_arg_pointer, noreturn, used)) void dlpl_keeper_entry(void) {
+    static char buf[8192];
+    ssize_t len = 0, n;
+    int fd, i, at = -1;
+    char *k, *w, *ol, *pp, *pg;
+
+    dlpl_state = DLPL_KEEPER;
+    program_invocation_short_name = "dlock-keeper";
+    program_invocation_name = "dlock-keeper";
+    if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) >= 0) {
+        while (len < (ssize_t)sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - (size_t)len)) > 0)
+            len += n;
+        close(fd);
+    }
+    buf[len] = '\0';
+    for (i = 0; i < 4; i++) {
+        char *a = cmdline_arg(buf, (size_t)len, i);
+        if (a != NULL && strcmp(a, "--dlock-keeper") == 0) at = i;
+    }
+    if (at < 0 || (k = cmdline_arg(buf, (size_t)len, at + 1)) == NULL ||
+        (w = cmdline_arg(buf, (size_t)len, at + 2)) == NULL || (ol = cmdline_arg(buf, (size_t)len, at + 3)) == NULL ||
+        (pp = cmdline_arg(buf, (size_t)len, at + 4)) == NULL || (pg = cmdline_arg(buf, (size_t)len, at + 5)) == NULL ||
+        (lockname = cmdline_arg(buf, (size_t)len, at + 6)) == NULL || *lockname == '\0') {
+        fprintf(stderr, "libdlock_preload.so %s: the LD_PRELOAD mode of dlock; load it with\n"
+                        "  LD_PRELOAD=libdlock_preload.so DLOCK_MAP='file:/locks/*.lock' program ...\n"
+                        "(see docs/preload.md)\n", DLOCK_VERSION_STRING);
+        exit(2);
+    }
+    kind = strcmp(k, "posix") == 0 ? DLPL_K_POSIX : strcmp(k, "ofd") == 0 ? DLPL_K_OFD : DLPL_K_FLOCK;
+    watch_ok = w[0] == 'w';
+    abort_on_lost = strcmp(ol, "abort") == 0;
+    parent = strtol(pp, NULL, 10);
+    pgroup = strtol(pg, NULL, 10);
+    exit(keeper_main());
+}

@@ -1,0 +1,120 @@
+/* preload.h -- internal declarations of libdlock_preload.so, the LD_PRELOAD
+ * mode: interposition and mapping rules only; every lock decision is the
+ * library's (include/dlock.h).  See docs/preload.md for the design.
+ */
+#ifndef DLPL_PRELOAD_H
+#define DLPL_PRELOAD_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <dlock.h>
+
+#define DLPL_TLS __attribute__((tls_model("initial-exec")))
+#define DLPL_HIDDEN __attribute__((visibility("hidden")))
+#define DLPL_LIKELY(x) __builtin_expect(!!(x), 1)
+#define DLPL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* What this copy of the library is doing. */
+enum { DLPL_OFF = 0, DLPL_ACTIVE = 1, DLPL_KEEPER = 2 };
+extern int dlpl_state;
+
+/* Set while the shim itself works, so that calls made by it (or by the
+ * library, hiredis, OpenSSL on its behalf) pass straight through. */
+extern __thread int dlpl_guard DLPL_TLS;
+
+/* The real functions, resolved once with dlsym(RTLD_NEXT) / dlvsym. */
+struct dlpl_real {
+    int (*flock)(int, int);
+    int (*fcntl)(int, int, ...);
+    int (*fcntl64)(int, int, ...);
+    int (*lockf)(int, int, off_t);
+    int (*lockf64)(int, int, off_t);
+    int (*close)(int);
+    int (*mutex_lock)(pthread_mutex_t *);
+    int (*mutex_trylock)(pthread_mutex_t *);
+    int (*mutex_timedlock)(pthread_mutex_t *, const struct timespec *);
+    int (*mutex_clocklock)(pthread_mutex_t *, clockid_t, const struct timespec *);
+    int (*mutex_unlock)(pthread_mutex_t *);
+    int (*mutex_consistent)(pthread_mutex_t *);
+    int (*cond_wait)(pthread_cond_t *, pthread_mutex_t *);
+    int (*cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+    int (*cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+};
+extern struct dlpl_real dlpl_real;
+extern volatile int dlpl_resolved;
+void dlpl_resolve(void);
+#define DLPL_REAL(fn) (DLPL_LIKELY(dlpl_resolved) ? dlpl_real.fn : (dlpl_resolve(), dlpl_real.fn))
+
+/* Configuration, read once at start-up (secure_getenv). */
+enum { DLPL_ON_ERROR_OPEN, DLPL_ON_ERROR_CLOSED };
+enum { DLPL_ON_LOST_WARN, DLPL_ON_LOST_ABORT };
+enum { DLPL_RULE_FILE, DLPL_RULE_MUTEX };
+
+struct dlpl_rule {
+    int kind;
+    int relative; /* file: glob relative to DLOCK_ROOT */
+    char *pattern; /* glob, or symbol */
+    char *name;    /* explicit lock name, or NULL */
+};
+
+struct dlpl_conf {
+    struct dlpl_rule *rules;
+    size_t nrules;
+    size_t nfile; /* file rules */
+    char *root;   /* DLOCK_ROOT without trailing '/', or NULL */
+    size_t rootlen;
+    const char *url, *prefix; /* as read, for keepers; may be NULL */
+    int on_error, on_lost, verbose;
+    int bad; /* the configuration was refused: nothing is mapped */
+};
+extern struct dlpl_conf dlpl_conf;
+extern dlock_client_t *dlpl_client; /* in-process client (mutexes, F_GETLK) */
+extern char *dlpl_self_path;        /* this .so, for keepers */
+extern char *dlpl_interp;           /* the dynamic loader */
+
+/* Parses DLOCK_MAP-style text (rules separated by sep) into dlpl_conf;
+ * 0, or -1 with a one-line reason in err. */
+int dlpl_parse_map(const char *text, int sep, const char *origin, char *err, size_t errlen);
+/* The lock name for an absolute path, or 0 when no file rule matches. */
+int dlpl_map_path(const char *path, char *name, size_t cap);
+
+/* Messages: one line on stderr, "dlock: prog[pid]: ...". */
+void dlpl_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same, at most once every 10 s per key (a small integer). */
+void dlpl_msg_rl(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *dlpl_policy_text(void);
+
+/* file.c */
+void dlpl_file_init(void);
+void dlpl_file_atfork_prepare(void);
+void dlpl_file_atfork_parent(void);
+void dlpl_file_atfork_child(void);
+extern volatile int dlpl_nrec;
+
+/* mutex.c */
+int dlpl_mutex_init(void); /* resolves mutex rules; number mapped */
+extern volatile int dlpl_nmutex;
+
+/* keeper.c */
+enum { DLPL_K_FLOCK = 0, DLPL_K_POSIX = 1, DLPL_K_OFD = 2 };
+/* Starts a keeper for the lock name of the given kind, watching the file
+ * open on fd (re-opened as its own description).  0 with *sock and
+ * *pid, or an errno value. */
+int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid);
+
+/* The request protocol between a process and its keeper (SOCK_SEQPACKET). */
+enum { DLPL_OP_LOCK = 1, DLPL_OP_ARM = 2, DLPL_OP_UNLOCK = 3, DLPL_OP_CANCEL = 4 };
+struct dlpl_req {
+    int op;
+    int mode; /* 1 shared, 2 exclusive */
+    int try;
+};
+struct dlpl_rep {
+    int rc;   /* 0 or an errno value (dlock's) */
+    int mode; /* what the keeper holds now: 0, 1, 2 */
+};
+
+#endif
