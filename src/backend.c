@@ -243,10 +243,11 @@ static int single_fenced_set(struct dlock_client *c, const char *key, size_t key
 }
 
 static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, const char *token,
-                       unsigned ttl_ms, long long *result, dlock__mono deadline) {
+                       unsigned ttl_ms, const char *const *stale, size_t nstale, long long *result,
+                       dlock__mono deadline) {
     char ttl[16];
-    const char *args[4];
-    size_t lens[4];
+    const char *args[4 + DLOCK__COND_STALE_MAX];
+    size_t lens[4 + DLOCK__COND_STALE_MAX], i;
     redisReply *r;
     int rc;
 
@@ -255,7 +256,12 @@ static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, c
     args[1] = op; lens[1] = strlen(op);
     args[2] = token; lens[2] = strlen(token);
     args[3] = ttl; lens[3] = strlen(ttl);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_COND, &r, deadline, 1, 4, args, lens)) != 0) return rc;
+    if (nstale > DLOCK__COND_STALE_MAX) nstale = DLOCK__COND_STALE_MAX;
+    for (i = 0; i < nstale; i++) {
+        args[4 + i] = stale[i];
+        lens[4 + i] = strlen(stale[i]);
+    }
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_COND, &r, deadline, 1, 4 + (int)nstale, args, lens)) != 0) return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "condition variable", r);
     else *result = r->integer;
     freeReplyObject(r);

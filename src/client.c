@@ -354,6 +354,7 @@ dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t n
 
 static void lock_free(dlock__lock *l) {
     pthread_cond_destroy(&l->cv);
+    free(l->stale);
     free(l->name);
     free(l->key);
     free(l);

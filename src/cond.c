@@ -76,8 +76,41 @@ DLOCK_API int dlock_cond_destroy(dlock_cond_t *cv) {
     return 0;
 }
 
+/* One operation on the server, taking along the registrations of earlier
+ * waits that could not be taken back; they are forgotten once it
+ * succeeds. */
 static int op(dlock__obj *o, const char *what, const char *token, long long *result, dlock__mono deadline) {
-    return o->c->ops->cond(o->c, o->l, what, token, TTL_MS, result, deadline);
+    struct dlock_client *c = o->c;
+    char stale[DLOCK__COND_STALE_MAX][DLOCK__OWNER_LEN + 1];
+    const char *sp[DLOCK__COND_STALE_MAX];
+    unsigned n, i;
+    int rc;
+    pthread_mutex_lock(&c->mu);
+    n = o->l->nstale;
+    if (n > 0) memcpy(stale, o->l->stale, n * sizeof stale[0]);
+    pthread_mutex_unlock(&c->mu);
+    for (i = 0; i < n; i++) sp[i] = stale[i];
+    rc = c->ops->cond(c, o->l, what, token, TTL_MS, sp, n, result, deadline);
+    if (rc == 0 && n > 0) {
+        pthread_mutex_lock(&c->mu);
+        /* Drop the ones sent; others may have been added meanwhile. */
+        if (o->l->nstale >= n) {
+            memmove(o->l->stale, o->l->stale + n, (o->l->nstale - n) * sizeof o->l->stale[0]);
+            o->l->nstale -= n;
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    return rc;
+}
+
+/* A registration that could not be taken back: remembered, to go with
+ * the next operation (beyond the limit, it lapses by itself). */
+static void stale_add(dlock__obj *o, const char *token) {
+    pthread_mutex_lock(&o->c->mu);
+    if (o->l->stale == NULL) o->l->stale = calloc(DLOCK__COND_STALE_MAX, sizeof o->l->stale[0]);
+    if (o->l->stale != NULL && o->l->nstale < DLOCK__COND_STALE_MAX)
+        memcpy(o->l->stale[o->l->nstale++], token, DLOCK__OWNER_LEN + 1);
+    pthread_mutex_unlock(&o->c->mu);
 }
 
 /* The part of a wait between releasing and retaking the mutex.  Returns
@@ -98,10 +131,16 @@ static int sleep_on(dlock__obj *o, const char *token, uint64_t gen, dlock__mono 
         if (dlock__now() >= deadline) {
             /* Timed out, unless a signal took us just now. */
             rc = op(o, "withdraw", token, &res, dlock__unreachable_deadline(c));
+            if (rc != 0) stale_add(o, token);
             return rc != 0 ? rc : res == 1 ? ETIMEDOUT : 0;
         }
-        /* Woken (or time to refresh): are we still waiting? */
-        if ((rc = op(o, "check", token, &res, dlock__unreachable_deadline(c))) != 0) return 0;
+        /* Woken (or time to refresh): are we still waiting?  No answer:
+         * a wake-up we cannot rule out (POSIX allows spurious ones); our
+         * registration goes with the next operation. */
+        if ((rc = op(o, "check", token, &res, dlock__unreachable_deadline(c))) != 0) {
+            stale_add(o, token);
+            return 0;
+        }
         if (res == 0) return 0; /* a signal or broadcast took us */
     }
 }
@@ -124,15 +163,16 @@ static int wait_call(dlock_cond_t *cv, dlock_mutex_t *m, dlock__mono deadline) {
     dlock__owner_token(c, self, ++self->calls, token);
 
     pthread_mutex_lock(&c->mu);
-    o->calls++;
+    dlock__obj_calls(o, 1);
     o->l->waiters++;
     rc = dlock__wait_ready(c, o->l, deadline, 0); /* a signal's message must reach us */
     gen = o->l->gen;
     pthread_mutex_unlock(&c->mu);
-    if (rc == 0) rc = op(o, "wait", token, &res, dlock__unreachable_deadline(c));
+    if (rc == 0 && (rc = op(o, "wait", token, &res, dlock__unreachable_deadline(c))) != 0)
+        stale_add(o, token); /* it may have been registered all the same */
     if (rc == 0) {
         if ((rc = dlock_mutex_unlock(m)) != 0) {
-            (void)op(o, "withdraw", token, &res, dlock__unreachable_deadline(c));
+            if (op(o, "withdraw", token, &res, dlock__unreachable_deadline(c)) != 0) stale_add(o, token);
         } else {
             rc = sleep_on(o, token, gen, deadline);
             /* Take the mutex again, whatever happened (pthread_cond_wait
@@ -144,7 +184,7 @@ static int wait_call(dlock_cond_t *cv, dlock_mutex_t *m, dlock__mono deadline) {
     }
     pthread_mutex_lock(&c->mu);
     dlock__wait_done(c, o->l);
-    o->calls--;
+    dlock__obj_calls(o, -1);
     pthread_mutex_unlock(&c->mu);
     if (rc == ETIMEDOUT) dlock__seterr(ETIMEDOUT, "the condition variable was not signalled by the deadline");
     return rc;

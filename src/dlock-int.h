@@ -149,6 +149,8 @@ void dlock__conn_abandon(dlock__conn *cn);
 
 /* ----------------------------------------------------------- lock table */
 
+#define DLOCK__COND_STALE_MAX 8
+
 /* The keys of one lock; the braces put all of them in one cluster slot. */
 enum {
     DLOCK__K_LOCK,    /* <prefix>{<name>}          hash: owner, fence, host, pid, tid, since */
@@ -216,6 +218,10 @@ typedef struct dlock__lock {
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
     struct dlock__sleeper *sleepers; /* interruptible sleepers (wait.c) */
     int sub_state;      /* DLOCK__SUB_* */
+    /* A condition variable's registrations this process could not take
+     * back (cond.c): removed with its next operation. */
+    char (*stale)[DLOCK__OWNER_LEN + 1]; /* DLOCK__COND_STALE_MAX, made when needed */
+    unsigned nstale;
     dlock__mono sub_idle_since;
 
     struct dlock__lock *hnext; /* hash chain */
@@ -306,7 +312,7 @@ typedef struct dlock__backend_ops {
     /* A condition variable operation (cond_lua): op is "wait", "check",
      * "withdraw", "signal" or "broadcast"; *result is the script's answer. */
     int (*cond)(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
-                long long *result, dlock__mono deadline);
+                const char *const *stale, size_t nstale, long long *result, dlock__mono deadline);
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
@@ -501,8 +507,11 @@ typedef struct dlock__obj {
     struct dlock_client *c;
     dlock__lock *l;
     dlock__want want;   /* type, robustness, lease, lost-lock handler */
-    unsigned calls;     /* lock calls in progress (destroy gives EBUSY) */
+    unsigned calls;     /* lock calls in progress (destroy gives EBUSY)... */
+    pid_t calls_pid;    /* ...in this process: a fork child starts from 0 */
 } dlock__obj;
+/* Counts a call in progress through o (delta +1 / -1).  c->mu held. */
+void dlock__obj_calls(dlock__obj *o, int delta);
 int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, unsigned magic, dlock__obj **out);
 void dlock__obj_free(dlock__obj *o);
 int dlock__obj_destroy(dlock__obj *o, const void *obj);

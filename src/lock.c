@@ -479,6 +479,7 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
         pthread_mutex_unlock(&c->mu);
         return dlock__seterr(EBUSY, "'%.64s' is held by a thread of this process", l->name);
     }
+    dlock__obj_calls(o, 0);
     if (o->calls > 0) {
         pthread_mutex_unlock(&c->mu);
         return dlock__seterr(EBUSY, "'%.64s' has threads waiting in lock", l->name);
@@ -490,6 +491,16 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
     pthread_mutex_unlock(&c->mu);
     dlock__obj_free(o);
     return 0;
+}
+
+void dlock__obj_calls(dlock__obj *o, int delta) {
+    pid_t me = dlock__pid();
+    if (o->calls_pid != me) { /* counted by the parent, whose threads are not here */
+        o->calls_pid = me;
+        o->calls = 0;
+    }
+    if (delta < 0 && o->calls == 0) return;
+    o->calls = (unsigned)((int)o->calls + delta);
 }
 
 /* A lock call through an object: counted, so destroy can say EBUSY. */
@@ -504,7 +515,7 @@ int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono d
     w.shared = shared;
     w.intr = intr;
     pthread_mutex_lock(&o->c->mu);
-    o->calls++;
+    dlock__obj_calls(o, 1);
     pthread_mutex_unlock(&o->c->mu);
     if (intr) {
         /* The pselect idiom: signals stay blocked through the round trips
@@ -526,7 +537,7 @@ int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono d
         pthread_sigmask(SIG_SETMASK, &caller, NULL);
     }
     pthread_mutex_lock(&o->c->mu);
-    o->calls--;
+    dlock__obj_calls(o, -1);
     pthread_mutex_unlock(&o->c->mu);
     return rc;
 }

@@ -260,11 +260,15 @@ static const char fenced_set_lua[] =
  * waiter back (0: it had been signalled meanwhile).  'signal' wakes the
  * waiter whose registration is oldest (at least one, as POSIX says);
  * 'broadcast' wakes all.  A registration lapses after ttl unless
- * refreshed, so a waiter that died does not keep absorbing signals. */
+ * refreshed, so a waiter that died does not keep absorbing signals.
+ * ARGV[4...]: registrations of this process's earlier waits that it could
+ * not take back (the server did not answer): removed first, so that they
+ * do not absorb the signals meant for the live waiter. */
 static const char cond_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local op, ttl = ARGV[1], tonumber(ARGV[3])\n"
+    "for i = 4, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end\n"
     "if op == 'wait' or op == 'check' then\n"
     "  if op == 'check' and not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end\n"
     "  redis.call('ZADD', KEYS[1], now + ttl, ARGV[2])\n"

@@ -1,0 +1,97 @@
+/* cli.h -- what the parts of the dlock command share: exit codes, the
+ * connection, messages, and the formatting of durations, times, names and
+ * JSON.  The command uses only the public API (dlock.h).
+ */
+#ifndef DLOCK_CLI_H
+#define DLOCK_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <dlock.h>
+
+/* Exit codes.  `dlock exec` otherwise exits with its command's status
+ * (128 + N when a signal N killed it), as flock(1) does; the codes below
+ * are the sysexits.h ones where one fits.  Documented in docs/dlock.1. */
+#define CLI_EXIT_CONFLICT 1     /* -n/-w: busy or timed out (-E changes it); break: declined */
+#define CLI_EXIT_USAGE 64       /* EX_USAGE: bad arguments, bad URL or name */
+#define CLI_EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: the server cannot be reached or refused us */
+#define CLI_EXIT_SOFTWARE 70    /* EX_SOFTWARE: an unexpected error from the server or library */
+#define CLI_EXIT_OSERR 71       /* EX_OSERR: fork, pipe, thread creation failed */
+#define CLI_EXIT_CANNOT_EXEC 126 /* CMD was found but could not be run */
+#define CLI_EXIT_NOT_FOUND 127  /* CMD was not found */
+
+/* Options every subcommand accepts. */
+typedef struct cli_conn {
+    const char *url;    /* --url, else NULL: $DLOCK_URL, else the default */
+    const char *prefix; /* --prefix, else NULL: $DLOCK_PREFIX, else "dlock:" */
+} cli_conn;
+
+/* The subcommands: argv[0] is the subcommand's name; each returns the
+ * process's exit code. */
+int cli_exec(int argc, char **argv, cli_conn *conn);
+int cli_status(int argc, char **argv, cli_conn *conn);
+int cli_list(int argc, char **argv, cli_conn *conn);
+int cli_break(int argc, char **argv, cli_conn *conn);
+
+/* ------------------------------------------------------------------ main.c */
+/* "dlock" or "dlock exec": the prefix of every message. */
+extern const char *cli_prog;
+/* A message on stderr, prefixed with cli_prog. */
+void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A usage error: the message, a hint, and CLI_EXIT_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Makes a client from conn (with unreachable_ms if nonzero); on failure
+ * reports and returns the exit code, else 0. */
+int cli_client(const cli_conn *conn, unsigned unreachable_ms, dlock_client_t **out);
+/* Reports a failed library call `what` (err, with dlock_last_error()) and
+ * returns the matching exit code. */
+int cli_fail(const char *what, int err);
+/* The exit code for a library error. */
+int cli_exit_for(int err);
+/* Handles --url/--prefix for a subcommand's getopt loop: 1 if opt was one
+ * of them (consumed), else 0. */
+int cli_conn_opt(int opt, const char *arg, cli_conn *conn);
+#define CLI_OPT_URL 0x1001
+#define CLI_OPT_PREFIX 0x1002
+#define CLI_CONN_LONGOPTS { "url", 1, NULL, CLI_OPT_URL }, { "prefix", 1, NULL, CLI_OPT_PREFIX }
+
+/* ---------------------------------------------------------------- format.c */
+/* Wall-clock time in ms since the epoch. */
+int64_t cli_now_ms(void);
+/* Parses a duration: a decimal number of seconds with an optional unit
+ * (ms, s, m, h), e.g. "10", "2.5", "500ms".  0 and *ms set, or -1. */
+int cli_parse_duration(const char *s, int64_t *ms);
+/* A duration for people: "850ms", "12.3s", "3m12s", "2h03m", "4d07h". */
+char *cli_fmt_dur(char *buf, size_t n, int64_t ms);
+/* Whole seconds for people: "41s", "3m12s", "2h03m". */
+char *cli_fmt_secs(char *buf, size_t n, int64_t ms);
+/* ms since the epoch as local time "2024-05-01 12:00:03". */
+char *cli_fmt_local(char *buf, size_t n, int64_t ms);
+/* ms since the epoch as UTC ISO 8601 "2024-05-01T10:00:03.123Z". */
+char *cli_fmt_iso(char *buf, size_t n, int64_t ms);
+/* s made safe for a terminal: control bytes and backslashes as \xNN and
+ * \\, so that a name or host cannot move the cursor or change colours. */
+char *cli_fmt_safe(char *buf, size_t n, const char *s);
+/* s as a JSON string, quotes included.  Valid UTF-8 is kept; a byte that is
+ * not part of valid UTF-8 is written as \u00XX (read as Latin-1). */
+void cli_json_str(FILE *f, const char *s);
+
+/* What the library knows of one lock, and how it is shown. */
+typedef struct cli_lock {
+    char name[DLOCK_NAME_MAX + 1];
+    dlock_lock_info_t info;
+} cli_lock;
+/* "free", "exclusive" or "shared". */
+const char *cli_state(const dlock_lock_info_t *i);
+/* "-", "robust", "ownerdead" or "notrecoverable". */
+const char *cli_robust(const dlock_lock_info_t *i);
+/* "host, pid 42, thread 43" of the exclusive holder (safe for a terminal). */
+char *cli_fmt_holder(char *buf, size_t n, const dlock_lock_info_t *i);
+/* How long the exclusive holder has held it: the server's time when it
+ * answered minus the acquire time (both server clock), never below 0. */
+int64_t cli_held_ms(const dlock_lock_info_t *i);
+/* One lock as a JSON object (no newline). */
+void cli_json_lock(FILE *f, const cli_lock *l);
+
+#endif /* DLOCK_CLI_H */

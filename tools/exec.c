@@ -1,0 +1,790 @@
+/* exec.c -- `dlock exec`: run a command while holding a cluster-wide lock,
+ * in the manner of flock(1).
+ *
+ * The lock is held by this process (its main thread is the owner the
+ * server records), and the command runs as a child.  So the library's
+ * renewal thread keeps the lease alive for as long as the command runs,
+ * the lock is released when the command ends, and if dlock itself is
+ * killed the renewals stop and the lock expires after its lease.
+ *
+ * Every lock is a dlock_rwlock_t: -s takes it shared, the default
+ * exclusive, so shared and exclusive users of one name exclude each other
+ * as flock's LOCK_SH and LOCK_EX do (and a dlock mutex of the same name
+ * excludes both, as a writer).
+ *
+ * The phases:
+ *
+ *  1. One try (DLOCK_F_TRY, bounded by the -w deadline).  Busy with -n
+ *     or -w 0: exit 1 (or -E CODE).
+ *  2. Waiting: one blocking dlock_rwlock_xlock with DLOCK_F_INTR and the
+ *     -w deadline on CLOCK_MONOTONIC -- the library's own waiting path, so
+ *     the wait sleeps on release notifications and never polls for the
+ *     lock.  Not on a terminal, one line says who holds the lock when the
+ *     wait starts.  On a terminal a second thread (the watcher) reads
+ *     dlock_lock_info about once a second and redraws one line, while the
+ *     main thread waits in the library: the display never delays the wait,
+ *     and the wait needs no timeouts of its own.  Readings are made on a
+ *     client of their own with a short unreachable bound, so a dead server
+ *     shows within about a second.
+ *  3. Running: fork, exec CMD in the child, wait for it; signals sent to
+ *     dlock are passed on to CMD; when CMD ends, unlock and exit with its
+ *     status.
+ *
+ * Signals while waiting: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
+ * SIGUSR2 end the wait, and dlock then dies of that signal (as flock(1),
+ * which does not catch them, would).  The handler only records the signal;
+ * the interruptible wait (DLOCK_F_INTR) returns EINTR when a handler runs,
+ * also for a signal that came during one of its round trips (the library
+ * keeps signals pending until it sleeps).  The watcher thread blocks every
+ * signal, so they all reach the waiting thread.
+ *
+ * Signals while CMD runs: the same six are passed on to CMD -- except
+ * those the kernel sent (si_code SI_KERNEL: Ctrl-C, Ctrl-\ and hangup from
+ * the terminal), which went to the whole foreground process group and so
+ * reached CMD already; passing them on would deliver them twice.
+ *
+ * A lost lock (renewal refused: broken, or the server unreachable for a
+ * lease): by default CMD gets SIGTERM, as `consul lock` does, because
+ * another host may now start the same job; --on-lost=warn only says so.
+ * With the default, CMD also gets SIGTERM if dlock dies (PR_SET_PDEATHSIG),
+ * since its lock then expires.
+ *
+ * File descriptors: CMD inherits those dlock was started with (a job may
+ * rely on `3<file`), never the library's connections, which are closed
+ * between fork and exec.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define LEASE_DEFAULT_MS DLOCK_LEASE_DEFAULT_MS
+#define VIEW_UNREACHABLE_MS 1000 /* the watcher's reads give up after this */
+#define LOST_BYTE 0x7F /* on the self-pipe: the lock was lost */
+
+/* The signals dlock catches: they end a wait, and are passed on to CMD. */
+static const int relayed[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
+#define NRELAYED (sizeof relayed / sizeof relayed[0])
+
+/* ------------------------------------------------------------ options */
+
+typedef struct exec_opts {
+    const char *name;
+    char **cmd;          /* NULL-terminated */
+    char *shcmd[4];      /* for -c: sh -c STRING */
+    int shared;
+    int nonblock;
+    int have_wait;
+    int64_t wait_ms;
+    int conflict_code;
+    unsigned lease_ms;
+    int on_lost_term;
+    int quiet;
+    int verbose;
+} exec_opts;
+
+static void exec_help(void) {
+    printf("Usage: dlock exec [options] NAME [--] CMD [ARG...]\n"
+           "       dlock exec [options] NAME -c 'SHELL COMMAND'\n"
+           "Runs CMD while holding the cluster-wide lock NAME; the lock is released when\n"
+           "CMD ends, and expires (after its lease) if dlock is killed.\n"
+           "\n"
+           "  -x, -e, --exclusive        an exclusive lock (the default)\n"
+           "  -s, --shared               a shared lock: many shared holders, no exclusive one\n"
+           "  -n, --nonblock, --nb       fail (exit 1) rather than wait if the lock is held\n"
+           "  -w, --wait, --timeout SECONDS\n"
+           "                             fail (exit 1) if not acquired within SECONDS;\n"
+           "                             fractions allowed; -w 0 is -n\n"
+           "  -E, --conflict-exit-code CODE\n"
+           "                             the exit code for -n and -w failures (default 1)\n"
+           "  -c, --command STRING       run STRING with sh -c\n"
+           "  -l, --lease DURATION       the lease, renewed while CMD runs (default 10s;\n"
+           "                             e.g. 30, 2.5s, 500ms, 1m)\n"
+           "  -o, --close                accepted for flock(1); CMD never holds the lock\n"
+           "      --on-lost=term|warn    if the lock is lost while CMD runs: SIGTERM to CMD\n"
+           "                             (default), or only a message\n"
+           "  -q, --quiet                no waiting line\n"
+           "  -v, --verbose              say how long getting the lock took, or why it failed\n"
+           "      --url URL, --prefix P  the server and key prefix\n"
+           "\n"
+           "Exit: CMD's status (128+N if signal N killed it); 1 or CODE: busy or timed out;\n"
+           "64 bad arguments; 69 server unreachable; 70 unexpected error; 71 system error;\n"
+           "126 CMD cannot be run; 127 CMD not found.\n");
+}
+
+/* 0, -1 for --help, or an exit code. */
+static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
+    enum { OPT_ON_LOST = 0x2001 };
+    static const struct option longopts[] = {
+        CLI_CONN_LONGOPTS,
+        { "shared", 0, NULL, 's' },
+        { "exclusive", 0, NULL, 'x' },
+        { "nonblock", 0, NULL, 'n' },
+        { "nb", 0, NULL, 'n' },
+        { "wait", 1, NULL, 'w' },
+        { "timeout", 1, NULL, 'w' },
+        { "conflict-exit-code", 1, NULL, 'E' },
+        { "command", 1, NULL, 'c' },
+        { "lease", 1, NULL, 'l' },
+        { "on-lost", 1, NULL, OPT_ON_LOST },
+        { "close", 0, NULL, 'o' },
+        { "quiet", 0, NULL, 'q' },
+        { "verbose", 0, NULL, 'v' },
+        { "help", 0, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *shcmd = NULL;
+    int opt;
+
+    memset(o, 0, sizeof *o);
+    o->conflict_code = CLI_EXIT_CONFLICT;
+    o->lease_ms = LEASE_DEFAULT_MS;
+    o->on_lost_term = 1;
+    opterr = 0;
+    /* "+": options end at NAME, so CMD's own options are left alone. */
+    while ((opt = getopt_long(argc, argv, "+sxenw:E:c:l:oqvh", longopts, NULL)) != -1) {
+        if (cli_conn_opt(opt, optarg, conn)) continue;
+        switch (opt) {
+        case 's':
+            o->shared = 1;
+            break;
+        case 'x':
+        case 'e':
+            o->shared = 0;
+            break;
+        case 'n':
+            o->nonblock = 1;
+            break;
+        case 'w':
+            if (cli_parse_duration(optarg, &o->wait_ms) != 0)
+                return cli_usage_error("bad timeout '%s' (seconds, e.g. 30 or 2.5)", optarg);
+            o->have_wait = 1;
+            break;
+        case 'E': {
+            char *end;
+            long v;
+            errno = 0;
+            v = strtol(optarg, &end, 10);
+            if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > 255)
+                return cli_usage_error("bad conflict exit code '%s' (0 to 255)", optarg);
+            o->conflict_code = (int)v;
+            break;
+        }
+        case 'c':
+            shcmd = optarg;
+            break;
+        case 'l': {
+            int64_t ms;
+            if (cli_parse_duration(optarg, &ms) != 0 || ms < (int64_t)DLOCK_LEASE_MIN_MS ||
+                ms > (int64_t)DLOCK_LEASE_MAX_MS)
+                return cli_usage_error("bad lease '%s' (100ms to 24h, e.g. 10, 2.5s, 500ms)", optarg);
+            o->lease_ms = (unsigned)ms;
+            break;
+        }
+        case OPT_ON_LOST:
+            if (strcmp(optarg, "term") == 0) o->on_lost_term = 1;
+            else if (strcmp(optarg, "warn") == 0) o->on_lost_term = 0;
+            else return cli_usage_error("bad --on-lost '%s' (term or warn)", optarg);
+            break;
+        case 'o':
+            /* flock -o: the command must not inherit the lock.  It never
+             * does here: the lock is dlock's, not a descriptor. */
+            break;
+        case 'q':
+            o->quiet = 1;
+            break;
+        case 'v':
+            o->verbose = 1;
+            break;
+        case 'h':
+            exec_help();
+            return -1;
+        default:
+            if (optopt != 0 && optopt < 0x1000) {
+                if (strchr("wEcl", optopt)) return cli_usage_error("option '-%c' needs an argument", optopt);
+                return cli_usage_error("unknown option '-%c'", optopt);
+            }
+            return cli_usage_error("unknown option or missing argument '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return cli_usage_error("no lock NAME given");
+    o->name = argv[optind++];
+    if (*o->name == '\0' || strlen(o->name) > DLOCK_NAME_MAX)
+        return cli_usage_error("a lock name is 1 to %d bytes", DLOCK_NAME_MAX);
+    /* flock(1) also takes `FILE -c COMMAND`. */
+    if (shcmd == NULL && optind + 1 < argc &&
+        (strcmp(argv[optind], "-c") == 0 || strcmp(argv[optind], "--command") == 0)) {
+        shcmd = argv[optind + 1];
+        optind += 2;
+    }
+    if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
+    if (shcmd != NULL) {
+        if (optind < argc) return cli_usage_error("-c takes one STRING; give either -c or a command, not both");
+        o->shcmd[0] = "sh";
+        o->shcmd[1] = "-c";
+        o->shcmd[2] = (char *)shcmd;
+        o->shcmd[3] = NULL;
+        o->cmd = o->shcmd;
+    } else {
+        if (optind >= argc) return cli_usage_error("no command given (dlock exec NAME -- CMD...)");
+        o->cmd = argv + optind;
+    }
+    if (o->have_wait && o->wait_ms == 0) o->nonblock = 1; /* as flock: -w 0 is -n */
+    return 0;
+}
+
+/* ----------------------------------------------------- signals, self-pipe */
+
+static volatile sig_atomic_t g_sig;   /* the first relayed signal received */
+static int g_pipe[2] = { -1, -1 };    /* self-pipe: signal bytes, LOST_BYTE */
+static atomic_int g_lost;
+
+/* The handler writes one byte per signal: the number, with 0x80 set if
+ * the kernel sent it (a terminal's Ctrl-C or hangup). */
+static void on_signal(int sig, siginfo_t *si, void *uc) {
+    int saved = errno;
+    unsigned char b = (unsigned char)(sig | (si != NULL && si->si_code == SI_KERNEL ? 0x80 : 0));
+    (void)uc;
+    if (sig != SIGCHLD && g_sig == 0) g_sig = sig;
+    (void)!write(g_pipe[1], &b, 1);
+    errno = saved;
+}
+
+/* Runs on the library's renewal thread: must not block. */
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    unsigned char b = LOST_BYTE;
+    (void)m;
+    (void)name;
+    (void)arg;
+    atomic_store(&g_lost, 1);
+    (void)!write(g_pipe[1], &b, 1);
+}
+
+static int signals_setup(void) {
+    struct sigaction sa;
+    size_t i;
+    if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (i = 0; i < NRELAYED; i++)
+        if (sigaction(relayed[i], &sa, NULL) != 0) return -1;
+    sa.sa_flags |= SA_NOCLDSTOP;
+    if (sigaction(SIGCHLD, &sa, NULL) != 0) return -1;
+    /* A closed stderr must not kill the holder of a lock. */
+    signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+/* Ends the process the way `sig` would have: with the default action. */
+static void die_of(int sig) {
+    sigset_t s;
+    signal(sig, SIG_DFL);
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    raise(sig);
+    pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+    _exit(128 + sig); /* not reached for a terminating signal */
+}
+
+/* ------------------------------------------------- inherited descriptors */
+
+/* The descriptors above 2 that dlock was started with; CMD inherits these
+ * and no others. */
+static int *g_keep;
+static size_t g_nkeep;
+static long g_fdmax;
+
+static int int_cmp(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static int keep_add(int fd) {
+    int *n = realloc(g_keep, (g_nkeep + 1) * sizeof *n);
+    if (n == NULL) return -1;
+    g_keep = n;
+    g_keep[g_nkeep++] = fd;
+    return 0;
+}
+
+static int fds_inventory(void) {
+    struct rlimit rl;
+    DIR *d = opendir("/proc/self/fd");
+    g_fdmax = 65536;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 65536)
+        g_fdmax = (long)rl.rlim_cur;
+    if (d != NULL) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            char *end;
+            long fd = strtol(e->d_name, &end, 10);
+            if (end == e->d_name || *end != '\0' || fd < 3 || fd == dirfd(d)) continue;
+            if (keep_add((int)fd) != 0) break;
+        }
+        closedir(d);
+    } else {
+        long fd;
+        for (fd = 3; fd < g_fdmax && fd < 1024; fd++)
+            if (fcntl((int)fd, F_GETFD) != -1 && keep_add((int)fd) != 0) break;
+    }
+    if (g_nkeep > 1) qsort(g_keep, g_nkeep, sizeof *g_keep, int_cmp);
+    return 0;
+}
+
+static void close_from_to(unsigned lo, unsigned hi) {
+    if (lo > hi) return;
+    if (close_range(lo, hi, 0) == 0) return;
+    for (; lo <= hi && (long)lo < g_fdmax; lo++) close((int)lo);
+}
+
+/* In the child, between fork and exec (async-signal-safe only): closes
+ * every descriptor above 2 but the inherited ones (g_keep, sorted). */
+static void fds_close_others(void) {
+    unsigned lo = 3;
+    size_t i;
+    for (i = 0; i < g_nkeep; i++) {
+        unsigned k = (unsigned)g_keep[i];
+        if (k > lo) close_from_to(lo, k - 1);
+        if (k >= lo) lo = k + 1;
+    }
+    close_from_to(lo, ~0u);
+}
+
+/* ------------------------------------------------------------ the watcher */
+
+static int64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* What the watcher last read of the lock. */
+typedef struct reading {
+    int have;        /* 0 nothing yet, 1 info, -1 the read failed */
+    int unreachable; /* it failed with ENOLCK */
+    dlock_lock_info_t info;
+} reading;
+
+typedef struct watch {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;   /* on CLOCK_MONOTONIC */
+    int done;
+    pthread_t thread;
+    int started;
+    dlock_client_t *view; /* for dlock_lock_info */
+    const exec_opts *o;
+    int64_t start_ms;     /* monotonic */
+    reading r;            /* the latest reading */
+    int drawn;            /* a line is on the screen */
+} watch;
+
+/* One reading of the lock on the view client. */
+static void read_lock(dlock_client_t *view, const char *name, reading *r) {
+    dlock_lock_info_t info;
+    int rc = dlock_lock_info(view, name, &info);
+    if (rc == 0) {
+        r->info = info;
+        r->have = 1;
+        r->unreachable = 0;
+    } else {
+        r->have = -1;
+        r->unreachable = rc == ENOLCK;
+    }
+}
+
+/* "held by web2, pid 42, thread 42 for 3m12s" and the like. */
+static void describe(const reading *r, char *buf, size_t n) {
+    char holder[512], t[64];
+    const dlock_lock_info_t *i = &r->info;
+    if (r->have < 0) {
+        snprintf(buf, n, r->unreachable ? "the server is not answering" : "cannot read who holds it");
+        return;
+    }
+    if (r->have == 0) {
+        snprintf(buf, n, "busy");
+        return;
+    }
+    if (i->held)
+        snprintf(buf, n, "held by %s for %s", cli_fmt_holder(holder, sizeof holder, i),
+                 cli_fmt_secs(t, sizeof t, cli_held_ms(i)));
+    else if (i->readers > 0)
+        snprintf(buf, n, "held shared by %u", i->readers);
+    else if (i->writers_waiting > 0) /* writers go first */
+        snprintf(buf, n, "%u writer%s waiting first", i->writers_waiting, i->writers_waiting == 1 ? "" : "s");
+    else
+        snprintf(buf, n, "just released");
+}
+
+/* Reads the lock without holding w->mu (the read may take a while). */
+static void watch_read(watch *w) {
+    reading r = { 0, 0, { 0 } };
+    pthread_mutex_unlock(&w->mu);
+    read_lock(w->view, w->o->name, &r);
+    pthread_mutex_lock(&w->mu);
+    w->r = r;
+}
+
+/* Redraws the line: "\r", the text cut to the terminal's width, erase to
+ * the end of the line. */
+static void watch_draw(watch *w) {
+    char name[256], what[768], line[1200], waited[64];
+    struct winsize ws;
+    size_t cols = 80, k, chars;
+
+    describe(&w->r, what, sizeof what);
+    /* The wait first: on a narrow terminal the end is cut off. */
+    snprintf(line, sizeof line, "%s: waiting %s for '%s'%s: %s", cli_prog,
+             cli_fmt_secs(waited, sizeof waited, mono_ms() - w->start_ms),
+             cli_fmt_safe(name, sizeof name, w->o->name), w->o->shared ? " (shared)" : "", what);
+    if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) cols = ws.ws_col;
+    for (k = 0, chars = 0; line[k]; k++) { /* at most cols - 1 characters: no wrap */
+        if (((unsigned char)line[k] & 0xC0) != 0x80 && ++chars >= cols) {
+            line[k] = '\0';
+            break;
+        }
+    }
+    fprintf(stderr, "\r%s\033[K", line);
+    fflush(stderr);
+    w->drawn = 1;
+}
+
+/* Draws the line at once, then about once a second until told to stop. */
+static void *watch_main(void *arg) {
+    watch *w = arg;
+    int64_t next = w->start_ms;
+    pthread_mutex_lock(&w->mu);
+    while (!w->done) {
+        struct timespec ts;
+        if (mono_ms() >= next) {
+            watch_read(w);
+            if (w->done) break;
+            watch_draw(w);
+            while (next <= mono_ms()) next += 1000;
+        }
+        ts.tv_sec = (time_t)(next / 1000);
+        ts.tv_nsec = (long)(next % 1000) * 1000000L;
+        pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int watch_start(watch *w, dlock_client_t *view, const exec_opts *o, int64_t start_ms) {
+    pthread_condattr_t ca;
+    sigset_t all, old;
+    int rc;
+    memset(w, 0, sizeof w[0]);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    w->view = view;
+    w->o = o;
+    w->start_ms = start_ms;
+    /* The watcher takes no signals: they must reach the waiting thread. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&w->thread, NULL, watch_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    w->started = rc == 0;
+    return rc;
+}
+
+/* Stops the watcher; keeps its last reading.  erase: take the line off
+ * the screen. */
+static void watch_stop(watch *w, int erase) {
+    if (w->started) {
+        pthread_mutex_lock(&w->mu);
+        w->done = 1;
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+        w->started = 0;
+    }
+    if (w->drawn && erase) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+        w->drawn = 0;
+    }
+}
+
+static void watch_free(watch *w) {
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+}
+
+/* ----------------------------------------------------------- running CMD */
+
+extern char **environ;
+
+/* CMD's environment: dlock's, plus DLOCK_FENCE=<the hold's fencing
+ * token> when there is one, so that the job can fence its writes.  Made
+ * before fork: the child may only make async-signal-safe calls. */
+static char **cmd_environ(uint64_t fence, char *buf, size_t n) {
+    size_t k = 0, i;
+    char **env;
+    while (environ[k] != NULL) k++;
+    if ((env = calloc(k + 2, sizeof *env)) == NULL) return NULL;
+    for (i = 0, k = 0; environ[i] != NULL; i++)
+        if (strncmp(environ[i], "DLOCK_FENCE=", 12) != 0) env[k++] = environ[i];
+    if (fence != 0) {
+        snprintf(buf, n, "DLOCK_FENCE=%llu", (unsigned long long)fence);
+        env[k++] = buf;
+    }
+    env[k] = NULL;
+    return env;
+}
+
+/* Runs CMD to its end; returns dlock's exit code (CMD's status). */
+static int run(const exec_opts *o, const sigset_t *orig_mask, uint64_t fence) {
+    int errpipe[2], child_err = 0, status = 0, reported_lost = 0;
+    char fencevar[64], **env;
+    sigset_t all, old;
+    pid_t parent = getpid(), pid;
+    ssize_t n;
+    size_t i;
+
+    if ((env = cmd_environ(fence, fencevar, sizeof fencevar)) == NULL) {
+        cli_msg("out of memory");
+        return CLI_EXIT_OSERR;
+    }
+    /* The child reports a failed exec on this pipe, which exec closes. */
+    if (pipe2(errpipe, O_CLOEXEC) != 0 || keep_add(errpipe[1]) != 0) {
+        cli_msg("cannot make a pipe: %s", strerror(errno));
+        free(env);
+        return CLI_EXIT_OSERR;
+    }
+    qsort(g_keep, g_nkeep, sizeof *g_keep, int_cmp);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) {
+        /* The child: only async-signal-safe calls until exec. */
+        int e;
+        for (i = 0; i < NRELAYED; i++) signal(relayed[i], SIG_DFL);
+        signal(SIGCHLD, SIG_DFL);
+        signal(SIGPIPE, SIG_DFL);
+        if (o->on_lost_term) {
+            /* dlock's death ends its lock, so it ends CMD too. */
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() != parent) _exit(128 + SIGTERM);
+        }
+        close(errpipe[0]);
+        fds_close_others();
+        pthread_sigmask(SIG_SETMASK, orig_mask, NULL);
+        execvpe(o->cmd[0], o->cmd, env);
+        e = errno;
+        (void)!write(errpipe[1], &e, sizeof e);
+        _exit(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    close(errpipe[1]);
+    free(env);
+    if (pid < 0) {
+        close(errpipe[0]);
+        cli_msg("cannot fork: %s", strerror(errno));
+        return CLI_EXIT_OSERR;
+    }
+    /* EOF: exec succeeded; an errno: it failed. */
+    while ((n = read(errpipe[0], &child_err, sizeof child_err)) < 0 && errno == EINTR)
+        ;
+    close(errpipe[0]);
+    if (n != (ssize_t)sizeof child_err) child_err = 0;
+    else cli_msg("%s: %s", o->cmd[0], child_err == ENOENT ? "command not found" : strerror(child_err));
+
+    for (;;) {
+        unsigned char buf[64];
+        struct pollfd p = { g_pipe[0], POLLIN, 0 };
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) {
+            cli_msg("cannot wait for the command: %s", strerror(errno));
+            status = -1;
+            break;
+        }
+        if (poll(&p, 1, 1000) < 0 && errno != EINTR) continue;
+        while ((n = read(g_pipe[0], buf, sizeof buf)) > 0) {
+            ssize_t k;
+            for (k = 0; k < n; k++) {
+                int sig = buf[k] & 0x7F, from_kernel = buf[k] & 0x80;
+                if (buf[k] == LOST_BYTE) {
+                    if (reported_lost++) continue;
+                    if (o->on_lost_term) {
+                        cli_msg("lost the lock while the command ran (lease not renewed, or broken); "
+                                "sending it SIGTERM");
+                        kill(pid, SIGTERM);
+                    } else {
+                        cli_msg("lost the lock while the command ran (lease not renewed, or broken); "
+                                "it keeps running (--on-lost=warn)");
+                    }
+                } else if (sig != SIGCHLD && !from_kernel) {
+                    kill(pid, sig); /* the terminal's signals reached CMD already */
+                }
+            }
+        }
+    }
+    if (status == -1) return CLI_EXIT_OSERR;
+    if (child_err != 0) return child_err == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return CLI_EXIT_OSERR;
+}
+
+/* ---------------------------------------------------------------- exec */
+
+int cli_exec(int argc, char **argv, cli_conn *conn) {
+    dlock_client_t *c = NULL, *view = NULL;
+    dlock_mutexattr_t attr;
+    dlock_rwlock_t rw;
+    exec_opts o;
+    sigset_t orig_mask;
+    watch w;
+    char name[256], what[768], t[64];
+    int rc, code = 0, have_rw = 0, held = 0, waited = 0, have_watch = 0;
+    int64_t start = mono_ms();
+    struct timespec deadline;
+
+    memset(&w, 0, sizeof w);
+    if ((rc = exec_parse(argc, argv, conn, &o)) != 0) return rc < 0 ? 0 : rc;
+    cli_fmt_safe(name, sizeof name, o.name);
+    pthread_sigmask(SIG_SETMASK, NULL, &orig_mask);
+    /* Before the library opens anything: what CMD may inherit. */
+    fds_inventory();
+    if (signals_setup() != 0) {
+        cli_msg("cannot set up signal handling: %s", strerror(errno));
+        return CLI_EXIT_OSERR;
+    }
+    if ((code = cli_client(conn, 0, &c)) != 0) goto out;
+    if ((code = cli_client(conn, VIEW_UNREACHABLE_MS, &view)) != 0) goto out;
+    dlock_mutexattr_init(&attr);
+    dlock_mutexattr_setclient(&attr, c);
+    dlock_mutexattr_setlease(&attr, o.lease_ms);
+    dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
+    rc = dlock_rwlock_init(&rw, o.name, &attr);
+    dlock_mutexattr_destroy(&attr);
+    if (rc != 0) {
+        code = rc == EINVAL ? cli_usage_error("bad lock name: %s", dlock_last_error()) : cli_fail("init", rc);
+        goto out;
+    }
+    have_rw = 1;
+
+    if (o.have_wait) {
+        int64_t end = start + o.wait_ms;
+        deadline.tv_sec = (time_t)(end / 1000);
+        deadline.tv_nsec = (long)(end % 1000) * 1000000L;
+    }
+    /* 1. One try; with -w, a server that does not answer makes it give
+     * up at the deadline (ETIMEDOUT) rather than after the client's
+     * unreachable bound. */
+    rc = dlock_rwlock_xlock(&rw, o.shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC,
+                            o.have_wait ? &deadline : NULL);
+    if (rc == EBUSY && o.nonblock) {
+        if (o.verbose) {
+            reading r = { 0, 0, { 0 } };
+            read_lock(view, o.name, &r);
+            describe(&r, what, sizeof what);
+            cli_msg("'%s' is %s", name, what);
+        }
+        code = o.conflict_code;
+        goto out;
+    }
+    /* 2. Waiting. */
+    if (rc == EBUSY && g_sig == 0) {
+        waited = 1;
+        if (!o.quiet && isatty(STDERR_FILENO)) {
+            have_watch = 1;
+            if (watch_start(&w, view, &o, start) != 0) {
+                cli_msg("cannot start a thread");
+                code = CLI_EXIT_OSERR;
+                goto out;
+            }
+        } else if (!o.quiet) {
+            reading r = { 0, 0, { 0 } };
+            read_lock(view, o.name, &r);
+            describe(&r, what, sizeof what);
+            cli_msg("waiting for '%s'%s: %s", name, o.shared ? " (shared)" : "", what);
+        }
+        do {
+            rc = dlock_rwlock_xlock(&rw, o.shared, DLOCK_F_INTR, CLOCK_MONOTONIC, o.have_wait ? &deadline : NULL);
+        } while (rc == EINTR && g_sig == 0);
+        watch_stop(&w, rc == 0 || rc == EINTR || g_sig != 0);
+    }
+    held = rc == 0;
+    if (g_sig != 0) {
+        int sig = g_sig;
+        if (held) dlock_rwlock_unlock(&rw);
+        held = 0;
+        dlock_rwlock_destroy(&rw);
+        dlock_client_destroy(view);
+        dlock_client_destroy(c);
+        die_of(sig);
+    }
+    if (rc == ETIMEDOUT) {
+        reading r = { 0, 0, { 0 } };
+        /* Timed out waiting for the lock, or for a server that stopped
+         * answering?  One short look tells. */
+        read_lock(view, o.name, &r);
+        if (r.unreachable) {
+            if (w.drawn) fputc('\n', stderr);
+            snprintf(what, sizeof what, "timed out after %s", cli_fmt_dur(t, sizeof t, o.wait_ms));
+            code = cli_fail(what, ENOLCK); /* with this thread's detail of read_lock's failure */
+            goto out;
+        }
+        describe(&r, what, sizeof what);
+        if (w.drawn) { /* the line becomes the final word */
+            fprintf(stderr, "\r%s: timed out after %s waiting for '%s': %s\033[K\n", cli_prog,
+                    cli_fmt_dur(t, sizeof t, o.wait_ms), name, what);
+        } else if (o.verbose) {
+            cli_msg("timed out after %s waiting for '%s': %s", cli_fmt_dur(t, sizeof t, o.wait_ms), name, what);
+        }
+        code = o.conflict_code;
+        goto out;
+    }
+    if (rc != 0) {
+        if (w.drawn) fputc('\n', stderr);
+        code = cli_fail("cannot take the lock", rc);
+        goto out;
+    }
+    if (o.verbose)
+        cli_msg("got '%s' (%s, fence %llu)%s%s", name, o.shared ? "shared" : "exclusive",
+                (unsigned long long)dlock_rwlock_fence(&rw), waited ? " after " : "",
+                waited ? cli_fmt_dur(t, sizeof t, mono_ms() - start) : "");
+
+    /* 3. Running. */
+    code = run(&o, &orig_mask, dlock_rwlock_fence(&rw));
+    rc = dlock_rwlock_unlock(&rw);
+    held = 0;
+    if (rc == EPERM && !atomic_load(&g_lost))
+        cli_msg("the lock '%s' had been lost when the command ended", name);
+    else if (rc != 0 && rc != EPERM)
+        cli_msg("could not release '%s' (%s); it expires within %s", name, dlock_strerror(rc),
+                cli_fmt_dur(t, sizeof t, o.lease_ms));
+out:
+    if (have_watch) watch_free(&w);
+    if (have_rw) {
+        if (held) dlock_rwlock_unlock(&rw);
+        dlock_rwlock_destroy(&rw);
+    }
+    if (view != NULL) dlock_client_destroy(view);
+    if (c != NULL) dlock_client_destroy(c);
+    free(g_keep);
+    return code;
+}
