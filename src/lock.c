@@ -186,6 +186,13 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             }
             continue;
         }
+        if (waiting && dlock__now() >= deadline) {
+            /* Woken by the deadline itself: no further attempt (the first
+             * attempt of a call is always made, so a past deadline still
+             * acquires a free lock). */
+            rc = timed_out(l, "");
+            goto out;
+        }
         if (waiting) {
             if ((rc = dlock__wait_ready(c, l, deadline, w->intr)) != 0) {
                 rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
@@ -207,9 +214,12 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             }
             l->trying[k] = 1;
         }
-        if (c->orphans != NULL) {
+        if (c->orphans != NULL && !try &&
+            deadline - dlock__now() > (dlock__mono)(c->conf.connect_timeout_ms + c->conf.command_timeout_ms) * DLOCK__MS) {
             /* A hold of ours the server may still have goes first: one
-             * attempt (a deadline of now), no waiting for the server. */
+             * attempt (a deadline of now), no waiting for the server; only
+             * when the caller's deadline leaves room for it (the renewal
+             * thread releases orphans anyway). */
             dlock__orphans_release(c, l, dlock__now());
         }
         gen = l->gen;

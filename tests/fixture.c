@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -1051,6 +1052,149 @@ int dlt_client_make(dlock_client_t **out, const char *url, unsigned unreachable_
     cfg.url = url;
     cfg.unreachable_ms = unreachable_ms;
     return dlock_client_create(out, &cfg);
+}
+
+/* ========================================================================
+ * Workers: tasks, shared memory, flags, checks
+ * ====================================================================== */
+
+void *dlt_task_thread(void *p) {
+    dlt_task *t = p;
+    t->rc = t->fn(t->arg);
+    return NULL;
+}
+
+int dlt_task_start(dlt_task *t, int as_process, int (*fn)(void *), void *arg) {
+    memset(t, 0, sizeof *t);
+    t->proc = as_process;
+    t->fn = fn;
+    t->arg = arg;
+    if (as_process) {
+        t->pid = dlt_spawn(fn, arg);
+        t->running = t->pid > 0;
+    } else {
+        t->running = pthread_create(&t->th, NULL, dlt_task_thread, t) == 0;
+    }
+    CU_ASSERT_TRUE(t->running);
+    return t->running ? 0 : -1;
+}
+
+int dlt_task_join(dlt_task *t, int timeout_ms) {
+    if (!t->running) return -1;
+    t->running = 0;
+    if (t->proc) return dlt_wait(t->pid, timeout_ms);
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, timeout_ms);
+    int e = pthread_timedjoin_np(t->th, NULL, &ts);
+    if (e != 0) {
+        fprintf(stderr, "%s: a worker thread did not finish within %d ms (%s); aborting\n",
+                program_invocation_short_name, timeout_ms, strerror(e));
+        abort();
+    }
+    return t->rc;
+}
+
+void dlt_task_signal(dlt_task *t, int sig) {
+    if (!t->running) return;
+    if (t->proc) kill(t->pid, sig);
+    else pthread_kill(t->th, sig);
+}
+
+void dlt_run_all(int (*fn)(void *), void *args, size_t size, int nthr, int nproc) {
+    dlt_task t[16];
+    int n = nthr + nproc, i;
+    CU_ASSERT_FATAL(n <= 16);
+    for (i = n - 1; i >= 0; i--) dlt_task_start(&t[i], i >= nthr, fn, (char *)args + (size_t)i * size);
+    for (i = 0; i < n; i++) {
+        int rc = dlt_task_join(&t[i], DLT_JOIN_MS);
+        if (rc != 0) fprintf(stderr, "  (worker %d, a %s, returned %d)\n", i, i >= nthr ? "process" : "thread", rc);
+        DLT_ASSERT_INT_EQ(rc, 0);
+    }
+}
+
+void *dlt_shm(size_t size) {
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        abort();
+    }
+    return p; /* zero-filled */
+}
+
+void dlt_flag_set(int *p, int v) {
+    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+int dlt_flag_get(const int *p) {
+    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+
+int dlt_flag_add(int *p, int v) {
+    return __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST);
+}
+
+void dlt_flag_max(int *p, int v) {
+    int cur = dlt_flag_get(p);
+    while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
+}
+
+int dlt_flag_wait(const int *p, int want, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    while (dlt_flag_get(p) != want) {
+        if (dlt_now() > end) return 0;
+        usleep(500);
+    }
+    return 1;
+}
+
+int dlt_flag_wait_ge_every(const int *p, int want, int timeout_ms, unsigned poll_us) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    while (dlt_flag_get(p) < want) {
+        if (dlt_now() > end) return 0;
+        usleep(poll_us);
+    }
+    return 1;
+}
+
+int dlt_flag_wait_ge(const int *p, int want, int timeout_ms) {
+    return dlt_flag_wait_ge_every(p, want, timeout_ms, 500);
+}
+
+const char *dlt_errno_label(long long e) {
+    const char *n = (e >= INT_MIN && e <= INT_MAX) ? dlt_errno_name((int)e) : NULL;
+    return n != NULL ? n : "?";
+}
+
+static const char *base_name(const char *file) {
+    const char *slash = strrchr(file, '/');
+    return slash != NULL ? slash + 1 : file;
+}
+
+int dlt_ck_fail(const char *file, int mod, const char *func, int line, const char *expr,
+                long long got, long long want) {
+    fprintf(stderr, "%s:%d: %s [pid %ld tid %ld]: %s = %lld (%s), want %lld (%s); last error: %s\n",
+            base_name(file), line, func, (long)getpid(), (long)syscall(SYS_gettid), expr, got,
+            dlt_errno_label(got), want, dlt_errno_label(want), dlock_last_error());
+    return 1 + line % mod;
+}
+
+int dlt_ckt_fail(const char *file, int mod, const char *func, int line, const char *expr) {
+    fprintf(stderr, "%s:%d: %s [pid %ld tid %ld]: %s is false\n", base_name(file), line, func,
+            (long)getpid(), (long)syscall(SYS_gettid), expr);
+    return 1 + line % mod;
+}
+
+long long dlt_reply_int(redisReply *r) {
+    long long v = LLONG_MIN;
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER) v = r->integer;
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+long long dlt_evals(void) {
+    long long a = dlt_redis_cmdstat(&dlt_server, "evalsha");
+    long long b = dlt_redis_cmdstat(&dlt_server, "eval");
+    return (a < 0 || b < 0) ? -1 : a + b;
 }
 
 /* ========================================================================

@@ -10,7 +10,9 @@
 #ifndef DLT_FIXTURE_H
 #define DLT_FIXTURE_H
 
+#include <pthread.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -126,6 +128,98 @@ int dlt_pipe_put(int fd, char c);
 int dlt_pipe_read(int fd, void *buf, size_t n, int timeout_ms);
 /* One byte from fd within timeout_ms: the byte (0..255), or -1. */
 int dlt_pipe_get(int fd, int timeout_ms);
+
+/* ------------------------------------------------------------------------
+ * Workers: a function run as a thread of the test or as a child process,
+ * reporting through its result (a child: its exit status).  What workers
+ * share travels through MAP_SHARED memory, so that one struct serves a
+ * thread and a child alike.  Where a test starts both, it forks the
+ * processes first: GCC 12's AddressSanitizer runtime is not fork-safe (a
+ * child inherits an allocator lock that a starting or allocating thread
+ * of the parent held at the fork, and its first new thread blocks on it
+ * for ever), so the sanitizer build must not fork next to busy threads.
+ * ---------------------------------------------------------------------- */
+#define DLT_JOIN_MS 30000 /* the longest any worker may take */
+enum { DLT_THREAD = 0, DLT_PROC = 1 }; /* how dlt_task_start runs fn */
+
+/* One worker, a thread or a child process. */
+typedef struct dlt_task {
+    int proc, running, rc; /* a child?  started, not joined?  a thread's result */
+    pthread_t th;
+    pid_t pid;
+    int (*fn)(void *);
+    void *arg;
+} dlt_task;
+
+/* Runs fn(arg) as a child process (as_process) or a thread; asserts (one
+ * CUnit assert) that it started.  0, or -1 if it did not. */
+int dlt_task_start(dlt_task *t, int as_process, int (*fn)(void *), void *arg);
+/* The worker's result (a child's exit status, 128 + signal if a signal
+ * ended it), or -1 if it did not finish within timeout_ms or never ran.  A
+ * thread that does not finish cannot be abandoned (it may use the test's
+ * stack): the run aborts there. */
+int dlt_task_join(dlt_task *t, int timeout_ms);
+/* The thread body dlt_task_start runs: t->rc = t->fn(t->arg) (for a
+ * worker that starts threads without CUnit, in a child process). */
+void *dlt_task_thread(void *t);
+/* Sends sig to a running worker (kill or pthread_kill). */
+void dlt_task_signal(dlt_task *t, int sig);
+/* Runs fn on n args (args + i * size), all at once: the last nproc as
+ * processes (forked first), the first nthr as threads; asserts that every
+ * one returns 0 within DLT_JOIN_MS (at most 16 workers, a fatal assert). */
+void dlt_run_all(int (*fn)(void *), void *args, size_t size, int nthr, int nproc);
+
+/* size zero-filled bytes of MAP_SHARED memory; aborts if mmap fails. */
+void *dlt_shm(size_t size);
+#define DLT_SHM_NEW(type, n) ((type *)dlt_shm(sizeof(type) * (n)))
+#define DLT_SHM_FREE(p, n) munmap((p), sizeof(*(p)) * (n))
+
+/* Flags: ints in shared memory, read and written with SEQ_CST atomics. */
+void dlt_flag_set(int *p, int v);          /* *p = v */
+int dlt_flag_get(const int *p);            /* *p */
+int dlt_flag_add(int *p, int v);           /* *p += v; the new value */
+void dlt_flag_max(int *p, int v);          /* *p = max(*p, v) */
+/* 1 once *p == want, 0 if timeout_ms passed first (polls every 500 us). */
+int dlt_flag_wait(const int *p, int want, int timeout_ms);
+/* 1 once *p >= want, 0 if timeout_ms passed first (polls every 500 us). */
+int dlt_flag_wait_ge(const int *p, int want, int timeout_ms);
+/* dlt_flag_wait_ge polling every poll_us instead. */
+int dlt_flag_wait_ge_every(const int *p, int want, int timeout_ms, unsigned poll_us);
+
+/* Checks inside a worker, where there is no CUnit: DLT_CK(got, want) and
+ * DLT_CKT(cond) make the worker return a nonzero code, 1 + __LINE__ %
+ * DLT_CK_MOD, after saying on stderr what it saw.  A file may define
+ * DLT_CK_MOD before including this header (e.g. 120, to keep the codes
+ * clear of 128 + signal). */
+#ifndef DLT_CK_MOD
+#define DLT_CK_MOD 250
+#endif
+#define DLT_CK(got, want)                                                  \
+    do {                                                                   \
+        long long g_ = (long long)(got), w_ = (long long)(want);           \
+        if (g_ != w_) return DLT_CK_FAIL(#got, g_, w_);                    \
+    } while (0)
+#define DLT_CKT(cond)                                                      \
+    do {                                                                   \
+        if (!(cond)) return DLT_CKT_FAIL(#cond);                           \
+    } while (0)
+/* What DLT_CK and DLT_CKT say and return, for a check written out. */
+#define DLT_CK_FAIL(expr, got, want) \
+    dlt_ck_fail(__FILE__, DLT_CK_MOD, __func__, __LINE__, (expr), (got), (want))
+#define DLT_CKT_FAIL(expr) dlt_ckt_fail(__FILE__, DLT_CK_MOD, __func__, __LINE__, (expr))
+/* What DLT_CK says: file (its base name), line, function, pid and tid,
+ * both values with their errno names, dlock_last_error().  1 + line % mod. */
+int dlt_ck_fail(const char *file, int mod, const char *func, int line, const char *expr,
+                long long got, long long want);
+/* What DLT_CKT says: where, and that expr is false.  1 + line % mod. */
+int dlt_ckt_fail(const char *file, int mod, const char *func, int line, const char *expr);
+/* dlt_errno_name(e), or "?" for a code outside its table. */
+const char *dlt_errno_label(long long e);
+
+/* An integer reply's value, else LLONG_MIN; frees r (which may be NULL). */
+long long dlt_reply_int(redisReply *r);
+/* Script calls so far on dlt_server (evalsha + eval), or -1. */
+long long dlt_evals(void);
 
 /* ------------------------------------------------------------------------
  * CUnit glue.

@@ -22,6 +22,7 @@
  * Helpers here are cv_-prefixed (static), so they never collide with what
  * the shared fixture grows.
  */
+#define DLT_CK_MOD 120 /* worker codes 1..120: clear of 128 + signal */
 #include "fixture.h"
 #include "proxy.h"
 
@@ -40,148 +41,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-#define CV_JOIN_MS 30000 /* the longest any worker may take */
-
-/* ========================================================================
- * Checks inside workers (threads and children): no CUnit there.
- * ====================================================================== */
-
-static const char *cv_ename(long long e) {
-    const char *n = (e >= INT_MIN && e <= INT_MAX) ? dlt_errno_name((int)e) : NULL;
-    return n != NULL ? n : "?";
-}
-
-static int cv_ck_fail(const char *func, int line, const char *expr, long long got, long long want) {
-    fprintf(stderr, "test_cond.c:%d: %s [pid %ld tid %ld]: %s = %lld (%s), want %lld (%s); last error: %s\n",
-            line, func, (long)getpid(), (long)syscall(SYS_gettid), expr, got, cv_ename(got), want,
-            cv_ename(want), dlock_last_error());
-    return 1 + line % 120;
-}
-
-static int cv_ckt_fail(const char *func, int line, const char *expr) {
-    fprintf(stderr, "test_cond.c:%d: %s [pid %ld tid %ld]: %s is false\n", line, func, (long)getpid(),
-            (long)syscall(SYS_gettid), expr);
-    return 1 + line % 120;
-}
-
-/* In a worker: return a nonzero code (and say why) unless got == want. */
-#define CV_CK(got, want)                                                     \
-    do {                                                                     \
-        long long g_ = (long long)(got), w_ = (long long)(want);             \
-        if (g_ != w_) return cv_ck_fail(__func__, __LINE__, #got, g_, w_);   \
-    } while (0)
-#define CV_CKT(cond)                                                         \
-    do {                                                                     \
-        if (!(cond)) return cv_ckt_fail(__func__, __LINE__, #cond);          \
-    } while (0)
-
-/* ========================================================================
- * Shared memory, flags, time
- * ====================================================================== */
-
-static void *cv_shm(size_t n) {
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        abort();
-    }
-    return p; /* zero-filled */
-}
-#define CV_SHM(type, n) ((type *)cv_shm(sizeof(type) * (n)))
-#define CV_SHM_FREE(p, n) munmap((p), sizeof(*(p)) * (n))
-
-static void cv_set(int *p, int v) {
-    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
-}
-static int cv_get(const int *p) {
-    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-}
-static int cv_inc(int *p) {
-    return __atomic_add_fetch(p, 1, __ATOMIC_SEQ_CST);
-}
-static int cv_dec(int *p) {
-    return __atomic_sub_fetch(p, 1, __ATOMIC_SEQ_CST);
-}
-static void cv_max(int *p, int v) {
-    int cur = cv_get(p);
-    while (v > cur && !__atomic_compare_exchange_n(p, &cur, v, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-        ;
-}
-/* 1 once *p >= want, 0 if timeout_ms passed first. */
-static int cv_wait_ge(const int *p, int want, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    while (cv_get(p) < want) {
-        if (dlt_now() > end) return 0;
-        usleep(500);
-    }
-    return 1;
-}
-
-/* ========================================================================
- * Tasks: a worker run as a thread of this process or as a child process.
- * ====================================================================== */
-
-typedef struct cv_task {
-    int proc, running, rc;
-    pthread_t th;
-    pid_t pid;
-    int (*fn)(void *);
-    void *arg;
-} cv_task;
-
-static void *cv_task_thread(void *p) {
-    cv_task *t = p;
-    t->rc = t->fn(t->arg);
-    return NULL;
-}
-
-enum { CV_THREAD = 0, CV_PROC = 1 };
-
-static void cv_start(cv_task *t, int proc, int (*fn)(void *), void *arg) {
-    memset(t, 0, sizeof *t);
-    t->proc = proc;
-    t->fn = fn;
-    t->arg = arg;
-    if (proc) {
-        t->pid = dlt_spawn(fn, arg);
-        t->running = t->pid > 0;
-    } else {
-        t->running = pthread_create(&t->th, NULL, cv_task_thread, t) == 0;
-    }
-    CU_ASSERT_TRUE(t->running);
-}
-
-/* The worker's result (a child's exit status, 128 + signal if a signal
- * ended it), or -1 if it did not finish in time.  A thread that does not
- * finish cannot be abandoned (it may use this test's stack): abort. */
-static int cv_join(cv_task *t, int timeout_ms) {
-    if (!t->running) return -1;
-    t->running = 0;
-    if (t->proc) return dlt_wait(t->pid, timeout_ms);
-    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, timeout_ms);
-    int e = pthread_timedjoin_np(t->th, NULL, &ts);
-    if (e != 0) {
-        fprintf(stderr, "test_cond: a worker thread did not finish within %d ms (%s); aborting\n", timeout_ms,
-                strerror(e));
-        abort();
-    }
-    return t->rc;
-}
-
-/* Runs fn on n args (args + i * size): the last nproc as processes (forked
- * first), the first nthr as threads, and asserts that every one returns 0. */
-static void cv_run_all(int (*fn)(void *), void *args, size_t size, int nthr, int nproc) {
-    cv_task t[16];
-    int n = nthr + nproc, i;
-    CU_ASSERT_FATAL(n <= 16);
-    for (i = n - 1; i >= 0; i--) cv_start(&t[i], i >= nthr, fn, (char *)args + (size_t)i * size);
-    for (i = 0; i < n; i++) {
-        int rc = cv_join(&t[i], CV_JOIN_MS);
-        if (rc != 0) fprintf(stderr, "  (worker %d, a %s, returned %d)\n", i, i >= nthr ? "process" : "thread", rc);
-        DLT_ASSERT_INT_EQ(rc, 0);
-    }
-}
 
 /* ========================================================================
  * Objects, the server
@@ -212,19 +71,12 @@ static int cv_wait_kind(int kind, dlock_cond_t *c, dlock_mutex_t *m, long ms) {
     }
 }
 
-static long long cv_reply_int(redisReply *r) {
-    long long v = LLONG_MIN;
-    if (r != NULL && r->type == REDIS_REPLY_INTEGER) v = r->integer;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
 /* ZCARD of a condition variable's waiters, "dlock:{name}:cond" (src/cond.c;
  * informational: an implementation detail, printed, never asserted). */
 static long long cv_registered(const char *name) {
     char k[700];
     int n = snprintf(k, sizeof k, "dlock:{%s}:cond", name);
-    return cv_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %b", k, (size_t)n));
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %b", k, (size_t)n));
 }
 
 /* A 512-byte name of arbitrary bytes (every value but NUL), with the
@@ -247,14 +99,14 @@ static void cv_binary_name(char *buf) {
  * caller) stays held. */
 static int cv_check_invalid(dlock_cond_t *c, dlock_mutex_t *m) {
     struct timespec rt = dlt_abs_in(CLOCK_REALTIME, 100), mt = dlt_abs_in(CLOCK_MONOTONIC, 100);
-    CV_CK(dlock_cond_signal(c), EINVAL);
-    CV_CK(dlock_cond_broadcast(c), EINVAL);
-    CV_CK(dlock_cond_wait(c, m), EINVAL);
-    CV_CK(dlock_cond_timedwait(c, m, &rt), EINVAL);
-    CV_CK(dlock_cond_clockwait(c, m, CLOCK_MONOTONIC, &mt), EINVAL);
-    CV_CK(dlock_cond_clockwait(c, m, CLOCK_REALTIME, &rt), EINVAL);
-    CV_CK(dlock_mutex_holds(m), 1);
-    CV_CK(dlock_cond_destroy(c), EINVAL);
+    DLT_CK(dlock_cond_signal(c), EINVAL);
+    DLT_CK(dlock_cond_broadcast(c), EINVAL);
+    DLT_CK(dlock_cond_wait(c, m), EINVAL);
+    DLT_CK(dlock_cond_timedwait(c, m, &rt), EINVAL);
+    DLT_CK(dlock_cond_clockwait(c, m, CLOCK_MONOTONIC, &mt), EINVAL);
+    DLT_CK(dlock_cond_clockwait(c, m, CLOCK_REALTIME, &rt), EINVAL);
+    DLT_CK(dlock_mutex_holds(m), 1);
+    DLT_CK(dlock_cond_destroy(c), EINVAL);
     return 0;
 }
 
@@ -270,24 +122,24 @@ static int cv_names_worker(void *p) {
     int i, rc;
 
     snprintf(mname, sizeof mname, "cv/names/m%d", a->idx);
-    CV_CK(dlock_mutex_init(&m, mname, NULL), 0);
-    CV_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_mutex_init(&m, mname, NULL), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
 
     memset(&c, 0x5A, sizeof c);
-    CV_CK(dlock_cond_init(NULL, "x"), EINVAL);
-    CV_CK(dlock_cond_init_client(NULL, "x", NULL), EINVAL);
-    CV_CK(dlock_cond_init(&c, NULL), EINVAL);
-    CV_CK(dlock_cond_init(&c, ""), EINVAL);
+    DLT_CK(dlock_cond_init(NULL, "x"), EINVAL);
+    DLT_CK(dlock_cond_init_client(NULL, "x", NULL), EINVAL);
+    DLT_CK(dlock_cond_init(&c, NULL), EINVAL);
+    DLT_CK(dlock_cond_init(&c, ""), EINVAL);
     {
         char b[DLOCK_NAME_MAX + 2];
         memset(b, 'n', DLOCK_NAME_MAX + 1);
         b[DLOCK_NAME_MAX + 1] = '\0';
-        CV_CK(strlen(b), 513);
-        CV_CK(dlock_cond_init(&c, b), EINVAL);
-        CV_CK(dlock_cond_init_client(&c, b, NULL), EINVAL);
+        DLT_CK(strlen(b), 513);
+        DLT_CK(dlock_cond_init(&c, b), EINVAL);
+        DLT_CK(dlock_cond_init_client(&c, b, NULL), EINVAL);
         for (i = 0; i < DLOCK_NAME_MAX + 1; i++) b[i] = (char)(1 + (i * 37) % 255);
-        CV_CK(strlen(b), 513);
-        CV_CK(dlock_cond_init(&c, b), EINVAL);
+        DLT_CK(strlen(b), 513);
+        DLT_CK(dlock_cond_init(&c, b), EINVAL);
     }
     /* Nothing was made: still no condition variable. */
     if ((rc = cv_check_invalid(&c, &m)) != 0) return rc;
@@ -299,37 +151,37 @@ static int cv_names_worker(void *p) {
 
     /* The limits that are fine: 512 arbitrary bytes, and 1 byte. */
     cv_binary_name(bin);
-    CV_CK(strlen(bin), DLOCK_NAME_MAX);
-    CV_CK(dlock_cond_init(&c, bin), 0);
-    CV_CK(dlock_cond_signal(&c), 0);
-    CV_CK(dlock_cond_broadcast(&c), 0);
-    CV_CK(dlock_cond_destroy(&c), 0);
+    DLT_CK(strlen(bin), DLOCK_NAME_MAX);
+    DLT_CK(dlock_cond_init(&c, bin), 0);
+    DLT_CK(dlock_cond_signal(&c), 0);
+    DLT_CK(dlock_cond_broadcast(&c), 0);
+    DLT_CK(dlock_cond_destroy(&c), 0);
     /* Destroyed: EINVAL everywhere, a second destroy included. */
     if ((rc = cv_check_invalid(&c, &m)) != 0) return rc;
-    CV_CK(dlock_cond_init(&c, "x"), 0);
+    DLT_CK(dlock_cond_init(&c, "x"), 0);
     /* A byte copy is not an initialised object (pthreads: undefined; dlock: EINVAL). */
     memcpy(&copy, &c, sizeof c);
-    CV_CK(dlock_cond_signal(&copy), EINVAL);
-    CV_CK(dlock_cond_wait(&copy, &m), EINVAL);
-    CV_CK(dlock_cond_destroy(&copy), EINVAL);
-    CV_CK(dlock_cond_destroy(&c), 0);
-    CV_CK(dlock_cond_init_client(&c, "x", NULL), 0);
-    CV_CK(dlock_cond_destroy(&c), 0);
+    DLT_CK(dlock_cond_signal(&copy), EINVAL);
+    DLT_CK(dlock_cond_wait(&copy, &m), EINVAL);
+    DLT_CK(dlock_cond_destroy(&copy), EINVAL);
+    DLT_CK(dlock_cond_destroy(&c), 0);
+    DLT_CK(dlock_cond_init_client(&c, "x", NULL), 0);
+    DLT_CK(dlock_cond_destroy(&c), 0);
 
-    CV_CK(dlock_mutex_holds(&m), 1);
-    CV_CK(dlock_mutex_unlock(&m), 0);
-    CV_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
 static void test_cond_init_names_invalid(void) {
-    cv_names_arg *a = CV_SHM(cv_names_arg, 5);
+    cv_names_arg *a = DLT_SHM_NEW(cv_names_arg, 5);
     int i;
     for (i = 0; i < 5; i++) a[i].idx = i;
     /* Here first (CUnit sees each call), then 3 threads and 2 processes at once. */
     DLT_ASSERT_INT_EQ(cv_names_worker(&a[0]), 0);
-    cv_run_all(cv_names_worker, a, sizeof *a, 3, 2);
-    CV_SHM_FREE(a, 5);
+    dlt_run_all(cv_names_worker, a, sizeof *a, 3, 2);
+    DLT_SHM_FREE(a, 5);
 }
 
 /* ========================================================================
@@ -343,29 +195,29 @@ static int cv_nowaiter_worker(void *p) {
     struct timespec ts;
     double t0;
     int i;
-    CV_CK(dlock_cond_init(&c, name), 0);
-    CV_CK(dlock_mutex_init(&m, name, NULL), 0); /* the same name as the cond: separate objects */
+    DLT_CK(dlock_cond_init(&c, name), 0);
+    DLT_CK(dlock_mutex_init(&m, name, NULL), 0); /* the same name as the cond: separate objects */
     for (i = 0; i < 5; i++) {
-        CV_CK(dlock_cond_signal(&c), 0);
-        CV_CK(dlock_cond_broadcast(&c), 0);
+        DLT_CK(dlock_cond_signal(&c), 0);
+        DLT_CK(dlock_cond_broadcast(&c), 0);
     }
     /* A signal with nobody waiting is not kept for a later waiter. */
-    CV_CK(dlock_mutex_lock(&m), 0);
-    CV_CK(dlock_cond_signal(&c), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_cond_signal(&c), 0);
     t0 = dlt_now();
     ts = dlt_abs_in(CLOCK_REALTIME, 300);
-    CV_CK(dlock_cond_timedwait(&c, &m, &ts), ETIMEDOUT);
-    CV_CKT(dlt_now() - t0 >= 0.29);
-    CV_CK(dlock_mutex_holds(&m), 1);
-    CV_CK(dlock_mutex_unlock(&m), 0);
-    CV_CK(dlock_mutex_destroy(&m), 0);
-    CV_CK(dlock_cond_destroy(&c), 0);
+    DLT_CK(dlock_cond_timedwait(&c, &m, &ts), ETIMEDOUT);
+    DLT_CKT(dlt_now() - t0 >= 0.29);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_cond_destroy(&c), 0);
     return 0;
 }
 
 static void test_cond_signal_no_waiter(void) {
     static const char *name = "cv/nowaiter";
-    char *names = CV_SHM(char, 4 * 32);
+    char *names = DLT_SHM_NEW(char, 4 * 32);
     int i;
     dlock_cond_t c;
     DLT_ASSERT_ERR(dlock_cond_init(&c, name), 0);
@@ -375,8 +227,8 @@ static void test_cond_signal_no_waiter(void) {
     DLT_ASSERT_INT_EQ(cv_registered(name), 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     for (i = 0; i < 4; i++) snprintf(names + 32 * i, 32, "cv/nowaiter/%d", i);
-    cv_run_all(cv_nowaiter_worker, names, 32, 2, 2);
-    CV_SHM_FREE(names, 4 * 32);
+    dlt_run_all(cv_nowaiter_worker, names, 32, 2, 2);
+    DLT_SHM_FREE(names, 4 * 32);
 }
 
 /* ========================================================================
@@ -398,74 +250,74 @@ static int cv_errors_worker(void *p) {
     double t0;
 
     snprintf(name, sizeof name, "cv/errors/%d", a->idx);
-    CV_CK(dlock_cond_init(&c, name), 0);
-    CV_CK(dlock_mutex_init(&m, name, NULL), 0);
+    DLT_CK(dlock_cond_init(&c, name), 0);
+    DLT_CK(dlock_mutex_init(&m, name, NULL), 0);
     memset(&bad, 0x5A, sizeof bad);
 
     /* Not holding the mutex: EPERM, at once. */
     t0 = dlt_now();
-    CV_CK(dlock_cond_wait(&c, &m), EPERM);
-    CV_CK(cv_timedwait_ms(&c, &m, 2000), EPERM);
-    CV_CK(cv_clockwait_ms(&c, &m, 2000), EPERM);
-    CV_CKT(dlt_now() - t0 < 1.0);
-    CV_CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_cond_wait(&c, &m), EPERM);
+    DLT_CK(cv_timedwait_ms(&c, &m, 2000), EPERM);
+    DLT_CK(cv_clockwait_ms(&c, &m, 2000), EPERM);
+    DLT_CKT(dlt_now() - t0 < 1.0);
+    DLT_CK(dlock_mutex_holds(&m), 0);
     /* Bad objects: EINVAL, held or not. */
-    CV_CK(dlock_cond_wait(&c, NULL), EINVAL);
-    CV_CK(dlock_cond_wait(&c, &bad), EINVAL);
-    CV_CK(dlock_cond_wait(NULL, &m), EINVAL);
-    CV_CK(dlock_mutex_lock(&m), 0);
-    CV_CK(dlock_cond_wait(NULL, &m), EINVAL);
-    CV_CK(dlock_cond_wait(&c, NULL), EINVAL);
-    CV_CK(dlock_cond_wait(&c, &bad), EINVAL);
-    CV_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_cond_wait(&c, NULL), EINVAL);
+    DLT_CK(dlock_cond_wait(&c, &bad), EINVAL);
+    DLT_CK(dlock_cond_wait(NULL, &m), EINVAL);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_cond_wait(NULL, &m), EINVAL);
+    DLT_CK(dlock_cond_wait(&c, NULL), EINVAL);
+    DLT_CK(dlock_cond_wait(&c, &bad), EINVAL);
+    DLT_CK(dlock_mutex_holds(&m), 1);
 
     /* Deadlines: NULL, a bad tv_nsec, a bad clock: EINVAL at once, the
      * mutex still held (never released). */
     t0 = dlt_now();
-    CV_CK(dlock_cond_timedwait(&c, &m, NULL), EINVAL);
-    CV_CK(dlock_cond_clockwait(&c, &m, CLOCK_MONOTONIC, NULL), EINVAL);
-    CV_CK(dlock_cond_clockwait(&c, &m, CLOCK_REALTIME, NULL), EINVAL);
+    DLT_CK(dlock_cond_timedwait(&c, &m, NULL), EINVAL);
+    DLT_CK(dlock_cond_clockwait(&c, &m, CLOCK_MONOTONIC, NULL), EINVAL);
+    DLT_CK(dlock_cond_clockwait(&c, &m, CLOCK_REALTIME, NULL), EINVAL);
     ts = dlt_abs_in(CLOCK_REALTIME, 2000);
     ts.tv_nsec = 1000000000L;
-    CV_CK(dlock_cond_timedwait(&c, &m, &ts), EINVAL);
+    DLT_CK(dlock_cond_timedwait(&c, &m, &ts), EINVAL);
     ts.tv_nsec = -1;
-    CV_CK(dlock_cond_timedwait(&c, &m, &ts), EINVAL);
+    DLT_CK(dlock_cond_timedwait(&c, &m, &ts), EINVAL);
     ts = dlt_abs_in(CLOCK_MONOTONIC, 2000);
     ts.tv_nsec = 1000000000L;
-    CV_CK(dlock_cond_clockwait(&c, &m, CLOCK_MONOTONIC, &ts), EINVAL);
+    DLT_CK(dlock_cond_clockwait(&c, &m, CLOCK_MONOTONIC, &ts), EINVAL);
     ts.tv_nsec = -5;
-    CV_CK(dlock_cond_clockwait(&c, &m, CLOCK_MONOTONIC, &ts), EINVAL);
+    DLT_CK(dlock_cond_clockwait(&c, &m, CLOCK_MONOTONIC, &ts), EINVAL);
     ts = dlt_abs_in(CLOCK_MONOTONIC, 2000);
-    CV_CK(dlock_cond_clockwait(&c, &m, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
-    CV_CK(dlock_cond_clockwait(&c, &m, (clockid_t)12345, &ts), EINVAL);
-    CV_CKT(dlt_now() - t0 < 1.0);
-    CV_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_cond_clockwait(&c, &m, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
+    DLT_CK(dlock_cond_clockwait(&c, &m, (clockid_t)12345, &ts), EINVAL);
+    DLT_CKT(dlt_now() - t0 < 1.0);
+    DLT_CK(dlock_mutex_holds(&m), 1);
 
     /* A mutex on another client than the condition variable: EINVAL, and
      * the mutex stays held.  Both ways round. */
-    CV_CK(dlt_client_make(&cl, dlt_server.url, 0), 0);
-    CV_CK(dlt_mutex_make(&m2, name, 0, cl), 0);
-    CV_CK(dlock_cond_init_client(&c2, name, cl), 0);
-    CV_CK(dlock_mutex_unlock(&m), 0);
-    CV_CK(dlock_mutex_lock(&m2), 0);
-    CV_CK(dlock_cond_wait(&c, &m2), EINVAL);
-    CV_CK(cv_timedwait_ms(&c, &m2, 200), EINVAL);
-    CV_CK(dlock_mutex_holds(&m2), 1);
+    DLT_CK(dlt_client_make(&cl, dlt_server.url, 0), 0);
+    DLT_CK(dlt_mutex_make(&m2, name, 0, cl), 0);
+    DLT_CK(dlock_cond_init_client(&c2, name, cl), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_lock(&m2), 0);
+    DLT_CK(dlock_cond_wait(&c, &m2), EINVAL);
+    DLT_CK(cv_timedwait_ms(&c, &m2, 200), EINVAL);
+    DLT_CK(dlock_mutex_holds(&m2), 1);
     /* The pair on the same client works (times out here). */
-    CV_CK(cv_timedwait_ms(&c2, &m2, 200), ETIMEDOUT);
-    CV_CK(dlock_mutex_holds(&m2), 1);
-    CV_CK(dlock_mutex_unlock(&m2), 0);
-    CV_CK(dlock_mutex_lock(&m), 0);
-    CV_CK(dlock_cond_wait(&c2, &m), EINVAL);
-    CV_CK(dlock_mutex_holds(&m), 1);
-    CV_CK(cv_timedwait_ms(&c, &m, 200), ETIMEDOUT);
-    CV_CK(dlock_mutex_unlock(&m), 0);
-    CV_CK(dlock_cond_destroy(&c2), 0);
-    CV_CK(dlock_mutex_destroy(&m2), 0);
-    CV_CK(dlock_client_destroy(cl), 0);
+    DLT_CK(cv_timedwait_ms(&c2, &m2, 200), ETIMEDOUT);
+    DLT_CK(dlock_mutex_holds(&m2), 1);
+    DLT_CK(dlock_mutex_unlock(&m2), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_cond_wait(&c2, &m), EINVAL);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(cv_timedwait_ms(&c, &m, 200), ETIMEDOUT);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_cond_destroy(&c2), 0);
+    DLT_CK(dlock_mutex_destroy(&m2), 0);
+    DLT_CK(dlock_client_destroy(cl), 0);
 
-    CV_CK(dlock_cond_destroy(&c), 0);
-    CV_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_cond_destroy(&c), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
@@ -484,34 +336,34 @@ static int cv_eperm_worker(void *p) {
     if (m == NULL) {
         m = &own_m;
         c = &own_c;
-        CV_CK(dlock_mutex_init(m, a->name, NULL), 0);
-        CV_CK(dlock_cond_init(c, a->name), 0);
+        DLT_CK(dlock_mutex_init(m, a->name, NULL), 0);
+        DLT_CK(dlock_cond_init(c, a->name), 0);
     }
-    CV_CK(dlock_mutex_trylock(m), EBUSY); /* held by the test */
+    DLT_CK(dlock_mutex_trylock(m), EBUSY); /* held by the test */
     t0 = dlt_now();
-    CV_CK(dlock_cond_wait(c, m), EPERM);
-    CV_CK(cv_timedwait_ms(c, m, 2000), EPERM);
-    CV_CK(cv_clockwait_ms(c, m, 2000), EPERM);
-    CV_CKT(dlt_now() - t0 < 1.0);
-    CV_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_cond_wait(c, m), EPERM);
+    DLT_CK(cv_timedwait_ms(c, m, 2000), EPERM);
+    DLT_CK(cv_clockwait_ms(c, m, 2000), EPERM);
+    DLT_CKT(dlt_now() - t0 < 1.0);
+    DLT_CK(dlock_mutex_holds(m), 0);
     if (m == &own_m) {
-        CV_CK(dlock_cond_destroy(c), 0);
-        CV_CK(dlock_mutex_destroy(m), 0);
+        DLT_CK(dlock_cond_destroy(c), 0);
+        DLT_CK(dlock_mutex_destroy(m), 0);
     }
     return 0;
 }
 
 static void test_cond_wait_errors(void) {
     static const char *name = "cv/eperm";
-    cv_err_arg *a = CV_SHM(cv_err_arg, 4);
-    cv_eperm_arg *e = CV_SHM(cv_eperm_arg, 2);
+    cv_err_arg *a = DLT_SHM_NEW(cv_err_arg, 4);
+    cv_eperm_arg *e = DLT_SHM_NEW(cv_eperm_arg, 2);
     dlock_mutex_t m;
     dlock_cond_t c;
     int i;
 
     for (i = 0; i < 4; i++) a[i].idx = i;
     DLT_ASSERT_INT_EQ(cv_errors_worker(&a[0]), 0);
-    cv_run_all(cv_errors_worker, a, sizeof *a, 2, 2);
+    dlt_run_all(cv_errors_worker, a, sizeof *a, 2, 2);
 
     /* The mutex held by this thread: another thread of this process and
      * another process get EPERM. */
@@ -521,13 +373,13 @@ static void test_cond_wait_errors(void) {
     e[0].m = &m;
     e[0].c = &c;
     e[1].name = name;
-    cv_run_all(cv_eperm_worker, e, sizeof *e, 1, 1);
+    dlt_run_all(cv_eperm_worker, e, sizeof *e, 1, 1);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    CV_SHM_FREE(a, 4);
-    CV_SHM_FREE(e, 2);
+    DLT_SHM_FREE(a, 4);
+    DLT_SHM_FREE(e, 2);
 }
 
 /* ========================================================================
@@ -560,33 +412,33 @@ static int cv_waiter_main(void *p) {
     if (m == NULL) {
         m = &own_m;
         c = &own_c;
-        CV_CK(dlock_mutex_init(m, w->name, NULL), 0);
-        CV_CK(dlock_cond_init(c, w->name), 0);
+        DLT_CK(dlock_mutex_init(m, w->name, NULL), 0);
+        DLT_CK(dlock_cond_init(c, w->name), 0);
     }
-    CV_CK(dlock_mutex_lock(m), 0);
+    DLT_CK(dlock_mutex_lock(m), 0);
     w->fence_before = dlock_mutex_fence(m);
     w->t_ready = dlt_now();
-    cv_set(&w->ready, 1);
-    while (cv_get(w->go) == 0) {
+    dlt_flag_set(&w->ready, 1);
+    while (dlt_flag_get(w->go) == 0) {
         rc = cv_wait_kind(w->kind, c, m, w->timed_ms);
-        cv_inc(&w->waits);
-        if (rc == ETIMEDOUT) cv_inc(&w->timeouts);
+        dlt_flag_add(&w->waits, 1);
+        if (rc == ETIMEDOUT) dlt_flag_add(&w->timeouts, 1);
         else if (rc != 0) break;
-        else if (cv_get(w->go) == 0) cv_inc(&w->spurious);
+        else if (dlt_flag_get(w->go) == 0) dlt_flag_add(&w->spurious, 1);
         if (dlock_mutex_holds(m) != 1) break;
     }
     w->rc = rc;
     w->holds_after = dlock_mutex_holds(m);
     w->fence_after = dlock_mutex_fence(m);
     w->t_returned = dlt_now();
-    cv_set(&w->returned, 1);
-    if (w->hold_after) cv_wait_ge(&w->unlock_go, 1, CV_JOIN_MS);
-    CV_CK(rc, 0);
-    CV_CK(w->holds_after, 1);
-    CV_CK(dlock_mutex_unlock(m), 0);
+    dlt_flag_set(&w->returned, 1);
+    if (w->hold_after) dlt_flag_wait_ge(&w->unlock_go, 1, DLT_JOIN_MS);
+    DLT_CK(rc, 0);
+    DLT_CK(w->holds_after, 1);
+    DLT_CK(dlock_mutex_unlock(m), 0);
     if (m == &own_m) {
-        CV_CK(dlock_cond_destroy(c), 0);
-        CV_CK(dlock_mutex_destroy(m), 0);
+        DLT_CK(dlock_cond_destroy(c), 0);
+        DLT_CK(dlock_mutex_destroy(m), 0);
     }
     return 0;
 }
@@ -603,32 +455,32 @@ static int cv_prober_main(void *p) {
     cv_prober *pr = p;
     dlock_mutex_t own, *m = pr->m;
     double t0;
-    CV_CKT(cv_wait_ge(&pr->go, 1, CV_JOIN_MS));
+    DLT_CKT(dlt_flag_wait_ge(&pr->go, 1, DLT_JOIN_MS));
     if (m == NULL) {
         m = &own;
-        CV_CK(dlock_mutex_init(m, pr->name, NULL), 0);
+        DLT_CK(dlock_mutex_init(m, pr->name, NULL), 0);
     }
     t0 = dlt_now();
     pr->rc_lock = cv_timedlock_ms(m, 5000);
     pr->took = dlt_now() - t0;
     pr->holds = dlock_mutex_holds(m);
     pr->rc_unlock = pr->rc_lock == 0 ? dlock_mutex_unlock(m) : -1;
-    cv_set(&pr->done, 1);
-    CV_CK(pr->rc_lock, 0);
-    CV_CK(pr->holds, 1);
-    CV_CK(pr->rc_unlock, 0);
-    if (m == &own) CV_CK(dlock_mutex_destroy(m), 0);
+    dlt_flag_set(&pr->done, 1);
+    DLT_CK(pr->rc_lock, 0);
+    DLT_CK(pr->holds, 1);
+    DLT_CK(pr->rc_unlock, 0);
+    if (m == &own) DLT_CK(dlock_mutex_destroy(m), 0);
     return 0;
 }
 
 static void cv_release_reacquire_round(int waiter_proc, int kind) {
     static const char *name = "cv/reacquire";
-    cv_waiter *w = CV_SHM(cv_waiter, 1);
-    cv_prober *pp = CV_SHM(cv_prober, 2); /* [0] a process, [1] a thread */
-    int *go = CV_SHM(int, 1);
+    cv_waiter *w = DLT_SHM_NEW(cv_waiter, 1);
+    cv_prober *pp = DLT_SHM_NEW(cv_prober, 2); /* [0] a process, [1] a thread */
+    int *go = DLT_SHM_NEW(int, 1);
     dlock_mutex_t m;
     dlock_cond_t c;
-    cv_task tw, tp0, tp1;
+    dlt_task tw, tp0, tp1;
     double t_unlock;
 
     DLT_ASSERT_ERR(dlock_mutex_init(&m, name, NULL), 0);
@@ -643,33 +495,33 @@ static void cv_release_reacquire_round(int waiter_proc, int kind) {
     pp[0].name = name;
     pp[1].m = &m;
     /* Processes first, then threads. */
-    cv_start(&tp0, CV_PROC, cv_prober_main, &pp[0]);
-    if (waiter_proc) cv_start(&tw, CV_PROC, cv_waiter_main, w);
-    if (!waiter_proc) cv_start(&tw, CV_THREAD, cv_waiter_main, w);
-    cv_start(&tp1, CV_THREAD, cv_prober_main, &pp[1]);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&w->ready, 1, 10000));
+    dlt_task_start(&tp0, DLT_PROC, cv_prober_main, &pp[0]);
+    if (waiter_proc) dlt_task_start(&tw, DLT_PROC, cv_waiter_main, w);
+    if (!waiter_proc) dlt_task_start(&tw, DLT_THREAD, cv_waiter_main, w);
+    dlt_task_start(&tp1, DLT_THREAD, cv_prober_main, &pp[1]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&w->ready, 1, 10000));
 
     /* While it waits, the mutex is free: a process and a thread take it. */
-    cv_set(&pp[0].go, 1);
-    DLT_ASSERT_INT_EQ(cv_join(&tp0, CV_JOIN_MS), 0);
-    cv_set(&pp[1].go, 1);
-    DLT_ASSERT_INT_EQ(cv_join(&tp1, CV_JOIN_MS), 0);
+    dlt_flag_set(&pp[0].go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tp0, DLT_JOIN_MS), 0);
+    dlt_flag_set(&pp[1].go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tp1, DLT_JOIN_MS), 0);
     fprintf(stderr, "  (waiter a %s, kind %d) a process took the mutex in %.3f s, a thread in %.3f s\n",
             waiter_proc ? "process" : "thread", kind, pp[0].took, pp[1].took);
 
     /* Woken while we hold the mutex: it must not return before it has it. */
     DLT_ASSERT_ERR(cv_timedlock_ms(&m, 5000), 0);
-    cv_set(go, 1);
+    dlt_flag_set(go, 1);
     DLT_ASSERT_ERR(dlock_cond_signal(&c), 0);
     dlt_sleep_ms(400);
-    DLT_ASSERT_INT_EQ(cv_get(&w->returned), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&w->returned), 0);
     t_unlock = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    CU_ASSERT_TRUE(cv_wait_ge(&w->returned, 1, 3000));
+    CU_ASSERT_TRUE(dlt_flag_wait_ge(&w->returned, 1, 3000));
     /* It holds the mutex: nobody else can have it. */
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
-    cv_set(&w->unlock_go, 1);
-    DLT_ASSERT_INT_EQ(cv_join(&tw, CV_JOIN_MS), 0);
+    dlt_flag_set(&w->unlock_go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tw, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(w->rc, 0);
     DLT_ASSERT_INT_EQ(w->holds_after, 1);
     DLT_ASSERT_INT_EQ(w->timeouts, 0);
@@ -679,9 +531,9 @@ static void cv_release_reacquire_round(int waiter_proc, int kind) {
             w->waits, w->spurious);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    CV_SHM_FREE(w, 1);
-    CV_SHM_FREE(pp, 2);
-    CV_SHM_FREE(go, 1);
+    DLT_SHM_FREE(w, 1);
+    DLT_SHM_FREE(pp, 2);
+    DLT_SHM_FREE(go, 1);
 }
 
 static void test_cond_wait_releases_and_reacquires(void) {
@@ -719,38 +571,38 @@ static int cv_rounds_waiter(void *p) {
     if (m == NULL) {
         m = &own_m;
         c = &own_c;
-        CV_CK(dlock_mutex_init(m, r->name, NULL), 0);
-        CV_CK(dlock_cond_init(c, r->name), 0);
+        DLT_CK(dlock_mutex_init(m, r->name, NULL), 0);
+        DLT_CK(dlock_cond_init(c, r->name), 0);
     }
     for (i = 1; i <= r->n; i++) {
-        CV_CK(dlock_mutex_lock(m), 0);
-        cv_set(&r->ready, i);
-        while (cv_get(&r->go) < i) {
+        DLT_CK(dlock_mutex_lock(m), 0);
+        dlt_flag_set(&r->ready, i);
+        while (dlt_flag_get(&r->go) < i) {
             int rc = cv_wait_kind(i, c, m, 10000);
-            if (rc == ETIMEDOUT) cv_inc(&r->timeouts);
+            if (rc == ETIMEDOUT) dlt_flag_add(&r->timeouts, 1);
             else if (rc != 0) {
                 r->rc = rc;
-                return cv_ck_fail(__func__, __LINE__, "cv_wait_kind", rc, 0);
-            } else if (cv_get(&r->go) < i) {
-                cv_inc(&r->spurious);
+                return DLT_CK_FAIL("cv_wait_kind", rc, 0);
+            } else if (dlt_flag_get(&r->go) < i) {
+                dlt_flag_add(&r->spurious, 1);
             }
-            if (dlock_mutex_holds(m) != 1) cv_inc(&r->bad_holds);
+            if (dlock_mutex_holds(m) != 1) dlt_flag_add(&r->bad_holds, 1);
         }
-        cv_set(&r->returned, i);
-        CV_CK(dlock_mutex_unlock(m), 0);
+        dlt_flag_set(&r->returned, i);
+        DLT_CK(dlock_mutex_unlock(m), 0);
     }
     if (m == &own_m) {
-        CV_CK(dlock_cond_destroy(c), 0);
-        CV_CK(dlock_mutex_destroy(m), 0);
+        DLT_CK(dlock_cond_destroy(c), 0);
+        DLT_CK(dlock_mutex_destroy(m), 0);
     }
     return 0;
 }
 
 static void cv_rounds_run(int proc, const char *name) {
-    cv_rounds *r = CV_SHM(cv_rounds, 1);
+    cv_rounds *r = DLT_SHM_NEW(cv_rounds, 1);
     dlock_mutex_t m;
     dlock_cond_t c;
-    cv_task t;
+    dlt_task t;
     double worst = 0, sum = 0;
     int i, late = 0, stuck = 0;
 
@@ -760,10 +612,10 @@ static void cv_rounds_run(int proc, const char *name) {
     r->m = proc ? NULL : &m;
     r->c = proc ? NULL : &c;
     r->n = CV_ROUNDS;
-    cv_start(&t, proc, cv_rounds_waiter, r);
+    dlt_task_start(&t, proc, cv_rounds_waiter, r);
     for (i = 1; i <= CV_ROUNDS && !stuck; i++) {
         double t0, d;
-        if (!cv_wait_ge(&r->ready, i, 10000)) {
+        if (!dlt_flag_wait_ge(&r->ready, i, 10000)) {
             fprintf(stderr, "  round %d: the waiter never announced itself\n", i);
             stuck = 1;
             break;
@@ -775,14 +627,14 @@ static void cv_rounds_run(int proc, const char *name) {
             stuck = 1;
             break;
         }
-        cv_set(&r->go, i);
+        dlt_flag_set(&r->go, i);
         t0 = dlt_now();
         DLT_ASSERT_ERR(dlock_cond_signal(&c), 0);
         DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-        if (!cv_wait_ge(&r->returned, i, 1000)) {
+        if (!dlt_flag_wait_ge(&r->returned, i, 1000)) {
             late++;
             fprintf(stderr, "  round %d (kind %d): the waiter did not return within 1 s\n", i, i % 3);
-            if (!cv_wait_ge(&r->returned, i, 15000)) stuck = 1;
+            if (!dlt_flag_wait_ge(&r->returned, i, 15000)) stuck = 1;
         }
         d = dlt_now() - t0;
         sum += d;
@@ -790,10 +642,10 @@ static void cv_rounds_run(int proc, const char *name) {
     }
     if (stuck) {
         /* Let a stuck waiter out, so that the join below ends. */
-        cv_set(&r->go, CV_ROUNDS + 1);
+        dlt_flag_set(&r->go, CV_ROUNDS + 1);
         (void)dlock_cond_broadcast(&c);
     }
-    DLT_ASSERT_INT_EQ(cv_join(&t, CV_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(stuck, 0);
     DLT_ASSERT_INT_EQ(late, 0);
     DLT_ASSERT_INT_EQ(r->timeouts, 0);
@@ -802,16 +654,16 @@ static void cv_rounds_run(int proc, const char *name) {
             proc ? "process" : "thread", CV_ROUNDS, 1000 * sum / CV_ROUNDS, 1000 * worst, r->spurious);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    CV_SHM_FREE(r, 1);
+    DLT_SHM_FREE(r, 1);
 }
 
 static void test_cond_signal_after_release_no_lost_wakeup(void) {
     static char bin[DLOCK_NAME_MAX + 1];
-    cv_rounds_run(CV_PROC, "cv/rounds");
-    cv_rounds_run(CV_THREAD, "cv/rounds");
+    cv_rounds_run(DLT_PROC, "cv/rounds");
+    cv_rounds_run(DLT_THREAD, "cv/rounds");
     /* A 512-byte name of arbitrary bytes, braces and ":cond" in it. */
     cv_binary_name(bin);
-    cv_rounds_run(CV_PROC, bin);
+    cv_rounds_run(DLT_PROC, bin);
 }
 
 /* ========================================================================
@@ -843,15 +695,15 @@ typedef struct cv_gthread {
 /* One waiter: lock; registered++; wait (in a predicate loop, or once);
  * note when and with what it came back; unlock. */
 static int cv_group_wait(cv_group *g, dlock_mutex_t *m, dlock_cond_t *c) {
-    int slot = cv_inc(&g->next) - 1, rc;
-    CV_CK(dlock_mutex_lock(m), 0);
-    cv_inc(&g->registered);
+    int slot = dlt_flag_add(&g->next, 1) - 1, rc;
+    DLT_CK(dlock_mutex_lock(m), 0);
+    dlt_flag_add(&g->registered, 1);
     if (g->use_pred) {
         rc = 0;
-        while (cv_get(&g->go) == 0) {
+        while (dlt_flag_get(&g->go) == 0) {
             rc = cv_timedwait_ms(c, m, g->timed_ms);
             if (rc != 0) break;
-            if (cv_get(&g->go) == 0) cv_inc(&g->spurious);
+            if (dlt_flag_get(&g->go) == 0) dlt_flag_add(&g->spurious, 1);
         }
     } else {
         rc = cv_timedwait_ms(c, m, g->timed_ms);
@@ -859,9 +711,9 @@ static int cv_group_wait(cv_group *g, dlock_mutex_t *m, dlock_cond_t *c) {
     g->rcs[slot] = rc;
     g->holds[slot] = dlock_mutex_holds(m);
     g->t_woke[slot] = dlt_now();
-    cv_inc(&g->woke);
-    CV_CK(g->holds[slot], 1);
-    CV_CK(dlock_mutex_unlock(m), 0);
+    dlt_flag_add(&g->woke, 1);
+    DLT_CK(g->holds[slot], 1);
+    DLT_CK(dlock_mutex_unlock(m), 0);
     return 0;
 }
 
@@ -884,32 +736,32 @@ static int cv_gproc_main(void *p) {
     pthread_t th[4];
     cv_gthread t[4];
     int i, bad = 0;
-    CV_CK(dlock_mutex_init(&m, gp->g->name, NULL), 0);
-    CV_CK(dlock_cond_init(&c, gp->g->name), 0);
+    DLT_CK(dlock_mutex_init(&m, gp->g->name, NULL), 0);
+    DLT_CK(dlock_cond_init(&c, gp->g->name), 0);
     for (i = 0; i < gp->nthreads; i++) {
         t[i].g = gp->g;
         t[i].m = &m;
         t[i].c = &c;
         t[i].rc = -1;
-        CV_CK(pthread_create(&th[i], NULL, cv_gthread_main, &t[i]), 0);
+        DLT_CK(pthread_create(&th[i], NULL, cv_gthread_main, &t[i]), 0);
     }
     for (i = 0; i < gp->nthreads; i++) {
         pthread_join(th[i], NULL);
         if (t[i].rc != 0) bad = t[i].rc;
     }
     if (bad) return bad;
-    CV_CK(dlock_cond_destroy(&c), 0);
-    CV_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_cond_destroy(&c), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
 static void test_cond_broadcast_wakes_all(void) {
     static const char *name = "cv/broadcast";
-    cv_group *g = CV_SHM(cv_group, 1);
-    cv_gproc *gp = CV_SHM(cv_gproc, 2);
+    cv_group *g = DLT_SHM_NEW(cv_group, 1);
+    cv_gproc *gp = DLT_SHM_NEW(cv_gproc, 2);
     dlock_mutex_t m;
     dlock_cond_t c;
-    cv_task t[2];
+    dlt_task t[2];
     double tb, worst = 0;
     int i;
 
@@ -921,18 +773,18 @@ static void test_cond_broadcast_wakes_all(void) {
     for (i = 0; i < 2; i++) {
         gp[i].g = g;
         gp[i].nthreads = 2;
-        cv_start(&t[i], CV_PROC, cv_gproc_main, &gp[i]);
+        dlt_task_start(&t[i], DLT_PROC, cv_gproc_main, &gp[i]);
     }
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&g->registered, 4, 10000));
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&g->registered, 4, 10000));
     /* Every one of them released the mutex in wait, or we could not have it. */
     DLT_ASSERT_ERR(cv_timedlock_ms(&m, 5000), 0);
     fprintf(stderr, "  registered on the server: %lld\n", cv_registered(name));
-    cv_set(&g->go, 1);
+    dlt_flag_set(&g->go, 1);
     tb = dlt_now();
     DLT_ASSERT_ERR(dlock_cond_broadcast(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    CU_ASSERT_TRUE(cv_wait_ge(&g->woke, 4, 2000));
-    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(cv_join(&t[i], CV_JOIN_MS), 0);
+    CU_ASSERT_TRUE(dlt_flag_wait_ge(&g->woke, 4, 2000));
+    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
     for (i = 0; i < 4; i++) {
         DLT_ASSERT_ERR(g->rcs[i], 0);
         DLT_ASSERT_INT_EQ(g->holds[i], 1);
@@ -942,15 +794,15 @@ static void test_cond_broadcast_wakes_all(void) {
     CU_ASSERT_TRUE(worst < 2.0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    CV_SHM_FREE(g, 1);
-    CV_SHM_FREE(gp, 2);
+    DLT_SHM_FREE(g, 1);
+    DLT_SHM_FREE(gp, 2);
 }
 
 /* 3 waiters (2 processes, 1 thread here), each a single timedwait with no
  * predicate.  Part A: one signal wakes at least one; the others wait on
  * until a broadcast.  Part B: three signals wake all three, one or more at
  * a time (signal need not hold the mutex). */
-static void cv_three_waiters(cv_group *g, cv_task *t, cv_gproc *gp, dlock_mutex_t *m, dlock_cond_t *c,
+static void cv_three_waiters(cv_group *g, dlt_task *t, cv_gproc *gp, dlock_mutex_t *m, dlock_cond_t *c,
                              cv_gthread *gt, pthread_t *th) {
     int i;
     memset(g, 0, sizeof *g);
@@ -959,21 +811,21 @@ static void cv_three_waiters(cv_group *g, cv_task *t, cv_gproc *gp, dlock_mutex_
     for (i = 0; i < 2; i++) {
         gp[i].g = g;
         gp[i].nthreads = 1;
-        cv_start(&t[i], CV_PROC, cv_gproc_main, &gp[i]);
+        dlt_task_start(&t[i], DLT_PROC, cv_gproc_main, &gp[i]);
     }
     gt->g = g;
     gt->m = m;
     gt->c = c;
     gt->rc = -1;
     CU_ASSERT_FATAL(pthread_create(th, NULL, cv_gthread_main, gt) == 0);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&g->registered, 3, 10000));
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&g->registered, 3, 10000));
     DLT_ASSERT_ERR(cv_timedlock_ms(m, 5000), 0); /* all three released it */
     DLT_ASSERT_ERR(dlock_mutex_unlock(m), 0);
 }
 
-static void cv_three_join(cv_group *g, cv_task *t, cv_gthread *gt, pthread_t th) {
+static void cv_three_join(cv_group *g, dlt_task *t, cv_gthread *gt, pthread_t th) {
     int i;
-    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(cv_join(&t[i], CV_JOIN_MS), 0);
+    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
     pthread_join(th, NULL);
     DLT_ASSERT_INT_EQ(gt->rc, 0);
     for (i = 0; i < 3; i++) {
@@ -983,13 +835,13 @@ static void cv_three_join(cv_group *g, cv_task *t, cv_gthread *gt, pthread_t th)
 }
 
 static void test_cond_signal_wakes_at_least_one(void) {
-    cv_group *g = CV_SHM(cv_group, 1);
-    cv_gproc *gp = CV_SHM(cv_gproc, 2);
+    cv_group *g = DLT_SHM_NEW(cv_group, 1);
+    cv_gproc *gp = DLT_SHM_NEW(cv_gproc, 2);
     dlock_mutex_t m;
     dlock_cond_t c;
     cv_gthread gt;
     pthread_t th;
-    cv_task t[2];
+    dlt_task t[2];
     int n1, k;
 
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "cv/signal", NULL), 0);
@@ -1000,32 +852,32 @@ static void test_cond_signal_wakes_at_least_one(void) {
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_ERR(dlock_cond_signal(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    CU_ASSERT_TRUE(cv_wait_ge(&g->woke, 1, 1000));
+    CU_ASSERT_TRUE(dlt_flag_wait_ge(&g->woke, 1, 1000));
     dlt_sleep_ms(500);
-    n1 = cv_get(&g->woke);
+    n1 = dlt_flag_get(&g->woke);
     fprintf(stderr, "  one signal, 3 waiters: %d woke\n", n1);
     CU_ASSERT_TRUE(n1 >= 1);
     DLT_ASSERT_ERR(dlock_cond_broadcast(&c), 0);
-    CU_ASSERT_TRUE(cv_wait_ge(&g->woke, 3, 2000));
+    CU_ASSERT_TRUE(dlt_flag_wait_ge(&g->woke, 3, 2000));
     cv_three_join(g, t, &gt, th);
 
     /* Part B: after k signals, at least k of them are back. */
     cv_three_waiters(g, t, gp, &m, &c, &gt, &th);
     for (k = 1; k <= 3; k++) {
         DLT_ASSERT_ERR(dlock_cond_signal(&c), 0);
-        if (!cv_wait_ge(&g->woke, k, 1000)) {
-            fprintf(stderr, "  after %d signals only %d of 3 waiters woke\n", k, cv_get(&g->woke));
+        if (!dlt_flag_wait_ge(&g->woke, k, 1000)) {
+            fprintf(stderr, "  after %d signals only %d of 3 waiters woke\n", k, dlt_flag_get(&g->woke));
             CU_FAIL("a signal woke nobody");
         }
         dlt_sleep_ms(100);
     }
-    if (cv_get(&g->woke) < 3) (void)dlock_cond_broadcast(&c); /* let them out */
+    if (dlt_flag_get(&g->woke) < 3) (void)dlock_cond_broadcast(&c); /* let them out */
     cv_three_join(g, t, &gt, th);
 
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    CV_SHM_FREE(g, 1);
-    CV_SHM_FREE(gp, 2);
+    DLT_SHM_FREE(g, 1);
+    DLT_SHM_FREE(gp, 2);
 }
 
 /* ========================================================================
@@ -1048,48 +900,48 @@ static int cv_timed_worker(void *p) {
     double t0, el;
 
     snprintf(name, sizeof name, "cv/timed/%d", a->idx);
-    CV_CK(dlock_mutex_init(&m, name, NULL), 0);
-    CV_CK(dlock_cond_init(&c, name), 0);
-    CV_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_mutex_init(&m, name, NULL), 0);
+    DLT_CK(dlock_cond_init(&c, name), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
     uint64_t f0 = dlock_mutex_fence(&m);
 
     t0 = dlt_now();
-    CV_CK(cv_timedwait_ms(&c, &m, 300), ETIMEDOUT);
+    DLT_CK(cv_timedwait_ms(&c, &m, 300), ETIMEDOUT);
     el = dlt_now() - t0;
-    CV_CKT(el >= 0.295 && el < 0.3 + CV_MARGIN);
-    CV_CK(dlock_mutex_holds(&m), 1);
-    CV_CKT(dlock_mutex_fence(&m) > f0);
+    DLT_CKT(el >= 0.295 && el < 0.3 + CV_MARGIN);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CKT(dlock_mutex_fence(&m) > f0);
 
     t0 = dlt_now();
-    CV_CK(cv_clockwait_ms(&c, &m, 400), ETIMEDOUT);
+    DLT_CK(cv_clockwait_ms(&c, &m, 400), ETIMEDOUT);
     el = dlt_now() - t0;
-    CV_CKT(el >= 0.395 && el < 0.4 + CV_MARGIN);
-    CV_CK(dlock_mutex_holds(&m), 1);
+    DLT_CKT(el >= 0.395 && el < 0.4 + CV_MARGIN);
+    DLT_CK(dlock_mutex_holds(&m), 1);
 
     t0 = dlt_now();
     ts = dlt_abs_in(CLOCK_REALTIME, 250);
-    CV_CK(dlock_cond_clockwait(&c, &m, CLOCK_REALTIME, &ts), ETIMEDOUT);
+    DLT_CK(dlock_cond_clockwait(&c, &m, CLOCK_REALTIME, &ts), ETIMEDOUT);
     el = dlt_now() - t0;
-    CV_CKT(el >= 0.245 && el < 0.25 + CV_MARGIN);
-    CV_CK(dlock_mutex_holds(&m), 1);
+    DLT_CKT(el >= 0.245 && el < 0.25 + CV_MARGIN);
+    DLT_CK(dlock_mutex_holds(&m), 1);
 
     /* Deadlines in the past: ETIMEDOUT soon, holding the mutex. */
     t0 = dlt_now();
-    CV_CK(cv_timedwait_ms(&c, &m, -1000), ETIMEDOUT);
-    CV_CK(dlock_mutex_holds(&m), 1);
-    CV_CK(cv_clockwait_ms(&c, &m, -1000), ETIMEDOUT);
-    CV_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(cv_timedwait_ms(&c, &m, -1000), ETIMEDOUT);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(cv_clockwait_ms(&c, &m, -1000), ETIMEDOUT);
+    DLT_CK(dlock_mutex_holds(&m), 1);
     ts.tv_sec = 0;
     ts.tv_nsec = 0;
-    CV_CK(dlock_cond_timedwait(&c, &m, &ts), ETIMEDOUT);
-    CV_CK(dlock_cond_clockwait(&c, &m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
-    CV_CK(dlock_mutex_holds(&m), 1);
-    CV_CKT(dlt_now() - t0 < CV_MARGIN);
+    DLT_CK(dlock_cond_timedwait(&c, &m, &ts), ETIMEDOUT);
+    DLT_CK(dlock_cond_clockwait(&c, &m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CKT(dlt_now() - t0 < CV_MARGIN);
 
-    CV_CK(dlock_mutex_unlock(&m), 0);
-    CV_CK(dlock_mutex_holds(&m), 0);
-    CV_CK(dlock_cond_destroy(&c), 0);
-    CV_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_cond_destroy(&c), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
@@ -1104,48 +956,48 @@ typedef struct cv_late {
 
 static int cv_late_main(void *p) {
     cv_late *l = p;
-    CV_CK(dlock_mutex_lock(l->m), 0);
-    cv_set(&l->ready, 1);
+    DLT_CK(dlock_mutex_lock(l->m), 0);
+    dlt_flag_set(&l->ready, 1);
     l->rc = cv_timedwait_ms(l->c, l->m, 300);
     l->holds = dlock_mutex_holds(l->m);
     l->t_done = dlt_now();
-    cv_set(&l->done, 1);
-    if (l->holds) CV_CK(dlock_mutex_unlock(l->m), 0);
+    dlt_flag_set(&l->done, 1);
+    if (l->holds) DLT_CK(dlock_mutex_unlock(l->m), 0);
     return 0;
 }
 
 static void test_cond_timedwait_clockwait(void) {
-    cv_timed_arg *a = CV_SHM(cv_timed_arg, 4);
-    cv_late *l = CV_SHM(cv_late, 1);
+    cv_timed_arg *a = DLT_SHM_NEW(cv_timed_arg, 4);
+    cv_late *l = DLT_SHM_NEW(cv_late, 1);
     dlock_mutex_t m;
     dlock_cond_t c;
-    cv_task t;
+    dlt_task t;
     double t_unlock;
     int i;
 
     for (i = 0; i < 4; i++) a[i].idx = i;
     DLT_ASSERT_INT_EQ(cv_timed_worker(&a[0]), 0);
-    cv_run_all(cv_timed_worker, a, sizeof *a, 2, 2);
+    dlt_run_all(cv_timed_worker, a, sizeof *a, 2, 2);
 
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "cv/late", NULL), 0);
     DLT_ASSERT_ERR(dlock_cond_init(&c, "cv/late"), 0);
     l->m = &m;
     l->c = &c;
-    cv_start(&t, CV_THREAD, cv_late_main, l);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&l->ready, 1, 10000));
+    dlt_task_start(&t, DLT_THREAD, cv_late_main, l);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&l->ready, 1, 10000));
     DLT_ASSERT_ERR(cv_timedlock_ms(&m, 5000), 0); /* it released it */
     dlt_sleep_ms(1000);                           /* well past its deadline */
-    DLT_ASSERT_INT_EQ(cv_get(&l->done), 0);       /* still wanting the mutex */
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&l->done), 0);       /* still wanting the mutex */
     t_unlock = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(cv_join(&t, CV_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(l->rc, ETIMEDOUT);
     DLT_ASSERT_INT_EQ(l->holds, 1);
     CU_ASSERT_TRUE(l->t_done >= t_unlock);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    CV_SHM_FREE(a, 4);
-    CV_SHM_FREE(l, 1);
+    DLT_SHM_FREE(a, 4);
+    DLT_SHM_FREE(l, 1);
 }
 
 /* ========================================================================
@@ -1155,11 +1007,11 @@ static void test_cond_timedwait_clockwait(void) {
 
 static void test_cond_destroy(void) {
     static const char *name = "cv/destroy";
-    cv_waiter *w = CV_SHM(cv_waiter, 2); /* [0] a thread, [1] a process */
-    int *go = CV_SHM(int, 2);
+    cv_waiter *w = DLT_SHM_NEW(cv_waiter, 2); /* [0] a thread, [1] a process */
+    int *go = DLT_SHM_NEW(int, 2);
     dlock_mutex_t m;
     dlock_cond_t c;
-    cv_task tp, tt;
+    dlt_task tp, tt;
     int i;
 
     /* Idle: 0, even after use. */
@@ -1181,15 +1033,15 @@ static void test_cond_destroy(void) {
     w[1].name = name;
     w[1].go = &go[1];
     w[1].kind = 0;
-    cv_start(&tp, CV_PROC, cv_waiter_main, &w[1]);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&w[1].ready, 1, 10000));
+    dlt_task_start(&tp, DLT_PROC, cv_waiter_main, &w[1]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&w[1].ready, 1, 10000));
     w[0].m = &m;
     w[0].c = &c;
     w[0].go = &go[0];
     w[0].kind = 1;
     w[0].timed_ms = 20000;
-    cv_start(&tt, CV_THREAD, cv_waiter_main, &w[0]);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&w[0].ready, 1, 10000));
+    dlt_task_start(&tt, DLT_THREAD, cv_waiter_main, &w[0]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&w[0].ready, 1, 10000));
     DLT_ASSERT_ERR(cv_timedlock_ms(&m, 5000), 0); /* both are in wait now */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     for (i = 0; i < 3; i++) {
@@ -1198,10 +1050,10 @@ static void test_cond_destroy(void) {
     }
     /* Still a working object after EBUSY: wake our thread, which returns. */
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    cv_set(&go[0], 1);
+    dlt_flag_set(&go[0], 1);
     DLT_ASSERT_ERR(dlock_cond_broadcast(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(cv_join(&tt, CV_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tt, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(w[0].timeouts, 0);
     /* The other process's waiter may have woken too (broadcast); it waits
      * on while go[1] is 0.  Nobody here waits: destroy is 0. */
@@ -1211,16 +1063,16 @@ static void test_cond_destroy(void) {
     /* A new object of the same name still reaches the other process. */
     DLT_ASSERT_ERR(dlock_cond_init(&c, name), 0);
     DLT_ASSERT_ERR(cv_timedlock_ms(&m, 5000), 0);
-    cv_set(&go[1], 1);
+    dlt_flag_set(&go[1], 1);
     DLT_ASSERT_ERR(dlock_cond_signal(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    CU_ASSERT_TRUE(cv_wait_ge(&w[1].returned, 1, 2000));
-    DLT_ASSERT_INT_EQ(cv_join(&tp, CV_JOIN_MS), 0);
+    CU_ASSERT_TRUE(dlt_flag_wait_ge(&w[1].returned, 1, 2000));
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tp, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(w[1].timeouts, 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    CV_SHM_FREE(w, 2);
-    CV_SHM_FREE(go, 2);
+    DLT_SHM_FREE(w, 2);
+    DLT_SHM_FREE(go, 2);
 }
 
 /* ========================================================================
@@ -1241,25 +1093,25 @@ static int cv_fork_child(void *p) {
     cv_fork_rep *r = p;
     r->holds = dlock_mutex_holds(&cv_fork_m);
     r->lock_rc = cv_timedlock_ms(&cv_fork_m, 5000);
-    cv_set(r->go, 1);
+    dlt_flag_set(r->go, 1);
     r->signal_rc = dlock_cond_signal(&cv_fork_c);
     r->unlock_rc = r->lock_rc == 0 ? dlock_mutex_unlock(&cv_fork_m) : -1;
     r->cond_destroy_rc = dlock_cond_destroy(&cv_fork_c);
     r->mutex_destroy_rc = dlock_mutex_destroy(&cv_fork_m);
-    CV_CK(r->holds, 0);
-    CV_CK(r->lock_rc, 0);
-    CV_CK(r->signal_rc, 0);
-    CV_CK(r->unlock_rc, 0);
-    CV_CK(r->mutex_destroy_rc, 0);
-    CV_CK(r->cond_destroy_rc, 0);
+    DLT_CK(r->holds, 0);
+    DLT_CK(r->lock_rc, 0);
+    DLT_CK(r->signal_rc, 0);
+    DLT_CK(r->unlock_rc, 0);
+    DLT_CK(r->mutex_destroy_rc, 0);
+    DLT_CK(r->cond_destroy_rc, 0);
     return 0;
 }
 
 static void test_cond_fork_inherited(void) {
-    cv_waiter *w = CV_SHM(cv_waiter, 1);
-    cv_fork_rep *r = CV_SHM(cv_fork_rep, 1);
-    int *go = CV_SHM(int, 1);
-    cv_task tw, tc;
+    cv_waiter *w = DLT_SHM_NEW(cv_waiter, 1);
+    cv_fork_rep *r = DLT_SHM_NEW(cv_fork_rep, 1);
+    int *go = DLT_SHM_NEW(int, 1);
+    dlt_task tw, tc;
 
     DLT_ASSERT_ERR(dlock_mutex_init(&cv_fork_m, "cv/fork", NULL), 0);
     DLT_ASSERT_ERR(dlock_cond_init(&cv_fork_c, "cv/fork"), 0);
@@ -1269,13 +1121,13 @@ static void test_cond_fork_inherited(void) {
     w->kind = 1;
     w->timed_ms = 20000;
     r->go = go;
-    cv_start(&tw, CV_THREAD, cv_waiter_main, w);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&w->ready, 1, 10000));
+    dlt_task_start(&tw, DLT_THREAD, cv_waiter_main, w);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&w->ready, 1, 10000));
     DLT_ASSERT_ERR(cv_timedlock_ms(&cv_fork_m, 5000), 0); /* it is in wait */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&cv_fork_m), 0);
     /* Fork while our thread waits (it is running, not starting). */
-    cv_start(&tc, CV_PROC, cv_fork_child, r);
-    DLT_ASSERT_INT_EQ(cv_join(&tc, CV_JOIN_MS), 0);
+    dlt_task_start(&tc, DLT_PROC, cv_fork_child, r);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tc, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(r->holds, 0);
     DLT_ASSERT_ERR(r->lock_rc, 0);
     DLT_ASSERT_ERR(r->signal_rc, 0);
@@ -1286,14 +1138,14 @@ static void test_cond_fork_inherited(void) {
                         "PARENT waits on it, none of the child's)\n", dlt_errno_name(r->cond_destroy_rc));
     DLT_ASSERT_ERR(r->cond_destroy_rc, 0);
     /* The child's signal reached our thread. */
-    CU_ASSERT_TRUE(cv_wait_ge(&w->returned, 1, 3000));
-    DLT_ASSERT_INT_EQ(cv_join(&tw, CV_JOIN_MS), 0);
+    CU_ASSERT_TRUE(dlt_flag_wait_ge(&w->returned, 1, 3000));
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tw, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(w->timeouts, 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&cv_fork_c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&cv_fork_m), 0);
-    CV_SHM_FREE(w, 1);
-    CV_SHM_FREE(r, 1);
-    CV_SHM_FREE(go, 1);
+    DLT_SHM_FREE(w, 1);
+    DLT_SHM_FREE(r, 1);
+    DLT_SHM_FREE(go, 1);
 }
 
 /* ========================================================================
@@ -1311,7 +1163,7 @@ static void *cv_dead_thread(void *p) {
     dlock_mutex_t *m = ((void **)p)[1];
     cv_dead *d = ((void **)p)[2];
     if (dlock_mutex_lock(m) != 0) return NULL;
-    cv_inc(&d->registered);
+    dlt_flag_add(&d->registered, 1);
     for (;;) (void)dlock_cond_wait(c, m); /* until SIGKILL */
     return NULL;
 }
@@ -1322,32 +1174,32 @@ static int cv_dead_main(void *p) {
     static dlock_cond_t c;
     static void *args[3];
     pthread_t th[2];
-    CV_CK(dlock_mutex_init(&m, "cv/killed", NULL), 0);
-    CV_CK(dlock_cond_init(&c, "cv/killed"), 0);
+    DLT_CK(dlock_mutex_init(&m, "cv/killed", NULL), 0);
+    DLT_CK(dlock_cond_init(&c, "cv/killed"), 0);
     args[0] = &c;
     args[1] = &m;
     args[2] = p;
-    CV_CK(pthread_create(&th[0], NULL, cv_dead_thread, args), 0);
-    CV_CK(pthread_create(&th[1], NULL, cv_dead_thread, args), 0);
+    DLT_CK(pthread_create(&th[0], NULL, cv_dead_thread, args), 0);
+    DLT_CK(pthread_create(&th[1], NULL, cv_dead_thread, args), 0);
     pthread_join(th[0], NULL); /* never */
     return 99;
 }
 
 static void test_cond_waiter_killed(void) {
     static const char *name = "cv/killed";
-    cv_dead *d = CV_SHM(cv_dead, 1);
-    cv_waiter *w = CV_SHM(cv_waiter, 1);
-    int *go = CV_SHM(int, 1);
+    cv_dead *d = DLT_SHM_NEW(cv_dead, 1);
+    cv_waiter *w = DLT_SHM_NEW(cv_waiter, 1);
+    int *go = DLT_SHM_NEW(int, 1);
     dlock_mutex_t m;
     dlock_cond_t c;
-    cv_task td, tw;
+    dlt_task td, tw;
     double t_kill, t_sig2 = 0;
     int early;
 
     DLT_ASSERT_ERR(dlock_mutex_init(&m, name, NULL), 0);
     DLT_ASSERT_ERR(dlock_cond_init(&c, name), 0);
-    cv_start(&td, CV_PROC, cv_dead_main, d);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&d->registered, 2, 10000));
+    dlt_task_start(&td, DLT_PROC, cv_dead_main, d);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&d->registered, 2, 10000));
     DLT_ASSERT_ERR(cv_timedlock_ms(&m, 5000), 0); /* both of its threads are in wait */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     /* The live waiter: a thread here, registered after the doomed ones. */
@@ -1356,19 +1208,19 @@ static void test_cond_waiter_killed(void) {
     w->go = go;
     w->kind = 1;
     w->timed_ms = 20000;
-    cv_start(&tw, CV_THREAD, cv_waiter_main, w);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&w->ready, 1, 10000));
+    dlt_task_start(&tw, DLT_THREAD, cv_waiter_main, w);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&w->ready, 1, 10000));
     DLT_ASSERT_ERR(cv_timedlock_ms(&m, 5000), 0);
     fprintf(stderr, "  registered before the kill: %lld\n", cv_registered(name));
-    cv_set(go, 1);
+    dlt_flag_set(go, 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
 
     kill(td.pid, SIGKILL);
-    DLT_ASSERT_INT_EQ(cv_join(&td, 10000), 128 + SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&td, 10000), 128 + SIGKILL);
     t_kill = dlt_now();
     /* A signal now may go to a dead registration... */
     DLT_ASSERT_ERR(dlock_cond_signal(&c), 0);
-    early = cv_wait_ge(&w->returned, 1, 500);
+    early = dlt_flag_wait_ge(&w->returned, 1, 500);
     if (!early) {
         /* ...but not once the dead ones have lapsed (3 s TTL). */
         double left = 3.5 - (dlt_now() - t_kill);
@@ -1376,23 +1228,23 @@ static void test_cond_waiter_killed(void) {
         fprintf(stderr, "  registered %.1f s after the kill: %lld\n", dlt_now() - t_kill, cv_registered(name));
         t_sig2 = dlt_now();
         DLT_ASSERT_ERR(dlock_cond_signal(&c), 0);
-        if (!cv_wait_ge(&w->returned, 1, 1000)) CU_FAIL("a signal after the dead waiters lapsed did not wake the live one");
+        if (!dlt_flag_wait_ge(&w->returned, 1, 1000)) CU_FAIL("a signal after the dead waiters lapsed did not wake the live one");
     }
     fprintf(stderr, "  live waiter woken %.2f s after the kill (%s signal)\n", w->t_returned - t_kill,
             early ? "first" : "second");
-    if (!cv_get(&w->returned)) {
+    if (!dlt_flag_get(&w->returned)) {
         (void)dlock_cond_broadcast(&c); /* let it out */
-        cv_wait_ge(&w->returned, 1, 3000);
+        dlt_flag_wait_ge(&w->returned, 1, 3000);
     }
-    CU_ASSERT_TRUE(cv_get(&w->returned) && w->t_returned - t_kill < 5.0);
+    CU_ASSERT_TRUE(dlt_flag_get(&w->returned) && w->t_returned - t_kill < 5.0);
     if (t_sig2 > 0) CU_ASSERT_TRUE(w->t_returned - t_sig2 < 1.0);
-    DLT_ASSERT_INT_EQ(cv_join(&tw, CV_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tw, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(w->timeouts, 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    CV_SHM_FREE(d, 1);
-    CV_SHM_FREE(w, 1);
-    CV_SHM_FREE(go, 1);
+    DLT_SHM_FREE(d, 1);
+    DLT_SHM_FREE(w, 1);
+    DLT_SHM_FREE(go, 1);
 }
 
 /* ========================================================================
@@ -1416,28 +1268,28 @@ typedef struct cv_flaky {
 
 static int cv_flaky_main(void *p) {
     cv_flaky *f = p;
-    double end = dlt_now() + CV_JOIN_MS / 1000.0;
+    double end = dlt_now() + DLT_JOIN_MS / 1000.0;
     while (cv_timedlock_ms(f->m, 500) != 0)
-        if (dlt_now() > end) return cv_ckt_fail(__func__, __LINE__, "locked");
-    cv_set(&f->ready, 1);
-    while (cv_get(&f->go) == 0) {
+        if (dlt_now() > end) return DLT_CKT_FAIL("locked");
+    dlt_flag_set(&f->ready, 1);
+    while (dlt_flag_get(&f->go) == 0) {
         int rc;
-        cv_inc(&f->waits_started);
+        dlt_flag_add(&f->waits_started, 1);
         rc = dlock_cond_wait(f->c, f->m);
         f->last_rc = rc;
-        if (rc != 0) cv_inc(&f->errors);
-        cv_inc(&f->returns);
+        if (rc != 0) dlt_flag_add(&f->errors, 1);
+        dlt_flag_add(&f->returns, 1);
         if (dlock_mutex_holds(f->m) != 1) {
             /* A failed reacquire (the server was unreachable): take it again. */
             while (cv_timedlock_ms(f->m, 500) != 0) {
-                cv_inc(&f->relock_fail);
-                if (dlt_now() > end) return cv_ckt_fail(__func__, __LINE__, "locked again");
+                dlt_flag_add(&f->relock_fail, 1);
+                if (dlt_now() > end) return DLT_CKT_FAIL("locked again");
             }
         }
     }
     f->t_returned = dlt_now();
-    cv_set(&f->returned, 1);
-    CV_CK(dlock_mutex_unlock(f->m), 0);
+    dlt_flag_set(&f->returned, 1);
+    DLT_CK(dlock_mutex_unlock(f->m), 0);
     return 0;
 }
 
@@ -1454,12 +1306,12 @@ static double cv_first_score(const char *key) {
 static void test_cond_transient_fault_no_stale_registration(void) {
     static const char *name = "cv/flaky";
     static const char *key = "dlock:{cv/flaky}:cond";
-    cv_flaky *f = CV_SHM(cv_flaky, 1);
+    cv_flaky *f = DLT_SHM_NEW(cv_flaky, 1);
     dlt_proxy *px = dlt_proxy_start(dlt_server.port);
     dlock_client_t *cl = NULL;
     dlock_mutex_t m, md;
     dlock_cond_t c, cd;
-    cv_task t;
+    dlt_task t;
     double t_drop, t_pass, t_sig, s0, end;
     int woke, came_back;
 
@@ -1472,8 +1324,8 @@ static void test_cond_transient_fault_no_stale_registration(void) {
     DLT_ASSERT_ERR(dlock_cond_init(&cd, name), 0);
     f->m = &m;
     f->c = &c;
-    cv_start(&t, CV_THREAD, cv_flaky_main, f);
-    CU_ASSERT_TRUE_FATAL(cv_wait_ge(&f->ready, 1, 10000));
+    dlt_task_start(&t, DLT_THREAD, cv_flaky_main, f);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait_ge(&f->ready, 1, 10000));
     DLT_ASSERT_ERR(cv_timedlock_ms(&md, 5000), 0); /* it is in wait */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&md), 0);
 
@@ -1484,12 +1336,12 @@ static void test_cond_transient_fault_no_stale_registration(void) {
     dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
     t_drop = dlt_now();
     /* A wait may also ride the fault out (fine): then it is still the first. */
-    came_back = cv_wait_ge(&f->returns, 1, 2500);
+    came_back = dlt_flag_wait_ge(&f->returns, 1, 2500);
     dlt_proxy_pass(px);
     t_pass = dlt_now();
     if (came_back) {
         /* It waits again, on the same predicate. */
-        CU_ASSERT_TRUE(cv_wait_ge(&f->waits_started, 2, 10000));
+        CU_ASSERT_TRUE(dlt_flag_wait_ge(&f->waits_started, 2, 10000));
         DLT_ASSERT_ERR(cv_timedlock_ms(&md, 5000), 0); /* ...and released the mutex */
         fprintf(stderr, "  wait came back %.2f s into the fault (%s; %d relock failures); registrations now: %lld\n",
                 t_pass - t_drop, dlt_errno_name(f->last_rc) ? dlt_errno_name(f->last_rc) : "?", f->relock_fail,
@@ -1499,26 +1351,26 @@ static void test_cond_transient_fault_no_stale_registration(void) {
         fprintf(stderr, "  the wait rode out a %.2f s fault; registrations now: %lld\n", t_pass - t_drop,
                 cv_registered(name));
     }
-    cv_set(&f->go, 1);
+    dlt_flag_set(&f->go, 1);
     t_sig = dlt_now();
     DLT_ASSERT_ERR(dlock_cond_signal(&cd), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&md), 0);
-    woke = cv_wait_ge(&f->returned, 1, 2000);
+    woke = dlt_flag_wait_ge(&f->returned, 1, 2000);
     fprintf(stderr, "  signal sent %.2f s after the fault began: the waiter %s\n", t_sig - t_drop,
             woke ? "woke" : "did NOT wake within 2 s (the signal went to the stale registration)");
     if (!woke) {
         DLT_ASSERT_ERR(dlock_cond_broadcast(&cd), 0); /* let it out */
-        cv_wait_ge(&f->returned, 1, 5000);
+        dlt_flag_wait_ge(&f->returned, 1, 5000);
     }
     CU_ASSERT_TRUE(woke);
-    DLT_ASSERT_INT_EQ(cv_join(&t, CV_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&c), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&cd), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&md), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
     dlt_proxy_stop(px);
-    CV_SHM_FREE(f, 1);
+    DLT_SHM_FREE(f, 1);
 }
 
 /* ========================================================================
@@ -1605,10 +1457,10 @@ static redisContext *pc_connect(void) {
 }
 
 static void pc_enter(pc_shared *sh) {
-    if (cv_inc(&sh->inside) != 1) cv_inc(&sh->overlaps);
+    if (dlt_flag_add(&sh->inside, 1) != 1) dlt_flag_add(&sh->overlaps, 1);
 }
 static void pc_leave(pc_shared *sh) {
-    cv_dec(&sh->inside);
+    dlt_flag_add(&sh->inside, -1);
 }
 
 /* One wait of the safety-net kind, leaving and re-entering the critical
@@ -1618,10 +1470,10 @@ static int pc_wait(pc_shared *sh, dlock_cond_t *c, dlock_mutex_t *m) {
     pc_leave(sh);
     rc = cv_timedwait_ms(c, m, PC_WAIT_MS);
     pc_enter(sh);
-    cv_inc(&sh->waits);
-    if (rc == ETIMEDOUT) cv_inc(&sh->timeouts);
-    else if (rc != 0) return cv_ck_fail(__func__, __LINE__, "dlock_cond_timedwait", rc, 0);
-    CV_CK(dlock_mutex_holds(m), 1);
+    dlt_flag_add(&sh->waits, 1);
+    if (rc == ETIMEDOUT) dlt_flag_add(&sh->timeouts, 1);
+    else if (rc != 0) return DLT_CK_FAIL("dlock_cond_timedwait", rc, 0);
+    DLT_CK(dlock_mutex_holds(m), 1);
     return 0;
 }
 
@@ -1629,7 +1481,7 @@ static int pc_producer(pc_arg *a, pc_objs *o, redisContext *x) {
     int i, err = 0, rc;
     for (i = 0; i < PC_N && !err; i++) {
         long long v = (long long)a->id * PC_N + i, cnt, len, put;
-        CV_CK(dlock_mutex_lock(o->m), 0);
+        DLT_CK(dlock_mutex_lock(o->m), 0);
         pc_enter(a->sh);
         for (;;) {
             cnt = pc_get(x, "pc:count", &err);
@@ -1637,19 +1489,19 @@ static int pc_producer(pc_arg *a, pc_objs *o, redisContext *x) {
             if ((rc = pc_wait(a->sh, o->not_full, o->m)) != 0) return rc;
         }
         len = pc_int(x, &err, "LLEN pc:q");
-        if (len != cnt) cv_inc(&a->sh->mismatch);
+        if (len != cnt) dlt_flag_add(&a->sh->mismatch, 1);
         (void)pc_int(x, &err, "RPUSH pc:q %lld", v);
         pc_set(x, "pc:count", cnt + 1, &err);
-        if (cnt + 1 > PC_CAP) cv_inc(&a->sh->over_cap);
-        cv_max(&a->sh->max_count, (int)(cnt + 1));
+        if (cnt + 1 > PC_CAP) dlt_flag_add(&a->sh->over_cap, 1);
+        dlt_flag_max(&a->sh->max_count, (int)(cnt + 1));
         put = pc_get(x, "pc:put", &err);
         pc_set(x, "pc:put", put + 1, &err);
         rc = dlock_cond_signal(o->not_empty);
         pc_leave(a->sh);
-        CV_CK(rc, 0);
-        CV_CK(dlock_mutex_unlock(o->m), 0);
+        DLT_CK(rc, 0);
+        DLT_CK(dlock_mutex_unlock(o->m), 0);
     }
-    CV_CK(err, 0);
+    DLT_CK(err, 0);
     return 0;
 }
 
@@ -1658,7 +1510,7 @@ static int pc_consumer(pc_arg *a, pc_objs *o, redisContext *x, int slot) {
     for (;;) {
         long long cnt, taken, v, len;
         redisReply *r;
-        CV_CK(dlock_mutex_lock(o->m), 0);
+        DLT_CK(dlock_mutex_lock(o->m), 0);
         pc_enter(a->sh);
         for (;;) {
             cnt = pc_get(x, "pc:count", &err);
@@ -1669,31 +1521,31 @@ static int pc_consumer(pc_arg *a, pc_objs *o, redisContext *x, int slot) {
         if (err) {
             pc_leave(a->sh);
             (void)dlock_mutex_unlock(o->m);
-            CV_CK(err, 0);
+            DLT_CK(err, 0);
         }
         if (cnt == 0) { /* all taken */
             pc_leave(a->sh);
-            CV_CK(dlock_mutex_unlock(o->m), 0);
+            DLT_CK(dlock_mutex_unlock(o->m), 0);
             return 0;
         }
         len = pc_int(x, &err, "LLEN pc:q");
-        if (len != cnt) cv_inc(&a->sh->mismatch);
+        if (len != cnt) dlt_flag_add(&a->sh->mismatch, 1);
         r = redisCommand(x, "LPOP pc:q");
         v = -1;
         if (r != NULL && r->type == REDIS_REPLY_STRING) v = atoll(r->str);
         if (r != NULL) freeReplyObject(r);
-        if (v >= 0 && v < PC_TOTAL) cv_inc(&a->sh->seen[v]);
-        else cv_inc(&a->sh->errors);
+        if (v >= 0 && v < PC_TOTAL) dlt_flag_add(&a->sh->seen[v], 1);
+        else dlt_flag_add(&a->sh->errors, 1);
         pc_set(x, "pc:count", cnt - 1, &err);
         pc_set(x, "pc:taken", taken + 1, &err);
-        cv_inc(&a->sh->taken_by[slot]);
+        dlt_flag_add(&a->sh->taken_by[slot], 1);
         rc = 0;
         if (taken + 1 == PC_TOTAL) rc = dlock_cond_broadcast(o->not_empty); /* the others can stop */
         if (rc == 0) rc = dlock_cond_signal(o->not_full);
         pc_leave(a->sh);
-        CV_CK(rc, 0);
-        CV_CK(dlock_mutex_unlock(o->m), 0);
-        CV_CK(err, 0);
+        DLT_CK(rc, 0);
+        DLT_CK(dlock_mutex_unlock(o->m), 0);
+        DLT_CK(err, 0);
     }
 }
 
@@ -1707,12 +1559,12 @@ static void *pc_consumer_thread(void *p) {
     pc_thread *t = p;
     redisContext *x = pc_connect();
     if (x == NULL || x->err != 0) {
-        t->rc = cv_ckt_fail(__func__, __LINE__, "connected");
+        t->rc = DLT_CKT_FAIL("connected");
     } else {
         t->rc = pc_consumer(t->a, t->o, x, t->slot);
     }
     if (t->rc != 0) {
-        cv_inc(&t->a->sh->errors);
+        dlt_flag_add(&t->a->sh->errors, 1);
         fprintf(stderr, "  consumer thread (slot %d) failed: %d\n", t->slot, t->rc);
     }
     if (x != NULL) redisFree(x);
@@ -1731,16 +1583,16 @@ static int pc_main(void *p) {
         o.not_full = &pc_not_full;
         o.not_empty = &pc_not_empty;
     } else {
-        CV_CK(dlock_mutex_init(&m, "pc/mutex", NULL), 0);
-        CV_CK(dlock_cond_init(&nf, "pc/not_full"), 0);
-        CV_CK(dlock_cond_init(&ne, "pc/not_empty"), 0);
+        DLT_CK(dlock_mutex_init(&m, "pc/mutex", NULL), 0);
+        DLT_CK(dlock_cond_init(&nf, "pc/not_full"), 0);
+        DLT_CK(dlock_cond_init(&ne, "pc/not_empty"), 0);
         o.m = &m;
         o.not_full = &nf;
         o.not_empty = &ne;
     }
     if (a->producer) {
         redisContext *x = pc_connect();
-        CV_CKT(x != NULL && x->err == 0);
+        DLT_CKT(x != NULL && x->err == 0);
         rc = pc_producer(a, &o, x);
         redisFree(x);
     } else {
@@ -1751,7 +1603,7 @@ static int pc_main(void *p) {
             t[i].o = &o;
             t[i].slot = a->id + i;
             t[i].rc = -1;
-            CV_CK(pthread_create(&th[i], NULL, pc_consumer_thread, &t[i]), 0);
+            DLT_CK(pthread_create(&th[i], NULL, pc_consumer_thread, &t[i]), 0);
         }
         for (i = 0; i < a->threads; i++) {
             pthread_join(th[i], NULL);
@@ -1759,9 +1611,9 @@ static int pc_main(void *p) {
         }
     }
     if (rc != 0) return rc;
-    CV_CK(dlock_cond_destroy(o.not_empty), 0);
-    CV_CK(dlock_cond_destroy(o.not_full), 0);
-    CV_CK(dlock_mutex_destroy(o.m), 0);
+    DLT_CK(dlock_cond_destroy(o.not_empty), 0);
+    DLT_CK(dlock_cond_destroy(o.not_full), 0);
+    DLT_CK(dlock_mutex_destroy(o.m), 0);
     return 0;
 }
 
@@ -1775,9 +1627,9 @@ static long long pc_value(const char *key) {
 
 static void test_cond_producer_consumer(void) {
     enum { NP = 5 };
-    pc_shared *sh = CV_SHM(pc_shared, 1);
-    pc_arg *a = CV_SHM(pc_arg, NP);
-    cv_task t[NP];
+    pc_shared *sh = DLT_SHM_NEW(pc_shared, 1);
+    pc_arg *a = DLT_SHM_NEW(pc_arg, NP);
+    dlt_task t[NP];
     double t0, el;
     int i, once = 0, never = 0, more = 0;
     long long sum = 0;
@@ -1794,9 +1646,9 @@ static void test_cond_producer_consumer(void) {
     a[3] = (pc_arg){ .producer = 0, .id = 1, .threads = 1, .inherit = 0, .sh = sh };
     a[4] = (pc_arg){ .producer = 0, .id = 2, .threads = 3, .inherit = 0, .sh = sh };
     t0 = dlt_now();
-    for (i = NP - 1; i >= 0; i--) cv_start(&t[i], CV_PROC, pc_main, &a[i]);
+    for (i = NP - 1; i >= 0; i--) dlt_task_start(&t[i], DLT_PROC, pc_main, &a[i]);
     for (i = 0; i < NP; i++) {
-        int rc = cv_join(&t[i], 60000);
+        int rc = dlt_task_join(&t[i], 60000);
         if (rc != 0) fprintf(stderr, "  (%s %d returned %d)\n", a[i].producer ? "producer" : "consumer", i, rc);
         DLT_ASSERT_INT_EQ(rc, 0);
     }
@@ -1819,7 +1671,7 @@ static void test_cond_producer_consumer(void) {
     DLT_ASSERT_INT_EQ(pc_value("pc:put"), PC_TOTAL);
     DLT_ASSERT_INT_EQ(pc_value("pc:taken"), PC_TOTAL);
     DLT_ASSERT_INT_EQ(pc_value("pc:count"), 0);
-    DLT_ASSERT_INT_EQ(cv_reply_int(dlt_redis_cmd(&dlt_server, "LLEN pc:q")), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "LLEN pc:q")), 0);
     DLT_ASSERT_INT_EQ(sh->overlaps, 0);
     DLT_ASSERT_INT_EQ(sh->over_cap, 0);
     CU_ASSERT_TRUE(sh->max_count <= PC_CAP);
@@ -1831,8 +1683,8 @@ static void test_cond_producer_consumer(void) {
     DLT_ASSERT_ERR(dlock_cond_destroy(&pc_not_empty), 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&pc_not_full), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&pc_m), 0);
-    CV_SHM_FREE(sh, 1);
-    CV_SHM_FREE(a, NP);
+    DLT_SHM_FREE(sh, 1);
+    DLT_SHM_FREE(a, NP);
 }
 
 /* ======================================================================== */

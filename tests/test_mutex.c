@@ -32,71 +32,10 @@
 
 #define LEASE_DEFAULT DLOCK_LEASE_DEFAULT_MS
 #define T_DEFAULT (-1) /* mspec.type: leave the attribute's default */
-#define JOIN_MS 30000  /* the longest any worker may take */
 
 /* ========================================================================
- * Checks inside workers (threads and children): no CUnit there.
+ * Signals
  * ====================================================================== */
-
-static const char *ename(long long e) {
-    const char *n = (e >= INT_MIN && e <= INT_MAX) ? dlt_errno_name((int)e) : NULL;
-    return n != NULL ? n : "?";
-}
-
-static int ck_fail(const char *func, int line, const char *expr, long long got, long long want) {
-    fprintf(stderr, "test_mutex.c:%d: %s [pid %ld tid %ld]: %s = %lld (%s), want %lld (%s); last error: %s\n",
-            line, func, (long)getpid(), (long)syscall(SYS_gettid), expr, got, ename(got), want, ename(want),
-            dlock_last_error());
-    return 1 + line % 250;
-}
-
-static int ckt_fail(const char *func, int line, const char *expr) {
-    fprintf(stderr, "test_mutex.c:%d: %s [pid %ld tid %ld]: %s is false\n", line, func,
-            (long)getpid(), (long)syscall(SYS_gettid), expr);
-    return 1 + line % 250;
-}
-
-/* In a worker: return a nonzero code (and say why) unless got == want. */
-#define CK(got, want)                                                        \
-    do {                                                                     \
-        long long g_ = (long long)(got), w_ = (long long)(want);             \
-        if (g_ != w_) return ck_fail(__func__, __LINE__, #got, g_, w_);      \
-    } while (0)
-#define CKT(cond)                                                            \
-    do {                                                                     \
-        if (!(cond)) return ckt_fail(__func__, __LINE__, #cond);             \
-    } while (0)
-
-/* ========================================================================
- * Shared memory, flags, time
- * ====================================================================== */
-
-static void *shm_new(size_t n) {
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        abort();
-    }
-    return p; /* zero-filled */
-}
-#define SHM_NEW(type, n) ((type *)shm_new(sizeof(type) * (n)))
-#define SHM_FREE(p, n) munmap((p), sizeof(*(p)) * (n))
-
-static void flag_set(int *p, int v) {
-    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
-}
-static int flag_get(const int *p) {
-    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-}
-/* 1 once *p == want, 0 if timeout_ms passed first. */
-static int flag_wait(const int *p, int want, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    while (flag_get(p) != want) {
-        if (dlt_now() > end) return 0;
-        usleep(500);
-    }
-    return 1;
-}
 
 static volatile sig_atomic_t usr1_seen;
 static void on_usr1(int sig) {
@@ -112,71 +51,6 @@ static void usr1_install(void) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;
     sigaction(SIGUSR1, &sa, NULL);
-}
-
-/* ========================================================================
- * Tasks: a worker run as a thread of this process or as a child process.
- * ====================================================================== */
-
-typedef struct task {
-    int proc;
-    int running;
-    pthread_t th;
-    pid_t pid;
-    int (*fn)(void *);
-    void *arg;
-    int rc;
-} task;
-
-static void *task_thread(void *p) {
-    task *t = p;
-    t->rc = t->fn(t->arg);
-    return NULL;
-}
-
-enum { THREAD = 0, PROC = 1 };
-
-/* Where a test starts threads and processes together, it forks the
- * processes first: GCC 12's AddressSanitizer runtime is not fork-safe (a
- * child inherits an allocator lock that a starting or allocating thread
- * of the parent held at the fork, and its first new thread blocks on it
- * for ever), so the sanitizer build must not fork next to busy threads. */
-
-static void task_start(task *t, int proc, int (*fn)(void *), void *arg) {
-    memset(t, 0, sizeof *t);
-    t->proc = proc;
-    t->fn = fn;
-    t->arg = arg;
-    if (proc) {
-        t->pid = dlt_spawn(fn, arg);
-        t->running = t->pid > 0;
-    } else {
-        t->running = pthread_create(&t->th, NULL, task_thread, t) == 0;
-    }
-    CU_ASSERT_TRUE(t->running);
-}
-
-/* The worker's result (a child's exit status), or -1 if it did not finish
- * in time.  A thread that does not finish cannot be abandoned safely (it
- * uses this test's stack): the run stops there. */
-static int task_join(task *t, int timeout_ms) {
-    if (!t->running) return -1;
-    t->running = 0;
-    if (t->proc) return dlt_wait(t->pid, timeout_ms);
-    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, timeout_ms);
-    int e = pthread_timedjoin_np(t->th, NULL, &ts);
-    if (e != 0) {
-        fprintf(stderr, "test_mutex: a worker thread did not finish within %d ms (%s); aborting\n",
-                timeout_ms, strerror(e));
-        abort();
-    }
-    return t->rc;
-}
-
-static void task_signal(task *t, int sig) {
-    if (!t->running) return;
-    if (t->proc) kill(t->pid, sig);
-    else pthread_kill(t->th, sig);
 }
 
 /* ========================================================================
@@ -230,17 +104,10 @@ static int init_typed(dlock_mutex_t *m, const char *name, int type, unsigned lea
  * Looking at the server
  * ====================================================================== */
 
-static long long reply_int(redisReply *r) {
-    long long v = LLONG_MIN;
-    if (r != NULL && r->type == REDIS_REPLY_INTEGER) v = r->integer;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
 static long long key_del(const char *name) {
     char k[600];
     size_t n = dlt_lock_key(name, k, sizeof k);
-    return reply_int(dlt_redis_cmd(&dlt_server, "DEL %b", k, n));
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %b", k, n));
 }
 
 /* 1 and the value of the lock hash's field, or 0. */
@@ -265,13 +132,6 @@ static int wait_numsub(const char *name, long long want, int timeout_ms) {
         dlt_sleep_ms(5);
     }
     return 1;
-}
-
-/* Script calls so far: every acquire, release and renewal is one. */
-static long long evals(void) {
-    long long a = dlt_redis_cmdstat(&dlt_server, "evalsha");
-    long long b = dlt_redis_cmdstat(&dlt_server, "eval");
-    return (a < 0 || b < 0) ? -1 : a + b;
 }
 
 /* ========================================================================
@@ -305,30 +165,30 @@ static int holder_main(void *p) {
     int rc = open_mutex(&h->ms, &own, &m);
     if (rc != 0) {
         h->lock_rc = rc;
-        flag_set(&h->locked, 1);
-        return ck_fail(__func__, __LINE__, "open_mutex", rc, 0);
+        dlt_flag_set(&h->locked, 1);
+        return DLT_CK_FAIL("open_mutex", rc, 0);
     }
     h->lock_rc = dlock_mutex_lock(m);
     h->t_locked = dlt_now();
     h->fence = dlock_mutex_fence(m);
-    flag_set(&h->locked, 1);
-    CK(h->lock_rc, 0);
+    dlt_flag_set(&h->locked, 1);
+    DLT_CK(h->lock_rc, 0);
     if (h->how == H_RETURN) return 0; /* still holding it */
     if (h->how == H_STAY) {
-        flag_wait(&h->release, 1, JOIN_MS); /* killed long before */
+        dlt_flag_wait(&h->release, 1, DLT_JOIN_MS); /* killed long before */
         return 99;
     }
-    CKT(flag_wait(&h->release, 1, JOIN_MS));
+    DLT_CKT(dlt_flag_wait(&h->release, 1, DLT_JOIN_MS));
     h->holds_at_unlock = dlock_mutex_holds(m);
     h->t_unlock = dlt_now();
     h->unlock_rc = dlock_mutex_unlock(m);
-    if (h->unlock_want >= 0) CK(h->unlock_rc, h->unlock_want);
-    CK(close_mutex(&h->ms, &own), 0);
+    if (h->unlock_want >= 0) DLT_CK(h->unlock_rc, h->unlock_want);
+    DLT_CK(close_mutex(&h->ms, &own), 0);
     return 0;
 }
 
 static int holder_wait_locked(holder *h) {
-    return flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0;
+    return dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0;
 }
 
 /* A waiter: says it is ready, locks (waiting), notes when it got the lock,
@@ -356,9 +216,9 @@ static int waiter_main(void *p) {
     waiter *w = p;
     dlock_mutex_t own, *m;
     int before = usr1_seen;
-    CK(open_mutex(&w->ms, &own, &m), 0);
+    DLT_CK(open_mutex(&w->ms, &own, &m), 0);
     w->t_start = dlt_now();
-    flag_set(&w->ready, 1);
+    dlt_flag_set(&w->ready, 1);
     if (w->timed_ms > 0) {
         struct timespec ts = dlt_abs_in(CLOCK_REALTIME, w->timed_ms);
         w->rc = dlock_mutex_timedlock(m, &ts);
@@ -377,8 +237,8 @@ static int waiter_main(void *p) {
         if (w->hold_ms) dlt_sleep_ms(w->hold_ms);
         w->unlock_rc = dlock_mutex_unlock(m);
     }
-    flag_set(&w->done, 1);
-    CK(close_mutex(&w->ms, &own), 0);
+    dlt_flag_set(&w->done, 1);
+    DLT_CK(close_mutex(&w->ms, &own), 0);
     return 0;
 }
 
@@ -395,15 +255,15 @@ static int probe_main(void *p) {
     probe *pr = p;
     dlock_mutex_t own, *m;
     int seen = 0;
-    CK(open_mutex(&pr->ms, &own, &m), 0);
+    DLT_CK(open_mutex(&pr->ms, &own, &m), 0);
     for (;;) {
         double end = dlt_now() + 60;
-        while (flag_get(&pr->req) == seen && !flag_get(&pr->quit)) {
+        while (dlt_flag_get(&pr->req) == seen && !dlt_flag_get(&pr->quit)) {
             if (dlt_now() > end) return 98;
             usleep(300);
         }
-        if (flag_get(&pr->quit)) break;
-        seen = flag_get(&pr->req);
+        if (dlt_flag_get(&pr->quit)) break;
+        seen = dlt_flag_get(&pr->req);
         pr->rc2 = 0;
         switch (pr->op) {
         case P_TRY:
@@ -414,9 +274,9 @@ static int probe_main(void *p) {
         case P_HOLDS: pr->rc = dlock_mutex_holds(m); break;
         default: pr->rc = -3000;
         }
-        flag_set(&pr->resp, seen);
+        dlt_flag_set(&pr->resp, seen);
     }
-    CK(close_mutex(&pr->ms, &own), 0);
+    DLT_CK(close_mutex(&pr->ms, &own), 0);
     return 0;
 }
 
@@ -428,47 +288,33 @@ static void probe_init(probe *pr, mspec ms) {
 /* The probe's answer; -1000 if it did not answer, -2000 if a trylock
  * succeeded but giving the lock back failed. */
 static int probe_call(probe *pr, int op) {
-    int n = flag_get(&pr->req) + 1;
+    int n = dlt_flag_get(&pr->req) + 1;
     pr->op = op;
-    flag_set(&pr->req, n);
-    if (!flag_wait(&pr->resp, n, 10000)) return -1000;
+    dlt_flag_set(&pr->req, n);
+    if (!dlt_flag_wait(&pr->resp, n, 10000)) return -1000;
     if (pr->op == P_TRY && pr->rc == 0 && pr->rc2 != 0) return -2000;
     return pr->rc;
 }
 
-static void probe_quit(probe *pr, task *t) {
-    flag_set(&pr->quit, 1);
-    DLT_ASSERT_INT_EQ(task_join(t, 10000), 0);
-}
-
-/* Runs fn on n args (args + i * size): the first nthr as threads, the
- * rest as processes, all at once, and asserts that every one returns 0. */
-static void run_all(int (*fn)(void *), void *args, size_t size, int nthr, int nproc) {
-    task t[16];
-    int n = nthr + nproc, i;
-    CU_ASSERT_FATAL(n <= 16);
-    for (i = n - 1; i >= 0; i--) task_start(&t[i], i >= nthr, fn, (char *)args + (size_t)i * size);
-    for (i = 0; i < n; i++) {
-        int rc = task_join(&t[i], JOIN_MS);
-        if (rc != 0) fprintf(stderr, "  (worker %d, a %s, returned %d)\n", i, i >= nthr ? "process" : "thread", rc);
-        DLT_ASSERT_INT_EQ(rc, 0);
-    }
+static void probe_quit(probe *pr, dlt_task *t) {
+    dlt_flag_set(&pr->quit, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(t, 10000), 0);
 }
 
 /* Every call on m gives EINVAL (or 0 / NULL), and nothing crashes. */
 static int check_invalid(dlock_mutex_t *m) {
     struct timespec rt = dlt_abs_in(CLOCK_REALTIME, 100), mt = dlt_abs_in(CLOCK_MONOTONIC, 100);
-    CK(dlock_mutex_lock(m), EINVAL);
-    CK(dlock_mutex_trylock(m), EINVAL);
-    CK(dlock_mutex_timedlock(m, &rt), EINVAL);
-    CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &mt), EINVAL);
-    CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &rt), EINVAL);
-    CK(dlock_mutex_unlock(m), EINVAL);
-    CK(dlock_mutex_consistent(m), EINVAL);
-    CK(dlock_mutex_holds(m), 0);
-    CK(dlock_mutex_fence(m), 0);
-    CKT(dlock_mutex_name(m) == NULL);
-    CK(dlock_mutex_destroy(m), EINVAL);
+    DLT_CK(dlock_mutex_lock(m), EINVAL);
+    DLT_CK(dlock_mutex_trylock(m), EINVAL);
+    DLT_CK(dlock_mutex_timedlock(m, &rt), EINVAL);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &mt), EINVAL);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &rt), EINVAL);
+    DLT_CK(dlock_mutex_unlock(m), EINVAL);
+    DLT_CK(dlock_mutex_consistent(m), EINVAL);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_mutex_fence(m), 0);
+    DLT_CKT(dlock_mutex_name(m) == NULL);
+    DLT_CK(dlock_mutex_destroy(m), EINVAL);
     return 0;
 }
 
@@ -477,12 +323,12 @@ static int check_invalid(dlock_mutex_t *m) {
 static int not_holder_worker(void *p) {
     mspec *s = p;
     dlock_mutex_t own, *m;
-    CK(open_mutex(s, &own, &m), 0);
-    CK(dlock_mutex_holds(m), 0);
-    CK(dlock_mutex_fence(m), 0);
-    CK(dlock_mutex_unlock(m), EPERM);
-    CK(dlock_mutex_holds(m), 0);
-    CK(close_mutex(s, &own), 0);
+    DLT_CK(open_mutex(s, &own, &m), 0);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_mutex_fence(m), 0);
+    DLT_CK(dlock_mutex_unlock(m), EPERM);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(close_mutex(s, &own), 0);
     return 0;
 }
 
@@ -497,25 +343,25 @@ static int init_bad_name_worker(void *arg) {
     int i;
     (void)arg;
     memset(&m, 0x5A, sizeof m);
-    CK(dlock_mutex_init(NULL, "x", NULL), EINVAL);
-    CK(dlock_mutex_init(&m, NULL, NULL), EINVAL);
-    CK(dlock_mutex_init(&m, "", NULL), EINVAL);
+    DLT_CK(dlock_mutex_init(NULL, "x", NULL), EINVAL);
+    DLT_CK(dlock_mutex_init(&m, NULL, NULL), EINVAL);
+    DLT_CK(dlock_mutex_init(&m, "", NULL), EINVAL);
     memset(big, 'n', DLOCK_NAME_MAX + 1);
     big[DLOCK_NAME_MAX + 1] = '\0';
-    CK(strlen(big), 513);
-    CK(dlock_mutex_init(&m, big, NULL), EINVAL);
+    DLT_CK(strlen(big), 513);
+    DLT_CK(dlock_mutex_init(&m, big, NULL), EINVAL);
     for (i = 0; i < DLOCK_NAME_MAX + 1; i++) big[i] = (char)(1 + (i * 37) % 255);
-    CK(strlen(big), 513);
-    CK(dlock_mutex_init(&m, big, NULL), EINVAL);
+    DLT_CK(strlen(big), 513);
+    DLT_CK(dlock_mutex_init(&m, big, NULL), EINVAL);
     /* Nothing was made: the object is still no mutex. */
-    CK(dlock_mutex_lock(&m), EINVAL);
-    CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_mutex_lock(&m), EINVAL);
+    DLT_CK(dlock_mutex_holds(&m), 0);
     /* The limits that are fine: 1 and 512 bytes. */
     big[DLOCK_NAME_MAX] = '\0';
-    CK(dlock_mutex_init(&m, big, NULL), 0);
-    CK(dlock_mutex_destroy(&m), 0);
-    CK(dlock_mutex_init(&m, "x", NULL), 0);
-    CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_init(&m, big, NULL), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_init(&m, "x", NULL), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
@@ -537,7 +383,7 @@ static void test_init_bad_name(void) {
 
     /* The same from several threads and several processes at once. */
     char dummy[5];
-    run_all(init_bad_name_worker, dummy, 1, 3, 2);
+    dlt_run_all(init_bad_name_worker, dummy, 1, 3, 2);
 }
 
 /* A 512-byte name of arbitrary bytes (every value but NUL) works, and init
@@ -556,8 +402,8 @@ static void test_init_name_512_arbitrary_bytes(void) {
     static char orig[DLOCK_NAME_MAX + 1];
     char name[DLOCK_NAME_MAX + 1], buf[128];
     dlock_mutex_t m;
-    probe *pr = SHM_NEW(probe, 2);
-    task tp[2];
+    probe *pr = DLT_SHM_NEW(probe, 2);
+    dlt_task tp[2];
 
     make_binary_name(orig);
     CU_ASSERT_EQUAL_FATAL(strlen(orig), DLOCK_NAME_MAX);
@@ -579,8 +425,8 @@ static void test_init_name_512_arbitrary_bytes(void) {
     /* Another thread and another process see it held under that name. */
     probe_init(&pr[0], ms_shared(&m));
     probe_init(&pr[1], ms_own(orig, T_DEFAULT, 0));
-    task_start(&tp[1], PROC, probe_main, &pr[1]);
-    task_start(&tp[0], THREAD, probe_main, &pr[0]);
+    dlt_task_start(&tp[1], DLT_PROC, probe_main, &pr[1]);
+    dlt_task_start(&tp[0], DLT_THREAD, probe_main, &pr[0]);
     DLT_ASSERT_ERR(probe_call(&pr[0], P_TRY), EBUSY);
     DLT_ASSERT_ERR(probe_call(&pr[1], P_TRY), EBUSY);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
@@ -590,7 +436,7 @@ static void test_init_name_512_arbitrary_bytes(void) {
     probe_quit(&pr[0], &tp[0]);
     probe_quit(&pr[1], &tp[1]);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(pr, 2);
+    DLT_SHM_FREE(pr, 2);
 }
 
 static int attr_checks_worker(void *arg) {
@@ -601,66 +447,66 @@ static int attr_checks_worker(void *arg) {
     dlock_client_t *c;
     (void)arg;
 
-    CK(dlock_mutexattr_init(&a), 0);
-    CK(dlock_mutexattr_gettype(&a, &t), 0);
-    CK(t, DLOCK_MUTEX_DEFAULT);
-    CK(dlock_mutexattr_getrobust(&a, &r), 0);
-    CK(r, DLOCK_MUTEX_STALLED);
-    CK(dlock_mutexattr_getlease(&a, &l), 0);
-    CK(l, DLOCK_LEASE_DEFAULT_MS);
+    DLT_CK(dlock_mutexattr_init(&a), 0);
+    DLT_CK(dlock_mutexattr_gettype(&a, &t), 0);
+    DLT_CK(t, DLOCK_MUTEX_DEFAULT);
+    DLT_CK(dlock_mutexattr_getrobust(&a, &r), 0);
+    DLT_CK(r, DLOCK_MUTEX_STALLED);
+    DLT_CK(dlock_mutexattr_getlease(&a, &l), 0);
+    DLT_CK(l, DLOCK_LEASE_DEFAULT_MS);
     /* Leases: [100 ms, 24 h]. */
-    CK(dlock_mutexattr_setlease(&a, 99), EINVAL);
-    CK(dlock_mutexattr_setlease(&a, 0), EINVAL);
-    CK(dlock_mutexattr_setlease(&a, DLOCK_LEASE_MAX_MS + 1), EINVAL);
-    CK(dlock_mutexattr_setlease(&a, UINT_MAX), EINVAL);
-    CK(dlock_mutexattr_getlease(&a, &l), 0);
-    CK(l, DLOCK_LEASE_DEFAULT_MS);
-    CK(dlock_mutexattr_setlease(&a, 100), 0);
-    CK(dlock_mutexattr_setlease(&a, DLOCK_LEASE_MAX_MS), 0);
-    CK(dlock_mutexattr_getlease(&a, &l), 0);
-    CK(l, DLOCK_LEASE_MAX_MS);
+    DLT_CK(dlock_mutexattr_setlease(&a, 99), EINVAL);
+    DLT_CK(dlock_mutexattr_setlease(&a, 0), EINVAL);
+    DLT_CK(dlock_mutexattr_setlease(&a, DLOCK_LEASE_MAX_MS + 1), EINVAL);
+    DLT_CK(dlock_mutexattr_setlease(&a, UINT_MAX), EINVAL);
+    DLT_CK(dlock_mutexattr_getlease(&a, &l), 0);
+    DLT_CK(l, DLOCK_LEASE_DEFAULT_MS);
+    DLT_CK(dlock_mutexattr_setlease(&a, 100), 0);
+    DLT_CK(dlock_mutexattr_setlease(&a, DLOCK_LEASE_MAX_MS), 0);
+    DLT_CK(dlock_mutexattr_getlease(&a, &l), 0);
+    DLT_CK(l, DLOCK_LEASE_MAX_MS);
     /* Types. */
-    CK(dlock_mutexattr_settype(&a, -1), EINVAL);
-    CK(dlock_mutexattr_settype(&a, 4), EINVAL);
-    CK(dlock_mutexattr_settype(&a, 99), EINVAL);
-    CK(dlock_mutexattr_settype(&a, INT_MIN), EINVAL);
-    CK(dlock_mutexattr_settype(&a, INT_MAX), EINVAL);
-    CK(dlock_mutexattr_gettype(&a, &t), 0);
-    CK(t, DLOCK_MUTEX_DEFAULT);
+    DLT_CK(dlock_mutexattr_settype(&a, -1), EINVAL);
+    DLT_CK(dlock_mutexattr_settype(&a, 4), EINVAL);
+    DLT_CK(dlock_mutexattr_settype(&a, 99), EINVAL);
+    DLT_CK(dlock_mutexattr_settype(&a, INT_MIN), EINVAL);
+    DLT_CK(dlock_mutexattr_settype(&a, INT_MAX), EINVAL);
+    DLT_CK(dlock_mutexattr_gettype(&a, &t), 0);
+    DLT_CK(t, DLOCK_MUTEX_DEFAULT);
     for (t = DLOCK_MUTEX_NORMAL; t <= DLOCK_MUTEX_DEFAULT; t++) {
         int back = -1;
-        CK(dlock_mutexattr_settype(&a, t), 0);
-        CK(dlock_mutexattr_gettype(&a, &back), 0);
-        CK(back, t);
+        DLT_CK(dlock_mutexattr_settype(&a, t), 0);
+        DLT_CK(dlock_mutexattr_gettype(&a, &back), 0);
+        DLT_CK(back, t);
     }
     /* NULL pointers. */
-    CK(dlock_mutexattr_init(NULL), EINVAL);
-    CK(dlock_mutexattr_destroy(NULL), EINVAL);
-    CK(dlock_mutexattr_settype(NULL, DLOCK_MUTEX_NORMAL), EINVAL);
-    CK(dlock_mutexattr_gettype(NULL, &t), EINVAL);
-    CK(dlock_mutexattr_gettype(&a, NULL), EINVAL);
-    CK(dlock_mutexattr_setlease(NULL, 1000), EINVAL);
-    CK(dlock_mutexattr_getlease(NULL, &l), EINVAL);
-    CK(dlock_mutexattr_getlease(&a, NULL), EINVAL);
+    DLT_CK(dlock_mutexattr_init(NULL), EINVAL);
+    DLT_CK(dlock_mutexattr_destroy(NULL), EINVAL);
+    DLT_CK(dlock_mutexattr_settype(NULL, DLOCK_MUTEX_NORMAL), EINVAL);
+    DLT_CK(dlock_mutexattr_gettype(NULL, &t), EINVAL);
+    DLT_CK(dlock_mutexattr_gettype(&a, NULL), EINVAL);
+    DLT_CK(dlock_mutexattr_setlease(NULL, 1000), EINVAL);
+    DLT_CK(dlock_mutexattr_getlease(NULL, &l), EINVAL);
+    DLT_CK(dlock_mutexattr_getlease(&a, NULL), EINVAL);
     /* An uninitialised attribute object. */
     memset(&bad, 0xAB, sizeof bad);
     memset(&m, 0x5A, sizeof m);
-    CK(dlock_mutex_init(&m, "attr/bad", &bad), EINVAL);
-    CK(dlock_mutex_lock(&m), EINVAL); /* nothing was made */
-    CK(dlock_mutexattr_settype(&bad, DLOCK_MUTEX_NORMAL), EINVAL);
-    CK(dlock_mutexattr_gettype(&bad, &t), EINVAL);
-    CK(dlock_mutexattr_setlease(&bad, 1000), EINVAL);
-    CK(dlock_mutexattr_getlease(&bad, &l), EINVAL);
-    CK(dlock_mutexattr_setrobust(&bad, DLOCK_MUTEX_STALLED), EINVAL);
-    CK(dlock_mutexattr_getrobust(&bad, &r), EINVAL);
-    CK(dlock_mutexattr_setlostcallback(&bad, NULL, NULL), EINVAL);
-    CK(dlock_mutexattr_setclient(&bad, NULL), EINVAL);
-    CK(dlock_mutexattr_getclient(&bad, &c), EINVAL);
-    CK(dlock_mutexattr_destroy(&bad), EINVAL);
+    DLT_CK(dlock_mutex_init(&m, "attr/bad", &bad), EINVAL);
+    DLT_CK(dlock_mutex_lock(&m), EINVAL); /* nothing was made */
+    DLT_CK(dlock_mutexattr_settype(&bad, DLOCK_MUTEX_NORMAL), EINVAL);
+    DLT_CK(dlock_mutexattr_gettype(&bad, &t), EINVAL);
+    DLT_CK(dlock_mutexattr_setlease(&bad, 1000), EINVAL);
+    DLT_CK(dlock_mutexattr_getlease(&bad, &l), EINVAL);
+    DLT_CK(dlock_mutexattr_setrobust(&bad, DLOCK_MUTEX_STALLED), EINVAL);
+    DLT_CK(dlock_mutexattr_getrobust(&bad, &r), EINVAL);
+    DLT_CK(dlock_mutexattr_setlostcallback(&bad, NULL, NULL), EINVAL);
+    DLT_CK(dlock_mutexattr_setclient(&bad, NULL), EINVAL);
+    DLT_CK(dlock_mutexattr_getclient(&bad, &c), EINVAL);
+    DLT_CK(dlock_mutexattr_destroy(&bad), EINVAL);
     /* A destroyed attribute object is no attribute object. */
-    CK(dlock_mutexattr_destroy(&a), 0);
-    CK(dlock_mutex_init(&m, "attr/destroyed", &a), EINVAL);
-    CK(dlock_mutexattr_settype(&a, DLOCK_MUTEX_NORMAL), EINVAL);
+    DLT_CK(dlock_mutexattr_destroy(&a), 0);
+    DLT_CK(dlock_mutex_init(&m, "attr/destroyed", &a), EINVAL);
+    DLT_CK(dlock_mutexattr_settype(&a, DLOCK_MUTEX_NORMAL), EINVAL);
     return 0;
 }
 
@@ -705,7 +551,7 @@ static void test_init_bad_attributes(void) {
     DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
 
     char dummy[5];
-    run_all(attr_checks_worker, dummy, 1, 3, 2);
+    dlt_run_all(attr_checks_worker, dummy, 1, 3, 2);
 }
 
 /* ========================================================================
@@ -718,11 +564,11 @@ static int invalid_objects_worker(void *arg) {
     memset(&g, 0x5A, sizeof g);
     memset(&z, 0, sizeof z);
     memset(&ff, 0xFF, sizeof ff);
-    CK(check_invalid(NULL), 0);
-    CK(check_invalid(&g), 0);
-    CK(check_invalid(&z), 0);
-    CK(check_invalid(&ff), 0);
-    CK(dlock_mutex_init(NULL, "invalid", NULL), EINVAL);
+    DLT_CK(check_invalid(NULL), 0);
+    DLT_CK(check_invalid(&g), 0);
+    DLT_CK(check_invalid(&z), 0);
+    DLT_CK(check_invalid(&ff), 0);
+    DLT_CK(dlock_mutex_init(NULL, "invalid", NULL), EINVAL);
     return 0;
 }
 
@@ -744,7 +590,7 @@ static void test_invalid_objects(void) {
     DLT_ASSERT_INT_EQ(dlock_mutex_fence(&g), 0);
     DLT_ASSERT_INT_EQ(invalid_objects_worker(NULL), 0);
     char dummy[5];
-    run_all(invalid_objects_worker, dummy, 1, 2, 2);
+    dlt_run_all(invalid_objects_worker, dummy, 1, 2, 2);
 }
 
 /* ========================================================================
@@ -761,25 +607,25 @@ static int fence_worker(void *p) {
     dlock_mutex_t own, *m;
     char buf[64];
     const char *name;
-    CK(open_mutex(&a->ms, &own, &m), 0);
+    DLT_CK(open_mutex(&a->ms, &own, &m), 0);
     name = dlock_mutex_name(m);
-    CKT(name != NULL);
-    CK(dlock_mutex_holds(m), 0);
-    CK(dlock_mutex_fence(m), 0);
-    CK(dlock_mutex_lock(m), 0);
-    CK(dlock_mutex_holds(m), 1);
+    DLT_CKT(name != NULL);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_mutex_fence(m), 0);
+    DLT_CK(dlock_mutex_lock(m), 0);
+    DLT_CK(dlock_mutex_holds(m), 1);
     a->got = dlock_mutex_fence(m);
-    CKT(a->got > a->prev);
-    CKT(key_hget(name, "fence", buf, sizeof buf));
-    CK(strtoull(buf, NULL, 10), a->got);
-    CKT(key_hget(name, "pid", buf, sizeof buf));
-    CK(atol(buf), getpid());
-    CKT(key_hget(name, "tid", buf, sizeof buf));
-    CK(atol(buf), syscall(SYS_gettid));
-    CK(dlock_mutex_unlock(m), 0);
-    CK(dlock_mutex_holds(m), 0);
-    CK(dlock_mutex_fence(m), 0);
-    CK(close_mutex(&a->ms, &own), 0);
+    DLT_CKT(a->got > a->prev);
+    DLT_CKT(key_hget(name, "fence", buf, sizeof buf));
+    DLT_CK(strtoull(buf, NULL, 10), a->got);
+    DLT_CKT(key_hget(name, "pid", buf, sizeof buf));
+    DLT_CK(atol(buf), getpid());
+    DLT_CKT(key_hget(name, "tid", buf, sizeof buf));
+    DLT_CK(atol(buf), syscall(SYS_gettid));
+    DLT_CK(dlock_mutex_unlock(m), 0);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_mutex_fence(m), 0);
+    DLT_CK(close_mutex(&a->ms, &own), 0);
     return 0;
 }
 
@@ -788,8 +634,8 @@ static void test_lock_free_holds_fence(void) {
     char buf[128];
     uint64_t f1, f2, f5;
     size_t i;
-    fence_arg *fa = SHM_NEW(fence_arg, 1);
-    task t;
+    fence_arg *fa = DLT_SHM_NEW(fence_arg, 1);
+    dlt_task t;
 
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "free", NULL), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
@@ -816,8 +662,8 @@ static void test_lock_free_holds_fence(void) {
 
     /* Ownership is the thread's: another thread does not hold it. */
     mspec shared = ms_shared(&m);
-    task_start(&t, THREAD, not_holder_worker, &shared);
-    DLT_ASSERT_INT_EQ(task_join(&t, JOIN_MS), 0);
+    dlt_task_start(&t, DLT_THREAD, not_holder_worker, &shared);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
 
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
@@ -833,14 +679,14 @@ static void test_lock_free_holds_fence(void) {
 
     fa->ms = ms_shared(&m);
     fa->prev = f2;
-    task_start(&t, THREAD, fence_worker, fa);
-    DLT_ASSERT_INT_EQ(task_join(&t, JOIN_MS), 0);
+    dlt_task_start(&t, DLT_THREAD, fence_worker, fa);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
     CU_ASSERT_TRUE(fa->got > f2);
 
     fa->ms = ms_own("free", T_DEFAULT, 0);
     fa->prev = fa->got;
-    task_start(&t, PROC, fence_worker, fa);
-    DLT_ASSERT_INT_EQ(task_join(&t, JOIN_MS), 0);
+    dlt_task_start(&t, DLT_PROC, fence_worker, fa);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
     CU_ASSERT_TRUE(fa->got > fa->prev);
 
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
@@ -848,7 +694,7 @@ static void test_lock_free_holds_fence(void) {
     CU_ASSERT_TRUE(f5 > fa->got);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(fa, 1);
+    DLT_SHM_FREE(fa, 1);
 }
 
 /* ========================================================================
@@ -859,8 +705,8 @@ static void test_lock_free_holds_fence(void) {
 static void test_lock_waits_for_release(void) {
     enum { NT = 3, NP = 2, N = NT + NP };
     dlock_mutex_t m;
-    waiter *w = SHM_NEW(waiter, N);
-    task t[N];
+    waiter *w = DLT_SHM_NEW(waiter, N);
+    dlt_task t[N];
     uint64_t f0;
     int i, j;
 
@@ -871,37 +717,37 @@ static void test_lock_waits_for_release(void) {
     int parent_usr1 = usr1_seen;
     for (i = N - 1; i >= 0; i--) {
         waiter_init(&w[i], i < NT ? ms_shared(&m) : ms_own("wait", T_DEFAULT, 0), 20);
-        task_start(&t[i], i >= NT, waiter_main, &w[i]);
+        dlt_task_start(&t[i], i >= NT, waiter_main, &w[i]);
     }
-    for (i = 0; i < N; i++) CU_ASSERT_TRUE(flag_wait(&w[i].ready, 1, 5000));
+    for (i = 0; i < N; i++) CU_ASSERT_TRUE(dlt_flag_wait(&w[i].ready, 1, 5000));
     /* Each waiting child subscribes to the release (the threads of this
      * process wait for this thread's unlock locally). */
     CU_ASSERT_TRUE(wait_numsub("wait", NP, 5000));
     dlt_sleep_ms(250);
-    for (i = 0; i < N; i++) DLT_ASSERT_INT_EQ(flag_get(&w[i].done), 0);
+    for (i = 0; i < N; i++) DLT_ASSERT_INT_EQ(dlt_flag_get(&w[i].done), 0);
 
     /* Waiting is not polling: hardly a script call in 600 ms (the holder's
      * first renewal is due at about 1.7 s). */
-    long long e0 = evals();
+    long long e0 = dlt_evals();
     dlt_sleep_ms(600);
-    long long e1 = evals();
+    long long e1 = dlt_evals();
     CU_ASSERT_TRUE(e0 >= 0 && e1 - e0 <= 2);
     if (e1 - e0 > 2) fprintf(stderr, "  %lld script calls while %d waiters waited 600 ms\n", e1 - e0, N);
 
     /* Signals without SA_RESTART do not end the wait. */
     for (j = 0; j < 3; j++) {
-        for (i = 0; i < N; i++) task_signal(&t[i], SIGUSR1);
+        for (i = 0; i < N; i++) dlt_task_signal(&t[i], SIGUSR1);
         dlt_sleep_ms(30);
     }
     dlt_sleep_ms(100);
-    for (i = 0; i < N; i++) DLT_ASSERT_INT_EQ(flag_get(&w[i].done), 0);
+    for (i = 0; i < N; i++) DLT_ASSERT_INT_EQ(dlt_flag_get(&w[i].done), 0);
     CU_ASSERT_TRUE(usr1_seen - parent_usr1 >= 1);
 
     double t_rel = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     double first = 1e9;
     for (i = 0; i < N; i++) {
-        DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(w[i].rc, 0);
         if (w[i].rc != 0) fprintf(stderr, "  waiter %d: %s\n", i, w[i].err);
         DLT_ASSERT_ERR(w[i].unlock_rc, 0);
@@ -922,24 +768,24 @@ static void test_lock_waits_for_release(void) {
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     waiter_init(&w[0], ms_shared(&m), 0);
     waiter_init(&w[1], ms_own("wait", T_DEFAULT, 0), 0);
-    task_start(&t[1], PROC, waiter_main, &w[1]);
-    task_start(&t[0], THREAD, waiter_main, &w[0]);
+    dlt_task_start(&t[1], DLT_PROC, waiter_main, &w[1]);
+    dlt_task_start(&t[0], DLT_THREAD, waiter_main, &w[0]);
     double t_storm = dlt_now(), end = t_storm + 10;
     int sent = 0;
     t_rel = 0;
-    while ((!flag_get(&w[0].done) || !flag_get(&w[1].done)) && dlt_now() < end) {
-        if (!flag_get(&w[0].done)) task_signal(&t[0], SIGUSR1);
-        if (!flag_get(&w[1].done)) task_signal(&t[1], SIGUSR1);
+    while ((!dlt_flag_get(&w[0].done) || !dlt_flag_get(&w[1].done)) && dlt_now() < end) {
+        if (!dlt_flag_get(&w[0].done)) dlt_task_signal(&t[0], SIGUSR1);
+        if (!dlt_flag_get(&w[1].done)) dlt_task_signal(&t[1], SIGUSR1);
         sent++;
         usleep(1000);
         if (t_rel == 0 && dlt_now() - t_storm > 0.5) {
-            for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(flag_get(&w[i].done), 0);
+            for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_flag_get(&w[i].done), 0);
             t_rel = dlt_now();
             DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
         }
     }
     for (i = 0; i < 2; i++) {
-        DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(w[i].rc, 0);
         DLT_ASSERT_ERR(w[i].unlock_rc, 0);
         CU_ASSERT_TRUE(w[i].t_acq > t_rel);
@@ -947,7 +793,7 @@ static void test_lock_waits_for_release(void) {
     CU_ASSERT_TRUE(w[1].usr1 >= 10);
     fprintf(stderr, "  storm: %d rounds of signals; the child handled %d while it waited\n", sent, w[1].usr1);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(w, N);
+    DLT_SHM_FREE(w, N);
 }
 
 /* ========================================================================
@@ -957,26 +803,26 @@ static void test_lock_waits_for_release(void) {
 
 static void test_lock_holder_dies(void) {
     const double lease = 0.5, margin = 1.5;
-    holder *h = SHM_NEW(holder, 3);
-    waiter *w = SHM_NEW(waiter, 4);
+    holder *h = DLT_SHM_NEW(holder, 3);
+    waiter *w = DLT_SHM_NEW(waiter, 4);
     dlock_mutex_t m, mk, mt;
-    task th, tw[2];
+    dlt_task th, tw[2];
     double t0, t_acq;
     int i;
 
     /* A child that _exit()s holding the lock (no atexit release). */
     holder_init(&h[0], ms_own("dies/exit", T_DEFAULT, 500), H_RETURN);
-    task_start(&th, PROC, holder_main, &h[0]);
+    dlt_task_start(&th, DLT_PROC, holder_main, &h[0]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[0]));
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(dlt_key_exists("dies/exit"), 1); /* left to expire */
     waiter_init(&w[0], ms_own("dies/exit", T_DEFAULT, 500), 0);
-    task_start(&tw[0], PROC, waiter_main, &w[0]);
+    dlt_task_start(&tw[0], DLT_PROC, waiter_main, &w[0]);
     DLT_ASSERT_ERR(init_typed(&m, "dies/exit", T_DEFAULT, 500), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     t_acq = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(task_join(&tw[0], JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tw[0], DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(w[0].rc, 0);
     t0 = h[0].t_locked;
     CU_ASSERT_TRUE(t_acq - t0 >= 0.3 && t_acq - t0 < lease + margin);
@@ -987,23 +833,23 @@ static void test_lock_holder_dies(void) {
     /* A child SIGKILLed while holding: alive, it kept the lock past its
      * 500 ms lease; dead, the lease runs out. */
     holder_init(&h[1], ms_own("dies/kill", T_DEFAULT, 500), H_STAY);
-    task_start(&th, PROC, holder_main, &h[1]);
+    dlt_task_start(&th, DLT_PROC, holder_main, &h[1]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[1]));
     dlt_sleep_ms(800);
     DLT_ASSERT_INT_EQ(dlt_key_exists("dies/kill"), 1);
     DLT_ASSERT_ERR(init_typed(&mk, "dies/kill", T_DEFAULT, 500), 0);
     waiter_init(&w[1], ms_shared(&mk), 0);
     waiter_init(&w[2], ms_own("dies/kill", T_DEFAULT, 500), 0);
-    task_start(&tw[1], PROC, waiter_main, &w[2]);
-    task_start(&tw[0], THREAD, waiter_main, &w[1]);
-    CU_ASSERT_TRUE(flag_wait(&w[1].ready, 1, 5000) && flag_wait(&w[2].ready, 1, 5000));
+    dlt_task_start(&tw[1], DLT_PROC, waiter_main, &w[2]);
+    dlt_task_start(&tw[0], DLT_THREAD, waiter_main, &w[1]);
+    CU_ASSERT_TRUE(dlt_flag_wait(&w[1].ready, 1, 5000) && dlt_flag_wait(&w[2].ready, 1, 5000));
     dlt_sleep_ms(100);
-    DLT_ASSERT_INT_EQ(flag_get(&w[1].done) + flag_get(&w[2].done), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&w[1].done) + dlt_flag_get(&w[2].done), 0);
     t0 = dlt_now();
     kill(th.pid, SIGKILL);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 128 + SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 128 + SIGKILL);
     for (i = 0; i < 2; i++) {
-        DLT_ASSERT_INT_EQ(task_join(&tw[i], JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&tw[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(w[1 + i].rc, 0);
         CU_ASSERT_TRUE(w[1 + i].t_acq - t0 < lease + margin);
         fprintf(stderr, "  SIGKILL: waiter %d got it %.3f s after the kill\n", i, w[1 + i].t_acq - t0);
@@ -1013,19 +859,19 @@ static void test_lock_holder_dies(void) {
     /* A thread that exits holding the lock: no longer renewed, it expires. */
     DLT_ASSERT_ERR(init_typed(&mt, "dies/thread", T_DEFAULT, 500), 0);
     holder_init(&h[2], ms_shared(&mt), H_RETURN);
-    task_start(&th, THREAD, holder_main, &h[2]);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_task_start(&th, DLT_THREAD, holder_main, &h[2]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(h[2].lock_rc, 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&mt), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&mt), EPERM);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&mt), EBUSY); /* not released: it expires */
     waiter_init(&w[3], ms_own("dies/thread", T_DEFAULT, 500), 0);
-    task_start(&tw[1], PROC, waiter_main, &w[3]);
+    dlt_task_start(&tw[1], DLT_PROC, waiter_main, &w[3]);
     waiter_init(&w[1], ms_shared(&mt), 0);
-    task_start(&tw[0], THREAD, waiter_main, &w[1]);
+    dlt_task_start(&tw[0], DLT_THREAD, waiter_main, &w[1]);
     t0 = h[2].t_locked;
-    DLT_ASSERT_INT_EQ(task_join(&tw[0], JOIN_MS), 0);
-    DLT_ASSERT_INT_EQ(task_join(&tw[1], JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tw[0], DLT_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tw[1], DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(w[1].rc, 0);
     DLT_ASSERT_ERR(w[3].rc, 0);
     CU_ASSERT_TRUE(w[1].t_acq - t0 >= 0.3 && w[1].t_acq - t0 < lease + margin);
@@ -1033,8 +879,8 @@ static void test_lock_holder_dies(void) {
     fprintf(stderr, "  thread exit: waiters got it %.3f and %.3f s after the holder locked\n", w[1].t_acq - t0,
             w[3].t_acq - t0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&mt), 0);
-    SHM_FREE(h, 3);
-    SHM_FREE(w, 4);
+    DLT_SHM_FREE(h, 3);
+    DLT_SHM_FREE(w, 4);
 }
 
 /* ========================================================================
@@ -1046,34 +892,34 @@ static int normal_relock_worker(void *p) {
     dlock_mutex_t own, *m;
     struct timespec ts;
     double t0, dt;
-    CK(open_mutex(s, &own, &m), 0);
-    CK(dlock_mutex_lock(m), 0);
+    DLT_CK(open_mutex(s, &own, &m), 0);
+    DLT_CK(dlock_mutex_lock(m), 0);
 
     ts = dlt_abs_in(CLOCK_REALTIME, 300);
     t0 = dlt_now();
-    CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
-    CKT(dt >= 0.299 && dt < 1.0);
-    CK(dlock_mutex_holds(m), 1);
+    DLT_CKT(dt >= 0.299 && dt < 1.0);
+    DLT_CK(dlock_mutex_holds(m), 1);
 
     ts = dlt_abs_in(CLOCK_MONOTONIC, 300);
     t0 = dlt_now();
-    CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
-    CKT(dt >= 0.299 && dt < 1.0);
+    DLT_CKT(dt >= 0.299 && dt < 1.0);
 
     ts = dlt_abs_in(CLOCK_REALTIME, 300);
     t0 = dlt_now();
-    CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
-    CKT(dt >= 0.299 && dt < 1.0);
+    DLT_CKT(dt >= 0.299 && dt < 1.0);
 
-    CK(dlock_mutex_trylock(m), EBUSY);
-    CK(dlock_mutex_holds(m), 1);
-    CK(dlock_mutex_unlock(m), 0);
-    CK(dlock_mutex_holds(m), 0);
-    CK(dlock_mutex_unlock(m), EPERM);
-    CK(close_mutex(s, &own), 0);
+    DLT_CK(dlock_mutex_trylock(m), EBUSY);
+    DLT_CK(dlock_mutex_holds(m), 1);
+    DLT_CK(dlock_mutex_unlock(m), 0);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_mutex_unlock(m), EPERM);
+    DLT_CK(close_mutex(s, &own), 0);
     return 0;
 }
 
@@ -1081,38 +927,38 @@ static int normal_relock_worker(void *p) {
 static int normal_block_child(void *p) {
     int *reached = p;
     dlock_mutex_t m;
-    CK(init_typed(&m, "normal/block", DLOCK_MUTEX_NORMAL, 500), 0);
-    CK(dlock_mutex_lock(&m), 0);
-    flag_set(reached, 1);
+    DLT_CK(init_typed(&m, "normal/block", DLOCK_MUTEX_NORMAL, 500), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    dlt_flag_set(reached, 1);
     int rc = dlock_mutex_lock(&m);
-    fprintf(stderr, "normal_block_child: the second lock returned %d (%s)\n", rc, ename(rc));
+    fprintf(stderr, "normal_block_child: the second lock returned %d (%s)\n", rc, dlt_errno_label(rc));
     return 100 + rc % 100;
 }
 
 static void test_normal_relock_deadlocks(void) {
-    mspec *s = SHM_NEW(mspec, 5);
-    int *reached = SHM_NEW(int, 1);
+    mspec *s = DLT_SHM_NEW(mspec, 5);
+    int *reached = DLT_SHM_NEW(int, 1);
     static const char *names[5] = { "normal/0", "normal/1", "normal/2", "normal/3", "normal/4" };
-    task t;
+    dlt_task t;
     int i;
 
     for (i = 0; i < 5; i++) s[i] = ms_own(names[i], DLOCK_MUTEX_NORMAL, 0);
     DLT_ASSERT_INT_EQ(normal_relock_worker(&s[0]), 0);
-    run_all(normal_relock_worker, &s[1], sizeof *s, 2, 2);
+    dlt_run_all(normal_relock_worker, &s[1], sizeof *s, 2, 2);
 
     /* Two threads sharing one NORMAL object, each deadlocking on itself in turn. */
     dlock_mutex_t m;
     mspec sh[2];
     DLT_ASSERT_ERR(init_typed(&m, "normal/shared", DLOCK_MUTEX_NORMAL, 0), 0);
     sh[0] = sh[1] = ms_shared(&m);
-    run_all(normal_relock_worker, sh, sizeof *sh, 2, 0);
+    dlt_run_all(normal_relock_worker, sh, sizeof *sh, 2, 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 
-    task_start(&t, PROC, normal_block_child, reached);
-    CU_ASSERT_TRUE(flag_wait(reached, 1, 5000));
-    DLT_ASSERT_INT_EQ(task_join(&t, 700), -1); /* still blocked: killed */
-    SHM_FREE(s, 5);
-    SHM_FREE(reached, 1);
+    dlt_task_start(&t, DLT_PROC, normal_block_child, reached);
+    CU_ASSERT_TRUE(dlt_flag_wait(reached, 1, 5000));
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, 700), -1); /* still blocked: killed */
+    DLT_SHM_FREE(s, 5);
+    DLT_SHM_FREE(reached, 1);
 }
 
 /* ========================================================================
@@ -1128,23 +974,23 @@ static int edeadlk_worker(void *p) {
     edeadlk_arg *a = p;
     dlock_mutex_t own, *m;
     int i;
-    CK(open_mutex(&a->ms, &own, &m), 0);
+    DLT_CK(open_mutex(&a->ms, &own, &m), 0);
     for (i = 0; i < a->iters; i++) {
         struct timespec rt = dlt_abs_in(CLOCK_REALTIME, 1000), mt = dlt_abs_in(CLOCK_MONOTONIC, 1000);
         double t0;
-        CK(dlock_mutex_lock(m), 0);
+        DLT_CK(dlock_mutex_lock(m), 0);
         t0 = dlt_now();
-        CK(dlock_mutex_lock(m), EDEADLK);
-        CK(dlock_mutex_timedlock(m, &rt), EDEADLK);
-        CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &mt), EDEADLK);
-        CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &rt), EDEADLK);
-        CKT(dlt_now() - t0 < 0.5); /* at once, not at the deadline */
-        CK(dlock_mutex_trylock(m), EBUSY);
-        CK(dlock_mutex_holds(m), 1);
-        CK(dlock_mutex_unlock(m), 0);
-        CK(dlock_mutex_unlock(m), EPERM);
+        DLT_CK(dlock_mutex_lock(m), EDEADLK);
+        DLT_CK(dlock_mutex_timedlock(m, &rt), EDEADLK);
+        DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &mt), EDEADLK);
+        DLT_CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &rt), EDEADLK);
+        DLT_CKT(dlt_now() - t0 < 0.5); /* at once, not at the deadline */
+        DLT_CK(dlock_mutex_trylock(m), EBUSY);
+        DLT_CK(dlock_mutex_holds(m), 1);
+        DLT_CK(dlock_mutex_unlock(m), 0);
+        DLT_CK(dlock_mutex_unlock(m), EPERM);
     }
-    CK(close_mutex(&a->ms, &own), 0);
+    DLT_CK(close_mutex(&a->ms, &own), 0);
     return 0;
 }
 
@@ -1152,7 +998,7 @@ static dlock_mutex_t s_edeadlk = DLOCK_MUTEX_INITIALIZER("edeadlk/static");
 
 static void test_errorcheck_default_edeadlk(void) {
     enum { N = 10 };
-    edeadlk_arg *a = SHM_NEW(edeadlk_arg, N);
+    edeadlk_arg *a = DLT_SHM_NEW(edeadlk_arg, N);
     dlock_mutex_t mec, mdef, mnull;
     int i;
 
@@ -1176,7 +1022,7 @@ static void test_errorcheck_default_edeadlk(void) {
     a[6].ms = a[7].ms = ms_own("edeadlk/ec", DLOCK_MUTEX_ERRORCHECK, 0);
     a[8].ms = a[9].ms = ms_own("edeadlk/def", DLOCK_MUTEX_DEFAULT, 0);
     for (i = 0; i < N; i++) a[i].iters = 5;
-    run_all(edeadlk_worker, a, sizeof *a, 6, 4);
+    dlt_run_all(edeadlk_worker, a, sizeof *a, 6, 4);
 
     /* A NULL attribute and the static initialiser give DEFAULT too. */
     edeadlk_arg one;
@@ -1190,7 +1036,7 @@ static void test_errorcheck_default_edeadlk(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&mdef), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&mnull), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&s_edeadlk), 0);
-    SHM_FREE(a, N);
+    DLT_SHM_FREE(a, N);
 }
 
 /* ========================================================================
@@ -1209,34 +1055,34 @@ static int recursive_worker(void *p) {
     long long e0, e1;
     uint64_t f;
     int i;
-    CK(open_mutex(&a->ms, &own, &m), 0);
-    CK(dlock_mutex_lock(m), 0);
+    DLT_CK(open_mutex(&a->ms, &own, &m), 0);
+    DLT_CK(dlock_mutex_lock(m), 0);
     f = dlock_mutex_fence(m);
-    e0 = evals();
-    for (i = 0; i < 1000; i++) CK(dlock_mutex_lock(m), 0);
-    CK(dlock_mutex_trylock(m), 0);
-    CK(dlock_mutex_fence(m), f);
-    if (a->count_evals) CK(evals(), e0);
+    e0 = dlt_evals();
+    for (i = 0; i < 1000; i++) DLT_CK(dlock_mutex_lock(m), 0);
+    DLT_CK(dlock_mutex_trylock(m), 0);
+    DLT_CK(dlock_mutex_fence(m), f);
+    if (a->count_evals) DLT_CK(dlt_evals(), e0);
     for (i = 0; i < 1001; i++) {
-        CK(dlock_mutex_unlock(m), 0);
-        CK(dlock_mutex_holds(m), 1);
+        DLT_CK(dlock_mutex_unlock(m), 0);
+        DLT_CK(dlock_mutex_holds(m), 1);
     }
-    if (a->count_evals) CK(evals(), e0);
-    CK(dlock_mutex_fence(m), f);
-    e1 = evals();
-    CK(dlock_mutex_unlock(m), 0); /* the last one releases, in one round trip */
-    if (a->count_evals) CK(evals() - e1, 1);
-    CK(dlock_mutex_holds(m), 0);
-    CK(dlock_mutex_unlock(m), EPERM);
-    CK(close_mutex(&a->ms, &own), 0);
+    if (a->count_evals) DLT_CK(dlt_evals(), e0);
+    DLT_CK(dlock_mutex_fence(m), f);
+    e1 = dlt_evals();
+    DLT_CK(dlock_mutex_unlock(m), 0); /* the last one releases, in one round trip */
+    if (a->count_evals) DLT_CK(dlt_evals() - e1, 1);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_mutex_unlock(m), EPERM);
+    DLT_CK(close_mutex(&a->ms, &own), 0);
     return 0;
 }
 
 static void test_recursive(void) {
     dlock_mutex_t m;
-    probe *pr = SHM_NEW(probe, 2);
-    rec_arg *ra = SHM_NEW(rec_arg, 4);
-    task tp[2], t;
+    probe *pr = DLT_SHM_NEW(probe, 2);
+    rec_arg *ra = DLT_SHM_NEW(rec_arg, 4);
+    dlt_task tp[2], t;
     long long e0;
     uint64_t f;
     int i, bad = 0;
@@ -1245,14 +1091,14 @@ static void test_recursive(void) {
     DLT_ASSERT_ERR(init_typed(&m, "rec", DLOCK_MUTEX_RECURSIVE, 60000), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     f = dlock_mutex_fence(&m);
-    e0 = evals();
+    e0 = dlt_evals();
     for (i = 0; i < 1000; i++) bad += dlock_mutex_lock(&m) != 0;
     DLT_ASSERT_INT_EQ(bad, 0);
-    DLT_ASSERT_INT_EQ(evals(), e0); /* no round trip */
+    DLT_ASSERT_INT_EQ(dlt_evals(), e0); /* no round trip */
     DLT_ASSERT_INT_EQ(dlock_mutex_fence(&m), f);
     for (i = 0; i < 1000; i++) bad += dlock_mutex_unlock(&m) != 0 || dlock_mutex_holds(&m) != 1;
     DLT_ASSERT_INT_EQ(bad, 0);
-    DLT_ASSERT_INT_EQ(evals(), e0);
+    DLT_ASSERT_INT_EQ(dlt_evals(), e0);
 
     /* Count 3; another thread and another process see it held until the
      * third unlock. */
@@ -1260,14 +1106,14 @@ static void test_recursive(void) {
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     probe_init(&pr[0], ms_shared(&m));
     probe_init(&pr[1], ms_own("rec", DLOCK_MUTEX_RECURSIVE, 60000));
-    task_start(&tp[1], PROC, probe_main, &pr[1]);
-    task_start(&tp[0], THREAD, probe_main, &pr[0]);
+    dlt_task_start(&tp[1], DLT_PROC, probe_main, &pr[1]);
+    dlt_task_start(&tp[0], DLT_THREAD, probe_main, &pr[0]);
     for (i = 3; i >= 1; i--) {
         DLT_ASSERT_ERR(probe_call(&pr[0], P_TRY), EBUSY);
         DLT_ASSERT_ERR(probe_call(&pr[1], P_TRY), EBUSY);
-        e0 = evals();
+        e0 = dlt_evals();
         DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-        DLT_ASSERT_INT_EQ(evals() - e0, i > 1 ? 0 : 1);
+        DLT_ASSERT_INT_EQ(dlt_evals() - e0, i > 1 ? 0 : 1);
         DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), i > 1);
     }
     DLT_ASSERT_INT_EQ(dlt_key_exists("rec"), 0);
@@ -1281,19 +1127,19 @@ static void test_recursive(void) {
      * two threads (one shared object) and two processes at once. */
     ra[0].ms = ms_shared(&m);
     ra[0].count_evals = 1;
-    task_start(&t, THREAD, recursive_worker, &ra[0]);
-    DLT_ASSERT_INT_EQ(task_join(&t, JOIN_MS), 0);
+    dlt_task_start(&t, DLT_THREAD, recursive_worker, &ra[0]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
     ra[0].ms = ms_own("rec", DLOCK_MUTEX_RECURSIVE, 60000);
-    task_start(&t, PROC, recursive_worker, &ra[0]);
-    DLT_ASSERT_INT_EQ(task_join(&t, JOIN_MS), 0);
+    dlt_task_start(&t, DLT_PROC, recursive_worker, &ra[0]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
     ra[0].ms = ra[1].ms = ms_shared(&m);
     ra[2].ms = ra[3].ms = ms_own("rec", DLOCK_MUTEX_RECURSIVE, 60000);
     for (i = 0; i < 4; i++) ra[i].count_evals = 0;
-    run_all(recursive_worker, ra, sizeof *ra, 2, 2);
+    dlt_run_all(recursive_worker, ra, sizeof *ra, 2, 2);
 
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(pr, 2);
-    SHM_FREE(ra, 4);
+    DLT_SHM_FREE(pr, 2);
+    DLT_SHM_FREE(ra, 4);
 }
 
 /* Depth DLOCK_RECURSIVE_MAX is the limit: one more gives EAGAIN, from
@@ -1309,13 +1155,8 @@ typedef struct limit_arg {
 } limit_arg;
 
 static int barrier_wait(int *b, int target) {
-    __atomic_add_fetch(b, 1, __ATOMIC_SEQ_CST);
-    double end = dlt_now() + 60;
-    while (__atomic_load_n(b, __ATOMIC_SEQ_CST) < target) {
-        if (dlt_now() > end) return 0;
-        usleep(200);
-    }
-    return 1;
+    dlt_flag_add(b, 1);
+    return dlt_flag_wait_ge_every(b, target, 60000, 200);
 }
 
 static int recursive_limit_worker(void *p) {
@@ -1325,36 +1166,36 @@ static int recursive_limit_worker(void *p) {
     long long e0;
     unsigned i;
     int rc;
-    CK(open_mutex(&a->ms, &own, &m), 0);
-    CK(dlock_mutex_lock(m), 0);
-    CKT(barrier_wait(a->barrier, 2));
-    e0 = evals();
+    DLT_CK(open_mutex(&a->ms, &own, &m), 0);
+    DLT_CK(dlock_mutex_lock(m), 0);
+    DLT_CKT(barrier_wait(a->barrier, 2));
+    e0 = dlt_evals();
     for (i = 1; i < DLOCK_RECURSIVE_MAX; i++) {
         if ((rc = dlock_mutex_lock(m)) != 0) {
-            fprintf(stderr, "recursive_limit_worker: relock to depth %u gave %d (%s)\n", i + 1, rc, ename(rc));
-            CK(rc, 0);
+            fprintf(stderr, "recursive_limit_worker: relock to depth %u gave %d (%s)\n", i + 1, rc, dlt_errno_label(rc));
+            DLT_CK(rc, 0);
         }
     }
-    CK(dlock_mutex_lock(m), EAGAIN);
-    CK(dlock_mutex_trylock(m), EAGAIN);
+    DLT_CK(dlock_mutex_lock(m), EAGAIN);
+    DLT_CK(dlock_mutex_trylock(m), EAGAIN);
     ts = dlt_abs_in(CLOCK_REALTIME, 1000);
-    CK(dlock_mutex_timedlock(m, &ts), EAGAIN);
+    DLT_CK(dlock_mutex_timedlock(m, &ts), EAGAIN);
     ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
-    CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EAGAIN);
-    CK(dlock_mutex_holds(m), 1);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EAGAIN);
+    DLT_CK(dlock_mutex_holds(m), 1);
     /* Down 1000 and up again, still no round trip. */
-    for (i = 0; i < 1000; i++) CK(dlock_mutex_unlock(m), 0);
-    CK(dlock_mutex_holds(m), 1);
-    for (i = 0; i < 1000; i++) CK(dlock_mutex_lock(m), 0);
-    CK(dlock_mutex_lock(m), EAGAIN);
-    CK(evals(), e0);
-    CKT(barrier_wait(a->barrier, 4));
+    for (i = 0; i < 1000; i++) DLT_CK(dlock_mutex_unlock(m), 0);
+    DLT_CK(dlock_mutex_holds(m), 1);
+    for (i = 0; i < 1000; i++) DLT_CK(dlock_mutex_lock(m), 0);
+    DLT_CK(dlock_mutex_lock(m), EAGAIN);
+    DLT_CK(dlt_evals(), e0);
+    DLT_CKT(barrier_wait(a->barrier, 4));
     return 0; /* holding it */
 }
 
 static void test_recursive_limit(void) {
-    limit_arg *a = SHM_NEW(limit_arg, 2);
-    int *barrier = SHM_NEW(int, 1);
+    limit_arg *a = DLT_SHM_NEW(limit_arg, 2);
+    int *barrier = DLT_SHM_NEW(int, 1);
     dlock_mutex_t m;
     double t0 = dlt_now();
 
@@ -1363,15 +1204,15 @@ static void test_recursive_limit(void) {
     a[0].ms = ms_shared(&m);
     a[1].ms = ms_own("rec/limit/process", DLOCK_MUTEX_RECURSIVE, 3600000);
     a[0].barrier = a[1].barrier = barrier;
-    run_all(recursive_limit_worker, a, sizeof *a, 1, 1);
+    dlt_run_all(recursive_limit_worker, a, sizeof *a, 1, 1);
     fprintf(stderr, "  2 x %u relocks took %.1f s\n", DLOCK_RECURSIVE_MAX, dlt_now() - t0);
     /* The thread and the process ended holding their locks. */
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_INT_EQ(key_del("rec/limit/thread") + key_del("rec/limit/process"), 2);
-    SHM_FREE(a, 2);
-    SHM_FREE(barrier, 1);
+    DLT_SHM_FREE(a, 2);
+    DLT_SHM_FREE(barrier, 1);
 }
 
 /* ========================================================================
@@ -1406,38 +1247,38 @@ static int unreach_worker(void *p) {
     double t0, dt, bound = a->bound_ms / 1000.0;
     if (m == NULL) {
         dlock_mutexattr_t at;
-        CK(dlt_client_make(&c, a->url, a->bound_ms), 0);
-        CK(dlock_mutexattr_init(&at), 0);
-        CK(dlock_mutexattr_setclient(&at, c), 0);
-        CK(dlock_mutex_init(&own, "unreach", &at), 0);
-        CK(dlock_mutexattr_destroy(&at), 0);
+        DLT_CK(dlt_client_make(&c, a->url, a->bound_ms), 0);
+        DLT_CK(dlock_mutexattr_init(&at), 0);
+        DLT_CK(dlock_mutexattr_setclient(&at, c), 0);
+        DLT_CK(dlock_mutex_init(&own, "unreach", &at), 0);
+        DLT_CK(dlock_mutexattr_destroy(&at), 0);
         m = &own;
     }
     t0 = dlt_now();
-    CK(dlock_mutex_lock(m), ENOLCK);
+    DLT_CK(dlock_mutex_lock(m), ENOLCK);
     dt = dlt_now() - t0;
-    CKT(dt >= 0.8 * bound);
-    CKT(dt < 3.0);
-    CK(dlock_mutex_holds(m), 0);
-    CK(dlock_mutex_fence(m), 0);
-    CKT(dlock_last_error()[0] != '\0');
+    DLT_CKT(dt >= 0.8 * bound);
+    DLT_CKT(dt < 3.0);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_mutex_fence(m), 0);
+    DLT_CKT(dlock_last_error()[0] != '\0');
 
     t0 = dlt_now();
-    CK(dlock_mutex_trylock(m), ENOLCK);
+    DLT_CK(dlock_mutex_trylock(m), ENOLCK);
     dt = dlt_now() - t0;
-    CKT(dt < 3.0);
-    CK(dlock_mutex_holds(m), 0);
-    CKT(dlock_last_error()[0] != '\0');
-    CK(dlock_mutex_unlock(m), EPERM);
+    DLT_CKT(dt < 3.0);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CKT(dlock_last_error()[0] != '\0');
+    DLT_CK(dlock_mutex_unlock(m), EPERM);
     if (a->m == NULL) {
-        CK(dlock_mutex_destroy(&own), 0);
-        CK(dlock_client_destroy(c), 0);
+        DLT_CK(dlock_mutex_destroy(&own), 0);
+        DLT_CK(dlock_client_destroy(c), 0);
     }
     return 0;
 }
 
 static void test_unreachable_enolck(void) {
-    unreach_arg *a = SHM_NEW(unreach_arg, 6);
+    unreach_arg *a = DLT_SHM_NEW(unreach_arg, 6);
     dlock_mutexattr_t at;
     dlock_client_t *c = NULL, *c2 = NULL;
     dlock_mutex_t m, m2;
@@ -1477,7 +1318,7 @@ static void test_unreachable_enolck(void) {
         snprintf(a[i].url, sizeof a[i].url, "redis://127.0.0.1:%d", port);
         a[i].bound_ms = 1000;
     }
-    run_all(unreach_worker, a, sizeof *a, 3, 2);
+    dlt_run_all(unreach_worker, a, sizeof *a, 3, 2);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 
@@ -1492,7 +1333,7 @@ static void test_unreachable_enolck(void) {
     a[1].m = NULL;
     snprintf(a[1].url, sizeof a[1].url, "%s", dlt_server.url);
     a[0].bound_ms = a[1].bound_ms = 1000;
-    run_all(unreach_worker, a, sizeof *a, 1, 1);
+    dlt_run_all(unreach_worker, a, sizeof *a, 1, 1);
     t0 = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_lock(&m2), ENOLCK);
     dt = dlt_now() - t0;
@@ -1506,7 +1347,7 @@ static void test_unreachable_enolck(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m2), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
     DLT_ASSERT_ERR(dlock_mutexattr_destroy(&at), 0);
-    SHM_FREE(a, 6);
+    DLT_SHM_FREE(a, 6);
 }
 
 /* A lock that is waiting for a holder when the server goes away gives
@@ -1522,53 +1363,53 @@ static int waitgone_worker(void *p) {
     dlock_mutexattr_t at;
     dlock_client_t *c = NULL;
     dlock_mutex_t m;
-    CK(dlt_client_make(&c, a->url, 1000), 0);
-    CK(dlock_mutexattr_init(&at), 0);
-    CK(dlock_mutexattr_setclient(&at, c), 0);
-    CK(dlock_mutex_init(&m, "unreach/waiting", &at), 0);
-    CK(dlock_mutexattr_destroy(&at), 0);
+    DLT_CK(dlt_client_make(&c, a->url, 1000), 0);
+    DLT_CK(dlock_mutexattr_init(&at), 0);
+    DLT_CK(dlock_mutexattr_setclient(&at, c), 0);
+    DLT_CK(dlock_mutex_init(&m, "unreach/waiting", &at), 0);
+    DLT_CK(dlock_mutexattr_destroy(&at), 0);
     a->w.ms = ms_shared(&m);
-    CK(waiter_main(&a->w), 0);
-    if (a->w.rc == ENOLCK) CKT(dlock_last_error()[0] != '\0');
-    CK(dlock_mutex_destroy(&m), 0);
-    CK(dlock_client_destroy(c), 0);
+    DLT_CK(waiter_main(&a->w), 0);
+    if (a->w.rc == ENOLCK) DLT_CKT(dlock_last_error()[0] != '\0');
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
     return 0;
 }
 
 static void test_unreachable_while_waiting(void) {
-    holder *h = SHM_NEW(holder, 1);
-    waitgone_arg *a = SHM_NEW(waitgone_arg, 2);
-    task th, t[2];
+    holder *h = DLT_SHM_NEW(holder, 1);
+    waitgone_arg *a = DLT_SHM_NEW(waitgone_arg, 2);
+    dlt_task th, t[2];
     double t_stop;
     int i;
 
     holder_init(h, ms_own("unreach/waiting", T_DEFAULT, 0), H_UNLOCK);
     h->unlock_want = -1; /* its unlock may or may not find its key again */
-    task_start(&th, PROC, holder_main, h);
+    dlt_task_start(&th, DLT_PROC, holder_main, h);
     CU_ASSERT_TRUE(holder_wait_locked(h));
     for (i = 1; i >= 0; i--) {
         waiter_init(&a[i].w, ms_shared(NULL), 0);
         snprintf(a[i].url, sizeof a[i].url, "%s", dlt_server.url);
-        task_start(&t[i], i, waitgone_worker, &a[i]);
+        dlt_task_start(&t[i], i, waitgone_worker, &a[i]);
     }
-    for (i = 0; i < 2; i++) CU_ASSERT_TRUE(flag_wait(&a[i].w.ready, 1, 5000));
+    for (i = 0; i < 2; i++) CU_ASSERT_TRUE(dlt_flag_wait(&a[i].w.ready, 1, 5000));
     CU_ASSERT_TRUE(wait_numsub("unreach/waiting", 2, 5000));
     dlt_sleep_ms(100);
     CU_ASSERT_FATAL(dlt_redis_stop(&dlt_server) == 0);
     t_stop = dlt_now();
     for (i = 0; i < 2; i++) {
-        DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(a[i].w.rc, ENOLCK);
         DLT_ASSERT_INT_EQ(a[i].w.holds, 0);
         CU_ASSERT_TRUE(a[i].w.t_acq - t_stop < 3.0);
-        fprintf(stderr, "  waiter %d: %s %.3f s after the server stopped\n", i, ename(a[i].w.rc),
+        fprintf(stderr, "  waiter %d: %s %.3f s after the server stopped\n", i, dlt_errno_label(a[i].w.rc),
                 a[i].w.t_acq - t_stop);
     }
     DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
-    flag_set(&h->release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
-    SHM_FREE(h, 1);
-    SHM_FREE(a, 2);
+    dlt_flag_set(&h->release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
+    DLT_SHM_FREE(h, 1);
+    DLT_SHM_FREE(a, 2);
 }
 
 /* ========================================================================
@@ -1582,14 +1423,14 @@ static int trylock_self_worker(void *p) {
     size_t i;
     for (i = 0; i < sizeof types / sizeof types[0]; i++) {
         dlock_mutex_t m;
-        CK(init_typed(&m, name, types[i], 0), 0);
-        CK(dlock_mutex_trylock(&m), 0);
-        CK(dlock_mutex_holds(&m), 1);
-        CKT(dlock_mutex_fence(&m) > 0);
-        CK(dlock_mutex_trylock(&m), EBUSY);
-        CK(dlock_mutex_holds(&m), 1);
-        CK(dlock_mutex_unlock(&m), 0);
-        CK(dlock_mutex_destroy(&m), 0);
+        DLT_CK(init_typed(&m, name, types[i], 0), 0);
+        DLT_CK(dlock_mutex_trylock(&m), 0);
+        DLT_CK(dlock_mutex_holds(&m), 1);
+        DLT_CKT(dlock_mutex_fence(&m) > 0);
+        DLT_CK(dlock_mutex_trylock(&m), EBUSY);
+        DLT_CK(dlock_mutex_holds(&m), 1);
+        DLT_CK(dlock_mutex_unlock(&m), 0);
+        DLT_CK(dlock_mutex_destroy(&m), 0);
     }
     return 0;
 }
@@ -1597,9 +1438,9 @@ static int trylock_self_worker(void *p) {
 static void test_trylock_busy(void) {
     enum { NP = 4 };
     dlock_mutex_t m;
-    holder *h = SHM_NEW(holder, 2);
-    probe *pr = SHM_NEW(probe, NP);
-    task th, tp[NP];
+    holder *h = DLT_SHM_NEW(holder, 2);
+    probe *pr = DLT_SHM_NEW(probe, NP);
+    dlt_task th, tp[NP];
     long long e0, e1;
     double t0;
     int i;
@@ -1610,57 +1451,57 @@ static void test_trylock_busy(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     for (i = NP - 1; i >= 0; i--) {
         probe_init(&pr[i], i < 2 ? ms_shared(&m) : ms_own("try", T_DEFAULT, 0));
-        task_start(&tp[i], i >= 2, probe_main, &pr[i]);
+        dlt_task_start(&tp[i], i >= 2, probe_main, &pr[i]);
     }
 
     /* Held by another thread of this process. */
     holder_init(&h[0], ms_shared(&m), H_UNLOCK);
-    task_start(&th, THREAD, holder_main, &h[0]);
+    dlt_task_start(&th, DLT_THREAD, holder_main, &h[0]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[0]));
-    e0 = evals();
+    e0 = dlt_evals();
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
-    e1 = evals();
+    e1 = dlt_evals();
     CU_ASSERT_TRUE(e1 - e0 <= 1);
     for (i = 0; i < NP; i++) DLT_ASSERT_ERR(probe_call(&pr[i], P_TRY), EBUSY);
-    flag_set(&h[0].release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_flag_set(&h[0].release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(h[0].unlock_rc, 0);
 
     /* Held by another process. */
     holder_init(&h[1], ms_own("try", T_DEFAULT, 60000), H_UNLOCK);
-    task_start(&th, PROC, holder_main, &h[1]);
+    dlt_task_start(&th, DLT_PROC, holder_main, &h[1]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[1]));
-    e0 = evals();
+    e0 = dlt_evals();
     t0 = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
-    e1 = evals();
+    e1 = dlt_evals();
     CU_ASSERT_TRUE(dlt_now() - t0 < 0.5);
     CU_ASSERT_TRUE(e1 - e0 <= 1);
     if (e1 - e0 > 1) fprintf(stderr, "  a busy trylock made %lld script calls\n", e1 - e0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     for (i = 0; i < NP; i++) DLT_ASSERT_ERR(probe_call(&pr[i], P_TRY), EBUSY);
-    flag_set(&h[1].release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_flag_set(&h[1].release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(h[1].unlock_rc, 0);
 
     /* Free again: everyone gets it. */
     for (i = 0; i < NP; i++) DLT_ASSERT_ERR(probe_call(&pr[i], P_TRY), 0);
     /* Held by the caller: this thread... */
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    e0 = evals();
+    e0 = dlt_evals();
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
-    CU_ASSERT_TRUE(evals() - e0 <= 1);
+    CU_ASSERT_TRUE(dlt_evals() - e0 <= 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     for (i = 0; i < NP; i++) probe_quit(&pr[i], &tp[i]);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 
     /* ...and, for NORMAL, ERRORCHECK and DEFAULT, threads and processes. */
     static const char *names[4] = { "try/self/0", "try/self/1", "try/self/2", "try/self/3" };
-    task t[4];
-    for (i = 3; i >= 0; i--) task_start(&t[i], i >= 2, trylock_self_worker, (void *)names[i]);
-    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
-    SHM_FREE(h, 2);
-    SHM_FREE(pr, NP);
+    dlt_task t[4];
+    for (i = 3; i >= 0; i--) dlt_task_start(&t[i], i >= 2, trylock_self_worker, (void *)names[i]);
+    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
+    DLT_SHM_FREE(h, 2);
+    DLT_SHM_FREE(pr, NP);
 }
 
 /* ========================================================================
@@ -1675,55 +1516,55 @@ static int timed_busy_worker(void *p) {
     dlock_mutex_t own, *m;
     struct timespec ts;
     double t0, dt;
-    CK(open_mutex(s, &own, &m), 0);
+    DLT_CK(open_mutex(s, &own, &m), 0);
 
     ts = dlt_abs_in(CLOCK_REALTIME, 300);
     t0 = dlt_now();
-    CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
-    CKT(dt >= 0.299 && dt < 1.2);
+    DLT_CKT(dt >= 0.299 && dt < 1.2);
     ts = dlt_abs_in(CLOCK_MONOTONIC, 300);
     t0 = dlt_now();
-    CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
-    CKT(dt >= 0.299 && dt < 1.2);
+    DLT_CKT(dt >= 0.299 && dt < 1.2);
     ts = dlt_abs_in(CLOCK_REALTIME, 300);
     t0 = dlt_now();
-    CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_REALTIME, &ts), ETIMEDOUT);
     dt = dlt_now() - t0;
-    CKT(dt >= 0.299 && dt < 1.2);
+    DLT_CKT(dt >= 0.299 && dt < 1.2);
 
     /* Deadlines in the past: at once. */
     t0 = dlt_now();
     ts = dlt_abs_in(CLOCK_REALTIME, -1000);
-    CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
     ts.tv_sec = 0;
     ts.tv_nsec = 0;
-    CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
+    DLT_CK(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
     ts = dlt_abs_in(CLOCK_MONOTONIC, -1000);
-    CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
-    CKT(dlt_now() - t0 < 0.5);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), ETIMEDOUT);
+    DLT_CKT(dlt_now() - t0 < 0.5);
 
     /* A bad tv_nsec on a call that would wait. */
     t0 = dlt_now();
     ts = dlt_abs_in(CLOCK_REALTIME, 300);
     ts.tv_nsec = -1;
-    CK(dlock_mutex_timedlock(m, &ts), EINVAL);
+    DLT_CK(dlock_mutex_timedlock(m, &ts), EINVAL);
     ts.tv_nsec = 1000000000L;
-    CK(dlock_mutex_timedlock(m, &ts), EINVAL);
+    DLT_CK(dlock_mutex_timedlock(m, &ts), EINVAL);
     ts = dlt_abs_in(CLOCK_MONOTONIC, 300);
     ts.tv_nsec = 1000000000L;
-    CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EINVAL);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EINVAL);
     ts.tv_nsec = -1;
-    CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EINVAL);
-    CKT(dlt_now() - t0 < 0.5); /* without waiting */
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, &ts), EINVAL);
+    DLT_CKT(dlt_now() - t0 < 0.5); /* without waiting */
 
     ts = dlt_abs_in(CLOCK_REALTIME, 300);
-    CK(dlock_mutex_clocklock(m, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
-    CK(dlock_mutex_timedlock(m, NULL), EINVAL);
-    CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, NULL), EINVAL);
-    CK(dlock_mutex_holds(m), 0);
-    CK(close_mutex(s, &own), 0);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
+    DLT_CK(dlock_mutex_timedlock(m, NULL), EINVAL);
+    DLT_CK(dlock_mutex_clocklock(m, CLOCK_MONOTONIC, NULL), EINVAL);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(close_mutex(s, &own), 0);
     return 0;
 }
 
@@ -1733,54 +1574,54 @@ static int timed_free_worker(void *p) {
     dlock_mutex_t m;
     struct timespec ts;
     double t0;
-    CK(dlock_mutex_init(&m, name, NULL), 0);
+    DLT_CK(dlock_mutex_init(&m, name, NULL), 0);
 
     ts = dlt_abs_in(CLOCK_REALTIME, -1000);
-    CK(dlock_mutex_timedlock(&m, &ts), 0);
-    CK(dlock_mutex_holds(&m), 1);
-    CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_timedlock(&m, &ts), 0);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
     ts.tv_sec = 0;
     ts.tv_nsec = 0;
-    CK(dlock_mutex_timedlock(&m, &ts), 0);
-    CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_timedlock(&m, &ts), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
     ts = dlt_abs_in(CLOCK_MONOTONIC, -1000);
-    CK(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts), 0);
-    CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
     ts = dlt_abs_in(CLOCK_REALTIME, -1000);
-    CK(dlock_mutex_clocklock(&m, CLOCK_REALTIME, &ts), 0);
-    CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_clocklock(&m, CLOCK_REALTIME, &ts), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
 
     /* A bad tv_nsec need not be checked when the call need not wait. */
     ts = dlt_abs_in(CLOCK_REALTIME, 1000);
     ts.tv_nsec = -1;
-    CK(dlock_mutex_timedlock(&m, &ts), 0);
-    CK(dlock_mutex_holds(&m), 1);
-    CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_timedlock(&m, &ts), 0);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
     ts.tv_nsec = 1000000000L;
-    CK(dlock_mutex_timedlock(&m, &ts), 0);
-    CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_timedlock(&m, &ts), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
     ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
     ts.tv_nsec = 1000000000L;
-    CK(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts), 0);
-    CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
 
     /* Bad clocks and NULL: EINVAL, nothing held. */
     ts = dlt_abs_in(CLOCK_REALTIME, 1000);
-    CK(dlock_mutex_clocklock(&m, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
-    CK(dlock_mutex_holds(&m), 0);
-    CK(dlock_mutex_clocklock(&m, CLOCK_THREAD_CPUTIME_ID, &ts), EINVAL);
-    CK(dlock_mutex_holds(&m), 0);
-    CK(dlock_mutex_timedlock(&m, NULL), EINVAL);
-    CK(dlock_mutex_clocklock(&m, CLOCK_REALTIME, NULL), EINVAL);
-    CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_mutex_clocklock(&m, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
+    DLT_CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_mutex_clocklock(&m, CLOCK_THREAD_CPUTIME_ID, &ts), EINVAL);
+    DLT_CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_mutex_timedlock(&m, NULL), EINVAL);
+    DLT_CK(dlock_mutex_clocklock(&m, CLOCK_REALTIME, NULL), EINVAL);
+    DLT_CK(dlock_mutex_holds(&m), 0);
 
     /* A future deadline on a free lock: at once. */
     ts = dlt_abs_in(CLOCK_REALTIME, 5000);
     t0 = dlt_now();
-    CK(dlock_mutex_timedlock(&m, &ts), 0);
-    CKT(dlt_now() - t0 < 0.5);
-    CK(dlock_mutex_unlock(&m), 0);
-    CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_timedlock(&m, &ts), 0);
+    DLT_CKT(dlt_now() - t0 < 0.5);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
@@ -1788,69 +1629,69 @@ static void test_timedlock_clocklock(void) {
     static const char *free_names[5] = { "timed/free/0", "timed/free/1", "timed/free/2", "timed/free/3",
                                          "timed/free/4" };
     dlock_mutex_t m;
-    holder *h = SHM_NEW(holder, 1);
-    mspec *s = SHM_NEW(mspec, 4);
-    task th, t[4];
+    holder *h = DLT_SHM_NEW(holder, 1);
+    mspec *s = DLT_SHM_NEW(mspec, 4);
+    dlt_task th, t[4];
     int i;
 
     /* Free locks: in this thread, two threads and two processes. */
     DLT_ASSERT_INT_EQ(timed_free_worker((void *)free_names[0]), 0);
-    for (i = 3; i >= 0; i--) task_start(&t[i], i >= 2, timed_free_worker, (void *)free_names[1 + i]);
-    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+    for (i = 3; i >= 0; i--) dlt_task_start(&t[i], i >= 2, timed_free_worker, (void *)free_names[1 + i]);
+    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
 
     /* Held by this thread: two other threads and two processes time out. */
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "timed/busy", NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     s[0] = s[1] = ms_shared(&m);
     s[2] = s[3] = ms_own("timed/busy", T_DEFAULT, 0);
-    run_all(timed_busy_worker, s, sizeof *s, 2, 2);
+    dlt_run_all(timed_busy_worker, s, sizeof *s, 2, 2);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
 
     /* Held by another process: this thread, another thread and another
      * process time out. */
     holder_init(h, ms_own("timed/busy", T_DEFAULT, 0), H_UNLOCK);
-    task_start(&th, PROC, holder_main, h);
+    dlt_task_start(&th, DLT_PROC, holder_main, h);
     CU_ASSERT_TRUE(holder_wait_locked(h));
     s[0] = ms_shared(&m);
     DLT_ASSERT_INT_EQ(timed_busy_worker(&s[0]), 0);
     s[1] = ms_shared(&m);
     s[2] = ms_own("timed/busy", T_DEFAULT, 0);
-    run_all(timed_busy_worker, &s[1], sizeof *s, 1, 1);
-    flag_set(&h->release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_run_all(timed_busy_worker, &s[1], sizeof *s, 1, 1);
+    dlt_flag_set(&h->release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(h->unlock_rc, 0);
 
     /* Released before the deadline: a timedlock (this process) and a
      * clocklock (another process) get it at once, despite signals. */
-    waiter *w = SHM_NEW(waiter, 2);
-    task tw[2];
+    waiter *w = DLT_SHM_NEW(waiter, 2);
+    dlt_task tw[2];
     usr1_install();
     holder_init(h, ms_own("timed/busy", T_DEFAULT, 0), H_UNLOCK);
-    task_start(&th, PROC, holder_main, h);
+    dlt_task_start(&th, DLT_PROC, holder_main, h);
     CU_ASSERT_TRUE(holder_wait_locked(h));
     waiter_init(&w[0], ms_shared(&m), 0);
     w[0].timed_ms = 5000;
     waiter_init(&w[1], ms_own("timed/busy", T_DEFAULT, 0), 0);
     w[1].timed_ms = -5000;
-    for (i = 1; i >= 0; i--) task_start(&tw[i], i, waiter_main, &w[i]);
-    CU_ASSERT_TRUE(flag_wait(&w[0].ready, 1, 5000) && flag_wait(&w[1].ready, 1, 5000));
+    for (i = 1; i >= 0; i--) dlt_task_start(&tw[i], i, waiter_main, &w[i]);
+    CU_ASSERT_TRUE(dlt_flag_wait(&w[0].ready, 1, 5000) && dlt_flag_wait(&w[1].ready, 1, 5000));
     CU_ASSERT_TRUE(wait_numsub("timed/busy", 2, 5000));
-    for (i = 0; i < 2; i++) task_signal(&tw[i], SIGUSR1);
+    for (i = 0; i < 2; i++) dlt_task_signal(&tw[i], SIGUSR1);
     dlt_sleep_ms(100);
-    DLT_ASSERT_INT_EQ(flag_get(&w[0].done) + flag_get(&w[1].done), 0);
-    flag_set(&h->release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&w[0].done) + dlt_flag_get(&w[1].done), 0);
+    dlt_flag_set(&h->release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     for (i = 0; i < 2; i++) {
-        DLT_ASSERT_INT_EQ(task_join(&tw[i], JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&tw[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(w[i].rc, 0);
         DLT_ASSERT_ERR(w[i].unlock_rc, 0);
         CU_ASSERT_TRUE(w[i].t_acq > h->t_unlock && w[i].t_acq - h->t_unlock < 1.0);
     }
     DLT_ASSERT_INT_EQ(w[1].usr1, 1);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(w, 2);
-    SHM_FREE(h, 1);
-    SHM_FREE(s, 4);
+    DLT_SHM_FREE(w, 2);
+    DLT_SHM_FREE(h, 1);
+    DLT_SHM_FREE(s, 4);
 }
 
 /* ========================================================================
@@ -1862,34 +1703,34 @@ static int unlock_round_trip_worker(void *p) {
     const char *name = p;
     dlock_mutex_t m;
     long long e0;
-    CK(dlock_mutex_init(&m, name, NULL), 0);
-    CK(dlock_mutex_lock(&m), 0); /* warm up: scripts loaded */
-    CK(dlock_mutex_unlock(&m), 0);
-    CK(dlock_mutex_lock(&m), 0);
-    e0 = evals();
-    CK(dlock_mutex_unlock(&m), 0);
-    CK(evals() - e0, 1);
-    CK(dlt_key_exists(name), 0);
-    CK(dlock_mutex_holds(&m), 0);
-    CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_init(&m, name, NULL), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0); /* warm up: scripts loaded */
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    e0 = dlt_evals();
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlt_evals() - e0, 1);
+    DLT_CK(dlt_key_exists(name), 0);
+    DLT_CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
 static void test_unlock_by_holder(void) {
     enum { NW = 3 };
     dlock_mutex_t m;
-    waiter *w = SHM_NEW(waiter, 2 * NW);
-    holder *h = SHM_NEW(holder, 1);
-    task t[NW], th;
+    waiter *w = DLT_SHM_NEW(waiter, 2 * NW);
+    holder *h = DLT_SHM_NEW(holder, 1);
+    dlt_task t[NW], th;
     int i;
 
     /* One round trip: in this thread, another thread, another process
      * (one after the other, as the count is the server's). */
     DLT_ASSERT_INT_EQ(unlock_round_trip_worker((void *)"unlock/rt/main"), 0);
-    task_start(&th, THREAD, unlock_round_trip_worker, (void *)"unlock/rt/thread");
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
-    task_start(&th, PROC, unlock_round_trip_worker, (void *)"unlock/rt/process");
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_task_start(&th, DLT_THREAD, unlock_round_trip_worker, (void *)"unlock/rt/thread");
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
+    dlt_task_start(&th, DLT_PROC, unlock_round_trip_worker, (void *)"unlock/rt/process");
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
 
     /* This thread holds; a thread and two processes wait: they wake at
      * once when it unlocks. */
@@ -1897,15 +1738,15 @@ static void test_unlock_by_holder(void) {
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     for (i = NW - 1; i >= 0; i--) {
         waiter_init(&w[i], i == 0 ? ms_shared(&m) : ms_own("unlock/wake", T_DEFAULT, 0), 0);
-        task_start(&t[i], i > 0, waiter_main, &w[i]);
+        dlt_task_start(&t[i], i > 0, waiter_main, &w[i]);
     }
-    for (i = 0; i < NW; i++) CU_ASSERT_TRUE(flag_wait(&w[i].ready, 1, 5000));
+    for (i = 0; i < NW; i++) CU_ASSERT_TRUE(dlt_flag_wait(&w[i].ready, 1, 5000));
     CU_ASSERT_TRUE(wait_numsub("unlock/wake", NW - 1, 5000)); /* the children */
     dlt_sleep_ms(200);
     double t_rel = dlt_now(), first = 1e9;
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     for (i = 0; i < NW; i++) {
-        DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(w[i].rc, 0);
         DLT_ASSERT_ERR(w[i].unlock_rc, 0);
         CU_ASSERT_TRUE(w[i].t_acq > t_rel && w[i].t_acq - t_rel < 1.0);
@@ -1917,23 +1758,23 @@ static void test_unlock_by_holder(void) {
     /* Another process holds; a thread of this process and another process
      * wait. */
     holder_init(h, ms_own("unlock/wake", T_DEFAULT, 0), H_UNLOCK);
-    task_start(&th, PROC, holder_main, h);
+    dlt_task_start(&th, DLT_PROC, holder_main, h);
     CU_ASSERT_TRUE(holder_wait_locked(h));
     waiter_init(&w[NW], ms_shared(&m), 0);
     waiter_init(&w[NW + 1], ms_own("unlock/wake", T_DEFAULT, 0), 0);
-    task_start(&t[1], PROC, waiter_main, &w[NW + 1]);
-    task_start(&t[0], THREAD, waiter_main, &w[NW]);
-    CU_ASSERT_TRUE(flag_wait(&w[NW].ready, 1, 5000) && flag_wait(&w[NW + 1].ready, 1, 5000));
+    dlt_task_start(&t[1], DLT_PROC, waiter_main, &w[NW + 1]);
+    dlt_task_start(&t[0], DLT_THREAD, waiter_main, &w[NW]);
+    CU_ASSERT_TRUE(dlt_flag_wait(&w[NW].ready, 1, 5000) && dlt_flag_wait(&w[NW + 1].ready, 1, 5000));
     CU_ASSERT_TRUE(wait_numsub("unlock/wake", 2, 5000));
     dlt_sleep_ms(200);
-    DLT_ASSERT_INT_EQ(flag_get(&w[NW].done) + flag_get(&w[NW + 1].done), 0);
-    flag_set(&h->release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&w[NW].done) + dlt_flag_get(&w[NW + 1].done), 0);
+    dlt_flag_set(&h->release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(h->unlock_rc, 0);
     first = 1e9;
     for (i = 0; i < 2; i++) {
         waiter *wi = &w[NW + i];
-        DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(wi->rc, 0);
         CU_ASSERT_TRUE(wi->t_acq > h->t_unlock && wi->t_acq - h->t_unlock < 1.0);
         if (wi->t_acq < first) first = wi->t_acq;
@@ -1941,8 +1782,8 @@ static void test_unlock_by_holder(void) {
     CU_ASSERT_TRUE(first - h->t_unlock < 0.5);
     fprintf(stderr, "  first waiter woke %.1f ms after the other process's unlock\n", (first - h->t_unlock) * 1000);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(w, 2 * NW);
-    SHM_FREE(h, 1);
+    DLT_SHM_FREE(w, 2 * NW);
+    DLT_SHM_FREE(h, 1);
 }
 
 /* ========================================================================
@@ -1951,9 +1792,9 @@ static void test_unlock_by_holder(void) {
 
 static void test_unlock_not_holder_eperm(void) {
     dlock_mutex_t m;
-    holder *h = SHM_NEW(holder, 2);
-    mspec *s = SHM_NEW(mspec, 4);
-    task th;
+    holder *h = DLT_SHM_NEW(holder, 2);
+    mspec *s = DLT_SHM_NEW(mspec, 4);
+    dlt_task th;
     char buf[64];
 
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "eperm", NULL), 0);
@@ -1962,30 +1803,30 @@ static void test_unlock_not_holder_eperm(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
     s[0] = s[1] = ms_shared(&m);
     s[2] = s[3] = ms_own("eperm", T_DEFAULT, 0);
-    run_all(not_holder_worker, s, sizeof *s, 2, 2);
+    dlt_run_all(not_holder_worker, s, sizeof *s, 2, 2);
 
     /* Another thread holds it. */
     holder_init(&h[0], ms_shared(&m), H_UNLOCK);
-    task_start(&th, THREAD, holder_main, &h[0]);
+    dlt_task_start(&th, DLT_THREAD, holder_main, &h[0]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[0]));
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
-    run_all(not_holder_worker, &s[1], sizeof *s, 1, 1);
+    dlt_run_all(not_holder_worker, &s[1], sizeof *s, 1, 1);
     DLT_ASSERT_INT_EQ(dlt_key_exists("eperm"), 1);
-    flag_set(&h[0].release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_flag_set(&h[0].release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(h[0].holds_at_unlock, 1); /* the EPERMs did not take it away */
     DLT_ASSERT_ERR(h[0].unlock_rc, 0);
 
     /* Another process holds it. */
     holder_init(&h[1], ms_own("eperm", T_DEFAULT, 0), H_UNLOCK);
-    task_start(&th, PROC, holder_main, &h[1]);
+    dlt_task_start(&th, DLT_PROC, holder_main, &h[1]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[1]));
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
-    run_all(not_holder_worker, &s[1], sizeof *s, 1, 1);
+    dlt_run_all(not_holder_worker, &s[1], sizeof *s, 1, 1);
     CU_ASSERT_TRUE(key_hget("eperm", "pid", buf, sizeof buf));
     DLT_ASSERT_INT_EQ(atol(buf), th.pid);
-    flag_set(&h[1].release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_flag_set(&h[1].release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(h[1].holds_at_unlock, 1);
     DLT_ASSERT_ERR(h[1].unlock_rc, 0);
 
@@ -1994,8 +1835,8 @@ static void test_unlock_not_holder_eperm(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(h, 2);
-    SHM_FREE(s, 4);
+    DLT_SHM_FREE(h, 2);
+    DLT_SHM_FREE(s, 4);
 }
 
 /* ========================================================================
@@ -2025,73 +1866,73 @@ static int lost_worker(void *p) {
     memset(&ls, 0, sizeof ls);
     ls.m = &m;
     ls.name = name;
-    CK(dlock_mutexattr_init(&a), 0);
-    CK(dlock_mutexattr_setlease(&a, 300), 0);
-    CK(dlock_mutexattr_setlostcallback(&a, on_lost, &ls), 0);
-    CK(dlock_mutex_init(&m, name, &a), 0);
-    CK(dlock_mutexattr_destroy(&a), 0);
+    DLT_CK(dlock_mutexattr_init(&a), 0);
+    DLT_CK(dlock_mutexattr_setlease(&a, 300), 0);
+    DLT_CK(dlock_mutexattr_setlostcallback(&a, on_lost, &ls), 0);
+    DLT_CK(dlock_mutex_init(&m, name, &a), 0);
+    DLT_CK(dlock_mutexattr_destroy(&a), 0);
 
-    CK(dlock_mutex_lock(&m), 0);
-    CK(dlock_mutex_holds(&m), 1);
-    CK(key_del(name), 1); /* the next renewal is refused */
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(key_del(name), 1); /* the next renewal is refused */
     t0 = dlt_now();
     while (dlock_mutex_holds(&m) && dlt_now() - t0 < 2.0) dlt_sleep_ms(5);
     dt = dlt_now() - t0;
-    CK(dlock_mutex_holds(&m), 0);
-    CKT(dt < 1.2);
-    CK(dlock_mutex_fence(&m), 0);
+    DLT_CK(dlock_mutex_holds(&m), 0);
+    DLT_CKT(dt < 1.2);
+    DLT_CK(dlock_mutex_fence(&m), 0);
     t0 = dlt_now();
     while (__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST) == 0 && dlt_now() - t0 < 1.0) dlt_sleep_ms(5);
     dlt_sleep_ms(300);
-    CK(__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST), 1);
-    CK(ls.name_ok, 1);
-    CK(ls.m_ok, 1);
-    CK(dlock_mutex_unlock(&m), EPERM);
-    CK(__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST), 1);
-    CK(dlock_mutex_unlock(&m), EPERM);
+    DLT_CK(__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST), 1);
+    DLT_CK(ls.name_ok, 1);
+    DLT_CK(ls.m_ok, 1);
+    DLT_CK(dlock_mutex_unlock(&m), EPERM);
+    DLT_CK(__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST), 1);
+    DLT_CK(dlock_mutex_unlock(&m), EPERM);
 
     /* A lost hold is over: the mutex works again. */
-    CK(dlock_mutex_lock(&m), 0);
-    CK(dlock_mutex_holds(&m), 1);
-    CK(dlock_mutex_unlock(&m), 0);
-    CK(__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST), 1);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST), 1);
 
     /* A lost hold is no hold: destroy gives 0, and the name works again. */
-    CK(dlock_mutex_lock(&m), 0);
-    CK(key_del(name), 1);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(key_del(name), 1);
     t0 = dlt_now();
     while (dlock_mutex_holds(&m) && dlt_now() - t0 < 2.0) dlt_sleep_ms(5);
-    CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_mutex_holds(&m), 0);
     t0 = dlt_now();
     while (__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST) < 2 && dlt_now() - t0 < 1.0) dlt_sleep_ms(5);
-    CK(__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST), 2);
-    CK(dlock_mutex_destroy(&m), 0);
-    CK(dlock_mutex_init(&m, name, NULL), 0);
-    CK(dlock_mutex_lock(&m), 0);
-    CK(dlock_mutex_unlock(&m), 0);
-    CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(__atomic_load_n(&ls.count, __ATOMIC_SEQ_CST), 2);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_init(&m, name, NULL), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
 static void test_unlock_lease_lost(void) {
     static const char *names[5] = { "lost/0", "lost/1", "lost/2", "lost/3", "lost/4" };
-    task t[4];
+    dlt_task t[4];
     int i;
-    for (i = 3; i >= 0; i--) task_start(&t[i], i >= 2, lost_worker, (void *)names[1 + i]);
+    for (i = 3; i >= 0; i--) dlt_task_start(&t[i], i >= 2, lost_worker, (void *)names[1 + i]);
     DLT_ASSERT_INT_EQ(lost_worker((void *)names[0]), 0);
-    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
 
     /* A real expiry: a holder process is stopped past its 300 ms lease,
      * this thread takes the lock meanwhile; woken up, the holder's unlock
      * is EPERM and does not touch the new holder's lock. */
-    holder *h = SHM_NEW(holder, 1);
+    holder *h = DLT_SHM_NEW(holder, 1);
     dlock_mutex_t m;
-    task th;
+    dlt_task th;
     char buf[64];
     double t0;
     holder_init(h, ms_own("lost/stopped", T_DEFAULT, 300), H_UNLOCK);
     h->unlock_want = EPERM;
-    task_start(&th, PROC, holder_main, h);
+    dlt_task_start(&th, DLT_PROC, holder_main, h);
     CU_ASSERT_TRUE(holder_wait_locked(h));
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "lost/stopped", NULL), 0);
     kill(th.pid, SIGSTOP);
@@ -2100,8 +1941,8 @@ static void test_unlock_lease_lost(void) {
     CU_ASSERT_TRUE(dlt_now() - t0 < 0.3 + 1.5);
     kill(th.pid, SIGCONT);
     dlt_sleep_ms(100);
-    flag_set(&h->release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_flag_set(&h->release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(h->holds_at_unlock, 0);
     DLT_ASSERT_ERR(h->unlock_rc, EPERM);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
@@ -2109,7 +1950,7 @@ static void test_unlock_lease_lost(void) {
     DLT_ASSERT_INT_EQ(atol(buf), getpid());
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(h, 1);
+    DLT_SHM_FREE(h, 1);
 }
 
 /* ========================================================================
@@ -2120,24 +1961,24 @@ static void test_unlock_lease_lost(void) {
 static int destroy_worker(void *p) {
     const char *name = p;
     dlock_mutex_t m;
-    CK(dlock_mutex_init(&m, name, NULL), 0);
-    CK(dlock_mutex_lock(&m), 0);
-    CK(dlock_mutex_destroy(&m), EBUSY);
-    CK(dlock_mutex_holds(&m), 1);
-    CK(dlock_mutex_unlock(&m), 0);
-    CK(dlock_mutex_destroy(&m), 0);
-    CK(check_invalid(&m), 0);
+    DLT_CK(dlock_mutex_init(&m, name, NULL), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), EBUSY);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(check_invalid(&m), 0);
     /* A destroyed object may be initialised again. */
-    CK(dlock_mutex_init(&m, name, NULL), 0);
-    CK(dlock_mutex_lock(&m), 0);
-    CK(dlock_mutex_unlock(&m), 0);
-    CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_init(&m, name, NULL), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
 static int destroy_expect_worker(void *p) {
     dlock_mutex_t *m = p;
-    CK(dlock_mutex_destroy(m), EBUSY);
+    DLT_CK(dlock_mutex_destroy(m), EBUSY);
     return 0;
 }
 
@@ -2146,27 +1987,27 @@ static dlock_mutex_t s_never_used = DLOCK_MUTEX_INITIALIZER("destroy/never");
 static void test_destroy(void) {
     static const char *names[5] = { "destroy/0", "destroy/1", "destroy/2", "destroy/3", "destroy/4" };
     dlock_mutex_t m, m2;
-    holder *h = SHM_NEW(holder, 2);
-    task th, t[4];
+    holder *h = DLT_SHM_NEW(holder, 2);
+    dlt_task th, t[4];
     char buf[64];
     int i;
 
     /* Held by another thread of this process: EBUSY, and it stays usable. */
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "destroy/a", NULL), 0);
     holder_init(&h[0], ms_shared(&m), H_UNLOCK);
-    task_start(&th, THREAD, holder_main, &h[0]);
+    dlt_task_start(&th, DLT_THREAD, holder_main, &h[0]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[0]));
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), EBUSY);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
-    flag_set(&h[0].release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_flag_set(&h[0].release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(h[0].holds_at_unlock, 1);
     DLT_ASSERT_ERR(h[0].unlock_rc, 0);
     /* Held by this thread: EBUSY here and from another thread. */
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), EBUSY);
-    task_start(&th, THREAD, destroy_expect_worker, &m);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_task_start(&th, DLT_THREAD, destroy_expect_worker, &m);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
@@ -2174,13 +2015,13 @@ static void test_destroy(void) {
 
     /* The whole cycle in this thread, two threads and two processes. */
     DLT_ASSERT_INT_EQ(destroy_worker((void *)names[0]), 0);
-    for (i = 3; i >= 0; i--) task_start(&t[i], i >= 2, destroy_worker, (void *)names[1 + i]);
-    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+    for (i = 3; i >= 0; i--) dlt_task_start(&t[i], i >= 2, destroy_worker, (void *)names[1 + i]);
+    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
 
     /* Held by another process: destroy frees only what is here; that
      * process still holds the lock. */
     holder_init(&h[1], ms_own("destroy/b", T_DEFAULT, 0), H_UNLOCK);
-    task_start(&th, PROC, holder_main, &h[1]);
+    dlt_task_start(&th, DLT_PROC, holder_main, &h[1]);
     CU_ASSERT_TRUE(holder_wait_locked(&h[1]));
     DLT_ASSERT_ERR(dlock_mutex_init(&m2, "destroy/b", NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m2), EBUSY);
@@ -2188,15 +2029,15 @@ static void test_destroy(void) {
     DLT_ASSERT_INT_EQ(check_invalid(&m2), 0);
     CU_ASSERT_TRUE(key_hget("destroy/b", "pid", buf, sizeof buf));
     DLT_ASSERT_INT_EQ(atol(buf), th.pid);
-    flag_set(&h[1].release, 1);
-    DLT_ASSERT_INT_EQ(task_join(&th, JOIN_MS), 0);
+    dlt_flag_set(&h[1].release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(h[1].holds_at_unlock, 1);
     DLT_ASSERT_ERR(h[1].unlock_rc, 0);
 
     /* A static mutex never used: 0, and then it is gone. */
     DLT_ASSERT_ERR(dlock_mutex_destroy(&s_never_used), 0);
     DLT_ASSERT_INT_EQ(check_invalid(&s_never_used), 0);
-    SHM_FREE(h, 2);
+    DLT_SHM_FREE(h, 2);
 }
 
 /* ========================================================================
@@ -2224,29 +2065,29 @@ typedef struct static_arg {
 static int static_worker(void *p) {
     static_arg *a = p;
     int i;
-    CKT(flag_wait(&a->sh->go, 1, 10000));
+    DLT_CKT(dlt_flag_wait(&a->sh->go, 1, 10000));
     for (i = 0; i < a->iters; i++) {
-        CK(dlock_mutex_lock(a->m), 0);
+        DLT_CK(dlock_mutex_lock(a->m), 0);
         if (__atomic_add_fetch(&a->sh->inside, 1, __ATOMIC_SEQ_CST) != 1)
             __atomic_add_fetch(&a->sh->overlaps, 1, __ATOMIC_SEQ_CST);
         long v = *(volatile long *)&a->sh->counter;
         sched_yield();
         *(volatile long *)&a->sh->counter = v + 1;
-        CK(dlock_mutex_lock(a->m), EDEADLK); /* DEFAULT */
-        CK(dlock_mutex_holds(a->m), 1);
+        DLT_CK(dlock_mutex_lock(a->m), EDEADLK); /* DEFAULT */
+        DLT_CK(dlock_mutex_holds(a->m), 1);
         __atomic_sub_fetch(&a->sh->inside, 1, __ATOMIC_SEQ_CST);
-        CK(dlock_mutex_unlock(a->m), 0);
+        DLT_CK(dlock_mutex_unlock(a->m), 0);
     }
-    CKT(dlock_mutex_name(a->m) != NULL && strcmp(dlock_mutex_name(a->m), a->name) == 0);
-    if (a->destroy) CK(dlock_mutex_destroy(a->m), 0);
+    DLT_CKT(dlock_mutex_name(a->m) != NULL && strcmp(dlock_mutex_name(a->m), a->name) == 0);
+    if (a->destroy) DLT_CK(dlock_mutex_destroy(a->m), 0);
     return 0;
 }
 
 static void test_static_initializer(void) {
     enum { NT = 4, NP = 2 };
-    static_shared *sh = SHM_NEW(static_shared, 2);
-    static_arg *a = SHM_NEW(static_arg, NT + NP + 1);
-    task t[NT + NP + 1];
+    static_shared *sh = DLT_SHM_NEW(static_shared, 2);
+    static_arg *a = DLT_SHM_NEW(static_arg, NT + NP + 1);
+    dlt_task t[NT + NP + 1];
     int i;
 
     /* Threads 0-3 race to first use s_threads; processes 4-5 and thread 6
@@ -2259,20 +2100,20 @@ static void test_static_initializer(void) {
         a[i].iters = thr ? 50 : 30;
         a[i].destroy = i >= NT && i < NT + NP;
     }
-    for (i = NT; i < NT + NP; i++) task_start(&t[i], PROC, static_worker, &a[i]);
+    for (i = NT; i < NT + NP; i++) dlt_task_start(&t[i], DLT_PROC, static_worker, &a[i]);
     for (i = 0; i < NT + NP + 1; i++)
-        if (i < NT || i >= NT + NP) task_start(&t[i], THREAD, static_worker, &a[i]);
-    flag_set(&sh[0].go, 1);
-    flag_set(&sh[1].go, 1);
-    for (i = 0; i < NT + NP + 1; i++) DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+        if (i < NT || i >= NT + NP) dlt_task_start(&t[i], DLT_THREAD, static_worker, &a[i]);
+    dlt_flag_set(&sh[0].go, 1);
+    dlt_flag_set(&sh[1].go, 1);
+    for (i = 0; i < NT + NP + 1; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(sh[0].counter, NT * 50);
     DLT_ASSERT_INT_EQ(sh[1].counter, (NP + 1) * 30);
     DLT_ASSERT_INT_EQ(sh[0].overlaps + sh[1].overlaps, 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&s_threads), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&s_procs), 0);
     DLT_ASSERT_INT_EQ(check_invalid(&s_threads), 0);
-    SHM_FREE(sh, 2);
-    SHM_FREE(a, NT + NP + 1);
+    DLT_SHM_FREE(sh, 2);
+    DLT_SHM_FREE(a, NT + NP + 1);
 }
 
 /* ========================================================================
@@ -2299,18 +2140,18 @@ static int mutex_worker(void *p) {
     struct timeval tv = { 2, 0 };
     redisContext *ctx = redisConnectWithTimeout("127.0.0.1", dlt_server.port, tv);
     int i, rc = 0;
-    CKT(ctx != NULL && ctx->err == 0);
+    DLT_CKT(ctx != NULL && ctx->err == 0);
     redisSetTimeout(ctx, tv);
     if ((rc = open_mutex(&a->ms, &own, &m)) != 0) {
         redisFree(ctx);
-        CK(rc, 0);
+        DLT_CK(rc, 0);
     }
     for (i = 0; i < a->iters && rc == 0; i++) {
         redisReply *r;
         long long v = 0;
         uint64_t f;
         if ((rc = dlock_mutex_lock(m)) != 0) {
-            rc = ck_fail(__func__, __LINE__, "dlock_mutex_lock(m)", rc, 0);
+            rc = DLT_CK_FAIL("dlock_mutex_lock(m)", rc, 0);
             break;
         }
         if (__atomic_add_fetch(&a->sh->inside, 1, __ATOMIC_SEQ_CST) != 1)
@@ -2322,17 +2163,17 @@ static int mutex_worker(void *p) {
         r = redisCommand(ctx, "GET %s", a->counter);
         if (r != NULL && r->type == REDIS_REPLY_STRING) v = atoll(r->str);
         if (r != NULL) freeReplyObject(r);
-        else rc = ckt_fail(__func__, __LINE__, "GET answered");
+        else rc = DLT_CKT_FAIL("GET answered");
         r = redisCommand(ctx, "SET %s %lld", a->counter, v + 1);
         if (r != NULL) freeReplyObject(r);
-        else rc = ckt_fail(__func__, __LINE__, "SET answered");
+        else rc = DLT_CKT_FAIL("SET answered");
         __atomic_sub_fetch(&a->sh->inside, 1, __ATOMIC_SEQ_CST);
         int urc = dlock_mutex_unlock(m);
-        if (urc != 0 && rc == 0) rc = ck_fail(__func__, __LINE__, "dlock_mutex_unlock(m)", urc, 0);
+        if (urc != 0 && rc == 0) rc = DLT_CK_FAIL("dlock_mutex_unlock(m)", urc, 0);
     }
     redisFree(ctx);
     if (rc != 0) return rc;
-    CK(close_mutex(&a->ms, &own), 0);
+    DLT_CK(close_mutex(&a->ms, &own), 0);
     return 0;
 }
 
@@ -2346,8 +2187,8 @@ static long long counter_value(const char *key) {
 
 static void test_mutual_exclusion(void) {
     enum { N = 4 };
-    mx_shared *sh = SHM_NEW(mx_shared, 3);
-    mx_arg *a = SHM_NEW(mx_arg, N);
+    mx_shared *sh = DLT_SHM_NEW(mx_shared, 3);
+    mx_arg *a = DLT_SHM_NEW(mx_arg, N);
     dlock_mutex_t m;
     double t0;
     int i;
@@ -2361,7 +2202,7 @@ static void test_mutual_exclusion(void) {
         a[i].iters = 200;
         a[i].sh = &sh[0];
     }
-    run_all(mutex_worker, a, sizeof *a, N, 0);
+    dlt_run_all(mutex_worker, a, sizeof *a, N, 0);
     DLT_ASSERT_INT_EQ(counter_value("mx:threads"), N * 200);
     DLT_ASSERT_INT_EQ(sh[0].overlaps, 0);
     DLT_ASSERT_INT_EQ(sh[0].fence_bad, 0);
@@ -2375,7 +2216,7 @@ static void test_mutual_exclusion(void) {
         a[i].iters = 100;
         a[i].sh = &sh[1];
     }
-    run_all(mutex_worker, a, sizeof *a, 0, N);
+    dlt_run_all(mutex_worker, a, sizeof *a, 0, N);
     DLT_ASSERT_INT_EQ(counter_value("mx:processes"), N * 100);
     DLT_ASSERT_INT_EQ(sh[1].overlaps, 0);
     DLT_ASSERT_INT_EQ(sh[1].fence_bad, 0);
@@ -2389,14 +2230,14 @@ static void test_mutual_exclusion(void) {
         a[i].iters = 50;
         a[i].sh = &sh[2];
     }
-    run_all(mutex_worker, a, sizeof *a, 2, 2);
+    dlt_run_all(mutex_worker, a, sizeof *a, 2, 2);
     DLT_ASSERT_INT_EQ(counter_value("mx:mixed"), N * 50);
     DLT_ASSERT_INT_EQ(sh[2].overlaps, 0);
     DLT_ASSERT_INT_EQ(sh[2].fence_bad, 0);
     fprintf(stderr, "  mixed: %d acquisitions in %.2f s\n", N * 50, dlt_now() - t0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    SHM_FREE(sh, 3);
-    SHM_FREE(a, N);
+    DLT_SHM_FREE(sh, 3);
+    DLT_SHM_FREE(a, N);
 }
 
 /* ======================================================================== */

@@ -13,6 +13,7 @@
  * Helpers here are all rb_-prefixed (static), so that they never collide
  * with what the shared fixture grows.
  */
+#define DLT_CK_MOD 120 /* worker codes 1..120: clear of 128 + signal */
 #include "fixture.h"
 
 #include <dlock.h>
@@ -32,134 +33,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-#define RB_JOIN_MS 30000 /* the longest any worker may take */
-
-/* ========================================================================
- * Checks inside workers (threads and children): no CUnit there.
- * ====================================================================== */
-
-static const char *rb_ename(long long e) {
-    const char *n = (e >= INT_MIN && e <= INT_MAX) ? dlt_errno_name((int)e) : NULL;
-    return n != NULL ? n : "?";
-}
-
-static int rb_ck_fail(const char *func, int line, const char *expr, long long got, long long want) {
-    fprintf(stderr, "test_robust.c:%d: %s [pid %ld tid %ld]: %s = %lld (%s), want %lld (%s); last error: %s\n",
-            line, func, (long)getpid(), (long)syscall(SYS_gettid), expr, got, rb_ename(got), want,
-            rb_ename(want), dlock_last_error());
-    return 1 + line % 120;
-}
-
-static int rb_ckt_fail(const char *func, int line, const char *expr) {
-    fprintf(stderr, "test_robust.c:%d: %s [pid %ld tid %ld]: %s is false\n", line, func, (long)getpid(),
-            (long)syscall(SYS_gettid), expr);
-    return 1 + line % 120;
-}
-
-#define RB_CK(got, want)                                                     \
-    do {                                                                     \
-        long long g_ = (long long)(got), w_ = (long long)(want);             \
-        if (g_ != w_) return rb_ck_fail(__func__, __LINE__, #got, g_, w_);   \
-    } while (0)
-#define RB_CKT(cond)                                                         \
-    do {                                                                     \
-        if (!(cond)) return rb_ckt_fail(__func__, __LINE__, #cond);          \
-    } while (0)
-
-/* ========================================================================
- * Shared memory, flags, time
- * ====================================================================== */
-
-static void *rb_shm(size_t n) {
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        abort();
-    }
-    return p; /* zero-filled */
-}
-#define RB_SHM(type, n) ((type *)rb_shm(sizeof(type) * (n)))
-#define RB_SHM_FREE(p, n) munmap((p), sizeof(*(p)) * (n))
-
-static void rb_set(int *p, int v) {
-    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
-}
-static int rb_get(const int *p) {
-    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-}
-/* 1 once *p == want, 0 if timeout_ms passed first. */
-static int rb_wait(const int *p, int want, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    while (rb_get(p) != want) {
-        if (dlt_now() > end) return 0;
-        usleep(500);
-    }
-    return 1;
-}
-
-static struct timespec rb_abs(clockid_t clk, long ms) {
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    while (ts.tv_nsec >= 1000000000L) {
-        ts.tv_nsec -= 1000000000L;
-        ts.tv_sec++;
-    }
-    return ts;
-}
-
-/* ========================================================================
- * Tasks: a worker run as a thread of this process or as a child process.
- * ====================================================================== */
-
-typedef struct rb_task {
-    int proc, running, rc;
-    pthread_t th;
-    pid_t pid;
-    int (*fn)(void *);
-    void *arg;
-} rb_task;
-
-static void *rb_task_thread(void *p) {
-    rb_task *t = p;
-    t->rc = t->fn(t->arg);
-    return NULL;
-}
-
-enum { RB_THREAD = 0, RB_PROC = 1 };
-
-static void rb_start(rb_task *t, int proc, int (*fn)(void *), void *arg) {
-    memset(t, 0, sizeof *t);
-    t->proc = proc;
-    t->fn = fn;
-    t->arg = arg;
-    if (proc) {
-        t->pid = dlt_spawn(fn, arg);
-        t->running = t->pid > 0;
-    } else {
-        t->running = pthread_create(&t->th, NULL, rb_task_thread, t) == 0;
-    }
-    CU_ASSERT_TRUE(t->running);
-}
-
-/* The worker's result (a child's exit status, 128 + signal if a signal
- * ended it), or -1 if it did not finish in time.  A thread that does not
- * finish cannot be abandoned (it may use this test's stack): abort. */
-static int rb_join(rb_task *t, int timeout_ms) {
-    if (!t->running) return -1;
-    t->running = 0;
-    if (t->proc) return dlt_wait(t->pid, timeout_ms);
-    struct timespec ts = rb_abs(CLOCK_REALTIME, timeout_ms);
-    int e = pthread_timedjoin_np(t->th, NULL, &ts);
-    if (e != 0) {
-        fprintf(stderr, "test_robust: a worker thread did not finish within %d ms (%s); aborting\n",
-                timeout_ms, strerror(e));
-        abort();
-    }
-    return t->rc;
-}
 
 /* ========================================================================
  * Mutexes and the server
@@ -185,7 +58,7 @@ static void rb_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
 
 /* A lost-lock record with a fresh pipe: *rd gets the (non-blocking) read end. */
 static rb_lost *rb_lost_new(const char *name, int *rd) {
-    rb_lost *r = RB_SHM(rb_lost, 1);
+    rb_lost *r = DLT_SHM_NEW(rb_lost, 1);
     int p[2];
     if (pipe(p) != 0) {
         perror("pipe");
@@ -201,7 +74,7 @@ static rb_lost *rb_lost_new(const char *name, int *rd) {
 static void rb_lost_free(rb_lost *r, int rd) {
     close(r->fd);
     close(rd);
-    RB_SHM_FREE(r, 1);
+    DLT_SHM_FREE(r, 1);
 }
 
 /* Bytes the handler wrote, waiting up to wait_ms for the first and then
@@ -244,13 +117,6 @@ out:
     return rc;
 }
 
-static long long rb_reply_int(redisReply *r) {
-    long long v = LLONG_MIN;
-    if (r != NULL && r->type == REDIS_REPLY_INTEGER) v = r->integer;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
 /* "dlock:{name}" plus suffix (e.g. ":state"). */
 static size_t rb_key(const char *name, const char *suffix, char *buf, size_t cap) {
     int n = snprintf(buf, cap, "dlock:{%s}%s", name, suffix);
@@ -260,13 +126,13 @@ static size_t rb_key(const char *name, const char *suffix, char *buf, size_t cap
 static long long rb_exists(const char *name) {
     char k[600];
     size_t n = rb_key(name, "", k, sizeof k);
-    return rb_reply_int(dlt_redis_cmd(&dlt_server, "EXISTS %b", k, n));
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "EXISTS %b", k, n));
 }
 
 static long long rb_del(const char *name) {
     char k[600];
     size_t n = rb_key(name, "", k, sizeof k);
-    return rb_reply_int(dlt_redis_cmd(&dlt_server, "DEL %b", k, n));
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %b", k, n));
 }
 
 /* 1 and the value of field of hash key (a literal key), or 0. */
@@ -360,36 +226,36 @@ static int rb_holder_main(void *p) {
         m = h->how == HOLD_EXIT ? &rb_exit_mutex : &own;
         if ((rc = rb_open(m, h->name, h->robust, h->lease, h->lost, NULL)) != 0) {
             h->lock_rc = rc;
-            rb_set(&h->locked, 1);
-            return rb_ck_fail(__func__, __LINE__, "rb_open", rc, 0);
+            dlt_flag_set(&h->locked, 1);
+            return DLT_CK_FAIL("rb_open", rc, 0);
         }
     }
     if (h->lost != NULL) h->lost->obj = m;
     h->lock_rc = dlock_mutex_lock(m);
     h->t_locked = dlt_now();
     h->fence = dlock_mutex_fence(m);
-    rb_set(&h->locked, 1);
-    RB_CK(h->lock_rc, 0);
-    RB_CK(dlock_mutex_holds(m), 1);
-    RB_CKT(h->fence > 0);
+    dlt_flag_set(&h->locked, 1);
+    DLT_CK(h->lock_rc, 0);
+    DLT_CK(dlock_mutex_holds(m), 1);
+    DLT_CKT(h->fence > 0);
     switch (h->how) {
     case HOLD_KILL:
-        rb_wait(&h->go, 1, RB_JOIN_MS); /* killed long before */
+        dlt_flag_wait(&h->go, 1, DLT_JOIN_MS); /* killed long before */
         return 99;
     case HOLD_EXIT:
-        RB_CKT(rb_wait(&h->go, 1, RB_JOIN_MS));
+        DLT_CKT(dlt_flag_wait(&h->go, 1, DLT_JOIN_MS));
         h->t_exit = dlt_now();
         rb_exiting_child = 1;
         exit(0); /* the library releases the lock at exit */
     case HOLD_TEXIT:
-        if (h->texit_go) RB_CKT(rb_wait(&h->go, 1, RB_JOIN_MS));
+        if (h->texit_go) DLT_CKT(dlt_flag_wait(&h->go, 1, DLT_JOIN_MS));
         h->t_exit = dlt_now();
         pthread_exit(NULL); /* holding it */
     default:
-        RB_CKT(rb_wait(&h->go, 1, RB_JOIN_MS));
+        DLT_CKT(dlt_flag_wait(&h->go, 1, DLT_JOIN_MS));
         h->unlock_rc = dlock_mutex_unlock(m);
-        RB_CK(h->unlock_rc, h->unlock_want);
-        if (m == &own) RB_CK(dlock_mutex_destroy(m), 0);
+        DLT_CK(h->unlock_rc, h->unlock_want);
+        if (m == &own) DLT_CK(dlock_mutex_destroy(m), 0);
         return 0;
     }
 }
@@ -443,7 +309,7 @@ static int rb_take(dlock_mutex_t *m, int mode) {
     switch (mode) {
     case MODE_TRY: return dlock_mutex_trylock(m);
     case MODE_TIMED:
-        ts = rb_abs(CLOCK_REALTIME, 5000);
+        ts = dlt_abs_in(CLOCK_REALTIME, 5000);
         return dlock_mutex_timedlock(m, &ts);
     default: return dlock_mutex_lock(m);
     }
@@ -454,60 +320,60 @@ static int rb_acq_main(void *p) {
     dlock_mutex_t own, *m = a->m;
     if (m == NULL) {
         m = &own;
-        RB_CK(rb_open(m, a->name, a->robust, a->lease, NULL, NULL), 0);
+        DLT_CK(rb_open(m, a->name, a->robust, a->lease, NULL, NULL), 0);
     }
-    rb_set(&a->ready, 1);
-    if (a->use_go) RB_CKT(rb_wait(&a->go, 1, RB_JOIN_MS));
+    dlt_flag_set(&a->ready, 1);
+    if (a->use_go) DLT_CKT(dlt_flag_wait(&a->go, 1, DLT_JOIN_MS));
     a->t_start = dlt_now();
     a->rc = rb_take(m, a->mode);
     a->t_acq = dlt_now();
     if (a->rc != 0) snprintf(a->err, sizeof a->err, "%s", dlock_last_error());
     a->holds = dlock_mutex_holds(m);
     a->fence = dlock_mutex_fence(m);
-    rb_set(&a->got, 1);
-    RB_CK(a->rc, a->want);
+    dlt_flag_set(&a->got, 1);
+    DLT_CK(a->rc, a->want);
     if (a->rc == 0 || a->rc == EOWNERDEAD) {
-        RB_CK(a->holds, 1);
-        RB_CKT(a->fence > 0);
-        if (a->hold) RB_CKT(rb_wait(&a->release, 1, RB_JOIN_MS));
+        DLT_CK(a->holds, 1);
+        DLT_CKT(a->fence > 0);
+        if (a->hold) DLT_CKT(dlt_flag_wait(&a->release, 1, DLT_JOIN_MS));
         if (a->then == THEN_UNLOCK) {
             a->unlock_rc = dlock_mutex_unlock(m);
-            RB_CK(a->unlock_rc, 0);
+            DLT_CK(a->unlock_rc, 0);
         } else {
             a->cons_rc = dlock_mutex_consistent(m);
-            RB_CK(a->cons_rc, a->rc == EOWNERDEAD ? 0 : EINVAL);
+            DLT_CK(a->cons_rc, a->rc == EOWNERDEAD ? 0 : EINVAL);
             a->cons2_rc = dlock_mutex_consistent(m); /* no longer inconsistent */
-            RB_CK(a->cons2_rc, EINVAL);
-            RB_CK(dlock_mutex_holds(m), 1);
+            DLT_CK(a->cons2_rc, EINVAL);
+            DLT_CK(dlock_mutex_holds(m), 1);
             a->unlock_rc = dlock_mutex_unlock(m);
-            RB_CK(a->unlock_rc, 0);
+            DLT_CK(a->unlock_rc, 0);
         }
-        RB_CK(dlock_mutex_holds(m), 0);
-        RB_CK(dlock_mutex_unlock(m), EPERM);
+        DLT_CK(dlock_mutex_holds(m), 0);
+        DLT_CK(dlock_mutex_unlock(m), EPERM);
     } else {
-        RB_CK(a->holds, 0);
-        RB_CK(a->fence, 0);
+        DLT_CK(a->holds, 0);
+        DLT_CK(a->fence, 0);
     }
-    rb_set(&a->done, 1);
-    if (m == &own) RB_CK(dlock_mutex_destroy(m), 0);
+    dlt_flag_set(&a->done, 1);
+    if (m == &own) DLT_CK(dlock_mutex_destroy(m), 0);
     return 0;
 }
 
 /* One acquirer run to completion: its result (0 when all its checks held). */
 static int rb_acq_run(int proc, const char *name, dlock_mutex_t *shared, int robust, unsigned lease, int mode,
                       int want, int then, rb_acq *out) {
-    rb_task t;
+    dlt_task t;
     rb_acq_init(out, name, robust, lease, mode, want, then);
     out->m = proc ? NULL : shared;
-    rb_start(&t, proc, rb_acq_main, out);
-    return rb_join(&t, RB_JOIN_MS);
+    dlt_task_start(&t, proc, rb_acq_main, out);
+    return dlt_task_join(&t, DLT_JOIN_MS);
 }
 
 /* Spawns a holder process (HOLD_KILL) and waits until it holds the lock. */
-static int rb_killable_holder(rb_holder *h, rb_task *t, const char *name, int robust, unsigned lease) {
+static int rb_killable_holder(rb_holder *h, dlt_task *t, const char *name, int robust, unsigned lease) {
     rb_holder_init(h, name, robust, lease, HOLD_KILL);
-    rb_start(t, RB_PROC, rb_holder_main, h);
-    return rb_wait(&h->locked, 1, 10000) && h->lock_rc == 0;
+    dlt_task_start(t, DLT_PROC, rb_holder_main, h);
+    return dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0;
 }
 
 /* ========================================================================
@@ -524,18 +390,18 @@ static void test_robust_holder_killed(void) {
     static const struct {
         int proc, mode;
     } rounds[] = {
-        { RB_PROC, MODE_LOCK }, { RB_PROC, MODE_TRY }, { RB_PROC, MODE_TIMED },
-        { RB_THREAD, MODE_LOCK }, { RB_THREAD, MODE_TRY }, { RB_THREAD, MODE_TIMED },
+        { DLT_PROC, MODE_LOCK }, { DLT_PROC, MODE_TRY }, { DLT_PROC, MODE_TIMED },
+        { DLT_THREAD, MODE_LOCK }, { DLT_THREAD, MODE_TRY }, { DLT_THREAD, MODE_TIMED },
     };
-    rb_holder *h = RB_SHM(rb_holder, 1);
-    rb_acq *a = RB_SHM(rb_acq, 3);
+    rb_holder *h = DLT_SHM_NEW(rb_holder, 1);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 3);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
     char st[32];
     size_t i;
 
     DLT_ASSERT_ERR(rb_open(&m, name, 1, 500, NULL, NULL), 0);
     for (i = 0; i < sizeof rounds / sizeof rounds[0]; i++) {
-        rb_task th;
+        dlt_task th;
         double t_kill;
         fprintf(stderr, "  round %zu: %s, %s\n", i, rounds[i].proc ? "process" : "thread",
                 rounds[i].mode == MODE_LOCK ? "lock" : rounds[i].mode == MODE_TRY ? "trylock" : "timedlock");
@@ -545,7 +411,7 @@ static void test_robust_holder_killed(void) {
         DLT_ASSERT_INT_EQ(rb_info_state(name), 1);
         kill(th.pid, SIGKILL);
         t_kill = dlt_now();
-        DLT_ASSERT_INT_EQ(rb_join(&th, 5000), 128 + SIGKILL);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&th, 5000), 128 + SIGKILL);
         /* trylock does not wait: let the lease run out first. */
         if (rounds[i].mode == MODE_TRY) CU_ASSERT_TRUE(rb_wait_gone(name, 3000));
         DLT_ASSERT_INT_EQ(rb_acq_run(rounds[i].proc, name, &m, 1, 500, rounds[i].mode, EOWNERDEAD,
@@ -563,16 +429,16 @@ static void test_robust_holder_killed(void) {
         rb_state(name, st, sizeof st);
         CU_ASSERT_STRING_EQUAL(st, "");
         DLT_ASSERT_INT_EQ(rb_info_state(name), 0);
-        DLT_ASSERT_INT_EQ(rb_acq_run(RB_PROC, name, NULL, 1, 500, rounds[i].mode, 0, THEN_CONSISTENT, &a[1]), 0);
+        DLT_ASSERT_INT_EQ(rb_acq_run(DLT_PROC, name, NULL, 1, 500, rounds[i].mode, 0, THEN_CONSISTENT, &a[1]), 0);
         DLT_ASSERT_ERR(a[1].rc, 0);
         CU_ASSERT_TRUE(a[1].fence > a[0].fence);
-        DLT_ASSERT_INT_EQ(rb_acq_run(RB_THREAD, name, &m, 1, 500, rounds[i].mode, 0, THEN_CONSISTENT, &a[2]), 0);
+        DLT_ASSERT_INT_EQ(rb_acq_run(DLT_THREAD, name, &m, 1, 500, rounds[i].mode, 0, THEN_CONSISTENT, &a[2]), 0);
         DLT_ASSERT_ERR(a[2].rc, 0);
         CU_ASSERT_TRUE(a[2].fence > a[1].fence);
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(h, 1);
-    RB_SHM_FREE(a, 3);
+    DLT_SHM_FREE(h, 1);
+    DLT_SHM_FREE(a, 3);
 }
 
 /* A thread that exits holding a robust lock (pthread_exit, no unlock):
@@ -581,10 +447,10 @@ static void test_robust_holder_killed(void) {
  * EOWNERDEAD after the lease. */
 static void test_robust_thread_exit(void) {
     static const char *name = "rb/texit";
-    rb_holder *h = RB_SHM(rb_holder, 2);
-    rb_acq *a = RB_SHM(rb_acq, 3);
+    rb_holder *h = DLT_SHM_NEW(rb_holder, 2);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 3);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
-    rb_task tp, th, ta;
+    dlt_task tp, th, ta;
     long long pttl;
     char k[600];
     size_t kn = rb_key(name, "", k, sizeof k);
@@ -593,24 +459,24 @@ static void test_robust_thread_exit(void) {
     /* The process acquirer of the second round, forked before any thread. */
     rb_acq_init(&a[2], name, 1, 500, MODE_LOCK, EOWNERDEAD, THEN_CONSISTENT);
     a[2].use_go = 1;
-    rb_start(&tp, RB_PROC, rb_acq_main, &a[2]);
-    CU_ASSERT_TRUE(rb_wait(&a[2].ready, 1, 10000));
+    dlt_task_start(&tp, DLT_PROC, rb_acq_main, &a[2]);
+    CU_ASSERT_TRUE(dlt_flag_wait(&a[2].ready, 1, 10000));
 
     /* Round 1: the next acquirer is another thread of this process. */
     rb_holder_init(&h[0], name, 1, 500, HOLD_TEXIT);
     h[0].m = &m;
-    rb_start(&th, RB_THREAD, rb_holder_main, &h[0]);
-    DLT_ASSERT_INT_EQ(rb_join(&th, RB_JOIN_MS), 0); /* pthread_exit: rc stays 0 */
+    dlt_task_start(&th, DLT_THREAD, rb_holder_main, &h[0]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0); /* pthread_exit: rc stays 0 */
     DLT_ASSERT_ERR(h[0].lock_rc, 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     /* Not released: the key is still there, with what is left of its lease. */
     DLT_ASSERT_INT_EQ(rb_exists(name), 1);
-    pttl = rb_reply_int(dlt_redis_cmd(&dlt_server, "PTTL %b", k, kn));
+    pttl = dlt_reply_int(dlt_redis_cmd(&dlt_server, "PTTL %b", k, kn));
     CU_ASSERT_TRUE(pttl > 0 && pttl <= 500);
     rb_acq_init(&a[0], name, 1, 500, MODE_LOCK, EOWNERDEAD, THEN_CONSISTENT);
     a[0].m = &m;
-    rb_start(&ta, RB_THREAD, rb_acq_main, &a[0]);
-    DLT_ASSERT_INT_EQ(rb_join(&ta, RB_JOIN_MS), 0);
+    dlt_task_start(&ta, DLT_THREAD, rb_acq_main, &a[0]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&ta, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(a[0].rc, EOWNERDEAD);
     CU_ASSERT_TRUE(a[0].fence > h[0].fence);
     CU_ASSERT_TRUE(a[0].t_acq - h[0].t_exit > 0.25); /* waited for the lease */
@@ -620,12 +486,12 @@ static void test_robust_thread_exit(void) {
     /* Round 2: the next acquirer is another process. */
     rb_holder_init(&h[1], name, 1, 500, HOLD_TEXIT);
     h[1].m = &m;
-    rb_start(&th, RB_THREAD, rb_holder_main, &h[1]);
-    DLT_ASSERT_INT_EQ(rb_join(&th, RB_JOIN_MS), 0);
+    dlt_task_start(&th, DLT_THREAD, rb_holder_main, &h[1]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(h[1].lock_rc, 0);
     DLT_ASSERT_INT_EQ(rb_exists(name), 1);
-    rb_set(&a[2].go, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&tp, RB_JOIN_MS), 0);
+    dlt_flag_set(&a[2].go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tp, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(a[2].rc, EOWNERDEAD);
     CU_ASSERT_TRUE(a[2].fence > h[1].fence);
     CU_ASSERT_TRUE(a[2].t_acq - h[1].t_exit > 0.25);
@@ -637,17 +503,17 @@ static void test_robust_thread_exit(void) {
     rb_holder_init(&h[0], name, 1, 500, HOLD_TEXIT);
     h[0].m = &m;
     h[0].texit_go = 1;
-    rb_start(&th, RB_THREAD, rb_holder_main, &h[0]);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&h[0].locked, 1, 10000) && h[0].lock_rc == 0);
+    dlt_task_start(&th, DLT_THREAD, rb_holder_main, &h[0]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h[0].locked, 1, 10000) && h[0].lock_rc == 0);
     rb_acq_init(&a[0], name, 1, 500, MODE_LOCK, EOWNERDEAD, THEN_CONSISTENT);
     a[0].m = &m;
-    rb_start(&ta, RB_THREAD, rb_acq_main, &a[0]);
-    CU_ASSERT_TRUE(rb_wait(&a[0].ready, 1, 10000));
+    dlt_task_start(&ta, DLT_THREAD, rb_acq_main, &a[0]);
+    CU_ASSERT_TRUE(dlt_flag_wait(&a[0].ready, 1, 10000));
     dlt_sleep_ms(300); /* waiting now; the holder's lease is being renewed */
-    DLT_ASSERT_INT_EQ(rb_get(&a[0].got), 0);
-    rb_set(&h[0].go, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&th, RB_JOIN_MS), 0);
-    DLT_ASSERT_INT_EQ(rb_join(&ta, RB_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&a[0].got), 0);
+    dlt_flag_set(&h[0].go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&ta, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(a[0].rc, EOWNERDEAD);
     CU_ASSERT_TRUE(a[0].fence > h[0].fence);
     CU_ASSERT_TRUE(a[0].t_acq - h[0].t_exit > 0.1);
@@ -655,11 +521,11 @@ static void test_robust_thread_exit(void) {
     fprintf(stderr, "  thread waiting at the exit: EOWNERDEAD %.3f s after it\n", a[0].t_acq - h[0].t_exit);
 
     /* Consistent again: a thread gets 0. */
-    DLT_ASSERT_INT_EQ(rb_acq_run(RB_THREAD, name, &m, 1, 500, MODE_LOCK, 0, THEN_CONSISTENT, &a[1]), 0);
+    DLT_ASSERT_INT_EQ(rb_acq_run(DLT_THREAD, name, &m, 1, 500, MODE_LOCK, 0, THEN_CONSISTENT, &a[1]), 0);
     DLT_ASSERT_ERR(a[1].rc, 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(h, 2);
-    RB_SHM_FREE(a, 3);
+    DLT_SHM_FREE(h, 2);
+    DLT_SHM_FREE(a, 3);
 }
 
 /* A process that calls exit() holding a robust lock: the library releases
@@ -668,24 +534,24 @@ static void test_robust_thread_exit(void) {
  * non-robust lock released at exit gives the next acquirer 0. */
 static void test_robust_exit_releases_dead(void) {
     static const char *name = "rb/exit";
-    rb_holder *h = RB_SHM(rb_holder, 3);
-    rb_acq *a = RB_SHM(rb_acq, 3);
+    rb_holder *h = DLT_SHM_NEW(rb_holder, 3);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 3);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
-    rb_task th, ta;
+    dlt_task th, ta;
     char st[32];
 
     /* A process waiting in lock when the holder exits. */
     rb_holder_init(&h[0], name, 1, 10000, HOLD_EXIT);
-    rb_start(&th, RB_PROC, rb_holder_main, &h[0]);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&h[0].locked, 1, 10000) && h[0].lock_rc == 0);
+    dlt_task_start(&th, DLT_PROC, rb_holder_main, &h[0]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h[0].locked, 1, 10000) && h[0].lock_rc == 0);
     rb_acq_init(&a[0], name, 1, 10000, MODE_LOCK, EOWNERDEAD, THEN_CONSISTENT);
-    rb_start(&ta, RB_PROC, rb_acq_main, &a[0]);
-    CU_ASSERT_TRUE(rb_wait(&a[0].ready, 1, 10000));
+    dlt_task_start(&ta, DLT_PROC, rb_acq_main, &a[0]);
+    CU_ASSERT_TRUE(dlt_flag_wait(&a[0].ready, 1, 10000));
     dlt_sleep_ms(150); /* it is waiting now */
-    DLT_ASSERT_INT_EQ(rb_get(&a[0].got), 0);
-    rb_set(&h[0].go, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&th, 10000), 0);
-    DLT_ASSERT_INT_EQ(rb_join(&ta, RB_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&a[0].got), 0);
+    dlt_flag_set(&h[0].go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&ta, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(a[0].rc, EOWNERDEAD);
     CU_ASSERT_TRUE(a[0].fence > h[0].fence);
     CU_ASSERT_TRUE(a[0].t_acq - h[0].t_exit < 1.0);
@@ -693,30 +559,30 @@ static void test_robust_exit_releases_dead(void) {
 
     /* A thread that comes after the exit: EOWNERDEAD at once. */
     rb_holder_init(&h[1], name, 1, 10000, HOLD_EXIT);
-    rb_start(&th, RB_PROC, rb_holder_main, &h[1]);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&h[1].locked, 1, 10000) && h[1].lock_rc == 0);
-    rb_set(&h[1].go, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&th, 10000), 0);
+    dlt_task_start(&th, DLT_PROC, rb_holder_main, &h[1]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h[1].locked, 1, 10000) && h[1].lock_rc == 0);
+    dlt_flag_set(&h[1].go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 0);
     DLT_ASSERT_INT_EQ(rb_exists(name), 0); /* released, not left to expire */
     rb_state(name, st, sizeof st);
     CU_ASSERT_STRING_EQUAL(st, "held");
     DLT_ASSERT_ERR(rb_open(&m, name, 1, 10000, NULL, NULL), 0);
-    DLT_ASSERT_INT_EQ(rb_acq_run(RB_THREAD, name, &m, 1, 10000, MODE_TRY, EOWNERDEAD, THEN_CONSISTENT, &a[1]), 0);
+    DLT_ASSERT_INT_EQ(rb_acq_run(DLT_THREAD, name, &m, 1, 10000, MODE_TRY, EOWNERDEAD, THEN_CONSISTENT, &a[1]), 0);
     DLT_ASSERT_ERR(a[1].rc, EOWNERDEAD);
     CU_ASSERT_TRUE(a[1].t_acq - a[1].t_start < 0.5);
 
     /* Not robust: released plainly at exit, the next acquirer gets 0 at once. */
     rb_holder_init(&h[2], "rb/exit-plain", 0, 10000, HOLD_EXIT);
-    rb_start(&th, RB_PROC, rb_holder_main, &h[2]);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&h[2].locked, 1, 10000) && h[2].lock_rc == 0);
-    rb_set(&h[2].go, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&th, 10000), 0);
+    dlt_task_start(&th, DLT_PROC, rb_holder_main, &h[2]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h[2].locked, 1, 10000) && h[2].lock_rc == 0);
+    dlt_flag_set(&h[2].go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 0);
     DLT_ASSERT_INT_EQ(rb_exists("rb/exit-plain"), 0);
-    DLT_ASSERT_INT_EQ(rb_acq_run(RB_PROC, "rb/exit-plain", NULL, 0, 10000, MODE_TRY, 0, THEN_CONSISTENT, &a[2]), 0);
+    DLT_ASSERT_INT_EQ(rb_acq_run(DLT_PROC, "rb/exit-plain", NULL, 0, 10000, MODE_TRY, 0, THEN_CONSISTENT, &a[2]), 0);
     DLT_ASSERT_ERR(a[2].rc, 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(h, 3);
-    RB_SHM_FREE(a, 3);
+    DLT_SHM_FREE(h, 3);
+    DLT_SHM_FREE(a, 3);
 }
 
 /* A caller, on request, runs lock / trylock / timedlock on a robust
@@ -735,20 +601,20 @@ static int rb_nr_main(void *p) {
     int i;
     if (m == NULL) {
         m = &own;
-        RB_CK(rb_open(m, n->name, 1, 500, NULL, NULL), 0);
+        DLT_CK(rb_open(m, n->name, 1, 500, NULL, NULL), 0);
     }
     for (i = 0; i < 3; i++) {
         double t0 = dlt_now();
         n->rc[i] = rb_take(m, i == 0 ? MODE_LOCK : i == 1 ? MODE_TRY : MODE_TIMED);
         n->dt[i] = dlt_now() - t0;
-        RB_CK(n->rc[i], ENOTRECOVERABLE);
-        RB_CKT(n->dt[i] < 0.5); /* at once, not after a wait */
+        DLT_CK(n->rc[i], ENOTRECOVERABLE);
+        DLT_CKT(n->dt[i] < 0.5); /* at once, not after a wait */
     }
     n->holds = dlock_mutex_holds(m);
-    RB_CK(n->holds, 0);
-    RB_CK(dlock_mutex_unlock(m), EPERM);
-    RB_CK(dlock_mutex_consistent(m), EINVAL);
-    if (m == &own) RB_CK(dlock_mutex_destroy(m), 0);
+    DLT_CK(n->holds, 0);
+    DLT_CK(dlock_mutex_unlock(m), EPERM);
+    DLT_CK(dlock_mutex_consistent(m), EINVAL);
+    if (m == &own) DLT_CK(dlock_mutex_destroy(m), 0);
     return 0;
 }
 
@@ -758,41 +624,41 @@ static int rb_nr_main(void *p) {
  * dlock_break(DLOCK_BREAK_RESET); then lock gives 0 again. */
 static void test_robust_notrecoverable(void) {
     static const char *name = "rb/nr";
-    rb_holder *h = RB_SHM(rb_holder, 1);
-    rb_acq *a = RB_SHM(rb_acq, 4);
-    rb_nr *n = RB_SHM(rb_nr, 4);
+    rb_holder *h = DLT_SHM_NEW(rb_holder, 1);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 4);
+    rb_nr *n = DLT_SHM_NEW(rb_nr, 4);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
-    rb_task th, ta, tw, tn[4];
+    dlt_task th, ta, tw, tn[4];
     char st[32];
     int held = -1, i;
 
     /* A holder that exits: the lock is left "owner died". */
     rb_holder_init(h, name, 1, 10000, HOLD_EXIT);
-    rb_start(&th, RB_PROC, rb_holder_main, h);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
-    rb_set(&h->go, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&th, 10000), 0);
+    dlt_task_start(&th, DLT_PROC, rb_holder_main, h);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
+    dlt_flag_set(&h->go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 0);
     /* The next acquirer gets EOWNERDEAD and holds it for a while... */
     rb_acq_init(&a[0], name, 1, 2000, MODE_LOCK, EOWNERDEAD, THEN_UNLOCK);
     a[0].hold = 1;
-    rb_start(&ta, RB_PROC, rb_acq_main, &a[0]);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&a[0].got, 1, 10000));
+    dlt_task_start(&ta, DLT_PROC, rb_acq_main, &a[0]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&a[0].got, 1, 10000));
     DLT_ASSERT_ERR(a[0].rc, EOWNERDEAD);
     /* ...while another process waits in lock... */
     rb_acq_init(&a[1], name, 1, 2000, MODE_LOCK, ENOTRECOVERABLE, THEN_CONSISTENT);
-    rb_start(&tw, RB_PROC, rb_acq_main, &a[1]);
-    CU_ASSERT_TRUE(rb_wait(&a[1].ready, 1, 10000));
+    dlt_task_start(&tw, DLT_PROC, rb_acq_main, &a[1]);
+    CU_ASSERT_TRUE(dlt_flag_wait(&a[1].ready, 1, 10000));
     dlt_sleep_ms(200);
-    DLT_ASSERT_INT_EQ(rb_get(&a[1].got), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&a[1].got), 0);
     /* ...and unlocks without consistent. */
-    rb_set(&a[0].release, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&ta, RB_JOIN_MS), 0);
+    dlt_flag_set(&a[0].release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&ta, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(a[0].unlock_rc, 0);
     rb_state(name, st, sizeof st);
     CU_ASSERT_STRING_EQUAL(st, "notrecoverable");
     DLT_ASSERT_INT_EQ(rb_info_state(name), 2);
     /* The waiter wakes with ENOTRECOVERABLE. */
-    DLT_ASSERT_INT_EQ(rb_join(&tw, RB_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tw, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(a[1].rc, ENOTRECOVERABLE);
     CU_ASSERT_TRUE(a[1].t_acq - a[0].t_acq < 3.0);
 
@@ -802,10 +668,10 @@ static void test_robust_notrecoverable(void) {
     for (i = 0; i < 4; i++) {
         n[i].name = name;
         n[i].m = i < 2 ? NULL : &m;
-        rb_start(&tn[i], i < 2 ? RB_PROC : RB_THREAD, rb_nr_main, &n[i]);
+        dlt_task_start(&tn[i], i < 2 ? DLT_PROC : DLT_THREAD, rb_nr_main, &n[i]);
     }
     for (i = 0; i < 4; i++) {
-        DLT_ASSERT_INT_EQ(rb_join(&tn[i], RB_JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&tn[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(n[i].rc[0], ENOTRECOVERABLE);
         DLT_ASSERT_ERR(n[i].rc[1], ENOTRECOVERABLE);
         DLT_ASSERT_ERR(n[i].rc[2], ENOTRECOVERABLE);
@@ -820,14 +686,14 @@ static void test_robust_notrecoverable(void) {
     rb_state(name, st, sizeof st);
     CU_ASSERT_STRING_EQUAL(st, "");
     DLT_ASSERT_INT_EQ(rb_info_state(name), 0);
-    DLT_ASSERT_INT_EQ(rb_acq_run(RB_PROC, name, NULL, 1, 500, MODE_LOCK, 0, THEN_CONSISTENT, &a[2]), 0);
+    DLT_ASSERT_INT_EQ(rb_acq_run(DLT_PROC, name, NULL, 1, 500, MODE_LOCK, 0, THEN_CONSISTENT, &a[2]), 0);
     DLT_ASSERT_ERR(a[2].rc, 0);
-    DLT_ASSERT_INT_EQ(rb_acq_run(RB_THREAD, name, &m, 1, 500, MODE_TIMED, 0, THEN_CONSISTENT, &a[3]), 0);
+    DLT_ASSERT_INT_EQ(rb_acq_run(DLT_THREAD, name, &m, 1, 500, MODE_TIMED, 0, THEN_CONSISTENT, &a[3]), 0);
     DLT_ASSERT_ERR(a[3].rc, 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(h, 1);
-    RB_SHM_FREE(a, 4);
-    RB_SHM_FREE(n, 4);
+    DLT_SHM_FREE(h, 1);
+    DLT_SHM_FREE(a, 4);
+    DLT_SHM_FREE(n, 4);
 }
 
 /* A holder (process or thread) whose robust lock is broken with
@@ -849,30 +715,30 @@ static int rb_victim_main(void *p) {
     double end;
     if (m == NULL) {
         m = &own;
-        RB_CK(rb_open(m, v->name, 1, 600, v->lost, NULL), 0);
+        DLT_CK(rb_open(m, v->name, 1, 600, v->lost, NULL), 0);
     }
     v->lost->obj = m;
     v->lock_rc = dlock_mutex_lock(m);
-    rb_set(&v->locked, 1);
-    RB_CK(v->lock_rc, 0);
-    RB_CKT(rb_wait(&v->broken, 1, RB_JOIN_MS));
+    dlt_flag_set(&v->locked, 1);
+    DLT_CK(v->lock_rc, 0);
+    DLT_CKT(dlt_flag_wait(&v->broken, 1, DLT_JOIN_MS));
     end = dlt_now() + 3.0;
     while (dlock_mutex_holds(m) && dlt_now() < end) dlt_sleep_ms(5);
     v->t_gone = dlt_now();
-    RB_CK(dlock_mutex_holds(m), 0);
-    RB_CK(dlock_mutex_fence(m), 0);
+    DLT_CK(dlock_mutex_holds(m), 0);
+    DLT_CK(dlock_mutex_fence(m), 0);
     v->unlock_rc = dlock_mutex_unlock(m);
-    RB_CK(v->unlock_rc, EPERM);
-    if (m == &own) RB_CK(dlock_mutex_destroy(m), 0);
+    DLT_CK(v->unlock_rc, EPERM);
+    if (m == &own) DLT_CK(dlock_mutex_destroy(m), 0);
     return 0;
 }
 
 static void test_robust_break_ownerdead(void) {
     static const char *names[2] = { "rb/break-p", "rb/break-t" };
-    rb_victim *v = RB_SHM(rb_victim, 2);
-    rb_acq *a = RB_SHM(rb_acq, 4);
+    rb_victim *v = DLT_SHM_NEW(rb_victim, 2);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 4);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
-    rb_task tv;
+    dlt_task tv;
     int k, held, rd[2], bad;
 
     DLT_ASSERT_ERR(rb_open(&m, names[1], 1, 600, NULL, NULL), 0);
@@ -882,18 +748,18 @@ static void test_robust_break_ownerdead(void) {
         v[k].name = names[k];
         v[k].lost = rb_lost_new(names[k], &rd[k]);
         /* The thread victim uses its own object (with the handler). */
-        rb_start(&tv, proc ? RB_PROC : RB_THREAD, rb_victim_main, &v[k]);
-        CU_ASSERT_TRUE_FATAL(rb_wait(&v[k].locked, 1, 10000) && v[k].lock_rc == 0);
+        dlt_task_start(&tv, proc ? DLT_PROC : DLT_THREAD, rb_victim_main, &v[k]);
+        CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&v[k].locked, 1, 10000) && v[k].lock_rc == 0);
         held = -1;
         DLT_ASSERT_ERR(dlock_break(NULL, names[k], DLOCK_BREAK_OWNERDEAD, &held), 0);
         t_break = dlt_now();
         DLT_ASSERT_INT_EQ(held, 1);
-        rb_set(&v[k].broken, 1);
+        dlt_flag_set(&v[k].broken, 1);
         /* The next acquirer: EOWNERDEAD (a process for the process victim,
          * a thread of the victim's process for the thread victim). */
         DLT_ASSERT_INT_EQ(rb_acq_run(proc, names[k], &m, 1, 600, MODE_LOCK, EOWNERDEAD, THEN_CONSISTENT, &a[k]), 0);
         DLT_ASSERT_ERR(a[k].rc, EOWNERDEAD);
-        DLT_ASSERT_INT_EQ(rb_join(&tv, RB_JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&tv, DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(v[k].unlock_rc, EPERM);
         CU_ASSERT_TRUE(v[k].t_gone - t_break < 0.6 + 0.5);
         DLT_ASSERT_INT_EQ(rb_lost_bytes(rd[k], 2000, 200, &bad), 1);
@@ -901,7 +767,7 @@ static void test_robust_break_ownerdead(void) {
         fprintf(stderr, "  %s victim: hold gone %.3f s after the break; next acquirer waited %.3f s\n",
                 proc ? "process" : "thread", v[k].t_gone - t_break, a[k].t_acq - a[k].t_start);
         /* Consistent again: the next one gets 0. */
-        DLT_ASSERT_INT_EQ(rb_acq_run(RB_PROC, names[k], NULL, 1, 600, MODE_TRY, 0, THEN_CONSISTENT, &a[2 + k]), 0);
+        DLT_ASSERT_INT_EQ(rb_acq_run(DLT_PROC, names[k], NULL, 1, 600, MODE_TRY, 0, THEN_CONSISTENT, &a[2 + k]), 0);
         DLT_ASSERT_ERR(a[2 + k].rc, 0);
         rb_lost_free(v[k].lost, rd[k]);
     }
@@ -910,8 +776,8 @@ static void test_robust_break_ownerdead(void) {
     DLT_ASSERT_ERR(dlock_break(NULL, "rb/break-none", DLOCK_BREAK_OWNERDEAD, &held), 0);
     DLT_ASSERT_INT_EQ(held, 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(v, 2);
-    RB_SHM_FREE(a, 4);
+    DLT_SHM_FREE(v, 2);
+    DLT_SHM_FREE(a, 4);
 }
 
 /* dlock_mutex_consistent outside the inconsistent state is EINVAL: not
@@ -927,9 +793,9 @@ typedef struct rb_cons {
 static int rb_cons_other(void *p) {
     rb_cons *c = p;
     c->rc = dlock_mutex_consistent(c->m); /* held inconsistent by another thread */
-    RB_CK(c->rc, EINVAL);
-    RB_CK(dlock_mutex_holds(c->m), 0);
-    RB_CK(dlock_mutex_unlock(c->m), EPERM);
+    DLT_CK(c->rc, EINVAL);
+    DLT_CK(dlock_mutex_holds(c->m), 0);
+    DLT_CK(dlock_mutex_unlock(c->m), EPERM);
     return 0;
 }
 
@@ -937,50 +803,50 @@ static int rb_cons_main(void *p) {
     rb_cons *c = p;
     dlock_mutex_t m, plain;
     char other_name[128];
-    RB_CK(rb_open(&m, c->name, 1, 500, NULL, NULL), 0);
+    DLT_CK(rb_open(&m, c->name, 1, 500, NULL, NULL), 0);
     snprintf(other_name, sizeof other_name, "%s-plain", c->name);
-    RB_CK(rb_open(&plain, other_name, 0, 500, NULL, NULL), 0);
-    RB_CK(dlock_mutex_consistent(&m), EINVAL);      /* not held */
-    RB_CK(dlock_mutex_lock(&m), 0);
-    RB_CK(dlock_mutex_consistent(&m), EINVAL);      /* held, consistent */
-    RB_CK(dlock_mutex_holds(&m), 1);
-    RB_CK(dlock_mutex_unlock(&m), 0);
-    RB_CK(dlock_mutex_consistent(&m), EINVAL);      /* unlocked */
-    RB_CK(dlock_mutex_lock(&plain), 0);
-    RB_CK(dlock_mutex_consistent(&plain), EINVAL);  /* not robust */
-    RB_CK(dlock_mutex_unlock(&plain), 0);
-    RB_CK(dlock_mutex_destroy(&plain), 0);
-    RB_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(rb_open(&plain, other_name, 0, 500, NULL, NULL), 0);
+    DLT_CK(dlock_mutex_consistent(&m), EINVAL);      /* not held */
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(dlock_mutex_consistent(&m), EINVAL);      /* held, consistent */
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_consistent(&m), EINVAL);      /* unlocked */
+    DLT_CK(dlock_mutex_lock(&plain), 0);
+    DLT_CK(dlock_mutex_consistent(&plain), EINVAL);  /* not robust */
+    DLT_CK(dlock_mutex_unlock(&plain), 0);
+    DLT_CK(dlock_mutex_destroy(&plain), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
 static void test_robust_consistent_einval(void) {
     static const char *name = "rb/cons";
-    rb_cons *c = RB_SHM(rb_cons, 3);
-    rb_holder *h = RB_SHM(rb_holder, 1);
+    rb_cons *c = DLT_SHM_NEW(rb_cons, 3);
+    rb_holder *h = DLT_SHM_NEW(rb_holder, 1);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
-    rb_task t[2], th, to;
+    dlt_task t[2], th, to;
     int i;
 
     c[0].name = "rb/cons-p";
     c[1].name = "rb/cons-t";
-    rb_start(&t[0], RB_PROC, rb_cons_main, &c[0]);
-    rb_start(&t[1], RB_THREAD, rb_cons_main, &c[1]);
-    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(rb_join(&t[i], RB_JOIN_MS), 0);
+    dlt_task_start(&t[0], DLT_PROC, rb_cons_main, &c[0]);
+    dlt_task_start(&t[1], DLT_THREAD, rb_cons_main, &c[1]);
+    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(dlock_mutex_consistent(NULL), EINVAL);
 
     /* EOWNERDEAD here: another thread's consistent is EINVAL (the state is
      * the owner's), the owner's own is 0 once, then EINVAL. */
     rb_holder_init(h, name, 1, 10000, HOLD_EXIT);
-    rb_start(&th, RB_PROC, rb_holder_main, h);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
-    rb_set(&h->go, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&th, 10000), 0);
+    dlt_task_start(&th, DLT_PROC, rb_holder_main, h);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
+    dlt_flag_set(&h->go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 0);
     DLT_ASSERT_ERR(rb_open(&m, name, 1, 500, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), EOWNERDEAD);
     c[2].m = &m;
-    rb_start(&to, RB_THREAD, rb_cons_other, &c[2]);
-    DLT_ASSERT_INT_EQ(rb_join(&to, RB_JOIN_MS), 0);
+    dlt_task_start(&to, DLT_THREAD, rb_cons_other, &c[2]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&to, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(dlock_mutex_consistent(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_consistent(&m), EINVAL);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
@@ -989,8 +855,8 @@ static void test_robust_consistent_einval(void) {
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(c, 3);
-    RB_SHM_FREE(h, 1);
+    DLT_SHM_FREE(c, 3);
+    DLT_SHM_FREE(h, 1);
 }
 
 /* A STALLED (non-robust) mutex whose holder died: the next acquirer,
@@ -999,20 +865,20 @@ static void test_robust_consistent_einval(void) {
  * know of (no marker was written). */
 static void test_stalled_holder_died(void) {
     static const char *name = "rb/stalled";
-    rb_holder *h = RB_SHM(rb_holder, 1);
-    rb_acq *a = RB_SHM(rb_acq, 3);
+    rb_holder *h = DLT_SHM_NEW(rb_holder, 1);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 3);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
     char st[32];
     int i;
 
     DLT_ASSERT_ERR(rb_open(&m, name, 0, 500, NULL, NULL), 0);
     for (i = 0; i < 2; i++) {
-        rb_task th;
+        dlt_task th;
         double t_kill;
         CU_ASSERT_TRUE_FATAL(rb_killable_holder(h, &th, name, 0, 500));
         kill(th.pid, SIGKILL);
         t_kill = dlt_now();
-        DLT_ASSERT_INT_EQ(rb_join(&th, 5000), 128 + SIGKILL);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&th, 5000), 128 + SIGKILL);
         rb_state(name, st, sizeof st);
         CU_ASSERT_STRING_EQUAL(st, "");
         DLT_ASSERT_INT_EQ(rb_info_state(name), 0);
@@ -1024,16 +890,16 @@ static void test_stalled_holder_died(void) {
     }
     /* Killed again; a robust acquirer of the name afterwards gets 0. */
     {
-        rb_task th;
+        dlt_task th;
         CU_ASSERT_TRUE_FATAL(rb_killable_holder(h, &th, name, 0, 500));
         kill(th.pid, SIGKILL);
-        DLT_ASSERT_INT_EQ(rb_join(&th, 5000), 128 + SIGKILL);
-        DLT_ASSERT_INT_EQ(rb_acq_run(RB_PROC, name, NULL, 1, 500, MODE_LOCK, 0, THEN_CONSISTENT, &a[2]), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&th, 5000), 128 + SIGKILL);
+        DLT_ASSERT_INT_EQ(rb_acq_run(DLT_PROC, name, NULL, 1, 500, MODE_LOCK, 0, THEN_CONSISTENT, &a[2]), 0);
         DLT_ASSERT_ERR(a[2].rc, 0);
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(h, 1);
-    RB_SHM_FREE(a, 3);
+    DLT_SHM_FREE(h, 1);
+    DLT_SHM_FREE(a, 3);
 }
 
 /* The owner that got EOWNERDEAD dies too, before consistent: by exit()
@@ -1052,48 +918,48 @@ static dlock_mutex_t rb_dies_mutex; /* static: still reachable at exit() */
 
 static int rb_dies_main(void *p) {
     rb_dies *d = p;
-    RB_CK(rb_open(&rb_dies_mutex, d->name, 1, 500, NULL, NULL), 0);
+    DLT_CK(rb_open(&rb_dies_mutex, d->name, 1, 500, NULL, NULL), 0);
     d->rc = dlock_mutex_lock(&rb_dies_mutex);
     d->fence = dlock_mutex_fence(&rb_dies_mutex);
-    rb_set(&d->got, 1);
-    RB_CK(d->rc, EOWNERDEAD);
-    RB_CK(dlock_mutex_holds(&rb_dies_mutex), 1);
+    dlt_flag_set(&d->got, 1);
+    DLT_CK(d->rc, EOWNERDEAD);
+    DLT_CK(dlock_mutex_holds(&rb_dies_mutex), 1);
     if (d->how == HOLD_EXIT) {
-        RB_CKT(rb_wait(&d->go, 1, RB_JOIN_MS));
+        DLT_CKT(dlt_flag_wait(&d->go, 1, DLT_JOIN_MS));
         rb_exiting_child = 1;
         exit(0); /* inconsistent, never made consistent */
     }
-    rb_wait(&d->go, 1, RB_JOIN_MS); /* killed long before */
+    dlt_flag_wait(&d->go, 1, DLT_JOIN_MS); /* killed long before */
     return 99;
 }
 
 static void test_robust_ownerdead_owner_dies(void) {
     static const char *name = "rb/dies";
     static const int hows[2] = { HOLD_EXIT, HOLD_KILL };
-    rb_holder *h = RB_SHM(rb_holder, 1);
-    rb_dies *d = RB_SHM(rb_dies, 2);
-    rb_acq *a = RB_SHM(rb_acq, 4);
-    rb_task th, td;
+    rb_holder *h = DLT_SHM_NEW(rb_holder, 1);
+    rb_dies *d = DLT_SHM_NEW(rb_dies, 2);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 4);
+    dlt_task th, td;
     char st[32];
     int k;
 
     for (k = 0; k < 2; k++) {
         rb_holder_init(h, name, 1, 500, HOLD_EXIT);
-        rb_start(&th, RB_PROC, rb_holder_main, h);
-        CU_ASSERT_TRUE_FATAL(rb_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
-        rb_set(&h->go, 1);
-        DLT_ASSERT_INT_EQ(rb_join(&th, 10000), 0);
+        dlt_task_start(&th, DLT_PROC, rb_holder_main, h);
+        CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
+        dlt_flag_set(&h->go, 1);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 0);
         d[k].name = name;
         d[k].how = hows[k];
-        rb_start(&td, RB_PROC, rb_dies_main, &d[k]);
-        CU_ASSERT_TRUE_FATAL(rb_wait(&d[k].got, 1, 10000));
+        dlt_task_start(&td, DLT_PROC, rb_dies_main, &d[k]);
+        CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&d[k].got, 1, 10000));
         DLT_ASSERT_ERR(d[k].rc, EOWNERDEAD);
         if (hows[k] == HOLD_EXIT) {
-            rb_set(&d[k].go, 1);
-            DLT_ASSERT_INT_EQ(rb_join(&td, 10000), 0);
+            dlt_flag_set(&d[k].go, 1);
+            DLT_ASSERT_INT_EQ(dlt_task_join(&td, 10000), 0);
         } else {
             kill(td.pid, SIGKILL);
-            DLT_ASSERT_INT_EQ(rb_join(&td, 10000), 128 + SIGKILL);
+            DLT_ASSERT_INT_EQ(dlt_task_join(&td, 10000), 128 + SIGKILL);
         }
         rb_state(name, st, sizeof st);
         CU_ASSERT_STRING_EQUAL(st, "held");
@@ -1103,12 +969,12 @@ static void test_robust_ownerdead_owner_dies(void) {
         DLT_ASSERT_ERR(a[2 * k].rc, EOWNERDEAD);
         CU_ASSERT_TRUE(a[2 * k].fence > d[k].fence);
         if (hows[k] == HOLD_EXIT) CU_ASSERT_TRUE(a[2 * k].t_acq - a[2 * k].t_start < 0.5);
-        DLT_ASSERT_INT_EQ(rb_acq_run(RB_PROC, name, NULL, 1, 500, MODE_TRY, 0, THEN_CONSISTENT, &a[2 * k + 1]), 0);
+        DLT_ASSERT_INT_EQ(rb_acq_run(DLT_PROC, name, NULL, 1, 500, MODE_TRY, 0, THEN_CONSISTENT, &a[2 * k + 1]), 0);
         DLT_ASSERT_ERR(a[2 * k + 1].rc, 0);
     }
-    RB_SHM_FREE(h, 1);
-    RB_SHM_FREE(d, 2);
-    RB_SHM_FREE(a, 4);
+    DLT_SHM_FREE(h, 1);
+    DLT_SHM_FREE(d, 2);
+    DLT_SHM_FREE(a, 4);
 }
 
 /* ========================================================================
@@ -1134,28 +1000,28 @@ static int rb_loser_main(void *p) {
     dlock_mutex_t own, *m = l->m;
     if (m == NULL) {
         m = &own;
-        RB_CK(rb_open(m, l->name, l->robust, l->lease, l->lost, NULL), 0);
+        DLT_CK(rb_open(m, l->name, l->robust, l->lease, l->lost, NULL), 0);
     }
     l->lost->obj = m;
     l->t_sent = dlt_now();
     l->lock_rc = dlock_mutex_lock(m);
     l->t_locked = dlt_now();
     l->fence = dlock_mutex_fence(m);
-    rb_set(&l->locked, 1);
-    RB_CK(l->lock_rc, 0);
-    RB_CKT(rb_wait(&l->look, 1, RB_JOIN_MS));
+    dlt_flag_set(&l->locked, 1);
+    DLT_CK(l->lock_rc, 0);
+    DLT_CKT(dlt_flag_wait(&l->look, 1, DLT_JOIN_MS));
     l->t_look = dlt_now();
     l->holds = dlock_mutex_holds(m);
     l->fence_after = dlock_mutex_fence(m);
     l->fset_rc = dlock_fenced_set(m, "rb:lost:data", "late", 4);
     l->unlock_rc = dlock_mutex_unlock(m);
-    RB_CK(l->holds, 0);
-    RB_CK(l->fence_after, 0);
-    RB_CK(l->fset_rc, EPERM);
-    RB_CK(l->unlock_rc, EPERM);
+    DLT_CK(l->holds, 0);
+    DLT_CK(l->fence_after, 0);
+    DLT_CK(l->fset_rc, EPERM);
+    DLT_CK(l->unlock_rc, EPERM);
     dlt_sleep_ms(300); /* time for a second handler call, which must not come */
-    rb_set(&l->done, 1);
-    if (m == &own) RB_CK(dlock_mutex_destroy(m), 0);
+    dlt_flag_set(&l->done, 1);
+    if (m == &own) DLT_CK(dlock_mutex_destroy(m), 0);
     return 0;
 }
 
@@ -1165,9 +1031,9 @@ static int rb_loser_main(void *p) {
  * and unlock are EPERM, and the new holder still holds the lock. */
 static void test_lost_lease_sigstop(void) {
     static const char *name = "rb/stopped";
-    rb_loser *l = RB_SHM(rb_loser, 1);
-    rb_acq *a = RB_SHM(rb_acq, 1);
-    rb_task tl, ta;
+    rb_loser *l = DLT_SHM_NEW(rb_loser, 1);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 1);
+    dlt_task tl, ta;
     char owner1[64], owner2[64], pid[32], val[64];
     double t_stop;
     int rd, bad;
@@ -1178,14 +1044,14 @@ static void test_lost_lease_sigstop(void) {
     rb_acq_init(a, name, 0, 2000, MODE_LOCK, 0, THEN_CONSISTENT);
     a->use_go = 1;
     a->hold = 1;
-    rb_start(&ta, RB_PROC, rb_acq_main, a);
-    rb_start(&tl, RB_PROC, rb_loser_main, l);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&l->locked, 1, 10000) && l->lock_rc == 0);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&a->ready, 1, 10000));
+    dlt_task_start(&ta, DLT_PROC, rb_acq_main, a);
+    dlt_task_start(&tl, DLT_PROC, rb_loser_main, l);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&l->locked, 1, 10000) && l->lock_rc == 0);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&a->ready, 1, 10000));
     kill(tl.pid, SIGSTOP);
     t_stop = dlt_now();
-    rb_set(&a->go, 1);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&a->got, 1, 5000));
+    dlt_flag_set(&a->go, 1);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&a->got, 1, 5000));
     DLT_ASSERT_ERR(a->rc, 0);
     CU_ASSERT_TRUE(a->fence > l->fence);
     CU_ASSERT_TRUE(a->t_acq - t_stop < 0.4 + 1.0);
@@ -1194,8 +1060,8 @@ static void test_lost_lease_sigstop(void) {
     DLT_ASSERT_INT_EQ(atol(pid), ta.pid);
     while (dlt_now() - t_stop < 1.2) dlt_sleep_ms(10);
     kill(tl.pid, SIGCONT);
-    rb_set(&l->look, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&tl, RB_JOIN_MS), 0);
+    dlt_flag_set(&l->look, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tl, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(l->holds, 0);
     DLT_ASSERT_ERR(l->fset_rc, EPERM);
     DLT_ASSERT_ERR(l->unlock_rc, EPERM);
@@ -1206,13 +1072,13 @@ static void test_lost_lease_sigstop(void) {
     CU_ASSERT_TRUE(rb_hget(name, "owner", owner2, sizeof owner2));
     CU_ASSERT_STRING_EQUAL(owner1, owner2);
     CU_ASSERT_FALSE(rb_hget_raw("rb:lost:data", "value", val, sizeof val)); /* the late write never landed */
-    rb_set(&a->release, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&ta, RB_JOIN_MS), 0);
+    dlt_flag_set(&a->release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&ta, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(a->unlock_rc, 0);
     DLT_ASSERT_INT_EQ(rb_exists(name), 0);
     rb_lost_free(l->lost, rd);
-    RB_SHM_FREE(l, 1);
-    RB_SHM_FREE(a, 1);
+    DLT_SHM_FREE(l, 1);
+    DLT_SHM_FREE(a, 1);
 }
 
 /* Validity runs out without any refusal: the server is stopped under a
@@ -1221,9 +1087,9 @@ static void test_lost_lease_sigstop(void) {
  * 0; unlock is EPERM. */
 static void test_lost_validity_server_down(void) {
     static const char *names[2] = { "rb/down-p", "rb/down-t" };
-    rb_loser *l = RB_SHM(rb_loser, 2);
+    rb_loser *l = DLT_SHM_NEW(rb_loser, 2);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
-    rb_task t[2];
+    dlt_task t[2];
     double t_down, t_up;
     int rd[2], bad, k;
 
@@ -1234,10 +1100,10 @@ static void test_lost_validity_server_down(void) {
     }
     DLT_ASSERT_ERR(rb_open(&m, names[1], 0, 600, l[1].lost, NULL), 0);
     l[1].m = &m;
-    rb_start(&t[0], RB_PROC, rb_loser_main, &l[0]); /* fork before the thread */
-    CU_ASSERT_TRUE_FATAL(rb_wait(&l[0].locked, 1, 10000) && l[0].lock_rc == 0);
-    rb_start(&t[1], RB_THREAD, rb_loser_main, &l[1]);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&l[1].locked, 1, 10000) && l[1].lock_rc == 0);
+    dlt_task_start(&t[0], DLT_PROC, rb_loser_main, &l[0]); /* fork before the thread */
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&l[0].locked, 1, 10000) && l[0].lock_rc == 0);
+    dlt_task_start(&t[1], DLT_THREAD, rb_loser_main, &l[1]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&l[1].locked, 1, 10000) && l[1].lock_rc == 0);
     t_down = dlt_now();
     CU_ASSERT_FATAL(dlt_redis_stop(&dlt_server) == 0);
     for (k = 0; k < 2; k++) {
@@ -1254,10 +1120,10 @@ static void test_lost_validity_server_down(void) {
         /* Not before the validity could have run out. */
         CU_ASSERT_TRUE(l[k].lost->t_first - l[k].t_sent > 0.6 - 0.1);
         CU_ASSERT_TRUE(l[k].lost->t_first < t_up); /* the server was down the whole time */
-        rb_set(&l[k].look, 1);
+        dlt_flag_set(&l[k].look, 1);
     }
     for (k = 0; k < 2; k++) {
-        DLT_ASSERT_INT_EQ(rb_join(&t[k], RB_JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&t[k], DLT_JOIN_MS), 0);
         DLT_ASSERT_INT_EQ(l[k].holds, 0);
         DLT_ASSERT_ERR(l[k].unlock_rc, EPERM);
         DLT_ASSERT_INT_EQ(l[k].lost->count, 1);
@@ -1271,7 +1137,7 @@ static void test_lost_validity_server_down(void) {
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(l, 2);
+    DLT_SHM_FREE(l, 2);
 }
 
 /* A robust holder process SIGSTOPped past its lease (the lease "ran out
@@ -1281,9 +1147,9 @@ static void test_lost_validity_server_down(void) {
  * acquirer's unlock is 0 and the one after gets 0. */
 static void test_robust_lease_lost_stopped(void) {
     static const char *name = "rb/stopped-robust";
-    rb_loser *l = RB_SHM(rb_loser, 1);
-    rb_acq *a = RB_SHM(rb_acq, 2);
-    rb_task tl, ta;
+    rb_loser *l = DLT_SHM_NEW(rb_loser, 1);
+    rb_acq *a = DLT_SHM_NEW(rb_acq, 2);
+    dlt_task tl, ta;
     char owner1[64], owner2[64], st[32];
     double t_stop;
     int rd, bad;
@@ -1295,22 +1161,22 @@ static void test_robust_lease_lost_stopped(void) {
     rb_acq_init(&a[0], name, 1, 2000, MODE_LOCK, EOWNERDEAD, THEN_CONSISTENT);
     a[0].use_go = 1;
     a[0].hold = 1;
-    rb_start(&ta, RB_PROC, rb_acq_main, &a[0]);
-    rb_start(&tl, RB_PROC, rb_loser_main, l);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&l->locked, 1, 10000) && l->lock_rc == 0);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&a[0].ready, 1, 10000));
+    dlt_task_start(&ta, DLT_PROC, rb_acq_main, &a[0]);
+    dlt_task_start(&tl, DLT_PROC, rb_loser_main, l);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&l->locked, 1, 10000) && l->lock_rc == 0);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&a[0].ready, 1, 10000));
     kill(tl.pid, SIGSTOP);
     t_stop = dlt_now();
-    rb_set(&a[0].go, 1);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&a[0].got, 1, 5000));
+    dlt_flag_set(&a[0].go, 1);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&a[0].got, 1, 5000));
     DLT_ASSERT_ERR(a[0].rc, EOWNERDEAD);
     CU_ASSERT_TRUE(a[0].fence > l->fence);
     CU_ASSERT_TRUE(a[0].t_acq - t_stop < 0.4 + 1.0);
     CU_ASSERT_TRUE(rb_hget(name, "owner", owner1, sizeof owner1));
     while (dlt_now() - t_stop < 1.2) dlt_sleep_ms(10);
     kill(tl.pid, SIGCONT);
-    rb_set(&l->look, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&tl, RB_JOIN_MS), 0);
+    dlt_flag_set(&l->look, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tl, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(l->holds, 0);
     DLT_ASSERT_ERR(l->unlock_rc, EPERM);
     DLT_ASSERT_INT_EQ(rb_lost_bytes(rd, 1000, 100, &bad), 1);
@@ -1319,17 +1185,17 @@ static void test_robust_lease_lost_stopped(void) {
     CU_ASSERT_STRING_EQUAL(owner1, owner2);
     rb_state(name, st, sizeof st);
     CU_ASSERT_STRING_EQUAL(st, "held"); /* the acquirer holds it */
-    rb_set(&a[0].release, 1);
-    DLT_ASSERT_INT_EQ(rb_join(&ta, RB_JOIN_MS), 0);
+    dlt_flag_set(&a[0].release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&ta, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(a[0].cons_rc, 0);
     DLT_ASSERT_ERR(a[0].unlock_rc, 0);
     rb_state(name, st, sizeof st);
     CU_ASSERT_STRING_EQUAL(st, "");
-    DLT_ASSERT_INT_EQ(rb_acq_run(RB_PROC, name, NULL, 1, 500, MODE_TRY, 0, THEN_CONSISTENT, &a[1]), 0);
+    DLT_ASSERT_INT_EQ(rb_acq_run(DLT_PROC, name, NULL, 1, 500, MODE_TRY, 0, THEN_CONSISTENT, &a[1]), 0);
     DLT_ASSERT_ERR(a[1].rc, 0);
     rb_lost_free(l->lost, rd);
-    RB_SHM_FREE(l, 1);
-    RB_SHM_FREE(a, 2);
+    DLT_SHM_FREE(l, 1);
+    DLT_SHM_FREE(a, 2);
 }
 
 /* ========================================================================
@@ -1355,12 +1221,12 @@ static int rb_fencer_thread(void *p) {
     for (i = 0; i < w->iters; i++) {
         uint64_t f;
         int idx;
-        RB_CK(dlock_mutex_lock(w->m), 0);
+        DLT_CK(dlock_mutex_lock(w->m), 0);
         f = dlock_mutex_fence(w->m);
-        RB_CKT(f > 0);
+        DLT_CKT(f > 0);
         idx = __atomic_fetch_add(&w->log->next, 1, __ATOMIC_SEQ_CST);
         if (idx >= 0 && idx < 256) w->log->f[idx] = f;
-        RB_CK(dlock_mutex_unlock(w->m), 0);
+        DLT_CK(dlock_mutex_unlock(w->m), 0);
     }
     return 0;
 }
@@ -1369,9 +1235,9 @@ static int rb_fencer_thread(void *p) {
 static int rb_fencer_proc(void *p) {
     rb_fencer *w = p, tw[2];
     dlock_mutex_t m;
-    rb_task t[2];
+    dlt_task t[2];
     int i, rc = 0;
-    RB_CK(rb_open(&m, w->name, 0, 2000, NULL, NULL), 0);
+    DLT_CK(rb_open(&m, w->name, 0, 2000, NULL, NULL), 0);
     for (i = 0; i < 2; i++) {
         tw[i] = *w;
         tw[i].m = &m;
@@ -1379,13 +1245,13 @@ static int rb_fencer_proc(void *p) {
         memset(&t[i], 0, sizeof t[i]);
         t[i].fn = rb_fencer_thread;
         t[i].arg = &tw[i];
-        RB_CK(pthread_create(&t[i].th, NULL, rb_task_thread, &t[i]), 0);
+        DLT_CK(pthread_create(&t[i].th, NULL, dlt_task_thread, &t[i]), 0);
     }
     for (i = 0; i < 2; i++) {
         pthread_join(t[i].th, NULL);
         if (t[i].rc != 0 && rc == 0) rc = t[i].rc;
     }
-    RB_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return rc;
 }
 
@@ -1399,12 +1265,12 @@ typedef struct rb_one {
 static int rb_one_main(void *p) {
     rb_one *o = p;
     dlock_mutex_t m;
-    RB_CK(rb_open(&m, o->name, 0, 2000, NULL, NULL), 0);
+    DLT_CK(rb_open(&m, o->name, 0, 2000, NULL, NULL), 0);
     o->rc = dlock_mutex_lock(&m);
-    RB_CK(o->rc, 0);
+    DLT_CK(o->rc, 0);
     o->fence = dlock_mutex_fence(&m);
-    RB_CK(dlock_mutex_unlock(&m), 0);
-    RB_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
@@ -1433,7 +1299,7 @@ static void rb_remove_data_files(const char *dir) {
 }
 
 static long long rb_dbsize(void) {
-    return rb_reply_int(dlt_redis_cmd(&dlt_server, "DBSIZE"));
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "DBSIZE"));
 }
 
 /* Fences strictly increase over 200 acquisitions by 4 processes (2
@@ -1442,11 +1308,11 @@ static long long rb_dbsize(void) {
  * from a process or a thread, is still greater than every earlier one. */
 static void test_fence_increasing_and_data_loss(void) {
     static const char *name = "rb/fence";
-    rb_fence_log *log = RB_SHM(rb_fence_log, 1);
-    rb_fencer *w = RB_SHM(rb_fencer, 4);
-    rb_one *o = RB_SHM(rb_one, 3);
+    rb_fence_log *log = DLT_SHM_NEW(rb_fence_log, 1);
+    rb_fencer *w = DLT_SHM_NEW(rb_fencer, 4);
+    rb_one *o = DLT_SHM_NEW(rb_one, 3);
     static dlock_mutex_t m; /* reachable if a fatal assert ends the test */
-    rb_task t[4];
+    dlt_task t[4];
     uint64_t max = 0, f;
     int i, inc = 1;
 
@@ -1454,9 +1320,9 @@ static void test_fence_increasing_and_data_loss(void) {
         w[i].name = name;
         w[i].iters = 50;
         w[i].log = log;
-        rb_start(&t[i], RB_PROC, rb_fencer_proc, &w[i]);
+        dlt_task_start(&t[i], DLT_PROC, rb_fencer_proc, &w[i]);
     }
-    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(rb_join(&t[i], 60000), 0);
+    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], 60000), 0);
     DLT_ASSERT_INT_EQ(log->next, 200);
     for (i = 0; i < 200 && i < log->next; i++) {
         if (log->f[i] == 0) inc = 0;
@@ -1475,8 +1341,8 @@ static void test_fence_increasing_and_data_loss(void) {
     CU_ASSERT_FATAL(dlt_redis_restart(&dlt_server) == 0);
     DLT_ASSERT_INT_EQ(rb_dbsize(), 0);
     o[0].name = name;
-    rb_start(&t[0], RB_PROC, rb_one_main, &o[0]);
-    DLT_ASSERT_INT_EQ(rb_join(&t[0], RB_JOIN_MS), 0);
+    dlt_task_start(&t[0], DLT_PROC, rb_one_main, &o[0]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t[0], DLT_JOIN_MS), 0);
     CU_ASSERT_TRUE(o[0].fence > max);
     DLT_ASSERT_ERR(rb_open(&m, name, 0, 2000, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* this process's client reconnects */
@@ -1489,18 +1355,18 @@ static void test_fence_increasing_and_data_loss(void) {
     freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
     DLT_ASSERT_INT_EQ(rb_dbsize(), 0);
     o[1].name = name;
-    rb_start(&t[1], RB_PROC, rb_one_main, &o[1]);
-    DLT_ASSERT_INT_EQ(rb_join(&t[1], RB_JOIN_MS), 0);
+    dlt_task_start(&t[1], DLT_PROC, rb_one_main, &o[1]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t[1], DLT_JOIN_MS), 0);
     CU_ASSERT_TRUE(o[1].fence > max);
     freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
     o[2].name = name;
-    rb_start(&t[2], RB_THREAD, rb_one_main, &o[2]);
-    DLT_ASSERT_INT_EQ(rb_join(&t[2], RB_JOIN_MS), 0);
+    dlt_task_start(&t[2], DLT_THREAD, rb_one_main, &o[2]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t[2], DLT_JOIN_MS), 0);
     CU_ASSERT_TRUE(o[2].fence > o[1].fence);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-    RB_SHM_FREE(log, 1);
-    RB_SHM_FREE(w, 4);
-    RB_SHM_FREE(o, 3);
+    DLT_SHM_FREE(log, 1);
+    DLT_SHM_FREE(w, 4);
+    DLT_SHM_FREE(o, 3);
 }
 
 /* dlock_fenced_set across a lost lease.  Holder A writes twice with its
@@ -1523,29 +1389,29 @@ typedef struct rb_fw {
 static int rb_fw_a(void *p) {
     rb_fw *w = p;
     dlock_mutex_t m;
-    RB_CK(rb_open(&m, w->name, 0, 10000, NULL, w->c), 0);
-    RB_CK(dlock_mutex_lock(&m), 0);
+    DLT_CK(rb_open(&m, w->name, 0, 10000, NULL, w->c), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
     w->t_locked = dlt_now();
     w->fence = dlock_mutex_fence(&m);
     w->rc1 = dlock_fenced_set(&m, w->key, w->val1, strlen(w->val1));
     w->rc2 = dlock_fenced_set(&m, w->key, w->val1, strlen(w->val1)); /* the same fence again */
-    rb_set(&w->wrote, 1);
-    RB_CK(w->rc1, 0);
-    RB_CK(w->rc2, 0);
-    RB_CKT(rb_wait(&w->stage, 1, RB_JOIN_MS));
+    dlt_flag_set(&w->wrote, 1);
+    DLT_CK(w->rc1, 0);
+    DLT_CK(w->rc2, 0);
+    DLT_CKT(dlt_flag_wait(&w->stage, 1, DLT_JOIN_MS));
     w->holds_before = dlock_mutex_holds(&m);
     w->t_late = dlt_now();
     w->late_rc = dlock_fenced_set(&m, w->key, w->val2, strlen(w->val2));
     w->holds_after = dlock_mutex_holds(&m);
-    rb_set(&w->late_done, 1);
+    dlt_flag_set(&w->late_done, 1);
     if (w->late_rc != ESTALE) {
-        RB_CK(w->late_rc, EPERM);
-        RB_CK(w->holds_after, 0);
+        DLT_CK(w->late_rc, EPERM);
+        DLT_CK(w->holds_after, 0);
     }
-    RB_CKT(rb_wait(&w->stage, 2, RB_JOIN_MS));
+    DLT_CKT(dlt_flag_wait(&w->stage, 2, DLT_JOIN_MS));
     w->unlock_rc = dlock_mutex_unlock(&m);
-    RB_CK(w->unlock_rc, EPERM); /* the server says B holds it */
-    RB_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(w->unlock_rc, EPERM); /* the server says B holds it */
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
@@ -1554,30 +1420,30 @@ static int rb_fw_a(void *p) {
 static int rb_fw_b(void *p) {
     rb_fw *w = p;
     dlock_mutex_t m;
-    RB_CK(rb_open(&m, w->name, 0, 10000, NULL, w->c), 0);
+    DLT_CK(rb_open(&m, w->name, 0, 10000, NULL, w->c), 0);
     w->rc1 = dlock_mutex_trylock(&m);
-    RB_CK(w->rc1, 0);
+    DLT_CK(w->rc1, 0);
     w->t_locked = dlt_now();
     w->fence = dlock_mutex_fence(&m);
-    rb_set(&w->locked, 1);
+    dlt_flag_set(&w->locked, 1);
     w->rc2 = dlock_fenced_set(&m, w->key, w->val1, strlen(w->val1));
-    rb_set(&w->wrote, 1);
-    RB_CK(w->rc2, 0);
-    RB_CKT(rb_wait(&w->stage, 2, RB_JOIN_MS));
+    dlt_flag_set(&w->wrote, 1);
+    DLT_CK(w->rc2, 0);
+    DLT_CKT(dlt_flag_wait(&w->stage, 2, DLT_JOIN_MS));
     w->holds_after = dlock_mutex_holds(&m);
-    RB_CK(w->holds_after, 1);
+    DLT_CK(w->holds_after, 1);
     w->late_rc = dlock_fenced_set(&m, w->key, w->val2, strlen(w->val2)); /* equal fence again */
-    RB_CK(w->late_rc, 0);
+    DLT_CK(w->late_rc, 0);
     w->unlock_rc = dlock_mutex_unlock(&m);
-    RB_CK(w->unlock_rc, 0);
-    RB_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(w->unlock_rc, 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
     return 0;
 }
 
 static void rb_fenced_round(int proc, const char *name, const char *key) {
-    rb_fw *w = RB_SHM(rb_fw, 2);
+    rb_fw *w = DLT_SHM_NEW(rb_fw, 2);
     dlock_client_t *c[2] = { NULL, NULL };
-    rb_task ta, tb;
+    dlt_task ta, tb;
     char val[64], fs[32];
     int i;
 
@@ -1597,8 +1463,8 @@ static void rb_fenced_round(int proc, const char *name, const char *key) {
     w[1].val2 = "B2";
     w[0].c = c[0];
     w[1].c = c[1];
-    rb_start(&ta, proc, rb_fw_a, &w[0]);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&w[0].wrote, 1, 10000));
+    dlt_task_start(&ta, proc, rb_fw_a, &w[0]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&w[0].wrote, 1, 10000));
     DLT_ASSERT_ERR(w[0].rc1, 0);
     DLT_ASSERT_ERR(w[0].rc2, 0);
     CU_ASSERT_TRUE(rb_hget_raw(key, "value", val, sizeof val));
@@ -1607,16 +1473,16 @@ static void rb_fenced_round(int proc, const char *name, const char *key) {
     DLT_ASSERT_INT_EQ(strtoull(fs, NULL, 10), w[0].fence);
     /* A's lease is lost behind its back; B takes the lock and writes. */
     DLT_ASSERT_INT_EQ(rb_del(name), 1);
-    rb_start(&tb, proc, rb_fw_b, &w[1]);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&w[1].wrote, 1, 10000));
+    dlt_task_start(&tb, proc, rb_fw_b, &w[1]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&w[1].wrote, 1, 10000));
     DLT_ASSERT_ERR(w[1].rc1, 0);
     DLT_ASSERT_ERR(w[1].rc2, 0);
     CU_ASSERT_TRUE(w[1].fence > w[0].fence);
     /* A's late write. */
-    rb_set(&w[0].stage, 1);
-    CU_ASSERT_TRUE_FATAL(rb_wait(&w[0].late_done, 1, 10000));
+    dlt_flag_set(&w[0].stage, 1);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&w[0].late_done, 1, 10000));
     fprintf(stderr, "  %s: A's late write %.3f s after its acquire: %s (holds before %d, after %d)\n",
-            proc ? "processes" : "threads", w[0].t_late - w[0].t_locked, rb_ename(w[0].late_rc),
+            proc ? "processes" : "threads", w[0].t_late - w[0].t_locked, dlt_errno_label(w[0].late_rc),
             w[0].holds_before, w[0].holds_after);
     DLT_ASSERT_INT_EQ(w[0].holds_before, 1); /* it still believed it held the lock */
     DLT_ASSERT_ERR(w[0].late_rc, ESTALE);   /* refused by the server's check */
@@ -1624,10 +1490,10 @@ static void rb_fenced_round(int proc, const char *name, const char *key) {
     CU_ASSERT_STRING_EQUAL(val, "B1");
     CU_ASSERT_TRUE(rb_hget_raw(key, "fence", fs, sizeof fs));
     DLT_ASSERT_INT_EQ(strtoull(fs, NULL, 10), w[1].fence);
-    rb_set(&w[0].stage, 2);
-    rb_set(&w[1].stage, 2);
-    DLT_ASSERT_INT_EQ(rb_join(&ta, RB_JOIN_MS), 0);
-    DLT_ASSERT_INT_EQ(rb_join(&tb, RB_JOIN_MS), 0);
+    dlt_flag_set(&w[0].stage, 2);
+    dlt_flag_set(&w[1].stage, 2);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&ta, DLT_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&tb, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(w[0].unlock_rc, EPERM);
     DLT_ASSERT_ERR(w[1].late_rc, 0);
     DLT_ASSERT_ERR(w[1].unlock_rc, 0);
@@ -1635,12 +1501,12 @@ static void rb_fenced_round(int proc, const char *name, const char *key) {
     CU_ASSERT_STRING_EQUAL(val, "B2");
     for (i = 0; i < 2; i++)
         if (c[i] != NULL) DLT_ASSERT_ERR(dlock_client_destroy(c[i]), 0);
-    RB_SHM_FREE(w, 2);
+    DLT_SHM_FREE(w, 2);
 }
 
 static void test_fenced_set_stale(void) {
-    rb_fenced_round(RB_PROC, "rb/fset-p", "rb:data:p");
-    rb_fenced_round(RB_THREAD, "rb/fset-t", "rb:data:t");
+    rb_fenced_round(DLT_PROC, "rb/fset-p", "rb:data:p");
+    rb_fenced_round(DLT_THREAD, "rb/fset-t", "rb:data:t");
 }
 
 /* ========================================================================
@@ -1663,23 +1529,23 @@ static int rb_guard_main(void *p) {
     dlock_config_init(&cfg);
     cfg.url = dlt_server.url;
     cfg.restart_guard_ms = g->guard_ms;
-    RB_CK(dlock_client_create(&c, &cfg), 0);
-    RB_CK(rb_open(&m, g->name, 0, 2000, NULL, c), 0);
-    RB_CKT(rb_wait(&g->go, 1, RB_JOIN_MS));
+    DLT_CK(dlock_client_create(&c, &cfg), 0);
+    DLT_CK(rb_open(&m, g->name, 0, 2000, NULL, c), 0);
+    DLT_CKT(dlt_flag_wait(&g->go, 1, DLT_JOIN_MS));
     if (g->try_first) {
         g->try_rc = dlock_mutex_trylock(&m);
         g->t_try = dlt_now();
-        if (g->try_rc == 0) RB_CK(dlock_mutex_unlock(&m), 0);
+        if (g->try_rc == 0) DLT_CK(dlock_mutex_unlock(&m), 0);
     }
     g->lock_rc = dlock_mutex_lock(&m);
     g->t_locked = dlt_now();
-    RB_CK(g->lock_rc, 0);
-    RB_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(g->lock_rc, 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
     g->try2_rc = dlock_mutex_trylock(&m); /* the guard has passed: at once */
-    RB_CK(g->try2_rc, 0);
-    RB_CK(dlock_mutex_unlock(&m), 0);
-    RB_CK(dlock_mutex_destroy(&m), 0);
-    RB_CK(dlock_client_destroy(c), 0);
+    DLT_CK(g->try2_rc, 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
     return 0;
 }
 
@@ -1687,23 +1553,23 @@ static int rb_guard_main(void *p) {
  * each trylocks (guard: EBUSY) then locks.  Checks when they got it. */
 static void rb_guard_round(unsigned guard_ms, const char *what) {
     static const char *names[3] = { "rb/guard-0", "rb/guard-1", "rb/guard-2" };
-    rb_guard *g = RB_SHM(rb_guard, 3);
-    rb_task t[3];
+    rb_guard *g = DLT_SHM_NEW(rb_guard, 3);
+    dlt_task t[3];
     double t0;
     int i;
     for (i = 0; i < 3; i++) {
         g[i].guard_ms = guard_ms;
         g[i].name = names[i]; /* three locks: one guard holds them all back */
         g[i].try_first = 1;
-        rb_start(&t[i], i < 2 ? RB_PROC : RB_THREAD, rb_guard_main, &g[i]);
+        dlt_task_start(&t[i], i < 2 ? DLT_PROC : DLT_THREAD, rb_guard_main, &g[i]);
     }
     dlt_sleep_ms(200); /* all clients made */
     t0 = dlt_now();
-    for (i = 0; i < 3; i++) rb_set(&g[i].go, 1);
+    for (i = 0; i < 3; i++) dlt_flag_set(&g[i].go, 1);
     for (i = 0; i < 3; i++) {
-        DLT_ASSERT_INT_EQ(rb_join(&t[i], RB_JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         fprintf(stderr, "  %s, guard %u ms, %s: trylock %s, lock after %.3f s\n", what, guard_ms,
-                i < 2 ? "process" : "thread", rb_ename(g[i].try_rc), g[i].t_locked - t0);
+                i < 2 ? "process" : "thread", dlt_errno_label(g[i].try_rc), g[i].t_locked - t0);
         if (guard_ms > 0) {
             DLT_ASSERT_ERR(g[i].try_rc, EBUSY);
             CU_ASSERT_TRUE(g[i].t_locked - t0 > guard_ms / 1000.0 - 0.1);
@@ -1715,7 +1581,7 @@ static void rb_guard_round(unsigned guard_ms, const char *what) {
         DLT_ASSERT_ERR(g[i].lock_rc, 0);
         DLT_ASSERT_ERR(g[i].try2_rc, 0);
     }
-    RB_SHM_FREE(g, 3);
+    DLT_SHM_FREE(g, 3);
 }
 
 /* With restart_guard_ms 1500, an emptied server (FLUSHALL, or a crash and
@@ -1741,20 +1607,20 @@ static int rb_gholder_main(void *p) {
     dlock_config_init(&cfg);
     cfg.url = dlt_server.url;
     cfg.restart_guard_ms = 1500;
-    RB_CK(dlock_client_create(&c, &cfg), 0);
-    RB_CK(rb_open(&m, g->name, 0, 1000, g->lost, c), 0);
+    DLT_CK(dlock_client_create(&c, &cfg), 0);
+    DLT_CK(rb_open(&m, g->name, 0, 1000, g->lost, c), 0);
     g->lost->obj = &m;
     g->lock_rc = dlock_mutex_lock(&m);
-    rb_set(&g->locked, 1);
-    RB_CK(g->lock_rc, 0);
+    dlt_flag_set(&g->locked, 1);
+    DLT_CK(g->lock_rc, 0);
     end = dlt_now() + 10.0;
     while (dlock_mutex_holds(&m) && dlt_now() < end) dlt_sleep_ms(5);
     g->t_gone = dlt_now();
-    RB_CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_mutex_holds(&m), 0);
     g->unlock_rc = dlock_mutex_unlock(&m);
-    RB_CK(g->unlock_rc, EPERM);
-    RB_CK(dlock_mutex_destroy(&m), 0);
-    RB_CK(dlock_client_destroy(c), 0);
+    DLT_CK(g->unlock_rc, EPERM);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
     return 0;
 }
 
@@ -1772,9 +1638,9 @@ static void test_restart_guard(void) {
      * it lost the lock before anyone is granted it again. */
     {
         static const char *name = "rb/guard-held";
-        rb_gholder *gh = RB_SHM(rb_gholder, 1);
-        rb_guard *g = RB_SHM(rb_guard, 1);
-        rb_task th, tg;
+        rb_gholder *gh = DLT_SHM_NEW(rb_gholder, 1);
+        rb_guard *g = DLT_SHM_NEW(rb_guard, 1);
+        dlt_task th, tg;
         int rd, bad;
         freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
         gh->name = name;
@@ -1782,16 +1648,16 @@ static void test_restart_guard(void) {
         g->guard_ms = 1500;
         g->name = name;
         g->try_first = 1;
-        rb_start(&tg, RB_PROC, rb_guard_main, g);
-        rb_start(&th, RB_PROC, rb_gholder_main, gh);
+        dlt_task_start(&tg, DLT_PROC, rb_guard_main, g);
+        dlt_task_start(&th, DLT_PROC, rb_gholder_main, gh);
         /* The holder's own first acquire met the guard too. */
-        CU_ASSERT_TRUE_FATAL(rb_wait(&gh->locked, 1, 10000) && gh->lock_rc == 0);
+        CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&gh->locked, 1, 10000) && gh->lock_rc == 0);
         CU_ASSERT_FATAL(dlt_redis_kill(&dlt_server) == 0);
         rb_remove_data_files(dlt_server.dir);
         CU_ASSERT_FATAL(dlt_redis_restart(&dlt_server) == 0);
-        rb_set(&g->go, 1);
-        DLT_ASSERT_INT_EQ(rb_join(&th, RB_JOIN_MS), 0);
-        DLT_ASSERT_INT_EQ(rb_join(&tg, RB_JOIN_MS), 0);
+        dlt_flag_set(&g->go, 1);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&tg, DLT_JOIN_MS), 0);
         DLT_ASSERT_ERR(g->try_rc, EBUSY);
         DLT_ASSERT_ERR(g->lock_rc, 0);
         DLT_ASSERT_INT_EQ(rb_lost_bytes(rd, 1000, 100, &bad), 1);
@@ -1800,8 +1666,8 @@ static void test_restart_guard(void) {
         CU_ASSERT_TRUE(gh->t_gone < g->t_locked);
         CU_ASSERT_TRUE(gh->lost->t_first < g->t_locked);
         rb_lost_free(gh->lost, rd);
-        RB_SHM_FREE(gh, 1);
-        RB_SHM_FREE(g, 1);
+        DLT_SHM_FREE(gh, 1);
+        DLT_SHM_FREE(g, 1);
     }
     freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
     rb_guard_round(0, "flushed again");

@@ -40,92 +40,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define JOIN_MS 30000     /* the longest any worker may take */
 #define NOANSWER (-1000)  /* an actor did not answer in time */
+#define POLL_US 300       /* how often the test and its actors look at a flag */
 #define LONG_LEASE 30000u /* holders whose renewals must not disturb round-trip counts */
-
-/* ========================================================================
- * Checks inside workers (threads and children): no CUnit there.
- * ====================================================================== */
-
-static const char *ename(long long e) {
-    const char *n = (e >= INT_MIN && e <= INT_MAX) ? dlt_errno_name((int)e) : NULL;
-    return n != NULL ? n : "?";
-}
-
-static int ck_fail(const char *func, int line, const char *expr, long long got, long long want) {
-    fprintf(stderr, "test_rwlock.c:%d: %s [pid %ld tid %ld]: %s = %lld (%s), want %lld (%s); last error: %s\n",
-            line, func, (long)getpid(), (long)syscall(SYS_gettid), expr, got, ename(got), want, ename(want),
-            dlock_last_error());
-    return 1 + line % 250;
-}
-
-static int ckt_fail(const char *func, int line, const char *expr) {
-    fprintf(stderr, "test_rwlock.c:%d: %s [pid %ld tid %ld]: %s is false\n", line, func, (long)getpid(),
-            (long)syscall(SYS_gettid), expr);
-    return 1 + line % 250;
-}
-
-#define CK(got, want)                                                        \
-    do {                                                                     \
-        long long g_ = (long long)(got), w_ = (long long)(want);             \
-        if (g_ != w_) return ck_fail(__func__, __LINE__, #got, g_, w_);      \
-    } while (0)
-#define CKT(cond)                                                            \
-    do {                                                                     \
-        if (!(cond)) return ckt_fail(__func__, __LINE__, #cond);             \
-    } while (0)
-
-/* ========================================================================
- * Shared memory, flags, time
- * ====================================================================== */
-
-static void *shm_new(size_t n) {
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        abort();
-    }
-    return p; /* zero-filled */
-}
-#define SHM_NEW(type, n) ((type *)shm_new(sizeof(type) * (n)))
-#define SHM_FREE(p, n) munmap((p), sizeof(*(p)) * (n))
-
-static void flag_set(int *p, int v) {
-    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
-}
-static int flag_get(const int *p) {
-    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-}
-static int flag_add(int *p, int v) {
-    return __atomic_add_fetch(p, v, __ATOMIC_SEQ_CST);
-}
-/* 1 once *p >= want, 0 if timeout_ms passed first. */
-static int flag_wait_ge(const int *p, int want, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    while (flag_get(p) < want) {
-        if (dlt_now() > end) return 0;
-        usleep(300);
-    }
-    return 1;
-}
-
-/* An absolute time `ms` from now (negative: in the past) on clock clk. */
-static struct timespec ts_in(clockid_t clk, long ms) {
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    while (ts.tv_nsec >= 1000000000L) {
-        ts.tv_nsec -= 1000000000L;
-        ts.tv_sec++;
-    }
-    while (ts.tv_nsec < 0) {
-        ts.tv_nsec += 1000000000L;
-        ts.tv_sec--;
-    }
-    return ts;
-}
 
 /* ========================================================================
  * SIGALRM: a counting handler, with or without SA_RESTART.
@@ -182,87 +99,12 @@ static void alrm_unpark(void) {
 }
 
 /* ========================================================================
- * Tasks: a worker run as a thread of this process or as a child process.
- * ====================================================================== */
-
-typedef struct task {
-    int proc;
-    int running;
-    pthread_t th;
-    pid_t pid;
-    int (*fn)(void *);
-    void *arg;
-    int rc;
-} task;
-
-static void *task_thread(void *p) {
-    task *t = p;
-    t->rc = t->fn(t->arg);
-    return NULL;
-}
-
-enum { THREAD = 0, PROC = 1 };
-
-static void task_start(task *t, int proc, int (*fn)(void *), void *arg) {
-    memset(t, 0, sizeof *t);
-    t->proc = proc;
-    t->fn = fn;
-    t->arg = arg;
-    if (proc) {
-        t->pid = dlt_spawn(fn, arg);
-        t->running = t->pid > 0;
-    } else {
-        t->running = pthread_create(&t->th, NULL, task_thread, t) == 0;
-    }
-    CU_ASSERT_TRUE(t->running);
-}
-
-/* The worker's result (a child's exit status), or -1 if it did not finish
- * in time.  A thread that does not finish cannot be abandoned safely: the
- * run stops there. */
-static int task_join(task *t, int timeout_ms) {
-    if (!t->running) return -1;
-    t->running = 0;
-    if (t->proc) return dlt_wait(t->pid, timeout_ms);
-    struct timespec ts = ts_in(CLOCK_REALTIME, timeout_ms);
-    int e = pthread_timedjoin_np(t->th, NULL, &ts);
-    if (e != 0) {
-        fprintf(stderr, "test_rwlock: a worker thread did not finish within %d ms (%s); aborting\n", timeout_ms,
-                strerror(e));
-        abort();
-    }
-    return t->rc;
-}
-
-/* Runs fn on n args (args + i * size): the first nthr as threads, the
- * rest as processes (forked first), all at once; asserts every one
- * returns 0. */
-static void run_all(int (*fn)(void *), void *args, size_t size, int nthr, int nproc) {
-    task t[16];
-    int n = nthr + nproc, i;
-    CU_ASSERT_FATAL(n <= 16);
-    for (i = n - 1; i >= 0; i--) task_start(&t[i], i >= nthr, fn, (char *)args + (size_t)i * size);
-    for (i = 0; i < n; i++) {
-        int rc = task_join(&t[i], JOIN_MS);
-        if (rc != 0) fprintf(stderr, "  (worker %d, a %s, returned %d)\n", i, i >= nthr ? "process" : "thread", rc);
-        DLT_ASSERT_INT_EQ(rc, 0);
-    }
-}
-
-/* ========================================================================
  * Looking at the server
  * ====================================================================== */
 
-static long long reply_int(redisReply *r) {
-    long long v = LLONG_MIN;
-    if (r != NULL && r->type == REDIS_REPLY_INTEGER) v = r->integer;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
 /* ZCARD of the lock's zset `what` ("readers" or "writers"). */
 static long long zcard(const char *name, const char *what) {
-    return reply_int(dlt_redis_cmd(&dlt_server, "ZCARD dlock:{%s}:%s", name, what));
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD dlock:{%s}:%s", name, what));
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -321,13 +163,6 @@ static void dump_lock(const char *name) {
             zmin_left_ms(name, "writers"));
 }
 
-/* Script calls so far: every acquire, release and renewal is one. */
-static long long evals(void) {
-    long long a = dlt_redis_cmdstat(&dlt_server, "evalsha");
-    long long b = dlt_redis_cmdstat(&dlt_server, "eval");
-    return (a < 0 || b < 0) ? -1 : a + b;
-}
-
 static int init_lease(dlock_rwlock_t *rw, const char *name, unsigned lease) {
     dlock_mutexattr_t a;
     int rc;
@@ -383,14 +218,14 @@ typedef struct actor {
     double t_begin, t_end;
     int sigs; /* SIGALRM handler runs during the call */
     char err[200];
-    task t; /* the parent's */
+    dlt_task t; /* the parent's */
 } actor;
 
 static int actor_call(actor *a, dlock_rwlock_t *rw, dlock_mutex_t *mx) {
     const areq *q = &a->q;
     struct timespec ts;
     clockid_t clk = (q->op == A_TIMEDRD || q->op == A_TIMEDWR || q->op == A_MTIMED) ? CLOCK_REALTIME : q->clk;
-    ts = ts_in(clk, q->ms);
+    ts = dlt_abs_in(clk, q->ms);
     if (q->badns == 1) ts.tv_nsec = 1000000000L;
     if (q->badns == 2) ts.tv_nsec = -1;
     switch (q->op) {
@@ -425,26 +260,26 @@ static int actor_main(void *p) {
     sigemptyset(&ss);
     sigaddset(&ss, SIGALRM);
     pthread_sigmask(a->alrm ? SIG_UNBLOCK : SIG_BLOCK, &ss, NULL);
-    CK(dlock_mutexattr_init(&at), 0);
-    if (a->lease) CK(dlock_mutexattr_setlease(&at, a->lease), 0);
-    if (a->rw == NULL) CK(dlock_rwlock_init(&own, a->name, &at), 0);
-    if (a->with_mutex) CK(dlock_mutex_init(&mx, a->name, &at), 0);
-    CK(dlock_mutexattr_destroy(&at), 0);
-    flag_set(&a->ready, 1);
+    DLT_CK(dlock_mutexattr_init(&at), 0);
+    if (a->lease) DLT_CK(dlock_mutexattr_setlease(&at, a->lease), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_init(&own, a->name, &at), 0);
+    if (a->with_mutex) DLT_CK(dlock_mutex_init(&mx, a->name, &at), 0);
+    DLT_CK(dlock_mutexattr_destroy(&at), 0);
+    dlt_flag_set(&a->ready, 1);
     for (;;) {
         double end = dlt_now() + 120;
         int before;
-        while (flag_get(&a->req) == seen && !flag_get(&a->quit)) {
+        while (dlt_flag_get(&a->req) == seen && !dlt_flag_get(&a->quit)) {
             if (dlt_now() > end) return 98;
             usleep(200);
         }
-        if (flag_get(&a->req) == seen) break; /* quit */
-        seen = flag_get(&a->req);
+        if (dlt_flag_get(&a->req) == seen) break; /* quit */
+        seen = dlt_flag_get(&a->req);
         if (a->q.sig) alrm_install(a->q.sig == 2);
         before = alrm_count;
         if (a->q.alarm_ms > 0) alrm_arm(a->q.alarm_ms);
         a->t_begin = dlt_now();
-        flag_set(&a->begun, seen);
+        dlt_flag_set(&a->begun, seen);
         a->rc = actor_call(a, rw, &mx);
         a->t_end = dlt_now();
         if (a->q.alarm_ms > 0) alrm_arm(0);
@@ -452,11 +287,11 @@ static int actor_main(void *p) {
         snprintf(a->err, sizeof a->err, "%s", a->rc != 0 ? dlock_last_error() : "");
         a->holds = dlock_rwlock_holds(rw);
         a->fence = dlock_rwlock_fence(rw);
-        flag_set(&a->resp, seen);
+        dlt_flag_set(&a->resp, seen);
         if (a->q.op == A_EXIT) return 0;
     }
-    if (a->rw == NULL) CK(dlock_rwlock_destroy(&own), 0);
-    if (a->with_mutex) CK(dlock_mutex_destroy(&mx), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_destroy(&own), 0);
+    if (a->with_mutex) DLT_CK(dlock_mutex_destroy(&mx), 0);
     return 0;
 }
 
@@ -468,27 +303,27 @@ static void actor_init(actor *a, const char *name, unsigned lease) {
 }
 
 static void actor_start(actor *a, int proc) {
-    task_start(&a->t, proc, actor_main, a);
-    CU_ASSERT_TRUE(flag_wait_ge(&a->ready, 1, 10000));
+    dlt_task_start(&a->t, proc, actor_main, a);
+    CU_ASSERT_TRUE(dlt_flag_wait_ge_every(&a->ready, 1, 10000, POLL_US));
 }
 
 static int actor_post(actor *a, areq q) {
-    int n = flag_get(&a->req) + 1;
+    int n = dlt_flag_get(&a->req) + 1;
     a->q = q;
-    flag_set(&a->req, n);
+    dlt_flag_set(&a->req, n);
     return n;
 }
 
 static int actor_done(actor *a, int seq) {
-    return flag_get(&a->resp) >= seq;
+    return dlt_flag_get(&a->resp) >= seq;
 }
 
 /* The answer to request seq, or NOANSWER after timeout_ms. */
 static int actor_wait(actor *a, int seq, int timeout_ms) {
-    if (!flag_wait_ge(&a->resp, seq, timeout_ms)) return NOANSWER;
+    if (!dlt_flag_wait_ge_every(&a->resp, seq, timeout_ms, POLL_US)) return NOANSWER;
     if (a->rc != 0 && a->q.op != A_HOLDS && getenv("DLT_RW_VERBOSE") != NULL)
         fprintf(stderr, "    (actor %s %s: op %d -> %s: %s)\n", a->t.proc ? "process" : "thread", a->name,
-                a->q.op, ename(a->rc), a->err);
+                a->q.op, dlt_errno_label(a->rc), a->err);
     return a->rc;
 }
 
@@ -503,15 +338,15 @@ static int ado(actor *a, int op) {
 /* Waits for the actor to end (after telling it to quit) and asserts it
  * returned 0. */
 static void actor_stop(actor *a) {
-    flag_set(&a->quit, 1);
-    int rc = task_join(&a->t, JOIN_MS);
+    dlt_flag_set(&a->quit, 1);
+    int rc = dlt_task_join(&a->t, DLT_JOIN_MS);
     if (rc != 0) fprintf(stderr, "  (actor %s %s ended with %d)\n", a->t.proc ? "process" : "thread", a->name, rc);
     DLT_ASSERT_INT_EQ(rc, 0);
 }
 
 static void actor_kill(actor *a) {
     if (a->t.running && a->t.proc) kill(a->t.pid, SIGKILL);
-    DLT_ASSERT_INT_EQ(task_join(&a->t, JOIN_MS), 128 + SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&a->t, DLT_JOIN_MS), 128 + SIGKILL);
 }
 
 /* ========================================================================
@@ -520,24 +355,24 @@ static void actor_kill(actor *a) {
  * ====================================================================== */
 
 static int check_invalid_rw(dlock_rwlock_t *rw) {
-    struct timespec rt = ts_in(CLOCK_REALTIME, 100), mt = ts_in(CLOCK_MONOTONIC, 100);
-    CK(dlock_rwlock_rdlock(rw), EINVAL);
-    CK(dlock_rwlock_tryrdlock(rw), EINVAL);
-    CK(dlock_rwlock_timedrdlock(rw, &rt), EINVAL);
-    CK(dlock_rwlock_clockrdlock(rw, CLOCK_MONOTONIC, &mt), EINVAL);
-    CK(dlock_rwlock_clockrdlock(rw, CLOCK_REALTIME, &rt), EINVAL);
-    CK(dlock_rwlock_wrlock(rw), EINVAL);
-    CK(dlock_rwlock_trywrlock(rw), EINVAL);
-    CK(dlock_rwlock_timedwrlock(rw, &rt), EINVAL);
-    CK(dlock_rwlock_clockwrlock(rw, CLOCK_MONOTONIC, &mt), EINVAL);
-    CK(dlock_rwlock_clockwrlock(rw, CLOCK_REALTIME, &rt), EINVAL);
-    CK(dlock_rwlock_xlock(rw, 1, 0, CLOCK_REALTIME, NULL), EINVAL);
-    CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_TRY, CLOCK_MONOTONIC, &mt), EINVAL);
-    CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_INTR, CLOCK_REALTIME, NULL), EINVAL);
-    CK(dlock_rwlock_unlock(rw), EINVAL);
-    CK(dlock_rwlock_holds(rw), 0);
-    CK(dlock_rwlock_fence(rw), 0);
-    CK(dlock_rwlock_destroy(rw), EINVAL);
+    struct timespec rt = dlt_abs_in(CLOCK_REALTIME, 100), mt = dlt_abs_in(CLOCK_MONOTONIC, 100);
+    DLT_CK(dlock_rwlock_rdlock(rw), EINVAL);
+    DLT_CK(dlock_rwlock_tryrdlock(rw), EINVAL);
+    DLT_CK(dlock_rwlock_timedrdlock(rw, &rt), EINVAL);
+    DLT_CK(dlock_rwlock_clockrdlock(rw, CLOCK_MONOTONIC, &mt), EINVAL);
+    DLT_CK(dlock_rwlock_clockrdlock(rw, CLOCK_REALTIME, &rt), EINVAL);
+    DLT_CK(dlock_rwlock_wrlock(rw), EINVAL);
+    DLT_CK(dlock_rwlock_trywrlock(rw), EINVAL);
+    DLT_CK(dlock_rwlock_timedwrlock(rw, &rt), EINVAL);
+    DLT_CK(dlock_rwlock_clockwrlock(rw, CLOCK_MONOTONIC, &mt), EINVAL);
+    DLT_CK(dlock_rwlock_clockwrlock(rw, CLOCK_REALTIME, &rt), EINVAL);
+    DLT_CK(dlock_rwlock_xlock(rw, 1, 0, CLOCK_REALTIME, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_TRY, CLOCK_MONOTONIC, &mt), EINVAL);
+    DLT_CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_INTR, CLOCK_REALTIME, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_unlock(rw), EINVAL);
+    DLT_CK(dlock_rwlock_holds(rw), 0);
+    DLT_CK(dlock_rwlock_fence(rw), 0);
+    DLT_CK(dlock_rwlock_destroy(rw), EINVAL);
     return 0;
 }
 
@@ -556,88 +391,88 @@ static int bad_args_worker(void *p) {
     memset(&z, 0, sizeof z);
     memset(&ff, 0xFF, sizeof ff);
     /* NULL and never-initialised objects. */
-    CK(check_invalid_rw(NULL), 0);
-    CK(check_invalid_rw(&rw), 0);
-    CK(check_invalid_rw(&z), 0);
-    CK(check_invalid_rw(&ff), 0);
+    DLT_CK(check_invalid_rw(NULL), 0);
+    DLT_CK(check_invalid_rw(&rw), 0);
+    DLT_CK(check_invalid_rw(&z), 0);
+    DLT_CK(check_invalid_rw(&ff), 0);
     /* Bad names: nothing is made. */
-    CK(dlock_rwlock_init(NULL, nm->name, NULL), EINVAL);
-    CK(dlock_rwlock_init(&rw, NULL, NULL), EINVAL);
-    CK(dlock_rwlock_init(&rw, "", NULL), EINVAL);
+    DLT_CK(dlock_rwlock_init(NULL, nm->name, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_init(&rw, NULL, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_init(&rw, "", NULL), EINVAL);
     memset(big, 'n', DLOCK_NAME_MAX + 1);
     big[DLOCK_NAME_MAX + 1] = '\0';
-    CK(dlock_rwlock_init(&rw, big, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_init(&rw, big, NULL), EINVAL);
     for (i = 0; i < DLOCK_NAME_MAX + 1; i++) big[i] = (char)(1 + (i * 37) % 255);
-    CK(dlock_rwlock_init(&rw, big, NULL), EINVAL);
-    CK(check_invalid_rw(&rw), 0);
+    DLT_CK(dlock_rwlock_init(&rw, big, NULL), EINVAL);
+    DLT_CK(check_invalid_rw(&rw), 0);
     /* Bad attributes: garbage, destroyed. */
     memset(&bad, 0xAB, sizeof bad);
-    CK(dlock_rwlock_init(&rw, nm->name, &bad), EINVAL);
-    CK(check_invalid_rw(&rw), 0);
-    CK(dlock_mutexattr_init(&gone), 0);
-    CK(dlock_mutexattr_destroy(&gone), 0);
-    CK(dlock_rwlock_init(&rw, nm->name, &gone), EINVAL);
-    CK(check_invalid_rw(&rw), 0);
+    DLT_CK(dlock_rwlock_init(&rw, nm->name, &bad), EINVAL);
+    DLT_CK(check_invalid_rw(&rw), 0);
+    DLT_CK(dlock_mutexattr_init(&gone), 0);
+    DLT_CK(dlock_mutexattr_destroy(&gone), 0);
+    DLT_CK(dlock_rwlock_init(&rw, nm->name, &gone), EINVAL);
+    DLT_CK(check_invalid_rw(&rw), 0);
     /* The limits that are fine: 512 bytes of anything but NUL, and 1. */
     big[DLOCK_NAME_MAX] = '\0';
-    CK(dlock_rwlock_init(&rw, big, NULL), 0);
-    CK(dlock_rwlock_tryrdlock(&rw), 0);
-    CK(dlock_rwlock_unlock(&rw), 0);
-    CK(dlock_rwlock_destroy(&rw), 0);
-    CK(check_invalid_rw(&rw), 0); /* destroyed, twice */
-    CK(dlock_rwlock_init(&rw, "x", NULL), 0);
-    CK(dlock_rwlock_destroy(&rw), 0);
+    DLT_CK(dlock_rwlock_init(&rw, big, NULL), 0);
+    DLT_CK(dlock_rwlock_tryrdlock(&rw), 0);
+    DLT_CK(dlock_rwlock_unlock(&rw), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), 0);
+    DLT_CK(check_invalid_rw(&rw), 0); /* destroyed, twice */
+    DLT_CK(dlock_rwlock_init(&rw, "x", NULL), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), 0);
     /* A byte copy of a live rwlock is not an rwlock. */
-    CK(dlock_rwlock_init(&rw, nm->name, NULL), 0);
+    DLT_CK(dlock_rwlock_init(&rw, nm->name, NULL), 0);
     memcpy(&copy, &rw, sizeof rw);
-    CK(check_invalid_rw(&copy), 0);
+    DLT_CK(check_invalid_rw(&copy), 0);
     /* Unknown xlock flags: EINVAL, even on a free lock, and nothing held. */
-    CK(dlock_rwlock_xlock(&rw, 0, 4, CLOCK_REALTIME, NULL), EINVAL);
-    CK(dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY | 8, CLOCK_REALTIME, NULL), EINVAL);
-    CK(dlock_rwlock_xlock(&rw, 1, -1, CLOCK_REALTIME, NULL), EINVAL);
-    CK(dlock_rwlock_xlock(&rw, 0, INT_MIN, CLOCK_REALTIME, NULL), EINVAL);
-    CK(dlock_rwlock_holds(&rw), 0);
+    DLT_CK(dlock_rwlock_xlock(&rw, 0, 4, CLOCK_REALTIME, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY | 8, CLOCK_REALTIME, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_xlock(&rw, 1, -1, CLOCK_REALTIME, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_xlock(&rw, 0, INT_MIN, CLOCK_REALTIME, NULL), EINVAL);
+    DLT_CK(dlock_rwlock_holds(&rw), 0);
     /* Bad clock, NULL deadline. */
     {
-        struct timespec ts = ts_in(CLOCK_REALTIME, 100);
-        CK(dlock_rwlock_clockrdlock(&rw, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
-        CK(dlock_rwlock_clockwrlock(&rw, CLOCK_THREAD_CPUTIME_ID, &ts), EINVAL);
-        CK(dlock_rwlock_clockwrlock(&rw, (clockid_t)1234, &ts), EINVAL);
-        CK(dlock_rwlock_xlock(&rw, 1, 0, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
-        CK(dlock_rwlock_timedrdlock(&rw, NULL), EINVAL);
-        CK(dlock_rwlock_timedwrlock(&rw, NULL), EINVAL);
-        CK(dlock_rwlock_clockrdlock(&rw, CLOCK_MONOTONIC, NULL), EINVAL);
-        CK(dlock_rwlock_clockwrlock(&rw, CLOCK_MONOTONIC, NULL), EINVAL);
-        CK(dlock_rwlock_holds(&rw), 0);
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 100);
+        DLT_CK(dlock_rwlock_clockrdlock(&rw, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
+        DLT_CK(dlock_rwlock_clockwrlock(&rw, CLOCK_THREAD_CPUTIME_ID, &ts), EINVAL);
+        DLT_CK(dlock_rwlock_clockwrlock(&rw, (clockid_t)1234, &ts), EINVAL);
+        DLT_CK(dlock_rwlock_xlock(&rw, 1, 0, CLOCK_PROCESS_CPUTIME_ID, &ts), EINVAL);
+        DLT_CK(dlock_rwlock_timedrdlock(&rw, NULL), EINVAL);
+        DLT_CK(dlock_rwlock_timedwrlock(&rw, NULL), EINVAL);
+        DLT_CK(dlock_rwlock_clockrdlock(&rw, CLOCK_MONOTONIC, NULL), EINVAL);
+        DLT_CK(dlock_rwlock_clockwrlock(&rw, CLOCK_MONOTONIC, NULL), EINVAL);
+        DLT_CK(dlock_rwlock_holds(&rw), 0);
     }
     /* The type and robustness of the attributes are ignored: a relock by
      * the holder is EDEADLK even for NORMAL and RECURSIVE. */
-    CK(dlock_rwlock_destroy(&rw), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), 0);
     for (i = DLOCK_MUTEX_NORMAL; i <= DLOCK_MUTEX_RECURSIVE; i += 2) {
-        CK(dlock_mutexattr_init(&a), 0);
-        CK(dlock_mutexattr_settype(&a, i), 0);
-        CK(dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST), 0);
-        CK(dlock_rwlock_init(&rw, nm->name, &a), 0);
-        CK(dlock_mutexattr_destroy(&a), 0); /* init copied what it needs */
-        CK(dlock_rwlock_wrlock(&rw), 0);
-        CK(dlock_rwlock_wrlock(&rw), EDEADLK);
-        CK(dlock_rwlock_holds(&rw), 2);
-        CK(dlock_rwlock_unlock(&rw), 0);
-        CK(dlock_rwlock_unlock(&rw), EPERM);
-        CK(dlock_rwlock_destroy(&rw), 0);
+        DLT_CK(dlock_mutexattr_init(&a), 0);
+        DLT_CK(dlock_mutexattr_settype(&a, i), 0);
+        DLT_CK(dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST), 0);
+        DLT_CK(dlock_rwlock_init(&rw, nm->name, &a), 0);
+        DLT_CK(dlock_mutexattr_destroy(&a), 0); /* init copied what it needs */
+        DLT_CK(dlock_rwlock_wrlock(&rw), 0);
+        DLT_CK(dlock_rwlock_wrlock(&rw), EDEADLK);
+        DLT_CK(dlock_rwlock_holds(&rw), 2);
+        DLT_CK(dlock_rwlock_unlock(&rw), 0);
+        DLT_CK(dlock_rwlock_unlock(&rw), EPERM);
+        DLT_CK(dlock_rwlock_destroy(&rw), 0);
     }
     return 0;
 }
 
 static void test_init_bad_args(void) {
-    named *nm = SHM_NEW(named, 5);
+    named *nm = DLT_SHM_NEW(named, 5);
     int i;
     for (i = 0; i < 5; i++) snprintf(nm[i].name, sizeof nm[i].name, "rw/badargs/%d", i);
     DLT_ASSERT_INT_EQ(bad_args_worker(&nm[0]), 0);
     CU_ASSERT_STRING_NOT_EQUAL(dlock_last_error(), "");
     /* The same from 2 threads and 2 processes at once. */
-    run_all(bad_args_worker, &nm[1], sizeof *nm, 2, 2);
-    SHM_FREE(nm, 5);
+    dlt_run_all(bad_args_worker, &nm[1], sizeof *nm, 2, 2);
+    DLT_SHM_FREE(nm, 5);
 }
 
 /* destroy: EBUSY while a thread of this process holds the lock through
@@ -646,43 +481,43 @@ static void test_init_bad_args(void) {
 static int destroy_worker(void *p) {
     named *nm = p;
     dlock_rwlock_t rw;
-    CK(dlock_rwlock_init(&rw, nm->name, NULL), 0);
-    CK(dlock_rwlock_destroy(&rw), 0);
-    CK(dlock_rwlock_init(&rw, nm->name, NULL), 0);
-    CK(dlock_rwlock_rdlock(&rw), 0);
-    CK(dlock_rwlock_destroy(&rw), EBUSY);
-    CK(dlock_rwlock_holds(&rw), 1); /* still usable */
-    CK(dlock_rwlock_rdlock(&rw), 0);
-    CK(dlock_rwlock_unlock(&rw), 0);
-    CK(dlock_rwlock_destroy(&rw), EBUSY); /* count 1 left */
-    CK(dlock_rwlock_unlock(&rw), 0);
-    CK(dlock_rwlock_wrlock(&rw), 0);
-    CK(dlock_rwlock_destroy(&rw), EBUSY);
-    CK(dlock_rwlock_holds(&rw), 2);
-    CK(dlock_rwlock_unlock(&rw), 0);
-    CK(dlock_rwlock_destroy(&rw), 0);
-    CK(check_invalid_rw(&rw), 0);
+    DLT_CK(dlock_rwlock_init(&rw, nm->name, NULL), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), 0);
+    DLT_CK(dlock_rwlock_init(&rw, nm->name, NULL), 0);
+    DLT_CK(dlock_rwlock_rdlock(&rw), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), EBUSY);
+    DLT_CK(dlock_rwlock_holds(&rw), 1); /* still usable */
+    DLT_CK(dlock_rwlock_rdlock(&rw), 0);
+    DLT_CK(dlock_rwlock_unlock(&rw), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), EBUSY); /* count 1 left */
+    DLT_CK(dlock_rwlock_unlock(&rw), 0);
+    DLT_CK(dlock_rwlock_wrlock(&rw), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), EBUSY);
+    DLT_CK(dlock_rwlock_holds(&rw), 2);
+    DLT_CK(dlock_rwlock_unlock(&rw), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), 0);
+    DLT_CK(check_invalid_rw(&rw), 0);
     return 0;
 }
 
 static void test_destroy(void) {
-    named *nm = SHM_NEW(named, 5);
-    actor *A = SHM_NEW(actor, 3);
+    named *nm = DLT_SHM_NEW(named, 5);
+    actor *A = DLT_SHM_NEW(actor, 3);
     dlock_rwlock_t rw, rw2;
     int i, seq;
 
     for (i = 0; i < 5; i++) snprintf(nm[i].name, sizeof nm[i].name, "rw/destroy/%d", i);
     DLT_ASSERT_INT_EQ(destroy_worker(&nm[0]), 0);
-    run_all(destroy_worker, &nm[1], sizeof *nm, 2, 2);
+    dlt_run_all(destroy_worker, &nm[1], sizeof *nm, 2, 2);
 
     /* Held by another process (A[0]): destroy here is 0. */
     actor_init(&A[0], "rw/destroy/x", 0);
-    actor_start(&A[0], PROC);
+    actor_start(&A[0], DLT_PROC);
     /* Another thread (A[1], sharing rw) holds it, or waits in it. */
     DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "rw/destroy/x", NULL), 0);
     actor_init(&A[1], "rw/destroy/x", 0);
     A[1].rw = &rw;
-    actor_start(&A[1], THREAD);
+    actor_start(&A[1], DLT_THREAD);
 
     DLT_ASSERT_ERR(ado(&A[1], A_RD), 0);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), EBUSY);
@@ -708,8 +543,8 @@ static void test_destroy(void) {
     actor_stop(&A[0]);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
     DLT_ASSERT_INT_EQ(check_invalid_rw(&rw), 0);
-    SHM_FREE(A, 3);
-    SHM_FREE(nm, 5);
+    DLT_SHM_FREE(A, 3);
+    DLT_SHM_FREE(nm, 5);
 }
 
 /* ========================================================================
@@ -731,37 +566,37 @@ static int overlap_worker(void *p) {
     overlap_arg *a = p;
     dlock_rwlock_t own, *rw = a->rw != NULL ? a->rw : &own;
     int in, pk;
-    if (a->rw == NULL) CK(dlock_rwlock_init(&own, a->name, NULL), 0);
-    CK(dlock_rwlock_holds(rw), 0);
-    CK(dlock_rwlock_rdlock(rw), 0);
-    CK(dlock_rwlock_holds(rw), 1);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_init(&own, a->name, NULL), 0);
+    DLT_CK(dlock_rwlock_holds(rw), 0);
+    DLT_CK(dlock_rwlock_rdlock(rw), 0);
+    DLT_CK(dlock_rwlock_holds(rw), 1);
     a->fence = dlock_rwlock_fence(rw);
-    CKT(a->fence > 0);
-    in = flag_add(&a->s->inside, 1);
-    while ((pk = flag_get(&a->s->peak)) < in && !__atomic_compare_exchange_n(&a->s->peak, &pk, in, 0,
+    DLT_CKT(a->fence > 0);
+    in = dlt_flag_add(&a->s->inside, 1);
+    while ((pk = dlt_flag_get(&a->s->peak)) < in && !__atomic_compare_exchange_n(&a->s->peak, &pk, in, 0,
                                                                             __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         ;
-    CK(flag_get(&a->s->writer_inside), 0);
+    DLT_CK(dlt_flag_get(&a->s->writer_inside), 0);
     /* Everyone is inside at once, or the test fails here. */
-    CKT(flag_wait_ge(&a->s->inside, a->s->n, 15000));
-    CKT(flag_wait_ge(&a->s->go, 1, 15000));
-    CK(flag_get(&a->s->writer_inside), 0);
-    flag_add(&a->s->inside, -1);
-    CK(dlock_rwlock_unlock(rw), 0);
-    CK(dlock_rwlock_holds(rw), 0);
-    CK(dlock_rwlock_fence(rw), 0);
-    if (a->rw == NULL) CK(dlock_rwlock_destroy(&own), 0);
+    DLT_CKT(dlt_flag_wait_ge_every(&a->s->inside, a->s->n, 15000, POLL_US));
+    DLT_CKT(dlt_flag_wait_ge_every(&a->s->go, 1, 15000, POLL_US));
+    DLT_CK(dlt_flag_get(&a->s->writer_inside), 0);
+    dlt_flag_add(&a->s->inside, -1);
+    DLT_CK(dlock_rwlock_unlock(rw), 0);
+    DLT_CK(dlock_rwlock_holds(rw), 0);
+    DLT_CK(dlock_rwlock_fence(rw), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_destroy(&own), 0);
     return 0;
 }
 
 static void test_readers_share(void) {
     enum { NT = 3, NP = 3, N = NT + NP };
     const char *name = "rw/share";
-    overlap_shared *s = SHM_NEW(overlap_shared, 1);
-    overlap_arg *a = SHM_NEW(overlap_arg, N);
-    actor *A = SHM_NEW(actor, 2);
+    overlap_shared *s = DLT_SHM_NEW(overlap_shared, 1);
+    overlap_arg *a = DLT_SHM_NEW(overlap_arg, N);
+    actor *A = DLT_SHM_NEW(actor, 2);
     dlock_rwlock_t rw;
-    task t[N];
+    dlt_task t[N];
     int i;
 
     DLT_ASSERT_ERR(dlock_rwlock_init(&rw, name, NULL), 0);
@@ -773,13 +608,13 @@ static void test_readers_share(void) {
     }
     /* Probes in another process and another thread of this one. */
     actor_init(&A[0], name, 0);
-    actor_start(&A[0], PROC);
-    for (i = N - 1; i >= 0; i--) task_start(&t[i], i >= NT, overlap_worker, &a[i]);
+    actor_start(&A[0], DLT_PROC);
+    for (i = N - 1; i >= 0; i--) dlt_task_start(&t[i], i >= NT, overlap_worker, &a[i]);
     actor_init(&A[1], name, 0);
-    actor_start(&A[1], THREAD);
+    actor_start(&A[1], DLT_THREAD);
 
-    CU_ASSERT_TRUE(flag_wait_ge(&s->inside, N, 15000));
-    DLT_ASSERT_INT_EQ(flag_get(&s->peak), N);
+    CU_ASSERT_TRUE(dlt_flag_wait_ge_every(&s->inside, N, 15000, POLL_US));
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&s->peak), N);
     DLT_ASSERT_INT_EQ(zcard(name, "readers"), N);
     /* One more reader is welcome; writers are not. */
     DLT_ASSERT_ERR(ado(&A[0], A_TRYRD), 0);
@@ -792,8 +627,8 @@ static void test_readers_share(void) {
     DLT_ASSERT_ERR(ado(&A[1], A_TRYWR), EBUSY);
     DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw), EBUSY);
     DLT_ASSERT_ERR(ado(&A[1], A_HOLDS), 0);
-    flag_set(&s->go, 1);
-    for (i = 0; i < N; i++) DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+    dlt_flag_set(&s->go, 1);
+    for (i = 0; i < N; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(zcard(name, "readers"), 0);
     /* Every read hold got its own fence. */
     for (i = 0; i < N; i++) {
@@ -808,9 +643,9 @@ static void test_readers_share(void) {
     actor_stop(&A[1]);
     actor_stop(&A[0]);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-    SHM_FREE(A, 2);
-    SHM_FREE(a, N);
-    SHM_FREE(s, 1);
+    DLT_SHM_FREE(A, 2);
+    DLT_SHM_FREE(a, N);
+    DLT_SHM_FREE(s, 1);
 }
 
 /* ========================================================================
@@ -856,36 +691,36 @@ static int excl_worker(void *p) {
     dlock_rwlock_t own, *rw = a->rw != NULL ? a->rw : &own;
     unsigned seed = (unsigned)getpid() * 31u + (unsigned)syscall(SYS_gettid);
     int i;
-    if (a->rw == NULL) CK(dlock_rwlock_init(&own, a->name, NULL), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_init(&own, a->name, NULL), 0);
     for (i = 0; i < a->iters; i++) {
         if (a->writer) {
             long long v;
             long c;
-            CK(dlock_rwlock_wrlock(rw), 0);
-            if (flag_add(&s->writers, 1) != 1 || flag_get(&s->readers) != 0) flag_add(&s->violations, 1);
+            DLT_CK(dlock_rwlock_wrlock(rw), 0);
+            if (dlt_flag_add(&s->writers, 1) != 1 || dlt_flag_get(&s->readers) != 0) dlt_flag_add(&s->violations, 1);
             v = redis_get_ll(EXCL_KEY);
             c = s->counter;
-            CKT(v >= 0);
+            DLT_CKT(v >= 0);
             usleep(1000 + rand_r(&seed) % 1000);
-            CKT(redis_set_ll(EXCL_KEY, v + 1));
+            DLT_CKT(redis_set_ll(EXCL_KEY, v + 1));
             s->counter = c + 1;
-            if (flag_get(&s->writers) != 1 || flag_get(&s->readers) != 0) flag_add(&s->violations, 1);
-            flag_add(&s->writers, -1);
-            flag_add(&s->writes, 1);
-            CK(dlock_rwlock_unlock(rw), 0);
+            if (dlt_flag_get(&s->writers) != 1 || dlt_flag_get(&s->readers) != 0) dlt_flag_add(&s->violations, 1);
+            dlt_flag_add(&s->writers, -1);
+            dlt_flag_add(&s->writes, 1);
+            DLT_CK(dlock_rwlock_unlock(rw), 0);
         } else {
-            CK(dlock_rwlock_rdlock(rw), 0);
-            flag_add(&s->readers, 1);
-            if (flag_get(&s->writers) != 0) flag_add(&s->violations, 1);
+            DLT_CK(dlock_rwlock_rdlock(rw), 0);
+            dlt_flag_add(&s->readers, 1);
+            if (dlt_flag_get(&s->writers) != 0) dlt_flag_add(&s->violations, 1);
             usleep(300 + rand_r(&seed) % 1200);
-            if (flag_get(&s->writers) != 0) flag_add(&s->violations, 1);
-            flag_add(&s->readers, -1);
-            flag_add(&s->reads, 1);
-            CK(dlock_rwlock_unlock(rw), 0);
+            if (dlt_flag_get(&s->writers) != 0) dlt_flag_add(&s->violations, 1);
+            dlt_flag_add(&s->readers, -1);
+            dlt_flag_add(&s->reads, 1);
+            DLT_CK(dlock_rwlock_unlock(rw), 0);
         }
         usleep(rand_r(&seed) % 800);
     }
-    if (a->rw == NULL) CK(dlock_rwlock_destroy(&own), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_destroy(&own), 0);
     return 0;
 }
 
@@ -894,8 +729,8 @@ static void test_writer_excludes(void) {
      * even ones write. */
     enum { N = 8, WI = 12, RI = 20 };
     const char *name = "rw/excl";
-    excl_shared *s = SHM_NEW(excl_shared, 1);
-    excl_arg *a = SHM_NEW(excl_arg, N);
+    excl_shared *s = DLT_SHM_NEW(excl_shared, 1);
+    excl_arg *a = DLT_SHM_NEW(excl_arg, N);
     dlock_rwlock_t rw;
     double t0 = dlt_now();
     int i;
@@ -908,7 +743,7 @@ static void test_writer_excludes(void) {
         a[i].writer = i % 2 == 0;
         a[i].iters = a[i].writer ? WI : RI;
     }
-    run_all(excl_worker, a, sizeof *a, 4, 4);
+    dlt_run_all(excl_worker, a, sizeof *a, 4, 4);
     fprintf(stderr, "  %d writes and %d reads in %.2f s\n", s->writes, s->reads, dlt_now() - t0);
     DLT_ASSERT_INT_EQ(s->violations, 0);
     DLT_ASSERT_INT_EQ(s->writes, 4 * WI);
@@ -916,8 +751,8 @@ static void test_writer_excludes(void) {
     DLT_ASSERT_INT_EQ(s->counter, 4 * WI);
     DLT_ASSERT_INT_EQ(redis_get_ll(EXCL_KEY), 4 * WI);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-    SHM_FREE(a, N);
-    SHM_FREE(s, 1);
+    DLT_SHM_FREE(a, N);
+    DLT_SHM_FREE(s, 1);
 }
 
 /* ========================================================================
@@ -930,9 +765,9 @@ static int try_counted(actor *a, int op, long long max_evals) {
     long long e0, e1;
     int rc;
     dlt_redis_reset_stats(&dlt_server);
-    e0 = evals();
+    e0 = dlt_evals();
     rc = ado(a, op);
-    e1 = evals();
+    e1 = dlt_evals();
     if (e1 - e0 > max_evals) fprintf(stderr, "  op %d: %lld round trips\n", op, e1 - e0);
     CU_ASSERT_TRUE(e1 - e0 <= max_evals);
     CU_ASSERT_TRUE(a->t_end - a->t_begin < 0.5);
@@ -941,7 +776,7 @@ static int try_counted(actor *a, int op, long long max_evals) {
 
 static void test_try_busy(void) {
     const char *name = "rw/try";
-    actor *A = SHM_NEW(actor, 5);
+    actor *A = DLT_SHM_NEW(actor, 5);
     dlock_rwlock_t rw;
     long long e0;
 
@@ -954,11 +789,11 @@ static void test_try_busy(void) {
     actor_init(&A[3], name, 0);
     A[3].rw = &rw;
     actor_init(&A[4], name, LONG_LEASE);
-    actor_start(&A[0], PROC);
-    actor_start(&A[1], PROC);
-    actor_start(&A[2], THREAD);
-    actor_start(&A[3], THREAD);
-    actor_start(&A[4], THREAD);
+    actor_start(&A[0], DLT_PROC);
+    actor_start(&A[1], DLT_PROC);
+    actor_start(&A[2], DLT_THREAD);
+    actor_start(&A[3], DLT_THREAD);
+    actor_start(&A[4], DLT_THREAD);
 
     /* A writer in another process holds it. */
     DLT_ASSERT_ERR(ado(&A[0], A_WR), 0);
@@ -975,11 +810,11 @@ static void test_try_busy(void) {
     /* A writer thread of this process (same object): no round trip. */
     DLT_ASSERT_ERR(ado(&A[3], A_WR), 0);
     dlt_redis_reset_stats(&dlt_server);
-    e0 = evals();
+    e0 = dlt_evals();
     DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw), EBUSY);
     DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw), EBUSY);
     DLT_ASSERT_ERR(dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_REALTIME, NULL), EBUSY);
-    DLT_ASSERT_INT_EQ(evals() - e0, 0);
+    DLT_ASSERT_INT_EQ(dlt_evals() - e0, 0);
     DLT_ASSERT_ERR(try_counted(&A[1], A_TRYRD, 1), EBUSY);
     DLT_ASSERT_ERR(try_counted(&A[2], A_TRYWR, 1), EBUSY);
     DLT_ASSERT_ERR(ado(&A[3], A_UNLOCK), 0);
@@ -1012,7 +847,7 @@ static void test_try_busy(void) {
     actor_stop(&A[1]);
     actor_stop(&A[0]);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-    SHM_FREE(A, 5);
+    DLT_SHM_FREE(A, 5);
 }
 
 /* ========================================================================
@@ -1042,7 +877,7 @@ static void timed_round(actor *w, int n, areq q, int want) {
 
 static void timed_rows(int holder_proc) {
     char n1[64], n2[64], n3[64], n4[64];
-    actor *A = SHM_NEW(actor, 3);
+    actor *A = DLT_SHM_NEW(actor, 3);
     int i;
     /* A[0] the holder; A[1] a waiter thread, A[2] a waiter process.  Each
      * phase uses its own lock name, so that what one phase leaves on the
@@ -1057,10 +892,10 @@ static void timed_rows(int holder_proc) {
         actor_init(&A[0], nm, 0);
         actor_init(&A[1], nm, 0);
         actor_init(&A[2], nm, 0);
-        if (holder_proc) actor_start(&A[0], PROC);
-        actor_start(&A[2], PROC);
-        if (!holder_proc) actor_start(&A[0], THREAD);
-        actor_start(&A[1], THREAD);
+        if (holder_proc) actor_start(&A[0], DLT_PROC);
+        actor_start(&A[2], DLT_PROC);
+        if (!holder_proc) actor_start(&A[0], DLT_THREAD);
+        actor_start(&A[1], DLT_THREAD);
         if (i == 0) {
             /* Readers hold: readers get in at once, writers time out. */
             DLT_ASSERT_ERR(ado(&A[0], A_RD), 0);
@@ -1134,12 +969,12 @@ static void timed_rows(int holder_proc) {
         actor_stop(&A[2]);
         actor_stop(&A[0]);
     }
-    SHM_FREE(A, 3);
+    DLT_SHM_FREE(A, 3);
 }
 
 static void test_timed_and_clock(void) {
-    timed_rows(PROC);
-    timed_rows(THREAD);
+    timed_rows(DLT_PROC);
+    timed_rows(DLT_THREAD);
 }
 
 /* ========================================================================
@@ -1158,76 +993,76 @@ typedef struct dl_arg {
 static int deadlock_worker(void *p) {
     dl_arg *a = p;
     dlock_rwlock_t own, *rw = a->rw != NULL ? a->rw : &own;
-    struct timespec rt = ts_in(CLOCK_REALTIME, 200), mt = ts_in(CLOCK_MONOTONIC, 200);
+    struct timespec rt = dlt_abs_in(CLOCK_REALTIME, 200), mt = dlt_abs_in(CLOCK_MONOTONIC, 200);
     uint64_t f1, f2;
     long long e0 = 0;
     int i;
-    if (a->rw == NULL) CK(dlock_rwlock_init(&own, a->name, NULL), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_init(&own, a->name, NULL), 0);
 
     /* The write holder. */
-    CK(dlock_rwlock_wrlock(rw), 0);
-    CK(dlock_rwlock_holds(rw), 2);
+    DLT_CK(dlock_rwlock_wrlock(rw), 0);
+    DLT_CK(dlock_rwlock_holds(rw), 2);
     f1 = dlock_rwlock_fence(rw);
-    CKT(f1 > 0);
-    CK(dlock_rwlock_wrlock(rw), EDEADLK);
-    CK(dlock_rwlock_rdlock(rw), EDEADLK);
-    CK(dlock_rwlock_timedwrlock(rw, &rt), EDEADLK);
-    CK(dlock_rwlock_timedrdlock(rw, &rt), EDEADLK);
-    CK(dlock_rwlock_clockwrlock(rw, CLOCK_MONOTONIC, &mt), EDEADLK);
-    CK(dlock_rwlock_clockrdlock(rw, CLOCK_MONOTONIC, &mt), EDEADLK);
-    CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_INTR, CLOCK_REALTIME, NULL), EDEADLK);
-    CK(dlock_rwlock_xlock(rw, 1, 0, CLOCK_REALTIME, NULL), EDEADLK);
-    CK(dlock_rwlock_trywrlock(rw), EBUSY);
-    CK(dlock_rwlock_tryrdlock(rw), EBUSY);
-    CK(dlock_rwlock_xlock(rw, 1, DLOCK_F_TRY, CLOCK_REALTIME, NULL), EBUSY);
-    CK(dlock_rwlock_holds(rw), 2);
-    CK(dlock_rwlock_fence(rw), f1);
-    CK(dlock_rwlock_unlock(rw), 0); /* one unlock releases it */
-    CK(dlock_rwlock_holds(rw), 0);
-    CK(dlock_rwlock_fence(rw), 0);
-    CK(dlock_rwlock_unlock(rw), EPERM);
+    DLT_CKT(f1 > 0);
+    DLT_CK(dlock_rwlock_wrlock(rw), EDEADLK);
+    DLT_CK(dlock_rwlock_rdlock(rw), EDEADLK);
+    DLT_CK(dlock_rwlock_timedwrlock(rw, &rt), EDEADLK);
+    DLT_CK(dlock_rwlock_timedrdlock(rw, &rt), EDEADLK);
+    DLT_CK(dlock_rwlock_clockwrlock(rw, CLOCK_MONOTONIC, &mt), EDEADLK);
+    DLT_CK(dlock_rwlock_clockrdlock(rw, CLOCK_MONOTONIC, &mt), EDEADLK);
+    DLT_CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_INTR, CLOCK_REALTIME, NULL), EDEADLK);
+    DLT_CK(dlock_rwlock_xlock(rw, 1, 0, CLOCK_REALTIME, NULL), EDEADLK);
+    DLT_CK(dlock_rwlock_trywrlock(rw), EBUSY);
+    DLT_CK(dlock_rwlock_tryrdlock(rw), EBUSY);
+    DLT_CK(dlock_rwlock_xlock(rw, 1, DLOCK_F_TRY, CLOCK_REALTIME, NULL), EBUSY);
+    DLT_CK(dlock_rwlock_holds(rw), 2);
+    DLT_CK(dlock_rwlock_fence(rw), f1);
+    DLT_CK(dlock_rwlock_unlock(rw), 0); /* one unlock releases it */
+    DLT_CK(dlock_rwlock_holds(rw), 0);
+    DLT_CK(dlock_rwlock_fence(rw), 0);
+    DLT_CK(dlock_rwlock_unlock(rw), EPERM);
 
     /* The read holder: recursion, and no upgrade. */
-    CK(dlock_rwlock_rdlock(rw), 0);
+    DLT_CK(dlock_rwlock_rdlock(rw), 0);
     f2 = dlock_rwlock_fence(rw);
-    CKT(f2 > f1);
+    DLT_CKT(f2 > f1);
     if (a->count_evals) {
         dlt_redis_reset_stats(&dlt_server);
-        e0 = evals();
+        e0 = dlt_evals();
     }
-    CK(dlock_rwlock_rdlock(rw), 0);
-    CK(dlock_rwlock_tryrdlock(rw), 0);
-    CK(dlock_rwlock_timedrdlock(rw, &rt), 0);
-    CK(dlock_rwlock_clockrdlock(rw, CLOCK_MONOTONIC, &mt), 0);
-    CK(dlock_rwlock_xlock(rw, 1, DLOCK_F_INTR, CLOCK_REALTIME, NULL), 0);
-    CK(dlock_rwlock_xlock(rw, 1, DLOCK_F_TRY, CLOCK_REALTIME, NULL), 0); /* count 7 */
-    CK(dlock_rwlock_wrlock(rw), EDEADLK);
-    CK(dlock_rwlock_timedwrlock(rw, &rt), EDEADLK);
-    CK(dlock_rwlock_clockwrlock(rw, CLOCK_REALTIME, &rt), EDEADLK);
-    CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_INTR, CLOCK_REALTIME, NULL), EDEADLK);
-    CK(dlock_rwlock_trywrlock(rw), EBUSY);
-    CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_TRY, CLOCK_REALTIME, NULL), EBUSY);
-    CK(dlock_rwlock_holds(rw), 1);
-    CK(dlock_rwlock_fence(rw), f2);
+    DLT_CK(dlock_rwlock_rdlock(rw), 0);
+    DLT_CK(dlock_rwlock_tryrdlock(rw), 0);
+    DLT_CK(dlock_rwlock_timedrdlock(rw, &rt), 0);
+    DLT_CK(dlock_rwlock_clockrdlock(rw, CLOCK_MONOTONIC, &mt), 0);
+    DLT_CK(dlock_rwlock_xlock(rw, 1, DLOCK_F_INTR, CLOCK_REALTIME, NULL), 0);
+    DLT_CK(dlock_rwlock_xlock(rw, 1, DLOCK_F_TRY, CLOCK_REALTIME, NULL), 0); /* count 7 */
+    DLT_CK(dlock_rwlock_wrlock(rw), EDEADLK);
+    DLT_CK(dlock_rwlock_timedwrlock(rw, &rt), EDEADLK);
+    DLT_CK(dlock_rwlock_clockwrlock(rw, CLOCK_REALTIME, &rt), EDEADLK);
+    DLT_CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_INTR, CLOCK_REALTIME, NULL), EDEADLK);
+    DLT_CK(dlock_rwlock_trywrlock(rw), EBUSY);
+    DLT_CK(dlock_rwlock_xlock(rw, 0, DLOCK_F_TRY, CLOCK_REALTIME, NULL), EBUSY);
+    DLT_CK(dlock_rwlock_holds(rw), 1);
+    DLT_CK(dlock_rwlock_fence(rw), f2);
     for (i = 0; i < 6; i++) {
-        CK(dlock_rwlock_unlock(rw), 0);
-        CK(dlock_rwlock_holds(rw), 1);
+        DLT_CK(dlock_rwlock_unlock(rw), 0);
+        DLT_CK(dlock_rwlock_holds(rw), 1);
     }
-    if (a->count_evals) a->recursion_evals = evals() - e0;
-    CK(dlock_rwlock_unlock(rw), 0);
-    CK(dlock_rwlock_holds(rw), 0);
-    CK(dlock_rwlock_unlock(rw), EPERM);
+    if (a->count_evals) a->recursion_evals = dlt_evals() - e0;
+    DLT_CK(dlock_rwlock_unlock(rw), 0);
+    DLT_CK(dlock_rwlock_holds(rw), 0);
+    DLT_CK(dlock_rwlock_unlock(rw), EPERM);
     /* And the lock is free for a writer again. */
-    CK(dlock_rwlock_trywrlock(rw), 0);
-    CKT(dlock_rwlock_fence(rw) > f2);
-    CK(dlock_rwlock_unlock(rw), 0);
-    if (a->rw == NULL) CK(dlock_rwlock_destroy(&own), 0);
+    DLT_CK(dlock_rwlock_trywrlock(rw), 0);
+    DLT_CKT(dlock_rwlock_fence(rw) > f2);
+    DLT_CK(dlock_rwlock_unlock(rw), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_destroy(&own), 0);
     return 0;
 }
 
 static void test_edeadlk_and_recursive_read(void) {
-    dl_arg *a = SHM_NEW(dl_arg, 6);
-    actor *A = SHM_NEW(actor, 1);
+    dl_arg *a = DLT_SHM_NEW(dl_arg, 6);
+    actor *A = DLT_SHM_NEW(actor, 1);
     dlock_rwlock_t rw;
     int i, seq;
 
@@ -1239,13 +1074,13 @@ static void test_edeadlk_and_recursive_read(void) {
     /* 3 threads (one on an object of this thread's) and 2 processes. */
     DLT_ASSERT_ERR(dlock_rwlock_init(&rw, a[1].name, NULL), 0);
     a[1].rw = &rw;
-    run_all(deadlock_worker, &a[1], sizeof *a, 3, 2);
+    dlt_run_all(deadlock_worker, &a[1], sizeof *a, 3, 2);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
 
     /* While the read count is above 1, and until the last unlock, the
      * read hold stays on the server: another process cannot write. */
     actor_init(&A[0], "rw/deadlk/count", 0);
-    actor_start(&A[0], PROC);
+    actor_start(&A[0], DLT_PROC);
     DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "rw/deadlk/count", NULL), 0);
     DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
     DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
@@ -1265,8 +1100,8 @@ static void test_edeadlk_and_recursive_read(void) {
     DLT_ASSERT_ERR(ado(&A[0], A_UNLOCK), 0);
     actor_stop(&A[0]);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-    SHM_FREE(A, 1);
-    SHM_FREE(a, 6);
+    DLT_SHM_FREE(A, 1);
+    DLT_SHM_FREE(a, 6);
 }
 
 /* ========================================================================
@@ -1277,7 +1112,7 @@ static void test_edeadlk_and_recursive_read(void) {
 
 static void unlock_eperm_row(int holder_proc) {
     const char *name = holder_proc ? "rw/unlock/eperm/p" : "rw/unlock/eperm/t";
-    actor *A = SHM_NEW(actor, 3);
+    actor *A = DLT_SHM_NEW(actor, 3);
     dlock_rwlock_t rw;
     int mode;
 
@@ -1287,13 +1122,13 @@ static void unlock_eperm_row(int holder_proc) {
     actor_init(&A[1], name, 0);
     A[1].rw = &rw;
     actor_init(&A[2], name, 0);
-    if (holder_proc) actor_start(&A[0], PROC);
-    actor_start(&A[2], PROC);
+    if (holder_proc) actor_start(&A[0], DLT_PROC);
+    actor_start(&A[2], DLT_PROC);
     if (!holder_proc) {
         A[0].rw = &rw; /* threads of one process, one object */
-        actor_start(&A[0], THREAD);
+        actor_start(&A[0], DLT_THREAD);
     }
-    actor_start(&A[1], THREAD);
+    actor_start(&A[1], DLT_THREAD);
 
     /* Free: nobody holds it. */
     DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), EPERM);
@@ -1327,14 +1162,14 @@ static void unlock_eperm_row(int holder_proc) {
     actor_stop(&A[0]);
     actor_stop(&A[2]);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-    SHM_FREE(A, 3);
+    DLT_SHM_FREE(A, 3);
 }
 
 /* Readers R0 (a thread) and R1 (a process) hold; writer W waits; R1
  * unlocks, W still waits; R0 unlocks, W gets the lock well under 1 s. */
 static void wake_row(int writer_proc) {
     const char *name = writer_proc ? "rw/unlock/wake/p" : "rw/unlock/wake/t";
-    actor *A = SHM_NEW(actor, 3);
+    actor *A = DLT_SHM_NEW(actor, 3);
     actor *R0 = &A[0], *R1 = &A[1], *W = &A[2];
     double lat;
     int seq;
@@ -1342,10 +1177,10 @@ static void wake_row(int writer_proc) {
     actor_init(R0, name, 0);
     actor_init(R1, name, 0);
     actor_init(W, name, 0);
-    actor_start(R1, PROC);
-    if (writer_proc) actor_start(W, PROC);
-    actor_start(R0, THREAD);
-    if (!writer_proc) actor_start(W, THREAD);
+    actor_start(R1, DLT_PROC);
+    if (writer_proc) actor_start(W, DLT_PROC);
+    actor_start(R0, DLT_THREAD);
+    if (!writer_proc) actor_start(W, DLT_THREAD);
 
     DLT_ASSERT_ERR(ado(R0, A_RD), 0);
     DLT_ASSERT_ERR(ado(R1, A_RD), 0);
@@ -1370,14 +1205,14 @@ static void wake_row(int writer_proc) {
     actor_stop(R0);
     actor_stop(W);
     actor_stop(R1);
-    SHM_FREE(A, 3);
+    DLT_SHM_FREE(A, 3);
 }
 
 static void test_unlock(void) {
-    unlock_eperm_row(PROC);
-    unlock_eperm_row(THREAD);
-    wake_row(PROC);
-    wake_row(THREAD);
+    unlock_eperm_row(DLT_PROC);
+    unlock_eperm_row(DLT_THREAD);
+    wake_row(DLT_PROC);
+    wake_row(DLT_THREAD);
 }
 
 /* ========================================================================
@@ -1389,7 +1224,7 @@ static void test_unlock(void) {
 
 static void writers_first_row(int proc) {
     const char *name = proc ? "rw/wfirst/p" : "rw/wfirst/t";
-    actor *A = SHM_NEW(actor, 3);
+    actor *A = DLT_SHM_NEW(actor, 3);
     actor *R = &A[0], *W = &A[1], *N = &A[2];
     dlock_rwlock_t rw;
     double t0;
@@ -1450,12 +1285,12 @@ static void writers_first_row(int proc) {
     actor_stop(W);
     actor_stop(R);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-    SHM_FREE(A, 3);
+    DLT_SHM_FREE(A, 3);
 }
 
 static void test_writers_first(void) {
-    writers_first_row(PROC);
-    writers_first_row(THREAD);
+    writers_first_row(DLT_PROC);
+    writers_first_row(DLT_THREAD);
 }
 
 /* A writer that gives up (ETIMEDOUT, EINVAL for a bad deadline, EINTR)
@@ -1467,7 +1302,7 @@ static const char *const g_what[G_N] = { "timedwrlock ETIMEDOUT", "clockwrlock p
 
 static void giveup_case(int proc, int how) {
     char name[64];
-    actor *A = SHM_NEW(actor, 3);
+    actor *A = DLT_SHM_NEW(actor, 3);
     actor *R = &A[0], *W = &A[1], *N = &A[2];
     int rc;
 
@@ -1500,7 +1335,7 @@ static void giveup_case(int proc, int how) {
     rc = ado(N, A_TRYRD);
     if (rc != 0) {
         fprintf(stderr, "  BUG: after %s (%s), a new reader's tryrdlock gives %s:\n", g_what[how],
-                proc ? "processes" : "threads", ename(rc));
+                proc ? "processes" : "threads", dlt_errno_label(rc));
         dump_lock(name);
     }
     DLT_ASSERT_ERR(rc, 0);
@@ -1512,32 +1347,32 @@ static void giveup_case(int proc, int how) {
     actor_stop(N);
     actor_stop(W);
     actor_stop(R);
-    SHM_FREE(A, 3);
+    DLT_SHM_FREE(A, 3);
 }
 
 static void test_writer_giving_up_lets_readers_in(void) {
     int how;
     for (how = 0; how < G_N; how++) {
         if (how == G_INTR) continue; /* processes only: below */
-        giveup_case(THREAD, how);
+        giveup_case(DLT_THREAD, how);
     }
-    for (how = 0; how < G_N; how++) giveup_case(PROC, how);
+    for (how = 0; how < G_N; how++) giveup_case(DLT_PROC, how);
 }
 
 /* A writer whose lease is shorter than the time it has to wait for the
  * readers is still waiting: new readers must still wait. */
 static void test_writers_first_long_wait(void) {
     const char *name = "rw/wfirst/longwait";
-    actor *A = SHM_NEW(actor, 3);
+    actor *A = DLT_SHM_NEW(actor, 3);
     actor *R = &A[0], *W = &A[1], *N = &A[2];
     int sw, rc;
 
     actor_init(R, name, 0);
     actor_init(W, name, 300); /* its registration must outlive 300 ms */
     actor_init(N, name, 0);
-    actor_start(R, PROC);
-    actor_start(W, PROC);
-    actor_start(N, PROC);
+    actor_start(R, DLT_PROC);
+    actor_start(W, DLT_PROC);
+    actor_start(N, DLT_PROC);
     DLT_ASSERT_ERR(ado(R, A_RD), 0);
     sw = actor_post(W, Q(.op = A_WR));
     CU_ASSERT_TRUE(wait_zcard_ge(name, "writers", 1, 5000));
@@ -1547,7 +1382,7 @@ static void test_writers_first_long_wait(void) {
     rc = ado(N, A_TRYRD);
     if (rc != EBUSY) {
         fprintf(stderr, "  BUG: a writer with a 300 ms lease has waited 900 ms; a new reader's tryrdlock gives %s:\n",
-                ename(rc));
+                dlt_errno_label(rc));
         dump_lock(name);
     }
     DLT_ASSERT_ERR(rc, EBUSY);
@@ -1558,7 +1393,7 @@ static void test_writers_first_long_wait(void) {
     actor_stop(N);
     actor_stop(W);
     actor_stop(R);
-    SHM_FREE(A, 3);
+    DLT_SHM_FREE(A, 3);
 }
 
 /* ========================================================================
@@ -1584,31 +1419,31 @@ static int starve_reader(void *p) {
     unsigned seed = (unsigned)getpid() * 7919u + (unsigned)a->i;
     double end = dlt_now() + 20;
     int in, pk;
-    CK(dlock_rwlock_init(&rw, a->name, NULL), 0);
+    DLT_CK(dlock_rwlock_init(&rw, a->name, NULL), 0);
     dlt_sleep_ms(10u * (unsigned)a->i); /* staggered: the holds overlap */
-    while (!flag_get(&s->stop) && dlt_now() < end) {
-        CK(dlock_rwlock_rdlock(&rw), 0);
-        if (flag_get(&s->writer_inside)) flag_add(&s->violations, 1);
-        in = flag_add(&s->inside, 1);
-        while ((pk = flag_get(&s->peak)) < in &&
+    while (!dlt_flag_get(&s->stop) && dlt_now() < end) {
+        DLT_CK(dlock_rwlock_rdlock(&rw), 0);
+        if (dlt_flag_get(&s->writer_inside)) dlt_flag_add(&s->violations, 1);
+        in = dlt_flag_add(&s->inside, 1);
+        while ((pk = dlt_flag_get(&s->peak)) < in &&
                !__atomic_compare_exchange_n(&s->peak, &pk, in, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
             ;
-        flag_add(&s->reads, 1);
+        dlt_flag_add(&s->reads, 1);
         dlt_sleep_ms(20 + rand_r(&seed) % 40);
-        flag_add(&s->inside, -1);
-        CK(dlock_rwlock_unlock(&rw), 0);
+        dlt_flag_add(&s->inside, -1);
+        DLT_CK(dlock_rwlock_unlock(&rw), 0);
     }
-    CK(dlock_rwlock_destroy(&rw), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), 0);
     return 0;
 }
 
 static void starve_row(int writer_proc) {
     enum { NR = 4, ROUNDS = 3 };
-    starve_shared *s = SHM_NEW(starve_shared, 1);
-    starve_arg *a = SHM_NEW(starve_arg, NR);
-    actor *W = SHM_NEW(actor, 1);
+    starve_shared *s = DLT_SHM_NEW(starve_shared, 1);
+    starve_arg *a = DLT_SHM_NEW(starve_arg, NR);
+    actor *W = DLT_SHM_NEW(actor, 1);
     const char *name = writer_proc ? "rw/starve/p" : "rw/starve/t";
-    task t[NR];
+    dlt_task t[NR];
     int i, r;
 
     for (i = 0; i < NR; i++) {
@@ -1618,47 +1453,47 @@ static void starve_row(int writer_proc) {
     }
     actor_init(W, name, 0);
     /* Processes first: readers 2, 3 and a writer process. */
-    task_start(&t[3], PROC, starve_reader, &a[3]);
-    task_start(&t[2], PROC, starve_reader, &a[2]);
-    if (writer_proc) actor_start(W, PROC);
-    task_start(&t[1], THREAD, starve_reader, &a[1]);
-    task_start(&t[0], THREAD, starve_reader, &a[0]);
-    if (!writer_proc) actor_start(W, THREAD);
+    dlt_task_start(&t[3], DLT_PROC, starve_reader, &a[3]);
+    dlt_task_start(&t[2], DLT_PROC, starve_reader, &a[2]);
+    if (writer_proc) actor_start(W, DLT_PROC);
+    dlt_task_start(&t[1], DLT_THREAD, starve_reader, &a[1]);
+    dlt_task_start(&t[0], DLT_THREAD, starve_reader, &a[0]);
+    if (!writer_proc) actor_start(W, DLT_THREAD);
 
     dlt_sleep_ms(400);
     for (r = 0; r < ROUNDS; r++) {
-        int before = flag_get(&s->reads);
+        int before = dlt_flag_get(&s->reads);
         double took;
         DLT_ASSERT_ERR(ado(W, A_WR), 0);
-        flag_set(&s->writer_inside, 1);
+        dlt_flag_set(&s->writer_inside, 1);
         took = W->t_end - W->t_begin;
         fprintf(stderr, "  writer (%s) round %d: got it in %.1f ms, with readers at work (%d reads so far)\n",
                 writer_proc ? "process" : "thread", r, took * 1000, before);
         CU_ASSERT_TRUE(took < 1.0);
-        DLT_ASSERT_INT_EQ(flag_get(&s->inside), 0);
+        DLT_ASSERT_INT_EQ(dlt_flag_get(&s->inside), 0);
         dlt_sleep_ms(50);
-        DLT_ASSERT_INT_EQ(flag_get(&s->inside), 0);
-        flag_set(&s->writer_inside, 0);
+        DLT_ASSERT_INT_EQ(dlt_flag_get(&s->inside), 0);
+        dlt_flag_set(&s->writer_inside, 0);
         DLT_ASSERT_ERR(ado(W, A_UNLOCK), 0);
-        before = flag_get(&s->reads);
+        before = dlt_flag_get(&s->reads);
         dlt_sleep_ms(600);
         /* The readers proceed after the writer. */
-        CU_ASSERT_TRUE(flag_get(&s->reads) > before + 4);
+        CU_ASSERT_TRUE(dlt_flag_get(&s->reads) > before + 4);
     }
-    flag_set(&s->stop, 1);
-    for (i = 0; i < NR; i++) DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+    dlt_flag_set(&s->stop, 1);
+    for (i = 0; i < NR; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
     actor_stop(W);
     fprintf(stderr, "  %d reads, up to %d at once\n", s->reads, s->peak);
     CU_ASSERT_TRUE(s->peak >= 2); /* they did overlap */
     DLT_ASSERT_INT_EQ(s->violations, 0);
-    SHM_FREE(W, 1);
-    SHM_FREE(a, NR);
-    SHM_FREE(s, 1);
+    DLT_SHM_FREE(W, 1);
+    DLT_SHM_FREE(a, NR);
+    DLT_SHM_FREE(s, 1);
 }
 
 static void test_no_writer_starvation(void) {
-    starve_row(PROC);
-    starve_row(THREAD);
+    starve_row(DLT_PROC);
+    starve_row(DLT_THREAD);
 }
 
 /* ========================================================================
@@ -1668,7 +1503,7 @@ static void test_no_writer_starvation(void) {
 
 static void test_lease_renewed(void) {
     const char *name = "rw/lease/renew";
-    actor *A = SHM_NEW(actor, 4);
+    actor *A = DLT_SHM_NEW(actor, 4);
     actor *RT = &A[0], *RP = &A[1], *PP = &A[2], *PT = &A[3];
     char first[512], now[512];
     double end;
@@ -1678,10 +1513,10 @@ static void test_lease_renewed(void) {
     actor_init(RP, name, 300);
     actor_init(PP, name, 0);
     actor_init(PT, name, 0);
-    actor_start(RP, PROC);
-    actor_start(PP, PROC);
-    actor_start(RT, THREAD);
-    actor_start(PT, THREAD);
+    actor_start(RP, DLT_PROC);
+    actor_start(PP, DLT_PROC);
+    actor_start(RT, DLT_THREAD);
+    actor_start(PT, DLT_THREAD);
 
     DLT_ASSERT_ERR(ado(RT, A_RD), 0);
     DLT_ASSERT_ERR(ado(RP, A_RD), 0);
@@ -1726,26 +1561,26 @@ static void test_lease_renewed(void) {
     actor_stop(RT);
     actor_stop(PP);
     actor_stop(RP);
-    SHM_FREE(A, 4);
+    DLT_SHM_FREE(A, 4);
 }
 
 /* A read hold whose lease is lost (its member taken off the server): the
  * renewal fails, holds() turns 0 and unlock is EPERM; writers get in. */
 static void test_read_lease_lost(void) {
     const char *name = "rw/lease/lost";
-    actor *A = SHM_NEW(actor, 3);
+    actor *A = DLT_SHM_NEW(actor, 3);
     actor *RT = &A[0], *RP = &A[1], *W = &A[2];
     actor_init(RT, name, 300);
     actor_init(RP, name, 300);
     actor_init(W, name, 0);
-    actor_start(RP, PROC);
-    actor_start(W, PROC);
-    actor_start(RT, THREAD);
+    actor_start(RP, DLT_PROC);
+    actor_start(W, DLT_PROC);
+    actor_start(RT, DLT_THREAD);
     DLT_ASSERT_ERR(ado(RT, A_RD), 0);
     DLT_ASSERT_ERR(ado(RP, A_RD), 0);
     DLT_ASSERT_ERR(ado(RP, A_RD), 0); /* count 2 */
     DLT_ASSERT_ERR(ado(W, A_TRYWR), EBUSY);
-    DLT_ASSERT_INT_EQ(reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{%s}:readers", name)), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{%s}:readers", name)), 1);
     dlt_sleep_ms(500); /* past the lease: a renewal was refused, or validity ran out */
     DLT_ASSERT_ERR(ado(RT, A_HOLDS), 0);
     DLT_ASSERT_INT_EQ(RT->fence, 0);
@@ -1764,7 +1599,7 @@ static void test_read_lease_lost(void) {
     actor_stop(RT);
     actor_stop(W);
     actor_stop(RP);
-    SHM_FREE(A, 3);
+    DLT_SHM_FREE(A, 3);
 }
 
 /* A reader that dies holding (a SIGKILLed process; a thread that exits):
@@ -1773,7 +1608,7 @@ static void test_read_lease_lost(void) {
 static void reader_dies_row(int proc) {
     const char *name = proc ? "rw/lease/dies/p" : "rw/lease/dies/t";
     enum { LEASE = 1000 };
-    actor *A = SHM_NEW(actor, 2);
+    actor *A = DLT_SHM_NEW(actor, 2);
     actor *R = &A[0], *W = &A[1];
     dlock_rwlock_t rw;
     double t_dead, after;
@@ -1781,14 +1616,14 @@ static void reader_dies_row(int proc) {
 
     actor_init(R, name, LEASE);
     actor_init(W, name, 0);
-    actor_start(W, PROC);
+    actor_start(W, DLT_PROC);
     if (proc) {
-        actor_start(R, PROC);
+        actor_start(R, DLT_PROC);
     } else {
         /* The thread reads through the test's object, which outlives it. */
         DLT_ASSERT_ERR(init_lease(&rw, name, LEASE), 0);
         R->rw = &rw;
-        actor_start(R, THREAD);
+        actor_start(R, DLT_THREAD);
     }
     DLT_ASSERT_ERR(ado(R, A_RD), 0);
     sw = actor_post(W, Q(.op = A_WR));
@@ -1800,7 +1635,7 @@ static void reader_dies_row(int proc) {
         actor_kill(R);
     } else {
         DLT_ASSERT_ERR(ado(R, A_EXIT), 0);
-        DLT_ASSERT_INT_EQ(task_join(&R->t, JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&R->t, DLT_JOIN_MS), 0);
         t_dead = R->t_end;
     }
     DLT_ASSERT_ERR(actor_wait(W, sw, 10000), 0);
@@ -1818,12 +1653,12 @@ static void reader_dies_row(int proc) {
         DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
         DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
     }
-    SHM_FREE(A, 2);
+    DLT_SHM_FREE(A, 2);
 }
 
 static void test_reader_dies(void) {
-    reader_dies_row(PROC);
-    reader_dies_row(THREAD);
+    reader_dies_row(DLT_PROC);
+    reader_dies_row(DLT_THREAD);
 }
 
 /* holds(): 1 read, 2 write, 0 after unlock; fence > 0 while held, 0 after,
@@ -1843,29 +1678,29 @@ static int holds_fence_worker(void *p) {
     dlock_rwlock_t own, *rw = a->rw != NULL ? a->rw : &own;
     uint64_t last = 0;
     int i;
-    if (a->rw == NULL) CK(dlock_rwlock_init(&own, "rw/holdsfence", NULL), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_init(&own, "rw/holdsfence", NULL), 0);
     for (i = 0; i < 4; i++) {
         int w = i % 2;
         uint64_t f;
-        CK(dlock_rwlock_holds(rw), 0);
-        CK(dlock_rwlock_fence(rw), 0);
-        CK(w ? dlock_rwlock_wrlock(rw) : dlock_rwlock_rdlock(rw), 0);
-        CK(dlock_rwlock_holds(rw), w ? 2 : 1);
+        DLT_CK(dlock_rwlock_holds(rw), 0);
+        DLT_CK(dlock_rwlock_fence(rw), 0);
+        DLT_CK(w ? dlock_rwlock_wrlock(rw) : dlock_rwlock_rdlock(rw), 0);
+        DLT_CK(dlock_rwlock_holds(rw), w ? 2 : 1);
         f = dlock_rwlock_fence(rw);
-        CKT(f > last);
+        DLT_CKT(f > last);
         last = f;
-        a->s->fences[flag_add(&a->s->n, 1) - 1] = f;
-        CK(dlock_rwlock_unlock(rw), 0);
-        CK(dlock_rwlock_holds(rw), 0);
-        CK(dlock_rwlock_fence(rw), 0);
+        a->s->fences[dlt_flag_add(&a->s->n, 1) - 1] = f;
+        DLT_CK(dlock_rwlock_unlock(rw), 0);
+        DLT_CK(dlock_rwlock_holds(rw), 0);
+        DLT_CK(dlock_rwlock_fence(rw), 0);
     }
-    if (a->rw == NULL) CK(dlock_rwlock_destroy(&own), 0);
+    if (a->rw == NULL) DLT_CK(dlock_rwlock_destroy(&own), 0);
     return 0;
 }
 
 static void test_holds_and_fence(void) {
-    hf_shared *s = SHM_NEW(hf_shared, 1);
-    hf_arg *a = SHM_NEW(hf_arg, 4);
+    hf_shared *s = DLT_SHM_NEW(hf_shared, 1);
+    hf_arg *a = DLT_SHM_NEW(hf_arg, 4);
     dlock_rwlock_t rw;
     int i, j;
     DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "rw/holdsfence", NULL), 0);
@@ -1873,14 +1708,14 @@ static void test_holds_and_fence(void) {
         a[i].s = s;
         a[i].rw = i == 0 ? &rw : NULL;
     }
-    run_all(holds_fence_worker, a, sizeof *a, 2, 2);
+    dlt_run_all(holds_fence_worker, a, sizeof *a, 2, 2);
     DLT_ASSERT_INT_EQ(s->n, 16);
     /* Every acquisition, read or write, got a fence of its own. */
     for (i = 0; i < s->n; i++)
         for (j = 0; j < i; j++) CU_ASSERT_TRUE(s->fences[i] != s->fences[j]);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-    SHM_FREE(a, 4);
-    SHM_FREE(s, 1);
+    DLT_SHM_FREE(a, 4);
+    DLT_SHM_FREE(s, 1);
 }
 
 /* ========================================================================
@@ -1890,7 +1725,7 @@ static void test_holds_and_fence(void) {
 
 static void mutex_same_name_row(int proc) {
     const char *name = proc ? "rw/samename/p" : "rw/samename/t";
-    actor *A = SHM_NEW(actor, 2);
+    actor *A = DLT_SHM_NEW(actor, 2);
     actor *M = &A[0], *P = &A[1];
     dlock_rwlock_t rw;
     dlock_mutex_t m;
@@ -1941,12 +1776,12 @@ static void mutex_same_name_row(int proc) {
     actor_stop(M);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-    SHM_FREE(A, 2);
+    DLT_SHM_FREE(A, 2);
 }
 
 static void test_mutex_and_rwlock_same_name(void) {
-    mutex_same_name_row(PROC);
-    mutex_same_name_row(THREAD);
+    mutex_same_name_row(DLT_PROC);
+    mutex_same_name_row(DLT_THREAD);
 }
 
 /* ========================================================================
@@ -2017,7 +1852,7 @@ static void no_eintr_cases(actor *H, actor *X) {
 
 static void intr_row(int proc, int shared_object) {
     char n1[64], n2[64];
-    actor *A = SHM_NEW(actor, 2);
+    actor *A = DLT_SHM_NEW(actor, 2);
     actor *H = &A[0], *X = &A[1];
     dlock_rwlock_t rw;
     int k;
@@ -2043,13 +1878,13 @@ static void intr_row(int proc, int shared_object) {
         if (!proc) alrm_unpark();
         if (shared_object) DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
     }
-    SHM_FREE(A, 2);
+    DLT_SHM_FREE(A, 2);
 }
 
 static void test_intr_and_flags(void) {
-    intr_row(PROC, 0);
-    intr_row(THREAD, 0);
-    intr_row(THREAD, 1); /* the holder is a thread on the same object: a local wait */
+    intr_row(DLT_PROC, 0);
+    intr_row(DLT_THREAD, 0);
+    intr_row(DLT_THREAD, 1); /* the holder is a thread on the same object: a local wait */
 }
 
 /* ========================================================================
@@ -2082,35 +1917,35 @@ typedef struct mix_thread {
 
 static int mix_read_section(mix_thread *t, dlock_rwlock_t *rw) {
     mix_shared *s = t->s;
-    flag_add(&s->readers, 1);
-    if (flag_get(&s->writers) != 0) flag_add(&s->violations, 1);
+    dlt_flag_add(&s->readers, 1);
+    if (dlt_flag_get(&s->writers) != 0) dlt_flag_add(&s->violations, 1);
     if (rand_r(&t->seed) % 4 == 0) { /* a recursive read */
-        CK(dlock_rwlock_rdlock(rw), 0);
-        CK(dlock_rwlock_unlock(rw), 0);
+        DLT_CK(dlock_rwlock_rdlock(rw), 0);
+        DLT_CK(dlock_rwlock_unlock(rw), 0);
     }
-    if (rand_r(&t->seed) % 8 == 0) CK(dlock_rwlock_trywrlock(rw), EBUSY);
-    CK(dlock_rwlock_holds(rw), 1);
+    if (rand_r(&t->seed) % 8 == 0) DLT_CK(dlock_rwlock_trywrlock(rw), EBUSY);
+    DLT_CK(dlock_rwlock_holds(rw), 1);
     usleep(rand_r(&t->seed) % 3000);
-    if (flag_get(&s->writers) != 0) flag_add(&s->violations, 1);
-    flag_add(&s->readers, -1);
-    flag_add(&s->reads, 1);
-    CK(dlock_rwlock_unlock(rw), 0);
+    if (dlt_flag_get(&s->writers) != 0) dlt_flag_add(&s->violations, 1);
+    dlt_flag_add(&s->readers, -1);
+    dlt_flag_add(&s->reads, 1);
+    DLT_CK(dlock_rwlock_unlock(rw), 0);
     return 0;
 }
 
 static int mix_write_section(mix_thread *t, dlock_rwlock_t *rw) {
     mix_shared *s = t->s;
     long c;
-    if (flag_add(&s->writers, 1) != 1 || flag_get(&s->readers) != 0) flag_add(&s->violations, 1);
-    CK(dlock_rwlock_holds(rw), 2);
-    if (rand_r(&t->seed) % 8 == 0) CK(dlock_rwlock_rdlock(rw), EDEADLK);
+    if (dlt_flag_add(&s->writers, 1) != 1 || dlt_flag_get(&s->readers) != 0) dlt_flag_add(&s->violations, 1);
+    DLT_CK(dlock_rwlock_holds(rw), 2);
+    if (rand_r(&t->seed) % 8 == 0) DLT_CK(dlock_rwlock_rdlock(rw), EDEADLK);
     c = s->counter;
     usleep(rand_r(&t->seed) % 2000);
     s->counter = c + 1;
-    if (flag_get(&s->writers) != 1 || flag_get(&s->readers) != 0) flag_add(&s->violations, 1);
-    flag_add(&s->writers, -1);
-    flag_add(&s->writes, 1);
-    CK(dlock_rwlock_unlock(rw), 0);
+    if (dlt_flag_get(&s->writers) != 1 || dlt_flag_get(&s->readers) != 0) dlt_flag_add(&s->violations, 1);
+    dlt_flag_add(&s->writers, -1);
+    dlt_flag_add(&s->writes, 1);
+    DLT_CK(dlock_rwlock_unlock(rw), 0);
     return 0;
 }
 
@@ -2127,23 +1962,23 @@ static int mix_loop(mix_thread *t) {
         case 3: case 4: wr = 1; rc = dlock_rwlock_wrlock(rw); break;
         case 5: wr = 0; rc = dlock_rwlock_tryrdlock(rw); break;
         case 6: wr = 1; rc = dlock_rwlock_trywrlock(rw); break;
-        case 7: wr = 0; ts = ts_in(CLOCK_REALTIME, 100); rc = dlock_rwlock_timedrdlock(rw, &ts); break;
-        case 8: wr = 1; ts = ts_in(CLOCK_MONOTONIC, 100); rc = dlock_rwlock_clockwrlock(rw, CLOCK_MONOTONIC, &ts); break;
+        case 7: wr = 0; ts = dlt_abs_in(CLOCK_REALTIME, 100); rc = dlock_rwlock_timedrdlock(rw, &ts); break;
+        case 8: wr = 1; ts = dlt_abs_in(CLOCK_MONOTONIC, 100); rc = dlock_rwlock_clockwrlock(rw, CLOCK_MONOTONIC, &ts); break;
         default:
             wr = rand_r(&t->seed) % 2;
-            ts = ts_in(CLOCK_MONOTONIC, 100);
+            ts = dlt_abs_in(CLOCK_MONOTONIC, 100);
             rc = dlock_rwlock_xlock(rw, !wr, rand_r(&t->seed) % 2 ? DLOCK_F_INTR : 0, CLOCK_MONOTONIC, &ts);
             break;
         }
         if (rc == EBUSY && (op == 5 || op == 6)) {
-            flag_add(&s->busy, 1);
+            dlt_flag_add(&s->busy, 1);
             continue;
         }
         if (rc == ETIMEDOUT && op >= 7) {
-            flag_add(&s->timeouts, 1);
+            dlt_flag_add(&s->timeouts, 1);
             continue;
         }
-        CK(rc, 0);
+        DLT_CK(rc, 0);
         if (wr ? mix_write_section(t, rw) : mix_read_section(t, rw)) return 1;
     }
     return 0;
@@ -2162,42 +1997,42 @@ static int mix_process(void *p) {
     pthread_t th[2];
     int i, rc = 0;
     for (i = 0; i < 2; i++) {
-        if (i == 0 || !a->share) CK(init_lease(&rw[i], MIX_NAME, MIX_LEASE), 0);
+        if (i == 0 || !a->share) DLT_CK(init_lease(&rw[i], MIX_NAME, MIX_LEASE), 0);
         t[i].s = a->s;
         t[i].rw = a->share ? &rw[0] : &rw[i];
         t[i].seed = (unsigned)getpid() * 2654435761u + (unsigned)i;
         t[i].rc = -1;
-        CK(pthread_create(&th[i], NULL, mix_thread_main, &t[i]), 0);
+        DLT_CK(pthread_create(&th[i], NULL, mix_thread_main, &t[i]), 0);
     }
     for (i = 0; i < 2; i++) {
-        CK(pthread_join(th[i], NULL), 0);
+        DLT_CK(pthread_join(th[i], NULL), 0);
         if (t[i].rc != 0) rc = t[i].rc;
     }
     for (i = 0; i < 2; i++)
-        if (i == 0 || !a->share) CK(dlock_rwlock_destroy(&rw[i]), 0);
+        if (i == 0 || !a->share) DLT_CK(dlock_rwlock_destroy(&rw[i]), 0);
     return rc;
 }
 
 static void test_mixed(void) {
-    mix_shared *s = SHM_NEW(mix_shared, 1);
-    mix_arg *a = SHM_NEW(mix_arg, 2);
-    task t[2];
+    mix_shared *s = DLT_SHM_NEW(mix_shared, 1);
+    mix_arg *a = DLT_SHM_NEW(mix_arg, 2);
+    dlt_task t[2];
     int i;
     for (i = 0; i < 2; i++) {
         a[i].s = s;
         a[i].proc = i;
         a[i].share = i == 0;
     }
-    for (i = 0; i < 2; i++) task_start(&t[i], PROC, mix_process, &a[i]);
-    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(task_join(&t[i], JOIN_MS), 0);
+    for (i = 0; i < 2; i++) dlt_task_start(&t[i], DLT_PROC, mix_process, &a[i]);
+    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
     fprintf(stderr, "  %d reads, %d writes, %d EBUSY, %d ETIMEDOUT\n", s->reads, s->writes, s->busy, s->timeouts);
     DLT_ASSERT_INT_EQ(s->violations, 0);
     DLT_ASSERT_INT_EQ(s->counter, s->writes);
     CU_ASSERT_TRUE(s->writes > 0);
     CU_ASSERT_TRUE(s->reads > 0);
     DLT_ASSERT_INT_EQ(zcard(MIX_NAME, "readers"), 0);
-    SHM_FREE(a, 2);
-    SHM_FREE(s, 1);
+    DLT_SHM_FREE(a, 2);
+    DLT_SHM_FREE(s, 1);
 }
 
 /* ====================================================================== */
