@@ -113,6 +113,12 @@ static void stale_add(dlock__obj *o, const char *token) {
     pthread_mutex_unlock(&o->c->mu);
 }
 
+/* The unreachable bound, or the caller's deadline if that is sooner. */
+static dlock__mono bounded(struct dlock_client *c, dlock__mono deadline) {
+    dlock__mono b = dlock__unreachable_deadline(c);
+    return deadline < b ? deadline : b;
+}
+
 /* The part of a wait between releasing and retaking the mutex.  Returns
  * 0 (woken, or a wake-up we cannot rule out), ETIMEDOUT, or an error. */
 static int sleep_on(dlock__obj *o, const char *token, uint64_t gen, dlock__mono deadline) {
@@ -130,14 +136,14 @@ static int sleep_on(dlock__obj *o, const char *token, uint64_t gen, dlock__mono 
         pthread_mutex_unlock(&c->mu);
         if (dlock__now() >= deadline) {
             /* Timed out, unless a signal took us just now. */
-            rc = op(o, "withdraw", token, &res, dlock__unreachable_deadline(c));
+            rc = op(o, "withdraw", token, &res, dlock__now()); /* one attempt: the deadline has come */
             if (rc != 0) stale_add(o, token);
             return rc != 0 ? rc : res == 1 ? ETIMEDOUT : 0;
         }
         /* Woken (or time to refresh): are we still waiting?  No answer:
          * a wake-up we cannot rule out (POSIX allows spurious ones); our
          * registration goes with the next operation. */
-        if ((rc = op(o, "check", token, &res, dlock__unreachable_deadline(c))) != 0) {
+        if ((rc = op(o, "check", token, &res, bounded(c, deadline))) != 0) {
             stale_add(o, token);
             return 0;
         }
@@ -168,11 +174,11 @@ static int wait_call(dlock_cond_t *cv, dlock_mutex_t *m, dlock__mono deadline) {
     rc = dlock__wait_ready(c, o->l, deadline, 0); /* a signal's message must reach us */
     gen = o->l->gen;
     pthread_mutex_unlock(&c->mu);
-    if (rc == 0 && (rc = op(o, "wait", token, &res, dlock__unreachable_deadline(c))) != 0)
+    if (rc == 0 && (rc = op(o, "wait", token, &res, bounded(c, deadline))) != 0)
         stale_add(o, token); /* it may have been registered all the same */
     if (rc == 0) {
         if ((rc = dlock_mutex_unlock(m)) != 0) {
-            if (op(o, "withdraw", token, &res, dlock__unreachable_deadline(c)) != 0) stale_add(o, token);
+            if (op(o, "withdraw", token, &res, dlock__now()) != 0) stale_add(o, token);
         } else {
             rc = sleep_on(o, token, gen, deadline);
             /* Take the mutex again, whatever happened (pthread_cond_wait

@@ -312,9 +312,10 @@ out:
         int dummy;
         snprintf(saved, sizeof saved, "%s", dlock_last_error());
         pthread_mutex_unlock(&c->mu);
-        /* Best effort: if it fails, the registration lapses by itself. */
-        (void)c->ops->release(c, l, owner, DLOCK__REL_WITHDRAW, &dummy,
-                              dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
+        /* Best effort, one attempt (a deadline of now: a call that gives
+         * up on an unreachable server must not wait for it again here);
+         * if it fails, the registration lapses by itself. */
+        (void)c->ops->release(c, l, owner, DLOCK__REL_WITHDRAW, &dummy, dlock__now());
         dlock__restoreerr(saved);
         pthread_mutex_lock(&c->mu);
     }
