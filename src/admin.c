@@ -13,24 +13,6 @@
 
 #include "dlock-int.h"
 
-/* The client and the table entry for `name`, with a reference taken. */
-static int entry(dlock_client_t **c, const char *name, dlock__lock **l) {
-    size_t len = 0;
-    int rc;
-    if ((rc = dlock__check_name(name, &len)) != 0) return rc;
-    if ((*c = dlock__client_get(*c, &rc)) == NULL) return rc;
-    pthread_mutex_lock(&(*c)->mu);
-    rc = dlock__lock_get(*c, name, len, l);
-    pthread_mutex_unlock(&(*c)->mu);
-    return rc;
-}
-
-static void entry_put(dlock_client_t *c, dlock__lock *l) {
-    pthread_mutex_lock(&c->mu);
-    dlock__lock_put(c, l);
-    pthread_mutex_unlock(&c->mu);
-}
-
 /* The administrative reset.  Deletes the lock whoever holds it: its
  * holder's next renewal is refused and it learns the hold was lost.
  * DLOCK_BREAK_OWNERDEAD keeps a robust lock's marker, so its next acquirer
@@ -42,10 +24,10 @@ DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was
 
     if (how != DLOCK_BREAK_OWNERDEAD && how != DLOCK_BREAK_RESET)
         return dlock__seterr(EINVAL, "how must be DLOCK_BREAK_OWNERDEAD or DLOCK_BREAK_RESET");
-    if ((rc = entry(&c, name, &l)) != 0) return rc;
+    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
     rc = c->ops->reset(c, l, how == DLOCK_BREAK_RESET ? DLOCK__RESET_FULL : DLOCK__RESET_BREAK, &held,
                        dlock__unreachable_deadline(c));
-    entry_put(c, l);
+    dlock__entry_close(c, l, 0);
     if (rc == 0 && was_held != NULL) *was_held = held;
     return rc;
 }
@@ -54,9 +36,9 @@ DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_in
     dlock__lock *l;
     int rc;
     if (out == NULL) return dlock__seterr(EINVAL, "info pointer is NULL");
-    if ((rc = entry(&c, name, &l)) != 0) return rc;
+    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
     rc = c->ops->info(c, l, out, dlock__unreachable_deadline(c));
-    entry_put(c, l);
+    dlock__entry_close(c, l, 0);
     return rc;
 }
 

@@ -387,6 +387,31 @@ static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_
     return 0;
 }
 
+/* What every user of a lock name does first: checks the name, finds the
+ * client (*cp, NULL: the default one; a made-up pointer is refused) and
+ * takes a reference on the table entry of that name and kind; `object`:
+ * one more object lives on the client (destroy says EBUSY until it goes). */
+int dlock__entry_open(struct dlock_client **cp, const char *name, int kind, int object, dlock__lock **lp) {
+    struct dlock_client *c;
+    size_t len = 0;
+    int rc;
+    if ((rc = dlock__check_name(name, &len)) != 0) return rc;
+    if ((c = dlock__client_get(*cp, &rc)) == NULL) return rc;
+    pthread_mutex_lock(&c->mu);
+    rc = dlock__entry_get(c, name, len, kind, lp);
+    if (rc == 0 && object) c->objects++;
+    pthread_mutex_unlock(&c->mu);
+    if (rc == 0) *cp = c;
+    return rc;
+}
+
+void dlock__entry_close(struct dlock_client *c, dlock__lock *l, int object) {
+    pthread_mutex_lock(&c->mu);
+    if (object) c->objects--;
+    dlock__lock_put(c, l);
+    pthread_mutex_unlock(&c->mu);
+}
+
 int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dlock__lock **out) {
     return dlock__entry_get(c, name, namelen, DLOCK__KIND_LOCK, out);
 }

@@ -37,20 +37,13 @@ static int get(const dlock_cond_t *cv, dlock__obj **out) {
 }
 
 DLOCK_API int dlock_cond_init_client(dlock_cond_t *cv, const char *name, dlock_client_t *cl) {
-    struct dlock_client *c;
+    struct dlock_client *c = cl;
     dlock__obj *o;
-    size_t len = 0;
     int rc;
 
     if (cv == NULL) return dlock__seterr(EINVAL, "condition variable is NULL");
-    if ((rc = dlock__check_name(name, &len)) != 0) return rc;
-    if ((c = dlock__client_get(cl, &rc)) == NULL) return rc;
     if ((o = calloc(1, sizeof *o)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    pthread_mutex_lock(&c->mu);
-    rc = dlock__entry_get(c, name, len, DLOCK__KIND_COND, &o->l);
-    if (rc == 0) c->objects++;
-    pthread_mutex_unlock(&c->mu);
-    if (rc != 0) {
+    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_COND, 1, &o->l)) != 0) {
         free(o);
         return rc;
     }

@@ -62,11 +62,11 @@ int dlock__conn_flush(redisContext *ctx) {
     return rc;
 }
 
-redisReply *dlock__conn_cmd(redisContext *ctx, int argc, const char **argv, const size_t *lens) {
+redisReply *dlock__conn_cmd(redisContext *ctx, int argc, const char **argv, const size_t *lens, int *sent) {
     void *reply = NULL;
-    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK || dlock__conn_flush(ctx) != 0 ||
-        redisGetReply(ctx, &reply) != REDIS_OK)
-        return NULL;
+    int out = redisAppendCommandArgv(ctx, argc, argv, lens) == REDIS_OK && dlock__conn_flush(ctx) == 0;
+    if (sent != NULL) *sent = out;
+    if (!out || redisGetReply(ctx, &reply) != REDIS_OK) return NULL;
     return reply;
 }
 
@@ -84,7 +84,7 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
         argv[argc] = "AUTH"; lens[argc++] = 4;
         if (cf->user != NULL) { argv[argc] = cf->user; lens[argc++] = strlen(cf->user); }
         argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
-        r = dlock__conn_cmd(ctx, argc, argv, lens);
+        r = dlock__conn_cmd(ctx, argc, argv, lens, NULL);
         if (r == NULL) return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             /* the server's message names neither the password nor the user's secret */
@@ -99,7 +99,7 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
         const char *argv[2] = { "SELECT", db };
         size_t lens[2] = { 6, 0 };
         lens[1] = (size_t)snprintf(db, sizeof db, "%d", cf->db);
-        r = dlock__conn_cmd(ctx, 2, argv, lens);
+        r = dlock__conn_cmd(ctx, 2, argv, lens, NULL);
         if (r == NULL) return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             dlock__seterr(ENOLCK, "%s: SELECT %d refused: %.200s", cf->redacted_url, cf->db, r->str);
@@ -284,11 +284,9 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
     unsigned backoff_ms = 10;
 
     for (tries = 0;; tries++) {
-        void *p = NULL;
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
         set_timeout(c, cn, deadline);
-        sent = redisAppendCommandArgv(cn->ctx, argc, argv, argvlen) == REDIS_OK && dlock__conn_flush(cn->ctx) == 0;
-        r = sent && redisGetReply(cn->ctx, &p) == REDIS_OK ? p : NULL;
+        r = dlock__conn_cmd(cn->ctx, argc, argv, argvlen, &sent);
         if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {
             /* More bytes than one answer: the connection is out of step
              * with its requests, and every later answer on it would be

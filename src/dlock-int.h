@@ -379,6 +379,11 @@ void dlock__lock_put(struct dlock_client *c, dlock__lock *l);
 /* Frees l if no object, call, hold, waiter or subscription uses it. */
 void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l);
 dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen, int kind);
+/* Checks name, finds the client (*cp; NULL: the default) and takes a
+ * reference on the entry of that name and kind, counting an object on the
+ * client if `object`; its twin gives both back.  c->mu NOT held. */
+int dlock__entry_open(struct dlock_client **cp, const char *name, int kind, int object, dlock__lock **lp);
+void dlock__entry_close(struct dlock_client *c, dlock__lock *l, int object);
 /* dlock__lock_get for either kind of table entry (DLOCK__KIND_*). */
 int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out);
 
@@ -388,9 +393,10 @@ void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken);
 /* Is r an error that means "not now" (LOADING, BUSY...)? */
 int dlock__not_ready(const redisReply *r);
 /* The transport (conn.c): one request and its answer, NULL when the
- * connection failed (ctx->errstr says why); and sending what was appended
+ * connection failed (ctx->errstr says why; *sent, if asked, whether the
+ * request went out before it did); and sending what was appended
  * to ctx's output buffer.  Both write with MSG_NOSIGNAL: never SIGPIPE. */
-redisReply *dlock__conn_cmd(redisContext *ctx, int argc, const char **argv, const size_t *lens);
+redisReply *dlock__conn_cmd(redisContext *ctx, int argc, const char **argv, const size_t *lens, int *sent);
 int dlock__conn_flush(redisContext *ctx);
 /* Closes every idle connection. */
 void dlock__pool_flush(struct dlock_client *c);

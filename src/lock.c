@@ -406,17 +406,11 @@ int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
                        dlock__lock **lp, dlock__want *w) {
     dlock_mutexattr_t a;
     struct dlock_client *c;
-    size_t len = 0;
     int rc;
 
-    if ((rc = dlock__check_name(name, &len)) != 0) return rc;
     if ((rc = dlock__attr_get(attr, &a)) != 0) return rc;
-    if ((c = dlock__client_get(a.__client, &rc)) == NULL) return rc;
-    pthread_mutex_lock(&c->mu);
-    rc = dlock__lock_get(c, name, len, lp);
-    if (rc == 0) c->objects++;
-    pthread_mutex_unlock(&c->mu);
-    if (rc != 0) return rc;
+    c = a.__client;
+    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 1, lp)) != 0) return rc;
     memset(w, 0, sizeof *w);
     w->type = a.__type == DLOCK_MUTEX_DEFAULT ? DLOCK_MUTEX_ERRORCHECK : a.__type;
     w->robust = a.__robust == DLOCK_MUTEX_ROBUST;
@@ -429,10 +423,7 @@ int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
 }
 
 void dlock__object_close(struct dlock_client *c, dlock__lock *l) {
-    pthread_mutex_lock(&c->mu);
-    c->objects--;
-    dlock__lock_put(c, l);
-    pthread_mutex_unlock(&c->mu);
+    dlock__entry_close(c, l, 1);
 }
 
 /* Is l held, by a thread of this process, through object obj?  Such an

@@ -387,7 +387,7 @@ int dlock__script_load_all(redisContext *ctx) {
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
         const char *argv[3] = { "SCRIPT", "LOAD", bodies[i] };
         size_t lens[3] = { 6, 4, strlen(bodies[i]) };
-        redisReply *r = dlock__conn_cmd(ctx, 3, argv, lens);
+        redisReply *r = dlock__conn_cmd(ctx, 3, argv, lens, NULL);
         int ok = r != NULL && r->type == REDIS_REPLY_STRING;
         if (r) freeReplyObject(r);
         if (!ok) return -1;
