@@ -99,6 +99,22 @@ static char *redact(const char *url, const char *p, const char *at, const char *
     return out;
 }
 
+/* The last line of defence: if the shown URL still contains the password
+ * (as typed, or decoded) -- by a coincidence of what is left around the
+ * "***", e.g. a password that itself ends in '*' -- show only the scheme
+ * and "***".  Passwords shorter than 3 bytes are not looked for (they
+ * would match almost any host).  The shown URL is at least as long as the
+ * password plus its scheme, so "***" fits. */
+static void veil(dlock__conf *conf, const char *pw, size_t n) {
+    char *url = conf->redacted_url;
+    const char *sep;
+    size_t sl;
+    if (n < 3 || memmem(url, strlen(url), pw, n) == NULL) return;
+    sep = strstr(url, "://");
+    sl = sep ? (size_t)(sep - url) + 3 : 0;
+    memcpy(url + sl, "***", 4);
+}
+
 static int set_param(dlock__conf *conf, const char *red, const char *k, size_t kn,
                      const char *v, size_t vn) {
     unsigned long x;
@@ -171,6 +187,7 @@ static int parse_url(dlock__conf *conf, const char *url) {
         char *rq = strchr(conf->redacted_url, '?');
         if (rq) *rq = '\0';
     }
+    if (at != NULL && colon != NULL && colon < at) veil(conf, colon + 1, (size_t)(at - colon - 1));
     if (at != NULL && colon == NULL)
         /* Some clients read redis://secret@host as a password: refuse it
          * rather than guess (and the message does not show it). */
@@ -189,6 +206,7 @@ static int parse_url(dlock__conf *conf, const char *url) {
             if (conf->password == NULL)
                 return nomem ? dlock__seterr(ENOMEM, "out of memory")
                              : dlock__seterr(EINVAL, "URL %s: bad escape in the password", conf->redacted_url);
+            veil(conf, conf->password, strlen(conf->password));
         }
         p = at + 1;
     }
