@@ -107,6 +107,11 @@ DLOCK_API int dlock_mutexattr_setrobust(dlock_mutexattr_t *a, int robust);
 DLOCK_API int dlock_mutexattr_getrobust(const dlock_mutexattr_t *a, int *robust);
 DLOCK_API int dlock_mutexattr_setlease(dlock_mutexattr_t *a, unsigned lease_ms);
 DLOCK_API int dlock_mutexattr_getlease(const dlock_mutexattr_t *a, unsigned *lease_ms);
+/* fair != 0: waiters acquire in their order of arrival at the server,
+ * across threads, processes and hosts, and a release wakes only the next
+ * one (see "Fair mutexes" in the README).  Off by default. */
+DLOCK_API int dlock_mutexattr_setfair(dlock_mutexattr_t *a, int fair);
+DLOCK_API int dlock_mutexattr_getfair(const dlock_mutexattr_t *a, int *fair);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c);
 DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c);

@@ -81,6 +81,22 @@ DLOCK_API int dlock_mutexattr_getlease(const dlock_mutexattr_t *a, unsigned *lea
     return 0;
 }
 
+DLOCK_API int dlock_mutexattr_setfair(dlock_mutexattr_t *a, int fair) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (fair != 0 && fair != 1) return dlock__seterr(EINVAL, "fair must be 0 or 1, not %d", fair);
+    a->__fair = fair;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getfair(const dlock_mutexattr_t *a, int *fair) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (fair == NULL) return dlock__seterr(EINVAL, "fair pointer is NULL");
+    *fair = a->__fair;
+    return 0;
+}
+
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {
     int rc = check(a);
     if (rc) return rc;

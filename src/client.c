@@ -96,6 +96,7 @@ static void fork_child(void) {
                 l->users = 0;
                 l->sub_state = DLOCK__SUB_NONE;
                 l->sleepers = NULL; /* the parent's threads: not here */
+                l->fair = NULL;
                 dlock__cond_init(&l->cv);
             }
         }
@@ -364,8 +365,11 @@ static void lock_free(dlock__lock *l) {
  * (its waiters at <prefix>{<name>}:cond, which is also its channel), in
  * one buffer. */
 static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_t namelen, int kind) {
-    static const char *const lock_suffix[DLOCK__NKEYS] = { "", ":fence", ":state", ":readers", ":writers", ":handoff" };
-    static const char *const cond_suffix[DLOCK__NKEYS] = { ":cond", ":cond", ":cond", ":cond", ":cond", ":cond" };
+    static const char *const lock_suffix[DLOCK__NKEYS] = { "",         ":fence",   ":state",
+                                                                   ":readers", ":writers", ":handoff",
+                                                                   ":queue",   ":qmeta" };
+    static const char *const cond_suffix[DLOCK__NKEYS] = { ":cond", ":cond", ":cond", ":cond",
+                                                                   ":cond", ":cond", ":cond", ":cond" };
     const char *const *suffix = kind == DLOCK__KIND_COND ? cond_suffix : lock_suffix;
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;

@@ -159,6 +159,8 @@ enum {
     DLOCK__K_READERS, /* <prefix>{<name>}:readers  zset: shared holders' tokens by expiry */
     DLOCK__K_WRITERS, /* <prefix>{<name>}:writers  zset: waiting writers' tokens by expiry */
     DLOCK__K_HANDOFF, /* <prefix>{<name>}:handoff  host:pid:tid of a releaser held back */
+    DLOCK__K_QUEUE,   /* <prefix>{<name>}:queue    zset: fair waiters' tokens by arrival ticket */
+    DLOCK__K_QMETA,   /* <prefix>{<name>}:qmeta    hash: fair waiter token -> lease|robust|pid|tid|host */
     DLOCK__NKEYS
 };
 
@@ -215,6 +217,7 @@ typedef struct dlock__lock {
     uint64_t busy_gen[2];   /* the server said busy at this generation... */
     dlock__mono busy_until[2]; /* ...until about then (the holder's lease) */
     uint64_t gen;       /* bumped by every notification that may free it */
+    struct dlock__fairwait *fair; /* threads waiting in the fair queue (lock.c) */
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
     struct dlock__sleeper *sleepers; /* interruptible sleepers (wait.c) */
     int sub_state;      /* DLOCK__SUB_* */
@@ -226,6 +229,15 @@ typedef struct dlock__lock {
 
     struct dlock__lock *hnext; /* hash chain */
 } dlock__lock;
+
+/* A thread waiting in a fair mutex's queue: the subscriber pokes it when
+ * a release hands the lock to its token, or when any other release or a
+ * lost subscription means it must ask again; other releases leave it be. */
+typedef struct dlock__fairwait {
+    const char *token;
+    int poked;
+    struct dlock__fairwait *next;
+} dlock__fairwait;
 
 /* What a table entry is: a lock (mutex, rwlock), or a condition
  * variable, whose only key is its waiters at <prefix>{<name>}:cond. */
@@ -257,6 +269,7 @@ enum {
 #define DLOCK__F_ROBUST 1 /* a robust mutex: honour and set the owner-died marker */
 #define DLOCK__F_WAIT 2   /* the caller will wait: register it as a waiting writer */
 #define DLOCK__F_SHARED 4 /* a shared (read) hold */
+#define DLOCK__F_FAIR 8   /* a fair mutex: queue in arrival order (with F_WAIT) */
 
 /* How a hold ends on the server (see release_lua in scripts.c). */
 enum {
@@ -465,6 +478,11 @@ void dlock__lock_wake(dlock__lock *l);
 int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int intr);
 /* Sleeps until l->gen moves past `gen`. */
 int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mono until, int intr);
+/* Sleeps until fw is poked (a fair waiter's turn, or a reason to ask). */
+int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, const dlock__fairwait *fw, dlock__mono until, int intr);
+/* Pokes l's fair waiter whose token is token[0..len), or every one
+ * (token NULL), and wakes it.  c->mu held. */
+void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);
 /* Makes sure a release of l will wake us: subscribes and waits for the
  * subscription to be active, or until deadline / the unreachable bound
  * (ENOLCK). */
@@ -487,6 +505,7 @@ typedef struct dlock__want {
     int intr;          /* a signal handler ends the wait with EINTR */
     int type;          /* DLOCK_MUTEX_*: what a relock by the holder does */
     int robust;
+    int fair;          /* FIFO: wait in the server's queue, take the lock only in turn */
     unsigned lease_ms;
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;

@@ -113,7 +113,9 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     char owner[DLOCK__OWNER_LEN + 1];
     dlock__thread *self;
     dlock__hold *mine;
-    int rc, waiting = 0, k = w->shared ? 1 : 0, registered = 0, waits;
+    dlock__fairwait fw = { owner, 0, NULL }, **fp;
+    int rc, waiting = 0, k = w->shared ? 1 : 0, registered = 0, waits, counted = 0, sure, queued = 0;
+    int fair = w->fair && !w->shared && !try;
 
     if ((self = dlock__self(&rc)) == NULL) return rc;
     dlock__owner_token(c, self, ++self->calls, owner);
@@ -162,16 +164,23 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
     }
 
+    if (fair) {
+        /* Poked by the subscriber when the queue hands us the lock. */
+        fw.next = l->fair;
+        l->fair = &fw;
+        queued = 1;
+    }
     for (;;) {
         dlock__acq acq;
         dlock__mono sent, now, until, bound;
         uint64_t gen;
         int flags;
 
-        if (blocked_locally(l)) {
+        if (blocked_locally(l) && !(fair && l->x.owner != self)) {
             /* A thread of this process holds it exclusively (or, NORMAL,
              * the caller): no round trip; its unlock, loss or exit moves
-             * gen. */
+             * gen.  (A fair waiter goes to the server's queue instead, to
+             * keep its place in the order of arrival.) */
             if (try) {
                 rc = dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->name);
                 goto out;
@@ -198,7 +207,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                 rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
                 goto out;
             }
-            if (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now())) {
+            if (!fair && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
                 /* Another waiting thread of this process, wanting the
                  * same kind of hold, is asking the server, or was just
                  * told the lock is busy at this generation: share its
@@ -212,7 +221,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                 }
                 continue;
             }
-            l->trying[k] = 1;
+            if (!fair) l->trying[k] = 1;
         }
         if (c->orphans != NULL && !try &&
             deadline - dlock__now() > (dlock__mono)(c->conf.connect_timeout_ms + c->conf.command_timeout_ms) * DLOCK__MS) {
@@ -223,6 +232,15 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             dlock__orphans_release(c, l, dlock__now());
         }
         gen = l->gen;
+        fw.poked = 0;
+        /* With the release channel already subscribed, a release after
+         * this attempt moves gen (or pokes us): a busy answer can be slept
+         * on at once.  Counting ourselves a waiter keeps the subscription. */
+        sure = !try && l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected;
+        if (sure && !counted) {
+            l->waiters++;
+            counted = 1;
+        }
         pthread_mutex_unlock(&c->mu);
         sent = dlock__now();
         bound = dlock__unreachable_deadline(c);
@@ -232,10 +250,11 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         /* Only a call that will really wait registers as a waiting
          * writer (a past deadline or a bad one means it will not). */
         waits = !try && !bad_deadline && deadline > sent;
-        flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0);
+        flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0) |
+                (fair ? DLOCK__F_FAIR : 0);
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
-        if (waiting) {
+        if (waiting && !fair) {
             l->trying[k] = 0;
             dlock__lock_wake(l);
         }
@@ -281,10 +300,14 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
         if (!waiting) {
             /* First time busy: subscribe, then try again, since the
-             * release may have come before the subscription did. */
+             * release may have come before the subscription did (unless
+             * it was already active when this attempt was made). */
             waiting = 1;
-            l->waiters++;
-            continue;
+            if (!counted) {
+                l->waiters++;
+                counted = 1;
+            }
+            if (!sure) continue;
         }
         if (acq.pttl_ms == -2) continue; /* expired between the calls */
         until = acq.pttl_ms >= 0 ? now + (acq.pttl_ms + 1) * DLOCK__MS : now + 1000 * DLOCK__MS;
@@ -294,12 +317,13 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             dlock__mono renew = now + (dlock__mono)(w->lease_ms / 3) * DLOCK__MS;
             if (renew < until) until = renew;
         }
-        if (acq.status == DLOCK__ACQ_BUSY) { /* true for every thread here: share it */
+        if (acq.status == DLOCK__ACQ_BUSY && !fair) { /* true for every thread here: share it */
             l->busy_gen[k] = gen;
             l->busy_until[k] = until;
         }
         if (until > deadline) until = deadline;
-        if ((rc = dlock__wait(c, l, gen, until, w->intr)) == EINTR) {
+        rc = fair ? dlock__wait_turn(c, l, &fw, until, w->intr) : dlock__wait(c, l, gen, until, w->intr);
+        if (rc == EINTR) {
             rc = interrupted(l, rc);
             goto out;
         }
@@ -319,7 +343,12 @@ out:
         dlock__restoreerr(saved);
         pthread_mutex_lock(&c->mu);
     }
-    if (waiting) dlock__wait_done(c, l);
+    if (queued) {
+        for (fp = &l->fair; *fp != &fw; fp = &(*fp)->next)
+            ;
+        *fp = fw.next;
+    }
+    if (counted) dlock__wait_done(c, l);
     l->users--;
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
@@ -414,6 +443,7 @@ int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
     memset(w, 0, sizeof *w);
     w->type = a.__type == DLOCK_MUTEX_DEFAULT ? DLOCK_MUTEX_ERRORCHECK : a.__type;
     w->robust = a.__robust == DLOCK_MUTEX_ROBUST;
+    w->fair = a.__fair != 0;
     w->lease_ms = a.__lease_ms;
     w->lost_fn = a.__lost_fn;
     w->lost_arg = a.__lost_arg;

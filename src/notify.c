@@ -47,6 +47,7 @@ static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
     if (l->waiters > 0) {
         l->gen++;
         dlock__lock_wake(l);
+        dlock__fair_poke(l, NULL, 0);
     }
     dlock__lock_maybe_free(c, l);
 }
@@ -107,8 +108,16 @@ static void on_message(struct dlock_client *c, redisReply *r) {
     l = by_channel(c, r->element[1]->str, r->element[1]->len);
     if (l == NULL) return;
     if (strcmp(kind, "message") == 0) {
+        const redisReply *p = r->element[2];
+        if (p->type == REDIS_REPLY_STRING && p->len == DLOCK__OWNER_LEN) {
+            /* A fair release handed the lock to this token: only its
+             * waiter (if it is one of ours) has anything to do. */
+            dlock__fair_poke(l, p->str, p->len);
+            return;
+        }
         l->gen++;
         dlock__lock_wake(l);
+        dlock__fair_poke(l, NULL, 0);
     } else if (strcmp(kind, "subscribe") == 0) {
         if (l->sub_state == DLOCK__SUB_SENT) {
             l->sub_state = DLOCK__SUB_ACTIVE;

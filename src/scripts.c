@@ -24,37 +24,31 @@
 #include "dlock-int.h"
 
 /* Every lock script takes the same KEYS, in the order of DLOCK__K_*
- * (lock, fence, state, readers, writers, handoff) and then the
- * deployment's epoch key; each uses the ones it needs.
+ * (lock, fence, state, readers, writers, handoff, queue, qmeta) and then
+ * the deployment's epoch key; each uses the ones it needs.
  *
- * The prelude of the acquire scripts.  ARGV[1] token, ARGV[2] lease ms,
- * ARGV[3] restart guard ms ("0": off).  It reads the server's clock once
- * (now, in ms) and defines:
+ * LOCK_COMMON reads the server's clock once (now, in ms) and defines:
  *   fence()  a new fencing token: max(last + 1, server time in us);
  *   live(z)  drops expired members of a zset of tokens scored by expiry
- *            and returns the latest expiry left, or nil.
+ *            and returns the latest expiry left, or nil;
+ *   keep(z, ms)  makes z live at least ms more;
+ *   qhead()  the fair queue's first live waiter (its token), dropping
+ *            those ahead of it whose registration as a waiting writer
+ *            lapsed (a waiter that died or gave up): the queue never
+ *            wedges on a dead waiter.
  *
- * The restart guard (Redis's "delayed restart" advice, done in data): a
- * server restarted without persistence has forgotten every holder, who
- * may still believe, until its next renewal is refused, that it holds its
- * lock.  With a guard, the first acquire that finds no epoch key writes
- * one saying "nothing is granted before now + guard", and every acquire
- * until then answers busy.  A guard at least as long as the longest lease
- * makes holds from before the data loss run out first.  The price: a
- * brand-new server also waits one guard period before its first grant. */
-#define ACQUIRE_PRELUDE                                                           \
+ * The fair queue (DLOCK_MUTEX fair attribute): a waiting fair acquirer
+ * takes a ticket, one more than the last in the queue, in the server's
+ * order; its lease, robustness and identity go to qmeta.  A release hands
+ * the lock straight to the queue's head (grant()) and publishes that
+ * waiter's token, so only it wakes; it confirms with one acquire, which
+ * finds the lock already its own.  A grant is leased for at most
+ * GRANT_MS until confirmed, so one given to a waiter that died in the
+ * meantime runs out soon. */
+#define GRANT_MS "2000"
+#define LOCK_COMMON                                                               \
     "local t = redis.call('TIME')\n"                                              \
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
-    "local lease = tonumber(ARGV[2])\n"                                           \
-    "local guard = tonumber(ARGV[3])\n"                                           \
-    "if guard > 0 then\n"                                                         \
-    "  local nb = tonumber(redis.call('GET', KEYS[7]) or '')\n"                   \
-    "  if not nb then\n"                                                          \
-    "    nb = now + guard\n"                                                      \
-    "    redis.call('SET', KEYS[7], string.format('%.0f', nb))\n"                 \
-    "  end\n"                                                                     \
-    "  if now < nb then return {0, nb - now} end\n"                               \
-    "end\n"                                                                       \
     "local function fence()\n"                                                    \
     "  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                     \
     "  local fs = string.format('%.0f', f)\n"                                     \
@@ -74,23 +68,65 @@
     "end\n"                                                                       \
     "local function keep(z, ms)\n"                                                \
     "  if redis.call('PTTL', z) < ms then redis.call('PEXPIRE', z, ms) end\n"     \
+    "end\n"                                                                       \
+    "local function qhead()\n"                                                    \
+    "  while true do\n"                                                           \
+    "    local r = redis.call('ZRANGE', KEYS[7], 0, 0)\n"                         \
+    "    if #r == 0 then return nil end\n"                                        \
+    "    local sc = tonumber(redis.call('ZSCORE', KEYS[5], r[1]) or '0')\n"       \
+    "    if sc > now then return r[1], sc end\n"                                  \
+    "    redis.call('ZREM', KEYS[7], r[1])\n"                                     \
+    "    redis.call('HDEL', KEYS[8], r[1])\n"                                     \
+    "  end\n"                                                                     \
+    "end\n"                                                                       \
+    "local function unqueue(tok)\n"                                               \
+    "  redis.call('ZREM', KEYS[5], tok)\n"                                        \
+    "  redis.call('ZREM', KEYS[7], tok)\n"                                        \
+    "  redis.call('HDEL', KEYS[8], tok)\n"                                        \
+    "end\n"
+
+/* The prelude of the acquire scripts.  ARGV[1] token, ARGV[2] lease ms,
+ * ARGV[3] restart guard ms ("0": off).
+ *
+ * The restart guard (Redis's "delayed restart" advice, done in data): a
+ * server restarted without persistence has forgotten every holder, who
+ * may still believe, until its next renewal is refused, that it holds its
+ * lock.  With a guard, the first acquire that finds no epoch key writes
+ * one saying "nothing is granted before now + guard", and every acquire
+ * until then answers busy.  A guard at least as long as the longest lease
+ * makes holds from before the data loss run out first.  The price: a
+ * brand-new server also waits one guard period before its first grant. */
+#define ACQUIRE_PRELUDE                                                           \
+    LOCK_COMMON                                                                   \
+    "local lease = tonumber(ARGV[2])\n"                                           \
+    "local guard = tonumber(ARGV[3])\n"                                           \
+    "if guard > 0 then\n"                                                         \
+    "  local nb = tonumber(redis.call('GET', KEYS[9]) or '')\n"                   \
+    "  if not nb then\n"                                                          \
+    "    nb = now + guard\n"                                                      \
+    "    redis.call('SET', KEYS[9], string.format('%.0f', nb))\n"                 \
+    "  end\n"                                                                     \
+    "  if now < nb then return {0, nb - now} end\n"                               \
     "end\n"
 
 /* Exclusive acquire (mutex, write lock).  ARGV[4] host, [5] pid, [6] tid,
  * [7] robust ("1"/"0"), [8] wait ("1": the caller will wait, so register
  * it as a waiting writer, which holds new readers back, and tells a
- * releaser that someone waits).  A thread that has just released the
+ * releaser that someone waits), [9] fair ("1": with [8], also take a
+ * place in the fair queue).  While the fair queue has a live waiter, the
+ * lock goes to nobody else, fair or not: a free lock with a queue is
+ * taken only by the queue's head.  A thread that has just released the
  * lock while others waited is held back for the handoff window (see
  * release_lua), so that a waiter, which has to be woken first, gets its
  * turn instead of the releaser taking the lock straight back.
  * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
  * holder died holding it (EOWNERDEAD); {2, fence} already held by this
- * token (an earlier attempt whose answer was lost; the lease starts
- * again); {0, ms} held by another (a writer, or readers) for about ms;
- * {5, ms} free, but this thread released it while others waited and is
- * held back for ms (a call that waits; trylock is never held back);
- * {3, 0} robust and not recoverable.  Only robust acquirers read or write
- * the state key. */
+ * token (an earlier attempt whose answer was lost, or a fair grant; the
+ * lease starts again); {0, ms} held by another (a writer, or readers, or
+ * promised to the queue's head) for about ms; {5, ms} free, but this
+ * thread released it while others waited and is held back for ms (a call
+ * that waits; trylock is never held back); {3, 0} robust and not
+ * recoverable.  Only robust acquirers read or write the state key. */
 static const char acquire_lua[] =
     ACQUIRE_PRELUDE
     "local robust = ARGV[7] == '1'\n"
@@ -108,11 +144,15 @@ static const char acquire_lua[] =
     "local rw = false\n"
     "if owner then\n"
     "  wait = redis.call('PTTL', KEYS[1])\n"
-    "elseif redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6]) > 0 then\n"
+    "elseif redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7]) > 0 then\n"
     "  rw = true\n"
     "  local r = live(KEYS[4])\n"
     "  if r then wait = r - now end\n"
-    "  if not wait and ARGV[8] == '1' and redis.call('GET', KEYS[6]) == ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6] then\n"
+    "  local h, hx = nil, nil\n"
+    "  if not wait then h, hx = qhead() end\n"
+    "  if h and h ~= ARGV[1] then\n"
+    "    wait = hx - now\n"
+    "  elseif not wait and not h and ARGV[8] == '1' and redis.call('GET', KEYS[6]) == ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6] then\n"
     "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
     "    keep(KEYS[5], 2 * lease)\n"
     "    return {5, redis.call('PTTL', KEYS[6])}\n"
@@ -122,10 +162,21 @@ static const char acquire_lua[] =
     "  if ARGV[8] == '1' then\n"
     "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
     "    keep(KEYS[5], 2 * lease)\n"
+    "    if ARGV[9] == '1' then\n"
+    "      if not redis.call('ZSCORE', KEYS[7], ARGV[1]) then\n"
+    "        local last = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')\n"
+    "        local ticket = 1\n"
+    "        if #last > 0 then ticket = tonumber(last[2]) + 1 end\n"
+    "        redis.call('ZADD', KEYS[7], ticket, ARGV[1])\n"
+    "        redis.call('HSET', KEYS[8], ARGV[1], ARGV[2] .. '|' .. ARGV[7] .. '|' .. ARGV[5] .. '|' .. ARGV[6] .. '|' .. ARGV[4])\n"
+    "      end\n"
+    "      keep(KEYS[7], 2 * lease)\n"
+    "      keep(KEYS[8], 2 * lease)\n"
+    "    end\n"
     "  end\n"
     "  return {0, wait}\n"
     "end\n"
-    "if rw then redis.call('ZREM', KEYS[5], ARGV[1]) end\n"
+    "if rw then unqueue(ARGV[1]) end\n"
     "local fs = fence()\n"
     "redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'host', ARGV[4],\n"
     "           'pid', ARGV[5], 'tid', ARGV[6], 'since', string.format('%.0f', now))\n"
@@ -159,40 +210,70 @@ static const char acquire_shared_lua[] =
 
 /* ARGV: token, channel, how, releaser (host:pid:tid), handoff window ms.
  * Ends the token's hold and wakes the waiters; 1 if released, 0 if the
- * token did not hold it.  When writers wait, the releasing thread is held
- * back from the lock for the handoff window (acquire_lua).  how: "plain" (not
- * robust), "clean" (robust: forget the marker), "inconsistent" (robust,
- * unlocked after EOWNERDEAD without consistent: unrecoverable for
- * everyone), "dead" (robust, the holder died: the next acquirer gets
- * EOWNERDEAD), "shared" (a read hold), "withdraw" (not a hold: a writer
- * that stopped waiting takes back its registration, so readers need not
- * wait for it to lapse). */
+ * token did not hold it.  how: "plain" (not robust), "clean" (robust:
+ * forget the marker), "inconsistent" (robust, unlocked after EOWNERDEAD
+ * without consistent: unrecoverable for everyone), "dead" (robust, the
+ * holder died: the next acquirer gets EOWNERDEAD), "shared" (a read
+ * hold), "withdraw" (not a hold: a writer that stopped waiting takes back
+ * its registration and its place in the fair queue, so readers need not
+ * wait for it to lapse; if the queue had meanwhile granted it the lock,
+ * that grant is released as a hold would be).
+ *
+ * A release that leaves the lock free hands it to the fair queue's head
+ * when there is one (and no robust marker needs the head's own acquire to
+ * see it: then the head is only woken); otherwise it publishes
+ * "released", and when writers wait, the releasing thread is held back
+ * from the lock for the handoff window (acquire_lua). */
 static const char release_lua[] =
-    "if ARGV[3] == 'withdraw' then\n"
-    "  if redis.call('ZREM', KEYS[5], ARGV[1]) == 1 then redis.call('PUBLISH', ARGV[2], 'released') end\n"
-    "  return 0\n"
+    LOCK_COMMON
+    "local how = ARGV[3]\n"
+    "if how == 'withdraw' then\n"
+    "  local was = redis.call('ZREM', KEYS[5], ARGV[1])\n"
+    "  redis.call('ZREM', KEYS[7], ARGV[1])\n"
+    "  redis.call('HDEL', KEYS[8], ARGV[1])\n"
+    "  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then\n"
+    "    if was == 1 then redis.call('PUBLISH', ARGV[2], 'released') end\n"
+    "    return 0\n"
+    "  end\n"
+    "  how = 'plain'\n"
+    "  if redis.call('HGET', KEYS[1], 'rb') == '1' then how = 'clean' end\n"
     "end\n"
-    "if ARGV[3] == 'shared' then\n"
+    "if how == 'shared' then\n"
     "  if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then\n"
     "    redis.call('PUBLISH', ARGV[2], 'released')\n"
     "    return 1\n"
     "  end\n"
     "  return 0\n"
     "end\n"
-    "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
-    "  redis.call('DEL', KEYS[1])\n"
-    "  if ARGV[3] == 'clean' then redis.call('DEL', KEYS[3])\n"
-    "  elseif ARGV[3] == 'inconsistent' then redis.call('SET', KEYS[3], 'notrecoverable') end\n"
-    "  local win = tonumber(ARGV[5])\n"
-    "  if win > 0 and redis.call('EXISTS', KEYS[5]) == 1 then\n"
-    "    local t = redis.call('TIME')\n"
-    "    redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))\n"
-    "    if redis.call('ZCARD', KEYS[5]) > 0 then redis.call('SET', KEYS[6], ARGV[4], 'PX', win) end\n"
+    "if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end\n"
+    "redis.call('DEL', KEYS[1])\n"
+    "if how == 'clean' then redis.call('DEL', KEYS[3])\n"
+    "elseif how == 'inconsistent' then redis.call('SET', KEYS[3], 'notrecoverable') end\n"
+    "if redis.call('EXISTS', KEYS[7]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then\n"
+    "  local h = qhead()\n"
+    "  local m = h and redis.call('HGET', KEYS[8], h)\n"
+    "  local ls, rb, pid, tid, host\n"
+    "  if m then ls, rb, pid, tid, host = string.match(m, '^(%d+)|([01])|(%d+)|(%d+)|(.*)$') end\n"
+    "  if ls then\n"
+    "    unqueue(h)\n"
+    "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
+    "    redis.call('HSET', KEYS[1], 'owner', h, 'fence', fence(), 'host', host, 'pid', pid, 'tid', tid,\n"
+    "               'since', string.format('%.0f', now), 'rb', rb)\n"
+    "    redis.call('PEXPIRE', KEYS[1], g)\n"
+    "    if rb == '1' then redis.call('SET', KEYS[3], 'held') end\n"
+    "    redis.call('PUBLISH', ARGV[2], h)\n"
+    "    return 1\n"
     "  end\n"
-    "  redis.call('PUBLISH', ARGV[2], 'released')\n"
-    "  return 1\n"
     "end\n"
-    "return 0\n";
+    "local win = tonumber(ARGV[5])\n"
+    "if win > 0 and redis.call('EXISTS', KEYS[5]) == 1 then\n"
+    "  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
+    "  if redis.call('ZCARD', KEYS[5]) > 0 and redis.call('EXISTS', KEYS[7]) == 0 then\n"
+    "    redis.call('SET', KEYS[6], ARGV[4], 'PX', win)\n"
+    "  end\n"
+    "end\n"
+    "redis.call('PUBLISH', ARGV[2], 'released')\n"
+    "return 1\n";
 
 /* KEYS: lock, readers.  ARGV: token, lease ms, "s" for a read hold.
  * 1 if renewed, 0 if the token no longer holds it. */
@@ -222,7 +303,7 @@ static const char renew_lua[] =
  * if the lock was held. */
 static const char reset_lua[] =
     "local held = redis.call('DEL', KEYS[1]) + redis.call('DEL', KEYS[4])\n"
-    "redis.call('DEL', KEYS[5], KEYS[6])\n"
+    "redis.call('DEL', KEYS[5], KEYS[6], KEYS[7], KEYS[8])\n"
     "if ARGV[2] == 'reset' then redis.call('DEL', KEYS[3]) end\n"
     "redis.call('PUBLISH', ARGV[1], 'released')\n"
     "if held > 0 then return 1 end\n"
@@ -323,7 +404,7 @@ const char *dlock__script_body(int which) {
     return bodies[which];
 }
 
-#define MAX_SCRIPT_ARGS 16
+#define MAX_SCRIPT_ARGS 24
 
 /* Fills argv for EVALSHA (or EVAL) of `which`. */
 static int script_argv(int which, int use_eval, int numkeys, int nargs, const char **args,

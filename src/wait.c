@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -139,6 +140,27 @@ int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mon
         if (rc != 0) return rc;
     }
     return 0;
+}
+
+int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, const dlock__fairwait *fw, dlock__mono until, int intr) {
+    while (!fw->poked) {
+        int rc = dlock__sleep(c, l, until, intr);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+/* Pokes the fair waiters of l: the one whose token is `token`, or, NULL,
+ * every one.  c->mu held. */
+void dlock__fair_poke(dlock__lock *l, const char *token, size_t len) {
+    dlock__fairwait *fw;
+    int any = 0;
+    for (fw = l->fair; fw != NULL; fw = fw->next) {
+        if (token != NULL && (strlen(fw->token) != len || memcmp(fw->token, token, len) != 0)) continue;
+        fw->poked = 1;
+        any = 1;
+    }
+    if (any) dlock__lock_wake(l);
 }
 
 void dlock__wait_done(struct dlock_client *c, dlock__lock *l) {
