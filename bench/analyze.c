@@ -9,6 +9,13 @@
  * delays the handoff.  "Direct" handoffs are the releases whose very next
  * holder was another worker: the pure propagation latency.
  *
+ * Fairness (issue #8): the longest run of consecutive acquisitions by one
+ * worker, the spread of acquisitions per worker, and the most
+ * acquisitions by other workers while one worker waited ("overtaken"):
+ * with W workers, a FIFO lock is overtaken at most W - 1 times per wait,
+ * whatever the length of the run, where a lock that lets the fastest
+ * asker win is not bounded.
+ *
  * Window: from the first acquisition plus a warm-up, to the moment the
  * first worker made its last call (until then every worker is asking), so
  * the workers' staggered stop does not count as idle time.
@@ -37,10 +44,11 @@ void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const ch
     int64_t w0, w1 = INT64_MAX, t_first;
     series hand = { 0 }, direct = { 0 }, wait = { 0 }, holds = { 0 }, unl = { 0 };
     size_t *nextdiff;
-    long inwin = 0, self = 0, overlaps = 0, minc = -1, maxc = 0;
+    long inwin = 0, self = 0, overlaps = 0, minc = -1, maxc = 0, run = 0, maxrun = 0, maxover = 0;
+    int32_t runw = -1;
     double warm = o->warmup_ms > 0 ? o->warmup_ms : 200;
     int64_t maxwait_all = 0;
-    FILE *hf = NULL, *df = NULL;
+    FILE *hf = NULL, *df = NULL, *wf = NULL;
 
     st->rt_us = rt_us;
     st->ideal_per_s = rt_us > 0 ? 1e6 / (o->hold_ms * 1e3 + 2 * rt_us) : 0;
@@ -80,6 +88,8 @@ void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const ch
         if ((hf = fopen(handoff_out, "w")) == NULL) die("%s: %s", handoff_out, strerror(errno));
         snprintf(dpath, sizeof dpath, "%s.direct", handoff_out);
         if ((df = fopen(dpath, "w")) == NULL) die("%s: %s", dpath, strerror(errno));
+        snprintf(dpath, sizeof dpath, "%s.wait", handoff_out);
+        if ((wf = fopen(dpath, "w")) == NULL) die("%s: %s", dpath, strerror(errno));
     }
     if ((nextdiff = malloc(n * sizeof *nextdiff)) == NULL) die("out of memory");
     /* nextdiff[i]: the first acquisition after i by another worker. */
@@ -88,6 +98,17 @@ void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const ch
     for (i = 0; i < n; i++) {
         int in = ev[i].t_acq >= w0 && ev[i].t_acq <= w1;
         if (i > 0 && ev[i].t_acq < ev[i - 1].t_rel) overlaps++;
+        if (wf) fprintf(wf, "%.3f\n", (double)(ev[i].t_acq - ev[i].t_call) / 1e3);
+        { /* overtaken: acquisitions j < i with t_call(i) < t_acq(j), all by
+           * other workers (a worker waits in one lock call at a time) */
+            size_t lo = 0, hi = i;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (ev[mid].t_acq > ev[i].t_call) hi = mid;
+                else lo = mid + 1;
+            }
+            if ((long)(i - lo) > maxover) maxover = (long)(i - lo);
+        }
         /* Every release in the window, to the next holder elsewhere. */
         if (ev[i].t_rel >= w0 && ev[i].t_rel <= w1 && nextdiff[i] < n) {
             int64_t h = ev[nextdiff[i]].t_acq - ev[i].t_rel;
@@ -96,6 +117,9 @@ void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const ch
         }
         if (!in) continue;
         inwin++;
+        run = ev[i].worker == runw ? run + 1 : 1;
+        runw = ev[i].worker;
+        if (run > maxrun) maxrun = run;
         for (j = 0; j < nw && ws[j].worker != ev[i].worker; j++)
             ;
         ws[j].count++;
@@ -114,6 +138,7 @@ void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const ch
     }
     if (hf) fclose(hf);
     if (df) fclose(df);
+    if (wf) fclose(wf);
     free(nextdiff);
     for (j = 0; j < nw; j++) {
         if (minc < 0 || ws[j].count < minc) minc = ws[j].count;
@@ -133,6 +158,10 @@ void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const ch
     st->wait_p99_ms = (double)series_pct(&wait, 99) / 1e6;
     st->max_wait_ms = (double)maxwait_all / 1e6;
     st->violations += overlaps;
+    st->longest_run = maxrun;
+    st->min_per_worker = minc;
+    st->max_per_worker = maxc;
+    st->max_overtaken = maxover;
 
     result(o, "acq_per_s", st->acq_per_s, "acq/s");
     if (st->ideal_per_s > 0) {
@@ -162,6 +191,11 @@ void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const ch
     result(o, "wait_mean_ms", series_mean(&wait) / 1e6, "ms");
     result(o, "workers", (double)nw, "");
     result(o, "fairness_min_over_max", maxc ? (double)minc / (double)maxc : 0, "");
+    result(o, "acq_per_worker_min", (double)minc, "acq");
+    result(o, "acq_per_worker_max", (double)maxc, "acq");
+    result(o, "longest_run_one_worker", (double)maxrun, "acq");
+    result(o, "max_overtaken", (double)maxover, "acq");
+    result(o, "overtaken_bound_fifo", (double)nw - 1, "acq");
     result(o, "timestamp_overlaps", (double)overlaps, "");
     series_free(&hand);
     series_free(&wait);

@@ -34,6 +34,7 @@ typedef struct bopts {
     int locks;           /* renewal: locks held */
     unsigned lease_ms;   /* renewal: lease */
     const char *impl;    /* contention: dlock | poll */
+    int fair;            /* contention, waiters: dlock_mutexattr_setfair(1) (issue #8) */
     const char *waiters; /* waiters sweep: comma-separated list */
     double rt_us;        /* analyze: the round trip measured in the same run */
     double warmup_ms;    /* analyze: events before this are left out */
@@ -106,7 +107,8 @@ void *shared_alloc(size_t n);
 
 /* A dlock client for the bench's server (prefix "bench:"). */
 dlock_client_t *bclient(const bopts *o);
-void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type, unsigned lease_ms);
+/* fair: dlock_mutexattr_setfair(&a, 1), a FIFO mutex. */
+void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type, unsigned lease_ms, int fair);
 
 /* ------------------------------------------------------- the programs */
 
@@ -141,6 +143,10 @@ typedef struct cstats {
     double wait_p50_ms, wait_p99_ms, max_wait_ms;
     double reqs_per_acq, client_cmds_per_acq;
     long acquisitions, handoffs, self_reacq;
+    /* fairness (issue #8) */
+    long longest_run;        /* most consecutive acquisitions by one worker */
+    long min_per_worker, max_per_worker; /* acquisitions per worker in the window */
+    long max_overtaken;      /* most acquisitions by others during one wait */
     long violations, errors;
 } cstats;
 
@@ -148,7 +154,9 @@ typedef struct cstats {
  * against the ideal 1/(hold + 2 RT), handoff latency (unlock issued ->
  * lock returned, when the next holder is another worker), waits,
  * fairness, and intervals that overlap (exclusion violations).  Writes
- * the handoff latencies (µs, one a line) to `handoff_out` if not NULL. */
+ * the handoff latencies (µs, one a line) to `handoff_out` if not NULL,
+ * the direct ones to `handoff_out`.direct and every wait (lock called ->
+ * returned, µs) to `handoff_out`.wait. */
 void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const char *handoff_out, cstats *st);
 
 int run_contend(const bopts *o, const char *impl, int procs, int threads, double seconds,

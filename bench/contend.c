@@ -10,7 +10,8 @@
  * commandstats) and the client sent (hiredis calls counted at link time).
  *
  * Implementations: "dlock" (dlock_mutex_lock/unlock, one mutex object per
- * process shared by its threads, like a pthread mutex), and "poll", the
+ * process shared by its threads, like a pthread mutex; with --fair a fair
+ * (FIFO) mutex, dlock_mutexattr_setfair, on a lock of its own name), and "poll", the
  * naive loop people write by hand: SET NX PX, on failure sleep 1 ms and
  * try again; release by EVALSHA compare-and-delete.
  *
@@ -133,7 +134,9 @@ static void child(const bopts *o, shared *sh, int proc, int threads, int impl_po
     srand((unsigned)getpid());
     if (!impl_poll) {
         cl = bclient(o);
-        bmutex_init(&m, cl, "contend", DLOCK_MUTEX_DEFAULT, 0);
+        /* The fair mode on a name of its own: a lock's name is either fair
+         * or not, never both in one run. */
+        bmutex_init(&m, cl, o->fair ? "contend-fair" : "contend", DLOCK_MUTEX_DEFAULT, 0, o->fair);
     }
     for (t = 0; t < threads; t++) {
         w[t].o = o;
@@ -174,6 +177,7 @@ int run_contend(const bopts *o, const char *impl, int procs, int threads, double
     int64_t kill_at;
 
     oo.label = label;
+    if (impl_poll && o->fair) die("--fair is for --impl dlock");
     /* The round trip: the one measured by `seq` in the same run when
      * given (--rt-us), else a PING burst now. */
     ping = (double)bench_ping(o, rc, 300, 0.5, &ps) / 1e3;
@@ -216,7 +220,8 @@ int run_contend(const bopts *o, const char *impl, int procs, int threads, double
     cpu1 = server_cpu(rc);
     n = sh->next < sh->cap ? sh->next : sh->cap;
 
-    note("%s: %s, %d process(es) x %d thread(s), hold %.2f ms, %.1f s, %ld acquisitions%s", label, impl, procs,
+    note("%s: %s%s, %d process(es) x %d thread(s), hold %.2f ms, %.1f s, %ld acquisitions%s", label, impl,
+         o->fair ? " (fair)" : "", procs,
          threads, o->hold_ms, seconds, n, sh->errors ? " (ERRORS)" : "");
     if (events_out != NULL) {
         FILE *f = fopen(events_out, "w");
@@ -266,7 +271,7 @@ int cmd_contend(const bopts *o) {
 }
 
 /* Throughput and requests as the number of waiters grows: W waiters in
- * min(W, 4) processes. */
+ * min(W, 4) processes.  Labels waiters.W, or waiters_fair.W with --fair. */
 int cmd_waiters(const bopts *o) {
     char list[256], *save = NULL, *tok;
     double secs = o->seconds > 0 ? o->seconds : (o->smoke ? 0.7 : 3.0);
@@ -277,7 +282,8 @@ int cmd_waiters(const bopts *o) {
     if (o->events != NULL) {
         plot = fopen(o->events, "w");
         if (plot == NULL) die("%s: %s", o->events, strerror(errno));
-        fprintf(plot, "# waiters procs threads acq_per_s ideal_per_s server_reqs_per_acq client_cmds_per_acq handoff_p50_us handoff_p99_us max_wait_ms\n");
+        fprintf(plot, "# %s: waiters procs threads acq_per_s ideal_per_s server_reqs_per_acq client_cmds_per_acq handoff_p50_us handoff_p99_us max_wait_ms max_overtaken\n",
+                o->fair ? "fair" : "default");
     }
     for (tok = strtok_r(list, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
         int w = atoi(tok), procs, threads;
@@ -286,12 +292,12 @@ int cmd_waiters(const bopts *o) {
         if (w <= 0) continue;
         procs = w < 4 ? w : 4;
         threads = (w + procs - 1) / procs;
-        snprintf(label, sizeof label, "waiters.%d", procs * threads);
+        snprintf(label, sizeof label, "%s.%d", o->fair ? "waiters_fair" : "waiters", procs * threads);
         rc |= run_contend(o, "dlock", procs, threads, secs, label, NULL, NULL, &st);
         if (plot)
-            fprintf(plot, "%d %d %d %.1f %.1f %.3f %.3f %.1f %.1f %.2f\n", procs * threads, procs, threads, st.acq_per_s,
+            fprintf(plot, "%d %d %d %.1f %.1f %.3f %.3f %.1f %.1f %.2f %ld\n", procs * threads, procs, threads, st.acq_per_s,
                     st.ideal_per_s, st.reqs_per_acq, st.client_cmds_per_acq, st.handoff_p50_us, st.handoff_p99_us,
-                    st.max_wait_ms);
+                    st.max_wait_ms, st.max_overtaken);
     }
     if (plot) fclose(plot);
     return rc;

@@ -1,15 +1,16 @@
 /* main.c -- dlock-bench: the benchmark programs of bench/run.
  *
  *   dlock-bench seq      --port P [--smoke]          floor + uncontended pairs + recursive
- *   dlock-bench contend  --port P [--impl dlock|poll] [--procs N] [--threads N]
+ *   dlock-bench contend  --port P [--impl dlock|poll] [--fair] [--procs N] [--threads N]
  *                        [--hold-ms H] [--seconds S] [--label L] [--events FILE]
- *   dlock-bench waiters  --port P [--waiters 1,4,16,...] [--seconds S] [--events PLOTFILE]
+ *   dlock-bench waiters  --port P [--fair] [--waiters 1,4,16,...] [--seconds S] [--events PLOTFILE]
  *   dlock-bench renew    --port P [--locks N] [--lease-ms L]   renewal cost and memory
  *   dlock-bench analyze  --label L --hold-ms H --rt-us R [--events HANDOFF_OUT] LOG...
  *   dlock-bench now                                    CLOCK_MONOTONIC in ns
  *
  * Common: --csv FILE appends key,value,unit rows; --smoke makes every
- * count and time small (CI); --count N bounds a loop's count.
+ * count and time small (CI); --count N bounds a loop's count; --fair
+ * makes contend's and waiters' dlock mutex a fair (FIFO) one (issue #8).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,7 @@ int main(int argc, char **argv) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (strcmp(a, name) == 0 && v != NULL && (i++, 1))
         if (strcmp(a, "--smoke") == 0) o.smoke = 1;
+        else if (strcmp(a, "--fair") == 0) o.fair = 1;
         else if (OPT("--port")) o.port = atoi(v);
         else if (OPT("--csv")) o.csv = v;
         else if (OPT("--events")) o.events = v;

@@ -122,8 +122,8 @@ int cmd_seq(const bopts *o) {
 
     memset(kd, 0, sizeof kd);
     oo.label = NULL;
-    bmutex_init(&m, cl, "seq", DLOCK_MUTEX_DEFAULT, 0);
-    bmutex_init(&rm, cl, "seq-rec", DLOCK_MUTEX_RECURSIVE, 0);
+    bmutex_init(&m, cl, "seq", DLOCK_MUTEX_DEFAULT, 0, 0);
+    bmutex_init(&rm, cl, "seq-rec", DLOCK_MUTEX_RECURSIVE, 0, 0);
 
     /* Warm-up: connections, scripts, threads. */
     for (k = 0; k < K_N; k++) {
