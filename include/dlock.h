@@ -112,6 +112,12 @@ DLOCK_API int dlock_mutexattr_getlease(const dlock_mutexattr_t *a, unsigned *lea
  * one (see "Fair mutexes" in the README).  Off by default. */
 DLOCK_API int dlock_mutexattr_setfair(dlock_mutexattr_t *a, int fair);
 DLOCK_API int dlock_mutexattr_getfair(const dlock_mutexattr_t *a, int *fair);
+/* caching != 0: an unlock that no other owner asked for keeps the lock in
+ * the process (leased and renewed), so the next lock by any of its threads
+ * takes no round trip; a request from elsewhere makes the process give it
+ * up (see "Lock caching" in the README).  Off by default. */
+DLOCK_API int dlock_mutexattr_setcaching(dlock_mutexattr_t *a, int caching);
+DLOCK_API int dlock_mutexattr_getcaching(const dlock_mutexattr_t *a, int *caching);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c);
 DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c);

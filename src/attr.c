@@ -97,6 +97,22 @@ DLOCK_API int dlock_mutexattr_getfair(const dlock_mutexattr_t *a, int *fair) {
     return 0;
 }
 
+DLOCK_API int dlock_mutexattr_setcaching(dlock_mutexattr_t *a, int caching) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (caching != 0 && caching != 1) return dlock__seterr(EINVAL, "caching must be 0 or 1, not %d", caching);
+    a->__caching = caching;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getcaching(const dlock_mutexattr_t *a, int *caching) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (caching == NULL) return dlock__seterr(EINVAL, "caching pointer is NULL");
+    *caching = a->__caching;
+    return 0;
+}
+
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {
     int rc = check(a);
     if (rc) return rc;

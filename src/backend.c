@@ -57,8 +57,8 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     char lease[16], guard[16], pid[16], tid[24];
     dlock__thread *self = dlock__self_peek();
-    const char *args[DLOCK__NKEYS + 10];
-    size_t lens[DLOCK__NKEYS + 10];
+    const char *args[DLOCK__NKEYS + 11];
+    size_t lens[DLOCK__NKEYS + 11];
     redisReply *r;
     int nk = lock_keys(c, l, args, lens), n = nk, rc;
 
@@ -77,6 +77,7 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
         ARG(flags & DLOCK__F_ROBUST ? "1" : "0");
         ARG(flags & DLOCK__F_WAIT ? "1" : "0");
         ARG(flags & DLOCK__F_FAIR ? "1" : "0");
+        ARG(flags & DLOCK__F_CACHING ? "1" : "0");
     }
 #undef ARG
     rc = dlock__script_run(c, flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE,

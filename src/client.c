@@ -120,11 +120,13 @@ static void at_exit(void) {
         while ((h = c->held) != NULL) {
             char token[DLOCK__OWNER_LEN + 1];
             int released, how = h->robust ? DLOCK__REL_DEAD : DLOCK__REL_PLAIN, shared = h->shared;
+            if (h->cached) how = h->robust ? DLOCK__REL_CLEAN : DLOCK__REL_PLAIN; /* held by no thread */
             l = h->l;
             memcpy(token, h->token, sizeof token);
             dlock__held_remove(c, h);
             h->owner = NULL;
             h->count = 0;
+            h->cached = h->caching = 0;
             l->users++;
             pthread_mutex_unlock(&c->mu);
             /* Best effort, bounded: a server that does not answer lets
@@ -454,7 +456,7 @@ int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, i
 
 void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l) {
     dlock__lock **pp;
-    if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || l->x.owner != NULL || l->readers != NULL ||
+    if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || l->x.owner != NULL || l->x.cached || l->readers != NULL ||
         l->sub_state != DLOCK__SUB_NONE)
         return;
     pp = &c->buckets[hash_name(l->name, l->namelen) & (c->nbuckets - 1)];
@@ -498,6 +500,14 @@ void dlock__held_remove(struct dlock_client *c, dlock__hold *h) {
 }
 
 void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    if (h->cached) {
+        /* Kept in the cache, held by no thread: nobody to tell. */
+        dlock__hold_forget(c, h);
+        h->l->gen++;
+        dlock__lock_wake(h->l);
+        return;
+    }
     dlock__held_remove(c, h);
     h->lost = 1;
     h->l->gen++;
@@ -526,6 +536,8 @@ void dlock__hold_forget(struct dlock_client *c, dlock__hold *h) {
         h->count = 0;
         h->lost = 0;
         h->inconsistent = 0;
+        h->caching = 0;
+        h->cached = 0;
     }
 }
 

@@ -176,7 +176,11 @@ typedef struct dlock__hold {
     char token[DLOCK__OWNER_LEN + 1];
     int shared;
     unsigned count;        /* recursion depth */
-    uint64_t fence;        /* fencing token; also the hold's identity */
+    uint64_t fence;        /* fencing token */
+    uint64_t ident;        /* the fence the server issued: the hold's identity */
+    int caching;           /* of a caching mutex: an unlock may keep it (lock.c) */
+    int cached;            /* kept by the process with no thread holding it */
+    uint64_t fence_hi;     /* caching: the last fence of the block reserved */
     unsigned lease_ms;
     dlock__mono acquired;    /* when the acquire was sent */
     dlock__mono valid_until; /* sent + lease - drift; extended by renewals */
@@ -218,6 +222,7 @@ typedef struct dlock__lock {
     dlock__mono busy_until[2]; /* ...until about then (the holder's lease) */
     uint64_t gen;       /* bumped by every notification that may free it */
     struct dlock__fairwait *fair; /* threads waiting in the fair queue (lock.c) */
+    int wanted;         /* another owner asked for this cached lock */
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
     struct dlock__sleeper *sleepers; /* interruptible sleepers (wait.c) */
     int sub_state;      /* DLOCK__SUB_* */
@@ -270,6 +275,10 @@ enum {
 #define DLOCK__F_WAIT 2   /* the caller will wait: register it as a waiting writer */
 #define DLOCK__F_SHARED 4 /* a shared (read) hold */
 #define DLOCK__F_FAIR 8   /* a fair mutex: queue in arrival order (with F_WAIT) */
+#define DLOCK__F_CACHING 16 /* a caching mutex: reserve a block of fences */
+/* The fences a caching hold reserves at each acquisition: its local
+ * holds number them, and the server's next fence comes after them. */
+#define DLOCK__FENCE_BLOCK 1048576u
 
 /* How a hold ends on the server (see release_lua in scripts.c). */
 enum {
@@ -478,6 +487,10 @@ void dlock__lock_wake(dlock__lock *l);
 int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int intr);
 /* Sleeps until l->gen moves past `gen`. */
 int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mono until, int intr);
+/* Lock caching (lock.c): is the release channel heard; give up the
+ * cached hold of l.  c->mu held. */
+int dlock__cache_heard(const struct dlock_client *c, const dlock__lock *l);
+void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
 /* Sleeps until fw is poked (a fair waiter's turn, or a reason to ask). */
 int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, const dlock__fairwait *fw, dlock__mono until, int intr);
 /* Pokes l's fair waiter whose token is token[0..len), or every one
@@ -506,6 +519,7 @@ typedef struct dlock__want {
     int type;          /* DLOCK_MUTEX_*: what a relock by the holder does */
     int robust;
     int fair;          /* FIFO: wait in the server's queue, take the lock only in turn */
+    int caching;       /* keep the lock in the process after unlock until asked */
     unsigned lease_ms;
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;

@@ -76,6 +76,10 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     memcpy(h->token, owner, sizeof h->token);
     h->count = 1;
     h->fence = fence;
+    h->ident = fence;
+    h->caching = w->caching && !w->shared;
+    h->cached = 0;
+    h->fence_hi = h->caching ? fence + DLOCK__FENCE_BLOCK - 1 : fence;
     h->lease_ms = lease;
     h->acquired = sent;
     h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(c, lease)) * DLOCK__MS;
@@ -87,7 +91,54 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->lost_arg = w->lost_arg;
     h->lost_obj = w->lost_obj;
     dlock__held_add(c, h);
+    if (h->caching) (void)dlock__notify_want(c, l); /* to hear when another owner asks */
     return 0;
+}
+
+/* Is l's release channel subscribed, so that a request for a cached lock
+ * reaches us?  c->mu held. */
+int dlock__cache_heard(const struct dlock_client *c, const dlock__lock *l) {
+    return l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected;
+}
+
+/* Gives up l's cached hold on the server (one round trip, with c->mu
+ * released meanwhile; if it fails, the orphan list releases it later).
+ * c->mu held. */
+void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadline) {
+    char token[DLOCK__OWNER_LEN + 1];
+    unsigned lease = l->x.lease_ms;
+    int how, released, rc;
+    if (!l->x.cached) return;
+    memcpy(token, l->x.token, sizeof token);
+    how = l->x.robust ? DLOCK__REL_CLEAN : DLOCK__REL_PLAIN;
+    dlock__hold_forget(c, &l->x);
+    l->users++;
+    pthread_mutex_unlock(&c->mu);
+    rc = c->ops->release(c, l, token, how, &released, deadline);
+    pthread_mutex_lock(&c->mu);
+    l->users--;
+    if (rc != 0) dlock__orphan_add(c, l, token, how, lease);
+    l->gen++;
+    dlock__lock_wake(l);
+}
+
+/* Takes l's cached hold for the calling thread with no round trip, if the
+ * cache has it for a call like w: still valid, nobody asked for it, and
+ * fences left in its block.  c->mu held. */
+static int cache_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self) {
+    dlock__hold *h = &l->x;
+    if (!h->cached || w->shared || !w->caching || w->robust != h->robust || l->wanted ||
+        !dlock__cache_heard(c, l) || dlock__now() >= h->valid_until || h->fence >= h->fence_hi)
+        return 0;
+    h->cached = 0;
+    h->owner = self;
+    h->count = 1;
+    h->fence++; /* the server's next fence comes after the whole block */
+    h->inconsistent = 0;
+    h->lost_fn = w->lost_fn;
+    h->lost_arg = w->lost_arg;
+    h->lost_obj = w->lost_obj;
+    return 1;
 }
 
 /* Does a thread of this process hold l in a way that blocks w?  An
@@ -176,6 +227,16 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         uint64_t gen;
         int flags;
 
+        if (l->x.cached) {
+            /* The process keeps the lock (caching): take it here, or,
+             * if it cannot be used for this call, give it up first. */
+            if (cache_take(c, l, w, self)) {
+                rc = 0;
+                goto out;
+            }
+            dlock__cache_drop(c, l, dlock__unreachable_deadline(c));
+            continue;
+        }
         if (blocked_locally(l) && !(fair && l->x.owner != self)) {
             /* A thread of this process holds it exclusively (or, NORMAL,
              * the caller): no round trip; its unlock, loss or exit moves
@@ -233,6 +294,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
         gen = l->gen;
         fw.poked = 0;
+        if (l->x.owner == NULL) l->wanted = 0; /* a request from now on is for the hold this may get */
         /* With the release channel already subscribed, a release after
          * this attempt moves gen (or pokes us): a busy answer can be slept
          * on at once.  Counting ourselves a waiter keeps the subscription. */
@@ -251,7 +313,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
          * writer (a past deadline or a bad one means it will not). */
         waits = !try && !bad_deadline && deadline > sent;
         flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0) |
-                (fair ? DLOCK__F_FAIR : 0);
+                (fair ? DLOCK__F_FAIR : 0) | (w->caching && !w->shared ? DLOCK__F_CACHING : 0);
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
         if (waiting && !fair) {
@@ -384,6 +446,17 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
         pthread_mutex_unlock(&c->mu);
         return 0;
     }
+    if (h->caching && !h->inconsistent && !l->wanted && dlock__cache_heard(c, l)) {
+        /* Nobody else asked: the process keeps the lock, no round trip.
+         * Local waiters take it from the cache. */
+        h->owner = NULL;
+        h->count = 0;
+        h->cached = 1;
+        l->gen++;
+        dlock__lock_wake(l);
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
     how = h->shared    ? DLOCK__REL_SHARED
           : !h->robust ? DLOCK__REL_PLAIN
           : h->inconsistent ? DLOCK__REL_INCONSISTENT
@@ -444,6 +517,7 @@ int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
     w->type = a.__type == DLOCK_MUTEX_DEFAULT ? DLOCK_MUTEX_ERRORCHECK : a.__type;
     w->robust = a.__robust == DLOCK_MUTEX_ROBUST;
     w->fair = a.__fair != 0;
+    w->caching = a.__caching != 0;
     w->lease_ms = a.__lease_ms;
     w->lost_fn = a.__lost_fn;
     w->lost_arg = a.__lost_arg;

@@ -41,9 +41,16 @@ static void each_lock(struct dlock_client *c, void (*fn)(struct dlock_client *, 
 
 /* The connection is gone: forget subscriptions, ask again for those with
  * waiters, and wake every waiter, since a release may have been missed. */
+/* Does l need its channel: waiters, or a caching hold, which must hear
+ * when another owner asks for the lock. */
+static int wants_channel(const dlock__lock *l) {
+    return l->waiters > 0 || l->x.caching;
+}
+
 static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
     (void)arg;
-    l->sub_state = l->waiters > 0 ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
+    l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
+    if (l->x.cached) dlock__renew_kick(c); /* it must go back: requests for it are not heard */
     if (l->waiters > 0) {
         l->gen++;
         dlock__lock_wake(l);
@@ -69,7 +76,7 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
         size_t lens[2] = { 9, l->keylen };
         if (redisAppendCommandArgv(s->ctx, 2, argv, lens) != REDIS_OK) s->err = 1;
         else l->sub_state = DLOCK__SUB_SENT;
-    } else if (l->sub_state == DLOCK__SUB_ACTIVE && l->waiters == 0) {
+    } else if (l->sub_state == DLOCK__SUB_ACTIVE && !wants_channel(l)) {
         dlock__mono until;
         if (l->sub_idle_since == 0) l->sub_idle_since = s->now;
         until = l->sub_idle_since + (dlock__mono)LINGER_MS * DLOCK__MS;
@@ -109,6 +116,13 @@ static void on_message(struct dlock_client *c, redisReply *r) {
     if (l == NULL) return;
     if (strcmp(kind, "message") == 0) {
         const redisReply *p = r->element[2];
+        if (p->type == REDIS_REPLY_STRING && p->len == 6 && memcmp(p->str, "wanted", 6) == 0) {
+            /* Another owner asks for the lock this process caches: it
+             * goes back at the next unlock, or now if idle. */
+            l->wanted = 1;
+            if (l->x.cached) dlock__renew_kick(c);
+            return;
+        }
         if (p->type == REDIS_REPLY_STRING && p->len == DLOCK__OWNER_LEN) {
             /* A fair release handed the lock to this token: only its
              * waiter (if it is one of ours) has anything to do. */
@@ -126,7 +140,7 @@ static void on_message(struct dlock_client *c, redisReply *r) {
         }
     } else if (strcmp(kind, "unsubscribe") == 0) {
         if (l->sub_state == DLOCK__SUB_UNSENT) {
-            l->sub_state = l->waiters > 0 ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
+            l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
             dlock__lock_maybe_free(c, l);
         }
     }

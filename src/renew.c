@@ -42,7 +42,8 @@ typedef struct dlock__pending pending;
 /* The live hold a renewal was for, or NULL if it ended meanwhile. */
 static dlock__hold *find_hold(dlock__lock *l, const pending *p) {
     dlock__hold *h;
-    if (!p->shared) return l->x.owner != NULL && !l->x.lost && l->x.fence == p->fence ? &l->x : NULL;
+    if (!p->shared)
+        return (l->x.owner != NULL || l->x.cached) && !l->x.lost && l->x.ident == p->fence ? &l->x : NULL;
     for (h = l->readers; h != NULL; h = h->next)
         if (!h->lost && h->fence == p->fence && strcmp(h->token, p->token) == 0) return h;
     return NULL;
@@ -84,6 +85,16 @@ static void *renew_main(void *arg) {
             if (l2) c->renew_reps = l2;
             if (l2 != NULL) c->renew_cap = ncap;
         }
+        /* Cached locks someone asked for, or whose requests we can no
+         * longer hear, go back to the server first. */
+        for (h = c->held; h != NULL; h = h->held_next)
+            if (h->cached && (h->l->wanted || !dlock__cache_heard(c, h->l))) break;
+        if (h != NULL) {
+            l = h->l;
+            dlock__cache_drop(c, l, now + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
+            dlock__lock_maybe_free(c, l);
+            continue;
+        }
         pend = c->renew_pend;
         rn = c->renew_rn;
         reps = c->renew_reps;
@@ -99,7 +110,7 @@ static void *renew_main(void *arg) {
             if (h->renew_at - window <= now && n < cap) {
                 pend[n].l = h->l;
                 pend[n].shared = h->shared;
-                pend[n].fence = h->fence;
+                pend[n].fence = h->ident;
                 pend[n].lease_ms = h->lease_ms;
                 pend[n].valid_until = h->valid_until;
                 memcpy(pend[n].token, h->token, sizeof pend[n].token);

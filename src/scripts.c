@@ -46,6 +46,7 @@
  * GRANT_MS until confirmed, so one given to a waiter that died in the
  * meantime runs out soon. */
 #define GRANT_MS "2000"
+#define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
 #define LOCK_COMMON                                                               \
     "local t = redis.call('TIME')\n"                                              \
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
@@ -78,6 +79,13 @@
     "    redis.call('ZREM', KEYS[7], r[1])\n"                                     \
     "    redis.call('HDEL', KEYS[8], r[1])\n"                                     \
     "  end\n"                                                                     \
+    "end\n"                                                                       \
+    "local function wanted()\n"                                              \
+    "  if redis.call('HGET', KEYS[1], 'cache') == '1' then redis.call('PUBLISH', KEYS[1], 'wanted') end\n" \
+    "end\n"                                                                       \
+    "local function reserve(fs)\n"                                                \
+    "  redis.call('SET', KEYS[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n" \
+    "  redis.call('HSET', KEYS[1], 'fence', fs, 'cache', '1')\n"                  \
     "end\n"                                                                       \
     "local function unqueue(tok)\n"                                               \
     "  redis.call('ZREM', KEYS[5], tok)\n"                                        \
@@ -138,12 +146,18 @@ static const char acquire_lua[] =
     "local owner = redis.call('HGET', KEYS[1], 'owner')\n"
     "if owner == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "  if ARGV[10] == '1' then\n"
+    "    local fs = fence()\n"
+    "    reserve(fs)\n"
+    "    return {2, fs}\n"
+    "  end\n"
     "  return {2, redis.call('HGET', KEYS[1], 'fence')}\n"
     "end\n"
     "local wait = nil\n"
     "local rw = false\n"
     "if owner then\n"
     "  wait = redis.call('PTTL', KEYS[1])\n"
+    "  wanted()\n"
     "elseif redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7]) > 0 then\n"
     "  rw = true\n"
     "  local r = live(KEYS[4])\n"
@@ -181,6 +195,7 @@ static const char acquire_lua[] =
     "redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'host', ARGV[4],\n"
     "           'pid', ARGV[5], 'tid', ARGV[6], 'since', string.format('%.0f', now))\n"
     "redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "if ARGV[10] == '1' then reserve(fs) end\n"
     "if robust then\n"
     "  redis.call('SET', KEYS[3], 'held')\n"
     "  if state == 'held' then return {4, fs} end\n"
@@ -194,6 +209,7 @@ static const char acquire_lua[] =
 static const char acquire_shared_lua[] =
     ACQUIRE_PRELUDE
     "if redis.call('HGET', KEYS[1], 'owner') then\n"
+    "  wanted()\n"
     "  return {0, redis.call('PTTL', KEYS[1])}\n"
     "end\n"
     "local sc = redis.call('ZSCORE', KEYS[4], ARGV[1])\n"
