@@ -181,6 +181,8 @@ typedef struct dlock__hold {
     int caching;           /* of a caching mutex: an unlock may keep it (lock.c) */
     int cached;            /* kept by the process with no thread holding it */
     uint64_t fence_hi;     /* caching: the last fence of the block reserved */
+    uint64_t heard;        /* caching: the subscriber's epoch in which every request
+                            * for it was heard since it was acquired; 0: not so */
     unsigned lease_ms;
     dlock__mono acquired;    /* when the acquire was sent */
     dlock__mono valid_until; /* sent + lease - drift; extended by renewals */
@@ -490,6 +492,7 @@ int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mon
 /* Lock caching (lock.c): is the release channel heard; give up the
  * cached hold of l.  c->mu held. */
 int dlock__cache_heard(const struct dlock_client *c, const dlock__lock *l);
+int dlock__cache_ok(const struct dlock_client *c, const dlock__lock *l);
 void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
 /* Sleeps until fw is poked (a fair waiter's turn, or a reason to ask). */
 int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, const dlock__fairwait *fw, dlock__mono until, int intr);

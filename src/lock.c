@@ -101,6 +101,15 @@ int dlock__cache_heard(const struct dlock_client *c, const dlock__lock *l) {
     return l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected;
 }
 
+/* May the process keep l's hold after its unlock?  Only if every request
+ * for it since it was acquired has reached us: the channel was heard when
+ * the acquire was sent, on the same subscriber connection as now.  (A
+ * request published before the subscription was active reached nobody.)
+ * c->mu held. */
+int dlock__cache_ok(const struct dlock_client *c, const dlock__lock *l) {
+    return l->x.heard != 0 && l->x.heard == c->sub_epoch && dlock__cache_heard(c, l) && !l->wanted;
+}
+
 /* Gives up l's cached hold on the server (one round trip, with c->mu
  * released meanwhile; if it fails, the orphan list releases it later).
  * c->mu held. */
@@ -127,8 +136,8 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
  * fences left in its block.  c->mu held. */
 static int cache_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self) {
     dlock__hold *h = &l->x;
-    if (!h->cached || w->shared || !w->caching || w->robust != h->robust || l->wanted ||
-        !dlock__cache_heard(c, l) || dlock__now() >= h->valid_until || h->fence >= h->fence_hi)
+    if (!h->cached || w->shared || !w->caching || w->robust != h->robust || !dlock__cache_ok(c, l) ||
+        dlock__now() >= h->valid_until || h->fence >= h->fence_hi)
         return 0;
     h->cached = 0;
     h->owner = self;
@@ -166,6 +175,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     dlock__hold *mine;
     dlock__fairwait fw = { owner, 0, NULL }, **fp;
     int rc, waiting = 0, k = w->shared ? 1 : 0, registered = 0, waits, counted = 0, sure, queued = 0;
+    uint64_t heard;
     int fair = w->fair && !w->shared && !try;
 
     if ((self = dlock__self(&rc)) == NULL) return rc;
@@ -295,6 +305,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         gen = l->gen;
         fw.poked = 0;
         if (l->x.owner == NULL) l->wanted = 0; /* a request from now on is for the hold this may get */
+        heard = dlock__cache_heard(c, l) ? c->sub_epoch : 0;
         /* With the release channel already subscribed, a release after
          * this attempt moves gen (or pokes us): a busy answer can be slept
          * on at once.  Counting ourselves a waiter keeps the subscription. */
@@ -342,6 +353,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
              * is the call's own; the script re-leased it). */
             int dead = acq.status == DLOCK__ACQ_OWNERDEAD;
             if ((rc = hold_begin(c, l, w, self, owner, acq.fence, sent, dead)) != 0) goto out;
+            if (!w->shared) l->x.heard = heard;
             rc = dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
                                       "make the state consistent, then call dlock_mutex_consistent", l->name)
                       : 0;
@@ -446,7 +458,7 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
         pthread_mutex_unlock(&c->mu);
         return 0;
     }
-    if (h->caching && !h->inconsistent && !l->wanted && dlock__cache_heard(c, l)) {
+    if (h->caching && !h->inconsistent && dlock__cache_ok(c, l)) {
         /* Nobody else asked: the process keeps the lock, no round trip.
          * Local waiters take it from the cache. */
         h->owner = NULL;
@@ -589,6 +601,11 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
     if (o->calls > 0) {
         pthread_mutex_unlock(&c->mu);
         return dlock__seterr(EBUSY, "'%.64s' has threads waiting in lock", l->name);
+    }
+    if (l->x.cached && l->objrefs == 1) {
+        /* The last object of the name goes: nothing can take the cached
+         * lock any more, so it goes back to the server. */
+        dlock__cache_drop(c, l, dlock__unreachable_deadline(c));
     }
     /* Lost holds may still name obj for their handler: no more. */
     if (l->x.lost_obj == obj) l->x.lost_obj = NULL;

@@ -88,7 +88,7 @@ static void *renew_main(void *arg) {
         /* Cached locks someone asked for, or whose requests we can no
          * longer hear, go back to the server first. */
         for (h = c->held; h != NULL; h = h->held_next)
-            if (h->cached && (h->l->wanted || !dlock__cache_heard(c, h->l))) break;
+            if (h->cached && !dlock__cache_ok(c, h->l)) break;
         if (h != NULL) {
             l = h->l;
             dlock__cache_drop(c, l, now + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
