@@ -32,10 +32,15 @@ END {
     rec = g("seq.recursive_pair_ns"); rc = g("seq.recursive_client_cmds")
     row("3", "recursive relock+unlock by the holder", f(rec, 0) " ns, " f(rc, 0) " requests", "PING " f(rt * 1000, 0) " ns", "", "no round trip", verdict(rc == 0 && rec < rt * 1000 / 10))
 
-    for (m = 1; m <= 2; m++) {
-        p = (m == 1) ? "contend.dlock_proc" : "contend.dlock_thread"
-        what = (m == 1) ? "4 processes" : "4 threads, 1 process"
-        n = (m == 1) ? "4" : "5"
+    # 4, 5: the default mutex, then the fair one (issue #8), of each shape
+    split("dlock_proc dlock_fair_proc dlock_thread dlock_fair_thread", cp, " ")
+    split("4 processes|4 processes, FAIR|4 threads, 1 process|4 threads, 1 process, FAIR", cw, "|")
+    for (m = 1; m <= 4; m++) {
+        p = "contend." cp[m]
+        what = cw[m]
+        n = (m <= 2) ? "4" : "5"
+        fair = (m % 2 == 0)
+        if (!((p ".acq_per_s") in have)) continue
         r = g(p ".vs_ideal")
         row(n, what ", 1 ms hold: acquisitions/s", f(g(p ".acq_per_s"), 0), "ideal 1/(hold+2RT) = " f(g(p ".ideal_per_s"), 0), f(r, 2) "x", ">= 0.9x ideal", verdict(r >= 0.9))
         h50 = g(p ".handoff_p50_rt")
@@ -48,25 +53,46 @@ END {
         row(n, what ": longest wait; p99 wait; releaser re-takes it; requests/acq",
             f(g(p ".max_wait_ms"), 1) " ms; " f(g(p ".wait_p99_ms"), 1) " ms; " f(g(p ".self_reacquire_share") * 100, 0) "%; " f(g(p ".server_reqs_per_acq"), 2),
             "", "", "reported", "")
+        ov = g(p ".max_overtaken"); ob = g(p ".overtaken_bound_fifo")
+        row(n, what ": most acquisitions by others during one wait (after warm-up); longest run by one worker; acquisitions per worker (min-max)",
+            f(ov, 0) " (" f(g(p ".max_overtaken_steady"), 0) "); " f(g(p ".longest_run_one_worker"), 0) "; " f(g(p ".acq_per_worker_min"), 0) "-" f(g(p ".acq_per_worker_max"), 0),
+            "FIFO bound: " f(ob, 0) " (workers - 1)", "", fair ? "<= workers - 1 (#8)" : "reported", fair ? verdict(ov >= 0 && ob >= 0 && ov <= ob) : "")
     }
-    hp = g("contend.dlock_proc.handoff_p50_us"); ht = g("contend.dlock_thread.handoff_p50_us")
-    row("5", "thread handoff vs process handoff (p50)", f(ht, 0) " us vs " f(hp, 0) " us", "", (hp > 0) ? f(ht / hp, 2) "x" : "n/a", "threads <= processes", verdict(ht >= 0 && hp > 0 && ht <= hp))
+    split("dlock_ dlock_fair_", tp, " ")
+    for (m = 1; m <= 2; m++) {
+        hp = g("contend." tp[m] "proc.handoff_p50_us"); ht = g("contend." tp[m] "thread.handoff_p50_us")
+        if (ht < 0 || hp < 0) continue
+        row("5", "thread handoff vs process handoff (p50)" (m == 2 ? ", FAIR" : ""), f(ht, 0) " us vs " f(hp, 0) " us", "", (hp > 0) ? f(ht / hp, 2) "x" : "n/a", "threads <= processes", verdict(ht >= 0 && hp > 0 && ht <= hp))
+    }
+    # issue #8: the fair mode against the default one, same run
+    for (m = 1; m <= 2; m++) {
+        pd = "contend." tp[1] (m == 1 ? "proc" : "thread"); pf = "contend." tp[2] (m == 1 ? "proc" : "thread")
+        if (!((pf ".max_wait_ms") in have) || !((pd ".max_wait_ms") in have)) continue
+        wd = g(pd ".max_wait_ms"); wf = g(pf ".max_wait_ms")
+        row(m == 1 ? "4" : "5", "FAIR vs default, " (m == 1 ? "4 processes" : "4 threads") ": longest wait (most overtaken); acquisitions/s; handoff p50",
+            f(wf, 1) " ms (" f(g(pf ".max_overtaken"), 0) "); " f(g(pf ".acq_per_s"), 0) "; " f(g(pf ".handoff_p50_us"), 0) " us",
+            "default: " f(wd, 1) " ms (" f(g(pd ".max_overtaken"), 0) "); " f(g(pd ".acq_per_s"), 0) "; " f(g(pd ".handoff_p50_us"), 0) " us",
+            (wd > 0) ? f(wf / wd, 2) "x" : "n/a", "bounded (#8)", verdict(g(pf ".max_overtaken") >= 0 && g(pf ".max_overtaken") <= g(pf ".overtaken_bound_fifo")))
+    }
 
-    # waiters: the largest and the smallest multi-process point
-    wmax = 0; wmin = 0
-    for (k in have) if (k ~ /^waiters\.[0-9]+\.server_reqs_per_acq$/) {
-        split(k, a, "."); w = a[2] + 0
-        if (w > wmax) wmax = w
-        if (w >= 4 && (wmin == 0 || w < wmin)) wmin = w
-    }
-    if (wmax > 0) {
-        rq = g("waiters." wmax ".server_reqs_per_acq"); rq0 = g("waiters." wmin ".server_reqs_per_acq")
-        row("6", wmax " waiters in 4 processes: server requests/acq (client commands/acq)",
-            f(rq, 2) " (" f(g("waiters." wmax ".client_cmds_per_acq"), 2) ")", wmin " waiters: " f(rq0, 2), "",
+    # waiters: the largest and the smallest multi-process point, default then fair
+    split("waiters waiters_fair", wp, " ")
+    for (m = 1; m <= 2; m++) {
+        q = wp[m]; fw = (m == 2) ? ", FAIR" : ""
+        wmax = 0; wmin = 0
+        for (k in have) if (k ~ ("^" q "\\.[0-9]+\\.server_reqs_per_acq$")) {
+            split(k, a, "."); w = a[2] + 0
+            if (w > wmax) wmax = w
+            if (w >= 4 && (wmin == 0 || w < wmin)) wmin = w
+        }
+        if (wmax == 0) continue
+        rq = g(q "." wmax ".server_reqs_per_acq"); rq0 = g(q "." wmin ".server_reqs_per_acq")
+        row("6", wmax " waiters in 4 processes" fw ": server requests/acq (client commands/acq)",
+            f(rq, 2) " (" f(g(q "." wmax ".client_cmds_per_acq"), 2) ")", wmin " waiters: " f(rq0, 2), "",
             "<= 4, not growing", verdict(rq >= 0 && rq <= 4 && rq <= rq0 * 1.25 + 0.25))
-        row("6", wmax " waiters: acquisitions/s; handoff p50; longest wait",
-            f(g("waiters." wmax ".acq_per_s"), 0) "; " f(g("waiters." wmax ".handoff_p50_us"), 0) " us; " f(g("waiters." wmax ".max_wait_ms"), 0) " ms",
-            "ideal " f(g("waiters." wmax ".ideal_per_s"), 0), f(g("waiters." wmax ".vs_ideal"), 2) "x", "reported", "")
+        row("6", wmax " waiters" fw ": acquisitions/s; handoff p50/p99; longest wait (most overtaken; after warm-up)",
+            f(g(q "." wmax ".acq_per_s"), 0) "; " f(g(q "." wmax ".handoff_p50_us"), 0) "/" f(g(q "." wmax ".handoff_p99_us"), 0) " us; " f(g(q "." wmax ".max_wait_ms"), 0) " ms (" f(g(q "." wmax ".max_overtaken"), 0) "; after warm-up " f(g(q "." wmax ".max_overtaken_steady"), 0) ")",
+            "ideal " f(g(q "." wmax ".ideal_per_s"), 0) "; FIFO bound " f(g(q "." wmax ".overtaken_bound_fifo"), 0), f(g(q "." wmax ".vs_ideal"), 2) "x", "reported", "")
     }
 
     nl = g("renew.locks")
