@@ -21,6 +21,10 @@ static int bad_reply(struct dlock_client *c, const char *what, const redisReply 
      * request's (a server or proxy out of step): drop the idle
      * connections rather than read more answers from them. */
     dlock__pool_flush(c);
+    if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+        (strncmp(r->str, "NOPERM", 6) == 0 || strstr(r->str, "can't run this command") != NULL))
+        return dlock__seterr(EPROTO, "%s: %s refused by the server's ACL (see \"Running as a minimal ACL "
+                             "user\" in the README): %.200s", c->conf.redacted_url, what, r->str);
     if (r != NULL && r->type == REDIS_REPLY_ERROR)
         return dlock__seterr(EPROTO, "%s: %s failed: %.200s", c->conf.redacted_url, what, r->str);
     return dlock__seterr(EPROTO, "%s: unexpected answer to %s", c->conf.redacted_url, what);

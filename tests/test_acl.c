@@ -1,0 +1,297 @@
+/* labels: redis; timeout: 120 */
+/* test_acl.c -- dlock as a minimal Redis ACL user (issue #7, item 6).
+ *
+ * The user is made with exactly the ACL SETUSER line that README.md
+ * ("Running as a minimal ACL user") documents: its keys, its channels and
+ * its commands, nothing of +@all.  Every kind of lock works through it,
+ * across processes; a user that lacks one permission gets a clear error
+ * and never sees the lock granted; a wrong password is refused; and the
+ * password never shows in an error message.
+ */
+#include "fixture.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dlock.h>
+
+#define PASSWORD "acl-s3cret-pw"
+
+/* The README's line, split into the words of one ACL SETUSER command. */
+static const char *const acl_rules[] = {
+    "on", ">" PASSWORD, "resetkeys", "~dlock:*", "resetchannels", "&dlock:*", "-@all",
+    "+evalsha", "+eval", "+script|load", "+subscribe", "+unsubscribe", "+select", "+scan",
+    "+time", "+get", "+set", "+del", "+exists", "+pexpire", "+pttl",
+    "+hget", "+hset", "+hdel", "+hgetall",
+    "+zadd", "+zrem", "+zscore", "+zcard", "+zcount", "+zrange", "+zremrangebyscore", "+zpopmin",
+    "+publish",
+};
+#define NRULES (sizeof acl_rules / sizeof acl_rules[0])
+
+/* ACL SETUSER user <rules...>, leaving out the rule `skip` (NULL: none). */
+static int setuser(const char *user, const char *skip) {
+    const char *argv[3 + NRULES];
+    size_t lens[3 + NRULES];
+    int argc = 0;
+    size_t i;
+    redisContext *ctx = redisConnect("127.0.0.1", dlt_server.port);
+    redisReply *r;
+    int ok;
+    if (ctx == NULL || ctx->err) {
+        if (ctx) redisFree(ctx);
+        return -1;
+    }
+    argv[argc++] = "ACL";
+    argv[argc++] = "SETUSER";
+    argv[argc++] = user;
+    for (i = 0; i < NRULES; i++)
+        if (skip == NULL || strcmp(acl_rules[i], skip) != 0) argv[argc++] = acl_rules[i];
+    for (i = 0; i < (size_t)argc; i++) lens[i] = strlen(argv[i]);
+    r = redisCommandArgv(ctx, argc, argv, lens);
+    ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (!ok) fprintf(stderr, "ACL SETUSER: %s\n", r && r->str ? r->str : ctx->errstr);
+    if (r) freeReplyObject(r);
+    redisFree(ctx);
+    return ok ? 0 : -1;
+}
+
+static void user_url(char *buf, size_t n, const char *user, const char *password) {
+    snprintf(buf, n, "redis://%s:%s@127.0.0.1:%d", user, password, dlt_server.port);
+}
+
+static int acl_client(dlock_client_t **cl, const char *user, const char *password) {
+    char url[256];
+    user_url(url, sizeof url, user, password);
+    return dlt_client_make(cl, url, 3000);
+}
+
+static int mutex_on(dlock_mutex_t *m, const char *name, dlock_client_t *cl, int fair, int caching) {
+    dlock_mutexattr_t a;
+    int rc;
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, cl);
+    dlock_mutexattr_setfair(&a, fair);
+    dlock_mutexattr_setcaching(&a, caching);
+    rc = dlock_mutex_init(m, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+/* ------------------------------------------- contention across processes */
+
+#define NPROC 3
+#define NACQ 30
+
+struct contend {
+    int fair, caching;
+    const char *name;
+    int *in;         /* shm: holders in the critical section */
+    int *violations; /* shm */
+    int *total;      /* shm */
+};
+
+static int contend_proc(void *p) {
+    struct contend *a = p;
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    int i;
+    if (acl_client(&cl, "dlockuser", PASSWORD) != 0) return 10;
+    if (mutex_on(&m, a->name, cl, a->fair, a->caching) != 0) return 11;
+    for (i = 0; i < NACQ; i++) {
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 30000);
+        if (dlock_mutex_timedlock(&m, &ts) != 0) return 12;
+        if (dlt_flag_add(a->in, 1) != 1) dlt_flag_add(a->violations, 1);
+        dlt_flag_add(a->total, 1);
+        dlt_sleep_ms(1);
+        dlt_flag_add(a->in, -1);
+        if (dlock_mutex_unlock(&m) != 0) return 13;
+    }
+    if (dlock_mutex_destroy(&m) != 0) return 14;
+    if (dlock_client_destroy(cl) != 0) return 15;
+    return 0;
+}
+
+static void run_contention(const char *name, int fair, int caching) {
+    int *shm = dlt_shm(3 * sizeof(int));
+    struct contend a = { fair, caching, name, &shm[0], &shm[1], &shm[2] };
+    pid_t pids[NPROC];
+    int i;
+    CU_ASSERT_FATAL(shm != NULL);
+    for (i = 0; i < NPROC; i++) pids[i] = dlt_spawn(contend_proc, &a);
+    for (i = 0; i < NPROC; i++) DLT_ASSERT_INT_EQ(pids[i] > 0 ? dlt_wait(pids[i], 60000) : -1, 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(a.violations), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(a.total), NPROC * NACQ);
+}
+
+static void test_acl_user_mutexes_across_processes(void) {
+    CU_ASSERT_FATAL(setuser("dlockuser", NULL) == 0);
+    run_contention("acl/plain", 0, 0);
+    run_contention("acl/fair", 1, 0);
+    run_contention("acl/caching", 0, 1);
+}
+
+/* ------------------------------------------ every other call, one process */
+
+struct condarg {
+    dlock_mutex_t *m;
+    dlock_cond_t *cv;
+    int *ready;
+    int rc;
+};
+
+static void *cond_waiter(void *p) {
+    struct condarg *a = p;
+    int rc = dlock_mutex_lock(a->m);
+    if (rc == 0) {
+        while (!dlt_flag_get(a->ready) && rc == 0) {
+            struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 10000);
+            rc = dlock_cond_timedwait(a->cv, a->m, &ts);
+        }
+        if (dlock_mutex_unlock(a->m) != 0 && rc == 0) rc = -1;
+    }
+    a->rc = rc;
+    return NULL;
+}
+
+static int count_one(const char *name, const dlock_lock_info_t *info, void *arg) {
+    (void)info;
+    if (strcmp(name, "acl/info") == 0) ++*(int *)arg;
+    return 0;
+}
+
+static void test_acl_user_every_call(void) {
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    dlock_rwlock_t rw;
+    dlock_mutexattr_t a;
+    dlock_cond_t cv;
+    dlock_lock_info_t info;
+    struct condarg ca;
+    pthread_t th;
+    int *ready = dlt_shm(sizeof(int));
+    int found = 0, was_held = -1, rc;
+
+    CU_ASSERT_FATAL(ready != NULL);
+    CU_ASSERT_FATAL(setuser("dlockuser", NULL) == 0);
+    DLT_ASSERT_ERR(acl_client(&cl, "dlockuser", PASSWORD), 0);
+
+    /* Mutex: every call, a fenced write under the prefix, info, list. */
+    DLT_ASSERT_ERR(mutex_on(&m, "acl/info", cl, 0, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    CU_ASSERT_TRUE(dlock_mutex_fence(&m) > 0);
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, "dlock:acl-data", "v1", 2), 0);
+    DLT_ASSERT_ERR(dlock_lock_info(cl, "acl/info", &info), 0);
+    DLT_ASSERT_INT_EQ(info.held, 1);
+    DLT_ASSERT_INT_EQ(info.pid, (long)getpid());
+    DLT_ASSERT_ERR(dlock_list(cl, "acl/*", count_one, &found), 0);
+    DLT_ASSERT_INT_EQ(found, 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 5000);
+    DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &ts), 0);
+    DLT_ASSERT_ERR(dlock_break(cl, "acl/info", DLOCK_BREAK_RESET, &was_held), 0);
+    DLT_ASSERT_INT_EQ(was_held, 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM); /* broken behind its back */
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    /* Read-write lock. */
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, cl);
+    DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "acl/rw", &a), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_wrlock(&rw), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+    dlock_mutexattr_destroy(&a);
+
+    /* Condition variable: a waiter woken by a signal. */
+    DLT_ASSERT_ERR(mutex_on(&m, "acl/cond-mutex", cl, 0, 0), 0);
+    DLT_ASSERT_ERR(dlock_cond_init_client(&cv, "acl/cond", cl), 0);
+    ca.m = &m;
+    ca.cv = &cv;
+    ca.ready = ready;
+    ca.rc = -1;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, cond_waiter, &ca) == 0);
+    dlt_sleep_ms(200); /* let it wait (if not yet, it sees ready and never waits) */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    dlt_flag_set(ready, 1);
+    DLT_ASSERT_ERR(dlock_cond_signal(&cv), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(ca.rc, 0);
+    DLT_ASSERT_ERR(dlock_cond_destroy(&cv), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    rc = dlock_client_destroy(cl);
+    DLT_ASSERT_ERR(rc, 0);
+}
+
+/* -------------------------------------------------- what must be refused */
+
+/* The error of a lock attempt by a user lacking `skip`: refused, clearly,
+ * without the password, and the lock not left granted on the server. */
+static void refused_without(const char *skip, const char *name) {
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    char user[64];
+    int rc;
+    snprintf(user, sizeof user, "lacks%s", skip + 1);
+    for (char *p = user; *p; p++)
+        if (*p == '|' || *p == '*' || *p == '~' || *p == '&' || *p == ':') *p = '_';
+    CU_ASSERT_FATAL(setuser(user, skip) == 0);
+    DLT_ASSERT_ERR(acl_client(&cl, user, PASSWORD), 0);
+    DLT_ASSERT_ERR(mutex_on(&m, name, cl, 0, 0), 0);
+    rc = dlock_mutex_trylock(&m);
+    DLT_ASSERT_ERR(rc, EPROTO);
+    printf("  without %s: %s\n", skip, dlock_last_error());
+    CU_ASSERT_PTR_NULL(strstr(dlock_last_error(), PASSWORD));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "refused by the server's ACL"));
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
+static void test_acl_missing_permission_is_a_clear_error(void) {
+    refused_without("+hset", "acl/no-hset");       /* a command the acquire script runs */
+    refused_without("~dlock:*", "acl/no-keys");    /* the keys */
+}
+
+static void test_acl_wrong_password_refused_and_never_shown(void) {
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    int rc;
+    CU_ASSERT_FATAL(setuser("dlockuser", NULL) == 0);
+    rc = acl_client(&cl, "dlockuser", "not-the-" PASSWORD);
+    if (rc == 0) {
+        /* The client may connect lazily: the first lock call then fails. */
+        DLT_ASSERT_ERR(mutex_on(&m, "acl/wrongpw", cl, 0, 0), 0);
+        rc = dlock_mutex_trylock(&m);
+        DLT_ASSERT_ERR(rc, ENOLCK);
+        printf("  wrong password: %s\n", dlock_last_error());
+        CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "authentication refused"));
+        CU_ASSERT_PTR_NULL(strstr(dlock_last_error(), PASSWORD));
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    } else {
+        printf("  wrong password: %s\n", dlock_last_error());
+        CU_ASSERT_PTR_NULL(strstr(dlock_last_error(), PASSWORD));
+    }
+    DLT_ASSERT_INT_EQ(dlt_key_exists("acl/wrongpw"), 0);
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_acl_user_mutexes_across_processes),
+    DLT_TEST(test_acl_user_every_call),
+    DLT_TEST(test_acl_missing_permission_is_a_clear_error),
+    DLT_TEST(test_acl_wrong_password_refused_and_never_shown),
+    { NULL, NULL }
+};
+
+int main(int argc, char **argv) {
+    return dlt_main(argc, argv, "acl", tests);
+}
