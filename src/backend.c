@@ -57,6 +57,9 @@ static int lock_keys(struct dlock_client *c, const dlock__lock *l, const char **
     return DLOCK__NKEYS + 1;
 }
 
+static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
+                          int *released, dlock__mono deadline);
+
 static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     char lease[16], guard[16], pid[16], tid[24];
@@ -64,7 +67,8 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     const char *args[DLOCK__NKEYS + 11];
     size_t lens[DLOCK__NKEYS + 11];
     redisReply *r;
-    int nk = lock_keys(c, l, args, lens), n = nk, rc;
+    int nk = lock_keys(c, l, args, lens), n = nk, rc, which;
+    long long acked = -1;
 
     snprintf(lease, sizeof lease, "%u", lease_ms);
     snprintf(guard, sizeof guard, "%u", c->conf.restart_guard_ms);
@@ -84,11 +88,25 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
         ARG(flags & DLOCK__F_CACHING ? "1" : "0");
     }
 #undef ARG
-    rc = dlock__script_run(c, flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE,
-                           &r, deadline, nk, n, args, lens);
+    which = flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
+    rc = c->conf.wait_replicas > 0 ? dlock__script_run_wait(c, which, &r, deadline, nk, n, args, lens, &acked)
+                                   : dlock__script_run(c, which, &r, deadline, nk, n, args, lens);
     if (rc != 0) return rc;
     if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
     freeReplyObject(r);
+    if (rc == 0 && c->conf.wait_replicas > 0 && acked < (long long)c->conf.wait_replicas &&
+        (out->status == DLOCK__ACQ_ACQUIRED || out->status == DLOCK__ACQ_OWNERDEAD || out->status == DLOCK__ACQ_MINE)) {
+        /* wait=N: a grant that fewer replicas have could be lost in a
+         * failover; it does not count.  Give it back at once. */
+        int how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
+                  : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
+                  : out->status == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
+        int released;
+        (void)single_release(c, l, token, how, &released, deadline);
+        return dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
+                             "acquisition within %u ms", c->conf.redacted_url, acked < 0 ? 0 : acked,
+                             c->conf.wait_replicas, c->conf.wait_timeout_ms);
+    }
     return rc;
 }
 
@@ -147,6 +165,7 @@ static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t
 static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal *rn, size_t n, int *noscript) {
     char leases[RENEW_BATCH][16];
     size_t i;
+    int demoted = 0;
 
     for (i = 0; i < n; i++) {
         const char *args[5];
@@ -171,6 +190,7 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
         r = p;
         if (dlock__flag_parse(r, &rn[i].result) != 0) {
             if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) *noscript = 1;
+            if (dlock__demoted(r)) demoted = 1;
             rn[i].result = -1;
         }
         freeReplyObject(r);
@@ -179,6 +199,8 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
         for (i = 0; i < n; i++) rn[i].result = -1; /* none of them can be trusted */
         return dlock__seterr(EPROTO, "%s: renewal: the server sent more than was asked for", c->conf.redacted_url);
     }
+    if (demoted) /* failed over: the next connection goes to the new master */
+        return dlock__seterr(ENOLCK, "%s: renewal: the server is no longer the master", c->conf.redacted_url);
     return 0;
 }
 

@@ -111,14 +111,73 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
     return 0;
 }
 
+/* Sentinel: asks the sentinels, in order, where the master is.  0 with
+ * *ep filled, or ENOLCK when none of them answers with an address. */
+static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__endpoint *ep) {
+    size_t i;
+    for (i = 0; i < cf->nsentinels; i++) {
+        const dlock__endpoint *s = &cf->sentinels[i];
+        const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", cf->master };
+        size_t lens[3] = { 8, 23, strlen(cf->master) };
+        redisContext *ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(timeout_ms));
+        redisReply *r;
+        unsigned long port = 0;
+        if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
+        if (ctx->err) {
+            redisFree(ctx);
+            continue;
+        }
+        redisSetTimeout(ctx, ms_tv(timeout_ms));
+        r = dlock__conn_cmd(ctx, 3, argv, lens, NULL);
+        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
+            r->element[0]->len > 0 && r->element[0]->len < sizeof ep->host) {
+            char *e;
+            port = strtoul(r->element[1]->str, &e, 10);
+            if (*e == '\0' && port > 0 && port <= 65535) {
+                memcpy(ep->host, r->element[0]->str, r->element[0]->len);
+                ep->host[r->element[0]->len] = '\0';
+                ep->port = (int)port;
+            } else {
+                port = 0;
+            }
+        }
+        if (r) freeReplyObject(r);
+        redisFree(ctx);
+        if (port != 0) return 0;
+    }
+    return dlock__seterr(ENOLCK, "%s: no sentinel answered with the address of master '%s'", cf->redacted_url,
+                         cf->master);
+}
+
+/* Sentinel: is the server we reached the master?  (A sentinel may name the
+ * old master for a moment during a failover.) */
+static int is_master(struct dlock_client *c, redisContext *ctx) {
+    const char *argv[1] = { "ROLE" };
+    size_t lens[1] = { 4 };
+    redisReply *r = dlock__conn_cmd(ctx, 1, argv, lens, NULL);
+    int ok;
+    if (r == NULL) return dlock__seterr(ENOLCK, "%s: ROLE: %s", c->conf.redacted_url, ctx->errstr);
+    ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
+         strcmp(r->element[0]->str, "master") == 0;
+    if (!ok && r->type == REDIS_REPLY_ERROR)
+        dlock__seterr(ENOLCK, "%s: ROLE refused: %.200s", c->conf.redacted_url, r->str);
+    else if (!ok)
+        dlock__seterr(ENOLCK, "%s: the server the sentinels named is not the master (yet)", c->conf.redacted_url);
+    freeReplyObject(r);
+    return ok ? 0 : ENOLCK;
+}
+
 int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect_timeout_ms) {
     const dlock__conf *cf = &c->conf;
+    dlock__endpoint ep = cf->ep;
     redisContext *ctx;
     dlock__conn *cn;
     int rc;
 
     if (connect_timeout_ms == 0) connect_timeout_ms = 1;
-    ctx = redisConnectWithTimeout(cf->ep.host, cf->ep.port, ms_tv(connect_timeout_ms));
+    if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(cf, connect_timeout_ms, &ep)) != 0) return rc;
+    ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(connect_timeout_ms));
     if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
     if (ctx->err) {
         rc = dlock__seterr(ENOLCK, "cannot connect to %s: %s", cf->redacted_url, ctx->errstr);
@@ -131,7 +190,7 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
     /* AUTH and SELECT are part of connecting: they get its budget. */
     redisSetTimeout(ctx, ms_tv(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms
                                                                            : cf->command_timeout_ms));
-    if ((rc = conn_setup(c, ctx)) != 0) {
+    if ((rc = conn_setup(c, ctx)) != 0 || (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, ctx)) != 0)) {
         redisFree(ctx);
         return rc;
     }
@@ -274,10 +333,42 @@ int dlock__not_ready(const redisReply *r) {
            (strncmp(r->str, "LOADING", 7) == 0 || strncmp(r->str, "BUSY ", 5) == 0 ||
             strncmp(r->str, "MASTERDOWN", 10) == 0 || strncmp(r->str, "TRYAGAIN", 8) == 0);
 }
+
+/* "This server is no longer the master" (a failover demoted it): the
+ * request did not write anything; ask the master, wherever it is now. */
+int dlock__demoted(const redisReply *r) {
+    return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL && strncmp(r->str, "READONLY", 8) == 0;
+}
 #define not_ready dlock__not_ready
 
+/* Sends the command and, with `waitn`, a WAIT for that many replicas
+ * after it on the same connection (WAIT counts this connection's writes);
+ * returns the command's answer, the WAIT's count in *acked. */
+static redisReply *cmd_and_wait(struct dlock_client *c, redisContext *ctx, int argc, const char **argv,
+                                const size_t *argvlen, int *sent, unsigned waitn, long long *acked) {
+    char n[16], ms[16];
+    const char *wargv[3] = { "WAIT", n, ms };
+    size_t wlens[3] = { 4, 0, 0 };
+    void *reply = NULL, *w = NULL;
+    int out;
+    if (waitn == 0) return dlock__conn_cmd(ctx, argc, argv, argvlen, sent);
+    wlens[1] = (size_t)snprintf(n, sizeof n, "%u", waitn);
+    wlens[2] = (size_t)snprintf(ms, sizeof ms, "%u", c->conf.wait_timeout_ms);
+    out = redisAppendCommandArgv(ctx, argc, argv, argvlen) == REDIS_OK &&
+          redisAppendCommandArgv(ctx, 3, wargv, wlens) == REDIS_OK && dlock__conn_flush(ctx) == 0;
+    *sent = out;
+    if (!out || redisGetReply(ctx, &reply) != REDIS_OK) return NULL;
+    if (redisGetReply(ctx, &w) != REDIS_OK) {
+        freeReplyObject(reply);
+        return NULL;
+    }
+    *acked = ((redisReply *)w)->type == REDIS_REPLY_INTEGER ? ((redisReply *)w)->integer : -1;
+    freeReplyObject(w);
+    return reply;
+}
+
 static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
-                   int argc, const char **argv, const size_t *argvlen) {
+                   int argc, const char **argv, const size_t *argvlen, unsigned waitn, long long *acked) {
     dlock__conn *cn;
     redisReply *r;
     int rc, tries, stale, sent;
@@ -286,7 +377,10 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
     for (tries = 0;; tries++) {
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
         set_timeout(c, cn, deadline);
-        r = dlock__conn_cmd(cn->ctx, argc, argv, argvlen, &sent);
+        if (waitn > 0 && c->conf.wait_timeout_ms + 1000 > cn->timeout_ms &&
+            redisSetTimeout(cn->ctx, ms_tv(c->conf.wait_timeout_ms + 1000)) == REDIS_OK)
+            cn->timeout_ms = c->conf.wait_timeout_ms + 1000; /* the WAIT may take its whole timeout */
+        r = cmd_and_wait(c, cn->ctx, argc, argv, argvlen, &sent, waitn, acked);
         if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {
             /* More bytes than one answer: the connection is out of step
              * with its requests, and every later answer on it would be
@@ -294,6 +388,18 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
             freeReplyObject(r);
             dlock__pool_put(c, cn, 1);
             return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
+        }
+        if (r != NULL && dlock__demoted(r)) {
+            /* Failed over: this connection and its peers lead to a
+             * replica now.  Nothing was written; ask the new master. */
+            dlock__seterr(ENOLCK, "%s: %.100s", c->conf.redacted_url, r->str);
+            freeReplyObject(r);
+            dlock__pool_put(c, cn, 1);
+            if (deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
+                return ENOLCK;
+            usleep(backoff_ms * 1000);
+            if (backoff_ms < 100) backoff_ms *= 2;
+            continue;
         }
         if (r != NULL && not_ready(r)) {
             /* A server loading its data (after a restart) or busy with a
@@ -335,5 +441,12 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
 int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen) {
     *out = NULL;
-    return command(c, out, deadline, once, argc, argv, argvlen);
+    return command(c, out, deadline, once, argc, argv, argvlen, 0, NULL);
+}
+
+int dlock__command_wait(struct dlock_client *c, redisReply **out, dlock__mono deadline, int argc,
+                        const char **argv, const size_t *argvlen, long long *acked) {
+    *out = NULL;
+    *acked = -1;
+    return command(c, out, deadline, 0, argc, argv, argvlen, c->conf.wait_replicas, acked);
 }

@@ -68,16 +68,24 @@ void dlock__restoreerr(const char *saved);
 
 /* --------------------------------------------------------------- config */
 
-typedef enum { DLOCK__BACKEND_SINGLE } dlock__backend_kind;
+typedef enum { DLOCK__BACKEND_SINGLE, DLOCK__BACKEND_SENTINEL } dlock__backend_kind;
 
 typedef struct dlock__endpoint {
     char host[256];
     int port;
 } dlock__endpoint;
 
+#define DLOCK__SENTINELS_MAX 16
+
 typedef struct dlock__conf {
     dlock__backend_kind kind;
-    dlock__endpoint ep;
+    dlock__endpoint ep;     /* SINGLE: the server */
+    /* SENTINEL: where to ask for the master of that name (conn.c). */
+    dlock__endpoint *sentinels;
+    size_t nsentinels;
+    char *master;
+    unsigned wait_replicas;   /* ?wait=N: an acquire counts once N replicas have it */
+    unsigned wait_timeout_ms; /* ...waiting for them at most this long */
     char *user;     /* NULL when the URL names none */
     char *password; /* never printed */
     int db;
@@ -429,6 +437,11 @@ void dlock__pool_flush(struct dlock_client *c);
  * `deadline` (bounded by the unreachable bound).  ENOLCK when the server
  * could not be reached in time.  once: a request that went out but got no
  * answer is not sent again (ENOLCK: its outcome is unknown). */
+/* The same, followed on its connection by WAIT for the deployment's
+ * wait=N replicas; *acked: how many acknowledged (-1: unknown). */
+int dlock__command_wait(struct dlock_client *c, redisReply **out, dlock__mono deadline, int argc,
+                        const char **argv, const size_t *argvlen, long long *acked);
+int dlock__demoted(const redisReply *r);
 int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
@@ -469,6 +482,9 @@ const char *dlock__script_sha(int which);
 const char *dlock__script_body(int which);
 /* Runs script `which` by EVALSHA, loading it on NOSCRIPT: args holds
  * nargs values in all, the first numkeys of them KEYS, the rest ARGV. */
+/* The same, with WAIT for the deployment's wait=N replicas after it. */
+int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
+                           int numkeys, int nargs, const char **args, const size_t *lens, long long *acked);
 int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
                       int numkeys, int nargs, const char **args, const size_t *lens);
 /* Appends an EVALSHA to a context's output buffer (pipelining). */

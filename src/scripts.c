@@ -443,8 +443,21 @@ static int is_noscript(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
+static int script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
+                      int numkeys, int nargs, const char **args, const size_t *lens, long long *acked);
+
 int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
                       int numkeys, int nargs, const char **args, const size_t *lens) {
+    return script_run(c, which, out, deadline, numkeys, nargs, args, lens, NULL);
+}
+
+int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
+                           int numkeys, int nargs, const char **args, const size_t *lens, long long *acked) {
+    return script_run(c, which, out, deadline, numkeys, nargs, args, lens, acked);
+}
+
+static int script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
+                      int numkeys, int nargs, const char **args, const size_t *lens, long long *acked) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS];
     char nk[12];
@@ -457,14 +470,16 @@ int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock
      * could cut off a holder that came in between.  The others are safe to
      * repeat. */
     once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET;
-    rc = dlock__command(c, out, deadline, once, argc, argv, argvlen);
+    rc = acked ? dlock__command_wait(c, out, deadline, argc, argv, argvlen, acked)
+               : dlock__command(c, out, deadline, once, argc, argv, argvlen);
     if (rc == 0 && is_noscript(*out)) {
         /* The server does not know the script (restarted or flushed): EVAL
          * runs it and caches it, so the next EVALSHA finds it. */
         freeReplyObject(*out);
         *out = NULL;
         argc = script_argv(which, 1, numkeys, nargs, args, lens, argv, argvlen, nk);
-        rc = dlock__command(c, out, deadline, once, argc, argv, argvlen);
+        rc = acked ? dlock__command_wait(c, out, deadline, argc, argv, argvlen, acked)
+                   : dlock__command(c, out, deadline, once, argc, argv, argvlen);
     }
     return rc;
 }

@@ -1,9 +1,12 @@
 /* url.c -- parsing of DLOCK_URL and the client configuration.
  *
- * Accepted now:  redis://[user:password@]host[:port][/db][?param=value&...]
- * with host a name, an IPv4 address or [an IPv6 address].  Parameters:
- * connect_timeout_ms, command_timeout_ms, unreachable_ms, drift_ms,
- * restart_guard_ms, handoff_ms, prefix.
+ * Accepted now:
+ *   redis://[user:password@]host[:port][/db][?param=value&...]
+ *   redis+sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[/db][?...]
+ * with host a name, an IPv4 address or [an IPv6 address] (sentinels'
+ * default port: 26379).  Parameters: connect_timeout_ms,
+ * command_timeout_ms, unreachable_ms, drift_ms, restart_guard_ms,
+ * handoff_ms, prefix, wait, wait_timeout_ms.
  * Every message this file produces names the URL in its redacted form:
  * a password never reaches an error, a log or the output.
  */
@@ -125,13 +128,16 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
         { "drift_ms", &conf->drift_ms, 60000 },
         { "restart_guard_ms", &conf->restart_guard_ms, 86400000 },
         { "handoff_ms", &conf->handoff_ms, 60000 },
+        { "wait", &conf->wait_replicas, 64 },
+        { "wait_timeout_ms", &conf->wait_timeout_ms, 60000 },
     };
     size_t i;
     for (i = 0; i < sizeof num / sizeof num[0]; i++) {
         if (kn == strlen(num[i].name) && memcmp(k, num[i].name, kn) == 0) {
             if (parse_uint(v, vn, num[i].max, &x) != 0 || (x == 0 && num[i].field != &conf->drift_ms &&
                                                                   num[i].field != &conf->restart_guard_ms &&
-                                                                  num[i].field != &conf->handoff_ms))
+                                                                  num[i].field != &conf->handoff_ms &&
+                                                                  num[i].field != &conf->wait_replicas))
                 return dlock__seterr(EINVAL, "URL %s: %s wants a number from 1 to %lu",
                                      red, num[i].name, num[i].max);
             *num[i].field = (unsigned)x;
@@ -155,21 +161,82 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
     return dlock__seterr(EINVAL, "URL %s: unknown parameter '%.*s'", red, (int)(kn > 64 ? 64 : kn), k);
 }
 
+/* One host[:port] in [p, q), stopping at '/', ',' or q: fills *ep and
+ * returns where it stopped, or NULL (message set). */
+static const char *parse_endpoint(const dlock__conf *conf, const char *p, const char *q, int dport,
+                                  dlock__endpoint *ep) {
+    const char *hostend;
+    if (p < q && *p == '[') {
+        const char *rb = memchr(p, ']', (size_t)(q - p));
+        if (rb == NULL || rb == p + 1) {
+            dlock__seterr(EINVAL, "URL %s: bad IPv6 address", conf->redacted_url);
+            return NULL;
+        }
+        if ((size_t)(rb - p - 1) >= sizeof ep->host) {
+            dlock__seterr(EINVAL, "URL %s: host too long", conf->redacted_url);
+            return NULL;
+        }
+        memcpy(ep->host, p + 1, (size_t)(rb - p - 1));
+        ep->host[rb - p - 1] = '\0';
+        hostend = rb + 1;
+    } else {
+        hostend = p;
+        while (hostend < q && *hostend != ':' && *hostend != '/' && *hostend != ',') {
+            unsigned char ch = (unsigned char)*hostend;
+            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_')) {
+                dlock__seterr(EINVAL, "URL %s: bad character in host", conf->redacted_url);
+                return NULL;
+            }
+            hostend++;
+        }
+        if (hostend == p) {
+            dlock__seterr(EINVAL, "URL %s: no host", conf->redacted_url);
+            return NULL;
+        }
+        if ((size_t)(hostend - p) >= sizeof ep->host) {
+            dlock__seterr(EINVAL, "URL %s: host too long", conf->redacted_url);
+            return NULL;
+        }
+        memcpy(ep->host, p, (size_t)(hostend - p));
+        ep->host[hostend - p] = '\0';
+    }
+    p = hostend;
+    ep->port = dport;
+    if (p < q && *p == ':') {
+        const char *ps = ++p;
+        unsigned long port;
+        while (p < q && *p != '/' && *p != ',') p++;
+        if (parse_uint(ps, (size_t)(p - ps), 65535, &port) != 0 || port == 0) {
+            dlock__seterr(EINVAL, "URL %s: bad port", conf->redacted_url);
+            return NULL;
+        }
+        ep->port = (int)port;
+    }
+    return p;
+}
+
 static int parse_url(dlock__conf *conf, const char *url) {
-    const char *p, *end, *at, *colon = NULL, *hostend, *q;
+    static const char single[] = "redis://", sentinel[] = "redis+sentinel://";
+    const char *p, *end, *at, *colon = NULL, *q;
     size_t n = strnlen(url, URL_MAX + 1);
     int nomem;
 
     if (n == 0 || n > URL_MAX) return dlock__seterr(EINVAL, "URL is empty or longer than %d bytes", URL_MAX);
-    if (strncmp(url, "redis://", 8) != 0) {
+    if (strncmp(url, single, sizeof single - 1) == 0) {
+        p = url + sizeof single - 1;
+    } else if (strncmp(url, sentinel, sizeof sentinel - 1) == 0) {
+        conf->kind = DLOCK__BACKEND_SENTINEL;
+        p = url + sizeof sentinel - 1;
+    } else {
         const char *sep = strstr(url, "://");
         int sl = sep ? (int)(sep - url) : 0;
         if (sl > 32) sl = 32;
         if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
-            return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://)", sl, url);
-        return dlock__seterr(EINVAL, "URL must start with redis:// (scheme '%.*s' given)", sl, url);
+            return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version "
+                                 "(only redis:// and redis+sentinel://)", sl, url);
+        return dlock__seterr(EINVAL, "URL must start with redis:// or redis+sentinel:// (scheme '%.*s' given)",
+                             sl, url);
     }
-    p = url + 8;
     end = url + n;
     q = memchr(p, '?', (size_t)(end - p));
     if (q == NULL) q = end;
@@ -210,39 +277,44 @@ static int parse_url(dlock__conf *conf, const char *url) {
         }
         p = at + 1;
     }
-    /* host */
-    if (p < q && *p == '[') {
-        const char *rb = memchr(p, ']', (size_t)(q - p));
-        if (rb == NULL || rb == p + 1)
-            return dlock__seterr(EINVAL, "URL %s: bad IPv6 address", conf->redacted_url);
-        if ((size_t)(rb - p - 1) >= sizeof conf->ep.host)
-            return dlock__seterr(EINVAL, "URL %s: host too long", conf->redacted_url);
-        memcpy(conf->ep.host, p + 1, (size_t)(rb - p - 1));
-        conf->ep.host[rb - p - 1] = '\0';
-        hostend = rb + 1;
+    if (conf->kind == DLOCK__BACKEND_SINGLE) {
+        if ((p = parse_endpoint(conf, p, q, 6379, &conf->ep)) == NULL) return EINVAL;
+        if (p < q && *p == ',')
+            return dlock__seterr(EINVAL, "URL %s: several hosts need redis+sentinel://", conf->redacted_url);
     } else {
-        hostend = p;
-        while (hostend < q && *hostend != ':' && *hostend != '/') {
-            unsigned char ch = (unsigned char)*hostend;
-            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_'))
-                return dlock__seterr(EINVAL, "URL %s: bad character in host", conf->redacted_url);
-            hostend++;
+        /* h1:p1,h2:p2,.../MASTER */
+        const char *ms;
+        if ((conf->sentinels = calloc(DLOCK__SENTINELS_MAX, sizeof *conf->sentinels)) == NULL)
+            return dlock__seterr(ENOMEM, "out of memory");
+        for (;;) {
+            if (conf->nsentinels == DLOCK__SENTINELS_MAX)
+                return dlock__seterr(EINVAL, "URL %s: more than %d sentinels", conf->redacted_url,
+                                     DLOCK__SENTINELS_MAX);
+            if ((p = parse_endpoint(conf, p, q, 26379, &conf->sentinels[conf->nsentinels])) == NULL) return EINVAL;
+            conf->nsentinels++;
+            if (p < q && *p == ',') {
+                p++;
+                continue;
+            }
+            break;
         }
-        if (hostend == p) return dlock__seterr(EINVAL, "URL %s: no host", conf->redacted_url);
-        if ((size_t)(hostend - p) >= sizeof conf->ep.host)
-            return dlock__seterr(EINVAL, "URL %s: host too long", conf->redacted_url);
-        memcpy(conf->ep.host, p, (size_t)(hostend - p));
-        conf->ep.host[hostend - p] = '\0';
-    }
-    p = hostend;
-    conf->ep.port = 6379;
-    if (p < q && *p == ':') {
-        const char *ps = ++p;
-        unsigned long port;
-        while (p < q && *p != '/') p++;
-        if (parse_uint(ps, (size_t)(p - ps), 65535, &port) != 0 || port == 0)
-            return dlock__seterr(EINVAL, "URL %s: bad port", conf->redacted_url);
-        conf->ep.port = (int)port;
+        if (p >= q || *p != '/')
+            return dlock__seterr(EINVAL, "URL %s: no master name (redis+sentinel://h:p,.../MASTER)",
+                                 conf->redacted_url);
+        ms = ++p;
+        while (p < q && *p != '/') {
+            unsigned char ch = (unsigned char)*p;
+            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_'))
+                return dlock__seterr(EINVAL, "URL %s: bad character in the master name", conf->redacted_url);
+            p++;
+        }
+        if (p == ms || p - ms > 128)
+            return dlock__seterr(EINVAL, "URL %s: the master name must have 1 to 128 characters", conf->redacted_url);
+        if ((conf->master = malloc((size_t)(p - ms) + 1)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+        memcpy(conf->master, ms, (size_t)(p - ms));
+        conf->master[p - ms] = '\0';
+        /* Until the sentinels are asked, the first of them stands in. */
+        conf->ep = conf->sentinels[0];
     }
     if (p < q && *p == '/') {
         const char *ds = ++p;
@@ -268,6 +340,7 @@ static int parse_url(dlock__conf *conf, const char *url) {
             s = amp + 1;
         }
     }
+    if (conf->wait_timeout_ms == 0) conf->wait_timeout_ms = conf->command_timeout_ms;
     return 0;
 }
 
@@ -315,5 +388,7 @@ void dlock__conf_free(dlock__conf *conf) {
     }
     free(conf->prefix);
     free(conf->redacted_url);
+    free(conf->sentinels);
+    free(conf->master);
     memset(conf, 0, sizeof *conf);
 }
