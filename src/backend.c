@@ -162,7 +162,8 @@ static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t
 
 /* Sends one batch of renewals and reads their answers.  Returns 0, or
  * ENOLCK when the connection broke (the caller drops it). */
-static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal *rn, size_t n, int *noscript) {
+static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript) {
+    redisContext *ctx = cn->ctx;
     char leases[RENEW_BATCH][16];
     size_t i;
     int demoted = 0;
@@ -180,12 +181,12 @@ static int renew_batch(struct dlock_client *c, redisContext *ctx, dlock__renewal
         if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, 2, 5, args, lens) != 0)
             return dlock__seterr(ENOMEM, "out of memory");
     }
-    if (dlock__conn_flush(ctx) != 0)
+    if (dlock__conn_flush(cn) != 0)
         return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
     for (i = 0; i < n; i++) {
         void *p = NULL;
         redisReply *r;
-        if (redisGetReply(ctx, &p) != REDIS_OK || p == NULL)
+        if (dlock__conn_reply(cn, &p) != REDIS_OK || p == NULL)
             return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
         r = p;
         if (dlock__flag_parse(r, &rn[i].result) != 0) {
@@ -233,14 +234,14 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dl
         tv.tv_sec = (time_t)(left_ms / 1000);
         tv.tv_usec = (suseconds_t)(left_ms % 1000) * 1000;
         redisSetTimeout(c->renew_conn->ctx, tv);
-        rc = renew_batch(c, c->renew_conn->ctx, rn + done, k, &noscript);
+        rc = renew_batch(c, c->renew_conn, rn + done, k, &noscript);
         if (rc != 0) {
             drop_renew_conn(c);
             return rc;
         }
         if (noscript && tries++ == 0) {
             /* A restarted server: load the scripts, redo this batch. */
-            if (dlock__script_load_all(c->renew_conn->ctx) != 0) {
+            if (dlock__script_load_all(c->renew_conn) != 0) {
                 drop_renew_conn(c);
                 return dlock__seterr(ENOLCK, "%s: cannot load scripts", c->conf.redacted_url);
             }

@@ -166,6 +166,11 @@ DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cf
         free(c);
         return rc;
     }
+    if ((rc = dlock__tls_ctx_make(c)) != 0) {
+        dlock__conf_free(&c->conf);
+        free(c);
+        return rc;
+    }
     c->ops = &dlock__single_backend;
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
@@ -175,6 +180,7 @@ DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cf
     if (c->buckets == NULL || c->epoch_key == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c->buckets);
         free(c->epoch_key);
+        dlock__tls_ctx_free(c);
         dlock__conf_free(&c->conf);
         free(c);
         return dlock__seterr(ENOMEM, "out of memory");
@@ -185,6 +191,7 @@ DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cf
         pthread_mutex_destroy(&c->mu);
         free(c->buckets);
         free(c->epoch_key);
+        dlock__tls_ctx_free(c);
         dlock__conf_free(&c->conf);
         free(c);
         return dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random nonce for the client");
@@ -270,6 +277,7 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     free(c->renew_reps);
     pthread_cond_destroy(&c->renew_cv);
     pthread_mutex_destroy(&c->mu);
+    dlock__tls_ctx_free(c);
     dlock__conf_free(&c->conf);
     free(c);
     return 0;

@@ -54,27 +54,49 @@ static int send_all(redisContext *ctx, const char *buf, size_t len) {
     return 0;
 }
 
-int dlock__conn_flush(redisContext *ctx) {
+int dlock__conn_flush(dlock__conn *cn) {
+    redisContext *ctx = cn->ctx;
     int rc;
     if (ctx->err) return -1;
-    rc = send_all(ctx, ctx->obuf, sdslen(ctx->obuf));
+    rc = cn->tls ? dlock__tls_write(cn, ctx->obuf, sdslen(ctx->obuf)) : send_all(ctx, ctx->obuf, sdslen(ctx->obuf));
     sdsclear(ctx->obuf);
     return rc;
 }
 
-redisReply *dlock__conn_cmd(redisContext *ctx, int argc, const char **argv, const size_t *lens, int *sent) {
+int dlock__conn_read(dlock__conn *cn) {
+    if (cn->ctx->err) return REDIS_ERR;
+    if (cn->tls == NULL) return redisBufferRead(cn->ctx);
+    return dlock__tls_read(cn) == 0 ? REDIS_OK : REDIS_ERR;
+}
+
+int dlock__conn_pending(const dlock__conn *cn) {
+    return dlock__tls_pending(cn);
+}
+
+int dlock__conn_reply(dlock__conn *cn, void **reply) {
+    *reply = NULL;
+    if (redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) return REDIS_ERR;
+    while (*reply == NULL) {
+        if (dlock__conn_read(cn) != REDIS_OK) return REDIS_ERR;
+        if (redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) return REDIS_ERR;
+    }
+    return REDIS_OK;
+}
+
+redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const size_t *lens, int *sent) {
     void *reply = NULL;
-    int out = redisAppendCommandArgv(ctx, argc, argv, lens) == REDIS_OK && dlock__conn_flush(ctx) == 0;
+    int out = redisAppendCommandArgv(cn->ctx, argc, argv, lens) == REDIS_OK && dlock__conn_flush(cn) == 0;
     if (sent != NULL) *sent = out;
-    if (!out || redisGetReply(ctx, &reply) != REDIS_OK) return NULL;
+    if (!out || dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
     return reply;
 }
 
 /* AUTH and SELECT on a fresh connection.  EACCES when the server refuses
  * the credentials: a configuration error that retrying cannot mend (the
  * message already says ENOLCK, which is what the caller returns). */
-static int conn_setup(struct dlock_client *c, redisContext *ctx) {
+static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
     const dlock__conf *cf = &c->conf;
+    redisContext *ctx = cn->ctx;
     redisReply *r;
 
     if (cf->password != NULL) {
@@ -84,7 +106,7 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
         argv[argc] = "AUTH"; lens[argc++] = 4;
         if (cf->user != NULL) { argv[argc] = cf->user; lens[argc++] = strlen(cf->user); }
         argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
-        r = dlock__conn_cmd(ctx, argc, argv, lens, NULL);
+        r = dlock__conn_cmd(cn, argc, argv, lens, NULL);
         if (r == NULL) return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             /* the server's message names neither the password nor the user's secret */
@@ -99,7 +121,7 @@ static int conn_setup(struct dlock_client *c, redisContext *ctx) {
         const char *argv[2] = { "SELECT", db };
         size_t lens[2] = { 6, 0 };
         lens[1] = (size_t)snprintf(db, sizeof db, "%d", cf->db);
-        r = dlock__conn_cmd(ctx, 2, argv, lens, NULL);
+        r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
         if (r == NULL) return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url, ctx->errstr);
         if (r->type == REDIS_REPLY_ERROR) {
             dlock__seterr(ENOLCK, "%s: SELECT %d refused: %.200s", cf->redacted_url, cf->db, r->str);
@@ -120,6 +142,7 @@ static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__en
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", cf->master };
         size_t lens[3] = { 8, 23, strlen(cf->master) };
         redisContext *ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(timeout_ms));
+        dlock__conn tmp = { ctx, timeout_ms, NULL, NULL };
         redisReply *r;
         unsigned long port = 0;
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
@@ -128,7 +151,7 @@ static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__en
             continue;
         }
         redisSetTimeout(ctx, ms_tv(timeout_ms));
-        r = dlock__conn_cmd(ctx, 3, argv, lens, NULL);
+        r = dlock__conn_cmd(&tmp, 3, argv, lens, NULL);
         if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
             r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
             r->element[0]->len > 0 && r->element[0]->len < sizeof ep->host) {
@@ -152,12 +175,12 @@ static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__en
 
 /* Sentinel: is the server we reached the master?  (A sentinel may name the
  * old master for a moment during a failover.) */
-static int is_master(struct dlock_client *c, redisContext *ctx) {
+static int is_master(struct dlock_client *c, dlock__conn *cn) {
     const char *argv[1] = { "ROLE" };
     size_t lens[1] = { 4 };
-    redisReply *r = dlock__conn_cmd(ctx, 1, argv, lens, NULL);
+    redisReply *r = dlock__conn_cmd(cn, 1, argv, lens, NULL);
     int ok;
-    if (r == NULL) return dlock__seterr(ENOLCK, "%s: ROLE: %s", c->conf.redacted_url, ctx->errstr);
+    if (r == NULL) return dlock__seterr(ENOLCK, "%s: ROLE: %s", c->conf.redacted_url, cn->ctx->errstr);
     ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
          strcmp(r->element[0]->str, "master") == 0;
     if (!ok && r->type == REDIS_REPLY_ERROR)
@@ -187,19 +210,21 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
     /* Not inherited by programs the host runs (fork + exec). */
     fcntl(ctx->fd, F_SETFD, fcntl(ctx->fd, F_GETFD) | FD_CLOEXEC);
     redisEnableKeepAlive(ctx);
-    /* AUTH and SELECT are part of connecting: they get its budget. */
-    redisSetTimeout(ctx, ms_tv(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms
-                                                                           : cf->command_timeout_ms));
-    if ((rc = conn_setup(c, ctx)) != 0 || (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, ctx)) != 0)) {
-        redisFree(ctx);
-        return rc;
-    }
-    redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
     if ((cn = calloc(1, sizeof *cn)) == NULL) {
         redisFree(ctx);
         return dlock__seterr(ENOMEM, "out of memory");
     }
     cn->ctx = ctx;
+    /* The TLS handshake, AUTH and SELECT are part of connecting: they get
+     * its budget. */
+    redisSetTimeout(ctx, ms_tv(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms
+                                                                           : cf->command_timeout_ms));
+    if ((cf->tls && (rc = dlock__tls_start(c, cn, ep.host)) != 0) || (rc = conn_setup(c, cn)) != 0 ||
+        (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, cn)) != 0)) {
+        dlock__conn_close(cn);
+        return rc;
+    }
+    redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
     cn->timeout_ms = cf->command_timeout_ms;
     *out = cn;
     return 0;
@@ -207,6 +232,7 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
 
 void dlock__conn_close(dlock__conn *cn) {
     if (cn == NULL) return;
+    dlock__tls_free(cn);
     redisFree(cn->ctx);
     free(cn);
 }
@@ -247,7 +273,7 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
         pfd.fd = cn->ctx->fd;
         pfd.events = POLLIN;
         pfd.revents = 0;
-        if (poll(&pfd, 1, 0) == 0) {
+        if (poll(&pfd, 1, 0) == 0 && !dlock__conn_pending(cn)) {
             *out = cn;
             return 0;
         }
@@ -344,21 +370,22 @@ int dlock__demoted(const redisReply *r) {
 /* Sends the command and, with `waitn`, a WAIT for that many replicas
  * after it on the same connection (WAIT counts this connection's writes);
  * returns the command's answer, the WAIT's count in *acked. */
-static redisReply *cmd_and_wait(struct dlock_client *c, redisContext *ctx, int argc, const char **argv,
+static redisReply *cmd_and_wait(struct dlock_client *c, dlock__conn *cn, int argc, const char **argv,
                                 const size_t *argvlen, int *sent, unsigned waitn, long long *acked) {
     char n[16], ms[16];
     const char *wargv[3] = { "WAIT", n, ms };
     size_t wlens[3] = { 4, 0, 0 };
     void *reply = NULL, *w = NULL;
     int out;
-    if (waitn == 0) return dlock__conn_cmd(ctx, argc, argv, argvlen, sent);
+    redisContext *ctx = cn->ctx;
+    if (waitn == 0) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
     wlens[1] = (size_t)snprintf(n, sizeof n, "%u", waitn);
     wlens[2] = (size_t)snprintf(ms, sizeof ms, "%u", c->conf.wait_timeout_ms);
     out = redisAppendCommandArgv(ctx, argc, argv, argvlen) == REDIS_OK &&
-          redisAppendCommandArgv(ctx, 3, wargv, wlens) == REDIS_OK && dlock__conn_flush(ctx) == 0;
+          redisAppendCommandArgv(ctx, 3, wargv, wlens) == REDIS_OK && dlock__conn_flush(cn) == 0;
     *sent = out;
-    if (!out || redisGetReply(ctx, &reply) != REDIS_OK) return NULL;
-    if (redisGetReply(ctx, &w) != REDIS_OK) {
+    if (!out || dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
+    if (dlock__conn_reply(cn, &w) != REDIS_OK) {
         freeReplyObject(reply);
         return NULL;
     }
@@ -380,7 +407,7 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
         if (waitn > 0 && c->conf.wait_timeout_ms + 1000 > cn->timeout_ms &&
             redisSetTimeout(cn->ctx, ms_tv(c->conf.wait_timeout_ms + 1000)) == REDIS_OK)
             cn->timeout_ms = c->conf.wait_timeout_ms + 1000; /* the WAIT may take its whole timeout */
-        r = cmd_and_wait(c, cn->ctx, argc, argv, argvlen, &sent, waitn, acked);
+        r = cmd_and_wait(c, cn, argc, argv, argvlen, &sent, waitn, acked);
         if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {
             /* More bytes than one answer: the connection is out of step
              * with its requests, and every later answer on it would be

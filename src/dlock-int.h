@@ -86,6 +86,11 @@ typedef struct dlock__conf {
     char *master;
     unsigned wait_replicas;   /* ?wait=N: an acquire counts once N replicas have it */
     unsigned wait_timeout_ms; /* ...waiting for them at most this long */
+    /* rediss://: TLS, verifying the server (tls_verify) against tls_ca_file
+     * (NULL: the system store), by tls_server_name (NULL: the host). */
+    int tls;
+    int tls_verify;
+    char *tls_ca_file, *tls_cert_file, *tls_key_file, *tls_server_name;
     char *user;     /* NULL when the URL names none */
     char *password; /* never printed */
     int db;
@@ -144,7 +149,19 @@ typedef struct dlock__conn {
     redisContext *ctx;
     unsigned timeout_ms; /* the socket timeout now set */
     struct dlock__conn *next; /* pool link */
+    struct dlock__tls *tls;   /* rediss://: the TLS session (tls.c); NULL: plain */
 } dlock__conn;
+
+/* TLS (tls.c).  The client's context is made from its configuration
+ * (nothing without TLS); a connection's session starts on its connected
+ * socket.  _write / _read move bytes as dlock__conn_flush / _read do. */
+int dlock__tls_ctx_make(struct dlock_client *c);
+void dlock__tls_ctx_free(struct dlock_client *c);
+int dlock__tls_start(struct dlock_client *c, dlock__conn *cn, const char *host);
+void dlock__tls_free(dlock__conn *cn);
+int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len);
+int dlock__tls_read(dlock__conn *cn);
+int dlock__tls_pending(const dlock__conn *cn);
 
 struct dlock_client;
 /* Connects, authenticates and selects the database, within the
@@ -381,6 +398,7 @@ struct dlock_client {
     dlock__mono renew_wake;  /* when the sleeping renewal thread wakes; 0 awake */
     dlock__mono renew_idle_until; /* keep ticking, with no holds, until then */
     dlock__mono renew_tick;  /* ...every this long (a sixth of the last lease) */
+    struct ssl_ctx_st *tls_ctx; /* rediss://: the OpenSSL context of every connection */
     dlock__conn *renew_conn; /* owned by the renewal thread */
     struct dlock__pending *renew_pend; /* its batch buffers, renew_cap long */
     dlock__renewal *renew_rn;
@@ -428,8 +446,17 @@ int dlock__not_ready(const redisReply *r);
  * connection failed (ctx->errstr says why; *sent, if asked, whether the
  * request went out before it did); and sending what was appended
  * to ctx's output buffer.  Both write with MSG_NOSIGNAL: never SIGPIPE. */
-redisReply *dlock__conn_cmd(redisContext *ctx, int argc, const char **argv, const size_t *lens, int *sent);
-int dlock__conn_flush(redisContext *ctx);
+redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const size_t *lens, int *sent);
+/* Writes what is queued in the context's output buffer. */
+int dlock__conn_flush(dlock__conn *cn);
+/* Reads what the server sent (waiting up to the socket timeout) into the
+ * context's reader: REDIS_OK or REDIS_ERR, as redisBufferRead. */
+int dlock__conn_read(dlock__conn *cn);
+/* The next answer, reading as needed: REDIS_OK or REDIS_ERR, as
+ * redisGetReply. */
+int dlock__conn_reply(dlock__conn *cn, void **reply);
+/* Bytes received but not yet given to the reader (TLS buffers them). */
+int dlock__conn_pending(const dlock__conn *cn);
 /* Closes every idle connection. */
 void dlock__pool_flush(struct dlock_client *c);
 
@@ -490,7 +517,7 @@ int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
 int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
                          const char **args, const size_t *lens);
-int dlock__script_load_all(redisContext *ctx);
+int dlock__script_load_all(dlock__conn *cn);
 
 /* Waiting (wait.c): the one path every blocking call goes through.
  * Each sleeps with c->mu held (released while sleeping) and returns 0,

@@ -211,7 +211,7 @@ static void *sub_main(void *arg) {
         pthread_mutex_unlock(&c->mu);
 
         /* Write what the sweep queued, then wait for answers or a poke. */
-        if (!s.err && dlock__conn_flush(s.ctx) != 0) s.err = 1;
+        if (!s.err && dlock__conn_flush(c->sub_conn) != 0) s.err = 1;
         if (!s.err) {
             pfd[0].fd = s.ctx->fd;
             pfd[0].events = POLLIN;
@@ -219,9 +219,12 @@ static void *sub_main(void *arg) {
             pfd[1].events = POLLIN;
             timeout_ms = -1;
             if (s.next != DLOCK__MONO_NEVER) timeout_ms = (int)((s.next - s.now) / DLOCK__MS) + 1;
-            if (poll(pfd, 2, timeout_ms) > 0) {
+            if (dlock__conn_pending(c->sub_conn)) {
+                /* TLS already holds bytes the socket will not signal again. */
+                if (dlock__conn_read(c->sub_conn) != REDIS_OK) s.err = 1;
+            } else if (poll(pfd, 2, timeout_ms) > 0) {
                 if (pfd[1].revents) drain_wakefd(c->sub_wakefd);
-                if (pfd[0].revents && redisBufferRead(s.ctx) != REDIS_OK) s.err = 1;
+                if (pfd[0].revents && dlock__conn_read(c->sub_conn) != REDIS_OK) s.err = 1;
             }
         }
         pthread_mutex_lock(&c->mu);

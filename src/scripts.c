@@ -494,12 +494,12 @@ int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
     return redisAppendCommandArgv(ctx, argc, argv, argvlen) == REDIS_OK ? 0 : -1;
 }
 
-int dlock__script_load_all(redisContext *ctx) {
+int dlock__script_load_all(dlock__conn *cn) {
     int i;
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
         const char *argv[3] = { "SCRIPT", "LOAD", bodies[i] };
         size_t lens[3] = { 6, 4, strlen(bodies[i]) };
-        redisReply *r = dlock__conn_cmd(ctx, 3, argv, lens, NULL);
+        redisReply *r = dlock__conn_cmd(cn, 3, argv, lens, NULL);
         int ok = r != NULL && r->type == REDIS_REPLY_STRING;
         if (r) freeReplyObject(r);
         if (!ok) return -1;

@@ -144,6 +144,36 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
             return 0;
         }
     }
+    {
+        struct { const char *name; char **field; } str[] = {
+            { "tls_ca_file", &conf->tls_ca_file },
+            { "tls_cert_file", &conf->tls_cert_file },
+            { "tls_key_file", &conf->tls_key_file },
+            { "tls_server_name", &conf->tls_server_name },
+        };
+        for (i = 0; i < sizeof str / sizeof str[0]; i++) {
+            if (kn == strlen(str[i].name) && memcmp(k, str[i].name, kn) == 0) {
+                int nomem;
+                char *p;
+                if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: %s needs rediss://", red, str[i].name);
+                if ((p = pct_decode(v, vn, &nomem)) == NULL || *p == '\0' || strlen(p) > 4096) {
+                    free(p);
+                    return nomem ? dlock__seterr(ENOMEM, "out of memory")
+                                 : dlock__seterr(EINVAL, "URL %s: bad %s", red, str[i].name);
+                }
+                free(*str[i].field);
+                *str[i].field = p;
+                return 0;
+            }
+        }
+        if (kn == 10 && memcmp(k, "tls_verify", 10) == 0) {
+            if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: tls_verify needs rediss://", red);
+            if (vn != 1 || (v[0] != '0' && v[0] != '1'))
+                return dlock__seterr(EINVAL, "URL %s: tls_verify wants 0 or 1", red);
+            conf->tls_verify = v[0] == '1';
+            return 0;
+        }
+    }
     if (kn == 6 && memcmp(k, "prefix", 6) == 0) {
         int nomem;
         char *p = pct_decode(v, vn, &nomem);
@@ -216,7 +246,7 @@ static const char *parse_endpoint(const dlock__conf *conf, const char *p, const 
 }
 
 static int parse_url(dlock__conf *conf, const char *url) {
-    static const char single[] = "redis://", sentinel[] = "redis+sentinel://";
+    static const char single[] = "redis://", tls[] = "rediss://", sentinel[] = "redis+sentinel://";
     const char *p, *end, *at, *colon = NULL, *q;
     size_t n = strnlen(url, URL_MAX + 1);
     int nomem;
@@ -224,6 +254,10 @@ static int parse_url(dlock__conf *conf, const char *url) {
     if (n == 0 || n > URL_MAX) return dlock__seterr(EINVAL, "URL is empty or longer than %d bytes", URL_MAX);
     if (strncmp(url, single, sizeof single - 1) == 0) {
         p = url + sizeof single - 1;
+    } else if (strncmp(url, tls, sizeof tls - 1) == 0) {
+        conf->tls = 1;
+        conf->tls_verify = 1;
+        p = url + sizeof tls - 1;
     } else if (strncmp(url, sentinel, sizeof sentinel - 1) == 0) {
         conf->kind = DLOCK__BACKEND_SENTINEL;
         p = url + sizeof sentinel - 1;
@@ -233,9 +267,9 @@ static int parse_url(dlock__conf *conf, const char *url) {
         if (sl > 32) sl = 32;
         if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
             return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version "
-                                 "(only redis:// and redis+sentinel://)", sl, url);
-        return dlock__seterr(EINVAL, "URL must start with redis:// or redis+sentinel:// (scheme '%.*s' given)",
-                             sl, url);
+                                 "(only redis://, rediss:// and redis+sentinel://)", sl, url);
+        return dlock__seterr(EINVAL, "URL must start with redis://, rediss:// or redis+sentinel:// "
+                             "(scheme '%.*s' given)", sl, url);
     }
     end = url + n;
     q = memchr(p, '?', (size_t)(end - p));
@@ -341,6 +375,8 @@ static int parse_url(dlock__conf *conf, const char *url) {
         }
     }
     if (conf->wait_timeout_ms == 0) conf->wait_timeout_ms = conf->command_timeout_ms;
+    if ((conf->tls_cert_file == NULL) != (conf->tls_key_file == NULL))
+        return dlock__seterr(EINVAL, "URL %s: tls_cert_file and tls_key_file go together", conf->redacted_url);
     return 0;
 }
 
@@ -390,5 +426,9 @@ void dlock__conf_free(dlock__conf *conf) {
     free(conf->redacted_url);
     free(conf->sentinels);
     free(conf->master);
+    free(conf->tls_ca_file);
+    free(conf->tls_cert_file);
+    free(conf->tls_key_file);
+    free(conf->tls_server_name);
     memset(conf, 0, sizeof *conf);
 }
