@@ -81,36 +81,37 @@ DLOCK_API int dlock_mutexattr_getlease(const dlock_mutexattr_t *a, unsigned *lea
     return 0;
 }
 
-DLOCK_API int dlock_mutexattr_setfair(dlock_mutexattr_t *a, int fair) {
+/* The on/off attributes: 0 or 1, else EINVAL. */
+static int set01(dlock_mutexattr_t *a, int *field, int v, const char *what) {
     int rc = check(a);
     if (rc) return rc;
-    if (fair != 0 && fair != 1) return dlock__seterr(EINVAL, "fair must be 0 or 1, not %d", fair);
-    a->__fair = fair;
+    if (v != 0 && v != 1) return dlock__seterr(EINVAL, "%s must be 0 or 1, not %d", what, v);
+    *field = v;
     return 0;
+}
+
+static int get01(const dlock_mutexattr_t *a, const int *field, int *out, const char *what) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (out == NULL) return dlock__seterr(EINVAL, "%s pointer is NULL", what);
+    *out = *field;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_setfair(dlock_mutexattr_t *a, int fair) {
+    return set01(a, a ? &a->__fair : NULL, fair, "fair");
 }
 
 DLOCK_API int dlock_mutexattr_getfair(const dlock_mutexattr_t *a, int *fair) {
-    int rc = check(a);
-    if (rc) return rc;
-    if (fair == NULL) return dlock__seterr(EINVAL, "fair pointer is NULL");
-    *fair = a->__fair;
-    return 0;
+    return get01(a, a ? &a->__fair : NULL, fair, "fair");
 }
 
 DLOCK_API int dlock_mutexattr_setcaching(dlock_mutexattr_t *a, int caching) {
-    int rc = check(a);
-    if (rc) return rc;
-    if (caching != 0 && caching != 1) return dlock__seterr(EINVAL, "caching must be 0 or 1, not %d", caching);
-    a->__caching = caching;
-    return 0;
+    return set01(a, a ? &a->__caching : NULL, caching, "caching");
 }
 
 DLOCK_API int dlock_mutexattr_getcaching(const dlock_mutexattr_t *a, int *caching) {
-    int rc = check(a);
-    if (rc) return rc;
-    if (caching == NULL) return dlock__seterr(EINVAL, "caching pointer is NULL");
-    *caching = a->__caching;
-    return 0;
+    return get01(a, a ? &a->__caching : NULL, caching, "caching");
 }
 
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {

@@ -416,26 +416,17 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
             dlock__pool_put(c, cn, 1);
             return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
         }
-        if (r != NULL && dlock__demoted(r)) {
-            /* Failed over: this connection and its peers lead to a
-             * replica now.  Nothing was written; ask the new master. */
-            dlock__seterr(ENOLCK, "%s: %.100s", c->conf.redacted_url, r->str);
-            freeReplyObject(r);
-            dlock__pool_put(c, cn, 1);
-            if (deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
-                return ENOLCK;
-            usleep(backoff_ms * 1000);
-            if (backoff_ms < 100) backoff_ms *= 2;
-            continue;
-        }
-        if (r != NULL && not_ready(r)) {
+        if (r != NULL && (not_ready(r) || dlock__demoted(r))) {
             /* A server loading its data (after a restart) or busy with a
              * long script answers nothing useful yet: as good as
              * unreachable, so wait a little and ask again, within the
-             * deadline. */
+             * deadline.  One that failed over (READONLY) leads, with its
+             * peers in the pool, to a replica now: nothing was written;
+             * they go, and the next connection asks for the new master. */
+            int demoted = dlock__demoted(r);
             dlock__seterr(ENOLCK, "%s: %.100s", c->conf.redacted_url, r->str);
             freeReplyObject(r);
-            dlock__pool_put(c, cn, 0);
+            dlock__pool_put(c, cn, demoted);
             if (deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
                 return ENOLCK;
             usleep(backoff_ms * 1000);
