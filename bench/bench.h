@@ -107,8 +107,11 @@ void *shared_alloc(size_t n);
 
 /* A dlock client for the bench's server (prefix "bench:"). */
 dlock_client_t *bclient(const bopts *o);
-/* fair: dlock_mutexattr_setfair(&a, 1), a FIFO mutex. */
-void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type, unsigned lease_ms, int fair);
+/* flags: BMUTEX_FAIR, dlock_mutexattr_setfair(&a, 1), a FIFO mutex (issue
+ * #8); BMUTEX_CACHING, dlock_mutexattr_setcaching(&a, 1) (issue #9). */
+#define BMUTEX_FAIR 1
+#define BMUTEX_CACHING 2
+void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type, unsigned lease_ms, int flags);
 
 /* ------------------------------------------------------- the programs */
 
@@ -122,6 +125,7 @@ int cmd_seq(const bopts *o);
 int cmd_contend(const bopts *o);
 int cmd_waiters(const bopts *o);
 int cmd_renew(const bopts *o);
+int cmd_cache(const bopts *o);
 int cmd_analyze(const bopts *o, int nfiles, char **files);
 
 /* Contention events: one acquisition each. */

@@ -291,14 +291,16 @@ dlock_client_t *bclient(const bopts *o) {
     return c;
 }
 
-void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type, unsigned lease_ms, int fair) {
+void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type, unsigned lease_ms, int flags) {
     dlock_mutexattr_t a;
     int rc;
     dlock_mutexattr_init(&a);
     dlock_mutexattr_setclient(&a, c);
     dlock_mutexattr_settype(&a, type);
     if (lease_ms) dlock_mutexattr_setlease(&a, lease_ms);
-    if (fair && (rc = dlock_mutexattr_setfair(&a, 1)) != 0) die("dlock_mutexattr_setfair: %s", dlock_strerror(rc));
+    if ((flags & BMUTEX_FAIR) && (rc = dlock_mutexattr_setfair(&a, 1)) != 0) die("dlock_mutexattr_setfair: %s", dlock_strerror(rc));
+    if ((flags & BMUTEX_CACHING) && (rc = dlock_mutexattr_setcaching(&a, 1)) != 0)
+        die("dlock_mutexattr_setcaching: %s", dlock_strerror(rc));
     if ((rc = dlock_mutex_init(m, name, &a)) != 0)
         die("dlock_mutex_init(%s): %s (%s)", name, dlock_strerror(rc), dlock_last_error());
     dlock_mutexattr_destroy(&a);

@@ -136,7 +136,7 @@ static void child(const bopts *o, shared *sh, int proc, int threads, int impl_po
         cl = bclient(o);
         /* The fair mode on a name of its own: a lock's name is either fair
          * or not, never both in one run. */
-        bmutex_init(&m, cl, o->fair ? "contend-fair" : "contend", DLOCK_MUTEX_DEFAULT, 0, o->fair);
+        bmutex_init(&m, cl, o->fair ? "contend-fair" : "contend", DLOCK_MUTEX_DEFAULT, 0, o->fair ? BMUTEX_FAIR : 0);
     }
     for (t = 0; t < threads; t++) {
         w[t].o = o;

@@ -5,6 +5,8 @@
  *                        [--hold-ms H] [--seconds S] [--label L] [--events FILE]
  *   dlock-bench waiters  --port P [--fair] [--waiters 1,4,16,...] [--seconds S] [--events PLOTFILE]
  *   dlock-bench renew    --port P [--locks N] [--lease-ms L]   renewal cost and memory
+ *   dlock-bench cache    --port P [--rt-us R] [--seconds S] [--events PREFIX]   lock caching (issue #9):
+ *                        uncontended pairs (pthread, default, caching) and two-process ping-pong
  *   dlock-bench analyze  --label L --hold-ms H --rt-us R [--events HANDOFF_OUT] LOG...
  *   dlock-bench now                                    CLOCK_MONOTONIC in ns
  *
@@ -20,7 +22,7 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: dlock-bench seq|contend|waiters|renew|analyze --port PORT [options] (see bench/README.md)\n");
+            "usage: dlock-bench seq|contend|waiters|renew|cache|analyze --port PORT [options] (see bench/README.md)\n");
     exit(2);
 }
 
@@ -79,5 +81,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "contend") == 0) return cmd_contend(&o);
     if (strcmp(cmd, "waiters") == 0) return cmd_waiters(&o);
     if (strcmp(cmd, "renew") == 0) return cmd_renew(&o);
+    if (strcmp(cmd, "cache") == 0) return cmd_cache(&o);
     usage();
 }

@@ -7,6 +7,8 @@
 #              the fair mutex's longest wait against the default one's
 # handoff-direct.png: the same for the releases whose very next holder was
 #              another contender (propagation only: barging left out)
+# pingpong.png: handoff latency CDF of the two-process ping-pong in strict
+#              alternation (issue #9), caching mutex against plain
 # waiters.png: acquisitions/s and server requests per acquisition as the
 #              number of waiters on one lock grows, default and fair
 set terminal pngcairo size 900,540 font ",10" noenhanced
@@ -52,6 +54,22 @@ set ylabel "fraction of acquisitions waiting <= x"
 plotcmd = ""
 do for [i=1:words(names)] {
     f = outdir . "/cdfw-" . word(names, i) . ".dat"
+    if (fileok(f)) {
+        t = system("echo '" . word(titles, i) . "' | tr _ ' '")
+        plotcmd = plotcmd . (strlen(plotcmd) ? ", " : "") . "'" . f . "' using 1:2 with lines lw 2 title '" . t . "'"
+    }
+}
+if (strlen(plotcmd)) { eval("plot " . plotcmd) }
+
+set output outdir . "/pingpong.png"
+set title "Ping-pong, 2 processes in strict alternation, no hold: release issued -> lock returned in the other process"
+set xlabel "handoff latency (microseconds, log scale)"
+set ylabel "fraction of handoffs <= x"
+names = "cache-alt-caching cache-alt-plain"
+titles = "caching_mutex plain_mutex"
+plotcmd = ""
+do for [i=1:words(names)] {
+    f = outdir . "/cdf-" . word(names, i) . ".dat"
     if (fileok(f)) {
         t = system("echo '" . word(titles, i) . "' | tr _ ' '")
         plotcmd = plotcmd . (strlen(plotcmd) ? ", " : "") . "'" . f . "' using 1:2 with lines lw 2 title '" . t . "'"

@@ -124,5 +124,67 @@ END {
             f(g(p ".acq_per_s"), 0) "/s, handoff p50/p99 " f(g(p ".handoff_p50_us"), 0) "/" f(g(p ".handoff_p99_us"), 0) " us, max wait " f(g(p ".max_wait_ms"), 0) " ms, " f(g(p ".server_reqs_per_acq"), 1) " req/acq",
             (g(p ".acq_per_s") > 0) ? f(g("contend.dlock_proc.acq_per_s") / g(p ".acq_per_s"), 2) "x" : "n/a", "reported", "")
     }
+    # 10: lock caching (issue #9), from `dlock-bench cache`
+    if ("cache.caching_lock_unlock_ns" in have) {
+        pt = g("cache.pthread_pair_ns")
+        row("10", "pthread_mutex_lock+unlock, 1 thread, same program (the pthread floor)", "",
+            f(pt, 1) " ns/pair (" f(g("cache.pthread_pair_per_s") / 1e6, 1) " M pairs/s)", "", "floor", "")
+        pl = g("cache.plain_lock_unlock_ns")
+        row("10", "lock+unlock, default (non-caching) mutex, in the same rounds",
+            f(g("cache.plain_lock_unlock_per_s"), 0) " pairs/s (" f(pl / 1000, 1) " us = " f(g("cache.plain_lock_unlock_rt"), 2) " RT of the PING in the same rounds, " f(g("cache.ping_local_p50_us"), 1) " us; " f(g("cache.plain_lock_unlock_server_reqs"), 1) " req)",
+            "raw pair (1) " f(raw, 0) " pairs/s; pthread " f(pt, 1) " ns", (pt > 0) ? f(pl / pt, 0) "x pthread" : "n/a", "reported", "")
+        split("caching_lock_unlock caching_trylock_unlock", ck, " ")
+        split("lock+unlock|trylock+unlock", cn2, "|")
+        for (i = 1; i <= 2; i++) {
+            k = "cache." ck[i]
+            ns = g(k "_ns")
+            row("10", "CACHING " cn2[i] ", 1 thread, after warm-up (" f(g(k "_pairs") / 1e6, 1) " M pairs)",
+                f(g(k "_per_s") / 1e6, 2) " M pairs/s = " f(ns, 0) " ns/pair (rounds " f(g(k "_min_ns"), 0) "-" f(g(k "_max_ns"), 0) "); " f(g(k "_server_reqs"), 6) " req/pair",
+                "pthread " f(pt, 1) " ns; default " f(pl / 1000, 1) " us",
+                ((pt > 0) ? f(ns / pt, 1) "x pthread" : "n/a") "; " ((ns > 0) ? f(pl / ns, 0) "x faster than default" : "n/a"),
+                "caching pair <= 1 us (well under)", verdict(ns > 0 && ns <= 1000))
+        }
+        row("10", "CACHING lock+unlock, each pair timed: p50 / p99 / max (incl. one clock read, " f(g("cache.clock_read_ns"), 0) " ns)",
+            f(g("cache.caching_pair_timed_p50_ns"), 0) " / " f(g("cache.caching_pair_timed_p99_ns"), 0) " ns / " f(g("cache.caching_pair_timed_max_us"), 1) " us", "", "", "reported", "")
+        # A server acquisition reserves a block of 2^20 fences for the local
+        # holds: when it runs out the cache goes back to the server (release
+        # + acquire), so a pair makes 2 / 2^20 requests, none per pair.
+        cr = g("cache.caching_server_reqs_total") + g("cache.after_warmup_server_reqs")
+        cpairs = g("cache.caching_lock_unlock_pairs") + g("cache.caching_trylock_unlock_pairs") + g("cache.after_warmup_pairs")
+        blk = (cpairs > 0) ? cr / cpairs * 1048576 : -1
+        row("10", "CACHING: server requests made by the local pairs after warm-up (all rounds)",
+            f(cr, 0) " requests in " f(cpairs / 1e6, 2) " M pairs = " f(blk, 2) " per 2^20 pairs", "fence block: 2^20 local holds per server acquisition (release + acquire = 2)", "",
+            "no round trip per pair", verdict(blk >= 0 && blk <= 2.5))
+        row("10", "CACHING warm-up: first pair kept local; requests before it",
+            "pair #" f(g("cache.warmup_first_local_pair"), 0) ", " f(g("cache.warmup_first_local_ms"), 2) " ms after the first lock; " f(g("cache.warmup_server_reqs"), 0) " requests", "", "", "reported", "")
+        split("alt free", pm, " ")
+        split("strict alternation|free, both contending", pmn, "|")
+        for (i = 1; i <= 2; i++) {
+            c = "cache.pp_" pm[i] "_caching"; p = "cache.pp_" pm[i] "_plain"
+            if (!((c ".acq_per_s") in have)) continue
+            hc = g(c ".handoff_p50_us"); hpl = g(p ".handoff_p50_us")
+            if (pm[i] == "alt") {
+                row("10", "ping-pong, 2 processes, " pmn[i] ", CACHING: handoffs/s; handoff p50/p99 (release -> other process holds)",
+                    f(g(c ".acq_per_s"), 0) "/s; " f(hc, 0) "/" f(g(c ".handoff_p99_us"), 0) " us = " f(g(c ".handoff_p50_rt"), 1) "/" f(g(c ".handoff_p99_rt"), 1) " RT",
+                    "plain mutex: " f(g(p ".acq_per_s"), 0) "/s; " f(hpl, 0) "/" f(g(p ".handoff_p99_us"), 0) " us = " f(g(p ".handoff_p50_rt"), 1) "/" f(g(p ".handoff_p99_rt"), 1) " RT (RT = PING of 1; PING just before: caching run " f(g(c ".ping_local_p50_us"), 0) " us, plain run " f(g(p ".ping_local_p50_us"), 0) " us)",
+                    (hpl > 0) ? f(hc / hpl, 2) "x (p50)" : "n/a", "reported", "")
+                row("10", "ping-pong, " pmn[i] ": requests/acq (INFO commandstats); lock call p50; unlock call p50",
+                    "CACHING: " f(g(c ".server_reqs_per_acq"), 2) "; " f(g(c ".lock_p50_us"), 0) " us; " f(g(c ".unlock_call_p50_us"), 2) " us",
+                    "plain: " f(g(p ".server_reqs_per_acq"), 2) "; " f(g(p ".lock_p50_us"), 0) " us; " f(g(p ".unlock_call_p50_us"), 1) " us", "", "reported", "")
+            } else {
+                row("10", "ping-pong, 2 processes, " pmn[i] ", CACHING: acquisitions/s; longest run by one process; handoff p50/p99; direct handoff p50; longest wait",
+                    f(g(c ".acq_per_s"), 0) "/s; " f(g(c ".longest_run_one_worker"), 0) "; " f(hc, 0) "/" f(g(c ".handoff_p99_us"), 0) " us; " f(g(c ".direct_handoff_p50_us"), 0) " us; " f(g(c ".max_wait_ms"), 1) " ms",
+                    (((p ".acq_per_s") in have) ? "plain: " f(g(p ".acq_per_s"), 0) "/s; " f(g(p ".longest_run_one_worker"), 0) "; " f(hpl, 0) "/" f(g(p ".handoff_p99_us"), 0) " us; " f(g(p ".direct_handoff_p50_us"), 0) " us; " f(g(p ".max_wait_ms"), 1) " ms" : ""),
+                    "", "reported", "")
+                row("10", "ping-pong, " pmn[i] ": requests/acq (INFO commandstats)",
+                    "CACHING: " f(g(c ".server_reqs_per_acq"), 4), (((p ".acq_per_s") in have) ? "plain: " f(g(p ".server_reqs_per_acq"), 2) : ""), "", "reported", "")
+            }
+        }
+        bad = 0; runs = 0; acqs = 0
+        for (k in have) if (k ~ /^cache\.pp_.*\.(counter_mismatch|fence_violations|exclusion_violations|timestamp_overlaps|errors)$/) { if (v[k] + 0 > 0) bad++; if (k ~ /errors$/) runs++ }
+        for (k in have) if (k ~ /^cache\.pp_.*\.acquisitions$/) acqs += v[k]
+        row("10", "ping-pong: mutual exclusion (shared counter, overlaps, fences in order), all runs",
+            runs " runs, " acqs " acquisitions: " ((bad == 0) ? "no violation" : bad " violation rows"), "", "", "must hold", (bad == 0) ? "MET" : "BROKEN")
+    }
     if (smoke) print "(smoke pass: counts and times are tiny; the figures are not measurements)"
 }
