@@ -154,15 +154,16 @@ DLOCK_API void dlock_config_init(dlock_config_t *cfg) {
     if (cfg != NULL) memset(cfg, 0, sizeof *cfg);
 }
 
-DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cfg) {
+/* Makes a client from its configuration (parsed from cfg, or, for a
+ * Redlock member, copied from its parent's).  Nothing is left on error. */
+static int client_new(struct dlock_client **out, const dlock_config_t *cfg, const struct dlock_client *parent,
+                      size_t member) {
     struct dlock_client *c;
     int rc;
 
-    if (out == NULL) return dlock__seterr(EINVAL, "client pointer is NULL");
-    *out = NULL;
-    pthread_once(&global_once, global_init);
     if ((c = calloc(1, sizeof *c)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if ((rc = dlock__conf_parse(&c->conf, cfg)) != 0) {
+    rc = parent ? dlock__conf_member(&c->conf, &parent->conf, member) : dlock__conf_parse(&c->conf, cfg);
+    if (rc != 0) {
         free(c);
         return rc;
     }
@@ -171,7 +172,8 @@ DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cf
         free(c);
         return rc;
     }
-    c->ops = &dlock__single_backend;
+    c->ops = c->conf.kind == DLOCK__BACKEND_REDLOCK ? &dlock__redlock_backend : &dlock__single_backend;
+    c->one_connect = parent != NULL;
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
     c->sub_wakefd = -1;
@@ -200,8 +202,31 @@ DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cf
     c->next = clients;
     clients = c;
     pthread_mutex_unlock(&clients_mu);
+    if (c->conf.kind == DLOCK__BACKEND_REDLOCK) {
+        /* One client per master: its own pool and renewal connection;
+         * on the list of clients, so fork and exit treat it like any. */
+        size_t i;
+        if ((c->members = calloc(c->conf.nnodes, sizeof *c->members)) == NULL) {
+            dlock_client_destroy(c);
+            return dlock__seterr(ENOMEM, "out of memory");
+        }
+        for (i = 0; i < c->conf.nnodes; i++) {
+            if ((rc = client_new(&c->members[i], NULL, c, i)) != 0) {
+                dlock_client_destroy(c);
+                return rc;
+            }
+            c->nmembers++;
+        }
+    }
     *out = c;
     return 0;
+}
+
+DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cfg) {
+    if (out == NULL) return dlock__seterr(EINVAL, "client pointer is NULL");
+    *out = NULL;
+    pthread_once(&global_once, global_init);
+    return client_new(out, cfg, NULL, 0);
 }
 
 DLOCK_API dlock_client_t *dlock_client_default(int *err) {
@@ -277,6 +302,8 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     free(c->renew_reps);
     pthread_cond_destroy(&c->renew_cv);
     pthread_mutex_destroy(&c->mu);
+    for (i = 0; i < c->nmembers; i++) (void)dlock_client_destroy(c->members[i]);
+    free(c->members);
     dlock__tls_ctx_free(c);
     dlock__conf_free(&c->conf);
     free(c);

@@ -137,8 +137,8 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
  * *ep filled, or ENOLCK when none of them answers with an address. */
 static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__endpoint *ep) {
     size_t i;
-    for (i = 0; i < cf->nsentinels; i++) {
-        const dlock__endpoint *s = &cf->sentinels[i];
+    for (i = 0; i < cf->nnodes; i++) {
+        const dlock__endpoint *s = &cf->nodes[i];
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", cf->master };
         size_t lens[3] = { 8, 23, strlen(cf->master) };
         redisContext *ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(timeout_ms));
@@ -200,12 +200,17 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
 
     if (connect_timeout_ms == 0) connect_timeout_ms = 1;
     if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(cf, connect_timeout_ms, &ep)) != 0) return rc;
-    ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(connect_timeout_ms));
-    if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if (ctx->err) {
+    for (size_t i = 0;; i++) {
+        /* Redlock: this client's own connection (the subscriber's, or an
+         * administrative one) goes to the first master that answers; the
+         * lock requests go through one client per master (redlock.c). */
+        if (cf->kind == DLOCK__BACKEND_REDLOCK) ep = cf->nodes[i];
+        ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(connect_timeout_ms));
+        if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
+        if (!ctx->err) break;
         rc = dlock__seterr(ENOLCK, "cannot connect to %s: %s", cf->redacted_url, ctx->errstr);
         redisFree(ctx);
-        return rc;
+        if (cf->kind != DLOCK__BACKEND_REDLOCK || i + 1 >= cf->nnodes) return rc;
     }
     /* Not inherited by programs the host runs (fork + exec). */
     fcntl(ctx->fd, F_SETFD, fcntl(ctx->fd, F_GETFD) | FD_CLOEXEC);
@@ -291,7 +296,7 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
             if ((uint64_t)left < budget) budget = (unsigned)left;
         }
         rc = dlock__conn_open(c, out, budget);
-        if (rc != ENOLCK) return rc == EACCES ? ENOLCK : rc;
+        if (rc != ENOLCK || c->one_connect) return rc == EACCES ? ENOLCK : rc;
         /* Refused or timed out: wait a little, then try again. */
         now = dlock__now();
         if (deadline != DLOCK__MONO_NEVER && now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline) {

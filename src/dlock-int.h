@@ -68,21 +68,22 @@ void dlock__restoreerr(const char *saved);
 
 /* --------------------------------------------------------------- config */
 
-typedef enum { DLOCK__BACKEND_SINGLE, DLOCK__BACKEND_SENTINEL } dlock__backend_kind;
+typedef enum { DLOCK__BACKEND_SINGLE, DLOCK__BACKEND_SENTINEL, DLOCK__BACKEND_REDLOCK } dlock__backend_kind;
 
 typedef struct dlock__endpoint {
     char host[256];
     int port;
 } dlock__endpoint;
 
-#define DLOCK__SENTINELS_MAX 16
+#define DLOCK__NODES_MAX 16
 
 typedef struct dlock__conf {
     dlock__backend_kind kind;
     dlock__endpoint ep;     /* SINGLE: the server */
-    /* SENTINEL: where to ask for the master of that name (conn.c). */
-    dlock__endpoint *sentinels;
-    size_t nsentinels;
+    /* SENTINEL: where to ask for the master of that name (conn.c);
+     * REDLOCK: the independent masters (redlock.c). */
+    dlock__endpoint *nodes;
+    size_t nnodes;
     char *master;
     unsigned wait_replicas;   /* ?wait=N: an acquire counts once N replicas have it */
     unsigned wait_timeout_ms; /* ...waiting for them at most this long */
@@ -109,6 +110,9 @@ typedef struct dlock__conf {
  * password. */
 int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg);
 void dlock__conf_free(dlock__conf *conf);
+/* Redlock: the configuration of one master's own client (a single
+ * server, node i of src).  0 or ENOMEM. */
+int dlock__conf_member(dlock__conf *dst, const dlock__conf *src, size_t i);
 
 /* --------------------------------------------------------------- tokens */
 
@@ -365,6 +369,7 @@ typedef struct dlock__backend_ops {
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
+extern const dlock__backend_ops dlock__redlock_backend;
 
 /* --------------------------------------------------------------- client */
 
@@ -419,6 +424,11 @@ struct dlock_client {
 
     struct dlock_client *next; /* all clients, for fork and exit */
     int is_default;
+    /* Redlock: one internal single-server client per master, made and
+     * destroyed with this one (redlock.c talks to them). */
+    struct dlock_client **members;
+    size_t nmembers;
+    int one_connect; /* a member: one connection attempt per request, no retry loop */
 };
 
 /* The table: find or make the state of `name`, with one reference taken.
@@ -503,6 +513,7 @@ enum {
     DLOCK__SCRIPT_FENCED_SET,
     DLOCK__SCRIPT_INFO,
     DLOCK__SCRIPT_COND,
+    DLOCK__SCRIPT_FENCE_RAISE,
     DLOCK__NSCRIPTS
 };
 const char *dlock__script_sha(int which);

@@ -387,9 +387,23 @@ static const char cond_lua[] =
     "end\n"
     "return n\n";
 
-static const char *const bodies[DLOCK__NSCRIPTS] = {
+/* Redlock (redlock.c): KEYS: a lock's fence key.  ARGV: a fence.  Raises
+ * the last fence issued to at least that one, so that every later fence
+ * of this master is above it.  Fences are decimal strings, compared as
+ * such. */
+static const char fence_raise_lua[] =
+    "local cur = redis.call('GET', KEYS[1])\n"
+    "local f = ARGV[1]\n"
+    "if not cur or #cur < #f or (#cur == #f and cur < f) then\n"
+    "  redis.call('SET', KEYS[1], f, 'PX', 3600000)\n"
+    "end\n"
+    "return 1\n";
+
+static const char *const bodies[] = {
     acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
+    fence_raise_lua,
 };
+_Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
 static char shas[DLOCK__NSCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 

@@ -3,6 +3,7 @@
  * Accepted now:
  *   redis://[user:password@]host[:port][/db][?param=value&...]
  *   redis+sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[/db][?...]
+ *   redlock://[user:password@]host[:port],host[:port],...[/db][?...]
  * with host a name, an IPv4 address or [an IPv6 address] (sentinels'
  * default port: 26379).  Parameters: connect_timeout_ms,
  * command_timeout_ms, unreachable_ms, drift_ms, restart_guard_ms,
@@ -246,7 +247,8 @@ static const char *parse_endpoint(const dlock__conf *conf, const char *p, const 
 }
 
 static int parse_url(dlock__conf *conf, const char *url) {
-    static const char single[] = "redis://", tls[] = "rediss://", sentinel[] = "redis+sentinel://";
+    static const char single[] = "redis://", tls[] = "rediss://", sentinel[] = "redis+sentinel://",
+                      redlock[] = "redlock://";
     const char *p, *end, *at, *colon = NULL, *q;
     size_t n = strnlen(url, URL_MAX + 1);
     int nomem;
@@ -261,14 +263,17 @@ static int parse_url(dlock__conf *conf, const char *url) {
     } else if (strncmp(url, sentinel, sizeof sentinel - 1) == 0) {
         conf->kind = DLOCK__BACKEND_SENTINEL;
         p = url + sizeof sentinel - 1;
+    } else if (strncmp(url, redlock, sizeof redlock - 1) == 0) {
+        conf->kind = DLOCK__BACKEND_REDLOCK;
+        p = url + sizeof redlock - 1;
     } else {
         const char *sep = strstr(url, "://");
         int sl = sep ? (int)(sep - url) : 0;
         if (sl > 32) sl = 32;
         if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
             return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version "
-                                 "(only redis://, rediss:// and redis+sentinel://)", sl, url);
-        return dlock__seterr(EINVAL, "URL must start with redis://, rediss:// or redis+sentinel:// "
+                                 "(only redis://, rediss://, redis+sentinel:// and redlock://)", sl, url);
+        return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel:// or redlock:// "
                              "(scheme '%.*s' given)", sl, url);
     }
     end = url + n;
@@ -316,21 +321,28 @@ static int parse_url(dlock__conf *conf, const char *url) {
         if (p < q && *p == ',')
             return dlock__seterr(EINVAL, "URL %s: several hosts need redis+sentinel://", conf->redacted_url);
     } else {
-        /* h1:p1,h2:p2,.../MASTER */
+        /* h1:p1,h2:p2,... then /MASTER (Sentinel) */
         const char *ms;
-        if ((conf->sentinels = calloc(DLOCK__SENTINELS_MAX, sizeof *conf->sentinels)) == NULL)
+        int dport = conf->kind == DLOCK__BACKEND_SENTINEL ? 26379 : 6379;
+        if ((conf->nodes = calloc(DLOCK__NODES_MAX, sizeof *conf->nodes)) == NULL)
             return dlock__seterr(ENOMEM, "out of memory");
         for (;;) {
-            if (conf->nsentinels == DLOCK__SENTINELS_MAX)
-                return dlock__seterr(EINVAL, "URL %s: more than %d sentinels", conf->redacted_url,
-                                     DLOCK__SENTINELS_MAX);
-            if ((p = parse_endpoint(conf, p, q, 26379, &conf->sentinels[conf->nsentinels])) == NULL) return EINVAL;
-            conf->nsentinels++;
+            if (conf->nnodes == DLOCK__NODES_MAX)
+                return dlock__seterr(EINVAL, "URL %s: more than %d hosts", conf->redacted_url, DLOCK__NODES_MAX);
+            if ((p = parse_endpoint(conf, p, q, dport, &conf->nodes[conf->nnodes])) == NULL) return EINVAL;
+            conf->nnodes++;
             if (p < q && *p == ',') {
                 p++;
                 continue;
             }
             break;
+        }
+        conf->ep = conf->nodes[0]; /* Sentinel: until they are asked, the first stands in */
+        if (conf->kind == DLOCK__BACKEND_REDLOCK) {
+            if (conf->nnodes < 2)
+                return dlock__seterr(EINVAL, "URL %s: Redlock needs at least 2 masters (better 3 or 5)",
+                                     conf->redacted_url);
+            goto path;
         }
         if (p >= q || *p != '/')
             return dlock__seterr(EINVAL, "URL %s: no master name (redis+sentinel://h:p,.../MASTER)",
@@ -347,9 +359,8 @@ static int parse_url(dlock__conf *conf, const char *url) {
         if ((conf->master = malloc((size_t)(p - ms) + 1)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
         memcpy(conf->master, ms, (size_t)(p - ms));
         conf->master[p - ms] = '\0';
-        /* Until the sentinels are asked, the first of them stands in. */
-        conf->ep = conf->sentinels[0];
     }
+path:
     if (p < q && *p == '/') {
         const char *ds = ++p;
         unsigned long db = 0;
@@ -416,6 +427,32 @@ fail:
     return rc;
 }
 
+static int dup_or_null(char **dst, const char *src) {
+    *dst = NULL;
+    return src != NULL && (*dst = strdup(src)) == NULL ? -1 : 0;
+}
+
+int dlock__conf_member(dlock__conf *dst, const dlock__conf *src, size_t i) {
+    const dlock__endpoint *ep = &src->nodes[i];
+    size_t n = strlen(src->redacted_url) + strlen(ep->host) + 32;
+    *dst = *src;
+    dst->kind = DLOCK__BACKEND_SINGLE;
+    dst->ep = *ep;
+    dst->nodes = NULL;
+    dst->nnodes = 0;
+    dst->master = NULL;
+    dst->redacted_url = malloc(n);
+    if (dst->redacted_url != NULL) snprintf(dst->redacted_url, n, "%s [master %s:%d]", src->redacted_url, ep->host, ep->port);
+    if (dst->redacted_url == NULL || dup_or_null(&dst->user, src->user) || dup_or_null(&dst->password, src->password) ||
+        dup_or_null(&dst->prefix, src->prefix) || dup_or_null(&dst->tls_ca_file, src->tls_ca_file) ||
+        dup_or_null(&dst->tls_cert_file, src->tls_cert_file) || dup_or_null(&dst->tls_key_file, src->tls_key_file) ||
+        dup_or_null(&dst->tls_server_name, src->tls_server_name)) {
+        dlock__conf_free(dst);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
 void dlock__conf_free(dlock__conf *conf) {
     free(conf->user);
     if (conf->password) {
@@ -424,7 +461,7 @@ void dlock__conf_free(dlock__conf *conf) {
     }
     free(conf->prefix);
     free(conf->redacted_url);
-    free(conf->sentinels);
+    free(conf->nodes);
     free(conf->master);
     free(conf->tls_ca_file);
     free(conf->tls_cert_file);

@@ -1,0 +1,249 @@
+/* redlock.c -- the Redlock backend: a lock held on a quorum of masters.
+ *
+ * N independent masters (no replication between them); a lock is held
+ * when a majority, Q = N/2 + 1, granted it with the same token, within
+ * its lease: the acquire script runs on every master, and the hold counts
+ * only if Q granted it and the time spent asking left some lease (the
+ * local validity is counted from before the first request, as for one
+ * server, minus the drift margin).  Otherwise what was granted is given
+ * back at once.  Each master has its own internal single-server client
+ * (c->members): its own pool and renewal connection, one attempt per
+ * request, so a master that is down costs one refused connection, not a
+ * retry loop.
+ *
+ * Fencing: each master issues max(last + 1, its time in us).  The hold's
+ * fence is the largest of the quorum's, and before the acquire returns it
+ * is written back to every master as a floor for its next fence
+ * (fence_raise_lua); that must reach a quorum too.  Any later hold's
+ * quorum shares a master with that one, whose next fence is above the
+ * floor, so fences increase strictly across holds, whichever masters
+ * granted them (as long as a master does not lose its data: see
+ * docs/fencing.md).
+ *
+ * Renewal runs on every master; a hold stays valid while a quorum renews
+ * it.  A release goes to every master.  Release notifications come from
+ * any one master (every release publishes on each of them): the client's
+ * own subscriber connection goes to the first master that answers.
+ * Condition variables, lock information and the administrative list are
+ * kept on, or read from, the first master that answers.  Fair mutexes are
+ * not fair on Redlock (each master would keep its own queue): the
+ * attribute is ignored there.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlock-int.h"
+
+static size_t quorum(const struct dlock_client *c) {
+    return c->nmembers / 2 + 1;
+}
+
+/* How long one master may take to answer one request. */
+static dlock__mono member_deadline(const struct dlock_client *c) {
+    return dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
+}
+
+static int granted(int status) {
+    return status == DLOCK__ACQ_ACQUIRED || status == DLOCK__ACQ_MINE || status == DLOCK__ACQ_OWNERDEAD;
+}
+
+/* Raises the fence floor of l on every master; how many took it. */
+static size_t raise_fences(struct dlock_client *c, dlock__lock *l, uint64_t fence) {
+    char f[24];
+    const char *args[2];
+    size_t lens[2], i, ok = 0;
+    snprintf(f, sizeof f, "%llu", (unsigned long long)fence);
+    args[0] = l->keys[DLOCK__K_FENCE];
+    lens[0] = l->keylens[DLOCK__K_FENCE];
+    args[1] = f;
+    lens[1] = strlen(f);
+    for (i = 0; i < c->nmembers; i++) {
+        redisReply *r;
+        if (dlock__script_run(c->members[i], DLOCK__SCRIPT_FENCE_RAISE, &r, member_deadline(c), 1, 2, args, lens) != 0)
+            continue;
+        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ok++;
+        freeReplyObject(r);
+    }
+    return ok;
+}
+
+static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+                      dlock__acq *out, dlock__mono deadline) {
+    size_t n = c->nmembers, q = quorum(c), i;
+    unsigned backoff_ms = 10;
+    char why[256];
+
+    flags &= ~DLOCK__F_FAIR; /* one queue per master could not agree: not fair here */
+    for (;;) {
+        dlock__acq acq[DLOCK__NODES_MAX];
+        int ok[DLOCK__NODES_MAX];
+        size_t got = 0, busy = 0, errs = 0, notrec = 0;
+        uint64_t fence = 0;
+        int64_t pttl = -1;
+        int dead = 0;
+        dlock__mono start = dlock__now(), now;
+
+        why[0] = '\0';
+        for (i = 0; i < n; i++) {
+            ok[i] = dlock__single_backend.acquire(c->members[i], l, token, lease_ms, flags, &acq[i],
+                                                  member_deadline(c)) == 0;
+            if (!ok[i]) {
+                errs++;
+                snprintf(why, sizeof why, "%s", dlock_last_error());
+            } else if (granted(acq[i].status)) {
+                got++;
+                if (acq[i].fence > fence) fence = acq[i].fence;
+                if (acq[i].status == DLOCK__ACQ_OWNERDEAD) dead = 1;
+            } else if (acq[i].status == DLOCK__ACQ_NOTRECOVERABLE) {
+                notrec++;
+            } else {
+                busy++;
+                if (acq[i].pttl_ms >= 0 && (pttl < 0 || acq[i].pttl_ms < pttl)) pttl = acq[i].pttl_ms;
+            }
+        }
+        now = dlock__now();
+        if (got >= q && now - start < (dlock__mono)(lease_ms - dlock__drift_ms(c, lease_ms)) * DLOCK__MS &&
+            raise_fences(c, l, fence) >= q) {
+            out->status = dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
+            out->fence = fence;
+            out->pttl_ms = -1;
+            return 0;
+        }
+        /* No quorum (or no time left): give back what was granted. */
+        for (i = 0; i < n; i++) {
+            int how, released;
+            if (!ok[i] || !granted(acq[i].status)) continue;
+            how = flags & DLOCK__F_SHARED              ? DLOCK__REL_SHARED
+                  : !(flags & DLOCK__F_ROBUST)         ? DLOCK__REL_PLAIN
+                  : acq[i].status == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD
+                                                       : DLOCK__REL_CLEAN;
+            (void)dlock__single_backend.release(c->members[i], l, token, how, &released, member_deadline(c));
+        }
+        if (notrec > 0) {
+            out->status = DLOCK__ACQ_NOTRECOVERABLE;
+            return 0;
+        }
+        if (busy > 0) {
+            out->status = DLOCK__ACQ_BUSY;
+            out->pttl_ms = pttl;
+            return 0;
+        }
+        /* Neither a quorum nor a holder: masters did not answer.  Ask
+         * again until the caller's bound. */
+        now = dlock__now();
+        if (now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
+            return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer; a quorum "
+                                 "is %zu (last: %.150s)", c->conf.redacted_url, got, n, errs, q, why);
+        usleep(backoff_ms * 1000);
+        if (backoff_ms < 200) backoff_ms *= 2;
+    }
+}
+
+static int rl_release(struct dlock_client *c, dlock__lock *l, const char *token, int how, int *released,
+                      dlock__mono deadline) {
+    size_t i, answered = 0;
+    (void)deadline;
+    *released = 0;
+    for (i = 0; i < c->nmembers; i++) {
+        int r = 0;
+        if (dlock__single_backend.release(c->members[i], l, token, how, &r, member_deadline(c)) != 0) continue;
+        answered++;
+        if (r) *released = 1;
+    }
+    if (answered == 0) return dlock__seterr(ENOLCK, "%s: no master answered the release", c->conf.redacted_url);
+    return 0;
+}
+
+static int rl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
+    size_t q = quorum(c), i, j, nm = c->nmembers;
+    dlock__renewal *tmp = malloc(n * sizeof *tmp);
+    unsigned short *yes = calloc(n, sizeof *yes), *no = calloc(n, sizeof *no);
+    if (tmp == NULL || yes == NULL || no == NULL) {
+        free(tmp);
+        free(yes);
+        free(no);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    for (i = 0; i < nm; i++) {
+        memcpy(tmp, rn, n * sizeof *tmp);
+        (void)dlock__single_backend.renew(c->members[i], tmp, n, deadline);
+        for (j = 0; j < n; j++) {
+            if (tmp[j].result == 1) yes[j]++;
+            else if (tmp[j].result == 0) no[j]++;
+        }
+    }
+    for (j = 0; j < n; j++) rn[j].result = yes[j] >= q ? 1 : no[j] > nm - q ? 0 : -1;
+    free(tmp);
+    free(yes);
+    free(no);
+    return 0;
+}
+
+static int rl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline) {
+    size_t i, answered = 0;
+    (void)deadline;
+    *was_held = 0;
+    for (i = 0; i < c->nmembers; i++) {
+        int h = 0;
+        if (dlock__single_backend.reset(c->members[i], l, how, &h, member_deadline(c)) != 0) continue;
+        answered++;
+        if (h) *was_held = 1;
+    }
+    if (answered < quorum(c))
+        return dlock__seterr(ENOLCK, "%s: only %zu masters answered the reset; a quorum is %zu", c->conf.redacted_url,
+                             answered, quorum(c));
+    return 0;
+}
+
+/* A fenced write to every master; written when a quorum took it. */
+static int rl_fenced_set(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence, const void *value,
+                         size_t len, int *written, dlock__mono deadline) {
+    size_t i, answered = 0, wrote = 0;
+    (void)deadline;
+    for (i = 0; i < c->nmembers; i++) {
+        int w = 0;
+        if (dlock__single_backend.fenced_set(c->members[i], key, keylen, fence, value, len, &w, member_deadline(c)) != 0)
+            continue;
+        answered++;
+        if (w) wrote++;
+    }
+    if (answered < quorum(c))
+        return dlock__seterr(ENOLCK, "%s: only %zu masters answered the fenced write; a quorum is %zu",
+                             c->conf.redacted_url, answered, quorum(c));
+    *written = wrote >= quorum(c);
+    return 0;
+}
+
+static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
+    size_t i;
+    int rc = ENOLCK;
+    (void)deadline;
+    for (i = 0; i < c->nmembers; i++)
+        if ((rc = dlock__single_backend.info(c->members[i], l, out, member_deadline(c))) == 0) return 0;
+    return rc;
+}
+
+static int rl_cond(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
+                   const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
+    size_t i;
+    int rc = ENOLCK;
+    (void)deadline;
+    for (i = 0; i < c->nmembers; i++)
+        if ((rc = dlock__single_backend.cond(c->members[i], l, op, token, ttl_ms, stale, nstale, result,
+                                             member_deadline(c))) == 0)
+            return 0;
+    return rc;
+}
+
+const dlock__backend_ops dlock__redlock_backend = {
+    .acquire = rl_acquire,
+    .release = rl_release,
+    .renew = rl_renew,
+    .reset = rl_reset,
+    .fenced_set = rl_fenced_set,
+    .info = rl_info,
+    .cond = rl_cond,
+};
