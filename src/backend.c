@@ -224,6 +224,8 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dl
     while (done < n) {
         size_t k = n - done < RENEW_BATCH ? n - done : RENEW_BATCH;
         int noscript = 0;
+        if (c->renew_conn != NULL && !dlock__conn_current(c, c->renew_conn, 0))
+            drop_renew_conn(c); /* failed over: renew on the new master, or learn the hold is gone */
         if (c->renew_conn == NULL &&
             (rc = dlock__conn_open(c, &c->renew_conn, c->conf.connect_timeout_ms)) != 0)
             return rc == EACCES ? ENOLCK : rc;

@@ -142,7 +142,7 @@ static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__en
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", cf->master };
         size_t lens[3] = { 8, 23, strlen(cf->master) };
         redisContext *ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(timeout_ms));
-        dlock__conn tmp = { ctx, timeout_ms, NULL, NULL };
+        dlock__conn tmp = { .ctx = ctx, .timeout_ms = timeout_ms };
         redisReply *r;
         unsigned long port = 0;
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
@@ -231,8 +231,34 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
     }
     redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
     cn->timeout_ms = cf->command_timeout_ms;
+    cn->ep = ep;
+    cn->checked = dlock__now();
     *out = cn;
     return 0;
+}
+
+/* A failover does not stop the old master at once: Sentinel demotes it
+ * seconds after naming the new one, and until then it still takes
+ * writes.  A connection to it would renew holds the new master lets run
+ * out, and grant locks the new master does not know of.  So connections
+ * are checked against the sentinels' answer: the renewal connection
+ * before every batch, pooled connections when their last check is older
+ * than this. */
+#define SENTINEL_CHECK_MS 100
+
+int dlock__conn_current(struct dlock_client *c, dlock__conn *cn, dlock__mono max_age) {
+    dlock__endpoint ep;
+    dlock__mono now = dlock__now();
+    char saved[512];
+    int rc;
+    if (c->conf.kind != DLOCK__BACKEND_SENTINEL || now - cn->checked < max_age) return 1;
+    snprintf(saved, sizeof saved, "%s", dlock_last_error());
+    rc = sentinel_master(&c->conf, c->conf.connect_timeout_ms, &ep);
+    dlock__restoreerr(saved);
+    if (rc != 0) return 1; /* the sentinels cannot tell: go on with what we have */
+    if (ep.port != cn->ep.port || strcmp(ep.host, cn->ep.host) != 0) return 0;
+    cn->checked = now;
+    return 1;
 }
 
 void dlock__conn_close(dlock__conn *cn) {
@@ -278,7 +304,8 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
         pfd.fd = cn->ctx->fd;
         pfd.events = POLLIN;
         pfd.revents = 0;
-        if (poll(&pfd, 1, 0) == 0 && !dlock__conn_pending(cn)) {
+        if (poll(&pfd, 1, 0) == 0 && !dlock__conn_pending(cn) &&
+            dlock__conn_current(c, cn, (dlock__mono)SENTINEL_CHECK_MS * DLOCK__MS)) {
             *out = cn;
             return 0;
         }

@@ -154,7 +154,13 @@ typedef struct dlock__conn {
     unsigned timeout_ms; /* the socket timeout now set */
     struct dlock__conn *next; /* pool link */
     struct dlock__tls *tls;   /* rediss://: the TLS session (tls.c); NULL: plain */
+    dlock__endpoint ep;       /* the server it leads to */
+    dlock__mono checked;      /* Sentinel: when the sentinels last named ep the master */
 } dlock__conn;
+/* Sentinel: does cn still lead to the master the sentinels name?  Asked
+ * again when the last answer is older than max_age (0: always).  1 yes
+ * (or the sentinels cannot tell), 0 no.  Other deployments: always 1. */
+int dlock__conn_current(struct dlock_client *c, dlock__conn *cn, dlock__mono max_age);
 
 /* TLS (tls.c).  The client's context is made from its configuration
  * (nothing without TLS); a connection's session starts on its connected

@@ -1,0 +1,891 @@
+/* labels: redis; timeout: 300 */
+/* test_sentinel.c -- Sentinel deployments (issue #7, item 2):
+ * redis+sentinel:// URLs, failover following, wait=N.
+ *
+ * Each test starts its own topology on free loopback ports: a master, its
+ * replicas (replicaof) and sentinels monitoring it as "mymaster", and
+ * tears it down at its end (st_down; a test that stops half-way leaves it
+ * to the next st_up, and the fixture kills whatever is left at exit).  The
+ * suite's own server (dlt_server, DLOCK_URL) is not used: every client
+ * here is made from the sentinel URL with dlt_client_make.
+ *
+ * Only outcomes are asserted, never durations: waits on the topology are
+ * polls with generous bounds.  Processes are forked before the test
+ * process makes any client of its own (AddressSanitizer and fork: see
+ * fixture.h).  Helpers are st_-prefixed (static).
+ */
+#define DLT_CK_MOD 120 /* worker codes 1..120: clear of 128 + signal */
+#include "fixture.h"
+
+#include <dlock.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ========================================================================
+ * The topology
+ * ====================================================================== */
+
+#define ST_MASTER "mymaster"
+#define ST_MAXN 3 /* nodes: the first master and up to 2 replicas */
+#define ST_MAXS 3 /* sentinels */
+
+typedef struct st_topo {
+    int nnodes, nsents;
+    dlt_redis node[ST_MAXN];
+    dlt_redis sent[ST_MAXS];
+    char url[512]; /* redis+sentinel://127.0.0.1:S1,...,127.0.0.1:Sn/mymaster */
+} st_topo;
+
+static st_topo st; /* one topology at a time, global so that any test can clean it up */
+
+static void st_down(void) {
+    for (int i = 0; i < ST_MAXS; i++) dlt_redis_cleanup(&st.sent[i]);
+    for (int i = 0; i < ST_MAXN; i++) dlt_redis_cleanup(&st.node[i]);
+    memset(&st, 0, sizeof st);
+}
+
+/* Replicas the node at index i reports online (INFO replication); -1 if
+ * it does not answer. */
+static int st_replicas_online(int i) {
+    redisReply *r = dlt_redis_cmd(&st.node[i], "INFO replication");
+    int n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        n = 0;
+        for (const char *p = r->str; (p = strstr(p, "state=online")) != NULL; p++) n++;
+    }
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+/* The master's port sentinel s names (SENTINEL get-master-addr-by-name);
+ * -1 when it names none or does not answer. */
+static int st_named_port(int s, const char *master) {
+    redisReply *r = dlt_redis_cmd(&st.sent[s], "SENTINEL get-master-addr-by-name %s", master);
+    int port = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_STRING)
+        port = atoi(r->element[1]->str);
+    if (r) freeReplyObject(r);
+    return port;
+}
+
+/* The port every sentinel names, or -1 while they disagree (or one is
+ * silent). */
+static int st_agreed_port(void) {
+    int port = -1;
+    for (int s = 0; s < st.nsents; s++) {
+        int p = st_named_port(s, ST_MASTER);
+        if (p <= 0 || (s > 0 && p != port)) return -1;
+        port = p;
+    }
+    return port;
+}
+
+/* The value of field in a SENTINEL replicas/sentinels entry (a flat
+ * array of names and values); NULL if absent. */
+static const char *st_entry_field(const redisReply *e, const char *field) {
+    if (e->type != REDIS_REPLY_ARRAY) return NULL;
+    for (size_t i = 0; i + 1 < e->elements; i += 2)
+        if (e->element[i]->type == REDIS_REPLY_STRING && strcmp(e->element[i]->str, field) == 0 &&
+            e->element[i + 1]->type == REDIS_REPLY_STRING)
+            return e->element[i + 1]->str;
+    return NULL;
+}
+
+/* Entries of "SENTINEL <what> mymaster" on sentinel s whose flags are
+ * exactly want (healthy: no s_down, disconnected...); -1 on no answer. */
+static int st_sentinel_count(int s, const char *what, const char *want) {
+    redisReply *r = dlt_redis_cmd(&st.sent[s], "SENTINEL %s %s", what, ST_MASTER);
+    int n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
+        n = 0;
+        for (size_t i = 0; i < r->elements; i++) {
+            const char *f = st_entry_field(r->element[i], "flags");
+            if (f != NULL && strcmp(f, want) == 0) n++;
+        }
+    }
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+/* The index of the node listening on port, or -1. */
+static int st_node_of(int port) {
+    for (int i = 0; i < st.nnodes; i++)
+        if (st.node[i].port == port) return i;
+    return -1;
+}
+
+/* Polls until the master (the node every sentinel names) has nrep online
+ * replicas and every sentinel knows them and the other sentinels, within
+ * timeout_ms.  The master's node index, or -1 (with a line on stderr). */
+static int st_wait_healthy(int nrep, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    int m = -1, online = -1, s = 0, reps = -1, sents = -1;
+    for (int round = 0; round < 100000; round++) {
+        int ok = 0;
+        m = st_node_of(st_agreed_port());
+        if (m >= 0 && (online = st_replicas_online(m)) >= nrep) {
+            for (s = 0; s < st.nsents; s++) {
+                if ((reps = st_sentinel_count(s, "replicas", "slave")) < nrep) break;
+                if ((sents = st_sentinel_count(s, "sentinels", "sentinel")) < st.nsents - 1) break;
+            }
+            ok = s == st.nsents;
+        }
+        if (ok) return m;
+        if (dlt_now() > end) break;
+        dlt_sleep_ms(100);
+    }
+    fprintf(stderr,
+            "st_wait_healthy: not healthy within %d ms: master node %d, %d replicas online, "
+            "sentinel %d knows %d replicas and %d sentinels\n",
+            timeout_ms, m, online, s, reps, sents);
+    return -1;
+}
+
+/* Starts 1 master, nrep replicas of it and nsent sentinels (quorum 2, or
+ * 1 with a single sentinel) and waits until they are healthy.  0 or -1. */
+static int st_up(int nrep, int nsent) {
+    char conf[512];
+    int n;
+    st_down();
+    if (dlt_redis_start(&st.node[0], NULL) != 0) return -1;
+    st.nnodes = 1;
+    snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d\nreplica-read-only yes", st.node[0].port);
+    for (int i = 1; i <= nrep; i++) {
+        if (dlt_redis_start(&st.node[i], conf) != 0) return -1;
+        st.nnodes++;
+    }
+    snprintf(conf, sizeof conf,
+             "sentinel monitor %s 127.0.0.1 %d %d\n"
+             "sentinel down-after-milliseconds %s 1000\n"
+             "sentinel failover-timeout %s 5000\n"
+             "sentinel parallel-syncs %s 2",
+             ST_MASTER, st.node[0].port, nsent > 1 ? 2 : 1, ST_MASTER, ST_MASTER, ST_MASTER);
+    for (int s = 0; s < nsent; s++) {
+        if (dlt_redis_start(&st.sent[s], conf) != 0) return -1;
+        st.nsents++;
+    }
+    n = snprintf(st.url, sizeof st.url, "redis+sentinel://");
+    for (int s = 0; s < nsent; s++)
+        n += snprintf(st.url + n, sizeof st.url - (size_t)n, "%s127.0.0.1:%d", s ? "," : "",
+                      st.sent[s].port);
+    snprintf(st.url + n, sizeof st.url - (size_t)n, "/%s", ST_MASTER);
+    return st_wait_healthy(nrep, 30000) == 0 ? 0 : -1;
+}
+
+/* The sentinel URL with a query appended ("" for none). */
+static void st_url_q(char *buf, size_t cap, const char *query) {
+    snprintf(buf, cap, "%s%s%s", st.url, query && *query ? "?" : "", query ? query : "");
+}
+
+/* EXISTS dlock:{name} on node i: 1, 0, or -1 without an answer. */
+static int st_exists(int i, const char *name) {
+    char key[256];
+    dlt_lock_key(name, key, sizeof key);
+    redisReply *r = dlt_redis_cmd(&st.node[i], "EXISTS %s", key);
+    int v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+/* Polls EXISTS dlock:{name} on node i until it is want (1 / 0), within
+ * timeout_ms.  1 if it was. */
+static int st_wait_exists(int i, const char *name, int want, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    for (int round = 0; round < 100000; round++) {
+        if (st_exists(i, name) == want) return 1;
+        if (dlt_now() > end) return 0;
+        dlt_sleep_ms(20);
+    }
+    return 0;
+}
+
+/* Polls until every sentinel names one master other than the node at old
+ * and that node answers ROLE master, within timeout_ms.  Its index, or -1. */
+static int st_wait_new_master(int old, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    for (int round = 0; round < 100000; round++) {
+        int m = st_node_of(st_agreed_port());
+        if (m >= 0 && m != old) {
+            redisReply *r = dlt_redis_cmd(&st.node[m], "ROLE");
+            int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                     r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
+            if (r) freeReplyObject(r);
+            if (ok) return m;
+        }
+        if (dlt_now() > end) break;
+        dlt_sleep_ms(100);
+    }
+    fprintf(stderr, "st_wait_new_master: no new master within %d ms\n", timeout_ms);
+    return -1;
+}
+
+/* A mutex named name on client c with lease_ms (0: default) and an
+ * optional lost-lock handler. */
+static int st_mutex(dlock_mutex_t *m, const char *name, dlock_client_t *c, unsigned lease_ms,
+                    dlock_lost_fn fn, void *arg) {
+    dlock_mutexattr_t a;
+    int rc;
+    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    if (lease_ms && (rc = dlock_mutexattr_setlease(&a, lease_ms)) != 0) goto out;
+    if (fn && (rc = dlock_mutexattr_setlostcallback(&a, fn, arg)) != 0) goto out;
+    rc = dlock_mutexattr_setclient(&a, c);
+    if (rc == 0) rc = dlock_mutex_init(m, name, &a);
+out:
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+/* ========================================================================
+ * 1. Basic use through the sentinels
+ * ====================================================================== */
+
+struct st_other {
+    dlock_client_t *c;
+    const char *name;
+    int trylock_busy, timed_busy, trylock_free, unlock_free;
+};
+
+/* Another thread, another client: the lock is busy for it while the test
+ * holds it.  Phase 1 runs while held. */
+static void *st_other_busy(void *p) {
+    struct st_other *o = p;
+    dlock_mutex_t m;
+    struct timespec ts;
+    if (st_mutex(&m, o->name, o->c, 0, NULL, NULL) != 0) return NULL;
+    o->trylock_busy = dlock_mutex_trylock(&m);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
+    o->timed_busy = dlock_mutex_timedlock(&m, &ts);
+    dlock_mutex_destroy(&m);
+    return NULL;
+}
+
+static void *st_other_free(void *p) {
+    struct st_other *o = p;
+    dlock_mutex_t m;
+    if (st_mutex(&m, o->name, o->c, 0, NULL, NULL) != 0) return NULL;
+    o->trylock_free = dlock_mutex_trylock(&m);
+    if (o->trylock_free == 0) o->unlock_free = dlock_mutex_unlock(&m);
+    dlock_mutex_destroy(&m);
+    return NULL;
+}
+
+static void test_sentinel_basic(void) {
+    static const char *name = "sent/basic";
+    dlock_client_t *c1 = NULL, *c2 = NULL, *c3 = NULL;
+    dlock_mutex_t m;
+    struct timespec ts;
+    char url[600];
+    pthread_t th;
+    int rc;
+
+    CU_ASSERT_FATAL(st_up(2, 3) == 0);
+    DLT_ASSERT_ERR(dlt_client_make(&c1, st.url, 10000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&c2, st.url, 10000), 0);
+    CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, name, c1, 0, NULL, NULL), 0);
+
+    /* lock: the key is on the master and reaches both replicas */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_INT_EQ(st_wait_exists(1, name, 1, 10000), 1);
+    DLT_ASSERT_INT_EQ(st_wait_exists(2, name, 1, 10000), 1);
+
+    /* another client sees it busy */
+    struct st_other o = { c2, name, -1, -1, -1, -1 };
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, st_other_busy, &o) == 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(o.trylock_busy, EBUSY);
+    DLT_ASSERT_ERR(o.timed_busy, ETIMEDOUT);
+
+    /* unlock: gone from the master (and then from the replicas) */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_INT_EQ(st_wait_exists(1, name, 0, 10000), 1);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, st_other_free, &o) == 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(o.trylock_free, 0);
+    DLT_ASSERT_ERR(o.unlock_free, 0);
+
+    /* trylock and timedlock through the sentinels, free lock */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    ts = dlt_abs_in(CLOCK_REALTIME, 5000);
+    DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &ts), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    /* Never on a replica: nothing of ours was written there directly
+     * (a replica refuses writes, so a key there came by replication). */
+    redisReply *r = dlt_redis_cmd(&st.node[1], "ROLE");
+    CU_ASSERT(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+              strcmp(r->element[0]->str, "slave") == 0);
+    if (r) freeReplyObject(r);
+
+    /* The first sentinel is down (nothing listens on port 1): the next
+     * one in the list answers. */
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:1,127.0.0.1:%d/%s", st.sent[1].port, ST_MASTER);
+    DLT_ASSERT_ERR(dlt_client_make(&c3, url, 10000), 0);
+    if (c3 != NULL) {
+        DLT_ASSERT_ERR(st_mutex(&m, "sent/basic2", c3, 0, NULL, NULL), 0);
+        rc = dlock_mutex_lock(&m);
+        DLT_ASSERT_ERR(rc, 0);
+        DLT_ASSERT_INT_EQ(st_exists(0, "sent/basic2"), 1);
+        if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(c3), 0);
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
+    st_down();
+}
+
+/* ========================================================================
+ * 2. Planned failover while A holds and B waits
+ * ====================================================================== */
+
+typedef struct st_ft {
+    char url[600];
+    char name[64];
+    int in_cs, max_cs;   /* processes in the critical section, and its maximum */
+    int a_locked;        /* A holds it */
+    int a_in;            /* A counts itself in the critical section */
+    int a_lost;          /* calls of A's lost-lock handler */
+    int a_unlock_rc;     /* A's unlock: 0 (held through) or EPERM (lost) */
+    int a_outcome;       /* 1: held through the failover, 2: told it lost it */
+    int go_unlock;       /* the test: the failover is over, A may unlock */
+    int b_waiting;       /* B is about to wait in timedlock */
+    int b_got;           /* B acquired */
+    int b_a_in;          /* A was still in (a_in) when B got in: 1 is a violation */
+    int b_unlock_rc;
+} st_ft;
+
+/* A leaves its critical section once: at its unlock or at the report of
+ * its loss, whichever comes first. */
+static void st_ft_a_leave(st_ft *f) {
+    if (__atomic_exchange_n(&f->a_in, 0, __ATOMIC_SEQ_CST) == 1) dlt_flag_add(&f->in_cs, -1);
+}
+
+static void st_ft_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    st_ft *f = arg;
+    (void)m;
+    (void)name;
+    dlt_flag_add(&f->a_lost, 1);
+    st_ft_a_leave(f);
+}
+
+static int st_ft_a(void *p) {
+    st_ft *f = p;
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    char url[700];
+    int rc;
+    snprintf(url, sizeof url, "%s?wait=1", f->url);
+    DLT_CK(dlt_client_make(&c, url, 10000), 0);
+    DLT_CK(st_mutex(&m, f->name, c, 3000, st_ft_on_lost, f), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    dlt_flag_set(&f->a_in, 1);
+    dlt_flag_max(&f->max_cs, dlt_flag_add(&f->in_cs, 1));
+    dlt_flag_set(&f->a_locked, 1);
+    DLT_CKT(dlt_flag_wait(&f->go_unlock, 1, 90000));
+    st_ft_a_leave(f);
+    rc = dlock_mutex_unlock(&m);
+    dlt_flag_set(&f->a_unlock_rc, rc);
+    DLT_CKT(rc == 0 || rc == EPERM);
+    /* A hold the handler reported lost is not unlocked (EPERM); an unlock
+     * may also be the first to find it gone (EPERM, no handler yet). */
+    if (dlt_flag_get(&f->a_lost) > 0) DLT_CK(rc, EPERM);
+    dlt_flag_set(&f->a_outcome, rc == 0 ? 1 : 2);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+static int st_ft_b(void *p) {
+    st_ft *f = p;
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    struct timespec ts;
+    int rc;
+    DLT_CK(dlt_client_make(&c, f->url, 10000), 0);
+    DLT_CK(st_mutex(&m, f->name, c, 3000, NULL, NULL), 0);
+    DLT_CKT(dlt_flag_wait(&f->a_locked, 1, 60000));
+    dlt_flag_set(&f->b_waiting, 1);
+    ts = dlt_abs_in(CLOCK_REALTIME, 30000);
+    rc = dlock_mutex_timedlock(&m, &ts);
+    DLT_CK(rc, 0);
+    dlt_flag_set(&f->b_a_in, dlt_flag_get(&f->a_in));
+    dlt_flag_max(&f->max_cs, dlt_flag_add(&f->in_cs, 1));
+    dlt_flag_set(&f->b_got, 1);
+    dlt_sleep_ms(50);
+    dlt_flag_add(&f->in_cs, -1);
+    rc = dlock_mutex_unlock(&m);
+    dlt_flag_set(&f->b_unlock_rc, rc);
+    DLT_CKT(rc == 0 || rc == EPERM);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+static void test_sentinel_planned_failover(void) {
+    st_ft *f = DLT_SHM_NEW(st_ft, 1);
+    pid_t a, b;
+    int newm = -1, rc, reps;
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+
+    if (st_up(2, 3) != 0) {
+        CU_FAIL("topology did not start");
+        goto out;
+    }
+    snprintf(f->url, sizeof f->url, "%s", st.url);
+    snprintf(f->name, sizeof f->name, "sent/failover");
+    a = dlt_spawn(st_ft_a, f);
+    b = dlt_spawn(st_ft_b, f);
+    CU_ASSERT_FATAL(a > 0 && b > 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&f->a_locked, 1, 30000), 1);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&f->b_waiting, 1, 30000), 1);
+    dlt_sleep_ms(300); /* B is (almost surely) inside timedlock by now */
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&f->b_got), 0);
+    /* wait=1: A's grant reached a replica before lock returned */
+    DLT_ASSERT_INT_EQ(st_exists(0, f->name), 1);
+    reps = (st_exists(1, f->name) == 1) + (st_exists(2, f->name) == 1);
+    CU_ASSERT(reps >= 1);
+
+    /* The sentinels must know both replicas before a failover. */
+    CU_ASSERT(st_wait_healthy(2, 30000) == 0);
+    for (int i = 0; i < 50; i++) {
+        redisReply *r = dlt_redis_cmd(&st.sent[0], "SENTINEL FAILOVER %s", ST_MASTER);
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (!ok) fprintf(stderr, "SENTINEL FAILOVER: %s\n", r && r->str ? r->str : "no answer");
+        if (r) freeReplyObject(r);
+        if (ok) break;
+        dlt_sleep_ms(200);
+    }
+    newm = st_wait_new_master(0, 45000);
+    CU_ASSERT(newm > 0);
+    dlt_flag_set(&f->go_unlock, 1);
+
+    DLT_ASSERT_INT_EQ(dlt_wait(a, 60000), 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(b, 60000), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&f->b_got), 1);
+    CU_ASSERT(f->a_outcome == 1 || f->a_outcome == 2);
+    /* B in while A still inside can only be the failover window of
+     * asynchronous replication (see test_sentinel_failover_fresh_client);
+     * then A must have been told. */
+    if (dlt_flag_get(&f->b_a_in) || dlt_flag_get(&f->max_cs) > 1)
+        CU_ASSERT(dlt_flag_get(&f->a_lost) > 0 || f->a_unlock_rc == EPERM);
+    printf("\n  planned failover: master node 0 -> node %d; A %s (unlock %s, handler calls %d); "
+           "B's unlock %s\n",
+           newm, f->a_outcome == 1 ? "held through it" : "was told it lost the lock",
+           dlt_errno_label(f->a_unlock_rc), f->a_lost, dlt_errno_label(f->b_unlock_rc));
+
+    /* New traffic goes to the new master. */
+    if (newm > 0) {
+        DLT_ASSERT_ERR(dlt_client_make(&c, st.url, 10000), 0);
+        if (c != NULL) {
+            DLT_ASSERT_ERR(st_mutex(&m, "sent/after", c, 0, NULL, NULL), 0);
+            rc = dlock_mutex_lock(&m);
+            DLT_ASSERT_ERR(rc, 0);
+            DLT_ASSERT_INT_EQ(st_exists(newm, "sent/after"), 1);
+            if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+            DLT_ASSERT_INT_EQ(st_exists(newm, "sent/after"), 0);
+            /* and the failed-over lock is free there */
+            DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+            DLT_ASSERT_ERR(st_mutex(&m, f->name, c, 0, NULL, NULL), 0);
+            struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 20000);
+            rc = dlock_mutex_timedlock(&m, &ts);
+            DLT_ASSERT_ERR(rc, 0);
+            DLT_ASSERT_INT_EQ(st_exists(newm, f->name), 1);
+            if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+            DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+            DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+        }
+    }
+out:
+    st_down();
+    DLT_SHM_FREE(f, 1);
+}
+
+/* ========================================================================
+ * 2b. After a planned failover, a process that starts afresh (its first
+ * connection goes to the new master) must not get a lock that A still
+ * believes it holds.  The sentinels demote the old master only several
+ * seconds after naming the new one; A's renewals must not keep going to
+ * it meanwhile, or A's key on the new master runs out under A's feet.
+ * ====================================================================== */
+
+static int st_fresh_c(void *p) {
+    st_ft *f = p;
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    struct timespec ts;
+    int rc;
+    /* b_waiting: set by the test once the sentinels name the new master */
+    DLT_CKT(dlt_flag_wait(&f->b_waiting, 1, 120000));
+    DLT_CK(dlt_client_make(&c, f->url, 10000), 0);
+    DLT_CK(st_mutex(&m, f->name, c, 3000, NULL, NULL), 0);
+    ts = dlt_abs_in(CLOCK_REALTIME, 40000);
+    rc = dlock_mutex_timedlock(&m, &ts);
+    DLT_CK(rc, 0);
+    dlt_flag_set(&f->b_a_in, dlt_flag_get(&f->a_in));
+    dlt_flag_max(&f->max_cs, dlt_flag_add(&f->in_cs, 1));
+    dlt_flag_set(&f->b_got, 1);
+    dlt_sleep_ms(50);
+    dlt_flag_add(&f->in_cs, -1);
+    rc = dlock_mutex_unlock(&m);
+    dlt_flag_set(&f->b_unlock_rc, rc);
+    DLT_CKT(rc == 0 || rc == EPERM);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+static void test_sentinel_failover_fresh_client(void) {
+    st_ft *f = DLT_SHM_NEW(st_ft, 1);
+    pid_t a, c;
+    int newm;
+
+    if (st_up(2, 3) != 0) {
+        CU_FAIL("topology did not start");
+        goto out;
+    }
+    snprintf(f->url, sizeof f->url, "%s", st.url);
+    snprintf(f->name, sizeof f->name, "sent/fresh");
+    a = dlt_spawn(st_ft_a, f);
+    c = dlt_spawn(st_fresh_c, f);
+    CU_ASSERT_FATAL(a > 0 && c > 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&f->a_locked, 1, 30000), 1);
+    CU_ASSERT(st_wait_healthy(2, 30000) == 0);
+    for (int i = 0; i < 50; i++) {
+        redisReply *r = dlt_redis_cmd(&st.sent[0], "SENTINEL FAILOVER %s", ST_MASTER);
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (ok) break;
+        dlt_sleep_ms(200);
+    }
+    newm = st_wait_new_master(0, 45000);
+    CU_ASSERT(newm > 0);
+    dlt_flag_set(&f->b_waiting, 1); /* C starts: its connections go to the new master */
+    /* A holds on for 12 s (past the old master's demotion), unless C got
+     * the lock or A was told it lost it before. */
+    for (int i = 0; i < 1200 && !dlt_flag_get(&f->b_got) && !dlt_flag_get(&f->a_lost); i++) dlt_sleep_ms(10);
+    dlt_flag_set(&f->go_unlock, 1);
+    DLT_ASSERT_INT_EQ(dlt_wait(a, 60000), 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(c, 60000), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&f->b_got), 1);
+    /* Replication is asynchronous: a failover can let the new master run
+     * A's lease out while A still renews on the old one, so C may get the
+     * lock before A knows it lost it.  What must never happen is that A
+     * stays unaware: if C got in while A was inside, A was told (the
+     * lost-lock handler ran, or its unlock said EPERM). */
+    if (dlt_flag_get(&f->b_a_in) || dlt_flag_get(&f->max_cs) > 1)
+        CU_ASSERT(dlt_flag_get(&f->a_lost) > 0 || f->a_unlock_rc == EPERM);
+    printf("\n  fresh client after failover: A %s (unlock %s, handler calls %d)%s\n",
+           f->a_outcome == 1 ? "held through it" : "was told it lost the lock",
+           dlt_errno_label(f->a_unlock_rc), f->a_lost,
+           f->b_a_in ? "; C GOT THE LOCK WHILE A STILL HELD IT" : "");
+out:
+    st_down();
+    DLT_SHM_FREE(f, 1);
+}
+
+/* ========================================================================
+ * 3. The master is killed under lock traffic
+ * ====================================================================== */
+
+#define ST_KW 3          /* workers */
+#define ST_K_AFTER 10    /* acquisitions each must make after the failover */
+#define ST_K_MAXITER 2000
+
+typedef struct st_kill {
+    char url[600];
+    int in_cs, max_cs, violations;
+    int phase; /* 0 before the kill, 1 killed, 2 the sentinels name the new master */
+    int ok_before[ST_KW], ok_after[ST_KW], errs[ST_KW], unlock_errs[ST_KW];
+    int idx;
+} st_kill;
+
+static int st_kill_worker(void *p) {
+    st_kill *k = p;
+    int me = dlt_flag_add(&k->idx, 1) - 1;
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    char url[700];
+    double end = dlt_now() + 75.0;
+    snprintf(url, sizeof url, "%s?wait=1", k->url);
+    DLT_CK(dlt_client_make(&c, url, 3000), 0);
+    DLT_CK(st_mutex(&m, "sent/kill", c, 2000, NULL, NULL), 0);
+    for (int i = 0; i < ST_K_MAXITER && dlt_now() < end; i++) {
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 4000);
+        int phase = dlt_flag_get(&k->phase), rc = dlock_mutex_timedlock(&m, &ts);
+        if (rc != 0) {
+            /* the outage: the master is gone, or not yet replicated to */
+            if (rc != ENOLCK && rc != ETIMEDOUT) return DLT_CK_FAIL("timedlock", rc, ENOLCK);
+            dlt_flag_add(&k->errs[me], 1);
+            continue;
+        }
+        int n = dlt_flag_add(&k->in_cs, 1);
+        dlt_flag_max(&k->max_cs, n);
+        if (n != 1) dlt_flag_add(&k->violations, 1);
+        dlt_sleep_ms(2);
+        dlt_flag_add(&k->in_cs, -1);
+        rc = dlock_mutex_unlock(&m);
+        if (rc != 0) {
+            if (rc != ENOLCK && rc != EPERM) return DLT_CK_FAIL("unlock", rc, 0);
+            dlt_flag_add(&k->unlock_errs[me], 1);
+        }
+        /* a success counts as after the failover only if it began after */
+        if (phase == 2) {
+            if (dlt_flag_add(&k->ok_after[me], 1) >= ST_K_AFTER) break;
+        } else if (phase == 0) {
+            dlt_flag_add(&k->ok_before[me], 1);
+        }
+        dlt_sleep_ms(5);
+    }
+    DLT_CK(dlt_flag_get(&k->ok_after[me]), ST_K_AFTER);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+static void test_sentinel_master_killed(void) {
+    st_kill *k = DLT_SHM_NEW(st_kill, 1);
+    pid_t pid[ST_KW];
+    int newm, errs = 0;
+
+    if (st_up(2, 3) != 0) {
+        CU_FAIL("topology did not start");
+        goto out;
+    }
+    snprintf(k->url, sizeof k->url, "%s", st.url);
+    for (int i = 0; i < ST_KW; i++) {
+        pid[i] = dlt_spawn(st_kill_worker, k);
+        CU_ASSERT_FATAL(pid[i] > 0);
+    }
+    /* traffic runs: every worker got the lock a few times */
+    for (int i = 0; i < ST_KW; i++) DLT_ASSERT_INT_EQ(dlt_flag_wait_ge(&k->ok_before[i], 3, 30000), 1);
+    DLT_ASSERT_INT_EQ(st_wait_healthy(2, 30000), 0);
+    dlt_flag_set(&k->phase, 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&st.node[0]), 0);
+    newm = st_wait_new_master(0, 60000);
+    CU_ASSERT(newm > 0);
+    dlt_flag_set(&k->phase, 2);
+    for (int i = 0; i < ST_KW; i++) DLT_ASSERT_INT_EQ(dlt_wait(pid[i], 90000), 0);
+    for (int i = 0; i < ST_KW; i++) {
+        DLT_ASSERT_INT_EQ(dlt_flag_get(&k->ok_after[i]), ST_K_AFTER);
+        errs += k->errs[i];
+    }
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&k->violations), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&k->max_cs), 1);
+    printf("\n  master killed: node 0 -> node %d; %d failed acquisitions during the outage, "
+           "unlock errors %d/%d/%d\n",
+           newm, errs, k->unlock_errs[0], k->unlock_errs[1], k->unlock_errs[2]);
+out:
+    st_down();
+    DLT_SHM_FREE(k, 1);
+}
+
+/* ========================================================================
+ * 4. wait=N
+ * ====================================================================== */
+
+static void test_sentinel_wait_replicas(void) {
+    static const char *name = "sent/wait";
+    dlock_client_t *c2 = NULL, *c3 = NULL;
+    dlock_mutex_t m;
+    char url[700];
+    const char *msg;
+    struct timespec ts;
+    int rc;
+
+    CU_ASSERT_FATAL(st_up(2, 1) == 0);
+
+    /* wait=2 with 2 replicas: granted, and both replicas have it at once */
+    st_url_q(url, sizeof url, "wait=2");
+    DLT_ASSERT_ERR(dlt_client_make(&c2, url, 5000), 0);
+    CU_ASSERT_FATAL(c2 != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, name, c2, 0, NULL, NULL), 0);
+    rc = dlock_mutex_lock(&m);
+    DLT_ASSERT_ERR(rc, 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_INT_EQ(st_exists(1, name), 1);
+    DLT_ASSERT_INT_EQ(st_exists(2, name), 1);
+    if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    /* wait=3 with 2 replicas: refused, and given back */
+    st_url_q(url, sizeof url, "wait=3&wait_timeout_ms=200");
+    DLT_ASSERT_ERR(dlt_client_make(&c3, url, 5000), 0);
+    CU_ASSERT_FATAL(c3 != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, name, c3, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+    msg = dlock_last_error();
+    CU_ASSERT(msg != NULL && strstr(msg, "wait=") != NULL && strstr(msg, "acknowledged") != NULL &&
+              strstr(msg, "only 2 of the 3") != NULL);
+    if (msg) printf("\n  wait=3: %s\n", msg);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    ts = dlt_abs_in(CLOCK_REALTIME, 3000);
+    DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &ts), ENOLCK);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    /* the refused grants left the lock free for wait=2 */
+    DLT_ASSERT_ERR(st_mutex(&m, name, c2, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c3), 0);
+    st_down();
+}
+
+/* ========================================================================
+ * 5. Bad input
+ * ====================================================================== */
+
+#define ST_SECRET "s3cr3tPW9x"
+
+static void test_sentinel_bad_input(void) {
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+    char url[700];
+    const char *msg;
+    int sp;
+
+    CU_ASSERT_FATAL(st_up(0, 1) == 0);
+    sp = st.sent[0].port;
+
+    /* syntax: EINVAL at creation, without the password in the message */
+    const char *fmts[] = {
+        "redis+sentinel://127.0.0.1:%d",              /* no master name */
+        "redis+sentinel://127.0.0.1:%d/",             /* empty master name */
+        "redis+sentinel://127.0.0.1:%d,/mymaster",    /* empty sentinel */
+        "redis+sentinel://127.0.0.1:%d/my$master",    /* bad character */
+        "redis+sentinel://127.0.0.1:%d/mymaster/x",   /* bad database */
+        "redis+sentinel://127.0.0.1:%d/mymaster?wait=x",
+        "redis+sentinel://u:" ST_SECRET "@127.0.0.1:%d", /* no master name, with a password */
+    };
+    for (size_t i = 0; i < sizeof fmts / sizeof fmts[0]; i++) {
+        snprintf(url, sizeof url, fmts[i], sp);
+        c = NULL;
+        int rc = dlt_client_make(&c, url, 1000);
+        if (rc != EINVAL) fprintf(stderr, "URL %s: got %s\n", url, dlt_errno_label(rc));
+        DLT_ASSERT_ERR(rc, EINVAL);
+        msg = dlock_last_error();
+        CU_ASSERT(msg != NULL && strstr(msg, ST_SECRET) == NULL);
+        if (rc == 0 && c) dlock_client_destroy(c);
+    }
+    const char *bad[] = {
+        "redis+sentinel://127.0.0.1:0/mymaster",
+        "redis+sentinel://127.0.0.1:65536/mymaster",
+        "redis+sentinel://127.0.0.1:abc/mymaster",
+        "redis+sentinel://127.0.0.1:26379,127.0.0.1:-1/mymaster",
+        "redis+sentinel://u:" ST_SECRET "@127.0.0.1:99999/mymaster",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = NULL;
+        int rc = dlt_client_make(&c, bad[i], 1000);
+        if (rc != EINVAL) fprintf(stderr, "URL %s: got %s\n", bad[i], dlt_errno_label(rc));
+        DLT_ASSERT_ERR(rc, EINVAL);
+        msg = dlock_last_error();
+        CU_ASSERT(msg != NULL && strstr(msg, ST_SECRET) == NULL);
+        if (rc == 0 && c) dlock_client_destroy(c);
+    }
+
+    /* an unknown master: the sentinel answers nil -> ENOLCK at lock time,
+     * naming the master, within the unreachable bound */
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/nosuchmaster", sp);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 1000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, "sent/bad", c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+    msg = dlock_last_error();
+    CU_ASSERT(msg != NULL && strstr(msg, "nosuchmaster") != NULL);
+    if (msg) printf("\n  unknown master: %s\n", msg);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+
+    /* the same with a password: it never shows */
+    snprintf(url, sizeof url, "redis+sentinel://someone:" ST_SECRET "@127.0.0.1:%d/nosuchmaster", sp);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 1000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, "sent/bad", c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+    msg = dlock_last_error();
+    CU_ASSERT(msg != NULL && strstr(msg, "nosuchmaster") != NULL && strstr(msg, ST_SECRET) == NULL);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+
+    /* a password for a master that has none: AUTH is refused (ENOLCK),
+     * the message does not show the password */
+    snprintf(url, sizeof url, "redis+sentinel://someone:" ST_SECRET "@127.0.0.1:%d/%s", sp, ST_MASTER);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 1000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, "sent/bad", c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+    msg = dlock_last_error();
+    CU_ASSERT(msg != NULL && strstr(msg, ST_SECRET) == NULL && strstr(msg, "***") != NULL);
+    if (msg) printf("  AUTH refused: %s\n", msg);
+    DLT_ASSERT_INT_EQ(st_exists(0, "sent/bad"), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+
+    /* no sentinel listens at all */
+    DLT_ASSERT_ERR(dlt_client_make(&c, "redis+sentinel://127.0.0.1:1/mymaster", 1000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, "sent/bad", c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
+    msg = dlock_last_error();
+    CU_ASSERT(msg != NULL && strstr(msg, ST_MASTER) != NULL);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+
+    /* and the right master through the same sentinel works */
+    DLT_ASSERT_ERR(dlt_client_make(&c, st.url, 5000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, "sent/bad", c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, "sent/bad"), 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    st_down();
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_sentinel_basic),
+    DLT_TEST(test_sentinel_wait_replicas),
+    DLT_TEST(test_sentinel_bad_input),
+    DLT_TEST(test_sentinel_planned_failover),
+    DLT_TEST(test_sentinel_failover_fresh_client),
+    DLT_TEST(test_sentinel_master_killed),
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv) {
+    int rc = dlt_main(argc, argv, "sentinel", tests);
+    st_down();
+    return rc;
+}
