@@ -27,7 +27,9 @@
  * (lock, fence, state, readers, writers, handoff, queue, qmeta) and then
  * the deployment's epoch key; each uses the ones it needs.
  *
- * LOCK_COMMON reads the server's clock once (now, in ms) and defines:
+ * LOCK_COMMON defines clock(), which reads the server's clock (t, and now
+ * in ms; the acquire scripts call it first, the release script only when
+ * it needs the time), and, using them:
  *   fence()  a new fencing token: max(last + 1, server time in us);
  *   live(z)  drops expired members of a zset of tokens scored by expiry
  *            and returns the latest expiry left, or nil;
@@ -48,8 +50,11 @@
 #define GRANT_MS "2000"
 #define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
 #define LOCK_COMMON                                                               \
-    "local t = redis.call('TIME')\n"                                              \
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"     \
+    "local t, now\n"                                                              \
+    "local function clock()\n"                                                    \
+    "  t = redis.call('TIME')\n"                                                  \
+    "  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"         \
+    "end\n"                                                                       \
     "local function fence()\n"                                                    \
     "  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                     \
     "  local fs = string.format('%.0f', f)\n"                                     \
@@ -106,6 +111,7 @@
  * brand-new server also waits one guard period before its first grant. */
 #define ACQUIRE_PRELUDE                                                           \
     LOCK_COMMON                                                                   \
+    "clock()\n"                                                                   \
     "local lease = tonumber(ARGV[2])\n"                                           \
     "local guard = tonumber(ARGV[3])\n"                                           \
     "if guard > 0 then\n"                                                         \
@@ -266,6 +272,7 @@ static const char release_lua[] =
     "if how == 'clean' then redis.call('DEL', KEYS[3])\n"
     "elseif how == 'inconsistent' then redis.call('SET', KEYS[3], 'notrecoverable') end\n"
     "if redis.call('EXISTS', KEYS[7]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then\n"
+    "  clock()\n"
     "  local h = qhead()\n"
     "  local m = h and redis.call('HGET', KEYS[8], h)\n"
     "  local ls, rb, pid, tid, host\n"
@@ -283,6 +290,7 @@ static const char release_lua[] =
     "end\n"
     "local win = tonumber(ARGV[5])\n"
     "if win > 0 and redis.call('EXISTS', KEYS[5]) == 1 then\n"
+    "  clock()\n"
     "  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
     "  if redis.call('ZCARD', KEYS[5]) > 0 and redis.call('EXISTS', KEYS[7]) == 0 then\n"
     "    redis.call('SET', KEYS[6], ARGV[4], 'PX', win)\n"
