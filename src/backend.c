@@ -46,7 +46,7 @@ static const char *host_name(void) {
 
 /* Fills args with the lock's keys (DLOCK__K_* order) and the
  * deployment's epoch key; returns their number. */
-static int lock_keys(struct dlock_client *c, const dlock__lock *l, const char **args, size_t *lens) {
+static int lock_keys(const struct dlock_client *c, const dlock__lock *l, const char **args, size_t *lens) {
     int i;
     for (i = 0; i < DLOCK__NKEYS; i++) {
         args[i] = l->keys[i];
@@ -57,40 +57,59 @@ static int lock_keys(struct dlock_client *c, const dlock__lock *l, const char **
     return DLOCK__NKEYS + 1;
 }
 
+static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead", "shared", "withdraw" };
+
+#define ARG(a, s) ((a)->v[(a)->n] = (s), (a)->len[(a)->n] = strlen((a)->v[(a)->n]), (a)->n++)
+
+int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+                        dlock__args *a) {
+    dlock__thread *self = dlock__self_peek();
+    a->nkeys = a->n = lock_keys(c, l, a->v, a->len);
+    snprintf(a->lease, sizeof a->lease, "%u", lease_ms);
+    snprintf(a->guard, sizeof a->guard, "%u", c->conf.restart_guard_ms);
+    ARG(a, token);
+    ARG(a, a->lease);
+    ARG(a, a->guard);
+    if (!(flags & DLOCK__F_SHARED)) {
+        snprintf(a->pid, sizeof a->pid, "%ld", (long)dlock__pid());
+        snprintf(a->tid, sizeof a->tid, "%lu", self ? self->tid : 0ul);
+        ARG(a, host_name());
+        ARG(a, a->pid);
+        ARG(a, a->tid);
+        ARG(a, flags & DLOCK__F_ROBUST ? "1" : "0");
+        ARG(a, flags & DLOCK__F_WAIT ? "1" : "0");
+        ARG(a, flags & DLOCK__F_FAIR ? "1" : "0");
+        ARG(a, flags & DLOCK__F_CACHING ? "1" : "0");
+    }
+    return flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
+}
+
+void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *token, int how, dlock__args *a) {
+    dlock__thread *self = dlock__self_peek();
+    a->nkeys = a->n = lock_keys(c, l, a->v, a->len);
+    snprintf(a->ident, sizeof a->ident, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
+    snprintf(a->win, sizeof a->win, "%u", c->conf.handoff_ms);
+    ARG(a, token);
+    a->v[a->n] = l->key; /* the release channel */
+    a->len[a->n++] = l->keylen;
+    ARG(a, release_how[how]);
+    ARG(a, a->ident);
+    ARG(a, a->win);
+}
+#undef ARG
+
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
                           int *released, dlock__mono deadline);
 
 static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
-    char lease[16], guard[16], pid[16], tid[24];
-    dlock__thread *self = dlock__self_peek();
-    const char *args[DLOCK__NKEYS + 11];
-    size_t lens[DLOCK__NKEYS + 11];
+    dlock__args a;
     redisReply *r;
-    int nk = lock_keys(c, l, args, lens), n = nk, rc, which;
+    int rc, which = dlock__acquire_args(c, l, token, lease_ms, flags, &a);
     long long acked = -1;
 
-    snprintf(lease, sizeof lease, "%u", lease_ms);
-    snprintf(guard, sizeof guard, "%u", c->conf.restart_guard_ms);
-#define ARG(s) (args[n] = (s), lens[n] = strlen(args[n]), n++)
-    ARG(token);
-    ARG(lease);
-    ARG(guard);
-    if (!(flags & DLOCK__F_SHARED)) {
-        snprintf(pid, sizeof pid, "%ld", (long)dlock__pid());
-        snprintf(tid, sizeof tid, "%lu", self ? self->tid : 0ul);
-        ARG(host_name());
-        ARG(pid);
-        ARG(tid);
-        ARG(flags & DLOCK__F_ROBUST ? "1" : "0");
-        ARG(flags & DLOCK__F_WAIT ? "1" : "0");
-        ARG(flags & DLOCK__F_FAIR ? "1" : "0");
-        ARG(flags & DLOCK__F_CACHING ? "1" : "0");
-    }
-#undef ARG
-    which = flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
-    rc = c->conf.wait_replicas > 0 ? dlock__script_run_wait(c, which, &r, deadline, nk, n, args, lens, &acked)
-                                   : dlock__script_run(c, which, &r, deadline, nk, n, args, lens);
+    rc = c->conf.wait_replicas > 0 ? dlock__script_run_wait(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len, &acked)
+                                   : dlock__script_run(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len);
     if (rc != 0) return rc;
     if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
     freeReplyObject(r);
@@ -110,25 +129,14 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     return rc;
 }
 
-static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead", "shared", "withdraw" };
-
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
                           int *released, dlock__mono deadline) {
-    const char *args[DLOCK__NKEYS + 6];
-    size_t lens[DLOCK__NKEYS + 6];
-    char ident[320], win[16];
-    dlock__thread *self = dlock__self_peek();
+    dlock__args a;
     redisReply *r;
-    int nk = lock_keys(c, l, args, lens), rc;
+    int rc;
 
-    snprintf(ident, sizeof ident, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
-    snprintf(win, sizeof win, "%u", c->conf.handoff_ms);
-    args[nk] = token; lens[nk] = strlen(token);
-    args[nk + 1] = l->key; lens[nk + 1] = l->keylen; /* the release channel */
-    args[nk + 2] = release_how[how]; lens[nk + 2] = strlen(release_how[how]);
-    args[nk + 3] = ident; lens[nk + 3] = strlen(ident);
-    args[nk + 4] = win; lens[nk + 4] = strlen(win);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, nk, nk + 5, args, lens)) != 0) return rc;
+    dlock__release_args(c, l, token, how, &a);
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, a.nkeys, a.n, a.v, a.len)) != 0) return rc;
     if (dlock__flag_parse(r, released) != 0) rc = bad_reply(c, "release", r);
     freeReplyObject(r);
     return rc;

@@ -280,6 +280,10 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
 
     dlock__renew_stop(c);
     dlock__notify_stop(c);
+    if (c->renew_conn != NULL) { /* a Redlock member's, opened by its parent's renewal thread */
+        dlock__conn_close(c->renew_conn);
+        c->renew_conn = NULL;
+    }
     pthread_mutex_lock(&c->mu);
     dlock__orphans_forget(c);
     pthread_mutex_unlock(&c->mu);

@@ -500,3 +500,37 @@ int dlock__command_wait(struct dlock_client *c, redisReply **out, dlock__mono de
     *acked = -1;
     return command(c, out, deadline, 0, argc, argv, argvlen, c->conf.wait_replicas, acked);
 }
+
+void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char **argv, const size_t *lens,
+                        redisReply **out, int *rcs, dlock__mono deadline) {
+    dlock__conn *cn[DLOCK__NODES_MAX];
+    size_t i;
+    for (i = 0; i < n; i++) {
+        out[i] = NULL;
+        cn[i] = NULL;
+        if ((rcs[i] = dlock__pool_get(cs[i], &cn[i], deadline)) != 0) continue;
+        set_timeout(cs[i], cn[i], deadline);
+        if (redisAppendCommandArgv(cn[i]->ctx, argc, argv, lens) != REDIS_OK || dlock__conn_flush(cn[i]) != 0) {
+            rcs[i] = dlock__seterr(ENOLCK, "%s: %s", cs[i]->conf.redacted_url,
+                                   cn[i]->ctx->errstr[0] ? cn[i]->ctx->errstr : "cannot send");
+            dlock__pool_put(cs[i], cn[i], 1);
+            cn[i] = NULL;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        void *r = NULL;
+        if (cn[i] == NULL) continue;
+        if (dlock__conn_reply(cn[i], &r) != REDIS_OK) {
+            rcs[i] = dlock__seterr(ENOLCK, "%s: %s", cs[i]->conf.redacted_url,
+                                   cn[i]->ctx->errstr[0] ? cn[i]->ctx->errstr : "connection lost");
+            dlock__pool_put(cs[i], cn[i], 1);
+        } else if (cn[i]->ctx->reader->pos < cn[i]->ctx->reader->len) {
+            freeReplyObject(r);
+            rcs[i] = dlock__seterr(EPROTO, "%s: the server sent more than was asked for", cs[i]->conf.redacted_url);
+            dlock__pool_put(cs[i], cn[i], 1);
+        } else {
+            out[i] = r;
+            dlock__pool_put(cs[i], cn[i], 0);
+        }
+    }
+}

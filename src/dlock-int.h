@@ -375,6 +375,27 @@ typedef struct dlock__backend_ops {
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
+
+/* The arguments of one script call (keys first), with the buffers they
+ * point into: what the single-server backend sends, which Redlock sends
+ * to every master at once. */
+typedef struct dlock__args {
+    const char *v[24];
+    size_t len[24];
+    int nkeys, n;
+    char lease[16], guard[16], pid[16], tid[24], ident[320], win[16];
+} dlock__args;
+/* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
+int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+                        dlock__args *a);
+void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *token, int how, dlock__args *a);
+/* Runs the script on the servers of n clients at once (Redlock): every
+ * request is written before any answer is read.  out[i] the answer (to be
+ * freed) or NULL with rcs[i] the error. */
+void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisReply **out, int *rcs,
+                           dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens);
+void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char **argv, const size_t *lens,
+                        redisReply **out, int *rcs, dlock__mono deadline);
 extern const dlock__backend_ops dlock__redlock_backend;
 
 /* --------------------------------------------------------------- client */

@@ -2,7 +2,8 @@
  *
  * N independent masters (no replication between them); a lock is held
  * when a majority, Q = N/2 + 1, granted it with the same token, within
- * its lease: the acquire script runs on every master, and the hold counts
+ * its lease: the acquire script is sent to every master at once (every
+ * request written before any answer is read), and the hold counts
  * only if Q granted it and the time spent asking left some lease (the
  * local validity is counted from before the first request, as for one
  * server, minus the drift margin).  Otherwise what was granted is given
@@ -16,8 +17,8 @@
  * is written back to every master as a floor for its next fence
  * (fence_raise_lua); that must reach a quorum too.  Any later hold's
  * quorum shares a master with that one, whose next fence is above the
- * floor, so fences increase strictly across holds, whichever masters
- * granted them (as long as a master does not lose its data: see
+ * floor (for a caching hold: the last fence of its block), so fences
+ * increase strictly across holds, whichever masters granted them (as long as a master does not lose its data: see
  * docs/fencing.md).
  *
  * Renewal runs on every master; a hold stays valid while a quorum renews
@@ -46,55 +47,107 @@ static dlock__mono member_deadline(const struct dlock_client *c) {
     return dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
 }
 
+/* An acquisition round must leave most of the lease: each of its two
+ * steps (acquire, fence floor) waits for answers at most a quarter of it
+ * (50 ms at least, the command timeout at most). */
+static dlock__mono round_deadline(const struct dlock_client *c, unsigned lease_ms) {
+    unsigned ms = lease_ms / 4;
+    if (ms < 50) ms = 50;
+    if (ms > c->conf.command_timeout_ms) ms = c->conf.command_timeout_ms;
+    return dlock__now() + (dlock__mono)ms * DLOCK__MS;
+}
+
 static int granted(int status) {
     return status == DLOCK__ACQ_ACQUIRED || status == DLOCK__ACQ_MINE || status == DLOCK__ACQ_OWNERDEAD;
 }
 
-/* Raises the fence floor of l on every master; how many took it. */
-static size_t raise_fences(struct dlock_client *c, dlock__lock *l, uint64_t fence) {
-    char f[24];
-    const char *args[2];
-    size_t lens[2], i, ok = 0;
-    snprintf(f, sizeof f, "%llu", (unsigned long long)fence);
-    args[0] = l->keys[DLOCK__K_FENCE];
-    lens[0] = l->keylens[DLOCK__K_FENCE];
-    args[1] = f;
-    lens[1] = strlen(f);
+/* Runs a script on the masters in sel (all when NULL) at once; ok[i] and
+ * the 0/1 answer in flag[i] (flag may be NULL). */
+static void run_flag(struct dlock_client *c, const int *sel, int which, dlock__args *a, dlock__mono deadline,
+                     int *ok, int *flag) {
+    struct dlock_client *cs[DLOCK__NODES_MAX];
+    redisReply *rep[DLOCK__NODES_MAX];
+    int rcs[DLOCK__NODES_MAX];
+    size_t i, k = 0, idx[DLOCK__NODES_MAX];
     for (i = 0; i < c->nmembers; i++) {
-        redisReply *r;
-        if (dlock__script_run(c->members[i], DLOCK__SCRIPT_FENCE_RAISE, &r, member_deadline(c), 1, 2, args, lens) != 0)
-            continue;
-        if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) ok++;
-        freeReplyObject(r);
+        ok[i] = 0;
+        if (flag) flag[i] = 0;
+        if (sel != NULL && !sel[i]) continue;
+        idx[k] = i;
+        cs[k++] = c->members[i];
     }
-    return ok;
+    if (k == 0) return;
+    dlock__script_run_all(cs, k, which, rep, rcs, deadline, a->nkeys, a->n, a->v, a->len);
+    for (i = 0; i < k; i++) {
+        int f = 0;
+        if (rep[i] == NULL) continue;
+        if (dlock__flag_parse(rep[i], &f) == 0) {
+            ok[idx[i]] = 1;
+            if (flag) flag[idx[i]] = f;
+        }
+        freeReplyObject(rep[i]);
+    }
+}
+
+static size_t count(const int *v, size_t n) {
+    size_t i, k = 0;
+    for (i = 0; i < n; i++) k += v[i] != 0;
+    return k;
+}
+
+/* Raises the fence floor of l on every master to `fence`; how many took it. */
+static size_t raise_fences(struct dlock_client *c, dlock__lock *l, uint64_t fence, dlock__mono deadline) {
+    dlock__args a;
+    int ok[DLOCK__NODES_MAX], took[DLOCK__NODES_MAX];
+    char f[24];
+    snprintf(f, sizeof f, "%llu", (unsigned long long)fence);
+    a.nkeys = 1;
+    a.n = 2;
+    a.v[0] = l->keys[DLOCK__K_FENCE];
+    a.len[0] = l->keylens[DLOCK__K_FENCE];
+    a.v[1] = f;
+    a.len[1] = strlen(f);
+    run_flag(c, NULL, DLOCK__SCRIPT_FENCE_RAISE, &a, deadline, ok, took);
+    return count(took, c->nmembers);
 }
 
 static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
     size_t n = c->nmembers, q = quorum(c), i;
     unsigned backoff_ms = 10;
-    char why[256];
+    dlock__args a;
+    int which;
 
     flags &= ~DLOCK__F_FAIR; /* one queue per master could not agree: not fair here */
+    which = dlock__acquire_args(c, l, token, lease_ms, flags, &a);
     for (;;) {
+        redisReply *rep[DLOCK__NODES_MAX];
         dlock__acq acq[DLOCK__NODES_MAX];
-        int ok[DLOCK__NODES_MAX];
+        int rcs[DLOCK__NODES_MAX], got_at[DLOCK__NODES_MAX], rok[DLOCK__NODES_MAX];
         size_t got = 0, busy = 0, errs = 0, notrec = 0;
         uint64_t fence = 0;
         int64_t pttl = -1;
         int dead = 0;
         dlock__mono start = dlock__now(), now;
+        char why[200];
 
         why[0] = '\0';
+        dlock__script_run_all(c->members, n, which, rep, rcs, round_deadline(c, lease_ms), a.nkeys, a.n, a.v, a.len);
         for (i = 0; i < n; i++) {
-            ok[i] = dlock__single_backend.acquire(c->members[i], l, token, lease_ms, flags, &acq[i],
-                                                  member_deadline(c)) == 0;
-            if (!ok[i]) {
+            got_at[i] = 0;
+            if (rep[i] == NULL || dlock__acq_parse(rep[i], &acq[i]) != 0) {
+                if (rep[i] != NULL) {
+                    dlock__seterr(EPROTO, "%s: unexpected answer to acquire", c->members[i]->conf.redacted_url);
+                    freeReplyObject(rep[i]);
+                }
                 errs++;
                 snprintf(why, sizeof why, "%s", dlock_last_error());
-            } else if (granted(acq[i].status)) {
+                continue;
+            }
+            freeReplyObject(rep[i]);
+            if (granted(acq[i].status)) {
                 got++;
+                got_at[i] = 1;
                 if (acq[i].fence > fence) fence = acq[i].fence;
                 if (acq[i].status == DLOCK__ACQ_OWNERDEAD) dead = 1;
             } else if (acq[i].status == DLOCK__ACQ_NOTRECOVERABLE) {
@@ -104,23 +157,33 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
                 if (acq[i].pttl_ms >= 0 && (pttl < 0 || acq[i].pttl_ms < pttl)) pttl = acq[i].pttl_ms;
             }
         }
-        now = dlock__now();
-        if (got >= q && now - start < (dlock__mono)(lease_ms - dlock__drift_ms(c, lease_ms)) * DLOCK__MS &&
-            raise_fences(c, l, fence) >= q) {
-            out->status = dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
-            out->fence = fence;
-            out->pttl_ms = -1;
-            return 0;
+        if (got >= q && notrec == 0) {
+            /* The floor covers every fence the hold may use: a caching
+             * hold numbers its local holds on through its block. */
+            uint64_t floor = flags & DLOCK__F_CACHING ? fence + DLOCK__FENCE_BLOCK - 1 : fence;
+            size_t raised = raise_fences(c, l, floor, round_deadline(c, lease_ms));
+            now = dlock__now();
+            if (raised >= q && now - start < (dlock__mono)(lease_ms - dlock__drift_ms(c, lease_ms)) * DLOCK__MS) {
+                out->status = dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
+                out->fence = fence;
+                out->pttl_ms = -1;
+                return 0;
+            }
+            if (raised < q) {
+                errs++;
+                snprintf(why, sizeof why, "the fence floor reached %zu masters", raised);
+            } else {
+                snprintf(why, sizeof why, "asking took longer than the lease allows");
+            }
         }
         /* No quorum (or no time left): give back what was granted. */
-        for (i = 0; i < n; i++) {
-            int how, released;
-            if (!ok[i] || !granted(acq[i].status)) continue;
-            how = flags & DLOCK__F_SHARED              ? DLOCK__REL_SHARED
-                  : !(flags & DLOCK__F_ROBUST)         ? DLOCK__REL_PLAIN
-                  : acq[i].status == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD
-                                                       : DLOCK__REL_CLEAN;
-            (void)dlock__single_backend.release(c->members[i], l, token, how, &released, member_deadline(c));
+        if (got > 0) {
+            int how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
+                      : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
+                      : dead ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
+            dlock__args ra;
+            dlock__release_args(c, l, token, how, &ra);
+            run_flag(c, got_at, DLOCK__SCRIPT_RELEASE, &ra, member_deadline(c), rok, NULL);
         }
         if (notrec > 0) {
             out->status = DLOCK__ACQ_NOTRECOVERABLE;
@@ -131,8 +194,8 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
             out->pttl_ms = pttl;
             return 0;
         }
-        /* Neither a quorum nor a holder: masters did not answer.  Ask
-         * again until the caller's bound. */
+        /* Neither a quorum nor a holder: masters did not answer (or took
+         * too long).  Ask again until the caller's bound. */
         now = dlock__now();
         if (now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
             return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer; a quorum "
@@ -144,22 +207,21 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
 
 static int rl_release(struct dlock_client *c, dlock__lock *l, const char *token, int how, int *released,
                       dlock__mono deadline) {
-    size_t i, answered = 0;
+    int ok[DLOCK__NODES_MAX], rel[DLOCK__NODES_MAX];
+    dlock__args a;
     (void)deadline;
-    *released = 0;
-    for (i = 0; i < c->nmembers; i++) {
-        int r = 0;
-        if (dlock__single_backend.release(c->members[i], l, token, how, &r, member_deadline(c)) != 0) continue;
-        answered++;
-        if (r) *released = 1;
-    }
-    if (answered == 0) return dlock__seterr(ENOLCK, "%s: no master answered the release", c->conf.redacted_url);
+    dlock__release_args(c, l, token, how, &a);
+    run_flag(c, NULL, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
+    *released = count(rel, c->nmembers) > 0;
+    if (count(ok, c->nmembers) == 0)
+        return dlock__seterr(ENOLCK, "%s: no master answered the release", c->conf.redacted_url);
     return 0;
 }
 
 static int rl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
     size_t q = quorum(c), i, j, nm = c->nmembers;
-    dlock__renewal *tmp = malloc(n * sizeof *tmp);
+    dlock__mono step;
+    dlock__renewal *tmp = n > 0 ? malloc(n * sizeof *tmp) : NULL;
     unsigned short *yes = calloc(n, sizeof *yes), *no = calloc(n, sizeof *no);
     if (tmp == NULL || yes == NULL || no == NULL) {
         free(tmp);
@@ -167,9 +229,19 @@ static int rl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
         free(no);
         return dlock__seterr(ENOMEM, "out of memory");
     }
+    {
+        /* One master that does not answer must not hold up the others'
+         * renewals past the holds' validity: each gets a quarter of the
+         * shortest lease (50 ms at least). */
+        unsigned least = rn[0].lease_ms;
+        for (j = 1; j < n; j++)
+            if (rn[j].lease_ms < least) least = rn[j].lease_ms;
+        step = (dlock__mono)(least / 4 < 50 ? 50 : least / 4) * DLOCK__MS;
+    }
     for (i = 0; i < nm; i++) {
+        dlock__mono dl = dlock__now() + step;
         memcpy(tmp, rn, n * sizeof *tmp);
-        (void)dlock__single_backend.renew(c->members[i], tmp, n, deadline);
+        (void)dlock__single_backend.renew(c->members[i], tmp, n, dl < deadline ? dl : deadline);
         for (j = 0; j < n; j++) {
             if (tmp[j].result == 1) yes[j]++;
             else if (tmp[j].result == 0) no[j]++;

@@ -506,6 +506,30 @@ static int script_run(struct dlock_client *c, int which, redisReply **out, dlock
     return rc;
 }
 
+void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisReply **out, int *rcs,
+                           dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens) {
+    const char *argv[3 + MAX_SCRIPT_ARGS];
+    size_t argvlen[3 + MAX_SCRIPT_ARGS], i;
+    char nk[12];
+    int argc = script_argv(which, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
+    if (argc < 0) {
+        for (i = 0; i < n; i++) {
+            out[i] = NULL;
+            rcs[i] = dlock__seterr(EINVAL, "too many script arguments");
+        }
+        return;
+    }
+    dlock__command_all(cs, n, argc, argv, argvlen, out, rcs, deadline);
+    for (i = 0; i < n; i++) {
+        if (out[i] == NULL || !is_noscript(out[i])) continue;
+        /* That server does not know the script yet: the one-server path
+         * loads it (rare: a new or restarted server). */
+        freeReplyObject(out[i]);
+        out[i] = NULL;
+        rcs[i] = script_run(cs[i], which, &out[i], deadline, numkeys, nargs, args, lens, NULL);
+    }
+}
+
 int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
                          const char **args, const size_t *lens) {
     const char *argv[3 + MAX_SCRIPT_ARGS];

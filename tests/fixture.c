@@ -504,6 +504,10 @@ static int pick_port(int cluster) {
     return 0;
 }
 
+int dlt_free_port(void) {
+    return pick_port(0);
+}
+
 /* 1 if some line of conf begins (after blanks) with word followed by a blank. */
 static int conf_has_directive(const char *conf, const char *word) {
     size_t n = strlen(word);

@@ -55,6 +55,13 @@ int dlt_redis_restart(dlt_redis *r);
  * call twice, and on a server whose start failed. */
 void dlt_redis_cleanup(dlt_redis *r);
 
+/* A loopback port that is free now, chosen as dlt_redis_start chooses
+ * its servers' (below the kernel's ephemeral range when there is room), for
+ * a test that runs a server of its own (e.g. a TLS-only redis-server).  It
+ * may still be taken before the caller binds it: retry with another.  0 if
+ * none was found. */
+int dlt_free_port(void);
+
 /* One command on a one-off connection (2 s timeouts).  Returns the reply,
  * which may be a REDIS_REPLY_ERROR, or NULL when the server could not be
  * reached; the caller frees it with freeReplyObject().  fmt is hiredis's
