@@ -24,6 +24,7 @@
 #include "dlock-int.h"
 
 #define LINGER_MS 2000
+#define SENTINEL_RECHECK_MS 1000
 #define BACKOFF_MAX_MS 200
 
 
@@ -210,6 +211,12 @@ static void *sub_main(void *arg) {
         each_lock(c, sweep_one, &s);
         pthread_mutex_unlock(&c->mu);
 
+        /* Sentinel: a failover leaves this connection on the old master,
+         * which publishes nothing the new one does until it is demoted:
+         * once a second, ask the sentinels; if they name another server,
+         * start over there (every waiter is woken: it may have missed a
+         * release). */
+        if (!s.err && !dlock__conn_current(c, c->sub_conn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS)) s.err = 1;
         /* Write what the sweep queued, then wait for answers or a poke. */
         if (!s.err && dlock__conn_flush(c->sub_conn) != 0) s.err = 1;
         if (!s.err) {
@@ -219,6 +226,8 @@ static void *sub_main(void *arg) {
             pfd[1].events = POLLIN;
             timeout_ms = -1;
             if (s.next != DLOCK__MONO_NEVER) timeout_ms = (int)((s.next - s.now) / DLOCK__MS) + 1;
+            if (c->conf.kind == DLOCK__BACKEND_SENTINEL && (timeout_ms < 0 || timeout_ms > SENTINEL_RECHECK_MS))
+                timeout_ms = SENTINEL_RECHECK_MS;
             if (dlock__conn_pending(c->sub_conn)) {
                 /* TLS already holds bytes the socket will not signal again. */
                 if (dlock__conn_read(c->sub_conn) != REDIS_OK) s.err = 1;
