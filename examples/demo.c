@@ -66,7 +66,8 @@ static struct {
     unsigned timeout_s;
     char path[PATH_MAX]; /* the counter file */
     char dir[PATH_MAX - 64]; /* its temporary folder */
-} opt = { 4, 250, "dlock-demo/counter", 500, DLOCK_LEASE_DEFAULT_MS, 120, "", "" };
+    int fair;                /* -F: a fair (FIFO) mutex */
+} opt = { 4, 250, "dlock-demo/counter", 500, DLOCK_LEASE_DEFAULT_MS, 120, "", "", 0 };
 
 static double now_s(void) {
     struct timespec ts;
@@ -173,6 +174,7 @@ static int worker_locked(unsigned long iterations, result *r) {
     if ((rc = dlock_mutexattr_init(&attr)) != 0 ||
         (rc = dlock_mutexattr_settype(&attr, DLOCK_MUTEX_ERRORCHECK)) != 0 ||
         (rc = dlock_mutexattr_setlease(&attr, opt.lease_ms)) != 0 ||
+        (rc = dlock_mutexattr_setfair(&attr, opt.fair)) != 0 ||
         (rc = dlock_mutexattr_setlostcallback(&attr, on_lost, r)) != 0) {
         fail_dlock(r, "dlock_mutexattr_*", rc);
         return 1;
@@ -346,7 +348,7 @@ static void remove_tmp(void) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: dlock-demo [-p PROCS] [-n ITERATIONS] [-N NAME] [-s USEC] [-l LEASE_MS] [-t SECONDS]\n"
+            "usage: dlock-demo [-p PROCS] [-n ITERATIONS] [-N NAME] [-s USEC] [-l LEASE_MS] [-t SECONDS] [-F]\n"
             "  -p PROCS       worker processes (1..%d; default 4)\n"
             "  -n ITERATIONS  increments per process under the lock (default 250)\n"
             "  -N NAME        the lock's name (default dlock-demo/counter)\n"
@@ -354,6 +356,8 @@ static void usage(FILE *f) {
             "  -l LEASE_MS    the lock's lease (%u..%u; default %u); a hold longer than\n"
             "                 a third of it is renewed in the background\n"
             "  -t SECONDS     give up on workers after this long (default 120)\n"
+            "  -F             a fair mutex: the workers take the lock in the order they\n"
+            "                 asked for it (compare the waits with and without -F)\n"
             "The server is $DLOCK_URL (default redis://127.0.0.1:6379).\n",
             MAX_PROCS, DLOCK_LEASE_MIN_MS, DLOCK_LEASE_MAX_MS, DLOCK_LEASE_DEFAULT_MS);
 }
@@ -380,7 +384,7 @@ int main(int argc, char **argv) {
     int ch, rc, failed, lost = 0, i, ok;
     double t0, elapsed;
 
-    while ((ch = getopt(argc, argv, "p:n:N:s:l:t:h")) != -1) {
+    while ((ch = getopt(argc, argv, "p:n:N:s:l:t:Fh")) != -1) {
         switch (ch) {
         case 'p':
             if (parse_ul(optarg, 1, MAX_PROCS, &v) != 0) goto bad;
@@ -405,6 +409,9 @@ int main(int argc, char **argv) {
         case 't':
             if (parse_ul(optarg, 1, 86400, &v) != 0) goto bad;
             opt.timeout_s = (unsigned)v;
+            break;
+        case 'F':
+            opt.fair = 1;
             break;
         case 'h':
             usage(stdout);
@@ -474,7 +481,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dlock-demo: %s: %s\n", opt.path, strerror(errno));
         return 2;
     }
-    printf("2. WITH the dlock mutex \"%s\" (%d x %lu increments):\n", opt.name, opt.procs, opt.iterations);
+    printf("2. WITH the %sdlock mutex \"%s\" (%d x %lu increments):\n", opt.fair ? "fair " : "", opt.name, opt.procs, opt.iterations);
     t0 = now_s();
     failed = run_workers(opt.procs, opt.iterations, 1, shared);
     elapsed = now_s() - t0;
