@@ -77,6 +77,22 @@ void dlock__tls_ctx_free(struct dlock_client *c) {
     c->tls_ctx = NULL;
 }
 
+/* The server closed on us while we wrote: it may have said why in a TLS
+ * alert first (a client certificate it wanted, one it refused).  Reads
+ * what already arrived, without waiting, and lets OpenSSL name it. */
+static void alert_reason(dlock__conn *cn) {
+    char buf[4096];
+    ssize_t k;
+    int n;
+    while ((k = recv(cn->ctx->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+        if (BIO_write(cn->tls->rbio, buf, (int)k) != (int)k) return;
+    if (BIO_ctrl_pending(cn->tls->rbio) == 0) return;
+    ERR_clear_error();
+    n = SSL_read(cn->tls->ssl, buf, sizeof buf);
+    if (n <= 0 && SSL_get_error(cn->tls->ssl, n) == SSL_ERROR_SSL)
+        snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "TLS: %.110s", ssl_reason("connection refused"));
+}
+
 /* Sends what OpenSSL has written to wbio. */
 static int out_flush(dlock__conn *cn) {
     char buf[16384];
@@ -87,9 +103,11 @@ static int out_flush(dlock__conn *cn) {
             ssize_t k = send(cn->ctx->fd, p, (size_t)n, MSG_NOSIGNAL);
             if (k < 0) {
                 if (errno == EINTR) continue;
+                int e = errno;
                 snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "send: %s",
-                         errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" : strerror(errno));
+                         e == EAGAIN || e == EWOULDBLOCK ? "timed out" : strerror(e));
                 cn->ctx->err = REDIS_ERR_IO;
+                if (e == ECONNRESET || e == EPIPE) alert_reason(cn);
                 return -1;
             }
             p += k;
