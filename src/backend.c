@@ -170,9 +170,10 @@ static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t
 
 /* Sends one batch of renewals and reads their answers.  Returns 0, or
  * ENOLCK when the connection broke (the caller drops it). */
-static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript) {
+static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript,
+                       unsigned wait_ms) {
     redisContext *ctx = cn->ctx;
-    char leases[RENEW_BATCH][16];
+    char leases[RENEW_BATCH][16], wn[16], wms[16];
     size_t i;
     int demoted = 0;
 
@@ -189,6 +190,16 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
         if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, 2, 5, args, lens) != 0)
             return dlock__seterr(ENOMEM, "out of memory");
     }
+    if (c->conf.wait_replicas > 0) {
+        /* wait=N: a renewal counts only when N replicas have it too, so a
+         * master that a failover is leaving behind (its replicas gone)
+         * stops extending the holds it alone still knows. */
+        const char *wargv[3] = { "WAIT", wn, wms };
+        size_t wlens[3] = { 4, 0, 0 };
+        wlens[1] = (size_t)snprintf(wn, sizeof wn, "%u", c->conf.wait_replicas);
+        wlens[2] = (size_t)snprintf(wms, sizeof wms, "%u", wait_ms);
+        if (redisAppendCommandArgv(ctx, 3, wargv, wlens) != REDIS_OK) return dlock__seterr(ENOMEM, "out of memory");
+    }
     if (dlock__conn_flush(cn) != 0)
         return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
     for (i = 0; i < n; i++) {
@@ -203,6 +214,19 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
             rn[i].result = -1;
         }
         freeReplyObject(r);
+    }
+    if (c->conf.wait_replicas > 0) {
+        void *p = NULL;
+        long long acked;
+        if (dlock__conn_reply(cn, &p) != REDIS_OK || p == NULL) {
+            for (i = 0; i < n; i++) rn[i].result = -1; /* renewed, but not confirmed */
+            return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
+        }
+        acked = ((redisReply *)p)->type == REDIS_REPLY_INTEGER ? ((redisReply *)p)->integer : -1;
+        freeReplyObject(p);
+        if (acked < (long long)c->conf.wait_replicas)
+            for (i = 0; i < n; i++)
+                if (rn[i].result == 1) rn[i].result = -1; /* not confirmed: as if unanswered */
     }
     if (ctx->reader->pos < ctx->reader->len) { /* more answers than requests: out of step */
         for (i = 0; i < n; i++) rn[i].result = -1; /* none of them can be trusted */
@@ -244,7 +268,8 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dl
         tv.tv_sec = (time_t)(left_ms / 1000);
         tv.tv_usec = (suseconds_t)(left_ms % 1000) * 1000;
         redisSetTimeout(c->renew_conn->ctx, tv);
-        rc = renew_batch(c, c->renew_conn, rn + done, k, &noscript);
+        rc = renew_batch(c, c->renew_conn, rn + done, k, &noscript,
+                         (unsigned)left_ms / 2 < c->conf.wait_timeout_ms ? (unsigned)left_ms / 2 : c->conf.wait_timeout_ms);
         if (rc != 0) {
             drop_renew_conn(c);
             return rc;

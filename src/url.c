@@ -386,6 +386,9 @@ path:
         }
     }
     if (conf->wait_timeout_ms == 0) conf->wait_timeout_ms = conf->command_timeout_ms;
+    if (conf->kind == DLOCK__BACKEND_REDLOCK && conf->wait_replicas > 0)
+        return dlock__seterr(EINVAL, "URL %s: wait= is for a master with replicas, not for Redlock's independent "
+                             "masters", conf->redacted_url);
     if ((conf->tls_cert_file == NULL) != (conf->tls_key_file == NULL))
         return dlock__seterr(EINVAL, "URL %s: tls_cert_file and tls_key_file go together", conf->redacted_url);
     return 0;

@@ -551,6 +551,52 @@ static int st_fresh_c(void *p) {
     return 0;
 }
 
+/* wait=N holds renewals to the same rule as acquisitions: a renewal that
+ * fewer than N replicas acknowledged does not extend the hold, so when the
+ * master loses its replicas (as a master a failover leaves behind does),
+ * the hold runs out and its holder is told, instead of going on renewing
+ * where no replica sees it. */
+static int wr_lost;
+static void wr_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)name;
+    (void)arg;
+    __atomic_add_fetch(&wr_lost, 1, __ATOMIC_SEQ_CST);
+}
+
+static void test_sentinel_wait_renewals_need_replicas(void) {
+    static const char *name = "sent/wait-renew";
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+    char url[700];
+    int i, held_before = 0;
+
+    CU_ASSERT_FATAL(st_up(2, 1) == 0);
+    st_url_q(url, sizeof url, "wait=1&wait_timeout_ms=200");
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    __atomic_store_n(&wr_lost, 0, __ATOMIC_SEQ_CST);
+    DLT_ASSERT_ERR(st_mutex(&m, name, c, 1000, wr_on_lost, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    /* With a replica, renewals are confirmed: held over several leases. */
+    for (i = 0; i < 25; i++) {
+        dlt_sleep_ms(100);
+        held_before += dlock_mutex_holds(&m);
+    }
+    DLT_ASSERT_INT_EQ(held_before, 25);
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&wr_lost, __ATOMIC_SEQ_CST), 0);
+    /* Both replicas gone: no renewal is confirmed any more. */
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&st.node[1]), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&st.node[2]), 0);
+    for (i = 0; i < 100 && __atomic_load_n(&wr_lost, __ATOMIC_SEQ_CST) == 0; i++) dlt_sleep_ms(50);
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&wr_lost, __ATOMIC_SEQ_CST), 1);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    st_down();
+}
+
 static void test_sentinel_failover_fresh_client(void) {
     st_ft *f = DLT_SHM_NEW(st_ft, 1);
     pid_t a, c;
@@ -878,6 +924,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_sentinel_basic),
     DLT_TEST(test_sentinel_wait_replicas),
     DLT_TEST(test_sentinel_bad_input),
+    DLT_TEST(test_sentinel_wait_renewals_need_replicas),
     DLT_TEST(test_sentinel_planned_failover),
     DLT_TEST(test_sentinel_failover_fresh_client),
     DLT_TEST(test_sentinel_master_killed),
