@@ -173,7 +173,7 @@ static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t
 static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript,
                        unsigned wait_ms) {
     redisContext *ctx = cn->ctx;
-    char leases[RENEW_BATCH][16], wn[16], wms[16];
+    char leases[RENEW_BATCH][16];
     size_t i;
     int demoted = 0;
 
@@ -194,11 +194,7 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
         /* wait=N: a renewal counts only when N replicas have it too, so a
          * master that a failover is leaving behind (its replicas gone)
          * stops extending the holds it alone still knows. */
-        const char *wargv[3] = { "WAIT", wn, wms };
-        size_t wlens[3] = { 4, 0, 0 };
-        wlens[1] = (size_t)snprintf(wn, sizeof wn, "%u", c->conf.wait_replicas);
-        wlens[2] = (size_t)snprintf(wms, sizeof wms, "%u", wait_ms);
-        if (redisAppendCommandArgv(ctx, 3, wargv, wlens) != REDIS_OK) return dlock__seterr(ENOMEM, "out of memory");
+        if (dlock__wait_append(cn, c->conf.wait_replicas, wait_ms) != 0) return dlock__seterr(ENOMEM, "out of memory");
     }
     if (dlock__conn_flush(cn) != 0)
         return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
@@ -216,14 +212,11 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
         freeReplyObject(r);
     }
     if (c->conf.wait_replicas > 0) {
-        void *p = NULL;
         long long acked;
-        if (dlock__conn_reply(cn, &p) != REDIS_OK || p == NULL) {
+        if (dlock__wait_read(cn, &acked) != 0) {
             for (i = 0; i < n; i++) rn[i].result = -1; /* renewed, but not confirmed */
             return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
         }
-        acked = ((redisReply *)p)->type == REDIS_REPLY_INTEGER ? ((redisReply *)p)->integer : -1;
-        freeReplyObject(p);
         if (acked < (long long)c->conf.wait_replicas)
             for (i = 0; i < n; i++)
                 if (rn[i].result == 1) rn[i].result = -1; /* not confirmed: as if unanswered */

@@ -167,11 +167,7 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, cons
         free(c);
         return rc;
     }
-    if ((rc = dlock__tls_ctx_make(c)) != 0) {
-        dlock__conf_free(&c->conf);
-        free(c);
-        return rc;
-    }
+    if ((rc = dlock__tls_ctx_make(c)) != 0) goto fail_conf;
     c->ops = c->conf.kind == DLOCK__BACKEND_REDLOCK ? &dlock__redlock_backend : &dlock__single_backend;
     c->one_connect = parent != NULL;
     c->nbuckets = 64;
@@ -180,23 +176,15 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, cons
     if ((c->epoch_key = malloc(strlen(c->conf.prefix) + 6)) != NULL)
         sprintf(c->epoch_key, "%sepoch", c->conf.prefix);
     if (c->buckets == NULL || c->epoch_key == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
-        free(c->buckets);
-        free(c->epoch_key);
-        dlock__tls_ctx_free(c);
-        dlock__conf_free(&c->conf);
-        free(c);
-        return dlock__seterr(ENOMEM, "out of memory");
+        rc = dlock__seterr(ENOMEM, "out of memory");
+        goto fail;
     }
     dlock__cond_init(&c->renew_cv);
     if (dlock__random(c->nonce, (int)sizeof c->nonce) != 0) {
         pthread_cond_destroy(&c->renew_cv);
         pthread_mutex_destroy(&c->mu);
-        free(c->buckets);
-        free(c->epoch_key);
-        dlock__tls_ctx_free(c);
-        dlock__conf_free(&c->conf);
-        free(c);
-        return dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random nonce for the client");
+        rc = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random nonce for the client");
+        goto fail;
     }
     pthread_mutex_lock(&clients_mu);
     c->next = clients;
@@ -220,6 +208,14 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, cons
     }
     *out = c;
     return 0;
+fail:
+    free(c->buckets);
+    free(c->epoch_key);
+    dlock__tls_ctx_free(c);
+fail_conf:
+    dlock__conf_free(&c->conf);
+    free(c);
+    return rc;
 }
 
 DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cfg) {

@@ -402,27 +402,36 @@ int dlock__demoted(const redisReply *r) {
 /* Sends the command and, with `waitn`, a WAIT for that many replicas
  * after it on the same connection (WAIT counts this connection's writes);
  * returns the command's answer, the WAIT's count in *acked. */
+int dlock__wait_append(dlock__conn *cn, unsigned replicas, unsigned timeout_ms) {
+    char n[16], ms[16];
+    const char *argv[3] = { "WAIT", n, ms };
+    size_t lens[3] = { 4, 0, 0 };
+    lens[1] = (size_t)snprintf(n, sizeof n, "%u", replicas);
+    lens[2] = (size_t)snprintf(ms, sizeof ms, "%u", timeout_ms);
+    return redisAppendCommandArgv(cn->ctx, 3, argv, lens) == REDIS_OK ? 0 : -1;
+}
+
+int dlock__wait_read(dlock__conn *cn, long long *acked) {
+    void *w = NULL;
+    if (dlock__conn_reply(cn, &w) != REDIS_OK) return -1;
+    *acked = ((redisReply *)w)->type == REDIS_REPLY_INTEGER ? ((redisReply *)w)->integer : -1;
+    freeReplyObject(w);
+    return 0;
+}
+
 static redisReply *cmd_and_wait(struct dlock_client *c, dlock__conn *cn, int argc, const char **argv,
                                 const size_t *argvlen, int *sent, unsigned waitn, long long *acked) {
-    char n[16], ms[16];
-    const char *wargv[3] = { "WAIT", n, ms };
-    size_t wlens[3] = { 4, 0, 0 };
-    void *reply = NULL, *w = NULL;
+    void *reply = NULL;
     int out;
-    redisContext *ctx = cn->ctx;
     if (waitn == 0) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
-    wlens[1] = (size_t)snprintf(n, sizeof n, "%u", waitn);
-    wlens[2] = (size_t)snprintf(ms, sizeof ms, "%u", c->conf.wait_timeout_ms);
-    out = redisAppendCommandArgv(ctx, argc, argv, argvlen) == REDIS_OK &&
-          redisAppendCommandArgv(ctx, 3, wargv, wlens) == REDIS_OK && dlock__conn_flush(cn) == 0;
+    out = redisAppendCommandArgv(cn->ctx, argc, argv, argvlen) == REDIS_OK &&
+          dlock__wait_append(cn, waitn, c->conf.wait_timeout_ms) == 0 && dlock__conn_flush(cn) == 0;
     *sent = out;
     if (!out || dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
-    if (dlock__conn_reply(cn, &w) != REDIS_OK) {
+    if (dlock__wait_read(cn, acked) != 0) {
         freeReplyObject(reply);
         return NULL;
     }
-    *acked = ((redisReply *)w)->type == REDIS_REPLY_INTEGER ? ((redisReply *)w)->integer : -1;
-    freeReplyObject(w);
     return reply;
 }
 

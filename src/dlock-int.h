@@ -492,6 +492,11 @@ int dlock__conn_read(dlock__conn *cn);
 /* The next answer, reading as needed: REDIS_OK or REDIS_ERR, as
  * redisGetReply. */
 int dlock__conn_reply(dlock__conn *cn, void **reply);
+/* wait=N: appends WAIT replicas timeout_ms to the connection's output
+ * (0, or -1 out of memory); reads its answer, the replicas that
+ * acknowledged (-1: not an integer), into *acked (0, or -1 no answer). */
+int dlock__wait_append(dlock__conn *cn, unsigned replicas, unsigned timeout_ms);
+int dlock__wait_read(dlock__conn *cn, long long *acked);
 /* Bytes received but not yet given to the reader (TLS buffers them). */
 int dlock__conn_pending(const dlock__conn *cn);
 /* Closes every idle connection. */

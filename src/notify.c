@@ -40,14 +40,14 @@ static void each_lock(struct dlock_client *c, void (*fn)(struct dlock_client *, 
     }
 }
 
-/* The connection is gone: forget subscriptions, ask again for those with
- * waiters, and wake every waiter, since a release may have been missed. */
 /* Does l need its channel: waiters, or a caching hold, which must hear
  * when another owner asks for the lock. */
 static int wants_channel(const dlock__lock *l) {
     return l->waiters > 0 || l->x.caching;
 }
 
+/* The connection is gone: forget subscriptions, ask again for those with
+ * waiters, and wake every waiter, since a release may have been missed. */
 static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
     (void)arg;
     l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
