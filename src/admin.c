@@ -105,26 +105,22 @@ static void seen_free(seen *s) {
     free(s->names);
 }
 
-DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
-                         int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg) {
-    char cursor[32] = "0", *pattern;
-    seen s = { NULL, 0, 0 };
-    int rc = 0, stop = 0;
+/* Goes through one server's keys (SCAN) for lock names matching glob,
+ * calling fn with what dlock_lock_info says of each held one. */
+static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *pattern, const char *glob, seen *s,
+                       int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg, int *stop) {
+    char cursor[32] = "0";
     unsigned empty = 0; /* SCAN answers in a row that brought no keys */
-
-    if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
-    if (glob == NULL) glob = "*";
-    if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
-    if ((pattern = scan_pattern(c->conf.prefix)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    int rc = 0;
     do {
         const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT", "1000" };
         size_t lens[6], i;
         redisReply *r;
         for (i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
-        if ((rc = dlock__command(c, &r, dlock__unreachable_deadline(c), 0, 6, argv, lens)) != 0) break;
+        if ((rc = dlock__command(srv, &r, dlock__unreachable_deadline(srv), 0, 6, argv, lens)) != 0) break;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
             r->element[0]->len >= sizeof cursor || r->element[1]->type != REDIS_REPLY_ARRAY) {
-            rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", c->conf.redacted_url);
+            rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", srv->conf.redacted_url);
             freeReplyObject(r);
             break;
         }
@@ -135,11 +131,11 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
          * (ten million keys without a lock among them at COUNT 1000). */
         empty = r->element[1]->elements == 0 ? empty + 1 : 0;
         if (empty > 10000) {
-            rc = dlock__seterr(EPROTO, "%s: SCAN does not end", c->conf.redacted_url);
+            rc = dlock__seterr(EPROTO, "%s: SCAN does not end", srv->conf.redacted_url);
             freeReplyObject(r);
             break;
         }
-        for (i = 0; i < r->element[1]->elements && !stop && rc == 0; i++) {
+        for (i = 0; i < r->element[1]->elements && !*stop && rc == 0; i++) {
             const redisReply *k = r->element[1]->element[i];
             size_t off, len;
             char name[DLOCK_NAME_MAX + 1];
@@ -151,16 +147,39 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
             memcpy(name, k->str + off, len);
             name[len] = '\0';
             if (strlen(name) != len || fnmatch(glob, name, 0) != 0) continue;
-            if ((added = seen_add(&s, name)) < 0) {
+            if ((added = seen_add(s, name)) < 0) {
                 rc = dlock__seterr(ENOMEM, "out of memory");
                 break;
             }
             if (added == 0) continue;
             if ((rc = dlock_lock_info(c, name, &info)) != 0) break;
-            if (info.held || info.readers > 0 || info.robust_state != 0) stop = fn(name, &info, arg) != 0;
+            if (info.held || info.readers > 0 || info.robust_state != 0) *stop = fn(name, &info, arg) != 0;
         }
         freeReplyObject(r);
-    } while (rc == 0 && !stop && strcmp(cursor, "0") != 0);
+    } while (rc == 0 && !*stop && strcmp(cursor, "0") != 0);
+    return rc;
+}
+
+DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
+                         int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg) {
+    char *pattern;
+    seen s = { NULL, 0, 0 };
+    int rc = 0, stop = 0;
+
+    if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
+    if (glob == NULL) glob = "*";
+    if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
+    if ((pattern = scan_pattern(c->conf.prefix)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    if (c->conf.kind == DLOCK__BACKEND_CLUSTER) {
+        /* Each master has the keys of its slots. */
+        dlock_client_t *masters[64];
+        int i, n = dlock__cluster_masters(c, masters, sizeof masters / sizeof *masters,
+                                          dlock__unreachable_deadline(c));
+        if (n < 0) rc = -n;
+        for (i = 0; i < n && rc == 0 && !stop; i++) rc = list_server(c, masters[i], pattern, glob, &s, fn, arg, &stop);
+    } else {
+        rc = list_server(c, c, pattern, glob, &s, fn, arg, &stop);
+    }
     seen_free(&s);
     free(pattern);
     return rc;

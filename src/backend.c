@@ -52,8 +52,13 @@ static int lock_keys(const struct dlock_client *c, const dlock__lock *l, const c
         args[i] = l->keys[i];
         lens[i] = l->keylens[i];
     }
-    args[DLOCK__NKEYS] = c->epoch_key; /* one per deployment (single server) */
-    lens[DLOCK__NKEYS] = strlen(c->epoch_key);
+    if (c->conf.cluster) { /* one per lock, in its slot */
+        args[DLOCK__NKEYS] = l->keys[DLOCK__K_EPOCH];
+        lens[DLOCK__NKEYS] = l->keylens[DLOCK__K_EPOCH];
+    } else { /* one per deployment */
+        args[DLOCK__NKEYS] = c->epoch_key;
+        lens[DLOCK__NKEYS] = strlen(c->epoch_key);
+    }
     return DLOCK__NKEYS + 1;
 }
 
@@ -168,6 +173,35 @@ static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t
     return rc;
 }
 
+/* The arguments of one renewal (renew_lua); lease: 16 bytes for its
+ * text. */
+static void renew_args(const dlock__renewal *rn, char *lease, const char **args, size_t *lens) {
+    const dlock__lock *l = rn->l;
+    int k = rn->shared ? DLOCK__K_READERS : DLOCK__K_LOCK;
+    snprintf(lease, 16, "%u", rn->lease_ms);
+    args[0] = l->keys[k]; lens[0] = l->keylens[k];
+    args[1] = rn->token; lens[1] = strlen(rn->token);
+    args[2] = lease; lens[2] = strlen(lease);
+    args[3] = rn->shared ? "s" : "x"; lens[3] = 1;
+}
+
+int dlock__renew_one(struct dlock_client *c, dlock__renewal *rn, dlock__mono deadline) {
+    const char *args[4];
+    size_t lens[4];
+    char lease[16];
+    redisReply *r;
+    int rc;
+    rn->result = -1;
+    renew_args(rn, lease, args, lens);
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RENEW, &r, deadline, 1, 4, args, lens)) != 0) return rc;
+    if (dlock__flag_parse(r, &rn->result) != 0) {
+        rn->result = -1;
+        rc = bad_reply(c, "renewal", r);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
 /* Sends one batch of renewals and reads their answers.  Returns 0, or
  * ENOLCK when the connection broke (the caller drops it). */
 static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript,
@@ -178,16 +212,10 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
     int demoted = 0;
 
     for (i = 0; i < n; i++) {
-        const char *args[5];
-        size_t lens[5];
-        const dlock__lock *l = rn[i].l;
-        snprintf(leases[i], sizeof leases[i], "%u", rn[i].lease_ms);
-        args[0] = l->key; lens[0] = l->keylen;
-        args[1] = l->keys[DLOCK__K_READERS]; lens[1] = l->keylens[DLOCK__K_READERS];
-        args[2] = rn[i].token; lens[2] = strlen(rn[i].token);
-        args[3] = leases[i]; lens[3] = strlen(leases[i]);
-        args[4] = rn[i].shared ? "s" : "x"; lens[4] = 1;
-        if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, 2, 5, args, lens) != 0)
+        const char *args[4];
+        size_t lens[4];
+        renew_args(&rn[i], leases[i], args, lens);
+        if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, c->conf.cluster, 1, 4, args, lens) != 0)
             return dlock__seterr(ENOMEM, "out of memory");
     }
     if (c->conf.wait_replicas > 0) {
@@ -205,8 +233,13 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
             return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
         r = p;
         if (dlock__flag_parse(r, &rn[i].result) != 0) {
+            struct dlock_client *next;
+            int asking;
             if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) *noscript = 1;
             if (dlock__demoted(r)) demoted = 1;
+            /* A cluster's slot moved: the map learns where; the caller
+             * asks there (cluster.c). */
+            if (c->parent != NULL && dlock__cluster_redirect(c, r, &next, &asking) == 1) rn[i].moved = 1;
             rn[i].result = -1;
         }
         freeReplyObject(r);
@@ -245,7 +278,10 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dl
     int64_t left_ms;
     struct timeval tv;
 
-    for (i = 0; i < n; i++) rn[i].result = -1;
+    for (i = 0; i < n; i++) {
+        rn[i].result = -1;
+        rn[i].moved = 0;
+    }
     while (done < n) {
         size_t k = n - done < RENEW_BATCH ? n - done : RENEW_BATCH;
         int noscript = 0;
@@ -269,7 +305,7 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dl
         }
         if (noscript && tries++ == 0) {
             /* A restarted server: load the scripts, redo this batch. */
-            if (dlock__script_load_all(c->renew_conn) != 0) {
+            if (dlock__script_load_all(c->renew_conn, c->conf.cluster) != 0) {
                 drop_renew_conn(c);
                 return dlock__seterr(ENOLCK, "%s: cannot load scripts", c->conf.redacted_url);
             }

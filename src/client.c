@@ -25,6 +25,7 @@ static void lock_free(dlock__lock *l);
 static pthread_mutex_t clients_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct dlock_client *clients;
 static struct dlock_client *default_client;
+static int exiting; /* exit() is releasing holds (with clients_mu held) */
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
 /* ---------------------------------------------------------- fork, exit */
@@ -95,6 +96,7 @@ static void fork_child(void) {
                 memset(l->busy_until, 0, sizeof l->busy_until);
                 l->users = 0;
                 l->sub_state = DLOCK__SUB_NONE;
+                l->sub_node = NULL;
                 l->sleepers = NULL; /* the parent's threads: not here */
                 l->fair = NULL;
                 dlock__cond_init(&l->cv);
@@ -113,6 +115,7 @@ static void fork_child(void) {
 static void at_exit(void) {
     struct dlock_client *c;
     pthread_mutex_lock(&clients_mu);
+    __atomic_store_n(&exiting, 1, __ATOMIC_SEQ_CST);
     for (c = clients; c != NULL; c = c->next) {
         dlock__lock *l;
         dlock__hold *h;
@@ -155,21 +158,25 @@ DLOCK_API void dlock_config_init(dlock_config_t *cfg) {
 }
 
 /* Makes a client from its configuration (parsed from cfg, or, for a
- * Redlock member, copied from its parent's).  Nothing is left on error. */
-static int client_new(struct dlock_client **out, const dlock_config_t *cfg, const struct dlock_client *parent,
-                      size_t member) {
+ * Redlock or Cluster member, copied from its parent's with the member's
+ * server ep).  Nothing is left on error. */
+static int client_new(struct dlock_client **out, const dlock_config_t *cfg, struct dlock_client *parent,
+                      const dlock__endpoint *ep) {
     struct dlock_client *c;
     int rc;
 
     if ((c = calloc(1, sizeof *c)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    rc = parent ? dlock__conf_member(&c->conf, &parent->conf, member) : dlock__conf_parse(&c->conf, cfg);
+    rc = parent ? dlock__conf_member(&c->conf, &parent->conf, ep) : dlock__conf_parse(&c->conf, cfg);
     if (rc != 0) {
         free(c);
         return rc;
     }
     if ((rc = dlock__tls_ctx_make(c)) != 0) goto fail_conf;
-    c->ops = c->conf.kind == DLOCK__BACKEND_REDLOCK ? &dlock__redlock_backend : &dlock__single_backend;
+    c->ops = c->conf.kind == DLOCK__BACKEND_REDLOCK   ? &dlock__redlock_backend
+             : c->conf.kind == DLOCK__BACKEND_CLUSTER ? &dlock__cluster_backend
+                                                      : &dlock__single_backend;
     c->one_connect = parent != NULL;
+    if (parent != NULL && parent->conf.kind == DLOCK__BACKEND_CLUSTER) c->parent = parent;
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
     c->sub_wakefd = -1;
@@ -190,16 +197,18 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, cons
     c->next = clients;
     clients = c;
     pthread_mutex_unlock(&clients_mu);
-    if (c->conf.kind == DLOCK__BACKEND_REDLOCK) {
+    if (c->conf.kind == DLOCK__BACKEND_REDLOCK || c->conf.kind == DLOCK__BACKEND_CLUSTER) {
         /* One client per master: its own pool and renewal connection;
-         * on the list of clients, so fork and exit treat it like any. */
+         * on the list of clients, so fork and exit treat it like any.
+         * A cluster starts with one per node named in the URL, and gets
+         * more as its slot map names them (cluster.c). */
         size_t i;
         if ((c->members = calloc(c->conf.nnodes, sizeof *c->members)) == NULL) {
             dlock_client_destroy(c);
             return dlock__seterr(ENOMEM, "out of memory");
         }
         for (i = 0; i < c->conf.nnodes; i++) {
-            if ((rc = client_new(&c->members[i], NULL, c, i)) != 0) {
+            if ((rc = client_new(&c->members[i], NULL, c, &c->conf.nodes[i])) != 0) {
                 dlock_client_destroy(c);
                 return rc;
             }
@@ -222,7 +231,14 @@ DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cf
     if (out == NULL) return dlock__seterr(EINVAL, "client pointer is NULL");
     *out = NULL;
     pthread_once(&global_once, global_init);
-    return client_new(out, cfg, NULL, 0);
+    return client_new(out, cfg, NULL, NULL);
+}
+
+int dlock__client_member(struct dlock_client **out, struct dlock_client *parent, const dlock__endpoint *ep) {
+    /* exit() releases holds with clients_mu held (this thread's, maybe):
+     * no client is made then. */
+    if (__atomic_load_n(&exiting, __ATOMIC_SEQ_CST)) return dlock__seterr(EBUSY, "the process is exiting");
+    return client_new(out, NULL, parent, ep);
 }
 
 DLOCK_API dlock_client_t *dlock_client_default(int *err) {
@@ -276,6 +292,10 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
 
     dlock__renew_stop(c);
     dlock__notify_stop(c);
+    /* Members (Redlock, Cluster) now: nothing runs that uses them, and a
+     * cluster member's teardown takes this client's mutex. */
+    for (i = 0; i < c->nmembers; i++) (void)dlock_client_destroy(c->members[i]);
+    c->nmembers = 0;
     if (c->renew_conn != NULL) { /* a Redlock member's, opened by its parent's renewal thread */
         dlock__conn_close(c->renew_conn);
         c->renew_conn = NULL;
@@ -304,6 +324,7 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     pthread_mutex_destroy(&c->mu);
     for (i = 0; i < c->nmembers; i++) (void)dlock_client_destroy(c->members[i]);
     free(c->members);
+    dlock__cluster_free(c);
     dlock__tls_ctx_free(c);
     dlock__conf_free(&c->conf);
     free(c);
@@ -402,17 +423,17 @@ static void lock_free(dlock__lock *l) {
  * (its waiters at <prefix>{<name>}:cond, which is also its channel), in
  * one buffer. */
 static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_t namelen, int kind) {
-    static const char *const lock_suffix[DLOCK__NKEYS] = { "",         ":fence",   ":state",
-                                                                   ":readers", ":writers", ":handoff",
-                                                                   ":queue",   ":qmeta" };
-    static const char *const cond_suffix[DLOCK__NKEYS] = { ":cond", ":cond", ":cond", ":cond",
-                                                                   ":cond", ":cond", ":cond", ":cond" };
+    static const char *const lock_suffix[DLOCK__NKEYS + 1] = { "",        ":fence",   ":state",
+                                                               ":readers", ":writers", ":handoff",
+                                                               ":queue",   ":qmeta",   ":epoch" };
+    static const char *const cond_suffix[DLOCK__NKEYS + 1] = { ":cond", ":cond", ":cond", ":cond", ":cond",
+                                                               ":cond", ":cond", ":cond", ":cond" };
     const char *const *suffix = kind == DLOCK__KIND_COND ? cond_suffix : lock_suffix;
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;
-    for (i = 0; i < DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
+    for (i = 0; i <= DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
     if ((b = malloc(total)) == NULL) return -1;
-    for (i = 0; i < DLOCK__NKEYS; i++) {
+    for (i = 0; i <= DLOCK__NKEYS; i++) {
         size_t sl = strlen(suffix[i]);
         l->keys[i] = b;
         l->keylens[i] = base + sl;
@@ -466,6 +487,10 @@ int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, i
         *out = l;
         return 0;
     }
+    if (c->conf.cluster && name[0] == '}')
+        /* <prefix>{}...: an empty hash tag; the lock's keys would hash
+         * whole, each to its own slot. */
+        return dlock__seterr(EINVAL, "on Redis Cluster a lock name cannot start with '}'");
     if ((l = calloc(1, sizeof *l)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
     if ((l->name = malloc(namelen + 1)) == NULL || lock_keys(l, c->conf.prefix, name, namelen, kind) != 0 ||
         dlock__cond_init(&l->cv) != 0) {

@@ -201,16 +201,18 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
     if (connect_timeout_ms == 0) connect_timeout_ms = 1;
     if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(cf, connect_timeout_ms, &ep)) != 0) return rc;
     for (size_t i = 0;; i++) {
-        /* Redlock: this client's own connection (the subscriber's, or an
-         * administrative one) goes to the first master that answers; the
-         * lock requests go through one client per master (redlock.c). */
-        if (cf->kind == DLOCK__BACKEND_REDLOCK) ep = cf->nodes[i];
+        /* Redlock, Cluster: this client's own connection (the
+         * subscriber's) goes to the first node named in the URL that
+         * answers; the lock requests go through one client per master
+         * (redlock.c, cluster.c). */
+        if (cf->kind == DLOCK__BACKEND_REDLOCK || cf->kind == DLOCK__BACKEND_CLUSTER) ep = cf->nodes[i];
         ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(connect_timeout_ms));
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
         if (!ctx->err) break;
         rc = dlock__seterr(ENOLCK, "cannot connect to %s: %s", cf->redacted_url, ctx->errstr);
         redisFree(ctx);
-        if (cf->kind != DLOCK__BACKEND_REDLOCK || i + 1 >= cf->nnodes) return rc;
+        if ((cf->kind != DLOCK__BACKEND_REDLOCK && cf->kind != DLOCK__BACKEND_CLUSTER) || i + 1 >= cf->nnodes)
+            return rc;
     }
     /* Not inherited by programs the host runs (fork + exec). */
     fcntl(ctx->fd, F_SETFD, fcntl(ctx->fd, F_GETFD) | FD_CLOEXEC);
@@ -389,7 +391,8 @@ static void set_timeout(struct dlock_client *c, dlock__conn *cn, dlock__mono dea
 int dlock__not_ready(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL &&
            (strncmp(r->str, "LOADING", 7) == 0 || strncmp(r->str, "BUSY ", 5) == 0 ||
-            strncmp(r->str, "MASTERDOWN", 10) == 0 || strncmp(r->str, "TRYAGAIN", 8) == 0);
+            strncmp(r->str, "MASTERDOWN", 10) == 0 || strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+            strncmp(r->str, "CLUSTERDOWN", 11) == 0);
 }
 
 /* "This server is no longer the master" (a failover demoted it): the
@@ -419,36 +422,60 @@ int dlock__wait_read(dlock__conn *cn, long long *acked) {
     return 0;
 }
 
+/* Sends the command (after ASKING, for a cluster's ASK redirection) and,
+ * with `waitn`, a WAIT for that many replicas after it on the same
+ * connection (WAIT counts this connection's writes); returns the
+ * command's answer, the WAIT's count in *acked. */
 static redisReply *cmd_and_wait(struct dlock_client *c, dlock__conn *cn, int argc, const char **argv,
-                                const size_t *argvlen, int *sent, unsigned waitn, long long *acked) {
+                                const size_t *argvlen, int *sent, unsigned waitn, long long *acked, int asking) {
     void *reply = NULL;
     int out;
-    if (waitn == 0) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
-    out = redisAppendCommandArgv(cn->ctx, argc, argv, argvlen) == REDIS_OK &&
-          dlock__wait_append(cn, waitn, c->conf.wait_timeout_ms) == 0 && dlock__conn_flush(cn) == 0;
+    if (waitn == 0 && !asking) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
+    out = (!asking || redisAppendCommand(cn->ctx, "ASKING") == REDIS_OK) &&
+          redisAppendCommandArgv(cn->ctx, argc, argv, argvlen) == REDIS_OK &&
+          (waitn == 0 || dlock__wait_append(cn, waitn, c->conf.wait_timeout_ms) == 0) && dlock__conn_flush(cn) == 0;
     *sent = out;
-    if (!out || dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
-    if (dlock__wait_read(cn, acked) != 0) {
+    if (!out) return NULL;
+    if (asking) {
+        if (dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
+        freeReplyObject(reply); /* +OK */
+        reply = NULL;
+    }
+    if (dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
+    if (waitn > 0 && dlock__wait_read(cn, acked) != 0) {
         freeReplyObject(reply);
         return NULL;
     }
     return reply;
 }
 
+static __thread int unknown_outcome;
+
+int dlock__outcome_unknown(void) {
+    return unknown_outcome;
+}
+
+/* Redirections one request follows at most (a cluster whose nodes
+ * disagree about a slot could send it round forever). */
+#define REDIRECTS_MAX 16
+
 static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen, unsigned waitn, long long *acked) {
     dlock__conn *cn;
     redisReply *r;
-    int rc, tries, stale, sent;
+    int rc, tries, stale, sent, asking = 0, redirects = 0;
     unsigned backoff_ms = 10;
+    struct dlock_client *first = c;
 
+    unknown_outcome = 0;
     for (tries = 0;; tries++) {
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
         set_timeout(c, cn, deadline);
         if (waitn > 0 && c->conf.wait_timeout_ms + 1000 > cn->timeout_ms &&
             redisSetTimeout(cn->ctx, ms_tv(c->conf.wait_timeout_ms + 1000)) == REDIS_OK)
             cn->timeout_ms = c->conf.wait_timeout_ms + 1000; /* the WAIT may take its whole timeout */
-        r = cmd_and_wait(c, cn, argc, argv, argvlen, &sent, waitn, acked);
+        r = cmd_and_wait(c, cn, argc, argv, argvlen, &sent, waitn, acked, asking);
+        asking = 0;
         if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {
             /* More bytes than one answer: the connection is out of step
              * with its requests, and every later answer on it would be
@@ -456,6 +483,31 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
             freeReplyObject(r);
             dlock__pool_put(c, cn, 1);
             return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
+        }
+        if (r != NULL && c->parent != NULL && r->type == REDIS_REPLY_ERROR) {
+            /* A cluster node: MOVED (the slot lives elsewhere now) or ASK
+             * (its keys are moving there): nothing ran; ask that node,
+             * with ASKING first for ASK. */
+            struct dlock_client *next;
+            if (dlock__cluster_redirect(c, r, &next, &asking) == 1) {
+                freeReplyObject(r);
+                dlock__pool_put(c, cn, 0);
+                c = next;
+                tries = -1;
+                if (++redirects < REDIRECTS_MAX) continue;
+                /* Sent round and round: the nodes disagree while a slot
+                 * changes hands.  Wait a little, start again. */
+                dlock__seterr(ENOLCK, "%s: the cluster's nodes disagree about where a slot is",
+                              first->conf.redacted_url);
+                if (deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
+                    return ENOLCK;
+                usleep(backoff_ms * 1000);
+                if (backoff_ms < 100) backoff_ms *= 2;
+                c = first;
+                asking = 0;
+                redirects = 0;
+                continue;
+            }
         }
         if (r != NULL && (not_ready(r) || dlock__demoted(r))) {
             /* A server loading its data (after a restart) or busy with a
@@ -468,6 +520,10 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
             dlock__seterr(ENOLCK, "%s: %.100s", c->conf.redacted_url, r->str);
             freeReplyObject(r);
             dlock__pool_put(c, cn, demoted);
+            /* A cluster's slot in migration (TRYAGAIN): start again from
+             * the node first asked, following its redirections anew. */
+            c = first;
+            redirects = 0;
             if (deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
                 return ENOLCK;
             usleep(backoff_ms * 1000);
@@ -487,12 +543,14 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
         dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
                       cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
         dlock__pool_put(c, cn, 1);
-        if (once && sent)
+        if (once && sent) {
             /* The request went out and may have run: asking again could
              * give a different answer (a release that happened says "not
              * yours" the second time).  The caller learns the outcome is
              * unknown. */
+            unknown_outcome = 1;
             return dlock__seterr(ENOLCK, "%s: no answer (the request may have run)", c->conf.redacted_url);
+        }
         if (deadline != DLOCK__MONO_NEVER && dlock__now() >= deadline && (tries > 0 || !stale)) return ENOLCK;
     }
 }

@@ -9,6 +9,8 @@
  *   scripts.c  the Lua scripts and EVALSHA with NOSCRIPT reload
  *   reply.c    what the scripts answer, checked (no I/O)
  *   backend.c  the backend interface and the single-server backend
+ *   redlock.c  the Redlock backend: a quorum of independent masters
+ *   cluster.c  the Redis Cluster backend: slots, redirections
  *   client.c   clients, the per-process lock table, fork and exit
  *   renew.c    the renewal thread (leases, lost locks)
  *   orphan.c   holds the server may have that nobody here knows of
@@ -68,7 +70,12 @@ void dlock__restoreerr(const char *saved);
 
 /* --------------------------------------------------------------- config */
 
-typedef enum { DLOCK__BACKEND_SINGLE, DLOCK__BACKEND_SENTINEL, DLOCK__BACKEND_REDLOCK } dlock__backend_kind;
+typedef enum {
+    DLOCK__BACKEND_SINGLE,
+    DLOCK__BACKEND_SENTINEL,
+    DLOCK__BACKEND_REDLOCK,
+    DLOCK__BACKEND_CLUSTER
+} dlock__backend_kind;
 
 typedef struct dlock__endpoint {
     char host[256];
@@ -81,7 +88,8 @@ typedef struct dlock__conf {
     dlock__backend_kind kind;
     dlock__endpoint ep;     /* SINGLE: the server */
     /* SENTINEL: where to ask for the master of that name (conn.c);
-     * REDLOCK: the independent masters (redlock.c). */
+     * REDLOCK: the independent masters (redlock.c);
+     * CLUSTER: the nodes to ask for the slot map first (cluster.c). */
     dlock__endpoint *nodes;
     size_t nnodes;
     char *master;
@@ -97,6 +105,7 @@ typedef struct dlock__conf {
     int db;
     char *prefix;
     char *redacted_url; /* the URL with the password replaced by "***" */
+    int cluster;        /* a Redis Cluster, or one of its nodes: keys per lock slot */
     unsigned connect_timeout_ms;
     unsigned command_timeout_ms;
     unsigned unreachable_ms;
@@ -110,9 +119,9 @@ typedef struct dlock__conf {
  * password. */
 int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg);
 void dlock__conf_free(dlock__conf *conf);
-/* Redlock: the configuration of one master's own client (a single
- * server, node i of src).  0 or ENOMEM. */
-int dlock__conf_member(dlock__conf *dst, const dlock__conf *src, size_t i);
+/* Redlock, Cluster: the configuration of one master's own client (a
+ * single server at ep).  0 or ENOMEM. */
+int dlock__conf_member(dlock__conf *dst, const dlock__conf *src, const dlock__endpoint *ep);
 
 /* --------------------------------------------------------------- tokens */
 
@@ -198,6 +207,10 @@ enum {
     DLOCK__K_QMETA,   /* <prefix>{<name>}:qmeta    hash: fair waiter token -> lease|robust|pid|tid|host */
     DLOCK__NKEYS
 };
+/* After them, on Redis Cluster only: <prefix>{<name>}:epoch, the restart
+ * guard's marker (one server keeps one for the deployment, <prefix>epoch,
+ * which a cluster would put in another slot than the lock's). */
+#define DLOCK__K_EPOCH DLOCK__NKEYS
 
 struct dlock__lock;
 
@@ -242,8 +255,8 @@ typedef struct dlock__lock {
     int kind;        /* DLOCK__KIND_LOCK or DLOCK__KIND_COND */
     char *key;       /* <prefix>{<name>}: the lock; also the release channel */
     size_t keylen;
-    char *keys[DLOCK__NKEYS]; /* all its keys, in one buffer; keys[0] == key */
-    size_t keylens[DLOCK__NKEYS];
+    char *keys[DLOCK__NKEYS + 1]; /* all its keys, in one buffer; keys[0] == key */
+    size_t keylens[DLOCK__NKEYS + 1];
     unsigned objrefs; /* objects naming this lock */
     unsigned users;   /* calls in flight that use it without the mutex held */
 
@@ -263,6 +276,7 @@ typedef struct dlock__lock {
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
     struct dlock__sleeper *sleepers; /* interruptible sleepers (wait.c) */
     int sub_state;      /* DLOCK__SUB_* */
+    struct dlock_client *sub_node; /* whose subscriber carries the channel (notify.c) */
     /* A condition variable's registrations this process could not take
      * back (cond.c): removed with its next operation. */
     char (*stale)[DLOCK__OWNER_LEN + 1]; /* DLOCK__COND_STALE_MAX, made when needed */
@@ -342,7 +356,11 @@ typedef struct dlock__renewal {
     const char *token;
     unsigned lease_ms;
     int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
+    int moved;  /* out: Cluster: the node sent it elsewhere (MOVED, ASK) */
 } dlock__renewal;
+/* One renewal by itself, by dlock__command (which follows a cluster's
+ * redirections); rn->result as in a batch. */
+int dlock__renew_one(struct dlock_client *c, dlock__renewal *rn, dlock__mono deadline);
 
 /* The seam every deployment sits behind: one server now; Sentinel,
  * Cluster and a Redlock quorum later.  Each call returns 0 or an errno
@@ -397,6 +415,23 @@ void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisR
 void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char **argv, const size_t *lens,
                         redisReply **out, int *rcs, dlock__mono deadline);
 extern const dlock__backend_ops dlock__redlock_backend;
+extern const dlock__backend_ops dlock__cluster_backend;
+
+/* Redis Cluster (cluster.c).  The hash slot of a key, as the cluster
+ * computes it (hash tags honoured). */
+unsigned dlock__key_slot(const char *key, size_t len);
+/* m (a cluster node's client) answered r.  A MOVED or ASK redirection
+ * updates the slot map: 1 with *next the node to ask and *asking set for
+ * ASK; 0 when r is no redirection (or names no usable node). */
+int dlock__cluster_redirect(struct dlock_client *m, const redisReply *r, struct dlock_client **next, int *asking);
+/* The masters of the cluster, from a map read now: up to max clients
+ * into out; their number, or minus an errno value (error set). */
+int dlock__cluster_masters(struct dlock_client *c, struct dlock_client **out, size_t max, dlock__mono deadline);
+/* The member of the master serving `slot` as the map has it (the first
+ * member when it does not know), NULL if c is no cluster.  c->mu held. */
+struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot);
+/* Frees the cluster state of a client. */
+void dlock__cluster_free(struct dlock_client *c);
 
 /* --------------------------------------------------------------- client */
 
@@ -456,6 +491,11 @@ struct dlock_client {
     struct dlock_client **members;
     size_t nmembers;
     int one_connect; /* a member: one connection attempt per request, no retry loop */
+    /* Redis Cluster: the parent has a member per node (made as the slot
+     * map names them) and the map (cluster.c); a member knows its parent,
+     * to follow redirections. */
+    struct dlock__cluster *cl;
+    struct dlock_client *parent;
 };
 
 /* The table: find or make the state of `name`, with one reference taken.
@@ -513,6 +553,9 @@ int dlock__command_wait(struct dlock_client *c, redisReply **out, dlock__mono de
 int dlock__demoted(const redisReply *r);
 int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen);
+/* Did the calling thread's last dlock__command fail after its request
+ * went out (ENOLCK, outcome unknown)? */
+int dlock__outcome_unknown(void);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
 dlock__mono dlock__unreachable_deadline(const struct dlock_client *c);
 
@@ -533,6 +576,10 @@ void dlock__renew_stop(struct dlock_client *c);
  * pokes the subscriber thread.  c->mu held. */
 int dlock__notify_want(struct dlock_client *c, dlock__lock *l);
 void dlock__notify_poke(struct dlock_client *c);
+/* Is l's channel subscribed on a live connection; the epoch of the
+ * connection that carries it (unique in the process).  c->mu held. */
+int dlock__sub_live(const struct dlock_client *c, const dlock__lock *l);
+uint64_t dlock__sub_epoch(const struct dlock_client *c, const dlock__lock *l);
 void dlock__notify_stop(struct dlock_client *c);
 
 /* Scripts (scripts.c). */
@@ -548,8 +595,9 @@ enum {
     DLOCK__SCRIPT_FENCE_RAISE,
     DLOCK__NSCRIPTS
 };
-const char *dlock__script_sha(int which);
-const char *dlock__script_body(int which);
+/* A script's SHA1 and body; variant 1: a cluster's (SPUBLISH). */
+const char *dlock__script_sha(int which, int variant);
+const char *dlock__script_body(int which, int variant);
 /* Runs script `which` by EVALSHA, loading it on NOSCRIPT: args holds
  * nargs values in all, the first numkeys of them KEYS, the rest ARGV. */
 /* The same, with WAIT for the deployment's wait=N replicas after it. */
@@ -558,9 +606,9 @@ int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, 
 int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
                       int numkeys, int nargs, const char **args, const size_t *lens);
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
-int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
+int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,
                          const char **args, const size_t *lens);
-int dlock__script_load_all(dlock__conn *cn);
+int dlock__script_load_all(dlock__conn *cn, int variant);
 
 /* Waiting (wait.c): the one path every blocking call goes through.
  * Each sleeps with c->mu held (released while sleeping) and returns 0,
@@ -663,6 +711,9 @@ void dlock__orphans_forget(struct dlock_client *c);
 
 /* Clients (client.c). */
 int dlock__client_live(const struct dlock_client *c);
+/* A member client for the server at ep (Redlock, Cluster); not while the
+ * process exits (EBUSY). */
+int dlock__client_member(struct dlock_client **out, struct dlock_client *parent, const dlock__endpoint *ep);
 struct dlock_client *dlock__client_get(struct dlock_client *c, int *err);
 int dlock__client_use(struct dlock_client *c);
 void dlock__client_unuse(struct dlock_client *c);

@@ -98,7 +98,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
 /* Is l's release channel subscribed, so that a request for a cached lock
  * reaches us?  c->mu held. */
 int dlock__cache_heard(const struct dlock_client *c, const dlock__lock *l) {
-    return l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected;
+    return dlock__sub_live(c, l);
 }
 
 /* May the process keep l's hold after its unlock?  Only if every request
@@ -107,7 +107,8 @@ int dlock__cache_heard(const struct dlock_client *c, const dlock__lock *l) {
  * request published before the subscription was active reached nobody.)
  * c->mu held. */
 int dlock__cache_ok(const struct dlock_client *c, const dlock__lock *l) {
-    return l->x.heard != 0 && l->x.heard == c->sub_epoch && dlock__cache_heard(c, l) && !l->wanted;
+    return l->x.heard != 0 && l->x.heard == dlock__sub_epoch(c, l) && dlock__cache_heard(c, l) &&
+           !l->wanted;
 }
 
 /* Gives up l's cached hold on the server (one round trip, with c->mu
@@ -305,11 +306,11 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         gen = l->gen;
         fw.poked = 0;
         if (l->x.owner == NULL) l->wanted = 0; /* a request from now on is for the hold this may get */
-        heard = dlock__cache_heard(c, l) ? c->sub_epoch : 0;
+        heard = dlock__cache_heard(c, l) ? dlock__sub_epoch(c, l) : 0;
         /* With the release channel already subscribed, a release after
          * this attempt moves gen (or pokes us): a busy answer can be slept
          * on at once.  Counting ourselves a waiter keeps the subscription. */
-        sure = !try && l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected;
+        sure = !try && dlock__sub_live(c, l);
         if (sure && !counted) {
             l->waiters++;
             counted = 1;

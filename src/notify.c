@@ -12,6 +12,16 @@
  * sub_state and poking an eventfd.  When the connection breaks, every
  * waiter is woken (a release may have been missed) and subscriptions are
  * made again after the reconnect.
+ *
+ * On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub),
+ * heard only on the master of the channel's slot: each node's member
+ * client has its own subscriber thread and connection (the fields sub_*
+ * of the member), serving the locks of the parent's table whose channel
+ * it carries (l->sub_node), under the parent's mutex.  When a slot moves,
+ * its old master ends those subscriptions (an unasked "sunsubscribe") or
+ * refuses a new one (MOVED): the lock is subscribed again on the slot's
+ * master, and its waiters are woken, since a release may have been
+ * missed meanwhile.  Elsewhere l->sub_node is the client itself.
  */
 #include <errno.h>
 #include <poll.h>
@@ -24,9 +34,37 @@
 #include "dlock-int.h"
 
 #define LINGER_MS 2000
+#define SUB_CMD(s, plain) ((s)->conf.cluster ? "S" plain : plain)
 #define SENTINEL_RECHECK_MS 1000
 #define BACKOFF_MAX_MS 200
 
+
+/* Subscriber epochs are unique in the process, across clients and
+ * nodes: a hold that was cacheable under one connection is never taken
+ * for one heard on another. */
+static uint64_t epochs;
+
+static uint64_t epoch_next(void) {
+    return __atomic_add_fetch(&epochs, 1, __ATOMIC_SEQ_CST);
+}
+
+/* The client whose table, mutex and locks a subscriber serves. */
+static struct dlock_client *table_of(struct dlock_client *s) {
+    return s->parent != NULL ? s->parent : s;
+}
+
+/* The client whose subscriber carries l's channel now. */
+static const struct dlock_client *node_of(const struct dlock_client *c, const dlock__lock *l) {
+    return l->sub_node != NULL ? l->sub_node : c;
+}
+
+int dlock__sub_live(const struct dlock_client *c, const dlock__lock *l) {
+    return l->sub_state == DLOCK__SUB_ACTIVE && node_of(c, l)->sub_connected;
+}
+
+uint64_t dlock__sub_epoch(const struct dlock_client *c, const dlock__lock *l) {
+    return node_of(c, l)->sub_epoch;
+}
 
 /* Calls fn on every lock of the table.  c->mu held. */
 static void each_lock(struct dlock_client *c, void (*fn)(struct dlock_client *, dlock__lock *, void *), void *arg) {
@@ -46,10 +84,17 @@ static int wants_channel(const dlock__lock *l) {
     return l->waiters > 0 || l->x.caching;
 }
 
-/* The connection is gone: forget subscriptions, ask again for those with
- * waiters, and wake every waiter, since a release may have been missed. */
+/* The connection (arg) is gone: forget its subscriptions, ask again for
+ * those with waiters, and wake every waiter, since a release may have
+ * been missed. */
+static void resubscribe(struct dlock_client *c, dlock__lock *l);
+
 static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
-    (void)arg;
+    if (l->sub_node != arg || l->sub_state == DLOCK__SUB_NONE) return;
+    if (((struct dlock_client *)arg)->conf.cluster) {
+        resubscribe(c, l); /* on the slot's master as the map has it now */
+        return;
+    }
     l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
     if (l->x.cached) dlock__renew_kick(c); /* it must go back: requests for it are not heard */
     if (l->waiters > 0) {
@@ -62,6 +107,7 @@ static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
 
 /* Appends SUBSCRIBE / UNSUBSCRIBE for locks whose state asks for it. */
 struct sweep {
+    struct dlock_client *node; /* the subscriber's client */
     redisContext *ctx;
     dlock__mono now;
     dlock__mono next; /* earliest linger expiry */
@@ -71,10 +117,10 @@ struct sweep {
 static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
     struct sweep *s = arg;
     (void)c;
-    if (s->err) return;
+    if (s->err || l->sub_node != s->node) return;
     if (l->sub_state == DLOCK__SUB_WANTED) {
-        const char *argv[2] = { "SUBSCRIBE", l->key };
-        size_t lens[2] = { 9, l->keylen };
+        const char *argv[2] = { SUB_CMD(s->node, "SUBSCRIBE"), l->key };
+        size_t lens[2] = { strlen(argv[0]), l->keylen };
         if (redisAppendCommandArgv(s->ctx, 2, argv, lens) != REDIS_OK) s->err = 1;
         else l->sub_state = DLOCK__SUB_SENT;
     } else if (l->sub_state == DLOCK__SUB_ACTIVE && !wants_channel(l)) {
@@ -82,8 +128,8 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
         if (l->sub_idle_since == 0) l->sub_idle_since = s->now;
         until = l->sub_idle_since + (dlock__mono)LINGER_MS * DLOCK__MS;
         if (until <= s->now) {
-            const char *argv[2] = { "UNSUBSCRIBE", l->key };
-            size_t lens[2] = { 11, l->keylen };
+            const char *argv[2] = { SUB_CMD(s->node, "UNSUBSCRIBE"), l->key };
+            size_t lens[2] = { strlen(argv[0]), l->keylen };
             if (redisAppendCommandArgv(s->ctx, 2, argv, lens) != REDIS_OK) s->err = 1;
             else l->sub_state = DLOCK__SUB_UNSENT;
         } else if (until < s->next) {
@@ -106,15 +152,32 @@ static dlock__lock *by_channel(struct dlock_client *c, const char *ch, size_t n)
     return dlock__lock_find(c, ch + plen + 1, n - plen - 2, DLOCK__KIND_LOCK);
 }
 
-static void on_message(struct dlock_client *c, redisReply *r) {
+static int want(struct dlock_client *c, dlock__lock *l);
+
+/* l's subscription on its node ended unasked, or was refused: the slot
+ * moved.  Subscribe again where it is now, and wake the waiters (a
+ * release may have gone by).  c->mu held. */
+static void resubscribe(struct dlock_client *c, dlock__lock *l) {
+    l->sub_state = DLOCK__SUB_NONE;
+    l->sub_node = NULL;
+    if (wants_channel(l)) (void)want(c, l);
+    if (l->x.cached) dlock__renew_kick(c);
+    l->gen++;
+    dlock__lock_wake(l);
+    dlock__fair_poke(l, NULL, 0);
+    dlock__lock_maybe_free(c, l);
+}
+
+static void on_message(struct dlock_client *c, struct dlock_client *node, redisReply *r) {
     dlock__lock *l;
     const char *kind;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_STRING)
         return;
     kind = r->element[0]->str;
+    if (node->conf.cluster && kind[0] == 's') kind++; /* smessage, ssubscribe, sunsubscribe */
     l = by_channel(c, r->element[1]->str, r->element[1]->len);
-    if (l == NULL) return;
+    if (l == NULL || l->sub_node != node) return;
     if (strcmp(kind, "message") == 0) {
         const redisReply *p = r->element[2];
         if (p->type == REDIS_REPLY_STRING && p->len == 6 && memcmp(p->str, "wanted", 6) == 0) {
@@ -143,8 +206,41 @@ static void on_message(struct dlock_client *c, redisReply *r) {
         if (l->sub_state == DLOCK__SUB_UNSENT) {
             l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
             dlock__lock_maybe_free(c, l);
+        } else if (node->conf.cluster && l->sub_state == DLOCK__SUB_ACTIVE) {
+            resubscribe(c, l); /* the node lost the slot */
         }
     }
+}
+
+/* A cluster node refused a subscription: MOVED (the slot is elsewhere;
+ * the map now says where).  The locks of that slot waiting for an answer
+ * from this node subscribe again; 1 if r was that, 0 if anything else. */
+struct refused {
+    struct dlock_client *node;
+    unsigned slot;
+};
+
+static void refused_one(struct dlock_client *c, dlock__lock *l, void *arg) {
+    struct refused *rf = arg;
+    if (l->sub_node == rf->node && l->sub_state == DLOCK__SUB_SENT && dlock__key_slot(l->key, l->keylen) == rf->slot)
+        resubscribe(c, l);
+}
+
+static int on_refused(struct dlock_client *c, struct dlock_client *node, const redisReply *r) {
+    struct dlock_client *next;
+    struct refused rf;
+    int asking;
+    if (!node->conf.cluster || strncmp(r->str, "MOVED ", 6) != 0) return 0;
+    pthread_mutex_unlock(&c->mu); /* the map and the members take c->mu */
+    if (dlock__cluster_redirect(node, r, &next, &asking) != 1) {
+        pthread_mutex_lock(&c->mu);
+        return 0;
+    }
+    pthread_mutex_lock(&c->mu);
+    rf.node = node;
+    rf.slot = (unsigned)strtoul(r->str + 6, NULL, 10);
+    each_lock(c, refused_one, &rf);
+    return 1;
 }
 
 static void drain_wakefd(int fd) {
@@ -153,45 +249,48 @@ static void drain_wakefd(int fd) {
         ;
 }
 
-static int any_wanted(struct dlock_client *c) {
+static int any_wanted(struct dlock_client *c, struct dlock_client *node) {
     size_t i;
     for (i = 0; i < c->nbuckets; i++) {
         dlock__lock *l;
         for (l = c->buckets[i]; l != NULL; l = l->hnext)
-            if (l->sub_state == DLOCK__SUB_WANTED) return 1;
+            if (l->sub_state == DLOCK__SUB_WANTED && l->sub_node == node) return 1;
     }
     return 0;
 }
 
+/* The subscriber thread of client `node` (a cluster node's member, or the
+ * client itself), serving the locks of c = table_of(node).  Its fields
+ * sub_* are node's, guarded by c->mu. */
 static void *sub_main(void *arg) {
-    struct dlock_client *c = arg;
-    unsigned backoff_ms = 10;
+    struct dlock_client *node = arg, *c = table_of(node);
+    unsigned backoff_ms = 10, refusals = 0;
 
     pthread_mutex_lock(&c->mu);
-    while (!c->sub_stop) {
+    while (!node->sub_stop) {
         struct pollfd pfd[2];
         struct sweep s;
-        int timeout_ms;
+        int timeout_ms, refused;
 
-        if (c->sub_conn == NULL) {
+        if (node->sub_conn == NULL) {
             dlock__conn *cn = NULL;
             int rc;
-            if (!any_wanted(c)) {
+            if (!any_wanted(c, node)) {
                 pthread_mutex_unlock(&c->mu);
-                pfd[0].fd = c->sub_wakefd;
+                pfd[0].fd = node->sub_wakefd;
                 pfd[0].events = POLLIN;
                 poll(pfd, 1, -1);
-                drain_wakefd(c->sub_wakefd);
+                drain_wakefd(node->sub_wakefd);
                 pthread_mutex_lock(&c->mu);
                 continue;
             }
             pthread_mutex_unlock(&c->mu);
-            rc = dlock__conn_open(c, &cn, c->conf.connect_timeout_ms);
+            rc = dlock__conn_open(node, &cn, c->conf.connect_timeout_ms);
             pthread_mutex_lock(&c->mu);
             if (rc != 0) {
-                if (c->sub_down_since == 0) c->sub_down_since = dlock__now();
+                if (node->sub_down_since == 0) node->sub_down_since = dlock__now();
                 pthread_mutex_unlock(&c->mu);
-                pfd[0].fd = c->sub_wakefd;
+                pfd[0].fd = node->sub_wakefd;
                 pfd[0].events = POLLIN;
                 poll(pfd, 1, (int)backoff_ms);
                 if (backoff_ms < BACKOFF_MAX_MS) backoff_ms *= 2;
@@ -199,12 +298,13 @@ static void *sub_main(void *arg) {
                 continue;
             }
             backoff_ms = 10;
-            c->sub_conn = cn;
-            c->sub_connected = 1;
-            c->sub_down_since = 0;
-            c->sub_epoch++;
+            node->sub_conn = cn;
+            node->sub_connected = 1;
+            node->sub_down_since = 0;
+            node->sub_epoch = epoch_next();
         }
-        s.ctx = c->sub_conn->ctx;
+        s.node = node;
+        s.ctx = node->sub_conn->ctx;
         s.now = dlock__now();
         s.next = DLOCK__MONO_NEVER;
         s.err = 0;
@@ -216,27 +316,28 @@ static void *sub_main(void *arg) {
          * once a second, ask the sentinels; if they name another server,
          * start over there (every waiter is woken: it may have missed a
          * release). */
-        if (!s.err && !dlock__conn_current(c, c->sub_conn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS)) s.err = 1;
+        if (!s.err && !dlock__conn_current(node, node->sub_conn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS)) s.err = 1;
         /* Write what the sweep queued, then wait for answers or a poke. */
-        if (!s.err && dlock__conn_flush(c->sub_conn) != 0) s.err = 1;
+        if (!s.err && dlock__conn_flush(node->sub_conn) != 0) s.err = 1;
         if (!s.err) {
             pfd[0].fd = s.ctx->fd;
             pfd[0].events = POLLIN;
-            pfd[1].fd = c->sub_wakefd;
+            pfd[1].fd = node->sub_wakefd;
             pfd[1].events = POLLIN;
             timeout_ms = -1;
             if (s.next != DLOCK__MONO_NEVER) timeout_ms = (int)((s.next - s.now) / DLOCK__MS) + 1;
             if (c->conf.kind == DLOCK__BACKEND_SENTINEL && (timeout_ms < 0 || timeout_ms > SENTINEL_RECHECK_MS))
                 timeout_ms = SENTINEL_RECHECK_MS;
-            if (dlock__conn_pending(c->sub_conn)) {
+            if (dlock__conn_pending(node->sub_conn)) {
                 /* TLS already holds bytes the socket will not signal again. */
-                if (dlock__conn_read(c->sub_conn) != REDIS_OK) s.err = 1;
+                if (dlock__conn_read(node->sub_conn) != REDIS_OK) s.err = 1;
             } else if (poll(pfd, 2, timeout_ms) > 0) {
-                if (pfd[1].revents) drain_wakefd(c->sub_wakefd);
-                if (pfd[0].revents && dlock__conn_read(c->sub_conn) != REDIS_OK) s.err = 1;
+                if (pfd[1].revents) drain_wakefd(node->sub_wakefd);
+                if (pfd[0].revents && dlock__conn_read(node->sub_conn) != REDIS_OK) s.err = 1;
             }
         }
         pthread_mutex_lock(&c->mu);
+        refused = 0;
         if (!s.err) {
             void *reply;
             for (;;) {
@@ -248,66 +349,117 @@ static void *sub_main(void *arg) {
                 if (reply == NULL) break;
                 if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) {
                     /* A refused SUBSCRIBE (a loading server, an ACL): the
-                     * subscriptions cannot be trusted; start over. */
+                     * subscriptions cannot be trusted; start over.  On a
+                     * cluster, a slot that moved is no such thing. */
+                    if (on_refused(c, node, reply)) {
+                        freeReplyObject(reply);
+                        refused = 1;
+                        continue;
+                    }
                     freeReplyObject(reply);
                     s.err = 1;
                     break;
                 }
-                on_message(c, reply);
+                on_message(c, node, reply);
                 freeReplyObject(reply);
             }
         }
+        /* Refused because the slot moved: while it changes hands the
+         * nodes may send a subscription back and forth; pace it. */
+        refusals = refused ? refusals + 1 : 0;
+        if (refusals > 0) {
+            pthread_mutex_unlock(&c->mu);
+            usleep(10000u * (refusals < 10 ? refusals : 10));
+            pthread_mutex_lock(&c->mu);
+        }
         if (s.err) {
-            dlock__conn_close(c->sub_conn);
-            c->sub_conn = NULL;
-            c->sub_connected = 0;
-            c->sub_down_since = dlock__now();
-            c->sub_epoch++;
-            each_lock(c, on_down, NULL);
+            dlock__conn_close(node->sub_conn);
+            node->sub_conn = NULL;
+            node->sub_connected = 0;
+            node->sub_down_since = dlock__now();
+            node->sub_epoch = epoch_next();
+            each_lock(c, on_down, node);
         }
     }
-    if (c->sub_conn != NULL) {
-        dlock__conn_close(c->sub_conn);
-        c->sub_conn = NULL;
+    if (node->sub_conn != NULL) {
+        dlock__conn_close(node->sub_conn);
+        node->sub_conn = NULL;
     }
-    c->sub_connected = 0;
-    c->sub_running = 0;
+    node->sub_connected = 0;
+    node->sub_running = 0;
     pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
-void dlock__notify_poke(struct dlock_client *c) {
+static void poke(struct dlock_client *node) {
     uint64_t one = 1;
-    if (c->sub_wakefd >= 0) (void)!write(c->sub_wakefd, &one, sizeof one);
+    if (node->sub_wakefd >= 0) (void)!write(node->sub_wakefd, &one, sizeof one);
 }
 
-int dlock__notify_want(struct dlock_client *c, dlock__lock *l) {
-    if (c->sub_wakefd < 0) {
-        c->sub_wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (c->sub_wakefd < 0) return dlock__seterr(EAGAIN, "cannot create an eventfd");
+void dlock__notify_poke(struct dlock_client *c) {
+    size_t i;
+    poke(c);
+    if (c->cl != NULL)
+        for (i = 0; i < c->nmembers; i++) poke(c->members[i]);
+}
+
+/* Which client's subscriber is to carry l's channel: on a cluster, the
+ * member of the slot's master as the map has it (the first member while
+ * the map does not know: its refusal will name the right one).  c->mu
+ * held. */
+static struct dlock_client *node_for(struct dlock_client *c, const dlock__lock *l) {
+    struct dlock_client *m;
+    if (c->conf.kind != DLOCK__BACKEND_CLUSTER) return c;
+    m = dlock__cluster_node(c, dlock__key_slot(l->key, l->keylen));
+    return m != NULL ? m : c;
+}
+
+/* Asks node's subscriber for l's channel (starting it if need be). */
+static int want(struct dlock_client *c, dlock__lock *l) {
+    struct dlock_client *node;
+    if (l->sub_state == DLOCK__SUB_NONE || l->sub_node == NULL) l->sub_node = node_for(c, l);
+    node = l->sub_node;
+    if (node->sub_wakefd < 0) {
+        node->sub_wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (node->sub_wakefd < 0) return dlock__seterr(EAGAIN, "cannot create an eventfd");
     }
-    if (!c->sub_running) {
-        c->sub_stop = 0;
-        if (dlock__thread_start(&c->sub_thread, sub_main, c) != 0)
+    if (!node->sub_running) {
+        node->sub_stop = 0;
+        if (dlock__thread_start(&node->sub_thread, sub_main, node) != 0)
             return dlock__seterr(EAGAIN, "cannot start the subscriber thread");
-        c->sub_running = 1;
+        node->sub_running = 1;
     }
     l->sub_idle_since = 0;
     if (l->sub_state == DLOCK__SUB_NONE) {
         l->sub_state = DLOCK__SUB_WANTED;
-        dlock__notify_poke(c);
+        poke(node);
     }
     return 0;
 }
 
-void dlock__notify_stop(struct dlock_client *c) {
+int dlock__notify_want(struct dlock_client *c, dlock__lock *l) {
+    return want(c, l);
+}
+
+/* Stops node's subscriber thread (c: its table's client). */
+static void stop_one(struct dlock_client *c, struct dlock_client *node) {
     int running;
     pthread_mutex_lock(&c->mu);
-    running = c->sub_running;
-    c->sub_stop = 1;
-    dlock__notify_poke(c);
+    running = node->sub_running;
+    node->sub_stop = 1;
+    poke(node);
     pthread_mutex_unlock(&c->mu);
-    if (running) pthread_join(c->sub_thread, NULL);
-    if (c->sub_wakefd >= 0) close(c->sub_wakefd);
-    c->sub_wakefd = -1;
+    if (running) pthread_join(node->sub_thread, NULL);
+    if (node->sub_wakefd >= 0) close(node->sub_wakefd);
+    node->sub_wakefd = -1;
+}
+
+void dlock__notify_stop(struct dlock_client *c) {
+    size_t i, n;
+    /* A cluster's nodes first: their threads use this client's table. */
+    pthread_mutex_lock(&c->mu);
+    n = c->cl != NULL ? c->nmembers : 0;
+    pthread_mutex_unlock(&c->mu);
+    for (i = 0; i < n; i++) stop_one(c, c->members[i]);
+    stop_one(table_of(c), c);
 }

@@ -299,17 +299,20 @@ static const char release_lua[] =
     "redis.call('PUBLISH', ARGV[2], 'released')\n"
     "return 1\n";
 
-/* KEYS: lock, readers.  ARGV: token, lease ms, "s" for a read hold.
- * 1 if renewed, 0 if the token no longer holds it. */
+/* KEYS: the lock (an exclusive hold) or its readers (a read hold): one
+ * key, so that in a cluster slot being migrated the request is served
+ * wherever that key is (ASK), never refused for keys not there (TRYAGAIN).
+ * ARGV: token, lease ms, "s" for a read hold.  1 if renewed, 0 if the
+ * token no longer holds it. */
 static const char renew_lua[] =
     "if ARGV[3] == 's' then\n"
     "  local t = redis.call('TIME')\n"
     "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "  local sc = redis.call('ZSCORE', KEYS[2], ARGV[1])\n"
+    "  local sc = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
     "  if sc and tonumber(sc) > now then\n"
-    "    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), ARGV[1])\n"
-    "    if redis.call('PTTL', KEYS[2]) < 2 * tonumber(ARGV[2]) then\n"
-    "      redis.call('PEXPIRE', KEYS[2], 2 * tonumber(ARGV[2]))\n"
+    "    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "    if redis.call('PTTL', KEYS[1]) < 2 * tonumber(ARGV[2]) then\n"
+    "      redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[2]))\n"
     "    end\n"
     "    return 1\n"
     "  end\n"
@@ -412,46 +415,79 @@ static const char *const bodies[] = {
     fence_raise_lua,
 };
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
-static char shas[DLOCK__NSCRIPTS][41];
+/* On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub:
+ * the message stays on the lock's shard) rather than PUBLISH (which the
+ * cluster bus carries to every node): variant 1 of each body, made once. */
+static char *sharded[DLOCK__NSCRIPTS];
+static char shas[2][DLOCK__NSCRIPTS][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 
-static void sha_make(void) {
+static char *sharded_make(const char *body) {
+    static const char from[] = "'PUBLISH'", to[] = "'SPUBLISH'";
+    size_t n = 0;
+    const char *p;
+    char *out, *o;
+    for (p = body; (p = strstr(p, from)) != NULL; p += sizeof from - 1) n++;
+    if ((out = malloc(strlen(body) + n + 1)) == NULL) return NULL;
+    for (o = out, p = body;;) {
+        const char *hit = strstr(p, from);
+        size_t k = hit ? (size_t)(hit - p) : strlen(p);
+        memcpy(o, p, k);
+        o += k;
+        if (hit == NULL) break;
+        memcpy(o, to, sizeof to - 1);
+        o += sizeof to - 1;
+        p = hit + sizeof from - 1;
+    }
+    *o = '\0';
+    return out;
+}
+
+static void sha_of(const char *body, char *out) {
     static const char hex[] = "0123456789abcdef";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0, j;
+    if (body == NULL || EVP_Digest(body, strlen(body), md, &n, EVP_sha1(), NULL) != 1 || n != 20) {
+        out[0] = '\0'; /* EVALSHA of "" gets NOSCRIPT; we then EVAL */
+        return;
+    }
+    for (j = 0; j < n; j++) {
+        out[2 * j] = hex[md[j] >> 4];
+        out[2 * j + 1] = hex[md[j] & 15];
+    }
+    out[40] = '\0';
+}
+
+static void sha_make(void) {
     int i;
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
-        unsigned char md[EVP_MAX_MD_SIZE];
-        unsigned int n = 0, j;
-        if (EVP_Digest(bodies[i], strlen(bodies[i]), md, &n, EVP_sha1(), NULL) != 1 || n != 20) {
-            shas[i][0] = '\0'; /* EVALSHA of "" gets NOSCRIPT; we then EVAL */
-            continue;
-        }
-        for (j = 0; j < n; j++) {
-            shas[i][2 * j] = hex[md[j] >> 4];
-            shas[i][2 * j + 1] = hex[md[j] & 15];
-        }
-        shas[i][40] = '\0';
+        sharded[i] = sharded_make(bodies[i]);
+        sha_of(bodies[i], shas[0][i]);
+        sha_of(sharded[i], shas[1][i]);
     }
 }
 
-const char *dlock__script_sha(int which) {
+const char *dlock__script_sha(int which, int variant) {
     pthread_once(&sha_once, sha_make);
-    return shas[which];
+    return shas[variant != 0][which];
 }
 
-const char *dlock__script_body(int which) {
-    return bodies[which];
+const char *dlock__script_body(int which, int variant) {
+    pthread_once(&sha_once, sha_make);
+    return variant != 0 ? sharded[which] : bodies[which]; /* NULL: out of memory at start-up */
 }
 
 #define MAX_SCRIPT_ARGS 24
 
 /* Fills argv for EVALSHA (or EVAL) of `which`. */
-static int script_argv(int which, int use_eval, int numkeys, int nargs, const char **args,
+static int script_argv(int which, int variant, int use_eval, int numkeys, int nargs, const char **args,
                        const size_t *lens, const char **argv, size_t *argvlen, char *nk) {
     int i;
     if (nargs > MAX_SCRIPT_ARGS) return -1;
     snprintf(nk, 12, "%d", numkeys);
     argv[0] = use_eval ? "EVAL" : "EVALSHA";
-    argv[1] = use_eval ? bodies[which] : dlock__script_sha(which);
+    argv[1] = use_eval ? dlock__script_body(which, variant) : dlock__script_sha(which, variant);
+    if (argv[1] == NULL) return -1;
     argv[2] = nk;
     for (i = 0; i < 3; i++) argvlen[i] = strlen(argv[i]);
     for (i = 0; i < nargs; i++) {
@@ -485,8 +521,8 @@ static int script_run(struct dlock_client *c, int which, redisReply **out, dlock
     char nk[12];
     int argc, rc, once;
 
-    argc = script_argv(which, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
-    if (argc < 0) return dlock__seterr(EINVAL, "too many script arguments");
+    argc = script_argv(which, c->conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
+    if (argc < 0) return dlock__seterr(ENOMEM, "cannot make the script request (out of memory)");
     /* A release is asked once: its answer to a second asking would differ
      * ("not yours" after it has run); so is a reset, which asked again
      * could cut off a holder that came in between.  The others are safe to
@@ -499,7 +535,7 @@ static int script_run(struct dlock_client *c, int which, redisReply **out, dlock
          * runs it and caches it, so the next EVALSHA finds it. */
         freeReplyObject(*out);
         *out = NULL;
-        argc = script_argv(which, 1, numkeys, nargs, args, lens, argv, argvlen, nk);
+        argc = script_argv(which, c->conf.cluster, 1, numkeys, nargs, args, lens, argv, argvlen, nk);
         rc = acked ? dlock__command_wait(c, out, deadline, argc, argv, argvlen, acked)
                    : dlock__command(c, out, deadline, once, argc, argv, argvlen);
     }
@@ -511,11 +547,11 @@ void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisR
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS], i;
     char nk[12];
-    int argc = script_argv(which, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
+    int argc = n > 0 ? script_argv(which, cs[0]->conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk) : -1;
     if (argc < 0) {
         for (i = 0; i < n; i++) {
             out[i] = NULL;
-            rcs[i] = dlock__seterr(EINVAL, "too many script arguments");
+            rcs[i] = dlock__seterr(ENOMEM, "cannot make the script request (out of memory)");
         }
         return;
     }
@@ -530,22 +566,23 @@ void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisR
     }
 }
 
-int dlock__script_append(redisContext *ctx, int which, int numkeys, int nargs,
+int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,
                          const char **args, const size_t *lens) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS];
     char nk[12];
-    int argc = script_argv(which, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
+    int argc = script_argv(which, variant, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
     if (argc < 0) return -1;
     return redisAppendCommandArgv(ctx, argc, argv, argvlen) == REDIS_OK ? 0 : -1;
 }
 
-int dlock__script_load_all(dlock__conn *cn) {
+int dlock__script_load_all(dlock__conn *cn, int variant) {
     int i;
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
-        const char *argv[3] = { "SCRIPT", "LOAD", bodies[i] };
-        size_t lens[3] = { 6, 4, strlen(bodies[i]) };
-        redisReply *r = dlock__conn_cmd(cn, 3, argv, lens, NULL);
+        const char *body = dlock__script_body(i, variant);
+        const char *argv[3] = { "SCRIPT", "LOAD", body };
+        size_t lens[3] = { 6, 4, body ? strlen(body) : 0 };
+        redisReply *r = body ? dlock__conn_cmd(cn, 3, argv, lens, NULL) : NULL;
         int ok = r != NULL && r->type == REDIS_REPLY_STRING;
         if (r) freeReplyObject(r);
         if (!ok) return -1;

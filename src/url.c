@@ -248,7 +248,7 @@ static const char *parse_endpoint(const dlock__conf *conf, const char *p, const 
 
 static int parse_url(dlock__conf *conf, const char *url) {
     static const char single[] = "redis://", tls[] = "rediss://", sentinel[] = "redis+sentinel://",
-                      redlock[] = "redlock://";
+                      redlock[] = "redlock://", cluster[] = "redis+cluster://";
     const char *p, *end, *at, *colon = NULL, *q;
     size_t n = strnlen(url, URL_MAX + 1);
     int nomem;
@@ -266,15 +266,19 @@ static int parse_url(dlock__conf *conf, const char *url) {
     } else if (strncmp(url, redlock, sizeof redlock - 1) == 0) {
         conf->kind = DLOCK__BACKEND_REDLOCK;
         p = url + sizeof redlock - 1;
+    } else if (strncmp(url, cluster, sizeof cluster - 1) == 0) {
+        conf->kind = DLOCK__BACKEND_CLUSTER;
+        conf->cluster = 1;
+        p = url + sizeof cluster - 1;
     } else {
         const char *sep = strstr(url, "://");
         int sl = sep ? (int)(sep - url) : 0;
         if (sl > 32) sl = 32;
         if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
-            return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version "
-                                 "(only redis://, rediss://, redis+sentinel:// and redlock://)", sl, url);
-        return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel:// or redlock:// "
-                             "(scheme '%.*s' given)", sl, url);
+            return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://, "
+                                 "rediss://, redis+sentinel://, redis+cluster:// and redlock://)", sl, url);
+        return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel://, redis+cluster:// "
+                             "or redlock:// (scheme '%.*s' given)", sl, url);
     }
     end = url + n;
     q = memchr(p, '?', (size_t)(end - p));
@@ -319,7 +323,8 @@ static int parse_url(dlock__conf *conf, const char *url) {
     if (conf->kind == DLOCK__BACKEND_SINGLE) {
         if ((p = parse_endpoint(conf, p, q, 6379, &conf->ep)) == NULL) return EINVAL;
         if (p < q && *p == ',')
-            return dlock__seterr(EINVAL, "URL %s: several hosts need redis+sentinel://", conf->redacted_url);
+            return dlock__seterr(EINVAL, "URL %s: several hosts need redis+sentinel://, redis+cluster:// or "
+                                 "redlock://", conf->redacted_url);
     } else {
         /* h1:p1,h2:p2,... then /MASTER (Sentinel) */
         const char *ms;
@@ -338,6 +343,7 @@ static int parse_url(dlock__conf *conf, const char *url) {
             break;
         }
         conf->ep = conf->nodes[0]; /* Sentinel: until they are asked, the first stands in */
+        if (conf->kind == DLOCK__BACKEND_CLUSTER) goto path; /* any nodes of the cluster */
         if (conf->kind == DLOCK__BACKEND_REDLOCK) {
             if (conf->nnodes < 2)
                 return dlock__seterr(EINVAL, "URL %s: Redlock needs at least 2 masters (better 3 or 5)",
@@ -386,6 +392,8 @@ path:
         }
     }
     if (conf->wait_timeout_ms == 0) conf->wait_timeout_ms = conf->command_timeout_ms;
+    if (conf->kind == DLOCK__BACKEND_CLUSTER && conf->db != 0)
+        return dlock__seterr(EINVAL, "URL %s: a Redis Cluster has database 0 only", conf->redacted_url);
     if (conf->kind == DLOCK__BACKEND_REDLOCK && conf->wait_replicas > 0)
         return dlock__seterr(EINVAL, "URL %s: wait= is for a master with replicas, not for Redlock's independent "
                              "masters", conf->redacted_url);
@@ -435,8 +443,7 @@ static int dup_or_null(char **dst, const char *src) {
     return src != NULL && (*dst = strdup(src)) == NULL ? -1 : 0;
 }
 
-int dlock__conf_member(dlock__conf *dst, const dlock__conf *src, size_t i) {
-    const dlock__endpoint *ep = &src->nodes[i];
+int dlock__conf_member(dlock__conf *dst, const dlock__conf *src, const dlock__endpoint *ep) {
     size_t n = strlen(src->redacted_url) + strlen(ep->host) + 32;
     *dst = *src;
     dst->kind = DLOCK__BACKEND_SINGLE;
@@ -445,7 +452,8 @@ int dlock__conf_member(dlock__conf *dst, const dlock__conf *src, size_t i) {
     dst->nnodes = 0;
     dst->master = NULL;
     dst->redacted_url = malloc(n);
-    if (dst->redacted_url != NULL) snprintf(dst->redacted_url, n, "%s [master %s:%d]", src->redacted_url, ep->host, ep->port);
+    if (dst->redacted_url != NULL) snprintf(dst->redacted_url, n, "%s [%s %s:%d]", src->redacted_url,
+                                          src->kind == DLOCK__BACKEND_CLUSTER ? "node" : "master", ep->host, ep->port);
     if (dst->redacted_url == NULL || dup_or_null(&dst->user, src->user) || dup_or_null(&dst->password, src->password) ||
         dup_or_null(&dst->prefix, src->prefix) || dup_or_null(&dst->tls_ca_file, src->tls_ca_file) ||
         dup_or_null(&dst->tls_cert_file, src->tls_cert_file) || dup_or_null(&dst->tls_key_file, src->tls_key_file) ||

@@ -120,12 +120,12 @@ int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadli
     int rc;
 
     for (;;) {
-        if (l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected) return 0;
+        if (dlock__sub_live(c, l)) return 0;
         if ((rc = dlock__notify_want(c, l)) != 0) return rc;
         rc = dlock__sleep(c, l, deadline < bound ? deadline : bound, intr);
         if (rc == EINTR) return EINTR;
         if (rc == ETIMEDOUT) {
-            if (l->sub_state == DLOCK__SUB_ACTIVE && c->sub_connected) return 0;
+            if (dlock__sub_live(c, l)) return 0;
             if (deadline <= bound && dlock__now() >= deadline) return ETIMEDOUT;
             if (dlock__now() >= bound)
                 return dlock__seterr(ENOLCK, "%s: cannot subscribe to release notifications",

@@ -1,0 +1,455 @@
+/* cluster.c -- the Redis Cluster backend: each lock on the master that
+ * serves its slot.
+ *
+ * Every key of a lock is <prefix>{<name>}...: the braces are a hash tag,
+ * so all of them, its release channel and its condition variable live in
+ * one slot, on one master, and the scripts run there as on one server.
+ * The parent client keeps the slot map (16384 slots -> node) and one
+ * member client per node (its own pool and renewal connection), made as
+ * the map names nodes and kept until the parent is destroyed, so a
+ * pointer to one stays good.
+ *
+ * The map is read with CLUSTER SLOTS from any node that answers (the
+ * nodes of the URL first), when a slot is not known and after a node could
+ * not be reached.  A MOVED answer updates the slot at once and the request
+ * goes to the node it names; an ASK answer sends it there once, after
+ * ASKING (conn.c follows both, up to 16 in a row).  While a slot migrates
+ * its multi-key requests may get TRYAGAIN (some of the lock's keys moved,
+ * some not): they are asked again, with a short back-off, until the
+ * migration ends or the caller's bound passes.
+ *
+ * Renewal goes to each master in its own pipelined batches; a renewal
+ * answered MOVED or ASK is sent again by itself, following it.  A renewal
+ * names one key (the lock, or its readers), so it is served wherever that
+ * key is during a migration.
+ *
+ * Release notifications: on a cluster the scripts SPUBLISH (sharded
+ * pub/sub), and each node's member has its own subscriber (notify.c).
+ *
+ * The restart guard keeps its marker per lock (<prefix>{<name>}:epoch):
+ * a deployment-wide key would be in another slot than the lock's.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dlock-int.h"
+
+#define SLOTS 16384
+#define MEMBERS_MAX 1024
+/* A full map is read at most this often when nodes cannot be reached. */
+#define REFRESH_MIN_MS 50
+
+struct dlock__cluster {
+    unsigned short owner[SLOTS]; /* 1 + index into the parent's members; 0: not known */
+    size_t cap;                  /* room in the members array */
+    dlock__mono refreshed;       /* when CLUSTER SLOTS was last read whole */
+};
+
+/* CRC16-CCITT (XModem: polynomial 0x1021, initial 0), as the cluster
+ * hashes keys. */
+static unsigned crc16(const char *s, size_t n) {
+    unsigned crc = 0;
+    size_t i;
+    int b;
+    for (i = 0; i < n; i++) {
+        crc ^= (unsigned)(unsigned char)s[i] << 8;
+        for (b = 0; b < 8; b++) crc = (crc & 0x8000 ? crc << 1 ^ 0x1021 : crc << 1) & 0xffff;
+    }
+    return crc;
+}
+
+unsigned dlock__key_slot(const char *key, size_t len) {
+    const char *open = memchr(key, '{', len), *close;
+    if (open != NULL) {
+        close = memchr(open + 1, '}', len - (size_t)(open + 1 - key));
+        if (close != NULL && close > open + 1) return crc16(open + 1, (size_t)(close - open - 1)) & (SLOTS - 1);
+    }
+    return crc16(key, len) & (SLOTS - 1);
+}
+
+static int cl_state(struct dlock_client *c) {
+    if (c->cl != NULL) return 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->cl == NULL && (c->cl = calloc(1, sizeof *c->cl)) != NULL) c->cl->cap = c->nmembers;
+    pthread_mutex_unlock(&c->mu);
+    return c->cl != NULL ? 0 : dlock__seterr(ENOMEM, "out of memory");
+}
+
+void dlock__cluster_free(struct dlock_client *c) {
+    free(c->cl);
+    c->cl = NULL;
+}
+
+/* The index of the member for host:port, or -1.  c->mu held. */
+static long member_find(const struct dlock_client *c, const char *host, int port) {
+    size_t i;
+    for (i = 0; i < c->nmembers; i++)
+        if (c->members[i]->conf.ep.port == port && strcmp(c->members[i]->conf.ep.host, host) == 0) return (long)i;
+    return -1;
+}
+
+/* The index of the member for host:port, made if there is none yet; -1
+ * with the error set.  c->mu NOT held (making a client takes the global
+ * list's lock, which fork takes before every client's). */
+static long member_get(struct dlock_client *c, const char *host, int port) {
+    struct dlock_client *m = NULL, *extra = NULL;
+    dlock__endpoint ep;
+    long i;
+    int rc;
+
+    if (strlen(host) >= sizeof ep.host || port <= 0 || port > 65535) {
+        dlock__seterr(EPROTO, "%s: the cluster named a node with a bad address", c->conf.redacted_url);
+        return -1;
+    }
+    pthread_mutex_lock(&c->mu);
+    i = member_find(c, host, port);
+    pthread_mutex_unlock(&c->mu);
+    if (i >= 0) return i;
+    snprintf(ep.host, sizeof ep.host, "%s", host);
+    ep.port = port;
+    if ((rc = dlock__client_member(&m, c, &ep)) != 0) return -1;
+    pthread_mutex_lock(&c->mu);
+    if ((i = member_find(c, host, port)) >= 0) {
+        extra = m; /* another thread made it first */
+    } else if (c->nmembers >= MEMBERS_MAX) {
+        extra = m;
+        dlock__seterr(ENOLCK, "%s: the cluster has more than %d nodes", c->conf.redacted_url, MEMBERS_MAX);
+    } else {
+        if (c->nmembers == c->cl->cap) {
+            size_t ncap = c->cl->cap ? c->cl->cap * 2 : 8;
+            struct dlock_client **nm = realloc(c->members, ncap * sizeof *nm);
+            if (nm == NULL) {
+                pthread_mutex_unlock(&c->mu);
+                (void)dlock_client_destroy(m);
+                dlock__seterr(ENOMEM, "out of memory");
+                return -1;
+            }
+            c->members = nm;
+            c->cl->cap = ncap;
+        }
+        i = (long)c->nmembers;
+        c->members[c->nmembers++] = m;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (extra != NULL) (void)dlock_client_destroy(extra);
+    return i;
+}
+
+/* One slot range of a CLUSTER SLOTS answer, checked. */
+typedef struct range {
+    long long lo, hi;
+    const char *host;
+    int port;
+} range;
+
+static int range_parse(const redisReply *e, const struct dlock_client *asked, range *out) {
+    const redisReply *node;
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY)
+        return -1;
+    node = e->element[2];
+    if (node->elements < 2 || node->element[0]->type != REDIS_REPLY_STRING ||
+        node->element[1]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    out->lo = e->element[0]->integer;
+    out->hi = e->element[1]->integer;
+    if (out->lo < 0 || out->hi >= SLOTS || out->lo > out->hi || node->element[1]->integer <= 0 ||
+        node->element[1]->integer > 65535)
+        return -1;
+    out->port = (int)node->element[1]->integer;
+    /* "" or "?": the node does not know its own address; it is the one
+     * asked. */
+    out->host = node->element[0]->len == 0 || strcmp(node->element[0]->str, "?") == 0 ? asked->conf.ep.host
+                                                                                     : node->element[0]->str;
+    return 0;
+}
+
+/* Reads the slot map from the first node that answers.  0, or ENOLCK /
+ * EPROTO with the error set. */
+static int refresh(struct dlock_client *c, dlock__mono deadline) {
+    const char *argv[2] = { "CLUSTER", "SLOTS" };
+    static const size_t lens[2] = { 7, 5 };
+    size_t i, k, n;
+    int rc = ENOLCK;
+
+    if ((rc = cl_state(c)) != 0) return rc;
+    pthread_mutex_lock(&c->mu);
+    n = c->nmembers;
+    pthread_mutex_unlock(&c->mu);
+    dlock__seterr(ENOLCK, "%s: no node of the cluster answered", c->conf.redacted_url);
+    rc = ENOLCK;
+    for (i = 0; i < n; i++) {
+        struct dlock_client *m;
+        redisReply *r = NULL;
+        unsigned short *owner;
+        range rg;
+        dlock__mono dl = dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
+        pthread_mutex_lock(&c->mu);
+        m = c->members[i];
+        pthread_mutex_unlock(&c->mu);
+        if (dlock__command(m, &r, dl < deadline ? dl : deadline, 0, 2, argv, lens) != 0) continue;
+        if (r->type != REDIS_REPLY_ARRAY) {
+            rc = r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled") != NULL
+                     ? dlock__seterr(EINVAL, "%s: %s:%d is not a cluster node (redis+cluster:// is for a Redis "
+                                     "Cluster; use redis:// for one server)", c->conf.redacted_url, m->conf.ep.host,
+                                     m->conf.ep.port)
+                     : dlock__seterr(EPROTO, "%s: unexpected answer to CLUSTER SLOTS", m->conf.redacted_url);
+            freeReplyObject(r);
+            continue;
+        }
+        /* Make the members first (no lock held), then fill a new map. */
+        for (k = 0; k < r->elements; k++) {
+            if (range_parse(r->element[k], m, &rg) != 0) break;
+            if (member_get(c, rg.host, rg.port) < 0) break;
+        }
+        if (k < r->elements) {
+            if (range_parse(r->element[k], m, &rg) != 0)
+                rc = dlock__seterr(EPROTO, "%s: unexpected answer to CLUSTER SLOTS", m->conf.redacted_url);
+            freeReplyObject(r);
+            continue;
+        }
+        if ((owner = calloc(SLOTS, sizeof *owner)) == NULL) {
+            freeReplyObject(r);
+            return dlock__seterr(ENOMEM, "out of memory");
+        }
+        pthread_mutex_lock(&c->mu);
+        for (k = 0; k < r->elements; k++) {
+            long idx, s;
+            (void)range_parse(r->element[k], m, &rg);
+            if ((idx = member_find(c, rg.host, rg.port)) < 0) continue;
+            for (s = rg.lo; s <= rg.hi; s++) owner[s] = (unsigned short)(idx + 1);
+        }
+        memcpy(c->cl->owner, owner, sizeof c->cl->owner);
+        c->cl->refreshed = dlock__now();
+        pthread_mutex_unlock(&c->mu);
+        free(owner);
+        freeReplyObject(r);
+        dlock__clearerr();
+        return 0;
+    }
+    return rc;
+}
+
+/* The member serving `slot`, reading the map if it does not say. */
+static int route(struct dlock_client *c, unsigned slot, struct dlock_client **m, dlock__mono deadline) {
+    int rc, pass;
+    for (pass = 0; pass < 2; pass++) {
+        unsigned short o = 0;
+        if ((rc = cl_state(c)) != 0) return rc;
+        pthread_mutex_lock(&c->mu);
+        if ((o = c->cl->owner[slot]) != 0) *m = c->members[o - 1];
+        pthread_mutex_unlock(&c->mu);
+        if (o != 0) return 0;
+        if (pass == 0 && (rc = refresh(c, deadline)) != 0) return rc;
+    }
+    return dlock__seterr(ENOLCK, "%s: no node of the cluster serves slot %u", c->conf.redacted_url, slot);
+}
+
+/* A request to slot's master failed with rc: is it worth asking again?
+ * Only when the node could not be reached (not when a request that may
+ * have run went unanswered) and time is left: the map is read again (a
+ * replica may have taken over) and the caller asks, after a back-off. */
+static int again(struct dlock_client *c, int rc, dlock__mono deadline, unsigned *backoff_ms) {
+    char saved[512];
+    dlock__mono now = dlock__now(), last;
+    if (rc != ENOLCK || dlock__outcome_unknown() || now + (dlock__mono)*backoff_ms * DLOCK__MS >= deadline) return 0;
+    snprintf(saved, sizeof saved, "%s", dlock_last_error());
+    pthread_mutex_lock(&c->mu);
+    last = c->cl != NULL ? c->cl->refreshed : 0;
+    pthread_mutex_unlock(&c->mu);
+    if (now - last >= (dlock__mono)REFRESH_MIN_MS * DLOCK__MS) (void)refresh(c, deadline);
+    dlock__restoreerr(saved);
+    usleep(*backoff_ms * 1000);
+    if (*backoff_ms < 200) *backoff_ms *= 2;
+    return 1;
+}
+
+static unsigned lock_slot(const dlock__lock *l) {
+    return dlock__key_slot(l->key, l->keylen);
+}
+
+/* Runs `call` on the master of `slot`, asking again while again() says
+ * so.  rc is set by call, which may use m. */
+#define ON_SLOT(c, slot, deadline, call)                                  \
+    do {                                                                  \
+        unsigned bo_ = 10;                                                \
+        struct dlock_client *m;                                           \
+        do {                                                              \
+            rc = route((c), (slot), &m, (deadline));                      \
+            if (rc == 0) rc = (call);                                     \
+        } while (rc != 0 && again((c), rc, (deadline), &bo_));            \
+    } while (0)
+
+static int cl_acquire(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+                      dlock__acq *out, dlock__mono deadline) {
+    int rc;
+    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.acquire(m, l, token, lease_ms, flags, out, deadline));
+    return rc;
+}
+
+static int cl_release(struct dlock_client *c, dlock__lock *l, const char *token, int how, int *released,
+                      dlock__mono deadline) {
+    int rc;
+    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.release(m, l, token, how, released, deadline));
+    return rc;
+}
+
+static int cl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline) {
+    int rc;
+    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.reset(m, l, how, was_held, deadline));
+    return rc;
+}
+
+static int cl_fenced_set(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence, const void *value,
+                         size_t len, int *written, dlock__mono deadline) {
+    int rc;
+    ON_SLOT(c, dlock__key_slot(key, keylen), deadline,
+            dlock__single_backend.fenced_set(m, key, keylen, fence, value, len, written, deadline));
+    return rc;
+}
+
+static int cl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
+    int rc;
+    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.info(m, l, out, deadline));
+    return rc;
+}
+
+static int cl_cond(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
+                   const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
+    int rc;
+    ON_SLOT(c, lock_slot(l), deadline,
+            dlock__single_backend.cond(m, l, op, token, ttl_ms, stale, nstale, result, deadline));
+    return rc;
+}
+
+/* Renews on each master the holds whose slots it serves, in its own
+ * batches; then those a node sent elsewhere (their slot moved, or is
+ * moving), one by one, following the redirection. */
+static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
+    dlock__renewal *tmp;
+    struct dlock_client **who;
+    size_t *idx, j, k, todo = 0;
+
+    if (n == 0) return 0;
+    tmp = malloc(n * sizeof *tmp);
+    idx = malloc(n * sizeof *idx);
+    who = malloc(n * sizeof *who);
+    if (tmp == NULL || idx == NULL || who == NULL) {
+        free(tmp);
+        free(idx);
+        free(who);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    for (j = 0; j < n; j++) {
+        rn[j].result = -1;
+        rn[j].moved = 0;
+        if (route(c, lock_slot(rn[j].l), &who[j], deadline) == 0) todo++;
+        else who[j] = NULL;
+    }
+    while (todo > 0) {
+        /* The holds of the first master left: one call, its batches. */
+        struct dlock_client *m = NULL;
+        for (j = 0, k = 0; j < n; j++) {
+            if (who[j] == NULL || (m != NULL && who[j] != m)) continue;
+            m = who[j];
+            who[j] = NULL;
+            idx[k] = j;
+            tmp[k++] = rn[j];
+        }
+        todo -= k;
+        (void)dlock__single_backend.renew(m, tmp, k, deadline);
+        for (j = 0; j < k; j++) {
+            rn[idx[j]].result = tmp[j].result;
+            rn[idx[j]].moved = tmp[j].moved;
+        }
+    }
+    for (j = 0; j < n; j++) {
+        struct dlock_client *m;
+        if (!rn[j].moved || dlock__now() >= deadline) continue;
+        rn[j].moved = 0;
+        if (route(c, lock_slot(rn[j].l), &m, deadline) == 0) (void)dlock__renew_one(m, &rn[j], deadline);
+    }
+    free(tmp);
+    free(idx);
+    free(who);
+    return 0;
+}
+
+int dlock__cluster_redirect(struct dlock_client *m, const redisReply *r, struct dlock_client **next, int *asking) {
+    struct dlock_client *c = m->parent;
+    char host[256];
+    const char *p, *colon;
+    unsigned long slot, port;
+    size_t hl;
+    char *end;
+    long i;
+    int ask;
+
+    if (c == NULL || r == NULL || r->type != REDIS_REPLY_ERROR || r->str == NULL) return 0;
+    if (strncmp(r->str, "MOVED ", 6) == 0) ask = 0;
+    else if (strncmp(r->str, "ASK ", 4) == 0) ask = 1;
+    else return 0;
+    /* MOVED <slot> <host>:<port> (an empty host: the node answering). */
+    p = r->str + (ask ? 4 : 6);
+    slot = strtoul(p, &end, 10);
+    if (end == p || *end != ' ' || slot >= SLOTS) return 0;
+    p = end + 1;
+    if ((colon = strrchr(p, ':')) == NULL) return 0;
+    port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || port == 0 || port > 65535) return 0;
+    hl = (size_t)(colon - p);
+    if (hl >= sizeof host) return 0;
+    if (hl == 0) snprintf(host, sizeof host, "%s", m->conf.ep.host);
+    else {
+        memcpy(host, p, hl);
+        host[hl] = '\0';
+    }
+    if (cl_state(c) != 0 || (i = member_get(c, host, (int)port)) < 0) return 0;
+    pthread_mutex_lock(&c->mu);
+    if (!ask) c->cl->owner[slot] = (unsigned short)(i + 1);
+    *next = c->members[i];
+    pthread_mutex_unlock(&c->mu);
+    *asking = ask;
+    return 1;
+}
+
+int dlock__cluster_masters(struct dlock_client *c, struct dlock_client **out, size_t max, dlock__mono deadline) {
+    unsigned char *seen;
+    size_t s, n = 0;
+    int rc;
+    if ((rc = refresh(c, deadline)) != 0) return -rc;
+    pthread_mutex_lock(&c->mu);
+    if ((seen = calloc(c->nmembers, 1)) == NULL) {
+        pthread_mutex_unlock(&c->mu);
+        return -dlock__seterr(ENOMEM, "out of memory");
+    }
+    for (s = 0; s < SLOTS; s++) {
+        unsigned o = c->cl->owner[s];
+        if (o == 0 || seen[o - 1]) continue;
+        seen[o - 1] = 1;
+        if (n < max) out[n++] = c->members[o - 1];
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(seen);
+    return (int)n;
+}
+
+struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot) {
+    unsigned o;
+    if (c->conf.kind != DLOCK__BACKEND_CLUSTER || c->nmembers == 0) return NULL;
+    o = c->cl != NULL && slot < SLOTS ? c->cl->owner[slot] : 0;
+    return c->members[o != 0 ? o - 1 : 0];
+}
+
+const dlock__backend_ops dlock__cluster_backend = {
+    .acquire = cl_acquire,
+    .release = cl_release,
+    .renew = cl_renew,
+    .reset = cl_reset,
+    .fenced_set = cl_fenced_set,
+    .info = cl_info,
+    .cond = cl_cond,
+};
