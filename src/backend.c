@@ -117,6 +117,7 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
                                    : dlock__script_run(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len);
     if (rc != 0) return rc;
     if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
+    out->sent = dlock__command_sent(); /* after retries (TRYAGAIN, LOADING...): the last attempt */
     freeReplyObject(r);
     if (rc == 0 && c->conf.wait_replicas > 0 && acked < (long long)c->conf.wait_replicas &&
         (out->status == DLOCK__ACQ_ACQUIRED || out->status == DLOCK__ACQ_OWNERDEAD || out->status == DLOCK__ACQ_MINE)) {

@@ -450,9 +450,14 @@ static redisReply *cmd_and_wait(struct dlock_client *c, dlock__conn *cn, int arg
 }
 
 static __thread int unknown_outcome;
+static __thread dlock__mono last_sent;
 
 int dlock__outcome_unknown(void) {
     return unknown_outcome;
+}
+
+dlock__mono dlock__command_sent(void) {
+    return last_sent;
 }
 
 /* Redirections one request follows at most (a cluster whose nodes
@@ -474,6 +479,7 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
         if (waitn > 0 && c->conf.wait_timeout_ms + 1000 > cn->timeout_ms &&
             redisSetTimeout(cn->ctx, ms_tv(c->conf.wait_timeout_ms + 1000)) == REDIS_OK)
             cn->timeout_ms = c->conf.wait_timeout_ms + 1000; /* the WAIT may take its whole timeout */
+        last_sent = dlock__now();
         r = cmd_and_wait(c, cn, argc, argv, argvlen, &sent, waitn, acked, asking);
         asking = 0;
         if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {

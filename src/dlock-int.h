@@ -236,6 +236,7 @@ typedef struct dlock__hold {
     dlock__mono valid_until; /* sent + lease - drift; extended by renewals */
     dlock__mono renew_at;    /* next renewal */
     int lost;                /* the hold was lost: unlock gives EPERM */
+    int releasing;           /* its unlock is on the way: still renewed, never reported lost */
     int robust;              /* the hold is of a ROBUST mutex */
     int inconsistent;        /* EOWNERDEAD given, consistent() not yet called */
     dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */
@@ -293,6 +294,11 @@ typedef struct dlock__fairwait {
     const char *token;
     int poked;
     struct dlock__fairwait *next;
+    /* The release's message said more than "your turn": the lock is this
+     * token's, with this fence, leased for grant_ms from the release. */
+    int granted;
+    uint64_t fence;
+    unsigned grant_ms;
 } dlock__fairwait;
 
 /* What a table entry is: a lock (mutex, rwlock), or a condition
@@ -311,6 +317,7 @@ typedef struct dlock__acq {
     int status;        /* DLOCK__ACQ_* */
     uint64_t fence;    /* ACQUIRED, MINE */
     int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
+    dlock__mono sent;  /* when the request that got this answer went out (0: not known) */
 } dlock__acq;
 enum {
     DLOCK__ACQ_ACQUIRED,
@@ -556,6 +563,9 @@ int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
 /* Did the calling thread's last dlock__command fail after its request
  * went out (ENOLCK, outcome unknown)? */
 int dlock__outcome_unknown(void);
+/* When the calling thread's last dlock__command sent the request whose
+ * answer it returned (after retries: the last one). */
+dlock__mono dlock__command_sent(void);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
 dlock__mono dlock__unreachable_deadline(const struct dlock_client *c);
 
@@ -633,6 +643,9 @@ int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, const dlock__fairwa
 /* Pokes l's fair waiter whose token is token[0..len), or every one
  * (token NULL), and wakes it.  c->mu held. */
 void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);
+/* The same for a grant: the lock is that waiter's, with that fence,
+ * leased for grant_ms. */
+void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms);
 /* Makes sure a release of l will wake us: subscribes and waits for the
  * subscription to be active, or until deadline / the unreachable bound
  * (ENOLCK). */

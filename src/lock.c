@@ -70,6 +70,10 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
         l->readers = h;
     } else {
         h = &l->x;
+        /* Another thread's unlock may still be on its way (the server
+         * answered the next owner first): its hold goes when that unlock
+         * is answered, and wakes us. */
+        while (h->owner != NULL && h->releasing && h->owner != self) (void)dlock__sleep(c, l, DLOCK__MONO_NEVER, 0);
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
     }
     h->owner = self;
@@ -92,6 +96,35 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->lost_obj = w->lost_obj;
     dlock__held_add(c, h);
     if (h->caching) (void)dlock__notify_want(c, l); /* to hear when another owner asks */
+    return 0;
+}
+
+/* A fair release granted the lock to this call's token (fw): take it
+ * from the message, with no round trip, when that is safe: the grant was
+ * made after our last request went out (`sent`: the server answered it
+ * busy, then granted), so its lease runs at least until sent + grant_ms;
+ * the hold is valid until then (less the drift margin) and is renewed
+ * soon, to its full lease.  A caching hold must reserve its fence block
+ * (its own acquire does), and a grant older than its lease can no longer
+ * be trusted: those confirm with an acquire (EAGAIN here).  c->mu held. */
+static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
+                   const char *owner, const dlock__fairwait *fw, dlock__mono sent) {
+    unsigned g = fw->grant_ms < w->lease_ms ? fw->grant_ms : w->lease_ms;
+    dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(c, g)) * DLOCK__MS;
+    dlock__hold *h = &l->x;
+    int rc;
+    /* (The unlock of another thread here that gave us the lock may still
+     * be on its way: hold_begin waits for it; the check below comes
+     * after.) */
+    while (h->owner != NULL && h->releasing && h->owner != self) (void)dlock__sleep(c, l, DLOCK__MONO_NEVER, 0);
+    if (w->caching || w->shared || sent == 0 || g <= dlock__drift_ms(c, g) || dlock__now() >= until) return EAGAIN;
+    if ((rc = hold_begin(c, l, w, self, owner, fw->fence, sent, 0)) != 0) return rc;
+    h->valid_until = until;
+    /* Renewed half way to the end of the grant's lease (early by a
+     * quarter of it at most: renew.c). */
+    h->acquired = dlock__now();
+    h->renew_at = h->acquired + (until - h->acquired) / 2;
+    if (c->renew_wake != 0 && c->renew_wake > h->renew_at) dlock__renew_kick(c); /* it would sleep past it */
     return 0;
 }
 
@@ -174,7 +207,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     char owner[DLOCK__OWNER_LEN + 1];
     dlock__thread *self;
     dlock__hold *mine;
-    dlock__fairwait fw = { owner, 0, NULL }, **fp;
+    dlock__fairwait fw = { owner, 0, NULL, 0, 0, 0 }, **fp;
+    dlock__mono last_sent = 0; /* when the last request of this call went out */
     int rc, waiting = 0, k = w->shared ? 1 : 0, registered = 0, waits, counted = 0, sure, queued = 0;
     uint64_t heard;
     int fair = w->fair && !w->shared && !try;
@@ -304,7 +338,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             dlock__orphans_release(c, l, dlock__now());
         }
         gen = l->gen;
-        fw.poked = 0;
+        fw.poked = fw.granted = 0;
         if (l->x.owner == NULL) l->wanted = 0; /* a request from now on is for the hold this may get */
         heard = dlock__cache_heard(c, l) ? dlock__sub_epoch(c, l) : 0;
         /* With the release channel already subscribed, a release after
@@ -316,7 +350,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             counted = 1;
         }
         pthread_mutex_unlock(&c->mu);
-        sent = dlock__now();
+        sent = last_sent = dlock__now();
         bound = dlock__unreachable_deadline(c);
         /* Give up on an unreachable server by the caller's deadline; the
          * connection layer still makes one real attempt. */
@@ -326,8 +360,12 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         waits = !try && !bad_deadline && deadline > sent;
         flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0) |
                 (fair ? DLOCK__F_FAIR : 0) | (w->caching && !w->shared ? DLOCK__F_CACHING : 0);
+        acq.sent = 0;
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
+        /* Asked again inside the call (a server loading, a cluster slot in
+         * migration)?  The lease runs from the attempt that was answered. */
+        if (rc == 0 && acq.sent > sent) sent = last_sent = acq.sent;
         if (waiting && !fair) {
             l->trying[k] = 0;
             dlock__lock_wake(l);
@@ -400,6 +438,10 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         rc = fair ? dlock__wait_turn(c, l, &fw, until, w->intr) : dlock__wait(c, l, gen, until, w->intr);
         if (rc == EINTR) {
             rc = interrupted(l, rc);
+            goto out;
+        }
+        if (fw.granted && (rc = granted(c, l, w, self, owner, &fw, last_sent)) == 0) {
+            registered = 0; /* the grant took us out of the queue */
             goto out;
         }
     }
@@ -476,11 +518,16 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
                             : DLOCK__REL_CLEAN;
     memcpy(token, h->token, sizeof token);
     lease = h->lease_ms;
-    dlock__hold_forget(c, h);
+    /* Renewed until the release is answered: on a cluster, a release
+     * asked again while its slot migrates may take longer than the
+     * lease.  The thread is in here meanwhile: no other one takes it. */
+    h->releasing = 1;
     l->users++;
     pthread_mutex_unlock(&c->mu);
     rc = c->ops->release(c, l, token, how, &released, dlock__unreachable_deadline(c));
     pthread_mutex_lock(&c->mu);
+    h->releasing = 0;
+    dlock__hold_forget(c, h);
     l->users--;
     if (rc != 0) dlock__orphan_add(c, l, token, how, lease); /* release it when the server is back */
     l->gen++; /* released on the server: local waiters try at once */

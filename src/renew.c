@@ -103,10 +103,16 @@ static void *renew_main(void *arg) {
             dlock__mono window;
             hnext = h->held_next;
             if (now >= h->valid_until) {
-                if (nrep < cap) dlock__hold_lost(c, h, &reps[nrep++]);
+                /* (A hold being released: its unlock tells.) */
+                if (nrep < cap && !h->releasing) dlock__hold_lost(c, h, &reps[nrep++]);
                 continue;
             }
+            /* Renewed early, by up to a sixth of the lease, so that holds
+             * due about together go in one batch; a hold taken from a
+             * fair grant, due sooner than a third of its lease, by half
+             * its time at most (lock.c: granted()). */
             window = (dlock__mono)(h->lease_ms / 6) * DLOCK__MS;
+            if ((h->renew_at - h->acquired) / 2 < window) window = (h->renew_at - h->acquired) / 2;
             if (h->renew_at - window <= now && n < cap) {
                 pend[n].l = h->l;
                 pend[n].shared = h->shared;
@@ -126,10 +132,13 @@ static void *renew_main(void *arg) {
             run_reports(reps, nrep);
             pthread_mutex_lock(&c->mu);
         }
-        if (c->orphans != NULL) {
-            /* Bounded by the command timeout, so renewals are not held up
-             * for long by a server that does not answer. */
-            dlock__mono o = dlock__orphans_release(c, NULL, dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
+        if (c->orphans != NULL && n == 0) {
+            /* Only when no renewal is due (renewals first: on a cluster an
+             * orphan's node may be down while the holds' nodes are not),
+             * and bounded by the command timeout and the next renewal. */
+            dlock__mono dl = dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS, o;
+            if (next < dl) dl = next;
+            o = dlock__orphans_release(c, NULL, dl);
             if (o < next) next = o;
         }
         if (c->held == NULL && now < c->renew_idle_until && now + c->renew_tick < next) {
@@ -172,6 +181,10 @@ static void *renew_main(void *arg) {
                     dlock__mono v = sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(c, h->lease_ms)) * DLOCK__MS;
                     if (v > h->valid_until) h->valid_until = v;
                     h->renew_at = sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
+                } else if (h->releasing) {
+                    /* Refused: released meanwhile, or run out (its unlock
+                     * says which).  Nothing to report either way. */
+                    h->renew_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
                 } else if (rn[i].result == 0 || now >= h->valid_until) {
                     dlock__hold_lost(c, h, &reps[nrep++]);
                 } else {

@@ -42,11 +42,13 @@
  * The fair queue (DLOCK_MUTEX fair attribute): a waiting fair acquirer
  * takes a ticket, one more than the last in the queue, in the server's
  * order; its lease, robustness and identity go to qmeta.  A release hands
- * the lock straight to the queue's head (grant()) and publishes that
- * waiter's token, so only it wakes; it confirms with one acquire, which
- * finds the lock already its own.  A grant is leased for at most
- * GRANT_MS until confirmed, so one given to a waiter that died in the
- * meantime runs out soon. */
+ * the lock straight to the queue's head and publishes "TOKEN:FENCE:MS",
+ * so only that waiter wakes.  A grant is leased for MS = at most GRANT_MS
+ * until the new holder renews it, so one given to a waiter that died in
+ * the meantime runs out soon.  The waiter takes the lock from the message
+ * alone when its last request (sent before the grant) plus MS is still
+ * ahead; otherwise it confirms with one acquire, which finds the lock
+ * already its own (lock.c). */
 #define GRANT_MS "2000"
 #define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
 #define LOCK_COMMON                                                               \
@@ -280,11 +282,12 @@ static const char release_lua[] =
     "  if ls then\n"
     "    unqueue(h)\n"
     "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
-    "    redis.call('HSET', KEYS[1], 'owner', h, 'fence', fence(), 'host', host, 'pid', pid, 'tid', tid,\n"
+    "    local fs = fence()\n"
+    "    redis.call('HSET', KEYS[1], 'owner', h, 'fence', fs, 'host', host, 'pid', pid, 'tid', tid,\n"
     "               'since', string.format('%.0f', now), 'rb', rb)\n"
     "    redis.call('PEXPIRE', KEYS[1], g)\n"
     "    if rb == '1' then redis.call('SET', KEYS[3], 'held') end\n"
-    "    redis.call('PUBLISH', ARGV[2], h)\n"
+    "    redis.call('PUBLISH', ARGV[2], h .. ':' .. fs .. ':' .. g)\n"
     "    return 1\n"
     "  end\n"
     "end\n"

@@ -163,6 +163,17 @@ void dlock__fair_poke(dlock__lock *l, const char *token, size_t len) {
     if (any) dlock__lock_wake(l);
 }
 
+void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms) {
+    dlock__fairwait *fw;
+    for (fw = l->fair; fw != NULL; fw = fw->next) {
+        if (strcmp(fw->token, token) != 0) continue;
+        fw->poked = fw->granted = 1;
+        fw->fence = fence;
+        fw->grant_ms = grant_ms;
+        dlock__lock_wake(l);
+    }
+}
+
 void dlock__wait_done(struct dlock_client *c, dlock__lock *l) {
     if (l->waiters > 0 && --l->waiters == 0) {
         l->sub_idle_since = dlock__now();

@@ -945,7 +945,7 @@ static redisReply *info_commandstats(dlt_redis *r) {
     return rep;
 }
 
-long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd) {
+static long long cmdstat(dlt_redis *r, const char *cmd, int ok_only) {
     char key[160];
     size_t n = strlen("cmdstat_");
     if (cmd == NULL || strlen(cmd) > sizeof key - n - 16) return -1;
@@ -959,7 +959,9 @@ long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd) {
     long long calls = 0;
     for (const char *line = rep->str; line != NULL && *line;) {
         if (strncmp(line, key, klen) == 0) {
+            const char *f = strstr(line, "failed_calls="), *eol = strchr(line, '\n');
             calls = strtoll(line + klen, NULL, 10);
+            if (ok_only && f != NULL && (eol == NULL || f < eol)) calls -= strtoll(f + 13, NULL, 10);
             break;
         }
         line = strchr(line, '\n');
@@ -967,6 +969,14 @@ long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd) {
     }
     freeReplyObject(rep);
     return calls;
+}
+
+long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd) {
+    return cmdstat(r, cmd, 0);
+}
+
+long long dlt_redis_cmdstat_ok(dlt_redis *r, const char *cmd) {
+    return cmdstat(r, cmd, 1);
 }
 
 long long dlt_redis_total_calls(dlt_redis *r) {
@@ -1198,6 +1208,12 @@ long long dlt_reply_int(redisReply *r) {
 long long dlt_evals(void) {
     long long a = dlt_redis_cmdstat(&dlt_server, "evalsha");
     long long b = dlt_redis_cmdstat(&dlt_server, "eval");
+    return (a < 0 || b < 0) ? -1 : a + b;
+}
+
+long long dlt_evals_ok(void) {
+    long long a = dlt_redis_cmdstat_ok(&dlt_server, "evalsha");
+    long long b = dlt_redis_cmdstat_ok(&dlt_server, "eval");
     return (a < 0 || b < 0) ? -1 : a + b;
 }
 

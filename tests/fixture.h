@@ -70,6 +70,8 @@ redisReply *dlt_redis_cmd(dlt_redis *r, const char *fmt, ...);
 /* calls=N of cmdstat_<cmd> in INFO commandstats; cmd is lowercase, e.g.
  * "evalsha", "set", "client|setname".  0 if absent, -1 on error. */
 long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd);
+/* The same, less the calls that failed (e.g. NOSCRIPT before a reload). */
+long long dlt_redis_cmdstat_ok(dlt_redis *r, const char *cmd);
 /* The sum of calls= over all cmdstat_ lines (INFO's own calls included,
  * but not the INFO that asks).  -1 on error. */
 long long dlt_redis_total_calls(dlt_redis *r);
@@ -225,8 +227,10 @@ const char *dlt_errno_label(long long e);
 
 /* An integer reply's value, else LLONG_MIN; frees r (which may be NULL). */
 long long dlt_reply_int(redisReply *r);
-/* Script calls so far on dlt_server (evalsha + eval), or -1. */
+/* Script calls so far on dlt_server (evalsha + eval), or -1; _ok: those
+ * that ran (not refused as NOSCRIPT, say). */
 long long dlt_evals(void);
+long long dlt_evals_ok(void);
 
 /* ------------------------------------------------------------------------
  * CUnit glue.

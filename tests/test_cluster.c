@@ -1,0 +1,1823 @@
+/* labels: redis; timeout: 240 */
+/* test_cluster.c -- Redis Cluster deployments: redis+cluster:// URLs
+ * (src/cluster.c, the redirections in src/conn.c).
+ *
+ * The suite forms one cluster of three masters without replicas, on free
+ * loopback ports (cl_ensure: CLUSTER ADDSLOTSRANGE, CLUSTER MEET, polled
+ * until every node says cluster_state:ok and all three agree on the slot
+ * map), and reuses it from test to test: before each test it checks that
+ * the cluster is still whole and healthy (re-forming it if not) and
+ * empties every node.  A test that moves a slot moves it back.  The test
+ * that kills a node runs last.  The suite's own server (dlt_server) is
+ * used only as a plain, non-cluster Redis.
+ *
+ * Lock keys are located independently of the library: the test computes
+ * each key's hash slot itself (CRC16, checked against CLUSTER KEYSLOT)
+ * and asks the nodes directly.  Nothing asserts a speed; the few time
+ * bounds are generous and separate "woken by a notification" from
+ * "waited out a 10 s lease", or "bounded" from "hangs".
+ *
+ * Processes are forked before the test process makes any client of its
+ * own in that test (AddressSanitizer and fork: see fixture.h).
+ */
+#define DLT_CK_MOD 120 /* worker codes 1..120: clear of 128 + signal */
+#include "fixture.h"
+
+#include <dlock.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ========================================================================
+ * The cluster
+ * ====================================================================== */
+
+#define NN 3 /* masters */
+#define SLOTS 16384
+#define CL_CONF "cluster-enabled yes\ncluster-node-timeout 2000\ncluster-require-full-coverage no"
+
+static dlt_redis nodes[NN];
+static int node_started[NN];
+static char node_id[NN][64];
+static int cl_formed;
+static int cl_failed; /* forming it failed once: do not try again */
+
+static void cl_down(void) {
+    for (int i = 0; i < NN; i++) {
+        if (node_started[i]) dlt_redis_cleanup(&nodes[i]);
+        node_started[i] = 0;
+        node_id[i][0] = '\0';
+    }
+    cl_formed = 0;
+}
+
+/* 1 if r is +OK (or any status reply); frees r. */
+static int reply_ok(redisReply *r) {
+    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (r != NULL && !ok)
+        fprintf(stderr, "  cluster: unexpected reply: %s\n", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    if (r != NULL) freeReplyObject(r);
+    return ok;
+}
+
+/* The node index listening on port, or -1. */
+static int node_of_port(long long port) {
+    for (int i = 0; i < NN; i++)
+        if (nodes[i].port == port) return i;
+    return -1;
+}
+
+/* Node i's slot map (CLUSTER SLOTS): owner[s] = node index, -1 none.
+ * The number of ranges, or -1 if the node did not answer. */
+static int slot_map(int i, signed char owner[SLOTS]) {
+    redisReply *r;
+    int n;
+    memset(owner, -1, SLOTS);
+    if (nodes[i].pid <= 0) return -1;
+    r = dlt_redis_cmd(&nodes[i], "CLUSTER SLOTS");
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        if (r != NULL) freeReplyObject(r);
+        return -1;
+    }
+    n = (int)r->elements;
+    for (size_t k = 0; k < r->elements; k++) {
+        const redisReply *e = r->element[k];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[2]->type != REDIS_REPLY_ARRAY ||
+            e->element[2]->elements < 2)
+            continue;
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        int who = node_of_port(e->element[2]->element[1]->integer);
+        for (long long s = lo; s <= hi && s < SLOTS; s++) owner[s] = (signed char)who;
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* The owner of slot as the first live node sees it, or -1. */
+static int slot_owner(int slot) {
+    static signed char owner[SLOTS];
+    for (int i = 0; i < NN; i++)
+        if (slot_map(i, owner) > 0) return owner[slot];
+    return -1;
+}
+
+/* 1 if node i's CLUSTER INFO contains needle. */
+static int info_has(int i, const char *needle) {
+    redisReply *r = nodes[i].pid > 0 ? dlt_redis_cmd(&nodes[i], "CLUSTER INFO") : NULL;
+    int ok = r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, needle) != NULL;
+    if (r != NULL) freeReplyObject(r);
+    return ok;
+}
+
+/* Every node up, cluster_state:ok, knowing 3 nodes, no slot migrating or
+ * importing, and all agreeing on a slot map that covers every slot. */
+static int cl_healthy(int quiet) {
+    static signed char m0[SLOTS], mi[SLOTS];
+    for (int i = 0; i < NN; i++) {
+        redisReply *r;
+        int clean;
+        if (!node_started[i] || nodes[i].pid <= 0) return 0;
+        if (!info_has(i, "cluster_state:ok") || !info_has(i, "cluster_known_nodes:3") ||
+            !info_has(i, "cluster_slots_assigned:16384")) {
+            if (!quiet) fprintf(stderr, "  cluster: node %d not ok yet\n", i);
+            return 0;
+        }
+        r = dlt_redis_cmd(&nodes[i], "CLUSTER NODES");
+        clean = r != NULL && r->type == REDIS_REPLY_STRING && strchr(r->str, '[') == NULL;
+        if (r != NULL) freeReplyObject(r);
+        if (!clean) return 0;
+        if (slot_map(i, i == 0 ? m0 : mi) < NN) return 0;
+        if (i > 0 && memcmp(m0, mi, SLOTS) != 0) return 0;
+    }
+    for (int s = 0; s < SLOTS; s++)
+        if (m0[s] < 0) return 0;
+    return 1;
+}
+
+/* Starts three cluster-enabled servers and makes them one cluster:
+ * 0-5460 on node 0, 5461-10922 on node 1, 10923-16383 on node 2.
+ * 1, or 0 (nothing left running). */
+static int cl_form(void) {
+    static const int lo[NN] = { 0, 5461, 10923 }, hi[NN] = { 5460, 10922, 16383 };
+    double end;
+    cl_down();
+    for (int i = 0; i < NN; i++) {
+        memset(&nodes[i], 0, sizeof nodes[i]);
+        if (dlt_redis_start(&nodes[i], CL_CONF) != 0) {
+            fprintf(stderr, "cluster node %d did not start\n", i);
+            cl_down();
+            return 0;
+        }
+        node_started[i] = 1;
+    }
+    for (int i = 0; i < NN; i++) {
+        redisReply *r;
+        if (!reply_ok(dlt_redis_cmd(&nodes[i], "CLUSTER ADDSLOTSRANGE %d %d", lo[i], hi[i]))) goto fail;
+        r = dlt_redis_cmd(&nodes[i], "CLUSTER MYID");
+        if (r == NULL || r->type != REDIS_REPLY_STRING) {
+            if (r != NULL) freeReplyObject(r);
+            goto fail;
+        }
+        snprintf(node_id[i], sizeof node_id[i], "%s", r->str);
+        freeReplyObject(r);
+    }
+    for (int i = 1; i < NN; i++)
+        if (!reply_ok(dlt_redis_cmd(&nodes[0], "CLUSTER MEET 127.0.0.1 %d", nodes[i].port))) goto fail;
+    end = dlt_now() + 20.0;
+    while (dlt_now() < end) {
+        if (cl_healthy(1)) {
+            cl_formed = 1;
+            printf("  cluster formed: nodes at ports %d, %d, %d\n", nodes[0].port, nodes[1].port, nodes[2].port);
+            return 1;
+        }
+        dlt_sleep_ms(100);
+    }
+    fprintf(stderr, "cluster: not healthy within 20 s\n");
+    (void)cl_healthy(0);
+fail:
+    cl_down();
+    return 0;
+}
+
+/* The cluster, whole, healthy and empty, with zero command counts. */
+static int cl_ensure(void) {
+    if (!cl_formed || !cl_healthy(1)) {
+        if (cl_failed) return 0;
+        if (cl_formed) fprintf(stderr, "  cluster: not healthy after the last test; forming it again\n");
+        if (!cl_form()) {
+            cl_failed = 1;
+            return 0;
+        }
+    }
+    for (int i = 0; i < NN; i++) {
+        if (!reply_ok(dlt_redis_cmd(&nodes[i], "FLUSHALL"))) return 0;
+        if (dlt_redis_reset_stats(&nodes[i]) != 0) return 0;
+    }
+    return 1;
+}
+
+#define CL_UP()                              \
+    do {                                     \
+        int ok_ = cl_ensure();               \
+        CU_ASSERT_TRUE_FATAL(ok_);           \
+    } while (0)
+
+/* redis+cluster://127.0.0.1:P,... for the nodes listed in which (digits,
+ * "0", "21", ...), then ?query when not NULL. */
+static void cl_url(char *buf, size_t cap, const char *which, const char *query) {
+    size_t n = (size_t)snprintf(buf, cap, "redis+cluster://");
+    for (const char *p = which; *p; p++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s127.0.0.1:%d", p == which ? "" : ",", nodes[*p - '0'].port);
+    if (query != NULL) snprintf(buf + n, cap - n, "?%s", query);
+}
+
+/* ========================================================================
+ * Keys and slots, computed here (CRC16/XModem as the cluster does)
+ * ====================================================================== */
+
+static unsigned crc16(const char *s, size_t n) {
+    unsigned crc = 0;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= (unsigned)(unsigned char)s[i] << 8;
+        for (int b = 0; b < 8; b++) crc = (crc & 0x8000 ? crc << 1 ^ 0x1021 : crc << 1) & 0xffff;
+    }
+    return crc;
+}
+
+static int key_slot(const char *key) {
+    size_t len = strlen(key);
+    const char *open = strchr(key, '{');
+    if (open != NULL) {
+        const char *close = strchr(open + 1, '}');
+        if (close != NULL && close > open + 1) return (int)(crc16(open + 1, (size_t)(close - open - 1)) & (SLOTS - 1));
+    }
+    return (int)(crc16(key, len) & (SLOTS - 1));
+}
+
+/* The slot of the lock key of name ("dlock:{name}"). */
+static int lock_slot(const char *name) {
+    char key[600];
+    dlt_lock_key(name, key, sizeof key);
+    return key_slot(key);
+}
+
+/* CLUSTER KEYSLOT key on node i, or -1. */
+static int server_slot(int i, const char *key) {
+    long long v = dlt_reply_int(dlt_redis_cmd(&nodes[i], "CLUSTER KEYSLOT %s", key));
+    return v < 0 ? -1 : (int)v;
+}
+
+/* EXISTS key on node i: 1, 0, or -1 (no answer, or an error such as a
+ * redirection). */
+static int exists_on(int i, const char *key) {
+    redisReply *r = dlt_redis_cmd(&nodes[i], "EXISTS %s", key);
+    int v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+static int lock_exists_on(int i, const char *name) {
+    char key[600];
+    dlt_lock_key(name, key, sizeof key);
+    return exists_on(i, key);
+}
+
+/* The port a node names when it answers EXISTS key with MOVED (the
+ * slot is served elsewhere); 0 if it answered the EXISTS itself, -1 on
+ * no answer or another error. */
+static int moved_port(int i, const char *key) {
+    redisReply *r = dlt_redis_cmd(&nodes[i], "EXISTS %s", key);
+    int port = -1;
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER) port = 0;
+    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
+        const char *colon = strrchr(r->str, ':');
+        if (colon != NULL) port = atoi(colon + 1);
+    }
+    if (r != NULL) freeReplyObject(r);
+    return port;
+}
+
+/* A command on node i after ASKING, on one connection (for a slot that
+ * node imports); the reply, or NULL. */
+static redisReply *cmd_asking(int i, const char *fmt, const char *key, const char *arg) {
+    struct timeval tv = { 2, 0 };
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", nodes[i].port, tv);
+    redisReply *r = NULL;
+    if (ctx == NULL || ctx->err) {
+        if (ctx != NULL) redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    r = redisCommand(ctx, "ASKING");
+    if (r != NULL) freeReplyObject(r);
+    r = arg ? redisCommand(ctx, fmt, key, arg) : redisCommand(ctx, fmt, key);
+    redisFree(ctx);
+    return r;
+}
+
+/* EXISTS key on node i after ASKING: 1, 0, or -1. */
+static int exists_asking(int i, const char *key) {
+    redisReply *r = cmd_asking(i, "EXISTS %s", key, NULL);
+    int v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+/* Subscribers of channel on node i, classic (PUBSUB NUMSUB) plus sharded
+ * (PUBSUB SHARDNUMSUB); -1 if the node does not answer. */
+static long long subs_on(int i, const char *channel) {
+    long long n = -1;
+    for (int sharded = 0; sharded < 2; sharded++) {
+        redisReply *r = dlt_redis_cmd(&nodes[i], sharded ? "PUBSUB SHARDNUMSUB %s" : "PUBSUB NUMSUB %s", channel);
+        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+            r->element[1]->type == REDIS_REPLY_INTEGER)
+            n = (n < 0 ? 0 : n) + r->element[1]->integer;
+        if (r != NULL) freeReplyObject(r);
+    }
+    return n;
+}
+
+/* Subscribers of channel on all live nodes. */
+static long long subs_all(const char *channel, char *where, size_t cap) {
+    long long n = 0;
+    size_t len = 0;
+    where[0] = '\0';
+    for (int i = 0; i < NN; i++) {
+        long long k = nodes[i].pid > 0 ? subs_on(i, channel) : 0;
+        if (k > 0) {
+            n += k;
+            len += (size_t)snprintf(where + len, len < cap ? cap - len : 0, "%snode %d", len ? ", " : "", i);
+        }
+    }
+    return n;
+}
+
+/* Polls until channel has a subscriber somewhere (5 s): their number. */
+static long long subs_wait(const char *channel, char *where, size_t cap) {
+    long long n = 0;
+    for (double end = dlt_now() + 5.0; dlt_now() < end; dlt_sleep_ms(20))
+        if ((n = subs_all(channel, where, cap)) >= 1) break;
+    return n;
+}
+
+/* Keys node i holds in slot (CLUSTER COUNTKEYSINSLOT), or -1. */
+static long long keys_in_slot(int i, int slot) {
+    return dlt_reply_int(dlt_redis_cmd(&nodes[i], "CLUSTER COUNTKEYSINSLOT %d", slot));
+}
+
+/* Writes into buf the first name "<stem><k>" (k >= *next) whose lock slot
+ * node `node` owns in the map `owner` (node < 0: any) -- or, with slot >=
+ * 0, whose lock slot is exactly `slot`.  *next moves past it.  0, or -1. */
+static int find_name(char *buf, size_t cap, const char *stem, int *next, const signed char *owner, int node,
+                     int slot) {
+    for (int k = *next; k < *next + 4000000; k++) {
+        int s;
+        snprintf(buf, cap, "%s%d", stem, k);
+        s = lock_slot(buf);
+        if ((slot >= 0 && s == slot) || (slot < 0 && (node < 0 || owner[s] == node))) {
+            *next = k + 1;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* ========================================================================
+ * dlock objects
+ * ====================================================================== */
+
+static int mutex_make(dlock_mutex_t *m, const char *name, dlock_client_t *cl, unsigned lease_ms, int fair,
+                      int caching, dlock_lost_fn lost, void *lost_arg) {
+    dlock_mutexattr_t a;
+    int rc;
+    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    rc = dlock_mutexattr_setclient(&a, cl);
+    if (rc == 0 && lease_ms) rc = dlock_mutexattr_setlease(&a, lease_ms);
+    if (rc == 0 && fair) rc = dlock_mutexattr_setfair(&a, 1);
+    if (rc == 0 && caching) rc = dlock_mutexattr_setcaching(&a, 1);
+    if (rc == 0 && lost) rc = dlock_mutexattr_setlostcallback(&a, lost, lost_arg);
+    if (rc == 0) rc = dlock_mutex_init(m, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+static int timedlock_ms(dlock_mutex_t *m, long ms) {
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, ms);
+    return dlock_mutex_timedlock(m, &ts);
+}
+
+static int lost_calls;
+
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)arg;
+    fprintf(stderr, "  lost-lock handler: %s\n", name);
+    dlt_flag_add(&lost_calls, 1);
+}
+
+/* ========================================================================
+ * Slot migration, the standard way
+ * ====================================================================== */
+
+/* While the test waits, it checks that the calling thread still holds
+ * *hold_m (if set): how often, and how often it did not. */
+static dlock_mutex_t *hold_m;
+static int hold_checks, hold_misses;
+
+static void pause_checking(unsigned ms) {
+    double end = dlt_now() + ms / 1000.0;
+    do {
+        if (hold_m != NULL) {
+            hold_checks++;
+            if (dlock_mutex_holds(hold_m) != 1) hold_misses++;
+        }
+        dlt_sleep_ms(20);
+    } while (dlt_now() < end);
+}
+
+/* CLUSTER SETSLOT slot IMPORTING on b, MIGRATING on a.  1 or 0. */
+static int slot_begin(int slot, int a, int b) {
+    return reply_ok(dlt_redis_cmd(&nodes[b], "CLUSTER SETSLOT %d IMPORTING %s", slot, node_id[a])) &&
+           reply_ok(dlt_redis_cmd(&nodes[a], "CLUSTER SETSLOT %d MIGRATING %s", slot, node_id[b]));
+}
+
+/* Moves every key of slot from a to b, MIGRATE by MIGRATE, with pause_ms
+ * between keys, until a has none left (at most 15 s).  Keys moved, or -1. */
+static int move_keys(int slot, int a, int b, unsigned pause_ms) {
+    double end = dlt_now() + 15.0;
+    int moved = 0;
+    while (dlt_now() < end) {
+        redisReply *r = dlt_redis_cmd(&nodes[a], "CLUSTER GETKEYSINSLOT %d 100", slot);
+        if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+            if (r != NULL) freeReplyObject(r);
+            return -1;
+        }
+        if (r->elements == 0) {
+            freeReplyObject(r);
+            return moved;
+        }
+        for (size_t k = 0; k < r->elements; k++) {
+            redisReply *x = dlt_redis_cmd(&nodes[a], "MIGRATE 127.0.0.1 %d %s 0 5000", nodes[b].port,
+                                          r->element[k]->str);
+            /* OK, or NOKEY: it expired or was deleted meanwhile */
+            if (x != NULL && x->type == REDIS_REPLY_STATUS && strcmp(x->str, "OK") == 0) moved++;
+            else if (x == NULL || x->type == REDIS_REPLY_ERROR)
+                fprintf(stderr, "  MIGRATE %s: %s\n", r->element[k]->str, x ? x->str : "no answer");
+            if (x != NULL) freeReplyObject(x);
+            if (pause_ms) pause_checking(pause_ms);
+        }
+        freeReplyObject(r);
+    }
+    return -1;
+}
+
+/* CLUSTER SETSLOT slot NODE b on b, then on the others (the source only
+ * once it has no key of the slot left), and waits until every node names
+ * b.  1 or 0. */
+static int slot_end(int slot, int a, int b) {
+    int ok = reply_ok(dlt_redis_cmd(&nodes[b], "CLUSTER SETSLOT %d NODE %s", slot, node_id[b]));
+    for (int tries = 0; ok && tries < 20; tries++) {
+        if (move_keys(slot, a, b, 0) < 0) return 0;
+        redisReply *r = dlt_redis_cmd(&nodes[a], "CLUSTER SETSLOT %d NODE %s", slot, node_id[b]);
+        int done = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (r != NULL) freeReplyObject(r);
+        if (done) break;
+        if (tries == 19) ok = 0;
+    }
+    for (int i = 0; ok && i < NN; i++)
+        if (i != a && i != b) ok = reply_ok(dlt_redis_cmd(&nodes[i], "CLUSTER SETSLOT %d NODE %s", slot, node_id[b]));
+    if (!ok) return 0;
+    for (double end = dlt_now() + 10.0; dlt_now() < end; pause_checking(50)) {
+        static signed char map[SLOTS];
+        int agree = 1;
+        for (int i = 0; i < NN && agree; i++) agree = slot_map(i, map) > 0 && map[slot] == b;
+        if (agree) return 1;
+    }
+    fprintf(stderr, "  the nodes do not agree that slot %d is on node %d\n", slot, b);
+    return 0;
+}
+
+/* The whole migration of slot from a to b, without pauses. */
+static int slot_migrate(int slot, int a, int b) {
+    return slot_begin(slot, a, b) && move_keys(slot, a, b, 0) >= 0 && slot_end(slot, a, b);
+}
+
+/* ========================================================================
+ * 1. Routing
+ * ====================================================================== */
+
+#define RN 30
+
+/* Every lock key on exactly the node that serves its slot, each node with
+ * some; another client (another seed node) gets EBUSY while held. */
+static void test_cluster_routing(void) {
+    static signed char owner[SLOTS];
+    dlock_client_t *c1 = NULL, *c2 = NULL;
+    dlock_mutex_t m1[RN], m2[RN];
+    char names[RN][32], key[300], url[256];
+    int per[NN] = { 0 }, wrong = 0, badslot = 0, i, j;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    /* One node each in the URL: the others are discovered. */
+    cl_url(url, sizeof url, "1", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c1, url, 3000), 0);
+    cl_url(url, sizeof url, "2", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c2, url, 3000), 0);
+    CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
+    for (i = 0; i < RN; i++) {
+        snprintf(names[i], sizeof names[i], "route/%d", i);
+        DLT_ASSERT_ERR(mutex_make(&m1[i], names[i], c1, 0, 0, 0, NULL, NULL), 0);
+        DLT_ASSERT_ERR(mutex_make(&m2[i], names[i], c2, 0, 0, 0, NULL, NULL), 0);
+    }
+    for (i = 0; i < RN; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m1[i]), 0);
+        CU_ASSERT_TRUE(dlock_mutex_fence(&m1[i]) > 0);
+    }
+    for (i = 0; i < RN; i++) {
+        int slot, o;
+        dlt_lock_key(names[i], key, sizeof key);
+        slot = key_slot(key);
+        if (server_slot(i % NN, key) != slot) badslot++;
+        o = owner[slot];
+        CU_ASSERT_FATAL(o >= 0 && o < NN);
+        per[o]++;
+        for (j = 0; j < NN; j++) {
+            /* the owner has it; the others redirect to the owner */
+            int e = j == o ? exists_on(j, key) : moved_port(j, key);
+            if (e != (j == o ? 1 : nodes[o].port)) {
+                wrong++;
+                printf("  %s (slot %d, node %d): node %d says %d\n", key, slot, o, j, e);
+            }
+        }
+    }
+    printf("  %d locks held: %d on node 0, %d on node 1, %d on node 2\n", RN, per[0], per[1], per[2]);
+    DLT_ASSERT_INT_EQ(badslot, 0);
+    DLT_ASSERT_INT_EQ(wrong, 0);
+    for (j = 0; j < NN; j++) CU_ASSERT_TRUE(per[j] > 0);
+    for (i = 0; i < RN; i++) DLT_ASSERT_ERR(dlock_mutex_trylock(&m2[i]), EBUSY);
+    for (i = 0; i < RN; i++) DLT_ASSERT_ERR(dlock_mutex_unlock(&m1[i]), 0);
+    for (i = 0, wrong = 0; i < RN; i++)
+        if (lock_exists_on(owner[lock_slot(names[i])], names[i]) != 0) wrong++;
+    DLT_ASSERT_INT_EQ(wrong, 0);
+    for (i = 0; i < RN; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&m2[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m2[i]), 0);
+    }
+    for (i = 0; i < RN; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m1[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m2[i]), 0);
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
+}
+
+/* ========================================================================
+ * 2. Exclusion across processes, and wake-ups across nodes
+ * ====================================================================== */
+
+/* A worker process: its own client on url, a mutex (lease_ms) for each
+ * of its nnames names, shared by its nthreads threads, each running
+ * fn(thread).  sh: what the test shares with its workers. */
+#define WNAMES 40
+struct wproc;
+struct wthread {
+    struct wproc *p;
+    dlock_mutex_t *m; /* nnames mutexes shared by the process's threads */
+    int t;
+};
+struct wproc {
+    void *sh;
+    char names[WNAMES][32];
+    int nnames, nthreads, id;
+    unsigned lease_ms;
+    char url[256];
+    int (*fn)(struct wthread *);
+};
+
+static int w_thread(void *arg) {
+    struct wthread *w = arg;
+    return w->p->fn(w);
+}
+
+static int w_proc(void *arg) {
+    struct wproc *p = arg;
+    dlock_client_t *cl;
+    static dlock_mutex_t m[WNAMES]; /* one process each: static is fine */
+    struct wthread wt[4];
+    dlt_task t[4];
+    int k, rc = 0;
+    DLT_CKT(p->nnames <= WNAMES && p->nthreads <= 4);
+    DLT_CK(dlt_client_make(&cl, p->url, 8000), 0);
+    for (k = 0; k < p->nnames; k++) DLT_CK(mutex_make(&m[k], p->names[k], cl, p->lease_ms, 0, 0, NULL, NULL), 0);
+    for (k = 0; k < p->nthreads; k++) {
+        wt[k] = (struct wthread){ p, m, k };
+        memset(&t[k], 0, sizeof t[k]);
+        t[k].fn = w_thread;
+        t[k].arg = &wt[k];
+        DLT_CKT(pthread_create(&t[k].th, NULL, dlt_task_thread, &t[k]) == 0);
+    }
+    for (k = 0; k < p->nthreads; k++) {
+        pthread_join(t[k].th, NULL);
+        if (t[k].rc != 0) rc = t[k].rc;
+    }
+    for (k = 0; k < p->nnames; k++) DLT_CK(dlock_mutex_destroy(&m[k]), 0);
+    DLT_CK(dlock_client_destroy(cl), 0);
+    return rc;
+}
+
+#define XP 3    /* processes */
+#define XT 2    /* threads in each */
+#define XN 3    /* lock names, one on each node */
+#define XITER 20
+
+struct xshared {
+    int inside[XN], acq[XN];
+    volatile int count[XN]; /* incremented under the lock, not atomically */
+    unsigned long long lastfence[XN];
+    int violations, fencebad, errors;
+};
+
+
+static int x_thread(struct wthread *x) {
+    struct xshared *sh = x->p->sh;
+    unsigned seed = (unsigned)(x->p->id * 31 + x->t * 7 + 1);
+    for (int i = 0; i < XITER; i++) {
+        int k = (int)(rand_r(&seed) % XN), rc, v;
+        unsigned long long f;
+        if ((rc = timedlock_ms(&x->m[k], 20000)) != 0) {
+            dlt_flag_add(&sh->errors, 1);
+            return DLT_CK_FAIL("timedlock", rc, 0);
+        }
+        if (dlt_flag_add(&sh->inside[k], 1) != 1) dlt_flag_add(&sh->violations, 1);
+        f = dlock_mutex_fence(&x->m[k]);
+        if (f <= sh->lastfence[k]) dlt_flag_add(&sh->fencebad, 1);
+        sh->lastfence[k] = f;
+        v = sh->count[k];
+        usleep(300);
+        sh->count[k] = v + 1;
+        dlt_flag_add(&sh->acq[k], 1);
+        dlt_flag_add(&sh->inside[k], -1);
+        if ((rc = dlock_mutex_unlock(&x->m[k])) != 0) {
+            dlt_flag_add(&sh->errors, 1);
+            return DLT_CK_FAIL("unlock", rc, 0);
+        }
+    }
+    return 0;
+}
+
+/* XP processes x XT threads on XN names (one per node), each process's
+ * client seeded with another node: never two inside, exact counts,
+ * fences increasing. */
+static void test_cluster_exclusion_across_processes(void) {
+    static signed char owner[SLOTS];
+    struct xshared *sh = DLT_SHM_NEW(struct xshared, 1);
+    struct wproc p[XP];
+    pid_t pids[XP];
+    int next = 0, i, k, total = 0;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    for (i = 0; i < XP; i++) {
+        p[i].sh = sh;
+        p[i].id = i;
+        p[i].nnames = XN;
+        p[i].nthreads = XT;
+        p[i].lease_ms = 3000;
+        p[i].fn = x_thread;
+        for (k = 0; k < XN; k++) {
+            if (i == 0) {
+                CU_ASSERT_FATAL(find_name(p[0].names[k], sizeof p[0].names[k], "excl/", &next, owner, k, -1) == 0);
+            } else {
+                memcpy(p[i].names[k], p[0].names[k], sizeof p[i].names[k]);
+            }
+        }
+        char which[2] = { (char)('0' + i % NN), 0 };
+        cl_url(p[i].url, sizeof p[i].url, which, NULL);
+    }
+    for (i = 0; i < XP; i++) pids[i] = dlt_spawn(w_proc, &p[i]);
+    for (i = 0; i < XP; i++) DLT_ASSERT_INT_EQ(pids[i] > 0 ? dlt_wait(pids[i], 90000) : -1, 0);
+    for (k = 0; k < XN; k++) {
+        printf("  %s (node %d): %d acquisitions, counter %d\n", p[0].names[k], k, sh->acq[k], sh->count[k]);
+        DLT_ASSERT_INT_EQ(sh->count[k], sh->acq[k]);
+        total += sh->acq[k];
+    }
+    DLT_ASSERT_INT_EQ(total, XP * XT * XITER);
+    DLT_ASSERT_INT_EQ(sh->violations, 0);
+    DLT_ASSERT_INT_EQ(sh->fencebad, 0);
+    DLT_ASSERT_INT_EQ(sh->errors, 0);
+    DLT_SHM_FREE(sh, 1);
+}
+
+struct wake {
+    char name[64];
+    char url[256];
+    int held, release, done, rc;
+    double t_unlock;
+};
+
+/* The holder: lock (10 s lease), hold until told, unlock. */
+static int wake_holder(void *arg) {
+    struct wake *w = arg;
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    DLT_CK(dlt_client_make(&cl, w->url, 3000), 0);
+    DLT_CK(mutex_make(&m, w->name, cl, 10000, 0, 0, NULL, NULL), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    dlt_flag_set(&w->held, 1);
+    DLT_CKT(dlt_flag_wait(&w->release, 1, 20000));
+    w->t_unlock = dlt_now();
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(cl), 0);
+    return 0;
+}
+
+struct waiter {
+    dlock_mutex_t *m;
+    long ms;
+    int rc;
+    double t_got;
+};
+
+static void *waiter_thread(void *arg) {
+    struct waiter *w = arg;
+    w->rc = timedlock_ms(w->m, w->ms);
+    w->t_got = dlt_now();
+    if (w->rc == 0 && dlock_mutex_unlock(w->m) != 0) w->rc = -1;
+    return NULL;
+}
+
+/* A waiter whose client knows only node 0 gets a lock held (10 s lease)
+ * by another process on node 2 soon after the unlock: the release
+ * published on node 2 reached it (through the cluster bus to the node it
+ * listens on, or on node 2 itself with sharded pub/sub). */
+static void test_cluster_wakeup_crosses_nodes(void) {
+    static signed char owner[SLOTS];
+    struct wake *w = DLT_SHM_NEW(struct wake, 1);
+    struct waiter wt = { NULL, 15000, -1, 0 };
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    char key[300], url[256];
+    pthread_t th;
+    pid_t pid;
+    int next = 0;
+    double dt;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(find_name(w->name, sizeof w->name, "wake/", &next, owner, 2, -1) == 0);
+    cl_url(w->url, sizeof w->url, "2", NULL);
+    pid = dlt_spawn(wake_holder, w); /* before any client of ours */
+    CU_ASSERT_FATAL(pid > 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->held, 1, 10000), 1);
+
+    cl_url(url, sizeof url, "0", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 3000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, w->name, cl, 0, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
+    wt.m = &m;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, waiter_thread, &wt) == 0);
+    dlt_lock_key(w->name, key, sizeof key);
+    {
+        char where[64];
+        long long n = subs_wait(key, where, sizeof where);
+        printf("  the waiter (client seeded with node 0) listens for %s on %s\n", key, where);
+        DLT_ASSERT_INT_EQ(n, 1);
+    }
+    dlt_sleep_ms(300);
+    dlt_flag_set(&w->release, 1);
+    pthread_join(th, NULL);
+    DLT_ASSERT_INT_EQ(pid > 0 ? dlt_wait(pid, 20000) : -1, 0);
+    dt = wt.t_got - w->t_unlock;
+    printf("  waiter (seeded with node 0) got the lock of node 2 %.3f s after the unlock (lease 10 s)\n", dt);
+    DLT_ASSERT_ERR(wt.rc, 0);
+    CU_ASSERT_TRUE(dt >= 0 && dt < 2.0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    DLT_SHM_FREE(w, 1);
+}
+
+/* ========================================================================
+ * 3. Slot migration under lock traffic
+ * ====================================================================== */
+
+#define MP 3  /* worker processes */
+#define MT 2  /* threads in each */
+#define MN 40 /* lock names */
+#define MS 6  /* of them in the migrating slot (the first MS) */
+
+struct mshared {
+    int stop, phase; /* phase: 0 before, 1 migrating, 2 after */
+    int inside[MN], acq[MN];
+    volatile int count[MN];
+    unsigned long long lastfence[MN];
+    int slot_acq[3]; /* acquisitions of names in the slot, by phase */
+    int violations, fencebad, errors;
+};
+
+
+static int m_thread(struct wthread *x) {
+    struct mshared *sh = x->p->sh;
+    unsigned seed = (unsigned)(x->p->id * 131 + x->t * 17 + 3);
+    double end = dlt_now() + 60.0, t0;
+    while (!dlt_flag_get(&sh->stop) && dlt_now() < end) {
+        /* Half the time a name of the migrating slot. */
+        int k = rand_r(&seed) % 2 ? (int)(rand_r(&seed) % MS) : (int)(rand_r(&seed) % MN), rc, v;
+        unsigned long long f;
+        if ((rc = timedlock_ms(&x->m[k], 20000)) != 0) {
+            dlt_flag_add(&sh->errors, 1);
+            return DLT_CK_FAIL("timedlock", rc, 0);
+        }
+        if (dlt_flag_add(&sh->inside[k], 1) != 1) dlt_flag_add(&sh->violations, 1);
+        f = dlock_mutex_fence(&x->m[k]);
+        if (f <= sh->lastfence[k]) {
+            dlt_flag_add(&sh->fencebad, 1);
+            fprintf(stderr, "  %s: fence %llu after %llu (phase %d, pid %d)\n", x->p->names[k], f, sh->lastfence[k],
+                    dlt_flag_get(&sh->phase), (int)getpid());
+        }
+        sh->lastfence[k] = f;
+        if (k < MS) dlt_flag_add(&sh->slot_acq[dlt_flag_get(&sh->phase)], 1);
+        v = sh->count[k];
+        usleep(200);
+        sh->count[k] = v + 1;
+        dlt_flag_add(&sh->acq[k], 1);
+        dlt_flag_add(&sh->inside[k], -1);
+        t0 = dlt_now();
+        if ((rc = dlock_mutex_unlock(&x->m[k])) != 0) {
+            dlt_flag_add(&sh->errors, 1);
+            fprintf(stderr, "  %s: unlock after %.3f s, fence %llu, phase %d\n", x->p->names[k], dlt_now() - t0, f,
+                    dlt_flag_get(&sh->phase));
+            return DLT_CK_FAIL("unlock", rc, 0);
+        }
+    }
+    return 0;
+}
+
+/* One slot of node A moves to node B while MP x MT workers lock, count
+ * and unlock over MN names (MS of them in that slot), while the test
+ * holds another lock of that slot with a 1 s lease across the whole
+ * migration -- including over a second in which its key is already on B
+ * but the slot is not yet B's (its renewals are answered ASK) -- and while
+ * a client that used the slot before sits idle. */
+static void test_cluster_slot_migration_under_traffic(void) {
+    static signed char owner[SLOTS];
+    struct mshared *sh = DLT_SHM_NEW(struct mshared, 1);
+    struct wproc *p = DLT_SHM_NEW(struct wproc, MP);
+    char hold_name[32], idle_name[32], wait_name[32], hold_key[300], wait_key[300], url[256], where[64];
+    dlock_client_t *c_idle = NULL, *c_hold = NULL, *c_wait = NULL;
+    dlock_mutex_t m_idle, m_hold, m_h10, m_w10;
+    struct waiter wt = { NULL, 30000, -1, 0 };
+    pthread_t wth;
+    double t_unlock;
+    pid_t pids[MP];
+    int slot, A, B, next = 0, i, k, moved, rc;
+    long long asking;
+    double t_hold;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    snprintf(p[0].names[0], sizeof p[0].names[0], "m0");
+    slot = lock_slot("m0");
+    A = owner[slot];
+    B = (A + 1) % NN;
+    CU_ASSERT_FATAL(A >= 0);
+    CU_ASSERT_FATAL(server_slot(0, "dlock:{m0}") == slot);
+    next = 1;
+    for (k = 1; k < MS; k++) CU_ASSERT_FATAL(find_name(p[0].names[k], 32, "m", &next, owner, -1, slot) == 0);
+    CU_ASSERT_FATAL(find_name(hold_name, sizeof hold_name, "m", &next, owner, -1, slot) == 0);
+    CU_ASSERT_FATAL(find_name(idle_name, sizeof idle_name, "m", &next, owner, -1, slot) == 0);
+    CU_ASSERT_FATAL(find_name(wait_name, sizeof wait_name, "m", &next, owner, -1, slot) == 0);
+    for (k = MS; k < MN; k++) snprintf(p[0].names[k], 32, "mw/%d", k);
+    printf("  slot %d (node %d -> node %d): workers' names %s %s %s %s %s %s, held %s, idle %s\n", slot, A, B,
+           p[0].names[0], p[0].names[1], p[0].names[2], p[0].names[3], p[0].names[4], p[0].names[5], hold_name,
+           idle_name);
+    for (i = 0; i < MP; i++) {
+        char which[2] = { (char)('0' + i % NN), 0 };
+        if (i > 0) memcpy(p[i].names, p[0].names, sizeof p[i].names);
+        p[i].sh = sh;
+        p[i].id = i;
+        p[i].nnames = MN;
+        p[i].nthreads = MT;
+        /* Shorter than the migration's window (about 2 s), in which a lock
+         * or unlock of the slot is refused (TRYAGAIN) and asked again:
+         * holds are renewed meanwhile, and a lease counts from the
+         * attempt that was answered. */
+        p[i].lease_ms = 2000;
+        p[i].fn = m_thread;
+        cl_url(p[i].url, sizeof p[i].url, which, NULL);
+    }
+    for (i = 0; i < MP; i++) pids[i] = dlt_spawn(w_proc, &p[i]); /* before any client of ours */
+
+    /* A client that knows the slot on A, then sits idle. */
+    cl_url(url, sizeof url, "2", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c_idle, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m_idle, idle_name, c_idle, 0, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m_idle), 0);
+    DLT_ASSERT_INT_EQ(lock_exists_on(A, idle_name), 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m_idle), 0);
+
+    /* The long hold: 1 s lease, for about 3.5 s, across the migration. */
+    dlt_flag_set(&lost_calls, 0);
+    cl_url(url, sizeof url, "1", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c_hold, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m_hold, hold_name, c_hold, 1000, 0, 0, on_lost, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m_hold), 0);
+    t_hold = dlt_now();
+    dlt_lock_key(hold_name, hold_key, sizeof hold_key);
+    DLT_ASSERT_INT_EQ(exists_on(A, hold_key), 1);
+    hold_m = &m_hold;
+    hold_checks = hold_misses = 0;
+
+    /* Another lock of the slot, held with a 10 s lease, and a waiter for
+     * it that blocks across the whole migration. */
+    DLT_ASSERT_ERR(mutex_make(&m_h10, wait_name, c_hold, 10000, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m_h10), 0);
+    cl_url(url, sizeof url, "0", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c_wait, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m_w10, wait_name, c_wait, 0, 0, 0, NULL, NULL), 0);
+    wt.m = &m_w10;
+    CU_ASSERT_FATAL(pthread_create(&wth, NULL, waiter_thread, &wt) == 0);
+    dlt_lock_key(wait_name, wait_key, sizeof wait_key);
+    DLT_ASSERT_INT_EQ(subs_wait(wait_key, where, sizeof where), 1);
+    printf("  a waiter for %s listens on %s before the migration\n", wait_name, where);
+
+    /* Traffic on the slot before. */
+    DLT_ASSERT_INT_EQ(dlt_flag_wait_ge(&sh->slot_acq[0], 20, 15000), 1);
+
+    /* The migration: IMPORTING / MIGRATING, a pause, the keys one by one,
+     * a second with every key on B but the slot still A's, then NODE. */
+    dlt_flag_set(&sh->phase, 1);
+    CU_ASSERT_TRUE(slot_begin(slot, A, B));
+    pause_checking(300);
+    moved = move_keys(slot, A, B, 30);
+    printf("  %d keys moved; the held lock's key on node %d: %d\n", moved, B, exists_asking(B, hold_key));
+    CU_ASSERT_TRUE(moved > 0);
+    DLT_ASSERT_INT_EQ(exists_asking(B, hold_key), 1);
+    pause_checking(1200);
+    CU_ASSERT_TRUE(slot_end(slot, A, B));
+    dlt_flag_set(&sh->phase, 2);
+    asking = dlt_redis_cmdstat(&nodes[B], "asking");
+
+    /* The hold lasts on, renewed on B now; then it is released cleanly. */
+    while (dlt_now() - t_hold < 3.5) pause_checking(50);
+    printf("  held lock: held at %d of %d checks across the migration, lost handler ran %d times\n",
+           hold_checks - hold_misses, hold_checks, dlt_flag_get(&lost_calls));
+    hold_m = NULL;
+    DLT_ASSERT_INT_EQ(hold_misses, 0);
+    DLT_ASSERT_INT_EQ(exists_on(B, hold_key), 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m_hold), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&lost_calls), 0);
+    DLT_ASSERT_INT_EQ(exists_on(B, hold_key), 0);
+
+    /* The waiter still listens (wherever the slot's releases are heard
+     * now), and wakes at the release, long before the 10 s lease. */
+    DLT_ASSERT_INT_EQ(subs_wait(wait_key, where, sizeof where), 1);
+    printf("  the waiter listens on %s after the migration\n", where);
+    t_unlock = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m_h10), 0);
+    pthread_join(wth, NULL);
+    printf("  the waiter got %s %.3f s after the release (lease 10 s)\n", wait_name, wt.t_got - t_unlock);
+    DLT_ASSERT_ERR(wt.rc, 0);
+    CU_ASSERT_TRUE(wt.t_got - t_unlock < 2.0);
+
+    /* Traffic on the slot after; then the workers stop. */
+    DLT_ASSERT_INT_EQ(dlt_flag_wait_ge(&sh->slot_acq[2], 20, 15000), 1);
+    dlt_flag_set(&sh->stop, 1);
+    for (i = 0; i < MP; i++) DLT_ASSERT_INT_EQ(pids[i] > 0 ? dlt_wait(pids[i], 60000) : -1, 0);
+
+    /* The idle client: its map still says A (MOVED). */
+    rc = dlock_mutex_lock(&m_idle);
+    DLT_ASSERT_ERR(rc, 0);
+    DLT_ASSERT_INT_EQ(lock_exists_on(B, idle_name), 1);
+    {
+        char idle_key[300];
+        dlt_lock_key(idle_name, idle_key, sizeof idle_key);
+        DLT_ASSERT_INT_EQ(moved_port(A, idle_key), nodes[B].port); /* A redirects to B */
+    }
+    if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m_idle), 0);
+
+    {
+        int total = 0, wrong = 0;
+        for (k = 0; k < MN; k++) {
+            total += sh->acq[k];
+            if (sh->count[k] != sh->acq[k]) {
+                wrong++;
+                printf("  %s: counter %d after %d acquisitions\n", p[0].names[k], sh->count[k], sh->acq[k]);
+            }
+        }
+        printf("  workers: %d acquisitions; in the slot %d before, %d during, %d after the migration; "
+               "ASKING on node %d: %lld\n",
+               total, sh->slot_acq[0], sh->slot_acq[1], sh->slot_acq[2], B, asking);
+        DLT_ASSERT_INT_EQ(wrong, 0);
+    }
+    DLT_ASSERT_INT_EQ(sh->errors, 0);
+    DLT_ASSERT_INT_EQ(sh->violations, 0);
+    DLT_ASSERT_INT_EQ(sh->fencebad, 0);
+    CU_ASSERT_TRUE(asking > 0); /* the ASK path was taken */
+    DLT_ASSERT_INT_EQ(keys_in_slot(A, slot), 0);
+    CU_ASSERT_TRUE(keys_in_slot(B, slot) > 0); /* the fence keys, at least */
+    DLT_ASSERT_INT_EQ(slot_owner(slot), B);
+
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m_idle), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m_hold), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m_h10), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m_w10), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c_idle), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c_hold), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c_wait), 0);
+    CU_ASSERT_TRUE(slot_migrate(slot, B, A)); /* back, for the next tests */
+    DLT_SHM_FREE(sh, 1);
+    DLT_SHM_FREE(p, MP);
+}
+
+/* ========================================================================
+ * 4. ASK: single-key requests while their key has moved
+ * ====================================================================== */
+
+struct cv_waiter {
+    dlock_cond_t *cv;
+    dlock_mutex_t *m;
+    int *flag;
+    int rc, woke;
+};
+
+static void *cv_waiter_thread(void *arg) {
+    struct cv_waiter *w = arg;
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 15000);
+    int rc;
+    if ((w->rc = dlock_mutex_lock(w->m)) != 0) return NULL;
+    rc = 0;
+    while (!dlt_flag_get(w->flag) && rc == 0) rc = dlock_cond_timedwait(w->cv, w->m, &ts);
+    w->woke = dlt_flag_get(w->flag);
+    w->rc = rc;
+    if (dlock_mutex_unlock(w->m) != 0 && w->rc == 0) w->rc = -1;
+    return NULL;
+}
+
+/* HGET key field on node i after ASKING (a slot that node imports) into
+ * buf; "" if none. */
+static void hget_asking(int i, const char *key, const char *field, char *buf, size_t cap) {
+    redisReply *r = cmd_asking(i, "HGET %s %s", key, field);
+    buf[0] = '\0';
+    if (r != NULL && r->type == REDIS_REPLY_STRING) snprintf(buf, cap, "%s", r->str);
+    if (r != NULL) freeReplyObject(r);
+}
+
+/* A slot in migration whose keys have all moved (the slot still A's): a
+ * fenced write to a key there and a signal to a condition variable there
+ * -- each a one-key script -- are served by B after ASK. */
+static void test_cluster_ask_single_key_requests(void) {
+    static signed char owner[SLOTS];
+    const char *cvname = "askcv";
+    char data_key[64], cv_key[300], mname[32], url[256], val[64];
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    dlock_cond_t cv;
+    int flag = 0, slot, A, B, next = 0;
+    struct cv_waiter w = { &cv, &m, &flag, -1, 0 };
+    pthread_t th;
+    double end;
+    long long asking;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    snprintf(data_key, sizeof data_key, "data:{%s}", cvname); /* the cond's slot */
+    snprintf(cv_key, sizeof cv_key, "dlock:{%s}:cond", cvname);
+    slot = key_slot(cv_key);
+    CU_ASSERT_FATAL(key_slot(data_key) == slot && server_slot(0, cv_key) == slot);
+    A = owner[slot];
+    B = (A + 1) % NN;
+    /* The mutex on the third node, out of the way of the migration. */
+    CU_ASSERT_FATAL(find_name(mname, sizeof mname, "askm/", &next, owner, (A + 2) % NN, -1) == 0);
+
+    cl_url(url, sizeof url, "0", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, mname, cl, 0, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_cond_init_client(&cv, cvname, cl), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, data_key, "v1", 2), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(exists_on(A, data_key), 1);
+
+    /* A waiter registered on the condition variable (key on A). */
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, cv_waiter_thread, &w) == 0);
+    for (end = dlt_now() + 5.0; dlt_now() < end && exists_on(A, cv_key) != 1;) dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(exists_on(A, cv_key), 1);
+
+    /* The slot migrates; both keys go to B; the slot stays A's. */
+    CU_ASSERT_TRUE(slot_begin(slot, A, B));
+    DLT_ASSERT_INT_EQ(move_keys(slot, A, B, 0), 2);
+    DLT_ASSERT_INT_EQ(keys_in_slot(A, slot), 0);
+    DLT_ASSERT_INT_EQ(keys_in_slot(B, slot), 2);
+
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, data_key, "v2", 2), 0);
+    dlt_flag_set(&flag, 1);
+    DLT_ASSERT_ERR(dlock_cond_signal(&cv), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(w.rc, 0);
+    DLT_ASSERT_INT_EQ(w.woke, 1);
+    hget_asking(B, data_key, "value", val, sizeof val);
+    CU_ASSERT_STRING_EQUAL(val, "v2");
+    asking = dlt_redis_cmdstat(&nodes[B], "asking");
+    printf("  slot %d moving %d -> %d: fenced write and signal served by node %d (ASKING: %lld)\n", slot, A, B, B,
+           asking);
+    CU_ASSERT_TRUE(asking > 0);
+    DLT_ASSERT_INT_EQ(keys_in_slot(A, slot), 0);
+
+    CU_ASSERT_TRUE(slot_end(slot, A, B));
+    DLT_ASSERT_ERR(dlock_cond_destroy(&cv), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    CU_ASSERT_TRUE(slot_migrate(slot, B, A));
+}
+
+/* ========================================================================
+ * 5. Calls that outlast their lease in a slot that does not move
+ * ====================================================================== */
+
+struct staller {
+    int slot, a, b;
+    unsigned ms;
+    int ok;
+};
+
+/* Ends the slot's MIGRATING / IMPORTING state after ms without moving
+ * anything (CLUSTER SETSLOT STABLE on both nodes). */
+static void *staller_thread(void *arg) {
+    struct staller *s = arg;
+    dlt_sleep_ms(s->ms);
+    s->ok = reply_ok(dlt_redis_cmd(&nodes[s->a], "CLUSTER SETSLOT %d STABLE", s->slot)) &&
+            reply_ok(dlt_redis_cmd(&nodes[s->b], "CLUSTER SETSLOT %d STABLE", s->slot));
+    return NULL;
+}
+
+/* A slot is set MIGRATING / IMPORTING and left so for 1.5 s, longer than
+ * the 1 s leases of its locks: their multi-key scripts get TRYAGAIN
+ * meanwhile, and are retried (the unreachable bound is 5 s).  An unlock
+ * begun in that window by a valid holder returns 0 once the slot is
+ * stable (the hold must not run out on the server meanwhile: its
+ * renewals, one key each, are still served); a lock begun in that window
+ * returns 0 with a valid hold (holds() 1, a fence, renewed after) -- not
+ * one whose lease is counted from the first, refused attempt. */
+static void test_cluster_calls_outlast_a_stalled_slot(void) {
+    static signed char owner[SLOTS];
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t mu, ma;
+    char nu[32], na[32], url[256];
+    struct staller st;
+    pthread_t th;
+    int next = 0, slot, A, B, rc, holds;
+    uint64_t fence;
+    double t0, el;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    snprintf(nu, sizeof nu, "stall/0");
+    slot = lock_slot(nu);
+    A = owner[slot];
+    B = (A + 1) % NN;
+    CU_ASSERT_FATAL(find_name(na, sizeof na, "stall/", &next, owner, -1, slot) == 0 && strcmp(na, nu) == 0);
+    CU_ASSERT_FATAL(find_name(na, sizeof na, "stall/", &next, owner, -1, slot) == 0);
+    dlt_flag_set(&lost_calls, 0);
+    cl_url(url, sizeof url, "0", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&mu, nu, cl, 1000, 0, 0, on_lost, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&ma, na, cl, 1000, 0, 0, on_lost, NULL), 0);
+
+    /* The unlock. */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mu), 0);
+    CU_ASSERT_TRUE_FATAL(slot_begin(slot, A, B));
+    st = (struct staller){ slot, A, B, 1500, 0 };
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, staller_thread, &st) == 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_unlock(&mu);
+    el = dlt_now() - t0;
+    pthread_join(th, NULL);
+    CU_ASSERT_TRUE(st.ok);
+    printf("  slot %d stalled 1.5 s: unlock (lease 1 s) %s after %.2f s [%s]\n", slot, dlt_errno_label(rc), el,
+           rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, 0);
+    DLT_ASSERT_INT_EQ(lock_exists_on(A, nu), 0);
+
+    /* The lock. */
+    CU_ASSERT_TRUE_FATAL(slot_begin(slot, A, B));
+    st = (struct staller){ slot, A, B, 1500, 0 };
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, staller_thread, &st) == 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&ma);
+    el = dlt_now() - t0;
+    holds = dlock_mutex_holds(&ma);
+    fence = dlock_mutex_fence(&ma);
+    pthread_join(th, NULL);
+    CU_ASSERT_TRUE(st.ok);
+    printf("  slot %d stalled 1.5 s: lock (lease 1 s) %s after %.2f s, holds %d, fence %llu [%s]\n", slot,
+           dlt_errno_label(rc), el, holds, (unsigned long long)fence, rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, 0);
+    if (rc == 0) {
+        DLT_ASSERT_INT_EQ(holds, 1);
+        CU_ASSERT_TRUE(fence > 0);
+        hold_m = &ma;
+        hold_checks = hold_misses = 0;
+        pause_checking(1500); /* renewed on */
+        hold_m = NULL;
+        DLT_ASSERT_INT_EQ(hold_misses, 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&ma), 0);
+    }
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&lost_calls), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mu), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&ma), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
+/* ========================================================================
+ * 6. Bad input
+ * ====================================================================== */
+
+static int expect_create_einval(const char *url) {
+    dlock_client_t *cl = NULL;
+    int rc = dlt_client_make(&cl, url, 1000);
+    printf("  %s: %s [%s]\n", url, dlt_errno_label(rc), dlock_last_error());
+    if (rc == 0) dlock_client_destroy(cl);
+    return rc;
+}
+
+static void test_cluster_bad_input(void) {
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    dlock_cond_t cv;
+    dlock_lock_info_t info;
+    char url[256];
+    const char *msg;
+    int rc, p1, p2;
+    double t0, el;
+
+    CL_UP();
+    /* A database other than 0; no node at all. */
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d/1", nodes[0].port);
+    DLT_ASSERT_ERR(expect_create_einval(url), EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "database"));
+    DLT_ASSERT_ERR(expect_create_einval("redis+cluster://"), EINVAL);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d/0", nodes[0].port);
+    DLT_ASSERT_ERR(expect_create_einval(url), 0);
+
+    /* A plain (non-cluster) server: EINVAL, saying so, at the first use. */
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", dlt_server.port);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 1000), 0);
+    if (cl != NULL) {
+        DLT_ASSERT_ERR(mutex_make(&m, "bad/plain", cl, 0, 0, 0, NULL, NULL), 0);
+        rc = dlock_mutex_lock(&m);
+        msg = dlock_last_error();
+        printf("  at a plain server: %s [%s]\n", dlt_errno_label(rc), msg);
+        DLT_ASSERT_ERR(rc, EINVAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, "not a cluster node"));
+        if (rc == 0) (void)dlock_mutex_unlock(&m);
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EINVAL);
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+        cl = NULL;
+    }
+
+    /* A name starting with '}' (an empty hash tag); names with other
+     * braces are fine: all their keys share one slot. */
+    cl_url(url, sizeof url, "0", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 3000), 0);
+    CU_ASSERT_FATAL(cl != NULL);
+    rc = mutex_make(&m, "}x", cl, 0, 0, 0, NULL, NULL);
+    printf("  name \"}x\": %s [%s]\n", dlt_errno_label(rc), dlock_last_error());
+    if (rc == 0) {
+        rc = dlock_mutex_lock(&m);
+        if (rc == 0) (void)dlock_mutex_unlock(&m);
+        (void)dlock_mutex_destroy(&m);
+    }
+    DLT_ASSERT_ERR(rc, EINVAL);
+    rc = dlock_cond_init_client(&cv, "}cv", cl);
+    DLT_ASSERT_ERR(rc, EINVAL);
+    if (rc == 0) (void)dlock_cond_destroy(&cv);
+    DLT_ASSERT_ERR(dlock_lock_info(cl, "}x", &info), EINVAL);
+    {
+        static const char *const odd[] = { "a}", "x{y}", "{", "{}", "a{b}c}" };
+        for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+            rc = mutex_make(&m, odd[i], cl, 0, 0, 0, NULL, NULL);
+            DLT_ASSERT_ERR(rc, 0);
+            if (rc != 0) continue;
+            rc = dlock_mutex_lock(&m);
+            if (rc != 0) printf("  name \"%s\": %s [%s]\n", odd[i], dlt_errno_label(rc), dlock_last_error());
+            DLT_ASSERT_ERR(rc, 0);
+            if (rc == 0) {
+                int o = slot_owner(lock_slot(odd[i]));
+                DLT_ASSERT_INT_EQ(o >= 0 ? lock_exists_on(o, odd[i]) : -1, 1);
+                DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+            }
+            DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        }
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    cl = NULL;
+
+    /* Seeds that do not answer (closed ports): ENOLCK, bounded. */
+    p1 = dlt_free_port();
+    p2 = dlt_free_port();
+    CU_ASSERT_FATAL(p1 > 0 && p2 > 0);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d,127.0.0.1:%d", p1, p2);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 1000), 0);
+    CU_ASSERT_FATAL(cl != NULL);
+    DLT_ASSERT_ERR(mutex_make(&m, "bad/nowhere", cl, 0, 0, 0, NULL, NULL), 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&m);
+    el = dlt_now() - t0;
+    printf("  unreachable seeds: %s after %.2f s [%s]\n", dlt_errno_label(rc), el, dlock_last_error());
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    CU_ASSERT_TRUE(el < 10.0);
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
+    CU_ASSERT_TRUE(dlt_now() - t0 < 10.0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
+/* ========================================================================
+ * 7. Fair mutexes, rwlocks, condition variables, caching, dlock_list, restart guard
+ * ====================================================================== */
+
+struct fair_waiter {
+    dlock_mutex_t *m;
+    int id, *order, *pos, rc;
+};
+
+static void *fair_thread(void *arg) {
+    struct fair_waiter *w = arg;
+    w->rc = timedlock_ms(w->m, 15000);
+    if (w->rc == 0) {
+        int k = dlt_flag_add(w->pos, 1) - 1;
+        if (k >= 0 && k < 2) w->order[k] = w->id;
+        dlt_sleep_ms(30);
+        if (dlock_mutex_unlock(w->m) != 0) w->rc = -1;
+    }
+    return NULL;
+}
+
+/* ZCARD key on node i, or -1. */
+static long long zcard_on(int i, const char *key) {
+    return dlt_reply_int(dlt_redis_cmd(&nodes[i], "ZCARD %s", key));
+}
+
+static long long zcard_wait(int i, const char *key, long long want) {
+    long long n = -1;
+    for (double end = dlt_now() + 5.0; dlt_now() < end; dlt_sleep_ms(10))
+        if ((n = zcard_on(i, key)) >= want) break;
+    return n;
+}
+
+/* A fair mutex: two waiters (other clients) get it in their order of
+ * arrival; its queue lives in the lock's slot. */
+static void test_cluster_fair_mutex(void) {
+    static signed char owner[SLOTS];
+    dlock_client_t *ch = NULL, *c1 = NULL, *c2 = NULL;
+    dlock_mutex_t mh, m1, m2;
+    int order[2] = { 0, 0 }, pos = 0, o, next = 0;
+    struct fair_waiter w1 = { &m1, 1, order, &pos, -1 }, w2 = { &m2, 2, order, &pos, -1 };
+    char name[32], qkey[300], url[256];
+    pthread_t t1, t2;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(find_name(name, sizeof name, "fair/", &next, owner, 1, -1) == 0);
+    o = owner[lock_slot(name)];
+    dlt_lock_key(name, qkey, sizeof qkey);
+    strcat(qkey, ":queue");
+    cl_url(url, sizeof url, "0", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&ch, url, 3000), 0);
+    cl_url(url, sizeof url, "1", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c1, url, 3000), 0);
+    cl_url(url, sizeof url, "2", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c2, url, 3000), 0);
+    DLT_ASSERT_ERR(mutex_make(&mh, name, ch, 0, 1, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&m1, name, c1, 0, 1, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&m2, name, c2, 0, 1, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mh), 0);
+    CU_ASSERT_FATAL(pthread_create(&t1, NULL, fair_thread, &w1) == 0);
+    DLT_ASSERT_INT_EQ(zcard_wait(o, qkey, 1), 1);
+    CU_ASSERT_FATAL(pthread_create(&t2, NULL, fair_thread, &w2) == 0);
+    DLT_ASSERT_INT_EQ(zcard_wait(o, qkey, 2), 2);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mh), 0);
+    pthread_join(t1, NULL);
+    pthread_join(t2, NULL);
+    printf("  fair mutex on node %d: granted to waiter %d, then %d\n", o, order[0], order[1]);
+    DLT_ASSERT_ERR(w1.rc, 0);
+    DLT_ASSERT_ERR(w2.rc, 0);
+    DLT_ASSERT_INT_EQ(order[0], 1);
+    DLT_ASSERT_INT_EQ(order[1], 2);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&mh), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mh), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mh), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m2), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(ch), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
+}
+
+/* A read-write lock: readers through clients seeded with different
+ * nodes share it, a writer waits for both and then excludes them; its
+ * readers' key lives in the lock's slot. */
+static void test_cluster_rwlock(void) {
+    static signed char owner[SLOTS];
+    dlock_client_t *c[3] = { NULL, NULL, NULL };
+    dlock_rwlock_t rw[3];
+    dlock_mutexattr_t a;
+    char name[32], rkey[320], url[256];
+    int next = 0, o, i;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(find_name(name, sizeof name, "rw/", &next, owner, 2, -1) == 0);
+    o = owner[lock_slot(name)];
+    dlt_lock_key(name, rkey, sizeof rkey);
+    strcat(rkey, ":readers");
+    for (i = 0; i < 3; i++) {
+        char which[2] = { (char)('0' + i), 0 };
+        cl_url(url, sizeof url, which, NULL);
+        DLT_ASSERT_ERR(dlt_client_make(&c[i], url, 3000), 0);
+        DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+        DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c[i]), 0);
+        DLT_ASSERT_ERR(dlock_rwlock_init(&rw[i], name, &a), 0);
+        dlock_mutexattr_destroy(&a);
+    }
+    DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw[0]), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw[1]), 0);
+    DLT_ASSERT_INT_EQ(zcard_on(o, rkey), 2);
+    DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw[2]), EBUSY);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw[0]), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw[2]), EBUSY);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw[1]), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw[2]), 0);
+    DLT_ASSERT_INT_EQ(dlock_rwlock_holds(&rw[2]), 2);
+    DLT_ASSERT_INT_EQ(lock_exists_on(o, name), 1);
+    DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw[0]), EBUSY);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw[2]), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw[0]), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw[0]), 0);
+    for (i = 0; i < 3; i++) {
+        DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw[i]), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(c[i]), 0);
+    }
+}
+
+#define PP_ROUNDS 6
+
+struct pingpong {
+    dlock_cond_t *cv;
+    dlock_mutex_t *m;
+    int *turn;
+    int me, rounds, rc;
+};
+
+static void *pingpong_thread(void *arg) {
+    struct pingpong *p = arg;
+    for (int r = 0; r < PP_ROUNDS; r++) {
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 10000);
+        int rc;
+        if ((rc = dlock_mutex_lock(p->m)) != 0) {
+            p->rc = rc;
+            return NULL;
+        }
+        while (*p->turn != p->me && rc == 0) rc = dlock_cond_timedwait(p->cv, p->m, &ts);
+        if (rc == 0) {
+            *p->turn = 1 - p->me;
+            rc = dlock_cond_signal(p->cv);
+        }
+        if (dlock_mutex_unlock(p->m) != 0 && rc == 0) rc = -1;
+        if (rc != 0) {
+            p->rc = rc;
+            return NULL;
+        }
+        p->rounds++;
+    }
+    p->rc = 0;
+    return NULL;
+}
+
+/* A condition variable (its key on one node) with a mutex on another:
+ * two threads on two clients pass the turn back and forth. */
+static void test_cluster_condvar(void) {
+    static signed char owner[SLOTS];
+    dlock_client_t *c[2] = { NULL, NULL };
+    dlock_mutex_t m[2];
+    dlock_cond_t cv[2];
+    char mname[32], cvname[32], url[256];
+    int turn = 0, next = 0, i;
+    struct pingpong pp[2];
+    pthread_t th[2];
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(find_name(mname, sizeof mname, "cvm/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(find_name(cvname, sizeof cvname, "cv/", &next, owner, 2, -1) == 0);
+    for (i = 0; i < 2; i++) {
+        cl_url(url, sizeof url, i ? "2" : "1", NULL);
+        DLT_ASSERT_ERR(dlt_client_make(&c[i], url, 3000), 0);
+        DLT_ASSERT_ERR(mutex_make(&m[i], mname, c[i], 0, 0, 0, NULL, NULL), 0);
+        DLT_ASSERT_ERR(dlock_cond_init_client(&cv[i], cvname, c[i]), 0);
+        pp[i] = (struct pingpong){ &cv[i], &m[i], &turn, i, 0, -1 };
+    }
+    for (i = 0; i < 2; i++) CU_ASSERT_FATAL(pthread_create(&th[i], NULL, pingpong_thread, &pp[i]) == 0);
+    for (i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    printf("  condition variable %s (node 2), mutex %s (node 0): rounds %d and %d\n", cvname, mname, pp[0].rounds,
+           pp[1].rounds);
+    for (i = 0; i < 2; i++) {
+        DLT_ASSERT_ERR(pp[i].rc, 0);
+        DLT_ASSERT_INT_EQ(pp[i].rounds, PP_ROUNDS);
+    }
+    for (i = 0; i < 2; i++) {
+        DLT_ASSERT_ERR(dlock_cond_destroy(&cv[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m[i]), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(c[i]), 0);
+    }
+}
+
+struct cache_share {
+    char name[32], url[256];
+    int cached, local, done;
+    unsigned long long child_fence, parent_fence, child_after;
+};
+
+/* A process caches the lock (local holds: fence + 1), hands it over when
+ * the test asks, and gets it back afterwards with a greater fence. */
+static int cache_proc(void *arg) {
+    struct cache_share *s = arg;
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    unsigned long long f, fl = 0;
+    int i, local = 0;
+    DLT_CK(dlt_client_make(&cl, s->url, 3000), 0);
+    DLT_CK(mutex_make(&m, s->name, cl, 3000, 0, 1, NULL, NULL), 0);
+    for (i = 0; i < 200 && local < 2; i++) {
+        DLT_CK(dlock_mutex_lock(&m), 0);
+        f = dlock_mutex_fence(&m);
+        DLT_CKT(f > fl);
+        local = fl && f == fl + 1 ? local + 1 : 0;
+        fl = f;
+        DLT_CK(dlock_mutex_unlock(&m), 0);
+        if (local < 2) dlt_sleep_ms(10);
+    }
+    s->child_fence = fl;
+    s->local = local;
+    dlt_flag_set(&s->cached, 1);
+    DLT_CKT(dlt_flag_wait(&s->done, 1, 20000));
+    DLT_CK(timedlock_ms(&m, 10000), 0);
+    s->child_after = dlock_mutex_fence(&m);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(cl), 0);
+    return 0;
+}
+
+static void test_cluster_caching_handover(void) {
+    static signed char owner[SLOTS];
+    struct cache_share *s = DLT_SHM_NEW(struct cache_share, 1);
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    char url[256];
+    int next = 0, o, rc;
+    pid_t pid;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(find_name(s->name, sizeof s->name, "cache/", &next, owner, 2, -1) == 0);
+    o = owner[lock_slot(s->name)];
+    cl_url(s->url, sizeof s->url, "0", NULL);
+    pid = dlt_spawn(cache_proc, s); /* before any client of ours */
+    CU_ASSERT_FATAL(pid > 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&s->cached, 1, 15000), 1);
+    DLT_ASSERT_INT_EQ(s->local, 2);
+    DLT_ASSERT_INT_EQ(lock_exists_on(o, s->name), 1); /* kept by the caching process */
+
+    cl_url(url, sizeof url, "1", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 3000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, s->name, cl, 0, 0, 0, NULL, NULL), 0);
+    rc = timedlock_ms(&m, 10000);
+    DLT_ASSERT_ERR(rc, 0);
+    if (rc == 0) {
+        s->parent_fence = dlock_mutex_fence(&m);
+        CU_ASSERT_TRUE(s->parent_fence > s->child_fence);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    }
+    dlt_flag_set(&s->done, 1);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 20000), 0);
+    printf("  caching process up to fence %llu; this process %llu; the cache again %llu\n", s->child_fence,
+           s->parent_fence, s->child_after);
+    CU_ASSERT_TRUE(s->child_after > s->parent_fence);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    DLT_SHM_FREE(s, 1);
+}
+
+struct listed {
+    char names[8][32];
+    uint64_t fence[8];
+    int held[8];
+    int n;
+};
+
+static int list_cb(const char *name, const dlock_lock_info_t *info, void *arg) {
+    struct listed *l = arg;
+    if (l->n < 8) {
+        snprintf(l->names[l->n], sizeof l->names[l->n], "%s", name);
+        l->fence[l->n] = info->fence;
+        l->held[l->n] = info->held;
+    }
+    l->n++;
+    return 0;
+}
+
+/* dlock_list through a client seeded with one node finds the held locks
+ * of every node; with restart_guard_ms, the first grant of each lock
+ * waits for its own marker (<prefix>{name}:epoch, in the lock's slot). */
+static void test_cluster_list_and_restart_guard(void) {
+    static signed char owner[SLOTS];
+    dlock_client_t *ch = NULL, *cl = NULL, *cg = NULL;
+    dlock_mutex_t m[NN], other, g1, g2;
+    char names[NN][32], oname[32], gn1[32], gn2[32], key[320], url[256];
+    struct listed found;
+    int next = 0, i, j, hits, o;
+    double t0, el;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    cl_url(url, sizeof url, "0", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&ch, url, 3000), 0);
+    cl_url(url, sizeof url, "1", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 3000), 0);
+    for (i = 0; i < NN; i++) {
+        CU_ASSERT_FATAL(find_name(names[i], sizeof names[i], "ls/", &next, owner, i, -1) == 0);
+        DLT_ASSERT_ERR(mutex_make(&m[i], names[i], ch, 0, 0, 0, NULL, NULL), 0);
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m[i]), 0);
+    }
+    CU_ASSERT_FATAL(find_name(oname, sizeof oname, "other/", &next, owner, 2, -1) == 0);
+    DLT_ASSERT_ERR(mutex_make(&other, oname, ch, 0, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&other), 0);
+
+    memset(&found, 0, sizeof found);
+    DLT_ASSERT_ERR(dlock_list(cl, "ls/*", list_cb, &found), 0);
+    printf("  dlock_list(\"ls/*\") through node 1: %d locks\n", found.n);
+    DLT_ASSERT_INT_EQ(found.n, NN);
+    for (i = 0; i < NN; i++) {
+        for (j = 0, hits = 0; j < found.n && j < 8; j++) {
+            if (strcmp(found.names[j], names[i]) != 0) continue;
+            hits++;
+            DLT_ASSERT_INT_EQ(found.held[j], 1);
+            CU_ASSERT_TRUE(found.fence[j] == dlock_mutex_fence(&m[i]));
+        }
+        DLT_ASSERT_INT_EQ(hits, 1);
+    }
+    memset(&found, 0, sizeof found);
+    DLT_ASSERT_ERR(dlock_list(cl, NULL, list_cb, &found), 0);
+    DLT_ASSERT_INT_EQ(found.n, NN + 1);
+    for (i = 0; i < NN; i++) DLT_ASSERT_ERR(dlock_mutex_unlock(&m[i]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&other), 0);
+    memset(&found, 0, sizeof found);
+    DLT_ASSERT_ERR(dlock_list(cl, NULL, list_cb, &found), 0);
+    DLT_ASSERT_INT_EQ(found.n, 0);
+    for (i = 0; i < NN; i++) DLT_ASSERT_ERR(dlock_mutex_destroy(&m[i]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&other), 0);
+
+    /* The restart guard, per lock. */
+    cl_url(url, sizeof url, "2", "restart_guard_ms=700");
+    DLT_ASSERT_ERR(dlt_client_make(&cg, url, 5000), 0);
+    CU_ASSERT_FATAL(find_name(gn1, sizeof gn1, "guard/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(find_name(gn2, sizeof gn2, "guard/", &next, owner, 1, -1) == 0);
+    DLT_ASSERT_ERR(mutex_make(&g1, gn1, cg, 0, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&g2, gn2, cg, 0, 0, 0, NULL, NULL), 0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_lock(&g1), 0);
+    el = dlt_now() - t0;
+    o = owner[lock_slot(gn1)];
+    dlt_lock_key(gn1, key, sizeof key);
+    strcat(key, ":epoch");
+    printf("  restart guard 700 ms: first grant of %s after %.2f s (%s on node %d: %d)\n", gn1, el, key, o,
+           exists_on(o, key));
+    CU_ASSERT_TRUE(el >= 0.35); /* it did wait for the guard */
+    DLT_ASSERT_INT_EQ(exists_on(o, key), 1);
+    DLT_ASSERT_INT_EQ(server_slot(o, key), lock_slot(gn1));
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&g1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&g1), 0); /* the guard has passed for it */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&g1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&g2), EBUSY); /* its own guard starts now */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&g2), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&g2), 0);
+    o = owner[lock_slot(gn2)];
+    dlt_lock_key(gn2, key, sizeof key);
+    strcat(key, ":epoch");
+    DLT_ASSERT_INT_EQ(exists_on(o, key), 1);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&g1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&g2), 0);
+
+    DLT_ASSERT_ERR(dlock_client_destroy(ch), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cg), 0);
+}
+
+/* ========================================================================
+ * 8. A node dies (last: it leaves the cluster without node 2)
+ * ====================================================================== */
+
+/* Node 2 is killed (no replica takes over): its locks are ENOLCK within
+ * the client's unreachable bound; nodes 0 and 1 go on granting, renewing
+ * and waking waiters -- also for a client whose first seed is the dead
+ * node. */
+static void test_cluster_node_dies(void) {
+    static signed char owner[SLOTS];
+    dlock_client_t *ca = NULL, *cw = NULL;
+    dlock_mutex_t mA, mB, mC, wB;
+    char nA[32], nB[32], nC[32], key[300], url[256];
+    struct waiter wt = { NULL, 15000, -1, 0 };
+    pthread_t th;
+    double t0, el, t_unlock;
+    int next = 0, rc, i;
+
+    CL_UP();
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(find_name(nA, sizeof nA, "die/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(find_name(nB, sizeof nB, "die/", &next, owner, 1, -1) == 0);
+    CU_ASSERT_FATAL(find_name(nC, sizeof nC, "die/", &next, owner, 2, -1) == 0);
+    cl_url(url, sizeof url, "20", NULL); /* the node that dies first */
+    DLT_ASSERT_ERR(dlt_client_make(&ca, url, 1500), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&cw, url, 1500), 0);
+    dlt_flag_set(&lost_calls, 0);
+    DLT_ASSERT_ERR(mutex_make(&mA, nA, ca, 1000, 0, 0, on_lost, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&mB, nB, ca, 10000, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&mC, nC, ca, 0, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&wB, nB, cw, 0, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mC), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mC), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mA), 0); /* held across the kill */
+
+    CU_ASSERT_FATAL(dlt_redis_kill(&nodes[2]) == 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&mC);
+    el = dlt_now() - t0;
+    printf("  node 2 dead: lock of its %s: %s after %.2f s [%s]\n", nC, dlt_errno_label(rc), el, dlock_last_error());
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    CU_ASSERT_TRUE(el < 10.0);
+    if (rc == 0) (void)dlock_mutex_unlock(&mC);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&mC), ENOLCK);
+    CU_ASSERT_TRUE(dlt_now() - t0 < 10.0);
+
+    /* Node 1's locks work, and a waiter (its subscriber on node 0: node 2,
+     * the first seed, is dead) is woken by the release. */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mB), 0);
+    wt.m = &wB;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, waiter_thread, &wt) == 0);
+    dlt_lock_key(nB, key, sizeof key);
+    {
+        char where[64];
+        long long n = subs_wait(key, where, sizeof where);
+        printf("  the waiter listens for %s on %s\n", key, where);
+        DLT_ASSERT_INT_EQ(n, 1);
+    }
+    dlt_sleep_ms(200);
+    t_unlock = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mB), 0);
+    pthread_join(th, NULL);
+    printf("  waiter woke %.3f s after the release (lease 10 s)\n", wt.t_got - t_unlock);
+    DLT_ASSERT_ERR(wt.rc, 0);
+    CU_ASSERT_TRUE(wt.t_got - t_unlock < 2.0);
+
+    /* After the other nodes have marked it failed too (node timeout 2 s):
+     * node 0's hold was renewed all along; both live nodes still grant. */
+    hold_m = &mA;
+    hold_checks = hold_misses = 0;
+    pause_checking(3000);
+    hold_m = NULL;
+    DLT_ASSERT_INT_EQ(hold_misses, 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&lost_calls), 0);
+    for (i = 0; i < 3; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&mB), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&mB), 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mA), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&mA), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mA), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&mC), ENOLCK);
+
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mA), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mB), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mC), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&wB), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(ca), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cw), 0);
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_cluster_routing),
+    DLT_TEST(test_cluster_exclusion_across_processes),
+    DLT_TEST(test_cluster_wakeup_crosses_nodes),
+    DLT_TEST(test_cluster_slot_migration_under_traffic),
+    DLT_TEST(test_cluster_ask_single_key_requests),
+    DLT_TEST(test_cluster_calls_outlast_a_stalled_slot),
+    DLT_TEST(test_cluster_bad_input),
+    DLT_TEST(test_cluster_fair_mutex),
+    DLT_TEST(test_cluster_rwlock),
+    DLT_TEST(test_cluster_condvar),
+    DLT_TEST(test_cluster_caching_handover),
+    DLT_TEST(test_cluster_list_and_restart_guard),
+    DLT_TEST(test_cluster_node_dies), /* last: node 2 stays dead */
+    { NULL, NULL }
+};
+
+int main(int argc, char **argv) {
+    int rc = dlt_main(argc, argv, "cluster", tests);
+    cl_down();
+    return rc;
+}
