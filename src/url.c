@@ -156,7 +156,8 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
             if (kn == strlen(str[i].name) && memcmp(k, str[i].name, kn) == 0) {
                 int nomem;
                 char *p;
-                if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: %s needs rediss://", red, str[i].name);
+                if (!conf->tls)
+                    return dlock__seterr(EINVAL, "URL %s: %s needs rediss:// or rediss+cluster://", red, str[i].name);
                 if ((p = pct_decode(v, vn, &nomem)) == NULL || *p == '\0' || strlen(p) > 4096) {
                     free(p);
                     return nomem ? dlock__seterr(ENOMEM, "out of memory")
@@ -168,7 +169,7 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
             }
         }
         if (kn == 10 && memcmp(k, "tls_verify", 10) == 0) {
-            if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: tls_verify needs rediss://", red);
+            if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: tls_verify needs rediss:// or rediss+cluster://", red);
             if (vn != 1 || (v[0] != '0' && v[0] != '1'))
                 return dlock__seterr(EINVAL, "URL %s: tls_verify wants 0 or 1", red);
             conf->tls_verify = v[0] == '1';
@@ -248,7 +249,7 @@ static const char *parse_endpoint(const dlock__conf *conf, const char *p, const 
 
 static int parse_url(dlock__conf *conf, const char *url) {
     static const char single[] = "redis://", tls[] = "rediss://", sentinel[] = "redis+sentinel://",
-                      redlock[] = "redlock://", cluster[] = "redis+cluster://";
+                      redlock[] = "redlock://", cluster[] = "redis+cluster://", cluster_tls[] = "rediss+cluster://";
     const char *p, *end, *at, *colon = NULL, *q;
     size_t n = strnlen(url, URL_MAX + 1);
     int nomem;
@@ -266,19 +267,26 @@ static int parse_url(dlock__conf *conf, const char *url) {
     } else if (strncmp(url, redlock, sizeof redlock - 1) == 0) {
         conf->kind = DLOCK__BACKEND_REDLOCK;
         p = url + sizeof redlock - 1;
-    } else if (strncmp(url, cluster, sizeof cluster - 1) == 0) {
+    } else if (strncmp(url, cluster, sizeof cluster - 1) == 0 || strncmp(url, cluster_tls, sizeof cluster_tls - 1) == 0) {
         conf->kind = DLOCK__BACKEND_CLUSTER;
         conf->cluster = 1;
-        p = url + sizeof cluster - 1;
+        if (url[5] == 's') { /* rediss+cluster://: every node over TLS */
+            conf->tls = 1;
+            conf->tls_verify = 1;
+            p = url + sizeof cluster_tls - 1;
+        } else {
+            p = url + sizeof cluster - 1;
+        }
     } else {
         const char *sep = strstr(url, "://");
         int sl = sep ? (int)(sep - url) : 0;
         if (sl > 32) sl = 32;
         if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
             return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://, "
-                                 "rediss://, redis+sentinel://, redis+cluster:// and redlock://)", sl, url);
-        return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel://, redis+cluster:// "
-                             "or redlock:// (scheme '%.*s' given)", sl, url);
+                                 "rediss://, redis+sentinel://, redis+cluster://, rediss+cluster:// and redlock://)",
+                                 sl, url);
+        return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel://, redis+cluster://, "
+                             "rediss+cluster:// or redlock:// (scheme '%.*s' given)", sl, url);
     }
     end = url + n;
     q = memchr(p, '?', (size_t)(end - p));
