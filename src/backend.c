@@ -115,9 +115,15 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
 
     rc = c->conf.wait_replicas > 0 ? dlock__script_run_wait(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len, &acked)
                                    : dlock__script_run(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len);
+    {
+        /* When the request whose answer this is went out (after retries:
+         * LOADING, TRYAGAIN...), or, failed, the latest that went out in
+         * any call of this attempt (a cluster asks again): 0 none did. */
+        dlock__mono t = dlock__command_sent();
+        if (out->sent < 0 || t > out->sent) out->sent = t;
+    }
     if (rc != 0) return rc;
     if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
-    out->sent = dlock__command_sent(); /* after retries (TRYAGAIN, LOADING...): the last attempt */
     freeReplyObject(r);
     if (rc == 0 && c->conf.wait_replicas > 0 && acked < (long long)c->conf.wait_replicas &&
         (out->status == DLOCK__ACQ_ACQUIRED || out->status == DLOCK__ACQ_OWNERDEAD || out->status == DLOCK__ACQ_MINE)) {

@@ -473,6 +473,7 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
     struct dlock_client *first = c;
 
     unknown_outcome = 0;
+    last_sent = 0;
     for (tries = 0;; tries++) {
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
         set_timeout(c, cn, deadline);

@@ -317,7 +317,8 @@ typedef struct dlock__acq {
     int status;        /* DLOCK__ACQ_* */
     uint64_t fence;    /* ACQUIRED, MINE */
     int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
-    dlock__mono sent;  /* when the request that got this answer went out (0: not known) */
+    dlock__mono sent;  /* when the request that got this answer went out; failed: the
+                        * latest request that went out, 0 none did; -1 not known */
 } dlock__acq;
 enum {
     DLOCK__ACQ_ACQUIRED,

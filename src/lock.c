@@ -360,7 +360,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         waits = !try && !bad_deadline && deadline > sent;
         flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0) |
                 (fair ? DLOCK__F_FAIR : 0) | (w->caching && !w->shared ? DLOCK__F_CACHING : 0);
-        acq.sent = 0;
+        acq.sent = -1;
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
         /* Asked again inside the call (a server loading, a cluster slot in
@@ -371,10 +371,12 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             dlock__lock_wake(l);
         }
         if (rc != 0) {
-            /* The request may have been granted all the same. */
-            dlock__orphan_add(c, l, owner, w->robust ? DLOCK__REL_DEAD : w->shared ? DLOCK__REL_SHARED
-                                                                                : DLOCK__REL_PLAIN,
-                              w->lease_ms);
+            /* The request may have been granted all the same (unless it
+             * never went out: no connection could be made). */
+            if (acq.sent != 0)
+                dlock__orphan_add(c, l, owner, w->robust ? DLOCK__REL_DEAD : w->shared ? DLOCK__REL_SHARED
+                                                                                    : DLOCK__REL_PLAIN,
+                                  w->lease_ms);
             if (rc == ENOLCK && !try && dlock__now() >= deadline) rc = timed_out(l, " (server unreachable)");
             goto out;
         }

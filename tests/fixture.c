@@ -39,6 +39,9 @@
 #include <unistd.h>
 
 #include <CUnit/Basic.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 extern char **environ;
 
@@ -83,6 +86,14 @@ struct timespec dlt_abs_in(clockid_t clock, long ms) {
 }
 
 static int reap(pid_t pid, int timeout_ms);
+
+/* A TLS connection to a TLS-only server (tls_open). */
+struct dlt_tls_link {
+    int fd;
+    SSL_CTX *ctx;
+    SSL *ssl;
+    redisReader *reader;
+};
 
 /* ========================================================================
  * The table of running servers, and clean-up at exit and on fatal signals
@@ -544,7 +555,22 @@ static int write_conf(dlt_redis *r) {
         return -1;
     }
     fprintf(f, "# redis.conf written by the dlock test fixture (tests/fixture.c)\n");
-    fprintf(f, "port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n", r->port);
+    if (r->tls_dir[0]) {
+        /* TLS only: nothing listens in plain TCP, the cluster bus and
+         * replication (if any) are TLS too. */
+        fprintf(f, "port 0\ntls-port %d\n", r->port);
+        fprintf(f, "tls-cert-file \"%s/server.crt\"\ntls-key-file \"%s/server.key\"\n", r->tls_dir,
+                r->tls_dir);
+        fprintf(f, "tls-ca-cert-file \"%s/ca.crt\"\ntls-auth-clients optional\n", r->tls_dir);
+        /* What it shows when it connects to another server (cluster bus,
+         * replication), where a certificate for clientAuth is required. */
+        fprintf(f, "tls-client-cert-file \"%s/client.crt\"\ntls-client-key-file \"%s/client.key\"\n",
+                r->tls_dir, r->tls_dir);
+        fprintf(f, "tls-replication yes\ntls-cluster yes\n");
+        fprintf(f, "bind 127.0.0.1\nprotected-mode no\ndaemonize no\n");
+    } else {
+        fprintf(f, "port %d\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\n", r->port);
+    }
     fprintf(f, "dir \"%s\"\nlogfile \"%s/redis.log\"\n", r->dir, r->dir);
     if (!conf_is_sentinel(r)) {
         fprintf(f, "save \"\"\nappendonly no\n");
@@ -690,9 +716,33 @@ static redisContext *connect_port(int port, int timeout_ms) {
     return c;
 }
 
+static int tls_open(struct dlt_tls_link *t, int port, const char *cert_dir, int timeout_ms);
+static redisReply *tls_cmd(struct dlt_tls_link *t, const char *fmt, ...);
+static void tls_close(struct dlt_tls_link *t);
+
+/* server_answers for a TLS-only server. */
+static int tls_server_answers(const dlt_redis *r) {
+    struct dlt_tls_link t;
+    int ok = 0;
+    if (tls_open(&t, r->port, r->tls_dir, 500) != 0) return 0;
+    redisReply *rep = tls_cmd(&t, "PING");
+    if (rep != NULL && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0) {
+        freeReplyObject(rep);
+        rep = tls_cmd(&t, "INFO server");
+        if (rep != NULL && rep->type == REDIS_REPLY_STRING) {
+            const char *p = strstr(rep->str, "process_id:");
+            ok = p != NULL && atol(p + 11) == (long)r->pid;
+        }
+    }
+    if (rep != NULL) freeReplyObject(rep);
+    tls_close(&t);
+    return ok;
+}
+
 /* 1 when the server on r->port answers PONG and is our process (not some
  * other server that won the port), else 0. */
 static int server_answers(const dlt_redis *r) {
+    if (r->tls_dir[0]) return tls_server_answers(r);
     redisContext *c = connect_port(r->port, 200);
     if (c == NULL) return 0;
     int ok = 0;
@@ -796,9 +846,47 @@ static void sweep_tmpdir(void) {
     sweep_stale_dirs(tmp, strlen(tmp));
 }
 
-int dlt_redis_start(dlt_redis *r, const char *extra_conf) {
+/* The folder for a new server or for certificates: "$TMPDIR/dlt-redis-"
+ * + suffix + XXXXXX, made and claimed (claim_dir).  plain: only characters
+ * that need no quoting in a URL or a shell command (TMPDIR is left for
+ * /tmp if it has others).  The flock's fd, or -1 (dir emptied). */
+static int make_dir(char *dir, size_t cap, const char *suffix, int plain, const char *who) {
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || *tmp != '/') tmp = "/tmp";
+    if (plain && strspn(tmp, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-") != strlen(tmp))
+        tmp = "/tmp";
+    size_t tl = strlen(tmp);
+    while (tl > 1 && tmp[tl - 1] == '/') tl--;
+    if (tl + sizeof DLT_DIR_TAG + strlen(suffix) + 6 > 200 || strpbrk(tmp, "\"\\\n") != NULL) {
+        fprintf(stderr, "%s: TMPDIR unusable (too long, or quotes): %s\n", who, tmp);
+        dir[0] = '\0';
+        return -1;
+    }
+    snprintf(dir, cap, "%.*s%s%sXXXXXX", (int)tl, tmp, DLT_DIR_TAG, suffix);
+    if (mkdtemp(dir) == NULL) {
+        fprintf(stderr, "%s: mkdtemp %s: %s\n", who, dir, strerror(errno));
+        dir[0] = '\0';
+        return -1;
+    }
+    int lockfd = claim_dir(dir);
+    if (lockfd < 0) {
+        fprintf(stderr, "%s: cannot lock %s/owner: %s\n", who, dir, strerror(errno));
+        rm_dir(dir);
+        dir[0] = '\0';
+    }
+    return lockfd;
+}
+
+static int start_server(dlt_redis *r, const char *extra_conf, const char *tls_dir) {
     if (r == NULL) return -1;
     memset(r, 0, sizeof *r);
+    if (tls_dir != NULL) {
+        if (strlen(tls_dir) >= sizeof r->tls_dir || strpbrk(tls_dir, "\"\\\n") != NULL) {
+            fprintf(stderr, "dlt_redis_start_tls: certificate folder unusable: %s\n", tls_dir);
+            return -1;
+        }
+        strcpy(r->tls_dir, tls_dir);
+    }
     if (extra_conf != NULL) {
         if (strlen(extra_conf) >= sizeof r->conf_extra) {
             fprintf(stderr, "dlt_redis_start: extra_conf longer than %zu bytes\n",
@@ -810,27 +898,8 @@ int dlt_redis_start(dlt_redis *r, const char *extra_conf) {
     pthread_once(&hooks_once, install_hooks);
     pthread_once(&sweep_once, sweep_tmpdir);
 
-    const char *tmp = getenv("TMPDIR");
-    if (tmp == NULL || *tmp != '/') tmp = "/tmp";
-    size_t tl = strlen(tmp);
-    while (tl > 1 && tmp[tl - 1] == '/') tl--;
-    if (tl + sizeof DLT_DIR_TAG + 6 > 200 || strpbrk(tmp, "\"\\\n") != NULL) {
-        fprintf(stderr, "dlt_redis_start: TMPDIR unusable (too long, or quotes): %s\n", tmp);
-        return -1;
-    }
-    snprintf(r->dir, sizeof r->dir, "%.*s%sXXXXXX", (int)tl, tmp, DLT_DIR_TAG);
-    if (mkdtemp(r->dir) == NULL) {
-        fprintf(stderr, "dlt_redis_start: mkdtemp %s: %s\n", r->dir, strerror(errno));
-        r->dir[0] = '\0';
-        return -1;
-    }
-    int lockfd = claim_dir(r->dir);
-    if (lockfd < 0) {
-        fprintf(stderr, "dlt_redis_start: cannot lock %s/owner: %s\n", r->dir, strerror(errno));
-        rm_dir(r->dir);
-        r->dir[0] = '\0';
-        return -1;
-    }
+    int lockfd = make_dir(r->dir, sizeof r->dir, "", 0, "dlt_redis_start");
+    if (lockfd < 0) return -1;
     if (slot_register(r, lockfd) != 0) {
         close(lockfd);
         rm_dir(r->dir);
@@ -845,7 +914,8 @@ int dlt_redis_start(dlt_redis *r, const char *extra_conf) {
             fprintf(stderr, "dlt_redis_start: no free port on 127.0.0.1\n");
             break;
         }
-        snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
+        snprintf(r->url, sizeof r->url, "%s://127.0.0.1:%d", r->tls_dir[0] ? "rediss" : "redis",
+                 r->port);
         if (write_conf(r) != 0) break;
         int rc = launch(r);
         if (rc == 0) return 0;
@@ -854,6 +924,18 @@ int dlt_redis_start(dlt_redis *r, const char *extra_conf) {
     fprintf(stderr, "dlt_redis_start: could not start redis-server\n");
     dlt_redis_cleanup(r);
     return -1;
+}
+
+int dlt_redis_start(dlt_redis *r, const char *extra_conf) {
+    return start_server(r, extra_conf, NULL);
+}
+
+int dlt_redis_start_tls(dlt_redis *r, const char *cert_dir, const char *extra_conf) {
+    if (cert_dir == NULL && (cert_dir = dlt_tls_dir()) == NULL) {
+        if (r != NULL) memset(r, 0, sizeof *r);
+        return -1;
+    }
+    return start_server(r, extra_conf, cert_dir);
 }
 
 int dlt_redis_restart(dlt_redis *r) {
@@ -916,11 +998,291 @@ void dlt_redis_cleanup(dlt_redis *r) {
 }
 
 /* ========================================================================
+ * A test PKI, and TLS connections to TLS-only servers
+ * ====================================================================== */
+
+static const char pki_openssl_cnf[] =
+    "[req]\n"
+    "distinguished_name = dn\n"
+    "prompt = no\n"
+    "[dn]\n"
+    "CN = placeholder\n"
+    "[v3_ca]\n"
+    "basicConstraints = critical,CA:TRUE\n"
+    "keyUsage = critical,keyCertSign,cRLSign\n"
+    "subjectKeyIdentifier = hash\n"
+    "[v3_server]\n"
+    "basicConstraints = CA:FALSE\n"
+    "keyUsage = critical,digitalSignature,keyEncipherment\n"
+    "extendedKeyUsage = serverAuth\n"
+    "subjectAltName = DNS:localhost,IP:127.0.0.1\n"
+    "[v3_client]\n"
+    "basicConstraints = CA:FALSE\n"
+    "keyUsage = critical,digitalSignature\n"
+    "extendedKeyUsage = clientAuth\n";
+
+/* P-256 keys: quick to make, even on a loaded machine. */
+#define PKI_NEWKEY "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+
+/* Runs the shell command body in dir, its output appended to
+ * dir/openssl.log.  0 if it exited 0. */
+static int pki_sh(const char *dir, const char *body) {
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "cd '%s' && { %s ; } >>openssl.log 2>&1", dir, body);
+    fflush(NULL);
+    int st = system(cmd);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "dlt_tls_certs: command failed (status %d): %s\n", st, body);
+        return -1;
+    }
+    return 0;
+}
+
+static void pki_show_log(const char *dir) {
+    char p[320], buf[4096];
+    snprintf(p, sizeof p, "%s/openssl.log", dir);
+    FILE *f = fopen(p, "r");
+    if (f == NULL) return;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    fprintf(stderr, "dlt_tls_certs: ---- %s ----\n%s\ndlt_tls_certs: ----\n", p, buf);
+}
+
+/* A self-signed CA. */
+static int pki_ca(const char *dir, const char *name, const char *cn) {
+    char body[1024];
+    snprintf(body, sizeof body,
+             "openssl req -config openssl.cnf -x509 -new " PKI_NEWKEY " -keyout %s.key -out %s.crt "
+             "-days 3 -subj '/CN=%s' -extensions v3_ca",
+             name, name, cn);
+    return pki_sh(dir, body);
+}
+
+/* A leaf signed by the CA ca, with the extensions of section ext. */
+static int pki_leaf(const char *dir, const char *name, const char *cn, const char *ca, int serial,
+                    const char *ext) {
+    char body[1024];
+    snprintf(body, sizeof body,
+             "openssl req -config openssl.cnf -new " PKI_NEWKEY " -keyout %s.key -out %s.csr "
+             "-subj '/CN=%s' && openssl x509 -req -in %s.csr -CA %s.crt -CAkey %s.key "
+             "-set_serial %d -days 3 -out %s.crt -extfile openssl.cnf -extensions %s",
+             name, name, cn, name, ca, ca, serial, name, ext);
+    return pki_sh(dir, body);
+}
+
+int dlt_tls_certs(const char *dir) {
+    char p[320];
+    if (dir == NULL || dir[0] != '/' || strlen(dir) > 250 ||
+        strspn(dir, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-") != strlen(dir)) {
+        fprintf(stderr, "dlt_tls_certs: want an absolute path of plain characters: %s\n",
+                dir ? dir : "(null)");
+        return -1;
+    }
+    snprintf(p, sizeof p, "%s/openssl.cnf", dir);
+    FILE *f = fopen(p, "w");
+    if (f == NULL || fputs(pki_openssl_cnf, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "dlt_tls_certs: cannot write %s\n", p);
+        return -1;
+    }
+    if (pki_sh(dir, "command -v openssl") != 0) {
+        fprintf(stderr, "dlt_tls_certs: no openssl command in PATH (scripts/deps installs it)\n");
+        return -1;
+    }
+    if (pki_ca(dir, "ca", "dlock test CA") != 0 ||
+        pki_leaf(dir, "server", "localhost", "ca", 2, "v3_server") != 0 ||
+        pki_leaf(dir, "client", "dlock test client", "ca", 3, "v3_client") != 0 ||
+        pki_ca(dir, "ca2", "an unrelated CA") != 0 ||
+        pki_leaf(dir, "client2", "client of the unrelated CA", "ca2", 4, "v3_client") != 0) {
+        pki_show_log(dir);
+        return -1;
+    }
+    return 0;
+}
+
+static pthread_mutex_t tls_dir_lock = PTHREAD_MUTEX_INITIALIZER;
+static dlt_redis tls_dir_holder; /* only its dir: the slot table removes it at exit */
+static int tls_dir_state;        /* 0 not made yet, 1 made, -1 failed */
+
+const char *dlt_tls_dir(void) {
+    pthread_mutex_lock(&tls_dir_lock);
+    if (tls_dir_state == 0) {
+        tls_dir_state = -1;
+        pthread_once(&hooks_once, install_hooks);
+        pthread_once(&sweep_once, sweep_tmpdir);
+        dlt_redis *h = &tls_dir_holder;
+        memset(h, 0, sizeof *h);
+        int lockfd = make_dir(h->dir, sizeof h->dir, "tls-", 1, "dlt_tls_dir");
+        if (lockfd >= 0 && slot_register(h, lockfd) != 0) {
+            close(lockfd);
+            rm_dir(h->dir);
+            lockfd = -1;
+        }
+        if (lockfd >= 0) {
+            if (dlt_tls_certs(h->dir) == 0) {
+                tls_dir_state = 1;
+            } else {
+                rm_dir(h->dir);
+                slot_unregister(h);
+            }
+        }
+    }
+    const char *dir = tls_dir_state > 0 ? tls_dir_holder.dir : NULL;
+    pthread_mutex_unlock(&tls_dir_lock);
+    return dir;
+}
+
+/* SIGPIPE blocked in this thread around a TLS exchange (OpenSSL writes to
+ * the socket with write(), and a server that died would kill the test),
+ * and one that it raised discarded. */
+static int sigpipe_hold(sigset_t *old) {
+    sigset_t pipe_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigpending(&pending);
+    int was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, old);
+    return was_pending;
+}
+
+static void sigpipe_release(const sigset_t *old, int was_pending) {
+    sigset_t pipe_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigpending(&pending);
+    if (!was_pending && sigismember(&pending, SIGPIPE)) {
+        struct timespec zero = { 0, 0 };
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+static void tls_close(struct dlt_tls_link *t) {
+    if (t->ssl != NULL) SSL_free(t->ssl);
+    if (t->ctx != NULL) SSL_CTX_free(t->ctx);
+    if (t->reader != NULL) redisReaderFree(t->reader);
+    if (t->fd >= 0) close(t->fd);
+    t->ssl = NULL;
+    t->ctx = NULL;
+    t->reader = NULL;
+    t->fd = -1;
+    /* Nothing of ours left in this thread's OpenSSL error queue, where the
+     * library looks for its own reasons. */
+    ERR_clear_error();
+}
+
+/* A TLS connection to 127.0.0.1:port, the server's certificate verified
+ * with cert_dir/ca.crt for IP 127.0.0.1, cert_dir/client.crt presented;
+ * every read and write bounded by timeout_ms.  0, or -1 (t closed). */
+static int tls_open(struct dlt_tls_link *t, int port, const char *cert_dir, int timeout_ms) {
+    char ca[300], crt[300], key[300];
+    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+    struct sockaddr_in sa;
+    sigset_t old;
+    int rc = -1;
+
+    memset(t, 0, sizeof *t);
+    t->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (t->fd < 0) return -1;
+    /* SO_SNDTIMEO bounds a blocking connect() too. */
+    setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(t->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(t->fd, (struct sockaddr *)&sa, sizeof sa) != 0) goto out;
+
+    snprintf(ca, sizeof ca, "%s/ca.crt", cert_dir);
+    snprintf(crt, sizeof crt, "%s/client.crt", cert_dir);
+    snprintf(key, sizeof key, "%s/client.key", cert_dir);
+    if ((t->ctx = SSL_CTX_new(TLS_client_method())) == NULL) goto out;
+    if (SSL_CTX_load_verify_locations(t->ctx, ca, NULL) != 1) {
+        fprintf(stderr, "dlt: TLS: cannot load %s\n", ca);
+        goto out;
+    }
+    SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
+    if (SSL_CTX_use_certificate_chain_file(t->ctx, crt) != 1 ||
+        SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) != 1) {
+        fprintf(stderr, "dlt: TLS: cannot load %s / %s\n", crt, key);
+        goto out;
+    }
+    if ((t->ssl = SSL_new(t->ctx)) == NULL || SSL_set_fd(t->ssl, t->fd) != 1 ||
+        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), "127.0.0.1") != 1)
+        goto out;
+    int was_pending = sigpipe_hold(&old);
+    int ok = SSL_connect(t->ssl) == 1;
+    sigpipe_release(&old, was_pending);
+    if (!ok) goto out;
+    if ((t->reader = redisReaderCreate()) == NULL) goto out;
+    rc = 0;
+out:
+    if (rc != 0) tls_close(t);
+    ERR_clear_error();
+    return rc;
+}
+
+/* One command on t: the reply (maybe an error reply), or NULL if the
+ * connection failed or timed out. */
+static redisReply *tls_vcmd(struct dlt_tls_link *t, const char *fmt, va_list ap) {
+    char *cmd = NULL, buf[16384];
+    void *reply = NULL;
+    sigset_t old;
+    if (t->ssl == NULL) return NULL;
+    int len = redisvFormatCommand(&cmd, fmt, ap);
+    if (len < 0) return NULL;
+    int was_pending = sigpipe_hold(&old);
+    int ok = 1;
+    for (int off = 0; ok && off < len;) {
+        int n = SSL_write(t->ssl, cmd + off, len - off);
+        if (n > 0) off += n;
+        else ok = 0;
+    }
+    while (ok) {
+        if (redisReaderGetReply(t->reader, &reply) != REDIS_OK) {
+            reply = NULL;
+            ok = 0;
+        } else if (reply != NULL) {
+            break;
+        } else {
+            int n = SSL_read(t->ssl, buf, (int)sizeof buf);
+            if (n <= 0 || redisReaderFeed(t->reader, buf, (size_t)n) != REDIS_OK) ok = 0;
+        }
+    }
+    sigpipe_release(&old, was_pending);
+    redisFreeCommand(cmd);
+    ERR_clear_error();
+    if (!ok) {
+        if (reply != NULL) freeReplyObject(reply);
+        SSL_free(t->ssl); /* no more commands on a broken stream */
+        t->ssl = NULL;
+        return NULL;
+    }
+    return reply;
+}
+
+static redisReply *tls_cmd(struct dlt_tls_link *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = tls_vcmd(t, fmt, ap);
+    va_end(ap);
+    return rep;
+}
+
+/* ========================================================================
  * Commands and statistics
  * ====================================================================== */
 
 static redisReply *vcmd(dlt_redis *r, const char *fmt, va_list ap) {
     if (r == NULL || r->port <= 0) return NULL;
+    if (r->tls_dir[0]) {
+        struct dlt_tls_link t;
+        if (tls_open(&t, r->port, r->tls_dir, DLT_CMD_TIMEOUT_MS) != 0) return NULL;
+        redisReply *rep = tls_vcmd(&t, fmt, ap);
+        tls_close(&t);
+        return rep;
+    }
     redisContext *c = connect_port(r->port, DLT_CMD_TIMEOUT_MS);
     if (c == NULL) return NULL;
     redisReply *rep = redisvCommand(c, fmt, ap);

@@ -31,8 +31,12 @@ typedef struct dlt_redis {
     pid_t pid;             /* the server process while running, else 0 */
     int port;              /* 127.0.0.1:port; kept across stop/restart */
     char dir[256];         /* its folder: redis.conf, redis.log, data */
-    char url[128];         /* "redis://127.0.0.1:PORT" */
+    char url[128];         /* "redis://127.0.0.1:PORT"; for a TLS-only server
+                              "rediss://127.0.0.1:PORT", to which a client adds
+                              "?tls_ca_file=TLS_DIR/ca.crt" */
     char conf_extra[1024]; /* the extra_conf given to dlt_redis_start */
+    char tls_dir[256];     /* a TLS-only server (dlt_redis_start_tls): the
+                              folder of its certificates (dlt_tls_certs); else "" */
 } dlt_redis;
 
 /* Starts a redis-server on a free loopback port in a fresh folder under
@@ -55,6 +59,37 @@ int dlt_redis_restart(dlt_redis *r);
  * call twice, and on a server whose start failed. */
 void dlt_redis_cleanup(dlt_redis *r);
 
+/* Starts a TLS-only redis-server, as dlt_redis_start otherwise: "port 0",
+ * "tls-port PORT" (r->port is that port), its certificate, key and CA from
+ * cert_dir (made by dlt_tls_certs; NULL: dlt_tls_dir()), client.crt/key
+ * as what it shows when it connects to another server (the cluster bus
+ * wants a client certificate), "tls-auth-clients optional",
+ * "tls-replication yes", "tls-cluster yes" (a TLS-only server can have its
+ * cluster bus and replication over nothing else; with "cluster-enabled
+ * yes" PORT + 10000 is free too).  extra_conf comes after
+ * those lines and may override them ("tls-auth-clients yes").  Readiness,
+ * dlt_redis_cmd and the statistics calls below talk TLS to it (verifying
+ * its certificate with cert_dir/ca.crt, presenting cert_dir/client.crt);
+ * stop, kill, restart and cleanup are as for any server.  0 or -1. */
+int dlt_redis_start_tls(dlt_redis *r, const char *cert_dir, const char *extra_conf);
+
+/* A test PKI, made with the openssl command (scripts/deps installs it) in
+ * the existing folder dir, whose path must be plain characters (no quote,
+ * space or %): P-256 keys, certificates valid for 3 days.
+ *   ca.crt, ca.key            a self-signed CA ("dlock test CA")
+ *   server.crt, server.key    signed by it, for DNS:localhost and IP:127.0.0.1
+ *   client.crt, client.key    signed by it, for clientAuth
+ *   ca2.crt, ca2.key          an unrelated CA
+ *   client2.crt, client2.key  a client certificate of ca2
+ *   openssl.cnf, openssl.log  the openssl configuration (a file that holds no
+ *                             certificate) and the commands' output
+ * Takes ~0.1-0.5 s.  0, or -1 with the reason (and openssl.log) on stderr. */
+int dlt_tls_certs(const char *dir);
+/* One folder with dlt_tls_certs' files for this process, made on the first
+ * call and removed when the process exits (as a server's folder: never by a
+ * fork child).  Its path, or NULL (reason on stderr; later calls too). */
+const char *dlt_tls_dir(void);
+
 /* A loopback port that is free now, chosen as dlt_redis_start chooses
  * its servers' (below the kernel's ephemeral range when there is room), for
  * a test that runs a server of its own (e.g. a TLS-only redis-server).  It
@@ -62,7 +97,8 @@ void dlt_redis_cleanup(dlt_redis *r);
  * none was found. */
 int dlt_free_port(void);
 
-/* One command on a one-off connection (2 s timeouts).  Returns the reply,
+/* One command on a one-off connection (2 s timeouts; TLS for a TLS-only
+ * server).  Returns the reply,
  * which may be a REDIS_REPLY_ERROR, or NULL when the server could not be
  * reached; the caller frees it with freeReplyObject().  fmt is hiredis's
  * (%s, %d, %lld, %b with a size_t length), not printf's. */

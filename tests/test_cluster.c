@@ -19,6 +19,11 @@
  *
  * Processes are forked before the test process makes any client of its
  * own in that test (AddressSanitizer and fork: see fixture.h).
+ *
+ * The last test forms a TLS-only cluster in place of the plain one
+ * (dlt_redis_start_tls, certificates from dlt_tls_dir; the test's own
+ * admin commands go over TLS through the fixture) and uses it through
+ * rediss+cluster://.
  */
 #define DLT_CK_MOD 120 /* worker codes 1..120: clear of 128 + signal */
 #include "fixture.h"
@@ -41,12 +46,16 @@
 #define NN 3 /* masters */
 #define SLOTS 16384
 #define CL_CONF "cluster-enabled yes\ncluster-node-timeout 2000\ncluster-require-full-coverage no"
+/* The same, TLS-only (dlt_redis_start_tls: "port 0", "tls-port P"): clients
+ * and the cluster bus over TLS, no client certificate asked for. */
+#define CL_TLS_CONF CL_CONF "\ntls-cluster yes\ntls-auth-clients no"
 
 static dlt_redis nodes[NN];
 static int node_started[NN];
 static char node_id[NN][64];
 static int cl_formed;
-static int cl_failed; /* forming it failed once: do not try again */
+static int cl_is_tls;    /* the cluster formed is the TLS-only one */
+static int cl_failed[2]; /* forming it (plain, TLS) failed once: do not try again */
 
 static void cl_down(void) {
     for (int i = 0; i < NN; i++) {
@@ -143,13 +152,14 @@ static int cl_healthy(int quiet) {
 /* Starts three cluster-enabled servers and makes them one cluster:
  * 0-5460 on node 0, 5461-10922 on node 1, 10923-16383 on node 2.
  * 1, or 0 (nothing left running). */
-static int cl_form(void) {
+static int cl_form(int tls) {
     static const int lo[NN] = { 0, 5461, 10923 }, hi[NN] = { 5460, 10922, 16383 };
     double end;
     cl_down();
+    cl_is_tls = tls;
     for (int i = 0; i < NN; i++) {
         memset(&nodes[i], 0, sizeof nodes[i]);
-        if (dlt_redis_start(&nodes[i], CL_CONF) != 0) {
+        if ((tls ? dlt_redis_start_tls(&nodes[i], NULL, CL_TLS_CONF) : dlt_redis_start(&nodes[i], CL_CONF)) != 0) {
             fprintf(stderr, "cluster node %d did not start\n", i);
             cl_down();
             return 0;
@@ -173,7 +183,8 @@ static int cl_form(void) {
     while (dlt_now() < end) {
         if (cl_healthy(1)) {
             cl_formed = 1;
-            printf("  cluster formed: nodes at ports %d, %d, %d\n", nodes[0].port, nodes[1].port, nodes[2].port);
+            printf("  %scluster formed: nodes at ports %d, %d, %d\n", tls ? "TLS-only " : "", nodes[0].port,
+                   nodes[1].port, nodes[2].port);
             return 1;
         }
         dlt_sleep_ms(100);
@@ -185,13 +196,15 @@ fail:
     return 0;
 }
 
-/* The cluster, whole, healthy and empty, with zero command counts. */
-static int cl_ensure(void) {
-    if (!cl_formed || !cl_healthy(1)) {
-        if (cl_failed) return 0;
-        if (cl_formed) fprintf(stderr, "  cluster: not healthy after the last test; forming it again\n");
-        if (!cl_form()) {
-            cl_failed = 1;
+/* The cluster (tls: the TLS-only one, formed in place of the plain one),
+ * whole, healthy and empty, with zero command counts. */
+static int cl_ensure(int tls) {
+    if (!cl_formed || cl_is_tls != tls || !cl_healthy(1)) {
+        if (cl_failed[tls]) return 0;
+        if (cl_formed && cl_is_tls == tls)
+            fprintf(stderr, "  cluster: not healthy after the last test; forming it again\n");
+        if (!cl_form(tls)) {
+            cl_failed[tls] = 1;
             return 0;
         }
     }
@@ -204,7 +217,12 @@ static int cl_ensure(void) {
 
 #define CL_UP()                              \
     do {                                     \
-        int ok_ = cl_ensure();               \
+        int ok_ = cl_ensure(0);              \
+        CU_ASSERT_TRUE_FATAL(ok_);           \
+    } while (0)
+#define CL_TLS_UP()                          \
+    do {                                     \
+        int ok_ = cl_ensure(1);              \
         CU_ASSERT_TRUE_FATAL(ok_);           \
     } while (0)
 
@@ -1799,6 +1817,234 @@ static void test_cluster_node_dies(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(cw), 0);
 }
 
+/* ========================================================================
+ * 9. A TLS-only cluster (rediss+cluster://)
+ * ====================================================================== */
+
+#define TLS_URL_MAX 1200
+
+/* rediss+cluster://HOST:P,... for the nodes listed in which (as cl_url),
+ * with tls_ca_file=<the fixture's certificate folder>/ca_file unless
+ * ca_file is NULL (the system store), then &query when not NULL. */
+static void tls_url(char *buf, size_t cap, const char *host, const char *which, const char *ca_file,
+                    const char *query) {
+    size_t n = (size_t)snprintf(buf, cap, "rediss+cluster://");
+    const char *sep = "?";
+    for (const char *p = which; *p; p++)
+        n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s:%d", p == which ? "" : ",", host,
+                              nodes[*p - '0'].port);
+    if (ca_file != NULL) {
+        n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "?tls_ca_file=%s/%s", nodes[0].tls_dir, ca_file);
+        sep = "&";
+    }
+    if (query != NULL) snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", sep, query);
+}
+
+struct twake {
+    char name[64];
+    char holder_url[TLS_URL_MAX], waiter_url[TLS_URL_MAX];
+    int held, waiting, release, released;
+    double t_unlock, t_got;
+};
+
+/* The holder: lock (10 s lease), hold until told, unlock. */
+static int twake_holder(void *arg) {
+    struct twake *w = arg;
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    DLT_CK(dlt_client_make(&cl, w->holder_url, 3000), 0);
+    DLT_CK(mutex_make(&m, w->name, cl, 10000, 0, 0, NULL, NULL), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    dlt_flag_set(&w->held, 1);
+    DLT_CKT(dlt_flag_wait(&w->release, 1, 20000));
+    w->t_unlock = dlt_now();
+    dlt_flag_set(&w->released, 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(cl), 0);
+    return 0;
+}
+
+/* The waiter: finds the lock busy, then waits for it at most 8 s -- less
+ * than the holder's lease, so only the release notification can end the
+ * wait in time. */
+static int twake_waiter(void *arg) {
+    struct twake *w = arg;
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    DLT_CK(dlt_client_make(&cl, w->waiter_url, 3000), 0);
+    DLT_CK(mutex_make(&m, w->name, cl, 0, 0, 0, NULL, NULL), 0);
+    DLT_CK(dlock_mutex_trylock(&m), EBUSY);
+    dlt_flag_set(&w->waiting, 1);
+    DLT_CK(timedlock_ms(&m, 8000), 0);
+    w->t_got = dlt_now();
+    DLT_CK(dlt_flag_get(&w->released), 1); /* granted after the release, not before */
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(cl), 0);
+    return 0;
+}
+
+/* A client of the TLS cluster that must not get in: it is made, its
+ * trylock and its lock (no deadline) fail with ENOLCK and a certificate
+ * reason, within the unreachable bound (1 s) and some slack, and so does
+ * destroying it. */
+static void tls_refused(const char *what, const char *url, const char *name, int owner) {
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    double t0;
+    int rc;
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 1000), 0);
+    CU_ASSERT_FATAL(cl != NULL);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 0, 0, 0, NULL, NULL), 0);
+    for (int blocking = 0; blocking < 2; blocking++) {
+        char msg[1024];
+        t0 = dlt_now();
+        rc = blocking ? dlock_mutex_lock(&m) : dlock_mutex_trylock(&m);
+        double el = dlt_now() - t0;
+        snprintf(msg, sizeof msg, "%s", rc ? dlock_last_error() : "(granted)");
+        printf("  %s, %s: %s after %.2f s: %s\n", what, blocking ? "lock" : "trylock", dlt_errno_label(rc), el,
+               msg);
+        DLT_ASSERT_ERR(rc, ENOLCK);
+        CU_ASSERT_TRUE(el < 6.0);
+        if (strstr(msg, "certificate") == NULL) {
+            fprintf(stderr, "  %s: the message does not say \"certificate\": %s\n", what, msg);
+            CU_FAIL("no certificate reason in dlock_last_error()");
+        }
+        if (rc == 0) (void)dlock_mutex_unlock(&m);
+    }
+    DLT_ASSERT_INT_EQ(lock_exists_on(owner, name), 0); /* nothing was granted */
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    /* (The failed attempts are orphans the client tries to release before
+     * it goes, within the unreachable bound.) */
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    printf("  %s: the client destroyed in %.2f s\n", what, dlt_now() - t0);
+    CU_ASSERT_TRUE(dlt_now() - t0 < 6.0);
+}
+
+#define TN 3 /* lock names per node */
+
+/* A TLS-only cluster (3 masters with "port 0", clients and the cluster
+ * bus over TLS), used through rediss+cluster:// with the test CA:
+ *  - the servers do not answer plain TCP;
+ *  - a waiter in one process (its client seeded with node 0, by the name
+ *    localhost) is woken by a release made by another process on node 2
+ *    (lease 10 s) within 2 s: the release notification reached it over a
+ *    TLS subscriber;
+ *  - locks on names of every node (a client seeded with node 1 only) land
+ *    on the owning node, and only there (the others answer MOVED to it);
+ *    another client sees them busy, then free after the unlocks;
+ *  - with an unrelated CA, or with the system store, the trylock and the
+ *    lock fail with ENOLCK and a certificate reason, within a few seconds,
+ *    and grant nothing.
+ * It forms its cluster in place of the plain one (which the next plain
+ * test would form again). */
+static void test_cluster_tls(void) {
+    static signed char owner[SLOTS];
+    struct twake *w = DLT_SHM_NEW(struct twake, 1);
+    dlock_client_t *ca = NULL, *cb = NULL;
+    dlock_mutex_t ma[NN * TN], mb[NN * TN];
+    char names[NN * TN][32], key[300], url[TLS_URL_MAX];
+    pid_t holder, waiter;
+    int next = 0, i;
+    double t0 = dlt_now();
+
+    CL_TLS_UP();
+    printf("  (formed and checked over TLS in %.2f s; certificates in %s)\n", dlt_now() - t0, nodes[0].tls_dir);
+    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+
+    /* Plain TCP gets no answer. */
+    {
+        struct timeval tv = { 1, 0 };
+        redisContext *ctx = redisConnectWithTimeout("127.0.0.1", nodes[0].port, tv);
+        redisReply *r = NULL;
+        if (ctx != NULL && !ctx->err) {
+            redisSetTimeout(ctx, tv);
+            r = redisCommand(ctx, "PING");
+        }
+        CU_ASSERT_FALSE(r != NULL && r->type == REDIS_REPLY_STATUS);
+        if (r != NULL) freeReplyObject(r);
+        if (ctx != NULL) redisFree(ctx);
+    }
+
+    /* Wake-up across processes and nodes, over TLS.  (Both processes are
+     * forked before this process makes any client.) */
+    CU_ASSERT_FATAL(find_name(w->name, sizeof w->name, "tlswake/", &next, owner, 2, -1) == 0);
+    tls_url(w->holder_url, sizeof w->holder_url, "127.0.0.1", "2", "ca.crt", NULL);
+    tls_url(w->waiter_url, sizeof w->waiter_url, "localhost", "0", "ca.crt", NULL);
+    holder = dlt_spawn(twake_holder, w);
+    CU_ASSERT_FATAL(holder > 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->held, 1, 10000), 1);
+    waiter = dlt_spawn(twake_waiter, w);
+    CU_ASSERT_FATAL(waiter > 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->waiting, 1, 10000), 1);
+    dlt_lock_key(w->name, key, sizeof key);
+    {
+        char where[64];
+        long long n = subs_wait(key, where, sizeof where);
+        printf("  the waiter (seeded with node 0) listens for %s on %s\n", key, where);
+        DLT_ASSERT_INT_EQ(n, 1);
+    }
+    dlt_sleep_ms(300);
+    dlt_flag_set(&w->release, 1);
+    DLT_ASSERT_INT_EQ(dlt_wait(waiter, 20000), 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(holder, 20000), 0);
+    {
+        double dt = w->t_got - w->t_unlock;
+        printf("  the waiter got the lock of node 2 %.3f s after the unlock (lease 10 s)\n", dt);
+        CU_ASSERT_TRUE(w->t_got > 0 && dt >= 0 && dt < 2.0);
+    }
+
+    /* Locks on every node, each key on its slot's master. */
+    tls_url(url, sizeof url, "127.0.0.1", "1", "ca.crt", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&ca, url, 3000), 0);
+    tls_url(url, sizeof url, "localhost", "2", "ca.crt", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&cb, url, 3000), 0);
+    CU_ASSERT_FATAL(ca != NULL && cb != NULL);
+    for (i = 0; i < NN * TN; i++) {
+        CU_ASSERT_FATAL(find_name(names[i], sizeof names[i], "tls/", &next, owner, i / TN, -1) == 0);
+        DLT_ASSERT_ERR(mutex_make(&ma[i], names[i], ca, 0, 0, 0, NULL, NULL), 0);
+        DLT_ASSERT_ERR(mutex_make(&mb[i], names[i], cb, 0, 0, 0, NULL, NULL), 0);
+    }
+    for (i = 0; i < NN * TN; i++) {
+        int o = i / TN;
+        DLT_ASSERT_ERR(dlock_mutex_lock(&ma[i]), 0);
+        dlt_lock_key(names[i], key, sizeof key);
+        DLT_ASSERT_INT_EQ(server_slot(o, key), lock_slot(names[i]));
+        DLT_ASSERT_INT_EQ(exists_on(o, key), 1);
+        for (int j = 0; j < NN; j++)
+            if (j != o) DLT_ASSERT_INT_EQ(moved_port(j, key), nodes[o].port);
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&mb[i]), EBUSY);
+    }
+    for (i = 0; i < NN * TN; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&ma[i]), 0);
+        DLT_ASSERT_INT_EQ(lock_exists_on(i / TN, names[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&mb[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&mb[i]), 0);
+    }
+    printf("  %d locks on each of the 3 nodes: each key on its slot's master only\n", TN);
+
+    /* Certificates the client must refuse. */
+    tls_url(url, sizeof url, "127.0.0.1", "0", "ca2.crt", NULL);
+    tls_refused("an unrelated CA", url, names[0], 0);
+    tls_url(url, sizeof url, "127.0.0.1", "12", NULL, NULL);
+    tls_refused("the system store", url, names[TN], 1);
+    /* The good clients are untouched by it. */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&ma[NN * TN - 1]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&mb[NN * TN - 1]), EBUSY);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&ma[NN * TN - 1]), 0);
+
+    for (i = 0; i < NN * TN; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&ma[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&mb[i]), 0);
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(ca), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cb), 0);
+    DLT_SHM_FREE(w, 1);
+    printf("  the TLS cluster test took %.2f s\n", dlt_now() - t0);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_cluster_routing),
     DLT_TEST(test_cluster_exclusion_across_processes),
@@ -1812,7 +2058,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_cluster_condvar),
     DLT_TEST(test_cluster_caching_handover),
     DLT_TEST(test_cluster_list_and_restart_guard),
-    DLT_TEST(test_cluster_node_dies), /* last: node 2 stays dead */
+    DLT_TEST(test_cluster_node_dies), /* last of the plain ones: node 2 stays dead */
+    DLT_TEST(test_cluster_tls),       /* its own (TLS-only) cluster */
     { NULL, NULL }
 };
 

@@ -1,14 +1,16 @@
 /* labels: redis; timeout: 150 */
 /* test_tls.c -- rediss:// (issue #7, item 5): dlock over TLS-only servers.
  *
- * The test makes its own PKI with the openssl command (scripts/deps
- * installs it) in a temporary folder: a CA, a server certificate for
- * localhost / 127.0.0.1 and a client certificate signed by it, and a
- * second, unrelated CA (with a client certificate of its own).  It runs
- * its own redis-servers with `--port 0 --tls-port P`: they speak nothing
- * but TLS, so every connection dlock makes to them -- commands, renewals,
- * the subscriber that carries release notifications -- is a TLS one (the
- * fixture's dlt_redis_start cannot do that: it waits for a plain PING).
+ * The test makes its own PKI in a temporary folder with the fixture's
+ * dlt_tls_certs (the openssl command, which scripts/deps installs): a CA,
+ * a server certificate for localhost / 127.0.0.1 and a client certificate
+ * signed by it, and a second, unrelated CA (with a client certificate of
+ * its own).  It runs its own redis-servers with `--port 0 --tls-port P`:
+ * they speak nothing but TLS, so every connection dlock makes to them --
+ * commands, renewals, the subscriber that carries release notifications --
+ * is a TLS one.  (It launches them itself rather than with the fixture's
+ * dlt_redis_start_tls: some need a password, which the fixture's readiness
+ * check does not give, and readiness here is proven through dlock.)
  *
  * The servers are started from the main thread with PR_SET_PDEATHSIG, so
  * they die with the test process whatever kills it; they are stopped by
@@ -28,7 +30,6 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,88 +69,10 @@ static void path_in(char *out, size_t n, const char *name) {
     snprintf(out, n, "%s/%s", tmpdir, name);
 }
 
-/* Runs a shell command (printf-style) in tmpdir, its output appended to
- * openssl.log.  0 if it exited 0. */
-static int sh(const char *fmt, ...) {
-    char body[2048], cmd[2600];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(body, sizeof body, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && { %s ; } >>openssl.log 2>&1", tmpdir, body);
-    fflush(NULL);
-    int st = system(cmd);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "test_tls: command failed (status %d): %s\n", st, body);
-        return -1;
-    }
-    return 0;
-}
-
-static void show_openssl_log(void) {
-    char p[320], buf[4096];
-    path_in(p, sizeof p, "openssl.log");
-    FILE *f = fopen(p, "r");
-    if (f == NULL) return;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    fprintf(stderr, "test_tls: ---- openssl.log ----\n%s\ntest_tls: ----\n", buf);
-}
-
-static const char openssl_cnf[] =
-    "[req]\n"
-    "distinguished_name = dn\n"
-    "prompt = no\n"
-    "[dn]\n"
-    "CN = placeholder\n"
-    "[v3_ca]\n"
-    "basicConstraints = critical,CA:TRUE\n"
-    "keyUsage = critical,keyCertSign,cRLSign\n"
-    "subjectKeyIdentifier = hash\n"
-    "[v3_server]\n"
-    "basicConstraints = CA:FALSE\n"
-    "keyUsage = critical,digitalSignature,keyEncipherment\n"
-    "extendedKeyUsage = serverAuth\n"
-    "subjectAltName = DNS:localhost,IP:127.0.0.1\n"
-    "[v3_client]\n"
-    "basicConstraints = CA:FALSE\n"
-    "keyUsage = critical,digitalSignature\n"
-    "extendedKeyUsage = clientAuth\n";
-
-/* P-256 keys: quick to make, even on a loaded machine. */
-#define NEWKEY "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
-
+/* The PKI (the fixture's dlt_tls_certs: ca, server, client, ca2, client2,
+ * openssl.cnf) in tmpdir, and the paths to its files. */
 static int make_certs(void) {
-    char p[320];
-    path_in(p, sizeof p, "openssl.cnf");
-    FILE *f = fopen(p, "w");
-    if (f == NULL || fputs(openssl_cnf, f) < 0 || fclose(f) != 0) {
-        fprintf(stderr, "test_tls: cannot write %s\n", p);
-        return -1;
-    }
-    if (sh("command -v openssl") != 0) {
-        fprintf(stderr, "test_tls: no openssl command in PATH (scripts/deps installs it)\n");
-        return -1;
-    }
-    /* A self-signed CA; a leaf signed by a CA. */
-#define MAKE_CA(name, cn)                                                                    \
-    sh("openssl req -config openssl.cnf -x509 -new " NEWKEY " -keyout " name ".key -out " name \
-       ".crt -days 3 -subj '/CN=" cn "' -extensions v3_ca")
-#define MAKE_LEAF(name, cn, ca, serial, ext)                                                  \
-    sh("openssl req -config openssl.cnf -new " NEWKEY " -keyout " name ".key -out " name        \
-       ".csr -subj '/CN=" cn "' && openssl x509 -req -in " name ".csr -CA " ca ".crt -CAkey " ca \
-       ".key -set_serial " serial " -days 3 -out " name ".crt -extfile openssl.cnf -extensions " ext)
-    if (MAKE_CA("ca", "dlock test CA") != 0 ||
-        MAKE_LEAF("server", "localhost", "ca", "2", "v3_server") != 0 ||
-        MAKE_LEAF("client", "dlock test client", "ca", "3", "v3_client") != 0 ||
-        MAKE_CA("ca2", "an unrelated CA") != 0 ||
-        MAKE_LEAF("client2", "client of the unrelated CA", "ca2", "4", "v3_client") != 0) {
-        show_openssl_log();
-        return -1;
-    }
-#undef MAKE_CA
-#undef MAKE_LEAF
+    if (dlt_tls_certs(tmpdir) != 0) return -1;
     path_in(ca_crt, sizeof ca_crt, "ca.crt");
     path_in(ca2_crt, sizeof ca2_crt, "ca2.crt");
     path_in(ca2_key, sizeof ca2_key, "ca2.key");
