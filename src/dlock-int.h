@@ -176,6 +176,8 @@ int dlock__conn_current(struct dlock_client *c, dlock__conn *cn, dlock__mono max
  * socket.  _write / _read move bytes as dlock__conn_flush / _read do. */
 int dlock__tls_ctx_make(struct dlock_client *c);
 void dlock__tls_ctx_free(struct dlock_client *c);
+/* 0, ENOLCK, or EACCES when the server's certificate is refused (not
+ * worth asking again; the message says ENOLCK, which callers return). */
 int dlock__tls_start(struct dlock_client *c, dlock__conn *cn, const char *host);
 void dlock__tls_free(dlock__conn *cn);
 int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len);

@@ -183,9 +183,13 @@ int dlock__tls_start(struct dlock_client *c, dlock__conn *cn, const char *host) 
         if (e != SSL_ERROR_WANT_READ) {
             long v = SSL_get_verify_result(t->ssl);
             if (v != X509_V_OK) {
+                /* A configuration error that asking again cannot mend, as
+                 * refused credentials (conn.c): EACCES, which the callers
+                 * return as ENOLCK at once, with this message. */
                 ERR_clear_error();
-                return dlock__seterr(ENOLCK, "%s: TLS: the server's certificate was refused: %s", cf->redacted_url,
-                                     X509_verify_cert_error_string(v));
+                dlock__seterr(ENOLCK, "%s: TLS: the server's certificate was refused: %s", cf->redacted_url,
+                              X509_verify_cert_error_string(v));
+                return EACCES;
             }
             tls_fail(cn, "handshake");
             break;

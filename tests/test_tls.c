@@ -805,6 +805,39 @@ static void test_tls_rwlock_and_cond(void) {
  * 2. Verification of the server
  * ==================================================================== */
 
+/* A refused certificate is a configuration error, not an outage: a lock
+ * call fails with ENOLCK at once instead of asking again until the
+ * client's unreachable bound (20 s here); a lock call too. */
+static void test_tls_refusal_not_retried(void) {
+    NEED_SETUP();
+    char url[1200], q[900], msg[1024];
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    double t0, took;
+    int created, rc;
+
+    snprintf(q, sizeof q, "tls_ca_file=%s", ca2_crt);
+    url_for(url, sizeof url, &srv_main, NULL, "127.0.0.1", q);
+    t0 = dlt_now();
+    rc = try_through(url, "tls/refusal", 20000, msg, sizeof msg, &created);
+    took = dlt_now() - t0;
+    printf("  trylock: %s after %.2f s\n", dlock_err_name(rc), took);
+    DLT_ASSERT_ERR(created, 0);
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    CU_ASSERT_TRUE(has(msg, "certificate"));
+    CU_ASSERT_TRUE(took < 10.0);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 20000), 0);
+    DLT_ASSERT_ERR(mutex_on(&m, "tls/refusal", cl, 0, 0, 0), 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&m);
+    took = dlt_now() - t0;
+    printf("  lock: %s after %.2f s\n", dlock_err_name(rc), took);
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    CU_ASSERT_TRUE(took < 10.0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
 static void test_tls_server_verification(void) {
     NEED_SETUP();
     char url[1200], q[900], good[1200];
@@ -1208,6 +1241,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_tls_lock_calls),
     DLT_TEST(test_tls_rwlock_and_cond),
     DLT_TEST(test_tls_server_verification),
+    DLT_TEST(test_tls_refusal_not_retried),
     DLT_TEST(test_tls_client_certificates),
     DLT_TEST(test_tls_bad_configuration),
     DLT_TEST(test_tls_password),
