@@ -133,9 +133,12 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
     return 0;
 }
 
-/* Sentinel: asks the sentinels, in order, where the master is.  0 with
- * *ep filled, or ENOLCK when none of them answers with an address. */
-static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__endpoint *ep) {
+/* Sentinel: asks the sentinels, in order, where the master is (over TLS
+ * for rediss+sentinel://, verified as the master is).  0 with *ep filled,
+ * or ENOLCK when none of them answers with an address. */
+static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__endpoint *ep) {
+    const dlock__conf *cf = &c->conf;
+    char why[512] = ""; /* a TLS refusal, said in the end */
     size_t i;
     for (i = 0; i < cf->nnodes; i++) {
         const dlock__endpoint *s = &cf->nodes[i];
@@ -151,6 +154,12 @@ static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__en
             continue;
         }
         redisSetTimeout(ctx, ms_tv(timeout_ms));
+        if (cf->tls && dlock__tls_start(c, &tmp, s->host) != 0) {
+            snprintf(why, sizeof why, " (sentinel %s:%d: %.200s)", s->host, s->port, dlock_last_error());
+            dlock__tls_free(&tmp);
+            redisFree(ctx);
+            continue;
+        }
         r = dlock__conn_cmd(&tmp, 3, argv, lens, NULL);
         if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
             r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
@@ -166,11 +175,12 @@ static int sentinel_master(const dlock__conf *cf, unsigned timeout_ms, dlock__en
             }
         }
         if (r) freeReplyObject(r);
+        dlock__tls_free(&tmp);
         redisFree(ctx);
         if (port != 0) return 0;
     }
-    return dlock__seterr(ENOLCK, "%s: no sentinel answered with the address of master '%s'", cf->redacted_url,
-                         cf->master);
+    return dlock__seterr(ENOLCK, "%s: no sentinel answered with the address of master '%s'%s", cf->redacted_url,
+                         cf->master, why);
 }
 
 /* Sentinel: is the server we reached the master?  (A sentinel may name the
@@ -199,7 +209,7 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
     int rc;
 
     if (connect_timeout_ms == 0) connect_timeout_ms = 1;
-    if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(cf, connect_timeout_ms, &ep)) != 0) return rc;
+    if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(c, connect_timeout_ms, &ep)) != 0) return rc;
     for (size_t i = 0;; i++) {
         /* Redlock, Cluster: this client's own connection (the
          * subscriber's) goes to the first node named in the URL that
@@ -255,7 +265,7 @@ int dlock__conn_current(struct dlock_client *c, dlock__conn *cn, dlock__mono max
     int rc;
     if (c->conf.kind != DLOCK__BACKEND_SENTINEL || now - cn->checked < max_age) return 1;
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
-    rc = sentinel_master(&c->conf, c->conf.connect_timeout_ms, &ep);
+    rc = sentinel_master(c, c->conf.connect_timeout_ms, &ep);
     dlock__restoreerr(saved);
     if (rc != 0) return 1; /* the sentinels cannot tell: go on with what we have */
     if (ep.port != cn->ep.port || strcmp(ep.host, cn->ep.host) != 0) return 0;

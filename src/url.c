@@ -148,6 +148,7 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
     {
         struct { const char *name; char **field; } str[] = {
             { "tls_ca_file", &conf->tls_ca_file },
+            { "cacert", &conf->tls_ca_file }, /* the spec's name for it */
             { "tls_cert_file", &conf->tls_cert_file },
             { "tls_key_file", &conf->tls_key_file },
             { "tls_server_name", &conf->tls_server_name },
@@ -157,7 +158,7 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
                 int nomem;
                 char *p;
                 if (!conf->tls)
-                    return dlock__seterr(EINVAL, "URL %s: %s needs rediss:// or rediss+cluster://", red, str[i].name);
+                    return dlock__seterr(EINVAL, "URL %s: %s needs a rediss scheme (TLS)", red, str[i].name);
                 if ((p = pct_decode(v, vn, &nomem)) == NULL || *p == '\0' || strlen(p) > 4096) {
                     free(p);
                     return nomem ? dlock__seterr(ENOMEM, "out of memory")
@@ -169,7 +170,7 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
             }
         }
         if (kn == 10 && memcmp(k, "tls_verify", 10) == 0) {
-            if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: tls_verify needs rediss:// or rediss+cluster://", red);
+            if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: tls_verify needs a rediss scheme (TLS)", red);
             if (vn != 1 || (v[0] != '0' && v[0] != '1'))
                 return dlock__seterr(EINVAL, "URL %s: tls_verify wants 0 or 1", red);
             conf->tls_verify = v[0] == '1';
@@ -249,7 +250,8 @@ static const char *parse_endpoint(const dlock__conf *conf, const char *p, const 
 
 static int parse_url(dlock__conf *conf, const char *url) {
     static const char single[] = "redis://", tls[] = "rediss://", sentinel[] = "redis+sentinel://",
-                      redlock[] = "redlock://", cluster[] = "redis+cluster://", cluster_tls[] = "rediss+cluster://";
+                      redlock[] = "redlock://", cluster[] = "redis+cluster://", cluster_tls[] = "rediss+cluster://",
+                      sentinel_tls[] = "rediss+sentinel://";
     const char *p, *end, *at, *colon = NULL, *q;
     size_t n = strnlen(url, URL_MAX + 1);
     int nomem;
@@ -264,6 +266,12 @@ static int parse_url(dlock__conf *conf, const char *url) {
     } else if (strncmp(url, sentinel, sizeof sentinel - 1) == 0) {
         conf->kind = DLOCK__BACKEND_SENTINEL;
         p = url + sizeof sentinel - 1;
+    } else if (strncmp(url, sentinel_tls, sizeof sentinel_tls - 1) == 0) {
+        /* The sentinels and the master, all over TLS. */
+        conf->kind = DLOCK__BACKEND_SENTINEL;
+        conf->tls = 1;
+        conf->tls_verify = 1;
+        p = url + sizeof sentinel_tls - 1;
     } else if (strncmp(url, redlock, sizeof redlock - 1) == 0) {
         conf->kind = DLOCK__BACKEND_REDLOCK;
         p = url + sizeof redlock - 1;
@@ -283,10 +291,10 @@ static int parse_url(dlock__conf *conf, const char *url) {
         if (sl > 32) sl = 32;
         if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
             return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://, "
-                                 "rediss://, redis+sentinel://, redis+cluster://, rediss+cluster:// and redlock://)",
-                                 sl, url);
-        return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel://, redis+cluster://, "
-                             "rediss+cluster:// or redlock:// (scheme '%.*s' given)", sl, url);
+                                 "rediss://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
+                                 "rediss+cluster:// and redlock://)", sl, url);
+        return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel://, rediss+sentinel://, "
+                             "redis+cluster://, rediss+cluster:// or redlock:// (scheme '%.*s' given)", sl, url);
     }
     end = url + n;
     q = memchr(p, '?', (size_t)(end - p));
