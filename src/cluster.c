@@ -19,7 +19,9 @@
  * migration ends or the caller's bound passes.
  *
  * Renewal goes to each master in its own pipelined batches; a renewal
- * answered MOVED or ASK is sent again by itself, following it.  A renewal
+ * answered MOVED or ASK is sent again by itself, following it, and so is
+ * one a node did not answer when a map read anew names another master
+ * for its slot (a replica took over).  A renewal
  * names one key (the lock, or its readers), so it is served wherever that
  * key is during a migration.
  *
@@ -248,20 +250,26 @@ static int route(struct dlock_client *c, unsigned slot, struct dlock_client **m,
     return dlock__seterr(ENOLCK, "%s: no node of the cluster serves slot %u", c->conf.redacted_url, slot);
 }
 
+void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline) {
+    char saved[512];
+    dlock__mono last;
+    pthread_mutex_lock(&c->mu);
+    last = c->cl != NULL ? c->cl->refreshed : 0;
+    pthread_mutex_unlock(&c->mu);
+    if (dlock__now() - last < (dlock__mono)REFRESH_MIN_MS * DLOCK__MS) return;
+    snprintf(saved, sizeof saved, "%s", dlock_last_error());
+    (void)refresh(c, deadline);
+    dlock__restoreerr(saved);
+}
+
 /* A request to slot's master failed with rc: is it worth asking again?
  * Only when the node could not be reached (not when a request that may
  * have run went unanswered) and time is left: the map is read again (a
  * replica may have taken over) and the caller asks, after a back-off. */
 static int again(struct dlock_client *c, int rc, dlock__mono deadline, unsigned *backoff_ms) {
-    char saved[512];
-    dlock__mono now = dlock__now(), last;
-    if (rc != ENOLCK || dlock__outcome_unknown() || now + (dlock__mono)*backoff_ms * DLOCK__MS >= deadline) return 0;
-    snprintf(saved, sizeof saved, "%s", dlock_last_error());
-    pthread_mutex_lock(&c->mu);
-    last = c->cl != NULL ? c->cl->refreshed : 0;
-    pthread_mutex_unlock(&c->mu);
-    if (now - last >= (dlock__mono)REFRESH_MIN_MS * DLOCK__MS) (void)refresh(c, deadline);
-    dlock__restoreerr(saved);
+    if (rc != ENOLCK || dlock__outcome_unknown() || dlock__now() + (dlock__mono)*backoff_ms * DLOCK__MS >= deadline)
+        return 0;
+    dlock__cluster_refresh_maybe(c, deadline);
     usleep(*backoff_ms * 1000);
     if (*backoff_ms < 200) *backoff_ms *= 2;
     return 1;
@@ -330,17 +338,20 @@ static int cl_cond(struct dlock_client *c, dlock__lock *l, const char *op, const
  * moving), one by one, following the redirection. */
 static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
     dlock__renewal *tmp;
-    struct dlock_client **who;
+    struct dlock_client **who, **used;
     size_t *idx, j, k, todo = 0;
+    int failed = 0;
 
     if (n == 0) return 0;
     tmp = malloc(n * sizeof *tmp);
     idx = malloc(n * sizeof *idx);
     who = malloc(n * sizeof *who);
-    if (tmp == NULL || idx == NULL || who == NULL) {
+    used = malloc(n * sizeof *used);
+    if (tmp == NULL || idx == NULL || who == NULL || used == NULL) {
         free(tmp);
         free(idx);
         free(who);
+        free(used);
         return dlock__seterr(ENOMEM, "out of memory");
     }
     for (j = 0; j < n; j++) {
@@ -348,6 +359,7 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
         rn[j].moved = 0;
         if (route(c, lock_slot(rn[j].l), &who[j], deadline) == 0) todo++;
         else who[j] = NULL;
+        used[j] = who[j];
     }
     while (todo > 0) {
         /* The holds of the first master left: one call, its batches. */
@@ -366,6 +378,17 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
             rn[idx[j]].moved = tmp[j].moved;
         }
     }
+    for (j = 0; j < n && !failed; j++) failed = rn[j].result == -1 && !rn[j].moved;
+    if (failed) {
+        /* A node did not answer: has a replica taken over?  The holds it
+         * had go to the slot's master as a map read now has it. */
+        dlock__cluster_refresh_maybe(c, deadline);
+        for (j = 0; j < n; j++) {
+            struct dlock_client *m;
+            if (rn[j].result == -1 && !rn[j].moved && route(c, lock_slot(rn[j].l), &m, deadline) == 0 && m != used[j])
+                rn[j].moved = 1;
+        }
+    }
     for (j = 0; j < n; j++) {
         struct dlock_client *m;
         if (!rn[j].moved || dlock__now() >= deadline) continue;
@@ -375,6 +398,7 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
     free(tmp);
     free(idx);
     free(who);
+    free(used);
     return 0;
 }
 

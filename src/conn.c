@@ -138,8 +138,9 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
  * or ENOLCK when none of them answers with an address. */
 static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__endpoint *ep) {
     const dlock__conf *cf = &c->conf;
-    char why[512] = ""; /* a TLS refusal, said in the end */
-    size_t i;
+    char why[640] = ""; /* a TLS refusal, said in the end */
+    size_t i, refused = 0;
+    int rc;
     for (i = 0; i < cf->nnodes; i++) {
         const dlock__endpoint *s = &cf->nodes[i];
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", cf->master };
@@ -154,8 +155,12 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
             continue;
         }
         redisSetTimeout(ctx, ms_tv(timeout_ms));
-        if (cf->tls && dlock__tls_start(c, &tmp, s->host) != 0) {
-            snprintf(why, sizeof why, " (sentinel %s:%d: %.200s)", s->host, s->port, dlock_last_error());
+        if (cf->tls && (rc = dlock__tls_start(c, &tmp, s->host)) != 0) {
+            if (rc == EACCES) { /* its certificate was refused */
+                const char *e = strstr(dlock_last_error(), "TLS: ");
+                snprintf(why, sizeof why, " (sentinel %s:%d: %.300s)", s->host, s->port, e ? e : dlock_last_error());
+                refused++;
+            }
             dlock__tls_free(&tmp);
             redisFree(ctx);
             continue;
@@ -179,8 +184,11 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
         redisFree(ctx);
         if (port != 0) return 0;
     }
-    return dlock__seterr(ENOLCK, "%s: no sentinel answered with the address of master '%s'%s", cf->redacted_url,
-                         cf->master, why);
+    dlock__seterr(ENOLCK, "%s: no sentinel answered with the address of master '%s'%s", cf->redacted_url,
+                  cf->master, why);
+    /* Every sentinel refused by its certificate: a configuration error,
+     * not worth asking again (EACCES: the callers return ENOLCK at once). */
+    return refused == cf->nnodes ? EACCES : ENOLCK;
 }
 
 /* Sentinel: is the server we reached the master?  (A sentinel may name the

@@ -237,6 +237,7 @@ typedef struct dlock__hold {
     dlock__mono acquired;    /* when the acquire was sent */
     dlock__mono valid_until; /* sent + lease - drift; extended by renewals */
     dlock__mono renew_at;    /* next renewal */
+    dlock__mono retry_at;    /* after one that got no answer: not again before then */
     int lost;                /* the hold was lost: unlock gives EPERM */
     int releasing;           /* its unlock is on the way: still renewed, never reported lost */
     int robust;              /* the hold is of a ROBUST mutex */
@@ -440,6 +441,9 @@ int dlock__cluster_masters(struct dlock_client *c, struct dlock_client **out, si
 /* The member of the master serving `slot` as the map has it (the first
  * member when it does not know), NULL if c is no cluster.  c->mu held. */
 struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot);
+/* Reads the slot map again unless that was done within the last 50 ms
+ * (the last error is kept).  c->mu NOT held. */
+void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline);
 /* Frees the cluster state of a client. */
 void dlock__cluster_free(struct dlock_client *c);
 

@@ -88,6 +88,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->acquired = sent;
     h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(c, lease)) * DLOCK__MS;
     h->renew_at = sent + (dlock__mono)(lease / 3) * DLOCK__MS;
+    h->retry_at = 0;
     h->lost = 0;
     h->robust = w->robust;
     h->inconsistent = ownerdead;

@@ -270,6 +270,14 @@ static void drain_wakefd(int fd) {
         ;
 }
 
+/* l's channel is to be carried by `arg`, whose node cannot be reached,
+ * but the map now puts l's slot on another: subscribe there.  c->mu held. */
+static void moved_away(struct dlock_client *c, dlock__lock *l, void *arg) {
+    if (l->sub_node != arg || l->sub_state == DLOCK__SUB_NONE) return;
+    if (dlock__cluster_node(c, dlock__key_slot(l->key, l->keylen)) == arg) return;
+    resubscribe(c, l);
+}
+
 static int any_wanted(struct dlock_client *c, struct dlock_client *node) {
     size_t i;
     for (i = 0; i < c->nbuckets; i++) {
@@ -311,11 +319,16 @@ static void *sub_main(void *arg) {
             if (rc != 0) {
                 if (node->sub_down_since == 0) node->sub_down_since = dlock__now();
                 pthread_mutex_unlock(&c->mu);
+                /* A cluster node that cannot be reached may have been
+                 * replaced by its replica: read the map again. */
+                if (node->parent != NULL)
+                    dlock__cluster_refresh_maybe(c, dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
                 pfd[0].fd = node->sub_wakefd;
                 pfd[0].events = POLLIN;
-                poll(pfd, 1, (int)backoff_ms);
+                if (poll(pfd, 1, (int)backoff_ms) > 0) drain_wakefd(node->sub_wakefd); /* or it stays readable */
                 if (backoff_ms < BACKOFF_MAX_MS) backoff_ms *= 2;
                 pthread_mutex_lock(&c->mu);
+                if (node->parent != NULL) each_lock(c, moved_away, node); /* to the new master */
                 continue;
             }
             backoff_ms = 10;

@@ -113,7 +113,7 @@ static void *renew_main(void *arg) {
              * its time at most (lock.c: granted()). */
             window = (dlock__mono)(h->lease_ms / 6) * DLOCK__MS;
             if ((h->renew_at - h->acquired) / 2 < window) window = (h->renew_at - h->acquired) / 2;
-            if (h->renew_at - window <= now && n < cap) {
+            if (h->renew_at - window <= now && h->retry_at <= now && n < cap) {
                 pend[n].l = h->l;
                 pend[n].shared = h->shared;
                 pend[n].fence = h->ident;
@@ -123,7 +123,10 @@ static void *renew_main(void *arg) {
                 h->l->users++;
                 n++;
             } else {
-                if (h->renew_at < next) next = h->renew_at;
+                /* (After a renewal that got no answer: not before
+                 * retry_at, or an unreachable server is asked in a loop.) */
+                dlock__mono when = h->retry_at > now ? h->retry_at : h->renew_at;
+                if (when < next) next = when;
             }
             if (h->valid_until < next) next = h->valid_until;
         }
@@ -184,11 +187,11 @@ static void *renew_main(void *arg) {
                 } else if (h->releasing) {
                     /* Refused: released meanwhile, or run out (its unlock
                      * says which).  Nothing to report either way. */
-                    h->renew_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
+                    h->renew_at = h->retry_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
                 } else if (rn[i].result == 0 || now >= h->valid_until) {
                     dlock__hold_lost(c, h, &reps[nrep++]);
                 } else {
-                    h->renew_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
+                    h->renew_at = h->retry_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
                 }
             }
             dlock__lock_maybe_free(c, l);

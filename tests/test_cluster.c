@@ -2045,6 +2045,475 @@ static void test_cluster_tls(void) {
     printf("  the TLS cluster test took %.2f s\n", dlt_now() - t0);
 }
 
+/* ========================================================================
+ * 10. A master fails over to its replica (a cluster of its own)
+ * ====================================================================== */
+
+/* Six nodes: masters 0-2 (the slot ranges of cl_form), and 3-5, node i
+ * the replica of master i - 3.  The replicas may always fail over
+ * (validity factor 0); a short node timeout keeps the failover quick. */
+#define FO_N 6
+#define FO_CONF                                                                                              \
+    "cluster-enabled yes\ncluster-node-timeout 1000\ncluster-require-full-coverage no\n"                    \
+    "cluster-replica-validity-factor 0\nrepl-diskless-sync-delay 0"
+
+static dlt_redis fo[FO_N];
+static int fo_started[FO_N];
+static char fo_id[FO_N][64];
+
+static void fo_down(void) {
+    for (int i = 0; i < FO_N; i++) {
+        if (fo_started[i]) dlt_redis_cleanup(&fo[i]);
+        fo_started[i] = 0;
+        fo_id[i][0] = '\0';
+    }
+}
+
+static int fo_of_port(long long port) {
+    for (int i = 0; i < FO_N; i++)
+        if (fo[i].port == port) return i;
+    return -1;
+}
+
+/* 1 if node i's answer to cmd (CLUSTER INFO, INFO replication) contains
+ * needle. */
+static int fo_has(int i, const char *cmd, const char *needle) {
+    redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], cmd) : NULL;
+    int ok = r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, needle) != NULL;
+    if (r != NULL) freeReplyObject(r);
+    return ok;
+}
+
+/* Node i's slot map: owner[s] = node index of the master, -1 none.  The
+ * number of ranges, or -1. */
+static int fo_slot_map(int i, signed char owner[SLOTS]) {
+    redisReply *r;
+    int n;
+    memset(owner, -1, SLOTS);
+    if (fo[i].pid <= 0) return -1;
+    r = dlt_redis_cmd(&fo[i], "CLUSTER SLOTS");
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
+        if (r != NULL) freeReplyObject(r);
+        return -1;
+    }
+    n = (int)r->elements;
+    for (size_t k = 0; k < r->elements; k++) {
+        const redisReply *e = r->element[k];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[2]->type != REDIS_REPLY_ARRAY ||
+            e->element[2]->elements < 2)
+            continue;
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        int who = fo_of_port(e->element[2]->element[1]->integer);
+        for (long long s = lo; s <= hi && s < SLOTS; s++) owner[s] = (signed char)who;
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* The first element of node i's ROLE ("master", "slave"), in buf; 0 or -1. */
+static int fo_role(int i, char *buf, size_t cap) {
+    redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], "ROLE") : NULL;
+    int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING;
+    buf[0] = '\0';
+    if (ok) snprintf(buf, cap, "%s", r->element[0]->str);
+    if (r != NULL) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+/* HGET key field on node i, a replica too (READONLY first, on the same
+ * connection): 1 with the value in buf, 0 no such field or key, -1 no
+ * answer or an error (a redirection). */
+static int fo_hget(int i, const char *key, const char *field, char *buf, size_t cap) {
+    struct timeval tv = { 2, 0 };
+    redisContext *ctx;
+    redisReply *r;
+    int v = -1;
+    buf[0] = '\0';
+    if (fo[i].pid <= 0) return -1;
+    ctx = redisConnectWithTimeout("127.0.0.1", fo[i].port, tv);
+    if (ctx == NULL || ctx->err) {
+        if (ctx != NULL) redisFree(ctx);
+        return -1;
+    }
+    redisSetTimeout(ctx, tv);
+    r = redisCommand(ctx, "READONLY");
+    if (r != NULL) freeReplyObject(r);
+    r = redisCommand(ctx, "HGET %s %s", key, field);
+    if (r != NULL && r->type == REDIS_REPLY_STRING) {
+        snprintf(buf, cap, "%s", r->str);
+        v = 1;
+    } else if (r != NULL && r->type == REDIS_REPLY_NIL) {
+        v = 0;
+    }
+    if (r != NULL) freeReplyObject(r);
+    redisFree(ctx);
+    return v;
+}
+
+/* Sharded subscribers of channel on node i, or -1. */
+static long long fo_subs(int i, const char *channel) {
+    redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], "PUBSUB SHARDNUMSUB %s", channel) : NULL;
+    long long n = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
+        n = r->element[1]->integer;
+    if (r != NULL) freeReplyObject(r);
+    return n;
+}
+
+/* 1 if node i's CLUSTER NODES names nodes 0-2 masters and node r (3-5) a
+ * replica of node r - 3, none of them failing. */
+static int fo_roles_ok(int i) {
+    redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], "CLUSTER NODES") : NULL;
+    int seen = 0;
+    if (r == NULL || r->type != REDIS_REPLY_STRING) {
+        if (r != NULL) freeReplyObject(r);
+        return 0;
+    }
+    for (char *line = r->str, *end; line != NULL && *line; line = end ? end + 1 : NULL) {
+        char id[64], addr[128], flags[128], master[64];
+        int k;
+        end = strchr(line, '\n');
+        if (sscanf(line, "%63s %127s %127s %63s", id, addr, flags, master) != 4) continue;
+        for (k = 0; k < FO_N && strcmp(id, fo_id[k]) != 0; k++)
+            ;
+        if (k == FO_N || strstr(flags, "fail") != NULL) continue;
+        if (k < NN ? strstr(flags, "master") != NULL : strstr(flags, "slave") != NULL && strcmp(master, fo_id[k - NN]) == 0)
+            seen |= 1 << k;
+    }
+    freeReplyObject(r);
+    return seen == (1 << FO_N) - 1;
+}
+
+/* Every node up, cluster_state:ok and knowing six nodes, agreeing on the
+ * roles; each master with its replica online; every node's map: the
+ * ranges of cl_form on masters 0-2.  (CLUSTER SLOTS lists a replica only
+ * once it has a replication offset, which may take a while to be
+ * gossiped: not waited for.) */
+static int fo_healthy(int quiet) {
+    static signed char own[SLOTS];
+    for (int i = 0; i < FO_N; i++) {
+        const char *why = NULL;
+        if (!fo_has(i, "CLUSTER INFO", "cluster_state:ok")) why = "cluster_state not ok";
+        else if (!fo_has(i, "CLUSTER INFO", "cluster_known_nodes:6")) why = "does not know six nodes";
+        else if (i < NN && !(fo_has(i, "INFO replication", "connected_slaves:1") &&
+                             fo_has(i, "INFO replication", "state=online")))
+            why = "its replica is not online";
+        else if (i >= NN && !fo_has(i, "INFO replication", "master_link_status:up")) why = "link to its master down";
+        else if (!fo_roles_ok(i)) why = "CLUSTER NODES does not show the roles yet";
+        else if (fo_slot_map(i, own) != NN) why = "not three slot ranges";
+        for (int s = 0; why == NULL && s < SLOTS; s++)
+            if (own[s] != (s <= 5460 ? 0 : s <= 10922 ? 1 : 2)) why = "slot map not as formed";
+        if (why != NULL) {
+            if (!quiet) fprintf(stderr, "  failover cluster: node %d: %s\n", i, why);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Starts six cluster-enabled servers and makes them three masters with a
+ * replica each.  1, or 0 (nothing left running). */
+static int fo_form(void) {
+    static const int lo[NN] = { 0, 5461, 10923 }, hi[NN] = { 5460, 10922, 16383 };
+    double end;
+    int i;
+    fo_down();
+    for (i = 0; i < FO_N; i++) {
+        memset(&fo[i], 0, sizeof fo[i]);
+        if (dlt_redis_start(&fo[i], FO_CONF) != 0) {
+            fprintf(stderr, "failover cluster: node %d did not start\n", i);
+            goto fail;
+        }
+        fo_started[i] = 1;
+    }
+    for (i = 0; i < FO_N; i++) {
+        redisReply *r;
+        if (i < NN && !reply_ok(dlt_redis_cmd(&fo[i], "CLUSTER ADDSLOTSRANGE %d %d", lo[i], hi[i]))) goto fail;
+        r = dlt_redis_cmd(&fo[i], "CLUSTER MYID");
+        if (r == NULL || r->type != REDIS_REPLY_STRING) {
+            if (r != NULL) freeReplyObject(r);
+            goto fail;
+        }
+        snprintf(fo_id[i], sizeof fo_id[i], "%s", r->str);
+        freeReplyObject(r);
+    }
+    for (i = 1; i < FO_N; i++)
+        if (!reply_ok(dlt_redis_cmd(&fo[0], "CLUSTER MEET 127.0.0.1 %d", fo[i].port))) goto fail;
+    /* A replica must know its master before it can replicate it. */
+    for (end = dlt_now() + 10.0;; dlt_sleep_ms(50)) {
+        int known = 1;
+        for (i = 0; i < FO_N && known; i++) known = fo_has(i, "CLUSTER INFO", "cluster_known_nodes:6");
+        if (known) break;
+        if (dlt_now() > end) {
+            fprintf(stderr, "failover cluster: the nodes do not all know each other within 10 s\n");
+            goto fail;
+        }
+    }
+    for (i = NN; i < FO_N; i++)
+        if (!reply_ok(dlt_redis_cmd(&fo[i], "CLUSTER REPLICATE %s", fo_id[i - NN]))) goto fail;
+    for (end = dlt_now() + 20.0; dlt_now() < end; dlt_sleep_ms(100))
+        if (fo_healthy(1)) return 1;
+    fprintf(stderr, "failover cluster: not healthy within 20 s\n");
+    (void)fo_healthy(0);
+fail:
+    fo_down();
+    return 0;
+}
+
+/* redis+cluster://127.0.0.1:P,... for the failover cluster's nodes listed
+ * in which (digits). */
+static void fo_url(char *buf, size_t cap, const char *which) {
+    size_t n = (size_t)snprintf(buf, cap, "redis+cluster://");
+    for (const char *p = which; *p; p++)
+        n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s127.0.0.1:%d", p == which ? "" : ",",
+                              fo[*p - '0'].port);
+}
+
+static void fo_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    fprintf(stderr, "  lost-lock handler: %s\n", name);
+    dlt_flag_add((int *)arg, 1);
+}
+
+struct fowait {
+    char name[64];
+    char url[256];
+    int go, waiting, done, rc, released;
+    double t_unlock, t_got;
+    char err[512];
+};
+
+/* The waiter (another process): finds C busy, then waits for it (at most
+ * 20 s); reports what it got and when. */
+static int fo_waiter(void *arg) {
+    struct fowait *w = arg;
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    int rc;
+    DLT_CKT(dlt_flag_wait(&w->go, 1, 30000));
+    DLT_CK(dlt_client_make(&cl, w->url, 10000), 0);
+    DLT_CK(mutex_make(&m, w->name, cl, 0, 0, 0, NULL, NULL), 0);
+    DLT_CK(dlock_mutex_trylock(&m), EBUSY);
+    dlt_flag_set(&w->waiting, 1);
+    rc = timedlock_ms(&m, 20000);
+    w->t_got = dlt_now();
+    w->rc = rc;
+    snprintf(w->err, sizeof w->err, "%s", rc ? dlock_last_error() : "");
+    if (rc == 0) {
+        DLT_CK(dlt_flag_get(&w->released), 1); /* granted after the release, not before */
+        DLT_CK(dlock_mutex_unlock(&m), 0);
+    }
+    dlt_flag_set(&w->done, 1);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(cl), 0);
+    return 0;
+}
+
+#define FO_A 3 /* holds on the failing master, with different leases */
+
+/* Master 0 of a cluster with replicas is SIGKILLed and its replica (node
+ * 3) takes over its slots:
+ *  - a hold on another master (B) stays valid throughout, never lost;
+ *  - a new lock in the failed master's slots is granted through the same
+ *    client after the failover, within its unreachable bound, on the
+ *    promoted replica;
+ *  - each hold taken on the failed master before the kill (A: leases of
+ *    1, 3 and 8 s, so that some are usually lost and some kept) is either
+ *    kept -- and then, whenever holds() says so, the promoted replica has
+ *    the lock with that hold's token and fence; its unlock works there --
+ *    or reported lost (the handler once, unlock EPERM): never silently
+ *    wrong;
+ *  - a waiter in another process, blocked on a lock of the failed
+ *    master's slots (C, 15 s lease) held by a third client, gets it soon
+ *    (2 s) after that client unlocks it after the failover: release
+ *    notifications follow the slot to its new master. */
+static void test_cluster_failover(void) {
+    static signed char owner[SLOTS];
+    struct fowait *w = DLT_SHM_NEW(struct fowait, 1);
+    static const unsigned leaseA[FO_A] = { 1000, 3000, 8000 };
+    dlock_client_t *ca = NULL, *cc = NULL;
+    dlock_mutex_t mA[FO_A], mB, mN, mC;
+    char nA[FO_A][32], nB[32], nN[32], key[300], url[256], tokA[FO_A][64], buf[128], role[32];
+    int lostA[FO_A] = { 0 }, lostB = 0, keptA[FO_A] = { 0 }, next = 0, i, rc, promoted = 0;
+    int b_checks = 0, b_misses = 0, a_checks = 0, a_wrong = 0;
+    uint64_t fenceA[FO_A];
+    double t_start = dlt_now(), t_kill, t_promoted = 0, t0, el;
+    pid_t waiter = -1;
+
+    if (!fo_form()) {
+        DLT_SHM_FREE(w, 1);
+        CU_FAIL_FATAL("the failover cluster (3 masters, 3 replicas) did not form");
+    }
+    printf("  failover cluster formed in %.2f s: masters at %d, %d, %d; replicas at %d, %d, %d\n",
+           dlt_now() - t_start, fo[0].port, fo[1].port, fo[2].port, fo[3].port, fo[4].port, fo[5].port);
+    CU_ASSERT_FATAL(fo_slot_map(1, owner) == NN);
+    for (i = 0; i < FO_A; i++) CU_ASSERT_FATAL(find_name(nA[i], sizeof nA[i], "fo/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(find_name(nB, sizeof nB, "fo/", &next, owner, 1, -1) == 0);
+    CU_ASSERT_FATAL(find_name(nN, sizeof nN, "fo/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(find_name(w->name, sizeof w->name, "fo/", &next, owner, 0, -1) == 0);
+    fo_url(w->url, sizeof w->url, "12");
+    waiter = dlt_spawn(fo_waiter, w); /* before any client of ours */
+    CU_ASSERT_FATAL(waiter > 0);
+
+    /* The holds: A (master 0) and B (master 1) by one client whose URL
+     * names the master that will fail first; C (master 0) by another. */
+    fo_url(url, sizeof url, "01");
+    DLT_ASSERT_ERR(dlt_client_make(&ca, url, 10000), 0);
+    fo_url(url, sizeof url, "2");
+    DLT_ASSERT_ERR(dlt_client_make(&cc, url, 10000), 0);
+    CU_ASSERT_FATAL(ca != NULL && cc != NULL);
+    for (i = 0; i < FO_A; i++) DLT_ASSERT_ERR(mutex_make(&mA[i], nA[i], ca, leaseA[i], 0, 0, fo_on_lost, &lostA[i]), 0);
+    DLT_ASSERT_ERR(mutex_make(&mB, nB, ca, 3000, 0, 0, fo_on_lost, &lostB), 0);
+    DLT_ASSERT_ERR(mutex_make(&mN, nN, ca, 3000, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&mC, w->name, cc, 15000, 0, 0, NULL, NULL), 0);
+    for (i = 0; i < FO_A; i++) DLT_ASSERT_ERR(dlock_mutex_lock(&mA[i]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mB), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mC), 0);
+    dlt_flag_set(&w->go, 1);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->waiting, 1, 10000), 1);
+    dlt_lock_key(w->name, key, sizeof key);
+    {
+        long long n = 0;
+        for (double end = dlt_now() + 5.0; dlt_now() < end && (n = fo_subs(0, key)) < 1; dlt_sleep_ms(20))
+            ;
+        printf("  the waiter listens for %s on master 0 (%lld subscriber)\n", key, n);
+        DLT_ASSERT_INT_EQ(n, 1);
+    }
+
+    /* Each A: its token and fence on master 0, the same on its replica. */
+    for (i = 0; i < FO_A; i++) {
+        fenceA[i] = dlock_mutex_fence(&mA[i]);
+        dlt_lock_key(nA[i], key, sizeof key);
+        DLT_ASSERT_INT_EQ(fo_hget(0, key, "owner", tokA[i], sizeof tokA[i]), 1);
+        DLT_ASSERT_INT_EQ(fo_hget(0, key, "fence", buf, sizeof buf), 1);
+        DLT_ASSERT_INT_EQ(strtoull(buf, NULL, 10), fenceA[i]);
+        rc = 0;
+        for (double end = dlt_now() + 3.0; dlt_now() < end; dlt_sleep_ms(20))
+            if (fo_hget(NN, key, "owner", buf, sizeof buf) == 1 && strcmp(buf, tokA[i]) == 0 && (rc = 1)) break;
+        DLT_ASSERT_INT_EQ(rc, 1); /* replicated before the kill */
+    }
+    dlt_sleep_ms(300); /* the replica has the renewals so far, too */
+
+    /* The kill; the replica takes over (B checked all along). */
+    CU_ASSERT_FATAL(dlt_redis_kill(&fo[0]) == 0);
+    t_kill = dlt_now();
+    for (double end = t_kill + 15.0; dlt_now() < end; dlt_sleep_ms(50)) {
+        b_checks++;
+        if (dlock_mutex_holds(&mB) != 1) b_misses++;
+        if (fo_role(NN, role, sizeof role) == 0 && strcmp(role, "master") == 0 &&
+            fo_slot_map(NN, owner) == NN && owner[0] == NN && owner[5460] == NN) {
+            promoted = 1;
+            t_promoted = dlt_now();
+            break;
+        }
+    }
+    printf("  master 0 killed: node 3 %s after %.2f s\n", promoted ? "promoted" : "NOT promoted",
+           (promoted ? t_promoted : dlt_now()) - t_kill);
+    if (!promoted) {
+        (void)dlt_wait(waiter, 1); /* ends it */
+        fo_down();
+        CU_FAIL_FATAL("the replica of the killed master was not promoted within 15 s");
+    }
+
+    /* A new lock in the failed master's slots, through the same client. */
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&mN);
+    el = dlt_now() - t0;
+    printf("  new lock %s in the failed master's slots: %s after %.2f s [%s]\n", nN, dlt_errno_label(rc), el,
+           rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, 0);
+    CU_ASSERT_TRUE(el < 10.5);
+    if (rc == 0) {
+        dlt_lock_key(nN, key, sizeof key);
+        DLT_ASSERT_INT_EQ(fo_hget(NN, key, "fence", buf, sizeof buf), 1);
+        DLT_ASSERT_INT_EQ(strtoull(buf, NULL, 10), dlock_mutex_fence(&mN));
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&mN), 0);
+        DLT_ASSERT_INT_EQ(fo_hget(NN, key, "owner", buf, sizeof buf), 0);
+    }
+
+    /* The A holds: whenever holds() says 1, the new master has that hold
+     * (token, fence).  Watched for a while: long enough for renewals to
+     * either reach the new master or fail there. */
+    for (double end = dlt_now() + 2.0; dlt_now() < end; dlt_sleep_ms(50)) {
+        b_checks++;
+        if (dlock_mutex_holds(&mB) != 1) b_misses++;
+        for (i = 0; i < FO_A; i++) {
+            char tok[64], fen[32];
+            int before, after, ho, hf;
+            dlt_lock_key(nA[i], key, sizeof key);
+            before = dlock_mutex_holds(&mA[i]);
+            ho = fo_hget(NN, key, "owner", tok, sizeof tok);
+            hf = fo_hget(NN, key, "fence", fen, sizeof fen);
+            after = dlock_mutex_holds(&mA[i]);
+            if (!(before && after)) continue;
+            a_checks++;
+            if (ho != 1 || hf != 1 || strcmp(tok, tokA[i]) != 0 || strtoull(fen, NULL, 10) != fenceA[i]) {
+                a_wrong++;
+                fprintf(stderr, "  %s: holds() says 1, but the new master has owner %s fence %s (hold: %.12s..., %" PRIu64 ")\n",
+                        nA[i], ho == 1 ? tok : "(none)", hf == 1 ? fen : "(none)", tokA[i], fenceA[i]);
+            }
+        }
+    }
+    printf("  after the failover: holds() of an A said 1 %d times, the new master agreed every time but %d\n",
+           a_checks, a_wrong);
+    DLT_ASSERT_INT_EQ(a_wrong, 0);
+    for (i = 0; i < FO_A; i++) {
+        keptA[i] = dlock_mutex_holds(&mA[i]);
+        dlt_lock_key(nA[i], key, sizeof key);
+        if (keptA[i]) {
+            DLT_ASSERT_INT_EQ(dlock_mutex_fence(&mA[i]), fenceA[i]);
+            DLT_ASSERT_ERR(dlock_mutex_unlock(&mA[i]), 0);
+            DLT_ASSERT_INT_EQ(fo_hget(NN, key, "owner", buf, sizeof buf), 0);
+            DLT_ASSERT_INT_EQ(dlt_flag_get(&lostA[i]), 0);
+        } else {
+            DLT_ASSERT_ERR(dlock_mutex_unlock(&mA[i]), EPERM);
+            DLT_ASSERT_INT_EQ(dlt_flag_get(&lostA[i]), 1);
+        }
+        printf("  A%d %s (lease %u ms): %s\n", i, nA[i], leaseA[i],
+               keptA[i] ? "KEPT (renewed on the promoted replica; unlocked there)" : "LOST (handler ran, unlock EPERM)");
+    }
+    /* Still free for anyone afterwards. */
+    for (i = 0; i < FO_A; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&mA[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&mA[i]), 0);
+    }
+
+    /* C: its holder unlocks; the waiter gets it soon. */
+    w->t_unlock = dlt_now();
+    dlt_flag_set(&w->released, 1);
+    rc = dlock_mutex_unlock(&mC);
+    printf("  C %s unlocked by its holder %.2f s after the kill: %s\n", w->name, w->t_unlock - t_kill,
+           dlt_errno_label(rc));
+    DLT_ASSERT_ERR(rc, 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->done, 1, 15000), 1);
+    DLT_ASSERT_INT_EQ(dlt_wait(waiter, 10000), 0);
+    if (w->rc == 0)
+        printf("  the waiter got C %.3f s after the unlock (C's lease 15 s)\n", w->t_got - w->t_unlock);
+    else
+        printf("  the waiter: %s %.2f s after the unlock: %s\n", dlt_errno_label(w->rc), w->t_got - w->t_unlock,
+               w->err);
+    DLT_ASSERT_ERR(w->rc, 0);
+    CU_ASSERT_TRUE(w->rc == 0 && w->t_got - w->t_unlock < 2.0);
+
+    /* B: held all along, never lost. */
+    b_checks++;
+    if (dlock_mutex_holds(&mB) != 1) b_misses++;
+    printf("  B on master 1: %d checks, %d misses\n", b_checks, b_misses);
+    DLT_ASSERT_INT_EQ(b_misses, 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&lostB), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mB), 0);
+
+    for (i = 0; i < FO_A; i++) DLT_ASSERT_ERR(dlock_mutex_destroy(&mA[i]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mB), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mN), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mC), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(ca), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cc), 0);
+    DLT_SHM_FREE(w, 1);
+    fo_down();
+    printf("  the failover test took %.2f s\n", dlt_now() - t_start);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_cluster_routing),
     DLT_TEST(test_cluster_exclusion_across_processes),
@@ -2060,11 +2529,13 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_cluster_list_and_restart_guard),
     DLT_TEST(test_cluster_node_dies), /* last of the plain ones: node 2 stays dead */
     DLT_TEST(test_cluster_tls),       /* its own (TLS-only) cluster */
+    DLT_TEST(test_cluster_failover),  /* a cluster of its own, with replicas */
     { NULL, NULL }
 };
 
 int main(int argc, char **argv) {
     int rc = dlt_main(argc, argv, "cluster", tests);
     cl_down();
+    fo_down();
     return rc;
 }
