@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -311,6 +312,75 @@ static void *restart_waiter_thread(void *p) {
     return NULL;
 }
 
+/* ---------------------------- a server that is down is not spun on */
+
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec / 1e6;
+}
+
+static void *idle_waiter_thread(void *p) {
+    struct rw_waiter *w = p;
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 20000);
+    w->rc = dlock_mutex_timedlock(w->m, &ts);
+    w->t_done = dlt_now();
+    w->unlock_rc = w->rc == 0 ? dlock_mutex_unlock(w->m) : -1;
+    return NULL;
+}
+
+/* While the server is down, a process holding a lock (its renewals get no
+ * answer) and waiting for another (its subscriber cannot reconnect) asks
+ * again with pauses, not in a loop: over 1.5 s of outage the process uses
+ * well under a quarter second of CPU (a thread spinning on refused connections
+ * uses about all of one core).  Then, with the server back, the waiter
+ * gets its lock. */
+static void test_outage_not_spun_on(void) {
+    dlock_client_t *cl;
+    dlock_mutex_t held, other, mine;
+    dlock_mutexattr_t a;
+    struct rw_waiter w = { &mine, -1, -1, 0 };
+    pthread_t th;
+    double cpu0, cpu;
+
+    DLT_ASSERT_ERR(dlt_client_make(&cl, dlt_server.url, 20000), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, cl), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 3000), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&held, "fail/spin-held", &a), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&mine, "fail/spin-wait", &a), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&other, "fail/spin-wait", NULL), 0); /* the default client: another owner */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&held), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&other), 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, idle_waiter_thread, &w) == 0);
+    {
+        double t0 = dlt_now();
+        while (dlt_numsub("dlock:{fail/spin-wait}") < 1 && dlt_now() - t0 < 5.0) dlt_sleep_ms(10);
+    }
+    DLT_ASSERT_INT_EQ(dlt_numsub("dlock:{fail/spin-wait}"), 1);
+
+    DLT_ASSERT_INT_EQ(dlt_redis_stop(&dlt_server), 0);
+    cpu0 = cpu_seconds();
+    dlt_sleep_ms(1500);
+    cpu = cpu_seconds() - cpu0;
+    printf("  CPU used by the process over 1.5 s with the server down: %.3f s\n", cpu);
+    CU_ASSERT_TRUE(cpu < 0.25);
+    DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
+
+    /* The restarted server lost every key: the waiter's lock is free. */
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(w.rc, 0);
+    DLT_ASSERT_ERR(w.unlock_rc, 0);
+    (void)dlock_mutex_unlock(&held); /* lost with the data: EPERM, or 0 if renewed in time */
+    (void)dlock_mutex_unlock(&other);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&held), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mine), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&other), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
 static void test_waiter_survives_restart(void) {
     int hold[2], unl[2];
     dlock_mutex_t m;
@@ -360,6 +430,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_password_never_in_errors),
     DLT_TEST(test_restart_loses_hold),
     DLT_TEST(test_waiter_survives_restart),
+    DLT_TEST(test_outage_not_spun_on),
     { NULL, NULL }
 };
 
