@@ -920,6 +920,342 @@ static void test_sentinel_bad_input(void) {
     st_down();
 }
 
+/* ========================================================================
+ * 6. rediss+sentinel://: the sentinels and the servers speak only TLS
+ * ====================================================================== */
+
+/* As st_up, but every process is a TLS-only server (dlt_redis_start_tls:
+ * "port 0", tls-port, tls-replication yes, so that replication and the
+ * sentinels' links to the servers and to one another are TLS too) with the
+ * certificates of dlt_tls_dir().  st.url is then
+ * "rediss+sentinel://127.0.0.1:S1,.../mymaster", without a query; *dir
+ * the certificates' folder.  0 or -1. */
+static int st_up_tls(int nrep, int nsent, const char **dir) {
+    char conf[512];
+    int n;
+    st_down();
+    if ((*dir = dlt_tls_dir()) == NULL) return -1;
+    if (dlt_redis_start_tls(&st.node[0], *dir, NULL) != 0) return -1;
+    st.nnodes = 1;
+    snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d\nreplica-read-only yes", st.node[0].port);
+    for (int i = 1; i <= nrep; i++) {
+        if (dlt_redis_start_tls(&st.node[i], *dir, conf) != 0) return -1;
+        st.nnodes++;
+    }
+    snprintf(conf, sizeof conf,
+             "sentinel monitor %s 127.0.0.1 %d %d\n"
+             "sentinel down-after-milliseconds %s 1000\n"
+             "sentinel failover-timeout %s 5000\n"
+             "sentinel parallel-syncs %s 2",
+             ST_MASTER, st.node[0].port, nsent > 1 ? 2 : 1, ST_MASTER, ST_MASTER, ST_MASTER);
+    for (int s = 0; s < nsent; s++) {
+        if (dlt_redis_start_tls(&st.sent[s], *dir, conf) != 0) return -1;
+        st.nsents++;
+    }
+    n = snprintf(st.url, sizeof st.url, "rediss+sentinel://");
+    for (int s = 0; s < nsent; s++)
+        n += snprintf(st.url + n, sizeof st.url - (size_t)n, "%s127.0.0.1:%d", s ? "," : "",
+                      st.sent[s].port);
+    snprintf(st.url + n, sizeof st.url - (size_t)n, "/%s", ST_MASTER);
+    return st_wait_healthy(nrep, 20000) == 0 ? 0 : -1;
+}
+
+/* HGET dlock:{name} fence on node i as a number; 0 when absent or no answer. */
+static unsigned long long st_fence_on(int i, const char *name) {
+    char key[256];
+    unsigned long long v = 0;
+    dlt_lock_key(name, key, sizeof key);
+    redisReply *r = dlt_redis_cmd(&st.node[i], "HGET %s fence", key);
+    if (r != NULL && r->type == REDIS_REPLY_STRING) v = strtoull(r->str, NULL, 10);
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+/* The waiter of test_sentinel_tls, a process of its own. */
+typedef struct st_tw {
+    char url[700];
+    int held;     /* the test holds the lock */
+    int waiting;  /* the waiter is about to wait */
+    int got;      /* the waiter acquired */
+    double t_got; /* dlt_now() when it did (CLOCK_MONOTONIC: one clock for both) */
+} st_tw;
+
+static int st_tls_waiter(void *p) {
+    st_tw *w = p;
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    struct timespec ts;
+    DLT_CK(dlt_client_make(&c, w->url, 10000), 0);
+    DLT_CK(st_mutex(&m, "tlssent/basic", c, 10000, NULL, NULL), 0);
+    DLT_CKT(dlt_flag_wait(&w->held, 1, 60000));
+    dlt_flag_set(&w->waiting, 1);
+    ts = dlt_abs_in(CLOCK_REALTIME, 20000);
+    DLT_CK(dlock_mutex_timedlock(&m, &ts), 0);
+    w->t_got = dlt_now();
+    dlt_flag_set(&w->got, 1);
+    DLT_CK(dlock_mutex_holds(&m), 1);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+static int tls_lost;
+static void st_tls_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)name;
+    (void)arg;
+    __atomic_add_fetch(&tls_lost, 1, __ATOMIC_SEQ_CST);
+}
+
+/* 1 master, 1 replica and 2 sentinels, all TLS-only: locks through the
+ * sentinels, a waiter in another process woken by the unlock, then a
+ * SENTINEL FAILOVER followed by the same client. */
+static void test_sentinel_tls(void) {
+    static const char *name = "tlssent/basic", *held = "tlssent/held", *after = "tlssent/after";
+    st_tw *w = DLT_SHM_NEW(st_tw, 1);
+    struct st_other o;
+    dlock_client_t *c1 = NULL, *c2 = NULL;
+    dlock_mutex_t m, mh, ma;
+    const char *dir = NULL;
+    char url[700];
+    pthread_t th;
+    pid_t wp;
+    double t0, t_unlock;
+    int rc, newm = -1, h;
+    uint64_t fence;
+
+    t0 = dlt_now();
+    if (st_up_tls(1, 2, &dir) != 0) {
+        CU_FAIL("TLS topology did not start");
+        goto out;
+    }
+    printf("\n  TLS topology up in %.1f s\n", dlt_now() - t0);
+    snprintf(url, sizeof url, "%s?cacert=%s/ca.crt", st.url, dir);
+    snprintf(w->url, sizeof w->url, "%s", url);
+    /* the waiter process first: no client (nor its threads) here yet */
+    wp = dlt_spawn(st_tls_waiter, w);
+    CU_ASSERT_FATAL(wp > 0);
+
+    DLT_ASSERT_ERR(dlt_client_make(&c1, url, 10000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&c2, url, 10000), 0);
+    CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
+
+    /* 1. lock: the key is on the master (and reaches the replica) */
+    DLT_ASSERT_ERR(st_mutex(&m, name, c1, 10000, NULL, NULL), 0);
+    rc = dlock_mutex_lock(&m);
+    DLT_ASSERT_ERR(rc, 0);
+    if (rc != 0) printf("  lock: %s\n", dlock_last_error());
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
+    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_INT_EQ(st_fence_on(0, name), dlock_mutex_fence(&m));
+    DLT_ASSERT_INT_EQ(st_wait_exists(1, name, 1, 10000), 1);
+
+    /* another client (another thread) finds it busy */
+    o = (struct st_other){ c2, name, -1, -1, -1, -1 };
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, st_other_busy, &o) == 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(o.trylock_busy, EBUSY);
+    DLT_ASSERT_ERR(o.timed_busy, ETIMEDOUT);
+
+    /* the waiter in another process is woken by the unlock, long before
+     * the 10 s lease would have run out */
+    dlt_flag_set(&w->held, 1);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->waiting, 1, 30000), 1);
+    dlt_sleep_ms(500); /* it is (almost surely) subscribed and waiting by now */
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&w->got), 0);
+    t_unlock = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(wp, 30000), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&w->got), 1);
+    if (dlt_flag_get(&w->got)) {
+        printf("  waiter woken %.0f ms after the unlock\n", (w->t_got - t_unlock) * 1000);
+        CU_ASSERT(w->t_got - t_unlock < 2.0);
+    }
+    DLT_ASSERT_INT_EQ(st_wait_exists(0, name, 0, 5000), 1);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, st_other_free, &o) == 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(o.trylock_free, 0);
+    DLT_ASSERT_ERR(o.unlock_free, 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    /* 2. a hold (3 s lease, renewed) taken before a planned failover */
+    __atomic_store_n(&tls_lost, 0, __ATOMIC_SEQ_CST);
+    DLT_ASSERT_ERR(st_mutex(&mh, held, c1, 3000, st_tls_on_lost, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mh), 0);
+    fence = dlock_mutex_fence(&mh);
+    CU_ASSERT(fence != 0);
+    DLT_ASSERT_INT_EQ(st_wait_exists(1, held, 1, 10000), 1);
+    CU_ASSERT(st_wait_healthy(1, 20000) == 0);
+    t0 = dlt_now();
+    for (int i = 0; i < 50; i++) {
+        redisReply *r = dlt_redis_cmd(&st.sent[0], "SENTINEL FAILOVER %s", ST_MASTER);
+        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (!ok) fprintf(stderr, "SENTINEL FAILOVER: %s\n", r && r->str ? r->str : "no answer");
+        if (r) freeReplyObject(r);
+        if (ok) break;
+        dlt_sleep_ms(200);
+    }
+    newm = st_wait_new_master(0, 20000);
+    DLT_ASSERT_INT_EQ(newm, 1);
+    printf("  failover: both sentinels name node %d after %.1f s\n", newm, dlt_now() - t0);
+    if (newm != 1) goto done;
+
+    /* a new lock through the same client goes to the new master */
+    DLT_ASSERT_ERR(st_mutex(&ma, after, c1, 0, NULL, NULL), 0);
+    {
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 15000);
+        double ta = dlt_now();
+        rc = dlock_mutex_timedlock(&ma, &ts);
+        DLT_ASSERT_ERR(rc, 0);
+        printf("  new lock after the failover: %s in %.0f ms\n", dlt_errno_label(rc), (dlt_now() - ta) * 1000);
+        if (rc != 0) printf("  %s\n", dlock_last_error());
+    }
+    if (rc == 0) {
+        DLT_ASSERT_INT_EQ(st_exists(newm, after), 1);
+        DLT_ASSERT_INT_EQ(st_fence_on(newm, after), dlock_mutex_fence(&ma));
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&ma), 0);
+        DLT_ASSERT_INT_EQ(st_exists(newm, after), 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&ma), 0);
+
+    /* The hold of before: over a whole lease past the failover (renewals
+     * had to go to the new master), either still held -- and then the
+     * new master has it with its fence -- or reported lost. */
+    for (int i = 0, bad = 0; i < 35 && bad == 0; i++) {
+        unsigned long long f;
+        dlt_sleep_ms(100);
+        if (dlock_mutex_holds(&mh) != 1) continue;
+        f = st_fence_on(newm, held);
+        /* holds() said 1: the new master must have our key (looked at
+         * again once, should a renewal be on its way) */
+        if (f != fence && dlock_mutex_holds(&mh) == 1) {
+            dlt_sleep_ms(50);
+            f = dlock_mutex_holds(&mh) == 1 ? st_fence_on(newm, held) : fence;
+        }
+        if (f != fence) {
+            fprintf(stderr, "holds() says 1, the new master's fence is %llu, ours %llu\n", f,
+                    (unsigned long long)fence);
+            bad = 1;
+        }
+        DLT_ASSERT_INT_EQ(f, fence);
+    }
+    h = dlock_mutex_holds(&mh);
+    if (h == 1) {
+        DLT_ASSERT_INT_EQ(st_fence_on(newm, held), fence);
+        DLT_ASSERT_INT_EQ(__atomic_load_n(&tls_lost, __ATOMIC_SEQ_CST), 0);
+        rc = dlock_mutex_unlock(&mh);
+        DLT_ASSERT_ERR(rc, 0);
+        DLT_ASSERT_INT_EQ(st_exists(newm, held), 0);
+    } else {
+        /* told: the handler ran (or runs now, at the unlock), unlock is EPERM */
+        rc = dlock_mutex_unlock(&mh);
+        DLT_ASSERT_ERR(rc, EPERM);
+        for (int i = 0; i < 50 && __atomic_load_n(&tls_lost, __ATOMIC_SEQ_CST) == 0; i++) dlt_sleep_ms(20);
+        DLT_ASSERT_INT_EQ(__atomic_load_n(&tls_lost, __ATOMIC_SEQ_CST), 1);
+    }
+    printf("  hold taken before the failover: %s (unlock %s, handler calls %d)\n",
+           h == 1 ? "held through it, renewed on the new master" : "reported lost", dlt_errno_label(rc),
+           __atomic_load_n(&tls_lost, __ATOMIC_SEQ_CST));
+    /* and the lock is free on the new master for a second client now */
+    o = (struct st_other){ c2, held, -1, -1, -1, -1 };
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, st_other_free, &o) == 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(o.trylock_free, 0);
+    DLT_ASSERT_ERR(o.unlock_free, 0);
+done:
+    if (newm != 1) (void)dlock_mutex_unlock(&mh); /* the hold of before, on the failure path */
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mh), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
+out:
+    st_down();
+    DLT_SHM_FREE(w, 1);
+}
+
+/* rediss+sentinel:// with the wrong CA, and redis+sentinel:// (plain) to
+ * TLS-only sentinels: ENOLCK, bounded; a refused certificate is said. */
+static void test_sentinel_tls_refused(void) {
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+    const char *dir = NULL, *msg;
+    char url[700];
+    double t0, took;
+    int rc;
+
+    if (st_up_tls(0, 1, &dir) != 0) {
+        CU_FAIL("TLS topology did not start");
+        goto out;
+    }
+
+    /* the wrong CA: every sentinel refuses our verification, a
+     * configuration error and no outage to wait out (as for rediss://,
+     * test_tls_refusal_not_retried): ENOLCK at once, not after the
+     * client's unreachable bound (6 s) */
+    snprintf(url, sizeof url, "%s?cacert=%s/ca2.crt", st.url, dir);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 6000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, "tlssent/refused", c, 0, NULL, NULL), 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_trylock(&m);
+    took = dlt_now() - t0;
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    msg = dlock_last_error();
+    printf("\n  wrong CA, trylock: %s after %.2f s: %s\n", dlt_errno_label(rc), took, msg ? msg : "(none)");
+    CU_ASSERT(msg != NULL && strstr(msg, "certificate") != NULL && strstr(msg, ST_MASTER) != NULL);
+    CU_ASSERT(took < 3.0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&m);
+    took = dlt_now() - t0;
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    msg = dlock_last_error();
+    printf("  wrong CA, lock: %s after %.2f s: %s\n", dlt_errno_label(rc), took, msg ? msg : "(none)");
+    CU_ASSERT(msg != NULL && strstr(msg, "certificate") != NULL);
+    CU_ASSERT(took < 3.0); /* well under the 6 s unreachable bound */
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, "tlssent/refused"), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+
+    /* plain redis+sentinel:// to the TLS-only sentinels: they drop the
+     * connection, which is an outage as far as the client can tell:
+     * ENOLCK at the unreachable bound (3 s), trylock as lock */
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/%s", st.sent[0].port, ST_MASTER);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 3000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, "tlssent/refused", c, 0, NULL, NULL), 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_trylock(&m);
+    took = dlt_now() - t0;
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    msg = dlock_last_error();
+    printf("  plain URL, trylock: %s after %.2f s: %s\n", dlt_errno_label(rc), took, msg ? msg : "(none)");
+    CU_ASSERT(msg != NULL && strstr(msg, ST_MASTER) != NULL);
+    CU_ASSERT(took < 3.0 + 3.0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&m);
+    took = dlt_now() - t0;
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    printf("  plain URL, lock: %s after %.2f s\n", dlt_errno_label(rc), took);
+    CU_ASSERT(took < 3.0 + 3.0);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+
+    /* and the right CA through the same sentinel works */
+    snprintf(url, sizeof url, "%s?cacert=%s/ca.crt", st.url, dir);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, "tlssent/refused", c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_INT_EQ(st_exists(0, "tlssent/refused"), 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+out:
+    st_down();
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_sentinel_basic),
     DLT_TEST(test_sentinel_wait_replicas),
@@ -928,6 +1264,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_sentinel_planned_failover),
     DLT_TEST(test_sentinel_failover_fresh_client),
     DLT_TEST(test_sentinel_master_killed),
+    DLT_TEST(test_sentinel_tls),
+    DLT_TEST(test_sentinel_tls_refused),
     { NULL, NULL },
 };
 
