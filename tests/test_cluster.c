@@ -75,40 +75,54 @@ static int reply_ok(redisReply *r) {
     return ok;
 }
 
-/* The node index listening on port, or -1. */
-static int node_of_port(long long port) {
-    for (int i = 0; i < NN; i++)
-        if (nodes[i].port == port) return i;
+/* The index in set[0..n) of the node listening on port, or -1. */
+static int set_port(const dlt_redis *set, int n, long long port) {
+    for (int i = 0; i < n; i++)
+        if (set[i].port == port) return i;
     return -1;
 }
 
-/* Node i's slot map (CLUSTER SLOTS): owner[s] = node index, -1 none.
- * The number of ranges, or -1 if the node did not answer. */
-static int slot_map(int i, signed char owner[SLOTS]) {
-    redisReply *r;
-    int n;
+/* Node r's slot map (CLUSTER SLOTS), owner[s] = the index in set[0..n) of
+ * the master serving s, -1 none.  The number of ranges, or -1 if the node
+ * did not answer. */
+static int set_slot_map(dlt_redis *set, int n, dlt_redis *r, signed char owner[SLOTS]) {
+    redisReply *rep;
+    int ranges;
     memset(owner, -1, SLOTS);
-    if (nodes[i].pid <= 0) return -1;
-    r = dlt_redis_cmd(&nodes[i], "CLUSTER SLOTS");
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-        if (r != NULL) freeReplyObject(r);
+    if (r->pid <= 0) return -1;
+    rep = dlt_redis_cmd(r, "CLUSTER SLOTS");
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
+        if (rep != NULL) freeReplyObject(rep);
         return -1;
     }
-    n = (int)r->elements;
-    for (size_t k = 0; k < r->elements; k++) {
-        const redisReply *e = r->element[k];
+    ranges = (int)rep->elements;
+    for (size_t k = 0; k < rep->elements; k++) {
+        const redisReply *e = rep->element[k];
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[2]->type != REDIS_REPLY_ARRAY ||
             e->element[2]->elements < 2)
             continue;
         long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-        int who = node_of_port(e->element[2]->element[1]->integer);
-        for (long long s = lo; s <= hi && s < SLOTS; s++) owner[s] = (signed char)who;
+        int who = set_port(set, n, e->element[2]->element[1]->integer);
+        for (long long sl = lo; sl <= hi && sl < SLOTS; sl++) owner[sl] = (signed char)who;
     }
-    freeReplyObject(r);
-    return n;
+    freeReplyObject(rep);
+    return ranges;
 }
 
-/* The owner of slot as the first live node sees it, or -1. */
+/* 1 if node r's answer to cmd (CLUSTER INFO, INFO replication) contains
+ * needle. */
+static int answer_has(dlt_redis *r, const char *cmd, const char *needle) {
+    redisReply *rep = r->pid > 0 ? dlt_redis_cmd(r, cmd) : NULL;
+    int ok = rep != NULL && rep->type == REDIS_REPLY_STRING && strstr(rep->str, needle) != NULL;
+    if (rep != NULL) freeReplyObject(rep);
+    return ok;
+}
+
+/* The shared cluster's node i's slot map: owner[s] = node index, -1 none. */
+static int slot_map(int i, signed char owner[SLOTS]) {
+    return set_slot_map(nodes, NN, &nodes[i], owner);
+}
+
 static int slot_owner(int slot) {
     static signed char owner[SLOTS];
     for (int i = 0; i < NN; i++)
@@ -118,10 +132,7 @@ static int slot_owner(int slot) {
 
 /* 1 if node i's CLUSTER INFO contains needle. */
 static int info_has(int i, const char *needle) {
-    redisReply *r = nodes[i].pid > 0 ? dlt_redis_cmd(&nodes[i], "CLUSTER INFO") : NULL;
-    int ok = r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, needle) != NULL;
-    if (r != NULL) freeReplyObject(r);
-    return ok;
+    return answer_has(&nodes[i], "CLUSTER INFO", needle);
 }
 
 /* Every node up, cluster_state:ok, knowing 3 nodes, no slot migrating or
@@ -2069,48 +2080,16 @@ static void fo_down(void) {
     }
 }
 
-static int fo_of_port(long long port) {
-    for (int i = 0; i < FO_N; i++)
-        if (fo[i].port == port) return i;
-    return -1;
-}
-
-/* 1 if node i's answer to cmd (CLUSTER INFO, INFO replication) contains
- * needle. */
+/* 1 if node i's answer to cmd contains needle. */
 static int fo_has(int i, const char *cmd, const char *needle) {
-    redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], cmd) : NULL;
-    int ok = r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, needle) != NULL;
-    if (r != NULL) freeReplyObject(r);
-    return ok;
+    return answer_has(&fo[i], cmd, needle);
 }
 
-/* Node i's slot map: owner[s] = node index of the master, -1 none.  The
- * number of ranges, or -1. */
+/* Node i's slot map: owner[s] = node index of the master, -1 none. */
 static int fo_slot_map(int i, signed char owner[SLOTS]) {
-    redisReply *r;
-    int n;
-    memset(owner, -1, SLOTS);
-    if (fo[i].pid <= 0) return -1;
-    r = dlt_redis_cmd(&fo[i], "CLUSTER SLOTS");
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
-        if (r != NULL) freeReplyObject(r);
-        return -1;
-    }
-    n = (int)r->elements;
-    for (size_t k = 0; k < r->elements; k++) {
-        const redisReply *e = r->element[k];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[2]->type != REDIS_REPLY_ARRAY ||
-            e->element[2]->elements < 2)
-            continue;
-        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-        int who = fo_of_port(e->element[2]->element[1]->integer);
-        for (long long s = lo; s <= hi && s < SLOTS; s++) owner[s] = (signed char)who;
-    }
-    freeReplyObject(r);
-    return n;
+    return set_slot_map(fo, FO_N, &fo[i], owner);
 }
 
-/* The first element of node i's ROLE ("master", "slave"), in buf; 0 or -1. */
 static int fo_role(int i, char *buf, size_t cap) {
     redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], "ROLE") : NULL;
     int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING;
