@@ -557,11 +557,11 @@ static int st_fresh_c(void *p) {
  * the hold runs out and its holder is told, instead of going on renewing
  * where no replica sees it. */
 static int wr_lost;
-static void wr_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+/* A lost-lock handler that counts into *(int *)arg. */
+static void count_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)name;
-    (void)arg;
-    __atomic_add_fetch(&wr_lost, 1, __ATOMIC_SEQ_CST);
+    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
 }
 
 static void test_sentinel_wait_renewals_need_replicas(void) {
@@ -576,7 +576,7 @@ static void test_sentinel_wait_renewals_need_replicas(void) {
     DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
     CU_ASSERT_FATAL(c != NULL);
     __atomic_store_n(&wr_lost, 0, __ATOMIC_SEQ_CST);
-    DLT_ASSERT_ERR(st_mutex(&m, name, c, 1000, wr_on_lost, NULL), 0);
+    DLT_ASSERT_ERR(st_mutex(&m, name, c, 1000, count_lost, &wr_lost), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     /* With a replica, renewals are confirmed: held over several leases. */
     for (i = 0; i < 25; i++) {
@@ -1001,12 +1001,6 @@ static int st_tls_waiter(void *p) {
 }
 
 static int tls_lost;
-static void st_tls_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)name;
-    (void)arg;
-    __atomic_add_fetch(&tls_lost, 1, __ATOMIC_SEQ_CST);
-}
 
 /* 1 master, 1 replica and 2 sentinels, all TLS-only: locks through the
  * sentinels, a waiter in another process woken by the unlock, then a
@@ -1081,7 +1075,7 @@ static void test_sentinel_tls(void) {
 
     /* 2. a hold (3 s lease, renewed) taken before a planned failover */
     __atomic_store_n(&tls_lost, 0, __ATOMIC_SEQ_CST);
-    DLT_ASSERT_ERR(st_mutex(&mh, held, c1, 3000, st_tls_on_lost, NULL), 0);
+    DLT_ASSERT_ERR(st_mutex(&mh, held, c1, 3000, count_lost, &tls_lost), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&mh), 0);
     fence = dlock_mutex_fence(&mh);
     CU_ASSERT(fence != 0);
