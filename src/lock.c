@@ -57,6 +57,13 @@ void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self,
 }
 
 /* Records a hold acquired on the server.  c->mu held. */
+/* Another thread's unlock of l may still be on its way (the server
+ * answered the next owner, us, first): its hold goes when that unlock is
+ * answered, which wakes us.  c->mu held. */
+static void unlock_answered(struct dlock_client *c, dlock__lock *l, const dlock__thread *self) {
+    while (l->x.owner != NULL && l->x.releasing && l->x.owner != self) (void)dlock__sleep(c, l, DLOCK__MONO_NEVER, 0);
+}
+
 static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
                       const char *owner, uint64_t fence, dlock__mono sent, int ownerdead) {
     dlock__hold *h;
@@ -70,10 +77,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
         l->readers = h;
     } else {
         h = &l->x;
-        /* Another thread's unlock may still be on its way (the server
-         * answered the next owner first): its hold goes when that unlock
-         * is answered, and wakes us. */
-        while (h->owner != NULL && h->releasing && h->owner != self) (void)dlock__sleep(c, l, DLOCK__MONO_NEVER, 0);
+        unlock_answered(c, l, self);
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
     }
     h->owner = self;
@@ -114,10 +118,7 @@ static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(c, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
     int rc;
-    /* (The unlock of another thread here that gave us the lock may still
-     * be on its way: hold_begin waits for it; the check below comes
-     * after.) */
-    while (h->owner != NULL && h->releasing && h->owner != self) (void)dlock__sleep(c, l, DLOCK__MONO_NEVER, 0);
+    unlock_answered(c, l, self); /* before the time check below */
     if (w->caching || w->shared || sent == 0 || g <= dlock__drift_ms(c, g) || dlock__now() >= until) return EAGAIN;
     if ((rc = hold_begin(c, l, w, self, owner, fw->fence, sent, 0)) != 0) return rc;
     h->valid_until = until;

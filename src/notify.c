@@ -84,6 +84,13 @@ static int wants_channel(const dlock__lock *l) {
     return l->waiters > 0 || l->x.caching;
 }
 
+/* Wakes every waiter of l: a release came, or may have been missed. */
+static void wake_all(dlock__lock *l) {
+    l->gen++;
+    dlock__lock_wake(l);
+    dlock__fair_poke(l, NULL, 0);
+}
+
 /* The connection (arg) is gone: forget its subscriptions, ask again for
  * those with waiters, and wake every waiter, since a release may have
  * been missed. */
@@ -97,11 +104,7 @@ static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
     }
     l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
     if (l->x.cached) dlock__renew_kick(c); /* it must go back: requests for it are not heard */
-    if (l->waiters > 0) {
-        l->gen++;
-        dlock__lock_wake(l);
-        dlock__fair_poke(l, NULL, 0);
-    }
+    if (l->waiters > 0) wake_all(l);
     dlock__lock_maybe_free(c, l);
 }
 
@@ -162,9 +165,7 @@ static void resubscribe(struct dlock_client *c, dlock__lock *l) {
     l->sub_node = NULL;
     if (wants_channel(l)) (void)want(c, l);
     if (l->x.cached) dlock__renew_kick(c);
-    l->gen++;
-    dlock__lock_wake(l);
-    dlock__fair_poke(l, NULL, 0);
+    wake_all(l);
     dlock__lock_maybe_free(c, l);
 }
 
@@ -214,9 +215,7 @@ static void on_message(struct dlock_client *c, struct dlock_client *node, redisR
             dlock__fair_poke(l, tok, DLOCK__OWNER_LEN);
             return;
         }
-        l->gen++;
-        dlock__lock_wake(l);
-        dlock__fair_poke(l, NULL, 0);
+        wake_all(l);
     } else if (strcmp(kind, "subscribe") == 0) {
         if (l->sub_state == DLOCK__SUB_SENT) {
             l->sub_state = DLOCK__SUB_ACTIVE;
