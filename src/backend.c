@@ -44,6 +44,11 @@ static const char *host_name(void) {
     return host;
 }
 
+/* Who holds or waits, as stored with the lock: "host:pid:tid". */
+static void who(const dlock__thread *self, char *out, size_t cap) {
+    snprintf(out, cap, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
+}
+
 /* Fills args with the lock's keys (DLOCK__K_* order) and the
  * deployment's epoch key; returns their number. */
 static int lock_keys(const struct dlock_client *c, const dlock__lock *l, const char **args, size_t *lens) {
@@ -76,11 +81,8 @@ int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *toke
     ARG(a, a->lease);
     ARG(a, a->guard);
     if (!(flags & DLOCK__F_SHARED)) {
-        snprintf(a->pid, sizeof a->pid, "%ld", (long)dlock__pid());
-        snprintf(a->tid, sizeof a->tid, "%lu", self ? self->tid : 0ul);
-        ARG(a, host_name());
-        ARG(a, a->pid);
-        ARG(a, a->tid);
+        who(self, a->ident, sizeof a->ident);
+        ARG(a, a->ident);
         ARG(a, flags & DLOCK__F_ROBUST ? "1" : "0");
         ARG(a, flags & DLOCK__F_WAIT ? "1" : "0");
         ARG(a, flags & DLOCK__F_FAIR ? "1" : "0");
@@ -92,7 +94,7 @@ int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *toke
 void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *token, int how, dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
     a->nkeys = a->n = lock_keys(c, l, a->v, a->len);
-    snprintf(a->ident, sizeof a->ident, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
+    who(self, a->ident, sizeof a->ident);
     snprintf(a->win, sizeof a->win, "%u", c->conf.handoff_ms);
     ARG(a, token);
     a->v[a->n] = l->key; /* the release channel */

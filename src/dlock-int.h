@@ -199,14 +199,14 @@ void dlock__conn_abandon(dlock__conn *cn);
 
 /* The keys of one lock; the braces put all of them in one cluster slot. */
 enum {
-    DLOCK__K_LOCK,    /* <prefix>{<name>}          hash: owner, fence, host, pid, tid, since */
+    DLOCK__K_LOCK,    /* <prefix>{<name>}          hash: owner, fence, who (host:pid:tid), since */
     DLOCK__K_FENCE,   /* <prefix>{<name>}:fence    the last fence issued */
     DLOCK__K_STATE,   /* <prefix>{<name>}:state    robust marker: held / notrecoverable */
     DLOCK__K_READERS, /* <prefix>{<name>}:readers  zset: shared holders' tokens by expiry */
     DLOCK__K_WRITERS, /* <prefix>{<name>}:writers  zset: waiting writers' tokens by expiry */
     DLOCK__K_HANDOFF, /* <prefix>{<name>}:handoff  host:pid:tid of a releaser held back */
     DLOCK__K_QUEUE,   /* <prefix>{<name>}:queue    zset: fair waiters' tokens by arrival ticket */
-    DLOCK__K_QMETA,   /* <prefix>{<name>}:qmeta    hash: fair waiter token -> lease|robust|pid|tid|host */
+    DLOCK__K_QMETA,   /* <prefix>{<name>}:qmeta    hash: fair waiter token -> lease|robust|host:pid:tid */
     DLOCK__NKEYS
 };
 /* After them, on Redis Cluster only: <prefix>{<name>}:epoch, the restart
@@ -412,7 +412,7 @@ typedef struct dlock__args {
     const char *v[24];
     size_t len[24];
     int nkeys, n;
-    char lease[16], guard[16], pid[16], tid[24], ident[320], win[16];
+    char lease[16], guard[16], ident[320], win[16]; /* ident: host:pid:tid */
 } dlock__args;
 /* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
 int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,

@@ -62,13 +62,46 @@ int dlock__flag_parse(const redisReply *r, int *out) {
     return 0;
 }
 
-static long long field_ll(const redisReply *v, int *ok) {
+static long long num_ll(const char *s, size_t n, int *ok) {
     uint64_t u;
-    if (v->type != REDIS_REPLY_STRING || dlock__u64_parse(v->str, v->len, &u) != 0 || u > INT64_MAX) {
+    if (dlock__u64_parse(s, n, &u) != 0 || u > INT64_MAX) {
         *ok = 0;
         return 0;
     }
     return (long long)u;
+}
+
+static long long field_ll(const redisReply *v, int *ok) {
+    if (v->type != REDIS_REPLY_STRING) {
+        *ok = 0;
+        return 0;
+    }
+    return num_ll(v->str, v->len, ok);
+}
+
+/* "host:pid:tid" (the host name may itself hold colons: the numbers are
+ * the last two fields). */
+static void who_parse(const redisReply *v, dlock_lock_info_t *out, int *ok) {
+    size_t i, c1 = 0, c2 = 0, n;
+    int seen = 0;
+    if (v->type != REDIS_REPLY_STRING) {
+        *ok = 0;
+        return;
+    }
+    for (i = v->len; i > 0 && seen < 2; i--) {
+        if (v->str[i - 1] != ':') continue;
+        if (seen++ == 0) c2 = i - 1;
+        else c1 = i - 1;
+    }
+    if (seen < 2) {
+        *ok = 0;
+        return;
+    }
+    n = c1 < sizeof out->host - 1 ? c1 : sizeof out->host - 1;
+    memcpy(out->host, v->str, n);
+    out->host[n] = '\0';
+    out->pid = (long)num_ll(v->str + c1 + 1, c2 - c1 - 1, ok);
+    out->tid = (unsigned long)num_ll(v->str + c2 + 1, v->len - c2 - 1, ok);
 }
 
 int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out) {
@@ -93,14 +126,8 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out) {
             out->held = 1;
         } else if (strcmp(k->str, "fence") == 0) {
             out->fence = (uint64_t)field_ll(v, &ok);
-        } else if (strcmp(k->str, "host") == 0) {
-            size_t n = v->len < sizeof out->host - 1 ? v->len : sizeof out->host - 1;
-            memcpy(out->host, v->str, n);
-            out->host[n] = '\0';
-        } else if (strcmp(k->str, "pid") == 0) {
-            out->pid = (long)field_ll(v, &ok);
-        } else if (strcmp(k->str, "tid") == 0) {
-            out->tid = (unsigned long)field_ll(v, &ok);
+        } else if (strcmp(k->str, "who") == 0) {
+            who_parse(v, out, &ok);
         } else if (strcmp(k->str, "since") == 0) {
             out->since_ms = field_ll(v, &ok);
         }

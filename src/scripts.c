@@ -8,7 +8,7 @@
  * for the caller.
  *
  * A lock is a hash at <prefix>{<name>}: owner (the exclusive holder's
- * token), fence, host, pid, tid, since (server ms), with the lease as its
+ * token), fence, who (host:pid:tid), since (server ms), with the lease as its
  * expiry; shared holders are a zset of tokens scored by lease expiry at
  * <prefix>{<name>}:readers.  The keys are listed at DLOCK__K_*.  A fence is
  * max(last fence + 1, server time in microseconds), so fences increase
@@ -27,10 +27,14 @@
  * (lock, fence, state, readers, writers, handoff, queue, qmeta) and then
  * the deployment's epoch key; each uses the ones it needs.
  *
- * LOCK_COMMON defines clock(), which reads the server's clock (t, and now
- * in ms; the acquire scripts call it first, the release script only when
- * it needs the time), and, using them:
- *   fence()  a new fencing token: max(last + 1, server time in us);
+ * LOCK_CLOCK defines clock(), which reads the server's clock (t; us, its
+ * microseconds as six digits; now, in ms, as a number and as the string
+ * nows; the acquire scripts call it first, the release script only when
+ * it needs the time), and fence(), a new fencing token: max(last + 1,
+ * server time in us), written as decimal digits.  LOCK_REST defines the
+ * rest, which only the paths past the uncontended one need (a script
+ * makes its functions anew at every run, so an uncontended acquire or
+ * release returns before these are made):
  *   live(z)  drops expired members of a zset of tokens scored by expiry
  *            and returns the latest expiry left, or nil;
  *   keep(z, ms)  makes z live at least ms more;
@@ -38,6 +42,9 @@
  *            those ahead of it whose registration as a waiting writer
  *            lapsed (a waiter that died or gave up): the queue never
  *            wedges on a dead waiter.
+ *
+ * The holder is named in the lock hash by its token (owner) and by who
+ * holds it, "host:pid:tid" (who).
  *
  * The fair queue (DLOCK_MUTEX fair attribute): a waiting fair acquirer
  * takes a ticket, one more than the last in the queue, in the server's
@@ -51,22 +58,25 @@
  * already its own (lock.c). */
 #define GRANT_MS "2000"
 #define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
-#define LOCK_COMMON                                                               \
-    "local t, now\n"                                                              \
+#define LOCK_CLOCK                                                                \
+    "local t, us, now, nows\n"                                                    \
     "local function clock()\n"                                                    \
     "  t = redis.call('TIME')\n"                                                  \
-    "  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"         \
+    "  us = t[2]\n"                                                               \
+    "  if #us < 6 then us = string.rep('0', 6 - #us) .. us end\n"                 \
+    "  nows = t[1] .. string.sub(us, 1, 3)\n"                                     \
+    "  now = tonumber(nows)\n"                                                    \
     "end\n"                                                                       \
     "local function fence()\n"                                                    \
-    "  local f = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                     \
-    "  local fs = string.format('%.0f', f)\n"                                     \
+    "  local fs = t[1] .. us\n"                                                   \
     "  local last = tonumber(redis.call('SET', KEYS[2], fs, 'PX', 3600000, 'GET') or '0') or 0\n" \
-    "  if last >= f then\n"                                                       \
+    "  if last >= tonumber(fs) then\n"                                            \
     "    fs = string.format('%.0f', last + 1)\n"                                  \
     "    redis.call('SET', KEYS[2], fs, 'PX', 3600000)\n"                         \
     "  end\n"                                                                     \
     "  return fs\n"                                                               \
-    "end\n"                                                                       \
+    "end\n"
+#define LOCK_REST                                                                 \
     "local function live(z)\n"                                                    \
     "  if redis.call('EXISTS', z) == 0 then return nil end\n"                     \
     "  redis.call('ZREMRANGEBYSCORE', z, '-inf', now)\n"                          \
@@ -87,12 +97,8 @@
     "    redis.call('HDEL', KEYS[8], r[1])\n"                                     \
     "  end\n"                                                                     \
     "end\n"                                                                       \
-    "local function wanted()\n"                                              \
+    "local function wanted()\n"                                                   \
     "  if redis.call('HGET', KEYS[1], 'cache') == '1' then redis.call('PUBLISH', KEYS[1], 'wanted') end\n" \
-    "end\n"                                                                       \
-    "local function reserve(fs)\n"                                                \
-    "  redis.call('SET', KEYS[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n" \
-    "  redis.call('HSET', KEYS[1], 'fence', fs, 'cache', '1')\n"                  \
     "end\n"                                                                       \
     "local function unqueue(tok)\n"                                               \
     "  redis.call('ZREM', KEYS[5], tok)\n"                                        \
@@ -112,7 +118,7 @@
  * makes holds from before the data loss run out first.  The price: a
  * brand-new server also waits one guard period before its first grant. */
 #define ACQUIRE_PRELUDE                                                           \
-    LOCK_COMMON                                                                   \
+    LOCK_CLOCK                                                                    \
     "clock()\n"                                                                   \
     "local lease = tonumber(ARGV[2])\n"                                           \
     "local guard = tonumber(ARGV[3])\n"                                           \
@@ -125,16 +131,18 @@
     "  if now < nb then return {0, nb - now} end\n"                               \
     "end\n"
 
-/* Exclusive acquire (mutex, write lock).  ARGV[4] host, [5] pid, [6] tid,
- * [7] robust ("1"/"0"), [8] wait ("1": the caller will wait, so register
- * it as a waiting writer, which holds new readers back, and tells a
- * releaser that someone waits), [9] fair ("1": with [8], also take a
- * place in the fair queue).  While the fair queue has a live waiter, the
- * lock goes to nobody else, fair or not: a free lock with a queue is
- * taken only by the queue's head.  A thread that has just released the
- * lock while others waited is held back for the handoff window (see
- * release_lua), so that a waiter, which has to be woken first, gets its
- * turn instead of the releaser taking the lock straight back.
+/* Exclusive acquire (mutex, write lock).  ARGV[4] who (host:pid:tid), [5]
+ * robust ("1"/"0"), [6] wait ("1": the caller will wait, so register it
+ * as a waiting writer, which holds new readers back, and tells a releaser
+ * that someone waits), [7] fair ("1": with [6], also take a place in the
+ * fair queue), [8] caching ("1": reserve a block of fences).  While the
+ * fair queue has a live waiter, the lock goes to nobody else, fair or
+ * not: a free lock with a queue is taken only by the queue's head.  A
+ * thread that has just released the lock while others waited is held
+ * back for the handoff window (see release_lua), so that a waiter, which
+ * has to be woken first, gets its turn instead of the releaser taking the
+ * lock straight back.  A free lock with no readers, waiters or queue
+ * (one EXISTS tells) is taken at once.
  * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
  * holder died holding it (EOWNERDEAD); {2, fence} already held by this
  * token (an earlier attempt whose answer was lost, or a fair grant; the
@@ -145,20 +153,33 @@
  * recoverable.  Only robust acquirers read or write the state key. */
 static const char acquire_lua[] =
     ACQUIRE_PRELUDE
-    "local robust = ARGV[7] == '1'\n"
+    "local robust = ARGV[5] == '1'\n"
     "local state = false\n"
     "if robust then\n"
     "  state = redis.call('GET', KEYS[3])\n"
     "  if state == 'notrecoverable' then return {3, 0} end\n"
     "end\n"
-    "local owner, any = false, 0\n"
-    "if redis.call('EXISTS', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7]) > 0 then\n"
-    "  any = 1\n"
-    "  owner = redis.call('HGET', KEYS[1], 'owner')\n"
+    "local function reserve(fs)\n"
+    "  redis.call('SET', KEYS[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
+    "  redis.call('HSET', KEYS[1], 'fence', fs, 'cache', '1')\n"
     "end\n"
+    "local function take()\n"
+    "  local fs = fence()\n"
+    "  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows)\n"
+    "  redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "  if ARGV[8] == '1' then reserve(fs) end\n"
+    "  if robust then\n"
+    "    redis.call('SET', KEYS[3], 'held')\n"
+    "    if state == 'held' then return {4, fs} end\n"
+    "  end\n"
+    "  return {1, fs}\n"
+    "end\n"
+    "if redis.call('EXISTS', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7]) == 0 then return take() end\n"
+    LOCK_REST
+    "local owner = redis.call('HGET', KEYS[1], 'owner')\n"
     "if owner == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], lease)\n"
-    "  if ARGV[10] == '1' then\n"
+    "  if ARGV[8] == '1' then\n"
     "    local fs = fence()\n"
     "    reserve(fs)\n"
     "    return {2, fs}\n"
@@ -170,7 +191,7 @@ static const char acquire_lua[] =
     "if owner then\n"
     "  wait = redis.call('PTTL', KEYS[1])\n"
     "  wanted()\n"
-    "elseif any == 1 and redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7]) > 0 then\n"
+    "elseif redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7]) > 0 then\n"
     "  rw = true\n"
     "  local r = live(KEYS[4])\n"
     "  if r then wait = r - now end\n"
@@ -178,23 +199,23 @@ static const char acquire_lua[] =
     "  if not wait then h, hx = qhead() end\n"
     "  if h and h ~= ARGV[1] then\n"
     "    wait = hx - now\n"
-    "  elseif not wait and not h and ARGV[8] == '1' and redis.call('GET', KEYS[6]) == ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[6] then\n"
+    "  elseif not wait and not h and ARGV[6] == '1' and redis.call('GET', KEYS[6]) == ARGV[4] then\n"
     "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
     "    keep(KEYS[5], 2 * lease)\n"
     "    return {5, redis.call('PTTL', KEYS[6])}\n"
     "  end\n"
     "end\n"
     "if wait then\n"
-    "  if ARGV[8] == '1' then\n"
+    "  if ARGV[6] == '1' then\n"
     "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
     "    keep(KEYS[5], 2 * lease)\n"
-    "    if ARGV[9] == '1' then\n"
+    "    if ARGV[7] == '1' then\n"
     "      if not redis.call('ZSCORE', KEYS[7], ARGV[1]) then\n"
     "        local last = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')\n"
     "        local ticket = 1\n"
     "        if #last > 0 then ticket = tonumber(last[2]) + 1 end\n"
     "        redis.call('ZADD', KEYS[7], ticket, ARGV[1])\n"
-    "        redis.call('HSET', KEYS[8], ARGV[1], ARGV[2] .. '|' .. ARGV[7] .. '|' .. ARGV[5] .. '|' .. ARGV[6] .. '|' .. ARGV[4])\n"
+    "        redis.call('HSET', KEYS[8], ARGV[1], ARGV[2] .. '|' .. ARGV[5] .. '|' .. ARGV[4])\n"
     "      end\n"
     "      keep(KEYS[7], 2 * lease)\n"
     "      keep(KEYS[8], 2 * lease)\n"
@@ -203,16 +224,7 @@ static const char acquire_lua[] =
     "  return {0, wait}\n"
     "end\n"
     "if rw then unqueue(ARGV[1]) end\n"
-    "local fs = fence()\n"
-    "redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'host', ARGV[4],\n"
-    "           'pid', ARGV[5], 'tid', ARGV[6], 'since', string.format('%.0f', now))\n"
-    "redis.call('PEXPIRE', KEYS[1], lease)\n"
-    "if ARGV[10] == '1' then reserve(fs) end\n"
-    "if robust then\n"
-    "  redis.call('SET', KEYS[3], 'held')\n"
-    "  if state == 'held' then return {4, fs} end\n"
-    "end\n"
-    "return {1, fs}\n";
+    "return take()\n";
 
 /* Shared acquire (read lock).  Writers first: a reader waits while a
  * writer holds the lock or waits for it, so a stream of readers never
@@ -220,6 +232,7 @@ static const char acquire_lua[] =
  * {0, ms}). */
 static const char acquire_shared_lua[] =
     ACQUIRE_PRELUDE
+    LOCK_REST
     "if redis.call('HGET', KEYS[1], 'owner') then\n"
     "  wanted()\n"
     "  return {0, redis.call('PTTL', KEYS[1])}\n"
@@ -251,9 +264,10 @@ static const char acquire_shared_lua[] =
  * when there is one (and no robust marker needs the head's own acquire to
  * see it: then the head is only woken); otherwise it publishes
  * "released", and when writers wait, the releasing thread is held back
- * from the lock for the handoff window (acquire_lua). */
+ * from the lock for the handoff window (acquire_lua).  With nobody
+ * waiting (one EXISTS tells), it publishes at once. */
 static const char release_lua[] =
-    LOCK_COMMON
+    LOCK_CLOCK
     "local how = ARGV[3]\n"
     "if how == 'withdraw' then\n"
     "  local was = redis.call('ZREM', KEYS[5], ARGV[1])\n"
@@ -277,19 +291,22 @@ static const char release_lua[] =
     "redis.call('DEL', KEYS[1])\n"
     "if how == 'clean' then redis.call('DEL', KEYS[3])\n"
     "elseif how == 'inconsistent' then redis.call('SET', KEYS[3], 'notrecoverable') end\n"
-    "local waiting = redis.call('EXISTS', KEYS[5], KEYS[7]) > 0\n"
-    "if waiting and redis.call('EXISTS', KEYS[7]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then\n"
+    "if redis.call('EXISTS', KEYS[5], KEYS[7]) == 0 then\n"
+    "  redis.call('PUBLISH', ARGV[2], 'released')\n"
+    "  return 1\n"
+    "end\n"
+    LOCK_REST
+    "if redis.call('EXISTS', KEYS[7]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then\n"
     "  clock()\n"
     "  local h = qhead()\n"
     "  local m = h and redis.call('HGET', KEYS[8], h)\n"
-    "  local ls, rb, pid, tid, host\n"
-    "  if m then ls, rb, pid, tid, host = string.match(m, '^(%d+)|([01])|(%d+)|(%d+)|(.*)$') end\n"
+    "  local ls, rb, who\n"
+    "  if m then ls, rb, who = string.match(m, '^(%d+)|([01])|(.*)$') end\n"
     "  if ls then\n"
     "    unqueue(h)\n"
     "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
     "    local fs = fence()\n"
-    "    redis.call('HSET', KEYS[1], 'owner', h, 'fence', fs, 'host', host, 'pid', pid, 'tid', tid,\n"
-    "               'since', string.format('%.0f', now), 'rb', rb)\n"
+    "    redis.call('HSET', KEYS[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb)\n"
     "    redis.call('PEXPIRE', KEYS[1], g)\n"
     "    if rb == '1' then redis.call('SET', KEYS[3], 'held') end\n"
     "    redis.call('PUBLISH', ARGV[2], h .. ':' .. fs .. ':' .. g)\n"
@@ -297,7 +314,7 @@ static const char release_lua[] =
     "  end\n"
     "end\n"
     "local win = tonumber(ARGV[5])\n"
-    "if waiting and win > 0 and redis.call('EXISTS', KEYS[5]) == 1 then\n"
+    "if win > 0 and redis.call('EXISTS', KEYS[5]) == 1 then\n"
     "  clock()\n"
     "  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
     "  if redis.call('ZCARD', KEYS[5]) > 0 and redis.call('EXISTS', KEYS[7]) == 0 then\n"

@@ -1392,8 +1392,32 @@ long long dlt_key_pttl(const char *name) {
     return v;
 }
 
+int dlt_key_who(const char *name, char *host, size_t cap, long long *pid, long long *tid) {
+    char key[600], *c2, *c1;
+    int ok = 0;
+    dlt_lock_key(name, key, sizeof key);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %s who", key);
+    if (r != NULL && r->type == REDIS_REPLY_STRING && (c2 = strrchr(r->str, ':')) != NULL) {
+        *c2 = '\0';
+        if ((c1 = strrchr(r->str, ':')) != NULL) {
+            *c1 = '\0';
+            if (host != NULL) snprintf(host, cap, "%s", r->str);
+            if (pid != NULL) *pid = atoll(c1 + 1);
+            if (tid != NULL) *tid = atoll(c2 + 1);
+            ok = 1;
+        }
+    }
+    if (r != NULL) freeReplyObject(r);
+    return ok;
+}
+
 long long dlt_key_field(const char *name, const char *field) {
     char key[600];
+    if (strcmp(field, "pid") == 0 || strcmp(field, "tid") == 0) { /* parts of "who" */
+        long long pid, tid;
+        if (!dlt_key_who(name, NULL, 0, &pid, &tid)) return -1;
+        return field[0] == 'p' ? pid : tid;
+    }
     dlt_lock_key(name, key, sizeof key);
     redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %s %s", key, field);
     long long v = (r != NULL && r->type == REDIS_REPLY_STRING) ? atoll(r->str) : -1;

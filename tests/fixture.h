@@ -125,8 +125,12 @@ size_t dlt_lock_key(const char *name, char *buf, size_t cap);
 int dlt_key_exists(const char *name);
 /* PTTL dlock:{name}: ms left, -2 no key, -1 no expiry, -3 no answer. */
 long long dlt_key_pttl(const char *name);
-/* HGET dlock:{name} field as a number; -1 when absent. */
+/* HGET dlock:{name} field as a number; -1 when absent.  "pid" and "tid"
+ * are read from the holder's "who" (host:pid:tid). */
 long long dlt_key_field(const char *name, const char *field);
+/* The holder of dlock:{name} as its hash names it ("who": host:pid:tid);
+ * 1, or 0 when there is none.  Any output may be NULL. */
+int dlt_key_who(const char *name, char *host, size_t cap, long long *pid, long long *tid);
 /* PUBSUB NUMSUB channel ("dlock:{name}"): its subscribers, or -1. */
 long long dlt_numsub(const char *channel);
 

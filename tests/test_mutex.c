@@ -618,10 +618,8 @@ static int fence_worker(void *p) {
     DLT_CKT(a->got > a->prev);
     DLT_CKT(key_hget(name, "fence", buf, sizeof buf));
     DLT_CK(strtoull(buf, NULL, 10), a->got);
-    DLT_CKT(key_hget(name, "pid", buf, sizeof buf));
-    DLT_CK(atol(buf), getpid());
-    DLT_CKT(key_hget(name, "tid", buf, sizeof buf));
-    DLT_CK(atol(buf), syscall(SYS_gettid));
+    DLT_CK(dlt_key_field(name, "pid"), getpid());
+    DLT_CK(dlt_key_field(name, "tid"), syscall(SYS_gettid));
     DLT_CK(dlock_mutex_unlock(m), 0);
     DLT_CK(dlock_mutex_holds(m), 0);
     DLT_CK(dlock_mutex_fence(m), 0);
@@ -651,11 +649,13 @@ static void test_lock_free_holds_fence(void) {
     for (i = 0; i < strlen(buf); i++) CU_ASSERT_TRUE(strchr("0123456789abcdefABCDEF", buf[i]) != NULL);
     CU_ASSERT_TRUE(key_hget("free", "fence", buf, sizeof buf));
     DLT_ASSERT_INT_EQ(strtoull(buf, NULL, 10), f1);
-    CU_ASSERT_TRUE(key_hget("free", "pid", buf, sizeof buf));
-    DLT_ASSERT_INT_EQ(atol(buf), getpid());
-    CU_ASSERT_TRUE(key_hget("free", "host", buf, sizeof buf) && buf[0] != '\0');
-    CU_ASSERT_TRUE(key_hget("free", "tid", buf, sizeof buf));
-    DLT_ASSERT_INT_EQ(atol(buf), syscall(SYS_gettid));
+    {
+        long long pid = 0, tid = 0;
+        char host[256] = "";
+        CU_ASSERT_TRUE(dlt_key_who("free", host, sizeof host, &pid, &tid) && host[0] != '\0');
+        DLT_ASSERT_INT_EQ(pid, getpid());
+        DLT_ASSERT_INT_EQ(tid, syscall(SYS_gettid));
+    }
     CU_ASSERT_TRUE(key_hget("free", "since", buf, sizeof buf) && buf[0] != '\0');
     long long pttl = dlt_key_pttl("free");
     CU_ASSERT_TRUE(pttl > 9000 && pttl <= 10000);
@@ -1795,7 +1795,6 @@ static void test_unlock_not_holder_eperm(void) {
     holder *h = DLT_SHM_NEW(holder, 2);
     mspec *s = DLT_SHM_NEW(mspec, 4);
     dlt_task th;
-    char buf[64];
 
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "eperm", NULL), 0);
     /* Never locked: this thread, fresh threads that never used dlock,
@@ -1823,8 +1822,7 @@ static void test_unlock_not_holder_eperm(void) {
     CU_ASSERT_TRUE(holder_wait_locked(&h[1]));
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
     dlt_run_all(not_holder_worker, &s[1], sizeof *s, 1, 1);
-    CU_ASSERT_TRUE(key_hget("eperm", "pid", buf, sizeof buf));
-    DLT_ASSERT_INT_EQ(atol(buf), th.pid);
+    DLT_ASSERT_INT_EQ(dlt_key_field("eperm", "pid"), th.pid);
     dlt_flag_set(&h[1].release, 1);
     DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(h[1].holds_at_unlock, 1);
@@ -1928,7 +1926,6 @@ static void test_unlock_lease_lost(void) {
     holder *h = DLT_SHM_NEW(holder, 1);
     dlock_mutex_t m;
     dlt_task th;
-    char buf[64];
     double t0;
     holder_init(h, ms_own("lost/stopped", T_DEFAULT, 300), H_UNLOCK);
     h->unlock_want = EPERM;
@@ -1946,8 +1943,7 @@ static void test_unlock_lease_lost(void) {
     DLT_ASSERT_INT_EQ(h->holds_at_unlock, 0);
     DLT_ASSERT_ERR(h->unlock_rc, EPERM);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
-    CU_ASSERT_TRUE(key_hget("lost/stopped", "pid", buf, sizeof buf));
-    DLT_ASSERT_INT_EQ(atol(buf), getpid());
+    DLT_ASSERT_INT_EQ(dlt_key_field("lost/stopped", "pid"), getpid());
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_SHM_FREE(h, 1);
@@ -1989,7 +1985,6 @@ static void test_destroy(void) {
     dlock_mutex_t m, m2;
     holder *h = DLT_SHM_NEW(holder, 2);
     dlt_task th, t[4];
-    char buf[64];
     int i;
 
     /* Held by another thread of this process: EBUSY, and it stays usable. */
@@ -2027,8 +2022,7 @@ static void test_destroy(void) {
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m2), EBUSY);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m2), 0);
     DLT_ASSERT_INT_EQ(check_invalid(&m2), 0);
-    CU_ASSERT_TRUE(key_hget("destroy/b", "pid", buf, sizeof buf));
-    DLT_ASSERT_INT_EQ(atol(buf), th.pid);
+    DLT_ASSERT_INT_EQ(dlt_key_field("destroy/b", "pid"), th.pid);
     dlt_flag_set(&h[1].release, 1);
     DLT_ASSERT_INT_EQ(dlt_task_join(&th, DLT_JOIN_MS), 0);
     DLT_ASSERT_INT_EQ(h[1].holds_at_unlock, 1);
