@@ -543,11 +543,13 @@ void dlock__held_add(struct dlock_client *c, dlock__hold *h) {
     c->renew_tick = (dlock__mono)(h->lease_ms / 6) * DLOCK__MS;
     c->renew_idle_until = h->acquired + 10000 * DLOCK__MS;
     dlock__renew_start(c);
-    /* Wake the renewal thread only if it would sleep past this hold's
-     * first renewal (a thread switch per acquire would cost more than
-     * the acquire's own work). */
-    if (c->renew_wake != 0 && h->renew_at - (dlock__mono)(h->lease_ms / 6) * DLOCK__MS < c->renew_wake)
-        dlock__renew_kick(c);
+    /* Wake the renewal thread only if it would sleep past the time this
+     * hold is due (a thread switch per acquire would cost more than the
+     * acquire's own work).  Not merely past the start of its early-renewal
+     * window: the thread sleeps until the first hold it has is due, and a
+     * hold taken right after that one was released would then kick it
+     * again, pair after pair. */
+    if (c->renew_wake != 0 && h->renew_at < c->renew_wake) dlock__renew_kick(c);
 }
 
 void dlock__held_remove(struct dlock_client *c, dlock__hold *h) {

@@ -144,14 +144,11 @@ static void *renew_main(void *arg) {
             o = dlock__orphans_release(c, NULL, dl);
             if (o < next) next = o;
         }
-        if (now < c->renew_idle_until && now + c->renew_tick < next) {
+        if (c->held == NULL && now < c->renew_idle_until && now + c->renew_tick < next) {
             /* Locks were taken lately: keep waking every sixth of a lease
              * for a while, so that a new hold's first renewal is always
              * seen in time without kicking this thread at every acquire
-             * (that wake-up would cost more than the acquire itself).
-             * Also while holds exist: sleeping until the first of them is
-             * due would make the next hold, taken right after it is
-             * released, kick us again, a pair after pair. */
+             * (that wake-up would cost more than the acquire itself). */
             next = now + c->renew_tick;
         }
         if (n == 0) {
