@@ -371,6 +371,7 @@ static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, c
 }
 
 const dlock__backend_ops dlock__single_backend = {
+    .queues = 1,
     .acquire = single_acquire,
     .release = single_release,
     .renew = single_renew,

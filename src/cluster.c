@@ -469,6 +469,7 @@ struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot) 
 }
 
 const dlock__backend_ops dlock__cluster_backend = {
+    .queues = 1,
     .acquire = cl_acquire,
     .release = cl_release,
     .renew = cl_renew,

@@ -320,6 +320,8 @@ typedef struct dlock__acq {
     int status;        /* DLOCK__ACQ_* */
     uint64_t fence;    /* ACQUIRED, MINE */
     int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
+    uint64_t floor;    /* BUSY: the lock's last fence when the server answered, 0 not
+                        * known: a grant whose fence is above it was made after */
     dlock__mono sent;  /* when the request that got this answer went out; failed: the
                         * latest request that went out, 0 none did; -1 not known */
 } dlock__acq;
@@ -378,6 +380,11 @@ int dlock__renew_one(struct dlock_client *c, dlock__renewal *rn, dlock__mono dea
  * value (ENOLCK when the deployment cannot be reached within the bound
  * that `deadline` gives). */
 typedef struct dlock__backend_ops {
+    /* 1: the deployment keeps one wait queue per lock, and a release hands
+     * the lock to its head (one server; a cluster, per slot).  0: Redlock,
+     * whose masters would each keep their own queue; its waiters ask again
+     * at every release. */
+    int queues;
     /* flags: DLOCK__F_*. */
     int (*acquire)(struct dlock_client *c, dlock__lock *l, const char *token,
                    unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline);

@@ -107,19 +107,26 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
 /* A fair release granted the lock to this call's token (fw): take it
  * from the message, with no round trip, when that is safe: the grant was
  * made after our last request went out (`sent`: the server answered it
- * busy, then granted), so its lease runs at least until sent + grant_ms;
+ * busy, then granted), so its lease runs at least until sent + grant_ms.
+ * Made after, not merely heard after: a message can be read late (the
+ * process was stopped, its subscriber thread slow) and come from before
+ * the busy answer, from a grant that ran out before the request was
+ * served.  Fences tell: the busy answer carried the lock's last fence
+ * (`floor`), and only a grant made later has a greater one;
  * the hold is valid until then (less the drift margin) and is renewed
  * soon, to its full lease.  A caching hold must reserve its fence block
  * (its own acquire does), and a grant older than its lease can no longer
  * be trusted: those confirm with an acquire (EAGAIN here).  c->mu held. */
 static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
-                   const char *owner, const dlock__fairwait *fw, dlock__mono sent) {
+                   const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor) {
     unsigned g = fw->grant_ms < w->lease_ms ? fw->grant_ms : w->lease_ms;
     dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(c, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
     int rc;
     unlock_answered(c, l, self); /* before the time check below */
-    if (w->caching || w->shared || sent == 0 || g <= dlock__drift_ms(c, g) || dlock__now() >= until) return EAGAIN;
+    if (w->caching || w->shared || sent == 0 || floor == 0 || fw->fence <= floor || g <= dlock__drift_ms(c, g) ||
+        dlock__now() >= until)
+        return EAGAIN;
     if ((rc = hold_begin(c, l, w, self, owner, fw->fence, sent, 0)) != 0) return rc;
     h->valid_until = until;
     /* Renewed half way to the end of the grant's lease (early by a
@@ -214,6 +221,12 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     int rc, waiting = 0, k = w->shared ? 1 : 0, registered = 0, waits, counted = 0, sure, queued = 0;
     uint64_t heard;
     int fair = w->fair && !w->shared && !try;
+    /* A waiting writer takes a place in the server's queue, and a release
+     * hands the lock to the queue's head, waking only that waiter (no
+     * herd, no request of its own): fair ones always; the others unless
+     * the deployment keeps no queue (Redlock), and only when no thread of
+     * this process holds the lock (those wait here for its unlock). */
+    int queue = fair || (!w->shared && !try && c->ops->queues);
 
     if ((self = dlock__self(&rc)) == NULL) return rc;
     dlock__owner_token(c, self, ++self->calls, owner);
@@ -262,7 +275,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
     }
 
-    if (fair) {
+    if (queue) {
         /* Poked by the subscriber when the queue hands us the lock. */
         fw.next = l->fair;
         l->fair = &fw;
@@ -315,7 +328,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                 rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
                 goto out;
             }
-            if (!fair && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
+            if (!queue && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
                 /* Another waiting thread of this process, wanting the
                  * same kind of hold, is asking the server, or was just
                  * told the lock is busy at this generation: share its
@@ -329,7 +342,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                 }
                 continue;
             }
-            if (!fair) l->trying[k] = 1;
+            if (!queue) l->trying[k] = 1;
         }
         if (c->orphans != NULL && !try &&
             deadline - dlock__now() > (dlock__mono)(c->conf.connect_timeout_ms + c->conf.command_timeout_ms) * DLOCK__MS) {
@@ -361,14 +374,14 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
          * writer (a past deadline or a bad one means it will not). */
         waits = !try && !bad_deadline && deadline > sent;
         flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0) |
-                (fair ? DLOCK__F_FAIR : 0) | (w->caching && !w->shared ? DLOCK__F_CACHING : 0);
+                (queue ? DLOCK__F_FAIR : 0) | (w->caching && !w->shared ? DLOCK__F_CACHING : 0);
         acq.sent = -1;
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
         /* Asked again inside the call (a server loading, a cluster slot in
          * migration)?  The lease runs from the attempt that was answered. */
         if (rc == 0 && acq.sent > sent) sent = last_sent = acq.sent;
-        if (waiting && !fair) {
+        if (waiting && !queue) {
             l->trying[k] = 0;
             dlock__lock_wake(l);
         }
@@ -434,17 +447,18 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             dlock__mono renew = now + (dlock__mono)(w->lease_ms / 3) * DLOCK__MS;
             if (renew < until) until = renew;
         }
-        if (acq.status == DLOCK__ACQ_BUSY && !fair) { /* true for every thread here: share it */
+        if (acq.status == DLOCK__ACQ_BUSY && !queue) { /* true for every thread here: share it */
             l->busy_gen[k] = gen;
             l->busy_until[k] = until;
         }
         if (until > deadline) until = deadline;
-        rc = fair ? dlock__wait_turn(c, l, &fw, until, w->intr) : dlock__wait(c, l, gen, until, w->intr);
+        rc = queue ? dlock__wait_turn(c, l, &fw, until, w->intr) : dlock__wait(c, l, gen, until, w->intr);
         if (rc == EINTR) {
             rc = interrupted(l, rc);
             goto out;
         }
-        if (fw.granted && (rc = granted(c, l, w, self, owner, &fw, last_sent)) == 0) {
+        if (fw.granted && (rc = granted(c, l, w, self, owner, &fw, last_sent,
+                                        acq.status == DLOCK__ACQ_BUSY ? acq.floor : 0)) == 0) {
             registered = 0; /* the grant took us out of the queue */
             goto out;
         }

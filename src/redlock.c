@@ -192,6 +192,7 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
         if (busy > 0) {
             out->status = DLOCK__ACQ_BUSY;
             out->pttl_ms = pttl;
+            out->floor = 0; /* no grants here: no queue */
             return 0;
         }
         /* Neither a quorum nor a holder: masters did not answer (or took
@@ -311,6 +312,7 @@ static int rl_cond(struct dlock_client *c, dlock__lock *l, const char *op, const
 }
 
 const dlock__backend_ops dlock__redlock_backend = {
+    .queues = 0,
     .acquire = rl_acquire,
     .release = rl_release,
     .renew = rl_renew,

@@ -24,12 +24,15 @@ int dlock__u64_parse(const char *s, size_t n, uint64_t *out) {
 
 int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
     const redisReply *st, *v;
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element == NULL) return -1;
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 || r->element == NULL)
+        return -1;
     st = r->element[0];
     v = r->element[1];
     if (st == NULL || v == NULL || st->type != REDIS_REPLY_INTEGER) return -1;
+    if (r->elements == 3 && st->integer != 0) return -1;
     out->pttl_ms = -1;
     out->fence = 0;
+    out->floor = 0;
     switch (st->integer) {
     case 1: /* acquired */
     case 2: /* already ours */
@@ -50,6 +53,11 @@ int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
             return -1;
         out->status = st->integer == 0 ? DLOCK__ACQ_BUSY : DLOCK__ACQ_HELDBACK;
         out->pttl_ms = v->integer;
+        if (r->elements == 3) { /* the last fence: digits, or '' none kept */
+            const redisReply *f = r->element[2];
+            if (f == NULL || f->type != REDIS_REPLY_STRING) return -1;
+            if (f->len > 0 && dlock__u64_parse(f->str, f->len, &out->floor) != 0) return -1;
+        }
         return 0;
     default:
         return -1;

@@ -146,8 +146,10 @@
  * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
  * holder died holding it (EOWNERDEAD); {2, fence} already held by this
  * token (an earlier attempt whose answer was lost, or a fair grant; the
- * lease starts again); {0, ms} held by another (a writer, or readers, or
- * promised to the queue's head) for about ms; {5, ms} free, but this
+ * lease starts again); {0, ms, last} held by another (a writer, or
+ * readers, or promised to the queue's head) for about ms, the lock's last
+ * fence being last ('' if none is kept): a grant the caller hears of later
+ * was made after this answer only if its fence is above last (lock.c); {5, ms} free, but this
  * thread released it while others waited and is held back for ms (a call
  * that waits; trylock is never held back); {3, 0} robust and not
  * recoverable.  Only robust acquirers read or write the state key. */
@@ -221,7 +223,7 @@ static const char acquire_lua[] =
     "      keep(KEYS[8], 2 * lease)\n"
     "    end\n"
     "  end\n"
-    "  return {0, wait}\n"
+    "  return {0, wait, redis.call('GET', KEYS[2]) or ''}\n"
     "end\n"
     "if rw then unqueue(ARGV[1]) end\n"
     "return take()\n";

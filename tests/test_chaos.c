@@ -42,7 +42,7 @@
  * rounds of all five kinds (so every kind is injected equally often, far more
  * than twice), seeded (CHAOS_SEED, printed):
  *   kill          SIGKILL a worker -- the holder of a random lock when one of
- *                 ours holds it (HGET of the lock's `pid`), else a random
+ *                 ours holds it (the pid in the lock's `who`), else a random
  *                 one -- and fork a fresh worker in its place;
  *   pause         SIGSTOP a worker (a holder when possible) for lease +
  *                 300..1500 ms, then SIGCONT; the interval is recorded;
@@ -465,9 +465,11 @@ static int pick_worker(uint64_t *rng, int *holder) {
     int lock = (int)rng_range(rng, 0, NLOCK - 1);
     *holder = 0;
     if (srv.pid > 0) {
-        redisReply *r = dlt_redis_cmd(&srv, "HGET dlock:{chaos/%d} pid", lock);
-        if (r != NULL && r->type == REDIS_REPLY_STRING) {
-            pid_t p = (pid_t)atol(r->str);
+        redisReply *r = dlt_redis_cmd(&srv, "HGET dlock:{chaos/%d} who", lock);
+        const char *c2 = r != NULL && r->type == REDIS_REPLY_STRING ? strrchr(r->str, ':') : NULL;
+        const char *c1 = c2 != NULL ? memrchr(r->str, ':', (size_t)(c2 - r->str)) : NULL;
+        if (c1 != NULL) { /* who = host:pid:tid */
+            pid_t p = (pid_t)atol(c1 + 1);
             for (int i = 0; i < NPROC; i++)
                 if (workers[i] == p) {
                     *holder = 1;
