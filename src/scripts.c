@@ -135,7 +135,11 @@
  * robust ("1"/"0"), [6] wait ("1": the caller will wait, so register it
  * as a waiting writer, which holds new readers back, and tells a releaser
  * that someone waits), [7] fair ("1": with [6], also take a place in the
- * fair queue), [8] caching ("1": reserve a block of fences).  While the
+ * fair queue), [8] caching ("1": reserve a block of fences; if others
+ * are queued, publish "wanted" at once, since their requests may have
+ * come before the hash said "cache": a caching holder handed the lock by
+ * a release, which confirms with its own acquire, would otherwise keep
+ * it while they wait).  While the
  * fair queue has a live waiter, the lock goes to nobody else, fair or
  * not: a free lock with a queue is taken only by the queue's head.  A
  * thread that has just released the lock while others waited is held
@@ -164,6 +168,7 @@ static const char acquire_lua[] =
     "local function reserve(fs)\n"
     "  redis.call('SET', KEYS[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
     "  redis.call('HSET', KEYS[1], 'fence', fs, 'cache', '1')\n"
+    "  if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('PUBLISH', KEYS[1], 'wanted') end\n"
     "end\n"
     "local function take()\n"
     "  local fs = fence()\n"
