@@ -216,7 +216,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     char owner[DLOCK__OWNER_LEN + 1];
     dlock__thread *self;
     dlock__hold *mine;
-    dlock__fairwait fw = { owner, 0, NULL, 0, 0, 0 }, **fp;
+    dlock__fairwait fw, **fp;
     dlock__mono last_sent = 0; /* when the last request of this call went out */
     int rc, waiting = 0, k = w->shared ? 1 : 0, registered = 0, waits, counted = 0, sure, queued = 0;
     uint64_t heard;
@@ -275,6 +275,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
     }
 
+    memset(&fw, 0, sizeof fw);
+    fw.token = owner;
     if (queue) {
         /* Poked by the subscriber when the queue hands us the lock. */
         fw.next = l->fair;
@@ -482,6 +484,7 @@ out:
         for (fp = &l->fair; *fp != &fw; fp = &(*fp)->next)
             ;
         *fp = fw.next;
+        if (fw.cv_ok) pthread_cond_destroy(&fw.cv);
     }
     if (counted) dlock__wait_done(c, l);
     l->users--;

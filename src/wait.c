@@ -43,11 +43,16 @@ struct dlock__sleeper {
     struct dlock__sleeper *next;
 };
 
-void dlock__lock_wake(dlock__lock *l) {
+/* Wakes l's interruptible sleepers (each on its eventfd). */
+static void wake_fds(dlock__lock *l) {
     struct dlock__sleeper *s;
     uint64_t one = 1;
-    pthread_cond_broadcast(&l->cv);
     for (s = l->sleepers; s != NULL; s = s->next) (void)!write(s->fd, &one, sizeof one);
+}
+
+void dlock__lock_wake(dlock__lock *l) {
+    pthread_cond_broadcast(&l->cv);
+    wake_fds(l);
 }
 
 /* The calling thread's eventfd for interruptible sleeps, made on first
@@ -142,35 +147,47 @@ int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mon
     return 0;
 }
 
-int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, const dlock__fairwait *fw, dlock__mono until, int intr) {
+int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until, int intr) {
+    if (!intr && !fw->cv_ok) fw->cv_ok = dlock__cond_init(&fw->cv) == 0; /* made when first needed */
     while (!fw->poked) {
-        int rc = dlock__sleep(c, l, until, intr);
-        if (rc != 0) return rc;
+        int rc;
+        if (!intr && fw->cv_ok) {
+            rc = dlock__cond_wait_until(&fw->cv, &c->mu, until);
+            if (rc == ETIMEDOUT) return ETIMEDOUT;
+            continue;
+        }
+        if ((rc = dlock__sleep(c, l, until, intr)) != 0) return rc;
     }
     return 0;
+}
+
+/* A poked waiter wakes: on its own condition variable, or, sleeping
+ * interruptibly (or without one), as any sleeper of l. */
+static void poke_one(dlock__lock *l, dlock__fairwait *fw) {
+    fw->poked = 1;
+    if (fw->cv_ok) pthread_cond_signal(&fw->cv);
+    else pthread_cond_broadcast(&l->cv);
+    wake_fds(l);
 }
 
 /* Pokes the fair waiters of l: the one whose token is `token`, or, NULL,
  * every one.  c->mu held. */
 void dlock__fair_poke(dlock__lock *l, const char *token, size_t len) {
     dlock__fairwait *fw;
-    int any = 0;
     for (fw = l->fair; fw != NULL; fw = fw->next) {
         if (token != NULL && (strlen(fw->token) != len || memcmp(fw->token, token, len) != 0)) continue;
-        fw->poked = 1;
-        any = 1;
+        poke_one(l, fw);
     }
-    if (any) dlock__lock_wake(l);
 }
 
 void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms) {
     dlock__fairwait *fw;
     for (fw = l->fair; fw != NULL; fw = fw->next) {
         if (strcmp(fw->token, token) != 0) continue;
-        fw->poked = fw->granted = 1;
+        fw->granted = 1;
         fw->fence = fence;
         fw->grant_ms = grant_ms;
-        dlock__lock_wake(l);
+        poke_one(l, fw);
     }
 }
 
