@@ -357,7 +357,8 @@ static void usage(FILE *f) {
             "                 a third of it is renewed in the background\n"
             "  -t SECONDS     give up on workers after this long (default 120)\n"
             "  -F             a fair mutex: the workers take the lock in the order they\n"
-            "                 asked for it (compare the waits with and without -F)\n"
+            "                 asked for it (processes wait in that order anyway: a\n"
+            "                 release hands the lock to the next in the server's queue)\n"
             "The server is $DLOCK_URL (default redis://127.0.0.1:6379).\n",
             MAX_PROCS, DLOCK_LEASE_MIN_MS, DLOCK_LEASE_MAX_MS, DLOCK_LEASE_DEFAULT_MS);
 }
