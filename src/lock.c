@@ -330,6 +330,14 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                 rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
                 goto out;
             }
+            if (dlock__now() >= deadline) {
+                /* The deadline passed while the release channel was being
+                 * subscribed to (the process may have been stopped): no
+                 * further attempt, as above -- a turn handed to us
+                 * meanwhile is passed on by the withdrawal. */
+                rc = timed_out(l, "");
+                goto out;
+            }
             if (!queue && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
                 /* Another waiting thread of this process, wanting the
                  * same kind of hold, is asking the server, or was just
