@@ -148,17 +148,25 @@ static int st_wait_healthy(int nrep, int timeout_ms) {
     return -1;
 }
 
+/* One server of the topology: plain, or TLS-only with the certificates
+ * in tls_dir. */
+static int st_start_one(dlt_redis *r, const char *tls_dir, const char *conf) {
+    return tls_dir != NULL ? dlt_redis_start_tls(r, tls_dir, conf) : dlt_redis_start(r, conf);
+}
+
 /* Starts 1 master, nrep replicas of it and nsent sentinels (quorum 2, or
- * 1 with a single sentinel) and waits until they are healthy.  0 or -1. */
-static int st_up(int nrep, int nsent) {
+ * 1 with a single sentinel), every one TLS-only when tls_dir is not NULL,
+ * sets st.url ("redis+sentinel://..." or "rediss+sentinel://...", without
+ * a query) and waits up to healthy_ms until they are healthy.  0 or -1. */
+static int st_start(int nrep, int nsent, const char *tls_dir, int healthy_ms) {
     char conf[512];
     int n;
     st_down();
-    if (dlt_redis_start(&st.node[0], NULL) != 0) return -1;
+    if (st_start_one(&st.node[0], tls_dir, NULL) != 0) return -1;
     st.nnodes = 1;
     snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d\nreplica-read-only yes", st.node[0].port);
     for (int i = 1; i <= nrep; i++) {
-        if (dlt_redis_start(&st.node[i], conf) != 0) return -1;
+        if (st_start_one(&st.node[i], tls_dir, conf) != 0) return -1;
         st.nnodes++;
     }
     snprintf(conf, sizeof conf,
@@ -168,15 +176,20 @@ static int st_up(int nrep, int nsent) {
              "sentinel parallel-syncs %s 2",
              ST_MASTER, st.node[0].port, nsent > 1 ? 2 : 1, ST_MASTER, ST_MASTER, ST_MASTER);
     for (int s = 0; s < nsent; s++) {
-        if (dlt_redis_start(&st.sent[s], conf) != 0) return -1;
+        if (st_start_one(&st.sent[s], tls_dir, conf) != 0) return -1;
         st.nsents++;
     }
-    n = snprintf(st.url, sizeof st.url, "redis+sentinel://");
+    n = snprintf(st.url, sizeof st.url, "%s", tls_dir != NULL ? "rediss+sentinel://" : "redis+sentinel://");
     for (int s = 0; s < nsent; s++)
         n += snprintf(st.url + n, sizeof st.url - (size_t)n, "%s127.0.0.1:%d", s ? "," : "",
                       st.sent[s].port);
     snprintf(st.url + n, sizeof st.url - (size_t)n, "/%s", ST_MASTER);
-    return st_wait_healthy(nrep, 30000) == 0 ? 0 : -1;
+    return st_wait_healthy(nrep, healthy_ms) == 0 ? 0 : -1;
+}
+
+/* The plain topology. */
+static int st_up(int nrep, int nsent) {
+    return st_start(nrep, nsent, NULL, 30000);
 }
 
 /* The sentinel URL with a query appended ("" for none). */
@@ -939,33 +952,8 @@ static void test_sentinel_bad_input(void) {
  * "rediss+sentinel://127.0.0.1:S1,.../mymaster", without a query; *dir
  * the certificates' folder.  0 or -1. */
 static int st_up_tls(int nrep, int nsent, const char **dir) {
-    char conf[512];
-    int n;
-    st_down();
     if ((*dir = dlt_tls_dir()) == NULL) return -1;
-    if (dlt_redis_start_tls(&st.node[0], *dir, NULL) != 0) return -1;
-    st.nnodes = 1;
-    snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d\nreplica-read-only yes", st.node[0].port);
-    for (int i = 1; i <= nrep; i++) {
-        if (dlt_redis_start_tls(&st.node[i], *dir, conf) != 0) return -1;
-        st.nnodes++;
-    }
-    snprintf(conf, sizeof conf,
-             "sentinel monitor %s 127.0.0.1 %d %d\n"
-             "sentinel down-after-milliseconds %s 1000\n"
-             "sentinel failover-timeout %s 5000\n"
-             "sentinel parallel-syncs %s 2",
-             ST_MASTER, st.node[0].port, nsent > 1 ? 2 : 1, ST_MASTER, ST_MASTER, ST_MASTER);
-    for (int s = 0; s < nsent; s++) {
-        if (dlt_redis_start_tls(&st.sent[s], *dir, conf) != 0) return -1;
-        st.nsents++;
-    }
-    n = snprintf(st.url, sizeof st.url, "rediss+sentinel://");
-    for (int s = 0; s < nsent; s++)
-        n += snprintf(st.url + n, sizeof st.url - (size_t)n, "%s127.0.0.1:%d", s ? "," : "",
-                      st.sent[s].port);
-    snprintf(st.url + n, sizeof st.url - (size_t)n, "/%s", ST_MASTER);
-    return st_wait_healthy(nrep, 20000) == 0 ? 0 : -1;
+    return st_start(nrep, nsent, *dir, 20000);
 }
 
 /* HGET dlock:{name} fence on node i as a number; 0 when absent or no answer. */
