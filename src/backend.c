@@ -85,7 +85,7 @@ int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *toke
         ARG(a, a->ident);
         ARG(a, flags & DLOCK__F_ROBUST ? "1" : "0");
         ARG(a, flags & DLOCK__F_WAIT ? "1" : "0");
-        ARG(a, flags & DLOCK__F_FAIR ? "1" : "0");
+        ARG(a, !(flags & DLOCK__F_FAIR) ? "0" : flags & DLOCK__F_GRANTLIST ? "2" : "1");
         ARG(a, flags & DLOCK__F_CACHING ? "1" : "0");
     }
     return flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
@@ -370,6 +370,13 @@ static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, c
     return rc;
 }
 
+static int single_grant_conn(struct dlock_client *c, dlock__lock *l, struct dlock_client **node, dlock__conn **cn,
+                             dlock__mono deadline) {
+    (void)l;
+    *node = c;
+    return dlock__pool_get(c, cn, deadline);
+}
+
 const dlock__backend_ops dlock__single_backend = {
     .queues = 1,
     .acquire = single_acquire,
@@ -379,4 +386,5 @@ const dlock__backend_ops dlock__single_backend = {
     .fenced_set = single_fenced_set,
     .info = single_info,
     .cond = single_cond,
+    .grant_conn = single_grant_conn,
 };

@@ -564,10 +564,12 @@ void dlock__held_remove(struct dlock_client *c, dlock__hold *h) {
 void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep) {
     memset(rep, 0, sizeof *rep);
     if (h->cached) {
-        /* Kept in the cache, held by no thread: nobody to tell. */
+        /* Kept in the cache, held by no thread: nobody to tell.  (A cached
+         * hold is exclusive, l->x, which forgetting does not free.) */
+        dlock__lock *l = h->l;
         dlock__hold_forget(c, h);
-        h->l->gen++;
-        dlock__lock_wake(h->l);
+        l->gen++;
+        dlock__lock_wake(l);
         return;
     }
     dlock__held_remove(c, h);

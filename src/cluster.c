@@ -468,6 +468,15 @@ struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot) 
     return c->members[o != 0 ? o - 1 : 0];
 }
 
+/* The slot's master as the map has it (a refusal, MOVED, makes the
+ * waiter publish its grants instead for the rest of its call). */
+static int cl_grant_conn(struct dlock_client *c, dlock__lock *l, struct dlock_client **node, dlock__conn **cn,
+                         dlock__mono deadline) {
+    int rc;
+    if ((rc = route(c, lock_slot(l), node, deadline)) != 0) return rc;
+    return dlock__pool_get(*node, cn, deadline);
+}
+
 const dlock__backend_ops dlock__cluster_backend = {
     .queues = 1,
     .acquire = cl_acquire,
@@ -477,4 +486,5 @@ const dlock__backend_ops dlock__cluster_backend = {
     .fenced_set = cl_fenced_set,
     .info = cl_info,
     .cond = cl_cond,
+    .grant_conn = cl_grant_conn,
 };

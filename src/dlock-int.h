@@ -206,9 +206,13 @@ enum {
     DLOCK__K_WRITERS, /* <prefix>{<name>}:writers  zset: waiting writers' tokens by expiry */
     DLOCK__K_HANDOFF, /* <prefix>{<name>}:handoff  host:pid:tid of a releaser held back */
     DLOCK__K_QUEUE,   /* <prefix>{<name>}:queue    zset: fair waiters' tokens by arrival ticket */
-    DLOCK__K_QMETA,   /* <prefix>{<name>}:qmeta    hash: fair waiter token -> lease|robust|host:pid:tid */
+    DLOCK__K_QMETA,   /* <prefix>{<name>}:qmeta    hash: fair waiter token -> lease|robust|delivery|host:pid:tid */
     DLOCK__NKEYS
 };
+/* Not among them (the scripts make its name): <prefix>{<name>}:g:<token>,
+ * the list a release pushes a queued waiter's grant to, "FENCE:MS", when
+ * the waiter said it will wait for it there with BLPOP (delivery 2);
+ * delivery 1: the grant is published on the release channel. */
 /* After them, on Redis Cluster only: <prefix>{<name>}:epoch, the restart
  * guard's marker (one server keeps one for the deployment, <prefix>epoch,
  * which a cluster would put in another slot than the lock's). */
@@ -307,6 +311,11 @@ typedef struct dlock__fairwait {
      * woke 25).  cv_ok 0: it sleeps on the lock's, as others do. */
     pthread_cond_t cv;
     int cv_ok;
+    /* Waiting in BLPOP for a grant pushed to its list (dlock__wait_grant):
+     * the thread's eventfd, which a poke writes (-1: not so waiting);
+     * nolist: this call's list cannot be used, grants are published. */
+    int efd;
+    int nolist;
 } dlock__fairwait;
 
 /* What a table entry is: a lock (mutex, rwlock), or a condition
@@ -345,6 +354,7 @@ enum {
 #define DLOCK__F_SHARED 4 /* a shared (read) hold */
 #define DLOCK__F_FAIR 8   /* a fair mutex: queue in arrival order (with F_WAIT) */
 #define DLOCK__F_CACHING 16 /* a caching mutex: reserve a block of fences */
+#define DLOCK__F_GRANTLIST 32 /* with F_FAIR: push a grant to the waiter's grant list (BLPOP), not publish it */
 /* The fences a caching hold reserves at each acquisition: its local
  * holds number them, and the server's next fence comes after them. */
 #define DLOCK__FENCE_BLOCK 1048576u
@@ -413,6 +423,11 @@ typedef struct dlock__backend_ops {
      * "withdraw", "signal" or "broadcast"; *result is the script's answer. */
     int (*cond)(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
                 const char *const *stale, size_t nstale, long long *result, dlock__mono deadline);
+    /* A pooled connection to the server that keeps l's queue (*node: the
+     * client whose pool it is), for a waiter's BLPOP on its grant list;
+     * NULL where there is no queue. */
+    int (*grant_conn)(struct dlock_client *c, dlock__lock *l, struct dlock_client **node, dlock__conn **cn,
+                      dlock__mono deadline);
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
@@ -517,6 +532,7 @@ struct dlock_client {
     struct dlock_client **members;
     size_t nmembers;
     int one_connect; /* a member: one connection attempt per request, no retry loop */
+    int grant_nolist; /* the server refused BLPOP (an ACL): grants are published (dlock__wait_grant) */
     /* Redis Cluster: the parent has a member per node (made as the slot
      * map names them) and the map (cluster.c); a member knows its parent,
      * to follow redirections. */
@@ -659,6 +675,11 @@ int dlock__cache_ok(const struct dlock_client *c, const dlock__lock *l);
 void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
 /* Sleeps until fw is poked (a fair waiter's turn, or a reason to ask). */
 int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until, int intr);
+/* The same, blocked in BLPOP on the waiter's grant list: 0 granted
+ * (fw->granted) or poked, ETIMEDOUT, EINTR (intr), or EAGAIN: the list
+ * could not be used (fw->nolist is set; c->grant_nolist too if the
+ * server refuses BLPOP).  c->mu held. */
+int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until, int intr);
 /* Pokes l's fair waiter whose token is token[0..len), or every one
  * (token NULL), and wakes it.  c->mu held. */
 void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);

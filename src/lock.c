@@ -277,6 +277,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
 
     memset(&fw, 0, sizeof fw);
     fw.token = owner;
+    fw.efd = -1;
     if (queue) {
         /* Poked by the subscriber when the queue hands us the lock. */
         fw.next = l->fair;
@@ -287,7 +288,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         dlock__acq acq;
         dlock__mono sent, now, until, bound;
         uint64_t gen;
-        int flags;
+        int flags, listed;
 
         if (l->x.cached) {
             /* The process keeps the lock (caching): take it here, or,
@@ -370,6 +371,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
          * this attempt moves gen (or pokes us): a busy answer can be slept
          * on at once.  Counting ourselves a waiter keeps the subscription. */
         sure = !try && dlock__sub_live(c, l);
+        /* A queued waiter blocks in BLPOP for its grant where it can. */
+        listed = queue && c->ops->grant_conn != NULL && !c->grant_nolist && !fw.nolist;
         if (sure && !counted) {
             l->waiters++;
             counted = 1;
@@ -384,7 +387,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
          * writer (a past deadline or a bad one means it will not). */
         waits = !try && !bad_deadline && deadline > sent;
         flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0) |
-                (queue ? DLOCK__F_FAIR : 0) | (w->caching && !w->shared ? DLOCK__F_CACHING : 0);
+                (queue ? DLOCK__F_FAIR : 0) | (listed ? DLOCK__F_GRANTLIST : 0) |
+                (w->caching && !w->shared ? DLOCK__F_CACHING : 0);
         acq.sent = -1;
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
@@ -462,7 +466,9 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             l->busy_until[k] = until;
         }
         if (until > deadline) until = deadline;
-        rc = queue ? dlock__wait_turn(c, l, &fw, until, w->intr) : dlock__wait(c, l, gen, until, w->intr);
+        if (!queue) rc = dlock__wait(c, l, gen, until, w->intr);
+        else if (listed && acq.status == DLOCK__ACQ_BUSY && registered) rc = dlock__wait_grant(c, l, &fw, until, w->intr);
+        else rc = dlock__wait_turn(c, l, &fw, until, w->intr);
         if (rc == EINTR) {
             rc = interrupted(l, rc);
             goto out;

@@ -40,6 +40,7 @@ static int get(const dlock_mutex_t *cm, dlock__mutex **out) {
     uintptr_t magic;
     int rc;
 
+    *out = NULL; /* (an optimising compiler cannot tell that every error below is nonzero) */
     if (m == NULL) return dlock__seterr(EINVAL, "mutex is NULL");
     magic = __atomic_load_n(&m->__magic, __ATOMIC_ACQUIRE);
     if (magic == live_magic(m)) {

@@ -48,11 +48,17 @@
  *
  * The fair queue (DLOCK_MUTEX fair attribute): a waiting fair acquirer
  * takes a ticket, one more than the last in the queue, in the server's
- * order; its lease, robustness and identity go to qmeta.  A release hands
- * the lock straight to the queue's head and publishes "TOKEN:FENCE:MS",
- * so only that waiter wakes.  A grant is leased for MS = at most GRANT_MS
+ * order; its lease, robustness, identity and how it hears of a grant go
+ * to qmeta.  A release hands the lock straight to the queue's head and
+ * tells that waiter alone: it pushes "FENCE:MS" to the waiter's grant list
+ * <lock key>:g:<token>, on which the waiter blocks in BLPOP (delivery 2:
+ * the server answers the waiter itself, before any other), or publishes
+ * "TOKEN:FENCE:MS" on the release channel (delivery 1: the waiting
+ * process's subscriber hears it; the fallback where BLPOP cannot be
+ * used, and where the push is refused: an ACL without RPUSH, whose user
+ * cannot BLPOP either, so the waiter, subscribed, will hear it).  A grant is leased for MS = at most GRANT_MS
  * until the new holder renews it, so one given to a waiter that died in
- * the meantime runs out soon.  The waiter takes the lock from the message
+ * the meantime runs out soon.  The waiter takes the lock from the grant
  * alone when its last request (sent before the grant) plus MS is still
  * ahead; otherwise it confirms with one acquire, which finds the lock
  * already its own (lock.c). */
@@ -134,8 +140,10 @@
 /* Exclusive acquire (mutex, write lock).  ARGV[4] who (host:pid:tid), [5]
  * robust ("1"/"0"), [6] wait ("1": the caller will wait, so register it
  * as a waiting writer, which holds new readers back, and tells a releaser
- * that someone waits), [7] fair ("1": with [6], also take a place in the
- * fair queue), [8] caching ("1": reserve a block of fences; if others
+ * that someone waits), [7] queue ("0": no; with [6], take a place in the
+ * fair queue, and be told of a grant by "1": a message on the release
+ * channel, "2": a push to the grant list; every queuing request says it
+ * anew), [8] caching ("1": reserve a block of fences; if others
  * are queued, publish "wanted" at once, since their requests may have
  * come before the hash said "cache": a caching holder handed the lock by
  * a release, which confirms with its own acquire, would otherwise keep
@@ -216,14 +224,14 @@ static const char acquire_lua[] =
     "  if ARGV[6] == '1' then\n"
     "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
     "    keep(KEYS[5], 2 * lease)\n"
-    "    if ARGV[7] == '1' then\n"
+    "    if ARGV[7] ~= '0' then\n"
     "      if not redis.call('ZSCORE', KEYS[7], ARGV[1]) then\n"
     "        local last = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')\n"
     "        local ticket = 1\n"
     "        if #last > 0 then ticket = tonumber(last[2]) + 1 end\n"
     "        redis.call('ZADD', KEYS[7], ticket, ARGV[1])\n"
-    "        redis.call('HSET', KEYS[8], ARGV[1], ARGV[2] .. '|' .. ARGV[5] .. '|' .. ARGV[4])\n"
     "      end\n"
+    "      redis.call('HSET', KEYS[8], ARGV[1], ARGV[2] .. '|' .. ARGV[5] .. '|' .. ARGV[7] .. '|' .. ARGV[4])\n"
     "      keep(KEYS[7], 2 * lease)\n"
     "      keep(KEYS[8], 2 * lease)\n"
     "    end\n"
@@ -280,6 +288,7 @@ static const char release_lua[] =
     "  local was = redis.call('ZREM', KEYS[5], ARGV[1])\n"
     "  redis.call('ZREM', KEYS[7], ARGV[1])\n"
     "  redis.call('HDEL', KEYS[8], ARGV[1])\n"
+    "  redis.call('DEL', KEYS[1] .. ':g:' .. ARGV[1])\n"
     "  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then\n"
     "    if was == 1 then redis.call('PUBLISH', ARGV[2], 'released') end\n"
     "    return 0\n"
@@ -307,8 +316,8 @@ static const char release_lua[] =
     "  clock()\n"
     "  local h = qhead()\n"
     "  local m = h and redis.call('HGET', KEYS[8], h)\n"
-    "  local ls, rb, who\n"
-    "  if m then ls, rb, who = string.match(m, '^(%d+)|([01])|(.*)$') end\n"
+    "  local ls, rb, d, who\n"
+    "  if m then ls, rb, d, who = string.match(m, '^(%d+)|([01])|([12])|(.*)$') end\n"
     "  if ls then\n"
     "    unqueue(h)\n"
     "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
@@ -316,7 +325,12 @@ static const char release_lua[] =
     "    redis.call('HSET', KEYS[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb)\n"
     "    redis.call('PEXPIRE', KEYS[1], g)\n"
     "    if rb == '1' then redis.call('SET', KEYS[3], 'held') end\n"
-    "    redis.call('PUBLISH', ARGV[2], h .. ':' .. fs .. ':' .. g)\n"
+    "    if d == '2' then\n"
+    "      local gk = KEYS[1] .. ':g:' .. h\n"
+    "      if type(redis.pcall('RPUSH', gk, fs .. ':' .. g)) == 'number' then redis.call('PEXPIRE', gk, g)\n"
+    "      else d = '1' end\n"
+    "    end\n"
+    "    if d ~= '2' then redis.call('PUBLISH', ARGV[2], h .. ':' .. fs .. ':' .. g) end\n"
     "    return 1\n"
     "  end\n"
     "end\n"

@@ -161,10 +161,169 @@ int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw
     return 0;
 }
 
+/* An answer to BLPOP: nil (its timeout), or {list, "FENCE:MS"}.  1 if
+ * r is a grant (fw filled in), 0 if nil, -1 if anything else. */
+static int grant_parse(const redisReply *r, dlock__fairwait *fw) {
+    const redisReply *v;
+    unsigned long long fence;
+    unsigned long ms;
+    char buf[48], *end;
+    if (r->type == REDIS_REPLY_NIL) return 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING) return -1;
+    v = r->element[1];
+    if (v->len == 0 || v->len >= sizeof buf) return -1;
+    memcpy(buf, v->str, v->len);
+    buf[v->len] = '\0';
+    errno = 0;
+    fence = strtoull(buf, &end, 10);
+    if (end == buf || *end != ':' || fence == 0 || errno != 0) return -1;
+    ms = strtoul(end + 1, &end, 10);
+    if (*end != '\0' || ms == 0 || ms > 0xFFFFFFFFul || errno != 0) return -1;
+    fw->fence = fence;
+    fw->grant_ms = (unsigned)ms;
+    fw->granted = 1;
+    return 1;
+}
+
+/* Is r the server saying it will not run BLPOP at all (an ACL, a proxy
+ * that knows no such command), so that no later call should try? */
+static int refused_for_good(const redisReply *r) {
+    return r->type == REDIS_REPLY_ERROR &&
+           (strncmp(r->str, "NOPERM", 6) == 0 || strstr(r->str, "unknown command") != NULL ||
+            strstr(r->str, "can't run this command") != NULL);
+}
+
+/* Waits for fw's grant in its list, <lock key>:g:<token>, where the
+ * release pushes it: BLPOP with the wait's timeout on a connection of
+ * the lock's node, the thread in ppoll on that socket and on its own
+ * eventfd, which a poke writes (the subscriber heard something that
+ * wakes every waiter: a plain release, a lost subscription).  The server
+ * answers the blocked waiter in the same turn as the release, before
+ * the releaser: no subscriber thread between them.  A wait cut short
+ * (a poke, a signal) closes its connection, whose BLPOP is still
+ * pending; a grant popped meanwhile is not lost: the lock is the
+ * token's, and its next acquire finds it so.  c->mu held. */
+int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until, int intr) {
+    struct dlock_client *node = NULL;
+    dlock__conn *cn = NULL;
+    redisReply *r = NULL;
+    const char *argv[3];
+    size_t lens[3];
+    char *key, secs[32];
+    dlock__mono now = dlock__now(), give_up;
+    sigset_t mask;
+    uint64_t v;
+    int fd, rc = 0;
+
+    if (fw->poked) return 0;
+    if (until <= now) return ETIMEDOUT;
+    if ((fd = thread_efd()) < 0 || (key = malloc(l->keylen + 4 + DLOCK__OWNER_LEN + 1)) == NULL) {
+        fw->nolist = 1;
+        return EAGAIN;
+    }
+    sprintf(key, "%s:g:%s", l->key, fw->token);
+    while (read(fd, &v, sizeof v) == (ssize_t)sizeof v) /* stale wake-ups */
+        ;
+    fw->efd = fd;
+    pthread_mutex_unlock(&c->mu);
+    if (intr_mask_set) mask = intr_mask;
+    else pthread_sigmask(SIG_SETMASK, NULL, &mask);
+    /* The server ends the wait at `until`; this thread waits for its
+     * answer a command timeout longer before it gives up on it. */
+    give_up = until + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
+    snprintf(secs, sizeof secs, "%.3f", (double)((until - now) / DLOCK__MS + 1) / 1000.0);
+    argv[0] = "BLPOP";
+    argv[1] = key;
+    argv[2] = secs;
+    lens[0] = 5;
+    lens[1] = strlen(key);
+    lens[2] = strlen(secs);
+    if (c->ops->grant_conn(c, l, &node, &cn, until) != 0) {
+        rc = EAGAIN;
+    } else if (redisAppendCommandArgv(cn->ctx, 3, argv, lens) != REDIS_OK || dlock__conn_flush(cn) != 0) {
+        rc = EAGAIN;
+    } else {
+        for (;;) {
+            struct pollfd pfd[2];
+            struct timespec ts;
+            void *reply = NULL;
+            int n;
+            if (redisGetReplyFromReader(cn->ctx, &reply) != REDIS_OK) {
+                rc = EAGAIN;
+                break;
+            }
+            if (reply != NULL) {
+                r = reply;
+                break;
+            }
+            if (dlock__conn_pending(cn)) { /* TLS: bytes already read from the socket */
+                if (dlock__conn_read(cn) != REDIS_OK) {
+                    rc = EAGAIN;
+                    break;
+                }
+                continue;
+            }
+            now = dlock__now();
+            if (now >= give_up) {
+                rc = ETIMEDOUT;
+                break;
+            }
+            dlock__mono_to_ts(give_up - now, &ts);
+            pfd[0].fd = cn->ctx->fd;
+            pfd[0].events = POLLIN;
+            pfd[1].fd = fd;
+            pfd[1].events = POLLIN;
+            n = ppoll(pfd, 2, &ts, intr ? &mask : NULL);
+            if (n < 0 && errno == EINTR) {
+                if (intr) {
+                    rc = EINTR;
+                    break;
+                }
+                continue;
+            }
+            if (n < 0) {
+                rc = EAGAIN;
+                break;
+            }
+            if (n > 0 && pfd[1].revents) {
+                rc = 0; /* poked: the caller looks at why */
+                break;
+            }
+            if (n > 0 && pfd[0].revents && dlock__conn_read(cn) != REDIS_OK) {
+                rc = EAGAIN;
+                break;
+            }
+        }
+    }
+    if (cn != NULL) {
+        if (r != NULL && cn->ctx->reader->pos >= cn->ctx->reader->len) {
+            dlock__pool_put(node, cn, 0);
+        } else {
+            dlock__conn_close(cn); /* its BLPOP may still be pending */
+        }
+    }
+    free(key);
+    pthread_mutex_lock(&c->mu);
+    fw->efd = -1;
+    if (r != NULL) {
+        int g = grant_parse(r, fw);
+        if (g == 0) rc = ETIMEDOUT;
+        if (g < 0) {
+            if (refused_for_good(r)) c->grant_nolist = 1;
+            rc = EAGAIN; /* MOVED, an error, nonsense: publish this call's grants */
+        }
+        freeReplyObject(r);
+    }
+    if (rc == EAGAIN) fw->nolist = 1;
+    return rc;
+}
+
 /* A poked waiter wakes: on its own condition variable, or, sleeping
  * interruptibly (or without one), as any sleeper of l. */
 static void poke_one(dlock__lock *l, dlock__fairwait *fw) {
+    uint64_t one = 1;
     fw->poked = 1;
+    if (fw->efd >= 0) (void)!write(fw->efd, &one, sizeof one);
     if (fw->cv_ok) pthread_cond_signal(&fw->cv);
     else pthread_cond_broadcast(&l->cv);
     wake_fds(l);

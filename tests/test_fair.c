@@ -375,6 +375,29 @@ static long long fw_exists(const char *name, const char *suffix) {
     return dlt_reply_int(dlt_redis_cmd(&dlt_server, "EXISTS %b", k, n));
 }
 
+/* How many clients of the suite's server are blocked in BLPOP (a queued
+ * waiter on its grant list): CLIENT LIST's lines with flags b and cmd
+ * blpop.  -1 if the server does not answer. */
+static int fw_blocked(void) {
+    redisReply *r = dlt_redis_cmd(&dlt_server, "CLIENT LIST");
+    const char *p;
+    int n = 0;
+    if (r == NULL || r->type != REDIS_REPLY_STRING) {
+        if (r != NULL) freeReplyObject(r);
+        return -1;
+    }
+    for (p = r->str; p != NULL && *p != '\0'; p = strchr(p, '\n'), p = p != NULL ? p + 1 : NULL) {
+        const char *end = strchr(p, '\n'), *f = strstr(p, " flags="), *cmd = strstr(p, " cmd=blpop");
+        if (end == NULL) end = p + strlen(p);
+        if (f != NULL && f < end && cmd != NULL && cmd < end) {
+            size_t k = strcspn(f + 7, " \n");
+            if (memchr(f + 7, 'b', k) != NULL) n++;
+        }
+    }
+    freeReplyObject(r);
+    return n;
+}
+
 /* The lock's owner token into out ("" when the lock is free). */
 static void fw_owner(const char *name, char *out, size_t cap) {
     char k[600];
@@ -684,16 +707,20 @@ static void test_order_mixed(void) {
  * with a 90 s lease: nobody renews anything for 30 s, so no timer fires
  * during the measurement).  The head is stopped (SIGSTOP) before the
  * release, so the release and the head's confirmation are counted apart.
- * The release alone: one script call, one PUBLISH, and the lock is the
- * head's already.  Nothing else happens while the head is stopped -- the
- * other waiters did not wake.  The head, continued, confirms with exactly
- * one script call, and still nobody else asks. */
+ * The release alone: one script call, no PUBLISH, one BLPOP answered
+ * (the head's, blocked on its grant list: the others stay blocked on
+ * theirs, and the server counts a blocked command when it answers it),
+ * and the lock is the head's already.  Nothing else happens while the
+ * head is stopped -- the other waiters did not wake.  The head,
+ * continued, takes the grant it was sent with exactly one script call
+ * (its renewal), and still nobody else asks. */
 static void test_release_wakes_only_head(void) {
     static const char *name = "fair/herd";
     fw_run r;
     int h, ws[3], k, ok;
     char owner[FW_TOK];
-    long long e1 = -1, p1 = -1, e2 = -1, p2 = -1, e3 = -1, p3 = -1;
+    long long e1 = -1, p1 = -1, e2 = -1, p2 = -1, e3 = -1, p3 = -1, b1 = -1, b2 = -1, b3 = -1;
+    int k0 = -1, k1 = -1, k2 = -1, k3 = -1;
 
     fw_init(&r, name);
     h = fw_new(&r, 1, 90000);
@@ -713,6 +740,7 @@ static void test_release_wakes_only_head(void) {
         CU_ASSERT_TRUE(ok);
     }
     if (ok) {
+        k0 = fw_blocked();
         fw_signal(&r, ws[0], SIGSTOP);
         DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
         dlt_flag_set(&fw_w(&r, h)->release, 1);
@@ -722,6 +750,8 @@ static void test_release_wakes_only_head(void) {
     if (ok) {
         e1 = dlt_evals_ok();
         p1 = dlt_redis_cmdstat(&dlt_server, "publish");
+        b1 = dlt_redis_cmdstat(&dlt_server, "blpop");
+        k1 = fw_blocked();
         fw_owner(name, owner, sizeof owner);
         /* Handed straight to the head, which has not asked yet. */
         CU_ASSERT_STRING_EQUAL(owner, r.tok[ws[0]]);
@@ -730,6 +760,8 @@ static void test_release_wakes_only_head(void) {
         dlt_sleep_ms(200);
         e2 = dlt_evals_ok();
         p2 = dlt_redis_cmdstat(&dlt_server, "publish");
+        b2 = dlt_redis_cmdstat(&dlt_server, "blpop");
+        k2 = fw_blocked();
         DLT_ASSERT_INT_EQ(dlt_flag_get(&fw_w(&r, ws[1])->got), 0);
         DLT_ASSERT_INT_EQ(dlt_flag_get(&fw_w(&r, ws[2])->got), 0);
         fw_signal(&r, ws[0], SIGCONT);
@@ -747,15 +779,24 @@ static void test_release_wakes_only_head(void) {
         dlt_sleep_ms(200);
         e3 = dlt_evals_ok();
         p3 = dlt_redis_cmdstat(&dlt_server, "publish");
-        printf("  release: %lld script call(s), %lld publish; 200 ms later %lld, %lld; "
-               "after the head took it %lld (that ran), %lld\n",
-               e1, p1, e2, p2, e3, p3);
+        b3 = dlt_redis_cmdstat(&dlt_server, "blpop");
+        k3 = fw_blocked();
+        printf("  blocked in BLPOP before the release: %d; release: %lld script call(s), %lld publish, %lld new "
+               "blpop, %d blocked; 200 ms later %lld, %lld, %lld, %d; after the head took it %lld (that ran), "
+               "%lld, %lld, %d\n", k0, e1, p1, b1, k1, e2, p2, b2, k2, e3, p3, b3, k3);
+        DLT_ASSERT_INT_EQ(k0, 3); /* every waiter, on its grant list */
         DLT_ASSERT_INT_EQ(e1, 1); /* the release */
-        DLT_ASSERT_INT_EQ(p1, 1);
+        DLT_ASSERT_INT_EQ(p1, 0);
+        DLT_ASSERT_INT_EQ(b1, 0); /* (a BLPOP is counted when it is sent) */
+        DLT_ASSERT_INT_EQ(k1, 2); /* the head's was answered, with its grant */
         DLT_ASSERT_INT_EQ(e2, 1); /* nobody else woke */
-        DLT_ASSERT_INT_EQ(p2, 1);
-        DLT_ASSERT_INT_EQ(e3, 2); /* + the head's one request (renewal or acquire) */
-        DLT_ASSERT_INT_EQ(p3, 1);
+        DLT_ASSERT_INT_EQ(p2, 0);
+        DLT_ASSERT_INT_EQ(b2, 0);
+        DLT_ASSERT_INT_EQ(k2, 2);
+        DLT_ASSERT_INT_EQ(e3, 2); /* + the head's one request (its renewal) */
+        DLT_ASSERT_INT_EQ(p3, 0);
+        DLT_ASSERT_INT_EQ(b3, 0);
+        DLT_ASSERT_INT_EQ(k3, 2);
         DLT_ASSERT_INT_EQ(dlt_flag_get(&fw_w(&r, ws[1])->got), 0);
         DLT_ASSERT_INT_EQ(dlt_flag_get(&fw_w(&r, ws[2])->got), 0);
         fw_assert_queue(&r, ws + 1, 2);
