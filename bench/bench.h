@@ -90,7 +90,7 @@ long server_requests_usec(redisContext *c, const char *cmds, long *total, long *
 double server_cpu(redisContext *c);
 long server_used_memory(redisContext *c);
 /* dlock's top-level commands. */
-#define DLOCK_CMDS "evalsha,eval,subscribe,unsubscribe,psubscribe,punsubscribe,script|load,script|exists,select,auth,hello"
+#define DLOCK_CMDS "evalsha,eval,blpop,subscribe,unsubscribe,psubscribe,punsubscribe,script|load,script|exists,select,auth,hello"
 
 /* Requests dlock's own code issued, counted by wrapping its hiredis calls
  * at link time (-Wl,--wrap): shared between forked processes. */

@@ -108,9 +108,11 @@ DLOCK_API int dlock_mutexattr_getrobust(const dlock_mutexattr_t *a, int *robust)
 DLOCK_API int dlock_mutexattr_setlease(dlock_mutexattr_t *a, unsigned lease_ms);
 DLOCK_API int dlock_mutexattr_getlease(const dlock_mutexattr_t *a, unsigned *lease_ms);
 /* fair != 0: waiters acquire in their order of arrival at the server,
- * across threads, processes and hosts (every mutex hands a release to one
- * waiter; without this, threads of the holding process wait for its unlock
- * first: see "Fair mutexes" in the README).  Off by default. */
+ * across threads, processes and hosts, promised (every mutex hands a
+ * release to one queued waiter, and on one server or a cluster the
+ * default one queues the same way, but a caching one's threads wait for
+ * their own process's unlock first: see "Fair mutexes" in the README).
+ * Off by default. */
 DLOCK_API int dlock_mutexattr_setfair(dlock_mutexattr_t *a, int fair);
 DLOCK_API int dlock_mutexattr_getfair(const dlock_mutexattr_t *a, int *fair);
 /* caching != 0: an unlock that no other owner asked for keeps the lock in

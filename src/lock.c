@@ -56,7 +56,6 @@ void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self,
     out[DLOCK__OWNER_LEN] = '\0';
 }
 
-/* Records a hold acquired on the server.  c->mu held. */
 /* Another thread's unlock of l may still be on its way (the server
  * answered the next owner, us, first): its hold goes when that unlock is
  * answered, which wakes us.  c->mu held. */
@@ -64,8 +63,15 @@ static void unlock_answered(struct dlock_client *c, dlock__lock *l, const dlock_
     while (l->x.owner != NULL && l->x.releasing && l->x.owner != self) (void)dlock__sleep(c, l, DLOCK__MONO_NEVER, 0);
 }
 
+/* Records a hold acquired on the server.  Another thread of this process
+ * may still count the lock as its own, though the server granted it to
+ * us: that hold is gone on the server (broken by an administrator, or its
+ * lease ran out before the renewal thread noticed) -- it is lost now, its
+ * handler to be told through *other (run by the caller without c->mu).
+ * c->mu held. */
 static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
-                      const char *owner, uint64_t fence, dlock__mono sent, int ownerdead) {
+                      const char *owner, uint64_t fence, dlock__mono sent, int ownerdead,
+                      dlock__lost_report *other) {
     dlock__hold *h;
     unsigned lease = w->lease_ms;
 
@@ -78,6 +84,8 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     } else {
         h = &l->x;
         unlock_answered(c, l, self);
+        if (h->owner != NULL && h->owner != self && !h->lost && !h->cached && other->fn == NULL)
+            dlock__hold_lost(c, h, other);
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
     }
     h->owner = self;
@@ -118,7 +126,8 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
  * (its own acquire does), and a grant older than its lease can no longer
  * be trusted: those confirm with an acquire (EAGAIN here).  c->mu held. */
 static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
-                   const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor) {
+                   const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
+                   dlock__lost_report *other) {
     unsigned g = fw->grant_ms < w->lease_ms ? fw->grant_ms : w->lease_ms;
     dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(c, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
@@ -127,7 +136,7 @@ static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     if (w->caching || w->shared || sent == 0 || floor == 0 || fw->fence <= floor || g <= dlock__drift_ms(c, g) ||
         dlock__now() >= until)
         return EAGAIN;
-    if ((rc = hold_begin(c, l, w, self, owner, fw->fence, sent, 0)) != 0) return rc;
+    if ((rc = hold_begin(c, l, w, self, owner, fw->fence, sent, 0, other)) != 0) return rc;
     h->valid_until = until;
     /* Renewed half way to the end of the grant's lease (early by a
      * quarter of it at most: renew.c). */
@@ -212,7 +221,7 @@ static int timed_out(const dlock__lock *l, const char *why) {
 
 int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
                    dlock__mono deadline, int bad_deadline) {
-    dlock__lost_report rep = { 0 };
+    dlock__lost_report rep = { 0 }, other = { 0 }; /* ours lost earlier; another thread's, lost now */
     char owner[DLOCK__OWNER_LEN + 1];
     dlock__thread *self;
     dlock__hold *mine;
@@ -224,9 +233,14 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     /* A waiting writer takes a place in the server's queue, and a release
      * hands the lock to the queue's head, waking only that waiter (no
      * herd, no request of its own): fair ones always; the others unless
-     * the deployment keeps no queue (Redlock), and only when no thread of
-     * this process holds the lock (those wait here for its unlock). */
+     * the deployment keeps no queue (Redlock).  A queued waiter queues
+     * even while another thread of this process holds the lock (its turn
+     * then comes straight from that thread's release), but for a caching
+     * mutex: its threads wait here for that unlock, which may leave the
+     * lock in the process's cache for them -- a request from one of them
+     * would make the server ask the cache to give the lock up. */
     int queue = fair || (!w->shared && !try && c->ops->queues);
+    int queue_local = fair || (queue && !w->caching);
 
     if ((self = dlock__self(&rc)) == NULL) return rc;
     dlock__owner_token(c, self, ++self->calls, owner);
@@ -300,11 +314,11 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             dlock__cache_drop(c, l, dlock__unreachable_deadline(c));
             continue;
         }
-        if (blocked_locally(l) && !(fair && l->x.owner != self)) {
+        if (blocked_locally(l) && !(queue_local && l->x.owner != self)) {
             /* A thread of this process holds it exclusively (or, NORMAL,
              * the caller): no round trip; its unlock, loss or exit moves
-             * gen.  (A fair waiter goes to the server's queue instead, to
-             * keep its place in the order of arrival.) */
+             * gen.  (A queuing waiter goes to the server's queue instead,
+             * to keep its place in the order of arrival.) */
             if (try) {
                 rc = dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->name);
                 goto out;
@@ -422,7 +436,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
              * very call got the lock but its answer was lost (the token
              * is the call's own; the script re-leased it). */
             int dead = acq.status == DLOCK__ACQ_OWNERDEAD;
-            if ((rc = hold_begin(c, l, w, self, owner, acq.fence, sent, dead)) != 0) goto out;
+            if ((rc = hold_begin(c, l, w, self, owner, acq.fence, sent, dead, &other)) != 0) goto out;
             if (!w->shared) l->x.heard = heard;
             rc = dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
                                       "make the state consistent, then call dlock_mutex_consistent", l->name)
@@ -474,7 +488,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             goto out;
         }
         if (fw.granted && (rc = granted(c, l, w, self, owner, &fw, last_sent,
-                                        acq.status == DLOCK__ACQ_BUSY ? acq.floor : 0)) == 0) {
+                                        acq.status == DLOCK__ACQ_BUSY ? acq.floor : 0, &other)) == 0) {
             registered = 0; /* the grant took us out of the queue */
             goto out;
         }
@@ -505,6 +519,7 @@ out:
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
     dlock__report(&rep);
+    dlock__report(&other);
     return rc;
 }
 

@@ -628,15 +628,15 @@ static void test_uncontended_fair(void) {
  * previous one is in the server's queue; the holder releases; they must
  * acquire exactly in that order.  group[k] (k < n): the process waiter k
  * runs in; holder_group: the holder's.  Waiters of one group are threads of
- * one process. */
-static void order_run(const char *name, int holder_group, const int *group, int n) {
+ * one process.  fair: the mutexes' fair attribute. */
+static void order_run(const char *name, int fair, int holder_group, const int *group, int n) {
     fw_run r;
     int h, ws[ORDER_N_MAX], want[ORDER_N_MAX + 1], g, k, ok = 1, ngroups = 0;
 
     fw_init(&r, name);
-    h = fw_new(&r, 1, 0);
+    h = fw_new(&r, fair, 0);
     for (k = 0; k < n; k++) {
-        ws[k] = fw_new(&r, 1, 0);
+        ws[k] = fw_new(&r, fair, 0);
         fw_w(&r, ws[k])->hold_ms = 5;
     }
     for (k = 0; k < n; k++)
@@ -681,7 +681,7 @@ static void order_run(const char *name, int holder_group, const int *group, int 
 /* Six waiter processes, the holder a seventh. */
 static void test_order_processes(void) {
     static const int group[] = { 1, 2, 3, 4, 5, 6 };
-    order_run("fair/order-procs", 0, group, 6);
+    order_run("fair/order-procs", 1, 0, group, 6);
 }
 
 /* The holder and six waiters are threads of one process: a fair waiter
@@ -689,14 +689,22 @@ static void test_order_processes(void) {
  * holds the lock. */
 static void test_order_threads(void) {
     static const int group[] = { 0, 0, 0, 0, 0, 0 };
-    order_run("fair/order-threads", 0, group, 6);
+    order_run("fair/order-threads", 1, 0, group, 6);
+}
+
+/* The default (not fair) mutex queues the same way on a server that keeps
+ * queues, threads of the holder's own process too: each is handed the
+ * lock by the release before it (not a caching one: test_cache). */
+static void test_order_threads_default(void) {
+    static const int group[] = { 0, 0, 0, 0 };
+    order_run("fair/order-threads-default", 0, 0, group, 4);
 }
 
 /* Threads of one process (group 1) interleaved with other processes, and
  * one waiter a thread of the holder's process. */
 static void test_order_mixed(void) {
     static const int group[] = { 1, 2, 1, 0, 3, 1, 2 };
-    order_run("fair/order-mixed", 0, group, 7);
+    order_run("fair/order-mixed", 1, 0, group, 7);
 }
 
 /* ========================================================================
@@ -1471,6 +1479,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_uncontended_fair),
     DLT_TEST(test_order_processes),
     DLT_TEST(test_order_threads),
+    DLT_TEST(test_order_threads_default),
     DLT_TEST(test_order_mixed),
     DLT_TEST(test_release_wakes_only_head),
     DLT_TEST(test_grant_taken_from_message),
