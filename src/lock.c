@@ -56,19 +56,15 @@ void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self,
     out[DLOCK__OWNER_LEN] = '\0';
 }
 
-/* Another thread's unlock of l may still be on its way (the server
- * answered the next owner, us, first): its hold goes when that unlock is
- * answered, which wakes us.  c->mu held. */
-static void unlock_answered(struct dlock_client *c, dlock__lock *l, const dlock__thread *self) {
-    while (l->x.owner != NULL && l->x.releasing && l->x.owner != self) (void)dlock__sleep(c, l, DLOCK__MONO_NEVER, 0);
-}
-
 /* Records a hold acquired on the server.  Another thread of this process
  * may still count the lock as its own, though the server granted it to
- * us: that hold is gone on the server (broken by an administrator, or its
- * lease ran out before the renewal thread noticed) -- it is lost now, its
- * handler to be told through *other (run by the caller without c->mu).
- * c->mu held. */
+ * us.  Its unlock may be on its way: the server answers the waiter it
+ * hands the lock to before the releaser, so the hold is ours at once, and
+ * that unlock, answered, leaves it alone (dlock__release).  Otherwise that
+ * hold is gone on the server (broken by an administrator, or its lease
+ * ran out before the renewal thread noticed): it is lost now, its handler
+ * to be told through *other (run by the caller without c->mu).  c->mu
+ * held. */
 static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
                       const char *owner, uint64_t fence, dlock__mono sent, int ownerdead,
                       dlock__lost_report *other) {
@@ -83,8 +79,9 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
         l->readers = h;
     } else {
         h = &l->x;
-        unlock_answered(c, l, self);
-        if (h->owner != NULL && h->owner != self && !h->lost && !h->cached && other->fn == NULL)
+        if (h->owner != NULL && h->owner != self && h->releasing)
+            h->releasing = 0;
+        else if (h->owner != NULL && h->owner != self && !h->lost && !h->cached && other->fn == NULL)
             dlock__hold_lost(c, h, other);
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
     }
@@ -132,7 +129,6 @@ static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(c, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
     int rc;
-    unlock_answered(c, l, self); /* before the time check below */
     if (w->caching || w->shared || sent == 0 || floor == 0 || fw->fence <= floor || g <= dlock__drift_ms(c, g) ||
         dlock__now() >= until)
         return EAGAIN;
@@ -576,8 +572,10 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
     pthread_mutex_unlock(&c->mu);
     rc = c->ops->release(c, l, token, how, &released, dlock__unreachable_deadline(c));
     pthread_mutex_lock(&c->mu);
-    h->releasing = 0;
-    dlock__hold_forget(c, h);
+    if (h != &l->x || (l->x.owner == self && memcmp(l->x.token, token, sizeof token) == 0)) {
+        h->releasing = 0;
+        dlock__hold_forget(c, h);
+    } /* else another thread of this process was handed the lock meanwhile: l->x is its hold now */
     l->users--;
     if (rc != 0) dlock__orphan_add(c, l, token, how, lease); /* release it when the server is back */
     l->gen++; /* released on the server: local waiters try at once */
