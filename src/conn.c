@@ -369,6 +369,14 @@ void dlock__pool_flush(struct dlock_client *c) {
     }
 }
 
+int dlock__pool_keep(struct dlock_client *c, dlock__conn *cn) {
+    if (c->nidle >= POOL_IDLE_MAX) return 0;
+    cn->next = c->idle;
+    c->idle = cn;
+    c->nidle++;
+    return 1;
+}
+
 void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken) {
     if (cn == NULL) return;
     if (broken) {

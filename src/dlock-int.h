@@ -559,6 +559,9 @@ int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, i
 /* Command connections from the pool (c->mu NOT held by the caller). */
 int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline);
 void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken);
+/* c->mu held: puts a healthy connection back among c's idle ones; 0 if
+ * there is no room (the caller closes it). */
+int dlock__pool_keep(struct dlock_client *c, dlock__conn *cn);
 /* Is r an error that means "not now" (LOADING, BUSY...)? */
 int dlock__not_ready(const redisReply *r);
 /* The transport (conn.c): one request and its answer, NULL when the

@@ -295,15 +295,18 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
             }
         }
     }
-    if (cn != NULL) {
-        if (r != NULL && cn->ctx->reader->pos >= cn->ctx->reader->len) {
-            dlock__pool_put(node, cn, 0);
-        } else {
-            dlock__conn_close(cn); /* its BLPOP may still be pending */
-        }
+    if (cn != NULL && (r == NULL || cn->ctx->reader->pos < cn->ctx->reader->len)) {
+        dlock__conn_close(cn); /* its BLPOP may still be pending */
+        cn = NULL;
+    } else if (cn != NULL && node != c) {
+        dlock__pool_put(node, cn, 0); /* a cluster node's pool, under its own mutex */
+        cn = NULL;
     }
     free(key);
     pthread_mutex_lock(&c->mu);
+    /* Back among the idle ones under the mutex just taken: the releasing
+     * thread, answered right after us, takes it too. */
+    if (cn != NULL && !dlock__pool_keep(c, cn)) dlock__conn_close(cn);
     fw->efd = -1;
     if (r != NULL) {
         int g = grant_parse(r, fw);
