@@ -37,6 +37,13 @@ void dlock__intr_mask_set(const sigset_t *mask) {
     intr_mask_set = mask != NULL;
 }
 
+/* The signal mask an interruptible sleep runs with: the caller's, from
+ * before the call, or the mask as it is. */
+static void sleep_mask(sigset_t *mask) {
+    if (intr_mask_set) *mask = intr_mask;
+    else pthread_sigmask(SIG_SETMASK, NULL, mask);
+}
+
 /* An interruptible sleeper, on its lock's list while it sleeps. */
 struct dlock__sleeper {
     int fd;
@@ -107,8 +114,7 @@ int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int 
     me.next = l->sleepers;
     l->sleepers = &me;
     pthread_mutex_unlock(&c->mu);
-    if (intr_mask_set) mask = intr_mask;            /* the caller's mask, from before the call */
-    else pthread_sigmask(SIG_SETMASK, NULL, &mask); /* the mask as it is */
+    sleep_mask(&mask);
     pfd.fd = fd;
     pfd.events = POLLIN;
     rc = ppoll(&pfd, 1, tsp, &mask);
@@ -226,8 +232,7 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
         ;
     fw->efd = fd;
     pthread_mutex_unlock(&c->mu);
-    if (intr_mask_set) mask = intr_mask;
-    else pthread_sigmask(SIG_SETMASK, NULL, &mask);
+    if (intr) sleep_mask(&mask);
     /* The server ends the wait at `until`; this thread waits for its
      * answer a command timeout longer before it gives up on it. */
     give_up = until + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
