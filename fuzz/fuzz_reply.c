@@ -4,10 +4,11 @@
  * first byte says, so that partial reads are exercised too), and every
  * reply it yields -- and, recursively, every element of an array -- goes
  * to dlock's pure reply checkers: dlock__acq_parse, dlock__flag_parse,
- * dlock__info_parse and dlock__u64_parse.  Besides memory and UB errors it
- * checks what they promise: an accepted acquire answer has a known status,
- * a non-zero fence when acquired, a PTTL in range when busy; a flag is 0
- * or 1; lock info has a terminated host.
+ * dlock__info_parse, dlock__u64_parse and dlock__grant_parse.  Besides
+ * memory and UB errors it checks what they promise: an accepted acquire
+ * answer has a known status, a non-zero fence when acquired, a PTTL in
+ * range when busy; a flag is 0 or 1; lock info has a terminated host; a
+ * grant has a non-zero fence and lease.
  *
  * Inputs announcing an aggregate of more than 2^20 elements or a bulk
  * string of more than 2^24 bytes are skipped: hiredis 0.14 allocates the
@@ -42,6 +43,7 @@ static void check(const redisReply *r, int depth) {
     dlock__acq acq;
     dlock_lock_info_t info;
     uint64_t u;
+    unsigned ms = 0;
     int flag = -7;
     size_t i;
 
@@ -69,6 +71,9 @@ static void check(const redisReply *r, int depth) {
     }
     if ((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
         dlock__u64_parse(r->str, r->len, &u) == 0 && (r->len == 0 || r->len > 20))
+        abort();
+    if ((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
+        dlock__grant_parse(r->str, r->len, &u, &ms) == 0 && (u == 0 || ms == 0 || memchr(r->str, ':', r->len) == NULL))
         abort();
     if (r->type == REDIS_REPLY_ARRAY && depth < 16)
         for (i = 0; i < r->elements; i++)

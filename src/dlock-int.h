@@ -352,7 +352,7 @@ enum {
 #define DLOCK__F_ROBUST 1 /* a robust mutex: honour and set the owner-died marker */
 #define DLOCK__F_WAIT 2   /* the caller will wait: register it as a waiting writer */
 #define DLOCK__F_SHARED 4 /* a shared (read) hold */
-#define DLOCK__F_FAIR 8   /* a fair mutex: queue in arrival order (with F_WAIT) */
+#define DLOCK__F_FAIR 8   /* queue in arrival order (with F_WAIT): every mutex but on Redlock */
 #define DLOCK__F_CACHING 16 /* a caching mutex: reserve a block of fences */
 #define DLOCK__F_GRANTLIST 32 /* with F_FAIR: push a grant to the waiter's grant list (BLPOP), not publish it */
 /* The fences a caching hold reserves at each acquisition: its local
@@ -375,6 +375,10 @@ enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 int dlock__acq_parse(const redisReply *r, dlock__acq *out);
 int dlock__flag_parse(const redisReply *r, int *out); /* integer 0 or 1 */
 int dlock__u64_parse(const char *s, size_t n, uint64_t *out);
+/* A grant as a release sends it, "FENCE:MS" (s[0..n)): the fence (> 0)
+ * and the grant's lease in ms (1 .. 2^32-1).  0, or -1 if it is not
+ * exactly that. */
+int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms);
 int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
 
 /* One renewal in a batch. */

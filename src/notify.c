@@ -193,24 +193,15 @@ static void on_message(struct dlock_client *c, struct dlock_client *node, redisR
             /* A fair release handed the lock to this token: only its
              * waiter (if it is one of ours) has anything to do.
              * "TOKEN:FENCE:MS": the grant, its fence and lease. */
-            char tok[DLOCK__OWNER_LEN + 1], *end;
-            unsigned long long fence;
-            unsigned long ms;
+            char tok[DLOCK__OWNER_LEN + 1];
+            uint64_t fence;
+            unsigned ms;
             memcpy(tok, p->str, DLOCK__OWNER_LEN);
             tok[DLOCK__OWNER_LEN] = '\0';
-            if (p->len > DLOCK__OWNER_LEN && p->len < DLOCK__OWNER_LEN + 48) {
-                char rest[48];
-                memcpy(rest, p->str + DLOCK__OWNER_LEN + 1, p->len - DLOCK__OWNER_LEN - 1);
-                rest[p->len - DLOCK__OWNER_LEN - 1] = '\0';
-                fence = strtoull(rest, &end, 10);
-                if (end != rest && *end == ':') {
-                    const char *m = end + 1;
-                    ms = strtoul(m, &end, 10);
-                    if (end != m && *end == '\0' && fence > 0 && ms > 0 && ms <= 0xFFFFFFFFul) {
-                        dlock__fair_grant(l, tok, fence, (unsigned)ms);
-                        return;
-                    }
-                }
+            if (p->len > DLOCK__OWNER_LEN &&
+                dlock__grant_parse(p->str + DLOCK__OWNER_LEN + 1, p->len - DLOCK__OWNER_LEN - 1, &fence, &ms) == 0) {
+                dlock__fair_grant(l, tok, fence, ms);
+                return;
             }
             dlock__fair_poke(l, tok, DLOCK__OWNER_LEN);
             return;

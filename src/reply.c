@@ -22,6 +22,17 @@ int dlock__u64_parse(const char *s, size_t n, uint64_t *out) {
     return 0;
 }
 
+int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms) {
+    const char *colon = s != NULL ? memchr(s, ':', n) : NULL;
+    uint64_t f, m;
+    if (colon == NULL || dlock__u64_parse(s, (size_t)(colon - s), &f) != 0 ||
+        dlock__u64_parse(colon + 1, n - (size_t)(colon - s) - 1, &m) != 0 || f == 0 || m == 0 || m > 0xFFFFFFFFu)
+        return -1;
+    *fence = f;
+    *ms = (unsigned)m;
+    return 0;
+}
+
 int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
     const redisReply *st, *v;
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 || r->element == NULL)

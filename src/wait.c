@@ -170,23 +170,10 @@ int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw
 /* An answer to BLPOP: nil (its timeout), or {list, "FENCE:MS"}.  1 if
  * r is a grant (fw filled in), 0 if nil, -1 if anything else. */
 static int grant_parse(const redisReply *r, dlock__fairwait *fw) {
-    const redisReply *v;
-    unsigned long long fence;
-    unsigned long ms;
-    char buf[48], *end;
     if (r->type == REDIS_REPLY_NIL) return 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING) return -1;
-    v = r->element[1];
-    if (v->len == 0 || v->len >= sizeof buf) return -1;
-    memcpy(buf, v->str, v->len);
-    buf[v->len] = '\0';
-    errno = 0;
-    fence = strtoull(buf, &end, 10);
-    if (end == buf || *end != ':' || fence == 0 || errno != 0) return -1;
-    ms = strtoul(end + 1, &end, 10);
-    if (*end != '\0' || ms == 0 || ms > 0xFFFFFFFFul || errno != 0) return -1;
-    fw->fence = fence;
-    fw->grant_ms = (unsigned)ms;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING ||
+        dlock__grant_parse(r->element[1]->str, r->element[1]->len, &fw->fence, &fw->grant_ms) != 0)
+        return -1;
     fw->granted = 1;
     return 1;
 }
