@@ -49,20 +49,24 @@ static void who(const dlock__thread *self, char *out, size_t cap) {
     snprintf(out, cap, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
 }
 
-/* Fills args with the lock's keys (DLOCK__K_* order) and the
- * deployment's epoch key; returns their number. */
+/* Fills args with the KEYS of a lock script; returns their number.  On
+ * Redis Cluster: the lock's keys (DLOCK__K_* order) and its epoch key,
+ * all declared, so that a slot in migration redirects the request before
+ * the script runs.  On one server: the lock key and the deployment's
+ * epoch key; the script makes the others from the lock key (scripts.c,
+ * KEYS_PRELUDE). */
 static int lock_keys(const struct dlock_client *c, const dlock__lock *l, const char **args, size_t *lens) {
     int i;
-    for (i = 0; i < DLOCK__NKEYS; i++) {
+    if (!c->conf.cluster) {
+        args[0] = l->keys[DLOCK__K_LOCK];
+        lens[0] = l->keylens[DLOCK__K_LOCK];
+        args[1] = c->epoch_key;
+        lens[1] = strlen(c->epoch_key);
+        return 2;
+    }
+    for (i = 0; i <= DLOCK__NKEYS; i++) { /* the epoch key too: one per lock, in its slot */
         args[i] = l->keys[i];
         lens[i] = l->keylens[i];
-    }
-    if (c->conf.cluster) { /* one per lock, in its slot */
-        args[DLOCK__NKEYS] = l->keys[DLOCK__K_EPOCH];
-        lens[DLOCK__NKEYS] = l->keylens[DLOCK__K_EPOCH];
-    } else { /* one per deployment */
-        args[DLOCK__NKEYS] = c->epoch_key;
-        lens[DLOCK__NKEYS] = strlen(c->epoch_key);
     }
     return DLOCK__NKEYS + 1;
 }

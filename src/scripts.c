@@ -23,18 +23,41 @@
 
 #include "dlock-int.h"
 
-/* Every lock script takes the same KEYS, in the order of DLOCK__K_*
- * (lock, fence, state, readers, writers, handoff, queue, qmeta) and then
- * the deployment's epoch key; each uses the ones it needs.
+/* Every lock script works on the same keys, K[1..9] in the order of
+ * DLOCK__K_* (lock, fence, state, readers, writers, handoff, queue,
+ * qmeta) and then the epoch key; each uses the ones it needs.  On Redis
+ * Cluster the caller passes all nine as KEYS, so that a slot in migration
+ * is redirected (ASK, TRYAGAIN) before the script runs, never half-way
+ * through it.  On one server (and on each Redlock master) it passes only
+ * two, the lock key and the epoch key, and KEYS_PRELUDE makes the others
+ * from the lock key: each key a request carries costs the server about a
+ * microsecond per script (bench/README.md), and the others all share the
+ * lock key's "<prefix>{<name>}" (client.c lock_keys).  ACLs still check
+ * every key a script touches, declared or not.
  *
- * LOCK_CLOCK defines clock(), which reads the server's clock (t; us, its
- * microseconds as six digits; now, in ms, as a number and as the string
- * nows; the acquire scripts call it first, the release script only when
- * it needs the time), and fence(), a new fencing token: max(last + 1,
- * server time in us), written as decimal digits.  LOCK_REST defines the
- * rest, which only the paths past the uncontended one need (a script
- * makes its functions anew at every run, so an uncontended acquire or
- * release returns before these are made):
+ * The lock hash has a field w ("1") when somebody may be waiting for its
+ * release: a hash written on the uncontended path (no readers, waiters,
+ * queue or handoff) has none, and a waiter marks it -- a writer that will
+ * wait, a reader, every hold taken past the uncontended path, every
+ * grant.  A release of a hash without w has nobody to tell: it publishes
+ * nothing and looks at no other key (three calls: the raw
+ * compare-and-delete's two, and the mark).  Whoever waits without having marked it (a reader
+ * held back by a waiting writer, before that writer takes the lock)
+ * waits for a hold that marks it, or for its own retry at the writer's
+ * expiry: the mark only saves messages, it never decides who holds.
+ *
+ * CLOCK_READ reads the server's clock (t; us, its microseconds as six
+ * digits; nows, in ms, as a string; now, the number, is set where a path
+ * needs it); FENCE_NEXT makes fs, a new fencing token: max(last + 1,
+ * server time in us), written as decimal digits (compared as text first:
+ * the last fence is nearly always shorter or smaller, and converting
+ * 16-digit numbers costs the server more than the comparison).
+ * LOCK_CLOCK wraps them as the functions clock() and fence() for the
+ * paths past the uncontended one, whose own statements are written out
+ * inline: a script makes its functions anew at every run, and on this
+ * path that costs as much as a call (bench/README.md).  LOCK_REST defines
+ * the rest, which only the paths past the uncontended one need, so an
+ * uncontended acquire or release returns before these are made:
  *   live(z)  drops expired members of a zset of tokens scored by expiry
  *            and returns the latest expiry left, or nil;
  *   keep(z, ms)  makes z live at least ms more;
@@ -62,26 +85,36 @@
  * alone when its last request (sent before the grant) plus MS is still
  * ahead; otherwise it confirms with one acquire, which finds the lock
  * already its own (lock.c). */
+#define KEYS_PRELUDE                                                              \
+    "local K = KEYS\n"                                                           \
+    "if #K == 2 then\n"                                                          \
+    "  local p = K[1]\n"                                                         \
+    "  K = {p, p .. ':fence', p .. ':state', p .. ':readers', p .. ':writers', p .. ':handoff',\n" \
+    "       p .. ':queue', p .. ':qmeta', K[2]}\n"                               \
+    "end\n"
 #define GRANT_MS "2000"
 #define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
-#define LOCK_CLOCK                                                                \
-    "local t, us, now, nows\n"                                                    \
-    "local function clock()\n"                                                    \
-    "  t = redis.call('TIME')\n"                                                  \
-    "  us = t[2]\n"                                                               \
-    "  if #us < 6 then us = string.rep('0', 6 - #us) .. us end\n"                 \
-    "  nows = t[1] .. string.sub(us, 1, 3)\n"                                     \
-    "  now = tonumber(nows)\n"                                                    \
-    "end\n"                                                                       \
-    "local function fence()\n"                                                    \
-    "  local fs = t[1] .. us\n"                                                   \
-    "  local last = tonumber(redis.call('SET', KEYS[2], fs, 'PX', 3600000, 'GET') or '0') or 0\n" \
+#define CLOCK_VARS "local t, us, now, nows\n"
+#define CLOCK_READ                                                                \
+    "t = redis.call('TIME')\n"                                                    \
+    "us = t[2]\n"                                                                 \
+    "if #us < 6 then us = string.rep('0', 6 - #us) .. us end\n"                   \
+    "nows = t[1] .. string.sub(us, 1, 3)\n"
+#define FENCE_NEXT /* statements: local fs = the next fence */                    \
+    "local fs = t[1] .. us\n"                                                     \
+    "local ls = redis.call('SET', K[2], fs, 'PX', 3600000, 'GET')\n"              \
+    "if ls and (#ls > #fs or (#ls == #fs and ls >= fs)) then\n"                   \
+    "  local last = tonumber(ls) or 0\n"                                          \
     "  if last >= tonumber(fs) then\n"                                            \
     "    fs = string.format('%.0f', last + 1)\n"                                  \
-    "    redis.call('SET', KEYS[2], fs, 'PX', 3600000)\n"                         \
+    "    redis.call('SET', K[2], fs, 'PX', 3600000)\n"                            \
     "  end\n"                                                                     \
-    "  return fs\n"                                                               \
     "end\n"
+#define FENCE_FN "local function fence()\n" FENCE_NEXT "return fs\nend\n"
+#define LOCK_CLOCK                                                                \
+    CLOCK_VARS                                                                    \
+    "local function clock()\n" CLOCK_READ "now = tonumber(nows)\nend\n"            \
+    FENCE_FN
 #define LOCK_REST                                                                 \
     "local function live(z)\n"                                                    \
     "  if redis.call('EXISTS', z) == 0 then return nil end\n"                     \
@@ -95,21 +128,21 @@
     "end\n"                                                                       \
     "local function qhead()\n"                                                    \
     "  while true do\n"                                                           \
-    "    local r = redis.call('ZRANGE', KEYS[7], 0, 0)\n"                         \
+    "    local r = redis.call('ZRANGE', K[7], 0, 0)\n"                         \
     "    if #r == 0 then return nil end\n"                                        \
-    "    local sc = tonumber(redis.call('ZSCORE', KEYS[5], r[1]) or '0')\n"       \
+    "    local sc = tonumber(redis.call('ZSCORE', K[5], r[1]) or '0')\n"       \
     "    if sc > now then return r[1], sc end\n"                                  \
-    "    redis.call('ZREM', KEYS[7], r[1])\n"                                     \
-    "    redis.call('HDEL', KEYS[8], r[1])\n"                                     \
+    "    redis.call('ZREM', K[7], r[1])\n"                                     \
+    "    redis.call('HDEL', K[8], r[1])\n"                                     \
     "  end\n"                                                                     \
     "end\n"                                                                       \
     "local function wanted()\n"                                                   \
-    "  if redis.call('HGET', KEYS[1], 'cache') == '1' then redis.call('PUBLISH', KEYS[1], 'wanted') end\n" \
+    "  if redis.call('HGET', K[1], 'cache') == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n" \
     "end\n"                                                                       \
     "local function unqueue(tok)\n"                                               \
-    "  redis.call('ZREM', KEYS[5], tok)\n"                                        \
-    "  redis.call('ZREM', KEYS[7], tok)\n"                                        \
-    "  redis.call('HDEL', KEYS[8], tok)\n"                                        \
+    "  redis.call('ZREM', K[5], tok)\n"                                        \
+    "  redis.call('ZREM', K[7], tok)\n"                                        \
+    "  redis.call('HDEL', K[8], tok)\n"                                        \
     "end\n"
 
 /* The prelude of the acquire scripts.  ARGV[1] token, ARGV[2] lease ms,
@@ -123,16 +156,17 @@
  * until then answers busy.  A guard at least as long as the longest lease
  * makes holds from before the data loss run out first.  The price: a
  * brand-new server also waits one guard period before its first grant. */
+#define ACQUIRE_CLOCK KEYS_PRELUDE CLOCK_VARS CLOCK_READ
 #define ACQUIRE_PRELUDE                                                           \
-    LOCK_CLOCK                                                                    \
-    "clock()\n"                                                                   \
+    "now = tonumber(nows)\n"                                                      \
+    FENCE_FN                                                                      \
     "local lease = tonumber(ARGV[2])\n"                                           \
-    "local guard = tonumber(ARGV[3])\n"                                           \
-    "if guard > 0 then\n"                                                         \
-    "  local nb = tonumber(redis.call('GET', KEYS[9]) or '')\n"                   \
+    "if ARGV[3] ~= '0' then\n"                                                    \
+    "  local guard = tonumber(ARGV[3])\n"                                         \
+    "  local nb = tonumber(redis.call('GET', K[9]) or '')\n"                      \
     "  if not nb then\n"                                                          \
     "    nb = now + guard\n"                                                      \
-    "    redis.call('SET', KEYS[9], string.format('%.0f', nb))\n"                 \
+    "    redis.call('SET', K[9], string.format('%.0f', nb))\n"                    \
     "  end\n"                                                                     \
     "  if now < nb then return {0, nb - now} end\n"                               \
     "end\n"
@@ -154,7 +188,10 @@
  * back for the handoff window (see release_lua), so that a waiter, which
  * has to be woken first, gets its turn instead of the releaser taking the
  * lock straight back.  A free lock with no readers, waiters or queue
- * (one EXISTS tells) is taken at once.
+ * (one EXISTS tells) is taken at once: when neither robust nor caching
+ * nor guarded, by five calls written out before anything else is made
+ * (the clock, that EXISTS, the fence, the hash, its lease).  A caller
+ * that will wait for a lock another holds marks its hash (w).
  * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
  * holder died holding it (EOWNERDEAD); {2, fence} already held by this
  * token (an earlier attempt whose answer was lost, or a fair grant; the
@@ -166,77 +203,93 @@
  * that waits; trylock is never held back); {3, 0} robust and not
  * recoverable.  Only robust acquirers read or write the state key. */
 static const char acquire_lua[] =
+    ACQUIRE_CLOCK
+    "local asked = false\n"
+    "if ARGV[3] == '0' and ARGV[5] ~= '1' and ARGV[8] ~= '1' then\n"
+    "  if redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then\n"
+    FENCE_NEXT
+    "    redis.call('HSET', K[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows)\n"
+    "    redis.call('PEXPIRE', K[1], ARGV[2])\n"
+    "    return {1, fs}\n"
+    "  end\n"
+    "  asked = true\n"
+    "end\n"
     ACQUIRE_PRELUDE
     "local robust = ARGV[5] == '1'\n"
     "local state = false\n"
     "if robust then\n"
-    "  state = redis.call('GET', KEYS[3])\n"
+    "  state = redis.call('GET', K[3])\n"
     "  if state == 'notrecoverable' then return {3, 0} end\n"
     "end\n"
     "local function reserve(fs)\n"
-    "  redis.call('SET', KEYS[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
-    "  redis.call('HSET', KEYS[1], 'fence', fs, 'cache', '1')\n"
-    "  if redis.call('EXISTS', KEYS[7]) == 1 then redis.call('PUBLISH', KEYS[1], 'wanted') end\n"
+    "  redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
+    "  redis.call('HSET', K[1], 'fence', fs, 'cache', '1')\n"
+    "  if redis.call('EXISTS', K[7]) == 1 then redis.call('PUBLISH', K[1], 'wanted') end\n"
     "end\n"
+    "local rw = false\n"
     "local function take()\n"
     "  local fs = fence()\n"
-    "  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows)\n"
-    "  redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "  if rw then\n"
+    "    redis.call('HSET', K[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows, 'w', '1')\n"
+    "  else\n"
+    "    redis.call('HSET', K[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows)\n"
+    "  end\n"
+    "  redis.call('PEXPIRE', K[1], ARGV[2])\n"
     "  if ARGV[8] == '1' then reserve(fs) end\n"
     "  if robust then\n"
-    "    redis.call('SET', KEYS[3], 'held')\n"
+    "    redis.call('SET', K[3], 'held')\n"
     "    if state == 'held' then return {4, fs} end\n"
     "  end\n"
     "  return {1, fs}\n"
     "end\n"
-    "if redis.call('EXISTS', KEYS[1], KEYS[4], KEYS[5], KEYS[6], KEYS[7]) == 0 then return take() end\n"
+    "if not asked and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end\n"
     LOCK_REST
-    "local owner = redis.call('HGET', KEYS[1], 'owner')\n"
+    "local owner = redis.call('HGET', K[1], 'owner')\n"
     "if owner == ARGV[1] then\n"
-    "  redis.call('PEXPIRE', KEYS[1], lease)\n"
+    "  redis.call('PEXPIRE', K[1], lease)\n"
     "  if ARGV[8] == '1' then\n"
     "    local fs = fence()\n"
     "    reserve(fs)\n"
     "    return {2, fs}\n"
     "  end\n"
-    "  return {2, redis.call('HGET', KEYS[1], 'fence')}\n"
+    "  return {2, redis.call('HGET', K[1], 'fence')}\n"
     "end\n"
     "local wait = nil\n"
-    "local rw = false\n"
     "if owner then\n"
-    "  wait = redis.call('PTTL', KEYS[1])\n"
+    "  wait = redis.call('PTTL', K[1])\n"
     "  wanted()\n"
-    "elseif redis.call('EXISTS', KEYS[4], KEYS[5], KEYS[6], KEYS[7]) > 0 then\n"
+    "  if ARGV[6] == '1' then redis.call('HSET', K[1], 'w', '1') end\n"
+    "elseif redis.call('EXISTS', K[4], K[5], K[6], K[7]) > 0 then\n"
     "  rw = true\n"
-    "  local r = live(KEYS[4])\n"
+    "  local r = live(K[4])\n"
     "  if r then wait = r - now end\n"
     "  local h, hx = nil, nil\n"
     "  if not wait then h, hx = qhead() end\n"
     "  if h and h ~= ARGV[1] then\n"
     "    wait = hx - now\n"
-    "  elseif not wait and not h and ARGV[6] == '1' and redis.call('GET', KEYS[6]) == ARGV[4] then\n"
-    "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
-    "    keep(KEYS[5], 2 * lease)\n"
-    "    return {5, redis.call('PTTL', KEYS[6])}\n"
+    "  elseif not wait and not h and ARGV[6] == '1' and redis.call('GET', K[6]) == ARGV[4] then\n"
+    "    redis.call('ZADD', K[5], now + lease, ARGV[1])\n"
+    "    keep(K[5], 2 * lease)\n"
+    "    return {5, redis.call('PTTL', K[6])}\n"
     "  end\n"
     "end\n"
     "if wait then\n"
     "  if ARGV[6] == '1' then\n"
-    "    redis.call('ZADD', KEYS[5], now + lease, ARGV[1])\n"
-    "    keep(KEYS[5], 2 * lease)\n"
+    "    redis.call('ZADD', K[5], now + lease, ARGV[1])\n"
+    "    keep(K[5], 2 * lease)\n"
     "    if ARGV[7] ~= '0' then\n"
-    "      if not redis.call('ZSCORE', KEYS[7], ARGV[1]) then\n"
-    "        local last = redis.call('ZRANGE', KEYS[7], -1, -1, 'WITHSCORES')\n"
+    "      if not redis.call('ZSCORE', K[7], ARGV[1]) then\n"
+    "        local last = redis.call('ZRANGE', K[7], -1, -1, 'WITHSCORES')\n"
     "        local ticket = 1\n"
     "        if #last > 0 then ticket = tonumber(last[2]) + 1 end\n"
-    "        redis.call('ZADD', KEYS[7], ticket, ARGV[1])\n"
+    "        redis.call('ZADD', K[7], ticket, ARGV[1])\n"
     "      end\n"
-    "      redis.call('HSET', KEYS[8], ARGV[1], ARGV[2] .. '|' .. ARGV[5] .. '|' .. ARGV[7] .. '|' .. ARGV[4])\n"
-    "      keep(KEYS[7], 2 * lease)\n"
-    "      keep(KEYS[8], 2 * lease)\n"
+    "      redis.call('HSET', K[8], ARGV[1], ARGV[2] .. '|' .. ARGV[5] .. '|' .. ARGV[7] .. '|' .. ARGV[4])\n"
+    "      keep(K[7], 2 * lease)\n"
+    "      keep(K[8], 2 * lease)\n"
     "    end\n"
     "  end\n"
-    "  return {0, wait, redis.call('GET', KEYS[2]) or ''}\n"
+    "  return {0, wait, redis.call('GET', K[2]) or ''}\n"
     "end\n"
     "if rw then unqueue(ARGV[1]) end\n"
     "return take()\n";
@@ -246,22 +299,24 @@ static const char acquire_lua[] =
  * starves a writer.  Returns as acquire_lua ({1, fence}, {2, fence},
  * {0, ms}). */
 static const char acquire_shared_lua[] =
+    ACQUIRE_CLOCK
     ACQUIRE_PRELUDE
     LOCK_REST
-    "if redis.call('HGET', KEYS[1], 'owner') then\n"
+    "if redis.call('HGET', K[1], 'owner') then\n"
     "  wanted()\n"
-    "  return {0, redis.call('PTTL', KEYS[1])}\n"
+    "  redis.call('HSET', K[1], 'w', '1')\n"
+    "  return {0, redis.call('PTTL', K[1])}\n"
     "end\n"
-    "local sc = redis.call('ZSCORE', KEYS[4], ARGV[1])\n"
+    "local sc = redis.call('ZSCORE', K[4], ARGV[1])\n"
     "if sc and tonumber(sc) > now then\n"
-    "  redis.call('ZADD', KEYS[4], now + lease, ARGV[1])\n"
-    "  keep(KEYS[4], 2 * lease)\n"
-    "  return {2, redis.call('GET', KEYS[2]) or '1'}\n"
+    "  redis.call('ZADD', K[4], now + lease, ARGV[1])\n"
+    "  keep(K[4], 2 * lease)\n"
+    "  return {2, redis.call('GET', K[2]) or '1'}\n"
     "end\n"
-    "local w = live(KEYS[5])\n"
+    "local w = live(K[5])\n"
     "if w then return {0, w - now} end\n"
-    "redis.call('ZADD', KEYS[4], now + lease, ARGV[1])\n"
-    "keep(KEYS[4], 2 * lease)\n"
+    "redis.call('ZADD', K[4], now + lease, ARGV[1])\n"
+    "keep(K[4], 2 * lease)\n"
     "return {1, fence()}\n";
 
 /* ARGV: token, channel, how, releaser (host:pid:tid), handoff window ms.
@@ -280,53 +335,67 @@ static const char acquire_shared_lua[] =
  * see it: then the head is only woken); otherwise it publishes
  * "released", and when writers wait, the releasing thread is held back
  * from the lock for the handoff window (acquire_lua).  With nobody
- * waiting (one EXISTS tells), it publishes at once. */
+ * waiting (one EXISTS tells), it publishes at once; when the hash was
+ * never marked (w), nobody can be waiting for this release, and it tells
+ * nobody: a plain release is then three calls (the owner, the mark,
+ * the DEL). */
 static const char release_lua[] =
-    LOCK_CLOCK
     "local how = ARGV[3]\n"
+    "local marked\n"
+    "if how ~= 'shared' and how ~= 'withdraw' then\n"
+    "  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end\n"
+    "  marked = redis.call('HGET', KEYS[1], 'w')\n"
+    "  if how == 'plain' and not marked then\n"
+    "    redis.call('DEL', KEYS[1])\n"
+    "    return 1\n"
+    "  end\n"
+    "end\n"
+    KEYS_PRELUDE
     "if how == 'withdraw' then\n"
-    "  local was = redis.call('ZREM', KEYS[5], ARGV[1])\n"
-    "  redis.call('ZREM', KEYS[7], ARGV[1])\n"
-    "  redis.call('HDEL', KEYS[8], ARGV[1])\n"
-    "  redis.call('DEL', KEYS[1] .. ':g:' .. ARGV[1])\n"
-    "  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then\n"
+    "  local was = redis.call('ZREM', K[5], ARGV[1])\n"
+    "  redis.call('ZREM', K[7], ARGV[1])\n"
+    "  redis.call('HDEL', K[8], ARGV[1])\n"
+    "  redis.call('DEL', K[1] .. ':g:' .. ARGV[1])\n"
+    "  if redis.call('HGET', K[1], 'owner') ~= ARGV[1] then\n"
     "    if was == 1 then redis.call('PUBLISH', ARGV[2], 'released') end\n"
     "    return 0\n"
     "  end\n"
+    "  marked = redis.call('HGET', K[1], 'w')\n"
     "  how = 'plain'\n"
-    "  if redis.call('HGET', KEYS[1], 'rb') == '1' then how = 'clean' end\n"
+    "  if redis.call('HGET', K[1], 'rb') == '1' then how = 'clean' end\n"
     "end\n"
     "if how == 'shared' then\n"
-    "  if redis.call('ZREM', KEYS[4], ARGV[1]) == 1 then\n"
+    "  if redis.call('ZREM', K[4], ARGV[1]) == 1 then\n"
     "    redis.call('PUBLISH', ARGV[2], 'released')\n"
     "    return 1\n"
     "  end\n"
     "  return 0\n"
     "end\n"
-    "if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end\n"
-    "redis.call('DEL', KEYS[1])\n"
-    "if how == 'clean' then redis.call('DEL', KEYS[3])\n"
-    "elseif how == 'inconsistent' then redis.call('SET', KEYS[3], 'notrecoverable') end\n"
-    "if redis.call('EXISTS', KEYS[5], KEYS[7]) == 0 then\n"
+    "redis.call('DEL', K[1])\n"
+    "if how == 'clean' then redis.call('DEL', K[3])\n"
+    "elseif how == 'inconsistent' then redis.call('SET', K[3], 'notrecoverable') end\n"
+    "if not marked then return 1 end\n"
+    "if redis.call('EXISTS', K[5], K[7]) == 0 then\n"
     "  redis.call('PUBLISH', ARGV[2], 'released')\n"
     "  return 1\n"
     "end\n"
+    LOCK_CLOCK
     LOCK_REST
-    "if redis.call('EXISTS', KEYS[7]) == 1 and redis.call('EXISTS', KEYS[3]) == 0 then\n"
+    "if redis.call('EXISTS', K[7]) == 1 and redis.call('EXISTS', K[3]) == 0 then\n"
     "  clock()\n"
     "  local h = qhead()\n"
-    "  local m = h and redis.call('HGET', KEYS[8], h)\n"
+    "  local m = h and redis.call('HGET', K[8], h)\n"
     "  local ls, rb, d, who\n"
     "  if m then ls, rb, d, who = string.match(m, '^(%d+)|([01])|([12])|(.*)$') end\n"
     "  if ls then\n"
     "    unqueue(h)\n"
     "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
     "    local fs = fence()\n"
-    "    redis.call('HSET', KEYS[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb)\n"
-    "    redis.call('PEXPIRE', KEYS[1], g)\n"
-    "    if rb == '1' then redis.call('SET', KEYS[3], 'held') end\n"
+    "    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
+    "    redis.call('PEXPIRE', K[1], g)\n"
+    "    if rb == '1' then redis.call('SET', K[3], 'held') end\n"
     "    if d == '2' then\n"
-    "      local gk = KEYS[1] .. ':g:' .. h\n"
+    "      local gk = K[1] .. ':g:' .. h\n"
     "      if type(redis.pcall('RPUSH', gk, fs .. ':' .. g)) == 'number' then redis.call('PEXPIRE', gk, g)\n"
     "      else d = '1' end\n"
     "    end\n"
@@ -335,11 +404,11 @@ static const char release_lua[] =
     "  end\n"
     "end\n"
     "local win = tonumber(ARGV[5])\n"
-    "if win > 0 and redis.call('EXISTS', KEYS[5]) == 1 then\n"
+    "if win > 0 and redis.call('EXISTS', K[5]) == 1 then\n"
     "  clock()\n"
-    "  redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
-    "  if redis.call('ZCARD', KEYS[5]) > 0 and redis.call('EXISTS', KEYS[7]) == 0 then\n"
-    "    redis.call('SET', KEYS[6], ARGV[4], 'PX', win)\n"
+    "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', now)\n"
+    "  if redis.call('ZCARD', K[5]) > 0 and redis.call('EXISTS', K[7]) == 0 then\n"
+    "    redis.call('SET', K[6], ARGV[4], 'PX', win)\n"
     "  end\n"
     "end\n"
     "redis.call('PUBLISH', ARGV[2], 'released')\n"
@@ -375,9 +444,10 @@ static const char renew_lua[] =
  * marker goes too, and an unrecoverable lock is usable again.  Returns 1
  * if the lock was held. */
 static const char reset_lua[] =
-    "local held = redis.call('DEL', KEYS[1]) + redis.call('DEL', KEYS[4])\n"
-    "redis.call('DEL', KEYS[5], KEYS[6], KEYS[7], KEYS[8])\n"
-    "if ARGV[2] == 'reset' then redis.call('DEL', KEYS[3]) end\n"
+    KEYS_PRELUDE
+    "local held = redis.call('DEL', K[1]) + redis.call('DEL', K[4])\n"
+    "redis.call('DEL', K[5], K[6], K[7], K[8])\n"
+    "if ARGV[2] == 'reset' then redis.call('DEL', K[3]) end\n"
     "redis.call('PUBLISH', ARGV[1], 'released')\n"
     "if held > 0 then return 1 end\n"
     "return 0\n";
@@ -386,12 +456,13 @@ static const char reset_lua[] =
  * list, its PTTL, the robust state, live readers, live waiting writers,
  * the server's time in ms}. */
 static const char info_lua[] =
+    KEYS_PRELUDE
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "return {redis.call('HGETALL', KEYS[1]), redis.call('PTTL', KEYS[1]),\n"
-    "        redis.call('GET', KEYS[3]) or '',\n"
-    "        redis.call('ZCOUNT', KEYS[4], now + 1, '+inf'),\n"
-    "        redis.call('ZCOUNT', KEYS[5], now + 1, '+inf'), now}\n";
+    "return {redis.call('HGETALL', K[1]), redis.call('PTTL', K[1]),\n"
+    "        redis.call('GET', K[3]) or '',\n"
+    "        redis.call('ZCOUNT', K[4], now + 1, '+inf'),\n"
+    "        redis.call('ZCOUNT', K[5], now + 1, '+inf'), now}\n";
 
 /* KEYS: target.  ARGV: fence, value.  A fenced write: the target is a
  * hash {value, fence}; the write happens only if the caller's fence is not

@@ -657,6 +657,8 @@ static void test_lock_free_holds_fence(void) {
         DLT_ASSERT_INT_EQ(tid, syscall(SYS_gettid));
     }
     CU_ASSERT_TRUE(key_hget("free", "since", buf, sizeof buf) && buf[0] != '\0');
+    /* Taken on the uncontended path: nobody has marked it as waited for. */
+    CU_ASSERT_FALSE(key_hget("free", "w", buf, sizeof buf));
     long long pttl = dlt_key_pttl("free");
     CU_ASSERT_TRUE(pttl > 9000 && pttl <= 10000);
 
@@ -665,9 +667,15 @@ static void test_lock_free_holds_fence(void) {
     dlt_task_start(&t, DLT_THREAD, not_holder_worker, &shared);
     DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
 
+    /* Its release has nobody to tell: no message, no look at the waiters'
+     * keys (the script's calls count in commandstats too). */
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_fence(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "del"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "publish"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "exists"), 0);
     DLT_ASSERT_INT_EQ(dlt_key_exists("free"), 0);
 
     /* Every later acquisition gets a strictly greater fence: this thread,
@@ -725,6 +733,12 @@ static void test_lock_waits_for_release(void) {
     CU_ASSERT_TRUE(wait_numsub("wait", NP, 5000));
     dlt_sleep_ms(250);
     for (i = 0; i < N; i++) DLT_ASSERT_INT_EQ(dlt_flag_get(&w[i].done), 0);
+    {
+        /* The holder took it uncontended; the waiters marked it, so its
+         * release tells them (below: they get it at once). */
+        char mark[8];
+        CU_ASSERT_TRUE(key_hget("wait", "w", mark, sizeof mark) && strcmp(mark, "1") == 0);
+    }
 
     /* Waiting is not polling: hardly a script call in 600 ms (the holder's
      * first renewal is due at about 1.7 s). */

@@ -1264,6 +1264,9 @@ static void writers_first_row(int proc) {
     fprintf(stderr, "  writer (%s) got it %.1f ms after the reader left\n", proc ? "process" : "thread",
             (W->t_end - t0) * 1000);
     CU_ASSERT_TRUE(W->t_end - t0 < 0.5);
+    /* Taken while a reader waited (one that could not mark any hold: there
+     * was none), so its release must tell: the hold is marked. */
+    DLT_ASSERT_INT_EQ(dlt_key_field(name, "w"), 1);
     dlt_sleep_ms(200);
     CU_ASSERT_FALSE(actor_done(N, sn));
     DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw), EBUSY);
@@ -1291,6 +1294,49 @@ static void writers_first_row(int proc) {
 static void test_writers_first(void) {
     writers_first_row(DLT_PROC);
     writers_first_row(DLT_THREAD);
+}
+
+/* A writer that took the lock uncontended (its hold unmarked: its release
+ * would tell nobody): a reader in another process that comes to wait
+ * marks it, and the writer's unlock wakes that reader at once, long
+ * before the lease.  A reader thread of the writer's own process waits in
+ * the process (its unlock wakes it there), so it need not mark it. */
+static void reader_marks_row(int proc) {
+    const char *name = proc ? "rw/mark/p" : "rw/mark/t";
+    actor *A = DLT_SHM_NEW(actor, 2);
+    actor *W = &A[0], *N = &A[1];
+    int sn;
+
+    actor_init(W, name, 0);
+    actor_init(N, name, 0);
+    actor_start(W, proc);
+    actor_start(N, proc);
+    DLT_ASSERT_ERR(ado(W, A_WR), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_field(name, "w"), -1);
+    DLT_ASSERT_ERR(ado(N, A_TRYRD), EBUSY);
+    sn = actor_post(N, Q(.op = A_RD));
+    if (proc) {
+        double end = dlt_now() + 5;
+        while (dlt_key_field(name, "w") != 1 && dlt_now() < end) dlt_sleep_ms(5);
+        DLT_ASSERT_INT_EQ(dlt_key_field(name, "w"), 1);
+    }
+    dlt_sleep_ms(100);
+    CU_ASSERT_FALSE(actor_done(N, sn));
+    DLT_ASSERT_ERR(ado(W, A_UNLOCK), 0);
+    double t0 = W->t_end;
+    DLT_ASSERT_ERR(actor_wait(N, sn, 5000), 0);
+    fprintf(stderr, "  reader (%s) got it %.1f ms after the writer left\n", proc ? "process" : "thread",
+            (N->t_end - t0) * 1000);
+    CU_ASSERT_TRUE(N->t_end - t0 < 0.5);
+    DLT_ASSERT_ERR(ado(N, A_UNLOCK), 0);
+    actor_stop(N);
+    actor_stop(W);
+    DLT_SHM_FREE(A, 2);
+}
+
+static void test_reader_marks_writer(void) {
+    reader_marks_row(DLT_PROC);
+    reader_marks_row(DLT_THREAD);
 }
 
 /* A writer that gives up (ETIMEDOUT, EINVAL for a bad deadline, EINTR)
@@ -2047,6 +2093,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_edeadlk_and_recursive_read),
     DLT_TEST(test_unlock),
     DLT_TEST(test_writers_first),
+    DLT_TEST(test_reader_marks_writer),
     DLT_TEST(test_writer_giving_up_lets_readers_in),
     DLT_TEST(test_writers_first_long_wait),
     DLT_TEST(test_no_writer_starvation),
