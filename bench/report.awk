@@ -63,6 +63,13 @@ END {
         hp = g("contend." tp[m] "proc.handoff_p50_us"); ht = g("contend." tp[m] "thread.handoff_p50_us")
         if (ht < 0 || hp < 0) continue
         row("5", "thread handoff vs process handoff (p50)" (m == 2 ? ", FAIR" : ""), f(ht, 0) " us vs " f(hp, 0) " us", "", (hp > 0) ? f(ht / hp, 2) "x" : "n/a", "threads <= processes", verdict(ht >= 0 && hp > 0 && ht <= hp))
+        # the issue's words: no more round trips. Requests per acquisition
+        # (INFO commandstats), to one decimal: each is a round trip.
+        qt = g("contend." tp[m] "thread.server_reqs_per_acq"); qp = g("contend." tp[m] "proc.server_reqs_per_acq")
+        if (qt < 0 || qp < 0) continue
+        row("5", "thread vs process: server requests (round trips) per acquisition; handoff p50 in RT" (m == 2 ? ", FAIR" : ""),
+            f(qt, 2) " vs " f(qp, 2) "; " ((rt > 0) ? f(ht / rt, 1) " RT vs " f(hp / rt, 1) " RT" : "n/a"), "", "",
+            "threads <= processes in round trips", verdict(sprintf("%.1f", qt) + 0 <= sprintf("%.1f", qp) + 0))
     }
     # issue #8: the fair mode against the default one, same run
     for (m = 1; m <= 2; m++) {
