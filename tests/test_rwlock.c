@@ -1936,19 +1936,25 @@ static void test_intr_and_flags(void) {
 /* ========================================================================
  * Mixed: 2 processes x 2 threads doing random read and write locks of all
  * kinds for ~3 s; shared-memory invariants: never a writer with anyone
- * else inside; a non-atomic counter under the write lock is exact.
+ * else inside; a non-atomic counter under the write lock is exact.  Run
+ * with a 1 s lease (expiries and renewals go by), then with a 10 s one,
+ * where the longest untimed wait must stay far below the lease: a release
+ * that told no waiter (the hash left unmarked, scripts.c) would leave
+ * that waiter asleep until its retry, a third of its lease or more.
  * ====================================================================== */
 
 typedef struct mix_shared {
     int writers, readers, violations, errors;
     volatile long counter;
     int writes, reads, busy, timeouts;
+    long max_wait_us; /* the longest rdlock or wrlock call */
 } mix_shared;
 
 typedef struct mix_arg {
     mix_shared *s;
     int proc;
     int share; /* the process's two threads share one object */
+    unsigned lease;
 } mix_arg;
 
 typedef struct mix_thread {
@@ -1958,8 +1964,13 @@ typedef struct mix_thread {
     int rc;
 } mix_thread;
 
+static void mix_waited(mix_shared *s, double t0) {
+    long us = (long)((dlt_now() - t0) * 1e6), cur = __atomic_load_n(&s->max_wait_us, __ATOMIC_RELAXED);
+    while (us > cur && !__atomic_compare_exchange_n(&s->max_wait_us, &cur, us, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
 #define MIX_NAME "rw/mixed"
-#define MIX_LEASE 1000u
 
 static int mix_read_section(mix_thread *t, dlock_rwlock_t *rw) {
     mix_shared *s = t->s;
@@ -2003,9 +2014,10 @@ static int mix_loop(mix_thread *t) {
     for (it = 0; it < 100000 && dlt_now() < end; it++) {
         int op = (int)(rand_r(&t->seed) % 10), rc, wr;
         struct timespec ts;
+        double t0 = dlt_now();
         switch (op) {
-        case 0: case 1: case 2: wr = 0; rc = dlock_rwlock_rdlock(rw); break;
-        case 3: case 4: wr = 1; rc = dlock_rwlock_wrlock(rw); break;
+        case 0: case 1: case 2: wr = 0; rc = dlock_rwlock_rdlock(rw); mix_waited(s, t0); break;
+        case 3: case 4: wr = 1; rc = dlock_rwlock_wrlock(rw); mix_waited(s, t0); break;
         case 5: wr = 0; rc = dlock_rwlock_tryrdlock(rw); break;
         case 6: wr = 1; rc = dlock_rwlock_trywrlock(rw); break;
         case 7: wr = 0; ts = dlt_abs_in(CLOCK_REALTIME, 100); rc = dlock_rwlock_timedrdlock(rw, &ts); break;
@@ -2043,7 +2055,7 @@ static int mix_process(void *p) {
     pthread_t th[2];
     int i, rc = 0;
     for (i = 0; i < 2; i++) {
-        if (i == 0 || !a->share) DLT_CK(init_lease(&rw[i], MIX_NAME, MIX_LEASE), 0);
+        if (i == 0 || !a->share) DLT_CK(init_lease(&rw[i], MIX_NAME, a->lease), 0);
         t[i].s = a->s;
         t[i].rw = a->share ? &rw[0] : &rw[i];
         t[i].seed = (unsigned)getpid() * 2654435761u + (unsigned)i;
@@ -2059,7 +2071,7 @@ static int mix_process(void *p) {
     return rc;
 }
 
-static void test_mixed(void) {
+static void mixed_run(unsigned lease) {
     mix_shared *s = DLT_SHM_NEW(mix_shared, 1);
     mix_arg *a = DLT_SHM_NEW(mix_arg, 2);
     dlt_task t[2];
@@ -2068,10 +2080,13 @@ static void test_mixed(void) {
         a[i].s = s;
         a[i].proc = i;
         a[i].share = i == 0;
+        a[i].lease = lease;
     }
     for (i = 0; i < 2; i++) dlt_task_start(&t[i], DLT_PROC, mix_process, &a[i]);
     for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
-    fprintf(stderr, "  %d reads, %d writes, %d EBUSY, %d ETIMEDOUT\n", s->reads, s->writes, s->busy, s->timeouts);
+    fprintf(stderr, "  lease %u ms: %d reads, %d writes, %d EBUSY, %d ETIMEDOUT; longest wait %.1f ms\n", lease,
+            s->reads, s->writes, s->busy, s->timeouts, s->max_wait_us / 1000.0);
+    if (lease >= 10000) CU_ASSERT_TRUE(s->max_wait_us < 2000000); /* a missed wake-up costs >= 3.3 s */
     DLT_ASSERT_INT_EQ(s->violations, 0);
     DLT_ASSERT_INT_EQ(s->counter, s->writes);
     CU_ASSERT_TRUE(s->writes > 0);
@@ -2079,6 +2094,11 @@ static void test_mixed(void) {
     DLT_ASSERT_INT_EQ(zcard(MIX_NAME, "readers"), 0);
     DLT_SHM_FREE(a, 2);
     DLT_SHM_FREE(s, 1);
+}
+
+static void test_mixed(void) {
+    mixed_run(1000);
+    mixed_run(10000);
 }
 
 /* ====================================================================== */
