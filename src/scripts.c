@@ -30,9 +30,9 @@
  * is redirected (ASK, TRYAGAIN) before the script runs, never half-way
  * through it.  On one server (and on each Redlock master) it passes only
  * two, the lock key and the epoch key, and KEYS_PRELUDE makes the others
- * from the lock key: each key a request carries costs the server about a
- * microsecond per script (bench/README.md), and the others all share the
- * lock key's "<prefix>{<name>}" (client.c lock_keys).  ACLs still check
+ * from the lock key: declaring the seven others cost the server about a
+ * microsecond per script (docs/design.md), and they all extend the lock
+ * key's "<prefix>{<name>}" (client.c lock_keys).  ACLs still check
  * every key a script touches, declared or not.
  *
  * The lock hash has a field w ("1") when somebody may be waiting for its
