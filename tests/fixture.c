@@ -1393,10 +1393,15 @@ long long dlt_key_pttl(const char *name) {
 }
 
 int dlt_key_who(const char *name, char *host, size_t cap, long long *pid, long long *tid) {
-    char key[600], *c2, *c1;
-    int ok = 0;
+    char key[600];
     dlt_lock_key(name, key, sizeof key);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %s who", key);
+    return dlt_redis_who(&dlt_server, key, host, cap, pid, tid);
+}
+
+int dlt_redis_who(dlt_redis *srv, const char *key, char *host, size_t cap, long long *pid, long long *tid) {
+    char *c2, *c1;
+    int ok = 0;
+    redisReply *r = dlt_redis_cmd(srv, "HGET %s who", key);
     if (r != NULL && r->type == REDIS_REPLY_STRING && (c2 = strrchr(r->str, ':')) != NULL) {
         *c2 = '\0';
         if ((c1 = strrchr(r->str, ':')) != NULL) {

@@ -131,6 +131,8 @@ long long dlt_key_field(const char *name, const char *field);
 /* The holder of dlock:{name} as its hash names it ("who": host:pid:tid);
  * 1, or 0 when there is none.  Any output may be NULL. */
 int dlt_key_who(const char *name, char *host, size_t cap, long long *pid, long long *tid);
+/* The same for the lock hash `key` on the server r. */
+int dlt_redis_who(dlt_redis *r, const char *key, char *host, size_t cap, long long *pid, long long *tid);
 /* PUBSUB NUMSUB channel ("dlock:{name}"): its subscribers, or -1. */
 long long dlt_numsub(const char *channel);
 

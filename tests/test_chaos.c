@@ -465,19 +465,15 @@ static int pick_worker(uint64_t *rng, int *holder) {
     int lock = (int)rng_range(rng, 0, NLOCK - 1);
     *holder = 0;
     if (srv.pid > 0) {
-        redisReply *r = dlt_redis_cmd(&srv, "HGET dlock:{chaos/%d} who", lock);
-        const char *c2 = r != NULL && r->type == REDIS_REPLY_STRING ? strrchr(r->str, ':') : NULL;
-        const char *c1 = c2 != NULL ? memrchr(r->str, ':', (size_t)(c2 - r->str)) : NULL;
-        if (c1 != NULL) { /* who = host:pid:tid */
-            pid_t p = (pid_t)atol(c1 + 1);
+        char key[64];
+        long long p;
+        snprintf(key, sizeof key, "dlock:{chaos/%d}", lock);
+        if (dlt_redis_who(&srv, key, NULL, 0, &p, NULL))
             for (int i = 0; i < NPROC; i++)
-                if (workers[i] == p) {
+                if (workers[i] == (pid_t)p) {
                     *holder = 1;
-                    freeReplyObject(r);
                     return i;
                 }
-        }
-        if (r != NULL) freeReplyObject(r);
     }
     return (int)rng_range(rng, 0, NPROC - 1);
 }
