@@ -724,10 +724,12 @@ static void test_cluster_exclusion_across_processes(void) {
     DLT_SHM_FREE(sh, 1);
 }
 
+#define TLS_URL_MAX 1200 /* a URL with a CA file's path in it */
+
 struct wake {
     char name[64];
-    char url[256];
-    int held, release, done, rc;
+    char url[TLS_URL_MAX];
+    int held, release, released;
     double t_unlock;
 };
 
@@ -742,6 +744,7 @@ static int wake_holder(void *arg) {
     dlt_flag_set(&w->held, 1);
     DLT_CKT(dlt_flag_wait(&w->release, 1, 20000));
     w->t_unlock = dlt_now();
+    dlt_flag_set(&w->released, 1);
     DLT_CK(dlock_mutex_unlock(&m), 0);
     DLT_CK(dlock_mutex_destroy(&m), 0);
     DLT_CK(dlock_client_destroy(cl), 0);
@@ -1832,8 +1835,6 @@ static void test_cluster_node_dies(void) {
  * 9. A TLS-only cluster (rediss+cluster://)
  * ====================================================================== */
 
-#define TLS_URL_MAX 1200
-
 /* rediss+cluster://HOST:P,... for the nodes listed in which (as cl_url),
  * with tls_ca_file=<the fixture's certificate folder>/ca_file unless
  * ca_file is NULL (the system store), then &query when not NULL. */
@@ -1852,29 +1853,11 @@ static void tls_url(char *buf, size_t cap, const char *host, const char *which, 
 }
 
 struct twake {
-    char name[64];
-    char holder_url[TLS_URL_MAX], waiter_url[TLS_URL_MAX];
-    int held, waiting, release, released;
-    double t_unlock, t_got;
+    struct wake h; /* the holder: wake_holder */
+    char waiter_url[TLS_URL_MAX];
+    int waiting;
+    double t_got;
 };
-
-/* The holder: lock (10 s lease), hold until told, unlock. */
-static int twake_holder(void *arg) {
-    struct twake *w = arg;
-    dlock_client_t *cl;
-    dlock_mutex_t m;
-    DLT_CK(dlt_client_make(&cl, w->holder_url, 3000), 0);
-    DLT_CK(mutex_make(&m, w->name, cl, 10000, 0, 0, NULL, NULL), 0);
-    DLT_CK(dlock_mutex_lock(&m), 0);
-    dlt_flag_set(&w->held, 1);
-    DLT_CKT(dlt_flag_wait(&w->release, 1, 20000));
-    w->t_unlock = dlt_now();
-    dlt_flag_set(&w->released, 1);
-    DLT_CK(dlock_mutex_unlock(&m), 0);
-    DLT_CK(dlock_mutex_destroy(&m), 0);
-    DLT_CK(dlock_client_destroy(cl), 0);
-    return 0;
-}
 
 /* The waiter: finds the lock busy, then waits for it at most 8 s -- less
  * than the holder's lease, so only the release notification can end the
@@ -1884,12 +1867,12 @@ static int twake_waiter(void *arg) {
     dlock_client_t *cl;
     dlock_mutex_t m;
     DLT_CK(dlt_client_make(&cl, w->waiter_url, 3000), 0);
-    DLT_CK(mutex_make(&m, w->name, cl, 0, 0, 0, NULL, NULL), 0);
+    DLT_CK(mutex_make(&m, w->h.name, cl, 0, 0, 0, NULL, NULL), 0);
     DLT_CK(dlock_mutex_trylock(&m), EBUSY);
     dlt_flag_set(&w->waiting, 1);
     DLT_CK(timedlock_ms(&m, 8000), 0);
     w->t_got = dlt_now();
-    DLT_CK(dlt_flag_get(&w->released), 1); /* granted after the release, not before */
+    DLT_CK(dlt_flag_get(&w->h.released), 1); /* granted after the release, not before */
     DLT_CK(dlock_mutex_unlock(&m), 0);
     DLT_CK(dlock_mutex_destroy(&m), 0);
     DLT_CK(dlock_client_destroy(cl), 0);
@@ -1981,16 +1964,16 @@ static void test_cluster_tls(void) {
 
     /* Wake-up across processes and nodes, over TLS.  (Both processes are
      * forked before this process makes any client.) */
-    CU_ASSERT_FATAL(find_name(w->name, sizeof w->name, "tlswake/", &next, owner, 2, -1) == 0);
-    tls_url(w->holder_url, sizeof w->holder_url, "127.0.0.1", "2", "ca.crt", NULL);
+    CU_ASSERT_FATAL(find_name(w->h.name, sizeof w->h.name, "tlswake/", &next, owner, 2, -1) == 0);
+    tls_url(w->h.url, sizeof w->h.url, "127.0.0.1", "2", "ca.crt", NULL);
     tls_url(w->waiter_url, sizeof w->waiter_url, "localhost", "0", "ca.crt", NULL);
-    holder = dlt_spawn(twake_holder, w);
+    holder = dlt_spawn(wake_holder, &w->h);
     CU_ASSERT_FATAL(holder > 0);
-    DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->held, 1, 10000), 1);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->h.held, 1, 10000), 1);
     waiter = dlt_spawn(twake_waiter, w);
     CU_ASSERT_FATAL(waiter > 0);
     DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->waiting, 1, 10000), 1);
-    dlt_lock_key(w->name, key, sizeof key);
+    dlt_lock_key(w->h.name, key, sizeof key);
     {
         char where[64];
         long long n = subs_wait(key, where, sizeof where);
@@ -1998,11 +1981,11 @@ static void test_cluster_tls(void) {
         DLT_ASSERT_INT_EQ(n, 1);
     }
     dlt_sleep_ms(300);
-    dlt_flag_set(&w->release, 1);
+    dlt_flag_set(&w->h.release, 1);
     DLT_ASSERT_INT_EQ(dlt_wait(waiter, 20000), 0);
     DLT_ASSERT_INT_EQ(dlt_wait(holder, 20000), 0);
     {
-        double dt = w->t_got - w->t_unlock;
+        double dt = w->t_got - w->h.t_unlock;
         printf("  the waiter got the lock of node 2 %.3f s after the unlock (lease 10 s)\n", dt);
         CU_ASSERT_TRUE(w->t_got > 0 && dt >= 0 && dt < 2.0);
     }
