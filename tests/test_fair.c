@@ -905,6 +905,12 @@ static void stale_grant_round(const char *name, int fair) {
         CU_ASSERT_TRUE(f0 > 0);
         snprintf(msg, sizeof msg, "%s:%lld:2000", r.tok[w], f0);
         dlt_lock_key(name, ch, sizeof ch); /* the lock's channel is its key */
+        {
+            /* W queues with its first attempt and subscribes after it: wait
+             * for the subscription, or the message reaches nobody. */
+            double end = dlt_now() + FW_BOUND_MS / 1000.0;
+            while (dlt_numsub(ch) < 1 && dlt_now() < end) dlt_sleep_ms(5);
+        }
         rp = dlt_redis_cmd(&dlt_server, "PUBLISH %s %s", ch, msg);
         DLT_ASSERT_INT_EQ(dlt_reply_int(rp), 1); /* W's process heard it */
         dlt_sleep_ms(500);
