@@ -79,6 +79,7 @@ static void fork_child(void) {
         dlock__cond_init(&c->renew_cv);
         c->held = NULL;
         c->nheld = 0;
+        c->listing = 0; /* the parent's waiting threads: not here */
         dlock__orphans_forget(c);
         for (i = 0; i < c->nbuckets; i++) {
             dlock__lock *l;

@@ -313,10 +313,21 @@ typedef struct dlock__fairwait {
     int cv_ok;
     /* Waiting in BLPOP for a grant pushed to its list (dlock__wait_grant):
      * the thread's eventfd, which a poke writes (-1: not so waiting);
-     * nolist: this call's list cannot be used, grants are published. */
+     * nolist: this call's list cannot be used, grants are published;
+     * listing: this call holds one of the client's DLOCK__LISTING_MAX
+     * places for waiters on a grant list (c->listing counts them). */
     int efd;
     int nolist;
+    int listing;
 } dlock__fairwait;
+
+/* How many threads of one client wait for their grant in BLPOP at once.
+ * Each holds a connection while it waits; the others are told of their
+ * grant on the release channel, which the subscriber's one connection
+ * hears (as where BLPOP is refused): a process with hundreds of waiting
+ * threads does not open hundreds of connections.  As many as the pool
+ * keeps idle, so that the connections of the last waiters are kept. */
+#define DLOCK__LISTING_MAX 8
 
 /* What a table entry is: a lock (mutex, rwlock), or a condition
  * variable, whose only key is its waiters at <prefix>{<name>}:cond. */
@@ -537,6 +548,7 @@ struct dlock_client {
     size_t nmembers;
     int one_connect; /* a member: one connection attempt per request, no retry loop */
     int grant_nolist; /* the server refused BLPOP (an ACL): grants are published (dlock__wait_grant) */
+    unsigned listing; /* acquire calls holding a place to wait in BLPOP (dlock__fairwait.listing) */
     /* Redis Cluster: the parent has a member per node (made as the slot
      * map names them) and the map (cluster.c); a member knows its parent,
      * to follow redirections. */

@@ -381,8 +381,18 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
          * this attempt moves gen (or pokes us): a busy answer can be slept
          * on at once.  Counting ourselves a waiter keeps the subscription. */
         sure = !try && dlock__sub_live(c, l);
-        /* A queued waiter blocks in BLPOP for its grant where it can. */
+        /* A queued waiter blocks in BLPOP for its grant where it can,
+         * and while the client has a place for it (DLOCK__LISTING_MAX):
+         * the others hear of their grant on the release channel. */
         listed = queue && c->ops->grant_conn != NULL && !c->grant_nolist && !fw.nolist;
+        if (!listed && fw.listing) {
+            fw.listing = 0;
+            c->listing--;
+        } else if (listed && !fw.listing && c->listing < DLOCK__LISTING_MAX) {
+            fw.listing = 1;
+            c->listing++;
+        }
+        listed = listed && fw.listing;
         if (sure && !counted) {
             l->waiters++;
             counted = 1;
@@ -508,6 +518,7 @@ out:
         for (fp = &l->fair; *fp != &fw; fp = &(*fp)->next)
             ;
         *fp = fw.next;
+        if (fw.listing) c->listing--;
         if (fw.cv_ok) pthread_cond_destroy(&fw.cv);
     }
     if (counted) dlock__wait_done(c, l);

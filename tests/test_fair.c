@@ -622,14 +622,16 @@ static void test_uncontended_fair(void) {
  * 1. Arrival order: processes, threads of one process, mixed
  * ====================================================================== */
 
-#define ORDER_N_MAX 8
+#define ORDER_N_MAX (FW_MAX - 1)
 
 /* A holder holds; waiters 0..n-1 are started one at a time, each once the
  * previous one is in the server's queue; the holder releases; they must
  * acquire exactly in that order.  group[k] (k < n): the process waiter k
  * runs in; holder_group: the holder's.  Waiters of one group are threads of
- * one process.  fair: the mutexes' fair attribute. */
-static void order_run(const char *name, int fair, int holder_group, const int *group, int n) {
+ * one process.  fair: the mutexes' fair attribute.  blocked >= 0: once
+ * all are queued, exactly that many of them wait in BLPOP on their grant
+ * lists (the others hear of their grant on the release channel). */
+static void order_run(const char *name, int fair, int holder_group, const int *group, int n, int blocked) {
     fw_run r;
     int h, ws[ORDER_N_MAX], want[ORDER_N_MAX + 1], g, k, ok = 1, ngroups = 0;
 
@@ -656,6 +658,13 @@ static void order_run(const char *name, int fair, int holder_group, const int *g
         ok = fw_go_queued(&r, ws[k], ":queue");
         CU_ASSERT_TRUE(ok);
     }
+    if (ok && blocked >= 0) {
+        double end = dlt_now() + FW_BOUND_MS / 1000.0;
+        while (fw_blocked() != blocked && dlt_now() < end) dlt_sleep_ms(5);
+        DLT_ASSERT_INT_EQ(fw_blocked(), blocked);
+        dlt_sleep_ms(200); /* and no more come */
+        DLT_ASSERT_INT_EQ(fw_blocked(), blocked);
+    }
     if (ok) {
         /* Tickets in arrival order, one each. */
         fw_assert_queue(&r, ws, n);
@@ -681,7 +690,7 @@ static void order_run(const char *name, int fair, int holder_group, const int *g
 /* Six waiter processes, the holder a seventh. */
 static void test_order_processes(void) {
     static const int group[] = { 1, 2, 3, 4, 5, 6 };
-    order_run("fair/order-procs", 1, 0, group, 6);
+    order_run("fair/order-procs", 1, 0, group, 6, 6);
 }
 
 /* The holder and six waiters are threads of one process: a fair waiter
@@ -689,7 +698,7 @@ static void test_order_processes(void) {
  * holds the lock. */
 static void test_order_threads(void) {
     static const int group[] = { 0, 0, 0, 0, 0, 0 };
-    order_run("fair/order-threads", 1, 0, group, 6);
+    order_run("fair/order-threads", 1, 0, group, 6, 6);
 }
 
 /* The default (not fair) mutex queues the same way on a server that keeps
@@ -697,14 +706,24 @@ static void test_order_threads(void) {
  * lock by the release before it (not a caching one: test_cache). */
 static void test_order_threads_default(void) {
     static const int group[] = { 0, 0, 0, 0 };
-    order_run("fair/order-threads-default", 0, 0, group, 4);
+    order_run("fair/order-threads-default", 0, 0, group, 4, 4);
 }
 
 /* Threads of one process (group 1) interleaved with other processes, and
  * one waiter a thread of the holder's process. */
 static void test_order_mixed(void) {
     static const int group[] = { 1, 2, 1, 0, 3, 1, 2 };
-    order_run("fair/order-mixed", 1, 0, group, 7);
+    order_run("fair/order-mixed", 1, 0, group, 7, 7);
+}
+
+/* Eleven waiting threads of one process (the holder's): eight of them
+ * (DLOCK__LISTING_MAX) wait in BLPOP, each on a connection of its own;
+ * the other three hear of their grant on the release channel, through
+ * the subscriber's one connection.  The order is the queue's all the
+ * same, and each is handed the lock by the release before it. */
+static void test_order_threads_many(void) {
+    static const int group[] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+    order_run("fair/order-threads-many", 0, 0, group, 11, 8);
 }
 
 /* ========================================================================
@@ -1491,6 +1510,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_order_threads),
     DLT_TEST(test_order_threads_default),
     DLT_TEST(test_order_mixed),
+    DLT_TEST(test_order_threads_many),
     DLT_TEST(test_release_wakes_only_head),
     DLT_TEST(test_grant_taken_from_message),
     DLT_TEST(test_stale_grant_not_taken),
