@@ -112,39 +112,52 @@ void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *tok
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
                           int *released, dlock__mono deadline);
 
+/* wait=N: a grant that fewer than N replicas acknowledged could be lost
+ * in a failover; it does not count, and is given back at once.  The
+ * acquisition is then made again, as for a server that does not answer,
+ * until the deadline (the caller's, or the unreachable bound): replicas
+ * that lag for a moment do not fail a lock call. */
+#define UNACKED_BACKOFF_MS 50u
+#define UNACKED_BACKOFF_MAX_MS 500u
+
 static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
     int rc, which = dlock__acquire_args(c, l, token, lease_ms, flags, &a);
-    long long acked = -1;
+    unsigned backoff_ms = UNACKED_BACKOFF_MS;
 
-    rc = c->conf.wait_replicas > 0 ? dlock__script_run_wait(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len, &acked)
-                                   : dlock__script_run(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len);
-    {
-        /* When the request whose answer this is went out (after retries:
-         * LOADING, TRYAGAIN...), or, failed, the latest that went out in
-         * any call of this attempt (a cluster asks again): 0 none did. */
-        dlock__mono t = dlock__command_sent();
-        if (out->sent < 0 || t > out->sent) out->sent = t;
-    }
-    if (rc != 0) return rc;
-    if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
-    freeReplyObject(r);
-    if (rc == 0 && c->conf.wait_replicas > 0 && acked < (long long)c->conf.wait_replicas &&
-        (out->status == DLOCK__ACQ_ACQUIRED || out->status == DLOCK__ACQ_OWNERDEAD || out->status == DLOCK__ACQ_MINE)) {
-        /* wait=N: a grant that fewer replicas have could be lost in a
-         * failover; it does not count.  Give it back at once. */
-        int how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
-                  : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
-                  : out->status == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
-        int released;
+    for (;;) {
+        long long acked = -1;
+        int how, released;
+        rc = c->conf.wait_replicas > 0 ? dlock__script_run_wait(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len, &acked)
+                                       : dlock__script_run(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len);
+        {
+            /* When the request whose answer this is went out (after
+             * retries: LOADING, TRYAGAIN...), or, failed, the latest that
+             * went out in any call of this attempt (a cluster asks
+             * again): 0 none did. */
+            dlock__mono t = dlock__command_sent();
+            if (out->sent < 0 || t > out->sent) out->sent = t;
+        }
+        if (rc != 0) return rc;
+        if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
+        freeReplyObject(r);
+        if (rc != 0 || c->conf.wait_replicas == 0 || acked >= (long long)c->conf.wait_replicas ||
+            (out->status != DLOCK__ACQ_ACQUIRED && out->status != DLOCK__ACQ_OWNERDEAD &&
+             out->status != DLOCK__ACQ_MINE))
+            return rc;
+        how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
+              : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
+              : out->status == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
         (void)single_release(c, l, token, how, &released, deadline);
-        return dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
-                             "acquisition within %u ms", c->conf.redacted_url, acked < 0 ? 0 : acked,
-                             c->conf.wait_replicas, c->conf.wait_timeout_ms);
+        dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
+                      "acquisition within %u ms", c->conf.redacted_url, acked < 0 ? 0 : acked,
+                      c->conf.wait_replicas, c->conf.wait_timeout_ms);
+        if (dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline) return ENOLCK;
+        usleep(backoff_ms * 1000);
+        if (backoff_ms < UNACKED_BACKOFF_MAX_MS) backoff_ms *= 2;
     }
-    return rc;
 }
 
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,

@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -767,13 +768,23 @@ out:
  * 4. wait=N
  * ====================================================================== */
 
+/* Continues a stopped replica after a while. */
+static void *st_cont_later(void *p) {
+    dlt_redis *r = p;
+    dlt_sleep_ms(800);
+    if (r->pid > 0) kill(r->pid, SIGCONT);
+    return NULL;
+}
+
 static void test_sentinel_wait_replicas(void) {
     static const char *name = "sent/wait";
-    dlock_client_t *c2 = NULL, *c3 = NULL;
+    dlock_client_t *c2 = NULL, *c3 = NULL, *cl = NULL;
     dlock_mutex_t m;
     char url[700];
     const char *msg;
     struct timespec ts;
+    pthread_t th;
+    double t0, dt;
     int rc;
 
     CU_ASSERT_FATAL(st_up(2, 1) == 0);
@@ -794,12 +805,40 @@ static void test_sentinel_wait_replicas(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 
-    /* wait=3 with 2 replicas: refused, and given back */
+    /* wait=2 with a replica that lags (stopped, then continued 0.8 s
+     * later): each acquisition it does not acknowledge is given back and
+     * made again, and lock returns once both replicas have one -- not
+     * ENOLCK at the first late acknowledgement. */
+    st_url_q(url, sizeof url, "wait=2&wait_timeout_ms=200");
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    CU_ASSERT_FATAL(cl != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, name, cl, 0, NULL, NULL), 0);
+    CU_ASSERT_FATAL(st.node[2].pid > 0 && kill(st.node[2].pid, SIGSTOP) == 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, st_cont_later, &st.node[2]) == 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&m);
+    dt = dlt_now() - t0;
+    pthread_join(th, NULL);
+    kill(st.node[2].pid, SIGCONT);
+    if (rc != 0) printf("\n  lock with a lagging replica: %s\n", dlock_last_error());
+    DLT_ASSERT_ERR(rc, 0);
+    CU_ASSERT(dt >= 0.7); /* not before the replica was back */
+    CU_ASSERT(dt < 4.0);
+    DLT_ASSERT_INT_EQ(st_exists(2, name), 1);
+    if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+
+    /* wait=3 with 2 replicas: refused, and given back, after trying again
+     * up to the unreachable bound (1 s here) */
     st_url_q(url, sizeof url, "wait=3&wait_timeout_ms=200");
-    DLT_ASSERT_ERR(dlt_client_make(&c3, url, 5000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&c3, url, 1000), 0);
     CU_ASSERT_FATAL(c3 != NULL);
     DLT_ASSERT_ERR(st_mutex(&m, name, c3, 0, NULL, NULL), 0);
+    t0 = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+    dt = dlt_now() - t0;
+    CU_ASSERT(dt >= 0.5 && dt < 3.0);
     msg = dlock_last_error();
     CU_ASSERT(msg != NULL && strstr(msg, "wait=") != NULL && strstr(msg, "acknowledged") != NULL &&
               strstr(msg, "only 2 of the 3") != NULL);
