@@ -112,7 +112,16 @@ typedef struct dlock__conf {
     unsigned drift_ms; /* 0: 2 + lease/100 */
     unsigned restart_guard_ms; /* 0: off; see acquire_lua */
     unsigned handoff_ms;       /* 0: off; see release_lua */
+    /* ?wait_conns=N: how many threads of the client wait for their grant
+     * in BLPOP at once, each on a connection of its own; the others are
+     * told of their grant on the release channel, which the subscriber's
+     * one connection hears (as where BLPOP is refused), a little later
+     * (a thread between): a process with hundreds of waiting threads does
+     * not open hundreds of connections.  0: every grant is published. */
+    unsigned wait_conns;
 } dlock__conf;
+
+#define DLOCK__WAIT_CONNS 32 /* wait_conns' default */
 
 /* Parses url (NULL: $DLOCK_URL or the default) and cfg into conf.
  * EINVAL with a message on bad input; the message never holds the
@@ -314,20 +323,12 @@ typedef struct dlock__fairwait {
     /* Waiting in BLPOP for a grant pushed to its list (dlock__wait_grant):
      * the thread's eventfd, which a poke writes (-1: not so waiting);
      * nolist: this call's list cannot be used, grants are published;
-     * listing: this call holds one of the client's DLOCK__LISTING_MAX
+     * listing: this call holds one of the client's conf.wait_conns
      * places for waiters on a grant list (c->listing counts them). */
     int efd;
     int nolist;
     int listing;
 } dlock__fairwait;
-
-/* How many threads of one client wait for their grant in BLPOP at once.
- * Each holds a connection while it waits; the others are told of their
- * grant on the release channel, which the subscriber's one connection
- * hears (as where BLPOP is refused): a process with hundreds of waiting
- * threads does not open hundreds of connections.  As many as the pool
- * keeps idle, so that the connections of the last waiters are kept. */
-#define DLOCK__LISTING_MAX 8
 
 /* What a table entry is: a lock (mutex, rwlock), or a condition
  * variable, whose only key is its waiters at <prefix>{<name>}:cond. */

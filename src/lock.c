@@ -382,13 +382,13 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
          * on at once.  Counting ourselves a waiter keeps the subscription. */
         sure = !try && dlock__sub_live(c, l);
         /* A queued waiter blocks in BLPOP for its grant where it can,
-         * and while the client has a place for it (DLOCK__LISTING_MAX):
-         * the others hear of their grant on the release channel. */
+         * and while the client has a place for it (conf.wait_conns): the
+         * others hear of their grant on the release channel. */
         listed = queue && c->ops->grant_conn != NULL && !c->grant_nolist && !fw.nolist;
         if (!listed && fw.listing) {
             fw.listing = 0;
             c->listing--;
-        } else if (listed && !fw.listing && c->listing < DLOCK__LISTING_MAX) {
+        } else if (listed && !fw.listing && c->listing < c->conf.wait_conns) {
             fw.listing = 1;
             c->listing++;
         }

@@ -7,7 +7,7 @@
  * with host a name, an IPv4 address or [an IPv6 address] (sentinels'
  * default port: 26379).  Parameters: connect_timeout_ms,
  * command_timeout_ms, unreachable_ms, drift_ms, restart_guard_ms,
- * handoff_ms, prefix, wait, wait_timeout_ms.
+ * handoff_ms, prefix, wait, wait_timeout_ms, wait_conns.
  * Every message this file produces names the URL in its redacted form:
  * a password never reaches an error, a log or the output.
  */
@@ -122,25 +122,23 @@ static void veil(dlock__conf *conf, const char *pw, size_t n) {
 static int set_param(dlock__conf *conf, const char *red, const char *k, size_t kn,
                      const char *v, size_t vn) {
     unsigned long x;
-    struct { const char *name; unsigned *field; unsigned long max; } num[] = {
-        { "connect_timeout_ms", &conf->connect_timeout_ms, 3600000 },
-        { "command_timeout_ms", &conf->command_timeout_ms, 3600000 },
-        { "unreachable_ms", &conf->unreachable_ms, 86400000 },
-        { "drift_ms", &conf->drift_ms, 60000 },
-        { "restart_guard_ms", &conf->restart_guard_ms, 86400000 },
-        { "handoff_ms", &conf->handoff_ms, 60000 },
-        { "wait", &conf->wait_replicas, 64 },
-        { "wait_timeout_ms", &conf->wait_timeout_ms, 60000 },
+    struct { const char *name; unsigned *field; unsigned long min, max; } num[] = {
+        { "connect_timeout_ms", &conf->connect_timeout_ms, 1, 3600000 },
+        { "command_timeout_ms", &conf->command_timeout_ms, 1, 3600000 },
+        { "unreachable_ms", &conf->unreachable_ms, 1, 86400000 },
+        { "drift_ms", &conf->drift_ms, 0, 60000 },
+        { "restart_guard_ms", &conf->restart_guard_ms, 0, 86400000 },
+        { "handoff_ms", &conf->handoff_ms, 0, 60000 },
+        { "wait", &conf->wait_replicas, 0, 64 },
+        { "wait_timeout_ms", &conf->wait_timeout_ms, 1, 60000 },
+        { "wait_conns", &conf->wait_conns, 0, 1024 },
     };
     size_t i;
     for (i = 0; i < sizeof num / sizeof num[0]; i++) {
         if (kn == strlen(num[i].name) && memcmp(k, num[i].name, kn) == 0) {
-            if (parse_uint(v, vn, num[i].max, &x) != 0 || (x == 0 && num[i].field != &conf->drift_ms &&
-                                                                  num[i].field != &conf->restart_guard_ms &&
-                                                                  num[i].field != &conf->handoff_ms &&
-                                                                  num[i].field != &conf->wait_replicas))
-                return dlock__seterr(EINVAL, "URL %s: %s wants a number from 1 to %lu",
-                                     red, num[i].name, num[i].max);
+            if (parse_uint(v, vn, num[i].max, &x) != 0 || x < num[i].min)
+                return dlock__seterr(EINVAL, "URL %s: %s wants a number from %lu to %lu",
+                                     red, num[i].name, num[i].min, num[i].max);
             *num[i].field = (unsigned)x;
             return 0;
         }
@@ -447,6 +445,7 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
     conf->drift_ms = cfg ? cfg->drift_ms : 0;
     conf->restart_guard_ms = cfg ? cfg->restart_guard_ms : 0;
     conf->handoff_ms = !cfg || cfg->handoff_ms == 0 ? 5 : cfg->handoff_ms < 0 ? 0 : (unsigned)cfg->handoff_ms;
+    conf->wait_conns = DLOCK__WAIT_CONNS;
     if ((rc = parse_url(conf, url)) != 0) goto fail;
     return 0;
 fail:

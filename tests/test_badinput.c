@@ -747,7 +747,8 @@ static void test_bad_urls(void) {
         "redis://h:1:2", "redis://h:65536", "redis://h:00000000001", "redis://h:1/-1", "redis://h:1/1x",
         "redis://h:1?=", "redis://h:1?prefix", "redis://h:1?&", "redis://h:1?connect_timeout_ms=",
         "redis://h:1?connect_timeout_ms=abc", "redis://h:1?connect_timeout_ms=99999999999",
-        "redis://h:1?command_timeout_ms=-5", "redis://h:1?prefix=%", "redis://h:1?prefix=%0", "redis://h:1?prefix=%00",
+        "redis://h:1?command_timeout_ms=-5", "redis://h:1?wait_conns=1025", "redis://h:1?wait_conns=x",
+        "redis://h:1?command_timeout_ms=0", "redis://h:1?prefix=%", "redis://h:1?prefix=%0", "redis://h:1?prefix=%00",
         "redis://h :1", "redis://h/x:1", "redis://[]:1", "redis://:1", "redis://@:1", "redis://h%41:1",
         "redis://user:pw%@h:1", "redis://us%zzer:pw@h:1",
     };

@@ -86,10 +86,17 @@ typedef struct fw_board {
     fw_host host[FW_MAX];
 } fw_board;
 
+/* Query parameters for the waiters' client ("" : the default client): the
+ * waiter processes, forked after the test sets it, each make their own
+ * client from the suite's URL with them, which their mutexes use. */
+static char fw_query[64];
+static dlock_client_t *fw_client;
+
 static int fw_open(dlock_mutex_t *m, const char *name, int fair, int robust, unsigned lease) {
     dlock_mutexattr_t a;
     int rc;
     if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    if (fw_client != NULL && (rc = dlock_mutexattr_setclient(&a, fw_client)) != 0) goto out;
     if (fair && (rc = dlock_mutexattr_setfair(&a, 1)) != 0) goto out;
     if (robust && (rc = dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST)) != 0) goto out;
     if (lease && (rc = dlock_mutexattr_setlease(&a, lease)) != 0) goto out;
@@ -181,8 +188,7 @@ static void *fw_thread(void *p) {
     return NULL;
 }
 
-static int fw_host_main(void *p) {
-    fw_host *h = p;
+static int fw_host_run(fw_host *h) {
     pthread_t th[FW_MAX];
     int i, n = 0, rc = 0;
     if (h->n == 1) return fw_waiter_main(&h->b->w[h->idx[0]]);
@@ -197,6 +203,18 @@ static int fw_host_main(void *p) {
         pthread_join(th[i], NULL);
         if (rc == 0) rc = h->b->w[h->idx[i]].thread_rc;
     }
+    return rc;
+}
+
+static int fw_host_main(void *p) {
+    char url[400];
+    int rc;
+    if (fw_query[0] != '\0') {
+        snprintf(url, sizeof url, "%s?%s", dlt_server.url, fw_query);
+        if (dlt_client_make(&fw_client, url, 5000) != 0) return 118;
+    }
+    rc = fw_host_run(p);
+    if (fw_client != NULL && dlock_client_destroy(fw_client) != 0 && rc == 0) rc = 117;
     return rc;
 }
 
@@ -716,14 +734,19 @@ static void test_order_mixed(void) {
     order_run("fair/order-mixed", 1, 0, group, 7, 7);
 }
 
-/* Eleven waiting threads of one process (the holder's): eight of them
- * (DLOCK__LISTING_MAX) wait in BLPOP, each on a connection of its own;
- * the other three hear of their grant on the release channel, through
- * the subscriber's one connection.  The order is the queue's all the
- * same, and each is handed the lock by the release before it. */
-static void test_order_threads_many(void) {
+/* Eleven waiting threads of one process (the holder's), whose client
+ * says wait_conns=3: three of them wait in BLPOP, each on a connection of
+ * its own; the other eight hear of their grant on the release channel,
+ * through the subscriber's one connection.  With wait_conns=0, none
+ * does.  The order is the queue's all the same, and each is handed the
+ * lock by the release before it. */
+static void test_order_threads_wait_conns(void) {
     static const int group[] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
-    order_run("fair/order-threads-many", 0, 0, group, 11, 8);
+    snprintf(fw_query, sizeof fw_query, "wait_conns=3");
+    order_run("fair/order-threads-wait-conns", 0, 0, group, 11, 3);
+    snprintf(fw_query, sizeof fw_query, "wait_conns=0");
+    order_run("fair/order-threads-wait-conns-0", 1, 0, group, 6, 0);
+    fw_query[0] = '\0';
 }
 
 /* ========================================================================
@@ -1510,7 +1533,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_order_threads),
     DLT_TEST(test_order_threads_default),
     DLT_TEST(test_order_mixed),
-    DLT_TEST(test_order_threads_many),
+    DLT_TEST(test_order_threads_wait_conns),
     DLT_TEST(test_release_wakes_only_head),
     DLT_TEST(test_grant_taken_from_message),
     DLT_TEST(test_stale_grant_not_taken),
