@@ -400,9 +400,9 @@ void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken) {
 /* ------------------------------------------------------------ commands */
 
 /* A reply is awaited no longer than the command timeout, nor past the
- * caller's deadline -- but at least REPLY_FLOOR_MS, so that a command
- * sent at its deadline is really tried. */
-#define REPLY_FLOOR_MS 200u
+ * caller's deadline -- but at least DLOCK__REPLY_FLOOR_MS, so that a
+ * command sent at its deadline is really tried. */
+#define REPLY_FLOOR_MS DLOCK__REPLY_FLOOR_MS
 static void set_timeout(struct dlock_client *c, dlock__conn *cn, dlock__mono deadline) {
     unsigned ms = c->conf.command_timeout_ms;
     if (deadline != DLOCK__MONO_NEVER) {

@@ -123,6 +123,12 @@ typedef struct dlock__conf {
 
 #define DLOCK__WAIT_CONNS 32 /* wait_conns' default */
 
+/* The shortest a reply is waited for past the caller's deadline (or a
+ * command timeout, if shorter): a command sent at its deadline is really
+ * tried, and a wait never runs longer than that past it (conn.c
+ * set_timeout, wait.c dlock__wait_grant). */
+#define DLOCK__REPLY_FLOOR_MS 200u
+
 /* Parses url (NULL: $DLOCK_URL or the default) and cfg into conf.
  * EINVAL with a message on bad input; the message never holds the
  * password. */

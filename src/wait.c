@@ -221,8 +221,14 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
     pthread_mutex_unlock(&c->mu);
     if (intr) sleep_mask(&mask);
     /* The server ends the wait at `until`; this thread waits for its
-     * answer a command timeout longer before it gives up on it. */
-    give_up = until + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
+     * answer a little longer (the reply floor, or the command timeout if
+     * shorter) before it gives up on it: a frozen server does not keep
+     * the call a whole command timeout past its deadline, and with the
+     * withdrawal that follows a wait given up, the call ends within two
+     * floors of it. */
+    give_up = until + (dlock__mono)(c->conf.command_timeout_ms < DLOCK__REPLY_FLOOR_MS ? c->conf.command_timeout_ms
+                                                                                      : DLOCK__REPLY_FLOOR_MS) *
+                          DLOCK__MS;
     snprintf(secs, sizeof secs, "%.3f", (double)((until - now) / DLOCK__MS + 1) / 1000.0);
     argv[0] = "BLPOP";
     argv[1] = key;
