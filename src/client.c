@@ -80,6 +80,7 @@ static void fork_child(void) {
         c->held = NULL;
         c->nheld = 0;
         c->listing = 0; /* the parent's waiting threads: not here */
+        c->dropping = 0; /* nor its renewal thread's releases */
         dlock__orphans_forget(c);
         for (i = 0; i < c->nbuckets; i++) {
             dlock__lock *l;
@@ -139,6 +140,20 @@ static void at_exit(void) {
                                   dlock__now() + 1000 * DLOCK__MS);
             pthread_mutex_lock(&c->mu);
             l->users--;
+        }
+        {
+            /* A cached hold the renewal thread is giving back (someone
+             * asked for it) is off the held list while its release is on
+             * its way: wait for that, or exit would cut it off and leave
+             * the lock to its lease; and release what an answer never
+             * came for (orphans).  Both bounded, as above. */
+            dlock__mono until = dlock__now() + 1000 * DLOCK__MS;
+            while (c->dropping > 0 && dlock__now() < until) {
+                pthread_mutex_unlock(&c->mu);
+                usleep(1000);
+                pthread_mutex_lock(&c->mu);
+            }
+            if (c->orphans != NULL) (void)dlock__orphans_release(c, NULL, dlock__now() + 1000 * DLOCK__MS);
         }
         c->renew_stop = 1;
         pthread_cond_broadcast(&c->renew_cv);

@@ -556,6 +556,7 @@ struct dlock_client {
     int one_connect; /* a member: one connection attempt per request, no retry loop */
     int grant_nolist; /* the server refused BLPOP (an ACL): grants are published (dlock__wait_grant) */
     unsigned listing; /* acquire calls holding a place to wait in BLPOP (dlock__fairwait.listing) */
+    unsigned dropping; /* cached holds being given back (dlock__cache_drop), off the held list */
     /* Redis Cluster: the parent has a member per node (made as the slot
      * map names them) and the map (cluster.c); a member knows its parent,
      * to follow redirections. */

@@ -170,9 +170,11 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
     how = l->x.robust ? DLOCK__REL_CLEAN : DLOCK__REL_PLAIN;
     dlock__hold_forget(c, &l->x);
     l->users++;
+    c->dropping++; /* exit waits for this release (client.c at_exit) */
     pthread_mutex_unlock(&c->mu);
     rc = c->ops->release(c, l, token, how, &released, deadline);
     pthread_mutex_lock(&c->mu);
+    c->dropping--;
     l->users--;
     if (rc != 0) dlock__orphan_add(c, l, token, how, lease);
     l->gen++;

@@ -1023,6 +1023,96 @@ static void test_cache_exit_releases_robust(void) {
     ca_exit_case("cache/exit-robust", 1);
 }
 
+/* A cached lock another process asks for goes back to the server even
+ * when its process exits at that very moment.  The renewal thread gives
+ * it back once the request is heard; the hold is off the held list while
+ * that release is on its way, and exit() must wait for it, or the asker
+ * waits for the lease.  Each round: A takes the lock (3 s lease) and
+ * keeps it cached; B, here, asks; A watches the server and exits as soon
+ * as B is queued -- about when A's renewal thread starts giving the lock
+ * back.  B must have it well before A's lease would run out. */
+#define CA_RACE_ROUNDS 20
+#define CA_RACE_LEASE 3000
+
+typedef struct ca_racer {
+    const char *name;
+    int cached, done; /* done: B has the lock (it never queued: A's cache was not kept) */
+    int delay_us;     /* A exits this long after it saw B queued */
+} ca_racer;
+
+static int ca_racer_main(void *p) {
+    ca_racer *a = p;
+    dlock_mutex_t m;
+    char q[600];
+    redisContext *rc;
+    double end;
+    int i;
+    if (ca_open(&m, a->name, CA_RACE_LEASE) != 0) return 10;
+    /* Kept in the cache once the release channel is heard (the first
+     * acquire subscribes): the lock stays held on the server. */
+    for (i = 0; i < 100 && ca_hexists(a->name, "owner") != 1; i++) {
+        if (dlock_mutex_lock(&m) != 0) return 11;
+        if (dlock_mutex_unlock(&m) != 0) return 12;
+    }
+    if (ca_hexists(a->name, "owner") != 1) return 16;
+    ca_key(a->name, q, sizeof q - 8);
+    strcat(q, ":queue");
+    if ((rc = redisConnect("127.0.0.1", dlt_server.port)) == NULL || rc->err) return 13;
+    dlt_flag_set(&a->cached, 1);
+    end = dlt_now() + CA_WAIT_MS / 1000.0;
+    for (;;) {
+        redisReply *r = redisCommand(rc, "EXISTS %s", q);
+        long long n = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        if (r != NULL) freeReplyObject(r);
+        if (n == 1 || dlt_flag_get(&a->done)) break;
+        if (n < 0 || dlt_now() > end) return 14;
+    }
+    redisFree(rc);
+    /* A's renewal thread hears the request about now: give it a moment
+     * (more each round, from 0 to 190 us), so that exit() comes at a
+     * different point of its giving the lock back each time. */
+    if (a->delay_us > 0) usleep((useconds_t)a->delay_us);
+    if (dlock_mutex_destroy(&m) != 0) return 15;
+    ca_child_exit(0); /* while A's renewal thread gives the lock back */
+    return 0;
+}
+
+static void test_cache_exit_while_giving_back(void) {
+    const char *name = "cache/exit-race";
+    ca_racer *a = DLT_SHM_NEW(ca_racer, 1);
+    dlock_mutex_t m;
+    ca_spec s = { 0, -1, 0, CA_RACE_LEASE, NULL, NULL, NULL };
+    double worst = 0;
+    int i, late = 0;
+    a->name = name;
+    DLT_ASSERT_ERR(ca_open_spec(&m, name, &s), 0);
+    for (i = 0; i < CA_RACE_ROUNDS; i++) {
+        pid_t pid;
+        double t0, dt;
+        int rc;
+        a->cached = a->done = 0;
+        a->delay_us = i * 10;
+        pid = dlt_spawn(ca_racer_main, a);
+        CU_ASSERT_TRUE_FATAL(pid > 0);
+        CU_ASSERT_TRUE(dlt_flag_wait(&a->cached, 1, CA_WAIT_MS));
+        t0 = dlt_now();
+        rc = ca_timedlock(&m, CA_WAIT_MS);
+        dt = dlt_now() - t0;
+        dlt_flag_set(&a->done, 1);
+        DLT_ASSERT_ERR(rc, 0);
+        if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        DLT_ASSERT_INT_EQ(dlt_wait(pid, CA_WAIT_MS), 0);
+        if (dt > worst) worst = dt;
+        if (dt > 1.5) late++;
+    }
+    printf("  %d rounds: the longest wait for the lock given back at exit %.3f s; %d waited for the lease\n",
+           CA_RACE_ROUNDS, worst, late);
+    DLT_ASSERT_INT_EQ(late, 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(ca_flush(name), 0);
+    DLT_SHM_FREE(a, 1);
+}
+
 static void test_cache_sigkill_robust_ownerdead(void) {
     const char *name = "cache/killed";
     ca_dier *a = DLT_SHM_NEW(ca_dier, 1);
@@ -1353,6 +1443,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_cache_fork),
     DLT_TEST(test_cache_exit_releases),
     DLT_TEST(test_cache_exit_releases_robust),
+    DLT_TEST(test_cache_exit_while_giving_back),
     DLT_TEST(test_cache_sigkill_robust_ownerdead),
     DLT_TEST(test_cache_lost_while_idle),
     DLT_TEST(test_cache_fence_block_exhausted),
