@@ -399,15 +399,19 @@ void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken) {
 
 /* ------------------------------------------------------------ commands */
 
+unsigned dlock__reply_floor_ms(const struct dlock_client *c) {
+    unsigned ms = c->conf.command_timeout_ms;
+    return ms < DLOCK__REPLY_FLOOR_MS ? ms : DLOCK__REPLY_FLOOR_MS;
+}
+
 /* A reply is awaited no longer than the command timeout, nor past the
- * caller's deadline -- but at least DLOCK__REPLY_FLOOR_MS, so that a
- * command sent at its deadline is really tried. */
-#define REPLY_FLOOR_MS DLOCK__REPLY_FLOOR_MS
+ * caller's deadline -- but at least the reply floor, so that a command
+ * sent at its deadline is really tried. */
 static void set_timeout(struct dlock_client *c, dlock__conn *cn, dlock__mono deadline) {
     unsigned ms = c->conf.command_timeout_ms;
     if (deadline != DLOCK__MONO_NEVER) {
         int64_t left = (deadline - dlock__now()) / DLOCK__MS;
-        unsigned floor = ms < REPLY_FLOOR_MS ? ms : REPLY_FLOOR_MS;
+        unsigned floor = dlock__reply_floor_ms(c);
         if (left < (int64_t)ms) ms = left < (int64_t)floor ? floor : (unsigned)left;
     }
     if (ms != cn->timeout_ms && redisSetTimeout(cn->ctx, ms_tv(ms)) == REDIS_OK) cn->timeout_ms = ms;

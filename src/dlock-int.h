@@ -126,7 +126,8 @@ typedef struct dlock__conf {
 /* The shortest a reply is waited for past the caller's deadline (or a
  * command timeout, if shorter): a command sent at its deadline is really
  * tried, and a wait never runs longer than that past it (conn.c
- * set_timeout, wait.c dlock__wait_grant). */
+ * set_timeout, wait.c dlock__wait_grant).  dlock__reply_floor_ms: that
+ * floor for c's command timeout. */
 #define DLOCK__REPLY_FLOOR_MS 200u
 
 /* Parses url (NULL: $DLOCK_URL or the default) and cfg into conf.
@@ -630,6 +631,7 @@ int dlock__outcome_unknown(void);
 dlock__mono dlock__command_sent(void);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
 dlock__mono dlock__unreachable_deadline(const struct dlock_client *c);
+unsigned dlock__reply_floor_ms(const struct dlock_client *c);
 
 /* Holds: adds/removes h to/from the renewal list.  c->mu held. */
 void dlock__held_add(struct dlock_client *c, dlock__hold *h);

@@ -226,9 +226,7 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
      * the call a whole command timeout past its deadline, and with the
      * withdrawal that follows a wait given up, the call ends within two
      * floors of it. */
-    give_up = until + (dlock__mono)(c->conf.command_timeout_ms < DLOCK__REPLY_FLOOR_MS ? c->conf.command_timeout_ms
-                                                                                      : DLOCK__REPLY_FLOOR_MS) *
-                          DLOCK__MS;
+    give_up = until + (dlock__mono)dlock__reply_floor_ms(c) * DLOCK__MS;
     snprintf(secs, sizeof secs, "%.3f", (double)((until - now) / DLOCK__MS + 1) / 1000.0);
     argv[0] = "BLPOP";
     argv[1] = key;
