@@ -578,6 +578,9 @@ struct dlock_client {
     char rl_run_id[41];
     unsigned rl_dups;
     char rl_dup_msg[640];
+    /* A member: when its server last refused us for good (EACCES from
+     * dlock__conn_open: a certificate, credentials, one server twice). */
+    dlock__mono rl_refused;
 };
 
 /* The table: find or make the state of `name`, with one reference taken.

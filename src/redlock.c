@@ -59,7 +59,8 @@ static size_t quorum(const struct dlock_client *c) {
 
 /* ------------------------------------------------- one server, one vote */
 
-/* Guards the members' rl_run_id and the parents' rl_dups / rl_dup_msg;
+/* Guards the members' rl_run_id and the parents' rl_dup_msg (rl_dups
+ * moves under it too, and is read without it);
  * never held across I/O.  (Held briefly: a fork child gets it back
  * unlocked through the handlers.) */
 static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -119,7 +120,7 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
     struct dlock_client *c = m->rl_parent;
     char id[41];
     size_t i, j, me, asked = 0;
-    int rc;
+    int rc, same = 0;
 
     pthread_once(&ids_once, ids_init);
     if ((rc = read_run_id(m, cn, id)) == ENOLCK) return ENOLCK;
@@ -149,10 +150,13 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
         }
         confirming = 0;
         ids_lock();
-        if (strcmp(o->rl_run_id, id) == 0) break;
+        if (strcmp(o->rl_run_id, id) == 0) {
+            same = 1;
+            break;
+        }
         i = (size_t)-1; /* it said otherwise: compare again from the start */
     }
-    if (i >= c->nmembers) {
+    if (!same) {
         memcpy(m->rl_run_id, id, sizeof id);
         ids_unlock();
         return 0;
@@ -172,7 +176,7 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
                  c->conf.redacted_url, x + 1, bracket(a->host, 1), a->host, bracket(a->host, 0), a->port, y + 1,
                  bracket(b->host, 1), b->host, bracket(b->host, 0), b->port, id);
     }
-    c->rl_dups++;
+    __atomic_add_fetch(&c->rl_dups, 1, __ATOMIC_RELEASE); /* after the message */
     dlock__seterr(ENOLCK, "%s", c->rl_dup_msg);
     ids_unlock();
     /* Older connections of this master lead there too: none is kept. */
@@ -182,18 +186,14 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
 
 /* How many times masters were found to be one server so far. */
 static unsigned dups(struct dlock_client *c) {
-    unsigned n;
-    pthread_once(&ids_once, ids_init);
-    ids_lock();
-    n = c->rl_dups;
-    ids_unlock();
-    return n;
+    return __atomic_load_n(&c->rl_dups, __ATOMIC_ACQUIRE); /* no lock on the way of every step */
 }
 
 /* Found during a call that started at `before`: ENOLCK with the message. */
 static int dup_found(struct dlock_client *c, unsigned before) {
     char msg[sizeof c->rl_dup_msg];
     if (dups(c) == before) return 0;
+    pthread_once(&ids_once, ids_init);
     ids_lock();
     memcpy(msg, c->rl_dup_msg, sizeof msg);
     ids_unlock();
@@ -283,7 +283,7 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
         redisReply *rep[DLOCK__NODES_MAX];
         dlock__acq acq[DLOCK__NODES_MAX];
         int rcs[DLOCK__NODES_MAX], got_at[DLOCK__NODES_MAX], rok[DLOCK__NODES_MAX];
-        size_t got = 0, busy = 0, errs = 0, notrec = 0;
+        size_t got = 0, busy = 0, errs = 0, notrec = 0, refused = 0;
         uint64_t fence = 0;
         int64_t pttl = -1;
         int dead = 0, dup;
@@ -300,6 +300,8 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
                     freeReplyObject(rep[i]);
                 }
                 errs++;
+                if (rep[i] == NULL && __atomic_load_n(&c->members[i]->rl_refused, __ATOMIC_ACQUIRE) >= start)
+                    refused++;
                 snprintf(why, sizeof why, "%s", dlock_last_error());
                 continue;
             }
@@ -359,11 +361,14 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
             return 0;
         }
         /* Neither a quorum nor a holder: masters did not answer (or took
-         * too long).  Ask again until the caller's bound. */
+         * too long).  Ask again until the caller's bound -- unless every
+         * one that did not answer refused us for good (a certificate,
+         * credentials: asking again will not change that). */
         now = dlock__now();
-        if (now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
-            return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer; a quorum "
-                                 "is %zu (last: %.300s)", c->conf.redacted_url, got, n, errs, q, why);
+        if (now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline || (errs > 0 && refused == errs))
+            return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer%s; a quorum "
+                                 "is %zu (last: %.300s)", c->conf.redacted_url, got, n, errs,
+                                 errs > 0 && refused == errs ? " (they refused the connection)" : "", q, why);
         usleep(backoff_ms * 1000);
         if (backoff_ms < 200) backoff_ms *= 2;
     }
