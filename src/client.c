@@ -193,6 +193,7 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, stru
                                                       : &dlock__single_backend;
     c->one_connect = parent != NULL;
     if (parent != NULL && parent->conf.kind == DLOCK__BACKEND_CLUSTER) c->parent = parent;
+    if (parent != NULL && parent->conf.kind == DLOCK__BACKEND_REDLOCK) c->rl_parent = parent;
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
     c->sub_wakefd = -1;

@@ -245,8 +245,10 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
     redisSetTimeout(ctx, ms_tv(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms
                                                                            : cf->command_timeout_ms));
     if ((cf->tls && (rc = dlock__tls_start(c, cn, ep.host)) != 0) || (rc = conn_setup(c, cn)) != 0 ||
-        (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, cn)) != 0)) {
+        (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, cn)) != 0) ||
+        (c->rl_parent != NULL && (rc = dlock__redlock_identify(c, cn)) != 0)) {
         dlock__conn_close(cn);
+        if (rc == EACCES && c->rl_parent != NULL) __atomic_store_n(&c->rl_refused, dlock__now(), __ATOMIC_RELEASE);
         return rc;
     }
     redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));

@@ -476,6 +476,13 @@ void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisR
 void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char **argv, const size_t *lens,
                         redisReply **out, int *rcs, dlock__mono deadline);
 extern const dlock__backend_ops dlock__redlock_backend;
+/* Redlock: on every new connection of a master's client m, reads the
+ * server's run id (INFO server); a server that another master of the
+ * deployment is too (confirmed on a fresh connection to that one) is
+ * refused: EACCES with the message set (as a refused certificate), and
+ * the parent's rl_dups moves.  0 also when the server does not say
+ * (INFO refused by an ACL).  ENOLCK when the connection failed. */
+int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn);
 extern const dlock__backend_ops dlock__cluster_backend;
 
 /* Redis Cluster (cluster.c).  The hash slot of a key, as the cluster
@@ -563,6 +570,17 @@ struct dlock_client {
      * to follow redirections. */
     struct dlock__cluster *cl;
     struct dlock_client *parent;
+    /* Redlock (redlock.c): a member knows its parent, and the run id its
+     * server gave at the member's last connection ("": not known); the
+     * parent counts the times two masters were found to be one server,
+     * and keeps what the last of them said. */
+    struct dlock_client *rl_parent;
+    char rl_run_id[41];
+    unsigned rl_dups;
+    char rl_dup_msg[640];
+    /* A member: when its server last refused us for good (EACCES from
+     * dlock__conn_open: a certificate, credentials, one server twice). */
+    dlock__mono rl_refused;
 };
 
 /* The table: find or make the state of `name`, with one reference taken.

@@ -29,8 +29,23 @@
  * kept on, or read from, the first master that answers.  Fair mutexes are
  * not fair on Redlock (each master would keep its own queue): the
  * attribute is ignored there.
+ *
+ * One server is never counted twice.  The URL may not name a master
+ * twice (url.c), and since two names can still lead to one server
+ * (localhost and 127.0.0.1, two addresses of one host, a proxy), every
+ * new connection of a master's client reads the server's run id (INFO
+ * server: once per connection, never per request) and compares it with
+ * the other masters' (dlock__redlock_identify).  A server that another
+ * master turns out to be too, asked again on a fresh connection (its run
+ * id may be stale: servers restart, names move), is refused; the call
+ * that met it gives back what it was granted and fails with ENOLCK and
+ * a message naming both masters.  Every later attempt to connect to it
+ * is refused the same way, so it is never counted; the check runs again
+ * at every connection, so a deployment that is mended (a name that moved
+ * back) works again without a new client.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +55,149 @@
 
 static size_t quorum(const struct dlock_client *c) {
     return c->nmembers / 2 + 1;
+}
+
+/* ------------------------------------------------- one server, one vote */
+
+/* Guards the members' rl_run_id and the parents' rl_dup_msg (rl_dups
+ * moves under it too, and is read without it);
+ * never held across I/O.  (Held briefly: a fork child gets it back
+ * unlocked through the handlers.) */
+static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t ids_once = PTHREAD_ONCE_INIT;
+static __thread int confirming; /* this thread is asking a master again for its run id */
+
+static void ids_lock(void) {
+    pthread_mutex_lock(&ids_mu);
+}
+static void ids_unlock(void) {
+    pthread_mutex_unlock(&ids_mu);
+}
+static void ids_child(void) {
+    pthread_mutex_init(&ids_mu, NULL);
+}
+static void ids_init(void) {
+    pthread_atfork(ids_lock, ids_unlock, ids_child);
+}
+
+/* The run id of the server on cn into id (41 bytes): 0; 1 when the
+ * server does not say (INFO refused, e.g. by an ACL without +info);
+ * ENOLCK when the connection failed. */
+static int read_run_id(struct dlock_client *m, dlock__conn *cn, char *id) {
+    const char *argv[2] = { "INFO", "server" };
+    size_t lens[2] = { 4, 6 }, n = 0;
+    redisReply *r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
+    const char *p = NULL;
+    if (r == NULL)
+        return dlock__seterr(ENOLCK, "%s: INFO: %s", m->conf.redacted_url,
+                             cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
+    if (r->type == REDIS_REPLY_STRING) {
+        p = r->str;
+        while ((p = strstr(p, "run_id:")) != NULL && p != r->str && p[-1] != '\n') p += 7;
+    }
+    if (p != NULL) {
+        p += 7;
+        while (n < 40 && ((p[n] >= '0' && p[n] <= '9') || (p[n] >= 'a' && p[n] <= 'f'))) n++;
+        memcpy(id, p, n);
+    }
+    id[n] = '\0';
+    freeReplyObject(r);
+    return n > 0 ? 0 : 1;
+}
+
+static size_t member_index(const struct dlock_client *c, const struct dlock_client *m) {
+    size_t i;
+    for (i = 0; i < c->nmembers && c->members[i] != m; i++)
+        ;
+    return i;
+}
+
+static const char *bracket(const char *host, int open) {
+    return strchr(host, ':') == NULL ? "" : open ? "[" : "]";
+}
+
+int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
+    struct dlock_client *c = m->rl_parent;
+    char id[41];
+    size_t i, j, me, asked = 0;
+    int rc, same = 0;
+
+    pthread_once(&ids_once, ids_init);
+    if ((rc = read_run_id(m, cn, id)) == ENOLCK) return ENOLCK;
+    ids_lock();
+    if (rc != 0 || confirming) {
+        /* Not known (nothing to compare), or asked again on behalf of
+         * another master's check (which compares). */
+        memcpy(m->rl_run_id, id, sizeof id);
+        ids_unlock();
+        return 0;
+    }
+    me = member_index(c, m);
+    for (i = 0; i < c->nmembers && asked <= 2 * c->nmembers; i++) {
+        struct dlock_client *o = c->members[i];
+        dlock__conn *fresh = NULL;
+        if (o == m || strcmp(o->rl_run_id, id) != 0) continue;
+        /* The same run id as master i at its last connection: ask that
+         * one again, on a new connection (which records what it says). */
+        ids_unlock();
+        asked++;
+        confirming = 1;
+        if (dlock__conn_open(o, &fresh, o->conf.connect_timeout_ms) == 0) dlock__conn_close(fresh);
+        else {
+            ids_lock();
+            o->rl_run_id[0] = '\0'; /* not known now */
+            ids_unlock();
+        }
+        confirming = 0;
+        ids_lock();
+        if (strcmp(o->rl_run_id, id) == 0) {
+            same = 1;
+            break;
+        }
+        i = (size_t)-1; /* it said otherwise: compare again from the start */
+    }
+    if (!same) {
+        memcpy(m->rl_run_id, id, sizeof id);
+        ids_unlock();
+        return 0;
+    }
+    j = i;
+    {
+        const dlock__endpoint *a = &c->members[j]->conf.ep, *b = &m->conf.ep;
+        size_t x = j < me ? j : me, y = j < me ? me : j;
+        if (j > me) {
+            const dlock__endpoint *t = a;
+            a = b;
+            b = t;
+        }
+        snprintf(c->rl_dup_msg, sizeof c->rl_dup_msg,
+                 "%s: masters %zu (%s%.100s%s:%d) and %zu (%s%.100s%s:%d) are one server (run id %.12s...); Redlock "
+                 "would count it twice in a quorum: name each server once",
+                 c->conf.redacted_url, x + 1, bracket(a->host, 1), a->host, bracket(a->host, 0), a->port, y + 1,
+                 bracket(b->host, 1), b->host, bracket(b->host, 0), b->port, id);
+    }
+    __atomic_add_fetch(&c->rl_dups, 1, __ATOMIC_RELEASE); /* after the message */
+    dlock__seterr(ENOLCK, "%s", c->rl_dup_msg);
+    ids_unlock();
+    /* Older connections of this master lead there too: none is kept. */
+    dlock__pool_flush(m);
+    return EACCES;
+}
+
+/* How many times masters were found to be one server so far. */
+static unsigned dups(struct dlock_client *c) {
+    return __atomic_load_n(&c->rl_dups, __ATOMIC_ACQUIRE); /* no lock on the way of every step */
+}
+
+/* Found during a call that started at `before`: ENOLCK with the message. */
+static int dup_found(struct dlock_client *c, unsigned before) {
+    char msg[sizeof c->rl_dup_msg];
+    if (dups(c) == before) return 0;
+    pthread_once(&ids_once, ids_init);
+    ids_lock();
+    memcpy(msg, c->rl_dup_msg, sizeof msg);
+    ids_unlock();
+    return dlock__seterr(ENOLCK, "%s", msg);
 }
 
 /* How long one master may take to answer one request. */
@@ -121,15 +279,16 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
     flags &= ~DLOCK__F_FAIR; /* one queue per master could not agree: not fair here */
     which = dlock__acquire_args(c, l, token, lease_ms, flags, &a);
     for (;;) {
+        unsigned dups0 = dups(c);
         redisReply *rep[DLOCK__NODES_MAX];
         dlock__acq acq[DLOCK__NODES_MAX];
         int rcs[DLOCK__NODES_MAX], got_at[DLOCK__NODES_MAX], rok[DLOCK__NODES_MAX];
-        size_t got = 0, busy = 0, errs = 0, notrec = 0;
+        size_t got = 0, busy = 0, errs = 0, notrec = 0, refused = 0;
         uint64_t fence = 0;
         int64_t pttl = -1;
-        int dead = 0;
+        int dead = 0, dup;
         dlock__mono start = dlock__now(), now;
-        char why[200];
+        char why[400];
 
         why[0] = '\0';
         dlock__script_run_all(c->members, n, which, rep, rcs, round_deadline(c, lease_ms), a.nkeys, a.n, a.v, a.len);
@@ -141,6 +300,8 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
                     freeReplyObject(rep[i]);
                 }
                 errs++;
+                if (rep[i] == NULL && __atomic_load_n(&c->members[i]->rl_refused, __ATOMIC_ACQUIRE) >= start)
+                    refused++;
                 snprintf(why, sizeof why, "%s", dlock_last_error());
                 continue;
             }
@@ -157,7 +318,10 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
                 if (acq[i].pttl_ms >= 0 && (pttl < 0 || acq[i].pttl_ms < pttl)) pttl = acq[i].pttl_ms;
             }
         }
-        if (got >= q && notrec == 0) {
+        /* Two masters found to be one server: nothing granted counts;
+         * it is given back, and the call says why. */
+        dup = dups(c) != dups0;
+        if (got >= q && notrec == 0 && !dup) {
             /* The floor covers every fence the hold may use: a caching
              * hold numbers its local holds on through its block. */
             uint64_t floor = flags & DLOCK__F_CACHING ? fence + DLOCK__FENCE_BLOCK - 1 : fence;
@@ -185,6 +349,7 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
             dlock__release_args(c, l, token, how, &ra);
             run_flag(c, got_at, DLOCK__SCRIPT_RELEASE, &ra, member_deadline(c), rok, NULL);
         }
+        if (dup) return dup_found(c, dups0);
         if (notrec > 0) {
             out->status = DLOCK__ACQ_NOTRECOVERABLE;
             return 0;
@@ -196,11 +361,14 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
             return 0;
         }
         /* Neither a quorum nor a holder: masters did not answer (or took
-         * too long).  Ask again until the caller's bound. */
+         * too long).  Ask again until the caller's bound -- unless every
+         * one that did not answer refused us for good (a certificate,
+         * credentials: asking again will not change that). */
         now = dlock__now();
-        if (now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
-            return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer; a quorum "
-                                 "is %zu (last: %.150s)", c->conf.redacted_url, got, n, errs, q, why);
+        if (now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline || (errs > 0 && refused == errs))
+            return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer%s; a quorum "
+                                 "is %zu (last: %.300s)", c->conf.redacted_url, got, n, errs,
+                                 errs > 0 && refused == errs ? " (they refused the connection)" : "", q, why);
         usleep(backoff_ms * 1000);
         if (backoff_ms < 200) backoff_ms *= 2;
     }
@@ -257,6 +425,7 @@ static int rl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
 
 static int rl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline) {
     size_t i, answered = 0;
+    unsigned dups0 = dups(c);
     (void)deadline;
     *was_held = 0;
     for (i = 0; i < c->nmembers; i++) {
@@ -265,6 +434,7 @@ static int rl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_he
         answered++;
         if (h) *was_held = 1;
     }
+    if (dup_found(c, dups0)) return ENOLCK;
     if (answered < quorum(c))
         return dlock__seterr(ENOLCK, "%s: only %zu masters answered the reset; a quorum is %zu", c->conf.redacted_url,
                              answered, quorum(c));
@@ -275,6 +445,7 @@ static int rl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_he
 static int rl_fenced_set(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence, const void *value,
                          size_t len, int *written, dlock__mono deadline) {
     size_t i, answered = 0, wrote = 0;
+    unsigned dups0 = dups(c);
     (void)deadline;
     for (i = 0; i < c->nmembers; i++) {
         int w = 0;
@@ -283,6 +454,7 @@ static int rl_fenced_set(struct dlock_client *c, const char *key, size_t keylen,
         answered++;
         if (w) wrote++;
     }
+    if (dup_found(c, dups0)) return ENOLCK;
     if (answered < quorum(c))
         return dlock__seterr(ENOLCK, "%s: only %zu masters answered the fenced write; a quorum is %zu",
                              c->conf.redacted_url, answered, quorum(c));

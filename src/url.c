@@ -4,6 +4,7 @@
  *   redis://[user:password@]host[:port][/db][?param=value&...]
  *   redis+sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[/db][?...]
  *   redlock://[user:password@]host[:port],host[:port],...[/db][?...]
+ *   rediss+redlock://...: the same, every master over TLS
  * with host a name, an IPv4 address or [an IPv6 address] (sentinels'
  * default port: 26379).  Parameters: connect_timeout_ms,
  * command_timeout_ms, unreachable_ms, drift_ms, restart_guard_ms,
@@ -17,6 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "dlock-int.h"
 
@@ -246,10 +252,68 @@ static const char *parse_endpoint(const dlock__conf *conf, const char *p, const 
     return p;
 }
 
+/* Redlock: the form of ep that two names of one master share, as far as
+ * it can be known without asking a name server: a numeric address in its
+ * canonical text (127.1 is 127.0.0.1, ::ffff:127.0.0.1 too, [0::1] is
+ * ::1), a host name in lower case without a final dot; then the port.
+ * (localhost and 127.0.0.1 are told apart here: the masters' run ids
+ * catch those, redlock.c.) */
+static void ep_norm(const dlock__endpoint *ep, char *out, size_t cap) {
+    struct addrinfo hints, *ai = NULL;
+    char h[sizeof ep->host];
+    size_t i, n;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_flags = AI_NUMERICHOST; /* never a lookup */
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    h[0] = '\0';
+    if (getaddrinfo(ep->host, NULL, &hints, &ai) == 0 && ai != NULL) {
+        if (ai->ai_family == AF_INET) {
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)ai->ai_addr)->sin_addr, h, sizeof h);
+        } else if (ai->ai_family == AF_INET6) {
+            const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)(const void *)ai->ai_addr;
+            if (IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr))
+                inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], h, sizeof h);
+            else if (inet_ntop(AF_INET6, &s6->sin6_addr, h, sizeof h) != NULL && s6->sin6_scope_id != 0)
+                snprintf(h + strlen(h), sizeof h - strlen(h), "%%%u", (unsigned)s6->sin6_scope_id);
+        }
+    }
+    if (ai != NULL) freeaddrinfo(ai);
+    if (h[0] == '\0') {
+        for (i = 0; ep->host[i] != '\0' && i + 1 < sizeof h; i++) h[i] = (char)tolower((unsigned char)ep->host[i]);
+        h[i] = '\0';
+        n = strlen(h);
+        if (n > 1 && h[n - 1] == '.') h[n - 1] = '\0';
+    }
+    snprintf(out, cap, "%s|%d", h, ep->port);
+}
+
+/* Redlock: a master named twice (however written) would be counted twice
+ * in every quorum.  EINVAL naming both, or 0. */
+static int distinct_masters(const dlock__conf *conf) {
+    size_t i, j;
+    for (i = 0; i < conf->nnodes; i++) {
+        char a[sizeof conf->nodes[i].host + 16];
+        ep_norm(&conf->nodes[i], a, sizeof a);
+        for (j = 0; j < i; j++) {
+            char b[sizeof a];
+            const dlock__endpoint *x = &conf->nodes[j], *y = &conf->nodes[i];
+            int v6x = strchr(x->host, ':') != NULL, v6y = strchr(y->host, ':') != NULL;
+            ep_norm(x, b, sizeof b);
+            if (strcmp(a, b) != 0) continue;
+            return dlock__seterr(EINVAL, "URL %s: masters %zu (%s%.100s%s:%d) and %zu (%s%.100s%s:%d) are the same "
+                                 "server; Redlock would count it twice in a quorum: name each master once",
+                                 conf->redacted_url, j + 1, v6x ? "[" : "", x->host, v6x ? "]" : "", x->port, i + 1,
+                                 v6y ? "[" : "", y->host, v6y ? "]" : "", y->port);
+        }
+    }
+    return 0;
+}
+
 static int parse_url(dlock__conf *conf, const char *url) {
     static const char single[] = "redis://", tls[] = "rediss://", sentinel[] = "redis+sentinel://",
                       redlock[] = "redlock://", cluster[] = "redis+cluster://", cluster_tls[] = "rediss+cluster://",
-                      sentinel_tls[] = "rediss+sentinel://";
+                      sentinel_tls[] = "rediss+sentinel://", redlock_tls[] = "rediss+redlock://";
     const char *p, *end, *at, *colon = NULL, *q;
     size_t n = strnlen(url, URL_MAX + 1);
     int nomem;
@@ -273,6 +337,12 @@ static int parse_url(dlock__conf *conf, const char *url) {
     } else if (strncmp(url, redlock, sizeof redlock - 1) == 0) {
         conf->kind = DLOCK__BACKEND_REDLOCK;
         p = url + sizeof redlock - 1;
+    } else if (strncmp(url, redlock_tls, sizeof redlock_tls - 1) == 0) {
+        /* Every master over TLS, with the rediss:// parameters. */
+        conf->kind = DLOCK__BACKEND_REDLOCK;
+        conf->tls = 1;
+        conf->tls_verify = 1;
+        p = url + sizeof redlock_tls - 1;
     } else if (strncmp(url, cluster, sizeof cluster - 1) == 0 || strncmp(url, cluster_tls, sizeof cluster_tls - 1) == 0) {
         conf->kind = DLOCK__BACKEND_CLUSTER;
         conf->cluster = 1;
@@ -290,9 +360,10 @@ static int parse_url(dlock__conf *conf, const char *url) {
         if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
             return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://, "
                                  "rediss://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
-                                 "rediss+cluster:// and redlock://)", sl, url);
+                                 "rediss+cluster://, redlock:// and rediss+redlock://)", sl, url);
         return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel://, rediss+sentinel://, "
-                             "redis+cluster://, rediss+cluster:// or redlock:// (scheme '%.*s' given)", sl, url);
+                             "redis+cluster://, rediss+cluster://, redlock:// or rediss+redlock:// (scheme '%.*s' "
+                             "given)", sl, url);
     }
     end = url + n;
     q = memchr(p, '?', (size_t)(end - p));
@@ -362,6 +433,7 @@ static int parse_url(dlock__conf *conf, const char *url) {
             if (conf->nnodes < 2)
                 return dlock__seterr(EINVAL, "URL %s: Redlock needs at least 2 masters (better 3 or 5)",
                                      conf->redacted_url);
+            if (distinct_masters(conf) != 0) return EINVAL;
             goto path;
         }
         if (p >= q || *p != '/')

@@ -742,7 +742,7 @@ static void test_bad_urls(void) {
         "redis+sentinel://h:1/", "redis+sentinel://h:1,/m", "redis+sentinel://h:0/m", "redis://h1:1,h2:2",
         "redlock://h1:1", "redlock://h1:1,h2:2,h3:3/m", "redlock://h1:1,,h3:3", "redis+sentinel://h:1/m b", "redis+cluster://h:1/1", "redis+cluster://h:1/m",
         "rediss+sentinel://h:1", "redis+sentinel://h:1/m?cacert=/ca", "redis+cluster://h:1?cacert=/ca",
-        "rediss+cluster://h:1?tls_verify=x", "rediss+redlock://h:1,h:2",
+        "rediss+cluster://h:1?tls_verify=x", "rediss+redlock://h:1,h:1",
         "redis:/h:1", "redis:h:1", "//h:1", "h:1", "redis://h:", "redis://h:-1",
         "redis://h:1:2", "redis://h:65536", "redis://h:00000000001", "redis://h:1/-1", "redis://h:1/1x",
         "redis://h:1?=", "redis://h:1?prefix", "redis://h:1?&", "redis://h:1?connect_timeout_ms=",
