@@ -39,15 +39,32 @@ static const char *kind_name(int kind) {
     }
 }
 
-/* An rwlock of name with kind (NULL_ATTR: dlock_rwlock_init with NULL). */
-static int rw_make(dlock_rwlock_t *rw, const char *name, int kind) {
+/* An rwlock of name with kind (NULL_ATTR: dlock_rwlock_init with NULL)
+ * on client c (NULL: the default client). */
+static int rw_make_on(dlock_rwlock_t *rw, const char *name, int kind, dlock_client_t *c) {
     dlock_mutexattr_t a;
     int rc;
-    if (kind == NULL_ATTR) return dlock_rwlock_init(rw, name, NULL);
+    if (kind == NULL_ATTR && c == NULL) return dlock_rwlock_init(rw, name, NULL);
     if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
-    if ((rc = dlock_mutexattr_setrwkind(&a, kind)) == 0) rc = dlock_rwlock_init(rw, name, &a);
+    if (kind != NULL_ATTR) rc = dlock_mutexattr_setrwkind(&a, kind);
+    if (rc == 0 && c != NULL) rc = dlock_mutexattr_setclient(&a, c);
+    if (rc == 0) rc = dlock_rwlock_init(rw, name, &a);
     dlock_mutexattr_destroy(&a);
     return rc;
+}
+
+static int rw_make(dlock_rwlock_t *rw, const char *name, int kind) {
+    return rw_make_on(rw, name, kind, NULL);
+}
+
+/* A client of url ("": none, the default client is used). */
+static int client_for(const char *url, dlock_client_t **out) {
+    dlock_config_t cfg;
+    *out = NULL;
+    if (url[0] == '\0') return 0;
+    dlock_config_init(&cfg);
+    cfg.url = url;
+    return dlock_client_create(out, &cfg);
 }
 
 static long long zcard(const char *name, const char *what) {
@@ -123,6 +140,7 @@ static void test_attr_rwkind(void) {
  * to release. */
 typedef struct writer {
     char name[64];
+    char url[256]; /* "": the default client */
     int kind;
     int started, got, release;
     int rc;
@@ -131,8 +149,10 @@ typedef struct writer {
 
 static int writer_main(void *p) {
     writer *w = p;
+    dlock_client_t *c;
     dlock_rwlock_t rw;
-    DLT_CK(rw_make(&rw, w->name, w->kind), 0);
+    DLT_CK(client_for(w->url, &c), 0);
+    DLT_CK(rw_make_on(&rw, w->name, w->kind, c), 0);
     dlt_flag_set(&w->started, 1);
     w->rc = dlock_rwlock_wrlock(&rw);
     w->t_got = dlt_now();
@@ -141,6 +161,7 @@ static int writer_main(void *p) {
     DLT_CKT(dlt_flag_wait(&w->release, 1, DLT_JOIN_MS - 5000));
     DLT_CK(dlock_rwlock_unlock(&rw), 0);
     DLT_CK(dlock_rwlock_destroy(&rw), 0);
+    if (c != NULL) DLT_CK(dlock_client_destroy(c), 0);
     return 0;
 }
 
@@ -149,6 +170,7 @@ static int writer_main(void *p) {
  * and the timed call's duration go to rc[] and timed_s. */
 typedef struct probe {
     char name[64];
+    char url[256]; /* "": the default client */
     int kind;
     long timed_ms;
     int rc[3];
@@ -157,10 +179,12 @@ typedef struct probe {
 
 static int probe_main(void *p) {
     probe *q = p;
+    dlock_client_t *c;
     dlock_rwlock_t rw;
     struct timespec ts;
     double t0;
-    DLT_CK(rw_make(&rw, q->name, q->kind), 0);
+    DLT_CK(client_for(q->url, &c), 0);
+    DLT_CK(rw_make_on(&rw, q->name, q->kind, c), 0);
     if ((q->rc[0] = dlock_rwlock_tryrdlock(&rw)) == 0) DLT_CK(dlock_rwlock_unlock(&rw), 0);
     ts = dlt_abs_in(CLOCK_REALTIME, q->timed_ms);
     t0 = dlt_now();
@@ -171,6 +195,7 @@ static int probe_main(void *p) {
         DLT_CK(dlock_rwlock_unlock(&rw), 0);
     DLT_CK(dlock_rwlock_holds(&rw), 0);
     DLT_CK(dlock_rwlock_destroy(&rw), 0);
+    if (c != NULL) DLT_CK(dlock_client_destroy(c), 0);
     return 0;
 }
 
@@ -497,6 +522,80 @@ static void test_prefer_reader_and_fair_queue(void) {
     DLT_SHM_FREE(w, 1);
 }
 
+/* ========================================================================
+ * Redlock: the kind travels to every master.  Three masters; a reader
+ * holds, a writer (another process) waits; a new prefer-reader reader gets
+ * in on a quorum, a writers-first one is held back.
+ * ====================================================================== */
+
+static void test_kinds_on_redlock(void) {
+    const char *name = "rwkind/redlock";
+    dlt_redis m[3];
+    char url[256];
+    writer *w = DLT_SHM_NEW(writer, 1);
+    probe *q = DLT_SHM_NEW(probe, 2);
+    dlock_client_t *c = NULL;
+    dlock_rwlock_t rw;
+    dlt_task wt;
+    size_t n;
+    int i, ok = 1;
+
+    memset(m, 0, sizeof m);
+    n = (size_t)snprintf(url, sizeof url, "redlock://");
+    for (i = 0; i < 3 && ok; i++) {
+        if (dlt_redis_start(&m[i], NULL) != 0) ok = 0;
+        else n += (size_t)snprintf(url + n, sizeof url - n, "%s127.0.0.1:%d", i ? "," : "", m[i].port);
+    }
+    CU_ASSERT_FATAL(ok);
+    snprintf(w->url, sizeof w->url, "%s", url);
+    snprintf(w->name, sizeof w->name, "%s", name);
+    w->kind = NULL_ATTR;
+    for (i = 0; i < 2; i++) {
+        snprintf(q[i].url, sizeof q[i].url, "%s", url);
+        snprintf(q[i].name, sizeof q[i].name, "%s", name);
+    }
+    q[0].kind = DLOCK_RWLOCK_PREFER_READER;
+    q[0].timed_ms = 4000;
+    q[1].kind = DLOCK_RWLOCK_PREFER_WRITER_NONRECURSIVE;
+    q[1].timed_ms = 300;
+
+    DLT_ASSERT_ERR(client_for(url, &c), 0);
+    DLT_ASSERT_ERR(rw_make_on(&rw, name, DLOCK_RWLOCK_PREFER_READER, c), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
+    dlt_task_start(&wt, DLT_PROC, writer_main, w);
+    {
+        double end = dlt_now() + 10;
+        long long k = 0;
+        while (dlt_now() < end) {
+            for (k = 0, i = 0; i < 3; i++)
+                k += dlt_reply_int(dlt_redis_cmd(&m[i], "ZCARD dlock:{%s}:writers", name)) >= 1;
+            if (k >= 2) break;
+            dlt_sleep_ms(5);
+        }
+        CU_ASSERT(k >= 2); /* registered on a quorum */
+    }
+    run_probe(&q[0], DLT_PROC);
+    DLT_ASSERT_ERR(q[0].rc[0], 0);
+    DLT_ASSERT_ERR(q[0].rc[1], 0);
+    DLT_ASSERT_ERR(q[0].rc[2], 0);
+    CU_ASSERT(q[0].timed_s < 2.0);
+    run_probe(&q[1], DLT_PROC);
+    DLT_ASSERT_ERR(q[1].rc[0], EBUSY);
+    DLT_ASSERT_ERR(q[1].rc[1], ETIMEDOUT);
+    DLT_ASSERT_ERR(q[1].rc[2], EBUSY);
+    CU_ASSERT_FALSE(dlt_flag_get(&w->got));
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+    CU_ASSERT_TRUE(dlt_flag_wait(&w->got, 1, 10000));
+    DLT_ASSERT_ERR(w->rc, 0);
+    dlt_flag_set(&w->release, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&wt, DLT_JOIN_MS), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    for (i = 0; i < 3; i++) dlt_redis_cleanup(&m[i]);
+    DLT_SHM_FREE(q, 2);
+    DLT_SHM_FREE(w, 1);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_attr_rwkind),
     DLT_TEST(test_prefer_reader_admits_reader_while_writer_waits),
@@ -504,6 +603,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_recursive_read_never_waits),
     DLT_TEST(test_kinds_side_by_side),
     DLT_TEST(test_prefer_reader_and_fair_queue),
+    DLT_TEST(test_kinds_on_redlock),
     { NULL, NULL },
 };
 
