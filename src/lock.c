@@ -225,7 +225,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     dlock__hold *mine;
     dlock__fairwait fw, **fp;
     dlock__mono last_sent = 0; /* when the last request of this call went out */
-    int rc, waiting = 0, k = !w->shared ? 0 : w->readfirst ? 2 : 1, registered = 0, waits, counted = 0, sure, queued = 0;
+    int rc, waiting = 0, registered = 0, waits, counted = 0, sure, queued = 0;
+    int k = !w->shared ? 0 : w->readfirst ? 2 : 1; /* which kind of waiter: l->trying[k] etc. */
     uint64_t heard;
     int fair = w->fair && !w->shared && !try;
     /* A waiting writer takes a place in the server's queue, and a release
