@@ -96,7 +96,8 @@ typedef struct dlock_mutexattr {
     dlock_client_t *__client;
     int __fair;
     int __caching;
-    void *__reserved[4];
+    int __rwkind;         /* takes one reserved slot: the size is unchanged */
+    void *__reserved[3];
 } dlock_mutexattr_t;
 
 DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a);
@@ -121,6 +122,28 @@ DLOCK_API int dlock_mutexattr_getfair(const dlock_mutexattr_t *a, int *fair);
  * up (see "Lock caching" in the README).  Off by default. */
 DLOCK_API int dlock_mutexattr_setcaching(dlock_mutexattr_t *a, int caching);
 DLOCK_API int dlock_mutexattr_getcaching(const dlock_mutexattr_t *a, int *caching);
+/* The kind of a rwlock made with these attributes, as glibc's
+ * pthread_rwlockattr_setkind_np (EINVAL for any other value):
+ *   DLOCK_RWLOCK_PREFER_WRITER_NONRECURSIVE (the default): writers first;
+ *     while a writer waits, new readers wait too, so readers never starve
+ *     a writer.
+ *   DLOCK_RWLOCK_PREFER_WRITER: the same in dlock (glibc treats it as
+ *     PREFER_READER, for the sake of recursive read locks, which need no
+ *     such help here: see below).
+ *   DLOCK_RWLOCK_PREFER_READER: a reader is granted the lock whenever no
+ *     writer holds it, even while writers wait -- Linux flock(2) and
+ *     fcntl(2) semantics.  A stream of overlapping readers can starve a
+ *     writer for ever.
+ * In every kind, a read lock taken by a thread that holds a read lock of
+ * that name (on that client) already never waits.  Mutexes ignore it. */
+enum {
+    DLOCK_RWLOCK_PREFER_READER,
+    DLOCK_RWLOCK_PREFER_WRITER,
+    DLOCK_RWLOCK_PREFER_WRITER_NONRECURSIVE,
+    DLOCK_RWLOCK_DEFAULT = DLOCK_RWLOCK_PREFER_WRITER_NONRECURSIVE
+};
+DLOCK_API int dlock_mutexattr_setrwkind(dlock_mutexattr_t *a, int kind);
+DLOCK_API int dlock_mutexattr_getrwkind(const dlock_mutexattr_t *a, int *kind);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c);
 DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c);
@@ -158,9 +181,11 @@ DLOCK_API int dlock_mutex_holds(const dlock_mutex_t *m);
 DLOCK_API uint64_t dlock_mutex_fence(const dlock_mutex_t *m);
 /* ------------------------------------------------------------------------
  * Read-write locks, as pthread_rwlock_*: many readers or one writer,
- * across hosts.  Writers first: while a writer waits, new readers wait
- * too, so a stream of readers never starves a writer.  The attributes
- * give the lease, the client and the lost-lock handler; the type is
+ * across hosts.  Writers first by default: while a writer waits, new
+ * readers wait too, so a stream of readers never starves a writer
+ * (dlock_mutexattr_setrwkind: DLOCK_RWLOCK_PREFER_READER lets readers in
+ * while writers wait).  The attributes give the lease, the client, the
+ * kind and the lost-lock handler; the type is
  * ignored (a relock by the holder is EDEADLK, a thread may read-lock a
  * lock it read-locks already).  A lock name is one lock: a mutex and a
  * rwlock of the same name exclude each other as writers.

@@ -396,6 +396,11 @@ static int keeper_main(void) {
         dlock_mutexattr_init(&attr);
         dlock_mutexattr_setclient(&attr, client);
         dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
+        /* Linux semantics, for flock(2) and fcntl(2) locks alike: a
+         * shared lock is granted while only shared locks are held, whoever
+         * waits (writers first would deadlock `flock -s L sh -c 'flock -s
+         * L true'` behind a writer that waits for the outer reader). */
+        dlock_mutexattr_setrwkind(&attr, DLOCK_RWLOCK_PREFER_READER);
         init_err = dlock_rwlock_init(&rw, lockname, &attr);
     }
     if (init_err != 0) dlpl_msg("'%s': %s", lockname, dlock_last_error());

@@ -19,6 +19,7 @@ DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a) {
     a->__type = DLOCK_MUTEX_DEFAULT;
     a->__robust = DLOCK_MUTEX_STALLED;
     a->__lease_ms = DLOCK_LEASE_DEFAULT_MS;
+    a->__rwkind = DLOCK_RWLOCK_DEFAULT;
     return 0;
 }
 
@@ -112,6 +113,24 @@ DLOCK_API int dlock_mutexattr_setcaching(dlock_mutexattr_t *a, int caching) {
 
 DLOCK_API int dlock_mutexattr_getcaching(const dlock_mutexattr_t *a, int *caching) {
     return get01(a, a ? &a->__caching : NULL, caching, "caching");
+}
+
+DLOCK_API int dlock_mutexattr_setrwkind(dlock_mutexattr_t *a, int kind) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (kind != DLOCK_RWLOCK_PREFER_READER && kind != DLOCK_RWLOCK_PREFER_WRITER &&
+        kind != DLOCK_RWLOCK_PREFER_WRITER_NONRECURSIVE)
+        return dlock__seterr(EINVAL, "rwlock kind %d is not one of DLOCK_RWLOCK_PREFER_*", kind);
+    a->__rwkind = kind;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getrwkind(const dlock_mutexattr_t *a, int *kind) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (kind == NULL) return dlock__seterr(EINVAL, "kind pointer is NULL");
+    *kind = a->__rwkind;
+    return 0;
 }
 
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {

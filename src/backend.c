@@ -91,6 +91,8 @@ int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *toke
         ARG(a, flags & DLOCK__F_WAIT ? "1" : "0");
         ARG(a, !(flags & DLOCK__F_FAIR) ? "0" : flags & DLOCK__F_GRANTLIST ? "2" : "1");
         ARG(a, flags & DLOCK__F_CACHING ? "1" : "0");
+    } else {
+        ARG(a, flags & DLOCK__F_READFIRST ? "1" : "0");
     }
     return flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
 }

@@ -289,11 +289,12 @@ typedef struct dlock__lock {
 
     /* Waiting. */
     unsigned waiters;   /* threads of this process in the wait path */
-    /* What waiting threads of one kind (index: 0 exclusive, 1 shared)
-     * share, so that they ask the server one at a time: */
-    int trying[2];          /* one of them is asking the server */
-    uint64_t busy_gen[2];   /* the server said busy at this generation... */
-    dlock__mono busy_until[2]; /* ...until about then (the holder's lease) */
+    /* What waiting threads of one kind (index: 0 exclusive, 1 shared,
+     * 2 shared preferring readers) share, so that they ask the server one
+     * at a time: */
+    int trying[3];          /* one of them is asking the server */
+    uint64_t busy_gen[3];   /* the server said busy at this generation... */
+    dlock__mono busy_until[3]; /* ...until about then (the holder's lease) */
     uint64_t gen;       /* bumped by every notification that may free it */
     struct dlock__fairwait *fair; /* threads waiting in the fair queue (lock.c) */
     int wanted;         /* another owner asked for this cached lock */
@@ -374,6 +375,7 @@ enum {
 #define DLOCK__F_FAIR 8   /* queue in arrival order (with F_WAIT): every mutex but on Redlock */
 #define DLOCK__F_CACHING 16 /* a caching mutex: reserve a block of fences */
 #define DLOCK__F_GRANTLIST 32 /* with F_FAIR: push a grant to the waiter's grant list (BLPOP), not publish it */
+#define DLOCK__F_READFIRST 64 /* with F_SHARED: granted while writers wait (prefer reader) */
 /* The fences a caching hold reserves at each acquisition: its local
  * holds number them, and the server's next fence comes after them. */
 #define DLOCK__FENCE_BLOCK 1048576u
@@ -757,6 +759,7 @@ typedef struct dlock__want {
     int robust;
     int fair;          /* FIFO: wait in the server's queue, take the lock only in turn */
     int caching;       /* keep the lock in the process after unlock until asked */
+    int readfirst;     /* a read lock: granted while writers wait (DLOCK_RWLOCK_PREFER_READER) */
     unsigned lease_ms;
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;

@@ -225,7 +225,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     dlock__hold *mine;
     dlock__fairwait fw, **fp;
     dlock__mono last_sent = 0; /* when the last request of this call went out */
-    int rc, waiting = 0, k = w->shared ? 1 : 0, registered = 0, waits, counted = 0, sure, queued = 0;
+    int rc, waiting = 0, registered = 0, waits, counted = 0, sure, queued = 0;
+    int k = !w->shared ? 0 : w->readfirst ? 2 : 1; /* which kind of waiter: l->trying[k] etc. */
     uint64_t heard;
     int fair = w->fair && !w->shared && !try;
     /* A waiting writer takes a place in the server's queue, and a release
@@ -410,7 +411,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         waits = !try && !bad_deadline && deadline > sent;
         flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0) |
                 (queue ? DLOCK__F_FAIR : 0) | (listed ? DLOCK__F_GRANTLIST : 0) |
-                (w->caching && !w->shared ? DLOCK__F_CACHING : 0);
+                (w->caching && !w->shared ? DLOCK__F_CACHING : 0) |
+                (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0);
         acq.sent = -1;
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
@@ -639,6 +641,7 @@ int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
     w->robust = a.__robust == DLOCK_MUTEX_ROBUST;
     w->fair = a.__fair != 0;
     w->caching = a.__caching != 0;
+    w->readfirst = a.__rwkind == DLOCK_RWLOCK_PREFER_READER;
     w->lease_ms = a.__lease_ms;
     w->lost_fn = a.__lost_fn;
     w->lost_arg = a.__lost_arg;

@@ -294,10 +294,12 @@ static const char acquire_lua[] =
     "if rw then unqueue(ARGV[1]) end\n"
     "return take()\n";
 
-/* Shared acquire (read lock).  Writers first: a reader waits while a
- * writer holds the lock or waits for it, so a stream of readers never
- * starves a writer.  Returns as acquire_lua ({1, fence}, {2, fence},
- * {0, ms}). */
+/* Shared acquire (read lock).  ARGV[4] "1": prefer readers (a reader
+ * waits only while a writer holds the lock: flock(2) semantics; waiting
+ * or queued writers, fair or not, do not hold it back), else writers
+ * first (a reader waits while a writer holds the lock or waits for it,
+ * so a stream of readers never starves a writer).  Returns as acquire_lua
+ * ({1, fence}, {2, fence}, {0, ms}). */
 static const char acquire_shared_lua[] =
     ACQUIRE_CLOCK
     ACQUIRE_PRELUDE
@@ -313,8 +315,10 @@ static const char acquire_shared_lua[] =
     "  keep(K[4], 2 * lease)\n"
     "  return {2, redis.call('GET', K[2]) or '1'}\n"
     "end\n"
-    "local w = live(K[5])\n"
-    "if w then return {0, w - now} end\n"
+    "if ARGV[4] ~= '1' then\n"
+    "  local w = live(K[5])\n"
+    "  if w then return {0, w - now} end\n"
+    "end\n"
     "redis.call('ZADD', K[4], now + lease, ARGV[1])\n"
     "keep(K[4], 2 * lease)\n"
     "return {1, fence()}\n";

@@ -186,6 +186,54 @@ static void test_flock_w_times_out(void) {
     if (!(waited >= 900LL * 1000 * 1000 && waited < 3000LL * 1000 * 1000)) SHOW(out);
 }
 
+/* Nested shared locks (issue 19): host A holds L shared, and its
+ * command takes L shared again from another process; host B asks for L
+ * exclusive in between.  Linux flock(2) grants a shared lock while only
+ * shared locks are held, whoever waits: the inner reader gets in at once,
+ * A finishes, then B gets its exclusive lock.  (Writers first would queue
+ * the inner reader behind B, which waits for the outer reader: A would
+ * hang for ever; timeout(1) bounds it here.)  While B waits, a shared
+ * flock -n from B's host gets in too, and so does an fcntl read lock
+ * (F_SETLK) while an F_SETLKW write lock waits for another reader. */
+static void test_flock_nested_shared_with_x_waiting(void) {
+    char out[8192];
+    long long x_start, a_end, inner_in, x_in;
+    int rc = sh("A timeout 15 " FLOCK " -s A/locks/nest.lock sh -c 'sleep 1;"
+                " " FLOCK " -s A/locks/nest.lock sh -c \"echo inner_in \\$(date +%s%N)\"; echo inner_rc $?' & AP=$!\n"
+                "sleep 0.4\n"
+                "echo x_start $(now)\n"
+                "B timeout 30 " FLOCK " -x B/locks/nest.lock sh -c 'echo X_in $(date +%s%N)' & XP=$!\n"
+                "sleep 0.3\n"
+                "B " FLOCK " -s -n B/locks/nest.lock true; echo s_nb $?\n"
+                "wait $AP; echo a_rc $?; echo a_end $(now)\n"
+                "wait $XP; echo x_rc $?\n"
+                "A " DLPL_LOCK " r A/locks/nrec.lock 1500 >/dev/null &\n"
+                "sleep 0.4\n"
+                "B timeout 30 " DLPL_LOCK " ww B/locks/nrec.lock >/dev/null & WP=$!\n"
+                "sleep 0.4\n"
+                "A " DLPL_LOCK " r A/locks/nrec.lock >/dev/null; echo rd_while_w_waits $?\n"
+                "wait $WP; echo ww $?\n"
+                "wait\n",
+                out, sizeof out, 1);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    x_start = num(out, "x_start");
+    a_end = num(out, "a_end");
+    inner_in = num(out, "inner_in");
+    x_in = num(out, "X_in");
+    DLT_ASSERT_INT_EQ(num(out, "a_rc"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "inner_rc"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "s_nb"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "x_rc"), 0);
+    CU_ASSERT(x_start > 0 && a_end > 0 && inner_in > 0 && x_in > 0);
+    /* A is done within a few seconds (nominally 0.6 s after B asked)... */
+    CU_ASSERT(a_end - x_start < 8000LL * 1000 * 1000);
+    /* ...and B had its exclusive lock only after A's inner reader. */
+    CU_ASSERT(x_in > inner_in);
+    DLT_ASSERT_INT_EQ(num(out, "rd_while_w_waits"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "ww"), 0);
+    if (num(out, "a_rc") != 0 || !(x_in > inner_in) || num(out, "rd_while_w_waits") != 0) SHOW(out);
+}
+
 /* The shell idiom: the lock lives on descriptor 9 of the subshell, taken
  * and dropped (-u) by two separate flock processes. */
 static void test_flock_u_fd_idiom(void) {
@@ -449,6 +497,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_flock_s_shares_x_waits),
     DLT_TEST(test_flock_x_blocks_s),
     DLT_TEST(test_flock_w_times_out),
+    DLT_TEST(test_flock_nested_shared_with_x_waiting),
     DLT_TEST(test_flock_u_fd_idiom),
     DLT_TEST(test_flock_o_and_inheritance),
     DLT_TEST(test_fcntl_and_lockf),
