@@ -477,6 +477,7 @@ static void stop_program(void) {
     int n;
     if (getppid() == (pid_t)parent) { /* still our parent: alive, and no other process */
         n = dlpl_stop_tree((pid_t)parent, 1);
+        if (n < 1) n = 1;
         dlpl_msg("'%s': SIGABRT to program %ld and the %d process%s it started", lockname, parent, n - 1,
                  n - 1 == 1 ? "" : "es");
         return;
