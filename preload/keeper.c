@@ -16,10 +16,16 @@
  * The keeper is this very .so, run by the dynamic loader (`ld.so
  * libdlock_preload.so --dlock-keeper ...`) with dlpl_keeper_entry as its
  * entry point, started with clone(CLONE_VM|CLONE_VFORK) and no exit
- * signal: the program never sees it in wait() nor gets SIGCHLD for it.
- * It runs in its own session (terminal signals do not reach it), with
- * stdin/stdout on /dev/null, stderr the program's, no other descriptor
- * but its socket (fd 4) and its own description of the file (fd 3).
+ * signal (but execve makes SIGCHLD its exit signal again: file.c reaps it
+ * with __WALL).  It runs in its own session (terminal signals do not
+ * reach it), with stdin/stdout on /dev/null, stderr the program's, no
+ * other descriptor but its socket (fd 4) and its own description of the
+ * file (fd 3).
+ *
+ * It writes the program's pid and asking thread as the lock's holder, so
+ * that `dlock status` names the program.  A lost lock with
+ * DLOCK_ON_LOST=abort stops the program and the processes it started
+ * (stop_set below), never its parent or process group.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -165,7 +171,7 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
     } else {
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        /* No exit signal: the program's wait() never sees a keeper. */
+        /* No exit signal (until execve gives it SIGCHLD again). */
         child = clone(child_main, (char *)stack + stacksz, CLONE_VM | CLONE_VFORK, &a);
         if (child < 0) e = errno;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
