@@ -231,6 +231,15 @@ static void *mon_main(void *arg) {
             nanosleep(&ts, NULL);
             continue;
         }
+        if (pf[0].revents & POLLNVAL) {
+            /* The program closed our pipe (closing every descriptor, as a
+             * daemon does): end; the next held lock starts a monitor anew. */
+            lock_mu();
+            mon_pipe[0] = mon_pipe[1] = -1;
+            mon_started = 0;
+            unlock_mu();
+            return NULL;
+        }
         while (read(mon_pipe[0], sink, sizeof sink) > 0)
             ;
         lock_mu();
@@ -261,7 +270,7 @@ static void mon_start(void) {
     if (mon_pipe[0] < 0 && pipe2(mon_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
     pthread_attr_init(&a);
     pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    pthread_attr_setstacksize(&a, 64 * 1024);
+    pthread_attr_setstacksize(&a, 128 * 1024);
     /* The program's signals are for its own threads. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
