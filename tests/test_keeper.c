@@ -170,7 +170,9 @@ static void test_killed_keeper_warns_and_status_names_program(void) {
              "$A " FLOCK " -x A/locks/kw.lock sleep 20 2>err.txt & P=$!\n"
              "wait_keeper $P\n"
              "echo prog $P; echo keeper $K\n"
-             "'%s' status locks/kw.lock > status.txt 2>&1\n"
+             /* the keeper may still be taking the lock */
+             "i=0; until '%s' status locks/kw.lock > status.txt 2>&1 && grep -q exclusive status.txt"
+             " || [ $i -gt 100 ]; do sleep 0.05; i=$((i+1)); done\n"
              "grep -q \"pid $P, thread $P\" status.txt && echo status_names_program 1\n"
              "grep -q \"pid $K,\" status.txt && echo status_names_keeper 1\n"
              "t0=$(now); kill -9 $K\n"
