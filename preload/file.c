@@ -156,8 +156,9 @@ static void keeper_lost(const struct rec *r, int st) {
              "hosts when its lease runs out (DLOCK_ON_LOST=warn)", r->name, (long)r->kpid, how);
 }
 
-/* st: the keeper's status if the caller reaped it (r->kpid then 0), else
- * -1.  mu held. */
+/* Drops r; st: the keeper's waitpid status if the caller reaped it, else
+ * -1 (then it is reaped here if it has ended).  A keeper that was killed
+ * while it held a lock is reported (keeper_lost).  mu held. */
 static void rec_drop_st(struct rec *r, int st) {
     struct rec **pp;
     for (pp = &recs; *pp != NULL; pp = &(*pp)->next) {
@@ -278,7 +279,6 @@ static void mon_start(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&a);
 }
-
 
 static int same_description(int a, int b) {
     if (a == b) return 1;
