@@ -65,6 +65,16 @@ volatile int dlpl_nrec;
 static pid_t zombies[64];
 static int nzombies;
 
+/* The monitor: a thread that notices at once when a keeper holding a lock
+ * for us dies (its socket hangs up) -- killed, say, with SIGKILL -- and
+ * applies DLOCK_ON_LOST, since the cluster lock is then no longer renewed.
+ * Started with the first held lock; woken through mon_pipe when the set
+ * of keepers changes. */
+static int mon_pipe[2] = { -1, -1 };
+static int mon_started;
+static void mon_wake(void);
+static void mon_start(void); /* mu held */
+
 static void lock_mu(void) {
     DLPL_REAL(mutex_lock)(&mu);
 }
@@ -98,20 +108,58 @@ void dlpl_file_atfork_child(void) {
     recs = NULL;
     dlpl_nrec = 0;
     nzombies = 0;
+    /* The parent's monitor is not ours: the child starts its own. */
+    if (mon_pipe[0] >= 0 && dlpl_resolved) {
+        dlpl_real.close(mon_pipe[0]);
+        dlpl_real.close(mon_pipe[1]);
+    }
+    mon_pipe[0] = mon_pipe[1] = -1;
+    mon_started = 0;
 }
 
-/* Keepers are clone children without an exit signal: they never show up
- * in the program's wait() nor send it SIGCHLD.  Reaped here. mu held. */
-static void reap(pid_t pid) {
+/* Did a keeper's end (waitpid status) come from outside -- a signal, or
+ * SIGTERM/SIGHUP/SIGINT caught while it held a lock -- rather than from
+ * its own work being done? */
+static int keeper_killed(int st) {
+    return WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == DLPL_KEEPER_TERMINATED);
+}
+
+/* Keepers are clone children started without an exit signal -- but
+ * execve gives every process SIGCHLD as its exit signal again, so waitpid
+ * needs __WALL (not __WCLONE) to reap them.  Reaped here; *status set
+ * if pid was reaped now (else left as it was).  mu held. */
+static void reap(pid_t pid, int *status) {
     int i, j;
+    if (pid > 0 && waitpid(pid, status, __WALL | WNOHANG) == pid) pid = 0;
     if (pid > 0 && nzombies < (int)(sizeof zombies / sizeof zombies[0])) zombies[nzombies++] = pid;
     for (i = j = 0; i < nzombies; i++) {
-        if (waitpid(zombies[i], NULL, __WCLONE | WNOHANG) == 0) zombies[j++] = zombies[i];
+        if (waitpid(zombies[i], NULL, __WALL | WNOHANG) == 0) zombies[j++] = zombies[i];
     }
     nzombies = j;
 }
 
-static void rec_drop(struct rec *r) { /* mu held */
+/* A keeper that held r's cluster lock was killed: the lock is no longer
+ * renewed and stops excluding other hosts when its lease runs out.
+ * DLOCK_ON_LOST: warn says so; abort stops the processes this program
+ * started and aborts it.  how: the keeper's waitpid status. */
+static void keeper_lost(const struct rec *r, int st) {
+    char how[64];
+    if (WIFSIGNALED(st)) snprintf(how, sizeof how, "was killed (signal %d, %s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else snprintf(how, sizeof how, "was terminated");
+    if (dlpl_conf.on_lost == DLPL_ON_LOST_ABORT) {
+        dlpl_msg("'%s': its keeper process %ld %s: the cluster lock is no longer renewed; DLOCK_ON_LOST=abort: "
+                 "SIGABRT to this program and the processes it started", r->name, (long)r->kpid, how);
+        dlpl_stop_tree(getpid(), 0);
+        abort();
+    }
+    dlpl_msg("'%s': its keeper process %ld %s: the cluster lock is no longer renewed and stops excluding other "
+             "hosts when its lease runs out (DLOCK_ON_LOST=warn)", r->name, (long)r->kpid, how);
+}
+
+/* Drops r; st: the keeper's waitpid status if the caller reaped it, else
+ * -1 (then it is reaped here if it has ended).  A keeper that was killed
+ * while it held a lock is reported (keeper_lost).  mu held. */
+static void rec_drop_st(struct rec *r, int st) {
     struct rec **pp;
     for (pp = &recs; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == r) {
@@ -120,16 +168,116 @@ static void rec_drop(struct rec *r) { /* mu held */
         }
     }
     DLPL_REAL(close)(r->sock);
-    reap(r->kpid);
+    if (st == -1) reap(r->kpid, &st);
+    if (st != -1 && keeper_killed(st) && r->mode > 0) keeper_lost(r, st);
     free(r);
     atomic_fetch_sub((_Atomic int *)&dlpl_nrec, 1);
     pthread_cond_broadcast(&idle_cv);
+    mon_wake();
+}
+
+static void rec_drop(struct rec *r) { /* mu held */
+    rec_drop_st(r, -1);
 }
 
 /* Is the keeper gone (it exits once it holds nothing)? */
 static int keeper_gone(const struct rec *r) {
     struct pollfd p = { r->sock, POLLIN, 0 };
     return poll(&p, 1, 0) != 0;
+}
+
+/* The status of a keeper that hung up (it is exiting), waited for up to a
+ * second; -1 if none came.  mu NOT held. */
+static int keeper_status(pid_t pid) {
+    int st = -1, k;
+    for (k = 0; k < 200; k++) {
+        struct timespec ts = { 0, 5 * 1000 * 1000 };
+        pid_t w = waitpid(pid, &st, __WALL | WNOHANG);
+        if (w == pid) return st;
+        if (w < 0) return -1;
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+static void mon_wake(void) {
+    char c = 0;
+    if (mon_pipe[1] >= 0) (void)!write(mon_pipe[1], &c, 1);
+}
+
+/* The monitor's loop: poll every settled keeper's socket for a hang-up
+ * (events 0: the answers stay for ask()); a keeper that hung up while it
+ * held a lock, and no request in flight, is claimed, waited for (it is
+ * exiting) and dropped, which applies DLOCK_ON_LOST if it was killed. */
+static void *mon_main(void *arg) {
+    (void)arg;
+    dlpl_guard++; /* every call of this thread passes straight through */
+    for (;;) {
+        struct pollfd pf[65];
+        struct rec *r, *dead[8];
+        int n = 1, nd = 0, i, st;
+        char sink[64];
+
+        pf[0].fd = mon_pipe[0];
+        pf[0].events = POLLIN;
+        lock_mu();
+        for (r = recs; r != NULL && n < 65; r = r->next) {
+            if (r->busy || r->mode == 0) continue;
+            pf[n].fd = r->sock;
+            pf[n++].events = 0;
+        }
+        unlock_mu();
+        if (poll(pf, (nfds_t)n, n == 65 ? 1000 : -1) < 0 && errno != EINTR) {
+            struct timespec ts = { 0, 100 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (pf[0].revents & POLLNVAL) {
+            /* The program closed our pipe (closing every descriptor, as a
+             * daemon does): end; the next held lock starts a monitor anew. */
+            lock_mu();
+            mon_pipe[0] = mon_pipe[1] = -1;
+            mon_started = 0;
+            unlock_mu();
+            return NULL;
+        }
+        while (read(mon_pipe[0], sink, sizeof sink) > 0)
+            ;
+        lock_mu();
+        for (r = recs; r != NULL && nd < 8; r = r->next) {
+            if (r->busy || r->mode == 0 || !keeper_gone(r)) continue;
+            r->busy = 1;
+            dead[nd++] = r;
+        }
+        unlock_mu();
+        for (i = 0; i < nd; i++) {
+            r = dead[i];
+            st = keeper_status(r->kpid);
+            lock_mu();
+            if (st == -1) rec_drop(r);
+            else rec_drop_st(r, st);
+            unlock_mu();
+        }
+    }
+    return NULL;
+}
+
+/* Starts the monitor once (per process).  mu held. */
+static void mon_start(void) {
+    pthread_t t;
+    pthread_attr_t a;
+    sigset_t all, old;
+    if (mon_started) return;
+    if (mon_pipe[0] < 0 && pipe2(mon_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&a, 128 * 1024);
+    /* The program's signals are for its own threads. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, &a, mon_main, NULL) == 0) mon_started = 1;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
 }
 
 static int same_description(int a, int b) {
@@ -209,7 +357,7 @@ static int xrecv(int sock, struct dlpl_rep *p) {
  * restarted a system call); the keeper is then cancelled.  Returns the
  * keeper's rc (with *mode), or EKEEPER. */
 static int ask(struct rec *r, int op, int mode, int try, int intr, int *mode_out) {
-    struct dlpl_req q = { op, mode, try };
+    struct dlpl_req q = { op, mode, try, (long)syscall(SYS_gettid) };
     struct dlpl_rep p = { 0, 0 };
     sigset_t all, old;
     int rc = 0, cancelled = 0;
@@ -224,7 +372,7 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int *mode_out
         if (n > 0) break;
         if (n < 0 && errno != EINTR) break;
         if (n < 0 && intr && !cancelled && !restartable(&old)) {
-            struct dlpl_req c = { DLPL_OP_CANCEL, 0, 0 };
+            struct dlpl_req c = { DLPL_OP_CANCEL, 0, 0, 0 };
             cancelled = 1;
             if (xsend(r->sock, &c) != 0) break;
         }
@@ -344,16 +492,21 @@ static struct rec *rec_new(int kind, const struct stat *st, int fd, const char *
 
 /* After the kernel call: ARM the keeper (it checks whether the kernel
  * lock is there, releases the cluster lock if not, and otherwise watches
- * it); drop the record when the keeper holds nothing.  mu NOT held;
- * returns with r released. */
-static void arm(struct rec *r) {
-    int mode = 0;
+ * it); drop the record when the keeper holds nothing.  holding: r->mode
+ * is held (after a lock), so a keeper found dead was lost with it.  mu
+ * NOT held; returns with r released. */
+static void arm(struct rec *r, int holding) {
+    int mode = 0, st = -1;
     int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, &mode);
+    if (rc == EKEEPER && holding) st = keeper_status(r->kpid);
     lock_mu();
-    if (rc != 0 || mode == 0) rec_drop(r);
+    if (rc == EKEEPER && !holding) r->mode = 0; /* an unlock: nothing to lose */
+    if (rc != 0 || mode == 0) rec_drop_st(r, st);
     else {
         r->mode = mode;
         rec_release(r);
+        mon_start();
+        mon_wake();
     }
     unlock_mu();
 }
@@ -386,7 +539,7 @@ static void after_unlock(int kind, const struct stat *st, int fd) {
     if (r != NULL && !r->busy) {
         r->busy = 1;
         unlock_mu();
-        arm(r);
+        arm(r, 0);
         return;
     }
     unlock_mu();
@@ -436,9 +589,10 @@ static int lock_path(int kind, const struct stat *st, int fd, const char *name, 
     if (kind == DLPL_K_POSIX && r->mode > want) want = r->mode;
     rc = ask(r, DLPL_OP_LOCK, want, try, !try, &mode);
     if (rc == 0) {
+        r->mode = mode; /* busy: only this thread looks at it */
         kr = k->call(k->arg);
         kerr = errno;
-        arm(r);
+        arm(r, 1);
         errno = kerr;
         return kr;
     }
@@ -448,7 +602,7 @@ static int lock_path(int kind, const struct stat *st, int fd, const char *name, 
          * shared lock back). */
         if (mode == 0 && (held || prev)) k->undo(k->arg);
         if (mode == 0) fail(r);
-        else arm(r);
+        else arm(r, 1);
         errno = rc == EBUSY ? busy_err : EINTR;
         return -1;
     }
@@ -742,7 +896,7 @@ int close(int fd) {
     }
     rc = DLPL_REAL(close)(fd);
     e = errno;
-    for (i = 0; i < n; i++) arm(hit[i]);
+    for (i = 0; i < n; i++) arm(hit[i], 0);
     dlpl_guard--;
     errno = e;
     return rc;

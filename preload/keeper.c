@@ -16,11 +16,18 @@
  * The keeper is this very .so, run by the dynamic loader (`ld.so
  * libdlock_preload.so --dlock-keeper ...`) with dlpl_keeper_entry as its
  * entry point, started with clone(CLONE_VM|CLONE_VFORK) and no exit
- * signal: the program never sees it in wait() nor gets SIGCHLD for it.
- * It runs in its own session (terminal signals do not reach it), with
- * stdin/stdout on /dev/null, stderr the program's, no other descriptor
- * but its socket (fd 4) and its own description of the file (fd 3).
+ * signal (but execve makes SIGCHLD its exit signal again: file.c reaps it
+ * with __WALL).  It runs in its own session (terminal signals do not
+ * reach it), with stdin/stdout on /dev/null, stderr the program's, no
+ * other descriptor but its socket (fd 4) and its own description of the
+ * file (fd 3).
+ *
+ * It writes the program's pid and asking thread as the lock's holder, so
+ * that `dlock status` names the program.  A lost lock with
+ * DLOCK_ON_LOST=abort stops the program and the processes it started
+ * (stop_set below), never its parent or process group.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -33,11 +40,13 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "dlock-int.h" /* dlock__set_who */
 #include "preload.h"
 
 extern char **environ;
@@ -117,7 +126,7 @@ static int reopen(int fd, int kind, char *watch) {
 int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid) {
     static const char *kinds[] = { "flock", "posix", "ofd" };
     struct spawn_args a;
-    char *argv[12], *envp[8], ppid[24], pgid[24], watch[2] = { 0, 0 };
+    char *argv[12], *envp[8], ppid[24], watch[2] = { 0, 0 };
     char *url = NULL, *prefix = NULL, *ldp = NULL;
     const char *v;
     sigset_t all, old;
@@ -134,7 +143,6 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
         return e;
     }
     snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
-    snprintf(pgid, sizeof pgid, "%ld", (long)getpgrp());
     argv[0] = dlpl_interp;
     argv[1] = dlpl_self_path;
     argv[2] = "--dlock-keeper";
@@ -142,9 +150,8 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
     argv[4] = watch;
     argv[5] = dlpl_conf.on_lost == DLPL_ON_LOST_ABORT ? "abort" : "warn";
     argv[6] = ppid;
-    argv[7] = pgid;
-    argv[8] = (char *)name;
-    argv[9] = NULL;
+    argv[7] = (char *)name;
+    argv[8] = NULL;
     /* The server's URL may hold a password: environment, never argv. */
     if (dlpl_conf.url != NULL && asprintf(&url, "DLOCK_URL=%s", dlpl_conf.url) > 0) envp[n++] = url;
     if (dlpl_conf.prefix != NULL && asprintf(&prefix, "DLOCK_PREFIX=%s", dlpl_conf.prefix) > 0) envp[n++] = prefix;
@@ -164,7 +171,7 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
     } else {
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        /* No exit signal: the program's wait() never sees a keeper. */
+        /* No exit signal (until execve gives it SIGCHLD again). */
         child = clone(child_main, (char *)stack + stacksz, CLONE_VM | CLONE_VFORK, &a);
         if (child < 0) e = errno;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -188,19 +195,263 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
     return 0;
 }
 
+
+/* ------------------------------------------- DLOCK_ON_LOST=abort: whom */
+
+/* A lost lock stops the program that held it and the processes it
+ * started -- never the script, unit or shell around it (its parent and
+ * process group), nor a keeper (which releases its own lock once its
+ * program is gone).  Runs in a keeper, and in a program whose keeper was
+ * killed (file.c); only system calls and malloc, no hooked call. */
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+struct pinfo {
+    pid_t pid, ppid;
+    unsigned long long start; /* clock ticks after boot: tells a reused pid */
+};
+
+static ssize_t read_small(const char *path, char *buf, size_t cap) {
+    ssize_t n, len = 0;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    while (len < (ssize_t)cap - 1 && (n = read(fd, buf + len, cap - 1 - (size_t)len)) > 0) len += n;
+    syscall(SYS_close, fd);
+    buf[len] = '\0';
+    return len;
+}
+
+/* The parent and start time of pid (/proc/PID/stat); 0 or -1. */
+static int pstat(pid_t pid, pid_t *ppid, unsigned long long *start) {
+    char path[64], buf[1024], *p, *save = NULL, *tok;
+    int i;
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    if (read_small(path, buf, sizeof buf) <= 0 || (p = strrchr(buf, ')')) == NULL) return -1;
+    /* after "(comm)": state ppid pgrp ... starttime (the 20th) */
+    for (i = 0, tok = strtok_r(p + 1, " ", &save); tok != NULL; tok = strtok_r(NULL, " ", &save), i++) {
+        if (i == 1) *ppid = (pid_t)strtol(tok, NULL, 10);
+        if (i == 19) {
+            *start = strtoull(tok, NULL, 10);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Is pid a keeper (`ld.so libdlock_preload.so --dlock-keeper ...`)? */
+static int is_keeper(pid_t pid) {
+    char path[64], buf[4096];
+    ssize_t n, off = 0;
+    int i;
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", (long)pid);
+    if ((n = read_small(path, buf, sizeof buf)) <= 0) return 0;
+    for (i = 0; i < 4 && off < n; i++) {
+        if (strcmp(buf + off, "--dlock-keeper") == 0) return 1;
+        off += (ssize_t)strlen(buf + off) + 1;
+    }
+    return 0;
+}
+
+/* Every process: *out (malloc'd), their number, or -1. */
+static int scan_procs(struct pinfo **out) {
+    struct pinfo *all = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    DIR *d = opendir("/proc");
+    if (d == NULL) return -1;
+    while ((e = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        struct pinfo pi;
+        if (end == e->d_name || *end != '\0' || pid <= 0) continue;
+        pi.pid = (pid_t)pid;
+        if (pstat(pi.pid, &pi.ppid, &pi.start) != 0) continue;
+        if (n == cap) {
+            struct pinfo *m = realloc(all, (size_t)(cap = cap ? cap * 2 : 256) * sizeof *all);
+            if (m == NULL) break;
+            all = m;
+        }
+        all[n++] = pi;
+    }
+    closedir(d);
+    *out = all;
+    return n;
+}
+
+struct target {
+    pid_t pid;
+    int pidfd; /* -1 without pidfd_open (then kill by pid) */
+};
+
+static int in_targets(const struct target *t, int n, pid_t pid) {
+    int i;
+    for (i = 0; i < n; i++)
+        if (t[i].pid == pid) return 1;
+    return 0;
+}
+
+static int signal_target(const struct target *t, int sig) {
+    if (t->pidfd >= 0) return (int)syscall(SYS_pidfd_send_signal, t->pidfd, sig, NULL, 0);
+    return kill(t->pid, sig);
+}
+
+/* Adds pi to the targets, stopped; 0, or -1 if it is gone (or reused). */
+static int add_target(struct target **t, int *n, int *cap, const struct pinfo *pi) {
+    struct target x;
+    pid_t pp;
+    unsigned long long st;
+    x.pid = pi->pid;
+    x.pidfd = (int)syscall(SYS_pidfd_open, pi->pid, 0);
+    if (x.pidfd < 0 && errno != ENOSYS) return -1;
+    /* The pidfd names one process for good: is it the one we saw? */
+    if (pstat(pi->pid, &pp, &st) != 0 || st != pi->start) {
+        if (x.pidfd >= 0) syscall(SYS_close, x.pidfd);
+        return -1;
+    }
+    if (*n == *cap) {
+        struct target *m = realloc(*t, (size_t)(*cap = *cap ? *cap * 2 : 16) * sizeof **t);
+        if (m == NULL) {
+            if (x.pidfd >= 0) syscall(SYS_close, x.pidfd);
+            return -1;
+        }
+        *t = m;
+    }
+    signal_target(&x, SIGSTOP); /* it forks no more while we look */
+    (*t)[(*n)++] = x;
+    return 0;
+}
+
+static int is_root(const pid_t *roots, int nroots, pid_t pid) {
+    int i;
+    for (i = 0; i < nroots; i++)
+        if (roots[i] == pid) return 1;
+    return 0;
+}
+
+/* Stops roots (if with_roots) and every descendant of theirs. */
+static int stop_set(const pid_t *roots, int nroots, int with_roots) {
+    struct target *t = NULL;
+    int nt = 0, cap = 0, round, i, left;
+    pid_t self = getpid();
+    struct timespec ten = { 0, 10 * 1000 * 1000 };
+
+    for (round = 0; round < 16; round++) {
+        struct pinfo *all = NULL;
+        int nall = scan_procs(&all), added = 0, more;
+        if (nall < 0) break;
+        if (round == 0 && with_roots) {
+            for (i = 0; i < nall; i++)
+                if (is_root(roots, nroots, all[i].pid) && all[i].pid != self && all[i].pid > 1)
+                    added += add_target(&t, &nt, &cap, &all[i]) == 0;
+        }
+        do { /* descendants, generation by generation */
+            more = 0;
+            for (i = 0; i < nall; i++) {
+                const struct pinfo *p = &all[i];
+                if (p->pid <= 1 || p->pid == self || in_targets(t, nt, p->pid) || is_root(roots, nroots, p->pid))
+                    continue;
+                if (!is_root(roots, nroots, p->ppid) && !in_targets(t, nt, p->ppid)) continue;
+                if (is_keeper(p->pid)) continue;
+                if (add_target(&t, &nt, &cap, p) == 0) {
+                    added++;
+                    more = 1;
+                }
+            }
+        } while (more);
+        free(all);
+        if (added == 0) break; /* none forked while we looked */
+    }
+    for (i = 0; i < nt; i++) signal_target(&t[i], SIGABRT);
+    for (i = 0; i < nt; i++) signal_target(&t[i], SIGCONT);
+    /* A second for SIGABRT to work; then SIGKILL whoever caught it. */
+    for (left = 100; left > 0; left--) {
+        int alive = 0;
+        for (i = 0; i < nt; i++) {
+            struct pollfd pf = { t[i].pidfd, POLLIN, 0 };
+            if (t[i].pidfd >= 0 ? poll(&pf, 1, 0) == 0 : kill(t[i].pid, 0) == 0) alive++;
+        }
+        if (alive == 0) break;
+        nanosleep(&ten, NULL);
+    }
+    for (i = 0; i < nt; i++) {
+        struct pollfd pf = { t[i].pidfd, POLLIN, 0 };
+        if (t[i].pidfd >= 0 ? poll(&pf, 1, 0) == 0 : left == 0) signal_target(&t[i], SIGKILL);
+        if (t[i].pidfd >= 0) syscall(SYS_close, t[i].pidfd);
+    }
+    free(t);
+    return nt;
+}
+
+int dlpl_stop_tree(pid_t root, int with_root) {
+    return stop_set(&root, 1, with_root);
+}
+
+/* The processes that hold the lock on our file (the program is gone: a
+ * child, or the shell that lent it the descriptor, holds it now): those
+ * with a descriptor of the file whose /proc fdinfo shows a lock of our
+ * kind -- for flock, one the program took (its pid).  Up to max. */
+static int holders(pid_t *out, int max, int kind, long program) {
+    struct stat me;
+    struct dirent *e;
+    DIR *d;
+    int n = 0;
+    pid_t self = getpid();
+    if (fstat(3, &me) != 0 || (d = opendir("/proc")) == NULL) return 0;
+    while ((e = readdir(d)) != NULL && n < max) {
+        char path[96], *end;
+        long pid = strtol(e->d_name, &end, 10);
+        struct dirent *f;
+        DIR *fds;
+        if (end == e->d_name || *end != '\0' || pid <= 1 || pid == self) continue;
+        snprintf(path, sizeof path, "/proc/%ld/fd", pid);
+        if ((fds = opendir(path)) == NULL) continue;
+        while ((f = readdir(fds)) != NULL) {
+            char info[4096], *l;
+            struct stat st;
+            snprintf(path, sizeof path, "/proc/%ld/fd/%.20s", pid, f->d_name);
+            if (f->d_name[0] == '.' || stat(path, &st) != 0 || st.st_dev != me.st_dev || st.st_ino != me.st_ino)
+                continue;
+            snprintf(path, sizeof path, "/proc/%ld/fdinfo/%.20s", pid, f->d_name);
+            if (read_small(path, info, sizeof info) <= 0) continue;
+            for (l = strstr(info, "lock:"); l != NULL; l = strstr(l + 5, "lock:")) {
+                /* "lock:\t1: FLOCK  ADVISORY  WRITE 4242 08:02:1234 0 EOF" */
+                char k[16], adv[16], rw[16];
+                long lpid;
+                if (sscanf(l, "lock: %*d: %15s %15s %15s %ld", k, adv, rw, &lpid) != 4) continue;
+                if (strcmp(k, kind == DLPL_K_FLOCK ? "FLOCK" : kind == DLPL_K_OFD ? "OFDLCK" : "POSIX") != 0) continue;
+                if (kind == DLPL_K_FLOCK && lpid > 0 && lpid != program) continue;
+                break;
+            }
+            if (l != NULL) {
+                out[n++] = (pid_t)pid;
+                break;
+            }
+        }
+        closedir(fds);
+    }
+    closedir(d);
+    return n;
+}
+
 /* -------------------------------------------------------------- keeper */
 
 #define SOCK 4
 #define WFD 3
 
 static int kind, watch_ok, abort_on_lost;
-static long parent, pgroup;
+static long parent; /* the program */
 static const char *lockname;
 static dlock_rwlock_t rw;
 static int held;         /* cluster mode: 0, 1, 2 */
 static int parent_gone;
 static volatile sig_atomic_t term;
 static int gone_pipe[2] = { -1, -1 };
+static int lost_pipe[2] = { -1, -1 }; /* on_lost -> the main loop: stop the program */
 
 static void on_usr(int s) {
     (void)s;
@@ -214,14 +465,37 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)arg;
     if (abort_on_lost) {
-        dlpl_msg("lost the cluster lock '%s' (its lease ran out); DLOCK_ON_LOST=abort: SIGABRT to process group %ld",
-                 name, pgroup);
-        if (pgroup > 1) kill((pid_t)-pgroup, SIGABRT);
-        else if (parent > 1) kill((pid_t)parent, SIGABRT);
+        char c = 'l';
+        dlpl_msg("lost the cluster lock '%s' (its lease ran out); DLOCK_ON_LOST=abort: stopping the program", name);
+        /* The stopping is the main loop's: this is the renewal thread. */
+        (void)!write(lost_pipe[1], &c, 1);
     } else {
         dlpl_msg("lost the cluster lock '%s' (its lease ran out): it no longer excludes other hosts "
                  "(DLOCK_ON_LOST=warn)", name);
     }
+}
+
+/* DLOCK_ON_LOST=abort: the program and what it started; if the program
+ * has exited, whoever holds its lock now (a child that inherited the
+ * descriptor, the shell that lent it one) and what they started. */
+static void stop_program(void) {
+    pid_t h[64];
+    int n;
+    if (getppid() == (pid_t)parent) { /* still our parent: alive, and no other process */
+        n = dlpl_stop_tree((pid_t)parent, 1);
+        if (n < 1) n = 1;
+        dlpl_msg("'%s': SIGABRT to program %ld and the %d process%s it started", lockname, parent, n - 1,
+                 n - 1 == 1 ? "" : "es");
+        return;
+    }
+    n = watch_ok ? holders(h, 64, kind, parent) : 0;
+    if (n == 0) {
+        dlpl_msg("'%s': program %ld has exited and no process holds its lock: nothing to stop", lockname, parent);
+        return;
+    }
+    n = stop_set(h, n, 1);
+    dlpl_msg("'%s': program %ld has exited; SIGABRT to the processes holding its lock and what they started (%d)",
+             lockname, parent, n);
 }
 
 /* The kernel side: a write/exclusive request on our own description. */
@@ -390,6 +664,7 @@ static int keeper_main(void) {
     sigdelset(&mask, SIGINT);
     pthread_sigmask(SIG_SETMASK, &mask, NULL);
     if (pipe2(gone_pipe, O_CLOEXEC | O_NONBLOCK) != 0) watch_ok = 0;
+    if (pipe2(lost_pipe, O_CLOEXEC | O_NONBLOCK) != 0) abort_on_lost = 0;
 
     dlock_config_init(&cfg);
     if ((init_err = dlock_client_create(&client, &cfg)) == 0) {
@@ -406,20 +681,23 @@ static int keeper_main(void) {
     if (init_err != 0) dlpl_msg("'%s': %s", lockname, dlock_last_error());
 
     for (;;) {
-        struct pollfd pf[2];
+        struct pollfd pf[3];
         struct dlpl_req q;
         ssize_t n;
 
         if (term) {
+            int was = held;
             disarm();
             release();
-            return 0;
+            return was ? DLPL_KEEPER_TERMINATED : 0; /* the program hears of it */
         }
         pf[0].fd = parent_gone ? -1 : SOCK;
         pf[0].events = POLLIN;
         pf[1].fd = gone_pipe[0];
         pf[1].events = POLLIN;
-        pf[0].revents = pf[1].revents = 0;
+        pf[2].fd = lost_pipe[0];
+        pf[2].events = POLLIN;
+        pf[0].revents = pf[1].revents = pf[2].revents = 0;
         if (parent_gone && !watching) {
             /* The program is gone and nothing watches: give up the
              * lock unless the kernel still has it. */
@@ -430,7 +708,14 @@ static int keeper_main(void) {
             release();
             return 0;
         }
-        if (poll(pf, 2, -1) < 0) continue;
+        if (poll(pf, 3, -1) < 0) continue;
+        if (pf[2].revents) {
+            char c;
+            while (read(lost_pipe[0], &c, 1) == 1)
+                ;
+            stop_program();
+            continue;
+        }
         if (pf[1].revents) {
             if (disarm() || !watch_ok) {
                 if (watch_ok) {
@@ -452,6 +737,8 @@ static int keeper_main(void) {
         case DLPL_OP_LOCK: {
             int rc;
             disarm();
+            /* The lock's holder, as `dlock status` shows it: the program. */
+            dlock__set_who(parent, q.tid > 0 ? (unsigned long)q.tid : (unsigned long)parent);
             rc = init_err ? init_err : do_lock(q.mode, q.try);
             reply(rc);
             if (!held) return 0;
@@ -491,7 +778,7 @@ __attribute__((force_align_arg_pointer, noreturn, used)) void dlpl_keeper_entry(
     static char buf[8192];
     ssize_t len = 0, n;
     int fd, i, at = -1;
-    char *k, *w, *ol, *pp, *pg;
+    char *k, *w, *ol, *pp;
 
     dlpl_state = DLPL_KEEPER;
     program_invocation_short_name = "dlock-keeper";
@@ -508,8 +795,8 @@ __attribute__((force_align_arg_pointer, noreturn, used)) void dlpl_keeper_entry(
     }
     if (at < 0 || (k = cmdline_arg(buf, (size_t)len, at + 1)) == NULL ||
         (w = cmdline_arg(buf, (size_t)len, at + 2)) == NULL || (ol = cmdline_arg(buf, (size_t)len, at + 3)) == NULL ||
-        (pp = cmdline_arg(buf, (size_t)len, at + 4)) == NULL || (pg = cmdline_arg(buf, (size_t)len, at + 5)) == NULL ||
-        (lockname = cmdline_arg(buf, (size_t)len, at + 6)) == NULL || *lockname == '\0') {
+        (pp = cmdline_arg(buf, (size_t)len, at + 4)) == NULL ||
+        (lockname = cmdline_arg(buf, (size_t)len, at + 5)) == NULL || *lockname == '\0') {
         fprintf(stderr, "libdlock_preload.so %s: the LD_PRELOAD mode of dlock; load it with\n"
                         "  LD_PRELOAD=libdlock_preload.so DLOCK_MAP='file:/locks/*.lock' program ...\n"
                         "(see docs/preload.md)\n", DLOCK_VERSION_STRING);
@@ -519,6 +806,5 @@ __attribute__((force_align_arg_pointer, noreturn, used)) void dlpl_keeper_entry(
     watch_ok = w[0] == 'w';
     abort_on_lost = strcmp(ol, "abort") == 0;
     parent = strtol(pp, NULL, 10);
-    pgroup = strtol(pg, NULL, 10);
     exit(keeper_main());
 }

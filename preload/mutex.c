@@ -203,6 +203,7 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)arg;
     if (dlpl_conf.on_lost == DLPL_ON_LOST_ABORT) {
         dlpl_msg("lost the cluster lock of mutex '%s' (its lease ran out); DLOCK_ON_LOST=abort", name);
+        dlpl_stop_tree(getpid(), 0); /* what the program started, as for a file lock */
         abort();
     }
     dlpl_msg("lost the cluster lock of mutex '%s' (its lease ran out): it no longer excludes other hosts "

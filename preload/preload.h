@@ -104,6 +104,15 @@ enum { DLPL_K_FLOCK = 0, DLPL_K_POSIX = 1, DLPL_K_OFD = 2 };
  * open on fd (re-opened as its own description).  0 with *sock and
  * *pid, or an errno value. */
 int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid);
+/* A keeper's exit status when a signal (SIGTERM, SIGHUP, SIGINT) ended it
+ * while it held a lock: the program is told, as of a killed keeper. */
+#define DLPL_KEEPER_TERMINATED 3
+/* DLOCK_ON_LOST=abort: stops the processes that root started (its
+ * descendants, found through /proc; never a keeper, nor the caller), and
+ * root itself if with_root: SIGSTOP while they are collected (so that none
+ * escapes by forking), then SIGABRT and SIGCONT; whoever is still there a
+ * second later gets SIGKILL.  Returns how many processes were signalled. */
+int dlpl_stop_tree(pid_t root, int with_root);
 
 /* The request protocol between a process and its keeper (SOCK_SEQPACKET). */
 enum { DLPL_OP_LOCK = 1, DLPL_OP_ARM = 2, DLPL_OP_UNLOCK = 3, DLPL_OP_CANCEL = 4 };
@@ -111,6 +120,7 @@ struct dlpl_req {
     int op;
     int mode; /* 1 shared, 2 exclusive */
     int try;
+    long tid; /* the program's thread asking (LOCK): the holder identity */
 };
 struct dlpl_rep {
     int rc;   /* 0 or an errno value (dlock's) */

@@ -44,9 +44,21 @@ static const char *host_name(void) {
     return host;
 }
 
+static long who_pid;           /* dlock__set_who: 0, or the process named */
+static unsigned long who_tid;
+
+void dlock__set_who(long pid, unsigned long tid) {
+    __atomic_store_n(&who_tid, tid, __ATOMIC_RELAXED);
+    __atomic_store_n(&who_pid, pid, __ATOMIC_RELEASE);
+}
+
 /* Who holds or waits, as stored with the lock: "host:pid:tid". */
 static void who(const dlock__thread *self, char *out, size_t cap) {
-    snprintf(out, cap, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
+    long pid = __atomic_load_n(&who_pid, __ATOMIC_ACQUIRE);
+    if (pid > 0)
+        snprintf(out, cap, "%s:%ld:%lu", host_name(), pid, __atomic_load_n(&who_tid, __ATOMIC_RELAXED));
+    else
+        snprintf(out, cap, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
 }
 
 /* Fills args with the KEYS of a lock script; returns their number.  On

@@ -164,6 +164,11 @@ typedef struct dlock__thread {
 
 /* getpid(), cached (and refreshed in a fork child). */
 pid_t dlock__pid(void);
+/* The holder identity ("who": host:pid:tid) this process writes with its
+ * locks, when it holds them for another process: the preload's keeper
+ * names the program it serves.  pid 0 (the default): this process's own
+ * pid and the calling thread's tid.  (backend.c) */
+void dlock__set_who(long pid, unsigned long tid);
 /* Fills buf with n bytes from RAND_bytes (serialised against fork). */
 int dlock__random(unsigned char *buf, int n);
 /* The calling thread's owner identity; NULL (with the error set) only when

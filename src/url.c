@@ -187,6 +187,11 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
         if (p == NULL)
             return nomem ? dlock__seterr(ENOMEM, "out of memory")
                          : dlock__seterr(EINVAL, "URL %s: bad prefix", red);
+        if (*p == '\0') { /* refused everywhere: "empty" must not mean two things */
+            free(p);
+            return dlock__seterr(EINVAL, "URL %s: the prefix is empty; leave prefix= out for the default (dlock:)",
+                                 red);
+        }
         if (!valid_prefix(p)) {
             free(p);
             return dlock__seterr(EINVAL, "URL %s: prefix must be at most 128 bytes without braces", red);
@@ -501,8 +506,15 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
     }
     if (url == NULL) url = getenv("DLOCK_URL"); /* an empty variable counts as unset */
     if (url == NULL || *url == '\0') url = DEFAULT_URL;
-    if (prefix == NULL) prefix = getenv("DLOCK_PREFIX");
-    if (prefix == NULL || *prefix == '\0') prefix = DEFAULT_PREFIX;
+    if (prefix != NULL && *prefix == '\0') {
+        rc = dlock__seterr(EINVAL, "the key prefix is empty; leave it unset for the default (dlock:)");
+        goto fail;
+    }
+    if (prefix == NULL && (prefix = getenv("DLOCK_PREFIX")) != NULL && *prefix == '\0') {
+        rc = dlock__seterr(EINVAL, "DLOCK_PREFIX is set but empty; unset it for the default prefix (dlock:)");
+        goto fail;
+    }
+    if (prefix == NULL) prefix = DEFAULT_PREFIX;
     if (!valid_prefix(prefix)) {
         rc = dlock__seterr(EINVAL, "key prefix must be at most 128 bytes without braces");
         goto fail;

@@ -844,7 +844,7 @@ static void test_exec_signal_while_waiting(void) {
     tdir_make();
     CU_ASSERT_FATAL(holder_start(&h, "a", "sigwait", NULL, 5000) == 0);
     for (i = 0; i < 3; i++) {
-        char *argv[] = { (char *)DLOCK_CLI, "exec", "sigwait", "--", "touch", path("ran"), NULL };
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "-v", "sigwait", "--", "touch", path("ran"), NULL };
         pid_t w = dl_bg_v(argv, path("err"));
         int raw;
         CU_ASSERT(wait_text("err", "waiting for", 5000)); /* it waits */
@@ -1168,8 +1168,9 @@ static void test_break(void) {
     CU_ASSERT_STRING_EQUAL(jtext(jget(b, "how")), "ownerdead");
     DLT_ASSERT_INT_EQ(jnum(jget(jget(jget(b, "before"), "holder"), "pid")), h.pid);
     jfree(b);
-    /* The holder learns at its next renewal (a third of 600 ms). */
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(h.pid, 5000)), 128 + SIGTERM);
+    /* The holder learns at its next renewal (a third of 600 ms); its
+     * command gets SIGTERM, and dlock exits 75: the lock was lost. */
+    DLT_ASSERT_INT_EQ(code_of(wait_raw(h.pid, 5000)), 75);
     CHECK_CODE(dl("exec", "-n", "brk", "--", "true"), 0);
 
     /* --on-lost=warn: the job goes on, and dlock says why. */
@@ -1183,9 +1184,54 @@ static void test_break(void) {
     CHECK_CODE(dl("break", "-f", "brk2"), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "broke"));
     CU_ASSERT(wait_text("err.w", "lost the lock", 5000));
-    DLT_ASSERT_INT_EQ(holder_end(&h), 0); /* it ran to its end */
+    DLT_ASSERT_INT_EQ(holder_end(&h), 75); /* it ran to its end (0), without the lock */
     CU_ASSERT_PTR_NOT_NULL(strstr(slurp("err.w", errlog, sizeof errlog), "--on-lost=warn"));
+
+    /* --lost-exit-code chooses the code. */
+    {
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "--lease", "600ms", "--on-lost=warn", "--lost-exit-code", "9",
+                         "brk3", "--", "sh", "-c", (char *)gate_sh, "sh", path("started.l"), path("go.l"), NULL };
+        h.pid = dl_bg_v(argv, NULL);
+        snprintf(h.go, sizeof h.go, "go.l");
+        CU_ASSERT_FATAL(wait_file("started.l", 5000));
+    }
+    CHECK_CODE(dl("break", "-f", "brk3"), 0);
+    dlt_sleep_ms(1000); /* a renewal or two: it hears of it */
+    DLT_ASSERT_INT_EQ(holder_end(&h), 9);
+    /* ...and a lock kept to the end leaves the command's own status. */
+    CHECK_CODE(dl("exec", "--lost-exit-code", "9", "brk3", "--", "sh", "-c", "exit 3"), 3);
+    CHECK_CODE(dl("exec", "--lost-exit-code", "256", "brk3", "--", "true"), 64);
     tdir_done();
+}
+
+/* CLI conventions (issue 19, point 7): an empty prefix is refused however
+ * it is given -- --prefix '', DLOCK_PREFIX='', ?prefix= (before, the first
+ * two meant the default and the third an empty prefix); -V and --version
+ * work after the command's name too. */
+static void test_cli_conventions(void) {
+    char url[256];
+    CHECK_CODE(dl("--prefix", "", "status", "x"), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "prefix is empty"));
+    CHECK_CODE(dl("status", "--prefix", "", "x"), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "prefix is empty"));
+    CHECK_CODE(dl("--prefix", "", "exec", "-n", "x", "--", "true"), 64);
+    snprintf(url, sizeof url, "%s?prefix=", dlt_server.url);
+    CHECK_CODE(dl("--url", url, "list"), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "prefix is empty"));
+    setenv("DLOCK_PREFIX", "", 1);
+    CHECK_CODE(dl("status", "x"), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "DLOCK_PREFIX is set but empty"));
+    unsetenv("DLOCK_PREFIX");
+    CHECK_CODE(dl("--prefix", "p:", "status", "x"), 0); /* a real prefix is fine */
+
+    CHECK_CODE(dl("status", "-V"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, DLOCK_VERSION_STRING));
+    CHECK_CODE(dl("exec", "-V"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, DLOCK_VERSION_STRING));
+    CHECK_CODE(dl("list", "--version"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, DLOCK_VERSION_STRING));
+    CHECK_CODE(dl("break", "-V"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, DLOCK_VERSION_STRING));
 }
 
 /* A robust mutex's next acquirer gets EOWNERDEAD after `dlock break`;
@@ -1278,7 +1324,7 @@ static void test_break_asks_on_terminal(void) {
     CU_ASSERT_STRING_EQUAL(state_of("ask"), "exclusive");
     DLT_ASSERT_INT_EQ(run_pty(argv, "[y/N]", "y\n", 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "broke"));
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(h.pid, 5000)), 128 + SIGTERM); /* it lost the lock */
+    DLT_ASSERT_INT_EQ(code_of(wait_raw(h.pid, 5000)), 75); /* it lost the lock */
     tdir_done();
 }
 
@@ -1343,11 +1389,12 @@ static void test_waiting_line_not_terminal(void) {
         _exit(0);
     }
     bg_add(releaser);
-    CHECK_CODE(dl("exec", "pipe-wait", "--", "true"), 0);
+    CHECK_CODE(dl("exec", "-v", "pipe-wait", "--", "true"), 0);
     CU_ASSERT(R.secs > 2);
     wait_raw(releaser, 5000);
     nl = strchr(R.err, '\n');
-    CU_ASSERT(nl != NULL && nl[1] == '\0'); /* exactly one line */
+    /* -v: one line when the wait starts, one when the lock is got */
+    CU_ASSERT(nl != NULL && strncmp(nl + 1, "dlock exec: got 'pipe-wait'", 27) == 0);
     CU_ASSERT_PTR_NULL(strchr(R.err, '\r'));
     CU_ASSERT_PTR_NULL(strchr(R.err, '\033'));
     CU_ASSERT(strncmp(R.err, "dlock exec: waiting for 'pipe-wait': held by ", 45) == 0);
@@ -1358,8 +1405,12 @@ static void test_waiting_line_not_terminal(void) {
     CU_ASSERT_FATAL(holder_start(&h, "b", "pipe-wait", NULL, 5000) == 0);
     CHECK_CODE(dl("exec", "-q", "-w", "0.5", "pipe-wait", "--", "true"), 1);
     CU_ASSERT_STRING_EQUAL(R.err, "");
+    /* Without -v, silent as flock(1): a contended cron run sends no mail. */
     CHECK_CODE(dl("exec", "-w", "0.5", "pipe-wait", "--", "true"), 1);
-    CU_ASSERT(strchr(R.err, '\n') == strrchr(R.err, '\n')); /* still one line, even timing out */
+    CU_ASSERT_STRING_EQUAL(R.err, "");
+    CHECK_CODE(dl("exec", "-v", "-w", "0.5", "pipe-wait", "--", "true"), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "waiting for 'pipe-wait'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "timed out"));
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
     tdir_done();
 }
@@ -1382,6 +1433,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_list),
     DLT_TEST(test_odd_names),
     DLT_TEST(test_break),
+    DLT_TEST(test_cli_conventions),
     DLT_TEST(test_break_robust),
     DLT_TEST(test_break_asks_on_terminal),
     DLT_TEST(test_waiting_line_terminal),

@@ -41,7 +41,7 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
 
     memset(o, 0, sizeof *o);
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "jfrh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "jfrhV", longopts, NULL)) != -1) {
         if (cli_conn_opt(opt, optarg, conn)) continue;
         switch (opt) {
         case 'j':

@@ -18,6 +18,7 @@
 #define CLI_EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: the server cannot be reached or refused us */
 #define CLI_EXIT_SOFTWARE 70    /* EX_SOFTWARE: an unexpected error from the server or library */
 #define CLI_EXIT_OSERR 71       /* EX_OSERR: fork, pipe, thread creation failed */
+#define CLI_EXIT_LOST 75        /* EX_TEMPFAIL: exec: the lock was lost while CMD ran (--lost-exit-code) */
 #define CLI_EXIT_CANNOT_EXEC 126 /* CMD was found but could not be run */
 #define CLI_EXIT_NOT_FOUND 127  /* CMD was not found */
 
@@ -50,11 +51,13 @@ int cli_fail(const char *what, int err);
 /* The exit code for a library error. */
 int cli_exit_for(int err);
 /* Handles --url/--prefix for a subcommand's getopt loop: 1 if opt was one
- * of them (consumed), else 0. */
+ * of them (consumed), else 0.  -V/--version, accepted before or after the
+ * command's name, prints the version and exits 0. */
 int cli_conn_opt(int opt, const char *arg, cli_conn *conn);
 #define CLI_OPT_URL 0x1001
 #define CLI_OPT_PREFIX 0x1002
-#define CLI_CONN_LONGOPTS { "url", 1, NULL, CLI_OPT_URL }, { "prefix", 1, NULL, CLI_OPT_PREFIX }
+#define CLI_CONN_LONGOPTS \
+    { "url", 1, NULL, CLI_OPT_URL }, { "prefix", 1, NULL, CLI_OPT_PREFIX }, { "version", 0, NULL, 'V' }
 
 /* ---------------------------------------------------------------- format.c */
 /* Wall-clock time in ms since the epoch. */

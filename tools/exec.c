@@ -19,8 +19,8 @@
  *  2. Waiting: one blocking dlock_rwlock_xlock with DLOCK_F_INTR and the
  *     -w deadline on CLOCK_MONOTONIC -- the library's own waiting path, so
  *     the wait sleeps on release notifications and never polls for the
- *     lock.  Not on a terminal, one line says who holds the lock when the
- *     wait starts.  On a terminal a second thread (the watcher) reads
+ *     lock.  Not on a terminal it is silent, as flock(1) is (with -v, one
+ *     line says who holds the lock when the wait starts).  On a terminal a second thread (the watcher) reads
  *     dlock_lock_info about once a second and redraws one line, while the
  *     main thread waits in the library: the display never delays the wait,
  *     and the wait needs no timeouts of its own.  Readings are made on a
@@ -46,6 +46,8 @@
  * A lost lock (renewal refused: broken, or the server unreachable for a
  * lease): by default CMD gets SIGTERM, as `consul lock` does, because
  * another host may now start the same job; --on-lost=warn only says so.
+ * Either way dlock exits 75 (--lost-exit-code), not CMD's status, so that
+ * the caller knows the job ran without the lock.
  * With the default, CMD also gets SIGTERM if dlock dies (PR_SET_PDEATHSIG),
  * since its lock then expires.
  *
@@ -92,6 +94,7 @@ typedef struct exec_opts {
     int have_wait;
     int64_t wait_ms;
     int conflict_code;
+    int lost_code;       /* the exit code when the lock was lost while CMD ran */
     unsigned lease_ms;
     int on_lost_term;
     int quiet;
@@ -118,18 +121,22 @@ static void exec_help(void) {
            "  -o, --close                accepted for flock(1); CMD never holds the lock\n"
            "      --on-lost=term|warn    if the lock is lost while CMD runs: SIGTERM to CMD\n"
            "                             (default), or only a message\n"
-           "  -q, --quiet                no waiting line\n"
-           "  -v, --verbose              say how long getting the lock took, or why it failed\n"
+           "      --lost-exit-code CODE  the exit code when the lock was lost while CMD ran\n"
+           "                             (default 75), whatever CMD's own status\n"
+           "  -q, --quiet                no waiting line on a terminal\n"
+           "  -v, --verbose              off a terminal, one line when waiting starts; say how\n"
+           "                             long getting the lock took, or why it failed\n"
            "      --url URL, --prefix P  the server and key prefix\n"
            "\n"
            "Exit: CMD's status (128+N if signal N killed it); 1 or CODE: busy or timed out;\n"
+           "75 (or --lost-exit-code): the lock was lost while CMD ran;\n"
            "64 bad arguments; 69 server unreachable; 70 unexpected error; 71 system error;\n"
            "126 CMD cannot be run; 127 CMD not found.\n");
 }
 
 /* 0, -1 for --help, or an exit code. */
 static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
-    enum { OPT_ON_LOST = 0x2001 };
+    enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE };
     static const struct option longopts[] = {
         CLI_CONN_LONGOPTS,
         { "shared", 0, NULL, 's' },
@@ -142,6 +149,7 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
         { "command", 1, NULL, 'c' },
         { "lease", 1, NULL, 'l' },
         { "on-lost", 1, NULL, OPT_ON_LOST },
+        { "lost-exit-code", 1, NULL, OPT_LOST_CODE },
         { "close", 0, NULL, 'o' },
         { "quiet", 0, NULL, 'q' },
         { "verbose", 0, NULL, 'v' },
@@ -153,11 +161,12 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
 
     memset(o, 0, sizeof *o);
     o->conflict_code = CLI_EXIT_CONFLICT;
+    o->lost_code = CLI_EXIT_LOST;
     o->lease_ms = LEASE_DEFAULT_MS;
     o->on_lost_term = 1;
     opterr = 0;
     /* "+": options end at NAME, so CMD's own options are left alone. */
-    while ((opt = getopt_long(argc, argv, "+sxenw:E:c:l:oqvh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+sxenw:E:c:l:oqvhV", longopts, NULL)) != -1) {
         if (cli_conn_opt(opt, optarg, conn)) continue;
         switch (opt) {
         case 's':
@@ -175,14 +184,17 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
                 return cli_usage_error("bad timeout '%s' (seconds, e.g. 30 or 2.5)", optarg);
             o->have_wait = 1;
             break;
-        case 'E': {
+        case 'E':
+        case OPT_LOST_CODE: {
             char *end;
             long v;
             errno = 0;
             v = strtol(optarg, &end, 10);
             if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > 255)
-                return cli_usage_error("bad conflict exit code '%s' (0 to 255)", optarg);
-            o->conflict_code = (int)v;
+                return cli_usage_error("bad %s exit code '%s' (0 to 255)", opt == 'E' ? "conflict" : "lost-lock",
+                                       optarg);
+            if (opt == 'E') o->conflict_code = (int)v;
+            else o->lost_code = (int)v;
             break;
         }
         case 'c':
@@ -716,7 +728,7 @@ int cli_exec(int argc, char **argv, cli_conn *conn) {
                 code = CLI_EXIT_OSERR;
                 goto out;
             }
-        } else if (!o.quiet) {
+        } else if (o.verbose && !o.quiet) { /* off a terminal, silent as flock(1) unless -v */
             reading r = { 0, 0, { 0 } };
             read_lock(view, o.name, &r);
             describe(&r, what, sizeof what);
@@ -774,7 +786,12 @@ int cli_exec(int argc, char **argv, cli_conn *conn) {
     held = 0;
     if (rc == EPERM && !atomic_load(&g_lost))
         cli_msg("the lock '%s' had been lost when the command ended", name);
-    else if (rc != 0 && rc != EPERM)
+    if ((rc == EPERM || atomic_load(&g_lost)) && code != CLI_EXIT_OSERR) {
+        /* The command ran (in part) without the lock: the caller must
+         * know, whatever the command's own status. */
+        if (o.verbose) cli_msg("the command's own status was %d; exiting with %d (lock lost)", code, o.lost_code);
+        code = o.lost_code;
+    } else if (rc != 0 && rc != EPERM)
         cli_msg("could not release '%s' (%s); it expires within %s", name, dlock_strerror(rc),
                 cli_fmt_dur(t, sizeof t, o.lease_ms));
 out:

@@ -95,6 +95,11 @@ int cli_conn_opt(int opt, const char *arg, cli_conn *conn) {
         conn->prefix = arg;
         return 1;
     }
+    if (opt == 'V') {
+        printf("dlock %s\n", DLOCK_VERSION_STRING);
+        fflush(stdout);
+        exit(0);
+    }
     return 0;
 }
 
@@ -124,6 +129,7 @@ static void usage(FILE *f) {
             "Exit codes: exec exits with CMD's status (128+N if signal N killed it);\n"
             "1 busy or timed out (-n, -w; -E changes it), 64 bad arguments,\n"
             "69 server unreachable, 70 unexpected error, 71 system error,\n"
+            "75 the lock was lost while CMD ran (--lost-exit-code changes it),\n"
             "126 CMD cannot be run, 127 CMD not found.  See dlock(1).\n");
 }
 
@@ -131,7 +137,6 @@ int main(int argc, char **argv) {
     static const struct option longopts[] = {
         CLI_CONN_LONGOPTS,
         { "help", 0, NULL, 'h' },
-        { "version", 0, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     static const struct {
