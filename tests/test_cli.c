@@ -743,6 +743,30 @@ static void test_exec_shared(void) {
     tdir_done();
 }
 
+/* -s nested: a shared holder whose command takes the same shared lock
+ * again while an exclusive request waits goes on (flock(2)'s rule: a
+ * shared lock is granted while only shared locks are held); the
+ * exclusive one runs after.  Writers-first would deadlock the first. */
+static void test_exec_shared_nested(void) {
+    pid_t a, x;
+    tdir_make();
+    {
+        char *av[] = { (char *)DLOCK_CLI, "exec", "-s", "nest", "--", "sh", "-c",
+                       "sleep 1; \"$1\" exec -s nest -- touch \"$2/inner\"", "sh", (char *)DLOCK_CLI, dir, NULL };
+        a = dl_bg_v(av, NULL);
+    }
+    dlt_sleep_ms(400);
+    {
+        char *xv[] = { (char *)DLOCK_CLI, "exec", "nest", "--", "touch", path("outer"), NULL };
+        x = dl_bg_v(xv, NULL);
+    }
+    DLT_ASSERT_INT_EQ(code_of(wait_raw(a, 10000)), 0); /* -1: still waiting, killed */
+    CU_ASSERT(exists("inner"));
+    DLT_ASSERT_INT_EQ(code_of(wait_raw(x, 10000)), 0);
+    CU_ASSERT(exists("outer"));
+    tdir_done();
+}
+
 /* The lease is renewed while CMD runs: with a 1 s lease and a job of
  * over 3 s, nobody else gets the lock meanwhile. */
 static void test_exec_lease_renewed(void) {
@@ -1421,6 +1445,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_nonblock),
     DLT_TEST(test_exec_wait_timeout),
     DLT_TEST(test_exec_shared),
+    DLT_TEST(test_exec_shared_nested),
     DLT_TEST(test_exec_lease_renewed),
     DLT_TEST(test_exec_killed_lock_expires),
     DLT_TEST(test_exec_signals_passed_on),

@@ -10,7 +10,9 @@
  * Every lock is a dlock_rwlock_t: -s takes it shared, the default
  * exclusive, so shared and exclusive users of one name exclude each other
  * as flock's LOCK_SH and LOCK_EX do (and a dlock mutex of the same name
- * excludes both, as a writer).
+ * excludes both, as a writer).  Its kind is DLOCK_RWLOCK_PREFER_READER,
+ * as Linux flock(2): a waiting exclusive request does not hold back a new
+ * shared one.
  *
  * The phases:
  *
@@ -690,6 +692,10 @@ int cli_exec(int argc, char **argv, cli_conn *conn) {
     dlock_mutexattr_setclient(&attr, c);
     dlock_mutexattr_setlease(&attr, o.lease_ms);
     dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
+    /* As flock(1): a shared lock is granted while only shared locks are
+     * held, even if an exclusive one waits -- so a shared holder whose
+     * command takes the same shared lock again never deadlocks. */
+    dlock_mutexattr_setrwkind(&attr, DLOCK_RWLOCK_PREFER_READER);
     rc = dlock_rwlock_init(&rw, o.name, &attr);
     dlock_mutexattr_destroy(&attr);
     if (rc != 0) {
