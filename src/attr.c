@@ -19,6 +19,7 @@ DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a) {
     a->__type = DLOCK_MUTEX_DEFAULT;
     a->__robust = DLOCK_MUTEX_STALLED;
     a->__lease_ms = DLOCK_LEASE_DEFAULT_MS;
+    a->__owner = DLOCK_OWNER_THREAD;
     return 0;
 }
 
@@ -112,6 +113,23 @@ DLOCK_API int dlock_mutexattr_setcaching(dlock_mutexattr_t *a, int caching) {
 
 DLOCK_API int dlock_mutexattr_getcaching(const dlock_mutexattr_t *a, int *caching) {
     return get01(a, a ? &a->__caching : NULL, caching, "caching");
+}
+
+DLOCK_API int dlock_mutexattr_setowner(dlock_mutexattr_t *a, int owner) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (owner != DLOCK_OWNER_THREAD && owner != DLOCK_OWNER_PROCESS)
+        return dlock__seterr(EINVAL, "owner %d is not DLOCK_OWNER_THREAD or DLOCK_OWNER_PROCESS", owner);
+    a->__owner = owner;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getowner(const dlock_mutexattr_t *a, int *owner) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (owner == NULL) return dlock__seterr(EINVAL, "owner pointer is NULL");
+    *owner = a->__owner;
+    return 0;
 }
 
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {
