@@ -5,7 +5,8 @@
  * mutex.  Any thread of the process unlocks it and the lock is free on the
  * server at once; another thread of the process waits while it is held
  * (it is not EDEADLK, nor a second hold); a thread's exit does not end it;
- * exit() releases it; a fork child holds nothing.  Thread-owned mutexes
+ * exit() releases it; a fork child holds nothing; a condition wait takes
+ * it from any thread of the process.  Thread-owned mutexes
  * keep EPERM for an unlock by another thread.
  */
 #include "fixture.h"
@@ -346,6 +347,33 @@ static void test_process_fair_relay(void) {
     dlock_mutexattr_destroy(&a);
 }
 
+/* dlock_cond_wait takes a process-owned mutex from any thread of the
+ * process, gives it up for the wait and returns with the process holding
+ * it again. */
+static void test_process_cond_wait_any_thread(void) {
+    dlock_mutex_t m;
+    dlock_cond_t cv;
+    struct worker a;
+    struct timespec ts;
+
+    DLT_ASSERT_ERR(make(&m, "owner/cond", DLOCK_OWNER_PROCESS, 0, 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_cond_init(&cv, "owner/cond-cv"), 0);
+    worker_start(&a, &m, OP_LOCK_STAY, 0);
+    CU_ASSERT_FATAL(dlt_flag_wait(&a.done, 1, 10000));
+    DLT_ASSERT_ERR(a.rc, 0);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
+    DLT_ASSERT_ERR(dlock_cond_timedwait(&cv, &m, &ts), ETIMEDOUT); /* not EPERM: the process holds it */
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
+    CU_ASSERT(dlock_mutex_fence(&m) > a.fence); /* given up for the wait, taken again */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    ts = dlt_abs_in(CLOCK_REALTIME, 300);
+    DLT_ASSERT_ERR(dlock_cond_timedwait(&cv, &m, &ts), EPERM); /* now nobody holds it */
+    worker_join(&a);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("owner/cond"), 0);
+    DLT_ASSERT_ERR(dlock_cond_destroy(&cv), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
 /* ------------------------------------ thread exit, process exit, fork */
 
 static void test_process_hold_outlives_thread(void) {
@@ -437,6 +465,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_thread_owned_keeps_eperm),
     DLT_TEST(test_process_other_thread_waits),
     DLT_TEST(test_process_fair_relay),
+    DLT_TEST(test_process_cond_wait_any_thread),
     DLT_TEST(test_process_hold_outlives_thread),
     DLT_TEST(test_process_hold_released_at_exit),
     DLT_TEST(test_process_fork_child_holds_nothing),
