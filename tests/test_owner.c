@@ -374,6 +374,41 @@ static void test_process_cond_wait_any_thread(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
 
+/* A caching process-owned mutex: another thread's unlock leaves the lock
+ * in the process's cache (no thread holds it), and another owner's
+ * request makes the process give it up, as for any caching mutex. */
+static void test_process_caching(void) {
+    dlock_mutexattr_t a;
+    dlock_client_t *c2 = NULL;
+    dlock_mutex_t m, m2;
+    struct worker w;
+
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setowner(&a, DLOCK_OWNER_PROCESS), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setcaching(&a, 1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, "owner/cache", &a), 0);
+    CU_ASSERT_FATAL(dlt_client_make(&c2, dlt_server.url, 0) == 0);
+    DLT_ASSERT_ERR(make(&m2, "owner/cache", DLOCK_OWNER_THREAD, 0, 0, c2), 0);
+    worker_start(&w, &m, OP_LOCK_STAY, 0);
+    CU_ASSERT_FATAL(dlt_flag_wait(&w.done, 1, 10000));
+    DLT_ASSERT_ERR(w.rc, 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
+    /* Cached: this thread takes it back with no wait... */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    /* ...and another owner gets it once it asks. */
+    DLT_ASSERT_ERR(timedlock_ms(&m2, 5000), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m2), 0);
+    worker_join(&w);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m2), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
+    dlock_mutexattr_destroy(&a);
+}
+
 /* ------------------------------------ thread exit, process exit, fork */
 
 static void test_process_hold_outlives_thread(void) {
@@ -466,6 +501,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_process_other_thread_waits),
     DLT_TEST(test_process_fair_relay),
     DLT_TEST(test_process_cond_wait_any_thread),
+    DLT_TEST(test_process_caching),
     DLT_TEST(test_process_hold_outlives_thread),
     DLT_TEST(test_process_hold_released_at_exit),
     DLT_TEST(test_process_fork_child_holds_nothing),
