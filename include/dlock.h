@@ -44,6 +44,9 @@ enum {
     DLOCK_MUTEX_DEFAULT /* behaves as ERRORCHECK */
 };
 enum { DLOCK_MUTEX_STALLED, DLOCK_MUTEX_ROBUST };
+/* Who owns a mutex's hold (dlock_mutexattr_setowner): the thread that
+ * locked it (as POSIX says), or its whole process. */
+enum { DLOCK_OWNER_THREAD, DLOCK_OWNER_PROCESS };
 
 /* ------------------------------------------------------------------------
  * Clients.  A client is one connection to one deployment (URL), with its
@@ -96,7 +99,8 @@ typedef struct dlock_mutexattr {
     dlock_client_t *__client;
     int __fair;
     int __caching;
-    int __rwkind;         /* takes one reserved slot: the size is unchanged */
+    int __rwkind;          /* DLOCK_RWLOCK_*; with __owner, in what was one reserved pointer */
+    int __owner;           /* DLOCK_OWNER_* */
     void *__reserved[3];
 } dlock_mutexattr_t;
 
@@ -144,6 +148,17 @@ enum {
 };
 DLOCK_API int dlock_mutexattr_setrwkind(dlock_mutexattr_t *a, int kind);
 DLOCK_API int dlock_mutexattr_getrwkind(const dlock_mutexattr_t *a, int *kind);
+/* owner DLOCK_OWNER_PROCESS: a hold belongs to the process, not to the
+ * thread that locked it, as glibc lets any thread unlock a NORMAL mutex:
+ * any thread of the process may unlock it (the lock is released on the
+ * server), holds() and fence() answer for every thread of the process,
+ * a thread's exit does not end it, and a lock call by any thread of the
+ * process, the holder's included, waits for an unlock.  Only with type
+ * NORMAL or DEFAULT (which then behaves as NORMAL): init gives EINVAL for
+ * ERRORCHECK or RECURSIVE, and a rwlock init for any process-owned
+ * attributes.  Default DLOCK_OWNER_THREAD; EINVAL for another value. */
+DLOCK_API int dlock_mutexattr_setowner(dlock_mutexattr_t *a, int owner);
+DLOCK_API int dlock_mutexattr_getowner(const dlock_mutexattr_t *a, int *owner);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c);
 DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c);
@@ -175,9 +190,11 @@ DLOCK_API int dlock_mutex_timedlock(dlock_mutex_t *m, const struct timespec *abs
 DLOCK_API int dlock_mutex_clocklock(dlock_mutex_t *m, clockid_t clock, const struct timespec *abstime);
 DLOCK_API int dlock_mutex_unlock(dlock_mutex_t *m);
 DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m);
-/* 1 if the calling thread holds m with a valid lease, else 0. */
+/* 1 if the calling thread (for a process-owned mutex: its process) holds
+ * m with a valid lease, else 0. */
 DLOCK_API int dlock_mutex_holds(const dlock_mutex_t *m);
-/* Fencing token of the calling thread's current hold of m; 0 if none. */
+/* Fencing token of the calling thread's (process's) current hold of m; 0
+ * if none. */
 DLOCK_API uint64_t dlock_mutex_fence(const dlock_mutex_t *m);
 /* ------------------------------------------------------------------------
  * Read-write locks, as pthread_rwlock_*: many readers or one writer,

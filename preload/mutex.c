@@ -39,6 +39,8 @@ struct mx {
     const char *symbol;
     dlock_mutex_t dm;
     atomic_int state; /* 0 not made, 1 made, 2 unusable */
+    int process;      /* a kind glibc lets any thread unlock: dm is process-owned (set before state 1) */
+    atomic_int local; /* process: held with the real mutex only (DLOCK_ON_ERROR=open) */
 };
 
 static struct mx mxs[MAX_MUTEX];
@@ -46,7 +48,8 @@ volatile int dlpl_nmutex;
 static pthread_mutex_t make_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Holds of a mapped mutex this thread took with the local mutex only
- * (DLOCK_ON_ERROR=open while the server was unreachable). */
+ * (DLOCK_ON_ERROR=open while the server was unreachable); for a
+ * process-owned one, whose unlock any thread may make, mx.local instead. */
 static __thread unsigned local_only[MAX_MUTEX] DLPL_TLS;
 
 static const char *lowest, *highest; /* the table's range: most mutexes are outside it */
@@ -210,8 +213,27 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
              "(DLOCK_ON_LOST=warn)", name);
 }
 
+/* glibc's __data.__kind: the type in the low two bits (0 NORMAL, which is
+ * also DEFAULT; 1 RECURSIVE; 2 ERRORCHECK; 3 ADAPTIVE), then flags:
+ * robust, priority inheritance, priority protection, process-shared,
+ * elision. */
+#define KIND_TYPE 3
+#define KIND_ROBUST 16
+#define KIND_PI 32
+
+/* Does glibc let any thread unlock a mutex of this kind?  A NORMAL or
+ * ADAPTIVE one, yes (it never looks at the owner), unless it is robust or
+ * priority-inheriting: those, like ERRORCHECK and RECURSIVE, answer EPERM
+ * to a thread that does not own them. */
+static int kind_any_thread_unlocks(int kind) {
+    int type = kind & KIND_TYPE;
+    return (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) && !(kind & (KIND_ROBUST | KIND_PI));
+}
+
 /* Makes e's dlock mutex on first use, with the type and robustness of
- * the pthread mutex as it is now (glibc keeps them in __data.__kind). */
+ * the pthread mutex as it is now (glibc keeps them in __data.__kind),
+ * and its owner: the process for a kind any thread may unlock (so that
+ * such an unlock releases the cluster lock), else the thread. */
 static int make(struct mx *e, pthread_mutex_t *m) {
     dlock_mutexattr_t a;
     int kind, rc = 0;
@@ -223,7 +245,9 @@ static int make(struct mx *e, pthread_mutex_t *m) {
         dlock_mutexattr_settype(&a, (kind & 3) == PTHREAD_MUTEX_RECURSIVE ? DLOCK_MUTEX_RECURSIVE
                                     : (kind & 3) == PTHREAD_MUTEX_ERRORCHECK ? DLOCK_MUTEX_ERRORCHECK
                                                                              : DLOCK_MUTEX_NORMAL);
-        dlock_mutexattr_setrobust(&a, (kind & 16) ? DLOCK_MUTEX_ROBUST : DLOCK_MUTEX_STALLED);
+        dlock_mutexattr_setrobust(&a, (kind & KIND_ROBUST) ? DLOCK_MUTEX_ROBUST : DLOCK_MUTEX_STALLED);
+        e->process = kind_any_thread_unlocks(kind);
+        dlock_mutexattr_setowner(&a, e->process ? DLOCK_OWNER_PROCESS : DLOCK_OWNER_THREAD);
         dlock_mutexattr_setclient(&a, dlpl_client);
         dlock_mutexattr_setlostcallback(&a, on_lost, NULL);
         rc = dlpl_client == NULL ? EINVAL : dlock_mutex_init(&e->dm, e->name, &a);
@@ -278,13 +302,34 @@ local:
     rr = how == 0 ? DLPL_REAL(mutex_lock)(m)
          : how == 1 ? DLPL_REAL(mutex_trylock)(m)
                     : DLPL_REAL(mutex_clocklock)(m, clock, abstime);
-    if (rr == 0 || rr == EOWNERDEAD) local_only[i]++;
+    if (rr == 0 || rr == EOWNERDEAD) {
+        if (e->process) atomic_store(&e->local, 1);
+        else local_only[i]++;
+    }
     return rr;
 }
 
+/* The real mutex first, then the cluster lock (the reverse of mx_lock).
+ * A kind glibc lets any thread unlock (process-owned dlock mutex): any
+ * thread's unlock releases the cluster lock; an EPERM from dlock then
+ * means it was not held (its lease was lost, which DLOCK_ON_LOST
+ * reported, or a second unlock), which glibc's own mutex lets pass too.
+ * Other kinds (thread-owned): glibc answers EPERM to a thread that does
+ * not own the real mutex, which the caller gets, and the cluster lock
+ * stays with its owner; once glibc has accepted the unlock, the caller
+ * is the owner and an EPERM from dlock can only be a lost lease. */
 static int mx_unlock(struct mx *e, pthread_mutex_t *m) {
-    int i = (int)(e - mxs), rr = DLPL_REAL(mutex_unlock)(m);
-    if (rr != 0) return rr;
+    int i = (int)(e - mxs), rr, was;
+    if (atomic_load(&e->state) == 1 && e->process) {
+        was = atomic_exchange(&e->local, 0);
+        if ((rr = DLPL_REAL(mutex_unlock)(m)) != 0) {
+            if (was) atomic_store(&e->local, 1);
+            return rr;
+        }
+        if (!was) (void)dlock_mutex_unlock(&e->dm);
+        return 0;
+    }
+    if ((rr = DLPL_REAL(mutex_unlock)(m)) != 0) return rr;
     if (local_only[i] > 0) {
         local_only[i]--;
         return 0;
@@ -365,7 +410,7 @@ static int cond_common(pthread_cond_t *c, pthread_mutex_t *m, int how, clockid_t
     struct mx *e = find(m);
     int i = (int)(e - mxs), rc;
     dlpl_guard++;
-    if (local_only[i] > 0 || atomic_load(&e->state) != 1) {
+    if (atomic_load(&e->state) != 1 || (e->process ? atomic_load(&e->local) : (int)local_only[i]) > 0) {
         dlpl_guard--;
         goto real;
     }

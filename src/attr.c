@@ -20,6 +20,7 @@ DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a) {
     a->__robust = DLOCK_MUTEX_STALLED;
     a->__lease_ms = DLOCK_LEASE_DEFAULT_MS;
     a->__rwkind = DLOCK_RWLOCK_DEFAULT;
+    a->__owner = DLOCK_OWNER_THREAD;
     return 0;
 }
 
@@ -130,6 +131,23 @@ DLOCK_API int dlock_mutexattr_getrwkind(const dlock_mutexattr_t *a, int *kind) {
     if (rc) return rc;
     if (kind == NULL) return dlock__seterr(EINVAL, "kind pointer is NULL");
     *kind = a->__rwkind;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_setowner(dlock_mutexattr_t *a, int owner) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (owner != DLOCK_OWNER_THREAD && owner != DLOCK_OWNER_PROCESS)
+        return dlock__seterr(EINVAL, "owner %d is not DLOCK_OWNER_THREAD or DLOCK_OWNER_PROCESS", owner);
+    a->__owner = owner;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getowner(const dlock_mutexattr_t *a, int *owner) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (owner == NULL) return dlock__seterr(EINVAL, "owner pointer is NULL");
+    *owner = a->__owner;
     return 0;
 }
 

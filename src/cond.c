@@ -157,7 +157,8 @@ static int wait_call(dlock_cond_t *cv, dlock_mutex_t *m, dlock__mono deadline) {
     if ((rc = dlock__mutex_obj(m, &mo)) != 0) return rc;
     c = o->c;
     if (mo->c != c) return dlock__seterr(EINVAL, "the mutex is on another client than the condition variable");
-    if (!dlock__holds(c, mo->l, 0, NULL)) return dlock__seterr(EPERM, "the calling thread does not hold the mutex");
+    if (!dlock__holds_want(c, mo->l, &mo->want, NULL))
+        return dlock__seterr(EPERM, "the calling thread (or, process-owned, its process) does not hold the mutex");
     if ((self = dlock__self(&rc)) == NULL) return rc;
     dlock__owner_token(c, self, ++self->calls, token);
 

@@ -176,6 +176,12 @@ int dlock__random(unsigned char *buf, int n);
 dlock__thread *dlock__self(int *err);
 /* The calling thread's identity if it already has one, else NULL. */
 dlock__thread *dlock__self_peek(void);
+/* The process's own identity, the owner of the holds of process-owned
+ * mutexes (DLOCK_OWNER_PROCESS): made on first use, anew in a fork child;
+ * its calls are counted atomically (any thread may use it).  _peek: NULL
+ * if there is none yet. */
+dlock__thread *dlock__proc_self(int *err);
+dlock__thread *dlock__proc_peek(void);
 
 /* -------------------------------------------------------- connections */
 
@@ -765,6 +771,7 @@ typedef struct dlock__want {
     int fair;          /* FIFO: wait in the server's queue, take the lock only in turn */
     int caching;       /* keep the lock in the process after unlock until asked */
     int readfirst;     /* a read lock: granted while writers wait (DLOCK_RWLOCK_PREFER_READER) */
+    int process;       /* DLOCK_OWNER_PROCESS: the hold is the process's (dlock__proc_self) */
     unsigned lease_ms;
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;
@@ -779,6 +786,12 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
  * hold) of l. */
 int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared);
 int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence);
+/* The same for the owner of w's holds: the calling thread, or for a
+ * process-owned mutex the process (any thread of it). */
+int dlock__release_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w);
+int dlock__holds_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w, uint64_t *fence);
+/* The identity that owns w's holds for the calling thread, if it exists. */
+dlock__thread *dlock__owner_peek(const dlock__want *w);
 int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__thread *self, dlock__lost_report *rep);
 dlock__hold *dlock__reader(dlock__lock *l, const dlock__thread *self);
 /* The owner token of self's acquire call number `call` on client c,

@@ -78,10 +78,14 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
         h->next = l->readers;
         l->readers = h;
     } else {
+        /* Another hold: another thread's, or, for a process-owned mutex,
+         * another call's of this process (its token). */
+        int another;
         h = &l->x;
-        if (h->owner != NULL && h->owner != self && h->releasing)
+        another = h->owner != NULL && (h->owner != self || memcmp(h->token, owner, DLOCK__OWNER_LEN) != 0);
+        if (another && h->releasing)
             h->releasing = 0;
-        else if (h->owner != NULL && h->owner != self && !h->lost && !h->cached && other->fn == NULL)
+        else if (another && !h->lost && !h->cached && other->fn == NULL)
             dlock__hold_lost(c, h, other);
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
     }
@@ -242,7 +246,15 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     int queue_local = fair || (queue && !w->caching);
 
     if ((self = dlock__self(&rc)) == NULL) return rc;
-    dlock__owner_token(c, self, ++self->calls, owner);
+    if (w->process) {
+        /* Process-owned: the hold is the process's, whichever thread takes
+         * it (the thread's own identity, made above, still names the
+         * caller to the server); any thread may count a call. */
+        if ((self = dlock__proc_self(&rc)) == NULL) return rc;
+        dlock__owner_token(c, self, __atomic_add_fetch(&self->calls, 1, __ATOMIC_RELAXED), owner);
+    } else {
+        dlock__owner_token(c, self, ++self->calls, owner);
+    }
     pthread_mutex_lock(&c->mu);
     l->users++;
 
@@ -258,14 +270,16 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             goto out;
         }
         if (try) {
-            rc = dlock__seterr(EBUSY, "'%.64s' is held by the calling thread", l->name);
+            rc = dlock__seterr(EBUSY, "'%.64s' is held by the calling %s", l->name, w->process ? "process" : "thread");
             goto out;
         }
         if (w->shared || w->type != DLOCK_MUTEX_NORMAL) {
             rc = dlock__seterr(EDEADLK, "'%.64s' is already held by the calling thread", l->name);
             goto out;
         }
-        /* NORMAL: deadlock, as POSIX says; a deadline still ends it. */
+        /* NORMAL: deadlock, as POSIX says; a deadline still ends it.
+         * Process-owned (always NORMAL): wait for an unlock, which any
+         * thread of the process may make. */
     } else if (l->x.owner == self) {
         dlock__hold_forget(c, &l->x); /* lost earlier: this is a fresh attempt */
     }
@@ -313,11 +327,13 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             dlock__cache_drop(c, l, dlock__unreachable_deadline(c));
             continue;
         }
-        if (blocked_locally(l) && !(queue_local && l->x.owner != self)) {
+        if (blocked_locally(l) && !(queue_local && (l->x.owner != self || w->process))) {
             /* A thread of this process holds it exclusively (or, NORMAL,
              * the caller): no round trip; its unlock, loss or exit moves
              * gen.  (A queuing waiter goes to the server's queue instead,
-             * to keep its place in the order of arrival.) */
+             * to keep its place in the order of arrival; so does one of a
+             * process-owned mutex the process holds, whose unlock by any
+             * thread hands it the lock.) */
             if (try) {
                 rc = dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->name);
                 goto out;
@@ -534,10 +550,11 @@ out:
     return rc;
 }
 
-int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
+/* The hold of l that self owns (a thread, or the process: `process`)
+ * ends. */
+static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, int process) {
     dlock__lost_report rep = { 0 };
     char token[DLOCK__OWNER_LEN + 1];
-    dlock__thread *self = dlock__self_peek();
     dlock__hold *h;
     unsigned lease;
     int rc, how, released = 0;
@@ -545,9 +562,11 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
     pthread_mutex_lock(&c->mu);
     h = self != NULL && l->x.owner == self ? &l->x : NULL;
     if (h == NULL && allow_shared && self != NULL) h = dlock__reader(l, self);
-    if (h == NULL) {
+    if (h == NULL || (process && h->releasing)) {
+        /* (A process's hold whose unlock another thread is making is no
+         * longer held either.) */
         pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EPERM, "'%.64s' is not held by the calling thread", l->name);
+        return dlock__seterr(EPERM, "'%.64s' is not held by the calling %s", l->name, process ? "process" : "thread");
     }
     if (!dlock__hold_valid(c, h, self, &rep)) {
         /* Lost: the caller no longer holds it; forget the hold. */
@@ -602,22 +621,46 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
     return 0;
 }
 
-/* 1 if the calling thread holds l validly (exclusively, or shared when
- * allow_shared), with its fence in *fence.  c->mu NOT held. */
-int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence) {
+int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
+    return release_as(c, l, allow_shared, dlock__self_peek(), 0);
+}
+
+dlock__thread *dlock__owner_peek(const dlock__want *w) {
+    return w->process ? dlock__proc_peek() : dlock__self_peek();
+}
+
+int dlock__release_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w) {
+    int rc;
+    /* The thread's own identity names it to the server as the releaser
+     * (host:pid:tid); a process-owned release works without it. */
+    if (w->process) (void)dlock__self(&rc);
+    return release_as(c, l, w->shared, dlock__owner_peek(w), w->process);
+}
+
+static int holds_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, uint64_t *fence) {
     dlock__lost_report rep = { 0 };
-    dlock__thread *self = dlock__self_peek();
     dlock__hold *h;
     int ok;
     pthread_mutex_lock(&c->mu);
     h = &l->x;
-    ok = dlock__hold_valid(c, h, self, &rep);
+    ok = dlock__hold_valid(c, h, self, &rep) && !h->releasing; /* (another thread's unlock of the process's) */
     if (!ok && allow_shared && self != NULL && (h = dlock__reader(l, self)) != NULL)
         ok = dlock__hold_valid(c, h, self, &rep);
     if (ok && fence != NULL) *fence = h->fence;
     pthread_mutex_unlock(&c->mu);
     dlock__report(&rep);
     return ok;
+}
+
+/* 1 if the calling thread holds l validly (exclusively, or shared when
+ * allow_shared), with its fence in *fence.  c->mu NOT held. */
+int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence) {
+    return holds_as(c, l, allow_shared, dlock__self_peek(), fence);
+}
+
+/* The same for the owner of w's holds (the thread, or its process). */
+int dlock__holds_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w, uint64_t *fence) {
+    return holds_as(c, l, w->shared, dlock__owner_peek(w), fence);
 }
 
 int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
@@ -642,6 +685,13 @@ int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
     w->fair = a.__fair != 0;
     w->caching = a.__caching != 0;
     w->readfirst = a.__rwkind == DLOCK_RWLOCK_PREFER_READER;
+    w->process = a.__owner == DLOCK_OWNER_PROCESS;
+    if (w->process && a.__type == DLOCK_MUTEX_DEFAULT) w->type = DLOCK_MUTEX_NORMAL; /* (the only kind it can be) */
+    if (w->process && w->type != DLOCK_MUTEX_NORMAL) {
+        dlock__entry_close(c, *lp, 1);
+        return dlock__seterr(EINVAL, "a process-owned mutex must be NORMAL or DEFAULT: an %s one checks the "
+                             "thread that holds it", w->type == DLOCK_MUTEX_RECURSIVE ? "RECURSIVE" : "ERRORCHECK");
+    }
     w->lease_ms = a.__lease_ms;
     w->lost_fn = a.__lost_fn;
     w->lost_arg = a.__lost_arg;

@@ -126,7 +126,7 @@ DLOCK_API int dlock_mutex_unlock(dlock_mutex_t *m) {
     dlock__mutex *mx;
     int rc;
     if ((rc = get(m, &mx)) != 0) return rc;
-    return dlock__release(mx->c, mx->l, 0);
+    return dlock__release_want(mx->c, mx->l, &mx->want);
 }
 
 /* Marks the state protected by a robust mutex consistent again, after
@@ -138,7 +138,7 @@ DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m) {
     int rc;
     if ((rc = get(m, &mx)) != 0) return rc;
     pthread_mutex_lock(&mx->c->mu);
-    if (!dlock__hold_valid(mx->c, &mx->l->x, dlock__self_peek(), &rep) || !mx->l->x.inconsistent) {
+    if (!dlock__hold_valid(mx->c, &mx->l->x, dlock__owner_peek(&mx->want), &rep) || !mx->l->x.inconsistent) {
         rc = dlock__seterr(EINVAL, "'%.64s' is not held by the caller in an inconsistent state", mx->l->name);
     } else {
         mx->l->x.inconsistent = 0;
@@ -152,7 +152,7 @@ DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m) {
 static int holds(const dlock_mutex_t *m, uint64_t *fence) {
     dlock__mutex *mx;
     if (get(m, &mx) != 0) return 0;
-    return dlock__holds(mx->c, mx->l, 0, fence);
+    return dlock__holds_want(mx->c, mx->l, &mx->want, fence);
 }
 
 DLOCK_API int dlock_mutex_holds(const dlock_mutex_t *m) {

@@ -37,6 +37,10 @@ DLOCK_API int dlock_rwlock_init(dlock_rwlock_t *rw, const char *name, const dloc
     int rc;
     if (rw == NULL) return dlock__seterr(EINVAL, "rwlock is NULL");
     if ((rc = dlock__obj_make(rw, name, a, IMPL_MAGIC, &o)) != 0) return rc;
+    if (o->want.process) {
+        dlock__obj_free(o);
+        return dlock__seterr(EINVAL, "a rwlock is owned by threads: DLOCK_OWNER_PROCESS is for mutexes");
+    }
     /* A relock by the holder is EDEADLK, whatever the attributes say; a
      * rwlock is never robust (as pthread rwlocks are not). */
     o->want.type = DLOCK_MUTEX_ERRORCHECK;

@@ -6,6 +6,8 @@
  * thread-specific data whose destructor tells the clients the thread is
  * gone, so they stop renewing its locks at once.  A fork child notices the
  * identity it inherited belongs to its parent (by pid) and makes its own.
+ * A process-owned mutex (DLOCK_OWNER_PROCESS) has one more identity, the
+ * process's, shared by all its threads.
  *
  * Every identity is also on one global list, so that a fork child, where
  * the parent's other threads no longer exist, still reaches theirs (it
@@ -27,6 +29,7 @@ static pthread_once_t self_once = PTHREAD_ONCE_INIT;
 static int self_key_err;
 static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
 static dlock__thread *all;
+static dlock__thread *proc_id; /* the process's identity (dlock__proc_self) */
 
 /* RAND_bytes takes OpenSSL's DRBG lock; a fork while another thread is
  * inside it would leave that lock held forever in the child, whose first
@@ -59,6 +62,8 @@ static void fork_after(void) {
 }
 static void fork_child(void) {
     cached_pid = getpid();
+    free(proc_id); /* the parent's: the child holds nothing, and makes its own */
+    proc_id = NULL;
     fork_after();
 }
 
@@ -107,18 +112,12 @@ dlock__thread *dlock__self_peek(void) {
     return (t != NULL && t->pid == dlock__pid()) ? t : NULL;
 }
 
-dlock__thread *dlock__self(int *err) {
+/* A new identity: a random token, this process's pid, tid 0. */
+static dlock__thread *id_make(int *err) {
     static const char hex[] = "0123456789abcdef";
     unsigned char raw[DLOCK__TOKEN_HEX / 2];
-    dlock__thread *t, *old;
+    dlock__thread *t;
     int i;
-
-    if (pthread_once(&self_once, self_key_make) != 0 || self_key_err != 0) {
-        *err = dlock__seterr(EAGAIN, "cannot create thread-specific data key");
-        return NULL;
-    }
-    old = pthread_getspecific(self_key);
-    if (old != NULL && old->pid == dlock__pid()) return old;
     if (dlock__random(raw, (int)sizeof raw) != 0) {
         *err = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random token for this thread");
         return NULL;
@@ -133,8 +132,21 @@ dlock__thread *dlock__self(int *err) {
         t->token[2 * i + 1] = hex[raw[i] & 15];
     }
     t->token[DLOCK__TOKEN_HEX] = '\0';
-    t->tid = (unsigned long)syscall(SYS_gettid);
     t->pid = dlock__pid();
+    return t;
+}
+
+dlock__thread *dlock__self(int *err) {
+    dlock__thread *t, *old;
+
+    if (pthread_once(&self_once, self_key_make) != 0 || self_key_err != 0) {
+        *err = dlock__seterr(EAGAIN, "cannot create thread-specific data key");
+        return NULL;
+    }
+    old = pthread_getspecific(self_key);
+    if (old != NULL && old->pid == dlock__pid()) return old;
+    if ((t = id_make(err)) == NULL) return NULL;
+    t->tid = (unsigned long)syscall(SYS_gettid);
     if (pthread_setspecific(self_key, t) != 0) {
         free(t);
         *err = dlock__seterr(ENOMEM, "out of memory");
@@ -145,5 +157,29 @@ dlock__thread *dlock__self(int *err) {
         all_remove(old);
         free(old);
     }
+    return t;
+}
+
+/* The process as an owner (DLOCK_OWNER_PROCESS): one identity that every
+ * thread uses, made once (under all_mu, so two first users agree) and
+ * never freed while the process lives; the fork handler drops the
+ * parent's in the child, where no other thread can be looking at it. */
+dlock__thread *dlock__proc_peek(void) {
+    dlock__thread *t = __atomic_load_n(&proc_id, __ATOMIC_ACQUIRE);
+    return t != NULL && t->pid == dlock__pid() ? t : NULL;
+}
+
+dlock__thread *dlock__proc_self(int *err) {
+    dlock__thread *t = dlock__proc_peek(), *mine;
+    if (t != NULL) return t;
+    if ((mine = id_make(err)) == NULL) return NULL; /* (the random source sets up the fork handlers) */
+    all_lock();
+    if ((t = dlock__proc_peek()) == NULL) {
+        t = mine;
+        mine = NULL;
+        __atomic_store_n(&proc_id, t, __ATOMIC_RELEASE);
+    }
+    all_unlock();
+    free(mine); /* another thread made it first */
     return t;
 }
