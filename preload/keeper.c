@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "preload.h"
+#include "dlock-int.h" /* the client's circuit breaker (conn.c) */
 
 extern char **environ;
 
@@ -392,6 +393,7 @@ static int keeper_main(void) {
     if (pipe2(gone_pipe, O_CLOEXEC | O_NONBLOCK) != 0) watch_ok = 0;
 
     dlock_config_init(&cfg);
+    cfg.breaker_ms = DLPL_BREAKER_MS; /* as the program's; a probe request needs it */
     if ((init_err = dlock_client_create(&client, &cfg)) == 0) {
         dlock_mutexattr_init(&attr);
         dlock_mutexattr_setclient(&attr, client);
@@ -447,6 +449,10 @@ static int keeper_main(void) {
         case DLPL_OP_LOCK: {
             int rc;
             disarm();
+            /* The program's breaker is open: this request is its probe,
+             * one attempt; a server that answers it closes the breaker
+             * and the request goes on as any. */
+            if (q.probe && !init_err) dlock__breaker_probe_now(client);
             rc = init_err ? init_err : do_lock(q.mode, q.try);
             reply(rc);
             if (!held) return 0;
