@@ -140,8 +140,9 @@ void dlpl_server_down(const char *name, int rc) {
                  "mapped mutexes wait until the server answers again (asked at most once a second)",
                  name, dlock_strerror(rc));
     else
-        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=open: mapped locks are local to this host "
-                 "until the server answers again (asked at most once a second)", name, dlock_strerror(rc));
+        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=open: mapped locks take the local lock only "
+                 "(this host) until the server answers again (asked at most once a second)", name,
+                 dlock_strerror(rc));
 }
 
 void dlpl_server_up(void) {

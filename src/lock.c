@@ -367,7 +367,15 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             }
             if (!queue) l->trying[k] = 1;
         }
-        if (c->orphans != NULL && !try &&
+        if ((rc = dlock__breaker_pass(c, &probe)) != 0) {
+            /* The circuit breaker is open: the server is not asked. */
+            if (waiting && !queue) {
+                l->trying[k] = 0;
+                dlock__lock_wake(l);
+            }
+            goto out;
+        }
+        if (c->orphans != NULL && !try && !probe &&
             deadline - dlock__now() > (dlock__mono)(c->conf.connect_timeout_ms + c->conf.command_timeout_ms) * DLOCK__MS) {
             /* A hold of ours the server may still have goes first: one
              * attempt (a deadline of now), no waiting for the server; only
@@ -398,14 +406,6 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         if (sure && !counted) {
             l->waiters++;
             counted = 1;
-        }
-        if ((rc = dlock__breaker_pass(c, &probe)) != 0) {
-            /* The circuit breaker is open: the server is not asked. */
-            if (waiting && !queue) {
-                l->trying[k] = 0;
-                dlock__lock_wake(l);
-            }
-            goto out;
         }
         pthread_mutex_unlock(&c->mu);
         sent = last_sent = dlock__now();
