@@ -374,7 +374,7 @@ static struct rec *rec_new(int kind, const struct stat *st, int fd, const char *
  * returns with r released. */
 static void arm(struct rec *r) {
     int mode = 0;
-    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, 0, &mode);
+    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, dlpl_client != NULL && dlock__breaker_open(dlpl_client), &mode);
     lock_mu();
     if (rc != 0 || mode == 0) rec_drop(r);
     else {

@@ -460,6 +460,9 @@ static int keeper_main(void) {
         }
         case DLPL_OP_ARM:
             disarm();
+            /* (probe: the program's breaker is open: a release makes one
+             * attempt; unanswered, the lease runs out on the server) */
+            if (q.probe && held && !init_err) dlock__breaker_probe_now(client);
             if (held && kernel_free()) release();
             if (held) arm();
             reply(0);

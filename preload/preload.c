@@ -147,7 +147,8 @@ void dlpl_server_down(const char *name, int rc) {
 
 void dlpl_server_up(void) {
     if (DLPL_LIKELY(atomic_load(&server_down) == 0)) return;
-    if (atomic_exchange(&server_down, 0) == 1) dlpl_msg("the server answers again: mapped locks are cluster-wide again");
+    if (atomic_exchange(&server_down, 0) == 1)
+        dlpl_msg("the server answers again: mapped locks are cluster-wide again");
 }
 
 const char *dlpl_policy_text(void) {

@@ -121,7 +121,8 @@ struct dlpl_req {
     int op;
     int mode; /* 1 shared, 2 exclusive */
     int try;
-    int probe; /* the program's circuit breaker is open: the first attempt is its probe */
+    int probe; /* the program's circuit breaker is open: LOCK, the first attempt is its
+                * probe; ARM, a release makes one attempt */
 };
 struct dlpl_rep {
     int rc;   /* 0 or an errno value (dlock's) */

@@ -369,6 +369,14 @@ void dlock__breaker_report(struct dlock_client *c, int rc, int paid) {
     pthread_mutex_unlock(&c->mu);
 }
 
+int dlock__breaker_open(struct dlock_client *c) {
+    int open;
+    pthread_mutex_lock(&c->mu);
+    open = c->breaker_until != 0 && dlock__now() < c->breaker_until;
+    pthread_mutex_unlock(&c->mu);
+    return open;
+}
+
 void dlock__breaker_probe_now(struct dlock_client *c) {
     pthread_mutex_lock(&c->mu);
     if (c->conf.breaker_ms != 0) {

@@ -660,6 +660,8 @@ void dlock__breaker_note(struct dlock_client *c, int rc, dlock__mono ub);
 int dlock__breaker_check(struct dlock_client *c, int *probe);
 void dlock__breaker_report(struct dlock_client *c, int rc, int paid);
 void dlock__breaker_probe_now(struct dlock_client *c);
+/* Is c's breaker open now?  c->mu NOT held. */
+int dlock__breaker_open(struct dlock_client *c);
 
 /* Holds: adds/removes h to/from the renewal list.  c->mu held. */
 void dlock__held_add(struct dlock_client *c, dlock__hold *h);
