@@ -431,7 +431,20 @@ static int keeper_main(void) {
         if (pf[1].revents) {
             if (disarm() || !watch_ok) {
                 if (watch_ok) {
-                    release(); /* the program's kernel lock is gone */
+                    /* The program's kernel lock is gone.  Its ARM may be
+                     * here already (an unlock): it is answered as ARM
+                     * answers it -- if it says the program's breaker is
+                     * open, the release makes one attempt -- so that the
+                     * program does not wait for this process to exit. */
+                    struct dlpl_req pq;
+                    int armed = recv(SOCK, &pq, sizeof pq, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof pq &&
+                                pq.op == DLPL_OP_ARM;
+                    if (armed) {
+                        (void)!recv(SOCK, &pq, sizeof pq, MSG_DONTWAIT);
+                        if (pq.probe && held && !init_err) dlock__breaker_probe_now(client);
+                    }
+                    release();
+                    if (armed) reply(0);
                     return 0;
                 }
             }

@@ -385,6 +385,63 @@ static void test_server_return_noticed(void) {
     }
 }
 
+/* A lock taken while the server answered, released after the server died
+ * and after another lock opened the breaker: the release makes one
+ * attempt (the lease runs out on the server), not a whole bound. */
+static void test_unlock_after_outage(void) {
+    char out[8192], line[512], flag[PATH_MAX + 32];
+    int d;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        FILE *p;
+        size_t n = 0;
+        int rc, locked = 0;
+        CU_ASSERT_FATAL(fo_setup() == 0);
+        fo_revive(d);
+        snprintf(flag, sizeof flag, "%s/locks/dead.flag", real_dir);
+        unlink(flag);
+        p = sh_start(dead[d].url,
+                     "P timeout 60 " PYTHON " -c 'import fcntl,sys,time,os\n"
+                     "f=open(sys.argv[1],\"w\"); g=open(sys.argv[2],\"w\")\n"
+                     "fcntl.lockf(f,fcntl.LOCK_EX)\n"
+                     "print(\"locked\",1,flush=True)\n"
+                     "while not os.path.exists(sys.argv[3]): time.sleep(0.02)\n"
+                     "t=time.time(); fcntl.lockf(g,fcntl.LOCK_EX)\n"
+                     "print(\"second_ms\",int((time.time()-t)*1000))\n"
+                     "t=time.time(); fcntl.lockf(f,fcntl.LOCK_UN)\n"
+                     "print(\"unlock_ms\",int((time.time()-t)*1000))' locks/u1.lock locks/u2.lock locks/dead.flag\n"
+                     "echo py_rc $?\n");
+        CU_ASSERT_FATAL(p != NULL);
+        /* "locked": the first lock is held cluster-wide */
+        while (fgets(line, sizeof line, p) != NULL) {
+            n += (size_t)snprintf(out + n, sizeof out - n, "%s", line);
+            if (strncmp(line, "locked", 6) == 0) {
+                locked = 1;
+                break;
+            }
+        }
+        CU_ASSERT(locked);
+        if (d == 0) {
+            CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
+        } else {
+            dlt_proxy_set(hole, DLT_PROXY_DROP, 0, NULL, 0);
+            dlt_proxy_close_all(hole);
+        }
+        {
+            FILE *f = fopen(flag, "w");
+            CU_ASSERT(f != NULL);
+            if (f) fclose(f);
+        }
+        rc = sh_end(p, out + n, sizeof out - n);
+        printf("  %s: unlock after the outage: %lld ms\n", dead[d].what, num(out, "unlock_ms"));
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "py_rc"), 0);
+        CU_ASSERT(num(out, "unlock_ms") >= 0 && num(out, "unlock_ms") < 1500);
+        if (num(out, "unlock_ms") < 0 || num(out, "unlock_ms") >= 1500) SHOW(out);
+    }
+}
+
 /* ------------------------------------------------------------ library */
 
 static dlock_client_t *fo_client(const char *base, unsigned breaker_ms) {
@@ -586,6 +643,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_sqlite_insert),
     DLT_TEST(test_mapped_mutex_pays_once),
     DLT_TEST(test_server_return_noticed),
+    DLT_TEST(test_unlock_after_outage),
     DLT_TEST(test_library_try_no_wait),
     DLT_TEST(test_library_breaker),
     DLT_TEST(test_exec_n_at_once),
