@@ -17,7 +17,14 @@
  * caller's own signal mask (every signal is blocked otherwise), so a
  * signal handler that runs meanwhile ends the wait: the keeper is told
  * to give up (CANCEL and SIGUSR1) and flock returns EINTR, as the system
- * call does -- which is how flock(1) -w times out.
+ * call does -- which is how flock(1) -w times out.  A keeper that does not
+ * answer within 250 ms is in a round trip the server does not answer: it
+ * is abandoned, and the call is as good as refused by an unreachable
+ * server (DLOCK_ON_ERROR decides).
+ *
+ * The program keeps the circuit breaker for its keepers (see
+ * docs/preload.md, "The fail-open budget"): while it is open, a lock
+ * request asks no keeper, but for the probe one a second.
  */
 #include <errno.h>
 #include <fcntl.h>
