@@ -66,6 +66,10 @@ typedef struct dlock_config {
     unsigned restart_guard_ms;   /* after the server lost its data, grant nothing for this long; 0: off */
     int handoff_ms;              /* a releaser waits this long before retaking a lock others wait for;
                                     0: 5, negative: off */
+    unsigned breaker_ms;         /* circuit breaker: after a call found the server unreachable for the
+                                    whole unreachable_ms, lock, unlock and info calls fail with ENOLCK
+                                    at once for this long, but one call a second, which tries once;
+                                    0: off (see "Fail-open budget" in the README) */
 } dlock_config_t;
 
 DLOCK_API void dlock_config_init(dlock_config_t *cfg);

@@ -17,7 +17,14 @@
  * caller's own signal mask (every signal is blocked otherwise), so a
  * signal handler that runs meanwhile ends the wait: the keeper is told
  * to give up (CANCEL and SIGUSR1) and flock returns EINTR, as the system
- * call does -- which is how flock(1) -w times out.
+ * call does -- which is how flock(1) -w times out.  A keeper that does not
+ * answer within 250 ms is in a round trip the server does not answer: it
+ * is abandoned, and the call is as good as refused by an unreachable
+ * server (DLOCK_ON_ERROR decides).
+ *
+ * The program keeps the circuit breaker for its keepers (see
+ * docs/preload.md, "The fail-open budget"): while it is open, a lock
+ * request asks no keeper, but for the probe one a second.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +43,7 @@
 #include <unistd.h>
 
 #include "preload.h"
+#include "dlock-int.h" /* the client's circuit breaker (conn.c) */
 
 #ifndef KCMP_FILE
 #define KCMP_FILE 0
@@ -351,16 +359,35 @@ static int xrecv(int sock, struct dlpl_rep *p) {
 }
 
 #define EKEEPER (-1) /* the keeper is gone: no answer */
+#define ESILENT (-2) /* cancelled, and the keeper did not answer in time: abandoned */
+
+/* How long a cancelled request waits for the keeper's answer.  A keeper
+ * that is waiting for the lock answers at once; one that is in a round
+ * trip with a server that does not answer (a connection attempt, a reply
+ * it waits for) may not for seconds: the program does not wait for it,
+ * so that a signal (flock -w's alarm) ends the call in time.  The keeper
+ * is abandoned: it sees the program's end of the socket close, and gives
+ * up whatever it gets unless the kernel lock is held. */
+#define CANCEL_GRACE_NS (250LL * 1000 * 1000)
+
+static long long mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
 
 /* One request to r's keeper and its answer.  intr: the wait ends with
  * EINTR when a signal handler runs in this thread (and would not have
- * restarted a system call); the keeper is then cancelled.  Returns the
+ * restarted a system call); the keeper is then cancelled (and abandoned
+ * if it does not answer within CANCEL_GRACE_NS: ESILENT, *mode 0).  probe:
+ * the request is the program's circuit breaker's probe.  Returns the
  * keeper's rc (with *mode), or EKEEPER. */
-static int ask(struct rec *r, int op, int mode, int try, int intr, int *mode_out) {
-    struct dlpl_req q = { op, mode, try, (long)syscall(SYS_gettid) };
+static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, int *mode_out) {
+    struct dlpl_req q = { op, mode, try, (long)syscall(SYS_gettid), probe };
     struct dlpl_rep p = { 0, 0 };
     sigset_t all, old;
     int rc = 0, cancelled = 0;
+    long long cancel_ns = 0;
 
     if (xsend(r->sock, &q) != 0) return EKEEPER;
     sigfillset(&all);
@@ -372,9 +399,15 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int *mode_out
         if (n > 0) break;
         if (n < 0 && errno != EINTR) break;
         if (n < 0 && intr && !cancelled && !restartable(&old)) {
-            struct dlpl_req c = { DLPL_OP_CANCEL, 0, 0, 0 };
+            struct dlpl_req c = { DLPL_OP_CANCEL, 0, 0, 0, 0 };
             cancelled = 1;
+            cancel_ns = mono_ns();
             if (xsend(r->sock, &c) != 0) break;
+        }
+        if (cancelled && mono_ns() - cancel_ns > CANCEL_GRACE_NS) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            if (mode_out) *mode_out = 0;
+            return ESILENT; /* abandoned (the caller drops r) */
         }
         if (cancelled) kill(r->kpid, SIGUSR1); /* again, until it answers */
     }
@@ -497,7 +530,7 @@ static struct rec *rec_new(int kind, const struct stat *st, int fd, const char *
  * NOT held; returns with r released. */
 static void arm(struct rec *r, int holding) {
     int mode = 0, st = -1;
-    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, &mode);
+    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, dlpl_client != NULL && dlock__breaker_open(dlpl_client), &mode);
     if (rc == EKEEPER && holding) st = keeper_status(r->kpid);
     lock_mu();
     if (rc == EKEEPER && !holding) r->mode = 0; /* an unlock: nothing to lose */
@@ -522,13 +555,31 @@ static void fail(struct rec *r) {
  * server, the keeper.  0: go on with the local lock only (open); else the
  * errno to fail with (closed). */
 static int policy(const char *name, int rc) {
-    const char *why = rc == EKEEPER ? "the keeper process failed" : dlock_strerror(rc);
-    if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED) {
-        dlpl_msg_rl(1, "'%s': no cluster-wide lock (%s); refused with ENOLCK (DLOCK_ON_ERROR=closed)", name, why);
-        return ENOLCK;
+    if (rc != EKEEPER) {
+        dlpl_server_down(name, rc); /* once, until the server answers again */
+    } else if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED) {
+        dlpl_msg_rl(1, "'%s': no cluster-wide lock (the keeper process failed); refused with ENOLCK "
+                       "(DLOCK_ON_ERROR=closed)", name);
+    } else {
+        dlpl_msg_rl(1, "'%s': no cluster-wide lock (the keeper process failed); using the local lock only "
+                       "(DLOCK_ON_ERROR=open)", name);
     }
-    dlpl_msg_rl(1, "'%s': no cluster-wide lock (%s); using the local lock only (DLOCK_ON_ERROR=open)", name, why);
-    return 0;
+    return dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED ? ENOLCK : 0;
+}
+
+/* The program's circuit breaker (the library's, on the program's own
+ * client), for the requests its keepers make: an answer closes it (and
+ * the program says the server is back); ENOLCK from a request that
+ * waited the unreachable bound opens it -- a try, or the breaker's own
+ * probe, made one attempt and proves nothing more. */
+static void breaker_after(int rc, int try, int probe) {
+    if (dlpl_client == NULL) return;
+    if (rc == 0 || rc == EBUSY) {
+        dlock__breaker_report(dlpl_client, 0, 0);
+        dlpl_server_up();
+    } else if (rc == ENOLCK && !try && !probe) {
+        dlock__breaker_report(dlpl_client, ENOLCK, 1);
+    }
 }
 
 /* Unlock: the kernel first, then let the keeper see it. */
@@ -552,12 +603,13 @@ struct kops {
     int (*call)(void *);
     void (*undo)(void *);
     void *arg;
+    int (*trycall)(void *); /* call, never waiting (LOCK_NB, F_SETLK) */
 };
 
 static int lock_path(int kind, const struct stat *st, int fd, const char *name, int want, int try, int held,
                      int busy_err, const struct kops *k) {
     struct rec *r;
-    int rc, mode = 0, err = 0, kr, kerr, prev;
+    int rc, mode = 0, err = 0, kr, kerr, prev, probe = 0;
 
     lock_mu();
     r = rec_claim(kind, st, fd);
@@ -580,6 +632,14 @@ static int lock_path(int kind, const struct stat *st, int fd, const char *name, 
          * that process's keeper sees it go. */
         k->undo(k->arg);
     }
+    if (r == NULL && dlpl_client != NULL && dlock__breaker_check(dlpl_client, &probe) != 0) {
+        /* The program's circuit breaker is open (the server did not
+         * answer for the whole unreachable bound): no keeper is asked
+         * until the next probe; the policy decides at once. */
+        unlock_mu();
+        rc = ENOLCK;
+        goto failed;
+    }
     if (r == NULL && (r = rec_new(kind, st, fd, name, &err)) == NULL) {
         unlock_mu();
         rc = EKEEPER;
@@ -587,7 +647,25 @@ static int lock_path(int kind, const struct stat *st, int fd, const char *name, 
     }
     unlock_mu();
     if (kind == DLPL_K_POSIX && r->mode > want) want = r->mode;
-    rc = ask(r, DLPL_OP_LOCK, want, try, !try, &mode);
+    rc = ask(r, DLPL_OP_LOCK, want, try, !try, probe, &mode);
+    breaker_after(rc, try, probe);
+    if (rc == ESILENT) {
+        /* A signal ended the wait (flock -w's alarm: the caller's own
+         * bound) while the keeper was in a round trip that the server did
+         * not answer: the server is as good as unreachable for this call.
+         * The keeper is abandoned (it gives up what it may still get).
+         * DLOCK_ON_ERROR=open: the local lock if it is free now, as for an
+         * unreachable server; else, and closed, EINTR, as the system call
+         * interrupted while it waits. */
+        if (held || prev) k->undo(k->arg);
+        fail(r);
+        if (dlpl_conf.on_error == DLPL_ON_ERROR_OPEN) {
+            (void)policy(name, ENOLCK);
+            if (k->trycall(k->arg) == 0) return 0;
+        }
+        errno = EINTR;
+        return -1;
+    }
     if (rc == 0) {
         r->mode = mode; /* busy: only this thread looks at it */
         kr = k->call(k->arg);
@@ -643,6 +721,10 @@ static int flock_call(void *a) {
     struct flock_arg *f = a;
     return DLPL_REAL(flock)(f->fd, f->op);
 }
+static int flock_trycall(void *a) {
+    struct flock_arg *f = a;
+    return DLPL_REAL(flock)(f->fd, f->op | LOCK_NB);
+}
 static void flock_undo(void *a) {
     struct flock_arg *f = a;
     int e = errno;
@@ -653,7 +735,7 @@ static void flock_undo(void *a) {
 static int do_flock(int fd, int op) {
     char name[DLOCK_NAME_MAX + 1];
     struct flock_arg fa = { fd, op };
-    struct kops k = { flock_call, flock_undo, &fa };
+    struct kops k = { flock_call, flock_undo, &fa, flock_trycall };
     int what = op & ~LOCK_NB, want, held, rc, e;
     struct stat st;
 
@@ -696,6 +778,11 @@ static int fcntl_call(void *a) {
     struct fcntl_arg *f = a;
     return f->is64 ? DLPL_REAL(fcntl64)(f->fd, f->cmd, f->fl) : DLPL_REAL(fcntl)(f->fd, f->cmd, f->fl);
 }
+static int fcntl_trycall(void *a) {
+    struct fcntl_arg *f = a;
+    int cmd = f->cmd == F_SETLKW ? F_SETLK : f->cmd == F_OFD_SETLKW ? F_OFD_SETLK : f->cmd;
+    return f->is64 ? DLPL_REAL(fcntl64)(f->fd, cmd, f->fl) : DLPL_REAL(fcntl)(f->fd, cmd, f->fl);
+}
 static void fcntl_undo(void *a) {
     struct fcntl_arg *f = a;
     struct flock u;
@@ -723,6 +810,7 @@ static int do_getlk(int fd, int cmd, struct flock *fl, int is64, int kind, const
     unlock_mu();
     if (mine == 2 || (mine == 1 && want == 1)) return 0; /* ours: no conflict */
     if (dlpl_client == NULL || (rc = dlock_lock_info(dlpl_client, name, &info)) != 0) {
+        /* (dlock_lock_info honours the client's circuit breaker itself) */
         rc = policy(name, dlpl_client == NULL ? ENOLCK : rc);
         if (rc != 0) {
             errno = rc;
@@ -730,6 +818,7 @@ static int do_getlk(int fd, int cmd, struct flock *fl, int is64, int kind, const
         }
         return 0;
     }
+    dlpl_server_up();
     if (info.held || (want == 2 && info.readers > (unsigned)(mine == 1 ? 1 : 0))) {
         /* Held elsewhere in the cluster: reported on the whole file, with
          * no pid (the holder may be on another host). */
@@ -745,7 +834,7 @@ static int do_getlk(int fd, int cmd, struct flock *fl, int is64, int kind, const
 static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
     char name[DLOCK_NAME_MAX + 1];
     struct fcntl_arg fa = { fd, cmd, is64, fl };
-    struct kops k = { fcntl_call, fcntl_undo, &fa };
+    struct kops k = { fcntl_call, fcntl_undo, &fa, fcntl_trycall };
     int ofd = cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW || cmd == F_OFD_GETLK;
     int kind = ofd ? DLPL_K_OFD : DLPL_K_POSIX;
     int getlk = cmd == F_GETLK || cmd == F_OFD_GETLK;

@@ -46,7 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dlock-int.h" /* dlock__set_who */
+#include "dlock-int.h" /* dlock__set_who, the client's circuit breaker (conn.c) */
 #include "preload.h"
 
 extern char **environ;
@@ -667,6 +667,7 @@ static int keeper_main(void) {
     if (pipe2(lost_pipe, O_CLOEXEC | O_NONBLOCK) != 0) abort_on_lost = 0;
 
     dlock_config_init(&cfg);
+    cfg.breaker_ms = DLPL_BREAKER_MS; /* as the program's; a probe request needs it */
     if ((init_err = dlock_client_create(&client, &cfg)) == 0) {
         dlock_mutexattr_init(&attr);
         dlock_mutexattr_setclient(&attr, client);
@@ -719,7 +720,20 @@ static int keeper_main(void) {
         if (pf[1].revents) {
             if (disarm() || !watch_ok) {
                 if (watch_ok) {
-                    release(); /* the program's kernel lock is gone */
+                    /* The program's kernel lock is gone.  Its ARM may be
+                     * here already (an unlock): it is answered as ARM
+                     * answers it -- if it says the program's breaker is
+                     * open, the release makes one attempt -- so that the
+                     * program does not wait for this process to exit. */
+                    struct dlpl_req pq;
+                    int armed = recv(SOCK, &pq, sizeof pq, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof pq &&
+                                pq.op == DLPL_OP_ARM;
+                    if (armed) {
+                        (void)!recv(SOCK, &pq, sizeof pq, MSG_DONTWAIT);
+                        if (pq.probe && held && !init_err) dlock__breaker_probe_now(client);
+                    }
+                    release();
+                    if (armed) reply(0);
                     return 0;
                 }
             }
@@ -739,6 +753,10 @@ static int keeper_main(void) {
             disarm();
             /* The lock's holder, as `dlock status` shows it: the program. */
             dlock__set_who(parent, q.tid > 0 ? (unsigned long)q.tid : (unsigned long)parent);
+            /* The program's breaker is open: this request is its probe,
+             * one attempt; a server that answers it closes the breaker
+             * and the request goes on as any. */
+            if (q.probe && !init_err) dlock__breaker_probe_now(client);
             rc = init_err ? init_err : do_lock(q.mode, q.try);
             reply(rc);
             if (!held) return 0;
@@ -746,6 +764,9 @@ static int keeper_main(void) {
         }
         case DLPL_OP_ARM:
             disarm();
+            /* (probe: the program's breaker is open: a release makes one
+             * attempt; unanswered, the lease runs out on the server) */
+            if (q.probe && held && !init_err) dlock__breaker_probe_now(client);
             if (held && kernel_free()) release();
             if (held) arm();
             reply(0);

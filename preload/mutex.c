@@ -273,14 +273,12 @@ static int mx_lock(struct mx *e, pthread_mutex_t *m, int how, clockid_t clock, c
              : how == 1 ? dlock_mutex_trylock(&e->dm)
                         : dlock_mutex_clocklock(&e->dm, clock, abstime);
         if (contention(rc)) break;
-        /* The server: ENOLCK (unreachable) or worse. */
-        if (dlpl_conf.on_error == DLPL_ON_ERROR_OPEN) {
-            dlpl_msg_rl(3, "mutex '%s': no cluster-wide lock (%s); using the local mutex only (DLOCK_ON_ERROR=open)",
-                        e->name, dlock_strerror(rc));
-            goto local;
-        }
-        dlpl_msg_rl(3, "mutex '%s': no cluster-wide lock (%s); waiting for the server (DLOCK_ON_ERROR=closed)",
-                    e->name, dlock_strerror(rc));
+        /* The server: ENOLCK (unreachable) or worse.  Said once (until
+         * it answers again); the client's circuit breaker makes the
+         * next calls fail at once, with a probe a second, so the program
+         * waits for an unreachable server once per back-off period. */
+        dlpl_server_down(e->name, rc);
+        if (dlpl_conf.on_error == DLPL_ON_ERROR_OPEN) goto local;
         if (how == 1) return EBUSY;
         if (how == 2) {
             struct timespec now;
@@ -288,7 +286,14 @@ static int mx_lock(struct mx *e, pthread_mutex_t *m, int how, clockid_t clock, c
             if (now.tv_sec > abstime->tv_sec || (now.tv_sec == abstime->tv_sec && now.tv_nsec >= abstime->tv_nsec))
                 return ETIMEDOUT;
         }
+        {
+            /* closed: wait for the server, asking about every 100 ms (the
+             * breaker answers in between without asking) */
+            struct timespec ts = { 0, 100 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
     }
+    if (rc == 0 || rc == EBUSY || rc == EOWNERDEAD) dlpl_server_up();
     if (rc != 0 && rc != EOWNERDEAD) return rc;
     rr = how == 0 ? DLPL_REAL(mutex_lock)(m)
          : how == 1 ? DLPL_REAL(mutex_trylock)(m)

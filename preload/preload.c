@@ -131,6 +131,26 @@ void dlpl_msg_rl(int key, const char *fmt, ...) {
     errno = saved;
 }
 
+static atomic_int server_down;
+
+void dlpl_server_down(const char *name, int rc) {
+    if (atomic_exchange(&server_down, 1) != 0) return;
+    if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED)
+        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=closed: mapped file locks fail with ENOLCK and "
+                 "mapped mutexes wait until the server answers again (asked at most once a second)",
+                 name, dlock_strerror(rc));
+    else
+        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=open: mapped locks take the local lock only "
+                 "(this host) until the server answers again (asked at most once a second)", name,
+                 dlock_strerror(rc));
+}
+
+void dlpl_server_up(void) {
+    if (DLPL_LIKELY(atomic_load(&server_down) == 0)) return;
+    if (atomic_exchange(&server_down, 0) == 1)
+        dlpl_msg("the server answers again: mapped locks are cluster-wide again");
+}
+
 const char *dlpl_policy_text(void) {
     return dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED ? "DLOCK_ON_ERROR=closed" : "DLOCK_ON_ERROR=open";
 }
@@ -409,6 +429,7 @@ __attribute__((constructor)) static void dlpl_init(void) {
         if (rc == 0 && dlpl_conf.nrules > 0) {
             dlock_config_t cfg;
             dlock_config_init(&cfg);
+            cfg.breaker_ms = DLPL_BREAKER_MS; /* DLOCK_URL's breaker_ms, if any, wins */
             rc = dlock_client_create(&dlpl_client, &cfg);
             if (rc != 0) {
                 snprintf(err, sizeof err, "DLOCK_URL: %s", dlock_last_error());

@@ -86,6 +86,16 @@ void dlpl_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same, at most once every 10 s per key (a small integer). */
 void dlpl_msg_rl(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *dlpl_policy_text(void);
+/* The lock server's reachability as the program sees it: _down when a
+ * mapped lock gets no cluster-wide answer (rc: why), _up when one does.
+ * Each says so on stderr once per change: once when the program goes
+ * local-only (DLOCK_ON_ERROR=open) or starts refusing (closed), once when
+ * the server answers again. */
+void dlpl_server_down(const char *name, int rc);
+void dlpl_server_up(void);
+/* The circuit breaker's back-off period of the preload's clients (the
+ * program's and its keepers'), unless DLOCK_URL sets breaker_ms. */
+#define DLPL_BREAKER_MS 30000u
 
 /* file.c */
 void dlpl_file_init(void);
@@ -121,6 +131,8 @@ struct dlpl_req {
     int mode; /* 1 shared, 2 exclusive */
     int try;
     long tid; /* the program's thread asking (LOCK): the holder identity */
+    int probe; /* the program's circuit breaker is open: LOCK, the first attempt is its
+                * probe; ARM, a release makes one attempt */
 };
 struct dlpl_rep {
     int rc;   /* 0 or an errno value (dlock's) */

@@ -34,10 +34,16 @@ DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was
 
 DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_info_t *out) {
     dlock__lock *l;
-    int rc;
+    int rc, probe;
     if (out == NULL) return dlock__seterr(EINVAL, "info pointer is NULL");
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
-    rc = c->ops->info(c, l, out, dlock__unreachable_deadline(c));
+    if ((rc = dlock__breaker_check(c, &probe)) == 0) { /* else not asked: the circuit breaker is open */
+        dlock__mono ub = dlock__unreachable_deadline(c);
+        rc = c->ops->info(c, l, out, probe ? dlock__now() : ub);
+        pthread_mutex_lock(&c->mu);
+        dlock__breaker_note(c, rc, probe ? 0 : ub);
+        pthread_mutex_unlock(&c->mu);
+    }
     dlock__entry_close(c, l, 0);
     return rc;
 }

@@ -300,6 +300,95 @@ dlock__mono dlock__unreachable_deadline(const struct dlock_client *c) {
     return dlock__now() + (dlock__mono)c->conf.unreachable_ms * DLOCK__MS;
 }
 
+/* ------------------------------------------------------------- breaker
+ *
+ * With conf.breaker_ms set, a request that found the server unreachable
+ * for the whole unreachable bound opens the client's breaker for that
+ * long: lock, unlock and info calls then fail with ENOLCK at once, without
+ * asking, so that a process pays the unreachable wait once per period,
+ * not on every call.  One call a second is let through as a probe: one
+ * attempt (one connection attempt, a reply awaited the reply floor), and
+ * its answer closes the breaker -- the server's return is noticed within
+ * about a second of the next call.  When the period is over the breaker
+ * closes by itself, and the next call waits the whole bound again (a
+ * server too slow for a probe is still reached once a period). */
+
+#define BREAKER_PROBE_MS 1000
+
+int dlock__breaker_pass(struct dlock_client *c, int *probe) {
+    dlock__mono now;
+    *probe = 0;
+    if (c->breaker_until == 0) return 0;
+    now = dlock__now();
+    if (now >= c->breaker_until) {
+        c->breaker_until = 0; /* the period is over */
+        return 0;
+    }
+    if (now >= c->breaker_probe) {
+        c->breaker_probe = now + (dlock__mono)BREAKER_PROBE_MS * DLOCK__MS;
+        *probe = 1;
+        return 0;
+    }
+    return dlock__seterr(ENOLCK, "%s: not asked: the server was unreachable for %u ms, %lld ms ago; it is "
+                         "asked again in %lld ms (circuit breaker, breaker_ms=%u)", c->conf.redacted_url,
+                         c->conf.unreachable_ms, (long long)((now - c->breaker_since) / DLOCK__MS),
+                         (long long)((c->breaker_probe - now) / DLOCK__MS + 1), c->conf.breaker_ms);
+}
+
+/* A request that gave up (ENOLCK) this close to its unreachable bound
+ * waited it out: backends stop a back-off step short of it. */
+#define BREAKER_SLACK_MS 500
+
+void dlock__breaker_note(struct dlock_client *c, int rc, dlock__mono ub) {
+    dlock__mono now, slack;
+    if (c->conf.breaker_ms == 0) return;
+    if (rc != ENOLCK) {
+        c->breaker_until = 0; /* the server answered */
+        return;
+    }
+    if (ub == 0) return;
+    now = dlock__now();
+    slack = (dlock__mono)(c->conf.unreachable_ms / 2 < BREAKER_SLACK_MS ? c->conf.unreachable_ms / 2
+                                                                         : BREAKER_SLACK_MS) * DLOCK__MS;
+    if (now + slack < ub) return; /* it failed early: a refusal, not a wait */
+    c->breaker_since = now;
+    c->breaker_until = now + (dlock__mono)c->conf.breaker_ms * DLOCK__MS;
+    c->breaker_probe = now + (dlock__mono)BREAKER_PROBE_MS * DLOCK__MS;
+}
+
+int dlock__breaker_check(struct dlock_client *c, int *probe) {
+    int rc;
+    pthread_mutex_lock(&c->mu);
+    rc = dlock__breaker_pass(c, probe);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void dlock__breaker_report(struct dlock_client *c, int rc, int paid) {
+    pthread_mutex_lock(&c->mu);
+    /* paid: as if the bound ended now */
+    dlock__breaker_note(c, rc, paid ? dlock__now() : 0);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int dlock__breaker_open(struct dlock_client *c) {
+    int open;
+    pthread_mutex_lock(&c->mu);
+    open = c->breaker_until != 0 && dlock__now() < c->breaker_until;
+    pthread_mutex_unlock(&c->mu);
+    return open;
+}
+
+void dlock__breaker_probe_now(struct dlock_client *c) {
+    pthread_mutex_lock(&c->mu);
+    if (c->conf.breaker_ms != 0) {
+        c->breaker_since = dlock__now();
+        c->breaker_until = c->breaker_since + (dlock__mono)c->conf.breaker_ms * DLOCK__MS;
+        c->breaker_probe = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 /* ---------------------------------------------------------------- pool */
 
 int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline) {

@@ -119,6 +119,9 @@ typedef struct dlock__conf {
      * (a thread between): a process with hundreds of waiting threads does
      * not open hundreds of connections.  0: every grant is published. */
     unsigned wait_conns;
+    /* ?breaker_ms=N (or dlock_config_t.breaker_ms): the circuit breaker's
+     * back-off period; 0: off (conn.c dlock__breaker_pass). */
+    unsigned breaker_ms;
 } dlock__conf;
 
 #define DLOCK__WAIT_CONNS 32 /* wait_conns' default */
@@ -594,6 +597,13 @@ struct dlock_client {
     /* A member: when its server last refused us for good (EACCES from
      * dlock__conn_open: a certificate, credentials, one server twice). */
     dlock__mono rl_refused;
+    /* The circuit breaker (conf.breaker_ms; conn.c): open from a request
+     * that found the server unreachable for the whole unreachable bound
+     * until breaker_until (0: closed); meanwhile requests fail at once but
+     * one a second (not before breaker_probe), which makes one attempt. */
+    dlock__mono breaker_until;
+    dlock__mono breaker_probe;
+    dlock__mono breaker_since; /* when it opened */
 };
 
 /* The table: find or make the state of `name`, with one reference taken.
@@ -663,6 +673,26 @@ dlock__mono dlock__command_sent(void);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
 dlock__mono dlock__unreachable_deadline(const struct dlock_client *c);
 unsigned dlock__reply_floor_ms(const struct dlock_client *c);
+/* The circuit breaker (conf.breaker_ms), around each request of a lock,
+ * unlock or info call.  dlock__breaker_pass: 0 if the request may go --
+ * *probe 1 when it is the breaker's probe, which makes one attempt (its
+ * bound is now) -- or ENOLCK, with the message, while the breaker is open:
+ * nothing is sent.  dlock__breaker_note: the request's outcome; an answer
+ * (anything but ENOLCK) closes the breaker, ENOLCK from a request whose
+ * bound was the unreachable bound `ub` (0: it was not) and that lasted
+ * until about then opens it.  c->mu held for both. */
+int dlock__breaker_pass(struct dlock_client *c, int *probe);
+void dlock__breaker_note(struct dlock_client *c, int rc, dlock__mono ub);
+/* The same with c->mu NOT held, for callers outside a lock call (the
+ * preload, whose keepers make its file locks' requests): _check is
+ * _pass; _report(rc, paid) is _note, with paid 1 for a request that
+ * waited the whole unreachable bound; _probe_now opens the breaker with
+ * a probe due at once (a keeper told that its program's breaker is open). */
+int dlock__breaker_check(struct dlock_client *c, int *probe);
+void dlock__breaker_report(struct dlock_client *c, int rc, int paid);
+void dlock__breaker_probe_now(struct dlock_client *c);
+/* Is c's breaker open now?  c->mu NOT held. */
+int dlock__breaker_open(struct dlock_client *c);
 
 /* Holds: adds/removes h to/from the renewal list.  c->mu held. */
 void dlock__held_add(struct dlock_client *c, dlock__hold *h);

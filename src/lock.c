@@ -313,9 +313,9 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     }
     for (;;) {
         dlock__acq acq;
-        dlock__mono sent, now, until, bound;
+        dlock__mono sent, now, until, bound, ub;
         uint64_t gen;
-        int flags, listed;
+        int flags, listed, probe;
 
         if (l->x.cached) {
             /* The process keeps the lock (caching): take it here, or,
@@ -384,7 +384,15 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             }
             if (!queue) l->trying[k] = 1;
         }
-        if (c->orphans != NULL && !try &&
+        if ((rc = dlock__breaker_pass(c, &probe)) != 0) {
+            /* The circuit breaker is open: the server is not asked. */
+            if (waiting && !queue) {
+                l->trying[k] = 0;
+                dlock__lock_wake(l);
+            }
+            goto out;
+        }
+        if (c->orphans != NULL && !try && !probe &&
             deadline - dlock__now() > (dlock__mono)(c->conf.connect_timeout_ms + c->conf.command_timeout_ms) * DLOCK__MS) {
             /* A hold of ours the server may still have goes first: one
              * attempt (a deadline of now), no waiting for the server; only
@@ -418,10 +426,13 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
         pthread_mutex_unlock(&c->mu);
         sent = last_sent = dlock__now();
-        bound = dlock__unreachable_deadline(c);
+        bound = ub = dlock__unreachable_deadline(c);
         /* Give up on an unreachable server by the caller's deadline; the
-         * connection layer still makes one real attempt. */
-        if ((!try || deadline > 0) && deadline < bound) bound = deadline; /* a try given a deadline too */
+         * connection layer still makes one real attempt.  A try without a
+         * deadline, and the breaker's probe, make that one attempt only:
+         * a non-blocking call never waits for an unreachable server. */
+        if (probe || (try && (deadline == 0 || deadline == DLOCK__MONO_NEVER))) bound = sent;
+        else if (deadline < bound) bound = deadline; /* a try given a deadline too */
         /* Only a call that will really wait registers as a waiting
          * writer (a past deadline or a bad one means it will not). */
         waits = !try && !bad_deadline && deadline > sent;
@@ -432,6 +443,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         acq.sent = -1;
         rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
         pthread_mutex_lock(&c->mu);
+        dlock__breaker_note(c, rc, bound == ub ? ub : 0);
         /* Asked again inside the call (a server loading, a cluster slot in
          * migration)?  The lease runs from the attempt that was answered. */
         if (rc == 0 && acq.sent > sent) sent = last_sent = acq.sent;
@@ -556,8 +568,9 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     dlock__lost_report rep = { 0 };
     char token[DLOCK__OWNER_LEN + 1];
     dlock__hold *h;
+    dlock__mono ub;
     unsigned lease;
-    int rc, how, released = 0;
+    int rc, how, released = 0, probe;
 
     pthread_mutex_lock(&c->mu);
     h = self != NULL && l->x.owner == self ? &l->x : NULL;
@@ -603,9 +616,13 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
      * lease.  The thread is in here meanwhile: no other one takes it. */
     h->releasing = 1;
     l->users++;
-    pthread_mutex_unlock(&c->mu);
-    rc = c->ops->release(c, l, token, how, &released, dlock__unreachable_deadline(c));
-    pthread_mutex_lock(&c->mu);
+    if ((rc = dlock__breaker_pass(c, &probe)) == 0) { /* else not asked: the breaker is open */
+        pthread_mutex_unlock(&c->mu);
+        ub = dlock__unreachable_deadline(c);
+        rc = c->ops->release(c, l, token, how, &released, probe ? dlock__now() : ub);
+        pthread_mutex_lock(&c->mu);
+        dlock__breaker_note(c, rc, probe ? 0 : ub);
+    }
     if (h != &l->x || (l->x.owner == self && memcmp(l->x.token, token, sizeof token) == 0)) {
         h->releasing = 0;
         dlock__hold_forget(c, h);

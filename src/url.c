@@ -8,7 +8,7 @@
  * with host a name, an IPv4 address or [an IPv6 address] (sentinels'
  * default port: 26379).  Parameters: connect_timeout_ms,
  * command_timeout_ms, unreachable_ms, drift_ms, restart_guard_ms,
- * handoff_ms, prefix, wait, wait_timeout_ms, wait_conns.
+ * handoff_ms, prefix, wait, wait_timeout_ms, wait_conns, breaker_ms.
  * Every message this file produces names the URL in its redacted form:
  * a password never reaches an error, a log or the output.
  */
@@ -138,6 +138,7 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
         { "wait", &conf->wait_replicas, 0, 64 },
         { "wait_timeout_ms", &conf->wait_timeout_ms, 1, 60000 },
         { "wait_conns", &conf->wait_conns, 0, 1024 },
+        { "breaker_ms", &conf->breaker_ms, 0, 86400000 },
     };
     size_t i;
     for (i = 0; i < sizeof num / sizeof num[0]; i++) {
@@ -530,6 +531,7 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
     conf->restart_guard_ms = cfg ? cfg->restart_guard_ms : 0;
     conf->handoff_ms = !cfg || cfg->handoff_ms == 0 ? 5 : cfg->handoff_ms < 0 ? 0 : (unsigned)cfg->handoff_ms;
     conf->wait_conns = DLOCK__WAIT_CONNS;
+    conf->breaker_ms = cfg ? cfg->breaker_ms : 0;
     if ((rc = parse_url(conf, url)) != 0) goto fail;
     return 0;
 fail:

@@ -17,7 +17,9 @@
  * The phases:
  *
  *  1. One try (DLOCK_F_TRY, bounded by the -w deadline).  Busy with -n
- *     or -w 0: exit 1 (or -E CODE).
+ *     or -w 0: exit 1 (or -E CODE).  A try without -w makes one attempt:
+ *     with -n a server that does not answer it gives 69 at once; without,
+ *     the try is made again within the client's unreachable bound.
  *  2. Waiting: one blocking dlock_rwlock_xlock with DLOCK_F_INTR and the
  *     -w deadline on CLOCK_MONOTONIC -- the library's own waiting path, so
  *     the wait sleeps on release notifications and never polls for the
@@ -714,6 +716,16 @@ int cli_exec(int argc, char **argv, cli_conn *conn) {
      * unreachable bound. */
     rc = dlock_rwlock_xlock(&rw, o.shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC,
                             o.have_wait ? &deadline : NULL);
+    if (rc == ENOLCK && !o.nonblock && !o.have_wait && g_sig == 0) {
+        /* A try without a deadline is one attempt (-n: exit 69 at
+         * once).  A call that may wait gives the server the client's
+         * unreachable bound to answer, as the library's lock does: the
+         * try again, with a deadline far enough that the bound ends it. */
+        struct timespec far;
+        clock_gettime(CLOCK_MONOTONIC, &far);
+        far.tv_sec += 24 * 3600;
+        rc = dlock_rwlock_xlock(&rw, o.shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC, &far);
+    }
     if (rc == EBUSY && o.nonblock) {
         if (o.verbose) {
             reading r = { 0, 0, { 0 } };

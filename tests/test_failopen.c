@@ -1,0 +1,665 @@
+/* labels: preload redis; timeout: 400 */
+/* test_failopen.c -- what an unreachable server costs (issue 19 point 1):
+ * a non-blocking call no wait, a timed call its own bound, a program the
+ * unreachable wait at most once per back-off period (the circuit breaker),
+ * in the library, the LD_PRELOAD mode (real flock(1), python3, sqlite3 and
+ * tests/preload/dlpl_counter.c) and `dlock exec`.
+ *
+ * Every scenario runs against two kinds of dead server: "down", a stopped
+ * redis-server (its port refuses connections), and "hole", the fault
+ * proxy (proxy.h) in DROP mode in front of the suite's server (connections
+ * are accepted, requests never answered).  The unreachable bound is 4 s
+ * (FO_BOUND_MS); before the fix every call waited it, so each bound below
+ * fails on the old code by a wide margin.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fixture.h"
+#include "proxy.h"
+
+#define FLOCK "/usr/bin/flock"
+#define PYTHON "/usr/bin/python3"
+#define SQLITE "/usr/bin/sqlite3"
+#define FO_BOUND_MS 4000
+#define NS 1000000000LL
+
+static char dir[256], real_dir[PATH_MAX];
+static char prelude[3 * PATH_MAX + 1024];
+
+/* The two dead servers: [0] down (refuses), [1] hole (never answers). */
+typedef struct fo_dead {
+    const char *what;
+    char url[256];  /* with unreachable_ms=FO_BOUND_MS */
+    char base[160]; /* the same without parameters */
+} fo_dead;
+
+static dlt_redis down_srv;
+static dlt_proxy *hole;
+static fo_dead dead[2];
+
+static int fo_setup(void) {
+    char cmd[1024];
+    if (dir[0] == '\0') {
+        snprintf(dir, sizeof dir, "%s/dlfo-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+        if (mkdtemp(dir) == NULL || realpath(dir, real_dir) == NULL) return -1;
+        snprintf(cmd, sizeof cmd, "mkdir -p '%s/locks'", dir);
+        if (system(cmd) != 0) return -1;
+        /* P runs a program under the preload; every file in locks/ is
+         * mapped (by its path), and dlpl_counter's mutex too. */
+        snprintf(prelude, sizeof prelude,
+                 "cd '%s' || exit 99\n"
+                 "P() { LD_PRELOAD='%s' DLOCK_MAP='file:%s/locks/*;mutex:counter_lock=fo/counter' \"$@\"; }\n"
+                 "now() { date +%%s%%N; }\n",
+                 real_dir, DLPL_SO, real_dir);
+    }
+    if (down_srv.port == 0) {
+        if (dlt_redis_start(&down_srv, NULL) != 0) return -1;
+    }
+    if (down_srv.pid != 0 && dlt_redis_stop(&down_srv) != 0) return -1;
+    if (hole == NULL && (hole = dlt_proxy_start(dlt_server.port)) == NULL) return -1;
+    dlt_proxy_set(hole, DLT_PROXY_DROP, 0, NULL, 0);
+    dlt_proxy_close_all(hole);
+    dead[0].what = "down";
+    snprintf(dead[0].base, sizeof dead[0].base, "redis://127.0.0.1:%d", down_srv.port);
+    dead[1].what = "hole";
+    snprintf(dead[1].base, sizeof dead[1].base, "%s", dlt_proxy_url(hole));
+    for (int i = 0; i < 2; i++)
+        snprintf(dead[i].url, sizeof dead[i].url, "%s?unreachable_ms=%d", dead[i].base, FO_BOUND_MS);
+    return 0;
+}
+
+/* The dead server d comes back. */
+static void fo_revive(int d) {
+    if (d == 0) {
+        CU_ASSERT_FATAL(dlt_redis_restart(&down_srv) == 0);
+    } else {
+        dlt_proxy_pass(hole);
+    }
+}
+
+static void fo_cleanup(void) {
+    char cmd[512];
+    if (hole != NULL) dlt_proxy_stop(hole);
+    hole = NULL;
+    dlt_redis_cleanup(&down_srv);
+    if (dir[0] == '\0') return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
+/* Writes the prelude, DLOCK_URL=url and script to a file and starts sh
+ * on it, its stderr joined to its stdout.  The stream, or NULL. */
+static FILE *sh_start(const char *url, const char *script) {
+    char path[512], *cmd;
+    FILE *f, *p;
+    snprintf(path, sizeof path, "%s/scenario-%d.sh", dir, (int)getpid());
+    if ((f = fopen(path, "w")) == NULL) return NULL;
+    fprintf(f, "%sexport DLOCK_URL='%s'\n%s\n", prelude, url, script);
+    fclose(f);
+    if (asprintf(&cmd, "sh '%s' 2>&1", path) < 0) return NULL;
+    p = popen(cmd, "r");
+    free(cmd);
+    return p;
+}
+
+/* Reads p to its end into out; sh's exit status. */
+static int sh_end(FILE *p, char *out, size_t cap) {
+    size_t n = 0, k;
+    int st;
+    while (n + 1 < cap && (k = fread(out + n, 1, cap - 1 - n, p)) > 0) n += k;
+    out[n] = '\0';
+    {
+        char sink[512];
+        while (fread(sink, 1, sizeof sink, p) > 0)
+            ;
+    }
+    st = pclose(p);
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+static int sh(const char *url, const char *script, char *out, size_t cap) {
+    FILE *p = sh_start(url, script);
+    if (p == NULL) return -1;
+    return sh_end(p, out, cap);
+}
+
+/* The number after "key " in out, or -1. */
+static long long num(const char *out, const char *key) {
+    char pat[64];
+    const char *p;
+    snprintf(pat, sizeof pat, "\n%s ", key);
+    if ((p = strstr(out, pat)) != NULL) return strtoll(p + strlen(pat), NULL, 10);
+    snprintf(pat, sizeof pat, "%s ", key);
+    if (strncmp(out, pat, strlen(pat)) == 0) return strtoll(out + strlen(pat), NULL, 10);
+    return -1;
+}
+
+static int count(const char *out, const char *what) {
+    int n = 0;
+    const char *p = out;
+    while ((p = strstr(p, what)) != NULL) {
+        n++;
+        p += strlen(what);
+    }
+    return n;
+}
+
+#define SHOW(out) fprintf(stderr, "---- output ----\n%s----\n", out)
+/* The sanitizer build has no libdlock_preload.so (docs/preload.md): its
+ * tests are skipped there, the library's and the CLI's run. */
+#define NEED_PRELOAD()                                                        \
+    do {                                                                      \
+        if (DLPL_SO[0] == '\0') {                                             \
+            printf("  (no libdlock_preload.so in this build: skipped)\n");    \
+            return;                                                           \
+        }                                                                     \
+    } while (0)
+#define LOCAL_ONLY "take the local lock only"
+
+/* ------------------------------------------------------------ flock(1) */
+
+/* flock -n costs no wait; flock -w 1 returns by its own bound (with the
+ * local lock: open); closed refuses -n at once. */
+static void test_flock_nb_and_w(void) {
+    char out[8192];
+    int d, rc;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        rc = sh(dead[d].url,
+                "t0=$(now); P " FLOCK " -n locks/f.lock echo RAN_NB; echo nb_rc $?; echo nb_ns $(( $(now) - t0 ))\n"
+                "t0=$(now); P " FLOCK " -w 1 locks/f.lock echo RAN_W; echo w_rc $?; echo w_ns $(( $(now) - t0 ))\n"
+                "t0=$(now); DLOCK_ON_ERROR=closed P " FLOCK " -n locks/f.lock echo RAN_CLOSED; echo cl_rc $?;"
+                " echo cl_ns $(( $(now) - t0 ))\n",
+                out, sizeof out);
+        printf("  %s: flock -n %.2f s, -w 1 %.2f s, closed -n %.2f s\n", dead[d].what,
+               (double)num(out, "nb_ns") / NS, (double)num(out, "w_ns") / NS, (double)num(out, "cl_ns") / NS);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "nb_rc"), 0);
+        CU_ASSERT(strstr(out, "RAN_NB") != NULL);
+        /* one connection attempt (a refusal; a reply awaited 200 ms) */
+        CU_ASSERT(num(out, "nb_ns") >= 0 && num(out, "nb_ns") < 2 * NS);
+        /* fail-open: the local lock is free, so -w 1 runs the command, by
+         * its bound (1 s + the keeper's 250 ms + margin) */
+        DLT_ASSERT_INT_EQ(num(out, "w_rc"), 0);
+        CU_ASSERT(strstr(out, "RAN_W") != NULL);
+        CU_ASSERT(num(out, "w_ns") >= 0 && num(out, "w_ns") < 2500LL * 1000 * 1000);
+        CU_ASSERT(num(out, "cl_rc") > 0 && num(out, "cl_rc") < 128);
+        CU_ASSERT(strstr(out, "RAN_CLOSED") == NULL);
+        CU_ASSERT(num(out, "cl_ns") >= 0 && num(out, "cl_ns") < 2 * NS);
+        if (num(out, "nb_ns") >= 2 * NS || num(out, "w_ns") >= 2500LL * 1000 * 1000 || num(out, "w_rc") != 0)
+            SHOW(out);
+    }
+}
+
+/* flock -w 1 on a lock held locally (fail-open) times out by its bound. */
+static void test_flock_w_local_conflict(void) {
+    char out[8192];
+    int rc;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    rc = sh(dead[0].url,
+            /* the holder pays the bound, then holds the local lock 4 s */
+            "P " FLOCK " locks/c.lock sh -c 'echo HOLDING; sleep 4' &\n"
+            "sleep 5\n"
+            "t0=$(now); P " FLOCK " -w 1 locks/c.lock echo RAN_W; echo w_rc $?; echo w_ns $(( $(now) - t0 ))\n"
+            "wait\n",
+            out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    DLT_ASSERT_INT_EQ(num(out, "w_rc"), 1);
+    CU_ASSERT(strstr(out, "RAN_W") == NULL);
+    CU_ASSERT(num(out, "w_ns") >= 900LL * 1000 * 1000 && num(out, "w_ns") < 2500LL * 1000 * 1000);
+    if (num(out, "w_rc") != 1) SHOW(out);
+}
+
+/* --------------------------------------------------- python3, sqlite3 */
+
+static const char py_loop[] =
+    "P timeout 60 " PYTHON " -c 'import fcntl,sys\n"
+    "f=open(sys.argv[1],\"w\")\n"
+    "n=0\n"
+    "for i in range(20):\n"
+    "    fcntl.lockf(f,fcntl.LOCK_EX); fcntl.lockf(f,fcntl.LOCK_UN); n+=1\n"
+    "print(\"pairs\",n)' locks/py.lock\n";
+
+/* 20 lockf lock/unlock pairs pay the unreachable wait once, and say so
+ * once. */
+static void test_python_lockf_loop(void) {
+    char out[8192], script[2048];
+    int d, rc;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    snprintf(script, sizeof script, "t0=$(now)\n%secho py_rc $?; echo py_ns $(( $(now) - t0 ))\n", py_loop);
+    for (d = 0; d < 2; d++) {
+        rc = sh(dead[d].url, script, out, sizeof out);
+        printf("  %s: 20 lockf pairs in %.2f s\n", dead[d].what, (double)num(out, "py_ns") / NS);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "py_rc"), 0);
+        DLT_ASSERT_INT_EQ(num(out, "pairs"), 20);
+        /* one bound (4 s), not 20; well below two */
+        CU_ASSERT(num(out, "py_ns") > 0 && num(out, "py_ns") < 7LL * NS);
+        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
+        DLT_ASSERT_INT_EQ(count(out, "dlock: "), 1);
+        if (num(out, "py_ns") >= 7LL * NS || count(out, "dlock: ") != 1) SHOW(out);
+    }
+}
+
+/* DLOCK_ON_ERROR=closed: every lock fails (ENOLCK), and only the first
+ * waits for the server. */
+static void test_python_closed_fails_fast(void) {
+    char out[8192];
+    int d, rc;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        rc = sh(dead[d].url,
+                "t0=$(now)\n"
+                "DLOCK_ON_ERROR=closed P timeout 60 " PYTHON " -c 'import fcntl,sys,errno\n"
+                "f=open(sys.argv[1],\"w\")\n"
+                "bad=0\n"
+                "for i in range(10):\n"
+                "    try:\n"
+                "        fcntl.lockf(f,fcntl.LOCK_EX)\n"
+                "    except OSError as e:\n"
+                "        bad+=e.errno==errno.ENOLCK\n"
+                "print(\"enolck\",bad)' locks/cl.lock\n"
+                "echo py_rc $?; echo py_ns $(( $(now) - t0 ))\n",
+                out, sizeof out);
+        printf("  %s: 10 refused lockf in %.2f s\n", dead[d].what, (double)num(out, "py_ns") / NS);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "enolck"), 10);
+        CU_ASSERT(num(out, "py_ns") > 0 && num(out, "py_ns") < 7LL * NS);
+        DLT_ASSERT_INT_EQ(count(out, "DLOCK_ON_ERROR=closed"), 1);
+        if (num(out, "py_ns") >= 7LL * NS) SHOW(out);
+    }
+}
+
+/* One INSERT into a mapped database (40 s before: 8 lock calls). */
+static void test_sqlite_insert(void) {
+    char out[8192];
+    int d, rc;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        rc = sh(dead[d].url,
+                "rm -f locks/t.db; " SQLITE " locks/t.db 'create table t(x)' || exit 3\n"
+                "t0=$(now); P timeout 60 " SQLITE " locks/t.db 'insert into t values(42)'; echo sq_rc $?;"
+                " echo sq_ns $(( $(now) - t0 ))\n"
+                "echo rows $(" SQLITE " locks/t.db 'select count(*) from t where x=42')\n",
+                out, sizeof out);
+        printf("  %s: sqlite3 INSERT in %.2f s\n", dead[d].what, (double)num(out, "sq_ns") / NS);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "sq_rc"), 0);
+        DLT_ASSERT_INT_EQ(num(out, "rows"), 1);
+        CU_ASSERT(num(out, "sq_ns") > 0 && num(out, "sq_ns") < 7LL * NS);
+        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
+        if (num(out, "sq_ns") >= 7LL * NS || num(out, "sq_rc") != 0) SHOW(out);
+    }
+}
+
+/* ------------------------------------------------------- mapped mutex */
+
+static void test_mapped_mutex_pays_once(void) {
+    char out[8192];
+    int d, rc;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        rc = sh(dead[d].url,
+                "rm -f locks/counter\n"
+                "t0=$(now); P timeout 60 " DLPL_COUNTER " locks/counter 30; echo ctr_rc $?;"
+                " echo ctr_ns $(( $(now) - t0 )); echo value $(cat locks/counter)\n",
+                out, sizeof out);
+        printf("  %s: 30 mapped mutex locks in %.2f s\n", dead[d].what, (double)num(out, "ctr_ns") / NS);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "ctr_rc"), 0);
+        DLT_ASSERT_INT_EQ(num(out, "value"), 30);
+        CU_ASSERT(num(out, "ctr_ns") > 0 && num(out, "ctr_ns") < 7LL * NS);
+        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
+        if (num(out, "ctr_ns") >= 7LL * NS) SHOW(out);
+    }
+}
+
+/* ------------------------------------------------- the server comes back */
+
+/* A program that locks in a loop pays the bound once while the server is
+ * dead, runs on local-only, and notices the server's return within a few
+ * seconds: its locks are cluster-wide again (the key is on the server). */
+static void test_server_return_noticed(void) {
+    char out[8192], key[PATH_MAX + 64];
+    int d;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    snprintf(key, sizeof key, "dlock:{%s/locks/back.lock#fcntl}", real_dir);
+    for (d = 0; d < 2; d++) {
+        dlt_redis *srv = d == 0 ? &down_srv : &dlt_server;
+        double t_back, seen = -1;
+        FILE *p;
+        int rc;
+        CU_ASSERT_FATAL(fo_setup() == 0);
+        p = sh_start(dead[d].url,
+                     "P timeout 60 " PYTHON " -c 'import fcntl,sys,time\n"
+                     "f=open(sys.argv[1],\"w\")\n"
+                     "t0=time.time(); n=0; early=-1\n"
+                     "while time.time()-t0<16:\n"
+                     "    fcntl.lockf(f,fcntl.LOCK_EX); n+=1; time.sleep(0.3)\n"
+                     "    fcntl.lockf(f,fcntl.LOCK_UN); time.sleep(0.05)\n"
+                     "    if early<0 and time.time()-t0>=7: early=n\n"
+                     "print(\"early\",early); print(\"locks\",n)' locks/back.lock\n"
+                     "echo py_rc $?\n");
+        CU_ASSERT_FATAL(p != NULL);
+        dlt_sleep_ms(8000);
+        fo_revive(d);
+        t_back = dlt_now();
+        while (dlt_now() - t_back < 6.0) {
+            redisReply *r = dlt_redis_cmd(srv, "EXISTS %s", key);
+            int there = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+            if (r) freeReplyObject(r);
+            if (there) {
+                seen = dlt_now() - t_back;
+                break;
+            }
+            dlt_sleep_ms(20);
+        }
+        rc = sh_end(p, out, sizeof out);
+        printf("  %s: %lld locks in the first 7 s; cluster-wide again %.2f s after the server came back\n",
+               dead[d].what, num(out, "early"), seen);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "py_rc"), 0);
+        /* one bound (4 s) paid, then ~0.35 s a lock: not one lock per bound */
+        CU_ASSERT(num(out, "early") >= 4);
+        CU_ASSERT(seen >= 0 && seen < 4.0);
+        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
+        DLT_ASSERT_INT_EQ(count(out, "cluster-wide again"), 1);
+        if (seen < 0 || num(out, "early") < 4) SHOW(out);
+        if (d == 0) CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
+    }
+}
+
+/* A lock taken while the server answered, released after the server died
+ * and after another lock opened the breaker: the release makes one
+ * attempt (the lease runs out on the server), not a whole bound. */
+static void test_unlock_after_outage(void) {
+    char out[8192], line[512], flag[PATH_MAX + 32];
+    int d;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        FILE *p;
+        size_t n = 0;
+        int rc, locked = 0;
+        CU_ASSERT_FATAL(fo_setup() == 0);
+        fo_revive(d);
+        snprintf(flag, sizeof flag, "%s/locks/dead.flag", real_dir);
+        unlink(flag);
+        p = sh_start(dead[d].url,
+                     "P timeout 60 " PYTHON " -c 'import fcntl,sys,time,os\n"
+                     "f=open(sys.argv[1],\"w\"); g=open(sys.argv[2],\"w\")\n"
+                     "fcntl.lockf(f,fcntl.LOCK_EX)\n"
+                     "print(\"locked\",1,flush=True)\n"
+                     "while not os.path.exists(sys.argv[3]): time.sleep(0.02)\n"
+                     "t=time.time(); fcntl.lockf(g,fcntl.LOCK_EX)\n"
+                     "print(\"second_ms\",int((time.time()-t)*1000))\n"
+                     "t=time.time(); fcntl.lockf(f,fcntl.LOCK_UN)\n"
+                     "print(\"unlock_ms\",int((time.time()-t)*1000))' locks/u1.lock locks/u2.lock locks/dead.flag\n"
+                     "echo py_rc $?\n");
+        CU_ASSERT_FATAL(p != NULL);
+        /* "locked": the first lock is held cluster-wide */
+        while (fgets(line, sizeof line, p) != NULL) {
+            n += (size_t)snprintf(out + n, sizeof out - n, "%s", line);
+            if (strncmp(line, "locked", 6) == 0) {
+                locked = 1;
+                break;
+            }
+        }
+        CU_ASSERT(locked);
+        if (d == 0) {
+            CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
+        } else {
+            dlt_proxy_set(hole, DLT_PROXY_DROP, 0, NULL, 0);
+            dlt_proxy_close_all(hole);
+        }
+        {
+            FILE *f = fopen(flag, "w");
+            CU_ASSERT(f != NULL);
+            if (f) fclose(f);
+        }
+        rc = sh_end(p, out + n, sizeof out - n);
+        printf("  %s: unlock after the outage: %lld ms\n", dead[d].what, num(out, "unlock_ms"));
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "py_rc"), 0);
+        CU_ASSERT(num(out, "unlock_ms") >= 0 && num(out, "unlock_ms") < 1500);
+        if (num(out, "unlock_ms") < 0 || num(out, "unlock_ms") >= 1500) SHOW(out);
+    }
+}
+
+/* ------------------------------------------------------------ library */
+
+static dlock_client_t *fo_client(const char *base, unsigned breaker_ms) {
+    dlock_config_t cfg;
+    dlock_client_t *c = NULL;
+    dlock_config_init(&cfg);
+    cfg.url = base;
+    cfg.unreachable_ms = FO_BOUND_MS;
+    cfg.breaker_ms = breaker_ms;
+    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    return c;
+}
+
+/* trylock, tryrdlock, trywrlock and a timed call whose deadline has
+ * passed make one attempt; a timed call returns by its deadline. */
+static void test_library_try_no_wait(void) {
+    int d;
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        dlock_client_t *c = fo_client(dead[d].base, 0);
+        dlock_mutexattr_t a;
+        dlock_mutex_t m;
+        dlock_rwlock_t rw;
+        struct timespec ts;
+        double t0, took;
+        int rc;
+        CU_ASSERT_FATAL(c != NULL);
+        dlock_mutexattr_init(&a);
+        dlock_mutexattr_setclient(&a, c);
+        DLT_ASSERT_ERR(dlock_mutex_init(&m, "fo/lib", &a), 0);
+        DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "fo/librw", &a), 0);
+
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
+        took = dlt_now() - t0;
+        printf("  %s: trylock ENOLCK after %.3f s: %s\n", dead[d].what, took, dlock_last_error());
+        CU_ASSERT(took < 1.5);
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw), ENOLCK);
+        DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw), ENOLCK);
+        DLT_ASSERT_ERR(dlock_rwlock_xlock(&rw, 0, DLOCK_F_TRY, CLOCK_MONOTONIC, NULL), ENOLCK);
+        took = dlt_now() - t0;
+        CU_ASSERT(took < 3 * 1.5);
+        /* a deadline already past: one attempt */
+        ts = dlt_abs_in(CLOCK_REALTIME, -1000);
+        t0 = dlt_now();
+        rc = dlock_mutex_timedlock(&m, &ts);
+        took = dlt_now() - t0;
+        CU_ASSERT(rc == ENOLCK || rc == ETIMEDOUT);
+        CU_ASSERT(took < 1.5);
+        /* the caller's deadline (1 s) wins over the bound (4 s) */
+        ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
+        t0 = dlt_now();
+        rc = dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts);
+        took = dlt_now() - t0;
+        printf("  %s: clocklock(+1 s) %s after %.3f s\n", dead[d].what, dlt_errno_name(rc), took);
+        CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
+        CU_ASSERT(took >= 0.9 && took < 2.0);
+        ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
+        t0 = dlt_now();
+        rc = dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY, CLOCK_MONOTONIC, &ts);
+        took = dlt_now() - t0;
+        CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
+        CU_ASSERT(took < 2.0);
+        DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+        DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    }
+}
+
+/* breaker_ms: a lock pays the bound once; the next calls fail at once;
+ * the server's return is noticed within about a second of a call; the
+ * default (off) keeps waiting the bound on every lock. */
+static void test_library_breaker(void) {
+    int d;
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        dlock_client_t *c = fo_client(dead[d].base, 60000);
+        dlock_mutexattr_t a;
+        dlock_mutex_t m;
+        double t0, took, back;
+        int rc, i;
+        CU_ASSERT_FATAL(fo_setup() == 0);
+        CU_ASSERT_FATAL(c != NULL);
+        dlock_mutexattr_init(&a);
+        dlock_mutexattr_setclient(&a, c);
+        DLT_ASSERT_ERR(dlock_mutex_init(&m, "fo/breaker", &a), 0);
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+        took = dlt_now() - t0;
+        CU_ASSERT(took >= FO_BOUND_MS / 1000.0 - 0.5);
+        t0 = dlt_now();
+        for (i = 0; i < 10; i++) DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+        took = dlt_now() - t0;
+        printf("  %s: 10 locks with the breaker open: %.3f s: %s\n", dead[d].what, took, dlock_last_error());
+        CU_ASSERT(took < 2.5); /* at most two probes of one attempt */
+        {
+            dlock_lock_info_t info;
+            t0 = dlt_now();
+            DLT_ASSERT_ERR(dlock_lock_info(c, "fo/breaker", &info), ENOLCK);
+            CU_ASSERT(dlt_now() - t0 < 1.5);
+        }
+        fo_revive(d);
+        back = dlt_now();
+        do {
+            rc = dlock_mutex_lock(&m);
+            if (rc != 0) dlt_sleep_ms(50);
+        } while (rc != 0 && dlt_now() - back < 8.0);
+        took = dlt_now() - back;
+        printf("  %s: locked %.2f s after the server came back\n", dead[d].what, took);
+        DLT_ASSERT_ERR(rc, 0);
+        CU_ASSERT(took < 3.0);
+        if (rc == 0) {
+            DLT_ASSERT_INT_EQ(dlt_key_exists("fo/breaker") == 1 || d == 0, 1);
+            DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        }
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+        if (d == 0) CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
+    }
+    /* off (the default): every lock waits the bound, as before */
+    {
+        char url[300];
+        dlock_client_t *c;
+        dlock_mutexattr_t a;
+        dlock_mutex_t m;
+        double t0;
+        CU_ASSERT_FATAL(fo_setup() == 0);
+        snprintf(url, sizeof url, "%s?unreachable_ms=1000", dead[0].base);
+        CU_ASSERT_FATAL(dlt_client_make(&c, url, 0) == 0);
+        dlock_mutexattr_init(&a);
+        dlock_mutexattr_setclient(&a, c);
+        DLT_ASSERT_ERR(dlock_mutex_init(&m, "fo/nobreaker", &a), 0);
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+        CU_ASSERT(dlt_now() - t0 >= 0.8);
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    }
+    /* the URL parameter */
+    {
+        char url[300];
+        dlock_client_t *c;
+        dlock_mutexattr_t a;
+        dlock_mutex_t m;
+        double t0;
+        snprintf(url, sizeof url, "%s?unreachable_ms=1000&breaker_ms=30000", dead[0].base);
+        CU_ASSERT_FATAL(dlt_client_make(&c, url, 0) == 0);
+        dlock_mutexattr_init(&a);
+        dlock_mutexattr_setclient(&a, c);
+        DLT_ASSERT_ERR(dlock_mutex_init(&m, "fo/urlbreaker", &a), 0);
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+        CU_ASSERT(dlt_now() - t0 < 0.5);
+        CU_ASSERT(strstr(dlock_last_error(), "breaker") != NULL);
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+        snprintf(url, sizeof url, "%s?breaker_ms=x", dead[0].base);
+        DLT_ASSERT_ERR(dlt_client_make(&c, url, 0), EINVAL);
+    }
+}
+
+/* ----------------------------------------------------------- dlock exec */
+
+static void test_exec_n_at_once(void) {
+    char out[8192], script[2048];
+    int d, rc;
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        snprintf(script, sizeof script,
+                 "t0=$(now); " DLOCK_CLI " --url \"$DLOCK_URL\" exec -n fo/exec echo RAN; echo n_rc $?;"
+                 " echo n_ns $(( $(now) - t0 ))\n"
+                 "t0=$(now); " DLOCK_CLI " --url \"$DLOCK_URL\" exec -w 1 fo/exec echo RAN; echo w_rc $?;"
+                 " echo w_ns $(( $(now) - t0 ))\n");
+        rc = sh(dead[d].url, script, out, sizeof out);
+        printf("  %s: exec -n %.2f s, -w 1 %.2f s\n", dead[d].what, (double)num(out, "n_ns") / NS,
+               (double)num(out, "w_ns") / NS);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "n_rc"), 69);
+        /* down: at once.  hole: the request went out, so it may have been
+         * granted: the renewal thread releases it (an orphan), and exit
+         * waits for that round trip, a command timeout (2 s) at most */
+        CU_ASSERT(num(out, "n_ns") >= 0 && num(out, "n_ns") < (d == 0 ? 2 : 3) * NS);
+        CU_ASSERT(num(out, "w_rc") == 69 || num(out, "w_rc") == 1);
+        CU_ASSERT(num(out, "w_ns") >= 0 && num(out, "w_ns") < (d == 0 ? 2500LL : 3500LL) * 1000 * 1000);
+        CU_ASSERT(strstr(out, "RAN") == NULL);
+        if (num(out, "n_ns") >= (d == 0 ? 2 : 3) * NS) SHOW(out);
+    }
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_flock_nb_and_w),
+    DLT_TEST(test_flock_w_local_conflict),
+    DLT_TEST(test_python_lockf_loop),
+    DLT_TEST(test_python_closed_fails_fast),
+    DLT_TEST(test_sqlite_insert),
+    DLT_TEST(test_mapped_mutex_pays_once),
+    DLT_TEST(test_server_return_noticed),
+    DLT_TEST(test_unlock_after_outage),
+    DLT_TEST(test_library_try_no_wait),
+    DLT_TEST(test_library_breaker),
+    DLT_TEST(test_exec_n_at_once),
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv) {
+    const char *need[] = { FLOCK, PYTHON, SQLITE };
+    int rc;
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        if (access(need[i], X_OK) != 0) {
+            fprintf(stderr, "test_failopen: %s is missing (scripts/deps installs it)\n", need[i]);
+            return 1;
+        }
+    }
+    rc = dlt_main(argc, argv, "failopen", tests);
+    fo_cleanup();
+    return rc;
+}
