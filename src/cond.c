@@ -127,9 +127,14 @@ static int sleep_on(dlock__obj *o, const char *token, uint64_t gen, dlock__mono 
         (void)dlock__wait(c, l, gen, until, 0);
         gen = l->gen;
         pthread_mutex_unlock(&c->mu);
-        if (dlock__now() >= deadline) {
-            /* Timed out, unless a signal took us just now. */
-            rc = op(o, "withdraw", token, &res, dlock__now()); /* one attempt: the deadline has come */
+        if ((now = dlock__now()) >= deadline) {
+            /* Timed out, unless a signal took us just now.  One attempt,
+             * the deadline having come, of DLOCK__LATE_MS at most (as a
+             * timed lock call's end, lock.c); if it fails, the
+             * registration goes with the next operation. */
+            dlock__mono saved = dlock__call_end_set(now + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
+            rc = op(o, "withdraw", token, &res, now);
+            (void)dlock__call_end_set(saved);
             if (rc != 0) stale_add(o, token);
             return rc != 0 ? rc : res == 1 ? ETIMEDOUT : 0;
         }

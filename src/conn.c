@@ -30,6 +30,32 @@ static struct timeval ms_tv(unsigned ms) {
     return tv;
 }
 
+/* ------------------------------------------------------- a call's end
+ *
+ * A timed lock call (lock.c) returns by its deadline plus DLOCK__LATE_MS
+ * whatever the server does: it sets that end here, for its thread, and
+ * every connect attempt and every reply wait the thread makes meanwhile
+ * ends by then at the latest -- the reply floor included, and whatever
+ * deadline the layers in between pass down.  DLOCK__MONO_NEVER: none. */
+static __thread dlock__mono call_end = DLOCK__MONO_NEVER;
+
+dlock__mono dlock__call_end_set(dlock__mono end) {
+    dlock__mono old = call_end;
+    call_end = end;
+    return old;
+}
+
+/* ms, or the time left until the call's end if that is shorter (1 ms at
+ * least: 0 means "no timeout" to the socket). */
+static unsigned end_cap(unsigned ms) {
+    if (call_end != DLOCK__MONO_NEVER) {
+        int64_t left = (call_end - dlock__now()) / DLOCK__MS;
+        if (left < 1) left = 1;
+        if (left < (int64_t)ms) ms = (unsigned)left;
+    }
+    return ms;
+}
+
 /* ----------------------------------------------------------- transport
  *
  * hiredis formats requests and parses answers; dlock writes the bytes
@@ -145,7 +171,7 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
         const dlock__endpoint *s = &cf->nodes[i];
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", cf->master };
         size_t lens[3] = { 8, 23, strlen(cf->master) };
-        redisContext *ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(timeout_ms));
+        redisContext *ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(end_cap(timeout_ms)));
         dlock__conn tmp = { .ctx = ctx, .timeout_ms = timeout_ms };
         redisReply *r;
         unsigned long port = 0;
@@ -154,7 +180,7 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
             redisFree(ctx);
             continue;
         }
-        redisSetTimeout(ctx, ms_tv(timeout_ms));
+        redisSetTimeout(ctx, ms_tv(end_cap(timeout_ms)));
         if (cf->tls && (rc = dlock__tls_start(c, &tmp, s->host)) != 0) {
             if (rc == EACCES) { /* its certificate was refused */
                 const char *e = strstr(dlock_last_error(), "TLS: ");
@@ -224,7 +250,7 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
          * answers; the lock requests go through one client per master
          * (redlock.c, cluster.c). */
         if (cf->kind == DLOCK__BACKEND_REDLOCK || cf->kind == DLOCK__BACKEND_CLUSTER) ep = cf->nodes[i];
-        ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(connect_timeout_ms));
+        ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(end_cap(connect_timeout_ms)));
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
         if (!ctx->err) break;
         rc = dlock__seterr(ENOLCK, "cannot connect to %s: %s", cf->redacted_url, ctx->errstr);
@@ -242,8 +268,8 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
     cn->ctx = ctx;
     /* The TLS handshake, AUTH and SELECT are part of connecting: they get
      * its budget. */
-    redisSetTimeout(ctx, ms_tv(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms
-                                                                           : cf->command_timeout_ms));
+    redisSetTimeout(ctx, ms_tv(end_cap(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms
+                                                                                   : cf->command_timeout_ms)));
     if ((cf->tls && (rc = dlock__tls_start(c, cn, ep.host)) != 0) || (rc = conn_setup(c, cn)) != 0 ||
         (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, cn)) != 0) ||
         (c->rl_parent != NULL && (rc = dlock__redlock_identify(c, cn)) != 0)) {
@@ -425,14 +451,19 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
     for (attempt = 0;; attempt++) {
         unsigned budget = c->conf.connect_timeout_ms;
         now = dlock__now();
-        /* The first attempt is always made in full (a timedlock whose
-         * deadline has passed still acquires a free lock); later ones stop
-         * at the deadline. */
-        if (attempt > 0 && deadline != DLOCK__MONO_NEVER) {
+        /* The first attempt is always made (a timedlock whose deadline has
+         * passed still acquires a free lock), with the time left before
+         * the deadline but at least the reply floor, as a reply wait; later
+         * ones stop at the deadline.  None goes past the call's end. */
+        if (deadline != DLOCK__MONO_NEVER) {
             int64_t left = (deadline - now) / DLOCK__MS;
-            if (left <= 0) return ENOLCK; /* message set by the last attempt */
-            if ((uint64_t)left < budget) budget = (unsigned)left;
+            if (attempt > 0 && left <= 0) return ENOLCK; /* message set by the last attempt */
+            if (attempt == 0 && left < (int64_t)dlock__reply_floor_ms(c)) left = dlock__reply_floor_ms(c);
+            if (left < (int64_t)budget) budget = (unsigned)left;
         }
+        if (call_end != DLOCK__MONO_NEVER && now >= call_end)
+            return dlock__seterr(ENOLCK, "cannot connect to %s: no time left before the deadline", c->conf.redacted_url);
+        budget = end_cap(budget);
         rc = dlock__conn_open(c, out, budget);
         if (rc != ENOLCK || c->one_connect) return rc == EACCES ? ENOLCK : rc;
         /* Refused or timed out: wait a little, then try again. */
@@ -497,7 +528,7 @@ unsigned dlock__reply_floor_ms(const struct dlock_client *c) {
 
 /* A reply is awaited no longer than the command timeout, nor past the
  * caller's deadline -- but at least the reply floor, so that a command
- * sent at its deadline is really tried. */
+ * sent at its deadline is really tried -- and never past the call's end. */
 static void set_timeout(struct dlock_client *c, dlock__conn *cn, dlock__mono deadline) {
     unsigned ms = c->conf.command_timeout_ms;
     if (deadline != DLOCK__MONO_NEVER) {
@@ -505,6 +536,7 @@ static void set_timeout(struct dlock_client *c, dlock__conn *cn, dlock__mono dea
         unsigned floor = dlock__reply_floor_ms(c);
         if (left < (int64_t)ms) ms = left < (int64_t)floor ? floor : (unsigned)left;
     }
+    ms = end_cap(ms);
     if (ms != cn->timeout_ms && redisSetTimeout(cn->ctx, ms_tv(ms)) == REDIS_OK) cn->timeout_ms = ms;
 }
 
@@ -598,9 +630,10 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
     for (tries = 0;; tries++) {
         if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
         set_timeout(c, cn, deadline);
-        if (waitn > 0 && c->conf.wait_timeout_ms + 1000 > cn->timeout_ms &&
-            redisSetTimeout(cn->ctx, ms_tv(c->conf.wait_timeout_ms + 1000)) == REDIS_OK)
-            cn->timeout_ms = c->conf.wait_timeout_ms + 1000; /* the WAIT may take its whole timeout */
+        if (waitn > 0) { /* the WAIT may take its whole timeout (not past the call's end) */
+            unsigned wms = end_cap(c->conf.wait_timeout_ms + 1000);
+            if (wms > cn->timeout_ms && redisSetTimeout(cn->ctx, ms_tv(wms)) == REDIS_OK) cn->timeout_ms = wms;
+        }
         last_sent = dlock__now();
         r = cmd_and_wait(c, cn, argc, argv, argvlen, &sent, waitn, acked, asking);
         asking = 0;

@@ -133,6 +133,13 @@ typedef struct dlock__conf {
  * floor for c's command timeout. */
 #define DLOCK__REPLY_FLOOR_MS 200u
 
+/* The most a timed lock call runs past its deadline (past its start, if
+ * the deadline had already passed then): the call's end, which caps every
+ * connect attempt and reply wait it makes (conn.c dlock__call_end_set); a
+ * withdrawal not done by then is left to the orphan list.  The documented
+ * bound is 50 ms; the rest is slack for the caller's own scheduling. */
+#define DLOCK__LATE_MS 25u
+
 /* Parses url (NULL: $DLOCK_URL or the default) and cfg into conf.
  * EINVAL with a message on bad input; the message never holds the
  * password. */
@@ -693,6 +700,9 @@ void dlock__breaker_report(struct dlock_client *c, int rc, int paid);
 void dlock__breaker_probe_now(struct dlock_client *c);
 /* Is c's breaker open now?  c->mu NOT held. */
 int dlock__breaker_open(struct dlock_client *c);
+/* Sets the calling thread's call end (DLOCK__MONO_NEVER: none), which no
+ * connect attempt or reply wait of the thread outlasts; the old one. */
+dlock__mono dlock__call_end_set(dlock__mono end);
 
 /* Holds: adds/removes h to/from the renewal list.  c->mu held. */
 void dlock__held_add(struct dlock_client *c, dlock__hold *h);
@@ -768,8 +778,11 @@ int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw
 /* The same, blocked in BLPOP on the waiter's grant list: 0 granted
  * (fw->granted) or poked, ETIMEDOUT, EINTR (intr), or EAGAIN: the list
  * could not be used (fw->nolist is set; c->grant_nolist too if the
- * server refuses BLPOP).  c->mu held. */
-int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until, int intr);
+ * server refuses BLPOP).  The thread waits for the server's answer no
+ * later than the caller's deadline (a little past until, else).  c->mu
+ * held. */
+int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until,
+                      dlock__mono deadline, int intr);
 /* Pokes l's fair waiter whose token is token[0..len), or every one
  * (token NULL), and wakes it.  c->mu held. */
 void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);

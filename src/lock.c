@@ -221,6 +221,37 @@ static int timed_out(const dlock__lock *l, const char *why) {
     return dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline%s", l->name, why);
 }
 
+/* A new token for a call of self's (the thread's, or the process's for a
+ * process-owned lock, whose calls any thread may count). */
+static void call_token(const struct dlock_client *c, dlock__thread *self, const dlock__want *w, char *owner) {
+    uint64_t call = w->process ? __atomic_add_fetch(&self->calls, 1, __ATOMIC_RELAXED) : ++self->calls;
+    dlock__owner_token(c, self, call, owner);
+}
+
+/* Gives back h, a hold just begun under token whose answer came too late
+ * to use: forgotten (no lost-lock handler: the caller never saw it) and
+ * released on the server within the call's time, or by the orphan list
+ * later.  A robust lock keeps its "previous holder died" mark if the
+ * acquire found one (or may have).  c->mu held; released meanwhile. */
+static void give_back(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__hold *h,
+                      const char *token, int status) {
+    int how = w->shared ? DLOCK__REL_SHARED
+              : !w->robust ? DLOCK__REL_PLAIN
+              : status == DLOCK__ACQ_ACQUIRED ? DLOCK__REL_CLEAN
+                                              : DLOCK__REL_DEAD;
+    char saved[512];
+    int rc, released;
+    dlock__hold_forget(c, h);
+    snprintf(saved, sizeof saved, "%s", dlock_last_error());
+    pthread_mutex_unlock(&c->mu);
+    rc = c->ops->release(c, l, token, how, &released, dlock__now());
+    dlock__restoreerr(saved);
+    pthread_mutex_lock(&c->mu);
+    if (rc != 0) dlock__orphan_add(c, l, token, how, w->lease_ms);
+    l->gen++; /* released: local waiters try at once */
+    dlock__lock_wake(l);
+}
+
 int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
                    dlock__mono deadline, int bad_deadline) {
     dlock__lost_report rep = { 0 }, other = { 0 }; /* ours lost earlier; another thread's, lost now */
@@ -229,6 +260,8 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     dlock__hold *mine;
     dlock__fairwait fw, **fp;
     dlock__mono last_sent = 0; /* when the last request of this call went out */
+    dlock__mono start, saved_end, late_since = 0; /* late_since: the first answer that came too late */
+    int timed = deadline != DLOCK__MONO_NEVER && (!try || deadline > 0);
     int rc, waiting = 0, registered = 0, waits, counted = 0, sure, queued = 0;
     int k = !w->shared ? 0 : w->readfirst ? 2 : 1; /* which kind of waiter: l->trying[k] etc. */
     uint64_t heard;
@@ -251,10 +284,13 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
          * it (the thread's own identity, made above, still names the
          * caller to the server); any thread may count a call. */
         if ((self = dlock__proc_self(&rc)) == NULL) return rc;
-        dlock__owner_token(c, self, __atomic_add_fetch(&self->calls, 1, __ATOMIC_RELAXED), owner);
-    } else {
-        dlock__owner_token(c, self, ++self->calls, owner);
     }
+    call_token(c, self, w, owner);
+    /* A timed call ends by its deadline (or its start, if later) plus
+     * DLOCK__LATE_MS: no connect or reply wait of it lasts past that. */
+    start = dlock__now();
+    saved_end = dlock__call_end_set(!timed ? DLOCK__MONO_NEVER
+                                           : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
     pthread_mutex_lock(&c->mu);
     l->users++;
 
@@ -476,6 +512,27 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
             int dead = acq.status == DLOCK__ACQ_OWNERDEAD;
             if ((rc = hold_begin(c, l, w, self, owner, acq.fence, sent, dead, &other)) != 0) goto out;
             if (!w->shared) l->x.heard = heard;
+            if ((now = dlock__now()) >= (w->shared ? l->readers : &l->x)->valid_until) {
+                /* The answer came after the hold's validity had run out
+                 * (a paused server, a slow link): the caller never gets
+                 * such a hold.  It goes back, and the call tries again
+                 * with a fresh token (the old one may be released late),
+                 * until its deadline. */
+                give_back(c, l, w, w->shared ? l->readers : &l->x, owner, acq.status);
+                call_token(c, self, w, owner);
+                if (late_since == 0) late_since = now;
+                now = dlock__now();
+                if (!try && now >= deadline) {
+                    rc = timed_out(l, " (the server's answer came after the lease had run out)");
+                    goto out;
+                }
+                if (now - late_since >= (dlock__mono)c->conf.unreachable_ms * DLOCK__MS) {
+                    rc = dlock__seterr(ENOLCK, "%s: the answers for '%.64s' keep coming after the lease has run out",
+                                       c->conf.redacted_url, l->name);
+                    goto out;
+                }
+                continue;
+            }
             rc = dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
                                       "make the state consistent, then call dlock_mutex_consistent", l->name)
                       : 0;
@@ -519,7 +576,7 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
         }
         if (until > deadline) until = deadline;
         if (!queue) rc = dlock__wait(c, l, gen, until, w->intr);
-        else if (listed && acq.status == DLOCK__ACQ_BUSY && registered) rc = dlock__wait_grant(c, l, &fw, until, w->intr);
+        else if (listed && acq.status == DLOCK__ACQ_BUSY && registered) rc = dlock__wait_grant(c, l, &fw, until, deadline, w->intr);
         else rc = dlock__wait_turn(c, l, &fw, until, w->intr);
         if (rc == EINTR) {
             rc = interrupted(l, rc);
@@ -536,15 +593,17 @@ out:
         /* Leaving without the lock: take back the registration as a
          * waiting writer, or readers would wait for it to lapse. */
         char saved[512]; /* the message of rc, which the withdrawal must not replace */
-        int dummy;
+        int dummy, wrc;
         snprintf(saved, sizeof saved, "%s", dlock_last_error());
         pthread_mutex_unlock(&c->mu);
-        /* Best effort, one attempt (a deadline of now: a call that gives
-         * up on an unreachable server must not wait for it again here);
-         * if it fails, the registration lapses by itself. */
-        (void)c->ops->release(c, l, owner, DLOCK__REL_WITHDRAW, &dummy, dlock__now());
+        /* One attempt (a deadline of now: a call that gives up on an
+         * unreachable server must not wait for it again here), within the
+         * call's end; if it fails, the orphan list withdraws it when the
+         * server is back (a grant made to us meanwhile goes with it). */
+        wrc = c->ops->release(c, l, owner, DLOCK__REL_WITHDRAW, &dummy, dlock__now());
         dlock__restoreerr(saved);
         pthread_mutex_lock(&c->mu);
+        if (wrc != 0) dlock__orphan_add(c, l, owner, DLOCK__REL_WITHDRAW, w->lease_ms);
     }
     if (queued) {
         for (fp = &l->fair; *fp != &fw; fp = &(*fp)->next)
@@ -557,6 +616,7 @@ out:
     l->users--;
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
+    (void)dlock__call_end_set(saved_end);
     dlock__report(&rep);
     dlock__report(&other);
     return rc;

@@ -196,7 +196,8 @@ static int refused_for_good(const redisReply *r) {
  * (a poke, a signal) closes its connection, whose BLPOP is still
  * pending; a grant popped meanwhile is not lost: the lock is the
  * token's, and its next acquire finds it so.  c->mu held. */
-int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until, int intr) {
+int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until,
+                      dlock__mono deadline, int intr) {
     struct dlock_client *node = NULL;
     dlock__conn *cn = NULL;
     redisReply *r = NULL;
@@ -222,11 +223,13 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
     if (intr) sleep_mask(&mask);
     /* The server ends the wait at `until`; this thread waits for its
      * answer a little longer (the reply floor, or the command timeout if
-     * shorter) before it gives up on it: a frozen server does not keep
-     * the call a whole command timeout past its deadline, and with the
-     * withdrawal that follows a wait given up, the call ends within two
-     * floors of it. */
+     * shorter) before it gives up on it, so that a frozen server does not
+     * keep the call a whole command timeout -- but never past the
+     * caller's deadline: Redis times blocked clients out only every
+     * 1000/hz ms (100 ms at the default hz 10), and a timed call must not
+     * wait for that.  Given up, the connection goes, its BLPOP pending. */
     give_up = until + (dlock__mono)dlock__reply_floor_ms(c) * DLOCK__MS;
+    if (give_up > deadline) give_up = deadline;
     snprintf(secs, sizeof secs, "%.3f", (double)((until - now) / DLOCK__MS + 1) / 1000.0);
     argv[0] = "BLPOP";
     argv[1] = key;

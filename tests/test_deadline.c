@@ -1,0 +1,440 @@
+/* labels: redis; timeout: 180 */
+/* test_deadline.c -- deadlines and answers under faults (issue 19, point
+ * 10): every timed call returns within its deadline + 50 ms (past its
+ * start, when the deadline had already passed) whatever the server does,
+ * and every success is a live hold.
+ *
+ *   1. An idle, healthy server (hz 10): Redis times a blocked BLPOP out
+ *      only every 1000/hz ms, so a call that let the server end its grant
+ *      wait came back up to 100 ms late.  The client keeps its own
+ *      deadline.
+ *   2. A silent host (its SYNs unanswered: a listener whose accept queue
+ *      is full), and a partition that starts while a waiter is blocked in
+ *      BLPOP (the proxy black-holes both ways): the connect attempt and
+ *      every reply wait end with the call; a withdrawal that cannot be
+ *      made in time is made in the background once the server answers
+ *      again, not left to lapse with the lease.
+ *   3. An acquire whose answer comes after the lease (less the drift) has
+ *      run out -- the server SIGSTOPped for a second with a 400 ms lease:
+ *      the call gives that hold back and returns a live one, or an error;
+ *      never 0 (or EOWNERDEAD) with holds() 0, and the lost-lock handler
+ *      never runs for a hold the caller never saw.
+ *
+ * Every server, client, proxy and socket the tests make is ended by the
+ * test itself (servers by the fixture, by pid).
+ */
+#include "fixture.h"
+#include "proxy.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <dlock.h>
+
+#define LATE_MS 50.0 /* the documented bound past the deadline */
+
+static double ms_since(double t0) {
+    return (dlt_now() - t0) * 1000.0;
+}
+
+static int mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *c, int robust,
+                      dlock_lost_fn lost, void *arg) {
+    dlock_mutexattr_t a;
+    int rc;
+    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    if (rc == 0 && lease_ms) rc = dlock_mutexattr_setlease(&a, lease_ms);
+    if (rc == 0 && c) rc = dlock_mutexattr_setclient(&a, c);
+    if (rc == 0 && robust) rc = dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST);
+    if (rc == 0 && lost) rc = dlock_mutexattr_setlostcallback(&a, lost, arg);
+    if (rc == 0) rc = dlock_mutex_init(m, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+static int rwlock_make(dlock_rwlock_t *rw, const char *name, unsigned lease_ms, dlock_client_t *c) {
+    dlock_mutexattr_t a;
+    int rc;
+    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    if (rc == 0 && lease_ms) rc = dlock_mutexattr_setlease(&a, lease_ms);
+    if (rc == 0 && c) rc = dlock_mutexattr_setclient(&a, c);
+    if (rc == 0) rc = dlock_rwlock_init(rw, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+/* ---------------------------------------- 1. a healthy, idle server */
+
+enum { OP_TIMEDLOCK, OP_CLOCKLOCK, OP_TIMEDWRLOCK, OP_TIMEDRDLOCK, OP_CLOCKWRLOCK, OP_N };
+static const char *const op_name[OP_N] = { "timedlock", "clocklock", "timedwrlock", "timedrdlock", "clockwrlock" };
+
+/* One timed call with a deadline ms from now; its lateness (ms past the
+ * deadline, negative if early) in *late. */
+static int timed_op(int op, dlock_mutex_t *m, dlock_rwlock_t *rw, long ms, double *late) {
+    clockid_t clk = op == OP_CLOCKLOCK || op == OP_CLOCKWRLOCK ? CLOCK_MONOTONIC : CLOCK_REALTIME;
+    struct timespec ts = dlt_abs_in(clk, ms);
+    double t0 = dlt_now();
+    int rc;
+    switch (op) {
+    case OP_TIMEDLOCK: rc = dlock_mutex_timedlock(m, &ts); break;
+    case OP_CLOCKLOCK: rc = dlock_mutex_clocklock(m, clk, &ts); break;
+    case OP_TIMEDWRLOCK: rc = dlock_rwlock_timedwrlock(rw, &ts); break;
+    case OP_TIMEDRDLOCK: rc = dlock_rwlock_timedrdlock(rw, &ts); break;
+    default: rc = dlock_rwlock_clockwrlock(rw, clk, &ts); break;
+    }
+    *late = ms_since(t0) - (double)(ms > 0 ? ms : 0);
+    return rc;
+}
+
+#define IDLE_CALLS 24 /* per kind of call */
+
+static void test_idle_server_deadline_kept(void) {
+    dlt_redis srv;
+    dlock_client_t *hc = NULL, *wc = NULL;
+    dlock_mutex_t hm, wm;
+    dlock_rwlock_t hrw, wrw;
+    int op, i, over[OP_N] = { 0 }, bad_rc = 0;
+    double worst[OP_N] = { 0 };
+
+    memset(&srv, 0, sizeof srv);
+    CU_ASSERT_FATAL(dlt_redis_start(&srv, "hz 10") == 0);
+    DLT_ASSERT_ERR(dlt_client_make(&hc, srv.url, 0), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&wc, srv.url, 0), 0);
+    if (hc == NULL || wc == NULL) goto done;
+    DLT_ASSERT_ERR(mutex_make(&hm, "dl/idle", 30000, hc, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&wm, "dl/idle", 30000, wc, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(rwlock_make(&hrw, "dl/idle-rw", 30000, hc), 0);
+    DLT_ASSERT_ERR(rwlock_make(&wrw, "dl/idle-rw", 30000, wc), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&hm), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_wrlock(&hrw), 0);
+    for (i = 0; i < IDLE_CALLS; i++) {
+        for (op = 0; op < OP_N; op++) {
+            long ms = 20 + (i * 37 + op * 11) % 90; /* 20..109 ms: spread over Redis's 100 ms tick */
+            double late;
+            int rc = timed_op(op, &wm, &wrw, ms, &late);
+            if (rc != ETIMEDOUT) {
+                printf("  %s (%ld ms): %s [%s]\n", op_name[op], ms, dlt_errno_label(rc), dlock_last_error());
+                bad_rc++;
+            }
+            if (late > worst[op]) worst[op] = late;
+            if (late > LATE_MS) over[op]++;
+        }
+    }
+    for (op = 0; op < OP_N; op++)
+        printf("  %-12s %d calls, deadlines 20-109 ms: latest %.1f ms past the deadline, %d over %.0f ms\n",
+               op_name[op], IDLE_CALLS, worst[op], over[op], LATE_MS);
+    DLT_ASSERT_INT_EQ(bad_rc, 0);
+    for (op = 0; op < OP_N; op++) DLT_ASSERT_INT_EQ(over[op], 0);
+    /* Nothing of the waiter is left registered: the holder's unlock frees
+     * the lock for a trylock at once. */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&hm), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&hrw), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&wm), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&wm), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&hm), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&wm), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&hrw), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&wrw), 0);
+done:
+    if (hc) dlock_client_destroy(hc);
+    if (wc) dlock_client_destroy(wc);
+    dlt_redis_cleanup(&srv);
+}
+
+/* ------------------------------------------------ 2. a silent network */
+
+/* A loopback port whose SYNs go unanswered: a listener with a backlog of
+ * 0 whose accept queue is filled by connections never accepted.  Its
+ * sockets in fds[0..*n); the port, or 0. */
+static int silent_port(int *fds, int cap, int *n) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    *n = 0;
+    if (l < 0) return 0;
+    fds[(*n)++] = l;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(l, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(l, 0) != 0 ||
+        getsockname(l, (struct sockaddr *)&sa, &len) != 0)
+        return 0;
+    while (*n < cap) {
+        struct pollfd p;
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (s < 0) return 0;
+        fds[(*n)++] = s;
+        if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0 && errno != EINPROGRESS) return 0;
+        p.fd = s;
+        p.events = POLLOUT;
+        p.revents = 0;
+        if (poll(&p, 1, 300) == 0) return ntohs(sa.sin_port); /* this one hangs: the queue is full */
+    }
+    return 0;
+}
+
+/* A host that never answers: a timed call gives up by its deadline (+50
+ * ms), not after a whole connect timeout (1 s); with a deadline already
+ * past, within 50 ms of its start. */
+static void test_silent_host_connect_capped(void) {
+    int fds[16], nfd = 0, port, i;
+    char url[64];
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+    dlock_rwlock_t rw;
+    port = silent_port(fds, 16, &nfd);
+    CU_ASSERT_TRUE(port > 0);
+    if (port <= 0) goto done;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 0), 0);
+    if (c == NULL) goto done;
+    DLT_ASSERT_ERR(mutex_make(&m, "dl/silent", 5000, c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(rwlock_make(&rw, "dl/silent-rw", 5000, c), 0);
+    for (i = 0; i < 6; i++) {
+        long ms = i == 5 ? -200 : 40 + 60 * i; /* the last: a deadline already past */
+        int op = i % 3 == 0 ? OP_TIMEDLOCK : i % 3 == 1 ? OP_CLOCKLOCK : OP_TIMEDWRLOCK;
+        double late;
+        int rc = timed_op(op, &m, &rw, ms, &late);
+        printf("  %s, deadline %ld ms: %s %.1f ms past it [%s]\n", op_name[op], ms, dlt_errno_label(rc), late,
+               dlock_last_error());
+        CU_ASSERT_TRUE(rc == ETIMEDOUT || rc == ENOLCK);
+        CU_ASSERT_TRUE(late <= LATE_MS);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+done:
+    if (c) dlock_client_destroy(c);
+    for (i = 0; i < nfd; i++) close(fds[i]);
+}
+
+struct timed_arg {
+    dlock_mutex_t *m;
+    long ms;
+    int rc;
+    double late;
+    char why[256]; /* dlock_last_error() of the call's thread */
+};
+
+static void *timed_thread(void *p) {
+    struct timed_arg *a = p;
+    a->rc = timed_op(OP_TIMEDLOCK, a->m, NULL, a->ms, &a->late);
+    snprintf(a->why, sizeof a->why, "%s", dlock_last_error());
+    return NULL;
+}
+
+static long long zcard(dlt_redis *r, const char *key) {
+    return dlt_reply_int(dlt_redis_cmd(r, "ZCARD %s", key));
+}
+
+/* A waiter blocked in BLPOP when its host is cut off (the proxy drops
+ * everything both ways): its timedlock returns by the deadline + 50 ms;
+ * its registration as a waiting writer, which it could not take back in
+ * time, is taken back once the network heals -- not left for its lease
+ * (20 s) to lapse, holding readers back meanwhile. */
+static void test_partition_during_grant_wait(void) {
+    dlt_redis srv;
+    dlt_proxy *px = NULL;
+    dlock_client_t *hc = NULL, *wc = NULL;
+    dlock_mutex_t hm, wm;
+    pthread_t th;
+    struct timed_arg a;
+    double t0;
+    long long n = -1;
+    int i;
+
+    memset(&srv, 0, sizeof srv);
+    CU_ASSERT_FATAL(dlt_redis_start(&srv, NULL) == 0);
+    px = dlt_proxy_start(srv.port);
+    CU_ASSERT_TRUE(px != NULL);
+    if (px == NULL) goto done;
+    DLT_ASSERT_ERR(dlt_client_make(&hc, srv.url, 0), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&wc, dlt_proxy_url(px), 0), 0);
+    if (hc == NULL || wc == NULL) goto done;
+    DLT_ASSERT_ERR(mutex_make(&hm, "dl/part", 20000, hc, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&wm, "dl/part", 20000, wc, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&hm), 0);
+    for (i = 0; i < 2; i++) {
+        /* Round 0: cut off while in BLPOP.  Round 1: cut off already
+         * (the pool's connection is silent, a new one too). */
+        memset(&a, 0, sizeof a);
+        a.m = &wm;
+        a.ms = 800;
+        if (i == 1) dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, timed_thread, &a) == 0);
+        if (i == 0) {
+            dlt_sleep_ms(400); /* registered and blocked in BLPOP by now */
+            DLT_ASSERT_INT_EQ(zcard(&srv, "dlock:{dl/part}:writers"), 1);
+            dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
+        }
+        pthread_join(th, NULL);
+        printf("  round %d: timedlock (800 ms) cut off %s: %s %.1f ms past the deadline [%s]\n", i,
+               i == 0 ? "while in BLPOP" : "from the start", dlt_errno_label(a.rc), a.late, a.why);
+        CU_ASSERT_TRUE(a.rc == ETIMEDOUT || a.rc == ENOLCK);
+        CU_ASSERT_TRUE(a.late <= LATE_MS);
+        if (i == 0) {
+            /* The withdrawal could not get through: still registered. */
+            DLT_ASSERT_INT_EQ(zcard(&srv, "dlock:{dl/part}:writers"), 1);
+        }
+        dlt_proxy_pass(px);
+        t0 = dlt_now();
+        while ((n = zcard(&srv, "dlock:{dl/part}:writers") + zcard(&srv, "dlock:{dl/part}:queue")) != 0 &&
+               ms_since(t0) < 6000)
+            dlt_sleep_ms(20);
+        printf("  round %d: the registration was %s %.0f ms after the network healed\n", i,
+               n == 0 ? "taken back" : "still there", ms_since(t0));
+        DLT_ASSERT_INT_EQ(n, 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&hm), 0);
+    /* The lock is free for the waiter: no grant went to a call that left. */
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_lock(&wm), 0);
+    CU_ASSERT_TRUE(ms_since(t0) < 1000);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&wm), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&hm), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&wm), 0);
+done:
+    if (hc) dlock_client_destroy(hc);
+    if (wc) dlock_client_destroy(wc);
+    if (px) dlt_proxy_stop(px);
+    dlt_redis_cleanup(&srv);
+}
+
+/* ----------------------------------------- 3. an answer after the lease */
+
+#define SHORT_LEASE 400 /* ms */
+#define PAUSE_MS 1000   /* the server is stopped that long: well past the lease */
+
+static atomic_int lost_calls;
+
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)name;
+    (void)arg;
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+enum { LATE_LOCK, LATE_TIMEDLOCK, LATE_ROBUST_DEAD, LATE_WRLOCK, LATE_N };
+static const char *const late_name[LATE_N] = { "lock", "timedlock", "lock (robust, owner dead)", "wrlock" };
+
+struct late_arg {
+    int kind;
+    dlock_mutex_t *m;
+    dlock_rwlock_t *rw;
+    int rc, live, consistent, unlock; /* the lock call; holds() && fence(); their results */
+};
+
+/* The lock call, and, when it succeeded, what the caller can do with the
+ * hold (in the same thread: holds are the calling thread's). */
+static void *late_thread(void *p) {
+    struct late_arg *a = p;
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 5000);
+    a->consistent = a->unlock = -1;
+    switch (a->kind) {
+    case LATE_TIMEDLOCK: a->rc = dlock_mutex_timedlock(a->m, &ts); break;
+    case LATE_WRLOCK: a->rc = dlock_rwlock_wrlock(a->rw); break;
+    default: a->rc = dlock_mutex_lock(a->m); break;
+    }
+    if (a->kind == LATE_WRLOCK && a->rc == 0) {
+        a->live = dlock_rwlock_holds(a->rw) == 2 && dlock_rwlock_fence(a->rw) > 0;
+        a->unlock = dlock_rwlock_unlock(a->rw);
+    } else if (a->kind != LATE_WRLOCK && (a->rc == 0 || a->rc == EOWNERDEAD)) {
+        a->live = dlock_mutex_holds(a->m) == 1 && dlock_mutex_fence(a->m) > 0;
+        if (a->rc == EOWNERDEAD) a->consistent = dlock_mutex_consistent(a->m);
+        a->unlock = dlock_mutex_unlock(a->m);
+    }
+    return NULL;
+}
+
+/* The server is stopped just before the acquire goes out and continued
+ * a second later: the server grants the lock (for 400 ms from then), but
+ * the client sent its request more than a lease ago.  A success must be
+ * a live hold the caller can use. */
+static void test_late_answer_never_a_dead_hold(void) {
+    dlt_redis srv;
+    dlock_client_t *c = NULL;
+    int kind;
+
+    memset(&srv, 0, sizeof srv);
+    CU_ASSERT_FATAL(dlt_redis_start(&srv, NULL) == 0);
+    DLT_ASSERT_ERR(dlt_client_make(&c, srv.url, 0), 0);
+    if (c == NULL) goto done;
+    for (kind = 0; kind < LATE_N; kind++) {
+        char name[64];
+        dlock_mutex_t m;
+        dlock_rwlock_t rw;
+        pthread_t th;
+        struct late_arg a;
+        int rc;
+        snprintf(name, sizeof name, "dl/late-%d", kind);
+        atomic_store(&lost_calls, 0);
+        if (kind == LATE_WRLOCK) {
+            DLT_ASSERT_ERR(rwlock_make(&rw, name, SHORT_LEASE, c), 0);
+            DLT_ASSERT_ERR(dlock_rwlock_wrlock(&rw), 0); /* a pooled connection, scripts loaded */
+            DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+        } else {
+            DLT_ASSERT_ERR(mutex_make(&m, name, SHORT_LEASE, c, kind == LATE_ROBUST_DEAD, on_lost, NULL), 0);
+            DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+            DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        }
+        if (kind == LATE_ROBUST_DEAD) {
+            /* The last robust holder died holding it (as a holder's exit
+             * leaves it): the next acquirer gets EOWNERDEAD. */
+            char key[128];
+            dlt_lock_key(name, key, sizeof key);
+            strcat(key, ":state");
+            redisReply *r = dlt_redis_cmd(&srv, "SET %s held", key);
+            CU_ASSERT_TRUE(r != NULL && r->type == REDIS_REPLY_STATUS);
+            if (r) freeReplyObject(r);
+        }
+        memset(&a, 0, sizeof a);
+        a.kind = kind;
+        a.m = &m;
+        a.rw = &rw;
+        CU_ASSERT_FATAL(kill(srv.pid, SIGSTOP) == 0);
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, late_thread, &a) == 0);
+        dlt_sleep_ms(PAUSE_MS);
+        kill(srv.pid, SIGCONT);
+        pthread_join(th, NULL);
+        rc = a.rc;
+        printf("  %s, server stopped %d ms (lease %d ms): %s, %s; lost-lock handler ran %d times\n", late_name[kind],
+               PAUSE_MS, SHORT_LEASE, dlt_errno_label(rc),
+               rc == 0 || rc == EOWNERDEAD ? (a.live ? "a live hold" : "a DEAD hold") : "no hold",
+               atomic_load(&lost_calls));
+        CU_ASSERT_TRUE(rc == (kind == LATE_ROBUST_DEAD ? EOWNERDEAD : 0) || rc == ETIMEDOUT || rc == ENOLCK);
+        if (rc == 0 || rc == EOWNERDEAD) {
+            DLT_ASSERT_INT_EQ(a.live, 1);
+            DLT_ASSERT_ERR(a.unlock, 0);
+        }
+        if (rc == EOWNERDEAD) DLT_ASSERT_ERR(a.consistent, 0);
+        DLT_ASSERT_INT_EQ(atomic_load(&lost_calls), 0);
+        if (kind == LATE_WRLOCK) {
+            DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+        } else {
+            DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        }
+    }
+done:
+    if (srv.pid > 0) kill(srv.pid, SIGCONT);
+    if (c) dlock_client_destroy(c);
+    dlt_redis_cleanup(&srv);
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_idle_server_deadline_kept),
+    DLT_TEST(test_silent_host_connect_capped),
+    DLT_TEST(test_partition_during_grant_wait),
+    DLT_TEST(test_late_answer_never_a_dead_hold),
+    { NULL, NULL }
+};
+
+int main(int argc, char **argv) {
+    return dlt_main(argc, argv, "deadline", tests);
+}
