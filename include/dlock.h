@@ -14,6 +14,12 @@
 #include <sys/types.h> /* clockid_t, also under -std=c11 */
 #include <time.h>
 
+/* struct timespec is in <time.h> from C11 or POSIX 1993 on; under a strict
+ * -std=c99 it is not, and a first mention in a parameter list would make
+ * it a different struct for each prototype.  Declared here, it is one
+ * type, the system's where it has one. */
+struct timespec;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -279,7 +285,7 @@ DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was
  * ---------------------------------------------------------------------- */
 /* A message for an error code returned by dlock (any errno value). */
 DLOCK_API const char *dlock_strerror(int err);
-/* The symbolic name of an error code ("ENOLCK"), or "UNKNOWN". */
+/* The symbolic name of an error code ("ENOLCK"; "OK" for 0), or "UNKNOWN". */
 DLOCK_API const char *dlock_err_name(int err);
 /* A message about the last failure of a dlock call in this thread, with
  * its detail (never a password); "" when there has been none. */

@@ -12,7 +12,7 @@
 #include "dlock-int.h"
 
 #define DLOCK__ERRORS(X)                                                          \
-    X(0, "0", "success")                                                          \
+    X(0, "OK", "success")                                                          \
     X(EINVAL, "EINVAL", "invalid argument, object or configuration")              \
     X(EBUSY, "EBUSY", "the lock is held")                                         \
     X(EDEADLK, "EDEADLK", "the calling thread already holds the lock")            \
