@@ -119,6 +119,52 @@ static void veil(dlock__conf *conf, const char *pw, size_t n) {
     memcpy(url + sl, "***", 4);
 }
 
+/* What the user meant as a password may sit where a port goes:
+ * redis://u:TOPSECRET (no @host) or redis://u:TOP/SECRET.  In the shown
+ * URL `out` (query already cut), a port that is not 1..65535 is replaced,
+ * with everything after it, by "***". */
+static void mask_bad_ports(char *out) {
+    char *s = strstr(out, "://"), *at;
+    if (s == NULL) return;
+    s += 3;
+    if ((at = strrchr(s, '@')) != NULL) s = at + 1;
+    while (*s != '\0' && *s != '/') {
+        char *c, *e;
+        size_t nd;
+        if (*s == '[') {
+            char *rb = strchr(s, ']');
+            if (rb == NULL) return;
+            s = rb + 1;
+        }
+        c = s + strcspn(s, ":,/");
+        if (*c != ':') {
+            s = *c == ',' ? c + 1 : c;
+            continue;
+        }
+        e = c + 1 + strcspn(c + 1, ",/");
+        nd = (size_t)(e - c - 1);
+        {
+            unsigned long port;
+            if (parse_uint(c + 1, nd, 65535, &port) != 0 || port == 0) {
+                strcpy(c + 1, "***");
+                return;
+            }
+        }
+        s = *e == ',' ? e + 1 : e;
+    }
+}
+
+/* The userinfo stops at the first '/' or '?': an '@' after one of them
+ * (and none before) most likely ends a user name or password that holds
+ * an unencoded '/' or '?'. */
+static int misplaced_at(const char *url) {
+    const char *p = strstr(url, "://"), *stop;
+    if (p == NULL) return 0;
+    p += 3;
+    stop = p + strcspn(p, "/?@");
+    return *stop != '@' && *stop != '\0' && strchr(stop, '@') != NULL;
+}
+
 static int set_param(dlock__conf *conf, const char *red, const char *k, size_t kn,
                      const char *v, size_t vn) {
     unsigned long x;
@@ -311,6 +357,7 @@ static int parse_url(dlock__conf *conf, const char *url) {
         char *rq = strchr(conf->redacted_url, '?');
         if (rq) *rq = '\0';
     }
+    mask_bad_ports(conf->redacted_url);
     if (at != NULL && colon != NULL && colon < at) veil(conf, colon + 1, (size_t)(at - colon - 1));
     if (at != NULL && colon == NULL)
         /* Some clients read redis://secret@host as a password: refuse it
@@ -446,7 +493,16 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
     conf->restart_guard_ms = cfg ? cfg->restart_guard_ms : 0;
     conf->handoff_ms = !cfg || cfg->handoff_ms == 0 ? 5 : cfg->handoff_ms < 0 ? 0 : (unsigned)cfg->handoff_ms;
     conf->wait_conns = DLOCK__WAIT_CONNS;
-    if ((rc = parse_url(conf, url)) != 0) goto fail;
+    if ((rc = parse_url(conf, url)) != 0) {
+        if (rc == EINVAL && misplaced_at(url)) {
+            char saved[512];
+            const char *m = dlock_last_error();
+            snprintf(saved, sizeof saved, "%s", strncmp(m, "EINVAL: ", 8) == 0 ? m + 8 : m);
+            dlock__seterr(EINVAL, "%s (a '/' or '?' in the user name or password must be percent-encoded: "
+                          "%%2F, %%3F)", saved);
+        }
+        goto fail;
+    }
     return 0;
 fail:
     dlock__conf_free(conf);
