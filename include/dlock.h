@@ -87,6 +87,14 @@ DLOCK_API dlock_client_t *dlock_client_default(int *err);
  * through a dlock_rwlock_t, m is that rwlock object. */
 typedef struct dlock_mutex dlock_mutex_t;
 typedef void (*dlock_lost_fn)(dlock_mutex_t *m, const char *name, void *arg);
+/* Inside a lost-lock handler: why that hold was lost.  DLOCK_LOST_BROKEN:
+ * the server refused its renewal, the lock being no longer this holder's
+ * there (broken with dlock_break or `dlock break`, taken by another owner
+ * after its lease ran out on the server, or gone with the server's data);
+ * DLOCK_LOST_EXPIRED: no renewal reached the server before the lease ran
+ * out (unreachable, too slow).  Outside a handler: DLOCK_LOST_NONE. */
+enum { DLOCK_LOST_NONE, DLOCK_LOST_EXPIRED, DLOCK_LOST_BROKEN };
+DLOCK_API int dlock_lost_reason(void);
 
 /* ------------------------------------------------------------------------
  * Mutex attributes.  Complete type, caller-allocated; fields are private.

@@ -214,13 +214,13 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)arg;
     if (abort_on_lost) {
-        dlpl_msg("lost the cluster lock '%s' (its lease ran out); DLOCK_ON_LOST=abort: SIGABRT to process group %ld",
-                 name, pgroup);
+        dlpl_msg("lost the cluster lock '%s' (%s); DLOCK_ON_LOST=abort: SIGABRT to process group %ld",
+                 name, dlpl_lost_why(), pgroup);
         if (pgroup > 1) kill((pid_t)-pgroup, SIGABRT);
         else if (parent > 1) kill((pid_t)parent, SIGABRT);
     } else {
-        dlpl_msg("lost the cluster lock '%s' (its lease ran out): it no longer excludes other hosts "
-                 "(DLOCK_ON_LOST=warn)", name);
+        dlpl_msg("lost the cluster lock '%s' (%s): it no longer excludes other hosts "
+                 "(DLOCK_ON_LOST=warn)", name, dlpl_lost_why());
     }
 }
 

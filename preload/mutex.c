@@ -202,11 +202,11 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)arg;
     if (dlpl_conf.on_lost == DLPL_ON_LOST_ABORT) {
-        dlpl_msg("lost the cluster lock of mutex '%s' (its lease ran out); DLOCK_ON_LOST=abort", name);
+        dlpl_msg("lost the cluster lock of mutex '%s' (%s); DLOCK_ON_LOST=abort", name, dlpl_lost_why());
         abort();
     }
-    dlpl_msg("lost the cluster lock of mutex '%s' (its lease ran out): it no longer excludes other hosts "
-             "(DLOCK_ON_LOST=warn)", name);
+    dlpl_msg("lost the cluster lock of mutex '%s' (%s): it no longer excludes other hosts "
+             "(DLOCK_ON_LOST=warn)", name, dlpl_lost_why());
 }
 
 /* Makes e's dlock mutex on first use, with the type and robustness of

@@ -735,7 +735,10 @@ struct dlock__lost_report {
     void *arg;
     void *obj;
     char *name;
+    int why; /* DLOCK_LOST_BROKEN, or 0: its lease ran out (DLOCK_LOST_EXPIRED) */
 };
+/* Runs rep's handler (if any) with dlock_lost_reason() telling why. */
+void dlock__lost_run(const struct dlock__lost_report *rep);
 typedef struct dlock__lost_report dlock__lost_report;
 
 /* The lock core (lock.c), shared by mutexes and rwlocks. */
