@@ -132,8 +132,19 @@ static void mask_bad_ports(char *out) {
         char *c, *e;
         size_t nd;
         if (*s == '[') {
-            char *rb = strchr(s, ']');
-            if (rb == NULL) return;
+            /* an IPv6 address; anything else in brackets may be a secret */
+            char *rb = strchr(s, ']'), *k;
+            int zone = 0;
+            for (k = s + 1; rb != NULL && k < rb; k++) {
+                if (*k == '%') zone = 1;
+                else if (!(isxdigit((unsigned char)*k) || *k == ':' || *k == '.' ||
+                           (zone && isalnum((unsigned char)*k))))
+                    break;
+            }
+            if (rb == NULL || k < rb) {
+                strcpy(s, "***");
+                return;
+            }
             s = rb + 1;
         }
         c = s + strcspn(s, ":,/");
@@ -166,7 +177,7 @@ static int misplaced_at(const char *url) {
 }
 
 static int set_param(dlock__conf *conf, const char *red, const char *k, size_t kn,
-                     const char *v, size_t vn) {
+                     const char *v, size_t vn, int quiet) {
     unsigned long x;
     struct { const char *name; unsigned *field; unsigned long min, max; } num[] = {
         { "connect_timeout_ms", &conf->connect_timeout_ms, 1, 3600000 },
@@ -235,6 +246,8 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
         conf->prefix = p;
         return 0;
     }
+    if (quiet) /* the "query" may be the end of a password (misplaced_at) */
+        return dlock__seterr(EINVAL, "URL %s: unknown parameter", red);
     return dlock__seterr(EINVAL, "URL %s: unknown parameter '%.*s'", red, (int)(kn > 64 ? 64 : kn), k);
 }
 
@@ -447,7 +460,8 @@ path:
             eq = memchr(s, '=', (size_t)(amp - s));
             if (eq == NULL)
                 return dlock__seterr(EINVAL, "URL %s: query parameter without '='", conf->redacted_url);
-            rc = set_param(conf, conf->redacted_url, s, (size_t)(eq - s), eq + 1, (size_t)(amp - eq - 1));
+            rc = set_param(conf, conf->redacted_url, s, (size_t)(eq - s), eq + 1, (size_t)(amp - eq - 1),
+                           misplaced_at(url));
             if (rc != 0) return rc;
             s = amp + 1;
         }
