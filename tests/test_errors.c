@@ -378,8 +378,9 @@ static void *trickle_main(void *arg) {
     trickler *t = arg;
     static const char head[] = "$1000000000\r\n";
     char chunk[1024];
+    double end = dlt_now() + 20; /* (a client without a bound of its own: fails at 20 s) */
     memset(chunk, 'x', sizeof chunk);
-    while (!t->stop) {
+    while (!t->stop && dlt_now() < end) {
         struct pollfd p = { t->fd, POLLIN, 0 };
         int cfd;
         char req[4096];
@@ -388,7 +389,8 @@ static void *trickle_main(void *arg) {
         p.fd = cfd;
         if (poll(&p, 1, 2000) > 0 && recv(cfd, req, sizeof req, 0) > 0 &&
             send(cfd, head, sizeof head - 1, MSG_NOSIGNAL) > 0) {
-            while (!t->stop && send(cfd, chunk, sizeof chunk, MSG_NOSIGNAL) > 0) dlt_sleep_ms(20);
+            while (!t->stop && dlt_now() < end && send(cfd, chunk, sizeof chunk, MSG_NOSIGNAL) > 0)
+                dlt_sleep_ms(20);
         }
         close(cfd);
     }
