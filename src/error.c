@@ -19,7 +19,7 @@
     X(EPERM, "EPERM", "the calling thread does not hold the lock (or lost it)")   \
     X(ETIMEDOUT, "ETIMEDOUT", "the deadline passed before the lock was acquired") \
     X(ENOLCK, "ENOLCK", "the lock server could not be reached")                   \
-    X(EAGAIN, "EAGAIN", "the recursion limit was reached")                        \
+    X(EAGAIN, "EAGAIN", "the recursion limit was reached (or a system resource ran out)")                        \
     X(EOWNERDEAD, "EOWNERDEAD", "the previous holder died; state may be inconsistent") \
     X(ENOTRECOVERABLE, "ENOTRECOVERABLE", "the lock is not recoverable")          \
     X(ENOMEM, "ENOMEM", "out of memory")                                          \
