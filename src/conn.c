@@ -150,7 +150,8 @@ static const char *conn_why(const dlock__conn *cn, unsigned ms, char *buf, size_
 static int expects_tls(struct dlock_client *c, const dlock__conn *cn) {
     const redisContext *ctx = cn->ctx;
     unsigned ms = c->conf.connect_timeout_ms < 500 ? c->conf.connect_timeout_ms : 500;
-    if (cn->tls != NULL || cn->answered != 0 || cn->ep.port == 0) return 0;
+    /* (no answer, not even a part of one, ever came on it) */
+    if (cn->tls != NULL || cn->answered != 0 || cn->ep.port == 0 || ctx->reader->len != 0) return 0;
     if (ctx->err != REDIS_ERR_EOF && !(ctx->err == REDIS_ERR_IO && (strstr(ctx->errstr, strerror(ECONNRESET)) != NULL ||
                                                                    strstr(ctx->errstr, strerror(EPIPE)) != NULL)))
         return 0;

@@ -39,6 +39,9 @@
 
 #include "dlock-int.h"
 
+#ifndef DLPL_SO
+#define DLPL_SO ""
+#endif
 #ifndef DLOCK_CLI
 #error "DLOCK_CLI (the path of the built dlock program) must be defined by the build"
 #endif
@@ -497,6 +500,54 @@ static void test_lost_reason(void) {
     hold_and_lose(0);
 }
 
+/* The LD_PRELOAD mode: flock(1) holds a mapped file lock; `dlock break`
+ * (dlock_break here) takes it away; the keeper's message says it was
+ * broken, not that its lease ran out. */
+static void test_preload_says_broken(void) {
+    char dir[256], cmd[1024], path[300], err[BUF];
+    dlock_lock_info_t info;
+    pid_t pid;
+    double t0;
+    int was = 0, st;
+    FILE *f;
+    size_t n;
+    if (DLPL_SO[0] == '\0') {
+        printf("  (the LD_PRELOAD library is not built: skipped)\n");
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/dlt-errors-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
+    snprintf(cmd, sizeof cmd,
+             "LD_PRELOAD='%s' DLOCK_MAP='file:%s/x.lock=e/keeper' exec /usr/bin/flock '%s/x.lock' sleep 8 "
+             "2>'%s/err'", DLPL_SO, dir, dir, dir);
+    fflush(NULL);
+    if ((pid = fork()) == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(120);
+    }
+    CU_ASSERT_FATAL(pid > 0);
+    t0 = dlt_now();
+    memset(&info, 0, sizeof info);
+    while (dlt_now() - t0 < 15 && (dlock_lock_info(NULL, "e/keeper", &info) != 0 || !info.held)) dlt_sleep_ms(20);
+    CU_ASSERT_TRUE(info.held);
+    DLT_ASSERT_ERR(dlock_break(NULL, "e/keeper", DLOCK_BREAK_OWNERDEAD, &was), 0);
+    st = dlt_wait(pid, 30000);
+    snprintf(path, sizeof path, "%s/err", dir);
+    err[0] = '\0';
+    if ((f = fopen(path, "r")) != NULL) {
+        n = fread(err, 1, sizeof err - 1, f);
+        err[n] = '\0';
+        fclose(f);
+    }
+    printf("  flock under the preload, broken: exit %d: %s", st, err);
+    DLT_ASSERT_INT_EQ(was, 1);
+    CU_ASSERT_TRUE(has(err, "lost the cluster lock"));
+    CU_ASSERT_TRUE(has(err, "broken"));
+    CU_ASSERT_FALSE(has(err, "lease ran out"));
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+
 /* ============================================================ Redlock */
 
 static void test_list_redlock_quorum_down(void) {
@@ -547,6 +598,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_huge_answer_within_bound),
     DLT_TEST(test_tls_mismatch),
     DLT_TEST(test_lost_reason),
+    DLT_TEST(test_preload_says_broken),
     DLT_TEST(test_list_redlock_quorum_down),
     { NULL, NULL },
 };
