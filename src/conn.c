@@ -152,8 +152,9 @@ static int expects_tls(struct dlock_client *c, const dlock__conn *cn) {
     unsigned ms = c->conf.connect_timeout_ms < 500 ? c->conf.connect_timeout_ms : 500;
     /* (no answer, not even a part of one, ever came on it) */
     if (cn->tls != NULL || cn->answered != 0 || cn->ep.port == 0 || ctx->reader->len != 0) return 0;
-    if (ctx->err != REDIS_ERR_EOF && !(ctx->err == REDIS_ERR_IO && (strstr(ctx->errstr, strerror(ECONNRESET)) != NULL ||
-                                                                   strstr(ctx->errstr, strerror(EPIPE)) != NULL)))
+    if (ctx->err != REDIS_ERR_EOF &&
+        !(ctx->err == REDIS_ERR_IO &&
+          (strstr(ctx->errstr, strerror(ECONNRESET)) != NULL || strstr(ctx->errstr, strerror(EPIPE)) != NULL)))
         return 0;
     if (dlock__tls_probe(cn->ep.host, cn->ep.port, ms) != 1) return 0;
     dlock__seterr(ENOLCK, "%s: the server closed the connection at the first request and answers a TLS "
@@ -195,7 +196,8 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
         r = dlock__conn_cmd(cn, argc, argv, lens, NULL);
         if (r == NULL) {
             if (expects_tls(c, cn)) return EACCES;
-            return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url, conn_why(cn, cn->timeout_ms, why, sizeof why));
+            return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url,
+                                 conn_why(cn, cn->timeout_ms, why, sizeof why));
         }
         if (r->type == REDIS_REPLY_ERROR) {
             /* the server's message names neither the password nor the user's secret */
@@ -217,7 +219,8 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
         r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
         if (r == NULL) {
             if (expects_tls(c, cn)) return EACCES;
-            return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url, conn_why(cn, cn->timeout_ms, why, sizeof why));
+            return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url,
+                                 conn_why(cn, cn->timeout_ms, why, sizeof why));
         }
         if (needs_password(r)) {
             freeReplyObject(r);
@@ -267,6 +270,9 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
             continue;
         }
         r = dlock__conn_cmd(&tmp, 3, argv, lens, NULL);
+        if (needs_password(r) && why[0] == '\0')
+            snprintf(why, sizeof why, " (sentinel %s:%d needs a password: dlock asks the sentinels without one)",
+                     s->host, s->port);
         if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
             r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
             r->element[0]->len > 0 && r->element[0]->len < sizeof ep->host) {
@@ -300,7 +306,9 @@ static int is_master(struct dlock_client *c, dlock__conn *cn) {
     redisReply *r = dlock__conn_cmd(cn, 1, argv, lens, NULL);
     int ok;
     char why[128];
-    if (r == NULL) return dlock__seterr(ENOLCK, "%s: ROLE: %s", c->conf.redacted_url, conn_why(cn, cn->timeout_ms, why, sizeof why));
+    if (r == NULL)
+        return dlock__seterr(ENOLCK, "%s: ROLE: %s", c->conf.redacted_url,
+                             conn_why(cn, cn->timeout_ms, why, sizeof why));
     ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
          strcmp(r->element[0]->str, "master") == 0;
     if (!ok && r->type == REDIS_REPLY_ERROR)

@@ -209,8 +209,8 @@ int dlock__tls_start(struct dlock_client *c, dlock__conn *cn, const char *host) 
             if (t->got == 0 && cn->ctx->err == REDIS_ERR_IO && strcmp(cn->ctx->errstr, "recv: timed out") == 0) {
                 /* A plain Redis takes the ClientHello for the start of an
                  * inline command, and waits for its end. */
-                if (cn->ep.port != 0 && dlock__plain_probe(cn->ep.host, cn->ep.port,
-                                                             cn->timeout_ms / 2 < 250 ? cn->timeout_ms / 2 : 250) == 1) {
+                unsigned ms = cn->timeout_ms / 2 < 250 ? cn->timeout_ms / 2 : 250;
+                if (cn->ep.port != 0 && dlock__plain_probe(cn->ep.host, cn->ep.port, ms) == 1) {
                     dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP, and said "
                                   "nothing to the TLS handshake): use redis://, or the server's TLS port",
                                   cf->redacted_url);
