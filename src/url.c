@@ -297,7 +297,10 @@ static const char *parse_endpoint(const dlock__conf *conf, const char *p, const 
         unsigned long port;
         while (p < q && *p != '/' && *p != ',') p++;
         if (parse_uint(ps, (size_t)(p - ps), 65535, &port) != 0 || port == 0) {
-            dlock__seterr(EINVAL, "URL %s: bad port", conf->redacted_url);
+            /* redis://user:PASSWORD with its @host forgotten lands here */
+            int no_at = strchr(conf->redacted_url, '@') == NULL && p > ps && !isdigit((unsigned char)*ps);
+            dlock__seterr(EINVAL, "URL %s: bad port%s", conf->redacted_url,
+                          no_at ? " (a password goes before an @: redis://[USER]:PASSWORD@HOST[:PORT])" : "");
             return NULL;
         }
         ep->port = (int)port;

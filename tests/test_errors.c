@@ -249,6 +249,18 @@ static void test_url_says_percent_encode(void) {
         CU_ASSERT_FALSE(has(dlock_last_error(), "pa/ss") || has(dlock_last_error(), "pa?ss") ||
                         has(dlock_last_error(), "p/w"));
     }
+    /* The @host forgotten: the "port" is the password, hidden, and the
+     * message says where a password goes. */
+    {
+        char out[BUF], err[BUF];
+        int rc = cli(out, err, BUF, 30000, "--url", "redis://u:TOPSECRET", "status", "e/x", NULL);
+        printf("  redis://u:TOPSECRET: %d: %s", rc, err);
+        DLT_ASSERT_INT_EQ(rc, 64);
+        CU_ASSERT_TRUE(has(err, "bad port"));
+        CU_ASSERT_TRUE(has(err, "PASSWORD@HOST"));
+        CU_ASSERT_FALSE(has(err, "TOPSECRET"));
+        CU_ASSERT_FALSE(has(out, "TOPSECRET"));
+    }
 }
 
 /* A small deterministic generator (xorshift). */
