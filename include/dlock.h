@@ -14,6 +14,12 @@
 #include <sys/types.h> /* clockid_t, also under -std=c11 */
 #include <time.h>
 
+/* struct timespec is in <time.h> from C11 or POSIX 1993 on; under a strict
+ * -std=c99 it is not, and a first mention in a parameter list would make
+ * it a different struct for each prototype.  Declared here, it is one
+ * type, the system's where it has one. */
+struct timespec;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -88,6 +94,14 @@ DLOCK_API dlock_client_t *dlock_client_default(int *err);
  * through a dlock_rwlock_t, m is that rwlock object. */
 typedef struct dlock_mutex dlock_mutex_t;
 typedef void (*dlock_lost_fn)(dlock_mutex_t *m, const char *name, void *arg);
+/* Inside a lost-lock handler: why that hold was lost.  DLOCK_LOST_BROKEN:
+ * the server refused its renewal, the lock being no longer this holder's
+ * there (broken with dlock_break or `dlock break`, taken by another owner
+ * after its lease ran out on the server, or gone with the server's data);
+ * DLOCK_LOST_EXPIRED: no renewal reached the server before the lease ran
+ * out (unreachable, too slow).  Outside a handler: DLOCK_LOST_NONE. */
+enum { DLOCK_LOST_NONE, DLOCK_LOST_EXPIRED, DLOCK_LOST_BROKEN };
+DLOCK_API int dlock_lost_reason(void);
 
 /* ------------------------------------------------------------------------
  * Mutex attributes.  Complete type, caller-allocated; fields are private.
@@ -325,7 +339,7 @@ DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was
  * ---------------------------------------------------------------------- */
 /* A message for an error code returned by dlock (any errno value). */
 DLOCK_API const char *dlock_strerror(int err);
-/* The symbolic name of an error code ("ENOLCK"), or "UNKNOWN". */
+/* The symbolic name of an error code ("ENOLCK"; "OK" for 0), or "UNKNOWN". */
 DLOCK_API const char *dlock_err_name(int err);
 /* A message about the last failure of a dlock call in this thread, with
  * its detail (never a password); "" when there has been none. */

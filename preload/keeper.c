@@ -466,12 +466,12 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)arg;
     if (abort_on_lost) {
         char c = 'l';
-        dlpl_msg("lost the cluster lock '%s' (its lease ran out); DLOCK_ON_LOST=abort: stopping the program", name);
+        dlpl_msg("lost the cluster lock '%s' (%s); DLOCK_ON_LOST=abort: stopping the program", name, dlpl_lost_why());
         /* The stopping is the main loop's: this is the renewal thread. */
         (void)!write(lost_pipe[1], &c, 1);
     } else {
-        dlpl_msg("lost the cluster lock '%s' (its lease ran out): it no longer excludes other hosts "
-                 "(DLOCK_ON_LOST=warn)", name);
+        dlpl_msg("lost the cluster lock '%s' (%s): it no longer excludes other hosts "
+                 "(DLOCK_ON_LOST=warn)", name, dlpl_lost_why());
     }
 }
 

@@ -205,12 +205,12 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)arg;
     if (dlpl_conf.on_lost == DLPL_ON_LOST_ABORT) {
-        dlpl_msg("lost the cluster lock of mutex '%s' (its lease ran out); DLOCK_ON_LOST=abort", name);
+        dlpl_msg("lost the cluster lock of mutex '%s' (%s); DLOCK_ON_LOST=abort", name, dlpl_lost_why());
         dlpl_stop_tree(getpid(), 0); /* what the program started, as for a file lock */
         abort();
     }
-    dlpl_msg("lost the cluster lock of mutex '%s' (its lease ran out): it no longer excludes other hosts "
-             "(DLOCK_ON_LOST=warn)", name);
+    dlpl_msg("lost the cluster lock of mutex '%s' (%s): it no longer excludes other hosts "
+             "(DLOCK_ON_LOST=warn)", name, dlpl_lost_why());
 }
 
 /* glibc's __data.__kind: the type in the low two bits (0 NORMAL, which is

@@ -85,6 +85,12 @@ int dlpl_map_path(const char *path, char *name, size_t cap);
 void dlpl_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The same, at most once every 10 s per key (a small integer). */
 void dlpl_msg_rl(int key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* In a lost-lock handler: why the cluster lock was lost, for its message. */
+static inline const char *dlpl_lost_why(void) {
+    return dlock_lost_reason() == DLOCK_LOST_BROKEN
+               ? "it was broken (dlock break) or taken by another owner: the server refused its renewal"
+               : "its lease ran out before a renewal reached the server";
+}
 const char *dlpl_policy_text(void);
 /* The lock server's reachability as the program sees it: _down when a
  * mapped lock gets no cluster-wide answer (rc: why), _up when one does.

@@ -124,6 +124,17 @@ static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *patte
         redisReply *r;
         for (i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
         if ((rc = dlock__command(srv, &r, dlock__unreachable_deadline(srv), 0, 6, argv, lens)) != 0) break;
+        if (r->type == REDIS_REPLY_ERROR) {
+            /* As dlock_lock_info says it (backend.c): an ACL that lacks
+             * SCAN is named, not hidden behind "unexpected answer". */
+            if (strncmp(r->str, "NOPERM", 6) == 0)
+                rc = dlock__seterr(EPROTO, "%s: SCAN refused by the server's ACL (see \"Running as a minimal ACL "
+                                   "user\" in the README): %.200s", srv->conf.redacted_url, r->str);
+            else
+                rc = dlock__seterr(EPROTO, "%s: SCAN failed: %.200s", srv->conf.redacted_url, r->str);
+            freeReplyObject(r);
+            break;
+        }
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
             r->element[0]->len >= sizeof cursor || r->element[1]->type != REDIS_REPLY_ARRAY) {
             rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", srv->conf.redacted_url);
@@ -183,6 +194,23 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
                                           dlock__unreachable_deadline(c));
         if (n < 0) rc = -n;
         for (i = 0; i < n && rc == 0 && !stop; i++) rc = list_server(c, masters[i], pattern, glob, &s, fn, arg, &stop);
+    } else if (c->conf.kind == DLOCK__BACKEND_REDLOCK) {
+        /* A lock is held on a quorum of the masters, not on every one:
+         * each master's keys are read.  Without a quorum the list cannot
+         * be complete (nor can any lock be taken): ENOLCK, after fn was
+         * called for what the masters that answered hold. */
+        size_t i, answered = 0, q = c->nmembers / 2 + 1;
+        char why[512] = "";
+        for (i = 0; i < c->nmembers && rc == 0 && !stop; i++) {
+            int r = list_server(c, c->members[i], pattern, glob, &s, fn, arg, &stop);
+            if (r == 0) answered++;
+            else if (r == ENOLCK) snprintf(why, sizeof why, "%s", dlock_last_error());
+            else rc = r;
+        }
+        if (rc == 0 && !stop && answered < q)
+            rc = dlock__seterr(ENOLCK, "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): the locks "
+                               "held on the others are not listed (%.300s)", c->conf.redacted_url, answered,
+                               c->nmembers, q, strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
     } else {
         rc = list_server(c, c, pattern, glob, &s, fn, arg, &stop);
     }

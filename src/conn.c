@@ -99,14 +99,54 @@ int dlock__conn_pending(const dlock__conn *cn) {
     return dlock__tls_pending(cn);
 }
 
+/* The socket's receive timeout bounds one read, not a whole answer: a
+ * server that sends a huge answer, or trickles it, would keep the caller
+ * past every bound.  So an answer that takes more than one read gets, in
+ * all, the receive timeout set when it was awaited: each further read
+ * waits only for what is left of it (the socket's timeout is put back
+ * after). */
+static int reply_read_more(dlock__conn *cn, dlock__mono start, struct timeval *saved, int *changed) {
+    redisContext *ctx = cn->ctx;
+    dlock__mono total, left;
+    struct timeval tv;
+    if (!*changed) {
+        socklen_t sl = sizeof *saved;
+        if (getsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, saved, &sl) != 0) return 0; /* unbounded as before */
+        if (saved->tv_sec == 0 && saved->tv_usec == 0) return 0; /* no timeout set: none to keep */
+    }
+    total = (dlock__mono)saved->tv_sec * 1000 * DLOCK__MS + (dlock__mono)saved->tv_usec * (DLOCK__MS / 1000);
+    left = start + total - dlock__now();
+    if (left <= 0) {
+        snprintf(ctx->errstr, sizeof ctx->errstr, "the server did not finish its answer within %lld ms",
+                 (long long)(total / DLOCK__MS));
+        ctx->err = REDIS_ERR_IO;
+        return -1;
+    }
+    tv.tv_sec = (time_t)(left / (1000 * DLOCK__MS));
+    tv.tv_usec = (suseconds_t)((left % (1000 * DLOCK__MS)) / (DLOCK__MS / 1000));
+    if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1;
+    if (setsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0) *changed = 1;
+    return 0;
+}
+
 int dlock__conn_reply(dlock__conn *cn, void **reply) {
+    struct timeval saved;
+    dlock__mono start = 0;
+    int changed = 0, rc = REDIS_OK, reads = 0;
     *reply = NULL;
     if (redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) return REDIS_ERR;
     while (*reply == NULL) {
-        if (dlock__conn_read(cn) != REDIS_OK) return REDIS_ERR;
-        if (redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) return REDIS_ERR;
+        if (reads++ == 0) start = dlock__now();
+        else if (reply_read_more(cn, start, &saved, &changed) != 0) rc = REDIS_ERR;
+        if (rc != REDIS_OK || dlock__conn_read(cn) != REDIS_OK ||
+            redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) {
+            rc = REDIS_ERR;
+            break;
+        }
     }
-    return REDIS_OK;
+    if (changed) setsockopt(cn->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &saved, sizeof saved);
+    if (rc == REDIS_OK) cn->answered++;
+    return rc;
 }
 
 redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const size_t *lens, int *sent) {
@@ -117,13 +157,60 @@ redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const 
     return reply;
 }
 
+/* Why a connection failed, for a message: a read that timed out says so
+ * in plain words (hiredis says "Resource temporarily unavailable"). */
+static const char *conn_why(const dlock__conn *cn, unsigned ms, char *buf, size_t n) {
+    const redisContext *ctx = cn->ctx;
+    if (ctx->errstr[0] == '\0') return "connection lost";
+    if (ctx->err == REDIS_ERR_IO &&
+        (strcmp(ctx->errstr, strerror(EAGAIN)) == 0 || strcmp(ctx->errstr, "recv: timed out") == 0)) {
+        snprintf(buf, n, "the server did not answer within %u ms", ms);
+        return buf;
+    }
+    return ctx->errstr;
+}
+
+/* The server closed (or reset) a fresh plain connection at its first
+ * request: a TLS port does that to plain RESP.  1 if the server answers
+ * a TLS ClientHello (then the message is set), else 0. */
+static int expects_tls(struct dlock_client *c, const dlock__conn *cn) {
+    const redisContext *ctx = cn->ctx;
+    unsigned ms = c->conf.connect_timeout_ms < 500 ? c->conf.connect_timeout_ms : 500;
+    /* (no answer, not even a part of one, ever came on it) */
+    if (cn->tls != NULL || cn->answered != 0 || cn->ep.port == 0 || ctx->reader->len != 0) return 0;
+    if (ctx->err != REDIS_ERR_EOF &&
+        !(ctx->err == REDIS_ERR_IO &&
+          (strstr(ctx->errstr, strerror(ECONNRESET)) != NULL || strstr(ctx->errstr, strerror(EPIPE)) != NULL)))
+        return 0;
+    if (dlock__tls_probe(cn->ep.host, cn->ep.port, ms) != 1) return 0;
+    dlock__seterr(ENOLCK, "%s: the server closed the connection at the first request and answers a TLS "
+                  "handshake: it seems to expect TLS (use rediss://)", c->conf.redacted_url);
+    return 1;
+}
+
+/* An answer that says the server wants a password this client did not
+ * give: NOAUTH, or the protocol error (after which Redis closes the
+ * connection) that an unauthenticated client's longer request gets. */
+static int needs_password(const redisReply *r) {
+    return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL &&
+           (strncmp(r->str, "NOAUTH", 6) == 0 || strstr(r->str, "Protocol error: unauthenticated") != NULL);
+}
+
+static int password_needed(const struct dlock_client *c) {
+    if (c->conf.password != NULL)
+        return dlock__seterr(ENOLCK, "%s: the server needs a password, and refused this connection's "
+                             "(NOAUTH)", c->conf.redacted_url);
+    return dlock__seterr(ENOLCK, "%s: the server needs a password: give it in the URL (redis://:PASSWORD@host, "
+                         "or redis://USER:PASSWORD@host for an ACL user)", c->conf.redacted_url);
+}
+
 /* AUTH and SELECT on a fresh connection.  EACCES when the server refuses
  * the credentials: a configuration error that retrying cannot mend (the
  * message already says ENOLCK, which is what the caller returns). */
 static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
     const dlock__conf *cf = &c->conf;
-    redisContext *ctx = cn->ctx;
     redisReply *r;
+    char why[128];
 
     if (cf->password != NULL) {
         const char *argv[3];
@@ -133,10 +220,18 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
         if (cf->user != NULL) { argv[argc] = cf->user; lens[argc++] = strlen(cf->user); }
         argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
         r = dlock__conn_cmd(cn, argc, argv, lens, NULL);
-        if (r == NULL) return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url, ctx->errstr);
+        if (r == NULL) {
+            if (expects_tls(c, cn)) return EACCES;
+            return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url,
+                                 conn_why(cn, cn->timeout_ms, why, sizeof why));
+        }
         if (r->type == REDIS_REPLY_ERROR) {
             /* the server's message names neither the password nor the user's secret */
-            dlock__seterr(ENOLCK, "%s: authentication refused: %.200s", cf->redacted_url, r->str);
+            dlock__seterr(ENOLCK, "%s: authentication failed (%s): %.200s", cf->redacted_url,
+                          strncmp(r->str, "WRONGPASS", 9) == 0 ? "wrong user name or password"
+                          : strstr(r->str, "without any password configured") != NULL ? "the server has no password"
+                                                                                        : "refused",
+                          r->str);
             freeReplyObject(r);
             return EACCES;
         }
@@ -148,7 +243,16 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
         size_t lens[2] = { 6, 0 };
         lens[1] = (size_t)snprintf(db, sizeof db, "%d", cf->db);
         r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
-        if (r == NULL) return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url, ctx->errstr);
+        if (r == NULL) {
+            if (expects_tls(c, cn)) return EACCES;
+            return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url,
+                                 conn_why(cn, cn->timeout_ms, why, sizeof why));
+        }
+        if (needs_password(r)) {
+            freeReplyObject(r);
+            password_needed(c);
+            return EACCES;
+        }
         if (r->type == REDIS_REPLY_ERROR) {
             dlock__seterr(ENOLCK, "%s: SELECT %d refused: %.200s", cf->redacted_url, cf->db, r->str);
             freeReplyObject(r);
@@ -172,7 +276,7 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", cf->master };
         size_t lens[3] = { 8, 23, strlen(cf->master) };
         redisContext *ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(end_cap(timeout_ms)));
-        dlock__conn tmp = { .ctx = ctx, .timeout_ms = timeout_ms };
+        dlock__conn tmp = { .ctx = ctx, .timeout_ms = timeout_ms, .ep = *s };
         redisReply *r;
         unsigned long port = 0;
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
@@ -192,6 +296,9 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
             continue;
         }
         r = dlock__conn_cmd(&tmp, 3, argv, lens, NULL);
+        if (needs_password(r) && why[0] == '\0')
+            snprintf(why, sizeof why, " (sentinel %s:%d needs a password: dlock asks the sentinels without one)",
+                     s->host, s->port);
         if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
             r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
             r->element[0]->len > 0 && r->element[0]->len < sizeof ep->host) {
@@ -224,7 +331,10 @@ static int is_master(struct dlock_client *c, dlock__conn *cn) {
     size_t lens[1] = { 4 };
     redisReply *r = dlock__conn_cmd(cn, 1, argv, lens, NULL);
     int ok;
-    if (r == NULL) return dlock__seterr(ENOLCK, "%s: ROLE: %s", c->conf.redacted_url, cn->ctx->errstr);
+    char why[128];
+    if (r == NULL)
+        return dlock__seterr(ENOLCK, "%s: ROLE: %s", c->conf.redacted_url,
+                             conn_why(cn, cn->timeout_ms, why, sizeof why));
     ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
          strcmp(r->element[0]->str, "master") == 0;
     if (!ok && r->type == REDIS_REPLY_ERROR)
@@ -266,10 +376,11 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
         return dlock__seterr(ENOMEM, "out of memory");
     }
     cn->ctx = ctx;
+    cn->ep = ep;
     /* The TLS handshake, AUTH and SELECT are part of connecting: they get
      * its budget. */
-    redisSetTimeout(ctx, ms_tv(end_cap(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms
-                                                                                   : cf->command_timeout_ms)));
+    cn->timeout_ms = end_cap(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms : cf->command_timeout_ms);
+    redisSetTimeout(ctx, ms_tv(cn->timeout_ms));
     if ((cf->tls && (rc = dlock__tls_start(c, cn, ep.host)) != 0) || (rc = conn_setup(c, cn)) != 0 ||
         (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, cn)) != 0) ||
         (c->rl_parent != NULL && (rc = dlock__redlock_identify(c, cn)) != 0)) {
@@ -624,6 +735,7 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
     int rc, tries, stale, sent, asking = 0, redirects = 0;
     unsigned backoff_ms = 10;
     struct dlock_client *first = c;
+    dlock__mono began = dlock__now();
 
     unknown_outcome = 0;
     last_sent = 0;
@@ -644,6 +756,12 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
             freeReplyObject(r);
             dlock__pool_put(c, cn, 1);
             return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
+        }
+        if (needs_password(r)) {
+            /* Asking again cannot mend it. */
+            freeReplyObject(r);
+            dlock__pool_put(c, cn, 1);
+            return password_needed(c);
         }
         if (r != NULL && c->parent != NULL && r->type == REDIS_REPLY_ERROR) {
             /* A cluster node: MOVED (the slot lives elsewhere now) or ASK
@@ -701,8 +819,16 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
          * the deadline, only an end of file or a reset is worth one more
          * try (a stale pooled connection), not a silent server. */
         stale = cn->ctx->err == REDIS_ERR_EOF || (cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET);
-        dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
-                      cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
+        if (expects_tls(c, cn)) { /* a configuration error: asking again cannot mend it */
+            dlock__pool_put(c, cn, 1);
+            return ENOLCK;
+        }
+        {
+            char why[128];
+            /* (a timeout: how long this call has waited in all) */
+            dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
+                          conn_why(cn, (unsigned)((dlock__now() - began) / DLOCK__MS), why, sizeof why));
+        }
         dlock__pool_put(c, cn, 1);
         if (once && sent) {
             /* The request went out and may have run: asking again could
@@ -749,8 +875,14 @@ void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char
         void *r = NULL;
         if (cn[i] == NULL) continue;
         if (dlock__conn_reply(cn[i], &r) != REDIS_OK) {
-            rcs[i] = dlock__seterr(ENOLCK, "%s: %s", cs[i]->conf.redacted_url,
-                                   cn[i]->ctx->errstr[0] ? cn[i]->ctx->errstr : "connection lost");
+            char why[128];
+            rcs[i] = expects_tls(cs[i], cn[i]) ? ENOLCK
+                                               : dlock__seterr(ENOLCK, "%s: %s", cs[i]->conf.redacted_url,
+                                                               conn_why(cn[i], cn[i]->timeout_ms, why, sizeof why));
+            dlock__pool_put(cs[i], cn[i], 1);
+        } else if (needs_password(r)) {
+            freeReplyObject(r);
+            rcs[i] = password_needed(cs[i]);
             dlock__pool_put(cs[i], cn[i], 1);
         } else if (cn[i]->ctx->reader->pos < cn[i]->ctx->reader->len) {
             freeReplyObject(r);

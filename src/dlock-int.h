@@ -202,6 +202,7 @@ typedef struct dlock__conn {
     struct dlock__tls *tls;   /* rediss://: the TLS session (tls.c); NULL: plain */
     dlock__endpoint ep;       /* the server it leads to */
     dlock__mono checked;      /* Sentinel: when the sentinels last named ep the master */
+    unsigned answered;        /* answers read on it (0: the server never answered) */
 } dlock__conn;
 /* Sentinel: does cn still lead to the master the sentinels name?  Asked
  * again when the last answer is older than max_age (0: always).  1 yes
@@ -220,6 +221,12 @@ void dlock__tls_free(dlock__conn *cn);
 int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len);
 int dlock__tls_read(dlock__conn *cn);
 int dlock__tls_pending(const dlock__conn *cn);
+/* Probes host:port on a new connection, within timeout_ms: does it answer
+ * a TLS ClientHello as a TLS server (_tls_probe), or a PING in plain RESP
+ * (_plain_probe)?  1 yes, 0 no or no answer.  For messages only: they are
+ * asked when a connection failed in a way that suggests the wrong one. */
+int dlock__tls_probe(const char *host, int port, unsigned timeout_ms);
+int dlock__plain_probe(const char *host, int port, unsigned timeout_ms);
 
 struct dlock_client;
 /* Connects, authenticates and selects the database, within the
@@ -802,7 +809,10 @@ struct dlock__lost_report {
     void *arg;
     void *obj;
     char *name;
+    int why; /* DLOCK_LOST_BROKEN, or 0: its lease ran out (DLOCK_LOST_EXPIRED) */
 };
+/* Runs rep's handler (if any) with dlock_lost_reason() telling why. */
+void dlock__lost_run(const struct dlock__lost_report *rep);
 typedef struct dlock__lost_report dlock__lost_report;
 
 /* The lock core (lock.c), shared by mutexes and rwlocks. */

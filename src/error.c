@@ -12,14 +12,14 @@
 #include "dlock-int.h"
 
 #define DLOCK__ERRORS(X)                                                          \
-    X(0, "0", "success")                                                          \
+    X(0, "OK", "success")                                                          \
     X(EINVAL, "EINVAL", "invalid argument, object or configuration")              \
     X(EBUSY, "EBUSY", "the lock is held")                                         \
     X(EDEADLK, "EDEADLK", "the calling thread already holds the lock")            \
     X(EPERM, "EPERM", "the calling thread does not hold the lock (or lost it)")   \
     X(ETIMEDOUT, "ETIMEDOUT", "the deadline passed before the lock was acquired") \
     X(ENOLCK, "ENOLCK", "the lock server could not be reached")                   \
-    X(EAGAIN, "EAGAIN", "the recursion limit was reached")                        \
+    X(EAGAIN, "EAGAIN", "the recursion limit was reached (or a system resource ran out)")                        \
     X(EOWNERDEAD, "EOWNERDEAD", "the previous holder died; state may be inconsistent") \
     X(ENOTRECOVERABLE, "ENOTRECOVERABLE", "the lock is not recoverable")          \
     X(ENOMEM, "ENOMEM", "out of memory")                                          \
@@ -71,4 +71,19 @@ void dlock__clearerr(void) {
 
 DLOCK_API const char *dlock_last_error(void) {
     return last_error;
+}
+
+/* Why the hold whose lost-lock handler runs on this thread was lost. */
+static __thread int lost_why;
+
+void dlock__lost_run(const struct dlock__lost_report *rep) {
+    int saved = lost_why;
+    if (rep->fn == NULL) return;
+    lost_why = rep->why ? rep->why : DLOCK_LOST_EXPIRED;
+    rep->fn(rep->obj, rep->name, rep->arg);
+    lost_why = saved;
+}
+
+DLOCK_API int dlock_lost_reason(void) {
+    return lost_why;
 }

@@ -30,7 +30,7 @@ int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__threa
 }
 
 void dlock__report(dlock__lost_report *rep) {
-    if (rep->fn != NULL) rep->fn(rep->obj, rep->name, rep->arg);
+    dlock__lost_run(rep);
     free(rep->name);
     rep->fn = NULL;
     rep->name = NULL;
@@ -85,8 +85,10 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
         another = h->owner != NULL && (h->owner != self || memcmp(h->token, owner, DLOCK__OWNER_LEN) != 0);
         if (another && h->releasing)
             h->releasing = 0;
-        else if (another && !h->lost && !h->cached && other->fn == NULL)
+        else if (another && !h->lost && !h->cached && other->fn == NULL) {
             dlock__hold_lost(c, h, other);
+            other->why = DLOCK_LOST_BROKEN; /* the server granted it anew: that hold was gone there */
+        }
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
     }
     h->owner = self;

@@ -52,7 +52,7 @@ static dlock__hold *find_hold(dlock__lock *l, const pending *p) {
 static void run_reports(dlock__lost_report *reps, size_t n) {
     size_t i;
     for (i = 0; i < n; i++) {
-        if (reps[i].fn != NULL) reps[i].fn(reps[i].obj, reps[i].name, reps[i].arg);
+        dlock__lost_run(&reps[i]);
         free(reps[i].name);
     }
 }
@@ -189,7 +189,10 @@ static void *renew_main(void *arg) {
                      * says which).  Nothing to report either way. */
                     h->renew_at = h->retry_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
                 } else if (rn[i].result == 0 || now >= h->valid_until) {
-                    dlock__hold_lost(c, h, &reps[nrep++]);
+                    dlock__hold_lost(c, h, &reps[nrep]);
+                    /* refused: the key is gone or another owner's */
+                    if (rn[i].result == 0) reps[nrep].why = DLOCK_LOST_BROKEN;
+                    nrep++;
                 } else {
                     h->renew_at = h->retry_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
                 }

@@ -30,6 +30,8 @@ struct dlock__tls {
     SSL *ssl;
     BIO *rbio; /* encrypted bytes from the server, for OpenSSL */
     BIO *wbio; /* encrypted bytes from OpenSSL, for the server */
+    size_t got;           /* bytes received from the server so far */
+    unsigned char first;  /* the first of them */
 };
 
 /* OpenSSL's reason for the last failure, or `dflt`. */
@@ -134,6 +136,8 @@ static int in_fill(dlock__conn *cn) {
         cn->ctx->err = REDIS_ERR_IO;
         return -1;
     }
+    if (cn->tls->got == 0) cn->tls->first = (unsigned char)buf[0];
+    cn->tls->got += (size_t)k;
     if (BIO_write(cn->tls->rbio, buf, (int)k) != (int)k) {
         snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "TLS: out of memory");
         cn->ctx->err = REDIS_ERR_OOM;
@@ -191,12 +195,99 @@ int dlock__tls_start(struct dlock_client *c, dlock__conn *cn, const char *host) 
                               X509_verify_cert_error_string(v));
                 return EACCES;
             }
+            if (t->got > 0 && strchr("+-$*:", t->first) != NULL) {
+                /* A reply in RESP to the ClientHello read as a command. */
+                ERR_clear_error();
+                dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answered in plain RESP): use "
+                              "redis://, or the server's TLS port", cf->redacted_url);
+                return EACCES;
+            }
             tls_fail(cn, "handshake");
             break;
         }
-        if (in_fill(cn) != 0) break;
+        if (in_fill(cn) != 0) {
+            if (t->got == 0 && cn->ctx->err == REDIS_ERR_IO && strcmp(cn->ctx->errstr, "recv: timed out") == 0) {
+                /* A plain Redis takes the ClientHello for the start of an
+                 * inline command, and waits for its end. */
+                unsigned ms = cn->timeout_ms / 2 < 250 ? cn->timeout_ms / 2 : 250;
+                if (cn->ep.port != 0 && dlock__plain_probe(cn->ep.host, cn->ep.port, ms) == 1) {
+                    dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP, and said "
+                                  "nothing to the TLS handshake): use redis://, or the server's TLS port",
+                                  cf->redacted_url);
+                    return EACCES;
+                }
+                return dlock__seterr(ENOLCK, "%s: the server did not answer the TLS handshake within %u ms (does "
+                                     "it speak TLS?)", cf->redacted_url, cn->timeout_ms);
+            }
+            break;
+        }
     }
     return dlock__seterr(ENOLCK, "%s: %s", cf->redacted_url, cn->ctx->errstr);
+}
+
+/* A connection of its own to host:port within timeout_ms, or NULL. */
+static redisContext *probe_connect(const char *host, int port, unsigned timeout_ms) {
+    struct timeval tv;
+    redisContext *ctx;
+    if (timeout_ms == 0) timeout_ms = 1;
+    tv.tv_sec = timeout_ms / 1000;
+    tv.tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000;
+    if ((ctx = redisConnectWithTimeout(host, port, tv)) == NULL) return NULL;
+    if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
+        redisFree(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Sends len bytes; reads the start of the answer into ans: its length,
+ * or -1 / 0 (nothing, or no answer in time). */
+static ssize_t probe_exchange(redisContext *ctx, const void *req, size_t len, unsigned char *ans, size_t cap) {
+    ssize_t k;
+    if (send(ctx->fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) return -1;
+    do k = recv(ctx->fd, ans, cap, 0);
+    while (k < 0 && errno == EINTR);
+    return k;
+}
+
+int dlock__tls_probe(const char *host, int port, unsigned timeout_ms) {
+    SSL_CTX *sctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = sctx ? SSL_new(sctx) : NULL;
+    BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+    redisContext *ctx = NULL;
+    unsigned char hello[4096], ans[8];
+    int n, yes = 0;
+    if (ssl == NULL || rb == NULL || wb == NULL) {
+        BIO_free(rb);
+        BIO_free(wb);
+        goto out;
+    }
+    SSL_set_bio(ssl, rb, wb); /* the SSL owns them now */
+    SSL_set_connect_state(ssl);
+    (void)SSL_do_handshake(ssl); /* writes the ClientHello, wants the answer */
+    n = BIO_read(wb, hello, sizeof hello);
+    if (n > 0 && (ctx = probe_connect(host, port, timeout_ms)) != NULL) {
+        ssize_t k = probe_exchange(ctx, hello, (size_t)n, ans, sizeof ans);
+        /* a TLS record: handshake (22) or alert (21), version 3.x */
+        yes = k >= 2 && (ans[0] == 22 || ans[0] == 21) && ans[1] == 3;
+    }
+out:
+    if (ctx) redisFree(ctx);
+    if (ssl) SSL_free(ssl);
+    if (sctx) SSL_CTX_free(sctx);
+    ERR_clear_error();
+    return yes;
+}
+
+int dlock__plain_probe(const char *host, int port, unsigned timeout_ms) {
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    redisContext *ctx = probe_connect(host, port, timeout_ms);
+    unsigned char ans[8];
+    ssize_t k;
+    if (ctx == NULL) return 0;
+    k = probe_exchange(ctx, ping, sizeof ping - 1, ans, sizeof ans);
+    redisFree(ctx);
+    return k >= 1 && (ans[0] == '+' || ans[0] == '-');
 }
 
 void dlock__tls_free(dlock__conn *cn) {

@@ -125,8 +125,65 @@ static void veil(dlock__conf *conf, const char *pw, size_t n) {
     memcpy(url + sl, "***", 4);
 }
 
+/* What the user meant as a password may sit where a port goes:
+ * redis://u:TOPSECRET (no @host) or redis://u:TOP/SECRET.  In the shown
+ * URL `out` (query already cut), a port that is not 1..65535 is replaced,
+ * with everything after it, by "***". */
+static void mask_bad_ports(char *out) {
+    char *s = strstr(out, "://"), *at;
+    if (s == NULL) return;
+    s += 3;
+    if ((at = strrchr(s, '@')) != NULL) s = at + 1;
+    while (*s != '\0' && *s != '/') {
+        char *c, *e;
+        size_t nd;
+        if (*s == '[') {
+            /* an IPv6 address; anything else in brackets may be a secret */
+            char *rb = strchr(s, ']'), *k;
+            int zone = 0;
+            for (k = s + 1; rb != NULL && k < rb; k++) {
+                if (*k == '%') zone = 1;
+                else if (!(isxdigit((unsigned char)*k) || *k == ':' || *k == '.' ||
+                           (zone && isalnum((unsigned char)*k))))
+                    break;
+            }
+            if (rb == NULL || k < rb) {
+                strcpy(s, "***");
+                return;
+            }
+            s = rb + 1;
+        }
+        c = s + strcspn(s, ":,/");
+        if (*c != ':') {
+            s = *c == ',' ? c + 1 : c;
+            continue;
+        }
+        e = c + 1 + strcspn(c + 1, ",/");
+        nd = (size_t)(e - c - 1);
+        {
+            unsigned long port;
+            if (parse_uint(c + 1, nd, 65535, &port) != 0 || port == 0) {
+                strcpy(c + 1, "***");
+                return;
+            }
+        }
+        s = *e == ',' ? e + 1 : e;
+    }
+}
+
+/* The userinfo stops at the first '/' or '?': an '@' after one of them
+ * (and none before) most likely ends a user name or password that holds
+ * an unencoded '/' or '?'. */
+static int misplaced_at(const char *url) {
+    const char *p = strstr(url, "://"), *stop;
+    if (p == NULL) return 0;
+    p += 3;
+    stop = p + strcspn(p, "/?@");
+    return *stop != '@' && *stop != '\0' && strchr(stop, '@') != NULL;
+}
+
 static int set_param(dlock__conf *conf, const char *red, const char *k, size_t kn,
-                     const char *v, size_t vn) {
+                     const char *v, size_t vn, int quiet) {
     unsigned long x;
     struct { const char *name; unsigned *field; unsigned long min, max; } num[] = {
         { "connect_timeout_ms", &conf->connect_timeout_ms, 1, 3600000 },
@@ -201,6 +258,8 @@ static int set_param(dlock__conf *conf, const char *red, const char *k, size_t k
         conf->prefix = p;
         return 0;
     }
+    if (quiet) /* the "query" may be the end of a password (misplaced_at) */
+        return dlock__seterr(EINVAL, "URL %s: unknown parameter", red);
     return dlock__seterr(EINVAL, "URL %s: unknown parameter '%.*s'", red, (int)(kn > 64 ? 64 : kn), k);
 }
 
@@ -250,7 +309,10 @@ static const char *parse_endpoint(const dlock__conf *conf, const char *p, const 
         unsigned long port;
         while (p < q && *p != '/' && *p != ',') p++;
         if (parse_uint(ps, (size_t)(p - ps), 65535, &port) != 0 || port == 0) {
-            dlock__seterr(EINVAL, "URL %s: bad port", conf->redacted_url);
+            /* redis://user:PASSWORD with its @host forgotten lands here */
+            int no_at = strchr(conf->redacted_url, '@') == NULL && p > ps && !isdigit((unsigned char)*ps);
+            dlock__seterr(EINVAL, "URL %s: bad port%s", conf->redacted_url,
+                          no_at ? " (a password goes before an @: redis://[USER]:PASSWORD@HOST[:PORT])" : "");
             return NULL;
         }
         ep->port = (int)port;
@@ -388,6 +450,7 @@ static int parse_url(dlock__conf *conf, const char *url) {
         char *rq = strchr(conf->redacted_url, '?');
         if (rq) *rq = '\0';
     }
+    mask_bad_ports(conf->redacted_url);
     if (at != NULL && colon != NULL && colon < at) veil(conf, colon + 1, (size_t)(at - colon - 1));
     if (at != NULL && colon == NULL)
         /* Some clients read redis://secret@host as a password: refuse it
@@ -478,7 +541,8 @@ path:
             eq = memchr(s, '=', (size_t)(amp - s));
             if (eq == NULL)
                 return dlock__seterr(EINVAL, "URL %s: query parameter without '='", conf->redacted_url);
-            rc = set_param(conf, conf->redacted_url, s, (size_t)(eq - s), eq + 1, (size_t)(amp - eq - 1));
+            rc = set_param(conf, conf->redacted_url, s, (size_t)(eq - s), eq + 1, (size_t)(amp - eq - 1),
+                           misplaced_at(url));
             if (rc != 0) return rc;
             s = amp + 1;
         }
@@ -532,7 +596,16 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
     conf->handoff_ms = !cfg || cfg->handoff_ms == 0 ? 5 : cfg->handoff_ms < 0 ? 0 : (unsigned)cfg->handoff_ms;
     conf->wait_conns = DLOCK__WAIT_CONNS;
     conf->breaker_ms = cfg ? cfg->breaker_ms : 0;
-    if ((rc = parse_url(conf, url)) != 0) goto fail;
+    if ((rc = parse_url(conf, url)) != 0) {
+        if (rc == EINVAL && misplaced_at(url)) {
+            char saved[512];
+            const char *m = dlock_last_error();
+            snprintf(saved, sizeof saved, "%s", strncmp(m, "EINVAL: ", 8) == 0 ? m + 8 : m);
+            dlock__seterr(EINVAL, "%s (a '/' or '?' in the user name or password must be percent-encoded: "
+                          "%%2F, %%3F)", saved);
+        }
+        goto fail;
+    }
     return 0;
 fail:
     dlock__conf_free(conf);

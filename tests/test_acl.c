@@ -297,7 +297,7 @@ static void test_acl_wrong_password_refused_and_never_shown(void) {
         rc = dlock_mutex_trylock(&m);
         DLT_ASSERT_ERR(rc, ENOLCK);
         printf("  wrong password: %s\n", dlock_last_error());
-        CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "authentication refused"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "authentication failed"));
         CU_ASSERT_PTR_NULL(strstr(dlock_last_error(), PASSWORD));
         DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
         DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);

@@ -1059,9 +1059,9 @@ static void test_tls_password(void) {
 
     /* Wrong passwords: refused, never shown. */
     url_for(url, sizeof url, &srv_pw, USER ":" WRONG_PASSWORD "@", "127.0.0.1", q);
-    refused("wrong password", url, name, "authentication refused", WRONG_PASSWORD);
+    refused("wrong password", url, name, "authentication failed", WRONG_PASSWORD);
     url_for(url, sizeof url, &srv_pw, ":" WRONG_PASSWORD "@", "127.0.0.1", q);
-    refused("wrong default password", url, name, "authentication refused", WRONG_PASSWORD);
+    refused("wrong default password", url, name, "authentication failed", WRONG_PASSWORD);
     /* The right password, a certificate refused: not shown either. */
     url_for(url, sizeof url, &srv_pw, USER ":" PASSWORD "@", "127.0.0.1", NULL);
     refused("right password, no CA", url, name, "certificate", PASSWORD);

@@ -235,9 +235,12 @@ int cli_list(int argc, char **argv, cli_conn *conn) {
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
     rc = dlock_list(c, o.arg, collect, &s);
     if (rc == 0 && s.nomem) rc = ENOMEM;
-    if (rc != 0) {
+    if (rc != 0 && (rc != ENOLCK || s.n == 0)) {
         rc = cli_fail("cannot list the locks", rc);
     } else {
+        /* ENOLCK with locks found: a Redlock quorum did not answer.  What
+         * was found is shown, then that the list is incomplete (exit 69). */
+        int partial = rc;
         size_t i;
         if (s.n > 1) qsort(s.v, s.n, sizeof *s.v, by_name);
         if (o.json) {
@@ -251,6 +254,10 @@ int cli_list(int argc, char **argv, cli_conn *conn) {
             puts(o.arg ? "no lock held matches" : "no lock is held");
         } else {
             print_table(&s);
+        }
+        if (partial != 0) {
+            fflush(stdout);
+            rc = cli_fail("the list is incomplete", partial);
         }
     }
     free(s.v);
