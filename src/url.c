@@ -472,7 +472,7 @@ static int parse_scheme(dlock__conf *conf, url_walk *w) {
         conf->tls_verify = s->tls;
         return 0;
     }
-    /* both messages list schemes[] */
+    /* both messages name every row of schemes[]: keep them in step */
     sep = strstr(w->url, "://");
     sl = sep ? (int)(sep - w->url) : 0;
     if (sl > 32) sl = 32;
