@@ -3,18 +3,30 @@
  * Accepted now:
  *   redis://[user:password@]host[:port][/db][?param=value&...]
  *   redis+sentinel://[user:password@]host[:port][,host[:port]...]/MASTER[/db][?...]
+ *   redis+cluster://[user:password@]host[:port][,host[:port]...][/0][?...]
  *   redlock://[user:password@]host[:port],host[:port],...[/db][?...]
- *   rediss+redlock://...: the same, every master over TLS
+ *   rediss://, rediss+sentinel://, rediss+cluster://, rediss+redlock://:
+ *   the same, every connection over TLS
  * with host a name, an IPv4 address or [an IPv6 address] (sentinels'
  * default port: 26379).  Parameters: connect_timeout_ms,
  * command_timeout_ms, unreachable_ms, drift_ms, restart_guard_ms,
  * handoff_ms, prefix, wait, wait_timeout_ms, wait_conns, breaker_ms.
  * Every message this file produces names the URL in its redacted form:
  * a password never reaches an error, a log or the output.
+ *
+ * The parser is shaped as redis-cli's parseRedisUri: it walks the URL
+ * once, left to right, carrying a struct url_walk, one phase per part
+ * (parse_url reads as the list): the scheme (a row of the table schemes[]:
+ * backend, TLS, how many hosts and their default port, what the path
+ * names), the redacted URL, the user info, the host list, the path
+ * (/MASTER, /db), the query (set_param: a table per kind of value), then
+ * the checks across parts.  dlock__conf_parse puts the defaults from
+ * dlock_config_t and the environment in first.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,84 +194,104 @@ static int misplaced_at(const char *url) {
     return *stop != '@' && *stop != '\0' && strchr(stop, '@') != NULL;
 }
 
-static int set_param(dlock__conf *conf, const char *red, const char *k, size_t kn,
-                     const char *v, size_t vn, int quiet) {
+/* ---- query parameters ----------------------------------------------------
+ * One table per kind of value: numbers in a range, TLS file and name
+ * settings (percent-decoded, rediss only), tls_verify, and the key prefix.
+ * set_param finds the key and hands the value to the setter of its kind. */
+
+static const struct num_param {
+    const char *name;
+    size_t field; /* offsetof an unsigned in dlock__conf */
+    unsigned long min, max;
+} num_params[] = {
+    { "connect_timeout_ms", offsetof(dlock__conf, connect_timeout_ms), 1, 3600000 },
+    { "command_timeout_ms", offsetof(dlock__conf, command_timeout_ms), 1, 3600000 },
+    { "unreachable_ms", offsetof(dlock__conf, unreachable_ms), 1, 86400000 },
+    { "drift_ms", offsetof(dlock__conf, drift_ms), 0, 60000 },
+    { "restart_guard_ms", offsetof(dlock__conf, restart_guard_ms), 0, 86400000 },
+    { "handoff_ms", offsetof(dlock__conf, handoff_ms), 0, 60000 },
+    { "wait", offsetof(dlock__conf, wait_replicas), 0, 64 },
+    { "wait_timeout_ms", offsetof(dlock__conf, wait_timeout_ms), 1, 60000 },
+    { "wait_conns", offsetof(dlock__conf, wait_conns), 0, 1024 },
+    { "breaker_ms", offsetof(dlock__conf, breaker_ms), 0, 86400000 },
+};
+
+static const struct tls_param {
+    const char *name;
+    size_t field; /* offsetof a char * in dlock__conf */
+} tls_params[] = {
+    { "tls_ca_file", offsetof(dlock__conf, tls_ca_file) },
+    { "cacert", offsetof(dlock__conf, tls_ca_file) }, /* the spec's name for it */
+    { "tls_cert_file", offsetof(dlock__conf, tls_cert_file) },
+    { "tls_key_file", offsetof(dlock__conf, tls_key_file) },
+    { "tls_server_name", offsetof(dlock__conf, tls_server_name) },
+};
+
+static int key_is(const char *k, size_t kn, const char *name) {
+    return kn == strlen(name) && memcmp(k, name, kn) == 0;
+}
+
+static int set_number(dlock__conf *conf, const char *red, const struct num_param *np, const char *v, size_t vn) {
     unsigned long x;
-    struct { const char *name; unsigned *field; unsigned long min, max; } num[] = {
-        { "connect_timeout_ms", &conf->connect_timeout_ms, 1, 3600000 },
-        { "command_timeout_ms", &conf->command_timeout_ms, 1, 3600000 },
-        { "unreachable_ms", &conf->unreachable_ms, 1, 86400000 },
-        { "drift_ms", &conf->drift_ms, 0, 60000 },
-        { "restart_guard_ms", &conf->restart_guard_ms, 0, 86400000 },
-        { "handoff_ms", &conf->handoff_ms, 0, 60000 },
-        { "wait", &conf->wait_replicas, 0, 64 },
-        { "wait_timeout_ms", &conf->wait_timeout_ms, 1, 60000 },
-        { "wait_conns", &conf->wait_conns, 0, 1024 },
-        { "breaker_ms", &conf->breaker_ms, 0, 86400000 },
-    };
+    if (parse_uint(v, vn, np->max, &x) != 0 || x < np->min)
+        return dlock__seterr(EINVAL, "URL %s: %s wants a number from %lu to %lu", red, np->name, np->min, np->max);
+    *(unsigned *)(void *)((char *)conf + np->field) = (unsigned)x;
+    return 0;
+}
+
+/* A file or a name for TLS: only with a rediss scheme, percent-decoded,
+ * 1 to 4096 bytes; the last one given wins. */
+static int set_tls_text(dlock__conf *conf, const char *red, const struct tls_param *tp, const char *v, size_t vn) {
+    char **field = (char **)(void *)((char *)conf + tp->field), *p;
+    int nomem;
+    if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: %s needs a rediss scheme (TLS)", red, tp->name);
+    if ((p = pct_decode(v, vn, &nomem)) == NULL || *p == '\0' || strlen(p) > 4096) {
+        free(p);
+        return nomem ? dlock__seterr(ENOMEM, "out of memory") : dlock__seterr(EINVAL, "URL %s: bad %s", red, tp->name);
+    }
+    free(*field);
+    *field = p;
+    return 0;
+}
+
+static int set_tls_verify(dlock__conf *conf, const char *red, const char *v, size_t vn) {
+    if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: tls_verify needs a rediss scheme (TLS)", red);
+    if (vn != 1 || (v[0] != '0' && v[0] != '1')) return dlock__seterr(EINVAL, "URL %s: tls_verify wants 0 or 1", red);
+    conf->tls_verify = v[0] == '1';
+    return 0;
+}
+
+static int set_prefix(dlock__conf *conf, const char *red, const char *v, size_t vn) {
+    int nomem;
+    char *p = pct_decode(v, vn, &nomem);
+    if (p == NULL)
+        return nomem ? dlock__seterr(ENOMEM, "out of memory") : dlock__seterr(EINVAL, "URL %s: bad prefix", red);
+    if (*p == '\0') { /* refused everywhere: "empty" must not mean two things */
+        free(p);
+        return dlock__seterr(EINVAL, "URL %s: the prefix is empty; leave prefix= out for the default (dlock:)", red);
+    }
+    if (!valid_prefix(p)) {
+        free(p);
+        return dlock__seterr(EINVAL, "URL %s: prefix must be at most 128 bytes without braces", red);
+    }
+    free(conf->prefix);
+    conf->prefix = p;
+    return 0;
+}
+
+/* One parameter k=v of the query (neither decoded yet).  `quiet`: the
+ * unknown key is not shown, since the "query" may be the end of a
+ * password (misplaced_at). */
+static int set_param(dlock__conf *conf, const char *red, const char *k, size_t kn, const char *v, size_t vn,
+                     int quiet) {
     size_t i;
-    for (i = 0; i < sizeof num / sizeof num[0]; i++) {
-        if (kn == strlen(num[i].name) && memcmp(k, num[i].name, kn) == 0) {
-            if (parse_uint(v, vn, num[i].max, &x) != 0 || x < num[i].min)
-                return dlock__seterr(EINVAL, "URL %s: %s wants a number from %lu to %lu",
-                                     red, num[i].name, num[i].min, num[i].max);
-            *num[i].field = (unsigned)x;
-            return 0;
-        }
-    }
-    {
-        struct { const char *name; char **field; } str[] = {
-            { "tls_ca_file", &conf->tls_ca_file },
-            { "cacert", &conf->tls_ca_file }, /* the spec's name for it */
-            { "tls_cert_file", &conf->tls_cert_file },
-            { "tls_key_file", &conf->tls_key_file },
-            { "tls_server_name", &conf->tls_server_name },
-        };
-        for (i = 0; i < sizeof str / sizeof str[0]; i++) {
-            if (kn == strlen(str[i].name) && memcmp(k, str[i].name, kn) == 0) {
-                int nomem;
-                char *p;
-                if (!conf->tls)
-                    return dlock__seterr(EINVAL, "URL %s: %s needs a rediss scheme (TLS)", red, str[i].name);
-                if ((p = pct_decode(v, vn, &nomem)) == NULL || *p == '\0' || strlen(p) > 4096) {
-                    free(p);
-                    return nomem ? dlock__seterr(ENOMEM, "out of memory")
-                                 : dlock__seterr(EINVAL, "URL %s: bad %s", red, str[i].name);
-                }
-                free(*str[i].field);
-                *str[i].field = p;
-                return 0;
-            }
-        }
-        if (kn == 10 && memcmp(k, "tls_verify", 10) == 0) {
-            if (!conf->tls) return dlock__seterr(EINVAL, "URL %s: tls_verify needs a rediss scheme (TLS)", red);
-            if (vn != 1 || (v[0] != '0' && v[0] != '1'))
-                return dlock__seterr(EINVAL, "URL %s: tls_verify wants 0 or 1", red);
-            conf->tls_verify = v[0] == '1';
-            return 0;
-        }
-    }
-    if (kn == 6 && memcmp(k, "prefix", 6) == 0) {
-        int nomem;
-        char *p = pct_decode(v, vn, &nomem);
-        if (p == NULL)
-            return nomem ? dlock__seterr(ENOMEM, "out of memory")
-                         : dlock__seterr(EINVAL, "URL %s: bad prefix", red);
-        if (*p == '\0') { /* refused everywhere: "empty" must not mean two things */
-            free(p);
-            return dlock__seterr(EINVAL, "URL %s: the prefix is empty; leave prefix= out for the default (dlock:)",
-                                 red);
-        }
-        if (!valid_prefix(p)) {
-            free(p);
-            return dlock__seterr(EINVAL, "URL %s: prefix must be at most 128 bytes without braces", red);
-        }
-        free(conf->prefix);
-        conf->prefix = p;
-        return 0;
-    }
-    if (quiet) /* the "query" may be the end of a password (misplaced_at) */
-        return dlock__seterr(EINVAL, "URL %s: unknown parameter", red);
+    for (i = 0; i < sizeof num_params / sizeof num_params[0]; i++)
+        if (key_is(k, kn, num_params[i].name)) return set_number(conf, red, &num_params[i], v, vn);
+    for (i = 0; i < sizeof tls_params / sizeof tls_params[0]; i++)
+        if (key_is(k, kn, tls_params[i].name)) return set_tls_text(conf, red, &tls_params[i], v, vn);
+    if (key_is(k, kn, "tls_verify")) return set_tls_verify(conf, red, v, vn);
+    if (key_is(k, kn, "prefix")) return set_prefix(conf, red, v, vn);
+    if (quiet) return dlock__seterr(EINVAL, "URL %s: unknown parameter", red);
     return dlock__seterr(EINVAL, "URL %s: unknown parameter '%.*s'", red, (int)(kn > 64 ? 64 : kn), k);
 }
 
@@ -378,175 +410,217 @@ static int distinct_masters(const dlock__conf *conf) {
     return 0;
 }
 
-static int parse_url(dlock__conf *conf, const char *url) {
-    static const char single[] = "redis://", tls[] = "rediss://", sentinel[] = "redis+sentinel://",
-                      redlock[] = "redlock://", cluster[] = "redis+cluster://", cluster_tls[] = "rediss+cluster://",
-                      sentinel_tls[] = "rediss+sentinel://", redlock_tls[] = "rediss+redlock://";
-    const char *p, *end, *at, *colon = NULL, *q;
-    size_t n = strnlen(url, URL_MAX + 1);
-    int nomem;
+/* ---- the URL, part by part -----------------------------------------------
+ * What each scheme means, in one table: the backend, TLS (verified by
+ * default), how many hosts it takes and their default port, and what its
+ * path names (a database, or Sentinel's master then a database).  No name
+ * is a prefix of another, so the order does not matter. */
 
-    if (n == 0 || n > URL_MAX) return dlock__seterr(EINVAL, "URL is empty or longer than %d bytes", URL_MAX);
-    if (strncmp(url, single, sizeof single - 1) == 0) {
-        p = url + sizeof single - 1;
-    } else if (strncmp(url, tls, sizeof tls - 1) == 0) {
-        conf->tls = 1;
-        conf->tls_verify = 1;
-        p = url + sizeof tls - 1;
-    } else if (strncmp(url, sentinel, sizeof sentinel - 1) == 0) {
-        conf->kind = DLOCK__BACKEND_SENTINEL;
-        p = url + sizeof sentinel - 1;
-    } else if (strncmp(url, sentinel_tls, sizeof sentinel_tls - 1) == 0) {
-        /* The sentinels and the master, all over TLS. */
-        conf->kind = DLOCK__BACKEND_SENTINEL;
-        conf->tls = 1;
-        conf->tls_verify = 1;
-        p = url + sizeof sentinel_tls - 1;
-    } else if (strncmp(url, redlock, sizeof redlock - 1) == 0) {
-        conf->kind = DLOCK__BACKEND_REDLOCK;
-        p = url + sizeof redlock - 1;
-    } else if (strncmp(url, redlock_tls, sizeof redlock_tls - 1) == 0) {
-        /* Every master over TLS, with the rediss:// parameters. */
-        conf->kind = DLOCK__BACKEND_REDLOCK;
-        conf->tls = 1;
-        conf->tls_verify = 1;
-        p = url + sizeof redlock_tls - 1;
-    } else if (strncmp(url, cluster, sizeof cluster - 1) == 0 || strncmp(url, cluster_tls, sizeof cluster_tls - 1) == 0) {
-        conf->kind = DLOCK__BACKEND_CLUSTER;
-        conf->cluster = 1;
-        if (url[5] == 's') { /* rediss+cluster://: every node over TLS */
-            conf->tls = 1;
-            conf->tls_verify = 1;
-            p = url + sizeof cluster_tls - 1;
-        } else {
-            p = url + sizeof cluster - 1;
-        }
-    } else {
-        const char *sep = strstr(url, "://");
-        int sl = sep ? (int)(sep - url) : 0;
-        if (sl > 32) sl = 32;
-        if (sep && (!strncmp(url, "rediss", 6) || !strncmp(url, "redis+", 6) || !strncmp(url, "redlock", 7)))
-            return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://, "
-                                 "rediss://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
-                                 "rediss+cluster://, redlock:// and rediss+redlock://)", sl, url);
-        return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel://, rediss+sentinel://, "
-                             "redis+cluster://, rediss+cluster://, redlock:// or rediss+redlock:// (scheme '%.*s' "
-                             "given)", sl, url);
+typedef enum {
+    URL_PATH_DB,        /* [/db] */
+    URL_PATH_MASTER_DB, /* /MASTER[/db] */
+} url_path;
+
+typedef struct url_scheme {
+    const char *name; /* up to and with "://" */
+    dlock__backend_kind kind;
+    int tls;
+    size_t max_hosts; /* 1: one host, a ',' is refused; more: a list */
+    int default_port;
+    url_path path;
+} url_scheme;
+
+static const url_scheme schemes[] = {
+    { "redis://", DLOCK__BACKEND_SINGLE, 0, 1, 6379, URL_PATH_DB },
+    { "rediss://", DLOCK__BACKEND_SINGLE, 1, 1, 6379, URL_PATH_DB },
+    { "redis+sentinel://", DLOCK__BACKEND_SENTINEL, 0, DLOCK__NODES_MAX, 26379, URL_PATH_MASTER_DB },
+    { "rediss+sentinel://", DLOCK__BACKEND_SENTINEL, 1, DLOCK__NODES_MAX, 26379, URL_PATH_MASTER_DB },
+    { "redis+cluster://", DLOCK__BACKEND_CLUSTER, 0, DLOCK__NODES_MAX, 6379, URL_PATH_DB },
+    { "rediss+cluster://", DLOCK__BACKEND_CLUSTER, 1, DLOCK__NODES_MAX, 6379, URL_PATH_DB },
+    { "redlock://", DLOCK__BACKEND_REDLOCK, 0, DLOCK__NODES_MAX, 6379, URL_PATH_DB },
+    { "rediss+redlock://", DLOCK__BACKEND_REDLOCK, 1, DLOCK__NODES_MAX, 6379, URL_PATH_DB },
+};
+
+/* The walk through one URL, carried from phase to phase.  The bounds
+ * (`q`, `at`, `colon`) are found once, before the first message needs the
+ * redacted URL; `p` moves forward only. */
+typedef struct url_walk {
+    const char *url;          /* the whole URL, n bytes */
+    const char *end;          /* url + n */
+    const char *p;            /* the cursor: the first byte not yet parsed */
+    const char *q;            /* the query's '?', or end */
+    const char *at;           /* the userinfo's last '@' (before any '/'), or NULL */
+    const char *colon;        /* the userinfo's first ':', or NULL */
+    const url_scheme *scheme; /* the row of schemes[] */
+} url_walk;
+
+/* Phase 1, the scheme: its row of schemes[] sets the backend and TLS.  An
+ * unknown scheme that looks like one of ours is "not supported by this
+ * version" (a newer one may know it); any other is not a Redis URL. */
+static int parse_scheme(dlock__conf *conf, url_walk *w) {
+    const char *sep;
+    size_t i;
+    int sl;
+    for (i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+        const url_scheme *s = &schemes[i];
+        if (strncmp(w->url, s->name, strlen(s->name)) != 0) continue;
+        w->scheme = s;
+        w->p = w->url + strlen(s->name);
+        conf->kind = s->kind;
+        conf->cluster = s->kind == DLOCK__BACKEND_CLUSTER;
+        conf->tls = s->tls;
+        conf->tls_verify = s->tls;
+        return 0;
     }
-    end = url + n;
-    q = memchr(p, '?', (size_t)(end - p));
-    if (q == NULL) q = end;
+    /* both messages name every row of schemes[]: keep them in step */
+    sep = strstr(w->url, "://");
+    sl = sep ? (int)(sep - w->url) : 0;
+    if (sl > 32) sl = 32;
+    if (sep && (!strncmp(w->url, "rediss", 6) || !strncmp(w->url, "redis+", 6) || !strncmp(w->url, "redlock", 7)))
+        return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://, "
+                             "rediss://, redis+sentinel://, rediss+sentinel://, redis+cluster://, "
+                             "rediss+cluster://, redlock:// and rediss+redlock://)", sl, w->url);
+    return dlock__seterr(EINVAL, "URL must start with redis://, rediss://, redis+sentinel://, rediss+sentinel://, "
+                         "redis+cluster://, rediss+cluster://, redlock:// or rediss+redlock:// (scheme '%.*s' "
+                         "given)", sl, w->url);
+}
+
+/* Phase 2, the shown URL, before anything else can fail with a message:
+ * finds the query and the userinfo's '@' and ':', then builds
+ * conf->redacted_url -- password hidden (redact), query cut, a port that
+ * may be a misplaced password hidden (mask_bad_ports), and the password
+ * as typed looked for once more (veil). */
+static int redact_url(dlock__conf *conf, url_walk *w) {
+    const char *s;
+    char *rq;
+    if ((w->q = memchr(w->p, '?', (size_t)(w->end - w->p))) == NULL) w->q = w->end;
     /* userinfo ends at the last '@' before the path or query */
-    at = NULL;
-    for (const char *s = p; s < q && *s != '/'; s++)
-        if (*s == '@') at = s;
-    if (at != NULL) {
-        colon = memchr(p, ':', (size_t)(at - p));
-    }
-    conf->redacted_url = redact(url, p, at, colon);
-    if (conf->redacted_url == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    /* the redacted form has no query: cut it there */
-    {
-        char *rq = strchr(conf->redacted_url, '?');
-        if (rq) *rq = '\0';
-    }
+    for (s = w->p; s < w->q && *s != '/'; s++)
+        if (*s == '@') w->at = s;
+    if (w->at != NULL) w->colon = memchr(w->p, ':', (size_t)(w->at - w->p));
+    if ((conf->redacted_url = redact(w->url, w->p, w->at, w->colon)) == NULL)
+        return dlock__seterr(ENOMEM, "out of memory");
+    if ((rq = strchr(conf->redacted_url, '?')) != NULL) *rq = '\0';
     mask_bad_ports(conf->redacted_url);
-    if (at != NULL && colon != NULL && colon < at) veil(conf, colon + 1, (size_t)(at - colon - 1));
-    if (at != NULL && colon == NULL)
-        /* Some clients read redis://secret@host as a password: refuse it
-         * rather than guess (and the message does not show it). */
+    if (w->colon != NULL) veil(conf, w->colon + 1, (size_t)(w->at - w->colon - 1));
+    return 0;
+}
+
+/* Phase 3, the user info [user]:password@, percent-decoded.  A user name
+ * alone is refused: some clients read redis://secret@host as a password,
+ * and the message does not show it. */
+static int parse_userinfo(dlock__conf *conf, url_walk *w) {
+    const char *uend;
+    int nomem;
+    if (w->at == NULL) return 0;
+    if (w->colon == NULL)
         return dlock__seterr(EINVAL, "URL %s: a user name without a password (write redis://:PASSWORD@host "
                              "for a password alone)", conf->redacted_url);
-    if (at != NULL) {
-        const char *uend = colon ? colon : at;
-        if (uend > p) {
-            conf->user = pct_decode(p, (size_t)(uend - p), &nomem);
-            if (conf->user == NULL)
-                return nomem ? dlock__seterr(ENOMEM, "out of memory")
-                             : dlock__seterr(EINVAL, "URL %s: bad user name", conf->redacted_url);
-        }
-        if (colon) {
-            conf->password = pct_decode(colon + 1, (size_t)(at - colon - 1), &nomem);
-            if (conf->password == NULL)
-                return nomem ? dlock__seterr(ENOMEM, "out of memory")
-                             : dlock__seterr(EINVAL, "URL %s: bad escape in the password", conf->redacted_url);
-            veil(conf, conf->password, strlen(conf->password));
-        }
-        p = at + 1;
-    }
-    if (conf->kind == DLOCK__BACKEND_SINGLE) {
-        if ((p = parse_endpoint(conf, p, q, 6379, &conf->ep)) == NULL) return EINVAL;
-        if (p < q && *p == ',')
+    uend = w->colon;
+    if (uend > w->p && (conf->user = pct_decode(w->p, (size_t)(uend - w->p), &nomem)) == NULL)
+        return nomem ? dlock__seterr(ENOMEM, "out of memory")
+                     : dlock__seterr(EINVAL, "URL %s: bad user name", conf->redacted_url);
+    conf->password = pct_decode(w->colon + 1, (size_t)(w->at - w->colon - 1), &nomem);
+    if (conf->password == NULL)
+        return nomem ? dlock__seterr(ENOMEM, "out of memory")
+                     : dlock__seterr(EINVAL, "URL %s: bad escape in the password", conf->redacted_url);
+    veil(conf, conf->password, strlen(conf->password));
+    w->p = w->at + 1;
+    return 0;
+}
+
+/* Redlock: at least two masters, each named once. */
+static int check_masters(const dlock__conf *conf) {
+    if (conf->nnodes < 2)
+        return dlock__seterr(EINVAL, "URL %s: Redlock needs at least 2 masters (better 3 or 5)", conf->redacted_url);
+    return distinct_masters(conf) != 0 ? EINVAL : 0;
+}
+
+/* Phase 4, the hosts: host[:port] into conf->ep, or for a scheme that
+ * takes several, h1[:p1],h2[:p2],... into conf->nodes (the first also
+ * into conf->ep: Sentinel's stand-in until the sentinels are asked). */
+static int parse_hosts(dlock__conf *conf, url_walk *w) {
+    const url_scheme *s = w->scheme;
+    if (s->max_hosts == 1) {
+        if ((w->p = parse_endpoint(conf, w->p, w->q, s->default_port, &conf->ep)) == NULL) return EINVAL;
+        if (w->p < w->q && *w->p == ',')
             return dlock__seterr(EINVAL, "URL %s: several hosts need redis+sentinel://, redis+cluster:// or "
                                  "redlock://", conf->redacted_url);
-    } else {
-        /* h1:p1,h2:p2,... then /MASTER (Sentinel) */
-        const char *ms;
-        int dport = conf->kind == DLOCK__BACKEND_SENTINEL ? 26379 : 6379;
-        if ((conf->nodes = calloc(DLOCK__NODES_MAX, sizeof *conf->nodes)) == NULL)
-            return dlock__seterr(ENOMEM, "out of memory");
-        for (;;) {
-            if (conf->nnodes == DLOCK__NODES_MAX)
-                return dlock__seterr(EINVAL, "URL %s: more than %d hosts", conf->redacted_url, DLOCK__NODES_MAX);
-            if ((p = parse_endpoint(conf, p, q, dport, &conf->nodes[conf->nnodes])) == NULL) return EINVAL;
-            conf->nnodes++;
-            if (p < q && *p == ',') {
-                p++;
-                continue;
-            }
-            break;
-        }
-        conf->ep = conf->nodes[0]; /* Sentinel: until they are asked, the first stands in */
-        if (conf->kind == DLOCK__BACKEND_CLUSTER) goto path; /* any nodes of the cluster */
-        if (conf->kind == DLOCK__BACKEND_REDLOCK) {
-            if (conf->nnodes < 2)
-                return dlock__seterr(EINVAL, "URL %s: Redlock needs at least 2 masters (better 3 or 5)",
-                                     conf->redacted_url);
-            if (distinct_masters(conf) != 0) return EINVAL;
-            goto path;
-        }
-        if (p >= q || *p != '/')
-            return dlock__seterr(EINVAL, "URL %s: no master name (redis+sentinel://h:p,.../MASTER)",
-                                 conf->redacted_url);
-        ms = ++p;
-        while (p < q && *p != '/') {
-            unsigned char ch = (unsigned char)*p;
-            if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_'))
-                return dlock__seterr(EINVAL, "URL %s: bad character in the master name", conf->redacted_url);
-            p++;
-        }
-        if (p == ms || p - ms > 128)
-            return dlock__seterr(EINVAL, "URL %s: the master name must have 1 to 128 characters", conf->redacted_url);
-        if ((conf->master = malloc((size_t)(p - ms) + 1)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-        memcpy(conf->master, ms, (size_t)(p - ms));
-        conf->master[p - ms] = '\0';
+        return 0;
     }
-path:
-    if (p < q && *p == '/') {
-        const char *ds = ++p;
+    if ((conf->nodes = calloc(s->max_hosts, sizeof *conf->nodes)) == NULL)
+        return dlock__seterr(ENOMEM, "out of memory");
+    for (;;) {
+        if (conf->nnodes == s->max_hosts)
+            return dlock__seterr(EINVAL, "URL %s: more than %d hosts", conf->redacted_url, (int)s->max_hosts);
+        if ((w->p = parse_endpoint(conf, w->p, w->q, s->default_port, &conf->nodes[conf->nnodes])) == NULL)
+            return EINVAL;
+        conf->nnodes++;
+        if (w->p >= w->q || *w->p != ',') break;
+        w->p++;
+    }
+    conf->ep = conf->nodes[0];
+    return s->kind == DLOCK__BACKEND_REDLOCK ? check_masters(conf) : 0;
+}
+
+/* Sentinel's /MASTER: 1 to 128 of [A-Za-z0-9._-]. */
+static int parse_master(dlock__conf *conf, url_walk *w) {
+    const char *ms;
+    size_t n;
+    if (w->p >= w->q || *w->p != '/')
+        return dlock__seterr(EINVAL, "URL %s: no master name (redis+sentinel://h:p,.../MASTER)", conf->redacted_url);
+    for (ms = ++w->p; w->p < w->q && *w->p != '/'; w->p++) {
+        unsigned char ch = (unsigned char)*w->p;
+        if (!(isalnum(ch) || ch == '.' || ch == '-' || ch == '_'))
+            return dlock__seterr(EINVAL, "URL %s: bad character in the master name", conf->redacted_url);
+    }
+    n = (size_t)(w->p - ms);
+    if (n == 0 || n > 128)
+        return dlock__seterr(EINVAL, "URL %s: the master name must have 1 to 128 characters", conf->redacted_url);
+    if ((conf->master = malloc(n + 1)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    memcpy(conf->master, ms, n);
+    conf->master[n] = '\0';
+    return 0;
+}
+
+/* Phase 5, the path: /MASTER first if the scheme has one, then [/db]
+ * (an empty one is 0); nothing may follow it but the query. */
+static int parse_path(dlock__conf *conf, url_walk *w) {
+    int rc;
+    if (w->scheme->path == URL_PATH_MASTER_DB && (rc = parse_master(conf, w)) != 0) return rc;
+    if (w->p < w->q && *w->p == '/') {
+        const char *ds = ++w->p;
         unsigned long db = 0;
-        if (q > ds && parse_uint(ds, (size_t)(q - ds), 1000000, &db) != 0)
+        if (w->q > ds && parse_uint(ds, (size_t)(w->q - ds), 1000000, &db) != 0)
             return dlock__seterr(EINVAL, "URL %s: bad database number", conf->redacted_url);
         conf->db = (int)db;
-        p = q;
+        w->p = w->q;
     }
-    if (p != q) return dlock__seterr(EINVAL, "URL %s: unexpected text after the host", conf->redacted_url);
-    /* query */
-    if (q < end) {
-        const char *s = q + 1;
-        while (s < end) {
-            const char *amp = memchr(s, '&', (size_t)(end - s)), *eq;
-            int rc;
-            if (amp == NULL) amp = end;
-            eq = memchr(s, '=', (size_t)(amp - s));
-            if (eq == NULL)
-                return dlock__seterr(EINVAL, "URL %s: query parameter without '='", conf->redacted_url);
-            rc = set_param(conf, conf->redacted_url, s, (size_t)(eq - s), eq + 1, (size_t)(amp - eq - 1),
-                           misplaced_at(url));
-            if (rc != 0) return rc;
-            s = amp + 1;
-        }
+    if (w->p != w->q) return dlock__seterr(EINVAL, "URL %s: unexpected text after the host", conf->redacted_url);
+    return 0;
+}
+
+/* Phase 6, the query: ?k=v&k=v..., each through set_param, in order (a
+ * key given twice: the last wins). */
+static int parse_query(dlock__conf *conf, url_walk *w) {
+    const char *s;
+    int quiet = misplaced_at(w->url);
+    if (w->q == w->end) return 0;
+    for (s = w->q + 1; s < w->end;) {
+        const char *amp = memchr(s, '&', (size_t)(w->end - s)), *eq;
+        int rc;
+        if (amp == NULL) amp = w->end;
+        if ((eq = memchr(s, '=', (size_t)(amp - s))) == NULL)
+            return dlock__seterr(EINVAL, "URL %s: query parameter without '='", conf->redacted_url);
+        rc = set_param(conf, conf->redacted_url, s, (size_t)(eq - s), eq + 1, (size_t)(amp - eq - 1), quiet);
+        if (rc != 0) return rc;
+        s = amp + 1;
     }
+    return 0;
+}
+
+/* Last, what only the parts together can tell. */
+static int check_conf(dlock__conf *conf) {
     if (conf->wait_timeout_ms == 0) conf->wait_timeout_ms = conf->command_timeout_ms;
     if (conf->kind == DLOCK__BACKEND_CLUSTER && conf->db != 0)
         return dlock__seterr(EINVAL, "URL %s: a Redis Cluster has database 0 only", conf->redacted_url);
@@ -556,6 +630,25 @@ path:
     if ((conf->tls_cert_file == NULL) != (conf->tls_key_file == NULL))
         return dlock__seterr(EINVAL, "URL %s: tls_cert_file and tls_key_file go together", conf->redacted_url);
     return 0;
+}
+
+/* The URL into conf (already holding the defaults): one walk from left to
+ * right, one phase per part, as redis-cli's parseRedisUri. */
+static int parse_url(dlock__conf *conf, const char *url) {
+    url_walk w;
+    size_t n = strnlen(url, URL_MAX + 1);
+    int rc;
+    if (n == 0 || n > URL_MAX) return dlock__seterr(EINVAL, "URL is empty or longer than %d bytes", URL_MAX);
+    memset(&w, 0, sizeof w);
+    w.url = url;
+    w.end = url + n;
+    if ((rc = parse_scheme(conf, &w)) != 0) return rc;    /* scheme:// */
+    if ((rc = redact_url(conf, &w)) != 0) return rc;      /* (the form messages show) */
+    if ((rc = parse_userinfo(conf, &w)) != 0) return rc;  /* [user]:password@ */
+    if ((rc = parse_hosts(conf, &w)) != 0) return rc;     /* host[:port][,host[:port]...] */
+    if ((rc = parse_path(conf, &w)) != 0) return rc;      /* [/MASTER][/db] */
+    if ((rc = parse_query(conf, &w)) != 0) return rc;     /* [?param=value&...] */
+    return check_conf(conf);
 }
 
 int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
