@@ -473,8 +473,12 @@ static int parse_scheme(dlock__conf *conf, url_walk *w) {
         return 0;
     }
     /* both messages name every row of schemes[]: keep them in step */
+    /* Quote only what can be a scheme (RFC 3986: letters, digits, '+',
+     * '-', '.'): a misspelt separator ("redis:/u:PASSWORD@h") must not
+     * bring the user information into the message. */
     sep = strstr(w->url, "://");
-    sl = sep ? (int)(sep - w->url) : 0;
+    sl = (int)strspn(w->url, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+    if (sep == NULL || w->url + sl != sep) sep = NULL;
     if (sl > 32) sl = 32;
     if (sep && (!strncmp(w->url, "rediss", 6) || !strncmp(w->url, "redis+", 6) || !strncmp(w->url, "redlock", 7)))
         return dlock__seterr(EINVAL, "URL scheme '%.*s' is not supported by this version (only redis://, "

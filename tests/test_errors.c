@@ -278,7 +278,9 @@ static unsigned rnd(unsigned n) {
 
 static void test_url_password_never_shown(void) {
     static const char *const schemes[] = { "redis://", "rediss://", "redis+sentinel://", "rediss+sentinel://",
-                                           "redlock://", "redis+cluster://", "rediss+cluster://" };
+                                           "redlock://", "redis+cluster://", "rediss+cluster://",
+                                           /* misspelt: the scheme message must not quote the rest */
+                                           "redis:/", "redis:", "redis//", "Redis://", "redis+sentinal://" };
     static const char *const users[] = { "", "u", "default", "a%40b", "x.y" };
     static const char *const around[] = { "", "", "/", "?", "@", ":", "#", "%", "[", "]", ",", "*", "&", "=",
                                           "a", "9", "%2F", "%3F", "%zz", "**", "***", "\\" };
@@ -287,7 +289,7 @@ static void test_url_password_never_shown(void) {
                                          "h:1,h2:2,h3:3", "[::1", "h:", ":1", "h:x", "[fe80::1%eth0]:1" };
     static const char *const paths[] = { "", "", "/", "/0", "/mymaster", "/mymaster/2", "/x/1", "/0/", "//" };
     static const char *const queries[] = { "", "", "?prefix=p", "?x", "?connect_timeout_ms=abc", "?prefix=a@b",
-                                           "?tls_verify=0", "?wait=1&x=1", "?" };
+                                           "?tls_verify=0", "?wait=1&x=1", "?", "?x=file://y" };
     char url[512];
     unsigned i, shown = 0, parsed = 0, clients = 0;
     for (i = 0; i < 30000; i++) {
