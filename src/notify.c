@@ -13,6 +13,11 @@
  * waiter is woken (a release may have been missed) and subscriptions are
  * made again after the reconnect.
  *
+ * The thread's loop runs in named phases over one struct sub_loop, as
+ * libuv's uv_run does: connect (if need be), sweep (queue SUBSCRIBE and
+ * UNSUBSCRIBE), I/O (write, poll, read), dispatch (each reply), pace
+ * (refusals of a moving slot), down (the connection failed).
+ *
  * On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub),
  * heard only on the master of the channel's slot: each node's member
  * client has its own subscriber thread and connection (the fields sub_*
@@ -278,140 +283,198 @@ static int any_wanted(struct dlock_client *c, struct dlock_client *node) {
     return 0;
 }
 
+/* The subscriber thread's state, carried through its phases (as libuv's
+ * uv_run carries its loop): the client whose subscriber it is, the table
+ * it serves, its reconnection back-off, its run of refusals, and this
+ * turn's sweep (its error flag ends the connection). */
+struct sub_loop {
+    struct dlock_client *node; /* a cluster node's member, or the client itself */
+    struct dlock_client *c;    /* table_of(node): its table and mutex */
+    unsigned backoff_ms;       /* before the next connection attempt */
+    unsigned refusals;         /* turns in a row with a subscription refused */
+    int refused;               /* this turn had one */
+    struct sweep s;            /* this turn's sweep; s.err: the connection goes */
+};
+
+/* Sleeps on node's eventfd until poked, or for timeout_ms (-1: no
+ * bound); a poke is drained, or the eventfd stays readable.  c->mu not
+ * held. */
+static void sleep_poked(struct dlock_client *node, int timeout_ms) {
+    struct pollfd pfd;
+    pfd.fd = node->sub_wakefd;
+    pfd.events = POLLIN;
+    if (poll(&pfd, 1, timeout_ms) > 0 || timeout_ms < 0) drain_wakefd(node->sub_wakefd);
+}
+
+/* A connection attempt failed: wait a back-off (a poke cuts it short),
+ * doubled up to BACKOFF_MAX_MS.  A cluster node that cannot be reached
+ * may have been replaced by its replica: read the map again, and move
+ * the channels whose slot it no longer serves to their new master. */
+static void sub_conn_failed(struct sub_loop *lp) {
+    struct dlock_client *node = lp->node, *c = lp->c;
+    if (node->sub_down_since == 0) node->sub_down_since = dlock__now();
+    pthread_mutex_unlock(&c->mu);
+    if (node->parent != NULL)
+        dlock__cluster_refresh_maybe(c, dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
+    sleep_poked(node, (int)lp->backoff_ms);
+    if (lp->backoff_ms < BACKOFF_MAX_MS) lp->backoff_ms *= 2;
+    pthread_mutex_lock(&c->mu);
+    if (node->parent != NULL) each_lock(c, moved_away, node); /* to the new master */
+}
+
+/* Phase 1, connect: without a connection, sleep until some channel is
+ * wanted, then open one (a new epoch).  1 when connected; 0 when the
+ * turn ends here (nothing wanted, or the attempt failed).  c->mu held. */
+static int sub_connect(struct sub_loop *lp) {
+    struct dlock_client *node = lp->node, *c = lp->c;
+    dlock__conn *cn = NULL;
+    int rc;
+    if (!any_wanted(c, node)) {
+        pthread_mutex_unlock(&c->mu);
+        sleep_poked(node, -1);
+        pthread_mutex_lock(&c->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    rc = dlock__conn_open(node, &cn, c->conf.connect_timeout_ms);
+    pthread_mutex_lock(&c->mu);
+    if (rc != 0) {
+        sub_conn_failed(lp);
+        return 0;
+    }
+    lp->backoff_ms = 10;
+    node->sub_conn = cn;
+    node->sub_connected = 1;
+    node->sub_down_since = 0;
+    node->sub_epoch = epoch_next();
+    return 1;
+}
+
+/* Phase 2, sweep: queue the SUBSCRIBE / UNSUBSCRIBE the table's locks
+ * ask for (written in phase 3), and note the earliest linger expiry. */
+static void sub_sweep(struct sub_loop *lp) {
+    lp->s.node = lp->node;
+    lp->s.ctx = lp->node->sub_conn->ctx;
+    lp->s.now = dlock__now();
+    lp->s.next = DLOCK__MONO_NEVER;
+    lp->s.err = 0;
+    each_lock(lp->c, sweep_one, &lp->s);
+}
+
+/* How long phase 3 may poll: until the earliest linger expiry, and on
+ * Sentinel at most SENTINEL_RECHECK_MS; -1: until something comes. */
+static int sub_timeout_ms(const struct sub_loop *lp) {
+    int timeout_ms = -1;
+    if (lp->s.next != DLOCK__MONO_NEVER) timeout_ms = (int)((lp->s.next - lp->s.now) / DLOCK__MS) + 1;
+    if (lp->c->conf.kind == DLOCK__BACKEND_SENTINEL && (timeout_ms < 0 || timeout_ms > SENTINEL_RECHECK_MS))
+        timeout_ms = SENTINEL_RECHECK_MS;
+    return timeout_ms;
+}
+
+/* Phase 3, I/O (c->mu dropped): write what the sweep queued, then wait
+ * for answers or a poke and read what came.  Sentinel: a failover leaves
+ * this connection on the old master, which publishes nothing the new one
+ * does until it is demoted: once a second, ask the sentinels; if they
+ * name another server, start over there (every waiter is woken: it may
+ * have missed a release). */
+static void sub_io(struct sub_loop *lp) {
+    struct dlock_client *node = lp->node;
+    struct pollfd pfd[2];
+    pthread_mutex_unlock(&lp->c->mu);
+    if (!lp->s.err && !dlock__conn_current(node, node->sub_conn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS))
+        lp->s.err = 1;
+    if (!lp->s.err && dlock__conn_flush(node->sub_conn) != 0) lp->s.err = 1;
+    if (!lp->s.err) {
+        pfd[0].fd = lp->s.ctx->fd;
+        pfd[0].events = POLLIN;
+        pfd[1].fd = node->sub_wakefd;
+        pfd[1].events = POLLIN;
+        if (dlock__conn_pending(node->sub_conn)) {
+            /* TLS already holds bytes the socket will not signal again. */
+            if (dlock__conn_read(node->sub_conn) != REDIS_OK) lp->s.err = 1;
+        } else if (poll(pfd, 2, sub_timeout_ms(lp)) > 0) {
+            if (pfd[1].revents) drain_wakefd(node->sub_wakefd);
+            if (pfd[0].revents && dlock__conn_read(node->sub_conn) != REDIS_OK) lp->s.err = 1;
+        }
+    }
+    pthread_mutex_lock(&lp->c->mu);
+}
+
+/* Phase 4, dispatch: every complete reply read, in order, to on_message.
+ * A refused SUBSCRIBE (a loading server, an ACL): the subscriptions
+ * cannot be trusted; start over.  On a cluster, a slot that moved is no
+ * such thing (lp->refused).  c->mu held. */
+static void sub_dispatch(struct sub_loop *lp) {
+    lp->refused = 0;
+    while (!lp->s.err) {
+        void *reply = NULL;
+        if (redisGetReplyFromReader(lp->s.ctx, &reply) != REDIS_OK) {
+            lp->s.err = 1;
+            break;
+        }
+        if (reply == NULL) break;
+        if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) {
+            if (on_refused(lp->c, lp->node, reply)) lp->refused = 1;
+            else lp->s.err = 1;
+            freeReplyObject(reply);
+            continue;
+        }
+        on_message(lp->c, lp->node, reply);
+        freeReplyObject(reply);
+    }
+}
+
+/* Phase 5, pace: refused because the slot moved: while it changes hands
+ * the nodes may send a subscription back and forth; wait 10 ms more for
+ * each refused turn in a row, up to 100 ms. */
+static void sub_pace(struct sub_loop *lp) {
+    lp->refusals = lp->refused ? lp->refusals + 1 : 0;
+    if (lp->refusals == 0) return;
+    pthread_mutex_unlock(&lp->c->mu);
+    usleep(10000u * (lp->refusals < 10 ? lp->refusals : 10));
+    pthread_mutex_lock(&lp->c->mu);
+}
+
+/* Phase 6, down: the connection failed or cannot be trusted: close it
+ * (a new epoch) and tell every lock it carried (on_down).  c->mu held. */
+static void sub_down(struct sub_loop *lp) {
+    struct dlock_client *node = lp->node;
+    dlock__conn_close(node->sub_conn);
+    node->sub_conn = NULL;
+    node->sub_connected = 0;
+    node->sub_down_since = dlock__now();
+    node->sub_epoch = epoch_next();
+    each_lock(lp->c, on_down, node);
+}
+
 /* The subscriber thread of client `node` (a cluster node's member, or the
  * client itself), serving the locks of c = table_of(node).  Its fields
- * sub_* are node's, guarded by c->mu. */
+ * sub_* are node's, guarded by c->mu.  Each turn runs the phases in
+ * order: connect (if need be), sweep, I/O, dispatch, pace, down (if the
+ * connection failed); the loop ends when asked to stop. */
 static void *sub_main(void *arg) {
-    struct dlock_client *node = arg, *c = table_of(node);
-    unsigned backoff_ms = 10, refusals = 0;
+    struct sub_loop lp;
+    memset(&lp, 0, sizeof lp);
+    lp.node = arg;
+    lp.c = table_of(lp.node);
+    lp.backoff_ms = 10;
 
-    pthread_mutex_lock(&c->mu);
-    while (!node->sub_stop) {
-        struct pollfd pfd[2];
-        struct sweep s;
-        int timeout_ms, refused;
-
-        if (node->sub_conn == NULL) {
-            dlock__conn *cn = NULL;
-            int rc;
-            if (!any_wanted(c, node)) {
-                pthread_mutex_unlock(&c->mu);
-                pfd[0].fd = node->sub_wakefd;
-                pfd[0].events = POLLIN;
-                poll(pfd, 1, -1);
-                drain_wakefd(node->sub_wakefd);
-                pthread_mutex_lock(&c->mu);
-                continue;
-            }
-            pthread_mutex_unlock(&c->mu);
-            rc = dlock__conn_open(node, &cn, c->conf.connect_timeout_ms);
-            pthread_mutex_lock(&c->mu);
-            if (rc != 0) {
-                if (node->sub_down_since == 0) node->sub_down_since = dlock__now();
-                pthread_mutex_unlock(&c->mu);
-                /* A cluster node that cannot be reached may have been
-                 * replaced by its replica: read the map again. */
-                if (node->parent != NULL)
-                    dlock__cluster_refresh_maybe(c, dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
-                pfd[0].fd = node->sub_wakefd;
-                pfd[0].events = POLLIN;
-                if (poll(pfd, 1, (int)backoff_ms) > 0) drain_wakefd(node->sub_wakefd); /* or it stays readable */
-                if (backoff_ms < BACKOFF_MAX_MS) backoff_ms *= 2;
-                pthread_mutex_lock(&c->mu);
-                if (node->parent != NULL) each_lock(c, moved_away, node); /* to the new master */
-                continue;
-            }
-            backoff_ms = 10;
-            node->sub_conn = cn;
-            node->sub_connected = 1;
-            node->sub_down_since = 0;
-            node->sub_epoch = epoch_next();
-        }
-        s.node = node;
-        s.ctx = node->sub_conn->ctx;
-        s.now = dlock__now();
-        s.next = DLOCK__MONO_NEVER;
-        s.err = 0;
-        each_lock(c, sweep_one, &s);
-        pthread_mutex_unlock(&c->mu);
-
-        /* Sentinel: a failover leaves this connection on the old master,
-         * which publishes nothing the new one does until it is demoted:
-         * once a second, ask the sentinels; if they name another server,
-         * start over there (every waiter is woken: it may have missed a
-         * release). */
-        if (!s.err && !dlock__conn_current(node, node->sub_conn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS)) s.err = 1;
-        /* Write what the sweep queued, then wait for answers or a poke. */
-        if (!s.err && dlock__conn_flush(node->sub_conn) != 0) s.err = 1;
-        if (!s.err) {
-            pfd[0].fd = s.ctx->fd;
-            pfd[0].events = POLLIN;
-            pfd[1].fd = node->sub_wakefd;
-            pfd[1].events = POLLIN;
-            timeout_ms = -1;
-            if (s.next != DLOCK__MONO_NEVER) timeout_ms = (int)((s.next - s.now) / DLOCK__MS) + 1;
-            if (c->conf.kind == DLOCK__BACKEND_SENTINEL && (timeout_ms < 0 || timeout_ms > SENTINEL_RECHECK_MS))
-                timeout_ms = SENTINEL_RECHECK_MS;
-            if (dlock__conn_pending(node->sub_conn)) {
-                /* TLS already holds bytes the socket will not signal again. */
-                if (dlock__conn_read(node->sub_conn) != REDIS_OK) s.err = 1;
-            } else if (poll(pfd, 2, timeout_ms) > 0) {
-                if (pfd[1].revents) drain_wakefd(node->sub_wakefd);
-                if (pfd[0].revents && dlock__conn_read(node->sub_conn) != REDIS_OK) s.err = 1;
-            }
-        }
-        pthread_mutex_lock(&c->mu);
-        refused = 0;
-        if (!s.err) {
-            void *reply;
-            for (;;) {
-                reply = NULL;
-                if (redisGetReplyFromReader(s.ctx, &reply) != REDIS_OK) {
-                    s.err = 1;
-                    break;
-                }
-                if (reply == NULL) break;
-                if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) {
-                    /* A refused SUBSCRIBE (a loading server, an ACL): the
-                     * subscriptions cannot be trusted; start over.  On a
-                     * cluster, a slot that moved is no such thing. */
-                    if (on_refused(c, node, reply)) {
-                        freeReplyObject(reply);
-                        refused = 1;
-                        continue;
-                    }
-                    freeReplyObject(reply);
-                    s.err = 1;
-                    break;
-                }
-                on_message(c, node, reply);
-                freeReplyObject(reply);
-            }
-        }
-        /* Refused because the slot moved: while it changes hands the
-         * nodes may send a subscription back and forth; pace it. */
-        refusals = refused ? refusals + 1 : 0;
-        if (refusals > 0) {
-            pthread_mutex_unlock(&c->mu);
-            usleep(10000u * (refusals < 10 ? refusals : 10));
-            pthread_mutex_lock(&c->mu);
-        }
-        if (s.err) {
-            dlock__conn_close(node->sub_conn);
-            node->sub_conn = NULL;
-            node->sub_connected = 0;
-            node->sub_down_since = dlock__now();
-            node->sub_epoch = epoch_next();
-            each_lock(c, on_down, node);
-        }
+    pthread_mutex_lock(&lp.c->mu);
+    while (!lp.node->sub_stop) {
+        if (lp.node->sub_conn == NULL && !sub_connect(&lp)) continue;
+        sub_sweep(&lp);
+        sub_io(&lp);
+        sub_dispatch(&lp);
+        sub_pace(&lp);
+        if (lp.s.err) sub_down(&lp);
     }
-    if (node->sub_conn != NULL) {
-        dlock__conn_close(node->sub_conn);
-        node->sub_conn = NULL;
+    if (lp.node->sub_conn != NULL) {
+        dlock__conn_close(lp.node->sub_conn);
+        lp.node->sub_conn = NULL;
     }
-    node->sub_connected = 0;
-    node->sub_running = 0;
-    pthread_mutex_unlock(&c->mu);
+    lp.node->sub_connected = 0;
+    lp.node->sub_running = 0;
+    pthread_mutex_unlock(&lp.c->mu);
     return NULL;
 }
 

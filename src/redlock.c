@@ -269,9 +269,121 @@ static size_t raise_fences(struct dlock_client *c, dlock__lock *l, uint64_t fenc
     return count(took, c->nmembers);
 }
 
+/* One acquisition round on every master (rl_acquire), carried through
+ * its steps: ask, hold (a quorum), give back (no hold), then the verdict. */
+struct rl_round {
+    unsigned dups0;                 /* masters found to be one server before it */
+    dlock__mono start;              /* before the first request: the validity counts from here */
+    int got_at[DLOCK__NODES_MAX];   /* the masters that granted the lock */
+    size_t got, busy, errs, notrec; /* how many granted, had a holder, failed, said NOTRECOVERABLE */
+    size_t refused;                 /* of errs, those that refused the connection for good */
+    uint64_t fence;                 /* the largest fence granted */
+    int64_t pttl;                   /* the shortest time a holder has left; -1: unknown */
+    int dead;                       /* a master said OWNERDEAD */
+    char why[400];                  /* the last failure, for the message */
+};
+
+/* Master i's answer (rep, NULL if none) counted into rd. */
+static void round_count(struct dlock_client *c, size_t i, redisReply *rep, struct rl_round *rd) {
+    dlock__acq acq;
+    if (rep == NULL || dlock__acq_parse(rep, &acq) != 0) {
+        if (rep != NULL) {
+            dlock__seterr(EPROTO, "%s: unexpected answer to acquire", c->members[i]->conf.redacted_url);
+            freeReplyObject(rep);
+        }
+        rd->errs++;
+        if (rep == NULL && __atomic_load_n(&c->members[i]->rl_refused, __ATOMIC_ACQUIRE) >= rd->start)
+            rd->refused++;
+        snprintf(rd->why, sizeof rd->why, "%s", dlock_last_error());
+        return;
+    }
+    freeReplyObject(rep);
+    if (granted(acq.status)) {
+        rd->got++;
+        rd->got_at[i] = 1;
+        if (acq.fence > rd->fence) rd->fence = acq.fence;
+        if (acq.status == DLOCK__ACQ_OWNERDEAD) rd->dead = 1;
+    } else if (acq.status == DLOCK__ACQ_NOTRECOVERABLE) {
+        rd->notrec++;
+    } else {
+        rd->busy++;
+        if (acq.pttl_ms >= 0 && (rd->pttl < 0 || acq.pttl_ms < rd->pttl)) rd->pttl = acq.pttl_ms;
+    }
+}
+
+/* Step 1, ask: the acquire script (which, a) on every master at once,
+ * each answer counted. */
+static void round_ask(struct dlock_client *c, int which, dlock__args *a, unsigned lease_ms, struct rl_round *rd) {
+    redisReply *rep[DLOCK__NODES_MAX];
+    int rcs[DLOCK__NODES_MAX];
+    size_t i;
+    memset(rd, 0, sizeof *rd);
+    rd->dups0 = dups(c);
+    rd->pttl = -1;
+    rd->start = dlock__now();
+    dlock__script_run_all(c->members, c->nmembers, which, rep, rcs, round_deadline(c, lease_ms), a->nkeys, a->n, a->v,
+                          a->len);
+    for (i = 0; i < c->nmembers; i++) round_count(c, i, rep[i], rd);
+}
+
+/* Step 2, hold (a quorum granted): raise the fence floor on a quorum,
+ * within the lease.  The floor covers every fence the hold may use: a
+ * caching hold numbers its local holds on through its block.  1 when
+ * held (out filled in); 0 when not, rd->why saying why. */
+static int round_hold(struct dlock_client *c, dlock__lock *l, int flags, unsigned lease_ms, struct rl_round *rd,
+                      dlock__acq *out) {
+    size_t q = quorum(c);
+    uint64_t floor = flags & DLOCK__F_CACHING ? rd->fence + DLOCK__FENCE_BLOCK - 1 : rd->fence;
+    size_t raised = raise_fences(c, l, floor, round_deadline(c, lease_ms));
+    dlock__mono now = dlock__now();
+    if (raised >= q && now - rd->start < (dlock__mono)(lease_ms - dlock__drift_ms(c, lease_ms)) * DLOCK__MS) {
+        out->status = rd->dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
+        out->fence = rd->fence;
+        out->pttl_ms = -1;
+        return 1;
+    }
+    if (raised < q) {
+        rd->errs++;
+        snprintf(rd->why, sizeof rd->why, "the fence floor reached %zu masters", raised);
+    } else {
+        snprintf(rd->why, sizeof rd->why, "asking took longer than the lease allows");
+    }
+    return 0;
+}
+
+/* Step 3, give back: no quorum (or no time left): what was granted is
+ * released on the masters that granted it. */
+static void round_give_back(struct dlock_client *c, dlock__lock *l, const char *token, int flags,
+                            const struct rl_round *rd) {
+    int how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
+              : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
+              : rd->dead ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
+    int rok[DLOCK__NODES_MAX];
+    dlock__args ra;
+    dlock__release_args(c, l, token, how, &ra);
+    run_flag(c, rd->got_at, DLOCK__SCRIPT_RELEASE, &ra, member_deadline(c), rok, NULL);
+}
+
+/* Neither a quorum nor a holder: masters did not answer (or took too
+ * long).  ENOLCK when the caller's bound leaves no room for another
+ * round after backoff_ms, or when every one that did not answer refused
+ * us for good (a certificate, credentials: asking again will not change
+ * that); 0 to ask again. */
+static int round_give_up(struct dlock_client *c, const struct rl_round *rd, unsigned backoff_ms,
+                         dlock__mono deadline) {
+    int for_good = rd->errs > 0 && rd->refused == rd->errs;
+    if (dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS < deadline && !for_good) return 0;
+    return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer%s; a quorum "
+                         "is %zu (last: %.300s)", c->conf.redacted_url, rd->got, c->nmembers, rd->errs,
+                         for_good ? " (they refused the connection)" : "", quorum(c), rd->why);
+}
+
+/* Rounds until a verdict: held, busy (no queue here: out->floor 0),
+ * NOTRECOVERABLE, masters found to be one server, or no quorum by the
+ * deadline.  Two masters found to be one server: nothing granted
+ * counts; it is given back, and the call says why. */
 static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
-    size_t n = c->nmembers, q = quorum(c), i;
     unsigned backoff_ms = 10;
     dlock__args a;
     int which;
@@ -279,96 +391,24 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
     flags &= ~DLOCK__F_FAIR; /* one queue per master could not agree: not fair here */
     which = dlock__acquire_args(c, l, token, lease_ms, flags, &a);
     for (;;) {
-        unsigned dups0 = dups(c);
-        redisReply *rep[DLOCK__NODES_MAX];
-        dlock__acq acq[DLOCK__NODES_MAX];
-        int rcs[DLOCK__NODES_MAX], got_at[DLOCK__NODES_MAX], rok[DLOCK__NODES_MAX];
-        size_t got = 0, busy = 0, errs = 0, notrec = 0, refused = 0;
-        uint64_t fence = 0;
-        int64_t pttl = -1;
-        int dead = 0, dup;
-        dlock__mono start = dlock__now(), now;
-        char why[400];
-
-        why[0] = '\0';
-        dlock__script_run_all(c->members, n, which, rep, rcs, round_deadline(c, lease_ms), a.nkeys, a.n, a.v, a.len);
-        for (i = 0; i < n; i++) {
-            got_at[i] = 0;
-            if (rep[i] == NULL || dlock__acq_parse(rep[i], &acq[i]) != 0) {
-                if (rep[i] != NULL) {
-                    dlock__seterr(EPROTO, "%s: unexpected answer to acquire", c->members[i]->conf.redacted_url);
-                    freeReplyObject(rep[i]);
-                }
-                errs++;
-                if (rep[i] == NULL && __atomic_load_n(&c->members[i]->rl_refused, __ATOMIC_ACQUIRE) >= start)
-                    refused++;
-                snprintf(why, sizeof why, "%s", dlock_last_error());
-                continue;
-            }
-            freeReplyObject(rep[i]);
-            if (granted(acq[i].status)) {
-                got++;
-                got_at[i] = 1;
-                if (acq[i].fence > fence) fence = acq[i].fence;
-                if (acq[i].status == DLOCK__ACQ_OWNERDEAD) dead = 1;
-            } else if (acq[i].status == DLOCK__ACQ_NOTRECOVERABLE) {
-                notrec++;
-            } else {
-                busy++;
-                if (acq[i].pttl_ms >= 0 && (pttl < 0 || acq[i].pttl_ms < pttl)) pttl = acq[i].pttl_ms;
-            }
-        }
-        /* Two masters found to be one server: nothing granted counts;
-         * it is given back, and the call says why. */
-        dup = dups(c) != dups0;
-        if (got >= q && notrec == 0 && !dup) {
-            /* The floor covers every fence the hold may use: a caching
-             * hold numbers its local holds on through its block. */
-            uint64_t floor = flags & DLOCK__F_CACHING ? fence + DLOCK__FENCE_BLOCK - 1 : fence;
-            size_t raised = raise_fences(c, l, floor, round_deadline(c, lease_ms));
-            now = dlock__now();
-            if (raised >= q && now - start < (dlock__mono)(lease_ms - dlock__drift_ms(c, lease_ms)) * DLOCK__MS) {
-                out->status = dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
-                out->fence = fence;
-                out->pttl_ms = -1;
-                return 0;
-            }
-            if (raised < q) {
-                errs++;
-                snprintf(why, sizeof why, "the fence floor reached %zu masters", raised);
-            } else {
-                snprintf(why, sizeof why, "asking took longer than the lease allows");
-            }
-        }
-        /* No quorum (or no time left): give back what was granted. */
-        if (got > 0) {
-            int how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
-                      : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
-                      : dead ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
-            dlock__args ra;
-            dlock__release_args(c, l, token, how, &ra);
-            run_flag(c, got_at, DLOCK__SCRIPT_RELEASE, &ra, member_deadline(c), rok, NULL);
-        }
-        if (dup) return dup_found(c, dups0);
-        if (notrec > 0) {
+        struct rl_round rd;
+        int dup, rc;
+        round_ask(c, which, &a, lease_ms, &rd);
+        dup = dups(c) != rd.dups0;
+        if (rd.got >= quorum(c) && rd.notrec == 0 && !dup && round_hold(c, l, flags, lease_ms, &rd, out)) return 0;
+        if (rd.got > 0) round_give_back(c, l, token, flags, &rd);
+        if (dup) return dup_found(c, rd.dups0);
+        if (rd.notrec > 0) {
             out->status = DLOCK__ACQ_NOTRECOVERABLE;
             return 0;
         }
-        if (busy > 0) {
+        if (rd.busy > 0) {
             out->status = DLOCK__ACQ_BUSY;
-            out->pttl_ms = pttl;
+            out->pttl_ms = rd.pttl;
             out->floor = 0; /* no grants here: no queue */
             return 0;
         }
-        /* Neither a quorum nor a holder: masters did not answer (or took
-         * too long).  Ask again until the caller's bound -- unless every
-         * one that did not answer refused us for good (a certificate,
-         * credentials: asking again will not change that). */
-        now = dlock__now();
-        if (now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline || (errs > 0 && refused == errs))
-            return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer%s; a quorum "
-                                 "is %zu (last: %.300s)", c->conf.redacted_url, got, n, errs,
-                                 errs > 0 && refused == errs ? " (they refused the connection)" : "", q, why);
+        if ((rc = round_give_up(c, &rd, backoff_ms, deadline)) != 0) return rc;
         usleep(backoff_ms * 1000);
         if (backoff_ms < 200) backoff_ms *= 2;
     }

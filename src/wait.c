@@ -15,6 +15,12 @@
  * wait (the LD_PRELOAD mode's flock, which must give EINTR when a signal
  * handler runs, as the system call does), in ppoll on the thread's own
  * eventfd, which every wake-up of the lock also pokes.
+ *
+ * A fair waiter sleeps until poked (dlock__wait_turn), or, queued for a
+ * grant pushed to its own list, in BLPOP (dlock__wait_grant), in named
+ * steps over one struct grant_wait: begin, its own deadline, send, await
+ * (ppoll on the socket and the eventfd), drop or keep the connection, end
+ * (read the answer).
  */
 #include <errno.h>
 #include <poll.h>
@@ -186,6 +192,153 @@ static int refused_for_good(const redisReply *r) {
             strstr(r->str, "can't run this command") != NULL);
 }
 
+/* One grant wait, carried through its steps (dlock__wait_grant). */
+struct grant_wait {
+    struct dlock_client *c;    /* the caller's client: its mutex, pool, fair list */
+    dlock__lock *l;
+    dlock__fairwait *fw;
+    struct dlock_client *node; /* whose pool the connection came from (a cluster node's) */
+    dlock__conn *cn;           /* the connection of the BLPOP, NULL once given back */
+    redisReply *r;             /* the server's answer, if one came */
+    char *key;                 /* the grant list, <lock key>:g:<token> */
+    dlock__mono now;           /* when the wait began */
+    dlock__mono until;         /* the server ends the BLPOP then */
+    dlock__mono give_up;       /* and this thread stops waiting for its answer then */
+    sigset_t mask;             /* the caller's signal mask (an interruptible wait) */
+    int fd;                    /* the thread's eventfd, which a poke writes */
+    int intr;
+};
+
+/* Step 1 (c->mu held): the grant list's name, and the thread's eventfd,
+ * emptied of stale wake-ups and shown to pokers (fw->efd).  0, or EAGAIN
+ * (this call's grants are then published: fw->nolist). */
+static int grant_begin(struct grant_wait *g) {
+    uint64_t v;
+    if ((g->fd = thread_efd()) < 0 || (g->key = malloc(g->l->keylen + 4 + DLOCK__OWNER_LEN + 1)) == NULL) {
+        g->fw->nolist = 1;
+        return EAGAIN;
+    }
+    sprintf(g->key, "%s:g:%s", g->l->key, g->fw->token);
+    while (read(g->fd, &v, sizeof v) == (ssize_t)sizeof v) /* stale wake-ups */
+        ;
+    g->fw->efd = g->fd;
+    return 0;
+}
+
+/* Step 2, the wait's own deadline.  The server ends the wait at `until`;
+ * this thread waits for its answer a little longer (the reply floor, or
+ * the command timeout if shorter) before it gives up on it, so that a
+ * frozen server does not keep the call a whole command timeout -- but
+ * never past the caller's deadline: Redis times blocked clients out only
+ * every 1000/hz ms (100 ms at the default hz 10), and a timed call must
+ * not wait for that.  Given up, the connection goes, its BLPOP pending. */
+static void grant_deadline(struct grant_wait *g, dlock__mono deadline) {
+    g->give_up = g->until + (dlock__mono)dlock__reply_floor_ms(g->c) * DLOCK__MS;
+    if (g->give_up > deadline) g->give_up = deadline;
+}
+
+/* Step 3 (c->mu not held): take a connection of the lock's node
+ * (ops->grant_conn) and send BLPOP with the wait's timeout, rounded up
+ * to the next millisecond.  0, or EAGAIN. */
+static int grant_send(struct grant_wait *g) {
+    const char *argv[3];
+    size_t lens[3];
+    char secs[32];
+    snprintf(secs, sizeof secs, "%.3f", (double)((g->until - g->now) / DLOCK__MS + 1) / 1000.0);
+    argv[0] = "BLPOP";
+    argv[1] = g->key;
+    argv[2] = secs;
+    lens[0] = 5;
+    lens[1] = strlen(g->key);
+    lens[2] = strlen(secs);
+    if (g->c->ops->grant_conn(g->c, g->l, &g->node, &g->cn, g->until) != 0) return EAGAIN;
+    if (redisAppendCommandArgv(g->cn->ctx, 3, argv, lens) != REDIS_OK || dlock__conn_flush(g->cn) != 0)
+        return EAGAIN;
+    return 0;
+}
+
+/* One ppoll on the connection's socket and the thread's eventfd, until
+ * the wait's own deadline; what came on the socket is read.  -1 to wait
+ * on (bytes read, nothing yet, a signal the call does not give back);
+ * otherwise the wait's result: 0 when poked (the caller looks at why),
+ * ETIMEDOUT, EINTR (an interruptible wait), EAGAIN. */
+static int grant_poll(struct grant_wait *g) {
+    struct pollfd pfd[2];
+    struct timespec ts;
+    dlock__mono now = dlock__now();
+    int n;
+    if (now >= g->give_up) return ETIMEDOUT;
+    dlock__mono_to_ts(g->give_up - now, &ts);
+    pfd[0].fd = g->cn->ctx->fd;
+    pfd[0].events = POLLIN;
+    pfd[1].fd = g->fd;
+    pfd[1].events = POLLIN;
+    n = ppoll(pfd, 2, &ts, g->intr ? &g->mask : NULL);
+    if (n < 0 && errno == EINTR) return g->intr ? EINTR : -1;
+    if (n < 0) return EAGAIN;
+    if (n > 0 && pfd[1].revents) return 0;
+    if (n > 0 && pfd[0].revents && dlock__conn_read(g->cn) != REDIS_OK) return EAGAIN;
+    return -1;
+}
+
+/* Step 4 (c->mu not held): wait for the answer (g->r, 0), a poke (0,
+ * g->r NULL), the own deadline (ETIMEDOUT), a signal (EINTR), or a
+ * broken connection (EAGAIN). */
+static int grant_await(struct grant_wait *g) {
+    for (;;) {
+        void *reply = NULL;
+        int rc;
+        if (redisGetReplyFromReader(g->cn->ctx, &reply) != REDIS_OK) return EAGAIN;
+        if (reply != NULL) {
+            g->r = reply;
+            return 0;
+        }
+        if (dlock__conn_pending(g->cn)) { /* TLS: bytes already read from the socket */
+            if (dlock__conn_read(g->cn) != REDIS_OK) return EAGAIN;
+            continue;
+        }
+        if ((rc = grant_poll(g)) >= 0) return rc;
+    }
+}
+
+/* Step 5 (c->mu not held): give up and close a connection without its
+ * whole answer (its BLPOP may still be pending), or give a cluster
+ * node's back to that node's pool, under its own mutex.  A connection of
+ * the client's own pool is left in g->cn for grant_end. */
+static void grant_drop_conn(struct grant_wait *g) {
+    if (g->cn == NULL) return;
+    if (g->r == NULL || g->cn->ctx->reader->pos < g->cn->ctx->reader->len) {
+        dlock__conn_close(g->cn);
+        g->cn = NULL;
+    } else if (g->node != g->c) {
+        dlock__pool_put(g->node, g->cn, 0);
+        g->cn = NULL;
+    }
+}
+
+/* Step 6 (c->mu held again): the connection back among the idle ones
+ * under the mutex just taken (the releasing thread, answered right after
+ * us, takes it too), and the answer read: a grant (fw filled in), the
+ * BLPOP's timeout (ETIMEDOUT), or a refusal, MOVED, an error, nonsense
+ * (EAGAIN: this call's grants are published; a refusal for good, the
+ * client's: c->grant_nolist). */
+static int grant_end(struct grant_wait *g, int rc) {
+    struct dlock_client *c = g->c;
+    if (g->cn != NULL && !dlock__pool_keep(c, g->cn)) dlock__conn_close(g->cn);
+    g->fw->efd = -1;
+    if (g->r != NULL) {
+        int got = grant_parse(g->r, g->fw);
+        if (got == 0) rc = ETIMEDOUT;
+        if (got < 0) {
+            if (refused_for_good(g->r)) c->grant_nolist = 1;
+            rc = EAGAIN;
+        }
+        freeReplyObject(g->r);
+    }
+    if (rc == EAGAIN) g->fw->nolist = 1;
+    return rc;
+}
+
 /* Waits for fw's grant in its list, <lock key>:g:<token>, where the
  * release pushes it: BLPOP with the wait's timeout on a connection of
  * the lock's node, the thread in ppoll on that socket and on its own
@@ -193,131 +346,35 @@ static int refused_for_good(const redisReply *r) {
  * wakes every waiter: a plain release, a lost subscription).  The server
  * answers the blocked waiter in the same turn as the release, before
  * the releaser: no subscriber thread between them.  A wait cut short
- * (a poke, a signal) closes its connection, whose BLPOP is still
- * pending; a grant popped meanwhile is not lost: the lock is the
- * token's, and its next acquire finds it so.  c->mu held. */
+ * (a poke, a signal, its own deadline) closes its connection, whose
+ * BLPOP is still pending; a grant popped meanwhile is not lost: the lock
+ * is the token's, and its next acquire finds it so.  The steps: begin,
+ * own deadline, send, await, drop or keep the connection, end.  c->mu
+ * held. */
 int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until,
                       dlock__mono deadline, int intr) {
-    struct dlock_client *node = NULL;
-    dlock__conn *cn = NULL;
-    redisReply *r = NULL;
-    const char *argv[3];
-    size_t lens[3];
-    char *key, secs[32];
-    dlock__mono now = dlock__now(), give_up;
-    sigset_t mask;
-    uint64_t v;
-    int fd, rc = 0;
+    struct grant_wait g;
+    int rc;
 
     if (fw->poked) return 0;
-    if (until <= now) return ETIMEDOUT;
-    if ((fd = thread_efd()) < 0 || (key = malloc(l->keylen + 4 + DLOCK__OWNER_LEN + 1)) == NULL) {
-        fw->nolist = 1;
-        return EAGAIN;
-    }
-    sprintf(key, "%s:g:%s", l->key, fw->token);
-    while (read(fd, &v, sizeof v) == (ssize_t)sizeof v) /* stale wake-ups */
-        ;
-    fw->efd = fd;
+    memset(&g, 0, sizeof g);
+    g.c = c;
+    g.l = l;
+    g.fw = fw;
+    g.until = until;
+    g.intr = intr;
+    g.now = dlock__now();
+    if (until <= g.now) return ETIMEDOUT;
+    if ((rc = grant_begin(&g)) != 0) return rc;
     pthread_mutex_unlock(&c->mu);
-    if (intr) sleep_mask(&mask);
-    /* The server ends the wait at `until`; this thread waits for its
-     * answer a little longer (the reply floor, or the command timeout if
-     * shorter) before it gives up on it, so that a frozen server does not
-     * keep the call a whole command timeout -- but never past the
-     * caller's deadline: Redis times blocked clients out only every
-     * 1000/hz ms (100 ms at the default hz 10), and a timed call must not
-     * wait for that.  Given up, the connection goes, its BLPOP pending. */
-    give_up = until + (dlock__mono)dlock__reply_floor_ms(c) * DLOCK__MS;
-    if (give_up > deadline) give_up = deadline;
-    snprintf(secs, sizeof secs, "%.3f", (double)((until - now) / DLOCK__MS + 1) / 1000.0);
-    argv[0] = "BLPOP";
-    argv[1] = key;
-    argv[2] = secs;
-    lens[0] = 5;
-    lens[1] = strlen(key);
-    lens[2] = strlen(secs);
-    if (c->ops->grant_conn(c, l, &node, &cn, until) != 0) {
-        rc = EAGAIN;
-    } else if (redisAppendCommandArgv(cn->ctx, 3, argv, lens) != REDIS_OK || dlock__conn_flush(cn) != 0) {
-        rc = EAGAIN;
-    } else {
-        for (;;) {
-            struct pollfd pfd[2];
-            struct timespec ts;
-            void *reply = NULL;
-            int n;
-            if (redisGetReplyFromReader(cn->ctx, &reply) != REDIS_OK) {
-                rc = EAGAIN;
-                break;
-            }
-            if (reply != NULL) {
-                r = reply;
-                break;
-            }
-            if (dlock__conn_pending(cn)) { /* TLS: bytes already read from the socket */
-                if (dlock__conn_read(cn) != REDIS_OK) {
-                    rc = EAGAIN;
-                    break;
-                }
-                continue;
-            }
-            now = dlock__now();
-            if (now >= give_up) {
-                rc = ETIMEDOUT;
-                break;
-            }
-            dlock__mono_to_ts(give_up - now, &ts);
-            pfd[0].fd = cn->ctx->fd;
-            pfd[0].events = POLLIN;
-            pfd[1].fd = fd;
-            pfd[1].events = POLLIN;
-            n = ppoll(pfd, 2, &ts, intr ? &mask : NULL);
-            if (n < 0 && errno == EINTR) {
-                if (intr) {
-                    rc = EINTR;
-                    break;
-                }
-                continue;
-            }
-            if (n < 0) {
-                rc = EAGAIN;
-                break;
-            }
-            if (n > 0 && pfd[1].revents) {
-                rc = 0; /* poked: the caller looks at why */
-                break;
-            }
-            if (n > 0 && pfd[0].revents && dlock__conn_read(cn) != REDIS_OK) {
-                rc = EAGAIN;
-                break;
-            }
-        }
-    }
-    if (cn != NULL && (r == NULL || cn->ctx->reader->pos < cn->ctx->reader->len)) {
-        dlock__conn_close(cn); /* its BLPOP may still be pending */
-        cn = NULL;
-    } else if (cn != NULL && node != c) {
-        dlock__pool_put(node, cn, 0); /* a cluster node's pool, under its own mutex */
-        cn = NULL;
-    }
-    free(key);
+    if (intr) sleep_mask(&g.mask);
+    grant_deadline(&g, deadline);
+    rc = grant_send(&g);
+    if (rc == 0) rc = grant_await(&g);
+    grant_drop_conn(&g);
+    free(g.key);
     pthread_mutex_lock(&c->mu);
-    /* Back among the idle ones under the mutex just taken: the releasing
-     * thread, answered right after us, takes it too. */
-    if (cn != NULL && !dlock__pool_keep(c, cn)) dlock__conn_close(cn);
-    fw->efd = -1;
-    if (r != NULL) {
-        int g = grant_parse(r, fw);
-        if (g == 0) rc = ETIMEDOUT;
-        if (g < 0) {
-            if (refused_for_good(r)) c->grant_nolist = 1;
-            rc = EAGAIN; /* MOVED, an error, nonsense: publish this call's grants */
-        }
-        freeReplyObject(r);
-    }
-    if (rc == EAGAIN) fw->nolist = 1;
-    return rc;
+    return grant_end(&g, rc);
 }
 
 /* A poked waiter wakes: on its own condition variable, or, sleeping
