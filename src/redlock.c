@@ -25,8 +25,9 @@
  * it.  A release goes to every master.  Release notifications come from
  * any one master (every release publishes on each of them): the client's
  * own subscriber connection goes to the first master that answers.
- * Condition variables, lock information and the administrative list are
- * kept on, or read from, the first master that answers.  Fair mutexes are
+ * Condition variables and lock information are kept on, or read from,
+ * the first master that answers; the administrative list reads every
+ * master, and says when fewer than a quorum answered (admin.c).  Fair mutexes are
  * not fair on Redlock (each master would keep its own queue): the
  * attribute is ignored there.
  *
