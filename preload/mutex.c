@@ -264,6 +264,15 @@ static int contention(int rc) {
            rc == ENOTRECOVERABLE || rc == EAGAIN || rc == EINVAL;
 }
 
+/* A timed call that ran out of time because the server could not be
+ * reached (the library's detail says so) failed for the server's sake, not
+ * for contention: DLOCK_ON_ERROR applies to it, as to flock -w's.  Else, in
+ * fail-open mode, a timedlock shorter than the unreachable bound would be
+ * ETIMEDOUT on a free mutex for as long as the server stays away. */
+static int unreachable_timeout(int rc) {
+    return rc == ETIMEDOUT && strstr(dlock_last_error(), "(server unreachable)") != NULL;
+}
+
 /* how: 0 lock, 1 trylock, 2 timed (clock, abstime). */
 static int mx_lock(struct mx *e, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *abstime) {
     int i = (int)(e - mxs), rc, rr;
@@ -272,6 +281,7 @@ static int mx_lock(struct mx *e, pthread_mutex_t *m, int how, clockid_t clock, c
         rc = how == 0 ? dlock_mutex_lock(&e->dm)
              : how == 1 ? dlock_mutex_trylock(&e->dm)
                         : dlock_mutex_clocklock(&e->dm, clock, abstime);
+        if (how == 2 && unreachable_timeout(rc)) rc = ENOLCK;
         if (contention(rc)) break;
         /* The server: ENOLCK (unreachable) or worse.  Said once (until
          * it answers again); the client's circuit breaker makes the

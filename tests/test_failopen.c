@@ -329,6 +329,34 @@ static void test_mapped_mutex_pays_once(void) {
     }
 }
 
+/* pthread_mutex_timedlock on a mapped mutex (tests/preload/dlpl_handoff.c
+ * "try": a deadline of 1 s, shorter than the bound) keeps its own bound;
+ * then fail-open takes the free local mutex (0), as flock -w takes the
+ * free local lock, and says so once; closed gives ETIMEDOUT.  Before, open
+ * gave ETIMEDOUT too: a free mutex never taken while the server is away. */
+static void test_mapped_mutex_timedlock(void) {
+    char out[8192];
+    int d, rc;
+    NEED_PRELOAD();
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    for (d = 0; d < 2; d++) {
+        rc = sh(dead[d].url,
+                "H() { LD_PRELOAD='" DLPL_SO "' DLOCK_MAP='mutex:handoff_lock=fo/handoff' timeout 60 '" DLPL_HANDOFF
+                "' try 1000; }\n"
+                "t0=$(now); H; echo open_ns $(( $(now) - t0 ))\n"
+                "DLOCK_ON_ERROR=closed H | sed 's/^try_/closed_/'\n",
+                out, sizeof out);
+        printf("  %s: a 1 s timedlock of a mapped mutex in %.2f s\n", dead[d].what, (double)num(out, "open_ns") / NS);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_ERR(num(out, "try_lock"), 0);
+        DLT_ASSERT_INT_EQ(num(out, "try_unlock"), 0);
+        CU_ASSERT(num(out, "open_ns") >= NS - NS / 10 && num(out, "open_ns") < 3LL * NS);
+        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
+        DLT_ASSERT_ERR(num(out, "closed_lock"), ETIMEDOUT);
+        if (num(out, "try_lock") != 0 || num(out, "closed_lock") != ETIMEDOUT) SHOW(out);
+    }
+}
+
 /* ------------------------------------------------- the server comes back */
 
 /* A program that locks in a loop pays the bound once while the server is
@@ -642,6 +670,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_python_closed_fails_fast),
     DLT_TEST(test_sqlite_insert),
     DLT_TEST(test_mapped_mutex_pays_once),
+    DLT_TEST(test_mapped_mutex_timedlock),
     DLT_TEST(test_server_return_noticed),
     DLT_TEST(test_unlock_after_outage),
     DLT_TEST(test_library_try_no_wait),
