@@ -5,9 +5,10 @@
  * Either way the server may hold a key under a token no live hold has:
  * an orphan, which would keep everyone out until its lease ran out.  Such
  * tokens are remembered here and released as soon as the server answers
- * again: by the renewal thread, and by the next acquire of the same lock
- * in this process, which releases it first.  Each hold has its own token,
- * so releasing an orphan can never end a hold someone took since.
+ * again: by the renewal thread (its release_orphans phase, when no renewal
+ * is due), and by the next acquire of the same lock in this process, which
+ * releases it first.  Each hold has its own token, so releasing an orphan
+ * can never end a hold someone took since.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,43 +41,63 @@ void dlock__orphan_add(struct dlock_client *c, dlock__lock *l, const char *token
     dlock__renew_kick(c);
 }
 
+/* The next orphan of l (any lock when l is NULL) this pass has not tried
+ * and no other thread is releasing, or NULL. */
+static struct dlock__orphan *next_to_try(struct dlock_client *c, dlock__lock *l, unsigned pass) {
+    struct dlock__orphan *o;
+    for (o = c->orphans; o != NULL; o = o->next)
+        if ((l == NULL || o->l == l) && !o->busy && o->pass != pass) return o;
+    return NULL;
+}
+
+/* One release of o, c->mu dropped for the round trip (o is marked busy
+ * meanwhile).  Returns 1 when o is done with: its lease is surely over, or
+ * the server answered (a release that found the key held lets the lock's
+ * waiters go); 0 when it got no answer. */
+static int try_release(struct dlock_client *c, struct dlock__orphan *o, dlock__mono deadline) {
+    int rc, released = 0, done;
+    if (dlock__now() >= o->until) return 1; /* expired: nothing left to release */
+    o->busy = 1;
+    pthread_mutex_unlock(&c->mu);
+    rc = c->ops->release(c, o->l, o->token, o->how, &released, deadline);
+    pthread_mutex_lock(&c->mu);
+    o->busy = 0;
+    done = rc == 0 || dlock__now() >= o->until;
+    if (released) { /* it was held: waiters may go */
+        o->l->gen++;
+        dlock__lock_wake(o->l);
+    }
+    return done;
+}
+
+/* Takes o off the list and frees it, and its lock entry if unused. */
+static void drop(struct dlock_client *c, struct dlock__orphan *o) {
+    struct dlock__orphan **pp;
+    for (pp = &c->orphans; *pp != o; pp = &(*pp)->next)
+        ;
+    *pp = o->next;
+    o->l->users--;
+    dlock__lock_maybe_free(c, o->l);
+    free(o);
+}
+
 /* Tries to release the orphans of l (every lock when l is NULL), one
  * round trip each, bounded by deadline; stops at the first that gets no
  * answer (the server is still away).  Returns the time of the next try,
  * or DLOCK__MONO_NEVER when none is left.  c->mu held; released during
  * the round trips, while the orphan is marked busy so that no other
- * thread releases it at the same time. */
+ * thread releases it at the same time.  The renewal thread calls it in
+ * its release_orphans phase, an acquire for its own lock, the exit
+ * handler once more. */
 dlock__mono dlock__orphans_release(struct dlock_client *c, dlock__lock *l, dlock__mono deadline) {
     static const dlock__mono retry = 100 * DLOCK__MS;
     unsigned pass = ++c->orphan_pass;
-    struct dlock__orphan *o, **pp;
+    struct dlock__orphan *o;
 
-    for (;;) {
-        int rc, released = 0, done;
-        for (o = c->orphans; o != NULL; o = o->next)
-            if ((l == NULL || o->l == l) && !o->busy && o->pass != pass) break;
-        if (o == NULL) break;
+    while ((o = next_to_try(c, l, pass)) != NULL) {
         o->pass = pass;
-        done = dlock__now() >= o->until; /* expired: nothing left to release */
-        if (!done) {
-            o->busy = 1;
-            pthread_mutex_unlock(&c->mu);
-            rc = c->ops->release(c, o->l, o->token, o->how, &released, deadline);
-            pthread_mutex_lock(&c->mu);
-            o->busy = 0;
-            done = rc == 0 || dlock__now() >= o->until;
-            if (released) { /* it was held: waiters may go */
-                o->l->gen++;
-                dlock__lock_wake(o->l);
-            }
-            if (!done) break; /* no answer: the server is still away */
-        }
-        for (pp = &c->orphans; *pp != o; pp = &(*pp)->next)
-            ;
-        *pp = o->next;
-        o->l->users--;
-        dlock__lock_maybe_free(c, o->l);
-        free(o);
+        if (!try_release(c, o, deadline)) break; /* no answer: the server is still away */
+        drop(c, o);
     }
     for (o = c->orphans; o != NULL; o = o->next)
         if (l == NULL || o->l == l) return dlock__now() + retry;

@@ -6,6 +6,19 @@
  * per 256 locks: the cost grows with round trips per period, not with one
  * round trip per lock.
  *
+ * Its loop (renew_main) reads as named phases, as libuv's uv_run does, each
+ * a short function over one struct (renew_loop) that carries the pass:
+ *
+ *   update_time       the pass's clock; nothing due yet
+ *   make_room         batch buffers for every hold
+ *   give_back_cached  a cached lock someone asked for goes back first
+ *   collect_due       expired holds are lost; due ones join the batch
+ *   run_lost          the lost-lock handlers, outside the client lock
+ *   send_batch        the renewals, one pipelined round, outside the lock
+ *   apply_answers     renewed / lost / retried in 100 ms
+ *   release_orphans   only when no renewal was due
+ *   sleep_until_due   the next renewal, validity end or idle tick, or a kick
+ *
  * A hold is lost when a renewal is refused (the key is gone or another
  * token holds it) or when its local validity time runs out without a
  * successful renewal.  Validity is counted from when the acquire (or the
@@ -39,6 +52,24 @@ struct dlock__pending {
 };
 typedef struct dlock__pending pending;
 
+/* One pass of the renewal loop, carried through its phases.  The batch
+ * buffers it points to live in the client, not on this thread's stack: a
+ * fork child, which has no renewal thread, still reaches them (and its own
+ * renewal thread reuses them). */
+struct renew_loop {
+    struct dlock_client *c;
+    dlock__mono now;   /* the pass's clock (update_time; apply_answers) */
+    dlock__mono next;  /* when the next pass is due, if none is now */
+    dlock__mono sent;  /* when the batch was sent: validity counts from it */
+    size_t n;          /* renewals in the batch (pend, rn) */
+    size_t nrep;       /* lost holds to report (reps) */
+    pending *pend;
+    dlock__renewal *rn;
+    dlock__lost_report *reps;
+    size_t cap;        /* the length of each buffer */
+};
+typedef struct renew_loop renew_loop;
+
 /* The live hold a renewal was for, or NULL if it ended meanwhile. */
 static dlock__hold *find_hold(dlock__lock *l, const pending *p) {
     dlock__hold *h;
@@ -49,160 +80,223 @@ static dlock__hold *find_hold(dlock__lock *l, const pending *p) {
     return NULL;
 }
 
-static void run_reports(dlock__lost_report *reps, size_t n) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        dlock__lost_run(&reps[i]);
-        free(reps[i].name);
+/* Phase: update time.  A pass starts from the clock, with nothing due and
+ * nothing to report. */
+static void update_time(renew_loop *lp) {
+    lp->now = dlock__now();
+    lp->next = DLOCK__MONO_NEVER;
+    lp->n = lp->nrep = 0;
+}
+
+/* Phase: room in the batch buffers for every hold.  A failed realloc keeps
+ * the old buffers (and capacity): the holds that do not fit wait for a
+ * later pass. */
+static void make_room(renew_loop *lp) {
+    struct dlock_client *c = lp->c;
+    if (c->renew_cap < c->nheld) {
+        size_t ncap = c->nheld * 2 + 16;
+        pending *p2 = realloc(c->renew_pend, ncap * sizeof *p2);
+        dlock__renewal *r2 = p2 ? realloc(c->renew_rn, ncap * sizeof *r2) : NULL;
+        dlock__lost_report *l2 = r2 ? realloc(c->renew_reps, ncap * sizeof *l2) : NULL;
+        if (p2) c->renew_pend = p2;
+        if (r2) c->renew_rn = r2;
+        if (l2) c->renew_reps = l2;
+        if (l2 != NULL) c->renew_cap = ncap;
+    }
+    lp->pend = c->renew_pend;
+    lp->rn = c->renew_rn;
+    lp->reps = c->renew_reps;
+    lp->cap = c->renew_cap;
+}
+
+/* Phase: give back cached locks that were asked for.  Cached locks someone
+ * asked for, or whose requests we can no longer hear, go back to the
+ * server before anything is renewed; one per pass (the release drops the
+ * client lock), then the pass starts again.  Returns 1 if one went. */
+static int give_back_cached(renew_loop *lp) {
+    struct dlock_client *c = lp->c;
+    dlock__hold *h;
+    dlock__lock *l;
+    for (h = c->held; h != NULL; h = h->held_next)
+        if (h->cached && !dlock__cache_ok(c, h->l)) break;
+    if (h == NULL) return 0;
+    l = h->l;
+    dlock__cache_drop(c, l, lp->now + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
+    dlock__lock_maybe_free(c, l);
+    return 1;
+}
+
+static void wake_by(renew_loop *lp, dlock__mono when) {
+    if (when < lp->next) lp->next = when;
+}
+
+/* Is h's renewal window open?  Renewed early, by up to a sixth of the
+ * lease, so that holds due about together go in one batch; a hold taken
+ * from a fair grant, due sooner than a third of its lease, by half its
+ * time at most (lock.c: granted()).  After a renewal that got no answer,
+ * not before retry_at, or an unreachable server is asked in a loop. */
+static int is_due(const renew_loop *lp, const dlock__hold *h) {
+    dlock__mono window = (dlock__mono)(h->lease_ms / 6) * DLOCK__MS;
+    if ((h->renew_at - h->acquired) / 2 < window) window = (h->renew_at - h->acquired) / 2;
+    return h->renew_at - window <= lp->now && h->retry_at <= lp->now;
+}
+
+/* h joins the batch; users++ keeps its lock entry alive until the answer. */
+static void join_batch(renew_loop *lp, dlock__hold *h) {
+    pending *p = &lp->pend[lp->n++];
+    p->l = h->l;
+    p->shared = h->shared;
+    p->fence = h->ident;
+    p->lease_ms = h->lease_ms;
+    p->valid_until = h->valid_until;
+    memcpy(p->token, h->token, sizeof p->token);
+    h->l->users++;
+}
+
+/* Phase: collect what is due.  One walk of the held list: a hold whose
+ * validity ran out is lost (one being released is not: its unlock tells);
+ * a due one joins the batch; every other one says when the next pass is
+ * due (its renewal, or its retry after a renewal that got no answer), and
+ * so does every live hold's validity end. */
+static void collect_due(renew_loop *lp) {
+    dlock__hold *h, *hnext;
+    for (h = lp->c->held; h != NULL; h = hnext) {
+        hnext = h->held_next;
+        if (lp->now >= h->valid_until) {
+            if (lp->nrep < lp->cap && !h->releasing) dlock__hold_lost(lp->c, h, &lp->reps[lp->nrep++]);
+            continue;
+        }
+        if (is_due(lp, h) && lp->n < lp->cap)
+            join_batch(lp, h);
+        else
+            wake_by(lp, h->retry_at > lp->now ? h->retry_at : h->renew_at);
+        wake_by(lp, h->valid_until);
     }
 }
 
-/* The batch buffers live in the client, not on this thread's stack: a
- * fork child, which has no renewal thread, still reaches them (and its
- * own renewal thread reuses them). */
+/* Phase: the lost-lock handlers of this pass's lost holds, at once, on
+ * this thread, outside the client lock.  (nrep stays: a pass that reported
+ * a loss goes round again instead of sleeping.) */
+static void run_lost(renew_loop *lp) {
+    size_t i;
+    if (lp->nrep == 0) return;
+    pthread_mutex_unlock(&lp->c->mu);
+    for (i = 0; i < lp->nrep; i++) {
+        dlock__lost_run(&lp->reps[i]);
+        free(lp->reps[i].name);
+    }
+    pthread_mutex_lock(&lp->c->mu);
+}
+
+/* Phase: send the batch, outside the client lock.  Answers are awaited no
+ * longer than the earliest validity end in it: past that those holds are
+ * lost anyway, and their handlers must run. */
+static void send_batch(renew_loop *lp) {
+    struct dlock_client *c = lp->c;
+    dlock__mono valid = DLOCK__MONO_NEVER;
+    size_t i;
+    for (i = 0; i < lp->n; i++) {
+        if (lp->pend[i].valid_until < valid) valid = lp->pend[i].valid_until;
+        lp->rn[i].l = lp->pend[i].l;
+        lp->rn[i].shared = lp->pend[i].shared;
+        lp->rn[i].token = lp->pend[i].token;
+        lp->rn[i].lease_ms = lp->pend[i].lease_ms;
+        lp->rn[i].result = -1;
+    }
+    lp->sent = dlock__now();
+    pthread_mutex_unlock(&c->mu);
+    (void)c->ops->renew(c, lp->rn, lp->n, valid);
+    pthread_mutex_lock(&c->mu);
+}
+
+/* One answer (1 renewed, 0 refused, -1 none) for its live hold h. */
+static void apply_answer(renew_loop *lp, dlock__hold *h, int result) {
+    if (result == 1) {
+        /* validity from the send time, minus drift; never shortened */
+        dlock__mono v = lp->sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(lp->c, h->lease_ms)) * DLOCK__MS;
+        if (v > h->valid_until) h->valid_until = v;
+        h->renew_at = lp->sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
+    } else if (h->releasing) {
+        /* Refused: released meanwhile, or run out (its unlock says
+         * which).  Nothing to report either way. */
+        h->renew_at = h->retry_at = lp->now + (dlock__mono)RETRY_MS * DLOCK__MS;
+    } else if (result == 0 || lp->now >= h->valid_until) {
+        dlock__hold_lost(lp->c, h, &lp->reps[lp->nrep]);
+        /* refused: the key is gone or another owner's */
+        if (result == 0) lp->reps[lp->nrep].why = DLOCK_LOST_BROKEN;
+        lp->nrep++;
+    } else {
+        h->renew_at = h->retry_at = lp->now + (dlock__mono)RETRY_MS * DLOCK__MS;
+    }
+}
+
+/* Phase: apply the answers, each to its hold if that still lives (matched
+ * by lock and fence: one that ended or was replaced is left alone). */
+static void apply_answers(renew_loop *lp) {
+    size_t i;
+    lp->now = dlock__now();
+    lp->nrep = 0;
+    for (i = 0; i < lp->n; i++) {
+        dlock__lock *l = lp->pend[i].l;
+        dlock__hold *h;
+        l->users--;
+        h = find_hold(l, &lp->pend[i]);
+        if (h != NULL) apply_answer(lp, h, lp->rn[i].result);
+        dlock__lock_maybe_free(lp->c, l);
+    }
+}
+
+/* Phase: release orphans.  Only when no renewal is due (renewals first: on
+ * a cluster an orphan's node may be down while the holds' nodes are not),
+ * and bounded by the command timeout and the next renewal. */
+static void release_orphans(renew_loop *lp) {
+    struct dlock_client *c = lp->c;
+    dlock__mono dl, o;
+    if (c->orphans == NULL) return;
+    dl = dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
+    if (lp->next < dl) dl = lp->next;
+    o = dlock__orphans_release(c, NULL, dl);
+    wake_by(lp, o);
+}
+
+/* Phase: sleep until the next due time or a wake-up.  Locks were taken
+ * lately: a thread with no holds keeps waking every sixth of a lease for a
+ * while, so that a new hold's first renewal is always seen in time without
+ * kicking this thread at every acquire (that wake-up would cost more than
+ * the acquire itself); a new hold due earlier than renew_wake kicks it.
+ * No sleep after a pass that reported a loss, or once told to stop (c->mu
+ * was released above: a stop may have come meanwhile). */
+static void sleep_until_due(renew_loop *lp) {
+    struct dlock_client *c = lp->c;
+    if (c->held == NULL && lp->now < c->renew_idle_until && lp->now + c->renew_tick < lp->next)
+        lp->next = lp->now + c->renew_tick;
+    if (lp->nrep != 0 || c->renew_stop) return;
+    c->renew_wake = lp->next;
+    dlock__cond_wait_until(&c->renew_cv, &c->mu, lp->next);
+    c->renew_wake = 0;
+}
+
+/* The loop, phase by phase, until told to stop; then its connection goes. */
 static void *renew_main(void *arg) {
+    renew_loop lp;
     struct dlock_client *c = arg;
 
+    memset(&lp, 0, sizeof lp);
+    lp.c = c;
     pthread_mutex_lock(&c->mu);
     while (!c->renew_stop) {
-        dlock__mono now = dlock__now(), next = DLOCK__MONO_NEVER, sent, valid;
-        size_t n = 0, nrep = 0, i;
-        dlock__hold *h, *hnext;
-        dlock__lock *l;
-
-        pending *pend;
-        dlock__renewal *rn;
-        dlock__lost_report *reps;
-        size_t cap;
-
-        if (c->renew_cap < c->nheld) {
-            size_t ncap = c->nheld * 2 + 16;
-            pending *p2 = realloc(c->renew_pend, ncap * sizeof *p2);
-            dlock__renewal *r2 = p2 ? realloc(c->renew_rn, ncap * sizeof *r2) : NULL;
-            dlock__lost_report *l2 = r2 ? realloc(c->renew_reps, ncap * sizeof *l2) : NULL;
-            if (p2) c->renew_pend = p2;
-            if (r2) c->renew_rn = r2;
-            if (l2) c->renew_reps = l2;
-            if (l2 != NULL) c->renew_cap = ncap;
-        }
-        /* Cached locks someone asked for, or whose requests we can no
-         * longer hear, go back to the server first. */
-        for (h = c->held; h != NULL; h = h->held_next)
-            if (h->cached && !dlock__cache_ok(c, h->l)) break;
-        if (h != NULL) {
-            l = h->l;
-            dlock__cache_drop(c, l, now + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
-            dlock__lock_maybe_free(c, l);
-            continue;
-        }
-        pend = c->renew_pend;
-        rn = c->renew_rn;
-        reps = c->renew_reps;
-        cap = c->renew_cap;
-        for (h = c->held; h != NULL; h = hnext) {
-            dlock__mono window;
-            hnext = h->held_next;
-            if (now >= h->valid_until) {
-                /* (A hold being released: its unlock tells.) */
-                if (nrep < cap && !h->releasing) dlock__hold_lost(c, h, &reps[nrep++]);
-                continue;
-            }
-            /* Renewed early, by up to a sixth of the lease, so that holds
-             * due about together go in one batch; a hold taken from a
-             * fair grant, due sooner than a third of its lease, by half
-             * its time at most (lock.c: granted()). */
-            window = (dlock__mono)(h->lease_ms / 6) * DLOCK__MS;
-            if ((h->renew_at - h->acquired) / 2 < window) window = (h->renew_at - h->acquired) / 2;
-            if (h->renew_at - window <= now && h->retry_at <= now && n < cap) {
-                pend[n].l = h->l;
-                pend[n].shared = h->shared;
-                pend[n].fence = h->ident;
-                pend[n].lease_ms = h->lease_ms;
-                pend[n].valid_until = h->valid_until;
-                memcpy(pend[n].token, h->token, sizeof pend[n].token);
-                h->l->users++;
-                n++;
-            } else {
-                /* (After a renewal that got no answer: not before
-                 * retry_at, or an unreachable server is asked in a loop.) */
-                dlock__mono when = h->retry_at > now ? h->retry_at : h->renew_at;
-                if (when < next) next = when;
-            }
-            if (h->valid_until < next) next = h->valid_until;
-        }
-        if (nrep > 0) {
-            pthread_mutex_unlock(&c->mu);
-            run_reports(reps, nrep);
-            pthread_mutex_lock(&c->mu);
-        }
-        if (c->orphans != NULL && n == 0) {
-            /* Only when no renewal is due (renewals first: on a cluster an
-             * orphan's node may be down while the holds' nodes are not),
-             * and bounded by the command timeout and the next renewal. */
-            dlock__mono dl = dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS, o;
-            if (next < dl) dl = next;
-            o = dlock__orphans_release(c, NULL, dl);
-            if (o < next) next = o;
-        }
-        if (c->held == NULL && now < c->renew_idle_until && now + c->renew_tick < next) {
-            /* Locks were taken lately: keep waking every sixth of a lease
-             * for a while, so that a new hold's first renewal is always
-             * seen in time without kicking this thread at every acquire
-             * (that wake-up would cost more than the acquire itself). */
-            next = now + c->renew_tick;
-        }
-        if (n == 0) {
-            /* (c->mu was released above: a stop may have come meanwhile) */
-            if (nrep == 0 && !c->renew_stop) {
-                c->renew_wake = next; /* new holds due earlier kick us */
-                dlock__cond_wait_until(&c->renew_cv, &c->mu, next);
-                c->renew_wake = 0;
-            }
-            continue;
-        }
-        valid = DLOCK__MONO_NEVER;
-        for (i = 0; i < n; i++) {
-            if (pend[i].valid_until < valid) valid = pend[i].valid_until;
-            rn[i].l = pend[i].l;
-            rn[i].shared = pend[i].shared;
-            rn[i].token = pend[i].token;
-            rn[i].lease_ms = pend[i].lease_ms;
-            rn[i].result = -1;
-        }
-        sent = dlock__now();
-        pthread_mutex_unlock(&c->mu);
-        (void)c->ops->renew(c, rn, n, valid);
-        pthread_mutex_lock(&c->mu);
-        now = dlock__now();
-        nrep = 0;
-        for (i = 0; i < n; i++) {
-            l = pend[i].l;
-            l->users--;
-            h = find_hold(l, &pend[i]);
-            if (h != NULL) {
-                if (rn[i].result == 1) {
-                    dlock__mono v = sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(c, h->lease_ms)) * DLOCK__MS;
-                    if (v > h->valid_until) h->valid_until = v;
-                    h->renew_at = sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
-                } else if (h->releasing) {
-                    /* Refused: released meanwhile, or run out (its unlock
-                     * says which).  Nothing to report either way. */
-                    h->renew_at = h->retry_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
-                } else if (rn[i].result == 0 || now >= h->valid_until) {
-                    dlock__hold_lost(c, h, &reps[nrep]);
-                    /* refused: the key is gone or another owner's */
-                    if (rn[i].result == 0) reps[nrep].why = DLOCK_LOST_BROKEN;
-                    nrep++;
-                } else {
-                    h->renew_at = h->retry_at = now + (dlock__mono)RETRY_MS * DLOCK__MS;
-                }
-            }
-            dlock__lock_maybe_free(c, l);
-        }
-        if (nrep > 0) {
-            pthread_mutex_unlock(&c->mu);
-            run_reports(reps, nrep);
-            pthread_mutex_lock(&c->mu);
+        update_time(&lp);
+        make_room(&lp);
+        if (give_back_cached(&lp)) continue;
+        collect_due(&lp);
+        run_lost(&lp);
+        if (lp.n > 0) {
+            send_batch(&lp);
+            apply_answers(&lp);
+            run_lost(&lp);
+        } else {
+            release_orphans(&lp);
+            sleep_until_due(&lp);
         }
     }
     c->renew_running = 0;
