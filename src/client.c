@@ -136,8 +136,12 @@ static void at_exit(void) {
             pthread_mutex_unlock(&c->mu);
             /* Best effort, bounded: a server that does not answer lets
              * the lease expire instead. */
-            (void)c->ops->release(c, l, token, shared ? DLOCK__REL_SHARED : how, &released,
-                                  dlock__now() + 1000 * DLOCK__MS);
+            {
+                dlock__mono end = dlock__now() + 1000 * DLOCK__MS;
+                dlock__mono saved = dlock__call_end_set(end); /* no connect or reply wait past it */
+                (void)c->ops->release(c, l, token, shared ? DLOCK__REL_SHARED : how, &released, end);
+                dlock__call_end_set(saved);
+            }
             pthread_mutex_lock(&c->mu);
             l->users--;
         }
@@ -153,7 +157,12 @@ static void at_exit(void) {
                 usleep(1000);
                 pthread_mutex_lock(&c->mu);
             }
-            if (c->orphans != NULL) (void)dlock__orphans_release(c, NULL, dlock__now() + 1000 * DLOCK__MS);
+            if (c->orphans != NULL) {
+                dlock__mono end = dlock__now() + 1000 * DLOCK__MS;
+                dlock__mono saved = dlock__call_end_set(end);
+                (void)dlock__orphans_release(c, NULL, end);
+                dlock__call_end_set(saved);
+            }
         }
         c->renew_stop = 1;
         pthread_cond_broadcast(&c->renew_cv);
