@@ -123,67 +123,89 @@ static int reopen(int fd, int kind, char *watch) {
     return -1;
 }
 
-int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid) {
+/* A keeper's command line and environment, made before the clone: the
+ * child may not allocate. */
+struct keeper_cmd {
+    char *argv[12], *envp[8], ppid[24], watch[2];
+    char *url, *prefix, *ldp; /* malloc'd, in envp */
+};
+
+static void keeper_cmd_make(struct keeper_cmd *kc, int kind, const char *name) {
     static const char *kinds[] = { "flock", "posix", "ofd" };
-    struct spawn_args a;
-    char *argv[12], *envp[8], ppid[24], watch[2] = { 0, 0 };
-    char *url = NULL, *prefix = NULL, *ldp = NULL;
     const char *v;
+    int n = 0;
+    snprintf(kc->ppid, sizeof kc->ppid, "%ld", (long)getpid());
+    kc->argv[0] = dlpl_interp;
+    kc->argv[1] = dlpl_self_path;
+    kc->argv[2] = "--dlock-keeper";
+    kc->argv[3] = (char *)kinds[kind];
+    kc->argv[4] = kc->watch;
+    kc->argv[5] = dlpl_conf.on_lost == DLPL_ON_LOST_ABORT ? "abort" : "warn";
+    kc->argv[6] = kc->ppid;
+    kc->argv[7] = (char *)name;
+    kc->argv[8] = NULL;
+    /* The server's URL may hold a password: environment, never argv. */
+    if (dlpl_conf.url != NULL && asprintf(&kc->url, "DLOCK_URL=%s", dlpl_conf.url) > 0) kc->envp[n++] = kc->url;
+    if (dlpl_conf.prefix != NULL && asprintf(&kc->prefix, "DLOCK_PREFIX=%s", dlpl_conf.prefix) > 0)
+        kc->envp[n++] = kc->prefix;
+    if ((v = secure_getenv("LD_LIBRARY_PATH")) != NULL && asprintf(&kc->ldp, "LD_LIBRARY_PATH=%s", v) > 0)
+        kc->envp[n++] = kc->ldp;
+    kc->envp[n] = NULL;
+}
+
+static void keeper_cmd_free(struct keeper_cmd *kc) {
+    free(kc->url);
+    free(kc->prefix);
+    free(kc->ldp);
+}
+
+/* clone(CLONE_VM|CLONE_VFORK) into child_main, every signal blocked
+ * meanwhile; back when the child has called execve or failed.  0 with
+ * *child, or an errno (a child that failed is reaped). */
+static int keeper_clone(struct spawn_args *a, pid_t *child) {
+    size_t stacksz = 64 * 1024;
     sigset_t all, old;
     void *stack;
-    size_t stacksz = 64 * 1024;
-    int sv[2], wfd, n = 0, e = 0;
+    int e = 0;
+    stack = mmap(NULL, stacksz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return errno;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    /* No exit signal (until execve gives it SIGCHLD again). */
+    *child = clone(child_main, (char *)stack + stacksz, CLONE_VM | CLONE_VFORK, a);
+    if (*child < 0) e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    munmap(stack, stacksz);
+    if (*child > 0 && a->err != 0) {
+        e = a->err;
+        waitpid(*child, NULL, __WCLONE);
+    }
+    return e;
+}
+
+int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid) {
+    struct spawn_args a;
+    struct keeper_cmd kc;
+    int sv[2], wfd, e = 0;
     pid_t child = -1;
 
     if (dlpl_self_path == NULL || dlpl_interp == NULL) return ENOEXEC;
-    wfd = reopen(fd, kind, &watch[0]);
+    memset(&kc, 0, sizeof kc);
+    wfd = reopen(fd, kind, &kc.watch[0]);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         e = errno;
         if (wfd >= 0) DLPL_REAL(close)(wfd);
         return e;
     }
-    snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
-    argv[0] = dlpl_interp;
-    argv[1] = dlpl_self_path;
-    argv[2] = "--dlock-keeper";
-    argv[3] = (char *)kinds[kind];
-    argv[4] = watch;
-    argv[5] = dlpl_conf.on_lost == DLPL_ON_LOST_ABORT ? "abort" : "warn";
-    argv[6] = ppid;
-    argv[7] = (char *)name;
-    argv[8] = NULL;
-    /* The server's URL may hold a password: environment, never argv. */
-    if (dlpl_conf.url != NULL && asprintf(&url, "DLOCK_URL=%s", dlpl_conf.url) > 0) envp[n++] = url;
-    if (dlpl_conf.prefix != NULL && asprintf(&prefix, "DLOCK_PREFIX=%s", dlpl_conf.prefix) > 0) envp[n++] = prefix;
-    if ((v = secure_getenv("LD_LIBRARY_PATH")) != NULL && asprintf(&ldp, "LD_LIBRARY_PATH=%s", v) > 0)
-        envp[n++] = ldp;
-    envp[n] = NULL;
-
+    keeper_cmd_make(&kc, kind, name);
     memset(&a, 0, sizeof a);
     a.path = dlpl_interp;
-    a.argv = argv;
-    a.envp = envp;
+    a.argv = kc.argv;
+    a.envp = kc.envp;
     a.sock = sv[1];
     a.wfd = wfd;
-    stack = mmap(NULL, stacksz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED) {
-        e = errno;
-    } else {
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        /* No exit signal (until execve gives it SIGCHLD again). */
-        child = clone(child_main, (char *)stack + stacksz, CLONE_VM | CLONE_VFORK, &a);
-        if (child < 0) e = errno;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        munmap(stack, stacksz);
-        if (child > 0 && a.err != 0) {
-            e = a.err;
-            waitpid(child, NULL, __WCLONE);
-        }
-    }
-    free(url);
-    free(prefix);
-    free(ldp);
+    e = keeper_clone(&a, &child);
+    keeper_cmd_free(&kc);
     DLPL_REAL(close)(sv[1]);
     if (wfd >= 0) DLPL_REAL(close)(wfd);
     if (e != 0) {
