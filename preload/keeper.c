@@ -670,9 +670,11 @@ static int do_lock(int mode, int try) {
 static dlock_client_t *client; /* the keeper's own client */
 static int init_err;           /* the client or the rwlock could not be made: every LOCK gets this */
 
-/* SIGUSR1 (the program's CANCEL) and SIGUSR2 (disarm) interrupt the
- * waits; SIGTERM, SIGHUP and SIGINT end the keeper; every other signal
- * is blocked.  A pipe that cannot be made turns its feature off. */
+/* SIGUSR1 (sent with the program's CANCEL) interrupts this thread's wait
+ * for the server, SIGUSR2 (disarm) the watcher's in the kernel: neither
+ * restarts.  SIGTERM, SIGHUP and SIGINT end the keeper; this thread
+ * blocks every other signal.  A pipe that cannot be made turns its
+ * feature off. */
 static void keeper_signals(void) {
     struct sigaction sa;
     sigset_t mask;
