@@ -596,9 +596,9 @@ static void after_unlock(int kind, const struct stat *st, int fd) {
     unlock_mu();
 }
 
-/* The common lock path.  kcall does the kernel's part; kundo drops what
+/* The kernel's part of a lock request.  call does it; undo drops what
  * the description/process holds in the kernel (a failed conversion loses
- * the old lock, as flock(2) does).  Returns 0, or -1 with errno. */
+ * the old lock, as flock(2) does). */
 struct kops {
     int (*call)(void *);
     void (*undo)(void *);
@@ -606,93 +606,133 @@ struct kops {
     int (*trycall)(void *); /* call, never waiting (LOCK_NB, F_SETLK) */
 };
 
-static int lock_path(int kind, const struct stat *st, int fd, const char *name, int want, int try, int held,
-                     int busy_err, const struct kops *k) {
-    struct rec *r;
-    int rc, mode = 0, err = 0, kr, kerr, prev, probe = 0;
+/* One lock request on a mapped path, carried through lock_path's steps. */
+struct lreq {
+    int kind;             /* DLPL_K_* */
+    const struct stat *st;
+    int fd;
+    const char *name;     /* the cluster lock's name */
+    int want;             /* 1 shared, 2 exclusive */
+    int try;              /* never wait (LOCK_NB, F_SETLK) */
+    int held;             /* what the description holds in the kernel now */
+    int busy_err;         /* errno for "held elsewhere": EWOULDBLOCK, EAGAIN */
+    const struct kops *k;
+    struct rec *r;        /* the record, claimed (busy) */
+    int prev;             /* r's mode before this request */
+    int probe;            /* the request is the breaker's probe */
+};
 
+/* POSIX: the process already holds enough cluster-wide (a downgrade
+ * keeps the cluster lock exclusive): only the kernel's part.  Called with
+ * mu held; returns without it. */
+static int lock_posix_enough(struct lreq *q) {
+    int kr, kerr;
+    unlock_mu();
+    kr = q->k->call(q->k->arg);
+    kerr = errno;
     lock_mu();
-    r = rec_claim(kind, st, fd);
-    prev = r != NULL ? r->mode : 0;
-    if (r != NULL && r->mode >= want && kind == DLPL_K_POSIX) {
-        /* POSIX: the process already holds enough cluster-wide (a
-         * downgrade keeps the cluster lock exclusive). */
-        unlock_mu();
-        kr = k->call(k->arg);
-        kerr = errno;
-        lock_mu();
-        rec_release(r);
-        unlock_mu();
-        errno = kerr;
-        return kr;
-    }
-    if (r == NULL && held != 0 && kind != DLPL_K_POSIX) {
+    rec_release(q->r);
+    unlock_mu();
+    errno = kerr;
+    return kr;
+}
+
+/* No record yet (mu held): a new one, with its keeper.  0; ENOLCK if the
+ * breaker is open; EKEEPER (with *err) if no keeper could be started. */
+static int lock_new_rec(struct lreq *q, int *err) {
+    if (q->held != 0 && q->kind != DLPL_K_POSIX) {
         /* The description holds a kernel lock that another process took
          * (we inherited the description): a conversion drops it first;
          * that process's keeper sees it go. */
-        k->undo(k->arg);
+        q->k->undo(q->k->arg);
     }
-    if (r == NULL && dlpl_client != NULL && dlock__breaker_check(dlpl_client, &probe) != 0) {
+    if (dlpl_client != NULL && dlock__breaker_check(dlpl_client, &q->probe) != 0) {
         /* The program's circuit breaker is open (the server did not
          * answer for the whole unreachable bound): no keeper is asked
          * until the next probe; the policy decides at once. */
-        unlock_mu();
-        rc = ENOLCK;
-        goto failed;
+        return ENOLCK;
     }
-    if (r == NULL && (r = rec_new(kind, st, fd, name, &err)) == NULL) {
-        unlock_mu();
-        rc = EKEEPER;
-        goto failed;
+    if ((q->r = rec_new(q->kind, q->st, q->fd, q->name, err)) == NULL) return EKEEPER;
+    return 0;
+}
+
+/* The keeper granted the lock (it holds mode): now the kernel's part,
+ * then ARM the keeper to watch it. */
+static int lock_granted(struct lreq *q, int mode) {
+    int kr, kerr;
+    q->r->mode = mode; /* busy: only this thread looks at it */
+    kr = q->k->call(q->k->arg);
+    kerr = errno;
+    arm(q->r, 1);
+    errno = kerr;
+    return kr;
+}
+
+/* Held elsewhere (EBUSY), or a signal ended the wait (EINTR).  A failed
+ * conversion loses the old lock, as flock(2)'s does (for record locks
+ * only when the keeper could not get the shared lock back: mode 0). */
+static int lock_refused(struct lreq *q, int rc, int mode) {
+    if (mode == 0 && (q->held || q->prev)) q->k->undo(q->k->arg);
+    if (mode == 0) fail(q->r);
+    else arm(q->r, 1);
+    errno = rc == EBUSY ? q->busy_err : EINTR;
+    return -1;
+}
+
+/* A signal ended the wait (flock -w's alarm: the caller's own bound)
+ * while the keeper was in a round trip that the server did not answer:
+ * the server is as good as unreachable for this call.  The keeper is
+ * abandoned (it gives up what it may still get).  DLOCK_ON_ERROR=open:
+ * the local lock if it is free now, as for an unreachable server; else,
+ * and closed, EINTR, as the system call interrupted while it waits. */
+static int lock_abandoned(struct lreq *q) {
+    if (q->held || q->prev) q->k->undo(q->k->arg);
+    fail(q->r);
+    if (dlpl_conf.on_error == DLPL_ON_ERROR_OPEN) {
+        (void)policy(q->name, ENOLCK);
+        if (q->k->trycall(q->k->arg) == 0) return 0;
     }
-    unlock_mu();
-    if (kind == DLPL_K_POSIX && r->mode > want) want = r->mode;
-    rc = ask(r, DLPL_OP_LOCK, want, try, !try, probe, &mode);
-    breaker_after(rc, try, probe);
-    if (rc == ESILENT) {
-        /* A signal ended the wait (flock -w's alarm: the caller's own
-         * bound) while the keeper was in a round trip that the server did
-         * not answer: the server is as good as unreachable for this call.
-         * The keeper is abandoned (it gives up what it may still get).
-         * DLOCK_ON_ERROR=open: the local lock if it is free now, as for an
-         * unreachable server; else, and closed, EINTR, as the system call
-         * interrupted while it waits. */
-        if (held || prev) k->undo(k->arg);
-        fail(r);
-        if (dlpl_conf.on_error == DLPL_ON_ERROR_OPEN) {
-            (void)policy(name, ENOLCK);
-            if (k->trycall(k->arg) == 0) return 0;
-        }
-        errno = EINTR;
-        return -1;
-    }
-    if (rc == 0) {
-        r->mode = mode; /* busy: only this thread looks at it */
-        kr = k->call(k->arg);
-        kerr = errno;
-        arm(r, 1);
-        errno = kerr;
-        return kr;
-    }
-    if (rc == EBUSY || rc == EINTR) {
-        /* A failed conversion loses the old lock, as flock(2)'s does
-         * (for record locks only when the keeper could not get the
-         * shared lock back). */
-        if (mode == 0 && (held || prev)) k->undo(k->arg);
-        if (mode == 0) fail(r);
-        else arm(r, 1);
-        errno = rc == EBUSY ? busy_err : EINTR;
-        return -1;
-    }
-    fail(r);
-failed:
-    if (err != 0 && rc == EKEEPER) dlpl_msg_rl(2, "'%s': cannot start the keeper process: %s", name, strerror(err));
-    if ((err = policy(name, rc)) != 0) {
-        if (held) k->undo(k->arg);
+    errno = EINTR;
+    return -1;
+}
+
+/* The cluster part failed for a reason other than contention (rc; err:
+ * why no keeper started): DLOCK_ON_ERROR decides between the local lock
+ * alone and a refusal. */
+static int lock_fallback(struct lreq *q, int rc, int err) {
+    if (err != 0 && rc == EKEEPER)
+        dlpl_msg_rl(2, "'%s': cannot start the keeper process: %s", q->name, strerror(err));
+    if ((err = policy(q->name, rc)) != 0) {
+        if (q->held) q->k->undo(q->k->arg);
         errno = err;
         return -1;
     }
-    return k->call(k->arg);
+    return q->k->call(q->k->arg);
+}
+
+/* The common lock path: claim the record (or make one, with its keeper),
+ * ask the keeper for the cluster lock, then one step per answer.  Returns
+ * 0, or -1 with errno. */
+static int lock_path(struct lreq *q) {
+    int rc, mode = 0, err = 0;
+
+    lock_mu();
+    q->r = rec_claim(q->kind, q->st, q->fd);
+    q->prev = q->r != NULL ? q->r->mode : 0;
+    if (q->r != NULL && q->r->mode >= q->want && q->kind == DLPL_K_POSIX) return lock_posix_enough(q);
+    if (q->r == NULL && (rc = lock_new_rec(q, &err)) != 0) {
+        unlock_mu();
+        return lock_fallback(q, rc, err);
+    }
+    unlock_mu();
+    if (q->kind == DLPL_K_POSIX && q->r->mode > q->want) q->want = q->r->mode;
+    rc = ask(q->r, DLPL_OP_LOCK, q->want, q->try, !q->try, q->probe, &mode);
+    breaker_after(rc, q->try, q->probe);
+    if (rc == ESILENT) return lock_abandoned(q);
+    if (rc == 0) return lock_granted(q, mode);
+    if (rc == EBUSY || rc == EINTR) return lock_refused(q, rc, mode);
+    fail(q->r);
+    return lock_fallback(q, rc, 0);
 }
 
 /* A refused configuration with DLOCK_ON_ERROR=closed refuses every lock. */
@@ -756,7 +796,9 @@ static int do_flock(int fd, int op) {
     want = what == LOCK_EX ? 2 : 1;
     held = kernel_held(fd, DLPL_K_FLOCK);
     if (held == want) return 0; /* as the kernel: relocking with the same type changes nothing */
-    return lock_path(DLPL_K_FLOCK, &st, fd, name, want, (op & LOCK_NB) != 0, held, EWOULDBLOCK, &k);
+    struct lreq q = { .kind = DLPL_K_FLOCK, .st = &st, .fd = fd, .name = name, .want = want,
+                      .try = (op & LOCK_NB) != 0, .held = held, .busy_err = EWOULDBLOCK, .k = &k };
+    return lock_path(&q);
 }
 
 int flock(int fd, int op) {
@@ -865,7 +907,9 @@ static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
         return rc;
     }
     held = kind == DLPL_K_OFD ? kernel_held(fd, DLPL_K_OFD) : 0;
-    return lock_path(kind, &st, fd, fname, fl->l_type == F_WRLCK ? 2 : 1, !wait, held, EAGAIN, &k);
+    struct lreq q = { .kind = kind, .st = &st, .fd = fd, .name = fname, .want = fl->l_type == F_WRLCK ? 2 : 1,
+                      .try = !wait, .held = held, .busy_err = EAGAIN, .k = &k };
+    return lock_path(&q);
 }
 
 static int fcntl_common(int fd, int cmd, void *arg, int is64) {

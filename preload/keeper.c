@@ -123,67 +123,89 @@ static int reopen(int fd, int kind, char *watch) {
     return -1;
 }
 
-int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid) {
+/* A keeper's command line and environment, made before the clone: the
+ * child may not allocate. */
+struct keeper_cmd {
+    char *argv[12], *envp[8], ppid[24], watch[2];
+    char *url, *prefix, *ldp; /* malloc'd, in envp */
+};
+
+static void keeper_cmd_make(struct keeper_cmd *kc, int kind, const char *name) {
     static const char *kinds[] = { "flock", "posix", "ofd" };
-    struct spawn_args a;
-    char *argv[12], *envp[8], ppid[24], watch[2] = { 0, 0 };
-    char *url = NULL, *prefix = NULL, *ldp = NULL;
     const char *v;
+    int n = 0;
+    snprintf(kc->ppid, sizeof kc->ppid, "%ld", (long)getpid());
+    kc->argv[0] = dlpl_interp;
+    kc->argv[1] = dlpl_self_path;
+    kc->argv[2] = "--dlock-keeper";
+    kc->argv[3] = (char *)kinds[kind];
+    kc->argv[4] = kc->watch;
+    kc->argv[5] = dlpl_conf.on_lost == DLPL_ON_LOST_ABORT ? "abort" : "warn";
+    kc->argv[6] = kc->ppid;
+    kc->argv[7] = (char *)name;
+    kc->argv[8] = NULL;
+    /* The server's URL may hold a password: environment, never argv. */
+    if (dlpl_conf.url != NULL && asprintf(&kc->url, "DLOCK_URL=%s", dlpl_conf.url) > 0) kc->envp[n++] = kc->url;
+    if (dlpl_conf.prefix != NULL && asprintf(&kc->prefix, "DLOCK_PREFIX=%s", dlpl_conf.prefix) > 0)
+        kc->envp[n++] = kc->prefix;
+    if ((v = secure_getenv("LD_LIBRARY_PATH")) != NULL && asprintf(&kc->ldp, "LD_LIBRARY_PATH=%s", v) > 0)
+        kc->envp[n++] = kc->ldp;
+    kc->envp[n] = NULL;
+}
+
+static void keeper_cmd_free(struct keeper_cmd *kc) {
+    free(kc->url);
+    free(kc->prefix);
+    free(kc->ldp);
+}
+
+/* clone(CLONE_VM|CLONE_VFORK) into child_main, every signal blocked
+ * meanwhile; back when the child has called execve or failed.  0 with
+ * *child, or an errno (a child that failed is reaped). */
+static int keeper_clone(struct spawn_args *a, pid_t *child) {
+    size_t stacksz = 64 * 1024;
     sigset_t all, old;
     void *stack;
-    size_t stacksz = 64 * 1024;
-    int sv[2], wfd, n = 0, e = 0;
+    int e = 0;
+    stack = mmap(NULL, stacksz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED) return errno;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    /* No exit signal (until execve gives it SIGCHLD again). */
+    *child = clone(child_main, (char *)stack + stacksz, CLONE_VM | CLONE_VFORK, a);
+    if (*child < 0) e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    munmap(stack, stacksz);
+    if (*child > 0 && a->err != 0) {
+        e = a->err;
+        waitpid(*child, NULL, __WCLONE);
+    }
+    return e;
+}
+
+int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid) {
+    struct spawn_args a;
+    struct keeper_cmd kc;
+    int sv[2], wfd, e = 0;
     pid_t child = -1;
 
     if (dlpl_self_path == NULL || dlpl_interp == NULL) return ENOEXEC;
-    wfd = reopen(fd, kind, &watch[0]);
+    memset(&kc, 0, sizeof kc);
+    wfd = reopen(fd, kind, &kc.watch[0]);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         e = errno;
         if (wfd >= 0) DLPL_REAL(close)(wfd);
         return e;
     }
-    snprintf(ppid, sizeof ppid, "%ld", (long)getpid());
-    argv[0] = dlpl_interp;
-    argv[1] = dlpl_self_path;
-    argv[2] = "--dlock-keeper";
-    argv[3] = (char *)kinds[kind];
-    argv[4] = watch;
-    argv[5] = dlpl_conf.on_lost == DLPL_ON_LOST_ABORT ? "abort" : "warn";
-    argv[6] = ppid;
-    argv[7] = (char *)name;
-    argv[8] = NULL;
-    /* The server's URL may hold a password: environment, never argv. */
-    if (dlpl_conf.url != NULL && asprintf(&url, "DLOCK_URL=%s", dlpl_conf.url) > 0) envp[n++] = url;
-    if (dlpl_conf.prefix != NULL && asprintf(&prefix, "DLOCK_PREFIX=%s", dlpl_conf.prefix) > 0) envp[n++] = prefix;
-    if ((v = secure_getenv("LD_LIBRARY_PATH")) != NULL && asprintf(&ldp, "LD_LIBRARY_PATH=%s", v) > 0)
-        envp[n++] = ldp;
-    envp[n] = NULL;
-
+    keeper_cmd_make(&kc, kind, name);
     memset(&a, 0, sizeof a);
     a.path = dlpl_interp;
-    a.argv = argv;
-    a.envp = envp;
+    a.argv = kc.argv;
+    a.envp = kc.envp;
     a.sock = sv[1];
     a.wfd = wfd;
-    stack = mmap(NULL, stacksz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (stack == MAP_FAILED) {
-        e = errno;
-    } else {
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        /* No exit signal (until execve gives it SIGCHLD again). */
-        child = clone(child_main, (char *)stack + stacksz, CLONE_VM | CLONE_VFORK, &a);
-        if (child < 0) e = errno;
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        munmap(stack, stacksz);
-        if (child > 0 && a.err != 0) {
-            e = a.err;
-            waitpid(child, NULL, __WCLONE);
-        }
-    }
-    free(url);
-    free(prefix);
-    free(ldp);
+    e = keeper_clone(&a, &child);
+    keeper_cmd_free(&kc);
     DLPL_REAL(close)(sv[1]);
     if (wfd >= 0) DLPL_REAL(close)(wfd);
     if (e != 0) {
@@ -640,14 +662,22 @@ static int do_lock(int mode, int try) {
     return rc;
 }
 
-static int keeper_main(void) {
-    dlock_config_t cfg;
-    dlock_client_t *client = NULL;
-    dlock_mutexattr_t attr;
+/* The keeper's main loop: one poll over the program's socket, the
+ * watcher's pipe and the lost-lock pipe, and a handler per event.  A
+ * handler returns KEEP_ON, or the keeper's exit status. */
+#define KEEP_ON (-1)
+
+static dlock_client_t *client; /* the keeper's own client */
+static int init_err;           /* the client or the rwlock could not be made: every LOCK gets this */
+
+/* SIGUSR1 (sent with the program's CANCEL) interrupts this thread's wait
+ * for the server, SIGUSR2 (disarm) the watcher's in the kernel: neither
+ * restarts.  SIGTERM, SIGHUP and SIGINT end the keeper; this thread
+ * blocks every other signal.  A pipe that cannot be made turns its
+ * feature off. */
+static void keeper_signals(void) {
     struct sigaction sa;
     sigset_t mask;
-    int init_err = 0;
-
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_usr; /* no SA_RESTART: interrupts the waits */
     sigaction(SIGUSR1, &sa, NULL);
@@ -665,7 +695,13 @@ static int keeper_main(void) {
     pthread_sigmask(SIG_SETMASK, &mask, NULL);
     if (pipe2(gone_pipe, O_CLOEXEC | O_NONBLOCK) != 0) watch_ok = 0;
     if (pipe2(lost_pipe, O_CLOEXEC | O_NONBLOCK) != 0) abort_on_lost = 0;
+}
 
+/* The client (from DLOCK_URL and DLOCK_PREFIX) and the rwlock of the
+ * lock's name; a failure is said once, and answers every LOCK. */
+static void keeper_open(void) {
+    dlock_config_t cfg;
+    dlock_mutexattr_t attr;
     dlock_config_init(&cfg);
     cfg.breaker_ms = DLPL_BREAKER_MS; /* as the program's; a probe request needs it */
     if ((init_err = dlock_client_create(&client, &cfg)) == 0) {
@@ -680,106 +716,139 @@ static int keeper_main(void) {
         init_err = dlock_rwlock_init(&rw, lockname, &attr);
     }
     if (init_err != 0) dlpl_msg("'%s': %s", lockname, dlock_last_error());
+}
 
+/* SIGTERM (or HUP, INT): give the lock up and exit; the status tells the
+ * program that a held lock went this way. */
+static int handle_term(void) {
+    int was = held;
+    disarm();
+    release();
+    return was ? DLPL_KEEPER_TERMINATED : 0; /* the program hears of it */
+}
+
+/* The program is gone and nothing watches: give up the lock unless the
+ * kernel still has it (then watch it, for whoever holds it now). */
+static int handle_program_gone(void) {
+    if (held && watch_ok && !kernel_free()) {
+        arm();
+        return KEEP_ON;
+    }
+    release();
+    return 0;
+}
+
+/* The renewal thread lost the lock with DLOCK_ON_LOST=abort. */
+static int handle_lost(void) {
+    char c;
+    while (read(lost_pipe[0], &c, 1) == 1)
+        ;
+    stop_program();
+    return KEEP_ON;
+}
+
+/* The watcher is done: the program's kernel lock is gone (or it cannot
+ * watch, and the loop goes on without it). */
+static int handle_kernel_gone(void) {
+    struct dlpl_req pq;
+    int armed;
+    if (!disarm() || !watch_ok) return KEEP_ON;
+    /* The program's kernel lock is gone.  Its ARM may be here already (an
+     * unlock): it is answered as ARM answers it -- if it says the
+     * program's breaker is open, the release makes one attempt -- so that
+     * the program does not wait for this process to exit. */
+    armed = recv(SOCK, &pq, sizeof pq, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof pq && pq.op == DLPL_OP_ARM;
+    if (armed) {
+        (void)!recv(SOCK, &pq, sizeof pq, MSG_DONTWAIT);
+        if (pq.probe && held && !init_err) dlock__breaker_probe_now(client);
+    }
+    release();
+    if (armed) reply(0);
+    return 0;
+}
+
+/* LOCK: take (or convert) the cluster lock; the keeper ends once it
+ * holds nothing. */
+static int op_lock(const struct dlpl_req *q) {
+    int rc;
+    disarm();
+    /* The lock's holder, as `dlock status` shows it: the program. */
+    dlock__set_who(parent, q->tid > 0 ? (unsigned long)q->tid : (unsigned long)parent);
+    /* The program's breaker is open: this request is its probe, one
+     * attempt; a server that answers it closes the breaker and the
+     * request goes on as any. */
+    if (q->probe && !init_err) dlock__breaker_probe_now(client);
+    rc = init_err ? init_err : do_lock(q->mode, q->try);
+    reply(rc);
+    return held ? KEEP_ON : 0;
+}
+
+/* ARM: after the program's kernel call.  Release if the kernel lock is
+ * not there, else watch it. */
+static int op_arm(const struct dlpl_req *q) {
+    disarm();
+    /* (probe: the program's breaker is open: a release makes one attempt;
+     * unanswered, the lease runs out on the server) */
+    if (q->probe && held && !init_err) dlock__breaker_probe_now(client);
+    if (held && kernel_free()) release();
+    if (held) arm();
+    reply(0);
+    return held ? KEEP_ON : 0;
+}
+
+/* UNLOCK: give the lock up and exit. */
+static int op_unlock(void) {
+    disarm();
+    release();
+    reply(0);
+    return 0;
+}
+
+/* A request from the program (or its hang-up). */
+static int handle_request(void) {
+    struct dlpl_req q;
+    ssize_t n = recv(SOCK, &q, sizeof q, 0);
+    if (n < 0) return KEEP_ON;
+    if (n == 0) {
+        parent_gone = 1;
+        return KEEP_ON;
+    }
+    if (n != (ssize_t)sizeof q) return KEEP_ON;
+    switch (q.op) {
+    case DLPL_OP_LOCK:
+        return op_lock(&q);
+    case DLPL_OP_ARM:
+        return op_arm(&q);
+    case DLPL_OP_UNLOCK:
+        return op_unlock();
+    default: /* a CANCEL that came after its answer */
+        return KEEP_ON;
+    }
+}
+
+static int keeper_main(void) {
+    keeper_signals();
+    keeper_open();
     for (;;) {
         struct pollfd pf[3];
-        struct dlpl_req q;
-        ssize_t n;
+        int rc = KEEP_ON;
 
-        if (term) {
-            int was = held;
-            disarm();
-            release();
-            return was ? DLPL_KEEPER_TERMINATED : 0; /* the program hears of it */
+        if (term) return handle_term();
+        if (parent_gone && !watching) {
+            if ((rc = handle_program_gone()) != KEEP_ON) return rc;
+            continue;
         }
         pf[0].fd = parent_gone ? -1 : SOCK;
-        pf[0].events = POLLIN;
         pf[1].fd = gone_pipe[0];
-        pf[1].events = POLLIN;
         pf[2].fd = lost_pipe[0];
-        pf[2].events = POLLIN;
+        pf[0].events = pf[1].events = pf[2].events = POLLIN;
         pf[0].revents = pf[1].revents = pf[2].revents = 0;
-        if (parent_gone && !watching) {
-            /* The program is gone and nothing watches: give up the
-             * lock unless the kernel still has it. */
-            if (held && watch_ok && !kernel_free()) {
-                arm();
-                continue;
-            }
-            release();
-            return 0;
-        }
         if (poll(pf, 3, -1) < 0) continue;
-        if (pf[2].revents) {
-            char c;
-            while (read(lost_pipe[0], &c, 1) == 1)
-                ;
-            stop_program();
-            continue;
-        }
-        if (pf[1].revents) {
-            if (disarm() || !watch_ok) {
-                if (watch_ok) {
-                    /* The program's kernel lock is gone.  Its ARM may be
-                     * here already (an unlock): it is answered as ARM
-                     * answers it -- if it says the program's breaker is
-                     * open, the release makes one attempt -- so that the
-                     * program does not wait for this process to exit. */
-                    struct dlpl_req pq;
-                    int armed = recv(SOCK, &pq, sizeof pq, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof pq &&
-                                pq.op == DLPL_OP_ARM;
-                    if (armed) {
-                        (void)!recv(SOCK, &pq, sizeof pq, MSG_DONTWAIT);
-                        if (pq.probe && held && !init_err) dlock__breaker_probe_now(client);
-                    }
-                    release();
-                    if (armed) reply(0);
-                    return 0;
-                }
-            }
-            continue;
-        }
-        if (!pf[0].revents) continue;
-        n = recv(SOCK, &q, sizeof q, 0);
-        if (n < 0) continue;
-        if (n == 0) {
-            parent_gone = 1;
-            continue;
-        }
-        if (n != (ssize_t)sizeof q) continue;
-        switch (q.op) {
-        case DLPL_OP_LOCK: {
-            int rc;
-            disarm();
-            /* The lock's holder, as `dlock status` shows it: the program. */
-            dlock__set_who(parent, q.tid > 0 ? (unsigned long)q.tid : (unsigned long)parent);
-            /* The program's breaker is open: this request is its probe,
-             * one attempt; a server that answers it closes the breaker
-             * and the request goes on as any. */
-            if (q.probe && !init_err) dlock__breaker_probe_now(client);
-            rc = init_err ? init_err : do_lock(q.mode, q.try);
-            reply(rc);
-            if (!held) return 0;
-            break;
-        }
-        case DLPL_OP_ARM:
-            disarm();
-            /* (probe: the program's breaker is open: a release makes one
-             * attempt; unanswered, the lease runs out on the server) */
-            if (q.probe && held && !init_err) dlock__breaker_probe_now(client);
-            if (held && kernel_free()) release();
-            if (held) arm();
-            reply(0);
-            if (!held) return 0;
-            break;
-        case DLPL_OP_UNLOCK:
-            disarm();
-            release();
-            reply(0);
-            return 0;
-        default: /* a CANCEL that came after its answer */
-            break;
-        }
+        /* One event a turn, the lost lock first, then the watcher. */
+        if (pf[2].revents) rc = handle_lost();
+        else if (pf[1].revents) rc = handle_kernel_gone();
+        else if (pf[0].revents) rc = handle_request();
+        if (rc != KEEP_ON) return rc;
     }
 }
 

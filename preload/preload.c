@@ -362,26 +362,10 @@ static void atfork_child(void) {
     dlpl_file_atfork_child();
 }
 
-__attribute__((constructor)) static void dlpl_init(void) {
-    const char *map, *mapfile, *root, *onerr, *onlost, *verbose;
-    char err[512];
+/* DLOCK_ON_ERROR, DLOCK_ON_LOST and DLOCK_ROOT into dlpl_conf.  0, or -1
+ * with the first bad one said in err. */
+static int read_policy(const char *onerr, const char *onlost, const char *root, char *err, size_t errlen) {
     int bad_policy = 0;
-
-    if (dlpl_state != DLPL_OFF) return; /* keeper mode, or twice */
-    dlpl_guard++;
-    if (!dlpl_resolved) dlpl_resolve();
-
-    map = secure_getenv("DLOCK_MAP");
-    mapfile = secure_getenv("DLOCK_MAP_FILE");
-    root = secure_getenv("DLOCK_ROOT");
-    onerr = secure_getenv("DLOCK_ON_ERROR");
-    onlost = secure_getenv("DLOCK_ON_LOST");
-    verbose = secure_getenv("DLOCK_VERBOSE");
-    dlpl_conf.url = secure_getenv("DLOCK_URL");
-    dlpl_conf.prefix = secure_getenv("DLOCK_PREFIX");
-    dlpl_conf.verbose = verbose != NULL && *verbose != '\0' && strcmp(verbose, "0") != 0;
-
-    err[0] = '\0';
     if (onerr == NULL || *onerr == '\0' || strcmp(onerr, "open") == 0) {
         dlpl_conf.on_error = DLPL_ON_ERROR_OPEN;
     } else if (strcmp(onerr, "closed") == 0 || strcmp(onerr, "close") == 0) {
@@ -389,7 +373,7 @@ __attribute__((constructor)) static void dlpl_init(void) {
     } else {
         /* Whoever sets it at all most likely meant "closed". */
         dlpl_conf.on_error = DLPL_ON_ERROR_CLOSED;
-        snprintf(err, sizeof err, "DLOCK_ON_ERROR=\"%.40s\" is neither open nor closed", onerr);
+        snprintf(err, errlen, "DLOCK_ON_ERROR=\"%.40s\" is neither open nor closed", onerr);
         bad_policy = 1;
     }
     if (onlost == NULL || *onlost == '\0' || strcmp(onlost, "warn") == 0) {
@@ -397,55 +381,93 @@ __attribute__((constructor)) static void dlpl_init(void) {
     } else if (strcmp(onlost, "abort") == 0) {
         dlpl_conf.on_lost = DLPL_ON_LOST_ABORT;
     } else if (!bad_policy) {
-        snprintf(err, sizeof err, "DLOCK_ON_LOST=\"%.40s\" is neither abort nor warn", onlost);
+        snprintf(err, errlen, "DLOCK_ON_LOST=\"%.40s\" is neither abort nor warn", onlost);
         bad_policy = 1;
     }
     if (!bad_policy && root != NULL && *root != '\0') {
         size_t n = strlen(root);
         while (n > 1 && root[n - 1] == '/') n--;
         if (root[0] != '/' || n >= PATH_MAX) {
-            snprintf(err, sizeof err, "DLOCK_ROOT=\"%.60s\" is not an absolute path", root);
+            snprintf(err, errlen, "DLOCK_ROOT=\"%.60s\" is not an absolute path", root);
             bad_policy = 1;
         } else if ((dlpl_conf.root = strndup(root, n)) != NULL) {
             dlpl_conf.rootlen = n == 1 ? 0 : n; /* "/" strips nothing but the slash */
         }
     }
-    if (bad_policy) {
+    return bad_policy ? -1 : 0;
+}
+
+/* The program's client, for its circuit breaker and the mutex hooks.
+ * 0, or -1 with the reason in err. */
+static int open_client(char *err, size_t errlen) {
+    dlock_config_t cfg;
+    dlock_config_init(&cfg);
+    cfg.breaker_ms = DLPL_BREAKER_MS; /* DLOCK_URL's breaker_ms, if any, wins */
+    if (dlock_client_create(&dlpl_client, &cfg) != 0) {
+        snprintf(err, errlen, "DLOCK_URL: %s", dlock_last_error());
+        dlpl_client = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The rules from DLOCK_MAP, then DLOCK_MAP_FILE (one of them is set),
+ * and with them the client.  0, or -1 with the reason in err. */
+static int load_rules(const char *map, const char *mapfile, char *err, size_t errlen) {
+    int rc = 0;
+    if (map != NULL && *map != '\0') rc = dlpl_parse_map(map, ';', "DLOCK_MAP", err, errlen);
+    if (rc == 0 && mapfile != NULL && *mapfile != '\0') {
+        char *text = read_file(mapfile, err, errlen);
+        rc = text == NULL ? -1 : dlpl_parse_map(text, '\n', "DLOCK_MAP_FILE", err, errlen);
+        free(text);
+    }
+    if (rc == 0 && dlpl_conf.nrules == 0) {
+        snprintf(err, errlen, "DLOCK_MAP%s has no rule", mapfile != NULL && *mapfile != '\0' ? "_FILE" : "");
+        rc = -1;
+    }
+    if (rc == 0 && dlpl_conf.nrules > 0) rc = open_client(err, errlen);
+    return rc;
+}
+
+/* What the file hooks need to start keepers: this .so's own path and the
+ * program's dynamic loader (a keeper is `ld.so libdlock_preload.so
+ * --dlock-keeper ...`, keeper.c). */
+static void start_files(void) {
+    Dl_info info;
+    if (dladdr((void *)start_files, &info) != 0 && info.dli_fname != NULL)
+        dlpl_self_path = realpath(info.dli_fname, NULL);
+    dl_iterate_phdr(interp_cb, &dlpl_interp);
+    dlpl_file_init();
+}
+
+/* Start-up, in the order that keeps it safe: the real functions first
+ * (every hook passes through while dlpl_guard is up), the configuration,
+ * the file hooks' needs, the fork handlers, the mutex rules; only then
+ * does a hook act. */
+__attribute__((constructor)) static void dlpl_init(void) {
+    const char *map, *mapfile, *verbose;
+    char err[512];
+
+    if (dlpl_state != DLPL_OFF) return; /* keeper mode, or twice */
+    dlpl_guard++;
+    if (!dlpl_resolved) dlpl_resolve();
+
+    map = secure_getenv("DLOCK_MAP");
+    mapfile = secure_getenv("DLOCK_MAP_FILE");
+    verbose = secure_getenv("DLOCK_VERBOSE");
+    dlpl_conf.url = secure_getenv("DLOCK_URL");
+    dlpl_conf.prefix = secure_getenv("DLOCK_PREFIX");
+    dlpl_conf.verbose = verbose != NULL && *verbose != '\0' && strcmp(verbose, "0") != 0;
+
+    err[0] = '\0';
+    if (read_policy(secure_getenv("DLOCK_ON_ERROR"), secure_getenv("DLOCK_ON_LOST"), secure_getenv("DLOCK_ROOT"), err,
+                    sizeof err) != 0)
         refuse(err);
-    } else if ((map == NULL || *map == '\0') && (mapfile == NULL || *mapfile == '\0')) {
+    else if ((map == NULL || *map == '\0') && (mapfile == NULL || *mapfile == '\0'))
         refuse("neither DLOCK_MAP nor DLOCK_MAP_FILE is set");
-    } else {
-        int rc = 0;
-        if (map != NULL && *map != '\0') rc = dlpl_parse_map(map, ';', "DLOCK_MAP", err, sizeof err);
-        if (rc == 0 && mapfile != NULL && *mapfile != '\0') {
-            char *text = read_file(mapfile, err, sizeof err);
-            rc = text == NULL ? -1 : dlpl_parse_map(text, '\n', "DLOCK_MAP_FILE", err, sizeof err);
-            free(text);
-        }
-        if (rc == 0 && dlpl_conf.nrules == 0) {
-            snprintf(err, sizeof err, "DLOCK_MAP%s has no rule", mapfile != NULL && *mapfile != '\0' ? "_FILE" : "");
-            rc = -1;
-        }
-        if (rc == 0 && dlpl_conf.nrules > 0) {
-            dlock_config_t cfg;
-            dlock_config_init(&cfg);
-            cfg.breaker_ms = DLPL_BREAKER_MS; /* DLOCK_URL's breaker_ms, if any, wins */
-            rc = dlock_client_create(&dlpl_client, &cfg);
-            if (rc != 0) {
-                snprintf(err, sizeof err, "DLOCK_URL: %s", dlock_last_error());
-                dlpl_client = NULL;
-                rc = -1;
-            }
-        }
-        if (rc != 0) refuse(err);
-    }
-    if (dlpl_conf.nfile > 0 || dlpl_conf.bad) {
-        Dl_info info;
-        if (dladdr((void *)dlpl_init, &info) != 0 && info.dli_fname != NULL)
-            dlpl_self_path = realpath(info.dli_fname, NULL);
-        dl_iterate_phdr(interp_cb, &dlpl_interp);
-        dlpl_file_init();
-    }
+    else if (load_rules(map, mapfile, err, sizeof err) != 0)
+        refuse(err);
+    if (dlpl_conf.nfile > 0 || dlpl_conf.bad) start_files();
     pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     if (!dlpl_conf.bad) {
         int n = dlpl_mutex_init();

@@ -138,106 +138,127 @@ static void exec_help(void) {
            "126 CMD cannot be run; 127 CMD not found.\n");
 }
 
-/* 0, -1 for --help, or an exit code. */
-static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
-    enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE };
-    static const struct option longopts[] = {
-        CLI_CONN_LONGOPTS,
-        { "shared", 0, NULL, 's' },
-        { "exclusive", 0, NULL, 'x' },
-        { "nonblock", 0, NULL, 'n' },
-        { "nb", 0, NULL, 'n' },
-        { "wait", 1, NULL, 'w' },
-        { "timeout", 1, NULL, 'w' },
-        { "conflict-exit-code", 1, NULL, 'E' },
-        { "command", 1, NULL, 'c' },
-        { "lease", 1, NULL, 'l' },
-        { "on-lost", 1, NULL, OPT_ON_LOST },
-        { "lost-exit-code", 1, NULL, OPT_LOST_CODE },
-        { "close", 0, NULL, 'o' },
-        { "quiet", 0, NULL, 'q' },
-        { "verbose", 0, NULL, 'v' },
-        { "help", 0, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    const char *shcmd = NULL;
-    int opt;
+/* The long options; "+" in the short ones: options end at NAME, so CMD's
+ * own options are left alone. */
+enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE };
+static const char exec_shortopts[] = "+sxenw:E:c:l:oqvhV";
+static const struct option exec_longopts[] = {
+    CLI_CONN_LONGOPTS,
+    { "shared", 0, NULL, 's' },
+    { "exclusive", 0, NULL, 'x' },
+    { "nonblock", 0, NULL, 'n' },
+    { "nb", 0, NULL, 'n' },
+    { "wait", 1, NULL, 'w' },
+    { "timeout", 1, NULL, 'w' },
+    { "conflict-exit-code", 1, NULL, 'E' },
+    { "command", 1, NULL, 'c' },
+    { "lease", 1, NULL, 'l' },
+    { "on-lost", 1, NULL, OPT_ON_LOST },
+    { "lost-exit-code", 1, NULL, OPT_LOST_CODE },
+    { "close", 0, NULL, 'o' },
+    { "quiet", 0, NULL, 'q' },
+    { "verbose", 0, NULL, 'v' },
+    { "help", 0, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
 
-    memset(o, 0, sizeof *o);
-    o->conflict_code = CLI_EXIT_CONFLICT;
-    o->lost_code = CLI_EXIT_LOST;
-    o->lease_ms = LEASE_DEFAULT_MS;
-    o->on_lost_term = 1;
-    opterr = 0;
-    /* "+": options end at NAME, so CMD's own options are left alone. */
-    while ((opt = getopt_long(argc, argv, "+sxenw:E:c:l:oqvhV", longopts, NULL)) != -1) {
-        if (cli_conn_opt(opt, optarg, conn)) continue;
-        switch (opt) {
-        case 's':
-            o->shared = 1;
-            break;
-        case 'x':
-        case 'e':
-            o->shared = 0;
-            break;
-        case 'n':
-            o->nonblock = 1;
-            break;
-        case 'w':
-            if (cli_parse_duration(optarg, &o->wait_ms) != 0)
-                return cli_usage_error("bad timeout '%s' (seconds, e.g. 30 or 2.5)", optarg);
-            o->have_wait = 1;
-            break;
-        case 'E':
-        case OPT_LOST_CODE: {
-            char *end;
-            long v;
-            errno = 0;
-            v = strtol(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > 255)
-                return cli_usage_error("bad %s exit code '%s' (0 to 255)", opt == 'E' ? "conflict" : "lost-lock",
-                                       optarg);
-            if (opt == 'E') o->conflict_code = (int)v;
-            else o->lost_code = (int)v;
-            break;
-        }
-        case 'c':
-            shcmd = optarg;
-            break;
-        case 'l': {
-            int64_t ms;
-            if (cli_parse_duration(optarg, &ms) != 0 || ms < (int64_t)DLOCK_LEASE_MIN_MS ||
-                ms > (int64_t)DLOCK_LEASE_MAX_MS)
-                return cli_usage_error("bad lease '%s' (100ms to 24h, e.g. 10, 2.5s, 500ms)", optarg);
-            o->lease_ms = (unsigned)ms;
-            break;
-        }
-        case OPT_ON_LOST:
-            if (strcmp(optarg, "term") == 0) o->on_lost_term = 1;
-            else if (strcmp(optarg, "warn") == 0) o->on_lost_term = 0;
-            else return cli_usage_error("bad --on-lost '%s' (term or warn)", optarg);
-            break;
-        case 'o':
-            /* flock -o: the command must not inherit the lock.  It never
-             * does here: the lock is dlock's, not a descriptor. */
-            break;
-        case 'q':
-            o->quiet = 1;
-            break;
-        case 'v':
-            o->verbose = 1;
-            break;
-        case 'h':
-            exec_help();
-            return -1;
-        default:
-            if (optopt != 0 && optopt < 0x1000) {
-                if (strchr("wEcl", optopt)) return cli_usage_error("option '-%c' needs an argument", optopt);
-                return cli_usage_error("unknown option '-%c'", optopt);
-            }
-            return cli_usage_error("unknown option or missing argument '%s'", argv[optind - 1]);
-        }
+/* The per-option parsers below return 0, or the usage error's exit code. */
+
+/* -w SECONDS: the deadline for the whole wait. */
+static int opt_wait(const char *arg, exec_opts *o) {
+    if (cli_parse_duration(arg, &o->wait_ms) != 0)
+        return cli_usage_error("bad timeout '%s' (seconds, e.g. 30 or 2.5)", arg);
+    o->have_wait = 1;
+    return 0;
+}
+
+/* -E CODE and --lost-exit-code CODE: an exit status, 0 to 255. */
+static int opt_exit_code(int opt, const char *arg, exec_opts *o) {
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || v < 0 || v > 255)
+        return cli_usage_error("bad %s exit code '%s' (0 to 255)", opt == 'E' ? "conflict" : "lost-lock", arg);
+    if (opt == 'E') o->conflict_code = (int)v;
+    else o->lost_code = (int)v;
+    return 0;
+}
+
+/* -l DURATION: within the library's lease bounds. */
+static int opt_lease(const char *arg, exec_opts *o) {
+    int64_t ms;
+    if (cli_parse_duration(arg, &ms) != 0 || ms < (int64_t)DLOCK_LEASE_MIN_MS || ms > (int64_t)DLOCK_LEASE_MAX_MS)
+        return cli_usage_error("bad lease '%s' (100ms to 24h, e.g. 10, 2.5s, 500ms)", arg);
+    o->lease_ms = (unsigned)ms;
+    return 0;
+}
+
+/* --on-lost=term|warn. */
+static int opt_on_lost(const char *arg, exec_opts *o) {
+    if (strcmp(arg, "term") == 0) o->on_lost_term = 1;
+    else if (strcmp(arg, "warn") == 0) o->on_lost_term = 0;
+    else return cli_usage_error("bad --on-lost '%s' (term or warn)", arg);
+    return 0;
+}
+
+/* What getopt_long refused: an unknown option, or one without its
+ * argument (opterr is 0, so getopt itself said nothing). */
+static int opt_refused(char **argv) {
+    if (optopt != 0 && optopt < 0x1000) {
+        if (strchr("wEcl", optopt)) return cli_usage_error("option '-%c' needs an argument", optopt);
+        return cli_usage_error("unknown option '-%c'", optopt);
     }
+    return cli_usage_error("unknown option or missing argument '%s'", argv[optind - 1]);
+}
+
+/* One option (not --url/--prefix/-V): 0, -1 for --help, or an exit code.
+ * -c's STRING goes to *shcmd: whether it is CMD is known only at the end. */
+static int exec_option(int opt, char **argv, exec_opts *o, const char **shcmd) {
+    switch (opt) {
+    case 's':
+        o->shared = 1;
+        return 0;
+    case 'x':
+    case 'e':
+        o->shared = 0;
+        return 0;
+    case 'n':
+        o->nonblock = 1;
+        return 0;
+    case 'w':
+        return opt_wait(optarg, o);
+    case 'E':
+    case OPT_LOST_CODE:
+        return opt_exit_code(opt, optarg, o);
+    case 'c':
+        *shcmd = optarg;
+        return 0;
+    case 'l':
+        return opt_lease(optarg, o);
+    case OPT_ON_LOST:
+        return opt_on_lost(optarg, o);
+    case 'o':
+        /* flock -o: the command must not inherit the lock.  It never
+         * does here: the lock is dlock's, not a descriptor. */
+        return 0;
+    case 'q':
+        o->quiet = 1;
+        return 0;
+    case 'v':
+        o->verbose = 1;
+        return 0;
+    case 'h':
+        exec_help();
+        return -1;
+    default:
+        return opt_refused(argv);
+    }
+}
+
+/* After the options: NAME, then CMD [ARG...] or (flock's form) -c STRING
+ * after NAME.  0 or an exit code. */
+static int exec_operands(int argc, char **argv, exec_opts *o, const char *shcmd) {
     if (optind >= argc) return cli_usage_error("no lock NAME given");
     o->name = argv[optind++];
     if (*o->name == '\0' || strlen(o->name) > DLOCK_NAME_MAX)
@@ -260,6 +281,25 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
         if (optind >= argc) return cli_usage_error("no command given (dlock exec NAME -- CMD...)");
         o->cmd = argv + optind;
     }
+    return 0;
+}
+
+/* 0, -1 for --help, or an exit code. */
+static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
+    const char *shcmd = NULL;
+    int opt, rc;
+
+    memset(o, 0, sizeof *o);
+    o->conflict_code = CLI_EXIT_CONFLICT;
+    o->lost_code = CLI_EXIT_LOST;
+    o->lease_ms = LEASE_DEFAULT_MS;
+    o->on_lost_term = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, exec_shortopts, exec_longopts, NULL)) != -1) {
+        if (cli_conn_opt(opt, optarg, conn)) continue;
+        if ((rc = exec_option(opt, argv, o, &shcmd)) != 0) return rc;
+    }
+    if ((rc = exec_operands(argc, argv, o, shcmd)) != 0) return rc;
     if (o->have_wait && o->wait_ms == 0) o->nonblock = 1; /* as flock: -w 0 is -n */
     return 0;
 }
@@ -569,14 +609,39 @@ static char **cmd_environ(uint64_t fence, char *buf, size_t n) {
     return env;
 }
 
-/* Runs CMD to its end; returns dlock's exit code (CMD's status). */
-static int run(const exec_opts *o, const sigset_t *orig_mask, uint64_t fence) {
-    int errpipe[2], child_err = 0, status = 0, reported_lost = 0;
+/* In the child, between fork and exec: only async-signal-safe calls.
+ * Signals back to their defaults, PR_SET_PDEATHSIG with --on-lost=term,
+ * no descriptor but the inherited ones, dlock's original mask; a failed
+ * exec reports its errno on errpipe. */
+__attribute__((noreturn)) static void cmd_child(const exec_opts *o, const sigset_t *orig_mask, char **env,
+                                                const int errpipe[2], pid_t parent) {
+    size_t i;
+    int e;
+    for (i = 0; i < NRELAYED; i++) signal(relayed[i], SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    if (o->on_lost_term) {
+        /* dlock's death ends its lock, so it ends CMD too. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(128 + SIGTERM);
+    }
+    close(errpipe[0]);
+    fds_close_others();
+    pthread_sigmask(SIG_SETMASK, orig_mask, NULL);
+    execvpe(o->cmd[0], o->cmd, env);
+    e = errno;
+    (void)!write(errpipe[1], &e, sizeof e);
+    _exit(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC);
+}
+
+/* Starts CMD: *pid, and in *child_err the errno of a failed exec (said
+ * here), else 0.  Returns 0, or an exit code if CMD could not be started. */
+static int cmd_spawn(const exec_opts *o, const sigset_t *orig_mask, uint64_t fence, pid_t *pid, int *child_err) {
+    int errpipe[2];
     char fencevar[64], **env;
     sigset_t all, old;
-    pid_t parent = getpid(), pid;
+    pid_t parent = getpid();
     ssize_t n;
-    size_t i;
 
     if ((env = cmd_environ(fence, fencevar, sizeof fencevar)) == NULL) {
         cli_msg("out of memory");
@@ -589,43 +654,58 @@ static int run(const exec_opts *o, const sigset_t *orig_mask, uint64_t fence) {
         return CLI_EXIT_OSERR;
     }
     qsort(g_keep, g_nkeep, sizeof *g_keep, int_cmp);
+    /* Every signal blocked across fork: no handler of dlock's runs in
+     * the child. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid = fork();
-    if (pid == 0) {
-        /* The child: only async-signal-safe calls until exec. */
-        int e;
-        for (i = 0; i < NRELAYED; i++) signal(relayed[i], SIG_DFL);
-        signal(SIGCHLD, SIG_DFL);
-        signal(SIGPIPE, SIG_DFL);
-        if (o->on_lost_term) {
-            /* dlock's death ends its lock, so it ends CMD too. */
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
-            if (getppid() != parent) _exit(128 + SIGTERM);
-        }
-        close(errpipe[0]);
-        fds_close_others();
-        pthread_sigmask(SIG_SETMASK, orig_mask, NULL);
-        execvpe(o->cmd[0], o->cmd, env);
-        e = errno;
-        (void)!write(errpipe[1], &e, sizeof e);
-        _exit(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC);
-    }
+    *pid = fork();
+    if (*pid == 0) cmd_child(o, orig_mask, env, errpipe, parent);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(errpipe[1]);
     free(env);
-    if (pid < 0) {
+    if (*pid < 0) {
         close(errpipe[0]);
         cli_msg("cannot fork: %s", strerror(errno));
         return CLI_EXIT_OSERR;
     }
     /* EOF: exec succeeded; an errno: it failed. */
-    while ((n = read(errpipe[0], &child_err, sizeof child_err)) < 0 && errno == EINTR)
+    while ((n = read(errpipe[0], child_err, sizeof *child_err)) < 0 && errno == EINTR)
         ;
     close(errpipe[0]);
-    if (n != (ssize_t)sizeof child_err) child_err = 0;
-    else cli_msg("%s: %s", o->cmd[0], child_err == ENOENT ? "command not found" : strerror(child_err));
+    if (n != (ssize_t)sizeof *child_err) *child_err = 0;
+    else cli_msg("%s: %s", o->cmd[0], *child_err == ENOENT ? "command not found" : strerror(*child_err));
+    return 0;
+}
 
+/* Acts on the bytes read from the self-pipe while CMD runs: a lost lock
+ * (said once; SIGTERM to CMD unless --on-lost=warn), or a signal to pass
+ * on -- unless the kernel sent it, to the whole foreground group. */
+static void relay_bytes(const exec_opts *o, pid_t pid, const unsigned char *buf, ssize_t n, int *reported_lost) {
+    ssize_t k;
+    for (k = 0; k < n; k++) {
+        int sig = buf[k] & 0x7F, from_kernel = buf[k] & 0x80;
+        if (buf[k] == LOST_BYTE) {
+            if ((*reported_lost)++) continue;
+            if (o->on_lost_term) {
+                cli_msg("lost the lock while the command ran (lease not renewed, or broken); "
+                        "sending it SIGTERM");
+                kill(pid, SIGTERM);
+            } else {
+                cli_msg("lost the lock while the command ran (lease not renewed, or broken); "
+                        "it keeps running (--on-lost=warn)");
+            }
+        } else if (sig != SIGCHLD && !from_kernel) {
+            kill(pid, sig); /* the terminal's signals reached CMD already */
+        }
+    }
+}
+
+/* Waits for CMD to end, relaying signals and a lost lock meanwhile (the
+ * SIGCHLD byte wakes the poll).  CMD's wait status, or -1 if waitpid
+ * failed. */
+static int cmd_wait(const exec_opts *o, pid_t pid) {
+    int status = 0, reported_lost = 0;
+    ssize_t n;
     for (;;) {
         unsigned char buf[64];
         struct pollfd p = { g_pipe[0], POLLIN, 0 };
@@ -633,30 +713,21 @@ static int run(const exec_opts *o, const sigset_t *orig_mask, uint64_t fence) {
         if (w == pid) break;
         if (w < 0 && errno != EINTR) {
             cli_msg("cannot wait for the command: %s", strerror(errno));
-            status = -1;
-            break;
+            return -1;
         }
         if (poll(&p, 1, 1000) < 0 && errno != EINTR) continue;
-        while ((n = read(g_pipe[0], buf, sizeof buf)) > 0) {
-            ssize_t k;
-            for (k = 0; k < n; k++) {
-                int sig = buf[k] & 0x7F, from_kernel = buf[k] & 0x80;
-                if (buf[k] == LOST_BYTE) {
-                    if (reported_lost++) continue;
-                    if (o->on_lost_term) {
-                        cli_msg("lost the lock while the command ran (lease not renewed, or broken); "
-                                "sending it SIGTERM");
-                        kill(pid, SIGTERM);
-                    } else {
-                        cli_msg("lost the lock while the command ran (lease not renewed, or broken); "
-                                "it keeps running (--on-lost=warn)");
-                    }
-                } else if (sig != SIGCHLD && !from_kernel) {
-                    kill(pid, sig); /* the terminal's signals reached CMD already */
-                }
-            }
-        }
+        while ((n = read(g_pipe[0], buf, sizeof buf)) > 0) relay_bytes(o, pid, buf, n, &reported_lost);
     }
+    return status;
+}
+
+/* Runs CMD to its end; returns dlock's exit code (CMD's status). */
+static int run(const exec_opts *o, const sigset_t *orig_mask, uint64_t fence) {
+    int child_err = 0, status, code;
+    pid_t pid;
+
+    if ((code = cmd_spawn(o, orig_mask, fence, &pid, &child_err)) != 0) return code;
+    status = cmd_wait(o, pid);
     if (status == -1) return CLI_EXIT_OSERR;
     if (child_err != 0) return child_err == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC;
     if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -666,57 +737,66 @@ static int run(const exec_opts *o, const sigset_t *orig_mask, uint64_t fence) {
 
 /* ---------------------------------------------------------------- exec */
 
-int cli_exec(int argc, char **argv, cli_conn *conn) {
-    dlock_client_t *c = NULL, *view = NULL;
-    dlock_mutexattr_t attr;
-    dlock_rwlock_t rw;
+/* One `dlock exec`, carried through its phases (open, try, wait, run,
+ * release, close); each phase reads and sets what it needs here. */
+typedef struct exec_run {
     exec_opts o;
-    sigset_t orig_mask;
+    int code;                 /* the exit code so far */
+    dlock_client_t *c;        /* holds the lock */
+    dlock_client_t *view;     /* reads who holds it (short unreachable bound) */
+    dlock_rwlock_t rw;
+    int have_rw, held, waited, have_watch;
     watch w;
-    char name[256], what[768], t[64];
-    int rc, code = 0, have_rw = 0, held = 0, waited = 0, have_watch = 0;
-    int64_t start = mono_ms();
-    struct timespec deadline;
+    char name[256];           /* o.name, safe for a terminal */
+    int64_t start;            /* monotonic ms, when dlock started */
+    struct timespec deadline; /* with -w: start + wait_ms, CLOCK_MONOTONIC */
+    sigset_t orig_mask;       /* dlock's signal mask at start: CMD's */
+} exec_run;
 
-    memset(&w, 0, sizeof w);
-    if ((rc = exec_parse(argc, argv, conn, &o)) != 0) return rc < 0 ? 0 : rc;
-    cli_fmt_safe(name, sizeof name, o.name);
-    pthread_sigmask(SIG_SETMASK, NULL, &orig_mask);
-    /* Before the library opens anything: what CMD may inherit. */
-    fds_inventory();
-    if (signals_setup() != 0) {
-        cli_msg("cannot set up signal handling: %s", strerror(errno));
-        return CLI_EXIT_OSERR;
-    }
-    if ((code = cli_client(conn, 0, &c)) != 0) goto out;
-    if ((code = cli_client(conn, VIEW_UNREACHABLE_MS, &view)) != 0) goto out;
+/* The two clients and the rwlock.  1, or 0 with x->code set. */
+static int exec_open(exec_run *x, const cli_conn *conn) {
+    dlock_mutexattr_t attr;
+    int rc;
+    if ((x->code = cli_client(conn, 0, &x->c)) != 0) return 0;
+    if ((x->code = cli_client(conn, VIEW_UNREACHABLE_MS, &x->view)) != 0) return 0;
     dlock_mutexattr_init(&attr);
-    dlock_mutexattr_setclient(&attr, c);
-    dlock_mutexattr_setlease(&attr, o.lease_ms);
+    dlock_mutexattr_setclient(&attr, x->c);
+    dlock_mutexattr_setlease(&attr, x->o.lease_ms);
     dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
     /* As flock(1): a shared lock is granted while only shared locks are
      * held, even if an exclusive one waits -- so a shared holder whose
      * command takes the same shared lock again never deadlocks. */
     dlock_mutexattr_setrwkind(&attr, DLOCK_RWLOCK_PREFER_READER);
-    rc = dlock_rwlock_init(&rw, o.name, &attr);
+    rc = dlock_rwlock_init(&x->rw, x->o.name, &attr);
     dlock_mutexattr_destroy(&attr);
     if (rc != 0) {
-        code = rc == EINVAL ? cli_usage_error("bad lock name: %s", dlock_last_error()) : cli_fail("init", rc);
-        goto out;
+        x->code = rc == EINVAL ? cli_usage_error("bad lock name: %s", dlock_last_error()) : cli_fail("init", rc);
+        return 0;
     }
-    have_rw = 1;
+    x->have_rw = 1;
+    if (x->o.have_wait) {
+        int64_t end = x->start + x->o.wait_ms;
+        x->deadline.tv_sec = (time_t)(end / 1000);
+        x->deadline.tv_nsec = (long)(end % 1000) * 1000000L;
+    }
+    return 1;
+}
 
-    if (o.have_wait) {
-        int64_t end = start + o.wait_ms;
-        deadline.tv_sec = (time_t)(end / 1000);
-        deadline.tv_nsec = (long)(end % 1000) * 1000000L;
-    }
-    /* 1. One try; with -w, a server that does not answer makes it give
-     * up at the deadline (ETIMEDOUT) rather than after the client's
-     * unreachable bound. */
-    rc = dlock_rwlock_xlock(&rw, o.shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC,
-                            o.have_wait ? &deadline : NULL);
-    if (rc == ENOLCK && !o.nonblock && !o.have_wait && g_sig == 0) {
+/* Who holds the lock now, in words (one short read on the view client). */
+static void exec_describe(exec_run *x, char *what, size_t n) {
+    reading r = { 0, 0, { 0 } };
+    read_lock(x->view, x->o.name, &r);
+    describe(&r, what, n);
+}
+
+/* 1. One try; with -w, a server that does not answer makes it give up at
+ * the deadline (ETIMEDOUT) rather than after the client's unreachable
+ * bound.  The library's result. */
+static int exec_try(exec_run *x) {
+    const exec_opts *o = &x->o;
+    int rc = dlock_rwlock_xlock(&x->rw, o->shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC,
+                                o->have_wait ? &x->deadline : NULL);
+    if (rc == ENOLCK && !o->nonblock && !o->have_wait && g_sig == 0) {
         /* A try without a deadline is one attempt (-n: exit 69 at
          * once).  A call that may wait gives the server the client's
          * unreachable bound to answer, as the library's lock does: the
@@ -724,102 +804,156 @@ int cli_exec(int argc, char **argv, cli_conn *conn) {
         struct timespec far;
         clock_gettime(CLOCK_MONOTONIC, &far);
         far.tv_sec += 24 * 3600;
-        rc = dlock_rwlock_xlock(&rw, o.shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC, &far);
+        rc = dlock_rwlock_xlock(&x->rw, o->shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC, &far);
     }
-    if (rc == EBUSY && o.nonblock) {
-        if (o.verbose) {
-            reading r = { 0, 0, { 0 } };
-            read_lock(view, o.name, &r);
-            describe(&r, what, sizeof what);
-            cli_msg("'%s' is %s", name, what);
-        }
-        code = o.conflict_code;
-        goto out;
-    }
-    /* 2. Waiting. */
-    if (rc == EBUSY && g_sig == 0) {
-        waited = 1;
-        if (!o.quiet && isatty(STDERR_FILENO)) {
-            have_watch = 1;
-            if (watch_start(&w, view, &o, start) != 0) {
-                cli_msg("cannot start a thread");
-                code = CLI_EXIT_OSERR;
-                goto out;
-            }
-        } else if (o.verbose && !o.quiet) { /* off a terminal, silent as flock(1) unless -v */
-            reading r = { 0, 0, { 0 } };
-            read_lock(view, o.name, &r);
-            describe(&r, what, sizeof what);
-            cli_msg("waiting for '%s'%s: %s", name, o.shared ? " (shared)" : "", what);
-        }
-        do {
-            rc = dlock_rwlock_xlock(&rw, o.shared, DLOCK_F_INTR, CLOCK_MONOTONIC, o.have_wait ? &deadline : NULL);
-        } while (rc == EINTR && g_sig == 0);
-        watch_stop(&w, rc == 0 || rc == EINTR || g_sig != 0);
-    }
-    held = rc == 0;
-    if (g_sig != 0) {
-        int sig = g_sig;
-        if (held) dlock_rwlock_unlock(&rw);
-        held = 0;
-        dlock_rwlock_destroy(&rw);
-        dlock_client_destroy(view);
-        dlock_client_destroy(c);
-        die_of(sig);
-    }
-    if (rc == ETIMEDOUT) {
-        reading r = { 0, 0, { 0 } };
-        /* Timed out waiting for the lock, or for a server that stopped
-         * answering?  One short look tells. */
-        read_lock(view, o.name, &r);
-        if (r.unreachable) {
-            if (w.drawn) fputc('\n', stderr);
-            snprintf(what, sizeof what, "timed out after %s", cli_fmt_dur(t, sizeof t, o.wait_ms));
-            code = cli_fail(what, ENOLCK); /* with this thread's detail of read_lock's failure */
-            goto out;
-        }
-        describe(&r, what, sizeof what);
-        if (w.drawn) { /* the line becomes the final word */
-            fprintf(stderr, "\r%s: timed out after %s waiting for '%s': %s\033[K\n", cli_prog,
-                    cli_fmt_dur(t, sizeof t, o.wait_ms), name, what);
-        } else if (o.verbose) {
-            cli_msg("timed out after %s waiting for '%s': %s", cli_fmt_dur(t, sizeof t, o.wait_ms), name, what);
-        }
-        code = o.conflict_code;
-        goto out;
-    }
-    if (rc != 0) {
-        if (w.drawn) fputc('\n', stderr);
-        code = cli_fail("cannot take the lock", rc);
-        goto out;
-    }
-    if (o.verbose)
-        cli_msg("got '%s' (%s, fence %llu)%s%s", name, o.shared ? "shared" : "exclusive",
-                (unsigned long long)dlock_rwlock_fence(&rw), waited ? " after " : "",
-                waited ? cli_fmt_dur(t, sizeof t, mono_ms() - start) : "");
+    return rc;
+}
 
-    /* 3. Running. */
-    code = run(&o, &orig_mask, dlock_rwlock_fence(&rw));
-    rc = dlock_rwlock_unlock(&rw);
-    held = 0;
+/* 2. Waiting, after a busy try: the watcher's line on a terminal (or,
+ * off one, a line with -v), then the library's interruptible wait until
+ * the lock, the deadline or a signal of ours.  0 with *rc the wait's
+ * result, or an exit code if the watcher cannot start. */
+static int exec_wait(exec_run *x, int *rc) {
+    const exec_opts *o = &x->o;
+    char what[768];
+    x->waited = 1;
+    if (!o->quiet && isatty(STDERR_FILENO)) {
+        x->have_watch = 1;
+        if (watch_start(&x->w, x->view, o, x->start) != 0) {
+            cli_msg("cannot start a thread");
+            return CLI_EXIT_OSERR;
+        }
+    } else if (o->verbose && !o->quiet) { /* off a terminal, silent as flock(1) unless -v */
+        exec_describe(x, what, sizeof what);
+        cli_msg("waiting for '%s'%s: %s", x->name, o->shared ? " (shared)" : "", what);
+    }
+    do {
+        *rc = dlock_rwlock_xlock(&x->rw, o->shared, DLOCK_F_INTR, CLOCK_MONOTONIC, o->have_wait ? &x->deadline : NULL);
+    } while (*rc == EINTR && g_sig == 0);
+    watch_stop(&x->w, *rc == 0 || *rc == EINTR || g_sig != 0);
+    return 0;
+}
+
+/* A signal of ours ended the try or the wait: give everything back and
+ * die of it, as flock(1) would. */
+static void exec_die(exec_run *x) {
+    int sig = g_sig;
+    if (x->held) dlock_rwlock_unlock(&x->rw);
+    x->held = 0;
+    dlock_rwlock_destroy(&x->rw);
+    dlock_client_destroy(x->view);
+    dlock_client_destroy(x->c);
+    die_of(sig);
+}
+
+/* The lock was not had (rc, not EBUSY with -n): the exit code, with the
+ * final word on the waiting line or in a message. */
+static int exec_not_had(exec_run *x, int rc) {
+    const exec_opts *o = &x->o;
+    char what[768], t[64];
+    reading r = { 0, 0, { 0 } };
+    if (rc != ETIMEDOUT) {
+        if (x->w.drawn) fputc('\n', stderr);
+        return cli_fail("cannot take the lock", rc);
+    }
+    /* Timed out waiting for the lock, or for a server that stopped
+     * answering?  One short look tells. */
+    read_lock(x->view, o->name, &r);
+    if (r.unreachable) {
+        if (x->w.drawn) fputc('\n', stderr);
+        snprintf(what, sizeof what, "timed out after %s", cli_fmt_dur(t, sizeof t, o->wait_ms));
+        return cli_fail(what, ENOLCK); /* with this thread's detail of read_lock's failure */
+    }
+    describe(&r, what, sizeof what);
+    if (x->w.drawn) { /* the line becomes the final word */
+        fprintf(stderr, "\r%s: timed out after %s waiting for '%s': %s\033[K\n", cli_prog,
+                cli_fmt_dur(t, sizeof t, o->wait_ms), x->name, what);
+    } else if (o->verbose) {
+        cli_msg("timed out after %s waiting for '%s': %s", cli_fmt_dur(t, sizeof t, o->wait_ms), x->name, what);
+    }
+    return o->conflict_code;
+}
+
+/* Phases 1 and 2: 1 with the lock held, else 0 with x->code set.  Does
+ * not return if a signal of ours came. */
+static int exec_acquire(exec_run *x) {
+    const exec_opts *o = &x->o;
+    char what[768], t[64];
+    int rc = exec_try(x);
+    if (rc == EBUSY && o->nonblock) {
+        if (o->verbose) {
+            exec_describe(x, what, sizeof what);
+            cli_msg("'%s' is %s", x->name, what);
+        }
+        x->code = o->conflict_code;
+        return 0;
+    }
+    if (rc == EBUSY && g_sig == 0 && (x->code = exec_wait(x, &rc)) != 0) return 0;
+    x->held = rc == 0;
+    if (g_sig != 0) exec_die(x);
+    if (rc != 0) {
+        x->code = exec_not_had(x, rc);
+        return 0;
+    }
+    if (o->verbose)
+        cli_msg("got '%s' (%s, fence %llu)%s%s", x->name, o->shared ? "shared" : "exclusive",
+                (unsigned long long)dlock_rwlock_fence(&x->rw), x->waited ? " after " : "",
+                x->waited ? cli_fmt_dur(t, sizeof t, mono_ms() - x->start) : "");
+    return 1;
+}
+
+/* After CMD: the release.  A lock lost meanwhile makes the exit code
+ * --lost-exit-code, whatever CMD's status: the caller must know. */
+static void exec_release(exec_run *x) {
+    const exec_opts *o = &x->o;
+    char t[64];
+    int rc = dlock_rwlock_unlock(&x->rw);
+    x->held = 0;
     if (rc == EPERM && !atomic_load(&g_lost))
-        cli_msg("the lock '%s' had been lost when the command ended", name);
-    if ((rc == EPERM || atomic_load(&g_lost)) && code != CLI_EXIT_OSERR) {
+        cli_msg("the lock '%s' had been lost when the command ended", x->name);
+    if ((rc == EPERM || atomic_load(&g_lost)) && x->code != CLI_EXIT_OSERR) {
         /* The command ran (in part) without the lock: the caller must
          * know, whatever the command's own status. */
-        if (o.verbose) cli_msg("the command's own status was %d; exiting with %d (lock lost)", code, o.lost_code);
-        code = o.lost_code;
+        if (o->verbose)
+            cli_msg("the command's own status was %d; exiting with %d (lock lost)", x->code, o->lost_code);
+        x->code = o->lost_code;
     } else if (rc != 0 && rc != EPERM)
-        cli_msg("could not release '%s' (%s); it expires within %s", name, dlock_strerror(rc),
-                cli_fmt_dur(t, sizeof t, o.lease_ms));
-out:
-    if (have_watch) watch_free(&w);
-    if (have_rw) {
-        if (held) dlock_rwlock_unlock(&rw);
-        dlock_rwlock_destroy(&rw);
+        cli_msg("could not release '%s' (%s); it expires within %s", x->name, dlock_strerror(rc),
+                cli_fmt_dur(t, sizeof t, o->lease_ms));
+}
+
+/* Whatever the phases left: the watcher, the lock, the clients. */
+static void exec_close(exec_run *x) {
+    if (x->have_watch) watch_free(&x->w);
+    if (x->have_rw) {
+        if (x->held) dlock_rwlock_unlock(&x->rw);
+        dlock_rwlock_destroy(&x->rw);
     }
-    if (view != NULL) dlock_client_destroy(view);
-    if (c != NULL) dlock_client_destroy(c);
+    if (x->view != NULL) dlock_client_destroy(x->view);
+    if (x->c != NULL) dlock_client_destroy(x->c);
     free(g_keep);
-    return code;
+}
+
+int cli_exec(int argc, char **argv, cli_conn *conn) {
+    exec_run x;
+    int rc;
+
+    memset(&x, 0, sizeof x);
+    x.start = mono_ms();
+    if ((rc = exec_parse(argc, argv, conn, &x.o)) != 0) return rc < 0 ? 0 : rc;
+    cli_fmt_safe(x.name, sizeof x.name, x.o.name);
+    pthread_sigmask(SIG_SETMASK, NULL, &x.orig_mask);
+    /* Before the library opens anything: what CMD may inherit. */
+    fds_inventory();
+    if (signals_setup() != 0) {
+        cli_msg("cannot set up signal handling: %s", strerror(errno));
+        return CLI_EXIT_OSERR;
+    }
+    if (exec_open(&x, conn) && exec_acquire(&x)) {
+        /* 3. Running. */
+        x.code = run(&x.o, &x.orig_mask, dlock_rwlock_fence(&x.rw));
+        exec_release(&x);
+    }
+    exec_close(&x);
+    return x.code;
 }
