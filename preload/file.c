@@ -369,6 +369,9 @@ static int xrecv(int sock, struct dlpl_rep *p) {
  * is abandoned: it sees the program's end of the socket close, and gives
  * up whatever it gets unless the kernel lock is held. */
 #define CANCEL_GRACE_NS (250LL * 1000 * 1000)
+/* How long an ARM sent while the program's breaker is open is waited for
+ * (one attempt of the keeper's: a reply floor, 200 ms, and some room). */
+#define ARM_PROBE_NS (500LL * 1000 * 1000)
 
 static long long mono_ns(void) {
     struct timespec ts;
@@ -388,6 +391,11 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, in
     sigset_t all, old;
     int rc = 0, cancelled = 0;
     long long cancel_ns = 0;
+    /* An ARM while the breaker is open: the keeper makes one attempt --
+     * unless it saw the kernel lock go before the ARM came and is already
+     * releasing with its whole bound.  The program does not wait for that:
+     * past ARM_PROBE_NS the keeper is left to finish on its own. */
+    long long arm_end = op == DLPL_OP_ARM && probe ? mono_ns() + ARM_PROBE_NS : 0;
 
     if (xsend(r->sock, &q) != 0) return EKEEPER;
     sigfillset(&all);
@@ -395,9 +403,14 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, in
     for (;;) {
         struct pollfd pf = { r->sock, POLLIN, 0 };
         struct timespec ts = { 0, 2 * 1000 * 1000 };
-        int n = ppoll(&pf, 1, cancelled ? &ts : NULL, intr && !cancelled ? &old : NULL);
+        int n = ppoll(&pf, 1, cancelled || arm_end ? &ts : NULL, intr && !cancelled ? &old : NULL);
         if (n > 0) break;
         if (n < 0 && errno != EINTR) break;
+        if (arm_end && mono_ns() > arm_end) {
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            if (mode_out) *mode_out = 0;
+            return ESILENT; /* abandoned (the caller drops r) */
+        }
         if (n < 0 && intr && !cancelled && !restartable(&old)) {
             struct dlpl_req c = { DLPL_OP_CANCEL, 0, 0, 0, 0 };
             cancelled = 1;
