@@ -13,7 +13,9 @@
  *    answered (a quorum is 2)", `dlock status` exits 69 with it, whether
  *    the lock is held or free;
  *  - masters that disagree without a quorum for any one holder (or for
- *    "free"): ENOLCK saying that they disagree, never "free".
+ *    "free"): ENOLCK saying that they disagree, never "free";
+ *  - dlock_list, with too few masters or with masters that disagree,
+ *    lists what the master that has the lock says, then ENOLCK.
  *
  * Every server is started here and killed by pid (the fixture's).  No
  * speed is asserted.
@@ -242,7 +244,7 @@ static void test_quorum_down(void) {
     dlock_client_t *c = NULL;
     dlock_lock_info_t info;
     dlock_mutex_t m;
-    int rc;
+    int rc, n = 0;
 
     SERVERS_UP();
     DLT_ASSERT_ERR(client_on(&c), 0);
@@ -267,6 +269,13 @@ static void test_quorum_down(void) {
     DLT_ASSERT_INT_EQ(cli(out, err, "status", "ri/free", NULL), 69);
     CU_ASSERT_TRUE(has(err, "only 1 of 3 Redlock masters answered (a quorum is 2)"));
     CU_ASSERT_FALSE(has(out, "free"));
+    /* the list still shows what the master that answers has, and says
+     * that it is incomplete */
+    rc = dlock_list(c, "ri/*", count_lock, &n);
+    printf("  list, 2 of 3 down: %s, %d held: %s\n", dlock_err_name(rc), n, dlock_last_error());
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    DLT_ASSERT_INT_EQ(n, 1);
+    CU_ASSERT_TRUE(has(dlock_last_error(), "only 1 of 3 Redlock masters answered (a quorum is 2)"));
 
     (void)dlock_mutex_unlock(&m); /* lost or not: two masters are gone */
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
@@ -295,7 +304,7 @@ static void test_disagree(void) {
     char out[BUF], err[BUF];
     dlock_client_t *c = NULL;
     dlock_lock_info_t info;
-    int rc;
+    int rc, n = 0;
 
     SERVERS_UP();
     DLT_ASSERT_ERR(client_on(&c), 0);
@@ -310,6 +319,12 @@ static void test_disagree(void) {
     DLT_ASSERT_INT_EQ(cli(out, err, "status", "ri/d", NULL), 69);
     CU_ASSERT_TRUE(has(err, "disagree"));
     CU_ASSERT_FALSE(has(out, "free"));
+    /* the list shows it as one master has it, and says they disagree */
+    rc = dlock_list(c, "ri/*", count_lock, &n);
+    printf("  list, disagreeing masters: %s, %d held: %s\n", dlock_err_name(rc), n, dlock_last_error());
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    DLT_ASSERT_INT_EQ(n, 1);
+    CU_ASSERT_TRUE(has(dlock_last_error(), "disagree"));
     /* the same holder on two: held by it, whatever the third says */
     CU_ASSERT_TRUE(plant(2, "tokenB", "hostb:202:2"));
     DLT_ASSERT_ERR(dlock_lock_info(c, "ri/d", &info), 0);
