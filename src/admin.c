@@ -112,9 +112,13 @@ static void seen_free(seen *s) {
 }
 
 /* Goes through one server's keys (SCAN) for lock names matching glob,
- * calling fn with what dlock_lock_info says of each held one. */
+ * calling fn with what dlock_lock_info says of each held one.  On
+ * Redlock, a lock whose state no quorum tells (too few masters answer,
+ * or they disagree) is listed as the master srv has it, and unsure gets
+ * the reason (512 bytes). */
 static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *pattern, const char *glob, seen *s,
-                       int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg, int *stop) {
+                       int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg, int *stop,
+                       char *unsure) {
     char cursor[32] = "0";
     unsigned empty = 0; /* SCAN answers in a row that brought no keys */
     int rc = 0;
@@ -169,7 +173,12 @@ static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *patte
                 break;
             }
             if (added == 0) continue;
-            if ((rc = dlock_lock_info(c, name, &info)) != 0) break;
+            if ((rc = dlock_lock_info(c, name, &info)) == ENOLCK && c->conf.kind == DLOCK__BACKEND_REDLOCK) {
+                const char *e = dlock_last_error();
+                snprintf(unsure, 512, "%s", strncmp(e, "ENOLCK: ", 8) == 0 ? e + 8 : e);
+                rc = dlock_lock_info(srv, name, &info);
+            }
+            if (rc != 0) break;
             if (info.held || info.readers > 0 || info.robust_state != 0) *stop = fn(name, &info, arg) != 0;
         }
         freeReplyObject(r);
@@ -182,6 +191,7 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
     char *pattern;
     seen s = { NULL, 0, 0 };
     int rc = 0, stop = 0;
+    char unsure[512] = ""; /* Redlock: a lock whose state no quorum told */
 
     if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
     if (glob == NULL) glob = "*";
@@ -193,7 +203,8 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
         int i, n = dlock__cluster_masters(c, masters, sizeof masters / sizeof *masters,
                                           dlock__unreachable_deadline(c));
         if (n < 0) rc = -n;
-        for (i = 0; i < n && rc == 0 && !stop; i++) rc = list_server(c, masters[i], pattern, glob, &s, fn, arg, &stop);
+        for (i = 0; i < n && rc == 0 && !stop; i++)
+            rc = list_server(c, masters[i], pattern, glob, &s, fn, arg, &stop, unsure);
     } else if (c->conf.kind == DLOCK__BACKEND_REDLOCK) {
         /* A lock is held on a quorum of the masters, not on every one:
          * each master's keys are read.  Without a quorum the list cannot
@@ -202,7 +213,7 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
         size_t i, answered = 0, q = c->nmembers / 2 + 1;
         char why[512] = "";
         for (i = 0; i < c->nmembers && rc == 0 && !stop; i++) {
-            int r = list_server(c, c->members[i], pattern, glob, &s, fn, arg, &stop);
+            int r = list_server(c, c->members[i], pattern, glob, &s, fn, arg, &stop, unsure);
             if (r == 0) answered++;
             else if (r == ENOLCK) snprintf(why, sizeof why, "%s", dlock_last_error());
             else rc = r;
@@ -211,8 +222,10 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
             rc = dlock__seterr(ENOLCK, "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): the locks "
                                "held on the others are not listed (%.300s)", c->conf.redacted_url, answered,
                                c->nmembers, q, strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
+        else if (rc == 0 && !stop && unsure[0] != '\0')
+            rc = dlock__seterr(ENOLCK, "%.400s (listed as one master has it)", unsure);
     } else {
-        rc = list_server(c, c, pattern, glob, &s, fn, arg, &stop);
+        rc = list_server(c, c, pattern, glob, &s, fn, arg, &stop, unsure);
     }
     seen_free(&s);
     free(pattern);

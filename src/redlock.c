@@ -25,8 +25,9 @@
  * it.  A release goes to every master.  Release notifications come from
  * any one master (every release publishes on each of them): the client's
  * own subscriber connection goes to the first master that answers.
- * Condition variables and lock information are kept on, or read from,
- * the first master that answers; the administrative list reads every
+ * Condition variables are kept on the first master that answers.  Lock
+ * information reads every master and says what a quorum says (rl_info);
+ * the administrative list reads every
  * master, and says when fewer than a quorum answered (admin.c).  Fair mutexes are
  * not fair on Redlock (each master would keep its own queue): the
  * attribute is ignored there.
@@ -503,12 +504,166 @@ static int rl_fenced_set(struct dlock_client *c, const char *key, size_t keylen,
     return 0;
 }
 
-static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
+/* Lock information: what a quorum of masters says.  Every master is
+ * asked at once (each within the call's bound and the command timeout).
+ * Held: a quorum records one holder (one token); its fence is the largest
+ * they record, its lease left the time until fewer than a quorum record
+ * it.  Free: a quorum records no holder.  Shared holders: as many as a
+ * quorum of masters counts at least.  The robust state and the waiting
+ * writers: the most any master says (an acquire meets them on any one).
+ * Fewer than a quorum answered: ENOLCK (or the error the masters gave),
+ * "only K of N Redlock masters answered".  A quorum answered but agrees
+ * neither on one holder nor on "free" (a grant not yet given back, a
+ * master restarted empty while another is down): ENOLCK saying that the
+ * masters disagree -- never "free", as the lock cannot be taken while
+ * that lasts. */
+
+/* The holder's token in an info answer (dlock__info_parse accepted it),
+ * or NULL: no holder. */
+static const redisReply *info_owner(const redisReply *r) {
+    const redisReply *h = r->element[0];
     size_t i;
-    int rc = ENOLCK;
-    (void)deadline;
-    for (i = 0; i < c->nmembers; i++)
-        if ((rc = dlock__single_backend.info(c->members[i], l, out, member_deadline(c))) == 0) return 0;
+    for (i = 0; i + 1 < h->elements; i += 2)
+        if (strcmp(h->element[i]->str, "owner") == 0) return h->element[i + 1];
+    return NULL;
+}
+
+static int same_owner(const redisReply *a, const redisReply *b) {
+    return a != NULL && b != NULL && a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+}
+
+/* The k-th largest (k >= 1) of v[0..n) -- the most that at least k of
+ * them reach -- or 0 when n < k.  Sorts v. */
+static int64_t kth_largest(int64_t *v, size_t n, size_t k) {
+    size_t i, j;
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && v[j - 1] < v[j]; j--) {
+            int64_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return k >= 1 && k <= n ? v[k - 1] : 0;
+}
+
+/* Master i's answer (rep) read into in[i], own[i]: 1, or 0 (the reason
+ * set, *rc the error) when it is not an answer. */
+static int info_read(struct dlock_client *c, size_t i, const redisReply *rep, dlock_lock_info_t *in,
+                     const redisReply **own, int *rc) {
+    struct dlock_client *m = c->members[i];
+    if (rep != NULL && dlock__info_parse(rep, &in[i]) == 0) {
+        own[i] = info_owner(rep);
+        return 1;
+    }
+    if (rep == NULL) return 0;
+    dlock__pool_flush(m); /* an answer out of step: drop the idle connections */
+    if (rep->type == REDIS_REPLY_ERROR &&
+        (strncmp(rep->str, "NOPERM", 6) == 0 || strstr(rep->str, "can't run this command") != NULL))
+        *rc = dlock__seterr(EPROTO, "%s: info refused by the server's ACL (see \"Running as a minimal ACL user\" "
+                            "in the README): %.200s", m->conf.redacted_url, rep->str);
+    else if (rep->type == REDIS_REPLY_ERROR)
+        *rc = dlock__seterr(EPROTO, "%s: info failed: %.200s", m->conf.redacted_url, rep->str);
+    else
+        *rc = dlock__seterr(EPROTO, "%s: unexpected answer to info", m->conf.redacted_url);
+    return 0;
+}
+
+/* No quorum for one holder nor for "free": the message says who holds it
+ * where. */
+static int info_disagree(struct dlock_client *c, dlock__lock *l, const dlock_lock_info_t *in,
+                         const redisReply *const *own, const int *ok, size_t answered, size_t nfree) {
+    char said[400] = "";
+    size_t i, j, n = c->nmembers, len = 0;
+    int64_t longest = 0;
+    for (i = 0; i < n; i++) {
+        size_t k = 0;
+        if (!ok[i] || own[i] == NULL) continue;
+        if (in[i].lease_left_ms > longest) longest = in[i].lease_left_ms;
+        for (j = 0; j < i && !(ok[j] && same_owner(own[i], own[j])); j++)
+            ;
+        if (j < i) continue; /* counted with master j */
+        for (j = i; j < n; j++) k += ok[j] && same_owner(own[i], own[j]);
+        if (len < sizeof said)
+            len += (size_t)snprintf(said + len, sizeof said - len, "%s%.60s pid %ld thread %lu on %zu", len ? ", " : "",
+                                    in[i].host, in[i].pid, in[i].tid, k);
+    }
+    if (len < sizeof said) snprintf(said + len, sizeof said - len, "%sfree on %zu", len ? ", " : "", nfree);
+    return dlock__seterr(ENOLCK, "%s: the Redlock masters disagree on '%.64s': no quorum (%zu of %zu) records one "
+                         "holder, nor records it free (%zu answered: %s); it cannot be taken until they agree -- "
+                         "a grant that no quorum records ends with its lease (the longest left: %lld ms): ask again",
+                         c->conf.redacted_url, l->name, quorum(c), n, answered, said, (long long)longest);
+}
+
+static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
+    redisReply *rep[DLOCK__NODES_MAX];
+    const redisReply *own[DLOCK__NODES_MAX];
+    dlock_lock_info_t in[DLOCK__NODES_MAX];
+    int rcs[DLOCK__NODES_MAX], ok[DLOCK__NODES_MAX], rc = 0, err = 0;
+    int64_t v[DLOCK__NODES_MAX];
+    const char *args[2];
+    size_t lens[2], i, j, n = c->nmembers, q = quorum(c), answered = 0, nfree = 0, best = 0, bestn = 0, k;
+    unsigned dups0 = dups(c);
+    dlock__mono dl = member_deadline(c);
+    char why[400] = "";
+
+    if (deadline < dl) dl = deadline; /* the first attempt is made all the same (pool_get) */
+    args[0] = l->keys[DLOCK__K_LOCK];
+    lens[0] = l->keylens[DLOCK__K_LOCK];
+    args[1] = c->epoch_key;
+    lens[1] = strlen(c->epoch_key);
+    dlock__script_run_all(c->members, n, DLOCK__SCRIPT_INFO, rep, rcs, dl, 2, 2, args, lens);
+    for (i = 0; i < n; i++)
+        if (rep[i] == NULL) snprintf(why, sizeof why, "%s", dlock_last_error());
+    for (i = 0; i < n; i++) {
+        own[i] = NULL;
+        ok[i] = info_read(c, i, rep[i], in, own, &err);
+        if (!ok[i] && rep[i] != NULL) snprintf(why, sizeof why, "%s", dlock_last_error());
+        if (!ok[i] && rep[i] == NULL && rcs[i] != ENOLCK && rcs[i] != 0) err = rcs[i];
+        if (!ok[i]) continue;
+        answered++;
+        if (own[i] == NULL) nfree++;
+    }
+    if (dup_found(c, dups0)) {
+        rc = ENOLCK;
+    } else if (answered < q) {
+        rc = dlock__seterr(err ? err : ENOLCK, "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): "
+                           "what '%.64s' is cannot be known (%.300s)", c->conf.redacted_url, answered, n, q, l->name,
+                           strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
+    } else {
+        /* the holder that the most masters record */
+        for (i = 0; i < n; i++) {
+            if (!ok[i] || own[i] == NULL) continue;
+            for (j = i, k = 0; j < n; j++) k += ok[j] && same_owner(own[i], own[j]);
+            if (k > bestn) best = i, bestn = k;
+        }
+        if (bestn >= q) {
+            size_t m = 0;
+            *out = in[best];
+            for (i = 0; i < n; i++) {
+                if (!ok[i] || !same_owner(own[best], own[i])) continue;
+                if (in[i].fence > out->fence) *out = in[i]; /* the record of the largest fence */
+                v[m++] = in[i].lease_left_ms;
+            }
+            out->lease_left_ms = kth_largest(v, m, q);
+        } else if (nfree >= q) {
+            for (i = 0; i < n && !(ok[i] && own[i] == NULL); i++)
+                ;
+            *out = in[i];
+        } else {
+            rc = info_disagree(c, l, in, own, ok, answered, nfree);
+        }
+        if (rc == 0) {
+            for (i = 0, k = 0; i < n; i++)
+                if (ok[i]) v[k++] = in[i].readers;
+            out->readers = (unsigned)kth_largest(v, k, q);
+            for (i = 0; i < n; i++) {
+                if (!ok[i]) continue;
+                if (in[i].robust_state > out->robust_state) out->robust_state = in[i].robust_state;
+                if (in[i].writers_waiting > out->writers_waiting) out->writers_waiting = in[i].writers_waiting;
+            }
+        }
+    }
+    for (i = 0; i < n; i++)
+        if (rep[i] != NULL) freeReplyObject(rep[i]);
     return rc;
 }
 
