@@ -3,12 +3,14 @@
  * As in musl, lock is timedlock without a deadline, and every ownership
  * decision sits in one core (dlock__acquire) that trylock, lock, timedlock
  * and clocklock of every lock type share; dlock__release is its twin.
- * Local facts are checked first, with no round trip: a recursive relock,
- * EDEADLK, a NORMAL self-deadlock, EBUSY while another thread of this
- * process holds the lock exclusively.  Only then does the core ask the
- * backend, and when the lock is busy it waits on the one waiting path
- * (wait.c) for a release notification, the holder's lease expiry or its
- * own deadline.
+ * The acquisition is an explicit state machine (struct acq, carried
+ * through named steps: mine, queue, cached, local, ready, ask, hold,
+ * busy, sleep, grant, out; docs/design.md has the table).  Local facts
+ * are checked first, with no round trip: a recursive relock, EDEADLK, a
+ * NORMAL self-deadlock, EBUSY while another thread of this process holds
+ * the lock exclusively.  Only then does the core ask the backend, and
+ * when the lock is busy it waits on the one waiting path (wait.c) for a
+ * release notification, the holder's lease expiry or its own deadline.
  */
 #include <errno.h>
 #include <signal.h>
