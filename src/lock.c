@@ -3,12 +3,14 @@
  * As in musl, lock is timedlock without a deadline, and every ownership
  * decision sits in one core (dlock__acquire) that trylock, lock, timedlock
  * and clocklock of every lock type share; dlock__release is its twin.
- * Local facts are checked first, with no round trip: a recursive relock,
- * EDEADLK, a NORMAL self-deadlock, EBUSY while another thread of this
- * process holds the lock exclusively.  Only then does the core ask the
- * backend, and when the lock is busy it waits on the one waiting path
- * (wait.c) for a release notification, the holder's lease expiry or its
- * own deadline.
+ * The acquisition is an explicit state machine (struct acq, carried
+ * through named steps: mine, queue, cached, local, ready, ask, hold,
+ * busy, sleep, grant, out; docs/design.md has the table).  Local facts
+ * are checked first, with no round trip: a recursive relock, EDEADLK, a
+ * NORMAL self-deadlock, EBUSY while another thread of this process holds
+ * the lock exclusively.  Only then does the core ask the backend, and
+ * when the lock is busy it waits on the one waiting path (wait.c) for a
+ * release notification, the holder's lease expiry or its own deadline.
  */
 #include <errno.h>
 #include <signal.h>
@@ -254,20 +256,461 @@ static void give_back(struct dlock_client *c, dlock__lock *l, const dlock__want 
     dlock__lock_wake(l);
 }
 
-int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
-                   dlock__mono deadline, int bad_deadline) {
-    dlock__lost_report rep = { 0 }, other = { 0 }; /* ours lost earlier; another thread's, lost now */
+/* ------------------------------------------------------ the acquisition */
+
+/* One acquisition (dlock__acquire) as a state machine, in the manner of
+ * the Linux DLM's do_request: the call's inputs and everything it has
+ * learned or done so far live in one struct carried through named steps,
+ * each a short function that returns the next step.  Every step runs with
+ * c->mu held, dropping it only around a round trip or a sleep; a step
+ * that ends the call sets rc and returns ACQ_OUT, whose exit step undoes
+ * what the fields below say was done.  docs/design.md has the table of
+ * steps and transitions. */
+struct acq {
+    /* The call, as dlock__acquire was given it. */
+    struct dlock_client *c;
+    dlock__lock *l;
+    const dlock__want *w;
+    int try;
+    dlock__mono deadline;
+    int bad_deadline; /* the EINVAL to give if the call would have to wait */
+    /* Fixed at the start. */
+    dlock__thread *self;  /* the owner: the thread, or the process (w->process) */
+    int k;                /* which kind of waiter: l->trying[k] etc. */
+    int queue;            /* waits in the server's queue (acq_start) */
+    int queue_local;      /* ...even while a thread of this process holds it */
+    dlock__mono saved_end; /* the thread's call end before this call */
+    /* The token of this attempt (an answer that came too late takes a
+     * new one for the next); fw.token points at it. */
     char owner[DLOCK__OWNER_LEN + 1];
-    dlock__thread *self;
+    int rc; /* the call's result, set by the step that returns ACQ_OUT */
+    /* Done, and undone by the exit step. */
+    int queued;     /* fw is on l->fair */
+    int counted;    /* counted in l->waiters */
+    int registered; /* registered on the server as a waiting writer */
+    dlock__fairwait fw;
+    dlock__lost_report rep, other; /* ours lost earlier; another thread's, lost now */
+    /* Waiting. */
+    int waiting;            /* answered busy once: a waiter from now on */
+    dlock__mono last_sent;  /* when the last request of this call went out */
+    dlock__mono late_since; /* the first answer that came too late */
+    /* The last attempt. */
+    dlock__acq ans;      /* its answer */
+    dlock__mono sent;    /* when the request that got it went out */
+    dlock__mono busy_at; /* when the busy step read the clock */
+    uint64_t gen;        /* l->gen before it was sent */
+    uint64_t heard;      /* the subscription epoch it was sent under, 0 none */
+    int sure;   /* the release channel was live: a busy answer can be slept on at once */
+    int listed; /* it asked for a grant pushed to its list (BLPOP) */
+    int waits;  /* it asked to be registered as a waiting writer (F_WAIT) */
+};
+
+enum acq_step {
+    ACQ_MINE,   /* mine/recursion: what the caller already holds */
+    ACQ_QUEUE,  /* a queuing waiter joins l->fair */
+    ACQ_CACHED, /* the process's cached hold: take it, or give it up */
+    ACQ_LOCAL,  /* local holder: another thread of this process holds it */
+    ACQ_READY,  /* a waiter's subscription confirmed; one asker per kind */
+    ACQ_ASK,    /* ask the server: one acquire round trip */
+    ACQ_HOLD,   /* the answer is a hold: begin it (or give back a late one) */
+    ACQ_BUSY,   /* the answer is busy: fail a try, or become a waiter */
+    ACQ_SLEEP,  /* wait for a release, a grant, the lease or the deadline */
+    ACQ_GRANT,  /* a release handed us the lock: take it from the message */
+    ACQ_OUT,    /* the exit: undo registrations and counts */
+    ACQ_DONE
+};
+
+/* Ends the call with rc. */
+static int acq_out(struct acq *a, int rc) {
+    a->rc = rc;
+    return ACQ_OUT;
+}
+
+/* A relock of a hold the caller has counts up, to DLOCK_RECURSIVE_MAX. */
+static int acq_count_up(struct acq *a, dlock__hold *h, const char *what) {
+    if (h->count >= DLOCK_RECURSIVE_MAX)
+        return acq_out(a, dlock__seterr(EAGAIN, "%s limit %u reached", what, DLOCK_RECURSIVE_MAX));
+    h->count++;
+    return acq_out(a, 0);
+}
+
+/* Mine/recursion: what the calling owner already holds decides, with no
+ * round trip.  A valid exclusive hold: a recursive relock counts up,
+ * trylock is EBUSY, any other type (or a read request) EDEADLK; NORMAL
+ * deadlocks as POSIX says (a deadline still ends it), and a process-owned
+ * mutex (always NORMAL) waits for an unlock any thread of the process may
+ * make.  A valid read hold: a read request counts up, a write request is
+ * EBUSY or EDEADLK (no upgrade).  A hold lost earlier is forgotten: this
+ * is a fresh attempt. */
+static int step_mine(struct acq *a) {
+    struct dlock_client *c = a->c;
+    dlock__lock *l = a->l;
+    const dlock__want *w = a->w;
     dlock__hold *mine;
-    dlock__fairwait fw, **fp;
-    dlock__mono last_sent = 0; /* when the last request of this call went out */
-    dlock__mono start, saved_end, late_since = 0; /* late_since: the first answer that came too late */
+
+    if (dlock__hold_valid(c, &l->x, a->self, &a->rep)) {
+        if (!w->shared && w->type == DLOCK_MUTEX_RECURSIVE) return acq_count_up(a, &l->x, "recursion");
+        if (a->try)
+            return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by the calling %s", l->name,
+                                            w->process ? "process" : "thread"));
+        if (w->shared || w->type != DLOCK_MUTEX_NORMAL)
+            return acq_out(a, dlock__seterr(EDEADLK, "'%.64s' is already held by the calling thread", l->name));
+    } else if (l->x.owner == a->self) {
+        dlock__hold_forget(c, &l->x);
+    }
+    if ((mine = dlock__reader(l, a->self)) != NULL) {
+        if (!dlock__hold_valid(c, mine, a->self, &a->rep))
+            dlock__hold_forget(c, mine);
+        else if (w->shared)
+            return acq_count_up(a, mine, "read-lock"); /* a thread may read-lock again (POSIX) */
+        else
+            return acq_out(a, a->try ? dlock__seterr(EBUSY, "'%.64s' is read-locked by the calling thread", l->name)
+                                     : dlock__seterr(EDEADLK, "'%.64s' is read-locked by the calling thread", l->name));
+    }
+    return ACQ_QUEUE;
+}
+
+/* Queue: a queuing waiter (acq_start) is on l->fair from here to the
+ * exit, so that the subscriber can poke it when a release hands the lock
+ * to its token. */
+static int step_queue(struct acq *a) {
+    if (a->queue) {
+        a->fw.next = a->l->fair;
+        a->l->fair = &a->fw;
+        a->queued = 1;
+    }
+    return ACQ_CACHED;
+}
+
+/* Cached: the process keeps the lock (caching): take it here, with no
+ * round trip, or, if it cannot be used for this call, give it up first. */
+static int step_cached(struct acq *a) {
+    if (!a->l->x.cached) return ACQ_LOCAL;
+    if (cache_take(a->c, a->l, a->w, a->self)) return acq_out(a, 0);
+    dlock__cache_drop(a->c, a->l, dlock__unreachable_deadline(a->c));
+    return ACQ_CACHED;
+}
+
+/* Local holder: a thread of this process holds the lock exclusively (or,
+ * NORMAL, the caller): no round trip, the server would only say busy;
+ * its unlock, loss or exit moves gen.  A queuing waiter goes to the
+ * server's queue instead, to keep its place in the order of arrival; so
+ * does one of a process-owned mutex the process holds, whose unlock by
+ * any thread hands it the lock. */
+static int step_local(struct acq *a) {
+    dlock__lock *l = a->l;
+    int rc;
+    if (!blocked_locally(l) || (a->queue_local && (l->x.owner != a->self || a->w->process))) return ACQ_READY;
+    if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->name));
+    if (a->bad_deadline) return acq_out(a, a->bad_deadline);
+    if ((rc = dlock__wait(a->c, l, l->gen, a->deadline, a->w->intr)) != 0)
+        return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
+    return ACQ_CACHED;
+}
+
+/* Ready: a waiter asks again only once a release will wake it (the
+ * channel's subscription confirmed: dlock__wait_ready), and, not queuing,
+ * only if no other waiting thread of this process that wants the same
+ * kind of hold is asking the server, or was just told it is busy at this
+ * generation: it shares that answer rather than ask again, so a release
+ * costs one attempt per process, not one per waiting thread.  A waiter
+ * woken at or after its deadline makes no further attempt (the first
+ * attempt of a call is always made, so a past deadline still acquires a
+ * free lock), nor one whose deadline passed while the channel was being
+ * subscribed to (a turn handed to us meanwhile is passed on by the
+ * withdrawal). */
+static int step_ready(struct acq *a) {
+    dlock__lock *l = a->l;
+    dlock__mono until;
+    int rc, k = a->k;
+    if (!a->waiting) return ACQ_ASK;
+    if (dlock__now() >= a->deadline) return acq_out(a, timed_out(l, ""));
+    if ((rc = dlock__wait_ready(a->c, l, a->deadline, a->w->intr)) != 0)
+        return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
+    if (dlock__now() >= a->deadline) return acq_out(a, timed_out(l, ""));
+    if (!a->queue && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
+        until = l->trying[k] || l->busy_until[k] > a->deadline ? a->deadline : l->busy_until[k];
+        rc = dlock__sleep(a->c, l, until, a->w->intr);
+        if (rc == EINTR || (rc == ETIMEDOUT && dlock__now() >= a->deadline))
+            return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
+        return ACQ_CACHED;
+    }
+    if (!a->queue) l->trying[k] = 1;
+    return ACQ_ASK;
+}
+
+/* The waiter that was asking for its kind is done: the others of that
+ * kind may ask (or share its answer). */
+static void acq_stop_trying(struct acq *a) {
+    if (a->waiting && !a->queue) {
+        a->l->trying[a->k] = 0;
+        dlock__lock_wake(a->l);
+    }
+}
+
+/* Before a request, under c->mu: what it is sent under (gen, the
+ * subscription), and whether this waiter may wait for its grant in BLPOP:
+ * a queued waiter does where the backend can, while the client has a
+ * place for it (conf.wait_conns); the others hear of their grant on the
+ * release channel. */
+static void ask_prepare(struct acq *a) {
+    struct dlock_client *c = a->c;
+    dlock__lock *l = a->l;
+    int listed;
+    a->gen = l->gen;
+    a->fw.poked = a->fw.granted = 0;
+    if (l->x.owner == NULL) l->wanted = 0; /* a request from now on is for the hold this may get */
+    a->heard = dlock__cache_heard(c, l) ? dlock__sub_epoch(c, l) : 0;
+    /* With the release channel already subscribed, a release after this
+     * attempt moves gen (or pokes us): a busy answer can be slept on at
+     * once.  Counting ourselves a waiter keeps the subscription. */
+    a->sure = !a->try && dlock__sub_live(c, l);
+    listed = a->queue && c->ops->grant_conn != NULL && !c->grant_nolist && !a->fw.nolist;
+    if (!listed && a->fw.listing) {
+        a->fw.listing = 0;
+        c->listing--;
+    } else if (listed && !a->fw.listing && c->listing < c->conf.wait_conns) {
+        a->fw.listing = 1;
+        c->listing++;
+    }
+    a->listed = listed && a->fw.listing;
+    if (a->sure && !a->counted) {
+        l->waiters++;
+        a->counted = 1;
+    }
+}
+
+/* The acquire round trip, c->mu released meanwhile.  It gives up on an
+ * unreachable server by the caller's deadline; the connection layer still
+ * makes one real attempt.  A try without a deadline, and the breaker's
+ * probe, make that one attempt only: a non-blocking call never waits for
+ * an unreachable server.  Only a call that will really wait registers as
+ * a waiting writer (a past deadline or a bad one means it will not). */
+static int ask_send(struct acq *a, int probe) {
+    struct dlock_client *c = a->c;
+    const dlock__want *w = a->w;
+    dlock__mono bound, ub;
+    int flags, rc;
+    pthread_mutex_unlock(&c->mu);
+    a->sent = a->last_sent = dlock__now();
+    bound = ub = dlock__unreachable_deadline(c);
+    if (probe || (a->try && (a->deadline == 0 || a->deadline == DLOCK__MONO_NEVER))) bound = a->sent;
+    else if (a->deadline < bound) bound = a->deadline; /* a try given a deadline too */
+    a->waits = !a->try && !a->bad_deadline && a->deadline > a->sent;
+    flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (a->waits ? DLOCK__F_WAIT : 0) |
+            (a->queue ? DLOCK__F_FAIR : 0) | (a->listed ? DLOCK__F_GRANTLIST : 0) |
+            (w->caching && !w->shared ? DLOCK__F_CACHING : 0) | (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0);
+    memset(&a->ans, 0, sizeof a->ans);
+    a->ans.sent = -1;
+    rc = c->ops->acquire(c, a->l, a->owner, w->lease_ms, flags, &a->ans, bound);
+    pthread_mutex_lock(&c->mu);
+    dlock__breaker_note(c, rc, bound == ub ? ub : 0);
+    /* Asked again inside the call (a server loading, a cluster slot in
+     * migration)?  The lease runs from the attempt that was answered. */
+    if (rc == 0 && a->ans.sent > a->sent) a->sent = a->last_sent = a->ans.sent;
+    return rc;
+}
+
+/* Ask the server: one acquire round trip, unless the circuit breaker is
+ * open.  A hold of ours the server may still have goes first (one
+ * attempt, a deadline of now), when the caller's deadline leaves room for
+ * it (the renewal thread releases orphans anyway).  No usable answer: the
+ * request may have been granted all the same (unless it never went out),
+ * so the token becomes an orphan. */
+static int step_ask(struct acq *a) {
+    struct dlock_client *c = a->c;
+    dlock__lock *l = a->l;
+    const dlock__want *w = a->w;
+    int probe, rc, st;
+    if ((rc = dlock__breaker_pass(c, &probe)) != 0) {
+        acq_stop_trying(a);
+        return acq_out(a, rc);
+    }
+    if (c->orphans != NULL && !a->try && !probe &&
+        a->deadline - dlock__now() > (dlock__mono)(c->conf.connect_timeout_ms + c->conf.command_timeout_ms) * DLOCK__MS)
+        dlock__orphans_release(c, l, dlock__now());
+    ask_prepare(a);
+    rc = ask_send(a, probe);
+    acq_stop_trying(a);
+    if (rc != 0) {
+        if (a->ans.sent != 0)
+            dlock__orphan_add(c, l, a->owner, w->robust ? DLOCK__REL_DEAD : w->shared ? DLOCK__REL_SHARED : DLOCK__REL_PLAIN,
+                              w->lease_ms);
+        if (rc == ENOLCK && !a->try && dlock__now() >= a->deadline) rc = timed_out(l, " (server unreachable)");
+        return acq_out(a, rc);
+    }
+    st = a->ans.status;
+    if (st == DLOCK__ACQ_NOTRECOVERABLE)
+        return acq_out(a, dlock__seterr(ENOTRECOVERABLE, "'%.64s' was unlocked in an inconsistent state; "
+                                        "an administrator must reset it", l->name));
+    if (st == DLOCK__ACQ_BUSY || st == DLOCK__ACQ_HELDBACK) {
+        if (a->waits && !w->shared) a->registered = 1;
+        return ACQ_BUSY;
+    }
+    a->registered = 0; /* the acquire took the registration back */
+    return ACQ_HOLD;
+}
+
+/* Hold: ACQUIRED, OWNERDEAD, or MINE (an earlier attempt of this very
+ * call got the lock but its answer was lost: the token is the call's own,
+ * the script re-leased it) begin the hold.  An answer that came after the
+ * hold's validity had run out (a paused server, a slow link) is never
+ * given to the caller: the hold goes back, and the call tries again with
+ * a fresh token (the old one may be released late), until its deadline,
+ * or ENOLCK once answers have kept coming late for unreachable_ms. */
+static int step_hold(struct acq *a) {
+    struct dlock_client *c = a->c;
+    dlock__lock *l = a->l;
+    const dlock__want *w = a->w;
+    int dead = a->ans.status == DLOCK__ACQ_OWNERDEAD, rc;
+    dlock__hold *h;
+    dlock__mono now;
+    if ((rc = hold_begin(c, l, w, a->self, a->owner, a->ans.fence, a->sent, dead, &a->other)) != 0) return acq_out(a, rc);
+    if (!w->shared) l->x.heard = a->heard;
+    h = w->shared ? l->readers : &l->x;
+    if ((now = dlock__now()) < h->valid_until)
+        return acq_out(a, dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
+                                               "make the state consistent, then call dlock_mutex_consistent", l->name)
+                               : 0);
+    give_back(c, l, w, h, a->owner, a->ans.status);
+    call_token(c, a->self, w, a->owner);
+    if (a->late_since == 0) a->late_since = now;
+    now = dlock__now();
+    if (!a->try && now >= a->deadline)
+        return acq_out(a, timed_out(l, " (the server's answer came after the lease had run out)"));
+    if (now - a->late_since >= (dlock__mono)c->conf.unreachable_ms * DLOCK__MS)
+        return acq_out(a, dlock__seterr(ENOLCK, "%s: the answers for '%.64s' keep coming after the lease has run out",
+                                        c->conf.redacted_url, l->name));
+    return ACQ_CACHED;
+}
+
+/* Busy (or held back): a try is EBUSY, a bad abstime its EINVAL, a
+ * deadline that has passed ETIMEDOUT.  The first busy answer makes the
+ * call a waiter and asks again without sleeping, since the release may
+ * have come before the subscription did -- unless the channel was already
+ * live when this attempt was sent (sure).  "Expired between the calls"
+ * (-2) asks again at once. */
+static int step_busy(struct acq *a) {
+    dlock__lock *l = a->l;
+    if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another owner", l->name));
+    if (a->bad_deadline) return acq_out(a, a->bad_deadline);
+    a->busy_at = dlock__now();
+    if (a->busy_at >= a->deadline) return acq_out(a, timed_out(l, ""));
+    if (!a->waiting) {
+        a->waiting = 1;
+        if (!a->counted) {
+            l->waiters++;
+            a->counted = 1;
+        }
+        if (!a->sure) return ACQ_CACHED;
+    }
+    if (a->ans.pttl_ms == -2) return ACQ_CACHED;
+    return ACQ_SLEEP;
+}
+
+/* Sleep: until gen moves (or, queued, a poke or a grant), the time in the
+ * answer runs out (the holder's lease + 1 ms; 1 s if unknown), or the
+ * deadline -- and, registered as a waiting writer, no longer than a third
+ * of its lease, so that the registration never lapses.  A busy answer is
+ * true for every waiting thread of this process: they share it.  A queued
+ * waiter with a place on a grant list waits for its grant in BLPOP. */
+static int step_sleep(struct acq *a) {
+    struct dlock_client *c = a->c;
+    dlock__lock *l = a->l;
+    const dlock__want *w = a->w;
+    dlock__mono now = a->busy_at, until;
+    int rc, busy = a->ans.status == DLOCK__ACQ_BUSY;
+    until = a->ans.pttl_ms >= 0 ? now + (a->ans.pttl_ms + 1) * DLOCK__MS : now + 1000 * DLOCK__MS;
+    if (a->registered) {
+        dlock__mono renew = now + (dlock__mono)(w->lease_ms / 3) * DLOCK__MS;
+        if (renew < until) until = renew;
+    }
+    if (busy && !a->queue) {
+        l->busy_gen[a->k] = a->gen;
+        l->busy_until[a->k] = until;
+    }
+    if (until > a->deadline) until = a->deadline;
+    if (!a->queue) rc = dlock__wait(c, l, a->gen, until, w->intr);
+    else if (a->listed && busy && a->registered) rc = dlock__wait_grant(c, l, &a->fw, until, a->deadline, w->intr);
+    else rc = dlock__wait_turn(c, l, &a->fw, until, w->intr);
+    if (rc == EINTR) return acq_out(a, interrupted(l, rc));
+    return a->fw.granted ? ACQ_GRANT : ACQ_CACHED;
+}
+
+/* Grant: a release handed the lock to this call's token; take it from
+ * the message when that is safe (granted), else confirm with an acquire.
+ * The grant took us out of the server's queue. */
+static int step_grant(struct acq *a) {
+    uint64_t floor = a->ans.status == DLOCK__ACQ_BUSY ? a->ans.floor : 0;
+    if (granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
+    a->registered = 0;
+    return acq_out(a, 0);
+}
+
+/* Leaving without the lock while registered as a waiting writer: take the
+ * registration back, or readers would wait for it to lapse.  One attempt
+ * (a deadline of now: a call that gives up on an unreachable server must
+ * not wait for it again here), within the call's end; if it fails, the
+ * orphan list withdraws it when the server is back (a grant made to us
+ * meanwhile goes with it).  The message of the call's error stays. */
+static void acq_withdraw(struct acq *a) {
+    struct dlock_client *c = a->c;
+    char saved[512];
+    int dummy, wrc;
+    snprintf(saved, sizeof saved, "%s", dlock_last_error());
+    pthread_mutex_unlock(&c->mu);
+    wrc = c->ops->release(c, a->l, a->owner, DLOCK__REL_WITHDRAW, &dummy, dlock__now());
+    dlock__restoreerr(saved);
+    pthread_mutex_lock(&c->mu);
+    if (wrc != 0) dlock__orphan_add(c, a->l, a->owner, DLOCK__REL_WITHDRAW, a->w->lease_ms);
+}
+
+/* The exit: undoes what the call did (its registration as a waiting
+ * writer, its place on l->fair and on a grant list, its count as a
+ * waiter, its use of l), restores the thread's call end and tells the
+ * lost-lock handlers found on the way, c->mu released. */
+static int step_out(struct acq *a) {
+    struct dlock_client *c = a->c;
+    dlock__lock *l = a->l;
+    dlock__fairwait **fp;
+    if (a->registered) acq_withdraw(a);
+    if (a->queued) {
+        for (fp = &l->fair; *fp != &a->fw; fp = &(*fp)->next)
+            ;
+        *fp = a->fw.next;
+        if (a->fw.listing) c->listing--;
+        if (a->fw.cv_ok) pthread_cond_destroy(&a->fw.cv);
+    }
+    if (a->counted) dlock__wait_done(c, l);
+    l->users--;
+    dlock__lock_maybe_free(c, l);
+    pthread_mutex_unlock(&c->mu);
+    (void)dlock__call_end_set(a->saved_end);
+    dlock__report(&a->rep);
+    dlock__report(&a->other);
+    return ACQ_DONE;
+}
+
+/* The start: the owner (the thread, or for a process-owned lock the
+ * process, whose calls any thread may count; the thread's own identity,
+ * made first, still names the caller to the server), the call's token,
+ * and its end: a timed call ends by its deadline (or its start, if later)
+ * plus DLOCK__LATE_MS, and no connect or reply wait of it lasts past
+ * that.  Returns with c->mu held and l in use, or an error and nothing
+ * done. */
+static int acq_start(struct acq *a, struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
+                     dlock__mono deadline, int bad_deadline) {
     int timed = deadline != DLOCK__MONO_NEVER && (!try || deadline > 0);
-    int rc, waiting = 0, registered = 0, waits, counted = 0, sure, queued = 0;
-    int k = !w->shared ? 0 : w->readfirst ? 2 : 1; /* which kind of waiter: l->trying[k] etc. */
-    uint64_t heard;
-    int fair = w->fair && !w->shared && !try;
+    dlock__mono start;
+    int rc;
+    memset(a, 0, sizeof *a);
+    a->c = c;
+    a->l = l;
+    a->w = w;
+    a->try = try;
+    a->deadline = deadline;
+    a->bad_deadline = bad_deadline;
+    a->k = !w->shared ? 0 : w->readfirst ? 2 : 1;
     /* A waiting writer takes a place in the server's queue, and a release
      * hands the lock to the queue's head, waking only that waiter (no
      * herd, no request of its own): fair ones always; the others unless
@@ -277,351 +720,35 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
      * mutex: its threads wait here for that unlock, which may leave the
      * lock in the process's cache for them -- a request from one of them
      * would make the server ask the cache to give the lock up. */
-    int queue = fair || (!w->shared && !try && c->ops->queues);
-    int queue_local = fair || (queue && !w->caching);
-
-    if ((self = dlock__self(&rc)) == NULL) return rc;
-    if (w->process) {
-        /* Process-owned: the hold is the process's, whichever thread takes
-         * it (the thread's own identity, made above, still names the
-         * caller to the server); any thread may count a call. */
-        if ((self = dlock__proc_self(&rc)) == NULL) return rc;
-    }
-    call_token(c, self, w, owner);
-    /* A timed call ends by its deadline (or its start, if later) plus
-     * DLOCK__LATE_MS: no connect or reply wait of it lasts past that. */
+    a->queue = (w->fair && !w->shared && !try) || (!w->shared && !try && c->ops->queues);
+    a->queue_local = (w->fair && !w->shared && !try) || (a->queue && !w->caching);
+    if ((a->self = dlock__self(&rc)) == NULL) return rc;
+    if (w->process && (a->self = dlock__proc_self(&rc)) == NULL) return rc;
+    call_token(c, a->self, w, a->owner);
+    a->fw.token = a->owner;
+    a->fw.efd = -1;
     start = dlock__now();
-    saved_end = dlock__call_end_set(!timed ? DLOCK__MONO_NEVER
-                                           : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
+    a->saved_end = dlock__call_end_set(!timed ? DLOCK__MONO_NEVER
+                                              : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
     pthread_mutex_lock(&c->mu);
     l->users++;
+    return 0;
+}
 
-    /* What the calling thread already holds. */
-    if (dlock__hold_valid(c, &l->x, self, &rep)) {
-        if (!w->shared && w->type == DLOCK_MUTEX_RECURSIVE) {
-            if (l->x.count >= DLOCK_RECURSIVE_MAX) {
-                rc = dlock__seterr(EAGAIN, "recursion limit %u reached", DLOCK_RECURSIVE_MAX);
-            } else {
-                l->x.count++;
-                rc = 0;
-            }
-            goto out;
-        }
-        if (try) {
-            rc = dlock__seterr(EBUSY, "'%.64s' is held by the calling %s", l->name, w->process ? "process" : "thread");
-            goto out;
-        }
-        if (w->shared || w->type != DLOCK_MUTEX_NORMAL) {
-            rc = dlock__seterr(EDEADLK, "'%.64s' is already held by the calling thread", l->name);
-            goto out;
-        }
-        /* NORMAL: deadlock, as POSIX says; a deadline still ends it.
-         * Process-owned (always NORMAL): wait for an unlock, which any
-         * thread of the process may make. */
-    } else if (l->x.owner == self) {
-        dlock__hold_forget(c, &l->x); /* lost earlier: this is a fresh attempt */
-    }
-    if ((mine = dlock__reader(l, self)) != NULL) {
-        if (!dlock__hold_valid(c, mine, self, &rep)) {
-            dlock__hold_forget(c, mine);
-        } else if (w->shared) {
-            /* A thread may take a read lock it holds again (POSIX). */
-            if (mine->count >= DLOCK_RECURSIVE_MAX) {
-                rc = dlock__seterr(EAGAIN, "read-lock limit %u reached", DLOCK_RECURSIVE_MAX);
-            } else {
-                mine->count++;
-                rc = 0;
-            }
-            goto out;
-        } else {
-            rc = try ? dlock__seterr(EBUSY, "'%.64s' is read-locked by the calling thread", l->name)
-                     : dlock__seterr(EDEADLK, "'%.64s' is read-locked by the calling thread", l->name);
-            goto out;
-        }
-    }
+/* The steps, in the order a first attempt meets them. */
+static int (*const acq_steps[])(struct acq *) = {
+    [ACQ_MINE] = step_mine,   [ACQ_QUEUE] = step_queue, [ACQ_CACHED] = step_cached, [ACQ_LOCAL] = step_local,
+    [ACQ_READY] = step_ready, [ACQ_ASK] = step_ask,     [ACQ_HOLD] = step_hold,     [ACQ_BUSY] = step_busy,
+    [ACQ_SLEEP] = step_sleep, [ACQ_GRANT] = step_grant, [ACQ_OUT] = step_out,
+};
 
-    memset(&fw, 0, sizeof fw);
-    fw.token = owner;
-    fw.efd = -1;
-    if (queue) {
-        /* Poked by the subscriber when the queue hands us the lock. */
-        fw.next = l->fair;
-        l->fair = &fw;
-        queued = 1;
-    }
-    for (;;) {
-        dlock__acq acq;
-        dlock__mono sent, now, until, bound, ub;
-        uint64_t gen;
-        int flags, listed, probe;
-
-        if (l->x.cached) {
-            /* The process keeps the lock (caching): take it here, or,
-             * if it cannot be used for this call, give it up first. */
-            if (cache_take(c, l, w, self)) {
-                rc = 0;
-                goto out;
-            }
-            dlock__cache_drop(c, l, dlock__unreachable_deadline(c));
-            continue;
-        }
-        if (blocked_locally(l) && !(queue_local && (l->x.owner != self || w->process))) {
-            /* A thread of this process holds it exclusively (or, NORMAL,
-             * the caller): no round trip; its unlock, loss or exit moves
-             * gen.  (A queuing waiter goes to the server's queue instead,
-             * to keep its place in the order of arrival; so does one of a
-             * process-owned mutex the process holds, whose unlock by any
-             * thread hands it the lock.) */
-            if (try) {
-                rc = dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->name);
-                goto out;
-            }
-            if (bad_deadline) {
-                rc = bad_deadline;
-                goto out;
-            }
-            if ((rc = dlock__wait(c, l, l->gen, deadline, w->intr)) != 0) {
-                rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
-                goto out;
-            }
-            continue;
-        }
-        if (waiting && dlock__now() >= deadline) {
-            /* Woken by the deadline itself: no further attempt (the first
-             * attempt of a call is always made, so a past deadline still
-             * acquires a free lock). */
-            rc = timed_out(l, "");
-            goto out;
-        }
-        if (waiting) {
-            if ((rc = dlock__wait_ready(c, l, deadline, w->intr)) != 0) {
-                rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
-                goto out;
-            }
-            if (dlock__now() >= deadline) {
-                /* The deadline passed while the release channel was being
-                 * subscribed to (the process may have been stopped): no
-                 * further attempt, as above -- a turn handed to us
-                 * meanwhile is passed on by the withdrawal. */
-                rc = timed_out(l, "");
-                goto out;
-            }
-            if (!queue && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
-                /* Another waiting thread of this process, wanting the
-                 * same kind of hold, is asking the server, or was just
-                 * told the lock is busy at this generation: share its
-                 * answer rather than ask again, so a release costs one
-                 * attempt per process, not one per waiting thread. */
-                until = l->trying[k] || l->busy_until[k] > deadline ? deadline : l->busy_until[k];
-                rc = dlock__sleep(c, l, until, w->intr);
-                if (rc == EINTR || (rc == ETIMEDOUT && dlock__now() >= deadline)) {
-                    rc = rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc);
-                    goto out;
-                }
-                continue;
-            }
-            if (!queue) l->trying[k] = 1;
-        }
-        if ((rc = dlock__breaker_pass(c, &probe)) != 0) {
-            /* The circuit breaker is open: the server is not asked. */
-            if (waiting && !queue) {
-                l->trying[k] = 0;
-                dlock__lock_wake(l);
-            }
-            goto out;
-        }
-        if (c->orphans != NULL && !try && !probe &&
-            deadline - dlock__now() > (dlock__mono)(c->conf.connect_timeout_ms + c->conf.command_timeout_ms) * DLOCK__MS) {
-            /* A hold of ours the server may still have goes first: one
-             * attempt (a deadline of now), no waiting for the server; only
-             * when the caller's deadline leaves room for it (the renewal
-             * thread releases orphans anyway). */
-            dlock__orphans_release(c, l, dlock__now());
-        }
-        gen = l->gen;
-        fw.poked = fw.granted = 0;
-        if (l->x.owner == NULL) l->wanted = 0; /* a request from now on is for the hold this may get */
-        heard = dlock__cache_heard(c, l) ? dlock__sub_epoch(c, l) : 0;
-        /* With the release channel already subscribed, a release after
-         * this attempt moves gen (or pokes us): a busy answer can be slept
-         * on at once.  Counting ourselves a waiter keeps the subscription. */
-        sure = !try && dlock__sub_live(c, l);
-        /* A queued waiter blocks in BLPOP for its grant where it can,
-         * and while the client has a place for it (conf.wait_conns): the
-         * others hear of their grant on the release channel. */
-        listed = queue && c->ops->grant_conn != NULL && !c->grant_nolist && !fw.nolist;
-        if (!listed && fw.listing) {
-            fw.listing = 0;
-            c->listing--;
-        } else if (listed && !fw.listing && c->listing < c->conf.wait_conns) {
-            fw.listing = 1;
-            c->listing++;
-        }
-        listed = listed && fw.listing;
-        if (sure && !counted) {
-            l->waiters++;
-            counted = 1;
-        }
-        pthread_mutex_unlock(&c->mu);
-        sent = last_sent = dlock__now();
-        bound = ub = dlock__unreachable_deadline(c);
-        /* Give up on an unreachable server by the caller's deadline; the
-         * connection layer still makes one real attempt.  A try without a
-         * deadline, and the breaker's probe, make that one attempt only:
-         * a non-blocking call never waits for an unreachable server. */
-        if (probe || (try && (deadline == 0 || deadline == DLOCK__MONO_NEVER))) bound = sent;
-        else if (deadline < bound) bound = deadline; /* a try given a deadline too */
-        /* Only a call that will really wait registers as a waiting
-         * writer (a past deadline or a bad one means it will not). */
-        waits = !try && !bad_deadline && deadline > sent;
-        flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (waits ? DLOCK__F_WAIT : 0) |
-                (queue ? DLOCK__F_FAIR : 0) | (listed ? DLOCK__F_GRANTLIST : 0) |
-                (w->caching && !w->shared ? DLOCK__F_CACHING : 0) |
-                (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0);
-        acq.sent = -1;
-        rc = c->ops->acquire(c, l, owner, w->lease_ms, flags, &acq, bound);
-        pthread_mutex_lock(&c->mu);
-        dlock__breaker_note(c, rc, bound == ub ? ub : 0);
-        /* Asked again inside the call (a server loading, a cluster slot in
-         * migration)?  The lease runs from the attempt that was answered. */
-        if (rc == 0 && acq.sent > sent) sent = last_sent = acq.sent;
-        if (waiting && !queue) {
-            l->trying[k] = 0;
-            dlock__lock_wake(l);
-        }
-        if (rc != 0) {
-            /* The request may have been granted all the same (unless it
-             * never went out: no connection could be made). */
-            if (acq.sent != 0)
-                dlock__orphan_add(c, l, owner, w->robust ? DLOCK__REL_DEAD : w->shared ? DLOCK__REL_SHARED
-                                                                                    : DLOCK__REL_PLAIN,
-                                  w->lease_ms);
-            if (rc == ENOLCK && !try && dlock__now() >= deadline) rc = timed_out(l, " (server unreachable)");
-            goto out;
-        }
-        if (acq.status == DLOCK__ACQ_NOTRECOVERABLE) {
-            rc = dlock__seterr(ENOTRECOVERABLE, "'%.64s' was unlocked in an inconsistent state; "
-                               "an administrator must reset it", l->name);
-            goto out;
-        }
-        if (waits && !w->shared && (acq.status == DLOCK__ACQ_BUSY || acq.status == DLOCK__ACQ_HELDBACK))
-            registered = 1;
-        if (acq.status != DLOCK__ACQ_BUSY && acq.status != DLOCK__ACQ_HELDBACK) {
-            registered = 0; /* the acquire took the registration back */
-            /* ACQUIRED, OWNERDEAD, or MINE: an earlier attempt of this
-             * very call got the lock but its answer was lost (the token
-             * is the call's own; the script re-leased it). */
-            int dead = acq.status == DLOCK__ACQ_OWNERDEAD;
-            if ((rc = hold_begin(c, l, w, self, owner, acq.fence, sent, dead, &other)) != 0) goto out;
-            if (!w->shared) l->x.heard = heard;
-            if ((now = dlock__now()) >= (w->shared ? l->readers : &l->x)->valid_until) {
-                /* The answer came after the hold's validity had run out
-                 * (a paused server, a slow link): the caller never gets
-                 * such a hold.  It goes back, and the call tries again
-                 * with a fresh token (the old one may be released late),
-                 * until its deadline. */
-                give_back(c, l, w, w->shared ? l->readers : &l->x, owner, acq.status);
-                call_token(c, self, w, owner);
-                if (late_since == 0) late_since = now;
-                now = dlock__now();
-                if (!try && now >= deadline) {
-                    rc = timed_out(l, " (the server's answer came after the lease had run out)");
-                    goto out;
-                }
-                if (now - late_since >= (dlock__mono)c->conf.unreachable_ms * DLOCK__MS) {
-                    rc = dlock__seterr(ENOLCK, "%s: the answers for '%.64s' keep coming after the lease has run out",
-                                       c->conf.redacted_url, l->name);
-                    goto out;
-                }
-                continue;
-            }
-            rc = dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
-                                      "make the state consistent, then call dlock_mutex_consistent", l->name)
-                      : 0;
-            goto out;
-        }
-        if (try) {
-            rc = dlock__seterr(EBUSY, "'%.64s' is held by another owner", l->name);
-            goto out;
-        }
-        if (bad_deadline) {
-            rc = bad_deadline;
-            goto out;
-        }
-        now = dlock__now();
-        if (now >= deadline) {
-            rc = timed_out(l, "");
-            goto out;
-        }
-        if (!waiting) {
-            /* First time busy: subscribe, then try again, since the
-             * release may have come before the subscription did (unless
-             * it was already active when this attempt was made). */
-            waiting = 1;
-            if (!counted) {
-                l->waiters++;
-                counted = 1;
-            }
-            if (!sure) continue;
-        }
-        if (acq.pttl_ms == -2) continue; /* expired between the calls */
-        until = acq.pttl_ms >= 0 ? now + (acq.pttl_ms + 1) * DLOCK__MS : now + 1000 * DLOCK__MS;
-        if (registered) {
-            /* The registration as a waiting writer lapses after our own
-             * lease: ask again before then, so it never does. */
-            dlock__mono renew = now + (dlock__mono)(w->lease_ms / 3) * DLOCK__MS;
-            if (renew < until) until = renew;
-        }
-        if (acq.status == DLOCK__ACQ_BUSY && !queue) { /* true for every thread here: share it */
-            l->busy_gen[k] = gen;
-            l->busy_until[k] = until;
-        }
-        if (until > deadline) until = deadline;
-        if (!queue) rc = dlock__wait(c, l, gen, until, w->intr);
-        else if (listed && acq.status == DLOCK__ACQ_BUSY && registered) rc = dlock__wait_grant(c, l, &fw, until, deadline, w->intr);
-        else rc = dlock__wait_turn(c, l, &fw, until, w->intr);
-        if (rc == EINTR) {
-            rc = interrupted(l, rc);
-            goto out;
-        }
-        if (fw.granted && (rc = granted(c, l, w, self, owner, &fw, last_sent,
-                                        acq.status == DLOCK__ACQ_BUSY ? acq.floor : 0, &other)) == 0) {
-            registered = 0; /* the grant took us out of the queue */
-            goto out;
-        }
-    }
-out:
-    if (registered) {
-        /* Leaving without the lock: take back the registration as a
-         * waiting writer, or readers would wait for it to lapse. */
-        char saved[512]; /* the message of rc, which the withdrawal must not replace */
-        int dummy, wrc;
-        snprintf(saved, sizeof saved, "%s", dlock_last_error());
-        pthread_mutex_unlock(&c->mu);
-        /* One attempt (a deadline of now: a call that gives up on an
-         * unreachable server must not wait for it again here), within the
-         * call's end; if it fails, the orphan list withdraws it when the
-         * server is back (a grant made to us meanwhile goes with it). */
-        wrc = c->ops->release(c, l, owner, DLOCK__REL_WITHDRAW, &dummy, dlock__now());
-        dlock__restoreerr(saved);
-        pthread_mutex_lock(&c->mu);
-        if (wrc != 0) dlock__orphan_add(c, l, owner, DLOCK__REL_WITHDRAW, w->lease_ms);
-    }
-    if (queued) {
-        for (fp = &l->fair; *fp != &fw; fp = &(*fp)->next)
-            ;
-        *fp = fw.next;
-        if (fw.listing) c->listing--;
-        if (fw.cv_ok) pthread_cond_destroy(&fw.cv);
-    }
-    if (counted) dlock__wait_done(c, l);
-    l->users--;
-    dlock__lock_maybe_free(c, l);
-    pthread_mutex_unlock(&c->mu);
-    (void)dlock__call_end_set(saved_end);
-    dlock__report(&rep);
-    dlock__report(&other);
-    return rc;
+int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
+                   dlock__mono deadline, int bad_deadline) {
+    struct acq a;
+    int rc, step = ACQ_MINE;
+    if ((rc = acq_start(&a, c, l, w, try, deadline, bad_deadline)) != 0) return rc;
+    while (step != ACQ_DONE) step = acq_steps[step](&a);
+    return a.rc;
 }
 
 /* The hold of l that self owns (a thread, or the process: `process`)
