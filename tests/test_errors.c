@@ -473,6 +473,93 @@ static void test_tls_mismatch(void) {
     dlt_redis_cleanup(&tls);
 }
 
+/* dlock_mutex_lock of "e/x" through a fresh client on url (the default
+ * 5 s unreachable bound, 1 s to connect, 4 s for a command): its result,
+ * the message, how long it took. */
+static int lock_through(const char *url, char *msg, size_t n, double *secs) {
+    dlock_client_t *c;
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    double t0;
+    dlock_config_t cfg;
+    int rc;
+    dlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = 1000;
+    cfg.command_timeout_ms = 4000; /* masters connected in turn would take ~1 s each */
+    rc = dlock_client_create(&c, &cfg);
+    *secs = 0;
+    if (rc != 0) {
+        snprintf(msg, n, "%s", dlock_last_error());
+        return rc;
+    }
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, "e/x", &a), 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&m);
+    *secs = dlt_now() - t0;
+    snprintf(msg, n, "%s", rc ? dlock_last_error() : "");
+    if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    dlock_mutexattr_destroy(&a);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    return rc;
+}
+
+/* Redlock over the wrong scheme: redlock:// to TLS-only masters and
+ * rediss+redlock:// to plain ones fail at once (a configuration error,
+ * not an unreachable quorum), and the hint names the Redlock scheme. */
+static void test_tls_mismatch_redlock(void) {
+    dlt_redis srv[3];
+    char url[512], msg[1024];
+    double secs;
+    int i, rc, tls;
+    for (tls = 1; tls >= 0; tls--) {
+        memset(srv, 0, sizeof srv);
+        for (i = 0; i < 3; i++)
+            CU_ASSERT_FATAL((tls ? dlt_redis_start_tls(&srv[i], NULL, NULL) : dlt_redis_start(&srv[i], NULL)) == 0);
+        snprintf(url, sizeof url, "%s127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s", tls ? "redlock://" : "rediss+redlock://",
+                 srv[0].port, srv[1].port, srv[2].port, tls ? "" : "?tls_verify=0");
+        rc = lock_through(url, msg, sizeof msg, &secs);
+        printf("  %s to %s masters: lock: %s after %.2f s: %s\n", tls ? "redlock://" : "rediss+redlock://",
+               tls ? "TLS" : "plain", dlock_err_name(rc), secs, msg);
+        DLT_ASSERT_ERR(rc, ENOLCK);
+        CU_ASSERT_TRUE(has(msg, tls ? "expect TLS" : "does not speak TLS"));
+        CU_ASSERT_TRUE(has(msg, tls ? "use rediss+redlock://" : "use redlock://"));
+        CU_ASSERT_TRUE(secs < 2.5); /* said at once, not after the 5 s unreachable bound */
+        for (i = 0; i < 3; i++) dlt_redis_cleanup(&srv[i]);
+    }
+}
+
+/* Cluster over the wrong scheme, on one node (a TLS-only server and the
+ * suite's plain one: the mismatch shows before the node is asked whether
+ * it is a cluster, so no cluster is needed): at once, and the hint names
+ * the Cluster scheme. */
+static void test_tls_mismatch_cluster(void) {
+    dlt_redis tls;
+    char url[256], msg[1024];
+    double secs;
+    int rc;
+    CU_ASSERT_FATAL(dlt_redis_start_tls(&tls, NULL, NULL) == 0);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", tls.port);
+    rc = lock_through(url, msg, sizeof msg, &secs);
+    printf("  redis+cluster:// to a TLS port: lock: %s after %.2f s: %s\n", dlock_err_name(rc), secs, msg);
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    CU_ASSERT_TRUE(has(msg, "expect TLS"));
+    CU_ASSERT_TRUE(has(msg, "use rediss+cluster://"));
+    CU_ASSERT_TRUE(secs < 2.5); /* not after the 5 s unreachable bound */
+    dlt_redis_cleanup(&tls);
+
+    snprintf(url, sizeof url, "rediss+cluster://127.0.0.1:%d?tls_verify=0", dlt_server.port);
+    rc = lock_through(url, msg, sizeof msg, &secs);
+    printf("  rediss+cluster:// to a plain server: lock: %s after %.2f s: %s\n", dlock_err_name(rc), secs, msg);
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    CU_ASSERT_TRUE(has(msg, "does not speak TLS"));
+    CU_ASSERT_TRUE(has(msg, "use redis+cluster://"));
+    CU_ASSERT_TRUE(secs < 3.0);
+}
+
 /* ============================================================ lost locks */
 
 static int lost_reason = -1, lost_calls;
@@ -617,6 +704,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_silent_server),
     DLT_TEST(test_huge_answer_within_bound),
     DLT_TEST(test_tls_mismatch),
+    DLT_TEST(test_tls_mismatch_redlock),
+    DLT_TEST(test_tls_mismatch_cluster),
     DLT_TEST(test_lost_reason),
     DLT_TEST(test_preload_says_broken),
     DLT_TEST(test_list_redlock_quorum_down),
