@@ -205,7 +205,7 @@ static void refused_for_good(struct dlock_client *c) {
  * one of them answered our TLS handshake in plain RESP: the next ones are
  * probed in plain first (one deployment, one scheme), so that the request
  * does not wait for a handshake answer from each in turn. */
-static __thread int plain_seen;
+static __thread int in_all, plain_seen;
 
 /* The server closed (or reset) a fresh plain connection at its first
  * request: a TLS port does that to plain RESP.  1 if the server answers
@@ -420,7 +420,7 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
      * its budget. */
     cn->timeout_ms = end_cap(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms : cf->command_timeout_ms);
     redisSetTimeout(ctx, ms_tv(cn->timeout_ms));
-    if (cf->tls && plain_seen && ep.port != 0 && dlock__plain_probe(ep.host, ep.port, cn->timeout_ms) == 1) {
+    if (cf->tls && in_all && plain_seen && ep.port != 0 && dlock__plain_probe(ep.host, ep.port, cn->timeout_ms) == 1) {
         dlock__conn_close(cn);
         refused_for_good(c);
         dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP): use %s, or the "
@@ -436,7 +436,7 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
         if (rc == ENOLCK && expects_tls(c, cn)) rc = EACCES;
         if (rc == EACCES && cf->tls && strstr(dlock_last_error(), "does not speak TLS") != NULL) {
             plain_hint(cf);
-            plain_seen = 1;
+            plain_seen = in_all;
         }
         dlock__conn_close(cn);
         if (rc == EACCES) refused_for_good(c);
@@ -914,6 +914,7 @@ void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char
                         redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
     size_t i;
+    in_all = 1;
     plain_seen = 0;
     for (i = 0; i < n; i++) {
         out[i] = NULL;
@@ -927,7 +928,7 @@ void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char
             cn[i] = NULL;
         }
     }
-    plain_seen = 0;
+    in_all = plain_seen = 0;
     for (i = 0; i < n; i++) {
         void *r = NULL;
         if (cn[i] == NULL) continue;

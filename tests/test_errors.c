@@ -8,10 +8,13 @@
  *   - `dlock list` without the ACL right to SCAN names the NOPERM;
  *   - an unencoded '/' or '?' in a password: "percent-encoded";
  *   - a password never shows in a message or the redacted URL, over many
- *     generated URLs (redis://u:PASSWORD without @host among them);
+ *     generated URLs (redis://u:PASSWORD without @host and
+ *     redis://u:TOP@SECRET@host among them);
  *   - a silent server: "did not answer within N ms";
  *   - rediss:// to a plain server, redis:// to a TLS port: said, and at
- *     once rather than after the unreachable bound;
+ *     once rather than after the unreachable bound; the same for Redlock
+ *     and Cluster URLs, whose hint names their own scheme
+ *     (rediss+redlock://, redis+cluster://, ...);
  *   - an answer trickled (a huge bulk) stays within the call's bound;
  *   - a lost-lock handler learns a hold was broken, not run out;
  *   - `dlock list` with a Redlock quorum down says so (exit 69).
