@@ -48,6 +48,7 @@ struct dlock__cluster {
     unsigned short owner[SLOTS]; /* 1 + index into the parent's members; 0: not known */
     size_t cap;                  /* room in the members array */
     dlock__mono refreshed;       /* when CLUSTER SLOTS was last read whole */
+    int refused;                 /* every node asked at the last reading refused us for good */
 };
 
 /* CRC16-CCITT (XModem: polynomial 0x1021, initial 0), as the cluster
@@ -174,7 +175,7 @@ static int range_parse(const redisReply *e, const struct dlock_client *asked, ra
 static int refresh(struct dlock_client *c, dlock__mono deadline) {
     const char *argv[2] = { "CLUSTER", "SLOTS" };
     static const size_t lens[2] = { 7, 5 };
-    size_t i, k, n;
+    size_t i, k, n, refused;
     int rc = ENOLCK;
 
     if ((rc = cl_state(c)) != 0) return rc;
@@ -183,16 +184,20 @@ static int refresh(struct dlock_client *c, dlock__mono deadline) {
     pthread_mutex_unlock(&c->mu);
     dlock__seterr(ENOLCK, "%s: no node of the cluster answered", c->conf.redacted_url);
     rc = ENOLCK;
-    for (i = 0; i < n; i++) {
+    for (i = 0, refused = 0; i < n; i++) {
         struct dlock_client *m;
         redisReply *r = NULL;
         unsigned short *owner;
         range rg;
-        dlock__mono dl = dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
+        dlock__mono asked = dlock__now(), dl = asked + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
         pthread_mutex_lock(&c->mu);
         m = c->members[i];
         pthread_mutex_unlock(&c->mu);
-        if (dlock__command(m, &r, dl < deadline ? dl : deadline, 0, 2, argv, lens) != 0) continue;
+        if (dlock__command(m, &r, dl < deadline ? dl : deadline, 0, 2, argv, lens) != 0) {
+            /* (a scheme mismatch, a certificate, credentials: conn.c) */
+            if (__atomic_load_n(&m->rl_refused, __ATOMIC_ACQUIRE) >= asked) refused++;
+            continue;
+        }
         if (r->type != REDIS_REPLY_ARRAY) {
             rc = r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled") != NULL
                      ? dlock__seterr(EINVAL, "%s: %s:%d is not a cluster node (redis+cluster:// is for a Redis "
@@ -226,12 +231,18 @@ static int refresh(struct dlock_client *c, dlock__mono deadline) {
         }
         memcpy(c->cl->owner, owner, sizeof c->cl->owner);
         c->cl->refreshed = dlock__now();
+        c->cl->refused = 0;
         pthread_mutex_unlock(&c->mu);
         free(owner);
         freeReplyObject(r);
         dlock__clearerr();
         return 0;
     }
+    /* Every node refused us for good: asking again within this call
+     * cannot mend it (again() stops); the next call asks anew. */
+    pthread_mutex_lock(&c->mu);
+    c->cl->refused = n > 0 && refused == n;
+    pthread_mutex_unlock(&c->mu);
     return rc;
 }
 
@@ -264,10 +275,16 @@ void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline) 
 
 /* A request to slot's master failed with rc: is it worth asking again?
  * Only when the node could not be reached (not when a request that may
- * have run went unanswered) and time is left: the map is read again (a
- * replica may have taken over) and the caller asks, after a back-off. */
+ * have run went unanswered), while not every node refused us for good,
+ * and time is left: the map is read again (a replica may have taken
+ * over) and the caller asks, after a back-off. */
 static int again(struct dlock_client *c, int rc, dlock__mono deadline, unsigned *backoff_ms) {
-    if (rc != ENOLCK || dlock__outcome_unknown() || dlock__now() + (dlock__mono)*backoff_ms * DLOCK__MS >= deadline)
+    int refused;
+    pthread_mutex_lock(&c->mu);
+    refused = c->cl != NULL && c->cl->refused;
+    pthread_mutex_unlock(&c->mu);
+    if (rc != ENOLCK || refused || dlock__outcome_unknown() ||
+        dlock__now() + (dlock__mono)*backoff_ms * DLOCK__MS >= deadline)
         return 0;
     dlock__cluster_refresh_maybe(c, deadline);
     usleep(*backoff_ms * 1000);

@@ -170,6 +170,43 @@ static const char *conn_why(const dlock__conn *cn, unsigned ms, char *buf, size_
     return ctx->errstr;
 }
 
+/* The scheme a scheme mismatch's message asks for: the URL's own backend
+ * over TLS (tls 1) or plain.  A Redlock master's or a Cluster node's
+ * shown URL starts with its parent's, which names the backend. */
+static const char *scheme_for(const dlock__conf *cf, int tls) {
+    const char *u = cf->redacted_url;
+    if (strncmp(u, "redlock://", 10) == 0 || strncmp(u, "rediss+redlock://", 17) == 0)
+        return tls ? "rediss+redlock://" : "redlock://";
+    if (strncmp(u, "redis+cluster://", 16) == 0 || strncmp(u, "rediss+cluster://", 17) == 0)
+        return tls ? "rediss+cluster://" : "redis+cluster://";
+    if (strncmp(u, "redis+sentinel://", 17) == 0 || strncmp(u, "rediss+sentinel://", 18) == 0)
+        return tls ? "rediss+sentinel://" : "redis+sentinel://";
+    return tls ? "rediss://" : "redis://";
+}
+
+/* A TLS handshake refused by a plain server: tls.c's message says "use
+ * redis://"; name the plain scheme of this URL's backend instead. */
+static void plain_hint(const dlock__conf *cf) {
+    const char *m = dlock_last_error(), *h = strstr(m, "use redis://"), *s = scheme_for(cf, 0);
+    char buf[512];
+    if (h == NULL || strcmp(s, "redis://") == 0) return;
+    snprintf(buf, sizeof buf, "%.*suse %s%s", (int)(h - m), m, s, h + 12);
+    dlock__restoreerr(buf);
+}
+
+/* A Redlock master or a Cluster node refused us for good (a scheme
+ * mismatch, a certificate, credentials): noted for its parent, which
+ * stops asking when every one it asked did so (redlock.c, cluster.c). */
+static void refused_for_good(struct dlock_client *c) {
+    if (c->rl_parent != NULL || c->parent != NULL) __atomic_store_n(&c->rl_refused, dlock__now(), __ATOMIC_RELEASE);
+}
+
+/* Set while dlock__command_all connects the masters of one request, once
+ * one of them answered our TLS handshake in plain RESP: the next ones are
+ * probed in plain first (one deployment, one scheme), so that the request
+ * does not wait for a handshake answer from each in turn. */
+static __thread int in_all, plain_seen;
+
 /* The server closed (or reset) a fresh plain connection at its first
  * request: a TLS port does that to plain RESP.  1 if the server answers
  * a TLS ClientHello (then the message is set), else 0. */
@@ -184,7 +221,7 @@ static int expects_tls(struct dlock_client *c, const dlock__conn *cn) {
         return 0;
     if (dlock__tls_probe(cn->ep.host, cn->ep.port, ms) != 1) return 0;
     dlock__seterr(ENOLCK, "%s: the server closed the connection at the first request and answers a TLS "
-                  "handshake: it seems to expect TLS (use rediss://)", c->conf.redacted_url);
+                  "handshake: it seems to expect TLS (use %s)", c->conf.redacted_url, scheme_for(&c->conf, 1));
     return 1;
 }
 
@@ -288,6 +325,8 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
         if (cf->tls && (rc = dlock__tls_start(c, &tmp, s->host)) != 0) {
             if (rc == EACCES) { /* its certificate was refused */
                 const char *e = strstr(dlock_last_error(), "TLS: ");
+                plain_hint(cf);
+                e = strstr(dlock_last_error(), "TLS: ");
                 snprintf(why, sizeof why, " (sentinel %s:%d: %.300s)", s->host, s->port, e ? e : dlock_last_error());
                 refused++;
             }
@@ -381,11 +420,26 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
      * its budget. */
     cn->timeout_ms = end_cap(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms : cf->command_timeout_ms);
     redisSetTimeout(ctx, ms_tv(cn->timeout_ms));
+    if (cf->tls && in_all && plain_seen && ep.port != 0 && dlock__plain_probe(ep.host, ep.port, cn->timeout_ms) == 1) {
+        dlock__conn_close(cn);
+        refused_for_good(c);
+        dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP): use %s, or the "
+                      "server's TLS port", cf->redacted_url, scheme_for(cf, 0));
+        return EACCES; /* for good, as below */
+    }
     if ((cf->tls && (rc = dlock__tls_start(c, cn, ep.host)) != 0) || (rc = conn_setup(c, cn)) != 0 ||
         (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, cn)) != 0) ||
         (c->rl_parent != NULL && (rc = dlock__redlock_identify(c, cn)) != 0)) {
+        /* A scheme mismatch is for good, as a refused certificate: a TLS
+         * port that reset the Redlock master's INFO, a plain server that
+         * answered our TLS handshake in RESP (said "use redis://"). */
+        if (rc == ENOLCK && expects_tls(c, cn)) rc = EACCES;
+        if (rc == EACCES && cf->tls && strstr(dlock_last_error(), "does not speak TLS") != NULL) {
+            plain_hint(cf);
+            plain_seen = in_all;
+        }
         dlock__conn_close(cn);
-        if (rc == EACCES && c->rl_parent != NULL) __atomic_store_n(&c->rl_refused, dlock__now(), __ATOMIC_RELEASE);
+        if (rc == EACCES) refused_for_good(c);
         return rc;
     }
     redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
@@ -820,6 +874,7 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
          * try (a stale pooled connection), not a silent server. */
         stale = cn->ctx->err == REDIS_ERR_EOF || (cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET);
         if (expects_tls(c, cn)) { /* a configuration error: asking again cannot mend it */
+            refused_for_good(c);
             dlock__pool_put(c, cn, 1);
             return ENOLCK;
         }
@@ -859,6 +914,8 @@ void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char
                         redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
     size_t i;
+    in_all = 1;
+    plain_seen = 0;
     for (i = 0; i < n; i++) {
         out[i] = NULL;
         cn[i] = NULL;
@@ -871,14 +928,19 @@ void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char
             cn[i] = NULL;
         }
     }
+    in_all = plain_seen = 0;
     for (i = 0; i < n; i++) {
         void *r = NULL;
         if (cn[i] == NULL) continue;
         if (dlock__conn_reply(cn[i], &r) != REDIS_OK) {
             char why[128];
-            rcs[i] = expects_tls(cs[i], cn[i]) ? ENOLCK
-                                               : dlock__seterr(ENOLCK, "%s: %s", cs[i]->conf.redacted_url,
-                                                               conn_why(cn[i], cn[i]->timeout_ms, why, sizeof why));
+            if (expects_tls(cs[i], cn[i])) {
+                refused_for_good(cs[i]);
+                rcs[i] = ENOLCK;
+            } else {
+                rcs[i] = dlock__seterr(ENOLCK, "%s: %s", cs[i]->conf.redacted_url,
+                                       conn_why(cn[i], cn[i]->timeout_ms, why, sizeof why));
+            }
             dlock__pool_put(cs[i], cn[i], 1);
         } else if (needs_password(r)) {
             freeReplyObject(r);

@@ -184,14 +184,16 @@ static void mask_bad_ports(char *out) {
 }
 
 /* The userinfo stops at the first '/' or '?': an '@' after one of them
- * (and none before) most likely ends a user name or password that holds
- * an unencoded '/' or '?'. */
+ * (before any '=' or '&' of a query) most likely ends a user name or
+ * password that holds an unencoded '/' or '?' -- with or without an
+ * unencoded '@' before it (redis://u:TOP@SEC/RET@host). */
 static int misplaced_at(const char *url) {
-    const char *p = strstr(url, "://"), *stop;
+    const char *p = strstr(url, "://"), *stop, *at;
     if (p == NULL) return 0;
     p += 3;
-    stop = p + strcspn(p, "/?@");
-    return *stop != '@' && *stop != '\0' && strchr(stop, '@') != NULL;
+    stop = p + strcspn(p, "/?");
+    if (*stop == '\0' || (at = strchr(stop, '@')) == NULL) return 0;
+    return at < stop + strcspn(stop, "=&");
 }
 
 /* ---- query parameters ----------------------------------------------------

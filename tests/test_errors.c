@@ -8,10 +8,13 @@
  *   - `dlock list` without the ACL right to SCAN names the NOPERM;
  *   - an unencoded '/' or '?' in a password: "percent-encoded";
  *   - a password never shows in a message or the redacted URL, over many
- *     generated URLs (redis://u:PASSWORD without @host among them);
+ *     generated URLs (redis://u:PASSWORD without @host and
+ *     redis://u:TOP@SECRET@host among them);
  *   - a silent server: "did not answer within N ms";
  *   - rediss:// to a plain server, redis:// to a TLS port: said, and at
- *     once rather than after the unreachable bound;
+ *     once rather than after the unreachable bound; the same for Redlock
+ *     and Cluster URLs, whose hint names their own scheme
+ *     (rediss+redlock://, redis+cluster://, ...);
  *   - an answer trickled (a huge bulk) stays within the call's bound;
  *   - a lost-lock handler learns a hold was broken, not run out;
  *   - `dlock list` with a Redlock quorum down says so (exit 69).
@@ -233,6 +236,9 @@ static void test_url_says_percent_encode(void) {
         "redis://:pa/ss@127.0.0.1:6379",
         "redis://:pa?ss@127.0.0.1:6379/0",
         "redlock://u:p/w@127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+        /* an unencoded '@' too, before the '/' or '?' */
+        "redis://u:p@pa/ss@127.0.0.1:6379",
+        "redis://u:p@pa?ss@127.0.0.1:6379",
     };
     size_t i;
     for (i = 0; i < sizeof urls / sizeof urls[0]; i++) {
@@ -247,7 +253,7 @@ static void test_url_says_percent_encode(void) {
         CU_ASSERT_TRUE(has(dlock_last_error(), "percent-encoded"));
         CU_ASSERT_TRUE(has(dlock_last_error(), "%2F"));
         CU_ASSERT_FALSE(has(dlock_last_error(), "pa/ss") || has(dlock_last_error(), "pa?ss") ||
-                        has(dlock_last_error(), "p/w"));
+                        has(dlock_last_error(), "p/w") || has(dlock_last_error(), "p@pa"));
     }
     /* The @host forgotten: the "port" is the password, hidden, and the
      * message says where a password goes. */
@@ -283,7 +289,7 @@ static void test_url_password_never_shown(void) {
                                            "redis:/", "redis:", "redis//", "Redis://", "redis+sentinal://" };
     static const char *const users[] = { "", "u", "default", "a%40b", "x.y" };
     static const char *const around[] = { "", "", "/", "?", "@", ":", "#", "%", "[", "]", ",", "*", "&", "=",
-                                          "a", "9", "%2F", "%3F", "%zz", "**", "***", "\\" };
+                                          "a", "9", "%2F", "%3F", "%zz", "**", "***", "\\", "x@", "@@", "TOP@" };
     static const char *const seps[] = { "@", "@", "", "", "@@", "/@", "?@", ":@", "]@", "@/" };
     static const char *const hosts[] = { "127.0.0.1", "h", "[::1]", "", "h:6379", "h:0", "h:99999", "h:1,h2:2",
                                          "h:1,h2:2,h3:3", "[::1", "h:", ":1", "h:x", "[fe80::1%eth0]:1" };
@@ -302,7 +308,10 @@ static void test_url_password_never_shown(void) {
          * before it; or, without a ':', a lone user name before an '@'
          * (which some clients take for a password: it is hidden too). */
         do b1 = PICK(around), b2 = PICK(around), a1 = PICK(around), sep = PICK(seps);
-        while (strchr(b1, '@') || strchr(b2, '@') || strchr(b1, ',') || strchr(b2, ',') ||
+        while (/* a raw '@' in the password before the marker: only with
+                * a ':' and an '@' after it (redis://u:TOP@SECRET@host) */
+               ((strchr(b1, '@') || strchr(b2, '@')) && (!with_colon || cut || !strchr(sep, '@'))) ||
+               strchr(b1, ',') || strchr(b2, ',') ||
                /* a '/' or '?' in it: only with the '@' that ends it (else
                 * redis://u:9/SECRET is a host, a port and a path) */
                ((strpbrk(b1, "/?") || strpbrk(b2, "/?")) && (cut || !strchr(sep, '@'))) ||
@@ -467,6 +476,93 @@ static void test_tls_mismatch(void) {
     dlt_redis_cleanup(&tls);
 }
 
+/* dlock_mutex_lock of "e/x" through a fresh client on url (the default
+ * 5 s unreachable bound, 1 s to connect, 4 s for a command): its result,
+ * the message, how long it took. */
+static int lock_through(const char *url, char *msg, size_t n, double *secs) {
+    dlock_client_t *c;
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    double t0;
+    dlock_config_t cfg;
+    int rc;
+    dlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = 1000;
+    cfg.command_timeout_ms = 4000; /* masters connected in turn would take ~1 s each */
+    rc = dlock_client_create(&c, &cfg);
+    *secs = 0;
+    if (rc != 0) {
+        snprintf(msg, n, "%s", dlock_last_error());
+        return rc;
+    }
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, "e/x", &a), 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_lock(&m);
+    *secs = dlt_now() - t0;
+    snprintf(msg, n, "%s", rc ? dlock_last_error() : "");
+    if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    dlock_mutexattr_destroy(&a);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    return rc;
+}
+
+/* Redlock over the wrong scheme: redlock:// to TLS-only masters and
+ * rediss+redlock:// to plain ones fail at once (a configuration error,
+ * not an unreachable quorum), and the hint names the Redlock scheme. */
+static void test_tls_mismatch_redlock(void) {
+    dlt_redis srv[3];
+    char url[512], msg[1024];
+    double secs;
+    int i, rc, tls;
+    for (tls = 1; tls >= 0; tls--) {
+        memset(srv, 0, sizeof srv);
+        for (i = 0; i < 3; i++)
+            CU_ASSERT_FATAL((tls ? dlt_redis_start_tls(&srv[i], NULL, NULL) : dlt_redis_start(&srv[i], NULL)) == 0);
+        snprintf(url, sizeof url, "%s127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s", tls ? "redlock://" : "rediss+redlock://",
+                 srv[0].port, srv[1].port, srv[2].port, tls ? "" : "?tls_verify=0");
+        rc = lock_through(url, msg, sizeof msg, &secs);
+        printf("  %s to %s masters: lock: %s after %.2f s: %s\n", tls ? "redlock://" : "rediss+redlock://",
+               tls ? "TLS" : "plain", dlock_err_name(rc), secs, msg);
+        DLT_ASSERT_ERR(rc, ENOLCK);
+        CU_ASSERT_TRUE(has(msg, tls ? "expect TLS" : "does not speak TLS"));
+        CU_ASSERT_TRUE(has(msg, tls ? "use rediss+redlock://" : "use redlock://"));
+        CU_ASSERT_TRUE(secs < 2.5); /* said at once, not after the 5 s unreachable bound */
+        for (i = 0; i < 3; i++) dlt_redis_cleanup(&srv[i]);
+    }
+}
+
+/* Cluster over the wrong scheme, on one node (a TLS-only server and the
+ * suite's plain one: the mismatch shows before the node is asked whether
+ * it is a cluster, so no cluster is needed): at once, and the hint names
+ * the Cluster scheme. */
+static void test_tls_mismatch_cluster(void) {
+    dlt_redis tls;
+    char url[256], msg[1024];
+    double secs;
+    int rc;
+    CU_ASSERT_FATAL(dlt_redis_start_tls(&tls, NULL, NULL) == 0);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d", tls.port);
+    rc = lock_through(url, msg, sizeof msg, &secs);
+    printf("  redis+cluster:// to a TLS port: lock: %s after %.2f s: %s\n", dlock_err_name(rc), secs, msg);
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    CU_ASSERT_TRUE(has(msg, "expect TLS"));
+    CU_ASSERT_TRUE(has(msg, "use rediss+cluster://"));
+    CU_ASSERT_TRUE(secs < 2.5); /* not after the 5 s unreachable bound */
+    dlt_redis_cleanup(&tls);
+
+    snprintf(url, sizeof url, "rediss+cluster://127.0.0.1:%d?tls_verify=0", dlt_server.port);
+    rc = lock_through(url, msg, sizeof msg, &secs);
+    printf("  rediss+cluster:// to a plain server: lock: %s after %.2f s: %s\n", dlock_err_name(rc), secs, msg);
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    CU_ASSERT_TRUE(has(msg, "does not speak TLS"));
+    CU_ASSERT_TRUE(has(msg, "use redis+cluster://"));
+    CU_ASSERT_TRUE(secs < 3.0);
+}
+
 /* ============================================================ lost locks */
 
 static int lost_reason = -1, lost_calls;
@@ -611,6 +707,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_silent_server),
     DLT_TEST(test_huge_answer_within_bound),
     DLT_TEST(test_tls_mismatch),
+    DLT_TEST(test_tls_mismatch_redlock),
+    DLT_TEST(test_tls_mismatch_cluster),
     DLT_TEST(test_lost_reason),
     DLT_TEST(test_preload_says_broken),
     DLT_TEST(test_list_redlock_quorum_down),
