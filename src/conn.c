@@ -782,119 +782,147 @@ dlock__mono dlock__command_sent(void) {
  * disagree about a slot could send it round forever). */
 #define REDIRECTS_MAX 16
 
+/* One command's way through its attempts: where it is sent now (c, after
+ * cluster redirections; first, the node first asked), and how far it got. */
+typedef struct cmd_run {
+    struct dlock_client *c, *first;
+    dlock__conn *cn;
+    dlock__mono deadline, began;
+    int once, argc, tries, asking, redirects, sent;
+    const char **argv;
+    const size_t *argvlen;
+    unsigned waitn, backoff_ms;
+    long long *acked;
+} cmd_run;
+
+#define CMD_AGAIN (-1) /* (cmd_* steps: ask again) */
+
+/* Waits a little before asking again (10 ms doubling to 100 ms), within
+ * the deadline: ENOLCK when the wait would pass it (the message is set). */
+static int cmd_backoff(cmd_run *k) {
+    if (k->deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)k->backoff_ms * DLOCK__MS >= k->deadline)
+        return ENOLCK;
+    usleep(k->backoff_ms * 1000);
+    if (k->backoff_ms < 100) k->backoff_ms *= 2;
+    k->c = k->first;
+    k->asking = 0;
+    k->redirects = 0;
+    return CMD_AGAIN;
+}
+
+/* Sends the command on a connection of k->c and waits for its answer:
+ * the answer, or NULL (the connection broke; k->cn is still taken). */
+static redisReply *cmd_send(cmd_run *k, int *rc) {
+    redisReply *r;
+    if ((*rc = dlock__pool_get(k->c, &k->cn, k->deadline)) != 0) return NULL;
+    set_timeout(k->c, k->cn, k->deadline);
+    if (k->waitn > 0) { /* the WAIT may take its whole timeout (not past the call's end) */
+        unsigned wms = end_cap(k->c->conf.wait_timeout_ms + 1000);
+        if (wms > k->cn->timeout_ms && redisSetTimeout(k->cn->ctx, ms_tv(wms)) == REDIS_OK) k->cn->timeout_ms = wms;
+    }
+    last_sent = dlock__now();
+    r = cmd_and_wait(k->c, k->cn, k->argc, k->argv, k->argvlen, &k->sent, k->waitn, k->acked, k->asking);
+    k->asking = 0;
+    return r;
+}
+
+/* An answer came: 0 with it in *out, CMD_AGAIN (a redirection, a server
+ * not ready yet), or an errno value.  The connection goes back. */
+static int cmd_answered(cmd_run *k, redisReply *r, redisReply **out) {
+    struct dlock_client *c = k->c, *next;
+    if (k->cn->ctx->reader->pos < k->cn->ctx->reader->len) {
+        /* More bytes than one answer: the connection is out of step
+         * with its requests, and every later answer on it would be
+         * another request's.  Never trust it again. */
+        freeReplyObject(r);
+        dlock__pool_put(c, k->cn, 1);
+        return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
+    }
+    if (needs_password(r)) { /* asking again cannot mend it */
+        freeReplyObject(r);
+        dlock__pool_put(c, k->cn, 1);
+        return password_needed(c);
+    }
+    if (c->parent != NULL && r->type == REDIS_REPLY_ERROR && dlock__cluster_redirect(c, r, &next, &k->asking) == 1) {
+        /* A cluster node: MOVED (the slot lives elsewhere now) or ASK
+         * (its keys are moving there): nothing ran; ask that node,
+         * with ASKING first for ASK. */
+        freeReplyObject(r);
+        dlock__pool_put(c, k->cn, 0);
+        k->c = next;
+        k->tries = -1;
+        if (++k->redirects < REDIRECTS_MAX) return CMD_AGAIN;
+        /* Sent round and round: the nodes disagree while a slot
+         * changes hands.  Wait a little, start again. */
+        dlock__seterr(ENOLCK, "%s: the cluster's nodes disagree about where a slot is", k->first->conf.redacted_url);
+        return cmd_backoff(k);
+    }
+    if (not_ready(r) || dlock__demoted(r)) {
+        /* A server loading its data (after a restart) or busy with a
+         * long script answers nothing useful yet: as good as
+         * unreachable, so wait a little and ask again, within the
+         * deadline.  One that failed over (READONLY) leads, with its
+         * peers in the pool, to a replica now: nothing was written;
+         * they go, and the next connection asks for the new master.  A
+         * cluster's slot in migration (TRYAGAIN): start again from the
+         * node first asked, following its redirections anew. */
+        int demoted = dlock__demoted(r);
+        dlock__seterr(ENOLCK, "%s: %.100s", c->conf.redacted_url, r->str);
+        freeReplyObject(r);
+        dlock__pool_put(c, k->cn, demoted);
+        return cmd_backoff(k);
+    }
+    dlock__pool_put(c, k->cn, 0);
+    *out = r;
+    return 0;
+}
+
+/* The connection broke (EOF, reset, timeout): CMD_AGAIN on another, or
+ * ENOLCK.  A pooled connection may simply predate a server restart.  Past
+ * the deadline, only an end of file or a reset is worth one more try (a
+ * stale pooled connection), not a silent server. */
+static int cmd_broken(cmd_run *k) {
+    struct dlock_client *c = k->c;
+    int stale = k->cn->ctx->err == REDIS_ERR_EOF || (k->cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET);
+    char why[128];
+    if (expects_tls(c, k->cn)) { /* a configuration error: asking again cannot mend it */
+        refused_for_good(c);
+        dlock__pool_put(c, k->cn, 1);
+        return ENOLCK;
+    }
+    /* (a timeout: how long this call has waited in all) */
+    dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
+                  conn_why(k->cn, (unsigned)((dlock__now() - k->began) / DLOCK__MS), why, sizeof why));
+    dlock__pool_put(c, k->cn, 1);
+    if (k->once && k->sent) {
+        /* The request went out and may have run: asking again could
+         * give a different answer (a release that happened says "not
+         * yours" the second time).  The caller learns the outcome is
+         * unknown. */
+        unknown_outcome = 1;
+        return dlock__seterr(ENOLCK, "%s: no answer (the request may have run)", c->conf.redacted_url);
+    }
+    if (k->deadline != DLOCK__MONO_NEVER && dlock__now() >= k->deadline && (k->tries > 0 || !stale)) return ENOLCK;
+    return CMD_AGAIN;
+}
+
+/* One command, asked again on another connection, node or after a short
+ * wait until it is answered or the deadline passes: send, then the answer
+ * (cmd_answered) or the broken connection (cmd_broken) says what next. */
 static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen, unsigned waitn, long long *acked) {
-    dlock__conn *cn;
-    redisReply *r;
-    int rc, tries, stale, sent, asking = 0, redirects = 0;
-    unsigned backoff_ms = 10;
-    struct dlock_client *first = c;
-    dlock__mono began = dlock__now();
+    cmd_run k = { .c = c, .first = c, .deadline = deadline, .began = dlock__now(), .once = once, .argc = argc,
+                  .argv = argv, .argvlen = argvlen, .waitn = waitn, .backoff_ms = 10, .acked = acked };
+    int rc = CMD_AGAIN;
 
     unknown_outcome = 0;
     last_sent = 0;
-    for (tries = 0;; tries++) {
-        if ((rc = dlock__pool_get(c, &cn, deadline)) != 0) return rc;
-        set_timeout(c, cn, deadline);
-        if (waitn > 0) { /* the WAIT may take its whole timeout (not past the call's end) */
-            unsigned wms = end_cap(c->conf.wait_timeout_ms + 1000);
-            if (wms > cn->timeout_ms && redisSetTimeout(cn->ctx, ms_tv(wms)) == REDIS_OK) cn->timeout_ms = wms;
-        }
-        last_sent = dlock__now();
-        r = cmd_and_wait(c, cn, argc, argv, argvlen, &sent, waitn, acked, asking);
-        asking = 0;
-        if (r != NULL && cn->ctx->reader->pos < cn->ctx->reader->len) {
-            /* More bytes than one answer: the connection is out of step
-             * with its requests, and every later answer on it would be
-             * another request's.  Never trust it again. */
-            freeReplyObject(r);
-            dlock__pool_put(c, cn, 1);
-            return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
-        }
-        if (needs_password(r)) {
-            /* Asking again cannot mend it. */
-            freeReplyObject(r);
-            dlock__pool_put(c, cn, 1);
-            return password_needed(c);
-        }
-        if (r != NULL && c->parent != NULL && r->type == REDIS_REPLY_ERROR) {
-            /* A cluster node: MOVED (the slot lives elsewhere now) or ASK
-             * (its keys are moving there): nothing ran; ask that node,
-             * with ASKING first for ASK. */
-            struct dlock_client *next;
-            if (dlock__cluster_redirect(c, r, &next, &asking) == 1) {
-                freeReplyObject(r);
-                dlock__pool_put(c, cn, 0);
-                c = next;
-                tries = -1;
-                if (++redirects < REDIRECTS_MAX) continue;
-                /* Sent round and round: the nodes disagree while a slot
-                 * changes hands.  Wait a little, start again. */
-                dlock__seterr(ENOLCK, "%s: the cluster's nodes disagree about where a slot is",
-                              first->conf.redacted_url);
-                if (deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
-                    return ENOLCK;
-                usleep(backoff_ms * 1000);
-                if (backoff_ms < 100) backoff_ms *= 2;
-                c = first;
-                asking = 0;
-                redirects = 0;
-                continue;
-            }
-        }
-        if (r != NULL && (not_ready(r) || dlock__demoted(r))) {
-            /* A server loading its data (after a restart) or busy with a
-             * long script answers nothing useful yet: as good as
-             * unreachable, so wait a little and ask again, within the
-             * deadline.  One that failed over (READONLY) leads, with its
-             * peers in the pool, to a replica now: nothing was written;
-             * they go, and the next connection asks for the new master. */
-            int demoted = dlock__demoted(r);
-            dlock__seterr(ENOLCK, "%s: %.100s", c->conf.redacted_url, r->str);
-            freeReplyObject(r);
-            dlock__pool_put(c, cn, demoted);
-            /* A cluster's slot in migration (TRYAGAIN): start again from
-             * the node first asked, following its redirections anew. */
-            c = first;
-            redirects = 0;
-            if (deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline)
-                return ENOLCK;
-            usleep(backoff_ms * 1000);
-            if (backoff_ms < 100) backoff_ms *= 2;
-            continue;
-        }
-        if (r != NULL) {
-            dlock__pool_put(c, cn, 0);
-            *out = r;
-            return 0;
-        }
-        /* The connection broke (EOF, reset, timeout).  Try another: a
-         * pooled connection may simply predate a server restart.  Past
-         * the deadline, only an end of file or a reset is worth one more
-         * try (a stale pooled connection), not a silent server. */
-        stale = cn->ctx->err == REDIS_ERR_EOF || (cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET);
-        if (expects_tls(c, cn)) { /* a configuration error: asking again cannot mend it */
-            refused_for_good(c);
-            dlock__pool_put(c, cn, 1);
-            return ENOLCK;
-        }
-        {
-            char why[128];
-            /* (a timeout: how long this call has waited in all) */
-            dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
-                          conn_why(cn, (unsigned)((dlock__now() - began) / DLOCK__MS), why, sizeof why));
-        }
-        dlock__pool_put(c, cn, 1);
-        if (once && sent) {
-            /* The request went out and may have run: asking again could
-             * give a different answer (a release that happened says "not
-             * yours" the second time).  The caller learns the outcome is
-             * unknown. */
-            unknown_outcome = 1;
-            return dlock__seterr(ENOLCK, "%s: no answer (the request may have run)", c->conf.redacted_url);
-        }
-        if (deadline != DLOCK__MONO_NEVER && dlock__now() >= deadline && (tries > 0 || !stale)) return ENOLCK;
+    for (k.tries = 0; rc == CMD_AGAIN; k.tries++) {
+        redisReply *r = cmd_send(&k, &rc);
+        if (r == NULL && rc != 0) return rc; /* no connection */
+        rc = r != NULL ? cmd_answered(&k, r, out) : cmd_broken(&k);
     }
+    return rc;
 }
 
 int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
