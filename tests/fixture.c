@@ -1440,6 +1440,43 @@ long long dlt_numsub(const char *channel) {
     return v;
 }
 
+int dlt_run_capture(char *const argv[], char *out, char *err, size_t n, int timeout_ms) {
+    char fo[] = "/tmp/dlt-run-outXXXXXX", fe[] = "/tmp/dlt-run-errXXXXXX";
+    int fdo = mkstemp(fo), fde = mkstemp(fe), code, k;
+    pid_t pid;
+    out[0] = err[0] = '\0';
+    if (fdo < 0 || fde < 0) {
+        if (fdo >= 0) {
+            close(fdo);
+            unlink(fo);
+        }
+        if (fde >= 0) {
+            close(fde);
+            unlink(fe);
+        }
+        return -1;
+    }
+    fflush(NULL);
+    if ((pid = fork()) == 0) {
+        int null = open("/dev/null", O_RDONLY);
+        dup2(null, 0);
+        dup2(fdo, 1);
+        dup2(fde, 2);
+        execv(argv[0], argv);
+        _exit(120);
+    }
+    code = pid < 0 ? -1 : dlt_wait(pid, timeout_ms);
+    for (k = 0; k < 2; k++) { /* the files, read back from their start */
+        int fd = k ? fde : fdo;
+        char *buf = k ? err : out;
+        ssize_t r = pread(fd, buf, n - 1, 0);
+        buf[r > 0 ? r : 0] = '\0';
+        close(fd);
+        unlink(k ? fe : fo);
+    }
+    return code;
+}
+
 int dlt_mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *client) {
     dlock_mutexattr_t a;
     int rc;

@@ -164,6 +164,10 @@ pid_t dlt_spawn(int (*fn)(void *), void *arg);
  * status (0..255), 128 + signal if a signal killed it, or -1 on a timeout
  * (the child is then SIGKILLed and reaped) or an error. */
 int dlt_wait(pid_t pid, int timeout_ms);
+/* Runs argv (argv[0] a path) with stdin on /dev/null and waits up to
+ * timeout_ms: its exit status as dlt_wait gives it; its stdout and stderr
+ * in out and err (NUL-terminated, truncated to n bytes each). */
+int dlt_run_capture(char *const argv[], char *out, char *err, size_t n, int timeout_ms);
 
 /* A pair of pipes between the test and one child. */
 struct dlt_chan {

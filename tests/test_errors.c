@@ -89,36 +89,15 @@ static int info_through(const char *url, unsigned command_ms, unsigned unreachab
 /* The dlock command: its exit code (-1: it did not end within timeout_ms),
  * its stdout and stderr (NUL-terminated, truncated to n). */
 static int cli(char *out, char *err, size_t n, int timeout_ms, const char *a, ...) {
-    char *argv[32], fo[] = "/tmp/dlt-errors-outXXXXXX", fe[] = "/tmp/dlt-errors-errXXXXXX";
-    int fdo = mkstemp(fo), fde = mkstemp(fe), argc = 0, code;
+    char *argv[32];
+    int argc = 0;
     va_list ap;
-    pid_t pid;
     argv[argc++] = (char *)DLOCK_CLI;
     va_start(ap, a);
     for (; a != NULL && argc < 31; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
     va_end(ap);
     argv[argc] = NULL;
-    out[0] = err[0] = '\0';
-    if (fdo < 0 || fde < 0) return -1;
-    fflush(NULL);
-    if ((pid = fork()) == 0) {
-        int null = open("/dev/null", O_RDONLY);
-        dup2(null, 0);
-        dup2(fdo, 1);
-        dup2(fde, 2);
-        execv(argv[0], argv);
-        _exit(120);
-    }
-    code = pid < 0 ? -1 : dlt_wait(pid, timeout_ms);
-    for (int k = 0; k < 2; k++) {
-        int fd = k ? fde : fdo;
-        char *buf = k ? err : out;
-        ssize_t r = pread(fd, buf, n - 1, 0);
-        buf[r > 0 ? r : 0] = '\0';
-        close(fd);
-        unlink(k ? fe : fo);
-    }
-    return code;
+    return dlt_run_capture(argv, out, err, n, timeout_ms);
 }
 
 #define BUF 8192

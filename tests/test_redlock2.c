@@ -73,17 +73,6 @@ static int has(const char *s, const char *what) {
     return s != NULL && strstr(s, what) != NULL;
 }
 
-static int mutex_on(dlock_mutex_t *m, const char *name, dlock_client_t *cl) {
-    dlock_mutexattr_t a;
-    int rc;
-    dlock_mutexattr_init(&a);
-    dlock_mutexattr_setclient(&a, cl);
-    dlock_mutexattr_setlease(&a, 10000);
-    rc = dlock_mutex_init(m, name, &a);
-    dlock_mutexattr_destroy(&a);
-    return rc;
-}
-
 /* EXISTS <lock key of name> on server i: 1, 0, or -1 (no answer). */
 static int key_on(int i, const char *name) {
     char key[300];
@@ -169,7 +158,7 @@ static void one_server_twice(int third_alive) {
     }
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 20000), 0);
     CU_ASSERT_FATAL(cl != NULL);
-    DLT_ASSERT_ERR(mutex_on(&m, name, cl), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 10000, cl), 0);
     for (k = 0; k < 3; k++) {
         char msg[1024];
         double t0 = dlt_now(), took;
@@ -218,7 +207,7 @@ static void test_redlock_proxy_is_the_same_server(void) {
              srv[1].port);
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
     if (cl != NULL) {
-        DLT_ASSERT_ERR(mutex_on(&m, name, cl), 0);
+        DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 10000, cl), 0);
         rc = dlock_mutex_trylock(&m);
         printf("  through a proxy: trylock %s: %s\n", dlt_errno_label(rc), rc ? dlock_last_error() : "(granted)");
         DLT_ASSERT_ERR(rc, ENOLCK);
@@ -251,8 +240,8 @@ static void test_redlock_distinct_masters_work(void) {
     DLT_ASSERT_ERR(dlt_client_make(&c1, url, 5000), 0);
     DLT_ASSERT_ERR(dlt_client_make(&c2, url, 5000), 0);
     CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
-    DLT_ASSERT_ERR(mutex_on(&m1, name, c1), 0);
-    DLT_ASSERT_ERR(mutex_on(&m2, name, c2), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m1, name, 10000, c1), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m2, name, 10000, c2), 0);
     for (i = 0; i < 40; i++) {
         DLT_ASSERT_ERR(dlock_mutex_lock(&m1), 0);
         DLT_ASSERT_ERR(dlock_mutex_trylock(&m2), EBUSY);
@@ -297,7 +286,7 @@ static void test_redlock_distinct_masters_work(void) {
              srv[1].port, srv[2].port);
     DLT_ASSERT_ERR(dlt_client_make(&c1, url, 5000), 0);
     CU_ASSERT_FATAL(c1 != NULL);
-    DLT_ASSERT_ERR(mutex_on(&m1, name, c1), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m1, name, 10000, c1), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m1), 0);
     DLT_ASSERT_INT_EQ(key_on(0, name) + key_on(1, name) + key_on(2, name), 3);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m1), 0);
@@ -331,8 +320,8 @@ static void test_redlock_tls(void) {
     DLT_ASSERT_ERR(dlt_client_make(&c1, url, 5000), 0);
     DLT_ASSERT_ERR(dlt_client_make(&c2, url, 5000), 0);
     CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
-    DLT_ASSERT_ERR(mutex_on(&m1, name, c1), 0);
-    DLT_ASSERT_ERR(mutex_on(&m2, name, c2), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m1, name, 10000, c1), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m2, name, 10000, c2), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m1), 0);
     CU_ASSERT_TRUE(dlock_mutex_fence(&m1) > 0);
     for (i = 0; i < NM; i++) DLT_ASSERT_INT_EQ(key_on(i, name), 1); /* on every TLS master */
@@ -353,7 +342,7 @@ static void test_redlock_tls(void) {
     tls_url(url, sizeof url, hosts, distinct, "ca2.crt");
     DLT_ASSERT_ERR(dlt_client_make(&bad, url, 20000), 0);
     CU_ASSERT_FATAL(bad != NULL);
-    DLT_ASSERT_ERR(mutex_on(&mb, name, bad), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&mb, name, 10000, bad), 0);
     for (i = 0; i < 2; i++) {
         double took;
         t0 = dlt_now();
@@ -386,7 +375,7 @@ static void test_redlock_tls(void) {
         tls_url(url, sizeof url, names2, twice, "ca.crt");
         DLT_ASSERT_ERR(dlt_client_make(&bad, url, 5000), 0);
         CU_ASSERT_FATAL(bad != NULL);
-        DLT_ASSERT_ERR(mutex_on(&mb, name, bad), 0);
+        DLT_ASSERT_ERR(dlt_mutex_make(&mb, name, 10000, bad), 0);
         rc = dlock_mutex_trylock(&mb);
         printf("  one TLS server twice: trylock %s: %s\n", dlt_errno_label(rc), rc ? dlock_last_error() : "(granted)");
         DLT_ASSERT_ERR(rc, ENOLCK);

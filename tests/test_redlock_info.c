@@ -89,24 +89,12 @@ static int client_on(dlock_client_t **c) {
     return dlock_client_create(c, &cfg);
 }
 
-static int mutex_on(dlock_mutex_t *m, const char *name, dlock_client_t *cl) {
-    dlock_mutexattr_t a;
-    int rc;
-    dlock_mutexattr_init(&a);
-    dlock_mutexattr_setclient(&a, cl);
-    dlock_mutexattr_setlease(&a, 10000);
-    rc = dlock_mutex_init(m, name, &a);
-    dlock_mutexattr_destroy(&a);
-    return rc;
-}
-
 /* The dlock command on url: its exit code (-1: it did not end in 30 s),
  * its stdout and stderr (NUL-terminated, truncated to BUF). */
 static int cli(char *out, char *err, const char *a, ...) {
-    char *argv[32], fo[] = "/tmp/dlt-rlinfo-outXXXXXX", fe[] = "/tmp/dlt-rlinfo-errXXXXXX";
-    int fdo = mkstemp(fo), fde = mkstemp(fe), argc = 0, code, k;
+    char *argv[32];
+    int argc = 0, code;
     va_list ap;
-    pid_t pid;
     argv[argc++] = (char *)DLOCK_CLI;
     argv[argc++] = (char *)"--url";
     argv[argc++] = url;
@@ -114,26 +102,7 @@ static int cli(char *out, char *err, const char *a, ...) {
     for (; a != NULL && argc < 31; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
     va_end(ap);
     argv[argc] = NULL;
-    out[0] = err[0] = '\0';
-    if (fdo < 0 || fde < 0) return -1;
-    fflush(NULL);
-    if ((pid = fork()) == 0) {
-        int null = open("/dev/null", O_RDONLY);
-        dup2(null, 0);
-        dup2(fdo, 1);
-        dup2(fde, 2);
-        execv(argv[0], argv);
-        _exit(120);
-    }
-    code = pid < 0 ? -1 : dlt_wait(pid, 30000);
-    for (k = 0; k < 2; k++) {
-        int fd = k ? fde : fdo;
-        char *buf = k ? err : out;
-        ssize_t r = pread(fd, buf, BUF - 1, 0);
-        buf[r > 0 ? r : 0] = '\0';
-        close(fd);
-        unlink(k ? fe : fo);
-    }
+    code = dlt_run_capture(argv, out, err, BUF, 30000);
     printf("  dlock %s %s: exit %d\n%s%s", argv[3], argc > 4 ? argv[4] : "", code, out, err);
     return code;
 }
@@ -161,7 +130,7 @@ static void test_all_up(void) {
     DLT_ASSERT_INT_EQ(cli(out, err, "status", "ri/a", NULL), 0);
     CU_ASSERT_TRUE(has(out, "free"));
     /* held */
-    DLT_ASSERT_ERR(mutex_on(&m, "ri/a", c), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "ri/a", 10000, c), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_ERR(dlock_lock_info(c, "ri/a", &info), 0);
     DLT_ASSERT_INT_EQ(info.held, 1);
@@ -194,7 +163,7 @@ static void test_master_restarted_empty(void) {
     SERVERS_UP();
     DLT_ASSERT_ERR(client_on(&c), 0);
     CU_ASSERT_FATAL(c != NULL);
-    DLT_ASSERT_ERR(mutex_on(&m, "ri/b", c), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "ri/b", 10000, c), 0);
     dlock_mutexattr_init(&a);
     dlock_mutexattr_setclient(&a, c);
     dlock_mutexattr_setlease(&a, 10000);
@@ -249,7 +218,7 @@ static void test_quorum_down(void) {
     SERVERS_UP();
     DLT_ASSERT_ERR(client_on(&c), 0);
     CU_ASSERT_FATAL(c != NULL);
-    DLT_ASSERT_ERR(mutex_on(&m, "ri/c", c), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "ri/c", 10000, c), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_INT_EQ(dlt_redis_kill(&srv[1]), 0);
     DLT_ASSERT_INT_EQ(dlt_redis_kill(&srv[2]), 0);
