@@ -530,6 +530,14 @@ int dlock__breaker_pass(struct dlock_client *c, int *probe) {
  * waited it out: backends stop a back-off step short of it. */
 #define BREAKER_SLACK_MS 500
 
+/* Opens c's breaker now for conf.breaker_ms, its next probe due at
+ * probe_at.  c->mu held. */
+static void breaker_trip(struct dlock_client *c, dlock__mono now, dlock__mono probe_at) {
+    c->breaker_since = now;
+    c->breaker_until = now + (dlock__mono)c->conf.breaker_ms * DLOCK__MS;
+    c->breaker_probe = probe_at;
+}
+
 void dlock__breaker_note(struct dlock_client *c, int rc, dlock__mono ub) {
     dlock__mono now, slack;
     if (c->conf.breaker_ms == 0) return;
@@ -542,9 +550,7 @@ void dlock__breaker_note(struct dlock_client *c, int rc, dlock__mono ub) {
     slack = (dlock__mono)(c->conf.unreachable_ms / 2 < BREAKER_SLACK_MS ? c->conf.unreachable_ms / 2
                                                                          : BREAKER_SLACK_MS) * DLOCK__MS;
     if (now + slack < ub) return; /* it failed early: a refusal, not a wait */
-    c->breaker_since = now;
-    c->breaker_until = now + (dlock__mono)c->conf.breaker_ms * DLOCK__MS;
-    c->breaker_probe = now + (dlock__mono)BREAKER_PROBE_MS * DLOCK__MS;
+    breaker_trip(c, now, now + (dlock__mono)BREAKER_PROBE_MS * DLOCK__MS);
 }
 
 int dlock__breaker_check(struct dlock_client *c, int *probe) {
@@ -572,11 +578,7 @@ int dlock__breaker_open(struct dlock_client *c) {
 
 void dlock__breaker_probe_now(struct dlock_client *c) {
     pthread_mutex_lock(&c->mu);
-    if (c->conf.breaker_ms != 0) {
-        c->breaker_since = dlock__now();
-        c->breaker_until = c->breaker_since + (dlock__mono)c->conf.breaker_ms * DLOCK__MS;
-        c->breaker_probe = 0;
-    }
+    if (c->conf.breaker_ms != 0) breaker_trip(c, dlock__now(), 0);
     pthread_mutex_unlock(&c->mu);
 }
 
