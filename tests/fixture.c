@@ -1477,6 +1477,21 @@ int dlt_run_capture(char *const argv[], char *out, char *err, size_t n, int time
     return code;
 }
 
+int dlt_pclose_read(FILE *p, char *out, size_t cap) {
+    char sink[512];
+    size_t n = 0, k;
+    int st;
+    if (out != NULL && cap > 0) {
+        while (n + 1 < cap && (k = fread(out + n, 1, cap - 1 - n, p)) > 0) n += k;
+        out[n] = '\0';
+    }
+    while (fread(sink, 1, sizeof sink, p) > 0)
+        ;
+    st = pclose(p);
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
 int dlt_mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *client) {
     dlock_mutexattr_t a;
     int rc;

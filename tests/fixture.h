@@ -168,6 +168,10 @@ int dlt_wait(pid_t pid, int timeout_ms);
  * timeout_ms: its exit status as dlt_wait gives it; its stdout and stderr
  * in out and err (NUL-terminated, truncated to n bytes each). */
 int dlt_run_capture(char *const argv[], char *out, char *err, size_t n, int timeout_ms);
+/* Reads the popen()ed p to its end -- the first cap-1 bytes into out
+ * (NUL-terminated; out may be NULL), the rest drained -- and pcloses it:
+ * the command's exit status, 128 + N if signal N killed it. */
+int dlt_pclose_read(FILE *p, char *out, size_t cap);
 
 /* A pair of pipes between the test and one child. */
 struct dlt_chan {

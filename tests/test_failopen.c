@@ -112,18 +112,7 @@ static FILE *sh_start(const char *url, const char *script) {
 
 /* Reads p to its end into out; sh's exit status. */
 static int sh_end(FILE *p, char *out, size_t cap) {
-    size_t n = 0, k;
-    int st;
-    while (n + 1 < cap && (k = fread(out + n, 1, cap - 1 - n, p)) > 0) n += k;
-    out[n] = '\0';
-    {
-        char sink[512];
-        while (fread(sink, 1, sizeof sink, p) > 0)
-            ;
-    }
-    st = pclose(p);
-    if (WIFEXITED(st)) return WEXITSTATUS(st);
-    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return dlt_pclose_read(p, out, cap);
 }
 
 static int sh(const char *url, const char *script, char *out, size_t cap) {

@@ -66,7 +66,6 @@ static void cleanup_dir(void) {
 static int sh(const char *script, char *out, size_t cap) {
     char path[512], *full;
     FILE *f, *p;
-    size_t n = 0;
     int st;
     long pg = 0;
     setup_dir();
@@ -78,24 +77,13 @@ static int sh(const char *script, char *out, size_t cap) {
     p = popen(full, "r");
     free(full);
     if (p == NULL) return -1;
-    {
-        size_t k;
-        while (n + 1 < cap && (k = fread(out + n, 1, cap - 1 - n, p)) > 0) n += k;
-        out[n] = '\0';
-    }
-    {
-        char sink[512];
-        while (fread(sink, 1, sizeof sink, p) > 0)
-            ;
-    }
-    st = pclose(p);
+    st = dlt_pclose_read(p, out, cap);
     snprintf(path, sizeof path, "%s/pgid", dir);
     if ((f = fopen(path, "r")) != NULL) {
         if (fscanf(f, "%ld", &pg) == 1 && pg > 1 && pg != (long)getpgrp()) kill((pid_t)-pg, SIGKILL);
         fclose(f);
     }
-    if (WIFEXITED(st)) return WEXITSTATUS(st);
-    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return st;
 }
 
 static long long num(const char *out, const char *key) {

@@ -59,8 +59,6 @@ static void cleanup_dir(void) {
 static int sh(const char *script, char *out, size_t cap, int err_too) {
     char *full;
     FILE *p;
-    size_t n = 0;
-    int st;
     setup_dir();
     if (asprintf(&full, "%s%s\n", prelude, script) < 0) return -1;
     {
@@ -76,19 +74,7 @@ static int sh(const char *script, char *out, size_t cap, int err_too) {
     p = popen(full, "r");
     free(full);
     if (p == NULL) return -1;
-    if (out != NULL && cap > 0) {
-        size_t k;
-        while (n + 1 < cap && (k = fread(out + n, 1, cap - 1 - n, p)) > 0) n += k;
-        out[n] = '\0';
-    }
-    {
-        char sink[512];
-        while (fread(sink, 1, sizeof sink, p) > 0)
-            ;
-    }
-    st = pclose(p);
-    if (WIFEXITED(st)) return WEXITSTATUS(st);
-    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return dlt_pclose_read(p, out, cap);
 }
 
 /* The number after "key " in out (nanoseconds etc.), or -1. */
