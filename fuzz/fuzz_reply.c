@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "backend/backend.h"
 
 static int too_big(const uint8_t *d, size_t n) {
     size_t i;

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "base/base.h"
 
 #define SECRET "Zx7SeCrEt7xZ"
 #define SECRET_CORE "SeCrEt"

@@ -43,7 +43,7 @@
 #include <unistd.h>
 
 #include "preload.h"
-#include "dlock-int.h" /* the client's circuit breaker (conn.c) */
+#include "core/core.h" /* the client's circuit breaker (conn.c) */
 
 #ifndef KCMP_FILE
 #define KCMP_FILE 0

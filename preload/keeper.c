@@ -46,7 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dlock-int.h" /* dlock__set_who, the client's circuit breaker (conn.c) */
+#include "core/core.h" /* dlock__set_who, the client's circuit breaker (conn.c) */
 #include "preload.h"
 
 extern char **environ;

@@ -40,7 +40,7 @@
 
 #include <dlock.h>
 
-#include "dlock-int.h"
+#include "api/api.h"
 
 #ifndef DLPL_SO
 #define DLPL_SO ""

@@ -36,7 +36,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "dlock-int.h"
+#include "base/base.h"
 
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 #define DEFAULT_PREFIX "dlock:"
@@ -752,4 +752,24 @@ void dlock__conf_free(dlock__conf *conf) {
     free(conf->tls_key_file);
     free(conf->tls_server_name);
     memset(conf, 0, sizeof *conf);
+}
+
+/* A lock name: 1..DLOCK_NAME_MAX bytes. */
+int dlock__check_name(const char *name, size_t *len) {
+    size_t n;
+    if (name == NULL) return dlock__seterr(EINVAL, "lock name is NULL");
+    n = strnlen(name, DLOCK_NAME_MAX + 1);
+    if (n == 0) return dlock__seterr(EINVAL, "lock name is empty");
+    if (n > DLOCK_NAME_MAX) return dlock__seterr(EINVAL, "lock name is longer than %d bytes", DLOCK_NAME_MAX);
+    *len = n;
+    return 0;
+}
+
+/* The clock-drift margin taken off a lease: the configured one, or 2 ms
+ * plus 1% of the lease; never more than half the lease, so that a hold
+ * is valid for a while at all (a margin as long as the lease would make
+ * every hold invalid the moment it is taken). */
+unsigned dlock__drift_ms(const dlock__conf *conf, unsigned lease_ms) {
+    unsigned d = conf->drift_ms ? conf->drift_ms : 2 + lease_ms / 100;
+    return d > lease_ms / 2 ? lease_ms / 2 : d;
 }

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "api/api.h"
 
 #define LIVE_KEY ((uintptr_t)0x636f6e64a5a5a5a5ull)
 #define DESTROYED ((uintptr_t)0x64656164u)

@@ -22,7 +22,7 @@
 
 #include <openssl/rand.h>
 
-#include "dlock-int.h"
+#include "base/base.h"
 
 static pthread_key_t self_key;
 static pthread_once_t self_once = PTHREAD_ONCE_INIT;
@@ -84,9 +84,18 @@ static void all_remove(dlock__thread *t) {
     all_unlock();
 }
 
+/* What the layers above do when a thread with an identity exits (the
+ * core stops renewing its holds); set once, by the first client. */
+static void (*_Atomic exit_hook)(dlock__thread *);
+
+void dlock__thread_exit_hook(void (*fn)(dlock__thread *)) {
+    exit_hook = fn;
+}
+
 static void self_destroy(void *p) {
     dlock__thread *t = p;
-    if (t->pid == dlock__pid()) dlock__thread_exiting(t);
+    void (*fn)(dlock__thread *) = exit_hook;
+    if (fn != NULL && t->pid == dlock__pid()) fn(t);
     all_remove(t);
     free(t);
 }
@@ -182,4 +191,16 @@ dlock__thread *dlock__proc_self(int *err) {
     all_unlock();
     free(mine); /* another thread made it first */
     return t;
+}
+
+/* Background threads start with every signal blocked: a program's
+ * handlers never run on them. */
+int dlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    int rc;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(th, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }

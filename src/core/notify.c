@@ -36,7 +36,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "dlock-int.h"
+#include "core/core.h"
 
 #define LINGER_MS 2000
 #define SUB_CMD(s, plain) ((s)->conf.cluster ? "S" plain : plain)

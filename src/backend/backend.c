@@ -12,7 +12,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "dlock-int.h"
+#include "core/core.h" /* TODO(layers): the client and the lock entry */
 
 #define RENEW_BATCH 256
 

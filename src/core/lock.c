@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "core/core.h"
 
 /* Is h held by self, and still valid?  A hold whose validity ran out is
  * marked lost here, at once, in case the renewal thread has not yet seen
@@ -103,7 +103,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->fence_hi = h->caching ? fence + DLOCK__FENCE_BLOCK - 1 : fence;
     h->lease_ms = lease;
     h->acquired = sent;
-    h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(c, lease)) * DLOCK__MS;
+    h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(&c->conf, lease)) * DLOCK__MS;
     h->renew_at = sent + (dlock__mono)(lease / 3) * DLOCK__MS;
     h->retry_at = 0;
     h->lost = 0;
@@ -134,10 +134,10 @@ static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                    const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
                    dlock__lost_report *other) {
     unsigned g = fw->grant_ms < w->lease_ms ? fw->grant_ms : w->lease_ms;
-    dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(c, g)) * DLOCK__MS;
+    dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(&c->conf, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
     int rc;
-    if (w->caching || w->shared || sent == 0 || floor == 0 || fw->fence <= floor || g <= dlock__drift_ms(c, g) ||
+    if (w->caching || w->shared || sent == 0 || floor == 0 || fw->fence <= floor || g <= dlock__drift_ms(&c->conf, g) ||
         dlock__now() >= until)
         return EAGAIN;
     if ((rc = hold_begin(c, l, w, self, owner, fw->fence, sent, 0, other)) != 0) return rc;
@@ -867,168 +867,4 @@ int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint6
 /* The same for the owner of w's holds (the thread, or its process). */
 int dlock__holds_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w, uint64_t *fence) {
     return holds_as(c, l, w->shared, dlock__owner_peek(w), fence);
-}
-
-int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
-
-/* What every lock object (mutex, rwlock) does at init: checks the name
- * and the attributes, finds the client and takes a reference on the
- * lock's table entry.  *w gets the attributes' type, robustness, lease
- * and lost-lock handler (with obj as the handler's object).  Nothing is
- * held on error. */
-int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
-                       dlock__lock **lp, dlock__want *w) {
-    dlock_mutexattr_t a;
-    struct dlock_client *c;
-    int rc;
-
-    if ((rc = dlock__attr_get(attr, &a)) != 0) return rc;
-    c = a.__client;
-    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 1, lp)) != 0) return rc;
-    memset(w, 0, sizeof *w);
-    w->type = a.__type == DLOCK_MUTEX_DEFAULT ? DLOCK_MUTEX_ERRORCHECK : a.__type;
-    w->robust = a.__robust == DLOCK_MUTEX_ROBUST;
-    w->fair = a.__fair != 0;
-    w->caching = a.__caching != 0;
-    w->readfirst = a.__rwkind == DLOCK_RWLOCK_PREFER_READER;
-    w->process = a.__owner == DLOCK_OWNER_PROCESS;
-    if (w->process && a.__type == DLOCK_MUTEX_DEFAULT) w->type = DLOCK_MUTEX_NORMAL; /* (the only kind it can be) */
-    if (w->process && w->type != DLOCK_MUTEX_NORMAL) {
-        dlock__entry_close(c, *lp, 1);
-        return dlock__seterr(EINVAL, "a process-owned mutex must be NORMAL or DEFAULT: an %s one checks the "
-                             "thread that holds it", w->type == DLOCK_MUTEX_RECURSIVE ? "RECURSIVE" : "ERRORCHECK");
-    }
-    w->lease_ms = a.__lease_ms;
-    w->lost_fn = a.__lost_fn;
-    w->lost_arg = a.__lost_arg;
-    w->lost_obj = obj;
-    *cp = c;
-    return 0;
-}
-
-void dlock__object_close(struct dlock_client *c, dlock__lock *l) {
-    dlock__entry_close(c, l, 1);
-}
-
-/* Is l held, by a thread of this process, through object obj?  Such an
- * object cannot be destroyed (EBUSY).  c->mu held. */
-int dlock__object_held(const dlock__lock *l, const void *obj) {
-    const dlock__hold *h;
-    if (l->x.owner != NULL && !l->x.lost && l->x.lost_obj == obj) return 1;
-    for (h = l->readers; h != NULL; h = h->next)
-        if (!h->lost && h->lost_obj == obj) return 1;
-    return 0;
-}
-
-/* The deadline of a timed call: EINVAL for a bad clock or a NULL abstime
- * at once; a bad tv_nsec only in *bad, since POSIX lets a call that need
- * not wait succeed without looking at it. */
-int dlock__timed(clockid_t clock, const struct timespec *abstime, dlock__mono *deadline, int *bad) {
-    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC)
-        return dlock__seterr(EINVAL, "clock must be CLOCK_REALTIME or CLOCK_MONOTONIC");
-    if (abstime == NULL) return dlock__seterr(EINVAL, "abstime is NULL");
-    *deadline = 0;
-    *bad = dlock__deadline(clock, abstime, deadline);
-    if (*bad) *deadline = 0;
-    return 0;
-}
-
-/* ------------------------------------------------------------- objects */
-
-int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, unsigned magic, dlock__obj **out) {
-    dlock__obj *o;
-    int rc;
-    if ((o = calloc(1, sizeof *o)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if ((rc = dlock__object_open(name, attr, obj, &o->c, &o->l, &o->want)) != 0) {
-        free(o);
-        return rc;
-    }
-    o->magic = magic;
-    *out = o;
-    return 0;
-}
-
-void dlock__obj_free(dlock__obj *o) {
-    dlock__object_close(o->c, o->l);
-    o->magic = 0;
-    free(o);
-}
-
-/* The checks of destroy: EBUSY while a thread of this process holds the
- * lock through obj, or waits in one of its lock calls; then frees o. */
-int dlock__obj_destroy(dlock__obj *o, const void *obj) {
-    struct dlock_client *c = o->c;
-    dlock__lock *l = o->l;
-    dlock__hold *h;
-    pthread_mutex_lock(&c->mu);
-    if (dlock__object_held(l, obj)) {
-        pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EBUSY, "'%.64s' is held by a thread of this process", l->name);
-    }
-    dlock__obj_calls(o, 0);
-    if (o->calls > 0) {
-        pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EBUSY, "'%.64s' has threads waiting in lock", l->name);
-    }
-    if (l->x.cached && l->objrefs == 1) {
-        /* The last object of the name goes: nothing can take the cached
-         * lock any more, so it goes back to the server. */
-        dlock__cache_drop(c, l, dlock__unreachable_deadline(c));
-    }
-    /* Lost holds may still name obj for their handler: no more. */
-    if (l->x.lost_obj == obj) l->x.lost_obj = NULL;
-    for (h = l->readers; h != NULL; h = h->next)
-        if (h->lost_obj == obj) h->lost_obj = NULL;
-    pthread_mutex_unlock(&c->mu);
-    dlock__obj_free(o);
-    return 0;
-}
-
-void dlock__obj_calls(dlock__obj *o, int delta) {
-    pid_t me = dlock__pid();
-    if (o->calls_pid != me) { /* counted by the parent, whose threads are not here */
-        o->calls_pid = me;
-        o->calls = 0;
-    }
-    if (delta < 0 && o->calls == 0) return;
-    o->calls = (unsigned)((int)o->calls + delta);
-}
-
-/* A lock call through an object: counted, so destroy can say EBUSY. */
-int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline) {
-    return dlock__obj_xlock(o, shared, try, 0, deadline, bad_deadline);
-}
-
-int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline) {
-    dlock__want w = o->want;
-    sigset_t all, caller;
-    int rc;
-    w.shared = shared;
-    w.intr = intr;
-    pthread_mutex_lock(&o->c->mu);
-    dlock__obj_calls(o, 1);
-    pthread_mutex_unlock(&o->c->mu);
-    if (intr) {
-        /* The pselect idiom: signals stay blocked through the round trips
-         * and are let in only inside the sleep (ppoll with the caller's
-         * mask), so one that arrives during a round trip is not lost: it
-         * ends the next sleep at once with EINTR, or, if the lock came
-         * first, is delivered when the caller's mask comes back. */
-        sigfillset(&all);
-        sigdelset(&all, SIGSEGV);
-        sigdelset(&all, SIGBUS);
-        sigdelset(&all, SIGFPE);
-        sigdelset(&all, SIGILL);
-        pthread_sigmask(SIG_BLOCK, &all, &caller);
-        dlock__intr_mask_set(&caller);
-    }
-    rc = dlock__acquire(o->c, o->l, &w, try, deadline, bad_deadline);
-    if (intr) {
-        dlock__intr_mask_set(NULL);
-        pthread_sigmask(SIG_SETMASK, &caller, NULL);
-    }
-    pthread_mutex_lock(&o->c->mu);
-    dlock__obj_calls(o, -1);
-    pthread_mutex_unlock(&o->c->mu);
-    return rc;
 }

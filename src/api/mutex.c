@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "api/api.h"
 
 #define LIVE_KEY ((uintptr_t)0x6d75746578a5a5a5ull)
 #define DESTROYED ((uintptr_t)0x64656164u)
@@ -20,16 +20,6 @@ typedef dlock__obj dlock__mutex;
 
 static uintptr_t live_magic(const dlock_mutex_t *m) {
     return (uintptr_t)m ^ LIVE_KEY;
-}
-
-int dlock__check_name(const char *name, size_t *len) {
-    size_t n;
-    if (name == NULL) return dlock__seterr(EINVAL, "lock name is NULL");
-    n = strnlen(name, DLOCK_NAME_MAX + 1);
-    if (n == 0) return dlock__seterr(EINVAL, "lock name is empty");
-    if (n > DLOCK_NAME_MAX) return dlock__seterr(EINVAL, "lock name is longer than %d bytes", DLOCK_NAME_MAX);
-    *len = n;
-    return 0;
 }
 
 /* The private state of m; for a statically initialised mutex it is made

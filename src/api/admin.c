@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "api/api.h"
 
 /* The administrative reset.  Deletes the lock whoever holds it: its
  * holder's next renewal is refused and it learns the hold was lost.

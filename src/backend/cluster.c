@@ -37,7 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dlock-int.h"
+#include "core/core.h" /* TODO(layers): the client and the lock entry */
 
 #define SLOTS 16384
 #define MEMBERS_MAX 1024

@@ -24,7 +24,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "dlock-int.h"
+#include "core/core.h" /* TODO(layers): the client */
 
 struct dlock__tls {
     SSL *ssl;

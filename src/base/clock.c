@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "dlock-int.h"
+#include "base/base.h"
 
 static int64_t ts_ns(const struct timespec *ts) {
     return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;

@@ -53,7 +53,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dlock-int.h"
+#include "core/core.h" /* TODO(layers): the client and the lock entry */
 
 static size_t quorum(const struct dlock_client *c) {
     return c->nmembers / 2 + 1;
@@ -338,7 +338,7 @@ static int round_hold(struct dlock_client *c, dlock__lock *l, int flags, unsigne
     uint64_t floor = flags & DLOCK__F_CACHING ? rd->fence + DLOCK__FENCE_BLOCK - 1 : rd->fence;
     size_t raised = raise_fences(c, l, floor, round_deadline(c, lease_ms));
     dlock__mono now = dlock__now();
-    if (raised >= q && now - rd->start < (dlock__mono)(lease_ms - dlock__drift_ms(c, lease_ms)) * DLOCK__MS) {
+    if (raised >= q && now - rd->start < (dlock__mono)(lease_ms - dlock__drift_ms(&c->conf, lease_ms)) * DLOCK__MS) {
         out->status = rd->dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
         out->fence = rd->fence;
         out->pttl_ms = -1;

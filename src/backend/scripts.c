@@ -21,7 +21,7 @@
 
 #include <openssl/evp.h>
 
-#include "dlock-int.h"
+#include "core/core.h" /* TODO(layers): the client and the lock entry */
 
 /* Every lock script works on the same keys, K[1..9] in the order of
  * DLOCK__K_* (lock, fence, state, readers, writers, handoff, queue,

@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "core/core.h"
 
 #define RETRY_MS 100 /* after a renewal got no answer */
 
@@ -213,7 +213,7 @@ static void send_batch(renew_loop *lp) {
 static void apply_answer(renew_loop *lp, dlock__hold *h, int result) {
     if (result == 1) {
         /* validity from the send time, minus drift; never shortened */
-        dlock__mono v = lp->sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(lp->c, h->lease_ms)) * DLOCK__MS;
+        dlock__mono v = lp->sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(&lp->c->conf, h->lease_ms)) * DLOCK__MS;
         if (v > h->valid_until) h->valid_until = v;
         h->renew_at = lp->sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
     } else if (h->releasing) {
@@ -310,16 +310,6 @@ static void *renew_main(void *arg) {
 
 /* Background threads start with every signal blocked, so a host
  * program's signals are never delivered to them. */
-int dlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg) {
-    sigset_t all, old;
-    int rc;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(th, NULL, fn, arg);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return rc;
-}
-
 int dlock__renew_start(struct dlock_client *c) {
     int rc;
     if (c->renew_running) return 0;
@@ -342,4 +332,19 @@ void dlock__renew_stop(struct dlock_client *c) {
     pthread_cond_broadcast(&c->renew_cv);
     pthread_mutex_unlock(&c->mu);
     if (running) pthread_join(c->renew_thread, NULL);
+}
+
+/* Why the hold whose lost-lock handler runs on this thread was lost. */
+static __thread int lost_why;
+
+void dlock__lost_run(const struct dlock__lost_report *rep) {
+    int saved = lost_why;
+    if (rep->fn == NULL) return;
+    lost_why = rep->why ? rep->why : DLOCK_LOST_EXPIRED;
+    rep->fn(rep->obj, rep->name, rep->arg);
+    lost_why = saved;
+}
+
+DLOCK_API int dlock_lost_reason(void) {
+    return lost_why;
 }

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dlock-int.h"
+#include "core/core.h"
 
 static void lock_free(dlock__lock *l);
 
@@ -191,6 +191,7 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, stru
     int rc;
 
     if ((c = calloc(1, sizeof *c)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    dlock__thread_exit_hook(dlock__thread_exiting);
     rc = parent ? dlock__conf_member(&c->conf, &parent->conf, ep) : dlock__conf_parse(&c->conf, cfg);
     if (rc != 0) {
         free(c);
@@ -390,15 +391,6 @@ void dlock__client_unuse(struct dlock_client *c) {
     pthread_mutex_lock(&c->mu);
     c->objects--;
     pthread_mutex_unlock(&c->mu);
-}
-
-/* The clock-drift margin taken off a lease: the configured one, or 2 ms
- * plus 1% of the lease; never more than half the lease, so that a hold
- * is valid for a while at all (a margin as long as the lease would make
- * every hold invalid the moment it is taken). */
-unsigned dlock__drift_ms(const struct dlock_client *c, unsigned lease_ms) {
-    unsigned d = c->conf.drift_ms ? c->conf.drift_ms : 2 + lease_ms / 100;
-    return d > lease_ms / 2 ? lease_ms / 2 : d;
 }
 
 /* ---------------------------------------------------------- lock table */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "core/core.h"
 
 struct dlock__orphan {
     dlock__lock *l;

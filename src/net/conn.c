@@ -19,7 +19,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "dlock-int.h"
+#include "core/core.h" /* TODO(layers): the client */
 
 #define POOL_IDLE_MAX 8
 

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "api/api.h"
 
 #define ATTR_MAGIC 0x61747472u /* "attr" */
 
@@ -175,7 +175,7 @@ DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client
     return 0;
 }
 
-/* For mutex.c: validated attributes, or the defaults for NULL. */
+/* For object.c: validated attributes, or the defaults for NULL. */
 int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out) {
     if (a == NULL) return dlock_mutexattr_init(out);
     if (check(a) != 0) return EINVAL;

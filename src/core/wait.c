@@ -31,7 +31,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "dlock-int.h"
+#include "core/core.h"
 
 /* During an interruptible call, the caller's own signal mask (the call
  * itself runs with signals blocked: see dlock__obj_xlock). */

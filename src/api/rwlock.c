@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "api/api.h"
 
 #define LIVE_KEY ((uintptr_t)0x72776c6f636ba5a5ull)
 #define DESTROYED ((uintptr_t)0x64656164u)

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dlock-int.h"
+#include "base/base.h"
 
 #define DLOCK__ERRORS(X)                                                          \
     X(0, "OK", "success")                                                          \
@@ -71,19 +71,4 @@ void dlock__clearerr(void) {
 
 DLOCK_API const char *dlock_last_error(void) {
     return last_error;
-}
-
-/* Why the hold whose lost-lock handler runs on this thread was lost. */
-static __thread int lost_why;
-
-void dlock__lost_run(const struct dlock__lost_report *rep) {
-    int saved = lost_why;
-    if (rep->fn == NULL) return;
-    lost_why = rep->why ? rep->why : DLOCK_LOST_EXPIRED;
-    rep->fn(rep->obj, rep->name, rep->arg);
-    lost_why = saved;
-}
-
-DLOCK_API int dlock_lost_reason(void) {
-    return lost_why;
 }

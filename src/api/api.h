@@ -1,0 +1,38 @@
+/* api.h -- the public objects over the core: mutexes (mutex.c), rwlocks
+ * (rwlock.c), condition variables (cond.c), attributes (attr.c) and the
+ * administrative calls (admin.c). */
+#ifndef DLOCK_API_H
+#define DLOCK_API_H
+
+#include "core/core.h"
+
+/* Lock objects (mutexes, rwlocks): the private state behind the caller's
+ * dlock_mutex_t / dlock_rwlock_t. */
+typedef struct dlock__obj {
+    unsigned magic;
+    struct dlock_client *c;
+    dlock__lock *l;
+    dlock__want want;   /* type, robustness, lease, lost-lock handler */
+    unsigned calls;     /* lock calls in progress (destroy gives EBUSY)... */
+    pid_t calls_pid;    /* ...in this process: a fork child starts from 0 */
+} dlock__obj;
+/* Counts a call in progress through o (delta +1 / -1).  c->mu held. */
+void dlock__obj_calls(dlock__obj *o, int delta);
+int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, unsigned magic, dlock__obj **out);
+void dlock__obj_free(dlock__obj *o);
+int dlock__obj_destroy(dlock__obj *o, const void *obj);
+int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline);
+int dlock__mutex_obj(dlock_mutex_t *m, dlock__obj **out);
+int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline);
+int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
+                       dlock__lock **lp, dlock__want *w);
+void dlock__object_close(struct dlock_client *c, dlock__lock *l);
+int dlock__object_held(const dlock__lock *l, const void *obj);
+int dlock__timed(clockid_t clock, const struct timespec *abstime, dlock__mono *deadline, int *bad);
+/* Runs a lost-lock handler outside the client's mutex. */
+void dlock__report(dlock__lost_report *rep);
+/* The attributes behind a; the defaults when a is NULL.  EINVAL if a
+ * is not an initialised attribute object.  (attr.c) */
+int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
+
+#endif /* DLOCK_API_H */

@@ -1,0 +1,226 @@
+/* backend.h -- what a lock is on the server: the keys of a lock, the
+ * Lua scripts (scripts.c) and their replies (reply.c), and the backend
+ * interface every deployment sits behind: one server or Sentinel
+ * (backend.c), Redis Cluster (cluster.c), a Redlock quorum (redlock.c). */
+#ifndef DLOCK_BACKEND_H
+#define DLOCK_BACKEND_H
+
+#include "net/net.h"
+
+/* The lock table entry (core.h). */
+typedef struct dlock__lock dlock__lock;
+
+/* The keys of one lock; the braces put all of them in one cluster slot. */
+enum {
+    DLOCK__K_LOCK,    /* <prefix>{<name>}          hash: owner, fence, who (host:pid:tid), since */
+    DLOCK__K_FENCE,   /* <prefix>{<name>}:fence    the last fence issued */
+    DLOCK__K_STATE,   /* <prefix>{<name>}:state    robust marker: held / notrecoverable */
+    DLOCK__K_READERS, /* <prefix>{<name>}:readers  zset: shared holders' tokens by expiry */
+    DLOCK__K_WRITERS, /* <prefix>{<name>}:writers  zset: waiting writers' tokens by expiry */
+    DLOCK__K_HANDOFF, /* <prefix>{<name>}:handoff  host:pid:tid of a releaser held back */
+    DLOCK__K_QUEUE,   /* <prefix>{<name>}:queue    zset: fair waiters' tokens by arrival ticket */
+    DLOCK__K_QMETA,   /* <prefix>{<name>}:qmeta    hash: fair waiter token -> lease|robust|delivery|host:pid:tid */
+    DLOCK__NKEYS
+};
+/* Not among them (the scripts make its name): <prefix>{<name>}:g:<token>,
+ * the list a release pushes a queued waiter's grant to, "FENCE:MS", when
+ * the waiter said it will wait for it there with BLPOP (delivery 2);
+ * delivery 1: the grant is published on the release channel. */
+/* After them, on Redis Cluster only: <prefix>{<name>}:epoch, the restart
+ * guard's marker (one server keeps one for the deployment, <prefix>epoch,
+ * which a cluster would put in another slot than the lock's). */
+#define DLOCK__K_EPOCH DLOCK__NKEYS
+
+/* ------------------------------------------------------------- backend */
+
+/* What an acquire attempt found. */
+typedef struct dlock__acq {
+    int status;        /* DLOCK__ACQ_* */
+    uint64_t fence;    /* ACQUIRED, MINE */
+    int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
+    uint64_t floor;    /* BUSY: the lock's last fence when the server answered, 0 not
+                        * known: a grant whose fence is above it was made after */
+    dlock__mono sent;  /* when the request that got this answer went out; failed: the
+                        * latest request that went out, 0 none did; -1 not known */
+} dlock__acq;
+enum {
+    DLOCK__ACQ_ACQUIRED,
+    DLOCK__ACQ_BUSY,
+    DLOCK__ACQ_MINE,
+    DLOCK__ACQ_OWNERDEAD,     /* acquired; the last robust holder died */
+    DLOCK__ACQ_NOTRECOVERABLE, /* not acquired: robust and unrecoverable */
+    DLOCK__ACQ_HELDBACK  /* not acquired: this thread just released it to waiters */
+};
+
+/* Acquire flags. */
+#define DLOCK__F_ROBUST 1 /* a robust mutex: honour and set the owner-died marker */
+#define DLOCK__F_WAIT 2   /* the caller will wait: register it as a waiting writer */
+#define DLOCK__F_SHARED 4 /* a shared (read) hold */
+#define DLOCK__F_FAIR 8   /* queue in arrival order (with F_WAIT): every mutex but on Redlock */
+#define DLOCK__F_CACHING 16 /* a caching mutex: reserve a block of fences */
+#define DLOCK__F_GRANTLIST 32 /* with F_FAIR: push a grant to the waiter's grant list (BLPOP), not publish it */
+#define DLOCK__F_READFIRST 64 /* with F_SHARED: granted while writers wait (prefer reader) */
+/* The fences a caching hold reserves at each acquisition: its local
+ * holds number them, and the server's next fence comes after them. */
+#define DLOCK__FENCE_BLOCK 1048576u
+
+/* How a hold ends on the server (see release_lua in scripts.c). */
+enum {
+    DLOCK__REL_PLAIN,
+    DLOCK__REL_CLEAN,
+    DLOCK__REL_INCONSISTENT,
+    DLOCK__REL_DEAD,
+    DLOCK__REL_SHARED,
+    DLOCK__REL_WITHDRAW /* not a hold: a waiting writer's registration */
+};
+/* Administrative resets (see reset_lua). */
+enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
+
+/* Replies (reply.c): 0, or -1 for anything but what the script returns. */
+int dlock__acq_parse(const redisReply *r, dlock__acq *out);
+int dlock__flag_parse(const redisReply *r, int *out); /* integer 0 or 1 */
+int dlock__u64_parse(const char *s, size_t n, uint64_t *out);
+/* A grant as a release sends it, "FENCE:MS" (s[0..n)): the fence (> 0)
+ * and the grant's lease in ms (1 .. 2^32-1).  0, or -1 if it is not
+ * exactly that. */
+int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms);
+int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
+
+/* One renewal in a batch. */
+typedef struct dlock__renewal {
+    const struct dlock__lock *l;
+    int shared;
+    const char *token;
+    unsigned lease_ms;
+    int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
+    int moved;  /* out: Cluster: the node sent it elsewhere (MOVED, ASK) */
+} dlock__renewal;
+/* One renewal by itself, by dlock__command (which follows a cluster's
+ * redirections); rn->result as in a batch. */
+int dlock__renew_one(struct dlock_client *c, dlock__renewal *rn, dlock__mono deadline);
+
+/* The seam every deployment sits behind: one server now; Sentinel,
+ * Cluster and a Redlock quorum later.  Each call returns 0 or an errno
+ * value (ENOLCK when the deployment cannot be reached within the bound
+ * that `deadline` gives). */
+typedef struct dlock__backend_ops {
+    /* 1: the deployment keeps one wait queue per lock, and a release hands
+     * the lock to its head (one server; a cluster, per slot).  0: Redlock,
+     * whose masters would each keep their own queue; its waiters ask again
+     * at every release. */
+    int queues;
+    /* flags: DLOCK__F_*. */
+    int (*acquire)(struct dlock_client *c, dlock__lock *l, const char *token,
+                   unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline);
+    /* *released is 1 when the hold was the token's and is gone, 0 when it
+     * was not.  A release also publishes the wake-up for waiters.  how is
+     * a DLOCK__REL_*. */
+    int (*release)(struct dlock_client *c, dlock__lock *l, const char *token, int how,
+                   int *released, dlock__mono deadline);
+    /* Renews n holds in pipelined batches on the renewal connection,
+     * giving up on answers at `deadline` (the earliest validity end among
+     * them: past it the holds are lost anyway, and the handler must run). */
+    int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n, dlock__mono deadline);
+    /* Ends every hold of the lock; how is a DLOCK__RESET_*. */
+    int (*reset)(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline);
+    /* A fenced write of value to key; *written is 0 when refused as stale. */
+    int (*fenced_set)(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence,
+                      const void *value, size_t len, int *written, dlock__mono deadline);
+    /* What the server knows of the lock. */
+    int (*info)(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline);
+    /* A condition variable operation (cond_lua): op is "wait", "check",
+     * "withdraw", "signal" or "broadcast"; *result is the script's answer. */
+    int (*cond)(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
+                const char *const *stale, size_t nstale, long long *result, dlock__mono deadline);
+    /* A pooled connection to the server that keeps l's queue (*node: the
+     * client whose pool it is), for a waiter's BLPOP on its grant list;
+     * NULL where there is no queue. */
+    int (*grant_conn)(struct dlock_client *c, dlock__lock *l, struct dlock_client **node, dlock__conn **cn,
+                      dlock__mono deadline);
+} dlock__backend_ops;
+
+extern const dlock__backend_ops dlock__single_backend;
+/* The holder identity ("who": host:pid:tid) this process writes with its
+ * locks, when it holds them for another process: the preload's keeper
+ * names the program it serves.  pid 0 (the default): this process's own
+ * pid and the calling thread's tid.  (backend.c) */
+void dlock__set_who(long pid, unsigned long tid);
+
+/* The arguments of one script call (keys first), with the buffers they
+ * point into: what the single-server backend sends, which Redlock sends
+ * to every master at once. */
+typedef struct dlock__args {
+    const char *v[24];
+    size_t len[24];
+    int nkeys, n;
+    char lease[16], guard[16], ident[320], win[16]; /* ident: host:pid:tid */
+} dlock__args;
+/* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
+int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+                        dlock__args *a);
+void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *token, int how, dlock__args *a);
+/* Runs the script on the servers of n clients at once (Redlock): every
+ * request is written before any answer is read.  out[i] the answer (to be
+ * freed) or NULL with rcs[i] the error. */
+void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisReply **out, int *rcs,
+                           dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens);
+void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char **argv, const size_t *lens,
+                        redisReply **out, int *rcs, dlock__mono deadline);
+extern const dlock__backend_ops dlock__redlock_backend;
+/* Redlock: on every new connection of a master's client m, reads the
+ * server's run id (INFO server); a server that another master of the
+ * deployment is too (confirmed on a fresh connection to that one) is
+ * refused: EACCES with the message set (as a refused certificate), and
+ * the parent's rl_dups moves.  0 also when the server does not say
+ * (INFO refused by an ACL).  ENOLCK when the connection failed. */
+int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn);
+extern const dlock__backend_ops dlock__cluster_backend;
+
+/* Redis Cluster (cluster.c).  The hash slot of a key, as the cluster
+ * computes it (hash tags honoured). */
+unsigned dlock__key_slot(const char *key, size_t len);
+/* m (a cluster node's client) answered r.  A MOVED or ASK redirection
+ * updates the slot map: 1 with *next the node to ask and *asking set for
+ * ASK; 0 when r is no redirection (or names no usable node). */
+int dlock__cluster_redirect(struct dlock_client *m, const redisReply *r, struct dlock_client **next, int *asking);
+/* The masters of the cluster, from a map read now: up to max clients
+ * into out; their number, or minus an errno value (error set). */
+int dlock__cluster_masters(struct dlock_client *c, struct dlock_client **out, size_t max, dlock__mono deadline);
+/* The member of the master serving `slot` as the map has it (the first
+ * member when it does not know), NULL if c is no cluster.  c->mu held. */
+struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot);
+/* Reads the slot map again unless that was done within the last 50 ms
+ * (the last error is kept).  c->mu NOT held. */
+void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline);
+/* Frees the cluster state of a client. */
+void dlock__cluster_free(struct dlock_client *c);
+
+/* Scripts (scripts.c). */
+enum {
+    DLOCK__SCRIPT_ACQUIRE,
+    DLOCK__SCRIPT_ACQUIRE_SHARED,
+    DLOCK__SCRIPT_RELEASE,
+    DLOCK__SCRIPT_RENEW,
+    DLOCK__SCRIPT_RESET,
+    DLOCK__SCRIPT_FENCED_SET,
+    DLOCK__SCRIPT_INFO,
+    DLOCK__SCRIPT_COND,
+    DLOCK__SCRIPT_FENCE_RAISE,
+    DLOCK__NSCRIPTS
+};
+/* A script's SHA1 and body; variant 1: a cluster's (SPUBLISH). */
+const char *dlock__script_sha(int which, int variant);
+const char *dlock__script_body(int which, int variant);
+/* Runs script `which` by EVALSHA, loading it on NOSCRIPT: args holds
+ * nargs values in all, the first numkeys of them KEYS, the rest ARGV. */
+/* The same, with WAIT for the deployment's wait=N replicas after it. */
+int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
+                           int numkeys, int nargs, const char **args, const size_t *lens, long long *acked);
+int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
+                      int numkeys, int nargs, const char **args, const size_t *lens);
+/* Appends an EVALSHA to a context's output buffer (pipelining). */
+int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,
+                         const char **args, const size_t *lens);
+int dlock__script_load_all(dlock__conn *cn, int variant);
+
+#endif /* DLOCK_BACKEND_H */
