@@ -25,8 +25,8 @@ DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was
     if (how != DLOCK_BREAK_OWNERDEAD && how != DLOCK_BREAK_RESET)
         return dlock__seterr(EINVAL, "how must be DLOCK_BREAK_OWNERDEAD or DLOCK_BREAK_RESET");
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
-    rc = c->ops->reset(c, l, how == DLOCK_BREAK_RESET ? DLOCK__RESET_FULL : DLOCK__RESET_BREAK, &held,
-                       dlock__unreachable_deadline(c));
+    rc = c->ops->reset(c, l, how == DLOCK_BREAK_RESET ? DLOCK__RESET_FULL : DLOCK__RESET_BREAK, &held, NULL,
+                       dlock__unreachable_deadline(&c->node));
     dlock__entry_close(c, l, 0);
     if (rc == 0 && was_held != NULL) *was_held = held;
     return rc;
@@ -37,11 +37,11 @@ DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_in
     int rc, probe;
     if (out == NULL) return dlock__seterr(EINVAL, "info pointer is NULL");
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
-    if ((rc = dlock__breaker_check(c, &probe)) == 0) { /* else not asked: the circuit breaker is open */
-        dlock__mono ub = dlock__unreachable_deadline(c);
+    if ((rc = dlock__breaker_check(&c->node, &probe)) == 0) { /* else not asked: the circuit breaker is open */
+        dlock__mono ub = dlock__unreachable_deadline(&c->node);
         rc = c->ops->info(c, l, out, probe ? dlock__now() : ub);
         pthread_mutex_lock(&c->mu);
-        dlock__breaker_note(c, rc, probe ? 0 : ub);
+        dlock__breaker_note(&c->node, rc, probe ? 0 : ub);
         pthread_mutex_unlock(&c->mu);
     }
     dlock__entry_close(c, l, 0);
@@ -127,21 +127,21 @@ static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *patte
         size_t lens[6], i;
         redisReply *r;
         for (i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
-        if ((rc = dlock__command(srv, &r, dlock__unreachable_deadline(srv), 0, 6, argv, lens)) != 0) break;
+        if ((rc = dlock__command(&srv->node, &r, dlock__unreachable_deadline(&srv->node), 0, 6, argv, lens, NULL)) != 0) break;
         if (r->type == REDIS_REPLY_ERROR) {
             /* As dlock_lock_info says it (backend.c): an ACL that lacks
              * SCAN is named, not hidden behind "unexpected answer". */
             if (strncmp(r->str, "NOPERM", 6) == 0)
                 rc = dlock__seterr(EPROTO, "%s: SCAN refused by the server's ACL (see \"Running as a minimal ACL "
-                                   "user\" in the README): %.200s", srv->conf.redacted_url, r->str);
+                                   "user\" in the README): %.200s", srv->node.conf.redacted_url, r->str);
             else
-                rc = dlock__seterr(EPROTO, "%s: SCAN failed: %.200s", srv->conf.redacted_url, r->str);
+                rc = dlock__seterr(EPROTO, "%s: SCAN failed: %.200s", srv->node.conf.redacted_url, r->str);
             freeReplyObject(r);
             break;
         }
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
             r->element[0]->len >= sizeof cursor || r->element[1]->type != REDIS_REPLY_ARRAY) {
-            rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", srv->conf.redacted_url);
+            rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", srv->node.conf.redacted_url);
             freeReplyObject(r);
             break;
         }
@@ -152,7 +152,7 @@ static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *patte
          * (ten million keys without a lock among them at COUNT 1000). */
         empty = r->element[1]->elements == 0 ? empty + 1 : 0;
         if (empty > 10000) {
-            rc = dlock__seterr(EPROTO, "%s: SCAN does not end", srv->conf.redacted_url);
+            rc = dlock__seterr(EPROTO, "%s: SCAN does not end", srv->node.conf.redacted_url);
             freeReplyObject(r);
             break;
         }
@@ -162,7 +162,7 @@ static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *patte
             char name[DLOCK_NAME_MAX + 1];
             dlock_lock_info_t info;
             int added;
-            if (k->type != REDIS_REPLY_STRING || !key_name(c->conf.prefix, k->str, k->len, &off, &len) ||
+            if (k->type != REDIS_REPLY_STRING || !key_name(c->node.conf.prefix, k->str, k->len, &off, &len) ||
                 len > DLOCK_NAME_MAX)
                 continue;
             memcpy(name, k->str + off, len);
@@ -173,7 +173,7 @@ static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *patte
                 break;
             }
             if (added == 0) continue;
-            if ((rc = dlock_lock_info(c, name, &info)) == ENOLCK && c->conf.kind == DLOCK__BACKEND_REDLOCK) {
+            if ((rc = dlock_lock_info(c, name, &info)) == ENOLCK && c->node.conf.kind == DLOCK__BACKEND_REDLOCK) {
                 const char *e = dlock_last_error();
                 snprintf(unsure, 512, "%s", strncmp(e, "ENOLCK: ", 8) == 0 ? e + 8 : e);
                 rc = dlock_lock_info(srv, name, &info);
@@ -196,16 +196,16 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
     if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
     if (glob == NULL) glob = "*";
     if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
-    if ((pattern = scan_pattern(c->conf.prefix)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if (c->conf.kind == DLOCK__BACKEND_CLUSTER) {
+    if ((pattern = scan_pattern(c->node.conf.prefix)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    if (c->node.conf.kind == DLOCK__BACKEND_CLUSTER) {
         /* Each master has the keys of its slots. */
         dlock_client_t *masters[64];
         int i, n = dlock__cluster_masters(c, masters, sizeof masters / sizeof *masters,
-                                          dlock__unreachable_deadline(c));
+                                          dlock__unreachable_deadline(&c->node));
         if (n < 0) rc = -n;
         for (i = 0; i < n && rc == 0 && !stop; i++)
             rc = list_server(c, masters[i], pattern, glob, &s, fn, arg, &stop, unsure);
-    } else if (c->conf.kind == DLOCK__BACKEND_REDLOCK) {
+    } else if (c->node.conf.kind == DLOCK__BACKEND_REDLOCK) {
         /* A lock is held on a quorum of the masters, not on every one:
          * each master's keys are read.  Without a quorum the list cannot
          * be complete (nor can any lock be taken): ENOLCK, after fn was
@@ -220,7 +220,7 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
         }
         if (rc == 0 && !stop && answered < q)
             rc = dlock__seterr(ENOLCK, "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): the locks "
-                               "held on the others are not listed (%.300s)", c->conf.redacted_url, answered,
+                               "held on the others are not listed (%.300s)", c->node.conf.redacted_url, answered,
                                c->nmembers, q, strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
         else if (rc == 0 && !stop && unsure[0] != '\0')
             rc = dlock__seterr(ENOLCK, "%.400s (listed as one master has it)", unsure);

@@ -108,7 +108,7 @@ static void stale_add(dlock__obj *o, const char *token) {
 
 /* The unreachable bound, or the caller's deadline if that is sooner. */
 static dlock__mono bounded(struct dlock_client *c, dlock__mono deadline) {
-    dlock__mono b = dlock__unreachable_deadline(c);
+    dlock__mono b = dlock__unreachable_deadline(&c->node);
     return deadline < b ? deadline : b;
 }
 
@@ -216,7 +216,7 @@ static int wake(dlock_cond_t *cv, const char *what) {
     long long res;
     int rc;
     if ((rc = get(cv, &o)) != 0) return rc;
-    return op(o, what, "-", &res, dlock__unreachable_deadline(o->c));
+    return op(o, what, "-", &res, dlock__unreachable_deadline(&o->c->node));
 }
 
 DLOCK_API int dlock_cond_signal(dlock_cond_t *cv) {

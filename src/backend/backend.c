@@ -20,14 +20,14 @@ static int bad_reply(struct dlock_client *c, const char *what, const redisReply 
     /* An answer that is not what the script returns may be another
      * request's (a server or proxy out of step): drop the idle
      * connections rather than read more answers from them. */
-    dlock__pool_flush(c);
+    dlock__pool_flush(&c->node);
     if (r != NULL && r->type == REDIS_REPLY_ERROR &&
         (strncmp(r->str, "NOPERM", 6) == 0 || strstr(r->str, "can't run this command") != NULL))
         return dlock__seterr(EPROTO, "%s: %s refused by the server's ACL (see \"Running as a minimal ACL "
-                             "user\" in the README): %.200s", c->conf.redacted_url, what, r->str);
+                             "user\" in the README): %.200s", c->node.conf.redacted_url, what, r->str);
     if (r != NULL && r->type == REDIS_REPLY_ERROR)
-        return dlock__seterr(EPROTO, "%s: %s failed: %.200s", c->conf.redacted_url, what, r->str);
-    return dlock__seterr(EPROTO, "%s: unexpected answer to %s", c->conf.redacted_url, what);
+        return dlock__seterr(EPROTO, "%s: %s failed: %.200s", c->node.conf.redacted_url, what, r->str);
+    return dlock__seterr(EPROTO, "%s: unexpected answer to %s", c->node.conf.redacted_url, what);
 }
 
 static char host[256];
@@ -69,7 +69,7 @@ static void who(const dlock__thread *self, char *out, size_t cap) {
  * KEYS_PRELUDE). */
 static int lock_keys(const struct dlock_client *c, const dlock__lock *l, const char **args, size_t *lens) {
     int i;
-    if (!c->conf.cluster) {
+    if (!c->node.conf.cluster) {
         args[0] = l->keys[DLOCK__K_LOCK];
         lens[0] = l->keylens[DLOCK__K_LOCK];
         args[1] = c->epoch_key;
@@ -92,7 +92,7 @@ int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *toke
     dlock__thread *self = dlock__self_peek();
     a->nkeys = a->n = lock_keys(c, l, a->v, a->len);
     snprintf(a->lease, sizeof a->lease, "%u", lease_ms);
-    snprintf(a->guard, sizeof a->guard, "%u", c->conf.restart_guard_ms);
+    snprintf(a->guard, sizeof a->guard, "%u", c->node.conf.restart_guard_ms);
     ARG(a, token);
     ARG(a, a->lease);
     ARG(a, a->guard);
@@ -113,7 +113,7 @@ void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *tok
     dlock__thread *self = dlock__self_peek();
     a->nkeys = a->n = lock_keys(c, l, a->v, a->len);
     who(self, a->ident, sizeof a->ident);
-    snprintf(a->win, sizeof a->win, "%u", c->conf.handoff_ms);
+    snprintf(a->win, sizeof a->win, "%u", c->node.conf.handoff_ms);
     ARG(a, token);
     a->v[a->n] = l->key; /* the release channel */
     a->len[a->n++] = l->keylen;
@@ -124,7 +124,7 @@ void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *tok
 #undef ARG
 
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
-                          int *released, dlock__mono deadline);
+                          int *released, dlock__sent *sent, dlock__mono deadline);
 
 /* wait=N: a grant that fewer than N replicas acknowledged could be lost
  * in a failover; it does not count, and is given back at once.  The
@@ -144,30 +144,28 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     for (;;) {
         long long acked = -1;
         int how, released;
-        rc = c->conf.wait_replicas > 0 ? dlock__script_run_wait(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len, &acked)
-                                       : dlock__script_run(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len);
-        {
-            /* When the request whose answer this is went out (after
-             * retries: LOADING, TRYAGAIN...), or, failed, the latest that
-             * went out in any call of this attempt (a cluster asks
-             * again): 0 none did. */
-            dlock__mono t = dlock__command_sent();
-            if (out->sent < 0 || t > out->sent) out->sent = t;
-        }
+        dlock__sent st;
+        rc = c->node.conf.wait_replicas > 0
+                 ? dlock__script_run_wait(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len, &acked, &st)
+                 : dlock__script_run(c, which, &r, deadline, a.nkeys, a.n, a.v, a.len, &st);
+        /* When the request whose answer this is went out (after retries:
+         * LOADING, TRYAGAIN...), or, failed, the latest that went out in
+         * any call of this attempt (a cluster asks again): 0 none did. */
+        if (out->sent < 0 || st.at > out->sent) out->sent = st.at;
         if (rc != 0) return rc;
         if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
         freeReplyObject(r);
-        if (rc != 0 || c->conf.wait_replicas == 0 || acked >= (long long)c->conf.wait_replicas ||
+        if (rc != 0 || c->node.conf.wait_replicas == 0 || acked >= (long long)c->node.conf.wait_replicas ||
             (out->status != DLOCK__ACQ_ACQUIRED && out->status != DLOCK__ACQ_OWNERDEAD &&
              out->status != DLOCK__ACQ_MINE))
             return rc;
         how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
               : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
               : out->status == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
-        (void)single_release(c, l, token, how, &released, deadline);
+        (void)single_release(c, l, token, how, &released, NULL, deadline);
         dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
-                      "acquisition within %u ms", c->conf.redacted_url, acked < 0 ? 0 : acked,
-                      c->conf.wait_replicas, c->conf.wait_timeout_ms);
+                      "acquisition within %u ms", c->node.conf.redacted_url, acked < 0 ? 0 : acked,
+                      c->node.conf.wait_replicas, c->node.conf.wait_timeout_ms);
         if (dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline) return ENOLCK;
         usleep(backoff_ms * 1000);
         if (backoff_ms < UNACKED_BACKOFF_MAX_MS) backoff_ms *= 2;
@@ -175,19 +173,20 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
 }
 
 static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
-                          int *released, dlock__mono deadline) {
+                          int *released, dlock__sent *sent, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
     int rc;
 
     dlock__release_args(c, l, token, how, &a);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, a.nkeys, a.n, a.v, a.len)) != 0) return rc;
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, a.nkeys, a.n, a.v, a.len, sent)) != 0) return rc;
     if (dlock__flag_parse(r, released) != 0) rc = bad_reply(c, "release", r);
     freeReplyObject(r);
     return rc;
 }
 
-static int single_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline) {
+static int single_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__sent *sent,
+                        dlock__mono deadline) {
     const char *args[DLOCK__NKEYS + 3];
     size_t lens[DLOCK__NKEYS + 3];
     redisReply *r;
@@ -195,7 +194,7 @@ static int single_reset(struct dlock_client *c, dlock__lock *l, int how, int *wa
 
     args[nk] = l->key; lens[nk] = l->keylen; /* the release channel */
     args[nk + 1] = how == DLOCK__RESET_FULL ? "reset" : "break"; lens[nk + 1] = 5;
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RESET, &r, deadline, nk, nk + 2, args, lens)) != 0) return rc;
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RESET, &r, deadline, nk, nk + 2, args, lens, sent)) != 0) return rc;
     if (dlock__flag_parse(r, was_held) != 0) rc = bad_reply(c, "reset", r);
     freeReplyObject(r);
     return rc;
@@ -207,7 +206,7 @@ static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t
     redisReply *r;
     int nk = lock_keys(c, l, args, lens), rc;
 
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_INFO, &r, deadline, nk, nk, args, lens)) != 0) return rc;
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_INFO, &r, deadline, nk, nk, args, lens, NULL)) != 0) return rc;
     if (dlock__info_parse(r, out) != 0) rc = bad_reply(c, "info", r);
     freeReplyObject(r);
     return rc;
@@ -233,7 +232,7 @@ int dlock__renew_one(struct dlock_client *c, dlock__renewal *rn, dlock__mono dea
     int rc;
     rn->result = -1;
     renew_args(rn, lease, args, lens);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RENEW, &r, deadline, 1, 4, args, lens)) != 0) return rc;
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RENEW, &r, deadline, 1, 4, args, lens, NULL)) != 0) return rc;
     if (dlock__flag_parse(r, &rn->result) != 0) {
         rn->result = -1;
         rc = bad_reply(c, "renewal", r);
@@ -255,22 +254,22 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
         const char *args[4];
         size_t lens[4];
         renew_args(&rn[i], leases[i], args, lens);
-        if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, c->conf.cluster, 1, 4, args, lens) != 0)
+        if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, c->node.conf.cluster, 1, 4, args, lens) != 0)
             return dlock__seterr(ENOMEM, "out of memory");
     }
-    if (c->conf.wait_replicas > 0) {
+    if (c->node.conf.wait_replicas > 0) {
         /* wait=N: a renewal counts only when N replicas have it too, so a
          * master that a failover is leaving behind (its replicas gone)
          * stops extending the holds it alone still knows. */
-        if (dlock__wait_append(cn, c->conf.wait_replicas, wait_ms) != 0) return dlock__seterr(ENOMEM, "out of memory");
+        if (dlock__wait_append(cn, c->node.conf.wait_replicas, wait_ms) != 0) return dlock__seterr(ENOMEM, "out of memory");
     }
     if (dlock__conn_flush(cn) != 0)
-        return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
+        return dlock__seterr(ENOLCK, "%s: renewal: %s", c->node.conf.redacted_url, ctx->errstr);
     for (i = 0; i < n; i++) {
         void *p = NULL;
         redisReply *r;
         if (dlock__conn_reply(cn, &p) != REDIS_OK || p == NULL)
-            return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
+            return dlock__seterr(ENOLCK, "%s: renewal: %s", c->node.conf.redacted_url, ctx->errstr);
         r = p;
         if (dlock__flag_parse(r, &rn[i].result) != 0) {
             struct dlock_client *next;
@@ -284,22 +283,22 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
         }
         freeReplyObject(r);
     }
-    if (c->conf.wait_replicas > 0) {
+    if (c->node.conf.wait_replicas > 0) {
         long long acked;
         if (dlock__wait_read(cn, &acked) != 0) {
             for (i = 0; i < n; i++) rn[i].result = -1; /* renewed, but not confirmed */
-            return dlock__seterr(ENOLCK, "%s: renewal: %s", c->conf.redacted_url, ctx->errstr);
+            return dlock__seterr(ENOLCK, "%s: renewal: %s", c->node.conf.redacted_url, ctx->errstr);
         }
-        if (acked < (long long)c->conf.wait_replicas)
+        if (acked < (long long)c->node.conf.wait_replicas)
             for (i = 0; i < n; i++)
                 if (rn[i].result == 1) rn[i].result = -1; /* not confirmed: as if unanswered */
     }
     if (ctx->reader->pos < ctx->reader->len) { /* more answers than requests: out of step */
         for (i = 0; i < n; i++) rn[i].result = -1; /* none of them can be trusted */
-        return dlock__seterr(EPROTO, "%s: renewal: the server sent more than was asked for", c->conf.redacted_url);
+        return dlock__seterr(EPROTO, "%s: renewal: the server sent more than was asked for", c->node.conf.redacted_url);
     }
     if (demoted) /* failed over: the next connection goes to the new master */
-        return dlock__seterr(ENOLCK, "%s: renewal: the server is no longer the master", c->conf.redacted_url);
+        return dlock__seterr(ENOLCK, "%s: renewal: the server is no longer the master", c->node.conf.redacted_url);
     return 0;
 }
 
@@ -325,29 +324,29 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dl
     while (done < n) {
         size_t k = n - done < RENEW_BATCH ? n - done : RENEW_BATCH;
         int noscript = 0;
-        if (c->renew_conn != NULL && !dlock__conn_current(c, c->renew_conn, 0))
+        if (c->renew_conn != NULL && !dlock__conn_current(&c->node, c->renew_conn, 0))
             drop_renew_conn(c); /* failed over: renew on the new master, or learn the hold is gone */
         if (c->renew_conn == NULL &&
-            (rc = dlock__conn_open(c, &c->renew_conn, c->conf.connect_timeout_ms)) != 0)
+            (rc = dlock__conn_open(&c->node, &c->renew_conn, c->node.conf.connect_timeout_ms)) != 0)
             return rc == EACCES ? ENOLCK : rc;
         /* Wait for answers no longer than the locks stay valid. */
         left_ms = (deadline - dlock__now()) / DLOCK__MS;
-        if (left_ms > (int64_t)c->conf.command_timeout_ms) left_ms = c->conf.command_timeout_ms;
+        if (left_ms > (int64_t)c->node.conf.command_timeout_ms) left_ms = c->node.conf.command_timeout_ms;
         if (left_ms < 5) left_ms = 5;
         tv.tv_sec = (time_t)(left_ms / 1000);
         tv.tv_usec = (suseconds_t)(left_ms % 1000) * 1000;
         redisSetTimeout(c->renew_conn->ctx, tv);
         rc = renew_batch(c, c->renew_conn, rn + done, k, &noscript,
-                         (unsigned)left_ms / 2 < c->conf.wait_timeout_ms ? (unsigned)left_ms / 2 : c->conf.wait_timeout_ms);
+                         (unsigned)left_ms / 2 < c->node.conf.wait_timeout_ms ? (unsigned)left_ms / 2 : c->node.conf.wait_timeout_ms);
         if (rc != 0) {
             drop_renew_conn(c);
             return rc;
         }
         if (noscript && tries++ == 0) {
             /* A restarted server: load the scripts, redo this batch. */
-            if (dlock__script_load_all(c->renew_conn, c->conf.cluster) != 0) {
+            if (dlock__script_load_all(c->renew_conn, c->node.conf.cluster) != 0) {
                 drop_renew_conn(c);
-                return dlock__seterr(ENOLCK, "%s: cannot load scripts", c->conf.redacted_url);
+                return dlock__seterr(ENOLCK, "%s: cannot load scripts", c->node.conf.redacted_url);
             }
             continue;
         }
@@ -369,7 +368,7 @@ static int single_fenced_set(struct dlock_client *c, const char *key, size_t key
     args[0] = key; lens[0] = keylen;
     args[1] = f; lens[1] = strlen(f);
     args[2] = len ? value : ""; lens[2] = len;
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_FENCED_SET, &r, deadline, 1, 3, args, lens)) != 0) return rc;
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_FENCED_SET, &r, deadline, 1, 3, args, lens, NULL)) != 0) return rc;
     if (dlock__flag_parse(r, written) != 0) rc = bad_reply(c, "fenced write", r);
     freeReplyObject(r);
     return rc;
@@ -394,7 +393,7 @@ static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, c
         args[4 + i] = stale[i];
         lens[4 + i] = strlen(stale[i]);
     }
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_COND, &r, deadline, 1, 4 + (int)nstale, args, lens)) != 0) return rc;
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_COND, &r, deadline, 1, 4 + (int)nstale, args, lens, NULL)) != 0) return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "condition variable", r);
     else *result = r->integer;
     freeReplyObject(r);
@@ -405,7 +404,7 @@ static int single_grant_conn(struct dlock_client *c, dlock__lock *l, struct dloc
                              dlock__mono deadline) {
     (void)l;
     *node = c;
-    return dlock__pool_get(c, cn, deadline);
+    return dlock__pool_get(&c->node, cn, deadline);
 }
 
 const dlock__backend_ops dlock__single_backend = {

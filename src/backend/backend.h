@@ -116,13 +116,14 @@ typedef struct dlock__backend_ops {
      * was not.  A release also publishes the wake-up for waiters.  how is
      * a DLOCK__REL_*. */
     int (*release)(struct dlock_client *c, dlock__lock *l, const char *token, int how,
-                   int *released, dlock__mono deadline);
+                   int *released, dlock__sent *sent, dlock__mono deadline);
     /* Renews n holds in pipelined batches on the renewal connection,
      * giving up on answers at `deadline` (the earliest validity end among
      * them: past it the holds are lost anyway, and the handler must run). */
     int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n, dlock__mono deadline);
     /* Ends every hold of the lock; how is a DLOCK__RESET_*. */
-    int (*reset)(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline);
+    int (*reset)(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__sent *sent,
+                 dlock__mono deadline);
     /* A fenced write of value to key; *written is 0 when refused as stale. */
     int (*fenced_set)(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence,
                       const void *value, size_t len, int *written, dlock__mono deadline);
@@ -164,8 +165,6 @@ void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *tok
  * freed) or NULL with rcs[i] the error. */
 void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisReply **out, int *rcs,
                            dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens);
-void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char **argv, const size_t *lens,
-                        redisReply **out, int *rcs, dlock__mono deadline);
 extern const dlock__backend_ops dlock__redlock_backend;
 /* Redlock: on every new connection of a master's client m, reads the
  * server's run id (INFO server); a server that another master of the
@@ -175,6 +174,12 @@ extern const dlock__backend_ops dlock__redlock_backend;
  * (INFO refused by an ACL).  ENOLCK when the connection failed. */
 int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn);
 extern const dlock__backend_ops dlock__cluster_backend;
+/* What a member's node (its client's c->node, whose `up` is that member
+ * client) asks of its deployment: a Redlock master identifies its server
+ * on every new connection (dlock__redlock_identify); a Cluster node's
+ * answers may redirect (dlock__cluster_redirect). */
+extern const dlock__node_hooks dlock__redlock_hooks;
+extern const dlock__node_hooks dlock__cluster_hooks;
 
 /* Redis Cluster (cluster.c).  The hash slot of a key, as the cluster
  * computes it (hash tags honoured). */
@@ -214,10 +219,10 @@ const char *dlock__script_body(int which, int variant);
 /* Runs script `which` by EVALSHA, loading it on NOSCRIPT: args holds
  * nargs values in all, the first numkeys of them KEYS, the rest ARGV. */
 /* The same, with WAIT for the deployment's wait=N replicas after it. */
-int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
-                           int numkeys, int nargs, const char **args, const size_t *lens, long long *acked);
-int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
-                      int numkeys, int nargs, const char **args, const size_t *lens);
+int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+                           int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent);
+int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+                      int nargs, const char **args, const size_t *lens, dlock__sent *sent);
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
 int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,
                          const char **args, const size_t *lens);

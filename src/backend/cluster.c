@@ -90,7 +90,7 @@ void dlock__cluster_free(struct dlock_client *c) {
 static long member_find(const struct dlock_client *c, const char *host, int port) {
     size_t i;
     for (i = 0; i < c->nmembers; i++)
-        if (c->members[i]->conf.ep.port == port && strcmp(c->members[i]->conf.ep.host, host) == 0) return (long)i;
+        if (c->members[i]->node.conf.ep.port == port && strcmp(c->members[i]->node.conf.ep.host, host) == 0) return (long)i;
     return -1;
 }
 
@@ -104,7 +104,7 @@ static long member_get(struct dlock_client *c, const char *host, int port) {
     int rc;
 
     if (strlen(host) >= sizeof ep.host || port <= 0 || port > 65535) {
-        dlock__seterr(EPROTO, "%s: the cluster named a node with a bad address", c->conf.redacted_url);
+        dlock__seterr(EPROTO, "%s: the cluster named a node with a bad address", c->node.conf.redacted_url);
         return -1;
     }
     pthread_mutex_lock(&c->mu);
@@ -119,7 +119,7 @@ static long member_get(struct dlock_client *c, const char *host, int port) {
         extra = m; /* another thread made it first */
     } else if (c->nmembers >= MEMBERS_MAX) {
         extra = m;
-        dlock__seterr(ENOLCK, "%s: the cluster has more than %d nodes", c->conf.redacted_url, MEMBERS_MAX);
+        dlock__seterr(ENOLCK, "%s: the cluster has more than %d nodes", c->node.conf.redacted_url, MEMBERS_MAX);
     } else {
         if (c->nmembers == c->cl->cap) {
             size_t ncap = c->cl->cap ? c->cl->cap * 2 : 8;
@@ -165,7 +165,7 @@ static int range_parse(const redisReply *e, const struct dlock_client *asked, ra
     out->port = (int)node->element[1]->integer;
     /* "" or "?": the node does not know its own address; it is the one
      * asked. */
-    out->host = node->element[0]->len == 0 || strcmp(node->element[0]->str, "?") == 0 ? asked->conf.ep.host
+    out->host = node->element[0]->len == 0 || strcmp(node->element[0]->str, "?") == 0 ? asked->node.conf.ep.host
                                                                                      : node->element[0]->str;
     return 0;
 }
@@ -182,28 +182,28 @@ static int refresh(struct dlock_client *c, dlock__mono deadline) {
     pthread_mutex_lock(&c->mu);
     n = c->nmembers;
     pthread_mutex_unlock(&c->mu);
-    dlock__seterr(ENOLCK, "%s: no node of the cluster answered", c->conf.redacted_url);
+    dlock__seterr(ENOLCK, "%s: no node of the cluster answered", c->node.conf.redacted_url);
     rc = ENOLCK;
     for (i = 0, refused = 0; i < n; i++) {
         struct dlock_client *m;
         redisReply *r = NULL;
         unsigned short *owner;
         range rg;
-        dlock__mono asked = dlock__now(), dl = asked + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
+        dlock__mono asked = dlock__now(), dl = asked + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS;
         pthread_mutex_lock(&c->mu);
         m = c->members[i];
         pthread_mutex_unlock(&c->mu);
-        if (dlock__command(m, &r, dl < deadline ? dl : deadline, 0, 2, argv, lens) != 0) {
+        if (dlock__command(&m->node, &r, dl < deadline ? dl : deadline, 0, 2, argv, lens, NULL) != 0) {
             /* (a scheme mismatch, a certificate, credentials: conn.c) */
-            if (__atomic_load_n(&m->rl_refused, __ATOMIC_ACQUIRE) >= asked) refused++;
+            if (__atomic_load_n(&m->node.refused, __ATOMIC_ACQUIRE) >= asked) refused++;
             continue;
         }
         if (r->type != REDIS_REPLY_ARRAY) {
             rc = r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster support disabled") != NULL
                      ? dlock__seterr(EINVAL, "%s: %s:%d is not a cluster node (redis+cluster:// is for a Redis "
-                                     "Cluster; use redis:// for one server)", c->conf.redacted_url, m->conf.ep.host,
-                                     m->conf.ep.port)
-                     : dlock__seterr(EPROTO, "%s: unexpected answer to CLUSTER SLOTS", m->conf.redacted_url);
+                                     "Cluster; use redis:// for one server)", c->node.conf.redacted_url, m->node.conf.ep.host,
+                                     m->node.conf.ep.port)
+                     : dlock__seterr(EPROTO, "%s: unexpected answer to CLUSTER SLOTS", m->node.conf.redacted_url);
             freeReplyObject(r);
             continue;
         }
@@ -214,7 +214,7 @@ static int refresh(struct dlock_client *c, dlock__mono deadline) {
         }
         if (k < r->elements) {
             if (range_parse(r->element[k], m, &rg) != 0)
-                rc = dlock__seterr(EPROTO, "%s: unexpected answer to CLUSTER SLOTS", m->conf.redacted_url);
+                rc = dlock__seterr(EPROTO, "%s: unexpected answer to CLUSTER SLOTS", m->node.conf.redacted_url);
             freeReplyObject(r);
             continue;
         }
@@ -258,7 +258,7 @@ static int route(struct dlock_client *c, unsigned slot, struct dlock_client **m,
         if (o != 0) return 0;
         if (pass == 0 && (rc = refresh(c, deadline)) != 0) return rc;
     }
-    return dlock__seterr(ENOLCK, "%s: no node of the cluster serves slot %u", c->conf.redacted_url, slot);
+    return dlock__seterr(ENOLCK, "%s: no node of the cluster serves slot %u", c->node.conf.redacted_url, slot);
 }
 
 void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline) {
@@ -278,12 +278,12 @@ void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline) 
  * have run went unanswered), while not every node refused us for good,
  * and time is left: the map is read again (a replica may have taken
  * over) and the caller asks, after a back-off. */
-static int again(struct dlock_client *c, int rc, dlock__mono deadline, unsigned *backoff_ms) {
+static int again(struct dlock_client *c, int rc, int unknown, dlock__mono deadline, unsigned *backoff_ms) {
     int refused;
     pthread_mutex_lock(&c->mu);
     refused = c->cl != NULL && c->cl->refused;
     pthread_mutex_unlock(&c->mu);
-    if (rc != ENOLCK || refused || dlock__outcome_unknown() ||
+    if (rc != ENOLCK || refused || unknown ||
         dlock__now() + (dlock__mono)*backoff_ms * DLOCK__MS >= deadline)
         return 0;
     dlock__cluster_refresh_maybe(c, deadline);
@@ -297,40 +297,50 @@ static unsigned lock_slot(const dlock__lock *l) {
 }
 
 /* Runs `call` on the master of `slot`, asking again while again() says
- * so.  rc is set by call, which may use m. */
+ * so.  rc is set by call, which may use m and set st_ (what its request
+ * came to: a release or reset that went out unanswered is not asked
+ * again). */
 #define ON_SLOT(c, slot, deadline, call)                                  \
     do {                                                                  \
         unsigned bo_ = 10;                                                \
         struct dlock_client *m;                                           \
         do {                                                              \
+            st_.unknown = 0;                                              \
             rc = route((c), (slot), &m, (deadline));                      \
             if (rc == 0) rc = (call);                                     \
-        } while (rc != 0 && again((c), rc, (deadline), &bo_));            \
+        } while (rc != 0 && again((c), rc, st_.unknown, (deadline), &bo_)); \
     } while (0)
 
 static int cl_acquire(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
     int rc;
+    dlock__sent st_ = { 0, 0 };
     ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.acquire(m, l, token, lease_ms, flags, out, deadline));
     return rc;
 }
 
 static int cl_release(struct dlock_client *c, dlock__lock *l, const char *token, int how, int *released,
-                      dlock__mono deadline) {
+                      dlock__sent *sent, dlock__mono deadline) {
     int rc;
-    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.release(m, l, token, how, released, deadline));
+    dlock__sent st_ = { 0, 0 };
+    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.release(m, l, token, how, released, &st_, deadline));
+    if (sent != NULL) *sent = st_;
     return rc;
 }
 
-static int cl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline) {
+static int cl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__sent *sent,
+                    dlock__mono deadline) {
     int rc;
-    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.reset(m, l, how, was_held, deadline));
+    dlock__sent st_ = { 0, 0 };
+    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.reset(m, l, how, was_held, &st_, deadline));
+    if (sent != NULL) *sent = st_;
     return rc;
 }
 
 static int cl_fenced_set(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence, const void *value,
                          size_t len, int *written, dlock__mono deadline) {
     int rc;
+    dlock__sent st_ = { 0, 0 };
     ON_SLOT(c, dlock__key_slot(key, keylen), deadline,
             dlock__single_backend.fenced_set(m, key, keylen, fence, value, len, written, deadline));
     return rc;
@@ -338,6 +348,7 @@ static int cl_fenced_set(struct dlock_client *c, const char *key, size_t keylen,
 
 static int cl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
     int rc;
+    dlock__sent st_ = { 0, 0 };
     ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.info(m, l, out, deadline));
     return rc;
 }
@@ -345,6 +356,7 @@ static int cl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *ou
 static int cl_cond(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
                    const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
     int rc;
+    dlock__sent st_ = { 0, 0 };
     ON_SLOT(c, lock_slot(l), deadline,
             dlock__single_backend.cond(m, l, op, token, ttl_ms, stale, nstale, result, deadline));
     return rc;
@@ -443,7 +455,7 @@ int dlock__cluster_redirect(struct dlock_client *m, const redisReply *r, struct 
     if (*end != '\0' || port == 0 || port > 65535) return 0;
     hl = (size_t)(colon - p);
     if (hl >= sizeof host) return 0;
-    if (hl == 0) snprintf(host, sizeof host, "%s", m->conf.ep.host);
+    if (hl == 0) snprintf(host, sizeof host, "%s", m->node.conf.ep.host);
     else {
         memcpy(host, p, hl);
         host[hl] = '\0';
@@ -480,7 +492,7 @@ int dlock__cluster_masters(struct dlock_client *c, struct dlock_client **out, si
 
 struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot) {
     unsigned o;
-    if (c->conf.kind != DLOCK__BACKEND_CLUSTER || c->nmembers == 0) return NULL;
+    if (c->node.conf.kind != DLOCK__BACKEND_CLUSTER || c->nmembers == 0) return NULL;
     o = c->cl != NULL && slot < SLOTS ? c->cl->owner[slot] : 0;
     return c->members[o != 0 ? o - 1 : 0];
 }
@@ -491,7 +503,7 @@ static int cl_grant_conn(struct dlock_client *c, dlock__lock *l, struct dlock_cl
                          dlock__mono deadline) {
     int rc;
     if ((rc = route(c, lock_slot(l), node, deadline)) != 0) return rc;
-    return dlock__pool_get(*node, cn, deadline);
+    return dlock__pool_get(&(*node)->node, cn, deadline);
 }
 
 const dlock__backend_ops dlock__cluster_backend = {
@@ -505,3 +517,12 @@ const dlock__backend_ops dlock__cluster_backend = {
     .cond = cl_cond,
     .grant_conn = cl_grant_conn,
 };
+
+static int node_redirect(dlock__node *n, const redisReply *r, dlock__node **next, int *asking) {
+    struct dlock_client *m;
+    if (dlock__cluster_redirect(n->up, r, &m, asking) != 1) return 0;
+    *next = &m->node;
+    return 1;
+}
+
+const dlock__node_hooks dlock__cluster_hooks = { .redirect = node_redirect };

@@ -91,7 +91,7 @@ static int read_run_id(struct dlock_client *m, dlock__conn *cn, char *id) {
     redisReply *r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
     const char *p = NULL;
     if (r == NULL)
-        return dlock__seterr(ENOLCK, "%s: INFO: %s", m->conf.redacted_url,
+        return dlock__seterr(ENOLCK, "%s: INFO: %s", m->node.conf.redacted_url,
                              cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
     if (r->type == REDIS_REPLY_STRING) {
         p = r->str;
@@ -144,7 +144,7 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
         ids_unlock();
         asked++;
         confirming = 1;
-        if (dlock__conn_open(o, &fresh, o->conf.connect_timeout_ms) == 0) dlock__conn_close(fresh);
+        if (dlock__conn_open(&o->node, &fresh, o->node.conf.connect_timeout_ms) == 0) dlock__conn_close(fresh);
         else {
             ids_lock();
             o->rl_run_id[0] = '\0'; /* not known now */
@@ -165,7 +165,7 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
     }
     j = i;
     {
-        const dlock__endpoint *a = &c->members[j]->conf.ep, *b = &m->conf.ep;
+        const dlock__endpoint *a = &c->members[j]->node.conf.ep, *b = &m->node.conf.ep;
         size_t x = j < me ? j : me, y = j < me ? me : j;
         if (j > me) {
             const dlock__endpoint *t = a;
@@ -175,14 +175,14 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
         snprintf(c->rl_dup_msg, sizeof c->rl_dup_msg,
                  "%s: masters %zu (%s%.100s%s:%d) and %zu (%s%.100s%s:%d) are one server (run id %.12s...); Redlock "
                  "would count it twice in a quorum: name each server once",
-                 c->conf.redacted_url, x + 1, bracket(a->host, 1), a->host, bracket(a->host, 0), a->port, y + 1,
+                 c->node.conf.redacted_url, x + 1, bracket(a->host, 1), a->host, bracket(a->host, 0), a->port, y + 1,
                  bracket(b->host, 1), b->host, bracket(b->host, 0), b->port, id);
     }
     __atomic_add_fetch(&c->rl_dups, 1, __ATOMIC_RELEASE); /* after the message */
     dlock__seterr(ENOLCK, "%s", c->rl_dup_msg);
     ids_unlock();
     /* Older connections of this master lead there too: none is kept. */
-    dlock__pool_flush(m);
+    dlock__pool_flush(&m->node);
     return EACCES;
 }
 
@@ -204,7 +204,7 @@ static int dup_found(struct dlock_client *c, unsigned before) {
 
 /* How long one master may take to answer one request. */
 static dlock__mono member_deadline(const struct dlock_client *c) {
-    return dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS;
+    return dlock__now() + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS;
 }
 
 /* An acquisition round must leave most of the lease: each of its two
@@ -213,7 +213,7 @@ static dlock__mono member_deadline(const struct dlock_client *c) {
 static dlock__mono round_deadline(const struct dlock_client *c, unsigned lease_ms) {
     unsigned ms = lease_ms / 4;
     if (ms < 50) ms = 50;
-    if (ms > c->conf.command_timeout_ms) ms = c->conf.command_timeout_ms;
+    if (ms > c->node.conf.command_timeout_ms) ms = c->node.conf.command_timeout_ms;
     return dlock__now() + (dlock__mono)ms * DLOCK__MS;
 }
 
@@ -290,11 +290,11 @@ static void round_count(struct dlock_client *c, size_t i, redisReply *rep, struc
     dlock__acq acq;
     if (rep == NULL || dlock__acq_parse(rep, &acq) != 0) {
         if (rep != NULL) {
-            dlock__seterr(EPROTO, "%s: unexpected answer to acquire", c->members[i]->conf.redacted_url);
+            dlock__seterr(EPROTO, "%s: unexpected answer to acquire", c->members[i]->node.conf.redacted_url);
             freeReplyObject(rep);
         }
         rd->errs++;
-        if (rep == NULL && __atomic_load_n(&c->members[i]->rl_refused, __ATOMIC_ACQUIRE) >= rd->start)
+        if (rep == NULL && __atomic_load_n(&c->members[i]->node.refused, __ATOMIC_ACQUIRE) >= rd->start)
             rd->refused++;
         snprintf(rd->why, sizeof rd->why, "%s", dlock_last_error());
         return;
@@ -338,7 +338,7 @@ static int round_hold(struct dlock_client *c, dlock__lock *l, int flags, unsigne
     uint64_t floor = flags & DLOCK__F_CACHING ? rd->fence + DLOCK__FENCE_BLOCK - 1 : rd->fence;
     size_t raised = raise_fences(c, l, floor, round_deadline(c, lease_ms));
     dlock__mono now = dlock__now();
-    if (raised >= q && now - rd->start < (dlock__mono)(lease_ms - dlock__drift_ms(&c->conf, lease_ms)) * DLOCK__MS) {
+    if (raised >= q && now - rd->start < (dlock__mono)(lease_ms - dlock__drift_ms(&c->node.conf, lease_ms)) * DLOCK__MS) {
         out->status = rd->dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
         out->fence = rd->fence;
         out->pttl_ms = -1;
@@ -376,7 +376,7 @@ static int round_give_up(struct dlock_client *c, const struct rl_round *rd, unsi
     int for_good = rd->errs > 0 && rd->refused == rd->errs;
     if (dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS < deadline && !for_good) return 0;
     return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer%s; a quorum "
-                         "is %zu (last: %.300s)", c->conf.redacted_url, rd->got, c->nmembers, rd->errs,
+                         "is %zu (last: %.300s)", c->node.conf.redacted_url, rd->got, c->nmembers, rd->errs,
                          for_good ? " (they refused the connection)" : "", quorum(c), rd->why);
 }
 
@@ -417,15 +417,16 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
 }
 
 static int rl_release(struct dlock_client *c, dlock__lock *l, const char *token, int how, int *released,
-                      dlock__mono deadline) {
+                      dlock__sent *sent, dlock__mono deadline) {
     int ok[DLOCK__NODES_MAX], rel[DLOCK__NODES_MAX];
     dlock__args a;
     (void)deadline;
+    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now() }; /* each master: asked once, its own bound */
     dlock__release_args(c, l, token, how, &a);
     run_flag(c, NULL, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
     *released = count(rel, c->nmembers) > 0;
     if (count(ok, c->nmembers) == 0)
-        return dlock__seterr(ENOLCK, "%s: no master answered the release", c->conf.redacted_url);
+        return dlock__seterr(ENOLCK, "%s: no master answered the release", c->node.conf.redacted_url);
     return 0;
 }
 
@@ -465,20 +466,22 @@ static int rl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
     return 0;
 }
 
-static int rl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__mono deadline) {
+static int rl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__sent *sent,
+                    dlock__mono deadline) {
     size_t i, answered = 0;
     unsigned dups0 = dups(c);
     (void)deadline;
+    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now() };
     *was_held = 0;
     for (i = 0; i < c->nmembers; i++) {
         int h = 0;
-        if (dlock__single_backend.reset(c->members[i], l, how, &h, member_deadline(c)) != 0) continue;
+        if (dlock__single_backend.reset(c->members[i], l, how, &h, NULL, member_deadline(c)) != 0) continue;
         answered++;
         if (h) *was_held = 1;
     }
     if (dup_found(c, dups0)) return ENOLCK;
     if (answered < quorum(c))
-        return dlock__seterr(ENOLCK, "%s: only %zu masters answered the reset; a quorum is %zu", c->conf.redacted_url,
+        return dlock__seterr(ENOLCK, "%s: only %zu masters answered the reset; a quorum is %zu", c->node.conf.redacted_url,
                              answered, quorum(c));
     return 0;
 }
@@ -499,7 +502,7 @@ static int rl_fenced_set(struct dlock_client *c, const char *key, size_t keylen,
     if (dup_found(c, dups0)) return ENOLCK;
     if (answered < quorum(c))
         return dlock__seterr(ENOLCK, "%s: only %zu masters answered the fenced write; a quorum is %zu",
-                             c->conf.redacted_url, answered, quorum(c));
+                             c->node.conf.redacted_url, answered, quorum(c));
     *written = wrote >= quorum(c);
     return 0;
 }
@@ -555,15 +558,15 @@ static int info_read(struct dlock_client *c, size_t i, const redisReply *rep, dl
         return 1;
     }
     if (rep == NULL) return 0;
-    dlock__pool_flush(m); /* an answer out of step: drop the idle connections */
+    dlock__pool_flush(&m->node); /* an answer out of step: drop the idle connections */
     if (rep->type == REDIS_REPLY_ERROR &&
         (strncmp(rep->str, "NOPERM", 6) == 0 || strstr(rep->str, "can't run this command") != NULL))
         *rc = dlock__seterr(EPROTO, "%s: info refused by the server's ACL (see \"Running as a minimal ACL user\" "
-                            "in the README): %.200s", m->conf.redacted_url, rep->str);
+                            "in the README): %.200s", m->node.conf.redacted_url, rep->str);
     else if (rep->type == REDIS_REPLY_ERROR)
-        *rc = dlock__seterr(EPROTO, "%s: info failed: %.200s", m->conf.redacted_url, rep->str);
+        *rc = dlock__seterr(EPROTO, "%s: info failed: %.200s", m->node.conf.redacted_url, rep->str);
     else
-        *rc = dlock__seterr(EPROTO, "%s: unexpected answer to info", m->conf.redacted_url);
+        *rc = dlock__seterr(EPROTO, "%s: unexpected answer to info", m->node.conf.redacted_url);
     return 0;
 }
 
@@ -590,7 +593,7 @@ static int info_disagree(struct dlock_client *c, dlock__lock *l, const dlock_loc
     return dlock__seterr(ENOLCK, "%s: the Redlock masters disagree on '%.64s': no quorum (%zu of %zu) records one "
                          "holder, nor records it free (%zu answered: %s); it cannot be taken until they agree -- "
                          "a grant that no quorum records ends with its lease (the longest left: %lld ms): ask again",
-                         c->conf.redacted_url, l->name, quorum(c), n, answered, said, (long long)longest);
+                         c->node.conf.redacted_url, l->name, quorum(c), n, answered, said, (long long)longest);
 }
 
 static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
@@ -626,7 +629,7 @@ static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *ou
         rc = ENOLCK;
     } else if (answered < q) {
         rc = dlock__seterr(err ? err : ENOLCK, "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): "
-                           "what '%.64s' is cannot be known (%.300s)", c->conf.redacted_url, answered, n, q, l->name,
+                           "what '%.64s' is cannot be known (%.300s)", c->node.conf.redacted_url, answered, n, q, l->name,
                            strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
     } else {
         /* the holder that the most masters record */
@@ -689,3 +692,9 @@ const dlock__backend_ops dlock__redlock_backend = {
     .info = rl_info,
     .cond = rl_cond,
 };
+
+static int node_identify(dlock__node *n, dlock__conn *cn) {
+    return dlock__redlock_identify(n->up, cn);
+}
+
+const dlock__node_hooks dlock__redlock_hooks = { .on_connect = node_identify };

@@ -622,43 +622,43 @@ static int is_noscript(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-static int script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
-                      int numkeys, int nargs, const char **args, const size_t *lens, long long *acked);
+static int script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+                      int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent);
 
-int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
-                      int numkeys, int nargs, const char **args, const size_t *lens) {
-    return script_run(c, which, out, deadline, numkeys, nargs, args, lens, NULL);
+int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+                      int nargs, const char **args, const size_t *lens, dlock__sent *sent) {
+    return script_run(c, which, out, deadline, numkeys, nargs, args, lens, NULL, sent);
 }
 
-int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
-                           int numkeys, int nargs, const char **args, const size_t *lens, long long *acked) {
-    return script_run(c, which, out, deadline, numkeys, nargs, args, lens, acked);
+int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+                           int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent) {
+    return script_run(c, which, out, deadline, numkeys, nargs, args, lens, acked, sent);
 }
 
-static int script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline,
-                      int numkeys, int nargs, const char **args, const size_t *lens, long long *acked) {
+static int script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+                      int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS];
     char nk[12];
     int argc, rc, once;
 
-    argc = script_argv(which, c->conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
+    argc = script_argv(which, c->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
     if (argc < 0) return dlock__seterr(ENOMEM, "cannot make the script request (out of memory)");
     /* A release is asked once: its answer to a second asking would differ
      * ("not yours" after it has run); so is a reset, which asked again
      * could cut off a holder that came in between.  The others are safe to
      * repeat. */
     once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET;
-    rc = acked ? dlock__command_wait(c, out, deadline, argc, argv, argvlen, acked)
-               : dlock__command(c, out, deadline, once, argc, argv, argvlen);
+    rc = acked ? dlock__command_wait(&c->node, out, deadline, argc, argv, argvlen, acked, sent)
+               : dlock__command(&c->node, out, deadline, once, argc, argv, argvlen, sent);
     if (rc == 0 && is_noscript(*out)) {
         /* The server does not know the script (restarted or flushed): EVAL
          * runs it and caches it, so the next EVALSHA finds it. */
         freeReplyObject(*out);
         *out = NULL;
-        argc = script_argv(which, c->conf.cluster, 1, numkeys, nargs, args, lens, argv, argvlen, nk);
-        rc = acked ? dlock__command_wait(c, out, deadline, argc, argv, argvlen, acked)
-                   : dlock__command(c, out, deadline, once, argc, argv, argvlen);
+        argc = script_argv(which, c->node.conf.cluster, 1, numkeys, nargs, args, lens, argv, argvlen, nk);
+        rc = acked ? dlock__command_wait(&c->node, out, deadline, argc, argv, argvlen, acked, sent)
+                   : dlock__command(&c->node, out, deadline, once, argc, argv, argvlen, sent);
     }
     return rc;
 }
@@ -668,7 +668,7 @@ void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisR
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS], i;
     char nk[12];
-    int argc = n > 0 ? script_argv(which, cs[0]->conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk) : -1;
+    int argc = n > 0 ? script_argv(which, cs[0]->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk) : -1;
     if (argc < 0) {
         for (i = 0; i < n; i++) {
             out[i] = NULL;
@@ -676,14 +676,18 @@ void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisR
         }
         return;
     }
-    dlock__command_all(cs, n, argc, argv, argvlen, out, rcs, deadline);
+    {
+        dlock__node *ns[DLOCK__NODES_MAX];
+        for (i = 0; i < n && i < DLOCK__NODES_MAX; i++) ns[i] = &cs[i]->node;
+        dlock__command_all(ns, i, argc, argv, argvlen, out, rcs, deadline);
+    }
     for (i = 0; i < n; i++) {
         if (out[i] == NULL || !is_noscript(out[i])) continue;
         /* That server does not know the script yet: the one-server path
          * loads it (rare: a new or restarted server). */
         freeReplyObject(out[i]);
         out[i] = NULL;
-        rcs[i] = script_run(cs[i], which, &out[i], deadline, numkeys, nargs, args, lens, NULL);
+        rcs[i] = script_run(cs[i], which, &out[i], deadline, numkeys, nargs, args, lens, NULL, NULL);
     }
 }
 

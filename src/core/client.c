@@ -55,12 +55,12 @@ static void fork_child(void) {
     size_t i;
 
     for (c = clients; c != NULL; c = c->next) {
-        while (c->idle != NULL) {
-            dlock__conn *cn = c->idle;
-            c->idle = cn->next;
+        while (c->node.idle != NULL) {
+            dlock__conn *cn = c->node.idle;
+            c->node.idle = cn->next;
             dlock__conn_abandon(cn);
         }
-        c->nidle = 0;
+        c->node.nidle = 0;
         /* The renewal and subscriber connections belong to threads that
          * may have been in the middle of hiredis calls on them (they do
          * I/O without c->mu): their state may be half-updated, so they
@@ -139,7 +139,7 @@ static void at_exit(void) {
             {
                 dlock__mono end = dlock__now() + 1000 * DLOCK__MS;
                 dlock__mono saved = dlock__call_end_set(end); /* no connect or reply wait past it */
-                (void)c->ops->release(c, l, token, shared ? DLOCK__REL_SHARED : how, &released, end);
+                (void)c->ops->release(c, l, token, shared ? DLOCK__REL_SHARED : how, &released, NULL, end);
                 dlock__call_end_set(saved);
             }
             pthread_mutex_lock(&c->mu);
@@ -192,23 +192,31 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, stru
 
     if ((c = calloc(1, sizeof *c)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
     dlock__thread_exit_hook(dlock__thread_exiting);
-    rc = parent ? dlock__conf_member(&c->conf, &parent->conf, ep) : dlock__conf_parse(&c->conf, cfg);
+    rc = parent ? dlock__conf_member(&c->node.conf, &parent->node.conf, ep) : dlock__conf_parse(&c->node.conf, cfg);
     if (rc != 0) {
         free(c);
         return rc;
     }
-    if ((rc = dlock__tls_ctx_make(c)) != 0) goto fail_conf;
-    c->ops = c->conf.kind == DLOCK__BACKEND_REDLOCK   ? &dlock__redlock_backend
-             : c->conf.kind == DLOCK__BACKEND_CLUSTER ? &dlock__cluster_backend
+    if ((rc = dlock__tls_ctx_make(&c->node)) != 0) goto fail_conf;
+    c->ops = c->node.conf.kind == DLOCK__BACKEND_REDLOCK   ? &dlock__redlock_backend
+             : c->node.conf.kind == DLOCK__BACKEND_CLUSTER ? &dlock__cluster_backend
                                                       : &dlock__single_backend;
-    c->one_connect = parent != NULL;
-    if (parent != NULL && parent->conf.kind == DLOCK__BACKEND_CLUSTER) c->parent = parent;
-    if (parent != NULL && parent->conf.kind == DLOCK__BACKEND_REDLOCK) c->rl_parent = parent;
+    c->node.mu = &c->mu;
+    c->node.up = c;
+    c->node.one_connect = c->node.member = parent != NULL;
+    if (parent != NULL && parent->node.conf.kind == DLOCK__BACKEND_CLUSTER) {
+        c->parent = parent;
+        c->node.hooks = &dlock__cluster_hooks;
+    }
+    if (parent != NULL && parent->node.conf.kind == DLOCK__BACKEND_REDLOCK) {
+        c->rl_parent = parent;
+        c->node.hooks = &dlock__redlock_hooks;
+    }
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
     c->sub_wakefd = -1;
-    if ((c->epoch_key = malloc(strlen(c->conf.prefix) + 6)) != NULL)
-        sprintf(c->epoch_key, "%sepoch", c->conf.prefix);
+    if ((c->epoch_key = malloc(strlen(c->node.conf.prefix) + 6)) != NULL)
+        sprintf(c->epoch_key, "%sepoch", c->node.conf.prefix);
     if (c->buckets == NULL || c->epoch_key == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
         rc = dlock__seterr(ENOMEM, "out of memory");
         goto fail;
@@ -224,18 +232,18 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, stru
     c->next = clients;
     clients = c;
     pthread_mutex_unlock(&clients_mu);
-    if (c->conf.kind == DLOCK__BACKEND_REDLOCK || c->conf.kind == DLOCK__BACKEND_CLUSTER) {
+    if (c->node.conf.kind == DLOCK__BACKEND_REDLOCK || c->node.conf.kind == DLOCK__BACKEND_CLUSTER) {
         /* One client per master: its own pool and renewal connection;
          * on the list of clients, so fork and exit treat it like any.
          * A cluster starts with one per node named in the URL, and gets
          * more as its slot map names them (cluster.c). */
         size_t i;
-        if ((c->members = calloc(c->conf.nnodes, sizeof *c->members)) == NULL) {
+        if ((c->members = calloc(c->node.conf.nnodes, sizeof *c->members)) == NULL) {
             dlock_client_destroy(c);
             return dlock__seterr(ENOMEM, "out of memory");
         }
-        for (i = 0; i < c->conf.nnodes; i++) {
-            if ((rc = client_new(&c->members[i], NULL, c, &c->conf.nodes[i])) != 0) {
+        for (i = 0; i < c->node.conf.nnodes; i++) {
+            if ((rc = client_new(&c->members[i], NULL, c, &c->node.conf.nodes[i])) != 0) {
                 dlock_client_destroy(c);
                 return rc;
             }
@@ -247,9 +255,9 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg, stru
 fail:
     free(c->buckets);
     free(c->epoch_key);
-    dlock__tls_ctx_free(c);
+    dlock__tls_ctx_free(&c->node);
 fail_conf:
-    dlock__conf_free(&c->conf);
+    dlock__conf_free(&c->node.conf);
     free(c);
     return rc;
 }
@@ -330,9 +338,9 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     pthread_mutex_lock(&c->mu);
     dlock__orphans_forget(c);
     pthread_mutex_unlock(&c->mu);
-    while (c->idle != NULL) {
-        dlock__conn *cn = c->idle;
-        c->idle = cn->next;
+    while (c->node.idle != NULL) {
+        dlock__conn *cn = c->node.idle;
+        c->node.idle = cn->next;
         dlock__conn_close(cn);
     }
     for (i = 0; i < c->nbuckets; i++) {
@@ -352,8 +360,8 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     for (i = 0; i < c->nmembers; i++) (void)dlock_client_destroy(c->members[i]);
     free(c->members);
     dlock__cluster_free(c);
-    dlock__tls_ctx_free(c);
-    dlock__conf_free(&c->conf);
+    dlock__tls_ctx_free(&c->node);
+    dlock__conf_free(&c->node.conf);
     free(c);
     return 0;
 }
@@ -505,12 +513,12 @@ int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, i
         *out = l;
         return 0;
     }
-    if (c->conf.cluster && name[0] == '}')
+    if (c->node.conf.cluster && name[0] == '}')
         /* <prefix>{}...: an empty hash tag; the lock's keys would hash
          * whole, each to its own slot. */
         return dlock__seterr(EINVAL, "on Redis Cluster a lock name cannot start with '}'");
     if ((l = calloc(1, sizeof *l)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if ((l->name = malloc(namelen + 1)) == NULL || lock_keys(l, c->conf.prefix, name, namelen, kind) != 0 ||
+    if ((l->name = malloc(namelen + 1)) == NULL || lock_keys(l, c->node.conf.prefix, name, namelen, kind) != 0 ||
         dlock__cond_init(&l->cv) != 0) {
         free(l->name);
         free(l->key);

@@ -39,7 +39,7 @@
 #include "core/core.h"
 
 #define LINGER_MS 2000
-#define SUB_CMD(s, plain) ((s)->conf.cluster ? "S" plain : plain)
+#define SUB_CMD(s, plain) ((s)->node.conf.cluster ? "S" plain : plain)
 #define SENTINEL_RECHECK_MS 1000
 #define BACKOFF_MAX_MS 200
 
@@ -103,7 +103,7 @@ static void resubscribe(struct dlock_client *c, dlock__lock *l);
 
 static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
     if (l->sub_node != arg || l->sub_state == DLOCK__SUB_NONE) return;
-    if (((struct dlock_client *)arg)->conf.cluster) {
+    if (((struct dlock_client *)arg)->node.conf.cluster) {
         resubscribe(c, l); /* on the slot's master as the map has it now */
         return;
     }
@@ -150,8 +150,8 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
  * <prefix>{<name>} or a condition variable's <prefix>{<name>}:cond. */
 static dlock__lock *by_channel(struct dlock_client *c, const char *ch, size_t n) {
     static const char cond[] = "}:cond";
-    size_t plen = strlen(c->conf.prefix), cl = sizeof cond - 1;
-    if (n < plen + 2 || memcmp(ch, c->conf.prefix, plen) != 0 || ch[plen] != '{') return NULL;
+    size_t plen = strlen(c->node.conf.prefix), cl = sizeof cond - 1;
+    if (n < plen + 2 || memcmp(ch, c->node.conf.prefix, plen) != 0 || ch[plen] != '{') return NULL;
     if (n > plen + 1 + cl && memcmp(ch + n - cl, cond, cl) == 0) {
         dlock__lock *l = dlock__lock_find(c, ch + plen + 1, n - plen - 1 - cl, DLOCK__KIND_COND);
         if (l != NULL) return l;
@@ -181,7 +181,7 @@ static void on_message(struct dlock_client *c, struct dlock_client *node, redisR
         r->element[1]->type != REDIS_REPLY_STRING)
         return;
     kind = r->element[0]->str;
-    if (node->conf.cluster && kind[0] == 's') kind++; /* smessage, ssubscribe, sunsubscribe */
+    if (node->node.conf.cluster && kind[0] == 's') kind++; /* smessage, ssubscribe, sunsubscribe */
     l = by_channel(c, r->element[1]->str, r->element[1]->len);
     if (l == NULL || l->sub_node != node) return;
     if (strcmp(kind, "message") == 0) {
@@ -222,7 +222,7 @@ static void on_message(struct dlock_client *c, struct dlock_client *node, redisR
         if (l->sub_state == DLOCK__SUB_UNSENT) {
             l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
             dlock__lock_maybe_free(c, l);
-        } else if (node->conf.cluster && l->sub_state == DLOCK__SUB_ACTIVE) {
+        } else if (node->node.conf.cluster && l->sub_state == DLOCK__SUB_ACTIVE) {
             resubscribe(c, l); /* the node lost the slot */
         }
     }
@@ -246,7 +246,7 @@ static int on_refused(struct dlock_client *c, struct dlock_client *node, const r
     struct dlock_client *next;
     struct refused rf;
     int asking;
-    if (!node->conf.cluster || strncmp(r->str, "MOVED ", 6) != 0) return 0;
+    if (!node->node.conf.cluster || strncmp(r->str, "MOVED ", 6) != 0) return 0;
     pthread_mutex_unlock(&c->mu); /* the map and the members take c->mu */
     if (dlock__cluster_redirect(node, r, &next, &asking) != 1) {
         pthread_mutex_lock(&c->mu);
@@ -315,7 +315,7 @@ static void sub_conn_failed(struct sub_loop *lp) {
     if (node->sub_down_since == 0) node->sub_down_since = dlock__now();
     pthread_mutex_unlock(&c->mu);
     if (node->parent != NULL)
-        dlock__cluster_refresh_maybe(c, dlock__now() + (dlock__mono)c->conf.command_timeout_ms * DLOCK__MS);
+        dlock__cluster_refresh_maybe(c, dlock__now() + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS);
     sleep_poked(node, (int)lp->backoff_ms);
     if (lp->backoff_ms < BACKOFF_MAX_MS) lp->backoff_ms *= 2;
     pthread_mutex_lock(&c->mu);
@@ -336,7 +336,7 @@ static int sub_connect(struct sub_loop *lp) {
         return 0;
     }
     pthread_mutex_unlock(&c->mu);
-    rc = dlock__conn_open(node, &cn, c->conf.connect_timeout_ms);
+    rc = dlock__conn_open(&node->node, &cn, c->node.conf.connect_timeout_ms);
     pthread_mutex_lock(&c->mu);
     if (rc != 0) {
         sub_conn_failed(lp);
@@ -366,7 +366,7 @@ static void sub_sweep(struct sub_loop *lp) {
 static int sub_timeout_ms(const struct sub_loop *lp) {
     int timeout_ms = -1;
     if (lp->s.next != DLOCK__MONO_NEVER) timeout_ms = (int)((lp->s.next - lp->s.now) / DLOCK__MS) + 1;
-    if (lp->c->conf.kind == DLOCK__BACKEND_SENTINEL && (timeout_ms < 0 || timeout_ms > SENTINEL_RECHECK_MS))
+    if (lp->c->node.conf.kind == DLOCK__BACKEND_SENTINEL && (timeout_ms < 0 || timeout_ms > SENTINEL_RECHECK_MS))
         timeout_ms = SENTINEL_RECHECK_MS;
     return timeout_ms;
 }
@@ -381,7 +381,7 @@ static void sub_io(struct sub_loop *lp) {
     struct dlock_client *node = lp->node;
     struct pollfd pfd[2];
     pthread_mutex_unlock(&lp->c->mu);
-    if (!lp->s.err && !dlock__conn_current(node, node->sub_conn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS))
+    if (!lp->s.err && !dlock__conn_current(&node->node, node->sub_conn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS))
         lp->s.err = 1;
     if (!lp->s.err && dlock__conn_flush(node->sub_conn) != 0) lp->s.err = 1;
     if (!lp->s.err) {
@@ -496,7 +496,7 @@ void dlock__notify_poke(struct dlock_client *c) {
  * held. */
 static struct dlock_client *node_for(struct dlock_client *c, const dlock__lock *l) {
     struct dlock_client *m;
-    if (c->conf.kind != DLOCK__BACKEND_CLUSTER) return c;
+    if (c->node.conf.kind != DLOCK__BACKEND_CLUSTER) return c;
     m = dlock__cluster_node(c, dlock__key_slot(l->key, l->keylen));
     return m != NULL ? m : c;
 }

@@ -133,7 +133,7 @@ int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int 
 }
 
 int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline, int intr) {
-    dlock__mono bound = dlock__unreachable_deadline(c);
+    dlock__mono bound = dlock__unreachable_deadline(&c->node);
     int rc;
 
     for (;;) {
@@ -146,7 +146,7 @@ int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadli
             if (deadline <= bound && dlock__now() >= deadline) return ETIMEDOUT;
             if (dlock__now() >= bound)
                 return dlock__seterr(ENOLCK, "%s: cannot subscribe to release notifications",
-                                     c->conf.redacted_url);
+                                     c->node.conf.redacted_url);
         }
     }
 }
@@ -233,7 +233,7 @@ static int grant_begin(struct grant_wait *g) {
  * every 1000/hz ms (100 ms at the default hz 10), and a timed call must
  * not wait for that.  Given up, the connection goes, its BLPOP pending. */
 static void grant_deadline(struct grant_wait *g, dlock__mono deadline) {
-    g->give_up = g->until + (dlock__mono)dlock__reply_floor_ms(g->c) * DLOCK__MS;
+    g->give_up = g->until + (dlock__mono)dlock__reply_floor_ms(&g->c->node) * DLOCK__MS;
     if (g->give_up > deadline) g->give_up = deadline;
 }
 
@@ -311,7 +311,7 @@ static void grant_drop_conn(struct grant_wait *g) {
         dlock__conn_close(g->cn);
         g->cn = NULL;
     } else if (g->node != g->c) {
-        dlock__pool_put(g->node, g->cn, 0);
+        dlock__pool_put(&g->node->node, g->cn, 0);
         g->cn = NULL;
     }
 }
@@ -324,7 +324,7 @@ static void grant_drop_conn(struct grant_wait *g) {
  * client's: c->grant_nolist). */
 static int grant_end(struct grant_wait *g, int rc) {
     struct dlock_client *c = g->c;
-    if (g->cn != NULL && !dlock__pool_keep(c, g->cn)) dlock__conn_close(g->cn);
+    if (g->cn != NULL && !dlock__pool_keep(&c->node, g->cn)) dlock__conn_close(g->cn);
     g->fw->efd = -1;
     if (g->r != NULL) {
         int got = grant_parse(g->r, g->fw);

@@ -19,7 +19,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "core/core.h" /* TODO(layers): the client */
+#include "net/net.h"
 
 #define POOL_IDLE_MAX 8
 
@@ -197,8 +197,8 @@ static void plain_hint(const dlock__conf *cf) {
 /* A Redlock master or a Cluster node refused us for good (a scheme
  * mismatch, a certificate, credentials): noted for its parent, which
  * stops asking when every one it asked did so (redlock.c, cluster.c). */
-static void refused_for_good(struct dlock_client *c) {
-    if (c->rl_parent != NULL || c->parent != NULL) __atomic_store_n(&c->rl_refused, dlock__now(), __ATOMIC_RELEASE);
+static void refused_for_good(dlock__node *n) {
+    if (n->member) __atomic_store_n(&n->refused, dlock__now(), __ATOMIC_RELEASE);
 }
 
 /* Set while dlock__command_all connects the masters of one request, once
@@ -210,9 +210,9 @@ static __thread int in_all, plain_seen;
 /* The server closed (or reset) a fresh plain connection at its first
  * request: a TLS port does that to plain RESP.  1 if the server answers
  * a TLS ClientHello (then the message is set), else 0. */
-static int expects_tls(struct dlock_client *c, const dlock__conn *cn) {
+static int expects_tls(dlock__node *n, const dlock__conn *cn) {
     const redisContext *ctx = cn->ctx;
-    unsigned ms = c->conf.connect_timeout_ms < 500 ? c->conf.connect_timeout_ms : 500;
+    unsigned ms = n->conf.connect_timeout_ms < 500 ? n->conf.connect_timeout_ms : 500;
     /* (no answer, not even a part of one, ever came on it) */
     if (cn->tls != NULL || cn->answered != 0 || cn->ep.port == 0 || ctx->reader->len != 0) return 0;
     if (ctx->err != REDIS_ERR_EOF &&
@@ -221,7 +221,7 @@ static int expects_tls(struct dlock_client *c, const dlock__conn *cn) {
         return 0;
     if (dlock__tls_probe(cn->ep.host, cn->ep.port, ms) != 1) return 0;
     dlock__seterr(ENOLCK, "%s: the server closed the connection at the first request and answers a TLS "
-                  "handshake: it seems to expect TLS (use %s)", c->conf.redacted_url, scheme_for(&c->conf, 1));
+                  "handshake: it seems to expect TLS (use %s)", n->conf.redacted_url, scheme_for(&n->conf, 1));
     return 1;
 }
 
@@ -233,19 +233,19 @@ static int needs_password(const redisReply *r) {
            (strncmp(r->str, "NOAUTH", 6) == 0 || strstr(r->str, "Protocol error: unauthenticated") != NULL);
 }
 
-static int password_needed(const struct dlock_client *c) {
-    if (c->conf.password != NULL)
+static int password_needed(const dlock__node *n) {
+    if (n->conf.password != NULL)
         return dlock__seterr(ENOLCK, "%s: the server needs a password, and refused this connection's "
-                             "(NOAUTH)", c->conf.redacted_url);
+                             "(NOAUTH)", n->conf.redacted_url);
     return dlock__seterr(ENOLCK, "%s: the server needs a password: give it in the URL (redis://:PASSWORD@host, "
-                         "or redis://USER:PASSWORD@host for an ACL user)", c->conf.redacted_url);
+                         "or redis://USER:PASSWORD@host for an ACL user)", n->conf.redacted_url);
 }
 
 /* AUTH and SELECT on a fresh connection.  EACCES when the server refuses
  * the credentials: a configuration error that retrying cannot mend (the
  * message already says ENOLCK, which is what the caller returns). */
-static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
-    const dlock__conf *cf = &c->conf;
+static int conn_setup(dlock__node *n, dlock__conn *cn) {
+    const dlock__conf *cf = &n->conf;
     redisReply *r;
     char why[128];
 
@@ -258,7 +258,7 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
         argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
         r = dlock__conn_cmd(cn, argc, argv, lens, NULL);
         if (r == NULL) {
-            if (expects_tls(c, cn)) return EACCES;
+            if (expects_tls(n, cn)) return EACCES;
             return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url,
                                  conn_why(cn, cn->timeout_ms, why, sizeof why));
         }
@@ -281,13 +281,13 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
         lens[1] = (size_t)snprintf(db, sizeof db, "%d", cf->db);
         r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
         if (r == NULL) {
-            if (expects_tls(c, cn)) return EACCES;
+            if (expects_tls(n, cn)) return EACCES;
             return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url,
                                  conn_why(cn, cn->timeout_ms, why, sizeof why));
         }
         if (needs_password(r)) {
             freeReplyObject(r);
-            password_needed(c);
+            password_needed(n);
             return EACCES;
         }
         if (r->type == REDIS_REPLY_ERROR) {
@@ -303,8 +303,8 @@ static int conn_setup(struct dlock_client *c, dlock__conn *cn) {
 /* Sentinel: asks the sentinels, in order, where the master is (over TLS
  * for rediss+sentinel://, verified as the master is).  0 with *ep filled,
  * or ENOLCK when none of them answers with an address. */
-static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__endpoint *ep) {
-    const dlock__conf *cf = &c->conf;
+static int sentinel_master(dlock__node *n, unsigned timeout_ms, dlock__endpoint *ep) {
+    const dlock__conf *cf = &n->conf;
     char why[640] = ""; /* a TLS refusal, said in the end */
     size_t i, refused = 0;
     int rc;
@@ -322,7 +322,7 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
             continue;
         }
         redisSetTimeout(ctx, ms_tv(end_cap(timeout_ms)));
-        if (cf->tls && (rc = dlock__tls_start(c, &tmp, s->host)) != 0) {
+        if (cf->tls && (rc = dlock__tls_start(n, &tmp, s->host)) != 0) {
             if (rc == EACCES) { /* its certificate was refused */
                 const char *e = strstr(dlock_last_error(), "TLS: ");
                 plain_hint(cf);
@@ -365,34 +365,34 @@ static int sentinel_master(struct dlock_client *c, unsigned timeout_ms, dlock__e
 
 /* Sentinel: is the server we reached the master?  (A sentinel may name the
  * old master for a moment during a failover.) */
-static int is_master(struct dlock_client *c, dlock__conn *cn) {
+static int is_master(dlock__node *n, dlock__conn *cn) {
     const char *argv[1] = { "ROLE" };
     size_t lens[1] = { 4 };
     redisReply *r = dlock__conn_cmd(cn, 1, argv, lens, NULL);
     int ok;
     char why[128];
     if (r == NULL)
-        return dlock__seterr(ENOLCK, "%s: ROLE: %s", c->conf.redacted_url,
+        return dlock__seterr(ENOLCK, "%s: ROLE: %s", n->conf.redacted_url,
                              conn_why(cn, cn->timeout_ms, why, sizeof why));
     ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
          strcmp(r->element[0]->str, "master") == 0;
     if (!ok && r->type == REDIS_REPLY_ERROR)
-        dlock__seterr(ENOLCK, "%s: ROLE refused: %.200s", c->conf.redacted_url, r->str);
+        dlock__seterr(ENOLCK, "%s: ROLE refused: %.200s", n->conf.redacted_url, r->str);
     else if (!ok)
-        dlock__seterr(ENOLCK, "%s: the server the sentinels named is not the master (yet)", c->conf.redacted_url);
+        dlock__seterr(ENOLCK, "%s: the server the sentinels named is not the master (yet)", n->conf.redacted_url);
     freeReplyObject(r);
     return ok ? 0 : ENOLCK;
 }
 
-int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect_timeout_ms) {
-    const dlock__conf *cf = &c->conf;
+int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout_ms) {
+    const dlock__conf *cf = &n->conf;
     dlock__endpoint ep = cf->ep;
     redisContext *ctx;
     dlock__conn *cn;
     int rc;
 
     if (connect_timeout_ms == 0) connect_timeout_ms = 1;
-    if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(c, connect_timeout_ms, &ep)) != 0) return rc;
+    if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(n, connect_timeout_ms, &ep)) != 0) return rc;
     for (size_t i = 0;; i++) {
         /* Redlock, Cluster: this client's own connection (the
          * subscriber's) goes to the first node named in the URL that
@@ -422,24 +422,24 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
     redisSetTimeout(ctx, ms_tv(cn->timeout_ms));
     if (cf->tls && in_all && plain_seen && ep.port != 0 && dlock__plain_probe(ep.host, ep.port, cn->timeout_ms) == 1) {
         dlock__conn_close(cn);
-        refused_for_good(c);
+        refused_for_good(n);
         dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP): use %s, or the "
                       "server's TLS port", cf->redacted_url, scheme_for(cf, 0));
         return EACCES; /* for good, as below */
     }
-    if ((cf->tls && (rc = dlock__tls_start(c, cn, ep.host)) != 0) || (rc = conn_setup(c, cn)) != 0 ||
-        (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(c, cn)) != 0) ||
-        (c->rl_parent != NULL && (rc = dlock__redlock_identify(c, cn)) != 0)) {
+    if ((cf->tls && (rc = dlock__tls_start(n, cn, ep.host)) != 0) || (rc = conn_setup(n, cn)) != 0 ||
+        (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(n, cn)) != 0) ||
+        (n->hooks != NULL && n->hooks->on_connect != NULL && (rc = n->hooks->on_connect(n, cn)) != 0)) {
         /* A scheme mismatch is for good, as a refused certificate: a TLS
          * port that reset the Redlock master's INFO, a plain server that
          * answered our TLS handshake in RESP (said "use redis://"). */
-        if (rc == ENOLCK && expects_tls(c, cn)) rc = EACCES;
+        if (rc == ENOLCK && expects_tls(n, cn)) rc = EACCES;
         if (rc == EACCES && cf->tls && strstr(dlock_last_error(), "does not speak TLS") != NULL) {
             plain_hint(cf);
             plain_seen = in_all;
         }
         dlock__conn_close(cn);
-        if (rc == EACCES) refused_for_good(c);
+        if (rc == EACCES) refused_for_good(n);
         return rc;
     }
     redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
@@ -459,14 +459,14 @@ int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect
  * than this. */
 #define SENTINEL_CHECK_MS 100
 
-int dlock__conn_current(struct dlock_client *c, dlock__conn *cn, dlock__mono max_age) {
+int dlock__conn_current(dlock__node *n, dlock__conn *cn, dlock__mono max_age) {
     dlock__endpoint ep;
     dlock__mono now = dlock__now();
     char saved[512];
     int rc;
-    if (c->conf.kind != DLOCK__BACKEND_SENTINEL || now - cn->checked < max_age) return 1;
+    if (n->conf.kind != DLOCK__BACKEND_SENTINEL || now - cn->checked < max_age) return 1;
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
-    rc = sentinel_master(c, c->conf.connect_timeout_ms, &ep);
+    rc = sentinel_master(n, n->conf.connect_timeout_ms, &ep);
     dlock__restoreerr(saved);
     if (rc != 0) return 1; /* the sentinels cannot tell: go on with what we have */
     if (ep.port != cn->ep.port || strcmp(ep.host, cn->ep.host) != 0) return 0;
@@ -487,8 +487,8 @@ void dlock__conn_abandon(dlock__conn *cn) {
     dlock__conn_close(cn);
 }
 
-dlock__mono dlock__unreachable_deadline(const struct dlock_client *c) {
-    return dlock__now() + (dlock__mono)c->conf.unreachable_ms * DLOCK__MS;
+dlock__mono dlock__unreachable_deadline(const dlock__node *n) {
+    return dlock__now() + (dlock__mono)n->conf.unreachable_ms * DLOCK__MS;
 }
 
 /* ------------------------------------------------------------- breaker
@@ -506,24 +506,24 @@ dlock__mono dlock__unreachable_deadline(const struct dlock_client *c) {
 
 #define BREAKER_PROBE_MS 1000
 
-int dlock__breaker_pass(struct dlock_client *c, int *probe) {
+int dlock__breaker_pass(dlock__node *n, int *probe) {
     dlock__mono now;
     *probe = 0;
-    if (c->breaker_until == 0) return 0;
+    if (n->breaker_until == 0) return 0;
     now = dlock__now();
-    if (now >= c->breaker_until) {
-        c->breaker_until = 0; /* the period is over */
+    if (now >= n->breaker_until) {
+        n->breaker_until = 0; /* the period is over */
         return 0;
     }
-    if (now >= c->breaker_probe) {
-        c->breaker_probe = now + (dlock__mono)BREAKER_PROBE_MS * DLOCK__MS;
+    if (now >= n->breaker_probe) {
+        n->breaker_probe = now + (dlock__mono)BREAKER_PROBE_MS * DLOCK__MS;
         *probe = 1;
         return 0;
     }
     return dlock__seterr(ENOLCK, "%s: not asked: the server was unreachable for %u ms, %lld ms ago; it is "
-                         "asked again in %lld ms (circuit breaker, breaker_ms=%u)", c->conf.redacted_url,
-                         c->conf.unreachable_ms, (long long)((now - c->breaker_since) / DLOCK__MS),
-                         (long long)((c->breaker_probe - now) / DLOCK__MS + 1), c->conf.breaker_ms);
+                         "asked again in %lld ms (circuit breaker, breaker_ms=%u)", n->conf.redacted_url,
+                         n->conf.unreachable_ms, (long long)((now - n->breaker_since) / DLOCK__MS),
+                         (long long)((n->breaker_probe - now) / DLOCK__MS + 1), n->conf.breaker_ms);
 }
 
 /* A request that gave up (ENOLCK) this close to its unreachable bound
@@ -531,60 +531,60 @@ int dlock__breaker_pass(struct dlock_client *c, int *probe) {
 #define BREAKER_SLACK_MS 500
 
 /* Opens c's breaker now for conf.breaker_ms, its next probe due at
- * probe_at.  c->mu held. */
-static void breaker_trip(struct dlock_client *c, dlock__mono now, dlock__mono probe_at) {
-    c->breaker_since = now;
-    c->breaker_until = now + (dlock__mono)c->conf.breaker_ms * DLOCK__MS;
-    c->breaker_probe = probe_at;
+ * probe_at.  n->mu held. */
+static void breaker_trip(dlock__node *n, dlock__mono now, dlock__mono probe_at) {
+    n->breaker_since = now;
+    n->breaker_until = now + (dlock__mono)n->conf.breaker_ms * DLOCK__MS;
+    n->breaker_probe = probe_at;
 }
 
-void dlock__breaker_note(struct dlock_client *c, int rc, dlock__mono ub) {
+void dlock__breaker_note(dlock__node *n, int rc, dlock__mono ub) {
     dlock__mono now, slack;
-    if (c->conf.breaker_ms == 0) return;
+    if (n->conf.breaker_ms == 0) return;
     if (rc != ENOLCK) {
-        c->breaker_until = 0; /* the server answered */
+        n->breaker_until = 0; /* the server answered */
         return;
     }
     if (ub == 0) return;
     now = dlock__now();
-    slack = (dlock__mono)(c->conf.unreachable_ms / 2 < BREAKER_SLACK_MS ? c->conf.unreachable_ms / 2
+    slack = (dlock__mono)(n->conf.unreachable_ms / 2 < BREAKER_SLACK_MS ? n->conf.unreachable_ms / 2
                                                                          : BREAKER_SLACK_MS) * DLOCK__MS;
     if (now + slack < ub) return; /* it failed early: a refusal, not a wait */
-    breaker_trip(c, now, now + (dlock__mono)BREAKER_PROBE_MS * DLOCK__MS);
+    breaker_trip(n, now, now + (dlock__mono)BREAKER_PROBE_MS * DLOCK__MS);
 }
 
-int dlock__breaker_check(struct dlock_client *c, int *probe) {
+int dlock__breaker_check(dlock__node *n, int *probe) {
     int rc;
-    pthread_mutex_lock(&c->mu);
-    rc = dlock__breaker_pass(c, probe);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(n->mu);
+    rc = dlock__breaker_pass(n, probe);
+    pthread_mutex_unlock(n->mu);
     return rc;
 }
 
-void dlock__breaker_report(struct dlock_client *c, int rc, int paid) {
-    pthread_mutex_lock(&c->mu);
+void dlock__breaker_report(dlock__node *n, int rc, int paid) {
+    pthread_mutex_lock(n->mu);
     /* paid: as if the bound ended now */
-    dlock__breaker_note(c, rc, paid ? dlock__now() : 0);
-    pthread_mutex_unlock(&c->mu);
+    dlock__breaker_note(n, rc, paid ? dlock__now() : 0);
+    pthread_mutex_unlock(n->mu);
 }
 
-int dlock__breaker_open(struct dlock_client *c) {
+int dlock__breaker_open(dlock__node *n) {
     int open;
-    pthread_mutex_lock(&c->mu);
-    open = c->breaker_until != 0 && dlock__now() < c->breaker_until;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(n->mu);
+    open = n->breaker_until != 0 && dlock__now() < n->breaker_until;
+    pthread_mutex_unlock(n->mu);
     return open;
 }
 
-void dlock__breaker_probe_now(struct dlock_client *c) {
-    pthread_mutex_lock(&c->mu);
-    if (c->conf.breaker_ms != 0) breaker_trip(c, dlock__now(), 0);
-    pthread_mutex_unlock(&c->mu);
+void dlock__breaker_probe_now(dlock__node *n) {
+    pthread_mutex_lock(n->mu);
+    if (n->conf.breaker_ms != 0) breaker_trip(n, dlock__now(), 0);
+    pthread_mutex_unlock(n->mu);
 }
 
 /* ---------------------------------------------------------------- pool */
 
-int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline) {
+int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
     dlock__mono now;
     unsigned backoff_ms = 10;
     int rc, attempt;
@@ -592,14 +592,14 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
     for (;;) {
         dlock__conn *cn;
         struct pollfd pfd;
-        pthread_mutex_lock(&c->mu);
-        if ((cn = c->idle) == NULL) {
-            pthread_mutex_unlock(&c->mu);
+        pthread_mutex_lock(n->mu);
+        if ((cn = n->idle) == NULL) {
+            pthread_mutex_unlock(n->mu);
             break;
         }
-        c->idle = cn->next;
-        c->nidle--;
-        pthread_mutex_unlock(&c->mu);
+        n->idle = cn->next;
+        n->nidle--;
+        pthread_mutex_unlock(n->mu);
         cn->next = NULL;
         /* An idle connection must have nothing to read: if it has, the
          * server closed it, or sent something no request asked for (an
@@ -609,14 +609,14 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
         pfd.events = POLLIN;
         pfd.revents = 0;
         if (poll(&pfd, 1, 0) == 0 && !dlock__conn_pending(cn) &&
-            dlock__conn_current(c, cn, (dlock__mono)SENTINEL_CHECK_MS * DLOCK__MS)) {
+            dlock__conn_current(n, cn, (dlock__mono)SENTINEL_CHECK_MS * DLOCK__MS)) {
             *out = cn;
             return 0;
         }
         dlock__conn_close(cn);
     }
     for (attempt = 0;; attempt++) {
-        unsigned budget = c->conf.connect_timeout_ms;
+        unsigned budget = n->conf.connect_timeout_ms;
         now = dlock__now();
         /* The first attempt is always made (a timedlock whose deadline has
          * passed still acquires a free lock), with the time left before
@@ -625,14 +625,14 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
         if (deadline != DLOCK__MONO_NEVER) {
             int64_t left = (deadline - now) / DLOCK__MS;
             if (attempt > 0 && left <= 0) return ENOLCK; /* message set by the last attempt */
-            if (attempt == 0 && left < (int64_t)dlock__reply_floor_ms(c)) left = dlock__reply_floor_ms(c);
+            if (attempt == 0 && left < (int64_t)dlock__reply_floor_ms(n)) left = dlock__reply_floor_ms(n);
             if (left < (int64_t)budget) budget = (unsigned)left;
         }
         if (call_end != DLOCK__MONO_NEVER && now >= call_end)
-            return dlock__seterr(ENOLCK, "cannot connect to %s: no time left before the deadline", c->conf.redacted_url);
+            return dlock__seterr(ENOLCK, "cannot connect to %s: no time left before the deadline", n->conf.redacted_url);
         budget = end_cap(budget);
-        rc = dlock__conn_open(c, out, budget);
-        if (rc != ENOLCK || c->one_connect) return rc == EACCES ? ENOLCK : rc;
+        rc = dlock__conn_open(n, out, budget);
+        if (rc != ENOLCK || n->one_connect) return rc == EACCES ? ENOLCK : rc;
         /* Refused or timed out: wait a little, then try again. */
         now = dlock__now();
         if (deadline != DLOCK__MONO_NEVER && now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline) {
@@ -644,13 +644,13 @@ int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadl
     }
 }
 
-void dlock__pool_flush(struct dlock_client *c) {
+void dlock__pool_flush(dlock__node *n) {
     dlock__conn *idle;
-    pthread_mutex_lock(&c->mu);
-    idle = c->idle;
-    c->idle = NULL;
-    c->nidle = 0;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(n->mu);
+    idle = n->idle;
+    n->idle = NULL;
+    n->nidle = 0;
+    pthread_mutex_unlock(n->mu);
     while (idle != NULL) {
         dlock__conn *next = idle->next;
         dlock__conn_close(idle);
@@ -658,49 +658,49 @@ void dlock__pool_flush(struct dlock_client *c) {
     }
 }
 
-int dlock__pool_keep(struct dlock_client *c, dlock__conn *cn) {
-    if (c->nidle >= POOL_IDLE_MAX) return 0;
-    cn->next = c->idle;
-    c->idle = cn;
-    c->nidle++;
+int dlock__pool_keep(dlock__node *n, dlock__conn *cn) {
+    if (n->nidle >= POOL_IDLE_MAX) return 0;
+    cn->next = n->idle;
+    n->idle = cn;
+    n->nidle++;
     return 1;
 }
 
-void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken) {
+void dlock__pool_put(dlock__node *n, dlock__conn *cn, int broken) {
     if (cn == NULL) return;
     if (broken) {
         /* The idle connections are as old as the broken one: most likely
          * the server restarted or the network dropped, so drop them too
          * rather than fail on each of them in turn. */
-        dlock__pool_flush(c);
+        dlock__pool_flush(n);
     } else {
-        pthread_mutex_lock(&c->mu);
-        if (c->nidle < POOL_IDLE_MAX) {
-            cn->next = c->idle;
-            c->idle = cn;
-            c->nidle++;
+        pthread_mutex_lock(n->mu);
+        if (n->nidle < POOL_IDLE_MAX) {
+            cn->next = n->idle;
+            n->idle = cn;
+            n->nidle++;
             cn = NULL;
         }
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(n->mu);
     }
     dlock__conn_close(cn);
 }
 
 /* ------------------------------------------------------------ commands */
 
-unsigned dlock__reply_floor_ms(const struct dlock_client *c) {
-    unsigned ms = c->conf.command_timeout_ms;
+unsigned dlock__reply_floor_ms(const dlock__node *n) {
+    unsigned ms = n->conf.command_timeout_ms;
     return ms < DLOCK__REPLY_FLOOR_MS ? ms : DLOCK__REPLY_FLOOR_MS;
 }
 
 /* A reply is awaited no longer than the command timeout, nor past the
  * caller's deadline -- but at least the reply floor, so that a command
  * sent at its deadline is really tried -- and never past the call's end. */
-static void set_timeout(struct dlock_client *c, dlock__conn *cn, dlock__mono deadline) {
-    unsigned ms = c->conf.command_timeout_ms;
+static void set_timeout(dlock__node *n, dlock__conn *cn, dlock__mono deadline) {
+    unsigned ms = n->conf.command_timeout_ms;
     if (deadline != DLOCK__MONO_NEVER) {
         int64_t left = (deadline - dlock__now()) / DLOCK__MS;
-        unsigned floor = dlock__reply_floor_ms(c);
+        unsigned floor = dlock__reply_floor_ms(n);
         if (left < (int64_t)ms) ms = left < (int64_t)floor ? floor : (unsigned)left;
     }
     ms = end_cap(ms);
@@ -746,14 +746,14 @@ int dlock__wait_read(dlock__conn *cn, long long *acked) {
  * with `waitn`, a WAIT for that many replicas after it on the same
  * connection (WAIT counts this connection's writes); returns the
  * command's answer, the WAIT's count in *acked. */
-static redisReply *cmd_and_wait(struct dlock_client *c, dlock__conn *cn, int argc, const char **argv,
+static redisReply *cmd_and_wait(dlock__node *n, dlock__conn *cn, int argc, const char **argv,
                                 const size_t *argvlen, int *sent, unsigned waitn, long long *acked, int asking) {
     void *reply = NULL;
     int out;
     if (waitn == 0 && !asking) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
     out = (!asking || redisAppendCommand(cn->ctx, "ASKING") == REDIS_OK) &&
           redisAppendCommandArgv(cn->ctx, argc, argv, argvlen) == REDIS_OK &&
-          (waitn == 0 || dlock__wait_append(cn, waitn, c->conf.wait_timeout_ms) == 0) && dlock__conn_flush(cn) == 0;
+          (waitn == 0 || dlock__wait_append(cn, waitn, n->conf.wait_timeout_ms) == 0) && dlock__conn_flush(cn) == 0;
     *sent = out;
     if (!out) return NULL;
     if (asking) {
@@ -769,25 +769,14 @@ static redisReply *cmd_and_wait(struct dlock_client *c, dlock__conn *cn, int arg
     return reply;
 }
 
-static __thread int unknown_outcome;
-static __thread dlock__mono last_sent;
-
-int dlock__outcome_unknown(void) {
-    return unknown_outcome;
-}
-
-dlock__mono dlock__command_sent(void) {
-    return last_sent;
-}
-
 /* Redirections one request follows at most (a cluster whose nodes
  * disagree about a slot could send it round forever). */
 #define REDIRECTS_MAX 16
 
-/* One command's way through its attempts: where it is sent now (c, after
+/* One command's way through its attempts: where it is sent now (n, after
  * cluster redirections; first, the node first asked), and how far it got. */
 typedef struct cmd_run {
-    struct dlock_client *c, *first;
+    dlock__node *n, *first;
     dlock__conn *cn;
     dlock__mono deadline, began;
     int once, argc, tries, asking, redirects, sent;
@@ -795,6 +784,7 @@ typedef struct cmd_run {
     const size_t *argvlen;
     unsigned waitn, backoff_ms;
     long long *acked;
+    dlock__sent *out; /* what the attempts came to (never NULL) */
 } cmd_run;
 
 #define CMD_AGAIN (-1) /* (cmd_* steps: ask again) */
@@ -806,24 +796,24 @@ static int cmd_backoff(cmd_run *k) {
         return ENOLCK;
     usleep(k->backoff_ms * 1000);
     if (k->backoff_ms < 100) k->backoff_ms *= 2;
-    k->c = k->first;
+    k->n = k->first;
     k->asking = 0;
     k->redirects = 0;
     return CMD_AGAIN;
 }
 
-/* Sends the command on a connection of k->c and waits for its answer:
+/* Sends the command on a connection of k->n and waits for its answer:
  * the answer, or NULL (the connection broke; k->cn is still taken). */
 static redisReply *cmd_send(cmd_run *k, int *rc) {
     redisReply *r;
-    if ((*rc = dlock__pool_get(k->c, &k->cn, k->deadline)) != 0) return NULL;
-    set_timeout(k->c, k->cn, k->deadline);
+    if ((*rc = dlock__pool_get(k->n, &k->cn, k->deadline)) != 0) return NULL;
+    set_timeout(k->n, k->cn, k->deadline);
     if (k->waitn > 0) { /* the WAIT may take its whole timeout (not past the call's end) */
-        unsigned wms = end_cap(k->c->conf.wait_timeout_ms + 1000);
+        unsigned wms = end_cap(k->n->conf.wait_timeout_ms + 1000);
         if (wms > k->cn->timeout_ms && redisSetTimeout(k->cn->ctx, ms_tv(wms)) == REDIS_OK) k->cn->timeout_ms = wms;
     }
-    last_sent = dlock__now();
-    r = cmd_and_wait(k->c, k->cn, k->argc, k->argv, k->argvlen, &k->sent, k->waitn, k->acked, k->asking);
+    k->out->at = dlock__now();
+    r = cmd_and_wait(k->n, k->cn, k->argc, k->argv, k->argvlen, &k->sent, k->waitn, k->acked, k->asking);
     k->asking = 0;
     return r;
 }
@@ -831,27 +821,28 @@ static redisReply *cmd_send(cmd_run *k, int *rc) {
 /* An answer came: 0 with it in *out, CMD_AGAIN (a redirection, a server
  * not ready yet), or an errno value.  The connection goes back. */
 static int cmd_answered(cmd_run *k, redisReply *r, redisReply **out) {
-    struct dlock_client *c = k->c, *next;
+    dlock__node *n = k->n, *next;
     if (k->cn->ctx->reader->pos < k->cn->ctx->reader->len) {
         /* More bytes than one answer: the connection is out of step
          * with its requests, and every later answer on it would be
          * another request's.  Never trust it again. */
         freeReplyObject(r);
-        dlock__pool_put(c, k->cn, 1);
-        return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", c->conf.redacted_url);
+        dlock__pool_put(n, k->cn, 1);
+        return dlock__seterr(EPROTO, "%s: the server sent more than was asked for", n->conf.redacted_url);
     }
     if (needs_password(r)) { /* asking again cannot mend it */
         freeReplyObject(r);
-        dlock__pool_put(c, k->cn, 1);
-        return password_needed(c);
+        dlock__pool_put(n, k->cn, 1);
+        return password_needed(n);
     }
-    if (c->parent != NULL && r->type == REDIS_REPLY_ERROR && dlock__cluster_redirect(c, r, &next, &k->asking) == 1) {
+    if (r->type == REDIS_REPLY_ERROR && n->hooks != NULL && n->hooks->redirect != NULL &&
+        n->hooks->redirect(n, r, &next, &k->asking) == 1) {
         /* A cluster node: MOVED (the slot lives elsewhere now) or ASK
          * (its keys are moving there): nothing ran; ask that node,
          * with ASKING first for ASK. */
         freeReplyObject(r);
-        dlock__pool_put(c, k->cn, 0);
-        k->c = next;
+        dlock__pool_put(n, k->cn, 0);
+        k->n = next;
         k->tries = -1;
         if (++k->redirects < REDIRECTS_MAX) return CMD_AGAIN;
         /* Sent round and round: the nodes disagree while a slot
@@ -869,12 +860,12 @@ static int cmd_answered(cmd_run *k, redisReply *r, redisReply **out) {
          * cluster's slot in migration (TRYAGAIN): start again from the
          * node first asked, following its redirections anew. */
         int demoted = dlock__demoted(r);
-        dlock__seterr(ENOLCK, "%s: %.100s", c->conf.redacted_url, r->str);
+        dlock__seterr(ENOLCK, "%s: %.100s", n->conf.redacted_url, r->str);
         freeReplyObject(r);
-        dlock__pool_put(c, k->cn, demoted);
+        dlock__pool_put(n, k->cn, demoted);
         return cmd_backoff(k);
     }
-    dlock__pool_put(c, k->cn, 0);
+    dlock__pool_put(n, k->cn, 0);
     *out = r;
     return 0;
 }
@@ -884,25 +875,25 @@ static int cmd_answered(cmd_run *k, redisReply *r, redisReply **out) {
  * the deadline, only an end of file or a reset is worth one more try (a
  * stale pooled connection), not a silent server. */
 static int cmd_broken(cmd_run *k) {
-    struct dlock_client *c = k->c;
+    dlock__node *n = k->n;
     int stale = k->cn->ctx->err == REDIS_ERR_EOF || (k->cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET);
     char why[128];
-    if (expects_tls(c, k->cn)) { /* a configuration error: asking again cannot mend it */
-        refused_for_good(c);
-        dlock__pool_put(c, k->cn, 1);
+    if (expects_tls(n, k->cn)) { /* a configuration error: asking again cannot mend it */
+        refused_for_good(n);
+        dlock__pool_put(n, k->cn, 1);
         return ENOLCK;
     }
     /* (a timeout: how long this call has waited in all) */
-    dlock__seterr(ENOLCK, "%s: %s", c->conf.redacted_url,
+    dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url,
                   conn_why(k->cn, (unsigned)((dlock__now() - k->began) / DLOCK__MS), why, sizeof why));
-    dlock__pool_put(c, k->cn, 1);
+    dlock__pool_put(n, k->cn, 1);
     if (k->once && k->sent) {
         /* The request went out and may have run: asking again could
          * give a different answer (a release that happened says "not
          * yours" the second time).  The caller learns the outcome is
          * unknown. */
-        unknown_outcome = 1;
-        return dlock__seterr(ENOLCK, "%s: no answer (the request may have run)", c->conf.redacted_url);
+        k->out->unknown = 1;
+        return dlock__seterr(ENOLCK, "%s: no answer (the request may have run)", n->conf.redacted_url);
     }
     if (k->deadline != DLOCK__MONO_NEVER && dlock__now() >= k->deadline && (k->tries > 0 || !stale)) return ENOLCK;
     return CMD_AGAIN;
@@ -911,14 +902,16 @@ static int cmd_broken(cmd_run *k) {
 /* One command, asked again on another connection, node or after a short
  * wait until it is answered or the deadline passes: send, then the answer
  * (cmd_answered) or the broken connection (cmd_broken) says what next. */
-static int command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
-                   int argc, const char **argv, const size_t *argvlen, unsigned waitn, long long *acked) {
-    cmd_run k = { .c = c, .first = c, .deadline = deadline, .began = dlock__now(), .once = once, .argc = argc,
-                  .argv = argv, .argvlen = argvlen, .waitn = waitn, .backoff_ms = 10, .acked = acked };
+static int command(dlock__node *n, redisReply **out, dlock__mono deadline, int once, int argc,
+                   const char **argv, const size_t *argvlen, unsigned waitn, long long *acked, dlock__sent *sent) {
+    dlock__sent none;
+    cmd_run k = { .n = n, .first = n, .deadline = deadline, .began = dlock__now(), .once = once, .argc = argc,
+                  .argv = argv, .argvlen = argvlen, .waitn = waitn, .backoff_ms = 10, .acked = acked,
+                  .out = sent != NULL ? sent : &none };
     int rc = CMD_AGAIN;
 
-    unknown_outcome = 0;
-    last_sent = 0;
+    k.out->unknown = 0;
+    k.out->at = 0;
     for (k.tries = 0; rc == CMD_AGAIN; k.tries++) {
         redisReply *r = cmd_send(&k, &rc);
         if (r == NULL && rc != 0) return rc; /* no connection */
@@ -927,20 +920,20 @@ static int command(struct dlock_client *c, redisReply **out, dlock__mono deadlin
     return rc;
 }
 
-int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
-                   int argc, const char **argv, const size_t *argvlen) {
+int dlock__command(dlock__node *n, redisReply **out, dlock__mono deadline, int once, int argc,
+                   const char **argv, const size_t *argvlen, dlock__sent *sent) {
     *out = NULL;
-    return command(c, out, deadline, once, argc, argv, argvlen, 0, NULL);
+    return command(n, out, deadline, once, argc, argv, argvlen, 0, NULL, sent);
 }
 
-int dlock__command_wait(struct dlock_client *c, redisReply **out, dlock__mono deadline, int argc,
-                        const char **argv, const size_t *argvlen, long long *acked) {
+int dlock__command_wait(dlock__node *n, redisReply **out, dlock__mono deadline, int argc,
+                        const char **argv, const size_t *argvlen, long long *acked, dlock__sent *sent) {
     *out = NULL;
     *acked = -1;
-    return command(c, out, deadline, 0, argc, argv, argvlen, c->conf.wait_replicas, acked);
+    return command(n, out, deadline, 0, argc, argv, argvlen, n->conf.wait_replicas, acked, sent);
 }
 
-void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char **argv, const size_t *lens,
+void dlock__command_all(dlock__node **ns, size_t n, int argc, const char **argv, const size_t *lens,
                         redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
     size_t i;
@@ -949,12 +942,12 @@ void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char
     for (i = 0; i < n; i++) {
         out[i] = NULL;
         cn[i] = NULL;
-        if ((rcs[i] = dlock__pool_get(cs[i], &cn[i], deadline)) != 0) continue;
-        set_timeout(cs[i], cn[i], deadline);
+        if ((rcs[i] = dlock__pool_get(ns[i], &cn[i], deadline)) != 0) continue;
+        set_timeout(ns[i], cn[i], deadline);
         if (redisAppendCommandArgv(cn[i]->ctx, argc, argv, lens) != REDIS_OK || dlock__conn_flush(cn[i]) != 0) {
-            rcs[i] = dlock__seterr(ENOLCK, "%s: %s", cs[i]->conf.redacted_url,
+            rcs[i] = dlock__seterr(ENOLCK, "%s: %s", ns[i]->conf.redacted_url,
                                    cn[i]->ctx->errstr[0] ? cn[i]->ctx->errstr : "cannot send");
-            dlock__pool_put(cs[i], cn[i], 1);
+            dlock__pool_put(ns[i], cn[i], 1);
             cn[i] = NULL;
         }
     }
@@ -964,25 +957,25 @@ void dlock__command_all(struct dlock_client **cs, size_t n, int argc, const char
         if (cn[i] == NULL) continue;
         if (dlock__conn_reply(cn[i], &r) != REDIS_OK) {
             char why[128];
-            if (expects_tls(cs[i], cn[i])) {
-                refused_for_good(cs[i]);
+            if (expects_tls(ns[i], cn[i])) {
+                refused_for_good(ns[i]);
                 rcs[i] = ENOLCK;
             } else {
-                rcs[i] = dlock__seterr(ENOLCK, "%s: %s", cs[i]->conf.redacted_url,
+                rcs[i] = dlock__seterr(ENOLCK, "%s: %s", ns[i]->conf.redacted_url,
                                        conn_why(cn[i], cn[i]->timeout_ms, why, sizeof why));
             }
-            dlock__pool_put(cs[i], cn[i], 1);
+            dlock__pool_put(ns[i], cn[i], 1);
         } else if (needs_password(r)) {
             freeReplyObject(r);
-            rcs[i] = password_needed(cs[i]);
-            dlock__pool_put(cs[i], cn[i], 1);
+            rcs[i] = password_needed(ns[i]);
+            dlock__pool_put(ns[i], cn[i], 1);
         } else if (cn[i]->ctx->reader->pos < cn[i]->ctx->reader->len) {
             freeReplyObject(r);
-            rcs[i] = dlock__seterr(EPROTO, "%s: the server sent more than was asked for", cs[i]->conf.redacted_url);
-            dlock__pool_put(cs[i], cn[i], 1);
+            rcs[i] = dlock__seterr(EPROTO, "%s: the server sent more than was asked for", ns[i]->conf.redacted_url);
+            dlock__pool_put(ns[i], cn[i], 1);
         } else {
             out[i] = r;
-            dlock__pool_put(cs[i], cn[i], 0);
+            dlock__pool_put(ns[i], cn[i], 0);
         }
     }
 }

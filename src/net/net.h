@@ -7,9 +7,60 @@
 
 #include "base/base.h"
 
+/* ---------------------------------------------------------------- nodes */
+
+typedef struct dlock__node dlock__node;
+typedef struct dlock__conn dlock__conn;
+
+/* What the layer above hears from a node's connections and answers: set
+ * by the backend (a Redlock master identifies its server on every new
+ * connection; a Cluster node's answers may redirect to another node). */
+typedef struct dlock__node_hooks {
+    /* A new connection, authenticated: 0, ENOLCK, or EACCES to refuse the
+     * server for good (the message set). */
+    int (*on_connect)(dlock__node *n, dlock__conn *cn);
+    /* n answered r: 1 when r redirects the request to *next (ASK:
+     * *asking set), 0 when it does not. */
+    int (*redirect)(dlock__node *n, const redisReply *r, dlock__node **next, int *asking);
+} dlock__node_hooks;
+
+/* One server of a deployment as the transport sees it: its configuration,
+ * its TLS context, a pool of idle connections and a circuit breaker.  A
+ * client is one (a single server or Sentinel; for Redlock and Cluster the
+ * node the subscriber's connection goes to), and each Redlock master and
+ * Cluster node is another. */
+struct dlock__node {
+    dlock__conf conf;
+    pthread_mutex_t *mu;  /* guards idle, nidle and the breaker: the owner's mutex */
+    struct ssl_ctx_st *tls_ctx; /* rediss://: the OpenSSL context of every connection */
+    dlock__conn *idle;    /* the pool of idle connections */
+    unsigned nidle;
+    int one_connect; /* one connection attempt per request, no retry loop */
+    int member;      /* a Redlock master or a Cluster node: refusals are noted */
+    dlock__mono refused; /* when its server last refused us for good (EACCES) */
+    /* The circuit breaker (conf.breaker_ms): open from a request that
+     * found the server unreachable for the whole unreachable bound until
+     * breaker_until (0: closed); meanwhile requests fail at once but one a
+     * second (not before breaker_probe), which makes one attempt. */
+    dlock__mono breaker_until;
+    dlock__mono breaker_probe;
+    dlock__mono breaker_since; /* when it opened */
+    const dlock__node_hooks *hooks; /* NULL: none */
+    void *up;        /* the object of the layer above that owns the node */
+};
+
+/* What a command's attempts came to, besides its answer: whether its
+ * request went out and got no answer (ENOLCK, outcome unknown), and when
+ * the request whose answer it returned was sent (after retries: the last
+ * one; failed: the latest that went out, 0 none did). */
+typedef struct dlock__sent {
+    int unknown;
+    dlock__mono at;
+} dlock__sent;
+
 /* -------------------------------------------------------- connections */
 
-typedef struct dlock__conn {
+struct dlock__conn {
     redisContext *ctx;
     unsigned timeout_ms; /* the socket timeout now set */
     struct dlock__conn *next; /* pool link */
@@ -17,20 +68,20 @@ typedef struct dlock__conn {
     dlock__endpoint ep;       /* the server it leads to */
     dlock__mono checked;      /* Sentinel: when the sentinels last named ep the master */
     unsigned answered;        /* answers read on it (0: the server never answered) */
-} dlock__conn;
+};
 /* Sentinel: does cn still lead to the master the sentinels name?  Asked
  * again when the last answer is older than max_age (0: always).  1 yes
  * (or the sentinels cannot tell), 0 no.  Other deployments: always 1. */
-int dlock__conn_current(struct dlock_client *c, dlock__conn *cn, dlock__mono max_age);
+int dlock__conn_current(dlock__node *n, dlock__conn *cn, dlock__mono max_age);
 
 /* TLS (tls.c).  The client's context is made from its configuration
  * (nothing without TLS); a connection's session starts on its connected
  * socket.  _write / _read move bytes as dlock__conn_flush / _read do. */
-int dlock__tls_ctx_make(struct dlock_client *c);
-void dlock__tls_ctx_free(struct dlock_client *c);
+int dlock__tls_ctx_make(dlock__node *n);
+void dlock__tls_ctx_free(dlock__node *n);
 /* 0, ENOLCK, or EACCES when the server's certificate is refused (not
  * worth asking again; the message says ENOLCK, which callers return). */
-int dlock__tls_start(struct dlock_client *c, dlock__conn *cn, const char *host);
+int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host);
 void dlock__tls_free(dlock__conn *cn);
 int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len);
 int dlock__tls_read(dlock__conn *cn);
@@ -42,21 +93,20 @@ int dlock__tls_pending(const dlock__conn *cn);
 int dlock__tls_probe(const char *host, int port, unsigned timeout_ms);
 int dlock__plain_probe(const char *host, int port, unsigned timeout_ms);
 
-struct dlock_client;
 /* Connects, authenticates and selects the database, within the
  * connection timeout.  ENOLCK with a message on failure. */
-int dlock__conn_open(struct dlock_client *c, dlock__conn **out, unsigned connect_timeout_ms);
+int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout_ms);
 void dlock__conn_close(dlock__conn *cn);
 /* Closes the socket without sending anything: for a fork child discarding
  * the parent's connections. */
 void dlock__conn_abandon(dlock__conn *cn);
 
-/* Command connections from the pool (c->mu NOT held by the caller). */
-int dlock__pool_get(struct dlock_client *c, dlock__conn **out, dlock__mono deadline);
-void dlock__pool_put(struct dlock_client *c, dlock__conn *cn, int broken);
-/* c->mu held: puts a healthy connection back among c's idle ones; 0 if
+/* Command connections from n's pool (n->mu NOT held by the caller). */
+int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline);
+void dlock__pool_put(dlock__node *n, dlock__conn *cn, int broken);
+/* n->mu held: puts a healthy connection back among n's idle ones; 0 if
  * there is no room (the caller closes it). */
-int dlock__pool_keep(struct dlock_client *c, dlock__conn *cn);
+int dlock__pool_keep(dlock__node *n, dlock__conn *cn);
 /* Is r an error that means "not now" (LOADING, BUSY...)? */
 int dlock__not_ready(const redisReply *r);
 /* The transport (conn.c): one request and its answer, NULL when the
@@ -80,28 +130,30 @@ int dlock__wait_read(dlock__conn *cn, long long *acked);
 /* Bytes received but not yet given to the reader (TLS buffers them). */
 int dlock__conn_pending(const dlock__conn *cn);
 /* Closes every idle connection. */
-void dlock__pool_flush(struct dlock_client *c);
+void dlock__pool_flush(dlock__node *n);
 
-/* Runs a command on a pooled connection, reconnecting on failure until
- * `deadline` (bounded by the unreachable bound).  ENOLCK when the server
- * could not be reached in time.  once: a request that went out but got no
- * answer is not sent again (ENOLCK: its outcome is unknown). */
+/* Runs a command on a pooled connection of n, reconnecting on failure
+ * until `deadline` (bounded by the unreachable bound) and following the
+ * redirections n's hooks name.  ENOLCK when the server could not be
+ * reached in time.  once: a request that went out but got no answer is
+ * not sent again (ENOLCK, sent->unknown set: its outcome is unknown).
+ * sent (NULL: not wanted) says what the attempts came to. */
+int dlock__command(dlock__node *n, redisReply **out, dlock__mono deadline, int once,
+                   int argc, const char **argv, const size_t *argvlen, dlock__sent *sent);
 /* The same, followed on its connection by WAIT for the deployment's
  * wait=N replicas; *acked: how many acknowledged (-1: unknown). */
-int dlock__command_wait(struct dlock_client *c, redisReply **out, dlock__mono deadline, int argc,
-                        const char **argv, const size_t *argvlen, long long *acked);
+int dlock__command_wait(dlock__node *n, redisReply **out, dlock__mono deadline, int argc,
+                        const char **argv, const size_t *argvlen, long long *acked, dlock__sent *sent);
+/* One command to n nodes at once (Redlock): every request is written
+ * before any answer is read.  out[i] the answer (to be freed) or NULL
+ * with rcs[i] the error. */
+void dlock__command_all(dlock__node **ns, size_t n, int argc, const char **argv, const size_t *lens,
+                        redisReply **out, int *rcs, dlock__mono deadline);
+/* "This server is no longer the master" (READONLY after a failover). */
 int dlock__demoted(const redisReply *r);
-int dlock__command(struct dlock_client *c, redisReply **out, dlock__mono deadline, int once,
-                   int argc, const char **argv, const size_t *argvlen);
-/* Did the calling thread's last dlock__command fail after its request
- * went out (ENOLCK, outcome unknown)? */
-int dlock__outcome_unknown(void);
-/* When the calling thread's last dlock__command sent the request whose
- * answer it returned (after retries: the last one). */
-dlock__mono dlock__command_sent(void);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
-dlock__mono dlock__unreachable_deadline(const struct dlock_client *c);
-unsigned dlock__reply_floor_ms(const struct dlock_client *c);
+dlock__mono dlock__unreachable_deadline(const dlock__node *n);
+unsigned dlock__reply_floor_ms(const dlock__node *n);
 /* The circuit breaker (conf.breaker_ms), around each request of a lock,
  * unlock or info call.  dlock__breaker_pass: 0 if the request may go --
  * *probe 1 when it is the breaker's probe, which makes one attempt (its
@@ -109,19 +161,19 @@ unsigned dlock__reply_floor_ms(const struct dlock_client *c);
  * nothing is sent.  dlock__breaker_note: the request's outcome; an answer
  * (anything but ENOLCK) closes the breaker, ENOLCK from a request whose
  * bound was the unreachable bound `ub` (0: it was not) and that lasted
- * until about then opens it.  c->mu held for both. */
-int dlock__breaker_pass(struct dlock_client *c, int *probe);
-void dlock__breaker_note(struct dlock_client *c, int rc, dlock__mono ub);
-/* The same with c->mu NOT held, for callers outside a lock call (the
+ * until about then opens it.  n->mu held for both. */
+int dlock__breaker_pass(dlock__node *n, int *probe);
+void dlock__breaker_note(dlock__node *n, int rc, dlock__mono ub);
+/* The same with n->mu NOT held, for callers outside a lock call (the
  * preload, whose keepers make its file locks' requests): _check is
  * _pass; _report(rc, paid) is _note, with paid 1 for a request that
  * waited the whole unreachable bound; _probe_now opens the breaker with
  * a probe due at once (a keeper told that its program's breaker is open). */
-int dlock__breaker_check(struct dlock_client *c, int *probe);
-void dlock__breaker_report(struct dlock_client *c, int rc, int paid);
-void dlock__breaker_probe_now(struct dlock_client *c);
-/* Is c's breaker open now?  c->mu NOT held. */
-int dlock__breaker_open(struct dlock_client *c);
+int dlock__breaker_check(dlock__node *n, int *probe);
+void dlock__breaker_report(dlock__node *n, int rc, int paid);
+void dlock__breaker_probe_now(dlock__node *n);
+/* Is n's breaker open now?  n->mu NOT held. */
+int dlock__breaker_open(dlock__node *n);
 /* Sets the calling thread's call end (DLOCK__MONO_NEVER: none), which no
  * connect attempt or reply wait of the thread outlasts; the old one. */
 dlock__mono dlock__call_end_set(dlock__mono end);

@@ -24,7 +24,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "core/core.h" /* TODO(layers): the client */
+#include "net/net.h"
 
 struct dlock__tls {
     SSL *ssl;
@@ -44,8 +44,8 @@ static const char *ssl_reason(const char *dflt) {
     return buf;
 }
 
-int dlock__tls_ctx_make(struct dlock_client *c) {
-    const dlock__conf *cf = &c->conf;
+int dlock__tls_ctx_make(dlock__node *n) {
+    const dlock__conf *cf = &n->conf;
     SSL_CTX *ctx;
     if (!cf->tls) return 0;
     if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL)
@@ -70,13 +70,13 @@ int dlock__tls_ctx_make(struct dlock_client *c) {
                                  ssl_reason("no reason given"));
         }
     }
-    c->tls_ctx = ctx;
+    n->tls_ctx = ctx;
     return 0;
 }
 
-void dlock__tls_ctx_free(struct dlock_client *c) {
-    if (c->tls_ctx != NULL) SSL_CTX_free(c->tls_ctx);
-    c->tls_ctx = NULL;
+void dlock__tls_ctx_free(dlock__node *n) {
+    if (n->tls_ctx != NULL) SSL_CTX_free(n->tls_ctx);
+    n->tls_ctx = NULL;
 }
 
 /* The server closed on us while we wrote: it may have said why in a TLS
@@ -152,13 +152,13 @@ static int tls_fail(dlock__conn *cn, const char *what) {
     return -1;
 }
 
-int dlock__tls_start(struct dlock_client *c, dlock__conn *cn, const char *host) {
-    const dlock__conf *cf = &c->conf;
+int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host) {
+    const dlock__conf *cf = &n->conf;
     const char *name = cf->tls_server_name ? cf->tls_server_name : host;
     struct dlock__tls *t = calloc(1, sizeof *t);
     if (t == NULL) return dlock__seterr(ENOMEM, "out of memory");
     cn->tls = t;
-    if ((t->ssl = SSL_new(c->tls_ctx)) == NULL || (t->rbio = BIO_new(BIO_s_mem())) == NULL ||
+    if ((t->ssl = SSL_new(n->tls_ctx)) == NULL || (t->rbio = BIO_new(BIO_s_mem())) == NULL ||
         (t->wbio = BIO_new(BIO_s_mem())) == NULL) {
         if (t->rbio) BIO_free(t->rbio);
         if (t->wbio) BIO_free(t->wbio);
