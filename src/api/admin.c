@@ -25,7 +25,7 @@ DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was
     if (how != DLOCK_BREAK_OWNERDEAD && how != DLOCK_BREAK_RESET)
         return dlock__seterr(EINVAL, "how must be DLOCK_BREAK_OWNERDEAD or DLOCK_BREAK_RESET");
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
-    rc = c->ops->reset(c, l, how == DLOCK_BREAK_RESET ? DLOCK__RESET_FULL : DLOCK__RESET_BREAK, &held, NULL,
+    rc = c->ops->reset(c, &l->k, how == DLOCK_BREAK_RESET ? DLOCK__RESET_FULL : DLOCK__RESET_BREAK, &held, NULL,
                        dlock__unreachable_deadline(&c->node));
     dlock__entry_close(c, l, 0);
     if (rc == 0 && was_held != NULL) *was_held = held;
@@ -39,7 +39,7 @@ DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_in
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
     if ((rc = dlock__breaker_check(&c->node, &probe)) == 0) { /* else not asked: the circuit breaker is open */
         dlock__mono ub = dlock__unreachable_deadline(&c->node);
-        rc = c->ops->info(c, l, out, probe ? dlock__now() : ub);
+        rc = c->ops->info(c, &l->k, out, probe ? dlock__now() : ub);
         pthread_mutex_lock(&c->mu);
         dlock__breaker_note(&c->node, rc, probe ? 0 : ub);
         pthread_mutex_unlock(&c->mu);

@@ -83,7 +83,7 @@ static int op(dlock__obj *o, const char *what, const char *token, long long *res
     if (n > 0) memcpy(stale, o->l->stale, n * sizeof stale[0]);
     pthread_mutex_unlock(&c->mu);
     for (i = 0; i < n; i++) sp[i] = stale[i];
-    rc = c->ops->cond(c, o->l, what, token, TTL_MS, sp, n, result, deadline);
+    rc = c->ops->cond(c, &o->l->k, what, token, TTL_MS, sp, n, result, deadline);
     if (rc == 0 && n > 0) {
         pthread_mutex_lock(&c->mu);
         /* Drop the ones sent; others may have been added meanwhile. */

@@ -129,7 +129,7 @@ DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m) {
     if ((rc = get(m, &mx)) != 0) return rc;
     pthread_mutex_lock(&mx->c->mu);
     if (!dlock__hold_valid(mx->c, &mx->l->x, dlock__owner_peek(&mx->want), &rep) || !mx->l->x.inconsistent) {
-        rc = dlock__seterr(EINVAL, "'%.64s' is not held by the caller in an inconsistent state", mx->l->name);
+        rc = dlock__seterr(EINVAL, "'%.64s' is not held by the caller in an inconsistent state", mx->l->k.name);
     } else {
         mx->l->x.inconsistent = 0;
         rc = 0;
@@ -157,7 +157,7 @@ DLOCK_API uint64_t dlock_mutex_fence(const dlock_mutex_t *m) {
 DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m) {
     dlock__mutex *mx;
     if (get(m, &mx) != 0) return NULL;
-    return mx->l->name;
+    return mx->l->k.name;
 }
 
 /* A fenced write through the lock's own deployment: see fenced_set_lua.
@@ -171,9 +171,9 @@ DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const vo
     if ((rc = get(m, &mx)) != 0) return rc;
     if (key == NULL || (keylen = strlen(key)) == 0) return dlock__seterr(EINVAL, "key is NULL or empty");
     if (value == NULL && len > 0) return dlock__seterr(EINVAL, "value is NULL");
-    if (!holds(m, &fence)) return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", mx->l->name);
+    if (!holds(m, &fence)) return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", mx->l->k.name);
     rc = mx->c->ops->fenced_set(mx->c, key, keylen, fence, value, len, &written, dlock__unreachable_deadline(&mx->c->node));
     if (rc != 0) return rc;
-    if (!written) return dlock__seterr(ESTALE, "'%.64s': a write with a newer fence already reached %.64s", mx->l->name, key);
+    if (!written) return dlock__seterr(ESTALE, "'%.64s': a write with a newer fence already reached %.64s", mx->l->k.name, key);
     return 0;
 }

@@ -103,12 +103,12 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
     pthread_mutex_lock(&c->mu);
     if (dlock__object_held(l, obj)) {
         pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EBUSY, "'%.64s' is held by a thread of this process", l->name);
+        return dlock__seterr(EBUSY, "'%.64s' is held by a thread of this process", l->k.name);
     }
     dlock__obj_calls(o, 0);
     if (o->calls > 0) {
         pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EBUSY, "'%.64s' has threads waiting in lock", l->name);
+        return dlock__seterr(EBUSY, "'%.64s' has threads waiting in lock", l->k.name);
     }
     if (l->x.cached && l->objrefs == 1) {
         /* The last object of the name goes: nothing can take the cached

@@ -67,18 +67,18 @@ static void who(const dlock__thread *self, char *out, size_t cap) {
  * the script runs.  On one server: the lock key and the deployment's
  * epoch key; the script makes the others from the lock key (scripts.c,
  * KEYS_PRELUDE). */
-static int lock_keys(const struct dlock_client *c, const dlock__lock *l, const char **args, size_t *lens) {
+static int lock_keys(const struct dlock_client *c, const dlock__keys *k, const char **args, size_t *lens) {
     int i;
     if (!c->node.conf.cluster) {
-        args[0] = l->keys[DLOCK__K_LOCK];
-        lens[0] = l->keylens[DLOCK__K_LOCK];
+        args[0] = k->keys[DLOCK__K_LOCK];
+        lens[0] = k->keylens[DLOCK__K_LOCK];
         args[1] = c->epoch_key;
         lens[1] = strlen(c->epoch_key);
         return 2;
     }
     for (i = 0; i <= DLOCK__NKEYS; i++) { /* the epoch key too: one per lock, in its slot */
-        args[i] = l->keys[i];
-        lens[i] = l->keylens[i];
+        args[i] = k->keys[i];
+        lens[i] = k->keylens[i];
     }
     return DLOCK__NKEYS + 1;
 }
@@ -87,10 +87,10 @@ static const char *const release_how[] = { "plain", "clean", "inconsistent", "de
 
 #define ARG(a, s) ((a)->v[(a)->n] = (s), (a)->len[(a)->n] = strlen((a)->v[(a)->n]), (a)->n++)
 
-int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+int dlock__acquire_args(struct dlock_client *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
-    a->nkeys = a->n = lock_keys(c, l, a->v, a->len);
+    a->nkeys = a->n = lock_keys(c, k, a->v, a->len);
     snprintf(a->lease, sizeof a->lease, "%u", lease_ms);
     snprintf(a->guard, sizeof a->guard, "%u", c->node.conf.restart_guard_ms);
     ARG(a, token);
@@ -109,21 +109,21 @@ int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *toke
     return flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
 }
 
-void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *token, int how, dlock__args *a) {
+void dlock__release_args(struct dlock_client *c, const dlock__keys *k, const char *token, int how, dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
-    a->nkeys = a->n = lock_keys(c, l, a->v, a->len);
+    a->nkeys = a->n = lock_keys(c, k, a->v, a->len);
     who(self, a->ident, sizeof a->ident);
     snprintf(a->win, sizeof a->win, "%u", c->node.conf.handoff_ms);
     ARG(a, token);
-    a->v[a->n] = l->key; /* the release channel */
-    a->len[a->n++] = l->keylen;
+    a->v[a->n] = k->key; /* the release channel */
+    a->len[a->n++] = k->keylen;
     ARG(a, release_how[how]);
     ARG(a, a->ident);
     ARG(a, a->win);
 }
 #undef ARG
 
-static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
+static int single_release(struct dlock_client *c, const dlock__keys *k, const char *token, int how,
                           int *released, dlock__sent *sent, dlock__mono deadline);
 
 /* wait=N: a grant that fewer than N replicas acknowledged could be lost
@@ -134,11 +134,11 @@ static int single_release(struct dlock_client *c, dlock__lock *l, const char *to
 #define UNACKED_BACKOFF_MS 50u
 #define UNACKED_BACKOFF_MAX_MS 500u
 
-static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
+static int single_acquire(struct dlock_client *c, const dlock__keys *k, const char *token,
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
-    int rc, which = dlock__acquire_args(c, l, token, lease_ms, flags, &a);
+    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
     unsigned backoff_ms = UNACKED_BACKOFF_MS;
 
     for (;;) {
@@ -162,7 +162,7 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
         how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
               : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
               : out->status == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
-        (void)single_release(c, l, token, how, &released, NULL, deadline);
+        (void)single_release(c, k, token, how, &released, NULL, deadline);
         dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
                       "acquisition within %u ms", c->node.conf.redacted_url, acked < 0 ? 0 : acked,
                       c->node.conf.wait_replicas, c->node.conf.wait_timeout_ms);
@@ -172,27 +172,27 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     }
 }
 
-static int single_release(struct dlock_client *c, dlock__lock *l, const char *token, int how,
+static int single_release(struct dlock_client *c, const dlock__keys *k, const char *token, int how,
                           int *released, dlock__sent *sent, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
     int rc;
 
-    dlock__release_args(c, l, token, how, &a);
+    dlock__release_args(c, k, token, how, &a);
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, a.nkeys, a.n, a.v, a.len, sent)) != 0) return rc;
     if (dlock__flag_parse(r, released) != 0) rc = bad_reply(c, "release", r);
     freeReplyObject(r);
     return rc;
 }
 
-static int single_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__sent *sent,
+static int single_reset(struct dlock_client *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                         dlock__mono deadline) {
     const char *args[DLOCK__NKEYS + 3];
     size_t lens[DLOCK__NKEYS + 3];
     redisReply *r;
-    int nk = lock_keys(c, l, args, lens), rc;
+    int nk = lock_keys(c, k, args, lens), rc;
 
-    args[nk] = l->key; lens[nk] = l->keylen; /* the release channel */
+    args[nk] = k->key; lens[nk] = k->keylen; /* the release channel */
     args[nk + 1] = how == DLOCK__RESET_FULL ? "reset" : "break"; lens[nk + 1] = 5;
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RESET, &r, deadline, nk, nk + 2, args, lens, sent)) != 0) return rc;
     if (dlock__flag_parse(r, was_held) != 0) rc = bad_reply(c, "reset", r);
@@ -200,11 +200,11 @@ static int single_reset(struct dlock_client *c, dlock__lock *l, int how, int *wa
     return rc;
 }
 
-static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
+static int single_info(struct dlock_client *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
     const char *args[DLOCK__NKEYS + 1];
     size_t lens[DLOCK__NKEYS + 1];
     redisReply *r;
-    int nk = lock_keys(c, l, args, lens), rc;
+    int nk = lock_keys(c, k, args, lens), rc;
 
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_INFO, &r, deadline, nk, nk, args, lens, NULL)) != 0) return rc;
     if (dlock__info_parse(r, out) != 0) rc = bad_reply(c, "info", r);
@@ -215,10 +215,9 @@ static int single_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t
 /* The arguments of one renewal (renew_lua); lease: 16 bytes for its
  * text. */
 static void renew_args(const dlock__renewal *rn, char *lease, const char **args, size_t *lens) {
-    const dlock__lock *l = rn->l;
-    int k = rn->shared ? DLOCK__K_READERS : DLOCK__K_LOCK;
+    int which = rn->shared ? DLOCK__K_READERS : DLOCK__K_LOCK;
     snprintf(lease, 16, "%u", rn->lease_ms);
-    args[0] = l->keys[k]; lens[0] = l->keylens[k];
+    args[0] = rn->k->keys[which]; lens[0] = rn->k->keylens[which];
     args[1] = rn->token; lens[1] = strlen(rn->token);
     args[2] = lease; lens[2] = strlen(lease);
     args[3] = rn->shared ? "s" : "x"; lens[3] = 1;
@@ -374,7 +373,7 @@ static int single_fenced_set(struct dlock_client *c, const char *key, size_t key
     return rc;
 }
 
-static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, const char *token,
+static int single_cond(struct dlock_client *c, const dlock__keys *k, const char *op, const char *token,
                        unsigned ttl_ms, const char *const *stale, size_t nstale, long long *result,
                        dlock__mono deadline) {
     char ttl[16];
@@ -384,7 +383,7 @@ static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, c
     int rc;
 
     snprintf(ttl, sizeof ttl, "%u", ttl_ms);
-    args[0] = l->key; lens[0] = l->keylen;
+    args[0] = k->key; lens[0] = k->keylen;
     args[1] = op; lens[1] = strlen(op);
     args[2] = token; lens[2] = strlen(token);
     args[3] = ttl; lens[3] = strlen(ttl);
@@ -400,9 +399,9 @@ static int single_cond(struct dlock_client *c, dlock__lock *l, const char *op, c
     return rc;
 }
 
-static int single_grant_conn(struct dlock_client *c, dlock__lock *l, struct dlock_client **node, dlock__conn **cn,
+static int single_grant_conn(struct dlock_client *c, const dlock__keys *k, struct dlock_client **node, dlock__conn **cn,
                              dlock__mono deadline) {
-    (void)l;
+    (void)k;
     *node = c;
     return dlock__pool_get(&c->node, cn, deadline);
 }

@@ -7,9 +7,6 @@
 
 #include "net/net.h"
 
-/* The lock table entry (core.h). */
-typedef struct dlock__lock dlock__lock;
-
 /* The keys of one lock; the braces put all of them in one cluster slot. */
 enum {
     DLOCK__K_LOCK,    /* <prefix>{<name>}          hash: owner, fence, who (host:pid:tid), since */
@@ -30,6 +27,22 @@ enum {
  * guard's marker (one server keeps one for the deployment, <prefix>epoch,
  * which a cluster would put in another slot than the lock's). */
 #define DLOCK__K_EPOCH DLOCK__NKEYS
+
+/* What a lock is called on the server: its name and its keys (above),
+ * all in one cluster slot.  Made by dlock__keys_make, kept by the core's
+ * table entry; of a lock, the backend takes only this. */
+typedef struct dlock__keys {
+    char *name;      /* the lock's name, NUL-terminated */
+    size_t namelen;
+    char *key;       /* keys[DLOCK__K_LOCK]: the lock; also its release channel */
+    size_t keylen;
+    char *keys[DLOCK__NKEYS + 1]; /* in one buffer; for a condition variable every one is
+                                   * <prefix>{<name>}:cond, its waiters and its channel */
+    size_t keylens[DLOCK__NKEYS + 1];
+} dlock__keys;
+/* 0, or ENOMEM (nothing kept).  cond: a condition variable's. */
+int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int cond);
+void dlock__keys_free(dlock__keys *k);
 
 /* ------------------------------------------------------------- backend */
 
@@ -88,7 +101,7 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
 
 /* One renewal in a batch. */
 typedef struct dlock__renewal {
-    const struct dlock__lock *l;
+    const dlock__keys *k;
     int shared;
     const char *token;
     unsigned lease_ms;
@@ -110,33 +123,33 @@ typedef struct dlock__backend_ops {
      * at every release. */
     int queues;
     /* flags: DLOCK__F_*. */
-    int (*acquire)(struct dlock_client *c, dlock__lock *l, const char *token,
+    int (*acquire)(struct dlock_client *c, const dlock__keys *k, const char *token,
                    unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline);
     /* *released is 1 when the hold was the token's and is gone, 0 when it
      * was not.  A release also publishes the wake-up for waiters.  how is
      * a DLOCK__REL_*. */
-    int (*release)(struct dlock_client *c, dlock__lock *l, const char *token, int how,
+    int (*release)(struct dlock_client *c, const dlock__keys *k, const char *token, int how,
                    int *released, dlock__sent *sent, dlock__mono deadline);
     /* Renews n holds in pipelined batches on the renewal connection,
      * giving up on answers at `deadline` (the earliest validity end among
      * them: past it the holds are lost anyway, and the handler must run). */
     int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n, dlock__mono deadline);
     /* Ends every hold of the lock; how is a DLOCK__RESET_*. */
-    int (*reset)(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__sent *sent,
+    int (*reset)(struct dlock_client *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                  dlock__mono deadline);
     /* A fenced write of value to key; *written is 0 when refused as stale. */
     int (*fenced_set)(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence,
                       const void *value, size_t len, int *written, dlock__mono deadline);
     /* What the server knows of the lock. */
-    int (*info)(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline);
+    int (*info)(struct dlock_client *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline);
     /* A condition variable operation (cond_lua): op is "wait", "check",
      * "withdraw", "signal" or "broadcast"; *result is the script's answer. */
-    int (*cond)(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
+    int (*cond)(struct dlock_client *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                 const char *const *stale, size_t nstale, long long *result, dlock__mono deadline);
     /* A pooled connection to the server that keeps l's queue (*node: the
      * client whose pool it is), for a waiter's BLPOP on its grant list;
      * NULL where there is no queue. */
-    int (*grant_conn)(struct dlock_client *c, dlock__lock *l, struct dlock_client **node, dlock__conn **cn,
+    int (*grant_conn)(struct dlock_client *c, const dlock__keys *k, struct dlock_client **node, dlock__conn **cn,
                       dlock__mono deadline);
 } dlock__backend_ops;
 
@@ -157,9 +170,9 @@ typedef struct dlock__args {
     char lease[16], guard[16], ident[320], win[16]; /* ident: host:pid:tid */
 } dlock__args;
 /* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
-int dlock__acquire_args(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+int dlock__acquire_args(struct dlock_client *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a);
-void dlock__release_args(struct dlock_client *c, dlock__lock *l, const char *token, int how, dlock__args *a);
+void dlock__release_args(struct dlock_client *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
 /* Runs the script on the servers of n clients at once (Redlock): every
  * request is written before any answer is read.  out[i] the answer (to be
  * freed) or NULL with rcs[i] the error. */

@@ -292,8 +292,8 @@ static int again(struct dlock_client *c, int rc, int unknown, dlock__mono deadli
     return 1;
 }
 
-static unsigned lock_slot(const dlock__lock *l) {
-    return dlock__key_slot(l->key, l->keylen);
+static unsigned lock_slot(const dlock__keys *k) {
+    return dlock__key_slot(k->key, k->keylen);
 }
 
 /* Runs `call` on the master of `slot`, asking again while again() says
@@ -311,28 +311,28 @@ static unsigned lock_slot(const dlock__lock *l) {
         } while (rc != 0 && again((c), rc, st_.unknown, (deadline), &bo_)); \
     } while (0)
 
-static int cl_acquire(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+static int cl_acquire(struct dlock_client *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
-    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.acquire(m, l, token, lease_ms, flags, out, deadline));
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.acquire(m, k, token, lease_ms, flags, out, deadline));
     return rc;
 }
 
-static int cl_release(struct dlock_client *c, dlock__lock *l, const char *token, int how, int *released,
+static int cl_release(struct dlock_client *c, const dlock__keys *k, const char *token, int how, int *released,
                       dlock__sent *sent, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
-    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.release(m, l, token, how, released, &st_, deadline));
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.release(m, k, token, how, released, &st_, deadline));
     if (sent != NULL) *sent = st_;
     return rc;
 }
 
-static int cl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__sent *sent,
+static int cl_reset(struct dlock_client *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                     dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
-    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.reset(m, l, how, was_held, &st_, deadline));
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.reset(m, k, how, was_held, &st_, deadline));
     if (sent != NULL) *sent = st_;
     return rc;
 }
@@ -346,19 +346,19 @@ static int cl_fenced_set(struct dlock_client *c, const char *key, size_t keylen,
     return rc;
 }
 
-static int cl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
+static int cl_info(struct dlock_client *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
-    ON_SLOT(c, lock_slot(l), deadline, dlock__single_backend.info(m, l, out, deadline));
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.info(m, k, out, deadline));
     return rc;
 }
 
-static int cl_cond(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
+static int cl_cond(struct dlock_client *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                    const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
-    ON_SLOT(c, lock_slot(l), deadline,
-            dlock__single_backend.cond(m, l, op, token, ttl_ms, stale, nstale, result, deadline));
+    ON_SLOT(c, lock_slot(k), deadline,
+            dlock__single_backend.cond(m, k, op, token, ttl_ms, stale, nstale, result, deadline));
     return rc;
 }
 
@@ -386,7 +386,7 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
     for (j = 0; j < n; j++) {
         rn[j].result = -1;
         rn[j].moved = 0;
-        if (route(c, lock_slot(rn[j].l), &who[j], deadline) == 0) todo++;
+        if (route(c, lock_slot(rn[j].k), &who[j], deadline) == 0) todo++;
         else who[j] = NULL;
         used[j] = who[j];
     }
@@ -414,7 +414,7 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
         dlock__cluster_refresh_maybe(c, deadline);
         for (j = 0; j < n; j++) {
             struct dlock_client *m;
-            if (rn[j].result == -1 && !rn[j].moved && route(c, lock_slot(rn[j].l), &m, deadline) == 0 && m != used[j])
+            if (rn[j].result == -1 && !rn[j].moved && route(c, lock_slot(rn[j].k), &m, deadline) == 0 && m != used[j])
                 rn[j].moved = 1;
         }
     }
@@ -422,7 +422,7 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
         struct dlock_client *m;
         if (!rn[j].moved || dlock__now() >= deadline) continue;
         rn[j].moved = 0;
-        if (route(c, lock_slot(rn[j].l), &m, deadline) == 0) (void)dlock__renew_one(m, &rn[j], deadline);
+        if (route(c, lock_slot(rn[j].k), &m, deadline) == 0) (void)dlock__renew_one(m, &rn[j], deadline);
     }
     free(tmp);
     free(idx);
@@ -499,10 +499,10 @@ struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot) 
 
 /* The slot's master as the map has it (a refusal, MOVED, makes the
  * waiter publish its grants instead for the rest of its call). */
-static int cl_grant_conn(struct dlock_client *c, dlock__lock *l, struct dlock_client **node, dlock__conn **cn,
+static int cl_grant_conn(struct dlock_client *c, const dlock__keys *k, struct dlock_client **node, dlock__conn **cn,
                          dlock__mono deadline) {
     int rc;
-    if ((rc = route(c, lock_slot(l), node, deadline)) != 0) return rc;
+    if ((rc = route(c, lock_slot(k), node, deadline)) != 0) return rc;
     return dlock__pool_get(&(*node)->node, cn, deadline);
 }
 

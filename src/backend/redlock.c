@@ -256,15 +256,15 @@ static size_t count(const int *v, size_t n) {
 }
 
 /* Raises the fence floor of l on every master to `fence`; how many took it. */
-static size_t raise_fences(struct dlock_client *c, dlock__lock *l, uint64_t fence, dlock__mono deadline) {
+static size_t raise_fences(struct dlock_client *c, const dlock__keys *k, uint64_t fence, dlock__mono deadline) {
     dlock__args a;
     int ok[DLOCK__NODES_MAX], took[DLOCK__NODES_MAX];
     char f[24];
     snprintf(f, sizeof f, "%llu", (unsigned long long)fence);
     a.nkeys = 1;
     a.n = 2;
-    a.v[0] = l->keys[DLOCK__K_FENCE];
-    a.len[0] = l->keylens[DLOCK__K_FENCE];
+    a.v[0] = k->keys[DLOCK__K_FENCE];
+    a.len[0] = k->keylens[DLOCK__K_FENCE];
     a.v[1] = f;
     a.len[1] = strlen(f);
     run_flag(c, NULL, DLOCK__SCRIPT_FENCE_RAISE, &a, deadline, ok, took);
@@ -332,11 +332,11 @@ static void round_ask(struct dlock_client *c, int which, dlock__args *a, unsigne
  * within the lease.  The floor covers every fence the hold may use: a
  * caching hold numbers its local holds on through its block.  1 when
  * held (out filled in); 0 when not, rd->why saying why. */
-static int round_hold(struct dlock_client *c, dlock__lock *l, int flags, unsigned lease_ms, struct rl_round *rd,
+static int round_hold(struct dlock_client *c, const dlock__keys *k, int flags, unsigned lease_ms, struct rl_round *rd,
                       dlock__acq *out) {
     size_t q = quorum(c);
     uint64_t floor = flags & DLOCK__F_CACHING ? rd->fence + DLOCK__FENCE_BLOCK - 1 : rd->fence;
-    size_t raised = raise_fences(c, l, floor, round_deadline(c, lease_ms));
+    size_t raised = raise_fences(c, k, floor, round_deadline(c, lease_ms));
     dlock__mono now = dlock__now();
     if (raised >= q && now - rd->start < (dlock__mono)(lease_ms - dlock__drift_ms(&c->node.conf, lease_ms)) * DLOCK__MS) {
         out->status = rd->dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
@@ -355,14 +355,14 @@ static int round_hold(struct dlock_client *c, dlock__lock *l, int flags, unsigne
 
 /* Step 3, give back: no quorum (or no time left): what was granted is
  * released on the masters that granted it. */
-static void round_give_back(struct dlock_client *c, dlock__lock *l, const char *token, int flags,
+static void round_give_back(struct dlock_client *c, const dlock__keys *k, const char *token, int flags,
                             const struct rl_round *rd) {
     int how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
               : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
               : rd->dead ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
     int rok[DLOCK__NODES_MAX];
     dlock__args ra;
-    dlock__release_args(c, l, token, how, &ra);
+    dlock__release_args(c, k, token, how, &ra);
     run_flag(c, rd->got_at, DLOCK__SCRIPT_RELEASE, &ra, member_deadline(c), rok, NULL);
 }
 
@@ -384,21 +384,21 @@ static int round_give_up(struct dlock_client *c, const struct rl_round *rd, unsi
  * NOTRECOVERABLE, masters found to be one server, or no quorum by the
  * deadline.  Two masters found to be one server: nothing granted
  * counts; it is given back, and the call says why. */
-static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token, unsigned lease_ms, int flags,
+static int rl_acquire(struct dlock_client *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
     unsigned backoff_ms = 10;
     dlock__args a;
     int which;
 
     flags &= ~DLOCK__F_FAIR; /* one queue per master could not agree: not fair here */
-    which = dlock__acquire_args(c, l, token, lease_ms, flags, &a);
+    which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
     for (;;) {
         struct rl_round rd;
         int dup, rc;
         round_ask(c, which, &a, lease_ms, &rd);
         dup = dups(c) != rd.dups0;
-        if (rd.got >= quorum(c) && rd.notrec == 0 && !dup && round_hold(c, l, flags, lease_ms, &rd, out)) return 0;
-        if (rd.got > 0) round_give_back(c, l, token, flags, &rd);
+        if (rd.got >= quorum(c) && rd.notrec == 0 && !dup && round_hold(c, k, flags, lease_ms, &rd, out)) return 0;
+        if (rd.got > 0) round_give_back(c, k, token, flags, &rd);
         if (dup) return dup_found(c, rd.dups0);
         if (rd.notrec > 0) {
             out->status = DLOCK__ACQ_NOTRECOVERABLE;
@@ -416,13 +416,13 @@ static int rl_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
     }
 }
 
-static int rl_release(struct dlock_client *c, dlock__lock *l, const char *token, int how, int *released,
+static int rl_release(struct dlock_client *c, const dlock__keys *k, const char *token, int how, int *released,
                       dlock__sent *sent, dlock__mono deadline) {
     int ok[DLOCK__NODES_MAX], rel[DLOCK__NODES_MAX];
     dlock__args a;
     (void)deadline;
     if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now() }; /* each master: asked once, its own bound */
-    dlock__release_args(c, l, token, how, &a);
+    dlock__release_args(c, k, token, how, &a);
     run_flag(c, NULL, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
     *released = count(rel, c->nmembers) > 0;
     if (count(ok, c->nmembers) == 0)
@@ -466,7 +466,7 @@ static int rl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
     return 0;
 }
 
-static int rl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_held, dlock__sent *sent,
+static int rl_reset(struct dlock_client *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                     dlock__mono deadline) {
     size_t i, answered = 0;
     unsigned dups0 = dups(c);
@@ -475,7 +475,7 @@ static int rl_reset(struct dlock_client *c, dlock__lock *l, int how, int *was_he
     *was_held = 0;
     for (i = 0; i < c->nmembers; i++) {
         int h = 0;
-        if (dlock__single_backend.reset(c->members[i], l, how, &h, NULL, member_deadline(c)) != 0) continue;
+        if (dlock__single_backend.reset(c->members[i], k, how, &h, NULL, member_deadline(c)) != 0) continue;
         answered++;
         if (h) *was_held = 1;
     }
@@ -572,7 +572,7 @@ static int info_read(struct dlock_client *c, size_t i, const redisReply *rep, dl
 
 /* No quorum for one holder nor for "free": the message says who holds it
  * where. */
-static int info_disagree(struct dlock_client *c, dlock__lock *l, const dlock_lock_info_t *in,
+static int info_disagree(struct dlock_client *c, const dlock__keys *k, const dlock_lock_info_t *in,
                          const redisReply *const *own, const int *ok, size_t answered, size_t nfree) {
     char said[400] = "";
     size_t i, j, n = c->nmembers, len = 0;
@@ -593,24 +593,24 @@ static int info_disagree(struct dlock_client *c, dlock__lock *l, const dlock_loc
     return dlock__seterr(ENOLCK, "%s: the Redlock masters disagree on '%.64s': no quorum (%zu of %zu) records one "
                          "holder, nor records it free (%zu answered: %s); it cannot be taken until they agree -- "
                          "a grant that no quorum records ends with its lease (the longest left: %lld ms): ask again",
-                         c->node.conf.redacted_url, l->name, quorum(c), n, answered, said, (long long)longest);
+                         c->node.conf.redacted_url, k->name, quorum(c), n, answered, said, (long long)longest);
 }
 
-static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *out, dlock__mono deadline) {
+static int rl_info(struct dlock_client *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
     redisReply *rep[DLOCK__NODES_MAX];
     const redisReply *own[DLOCK__NODES_MAX];
     dlock_lock_info_t in[DLOCK__NODES_MAX];
     int rcs[DLOCK__NODES_MAX], ok[DLOCK__NODES_MAX], rc = 0, err = 0;
     int64_t v[DLOCK__NODES_MAX];
     const char *args[2];
-    size_t lens[2], i, j, n = c->nmembers, q = quorum(c), answered = 0, nfree = 0, best = 0, bestn = 0, k;
+    size_t lens[2], i, j, n = c->nmembers, q = quorum(c), answered = 0, nfree = 0, best = 0, bestn = 0, cnt;
     unsigned dups0 = dups(c);
     dlock__mono dl = member_deadline(c);
     char why[400] = "";
 
     if (deadline < dl) dl = deadline; /* the first attempt is made all the same (pool_get) */
-    args[0] = l->keys[DLOCK__K_LOCK];
-    lens[0] = l->keylens[DLOCK__K_LOCK];
+    args[0] = k->keys[DLOCK__K_LOCK];
+    lens[0] = k->keylens[DLOCK__K_LOCK];
     args[1] = c->epoch_key;
     lens[1] = strlen(c->epoch_key);
     dlock__script_run_all(c->members, n, DLOCK__SCRIPT_INFO, rep, rcs, dl, 2, 2, args, lens);
@@ -629,14 +629,14 @@ static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *ou
         rc = ENOLCK;
     } else if (answered < q) {
         rc = dlock__seterr(err ? err : ENOLCK, "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): "
-                           "what '%.64s' is cannot be known (%.300s)", c->node.conf.redacted_url, answered, n, q, l->name,
+                           "what '%.64s' is cannot be known (%.300s)", c->node.conf.redacted_url, answered, n, q, k->name,
                            strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
     } else {
         /* the holder that the most masters record */
         for (i = 0; i < n; i++) {
             if (!ok[i] || own[i] == NULL) continue;
-            for (j = i, k = 0; j < n; j++) k += ok[j] && same_owner(own[i], own[j]);
-            if (k > bestn) best = i, bestn = k;
+            for (j = i, cnt = 0; j < n; j++) cnt += ok[j] && same_owner(own[i], own[j]);
+            if (cnt > bestn) best = i, bestn = cnt;
         }
         if (bestn >= q) {
             size_t m = 0;
@@ -652,12 +652,12 @@ static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *ou
                 ;
             *out = in[i];
         } else {
-            rc = info_disagree(c, l, in, own, ok, answered, nfree);
+            rc = info_disagree(c, k, in, own, ok, answered, nfree);
         }
         if (rc == 0) {
-            for (i = 0, k = 0; i < n; i++)
-                if (ok[i]) v[k++] = in[i].readers;
-            out->readers = (unsigned)kth_largest(v, k, q);
+            for (i = 0, cnt = 0; i < n; i++)
+                if (ok[i]) v[cnt++] = in[i].readers;
+            out->readers = (unsigned)kth_largest(v, cnt, q);
             for (i = 0; i < n; i++) {
                 if (!ok[i]) continue;
                 if (in[i].robust_state > out->robust_state) out->robust_state = in[i].robust_state;
@@ -670,13 +670,13 @@ static int rl_info(struct dlock_client *c, dlock__lock *l, dlock_lock_info_t *ou
     return rc;
 }
 
-static int rl_cond(struct dlock_client *c, dlock__lock *l, const char *op, const char *token, unsigned ttl_ms,
+static int rl_cond(struct dlock_client *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                    const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
     size_t i;
     int rc = ENOLCK;
     (void)deadline;
     for (i = 0; i < c->nmembers; i++)
-        if ((rc = dlock__single_backend.cond(c->members[i], l, op, token, ttl_ms, stale, nstale, result,
+        if ((rc = dlock__single_backend.cond(c->members[i], k, op, token, ttl_ms, stale, nstale, result,
                                              member_deadline(c))) == 0)
             return 0;
     return rc;

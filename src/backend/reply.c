@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "core/core.h" /* TODO(layers): the client and the lock entry */
+#include "backend/backend.h"
 
 int dlock__u64_parse(const char *s, size_t n, uint64_t *out) {
     uint64_t v = 0;

@@ -21,7 +21,7 @@
 
 #include <openssl/evp.h>
 
-#include "core/core.h" /* TODO(layers): the client and the lock entry */
+#include "core/core.h" /* TODO(layers): the client */
 
 /* Every lock script works on the same keys, K[1..9] in the order of
  * DLOCK__K_* (lock, fence, state, readers, writers, handoff, queue,
@@ -713,4 +713,46 @@ int dlock__script_load_all(dlock__conn *cn, int variant) {
         if (!ok) return -1;
     }
     return 0;
+}
+
+/* Makes the keys of a lock (see DLOCK__K_*), or of a condition variable
+ * (its waiters at <prefix>{<name>}:cond, which is also its channel), in
+ * one buffer. */
+int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int cond) {
+    static const char *const lock_suffix[DLOCK__NKEYS + 1] = { "",        ":fence",   ":state",
+                                                               ":readers", ":writers", ":handoff",
+                                                               ":queue",   ":qmeta",   ":epoch" };
+    static const char *const cond_suffix[DLOCK__NKEYS + 1] = { ":cond", ":cond", ":cond", ":cond", ":cond",
+                                                               ":cond", ":cond", ":cond", ":cond" };
+    const char *const *suffix = cond ? cond_suffix : lock_suffix;
+    size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
+    char *b;
+    for (i = 0; i <= DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
+    if ((b = malloc(total)) == NULL || (k->name = malloc(namelen + 1)) == NULL) {
+        free(b);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    memcpy(k->name, name, namelen);
+    k->name[namelen] = '\0';
+    k->namelen = namelen;
+    for (i = 0; i <= DLOCK__NKEYS; i++) {
+        size_t sl = strlen(suffix[i]);
+        k->keys[i] = b;
+        k->keylens[i] = base + sl;
+        memcpy(b, prefix, plen);
+        b[plen] = '{';
+        memcpy(b + plen + 1, name, namelen);
+        b[plen + 1 + namelen] = '}';
+        memcpy(b + base, suffix[i], sl + 1);
+        b += base + sl + 1;
+    }
+    k->key = k->keys[DLOCK__K_LOCK];
+    k->keylen = k->keylens[DLOCK__K_LOCK];
+    return 0;
+}
+
+void dlock__keys_free(dlock__keys *k) {
+    free(k->name);
+    free(k->key);
+    k->name = k->key = NULL;
 }

@@ -139,7 +139,7 @@ static void at_exit(void) {
             {
                 dlock__mono end = dlock__now() + 1000 * DLOCK__MS;
                 dlock__mono saved = dlock__call_end_set(end); /* no connect or reply wait past it */
-                (void)c->ops->release(c, l, token, shared ? DLOCK__REL_SHARED : how, &released, NULL, end);
+                (void)c->ops->release(c, &l->k, token, shared ? DLOCK__REL_SHARED : how, &released, NULL, end);
                 dlock__call_end_set(saved);
             }
             pthread_mutex_lock(&c->mu);
@@ -419,7 +419,7 @@ static void table_grow(struct dlock_client *c) {
     for (i = 0; i < c->nbuckets; i++) {
         while (c->buckets[i] != NULL) {
             dlock__lock *l = c->buckets[i];
-            size_t h = hash_name(l->name, l->namelen) & (nb - 1);
+            size_t h = hash_name(l->k.name, l->k.namelen) & (nb - 1);
             c->buckets[i] = l->hnext;
             l->hnext = b[h];
             b[h] = l;
@@ -432,7 +432,7 @@ static void table_grow(struct dlock_client *c) {
 
 dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen, int kind) {
     dlock__lock *l = c->buckets[hash_name(name, namelen) & (c->nbuckets - 1)];
-    while (l != NULL && !(l->kind == kind && l->namelen == namelen && memcmp(l->name, name, namelen) == 0))
+    while (l != NULL && !(l->kind == kind && l->k.namelen == namelen && memcmp(l->k.name, name, namelen) == 0))
         l = l->hnext;
     return l;
 }
@@ -440,39 +440,8 @@ dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t n
 static void lock_free(dlock__lock *l) {
     pthread_cond_destroy(&l->cv);
     free(l->stale);
-    free(l->name);
-    free(l->key);
+    dlock__keys_free(&l->k);
     free(l);
-}
-
-/* Makes the keys of a lock (see DLOCK__K_*), or of a condition variable
- * (its waiters at <prefix>{<name>}:cond, which is also its channel), in
- * one buffer. */
-static int lock_keys(dlock__lock *l, const char *prefix, const char *name, size_t namelen, int kind) {
-    static const char *const lock_suffix[DLOCK__NKEYS + 1] = { "",        ":fence",   ":state",
-                                                               ":readers", ":writers", ":handoff",
-                                                               ":queue",   ":qmeta",   ":epoch" };
-    static const char *const cond_suffix[DLOCK__NKEYS + 1] = { ":cond", ":cond", ":cond", ":cond", ":cond",
-                                                               ":cond", ":cond", ":cond", ":cond" };
-    const char *const *suffix = kind == DLOCK__KIND_COND ? cond_suffix : lock_suffix;
-    size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
-    char *b;
-    for (i = 0; i <= DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
-    if ((b = malloc(total)) == NULL) return -1;
-    for (i = 0; i <= DLOCK__NKEYS; i++) {
-        size_t sl = strlen(suffix[i]);
-        l->keys[i] = b;
-        l->keylens[i] = base + sl;
-        memcpy(b, prefix, plen);
-        b[plen] = '{';
-        memcpy(b + plen + 1, name, namelen);
-        b[plen + 1 + namelen] = '}';
-        memcpy(b + base, suffix[i], sl + 1);
-        b += base + sl + 1;
-    }
-    l->key = l->keys[DLOCK__K_LOCK];
-    l->keylen = l->keylens[DLOCK__K_LOCK];
-    return 0;
 }
 
 /* What every user of a lock name does first: checks the name, finds the
@@ -507,6 +476,7 @@ int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dl
 int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out) {
     dlock__lock *l = dlock__lock_find(c, name, namelen, kind);
     size_t h;
+    int rc;
 
     if (l != NULL) {
         l->objrefs++;
@@ -518,16 +488,15 @@ int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, i
          * whole, each to its own slot. */
         return dlock__seterr(EINVAL, "on Redis Cluster a lock name cannot start with '}'");
     if ((l = calloc(1, sizeof *l)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if ((l->name = malloc(namelen + 1)) == NULL || lock_keys(l, c->node.conf.prefix, name, namelen, kind) != 0 ||
-        dlock__cond_init(&l->cv) != 0) {
-        free(l->name);
-        free(l->key);
+    if ((rc = dlock__keys_make(&l->k, c->node.conf.prefix, name, namelen, kind == DLOCK__KIND_COND)) != 0) {
+        free(l);
+        return rc;
+    }
+    if (dlock__cond_init(&l->cv) != 0) {
+        dlock__keys_free(&l->k);
         free(l);
         return dlock__seterr(ENOMEM, "out of memory");
     }
-    memcpy(l->name, name, namelen);
-    l->name[namelen] = '\0';
-    l->namelen = namelen;
     l->kind = kind;
     l->x.l = l;
     l->objrefs = 1;
@@ -545,7 +514,7 @@ void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l) {
     if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || l->x.owner != NULL || l->x.cached || l->readers != NULL ||
         l->sub_state != DLOCK__SUB_NONE)
         return;
-    pp = &c->buckets[hash_name(l->name, l->namelen) & (c->nbuckets - 1)];
+    pp = &c->buckets[hash_name(l->k.name, l->k.namelen) & (c->nbuckets - 1)];
     while (*pp != NULL && *pp != l) pp = &(*pp)->hnext;
     if (*pp == NULL) return;
     *pp = l->hnext;
@@ -607,7 +576,7 @@ void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report
         rep->fn = h->lost_fn;
         rep->arg = h->lost_arg;
         rep->obj = h->lost_obj;
-        rep->name = strdup(h->l->name);
+        rep->name = strdup(h->l->k.name);
     }
 }
 

@@ -180,7 +180,7 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
     l->users++;
     c->dropping++; /* exit waits for this release (client.c at_exit) */
     pthread_mutex_unlock(&c->mu);
-    rc = c->ops->release(c, l, token, how, &released, NULL, deadline);
+    rc = c->ops->release(c, &l->k, token, how, &released, NULL, deadline);
     pthread_mutex_lock(&c->mu);
     c->dropping--;
     l->users--;
@@ -218,11 +218,11 @@ static int blocked_locally(const dlock__lock *l) {
 /* EINTR (an interruptible wait met a signal), or another error as is. */
 static int interrupted(const dlock__lock *l, int rc) {
     if (rc != EINTR) return rc;
-    return dlock__seterr(EINTR, "waiting for '%.64s' was interrupted by a signal", l->name);
+    return dlock__seterr(EINTR, "waiting for '%.64s' was interrupted by a signal", l->k.name);
 }
 
 static int timed_out(const dlock__lock *l, const char *why) {
-    return dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline%s", l->name, why);
+    return dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline%s", l->k.name, why);
 }
 
 /* A new token for a call of self's (the thread's, or the process's for a
@@ -248,7 +248,7 @@ static void give_back(struct dlock_client *c, dlock__lock *l, const dlock__want 
     dlock__hold_forget(c, h);
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
     pthread_mutex_unlock(&c->mu);
-    rc = c->ops->release(c, l, token, how, &released, NULL, dlock__now());
+    rc = c->ops->release(c, &l->k, token, how, &released, NULL, dlock__now());
     dlock__restoreerr(saved);
     pthread_mutex_lock(&c->mu);
     if (rc != 0) dlock__orphan_add(c, l, token, how, w->lease_ms);
@@ -351,10 +351,10 @@ static int step_mine(struct acq *a) {
     if (dlock__hold_valid(c, &l->x, a->self, &a->rep)) {
         if (!w->shared && w->type == DLOCK_MUTEX_RECURSIVE) return acq_count_up(a, &l->x, "recursion");
         if (a->try)
-            return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by the calling %s", l->name,
+            return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by the calling %s", l->k.name,
                                             w->process ? "process" : "thread"));
         if (w->shared || w->type != DLOCK_MUTEX_NORMAL)
-            return acq_out(a, dlock__seterr(EDEADLK, "'%.64s' is already held by the calling thread", l->name));
+            return acq_out(a, dlock__seterr(EDEADLK, "'%.64s' is already held by the calling thread", l->k.name));
     } else if (l->x.owner == a->self) {
         dlock__hold_forget(c, &l->x);
     }
@@ -364,8 +364,8 @@ static int step_mine(struct acq *a) {
         else if (w->shared)
             return acq_count_up(a, mine, "read-lock"); /* a thread may read-lock again (POSIX) */
         else
-            return acq_out(a, a->try ? dlock__seterr(EBUSY, "'%.64s' is read-locked by the calling thread", l->name)
-                                     : dlock__seterr(EDEADLK, "'%.64s' is read-locked by the calling thread", l->name));
+            return acq_out(a, a->try ? dlock__seterr(EBUSY, "'%.64s' is read-locked by the calling thread", l->k.name)
+                                     : dlock__seterr(EDEADLK, "'%.64s' is read-locked by the calling thread", l->k.name));
     }
     return ACQ_QUEUE;
 }
@@ -401,7 +401,7 @@ static int step_local(struct acq *a) {
     dlock__lock *l = a->l;
     int rc;
     if (!blocked_locally(l) || (a->queue_local && (l->x.owner != a->self || a->w->process))) return ACQ_READY;
-    if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->name));
+    if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->k.name));
     if (a->bad_deadline) return acq_out(a, a->bad_deadline);
     if ((rc = dlock__wait(a->c, l, l->gen, a->deadline, a->w->intr)) != 0)
         return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
@@ -502,7 +502,7 @@ static int ask_send(struct acq *a, int probe) {
             (w->caching && !w->shared ? DLOCK__F_CACHING : 0) | (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
-    rc = c->ops->acquire(c, a->l, a->owner, w->lease_ms, flags, &a->ans, bound);
+    rc = c->ops->acquire(c, &a->l->k, a->owner, w->lease_ms, flags, &a->ans, bound);
     pthread_mutex_lock(&c->mu);
     dlock__breaker_note(&c->node, rc, bound == ub ? ub : 0);
     /* Asked again inside the call (a server loading, a cluster slot in
@@ -542,7 +542,7 @@ static int step_ask(struct acq *a) {
     st = a->ans.status;
     if (st == DLOCK__ACQ_NOTRECOVERABLE)
         return acq_out(a, dlock__seterr(ENOTRECOVERABLE, "'%.64s' was unlocked in an inconsistent state; "
-                                        "an administrator must reset it", l->name));
+                                        "an administrator must reset it", l->k.name));
     if (st == DLOCK__ACQ_BUSY || st == DLOCK__ACQ_HELDBACK) {
         if (a->waits && !w->shared) a->registered = 1;
         return ACQ_BUSY;
@@ -570,7 +570,7 @@ static int step_hold(struct acq *a) {
     h = w->shared ? l->readers : &l->x;
     if ((now = dlock__now()) < h->valid_until)
         return acq_out(a, dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
-                                               "make the state consistent, then call dlock_mutex_consistent", l->name)
+                                               "make the state consistent, then call dlock_mutex_consistent", l->k.name)
                                : 0);
     give_back(c, l, w, h, a->owner, a->ans.status);
     call_token(c, a->self, w, a->owner);
@@ -580,7 +580,7 @@ static int step_hold(struct acq *a) {
         return acq_out(a, timed_out(l, " (the server's answer came after the lease had run out)"));
     if (now - a->late_since >= (dlock__mono)c->node.conf.unreachable_ms * DLOCK__MS)
         return acq_out(a, dlock__seterr(ENOLCK, "%s: the answers for '%.64s' keep coming after the lease has run out",
-                                        c->node.conf.redacted_url, l->name));
+                                        c->node.conf.redacted_url, l->k.name));
     return ACQ_CACHED;
 }
 
@@ -592,7 +592,7 @@ static int step_hold(struct acq *a) {
  * (-2) asks again at once. */
 static int step_busy(struct acq *a) {
     dlock__lock *l = a->l;
-    if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another owner", l->name));
+    if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another owner", l->k.name));
     if (a->bad_deadline) return acq_out(a, a->bad_deadline);
     a->busy_at = dlock__now();
     if (a->busy_at >= a->deadline) return acq_out(a, timed_out(l, ""));
@@ -659,7 +659,7 @@ static void acq_withdraw(struct acq *a) {
     int dummy, wrc;
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
     pthread_mutex_unlock(&c->mu);
-    wrc = c->ops->release(c, a->l, a->owner, DLOCK__REL_WITHDRAW, &dummy, NULL, dlock__now());
+    wrc = c->ops->release(c, &a->l->k, a->owner, DLOCK__REL_WITHDRAW, &dummy, NULL, dlock__now());
     dlock__restoreerr(saved);
     pthread_mutex_lock(&c->mu);
     if (wrc != 0) dlock__orphan_add(c, a->l, a->owner, DLOCK__REL_WITHDRAW, a->w->lease_ms);
@@ -768,7 +768,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
         /* (A process's hold whose unlock another thread is making is no
          * longer held either.) */
         pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EPERM, "'%.64s' is not held by the calling %s", l->name, process ? "process" : "thread");
+        return dlock__seterr(EPERM, "'%.64s' is not held by the calling %s", l->k.name, process ? "process" : "thread");
     }
     if (!dlock__hold_valid(c, h, self, &rep)) {
         /* Lost: the caller no longer holds it; forget the hold. */
@@ -776,7 +776,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
         dlock__lock_maybe_free(c, l);
         pthread_mutex_unlock(&c->mu);
         dlock__report(&rep);
-        return dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", l->name);
+        return dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", l->k.name);
     }
     if (h->count > 1) {
         h->count--;
@@ -808,7 +808,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     if ((rc = dlock__breaker_pass(&c->node, &probe)) == 0) { /* else not asked: the breaker is open */
         pthread_mutex_unlock(&c->mu);
         ub = dlock__unreachable_deadline(&c->node);
-        rc = c->ops->release(c, l, token, how, &released, NULL, probe ? dlock__now() : ub);
+        rc = c->ops->release(c, &l->k, token, how, &released, NULL, probe ? dlock__now() : ub);
         pthread_mutex_lock(&c->mu);
         dlock__breaker_note(&c->node, rc, probe ? 0 : ub);
     }
@@ -823,7 +823,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
     if (rc != 0) return rc; /* ENOLCK: released later, or its lease runs out */
-    if (!released) return dlock__seterr(EPERM, "the lease of '%.64s' had run out on the server", l->name);
+    if (!released) return dlock__seterr(EPERM, "the lease of '%.64s' had run out on the server", l->k.name);
     return 0;
 }
 

@@ -127,8 +127,8 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
     (void)c;
     if (s->err || l->sub_node != s->node) return;
     if (l->sub_state == DLOCK__SUB_WANTED) {
-        const char *argv[2] = { SUB_CMD(s->node, "SUBSCRIBE"), l->key };
-        size_t lens[2] = { strlen(argv[0]), l->keylen };
+        const char *argv[2] = { SUB_CMD(s->node, "SUBSCRIBE"), l->k.key };
+        size_t lens[2] = { strlen(argv[0]), l->k.keylen };
         if (redisAppendCommandArgv(s->ctx, 2, argv, lens) != REDIS_OK) s->err = 1;
         else l->sub_state = DLOCK__SUB_SENT;
     } else if (l->sub_state == DLOCK__SUB_ACTIVE && !wants_channel(l)) {
@@ -136,8 +136,8 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
         if (l->sub_idle_since == 0) l->sub_idle_since = s->now;
         until = l->sub_idle_since + (dlock__mono)LINGER_MS * DLOCK__MS;
         if (until <= s->now) {
-            const char *argv[2] = { SUB_CMD(s->node, "UNSUBSCRIBE"), l->key };
-            size_t lens[2] = { strlen(argv[0]), l->keylen };
+            const char *argv[2] = { SUB_CMD(s->node, "UNSUBSCRIBE"), l->k.key };
+            size_t lens[2] = { strlen(argv[0]), l->k.keylen };
             if (redisAppendCommandArgv(s->ctx, 2, argv, lens) != REDIS_OK) s->err = 1;
             else l->sub_state = DLOCK__SUB_UNSENT;
         } else if (until < s->next) {
@@ -238,7 +238,7 @@ struct refused {
 
 static void refused_one(struct dlock_client *c, dlock__lock *l, void *arg) {
     struct refused *rf = arg;
-    if (l->sub_node == rf->node && l->sub_state == DLOCK__SUB_SENT && dlock__key_slot(l->key, l->keylen) == rf->slot)
+    if (l->sub_node == rf->node && l->sub_state == DLOCK__SUB_SENT && dlock__key_slot(l->k.key, l->k.keylen) == rf->slot)
         resubscribe(c, l);
 }
 
@@ -269,7 +269,7 @@ static void drain_wakefd(int fd) {
  * but the map now puts l's slot on another: subscribe there.  c->mu held. */
 static void moved_away(struct dlock_client *c, dlock__lock *l, void *arg) {
     if (l->sub_node != arg || l->sub_state == DLOCK__SUB_NONE) return;
-    if (dlock__cluster_node(c, dlock__key_slot(l->key, l->keylen)) == arg) return;
+    if (dlock__cluster_node(c, dlock__key_slot(l->k.key, l->k.keylen)) == arg) return;
     resubscribe(c, l);
 }
 
@@ -497,7 +497,7 @@ void dlock__notify_poke(struct dlock_client *c) {
 static struct dlock_client *node_for(struct dlock_client *c, const dlock__lock *l) {
     struct dlock_client *m;
     if (c->node.conf.kind != DLOCK__BACKEND_CLUSTER) return c;
-    m = dlock__cluster_node(c, dlock__key_slot(l->key, l->keylen));
+    m = dlock__cluster_node(c, dlock__key_slot(l->k.key, l->k.keylen));
     return m != NULL ? m : c;
 }
 

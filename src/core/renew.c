@@ -197,7 +197,7 @@ static void send_batch(renew_loop *lp) {
     size_t i;
     for (i = 0; i < lp->n; i++) {
         if (lp->pend[i].valid_until < valid) valid = lp->pend[i].valid_until;
-        lp->rn[i].l = lp->pend[i].l;
+        lp->rn[i].k = &lp->pend[i].l->k;
         lp->rn[i].shared = lp->pend[i].shared;
         lp->rn[i].token = lp->pend[i].token;
         lp->rn[i].lease_ms = lp->pend[i].lease_ms;

@@ -214,11 +214,11 @@ struct grant_wait {
  * (this call's grants are then published: fw->nolist). */
 static int grant_begin(struct grant_wait *g) {
     uint64_t v;
-    if ((g->fd = thread_efd()) < 0 || (g->key = malloc(g->l->keylen + 4 + DLOCK__OWNER_LEN + 1)) == NULL) {
+    if ((g->fd = thread_efd()) < 0 || (g->key = malloc(g->l->k.keylen + 4 + DLOCK__OWNER_LEN + 1)) == NULL) {
         g->fw->nolist = 1;
         return EAGAIN;
     }
-    sprintf(g->key, "%s:g:%s", g->l->key, g->fw->token);
+    sprintf(g->key, "%s:g:%s", g->l->k.key, g->fw->token);
     while (read(g->fd, &v, sizeof v) == (ssize_t)sizeof v) /* stale wake-ups */
         ;
     g->fw->efd = g->fd;
@@ -251,7 +251,7 @@ static int grant_send(struct grant_wait *g) {
     lens[0] = 5;
     lens[1] = strlen(g->key);
     lens[2] = strlen(secs);
-    if (g->c->ops->grant_conn(g->c, g->l, &g->node, &g->cn, g->until) != 0) return EAGAIN;
+    if (g->c->ops->grant_conn(g->c, &g->l->k, &g->node, &g->cn, g->until) != 0) return EAGAIN;
     if (redisAppendCommandArgv(g->cn->ctx, 3, argv, lens) != REDIS_OK || dlock__conn_flush(g->cn) != 0)
         return EAGAIN;
     return 0;
