@@ -1,0 +1,340 @@
+/* core.h -- the lock core: clients and their lock table (client.c), holds
+ * and the acquisition state machine (lock.c), waiting (wait.c), release
+ * notifications (notify.c), lease renewal (renew.c) and holds nobody
+ * here knows of (orphan.c). */
+#ifndef DLOCK_CORE_H
+#define DLOCK_CORE_H
+
+#include "backend/backend.h"
+
+/* ----------------------------------------------------------- lock table */
+
+#define DLOCK__COND_STALE_MAX 8
+
+struct dlock__lock;
+
+/* One hold of a lock by one thread of this process: exclusive (a mutex, a
+ * write lock) or shared (a read lock).  The renewal thread renews holds;
+ * the fence identifies a hold, so an answer about an earlier hold is never
+ * applied to a later one.  Guarded by the client's mutex. */
+typedef struct dlock__hold {
+    struct dlock__lock *l;
+    dlock__thread *owner;  /* NULL: no hold */
+    char token[DLOCK__OWNER_LEN + 1];
+    int shared;
+    unsigned count;        /* recursion depth */
+    uint64_t fence;        /* fencing token */
+    uint64_t ident;        /* the fence the server issued: the hold's identity */
+    int caching;           /* of a caching mutex: an unlock may keep it (lock.c) */
+    int cached;            /* kept by the process with no thread holding it */
+    uint64_t fence_hi;     /* caching: the last fence of the block reserved */
+    uint64_t heard;        /* caching: the subscriber's epoch in which every request
+                            * for it was heard since it was acquired; 0: not so */
+    unsigned lease_ms;
+    dlock__mono acquired;    /* when the acquire was sent */
+    dlock__mono valid_until; /* sent + lease - drift; extended by renewals */
+    dlock__mono renew_at;    /* next renewal */
+    dlock__mono retry_at;    /* after one that got no answer: not again before then */
+    int lost;                /* the hold was lost: unlock gives EPERM */
+    int releasing;           /* its unlock is on the way: still renewed, never reported lost */
+    int robust;              /* the hold is of a ROBUST mutex */
+    int inconsistent;        /* EOWNERDEAD given, consistent() not yet called */
+    dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */
+    void *lost_arg;
+    void *lost_obj;          /* the object (dlock_mutex_t *) given to it */
+    struct dlock__hold *held_next, *held_prev; /* client's list of live holds */
+    struct dlock__hold *next; /* the lock's list of shared holds */
+} dlock__hold;
+
+/* The state of one lock name in one client: shared by every object of that
+ * name in the process (mutexes, rwlocks), by its waiters, the renewal
+ * thread and the subscriber.  All fields are guarded by the client's
+ * mutex. */
+typedef struct dlock__lock dlock__lock;
+
+struct dlock__lock {
+    dlock__keys k;   /* its name and its keys on the server */
+    int kind;        /* DLOCK__KIND_LOCK or DLOCK__KIND_COND */
+    unsigned objrefs; /* objects naming this lock */
+    unsigned users;   /* calls in flight that use it without the mutex held */
+
+    dlock__hold x;         /* the exclusive hold, if a local thread has one */
+    dlock__hold *readers;  /* shared holds of local threads */
+
+    /* Waiting. */
+    unsigned waiters;   /* threads of this process in the wait path */
+    /* What waiting threads of one kind (index: 0 exclusive, 1 shared,
+     * 2 shared preferring readers) share, so that they ask the server one
+     * at a time: */
+    int trying[3];          /* one of them is asking the server */
+    uint64_t busy_gen[3];   /* the server said busy at this generation... */
+    dlock__mono busy_until[3]; /* ...until about then (the holder's lease) */
+    uint64_t gen;       /* bumped by every notification that may free it */
+    struct dlock__fairwait *fair; /* threads waiting in the fair queue (lock.c) */
+    int wanted;         /* another owner asked for this cached lock */
+    pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
+    struct dlock__sleeper *sleepers; /* interruptible sleepers (wait.c) */
+    int sub_state;      /* DLOCK__SUB_* */
+    struct dlock_client *sub_node; /* whose subscriber carries the channel (notify.c) */
+    /* A condition variable's registrations this process could not take
+     * back (cond.c): removed with its next operation. */
+    char (*stale)[DLOCK__OWNER_LEN + 1]; /* DLOCK__COND_STALE_MAX, made when needed */
+    unsigned nstale;
+    dlock__mono sub_idle_since;
+
+    struct dlock__lock *hnext; /* hash chain */
+};
+
+/* A thread waiting in a fair mutex's queue: the subscriber pokes it when
+ * a release hands the lock to its token, or when any other release or a
+ * lost subscription means it must ask again; other releases leave it be. */
+typedef struct dlock__fairwait {
+    const char *token;
+    int poked;
+    struct dlock__fairwait *next;
+    /* The release's message said more than "your turn": the lock is this
+     * token's, with this fence, leased for grant_ms from the release. */
+    int granted;
+    uint64_t fence;
+    unsigned grant_ms;
+    /* Its own wake-up: a poke wakes this waiter alone, not every thread
+     * sleeping on the lock (with 25 waiting threads in a process, a grant
+     * woke 25).  cv_ok 0: it sleeps on the lock's, as others do. */
+    pthread_cond_t cv;
+    int cv_ok;
+    /* Waiting in BLPOP for a grant pushed to its list (dlock__wait_grant):
+     * the thread's eventfd, which a poke writes (-1: not so waiting);
+     * nolist: this call's list cannot be used, grants are published;
+     * listing: this call holds one of the client's conf.wait_conns
+     * places for waiters on a grant list (c->listing counts them). */
+    int efd;
+    int nolist;
+    int listing;
+} dlock__fairwait;
+
+/* What a table entry is: a lock (mutex, rwlock), or a condition
+ * variable, whose only key is its waiters at <prefix>{<name>}:cond. */
+enum { DLOCK__KIND_LOCK, DLOCK__KIND_COND };
+
+/* Subscription to the lock's release channel: NONE -> WANTED (a waiter
+ * asked) -> SENT (SUBSCRIBE written) -> ACTIVE (confirmed) -> UNSENT
+ * (UNSUBSCRIBE written after the linger time) -> NONE. */
+enum { DLOCK__SUB_NONE, DLOCK__SUB_WANTED, DLOCK__SUB_SENT, DLOCK__SUB_ACTIVE, DLOCK__SUB_UNSENT };
+
+/* --------------------------------------------------------------- client */
+
+struct dlock_client {
+    dlock__node node; /* its server (the transport: conf, pool, TLS, breaker) */
+    const dlock__backend_ops *ops;
+    pthread_mutex_t mu;   /* guards everything below and every dlock__lock */
+    unsigned objects;     /* live mutex objects using this client */
+
+    /* Lock table: name -> dlock__lock. */
+    dlock__lock **buckets;
+    size_t nbuckets, nlocks;
+
+    /* Tokens the server may hold a key under that no hold here has. */
+    struct dlock__orphan *orphans;
+    dlock__conn *buried; /* a fork child's closed, never freed, inherited connections */
+    unsigned orphan_pass;
+
+    /* Holds of threads of this process, for renewal and exit. */
+    dlock__hold *held;
+    size_t nheld;
+
+    /* Renewal thread. */
+    int renew_running, renew_stop;
+    pthread_t renew_thread;
+    pthread_cond_t renew_cv;
+    dlock__mono renew_wake;  /* when the sleeping renewal thread wakes; 0 awake */
+    dlock__mono renew_idle_until; /* keep ticking, with no holds, until then */
+    dlock__mono renew_tick;  /* ...every this long (a sixth of the last lease) */
+    dlock__conn *renew_conn; /* owned by the renewal thread */
+    struct dlock__pending *renew_pend; /* its batch buffers, renew_cap long */
+    dlock__renewal *renew_rn;
+    struct dlock__lost_report *renew_reps;
+    size_t renew_cap;
+
+    /* Subscriber thread. */
+    int sub_running, sub_stop;
+    pthread_t sub_thread;
+    int sub_wakefd;       /* eventfd that pokes the subscriber */
+    int sub_connected;
+    dlock__conn *sub_conn; /* owned by the subscriber thread */
+    uint64_t sub_epoch;   /* bumped at every (re)connection and loss */
+    dlock__mono sub_down_since; /* 0 when up or unneeded */
+
+    char *epoch_key; /* <prefix>epoch: the restart guard's marker */
+    unsigned char nonce[DLOCK__TOKEN_HEX / 2]; /* random: mixed into owner tokens */
+
+    struct dlock_client *next; /* all clients, for fork and exit */
+    int is_default;
+    /* Redlock: one internal single-server client per master, made and
+     * destroyed with this one (redlock.c talks to them). */
+    struct dlock_client **members;
+    size_t nmembers;
+    int grant_nolist; /* the server refused BLPOP (an ACL): grants are published (dlock__wait_grant) */
+    unsigned listing; /* acquire calls holding a place to wait in BLPOP (dlock__fairwait.listing) */
+    unsigned dropping; /* cached holds being given back (dlock__cache_drop), off the held list */
+    /* Redis Cluster: the parent has a member per node (made as the slot
+     * map names them) and the map (cluster.c); a member knows its parent,
+     * to follow redirections. */
+    struct dlock__cluster *cl;
+    struct dlock_client *parent;
+    /* Redlock (redlock.c): a member knows its parent, and the run id its
+     * server gave at the member's last connection ("": not known); the
+     * parent counts the times two masters were found to be one server,
+     * and keeps what the last of them said. */
+    struct dlock_client *rl_parent;
+    char rl_run_id[41];
+    unsigned rl_dups;
+    char rl_dup_msg[640];
+};
+
+/* The table: find or make the state of `name`, with one reference taken.
+ * Called with c->mu held. */
+int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dlock__lock **out);
+/* Drops a reference; frees the state when nothing uses it.  c->mu held. */
+void dlock__lock_put(struct dlock_client *c, dlock__lock *l);
+/* Frees l if no object, call, hold, waiter or subscription uses it. */
+void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l);
+dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen, int kind);
+/* Checks name, finds the client (*cp; NULL: the default) and takes a
+ * reference on the entry of that name and kind, counting an object on the
+ * client if `object`; its twin gives both back.  c->mu NOT held. */
+int dlock__entry_open(struct dlock_client **cp, const char *name, int kind, int object, dlock__lock **lp);
+void dlock__entry_close(struct dlock_client *c, dlock__lock *l, int object);
+/* dlock__lock_get for either kind of table entry (DLOCK__KIND_*). */
+int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out);
+
+/* Holds: adds/removes h to/from the renewal list.  c->mu held. */
+void dlock__held_add(struct dlock_client *c, dlock__hold *h);
+void dlock__held_remove(struct dlock_client *c, dlock__hold *h);
+
+/* Renewal thread (renew.c).  Start with c->mu held; it is idempotent. */
+int dlock__renew_start(struct dlock_client *c);
+void dlock__renew_kick(struct dlock_client *c);
+void dlock__renew_stop(struct dlock_client *c);
+
+/* Subscriber (notify.c).  Asks for a subscription to l's channel and
+ * pokes the subscriber thread.  c->mu held. */
+int dlock__notify_want(struct dlock_client *c, dlock__lock *l);
+void dlock__notify_poke(struct dlock_client *c);
+/* Is l's channel subscribed on a live connection; the epoch of the
+ * connection that carries it (unique in the process).  c->mu held. */
+int dlock__sub_live(const struct dlock_client *c, const dlock__lock *l);
+uint64_t dlock__sub_epoch(const struct dlock_client *c, const dlock__lock *l);
+void dlock__notify_stop(struct dlock_client *c);
+
+/* Waiting (wait.c): the one path every blocking call goes through.
+ * Each sleeps with c->mu held (released while sleeping) and returns 0,
+ * ETIMEDOUT when `until` passes, or, when intr is set, EINTR when a
+ * signal handler ran in the calling thread. */
+/* The caller's signal mask for the interruptible sleeps of this call
+ * (NULL: none). */
+void dlock__intr_mask_set(const sigset_t *mask);
+/* Wakes every thread sleeping on l.  c->mu held. */
+void dlock__lock_wake(dlock__lock *l);
+/* Sleeps until l is woken. */
+int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int intr);
+/* Sleeps until l->gen moves past `gen`. */
+int dlock__wait(struct dlock_client *c, dlock__lock *l, uint64_t gen, dlock__mono until, int intr);
+/* Lock caching (lock.c): is the release channel heard; give up the
+ * cached hold of l.  c->mu held. */
+int dlock__cache_heard(const struct dlock_client *c, const dlock__lock *l);
+int dlock__cache_ok(const struct dlock_client *c, const dlock__lock *l);
+void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
+/* Sleeps until fw is poked (a fair waiter's turn, or a reason to ask). */
+int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until, int intr);
+/* The same, blocked in BLPOP on the waiter's grant list: 0 granted
+ * (fw->granted) or poked, ETIMEDOUT, EINTR (intr), or EAGAIN: the list
+ * could not be used (fw->nolist is set; c->grant_nolist too if the
+ * server refuses BLPOP).  The thread waits for the server's answer no
+ * later than the caller's deadline (a little past until, else).  c->mu
+ * held. */
+int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until,
+                      dlock__mono deadline, int intr);
+/* Pokes l's fair waiter whose token is token[0..len), or every one
+ * (token NULL), and wakes it.  c->mu held. */
+void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);
+/* The same for a grant: the lock is that waiter's, with that fence,
+ * leased for grant_ms. */
+void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms);
+/* Makes sure a release of l will wake us: subscribes and waits for the
+ * subscription to be active, or until deadline / the unreachable bound
+ * (ENOLCK). */
+int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline, int intr);
+void dlock__wait_done(struct dlock_client *c, dlock__lock *l);
+
+/* Lost holds found by the renewal thread, reported after c->mu is
+ * released. */
+struct dlock__lost_report {
+    dlock_lost_fn fn;
+    void *arg;
+    void *obj;
+    char *name;
+    int why; /* DLOCK_LOST_BROKEN, or 0: its lease ran out (DLOCK_LOST_EXPIRED) */
+};
+/* Runs rep's handler (if any) with dlock_lost_reason() telling why. */
+void dlock__lost_run(const struct dlock__lost_report *rep);
+typedef struct dlock__lost_report dlock__lost_report;
+
+/* The lock core (lock.c), shared by mutexes and rwlocks. */
+typedef struct dlock__want {
+    int shared;        /* a read lock */
+    int intr;          /* a signal handler ends the wait with EINTR */
+    int type;          /* DLOCK_MUTEX_*: what a relock by the holder does */
+    int robust;
+    int fair;          /* FIFO: wait in the server's queue, take the lock only in turn */
+    int caching;       /* keep the lock in the process after unlock until asked */
+    int readfirst;     /* a read lock: granted while writers wait (DLOCK_RWLOCK_PREFER_READER) */
+    int process;       /* DLOCK_OWNER_PROCESS: the hold is the process's (dlock__proc_self) */
+    unsigned lease_ms;
+    dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
+    void *lost_arg;
+    void *lost_obj;
+} dlock__want;
+/* Acquires l for the calling thread: try (one round trip at most) or
+ * wait until `deadline` (monotonic; NEVER for none).  bad_deadline: the
+ * EINVAL to give if the call would have to wait. */
+int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
+                   dlock__mono deadline, int bad_deadline);
+/* Ends the calling thread's exclusive hold (or, allow_shared, its read
+ * hold) of l. */
+int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared);
+int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence);
+/* The same for the owner of w's holds: the calling thread, or for a
+ * process-owned mutex the process (any thread of it). */
+int dlock__release_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w);
+int dlock__holds_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w, uint64_t *fence);
+/* The identity that owns w's holds for the calling thread, if it exists. */
+dlock__thread *dlock__owner_peek(const dlock__want *w);
+int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__thread *self, dlock__lost_report *rep);
+dlock__hold *dlock__reader(dlock__lock *l, const dlock__thread *self);
+/* The owner token of self's acquire call number `call` on client c,
+ * DLOCK__OWNER_LEN + 1 bytes. */
+void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self, uint64_t call, char *out);
+
+/* Orphans (orphan.c): possible server-side holds nobody here knows of. */
+void dlock__orphan_add(struct dlock_client *c, dlock__lock *l, const char *token, int how, unsigned lease_ms);
+dlock__mono dlock__orphans_release(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
+void dlock__orphans_forget(struct dlock_client *c);
+
+/* Clients (client.c). */
+int dlock__client_live(const struct dlock_client *c);
+/* A member client for the server at ep (Redlock, Cluster); not while the
+ * process exits (EBUSY). */
+int dlock__client_member(struct dlock_client **out, struct dlock_client *parent, const dlock__endpoint *ep);
+struct dlock_client *dlock__client_get(struct dlock_client *c, int *err);
+int dlock__client_use(struct dlock_client *c);
+void dlock__client_unuse(struct dlock_client *c);
+/* Thread exit: stops renewing every lock the thread holds. */
+void dlock__thread_exiting(dlock__thread *t);
+
+
+/* Forgets h (its thread is gone or gave it up).  c->mu held. */
+void dlock__hold_forget(struct dlock_client *c, dlock__hold *h);
+/* Marks h lost (c->mu held); fills *rep when a handler must run. */
+void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep);
+
+#endif /* DLOCK_CORE_H */
