@@ -25,8 +25,8 @@ DLOCK_API int dlock_break(dlock_client_t *c, const char *name, int how, int *was
     if (how != DLOCK_BREAK_OWNERDEAD && how != DLOCK_BREAK_RESET)
         return dlock__seterr(EINVAL, "how must be DLOCK_BREAK_OWNERDEAD or DLOCK_BREAK_RESET");
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
-    rc = c->ops->reset(c, &l->k, how == DLOCK_BREAK_RESET ? DLOCK__RESET_FULL : DLOCK__RESET_BREAK, &held, NULL,
-                       dlock__unreachable_deadline(&c->node));
+    rc = c->be.ops->reset(&c->be, &l->k, how == DLOCK_BREAK_RESET ? DLOCK__RESET_FULL : DLOCK__RESET_BREAK, &held, NULL,
+                       dlock__unreachable_deadline(&c->be.node));
     dlock__entry_close(c, l, 0);
     if (rc == 0 && was_held != NULL) *was_held = held;
     return rc;
@@ -37,11 +37,11 @@ DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_in
     int rc, probe;
     if (out == NULL) return dlock__seterr(EINVAL, "info pointer is NULL");
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
-    if ((rc = dlock__breaker_check(&c->node, &probe)) == 0) { /* else not asked: the circuit breaker is open */
-        dlock__mono ub = dlock__unreachable_deadline(&c->node);
-        rc = c->ops->info(c, &l->k, out, probe ? dlock__now() : ub);
+    if ((rc = dlock__breaker_check(&c->be.node, &probe)) == 0) { /* else not asked: the circuit breaker is open */
+        dlock__mono ub = dlock__unreachable_deadline(&c->be.node);
+        rc = c->be.ops->info(&c->be, &l->k, out, probe ? dlock__now() : ub);
         pthread_mutex_lock(&c->mu);
-        dlock__breaker_note(&c->node, rc, probe ? 0 : ub);
+        dlock__breaker_note(&c->be.node, rc, probe ? 0 : ub);
         pthread_mutex_unlock(&c->mu);
     }
     dlock__entry_close(c, l, 0);
@@ -116,18 +116,26 @@ static void seen_free(seen *s) {
  * Redlock, a lock whose state no quorum tells (too few masters answer,
  * or they disagree) is listed as the master srv has it, and unsure gets
  * the reason (512 bytes). */
-static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *pattern, const char *glob, seen *s,
+/* What srv, a Redlock master, says of name on its own. */
+static int member_info(dlock_client_t *c, dlock__backend *srv, const char *name, dlock_lock_info_t *info) {
+    dlock__keys k;
+    int rc = dlock__keys_make(&k, c->be.node.conf.prefix, name, strlen(name), 0);
+    if (rc != 0) return rc;
+    rc = srv->ops->info(srv, &k, info, dlock__unreachable_deadline(&srv->node));
+    dlock__keys_free(&k);
+    return rc;
+}
+
+static int list_server(dlock_client_t *c, dlock__backend *srv, const char *pattern, const char *glob, seen *s,
                        int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg, int *stop,
                        char *unsure) {
     char cursor[32] = "0";
     unsigned empty = 0; /* SCAN answers in a row that brought no keys */
     int rc = 0;
     do {
-        const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT", "1000" };
-        size_t lens[6], i;
+        size_t i;
         redisReply *r;
-        for (i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
-        if ((rc = dlock__command(&srv->node, &r, dlock__unreachable_deadline(&srv->node), 0, 6, argv, lens, NULL)) != 0) break;
+        if ((rc = dlock__scan(srv, cursor, pattern, &r)) != 0) break;
         if (r->type == REDIS_REPLY_ERROR) {
             /* As dlock_lock_info says it (backend.c): an ACL that lacks
              * SCAN is named, not hidden behind "unexpected answer". */
@@ -162,7 +170,7 @@ static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *patte
             char name[DLOCK_NAME_MAX + 1];
             dlock_lock_info_t info;
             int added;
-            if (k->type != REDIS_REPLY_STRING || !key_name(c->node.conf.prefix, k->str, k->len, &off, &len) ||
+            if (k->type != REDIS_REPLY_STRING || !key_name(c->be.node.conf.prefix, k->str, k->len, &off, &len) ||
                 len > DLOCK_NAME_MAX)
                 continue;
             memcpy(name, k->str + off, len);
@@ -173,10 +181,10 @@ static int list_server(dlock_client_t *c, dlock_client_t *srv, const char *patte
                 break;
             }
             if (added == 0) continue;
-            if ((rc = dlock_lock_info(c, name, &info)) == ENOLCK && c->node.conf.kind == DLOCK__BACKEND_REDLOCK) {
+            if ((rc = dlock_lock_info(c, name, &info)) == ENOLCK && c->be.node.conf.kind == DLOCK__BACKEND_REDLOCK) {
                 const char *e = dlock_last_error();
                 snprintf(unsure, 512, "%s", strncmp(e, "ENOLCK: ", 8) == 0 ? e + 8 : e);
-                rc = dlock_lock_info(srv, name, &info);
+                rc = member_info(c, srv, name, &info);
             }
             if (rc != 0) break;
             if (info.held || info.readers > 0 || info.robust_state != 0) *stop = fn(name, &info, arg) != 0;
@@ -196,36 +204,36 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
     if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
     if (glob == NULL) glob = "*";
     if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
-    if ((pattern = scan_pattern(c->node.conf.prefix)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if (c->node.conf.kind == DLOCK__BACKEND_CLUSTER) {
+    if ((pattern = scan_pattern(c->be.node.conf.prefix)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    if (c->be.node.conf.kind == DLOCK__BACKEND_CLUSTER) {
         /* Each master has the keys of its slots. */
-        dlock_client_t *masters[64];
-        int i, n = dlock__cluster_masters(c, masters, sizeof masters / sizeof *masters,
-                                          dlock__unreachable_deadline(&c->node));
+        dlock__backend *masters[64];
+        int i, n = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters,
+                                          dlock__unreachable_deadline(&c->be.node));
         if (n < 0) rc = -n;
         for (i = 0; i < n && rc == 0 && !stop; i++)
             rc = list_server(c, masters[i], pattern, glob, &s, fn, arg, &stop, unsure);
-    } else if (c->node.conf.kind == DLOCK__BACKEND_REDLOCK) {
+    } else if (c->be.node.conf.kind == DLOCK__BACKEND_REDLOCK) {
         /* A lock is held on a quorum of the masters, not on every one:
          * each master's keys are read.  Without a quorum the list cannot
          * be complete (nor can any lock be taken): ENOLCK, after fn was
          * called for what the masters that answered hold. */
-        size_t i, answered = 0, q = c->nmembers / 2 + 1;
+        size_t i, answered = 0, q = c->be.nmembers / 2 + 1;
         char why[512] = "";
-        for (i = 0; i < c->nmembers && rc == 0 && !stop; i++) {
-            int r = list_server(c, c->members[i], pattern, glob, &s, fn, arg, &stop, unsure);
+        for (i = 0; i < c->be.nmembers && rc == 0 && !stop; i++) {
+            int r = list_server(c, c->be.members[i], pattern, glob, &s, fn, arg, &stop, unsure);
             if (r == 0) answered++;
             else if (r == ENOLCK) snprintf(why, sizeof why, "%s", dlock_last_error());
             else rc = r;
         }
         if (rc == 0 && !stop && answered < q)
             rc = dlock__seterr(ENOLCK, "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): the locks "
-                               "held on the others are not listed (%.300s)", c->node.conf.redacted_url, answered,
-                               c->nmembers, q, strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
+                               "held on the others are not listed (%.300s)", c->be.node.conf.redacted_url, answered,
+                               c->be.nmembers, q, strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
         else if (rc == 0 && !stop && unsure[0] != '\0')
             rc = dlock__seterr(ENOLCK, "%.400s (listed as one master has it)", unsure);
     } else {
-        rc = list_server(c, c, pattern, glob, &s, fn, arg, &stop, unsure);
+        rc = list_server(c, &c->be, pattern, glob, &s, fn, arg, &stop, unsure);
     }
     seen_free(&s);
     free(pattern);

@@ -83,7 +83,7 @@ static int op(dlock__obj *o, const char *what, const char *token, long long *res
     if (n > 0) memcpy(stale, o->l->stale, n * sizeof stale[0]);
     pthread_mutex_unlock(&c->mu);
     for (i = 0; i < n; i++) sp[i] = stale[i];
-    rc = c->ops->cond(c, &o->l->k, what, token, TTL_MS, sp, n, result, deadline);
+    rc = c->be.ops->cond(&c->be, &o->l->k, what, token, TTL_MS, sp, n, result, deadline);
     if (rc == 0 && n > 0) {
         pthread_mutex_lock(&c->mu);
         /* Drop the ones sent; others may have been added meanwhile. */
@@ -108,7 +108,7 @@ static void stale_add(dlock__obj *o, const char *token) {
 
 /* The unreachable bound, or the caller's deadline if that is sooner. */
 static dlock__mono bounded(struct dlock_client *c, dlock__mono deadline) {
-    dlock__mono b = dlock__unreachable_deadline(&c->node);
+    dlock__mono b = dlock__unreachable_deadline(&c->be.node);
     return deadline < b ? deadline : b;
 }
 
@@ -216,7 +216,7 @@ static int wake(dlock_cond_t *cv, const char *what) {
     long long res;
     int rc;
     if ((rc = get(cv, &o)) != 0) return rc;
-    return op(o, what, "-", &res, dlock__unreachable_deadline(&o->c->node));
+    return op(o, what, "-", &res, dlock__unreachable_deadline(&o->c->be.node));
 }
 
 DLOCK_API int dlock_cond_signal(dlock_cond_t *cv) {

@@ -172,7 +172,7 @@ DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const vo
     if (key == NULL || (keylen = strlen(key)) == 0) return dlock__seterr(EINVAL, "key is NULL or empty");
     if (value == NULL && len > 0) return dlock__seterr(EINVAL, "value is NULL");
     if (!holds(m, &fence)) return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", mx->l->k.name);
-    rc = mx->c->ops->fenced_set(mx->c, key, keylen, fence, value, len, &written, dlock__unreachable_deadline(&mx->c->node));
+    rc = mx->c->be.ops->fenced_set(&mx->c->be, key, keylen, fence, value, len, &written, dlock__unreachable_deadline(&mx->c->be.node));
     if (rc != 0) return rc;
     if (!written) return dlock__seterr(ESTALE, "'%.64s': a write with a newer fence already reached %.64s", mx->l->k.name, key);
     return 0;

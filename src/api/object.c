@@ -113,7 +113,7 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
     if (l->x.cached && l->objrefs == 1) {
         /* The last object of the name goes: nothing can take the cached
          * lock any more, so it goes back to the server. */
-        dlock__cache_drop(c, l, dlock__unreachable_deadline(&c->node));
+        dlock__cache_drop(c, l, dlock__unreachable_deadline(&c->be.node));
     }
     /* Lost holds may still name obj for their handler: no more. */
     if (l->x.lost_obj == obj) l->x.lost_obj = NULL;

@@ -12,11 +12,11 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "core/core.h" /* TODO(layers): the client and the lock entry */
+#include "backend/backend.h"
 
 #define RENEW_BATCH 256
 
-static int bad_reply(struct dlock_client *c, const char *what, const redisReply *r) {
+static int bad_reply(dlock__backend *c, const char *what, const redisReply *r) {
     /* An answer that is not what the script returns may be another
      * request's (a server or proxy out of step): drop the idle
      * connections rather than read more answers from them. */
@@ -67,7 +67,7 @@ static void who(const dlock__thread *self, char *out, size_t cap) {
  * the script runs.  On one server: the lock key and the deployment's
  * epoch key; the script makes the others from the lock key (scripts.c,
  * KEYS_PRELUDE). */
-static int lock_keys(const struct dlock_client *c, const dlock__keys *k, const char **args, size_t *lens) {
+static int lock_keys(const dlock__backend *c, const dlock__keys *k, const char **args, size_t *lens) {
     int i;
     if (!c->node.conf.cluster) {
         args[0] = k->keys[DLOCK__K_LOCK];
@@ -87,7 +87,7 @@ static const char *const release_how[] = { "plain", "clean", "inconsistent", "de
 
 #define ARG(a, s) ((a)->v[(a)->n] = (s), (a)->len[(a)->n] = strlen((a)->v[(a)->n]), (a)->n++)
 
-int dlock__acquire_args(struct dlock_client *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
+int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
     a->nkeys = a->n = lock_keys(c, k, a->v, a->len);
@@ -109,7 +109,7 @@ int dlock__acquire_args(struct dlock_client *c, const dlock__keys *k, const char
     return flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
 }
 
-void dlock__release_args(struct dlock_client *c, const dlock__keys *k, const char *token, int how, dlock__args *a) {
+void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
     a->nkeys = a->n = lock_keys(c, k, a->v, a->len);
     who(self, a->ident, sizeof a->ident);
@@ -123,7 +123,7 @@ void dlock__release_args(struct dlock_client *c, const dlock__keys *k, const cha
 }
 #undef ARG
 
-static int single_release(struct dlock_client *c, const dlock__keys *k, const char *token, int how,
+static int single_release(dlock__backend *c, const dlock__keys *k, const char *token, int how,
                           int *released, dlock__sent *sent, dlock__mono deadline);
 
 /* wait=N: a grant that fewer than N replicas acknowledged could be lost
@@ -134,7 +134,7 @@ static int single_release(struct dlock_client *c, const dlock__keys *k, const ch
 #define UNACKED_BACKOFF_MS 50u
 #define UNACKED_BACKOFF_MAX_MS 500u
 
-static int single_acquire(struct dlock_client *c, const dlock__keys *k, const char *token,
+static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *token,
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
@@ -172,7 +172,7 @@ static int single_acquire(struct dlock_client *c, const dlock__keys *k, const ch
     }
 }
 
-static int single_release(struct dlock_client *c, const dlock__keys *k, const char *token, int how,
+static int single_release(dlock__backend *c, const dlock__keys *k, const char *token, int how,
                           int *released, dlock__sent *sent, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
@@ -185,7 +185,7 @@ static int single_release(struct dlock_client *c, const dlock__keys *k, const ch
     return rc;
 }
 
-static int single_reset(struct dlock_client *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
+static int single_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                         dlock__mono deadline) {
     const char *args[DLOCK__NKEYS + 3];
     size_t lens[DLOCK__NKEYS + 3];
@@ -200,7 +200,7 @@ static int single_reset(struct dlock_client *c, const dlock__keys *k, int how, i
     return rc;
 }
 
-static int single_info(struct dlock_client *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
+static int single_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
     const char *args[DLOCK__NKEYS + 1];
     size_t lens[DLOCK__NKEYS + 1];
     redisReply *r;
@@ -223,7 +223,7 @@ static void renew_args(const dlock__renewal *rn, char *lease, const char **args,
     args[3] = rn->shared ? "s" : "x"; lens[3] = 1;
 }
 
-int dlock__renew_one(struct dlock_client *c, dlock__renewal *rn, dlock__mono deadline) {
+int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline) {
     const char *args[4];
     size_t lens[4];
     char lease[16];
@@ -242,7 +242,7 @@ int dlock__renew_one(struct dlock_client *c, dlock__renewal *rn, dlock__mono dea
 
 /* Sends one batch of renewals and reads their answers.  Returns 0, or
  * ENOLCK when the connection broke (the caller drops it). */
-static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript,
+static int renew_batch(dlock__backend *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript,
                        unsigned wait_ms) {
     redisContext *ctx = cn->ctx;
     char leases[RENEW_BATCH][16];
@@ -271,7 +271,7 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
             return dlock__seterr(ENOLCK, "%s: renewal: %s", c->node.conf.redacted_url, ctx->errstr);
         r = p;
         if (dlock__flag_parse(r, &rn[i].result) != 0) {
-            struct dlock_client *next;
+            dlock__backend *next;
             int asking;
             if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) *noscript = 1;
             if (dlock__demoted(r)) demoted = 1;
@@ -304,13 +304,13 @@ static int renew_batch(struct dlock_client *c, dlock__conn *cn, dlock__renewal *
 /* Drops the renewal connection.  This runs without c->mu: the pointer is
  * cleared before the memory is freed, so a fork in between leaves the
  * child either the live connection or none, never a freed one. */
-static void drop_renew_conn(struct dlock_client *c) {
+static void drop_renew_conn(dlock__backend *c) {
     dlock__conn *cn = c->renew_conn;
     __atomic_store_n(&c->renew_conn, NULL, __ATOMIC_SEQ_CST);
     dlock__conn_close(cn);
 }
 
-static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
+static int single_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
     size_t i, done = 0;
     int rc = 0, tries = 0;
     int64_t left_ms;
@@ -355,7 +355,7 @@ static int single_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dl
     return 0;
 }
 
-static int single_fenced_set(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence,
+static int single_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint64_t fence,
                              const void *value, size_t len, int *written, dlock__mono deadline) {
     char f[24];
     const char *args[3];
@@ -373,7 +373,7 @@ static int single_fenced_set(struct dlock_client *c, const char *key, size_t key
     return rc;
 }
 
-static int single_cond(struct dlock_client *c, const dlock__keys *k, const char *op, const char *token,
+static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, const char *token,
                        unsigned ttl_ms, const char *const *stale, size_t nstale, long long *result,
                        dlock__mono deadline) {
     char ttl[16];
@@ -399,10 +399,10 @@ static int single_cond(struct dlock_client *c, const dlock__keys *k, const char 
     return rc;
 }
 
-static int single_grant_conn(struct dlock_client *c, const dlock__keys *k, struct dlock_client **node, dlock__conn **cn,
+static int single_grant_conn(dlock__backend *c, const dlock__keys *k, dlock__node **node, dlock__conn **cn,
                              dlock__mono deadline) {
     (void)k;
-    *node = c;
+    *node = &c->node;
     return dlock__pool_get(&c->node, cn, deadline);
 }
 
@@ -417,3 +417,10 @@ const dlock__backend_ops dlock__single_backend = {
     .cond = single_cond,
     .grant_conn = single_grant_conn,
 };
+
+int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out) {
+    const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT", "1000" };
+    size_t lens[6], i;
+    for (i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
+    return dlock__command(&b->node, out, dlock__unreachable_deadline(&b->node), 0, 6, argv, lens, NULL);
+}

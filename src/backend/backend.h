@@ -28,6 +28,9 @@ enum {
  * which a cluster would put in another slot than the lock's). */
 #define DLOCK__K_EPOCH DLOCK__NKEYS
 
+/* The most registrations a condition variable op takes back at once. */
+#define DLOCK__COND_STALE_MAX 8
+
 /* What a lock is called on the server: its name and its keys (above),
  * all in one cluster slot.  Made by dlock__keys_make, kept by the core's
  * table entry; of a lock, the backend takes only this. */
@@ -45,6 +48,105 @@ int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_
 void dlock__keys_free(dlock__keys *k);
 
 /* ------------------------------------------------------------- backend */
+
+/* One deployment as the core sees it: one server (or the master that
+ * Sentinel names), a Redis Cluster or a Redlock quorum, behind its ops.
+ * A Cluster's nodes and a Redlock's masters are members: single-server
+ * backends of their own (their own node, pool and mutex), made and freed
+ * with their deployment.  The core keeps one in each client (its mutex
+ * guards the deployment's state: the cluster map, the member list). */
+typedef struct dlock__backend dlock__backend;
+struct dlock__backend_ops;
+struct dlock__backend {
+    const struct dlock__backend_ops *ops;
+    dlock__node node;       /* its server; Redlock, Cluster: the first node named that answers */
+    pthread_mutex_t own_mu; /* a member's own mutex (node.mu points at it) */
+    char *epoch_key;        /* <prefix>epoch: the restart guard's marker */
+    int grant_nolist;       /* the server refused BLPOP (an ACL): grants are published */
+    dlock__conn *renew_conn; /* the renewal batches' connection, owned by the renewal thread */
+    dlock__conn *buried;    /* a fork child's closed, never freed, inherited connections */
+    /* Redlock, Cluster: the members (a cluster gets more as its slot map
+     * names them; cluster.c), and a member's deployment. */
+    dlock__backend **members;
+    size_t nmembers;
+    dlock__backend *parent;
+    struct dlock__cluster *cl; /* Redis Cluster: the slot map */
+    /* Redlock (redlock.c): a member's server's run id at its last
+     * connection ("": not known); the deployment counts the times two
+     * masters were found to be one server, and keeps what the last of
+     * them said. */
+    char rl_run_id[41];
+    unsigned rl_dups;
+    char rl_dup_msg[640];
+    void *up; /* the layer above's object for it (a cluster member: its subscriber) */
+};
+
+/* Makes the deployment that cfg (or $DLOCK_URL) names, its mutex mu (held
+ * by the caller's lock calls; a member gets its own): configuration, TLS
+ * context, ops and members.  EINVAL (bad configuration), ENOMEM; nothing
+ * kept on error.  Nothing is connected yet. */
+int dlock__backend_init(dlock__backend *b, const dlock_config_t *cfg, pthread_mutex_t *mu);
+/* Frees it, its members and every idle connection (nothing may use it). */
+void dlock__backend_free(dlock__backend *b);
+/* A member for the server at ep (Redlock, Cluster), made with malloc:
+ * dlock__backend_free, then free(). */
+int dlock__backend_member(dlock__backend **out, dlock__backend *parent, const dlock__endpoint *ep);
+/* Fork: the members' mutexes taken before (the deployment's own is the
+ * caller's), released after in the parent; in the child every inherited
+ * connection is closed without a word (their state may be half-updated:
+ * kept, buried, never freed) and the mutexes made anew. */
+void dlock__backend_fork_prepare(dlock__backend *b);
+void dlock__backend_fork_parent(dlock__backend *b);
+void dlock__backend_fork_child(dlock__backend *b);
+/* The renewal thread stops: its connection closes (a member's closes
+ * with the member). */
+void dlock__backend_renew_done(dlock__backend *b);
+/* A connection of the layer above's (a subscriber's) closed in a fork
+ * child, kept as dlock__backend_fork_child keeps its own. */
+void dlock__backend_bury(dlock__backend *b, dlock__conn *cn);
+
+/* One SCAN of b's keys from cursor for pattern (COUNT 1000), within the
+ * unreachable bound: 0 with its answer, or an errno value. */
+int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out);
+
+/* Release notifications' wire (subscribe.c).  _open: a connection to
+ * b's server for them (ENOLCK).  _append: queues (UN)SUBSCRIBE of
+ * channel (the sharded kind on a cluster): 0, or -1.  _wait: writes what
+ * is queued, then waits up to timeout_ms (-1: no bound; on Sentinel at
+ * most a second, after which the connection is checked against the
+ * sentinels) for bytes, which it reads, or for wakefd, which it drains:
+ * 0, or -1 when the connection failed or leads to a demoted master.
+ * _next: the next whole reply read (NULL: none yet): 0, or -1. */
+int dlock__sub_open(dlock__backend *b, dlock__conn **out);
+void dlock__sub_close(dlock__conn *cn);
+int dlock__sub_append(dlock__backend *b, dlock__conn *cn, int on, const char *channel, size_t len);
+int dlock__sub_wait(dlock__backend *b, dlock__conn *cn, int wakefd, int timeout_ms);
+int dlock__sub_next(dlock__conn *cn, redisReply **out);
+
+/* A queued waiter's grant (grant.c): BLPOP on its grant list,
+ * <lock key>:g:<token>, where a fair release pushes "FENCE:MS".
+ * _send: on a connection of the node that keeps k's queue, with the
+ * wait's timeout (until - now): 0, or EAGAIN.  _await (mutex not held):
+ * waits in ppoll on the socket and on wakefd until give_up, mask the
+ * signal mask during it (NULL: signals are not the wait's): 0 with the
+ * answer in p->r, 0 with p->r NULL when wakefd was written, ETIMEDOUT,
+ * EINTR (mask given), EAGAIN (the connection failed).  _drop (mutex not
+ * held): a connection without its whole answer is closed, a cluster
+ * node's goes back to its pool; _keep (mutex held): b's own goes back
+ * to b's idle ones.  _read: 1 a grant (fence, ms), 0 the BLPOP's
+ * timeout, -1 anything else (*nolist 1: the server refuses BLPOP for
+ * good); the answer is freed. */
+typedef struct dlock__grant_pop {
+    dlock__node *node; /* whose pool the connection came from */
+    dlock__conn *cn;
+    redisReply *r;
+} dlock__grant_pop;
+int dlock__grant_send(dlock__backend *b, const dlock__keys *k, const char *token, dlock__mono now, dlock__mono until,
+                      dlock__grant_pop *p);
+int dlock__grant_await(dlock__grant_pop *p, int wakefd, dlock__mono give_up, const sigset_t *mask);
+void dlock__grant_drop(dlock__backend *b, dlock__grant_pop *p);
+void dlock__grant_keep(dlock__backend *b, dlock__grant_pop *p);
+int dlock__grant_read(dlock__grant_pop *p, uint64_t *fence, unsigned *ms, int *nolist);
 
 /* What an acquire attempt found. */
 typedef struct dlock__acq {
@@ -110,7 +212,7 @@ typedef struct dlock__renewal {
 } dlock__renewal;
 /* One renewal by itself, by dlock__command (which follows a cluster's
  * redirections); rn->result as in a batch. */
-int dlock__renew_one(struct dlock_client *c, dlock__renewal *rn, dlock__mono deadline);
+int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline);
 
 /* The seam every deployment sits behind: one server now; Sentinel,
  * Cluster and a Redlock quorum later.  Each call returns 0 or an errno
@@ -123,33 +225,33 @@ typedef struct dlock__backend_ops {
      * at every release. */
     int queues;
     /* flags: DLOCK__F_*. */
-    int (*acquire)(struct dlock_client *c, const dlock__keys *k, const char *token,
+    int (*acquire)(dlock__backend *c, const dlock__keys *k, const char *token,
                    unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline);
     /* *released is 1 when the hold was the token's and is gone, 0 when it
      * was not.  A release also publishes the wake-up for waiters.  how is
      * a DLOCK__REL_*. */
-    int (*release)(struct dlock_client *c, const dlock__keys *k, const char *token, int how,
+    int (*release)(dlock__backend *c, const dlock__keys *k, const char *token, int how,
                    int *released, dlock__sent *sent, dlock__mono deadline);
     /* Renews n holds in pipelined batches on the renewal connection,
      * giving up on answers at `deadline` (the earliest validity end among
      * them: past it the holds are lost anyway, and the handler must run). */
-    int (*renew)(struct dlock_client *c, dlock__renewal *r, size_t n, dlock__mono deadline);
+    int (*renew)(dlock__backend *c, dlock__renewal *r, size_t n, dlock__mono deadline);
     /* Ends every hold of the lock; how is a DLOCK__RESET_*. */
-    int (*reset)(struct dlock_client *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
+    int (*reset)(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                  dlock__mono deadline);
     /* A fenced write of value to key; *written is 0 when refused as stale. */
-    int (*fenced_set)(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence,
+    int (*fenced_set)(dlock__backend *c, const char *key, size_t keylen, uint64_t fence,
                       const void *value, size_t len, int *written, dlock__mono deadline);
     /* What the server knows of the lock. */
-    int (*info)(struct dlock_client *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline);
+    int (*info)(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline);
     /* A condition variable operation (cond_lua): op is "wait", "check",
      * "withdraw", "signal" or "broadcast"; *result is the script's answer. */
-    int (*cond)(struct dlock_client *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
+    int (*cond)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                 const char *const *stale, size_t nstale, long long *result, dlock__mono deadline);
     /* A pooled connection to the server that keeps l's queue (*node: the
      * client whose pool it is), for a waiter's BLPOP on its grant list;
      * NULL where there is no queue. */
-    int (*grant_conn)(struct dlock_client *c, const dlock__keys *k, struct dlock_client **node, dlock__conn **cn,
+    int (*grant_conn)(dlock__backend *c, const dlock__keys *k, dlock__node **node, dlock__conn **cn,
                       dlock__mono deadline);
 } dlock__backend_ops;
 
@@ -170,13 +272,13 @@ typedef struct dlock__args {
     char lease[16], guard[16], ident[320], win[16]; /* ident: host:pid:tid */
 } dlock__args;
 /* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
-int dlock__acquire_args(struct dlock_client *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
+int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a);
-void dlock__release_args(struct dlock_client *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
+void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
 /* Runs the script on the servers of n clients at once (Redlock): every
  * request is written before any answer is read.  out[i] the answer (to be
  * freed) or NULL with rcs[i] the error. */
-void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisReply **out, int *rcs,
+void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply **out, int *rcs,
                            dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens);
 extern const dlock__backend_ops dlock__redlock_backend;
 /* Redlock: on every new connection of a master's client m, reads the
@@ -185,7 +287,7 @@ extern const dlock__backend_ops dlock__redlock_backend;
  * refused: EACCES with the message set (as a refused certificate), and
  * the parent's rl_dups moves.  0 also when the server does not say
  * (INFO refused by an ACL).  ENOLCK when the connection failed. */
-int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn);
+int dlock__redlock_identify(dlock__backend *m, dlock__conn *cn);
 extern const dlock__backend_ops dlock__cluster_backend;
 /* What a member's node (its client's c->node, whose `up` is that member
  * client) asks of its deployment: a Redlock master identifies its server
@@ -200,18 +302,18 @@ unsigned dlock__key_slot(const char *key, size_t len);
 /* m (a cluster node's client) answered r.  A MOVED or ASK redirection
  * updates the slot map: 1 with *next the node to ask and *asking set for
  * ASK; 0 when r is no redirection (or names no usable node). */
-int dlock__cluster_redirect(struct dlock_client *m, const redisReply *r, struct dlock_client **next, int *asking);
+int dlock__cluster_redirect(dlock__backend *m, const redisReply *r, dlock__backend **next, int *asking);
 /* The masters of the cluster, from a map read now: up to max clients
  * into out; their number, or minus an errno value (error set). */
-int dlock__cluster_masters(struct dlock_client *c, struct dlock_client **out, size_t max, dlock__mono deadline);
+int dlock__cluster_masters(dlock__backend *c, dlock__backend **out, size_t max, dlock__mono deadline);
 /* The member of the master serving `slot` as the map has it (the first
  * member when it does not know), NULL if c is no cluster.  c->mu held. */
-struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot);
+dlock__backend *dlock__cluster_node(dlock__backend *c, unsigned slot);
 /* Reads the slot map again unless that was done within the last 50 ms
  * (the last error is kept).  c->mu NOT held. */
-void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline);
+void dlock__cluster_refresh_maybe(dlock__backend *c, dlock__mono deadline);
 /* Frees the cluster state of a client. */
-void dlock__cluster_free(struct dlock_client *c);
+void dlock__cluster_free(dlock__backend *c);
 
 /* Scripts (scripts.c). */
 enum {
@@ -232,9 +334,9 @@ const char *dlock__script_body(int which, int variant);
 /* Runs script `which` by EVALSHA, loading it on NOSCRIPT: args holds
  * nargs values in all, the first numkeys of them KEYS, the rest ARGV. */
 /* The same, with WAIT for the deployment's wait=N replicas after it. */
-int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+int dlock__script_run_wait(dlock__backend *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
                            int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent);
-int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+int dlock__script_run(dlock__backend *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
                       int nargs, const char **args, const size_t *lens, dlock__sent *sent);
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
 int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,

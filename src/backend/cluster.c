@@ -37,7 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/core.h" /* TODO(layers): the client and the lock entry */
+#include "backend/backend.h"
 
 #define SLOTS 16384
 #define MEMBERS_MAX 1024
@@ -73,21 +73,21 @@ unsigned dlock__key_slot(const char *key, size_t len) {
     return crc16(key, len) & (SLOTS - 1);
 }
 
-static int cl_state(struct dlock_client *c) {
+static int cl_state(dlock__backend *c) {
     if (c->cl != NULL) return 0;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(c->node.mu);
     if (c->cl == NULL && (c->cl = calloc(1, sizeof *c->cl)) != NULL) c->cl->cap = c->nmembers;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(c->node.mu);
     return c->cl != NULL ? 0 : dlock__seterr(ENOMEM, "out of memory");
 }
 
-void dlock__cluster_free(struct dlock_client *c) {
+void dlock__cluster_free(dlock__backend *c) {
     free(c->cl);
     c->cl = NULL;
 }
 
 /* The index of the member for host:port, or -1.  c->mu held. */
-static long member_find(const struct dlock_client *c, const char *host, int port) {
+static long member_find(const dlock__backend *c, const char *host, int port) {
     size_t i;
     for (i = 0; i < c->nmembers; i++)
         if (c->members[i]->node.conf.ep.port == port && strcmp(c->members[i]->node.conf.ep.host, host) == 0) return (long)i;
@@ -95,10 +95,10 @@ static long member_find(const struct dlock_client *c, const char *host, int port
 }
 
 /* The index of the member for host:port, made if there is none yet; -1
- * with the error set.  c->mu NOT held (making a client takes the global
- * list's lock, which fork takes before every client's). */
-static long member_get(struct dlock_client *c, const char *host, int port) {
-    struct dlock_client *m = NULL, *extra = NULL;
+ * with the error set.  c->mu NOT held (making a member reads its TLS
+ * files). */
+static long member_get(dlock__backend *c, const char *host, int port) {
+    dlock__backend *m = NULL, *extra = NULL;
     dlock__endpoint ep;
     long i;
     int rc;
@@ -107,14 +107,14 @@ static long member_get(struct dlock_client *c, const char *host, int port) {
         dlock__seterr(EPROTO, "%s: the cluster named a node with a bad address", c->node.conf.redacted_url);
         return -1;
     }
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(c->node.mu);
     i = member_find(c, host, port);
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(c->node.mu);
     if (i >= 0) return i;
     snprintf(ep.host, sizeof ep.host, "%s", host);
     ep.port = port;
-    if ((rc = dlock__client_member(&m, c, &ep)) != 0) return -1;
-    pthread_mutex_lock(&c->mu);
+    if ((rc = dlock__backend_member(&m, c, &ep)) != 0) return -1;
+    pthread_mutex_lock(c->node.mu);
     if ((i = member_find(c, host, port)) >= 0) {
         extra = m; /* another thread made it first */
     } else if (c->nmembers >= MEMBERS_MAX) {
@@ -123,10 +123,11 @@ static long member_get(struct dlock_client *c, const char *host, int port) {
     } else {
         if (c->nmembers == c->cl->cap) {
             size_t ncap = c->cl->cap ? c->cl->cap * 2 : 8;
-            struct dlock_client **nm = realloc(c->members, ncap * sizeof *nm);
+            dlock__backend **nm = realloc(c->members, ncap * sizeof *nm);
             if (nm == NULL) {
-                pthread_mutex_unlock(&c->mu);
-                (void)dlock_client_destroy(m);
+                pthread_mutex_unlock(c->node.mu);
+                dlock__backend_free(m);
+                free(m);
                 dlock__seterr(ENOMEM, "out of memory");
                 return -1;
             }
@@ -136,8 +137,11 @@ static long member_get(struct dlock_client *c, const char *host, int port) {
         i = (long)c->nmembers;
         c->members[c->nmembers++] = m;
     }
-    pthread_mutex_unlock(&c->mu);
-    if (extra != NULL) (void)dlock_client_destroy(extra);
+    pthread_mutex_unlock(c->node.mu);
+    if (extra != NULL) {
+        dlock__backend_free(extra);
+        free(extra);
+    }
     return i;
 }
 
@@ -148,7 +152,7 @@ typedef struct range {
     int port;
 } range;
 
-static int range_parse(const redisReply *e, const struct dlock_client *asked, range *out) {
+static int range_parse(const redisReply *e, const dlock__backend *asked, range *out) {
     const redisReply *node;
     if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
         e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY)
@@ -172,27 +176,27 @@ static int range_parse(const redisReply *e, const struct dlock_client *asked, ra
 
 /* Reads the slot map from the first node that answers.  0, or ENOLCK /
  * EPROTO with the error set. */
-static int refresh(struct dlock_client *c, dlock__mono deadline) {
+static int refresh(dlock__backend *c, dlock__mono deadline) {
     const char *argv[2] = { "CLUSTER", "SLOTS" };
     static const size_t lens[2] = { 7, 5 };
     size_t i, k, n, refused;
     int rc = ENOLCK;
 
     if ((rc = cl_state(c)) != 0) return rc;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(c->node.mu);
     n = c->nmembers;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(c->node.mu);
     dlock__seterr(ENOLCK, "%s: no node of the cluster answered", c->node.conf.redacted_url);
     rc = ENOLCK;
     for (i = 0, refused = 0; i < n; i++) {
-        struct dlock_client *m;
+        dlock__backend *m;
         redisReply *r = NULL;
         unsigned short *owner;
         range rg;
         dlock__mono asked = dlock__now(), dl = asked + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS;
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(c->node.mu);
         m = c->members[i];
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(c->node.mu);
         if (dlock__command(&m->node, &r, dl < deadline ? dl : deadline, 0, 2, argv, lens, NULL) != 0) {
             /* (a scheme mismatch, a certificate, credentials: conn.c) */
             if (__atomic_load_n(&m->node.refused, __ATOMIC_ACQUIRE) >= asked) refused++;
@@ -222,7 +226,7 @@ static int refresh(struct dlock_client *c, dlock__mono deadline) {
             freeReplyObject(r);
             return dlock__seterr(ENOMEM, "out of memory");
         }
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(c->node.mu);
         for (k = 0; k < r->elements; k++) {
             long idx, s;
             (void)range_parse(r->element[k], m, &rg);
@@ -232,7 +236,7 @@ static int refresh(struct dlock_client *c, dlock__mono deadline) {
         memcpy(c->cl->owner, owner, sizeof c->cl->owner);
         c->cl->refreshed = dlock__now();
         c->cl->refused = 0;
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(c->node.mu);
         free(owner);
         freeReplyObject(r);
         dlock__clearerr();
@@ -240,33 +244,33 @@ static int refresh(struct dlock_client *c, dlock__mono deadline) {
     }
     /* Every node refused us for good: asking again within this call
      * cannot mend it (again() stops); the next call asks anew. */
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(c->node.mu);
     c->cl->refused = n > 0 && refused == n;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(c->node.mu);
     return rc;
 }
 
 /* The member serving `slot`, reading the map if it does not say. */
-static int route(struct dlock_client *c, unsigned slot, struct dlock_client **m, dlock__mono deadline) {
+static int route(dlock__backend *c, unsigned slot, dlock__backend **m, dlock__mono deadline) {
     int rc, pass;
     for (pass = 0; pass < 2; pass++) {
         unsigned short o = 0;
         if ((rc = cl_state(c)) != 0) return rc;
-        pthread_mutex_lock(&c->mu);
+        pthread_mutex_lock(c->node.mu);
         if ((o = c->cl->owner[slot]) != 0) *m = c->members[o - 1];
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(c->node.mu);
         if (o != 0) return 0;
         if (pass == 0 && (rc = refresh(c, deadline)) != 0) return rc;
     }
     return dlock__seterr(ENOLCK, "%s: no node of the cluster serves slot %u", c->node.conf.redacted_url, slot);
 }
 
-void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline) {
+void dlock__cluster_refresh_maybe(dlock__backend *c, dlock__mono deadline) {
     char saved[512];
     dlock__mono last;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(c->node.mu);
     last = c->cl != NULL ? c->cl->refreshed : 0;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(c->node.mu);
     if (dlock__now() - last < (dlock__mono)REFRESH_MIN_MS * DLOCK__MS) return;
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
     (void)refresh(c, deadline);
@@ -278,11 +282,11 @@ void dlock__cluster_refresh_maybe(struct dlock_client *c, dlock__mono deadline) 
  * have run went unanswered), while not every node refused us for good,
  * and time is left: the map is read again (a replica may have taken
  * over) and the caller asks, after a back-off. */
-static int again(struct dlock_client *c, int rc, int unknown, dlock__mono deadline, unsigned *backoff_ms) {
+static int again(dlock__backend *c, int rc, int unknown, dlock__mono deadline, unsigned *backoff_ms) {
     int refused;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(c->node.mu);
     refused = c->cl != NULL && c->cl->refused;
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(c->node.mu);
     if (rc != ENOLCK || refused || unknown ||
         dlock__now() + (dlock__mono)*backoff_ms * DLOCK__MS >= deadline)
         return 0;
@@ -303,7 +307,7 @@ static unsigned lock_slot(const dlock__keys *k) {
 #define ON_SLOT(c, slot, deadline, call)                                  \
     do {                                                                  \
         unsigned bo_ = 10;                                                \
-        struct dlock_client *m;                                           \
+        dlock__backend *m;                                           \
         do {                                                              \
             st_.unknown = 0;                                              \
             rc = route((c), (slot), &m, (deadline));                      \
@@ -311,7 +315,7 @@ static unsigned lock_slot(const dlock__keys *k) {
         } while (rc != 0 && again((c), rc, st_.unknown, (deadline), &bo_)); \
     } while (0)
 
-static int cl_acquire(struct dlock_client *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
+static int cl_acquire(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
@@ -319,7 +323,7 @@ static int cl_acquire(struct dlock_client *c, const dlock__keys *k, const char *
     return rc;
 }
 
-static int cl_release(struct dlock_client *c, const dlock__keys *k, const char *token, int how, int *released,
+static int cl_release(dlock__backend *c, const dlock__keys *k, const char *token, int how, int *released,
                       dlock__sent *sent, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
@@ -328,7 +332,7 @@ static int cl_release(struct dlock_client *c, const dlock__keys *k, const char *
     return rc;
 }
 
-static int cl_reset(struct dlock_client *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
+static int cl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                     dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
@@ -337,7 +341,7 @@ static int cl_reset(struct dlock_client *c, const dlock__keys *k, int how, int *
     return rc;
 }
 
-static int cl_fenced_set(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence, const void *value,
+static int cl_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint64_t fence, const void *value,
                          size_t len, int *written, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
@@ -346,14 +350,14 @@ static int cl_fenced_set(struct dlock_client *c, const char *key, size_t keylen,
     return rc;
 }
 
-static int cl_info(struct dlock_client *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
+static int cl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.info(m, k, out, deadline));
     return rc;
 }
 
-static int cl_cond(struct dlock_client *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
+static int cl_cond(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                    const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
@@ -365,9 +369,9 @@ static int cl_cond(struct dlock_client *c, const dlock__keys *k, const char *op,
 /* Renews on each master the holds whose slots it serves, in its own
  * batches; then those a node sent elsewhere (their slot moved, or is
  * moving), one by one, following the redirection. */
-static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
+static int cl_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
     dlock__renewal *tmp;
-    struct dlock_client **who, **used;
+    dlock__backend **who, **used;
     size_t *idx, j, k, todo = 0;
     int failed = 0;
 
@@ -392,7 +396,7 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
     }
     while (todo > 0) {
         /* The holds of the first master left: one call, its batches. */
-        struct dlock_client *m = NULL;
+        dlock__backend *m = NULL;
         for (j = 0, k = 0; j < n; j++) {
             if (who[j] == NULL || (m != NULL && who[j] != m)) continue;
             m = who[j];
@@ -413,13 +417,13 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
          * had go to the slot's master as a map read now has it. */
         dlock__cluster_refresh_maybe(c, deadline);
         for (j = 0; j < n; j++) {
-            struct dlock_client *m;
+            dlock__backend *m;
             if (rn[j].result == -1 && !rn[j].moved && route(c, lock_slot(rn[j].k), &m, deadline) == 0 && m != used[j])
                 rn[j].moved = 1;
         }
     }
     for (j = 0; j < n; j++) {
-        struct dlock_client *m;
+        dlock__backend *m;
         if (!rn[j].moved || dlock__now() >= deadline) continue;
         rn[j].moved = 0;
         if (route(c, lock_slot(rn[j].k), &m, deadline) == 0) (void)dlock__renew_one(m, &rn[j], deadline);
@@ -431,8 +435,8 @@ static int cl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
     return 0;
 }
 
-int dlock__cluster_redirect(struct dlock_client *m, const redisReply *r, struct dlock_client **next, int *asking) {
-    struct dlock_client *c = m->parent;
+int dlock__cluster_redirect(dlock__backend *m, const redisReply *r, dlock__backend **next, int *asking) {
+    dlock__backend *c = m->parent;
     char host[256];
     const char *p, *colon;
     unsigned long slot, port;
@@ -461,22 +465,22 @@ int dlock__cluster_redirect(struct dlock_client *m, const redisReply *r, struct 
         host[hl] = '\0';
     }
     if (cl_state(c) != 0 || (i = member_get(c, host, (int)port)) < 0) return 0;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(c->node.mu);
     if (!ask) c->cl->owner[slot] = (unsigned short)(i + 1);
     *next = c->members[i];
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(c->node.mu);
     *asking = ask;
     return 1;
 }
 
-int dlock__cluster_masters(struct dlock_client *c, struct dlock_client **out, size_t max, dlock__mono deadline) {
+int dlock__cluster_masters(dlock__backend *c, dlock__backend **out, size_t max, dlock__mono deadline) {
     unsigned char *seen;
     size_t s, n = 0;
     int rc;
     if ((rc = refresh(c, deadline)) != 0) return -rc;
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(c->node.mu);
     if ((seen = calloc(c->nmembers, 1)) == NULL) {
-        pthread_mutex_unlock(&c->mu);
+        pthread_mutex_unlock(c->node.mu);
         return -dlock__seterr(ENOMEM, "out of memory");
     }
     for (s = 0; s < SLOTS; s++) {
@@ -485,12 +489,12 @@ int dlock__cluster_masters(struct dlock_client *c, struct dlock_client **out, si
         seen[o - 1] = 1;
         if (n < max) out[n++] = c->members[o - 1];
     }
-    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(c->node.mu);
     free(seen);
     return (int)n;
 }
 
-struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot) {
+dlock__backend *dlock__cluster_node(dlock__backend *c, unsigned slot) {
     unsigned o;
     if (c->node.conf.kind != DLOCK__BACKEND_CLUSTER || c->nmembers == 0) return NULL;
     o = c->cl != NULL && slot < SLOTS ? c->cl->owner[slot] : 0;
@@ -499,11 +503,13 @@ struct dlock_client *dlock__cluster_node(struct dlock_client *c, unsigned slot) 
 
 /* The slot's master as the map has it (a refusal, MOVED, makes the
  * waiter publish its grants instead for the rest of its call). */
-static int cl_grant_conn(struct dlock_client *c, const dlock__keys *k, struct dlock_client **node, dlock__conn **cn,
+static int cl_grant_conn(dlock__backend *c, const dlock__keys *k, dlock__node **node, dlock__conn **cn,
                          dlock__mono deadline) {
+    dlock__backend *m;
     int rc;
-    if ((rc = route(c, lock_slot(k), node, deadline)) != 0) return rc;
-    return dlock__pool_get(&(*node)->node, cn, deadline);
+    if ((rc = route(c, lock_slot(k), &m, deadline)) != 0) return rc;
+    *node = &m->node;
+    return dlock__pool_get(&m->node, cn, deadline);
 }
 
 const dlock__backend_ops dlock__cluster_backend = {
@@ -519,7 +525,7 @@ const dlock__backend_ops dlock__cluster_backend = {
 };
 
 static int node_redirect(dlock__node *n, const redisReply *r, dlock__node **next, int *asking) {
-    struct dlock_client *m;
+    dlock__backend *m;
     if (dlock__cluster_redirect(n->up, r, &m, asking) != 1) return 0;
     *next = &m->node;
     return 1;

@@ -53,9 +53,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/core.h" /* TODO(layers): the client and the lock entry */
+#include "backend/backend.h"
 
-static size_t quorum(const struct dlock_client *c) {
+static size_t quorum(const dlock__backend *c) {
     return c->nmembers / 2 + 1;
 }
 
@@ -85,7 +85,7 @@ static void ids_init(void) {
 /* The run id of the server on cn into id (41 bytes): 0; 1 when the
  * server does not say (INFO refused, e.g. by an ACL without +info);
  * ENOLCK when the connection failed. */
-static int read_run_id(struct dlock_client *m, dlock__conn *cn, char *id) {
+static int read_run_id(dlock__backend *m, dlock__conn *cn, char *id) {
     const char *argv[2] = { "INFO", "server" };
     size_t lens[2] = { 4, 6 }, n = 0;
     redisReply *r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
@@ -107,7 +107,7 @@ static int read_run_id(struct dlock_client *m, dlock__conn *cn, char *id) {
     return n > 0 ? 0 : 1;
 }
 
-static size_t member_index(const struct dlock_client *c, const struct dlock_client *m) {
+static size_t member_index(const dlock__backend *c, const dlock__backend *m) {
     size_t i;
     for (i = 0; i < c->nmembers && c->members[i] != m; i++)
         ;
@@ -118,8 +118,8 @@ static const char *bracket(const char *host, int open) {
     return strchr(host, ':') == NULL ? "" : open ? "[" : "]";
 }
 
-int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
-    struct dlock_client *c = m->rl_parent;
+int dlock__redlock_identify(dlock__backend *m, dlock__conn *cn) {
+    dlock__backend *c = m->parent;
     char id[41];
     size_t i, j, me, asked = 0;
     int rc, same = 0;
@@ -136,7 +136,7 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
     }
     me = member_index(c, m);
     for (i = 0; i < c->nmembers && asked <= 2 * c->nmembers; i++) {
-        struct dlock_client *o = c->members[i];
+        dlock__backend *o = c->members[i];
         dlock__conn *fresh = NULL;
         if (o == m || strcmp(o->rl_run_id, id) != 0) continue;
         /* The same run id as master i at its last connection: ask that
@@ -187,12 +187,12 @@ int dlock__redlock_identify(struct dlock_client *m, dlock__conn *cn) {
 }
 
 /* How many times masters were found to be one server so far. */
-static unsigned dups(struct dlock_client *c) {
+static unsigned dups(dlock__backend *c) {
     return __atomic_load_n(&c->rl_dups, __ATOMIC_ACQUIRE); /* no lock on the way of every step */
 }
 
 /* Found during a call that started at `before`: ENOLCK with the message. */
-static int dup_found(struct dlock_client *c, unsigned before) {
+static int dup_found(dlock__backend *c, unsigned before) {
     char msg[sizeof c->rl_dup_msg];
     if (dups(c) == before) return 0;
     pthread_once(&ids_once, ids_init);
@@ -203,14 +203,14 @@ static int dup_found(struct dlock_client *c, unsigned before) {
 }
 
 /* How long one master may take to answer one request. */
-static dlock__mono member_deadline(const struct dlock_client *c) {
+static dlock__mono member_deadline(const dlock__backend *c) {
     return dlock__now() + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS;
 }
 
 /* An acquisition round must leave most of the lease: each of its two
  * steps (acquire, fence floor) waits for answers at most a quarter of it
  * (50 ms at least, the command timeout at most). */
-static dlock__mono round_deadline(const struct dlock_client *c, unsigned lease_ms) {
+static dlock__mono round_deadline(const dlock__backend *c, unsigned lease_ms) {
     unsigned ms = lease_ms / 4;
     if (ms < 50) ms = 50;
     if (ms > c->node.conf.command_timeout_ms) ms = c->node.conf.command_timeout_ms;
@@ -223,9 +223,9 @@ static int granted(int status) {
 
 /* Runs a script on the masters in sel (all when NULL) at once; ok[i] and
  * the 0/1 answer in flag[i] (flag may be NULL). */
-static void run_flag(struct dlock_client *c, const int *sel, int which, dlock__args *a, dlock__mono deadline,
+static void run_flag(dlock__backend *c, const int *sel, int which, dlock__args *a, dlock__mono deadline,
                      int *ok, int *flag) {
-    struct dlock_client *cs[DLOCK__NODES_MAX];
+    dlock__backend *cs[DLOCK__NODES_MAX];
     redisReply *rep[DLOCK__NODES_MAX];
     int rcs[DLOCK__NODES_MAX];
     size_t i, k = 0, idx[DLOCK__NODES_MAX];
@@ -256,7 +256,7 @@ static size_t count(const int *v, size_t n) {
 }
 
 /* Raises the fence floor of l on every master to `fence`; how many took it. */
-static size_t raise_fences(struct dlock_client *c, const dlock__keys *k, uint64_t fence, dlock__mono deadline) {
+static size_t raise_fences(dlock__backend *c, const dlock__keys *k, uint64_t fence, dlock__mono deadline) {
     dlock__args a;
     int ok[DLOCK__NODES_MAX], took[DLOCK__NODES_MAX];
     char f[24];
@@ -286,7 +286,7 @@ struct rl_round {
 };
 
 /* Master i's answer (rep, NULL if none) counted into rd. */
-static void round_count(struct dlock_client *c, size_t i, redisReply *rep, struct rl_round *rd) {
+static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_round *rd) {
     dlock__acq acq;
     if (rep == NULL || dlock__acq_parse(rep, &acq) != 0) {
         if (rep != NULL) {
@@ -315,7 +315,7 @@ static void round_count(struct dlock_client *c, size_t i, redisReply *rep, struc
 
 /* Step 1, ask: the acquire script (which, a) on every master at once,
  * each answer counted. */
-static void round_ask(struct dlock_client *c, int which, dlock__args *a, unsigned lease_ms, struct rl_round *rd) {
+static void round_ask(dlock__backend *c, int which, dlock__args *a, unsigned lease_ms, struct rl_round *rd) {
     redisReply *rep[DLOCK__NODES_MAX];
     int rcs[DLOCK__NODES_MAX];
     size_t i;
@@ -332,7 +332,7 @@ static void round_ask(struct dlock_client *c, int which, dlock__args *a, unsigne
  * within the lease.  The floor covers every fence the hold may use: a
  * caching hold numbers its local holds on through its block.  1 when
  * held (out filled in); 0 when not, rd->why saying why. */
-static int round_hold(struct dlock_client *c, const dlock__keys *k, int flags, unsigned lease_ms, struct rl_round *rd,
+static int round_hold(dlock__backend *c, const dlock__keys *k, int flags, unsigned lease_ms, struct rl_round *rd,
                       dlock__acq *out) {
     size_t q = quorum(c);
     uint64_t floor = flags & DLOCK__F_CACHING ? rd->fence + DLOCK__FENCE_BLOCK - 1 : rd->fence;
@@ -355,7 +355,7 @@ static int round_hold(struct dlock_client *c, const dlock__keys *k, int flags, u
 
 /* Step 3, give back: no quorum (or no time left): what was granted is
  * released on the masters that granted it. */
-static void round_give_back(struct dlock_client *c, const dlock__keys *k, const char *token, int flags,
+static void round_give_back(dlock__backend *c, const dlock__keys *k, const char *token, int flags,
                             const struct rl_round *rd) {
     int how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
               : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
@@ -371,7 +371,7 @@ static void round_give_back(struct dlock_client *c, const dlock__keys *k, const 
  * round after backoff_ms, or when every one that did not answer refused
  * us for good (a certificate, credentials: asking again will not change
  * that); 0 to ask again. */
-static int round_give_up(struct dlock_client *c, const struct rl_round *rd, unsigned backoff_ms,
+static int round_give_up(dlock__backend *c, const struct rl_round *rd, unsigned backoff_ms,
                          dlock__mono deadline) {
     int for_good = rd->errs > 0 && rd->refused == rd->errs;
     if (dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS < deadline && !for_good) return 0;
@@ -384,7 +384,7 @@ static int round_give_up(struct dlock_client *c, const struct rl_round *rd, unsi
  * NOTRECOVERABLE, masters found to be one server, or no quorum by the
  * deadline.  Two masters found to be one server: nothing granted
  * counts; it is given back, and the call says why. */
-static int rl_acquire(struct dlock_client *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
+static int rl_acquire(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
     unsigned backoff_ms = 10;
     dlock__args a;
@@ -416,7 +416,7 @@ static int rl_acquire(struct dlock_client *c, const dlock__keys *k, const char *
     }
 }
 
-static int rl_release(struct dlock_client *c, const dlock__keys *k, const char *token, int how, int *released,
+static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token, int how, int *released,
                       dlock__sent *sent, dlock__mono deadline) {
     int ok[DLOCK__NODES_MAX], rel[DLOCK__NODES_MAX];
     dlock__args a;
@@ -430,7 +430,7 @@ static int rl_release(struct dlock_client *c, const dlock__keys *k, const char *
     return 0;
 }
 
-static int rl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
+static int rl_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
     size_t q = quorum(c), i, j, nm = c->nmembers;
     dlock__mono step;
     dlock__renewal *tmp = n > 0 ? malloc(n * sizeof *tmp) : NULL;
@@ -466,7 +466,7 @@ static int rl_renew(struct dlock_client *c, dlock__renewal *rn, size_t n, dlock_
     return 0;
 }
 
-static int rl_reset(struct dlock_client *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
+static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                     dlock__mono deadline) {
     size_t i, answered = 0;
     unsigned dups0 = dups(c);
@@ -487,7 +487,7 @@ static int rl_reset(struct dlock_client *c, const dlock__keys *k, int how, int *
 }
 
 /* A fenced write to every master; written when a quorum took it. */
-static int rl_fenced_set(struct dlock_client *c, const char *key, size_t keylen, uint64_t fence, const void *value,
+static int rl_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint64_t fence, const void *value,
                          size_t len, int *written, dlock__mono deadline) {
     size_t i, answered = 0, wrote = 0;
     unsigned dups0 = dups(c);
@@ -550,9 +550,9 @@ static int64_t kth_largest(int64_t *v, size_t n, size_t k) {
 
 /* Master i's answer (rep) read into in[i], own[i]: 1, or 0 (the reason
  * set, *rc the error) when it is not an answer. */
-static int info_read(struct dlock_client *c, size_t i, const redisReply *rep, dlock_lock_info_t *in,
+static int info_read(dlock__backend *c, size_t i, const redisReply *rep, dlock_lock_info_t *in,
                      const redisReply **own, int *rc) {
-    struct dlock_client *m = c->members[i];
+    dlock__backend *m = c->members[i];
     if (rep != NULL && dlock__info_parse(rep, &in[i]) == 0) {
         own[i] = info_owner(rep);
         return 1;
@@ -572,7 +572,7 @@ static int info_read(struct dlock_client *c, size_t i, const redisReply *rep, dl
 
 /* No quorum for one holder nor for "free": the message says who holds it
  * where. */
-static int info_disagree(struct dlock_client *c, const dlock__keys *k, const dlock_lock_info_t *in,
+static int info_disagree(dlock__backend *c, const dlock__keys *k, const dlock_lock_info_t *in,
                          const redisReply *const *own, const int *ok, size_t answered, size_t nfree) {
     char said[400] = "";
     size_t i, j, n = c->nmembers, len = 0;
@@ -596,7 +596,7 @@ static int info_disagree(struct dlock_client *c, const dlock__keys *k, const dlo
                          c->node.conf.redacted_url, k->name, quorum(c), n, answered, said, (long long)longest);
 }
 
-static int rl_info(struct dlock_client *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
+static int rl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
     redisReply *rep[DLOCK__NODES_MAX];
     const redisReply *own[DLOCK__NODES_MAX];
     dlock_lock_info_t in[DLOCK__NODES_MAX];
@@ -670,7 +670,7 @@ static int rl_info(struct dlock_client *c, const dlock__keys *k, dlock_lock_info
     return rc;
 }
 
-static int rl_cond(struct dlock_client *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
+static int rl_cond(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                    const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
     size_t i;
     int rc = ENOLCK;

@@ -21,7 +21,7 @@
 
 #include <openssl/evp.h>
 
-#include "core/core.h" /* TODO(layers): the client */
+#include "backend/backend.h"
 
 /* Every lock script works on the same keys, K[1..9] in the order of
  * DLOCK__K_* (lock, fence, state, readers, writers, handoff, queue,
@@ -622,20 +622,20 @@ static int is_noscript(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-static int script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
                       int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent);
 
-int dlock__script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+int dlock__script_run(dlock__backend *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
                       int nargs, const char **args, const size_t *lens, dlock__sent *sent) {
     return script_run(c, which, out, deadline, numkeys, nargs, args, lens, NULL, sent);
 }
 
-int dlock__script_run_wait(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+int dlock__script_run_wait(dlock__backend *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
                            int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent) {
     return script_run(c, which, out, deadline, numkeys, nargs, args, lens, acked, sent);
 }
 
-static int script_run(struct dlock_client *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
+static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
                       int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS];
@@ -663,7 +663,7 @@ static int script_run(struct dlock_client *c, int which, redisReply **out, dlock
     return rc;
 }
 
-void dlock__script_run_all(struct dlock_client **cs, size_t n, int which, redisReply **out, int *rcs,
+void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply **out, int *rcs,
                            dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS], i;

@@ -25,7 +25,6 @@ static void lock_free(dlock__lock *l);
 static pthread_mutex_t clients_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct dlock_client *clients;
 static struct dlock_client *default_client;
-static int exiting; /* exit() is releasing holds (with clients_mu held) */
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 
 /* ---------------------------------------------------------- fork, exit */
@@ -33,20 +32,32 @@ static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static void fork_prepare(void) {
     struct dlock_client *c;
     pthread_mutex_lock(&clients_mu);
-    for (c = clients; c != NULL; c = c->next) pthread_mutex_lock(&c->mu);
+    for (c = clients; c != NULL; c = c->next) {
+        pthread_mutex_lock(&c->mu);
+        dlock__backend_fork_prepare(&c->be);
+    }
 }
 
 static void fork_parent(void) {
     struct dlock_client *c;
-    for (c = clients; c != NULL; c = c->next) pthread_mutex_unlock(&c->mu);
+    for (c = clients; c != NULL; c = c->next) {
+        dlock__backend_fork_parent(&c->be);
+        pthread_mutex_unlock(&c->mu);
+    }
     pthread_mutex_unlock(&clients_mu);
 }
 
-static void bury(struct dlock_client *c, dlock__conn *cn) {
-    if (cn == NULL) return;
-    if (cn->ctx != NULL && cn->ctx->fd >= 0) close(cn->ctx->fd);
-    cn->next = c->buried;
-    c->buried = cn;
+/* A subscriber's state in a fork child: its thread is the parent's; its
+ * connection is closed (the thread may have been in the middle of a
+ * hiredis call on it: kept by the backend, never freed). */
+static void sub_forget(struct dlock_client *c, dlock__sub *s) {
+    dlock__backend_bury(&c->be, s->conn);
+    s->conn = NULL;
+    if (s->wakefd >= 0) close(s->wakefd);
+    s->wakefd = -1;
+    s->running = s->stop = 0;
+    s->connected = 0;
+    s->down_since = 0;
 }
 
 /* The child forgets every hold, waiter and connection of the parent. */
@@ -55,27 +66,12 @@ static void fork_child(void) {
     size_t i;
 
     for (c = clients; c != NULL; c = c->next) {
-        while (c->node.idle != NULL) {
-            dlock__conn *cn = c->node.idle;
-            c->node.idle = cn->next;
-            dlock__conn_abandon(cn);
-        }
-        c->node.nidle = 0;
-        /* The renewal and subscriber connections belong to threads that
-         * may have been in the middle of hiredis calls on them (they do
-         * I/O without c->mu): their state may be half-updated, so they
-         * are not freed, only closed, and kept where they stay reachable. */
-        bury(c, c->renew_conn);
-        c->renew_conn = NULL;
-        bury(c, c->sub_conn);
-        c->sub_conn = NULL;
-        if (c->sub_wakefd >= 0) close(c->sub_wakefd);
-        c->sub_wakefd = -1;
+        dlock__backend_fork_child(&c->be);
+        sub_forget(c, &c->sub);
+        for (i = 0; i < c->be.nmembers; i++)
+            if (c->be.members[i]->up != NULL) sub_forget(c, c->be.members[i]->up);
         c->renew_running = c->renew_stop = 0;
         c->renew_wake = 0;
-        c->sub_running = c->sub_stop = 0;
-        c->sub_connected = 0;
-        c->sub_down_since = 0;
         dlock__cond_init(&c->renew_cv);
         c->held = NULL;
         c->nheld = 0;
@@ -117,7 +113,6 @@ static void fork_child(void) {
 static void at_exit(void) {
     struct dlock_client *c;
     pthread_mutex_lock(&clients_mu);
-    __atomic_store_n(&exiting, 1, __ATOMIC_SEQ_CST);
     for (c = clients; c != NULL; c = c->next) {
         dlock__lock *l;
         dlock__hold *h;
@@ -139,7 +134,7 @@ static void at_exit(void) {
             {
                 dlock__mono end = dlock__now() + 1000 * DLOCK__MS;
                 dlock__mono saved = dlock__call_end_set(end); /* no connect or reply wait past it */
-                (void)c->ops->release(c, &l->k, token, shared ? DLOCK__REL_SHARED : how, &released, NULL, end);
+                (void)c->be.ops->release(&c->be, &l->k, token, shared ? DLOCK__REL_SHARED : how, &released, NULL, end);
                 dlock__call_end_set(saved);
             }
             pthread_mutex_lock(&c->mu);
@@ -182,82 +177,46 @@ DLOCK_API void dlock_config_init(dlock_config_t *cfg) {
     if (cfg != NULL) memset(cfg, 0, sizeof *cfg);
 }
 
-/* Makes a client from its configuration (parsed from cfg, or, for a
- * Redlock or Cluster member, copied from its parent's with the member's
- * server ep).  Nothing is left on error. */
-static int client_new(struct dlock_client **out, const dlock_config_t *cfg, struct dlock_client *parent,
-                      const dlock__endpoint *ep) {
+/* Makes a client from its configuration (cfg, or $DLOCK_URL): its
+ * deployment (nothing connected yet), its lock table and its random
+ * nonce.  Nothing is left on error. */
+static int client_new(struct dlock_client **out, const dlock_config_t *cfg) {
     struct dlock_client *c;
     int rc;
 
     if ((c = calloc(1, sizeof *c)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
     dlock__thread_exit_hook(dlock__thread_exiting);
-    rc = parent ? dlock__conf_member(&c->node.conf, &parent->node.conf, ep) : dlock__conf_parse(&c->node.conf, cfg);
-    if (rc != 0) {
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c);
-        return rc;
+        return dlock__seterr(ENOMEM, "out of memory");
     }
-    if ((rc = dlock__tls_ctx_make(&c->node)) != 0) goto fail_conf;
-    c->ops = c->node.conf.kind == DLOCK__BACKEND_REDLOCK   ? &dlock__redlock_backend
-             : c->node.conf.kind == DLOCK__BACKEND_CLUSTER ? &dlock__cluster_backend
-                                                      : &dlock__single_backend;
-    c->node.mu = &c->mu;
-    c->node.up = c;
-    c->node.one_connect = c->node.member = parent != NULL;
-    if (parent != NULL && parent->node.conf.kind == DLOCK__BACKEND_CLUSTER) {
-        c->parent = parent;
-        c->node.hooks = &dlock__cluster_hooks;
-    }
-    if (parent != NULL && parent->node.conf.kind == DLOCK__BACKEND_REDLOCK) {
-        c->rl_parent = parent;
-        c->node.hooks = &dlock__redlock_hooks;
-    }
+    if ((rc = dlock__backend_init(&c->be, cfg, &c->mu)) != 0) goto fail_mu;
+    c->be.up = c;
     c->nbuckets = 64;
     c->buckets = calloc(c->nbuckets, sizeof *c->buckets);
-    c->sub_wakefd = -1;
-    if ((c->epoch_key = malloc(strlen(c->node.conf.prefix) + 6)) != NULL)
-        sprintf(c->epoch_key, "%sepoch", c->node.conf.prefix);
-    if (c->buckets == NULL || c->epoch_key == NULL || pthread_mutex_init(&c->mu, NULL) != 0) {
+    c->sub.wakefd = -1;
+    c->sub.b = &c->be;
+    c->sub.c = c;
+    if (c->buckets == NULL) {
         rc = dlock__seterr(ENOMEM, "out of memory");
         goto fail;
     }
-    dlock__cond_init(&c->renew_cv);
     if (dlock__random(c->nonce, (int)sizeof c->nonce) != 0) {
-        pthread_cond_destroy(&c->renew_cv);
-        pthread_mutex_destroy(&c->mu);
         rc = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random nonce for the client");
         goto fail;
     }
+    dlock__cond_init(&c->renew_cv);
     pthread_mutex_lock(&clients_mu);
     c->next = clients;
     clients = c;
     pthread_mutex_unlock(&clients_mu);
-    if (c->node.conf.kind == DLOCK__BACKEND_REDLOCK || c->node.conf.kind == DLOCK__BACKEND_CLUSTER) {
-        /* One client per master: its own pool and renewal connection;
-         * on the list of clients, so fork and exit treat it like any.
-         * A cluster starts with one per node named in the URL, and gets
-         * more as its slot map names them (cluster.c). */
-        size_t i;
-        if ((c->members = calloc(c->node.conf.nnodes, sizeof *c->members)) == NULL) {
-            dlock_client_destroy(c);
-            return dlock__seterr(ENOMEM, "out of memory");
-        }
-        for (i = 0; i < c->node.conf.nnodes; i++) {
-            if ((rc = client_new(&c->members[i], NULL, c, &c->node.conf.nodes[i])) != 0) {
-                dlock_client_destroy(c);
-                return rc;
-            }
-            c->nmembers++;
-        }
-    }
     *out = c;
     return 0;
 fail:
     free(c->buckets);
-    free(c->epoch_key);
-    dlock__tls_ctx_free(&c->node);
-fail_conf:
-    dlock__conf_free(&c->node.conf);
+    dlock__backend_free(&c->be);
+fail_mu:
+    pthread_mutex_destroy(&c->mu);
     free(c);
     return rc;
 }
@@ -266,14 +225,7 @@ DLOCK_API int dlock_client_create(dlock_client_t **out, const dlock_config_t *cf
     if (out == NULL) return dlock__seterr(EINVAL, "client pointer is NULL");
     *out = NULL;
     pthread_once(&global_once, global_init);
-    return client_new(out, cfg, NULL, NULL);
-}
-
-int dlock__client_member(struct dlock_client **out, struct dlock_client *parent, const dlock__endpoint *ep) {
-    /* exit() releases holds with clients_mu held (this thread's, maybe):
-     * no client is made then. */
-    if (__atomic_load_n(&exiting, __ATOMIC_SEQ_CST)) return dlock__seterr(EBUSY, "the process is exiting");
-    return client_new(out, NULL, parent, ep);
+    return client_new(out, cfg);
 }
 
 DLOCK_API dlock_client_t *dlock_client_default(int *err) {
@@ -327,22 +279,9 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
 
     dlock__renew_stop(c);
     dlock__notify_stop(c);
-    /* Members (Redlock, Cluster) now: nothing runs that uses them, and a
-     * cluster member's teardown takes this client's mutex. */
-    for (i = 0; i < c->nmembers; i++) (void)dlock_client_destroy(c->members[i]);
-    c->nmembers = 0;
-    if (c->renew_conn != NULL) { /* a Redlock member's, opened by its parent's renewal thread */
-        dlock__conn_close(c->renew_conn);
-        c->renew_conn = NULL;
-    }
     pthread_mutex_lock(&c->mu);
     dlock__orphans_forget(c);
     pthread_mutex_unlock(&c->mu);
-    while (c->node.idle != NULL) {
-        dlock__conn *cn = c->node.idle;
-        c->node.idle = cn->next;
-        dlock__conn_close(cn);
-    }
     for (i = 0; i < c->nbuckets; i++) {
         while (c->buckets[i] != NULL) {
             dlock__lock *l = c->buckets[i];
@@ -351,17 +290,12 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
         }
     }
     free(c->buckets);
-    free(c->epoch_key);
     free(c->renew_pend);
     free(c->renew_rn);
     free(c->renew_reps);
     pthread_cond_destroy(&c->renew_cv);
+    dlock__backend_free(&c->be); /* (its members: nothing runs that uses them) */
     pthread_mutex_destroy(&c->mu);
-    for (i = 0; i < c->nmembers; i++) (void)dlock_client_destroy(c->members[i]);
-    free(c->members);
-    dlock__cluster_free(c);
-    dlock__tls_ctx_free(&c->node);
-    dlock__conf_free(&c->node.conf);
     free(c);
     return 0;
 }
@@ -483,12 +417,12 @@ int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, i
         *out = l;
         return 0;
     }
-    if (c->node.conf.cluster && name[0] == '}')
+    if (c->be.node.conf.cluster && name[0] == '}')
         /* <prefix>{}...: an empty hash tag; the lock's keys would hash
          * whole, each to its own slot. */
         return dlock__seterr(EINVAL, "on Redis Cluster a lock name cannot start with '}'");
     if ((l = calloc(1, sizeof *l)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if ((rc = dlock__keys_make(&l->k, c->node.conf.prefix, name, namelen, kind == DLOCK__KIND_COND)) != 0) {
+    if ((rc = dlock__keys_make(&l->k, c->be.node.conf.prefix, name, namelen, kind == DLOCK__KIND_COND)) != 0) {
         free(l);
         return rc;
     }

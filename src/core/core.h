@@ -9,7 +9,6 @@
 
 /* ----------------------------------------------------------- lock table */
 
-#define DLOCK__COND_STALE_MAX 8
 
 struct dlock__lock;
 
@@ -75,7 +74,7 @@ struct dlock__lock {
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
     struct dlock__sleeper *sleepers; /* interruptible sleepers (wait.c) */
     int sub_state;      /* DLOCK__SUB_* */
-    struct dlock_client *sub_node; /* whose subscriber carries the channel (notify.c) */
+    struct dlock__sub *sub_node; /* the subscriber that carries the channel (notify.c) */
     /* A condition variable's registrations this process could not take
      * back (cond.c): removed with its next operation. */
     char (*stale)[DLOCK__OWNER_LEN + 1]; /* DLOCK__COND_STALE_MAX, made when needed */
@@ -123,9 +122,25 @@ enum { DLOCK__SUB_NONE, DLOCK__SUB_WANTED, DLOCK__SUB_SENT, DLOCK__SUB_ACTIVE, D
 
 /* --------------------------------------------------------------- client */
 
+/* A subscriber: one thread and connection listening to one server's
+ * release channels for the locks of one client's table: the client's own
+ * server, or (Redis Cluster, whose sharded channels are heard only on the
+ * slot's master) one node of its cluster (notify.c).  Guarded by the
+ * client's mutex. */
+typedef struct dlock__sub {
+    dlock__backend *b;      /* the server it listens to */
+    struct dlock_client *c; /* the client whose table it serves */
+    int running, stop;
+    pthread_t thread;
+    int wakefd;             /* eventfd that pokes it (-1: none yet) */
+    int connected;
+    dlock__conn *conn;      /* owned by its thread */
+    uint64_t epoch;         /* bumped at every (re)connection and loss */
+    dlock__mono down_since; /* 0 when up or unneeded */
+} dlock__sub;
+
 struct dlock_client {
-    dlock__node node; /* its server (the transport: conf, pool, TLS, breaker) */
-    const dlock__backend_ops *ops;
+    dlock__backend be; /* its deployment (be.node: the server, its pool, TLS and breaker) */
     pthread_mutex_t mu;   /* guards everything below and every dlock__lock */
     unsigned objects;     /* live mutex objects using this client */
 
@@ -135,7 +150,6 @@ struct dlock_client {
 
     /* Tokens the server may hold a key under that no hold here has. */
     struct dlock__orphan *orphans;
-    dlock__conn *buried; /* a fork child's closed, never freed, inherited connections */
     unsigned orphan_pass;
 
     /* Holds of threads of this process, for renewal and exit. */
@@ -149,46 +163,20 @@ struct dlock_client {
     dlock__mono renew_wake;  /* when the sleeping renewal thread wakes; 0 awake */
     dlock__mono renew_idle_until; /* keep ticking, with no holds, until then */
     dlock__mono renew_tick;  /* ...every this long (a sixth of the last lease) */
-    dlock__conn *renew_conn; /* owned by the renewal thread */
     struct dlock__pending *renew_pend; /* its batch buffers, renew_cap long */
     dlock__renewal *renew_rn;
     struct dlock__lost_report *renew_reps;
     size_t renew_cap;
 
-    /* Subscriber thread. */
-    int sub_running, sub_stop;
-    pthread_t sub_thread;
-    int sub_wakefd;       /* eventfd that pokes the subscriber */
-    int sub_connected;
-    dlock__conn *sub_conn; /* owned by the subscriber thread */
-    uint64_t sub_epoch;   /* bumped at every (re)connection and loss */
-    dlock__mono sub_down_since; /* 0 when up or unneeded */
+    /* Subscriber: its own server's (a cluster's nodes have theirs). */
+    struct dlock__sub sub;
 
-    char *epoch_key; /* <prefix>epoch: the restart guard's marker */
     unsigned char nonce[DLOCK__TOKEN_HEX / 2]; /* random: mixed into owner tokens */
 
     struct dlock_client *next; /* all clients, for fork and exit */
     int is_default;
-    /* Redlock: one internal single-server client per master, made and
-     * destroyed with this one (redlock.c talks to them). */
-    struct dlock_client **members;
-    size_t nmembers;
-    int grant_nolist; /* the server refused BLPOP (an ACL): grants are published (dlock__wait_grant) */
     unsigned listing; /* acquire calls holding a place to wait in BLPOP (dlock__fairwait.listing) */
     unsigned dropping; /* cached holds being given back (dlock__cache_drop), off the held list */
-    /* Redis Cluster: the parent has a member per node (made as the slot
-     * map names them) and the map (cluster.c); a member knows its parent,
-     * to follow redirections. */
-    struct dlock__cluster *cl;
-    struct dlock_client *parent;
-    /* Redlock (redlock.c): a member knows its parent, and the run id its
-     * server gave at the member's last connection ("": not known); the
-     * parent counts the times two masters were found to be one server,
-     * and keeps what the last of them said. */
-    struct dlock_client *rl_parent;
-    char rl_run_id[41];
-    unsigned rl_dups;
-    char rl_dup_msg[640];
 };
 
 /* The table: find or make the state of `name`, with one reference taken.
@@ -322,9 +310,6 @@ void dlock__orphans_forget(struct dlock_client *c);
 
 /* Clients (client.c). */
 int dlock__client_live(const struct dlock_client *c);
-/* A member client for the server at ep (Redlock, Cluster); not while the
- * process exits (EBUSY). */
-int dlock__client_member(struct dlock_client **out, struct dlock_client *parent, const dlock__endpoint *ep);
 struct dlock_client *dlock__client_get(struct dlock_client *c, int *err);
 int dlock__client_use(struct dlock_client *c);
 void dlock__client_unuse(struct dlock_client *c);

@@ -103,7 +103,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->fence_hi = h->caching ? fence + DLOCK__FENCE_BLOCK - 1 : fence;
     h->lease_ms = lease;
     h->acquired = sent;
-    h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(&c->node.conf, lease)) * DLOCK__MS;
+    h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(&c->be.node.conf, lease)) * DLOCK__MS;
     h->renew_at = sent + (dlock__mono)(lease / 3) * DLOCK__MS;
     h->retry_at = 0;
     h->lost = 0;
@@ -134,10 +134,10 @@ static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
                    const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
                    dlock__lost_report *other) {
     unsigned g = fw->grant_ms < w->lease_ms ? fw->grant_ms : w->lease_ms;
-    dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(&c->node.conf, g)) * DLOCK__MS;
+    dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(&c->be.node.conf, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
     int rc;
-    if (w->caching || w->shared || sent == 0 || floor == 0 || fw->fence <= floor || g <= dlock__drift_ms(&c->node.conf, g) ||
+    if (w->caching || w->shared || sent == 0 || floor == 0 || fw->fence <= floor || g <= dlock__drift_ms(&c->be.node.conf, g) ||
         dlock__now() >= until)
         return EAGAIN;
     if ((rc = hold_begin(c, l, w, self, owner, fw->fence, sent, 0, other)) != 0) return rc;
@@ -180,7 +180,7 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
     l->users++;
     c->dropping++; /* exit waits for this release (client.c at_exit) */
     pthread_mutex_unlock(&c->mu);
-    rc = c->ops->release(c, &l->k, token, how, &released, NULL, deadline);
+    rc = c->be.ops->release(&c->be, &l->k, token, how, &released, NULL, deadline);
     pthread_mutex_lock(&c->mu);
     c->dropping--;
     l->users--;
@@ -248,7 +248,7 @@ static void give_back(struct dlock_client *c, dlock__lock *l, const dlock__want 
     dlock__hold_forget(c, h);
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
     pthread_mutex_unlock(&c->mu);
-    rc = c->ops->release(c, &l->k, token, how, &released, NULL, dlock__now());
+    rc = c->be.ops->release(&c->be, &l->k, token, how, &released, NULL, dlock__now());
     dlock__restoreerr(saved);
     pthread_mutex_lock(&c->mu);
     if (rc != 0) dlock__orphan_add(c, l, token, how, w->lease_ms);
@@ -387,7 +387,7 @@ static int step_queue(struct acq *a) {
 static int step_cached(struct acq *a) {
     if (!a->l->x.cached) return ACQ_LOCAL;
     if (cache_take(a->c, a->l, a->w, a->self)) return acq_out(a, 0);
-    dlock__cache_drop(a->c, a->l, dlock__unreachable_deadline(&a->c->node));
+    dlock__cache_drop(a->c, a->l, dlock__unreachable_deadline(&a->c->be.node));
     return ACQ_CACHED;
 }
 
@@ -465,11 +465,11 @@ static void ask_prepare(struct acq *a) {
      * attempt moves gen (or pokes us): a busy answer can be slept on at
      * once.  Counting ourselves a waiter keeps the subscription. */
     a->sure = !a->try && dlock__sub_live(c, l);
-    listed = a->queue && c->ops->grant_conn != NULL && !c->grant_nolist && !a->fw.nolist;
+    listed = a->queue && c->be.ops->grant_conn != NULL && !c->be.grant_nolist && !a->fw.nolist;
     if (!listed && a->fw.listing) {
         a->fw.listing = 0;
         c->listing--;
-    } else if (listed && !a->fw.listing && c->listing < c->node.conf.wait_conns) {
+    } else if (listed && !a->fw.listing && c->listing < c->be.node.conf.wait_conns) {
         a->fw.listing = 1;
         c->listing++;
     }
@@ -493,7 +493,7 @@ static int ask_send(struct acq *a, int probe) {
     int flags, rc;
     pthread_mutex_unlock(&c->mu);
     a->sent = a->last_sent = dlock__now();
-    bound = ub = dlock__unreachable_deadline(&c->node);
+    bound = ub = dlock__unreachable_deadline(&c->be.node);
     if (probe || (a->try && (a->deadline == 0 || a->deadline == DLOCK__MONO_NEVER))) bound = a->sent;
     else if (a->deadline < bound) bound = a->deadline; /* a try given a deadline too */
     a->waits = !a->try && !a->bad_deadline && a->deadline > a->sent;
@@ -502,9 +502,9 @@ static int ask_send(struct acq *a, int probe) {
             (w->caching && !w->shared ? DLOCK__F_CACHING : 0) | (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
-    rc = c->ops->acquire(c, &a->l->k, a->owner, w->lease_ms, flags, &a->ans, bound);
+    rc = c->be.ops->acquire(&c->be, &a->l->k, a->owner, w->lease_ms, flags, &a->ans, bound);
     pthread_mutex_lock(&c->mu);
-    dlock__breaker_note(&c->node, rc, bound == ub ? ub : 0);
+    dlock__breaker_note(&c->be.node, rc, bound == ub ? ub : 0);
     /* Asked again inside the call (a server loading, a cluster slot in
      * migration)?  The lease runs from the attempt that was answered. */
     if (rc == 0 && a->ans.sent > a->sent) a->sent = a->last_sent = a->ans.sent;
@@ -522,12 +522,12 @@ static int step_ask(struct acq *a) {
     dlock__lock *l = a->l;
     const dlock__want *w = a->w;
     int probe, rc, st;
-    if ((rc = dlock__breaker_pass(&c->node, &probe)) != 0) {
+    if ((rc = dlock__breaker_pass(&c->be.node, &probe)) != 0) {
         acq_stop_trying(a);
         return acq_out(a, rc);
     }
     if (c->orphans != NULL && !a->try && !probe &&
-        a->deadline - dlock__now() > (dlock__mono)(c->node.conf.connect_timeout_ms + c->node.conf.command_timeout_ms) * DLOCK__MS)
+        a->deadline - dlock__now() > (dlock__mono)(c->be.node.conf.connect_timeout_ms + c->be.node.conf.command_timeout_ms) * DLOCK__MS)
         dlock__orphans_release(c, l, dlock__now());
     ask_prepare(a);
     rc = ask_send(a, probe);
@@ -578,9 +578,9 @@ static int step_hold(struct acq *a) {
     now = dlock__now();
     if (!a->try && now >= a->deadline)
         return acq_out(a, timed_out(l, " (the server's answer came after the lease had run out)"));
-    if (now - a->late_since >= (dlock__mono)c->node.conf.unreachable_ms * DLOCK__MS)
+    if (now - a->late_since >= (dlock__mono)c->be.node.conf.unreachable_ms * DLOCK__MS)
         return acq_out(a, dlock__seterr(ENOLCK, "%s: the answers for '%.64s' keep coming after the lease has run out",
-                                        c->node.conf.redacted_url, l->k.name));
+                                        c->be.node.conf.redacted_url, l->k.name));
     return ACQ_CACHED;
 }
 
@@ -659,7 +659,7 @@ static void acq_withdraw(struct acq *a) {
     int dummy, wrc;
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
     pthread_mutex_unlock(&c->mu);
-    wrc = c->ops->release(c, &a->l->k, a->owner, DLOCK__REL_WITHDRAW, &dummy, NULL, dlock__now());
+    wrc = c->be.ops->release(&c->be, &a->l->k, a->owner, DLOCK__REL_WITHDRAW, &dummy, NULL, dlock__now());
     dlock__restoreerr(saved);
     pthread_mutex_lock(&c->mu);
     if (wrc != 0) dlock__orphan_add(c, a->l, a->owner, DLOCK__REL_WITHDRAW, a->w->lease_ms);
@@ -720,7 +720,7 @@ static int acq_start(struct acq *a, struct dlock_client *c, dlock__lock *l, cons
      * mutex: its threads wait here for that unlock, which may leave the
      * lock in the process's cache for them -- a request from one of them
      * would make the server ask the cache to give the lock up. */
-    a->queue = (w->fair && !w->shared && !try) || (!w->shared && !try && c->ops->queues);
+    a->queue = (w->fair && !w->shared && !try) || (!w->shared && !try && c->be.ops->queues);
     a->queue_local = (w->fair && !w->shared && !try) || (a->queue && !w->caching);
     if ((a->self = dlock__self(&rc)) == NULL) return rc;
     if (w->process && (a->self = dlock__proc_self(&rc)) == NULL) return rc;
@@ -805,12 +805,12 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
      * lease.  The thread is in here meanwhile: no other one takes it. */
     h->releasing = 1;
     l->users++;
-    if ((rc = dlock__breaker_pass(&c->node, &probe)) == 0) { /* else not asked: the breaker is open */
+    if ((rc = dlock__breaker_pass(&c->be.node, &probe)) == 0) { /* else not asked: the breaker is open */
         pthread_mutex_unlock(&c->mu);
-        ub = dlock__unreachable_deadline(&c->node);
-        rc = c->ops->release(c, &l->k, token, how, &released, NULL, probe ? dlock__now() : ub);
+        ub = dlock__unreachable_deadline(&c->be.node);
+        rc = c->be.ops->release(&c->be, &l->k, token, how, &released, NULL, probe ? dlock__now() : ub);
         pthread_mutex_lock(&c->mu);
-        dlock__breaker_note(&c->node, rc, probe ? 0 : ub);
+        dlock__breaker_note(&c->be.node, rc, probe ? 0 : ub);
     }
     if (h != &l->x || (l->x.owner == self && memcmp(l->x.token, token, sizeof token) == 0)) {
         h->releasing = 0;

@@ -19,7 +19,7 @@
  * (refusals of a moving slot), down (the connection failed).
  *
  * On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub),
- * heard only on the master of the channel's slot: each node's member
+ * heard only on the master of the channel's slot: each sub's member
  * client has its own subscriber thread and connection (the fields sub_*
  * of the member), serving the locks of the parent's table whose channel
  * it carries (l->sub_node), under the parent's mutex.  When a slot moves,
@@ -39,8 +39,6 @@
 #include "core/core.h"
 
 #define LINGER_MS 2000
-#define SUB_CMD(s, plain) ((s)->node.conf.cluster ? "S" plain : plain)
-#define SENTINEL_RECHECK_MS 1000
 #define BACKOFF_MAX_MS 200
 
 
@@ -53,22 +51,17 @@ static uint64_t epoch_next(void) {
     return __atomic_add_fetch(&epochs, 1, __ATOMIC_SEQ_CST);
 }
 
-/* The client whose table, mutex and locks a subscriber serves. */
-static struct dlock_client *table_of(struct dlock_client *s) {
-    return s->parent != NULL ? s->parent : s;
-}
-
-/* The client whose subscriber carries l's channel now. */
-static const struct dlock_client *node_of(const struct dlock_client *c, const dlock__lock *l) {
-    return l->sub_node != NULL ? l->sub_node : c;
+/* The subscriber that carries l's channel now. */
+static const dlock__sub *sub_of(const struct dlock_client *c, const dlock__lock *l) {
+    return l->sub_node != NULL ? l->sub_node : &c->sub;
 }
 
 int dlock__sub_live(const struct dlock_client *c, const dlock__lock *l) {
-    return l->sub_state == DLOCK__SUB_ACTIVE && node_of(c, l)->sub_connected;
+    return l->sub_state == DLOCK__SUB_ACTIVE && sub_of(c, l)->connected;
 }
 
 uint64_t dlock__sub_epoch(const struct dlock_client *c, const dlock__lock *l) {
-    return node_of(c, l)->sub_epoch;
+    return sub_of(c, l)->epoch;
 }
 
 /* Calls fn on every lock of the table.  c->mu held. */
@@ -103,7 +96,7 @@ static void resubscribe(struct dlock_client *c, dlock__lock *l);
 
 static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
     if (l->sub_node != arg || l->sub_state == DLOCK__SUB_NONE) return;
-    if (((struct dlock_client *)arg)->node.conf.cluster) {
+    if (((dlock__sub *)arg)->b->node.conf.cluster) {
         resubscribe(c, l); /* on the slot's master as the map has it now */
         return;
     }
@@ -115,8 +108,7 @@ static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
 
 /* Appends SUBSCRIBE / UNSUBSCRIBE for locks whose state asks for it. */
 struct sweep {
-    struct dlock_client *node; /* the subscriber's client */
-    redisContext *ctx;
+    dlock__sub *sub; /* the subscriber */
     dlock__mono now;
     dlock__mono next; /* earliest linger expiry */
     int err;
@@ -125,20 +117,16 @@ struct sweep {
 static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
     struct sweep *s = arg;
     (void)c;
-    if (s->err || l->sub_node != s->node) return;
+    if (s->err || l->sub_node != s->sub) return;
     if (l->sub_state == DLOCK__SUB_WANTED) {
-        const char *argv[2] = { SUB_CMD(s->node, "SUBSCRIBE"), l->k.key };
-        size_t lens[2] = { strlen(argv[0]), l->k.keylen };
-        if (redisAppendCommandArgv(s->ctx, 2, argv, lens) != REDIS_OK) s->err = 1;
+        if (dlock__sub_append(s->sub->b, s->sub->conn, 1, l->k.key, l->k.keylen) != 0) s->err = 1;
         else l->sub_state = DLOCK__SUB_SENT;
     } else if (l->sub_state == DLOCK__SUB_ACTIVE && !wants_channel(l)) {
         dlock__mono until;
         if (l->sub_idle_since == 0) l->sub_idle_since = s->now;
         until = l->sub_idle_since + (dlock__mono)LINGER_MS * DLOCK__MS;
         if (until <= s->now) {
-            const char *argv[2] = { SUB_CMD(s->node, "UNSUBSCRIBE"), l->k.key };
-            size_t lens[2] = { strlen(argv[0]), l->k.keylen };
-            if (redisAppendCommandArgv(s->ctx, 2, argv, lens) != REDIS_OK) s->err = 1;
+            if (dlock__sub_append(s->sub->b, s->sub->conn, 0, l->k.key, l->k.keylen) != 0) s->err = 1;
             else l->sub_state = DLOCK__SUB_UNSENT;
         } else if (until < s->next) {
             s->next = until;
@@ -150,8 +138,8 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
  * <prefix>{<name>} or a condition variable's <prefix>{<name>}:cond. */
 static dlock__lock *by_channel(struct dlock_client *c, const char *ch, size_t n) {
     static const char cond[] = "}:cond";
-    size_t plen = strlen(c->node.conf.prefix), cl = sizeof cond - 1;
-    if (n < plen + 2 || memcmp(ch, c->node.conf.prefix, plen) != 0 || ch[plen] != '{') return NULL;
+    size_t plen = strlen(c->be.node.conf.prefix), cl = sizeof cond - 1;
+    if (n < plen + 2 || memcmp(ch, c->be.node.conf.prefix, plen) != 0 || ch[plen] != '{') return NULL;
     if (n > plen + 1 + cl && memcmp(ch + n - cl, cond, cl) == 0) {
         dlock__lock *l = dlock__lock_find(c, ch + plen + 1, n - plen - 1 - cl, DLOCK__KIND_COND);
         if (l != NULL) return l;
@@ -162,7 +150,7 @@ static dlock__lock *by_channel(struct dlock_client *c, const char *ch, size_t n)
 
 static int want(struct dlock_client *c, dlock__lock *l);
 
-/* l's subscription on its node ended unasked, or was refused: the slot
+/* l's subscription on its sub ended unasked, or was refused: the slot
  * moved.  Subscribe again where it is now, and wake the waiters (a
  * release may have gone by).  c->mu held. */
 static void resubscribe(struct dlock_client *c, dlock__lock *l) {
@@ -174,16 +162,16 @@ static void resubscribe(struct dlock_client *c, dlock__lock *l) {
     dlock__lock_maybe_free(c, l);
 }
 
-static void on_message(struct dlock_client *c, struct dlock_client *node, redisReply *r) {
+static void on_message(struct dlock_client *c, dlock__sub *sub, redisReply *r) {
     dlock__lock *l;
     const char *kind;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_STRING)
         return;
     kind = r->element[0]->str;
-    if (node->node.conf.cluster && kind[0] == 's') kind++; /* smessage, ssubscribe, sunsubscribe */
+    if (sub->b->node.conf.cluster && kind[0] == 's') kind++; /* smessage, ssubscribe, sunsubscribe */
     l = by_channel(c, r->element[1]->str, r->element[1]->len);
-    if (l == NULL || l->sub_node != node) return;
+    if (l == NULL || l->sub_node != sub) return;
     if (strcmp(kind, "message") == 0) {
         const redisReply *p = r->element[2];
         if (p->type == REDIS_REPLY_STRING && p->len == 6 && memcmp(p->str, "wanted", 6) == 0) {
@@ -222,38 +210,38 @@ static void on_message(struct dlock_client *c, struct dlock_client *node, redisR
         if (l->sub_state == DLOCK__SUB_UNSENT) {
             l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
             dlock__lock_maybe_free(c, l);
-        } else if (node->node.conf.cluster && l->sub_state == DLOCK__SUB_ACTIVE) {
-            resubscribe(c, l); /* the node lost the slot */
+        } else if (sub->b->node.conf.cluster && l->sub_state == DLOCK__SUB_ACTIVE) {
+            resubscribe(c, l); /* the sub lost the slot */
         }
     }
 }
 
-/* A cluster node refused a subscription: MOVED (the slot is elsewhere;
+/* A cluster sub refused a subscription: MOVED (the slot is elsewhere;
  * the map now says where).  The locks of that slot waiting for an answer
  * from this node subscribe again; 1 if r was that, 0 if anything else. */
 struct refused {
-    struct dlock_client *node;
+    dlock__sub *sub;
     unsigned slot;
 };
 
 static void refused_one(struct dlock_client *c, dlock__lock *l, void *arg) {
     struct refused *rf = arg;
-    if (l->sub_node == rf->node && l->sub_state == DLOCK__SUB_SENT && dlock__key_slot(l->k.key, l->k.keylen) == rf->slot)
+    if (l->sub_node == rf->sub && l->sub_state == DLOCK__SUB_SENT && dlock__key_slot(l->k.key, l->k.keylen) == rf->slot)
         resubscribe(c, l);
 }
 
-static int on_refused(struct dlock_client *c, struct dlock_client *node, const redisReply *r) {
-    struct dlock_client *next;
+static int on_refused(struct dlock_client *c, dlock__sub *sub, const redisReply *r) {
+    dlock__backend *next;
     struct refused rf;
     int asking;
-    if (!node->node.conf.cluster || strncmp(r->str, "MOVED ", 6) != 0) return 0;
+    if (!sub->b->node.conf.cluster || strncmp(r->str, "MOVED ", 6) != 0) return 0;
     pthread_mutex_unlock(&c->mu); /* the map and the members take c->mu */
-    if (dlock__cluster_redirect(node, r, &next, &asking) != 1) {
+    if (dlock__cluster_redirect(sub->b, r, &next, &asking) != 1) {
         pthread_mutex_lock(&c->mu);
         return 0;
     }
     pthread_mutex_lock(&c->mu);
-    rf.node = node;
+    rf.sub = sub;
     rf.slot = (unsigned)strtoul(r->str + 6, NULL, 10);
     each_lock(c, refused_one, &rf);
     return 1;
@@ -269,16 +257,16 @@ static void drain_wakefd(int fd) {
  * but the map now puts l's slot on another: subscribe there.  c->mu held. */
 static void moved_away(struct dlock_client *c, dlock__lock *l, void *arg) {
     if (l->sub_node != arg || l->sub_state == DLOCK__SUB_NONE) return;
-    if (dlock__cluster_node(c, dlock__key_slot(l->k.key, l->k.keylen)) == arg) return;
+    if (dlock__cluster_node(&c->be, dlock__key_slot(l->k.key, l->k.keylen)) == ((dlock__sub *)arg)->b) return;
     resubscribe(c, l);
 }
 
-static int any_wanted(struct dlock_client *c, struct dlock_client *node) {
+static int any_wanted(struct dlock_client *c, dlock__sub *sub) {
     size_t i;
     for (i = 0; i < c->nbuckets; i++) {
         dlock__lock *l;
         for (l = c->buckets[i]; l != NULL; l = l->hnext)
-            if (l->sub_state == DLOCK__SUB_WANTED && l->sub_node == node) return 1;
+            if (l->sub_state == DLOCK__SUB_WANTED && l->sub_node == sub) return 1;
     }
     return 0;
 }
@@ -288,22 +276,22 @@ static int any_wanted(struct dlock_client *c, struct dlock_client *node) {
  * it serves, its reconnection back-off, its run of refusals, and this
  * turn's sweep (its error flag ends the connection). */
 struct sub_loop {
-    struct dlock_client *node; /* a cluster node's member, or the client itself */
-    struct dlock_client *c;    /* table_of(node): its table and mutex */
+    dlock__sub *sub;           /* the client's own, or a cluster node's */
+    struct dlock_client *c;    /* sub->c: its table and mutex */
     unsigned backoff_ms;       /* before the next connection attempt */
     unsigned refusals;         /* turns in a row with a subscription refused */
     int refused;               /* this turn had one */
     struct sweep s;            /* this turn's sweep; s.err: the connection goes */
 };
 
-/* Sleeps on node's eventfd until poked, or for timeout_ms (-1: no
+/* Sleeps on sub's eventfd until poked, or for timeout_ms (-1: no
  * bound); a poke is drained, or the eventfd stays readable.  c->mu not
  * held. */
-static void sleep_poked(struct dlock_client *node, int timeout_ms) {
+static void sleep_poked(dlock__sub *sub, int timeout_ms) {
     struct pollfd pfd;
-    pfd.fd = node->sub_wakefd;
+    pfd.fd = sub->wakefd;
     pfd.events = POLLIN;
-    if (poll(&pfd, 1, timeout_ms) > 0 || timeout_ms < 0) drain_wakefd(node->sub_wakefd);
+    if (poll(&pfd, 1, timeout_ms) > 0 || timeout_ms < 0) drain_wakefd(sub->wakefd);
 }
 
 /* A connection attempt failed: wait a back-off (a poke cuts it short),
@@ -311,64 +299,62 @@ static void sleep_poked(struct dlock_client *node, int timeout_ms) {
  * may have been replaced by its replica: read the map again, and move
  * the channels whose slot it no longer serves to their new master. */
 static void sub_conn_failed(struct sub_loop *lp) {
-    struct dlock_client *node = lp->node, *c = lp->c;
-    if (node->sub_down_since == 0) node->sub_down_since = dlock__now();
+    dlock__sub *sub = lp->sub;
+    struct dlock_client *c = lp->c;
+    if (sub->down_since == 0) sub->down_since = dlock__now();
     pthread_mutex_unlock(&c->mu);
-    if (node->parent != NULL)
-        dlock__cluster_refresh_maybe(c, dlock__now() + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS);
-    sleep_poked(node, (int)lp->backoff_ms);
+    if (sub->b->parent != NULL)
+        dlock__cluster_refresh_maybe(&c->be, dlock__now() + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
+    sleep_poked(sub, (int)lp->backoff_ms);
     if (lp->backoff_ms < BACKOFF_MAX_MS) lp->backoff_ms *= 2;
     pthread_mutex_lock(&c->mu);
-    if (node->parent != NULL) each_lock(c, moved_away, node); /* to the new master */
+    if (sub->b->parent != NULL) each_lock(c, moved_away, sub); /* to the new master */
 }
 
 /* Phase 1, connect: without a connection, sleep until some channel is
  * wanted, then open one (a new epoch).  1 when connected; 0 when the
  * turn ends here (nothing wanted, or the attempt failed).  c->mu held. */
 static int sub_connect(struct sub_loop *lp) {
-    struct dlock_client *node = lp->node, *c = lp->c;
+    dlock__sub *sub = lp->sub;
+    struct dlock_client *c = lp->c;
     dlock__conn *cn = NULL;
     int rc;
-    if (!any_wanted(c, node)) {
+    if (!any_wanted(c, sub)) {
         pthread_mutex_unlock(&c->mu);
-        sleep_poked(node, -1);
+        sleep_poked(sub, -1);
         pthread_mutex_lock(&c->mu);
         return 0;
     }
     pthread_mutex_unlock(&c->mu);
-    rc = dlock__conn_open(&node->node, &cn, c->node.conf.connect_timeout_ms);
+    rc = dlock__sub_open(sub->b, &cn);
     pthread_mutex_lock(&c->mu);
     if (rc != 0) {
         sub_conn_failed(lp);
         return 0;
     }
     lp->backoff_ms = 10;
-    node->sub_conn = cn;
-    node->sub_connected = 1;
-    node->sub_down_since = 0;
-    node->sub_epoch = epoch_next();
+    sub->conn = cn;
+    sub->connected = 1;
+    sub->down_since = 0;
+    sub->epoch = epoch_next();
     return 1;
 }
 
 /* Phase 2, sweep: queue the SUBSCRIBE / UNSUBSCRIBE the table's locks
  * ask for (written in phase 3), and note the earliest linger expiry. */
 static void sub_sweep(struct sub_loop *lp) {
-    lp->s.node = lp->node;
-    lp->s.ctx = lp->node->sub_conn->ctx;
+    lp->s.sub = lp->sub;
     lp->s.now = dlock__now();
     lp->s.next = DLOCK__MONO_NEVER;
     lp->s.err = 0;
     each_lock(lp->c, sweep_one, &lp->s);
 }
 
-/* How long phase 3 may poll: until the earliest linger expiry, and on
- * Sentinel at most SENTINEL_RECHECK_MS; -1: until something comes. */
+/* How long phase 3 may wait: until the earliest linger expiry; -1:
+ * until something comes. */
 static int sub_timeout_ms(const struct sub_loop *lp) {
-    int timeout_ms = -1;
-    if (lp->s.next != DLOCK__MONO_NEVER) timeout_ms = (int)((lp->s.next - lp->s.now) / DLOCK__MS) + 1;
-    if (lp->c->node.conf.kind == DLOCK__BACKEND_SENTINEL && (timeout_ms < 0 || timeout_ms > SENTINEL_RECHECK_MS))
-        timeout_ms = SENTINEL_RECHECK_MS;
-    return timeout_ms;
+    if (lp->s.next == DLOCK__MONO_NEVER) return -1;
+    return (int)((lp->s.next - lp->s.now) / DLOCK__MS) + 1;
 }
 
 /* Phase 3, I/O (c->mu dropped): write what the sweep queued, then wait
@@ -378,25 +364,10 @@ static int sub_timeout_ms(const struct sub_loop *lp) {
  * name another server, start over there (every waiter is woken: it may
  * have missed a release). */
 static void sub_io(struct sub_loop *lp) {
-    struct dlock_client *node = lp->node;
-    struct pollfd pfd[2];
+    dlock__sub *sub = lp->sub;
+    int timeout_ms = sub_timeout_ms(lp);
     pthread_mutex_unlock(&lp->c->mu);
-    if (!lp->s.err && !dlock__conn_current(&node->node, node->sub_conn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS))
-        lp->s.err = 1;
-    if (!lp->s.err && dlock__conn_flush(node->sub_conn) != 0) lp->s.err = 1;
-    if (!lp->s.err) {
-        pfd[0].fd = lp->s.ctx->fd;
-        pfd[0].events = POLLIN;
-        pfd[1].fd = node->sub_wakefd;
-        pfd[1].events = POLLIN;
-        if (dlock__conn_pending(node->sub_conn)) {
-            /* TLS already holds bytes the socket will not signal again. */
-            if (dlock__conn_read(node->sub_conn) != REDIS_OK) lp->s.err = 1;
-        } else if (poll(pfd, 2, sub_timeout_ms(lp)) > 0) {
-            if (pfd[1].revents) drain_wakefd(node->sub_wakefd);
-            if (pfd[0].revents && dlock__conn_read(node->sub_conn) != REDIS_OK) lp->s.err = 1;
-        }
-    }
+    if (!lp->s.err && dlock__sub_wait(sub->b, sub->conn, sub->wakefd, timeout_ms) != 0) lp->s.err = 1;
     pthread_mutex_lock(&lp->c->mu);
 }
 
@@ -407,19 +378,19 @@ static void sub_io(struct sub_loop *lp) {
 static void sub_dispatch(struct sub_loop *lp) {
     lp->refused = 0;
     while (!lp->s.err) {
-        void *reply = NULL;
-        if (redisGetReplyFromReader(lp->s.ctx, &reply) != REDIS_OK) {
+        redisReply *reply = NULL;
+        if (dlock__sub_next(lp->sub->conn, &reply) != 0) {
             lp->s.err = 1;
             break;
         }
         if (reply == NULL) break;
         if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) {
-            if (on_refused(lp->c, lp->node, reply)) lp->refused = 1;
+            if (on_refused(lp->c, lp->sub, reply)) lp->refused = 1;
             else lp->s.err = 1;
             freeReplyObject(reply);
             continue;
         }
-        on_message(lp->c, lp->node, reply);
+        on_message(lp->c, lp->sub, reply);
         freeReplyObject(reply);
     }
 }
@@ -438,88 +409,100 @@ static void sub_pace(struct sub_loop *lp) {
 /* Phase 6, down: the connection failed or cannot be trusted: close it
  * (a new epoch) and tell every lock it carried (on_down).  c->mu held. */
 static void sub_down(struct sub_loop *lp) {
-    struct dlock_client *node = lp->node;
-    dlock__conn_close(node->sub_conn);
-    node->sub_conn = NULL;
-    node->sub_connected = 0;
-    node->sub_down_since = dlock__now();
-    node->sub_epoch = epoch_next();
-    each_lock(lp->c, on_down, node);
+    dlock__sub *sub = lp->sub;
+    dlock__sub_close(sub->conn);
+    sub->conn = NULL;
+    sub->connected = 0;
+    sub->down_since = dlock__now();
+    sub->epoch = epoch_next();
+    each_lock(lp->c, on_down, sub);
 }
 
-/* The subscriber thread of client `node` (a cluster node's member, or the
- * client itself), serving the locks of c = table_of(node).  Its fields
- * sub_* are node's, guarded by c->mu.  Each turn runs the phases in
+/* The subscriber thread of client `sub` (a cluster sub's member, or the
+ * client itself), serving the locks of c = table_of(sub).  Its fields
+ * sub_* are sub's, guarded by c->mu.  Each turn runs the phases in
  * order: connect (if need be), sweep, I/O, dispatch, pace, down (if the
  * connection failed); the loop ends when asked to stop. */
 static void *sub_main(void *arg) {
     struct sub_loop lp;
     memset(&lp, 0, sizeof lp);
-    lp.node = arg;
-    lp.c = table_of(lp.node);
+    lp.sub = arg;
+    lp.c = lp.sub->c;
     lp.backoff_ms = 10;
 
     pthread_mutex_lock(&lp.c->mu);
-    while (!lp.node->sub_stop) {
-        if (lp.node->sub_conn == NULL && !sub_connect(&lp)) continue;
+    while (!lp.sub->stop) {
+        if (lp.sub->conn == NULL && !sub_connect(&lp)) continue;
         sub_sweep(&lp);
         sub_io(&lp);
         sub_dispatch(&lp);
         sub_pace(&lp);
         if (lp.s.err) sub_down(&lp);
     }
-    if (lp.node->sub_conn != NULL) {
-        dlock__conn_close(lp.node->sub_conn);
-        lp.node->sub_conn = NULL;
+    if (lp.sub->conn != NULL) {
+        dlock__sub_close(lp.sub->conn);
+        lp.sub->conn = NULL;
     }
-    lp.node->sub_connected = 0;
-    lp.node->sub_running = 0;
+    lp.sub->connected = 0;
+    lp.sub->running = 0;
     pthread_mutex_unlock(&lp.c->mu);
     return NULL;
 }
 
-static void poke(struct dlock_client *node) {
+static void poke(dlock__sub *sub) {
     uint64_t one = 1;
-    if (node->sub_wakefd >= 0) (void)!write(node->sub_wakefd, &one, sizeof one);
+    if (sub->wakefd >= 0) (void)!write(sub->wakefd, &one, sizeof one);
 }
 
 void dlock__notify_poke(struct dlock_client *c) {
     size_t i;
-    poke(c);
-    if (c->cl != NULL)
-        for (i = 0; i < c->nmembers; i++) poke(c->members[i]);
+    poke(&c->sub);
+    for (i = 0; i < c->be.nmembers; i++)
+        if (c->be.members[i]->up != NULL) poke(c->be.members[i]->up);
 }
 
-/* Which client's subscriber is to carry l's channel: on a cluster, the
- * member of the slot's master as the map has it (the first member while
- * the map does not know: its refusal will name the right one).  c->mu
- * held. */
-static struct dlock_client *node_for(struct dlock_client *c, const dlock__lock *l) {
-    struct dlock_client *m;
-    if (c->node.conf.kind != DLOCK__BACKEND_CLUSTER) return c;
-    m = dlock__cluster_node(c, dlock__key_slot(l->k.key, l->k.keylen));
-    return m != NULL ? m : c;
+/* Which subscriber is to carry l's channel: on a cluster, that of the
+ * node of the slot's master as the map has it (the first node while the
+ * map does not know: its refusal will name the right one), made when
+ * first needed (member->up); elsewhere the client's own.  NULL: out of
+ * memory.  c->mu held. */
+static dlock__sub *sub_for(struct dlock_client *c, const dlock__lock *l) {
+    dlock__backend *m;
+    dlock__sub *sub;
+    if (c->be.node.conf.kind != DLOCK__BACKEND_CLUSTER) return &c->sub;
+    m = dlock__cluster_node(&c->be, dlock__key_slot(l->k.key, l->k.keylen));
+    if (m == NULL) return &c->sub;
+    if (m->up != NULL) return m->up;
+    if ((sub = calloc(1, sizeof *sub)) == NULL) return NULL;
+    sub->b = m;
+    sub->c = c;
+    sub->wakefd = -1;
+    m->up = sub;
+    return sub;
 }
 
-/* Asks node's subscriber for l's channel (starting it if need be). */
+/* Asks sub's subscriber for l's channel (starting it if need be). */
 static int want(struct dlock_client *c, dlock__lock *l) {
-    struct dlock_client *node;
-    if (l->sub_state == DLOCK__SUB_NONE || l->sub_node == NULL) l->sub_node = node_for(c, l);
-    node = l->sub_node;
-    if (node->sub_wakefd < 0) {
-        node->sub_wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (node->sub_wakefd < 0) return dlock__seterr(EAGAIN, "cannot create an eventfd");
+    dlock__sub *sub;
+    if (l->sub_state == DLOCK__SUB_NONE || l->sub_node == NULL) {
+        if ((sub = sub_for(c, l)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+        l->sub_node = sub;
     }
-    if (!node->sub_running) {
-        node->sub_stop = 0;
-        if (dlock__thread_start(&node->sub_thread, sub_main, node) != 0)
+    sub = l->sub_node;
+    if (sub->wakefd < 0) {
+        sub->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (sub->wakefd < 0) return dlock__seterr(EAGAIN, "cannot create an eventfd");
+    }
+    if (!sub->running) {
+        sub->stop = 0;
+        if (dlock__thread_start(&sub->thread, sub_main, sub) != 0)
             return dlock__seterr(EAGAIN, "cannot start the subscriber thread");
-        node->sub_running = 1;
+        sub->running = 1;
     }
     l->sub_idle_since = 0;
     if (l->sub_state == DLOCK__SUB_NONE) {
         l->sub_state = DLOCK__SUB_WANTED;
-        poke(node);
+        poke(sub);
     }
     return 0;
 }
@@ -528,25 +511,31 @@ int dlock__notify_want(struct dlock_client *c, dlock__lock *l) {
     return want(c, l);
 }
 
-/* Stops node's subscriber thread (c: its table's client). */
-static void stop_one(struct dlock_client *c, struct dlock_client *node) {
+/* Stops sub's subscriber thread (c: its table's client). */
+static void stop_one(struct dlock_client *c, dlock__sub *sub) {
     int running;
     pthread_mutex_lock(&c->mu);
-    running = node->sub_running;
-    node->sub_stop = 1;
-    poke(node);
+    running = sub->running;
+    sub->stop = 1;
+    poke(sub);
     pthread_mutex_unlock(&c->mu);
-    if (running) pthread_join(node->sub_thread, NULL);
-    if (node->sub_wakefd >= 0) close(node->sub_wakefd);
-    node->sub_wakefd = -1;
+    if (running) pthread_join(sub->thread, NULL);
+    if (sub->wakefd >= 0) close(sub->wakefd);
+    sub->wakefd = -1;
 }
 
 void dlock__notify_stop(struct dlock_client *c) {
     size_t i, n;
     /* A cluster's nodes first: their threads use this client's table. */
     pthread_mutex_lock(&c->mu);
-    n = c->cl != NULL ? c->nmembers : 0;
+    n = c->be.nmembers;
     pthread_mutex_unlock(&c->mu);
-    for (i = 0; i < n; i++) stop_one(c, c->members[i]);
-    stop_one(table_of(c), c);
+    for (i = 0; i < n; i++) {
+        dlock__sub *sub = c->be.members[i]->up;
+        if (sub == NULL) continue;
+        stop_one(c, sub);
+        c->be.members[i]->up = NULL;
+        free(sub);
+    }
+    stop_one(c, &c->sub);
 }

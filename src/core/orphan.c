@@ -59,7 +59,7 @@ static int try_release(struct dlock_client *c, struct dlock__orphan *o, dlock__m
     if (dlock__now() >= o->until) return 1; /* expired: nothing left to release */
     o->busy = 1;
     pthread_mutex_unlock(&c->mu);
-    rc = c->ops->release(c, &o->l->k, o->token, o->how, &released, NULL, deadline);
+    rc = c->be.ops->release(&c->be, &o->l->k, o->token, o->how, &released, NULL, deadline);
     pthread_mutex_lock(&c->mu);
     o->busy = 0;
     done = rc == 0 || dlock__now() >= o->until;

@@ -121,7 +121,7 @@ static int give_back_cached(renew_loop *lp) {
         if (h->cached && !dlock__cache_ok(c, h->l)) break;
     if (h == NULL) return 0;
     l = h->l;
-    dlock__cache_drop(c, l, lp->now + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS);
+    dlock__cache_drop(c, l, lp->now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
     dlock__lock_maybe_free(c, l);
     return 1;
 }
@@ -205,7 +205,7 @@ static void send_batch(renew_loop *lp) {
     }
     lp->sent = dlock__now();
     pthread_mutex_unlock(&c->mu);
-    (void)c->ops->renew(c, lp->rn, lp->n, valid);
+    (void)c->be.ops->renew(&c->be, lp->rn, lp->n, valid);
     pthread_mutex_lock(&c->mu);
 }
 
@@ -213,7 +213,7 @@ static void send_batch(renew_loop *lp) {
 static void apply_answer(renew_loop *lp, dlock__hold *h, int result) {
     if (result == 1) {
         /* validity from the send time, minus drift; never shortened */
-        dlock__mono v = lp->sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(&lp->c->node.conf, h->lease_ms)) * DLOCK__MS;
+        dlock__mono v = lp->sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(&lp->c->be.node.conf, h->lease_ms)) * DLOCK__MS;
         if (v > h->valid_until) h->valid_until = v;
         h->renew_at = lp->sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
     } else if (h->releasing) {
@@ -253,7 +253,7 @@ static void release_orphans(renew_loop *lp) {
     struct dlock_client *c = lp->c;
     dlock__mono dl, o;
     if (c->orphans == NULL) return;
-    dl = dlock__now() + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS;
+    dl = dlock__now() + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS;
     if (lp->next < dl) dl = lp->next;
     o = dlock__orphans_release(c, NULL, dl);
     wake_by(lp, o);
@@ -300,10 +300,7 @@ static void *renew_main(void *arg) {
         }
     }
     c->renew_running = 0;
-    if (c->renew_conn != NULL) {
-        dlock__conn_close(c->renew_conn);
-        c->renew_conn = NULL;
-    }
+    dlock__backend_renew_done(&c->be);
     pthread_mutex_unlock(&c->mu);
     return NULL;
 }

@@ -133,7 +133,7 @@ int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int 
 }
 
 int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline, int intr) {
-    dlock__mono bound = dlock__unreachable_deadline(&c->node);
+    dlock__mono bound = dlock__unreachable_deadline(&c->be.node);
     int rc;
 
     for (;;) {
@@ -146,7 +146,7 @@ int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadli
             if (deadline <= bound && dlock__now() >= deadline) return ETIMEDOUT;
             if (dlock__now() >= bound)
                 return dlock__seterr(ENOLCK, "%s: cannot subscribe to release notifications",
-                                     c->node.conf.redacted_url);
+                                     c->be.node.conf.redacted_url);
         }
     }
 }
@@ -173,34 +173,12 @@ int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw
     return 0;
 }
 
-/* An answer to BLPOP: nil (its timeout), or {list, "FENCE:MS"}.  1 if
- * r is a grant (fw filled in), 0 if nil, -1 if anything else. */
-static int grant_parse(const redisReply *r, dlock__fairwait *fw) {
-    if (r->type == REDIS_REPLY_NIL) return 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING ||
-        dlock__grant_parse(r->element[1]->str, r->element[1]->len, &fw->fence, &fw->grant_ms) != 0)
-        return -1;
-    fw->granted = 1;
-    return 1;
-}
-
-/* Is r the server saying it will not run BLPOP at all (an ACL, a proxy
- * that knows no such command), so that no later call should try? */
-static int refused_for_good(const redisReply *r) {
-    return r->type == REDIS_REPLY_ERROR &&
-           (strncmp(r->str, "NOPERM", 6) == 0 || strstr(r->str, "unknown command") != NULL ||
-            strstr(r->str, "can't run this command") != NULL);
-}
-
 /* One grant wait, carried through its steps (dlock__wait_grant). */
 struct grant_wait {
-    struct dlock_client *c;    /* the caller's client: its mutex, pool, fair list */
+    struct dlock_client *c;    /* the caller's client: its mutex, deployment, fair list */
     dlock__lock *l;
     dlock__fairwait *fw;
-    struct dlock_client *node; /* whose pool the connection came from (a cluster node's) */
-    dlock__conn *cn;           /* the connection of the BLPOP, NULL once given back */
-    redisReply *r;             /* the server's answer, if one came */
-    char *key;                 /* the grant list, <lock key>:g:<token> */
+    dlock__grant_pop pop;      /* the BLPOP: its connection and answer (backend/grant.c) */
     dlock__mono now;           /* when the wait began */
     dlock__mono until;         /* the server ends the BLPOP then */
     dlock__mono give_up;       /* and this thread stops waiting for its answer then */
@@ -209,16 +187,15 @@ struct grant_wait {
     int intr;
 };
 
-/* Step 1 (c->mu held): the grant list's name, and the thread's eventfd,
- * emptied of stale wake-ups and shown to pokers (fw->efd).  0, or EAGAIN
- * (this call's grants are then published: fw->nolist). */
+/* Step 1 (c->mu held): the thread's eventfd, emptied of stale wake-ups
+ * and shown to pokers (fw->efd).  0, or EAGAIN (this call's grants are
+ * then published: fw->nolist). */
 static int grant_begin(struct grant_wait *g) {
     uint64_t v;
-    if ((g->fd = thread_efd()) < 0 || (g->key = malloc(g->l->k.keylen + 4 + DLOCK__OWNER_LEN + 1)) == NULL) {
+    if ((g->fd = thread_efd()) < 0) {
         g->fw->nolist = 1;
         return EAGAIN;
     }
-    sprintf(g->key, "%s:g:%s", g->l->k.key, g->fw->token);
     while (read(g->fd, &v, sizeof v) == (ssize_t)sizeof v) /* stale wake-ups */
         ;
     g->fw->efd = g->fd;
@@ -233,87 +210,8 @@ static int grant_begin(struct grant_wait *g) {
  * every 1000/hz ms (100 ms at the default hz 10), and a timed call must
  * not wait for that.  Given up, the connection goes, its BLPOP pending. */
 static void grant_deadline(struct grant_wait *g, dlock__mono deadline) {
-    g->give_up = g->until + (dlock__mono)dlock__reply_floor_ms(&g->c->node) * DLOCK__MS;
+    g->give_up = g->until + (dlock__mono)dlock__reply_floor_ms(&g->c->be.node) * DLOCK__MS;
     if (g->give_up > deadline) g->give_up = deadline;
-}
-
-/* Step 3 (c->mu not held): take a connection of the lock's node
- * (ops->grant_conn) and send BLPOP with the wait's timeout, rounded up
- * to the next millisecond.  0, or EAGAIN. */
-static int grant_send(struct grant_wait *g) {
-    const char *argv[3];
-    size_t lens[3];
-    char secs[32];
-    snprintf(secs, sizeof secs, "%.3f", (double)((g->until - g->now) / DLOCK__MS + 1) / 1000.0);
-    argv[0] = "BLPOP";
-    argv[1] = g->key;
-    argv[2] = secs;
-    lens[0] = 5;
-    lens[1] = strlen(g->key);
-    lens[2] = strlen(secs);
-    if (g->c->ops->grant_conn(g->c, &g->l->k, &g->node, &g->cn, g->until) != 0) return EAGAIN;
-    if (redisAppendCommandArgv(g->cn->ctx, 3, argv, lens) != REDIS_OK || dlock__conn_flush(g->cn) != 0)
-        return EAGAIN;
-    return 0;
-}
-
-/* One ppoll on the connection's socket and the thread's eventfd, until
- * the wait's own deadline; what came on the socket is read.  -1 to wait
- * on (bytes read, nothing yet, a signal the call does not give back);
- * otherwise the wait's result: 0 when poked (the caller looks at why),
- * ETIMEDOUT, EINTR (an interruptible wait), EAGAIN. */
-static int grant_poll(struct grant_wait *g) {
-    struct pollfd pfd[2];
-    struct timespec ts;
-    dlock__mono now = dlock__now();
-    int n;
-    if (now >= g->give_up) return ETIMEDOUT;
-    dlock__mono_to_ts(g->give_up - now, &ts);
-    pfd[0].fd = g->cn->ctx->fd;
-    pfd[0].events = POLLIN;
-    pfd[1].fd = g->fd;
-    pfd[1].events = POLLIN;
-    n = ppoll(pfd, 2, &ts, g->intr ? &g->mask : NULL);
-    if (n < 0 && errno == EINTR) return g->intr ? EINTR : -1;
-    if (n < 0) return EAGAIN;
-    if (n > 0 && pfd[1].revents) return 0;
-    if (n > 0 && pfd[0].revents && dlock__conn_read(g->cn) != REDIS_OK) return EAGAIN;
-    return -1;
-}
-
-/* Step 4 (c->mu not held): wait for the answer (g->r, 0), a poke (0,
- * g->r NULL), the own deadline (ETIMEDOUT), a signal (EINTR), or a
- * broken connection (EAGAIN). */
-static int grant_await(struct grant_wait *g) {
-    for (;;) {
-        void *reply = NULL;
-        int rc;
-        if (redisGetReplyFromReader(g->cn->ctx, &reply) != REDIS_OK) return EAGAIN;
-        if (reply != NULL) {
-            g->r = reply;
-            return 0;
-        }
-        if (dlock__conn_pending(g->cn)) { /* TLS: bytes already read from the socket */
-            if (dlock__conn_read(g->cn) != REDIS_OK) return EAGAIN;
-            continue;
-        }
-        if ((rc = grant_poll(g)) >= 0) return rc;
-    }
-}
-
-/* Step 5 (c->mu not held): give up and close a connection without its
- * whole answer (its BLPOP may still be pending), or give a cluster
- * node's back to that node's pool, under its own mutex.  A connection of
- * the client's own pool is left in g->cn for grant_end. */
-static void grant_drop_conn(struct grant_wait *g) {
-    if (g->cn == NULL) return;
-    if (g->r == NULL || g->cn->ctx->reader->pos < g->cn->ctx->reader->len) {
-        dlock__conn_close(g->cn);
-        g->cn = NULL;
-    } else if (g->node != g->c) {
-        dlock__pool_put(&g->node->node, g->cn, 0);
-        g->cn = NULL;
-    }
 }
 
 /* Step 6 (c->mu held again): the connection back among the idle ones
@@ -321,19 +219,19 @@ static void grant_drop_conn(struct grant_wait *g) {
  * us, takes it too), and the answer read: a grant (fw filled in), the
  * BLPOP's timeout (ETIMEDOUT), or a refusal, MOVED, an error, nonsense
  * (EAGAIN: this call's grants are published; a refusal for good, the
- * client's: c->grant_nolist). */
+ * client's: grant_nolist). */
 static int grant_end(struct grant_wait *g, int rc) {
     struct dlock_client *c = g->c;
-    if (g->cn != NULL && !dlock__pool_keep(&c->node, g->cn)) dlock__conn_close(g->cn);
+    dlock__grant_keep(&c->be, &g->pop);
     g->fw->efd = -1;
-    if (g->r != NULL) {
-        int got = grant_parse(g->r, g->fw);
+    if (g->pop.r != NULL) {
+        int nolist, got = dlock__grant_read(&g->pop, &g->fw->fence, &g->fw->grant_ms, &nolist);
+        if (got == 1) g->fw->granted = 1;
         if (got == 0) rc = ETIMEDOUT;
         if (got < 0) {
-            if (refused_for_good(g->r)) c->grant_nolist = 1;
+            if (nolist) c->be.grant_nolist = 1;
             rc = EAGAIN;
         }
-        freeReplyObject(g->r);
     }
     if (rc == EAGAIN) g->fw->nolist = 1;
     return rc;
@@ -369,10 +267,11 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
     pthread_mutex_unlock(&c->mu);
     if (intr) sleep_mask(&g.mask);
     grant_deadline(&g, deadline);
-    rc = grant_send(&g);
-    if (rc == 0) rc = grant_await(&g);
-    grant_drop_conn(&g);
-    free(g.key);
+    /* steps 3-5 (c->mu not held): send the BLPOP, await its answer (or a
+     * poke, a signal, the own deadline), drop or keep the connection */
+    rc = dlock__grant_send(&c->be, &l->k, fw->token, g.now, until, &g.pop);
+    if (rc == 0) rc = dlock__grant_await(&g.pop, g.fd, g.give_up, intr ? &g.mask : NULL);
+    dlock__grant_drop(&c->be, &g.pop);
     pthread_mutex_lock(&c->mu);
     return grant_end(&g, rc);
 }

@@ -1,0 +1,169 @@
+/* deploy.c -- a deployment's life: made from its configuration (one
+ * server, Sentinel, a Redis Cluster, a Redlock quorum), with its members
+ * (a Cluster's nodes, a Redlock's masters: single-server backends of
+ * their own), carried through fork, freed.
+ *
+ * The caller's mutex guards the deployment (its member list, the cluster
+ * map, its node's pool); each member has its own for its own pool.  At
+ * fork the caller holds its mutex and takes every member's through
+ * dlock__backend_fork_prepare, so that the child finds no pool half
+ * changed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+
+/* The ops and hooks that a configuration's kind calls for. */
+static void kind_set(dlock__backend *b) {
+    b->ops = b->node.conf.kind == DLOCK__BACKEND_REDLOCK   ? &dlock__redlock_backend
+             : b->node.conf.kind == DLOCK__BACKEND_CLUSTER ? &dlock__cluster_backend
+                                                            : &dlock__single_backend;
+    if (b->parent != NULL && b->parent->node.conf.kind == DLOCK__BACKEND_CLUSTER) b->node.hooks = &dlock__cluster_hooks;
+    if (b->parent != NULL && b->parent->node.conf.kind == DLOCK__BACKEND_REDLOCK) b->node.hooks = &dlock__redlock_hooks;
+}
+
+/* What the configuration is in b->node.conf, b->parent set: the rest. */
+static int finish(dlock__backend *b, pthread_mutex_t *mu) {
+    int rc;
+    b->node.mu = mu;
+    b->node.up = b;
+    b->node.one_connect = b->node.member = b->parent != NULL;
+    kind_set(b);
+    if ((rc = dlock__tls_ctx_make(&b->node)) != 0) return rc;
+    if ((b->epoch_key = malloc(strlen(b->node.conf.prefix) + 6)) == NULL) {
+        dlock__tls_ctx_free(&b->node);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    sprintf(b->epoch_key, "%sepoch", b->node.conf.prefix);
+    return 0;
+}
+
+/* Redlock, Cluster: one member per node the URL names (a cluster gets
+ * more as its slot map names them: cluster.c). */
+static int members_make(dlock__backend *b) {
+    size_t i;
+    if (b->node.conf.kind != DLOCK__BACKEND_REDLOCK && b->node.conf.kind != DLOCK__BACKEND_CLUSTER) return 0;
+    if ((b->members = calloc(b->node.conf.nnodes, sizeof *b->members)) == NULL)
+        return dlock__seterr(ENOMEM, "out of memory");
+    for (i = 0; i < b->node.conf.nnodes; i++) {
+        int rc = dlock__backend_member(&b->members[i], b, &b->node.conf.nodes[i]);
+        if (rc != 0) return rc;
+        b->nmembers++;
+    }
+    return 0;
+}
+
+int dlock__backend_init(dlock__backend *b, const dlock_config_t *cfg, pthread_mutex_t *mu) {
+    int rc;
+    memset(b, 0, sizeof *b);
+    if ((rc = dlock__conf_parse(&b->node.conf, cfg)) != 0) return rc;
+    if ((rc = finish(b, mu)) != 0) {
+        dlock__conf_free(&b->node.conf);
+        return rc;
+    }
+    if ((rc = members_make(b)) != 0) {
+        dlock__backend_free(b);
+        return rc;
+    }
+    return 0;
+}
+
+int dlock__backend_member(dlock__backend **out, dlock__backend *parent, const dlock__endpoint *ep) {
+    dlock__backend *m = calloc(1, sizeof *m);
+    int rc;
+    if (m == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    m->parent = parent;
+    if ((rc = dlock__conf_member(&m->node.conf, &parent->node.conf, ep)) != 0) {
+        free(m);
+        return rc;
+    }
+    if (pthread_mutex_init(&m->own_mu, NULL) != 0) {
+        dlock__conf_free(&m->node.conf);
+        free(m);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    if ((rc = finish(m, &m->own_mu)) != 0) {
+        pthread_mutex_destroy(&m->own_mu);
+        dlock__conf_free(&m->node.conf);
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void dlock__backend_free(dlock__backend *b) {
+    size_t i;
+    for (i = 0; i < b->nmembers; i++) {
+        dlock__backend_free(b->members[i]);
+        free(b->members[i]);
+    }
+    free(b->members);
+    b->members = NULL;
+    b->nmembers = 0;
+    if (b->renew_conn != NULL) dlock__conn_close(b->renew_conn);
+    b->renew_conn = NULL;
+    while (b->node.idle != NULL) {
+        dlock__conn *cn = b->node.idle;
+        b->node.idle = cn->next;
+        dlock__conn_close(cn);
+    }
+    b->node.nidle = 0;
+    dlock__cluster_free(b);
+    free(b->epoch_key);
+    b->epoch_key = NULL;
+    dlock__tls_ctx_free(&b->node);
+    dlock__conf_free(&b->node.conf);
+    if (b->parent != NULL) pthread_mutex_destroy(&b->own_mu);
+}
+
+void dlock__backend_renew_done(dlock__backend *b) {
+    if (b->renew_conn != NULL) dlock__conn_close(b->renew_conn);
+    b->renew_conn = NULL;
+}
+
+void dlock__backend_fork_prepare(dlock__backend *b) {
+    size_t i;
+    for (i = 0; i < b->nmembers; i++) {
+        pthread_mutex_lock(&b->members[i]->own_mu);
+        dlock__backend_fork_prepare(b->members[i]);
+    }
+}
+
+void dlock__backend_fork_parent(dlock__backend *b) {
+    size_t i;
+    for (i = 0; i < b->nmembers; i++) {
+        dlock__backend_fork_parent(b->members[i]);
+        pthread_mutex_unlock(&b->members[i]->own_mu);
+    }
+}
+
+void dlock__backend_bury(dlock__backend *b, dlock__conn *cn) {
+    if (cn == NULL) return;
+    if (cn->ctx != NULL && cn->ctx->fd >= 0) close(cn->ctx->fd);
+    cn->next = b->buried;
+    b->buried = cn;
+}
+
+void dlock__backend_fork_child(dlock__backend *b) {
+    size_t i;
+    while (b->node.idle != NULL) {
+        dlock__conn *cn = b->node.idle;
+        b->node.idle = cn->next;
+        dlock__conn_abandon(cn);
+    }
+    b->node.nidle = 0;
+    /* The renewal connection belongs to a thread that may have been in
+     * the middle of hiredis calls on it (it does I/O without the mutex):
+     * its state may be half-updated, so it is not freed, only closed. */
+    dlock__backend_bury(b, b->renew_conn);
+    b->renew_conn = NULL;
+    for (i = 0; i < b->nmembers; i++) {
+        dlock__backend_fork_child(b->members[i]);
+        pthread_mutex_unlock(&b->members[i]->own_mu); /* taken by fork_prepare */
+    }
+}
