@@ -543,7 +543,7 @@ static struct rec *rec_new(int kind, const struct stat *st, int fd, const char *
  * NOT held; returns with r released. */
 static void arm(struct rec *r, int holding) {
     int mode = 0, st = -1;
-    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, dlpl_client != NULL && dlock__breaker_open(&dlpl_client->node), &mode);
+    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, dlpl_client != NULL && dlock__breaker_open(&dlpl_client->be.node), &mode);
     if (rc == EKEEPER && holding) st = keeper_status(r->kpid);
     lock_mu();
     if (rc == EKEEPER && !holding) r->mode = 0; /* an unlock: nothing to lose */
@@ -588,10 +588,10 @@ static int policy(const char *name, int rc) {
 static void breaker_after(int rc, int try, int probe) {
     if (dlpl_client == NULL) return;
     if (rc == 0 || rc == EBUSY) {
-        dlock__breaker_report(&dlpl_client->node, 0, 0);
+        dlock__breaker_report(&dlpl_client->be.node, 0, 0);
         dlpl_server_up();
     } else if (rc == ENOLCK && !try && !probe) {
-        dlock__breaker_report(&dlpl_client->node, ENOLCK, 1);
+        dlock__breaker_report(&dlpl_client->be.node, ENOLCK, 1);
     }
 }
 
@@ -659,7 +659,7 @@ static int lock_new_rec(struct lreq *q, int *err) {
          * that process's keeper sees it go. */
         q->k->undo(q->k->arg);
     }
-    if (dlpl_client != NULL && dlock__breaker_check(&dlpl_client->node, &q->probe) != 0) {
+    if (dlpl_client != NULL && dlock__breaker_check(&dlpl_client->be.node, &q->probe) != 0) {
         /* The program's circuit breaker is open (the server did not
          * answer for the whole unreachable bound): no keeper is asked
          * until the next probe; the policy decides at once. */

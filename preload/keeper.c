@@ -760,7 +760,7 @@ static int handle_kernel_gone(void) {
     armed = recv(SOCK, &pq, sizeof pq, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof pq && pq.op == DLPL_OP_ARM;
     if (armed) {
         (void)!recv(SOCK, &pq, sizeof pq, MSG_DONTWAIT);
-        if (pq.probe && held && !init_err) dlock__breaker_probe_now(&client->node);
+        if (pq.probe && held && !init_err) dlock__breaker_probe_now(&client->be.node);
     }
     release();
     if (armed) reply(0);
@@ -777,7 +777,7 @@ static int op_lock(const struct dlpl_req *q) {
     /* The program's breaker is open: this request is its probe, one
      * attempt; a server that answers it closes the breaker and the
      * request goes on as any. */
-    if (q->probe && !init_err) dlock__breaker_probe_now(&client->node);
+    if (q->probe && !init_err) dlock__breaker_probe_now(&client->be.node);
     rc = init_err ? init_err : do_lock(q->mode, q->try);
     reply(rc);
     return held ? KEEP_ON : 0;
@@ -789,7 +789,7 @@ static int op_arm(const struct dlpl_req *q) {
     disarm();
     /* (probe: the program's breaker is open: a release makes one attempt;
      * unanswered, the lease runs out on the server) */
-    if (q->probe && held && !init_err) dlock__breaker_probe_now(&client->node);
+    if (q->probe && held && !init_err) dlock__breaker_probe_now(&client->be.node);
     if (held && kernel_free()) release();
     if (held) arm();
     reply(0);
