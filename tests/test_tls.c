@@ -890,5 +890,7 @@ static const struct dlt_test tests[] = {
 };
 
 int main(int argc, char **argv) {
-    return dlt_main(argc, argv, "tls", tests);
+    int rc = dlt_main(argc, argv, "tls", tests);
+    dlt_redis_cleanup(&srv_main);
+    return rc;
 }
