@@ -174,8 +174,9 @@ static int roles_ok(dlt_cluster *c, int i) {
         for (k = 0; k < c->n && strcmp(id, c->id[k]) != 0; k++)
             ;
         if (k == c->n || strstr(flags, "fail") != NULL) continue;
-        if (k < c->masters ? strstr(flags, "master") != NULL
-                           : strstr(flags, "slave") != NULL && strcmp(master, c->id[(k - c->masters) % c->masters]) == 0)
+        const char *want_master = k < c->masters ? NULL : c->id[(k - c->masters) % c->masters];
+        if (want_master == NULL ? strstr(flags, "master") != NULL
+                                : strstr(flags, "slave") != NULL && strcmp(master, want_master) == 0)
             seen |= 1u << k;
     }
     freeReplyObject(r);
