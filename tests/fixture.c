@@ -529,6 +529,26 @@ static int conf_has_directive(const char *conf, const char *word) {
     return 0;
 }
 
+/* The value of r's "requirepass" line (unquoted, or in double quotes)
+ * into buf: 1, or 0 when it has none.  The fixture's own connections to
+ * the server (readiness, dlt_redis_cmd) authenticate with it. */
+static int conf_requirepass(const dlt_redis *r, char *buf, size_t cap) {
+    const char *p = r->conf_extra;
+    for (; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        while (*p == ' ' || *p == '\t') p++;
+        if (strncasecmp(p, "requirepass", 11) != 0 || (p[11] != ' ' && p[11] != '\t')) continue;
+        p += 11;
+        while (*p == ' ' || *p == '\t') p++;
+        int quoted = *p == '"';
+        size_t n = strcspn(p + quoted, quoted ? "\"\n" : " \t\r\n");
+        if (n == 0 || n >= cap) return 0;
+        memcpy(buf, p + quoted, n);
+        buf[n] = '\0';
+        return 1;
+    }
+    return 0;
+}
+
 static int conf_is_sentinel(const dlt_redis *r) {
     return conf_has_directive(r->conf_extra, "sentinel");
 }
@@ -720,12 +740,23 @@ static int tls_open(struct dlt_tls_link *t, int port, const char *cert_dir, int 
 static redisReply *tls_cmd(struct dlt_tls_link *t, const char *fmt, ...);
 static void tls_close(struct dlt_tls_link *t);
 
+/* AUTH with r's requirepass, if it has one, on c (plain) or t (TLS):
+ * 0, or -1 if the server refused it or did not answer. */
+static int auth_if_needed(const dlt_redis *r, redisContext *c, struct dlt_tls_link *t) {
+    char pw[256];
+    if (!conf_requirepass(r, pw, sizeof pw)) return 0;
+    redisReply *rep = c != NULL ? redisCommand(c, "AUTH %s", pw) : tls_cmd(t, "AUTH %s", pw);
+    int ok = rep != NULL && rep->type == REDIS_REPLY_STATUS;
+    if (rep != NULL) freeReplyObject(rep);
+    return ok ? 0 : -1;
+}
+
 /* server_answers for a TLS-only server. */
 static int tls_server_answers(const dlt_redis *r) {
     struct dlt_tls_link t;
     int ok = 0;
     if (tls_open(&t, r->port, r->tls_dir, 500) != 0) return 0;
-    redisReply *rep = tls_cmd(&t, "PING");
+    redisReply *rep = auth_if_needed(r, NULL, &t) == 0 ? tls_cmd(&t, "PING") : NULL;
     if (rep != NULL && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0) {
         freeReplyObject(rep);
         rep = tls_cmd(&t, "INFO server");
@@ -746,7 +777,7 @@ static int server_answers(const dlt_redis *r) {
     redisContext *c = connect_port(r->port, 200);
     if (c == NULL) return 0;
     int ok = 0;
-    redisReply *rep = redisCommand(c, "PING");
+    redisReply *rep = auth_if_needed(r, c, NULL) == 0 ? redisCommand(c, "PING") : NULL;
     if (rep != NULL && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0) {
         freeReplyObject(rep);
         rep = redisCommand(c, "INFO server");
@@ -1279,13 +1310,13 @@ static redisReply *vcmd(dlt_redis *r, const char *fmt, va_list ap) {
     if (r->tls_dir[0]) {
         struct dlt_tls_link t;
         if (tls_open(&t, r->port, r->tls_dir, DLT_CMD_TIMEOUT_MS) != 0) return NULL;
-        redisReply *rep = tls_vcmd(&t, fmt, ap);
+        redisReply *rep = auth_if_needed(r, NULL, &t) == 0 ? tls_vcmd(&t, fmt, ap) : NULL;
         tls_close(&t);
         return rep;
     }
     redisContext *c = connect_port(r->port, DLT_CMD_TIMEOUT_MS);
     if (c == NULL) return NULL;
-    redisReply *rep = redisvCommand(c, fmt, ap);
+    redisReply *rep = auth_if_needed(r, c, NULL) == 0 ? redisvCommand(c, fmt, ap) : NULL;
     redisFree(c);
     return rep;
 }

@@ -43,7 +43,9 @@ typedef struct dlt_redis {
  * $TMPDIR (or /tmp) and waits until it answers PING.  extra_conf: more
  * redis.conf lines ("maxmemory 1mb\nappendonly yes"), or NULL.  If they
  * contain "sentinel ..." directives the server runs in sentinel mode; with
- * "cluster-enabled yes" the bus port (port + 10000) is free as well.
+ * "cluster-enabled yes" the bus port (port + 10000) is free as well.  With
+ * a "requirepass PW" line, the fixture's own connections (readiness,
+ * dlt_redis_cmd) send AUTH PW first.
  * The server binary is $DLT_REDIS_SERVER, else redis-server from PATH,
  * else /usr/bin/redis-server.  Returns 0, or -1 with a message on stderr. */
 int dlt_redis_start(dlt_redis *r, const char *extra_conf);

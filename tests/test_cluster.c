@@ -3,30 +3,31 @@
  * (src/cluster.c, the redirections in src/conn.c).
  *
  * The suite forms one cluster of three masters without replicas, on free
- * loopback ports (cl_ensure: CLUSTER ADDSLOTSRANGE, CLUSTER MEET, polled
- * until every node says cluster_state:ok and all three agree on the slot
- * map), and reuses it from test to test: before each test it checks that
- * the cluster is still whole and healthy (re-forming it if not) and
- * empties every node.  A test that moves a slot moves it back.  The test
- * that kills a node runs last.  The suite's own server (dlt_server) is
- * used only as a plain, non-cluster Redis.
+ * loopback ports (the fixture's dlt_cluster, fixture_multi.h: CLUSTER
+ * ADDSLOTSRANGE, CLUSTER MEET, polled until every node says
+ * cluster_state:ok and all three agree on the slot map), and reuses it
+ * from test to test: before each test it checks that the cluster is still
+ * whole and healthy (re-forming it if not) and empties every node.  A test
+ * that moves a slot moves it back.  The test that kills a node runs last.
+ * The suite's own server (dlt_server) is used only as a plain, non-cluster
+ * Redis.
  *
- * Lock keys are located independently of the library: the test computes
- * each key's hash slot itself (CRC16, checked against CLUSTER KEYSLOT)
- * and asks the nodes directly.  Nothing asserts a speed; the few time
- * bounds are generous and separate "woken by a notification" from
- * "waited out a 10 s lease", or "bounded" from "hangs".
+ * Lock keys are located independently of the library: each key's hash
+ * slot is computed by the fixture (dlt_key_slot: CRC16, checked against
+ * CLUSTER KEYSLOT) and the nodes are asked directly.  Nothing asserts a
+ * speed; the few time bounds are generous and separate "woken by a
+ * notification" from "waited out a 10 s lease", or "bounded" from "hangs".
  *
  * Processes are forked before the test process makes any client of its
  * own in that test (AddressSanitizer and fork: see fixture.h).
  *
  * The last test forms a TLS-only cluster in place of the plain one
- * (dlt_redis_start_tls, certificates from dlt_tls_dir; the test's own
+ * (dlt_cluster_start with tls: certificates from dlt_tls_dir; the test's own
  * admin commands go over TLS through the fixture) and uses it through
  * rediss+cluster://.
  */
 #define DLT_CK_MOD 120 /* worker codes 1..120: clear of 128 + signal */
-#include "fixture.h"
+#include "fixture_multi.h"
 
 #include <dlock.h>
 
@@ -44,186 +45,29 @@
  * ====================================================================== */
 
 #define NN 3 /* masters */
-#define SLOTS 16384
-#define CL_CONF "cluster-enabled yes\ncluster-node-timeout 2000\ncluster-require-full-coverage no"
-/* The same, TLS-only (dlt_redis_start_tls: "port 0", "tls-port P"): clients
- * and the cluster bus over TLS, no client certificate asked for. */
-#define CL_TLS_CONF CL_CONF "\ntls-cluster yes\ntls-auth-clients no"
+#define SLOTS DLT_SLOTS
+/* The TLS-only cluster (dlt_redis_start_tls: "port 0", "tls-port P"):
+ * clients and the cluster bus over TLS, no client certificate asked for. */
+#define CL_TLS_CONF "tls-cluster yes\ntls-auth-clients no"
 
-static dlt_redis nodes[NN];
-static int node_started[NN];
-static char node_id[NN][64];
-static int cl_formed;
-static int cl_is_tls;    /* the cluster formed is the TLS-only one */
+static dlt_cluster clus; /* the shared cluster: the plain one, or the TLS-only one */
 static int cl_failed[2]; /* forming it (plain, TLS) failed once: do not try again */
-
-static void cl_down(void) {
-    for (int i = 0; i < NN; i++) {
-        if (node_started[i]) dlt_redis_cleanup(&nodes[i]);
-        node_started[i] = 0;
-        node_id[i][0] = '\0';
-    }
-    cl_formed = 0;
-}
-
-/* 1 if r is +OK (or any status reply); frees r. */
-static int reply_ok(redisReply *r) {
-    int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (r != NULL && !ok)
-        fprintf(stderr, "  cluster: unexpected reply: %s\n", r->type == REDIS_REPLY_ERROR ? r->str : "?");
-    if (r != NULL) freeReplyObject(r);
-    return ok;
-}
-
-/* The index in set[0..n) of the node listening on port, or -1. */
-static int set_port(const dlt_redis *set, int n, long long port) {
-    for (int i = 0; i < n; i++)
-        if (set[i].port == port) return i;
-    return -1;
-}
-
-/* Node r's slot map (CLUSTER SLOTS), owner[s] = the index in set[0..n) of
- * the master serving s, -1 none.  The number of ranges, or -1 if the node
- * did not answer. */
-static int set_slot_map(dlt_redis *set, int n, dlt_redis *r, signed char owner[SLOTS]) {
-    redisReply *rep;
-    int ranges;
-    memset(owner, -1, SLOTS);
-    if (r->pid <= 0) return -1;
-    rep = dlt_redis_cmd(r, "CLUSTER SLOTS");
-    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
-        if (rep != NULL) freeReplyObject(rep);
-        return -1;
-    }
-    ranges = (int)rep->elements;
-    for (size_t k = 0; k < rep->elements; k++) {
-        const redisReply *e = rep->element[k];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[2]->type != REDIS_REPLY_ARRAY ||
-            e->element[2]->elements < 2)
-            continue;
-        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
-        int who = set_port(set, n, e->element[2]->element[1]->integer);
-        for (long long sl = lo; sl <= hi && sl < SLOTS; sl++) owner[sl] = (signed char)who;
-    }
-    freeReplyObject(rep);
-    return ranges;
-}
-
-/* 1 if node r's answer to cmd (CLUSTER INFO, INFO replication) contains
- * needle. */
-static int answer_has(dlt_redis *r, const char *cmd, const char *needle) {
-    redisReply *rep = r->pid > 0 ? dlt_redis_cmd(r, cmd) : NULL;
-    int ok = rep != NULL && rep->type == REDIS_REPLY_STRING && strstr(rep->str, needle) != NULL;
-    if (rep != NULL) freeReplyObject(rep);
-    return ok;
-}
-
-/* The shared cluster's node i's slot map: owner[s] = node index, -1 none. */
-static int slot_map(int i, signed char owner[SLOTS]) {
-    return set_slot_map(nodes, NN, &nodes[i], owner);
-}
-
-static int slot_owner(int slot) {
-    static signed char owner[SLOTS];
-    for (int i = 0; i < NN; i++)
-        if (slot_map(i, owner) > 0) return owner[slot];
-    return -1;
-}
-
-/* 1 if node i's CLUSTER INFO contains needle. */
-static int info_has(int i, const char *needle) {
-    return answer_has(&nodes[i], "CLUSTER INFO", needle);
-}
-
-/* Every node up, cluster_state:ok, knowing 3 nodes, no slot migrating or
- * importing, and all agreeing on a slot map that covers every slot. */
-static int cl_healthy(int quiet) {
-    static signed char m0[SLOTS], mi[SLOTS];
-    for (int i = 0; i < NN; i++) {
-        redisReply *r;
-        int clean;
-        if (!node_started[i] || nodes[i].pid <= 0) return 0;
-        if (!info_has(i, "cluster_state:ok") || !info_has(i, "cluster_known_nodes:3") ||
-            !info_has(i, "cluster_slots_assigned:16384")) {
-            if (!quiet) fprintf(stderr, "  cluster: node %d not ok yet\n", i);
-            return 0;
-        }
-        r = dlt_redis_cmd(&nodes[i], "CLUSTER NODES");
-        clean = r != NULL && r->type == REDIS_REPLY_STRING && strchr(r->str, '[') == NULL;
-        if (r != NULL) freeReplyObject(r);
-        if (!clean) return 0;
-        if (slot_map(i, i == 0 ? m0 : mi) < NN) return 0;
-        if (i > 0 && memcmp(m0, mi, SLOTS) != 0) return 0;
-    }
-    for (int s = 0; s < SLOTS; s++)
-        if (m0[s] < 0) return 0;
-    return 1;
-}
-
-/* Starts three cluster-enabled servers and makes them one cluster:
- * 0-5460 on node 0, 5461-10922 on node 1, 10923-16383 on node 2.
- * 1, or 0 (nothing left running). */
-static int cl_form(int tls) {
-    static const int lo[NN] = { 0, 5461, 10923 }, hi[NN] = { 5460, 10922, 16383 };
-    double end;
-    cl_down();
-    cl_is_tls = tls;
-    for (int i = 0; i < NN; i++) {
-        memset(&nodes[i], 0, sizeof nodes[i]);
-        if ((tls ? dlt_redis_start_tls(&nodes[i], NULL, CL_TLS_CONF) : dlt_redis_start(&nodes[i], CL_CONF)) != 0) {
-            fprintf(stderr, "cluster node %d did not start\n", i);
-            cl_down();
-            return 0;
-        }
-        node_started[i] = 1;
-    }
-    for (int i = 0; i < NN; i++) {
-        redisReply *r;
-        if (!reply_ok(dlt_redis_cmd(&nodes[i], "CLUSTER ADDSLOTSRANGE %d %d", lo[i], hi[i]))) goto fail;
-        r = dlt_redis_cmd(&nodes[i], "CLUSTER MYID");
-        if (r == NULL || r->type != REDIS_REPLY_STRING) {
-            if (r != NULL) freeReplyObject(r);
-            goto fail;
-        }
-        snprintf(node_id[i], sizeof node_id[i], "%s", r->str);
-        freeReplyObject(r);
-    }
-    for (int i = 1; i < NN; i++)
-        if (!reply_ok(dlt_redis_cmd(&nodes[0], "CLUSTER MEET 127.0.0.1 %d", nodes[i].port))) goto fail;
-    end = dlt_now() + 20.0;
-    while (dlt_now() < end) {
-        if (cl_healthy(1)) {
-            cl_formed = 1;
-            printf("  %scluster formed: nodes at ports %d, %d, %d\n", tls ? "TLS-only " : "", nodes[0].port,
-                   nodes[1].port, nodes[2].port);
-            return 1;
-        }
-        dlt_sleep_ms(100);
-    }
-    fprintf(stderr, "cluster: not healthy within 20 s\n");
-    (void)cl_healthy(0);
-fail:
-    cl_down();
-    return 0;
-}
 
 /* The cluster (tls: the TLS-only one, formed in place of the plain one),
  * whole, healthy and empty, with zero command counts. */
 static int cl_ensure(int tls) {
-    if (!cl_formed || cl_is_tls != tls || !cl_healthy(1)) {
+    if (clus.n == 0 || clus.tls != tls || !dlt_cluster_healthy(&clus, 1)) {
         if (cl_failed[tls]) return 0;
-        if (cl_formed && cl_is_tls == tls)
+        if (clus.n > 0 && clus.tls == tls)
             fprintf(stderr, "  cluster: not healthy after the last test; forming it again\n");
-        if (!cl_form(tls)) {
+        if (dlt_cluster_start(&clus, NN, 0, tls, tls ? CL_TLS_CONF : NULL) != 0) {
             cl_failed[tls] = 1;
             return 0;
         }
+        printf("  %scluster formed: nodes at ports %d, %d, %d\n", tls ? "TLS-only " : "", clus.node[0].port,
+               clus.node[1].port, clus.node[2].port);
     }
-    for (int i = 0; i < NN; i++) {
-        if (!reply_ok(dlt_redis_cmd(&nodes[i], "FLUSHALL"))) return 0;
-        if (dlt_redis_reset_stats(&nodes[i]) != 0) return 0;
-    }
-    return 1;
+    return dlt_cluster_flush(&clus) == 0;
 }
 
 #define CL_UP()                              \
@@ -237,86 +81,16 @@ static int cl_ensure(int tls) {
         CU_ASSERT_TRUE_FATAL(ok_);           \
     } while (0)
 
-/* redis+cluster://127.0.0.1:P,... for the nodes listed in which (digits,
- * "0", "21", ...), then ?query when not NULL. */
-static void cl_url(char *buf, size_t cap, const char *which, const char *query) {
-    size_t n = (size_t)snprintf(buf, cap, "redis+cluster://");
-    for (const char *p = which; *p; p++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s127.0.0.1:%d", p == which ? "" : ",", nodes[*p - '0'].port);
-    if (query != NULL) snprintf(buf + n, cap - n, "?%s", query);
-}
-
 /* ========================================================================
- * Keys and slots, computed here (CRC16/XModem as the cluster does)
+ * Keys on the nodes (the slots: the fixture's dlt_key_slot, CRC16
+ * computed independently of the library)
  * ====================================================================== */
-
-static unsigned crc16(const char *s, size_t n) {
-    unsigned crc = 0;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= (unsigned)(unsigned char)s[i] << 8;
-        for (int b = 0; b < 8; b++) crc = (crc & 0x8000 ? crc << 1 ^ 0x1021 : crc << 1) & 0xffff;
-    }
-    return crc;
-}
-
-static int key_slot(const char *key) {
-    size_t len = strlen(key);
-    const char *open = strchr(key, '{');
-    if (open != NULL) {
-        const char *close = strchr(open + 1, '}');
-        if (close != NULL && close > open + 1) return (int)(crc16(open + 1, (size_t)(close - open - 1)) & (SLOTS - 1));
-    }
-    return (int)(crc16(key, len) & (SLOTS - 1));
-}
-
-/* The slot of the lock key of name ("dlock:{name}"). */
-static int lock_slot(const char *name) {
-    char key[600];
-    dlt_lock_key(name, key, sizeof key);
-    return key_slot(key);
-}
-
-/* CLUSTER KEYSLOT key on node i, or -1. */
-static int server_slot(int i, const char *key) {
-    long long v = dlt_reply_int(dlt_redis_cmd(&nodes[i], "CLUSTER KEYSLOT %s", key));
-    return v < 0 ? -1 : (int)v;
-}
-
-/* EXISTS key on node i: 1, 0, or -1 (no answer, or an error such as a
- * redirection). */
-static int exists_on(int i, const char *key) {
-    redisReply *r = dlt_redis_cmd(&nodes[i], "EXISTS %s", key);
-    int v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-static int lock_exists_on(int i, const char *name) {
-    char key[600];
-    dlt_lock_key(name, key, sizeof key);
-    return exists_on(i, key);
-}
-
-/* The port a node names when it answers EXISTS key with MOVED (the
- * slot is served elsewhere); 0 if it answered the EXISTS itself, -1 on
- * no answer or another error. */
-static int moved_port(int i, const char *key) {
-    redisReply *r = dlt_redis_cmd(&nodes[i], "EXISTS %s", key);
-    int port = -1;
-    if (r != NULL && r->type == REDIS_REPLY_INTEGER) port = 0;
-    if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
-        const char *colon = strrchr(r->str, ':');
-        if (colon != NULL) port = atoi(colon + 1);
-    }
-    if (r != NULL) freeReplyObject(r);
-    return port;
-}
 
 /* A command on node i after ASKING, on one connection (for a slot that
  * node imports); the reply, or NULL. */
 static redisReply *cmd_asking(int i, const char *fmt, const char *key, const char *arg) {
     struct timeval tv = { 2, 0 };
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", nodes[i].port, tv);
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", clus.node[i].port, tv);
     redisReply *r = NULL;
     if (ctx == NULL || ctx->err) {
         if (ctx != NULL) redisFree(ctx);
@@ -338,63 +112,9 @@ static int exists_asking(int i, const char *key) {
     return v;
 }
 
-/* Subscribers of channel on node i, classic (PUBSUB NUMSUB) plus sharded
- * (PUBSUB SHARDNUMSUB); -1 if the node does not answer. */
-static long long subs_on(int i, const char *channel) {
-    long long n = -1;
-    for (int sharded = 0; sharded < 2; sharded++) {
-        redisReply *r = dlt_redis_cmd(&nodes[i], sharded ? "PUBSUB SHARDNUMSUB %s" : "PUBSUB NUMSUB %s", channel);
-        if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-            r->element[1]->type == REDIS_REPLY_INTEGER)
-            n = (n < 0 ? 0 : n) + r->element[1]->integer;
-        if (r != NULL) freeReplyObject(r);
-    }
-    return n;
-}
-
-/* Subscribers of channel on all live nodes. */
-static long long subs_all(const char *channel, char *where, size_t cap) {
-    long long n = 0;
-    size_t len = 0;
-    where[0] = '\0';
-    for (int i = 0; i < NN; i++) {
-        long long k = nodes[i].pid > 0 ? subs_on(i, channel) : 0;
-        if (k > 0) {
-            n += k;
-            len += (size_t)snprintf(where + len, len < cap ? cap - len : 0, "%snode %d", len ? ", " : "", i);
-        }
-    }
-    return n;
-}
-
-/* Polls until channel has a subscriber somewhere (5 s): their number. */
-static long long subs_wait(const char *channel, char *where, size_t cap) {
-    long long n = 0;
-    for (double end = dlt_now() + 5.0; dlt_now() < end; dlt_sleep_ms(20))
-        if ((n = subs_all(channel, where, cap)) >= 1) break;
-    return n;
-}
-
 /* Keys node i holds in slot (CLUSTER COUNTKEYSINSLOT), or -1. */
 static long long keys_in_slot(int i, int slot) {
-    return dlt_reply_int(dlt_redis_cmd(&nodes[i], "CLUSTER COUNTKEYSINSLOT %d", slot));
-}
-
-/* Writes into buf the first name "<stem><k>" (k >= *next) whose lock slot
- * node `node` owns in the map `owner` (node < 0: any) -- or, with slot >=
- * 0, whose lock slot is exactly `slot`.  *next moves past it.  0, or -1. */
-static int find_name(char *buf, size_t cap, const char *stem, int *next, const signed char *owner, int node,
-                     int slot) {
-    for (int k = *next; k < *next + 4000000; k++) {
-        int s;
-        snprintf(buf, cap, "%s%d", stem, k);
-        s = lock_slot(buf);
-        if ((slot >= 0 && s == slot) || (slot < 0 && (node < 0 || owner[s] == node))) {
-            *next = k + 1;
-            return 0;
-        }
-    }
-    return -1;
+    return dlt_reply_int(dlt_redis_cmd(&clus.node[i], "CLUSTER COUNTKEYSINSLOT %d", slot));
 }
 
 /* ========================================================================
@@ -452,8 +172,8 @@ static void pause_checking(unsigned ms) {
 
 /* CLUSTER SETSLOT slot IMPORTING on b, MIGRATING on a.  1 or 0. */
 static int slot_begin(int slot, int a, int b) {
-    return reply_ok(dlt_redis_cmd(&nodes[b], "CLUSTER SETSLOT %d IMPORTING %s", slot, node_id[a])) &&
-           reply_ok(dlt_redis_cmd(&nodes[a], "CLUSTER SETSLOT %d MIGRATING %s", slot, node_id[b]));
+    return dlt_reply_ok(dlt_redis_cmd(&clus.node[b], "CLUSTER SETSLOT %d IMPORTING %s", slot, clus.id[a])) &&
+           dlt_reply_ok(dlt_redis_cmd(&clus.node[a], "CLUSTER SETSLOT %d MIGRATING %s", slot, clus.id[b]));
 }
 
 /* Moves every key of slot from a to b, MIGRATE by MIGRATE, with pause_ms
@@ -462,7 +182,7 @@ static int move_keys(int slot, int a, int b, unsigned pause_ms) {
     double end = dlt_now() + 15.0;
     int moved = 0;
     while (dlt_now() < end) {
-        redisReply *r = dlt_redis_cmd(&nodes[a], "CLUSTER GETKEYSINSLOT %d 100", slot);
+        redisReply *r = dlt_redis_cmd(&clus.node[a], "CLUSTER GETKEYSINSLOT %d 100", slot);
         if (r == NULL || r->type != REDIS_REPLY_ARRAY) {
             if (r != NULL) freeReplyObject(r);
             return -1;
@@ -472,7 +192,7 @@ static int move_keys(int slot, int a, int b, unsigned pause_ms) {
             return moved;
         }
         for (size_t k = 0; k < r->elements; k++) {
-            redisReply *x = dlt_redis_cmd(&nodes[a], "MIGRATE 127.0.0.1 %d %s 0 5000", nodes[b].port,
+            redisReply *x = dlt_redis_cmd(&clus.node[a], "MIGRATE 127.0.0.1 %d %s 0 5000", clus.node[b].port,
                                           r->element[k]->str);
             /* OK, or NOKEY: it expired or was deleted meanwhile */
             if (x != NULL && x->type == REDIS_REPLY_STATUS && strcmp(x->str, "OK") == 0) moved++;
@@ -490,22 +210,23 @@ static int move_keys(int slot, int a, int b, unsigned pause_ms) {
  * once it has no key of the slot left), and waits until every node names
  * b.  1 or 0. */
 static int slot_end(int slot, int a, int b) {
-    int ok = reply_ok(dlt_redis_cmd(&nodes[b], "CLUSTER SETSLOT %d NODE %s", slot, node_id[b]));
+    int ok = dlt_reply_ok(dlt_redis_cmd(&clus.node[b], "CLUSTER SETSLOT %d NODE %s", slot, clus.id[b]));
     for (int tries = 0; ok && tries < 20; tries++) {
         if (move_keys(slot, a, b, 0) < 0) return 0;
-        redisReply *r = dlt_redis_cmd(&nodes[a], "CLUSTER SETSLOT %d NODE %s", slot, node_id[b]);
+        redisReply *r = dlt_redis_cmd(&clus.node[a], "CLUSTER SETSLOT %d NODE %s", slot, clus.id[b]);
         int done = r != NULL && r->type == REDIS_REPLY_STATUS;
         if (r != NULL) freeReplyObject(r);
         if (done) break;
         if (tries == 19) ok = 0;
     }
     for (int i = 0; ok && i < NN; i++)
-        if (i != a && i != b) ok = reply_ok(dlt_redis_cmd(&nodes[i], "CLUSTER SETSLOT %d NODE %s", slot, node_id[b]));
+        if (i != a && i != b)
+            ok = dlt_reply_ok(dlt_redis_cmd(&clus.node[i], "CLUSTER SETSLOT %d NODE %s", slot, clus.id[b]));
     if (!ok) return 0;
     for (double end = dlt_now() + 10.0; dlt_now() < end; pause_checking(50)) {
         static signed char map[SLOTS];
         int agree = 1;
-        for (int i = 0; i < NN && agree; i++) agree = slot_map(i, map) > 0 && map[slot] == b;
+        for (int i = 0; i < NN && agree; i++) agree = dlt_cluster_slot_map(&clus, i, map) > 0 && map[slot] == b;
         if (agree) return 1;
     }
     fprintf(stderr, "  the nodes do not agree that slot %d is on node %d\n", slot, b);
@@ -533,11 +254,11 @@ static void test_cluster_routing(void) {
     int per[NN] = { 0 }, wrong = 0, badslot = 0, i, j;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
     /* One node each in the URL: the others are discovered. */
-    cl_url(url, sizeof url, "1", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "1", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&c1, url, 3000), 0);
-    cl_url(url, sizeof url, "2", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "2", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&c2, url, 3000), 0);
     CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
     for (i = 0; i < RN; i++) {
@@ -552,15 +273,15 @@ static void test_cluster_routing(void) {
     for (i = 0; i < RN; i++) {
         int slot, o;
         dlt_lock_key(names[i], key, sizeof key);
-        slot = key_slot(key);
-        if (server_slot(i % NN, key) != slot) badslot++;
+        slot = dlt_key_slot(key);
+        if (dlt_cluster_keyslot(&clus, i % NN, key) != slot) badslot++;
         o = owner[slot];
         CU_ASSERT_FATAL(o >= 0 && o < NN);
         per[o]++;
         for (j = 0; j < NN; j++) {
             /* the owner has it; the others redirect to the owner */
-            int e = j == o ? exists_on(j, key) : moved_port(j, key);
-            if (e != (j == o ? 1 : nodes[o].port)) {
+            int e = j == o ? dlt_redis_exists(&clus.node[j], key) : dlt_cluster_moved_port(&clus, j, key);
+            if (e != (j == o ? 1 : clus.node[o].port)) {
                 wrong++;
                 printf("  %s (slot %d, node %d): node %d says %d\n", key, slot, o, j, e);
             }
@@ -573,7 +294,7 @@ static void test_cluster_routing(void) {
     for (i = 0; i < RN; i++) DLT_ASSERT_ERR(dlock_mutex_trylock(&m2[i]), EBUSY);
     for (i = 0; i < RN; i++) DLT_ASSERT_ERR(dlock_mutex_unlock(&m1[i]), 0);
     for (i = 0, wrong = 0; i < RN; i++)
-        if (lock_exists_on(owner[lock_slot(names[i])], names[i]) != 0) wrong++;
+        if (dlt_redis_lock_exists(&clus.node[owner[dlt_lock_slot(names[i])]], names[i]) != 0) wrong++;
     DLT_ASSERT_INT_EQ(wrong, 0);
     for (i = 0; i < RN; i++) {
         DLT_ASSERT_ERR(dlock_mutex_trylock(&m2[i]), 0);
@@ -692,7 +413,7 @@ static void test_cluster_exclusion_across_processes(void) {
     int next = 0, i, k, total = 0;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
     for (i = 0; i < XP; i++) {
         p[i].sh = sh;
         p[i].id = i;
@@ -702,13 +423,13 @@ static void test_cluster_exclusion_across_processes(void) {
         p[i].fn = x_thread;
         for (k = 0; k < XN; k++) {
             if (i == 0) {
-                CU_ASSERT_FATAL(find_name(p[0].names[k], sizeof p[0].names[k], "excl/", &next, owner, k, -1) == 0);
+                CU_ASSERT_FATAL(dlt_slot_name(p[0].names[k], sizeof p[0].names[k], "excl/", &next, owner, k, -1) == 0);
             } else {
                 memcpy(p[i].names[k], p[0].names[k], sizeof p[i].names[k]);
             }
         }
         char which[2] = { (char)('0' + i % NN), 0 };
-        cl_url(p[i].url, sizeof p[i].url, which, NULL);
+        dlt_cluster_url(&clus, p[i].url, sizeof p[i].url, which, NULL);
     }
     for (i = 0; i < XP; i++) pids[i] = dlt_spawn(w_proc, &p[i]);
     for (i = 0; i < XP; i++) DLT_ASSERT_INT_EQ(pids[i] > 0 ? dlt_wait(pids[i], 90000) : -1, 0);
@@ -783,14 +504,14 @@ static void test_cluster_wakeup_crosses_nodes(void) {
     double dt;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
-    CU_ASSERT_FATAL(find_name(w->name, sizeof w->name, "wake/", &next, owner, 2, -1) == 0);
-    cl_url(w->url, sizeof w->url, "2", NULL);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_slot_name(w->name, sizeof w->name, "wake/", &next, owner, 2, -1) == 0);
+    dlt_cluster_url(&clus, w->url, sizeof w->url, "2", NULL);
     pid = dlt_spawn(wake_holder, w); /* before any client of ours */
     CU_ASSERT_FATAL(pid > 0);
     DLT_ASSERT_INT_EQ(dlt_flag_wait(&w->held, 1, 10000), 1);
 
-    cl_url(url, sizeof url, "0", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "0", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 3000), 0);
     DLT_ASSERT_ERR(mutex_make(&m, w->name, cl, 0, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
@@ -799,7 +520,7 @@ static void test_cluster_wakeup_crosses_nodes(void) {
     dlt_lock_key(w->name, key, sizeof key);
     {
         char where[64];
-        long long n = subs_wait(key, where, sizeof where);
+        long long n = dlt_cluster_subs_wait(&clus, key, where, sizeof where);
         printf("  the waiter (client seeded with node 0) listens for %s on %s\n", key, where);
         DLT_ASSERT_INT_EQ(n, 1);
     }
@@ -894,18 +615,18 @@ static void test_cluster_slot_migration_under_traffic(void) {
     double t_hold;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
     snprintf(p[0].names[0], sizeof p[0].names[0], "m0");
-    slot = lock_slot("m0");
+    slot = dlt_lock_slot("m0");
     A = owner[slot];
     B = (A + 1) % NN;
     CU_ASSERT_FATAL(A >= 0);
-    CU_ASSERT_FATAL(server_slot(0, "dlock:{m0}") == slot);
+    CU_ASSERT_FATAL(dlt_cluster_keyslot(&clus, 0, "dlock:{m0}") == slot);
     next = 1;
-    for (k = 1; k < MS; k++) CU_ASSERT_FATAL(find_name(p[0].names[k], 32, "m", &next, owner, -1, slot) == 0);
-    CU_ASSERT_FATAL(find_name(hold_name, sizeof hold_name, "m", &next, owner, -1, slot) == 0);
-    CU_ASSERT_FATAL(find_name(idle_name, sizeof idle_name, "m", &next, owner, -1, slot) == 0);
-    CU_ASSERT_FATAL(find_name(wait_name, sizeof wait_name, "m", &next, owner, -1, slot) == 0);
+    for (k = 1; k < MS; k++) CU_ASSERT_FATAL(dlt_slot_name(p[0].names[k], 32, "m", &next, owner, -1, slot) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(hold_name, sizeof hold_name, "m", &next, owner, -1, slot) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(idle_name, sizeof idle_name, "m", &next, owner, -1, slot) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(wait_name, sizeof wait_name, "m", &next, owner, -1, slot) == 0);
     for (k = MS; k < MN; k++) snprintf(p[0].names[k], 32, "mw/%d", k);
     printf("  slot %d (node %d -> node %d): workers' names %s %s %s %s %s %s, held %s, idle %s\n", slot, A, B,
            p[0].names[0], p[0].names[1], p[0].names[2], p[0].names[3], p[0].names[4], p[0].names[5], hold_name,
@@ -923,27 +644,27 @@ static void test_cluster_slot_migration_under_traffic(void) {
          * attempt that was answered. */
         p[i].lease_ms = 2000;
         p[i].fn = m_thread;
-        cl_url(p[i].url, sizeof p[i].url, which, NULL);
+        dlt_cluster_url(&clus, p[i].url, sizeof p[i].url, which, NULL);
     }
     for (i = 0; i < MP; i++) pids[i] = dlt_spawn(w_proc, &p[i]); /* before any client of ours */
 
     /* A client that knows the slot on A, then sits idle. */
-    cl_url(url, sizeof url, "2", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "2", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&c_idle, url, 5000), 0);
     DLT_ASSERT_ERR(mutex_make(&m_idle, idle_name, c_idle, 0, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m_idle), 0);
-    DLT_ASSERT_INT_EQ(lock_exists_on(A, idle_name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&clus.node[A], idle_name), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m_idle), 0);
 
     /* The long hold: 1 s lease, for about 3.5 s, across the migration. */
     dlt_flag_set(&lost_calls, 0);
-    cl_url(url, sizeof url, "1", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "1", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&c_hold, url, 5000), 0);
     DLT_ASSERT_ERR(mutex_make(&m_hold, hold_name, c_hold, 1000, 0, 0, on_lost, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m_hold), 0);
     t_hold = dlt_now();
     dlt_lock_key(hold_name, hold_key, sizeof hold_key);
-    DLT_ASSERT_INT_EQ(exists_on(A, hold_key), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&clus.node[A], hold_key), 1);
     hold_m = &m_hold;
     hold_checks = hold_misses = 0;
 
@@ -951,13 +672,13 @@ static void test_cluster_slot_migration_under_traffic(void) {
      * it that blocks across the whole migration. */
     DLT_ASSERT_ERR(mutex_make(&m_h10, wait_name, c_hold, 10000, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m_h10), 0);
-    cl_url(url, sizeof url, "0", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "0", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&c_wait, url, 5000), 0);
     DLT_ASSERT_ERR(mutex_make(&m_w10, wait_name, c_wait, 0, 0, 0, NULL, NULL), 0);
     wt.m = &m_w10;
     CU_ASSERT_FATAL(pthread_create(&wth, NULL, waiter_thread, &wt) == 0);
     dlt_lock_key(wait_name, wait_key, sizeof wait_key);
-    DLT_ASSERT_INT_EQ(subs_wait(wait_key, where, sizeof where), 1);
+    DLT_ASSERT_INT_EQ(dlt_cluster_subs_wait(&clus, wait_key, where, sizeof where), 1);
     printf("  a waiter for %s listens on %s before the migration\n", wait_name, where);
 
     /* Traffic on the slot before. */
@@ -975,7 +696,7 @@ static void test_cluster_slot_migration_under_traffic(void) {
     pause_checking(1200);
     CU_ASSERT_TRUE(slot_end(slot, A, B));
     dlt_flag_set(&sh->phase, 2);
-    asking = dlt_redis_cmdstat(&nodes[B], "asking");
+    asking = dlt_redis_cmdstat(&clus.node[B], "asking");
 
     /* The hold lasts on, renewed on B now; then it is released cleanly. */
     while (dlt_now() - t_hold < 3.5) pause_checking(50);
@@ -983,14 +704,14 @@ static void test_cluster_slot_migration_under_traffic(void) {
            hold_checks - hold_misses, hold_checks, dlt_flag_get(&lost_calls));
     hold_m = NULL;
     DLT_ASSERT_INT_EQ(hold_misses, 0);
-    DLT_ASSERT_INT_EQ(exists_on(B, hold_key), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&clus.node[B], hold_key), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m_hold), 0);
     DLT_ASSERT_INT_EQ(dlt_flag_get(&lost_calls), 0);
-    DLT_ASSERT_INT_EQ(exists_on(B, hold_key), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&clus.node[B], hold_key), 0);
 
     /* The waiter still listens (wherever the slot's releases are heard
      * now), and wakes at the release, long before the 10 s lease. */
-    DLT_ASSERT_INT_EQ(subs_wait(wait_key, where, sizeof where), 1);
+    DLT_ASSERT_INT_EQ(dlt_cluster_subs_wait(&clus, wait_key, where, sizeof where), 1);
     printf("  the waiter listens on %s after the migration\n", where);
     t_unlock = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m_h10), 0);
@@ -1007,11 +728,11 @@ static void test_cluster_slot_migration_under_traffic(void) {
     /* The idle client: its map still says A (MOVED). */
     rc = dlock_mutex_lock(&m_idle);
     DLT_ASSERT_ERR(rc, 0);
-    DLT_ASSERT_INT_EQ(lock_exists_on(B, idle_name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&clus.node[B], idle_name), 1);
     {
         char idle_key[300];
         dlt_lock_key(idle_name, idle_key, sizeof idle_key);
-        DLT_ASSERT_INT_EQ(moved_port(A, idle_key), nodes[B].port); /* A redirects to B */
+        DLT_ASSERT_INT_EQ(dlt_cluster_moved_port(&clus, A, idle_key), clus.node[B].port); /* A redirects to B */
     }
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m_idle), 0);
 
@@ -1035,7 +756,7 @@ static void test_cluster_slot_migration_under_traffic(void) {
     CU_ASSERT_TRUE(asking > 0); /* the ASK path was taken */
     DLT_ASSERT_INT_EQ(keys_in_slot(A, slot), 0);
     CU_ASSERT_TRUE(keys_in_slot(B, slot) > 0); /* the fence keys, at least */
-    DLT_ASSERT_INT_EQ(slot_owner(slot), B);
+    DLT_ASSERT_INT_EQ(dlt_cluster_slot_owner(&clus, slot), B);
 
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m_idle), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m_hold), 0);
@@ -1099,29 +820,29 @@ static void test_cluster_ask_single_key_requests(void) {
     long long asking;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
     snprintf(data_key, sizeof data_key, "data:{%s}", cvname); /* the cond's slot */
     snprintf(cv_key, sizeof cv_key, "dlock:{%s}:cond", cvname);
-    slot = key_slot(cv_key);
-    CU_ASSERT_FATAL(key_slot(data_key) == slot && server_slot(0, cv_key) == slot);
+    slot = dlt_key_slot(cv_key);
+    CU_ASSERT_FATAL(dlt_key_slot(data_key) == slot && dlt_cluster_keyslot(&clus, 0, cv_key) == slot);
     A = owner[slot];
     B = (A + 1) % NN;
     /* The mutex on the third node, out of the way of the migration. */
-    CU_ASSERT_FATAL(find_name(mname, sizeof mname, "askm/", &next, owner, (A + 2) % NN, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(mname, sizeof mname, "askm/", &next, owner, (A + 2) % NN, -1) == 0);
 
-    cl_url(url, sizeof url, "0", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "0", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
     DLT_ASSERT_ERR(mutex_make(&m, mname, cl, 0, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_cond_init_client(&cv, cvname, cl), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_ERR(dlock_fenced_set(&m, data_key, "v1", 2), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(exists_on(A, data_key), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&clus.node[A], data_key), 1);
 
     /* A waiter registered on the condition variable (key on A). */
     CU_ASSERT_FATAL(pthread_create(&th, NULL, cv_waiter_thread, &w) == 0);
-    for (end = dlt_now() + 5.0; dlt_now() < end && exists_on(A, cv_key) != 1;) dlt_sleep_ms(10);
-    DLT_ASSERT_INT_EQ(exists_on(A, cv_key), 1);
+    for (end = dlt_now() + 5.0; dlt_now() < end && dlt_redis_exists(&clus.node[A], cv_key) != 1;) dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&clus.node[A], cv_key), 1);
 
     /* The slot migrates; both keys go to B; the slot stays A's. */
     CU_ASSERT_TRUE(slot_begin(slot, A, B));
@@ -1139,7 +860,7 @@ static void test_cluster_ask_single_key_requests(void) {
     DLT_ASSERT_INT_EQ(w.woke, 1);
     hget_asking(B, data_key, "value", val, sizeof val);
     CU_ASSERT_STRING_EQUAL(val, "v2");
-    asking = dlt_redis_cmdstat(&nodes[B], "asking");
+    asking = dlt_redis_cmdstat(&clus.node[B], "asking");
     printf("  slot %d moving %d -> %d: fenced write and signal served by node %d (ASKING: %lld)\n", slot, A, B, B,
            asking);
     CU_ASSERT_TRUE(asking > 0);
@@ -1167,8 +888,8 @@ struct staller {
 static void *staller_thread(void *arg) {
     struct staller *s = arg;
     dlt_sleep_ms(s->ms);
-    s->ok = reply_ok(dlt_redis_cmd(&nodes[s->a], "CLUSTER SETSLOT %d STABLE", s->slot)) &&
-            reply_ok(dlt_redis_cmd(&nodes[s->b], "CLUSTER SETSLOT %d STABLE", s->slot));
+    s->ok = dlt_reply_ok(dlt_redis_cmd(&clus.node[s->a], "CLUSTER SETSLOT %d STABLE", s->slot)) &&
+            dlt_reply_ok(dlt_redis_cmd(&clus.node[s->b], "CLUSTER SETSLOT %d STABLE", s->slot));
     return NULL;
 }
 
@@ -1192,15 +913,15 @@ static void test_cluster_calls_outlast_a_stalled_slot(void) {
     double t0, el;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
     snprintf(nu, sizeof nu, "stall/0");
-    slot = lock_slot(nu);
+    slot = dlt_lock_slot(nu);
     A = owner[slot];
     B = (A + 1) % NN;
-    CU_ASSERT_FATAL(find_name(na, sizeof na, "stall/", &next, owner, -1, slot) == 0 && strcmp(na, nu) == 0);
-    CU_ASSERT_FATAL(find_name(na, sizeof na, "stall/", &next, owner, -1, slot) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(na, sizeof na, "stall/", &next, owner, -1, slot) == 0 && strcmp(na, nu) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(na, sizeof na, "stall/", &next, owner, -1, slot) == 0);
     dlt_flag_set(&lost_calls, 0);
-    cl_url(url, sizeof url, "0", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "0", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
     DLT_ASSERT_ERR(mutex_make(&mu, nu, cl, 1000, 0, 0, on_lost, NULL), 0);
     DLT_ASSERT_ERR(mutex_make(&ma, na, cl, 1000, 0, 0, on_lost, NULL), 0);
@@ -1218,7 +939,7 @@ static void test_cluster_calls_outlast_a_stalled_slot(void) {
     printf("  slot %d stalled 1.5 s: unlock (lease 1 s) %s after %.2f s [%s]\n", slot, dlt_errno_label(rc), el,
            rc ? dlock_last_error() : "");
     DLT_ASSERT_ERR(rc, 0);
-    DLT_ASSERT_INT_EQ(lock_exists_on(A, nu), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&clus.node[A], nu), 0);
 
     /* The lock. */
     CU_ASSERT_TRUE_FATAL(slot_begin(slot, A, B));
@@ -1274,11 +995,11 @@ static void test_cluster_bad_input(void) {
 
     CL_UP();
     /* A database other than 0; no node at all. */
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d/1", nodes[0].port);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d/1", clus.node[0].port);
     DLT_ASSERT_ERR(expect_create_einval(url), EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "database"));
     DLT_ASSERT_ERR(expect_create_einval("redis+cluster://"), EINVAL);
-    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d/0", nodes[0].port);
+    snprintf(url, sizeof url, "redis+cluster://127.0.0.1:%d/0", clus.node[0].port);
     DLT_ASSERT_ERR(expect_create_einval(url), 0);
 
     /* A plain (non-cluster) server: EINVAL, saying so, at the first use. */
@@ -1300,7 +1021,7 @@ static void test_cluster_bad_input(void) {
 
     /* A name starting with '}' (an empty hash tag); names with other
      * braces are fine: all their keys share one slot. */
-    cl_url(url, sizeof url, "0", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "0", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 3000), 0);
     CU_ASSERT_FATAL(cl != NULL);
     rc = mutex_make(&m, "}x", cl, 0, 0, 0, NULL, NULL);
@@ -1325,8 +1046,8 @@ static void test_cluster_bad_input(void) {
             if (rc != 0) printf("  name \"%s\": %s [%s]\n", odd[i], dlt_errno_label(rc), dlock_last_error());
             DLT_ASSERT_ERR(rc, 0);
             if (rc == 0) {
-                int o = slot_owner(lock_slot(odd[i]));
-                DLT_ASSERT_INT_EQ(o >= 0 ? lock_exists_on(o, odd[i]) : -1, 1);
+                int o = dlt_cluster_slot_owner(&clus, dlt_lock_slot(odd[i]));
+                DLT_ASSERT_INT_EQ(o >= 0 ? dlt_redis_lock_exists(&clus.node[o], odd[i]) : -1, 1);
                 DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
             }
             DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
@@ -1380,7 +1101,7 @@ static void *fair_thread(void *arg) {
 
 /* ZCARD key on node i, or -1. */
 static long long zcard_on(int i, const char *key) {
-    return dlt_reply_int(dlt_redis_cmd(&nodes[i], "ZCARD %s", key));
+    return dlt_reply_int(dlt_redis_cmd(&clus.node[i], "ZCARD %s", key));
 }
 
 static long long zcard_wait(int i, const char *key, long long want) {
@@ -1402,16 +1123,16 @@ static void test_cluster_fair_mutex(void) {
     pthread_t t1, t2;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
-    CU_ASSERT_FATAL(find_name(name, sizeof name, "fair/", &next, owner, 1, -1) == 0);
-    o = owner[lock_slot(name)];
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_slot_name(name, sizeof name, "fair/", &next, owner, 1, -1) == 0);
+    o = owner[dlt_lock_slot(name)];
     dlt_lock_key(name, qkey, sizeof qkey);
     strcat(qkey, ":queue");
-    cl_url(url, sizeof url, "0", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "0", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&ch, url, 3000), 0);
-    cl_url(url, sizeof url, "1", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "1", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&c1, url, 3000), 0);
-    cl_url(url, sizeof url, "2", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "2", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&c2, url, 3000), 0);
     DLT_ASSERT_ERR(mutex_make(&mh, name, ch, 0, 1, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(mutex_make(&m1, name, c1, 0, 1, 0, NULL, NULL), 0);
@@ -1451,14 +1172,14 @@ static void test_cluster_rwlock(void) {
     int next = 0, o, i;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
-    CU_ASSERT_FATAL(find_name(name, sizeof name, "rw/", &next, owner, 2, -1) == 0);
-    o = owner[lock_slot(name)];
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_slot_name(name, sizeof name, "rw/", &next, owner, 2, -1) == 0);
+    o = owner[dlt_lock_slot(name)];
     dlt_lock_key(name, rkey, sizeof rkey);
     strcat(rkey, ":readers");
     for (i = 0; i < 3; i++) {
         char which[2] = { (char)('0' + i), 0 };
-        cl_url(url, sizeof url, which, NULL);
+        dlt_cluster_url(&clus, url, sizeof url, which, NULL);
         DLT_ASSERT_ERR(dlt_client_make(&c[i], url, 3000), 0);
         DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
         DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c[i]), 0);
@@ -1474,7 +1195,7 @@ static void test_cluster_rwlock(void) {
     DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw[1]), 0);
     DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw[2]), 0);
     DLT_ASSERT_INT_EQ(dlock_rwlock_holds(&rw[2]), 2);
-    DLT_ASSERT_INT_EQ(lock_exists_on(o, name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&clus.node[o], name), 1);
     DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw[0]), EBUSY);
     DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw[2]), 0);
     DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw[0]), 0);
@@ -1532,11 +1253,11 @@ static void test_cluster_condvar(void) {
     pthread_t th[2];
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
-    CU_ASSERT_FATAL(find_name(mname, sizeof mname, "cvm/", &next, owner, 0, -1) == 0);
-    CU_ASSERT_FATAL(find_name(cvname, sizeof cvname, "cv/", &next, owner, 2, -1) == 0);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_slot_name(mname, sizeof mname, "cvm/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(cvname, sizeof cvname, "cv/", &next, owner, 2, -1) == 0);
     for (i = 0; i < 2; i++) {
-        cl_url(url, sizeof url, i ? "2" : "1", NULL);
+        dlt_cluster_url(&clus, url, sizeof url, i ? "2" : "1", NULL);
         DLT_ASSERT_ERR(dlt_client_make(&c[i], url, 3000), 0);
         DLT_ASSERT_ERR(mutex_make(&m[i], mname, c[i], 0, 0, 0, NULL, NULL), 0);
         DLT_ASSERT_ERR(dlock_cond_init_client(&cv[i], cvname, c[i]), 0);
@@ -1604,17 +1325,17 @@ static void test_cluster_caching_handover(void) {
     pid_t pid;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
-    CU_ASSERT_FATAL(find_name(s->name, sizeof s->name, "cache/", &next, owner, 2, -1) == 0);
-    o = owner[lock_slot(s->name)];
-    cl_url(s->url, sizeof s->url, "0", NULL);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_slot_name(s->name, sizeof s->name, "cache/", &next, owner, 2, -1) == 0);
+    o = owner[dlt_lock_slot(s->name)];
+    dlt_cluster_url(&clus, s->url, sizeof s->url, "0", NULL);
     pid = dlt_spawn(cache_proc, s); /* before any client of ours */
     CU_ASSERT_FATAL(pid > 0);
     DLT_ASSERT_INT_EQ(dlt_flag_wait(&s->cached, 1, 15000), 1);
     DLT_ASSERT_INT_EQ(s->local, 2);
-    DLT_ASSERT_INT_EQ(lock_exists_on(o, s->name), 1); /* kept by the caching process */
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&clus.node[o], s->name), 1); /* kept by the caching process */
 
-    cl_url(url, sizeof url, "1", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "1", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 3000), 0);
     DLT_ASSERT_ERR(mutex_make(&m, s->name, cl, 0, 0, 0, NULL, NULL), 0);
     rc = timedlock_ms(&m, 10000);
@@ -1665,17 +1386,17 @@ static void test_cluster_list_and_restart_guard(void) {
     double t0, el;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
-    cl_url(url, sizeof url, "0", NULL);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
+    dlt_cluster_url(&clus, url, sizeof url, "0", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&ch, url, 3000), 0);
-    cl_url(url, sizeof url, "1", NULL);
+    dlt_cluster_url(&clus, url, sizeof url, "1", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 3000), 0);
     for (i = 0; i < NN; i++) {
-        CU_ASSERT_FATAL(find_name(names[i], sizeof names[i], "ls/", &next, owner, i, -1) == 0);
+        CU_ASSERT_FATAL(dlt_slot_name(names[i], sizeof names[i], "ls/", &next, owner, i, -1) == 0);
         DLT_ASSERT_ERR(mutex_make(&m[i], names[i], ch, 0, 0, 0, NULL, NULL), 0);
         DLT_ASSERT_ERR(dlock_mutex_lock(&m[i]), 0);
     }
-    CU_ASSERT_FATAL(find_name(oname, sizeof oname, "other/", &next, owner, 2, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(oname, sizeof oname, "other/", &next, owner, 2, -1) == 0);
     DLT_ASSERT_ERR(mutex_make(&other, oname, ch, 0, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&other), 0);
 
@@ -1704,33 +1425,33 @@ static void test_cluster_list_and_restart_guard(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&other), 0);
 
     /* The restart guard, per lock. */
-    cl_url(url, sizeof url, "2", "restart_guard_ms=700");
+    dlt_cluster_url(&clus, url, sizeof url, "2", "restart_guard_ms=700");
     DLT_ASSERT_ERR(dlt_client_make(&cg, url, 5000), 0);
-    CU_ASSERT_FATAL(find_name(gn1, sizeof gn1, "guard/", &next, owner, 0, -1) == 0);
-    CU_ASSERT_FATAL(find_name(gn2, sizeof gn2, "guard/", &next, owner, 1, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(gn1, sizeof gn1, "guard/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(gn2, sizeof gn2, "guard/", &next, owner, 1, -1) == 0);
     DLT_ASSERT_ERR(mutex_make(&g1, gn1, cg, 0, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(mutex_make(&g2, gn2, cg, 0, 0, 0, NULL, NULL), 0);
     t0 = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_lock(&g1), 0);
     el = dlt_now() - t0;
-    o = owner[lock_slot(gn1)];
+    o = owner[dlt_lock_slot(gn1)];
     dlt_lock_key(gn1, key, sizeof key);
     strcat(key, ":epoch");
     printf("  restart guard 700 ms: first grant of %s after %.2f s (%s on node %d: %d)\n", gn1, el, key, o,
-           exists_on(o, key));
+           dlt_redis_exists(&clus.node[o], key));
     CU_ASSERT_TRUE(el >= 0.35); /* it did wait for the guard */
-    DLT_ASSERT_INT_EQ(exists_on(o, key), 1);
-    DLT_ASSERT_INT_EQ(server_slot(o, key), lock_slot(gn1));
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&clus.node[o], key), 1);
+    DLT_ASSERT_INT_EQ(dlt_cluster_keyslot(&clus, o, key), dlt_lock_slot(gn1));
     DLT_ASSERT_ERR(dlock_mutex_unlock(&g1), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&g1), 0); /* the guard has passed for it */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&g1), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&g2), EBUSY); /* its own guard starts now */
     DLT_ASSERT_ERR(dlock_mutex_lock(&g2), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&g2), 0);
-    o = owner[lock_slot(gn2)];
+    o = owner[dlt_lock_slot(gn2)];
     dlt_lock_key(gn2, key, sizeof key);
     strcat(key, ":epoch");
-    DLT_ASSERT_INT_EQ(exists_on(o, key), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&clus.node[o], key), 1);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&g1), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&g2), 0);
 
@@ -1758,11 +1479,11 @@ static void test_cluster_node_dies(void) {
     int next = 0, rc, i;
 
     CL_UP();
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
-    CU_ASSERT_FATAL(find_name(nA, sizeof nA, "die/", &next, owner, 0, -1) == 0);
-    CU_ASSERT_FATAL(find_name(nB, sizeof nB, "die/", &next, owner, 1, -1) == 0);
-    CU_ASSERT_FATAL(find_name(nC, sizeof nC, "die/", &next, owner, 2, -1) == 0);
-    cl_url(url, sizeof url, "20", NULL); /* the node that dies first */
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
+    CU_ASSERT_FATAL(dlt_slot_name(nA, sizeof nA, "die/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(nB, sizeof nB, "die/", &next, owner, 1, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(nC, sizeof nC, "die/", &next, owner, 2, -1) == 0);
+    dlt_cluster_url(&clus, url, sizeof url, "20", NULL); /* the node that dies first */
     DLT_ASSERT_ERR(dlt_client_make(&ca, url, 1500), 0);
     DLT_ASSERT_ERR(dlt_client_make(&cw, url, 1500), 0);
     dlt_flag_set(&lost_calls, 0);
@@ -1774,7 +1495,7 @@ static void test_cluster_node_dies(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&mC), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&mA), 0); /* held across the kill */
 
-    CU_ASSERT_FATAL(dlt_redis_kill(&nodes[2]) == 0);
+    CU_ASSERT_FATAL(dlt_cluster_kill(&clus, 2) == 0);
     t0 = dlt_now();
     rc = dlock_mutex_lock(&mC);
     el = dlt_now() - t0;
@@ -1794,7 +1515,7 @@ static void test_cluster_node_dies(void) {
     dlt_lock_key(nB, key, sizeof key);
     {
         char where[64];
-        long long n = subs_wait(key, where, sizeof where);
+        long long n = dlt_cluster_subs_wait(&clus, key, where, sizeof where);
         printf("  the waiter listens for %s on %s\n", key, where);
         DLT_ASSERT_INT_EQ(n, 1);
     }
@@ -1844,9 +1565,9 @@ static void tls_url(char *buf, size_t cap, const char *host, const char *which, 
     const char *sep = "?";
     for (const char *p = which; *p; p++)
         n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s:%d", p == which ? "" : ",", host,
-                              nodes[*p - '0'].port);
+                              clus.node[*p - '0'].port);
     if (ca_file != NULL) {
-        n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "?tls_ca_file=%s/%s", nodes[0].tls_dir, ca_file);
+        n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "?tls_ca_file=%s/%s", clus.node[0].tls_dir, ca_file);
         sep = "&";
     }
     if (query != NULL) snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", sep, query);
@@ -1907,7 +1628,7 @@ static void tls_refused(const char *what, const char *url, const char *name, int
         }
         if (rc == 0) (void)dlock_mutex_unlock(&m);
     }
-    DLT_ASSERT_INT_EQ(lock_exists_on(owner, name), 0); /* nothing was granted */
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&clus.node[owner], name), 0); /* nothing was granted */
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     /* (The failed attempts are orphans the client tries to release before
      * it goes, within the unreachable bound.) */
@@ -1945,13 +1666,13 @@ static void test_cluster_tls(void) {
     double t0 = dlt_now();
 
     CL_TLS_UP();
-    printf("  (formed and checked over TLS in %.2f s; certificates in %s)\n", dlt_now() - t0, nodes[0].tls_dir);
-    CU_ASSERT_FATAL(slot_map(0, owner) == NN);
+    printf("  (formed and checked over TLS in %.2f s; certificates in %s)\n", dlt_now() - t0, clus.node[0].tls_dir);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
 
     /* Plain TCP gets no answer. */
     {
         struct timeval tv = { 1, 0 };
-        redisContext *ctx = redisConnectWithTimeout("127.0.0.1", nodes[0].port, tv);
+        redisContext *ctx = redisConnectWithTimeout("127.0.0.1", clus.node[0].port, tv);
         redisReply *r = NULL;
         if (ctx != NULL && !ctx->err) {
             redisSetTimeout(ctx, tv);
@@ -1964,7 +1685,7 @@ static void test_cluster_tls(void) {
 
     /* Wake-up across processes and nodes, over TLS.  (Both processes are
      * forked before this process makes any client.) */
-    CU_ASSERT_FATAL(find_name(w->h.name, sizeof w->h.name, "tlswake/", &next, owner, 2, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(w->h.name, sizeof w->h.name, "tlswake/", &next, owner, 2, -1) == 0);
     tls_url(w->h.url, sizeof w->h.url, "127.0.0.1", "2", "ca.crt", NULL);
     tls_url(w->waiter_url, sizeof w->waiter_url, "localhost", "0", "ca.crt", NULL);
     holder = dlt_spawn(wake_holder, &w->h);
@@ -1976,7 +1697,7 @@ static void test_cluster_tls(void) {
     dlt_lock_key(w->h.name, key, sizeof key);
     {
         char where[64];
-        long long n = subs_wait(key, where, sizeof where);
+        long long n = dlt_cluster_subs_wait(&clus, key, where, sizeof where);
         printf("  the waiter (seeded with node 0) listens for %s on %s\n", key, where);
         DLT_ASSERT_INT_EQ(n, 1);
     }
@@ -1997,7 +1718,7 @@ static void test_cluster_tls(void) {
     DLT_ASSERT_ERR(dlt_client_make(&cb, url, 3000), 0);
     CU_ASSERT_FATAL(ca != NULL && cb != NULL);
     for (i = 0; i < NN * TN; i++) {
-        CU_ASSERT_FATAL(find_name(names[i], sizeof names[i], "tls/", &next, owner, i / TN, -1) == 0);
+        CU_ASSERT_FATAL(dlt_slot_name(names[i], sizeof names[i], "tls/", &next, owner, i / TN, -1) == 0);
         DLT_ASSERT_ERR(mutex_make(&ma[i], names[i], ca, 0, 0, 0, NULL, NULL), 0);
         DLT_ASSERT_ERR(mutex_make(&mb[i], names[i], cb, 0, 0, 0, NULL, NULL), 0);
     }
@@ -2005,15 +1726,15 @@ static void test_cluster_tls(void) {
         int o = i / TN;
         DLT_ASSERT_ERR(dlock_mutex_lock(&ma[i]), 0);
         dlt_lock_key(names[i], key, sizeof key);
-        DLT_ASSERT_INT_EQ(server_slot(o, key), lock_slot(names[i]));
-        DLT_ASSERT_INT_EQ(exists_on(o, key), 1);
+        DLT_ASSERT_INT_EQ(dlt_cluster_keyslot(&clus, o, key), dlt_lock_slot(names[i]));
+        DLT_ASSERT_INT_EQ(dlt_redis_exists(&clus.node[o], key), 1);
         for (int j = 0; j < NN; j++)
-            if (j != o) DLT_ASSERT_INT_EQ(moved_port(j, key), nodes[o].port);
+            if (j != o) DLT_ASSERT_INT_EQ(dlt_cluster_moved_port(&clus, j, key), clus.node[o].port);
         DLT_ASSERT_ERR(dlock_mutex_trylock(&mb[i]), EBUSY);
     }
     for (i = 0; i < NN * TN; i++) {
         DLT_ASSERT_ERR(dlock_mutex_unlock(&ma[i]), 0);
-        DLT_ASSERT_INT_EQ(lock_exists_on(i / TN, names[i]), 0);
+        DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&clus.node[i / TN], names[i]), 0);
         DLT_ASSERT_ERR(dlock_mutex_trylock(&mb[i]), 0);
         DLT_ASSERT_ERR(dlock_mutex_unlock(&mb[i]), 0);
     }
@@ -2043,44 +1764,12 @@ static void test_cluster_tls(void) {
  * 10. A master fails over to its replica (a cluster of its own)
  * ====================================================================== */
 
-/* Six nodes: masters 0-2 (the slot ranges of cl_form), and 3-5, node i
- * the replica of master i - 3.  The replicas may always fail over
+/* Six nodes (dlt_cluster_start with a replica each): masters 0-2 (0-5460,
+ * 5461-10922, 10923-16383), and 3-5, node i the replica of master i - 3.  The replicas may always fail over
  * (validity factor 0); a short node timeout keeps the failover quick. */
-#define FO_N 6
-#define FO_CONF                                                                                              \
-    "cluster-enabled yes\ncluster-node-timeout 1000\ncluster-require-full-coverage no\n"                    \
-    "cluster-replica-validity-factor 0\nrepl-diskless-sync-delay 0"
+#define FO_CONF "cluster-node-timeout 1000\ncluster-replica-validity-factor 0\nrepl-diskless-sync-delay 0"
 
-static dlt_redis fo[FO_N];
-static int fo_started[FO_N];
-static char fo_id[FO_N][64];
-
-static void fo_down(void) {
-    for (int i = 0; i < FO_N; i++) {
-        if (fo_started[i]) dlt_redis_cleanup(&fo[i]);
-        fo_started[i] = 0;
-        fo_id[i][0] = '\0';
-    }
-}
-
-/* 1 if node i's answer to cmd contains needle. */
-static int fo_has(int i, const char *cmd, const char *needle) {
-    return answer_has(&fo[i], cmd, needle);
-}
-
-/* Node i's slot map: owner[s] = node index of the master, -1 none. */
-static int fo_slot_map(int i, signed char owner[SLOTS]) {
-    return set_slot_map(fo, FO_N, &fo[i], owner);
-}
-
-static int fo_role(int i, char *buf, size_t cap) {
-    redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], "ROLE") : NULL;
-    int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING;
-    buf[0] = '\0';
-    if (ok) snprintf(buf, cap, "%s", r->element[0]->str);
-    if (r != NULL) freeReplyObject(r);
-    return ok ? 0 : -1;
-}
+static dlt_cluster fo;
 
 /* HGET key field on node i, a replica too (READONLY first, on the same
  * connection): 1 with the value in buf, 0 no such field or key, -1 no
@@ -2091,8 +1780,8 @@ static int fo_hget(int i, const char *key, const char *field, char *buf, size_t 
     redisReply *r;
     int v = -1;
     buf[0] = '\0';
-    if (fo[i].pid <= 0) return -1;
-    ctx = redisConnectWithTimeout("127.0.0.1", fo[i].port, tv);
+    if (fo.node[i].pid <= 0) return -1;
+    ctx = redisConnectWithTimeout("127.0.0.1", fo.node[i].port, tv);
     if (ctx == NULL || ctx->err) {
         if (ctx != NULL) redisFree(ctx);
         return -1;
@@ -2110,125 +1799,6 @@ static int fo_hget(int i, const char *key, const char *field, char *buf, size_t 
     if (r != NULL) freeReplyObject(r);
     redisFree(ctx);
     return v;
-}
-
-/* Sharded subscribers of channel on node i, or -1. */
-static long long fo_subs(int i, const char *channel) {
-    redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], "PUBSUB SHARDNUMSUB %s", channel) : NULL;
-    long long n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_INTEGER)
-        n = r->element[1]->integer;
-    if (r != NULL) freeReplyObject(r);
-    return n;
-}
-
-/* 1 if node i's CLUSTER NODES names nodes 0-2 masters and node r (3-5) a
- * replica of node r - 3, none of them failing. */
-static int fo_roles_ok(int i) {
-    redisReply *r = fo[i].pid > 0 ? dlt_redis_cmd(&fo[i], "CLUSTER NODES") : NULL;
-    int seen = 0;
-    if (r == NULL || r->type != REDIS_REPLY_STRING) {
-        if (r != NULL) freeReplyObject(r);
-        return 0;
-    }
-    for (char *line = r->str, *end; line != NULL && *line; line = end ? end + 1 : NULL) {
-        char id[64], addr[128], flags[128], master[64];
-        int k;
-        end = strchr(line, '\n');
-        if (sscanf(line, "%63s %127s %127s %63s", id, addr, flags, master) != 4) continue;
-        for (k = 0; k < FO_N && strcmp(id, fo_id[k]) != 0; k++)
-            ;
-        if (k == FO_N || strstr(flags, "fail") != NULL) continue;
-        if (k < NN ? strstr(flags, "master") != NULL : strstr(flags, "slave") != NULL && strcmp(master, fo_id[k - NN]) == 0)
-            seen |= 1 << k;
-    }
-    freeReplyObject(r);
-    return seen == (1 << FO_N) - 1;
-}
-
-/* Every node up, cluster_state:ok and knowing six nodes, agreeing on the
- * roles; each master with its replica online; every node's map: the
- * ranges of cl_form on masters 0-2.  (CLUSTER SLOTS lists a replica only
- * once it has a replication offset, which may take a while to be
- * gossiped: not waited for.) */
-static int fo_healthy(int quiet) {
-    static signed char own[SLOTS];
-    for (int i = 0; i < FO_N; i++) {
-        const char *why = NULL;
-        if (!fo_has(i, "CLUSTER INFO", "cluster_state:ok")) why = "cluster_state not ok";
-        else if (!fo_has(i, "CLUSTER INFO", "cluster_known_nodes:6")) why = "does not know six nodes";
-        else if (i < NN && !(fo_has(i, "INFO replication", "connected_slaves:1") &&
-                             fo_has(i, "INFO replication", "state=online")))
-            why = "its replica is not online";
-        else if (i >= NN && !fo_has(i, "INFO replication", "master_link_status:up")) why = "link to its master down";
-        else if (!fo_roles_ok(i)) why = "CLUSTER NODES does not show the roles yet";
-        else if (fo_slot_map(i, own) != NN) why = "not three slot ranges";
-        for (int s = 0; why == NULL && s < SLOTS; s++)
-            if (own[s] != (s <= 5460 ? 0 : s <= 10922 ? 1 : 2)) why = "slot map not as formed";
-        if (why != NULL) {
-            if (!quiet) fprintf(stderr, "  failover cluster: node %d: %s\n", i, why);
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Starts six cluster-enabled servers and makes them three masters with a
- * replica each.  1, or 0 (nothing left running). */
-static int fo_form(void) {
-    static const int lo[NN] = { 0, 5461, 10923 }, hi[NN] = { 5460, 10922, 16383 };
-    double end;
-    int i;
-    fo_down();
-    for (i = 0; i < FO_N; i++) {
-        memset(&fo[i], 0, sizeof fo[i]);
-        if (dlt_redis_start(&fo[i], FO_CONF) != 0) {
-            fprintf(stderr, "failover cluster: node %d did not start\n", i);
-            goto fail;
-        }
-        fo_started[i] = 1;
-    }
-    for (i = 0; i < FO_N; i++) {
-        redisReply *r;
-        if (i < NN && !reply_ok(dlt_redis_cmd(&fo[i], "CLUSTER ADDSLOTSRANGE %d %d", lo[i], hi[i]))) goto fail;
-        r = dlt_redis_cmd(&fo[i], "CLUSTER MYID");
-        if (r == NULL || r->type != REDIS_REPLY_STRING) {
-            if (r != NULL) freeReplyObject(r);
-            goto fail;
-        }
-        snprintf(fo_id[i], sizeof fo_id[i], "%s", r->str);
-        freeReplyObject(r);
-    }
-    for (i = 1; i < FO_N; i++)
-        if (!reply_ok(dlt_redis_cmd(&fo[0], "CLUSTER MEET 127.0.0.1 %d", fo[i].port))) goto fail;
-    /* A replica must know its master before it can replicate it. */
-    for (end = dlt_now() + 10.0;; dlt_sleep_ms(50)) {
-        int known = 1;
-        for (i = 0; i < FO_N && known; i++) known = fo_has(i, "CLUSTER INFO", "cluster_known_nodes:6");
-        if (known) break;
-        if (dlt_now() > end) {
-            fprintf(stderr, "failover cluster: the nodes do not all know each other within 10 s\n");
-            goto fail;
-        }
-    }
-    for (i = NN; i < FO_N; i++)
-        if (!reply_ok(dlt_redis_cmd(&fo[i], "CLUSTER REPLICATE %s", fo_id[i - NN]))) goto fail;
-    for (end = dlt_now() + 20.0; dlt_now() < end; dlt_sleep_ms(100))
-        if (fo_healthy(1)) return 1;
-    fprintf(stderr, "failover cluster: not healthy within 20 s\n");
-    (void)fo_healthy(0);
-fail:
-    fo_down();
-    return 0;
-}
-
-/* redis+cluster://127.0.0.1:P,... for the failover cluster's nodes listed
- * in which (digits). */
-static void fo_url(char *buf, size_t cap, const char *which) {
-    size_t n = (size_t)snprintf(buf, cap, "redis+cluster://");
-    for (const char *p = which; *p; p++)
-        n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s127.0.0.1:%d", p == which ? "" : ",",
-                              fo[*p - '0'].port);
 }
 
 static void fo_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
@@ -2302,26 +1872,27 @@ static void test_cluster_failover(void) {
     double t_start = dlt_now(), t_kill, t_promoted = 0, t0, el;
     pid_t waiter = -1;
 
-    if (!fo_form()) {
+    if (dlt_cluster_start(&fo, NN, 1, 0, FO_CONF) != 0) {
         DLT_SHM_FREE(w, 1);
         CU_FAIL_FATAL("the failover cluster (3 masters, 3 replicas) did not form");
     }
     printf("  failover cluster formed in %.2f s: masters at %d, %d, %d; replicas at %d, %d, %d\n",
-           dlt_now() - t_start, fo[0].port, fo[1].port, fo[2].port, fo[3].port, fo[4].port, fo[5].port);
-    CU_ASSERT_FATAL(fo_slot_map(1, owner) == NN);
-    for (i = 0; i < FO_A; i++) CU_ASSERT_FATAL(find_name(nA[i], sizeof nA[i], "fo/", &next, owner, 0, -1) == 0);
-    CU_ASSERT_FATAL(find_name(nB, sizeof nB, "fo/", &next, owner, 1, -1) == 0);
-    CU_ASSERT_FATAL(find_name(nN, sizeof nN, "fo/", &next, owner, 0, -1) == 0);
-    CU_ASSERT_FATAL(find_name(w->name, sizeof w->name, "fo/", &next, owner, 0, -1) == 0);
-    fo_url(w->url, sizeof w->url, "12");
+           dlt_now() - t_start, fo.node[0].port, fo.node[1].port, fo.node[2].port, fo.node[3].port, fo.node[4].port,
+           fo.node[5].port);
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&fo, 1, owner) == NN);
+    for (i = 0; i < FO_A; i++) CU_ASSERT_FATAL(dlt_slot_name(nA[i], sizeof nA[i], "fo/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(nB, sizeof nB, "fo/", &next, owner, 1, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(nN, sizeof nN, "fo/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(w->name, sizeof w->name, "fo/", &next, owner, 0, -1) == 0);
+    dlt_cluster_url(&fo, w->url, sizeof w->url, "12", NULL);
     waiter = dlt_spawn(fo_waiter, w); /* before any client of ours */
     CU_ASSERT_FATAL(waiter > 0);
 
     /* The holds: A (master 0) and B (master 1) by one client whose URL
      * names the master that will fail first; C (master 0) by another. */
-    fo_url(url, sizeof url, "01");
+    dlt_cluster_url(&fo, url, sizeof url, "01", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&ca, url, 10000), 0);
-    fo_url(url, sizeof url, "2");
+    dlt_cluster_url(&fo, url, sizeof url, "2", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&cc, url, 10000), 0);
     CU_ASSERT_FATAL(ca != NULL && cc != NULL);
     for (i = 0; i < FO_A; i++) DLT_ASSERT_ERR(mutex_make(&mA[i], nA[i], ca, leaseA[i], 0, 0, fo_on_lost, &lostA[i]), 0);
@@ -2336,7 +1907,8 @@ static void test_cluster_failover(void) {
     dlt_lock_key(w->name, key, sizeof key);
     {
         long long n = 0;
-        for (double end = dlt_now() + 5.0; dlt_now() < end && (n = fo_subs(0, key)) < 1; dlt_sleep_ms(20))
+        for (double end = dlt_now() + 5.0; dlt_now() < end && (n = dlt_cluster_subs(&fo, 0, key, 1)) < 1;
+             dlt_sleep_ms(20))
             ;
         printf("  the waiter listens for %s on master 0 (%lld subscriber)\n", key, n);
         DLT_ASSERT_INT_EQ(n, 1);
@@ -2357,13 +1929,13 @@ static void test_cluster_failover(void) {
     dlt_sleep_ms(300); /* the replica has the renewals so far, too */
 
     /* The kill; the replica takes over (B checked all along). */
-    CU_ASSERT_FATAL(dlt_redis_kill(&fo[0]) == 0);
+    CU_ASSERT_FATAL(dlt_cluster_kill(&fo, 0) == 0);
     t_kill = dlt_now();
     for (double end = t_kill + 15.0; dlt_now() < end; dlt_sleep_ms(50)) {
         b_checks++;
         if (dlock_mutex_holds(&mB) != 1) b_misses++;
-        if (fo_role(NN, role, sizeof role) == 0 && strcmp(role, "master") == 0 &&
-            fo_slot_map(NN, owner) == NN && owner[0] == NN && owner[5460] == NN) {
+        if (dlt_redis_role(&fo.node[NN], role, sizeof role) == 0 && strcmp(role, "master") == 0 &&
+            dlt_cluster_slot_map(&fo, NN, owner) == NN && owner[0] == NN && owner[5460] == NN) {
             promoted = 1;
             t_promoted = dlt_now();
             break;
@@ -2373,7 +1945,7 @@ static void test_cluster_failover(void) {
            (promoted ? t_promoted : dlt_now()) - t_kill);
     if (!promoted) {
         (void)dlt_wait(waiter, 1); /* ends it */
-        fo_down();
+        dlt_cluster_cleanup(&fo);
         CU_FAIL_FATAL("the replica of the killed master was not promoted within 15 s");
     }
 
@@ -2472,7 +2044,7 @@ static void test_cluster_failover(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(ca), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cc), 0);
     DLT_SHM_FREE(w, 1);
-    fo_down();
+    dlt_cluster_cleanup(&fo);
     printf("  the failover test took %.2f s\n", dlt_now() - t_start);
 }
 
@@ -2497,7 +2069,7 @@ static const struct dlt_test tests[] = {
 
 int main(int argc, char **argv) {
     int rc = dlt_main(argc, argv, "cluster", tests);
-    cl_down();
-    fo_down();
+    dlt_cluster_cleanup(&clus);
+    dlt_cluster_cleanup(&fo);
     return rc;
 }

@@ -10,7 +10,7 @@
  * Processes are forked before the parent makes any client, so that the
  * sanitizer build never forks next to a client's threads (fixture.h).
  */
-#include "fixture.h"
+#include "fixture_multi.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -26,73 +26,23 @@
 #define NM 5 /* masters */
 #define QUORUM 3
 
-static dlt_redis masters[NM];
-static int master_started[NM];
-static char rl_url[512];
+static dlt_masters rl; /* the test's masters; rl.url: their redlock:// URL */
 
 /* ------------------------------------------------------------ masters */
 
-static void masters_cleanup(void) {
-    int i;
-    for (i = 0; i < NM; i++) {
-        if (master_started[i]) dlt_redis_cleanup(&masters[i]);
-        master_started[i] = 0;
-    }
-    rl_url[0] = '\0';
-}
-
-/* Starts five fresh masters and writes their redlock:// URL into
- * rl_url.  1, or 0 (nothing left running) if one did not start. */
-static int masters_start(void) {
-    size_t n;
-    int i;
-    masters_cleanup(); /* whatever a failed test left */
-    for (i = 0; i < NM; i++) {
-        memset(&masters[i], 0, sizeof masters[i]);
-        if (dlt_redis_start(&masters[i], NULL) != 0) {
-            fprintf(stderr, "master %d did not start\n", i);
-            masters_cleanup();
-            return 0;
-        }
-        master_started[i] = 1;
-    }
-    n = (size_t)snprintf(rl_url, sizeof rl_url, "redlock://");
-    for (i = 0; i < NM; i++)
-        n += (size_t)snprintf(rl_url + n, sizeof rl_url - n, "%s127.0.0.1:%d", i ? "," : "", masters[i].port);
-    return 1;
-}
-
 #define MASTERS_UP()                                   \
     do {                                               \
-        int ok_ = masters_start();                     \
+        int ok_ = dlt_masters_start(&rl, NM, 0) == 0;  \
         CU_ASSERT_TRUE(ok_);                           \
         if (!ok_) return;                              \
     } while (0)
 
 static void kill_master(int i) {
-    DLT_ASSERT_INT_EQ(dlt_redis_kill(&masters[i]), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&rl.srv[i]), 0);
 }
 
 static void restart_master(int i) {
-    DLT_ASSERT_INT_EQ(dlt_redis_restart(&masters[i]), 0);
-}
-
-/* EXISTS <key> on master i: 1, 0, or -1 (no answer). */
-static int exists_on(int i, const char *key) {
-    redisReply *r = dlt_redis_cmd(&masters[i], "EXISTS %s", key);
-    int v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-/* How many masters (of those that answer) have the lock key of name. */
-static int lock_key_count(const char *name) {
-    char key[300];
-    int i, n = 0;
-    dlt_lock_key(name, key, sizeof key);
-    for (i = 0; i < NM; i++)
-        if (exists_on(i, key) == 1) n++;
-    return n;
+    DLT_ASSERT_INT_EQ(dlt_redis_restart(&rl.srv[i]), 0);
 }
 
 /* HGET <lock key of name> owner on master i into buf ("" if none). */
@@ -101,7 +51,7 @@ static void owner_on(int i, const char *name, char *buf, size_t cap) {
     redisReply *r;
     dlt_lock_key(name, key, sizeof key);
     buf[0] = '\0';
-    r = dlt_redis_cmd(&masters[i], "HGET %s owner", key);
+    r = dlt_redis_cmd(&rl.srv[i], "HGET %s owner", key);
     if (r != NULL && r->type == REDIS_REPLY_STRING) snprintf(buf, cap, "%s", r->str);
     if (r != NULL) freeReplyObject(r);
 }
@@ -113,7 +63,7 @@ static unsigned long long fence_key_on(int i, const char *name) {
     unsigned long long v = 0;
     dlt_lock_key(name, key, sizeof key);
     strcat(key, ":fence");
-    r = dlt_redis_cmd(&masters[i], "GET %s", key);
+    r = dlt_redis_cmd(&rl.srv[i], "GET %s", key);
     if (r != NULL && r->type == REDIS_REPLY_STRING) v = strtoull(r->str, NULL, 10);
     if (r != NULL) freeReplyObject(r);
     return v;
@@ -126,7 +76,7 @@ static int set_fence_key(int i, const char *name, unsigned long long fence) {
     dlt_lock_key(name, key, sizeof key);
     strcat(key, ":fence");
     snprintf(val, sizeof val, "%llu", fence);
-    r = dlt_redis_cmd(&masters[i], "SET %s %s PX 3600000", key, val);
+    r = dlt_redis_cmd(&rl.srv[i], "SET %s %s PX 3600000", key, val);
     ok = r != NULL && r->type == REDIS_REPLY_STATUS;
     if (r != NULL) freeReplyObject(r);
     return ok ? 0 : -1;
@@ -139,10 +89,10 @@ static int plant_hold(int i, const char *name, const char *token, int ms) {
     redisReply *r;
     int ok;
     dlt_lock_key(name, key, sizeof key);
-    r = dlt_redis_cmd(&masters[i], "HSET %s owner %s fence 1", key, token);
+    r = dlt_redis_cmd(&rl.srv[i], "HSET %s owner %s fence 1", key, token);
     ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
     if (r != NULL) freeReplyObject(r);
-    r = dlt_redis_cmd(&masters[i], "PEXPIRE %s %d", key, ms);
+    r = dlt_redis_cmd(&rl.srv[i], "PEXPIRE %s %d", key, ms);
     ok = ok && r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     if (r != NULL) freeReplyObject(r);
     return ok ? 0 : -1;
@@ -151,7 +101,7 @@ static int plant_hold(int i, const char *name, const char *token, int ms) {
 /* ------------------------------------------------------------ objects */
 
 static int client_make(dlock_client_t **cl, unsigned unreachable_ms) {
-    return dlt_client_make(cl, rl_url, unreachable_ms);
+    return dlt_client_make(cl, rl.url, unreachable_ms);
 }
 
 /* A mutex on cl: lease_ms (0: default), caching, lost handler (or NULL). */
@@ -301,19 +251,19 @@ static void test_redlock_basic(void) {
         if (tok[i][0]) CU_ASSERT_STRING_EQUAL(tok[i], tok[first]);
     printf("  held on %d of %d masters, owner %s\n", same, NM, first >= 0 ? tok[first] : "(none)");
     CU_ASSERT_TRUE(same >= QUORUM);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), same);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), same);
 
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m2), EBUSY);
     DLT_ASSERT_ERR(timedlock_ms(&m2, 300), ETIMEDOUT);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m1), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m1), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
 
     /* trylock and timedlock by the first, then the second's trylock. */
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m1), 0);
     f2 = dlock_mutex_fence(&m1);
     CU_ASSERT_TRUE(f2 > f1);
-    CU_ASSERT_TRUE(lock_key_count(name) >= QUORUM);
+    CU_ASSERT_TRUE(dlt_masters_lock_count(&rl, name) >= QUORUM);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m2), EBUSY);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m1), 0);
     DLT_ASSERT_ERR(timedlock_ms(&m1, 5000), 0);
@@ -323,7 +273,7 @@ static void test_redlock_basic(void) {
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m2), 0);
     CU_ASSERT_TRUE(dlock_mutex_fence(&m2) > f3);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m2), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
 
     /* A waiter (the other client) wakes on the release and gets it. */
     DLT_ASSERT_ERR(dlock_mutex_lock(&m1), 0);
@@ -334,15 +284,15 @@ static void test_redlock_basic(void) {
     pthread_join(th, NULL);
     DLT_ASSERT_ERR(w.rc, 0);
     CU_ASSERT_TRUE(w.fence > f1);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
 
     /* dlock_break from the other client: gone from every master, and the
      * holder's unlock says it no longer held it. */
     DLT_ASSERT_ERR(dlock_mutex_lock(&m1), 0);
-    CU_ASSERT_TRUE(lock_key_count(name) >= QUORUM);
+    CU_ASSERT_TRUE(dlt_masters_lock_count(&rl, name) >= QUORUM);
     DLT_ASSERT_ERR(dlock_break(c2, name, DLOCK_BREAK_RESET, &was_held), 0);
     DLT_ASSERT_INT_EQ(was_held, 1);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m1), EPERM);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m2), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m2), 0);
@@ -351,7 +301,7 @@ static void test_redlock_basic(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m2), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ---------------------------------------------------------- 2. contention */
@@ -359,7 +309,7 @@ static void test_redlock_basic(void) {
 static void test_redlock_contention_across_processes(void) {
     MASTERS_UP();
     run_contention("rl/contend", 25, 0);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ------------------------------------------------------ 3. masters down */
@@ -380,11 +330,11 @@ static void test_redlock_minority_down_works_majority_down_fails(void) {
     DLT_ASSERT_ERR(client_make(&cl, 3000), 0);
     DLT_ASSERT_ERR(mutex_make(&m, name, cl, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 3);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 3);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
 
@@ -399,22 +349,22 @@ static void test_redlock_minority_down_works_majority_down_fails(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "2 of 5 masters granted the lock, 3 did not answer; a quorum is 3"));
     if (rc == 0) (void)dlock_mutex_unlock(&m);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 0); /* the two grants were given back */
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0); /* the two grants were given back */
     rc = dlock_mutex_trylock(&m);
     DLT_ASSERT_ERR(rc, ENOLCK);
     CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "a quorum is 3"));
     if (rc == 0) (void)dlock_mutex_unlock(&m);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
 
     /* Back up: locks work again, on the same client and mutex. */
     for (i = 0; i < 3; i++) restart_master(i);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    CU_ASSERT_TRUE(lock_key_count(name) >= QUORUM);
+    CU_ASSERT_TRUE(dlt_masters_lock_count(&rl, name) >= QUORUM);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ------------------------------------------------ 4. a hold through kills */
@@ -499,7 +449,7 @@ static void test_redlock_hold_survives_one_kill_lost_at_three(void) {
     printf("  one master down: held at %d of %d checks over 3.6 leases\n", checks - not_held, checks);
     DLT_ASSERT_INT_EQ(not_held, 0);
     DLT_ASSERT_INT_EQ(dlt_flag_get(&lost_calls), 0);
-    CU_ASSERT_TRUE(lock_key_count(name) >= QUORUM);
+    CU_ASSERT_TRUE(dlt_masters_lock_count(&rl, name) >= QUORUM);
     DLT_ASSERT_INT_EQ(dlt_flag_get(r.got), 0);
 
     /* Two more down: only two can renew; the hold is lost. */
@@ -533,7 +483,7 @@ static void test_redlock_hold_survives_one_kill_lost_at_three(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
     DLT_SHM_FREE(sh, 16);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* --------------------------------------------------------------- 5. fences */
@@ -602,7 +552,7 @@ static void test_redlock_fences_increase_across_quorums(void) {
     CU_ASSERT_TRUE(g3 > g2);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ---------------------------------------------------------------- 6. split */
@@ -621,20 +571,20 @@ static void test_redlock_split_gives_grants_back(void) {
     DLT_ASSERT_ERR(mutex_make(&m, name, cl, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 3); /* nothing left on 3 and 4 */
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 3); /* nothing left on 3 and 4 */
     for (i = 0; i < 3; i++) {
         owner_on(i, name, tok, sizeof tok);
         CU_ASSERT_STRING_EQUAL(tok, "other-token-X");
     }
     DLT_ASSERT_ERR(timedlock_ms(&m, 400), ETIMEDOUT);
-    DLT_ASSERT_INT_EQ(lock_key_count(name), 3);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 3);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 
     /* Held by another token on masters 0, 1 only: 2, 3, 4 are a quorum. */
     for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(plant_hold(i, minor, "other-token-Y", 30000), 0);
     DLT_ASSERT_ERR(mutex_make(&m, minor, cl, 0, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(minor), NM);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, minor), NM);
     owner_on(2, minor, mine, sizeof mine);
     CU_ASSERT_TRUE(mine[0] != '\0' && strcmp(mine, "other-token-Y") != 0);
     for (i = 0; i < NM; i++) {
@@ -642,14 +592,14 @@ static void test_redlock_split_gives_grants_back(void) {
         CU_ASSERT_STRING_EQUAL(tok, i < 2 ? "other-token-Y" : mine);
     }
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count(minor), 2); /* the other's two untouched */
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, minor), 2); /* the other's two untouched */
     for (i = 0; i < 2; i++) {
         owner_on(i, minor, tok, sizeof tok);
         CU_ASSERT_STRING_EQUAL(tok, "other-token-Y");
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ------------------------------------------------------------ 7. bad URLs */
@@ -666,7 +616,7 @@ static void expect_einval(const char *url) {
 }
 
 static int acl_user_on(int i) {
-    redisReply *r = dlt_redis_cmd(&masters[i], "ACL SETUSER rluser on >%s ~* &* +@all", SECRET);
+    redisReply *r = dlt_redis_cmd(&rl.srv[i], "ACL SETUSER rluser on >%s ~* &* +@all", SECRET);
     int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
     if (r != NULL) freeReplyObject(r);
     return ok ? 0 : -1;
@@ -679,21 +629,21 @@ static void test_redlock_bad_urls_and_passwords(void) {
     int i, rc;
 
     MASTERS_UP();
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d", masters[0].port);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d", rl.srv[0].port);
     expect_einval(url);
-    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@127.0.0.1:%d", masters[0].port);
+    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@127.0.0.1:%d", rl.srv[0].port);
     expect_einval(url);
-    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@127.0.0.1:%d/0", masters[0].port);
+    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@127.0.0.1:%d/0", rl.srv[0].port);
     expect_einval(url);
     expect_einval("redlock://");
-    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@127.0.0.1:%d,127.0.0.1:99999", masters[0].port);
+    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@127.0.0.1:%d,127.0.0.1:99999", rl.srv[0].port);
     expect_einval(url);
-    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@127.0.0.1:%d,127.0.0.1:%d/abc", masters[0].port,
-             masters[1].port);
+    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@127.0.0.1:%d,127.0.0.1:%d/abc", rl.srv[0].port,
+             rl.srv[1].port);
     expect_einval(url);
 
     /* A user the masters do not know: refused, without the password. */
-    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@%s", rl_url + strlen("redlock://"));
+    snprintf(url, sizeof url, "redlock://rluser:" SECRET "@%s", rl.url + strlen("redlock://"));
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 1000), 0);
     DLT_ASSERT_ERR(mutex_make(&m, "rl/auth", cl, 0, 0, NULL, NULL), 0);
     rc = dlock_mutex_trylock(&m);
@@ -701,18 +651,18 @@ static void test_redlock_bad_urls_and_passwords(void) {
     printf("  unknown user: %s (%s)\n", dlt_errno_label(rc), dlock_last_error());
     CU_ASSERT_PTR_NULL(strstr(dlock_last_error(), SECRET));
     if (rc == 0) (void)dlock_mutex_unlock(&m);
-    DLT_ASSERT_INT_EQ(lock_key_count("rl/auth"), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, "rl/auth"), 0);
 
     /* Known on three masters: a quorum, and a hold there. */
     for (i = 0; i < 3; i++) DLT_ASSERT_INT_EQ(acl_user_on(i), 0);
     rc = dlock_mutex_trylock(&m);
     DLT_ASSERT_ERR(rc, 0);
-    DLT_ASSERT_INT_EQ(lock_key_count("rl/auth"), 3);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, "rl/auth"), 3);
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(lock_key_count("rl/auth"), 0);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, "rl/auth"), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* -------------------------------------------------- 8. rwlocks and caching */
@@ -744,7 +694,7 @@ static void test_redlock_rwlock_and_caching(void) {
     DLT_ASSERT_ERR(dlock_rwlock_unlock(&r2), 0);
     DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&r3), 0);
     DLT_ASSERT_INT_EQ(dlock_rwlock_holds(&r3), 2);
-    CU_ASSERT_TRUE(lock_key_count(rwname) >= QUORUM);
+    CU_ASSERT_TRUE(dlt_masters_lock_count(&rl, rwname) >= QUORUM);
     DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&r1), EBUSY);
     DLT_ASSERT_ERR(dlock_rwlock_unlock(&r3), 0);
     DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&r1), 0);
@@ -775,7 +725,7 @@ static void test_redlock_rwlock_and_caching(void) {
 
     /* Caching mutexes contended across processes. */
     run_contention("rl/cache-contend", 15, 1);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 
@@ -822,7 +772,7 @@ static void test_redlock_caching_fences_above_local_holds(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&mo), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 
@@ -844,8 +794,8 @@ static void test_redlock_one_hung_master(void) {
     DLT_ASSERT_ERR(mutex_make(&m, "rl/hung", cl, 3000, 0, on_lost, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* connections made */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    CU_ASSERT_FATAL(masters[0].pid > 0);
-    kill(masters[0].pid, SIGSTOP);
+    CU_ASSERT_FATAL(rl.srv[0].pid > 0);
+    kill(rl.srv[0].pid, SIGSTOP);
     t0 = dlt_now();
     rc = dlock_mutex_lock(&m);
     holds = dlock_mutex_holds(&m);
@@ -858,10 +808,10 @@ static void test_redlock_one_hung_master(void) {
         DLT_ASSERT_INT_EQ(dlt_flag_get(&lost_calls), 0);
         (void)dlock_mutex_unlock(&m);
     }
-    kill(masters[0].pid, SIGCONT);
+    kill(rl.srv[0].pid, SIGCONT);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 static const struct dlt_test tests[] = {
@@ -880,6 +830,6 @@ static const struct dlt_test tests[] = {
 
 int main(int argc, char **argv) {
     int rc = dlt_main(argc, argv, "redlock", tests);
-    masters_cleanup();
+    dlt_masters_cleanup(&rl);
     return rc;
 }

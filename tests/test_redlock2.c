@@ -21,7 +21,7 @@
  * asserts speed: "at once" is checked against bounds far above the
  * client's own.
  */
-#include "fixture.h"
+#include "fixture_multi.h"
 #include "proxy.h"
 
 #include <errno.h>
@@ -35,38 +35,13 @@
 #define NM 3
 #define SECRET "rl2-s3cret-pw"
 
-static dlt_redis srv[NM];
-static int started[NM];
+static dlt_masters rl; /* the test's servers */
 
-static void servers_cleanup(void) {
-    int i;
-    for (i = 0; i < NM; i++) {
-        if (started[i]) dlt_redis_cleanup(&srv[i]);
-        started[i] = 0;
-    }
-}
-
-/* Starts n servers (TLS-only ones with tls): 1, or 0 with none left. */
-static int servers_start(int n, int tls) {
-    int i;
-    servers_cleanup();
-    for (i = 0; i < n; i++) {
-        memset(&srv[i], 0, sizeof srv[i]);
-        if ((tls ? dlt_redis_start_tls(&srv[i], NULL, NULL) : dlt_redis_start(&srv[i], NULL)) != 0) {
-            fprintf(stderr, "server %d did not start\n", i);
-            servers_cleanup();
-            return 0;
-        }
-        started[i] = 1;
-    }
-    return 1;
-}
-
-#define SERVERS_UP(n, tls)                    \
-    do {                                      \
-        int ok_ = servers_start((n), (tls));  \
-        CU_ASSERT_TRUE(ok_);                  \
-        if (!ok_) return;                     \
+#define SERVERS_UP(n, tls)                              \
+    do {                                                \
+        int ok_ = dlt_masters_start(&rl, (n), (tls)) == 0; \
+        CU_ASSERT_TRUE(ok_);                            \
+        if (!ok_) return;                               \
     } while (0)
 
 static int has(const char *s, const char *what) {
@@ -75,14 +50,7 @@ static int has(const char *s, const char *what) {
 
 /* EXISTS <lock key of name> on server i: 1, 0, or -1 (no answer). */
 static int key_on(int i, const char *name) {
-    char key[300];
-    redisReply *r;
-    int v;
-    dlt_lock_key(name, key, sizeof key);
-    r = dlt_redis_cmd(&srv[i], "EXISTS %s", key);
-    v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
-    if (r != NULL) freeReplyObject(r);
-    return v;
+    return dlt_redis_lock_exists(&rl.srv[i], name);
 }
 
 /* ------------------------------------------ 1. a master named twice */
@@ -147,13 +115,13 @@ static void one_server_twice(int third_alive) {
     redisReply *r;
     int k, rc;
 
-    r = dlt_redis_cmd(&srv[0], "ACL SETUSER rl2 on >%s ~* &* +@all", SECRET);
+    r = dlt_redis_cmd(&rl.srv[0], "ACL SETUSER rl2 on >%s ~* &* +@all", SECRET);
     CU_ASSERT_TRUE(r != NULL && r->type == REDIS_REPLY_STATUS);
     if (r != NULL) freeReplyObject(r);
-    snprintf(url, sizeof url, "redlock://rl2:%s@127.0.0.1:%d,localhost:%d,127.0.0.1:%d", SECRET, srv[0].port,
-             srv[0].port, srv[1].port);
+    snprintf(url, sizeof url, "redlock://rl2:%s@127.0.0.1:%d,localhost:%d,127.0.0.1:%d", SECRET, rl.srv[0].port,
+             rl.srv[0].port, rl.srv[1].port);
     if (third_alive) { /* the same user on the third master */
-        r = dlt_redis_cmd(&srv[1], "ACL SETUSER rl2 on >%s ~* &* +@all", SECRET);
+        r = dlt_redis_cmd(&rl.srv[1], "ACL SETUSER rl2 on >%s ~* &* +@all", SECRET);
         if (r != NULL) freeReplyObject(r);
     }
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 20000), 0);
@@ -185,9 +153,9 @@ static void one_server_twice(int third_alive) {
 static void test_redlock_one_server_two_names(void) {
     SERVERS_UP(2, 0);
     one_server_twice(1);
-    DLT_ASSERT_INT_EQ(dlt_redis_kill(&srv[1]), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&rl.srv[1]), 0);
     one_server_twice(0);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* A TCP proxy in front of one of the masters: its address says nothing
@@ -201,10 +169,10 @@ static void test_redlock_proxy_is_the_same_server(void) {
     int rc;
 
     SERVERS_UP(2, 0);
-    px = dlt_proxy_start(srv[0].port);
+    px = dlt_proxy_start(rl.srv[0].port);
     CU_ASSERT_FATAL(px != NULL);
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", srv[0].port, dlt_proxy_port(px),
-             srv[1].port);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, dlt_proxy_port(px),
+             rl.srv[1].port);
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
     if (cl != NULL) {
         DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 10000, cl), 0);
@@ -219,7 +187,7 @@ static void test_redlock_proxy_is_the_same_server(void) {
         DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
     }
     dlt_proxy_stop(px);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* --------------------------------------- 3. distinct masters still work */
@@ -234,9 +202,9 @@ static void test_redlock_distinct_masters_work(void) {
 
     SERVERS_UP(NM, 0);
     /* localhost for one of them: a name and addresses, three servers */
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,localhost:%d,127.0.0.1:%d", srv[0].port, srv[1].port,
-             srv[2].port);
-    for (i = 0; i < NM; i++) DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&srv[i]), 0);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,localhost:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
+             rl.srv[2].port);
+    for (i = 0; i < NM; i++) DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&rl.srv[i]), 0);
     DLT_ASSERT_ERR(dlt_client_make(&c1, url, 5000), 0);
     DLT_ASSERT_ERR(dlt_client_make(&c2, url, 5000), 0);
     CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
@@ -253,14 +221,14 @@ static void test_redlock_distinct_masters_work(void) {
     /* The run id was read on each master, once per connection: a few
      * connections per client (pool, subscriber), not 40 lock calls. */
     for (i = 0; i < NM; i++) {
-        infos[i] = dlt_redis_cmdstat(&srv[i], "info");
+        infos[i] = dlt_redis_cmdstat(&rl.srv[i], "info");
         printf("  master %d: INFO called %lld times over 80 acquisitions\n", i, infos[i]);
         CU_ASSERT_TRUE(infos[i] >= 1);
         CU_ASSERT_TRUE(infos[i] <= 12);
     }
     /* A master restarted has a new run id: taken back, no conflict. */
-    DLT_ASSERT_INT_EQ(dlt_redis_stop(&srv[1]), 0);
-    DLT_ASSERT_INT_EQ(dlt_redis_restart(&srv[1]), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_stop(&rl.srv[1]), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_restart(&rl.srv[1]), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m1), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m2), EBUSY);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m1), 0);
@@ -278,12 +246,12 @@ static void test_redlock_distinct_masters_work(void) {
     /* A user whose ACL refuses INFO: no run id to compare, the masters
      * still work (the check is skipped, as documented). */
     for (i = 0; i < NM; i++) {
-        redisReply *r = dlt_redis_cmd(&srv[i], "ACL SETUSER noinfo on >%s ~* &* +@all -info", SECRET);
+        redisReply *r = dlt_redis_cmd(&rl.srv[i], "ACL SETUSER noinfo on >%s ~* &* +@all -info", SECRET);
         CU_ASSERT_TRUE(r != NULL && r->type == REDIS_REPLY_STATUS);
         if (r != NULL) freeReplyObject(r);
     }
-    snprintf(url, sizeof url, "redlock://noinfo:%s@127.0.0.1:%d,localhost:%d,127.0.0.1:%d", SECRET, srv[0].port,
-             srv[1].port, srv[2].port);
+    snprintf(url, sizeof url, "redlock://noinfo:%s@127.0.0.1:%d,localhost:%d,127.0.0.1:%d", SECRET, rl.srv[0].port,
+             rl.srv[1].port, rl.srv[2].port);
     DLT_ASSERT_ERR(dlt_client_make(&c1, url, 5000), 0);
     CU_ASSERT_FATAL(c1 != NULL);
     DLT_ASSERT_ERR(dlt_mutex_make(&m1, name, 10000, c1), 0);
@@ -292,7 +260,7 @@ static void test_redlock_distinct_masters_work(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m1), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m1), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ------------------------------------------------ 4. rediss+redlock:// */
@@ -300,8 +268,8 @@ static void test_redlock_distinct_masters_work(void) {
 /* rediss+redlock://HOSTS for servers a, b, c (hosts[i] the name of each)
  * with tls_ca_file=<certificates>/ca. */
 static void tls_url(char *buf, size_t cap, const char *const hosts[3], const int which[3], const char *ca) {
-    snprintf(buf, cap, "rediss+redlock://%s:%d,%s:%d,%s:%d?tls_ca_file=%s/%s", hosts[0], srv[which[0]].port,
-             hosts[1], srv[which[1]].port, hosts[2], srv[which[2]].port, srv[0].tls_dir, ca);
+    snprintf(buf, cap, "rediss+redlock://%s:%d,%s:%d,%s:%d?tls_ca_file=%s/%s", hosts[0], rl.srv[which[0]].port,
+             hosts[1], rl.srv[which[1]].port, hosts[2], rl.srv[which[2]].port, rl.srv[0].tls_dir, ca);
 }
 
 static void test_redlock_tls(void) {
@@ -385,7 +353,7 @@ static void test_redlock_tls(void) {
         DLT_ASSERT_ERR(dlock_mutex_destroy(&mb), 0);
         DLT_ASSERT_ERR(dlock_client_destroy(bad), 0);
     }
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 static const struct dlt_test tests[] = {
@@ -399,6 +367,6 @@ static const struct dlt_test tests[] = {
 
 int main(int argc, char **argv) {
     int rc = dlt_main(argc, argv, "redlock2", tests);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
     return rc;
 }

@@ -20,7 +20,7 @@
  * Every server is started here and killed by pid (the fixture's).  No
  * speed is asserted.
  */
-#include "fixture.h"
+#include "fixture_multi.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,41 +40,13 @@
 #define NM 3
 #define BUF 8192
 
-static dlt_redis srv[NM];
-static int started[NM];
-static char url[512];
+static dlt_masters rl; /* the three masters; rl.url: their redlock:// URL */
 
-static void servers_cleanup(void) {
-    int i;
-    for (i = 0; i < NM; i++) {
-        if (started[i]) dlt_redis_cleanup(&srv[i]);
-        started[i] = 0;
-    }
-}
-
-/* Starts the three masters and sets url: 1, or 0 with none left. */
-static int servers_start(void) {
-    int i;
-    servers_cleanup();
-    for (i = 0; i < NM; i++) {
-        memset(&srv[i], 0, sizeof srv[i]);
-        if (dlt_redis_start(&srv[i], NULL) != 0) {
-            fprintf(stderr, "server %d did not start\n", i);
-            servers_cleanup();
-            return 0;
-        }
-        started[i] = 1;
-    }
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", srv[0].port, srv[1].port,
-             srv[2].port);
-    return 1;
-}
-
-#define SERVERS_UP()                  \
-    do {                              \
-        int ok_ = servers_start();    \
-        CU_ASSERT_TRUE(ok_);          \
-        if (!ok_) return;             \
+#define SERVERS_UP()                                  \
+    do {                                              \
+        int ok_ = dlt_masters_start(&rl, NM, 0) == 0; \
+        CU_ASSERT_TRUE(ok_);                          \
+        if (!ok_) return;                             \
     } while (0)
 
 static int has(const char *s, const char *what) {
@@ -84,12 +56,12 @@ static int has(const char *s, const char *what) {
 static int client_on(dlock_client_t **c) {
     dlock_config_t cfg;
     dlock_config_init(&cfg);
-    cfg.url = url;
+    cfg.url = rl.url;
     cfg.unreachable_ms = 2000;
     return dlock_client_create(c, &cfg);
 }
 
-/* The dlock command on url: its exit code (-1: it did not end in 30 s),
+/* The dlock command on rl.url: its exit code (-1: it did not end in 30 s),
  * its stdout and stderr (NUL-terminated, truncated to BUF). */
 static int cli(char *out, char *err, const char *a, ...) {
     char *argv[32];
@@ -97,7 +69,7 @@ static int cli(char *out, char *err, const char *a, ...) {
     va_list ap;
     argv[argc++] = (char *)DLOCK_CLI;
     argv[argc++] = (char *)"--url";
-    argv[argc++] = url;
+    argv[argc++] = rl.url;
     va_start(ap, a);
     for (; a != NULL && argc < 31; a = va_arg(ap, const char *)) argv[argc++] = (char *)a;
     va_end(ap);
@@ -146,7 +118,7 @@ static void test_all_up(void) {
     DLT_ASSERT_INT_EQ(info.held, 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ----------------------- master 1 down at the acquire, restarted empty */
@@ -170,10 +142,10 @@ static void test_master_restarted_empty(void) {
     DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "ri/r", &a), 0);
     dlock_mutexattr_destroy(&a);
 
-    DLT_ASSERT_INT_EQ(dlt_redis_kill(&srv[0]), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&rl.srv[0]), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);   /* on masters 2 and 3 */
     DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
-    DLT_ASSERT_INT_EQ(dlt_redis_restart(&srv[0]), 0); /* empty: no save, no AOF */
+    DLT_ASSERT_INT_EQ(dlt_redis_restart(&rl.srv[0]), 0); /* empty: no save, no AOF */
 
     DLT_ASSERT_ERR(dlock_lock_info(c, "ri/b", &info), 0);
     DLT_ASSERT_INT_EQ(info.held, 1);
@@ -203,7 +175,7 @@ static void test_master_restarted_empty(void) {
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ------------------------------------------------ two of three down */
@@ -220,8 +192,8 @@ static void test_quorum_down(void) {
     CU_ASSERT_FATAL(c != NULL);
     DLT_ASSERT_ERR(dlt_mutex_make(&m, "ri/c", 10000, c), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    DLT_ASSERT_INT_EQ(dlt_redis_kill(&srv[1]), 0);
-    DLT_ASSERT_INT_EQ(dlt_redis_kill(&srv[2]), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&rl.srv[1]), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&rl.srv[2]), 0);
 
     /* held on the one that answers: not known */
     rc = dlock_lock_info(c, "ri/c", &info);
@@ -249,7 +221,7 @@ static void test_quorum_down(void) {
     (void)dlock_mutex_unlock(&m); /* lost or not: two masters are gone */
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 /* ------------------------------------ masters that disagree (no quorum) */
@@ -260,10 +232,10 @@ static int plant(int i, const char *token, const char *who) {
     redisReply *r;
     int ok;
     dlt_lock_key("ri/d", key, sizeof key);
-    r = dlt_redis_cmd(&srv[i], "HSET %s owner %s fence 7 who %s since 1700000000000", key, token, who);
+    r = dlt_redis_cmd(&rl.srv[i], "HSET %s owner %s fence 7 who %s since 1700000000000", key, token, who);
     ok = r != NULL && r->type == REDIS_REPLY_INTEGER;
     if (r != NULL) freeReplyObject(r);
-    r = dlt_redis_cmd(&srv[i], "PEXPIRE %s 20000", key);
+    r = dlt_redis_cmd(&rl.srv[i], "PEXPIRE %s 20000", key);
     ok = ok && r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     if (r != NULL) freeReplyObject(r);
     return ok;
@@ -301,7 +273,7 @@ static void test_disagree(void) {
     DLT_ASSERT_INT_EQ(info.pid, 202);
     CU_ASSERT_TRUE(has(info.host, "hostb"));
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
 }
 
 static const struct dlt_test tests[] = {
@@ -314,6 +286,6 @@ static const struct dlt_test tests[] = {
 
 int main(int argc, char **argv) {
     int rc = dlt_main(argc, argv, "redlock_info", tests);
-    servers_cleanup();
+    dlt_masters_cleanup(&rl);
     return rc;
 }

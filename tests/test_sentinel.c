@@ -3,9 +3,10 @@
  * redis+sentinel:// URLs, failover following, wait=N.
  *
  * Each test starts its own topology on free loopback ports: a master, its
- * replicas (replicaof) and sentinels monitoring it as "mymaster", and
- * tears it down at its end (st_down; a test that stops half-way leaves it
- * to the next st_up, and the fixture kills whatever is left at exit).  The
+ * replicas (replicaof) and sentinels monitoring it as "mymaster" (the
+ * fixture's dlt_sentinel, fixture_multi.h), and tears it down at its end
+ * (dlt_sentinel_cleanup; a test that stops half-way leaves it to the next
+ * st_up, and the fixture kills whatever is left at exit).  The
  * suite's own server (dlt_server, DLOCK_URL) is not used: every client
  * here is made from the sentinel URL with dlt_client_make.
  *
@@ -15,7 +16,7 @@
  * fixture.h).  Helpers are st_-prefixed (static).
  */
 #define DLT_CK_MOD 120 /* worker codes 1..120: clear of 128 + signal */
-#include "fixture.h"
+#include "fixture_multi.h"
 
 #include <dlock.h>
 
@@ -32,180 +33,11 @@
  * The topology
  * ====================================================================== */
 
-#define ST_MASTER "mymaster"
-#define ST_MAXN 3 /* nodes: the first master and up to 2 replicas */
-#define ST_MAXS 3 /* sentinels */
-
-typedef struct st_topo {
-    int nnodes, nsents;
-    dlt_redis node[ST_MAXN];
-    dlt_redis sent[ST_MAXS];
-    char url[512]; /* redis+sentinel://127.0.0.1:S1,...,127.0.0.1:Sn/mymaster */
-} st_topo;
-
-static st_topo st; /* one topology at a time, global so that any test can clean it up */
-
-static void st_down(void) {
-    for (int i = 0; i < ST_MAXS; i++) dlt_redis_cleanup(&st.sent[i]);
-    for (int i = 0; i < ST_MAXN; i++) dlt_redis_cleanup(&st.node[i]);
-    memset(&st, 0, sizeof st);
-}
-
-/* Replicas the node at index i reports online (INFO replication); -1 if
- * it does not answer. */
-static int st_replicas_online(int i) {
-    redisReply *r = dlt_redis_cmd(&st.node[i], "INFO replication");
-    int n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_STRING) {
-        n = 0;
-        for (const char *p = r->str; (p = strstr(p, "state=online")) != NULL; p++) n++;
-    }
-    if (r) freeReplyObject(r);
-    return n;
-}
-
-/* The master's port sentinel s names (SENTINEL get-master-addr-by-name);
- * -1 when it names none or does not answer. */
-static int st_named_port(int s, const char *master) {
-    redisReply *r = dlt_redis_cmd(&st.sent[s], "SENTINEL get-master-addr-by-name %s", master);
-    int port = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[1]->type == REDIS_REPLY_STRING)
-        port = atoi(r->element[1]->str);
-    if (r) freeReplyObject(r);
-    return port;
-}
-
-/* The port every sentinel names, or -1 while they disagree (or one is
- * silent). */
-static int st_agreed_port(void) {
-    int port = -1;
-    for (int s = 0; s < st.nsents; s++) {
-        int p = st_named_port(s, ST_MASTER);
-        if (p <= 0 || (s > 0 && p != port)) return -1;
-        port = p;
-    }
-    return port;
-}
-
-/* The value of field in a SENTINEL replicas/sentinels entry (a flat
- * array of names and values); NULL if absent. */
-static const char *st_entry_field(const redisReply *e, const char *field) {
-    if (e->type != REDIS_REPLY_ARRAY) return NULL;
-    for (size_t i = 0; i + 1 < e->elements; i += 2)
-        if (e->element[i]->type == REDIS_REPLY_STRING && strcmp(e->element[i]->str, field) == 0 &&
-            e->element[i + 1]->type == REDIS_REPLY_STRING)
-            return e->element[i + 1]->str;
-    return NULL;
-}
-
-/* Entries of "SENTINEL <what> mymaster" on sentinel s whose flags are
- * exactly want (healthy: no s_down, disconnected...); -1 on no answer. */
-static int st_sentinel_count(int s, const char *what, const char *want) {
-    redisReply *r = dlt_redis_cmd(&st.sent[s], "SENTINEL %s %s", what, ST_MASTER);
-    int n = -1;
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
-        n = 0;
-        for (size_t i = 0; i < r->elements; i++) {
-            const char *f = st_entry_field(r->element[i], "flags");
-            if (f != NULL && strcmp(f, want) == 0) n++;
-        }
-    }
-    if (r) freeReplyObject(r);
-    return n;
-}
-
-/* The index of the node listening on port, or -1. */
-static int st_node_of(int port) {
-    for (int i = 0; i < st.nnodes; i++)
-        if (st.node[i].port == port) return i;
-    return -1;
-}
-
-/* Polls until the master (the node every sentinel names) has nrep online
- * replicas and every sentinel knows them and the other sentinels, within
- * timeout_ms.  The master's node index, or -1 (with a line on stderr). */
-static int st_wait_healthy(int nrep, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    int m = -1, online = -1, s = 0, reps = -1, sents = -1;
-    for (int round = 0; round < 100000; round++) {
-        int ok = 0;
-        m = st_node_of(st_agreed_port());
-        if (m >= 0 && (online = st_replicas_online(m)) >= nrep) {
-            for (s = 0; s < st.nsents; s++) {
-                if ((reps = st_sentinel_count(s, "replicas", "slave")) < nrep) break;
-                if ((sents = st_sentinel_count(s, "sentinels", "sentinel")) < st.nsents - 1) break;
-            }
-            ok = s == st.nsents;
-        }
-        if (ok) return m;
-        if (dlt_now() > end) break;
-        dlt_sleep_ms(100);
-    }
-    fprintf(stderr,
-            "st_wait_healthy: not healthy within %d ms: master node %d, %d replicas online, "
-            "sentinel %d knows %d replicas and %d sentinels\n",
-            timeout_ms, m, online, s, reps, sents);
-    return -1;
-}
-
-/* One server of the topology: plain, or TLS-only with the certificates
- * in tls_dir. */
-static int st_start_one(dlt_redis *r, const char *tls_dir, const char *conf) {
-    return tls_dir != NULL ? dlt_redis_start_tls(r, tls_dir, conf) : dlt_redis_start(r, conf);
-}
-
-/* Starts 1 master, nrep replicas of it and nsent sentinels (quorum 2, or
- * 1 with a single sentinel), every one TLS-only when tls_dir is not NULL,
- * sets st.url ("redis+sentinel://..." or "rediss+sentinel://...", without
- * a query) and waits up to healthy_ms until they are healthy.  0 or -1. */
-static int st_start(int nrep, int nsent, const char *tls_dir, int healthy_ms) {
-    char conf[512];
-    int n;
-    st_down();
-    if (st_start_one(&st.node[0], tls_dir, NULL) != 0) return -1;
-    st.nnodes = 1;
-    snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d\nreplica-read-only yes", st.node[0].port);
-    for (int i = 1; i <= nrep; i++) {
-        if (st_start_one(&st.node[i], tls_dir, conf) != 0) return -1;
-        st.nnodes++;
-    }
-    snprintf(conf, sizeof conf,
-             "sentinel monitor %s 127.0.0.1 %d %d\n"
-             "sentinel down-after-milliseconds %s 1000\n"
-             "sentinel failover-timeout %s 5000\n"
-             "sentinel parallel-syncs %s 2",
-             ST_MASTER, st.node[0].port, nsent > 1 ? 2 : 1, ST_MASTER, ST_MASTER, ST_MASTER);
-    for (int s = 0; s < nsent; s++) {
-        if (st_start_one(&st.sent[s], tls_dir, conf) != 0) return -1;
-        st.nsents++;
-    }
-    n = snprintf(st.url, sizeof st.url, "%s", tls_dir != NULL ? "rediss+sentinel://" : "redis+sentinel://");
-    for (int s = 0; s < nsent; s++)
-        n += snprintf(st.url + n, sizeof st.url - (size_t)n, "%s127.0.0.1:%d", s ? "," : "",
-                      st.sent[s].port);
-    snprintf(st.url + n, sizeof st.url - (size_t)n, "/%s", ST_MASTER);
-    return st_wait_healthy(nrep, healthy_ms) == 0 ? 0 : -1;
-}
+static dlt_sentinel st; /* one topology at a time, global so that any test can clean it up */
 
 /* The plain topology. */
 static int st_up(int nrep, int nsent) {
-    return st_start(nrep, nsent, NULL, 30000);
-}
-
-/* The sentinel URL with a query appended ("" for none). */
-static void st_url_q(char *buf, size_t cap, const char *query) {
-    snprintf(buf, cap, "%s%s%s", st.url, query && *query ? "?" : "", query ? query : "");
-}
-
-/* EXISTS dlock:{name} on node i: 1, 0, or -1 without an answer. */
-static int st_exists(int i, const char *name) {
-    char key[256];
-    dlt_lock_key(name, key, sizeof key);
-    redisReply *r = dlt_redis_cmd(&st.node[i], "EXISTS %s", key);
-    int v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
-    if (r) freeReplyObject(r);
-    return v;
+    return dlt_sentinel_start(&st, nrep, nsent, NULL, 30000);
 }
 
 /* Polls EXISTS dlock:{name} on node i until it is want (1 / 0), within
@@ -213,31 +45,11 @@ static int st_exists(int i, const char *name) {
 static int st_wait_exists(int i, const char *name, int want, int timeout_ms) {
     double end = dlt_now() + timeout_ms / 1000.0;
     for (int round = 0; round < 100000; round++) {
-        if (st_exists(i, name) == want) return 1;
+        if (dlt_redis_lock_exists(&st.node[i], name) == want) return 1;
         if (dlt_now() > end) return 0;
         dlt_sleep_ms(20);
     }
     return 0;
-}
-
-/* Polls until every sentinel names one master other than the node at old
- * and that node answers ROLE master, within timeout_ms.  Its index, or -1. */
-static int st_wait_new_master(int old, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    for (int round = 0; round < 100000; round++) {
-        int m = st_node_of(st_agreed_port());
-        if (m >= 0 && m != old) {
-            redisReply *r = dlt_redis_cmd(&st.node[m], "ROLE");
-            int ok = r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
-                     r->element[0]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "master") == 0;
-            if (r) freeReplyObject(r);
-            if (ok) return m;
-        }
-        if (dlt_now() > end) break;
-        dlt_sleep_ms(100);
-    }
-    fprintf(stderr, "st_wait_new_master: no new master within %d ms\n", timeout_ms);
-    return -1;
 }
 
 /* A mutex named name on client c with lease_ms (0: default) and an
@@ -308,7 +120,7 @@ static void test_sentinel_basic(void) {
     /* lock: the key is on the master and reaches both replicas */
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 1);
     DLT_ASSERT_INT_EQ(st_wait_exists(1, name, 1, 10000), 1);
     DLT_ASSERT_INT_EQ(st_wait_exists(2, name, 1, 10000), 1);
 
@@ -321,7 +133,7 @@ static void test_sentinel_basic(void) {
 
     /* unlock: gone from the master (and then from the replicas) */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 0);
     DLT_ASSERT_INT_EQ(st_wait_exists(1, name, 0, 10000), 1);
     CU_ASSERT_FATAL(pthread_create(&th, NULL, st_other_free, &o) == 0);
     pthread_join(th, NULL);
@@ -330,13 +142,13 @@ static void test_sentinel_basic(void) {
 
     /* trylock and timedlock through the sentinels, free lock */
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     ts = dlt_abs_in(CLOCK_REALTIME, 5000);
     DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &ts), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 
     /* Never on a replica: nothing of ours was written there directly
@@ -348,20 +160,20 @@ static void test_sentinel_basic(void) {
 
     /* The first sentinel is down (nothing listens on port 1): the next
      * one in the list answers. */
-    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:1,127.0.0.1:%d/%s", st.sent[1].port, ST_MASTER);
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:1,127.0.0.1:%d/%s", st.sent[1].port, DLT_SENTINEL_MASTER);
     DLT_ASSERT_ERR(dlt_client_make(&c3, url, 10000), 0);
     if (c3 != NULL) {
         DLT_ASSERT_ERR(st_mutex(&m, "sent/basic2", c3, 0, NULL, NULL), 0);
         rc = dlock_mutex_lock(&m);
         DLT_ASSERT_ERR(rc, 0);
-        DLT_ASSERT_INT_EQ(st_exists(0, "sent/basic2"), 1);
+        DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], "sent/basic2"), 1);
         if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
         DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
         DLT_ASSERT_ERR(dlock_client_destroy(c3), 0);
     }
     DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
-    st_down();
+    dlt_sentinel_cleanup(&st);
 }
 
 /* ========================================================================
@@ -472,21 +284,14 @@ static void test_sentinel_planned_failover(void) {
     dlt_sleep_ms(300); /* B is (almost surely) inside timedlock by now */
     DLT_ASSERT_INT_EQ(dlt_flag_get(&f->b_got), 0);
     /* wait=1: A's grant reached a replica before lock returned */
-    DLT_ASSERT_INT_EQ(st_exists(0, f->name), 1);
-    reps = (st_exists(1, f->name) == 1) + (st_exists(2, f->name) == 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], f->name), 1);
+    reps = (dlt_redis_lock_exists(&st.node[1], f->name) == 1) + (dlt_redis_lock_exists(&st.node[2], f->name) == 1);
     CU_ASSERT(reps >= 1);
 
     /* The sentinels must know both replicas before a failover. */
-    CU_ASSERT(st_wait_healthy(2, 30000) == 0);
-    for (int i = 0; i < 50; i++) {
-        redisReply *r = dlt_redis_cmd(&st.sent[0], "SENTINEL FAILOVER %s", ST_MASTER);
-        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-        if (!ok) fprintf(stderr, "SENTINEL FAILOVER: %s\n", r && r->str ? r->str : "no answer");
-        if (r) freeReplyObject(r);
-        if (ok) break;
-        dlt_sleep_ms(200);
-    }
-    newm = st_wait_new_master(0, 45000);
+    CU_ASSERT(dlt_sentinel_wait_healthy(&st, 2, 30000) == 0);
+    (void)dlt_sentinel_failover(&st, 0);
+    newm = dlt_sentinel_wait_new_master(&st, 0, 45000);
     CU_ASSERT(newm > 0);
     dlt_flag_set(&f->go_unlock, 1);
 
@@ -511,23 +316,23 @@ static void test_sentinel_planned_failover(void) {
             DLT_ASSERT_ERR(st_mutex(&m, "sent/after", c, 0, NULL, NULL), 0);
             rc = dlock_mutex_lock(&m);
             DLT_ASSERT_ERR(rc, 0);
-            DLT_ASSERT_INT_EQ(st_exists(newm, "sent/after"), 1);
+            DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[newm], "sent/after"), 1);
             if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-            DLT_ASSERT_INT_EQ(st_exists(newm, "sent/after"), 0);
+            DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[newm], "sent/after"), 0);
             /* and the failed-over lock is free there */
             DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
             DLT_ASSERT_ERR(st_mutex(&m, f->name, c, 0, NULL, NULL), 0);
             struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 20000);
             rc = dlock_mutex_timedlock(&m, &ts);
             DLT_ASSERT_ERR(rc, 0);
-            DLT_ASSERT_INT_EQ(st_exists(newm, f->name), 1);
+            DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[newm], f->name), 1);
             if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
             DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
             DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
         }
     }
 out:
-    st_down();
+    dlt_sentinel_cleanup(&st);
     DLT_SHM_FREE(f, 1);
 }
 
@@ -590,7 +395,7 @@ static void test_sentinel_wait_renewals_need_replicas(void) {
      * ASan run of the suite, beside other tests, saw this first lock fail
      * once with 200 ms); a second is still well inside the 5 s the test
      * gives the hold to be lost once the replicas are gone. */
-    st_url_q(url, sizeof url, "wait=1&wait_timeout_ms=1000");
+    dlt_sentinel_url(&st, url, sizeof url, "wait=1&wait_timeout_ms=1000");
     DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
     CU_ASSERT_FATAL(c != NULL);
     __atomic_store_n(&wr_lost, 0, __ATOMIC_SEQ_CST);
@@ -616,7 +421,7 @@ static void test_sentinel_wait_renewals_need_replicas(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-    st_down();
+    dlt_sentinel_cleanup(&st);
 }
 
 static void test_sentinel_failover_fresh_client(void) {
@@ -634,15 +439,9 @@ static void test_sentinel_failover_fresh_client(void) {
     c = dlt_spawn(st_fresh_c, f);
     CU_ASSERT_FATAL(a > 0 && c > 0);
     DLT_ASSERT_INT_EQ(dlt_flag_wait(&f->a_locked, 1, 30000), 1);
-    CU_ASSERT(st_wait_healthy(2, 30000) == 0);
-    for (int i = 0; i < 50; i++) {
-        redisReply *r = dlt_redis_cmd(&st.sent[0], "SENTINEL FAILOVER %s", ST_MASTER);
-        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-        if (r) freeReplyObject(r);
-        if (ok) break;
-        dlt_sleep_ms(200);
-    }
-    newm = st_wait_new_master(0, 45000);
+    CU_ASSERT(dlt_sentinel_wait_healthy(&st, 2, 30000) == 0);
+    (void)dlt_sentinel_failover(&st, 0);
+    newm = dlt_sentinel_wait_new_master(&st, 0, 45000);
     CU_ASSERT(newm > 0);
     dlt_flag_set(&f->b_waiting, 1); /* C starts: its connections go to the new master */
     /* A holds on for 12 s (past the old master's demotion), unless C got
@@ -664,7 +463,7 @@ static void test_sentinel_failover_fresh_client(void) {
            dlt_errno_label(f->a_unlock_rc), f->a_lost,
            f->b_a_in ? "; C GOT THE LOCK WHILE A STILL HELD IT" : "");
 out:
-    st_down();
+    dlt_sentinel_cleanup(&st);
     DLT_SHM_FREE(f, 1);
 }
 
@@ -743,10 +542,10 @@ static void test_sentinel_master_killed(void) {
     }
     /* traffic runs: every worker got the lock a few times */
     for (int i = 0; i < ST_KW; i++) DLT_ASSERT_INT_EQ(dlt_flag_wait_ge(&k->ok_before[i], 3, 30000), 1);
-    DLT_ASSERT_INT_EQ(st_wait_healthy(2, 30000), 0);
+    DLT_ASSERT_INT_EQ(dlt_sentinel_wait_healthy(&st, 2, 30000), 0);
     dlt_flag_set(&k->phase, 1);
     DLT_ASSERT_INT_EQ(dlt_redis_kill(&st.node[0]), 0);
-    newm = st_wait_new_master(0, 60000);
+    newm = dlt_sentinel_wait_new_master(&st, 0, 60000);
     CU_ASSERT(newm > 0);
     dlt_flag_set(&k->phase, 2);
     for (int i = 0; i < ST_KW; i++) DLT_ASSERT_INT_EQ(dlt_wait(pid[i], 90000), 0);
@@ -760,7 +559,7 @@ static void test_sentinel_master_killed(void) {
            "unlock errors %d/%d/%d\n",
            newm, errs, k->unlock_errs[0], k->unlock_errs[1], k->unlock_errs[2]);
 out:
-    st_down();
+    dlt_sentinel_cleanup(&st);
     DLT_SHM_FREE(k, 1);
 }
 
@@ -790,17 +589,17 @@ static void test_sentinel_wait_replicas(void) {
     CU_ASSERT_FATAL(st_up(2, 1) == 0);
 
     /* wait=2 with 2 replicas: granted, and both replicas have it at once */
-    st_url_q(url, sizeof url, "wait=2");
+    dlt_sentinel_url(&st, url, sizeof url, "wait=2");
     DLT_ASSERT_ERR(dlt_client_make(&c2, url, 5000), 0);
     CU_ASSERT_FATAL(c2 != NULL);
     DLT_ASSERT_ERR(st_mutex(&m, name, c2, 0, NULL, NULL), 0);
     rc = dlock_mutex_lock(&m);
     DLT_ASSERT_ERR(rc, 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
-    DLT_ASSERT_INT_EQ(st_exists(1, name), 1);
-    DLT_ASSERT_INT_EQ(st_exists(2, name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[1], name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[2], name), 1);
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
@@ -809,7 +608,7 @@ static void test_sentinel_wait_replicas(void) {
      * later): each acquisition it does not acknowledge is given back and
      * made again, and lock returns once both replicas have one -- not
      * ENOLCK at the first late acknowledgement. */
-    st_url_q(url, sizeof url, "wait=2&wait_timeout_ms=200");
+    dlt_sentinel_url(&st, url, sizeof url, "wait=2&wait_timeout_ms=200");
     DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
     CU_ASSERT_FATAL(cl != NULL);
     DLT_ASSERT_ERR(st_mutex(&m, name, cl, 0, NULL, NULL), 0);
@@ -824,14 +623,14 @@ static void test_sentinel_wait_replicas(void) {
     DLT_ASSERT_ERR(rc, 0);
     CU_ASSERT(dt >= 0.7); /* not before the replica was back */
     CU_ASSERT(dt < 4.0);
-    DLT_ASSERT_INT_EQ(st_exists(2, name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[2], name), 1);
     if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
 
     /* wait=3 with 2 replicas: refused, and given back, after trying again
      * up to the unreachable bound (1 s here) */
-    st_url_q(url, sizeof url, "wait=3&wait_timeout_ms=200");
+    dlt_sentinel_url(&st, url, sizeof url, "wait=3&wait_timeout_ms=200");
     DLT_ASSERT_ERR(dlt_client_make(&c3, url, 1000), 0);
     CU_ASSERT_FATAL(c3 != NULL);
     DLT_ASSERT_ERR(st_mutex(&m, name, c3, 0, NULL, NULL), 0);
@@ -844,12 +643,12 @@ static void test_sentinel_wait_replicas(void) {
               strstr(msg, "only 2 of the 3") != NULL);
     if (msg) printf("\n  wait=3: %s\n", msg);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 0);
     ts = dlt_abs_in(CLOCK_REALTIME, 3000);
     DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &ts), ENOLCK);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
@@ -862,7 +661,7 @@ static void test_sentinel_wait_replicas(void) {
 
     DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c3), 0);
-    st_down();
+    dlt_sentinel_cleanup(&st);
 }
 
 /* ========================================================================
@@ -946,7 +745,7 @@ static void test_sentinel_bad_input(void) {
 
     /* a password for a master that has none: AUTH is refused (ENOLCK),
      * the message does not show the password */
-    snprintf(url, sizeof url, "redis+sentinel://someone:" ST_SECRET "@127.0.0.1:%d/%s", sp, ST_MASTER);
+    snprintf(url, sizeof url, "redis+sentinel://someone:" ST_SECRET "@127.0.0.1:%d/%s", sp, DLT_SENTINEL_MASTER);
     DLT_ASSERT_ERR(dlt_client_make(&c, url, 1000), 0);
     CU_ASSERT_FATAL(c != NULL);
     DLT_ASSERT_ERR(st_mutex(&m, "sent/bad", c, 0, NULL, NULL), 0);
@@ -954,7 +753,7 @@ static void test_sentinel_bad_input(void) {
     msg = dlock_last_error();
     CU_ASSERT(msg != NULL && strstr(msg, ST_SECRET) == NULL && strstr(msg, "***") != NULL);
     if (msg) printf("  AUTH refused: %s\n", msg);
-    DLT_ASSERT_INT_EQ(st_exists(0, "sent/bad"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], "sent/bad"), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 
@@ -964,7 +763,7 @@ static void test_sentinel_bad_input(void) {
     DLT_ASSERT_ERR(st_mutex(&m, "sent/bad", c, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
     msg = dlock_last_error();
-    CU_ASSERT(msg != NULL && strstr(msg, ST_MASTER) != NULL);
+    CU_ASSERT(msg != NULL && strstr(msg, DLT_SENTINEL_MASTER) != NULL);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 
@@ -973,11 +772,11 @@ static void test_sentinel_bad_input(void) {
     CU_ASSERT_FATAL(c != NULL);
     DLT_ASSERT_ERR(st_mutex(&m, "sent/bad", c, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, "sent/bad"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], "sent/bad"), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-    st_down();
+    dlt_sentinel_cleanup(&st);
 }
 
 /* ========================================================================
@@ -992,7 +791,7 @@ static void test_sentinel_bad_input(void) {
  * the certificates' folder.  0 or -1. */
 static int st_up_tls(int nrep, int nsent, const char **dir) {
     if ((*dir = dlt_tls_dir()) == NULL) return -1;
-    return st_start(nrep, nsent, *dir, 20000);
+    return dlt_sentinel_start(&st, nrep, nsent, *dir, 20000);
 }
 
 /* HGET dlock:{name} fence on node i as a number; 0 when absent or no answer. */
@@ -1076,7 +875,7 @@ static void test_sentinel_tls(void) {
     DLT_ASSERT_ERR(rc, 0);
     if (rc != 0) printf("  lock: %s\n", dlock_last_error());
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
-    DLT_ASSERT_INT_EQ(st_exists(0, name), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], name), 1);
     DLT_ASSERT_INT_EQ(st_fence_on(0, name), dlock_mutex_fence(&m));
     DLT_ASSERT_INT_EQ(st_wait_exists(1, name, 1, 10000), 1);
 
@@ -1115,17 +914,10 @@ static void test_sentinel_tls(void) {
     fence = dlock_mutex_fence(&mh);
     CU_ASSERT(fence != 0);
     DLT_ASSERT_INT_EQ(st_wait_exists(1, held, 1, 10000), 1);
-    CU_ASSERT(st_wait_healthy(1, 20000) == 0);
+    CU_ASSERT(dlt_sentinel_wait_healthy(&st, 1, 20000) == 0);
     t0 = dlt_now();
-    for (int i = 0; i < 50; i++) {
-        redisReply *r = dlt_redis_cmd(&st.sent[0], "SENTINEL FAILOVER %s", ST_MASTER);
-        int ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-        if (!ok) fprintf(stderr, "SENTINEL FAILOVER: %s\n", r && r->str ? r->str : "no answer");
-        if (r) freeReplyObject(r);
-        if (ok) break;
-        dlt_sleep_ms(200);
-    }
-    newm = st_wait_new_master(0, 20000);
+    (void)dlt_sentinel_failover(&st, 0);
+    newm = dlt_sentinel_wait_new_master(&st, 0, 20000);
     DLT_ASSERT_INT_EQ(newm, 1);
     printf("  failover: both sentinels name node %d after %.1f s\n", newm, dlt_now() - t0);
     if (newm != 1) goto done;
@@ -1141,10 +933,10 @@ static void test_sentinel_tls(void) {
         if (rc != 0) printf("  %s\n", dlock_last_error());
     }
     if (rc == 0) {
-        DLT_ASSERT_INT_EQ(st_exists(newm, after), 1);
+        DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[newm], after), 1);
         DLT_ASSERT_INT_EQ(st_fence_on(newm, after), dlock_mutex_fence(&ma));
         DLT_ASSERT_ERR(dlock_mutex_unlock(&ma), 0);
-        DLT_ASSERT_INT_EQ(st_exists(newm, after), 0);
+        DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[newm], after), 0);
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&ma), 0);
 
@@ -1175,7 +967,7 @@ static void test_sentinel_tls(void) {
         DLT_ASSERT_INT_EQ(__atomic_load_n(&tls_lost, __ATOMIC_SEQ_CST), 0);
         rc = dlock_mutex_unlock(&mh);
         DLT_ASSERT_ERR(rc, 0);
-        DLT_ASSERT_INT_EQ(st_exists(newm, held), 0);
+        DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[newm], held), 0);
     } else {
         /* told: the handler ran (or runs now, at the unlock), unlock is EPERM */
         rc = dlock_mutex_unlock(&mh);
@@ -1198,7 +990,7 @@ done:
     DLT_ASSERT_ERR(dlock_client_destroy(c1), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c2), 0);
 out:
-    st_down();
+    dlt_sentinel_cleanup(&st);
     DLT_SHM_FREE(w, 1);
 }
 
@@ -1231,7 +1023,7 @@ static void test_sentinel_tls_refused(void) {
     DLT_ASSERT_ERR(rc, ENOLCK);
     msg = dlock_last_error();
     printf("\n  wrong CA, trylock: %s after %.2f s: %s\n", dlt_errno_label(rc), took, msg ? msg : "(none)");
-    CU_ASSERT(msg != NULL && strstr(msg, "certificate") != NULL && strstr(msg, ST_MASTER) != NULL);
+    CU_ASSERT(msg != NULL && strstr(msg, "certificate") != NULL && strstr(msg, DLT_SENTINEL_MASTER) != NULL);
     CU_ASSERT(took < 3.0);
     t0 = dlt_now();
     rc = dlock_mutex_lock(&m);
@@ -1242,14 +1034,14 @@ static void test_sentinel_tls_refused(void) {
     CU_ASSERT(msg != NULL && strstr(msg, "certificate") != NULL);
     CU_ASSERT(took < 3.0); /* well under the 6 s unreachable bound */
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, "tlssent/refused"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], "tlssent/refused"), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 
     /* plain redis+sentinel:// to the TLS-only sentinels: they drop the
      * connection, which is an outage as far as the client can tell:
      * ENOLCK at the unreachable bound (3 s), trylock as lock */
-    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/%s", st.sent[0].port, ST_MASTER);
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/%s", st.sent[0].port, DLT_SENTINEL_MASTER);
     DLT_ASSERT_ERR(dlt_client_make(&c, url, 3000), 0);
     CU_ASSERT_FATAL(c != NULL);
     DLT_ASSERT_ERR(st_mutex(&m, "tlssent/refused", c, 0, NULL, NULL), 0);
@@ -1259,7 +1051,7 @@ static void test_sentinel_tls_refused(void) {
     DLT_ASSERT_ERR(rc, ENOLCK);
     msg = dlock_last_error();
     printf("  plain URL, trylock: %s after %.2f s: %s\n", dlt_errno_label(rc), took, msg ? msg : "(none)");
-    CU_ASSERT(msg != NULL && strstr(msg, ST_MASTER) != NULL);
+    CU_ASSERT(msg != NULL && strstr(msg, DLT_SENTINEL_MASTER) != NULL);
     CU_ASSERT(took < 3.0 + 3.0);
     t0 = dlt_now();
     rc = dlock_mutex_lock(&m);
@@ -1277,12 +1069,12 @@ static void test_sentinel_tls_refused(void) {
     CU_ASSERT_FATAL(c != NULL);
     DLT_ASSERT_ERR(st_mutex(&m, "tlssent/refused", c, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
-    DLT_ASSERT_INT_EQ(st_exists(0, "tlssent/refused"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[0], "tlssent/refused"), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 out:
-    st_down();
+    dlt_sentinel_cleanup(&st);
 }
 
 static const struct dlt_test tests[] = {
@@ -1300,6 +1092,6 @@ static const struct dlt_test tests[] = {
 
 int main(int argc, char **argv) {
     int rc = dlt_main(argc, argv, "sentinel", tests);
-    st_down();
+    dlt_sentinel_cleanup(&st);
     return rc;
 }

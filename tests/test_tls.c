@@ -1,425 +1,72 @@
 /* labels: redis; timeout: 150 */
 /* test_tls.c -- rediss:// (issue #7, item 5): dlock over TLS-only servers.
  *
- * The test makes its own PKI in a temporary folder with the fixture's
- * dlt_tls_certs (the openssl command, which scripts/deps installs): a CA,
- * a server certificate for localhost / 127.0.0.1 and a client certificate
- * signed by it, and a second, unrelated CA (with a client certificate of
- * its own).  It runs its own redis-servers with `--port 0 --tls-port P`:
- * they speak nothing but TLS, so every connection dlock makes to them --
- * commands, renewals, the subscriber that carries release notifications --
- * is a TLS one.  (It launches them itself rather than with the fixture's
- * dlt_redis_start_tls: some need a password, which the fixture's readiness
- * check does not give, and readiness here is proven through dlock.)
- *
- * The servers are started from the main thread with PR_SET_PDEATHSIG, so
- * they die with the test process whatever kills it; they are stopped by
- * pid at the end of each test and at exit.  The folder is named like the
- * fixture's (dlt-redis-...) and flocked through an "owner" file, so that if
- * this process is SIGKILLed the fixture's sweeper of a later run removes it.
+ * The test's PKI is the fixture's (dlt_tls_dir, made with dlt_tls_certs
+ * and the openssl command, which scripts/deps installs): a CA, a server
+ * certificate for localhost / 127.0.0.1 and a client certificate signed
+ * by it, and a second, unrelated CA (with a client certificate of its
+ * own).  Its redis-servers are the fixture's TLS-only ones
+ * (dlt_tls_server_start, fixture_multi.h: "port 0", "tls-port P", some
+ * with a password and an ACL user): they speak nothing but TLS, so every
+ * connection dlock makes to them -- commands, renewals, the subscriber
+ * that carries release notifications -- is a TLS one.  The fixture kills
+ * them by pid, at the end of each test and at exit, whatever ends it.
  *
  * The suite's own plain server (dlt_server, DLOCK_URL) is not used for
  * locks here, except to show that a TLS lock never lands on it.
  */
 #define DLT_CK_MOD 120
-#include "fixture.h"
+#include "fixture_multi.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <dlock.h>
 
-extern char **environ;
-
-#define TAG "/dlt-redis-tls-"   /* our folder; "dlt-redis-" is what the fixture sweeps */
-#define START_TIMEOUT_S 10.0    /* until a new server is ready */
-#define RESTART_RETRY_S 5.0     /* how long a restart retries a taken port */
 #define USER "dlockuser"
 #define PASSWORD "tls-s3cret-pw"        /* the ACL user's */
 #define DEFAULT_PASSWORD "tls-default-pw" /* requirepass: the default user's */
 #define WRONG_PASSWORD "wr0ng-tls-pw"
 
 /* ======================================================================
- * The folder and the certificates
+ * The certificates and the servers
  * ==================================================================== */
 
-static char tmpdir[256];
-static int tmp_lockfd = -1;
-static pid_t starter;
-static int setup_state; /* 0 not yet, 1 ready, -1 failed */
+static const char *certdir; /* dlt_tls_dir() */
+static int setup_state;     /* 0 not yet, 1 ready, -1 failed */
 
-/* Files in tmpdir. */
-static char ca_crt[320], ca2_crt[320], ca2_key[320], srv_crt[320], srv_key[320];
+/* Files in certdir. */
+static char ca_crt[320], ca2_crt[320], ca2_key[320];
 static char cli_crt[320], cli_key[320], cli2_crt[320], cli2_key[320];
 
+/* The TLS-only servers (fixture_multi.h): main, the suite's; auth, with
+ * tls-auth-clients yes; pw, with the ACL user USER/PASSWORD and
+ * requirepass DEFAULT_PASSWORD; crash, the one killed mid-use. */
+static dlt_redis srv_main, srv_auth, srv_pw, srv_crash;
+
 static void path_in(char *out, size_t n, const char *name) {
-    snprintf(out, n, "%s/%s", tmpdir, name);
+    snprintf(out, n, "%s/%s", certdir, name);
 }
 
-/* The PKI (the fixture's dlt_tls_certs: ca, server, client, ca2, client2,
- * openssl.cnf) in tmpdir, and the paths to its files. */
-static int make_certs(void) {
-    if (dlt_tls_certs(tmpdir) != 0) return -1;
+/* The certificates and the main server, once: 1 if ready. */
+static int setup(void) {
+    if (setup_state != 0) return setup_state > 0;
+    setup_state = -1;
+    if ((certdir = dlt_tls_dir()) == NULL) return 0;
     path_in(ca_crt, sizeof ca_crt, "ca.crt");
     path_in(ca2_crt, sizeof ca2_crt, "ca2.crt");
     path_in(ca2_key, sizeof ca2_key, "ca2.key");
-    path_in(srv_crt, sizeof srv_crt, "server.crt");
-    path_in(srv_key, sizeof srv_key, "server.key");
     path_in(cli_crt, sizeof cli_crt, "client.crt");
     path_in(cli_key, sizeof cli_key, "client.key");
     path_in(cli2_crt, sizeof cli2_crt, "client2.crt");
     path_in(cli2_key, sizeof cli2_key, "client2.key");
-    return 0;
-}
-
-/* ======================================================================
- * TLS-only redis-servers
- * ==================================================================== */
-
-typedef struct tls_srv {
-    const char *name;     /* its sub-folder */
-    int auth_clients;     /* --tls-auth-clients yes */
-    int with_passwords;   /* the ACL user USER/PASSWORD, requirepass DEFAULT_PASSWORD */
-    pid_t pid;            /* while running, else 0 */
-    int port;             /* kept across kill/restart */
-    char dir[320];
-    char log[340];
-} tls_srv;
-
-static tls_srv srv_main = { "main", 0, 0, 0, 0, "", "" };
-static tls_srv srv_auth = { "auth", 1, 0, 0, 0, "", "" };
-static tls_srv srv_pw = { "pw", 0, 1, 0, 0, "", "" };
-static tls_srv srv_crash = { "crash", 0, 0, 0, 0, "", "" };
-static tls_srv *const all_srv[] = { &srv_main, &srv_auth, &srv_pw, &srv_crash };
-#define NSRV (sizeof all_srv / sizeof all_srv[0])
-
-static double now_s(void) {
-    return dlt_now();
-}
-
-/* waitpid with a bound: the exit status (0..255, 128 + signal), -2 on a
- * timeout, -1 on an error.  timeout_ms 0: just a look. */
-static int reap_ms(pid_t pid, int timeout_ms) {
-    double end = now_s() + timeout_ms / 1000.0;
-    for (;;) {
-        int st;
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid) {
-            if (WIFEXITED(st)) return WEXITSTATUS(st);
-            if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-            continue;
-        }
-        if (w < 0 && errno != EINTR) return -1;
-        if (now_s() >= end) return -2;
-        dlt_sleep_ms(5);
-    }
-}
-
-static void srv_kill(tls_srv *s) {
-    if (s->pid <= 0) return;
-    kill(s->pid, SIGKILL);
-    reap_ms(s->pid, 10000);
-    s->pid = 0;
-}
-
-static void srv_stop(tls_srv *s) {
-    if (s->pid <= 0) return;
-    kill(s->pid, SIGTERM);
-    if (reap_ms(s->pid, 3000) == -2) {
-        kill(s->pid, SIGKILL);
-        reap_ms(s->pid, 10000);
-    }
-    s->pid = 0;
-}
-
-static long file_size(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 ? (long)st.st_size : 0;
-}
-
-/* The log from offset (its last cap-1 bytes at most). */
-static void read_log(const tls_srv *s, long offset, char *buf, size_t cap) {
-    buf[0] = '\0';
-    int fd = open(s->log, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    long size = file_size(s->log);
-    if (size - offset > (long)cap - 1) offset = size - ((long)cap - 1);
-    if (offset < 0) offset = 0;
-    ssize_t n = pread(fd, buf, cap - 1, offset);
-    close(fd);
-    buf[n > 0 ? n : 0] = '\0';
-}
-
-/* $DLT_REDIS_SERVER, redis-server in PATH, or /usr/bin/redis-server (as
- * the fixture). */
-static void server_binary(char *out, size_t n) {
-    const char *env = getenv("DLT_REDIS_SERVER");
-    if (env != NULL && *env) {
-        snprintf(out, n, "%s", env);
-        return;
-    }
-    for (const char *p = getenv("PATH"); p != NULL && *p;) {
-        const char *colon = strchr(p, ':');
-        size_t len = colon ? (size_t)(colon - p) : strlen(p);
-        if (len > 0 && len < n - 16) {
-            snprintf(out, n, "%.*s/redis-server", (int)len, p);
-            if (access(out, X_OK) == 0) return;
-        }
-        p = colon ? colon + 1 : NULL;
-    }
-    snprintf(out, n, "/usr/bin/redis-server");
-}
-
-/* The userinfo ("user:password@") a client of s needs, or "". */
-static const char *srv_userinfo(const tls_srv *s) {
-    return s->with_passwords ? USER ":" PASSWORD "@" : "";
-}
-
-/* A URL for s through host, with the CA and the client certificate (good
- * for every server here) and short timeouts, as the readiness probe uses. */
-static void probe_url(char *out, size_t n, const tls_srv *s) {
-    snprintf(out, n,
-             "rediss://%s127.0.0.1:%d?tls_ca_file=%s&tls_cert_file=%s&tls_key_file=%s"
-             "&connect_timeout_ms=500&command_timeout_ms=2000",
-             srv_userinfo(s), s->port, ca_crt, cli_crt, cli_key);
-}
-
-/* A trylock and unlock through dlock: 0, or the error. */
-static int probe(const tls_srv *s) {
-    char url[1200];
-    dlock_client_t *cl;
-    dlock_mutex_t m;
-    int rc;
-    probe_url(url, sizeof url, s);
-    if ((rc = dlt_client_make(&cl, url, 1000)) != 0) return rc;
-    if ((rc = dlt_mutex_make(&m, "tls/probe", 0, cl)) == 0) {
-        rc = dlock_mutex_trylock(&m);
-        if (rc == 0) rc = dlock_mutex_unlock(&m);
-        else if (rc == EBUSY) rc = 0; /* it answers: good enough */
-        dlock_mutex_destroy(&m);
-    }
-    dlock_client_destroy(cl);
-    return rc;
-}
-
-/* Execs redis-server for s on s->port and waits until it is ready: its
- * log says so and a dlock trylock over TLS gets an answer.  0: ready; 1:
- * the port was taken (try again); -1: another failure (log shown). */
-static int srv_launch(tls_srv *s) {
-    char bin[PATH_MAX], port[16];
-    char *argv[64];
-    int a = 0;
-    server_binary(bin, sizeof bin);
-    snprintf(port, sizeof port, "%d", s->port);
-    argv[a++] = "redis-server";
-    argv[a++] = "--port";
-    argv[a++] = "0";
-    argv[a++] = "--bind";
-    argv[a++] = "127.0.0.1";
-    argv[a++] = "--tls-port";
-    argv[a++] = port;
-    argv[a++] = "--tls-cert-file";
-    argv[a++] = srv_crt;
-    argv[a++] = "--tls-key-file";
-    argv[a++] = srv_key;
-    argv[a++] = "--tls-ca-cert-file";
-    argv[a++] = ca_crt;
-    argv[a++] = "--tls-auth-clients";
-    argv[a++] = s->auth_clients ? "yes" : "no";
-    argv[a++] = "--save";
-    argv[a++] = "";
-    argv[a++] = "--appendonly";
-    argv[a++] = "no";
-    argv[a++] = "--dir";
-    argv[a++] = s->dir;
-    argv[a++] = "--logfile";
-    argv[a++] = s->log;
-    argv[a++] = "--daemonize";
-    argv[a++] = "no";
-    argv[a++] = "--protected-mode";
-    argv[a++] = "no";
-    if (s->with_passwords) {
-        argv[a++] = "--requirepass";
-        argv[a++] = DEFAULT_PASSWORD;
-        argv[a++] = "--user";
-        argv[a++] = USER;
-        argv[a++] = "on";
-        argv[a++] = ">" PASSWORD;
-        argv[a++] = "~*";
-        argv[a++] = "&*";
-        argv[a++] = "+@all";
-    }
-    argv[a] = NULL;
-
-    long offset = file_size(s->log);
-    int main_thread = (pid_t)syscall(SYS_gettid) == getpid();
-    pid_t parent = getpid();
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* Only system calls until exec: the parent may have busy threads. */
-        if (main_thread) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() != parent) _exit(127);
-        }
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        int in = open("/dev/null", O_RDONLY);
-        int out = open(s->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (in >= 0) dup2(in, STDIN_FILENO);
-        if (out >= 0) {
-            dup2(out, STDOUT_FILENO);
-            dup2(out, STDERR_FILENO);
-        }
-#ifdef SYS_close_range
-        if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
-#endif
-            for (int fd = 3; fd < 65536; fd++) close(fd);
-        execve(bin, argv, environ);
-        _exit(127);
-    }
-    if (pid < 0) {
-        fprintf(stderr, "test_tls: fork: %s\n", strerror(errno));
-        return -1;
-    }
-    s->pid = pid;
-
-    char buf[4096];
-    double deadline = now_s() + START_TIMEOUT_S;
-    int logged_ready = 0, last = -1;
-    for (;;) {
-        int st = reap_ms(pid, 0);
-        if (st >= 0) {
-            s->pid = 0;
-            read_log(s, offset, buf, sizeof buf);
-            if (strstr(buf, "Address already in use") != NULL) return 1;
-            fprintf(stderr, "test_tls: redis-server (%s, port %d) exited at start (status %d)\n"
-                            "---- %s ----\n%s\n----\n",
-                    s->name, s->port, st, s->log, buf);
-            return -1;
-        }
-        if (!logged_ready) {
-            read_log(s, offset, buf, sizeof buf);
-            logged_ready = strstr(buf, "Ready to accept connections") != NULL;
-        }
-        if (logged_ready && (last = probe(s)) == 0) return 0;
-        if (now_s() >= deadline) break;
-        dlt_sleep_ms(20);
-    }
-    read_log(s, offset, buf, sizeof buf);
-    fprintf(stderr, "test_tls: redis-server (%s, port %d) not ready within %.0f s (%s; last probe: %s)\n"
-                    "---- %s ----\n%s\n----\n",
-            s->name, s->port, START_TIMEOUT_S, logged_ready ? "logged ready" : "never logged ready",
-            last < 0 ? "none" : dlock_last_error(), s->log, buf);
-    srv_kill(s);
-    return -1;
-}
-
-/* Starts s on a free port (retrying a port lost to a race): 0 or -1. */
-static int srv_start(tls_srv *s) {
-    if (s->pid > 0) return 0;
-    snprintf(s->dir, sizeof s->dir, "%s/%s", tmpdir, s->name);
-    snprintf(s->log, sizeof s->log, "%s/redis.log", s->dir);
-    if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "test_tls: mkdir %s: %s\n", s->dir, strerror(errno));
-        return -1;
-    }
-    for (int attempt = 0; attempt < 20; attempt++) {
-        if ((s->port = dlt_free_port()) == 0) {
-            fprintf(stderr, "test_tls: no free loopback port\n");
-            return -1;
-        }
-        int rc = srv_launch(s);
-        if (rc == 0) return 0;
-        if (rc < 0) return -1;
-    }
-    fprintf(stderr, "test_tls: could not start redis-server (%s)\n", s->name);
-    return -1;
-}
-
-/* Starts a killed s again on the same port, retrying a taken port for
- * up to RESTART_RETRY_S: 0 or -1. */
-static int srv_restart(tls_srv *s) {
-    double deadline = now_s() + RESTART_RETRY_S;
-    for (;;) {
-        int rc = srv_launch(s);
-        if (rc <= 0) return rc;
-        if (now_s() >= deadline) break;
-        dlt_sleep_ms(100);
-    }
-    fprintf(stderr, "test_tls: port %d still taken after %.0f s\n", s->port, RESTART_RETRY_S);
-    return -1;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP) rmdir(path);
-    else unlink(path);
-    return 0;
-}
-
-/* At exit, in the process that set up (never in a fork child): every
- * server stopped, the folder removed. */
-static void cleanup_at_exit(void) {
-    if (getpid() != starter) return;
-    for (size_t i = 0; i < NSRV; i++) srv_kill(all_srv[i]);
-    if (tmpdir[0] == '/' && strstr(tmpdir, TAG) != NULL) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-    if (tmp_lockfd >= 0) close(tmp_lockfd);
-    tmp_lockfd = -1;
-    tmpdir[0] = '\0';
-}
-
-/* The folder, the certificates and the main server, once: 1 if ready. */
-static int setup(void) {
-    if (setup_state != 0) return setup_state > 0;
-    setup_state = -1;
-    starter = getpid();
-    atexit(cleanup_at_exit);
-
-    const char *tmp = getenv("TMPDIR");
-    /* Paths go into URLs and a shell command: keep to plain characters. */
-    if (tmp == NULL || *tmp != '/' || strlen(tmp) > 150 ||
-        strspn(tmp, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-") != strlen(tmp))
-        tmp = "/tmp";
-    size_t tl = strlen(tmp);
-    while (tl > 1 && tmp[tl - 1] == '/') tl--;
-    snprintf(tmpdir, sizeof tmpdir, "%.*s%sXXXXXX", (int)tl, tmp, TAG);
-    if (mkdtemp(tmpdir) == NULL) {
-        fprintf(stderr, "test_tls: mkdtemp %s: %s\n", tmpdir, strerror(errno));
-        tmpdir[0] = '\0';
-        return 0;
-    }
-    /* In use while we live: an flock on owner, taken before it has that
-     * name (as the fixture's folders). */
-    {
-        char a[320], b[320];
-        path_in(a, sizeof a, "owner.new");
-        path_in(b, sizeof b, "owner");
-        tmp_lockfd = open(a, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
-        if (tmp_lockfd < 0 || flock(tmp_lockfd, LOCK_EX) != 0 || rename(a, b) != 0) {
-            fprintf(stderr, "test_tls: cannot lock %s: %s\n", b, strerror(errno));
-            return 0;
-        }
-    }
-    if (make_certs() != 0) return 0;
-    if (srv_start(&srv_main) != 0) return 0;
-    printf("test_tls: TLS-only redis-server %d on 127.0.0.1:%d, folder %s\n", (int)srv_main.pid,
-           srv_main.port, tmpdir);
+    if (dlt_tls_server_start(&srv_main, 0, NULL, NULL, NULL) != 0) return 0;
+    printf("test_tls: TLS-only redis-server %d on 127.0.0.1:%d, folder %s, certificates %s\n", (int)srv_main.pid,
+           srv_main.port, srv_main.dir, certdir);
     setup_state = 1;
     return 1;
 }
@@ -429,13 +76,6 @@ static int setup(void) {
 /* ======================================================================
  * Helpers
  * ==================================================================== */
-
-/* "rediss://[userinfo]HOST:PORT?QUERY" for s. */
-static void url_for(char *out, size_t n, const tls_srv *s, const char *userinfo, const char *host,
-                    const char *query) {
-    snprintf(out, n, "rediss://%s%s:%d%s%s", userinfo ? userinfo : "", host, s->port,
-             query && *query ? "?" : "", query ? query : "");
-}
 
 /* "tls_ca_file=CA" and friends, for queries. */
 static void q_ca(char *out, size_t n) {
@@ -529,7 +169,7 @@ static void core_calls(const char *host) {
     struct timespec ts;
 
     q_ca(q, sizeof q);
-    url_for(url, sizeof url, &srv_main, NULL, host, q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, host, q);
     snprintf(name, sizeof name, "tls/core-%s", host);
     DLT_ASSERT_ERR(dlt_client_make(&a, url, 5000), 0);
     DLT_ASSERT_ERR(dlt_client_make(&b, url, 5000), 0);
@@ -608,7 +248,7 @@ static void run_contention(const char *host, const char *name, int fair, int cac
     pid_t pids[NPROC];
     memset(&a, 0, sizeof a);
     q_ca(q, sizeof q);
-    url_for(a.url, sizeof a.url, &srv_main, NULL, host, q);
+    dlt_tls_server_url(&srv_main, a.url, sizeof a.url, NULL, host, q);
     snprintf(a.name, sizeof a.name, "%s", name);
     a.fair = fair;
     a.caching = caching;
@@ -694,7 +334,7 @@ static void test_tls_waiter_woken_by_release(void) {
     char q[400];
     memset(&w, 0, sizeof w);
     q_ca(q, sizeof q);
-    url_for(w.url, sizeof w.url, &srv_main, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_main, w.url, sizeof w.url, NULL, "127.0.0.1", q);
     w.waiting = &shm[0];
     w.released = &shm[1];
     w.waited_ms = &shm[2];
@@ -751,7 +391,7 @@ static void test_tls_rwlock_and_cond(void) {
     struct condarg ca;
 
     q_ca(q, sizeof q);
-    url_for(url, sizeof url, &srv_main, NULL, "localhost", q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "localhost", q);
     DLT_ASSERT_ERR(dlt_client_make(&a, url, 5000), 0);
     DLT_ASSERT_ERR(dlt_client_make(&b, url, 5000), 0);
     dlock_mutexattr_init(&aa);
@@ -817,7 +457,7 @@ static void test_tls_refusal_not_retried(void) {
     int created, rc;
 
     snprintf(q, sizeof q, "tls_ca_file=%s", ca2_crt);
-    url_for(url, sizeof url, &srv_main, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "127.0.0.1", q);
     t0 = dlt_now();
     rc = try_through(url, "tls/refusal", 20000, msg, sizeof msg, &created);
     took = dlt_now() - t0;
@@ -845,19 +485,19 @@ static void test_tls_server_verification(void) {
     const char *name = "tls/verify";
 
     /* No CA: the system store knows nothing of our CA. */
-    url_for(url, sizeof url, &srv_main, NULL, "127.0.0.1", NULL);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "127.0.0.1", NULL);
     refused("system store", url, name, "certificate", NULL);
     /* The wrong CA. */
     snprintf(q, sizeof q, "tls_ca_file=%s", ca2_crt);
-    url_for(url, sizeof url, &srv_main, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "127.0.0.1", q);
     refused("unrelated CA", url, name, "certificate", NULL);
     /* The right CA, another name. */
     snprintf(q, sizeof q, "tls_ca_file=%s&tls_server_name=other.example", ca_crt);
-    url_for(url, sizeof url, &srv_main, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "127.0.0.1", q);
     refused("tls_server_name=other.example", url, name, "hostname mismatch", NULL);
     /* The right CA, an address the certificate does not name. */
     snprintf(q, sizeof q, "tls_ca_file=%s&tls_server_name=127.0.0.2", ca_crt);
-    url_for(url, sizeof url, &srv_main, NULL, "localhost", q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "localhost", q);
     refused("tls_server_name=127.0.0.2", url, name, "mismatch", NULL);
     /* A plain client on the TLS-only port; a TLS client on a plain port. */
     snprintf(url, sizeof url, "redis://127.0.0.1:%d?connect_timeout_ms=500", srv_main.port);
@@ -868,25 +508,25 @@ static void test_tls_server_verification(void) {
 
     /* Nothing was granted to any of them. */
     q_ca(q, sizeof q);
-    url_for(good, sizeof good, &srv_main, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_main, good, sizeof good, NULL, "127.0.0.1", q);
     DLT_ASSERT_ERR(dlt_client_make(&g, good, 5000), 0);
     DLT_ASSERT_INT_EQ(holder_pid(g, name), 0);
 
     /* tls_verify=0: no CA, a wrong CA, a wrong name: all accepted. */
     int created;
     char msg[1024];
-    url_for(url, sizeof url, &srv_main, NULL, "127.0.0.1", "tls_verify=0");
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "127.0.0.1", "tls_verify=0");
     DLT_ASSERT_ERR(try_through(url, name, 5000, msg, sizeof msg, &created), 0);
     snprintf(q, sizeof q, "tls_verify=0&tls_ca_file=%s&tls_server_name=other.example", ca2_crt);
-    url_for(url, sizeof url, &srv_main, NULL, "localhost", q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "localhost", q);
     DLT_ASSERT_ERR(try_through(url, name, 5000, msg, sizeof msg, &created), 0);
     /* tls_verify=1 said out loud, the right CA. */
     snprintf(q, sizeof q, "tls_verify=1&tls_ca_file=%s", ca_crt);
-    url_for(url, sizeof url, &srv_main, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "127.0.0.1", q);
     DLT_ASSERT_ERR(try_through(url, name, 5000, msg, sizeof msg, &created), 0);
     /* The right CA and tls_server_name=localhost on an address URL. */
     snprintf(q, sizeof q, "tls_ca_file=%s&tls_server_name=localhost", ca_crt);
-    url_for(url, sizeof url, &srv_main, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_main, url, sizeof url, NULL, "127.0.0.1", q);
     DLT_ASSERT_ERR(try_through(url, name, 5000, msg, sizeof msg, &created), 0);
 
     DLT_ASSERT_INT_EQ(holder_pid(g, name), 0);
@@ -918,7 +558,7 @@ static void *cert_waiter(void *p) {
  * waiter (another thread, another client) woken by a release. */
 static void test_tls_client_certificates(void) {
     NEED_SETUP();
-    CU_ASSERT_FATAL(srv_start(&srv_auth) == 0);
+    CU_ASSERT_FATAL(dlt_tls_server_start(&srv_auth, 1, NULL, NULL, NULL) == 0);
     char url[1200], q[1000];
     const char *name = "tls/client-cert";
     dlock_client_t *a, *b;
@@ -928,18 +568,18 @@ static void test_tls_client_certificates(void) {
     struct certwait w;
 
     q_ca(q, sizeof q);
-    url_for(url, sizeof url, &srv_auth, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_auth, url, sizeof url, NULL, "127.0.0.1", q);
     /* (Only ENOLCK is asserted: the reason given is the server's alert,
      * "certificate required" / "unknown ca", or, when the server's reset
      * reaches the client's next send first, "send: Connection reset by
      * peer".) */
     refused("no client certificate", url, name, NULL, NULL);
     snprintf(q, sizeof q, "tls_ca_file=%s&tls_cert_file=%s&tls_key_file=%s", ca_crt, cli2_crt, cli2_key);
-    url_for(url, sizeof url, &srv_auth, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_auth, url, sizeof url, NULL, "127.0.0.1", q);
     refused("a client certificate of another CA", url, name, NULL, NULL);
 
     snprintf(q, sizeof q, "tls_ca_file=%s&tls_cert_file=%s&tls_key_file=%s", ca_crt, cli_crt, cli_key);
-    url_for(url, sizeof url, &srv_auth, NULL, "localhost", q);
+    dlt_tls_server_url(&srv_auth, url, sizeof url, NULL, "localhost", q);
     DLT_ASSERT_ERR(dlt_client_make(&a, url, 5000), 0);
     DLT_ASSERT_ERR(dlt_client_make(&b, url, 5000), 0);
     DLT_ASSERT_ERR(mutex_on(&ma, name, a, 0, 0, 30000), 0);
@@ -963,7 +603,7 @@ static void test_tls_client_certificates(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(a), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(b), 0);
     DLT_SHM_FREE(flag, 1);
-    srv_stop(&srv_auth);
+    dlt_redis_cleanup(&srv_auth);
 }
 
 /* ======================================================================
@@ -979,12 +619,12 @@ static void test_tls_bad_configuration(void) {
     invalid("tls_cert_file without tls_key_file", url, NULL);
     snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s&tls_key_file=%s", p, ca_crt, cli_key);
     invalid("tls_key_file without tls_cert_file", url, NULL);
-    snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s/no-such-ca.crt", p, tmpdir);
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s/no-such-ca.crt", p, certdir);
     invalid("a CA file that does not exist", url, NULL);
-    snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s/openssl.cnf", p, tmpdir);
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s/openssl.cnf", p, certdir);
     invalid("a CA file that holds no certificate", url, NULL);
     snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s&tls_cert_file=%s/none.crt&tls_key_file=%s/none.key",
-             p, ca_crt, tmpdir, tmpdir);
+             p, ca_crt, certdir, certdir);
     invalid("client certificate files that do not exist", url, NULL);
     snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s&tls_cert_file=%s&tls_key_file=%s", p, ca_crt,
              cli_crt, ca2_key);
@@ -1016,7 +656,7 @@ static void test_tls_bad_configuration(void) {
     dlock_config_t cfg;
     dlock_client_t *cl = NULL;
     dlock_config_init(&cfg);
-    snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s/no-such-ca.crt", p, tmpdir);
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s/no-such-ca.crt", p, certdir);
     cfg.url = url;
     cfg.unreachable_ms = 1000;
     DLT_ASSERT_ERR(dlock_client_create(&cl, &cfg), EINVAL);
@@ -1028,24 +668,24 @@ static void test_tls_bad_configuration(void) {
 
 static void test_tls_password(void) {
     NEED_SETUP();
-    CU_ASSERT_FATAL(srv_start(&srv_pw) == 0);
+    CU_ASSERT_FATAL(dlt_tls_server_start(&srv_pw, 0, DEFAULT_PASSWORD, USER, PASSWORD) == 0);
     char url[1200], q[400], msg[1024];
     int created;
     const char *name = "tls/password";
 
     q_ca(q, sizeof q);
     /* The ACL user, and the default user's requirepass. */
-    url_for(url, sizeof url, &srv_pw, USER ":" PASSWORD "@", "127.0.0.1", q);
+    dlt_tls_server_url(&srv_pw, url, sizeof url, USER ":" PASSWORD "@", "127.0.0.1", q);
     DLT_ASSERT_ERR(try_through(url, name, 5000, msg, sizeof msg, &created), 0);
-    url_for(url, sizeof url, &srv_pw, ":" DEFAULT_PASSWORD "@", "localhost", q);
+    dlt_tls_server_url(&srv_pw, url, sizeof url, ":" DEFAULT_PASSWORD "@", "localhost", q);
     DLT_ASSERT_ERR(try_through(url, name, 5000, msg, sizeof msg, &created), 0);
     {
         /* A hold, seen by another authenticated client. */
         dlock_client_t *a, *b;
         dlock_mutex_t m;
-        url_for(url, sizeof url, &srv_pw, USER ":" PASSWORD "@", "127.0.0.1", q);
+        dlt_tls_server_url(&srv_pw, url, sizeof url, USER ":" PASSWORD "@", "127.0.0.1", q);
         DLT_ASSERT_ERR(dlt_client_make(&a, url, 5000), 0);
-        url_for(url, sizeof url, &srv_pw, "default:" DEFAULT_PASSWORD "@", "127.0.0.1", q);
+        dlt_tls_server_url(&srv_pw, url, sizeof url, "default:" DEFAULT_PASSWORD "@", "127.0.0.1", q);
         DLT_ASSERT_ERR(dlt_client_make(&b, url, 5000), 0);
         DLT_ASSERT_ERR(mutex_on(&m, name, a, 0, 0, 0), 0);
         DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
@@ -1058,17 +698,17 @@ static void test_tls_password(void) {
     }
 
     /* Wrong passwords: refused, never shown. */
-    url_for(url, sizeof url, &srv_pw, USER ":" WRONG_PASSWORD "@", "127.0.0.1", q);
+    dlt_tls_server_url(&srv_pw, url, sizeof url, USER ":" WRONG_PASSWORD "@", "127.0.0.1", q);
     refused("wrong password", url, name, "authentication failed", WRONG_PASSWORD);
-    url_for(url, sizeof url, &srv_pw, ":" WRONG_PASSWORD "@", "127.0.0.1", q);
+    dlt_tls_server_url(&srv_pw, url, sizeof url, ":" WRONG_PASSWORD "@", "127.0.0.1", q);
     refused("wrong default password", url, name, "authentication failed", WRONG_PASSWORD);
     /* The right password, a certificate refused: not shown either. */
-    url_for(url, sizeof url, &srv_pw, USER ":" PASSWORD "@", "127.0.0.1", NULL);
+    dlt_tls_server_url(&srv_pw, url, sizeof url, USER ":" PASSWORD "@", "127.0.0.1", NULL);
     refused("right password, no CA", url, name, "certificate", PASSWORD);
     snprintf(q, sizeof q, "tls_ca_file=%s&tls_server_name=other.example", ca_crt);
-    url_for(url, sizeof url, &srv_pw, USER ":" PASSWORD "@", "127.0.0.1", q);
+    dlt_tls_server_url(&srv_pw, url, sizeof url, USER ":" PASSWORD "@", "127.0.0.1", q);
     refused("right password, wrong name", url, name, "hostname mismatch", PASSWORD);
-    srv_stop(&srv_pw);
+    dlt_redis_cleanup(&srv_pw);
 }
 
 /* ======================================================================
@@ -1140,7 +780,7 @@ static void *crash_waiter_fn(void *p) {
  * server. */
 static void test_tls_server_killed_mid_use(void) {
     NEED_SETUP();
-    CU_ASSERT_FATAL(srv_start(&srv_crash) == 0);
+    CU_ASSERT_FATAL(dlt_tls_server_start(&srv_crash, 0, NULL, NULL, NULL) == 0);
     char url[1200], gurl[1200], q[600];
     const char *name = "tls/crash";
     dlock_client_t *a, *b, *c;
@@ -1152,9 +792,9 @@ static void test_tls_server_killed_mid_use(void) {
     struct timespec ts;
 
     q_ca(q, sizeof q);
-    url_for(url, sizeof url, &srv_crash, NULL, "127.0.0.1", q);
+    dlt_tls_server_url(&srv_crash, url, sizeof url, NULL, "127.0.0.1", q);
     snprintf(q, sizeof q, "tls_ca_file=%s&restart_guard_ms=%d", ca_crt, CRASH_GUARD_MS);
-    url_for(gurl, sizeof gurl, &srv_crash, NULL, "localhost", q);
+    dlt_tls_server_url(&srv_crash, gurl, sizeof gurl, NULL, "localhost", q);
     CU_ASSERT_FATAL(dlt_client_make(&a, url, 5000) == 0);
     CU_ASSERT_FATAL(dlt_client_make(&b, gurl, 5000) == 0);
     CU_ASSERT_FATAL(dlt_client_make(&c, gurl, 5000) == 0);
@@ -1183,9 +823,9 @@ static void test_tls_server_killed_mid_use(void) {
 
     pid_t old = srv_crash.pid;
     t_kill = dlt_now();
-    srv_kill(&srv_crash);
+    dlt_redis_kill(&srv_crash);
     dlt_sleep_ms(200);
-    CU_ASSERT_FATAL(srv_restart(&srv_crash) == 0);
+    CU_ASSERT_FATAL(dlt_redis_restart(&srv_crash) == 0);
     int restarted_ms = ms_since_kill();
     printf("  redis-server %d killed; %d restarted on port %d\n", (int)old, (int)srv_crash.pid,
            srv_crash.port);
@@ -1230,7 +870,7 @@ static void test_tls_server_killed_mid_use(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(b), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
     DLT_SHM_FREE(sh, 1);
-    srv_stop(&srv_crash);
+    dlt_redis_cleanup(&srv_crash);
 }
 
 /* The fork-heavy tests come first, while this process has no threads of
@@ -1250,5 +890,7 @@ static const struct dlt_test tests[] = {
 };
 
 int main(int argc, char **argv) {
-    return dlt_main(argc, argv, "tls", tests);
+    int rc = dlt_main(argc, argv, "tls", tests);
+    dlt_redis_cleanup(&srv_main);
+    return rc;
 }
