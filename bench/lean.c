@@ -184,8 +184,8 @@ int cmd_carry(const bopts *o) {
     redisContext *rc = bconnect(o);
     const char *sha = raw_release_sha(rc);
     char list[256], *save = NULL, *tok;
-    int rounds = o->smoke ? 1 : 3;
-    double secs = o->seconds > 0 ? o->seconds : (o->smoke ? 0.2 : 1.0);
+    int rounds = o->smoke ? 1 : 5;
+    double secs = o->seconds > 0 ? o->seconds : (o->smoke ? 0.2 : 0.6);
     snap ov;
 
     snprintf(list, sizeof list, "%s", o->list ? o->list : (o->smoke ? "1,16" : "1,4,16,64"));
