@@ -119,6 +119,7 @@ void analyze_events(const bopts *o, bevent *ev, size_t n, double rt_us, const ch
             series_add(&hand, h);
             if (hf) fprintf(hf, "%.3f\n", (double)h / 1e3);
         }
+        if (i > 0 && ev[i].worker != ev[i - 1].worker) st->handoffs_all++; /* the whole log */
         if (!in) continue;
         inwin++;
         run = ev[i].worker == runw ? run + 1 : 1;

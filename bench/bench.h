@@ -38,6 +38,10 @@ typedef struct bopts {
     const char *waiters; /* waiters sweep: comma-separated list */
     double rt_us;        /* analyze: the round trip measured in the same run */
     double warmup_ms;    /* analyze: events before this are left out */
+    int caching;         /* contend: dlock_mutexattr_setcaching(1) (issue #9) */
+    const char *list;    /* carry: thread counts, comma-separated */
+    const char *kind;    /* pairs: raw | dlock */
+    const char *before, *after; /* pairs: shell commands run around the measured loop */
 } bopts;
 
 /* ---------------------------------------------------------------- time */
@@ -89,7 +93,27 @@ long server_requests_usec(redisContext *c, const char *cmds, long *total, long *
 /* Server CPU seconds (user + sys) from INFO cpu. */
 double server_cpu(redisContext *c);
 long server_used_memory(redisContext *c);
+/* One reading of the server's counters (INFO commandstats, stats, cpu):
+ * the calls and usec of the top-level commands named in `top`
+ * (comma-separated: a script's own redis.call()s are counted by
+ * commandstats too, under their names, and their time is inside the
+ * script's), every command's calls but INFO's (all_calls: script calls
+ * included), the bytes read from and written to clients, connections
+ * accepted, CPU seconds.  A reading's own requests and answers show in
+ * the next one's bytes: snap_overhead measures that (two readings back to
+ * back) for snap_delta to take off. */
+typedef struct snap {
+    long calls, usec, all_calls, conns;
+    long long net_in, net_out;
+    double cpu;
+} snap;
+void server_snap(redisContext *c, const char *top, snap *s);
+void snap_overhead(redisContext *c, snap *ov);
+/* b - a - ov (ov may be NULL), field by field. */
+void snap_delta(const snap *a, const snap *b, const snap *ov, snap *d);
 /* dlock's top-level commands. */
+/* The raw pair's. */
+#define RAW_CMDS "set,evalsha"
 #define DLOCK_CMDS "evalsha,eval,blpop,subscribe,unsubscribe,psubscribe,punsubscribe,script|load,script|exists,select,auth,hello"
 
 /* Requests dlock's own code issued, counted by wrapping its hiredis calls
@@ -97,6 +121,8 @@ long server_used_memory(redisContext *c);
 typedef struct bcounters {
     long cmds;    /* commands sent (blocking or pipelined) */
     long rts;     /* round trips waited on: blocking commands + pipeline flushes */
+    long sends;   /* send() calls dlock made (it writes requests itself): one a round trip */
+    long sent_bytes; /* the bytes those calls wrote */
 } bcounters;
 extern bcounters *bc;
 void counters_init(void); /* in shared memory, before any fork */
@@ -126,6 +152,8 @@ int cmd_contend(const bopts *o);
 int cmd_waiters(const bopts *o);
 int cmd_renew(const bopts *o);
 int cmd_cache(const bopts *o);
+int cmd_carry(const bopts *o);
+int cmd_pairs(const bopts *o);
 int cmd_analyze(const bopts *o, int nfiles, char **files);
 
 /* Contention events: one acquisition each. */
@@ -147,6 +175,7 @@ typedef struct cstats {
     double wait_p50_ms, wait_p99_ms, max_wait_ms;
     double reqs_per_acq, client_cmds_per_acq;
     long acquisitions, handoffs, self_reacq;
+    long handoffs_all;       /* acquisitions by another worker than the one before, whole log */
     /* fairness (issue #8) */
     long longest_run;        /* most consecutive acquisitions by one worker */
     long min_per_worker, max_per_worker; /* acquisitions per worker in the window */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "bench.h"
@@ -193,6 +194,67 @@ long server_requests_usec(redisContext *c, const char *cmds, long *total, long *
     return sum;
 }
 
+static long long info_ll(const char *info, const char *field) {
+    char v[64];
+    return info_field(info, field, v, sizeof v) == 0 ? atoll(v) : 0;
+}
+
+/* Is cmdstat line p (at "cmdstat_") one of the comma-separated names? */
+static int in_list(const char *p, const char *list) {
+    const char *name = p + 8, *colon = strchr(name, ':');
+    size_t nl = colon ? (size_t)(colon - name) : strlen(name);
+    while (list != NULL && *list) {
+        size_t l = strcspn(list, ",");
+        if (l == nl && strncmp(list, name, nl) == 0) return 1;
+        list += l + (list[l] == ',');
+    }
+    return 0;
+}
+
+void server_snap(redisContext *c, const char *top, snap *s) {
+    redisReply *r = bcmd(c, "INFO commandstats");
+    const char *p = r->str;
+    memset(s, 0, sizeof *s);
+    /* cmdstat_<name>:calls=N,usec=N,... a line each; INFO's own left out */
+    while ((p = strstr(p, "cmdstat_")) != NULL) {
+        const char *calls = strstr(p, "calls="), *us = strstr(p, "usec="), *eol = strchr(p, '\n');
+        if (eol == NULL) eol = p + strlen(p);
+        if (strncmp(p, "cmdstat_info:", 13) != 0 && calls != NULL && calls < eol) {
+            s->all_calls += atol(calls + 6);
+            if (in_list(p, top)) {
+                s->calls += atol(calls + 6);
+                if (us != NULL && us < eol) s->usec += atol(us + 5);
+            }
+        }
+        p = eol;
+    }
+    freeReplyObject(r);
+    r = bcmd(c, "INFO stats");
+    s->net_in = info_ll(r->str, "total_net_input_bytes");
+    s->net_out = info_ll(r->str, "total_net_output_bytes");
+    s->conns = (long)info_ll(r->str, "total_connections_received");
+    freeReplyObject(r);
+    s->cpu = server_cpu(c);
+}
+
+void snap_delta(const snap *a, const snap *b, const snap *ov, snap *d) {
+    d->calls = b->calls - a->calls - (ov ? ov->calls : 0);
+    d->all_calls = b->all_calls - a->all_calls - (ov ? ov->all_calls : 0);
+    d->usec = b->usec - a->usec - (ov ? ov->usec : 0);
+    d->conns = b->conns - a->conns - (ov ? ov->conns : 0);
+    d->net_in = b->net_in - a->net_in - (ov ? ov->net_in : 0);
+    d->net_out = b->net_out - a->net_out - (ov ? ov->net_out : 0);
+    d->cpu = b->cpu - a->cpu - (ov ? ov->cpu : 0);
+}
+
+void snap_overhead(redisContext *c, snap *ov) {
+    snap a, b;
+    server_snap(c, NULL, &a);
+    server_snap(c, NULL, &b);
+    snap_delta(&a, &b, NULL, ov);
+    ov->cpu = 0; /* the CPU is not constant: left in */
+}
+
 double server_cpu(redisContext *c) {
     redisReply *r = bcmd(c, "INFO cpu");
     char u[64], s[64];
@@ -229,6 +291,8 @@ void counters_init(void) {
 void counters_get(bcounters *out) {
     out->cmds = __atomic_load_n(&bc->cmds, __ATOMIC_RELAXED);
     out->rts = __atomic_load_n(&bc->rts, __ATOMIC_RELAXED);
+    out->sends = __atomic_load_n(&bc->sends, __ATOMIC_RELAXED);
+    out->sent_bytes = __atomic_load_n(&bc->sent_bytes, __ATOMIC_RELAXED);
 }
 
 static void count(long cmds, long rts) {
@@ -263,6 +327,18 @@ int __wrap_redisGetReply(redisContext *c, void **reply) {
      * whole pipeline written so far. */
     if (c != NULL && c->obuf != NULL && c->obuf[0] != '\0') count(0, 1);
     return __real_redisGetReply(c, reply);
+}
+
+/* dlock writes its requests itself with send() (src/conn.c): each call
+ * here is one request or pipeline written, then waited on. */
+ssize_t __real_send(int fd, const void *buf, size_t len, int flags);
+ssize_t __wrap_send(int fd, const void *buf, size_t len, int flags);
+
+ssize_t __wrap_send(int fd, const void *buf, size_t len, int flags) {
+    ssize_t n = __real_send(fd, buf, len, flags);
+    __atomic_fetch_add(&bc->sends, 1, __ATOMIC_RELAXED);
+    if (n > 0) __atomic_fetch_add(&bc->sent_bytes, (long)n, __ATOMIC_RELAXED);
+    return n;
 }
 
 void *__wrap_redisCommand(redisContext *c, const char *fmt, ...) {

@@ -136,7 +136,8 @@ static void child(const bopts *o, shared *sh, int proc, int threads, int impl_po
         cl = bclient(o);
         /* The fair mode on a name of its own: a lock's name is either fair
          * or not, never both in one run. */
-        bmutex_init(&m, cl, o->fair ? "contend-fair" : "contend", DLOCK_MUTEX_DEFAULT, 0, o->fair ? BMUTEX_FAIR : 0);
+        bmutex_init(&m, cl, o->caching ? "contend-caching" : o->fair ? "contend-fair" : "contend", DLOCK_MUTEX_DEFAULT, 0,
+                    (o->fair ? BMUTEX_FAIR : 0) | (o->caching ? BMUTEX_CACHING : 0));
     }
     for (t = 0; t < threads; t++) {
         w[t].o = o;
@@ -175,6 +176,7 @@ int run_contend(const bopts *o, const char *impl, int procs, int threads, double
     series ps = { 0 };
     bopts oo = *o;
     int64_t kill_at;
+    snap sa, sb, sd;
 
     oo.label = label;
     if (impl_poll && o->fair) die("--fair is for --impl dlock");
@@ -188,6 +190,7 @@ int run_contend(const bopts *o, const char *impl, int procs, int threads, double
     counters_get(&c0);
     s0 = server_requests(rc, reqcmds, &tot0);
     cpu0 = server_cpu(rc);
+    server_snap(rc, reqcmds, &sa);
     sh->start_at = now_ns() + (int64_t)400e6; /* children connect meanwhile */
     sh->stop_at = sh->start_at + (int64_t)(seconds * 1e9);
     fflush(NULL);
@@ -198,6 +201,10 @@ int run_contend(const bopts *o, const char *impl, int procs, int threads, double
         pids[p] = pid;
     }
     kill_at = sh->stop_at + (int64_t)20e9;
+    if (o->before != NULL) { /* at the start, the workers connected (callgrind: zero the counters) */
+        while (now_ns() < sh->start_at) sleep_ms(1);
+        if (system(o->before) != 0) fprintf(stderr, "dlock-bench: %s failed\n", o->before);
+    }
     for (p = 0; p < procs; p++) {
         int status;
         for (;;) {
@@ -215,7 +222,9 @@ int run_contend(const bopts *o, const char *impl, int procs, int threads, double
             sleep_ms(5);
         }
     }
+    if (o->after != NULL && system(o->after) != 0) fprintf(stderr, "dlock-bench: %s failed\n", o->after);
     counters_get(&c1);
+    server_snap(rc, reqcmds, &sb);
     s1 = server_requests(rc, reqcmds, &tot1);
     cpu1 = server_cpu(rc);
     n = sh->next < sh->cap ? sh->next : sh->cap;
@@ -244,6 +253,19 @@ int run_contend(const bopts *o, const char *impl, int procs, int threads, double
             result(&oo, "client_rts_per_acq", (double)(c1.rts - c0.rts) / (double)n, "RT/acq");
         }
         result(&oo, "server_cpu_us_per_acq", (cpu1 - cpu0) * 1e6 / (double)n, "us/acq");
+        /* Issue 21: the server's own time (commandstats usec of the
+         * top-level commands) and bytes per acquisition, and per handoff
+         * (an acquisition by another worker than the one before it). */
+        snap_delta(&sa, &sb, NULL, &sd);
+        result(&oo, "server_usec_per_acq", (double)sd.usec / (double)n, "us/acq");
+        result(&oo, "bytes_in_per_acq", (double)sd.net_in / (double)n, "B/acq");
+        if (!impl_poll) result(&oo, "client_sends_per_acq", (double)(c1.sends - c0.sends) / (double)n, "RT/acq");
+        if (st->handoffs_all > 0) {
+            result(&oo, "handoffs_all", (double)st->handoffs_all, "");
+            result(&oo, "server_usec_per_handoff", (double)sd.usec / (double)st->handoffs_all, "us/handoff");
+            result(&oo, "server_calls_per_handoff", (double)sd.calls / (double)st->handoffs_all, "req/handoff");
+            result(&oo, "server_cmds_incl_script_per_handoff", (double)sd.all_calls / (double)st->handoffs_all, "cmd/handoff");
+        }
         result(&oo, "client_cpu_us_per_acq", child_cpu * 1e6 / (double)n, "us/acq");
         st->reqs_per_acq = (double)(s1 - s0) / (double)n;
         st->client_cmds_per_acq = (double)(c1.cmds - c0.cmds) / (double)n;

@@ -8,11 +8,16 @@
  *   dlock-bench cache    --port P [--rt-us R] [--seconds S] [--events PREFIX]   lock caching (issue #9):
  *                        uncontended pairs (pthread, default, caching) and two-process ping-pong
  *   dlock-bench analyze  --label L --hold-ms H --rt-us R [--events HANDOFF_OUT] LOG...
+ *   dlock-bench carry    --port P [--list 1,4,16,64] [--seconds S]   issue 21: pairs/s one Redis core
+ *                        carries, T threads each on its own name, dlock against the raw pair
+ *   dlock-bench pairs    --port P --kind raw|dlock [--count N] [--before CMD] [--after CMD]
+ *                        N uncontended pairs, CMD run (system()) just before and after them (callgrind)
  *   dlock-bench now                                    CLOCK_MONOTONIC in ns
  *
  * Common: --csv FILE appends key,value,unit rows; --smoke makes every
  * count and time small (CI); --count N bounds a loop's count; --fair
- * makes contend's and waiters' dlock mutex a fair (FIFO) one (issue #8).
+ * makes contend's and waiters' dlock mutex a fair (FIFO) one (issue #8),
+ * --caching contend's a caching one (issue #9).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +27,7 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: dlock-bench seq|contend|waiters|renew|cache|analyze --port PORT [options] (see bench/README.md)\n");
+            "usage: dlock-bench seq|contend|waiters|renew|cache|carry|pairs|analyze --port PORT [options] (see bench/README.md)\n");
     exit(2);
 }
 
@@ -43,6 +48,11 @@ int main(int argc, char **argv) {
 #define OPT(name) (strcmp(a, name) == 0 && v != NULL && (i++, 1))
         if (strcmp(a, "--smoke") == 0) o.smoke = 1;
         else if (strcmp(a, "--fair") == 0) o.fair = 1;
+        else if (strcmp(a, "--caching") == 0) o.caching = 1;
+        else if (OPT("--list")) o.list = v;
+        else if (OPT("--kind")) o.kind = v;
+        else if (OPT("--before")) o.before = v;
+        else if (OPT("--after")) o.after = v;
         else if (OPT("--port")) o.port = atoi(v);
         else if (OPT("--csv")) o.csv = v;
         else if (OPT("--events")) o.events = v;
@@ -82,5 +92,7 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "waiters") == 0) return cmd_waiters(&o);
     if (strcmp(cmd, "renew") == 0) return cmd_renew(&o);
     if (strcmp(cmd, "cache") == 0) return cmd_cache(&o);
+    if (strcmp(cmd, "carry") == 0) return cmd_carry(&o);
+    if (strcmp(cmd, "pairs") == 0) return cmd_pairs(&o);
     usage();
 }

@@ -8,6 +8,9 @@ BEGIN { FS = "," }
 function g(k) { return (k in have) ? v[k] + 0 : -1 }
 function f(x, d) { if (x < 0) return "n/a"; return sprintf("%." d "f", x) }
 function verdict(ok) { return ok ? "MET" : "MISSED" }
+function fk(v) { return (v < 0) ? "n/a" : sprintf("%.1fk", v / 1000) }
+function x(a, b, d) { return (a >= 0 && b > 0) ? f(a / b, d) "x" : "n/a" }
+function verdict2(have_it, ok) { return have_it ? verdict(ok) : "n/a" }
 function row(n, what, dl, ref, ratio, target, verd) {
     printf "| %s | %s | %s | %s | %s | %s | %s |\n", n, what, dl, ref, ratio, target, verd
 }
@@ -193,5 +196,66 @@ END {
         row("10", "ping-pong: mutual exclusion (shared counter, overlaps, fences in order), all runs",
             runs " runs, " acqs " acquisitions: " ((bad == 0) ? "no violation" : bad " violation rows"), "", "", "must hold", (bad == 0) ? "MET" : "BROKEN")
     }
+    issue21()
     if (smoke) print "(smoke pass: counts and times are tiny; the figures are not measurements)"
+}
+
+# Issue 21 (a lean server path): each figure of the issue's table beside
+# the raw hiredis pair (SET key tok NX PX, EVALSHA compare-and-delete) or
+# the ideal measured in the same run, the ratio and the issue's target.
+# "Today" in the handoff target: main on 2026-11-25, 366k instructions a
+# handoff (the issue's figure; bench/README.md has this run's).
+function issue21(   raw, dl, r, k, t, n, hs, hi, rawi, rt, ca, de) {
+    print ""
+    print "Issue 21 (a lean server path), each figure against the raw pair or the ideal of the same run:"
+    print ""
+    print "| figure | dlock | raw pair / floor (same run) | ratio | issue 21 target | verdict |"
+    print "|---|---|---|---|---|---|"
+    raw = g("floor.raw_pair_per_s"); dl = g("seq.lock_unlock_per_s"); r = g("seq.lock_unlock_vs_raw")
+    row21("uncontended lock+unlock pairs/s, one client (median of per-round ratios)", f(dl, 0), f(raw, 0), (r >= 0) ? f(r, 2) "x" : "n/a", ">= 0.95x", verdict2(r >= 0, r >= 0.95))
+    row21("round trips per pair (dlock: its send() calls; raw: its blocking commands) / server requests",
+        f(g("seq.lock_unlock_client_sends"), 2) " / " f(g("seq.lock_unlock_server_reqs"), 2), f(g("floor.raw_pair_server_reqs"), 2) " / " f(g("floor.raw_pair_server_reqs"), 2),
+        "", "no more than raw", verdict2(g("seq.lock_unlock_client_sends") >= 0, g("seq.lock_unlock_client_sends") <= g("floor.raw_pair_server_reqs") + 0.01))
+    rawi = g("cg.raw_pair_instr")
+    row21("Redis instructions per pair (callgrind, the server's idle rate taken off)", fk(g("cg.dlock_pair_instr")), fk(rawi),
+        x(g("cg.dlock_pair_instr"), rawi, 1), "reported (time: <= 2x)", "")
+    row21("Redis command time per pair, warm (INFO commandstats usec of the top-level commands)", f(g("seq.lock_unlock_server_us"), 1) " us", f(g("floor.raw_pair_server_us"), 1) " us",
+        x(g("seq.lock_unlock_server_us"), g("floor.raw_pair_server_us"), 1), "<= 2x", verdict2(g("seq.lock_unlock_server_us") >= 0, g("seq.lock_unlock_server_us") <= 2 * g("floor.raw_pair_server_us")))
+    row21("commands the server runs per pair, scripts' calls included", f(g("seq.lock_unlock_cmds_incl_script"), 1), f(g("floor.raw_pair_cmds_incl_script"), 1),
+        x(g("seq.lock_unlock_cmds_incl_script"), g("floor.raw_pair_cmds_incl_script"), 1), "reported", "")
+    row21("bytes sent per pair (server's total_net_input_bytes; dlock's send()s: " f(g("seq.lock_unlock_client_bytes"), 0) ")", f(g("seq.lock_unlock_bytes_in"), 0) " B", f(g("floor.raw_pair_bytes_in"), 0) " B",
+        x(g("seq.lock_unlock_bytes_in"), g("floor.raw_pair_bytes_in"), 1), "reported (fewer arguments)", "")
+    row21("bytes received per pair (total_net_output_bytes)", f(g("seq.lock_unlock_bytes_out"), 0) " B", f(g("floor.raw_pair_bytes_out"), 0) " B",
+        x(g("seq.lock_unlock_bytes_out"), g("floor.raw_pair_bytes_out"), 1), "reported", "")
+    split("1 4 16 64", t, " ")
+    for (k = 1; k <= 4; k++) {
+        n = "carry." t[k]
+        if (!((n ".ratio") in have)) continue
+        r = g(n ".ratio")
+        row21("pairs/s one Redis core carries, " t[k] " thread(s) on their own names (server CPU share; server us/pair; connections opened per 1000 pairs)",
+            f(g(n ".dlock_per_s"), 0) " (" f(g(n ".dlock_server_cpu") * 100, 0) "%; " f(g(n ".dlock_server_us"), 1) " us; " f(g(n ".dlock_conns_per_1000"), 2) ")",
+            f(g(n ".raw_per_s"), 0) " (" f(g(n ".raw_server_cpu") * 100, 0) "%; " f(g(n ".raw_server_us"), 1) " us; " f(g(n ".raw_conns_per_1000"), 2) ")",
+            f(r, 2) "x", (t[k] == 16) ? ">= 0.85x" : "reported", (t[k] == 16) ? verdict(r >= 0.85) : "")
+    }
+    hs = g("contend.dlock_proc.server_usec_per_handoff")
+    row21("contended handoff, 4 processes, 1 ms hold: server us per handoff (commandstats); requests per handoff",
+        f(hs, 1) " us; " f(g("contend.dlock_proc.server_calls_per_handoff"), 2), "a raw pair (the least a handoff needs: an acquire, a release): " f(g("floor.raw_pair_server_us"), 1) " us; 2",
+        x(hs, g("floor.raw_pair_server_us"), 1), "reported", "")
+    hi = g("cg.handoff_instr")
+    row21("contended handoff: Redis instructions per handoff (callgrind)", fk(hi), "raw pair " fk(rawi) "; today (issue) 366k",
+        x(hi, rawi, 1) " raw; " x(hi, 366000, 2) " today", "<= 0.5x today (183k)", verdict2(hi >= 0, hi <= 183000))
+    rt = g("floor.ping_p50_us")
+    r = g("contend.dlock_proc.vs_ideal")
+    row21("contended throughput, 4 processes, 1 ms hold: acquisitions/s", f(g("contend.dlock_proc.acq_per_s"), 0),
+        "ideal 1/(hold + 2 RT) = " f(g("contend.dlock_proc.ideal_per_s"), 0) " (RT " f(rt, 1) " us, PING p50 of this run)", (r >= 0) ? f(r, 2) "x" : "n/a", ">= 0.95x", verdict2(r >= 0, r >= 0.95))
+    ca = g("contend.dlock_caching_proc.acq_per_s"); de = g("contend.dlock_proc.acq_per_s")
+    if (ca >= 0) {
+        row21("caching under contention, 4 processes, 1 ms hold: acquisitions/s (requests/acq)", f(ca, 0) " (" f(g("contend.dlock_caching_proc.server_reqs_per_acq"), 2) ")",
+            "default mutex " f(de, 0) " (" f(g("contend.dlock_proc.server_reqs_per_acq"), 2) ")", x(ca, de, 2), ">= 0.95x", verdict2(de > 0, ca >= 0.95 * de))
+        row21("caching under contention: longest run of one process", f(g("contend.dlock_caching_proc.longest_run_one_worker"), 0),
+            "default mutex " f(g("contend.dlock_proc.longest_run_one_worker"), 0), "", "<= 4", verdict(g("contend.dlock_caching_proc.longest_run_one_worker") <= 4))
+    }
+}
+function row21(what, dl, ref, ratio, target, verd) {
+    printf "| %s | %s | %s | %s | %s | %s |\n", what, dl, ref, ratio, target, verd
 }

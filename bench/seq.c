@@ -60,6 +60,8 @@ typedef struct kind {
     series rate;    /* one sample per round (ops/s, x1000 for precision) */
     series ratio;   /* per round: this kind's rate / the raw pair's rate in the same round (x1e6) */
     long cmds, rts, reqs, ops, usec;
+    long sends, sent_bytes;  /* dlock's send() calls (round trips) and bytes, counted at the client */
+    snap srv;                /* the server's counters over this kind's batches, readings' own taken off */
     double last_rate;
 } kind;
 
@@ -119,6 +121,7 @@ int cmd_seq(const bopts *o) {
     double per = o->seconds > 0 ? o->seconds : (o->smoke ? 0.5 : 1.0); /* bound of one kind's round */
     bopts oo = *o;
     double ping_us, raw_rate;
+    snap ov;
 
     memset(kd, 0, sizeof kd);
     oo.label = NULL;
@@ -134,6 +137,7 @@ int cmd_seq(const bopts *o) {
         series_free(&w.rate);
     }
 
+    snap_overhead(rc, &ov);
     note("uncontended: %d interleaved rounds of up to %ld ops (%.1f s) per kind", rounds, n, per);
     for (r = 0; r < rounds; r++) {
         for (j = 0; j < K_N; j++) {
@@ -141,11 +145,23 @@ int cmd_seq(const bopts *o) {
             k = (j + r) % K_N;
             bcounters c0, c1;
             const char *cmds = k == K_PING || k == K_RAW ? "ping,set,evalsha" : DLOCK_CMDS;
-            long u0, u1, s0 = server_requests_usec(rc, cmds, NULL, &u0), s1;
+            snap a, b, d;
+            long u0, u1, s0, s1;
+            s0 = server_requests_usec(rc, cmds, NULL, &u0);
+            server_snap(rc, cmds, &a);
             counters_get(&c0);
             one_round(k, n, per, &kd[k], rc, sha, &m, "bench:raw");
             counters_get(&c1);
+            server_snap(rc, cmds, &b);
             s1 = server_requests_usec(rc, cmds, NULL, &u1);
+            /* b - a: the batch, and one reading's own requests (ov) */
+            snap_delta(&a, &b, &ov, &d);
+            kd[k].srv.all_calls += d.all_calls;
+            kd[k].srv.net_in += d.net_in;
+            kd[k].srv.net_out += d.net_out;
+            kd[k].srv.conns += d.conns;
+            kd[k].sends += c1.sends - c0.sends;
+            kd[k].sent_bytes += c1.sent_bytes - c0.sent_bytes;
             kd[k].cmds += c1.cmds - c0.cmds;
             kd[k].rts += c1.rts - c0.rts;
             kd[k].reqs += s1 - s0; /* INFO itself is not in the list */
@@ -166,6 +182,34 @@ int cmd_seq(const bopts *o) {
     result(&oo, "floor.raw_pair_server_reqs", (double)kd[K_RAW].reqs / (double)kd[K_RAW].ops, "req/pair");
     result(&oo, "floor.raw_pair_server_us", (double)kd[K_RAW].usec / (double)kd[K_RAW].ops, "us/pair");
     result(&oo, "floor.ping_server_us", (double)kd[K_PING].usec / (double)kd[K_PING].ops, "us");
+    /* Issue 21: the commands the server ran per pair (scripts' calls
+     * included), the bytes each way, dlock's round trips (its send()s). */
+    for (k = K_RAW; k < K_N; k++) {
+        char key[96];
+        const char *pre = k == K_RAW ? "floor.raw_pair" : NULL;
+        double ops = kd[k].ops > 0 ? (double)kd[k].ops : 1;
+        if (pre == NULL) {
+            snprintf(key, sizeof key, "seq.%s", kname[k]);
+            pre = key;
+        }
+        {
+            char k2[128];
+            snprintf(k2, sizeof k2, "%s_cmds_incl_script", pre);
+            result(&oo, k2, (double)kd[k].srv.all_calls / ops, "cmd/pair");
+            snprintf(k2, sizeof k2, "%s_bytes_in", pre);
+            result(&oo, k2, (double)kd[k].srv.net_in / ops, "B/pair");
+            snprintf(k2, sizeof k2, "%s_bytes_out", pre);
+            result(&oo, k2, (double)kd[k].srv.net_out / ops, "B/pair");
+            snprintf(k2, sizeof k2, "%s_srv_conns", pre);
+            result(&oo, k2, (double)kd[k].srv.conns / ops, "conn/pair");
+            if (k != K_RAW) {
+                snprintf(k2, sizeof k2, "%s_client_sends", pre);
+                result(&oo, k2, (double)kd[k].sends / ops, "RT/pair");
+                snprintf(k2, sizeof k2, "%s_client_bytes", pre);
+                result(&oo, k2, (double)kd[k].sent_bytes / ops, "B/pair");
+            }
+        }
+    }
     for (k = K_LOCK; k < K_N; k++) {
         char key[96];
         double rate = (double)series_pct(&kd[k].rate, 50) / 1e3;
