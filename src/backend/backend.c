@@ -132,6 +132,10 @@ static int single_release(struct dlock_client *c, dlock__lock *l, const char *to
  * until the deadline (the caller's, or the unreachable bound): replicas
  * that lag for a moment do not fail a lock call. */
 #define UNACKED_BACKOFF_MS 50u
+/* Longer steps than the library's (DLOCK__BACKOFF_*): each retry grants,
+ * waits up to wait_timeout_ms for the replicas and gives back, so costs
+ * the master and every replica a write; and replicas lag by tens to
+ * hundreds of ms, so a quick retry mostly finds the same lag. */
 #define UNACKED_BACKOFF_MAX_MS 500u
 
 static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *token,
@@ -139,8 +143,9 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
     dlock__args a;
     redisReply *r;
     int rc, which = dlock__acquire_args(c, l, token, lease_ms, flags, &a);
-    unsigned backoff_ms = UNACKED_BACKOFF_MS;
+    dlock__backoff bo;
 
+    dlock__backoff_init(&bo, UNACKED_BACKOFF_MS, UNACKED_BACKOFF_MAX_MS);
     for (;;) {
         long long acked = -1;
         int how, released;
@@ -168,9 +173,7 @@ static int single_acquire(struct dlock_client *c, dlock__lock *l, const char *to
         dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
                       "acquisition within %u ms", c->conf.redacted_url, acked < 0 ? 0 : acked,
                       c->conf.wait_replicas, c->conf.wait_timeout_ms);
-        if (dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline) return ENOLCK;
-        usleep(backoff_ms * 1000);
-        if (backoff_ms < UNACKED_BACKOFF_MAX_MS) backoff_ms *= 2;
+        if (dlock__backoff_sleep(&bo, deadline) != 0) return ENOLCK;
     }
 }
 
