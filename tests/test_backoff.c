@@ -57,6 +57,12 @@ static void test_cap(void) {
     CU_ASSERT(dlock__backoff_next(&b) <= 1);
     dlock__backoff_init(&b, 30, 10);
     CU_ASSERT(b.min_ms == 30 && b.max_ms == 30);
+    /* the initializer is init's */
+    {
+        dlock__backoff s = DLOCK__BACKOFF_INIT(10, 200);
+        dlock__backoff_init(&b, 10, 200);
+        CU_ASSERT(memcmp(&s, &b, sizeof s) == 0);
+    }
     /* a cap near UINT_MAX does not overflow the doubling */
     dlock__backoff_init(&b, 1u << 30, 0xffffffffu);
     for (i = 0; i < 8; i++) CU_ASSERT(dlock__backoff_next(&b) >= (1u << 29));

@@ -67,6 +67,9 @@ typedef struct dlock__backoff {
 
 /* Starts b at min_ms (at least 1), doubling to max_ms (at least min_ms). */
 void dlock__backoff_init(dlock__backoff *b, unsigned min_ms, unsigned max_ms);
+/* The same as an initializer, for constants with 1 <= min_ms <= max_ms
+ * (in a struct's designated initializer: .bo = DLOCK__BACKOFF_INIT(10, 200)). */
+#define DLOCK__BACKOFF_INIT(min_ms, max_ms) { (min_ms), (min_ms), (max_ms) }
 /* The next delay in ms, in [step/2, step], and the step doubles (never
  * past max_ms). */
 unsigned dlock__backoff_next(dlock__backoff *b);
