@@ -132,6 +132,10 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
  * until the deadline (the caller's, or the unreachable bound): replicas
  * that lag for a moment do not fail a lock call. */
 #define UNACKED_BACKOFF_MS 50u
+/* Longer steps than the library's (DLOCK__BACKOFF_*): each retry grants,
+ * waits up to wait_timeout_ms for the replicas and gives back, so costs
+ * the master and every replica a write; and replicas lag by tens to
+ * hundreds of ms, so a quick retry mostly finds the same lag. */
 #define UNACKED_BACKOFF_MAX_MS 500u
 
 static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *token,
@@ -139,8 +143,9 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
     dlock__args a;
     redisReply *r;
     int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
-    unsigned backoff_ms = UNACKED_BACKOFF_MS;
+    dlock__backoff bo;
 
+    dlock__backoff_init(&bo, UNACKED_BACKOFF_MS, UNACKED_BACKOFF_MAX_MS);
     for (;;) {
         long long acked = -1;
         int how, released;
@@ -166,9 +171,7 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
         dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
                       "acquisition within %u ms", c->node.conf.redacted_url, acked < 0 ? 0 : acked,
                       c->node.conf.wait_replicas, c->node.conf.wait_timeout_ms);
-        if (dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS >= deadline) return ENOLCK;
-        usleep(backoff_ms * 1000);
-        if (backoff_ms < UNACKED_BACKOFF_MAX_MS) backoff_ms *= 2;
+        if (dlock__backoff_sleep(&bo, deadline) != 0) return ENOLCK;
     }
 }
 

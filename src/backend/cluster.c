@@ -280,19 +280,15 @@ void dlock__cluster_refresh_maybe(dlock__backend *c, dlock__mono deadline) {
 /* A request to slot's master failed with rc: is it worth asking again?
  * Only when the node could not be reached (not when a request that may
  * have run went unanswered), while not every node refused us for good,
- * and time is left: the map is read again (a replica may have taken
- * over) and the caller asks, after a back-off. */
-static int again(dlock__backend *c, int rc, int unknown, dlock__mono deadline, unsigned *backoff_ms) {
+ * and time is left for a back-off: after it the map is read again (a
+ * replica may have taken over meanwhile) and the caller asks. */
+static int again(dlock__backend *c, int rc, int unknown, dlock__mono deadline, dlock__backoff *bo) {
     int refused;
     pthread_mutex_lock(c->node.mu);
     refused = c->cl != NULL && c->cl->refused;
     pthread_mutex_unlock(c->node.mu);
-    if (rc != ENOLCK || refused || unknown ||
-        dlock__now() + (dlock__mono)*backoff_ms * DLOCK__MS >= deadline)
-        return 0;
+    if (rc != ENOLCK || refused || unknown || dlock__backoff_sleep(bo, deadline) != 0) return 0;
     dlock__cluster_refresh_maybe(c, deadline);
-    usleep(*backoff_ms * 1000);
-    if (*backoff_ms < 200) *backoff_ms *= 2;
     return 1;
 }
 
@@ -306,8 +302,9 @@ static unsigned lock_slot(const dlock__keys *k) {
  * again). */
 #define ON_SLOT(c, slot, deadline, call)                                  \
     do {                                                                  \
-        unsigned bo_ = 10;                                                \
+        dlock__backoff bo_;                                               \
         dlock__backend *m;                                           \
+        dlock__backoff_init(&bo_, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS); \
         do {                                                              \
             st_.unknown = 0;                                              \
             rc = route((c), (slot), &m, (deadline));                      \

@@ -367,14 +367,14 @@ static void round_give_back(dlock__backend *c, const dlock__keys *k, const char 
 }
 
 /* Neither a quorum nor a holder: masters did not answer (or took too
- * long).  ENOLCK when the caller's bound leaves no room for another
- * round after backoff_ms, or when every one that did not answer refused
- * us for good (a certificate, credentials: asking again will not change
- * that); 0 to ask again. */
-static int round_give_up(dlock__backend *c, const struct rl_round *rd, unsigned backoff_ms,
+ * long).  ENOLCK when every one that did not answer refused us for good
+ * (a certificate, credentials: asking again will not change that), or
+ * when the caller's bound leaves no room for another round after the
+ * back-off bo; else 0 after the back-off, to ask again. */
+static int round_give_up(dlock__backend *c, const struct rl_round *rd, dlock__backoff *bo,
                          dlock__mono deadline) {
     int for_good = rd->errs > 0 && rd->refused == rd->errs;
-    if (dlock__now() + (dlock__mono)backoff_ms * DLOCK__MS < deadline && !for_good) return 0;
+    if (!for_good && dlock__backoff_sleep(bo, deadline) == 0) return 0;
     return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer%s; a quorum "
                          "is %zu (last: %.300s)", c->node.conf.redacted_url, rd->got, c->nmembers, rd->errs,
                          for_good ? " (they refused the connection)" : "", quorum(c), rd->why);
@@ -386,10 +386,11 @@ static int round_give_up(dlock__backend *c, const struct rl_round *rd, unsigned 
  * counts; it is given back, and the call says why. */
 static int rl_acquire(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
-    unsigned backoff_ms = 10;
+    dlock__backoff bo;
     dlock__args a;
     int which;
 
+    dlock__backoff_init(&bo, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
     flags &= ~DLOCK__F_FAIR; /* one queue per master could not agree: not fair here */
     which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
     for (;;) {
@@ -410,9 +411,7 @@ static int rl_acquire(dlock__backend *c, const dlock__keys *k, const char *token
             out->floor = 0; /* no grants here: no queue */
             return 0;
         }
-        if ((rc = round_give_up(c, &rd, backoff_ms, deadline)) != 0) return rc;
-        usleep(backoff_ms * 1000);
-        if (backoff_ms < 200) backoff_ms *= 2;
+        if ((rc = round_give_up(c, &rd, &bo, deadline)) != 0) return rc;
     }
 }
 

@@ -42,6 +42,44 @@ int dlock__cond_init(pthread_cond_t *cv);
 /* Waits on cv until signalled or until `until`; returns ETIMEDOUT when the
  * time has passed. */
 int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, dlock__mono until);
+/* Sleeps until `until` (CLOCK_MONOTONIC), through signals; at once if
+ * it has passed. */
+void dlock__sleep_until(dlock__mono until);
+
+/* ------------------------------------------------------------- back-off */
+
+/* The one back-off of every retry loop (clock.c; docs/design.md,
+ * "Back-off"): steps from min_ms doubling to max_ms; each delay is drawn
+ * at random from the upper half of its step ("equal jitter": at least
+ * step/2, never more than the step), so that clients that failed together
+ * do not retry together, a retry never comes later than the step says and
+ * never spins.  A loop's first retry comes within min_ms.  The library's
+ * policy is DLOCK__BACKOFF_MIN_MS doubling to DLOCK__BACKOFF_MAX_MS; a
+ * caller that needs other bounds names them, with the reason, where it
+ * calls dlock__backoff_init. */
+#define DLOCK__BACKOFF_MIN_MS 10u
+#define DLOCK__BACKOFF_MAX_MS 200u
+
+typedef struct dlock__backoff {
+    unsigned cur_ms;         /* the next step's ceiling */
+    unsigned min_ms, max_ms; /* the first step; the last */
+} dlock__backoff;
+
+/* Starts b at min_ms (at least 1), doubling to max_ms (at least min_ms). */
+void dlock__backoff_init(dlock__backoff *b, unsigned min_ms, unsigned max_ms);
+/* The same as an initializer, for constants with 1 <= min_ms <= max_ms
+ * (in a struct's designated initializer: .bo = DLOCK__BACKOFF_INIT(10, 200)). */
+#define DLOCK__BACKOFF_INIT(min_ms, max_ms) { (min_ms), (min_ms), (max_ms) }
+/* The next delay in ms, in [step/2, step], and the step doubles (never
+ * past max_ms). */
+unsigned dlock__backoff_next(dlock__backoff *b);
+/* Back to the first step (the retried thing worked). */
+void dlock__backoff_reset(dlock__backoff *b);
+/* Sleeps the next delay, within deadline (DLOCK__MONO_NEVER: none): 0
+ * after the sleep, or ETIMEDOUT at once, without sleeping, when the
+ * sleep would reach the deadline: a retry after it would have no time
+ * left, so the loop stops one step short of its deadline. */
+int dlock__backoff_sleep(dlock__backoff *b, dlock__mono deadline);
 
 /* --------------------------------------------------------------- errors */
 

@@ -1,11 +1,14 @@
-/* clock.c -- monotonic time, deadline conversion and timed condvar waits.
+/* clock.c -- monotonic time, deadline conversion, timed condvar waits and
+ * the back-off of every retry loop.
  *
  * All lease and wait arithmetic runs on CLOCK_MONOTONIC, so a wall-clock
  * step never shortens or stretches a wait.  A CLOCK_REALTIME deadline (as
  * POSIX timedlock takes) is converted once, on entry, to a monotonic one.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
@@ -69,4 +72,63 @@ int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, dlock__mono 
     if (until <= dlock__now()) return ETIMEDOUT;
     dlock__mono_to_ts(until, &ts);
     return pthread_cond_timedwait(cv, mu, &ts);
+}
+
+void dlock__sleep_until(dlock__mono until) {
+    struct timespec ts;
+    if (until <= dlock__now()) return;
+    dlock__mono_to_ts(until, &ts);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+}
+
+/* ------------------------------------------------------------- back-off */
+
+/* The jitter's source: xorshift64* per thread, cheap and lock-free, not
+ * for secrets.  Seeded on first use from the clock, the thread's own
+ * address and the pid, and again in a fork child, which would otherwise
+ * retry in step with its parent. */
+static __thread uint64_t jitter_state;
+static __thread pid_t jitter_pid;
+
+static uint64_t jitter_next(void) {
+    uint64_t x = jitter_state;
+    if (x == 0 || jitter_pid != getpid()) {
+        jitter_pid = getpid();
+        /* splitmix64 of the seed: well spread even for close seeds */
+        x = (uint64_t)dlock__now() ^ (uint64_t)(uintptr_t)&jitter_state ^ ((uint64_t)jitter_pid << 32);
+        x += 0x9e3779b97f4a7c15ull;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        x ^= x >> 31;
+        if (x == 0) x = 1;
+    }
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    jitter_state = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
+void dlock__backoff_init(dlock__backoff *b, unsigned min_ms, unsigned max_ms) {
+    b->min_ms = min_ms > 0 ? min_ms : 1;
+    b->max_ms = max_ms > b->min_ms ? max_ms : b->min_ms;
+    b->cur_ms = b->min_ms;
+}
+
+void dlock__backoff_reset(dlock__backoff *b) {
+    b->cur_ms = b->min_ms;
+}
+
+unsigned dlock__backoff_next(dlock__backoff *b) {
+    unsigned step = b->cur_ms, half = step / 2;
+    b->cur_ms = step >= b->max_ms / 2 ? b->max_ms : step * 2;
+    return half + (unsigned)(jitter_next() >> 33) % (step - half + 1);
+}
+
+int dlock__backoff_sleep(dlock__backoff *b, dlock__mono deadline) {
+    dlock__mono now = dlock__now(), until = now + (dlock__mono)dlock__backoff_next(b) * DLOCK__MS;
+    if (deadline != DLOCK__MONO_NEVER && until >= deadline) return ETIMEDOUT;
+    dlock__sleep_until(until);
+    return 0;
 }

@@ -39,7 +39,12 @@
 #include "core/core.h"
 
 #define LINGER_MS 2000
-#define BACKOFF_MAX_MS 200
+/* A refused subscription's pace (sub_pace): steps of 10 ms up to 100 ms,
+ * shorter than the library's back-off (DLOCK__BACKOFF_MAX_MS): the server
+ * answers (no outage to spare), and a slot changing hands settles within
+ * milliseconds, after which the subscription should hold again at once. */
+#define REFUSED_PACE_MIN_MS 10u
+#define REFUSED_PACE_MAX_MS 100u
 
 
 /* Subscriber epochs are unique in the process, across clients and
@@ -278,8 +283,8 @@ static int any_wanted(struct dlock_client *c, dlock__sub *sub) {
 struct sub_loop {
     dlock__sub *sub;           /* the client's own, or a cluster node's */
     struct dlock_client *c;    /* sub->c: its table and mutex */
-    unsigned backoff_ms;       /* before the next connection attempt */
-    unsigned refusals;         /* turns in a row with a subscription refused */
+    dlock__backoff backoff;    /* before the next connection attempt */
+    dlock__backoff pace;       /* after a turn with a subscription refused */
     int refused;               /* this turn had one */
     struct sweep s;            /* this turn's sweep; s.err: the connection goes */
 };
@@ -294,8 +299,8 @@ static void sleep_poked(dlock__sub *sub, int timeout_ms) {
     if (poll(&pfd, 1, timeout_ms) > 0 || timeout_ms < 0) drain_wakefd(sub->wakefd);
 }
 
-/* A connection attempt failed: wait a back-off (a poke cuts it short),
- * doubled up to BACKOFF_MAX_MS.  A cluster node that cannot be reached
+/* A connection attempt failed: wait a back-off (the library's; a poke
+ * cuts it short).  A cluster node that cannot be reached
  * may have been replaced by its replica: read the map again, and move
  * the channels whose slot it no longer serves to their new master. */
 static void sub_conn_failed(struct sub_loop *lp) {
@@ -305,8 +310,7 @@ static void sub_conn_failed(struct sub_loop *lp) {
     pthread_mutex_unlock(&c->mu);
     if (sub->b->parent != NULL)
         dlock__cluster_refresh_maybe(&c->be, dlock__now() + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
-    sleep_poked(sub, (int)lp->backoff_ms);
-    if (lp->backoff_ms < BACKOFF_MAX_MS) lp->backoff_ms *= 2;
+    sleep_poked(sub, (int)dlock__backoff_next(&lp->backoff));
     pthread_mutex_lock(&c->mu);
     if (sub->b->parent != NULL) each_lock(c, moved_away, sub); /* to the new master */
 }
@@ -332,7 +336,7 @@ static int sub_connect(struct sub_loop *lp) {
         sub_conn_failed(lp);
         return 0;
     }
-    lp->backoff_ms = 10;
+    dlock__backoff_reset(&lp->backoff);
     sub->conn = cn;
     sub->connected = 1;
     sub->down_since = 0;
@@ -396,13 +400,15 @@ static void sub_dispatch(struct sub_loop *lp) {
 }
 
 /* Phase 5, pace: refused because the slot moved: while it changes hands
- * the nodes may send a subscription back and forth; wait 10 ms more for
- * each refused turn in a row, up to 100 ms. */
+ * the nodes may send a subscription back and forth; back off for each
+ * refused turn in a row (REFUSED_PACE_*). */
 static void sub_pace(struct sub_loop *lp) {
-    lp->refusals = lp->refused ? lp->refusals + 1 : 0;
-    if (lp->refusals == 0) return;
+    if (!lp->refused) {
+        dlock__backoff_reset(&lp->pace);
+        return;
+    }
     pthread_mutex_unlock(&lp->c->mu);
-    usleep(10000u * (lp->refusals < 10 ? lp->refusals : 10));
+    (void)dlock__backoff_sleep(&lp->pace, DLOCK__MONO_NEVER);
     pthread_mutex_lock(&lp->c->mu);
 }
 
@@ -428,7 +434,8 @@ static void *sub_main(void *arg) {
     memset(&lp, 0, sizeof lp);
     lp.sub = arg;
     lp.c = lp.sub->c;
-    lp.backoff_ms = 10;
+    dlock__backoff_init(&lp.backoff, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
+    dlock__backoff_init(&lp.pace, REFUSED_PACE_MIN_MS, REFUSED_PACE_MAX_MS);
 
     pthread_mutex_lock(&lp.c->mu);
     while (!lp.sub->stop) {

@@ -83,14 +83,14 @@ static void drop(struct dlock_client *c, struct dlock__orphan *o) {
 
 /* Tries to release the orphans of l (every lock when l is NULL), one
  * round trip each, bounded by deadline; stops at the first that gets no
- * answer (the server is still away).  Returns the time of the next try,
- * or DLOCK__MONO_NEVER when none is left.  c->mu held; released during
+ * answer (the server is still away).  Returns DLOCK__MONO_NEVER when none
+ * is left, else now: the caller tries again after its back-off (the
+ * renewal thread's, renew.c release_orphans).  c->mu held; released during
  * the round trips, while the orphan is marked busy so that no other
  * thread releases it at the same time.  The renewal thread calls it in
  * its release_orphans phase, an acquire for its own lock, the exit
  * handler once more. */
 dlock__mono dlock__orphans_release(struct dlock_client *c, dlock__lock *l, dlock__mono deadline) {
-    static const dlock__mono retry = 100 * DLOCK__MS;
     unsigned pass = ++c->orphan_pass;
     struct dlock__orphan *o;
 
@@ -100,7 +100,7 @@ dlock__mono dlock__orphans_release(struct dlock_client *c, dlock__lock *l, dlock
         drop(c, o);
     }
     for (o = c->orphans; o != NULL; o = o->next)
-        if (l == NULL || o->l == l) return dlock__now() + retry;
+        if (l == NULL || o->l == l) return dlock__now();
     return DLOCK__MONO_NEVER;
 }
 

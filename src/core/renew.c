@@ -15,7 +15,7 @@
  *   collect_due       expired holds are lost; due ones join the batch
  *   run_lost          the lost-lock handlers, outside the client lock
  *   send_batch        the renewals, one pipelined round, outside the lock
- *   apply_answers     renewed / lost / retried in 100 ms
+ *   apply_answers     renewed / lost / retried after a back-off
  *   release_orphans   only when no renewal was due
  *   sleep_until_due   the next renewal, validity end or idle tick, or a kick
  *
@@ -38,7 +38,23 @@
 
 #include "core/core.h"
 
-#define RETRY_MS 100 /* after a renewal got no answer */
+/* A renewal that got no answer is asked again after a back-off, one for
+ * the pass (the holds retried together stay one batch), reset by a pass
+ * that asks none again.  Its steps stop at 100 ms, below the
+ * library's DLOCK__BACKOFF_MAX_MS: the lease runs down meanwhile, and a
+ * hold is renewed at most one step after its server answers again. */
+#define RETRY_MIN_MS DLOCK__BACKOFF_MIN_MS
+#define RETRY_MAX_MS 100u
+/* A renewal refused while its hold is being released is looked at again
+ * after this (its unlock says whether it was released or ran out). */
+#define RELEASING_MS 100
+/* Orphans left after a release pass (the server did not answer) are tried
+ * again after a back-off, reset once none is left.  Its steps stop at
+ * 100 ms too: an orphan keeps everyone out of its lock until it is
+ * released or its lease runs out, so it goes at most one step after its
+ * server answers again. */
+#define ORPHAN_RETRY_MIN_MS DLOCK__BACKOFF_MIN_MS
+#define ORPHAN_RETRY_MAX_MS 100u
 
 /* A renewal in flight, matched to its hold by the lock and the fence
  * (the hold itself may be gone by the time the answer comes). */
@@ -61,6 +77,9 @@ struct renew_loop {
     dlock__mono now;   /* the pass's clock (update_time; apply_answers) */
     dlock__mono next;  /* when the next pass is due, if none is now */
     dlock__mono sent;  /* when the batch was sent: validity counts from it */
+    dlock__mono retry_at;  /* this pass's retry time; 0: none retried yet */
+    dlock__backoff retry;  /* renewals that got no answer (RETRY_*) */
+    dlock__backoff orphans; /* orphans left after a pass (ORPHAN_RETRY_*) */
     size_t n;          /* renewals in the batch (pend, rn) */
     size_t nrep;       /* lost holds to report (reps) */
     pending *pend;
@@ -219,14 +238,15 @@ static void apply_answer(renew_loop *lp, dlock__hold *h, int result) {
     } else if (h->releasing) {
         /* Refused: released meanwhile, or run out (its unlock says
          * which).  Nothing to report either way. */
-        h->renew_at = h->retry_at = lp->now + (dlock__mono)RETRY_MS * DLOCK__MS;
+        h->renew_at = h->retry_at = lp->now + (dlock__mono)RELEASING_MS * DLOCK__MS;
     } else if (result == 0 || lp->now >= h->valid_until) {
         dlock__hold_lost(lp->c, h, &lp->reps[lp->nrep]);
         /* refused: the key is gone or another owner's */
         if (result == 0) lp->reps[lp->nrep].why = DLOCK_LOST_BROKEN;
         lp->nrep++;
     } else {
-        h->renew_at = h->retry_at = lp->now + (dlock__mono)RETRY_MS * DLOCK__MS;
+        if (lp->retry_at == 0) lp->retry_at = lp->now + (dlock__mono)dlock__backoff_next(&lp->retry) * DLOCK__MS;
+        h->renew_at = h->retry_at = lp->retry_at;
     }
 }
 
@@ -236,6 +256,7 @@ static void apply_answers(renew_loop *lp) {
     size_t i;
     lp->now = dlock__now();
     lp->nrep = 0;
+    lp->retry_at = 0;
     for (i = 0; i < lp->n; i++) {
         dlock__lock *l = lp->pend[i].l;
         dlock__hold *h;
@@ -244,6 +265,7 @@ static void apply_answers(renew_loop *lp) {
         if (h != NULL) apply_answer(lp, h, lp->rn[i].result);
         dlock__lock_maybe_free(lp->c, l);
     }
+    if (lp->retry_at == 0) dlock__backoff_reset(&lp->retry); /* none to ask again */
 }
 
 /* Phase: release orphans.  Only when no renewal is due (renewals first: on
@@ -256,7 +278,8 @@ static void release_orphans(renew_loop *lp) {
     dl = dlock__now() + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS;
     if (lp->next < dl) dl = lp->next;
     o = dlock__orphans_release(c, NULL, dl);
-    wake_by(lp, o);
+    if (o == DLOCK__MONO_NEVER) dlock__backoff_reset(&lp->orphans);
+    else wake_by(lp, o + (dlock__mono)dlock__backoff_next(&lp->orphans) * DLOCK__MS);
 }
 
 /* Phase: sleep until the next due time or a wake-up.  Locks were taken
@@ -283,6 +306,8 @@ static void *renew_main(void *arg) {
 
     memset(&lp, 0, sizeof lp);
     lp.c = c;
+    dlock__backoff_init(&lp.retry, RETRY_MIN_MS, RETRY_MAX_MS);
+    dlock__backoff_init(&lp.orphans, ORPHAN_RETRY_MIN_MS, ORPHAN_RETRY_MAX_MS);
     pthread_mutex_lock(&c->mu);
     while (!c->renew_stop) {
         update_time(&lp);

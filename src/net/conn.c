@@ -586,7 +586,7 @@ void dlock__breaker_probe_now(dlock__node *n) {
 
 int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
     dlock__mono now;
-    unsigned backoff_ms = 10;
+    dlock__backoff bo = DLOCK__BACKOFF_INIT(DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
     int rc, attempt;
 
     for (;;) {
@@ -633,14 +633,9 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         budget = end_cap(budget);
         rc = dlock__conn_open(n, out, budget);
         if (rc != ENOLCK || n->one_connect) return rc == EACCES ? ENOLCK : rc;
-        /* Refused or timed out: wait a little, then try again. */
-        now = dlock__now();
-        if (deadline != DLOCK__MONO_NEVER && now + (dlock__mono)backoff_ms * DLOCK__MS >= deadline) {
-            if (deadline > now) usleep((useconds_t)((deadline - now) / 1000));
-            continue;
-        }
-        usleep(backoff_ms * 1000);
-        if (backoff_ms < 200) backoff_ms *= 2;
+        /* Refused or timed out: wait a little, then try again (one last
+         * time at the deadline, when the back-off would pass it). */
+        if (dlock__backoff_sleep(&bo, deadline) != 0) dlock__sleep_until(deadline);
     }
 }
 
@@ -782,20 +777,23 @@ typedef struct cmd_run {
     int once, argc, tries, asking, redirects, sent;
     const char **argv;
     const size_t *argvlen;
-    unsigned waitn, backoff_ms;
+    unsigned waitn;
+    dlock__backoff backoff;
     long long *acked;
     dlock__sent *out; /* what the attempts came to (never NULL) */
 } cmd_run;
 
 #define CMD_AGAIN (-1) /* (cmd_* steps: ask again) */
 
-/* Waits a little before asking again (10 ms doubling to 100 ms), within
+/* A request asks again after shorter steps than a connection attempt
+ * (DLOCK__BACKOFF_MAX_MS): the server answered, only "not now" (LOADING,
+ * TRYAGAIN, a redirection loop), which passes within tens of ms. */
+#define CMD_BACKOFF_MAX_MS 160u
+
+/* Waits a little before asking again (CMD_BACKOFF_MAX_MS at most), within
  * the deadline: ENOLCK when the wait would pass it (the message is set). */
 static int cmd_backoff(cmd_run *k) {
-    if (k->deadline != DLOCK__MONO_NEVER && dlock__now() + (dlock__mono)k->backoff_ms * DLOCK__MS >= k->deadline)
-        return ENOLCK;
-    usleep(k->backoff_ms * 1000);
-    if (k->backoff_ms < 100) k->backoff_ms *= 2;
+    if (dlock__backoff_sleep(&k->backoff, k->deadline) != 0) return ENOLCK;
     k->n = k->first;
     k->asking = 0;
     k->redirects = 0;
@@ -906,7 +904,8 @@ static int command(dlock__node *n, redisReply **out, dlock__mono deadline, int o
                    const char **argv, const size_t *argvlen, unsigned waitn, long long *acked, dlock__sent *sent) {
     dlock__sent none;
     cmd_run k = { .n = n, .first = n, .deadline = deadline, .began = dlock__now(), .once = once, .argc = argc,
-                  .argv = argv, .argvlen = argvlen, .waitn = waitn, .backoff_ms = 10, .acked = acked,
+                  .argv = argv, .argvlen = argvlen, .waitn = waitn,
+                  .backoff = DLOCK__BACKOFF_INIT(DLOCK__BACKOFF_MIN_MS, CMD_BACKOFF_MAX_MS), .acked = acked,
                   .out = sent != NULL ? sent : &none };
     int rc = CMD_AGAIN;
 
