@@ -38,23 +38,21 @@
 
 #include "preload.h"
 
-#define PAGE_SHIFT 10
+#define PAGE_SHIFT DLPL_FD_SHIFT
 #define PAGE_SLOTS (1u << PAGE_SHIFT)
-#define NPAGES 1024u /* descriptors 0 .. 1M-1 */
+#define NPAGES DLPL_FD_NPAGES
 #define UNMAPPED 1u
 
-static _Atomic(_Atomic uint32_t *) pages[NPAGES];
+/* (read by dlpl_fd_unmapped, inline in preload.h; the library's symbols
+ * are local: exports.map) */
+_Atomic(_Atomic uint32_t *) dlpl_fd_pages[DLPL_FD_NPAGES];
+#define pages dlpl_fd_pages
 
 static _Atomic uint32_t *slot(int fd) {
     _Atomic uint32_t *p;
     if (fd < 0 || (unsigned)fd >= NPAGES * PAGE_SLOTS) return NULL;
     p = atomic_load_explicit(&pages[(unsigned)fd >> PAGE_SHIFT], memory_order_acquire);
     return p != NULL ? &p[(unsigned)fd & (PAGE_SLOTS - 1)] : NULL;
-}
-
-int dlpl_fd_unmapped(int fd) {
-    _Atomic uint32_t *s = slot(fd);
-    return s != NULL && (atomic_load_explicit(s, memory_order_acquire) & UNMAPPED) != 0;
 }
 
 /* The slot of fd, its page made if need be; NULL if there is none. */

@@ -764,6 +764,9 @@ static int refused(void) {
 static int active(void) {
     return dlpl_state == DLPL_ACTIVE && !dlpl_guard && (dlpl_conf.nfile > 0 || refused());
 }
+/* The hooks pass a descriptor known to be unmapped (fd.c) straight
+ * through, after active(): one load more, no system call.  (map_fd alone
+ * makes such entries, so none exists while a configuration is refused.) */
 
 /* Under glibc's headers (and _FILE_OFFSET_BITS=64) fcntl and lockf may
  * be aliases of fcntl64 and lockf64: the hooks carry their names in
@@ -824,7 +827,7 @@ static int do_flock(int fd, int op) {
 
 int flock(int fd, int op) {
     int rc;
-    if (DLPL_LIKELY(!active())) return DLPL_REAL(flock) ? DLPL_REAL(flock)(fd, op) : (errno = ENOSYS, -1);
+    if (DLPL_LIKELY(!active()) || dlpl_fd_unmapped(fd)) return DLPL_REAL(flock) ? DLPL_REAL(flock)(fd, op) : (errno = ENOSYS, -1);
     dlpl_guard++;
     rc = do_flock(fd, op);
     dlpl_guard--;
@@ -947,7 +950,7 @@ static int fcntl_common(int fd, int cmd, void *arg, int is64) {
     if (DLPL_UNLIKELY(cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) return fcntl_dup(fd, cmd, arg, is64);
     if (DLPL_LIKELY(!active()) ||
         (cmd != F_SETLK && cmd != F_SETLKW && cmd != F_GETLK && cmd != F_OFD_SETLK && cmd != F_OFD_SETLKW &&
-         cmd != F_OFD_GETLK)) {
+         cmd != F_OFD_GETLK) || dlpl_fd_unmapped(fd)) {
         int (*fn)(int, int, ...) = is64 ? DLPL_REAL(fcntl64) : DLPL_REAL(fcntl);
         if (fn == NULL) {
             errno = ENOSYS;
@@ -984,7 +987,7 @@ int dlpl_fcntl64(int fd, int cmd, ...) {
 static int lockf_common(int fd, int cmd, off_t len, int is64) {
     struct flock fl;
     int rc;
-    if (DLPL_LIKELY(!active())) {
+    if (DLPL_LIKELY(!active()) || dlpl_fd_unmapped(fd)) {
         int (*fn)(int, int, off_t) = is64 ? DLPL_REAL(lockf64) : DLPL_REAL(lockf);
         if (fn == NULL) {
             errno = ENOSYS;
