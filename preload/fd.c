@@ -1,6 +1,7 @@
 /* fd.c -- the per-descriptor cache of the file-lock hooks, and the hooks
  * that keep it right: dup, dup2, dup3, close_range, closefrom, fclose,
- * closedir (close and fcntl(F_DUPFD, F_DUPFD_CLOEXEC) are in file.c).
+ * freopen, closedir (close and fcntl(F_DUPFD, F_DUPFD_CLOEXEC) are in
+ * file.c).
  *
  * A lock call on a descriptor that no rule maps must cost no system call
  * more than without the library.  So the first lock call on a descriptor
@@ -12,8 +13,8 @@
  *
  * The answer belongs to the descriptor number until the number is let go:
  * every hook by which a program closes or replaces a descriptor -- close,
- * dup2 and dup3 (the target), close_range, closefrom, fclose, closedir --
- * forgets it, before the call and again after it; dup and F_DUPFD forget
+ * dup2 and dup3 (the target), close_range, closefrom, fclose, freopen,
+ * closedir -- forgets it, before the call and again after it; dup and F_DUPFD forget
  * the number they return (it may have been closed where no hook saw it).
  * So a number that open() reuses for another file is decided anew.  Fork
  * copies the cache with the descriptor table it describes.
@@ -142,15 +143,42 @@ void dlpl_closefrom(int from) {
     forget_range(first, ~0u);
 }
 
-/* fclose and closedir close their descriptor inside the C library, where
- * the close hook does not see it. */
-int fclose(FILE *f) {
-    int e = errno, fd = f != NULL ? fileno(f) : -1, rc;
+/* fclose, freopen and closedir close their descriptor inside the C
+ * library, where the close hook does not see it. */
+static int stream_fd(FILE *f) {
+    int e = errno, fd = f != NULL ? fileno(f) : -1;
     errno = e; /* (a stream with no descriptor: fileno said EBADF) */
+    return fd;
+}
+
+int fclose(FILE *f) {
+    int fd = stream_fd(f), rc;
     dlpl_fd_forget(fd);
     rc = DLPL_REAL(fclose) ? DLPL_REAL(fclose)(f) : (errno = ENOSYS, EOF);
     dlpl_fd_forget(fd);
     return rc;
+}
+
+/* freopen keeps the stream's descriptor number for the new file. */
+static FILE *reopen(FILE *(*fn)(const char *, const char *, FILE *), const char *path, const char *mode, FILE *f) {
+    int fd = stream_fd(f);
+    FILE *r;
+    dlpl_fd_forget(fd);
+    r = fn != NULL ? fn(path, mode, f) : (errno = ENOSYS, NULL);
+    dlpl_fd_forget(fd);
+    if (r != NULL) dlpl_fd_forget(stream_fd(r));
+    return r;
+}
+
+/* (_FILE_OFFSET_BITS=64 makes freopen an alias of freopen64: the hooks
+ * carry their names in assembly, as fcntl's do) */
+FILE *dlpl_freopen(const char *path, const char *mode, FILE *f) __asm__("freopen");
+FILE *dlpl_freopen64(const char *path, const char *mode, FILE *f) __asm__("freopen64");
+FILE *dlpl_freopen(const char *path, const char *mode, FILE *f) {
+    return reopen(DLPL_REAL(freopen), path, mode, f);
+}
+FILE *dlpl_freopen64(const char *path, const char *mode, FILE *f) {
+    return reopen(DLPL_REAL(freopen64), path, mode, f);
 }
 
 static int dir_fd(DIR *d) { /* (closedir's d is declared nonnull) */

@@ -43,6 +43,8 @@ struct dlpl_real {
     int (*close_range)(unsigned, unsigned, int);
     void (*closefrom)(int);
     int (*fclose)(FILE *);
+    FILE *(*freopen)(const char *, const char *, FILE *);
+    FILE *(*freopen64)(const char *, const char *, FILE *);
     int (*closedir)(DIR *);
     int (*mutex_lock)(pthread_mutex_t *);
     int (*mutex_trylock)(pthread_mutex_t *);

@@ -11,8 +11,8 @@
  *     exactly the 2N system calls they make without the library (before:
  *     one fstat more per call);
  *   - a known unmapped descriptor whose number is closed and reused by
- *     open() for a mapped file, replaced by dup2/dup3, closed by fclose or
- *     close_range, or closed behind the hooks' back and made again by dup
+ *     open() for a mapped file, replaced by dup2/dup3, closed by fclose,
+ *     freopen or close_range, or closed behind the hooks' back and made again by dup
  *     or F_DUPFD, locks the mapped file cluster-wide (another "host",
  *     DLOCK_ROOT=DIR/B, finds the lock held); the reverse (a mapped
  *     number reused for an unmapped file) stays local; and across fork.
@@ -182,6 +182,7 @@ static void test_reused_numbers_are_decided_anew(void) {
     expect(out, "dupfd_mapped", 1);
     expect(out, "dupfd_cloexec_mapped", 1);
     expect(out, "fclose_mapped", 1);
+    expect(out, "freopen_mapped", 1);
     expect(out, "close_range_mapped", 1);
     expect(out, "fork_parent_unmapped", 0);
     DLT_ASSERT_INT_EQ(nums(out, "fork_child_mapped", v, 1), 1);

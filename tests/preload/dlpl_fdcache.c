@@ -122,7 +122,7 @@ static void dupfd(void) {
     close(m);
 }
 
-/* fclose and close_range close where close() is not called. */
+/* fclose, freopen and close_range close where close() is not called. */
 static void others(void) {
     FILE *f = fopen(upath, "r+"), *g;
     int fd, m;
@@ -135,6 +135,14 @@ static void others(void) {
     printf("fclose_fd %d\n", fileno(g) == fd);
     lock_probe("fclose_mapped", fileno(g));
     fclose(g);
+    if ((f = fopen(upath, "r+")) == NULL) exit(2);
+    fd = fileno(f);
+    lk(fd, LOCK_EX);
+    lk(fd, LOCK_UN);
+    if ((f = freopen(mpath, "r+", f)) == NULL) exit(2);
+    printf("freopen_fd %d\n", fileno(f) == fd);
+    lock_probe("freopen_mapped", fileno(f));
+    fclose(f);
 #ifdef SYS_close_range
     fd = unmapped_known();
     if (syscall(SYS_close_range, 100000u, 100001u, 0) == 0) { /* the kernel has it: so has glibc 2.34+ */
