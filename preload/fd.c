@@ -44,15 +44,13 @@
 #define NPAGES DLPL_FD_NPAGES
 #define UNMAPPED 1u
 
-/* (read by dlpl_fd_unmapped, inline in preload.h; the library's symbols
- * are local: exports.map) */
+/* The pages of slots (read by dlpl_fd_unmapped, inline in preload.h). */
 _Atomic(_Atomic uint32_t *) dlpl_fd_pages[DLPL_FD_NPAGES];
-#define pages dlpl_fd_pages
 
 static _Atomic uint32_t *slot(int fd) {
     _Atomic uint32_t *p;
     if (fd < 0 || (unsigned)fd >= NPAGES * PAGE_SLOTS) return NULL;
-    p = atomic_load_explicit(&pages[(unsigned)fd >> PAGE_SHIFT], memory_order_acquire);
+    p = atomic_load_explicit(&dlpl_fd_pages[(unsigned)fd >> PAGE_SHIFT], memory_order_acquire);
     return p != NULL ? &p[(unsigned)fd & (PAGE_SLOTS - 1)] : NULL;
 }
 
@@ -62,7 +60,7 @@ static _Atomic uint32_t *slot_make(int fd) {
     if (s != NULL || fd < 0 || (unsigned)fd >= NPAGES * PAGE_SLOTS) return s;
     page = mmap(NULL, PAGE_SLOTS * sizeof *page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (page == MAP_FAILED) return NULL;
-    if (!atomic_compare_exchange_strong(&pages[(unsigned)fd >> PAGE_SHIFT], &none, page))
+    if (!atomic_compare_exchange_strong(&dlpl_fd_pages[(unsigned)fd >> PAGE_SHIFT], &none, page))
         munmap(page, PAGE_SLOTS * sizeof *page); /* another thread made it first */
     return slot(fd);
 }
@@ -94,7 +92,7 @@ static void forget_range(unsigned first, unsigned last) {
     unsigned fd;
     if (last >= NPAGES * PAGE_SLOTS) last = NPAGES * PAGE_SLOTS - 1;
     for (fd = first; fd <= last && fd >= first; fd++) {
-        if ((fd & (PAGE_SLOTS - 1)) == 0 && atomic_load(&pages[fd >> PAGE_SHIFT]) == NULL) {
+        if ((fd & (PAGE_SLOTS - 1)) == 0 && atomic_load(&dlpl_fd_pages[fd >> PAGE_SHIFT]) == NULL) {
             fd += PAGE_SLOTS - 1; /* a page never made: nothing to forget */
             continue;
         }

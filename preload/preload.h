@@ -132,13 +132,13 @@ extern volatile int dlpl_nrec;
 #define DLPL_FD_NONE 1u
 #define DLPL_FD_SHIFT 10                   /* slots per page: 1 << 10 */
 #define DLPL_FD_NPAGES 1024u               /* descriptors below 1 << 20 */
-extern _Atomic(_Atomic uint32_t *) dlpl_fd_pages[DLPL_FD_NPAGES];
+extern _Atomic(_Atomic uint32_t *) dlpl_fd_pages[DLPL_FD_NPAGES] DLPL_HIDDEN;
 static inline int dlpl_fd_unmapped(int fd) {
     _Atomic uint32_t *p;
     if ((unsigned)fd >= DLPL_FD_NPAGES << DLPL_FD_SHIFT) return 0;
     p = atomic_load_explicit(&dlpl_fd_pages[(unsigned)fd >> DLPL_FD_SHIFT], memory_order_acquire);
     return p != NULL &&
-           (atomic_load_explicit(&p[(unsigned)fd & ((1u << DLPL_FD_SHIFT) - 1)], memory_order_relaxed) & 1u) != 0;
+           (atomic_load_explicit(&p[(unsigned)fd & ((1u << DLPL_FD_SHIFT) - 1)], memory_order_acquire) & 1u) != 0;
 }
 uint32_t dlpl_fd_token(int fd);
 void dlpl_fd_remember(int fd, uint32_t token);
