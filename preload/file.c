@@ -468,13 +468,20 @@ static void neg_remember(const struct stat *st) {
     DLPL_REAL(mutex_unlock)(&neg_mu);
 }
 
-/* The path open on fd, if it is a mapped regular file or directory. */
+/* The path open on fd, if it is a mapped regular file or directory.  A
+ * descriptor found unmapped is remembered (fd.c): its next lock calls
+ * make no system call here. */
 static int map_fd(int fd, struct stat *st, char *name) {
     char link[64], path[PATH_MAX + 16];
     ssize_t n;
+    uint32_t tok;
+    if (dlpl_fd_unmapped(fd)) return 0;
+    tok = dlpl_fd_token(fd); /* before the file is looked at */
     if (fstat(fd, st) != 0) return 0;
-    if (!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) return 0;
-    if (neg_known(st)) return 0;
+    if ((!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) || neg_known(st)) {
+        dlpl_fd_remember(fd, tok);
+        return 0;
+    }
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     n = readlink(link, path, sizeof path - 1);
     if (n <= 0 || n >= (ssize_t)sizeof path - 1) return 0;
@@ -483,6 +490,7 @@ static int map_fd(int fd, struct stat *st, char *name) {
     if (path[0] != '/') return 0;
     if (dlpl_map_path(path, name, DLOCK_NAME_MAX + 1)) return 1;
     neg_remember(st);
+    dlpl_fd_remember(fd, tok);
     return 0;
 }
 
@@ -756,6 +764,9 @@ static int refused(void) {
 static int active(void) {
     return dlpl_state == DLPL_ACTIVE && !dlpl_guard && (dlpl_conf.nfile > 0 || refused());
 }
+/* The hooks pass a descriptor known to be unmapped (fd.c) straight
+ * through, after active(): one load more, no system call.  (map_fd alone
+ * makes such entries, so none exists while a configuration is refused.) */
 
 /* Under glibc's headers (and _FILE_OFFSET_BITS=64) fcntl and lockf may
  * be aliases of fcntl64 and lockf64: the hooks carry their names in
@@ -816,7 +827,7 @@ static int do_flock(int fd, int op) {
 
 int flock(int fd, int op) {
     int rc;
-    if (DLPL_LIKELY(!active())) return DLPL_REAL(flock) ? DLPL_REAL(flock)(fd, op) : (errno = ENOSYS, -1);
+    if (DLPL_LIKELY(!active()) || dlpl_fd_unmapped(fd)) return DLPL_REAL(flock) ? DLPL_REAL(flock)(fd, op) : (errno = ENOSYS, -1);
     dlpl_guard++;
     rc = do_flock(fd, op);
     dlpl_guard--;
@@ -925,11 +936,21 @@ static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
     return lock_path(&q);
 }
 
+/* F_DUPFD, F_DUPFD_CLOEXEC: the number returned may have been closed
+ * where no hook saw it; what was known of it is forgotten (fd.c). */
+static int fcntl_dup(int fd, int cmd, void *arg, int is64) {
+    int (*fn)(int, int, ...) = is64 ? DLPL_REAL(fcntl64) : DLPL_REAL(fcntl);
+    int rc = fn != NULL ? fn(fd, cmd, arg) : (errno = ENOSYS, -1);
+    if (rc >= 0) dlpl_fd_forget(rc);
+    return rc;
+}
+
 static int fcntl_common(int fd, int cmd, void *arg, int is64) {
     int rc;
+    if (DLPL_UNLIKELY(cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) return fcntl_dup(fd, cmd, arg, is64);
     if (DLPL_LIKELY(!active()) ||
         (cmd != F_SETLK && cmd != F_SETLKW && cmd != F_GETLK && cmd != F_OFD_SETLK && cmd != F_OFD_SETLKW &&
-         cmd != F_OFD_GETLK)) {
+         cmd != F_OFD_GETLK) || dlpl_fd_unmapped(fd)) {
         int (*fn)(int, int, ...) = is64 ? DLPL_REAL(fcntl64) : DLPL_REAL(fcntl);
         if (fn == NULL) {
             errno = ENOSYS;
@@ -966,7 +987,7 @@ int dlpl_fcntl64(int fd, int cmd, ...) {
 static int lockf_common(int fd, int cmd, off_t len, int is64) {
     struct flock fl;
     int rc;
-    if (DLPL_LIKELY(!active())) {
+    if (DLPL_LIKELY(!active()) || dlpl_fd_unmapped(fd)) {
         int (*fn)(int, int, off_t) = is64 ? DLPL_REAL(lockf64) : DLPL_REAL(lockf);
         if (fn == NULL) {
             errno = ENOSYS;
@@ -1020,15 +1041,21 @@ int dlpl_lockf64(int fd, int cmd, off_t len) {
 /* close(): the kernel releases what the descriptor held (the last one of
  * a description, or any one of a file with POSIX locks); the keepers
  * concerned are told at once, so the cluster lock is free when close
- * returns.  (Closes the hooks do not see -- fclose, dup2 over a locked
- * descriptor, exit -- are noticed by the keepers' kernel watch.) */
+ * returns.  (Closes this hook does not see -- fclose, dup2 over a locked
+ * descriptor, exit -- are noticed by the keepers' kernel watch.)  The
+ * number's entry in the descriptor cache (fd.c) is forgotten, before and
+ * after the close. */
 int close(int fd) {
     struct rec *hit[8], *r;
     struct stat st;
     int n = 0, i, rc, e;
 
-    if (DLPL_LIKELY(dlpl_nrec == 0) || dlpl_guard || dlpl_state != DLPL_ACTIVE)
-        return DLPL_REAL(close) ? DLPL_REAL(close)(fd) : (errno = ENOSYS, -1);
+    dlpl_fd_forget(fd);
+    if (DLPL_LIKELY(dlpl_nrec == 0) || dlpl_guard || dlpl_state != DLPL_ACTIVE) {
+        rc = DLPL_REAL(close) ? DLPL_REAL(close)(fd) : (errno = ENOSYS, -1);
+        dlpl_fd_forget(fd); /* (errno untouched) */
+        return rc;
+    }
     dlpl_guard++;
     if (fstat(fd, &st) == 0) {
         lock_mu();
@@ -1042,6 +1069,7 @@ int close(int fd) {
     }
     rc = DLPL_REAL(close)(fd);
     e = errno;
+    dlpl_fd_forget(fd);
     for (i = 0; i < n; i++) arm(hit[i], 0);
     dlpl_guard--;
     errno = e;

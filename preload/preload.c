@@ -42,6 +42,10 @@ int dlpl_lockf(int fd, int cmd, off_t len) __asm__("lockf");
 int dlpl_fcntl64(int fd, int cmd, ...) __asm__("fcntl64");
 int dlpl_lockf64(int fd, int cmd, off_t len) __asm__("lockf64");
 extern int close(int);
+int dlpl_close_range(unsigned first, unsigned last, int flags) __asm__("close_range");
+void dlpl_closefrom(int from) __asm__("closefrom");
+FILE *dlpl_freopen(const char *path, const char *mode, FILE *f) __asm__("freopen");
+FILE *dlpl_freopen64(const char *path, const char *mode, FILE *f) __asm__("freopen64");
 
 static void *next(const char *name, const char *version, void *self) {
     void *p = version ? dlvsym(RTLD_NEXT, name, version) : NULL;
@@ -68,6 +72,15 @@ void dlpl_resolve(void) {
     r.lockf = (int (*)(int, int, off_t))next("lockf", NULL, (void *)dlpl_lockf);
     r.lockf64 = (int (*)(int, int, off_t))next("lockf64", NULL, (void *)dlpl_lockf64);
     r.close = (int (*)(int))next("close", NULL, (void *)close);
+    r.dup = (int (*)(int))next("dup", NULL, (void *)dup);
+    r.dup2 = (int (*)(int, int))next("dup2", NULL, (void *)dup2);
+    r.dup3 = (int (*)(int, int, int))next("dup3", NULL, (void *)dup3);
+    r.close_range = (int (*)(unsigned, unsigned, int))next("close_range", NULL, (void *)dlpl_close_range);
+    r.closefrom = (void (*)(int))next("closefrom", NULL, (void *)dlpl_closefrom);
+    r.fclose = (int (*)(FILE *))next("fclose", NULL, (void *)fclose);
+    r.freopen = (FILE * (*)(const char *, const char *, FILE *)) next("freopen", NULL, (void *)dlpl_freopen);
+    r.freopen64 = (FILE * (*)(const char *, const char *, FILE *)) next("freopen64", NULL, (void *)dlpl_freopen64);
+    r.closedir = (int (*)(DIR *))next("closedir", NULL, (void *)closedir);
     r.mutex_lock = (int (*)(pthread_mutex_t *))next("pthread_mutex_lock", NULL, (void *)pthread_mutex_lock);
     r.mutex_trylock = (int (*)(pthread_mutex_t *))next("pthread_mutex_trylock", NULL, (void *)pthread_mutex_trylock);
     r.mutex_timedlock = (int (*)(pthread_mutex_t *, const struct timespec *))next(

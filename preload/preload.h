@@ -5,9 +5,13 @@
 #ifndef DLPL_PRELOAD_H
 #define DLPL_PRELOAD_H
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <dlock.h>
@@ -33,6 +37,15 @@ struct dlpl_real {
     int (*lockf)(int, int, off_t);
     int (*lockf64)(int, int, off_t);
     int (*close)(int);
+    int (*dup)(int);
+    int (*dup2)(int, int);
+    int (*dup3)(int, int, int);
+    int (*close_range)(unsigned, unsigned, int);
+    void (*closefrom)(int);
+    int (*fclose)(FILE *);
+    FILE *(*freopen)(const char *, const char *, FILE *);
+    FILE *(*freopen64)(const char *, const char *, FILE *);
+    int (*closedir)(DIR *);
     int (*mutex_lock)(pthread_mutex_t *);
     int (*mutex_trylock)(pthread_mutex_t *);
     int (*mutex_timedlock)(pthread_mutex_t *, const struct timespec *);
@@ -109,6 +122,27 @@ void dlpl_file_atfork_prepare(void);
 void dlpl_file_atfork_parent(void);
 void dlpl_file_atfork_child(void);
 extern volatile int dlpl_nrec;
+
+/* fd.c: the per-descriptor cache of "no rule maps this descriptor's
+ * file", so that an unmapped lock call costs no system call more than
+ * without the library.  unmapped: one load.  token: the slot's word,
+ * read before the file is looked at (DLPL_FD_NONE: no slot, fd too large
+ * or no memory); remember stores "not mapped" unless the number was let
+ * go meanwhile; forget (async-signal-safe) lets it go. */
+#define DLPL_FD_NONE 1u
+#define DLPL_FD_SHIFT 10                   /* slots per page: 1 << 10 */
+#define DLPL_FD_NPAGES 1024u               /* descriptors below 1 << 20 */
+extern _Atomic(_Atomic uint32_t *) dlpl_fd_pages[DLPL_FD_NPAGES] DLPL_HIDDEN;
+static inline int dlpl_fd_unmapped(int fd) {
+    _Atomic uint32_t *p;
+    if ((unsigned)fd >= DLPL_FD_NPAGES << DLPL_FD_SHIFT) return 0;
+    p = atomic_load_explicit(&dlpl_fd_pages[(unsigned)fd >> DLPL_FD_SHIFT], memory_order_acquire);
+    return p != NULL &&
+           (atomic_load_explicit(&p[(unsigned)fd & ((1u << DLPL_FD_SHIFT) - 1)], memory_order_acquire) & 1u) != 0;
+}
+uint32_t dlpl_fd_token(int fd);
+void dlpl_fd_remember(int fd, uint32_t token);
+void dlpl_fd_forget(int fd);
 
 /* mutex.c */
 int dlpl_mutex_init(void); /* resolves mutex rules; number mapped */
