@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,15 @@ static void mk(dlock_mutex_t *m, const char *name, int type, unsigned lease, int
     dlock_mutexattr_setclient(&a, C);
     CU_ASSERT_FATAL(dlock_mutex_init(m, name, &a) == 0);
     dlock_mutexattr_destroy(&a);
+}
+
+/* A drift margin of 50 ms: a 100 ms lease is valid for 50 ms after its
+ * request went out (the margin is at most half the lease), so an answer
+ * 60 ms late comes after the hold's validity. */
+static void short_validity(void) {
+    pthread_mutex_lock(&C->mu);
+    C->conf.drift_ms = 50;
+    pthread_mutex_unlock(&C->mu);
 }
 
 static long long now_ms(void) {
@@ -609,8 +619,9 @@ static void test_late_answer_given_back(void) {
     dlock_mutex_t m;
     char first[DLOCK__OWNER_LEN + 1], now[DLOCK__OWNER_LEN + 1];
     begin(1);
+    short_validity();
     mk(&m, "late", DLOCK_MUTEX_DEFAULT, 100, 0);
-    fk_script(FK_ACQUIRE, FK_DELAY, 110);
+    fk_script(FK_ACQUIRE, FK_DELAY, 60);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_INT_EQ(fk_count(FK_ACQUIRE), 2);
     DLT_ASSERT_INT_EQ(fk_count(FK_RELEASE), 1);
@@ -635,6 +646,104 @@ static void test_mine_begins_hold(void) {
     DLT_ASSERT_INT_EQ(dlock_mutex_fence(&m), fk_fence("mine"));
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    finish();
+}
+
+/* Answers that keep coming after the lease ran out: each hold goes back,
+ * and after unreachable_ms (50) of them the call gives up with ENOLCK; a
+ * timed call gives up at its deadline with ETIMEDOUT. */
+static void test_late_answers_keep_coming(void) {
+    dlock_mutex_t m;
+    struct timespec t;
+    int i, n;
+    begin(1);
+    short_validity();
+    mk(&m, "later", DLOCK_MUTEX_DEFAULT, 100, 0);
+    for (i = 0; i < 4; i++) fk_script(FK_ACQUIRE, FK_DELAY, 60);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
+    CU_ASSERT(strstr(dlock_last_error(), "keep coming") != NULL);
+    n = fk_count(FK_ACQUIRE);
+    CU_ASSERT(n >= 2 && n <= 3);
+    DLT_ASSERT_INT_EQ(fk_count(FK_RELEASE), n); /* every one given back */
+    DLT_ASSERT_INT_EQ(fk_owner("later", NULL), 0);
+    fk_reset(1);
+    for (i = 0; i < 4; i++) fk_script(FK_ACQUIRE, FK_DELAY, 60);
+    t = in_ms(30);
+    DLT_ASSERT_ERR(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &t), ETIMEDOUT);
+    CU_ASSERT(strstr(dlock_last_error(), "after the lease had run out") != NULL);
+    DLT_ASSERT_INT_EQ(fk_count(FK_RELEASE), fk_count(FK_ACQUIRE));
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    finish();
+}
+
+static void *unlock_main(void *arg) {
+    dlock_mutex_t *m = arg;
+    intptr_t r = dlock_mutex_holds(m) ? dlock_mutex_unlock(m) : -1;
+    return (void *)r;
+}
+
+/* A process-owned mutex: any thread of the process holds it and may
+ * unlock it (one release). */
+static void test_process_owned_unlock_by_other_thread(void) {
+    dlock_mutex_t m;
+    dlock_mutexattr_t a;
+    pthread_t th;
+    void *r;
+    begin(1);
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_settype(&a, DLOCK_MUTEX_NORMAL);
+    dlock_mutexattr_setowner(&a, DLOCK_OWNER_PROCESS);
+    dlock_mutexattr_setclient(&a, C);
+    CU_ASSERT_FATAL(dlock_mutex_init(&m, "proc", &a) == 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, unlock_main, &m) == 0);
+    pthread_join(th, &r);
+    DLT_ASSERT_ERR((intptr_t)r, 0);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_INT_EQ(fk_count(FK_ACQUIRE), 1);
+    DLT_ASSERT_INT_EQ(fk_count(FK_RELEASE), 1);
+    DLT_ASSERT_INT_EQ(fk_owner("proc", NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    dlock_mutexattr_destroy(&a);
+    finish();
+}
+
+static int rd_rc = -1;
+
+static void *rdlock_main(void *arg) {
+    dlock_rwlock_t *rw = arg;
+    int rc = dlock_rwlock_rdlock(rw);
+    if (rc == 0) rc = dlock_rwlock_holds(rw) == 1 ? dlock_rwlock_unlock(rw) : -1;
+    __atomic_store_n(&rd_rc, rc, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+/* A reader waiting for a writer elsewhere (never queued: it sleeps on the
+ * release channel) asks again when the writer's release is heard. */
+static void test_reader_woken_by_writer_release(void) {
+    dlock_rwlock_t rw;
+    dlock_mutexattr_t a;
+    pthread_t th;
+    begin(1);
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, C);
+    CU_ASSERT_FATAL(dlock_rwlock_init(&rw, "rdwake", &a) == 0);
+    DLT_ASSERT_INT_EQ(fk_other_acquire("rdwake", OTHER, 10000, 0, 0), 0);
+    rd_rc = -1;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, rdlock_main, &rw) == 0);
+    CU_ASSERT(wait_count(FK_ACQUIRE, 2));
+    usleep(10000);
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&rd_rc, __ATOMIC_SEQ_CST), -1);
+    DLT_ASSERT_INT_EQ(fk_last_flags() & (DLOCK__F_SHARED | DLOCK__F_FAIR), DLOCK__F_SHARED);
+    DLT_ASSERT_INT_EQ(fk_other_release("rdwake", OTHER, DLOCK__REL_PLAIN), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(rd_rc, 0);
+    DLT_ASSERT_INT_EQ(fk_count(FK_ACQUIRE), 3);
+    DLT_ASSERT_INT_EQ(fk_last_how(), DLOCK__REL_SHARED);
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+    dlock_mutexattr_destroy(&a);
     finish();
 }
 
@@ -815,6 +924,9 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_scripted_ownerdead_notrecoverable),
     DLT_TEST(test_late_answer_given_back),
     DLT_TEST(test_mine_begins_hold),
+    DLT_TEST(test_late_answers_keep_coming),
+    DLT_TEST(test_process_owned_unlock_by_other_thread),
+    DLT_TEST(test_reader_woken_by_writer_release),
     DLT_TEST(test_unlock_not_owner_eperm),
     DLT_TEST(test_lost_hold_eperm),
     DLT_TEST(test_unlock_refused_eperm),
