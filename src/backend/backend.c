@@ -330,7 +330,7 @@ static int single_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__
             drop_renew_conn(c); /* failed over: renew on the new master, or learn the hold is gone */
         if (c->renew_conn == NULL &&
             (rc = dlock__conn_open(&c->node, &c->renew_conn, c->node.conf.connect_timeout_ms)) != 0)
-            return rc == EACCES ? ENOLCK : rc;
+            return rc;
         /* Wait for answers no longer than the locks stay valid. */
         left_ms = (deadline - dlock__now()) / DLOCK__MS;
         if (left_ms > (int64_t)c->node.conf.command_timeout_ms) left_ms = c->node.conf.command_timeout_ms;

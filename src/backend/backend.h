@@ -281,15 +281,15 @@ void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *to
 void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply **out, int *rcs,
                            dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens);
 extern const dlock__backend_ops dlock__redlock_backend;
-/* Redlock: on every new connection of a master's client m, reads the
- * server's run id (INFO server); a server that another master of the
- * deployment is too (confirmed on a fresh connection to that one) is
- * refused: EACCES with the message set (as a refused certificate), and
- * the parent's rl_dups moves.  0 also when the server does not say
+/* Redlock: on every new connection of a master m, reads the server's run
+ * id (INFO server); a server that another master of the deployment is
+ * too (confirmed on a fresh connection to that one) is refused for good
+ * (dlock__node_refuse, as a refused certificate): ENOLCK with the
+ * message set, and the deployment's rl_dups moves.  0 also when the server does not say
  * (INFO refused by an ACL).  ENOLCK when the connection failed. */
 int dlock__redlock_identify(dlock__backend *m, dlock__conn *cn);
 extern const dlock__backend_ops dlock__cluster_backend;
-/* What a member's node (its client's c->node, whose `up` is that member
+/* What a member's node (its node, whose `up` is that member
  * client) asks of its deployment: a Redlock master identifies its server
  * on every new connection (dlock__redlock_identify); a Cluster node's
  * answers may redirect (dlock__cluster_redirect). */

@@ -183,7 +183,7 @@ int dlock__redlock_identify(dlock__backend *m, dlock__conn *cn) {
     ids_unlock();
     /* Older connections of this master lead there too: none is kept. */
     dlock__pool_flush(&m->node);
-    return EACCES;
+    return dlock__node_refuse(&m->node);
 }
 
 /* How many times masters were found to be one server so far. */

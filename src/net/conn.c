@@ -194,11 +194,18 @@ static void plain_hint(const dlock__conf *cf) {
     dlock__restoreerr(buf);
 }
 
-/* A Redlock master or a Cluster node refused us for good (a scheme
- * mismatch, a certificate, credentials): noted for its parent, which
- * stops asking when every one it asked did so (redlock.c, cluster.c). */
-static void refused_for_good(dlock__node *n) {
-    if (n->member) __atomic_store_n(&n->refused, dlock__now(), __ATOMIC_RELEASE);
+/* The server refused us for good (a scheme mismatch, a certificate,
+ * credentials, a hook's refusal): noted on the node, where the pool stops
+ * asking again and a Redlock's or Cluster's deployment stops asking when
+ * every member it asked did so (redlock.c, cluster.c). */
+int dlock__node_refuse(dlock__node *n) {
+    __atomic_store_n(&n->refused, dlock__now(), __ATOMIC_RELEASE);
+    return ENOLCK;
+}
+
+int dlock__node_refused_since(const dlock__node *n, dlock__mono t) {
+    dlock__mono r = __atomic_load_n(&n->refused, __ATOMIC_ACQUIRE);
+    return r != 0 && r >= t;
 }
 
 /* Set while dlock__command_all connects the masters of one request, once
@@ -241,9 +248,9 @@ static int password_needed(const dlock__node *n) {
                          "or redis://USER:PASSWORD@host for an ACL user)", n->conf.redacted_url);
 }
 
-/* AUTH and SELECT on a fresh connection.  EACCES when the server refuses
- * the credentials: a configuration error that retrying cannot mend (the
- * message already says ENOLCK, which is what the caller returns). */
+/* AUTH and SELECT on a fresh connection.  ENOLCK; when the server refuses
+ * the credentials, a configuration error that retrying cannot mend, the
+ * node notes it (dlock__node_refuse). */
 static int conn_setup(dlock__node *n, dlock__conn *cn) {
     const dlock__conf *cf = &n->conf;
     redisReply *r;
@@ -258,7 +265,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
         r = dlock__conn_cmd(cn, argc, argv, lens, NULL);
         if (r == NULL) {
-            if (expects_tls(n, cn)) return EACCES;
+            if (expects_tls(n, cn)) return dlock__node_refuse(n);
             return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url,
                                  conn_why(cn, cn->timeout_ms, why, sizeof why));
         }
@@ -270,7 +277,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
                                                                                         : "refused",
                           r->str);
             freeReplyObject(r);
-            return EACCES;
+            return dlock__node_refuse(n);
         }
         freeReplyObject(r);
     }
@@ -281,19 +288,19 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         lens[1] = (size_t)snprintf(db, sizeof db, "%d", cf->db);
         r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
         if (r == NULL) {
-            if (expects_tls(n, cn)) return EACCES;
+            if (expects_tls(n, cn)) return dlock__node_refuse(n);
             return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url,
                                  conn_why(cn, cn->timeout_ms, why, sizeof why));
         }
         if (needs_password(r)) {
             freeReplyObject(r);
             password_needed(n);
-            return EACCES;
+            return dlock__node_refuse(n);
         }
         if (r->type == REDIS_REPLY_ERROR) {
             dlock__seterr(ENOLCK, "%s: SELECT %d refused: %.200s", cf->redacted_url, cf->db, r->str);
             freeReplyObject(r);
-            return EACCES;
+            return dlock__node_refuse(n);
         }
         freeReplyObject(r);
     }
@@ -322,8 +329,8 @@ static int sentinel_master(dlock__node *n, unsigned timeout_ms, dlock__endpoint 
             continue;
         }
         redisSetTimeout(ctx, ms_tv(end_cap(timeout_ms)));
-        if (cf->tls && (rc = dlock__tls_start(n, &tmp, s->host)) != 0) {
-            if (rc == EACCES) { /* its certificate was refused */
+        if (cf->tls && dlock__tls_start(n, &tmp, s->host, &rc) != 0) {
+            if (rc) { /* its certificate was refused */
                 const char *e = strstr(dlock_last_error(), "TLS: ");
                 plain_hint(cf);
                 e = strstr(dlock_last_error(), "TLS: ");
@@ -359,8 +366,8 @@ static int sentinel_master(dlock__node *n, unsigned timeout_ms, dlock__endpoint 
     dlock__seterr(ENOLCK, "%s: no sentinel answered with the address of master '%s'%s", cf->redacted_url,
                   cf->master, why);
     /* Every sentinel refused by its certificate: a configuration error,
-     * not worth asking again (EACCES: the callers return ENOLCK at once). */
-    return refused == cf->nnodes ? EACCES : ENOLCK;
+     * not worth asking again. */
+    return refused == cf->nnodes ? dlock__node_refuse(n) : ENOLCK;
 }
 
 /* Sentinel: is the server we reached the master?  (A sentinel may name the
@@ -387,9 +394,10 @@ static int is_master(dlock__node *n, dlock__conn *cn) {
 int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout_ms) {
     const dlock__conf *cf = &n->conf;
     dlock__endpoint ep = cf->ep;
+    dlock__mono began = dlock__now();
     redisContext *ctx;
     dlock__conn *cn;
-    int rc;
+    int rc, for_good = 0;
 
     if (connect_timeout_ms == 0) connect_timeout_ms = 1;
     if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(n, connect_timeout_ms, &ep)) != 0) return rc;
@@ -422,24 +430,23 @@ int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
     redisSetTimeout(ctx, ms_tv(cn->timeout_ms));
     if (cf->tls && in_all && plain_seen && ep.port != 0 && dlock__plain_probe(ep.host, ep.port, cn->timeout_ms) == 1) {
         dlock__conn_close(cn);
-        refused_for_good(n);
         dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP): use %s, or the "
                       "server's TLS port", cf->redacted_url, scheme_for(cf, 0));
-        return EACCES; /* for good, as below */
+        return dlock__node_refuse(n); /* for good, as below */
     }
-    if ((cf->tls && (rc = dlock__tls_start(n, cn, ep.host)) != 0) || (rc = conn_setup(n, cn)) != 0 ||
+    if ((cf->tls && (rc = dlock__tls_start(n, cn, ep.host, &for_good)) != 0) || (rc = conn_setup(n, cn)) != 0 ||
         (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = is_master(n, cn)) != 0) ||
         (n->hooks != NULL && n->hooks->on_connect != NULL && (rc = n->hooks->on_connect(n, cn)) != 0)) {
         /* A scheme mismatch is for good, as a refused certificate: a TLS
          * port that reset the Redlock master's INFO, a plain server that
          * answered our TLS handshake in RESP (said "use redis://"). */
-        if (rc == ENOLCK && expects_tls(n, cn)) rc = EACCES;
-        if (rc == EACCES && cf->tls && strstr(dlock_last_error(), "does not speak TLS") != NULL) {
+        if (for_good || (!dlock__node_refused_since(n, began) && rc == ENOLCK && expects_tls(n, cn)))
+            dlock__node_refuse(n);
+        if (dlock__node_refused_since(n, began) && cf->tls && strstr(dlock_last_error(), "does not speak TLS") != NULL) {
             plain_hint(cf);
             plain_seen = in_all;
         }
         dlock__conn_close(cn);
-        if (rc == EACCES) refused_for_good(n);
         return rc;
     }
     redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
@@ -632,7 +639,7 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
             return dlock__seterr(ENOLCK, "cannot connect to %s: no time left before the deadline", n->conf.redacted_url);
         budget = end_cap(budget);
         rc = dlock__conn_open(n, out, budget);
-        if (rc != ENOLCK || n->one_connect) return rc == EACCES ? ENOLCK : rc;
+        if (rc != ENOLCK || n->one_connect || dlock__node_refused_since(n, now)) return rc;
         /* Refused or timed out: wait a little, then try again (one last
          * time at the deadline, when the back-off would pass it). */
         if (dlock__backoff_sleep(&bo, deadline) != 0) dlock__sleep_until(deadline);
@@ -877,7 +884,7 @@ static int cmd_broken(cmd_run *k) {
     int stale = k->cn->ctx->err == REDIS_ERR_EOF || (k->cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET);
     char why[128];
     if (expects_tls(n, k->cn)) { /* a configuration error: asking again cannot mend it */
-        refused_for_good(n);
+        dlock__node_refuse(n);
         dlock__pool_put(n, k->cn, 1);
         return ENOLCK;
     }
@@ -957,7 +964,7 @@ void dlock__command_all(dlock__node **ns, size_t n, int argc, const char **argv,
         if (dlock__conn_reply(cn[i], &r) != REDIS_OK) {
             char why[128];
             if (expects_tls(ns[i], cn[i])) {
-                refused_for_good(ns[i]);
+                dlock__node_refuse(ns[i]);
                 rcs[i] = ENOLCK;
             } else {
                 rcs[i] = dlock__seterr(ENOLCK, "%s: %s", ns[i]->conf.redacted_url,

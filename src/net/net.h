@@ -16,8 +16,8 @@ typedef struct dlock__conn dlock__conn;
  * by the backend (a Redlock master identifies its server on every new
  * connection; a Cluster node's answers may redirect to another node). */
 typedef struct dlock__node_hooks {
-    /* A new connection, authenticated: 0, ENOLCK, or EACCES to refuse the
-     * server for good (the message set). */
+    /* A new connection, authenticated: 0, or ENOLCK with the message
+     * (dlock__node_refuse first to refuse the server for good). */
     int (*on_connect)(dlock__node *n, dlock__conn *cn);
     /* n answered r: 1 when r redirects the request to *next (ASK:
      * *asking set), 0 when it does not. */
@@ -37,7 +37,7 @@ struct dlock__node {
     unsigned nidle;
     int one_connect; /* one connection attempt per request, no retry loop */
     int member;      /* a Redlock master or a Cluster node: refusals are noted */
-    dlock__mono refused; /* when its server last refused us for good (EACCES) */
+    dlock__mono refused; /* when its server last refused us for good (dlock__node_refuse) */
     /* The circuit breaker (conf.breaker_ms): open from a request that
      * found the server unreachable for the whole unreachable bound until
      * breaker_until (0: closed); meanwhile requests fail at once but one a
@@ -79,9 +79,10 @@ int dlock__conn_current(dlock__node *n, dlock__conn *cn, dlock__mono max_age);
  * socket.  _write / _read move bytes as dlock__conn_flush / _read do. */
 int dlock__tls_ctx_make(dlock__node *n);
 void dlock__tls_ctx_free(dlock__node *n);
-/* 0, ENOLCK, or EACCES when the server's certificate is refused (not
- * worth asking again; the message says ENOLCK, which callers return). */
-int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host);
+/* 0, or ENOLCK with the message; *for_good 1 when the server's
+ * certificate was refused or the server does not speak TLS (a
+ * configuration error: not worth asking again). */
+int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for_good);
 void dlock__tls_free(dlock__conn *cn);
 int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len);
 int dlock__tls_read(dlock__conn *cn);
@@ -94,9 +95,16 @@ int dlock__tls_probe(const char *host, int port, unsigned timeout_ms);
 int dlock__plain_probe(const char *host, int port, unsigned timeout_ms);
 
 /* Connects, authenticates and selects the database, within the
- * connection timeout.  ENOLCK with a message on failure. */
+ * connection timeout.  ENOLCK with a message on failure; when the server
+ * refused us for good (a certificate, credentials, a scheme mismatch, a
+ * hook's refusal), n->refused is set to now as well (dlock__node_refuse). */
 int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout_ms);
 void dlock__conn_close(dlock__conn *cn);
+/* Notes that n's server refused us for good -- a configuration error that
+ * asking again cannot mend: n->refused = now.  Returns ENOLCK.
+ * _refused_since: did it, at or after t? */
+int dlock__node_refuse(dlock__node *n);
+int dlock__node_refused_since(const dlock__node *n, dlock__mono t);
 /* Closes the socket without sending anything: for a fork child discarding
  * the parent's connections. */
 void dlock__conn_abandon(dlock__conn *cn);

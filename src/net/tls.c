@@ -152,10 +152,11 @@ static int tls_fail(dlock__conn *cn, const char *what) {
     return -1;
 }
 
-int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host) {
+int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for_good) {
     const dlock__conf *cf = &n->conf;
     const char *name = cf->tls_server_name ? cf->tls_server_name : host;
     struct dlock__tls *t = calloc(1, sizeof *t);
+    *for_good = 0;
     if (t == NULL) return dlock__seterr(ENOMEM, "out of memory");
     cn->tls = t;
     if ((t->ssl = SSL_new(n->tls_ctx)) == NULL || (t->rbio = BIO_new(BIO_s_mem())) == NULL ||
@@ -188,19 +189,20 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host) {
             long v = SSL_get_verify_result(t->ssl);
             if (v != X509_V_OK) {
                 /* A configuration error that asking again cannot mend, as
-                 * refused credentials (conn.c): EACCES, which the callers
-                 * return as ENOLCK at once, with this message. */
+                 * refused credentials (conn.c): for good. */
                 ERR_clear_error();
                 dlock__seterr(ENOLCK, "%s: TLS: the server's certificate was refused: %s", cf->redacted_url,
                               X509_verify_cert_error_string(v));
-                return EACCES;
+                *for_good = 1;
+                return ENOLCK;
             }
             if (t->got > 0 && strchr("+-$*:", t->first) != NULL) {
                 /* A reply in RESP to the ClientHello read as a command. */
                 ERR_clear_error();
                 dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answered in plain RESP): use "
                               "redis://, or the server's TLS port", cf->redacted_url);
-                return EACCES;
+                *for_good = 1;
+                return ENOLCK;
             }
             tls_fail(cn, "handshake");
             break;
@@ -214,7 +216,8 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host) {
                     dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP, and said "
                                   "nothing to the TLS handshake): use redis://, or the server's TLS port",
                                   cf->redacted_url);
-                    return EACCES;
+                    *for_good = 1;
+                    return ENOLCK;
                 }
                 return dlock__seterr(ENOLCK, "%s: the server did not answer the TLS handshake within %u ms (does "
                                      "it speak TLS?)", cf->redacted_url, cn->timeout_ms);
