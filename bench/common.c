@@ -329,7 +329,7 @@ int __wrap_redisGetReply(redisContext *c, void **reply) {
     return __real_redisGetReply(c, reply);
 }
 
-/* dlock writes its requests itself with send() (src/conn.c): each call
+/* dlock writes its requests itself with send() (src/net/conn.c): each call
  * here is one request or pipeline written, then waited on. */
 ssize_t __real_send(int fd, const void *buf, size_t len, int flags);
 ssize_t __wrap_send(int fd, const void *buf, size_t len, int flags);

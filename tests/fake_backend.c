@@ -366,7 +366,7 @@ static void deliver(struct dlock_client *c, dlock__lock *l, const char *p) {
     size_t n = strlen(p);
     if (strcmp(p, "wanted") == 0) {
         l->wanted = 1;
-        if (l->x.cached) dlock__renew_kick(c);
+        if (dlock__hold_is_cached(&l->x)) dlock__renew_kick(c);
     } else if (n > DLOCK__OWNER_LEN && p[DLOCK__OWNER_LEN] == ':') {
         char tok[TOKLEN];
         uint64_t fence;

@@ -71,7 +71,7 @@ static int cv_wait_kind(int kind, dlock_cond_t *c, dlock_mutex_t *m, long ms) {
     }
 }
 
-/* ZCARD of a condition variable's waiters, "dlock:{name}:cond" (src/cond.c;
+/* ZCARD of a condition variable's waiters, "dlock:{name}:cond" (src/api/cond.c;
  * informational: an implementation detail, printed, never asserted). */
 static long long cv_registered(const char *name) {
     char k[700];
@@ -1150,7 +1150,7 @@ static void test_cond_fork_inherited(void) {
 
 /* ========================================================================
  * A waiter process SIGKILLed in wait does not swallow signals forever:
- * once its registration lapses (3 s, src/cond.c), one signal reaches a
+ * once its registration lapses (3 s, src/api/cond.c), one signal reaches a
  * live waiter.
  * ====================================================================== */
 

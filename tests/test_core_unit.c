@@ -537,7 +537,7 @@ static void test_local_handoff_releasing(void) {
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0); /* the other thread's */
     l = entry("handoff");
     pthread_mutex_lock(&C->mu);
-    ok = l->x.owner != NULL && !l->x.lost && !l->x.releasing && l->x.count == 1;
+    ok = l->x.owner != NULL && dlock__hold_is_live(&l->x) && !dlock__hold_is_releasing(&l->x) && l->x.count == 1;
     pthread_mutex_unlock(&C->mu);
     CU_ASSERT(ok);
     pthread_join(j.th, NULL);
@@ -860,7 +860,7 @@ static void test_cache_transitions(void) {
     DLT_ASSERT_INT_EQ(fk_count(FK_RELEASE), 1); /* kept */
     l = entry("cache");
     pthread_mutex_lock(&C->mu);
-    cached = l->x.cached && l->x.owner == NULL;
+    cached = dlock__hold_is_cached(&l->x) && l->x.owner == NULL;
     pthread_mutex_unlock(&C->mu);
     CU_ASSERT(cached);
     DLT_ASSERT_INT_EQ(fk_owner("cache", NULL), 1);

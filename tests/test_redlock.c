@@ -1,6 +1,6 @@
 /* labels: redis; timeout: 240 */
 /* test_redlock.c -- Redlock (issue #7, item 4): a lock held on a quorum
- * of independent masters, redlock://h1:p1,...,h5:p5 (src/redlock.c).
+ * of independent masters, redlock://h1:p1,...,h5:p5 (src/backend/redlock.c).
  *
  * Every test starts five fresh masters of its own (the suite's dlt_server
  * is not used), kills and restarts some of them, and looks at the lock's

@@ -208,9 +208,9 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
     if (c->be.node.conf.kind == DLOCK__BACKEND_CLUSTER) {
         /* Each master has the keys of its slots. */
         dlock__backend *masters[64];
-        int i, n = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters,
-                                          dlock__unreachable_deadline(&c->be.node));
-        if (n < 0) rc = -n;
+        size_t i, n;
+        rc = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters, &n,
+                                    dlock__unreachable_deadline(&c->be.node));
         for (i = 0; i < n && rc == 0 && !stop; i++)
             rc = list_server(c, masters[i], pattern, glob, &s, fn, arg, &stop, unsure);
     } else if (c->be.node.conf.kind == DLOCK__BACKEND_REDLOCK) {

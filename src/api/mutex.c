@@ -128,10 +128,10 @@ DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m) {
     int rc;
     if ((rc = get(m, &mx)) != 0) return rc;
     pthread_mutex_lock(&mx->c->mu);
-    if (!dlock__hold_valid(mx->c, &mx->l->x, dlock__owner_peek(&mx->want), &rep) || !mx->l->x.inconsistent) {
+    if (!dlock__hold_valid(mx->c, &mx->l->x, dlock__owner_peek(&mx->want), &rep) || !dlock__hold_is_inconsistent(&mx->l->x)) {
         rc = dlock__seterr(EINVAL, "'%.64s' is not held by the caller in an inconsistent state", mx->l->k.name);
     } else {
-        mx->l->x.inconsistent = 0;
+        dlock__hold_consistent(&mx->l->x);
         rc = 0;
     }
     pthread_mutex_unlock(&mx->c->mu);

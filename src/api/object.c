@@ -54,9 +54,9 @@ void dlock__object_close(struct dlock_client *c, dlock__lock *l) {
  * object cannot be destroyed (EBUSY).  c->mu held. */
 int dlock__object_held(const dlock__lock *l, const void *obj) {
     const dlock__hold *h;
-    if (l->x.owner != NULL && !l->x.lost && l->x.lost_obj == obj) return 1;
+    if (dlock__hold_is_live(&l->x) && l->x.lost_obj == obj) return 1;
     for (h = l->readers; h != NULL; h = h->next)
-        if (!h->lost && h->lost_obj == obj) return 1;
+        if (dlock__hold_is_live(h) && h->lost_obj == obj) return 1;
     return 0;
 }
 
@@ -110,7 +110,7 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
         pthread_mutex_unlock(&c->mu);
         return dlock__seterr(EBUSY, "'%.64s' has threads waiting in lock", l->k.name);
     }
-    if (l->x.cached && l->objrefs == 1) {
+    if (dlock__hold_is_cached(&l->x) && l->objrefs == 1) {
         /* The last object of the name goes: nothing can take the cached
          * lock any more, so it goes back to the server. */
         dlock__cache_drop(c, l, dlock__unreachable_deadline(&c->be.node));

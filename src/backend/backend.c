@@ -1,9 +1,13 @@
-/* backend.c -- the backend interface, and the single-server backend.
+/* backend.c -- the single-server backend: one server, or the master that
+ * Sentinel names.
  *
- * A backend turns "acquire / release / renew this lock for this token"
- * into requests to one deployment.  The mutex state machine, the waiting
- * path and the renewal thread only ever talk to dlock__backend_ops, so
- * Sentinel, Cluster and a Redlock quorum can sit behind the same calls.
+ * A backend turns "acquire / release / renew this lock (its keys) for this
+ * token" into requests to one deployment (dlock__backend, backend.h).
+ * The core -- the acquisition, the waiting path, the renewal thread --
+ * only ever talks to dlock__backend_ops, so Sentinel, Cluster and a
+ * Redlock quorum sit behind the same calls; a Cluster's nodes and a
+ * Redlock's masters are single-server backends themselves, run by
+ * cluster.c and redlock.c through this file's ops.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -164,9 +168,8 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
             (out->status != DLOCK__ACQ_ACQUIRED && out->status != DLOCK__ACQ_OWNERDEAD &&
              out->status != DLOCK__ACQ_MINE))
             return rc;
-        how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
-              : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
-              : out->status == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
+        how = dlock__release_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST,
+                                  out->status == DLOCK__ACQ_OWNERDEAD, 0);
         (void)single_release(c, k, token, how, &released, NULL, deadline);
         dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
                       "acquisition within %u ms", c->node.conf.redacted_url, acked < 0 ? 0 : acked,
@@ -304,7 +307,7 @@ static int renew_batch(dlock__backend *c, dlock__conn *cn, dlock__renewal *rn, s
     return 0;
 }
 
-/* Drops the renewal connection.  This runs without c->mu: the pointer is
+/* Drops the renewal connection.  This runs without c's mutex: the pointer is
  * cleared before the memory is freed, so a fork in between leaves the
  * child either the live connection or none, never a freed one. */
 static void drop_renew_conn(dlock__backend *c) {

@@ -111,12 +111,12 @@ int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redi
 
 /* Release notifications' wire (subscribe.c).  _open: a connection to
  * b's server for them (ENOLCK).  _append: queues (UN)SUBSCRIBE of
- * channel (the sharded kind on a cluster): 0, or -1.  _wait: writes what
+ * channel (the sharded kind on a cluster): 0, or ENOMEM.  _wait: writes what
  * is queued, then waits up to timeout_ms (-1: no bound; on Sentinel at
  * most a second, after which the connection is checked against the
  * sentinels) for bytes, which it reads, or for wakefd, which it drains:
- * 0, or -1 when the connection failed or leads to a demoted master.
- * _next: the next whole reply read (NULL: none yet): 0, or -1. */
+ * 0, or ENOLCK when the connection failed or leads to a demoted master.
+ * _next: the next whole reply read (NULL: none yet): 0, or EPROTO. */
 int dlock__sub_open(dlock__backend *b, dlock__conn **out);
 void dlock__sub_close(dlock__conn *cn);
 int dlock__sub_append(dlock__backend *b, dlock__conn *cn, int on, const char *channel, size_t len);
@@ -188,6 +188,10 @@ enum {
     DLOCK__REL_SHARED,
     DLOCK__REL_WITHDRAW /* not a hold: a waiting writer's registration */
 };
+/* The kind of release for a hold (scripts.c, the one place that decides
+ * it): a read hold, of a robust mutex, whose holder died or may have,
+ * unlocked after EOWNERDEAD without consistent(). */
+int dlock__release_kind(int shared, int robust, int dead, int inconsistent);
 /* Administrative resets (see reset_lua). */
 enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 
@@ -249,7 +253,7 @@ typedef struct dlock__backend_ops {
     int (*cond)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                 const char *const *stale, size_t nstale, long long *result, dlock__mono deadline);
     /* A pooled connection to the server that keeps l's queue (*node: the
-     * client whose pool it is), for a waiter's BLPOP on its grant list;
+     * node whose pool it is), for a waiter's BLPOP on its grant list;
      * NULL where there is no queue. */
     int (*grant_conn)(dlock__backend *c, const dlock__keys *k, dlock__node **node, dlock__conn **cn,
                       dlock__mono deadline);
@@ -275,7 +279,7 @@ typedef struct dlock__args {
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a);
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
-/* Runs the script on the servers of n clients at once (Redlock): every
+/* Runs the script on the servers of n members at once (Redlock): every
  * request is written before any answer is read.  out[i] the answer (to be
  * freed) or NULL with rcs[i] the error. */
 void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply **out, int *rcs,
@@ -289,8 +293,8 @@ extern const dlock__backend_ops dlock__redlock_backend;
  * (INFO refused by an ACL).  ENOLCK when the connection failed. */
 int dlock__redlock_identify(dlock__backend *m, dlock__conn *cn);
 extern const dlock__backend_ops dlock__cluster_backend;
-/* What a member's node (its node, whose `up` is that member
- * client) asks of its deployment: a Redlock master identifies its server
+/* What a member's node (whose `up` is that member) asks of its
+ * deployment: a Redlock master identifies its server
  * on every new connection (dlock__redlock_identify); a Cluster node's
  * answers may redirect (dlock__cluster_redirect). */
 extern const dlock__node_hooks dlock__redlock_hooks;
@@ -299,20 +303,22 @@ extern const dlock__node_hooks dlock__cluster_hooks;
 /* Redis Cluster (cluster.c).  The hash slot of a key, as the cluster
  * computes it (hash tags honoured). */
 unsigned dlock__key_slot(const char *key, size_t len);
-/* m (a cluster node's client) answered r.  A MOVED or ASK redirection
+/* m (a cluster node's member) answered r.  A MOVED or ASK redirection
  * updates the slot map: 1 with *next the node to ask and *asking set for
  * ASK; 0 when r is no redirection (or names no usable node). */
 int dlock__cluster_redirect(dlock__backend *m, const redisReply *r, dlock__backend **next, int *asking);
-/* The masters of the cluster, from a map read now: up to max clients
- * into out; their number, or minus an errno value (error set). */
-int dlock__cluster_masters(dlock__backend *c, dlock__backend **out, size_t max, dlock__mono deadline);
+/* The masters of the cluster, from a map read now: up to max members
+ * into out, their number in *count.  0, or an errno value (error set). */
+int dlock__cluster_masters(dlock__backend *c, dlock__backend **out, size_t max, size_t *count,
+                           dlock__mono deadline);
 /* The member of the master serving `slot` as the map has it (the first
- * member when it does not know), NULL if c is no cluster.  c->mu held. */
+ * member when it does not know), NULL if c is no cluster.  c's mutex
+ * held. */
 dlock__backend *dlock__cluster_node(dlock__backend *c, unsigned slot);
 /* Reads the slot map again unless that was done within the last 50 ms
- * (the last error is kept).  c->mu NOT held. */
+ * (the last error is kept).  c's mutex NOT held. */
 void dlock__cluster_refresh_maybe(dlock__backend *c, dlock__mono deadline);
-/* Frees the cluster state of a client. */
+/* Frees the cluster state of a deployment. */
 void dlock__cluster_free(dlock__backend *c);
 
 /* Scripts (scripts.c). */

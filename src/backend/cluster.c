@@ -4,16 +4,17 @@
  * Every key of a lock is <prefix>{<name>}...: the braces are a hash tag,
  * so all of them, its release channel and its condition variable live in
  * one slot, on one master, and the scripts run there as on one server.
- * The parent client keeps the slot map (16384 slots -> node) and one
- * member client per node (its own pool and renewal connection), made as
- * the map names nodes and kept until the parent is destroyed, so a
- * pointer to one stays good.
+ * The deployment keeps the slot map (16384 slots -> node) and one member
+ * per node, a single-server backend of its own (its own node, pool, mutex
+ * and renewal connection: deploy.c), made as the map names nodes and kept
+ * until the deployment is freed, so a pointer to one stays good.
  *
  * The map is read with CLUSTER SLOTS from any node that answers (the
  * nodes of the URL first), when a slot is not known and after a node could
  * not be reached.  A MOVED answer updates the slot at once and the request
  * goes to the node it names; an ASK answer sends it there once, after
- * ASKING (conn.c follows both, up to 16 in a row).  While a slot migrates
+ * ASKING (conn.c follows both, up to 16 in a row, through the nodes'
+ * `redirect` hook: cluster_hooks, below).  While a slot migrates
  * its multi-key requests may get TRYAGAIN (some of the lock's keys moved,
  * some not): they are asked again, with a short back-off, until the
  * migration ends or the caller's bound passes.
@@ -26,7 +27,8 @@
  * key is during a migration.
  *
  * Release notifications: on a cluster the scripts SPUBLISH (sharded
- * pub/sub), and each node's member has its own subscriber (notify.c).
+ * pub/sub), and each node has its own subscriber (core/notify.c, the
+ * member's `up`).
  *
  * The restart guard keeps its marker per lock (<prefix>{<name>}:epoch):
  * a deployment-wide key would be in another slot than the lock's.
@@ -86,7 +88,7 @@ void dlock__cluster_free(dlock__backend *c) {
     c->cl = NULL;
 }
 
-/* The index of the member for host:port, or -1.  c->mu held. */
+/* The index of the member for host:port, or -1.  c's mutex held. */
 static long member_find(const dlock__backend *c, const char *host, int port) {
     size_t i;
     for (i = 0; i < c->nmembers; i++)
@@ -95,7 +97,7 @@ static long member_find(const dlock__backend *c, const char *host, int port) {
 }
 
 /* The index of the member for host:port, made if there is none yet; -1
- * with the error set.  c->mu NOT held (making a member reads its TLS
+ * with the error set.  c's mutex NOT held (making a member reads its TLS
  * files). */
 static long member_get(dlock__backend *c, const char *host, int port) {
     dlock__backend *m = NULL, *extra = NULL;
@@ -470,15 +472,17 @@ int dlock__cluster_redirect(dlock__backend *m, const redisReply *r, dlock__backe
     return 1;
 }
 
-int dlock__cluster_masters(dlock__backend *c, dlock__backend **out, size_t max, dlock__mono deadline) {
+int dlock__cluster_masters(dlock__backend *c, dlock__backend **out, size_t max, size_t *count,
+                           dlock__mono deadline) {
     unsigned char *seen;
     size_t s, n = 0;
     int rc;
-    if ((rc = refresh(c, deadline)) != 0) return -rc;
+    *count = 0;
+    if ((rc = refresh(c, deadline)) != 0) return rc;
     pthread_mutex_lock(c->node.mu);
     if ((seen = calloc(c->nmembers, 1)) == NULL) {
         pthread_mutex_unlock(c->node.mu);
-        return -dlock__seterr(ENOMEM, "out of memory");
+        return dlock__seterr(ENOMEM, "out of memory");
     }
     for (s = 0; s < SLOTS; s++) {
         unsigned o = c->cl->owner[s];
@@ -488,7 +492,8 @@ int dlock__cluster_masters(dlock__backend *c, dlock__backend **out, size_t max, 
     }
     pthread_mutex_unlock(c->node.mu);
     free(seen);
-    return (int)n;
+    *count = n;
+    return 0;
 }
 
 dlock__backend *dlock__cluster_node(dlock__backend *c, unsigned slot) {

@@ -7,10 +7,10 @@
  * only if Q granted it and the time spent asking left some lease (the
  * local validity is counted from before the first request, as for one
  * server, minus the drift margin).  Otherwise what was granted is given
- * back at once.  Each master has its own internal single-server client
- * (c->members): its own pool and renewal connection, one attempt per
- * request, so a master that is down costs one refused connection, not a
- * retry loop.
+ * back at once.  Each master is a member, a single-server backend of its
+ * own (c->members, deploy.c): its own node, pool and renewal connection,
+ * one attempt per request, so a master that is down costs one refused
+ * connection, not a retry loop.
  *
  * Fencing: each master issues max(last + 1, its time in us).  The hold's
  * fence is the largest of the quorum's, and before the acquire returns it
@@ -35,9 +35,10 @@
  * One server is never counted twice.  The URL may not name a master
  * twice (url.c), and since two names can still lead to one server
  * (localhost and 127.0.0.1, two addresses of one host, a proxy), every
- * new connection of a master's client reads the server's run id (INFO
+ * new connection of a master reads the server's run id (INFO
  * server: once per connection, never per request) and compares it with
- * the other masters' (dlock__redlock_identify).  A server that another
+ * the other masters' (dlock__redlock_identify, the masters' `on_connect`
+ * hook).  A server that another
  * master turns out to be too, asked again on a fresh connection (its run
  * id may be stale: servers restart, names move), is refused; the call
  * that met it gives back what it was granted and fails with ENOLCK and
@@ -357,9 +358,7 @@ static int round_hold(dlock__backend *c, const dlock__keys *k, int flags, unsign
  * released on the masters that granted it. */
 static void round_give_back(dlock__backend *c, const dlock__keys *k, const char *token, int flags,
                             const struct rl_round *rd) {
-    int how = flags & DLOCK__F_SHARED ? DLOCK__REL_SHARED
-              : !(flags & DLOCK__F_ROBUST) ? DLOCK__REL_PLAIN
-              : rd->dead ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN;
+    int how = dlock__release_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST, rd->dead, 0);
     int rok[DLOCK__NODES_MAX];
     dlock__args ra;
     dlock__release_args(c, k, token, how, &ra);

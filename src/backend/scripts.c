@@ -32,7 +32,7 @@
  * two, the lock key and the epoch key, and KEYS_PRELUDE makes the others
  * from the lock key: declaring the seven others cost the server about a
  * microsecond per script (docs/design.md), and they all extend the lock
- * key's "<prefix>{<name>}" (client.c lock_keys).  ACLs still check
+ * key's "<prefix>{<name>}" (dlock__keys_make, below).  ACLs still check
  * every key a script touches, declared or not.
  *
  * The lock hash has a field w ("1") when somebody may be waiting for its
@@ -417,6 +417,19 @@ static const char release_lua[] =
     "end\n"
     "redis.call('PUBLISH', ARGV[2], 'released')\n"
     "return 1\n";
+
+/* The one place that decides how a hold ends (the `how` of release_lua):
+ * a read hold is "shared"; a hold of a mutex that is not robust,
+ * "plain"; of a robust one, "dead" when its holder died or may have (the
+ * process exits holding it; an acquire found, or may have found, the
+ * owner-died marker and its hold is given back), "inconsistent" when it
+ * is unlocked after EOWNERDEAD without consistent(), "clean" otherwise. */
+int dlock__release_kind(int shared, int robust, int dead, int inconsistent) {
+    if (shared) return DLOCK__REL_SHARED;
+    if (!robust) return DLOCK__REL_PLAIN;
+    if (dead) return DLOCK__REL_DEAD;
+    return inconsistent ? DLOCK__REL_INCONSISTENT : DLOCK__REL_CLEAN;
+}
 
 /* KEYS: the lock (an exclusive hold) or its readers (a read hold): one
  * key, so that in a cluster slot being migrated the request is served

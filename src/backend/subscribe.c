@@ -28,7 +28,7 @@ int dlock__sub_append(dlock__backend *b, dlock__conn *cn, int on, const char *ch
     const char *cmd = b->node.conf.cluster ? (on ? "SSUBSCRIBE" : "SUNSUBSCRIBE") : (on ? "SUBSCRIBE" : "UNSUBSCRIBE");
     const char *argv[2] = { cmd, channel };
     size_t lens[2] = { strlen(cmd), len };
-    return redisAppendCommandArgv(cn->ctx, 2, argv, lens) == REDIS_OK ? 0 : -1;
+    return redisAppendCommandArgv(cn->ctx, 2, argv, lens) == REDIS_OK ? 0 : ENOMEM;
 }
 
 static void drain(int fd) {
@@ -39,26 +39,26 @@ static void drain(int fd) {
 
 int dlock__sub_wait(dlock__backend *b, dlock__conn *cn, int wakefd, int timeout_ms) {
     struct pollfd pfd[2];
-    if (!dlock__conn_current(&b->node, cn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS)) return -1;
+    if (!dlock__conn_current(&b->node, cn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS)) return ENOLCK;
     if (b->node.conf.kind == DLOCK__BACKEND_SENTINEL && (timeout_ms < 0 || timeout_ms > SENTINEL_RECHECK_MS))
         timeout_ms = SENTINEL_RECHECK_MS;
-    if (dlock__conn_flush(cn) != 0) return -1;
+    if (dlock__conn_flush(cn) != 0) return ENOLCK;
     if (dlock__conn_pending(cn)) /* TLS already holds bytes the socket will not signal again */
-        return dlock__conn_read(cn) == REDIS_OK ? 0 : -1;
+        return dlock__conn_read(cn) == REDIS_OK ? 0 : ENOLCK;
     pfd[0].fd = cn->ctx->fd;
     pfd[0].events = POLLIN;
     pfd[1].fd = wakefd;
     pfd[1].events = POLLIN;
     if (poll(pfd, 2, timeout_ms) <= 0) return 0;
     if (pfd[1].revents) drain(wakefd);
-    if (pfd[0].revents && dlock__conn_read(cn) != REDIS_OK) return -1;
+    if (pfd[0].revents && dlock__conn_read(cn) != REDIS_OK) return ENOLCK;
     return 0;
 }
 
 int dlock__sub_next(dlock__conn *cn, redisReply **out) {
     void *reply = NULL;
     *out = NULL;
-    if (redisGetReplyFromReader(cn->ctx, &reply) != REDIS_OK) return -1;
+    if (redisGetReplyFromReader(cn->ctx, &reply) != REDIS_OK) return EPROTO;
     *out = reply;
     return 0;
 }

@@ -1,10 +1,11 @@
 /* client.c -- clients, the per-process table of lock states, fork and exit.
  *
- * A client is one deployment (URL) seen from this process.  It owns the
- * table that maps each lock name to its dlock__lock: the one place where
- * the process keeps what it knows of that lock (who holds it here, its
- * lease, its waiters, its subscription).  Mutexes, and later rwlocks,
- * condition variables and lock caching, all share that table.
+ * A client is one deployment (URL, made by the backend: c->be) seen from
+ * this process.  It owns the table that maps each lock name to its
+ * dlock__lock: the one place where the process keeps what it knows of
+ * that lock (who holds it here, its lease, its waiters, its
+ * subscription).  Mutexes, rwlocks, condition variables and lock caching
+ * all share that table.
  *
  * Fork: the child holds none of the parent's locks, opens its own
  * connections and never writes on the parent's sockets; its background
@@ -119,14 +120,11 @@ static void at_exit(void) {
         pthread_mutex_lock(&c->mu);
         while ((h = c->held) != NULL) {
             char token[DLOCK__OWNER_LEN + 1];
-            int released, how = h->robust ? DLOCK__REL_DEAD : DLOCK__REL_PLAIN, shared = h->shared;
-            if (h->cached) how = h->robust ? DLOCK__REL_CLEAN : DLOCK__REL_PLAIN; /* held by no thread */
+            /* A cached hold is held by no thread: no holder died. */
+            int released, how = dlock__hold_release_kind(h, !dlock__hold_is_cached(h));
             l = h->l;
             memcpy(token, h->token, sizeof token);
-            dlock__held_remove(c, h);
-            h->owner = NULL;
-            h->count = 0;
-            h->cached = h->caching = 0;
+            dlock__hold_abandon(c, h);
             l->users++;
             pthread_mutex_unlock(&c->mu);
             /* Best effort, bounded: a server that does not answer lets
@@ -134,7 +132,7 @@ static void at_exit(void) {
             {
                 dlock__mono end = dlock__now() + 1000 * DLOCK__MS;
                 dlock__mono saved = dlock__call_end_set(end); /* no connect or reply wait past it */
-                (void)c->be.ops->release(&c->be, &l->k, token, shared ? DLOCK__REL_SHARED : how, &released, NULL, end);
+                (void)c->be.ops->release(&c->be, &l->k, token, how, &released, NULL, end);
                 dlock__call_end_set(saved);
             }
             pthread_mutex_lock(&c->mu);
@@ -322,19 +320,6 @@ struct dlock_client *dlock__client_get(struct dlock_client *c, int *err) {
     return c;
 }
 
-int dlock__client_use(struct dlock_client *c) {
-    pthread_mutex_lock(&c->mu);
-    c->objects++;
-    pthread_mutex_unlock(&c->mu);
-    return 0;
-}
-
-void dlock__client_unuse(struct dlock_client *c) {
-    pthread_mutex_lock(&c->mu);
-    c->objects--;
-    pthread_mutex_unlock(&c->mu);
-}
-
 /* ---------------------------------------------------------- lock table */
 
 static size_t hash_name(const char *s, size_t n) {
@@ -403,10 +388,6 @@ void dlock__entry_close(struct dlock_client *c, dlock__lock *l, int object) {
     pthread_mutex_unlock(&c->mu);
 }
 
-int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dlock__lock **out) {
-    return dlock__entry_get(c, name, namelen, DLOCK__KIND_LOCK, out);
-}
-
 int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out) {
     dlock__lock *l = dlock__lock_find(c, name, namelen, kind);
     size_t h;
@@ -445,7 +426,7 @@ int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, i
 
 void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l) {
     dlock__lock **pp;
-    if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || l->x.owner != NULL || l->x.cached || l->readers != NULL ||
+    if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || dlock__hold_in_use(&l->x) || l->readers != NULL ||
         l->sub_state != DLOCK__SUB_NONE)
         return;
     pp = &c->buckets[hash_name(l->k.name, l->k.namelen) & (c->nbuckets - 1)];
@@ -488,50 +469,6 @@ void dlock__held_remove(struct dlock_client *c, dlock__hold *h) {
     if (h->held_next != NULL) h->held_next->held_prev = h->held_prev;
     h->held_next = h->held_prev = NULL;
     c->nheld--;
-}
-
-void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep) {
-    memset(rep, 0, sizeof *rep);
-    if (h->cached) {
-        /* Kept in the cache, held by no thread: nobody to tell.  (A cached
-         * hold is exclusive, l->x, which forgetting does not free.) */
-        dlock__lock *l = h->l;
-        dlock__hold_forget(c, h);
-        l->gen++;
-        dlock__lock_wake(l);
-        return;
-    }
-    dlock__held_remove(c, h);
-    h->lost = 1;
-    h->l->gen++;
-    dlock__lock_wake(h->l);
-    memset(rep, 0, sizeof *rep);
-    if (h->lost_fn != NULL) {
-        rep->fn = h->lost_fn;
-        rep->arg = h->lost_arg;
-        rep->obj = h->lost_obj;
-        rep->name = strdup(h->l->k.name);
-    }
-}
-
-/* Forgets a hold of a thread that is gone or gave it up: off the renewal
- * list, and a shared hold off its lock's list.  c->mu held. */
-void dlock__hold_forget(struct dlock_client *c, dlock__hold *h) {
-    dlock__lock *l = h->l;
-    dlock__held_remove(c, h);
-    if (h->shared) {
-        dlock__hold **pp = &l->readers;
-        while (*pp != NULL && *pp != h) pp = &(*pp)->next;
-        if (*pp != NULL) *pp = h->next;
-        free(h);
-    } else {
-        h->owner = NULL;
-        h->count = 0;
-        h->lost = 0;
-        h->inconsistent = 0;
-        h->caching = 0;
-        h->cached = 0;
-    }
 }
 
 /* The thread-specific-data destructor of an exiting thread: its holds are

@@ -1,5 +1,5 @@
 /* core.h -- the lock core: clients and their lock table (client.c), holds
- * and the acquisition state machine (lock.c), waiting (wait.c), release
+ * (their state: hold.c) and the acquisition state machine (lock.c), waiting (wait.c), release
  * notifications (notify.c), lease renewal (renew.c) and holds nobody
  * here knows of (orphan.c). */
 #ifndef DLOCK_CORE_H
@@ -12,20 +12,24 @@
 
 struct dlock__lock;
 
+/* A hold's state (hold.c has the transitions).  NONE is 0: a zeroed hold
+ * is no hold. */
+enum dlock__hold_state { DLOCK__HOLD_NONE, DLOCK__HOLD_HELD, DLOCK__HOLD_CACHED, DLOCK__HOLD_LOST };
+
 /* One hold of a lock by one thread of this process: exclusive (a mutex, a
  * write lock) or shared (a read lock).  The renewal thread renews holds;
  * the fence identifies a hold, so an answer about an earlier hold is never
  * applied to a later one.  Guarded by the client's mutex. */
 typedef struct dlock__hold {
     struct dlock__lock *l;
-    dlock__thread *owner;  /* NULL: no hold */
+    int state;             /* enum dlock__hold_state: written only in hold.c */
+    dlock__thread *owner;  /* who holds it (NULL: no thread; hold.c writes it) */
     char token[DLOCK__OWNER_LEN + 1];
     int shared;
     unsigned count;        /* recursion depth */
     uint64_t fence;        /* fencing token */
     uint64_t ident;        /* the fence the server issued: the hold's identity */
     int caching;           /* of a caching mutex: an unlock may keep it (lock.c) */
-    int cached;            /* kept by the process with no thread holding it */
     uint64_t fence_hi;     /* caching: the last fence of the block reserved */
     uint64_t heard;        /* caching: the subscriber's epoch in which every request
                             * for it was heard since it was acquired; 0: not so */
@@ -34,10 +38,9 @@ typedef struct dlock__hold {
     dlock__mono valid_until; /* sent + lease - drift; extended by renewals */
     dlock__mono renew_at;    /* next renewal */
     dlock__mono retry_at;    /* after one that got no answer: not again before then */
-    int lost;                /* the hold was lost: unlock gives EPERM */
-    int releasing;           /* its unlock is on the way: still renewed, never reported lost */
+    int releasing;           /* its unlock is on the way: still renewed, never reported lost (hold.c) */
     int robust;              /* the hold is of a ROBUST mutex */
-    int inconsistent;        /* EOWNERDEAD given, consistent() not yet called */
+    int inconsistent;        /* EOWNERDEAD given, consistent() not yet called (hold.c) */
     dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */
     void *lost_arg;
     void *lost_obj;          /* the object (dlock_mutex_t *) given to it */
@@ -179,9 +182,6 @@ struct dlock_client {
     unsigned dropping; /* cached holds being given back (dlock__cache_drop), off the held list */
 };
 
-/* The table: find or make the state of `name`, with one reference taken.
- * Called with c->mu held. */
-int dlock__lock_get(struct dlock_client *c, const char *name, size_t namelen, dlock__lock **out);
 /* Drops a reference; frees the state when nothing uses it.  c->mu held. */
 void dlock__lock_put(struct dlock_client *c, dlock__lock *l);
 /* Frees l if no object, call, hold, waiter or subscription uses it. */
@@ -192,7 +192,8 @@ dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t n
  * client if `object`; its twin gives both back.  c->mu NOT held. */
 int dlock__entry_open(struct dlock_client **cp, const char *name, int kind, int object, dlock__lock **lp);
 void dlock__entry_close(struct dlock_client *c, dlock__lock *l, int object);
-/* dlock__lock_get for either kind of table entry (DLOCK__KIND_*). */
+/* The table: find or make the entry of `name` and kind (DLOCK__KIND_*),
+ * with one reference taken.  Called with c->mu held. */
 int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out);
 
 /* Holds: adds/removes h to/from the renewal list.  c->mu held. */
@@ -297,7 +298,6 @@ int dlock__release_want(struct dlock_client *c, dlock__lock *l, const dlock__wan
 int dlock__holds_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w, uint64_t *fence);
 /* The identity that owns w's holds for the calling thread, if it exists. */
 dlock__thread *dlock__owner_peek(const dlock__want *w);
-int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__thread *self, dlock__lost_report *rep);
 dlock__hold *dlock__reader(dlock__lock *l, const dlock__thread *self);
 /* The owner token of self's acquire call number `call` on client c,
  * DLOCK__OWNER_LEN + 1 bytes. */
@@ -311,15 +311,30 @@ void dlock__orphans_forget(struct dlock_client *c);
 /* Clients (client.c). */
 int dlock__client_live(const struct dlock_client *c);
 struct dlock_client *dlock__client_get(struct dlock_client *c, int *err);
-int dlock__client_use(struct dlock_client *c);
-void dlock__client_unuse(struct dlock_client *c);
 /* Thread exit: stops renewing every lock the thread holds. */
 void dlock__thread_exiting(dlock__thread *t);
 
-
-/* Forgets h (its thread is gone or gave it up).  c->mu held. */
-void dlock__hold_forget(struct dlock_client *c, dlock__hold *h);
-/* Marks h lost (c->mu held); fills *rep when a handler must run. */
+/* Holds (hold.c): a hold's state, its questions and its transitions (the
+ * table is at the top of hold.c).  c->mu held. */
+int dlock__hold_is_live(const dlock__hold *h);
+int dlock__hold_is_cached(const dlock__hold *h);
+int dlock__hold_is_releasing(const dlock__hold *h);
+int dlock__hold_is_renewable(const dlock__hold *h);
+int dlock__hold_can_be_lost(const dlock__hold *h);
+int dlock__hold_in_use(const dlock__hold *h);
+int dlock__hold_is_inconsistent(const dlock__hold *h);
+int dlock__hold_release_kind(const dlock__hold *h, int dead);
+/* Is h self's, live and in time (else marked lost, *rep filled)? */
+int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__thread *self, dlock__lost_report *rep);
+void dlock__hold_take(dlock__hold *h, dlock__thread *self, int ownerdead);
+void dlock__hold_cache(dlock__hold *h);
+void dlock__hold_uncache(dlock__hold *h, dlock__thread *self);
+void dlock__hold_release_start(dlock__hold *h);
+/* Marks h lost; fills *rep when a handler must run. */
 void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep);
+/* Forgets h (its thread is gone or gave it up). */
+void dlock__hold_forget(struct dlock_client *c, dlock__hold *h);
+void dlock__hold_abandon(struct dlock_client *c, dlock__hold *h);
+void dlock__hold_consistent(dlock__hold *h);
 
 #endif /* DLOCK_CORE_H */

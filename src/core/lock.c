@@ -20,17 +20,6 @@
 
 #include "core/core.h"
 
-/* Is h held by self, and still valid?  A hold whose validity ran out is
- * marked lost here, at once, in case the renewal thread has not yet seen
- * it; its handler report goes to *rep.  c->mu held. */
-int dlock__hold_valid(struct dlock_client *c, dlock__hold *h, const dlock__thread *self,
-                      dlock__lost_report *rep) {
-    if (h == NULL || self == NULL || h->owner != self || h->lost) return 0;
-    if (dlock__now() < h->valid_until) return 1;
-    dlock__hold_lost(c, h, rep);
-    return 0;
-}
-
 void dlock__report(dlock__lost_report *rep) {
     dlock__lost_run(rep);
     free(rep->name);
@@ -85,30 +74,26 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
         int another;
         h = &l->x;
         another = h->owner != NULL && (h->owner != self || memcmp(h->token, owner, DLOCK__OWNER_LEN) != 0);
-        if (another && h->releasing)
-            h->releasing = 0;
-        else if (another && !h->lost && !h->cached && other->fn == NULL) {
+        /* (One whose unlock is on the way is taken over silently.) */
+        if (another && dlock__hold_can_be_lost(h) && other->fn == NULL) {
             dlock__hold_lost(c, h, other);
             other->why = DLOCK_LOST_BROKEN; /* the server granted it anew: that hold was gone there */
         }
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
     }
-    h->owner = self;
+    dlock__hold_take(h, self, ownerdead);
     memcpy(h->token, owner, sizeof h->token);
     h->count = 1;
     h->fence = fence;
     h->ident = fence;
     h->caching = w->caching && !w->shared;
-    h->cached = 0;
     h->fence_hi = h->caching ? fence + DLOCK__FENCE_BLOCK - 1 : fence;
     h->lease_ms = lease;
     h->acquired = sent;
     h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(&c->be.node.conf, lease)) * DLOCK__MS;
     h->renew_at = sent + (dlock__mono)(lease / 3) * DLOCK__MS;
     h->retry_at = 0;
-    h->lost = 0;
     h->robust = w->robust;
-    h->inconsistent = ownerdead;
     h->lost_fn = w->lost_fn;
     h->lost_arg = w->lost_arg;
     h->lost_obj = w->lost_obj;
@@ -173,9 +158,9 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
     char token[DLOCK__OWNER_LEN + 1];
     unsigned lease = l->x.lease_ms;
     int how, released, rc;
-    if (!l->x.cached) return;
+    if (!dlock__hold_is_cached(&l->x)) return;
     memcpy(token, l->x.token, sizeof token);
-    how = l->x.robust ? DLOCK__REL_CLEAN : DLOCK__REL_PLAIN;
+    how = dlock__hold_release_kind(&l->x, 0);
     dlock__hold_forget(c, &l->x);
     l->users++;
     c->dropping++; /* exit waits for this release (client.c at_exit) */
@@ -194,14 +179,12 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
  * fences left in its block.  c->mu held. */
 static int cache_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self) {
     dlock__hold *h = &l->x;
-    if (!h->cached || w->shared || !w->caching || w->robust != h->robust || !dlock__cache_ok(c, l) ||
+    if (!dlock__hold_is_cached(h) || w->shared || !w->caching || w->robust != h->robust || !dlock__cache_ok(c, l) ||
         dlock__now() >= h->valid_until || h->fence >= h->fence_hi)
         return 0;
-    h->cached = 0;
-    h->owner = self;
+    dlock__hold_uncache(h, self);
     h->count = 1;
     h->fence++; /* the server's next fence comes after the whole block */
-    h->inconsistent = 0;
     h->lost_fn = w->lost_fn;
     h->lost_arg = w->lost_arg;
     h->lost_obj = w->lost_obj;
@@ -212,7 +195,7 @@ static int cache_take(struct dlock_client *c, dlock__lock *l, const dlock__want 
  * exclusive hold blocks everyone; shared holds block only writers, and
  * those the server reports. */
 static int blocked_locally(const dlock__lock *l) {
-    return l->x.owner != NULL && !l->x.lost;
+    return dlock__hold_is_live(&l->x);
 }
 
 /* EINTR (an interruptible wait met a signal), or another error as is. */
@@ -239,10 +222,7 @@ static void call_token(const struct dlock_client *c, dlock__thread *self, const 
  * acquire found one (or may have).  c->mu held; released meanwhile. */
 static void give_back(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__hold *h,
                       const char *token, int status) {
-    int how = w->shared ? DLOCK__REL_SHARED
-              : !w->robust ? DLOCK__REL_PLAIN
-              : status == DLOCK__ACQ_ACQUIRED ? DLOCK__REL_CLEAN
-                                              : DLOCK__REL_DEAD;
+    int how = dlock__release_kind(w->shared, w->robust, status != DLOCK__ACQ_ACQUIRED, 0);
     char saved[512];
     int rc, released;
     dlock__hold_forget(c, h);
@@ -385,7 +365,7 @@ static int step_queue(struct acq *a) {
 /* Cached: the process keeps the lock (caching): take it here, with no
  * round trip, or, if it cannot be used for this call, give it up first. */
 static int step_cached(struct acq *a) {
-    if (!a->l->x.cached) return ACQ_LOCAL;
+    if (!dlock__hold_is_cached(&a->l->x)) return ACQ_LOCAL;
     if (cache_take(a->c, a->l, a->w, a->self)) return acq_out(a, 0);
     dlock__cache_drop(a->c, a->l, dlock__unreachable_deadline(&a->c->be.node));
     return ACQ_CACHED;
@@ -534,8 +514,7 @@ static int step_ask(struct acq *a) {
     acq_stop_trying(a);
     if (rc != 0) {
         if (a->ans.sent != 0)
-            dlock__orphan_add(c, l, a->owner, w->robust ? DLOCK__REL_DEAD : w->shared ? DLOCK__REL_SHARED : DLOCK__REL_PLAIN,
-                              w->lease_ms);
+            dlock__orphan_add(c, l, a->owner, dlock__release_kind(w->shared, w->robust, 1, 0), w->lease_ms);
         if (rc == ENOLCK && !a->try && dlock__now() >= a->deadline) rc = timed_out(l, " (server unreachable)");
         return acq_out(a, rc);
     }
@@ -764,7 +743,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     pthread_mutex_lock(&c->mu);
     h = self != NULL && l->x.owner == self ? &l->x : NULL;
     if (h == NULL && allow_shared && self != NULL) h = dlock__reader(l, self);
-    if (h == NULL || (process && h->releasing)) {
+    if (h == NULL || (process && dlock__hold_is_releasing(h))) {
         /* (A process's hold whose unlock another thread is making is no
          * longer held either.) */
         pthread_mutex_unlock(&c->mu);
@@ -783,27 +762,22 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
         pthread_mutex_unlock(&c->mu);
         return 0;
     }
-    if (h->caching && !h->inconsistent && dlock__cache_ok(c, l)) {
+    if (h->caching && !dlock__hold_is_inconsistent(h) && dlock__cache_ok(c, l)) {
         /* Nobody else asked: the process keeps the lock, no round trip.
          * Local waiters take it from the cache. */
-        h->owner = NULL;
-        h->count = 0;
-        h->cached = 1;
+        dlock__hold_cache(h);
         l->gen++;
         dlock__lock_wake(l);
         pthread_mutex_unlock(&c->mu);
         return 0;
     }
-    how = h->shared    ? DLOCK__REL_SHARED
-          : !h->robust ? DLOCK__REL_PLAIN
-          : h->inconsistent ? DLOCK__REL_INCONSISTENT
-                            : DLOCK__REL_CLEAN;
+    how = dlock__hold_release_kind(h, 0);
     memcpy(token, h->token, sizeof token);
     lease = h->lease_ms;
     /* Renewed until the release is answered: on a cluster, a release
      * asked again while its slot migrates may take longer than the
      * lease.  The thread is in here meanwhile: no other one takes it. */
-    h->releasing = 1;
+    dlock__hold_release_start(h);
     l->users++;
     if ((rc = dlock__breaker_pass(&c->be.node, &probe)) == 0) { /* else not asked: the breaker is open */
         pthread_mutex_unlock(&c->mu);
@@ -813,7 +787,6 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
         dlock__breaker_note(&c->be.node, rc, probe ? 0 : ub);
     }
     if (h != &l->x || (l->x.owner == self && memcmp(l->x.token, token, sizeof token) == 0)) {
-        h->releasing = 0;
         dlock__hold_forget(c, h);
     } /* else another thread of this process was handed the lock meanwhile: l->x is its hold now */
     l->users--;
@@ -849,7 +822,7 @@ static int holds_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dl
     int ok;
     pthread_mutex_lock(&c->mu);
     h = &l->x;
-    ok = dlock__hold_valid(c, h, self, &rep) && !h->releasing; /* (another thread's unlock of the process's) */
+    ok = dlock__hold_valid(c, h, self, &rep) && !dlock__hold_is_releasing(h); /* (another thread's unlock of the process's) */
     if (!ok && allow_shared && self != NULL && (h = dlock__reader(l, self)) != NULL)
         ok = dlock__hold_valid(c, h, self, &rep);
     if (ok && fence != NULL) *fence = h->fence;

@@ -19,14 +19,19 @@
  * (refusals of a moving slot), down (the connection failed).
  *
  * On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub),
- * heard only on the master of the channel's slot: each sub's member
- * client has its own subscriber thread and connection (the fields sub_*
- * of the member), serving the locks of the parent's table whose channel
- * it carries (l->sub_node), under the parent's mutex.  When a slot moves,
+ * heard only on the master of the channel's slot: each node (a member of
+ * the deployment) gets its own subscriber (a dlock__sub, the member's
+ * `up`, made when first needed), with its own thread and connection,
+ * serving the locks of the client's table whose channel it carries
+ * (l->sub_node), under the client's mutex.  When a slot moves,
  * its old master ends those subscriptions (an unasked "sunsubscribe") or
  * refuses a new one (MOVED): the lock is subscribed again on the slot's
  * master, and its waiters are woken, since a release may have been
- * missed meanwhile.  Elsewhere l->sub_node is the client itself.
+ * missed meanwhile.  Elsewhere l->sub_node is the client's own (c->sub).
+ *
+ * The wire -- (S)SUBSCRIBE, waiting for messages or a poke, reading them
+ * -- is the backend's (backend/subscribe.c); this file decides what to
+ * hear and what a message means.
  */
 #include <errno.h>
 #include <poll.h>
@@ -106,7 +111,7 @@ static void on_down(struct dlock_client *c, dlock__lock *l, void *arg) {
         return;
     }
     l->sub_state = wants_channel(l) ? DLOCK__SUB_WANTED : DLOCK__SUB_NONE;
-    if (l->x.cached) dlock__renew_kick(c); /* it must go back: requests for it are not heard */
+    if (dlock__hold_is_cached(&l->x)) dlock__renew_kick(c); /* it must go back: requests for it are not heard */
     if (l->waiters > 0) wake_all(l);
     dlock__lock_maybe_free(c, l);
 }
@@ -162,7 +167,7 @@ static void resubscribe(struct dlock_client *c, dlock__lock *l) {
     l->sub_state = DLOCK__SUB_NONE;
     l->sub_node = NULL;
     if (wants_channel(l)) (void)want(c, l);
-    if (l->x.cached) dlock__renew_kick(c);
+    if (dlock__hold_is_cached(&l->x)) dlock__renew_kick(c);
     wake_all(l);
     dlock__lock_maybe_free(c, l);
 }
@@ -183,7 +188,7 @@ static void on_message(struct dlock_client *c, dlock__sub *sub, redisReply *r) {
             /* Another owner asks for the lock this process caches: it
              * goes back at the next unlock, or now if idle. */
             l->wanted = 1;
-            if (l->x.cached) dlock__renew_kick(c);
+            if (dlock__hold_is_cached(&l->x)) dlock__renew_kick(c);
             return;
         }
         if (p->type == REDIS_REPLY_STRING && p->len >= DLOCK__OWNER_LEN &&

@@ -93,9 +93,9 @@ typedef struct renew_loop renew_loop;
 static dlock__hold *find_hold(dlock__lock *l, const pending *p) {
     dlock__hold *h;
     if (!p->shared)
-        return (l->x.owner != NULL || l->x.cached) && !l->x.lost && l->x.ident == p->fence ? &l->x : NULL;
+        return dlock__hold_is_renewable(&l->x) && l->x.ident == p->fence ? &l->x : NULL;
     for (h = l->readers; h != NULL; h = h->next)
-        if (!h->lost && h->fence == p->fence && strcmp(h->token, p->token) == 0) return h;
+        if (dlock__hold_is_renewable(h) && h->fence == p->fence && strcmp(h->token, p->token) == 0) return h;
     return NULL;
 }
 
@@ -137,7 +137,7 @@ static int give_back_cached(renew_loop *lp) {
     dlock__hold *h;
     dlock__lock *l;
     for (h = c->held; h != NULL; h = h->held_next)
-        if (h->cached && !dlock__cache_ok(c, h->l)) break;
+        if (dlock__hold_is_cached(h) && !dlock__cache_ok(c, h->l)) break;
     if (h == NULL) return 0;
     l = h->l;
     dlock__cache_drop(c, l, lp->now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
@@ -182,7 +182,7 @@ static void collect_due(renew_loop *lp) {
     for (h = lp->c->held; h != NULL; h = hnext) {
         hnext = h->held_next;
         if (lp->now >= h->valid_until) {
-            if (lp->nrep < lp->cap && !h->releasing) dlock__hold_lost(lp->c, h, &lp->reps[lp->nrep++]);
+            if (lp->nrep < lp->cap && dlock__hold_can_be_lost(h)) dlock__hold_lost(lp->c, h, &lp->reps[lp->nrep++]);
             continue;
         }
         if (is_due(lp, h) && lp->n < lp->cap)
@@ -235,7 +235,7 @@ static void apply_answer(renew_loop *lp, dlock__hold *h, int result) {
         dlock__mono v = lp->sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(&lp->c->be.node.conf, h->lease_ms)) * DLOCK__MS;
         if (v > h->valid_until) h->valid_until = v;
         h->renew_at = lp->sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
-    } else if (h->releasing) {
+    } else if (!dlock__hold_can_be_lost(h)) {
         /* Refused: released meanwhile, or run out (its unlock says
          * which).  Nothing to report either way. */
         h->renew_at = h->retry_at = lp->now + (dlock__mono)RELEASING_MS * DLOCK__MS;

@@ -20,7 +20,8 @@
  * grant pushed to its own list, in BLPOP (dlock__wait_grant), in named
  * steps over one struct grant_wait: begin, its own deadline, send, await
  * (ppoll on the socket and the eventfd), drop or keep the connection, end
- * (read the answer).
+ * (read the answer); the send, the await, the connection and the answer
+ * are the backend's (backend/grant.c).
  */
 #include <errno.h>
 #include <poll.h>

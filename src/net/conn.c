@@ -1,6 +1,10 @@
-/* conn.c -- Redis connections: connect, authenticate, run commands.
+/* conn.c -- a node's Redis connections: connect, authenticate, run
+ * commands; its pool and its circuit breaker.  It knows servers and bytes,
+ * nothing of locks: what a node's answers mean to its deployment (a
+ * Redlock master's identity, a Cluster's redirections) comes back through
+ * the node's hooks.
  *
- * Commands run on connections from a small per-client pool, so threads
+ * Commands run on connections from a small per-node pool, so threads
  * do not queue behind each other's round trips.  dlock__command retries on
  * a fresh connection when one breaks (a restarted server, a dropped
  * socket), until the caller's deadline: a server that stays unreachable
@@ -402,10 +406,10 @@ int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
     if (connect_timeout_ms == 0) connect_timeout_ms = 1;
     if (cf->kind == DLOCK__BACKEND_SENTINEL && (rc = sentinel_master(n, connect_timeout_ms, &ep)) != 0) return rc;
     for (size_t i = 0;; i++) {
-        /* Redlock, Cluster: this client's own connection (the
+        /* Redlock, Cluster: the deployment's own node's connection (the
          * subscriber's) goes to the first node named in the URL that
-         * answers; the lock requests go through one client per master
-         * (redlock.c, cluster.c). */
+         * answers; the lock requests go through one member node per
+         * master (redlock.c, cluster.c). */
         if (cf->kind == DLOCK__BACKEND_REDLOCK || cf->kind == DLOCK__BACKEND_CLUSTER) ep = cf->nodes[i];
         ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(end_cap(connect_timeout_ms)));
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
@@ -501,7 +505,7 @@ dlock__mono dlock__unreachable_deadline(const dlock__node *n) {
 /* ------------------------------------------------------------- breaker
  *
  * With conf.breaker_ms set, a request that found the server unreachable
- * for the whole unreachable bound opens the client's breaker for that
+ * for the whole unreachable bound opens the node's breaker for that
  * long: lock, unlock and info calls then fail with ENOLCK at once, without
  * asking, so that a process pays the unreachable wait once per period,
  * not on every call.  One call a second is let through as a probe: one
@@ -733,12 +737,12 @@ int dlock__wait_append(dlock__conn *cn, unsigned replicas, unsigned timeout_ms) 
     size_t lens[3] = { 4, 0, 0 };
     lens[1] = (size_t)snprintf(n, sizeof n, "%u", replicas);
     lens[2] = (size_t)snprintf(ms, sizeof ms, "%u", timeout_ms);
-    return redisAppendCommandArgv(cn->ctx, 3, argv, lens) == REDIS_OK ? 0 : -1;
+    return redisAppendCommandArgv(cn->ctx, 3, argv, lens) == REDIS_OK ? 0 : ENOMEM;
 }
 
 int dlock__wait_read(dlock__conn *cn, long long *acked) {
     void *w = NULL;
-    if (dlock__conn_reply(cn, &w) != REDIS_OK) return -1;
+    if (dlock__conn_reply(cn, &w) != REDIS_OK) return ENOLCK;
     *acked = ((redisReply *)w)->type == REDIS_REPLY_INTEGER ? ((redisReply *)w)->integer : -1;
     freeReplyObject(w);
     return 0;

@@ -26,9 +26,9 @@ typedef struct dlock__node_hooks {
 
 /* One server of a deployment as the transport sees it: its configuration,
  * its TLS context, a pool of idle connections and a circuit breaker.  A
- * client is one (a single server or Sentinel; for Redlock and Cluster the
- * node the subscriber's connection goes to), and each Redlock master and
- * Cluster node is another. */
+ * deployment has one (a single server or Sentinel; for Redlock and
+ * Cluster the node the subscriber's connection goes to), and each Redlock
+ * master and Cluster node is another (backend.h). */
 struct dlock__node {
     dlock__conf conf;
     pthread_mutex_t *mu;  /* guards idle, nidle and the breaker: the owner's mutex */
@@ -74,7 +74,7 @@ struct dlock__conn {
  * (or the sentinels cannot tell), 0 no.  Other deployments: always 1. */
 int dlock__conn_current(dlock__node *n, dlock__conn *cn, dlock__mono max_age);
 
-/* TLS (tls.c).  The client's context is made from its configuration
+/* TLS (tls.c).  The node's context is made from its configuration
  * (nothing without TLS); a connection's session starts on its connected
  * socket.  _write / _read move bytes as dlock__conn_flush / _read do. */
 int dlock__tls_ctx_make(dlock__node *n);
@@ -131,8 +131,8 @@ int dlock__conn_read(dlock__conn *cn);
  * redisGetReply. */
 int dlock__conn_reply(dlock__conn *cn, void **reply);
 /* wait=N: appends WAIT replicas timeout_ms to the connection's output
- * (0, or -1 out of memory); reads its answer, the replicas that
- * acknowledged (-1: not an integer), into *acked (0, or -1 no answer). */
+ * (0, or ENOMEM); reads its answer, the replicas that acknowledged (-1:
+ * not an integer), into *acked (0, or ENOLCK: no answer). */
 int dlock__wait_append(dlock__conn *cn, unsigned replicas, unsigned timeout_ms);
 int dlock__wait_read(dlock__conn *cn, long long *acked);
 /* Bytes received but not yet given to the reader (TLS buffers them). */
