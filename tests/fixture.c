@@ -1751,44 +1751,43 @@ static void list_tests(FILE *f, const struct dlt_test *tests) {
     for (const struct dlt_test *t = tests; t->name != NULL; t++) fprintf(f, "  %s\n", t->name);
 }
 
-int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_test *tests) {
-    const char *only = argc > 1 ? argv[1] : NULL;
-    if (only != NULL && (strcmp(only, "--list") == 0 || strcmp(only, "-l") == 0)) {
+/* The command line of a suite: -1 to run (*only: the one test named, or
+ * NULL for all), or the exit code (--list, --help, a name no test has). */
+static int suite_args(int argc, char **argv, const struct dlt_test *tests, const char **only) {
+    *only = argc > 1 ? argv[1] : NULL;
+    if (*only != NULL && (strcmp(*only, "--list") == 0 || strcmp(*only, "-l") == 0)) {
         list_tests(stdout, tests);
         return 0;
     }
-    if (only != NULL && (strcmp(only, "--help") == 0 || strcmp(only, "-h") == 0)) {
+    if (*only != NULL && (strcmp(*only, "--help") == 0 || strcmp(*only, "-h") == 0)) {
         printf("usage: %s [--list | TEST]\n", argv[0]);
         return 0;
     }
-    if (only != NULL) {
+    if (*only != NULL) {
         const struct dlt_test *t = tests;
-        while (t->name != NULL && strcmp(t->name, only) != 0) t++;
+        while (t->name != NULL && strcmp(t->name, *only) != 0) t++;
         if (t->name == NULL) {
-            fprintf(stderr, "%s: no test named %s; the tests are:\n", argv[0], only);
+            fprintf(stderr, "%s: no test named %s; the tests are:\n", argv[0], *only);
             list_tests(stderr, tests);
             return 2;
         }
     }
-
     /* Line-buffered, so that CUnit's lines and our stderr interleave in
      * the order they happened when ctest captures both. */
     setvbuf(stdout, NULL, _IOLBF, 0);
-    pthread_once(&hooks_once, install_hooks);
-    alarm(DLT_HARD_LIMIT_S);
+    return -1;
+}
 
-    if (dlt_redis_start(&dlt_server, NULL) != 0) return 1;
-    setenv("DLOCK_URL", dlt_server.url, 1);
-    printf("dlt: redis-server %d at %s, folder %s\n", (int)dlt_server.pid, dlt_server.url,
-           dlt_server.dir);
-
+/* Runs the suite's tests (only: that one) with CUnit, `before` ahead of
+ * each: 0 when every one passed, else 1. */
+static int suite_run(const char *suite_name, const struct dlt_test *tests, const char *only, CU_SetUpFunc before) {
     int rc = 1;
+    CU_pSuite suite;
     if (CU_initialize_registry() != CUE_SUCCESS) {
         fprintf(stderr, "dlt: CUnit: %s\n", CU_get_error_msg());
-        goto out;
+        return 1;
     }
-    CU_pSuite suite =
-        CU_add_suite_with_setup_and_teardown(suite_name, NULL, NULL, before_each_test, NULL);
+    suite = CU_add_suite_with_setup_and_teardown(suite_name, NULL, NULL, before, NULL);
     if (suite == NULL) goto cunit_error;
     for (const struct dlt_test *t = tests; t->name != NULL; t++) {
         if (only != NULL && strcmp(t->name, only) != 0) continue;
@@ -1799,13 +1798,37 @@ int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_tes
     rc = CU_get_number_of_failures() != 0 || CU_get_number_of_tests_failed() != 0 ||
          CU_get_number_of_suites_failed() != 0;
     CU_cleanup_registry();
-    goto out;
+    return rc;
 
 cunit_error:
     fprintf(stderr, "dlt: CUnit: %s\n", CU_get_error_msg());
     CU_cleanup_registry();
-out:
+    return 1;
+}
+
+int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_test *tests) {
+    const char *only;
+    int rc = suite_args(argc, argv, tests, &only);
+    if (rc >= 0) return rc;
+    pthread_once(&hooks_once, install_hooks);
+    alarm(DLT_HARD_LIMIT_S);
+
+    if (dlt_redis_start(&dlt_server, NULL) != 0) return 1;
+    setenv("DLOCK_URL", dlt_server.url, 1);
+    printf("dlt: redis-server %d at %s, folder %s\n", (int)dlt_server.pid, dlt_server.url,
+           dlt_server.dir);
+    rc = suite_run(suite_name, tests, only, before_each_test);
     dlt_redis_cleanup(&dlt_server);
+    alarm(0);
+    return rc;
+}
+
+int dlt_main_unit(int argc, char **argv, const char *suite_name, const struct dlt_test *tests, unsigned limit_s) {
+    const char *only;
+    int rc = suite_args(argc, argv, tests, &only);
+    if (rc >= 0) return rc;
+    alarm(limit_s);
+    rc = suite_run(suite_name, tests, only, NULL);
     alarm(0);
     return rc;
 }

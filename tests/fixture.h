@@ -311,6 +311,10 @@ extern dlt_redis dlt_server;
  * the test NAME.  alarm(600) bounds the whole run.  Returns 0 if every test
  * passed, else nonzero. */
 int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_test *tests);
+/* The same for a suite that needs no server (label unit): no server is
+ * started, nothing is set or flushed before a test; alarm(limit_s)
+ * bounds the whole run. */
+int dlt_main_unit(int argc, char **argv, const char *suite_name, const struct dlt_test *tests, unsigned limit_s);
 
 /* ------------------------------------------------------------------------
  * Typed asserts (non-fatal) that print both values on failure, e.g.

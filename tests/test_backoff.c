@@ -16,6 +16,8 @@
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 
+#include "fixture.h"
+
 #include "base/base.h"
 
 #define DRAWS 2000
@@ -175,33 +177,16 @@ static void test_fork_reseeds(void) {
     CU_ASSERT(!same);
 }
 
-int main(void) {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {
-        { "test_growth", test_growth },
-        { "test_cap", test_cap },
-        { "test_jitter_range", test_jitter_range },
-        { "test_reset", test_reset },
-        { "test_sleep_deadline", test_sleep_deadline },
-        { "test_fork_reseeds", test_fork_reseeds },
-    };
-    CU_pSuite suite;
-    size_t i;
-    int rc;
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_growth),
+    DLT_TEST(test_cap),
+    DLT_TEST(test_jitter_range),
+    DLT_TEST(test_reset),
+    DLT_TEST(test_sleep_deadline),
+    DLT_TEST(test_fork_reseeds),
+    { NULL, NULL }
+};
 
-    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
-    suite = CU_add_suite("backoff", NULL, NULL);
-    for (i = 0; suite != NULL && i < sizeof tests / sizeof tests[0]; i++)
-        if (CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) suite = NULL;
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    rc = CU_get_number_of_failures() != 0 || CU_get_number_of_tests_failed() != 0;
-    CU_cleanup_registry();
-    return rc;
+int main(int argc, char **argv) {
+    return dlt_main_unit(argc, argv, "backoff", tests, 60);
 }

@@ -936,27 +936,8 @@ static const struct dlt_test tests[] = {
     { NULL, NULL }
 };
 
-/* No server: CUnit directly (dlt_main would start one).  `./test_core_unit
- * NAME` runs only the test NAME. */
+/* No server (dlt_main would start one).  `./test_core_unit NAME` runs
+ * only the test NAME; 20 s bound the run (a step that loops for ever). */
 int main(int argc, char **argv) {
-    const struct dlt_test *t;
-    CU_pSuite suite;
-    int rc;
-    alarm(20);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
-    suite = CU_add_suite("core_unit", NULL, NULL);
-    for (t = tests; suite != NULL && t->name != NULL; t++) {
-        if (argc > 1 && strcmp(argv[1], t->name) != 0) continue;
-        if (CU_add_test(suite, t->name, t->fn) == NULL) suite = NULL;
-    }
-    if (suite == NULL) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    rc = CU_get_number_of_failures() != 0 || CU_get_number_of_tests_failed() != 0;
-    CU_cleanup_registry();
-    return rc;
+    return dlt_main_unit(argc, argv, "core_unit", tests, 20);
 }

@@ -17,6 +17,8 @@
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 
+#include "fixture.h"
+
 /* Both targets in one program, each under its own name. */
 #define LLVMFuzzerTestOneInput fuzz_url_one
 #include "../fuzz/fuzz_url.c"
@@ -160,25 +162,18 @@ static void test_reply_corpus(void) {
     replay("reply", fuzz_reply_one);
 }
 
-int main(void) {
-    CU_pSuite suite;
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_url_corpus),
+    DLT_TEST(test_reply_corpus),
+    { NULL, NULL }
+};
+
+int main(int argc, char **argv) {
     const char *slash;
-    int rc;
 
     /* fuzz/corpus next to this file's tests/ */
     slash = strrchr(__FILE__, '/');
     if (slash == NULL) snprintf(corpus_root, sizeof corpus_root, "../fuzz/corpus");
     else snprintf(corpus_root, sizeof corpus_root, "%.*s/../fuzz/corpus", (int)(slash - __FILE__), __FILE__);
-    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
-    suite = CU_add_suite("fuzz_replay", NULL, NULL);
-    if (suite == NULL || CU_add_test(suite, "test_url_corpus", test_url_corpus) == NULL ||
-        CU_add_test(suite, "test_reply_corpus", test_reply_corpus) == NULL) {
-        CU_cleanup_registry();
-        return 1;
-    }
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    rc = CU_get_number_of_failures() != 0 || CU_get_number_of_tests_failed() != 0;
-    CU_cleanup_registry();
-    return rc;
+    return dlt_main_unit(argc, argv, "fuzz_replay", tests, 600);
 }

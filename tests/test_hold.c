@@ -18,6 +18,8 @@
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
 
+#include "fixture.h"
+
 #include "core/core.h"
 
 /* ------------------------------------------------------------ release kind */
@@ -227,29 +229,17 @@ static void test_abandon(void) {
     teardown();
 }
 
-int main(void) {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } tests[] = {
-        { "release_kind_table", test_release_kind_table },
-        { "release_kind_as_before", test_release_kind_as_before },
-        { "states_and_questions", test_states_and_questions },
-        { "lost", test_lost },
-        { "lost_while_releasing", test_lost_while_releasing },
-        { "cached_lost", test_cached_lost },
-        { "abandon", test_abandon },
-    };
-    CU_pSuite suite;
-    size_t i;
-    unsigned failed;
-    if (CU_initialize_registry() != CUE_SUCCESS) return 1;
-    suite = CU_add_suite("hold", NULL, NULL);
-    for (i = 0; i < sizeof tests / sizeof tests[0]; i++)
-        if (suite == NULL || CU_add_test(suite, tests[i].name, tests[i].fn) == NULL) return 1;
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
-    return failed != 0;
+static const struct dlt_test tests[] = {
+    { "release_kind_table", test_release_kind_table },
+    { "release_kind_as_before", test_release_kind_as_before },
+    { "states_and_questions", test_states_and_questions },
+    { "lost", test_lost },
+    { "lost_while_releasing", test_lost_while_releasing },
+    { "cached_lost", test_cached_lost },
+    { "abandon", test_abandon },
+    { NULL, NULL }
+};
+
+int main(int argc, char **argv) {
+    return dlt_main_unit(argc, argv, "hold", tests, 60);
 }

@@ -169,6 +169,16 @@ void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report
     }
 }
 
+/* -> NONE: no owner, no count, no flag left for the next hold. */
+static void clear(dlock__hold *h) {
+    h->state = DLOCK__HOLD_NONE;
+    h->owner = NULL;
+    h->count = 0;
+    h->releasing = 0;
+    h->inconsistent = 0;
+    h->caching = 0;
+}
+
 /* Any -> NONE: a hold of a thread that is gone or gave it up: off the
  * renewal list, and a shared hold off its lock's list and freed. */
 void dlock__hold_forget(struct dlock_client *c, dlock__hold *h) {
@@ -180,12 +190,7 @@ void dlock__hold_forget(struct dlock_client *c, dlock__hold *h) {
         if (*pp != NULL) *pp = h->next;
         free(h);
     } else {
-        h->state = DLOCK__HOLD_NONE;
-        h->owner = NULL;
-        h->count = 0;
-        h->releasing = 0;
-        h->inconsistent = 0;
-        h->caching = 0;
+        clear(h);
     }
 }
 
@@ -193,12 +198,7 @@ void dlock__hold_forget(struct dlock_client *c, dlock__hold *h) {
  * it: off the held list; a shared hold stays on its lock's list. */
 void dlock__hold_abandon(struct dlock_client *c, dlock__hold *h) {
     dlock__held_remove(c, h);
-    h->state = DLOCK__HOLD_NONE;
-    h->owner = NULL;
-    h->count = 0;
-    h->releasing = 0;
-    h->inconsistent = 0;
-    h->caching = 0;
+    clear(h);
 }
 
 /* The state its EOWNERDEAD announced was made consistent again. */
