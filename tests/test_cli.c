@@ -1019,6 +1019,30 @@ static void test_unreachable_and_passwords(void) {
 
 /* status: the holder's identity, acquired-at, lease, fence, shared
  * holders and waiting writers; as a table and as JSON read back. */
+/* DLOCK_DEBUG: the library's decisions on stderr, one line each, never a
+ * password; nothing without it (or with "0"). */
+static void test_debug_log(void) {
+    char url[256];
+    const char *secret = "Sup3rS3cretPw";
+    tdir_make();
+    setenv("DLOCK_DEBUG", "1", 1);
+    CHECK_CODE(dl("exec", "dbg", "--", "true"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "dlock["));
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, ": connected to 127.0.0.1:"));
+    /* a dead server, its password in the URL */
+    snprintf(url, sizeof url, "redis://admin:%s@127.0.0.1:1/?unreachable_ms=300", secret);
+    CHECK_CODE(dl("--url", url, "exec", "-n", "dbg", "--", "true"), 69);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "no connection"));
+    CU_ASSERT_PTR_NULL(strstr(R.err, secret));
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "admin:***@"));
+    setenv("DLOCK_DEBUG", "0", 1);
+    CHECK_CODE(dl("exec", "dbg", "--", "true"), 0);
+    CU_ASSERT_PTR_NULL(strstr(R.err, "dlock["));
+    unsetenv("DLOCK_DEBUG");
+    CHECK_CODE(dl("exec", "dbg", "--", "true"), 0);
+    CU_ASSERT_PTR_NULL(strstr(R.err, "dlock["));
+}
+
 static void test_status(void) {
     static const char *const lease[] = { "--lease", "5", NULL };
     char host[256], pidtxt[32];
@@ -1454,6 +1478,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_no_descriptor_leak),
     DLT_TEST(test_usage_errors),
     DLT_TEST(test_unreachable_and_passwords),
+    DLT_TEST(test_debug_log),
     DLT_TEST(test_status),
     DLT_TEST(test_list),
     DLT_TEST(test_odd_names),

@@ -86,6 +86,13 @@ int dlock__backoff_sleep(dlock__backoff *b, dlock__mono deadline);
 /* Records a message for dlock_last_error() and returns err. */
 int dlock__seterr(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dlock__clearerr(void);
+/* DLOCK_DEBUG (set, not empty, not "0"): the library's decisions --
+ * connections, retries, the circuit breaker, grants, lost holds -- one
+ * line each on stderr, "dlock[pid:tid] +ms: ...", for a user chasing a
+ * problem.  Off: one relaxed load.  Never a password (callers give the
+ * redacted URL). */
+int dlock__debugging(void);
+void dlock__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Puts back a message saved from dlock_last_error(). */
 void dlock__restoreerr(const char *saved);
 

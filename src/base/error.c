@@ -3,11 +3,16 @@
  * One X-macro table gives each errno value dlock returns its name and its
  * message, so the two can never disagree.  The last-error message is kept
  * per thread, filled by one setter (dlock__seterr), as hiredis keeps
- * c->errstr.
+ * c->errstr.  And the DLOCK_DEBUG log of the library's decisions.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
@@ -71,4 +76,39 @@ void dlock__clearerr(void) {
 
 DLOCK_API const char *dlock_last_error(void) {
     return last_error;
+}
+
+/* ------------------------------------------------------------ DLOCK_DEBUG */
+
+static int debug_on = -1; /* -1: not read yet */
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+static dlock__mono debug_t0;
+
+static void debug_init(void) {
+    const char *v = getenv("DLOCK_DEBUG");
+    debug_t0 = dlock__now();
+    __atomic_store_n(&debug_on, v != NULL && *v != '\0' && strcmp(v, "0") != 0, __ATOMIC_RELEASE);
+}
+
+int dlock__debugging(void) {
+    int on = __atomic_load_n(&debug_on, __ATOMIC_ACQUIRE);
+    if (on < 0) {
+        pthread_once(&debug_once, debug_init);
+        on = __atomic_load_n(&debug_on, __ATOMIC_ACQUIRE);
+    }
+    return on;
+}
+
+void dlock__debug(const char *fmt, ...) {
+    char line[640];
+    int n, saved = errno;
+    va_list ap;
+    if (!dlock__debugging()) return;
+    n = snprintf(line, sizeof line, "dlock[%ld:%ld] +%lld ms: ", (long)getpid(), (long)syscall(SYS_gettid),
+                 (long long)((dlock__now() - debug_t0) / DLOCK__MS));
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line); /* one call, one line: threads' lines do not mix */
+    errno = saved;
 }

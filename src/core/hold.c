@@ -156,6 +156,8 @@ void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report
         dlock__lock_wake(l);
         return;
     }
+    dlock__debug("'%.64s': hold lost (fence %llu): its lease ran out or the server refused its renewal", h->l->k.name,
+                 (unsigned long long)h->fence);
     dlock__held_remove(c, h);
     h->state = DLOCK__HOLD_LOST;
     h->l->gen++;

@@ -576,6 +576,8 @@ static int step_busy(struct acq *a) {
     a->busy_at = dlock__now();
     if (a->busy_at >= a->deadline) return acq_out(a, timed_out(l, ""));
     if (!a->waiting) {
+        dlock__debug("'%.64s': held by another owner (its lease: %lld ms left); waiting", l->k.name,
+                     (long long)a->ans.pttl_ms);
         a->waiting = 1;
         if (!a->counted) {
             l->waiters++;
@@ -622,6 +624,7 @@ static int step_sleep(struct acq *a) {
 static int step_grant(struct acq *a) {
     uint64_t floor = a->ans.status == DLOCK__ACQ_BUSY ? a->ans.floor : 0;
     if (granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
+    dlock__debug("'%.64s': granted by a release (fence %llu)", a->l->k.name, (unsigned long long)a->fw.fence);
     a->registered = 0;
     return acq_out(a, 0);
 }

@@ -395,7 +395,7 @@ static int is_master(dlock__node *n, dlock__conn *cn) {
     return ok ? 0 : ENOLCK;
 }
 
-int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout_ms) {
+static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout_ms) {
     const dlock__conf *cf = &n->conf;
     dlock__endpoint ep = cf->ep;
     dlock__mono began = dlock__now();
@@ -459,6 +459,13 @@ int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
     cn->checked = dlock__now();
     *out = cn;
     return 0;
+}
+
+int dlock__conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout_ms) {
+    int rc = conn_open(n, out, connect_timeout_ms);
+    if (rc == 0) dlock__debug("%s: connected to %s:%d", n->conf.redacted_url, (*out)->ep.host, (*out)->ep.port);
+    else dlock__debug("%s: no connection (%s)", n->conf.redacted_url, dlock_last_error());
+    return rc;
 }
 
 /* A failover does not stop the old master at once: Sentinel demotes it
@@ -544,6 +551,8 @@ int dlock__breaker_pass(dlock__node *n, int *probe) {
 /* Opens c's breaker now for conf.breaker_ms, its next probe due at
  * probe_at.  n->mu held. */
 static void breaker_trip(dlock__node *n, dlock__mono now, dlock__mono probe_at) {
+    dlock__debug("%s: circuit breaker open for %u ms: calls fail at once but a probe a second",
+                 n->conf.redacted_url, n->conf.breaker_ms);
     n->breaker_since = now;
     n->breaker_until = now + (dlock__mono)n->conf.breaker_ms * DLOCK__MS;
     n->breaker_probe = probe_at;
@@ -553,6 +562,7 @@ void dlock__breaker_note(dlock__node *n, int rc, dlock__mono ub) {
     dlock__mono now, slack;
     if (n->conf.breaker_ms == 0) return;
     if (rc != ENOLCK) {
+        if (n->breaker_until != 0) dlock__debug("%s: circuit breaker closed: the server answered", n->conf.redacted_url);
         n->breaker_until = 0; /* the server answered */
         return;
     }
@@ -804,6 +814,7 @@ typedef struct cmd_run {
 /* Waits a little before asking again (CMD_BACKOFF_MAX_MS at most), within
  * the deadline: ENOLCK when the wait would pass it (the message is set). */
 static int cmd_backoff(cmd_run *k) {
+    dlock__debug("%s: asking again after a back-off (%s)", k->first->conf.redacted_url, dlock_last_error());
     if (dlock__backoff_sleep(&k->backoff, k->deadline) != 0) return ENOLCK;
     k->n = k->first;
     k->asking = 0;
