@@ -66,19 +66,6 @@ static long long now_ms(void) {
     return (long long)(dlock__now() / DLOCK__MS);
 }
 
-/* An absolute CLOCK_MONOTONIC time ms from now. */
-static struct timespec in_ms(long ms) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
 /* Polls cond (a count reaching n) for up to 2 s. */
 static int wait_count(int op, int n) {
     long long end = now_ms() + 2000;
@@ -230,7 +217,7 @@ static void test_normal_selfdeadlock_local(void) {
     begin(1);
     mk(&m, "normal", DLOCK_MUTEX_NORMAL, 10000, 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    t = in_ms(30);
+    t = dlt_abs_in(CLOCK_MONOTONIC, 30);
     t0 = now_ms();
     DLT_ASSERT_ERR(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &t), ETIMEDOUT);
     CU_ASSERT(now_ms() - t0 >= 25);
@@ -335,7 +322,7 @@ static void test_unreachable_deadline_etimedout(void) {
     begin(1);
     mk(&m, "unreachd", DLOCK_MUTEX_DEFAULT, 10000, 0);
     fk_script(FK_ACQUIRE, FK_ENOLCK, 1);
-    t = in_ms(15);
+    t = dlt_abs_in(CLOCK_MONOTONIC, 15);
     DLT_ASSERT_ERR(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &t), ETIMEDOUT);
     CU_ASSERT(strstr(dlock_last_error(), "unreachable") != NULL);
     DLT_ASSERT_INT_EQ(fk_count(FK_ACQUIRE), 1);
@@ -435,7 +422,7 @@ static void test_timedlock_busy_withdraws(void) {
     begin(1);
     mk(&m, "tbusy", DLOCK_MUTEX_DEFAULT, 10000, 0);
     DLT_ASSERT_INT_EQ(fk_other_acquire("tbusy", OTHER, 10000, 0, 0), 0);
-    t = in_ms(30);
+    t = dlt_abs_in(CLOCK_MONOTONIC, 30);
     DLT_ASSERT_ERR(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &t), ETIMEDOUT);
     DLT_ASSERT_INT_EQ(fk_count(FK_ACQUIRE), 2);
     DLT_ASSERT_INT_EQ(fk_last_flags() & (DLOCK__F_WAIT | DLOCK__F_FAIR), DLOCK__F_WAIT | DLOCK__F_FAIR);
@@ -668,7 +655,7 @@ static void test_late_answers_keep_coming(void) {
     DLT_ASSERT_INT_EQ(fk_owner("later", NULL), 0);
     fk_reset(1);
     for (i = 0; i < 4; i++) fk_script(FK_ACQUIRE, FK_DELAY, 60);
-    t = in_ms(30);
+    t = dlt_abs_in(CLOCK_MONOTONIC, 30);
     DLT_ASSERT_ERR(dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &t), ETIMEDOUT);
     CU_ASSERT(strstr(dlock_last_error(), "after the lease had run out") != NULL);
     DLT_ASSERT_INT_EQ(fk_count(FK_RELEASE), fk_count(FK_ACQUIRE));
