@@ -286,6 +286,7 @@ static void test_fifo_one_per_post(void) {
         if (dlt_task_start(&t[i], DLT_PROC, waiter_run, &w[i]) != 0) return;
         CU_ASSERT_FATAL(sm_wait_queued("s/fifo", i + 1, 10000));
     }
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     for (i = 0; i < NFIFO; i++) {
         DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
         CU_ASSERT(dlt_flag_wait(done, i + 1, 10000));
@@ -293,6 +294,9 @@ static void test_fifo_one_per_post(void) {
         DLT_ASSERT_INT_EQ(dlt_flag_get(done), i + 1);
         DLT_ASSERT_INT_EQ(sm_queued("s/fifo"), NFIFO - 1 - i);
     }
+    /* One message per post, naming one waiter (the channel is the only
+     * thing the scripts publish on): no broadcast to every waiter. */
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "publish"), NFIFO);
     for (i = 0; i < NFIFO; i++) {
         DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_INT_EQ(w[i].place, i + 1); /* FIFO */
