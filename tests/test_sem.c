@@ -18,6 +18,7 @@
 #define DLT_CK_MOD 120
 #include "fixture.h"
 #include "fixture_multi.h"
+#include "proxy.h"
 
 #include <dlock.h>
 
@@ -530,6 +531,65 @@ static void test_wait_enolck(void) {
     DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
 }
 
+/* The value as the server has it (GET dlock:{name}:sem), LLONG_MIN if none. */
+static long long sm_server_value(const char *name) {
+    char k[700];
+    redisReply *r;
+    long long v = LLONG_MIN;
+    int n = snprintf(k, sizeof k, "dlock:{%s}:sem", name);
+    r = dlt_redis_cmd(&dlt_server, "GET %b", k, (size_t)n);
+    if (r != NULL && r->type == REDIS_REPLY_STRING) v = strtoll(r->str, NULL, 10);
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+struct cut_arg {
+    dlock_sem_t *s;
+    int post; /* 1 post, 0 trywait */
+    int rc;
+};
+
+static void *cut_call(void *p) {
+    struct cut_arg *a = p;
+    a->rc = a->post ? dlock_sem_post(a->s) : dlock_sem_trywait(a->s);
+    return NULL;
+}
+
+/* Answers lost on the way back (the proxy cuts them): the library asks
+ * again, and the server, which did the op the first time, does not do it
+ * again -- one post adds one unit, one trywait takes one. */
+static void test_lost_answer_once(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    struct cut_arg ca;
+    pthread_t th;
+    int post;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 5000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/cut", 5, &a), 0);
+    for (post = 1; post >= 0; post--) {
+        long long before = sm_server_value("s/cut");
+        ca.s = &s;
+        ca.post = post;
+        ca.rc = -1;
+        dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, cut_call, &ca) == 0);
+        dlt_sleep_ms(400);
+        dlt_proxy_pass(px);
+        pthread_join(th, NULL);
+        DLT_ASSERT_ERR(ca.rc, 0);
+        DLT_ASSERT_INT_EQ(sm_server_value("s/cut"), before + (post ? 1 : -1));
+    }
+    CU_ASSERT(dlt_proxy_faults(px) > 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_init_join),
     DLT_TEST(test_trywait_post),
@@ -546,6 +606,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_redlock_enotsup),
     DLT_TEST(test_unreachable_enolck),
     DLT_TEST(test_wait_enolck),
+    DLT_TEST(test_lost_answer_once),
     { NULL, NULL },
 };
 
