@@ -8,8 +8,9 @@
  * timedwait / clockwait ETIMEDOUT with the mutex's deadline semantics;
  * EOVERFLOW past DLOCK_SEM_VALUE_MAX, EINVAL for bad arguments; getvalue;
  * destroy EBUSY while a thread waits; a run of processes that never lets
- * more than K in; one case on a Redis Cluster; ENOTSUP on Redlock; ENOLCK
- * when no server answers.
+ * more than K in; one case on a Redis Cluster and one through Sentinel;
+ * ENOTSUP on Redlock; ENOLCK when no server answers; an answer lost and
+ * the op asked again does it once.
  *
  * Workers report through their result (a child: its exit status), with
  * DLT_CK; what they share travels through MAP_SHARED memory.  Where a
@@ -478,6 +479,40 @@ static void test_cluster_basic(void) {
     dlt_cluster_cleanup(&cl);
 }
 
+/* Through Sentinel: the master it names keeps the semaphore. */
+static void test_sentinel_basic(void) {
+    dlt_sentinel st;
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    struct cl_waiter w;
+    pthread_t th;
+    memset(&st, 0, sizeof st);
+    if (dlt_sentinel_start(&st, 0, 1, NULL, 20000) != 0) {
+        CU_FAIL("cannot start a Sentinel deployment");
+        dlt_sentinel_cleanup(&st);
+        return;
+    }
+    DLT_ASSERT_ERR(dlt_client_make(&c, st.url, 5000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/sent", 1, &a), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
+    w.s = &s;
+    w.rc = -1;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, cl_wait, &w) == 0);
+    dlt_sleep_ms(300);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(w.rc, 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 1);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_sentinel_cleanup(&st);
+}
+
 static void test_redlock_enotsup(void) {
     dlt_masters m;
     dlock_client_t *c = NULL;
@@ -603,6 +638,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_destroy_busy),
     DLT_TEST(test_chaos_bound),
     DLT_TEST(test_cluster_basic),
+    DLT_TEST(test_sentinel_basic),
     DLT_TEST(test_redlock_enotsup),
     DLT_TEST(test_unreachable_enolck),
     DLT_TEST(test_wait_enolck),
