@@ -545,7 +545,7 @@ static const char fence_raise_lua[] =
     "return 1\n";
 
 /* Semaphores.  KEYS: value, queue, expiry, granted, done (DLOCK__KS_*,
- * one slot).  ARGV: op, token, ttl ms, arg.  The value is a number in a
+ * one slot).  ARGV: op, token, ttl ms, arg, remember ms.  The value is a number in a
  * string key with no expiry (a semaphore lives until deleted, as a POSIX
  * named one until sem_unlink); a missing key is 0.  A waiter takes a
  * ticket, one past the last in the queue (FIFO), and registers until
@@ -560,7 +560,8 @@ static const char fence_raise_lua[] =
  * waiters queue (none should be) go to the waiters.  So the queue never
  * wedges on a dead waiter, and no unit is lost to one for longer than
  * ttl.  Each take, withdraw and post comes with a token of its own call;
- * one that took or posted a unit is remembered for 60 s in `done`, and
+ * one that took or posted a unit is remembered for ARGV[5] ms in `done`
+ * (longer than the caller would go on asking), and
  * asked again (its answer was lost: dlock__command sends it again) it
  * answers 1 and does nothing, so no unit is taken or added twice.
  * Returns: init 1 made / 0 existed; take 1 taken / 0 not (queued
@@ -624,7 +625,7 @@ static const char sem_lua[] =
     "  res = v\n"
     "end\n"
     "if v ~= v0 then redis.call('SET', KEYS[1], tostring(v)) end\n"
-    "if res == 1 and op ~= 'value' then redis.call('ZADD', KEYS[5], now + 60000, tok) end\n"
+    "if res == 1 and op ~= 'value' then redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), tok) end\n"
     "return res\n";
 
 static const char *const bodies[] = {
