@@ -329,6 +329,16 @@ int __wrap_redisGetReply(redisContext *c, void **reply) {
     return __real_redisGetReply(c, reply);
 }
 
+/* dlock encodes its requests itself (src/net/resp.c): each call is one
+ * command appended to a connection's output. */
+int __real_dlock__resp_append(redisContext *ctx, int argc, const char *const *argv, const size_t *lens);
+int __wrap_dlock__resp_append(redisContext *ctx, int argc, const char *const *argv, const size_t *lens);
+
+int __wrap_dlock__resp_append(redisContext *ctx, int argc, const char *const *argv, const size_t *lens) {
+    count(1, 0);
+    return __real_dlock__resp_append(ctx, argc, argv, lens);
+}
+
 /* dlock writes its requests itself with send() (src/net/conn.c): each call
  * here is one request or pipeline written, then waited on. */
 ssize_t __real_send(int fd, const void *buf, size_t len, int flags);

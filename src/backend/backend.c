@@ -10,7 +10,6 @@
  * cluster.c and redlock.c through this file's ops.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -56,13 +55,49 @@ void dlock__set_who(long pid, unsigned long tid) {
     __atomic_store_n(&who_pid, pid, __ATOMIC_RELEASE);
 }
 
-/* Who holds or waits, as stored with the lock: "host:pid:tid". */
-static void who(const dlock__thread *self, char *out, size_t cap) {
+/* Who holds or waits, as stored with the lock: "host:pid:tid".  Formatted
+ * once per thread, and again only when the pid or tid it names changes
+ * (in a fork child, after dlock__set_who): not on every request.  The
+ * cache is the calling thread's; *out points into it, valid until the
+ * thread's next call that finds the pid or tid changed. */
+static __thread struct who_cache {
+    long pid;
+    unsigned long tid;
+    size_t len; /* 0: not made yet */
+    char s[320];
+} who_cache;
+
+static size_t who_num(char *out, long long v) {
+    if (v >= 0) return dlock__dec(out, (unsigned long long)v);
+    out[0] = '-';
+    return 1 + dlock__dec(out + 1, 0ull - (unsigned long long)v);
+}
+
+static size_t who(const dlock__thread *self, const char **out) {
+    struct who_cache *w = &who_cache;
     long pid = __atomic_load_n(&who_pid, __ATOMIC_ACQUIRE);
-    if (pid > 0)
-        snprintf(out, cap, "%s:%ld:%lu", host_name(), pid, __atomic_load_n(&who_tid, __ATOMIC_RELAXED));
-    else
-        snprintf(out, cap, "%s:%ld:%lu", host_name(), (long)dlock__pid(), self ? self->tid : 0ul);
+    unsigned long tid;
+    if (pid > 0) {
+        tid = __atomic_load_n(&who_tid, __ATOMIC_RELAXED);
+    } else {
+        pid = (long)dlock__pid();
+        tid = self ? self->tid : 0ul;
+    }
+    if (w->len == 0 || w->pid != pid || w->tid != tid) {
+        const char *h = host_name();
+        size_t n = strlen(h); /* < 256 (host_get) */
+        memcpy(w->s, h, n);
+        w->s[n++] = ':';
+        n += who_num(w->s + n, pid);
+        w->s[n++] = ':';
+        n += dlock__dec(w->s + n, tid);
+        w->s[n] = '\0';
+        w->pid = pid;
+        w->tid = tid;
+        w->len = n;
+    }
+    *out = w->s;
+    return w->len;
 }
 
 /* Fills args with the KEYS of a lock script; returns their number.  On
@@ -90,41 +125,49 @@ static int lock_keys(const dlock__backend *c, const dlock__keys *k, const char *
 static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead", "shared", "withdraw" };
 
 #define ARG(a, s) ((a)->v[(a)->n] = (s), (a)->len[(a)->n] = strlen((a)->v[(a)->n]), (a)->n++)
+/* a one-character flag ("0", "1", "2"), its length known */
+#define ARG1(a, s) ((a)->v[(a)->n] = (s), (a)->len[(a)->n] = 1, (a)->n++)
+/* a number, in the buffer buf of a */
+#define ARGN(a, buf, x) ((a)->len[(a)->n] = dlock__dec((a)->buf, (x)), (a)->buf[(a)->len[(a)->n]] = '\0', \
+                         (a)->v[(a)->n] = (a)->buf, (a)->n++)
 
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
     a->nkeys = a->n = lock_keys(c, k, a->v, a->len);
-    snprintf(a->lease, sizeof a->lease, "%u", lease_ms);
-    snprintf(a->guard, sizeof a->guard, "%u", c->node.conf.restart_guard_ms);
     ARG(a, token);
-    ARG(a, a->lease);
-    ARG(a, a->guard);
+    ARGN(a, lease, lease_ms);
+    ARGN(a, guard, c->node.conf.restart_guard_ms);
     if (!(flags & DLOCK__F_SHARED)) {
-        who(self, a->ident, sizeof a->ident);
-        ARG(a, a->ident);
-        ARG(a, flags & DLOCK__F_ROBUST ? "1" : "0");
-        ARG(a, flags & DLOCK__F_WAIT ? "1" : "0");
-        ARG(a, !(flags & DLOCK__F_FAIR) ? "0" : flags & DLOCK__F_GRANTLIST ? "2" : "1");
-        ARG(a, flags & DLOCK__F_CACHING ? "1" : "0");
+        const char *id;
+        a->len[a->n] = who(self, &id);
+        memcpy(a->ident, id, a->len[a->n] + 1);
+        a->v[a->n++] = a->ident;
+        ARG1(a, flags & DLOCK__F_ROBUST ? "1" : "0");
+        ARG1(a, flags & DLOCK__F_WAIT ? "1" : "0");
+        ARG1(a, !(flags & DLOCK__F_FAIR) ? "0" : flags & DLOCK__F_GRANTLIST ? "2" : "1");
+        ARG1(a, flags & DLOCK__F_CACHING ? "1" : "0");
     } else {
-        ARG(a, flags & DLOCK__F_READFIRST ? "1" : "0");
+        ARG1(a, flags & DLOCK__F_READFIRST ? "1" : "0");
     }
     return flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
 }
 
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
+    const char *id;
     a->nkeys = a->n = lock_keys(c, k, a->v, a->len);
-    who(self, a->ident, sizeof a->ident);
-    snprintf(a->win, sizeof a->win, "%u", c->node.conf.handoff_ms);
     ARG(a, token);
     a->v[a->n] = k->key; /* the release channel */
     a->len[a->n++] = k->keylen;
     ARG(a, release_how[how]);
-    ARG(a, a->ident);
-    ARG(a, a->win);
+    a->len[a->n] = who(self, &id);
+    memcpy(a->ident, id, a->len[a->n] + 1);
+    a->v[a->n++] = a->ident;
+    ARGN(a, win, c->node.conf.handoff_ms);
 }
+#undef ARGN
+#undef ARG1
 #undef ARG
 
 static int single_release(dlock__backend *c, const dlock__keys *k, const char *token, int how,
@@ -219,13 +262,12 @@ static int single_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_
 }
 
 /* The arguments of one renewal (renew_lua); lease: 16 bytes for its
- * text. */
+ * digits (no NUL). */
 static void renew_args(const dlock__renewal *rn, char *lease, const char **args, size_t *lens) {
     int which = rn->shared ? DLOCK__K_READERS : DLOCK__K_LOCK;
-    snprintf(lease, 16, "%u", rn->lease_ms);
     args[0] = rn->k->keys[which]; lens[0] = rn->k->keylens[which];
     args[1] = rn->token; lens[1] = strlen(rn->token);
-    args[2] = lease; lens[2] = strlen(lease);
+    args[2] = lease; lens[2] = dlock__dec(lease, rn->lease_ms);
     args[3] = rn->shared ? "s" : "x"; lens[3] = 1;
 }
 
@@ -363,15 +405,14 @@ static int single_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__
 
 static int single_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint64_t fence,
                              const void *value, size_t len, int *written, dlock__mono deadline) {
-    char f[24];
+    char f[DLOCK__DEC_MAX];
     const char *args[3];
     size_t lens[3];
     redisReply *r;
     int rc;
 
-    snprintf(f, sizeof f, "%llu", (unsigned long long)fence);
     args[0] = key; lens[0] = keylen;
-    args[1] = f; lens[1] = strlen(f);
+    args[1] = f; lens[1] = dlock__dec(f, fence);
     args[2] = len ? value : ""; lens[2] = len;
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_FENCED_SET, &r, deadline, 1, 3, args, lens, NULL)) != 0) return rc;
     if (dlock__flag_parse(r, written) != 0) rc = bad_reply(c, "fenced write", r);
@@ -382,17 +423,16 @@ static int single_fenced_set(dlock__backend *c, const char *key, size_t keylen, 
 static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, const char *token,
                        unsigned ttl_ms, const char *const *stale, size_t nstale, long long *result,
                        dlock__mono deadline) {
-    char ttl[16];
+    char ttl[DLOCK__DEC_MAX];
     const char *args[4 + DLOCK__COND_STALE_MAX];
     size_t lens[4 + DLOCK__COND_STALE_MAX], i;
     redisReply *r;
     int rc;
 
-    snprintf(ttl, sizeof ttl, "%u", ttl_ms);
     args[0] = k->key; lens[0] = k->keylen;
     args[1] = op; lens[1] = strlen(op);
     args[2] = token; lens[2] = strlen(token);
-    args[3] = ttl; lens[3] = strlen(ttl);
+    args[3] = ttl; lens[3] = dlock__dec(ttl, ttl_ms);
     if (nstale > DLOCK__COND_STALE_MAX) nstale = DLOCK__COND_STALE_MAX;
     for (i = 0; i < nstale; i++) {
         args[4 + i] = stale[i];

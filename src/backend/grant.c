@@ -31,7 +31,7 @@ int dlock__grant_send(dlock__backend *b, const dlock__keys *k, const char *token
     argv[2] = secs;
     lens[2] = (size_t)snprintf(secs, sizeof secs, "%.3f", (double)((until - now) / DLOCK__MS + 1) / 1000.0);
     if (b->ops->grant_conn(b, k, &p->node, &p->cn, until) == 0 &&
-        redisAppendCommandArgv(p->cn->ctx, 3, argv, lens) == REDIS_OK && dlock__conn_flush(p->cn) == 0)
+        dlock__resp_append(p->cn->ctx, 3, argv, lens) == 0 && dlock__conn_flush(p->cn) == 0)
         rc = 0;
     free(key);
     return rc;

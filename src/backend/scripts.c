@@ -701,13 +701,14 @@ const char *dlock__script_body(int which, int variant) {
 static int script_argv(int which, int variant, int use_eval, int numkeys, int nargs, const char **args,
                        const size_t *lens, const char **argv, size_t *argvlen, char *nk) {
     int i;
-    if (nargs > MAX_SCRIPT_ARGS) return -1;
-    snprintf(nk, 12, "%d", numkeys);
+    if (nargs > MAX_SCRIPT_ARGS || numkeys < 0) return -1;
     argv[0] = use_eval ? "EVAL" : "EVALSHA";
+    argvlen[0] = use_eval ? 4 : 7;
     argv[1] = use_eval ? dlock__script_body(which, variant) : dlock__script_sha(which, variant);
     if (argv[1] == NULL) return -1;
+    argvlen[1] = strlen(argv[1]);
     argv[2] = nk;
-    for (i = 0; i < 3; i++) argvlen[i] = strlen(argv[i]);
+    argvlen[2] = dlock__dec(nk, (unsigned long long)numkeys);
     for (i = 0; i < nargs; i++) {
         argv[3 + i] = args[i];
         argvlen[3 + i] = lens[i];
@@ -736,7 +737,7 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
                       int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS];
-    char nk[12];
+    char nk[DLOCK__DEC_MAX];
     int argc, rc, once;
 
     argc = script_argv(which, c->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
@@ -764,7 +765,7 @@ void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply 
                            dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS], i;
-    char nk[12];
+    char nk[DLOCK__DEC_MAX];
     int argc = n > 0 ? script_argv(which, cs[0]->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk) : -1;
     if (argc < 0) {
         for (i = 0; i < n; i++) {
@@ -792,10 +793,10 @@ int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys,
                          const char **args, const size_t *lens) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS];
-    char nk[12];
+    char nk[DLOCK__DEC_MAX];
     int argc = script_argv(which, variant, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
     if (argc < 0) return -1;
-    return redisAppendCommandArgv(ctx, argc, argv, argvlen) == REDIS_OK ? 0 : -1;
+    return dlock__resp_append(ctx, argc, argv, argvlen) == 0 ? 0 : -1;
 }
 
 int dlock__script_load_all(dlock__conn *cn, int variant) {

@@ -28,7 +28,7 @@ int dlock__sub_append(dlock__backend *b, dlock__conn *cn, int on, const char *ch
     const char *cmd = b->node.conf.cluster ? (on ? "SSUBSCRIBE" : "SUNSUBSCRIBE") : (on ? "SUBSCRIBE" : "UNSUBSCRIBE");
     const char *argv[2] = { cmd, channel };
     size_t lens[2] = { strlen(cmd), len };
-    return redisAppendCommandArgv(cn->ctx, 2, argv, lens) == REDIS_OK ? 0 : ENOMEM;
+    return dlock__resp_append(cn->ctx, 2, argv, lens);
 }
 
 static void drain(int fd) {

@@ -62,8 +62,10 @@ static unsigned end_cap(unsigned ms) {
 
 /* ----------------------------------------------------------- transport
  *
- * hiredis formats requests and parses answers; dlock writes the bytes
- * itself, with send(MSG_NOSIGNAL): hiredis's write() would raise SIGPIPE
+ * dlock encodes requests itself (resp.c: RESP written straight into the
+ * context's output buffer, no printf family) and hiredis parses answers;
+ * dlock writes the bytes itself, with send(MSG_NOSIGNAL): hiredis's
+ * write() would raise SIGPIPE
  * on a socket the server closed, whose default action kills the host
  * program.  (This is also the seam where TLS will go: hiredis 0.14 has
  * none.)  Reading stays hiredis's: read() raises no signal. */
@@ -155,7 +157,7 @@ int dlock__conn_reply(dlock__conn *cn, void **reply) {
 
 redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const size_t *lens, int *sent) {
     void *reply = NULL;
-    int out = redisAppendCommandArgv(cn->ctx, argc, argv, lens) == REDIS_OK && dlock__conn_flush(cn) == 0;
+    int out = dlock__resp_append(cn->ctx, argc, argv, lens) == 0 && dlock__conn_flush(cn) == 0;
     if (sent != NULL) *sent = out;
     if (!out || dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
     return reply;
@@ -289,7 +291,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         char db[16];
         const char *argv[2] = { "SELECT", db };
         size_t lens[2] = { 6, 0 };
-        lens[1] = (size_t)snprintf(db, sizeof db, "%d", cf->db);
+        lens[1] = dlock__dec(db, (unsigned long long)cf->db); /* (url.c: 0 to 10^6) */
         r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
         if (r == NULL) {
             if (expects_tls(n, cn)) return dlock__node_refuse(n);
@@ -625,7 +627,28 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         /* An idle connection must have nothing to read: if it has, the
          * server closed it, or sent something no request asked for (an
          * answer arriving late, twice...) that would be taken for the
-         * next request's.  Either way it is done. */
+         * next request's.  Either way it is done.
+         *
+         * This poll(0) is the one system call a request makes besides
+         * its send and its read, and it stays (issue 21 asked whether it
+         * could go): nothing the read path sees without a system call
+         * tells these cases apart from a good answer.  (1) Bytes that
+         * came while the connection was idle sit in the kernel, not in
+         * hiredis's reader: the next request's first read returns them
+         * alone, a whole answer, and its own answer comes a round trip
+         * later -- the reader's position after the answer (cmd_answered)
+         * shows nothing left over, and the stale answer would be taken
+         * for this request's (tests/test_proxy.c,
+         * test_duplicate_does_not_desync, fails with "two owners" without
+         * this check).  (2) A connection the server closed while idle
+         * fails only after the request went out: a command is then
+         * asked again, but a release or reset (asked once) would end
+         * "outcome unknown" (an orphan) where today it is sent, and
+         * answered, on a fresh connection.  Telling either apart after
+         * the fact needs the kernel's receive time of the bytes (a
+         * recvmsg with SO_TIMESTAMP, against the send's time) and, for an
+         * end of file, whether the server reset our request (it never
+         * read it) -- not done here. */
         pfd.fd = cn->ctx->fd;
         pfd.events = POLLIN;
         pfd.revents = 0;
@@ -742,12 +765,12 @@ int dlock__demoted(const redisReply *r) {
  * after it on the same connection (WAIT counts this connection's writes);
  * returns the command's answer, the WAIT's count in *acked. */
 int dlock__wait_append(dlock__conn *cn, unsigned replicas, unsigned timeout_ms) {
-    char n[16], ms[16];
+    char n[DLOCK__DEC_MAX], ms[DLOCK__DEC_MAX];
     const char *argv[3] = { "WAIT", n, ms };
     size_t lens[3] = { 4, 0, 0 };
-    lens[1] = (size_t)snprintf(n, sizeof n, "%u", replicas);
-    lens[2] = (size_t)snprintf(ms, sizeof ms, "%u", timeout_ms);
-    return redisAppendCommandArgv(cn->ctx, 3, argv, lens) == REDIS_OK ? 0 : ENOMEM;
+    lens[1] = dlock__dec(n, replicas);
+    lens[2] = dlock__dec(ms, timeout_ms);
+    return dlock__resp_append(cn->ctx, 3, argv, lens);
 }
 
 int dlock__wait_read(dlock__conn *cn, long long *acked) {
@@ -762,13 +785,16 @@ int dlock__wait_read(dlock__conn *cn, long long *acked) {
  * with `waitn`, a WAIT for that many replicas after it on the same
  * connection (WAIT counts this connection's writes); returns the
  * command's answer, the WAIT's count in *acked. */
+static const char *const asking_argv[1] = { "ASKING" };
+static const size_t asking_len[1] = { 6 };
+
 static redisReply *cmd_and_wait(dlock__node *n, dlock__conn *cn, int argc, const char **argv,
                                 const size_t *argvlen, int *sent, unsigned waitn, long long *acked, int asking) {
     void *reply = NULL;
     int out;
     if (waitn == 0 && !asking) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
-    out = (!asking || redisAppendCommand(cn->ctx, "ASKING") == REDIS_OK) &&
-          redisAppendCommandArgv(cn->ctx, argc, argv, argvlen) == REDIS_OK &&
+    out = (!asking || dlock__resp_append(cn->ctx, 1, asking_argv, asking_len) == 0) &&
+          dlock__resp_append(cn->ctx, argc, argv, argvlen) == 0 &&
           (waitn == 0 || dlock__wait_append(cn, waitn, n->conf.wait_timeout_ms) == 0) && dlock__conn_flush(cn) == 0;
     *sent = out;
     if (!out) return NULL;
@@ -965,7 +991,7 @@ void dlock__command_all(dlock__node **ns, size_t n, int argc, const char **argv,
         cn[i] = NULL;
         if ((rcs[i] = dlock__pool_get(ns[i], &cn[i], deadline)) != 0) continue;
         set_timeout(ns[i], cn[i], deadline);
-        if (redisAppendCommandArgv(cn[i]->ctx, argc, argv, lens) != REDIS_OK || dlock__conn_flush(cn[i]) != 0) {
+        if (dlock__resp_append(cn[i]->ctx, argc, argv, lens) != 0 || dlock__conn_flush(cn[i]) != 0) {
             rcs[i] = dlock__seterr(ENOLCK, "%s: %s", ns[i]->conf.redacted_url,
                                    cn[i]->ctx->errstr[0] ? cn[i]->ctx->errstr : "cannot send");
             dlock__pool_put(ns[i], cn[i], 1);

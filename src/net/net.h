@@ -1,7 +1,7 @@
 /* net.h -- the transport: one Redis connection (conn.c) with TLS
- * (tls.c), a pool of them, commands with retry within the unreachable
- * bound, and the circuit breaker.  Knows servers and bytes; nothing of
- * locks. */
+ * (tls.c), requests written in RESP by hand (resp.c), a pool of them,
+ * commands with retry within the unreachable bound, and the circuit
+ * breaker.  Knows servers and bytes; nothing of locks. */
 #ifndef DLOCK_NET_H
 #define DLOCK_NET_H
 
@@ -130,6 +130,19 @@ int dlock__conn_read(dlock__conn *cn);
 /* The next answer, reading as needed: REDIS_OK or REDIS_ERR, as
  * redisGetReply. */
 int dlock__conn_reply(dlock__conn *cn, void **reply);
+/* Requests in RESP, written by hand (resp.c): no printf family, no
+ * allocation once the output buffer has room.  dlock__dec: the decimal
+ * digits of v at out (DLOCK__DEC_MAX bytes at most, no NUL), their
+ * number.  dlock__resp_size: the bytes of a request of argc arguments
+ * (0, or EINVAL: none; ENOMEM: too large).  dlock__resp_encode: writes
+ * them at out (that many bytes of room), returns where they end.
+ * dlock__resp_append: appends the request to ctx's output buffer, to be
+ * sent by dlock__conn_flush (0, or ENOMEM). */
+#define DLOCK__DEC_MAX 20
+size_t dlock__dec(char *out, unsigned long long v);
+int dlock__resp_size(int argc, const size_t *lens, size_t *size);
+char *dlock__resp_encode(char *out, int argc, const char *const *argv, const size_t *lens);
+int dlock__resp_append(redisContext *ctx, int argc, const char *const *argv, const size_t *lens);
 /* wait=N: appends WAIT replicas timeout_ms to the connection's output
  * (0, or ENOMEM); reads its answer, the replicas that acknowledged (-1:
  * not an integer), into *acked (0, or ENOLCK: no answer). */
