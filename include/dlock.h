@@ -290,6 +290,70 @@ DLOCK_API int dlock_cond_signal(dlock_cond_t *c);
 /* Wakes every waiter anywhere. */
 DLOCK_API int dlock_cond_broadcast(dlock_cond_t *c);
 
+/* ------------------------------------------------------------------------
+ * Named counting semaphores, as POSIX sem_* (sem_open with O_CREAT),
+ * across hosts.  The value lives on the server: init creates the
+ * semaphore with `value` if it does not exist, else joins it and leaves
+ * its value alone.  wait takes a unit, or sleeps until a post from any
+ * thread on any host hands it one: one waiter per post, woken by a
+ * notification (no polling), in FIFO order among waiters.  trywait gives
+ * EAGAIN when no unit is free; timedwait (CLOCK_REALTIME) and clockwait
+ * (CLOCK_REALTIME or CLOCK_MONOTONIC) ETIMEDOUT at the deadline (one that
+ * has passed still takes a free unit; a bad tv_nsec is EINVAL if the
+ * call would have to wait).  post gives EOVERFLOW past
+ * DLOCK_SEM_VALUE_MAX.  Every call gives ENOLCK when the server cannot
+ * be reached within the client's bound.  On one server, Sentinel and
+ * Redis Cluster; on Redlock init gives ENOTSUP.  A semaphore has no
+ * owner: a process that dies between wait and post loses its unit (undo,
+ * dlock_semattr_setundo, is not offered yet: ENOTSUP).
+ * ---------------------------------------------------------------------- */
+/* The largest value (SEM_VALUE_MAX of <semaphore.h> on Linux: INT_MAX):
+ * init with more is EINVAL, a post past it EOVERFLOW. */
+#define DLOCK_SEM_VALUE_MAX 2147483647
+
+typedef struct dlock_semattr {
+    /* private: use the dlock_semattr_* functions */
+    unsigned __magic;
+    unsigned __lease_ms;
+    int __undo;
+    dlock_client_t *__client;
+    void *__reserved[4];
+} dlock_semattr_t;
+
+struct dlock_sem {
+    /* private: use the dlock_sem_* functions */
+    uintptr_t __magic;
+    void *__impl;
+    void *__reserved[4];
+};
+typedef struct dlock_sem dlock_sem_t;
+
+DLOCK_API int dlock_semattr_init(dlock_semattr_t *a);
+DLOCK_API int dlock_semattr_destroy(dlock_semattr_t *a);
+/* The client the semaphore lives on (NULL: the default client). */
+DLOCK_API int dlock_semattr_setclient(dlock_semattr_t *a, dlock_client_t *c);
+/* undo 1: each unit taken leased to the process (not offered yet:
+ * ENOTSUP); 0, the default: units are the POSIX kind. */
+DLOCK_API int dlock_semattr_setundo(dlock_semattr_t *a, int undo);
+/* The lease of an undo unit, as a mutex's (EINVAL outside the same
+ * bounds). */
+DLOCK_API int dlock_semattr_setlease(dlock_semattr_t *a, unsigned lease_ms);
+
+/* a may be NULL (the defaults).  EINVAL: a bad name, value past
+ * DLOCK_SEM_VALUE_MAX, a bad attribute object; ENOTSUP on Redlock. */
+DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, const dlock_semattr_t *a);
+/* Frees local resources only (the semaphore stays on the server); EBUSY
+ * while a thread of this process waits in it. */
+DLOCK_API int dlock_sem_destroy(dlock_sem_t *s);
+DLOCK_API int dlock_sem_wait(dlock_sem_t *s);
+DLOCK_API int dlock_sem_trywait(dlock_sem_t *s);
+DLOCK_API int dlock_sem_timedwait(dlock_sem_t *s, const struct timespec *abstime);
+DLOCK_API int dlock_sem_clockwait(dlock_sem_t *s, clockid_t clock, const struct timespec *abstime);
+DLOCK_API int dlock_sem_post(dlock_sem_t *s);
+/* The value now (0 when threads wait: POSIX lets it be 0 or minus the
+ * number of waiters; Linux says 0 too). */
+DLOCK_API int dlock_sem_getvalue(dlock_sem_t *s, int *value);
+
 /* A fenced write, for data kept in the lock's own Redis deployment: sets
  * the hash `key` to {value, fence} only if no write with a newer fence has
  * reached it, so a holder whose lease ran out can never overwrite what its

@@ -119,7 +119,7 @@ static void seen_free(seen *s) {
 /* What srv, a Redlock master, says of name on its own. */
 static int member_info(dlock_client_t *c, dlock__backend *srv, const char *name, dlock_lock_info_t *info) {
     dlock__keys k;
-    int rc = dlock__keys_make(&k, c->be.node.conf.prefix, name, strlen(name), 0);
+    int rc = dlock__keys_make(&k, c->be.node.conf.prefix, name, strlen(name), DLOCK__KEYS_LOCK);
     if (rc != 0) return rc;
     rc = srv->ops->info(srv, &k, info, dlock__unreachable_deadline(&srv->node));
     dlock__keys_free(&k);

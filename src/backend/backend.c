@@ -405,6 +405,34 @@ static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, 
     return rc;
 }
 
+/* A semaphore op: all four keys declared (a cluster redirects a slot in
+ * migration before the script runs, never half-way through it). */
+static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
+                      long long arg, long long *result, dlock__mono deadline) {
+    char ttl[16], a[24];
+    const char *args[DLOCK__NKS + 4];
+    size_t lens[DLOCK__NKS + 4], i;
+    redisReply *r;
+    int rc;
+
+    snprintf(ttl, sizeof ttl, "%u", ttl_ms);
+    snprintf(a, sizeof a, "%lld", arg);
+    for (i = 0; i < DLOCK__NKS; i++) {
+        args[i] = k->keys[i];
+        lens[i] = k->keylens[i];
+    }
+    args[i] = op; lens[i++] = strlen(op);
+    args[i] = token; lens[i++] = strlen(token);
+    args[i] = ttl; lens[i++] = strlen(ttl);
+    args[i] = a; lens[i++] = strlen(a);
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, (int)i, args, lens, NULL)) != 0)
+        return rc;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);
+    else *result = r->integer;
+    freeReplyObject(r);
+    return rc;
+}
+
 static int single_grant_conn(dlock__backend *c, const dlock__keys *k, dlock__node **node, dlock__conn **cn,
                              dlock__mono deadline) {
     (void)k;
@@ -422,6 +450,7 @@ const dlock__backend_ops dlock__single_backend = {
     .info = single_info,
     .cond = single_cond,
     .grant_conn = single_grant_conn,
+    .sem = single_sem,
 };
 
 int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out) {

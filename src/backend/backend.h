@@ -43,8 +43,18 @@ typedef struct dlock__keys {
                                    * <prefix>{<name>}:cond, its waiters and its channel */
     size_t keylens[DLOCK__NKEYS + 1];
 } dlock__keys;
-/* 0, or ENOMEM (nothing kept).  cond: a condition variable's. */
-int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int cond);
+/* What dlock__keys_make makes the keys of (its `kind`): a lock's, a
+ * condition variable's (every key <prefix>{<name>}:cond), or a
+ * semaphore's (DLOCK__KS_*). */
+enum { DLOCK__KEYS_LOCK, DLOCK__KEYS_COND, DLOCK__KEYS_SEM };
+/* A semaphore's keys, in the same slot:
+ *   <prefix>{<name>}:sem   its value (a string holding a number); also its channel
+ *   <prefix>{<name>}:semq  zset: waiters' tokens by arrival ticket (FIFO)
+ *   <prefix>{<name>}:semx  zset: waiters' and grantees' tokens by registration expiry
+ *   <prefix>{<name>}:semg  hash: tokens a post handed a unit to, not yet taken */
+enum { DLOCK__KS_VALUE, DLOCK__KS_QUEUE, DLOCK__KS_EXPIRY, DLOCK__KS_GRANTED, DLOCK__NKS };
+/* 0, or ENOMEM (nothing kept).  kind: DLOCK__KEYS_*. */
+int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind);
 void dlock__keys_free(dlock__keys *k);
 
 /* ------------------------------------------------------------- backend */
@@ -257,6 +267,16 @@ typedef struct dlock__backend_ops {
      * NULL where there is no queue. */
     int (*grant_conn)(dlock__backend *c, const dlock__keys *k, dlock__node **node, dlock__conn **cn,
                       dlock__mono deadline);
+    /* A semaphore operation (sem_lua, scripts.c): op is "init" (arg: the
+     * value; *result 1 made, 0 it existed), "take" (arg 1: queue the token
+     * if no unit is free; *result 1 taken, 0 not), "withdraw" (*result 1:
+     * a post had handed the token a unit, now taken), "post" (arg: the
+     * maximum; *result 1 posted, 0 it would pass the maximum) or "value".
+     * ttl_ms: how long a waiter's registration (or a unit handed to it)
+     * lasts unless taken or renewed.  NULL where a deployment has no
+     * semaphores (Redlock: ENOTSUP). */
+    int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
+               long long arg, long long *result, dlock__mono deadline);
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
@@ -332,6 +352,7 @@ enum {
     DLOCK__SCRIPT_INFO,
     DLOCK__SCRIPT_COND,
     DLOCK__SCRIPT_FENCE_RAISE,
+    DLOCK__SCRIPT_SEM,
     DLOCK__NSCRIPTS
 };
 /* A script's SHA1 and body; variant 1: a cluster's (SPUBLISH). */

@@ -365,6 +365,14 @@ static int cl_cond(dlock__backend *c, const dlock__keys *k, const char *op, cons
     return rc;
 }
 
+static int cl_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
+                  long long arg, long long *result, dlock__mono deadline) {
+    int rc;
+    dlock__sent st_ = { 0, 0 };
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.sem(m, k, op, token, ttl_ms, arg, result, deadline));
+    return rc;
+}
+
 /* Renews on each master the holds whose slots it serves, in its own
  * batches; then those a node sent elsewhere (their slot moved, or is
  * moving), one by one, following the redirection. */
@@ -523,6 +531,7 @@ const dlock__backend_ops dlock__cluster_backend = {
     .fenced_set = cl_fenced_set,
     .info = cl_info,
     .cond = cl_cond,
+    .sem = cl_sem,
     .grant_conn = cl_grant_conn,
 };
 

@@ -544,9 +544,83 @@ static const char fence_raise_lua[] =
     "end\n"
     "return 1\n";
 
+/* Semaphores.  KEYS: value, queue, expiry, granted (DLOCK__KS_*, one
+ * slot).  ARGV: op, token, ttl ms, arg.  The value is a number in a
+ * string key with no expiry (a semaphore lives until deleted, as a POSIX
+ * named one until sem_unlink); a missing key is 0.  A waiter takes a
+ * ticket, one past the last in the queue (FIFO), and registers until
+ * now + ttl, refreshed by its next 'take'.  A post with waiters queued
+ * leaves the value alone and hands the unit to the queue's head: the
+ * head goes from the queue to `granted`, with ttl to take it, and the
+ * token alone is published on the value key's channel, so that only
+ * that waiter (of whichever process) wakes.  Every op but init first
+ * cleans: registrations that lapsed (a waiter that died) leave the
+ * queue, and a unit handed to a grantee that never took it is posted
+ * again (to the next head, or back to the value); units free while
+ * waiters queue (none should be) go to the waiters.  So the queue never
+ * wedges on a dead waiter, and no unit is lost to one for longer than
+ * ttl.  Returns: init 1 made / 0 existed; take 1 taken / 0 not (queued
+ * when ARGV[4] is '1'); withdraw 1 the token had been handed a unit (now
+ * taken) / 0 it left the queue; post 1 posted / 0 the value would pass
+ * ARGV[4]; value the value. */
+static const char sem_lua[] =
+    "local op, tok, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
+    "if op == 'init' then\n"
+    "  if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+    "  redis.call('SET', KEYS[1], ARGV[4])\n"
+    "  return 1\n"
+    "end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local v0 = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
+    "local v = v0\n"
+    "local function give()\n"
+    "  local h = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+    "  if #h == 0 then v = v + 1 return end\n"
+    "  redis.call('ZREM', KEYS[2], h[1])\n"
+    "  redis.call('HSET', KEYS[4], h[1], '1')\n"
+    "  redis.call('ZADD', KEYS[3], now + ttl, h[1])\n"
+    "  redis.call('PUBLISH', KEYS[1], h[1])\n"
+    "end\n"
+    "local back = 0\n"
+    "for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do\n"
+    "  redis.call('ZREM', KEYS[3], w)\n"
+    "  redis.call('ZREM', KEYS[2], w)\n"
+    "  back = back + redis.call('HDEL', KEYS[4], w)\n"
+    "end\n"
+    "for i = 1, back do give() end\n"
+    "while v > 0 and redis.call('EXISTS', KEYS[2]) == 1 do v = v - 1 give() end\n"
+    "local res = 0\n"
+    "if op == 'take' then\n"
+    "  if redis.call('HDEL', KEYS[4], tok) == 1 then\n"
+    "    redis.call('ZREM', KEYS[3], tok)\n"
+    "    res = 1\n"
+    "  elseif v > 0 then\n"
+    "    v = v - 1\n"
+    "    res = 1\n"
+    "  elseif ARGV[4] == '1' then\n"
+    "    if not redis.call('ZSCORE', KEYS[2], tok) then\n"
+    "      local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')\n"
+    "      redis.call('ZADD', KEYS[2], #last > 0 and tonumber(last[2]) + 1 or 1, tok)\n"
+    "    end\n"
+    "    redis.call('ZADD', KEYS[3], now + ttl, tok)\n"
+    "  end\n"
+    "elseif op == 'withdraw' then\n"
+    "  res = redis.call('HDEL', KEYS[4], tok)\n"
+    "  redis.call('ZREM', KEYS[2], tok)\n"
+    "  redis.call('ZREM', KEYS[3], tok)\n"
+    "elseif op == 'post' then\n"
+    "  if redis.call('EXISTS', KEYS[2]) == 1 then give() res = 1\n"
+    "  elseif v < tonumber(ARGV[4]) then v = v + 1 res = 1 end\n"
+    "elseif op == 'value' then\n"
+    "  res = v\n"
+    "end\n"
+    "if v ~= v0 then redis.call('SET', KEYS[1], tostring(v)) end\n"
+    "return res\n";
+
 static const char *const bodies[] = {
     acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
-    fence_raise_lua,
+    fence_raise_lua, sem_lua,
 };
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
 /* On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub:
@@ -662,6 +736,9 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
      * could cut off a holder that came in between.  The others are safe to
      * repeat. */
     once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET;
+    /* So is every semaphore op: a take or a post done twice would take or
+     * add a second unit. */
+    once = once || which == DLOCK__SCRIPT_SEM;
     rc = acked ? dlock__command_wait(&c->node, out, deadline, argc, argv, argvlen, acked, sent)
                : dlock__command(&c->node, out, deadline, once, argc, argv, argvlen, sent);
     if (rc == 0 && is_noscript(*out)) {
@@ -728,16 +805,19 @@ int dlock__script_load_all(dlock__conn *cn, int variant) {
     return 0;
 }
 
-/* Makes the keys of a lock (see DLOCK__K_*), or of a condition variable
- * (its waiters at <prefix>{<name>}:cond, which is also its channel), in
- * one buffer. */
-int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int cond) {
+/* Makes the keys of a lock (see DLOCK__K_*), of a condition variable
+ * (its waiters at <prefix>{<name>}:cond, which is also its channel) or of
+ * a semaphore (DLOCK__KS_*; the first, its value, is also its channel),
+ * in one buffer; kind is a DLOCK__KEYS_*. */
+int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind) {
     static const char *const lock_suffix[DLOCK__NKEYS + 1] = { "",        ":fence",   ":state",
                                                                ":readers", ":writers", ":handoff",
                                                                ":queue",   ":qmeta",   ":epoch" };
     static const char *const cond_suffix[DLOCK__NKEYS + 1] = { ":cond", ":cond", ":cond", ":cond", ":cond",
                                                                ":cond", ":cond", ":cond", ":cond" };
-    const char *const *suffix = cond ? cond_suffix : lock_suffix;
+    static const char *const sem_suffix[DLOCK__NKEYS + 1] = { ":sem", ":semq", ":semx", ":semg", ":sem",
+                                                              ":sem", ":sem",  ":sem",  ":sem" };
+    const char *const *suffix = kind == DLOCK__KEYS_COND ? cond_suffix : kind == DLOCK__KEYS_SEM ? sem_suffix : lock_suffix;
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;
     for (i = 0; i <= DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;

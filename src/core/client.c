@@ -403,7 +403,10 @@ int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, i
          * whole, each to its own slot. */
         return dlock__seterr(EINVAL, "on Redis Cluster a lock name cannot start with '}'");
     if ((l = calloc(1, sizeof *l)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if ((rc = dlock__keys_make(&l->k, c->be.node.conf.prefix, name, namelen, kind == DLOCK__KIND_COND)) != 0) {
+    if ((rc = dlock__keys_make(&l->k, c->be.node.conf.prefix, name, namelen,
+                               kind == DLOCK__KIND_COND  ? DLOCK__KEYS_COND
+                               : kind == DLOCK__KIND_SEM ? DLOCK__KEYS_SEM
+                                                         : DLOCK__KEYS_LOCK)) != 0) {
         free(l);
         return rc;
     }

@@ -56,7 +56,7 @@ typedef struct dlock__lock dlock__lock;
 
 struct dlock__lock {
     dlock__keys k;   /* its name and its keys on the server */
-    int kind;        /* DLOCK__KIND_LOCK or DLOCK__KIND_COND */
+    int kind;        /* DLOCK__KIND_LOCK, _COND or _SEM */
     unsigned objrefs; /* objects naming this lock */
     unsigned users;   /* calls in flight that use it without the mutex held */
 
@@ -114,9 +114,11 @@ typedef struct dlock__fairwait {
     int listing;
 } dlock__fairwait;
 
-/* What a table entry is: a lock (mutex, rwlock), or a condition
- * variable, whose only key is its waiters at <prefix>{<name>}:cond. */
-enum { DLOCK__KIND_LOCK, DLOCK__KIND_COND };
+/* What a table entry is: a lock (mutex, rwlock), a condition
+ * variable, whose only key is its waiters at <prefix>{<name>}:cond, or a
+ * semaphore (sem.c; its keys DLOCK__KS_*, its channel that of its value
+ * <prefix>{<name>}:sem, its waiters on l->fair as a fair mutex's). */
+enum { DLOCK__KIND_LOCK, DLOCK__KIND_COND, DLOCK__KIND_SEM };
 
 /* Subscription to the lock's release channel: NONE -> WANTED (a waiter
  * asked) -> SENT (SUBSCRIBE written) -> ACTIVE (confirmed) -> UNSENT
@@ -302,6 +304,19 @@ dlock__hold *dlock__reader(dlock__lock *l, const dlock__thread *self);
 /* The owner token of self's acquire call number `call` on client c,
  * DLOCK__OWNER_LEN + 1 bytes. */
 void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self, uint64_t call, char *out);
+
+/* Semaphores (sem.c), over the backend's sem op.  l is a
+ * DLOCK__KIND_SEM entry.  _create: makes it with value unless it exists.
+ * _take: one unit for the calling thread: try (EAGAIN if none is free),
+ * or wait until deadline (monotonic; NEVER: none) for a post to hand it
+ * one, queued FIFO, woken alone (ETIMEDOUT; a deadline already passed
+ * still tries once; bad_deadline: the EINVAL to give if the call would
+ * have to wait).  _post: EOVERFLOW past max.  ENOLCK when the server
+ * cannot be reached within the bound.  c->mu NOT held. */
+int dlock__sem_create(struct dlock_client *c, dlock__lock *l, unsigned value);
+int dlock__sem_take(struct dlock_client *c, dlock__lock *l, int try, dlock__mono deadline, int bad_deadline);
+int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned max);
+int dlock__sem_value(struct dlock_client *c, dlock__lock *l, int *value);
 
 /* Orphans (orphan.c): possible server-side holds nobody here knows of. */
 void dlock__orphan_add(struct dlock_client *c, dlock__lock *l, const char *token, int how, unsigned lease_ms);

@@ -145,14 +145,21 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
 }
 
 /* The table entry whose channel is `ch`, if the table has it: a lock's
- * <prefix>{<name>} or a condition variable's <prefix>{<name>}:cond. */
+ * <prefix>{<name>}, a condition variable's <prefix>{<name>}:cond or a
+ * semaphore's <prefix>{<name>}:sem. */
 static dlock__lock *by_channel(struct dlock_client *c, const char *ch, size_t n) {
-    static const char cond[] = "}:cond";
-    size_t plen = strlen(c->be.node.conf.prefix), cl = sizeof cond - 1;
+    static const struct { const char *suffix; int kind; } tail[] = {
+        { "}:cond", DLOCK__KIND_COND },
+        { "}:sem", DLOCK__KIND_SEM },
+    };
+    size_t plen = strlen(c->be.node.conf.prefix), i;
     if (n < plen + 2 || memcmp(ch, c->be.node.conf.prefix, plen) != 0 || ch[plen] != '{') return NULL;
-    if (n > plen + 1 + cl && memcmp(ch + n - cl, cond, cl) == 0) {
-        dlock__lock *l = dlock__lock_find(c, ch + plen + 1, n - plen - 1 - cl, DLOCK__KIND_COND);
-        if (l != NULL) return l;
+    for (i = 0; i < sizeof tail / sizeof tail[0]; i++) {
+        size_t cl = strlen(tail[i].suffix);
+        if (n > plen + 1 + cl && memcmp(ch + n - cl, tail[i].suffix, cl) == 0) {
+            dlock__lock *l = dlock__lock_find(c, ch + plen + 1, n - plen - 1 - cl, tail[i].kind);
+            if (l != NULL) return l;
+        }
     }
     if (ch[n - 1] != '}') return NULL;
     return dlock__lock_find(c, ch + plen + 1, n - plen - 2, DLOCK__KIND_LOCK);

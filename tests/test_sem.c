@@ -1,0 +1,550 @@
+/* test_sem.c -- named counting semaphores across hosts: dlock_sem_*.
+ * labels: redis; timeout: 300
+ *
+ * Issue 22, point 1, against SPEC section 2 (Semaphores) and the
+ * dlock_sem_* section of dlock.h: init creates or joins (leaving the value
+ * alone); trywait EAGAIN; wait sleeps until a post from any thread of any
+ * process hands it a unit, one waiter per post, FIFO among waiters;
+ * timedwait / clockwait ETIMEDOUT with the mutex's deadline semantics;
+ * EOVERFLOW past DLOCK_SEM_VALUE_MAX, EINVAL for bad arguments; getvalue;
+ * destroy EBUSY while a thread waits; a run of processes that never lets
+ * more than K in; one case on a Redis Cluster; ENOTSUP on Redlock; ENOLCK
+ * when no server answers.
+ *
+ * Workers report through their result (a child: its exit status), with
+ * DLT_CK; what they share travels through MAP_SHARED memory.  Where a
+ * test starts processes, it forks them before any thread of its own.
+ */
+#define DLT_CK_MOD 120
+#include "fixture.h"
+#include "fixture_multi.h"
+
+#include <dlock.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ========================================================================
+ * Helpers
+ * ====================================================================== */
+
+/* ZCARD of a semaphore's queue of waiters, "dlock:{name}:semq" (an
+ * implementation detail: the tests use it to know a waiter is queued). */
+static long long sm_queued(const char *name) {
+    char k[700];
+    int n = snprintf(k, sizeof k, "dlock:{%s}:semq", name);
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %b", k, (size_t)n));
+}
+
+/* Polls until name has `want` waiters queued on the server: 1, or 0 after
+ * timeout_ms. */
+static int sm_wait_queued(const char *name, long long want, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    while (dlt_now() < end) {
+        if (sm_queued(name) == want) return 1;
+        dlt_sleep_ms(5);
+    }
+    return 0;
+}
+
+static int sm_value(dlock_sem_t *s) {
+    int v = -12345;
+    int rc = dlock_sem_getvalue(s, &v);
+    return rc == 0 ? v : -rc - 100000;
+}
+
+static int sm_timedwait_ms(dlock_sem_t *s, long ms) {
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, ms);
+    return dlock_sem_timedwait(s, &ts);
+}
+
+static int sm_clockwait_ms(dlock_sem_t *s, long ms) {
+    struct timespec ts = dlt_abs_in(CLOCK_MONOTONIC, ms);
+    return dlock_sem_clockwait(s, CLOCK_MONOTONIC, &ts);
+}
+
+/* ========================================================================
+ * Init, join, trywait, getvalue, arguments
+ * ====================================================================== */
+
+static void test_init_join(void) {
+    dlock_sem_t a, b;
+    DLT_ASSERT_ERR(dlock_sem_init(&a, "s/join", 2, NULL), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&a), 2);
+    /* A second init of the name joins: the value stays 2, not 5. */
+    DLT_ASSERT_ERR(dlock_sem_init(&b, "s/join", 5, NULL), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&b), 2);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&b), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&a), 1);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&b), 0);
+    /* Destroy frees local resources only: the semaphore stays. */
+    DLT_ASSERT_ERR(dlock_sem_init(&a, "s/join", 7, NULL), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&a), 1);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&a), 0);
+    /* Value 0 makes a semaphore too. */
+    DLT_ASSERT_ERR(dlock_sem_init(&a, "s/zero", 0, NULL), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&a), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&a), EAGAIN);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&a), 0);
+}
+
+static void test_trywait_post(void) {
+    dlock_sem_t s;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/try", 1, NULL), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 2);
+    DLT_ASSERT_ERR(dlock_sem_wait(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
+    /* trywait never queues. */
+    DLT_ASSERT_INT_EQ(sm_queued("s/try"), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+}
+
+static void test_bad_args(void) {
+    dlock_sem_t s, z;
+    dlock_semattr_t a;
+    struct timespec bad = dlt_abs_in(CLOCK_REALTIME, 1000);
+    int v;
+    memset(&z, 0, sizeof z);
+    DLT_ASSERT_ERR(dlock_sem_init(NULL, "s/bad", 1, NULL), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "", 1, NULL), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, NULL, 1, NULL), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/bad", (unsigned)DLOCK_SEM_VALUE_MAX + 1u, NULL), EINVAL);
+    DLT_ASSERT_INT_EQ(DLOCK_SEM_VALUE_MAX, SEM_VALUE_MAX);
+    memset(&a, 0, sizeof a);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/bad", 1, &a), EINVAL); /* attr not initialised */
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 0), EINVAL);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 0), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 1), ENOTSUP); /* undo: not yet */
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 2), EINVAL);
+    DLT_ASSERT_ERR(dlock_semattr_setlease(&a, 1), EINVAL);
+    DLT_ASSERT_ERR(dlock_semattr_setlease(&a, 5000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, NULL), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/bad", 1, &a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), EINVAL);
+    /* Calls on objects never initialised, or destroyed: EINVAL. */
+    DLT_ASSERT_ERR(dlock_sem_wait(&z), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_trywait(NULL), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_post(&z), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&z, &v), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&s, NULL), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&z), EINVAL);
+    /* A bad tv_nsec: EINVAL only if the call would have to wait. */
+    bad.tv_nsec = 1000000000L;
+    DLT_ASSERT_ERR(dlock_sem_timedwait(&s, &bad), 0);      /* a unit is free */
+    DLT_ASSERT_ERR(dlock_sem_timedwait(&s, &bad), EINVAL); /* none is */
+    DLT_ASSERT_ERR(dlock_sem_timedwait(&s, NULL), EINVAL);
+    DLT_ASSERT_ERR(dlock_sem_clockwait(&s, CLOCK_PROCESS_CPUTIME_ID, &bad), EINVAL);
+    DLT_ASSERT_INT_EQ(sm_queued("s/bad"), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), EINVAL);
+}
+
+static void test_overflow(void) {
+    dlock_sem_t s;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/max", DLOCK_SEM_VALUE_MAX, NULL), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), DLOCK_SEM_VALUE_MAX);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), EOVERFLOW);
+    DLT_ASSERT_INT_EQ(sm_value(&s), DLOCK_SEM_VALUE_MAX);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), EOVERFLOW);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+}
+
+/* ========================================================================
+ * Timed waits
+ * ====================================================================== */
+
+static void test_timedwait(void) {
+    dlock_sem_t s;
+    double t0, took;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/timed", 0, NULL), 0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(sm_timedwait_ms(&s, 300), ETIMEDOUT);
+    took = dlt_now() - t0;
+    CU_ASSERT(took >= 0.29);
+    CU_ASSERT(took < 10.0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(sm_clockwait_ms(&s, 300), ETIMEDOUT);
+    took = dlt_now() - t0;
+    CU_ASSERT(took >= 0.29);
+    CU_ASSERT(took < 10.0);
+    /* Withdrawn at the deadline: nobody left queued, nothing taken. */
+    DLT_ASSERT_INT_EQ(sm_queued("s/timed"), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 0);
+    /* A deadline in the past: still tries once. */
+    DLT_ASSERT_ERR(sm_timedwait_ms(&s, -1000), ETIMEDOUT);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_ERR(sm_timedwait_ms(&s, -1000), 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_ERR(sm_clockwait_ms(&s, -1000), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+}
+
+/* ========================================================================
+ * Waiting for a post: threads, processes, FIFO, one per post
+ * ====================================================================== */
+
+struct waiter {
+    const char *name;
+    int kind;       /* 0 wait, 1 timedwait (30 s), 2 clockwait (30 s) */
+    int *order;     /* shared: the next place in the order of wake-ups */
+    int *done;      /* shared: waiters that returned */
+    int place;      /* out: its place (1 first) */
+    int rc;
+};
+
+static int waiter_run(void *arg) {
+    struct waiter *w = arg;
+    dlock_sem_t s;
+    DLT_CK(dlock_sem_init(&s, w->name, 0, NULL), 0);
+    w->rc = w->kind == 0 ? dlock_sem_wait(&s) : w->kind == 1 ? sm_timedwait_ms(&s, 30000) : sm_clockwait_ms(&s, 30000);
+    if (w->order != NULL) w->place = dlt_flag_add(w->order, 1);
+    if (w->done != NULL) dlt_flag_add(w->done, 1);
+    DLT_CK(w->rc, 0);
+    DLT_CK(dlock_sem_destroy(&s), 0);
+    return 0;
+}
+
+static void test_post_wakes_thread(void) {
+    dlock_sem_t s;
+    struct waiter *w = DLT_SHM_NEW(struct waiter, 1);
+    int *done = DLT_SHM_NEW(int, 1);
+    dlt_task t;
+    w->name = "s/thread";
+    w->done = done;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/thread", 0, NULL), 0);
+    if (dlt_task_start(&t, DLT_THREAD, waiter_run, w) != 0) return;
+    CU_ASSERT(sm_wait_queued("s/thread", 1, 10000));
+    dlt_sleep_ms(200);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(done), 0); /* it waits */
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 0); /* the unit went to the waiter */
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_SHM_FREE(w, 1);
+    DLT_SHM_FREE(done, 1);
+}
+
+static void test_post_wakes_process(void) {
+    dlock_sem_t s;
+    struct waiter *w = DLT_SHM_NEW(struct waiter, 3);
+    int *done = DLT_SHM_NEW(int, 1);
+    dlt_task t[3];
+    int i;
+    for (i = 0; i < 3; i++) {
+        w[i].name = "s/proc";
+        w[i].kind = i;
+        w[i].done = done;
+        if (dlt_task_start(&t[i], DLT_PROC, waiter_run, &w[i]) != 0) return;
+    }
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/proc", 0, NULL), 0);
+    CU_ASSERT(sm_wait_queued("s/proc", 3, 10000));
+    for (i = 0; i < 3; i++) DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    for (i = 0; i < 3; i++) DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(done), 3);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_SHM_FREE(w, 3);
+    DLT_SHM_FREE(done, 1);
+}
+
+/* Waiters queued one after the other are served in that order, one per
+ * post: after each post exactly one more waiter returns (no herd: the
+ * others go on waiting), and it is the next in line. */
+#define NFIFO 5
+static void test_fifo_one_per_post(void) {
+    dlock_sem_t s;
+    struct waiter *w = DLT_SHM_NEW(struct waiter, NFIFO);
+    int *order = DLT_SHM_NEW(int, 1), *done = DLT_SHM_NEW(int, 1);
+    dlt_task t[NFIFO];
+    int i;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/fifo", 0, NULL), 0);
+    for (i = 0; i < NFIFO; i++) {
+        w[i].name = "s/fifo";
+        w[i].kind = i % 3;
+        w[i].order = order;
+        w[i].done = done;
+        /* Processes, forked while no thread of ours is busy (fixture.h). */
+        if (dlt_task_start(&t[i], DLT_PROC, waiter_run, &w[i]) != 0) return;
+        CU_ASSERT_FATAL(sm_wait_queued("s/fifo", i + 1, 10000));
+    }
+    for (i = 0; i < NFIFO; i++) {
+        DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+        CU_ASSERT(dlt_flag_wait(done, i + 1, 10000));
+        dlt_sleep_ms(300); /* room for a wrong second wake-up to show */
+        DLT_ASSERT_INT_EQ(dlt_flag_get(done), i + 1);
+        DLT_ASSERT_INT_EQ(sm_queued("s/fifo"), NFIFO - 1 - i);
+    }
+    for (i = 0; i < NFIFO; i++) {
+        DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
+        DLT_ASSERT_INT_EQ(w[i].place, i + 1); /* FIFO */
+    }
+    DLT_ASSERT_INT_EQ(sm_value(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_SHM_FREE(w, NFIFO);
+    DLT_SHM_FREE(order, 1);
+    DLT_SHM_FREE(done, 1);
+}
+
+/* A waiter that times out leaves the queue: the next post goes to the one
+ * behind it, not to nobody. */
+static void test_timeout_leaves_queue(void) {
+    dlock_sem_t s;
+    struct waiter *w = DLT_SHM_NEW(struct waiter, 1);
+    dlt_task t;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/leave", 0, NULL), 0);
+    w->name = "s/leave";
+    w->kind = 0;
+    DLT_ASSERT_ERR(sm_timedwait_ms(&s, 200), ETIMEDOUT);
+    if (dlt_task_start(&t, DLT_THREAD, waiter_run, w) != 0) return;
+    CU_ASSERT(sm_wait_queued("s/leave", 1, 10000));
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_SHM_FREE(w, 1);
+}
+
+struct busy_arg {
+    dlock_sem_t *s;
+    int rc;
+};
+
+static void *busy_wait(void *p) {
+    struct busy_arg *b = p;
+    b->rc = dlock_sem_wait(b->s);
+    return NULL;
+}
+
+static void test_destroy_busy(void) {
+    dlock_sem_t s;
+    struct busy_arg b;
+    pthread_t th;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/busy", 0, NULL), 0);
+    b.s = &s;
+    b.rc = -1;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, busy_wait, &b) == 0);
+    CU_ASSERT(sm_wait_queued("s/busy", 1, 10000));
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), EBUSY);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(b.rc, 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+}
+
+/* ========================================================================
+ * A run of processes: never more than K inside
+ * ====================================================================== */
+
+#define CH_K 2
+#define CH_PROCS 5
+#define CH_ROUNDS 25
+
+struct chaos {
+    int inside, max_inside, entered, bad;
+};
+
+struct chaos_arg {
+    struct chaos *sh;
+    int id;
+};
+
+static int chaos_run(void *arg) {
+    struct chaos_arg *a = arg;
+    dlock_sem_t s;
+    int i, v;
+    srand((unsigned)getpid());
+    DLT_CK(dlock_sem_init(&s, "s/chaos", CH_K, NULL), 0);
+    for (i = 0; i < CH_ROUNDS; i++) {
+        int rc, n, how = rand() % 3;
+        if (how == 0) rc = dlock_sem_wait(&s);
+        else if (how == 1) rc = sm_timedwait_ms(&s, 20000);
+        else
+            while ((rc = dlock_sem_trywait(&s)) == EAGAIN) dlt_sleep_ms(2);
+        DLT_CK(rc, 0);
+        n = dlt_flag_add(&a->sh->inside, 1);
+        dlt_flag_max(&a->sh->max_inside, n);
+        if (n > CH_K) dlt_flag_add(&a->sh->bad, 1);
+        dlt_flag_add(&a->sh->entered, 1);
+        DLT_CK(dlock_sem_getvalue(&s, &v), 0);
+        if (v < 0 || v > CH_K) dlt_flag_add(&a->sh->bad, 1);
+        dlt_sleep_ms((unsigned)(rand() % 8));
+        dlt_flag_add(&a->sh->inside, -1);
+        DLT_CK(dlock_sem_post(&s), 0);
+    }
+    DLT_CK(dlock_sem_destroy(&s), 0);
+    return 0;
+}
+
+static void test_chaos_bound(void) {
+    struct chaos *sh = DLT_SHM_NEW(struct chaos, 1);
+    struct chaos_arg args[CH_PROCS];
+    dlock_sem_t s;
+    int i;
+    for (i = 0; i < CH_PROCS; i++) {
+        args[i].sh = sh;
+        args[i].id = i;
+    }
+    dlt_run_all(chaos_run, args, sizeof args[0], 0, CH_PROCS);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&sh->bad), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&sh->entered), CH_PROCS * CH_ROUNDS);
+    CU_ASSERT(dlt_flag_get(&sh->max_inside) <= CH_K);
+    CU_ASSERT(dlt_flag_get(&sh->max_inside) >= 1);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/chaos", 0, NULL), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), CH_K); /* every unit came back */
+    DLT_ASSERT_INT_EQ(sm_queued("s/chaos"), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_SHM_FREE(sh, 1);
+}
+
+/* ========================================================================
+ * Deployments
+ * ====================================================================== */
+
+struct cl_waiter {
+    dlock_sem_t *s;
+    int rc;
+};
+
+static void *cl_wait(void *p) {
+    struct cl_waiter *w = p;
+    w->rc = dlock_sem_wait(w->s);
+    return NULL;
+}
+
+/* On a Redis Cluster: the keys in the name's slot, the post's message
+ * (SPUBLISH) heard by the waiter's node subscriber. */
+static void test_cluster_basic(void) {
+    dlt_cluster cl;
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    struct cl_waiter w;
+    pthread_t th;
+    char url[512];
+    int i;
+    memset(&cl, 0, sizeof cl);
+    if (dlt_cluster_start(&cl, 3, 0, 0, NULL) != 0) {
+        CU_FAIL("cannot start a cluster");
+        return;
+    }
+    dlt_cluster_url(&cl, url, sizeof url, "0", NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    /* Names whose slots are on different masters. */
+    for (i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "s/cl%d", i);
+        DLT_ASSERT_ERR(dlock_sem_init(&s, name, 1, &a), 0);
+        DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
+        DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
+        w.s = &s;
+        w.rc = -1;
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, cl_wait, &w) == 0);
+        dlt_sleep_ms(300);
+        DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+        pthread_join(th, NULL);
+        DLT_ASSERT_ERR(w.rc, 0);
+        DLT_ASSERT_INT_EQ(sm_value(&s), 0);
+        DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+        DLT_ASSERT_INT_EQ(sm_value(&s), 1);
+        DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    }
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_cluster_cleanup(&cl);
+}
+
+static void test_redlock_enotsup(void) {
+    dlt_masters m;
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    memset(&m, 0, sizeof m);
+    if (dlt_masters_start(&m, 3, 0) != 0) {
+        CU_FAIL("cannot start the masters");
+        return;
+    }
+    DLT_ASSERT_ERR(dlt_client_make(&c, m.url, 3000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/rl", 1, &a), ENOTSUP);
+    CU_ASSERT(strstr(dlock_last_error(), "Redlock") != NULL);
+    DLT_ASSERT_ERR(dlock_sem_wait(&s), EINVAL); /* nothing was made */
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_masters_cleanup(&m);
+}
+
+static void test_unreachable_enolck(void) {
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    char url[128];
+    double t0;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", dlt_free_port());
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 500), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/down", 1, &a), ENOLCK);
+    CU_ASSERT(dlt_now() - t0 < 30.0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+}
+
+/* The server goes away under a waiter, past the bound: ENOLCK. */
+static void test_wait_enolck(void) {
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_server.url, 500), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/gone", 0, &a), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_stop(&dlt_server), 0);
+    DLT_ASSERT_ERR(dlock_sem_wait(&s), ENOLCK);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), ENOLCK);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_init_join),
+    DLT_TEST(test_trywait_post),
+    DLT_TEST(test_bad_args),
+    DLT_TEST(test_overflow),
+    DLT_TEST(test_timedwait),
+    DLT_TEST(test_post_wakes_thread),
+    DLT_TEST(test_post_wakes_process),
+    DLT_TEST(test_fifo_one_per_post),
+    DLT_TEST(test_timeout_leaves_queue),
+    DLT_TEST(test_destroy_busy),
+    DLT_TEST(test_chaos_bound),
+    DLT_TEST(test_cluster_basic),
+    DLT_TEST(test_redlock_enotsup),
+    DLT_TEST(test_unreachable_enolck),
+    DLT_TEST(test_wait_enolck),
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv) {
+    return dlt_main(argc, argv, "sem", tests);
+}
