@@ -8,8 +8,9 @@
  * timedwait / clockwait ETIMEDOUT with the mutex's deadline semantics;
  * EOVERFLOW past DLOCK_SEM_VALUE_MAX, EINVAL for bad arguments; getvalue;
  * destroy EBUSY while a thread waits; a run of processes that never lets
- * more than K in; one case on a Redis Cluster; ENOTSUP on Redlock; ENOLCK
- * when no server answers.
+ * more than K in; one case on a Redis Cluster and one through Sentinel;
+ * ENOTSUP on Redlock; ENOLCK when no server answers; an answer lost and
+ * the op asked again does it once.
  *
  * Workers report through their result (a child: its exit status), with
  * DLT_CK; what they share travels through MAP_SHARED memory.  Where a
@@ -18,6 +19,7 @@
 #define DLT_CK_MOD 120
 #include "fixture.h"
 #include "fixture_multi.h"
+#include "proxy.h"
 
 #include <dlock.h>
 
@@ -286,6 +288,7 @@ static void test_fifo_one_per_post(void) {
         if (dlt_task_start(&t[i], DLT_PROC, waiter_run, &w[i]) != 0) return;
         CU_ASSERT_FATAL(sm_wait_queued("s/fifo", i + 1, 10000));
     }
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     for (i = 0; i < NFIFO; i++) {
         DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
         CU_ASSERT(dlt_flag_wait(done, i + 1, 10000));
@@ -293,6 +296,9 @@ static void test_fifo_one_per_post(void) {
         DLT_ASSERT_INT_EQ(dlt_flag_get(done), i + 1);
         DLT_ASSERT_INT_EQ(sm_queued("s/fifo"), NFIFO - 1 - i);
     }
+    /* One message per post, naming one waiter (the channel is the only
+     * thing the scripts publish on): no broadcast to every waiter. */
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "publish"), NFIFO);
     for (i = 0; i < NFIFO; i++) {
         DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_INT_EQ(w[i].place, i + 1); /* FIFO */
@@ -473,6 +479,40 @@ static void test_cluster_basic(void) {
     dlt_cluster_cleanup(&cl);
 }
 
+/* Through Sentinel: the master it names keeps the semaphore. */
+static void test_sentinel_basic(void) {
+    dlt_sentinel st;
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    struct cl_waiter w;
+    pthread_t th;
+    memset(&st, 0, sizeof st);
+    if (dlt_sentinel_start(&st, 0, 1, NULL, 20000) != 0) {
+        CU_FAIL("cannot start a Sentinel deployment");
+        dlt_sentinel_cleanup(&st);
+        return;
+    }
+    DLT_ASSERT_ERR(dlt_client_make(&c, st.url, 5000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/sent", 1, &a), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
+    w.s = &s;
+    w.rc = -1;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, cl_wait, &w) == 0);
+    dlt_sleep_ms(300);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(w.rc, 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 1);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_sentinel_cleanup(&st);
+}
+
 static void test_redlock_enotsup(void) {
     dlt_masters m;
     dlock_client_t *c = NULL;
@@ -526,6 +566,65 @@ static void test_wait_enolck(void) {
     DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
 }
 
+/* The value as the server has it (GET dlock:{name}:sem), LLONG_MIN if none. */
+static long long sm_server_value(const char *name) {
+    char k[700];
+    redisReply *r;
+    long long v = LLONG_MIN;
+    int n = snprintf(k, sizeof k, "dlock:{%s}:sem", name);
+    r = dlt_redis_cmd(&dlt_server, "GET %b", k, (size_t)n);
+    if (r != NULL && r->type == REDIS_REPLY_STRING) v = strtoll(r->str, NULL, 10);
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+struct cut_arg {
+    dlock_sem_t *s;
+    int post; /* 1 post, 0 trywait */
+    int rc;
+};
+
+static void *cut_call(void *p) {
+    struct cut_arg *a = p;
+    a->rc = a->post ? dlock_sem_post(a->s) : dlock_sem_trywait(a->s);
+    return NULL;
+}
+
+/* Answers lost on the way back (the proxy cuts them): the library asks
+ * again, and the server, which did the op the first time, does not do it
+ * again -- one post adds one unit, one trywait takes one. */
+static void test_lost_answer_once(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    struct cut_arg ca;
+    pthread_t th;
+    int post;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 5000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/cut", 5, &a), 0);
+    for (post = 1; post >= 0; post--) {
+        long long before = sm_server_value("s/cut");
+        ca.s = &s;
+        ca.post = post;
+        ca.rc = -1;
+        dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, cut_call, &ca) == 0);
+        dlt_sleep_ms(400);
+        dlt_proxy_pass(px);
+        pthread_join(th, NULL);
+        DLT_ASSERT_ERR(ca.rc, 0);
+        DLT_ASSERT_INT_EQ(sm_server_value("s/cut"), before + (post ? 1 : -1));
+    }
+    CU_ASSERT(dlt_proxy_faults(px) > 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_init_join),
     DLT_TEST(test_trywait_post),
@@ -539,9 +638,11 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_destroy_busy),
     DLT_TEST(test_chaos_bound),
     DLT_TEST(test_cluster_basic),
+    DLT_TEST(test_sentinel_basic),
     DLT_TEST(test_redlock_enotsup),
     DLT_TEST(test_unreachable_enolck),
     DLT_TEST(test_wait_enolck),
+    DLT_TEST(test_lost_answer_once),
     { NULL, NULL },
 };
 

@@ -409,14 +409,18 @@ static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, 
  * migration before the script runs, never half-way through it). */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                       long long arg, long long *result, dlock__mono deadline) {
-    char ttl[16], a[24];
-    const char *args[DLOCK__NKS + 4];
-    size_t lens[DLOCK__NKS + 4], i;
+    char ttl[16], a[24], keep[24];
+    const char *args[DLOCK__NKS + 5];
+    size_t lens[DLOCK__NKS + 5], i;
+    /* How long the server remembers an op done (sem_lua's `done`): past
+     * the longest this call may go on sending it again. */
+    unsigned long long keep_ms = 2ull * c->node.conf.unreachable_ms;
     redisReply *r;
     int rc;
 
     snprintf(ttl, sizeof ttl, "%u", ttl_ms);
     snprintf(a, sizeof a, "%lld", arg);
+    snprintf(keep, sizeof keep, "%llu", keep_ms < 60000 ? 60000ull : keep_ms);
     for (i = 0; i < DLOCK__NKS; i++) {
         args[i] = k->keys[i];
         lens[i] = k->keylens[i];
@@ -425,6 +429,7 @@ static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, c
     args[i] = token; lens[i++] = strlen(token);
     args[i] = ttl; lens[i++] = strlen(ttl);
     args[i] = a; lens[i++] = strlen(a);
+    args[i] = keep; lens[i++] = strlen(keep);
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, (int)i, args, lens, NULL)) != 0)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);

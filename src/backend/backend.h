@@ -51,8 +51,10 @@ enum { DLOCK__KEYS_LOCK, DLOCK__KEYS_COND, DLOCK__KEYS_SEM };
  *   <prefix>{<name>}:sem   its value (a string holding a number); also its channel
  *   <prefix>{<name>}:semq  zset: waiters' tokens by arrival ticket (FIFO)
  *   <prefix>{<name>}:semx  zset: waiters' and grantees' tokens by registration expiry
- *   <prefix>{<name>}:semg  hash: tokens a post handed a unit to, not yet taken */
-enum { DLOCK__KS_VALUE, DLOCK__KS_QUEUE, DLOCK__KS_EXPIRY, DLOCK__KS_GRANTED, DLOCK__NKS };
+ *   <prefix>{<name>}:semg  hash: tokens a post handed a unit to, not yet taken
+ *   <prefix>{<name>}:semd  zset: tokens of takes and posts done, by when they are
+ *                          forgotten: an op asked again gives the same answer */
+enum { DLOCK__KS_VALUE, DLOCK__KS_QUEUE, DLOCK__KS_EXPIRY, DLOCK__KS_GRANTED, DLOCK__KS_DONE, DLOCK__NKS };
 /* 0, or ENOMEM (nothing kept).  kind: DLOCK__KEYS_*. */
 int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind);
 void dlock__keys_free(dlock__keys *k);

@@ -544,8 +544,8 @@ static const char fence_raise_lua[] =
     "end\n"
     "return 1\n";
 
-/* Semaphores.  KEYS: value, queue, expiry, granted (DLOCK__KS_*, one
- * slot).  ARGV: op, token, ttl ms, arg.  The value is a number in a
+/* Semaphores.  KEYS: value, queue, expiry, granted, done (DLOCK__KS_*,
+ * one slot).  ARGV: op, token, ttl ms, arg, remember ms.  The value is a number in a
  * string key with no expiry (a semaphore lives until deleted, as a POSIX
  * named one until sem_unlink); a missing key is 0.  A waiter takes a
  * ticket, one past the last in the queue (FIFO), and registers until
@@ -559,7 +559,12 @@ static const char fence_raise_lua[] =
  * again (to the next head, or back to the value); units free while
  * waiters queue (none should be) go to the waiters.  So the queue never
  * wedges on a dead waiter, and no unit is lost to one for longer than
- * ttl.  Returns: init 1 made / 0 existed; take 1 taken / 0 not (queued
+ * ttl.  Each take, withdraw and post comes with a token of its own call;
+ * one that took or posted a unit is remembered for ARGV[5] ms in `done`
+ * (longer than the caller would go on asking), and
+ * asked again (its answer was lost: dlock__command sends it again) it
+ * answers 1 and does nothing, so no unit is taken or added twice.
+ * Returns: init 1 made / 0 existed; take 1 taken / 0 not (queued
  * when ARGV[4] is '1'); withdraw 1 the token had been handed a unit (now
  * taken) / 0 it left the queue; post 1 posted / 0 the value would pass
  * ARGV[4]; value the value. */
@@ -572,6 +577,10 @@ static const char sem_lua[] =
     "end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "if (op == 'take' or op == 'withdraw' or op == 'post') and redis.call('ZSCORE', KEYS[5], tok) then\n"
+    "  return 1\n"
+    "end\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
     "local v0 = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
     "local v = v0\n"
     "local function give()\n"
@@ -616,6 +625,7 @@ static const char sem_lua[] =
     "  res = v\n"
     "end\n"
     "if v ~= v0 then redis.call('SET', KEYS[1], tostring(v)) end\n"
+    "if res == 1 and op ~= 'value' then redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), tok) end\n"
     "return res\n";
 
 static const char *const bodies[] = {
@@ -736,9 +746,6 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
      * could cut off a holder that came in between.  The others are safe to
      * repeat. */
     once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET;
-    /* So is every semaphore op: a take or a post done twice would take or
-     * add a second unit. */
-    once = once || which == DLOCK__SCRIPT_SEM;
     rc = acked ? dlock__command_wait(&c->node, out, deadline, argc, argv, argvlen, acked, sent)
                : dlock__command(&c->node, out, deadline, once, argc, argv, argvlen, sent);
     if (rc == 0 && is_noscript(*out)) {
@@ -815,7 +822,7 @@ int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_
                                                                ":queue",   ":qmeta",   ":epoch" };
     static const char *const cond_suffix[DLOCK__NKEYS + 1] = { ":cond", ":cond", ":cond", ":cond", ":cond",
                                                                ":cond", ":cond", ":cond", ":cond" };
-    static const char *const sem_suffix[DLOCK__NKEYS + 1] = { ":sem", ":semq", ":semx", ":semg", ":sem",
+    static const char *const sem_suffix[DLOCK__NKEYS + 1] = { ":sem", ":semq", ":semx", ":semg", ":semd",
                                                               ":sem", ":sem",  ":sem",  ":sem" };
     const char *const *suffix = kind == DLOCK__KEYS_COND ? cond_suffix : kind == DLOCK__KEYS_SEM ? sem_suffix : lock_suffix;
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;

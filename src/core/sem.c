@@ -53,11 +53,17 @@ int dlock__sem_create(struct dlock_client *c, dlock__lock *l, unsigned value) {
     return op(c, l, "init", "-", (long long)value, &res);
 }
 
+/* A post has a token of its own call: asked again after its answer was
+ * lost, the server knows it did it (sem_lua's `done`). */
 int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned max) {
+    char token[DLOCK__OWNER_LEN + 1];
+    dlock__thread *self;
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
-    if ((rc = op(c, l, "post", "-", (long long)max, &res)) != 0) return rc;
+    if ((self = dlock__self(&rc)) == NULL) return rc;
+    dlock__owner_token(c, self, ++self->calls, token);
+    if ((rc = op(c, l, "post", token, (long long)max, &res)) != 0) return rc;
     if (res == 0) return dlock__seterr(EOVERFLOW, "'%.64s': the value would pass the maximum, %u", l->k.name, max);
     return 0;
 }
