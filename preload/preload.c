@@ -187,18 +187,32 @@ static int symbol_ok(const char *s) {
     return 1;
 }
 
+/* The rule's kind, from its "file:", "mutex:" or "sem:" prefix: the
+ * text after it, or NULL. */
+static char *rule_kind(char *text, int *kind) {
+    static const struct {
+        const char *prefix;
+        int kind;
+    } kinds[] = { { "file:", DLPL_RULE_FILE }, { "mutex:", DLPL_RULE_MUTEX }, { "sem:", DLPL_RULE_SEM } };
+    size_t i;
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        size_t n = strlen(kinds[i].prefix);
+        if (strncmp(text, kinds[i].prefix, n) == 0) {
+            *kind = kinds[i].kind;
+            return text + n;
+        }
+    }
+    return NULL;
+}
+
 static int add_rule(char *text, int idx, const char *origin, char *err, size_t errlen) {
     struct dlpl_rule r;
     char *eq, *body;
     memset(&r, 0, sizeof r);
-    if (strncmp(text, "file:", 5) == 0) {
-        r.kind = DLPL_RULE_FILE;
-        body = text + 5;
-    } else if (strncmp(text, "mutex:", 6) == 0) {
-        r.kind = DLPL_RULE_MUTEX;
-        body = text + 6;
-    } else {
-        snprintf(err, errlen, "%s rule %d \"%.60s\": unknown kind (expected file:GLOB[=NAME] or mutex:SYMBOL[=NAME])",
+    if ((body = rule_kind(text, &r.kind)) == NULL) {
+        snprintf(err, errlen,
+                 "%s rule %d \"%.60s\": unknown kind (expected file:GLOB[=NAME], mutex:SYMBOL[=NAME] or "
+                 "sem:GLOB[=NAME])",
                  origin, idx, text);
         return -1;
     }
@@ -217,7 +231,7 @@ static int add_rule(char *text, int idx, const char *origin, char *err, size_t e
     body = trim(body);
     if (*body == '\0') {
         snprintf(err, errlen, "%s rule %d \"%.60s\": empty %s", origin, idx, text,
-                 r.kind == DLPL_RULE_FILE ? "glob" : "symbol");
+                 r.kind == DLPL_RULE_MUTEX ? "symbol" : "glob");
         return -1;
     }
     if (r.kind == DLPL_RULE_MUTEX && !symbol_ok(body)) {
@@ -230,6 +244,10 @@ static int add_rule(char *text, int idx, const char *origin, char *err, size_t e
             return -1;
         }
         r.relative = 1;
+    }
+    if (r.kind == DLPL_RULE_SEM && (strlen(body) > DLOCK_NAME_MAX || (!eq && strlen(body) >= 255))) {
+        snprintf(err, errlen, "%s rule %d: semaphore glob longer than a semaphore name", origin, idx);
+        return -1;
     }
     if (r.kind == DLPL_RULE_FILE && strlen(body) >= PATH_MAX) {
         snprintf(err, errlen, "%s rule %d: glob longer than %d bytes", origin, idx, PATH_MAX - 1);

@@ -64,12 +64,12 @@ void dlpl_resolve(void);
 /* Configuration, read once at start-up (secure_getenv). */
 enum { DLPL_ON_ERROR_OPEN, DLPL_ON_ERROR_CLOSED };
 enum { DLPL_ON_LOST_WARN, DLPL_ON_LOST_ABORT };
-enum { DLPL_RULE_FILE, DLPL_RULE_MUTEX };
+enum { DLPL_RULE_FILE, DLPL_RULE_MUTEX, DLPL_RULE_SEM };
 
 struct dlpl_rule {
     int kind;
     int relative; /* file: glob relative to DLOCK_ROOT */
-    char *pattern; /* glob, or symbol */
+    char *pattern; /* glob, or symbol; sem: a glob of semaphore names */
     char *name;    /* explicit lock name, or NULL */
 };
 
@@ -147,6 +147,9 @@ void dlpl_fd_forget(int fd);
 /* mutex.c */
 int dlpl_mutex_init(void); /* resolves mutex rules; number mapped */
 extern volatile int dlpl_nmutex;
+
+/* sem.c: the sem_* hooks; rules of kind DLPL_RULE_SEM, looked up at
+ * sem_open. */
 
 /* keeper.c */
 enum { DLPL_K_FLOCK = 0, DLPL_K_POSIX = 1, DLPL_K_OFD = 2 };

@@ -58,6 +58,20 @@
  * File descriptors: CMD inherits those dlock was started with (a job may
  * rely on `3<file`), never the library's connections, which are closed
  * between fork and exec.
+ *
+ * --slots N: instead of the lock, one unit of the semaphore NAME
+ * (dlock_sem_t, made with N units if it does not exist yet; an existing
+ * one keeps its value), so at most N such commands run at once across
+ * hosts.  The phases are the same: a trywait (EAGAIN reads as busy), then
+ * the library's wait (dlock_sem_clockwait with the -w deadline, or
+ * dlock_sem_wait), then CMD, then a post.  The semaphore's wait has no
+ * DLOCK_F_INTR, so a signal of ours ends it from the handler: while
+ * g_slot_waiting is set, the handler gives the signal its default action
+ * at once (dlock dies of it, as it would after an interrupted lock wait;
+ * the server drops the dead waiter's place in the queue within seconds).
+ * Undo is asked for (dlock_semattr_setundo), so that the slot of a killed
+ * dlock comes back when its lease runs out; a library without it
+ * (ENOTSUP) gives POSIX units, which only the post at the end gives back.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -82,6 +96,9 @@
 #define LEASE_DEFAULT_MS DLOCK_LEASE_DEFAULT_MS
 #define VIEW_UNREACHABLE_MS 1000 /* the watcher's reads give up after this */
 #define LOST_BYTE 0x7F /* on the self-pipe: the lock was lost */
+#ifndef DLOCK_SEM_VALUE_MAX
+#define DLOCK_SEM_VALUE_MAX 2147483647
+#endif
 
 /* The signals dlock catches: they end a wait, and are passed on to CMD. */
 static const int relayed[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
@@ -103,6 +120,7 @@ typedef struct exec_opts {
     int on_lost_term;
     int quiet;
     int verbose;
+    unsigned slots;      /* --slots N: a slot of the semaphore NAME; 0: the lock */
 } exec_opts;
 
 static void exec_help(void) {
@@ -127,6 +145,9 @@ static void exec_help(void) {
            "                             (default), or only a message\n"
            "      --lost-exit-code CODE  the exit code when the lock was lost while CMD ran\n"
            "                             (default 75), whatever CMD's own status\n"
+           "      --slots N              run while holding one of N slots of the semaphore\n"
+           "                             NAME (at most N such commands at once); made with N\n"
+           "                             slots if it does not exist, else its count is kept\n"
            "  -q, --quiet                no waiting line on a terminal\n"
            "  -v, --verbose              off a terminal, one line when waiting starts; say how\n"
            "                             long getting the lock took, or why it failed\n"
@@ -140,7 +161,7 @@ static void exec_help(void) {
 
 /* The long options; "+" in the short ones: options end at NAME, so CMD's
  * own options are left alone. */
-enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE };
+enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE, OPT_SLOTS };
 static const char exec_shortopts[] = "+sxenw:E:c:l:oqvhV";
 static const struct option exec_longopts[] = {
     CLI_CONN_LONGOPTS,
@@ -155,6 +176,7 @@ static const struct option exec_longopts[] = {
     { "lease", 1, NULL, 'l' },
     { "on-lost", 1, NULL, OPT_ON_LOST },
     { "lost-exit-code", 1, NULL, OPT_LOST_CODE },
+    { "slots", 1, NULL, OPT_SLOTS },
     { "close", 0, NULL, 'o' },
     { "quiet", 0, NULL, 'q' },
     { "verbose", 0, NULL, 'v' },
@@ -191,6 +213,18 @@ static int opt_lease(const char *arg, exec_opts *o) {
     if (cli_parse_duration(arg, &ms) != 0 || ms < (int64_t)DLOCK_LEASE_MIN_MS || ms > (int64_t)DLOCK_LEASE_MAX_MS)
         return cli_usage_error("bad lease '%s' (100ms to 24h, e.g. 10, 2.5s, 500ms)", arg);
     o->lease_ms = (unsigned)ms;
+    return 0;
+}
+
+/* --slots N: 1 to DLOCK_SEM_VALUE_MAX. */
+static int opt_slots(const char *arg, exec_opts *o) {
+    char *end;
+    unsigned long v;
+    errno = 0;
+    v = strtoul(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || v < 1 || v > DLOCK_SEM_VALUE_MAX)
+        return cli_usage_error("bad --slots '%s' (1 to %d)", arg, DLOCK_SEM_VALUE_MAX);
+    o->slots = (unsigned)v;
     return 0;
 }
 
@@ -238,6 +272,8 @@ static int exec_option(int opt, char **argv, exec_opts *o, const char **shcmd) {
         return opt_lease(optarg, o);
     case OPT_ON_LOST:
         return opt_on_lost(optarg, o);
+    case OPT_SLOTS:
+        return opt_slots(optarg, o);
     case 'o':
         /* flock -o: the command must not inherit the lock.  It never
          * does here: the lock is dlock's, not a descriptor. */
@@ -300,6 +336,7 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
         if ((rc = exec_option(opt, argv, o, &shcmd)) != 0) return rc;
     }
     if ((rc = exec_operands(argc, argv, o, shcmd)) != 0) return rc;
+    if (o->slots != 0 && o->shared) return cli_usage_error("-s and --slots do not go together (a slot has no shared kind)");
     if (o->have_wait && o->wait_ms == 0) o->nonblock = 1; /* as flock: -w 0 is -n */
     return 0;
 }
@@ -307,6 +344,7 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
 /* ----------------------------------------------------- signals, self-pipe */
 
 static volatile sig_atomic_t g_sig;   /* the first relayed signal received */
+static volatile sig_atomic_t g_slot_waiting; /* in dlock_sem_(clock)wait: a signal ends dlock */
 static int g_pipe[2] = { -1, -1 };    /* self-pipe: signal bytes, LOST_BYTE */
 static atomic_int g_lost;
 
@@ -317,6 +355,12 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
     unsigned char b = (unsigned char)(sig | (si != NULL && si->si_code == SI_KERNEL ? 0x80 : 0));
     (void)uc;
     if (sig != SIGCHLD && g_sig == 0) g_sig = sig;
+    if (sig != SIGCHLD && g_slot_waiting) {
+        /* A slot's wait cannot be interrupted: die of the signal now (it
+         * is blocked in its handler, so it is delivered on return). */
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
     (void)!write(g_pipe[1], &b, 1);
     errno = saved;
 }
@@ -436,6 +480,8 @@ typedef struct reading {
     int have;        /* 0 nothing yet, 1 info, -1 the read failed */
     int unreachable; /* it failed with ENOLCK */
     dlock_lock_info_t info;
+    unsigned slots;  /* --slots: the semaphore's N (then value, not info) */
+    int value;       /* --slots: its value */
 } reading;
 
 typedef struct watch {
@@ -445,16 +491,26 @@ typedef struct watch {
     pthread_t thread;
     int started;
     dlock_client_t *view; /* for dlock_lock_info */
+    dlock_sem_t *vsem;    /* --slots: the semaphore on the view client, or NULL */
     const exec_opts *o;
     int64_t start_ms;     /* monotonic */
     reading r;            /* the latest reading */
     int drawn;            /* a line is on the screen */
 } watch;
 
-/* One reading of the lock on the view client. */
-static void read_lock(dlock_client_t *view, const char *name, reading *r) {
+/* One reading of the lock on the view client (with --slots, the value of
+ * the semaphore vsem, made on that client; NULL if it could not be). */
+static void read_lock(dlock_client_t *view, dlock_sem_t *vsem, const exec_opts *o, reading *r) {
     dlock_lock_info_t info;
-    int rc = dlock_lock_info(view, name, &info);
+    int rc;
+    r->slots = o->slots;
+    if (o->slots != 0) {
+        rc = vsem == NULL ? EINVAL : dlock_sem_getvalue(vsem, &r->value);
+        r->have = rc == 0 ? 1 : -1;
+        r->unreachable = rc == ENOLCK;
+        return;
+    }
+    rc = dlock_lock_info(view, o->name, &info);
     if (rc == 0) {
         r->info = info;
         r->have = 1;
@@ -477,6 +533,12 @@ static void describe(const reading *r, char *buf, size_t n) {
         snprintf(buf, n, "busy");
         return;
     }
+    if (r->slots != 0) {
+        /* The library does not say who holds the slots, nor who waits. */
+        if (r->value > 0) snprintf(buf, n, "%d of its slots free now", r->value);
+        else snprintf(buf, n, "no free slot (of %u)", r->slots);
+        return;
+    }
     if (i->held)
         snprintf(buf, n, "held by %s for %s", cli_fmt_holder(holder, sizeof holder, i),
                  cli_fmt_secs(t, sizeof t, cli_held_ms(i)));
@@ -490,9 +552,9 @@ static void describe(const reading *r, char *buf, size_t n) {
 
 /* Reads the lock without holding w->mu (the read may take a while). */
 static void watch_read(watch *w) {
-    reading r = { 0, 0, { 0 } };
+    reading r = { 0, 0, { 0 }, 0, 0 };
     pthread_mutex_unlock(&w->mu);
-    read_lock(w->view, w->o->name, &r);
+    read_lock(w->view, w->vsem, w->o, &r);
     pthread_mutex_lock(&w->mu);
     w->r = r;
 }
@@ -506,8 +568,8 @@ static void watch_draw(watch *w) {
 
     describe(&w->r, what, sizeof what);
     /* The wait first: on a narrow terminal the end is cut off. */
-    snprintf(line, sizeof line, "%s: waiting %s for '%s'%s: %s", cli_prog,
-             cli_fmt_secs(waited, sizeof waited, mono_ms() - w->start_ms),
+    snprintf(line, sizeof line, "%s: waiting %s for %s'%s'%s: %s", cli_prog,
+             cli_fmt_secs(waited, sizeof waited, mono_ms() - w->start_ms), w->o->slots ? "a slot of " : "",
              cli_fmt_safe(name, sizeof name, w->o->name), w->o->shared ? " (shared)" : "", what);
     if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1) cols = ws.ws_col;
     for (k = 0, chars = 0; line[k]; k++) { /* at most cols - 1 characters: no wrap */
@@ -542,7 +604,7 @@ static void *watch_main(void *arg) {
     return NULL;
 }
 
-static int watch_start(watch *w, dlock_client_t *view, const exec_opts *o, int64_t start_ms) {
+static int watch_start(watch *w, dlock_client_t *view, dlock_sem_t *vsem, const exec_opts *o, int64_t start_ms) {
     pthread_condattr_t ca;
     sigset_t all, old;
     int rc;
@@ -553,6 +615,7 @@ static int watch_start(watch *w, dlock_client_t *view, const exec_opts *o, int64
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
     w->view = view;
+    w->vsem = vsem;
     w->o = o;
     w->start_ms = start_ms;
     /* The watcher takes no signals: they must reach the waiting thread. */
@@ -746,6 +809,9 @@ typedef struct exec_run {
     dlock_client_t *view;     /* reads who holds it (short unreachable bound) */
     dlock_rwlock_t rw;
     int have_rw, held, waited, have_watch;
+    dlock_sem_t sem, vsem;    /* --slots: the semaphore, on c and on view */
+    int have_sem, have_vsem;
+    int undo;                 /* --slots: the slot is leased (comes back if dlock dies) */
     watch w;
     char name[256];           /* o.name, safe for a terminal */
     int64_t start;            /* monotonic ms, when dlock started */
@@ -753,12 +819,46 @@ typedef struct exec_run {
     sigset_t orig_mask;       /* dlock's signal mask at start: CMD's */
 } exec_run;
 
-/* The two clients and the rwlock.  1, or 0 with x->code set. */
+/* --slots: the semaphore on x->c, with undo if the library has it, and
+ * its twin on the view client for the watcher's readings (without which
+ * they say "cannot read").  0 or the library's error. */
+static int slots_open(exec_run *x) {
+    dlock_semattr_t a;
+    int rc;
+    dlock_semattr_init(&a);
+    dlock_semattr_setclient(&a, x->c);
+    dlock_semattr_setlease(&a, x->o.lease_ms);
+    rc = dlock_semattr_setundo(&a, 1);
+    x->undo = rc == 0;
+    if (rc != 0 && rc != ENOTSUP) {
+        dlock_semattr_destroy(&a);
+        return rc;
+    }
+    rc = dlock_sem_init(&x->sem, x->o.name, x->o.slots, &a);
+    x->have_sem = rc == 0;
+    if (rc == 0) {
+        dlock_semattr_setclient(&a, x->view);
+        x->have_vsem = dlock_sem_init(&x->vsem, x->o.name, x->o.slots, &a) == 0;
+    }
+    dlock_semattr_destroy(&a);
+    return rc;
+}
+
+/* The two clients and the rwlock (or the semaphore).  1, or 0 with
+ * x->code set. */
 static int exec_open(exec_run *x, const cli_conn *conn) {
     dlock_mutexattr_t attr;
     int rc;
     if ((x->code = cli_client(conn, 0, &x->c)) != 0) return 0;
     if ((x->code = cli_client(conn, VIEW_UNREACHABLE_MS, &x->view)) != 0) return 0;
+    if (x->o.slots != 0) {
+        if ((rc = slots_open(x)) != 0) {
+            x->code = rc == EINVAL ? cli_usage_error("bad semaphore name: %s", dlock_last_error())
+                                   : cli_fail("cannot open the semaphore", rc);
+            return 0;
+        }
+        goto deadline;
+    }
     dlock_mutexattr_init(&attr);
     dlock_mutexattr_setclient(&attr, x->c);
     dlock_mutexattr_setlease(&attr, x->o.lease_ms);
@@ -774,6 +874,7 @@ static int exec_open(exec_run *x, const cli_conn *conn) {
         return 0;
     }
     x->have_rw = 1;
+deadline:
     if (x->o.have_wait) {
         int64_t end = x->start + x->o.wait_ms;
         x->deadline.tv_sec = (time_t)(end / 1000);
@@ -784,8 +885,8 @@ static int exec_open(exec_run *x, const cli_conn *conn) {
 
 /* Who holds the lock now, in words (one short read on the view client). */
 static void exec_describe(exec_run *x, char *what, size_t n) {
-    reading r = { 0, 0, { 0 } };
-    read_lock(x->view, x->o.name, &r);
+    reading r = { 0, 0, { 0 }, 0, 0 };
+    read_lock(x->view, x->have_vsem ? &x->vsem : NULL, &x->o, &r);
     describe(&r, what, n);
 }
 
@@ -794,7 +895,14 @@ static void exec_describe(exec_run *x, char *what, size_t n) {
  * bound.  The library's result. */
 static int exec_try(exec_run *x) {
     const exec_opts *o = &x->o;
-    int rc = dlock_rwlock_xlock(&x->rw, o->shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC,
+    int rc;
+    if (o->slots != 0) {
+        /* One attempt, bounded by the client's unreachable bound; a slot
+         * that is not free reads as a busy lock. */
+        rc = dlock_sem_trywait(&x->sem);
+        return rc == EAGAIN ? EBUSY : rc;
+    }
+    rc = dlock_rwlock_xlock(&x->rw, o->shared, DLOCK_F_TRY | DLOCK_F_INTR, CLOCK_MONOTONIC,
                                 o->have_wait ? &x->deadline : NULL);
     if (rc == ENOLCK && !o->nonblock && !o->have_wait && g_sig == 0) {
         /* A try without a deadline is one attempt (-n: exit 69 at
@@ -809,6 +917,17 @@ static int exec_try(exec_run *x) {
     return rc;
 }
 
+/* 2. Waiting for a slot: the library's wait, which cannot be
+ * interrupted; while it runs a signal of ours ends dlock from the handler
+ * (g_slot_waiting).  One that came before the flag was up is seen here. */
+static void slots_wait(exec_run *x, int *rc) {
+    g_slot_waiting = 1;
+    if (g_sig != 0) *rc = EINTR;
+    else if (x->o.have_wait) *rc = dlock_sem_clockwait(&x->sem, CLOCK_MONOTONIC, &x->deadline);
+    else *rc = dlock_sem_wait(&x->sem);
+    g_slot_waiting = 0;
+}
+
 /* 2. Waiting, after a busy try: the watcher's line on a terminal (or,
  * off one, a line with -v), then the library's interruptible wait until
  * the lock, the deadline or a signal of ours.  0 with *rc the wait's
@@ -819,13 +938,19 @@ static int exec_wait(exec_run *x, int *rc) {
     x->waited = 1;
     if (!o->quiet && isatty(STDERR_FILENO)) {
         x->have_watch = 1;
-        if (watch_start(&x->w, x->view, o, x->start) != 0) {
+        if (watch_start(&x->w, x->view, x->have_vsem ? &x->vsem : NULL, o, x->start) != 0) {
             cli_msg("cannot start a thread");
             return CLI_EXIT_OSERR;
         }
     } else if (o->verbose && !o->quiet) { /* off a terminal, silent as flock(1) unless -v */
         exec_describe(x, what, sizeof what);
-        cli_msg("waiting for '%s'%s: %s", x->name, o->shared ? " (shared)" : "", what);
+        cli_msg("waiting for %s'%s'%s: %s", o->slots ? "a slot of " : "", x->name, o->shared ? " (shared)" : "",
+                what);
+    }
+    if (o->slots != 0) {
+        slots_wait(x, rc);
+        watch_stop(&x->w, *rc == 0 || g_sig != 0);
+        return 0;
     }
     do {
         *rc = dlock_rwlock_xlock(&x->rw, o->shared, DLOCK_F_INTR, CLOCK_MONOTONIC, o->have_wait ? &x->deadline : NULL);
@@ -838,9 +963,12 @@ static int exec_wait(exec_run *x, int *rc) {
  * die of it, as flock(1) would. */
 static void exec_die(exec_run *x) {
     int sig = g_sig;
-    if (x->held) dlock_rwlock_unlock(&x->rw);
+    if (x->held && x->have_sem) dlock_sem_post(&x->sem);
+    else if (x->held) dlock_rwlock_unlock(&x->rw);
     x->held = 0;
-    dlock_rwlock_destroy(&x->rw);
+    if (x->have_vsem) dlock_sem_destroy(&x->vsem);
+    if (x->have_sem) dlock_sem_destroy(&x->sem);
+    if (x->have_rw) dlock_rwlock_destroy(&x->rw);
     dlock_client_destroy(x->view);
     dlock_client_destroy(x->c);
     die_of(sig);
@@ -851,14 +979,14 @@ static void exec_die(exec_run *x) {
 static int exec_not_had(exec_run *x, int rc) {
     const exec_opts *o = &x->o;
     char what[768], t[64];
-    reading r = { 0, 0, { 0 } };
+    reading r = { 0, 0, { 0 }, 0, 0 };
     if (rc != ETIMEDOUT) {
         if (x->w.drawn) fputc('\n', stderr);
-        return cli_fail("cannot take the lock", rc);
+        return cli_fail(o->slots ? "cannot take a slot" : "cannot take the lock", rc);
     }
     /* Timed out waiting for the lock, or for a server that stopped
      * answering?  One short look tells. */
-    read_lock(x->view, o->name, &r);
+    read_lock(x->view, x->have_vsem ? &x->vsem : NULL, o, &r);
     if (r.unreachable) {
         if (x->w.drawn) fputc('\n', stderr);
         snprintf(what, sizeof what, "timed out after %s", cli_fmt_dur(t, sizeof t, o->wait_ms));
@@ -866,10 +994,11 @@ static int exec_not_had(exec_run *x, int rc) {
     }
     describe(&r, what, sizeof what);
     if (x->w.drawn) { /* the line becomes the final word */
-        fprintf(stderr, "\r%s: timed out after %s waiting for '%s': %s\033[K\n", cli_prog,
-                cli_fmt_dur(t, sizeof t, o->wait_ms), x->name, what);
+        fprintf(stderr, "\r%s: timed out after %s waiting for %s'%s': %s\033[K\n", cli_prog,
+                cli_fmt_dur(t, sizeof t, o->wait_ms), o->slots ? "a slot of " : "", x->name, what);
     } else if (o->verbose) {
-        cli_msg("timed out after %s waiting for '%s': %s", cli_fmt_dur(t, sizeof t, o->wait_ms), x->name, what);
+        cli_msg("timed out after %s waiting for %s'%s': %s", cli_fmt_dur(t, sizeof t, o->wait_ms),
+                o->slots ? "a slot of " : "", x->name, what);
     }
     return o->conflict_code;
 }
@@ -883,7 +1012,7 @@ static int exec_acquire(exec_run *x) {
     if (rc == EBUSY && o->nonblock) {
         if (o->verbose) {
             exec_describe(x, what, sizeof what);
-            cli_msg("'%s' is %s", x->name, what);
+            cli_msg(o->slots ? "'%s': %s" : "'%s' is %s", x->name, what);
         }
         x->code = o->conflict_code;
         return 0;
@@ -895,7 +1024,10 @@ static int exec_acquire(exec_run *x) {
         x->code = exec_not_had(x, rc);
         return 0;
     }
-    if (o->verbose)
+    if (o->verbose && o->slots != 0)
+        cli_msg("got a slot of '%s' (%u slot%s%s)%s%s", x->name, o->slots, o->slots == 1 ? "" : "s", x->undo ? ", leased" : "",
+                x->waited ? " after " : "", x->waited ? cli_fmt_dur(t, sizeof t, mono_ms() - x->start) : "");
+    else if (o->verbose)
         cli_msg("got '%s' (%s, fence %llu)%s%s", x->name, o->shared ? "shared" : "exclusive",
                 (unsigned long long)dlock_rwlock_fence(&x->rw), x->waited ? " after " : "",
                 x->waited ? cli_fmt_dur(t, sizeof t, mono_ms() - x->start) : "");
@@ -904,10 +1036,31 @@ static int exec_acquire(exec_run *x) {
 
 /* After CMD: the release.  A lock lost meanwhile makes the exit code
  * --lost-exit-code, whatever CMD's status: the caller must know. */
+/* After CMD, with --slots: the slot back (a post).  A post that fails
+ * leaves the slot taken: with undo until its lease runs out, without it
+ * until someone posts it. */
+static void slots_release(exec_run *x) {
+    char t[64];
+    int rc = dlock_sem_post(&x->sem);
+    x->held = 0;
+    if (rc == 0) return;
+    if (x->undo)
+        cli_msg("could not give back the slot of '%s' (%s); it comes back within %s", x->name, dlock_strerror(rc),
+                cli_fmt_dur(t, sizeof t, x->o.lease_ms));
+    else
+        cli_msg("could not give back the slot of '%s' (%s); it stays taken until someone posts it", x->name,
+                dlock_strerror(rc));
+}
+
 static void exec_release(exec_run *x) {
     const exec_opts *o = &x->o;
     char t[64];
-    int rc = dlock_rwlock_unlock(&x->rw);
+    int rc;
+    if (o->slots != 0) {
+        slots_release(x);
+        return;
+    }
+    rc = dlock_rwlock_unlock(&x->rw);
     x->held = 0;
     if (rc == EPERM && !atomic_load(&g_lost))
         cli_msg("the lock '%s' had been lost when the command ended", x->name);
@@ -929,6 +1082,11 @@ static void exec_close(exec_run *x) {
         if (x->held) dlock_rwlock_unlock(&x->rw);
         dlock_rwlock_destroy(&x->rw);
     }
+    if (x->have_sem) {
+        if (x->held) dlock_sem_post(&x->sem);
+        dlock_sem_destroy(&x->sem);
+    }
+    if (x->have_vsem) dlock_sem_destroy(&x->vsem);
     if (x->view != NULL) dlock_client_destroy(x->view);
     if (x->c != NULL) dlock_client_destroy(x->c);
     free(g_keep);
@@ -951,7 +1109,7 @@ int cli_exec(int argc, char **argv, cli_conn *conn) {
     }
     if (exec_open(&x, conn) && exec_acquire(&x)) {
         /* 3. Running. */
-        x.code = run(&x.o, &x.orig_mask, dlock_rwlock_fence(&x.rw));
+        x.code = run(&x.o, &x.orig_mask, x.o.slots != 0 ? 0 : dlock_rwlock_fence(&x.rw));
         exec_release(&x);
     }
     exec_close(&x);

@@ -1,0 +1,395 @@
+/* sem.c -- POSIX named semaphores of the program whose names match a
+ * `sem:` rule become dlock semaphores (dlock_sem_t); every other
+ * semaphore, and every unnamed one (sem_init), goes straight to the real
+ * function.
+ *
+ * sem_open of a mapped name opens the real named semaphore too (O_CREAT
+ * added when the program did not give it, with value 0), and returns
+ * it: its address is the handle the other hooks look up, and it is this
+ * host's local semaphore for DLOCK_ON_ERROR=open.  The count that matters
+ * is the cluster's: wait, trywait, timedwait, clockwait, post and
+ * getvalue go to the dlock semaphore of the rule's name, and the real
+ * one is touched only while the server cannot be reached (fail-open: the
+ * local semaphore alone, as a mapped mutex falls back to the real mutex).
+ * A unit taken from the local semaphore is counted (per semaphore, for
+ * the whole process: semaphores have no owner), and the process's next
+ * post gives it back there, not to the cluster, so that neither count
+ * grows by an outage.
+ *
+ * The table is filled by sem_open under one mutex and read without it:
+ * an entry, once published, keeps its address for the process's life
+ * (sem_close of the last open frees the dlock semaphore only).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <semaphore.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "preload.h"
+
+#define MAX_SEM 64
+
+struct sm {
+    sem_t *addr;        /* what the real sem_open returned */
+    char name[DLOCK_NAME_MAX + 1]; /* the dlock semaphore's name */
+    dlock_sem_t ds;
+    atomic_int state;   /* 0 closed, 1 the dlock semaphore is made, 2 not (yet): local only */
+    int opens;          /* sem_open calls not yet closed (under mu) */
+    unsigned value;     /* the value given at sem_open, for a late dlock_sem_init */
+    atomic_int local;   /* units this process took from the real semaphore */
+};
+
+static struct sm sms[MAX_SEM];
+static atomic_int nsem;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The real functions, resolved on first use (the hooks are rare: a
+ * program's named semaphores). */
+static struct {
+    sem_t *(*open)(const char *, int, ...);
+    int (*close)(sem_t *);
+    int (*unlink)(const char *);
+    int (*wait)(sem_t *);
+    int (*trywait)(sem_t *);
+    int (*timedwait)(sem_t *, const struct timespec *);
+    int (*clockwait)(sem_t *, clockid_t, const struct timespec *);
+    int (*post)(sem_t *);
+    int (*getvalue)(sem_t *, int *);
+} real;
+static pthread_once_t real_once = PTHREAD_ONCE_INIT;
+
+#include <dlfcn.h>
+
+static void *next(const char *name, void *self) {
+    void *p = dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
+    if (p == NULL) p = dlsym(RTLD_NEXT, name);
+    return p == self ? NULL : p;
+}
+
+static void resolve(void) {
+    real.open = (sem_t * (*)(const char *, int, ...)) next("sem_open", (void *)sem_open);
+    real.close = (int (*)(sem_t *))next("sem_close", (void *)sem_close);
+    real.unlink = (int (*)(const char *))next("sem_unlink", (void *)sem_unlink);
+    real.wait = (int (*)(sem_t *))next("sem_wait", (void *)sem_wait);
+    real.trywait = (int (*)(sem_t *))next("sem_trywait", (void *)sem_trywait);
+    real.timedwait = (int (*)(sem_t *, const struct timespec *))next("sem_timedwait", (void *)sem_timedwait);
+    real.clockwait = (int (*)(sem_t *, clockid_t, const struct timespec *))next("sem_clockwait", (void *)sem_clockwait);
+    real.post = (int (*)(sem_t *))next("sem_post", (void *)sem_post);
+    real.getvalue = (int (*)(sem_t *, int *))next("sem_getvalue", (void *)sem_getvalue);
+}
+
+#define REAL(fn) (pthread_once(&real_once, resolve), real.fn)
+/* A real function that could not be found (it would be the hook itself):
+ * ENOSYS, as the other hooks do. */
+#define CALL_REAL(fn, ...) (REAL(fn) != NULL ? real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
+
+/* ------------------------------------------------------------- rules */
+
+/* The dlock name for a semaphore name, or 0 when no sem: rule matches.
+ * Names are matched as given and without their leading '/', so that
+ * `sem:jobs` and `sem:/jobs` both match sem_open("/jobs"); the default
+ * lock name is the name as given. */
+static int map_name(const char *sname, char *out, size_t cap) {
+    const char *bare = sname[0] == '/' ? sname + 1 : sname;
+    size_t i;
+    for (i = 0; i < dlpl_conf.nrules; i++) {
+        const struct dlpl_rule *r = &dlpl_conf.rules[i];
+        const char *pat, *n;
+        if (r->kind != DLPL_RULE_SEM) continue;
+        pat = r->pattern[0] == '/' ? r->pattern + 1 : r->pattern;
+        if (fnmatch(pat, bare, 0) != 0) continue;
+        n = r->name != NULL ? r->name : sname;
+        if (*n == '\0' || strlen(n) >= cap) return 0;
+        strcpy(out, n);
+        return 1;
+    }
+    return 0;
+}
+
+static struct sm *find(const sem_t *s) {
+    int i, n = atomic_load_explicit(&nsem, memory_order_acquire);
+    for (i = 0; i < n; i++)
+        if (sms[i].addr == s) return &sms[i];
+    return NULL;
+}
+
+/* Makes e's dlock semaphore (on sem_open, and again on a later call if
+ * the server could not be reached then).  1 if it is there. */
+static int make(struct sm *e) {
+    dlock_semattr_t a;
+    int rc;
+    if (atomic_load(&e->state) == 1) return 1;
+    DLPL_REAL(mutex_lock)(&mu);
+    if (atomic_load(&e->state) == 2 && dlpl_client != NULL) {
+        dlock_semattr_init(&a);
+        dlock_semattr_setclient(&a, dlpl_client);
+        rc = dlock_sem_init(&e->ds, e->name, e->value, &a);
+        dlock_semattr_destroy(&a);
+        if (rc == 0) {
+            atomic_store(&e->state, 1);
+            dlpl_server_up();
+        } else if (rc == ENOLCK) {
+            dlpl_server_down(e->name, rc);
+        } else {
+            dlpl_msg("sem:%s: %s; it stays a local semaphore", e->name, dlock_last_error());
+        }
+    }
+    rc = atomic_load(&e->state) == 1;
+    DLPL_REAL(mutex_unlock)(&mu);
+    return rc;
+}
+
+/* The entry for s, opened once more (a program may sem_open one name
+ * several times: glibc returns the same address). */
+static void add(sem_t *s, const char *name, unsigned value) {
+    struct sm *e;
+    int n;
+    DLPL_REAL(mutex_lock)(&mu);
+    if ((e = find(s)) == NULL) {
+        /* A closed entry is used again: glibc may map a semaphore opened
+         * anew at another address. */
+        for (n = 0; n < atomic_load(&nsem) && e == NULL; n++)
+            if (atomic_load(&sms[n].state) == 0 && sms[n].opens == 0) e = &sms[n];
+    }
+    if (e != NULL) {
+        e->addr = s;
+    } else {
+        n = atomic_load(&nsem);
+        if (n >= MAX_SEM) {
+            DLPL_REAL(mutex_unlock)(&mu);
+            dlpl_msg("sem:%s: more than %d mapped semaphores; it stays local", name, MAX_SEM);
+            return;
+        }
+        e = &sms[n];
+        e->addr = s;
+        atomic_store_explicit(&nsem, n + 1, memory_order_release);
+    }
+    if (e->opens++ == 0) {
+        snprintf(e->name, sizeof e->name, "%s", name);
+        e->value = value;
+        atomic_store(&e->local, 0);
+        atomic_store(&e->state, 2);
+    }
+    DLPL_REAL(mutex_unlock)(&mu);
+    make(e);
+}
+
+/* ------------------------------------------------------------ results */
+
+/* glibc's convention: 0, or -1 with errno. */
+static int ret(int rc) {
+    if (rc == 0) return 0;
+    errno = rc;
+    return -1;
+}
+
+/* The server could not be reached (rc): DLOCK_ON_ERROR decides.  1: take
+ * the local semaphore (open); 0: the call fails with rc (closed). */
+static int fall_back(struct sm *e, int rc) {
+    dlpl_server_down(e->name, rc);
+    return dlpl_conf.on_error == DLPL_ON_ERROR_OPEN;
+}
+
+/* A wait of the local semaphore, counted. */
+static int local_take(struct sm *e, int how, clockid_t clock, const struct timespec *t) {
+    int r = how == 0   ? CALL_REAL(wait, e->addr)
+            : how == 1 ? CALL_REAL(trywait, e->addr)
+                       : CALL_REAL(clockwait, e->addr, clock, t);
+    if (r == 0) atomic_fetch_add(&e->local, 1);
+    return r;
+}
+
+/* how: 0 wait, 1 trywait, 2 clockwait (clock, t).  glibc's return. */
+static int sm_take(struct sm *e, int how, clockid_t clock, const struct timespec *t) {
+    int rc;
+    for (;;) {
+        if (!make(e)) rc = ENOLCK;
+        else
+            rc = how == 0 ? dlock_sem_wait(&e->ds)
+                 : how == 1 ? dlock_sem_trywait(&e->ds)
+                            : dlock_sem_clockwait(&e->ds, clock, t);
+        if (rc != ENOLCK) break;
+        if (fall_back(e, rc)) return local_take(e, how, clock, t);
+        /* closed: trywait says EAGAIN, a timed wait ETIMEDOUT at its
+         * deadline, a wait waits for the server (asking every 100 ms;
+         * the client's breaker answers in between without asking). */
+        if (how == 1) return ret(EAGAIN);
+        if (how == 2) {
+            struct timespec now;
+            clock_gettime(clock, &now);
+            if (now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec))
+                return ret(ETIMEDOUT);
+        }
+        {
+            struct timespec ts = { 0, 100 * 1000 * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (rc == 0 || rc == EAGAIN || rc == ETIMEDOUT) dlpl_server_up();
+    return ret(rc);
+}
+
+/* A post: a unit taken from the local semaphore goes back there; else
+ * to the cluster.  A post the server does not take (unreachable) is
+ * -1 with ENOLCK in both modes: the unit was the cluster's, and posting
+ * it locally would let one more in here than the count allows. */
+static int sm_post(struct sm *e) {
+    int n = atomic_load(&e->local), rc;
+    while (n > 0)
+        if (atomic_compare_exchange_weak(&e->local, &n, n - 1)) return CALL_REAL(post, e->addr);
+    if (!make(e)) rc = ENOLCK;
+    else rc = dlock_sem_post(&e->ds);
+    if (rc == ENOLCK) {
+        dlpl_server_down(e->name, rc);
+        dlpl_msg_rl(4, "sem:%s: a post did not reach the server (%s); that unit is not given back", e->name,
+                    dlock_strerror(rc));
+    } else if (rc == 0) {
+        dlpl_server_up();
+    }
+    return ret(rc);
+}
+
+static int sm_getvalue(struct sm *e, int *v) {
+    int rc = make(e) ? dlock_sem_getvalue(&e->ds, v) : ENOLCK;
+    if (rc == ENOLCK && fall_back(e, rc)) return CALL_REAL(getvalue, e->addr, v);
+    return ret(rc);
+}
+
+/* The last sem_close frees the dlock semaphore (EBUSY while another
+ * thread waits in it: it is then kept, as the program's own mistake
+ * would keep glibc's mapping). */
+static void sm_close(struct sm *e) {
+    DLPL_REAL(mutex_lock)(&mu);
+    if (e->opens > 0 && --e->opens == 0) {
+        if (atomic_load(&e->state) == 1 && dlock_sem_destroy(&e->ds) != 0) e->opens = 1;
+        else atomic_store(&e->state, 0);
+    }
+    DLPL_REAL(mutex_unlock)(&mu);
+}
+
+/* ------------------------------------------------------------- hooks */
+
+#define ACTIVE() (DLPL_LIKELY(dlpl_state == DLPL_ACTIVE) && !dlpl_guard && !dlpl_conf.bad)
+/* The entry of a mapped, open semaphore, or NULL. */
+#define MAPPED(s) (ACTIVE() && atomic_load_explicit(&nsem, memory_order_relaxed) != 0 ? open_entry(s) : NULL)
+
+static struct sm *open_entry(const sem_t *s) {
+    struct sm *e = find(s);
+    return e != NULL && atomic_load(&e->state) != 0 ? e : NULL;
+}
+
+sem_t *sem_open(const char *name, int oflag, ...) {
+    char dname[DLOCK_NAME_MAX + 1];
+    mode_t mode = 0;
+    unsigned value = 0;
+    sem_t *s;
+    if (oflag & O_CREAT) {
+        va_list ap;
+        va_start(ap, oflag);
+        mode = (mode_t)va_arg(ap, unsigned);
+        value = va_arg(ap, unsigned);
+        va_end(ap);
+    }
+    if (REAL(open) == NULL) {
+        errno = ENOSYS;
+        return SEM_FAILED;
+    }
+    if (!ACTIVE() || !map_name(name, dname, sizeof dname))
+        return (oflag & O_CREAT) ? real.open(name, oflag, mode, value) : real.open(name, oflag);
+    dlpl_guard++;
+    /* The local semaphore is the handle (and the fail-open fallback):
+     * made with value 0 if the program only opens an existing one, since
+     * the one that exists may be on another host. */
+    if (!(oflag & O_CREAT)) mode = 0600;
+    s = real.open(name, oflag | O_CREAT, mode, value);
+    if (s != SEM_FAILED) {
+        int saved = errno;
+        add(s, dname, value);
+        errno = saved;
+    }
+    dlpl_guard--;
+    return s;
+}
+
+int sem_close(sem_t *s) {
+    struct sm *e = MAPPED(s);
+    int r;
+    if (e == NULL) return CALL_REAL(close, s);
+    dlpl_guard++;
+    sm_close(e);
+    r = CALL_REAL(close, s);
+    dlpl_guard--;
+    return r;
+}
+
+/* Only the local name goes: the library has no call that deletes a
+ * cluster semaphore yet (docs/preload.md). */
+int sem_unlink(const char *name) {
+    return CALL_REAL(unlink, name);
+}
+
+int sem_wait(sem_t *s) {
+    struct sm *e = MAPPED(s);
+    int r;
+    if (e == NULL) return CALL_REAL(wait, s);
+    dlpl_guard++;
+    r = sm_take(e, 0, CLOCK_REALTIME, NULL);
+    dlpl_guard--;
+    return r;
+}
+
+int sem_trywait(sem_t *s) {
+    struct sm *e = MAPPED(s);
+    int r;
+    if (e == NULL) return CALL_REAL(trywait, s);
+    dlpl_guard++;
+    r = sm_take(e, 1, CLOCK_REALTIME, NULL);
+    dlpl_guard--;
+    return r;
+}
+
+int sem_timedwait(sem_t *s, const struct timespec *t) {
+    struct sm *e = MAPPED(s);
+    int r;
+    if (e == NULL) return CALL_REAL(timedwait, s, t);
+    dlpl_guard++;
+    r = sm_take(e, 2, CLOCK_REALTIME, t);
+    dlpl_guard--;
+    return r;
+}
+
+int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *t) {
+    struct sm *e = MAPPED(s);
+    int r;
+    if (e == NULL) return CALL_REAL(clockwait, s, clock, t);
+    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return ret(EINVAL);
+    dlpl_guard++;
+    r = sm_take(e, 2, clock, t);
+    dlpl_guard--;
+    return r;
+}
+
+int sem_post(sem_t *s) {
+    struct sm *e = MAPPED(s);
+    int r;
+    if (e == NULL) return CALL_REAL(post, s);
+    dlpl_guard++;
+    r = sm_post(e);
+    dlpl_guard--;
+    return r;
+}
+
+int sem_getvalue(sem_t *s, int *v) {
+    struct sm *e = MAPPED(s);
+    int r;
+    if (e == NULL) return CALL_REAL(getvalue, s, v);
+    dlpl_guard++;
+    r = sm_getvalue(e, v);
+    dlpl_guard--;
+    return r;
+}
