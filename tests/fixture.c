@@ -1832,3 +1832,54 @@ int dlt_main_unit(int argc, char **argv, const char *suite_name, const struct dl
     alarm(0);
     return rc;
 }
+
+/* ------------------------------------------------------------------------
+ * Background processes of the current test.
+ * ---------------------------------------------------------------------- */
+
+static pid_t bg[32];
+static size_t nbg;
+
+void dlt_bg_add(pid_t p) {
+    if (nbg < sizeof bg / sizeof bg[0]) bg[nbg++] = p;
+}
+
+void dlt_bg_forget(pid_t p) {
+    size_t i;
+    for (i = 0; i < nbg; i++)
+        if (bg[i] == p) bg[i] = bg[--nbg];
+}
+
+void dlt_bg_kill_all(void) {
+    while (nbg > 0) {
+        pid_t p = bg[--nbg];
+        kill(p, SIGKILL);
+        waitpid(p, NULL, 0);
+    }
+}
+
+int dlt_exit_code(int raw) {
+    if (WIFEXITED(raw)) return WEXITSTATUS(raw);
+    if (WIFSIGNALED(raw)) return 128 + WTERMSIG(raw);
+    return -1;
+}
+
+int dlt_wait_raw(pid_t pid, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) {
+            dlt_bg_forget(pid);
+            return st;
+        }
+        if (w < 0 && errno != EINTR) return -1;
+        if (dlt_now() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            dlt_bg_forget(pid);
+            return -1;
+        }
+        dlt_sleep_ms(5);
+    }
+}

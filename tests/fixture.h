@@ -285,6 +285,19 @@ long long dlt_evals(void);
 long long dlt_evals_ok(void);
 
 /* ------------------------------------------------------------------------
+ * Background processes of the current test (the CLI's tests): remembered
+ * with dlt_bg_add, forgotten when waited for, killed (SIGKILL) and reaped
+ * by dlt_bg_kill_all at the test's end.  dlt_exit_code: a wait status as
+ * an exit code (the code, 128 + the signal, or -1).  dlt_wait_raw: waits
+ * for pid up to timeout_ms; its raw status, or -1 (then it is killed).
+ * ---------------------------------------------------------------------- */
+void dlt_bg_add(pid_t p);
+void dlt_bg_forget(pid_t p);
+void dlt_bg_kill_all(void);
+int dlt_exit_code(int raw);
+int dlt_wait_raw(pid_t pid, int timeout_ms);
+
+/* ------------------------------------------------------------------------
  * CUnit glue.
  * ---------------------------------------------------------------------- */
 struct dlt_test {

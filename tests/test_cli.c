@@ -45,55 +45,6 @@ typedef struct result {
 
 static result R; /* the last run */
 
-/* Background processes of the current test, killed at its end if alive. */
-static pid_t bg[32];
-static size_t nbg;
-
-static void bg_add(pid_t p) {
-    if (nbg < sizeof bg / sizeof bg[0]) bg[nbg++] = p;
-}
-
-static void bg_forget(pid_t p) {
-    size_t i;
-    for (i = 0; i < nbg; i++)
-        if (bg[i] == p) bg[i] = bg[--nbg];
-}
-
-static void bg_kill_all(void) {
-    while (nbg > 0) {
-        pid_t p = bg[--nbg];
-        kill(p, SIGKILL);
-        waitpid(p, NULL, 0);
-    }
-}
-
-static int code_of(int raw) {
-    if (WIFEXITED(raw)) return WEXITSTATUS(raw);
-    if (WIFSIGNALED(raw)) return 128 + WTERMSIG(raw);
-    return -1;
-}
-
-/* Waits for pid up to timeout_ms; its raw status, or -1 (then killed). */
-static int wait_raw(pid_t pid, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    int st;
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid) {
-            bg_forget(pid);
-            return st;
-        }
-        if (w < 0 && errno != EINTR) return -1;
-        if (dlt_now() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            bg_forget(pid);
-            return -1;
-        }
-        dlt_sleep_ms(5);
-    }
-}
-
 /* In a child before exec: stdin from in_fd (or /dev/null), stdout and
  * stderr to the given descriptors, keep_fd (if >= 0) kept as itself, every
  * other descriptor closed, default signal handling. */
@@ -157,8 +108,8 @@ static int run_v(char *const argv[], const char *in, int timeout_ms) {
     }
     if (op[0] >= 0) close(op[0]);
     if (ep[0] >= 0) close(ep[0]);
-    R.raw = wait_raw(pid, (int)((end - dlt_now()) * 1000) + 100);
-    R.code = R.raw == -1 ? -1 : code_of(R.raw);
+    R.raw = dlt_wait_raw(pid, (int)((end - dlt_now()) * 1000) + 100);
+    R.code = R.raw == -1 ? -1 : dlt_exit_code(R.raw);
     R.secs = dlt_now() - t0;
     return R.code;
 }
@@ -202,7 +153,7 @@ static pid_t dl_bg_v(char *const argv[], const char *err_path) {
         execv(argv[0], argv);
         _exit(120);
     }
-    if (pid > 0) bg_add(pid);
+    if (pid > 0) dlt_bg_add(pid);
     return pid;
 }
 
@@ -225,7 +176,7 @@ static void tdir_done(void) {
     DIR *d;
     struct dirent *e;
     char p[600];
-    bg_kill_all();
+    dlt_bg_kill_all();
     if ((d = opendir(dir)) != NULL) {
         while ((e = readdir(d)) != NULL) {
             if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
@@ -346,8 +297,8 @@ static int holder_start(holder *h, const char *tag, const char *name, const char
 static int holder_end(holder *h) {
     int raw;
     touch(h->go);
-    raw = wait_raw(h->pid, 15000);
-    return raw == -1 ? -1 : code_of(raw);
+    raw = dlt_wait_raw(h->pid, 15000);
+    return raw == -1 ? -1 : dlt_exit_code(raw);
 }
 
 /* ============================================================ JSON */
@@ -602,8 +553,8 @@ static int run_pty(char *const argv[], const char *prompt, const char *answer, i
             typed = 1;
         }
     }
-    R.raw = wait_raw(pid, (int)((end - dlt_now()) * 1000) + 100);
-    R.code = R.raw == -1 ? -1 : code_of(R.raw);
+    R.raw = dlt_wait_raw(pid, (int)((end - dlt_now()) * 1000) + 100);
+    R.code = R.raw == -1 ? -1 : dlt_exit_code(R.raw);
     R.secs = dlt_now() - t0;
     close(master);
     return R.code;
@@ -649,7 +600,7 @@ static void test_exec_excludes_across_processes(void) {
         char *argv[] = { (char *)DLOCK_CLI, "exec", "shared-job", "--", "sh", "-c", (char *)job, "sh", dir, NULL };
         p[i] = dl_bg_v(argv, NULL);
     }
-    for (i = 0; i < 5; i++) DLT_ASSERT_INT_EQ(code_of(wait_raw(p[i], 20000)), 0);
+    for (i = 0; i < 5; i++) DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p[i], 20000)), 0);
     DLT_ASSERT_INT_EQ(lines_in("count"), 5);
     DLT_ASSERT_INT_EQ(lines_in("bad"), -1);
     tdir_done();
@@ -697,8 +648,8 @@ static void test_exec_wait_timeout(void) {
     CU_ASSERT(!exists("ran"));
     t0 = dlt_now();
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    raw = wait_raw(w, 10000);
-    DLT_ASSERT_INT_EQ(code_of(raw), 0);
+    raw = dlt_wait_raw(w, 10000);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(raw), 0);
     CU_ASSERT(dlt_now() - t0 < 3); /* woken by the release, not by a poll */
     CU_ASSERT(exists("ran"));
     tdir_done();
@@ -720,8 +671,8 @@ static void test_exec_shared(void) {
         b = dl_bg_v(bv, NULL);
     }
     /* Each one finishes only once it has seen the other inside. */
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(a, 15000)), 0);
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(b, 15000)), 0);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(a, 15000)), 0);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(b, 15000)), 0);
 
     static const char *const sflag[] = { "-s", NULL };
     CU_ASSERT_FATAL(holder_start(&h, "s1", "sh2", sflag, 5000) == 0);
@@ -760,9 +711,9 @@ static void test_exec_shared_nested(void) {
         char *xv[] = { (char *)DLOCK_CLI, "exec", "nest", "--", "touch", path("outer"), NULL };
         x = dl_bg_v(xv, NULL);
     }
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(a, 10000)), 0); /* -1: still waiting, killed */
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(a, 10000)), 0); /* -1: still waiting, killed */
     CU_ASSERT(exists("inner"));
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(x, 10000)), 0);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(x, 10000)), 0);
     CU_ASSERT(exists("outer"));
     tdir_done();
 }
@@ -799,7 +750,7 @@ static void test_exec_killed_lock_expires(void) {
     p = dl_bg_v(argv, NULL);
     CU_ASSERT_FATAL(wait_file("started", 5000));
     kill(p, SIGKILL);
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(p, 5000)), 128 + SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p, 5000)), 128 + SIGKILL);
     CU_ASSERT(wait_file("log", 3000)); /* PR_SET_PDEATHSIG */
     CU_ASSERT_STRING_EQUAL(state_of("gone"), "exclusive"); /* not released... */
     CHECK_CODE(dl("exec", "-w", "5", "gone", "--", "true"), 0); /* ...but expired */
@@ -824,7 +775,7 @@ static void test_exec_signals_passed_on(void) {
         snprintf(st, sizeof st, "started.%s", names[i]);
         CU_ASSERT_FATAL(wait_file(st, 5000));
         kill(p, sigs[i]);
-        DLT_ASSERT_INT_EQ(code_of(wait_raw(p, 5000)), 5);
+        DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p, 5000)), 5);
         CU_ASSERT_STRING_EQUAL(state_of("relay"), "free");
     }
     CU_ASSERT_STRING_EQUAL(slurp("got", got, sizeof got), "TERM\nHUP\nINT\nUSR1\n");
@@ -849,12 +800,12 @@ static void test_exec_terminal_ctrl_c_once(void) {
         execv(argv[0], argv);
         _exit(120);
     }
-    bg_add(p);
+    dlt_bg_add(p);
     CU_ASSERT(wait_file("started", 5000));
     (void)!write(master, "\003", 1); /* the terminal's interrupt character */
-    raw = wait_raw(p, 10000);
+    raw = dlt_wait_raw(p, 10000);
     close(master);
-    DLT_ASSERT_INT_EQ(code_of(raw), 4);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(raw), 4);
     DLT_ASSERT_INT_EQ(lines_in("got"), 1);
     tdir_done();
 }
@@ -874,7 +825,7 @@ static void test_exec_signal_while_waiting(void) {
         CU_ASSERT(wait_text("err", "waiting for", 5000)); /* it waits */
         dlt_sleep_ms(100);
         kill(w, sigs[i]);
-        raw = wait_raw(w, 5000);
+        raw = dlt_wait_raw(w, 5000);
         CU_ASSERT(raw != -1 && WIFSIGNALED(raw) && WTERMSIG(raw) == sigs[i]);
     }
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
@@ -904,7 +855,7 @@ static void test_exec_no_descriptor_leak(void) {
             _exit(120);
         }
         close(out);
-        DLT_ASSERT_INT_EQ(code_of(wait_raw(p, 10000)), 0);
+        DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p, 10000)), 0);
     }
     slurp("direct", direct, sizeof direct);
     slurp("via", via, sizeof via);
@@ -1102,7 +1053,7 @@ static void test_status(void) {
     jfree(st);
 
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(waiter, 10000)), 0);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(waiter, 10000)), 0);
     tdir_done();
 }
 
@@ -1218,7 +1169,7 @@ static void test_break(void) {
     jfree(b);
     /* The holder learns at its next renewal (a third of 600 ms); its
      * command gets SIGTERM, and dlock exits 75: the lock was lost. */
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(h.pid, 5000)), 75);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(h.pid, 5000)), 75);
     CHECK_CODE(dl("exec", "-n", "brk", "--", "true"), 0);
 
     /* --on-lost=warn: the job goes on, and dlock says why. */
@@ -1313,7 +1264,7 @@ static void test_break_robust(void) {
     CU_ASSERT_FATAL(pipe(p) == 0);
     child = dlt_spawn(robust_child, &p[1]);
     CU_ASSERT_FATAL(child > 0);
-    bg_add(child);
+    dlt_bg_add(child);
     CU_ASSERT_FATAL(read(p[0], &c, 1) == 1);
     close(p[0]);
     close(p[1]);
@@ -1324,7 +1275,7 @@ static void test_break_robust(void) {
 
     CHECK_CODE(dl("break", "--force", "robust"), 0);
     kill(child, SIGKILL);
-    raw = wait_raw(child, 5000);
+    raw = dlt_wait_raw(child, 5000);
     (void)raw;
     st = status_json("robust");
     CU_ASSERT_STRING_EQUAL(jtext(jget(st, "state")), "free");
@@ -1372,7 +1323,7 @@ static void test_break_asks_on_terminal(void) {
     CU_ASSERT_STRING_EQUAL(state_of("ask"), "exclusive");
     DLT_ASSERT_INT_EQ(run_pty(argv, "[y/N]", "y\n", 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "broke"));
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(h.pid, 5000)), 75); /* it lost the lock */
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(h.pid, 5000)), 75); /* it lost the lock */
     tdir_done();
 }
 
@@ -1394,10 +1345,10 @@ static void test_waiting_line_terminal(void) {
         touch(h.go);
         _exit(0);
     }
-    bg_add(releaser);
+    dlt_bg_add(releaser);
     DLT_ASSERT_INT_EQ(run_pty(argv, NULL, NULL, 15000), 0);
-    wait_raw(releaser, 5000);
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(h.pid, 5000)), 0);
+    dlt_wait_raw(releaser, 5000);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(h.pid, 5000)), 0);
     snprintf(want, sizeof want, "held by ");
     for (p = R.err; (p = strstr(p, "\rdlock exec: waiting ")) != NULL; p++) draws++;
     CU_ASSERT(draws >= 3); /* at 0 s, 1 s, 2 s */
@@ -1436,10 +1387,10 @@ static void test_waiting_line_not_terminal(void) {
         touch(h.go);
         _exit(0);
     }
-    bg_add(releaser);
+    dlt_bg_add(releaser);
     CHECK_CODE(dl("exec", "-v", "pipe-wait", "--", "true"), 0);
     CU_ASSERT(R.secs > 2);
-    wait_raw(releaser, 5000);
+    dlt_wait_raw(releaser, 5000);
     nl = strchr(R.err, '\n');
     /* -v: one line when the wait starts, one when the lock is got */
     CU_ASSERT(nl != NULL && strncmp(nl + 1, "dlock exec: got 'pipe-wait'", 27) == 0);
@@ -1448,7 +1399,7 @@ static void test_waiting_line_not_terminal(void) {
     CU_ASSERT(strncmp(R.err, "dlock exec: waiting for 'pipe-wait': held by ", 45) == 0);
     snprintf(want, sizeof want, "pid %d", (int)h.pid);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, want));
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(h.pid, 5000)), 0);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(h.pid, 5000)), 0);
 
     CU_ASSERT_FATAL(holder_start(&h, "b", "pipe-wait", NULL, 5000) == 0);
     CHECK_CODE(dl("exec", "-q", "-w", "0.5", "pipe-wait", "--", "true"), 1);

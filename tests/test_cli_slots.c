@@ -45,50 +45,6 @@ typedef struct result {
 
 static result R; /* the last run */
 
-static pid_t bg[32]; /* background processes of the current test */
-static size_t nbg;
-
-static void bg_forget(pid_t p) {
-    size_t i;
-    for (i = 0; i < nbg; i++)
-        if (bg[i] == p) bg[i] = bg[--nbg];
-}
-
-static void bg_kill_all(void) {
-    while (nbg > 0) {
-        pid_t p = bg[--nbg];
-        kill(p, SIGKILL);
-        waitpid(p, NULL, 0);
-    }
-}
-
-static int code_of(int raw) {
-    if (WIFEXITED(raw)) return WEXITSTATUS(raw);
-    if (WIFSIGNALED(raw)) return 128 + WTERMSIG(raw);
-    return -1;
-}
-
-/* Waits for pid up to timeout_ms; its raw status, or -1 (then killed). */
-static int wait_raw(pid_t pid, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    int st;
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid) {
-            bg_forget(pid);
-            return st;
-        }
-        if (w < 0 && errno != EINTR) return -1;
-        if (dlt_now() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            bg_forget(pid);
-            return -1;
-        }
-        dlt_sleep_ms(5);
-    }
-}
-
 /* In a child before exec: stdin /dev/null, stdout /dev/null, stderr to
  * err_fd (or /dev/null), no other descriptor, default signals. */
 static void child_setup(int err_fd) {
@@ -112,7 +68,7 @@ static pid_t start_v(char *const argv[], const char *err_path) {
         execv(argv[0], argv);
         _exit(120);
     }
-    if (pid > 0 && nbg < sizeof bg / sizeof bg[0]) bg[nbg++] = pid;
+    if (pid > 0) dlt_bg_add(pid);
     return pid;
 }
 
@@ -150,8 +106,8 @@ static int dl_v(const char *a, ...) {
         ne += (size_t)r;
     }
     close(ep[0]);
-    raw = wait_raw(pid, (int)((end - dlt_now()) * 1000) + 100);
-    R.code = raw == -1 ? -1 : code_of(raw);
+    raw = dlt_wait_raw(pid, (int)((end - dlt_now()) * 1000) + 100);
+    R.code = raw == -1 ? -1 : dlt_exit_code(raw);
     R.secs = dlt_now() - t0;
     return R.code;
 }
@@ -174,7 +130,7 @@ static void tdir_done(void) {
     DIR *d;
     struct dirent *e;
     char p[600];
-    bg_kill_all();
+    dlt_bg_kill_all();
     if (dir[0] == '\0') return;
     if ((d = opendir(dir)) != NULL) {
         while ((e = readdir(d)) != NULL) {
@@ -277,8 +233,8 @@ static int holder_start(holder *h, const char *tag, const char *name, const char
 static int holder_end(holder *h) {
     int raw;
     touch(h->go);
-    raw = wait_raw(h->pid, 15000);
-    return raw == -1 ? -1 : code_of(raw);
+    raw = dlt_wait_raw(h->pid, 15000);
+    return raw == -1 ? -1 : dlt_exit_code(raw);
 }
 
 /* The semaphore's value as the library reads it (it exists already: the
@@ -322,7 +278,7 @@ static void test_slots_bound_concurrency(void) {
                          NULL };
         p[i] = start_v(argv, NULL);
     }
-    for (i = 0; i < M; i++) DLT_ASSERT_INT_EQ(code_of(wait_raw(p[i], 60000)), 0);
+    for (i = 0; i < M; i++) DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p[i], 60000)), 0);
     DLT_ASSERT_INT_EQ(lines_in("done"), M);
     DLT_ASSERT_INT_EQ(lines_in("peak"), M);
     f = fopen(path("peak"), "r");
@@ -381,7 +337,7 @@ static void test_slots_wait_timeout(void) {
     CU_ASSERT(!exists("ran"));
     t0 = dlt_now();
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    DLT_ASSERT_INT_EQ(code_of(wait_raw(w, 20000)), 0);
+    DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(w, 20000)), 0);
     CU_ASSERT(exists("ran"));
     fprintf(stderr, "  (a waiter ran %.2fs after the slot came back)\n", dlt_now() - t0);
     DLT_ASSERT_INT_EQ(wait_value("tw", 1, 10000), 1);
@@ -442,7 +398,7 @@ static void test_slots_signal_while_waiting(void) {
         int raw;
         dlt_sleep_ms(600); /* it waits */
         kill(w, sigs[i]);
-        raw = wait_raw(w, 5000);
+        raw = dlt_wait_raw(w, 5000);
         CU_ASSERT(raw != -1 && WIFSIGNALED(raw) && WTERMSIG(raw) == sigs[i]);
     }
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
