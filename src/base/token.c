@@ -3,11 +3,13 @@
  * Owner identity is the thread: each thread gets its own unguessable
  * 128-bit token from RAND_bytes on first use.  A failure of RAND_bytes is
  * an error, never a fallback to a weaker source.  The identity lives in
- * thread-specific data whose destructor tells the clients the thread is
- * gone, so they stop renewing its locks at once.  A fork child notices the
+ * thread-specific data whose destructor tells the layer above (the core,
+ * through the exit hook it sets: dlock__thread_exit_hook) that the thread
+ * is gone, so it stops renewing the thread's locks at once.  A fork child notices the
  * identity it inherited belongs to its parent (by pid) and makes its own.
  * A process-owned mutex (DLOCK_OWNER_PROCESS) has one more identity, the
- * process's, shared by all its threads.
+ * process's, shared by all its threads.  Background threads of the
+ * library start here too, with every signal blocked (dlock__thread_start).
  *
  * Every identity is also on one global list, so that a fork child, where
  * the parent's other threads no longer exist, still reaches theirs (it
