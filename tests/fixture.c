@@ -1883,3 +1883,74 @@ int dlt_wait_raw(pid_t pid, int timeout_ms) {
         dlt_sleep_ms(5);
     }
 }
+
+/* ------------------------------------------------------------------------
+ * A test's own folder.
+ * ---------------------------------------------------------------------- */
+
+static char tdir[256];
+
+void dlt_tdir_done(void) {
+    DIR *d;
+    struct dirent *e;
+    char p[600];
+    dlt_bg_kill_all();
+    if (tdir[0] == '\0') return;
+    if ((d = opendir(tdir)) != NULL) {
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            snprintf(p, sizeof p, "%s/%s", tdir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(tdir);
+    tdir[0] = '\0';
+}
+
+void dlt_tdir_make(const char *tag) {
+    const char *t = getenv("TMPDIR");
+    dlt_tdir_done();
+    snprintf(tdir, sizeof tdir, "%s/%s-XXXXXX", t && *t ? t : "/tmp", tag);
+    if (mkdtemp(tdir) == NULL) CU_FAIL_FATAL("mkdtemp");
+}
+
+const char *dlt_tdir(void) {
+    return tdir;
+}
+
+char *dlt_tpath(const char *f) {
+    static char buf[8][600];
+    static int k;
+    char *b = buf[k++ % 8];
+    snprintf(b, 600, "%s/%s", tdir, f);
+    return b;
+}
+
+int dlt_texists(const char *f) {
+    return access(dlt_tpath(f), F_OK) == 0;
+}
+
+void dlt_ttouch(const char *f) {
+    int fd = open(dlt_tpath(f), O_WRONLY | O_CREAT, 0600);
+    if (fd >= 0) close(fd);
+}
+
+int dlt_twait_file(const char *f, int ms) {
+    double end = dlt_now() + ms / 1000.0;
+    while (!dlt_texists(f)) {
+        if (dlt_now() > end) return 0;
+        dlt_sleep_ms(10);
+    }
+    return 1;
+}
+
+int dlt_tlines(const char *f) {
+    FILE *fp = fopen(dlt_tpath(f), "r");
+    int n = 0, c;
+    if (fp == NULL) return -1;
+    while ((c = fgetc(fp)) != EOF)
+        if (c == '\n') n++;
+    fclose(fp);
+    return n;
+}

@@ -298,6 +298,24 @@ int dlt_exit_code(int raw);
 int dlt_wait_raw(pid_t pid, int timeout_ms);
 
 /* ------------------------------------------------------------------------
+ * A test's own folder (the CLI's tests): dlt_tdir_make makes one under
+ * $TMPDIR (or /tmp) named TAG-XXXXXX, after cleaning up the one before
+ * (left by a test that stopped at a fatal assert) with dlt_tdir_done,
+ * which also kills the background processes (dlt_bg_kill_all) and removes
+ * the folder's files.  dlt_tpath: the path of file f in it (8 rotating
+ * buffers).  dlt_texists, dlt_ttouch; dlt_twait_file: waits up to ms for
+ * f, 1 if it is there; dlt_tlines: the lines of f, -1 if there is none.
+ * ---------------------------------------------------------------------- */
+void dlt_tdir_make(const char *tag);
+void dlt_tdir_done(void);
+const char *dlt_tdir(void);
+char *dlt_tpath(const char *f);
+int dlt_texists(const char *f);
+void dlt_ttouch(const char *f);
+int dlt_twait_file(const char *f, int ms);
+int dlt_tlines(const char *f);
+
+/* ------------------------------------------------------------------------
  * CUnit glue.
  * ---------------------------------------------------------------------- */
 struct dlt_test {

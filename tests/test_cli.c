@@ -157,82 +157,8 @@ static pid_t dl_bg_v(char *const argv[], const char *err_path) {
     return pid;
 }
 
-/* ============================================================ test folder */
-
-static char dir[256];
-
-static void tdir_done(void);
-
-/* A test's folder; one left by a test that stopped at a fatal assert (and
- * its background processes) is cleaned up first. */
-static void tdir_make(void) {
-    const char *t = getenv("TMPDIR");
-    if (dir[0] != '\0') tdir_done();
-    snprintf(dir, sizeof dir, "%s/dlcli-XXXXXX", t && *t ? t : "/tmp");
-    if (mkdtemp(dir) == NULL) CU_FAIL_FATAL("mkdtemp");
-}
-
-static void tdir_done(void) {
-    DIR *d;
-    struct dirent *e;
-    char p[600];
-    dlt_bg_kill_all();
-    if ((d = opendir(dir)) != NULL) {
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-    dir[0] = '\0';
-}
-
-static void cleanup_at_exit(void) {
-    if (dir[0] != '\0') tdir_done();
-}
-
-static char *path(const char *f) {
-    static char buf[8][600];
-    static int k;
-    char *b = buf[k++ % 8];
-    snprintf(b, 600, "%s/%s", dir, f);
-    return b;
-}
-
-static int exists(const char *f) {
-    return access(path(f), F_OK) == 0;
-}
-
-static void touch(const char *f) {
-    int fd = open(path(f), O_WRONLY | O_CREAT, 0600);
-    if (fd >= 0) close(fd);
-}
-
-/* Waits up to ms for the file f; 1 if it is there. */
-static int wait_file(const char *f, int ms) {
-    double end = dlt_now() + ms / 1000.0;
-    while (!exists(f)) {
-        if (dlt_now() > end) return 0;
-        dlt_sleep_ms(10);
-    }
-    return 1;
-}
-
-/* Number of lines in file f, -1 if none. */
-static int lines_in(const char *f) {
-    FILE *fp = fopen(path(f), "r");
-    int n = 0, c;
-    if (fp == NULL) return -1;
-    while ((c = fgetc(fp)) != EOF)
-        if (c == '\n') n++;
-    fclose(fp);
-    return n;
-}
-
 static char *slurp(const char *f, char *buf, size_t n) {
-    FILE *fp = fopen(path(f), "r");
+    FILE *fp = fopen(dlt_tpath(f), "r");
     size_t k = 0;
     buf[0] = '\0';
     if (fp == NULL) return buf;
@@ -271,8 +197,8 @@ static int holder_start(holder *h, const char *tag, const char *name, const char
     int n = 0;
     snprintf(h->started, sizeof h->started, "started.%s", tag);
     snprintf(h->go, sizeof h->go, "go.%s", tag);
-    unlink(path(h->started)); /* a tag may be used again */
-    unlink(path(h->go));
+    unlink(dlt_tpath(h->started)); /* a tag may be used again */
+    unlink(dlt_tpath(h->go));
     argv[n++] = (char *)DLOCK_CLI;
     argv[n++] = "exec";
     for (; flags != NULL && *flags != NULL; flags++) argv[n++] = (char *)*flags;
@@ -282,21 +208,21 @@ static int holder_start(holder *h, const char *tag, const char *name, const char
     argv[n++] = "-c";
     argv[n++] = (char *)gate_sh;
     argv[n++] = "sh";
-    argv[n++] = strdup(path(h->started));
-    argv[n++] = strdup(path(h->go));
+    argv[n++] = strdup(dlt_tpath(h->started));
+    argv[n++] = strdup(dlt_tpath(h->go));
     argv[n] = NULL;
     h->pid = dl_bg_v(argv, NULL);
     free(argv[n - 1]);
     free(argv[n - 2]);
     if (h->pid < 0) return -1;
-    if (wait_ms > 0 && !wait_file(h->started, wait_ms)) return -1;
+    if (wait_ms > 0 && !dlt_twait_file(h->started, wait_ms)) return -1;
     return 0;
 }
 
 /* Lets the holder's job end; its exit code (or -1). */
 static int holder_end(holder *h) {
     int raw;
-    touch(h->go);
+    dlt_ttouch(h->go);
     raw = dlt_wait_raw(h->pid, 15000);
     return raw == -1 ? -1 : dlt_exit_code(raw);
 }
@@ -565,7 +491,7 @@ static int run_pty(char *const argv[], const char *prompt, const char *answer, i
 /* Default mode: the command's own exit status, 128+N for a signal, 126
  * and 127 when it cannot run; the lock is free again afterwards. */
 static void test_exec_exit_status(void) {
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CHECK_CODE(dl("exec", "job", "--", "sh", "-c", "exit 7"), 7);
     CHECK_CODE(dl("exec", "-o", "-x", "job", "sh", "-c", "exit 8"), 8); /* flock's -o: accepted */
     CHECK_CODE(dl("exec", "job", "sh", "-c", "exit 0"), 0); /* no "--" */
@@ -575,8 +501,8 @@ static void test_exec_exit_status(void) {
     CHECK_CODE(dl("exec", "job", "--", "sh", "-c", "kill -TERM $$"), 128 + SIGTERM);
     CHECK_CODE(dl("exec", "job", "--", "/nonexistent/dlock-test-cmd"), 127);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "not found"));
-    touch("plain-file"); /* not executable */
-    CHECK_CODE(dl("exec", "job", "--", path("plain-file")), 126);
+    dlt_ttouch("plain-file"); /* not executable */
+    CHECK_CODE(dl("exec", "job", "--", dlt_tpath("plain-file")), 126);
     CU_ASSERT_STRING_EQUAL(state_of("job"), "free");
     /* CMD gets the hold's fencing token in DLOCK_FENCE. */
     CHECK_CODE(dl("exec", "-v", "job", "--", "sh", "-c", "echo \"fence $DLOCK_FENCE)\""), 0);
@@ -586,7 +512,7 @@ static void test_exec_exit_status(void) {
     /* The command's arguments and options are its own. */
     CHECK_CODE(dl("exec", "job", "--", "sh", "-c", "printf '%s\\n' \"$*\"", "sh", "-n", "-w", "1"), 0);
     CU_ASSERT_STRING_EQUAL(R.out, "-n -w 1\n");
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* Five processes run the same job at once; never two at a time. */
@@ -595,35 +521,35 @@ static void test_exec_excludes_across_processes(void) {
                               "sleep 0.1; rm -f \"$1/busy\"; echo x >> \"$1/count\"";
     pid_t p[5];
     int i;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     for (i = 0; i < 5; i++) {
-        char *argv[] = { (char *)DLOCK_CLI, "exec", "shared-job", "--", "sh", "-c", (char *)job, "sh", dir, NULL };
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "shared-job", "--", "sh", "-c", (char *)job, "sh", (char *)dlt_tdir(), NULL };
         p[i] = dl_bg_v(argv, NULL);
     }
     for (i = 0; i < 5; i++) DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p[i], 20000)), 0);
-    DLT_ASSERT_INT_EQ(lines_in("count"), 5);
-    DLT_ASSERT_INT_EQ(lines_in("bad"), -1);
-    tdir_done();
+    DLT_ASSERT_INT_EQ(dlt_tlines("count"), 5);
+    DLT_ASSERT_INT_EQ(dlt_tlines("bad"), -1);
+    dlt_tdir_done();
 }
 
 /* -n, -w 0 and -E: busy is exit 1 (or CODE) at once, and CMD does not run. */
 static void test_exec_nonblock(void) {
     holder h;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CU_ASSERT_FATAL(holder_start(&h, "a", "nb", NULL, 5000) == 0);
-    CHECK_CODE(dl("exec", "-n", "nb", "--", "touch", path("ran")), 1);
+    CHECK_CODE(dl("exec", "-n", "nb", "--", "touch", dlt_tpath("ran")), 1);
     CU_ASSERT(R.secs < 3);
     CU_ASSERT_STRING_EQUAL(R.err, ""); /* silent, as flock -n */
-    CHECK_CODE(dl("exec", "--nonblock", "-E", "42", "nb", "--", "touch", path("ran")), 42);
-    CHECK_CODE(dl("exec", "-w", "0", "nb", "--", "touch", path("ran")), 1);
-    CHECK_CODE(dl("exec", "-n", "--conflict-exit-code", "0", "nb", "--", "touch", path("ran")), 0);
+    CHECK_CODE(dl("exec", "--nonblock", "-E", "42", "nb", "--", "touch", dlt_tpath("ran")), 42);
+    CHECK_CODE(dl("exec", "-w", "0", "nb", "--", "touch", dlt_tpath("ran")), 1);
+    CHECK_CODE(dl("exec", "-n", "--conflict-exit-code", "0", "nb", "--", "touch", dlt_tpath("ran")), 0);
     CHECK_CODE(dl("exec", "-n", "-v", "nb", "--", "true"), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "held by"));
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    CHECK_CODE(dl("exec", "-n", "nb", "--", "touch", path("ran")), 0);
-    CU_ASSERT(exists("ran"));
-    tdir_done();
+    CHECK_CODE(dl("exec", "-n", "nb", "--", "touch", dlt_tpath("ran")), 0);
+    CU_ASSERT(dlt_texists("ran"));
+    dlt_tdir_done();
 }
 
 /* -w: exit 1 (or -E CODE) when the time is up; runs CMD as soon as the
@@ -633,26 +559,26 @@ static void test_exec_wait_timeout(void) {
     pid_t w;
     int raw;
     double t0;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CU_ASSERT_FATAL(holder_start(&h, "a", "tw", NULL, 5000) == 0);
-    CHECK_CODE(dl("exec", "-w", "0.5", "tw", "--", "touch", path("ran")), 1);
+    CHECK_CODE(dl("exec", "-w", "0.5", "tw", "--", "touch", dlt_tpath("ran")), 1);
     CU_ASSERT(R.secs >= 0.45 && R.secs < 3);
-    CHECK_CODE(dl("exec", "--timeout", "0.3", "-E", "3", "tw", "--", "touch", path("ran")), 3);
-    CHECK_CODE(dl("exec", "--wait=500ms", "-E", "3", "tw", "--", "touch", path("ran")), 3);
-    CU_ASSERT(!exists("ran"));
+    CHECK_CODE(dl("exec", "--timeout", "0.3", "-E", "3", "tw", "--", "touch", dlt_tpath("ran")), 3);
+    CHECK_CODE(dl("exec", "--wait=500ms", "-E", "3", "tw", "--", "touch", dlt_tpath("ran")), 3);
+    CU_ASSERT(!dlt_texists("ran"));
     {
-        char *argv[] = { (char *)DLOCK_CLI, "exec", "-w", "20", "tw", "--", "touch", path("ran"), NULL };
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "-w", "20", "tw", "--", "touch", dlt_tpath("ran"), NULL };
         w = dl_bg_v(argv, NULL);
     }
     dlt_sleep_ms(500);
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
     t0 = dlt_now();
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
     raw = dlt_wait_raw(w, 10000);
     DLT_ASSERT_INT_EQ(dlt_exit_code(raw), 0);
     CU_ASSERT(dlt_now() - t0 < 3); /* woken by the release, not by a poll */
-    CU_ASSERT(exists("ran"));
-    tdir_done();
+    CU_ASSERT(dlt_texists("ran"));
+    dlt_tdir_done();
 }
 
 /* -s: shared holders run together; an exclusive one waits for them, and
@@ -663,10 +589,10 @@ static void test_exec_shared(void) {
     holder h, x;
     pid_t a, b;
     jv *st;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     {
-        char *av[] = { (char *)DLOCK_CLI, "exec", "-s", "sh1", "--", "sh", "-c", (char *)both, "sh", dir, "a", "b", NULL };
-        char *bv[] = { (char *)DLOCK_CLI, "exec", "--shared", "sh1", "--", "sh", "-c", (char *)both, "sh", dir, "b", "a", NULL };
+        char *av[] = { (char *)DLOCK_CLI, "exec", "-s", "sh1", "--", "sh", "-c", (char *)both, "sh", (char *)dlt_tdir(), "a", "b", NULL };
+        char *bv[] = { (char *)DLOCK_CLI, "exec", "--shared", "sh1", "--", "sh", "-c", (char *)both, "sh", (char *)dlt_tdir(), "b", "a", NULL };
         a = dl_bg_v(av, NULL);
         b = dl_bg_v(bv, NULL);
     }
@@ -691,7 +617,7 @@ static void test_exec_shared(void) {
     CU_ASSERT_FATAL(holder_start(&h, "x1", "sh3", NULL, 5000) == 0);
     CHECK_CODE(dl("exec", "-n", "-s", "sh3", "--", "true"), 1); /* shared waits for exclusive */
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* -s nested: a shared holder whose command takes the same shared lock
@@ -700,22 +626,22 @@ static void test_exec_shared(void) {
  * exclusive one runs after.  Writers-first would deadlock the first. */
 static void test_exec_shared_nested(void) {
     pid_t a, x;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     {
         char *av[] = { (char *)DLOCK_CLI, "exec", "-s", "nest", "--", "sh", "-c",
-                       "sleep 1; \"$1\" exec -s nest -- touch \"$2/inner\"", "sh", (char *)DLOCK_CLI, dir, NULL };
+                       "sleep 1; \"$1\" exec -s nest -- touch \"$2/inner\"", "sh", (char *)DLOCK_CLI, (char *)dlt_tdir(), NULL };
         a = dl_bg_v(av, NULL);
     }
     dlt_sleep_ms(400);
     {
-        char *xv[] = { (char *)DLOCK_CLI, "exec", "nest", "--", "touch", path("outer"), NULL };
+        char *xv[] = { (char *)DLOCK_CLI, "exec", "nest", "--", "touch", dlt_tpath("outer"), NULL };
         x = dl_bg_v(xv, NULL);
     }
     DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(a, 10000)), 0); /* -1: still waiting, killed */
-    CU_ASSERT(exists("inner"));
+    CU_ASSERT(dlt_texists("inner"));
     DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(x, 10000)), 0);
-    CU_ASSERT(exists("outer"));
-    tdir_done();
+    CU_ASSERT(dlt_texists("outer"));
+    dlt_tdir_done();
 }
 
 /* The lease is renewed while CMD runs: with a 1 s lease and a job of
@@ -725,7 +651,7 @@ static void test_exec_lease_renewed(void) {
     holder h;
     jv *st;
     int i;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CU_ASSERT_FATAL(holder_start(&h, "a", "renew", lease, 5000) == 0);
     for (i = 0; i < 8; i++) {
         dlt_sleep_ms(400);
@@ -736,7 +662,7 @@ static void test_exec_lease_renewed(void) {
     jfree(st);
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
     CU_ASSERT_STRING_EQUAL(state_of("renew"), "free"); /* released, not left to expire */
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* dlock SIGKILLed while CMD runs: CMD gets SIGTERM, and the lock expires
@@ -744,18 +670,18 @@ static void test_exec_lease_renewed(void) {
 static void test_exec_killed_lock_expires(void) {
     static const char job[] = "trap 'echo term >> \"$1/log\"; exit 0' TERM; : > \"$1/started\"; "
                               "sleep 30 & wait";
-    char *argv[] = { (char *)DLOCK_CLI, "exec", "--lease", "0.8", "gone", "--", "sh", "-c", (char *)job, "sh", dir, NULL };
+    char *argv[] = { (char *)DLOCK_CLI, "exec", "--lease", "0.8", "gone", "--", "sh", "-c", (char *)job, "sh", (char *)dlt_tdir(), NULL };
     pid_t p;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     p = dl_bg_v(argv, NULL);
-    CU_ASSERT_FATAL(wait_file("started", 5000));
+    CU_ASSERT_FATAL(dlt_twait_file("started", 5000));
     kill(p, SIGKILL);
     DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p, 5000)), 128 + SIGKILL);
-    CU_ASSERT(wait_file("log", 3000)); /* PR_SET_PDEATHSIG */
+    CU_ASSERT(dlt_twait_file("log", 3000)); /* PR_SET_PDEATHSIG */
     CU_ASSERT_STRING_EQUAL(state_of("gone"), "exclusive"); /* not released... */
     CHECK_CODE(dl("exec", "-w", "5", "gone", "--", "true"), 0); /* ...but expired */
     CU_ASSERT(R.secs < 2.5);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* SIGTERM, SIGHUP, SIGINT and SIGUSR1 sent to dlock reach CMD; dlock
@@ -767,19 +693,19 @@ static void test_exec_signals_passed_on(void) {
     static const char *const names[] = { "TERM", "HUP", "INT", "USR1" };
     char got[256];
     size_t i;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     for (i = 0; i < 4; i++) {
         char st[32];
-        char *argv[] = { (char *)DLOCK_CLI, "exec", "relay", "--", "sh", "-c", (char *)job, "sh", dir, (char *)names[i], NULL };
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "relay", "--", "sh", "-c", (char *)job, "sh", (char *)dlt_tdir(), (char *)names[i], NULL };
         pid_t p = dl_bg_v(argv, NULL);
         snprintf(st, sizeof st, "started.%s", names[i]);
-        CU_ASSERT_FATAL(wait_file(st, 5000));
+        CU_ASSERT_FATAL(dlt_twait_file(st, 5000));
         kill(p, sigs[i]);
         DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p, 5000)), 5);
         CU_ASSERT_STRING_EQUAL(state_of("relay"), "free");
     }
     CU_ASSERT_STRING_EQUAL(slurp("got", got, sizeof got), "TERM\nHUP\nINT\nUSR1\n");
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* Ctrl-C on the terminal reaches CMD once (the terminal sends it to the
@@ -787,11 +713,11 @@ static void test_exec_signals_passed_on(void) {
 static void test_exec_terminal_ctrl_c_once(void) {
     static const char job[] = "trap 'echo int >> \"$1/got\"' INT; : > \"$1/started\"; "
                               "sleep 3 & wait; sleep 0.5 & wait; exit 4";
-    char *argv[] = { (char *)DLOCK_CLI, "exec", "ctrlc", "--", "sh", "-c", (char *)job, "sh", dir, NULL };
+    char *argv[] = { (char *)DLOCK_CLI, "exec", "ctrlc", "--", "sh", "-c", (char *)job, "sh", (char *)dlt_tdir(), NULL };
     struct winsize ws = { 24, 200, 0, 0 };
     int master, raw;
     pid_t p;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     p = forkpty(&master, NULL, NULL, &ws);
     CU_ASSERT_FATAL(p >= 0);
     if (p == 0) {
@@ -801,13 +727,13 @@ static void test_exec_terminal_ctrl_c_once(void) {
         _exit(120);
     }
     dlt_bg_add(p);
-    CU_ASSERT(wait_file("started", 5000));
+    CU_ASSERT(dlt_twait_file("started", 5000));
     (void)!write(master, "\003", 1); /* the terminal's interrupt character */
     raw = dlt_wait_raw(p, 10000);
     close(master);
     DLT_ASSERT_INT_EQ(dlt_exit_code(raw), 4);
-    DLT_ASSERT_INT_EQ(lines_in("got"), 1);
-    tdir_done();
+    DLT_ASSERT_INT_EQ(dlt_tlines("got"), 1);
+    dlt_tdir_done();
 }
 
 /* A signal while waiting ends the wait: dlock dies of it, CMD never runs,
@@ -816,11 +742,11 @@ static void test_exec_signal_while_waiting(void) {
     static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
     holder h;
     size_t i;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CU_ASSERT_FATAL(holder_start(&h, "a", "sigwait", NULL, 5000) == 0);
     for (i = 0; i < 3; i++) {
-        char *argv[] = { (char *)DLOCK_CLI, "exec", "-v", "sigwait", "--", "touch", path("ran"), NULL };
-        pid_t w = dl_bg_v(argv, path("err"));
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "-v", "sigwait", "--", "touch", dlt_tpath("ran"), NULL };
+        pid_t w = dl_bg_v(argv, dlt_tpath("err"));
         int raw;
         CU_ASSERT(wait_text("err", "waiting for", 5000)); /* it waits */
         dlt_sleep_ms(100);
@@ -829,9 +755,9 @@ static void test_exec_signal_while_waiting(void) {
         CU_ASSERT(raw != -1 && WIFSIGNALED(raw) && WTERMSIG(raw) == sigs[i]);
     }
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
     CU_ASSERT_STRING_EQUAL(state_of("sigwait"), "free");
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* CMD inherits the descriptors dlock was given, never dlock's own
@@ -840,12 +766,12 @@ static void test_exec_no_descriptor_leak(void) {
     static const char list[] = "for f in /proc/$$/fd/*; do echo ${f##*/}; done";
     char direct[4096], via[4096];
     int k;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     for (k = 0; k < 2; k++) {
         char *argv_d[] = { "/bin/sh", "-c", (char *)list, NULL };
         char *argv_v[] = { (char *)DLOCK_CLI, "exec", "fds", "--", "/bin/sh", "-c", (char *)list, NULL };
         char *const *argv = k ? argv_v : argv_d;
-        int out = open(path(k ? "via" : "direct"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int out = open(dlt_tpath(k ? "via" : "direct"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
         pid_t p = fork();
         if (p == 0) {
             int keep = open("/dev/null", O_RDONLY);
@@ -862,7 +788,7 @@ static void test_exec_no_descriptor_leak(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(direct, "\n7\n"));
     CU_ASSERT_STRING_EQUAL(via, direct);
     if (strcmp(via, direct) != 0) fprintf(stderr, "  direct:\n%s  via dlock:\n%s", direct, via);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* Bad arguments are exit 64 with a message, and touch nothing. */
@@ -908,7 +834,7 @@ static void test_unreachable_and_passwords(void) {
     char url[256], url_slow[256];
     dlt_redis auth;
     const char *secret = "Sup3rS3cretPw";
-    tdir_make();
+    dlt_tdir_make("dlcli");
     snprintf(url, sizeof url, "redis://admin:%s@127.0.0.1:%d/?unreachable_ms=300", secret, dlt_server.port);
     snprintf(url_slow, sizeof url_slow, "redis://admin:%s@127.0.0.1:%d/", secret, dlt_server.port);
     CU_ASSERT_FATAL(dlt_redis_stop(&dlt_server) == 0);
@@ -918,14 +844,14 @@ static void test_unreachable_and_passwords(void) {
         CU_ASSERT_PTR_NULL(strstr(R.err, secret));                     \
         CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "***"));                  \
     } while (0)
-    CHECK_CODE(dl("--url", url, "exec", "j", "--", "touch", path("ran")), 69);
+    CHECK_CODE(dl("--url", url, "exec", "j", "--", "touch", dlt_tpath("ran")), 69);
     NO_SECRET();
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "could not be reached"));
-    CHECK_CODE(dl("--url", url, "exec", "-n", "j", "--", "touch", path("ran")), 69);
+    CHECK_CODE(dl("--url", url, "exec", "-n", "j", "--", "touch", dlt_tpath("ran")), 69);
     NO_SECRET();
-    CHECK_CODE(dl("--url", url, "exec", "-w", "0.2", "j", "--", "touch", path("ran")), 69);
+    CHECK_CODE(dl("--url", url, "exec", "-w", "0.2", "j", "--", "touch", dlt_tpath("ran")), 69);
     NO_SECRET();
-    CHECK_CODE(dl("exec", "--url", url, "-s", "j", "--", "touch", path("ran")), 69);
+    CHECK_CODE(dl("exec", "--url", url, "-s", "j", "--", "touch", dlt_tpath("ran")), 69);
     NO_SECRET();
     CHECK_CODE(dl("--url", url, "status", "j"), 69);
     NO_SECRET();
@@ -942,11 +868,11 @@ static void test_unreachable_and_passwords(void) {
     CHECK_CODE(dl("status", "j"), 69);
     NO_SECRET();
     CU_ASSERT(R.secs < 10);
-    CHECK_CODE(dl("exec", "-w", "1", "j", "--", "touch", path("ran")), 69);
+    CHECK_CODE(dl("exec", "-w", "1", "j", "--", "touch", dlt_tpath("ran")), 69);
     NO_SECRET();
     CU_ASSERT(R.secs < 4);
     setenv("DLOCK_URL", dlt_server.url, 1);
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
 
     /* A server that wants a password, given the wrong one. */
     CU_ASSERT_FATAL(dlt_redis_start(&auth, NULL) == 0);
@@ -956,16 +882,16 @@ static void test_unreachable_and_passwords(void) {
         if (r != NULL) freeReplyObject(r);
     }
     snprintf(url, sizeof url, "redis://:%s@127.0.0.1:%d", secret, auth.port);
-    CHECK_CODE(dl("--url", url, "exec", "j", "--", "touch", path("ran")), 69);
+    CHECK_CODE(dl("--url", url, "exec", "j", "--", "touch", dlt_tpath("ran")), 69);
     NO_SECRET();
     CHECK_CODE(dl("--url", url, "list", "--json"), 69);
     NO_SECRET();
     snprintf(url, sizeof url, "redis://:right-one@127.0.0.1:%d", auth.port);
-    CHECK_CODE(dl("--url", url, "exec", "j", "--", "touch", path("ran")), 0);
-    CU_ASSERT(exists("ran"));
+    CHECK_CODE(dl("--url", url, "exec", "j", "--", "touch", dlt_tpath("ran")), 0);
+    CU_ASSERT(dlt_texists("ran"));
     dlt_redis_cleanup(&auth);
 #undef NO_SECRET
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* status: the holder's identity, acquired-at, lease, fence, shared
@@ -975,7 +901,7 @@ static void test_unreachable_and_passwords(void) {
 static void test_debug_log(void) {
     char url[256];
     const char *secret = "Sup3rS3cretPw";
-    tdir_make();
+    dlt_tdir_make("dlcli");
     setenv("DLOCK_DEBUG", "1", 1);
     CHECK_CODE(dl("exec", "dbg", "--", "true"), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "dlock["));
@@ -1002,7 +928,7 @@ static void test_status(void) {
     long long now_ms;
     struct timespec ts;
     pid_t waiter;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     gethostname(host, sizeof host);
     host[sizeof host - 1] = '\0';
 
@@ -1054,7 +980,7 @@ static void test_status(void) {
 
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
     DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(waiter, 10000)), 0);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* list: every held lock matching a glob, sorted, as a table and as a
@@ -1065,7 +991,7 @@ static void test_list(void) {
     jv *l;
     char *line;
     int rows = 0;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CHECK_CODE(dl("list", "--json"), 0);
     CU_ASSERT_STRING_EQUAL(R.out, "[]\n");
     CHECK_CODE(dl("list"), 0);
@@ -1116,7 +1042,7 @@ static void test_list(void) {
     DLT_ASSERT_INT_EQ(holder_end(&d), 0);
     CHECK_CODE(dl("list", "--json"), 0);
     CU_ASSERT_STRING_EQUAL(R.out, "[]\n");
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* Names are data: quotes, backslashes, control bytes and UTF-8 come back
@@ -1124,7 +1050,7 @@ static void test_list(void) {
 static void test_odd_names(void) {
     static const char *const names[] = { "q\"uote\\back", "tab\there\nnl", "caf\xc3\xa9/\xe2\x82\xac", "esc\x1b[31mred" };
     size_t i;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         holder h;
         jv *l;
@@ -1141,7 +1067,7 @@ static void test_odd_names(void) {
         CU_ASSERT_PTR_NULL(strchr(R.out, '\x1b'));
         DLT_ASSERT_INT_EQ(holder_end(&h), 0);
     }
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* break: --force in scripts; the holder loses the lock, and its CMD gets
@@ -1151,7 +1077,7 @@ static void test_break(void) {
     char errlog[4096];
     holder h;
     jv *b;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CHECK_CODE(dl("break", "--force", "--json", "free-one"), 0);
     b = jparse(R.out);
     CU_ASSERT(jis(jget(b, "was_held"), J_BOOL) && !jget(b, "was_held")->b);
@@ -1175,10 +1101,10 @@ static void test_break(void) {
     /* --on-lost=warn: the job goes on, and dlock says why. */
     {
         char *argv[] = { (char *)DLOCK_CLI, "exec", "--lease", "600ms", "--on-lost=warn", "brk2", "--",
-                         "sh", "-c", (char *)gate_sh, "sh", path("started.w"), path("go.w"), NULL };
-        h.pid = dl_bg_v(argv, path("err.w"));
+                         "sh", "-c", (char *)gate_sh, "sh", dlt_tpath("started.w"), dlt_tpath("go.w"), NULL };
+        h.pid = dl_bg_v(argv, dlt_tpath("err.w"));
         snprintf(h.go, sizeof h.go, "go.w");
-        CU_ASSERT_FATAL(wait_file("started.w", 5000));
+        CU_ASSERT_FATAL(dlt_twait_file("started.w", 5000));
     }
     CHECK_CODE(dl("break", "-f", "brk2"), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "broke"));
@@ -1189,10 +1115,10 @@ static void test_break(void) {
     /* --lost-exit-code chooses the code. */
     {
         char *argv[] = { (char *)DLOCK_CLI, "exec", "--lease", "600ms", "--on-lost=warn", "--lost-exit-code", "9",
-                         "brk3", "--", "sh", "-c", (char *)gate_sh, "sh", path("started.l"), path("go.l"), NULL };
+                         "brk3", "--", "sh", "-c", (char *)gate_sh, "sh", dlt_tpath("started.l"), dlt_tpath("go.l"), NULL };
         h.pid = dl_bg_v(argv, NULL);
         snprintf(h.go, sizeof h.go, "go.l");
-        CU_ASSERT_FATAL(wait_file("started.l", 5000));
+        CU_ASSERT_FATAL(dlt_twait_file("started.l", 5000));
     }
     CHECK_CODE(dl("break", "-f", "brk3"), 0);
     dlt_sleep_ms(1000); /* a renewal or two: it hears of it */
@@ -1200,7 +1126,7 @@ static void test_break(void) {
     /* ...and a lock kept to the end leaves the command's own status. */
     CHECK_CODE(dl("exec", "--lost-exit-code", "9", "brk3", "--", "sh", "-c", "exit 3"), 3);
     CHECK_CODE(dl("exec", "--lost-exit-code", "256", "brk3", "--", "true"), 64);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* CLI conventions (issue 19, point 7): an empty prefix is refused however
@@ -1260,7 +1186,7 @@ static void test_break_robust(void) {
     char c;
     pid_t child;
     jv *st;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CU_ASSERT_FATAL(pipe(p) == 0);
     child = dlt_spawn(robust_child, &p[1]);
     CU_ASSERT_FATAL(child > 0);
@@ -1305,7 +1231,7 @@ static void test_break_robust(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     CHECK_CODE(dl("list", "--json"), 0);
     CU_ASSERT_STRING_EQUAL(R.out, "[]\n"); /* cleanly unlocked: nothing left to show */
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* On a terminal, break asks first: "n" keeps the lock, "y" breaks it. */
@@ -1314,7 +1240,7 @@ static void test_break_asks_on_terminal(void) {
     char *argv[] = { (char *)DLOCK_CLI, "break", "ask", NULL };
     char pidtxt[32];
     holder h;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CU_ASSERT_FATAL(holder_start(&h, "a", "ask", lease, 5000) == 0);
     snprintf(pidtxt, sizeof pidtxt, "pid %d", (int)h.pid);
     DLT_ASSERT_INT_EQ(run_pty(argv, "[y/N]", "n\n", 10000), 1);
@@ -1324,7 +1250,7 @@ static void test_break_asks_on_terminal(void) {
     DLT_ASSERT_INT_EQ(run_pty(argv, "[y/N]", "y\n", 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "broke"));
     DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(h.pid, 5000)), 75); /* it lost the lock */
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* Waiting on a terminal: one line, redrawn about once a second with the
@@ -1336,13 +1262,13 @@ static void test_waiting_line_terminal(void) {
     pid_t releaser;
     const char *p;
     int draws = 0;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CU_ASSERT_FATAL(holder_start(&h, "a", "tty-wait", NULL, 5000) == 0);
     /* Let the holder go after 3.2 s, from a child (run_pty blocks). */
     releaser = fork();
     if (releaser == 0) {
         dlt_sleep_ms(3200);
-        touch(h.go);
+        dlt_ttouch(h.go);
         _exit(0);
     }
     dlt_bg_add(releaser);
@@ -1371,7 +1297,7 @@ static void test_waiting_line_terminal(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "timed out after 1.2s waiting for 'tty-wait': held by"));
     CU_ASSERT_PTR_NULL(strstr(R.err, "ran"));
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* Not on a terminal: one line when waiting starts, nothing else; -q: none. */
@@ -1379,12 +1305,12 @@ static void test_waiting_line_not_terminal(void) {
     char want[64], *nl;
     holder h;
     pid_t releaser;
-    tdir_make();
+    dlt_tdir_make("dlcli");
     CU_ASSERT_FATAL(holder_start(&h, "a", "pipe-wait", NULL, 5000) == 0);
     releaser = fork();
     if (releaser == 0) {
         dlt_sleep_ms(2200);
-        touch(h.go);
+        dlt_ttouch(h.go);
         _exit(0);
     }
     dlt_bg_add(releaser);
@@ -1411,7 +1337,7 @@ static void test_waiting_line_not_terminal(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "waiting for 'pipe-wait'"));
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "timed out"));
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 static const struct dlt_test tests[] = {
@@ -1443,6 +1369,6 @@ static const struct dlt_test tests[] = {
 };
 
 int main(int argc, char **argv) {
-    atexit(cleanup_at_exit); /* fork children of the tests leave with _exit */
+    atexit(dlt_tdir_done); /* fork children of the tests leave with _exit */
     return dlt_main(argc, argv, "cli", tests);
 }

@@ -122,74 +122,6 @@ static int dl_v(const char *a, ...) {
         DLT_ASSERT_INT_EQ(got_, (want));                                                                 \
     } while (0)
 
-/* ============================================================ test folder */
-
-static char dir[256];
-
-static void tdir_done(void) {
-    DIR *d;
-    struct dirent *e;
-    char p[600];
-    dlt_bg_kill_all();
-    if (dir[0] == '\0') return;
-    if ((d = opendir(dir)) != NULL) {
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-    dir[0] = '\0';
-}
-
-/* A test's folder; one left by a test that stopped at a fatal assert (and
- * its background processes) is cleaned up first. */
-static void tdir_make(void) {
-    const char *t = getenv("TMPDIR");
-    tdir_done();
-    snprintf(dir, sizeof dir, "%s/dlslots-XXXXXX", t && *t ? t : "/tmp");
-    if (mkdtemp(dir) == NULL) CU_FAIL_FATAL("mkdtemp");
-}
-
-static char *path(const char *f) {
-    static char buf[8][600];
-    static int k;
-    char *b = buf[k++ % 8];
-    snprintf(b, 600, "%s/%s", dir, f);
-    return b;
-}
-
-static int exists(const char *f) {
-    return access(path(f), F_OK) == 0;
-}
-
-static void touch(const char *f) {
-    int fd = open(path(f), O_WRONLY | O_CREAT, 0600);
-    if (fd >= 0) close(fd);
-}
-
-static int wait_file(const char *f, int ms) {
-    double end = dlt_now() + ms / 1000.0;
-    while (!exists(f)) {
-        if (dlt_now() > end) return 0;
-        dlt_sleep_ms(10);
-    }
-    return 1;
-}
-
-/* Lines of file f, -1 if there is none. */
-static int lines_in(const char *f) {
-    FILE *fp = fopen(path(f), "r");
-    int n = 0, c;
-    if (fp == NULL) return -1;
-    while ((c = fgetc(fp)) != EOF)
-        if (c == '\n') n++;
-    fclose(fp);
-    return n;
-}
-
 /* ============================================================ holders */
 
 /* A job in a slot: creates STARTED, runs until GO exists, exits 0. */
@@ -207,8 +139,8 @@ static int holder_start(holder *h, const char *tag, const char *name, const char
     int n = 0, rc;
     snprintf(h->started, sizeof h->started, "started.%s", tag);
     snprintf(h->go, sizeof h->go, "go.%s", tag);
-    unlink(path(h->started));
-    unlink(path(h->go));
+    unlink(dlt_tpath(h->started));
+    unlink(dlt_tpath(h->go));
     argv[n++] = (char *)DLOCK_CLI;
     argv[n++] = "exec";
     argv[n++] = "--slots";
@@ -219,11 +151,11 @@ static int holder_start(holder *h, const char *tag, const char *name, const char
     argv[n++] = "-c";
     argv[n++] = (char *)gate_sh;
     argv[n++] = "sh";
-    argv[n++] = strdup(path(h->started));
-    argv[n++] = strdup(path(h->go));
+    argv[n++] = strdup(dlt_tpath(h->started));
+    argv[n++] = strdup(dlt_tpath(h->go));
     argv[n] = NULL;
     h->pid = start_v(argv, NULL);
-    rc = h->pid > 0 && wait_file(h->started, 5000) ? 0 : -1;
+    rc = h->pid > 0 && dlt_twait_file(h->started, 5000) ? 0 : -1;
     free(argv[n - 1]);
     free(argv[n - 2]);
     return rc;
@@ -232,7 +164,7 @@ static int holder_start(holder *h, const char *tag, const char *name, const char
 /* Lets the holder's job end; dlock's exit code (or -1). */
 static int holder_end(holder *h) {
     int raw;
-    touch(h->go);
+    dlt_ttouch(h->go);
     raw = dlt_wait_raw(h->pid, 15000);
     return raw == -1 ? -1 : dlt_exit_code(raw);
 }
@@ -272,47 +204,47 @@ static void test_slots_bound_concurrency(void) {
     pid_t p[M];
     int i, max = 0, v;
     FILE *f;
-    tdir_make();
+    dlt_tdir_make("dlslots");
     for (i = 0; i < M; i++) {
-        char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "3", "batch", "--", "sh", "-c", (char *)job, "sh", dir,
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "3", "batch", "--", "sh", "-c", (char *)job, "sh", (char *)dlt_tdir(),
                          NULL };
         p[i] = start_v(argv, NULL);
     }
     for (i = 0; i < M; i++) DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(p[i], 60000)), 0);
-    DLT_ASSERT_INT_EQ(lines_in("done"), M);
-    DLT_ASSERT_INT_EQ(lines_in("peak"), M);
-    f = fopen(path("peak"), "r");
+    DLT_ASSERT_INT_EQ(dlt_tlines("done"), M);
+    DLT_ASSERT_INT_EQ(dlt_tlines("peak"), M);
+    f = fopen(dlt_tpath("peak"), "r");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     while (fscanf(f, "%d", &v) == 1)
         if (v > max) max = v;
     fclose(f);
     DLT_ASSERT_INT_EQ(max, N); /* at most N; and N did run together */
     DLT_ASSERT_INT_EQ(sem_value("batch"), N); /* every slot came back */
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* -n (and -w 0, -E): every slot taken is the busy exit code at once, and
  * CMD does not run; with a slot free it runs. */
 static void test_slots_nonblock(void) {
     holder a, b;
-    tdir_make();
+    dlt_tdir_make("dlslots");
     CU_ASSERT_FATAL(holder_start(&a, "a", "nb", "2") == 0);
-    CHECK_CODE(dl("exec", "--slots", "2", "-n", "nb", "--", "touch", path("ran1")), 0); /* one is free */
-    CU_ASSERT(exists("ran1"));
+    CHECK_CODE(dl("exec", "--slots", "2", "-n", "nb", "--", "touch", dlt_tpath("ran1")), 0); /* one is free */
+    CU_ASSERT(dlt_texists("ran1"));
     CU_ASSERT_FATAL(holder_start(&b, "b", "nb", "2") == 0);
-    CHECK_CODE(dl("exec", "--slots", "2", "-n", "nb", "--", "touch", path("ran")), 1);
+    CHECK_CODE(dl("exec", "--slots", "2", "-n", "nb", "--", "touch", dlt_tpath("ran")), 1);
     CU_ASSERT_STRING_EQUAL(R.err, ""); /* silent, as flock -n */
-    CHECK_CODE(dl("exec", "--slots", "2", "--nonblock", "-E", "42", "nb", "--", "touch", path("ran")), 42);
-    CHECK_CODE(dl("exec", "--slots", "2", "-w", "0", "nb", "--", "touch", path("ran")), 1);
-    CHECK_CODE(dl("exec", "--slots", "2", "-n", "-v", "nb", "--", "touch", path("ran")), 1);
+    CHECK_CODE(dl("exec", "--slots", "2", "--nonblock", "-E", "42", "nb", "--", "touch", dlt_tpath("ran")), 42);
+    CHECK_CODE(dl("exec", "--slots", "2", "-w", "0", "nb", "--", "touch", dlt_tpath("ran")), 1);
+    CHECK_CODE(dl("exec", "--slots", "2", "-n", "-v", "nb", "--", "touch", dlt_tpath("ran")), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "no free slot"));
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
     DLT_ASSERT_INT_EQ(holder_end(&a), 0);
-    CHECK_CODE(dl("exec", "--slots", "2", "-n", "nb", "--", "touch", path("ran")), 0);
-    CU_ASSERT(exists("ran"));
+    CHECK_CODE(dl("exec", "--slots", "2", "-n", "nb", "--", "touch", dlt_tpath("ran")), 0);
+    CU_ASSERT(dlt_texists("ran"));
     DLT_ASSERT_INT_EQ(holder_end(&b), 0);
     DLT_ASSERT_INT_EQ(sem_value("nb"), 2);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* -w: the busy exit code when the time is up; a waiter within its time
@@ -321,33 +253,33 @@ static void test_slots_wait_timeout(void) {
     holder h;
     pid_t w;
     double t0;
-    tdir_make();
+    dlt_tdir_make("dlslots");
     CU_ASSERT_FATAL(holder_start(&h, "a", "tw", "1") == 0);
-    CHECK_CODE(dl("exec", "--slots", "1", "-w", "0.5", "tw", "--", "touch", path("ran")), 1);
+    CHECK_CODE(dl("exec", "--slots", "1", "-w", "0.5", "tw", "--", "touch", dlt_tpath("ran")), 1);
     CU_ASSERT(R.secs >= 0.45);
-    CHECK_CODE(dl("exec", "--slots", "1", "--timeout", "0.3", "-E", "3", "-v", "tw", "--", "touch", path("ran")), 3);
+    CHECK_CODE(dl("exec", "--slots", "1", "--timeout", "0.3", "-E", "3", "-v", "tw", "--", "touch", dlt_tpath("ran")), 3);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "timed out"));
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
     {
-        char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "1", "-w", "30", "tw", "--", "touch", path("ran"),
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "1", "-w", "30", "tw", "--", "touch", dlt_tpath("ran"),
                          NULL };
         w = start_v(argv, NULL);
     }
     dlt_sleep_ms(500);
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
     t0 = dlt_now();
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
     DLT_ASSERT_INT_EQ(dlt_exit_code(dlt_wait_raw(w, 20000)), 0);
-    CU_ASSERT(exists("ran"));
+    CU_ASSERT(dlt_texists("ran"));
     fprintf(stderr, "  (a waiter ran %.2fs after the slot came back)\n", dlt_now() - t0);
     DLT_ASSERT_INT_EQ(wait_value("tw", 1, 10000), 1);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* The slot comes back when the command ends: with its own status, when it
  * fails, when a signal kills it, when it cannot be run. */
 static void test_slots_come_back(void) {
-    tdir_make();
+    dlt_tdir_make("dlslots");
     CHECK_CODE(dl("exec", "--slots", "1", "back", "--", "sh", "-c", "exit 7"), 7);
     DLT_ASSERT_INT_EQ(sem_value("back"), 1);
     CHECK_CODE(dl("exec", "--slots", "1", "back", "--", "sh", "-c", "kill -TERM $$"), 128 + SIGTERM);
@@ -355,31 +287,31 @@ static void test_slots_come_back(void) {
     CHECK_CODE(dl("exec", "--slots", "1", "back", "--", "/nonexistent/dlock-test-cmd"), 127);
     DLT_ASSERT_INT_EQ(sem_value("back"), 1);
     /* One after the other, each gets the one slot. */
-    CHECK_CODE(dl("exec", "--slots", "1", "-n", "back", "--", "touch", path("a")), 0);
+    CHECK_CODE(dl("exec", "--slots", "1", "-n", "back", "--", "touch", dlt_tpath("a")), 0);
     {
         char sh[700];
-        snprintf(sh, sizeof sh, "touch '%s'", path("b"));
+        snprintf(sh, sizeof sh, "touch '%s'", dlt_tpath("b"));
         CHECK_CODE(dl("exec", "--slots", "1", "-n", "back", "-c", sh), 0); /* flock's NAME -c form */
     }
-    CU_ASSERT(exists("a") && exists("b"));
+    CU_ASSERT(dlt_texists("a") && dlt_texists("b"));
     /* The command's environment has no DLOCK_FENCE: a slot has none. */
     CHECK_CODE(dl("exec", "--slots", "1", "back", "--", "sh", "-c", "[ -z \"$DLOCK_FENCE\" ]"), 0);
     DLT_ASSERT_INT_EQ(sem_value("back"), 1);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* A semaphore that exists keeps its count: --slots 5 on one made with 1
  * still lets one command in at a time. */
 static void test_slots_join_keeps_count(void) {
     holder h;
-    tdir_make();
+    dlt_tdir_make("dlslots");
     CU_ASSERT_FATAL(holder_start(&h, "a", "join", "1") == 0);
-    CHECK_CODE(dl("exec", "--slots", "5", "-n", "join", "--", "touch", path("ran")), 1);
-    CU_ASSERT(!exists("ran"));
+    CHECK_CODE(dl("exec", "--slots", "5", "-n", "join", "--", "touch", dlt_tpath("ran")), 1);
+    CU_ASSERT(!dlt_texists("ran"));
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    CHECK_CODE(dl("exec", "--slots", "5", "-n", "join", "--", "touch", path("ran")), 0);
+    CHECK_CODE(dl("exec", "--slots", "5", "-n", "join", "--", "touch", dlt_tpath("ran")), 0);
     DLT_ASSERT_INT_EQ(sem_value("join"), 1);
-    tdir_done();
+    dlt_tdir_done();
 }
 
 /* A signal while waiting for a slot ends dlock (it dies of it), CMD never
@@ -390,10 +322,10 @@ static void test_slots_signal_while_waiting(void) {
     static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
     holder h;
     size_t i;
-    tdir_make();
+    dlt_tdir_make("dlslots");
     CU_ASSERT_FATAL(holder_start(&h, "a", "sigwait", "1") == 0);
     for (i = 0; i < 3; i++) {
-        char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "1", "sigwait", "--", "touch", path("ran"), NULL };
+        char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "1", "sigwait", "--", "touch", dlt_tpath("ran"), NULL };
         pid_t w = start_v(argv, NULL);
         int raw;
         dlt_sleep_ms(600); /* it waits */
@@ -402,28 +334,28 @@ static void test_slots_signal_while_waiting(void) {
         CU_ASSERT(raw != -1 && WIFSIGNALED(raw) && WTERMSIG(raw) == sigs[i]);
     }
     DLT_ASSERT_INT_EQ(holder_end(&h), 0);
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
     DLT_ASSERT_INT_EQ(wait_value("sigwait", 1, 15000), 1);
-    CHECK_CODE(dl("exec", "--slots", "1", "-w", "20", "sigwait", "--", "touch", path("after")), 0);
-    CU_ASSERT(exists("after"));
-    tdir_done();
+    CHECK_CODE(dl("exec", "--slots", "1", "-w", "20", "sigwait", "--", "touch", dlt_tpath("after")), 0);
+    CU_ASSERT(dlt_texists("after"));
+    dlt_tdir_done();
 }
 
 /* Bad arguments: exit 64 with a message, nothing run. */
 static void test_slots_usage_errors(void) {
     static const char *const bad[] = { "0", "-1", "x", "3x", "", "2147483648", "99999999999" };
     size_t i;
-    tdir_make();
+    dlt_tdir_make("dlslots");
     for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        CHECK_CODE(dl("exec", "--slots", bad[i], "u", "--", "touch", path("ran")), 64);
+        CHECK_CODE(dl("exec", "--slots", bad[i], "u", "--", "touch", dlt_tpath("ran")), 64);
         CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "--slots"));
     }
-    CHECK_CODE(dl("exec", "--slots", "2", "-s", "u", "--", "touch", path("ran")), 64);
-    CHECK_CODE(dl("exec", "-s", "--slots", "2", "u", "--", "touch", path("ran")), 64);
+    CHECK_CODE(dl("exec", "--slots", "2", "-s", "u", "--", "touch", dlt_tpath("ran")), 64);
+    CHECK_CODE(dl("exec", "-s", "--slots", "2", "u", "--", "touch", dlt_tpath("ran")), 64);
     CHECK_CODE(dl("exec", "--slots"), 64);
-    CU_ASSERT(!exists("ran"));
+    CU_ASSERT(!dlt_texists("ran"));
     CHECK_CODE(dl("exec", "--slots=2147483647", "u", "--", "true"), 0); /* the largest */
-    tdir_done();
+    dlt_tdir_done();
 }
 
 static const struct dlt_test tests[] = {
@@ -438,6 +370,6 @@ static const struct dlt_test tests[] = {
 };
 
 int main(int argc, char **argv) {
-    atexit(tdir_done); /* fork children of the tests leave with _exit */
+    atexit(dlt_tdir_done); /* fork children of the tests leave with _exit */
     return dlt_main(argc, argv, "cli_slots", tests);
 }
