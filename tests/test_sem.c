@@ -435,15 +435,35 @@ static void *cl_wait(void *p) {
     return NULL;
 }
 
+/* The basic round on another deployment (a's client): a semaphore of 1
+ * taken, then empty; a waiter woken by a post, which leaves it empty;
+ * another post brings it back to 1. */
+static void take_wait_post(const dlock_semattr_t *a, const char *name) {
+    dlock_sem_t s;
+    struct cl_waiter w;
+    pthread_t th;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, name, 1, a), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
+    w.s = &s;
+    w.rc = -1;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, cl_wait, &w) == 0);
+    dlt_sleep_ms(300);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(w.rc, 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 1);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+}
+
 /* On a Redis Cluster: the keys in the name's slot, the post's message
  * (SPUBLISH) heard by the waiter's node subscriber. */
 static void test_cluster_basic(void) {
     dlt_cluster cl;
     dlock_client_t *c = NULL;
     dlock_semattr_t a;
-    dlock_sem_t s;
-    struct cl_waiter w;
-    pthread_t th;
     char url[512];
     int i;
     memset(&cl, 0, sizeof cl);
@@ -459,20 +479,7 @@ static void test_cluster_basic(void) {
     for (i = 0; i < 3; i++) {
         char name[32];
         snprintf(name, sizeof name, "s/cl%d", i);
-        DLT_ASSERT_ERR(dlock_sem_init(&s, name, 1, &a), 0);
-        DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
-        DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
-        w.s = &s;
-        w.rc = -1;
-        CU_ASSERT_FATAL(pthread_create(&th, NULL, cl_wait, &w) == 0);
-        dlt_sleep_ms(300);
-        DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
-        pthread_join(th, NULL);
-        DLT_ASSERT_ERR(w.rc, 0);
-        DLT_ASSERT_INT_EQ(sm_value(&s), 0);
-        DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
-        DLT_ASSERT_INT_EQ(sm_value(&s), 1);
-        DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+        take_wait_post(&a, name);
     }
     DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
@@ -484,9 +491,6 @@ static void test_sentinel_basic(void) {
     dlt_sentinel st;
     dlock_client_t *c = NULL;
     dlock_semattr_t a;
-    dlock_sem_t s;
-    struct cl_waiter w;
-    pthread_t th;
     memset(&st, 0, sizeof st);
     if (dlt_sentinel_start(&st, 0, 1, NULL, 20000) != 0) {
         CU_FAIL("cannot start a Sentinel deployment");
@@ -496,19 +500,7 @@ static void test_sentinel_basic(void) {
     DLT_ASSERT_ERR(dlt_client_make(&c, st.url, 5000), 0);
     DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
     DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
-    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/sent", 1, &a), 0);
-    DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
-    DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
-    w.s = &s;
-    w.rc = -1;
-    CU_ASSERT_FATAL(pthread_create(&th, NULL, cl_wait, &w) == 0);
-    dlt_sleep_ms(300);
-    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
-    pthread_join(th, NULL);
-    DLT_ASSERT_ERR(w.rc, 0);
-    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
-    DLT_ASSERT_INT_EQ(sm_value(&s), 1);
-    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    take_wait_post(&a, "s/sent");
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
     dlt_sentinel_cleanup(&st);
 }
