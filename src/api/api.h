@@ -24,10 +24,6 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj);
 int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline);
 int dlock__mutex_obj(dlock_mutex_t *m, dlock__obj **out);
 int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline);
-int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
-                       dlock__lock **lp, dlock__want *w);
-void dlock__object_close(struct dlock_client *c, dlock__lock *l);
-int dlock__object_held(const dlock__lock *l, const void *obj);
 int dlock__timed(clockid_t clock, const struct timespec *abstime, dlock__mono *deadline, int *bad);
 /* Runs a lost-lock handler outside the client's mutex. */
 void dlock__report(dlock__lost_report *rep);

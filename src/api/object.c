@@ -16,7 +16,7 @@
  * lock's table entry.  *w gets the attributes' type, robustness, lease
  * and lost-lock handler (with obj as the handler's object).  Nothing is
  * held on error. */
-int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
+static int object_open(const char *name, const dlock_mutexattr_t *attr, void *obj, struct dlock_client **cp,
                        dlock__lock **lp, dlock__want *w) {
     dlock_mutexattr_t a;
     struct dlock_client *c;
@@ -46,13 +46,13 @@ int dlock__object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
     return 0;
 }
 
-void dlock__object_close(struct dlock_client *c, dlock__lock *l) {
+static void object_close(struct dlock_client *c, dlock__lock *l) {
     dlock__entry_close(c, l, 1);
 }
 
 /* Is l held, by a thread of this process, through object obj?  Such an
  * object cannot be destroyed (EBUSY).  c->mu held. */
-int dlock__object_held(const dlock__lock *l, const void *obj) {
+static int object_held(const dlock__lock *l, const void *obj) {
     const dlock__hold *h;
     if (dlock__hold_is_live(&l->x) && l->x.lost_obj == obj) return 1;
     for (h = l->readers; h != NULL; h = h->next)
@@ -79,7 +79,7 @@ int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, 
     dlock__obj *o;
     int rc;
     if ((o = calloc(1, sizeof *o)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if ((rc = dlock__object_open(name, attr, obj, &o->c, &o->l, &o->want)) != 0) {
+    if ((rc = object_open(name, attr, obj, &o->c, &o->l, &o->want)) != 0) {
         free(o);
         return rc;
     }
@@ -89,7 +89,7 @@ int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, 
 }
 
 void dlock__obj_free(dlock__obj *o) {
-    dlock__object_close(o->c, o->l);
+    object_close(o->c, o->l);
     o->magic = 0;
     free(o);
 }
@@ -101,7 +101,7 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
     dlock__lock *l = o->l;
     dlock__hold *h;
     pthread_mutex_lock(&c->mu);
-    if (dlock__object_held(l, obj)) {
+    if (object_held(l, obj)) {
         pthread_mutex_unlock(&c->mu);
         return dlock__seterr(EBUSY, "'%.64s' is held by a thread of this process", l->k.name);
     }

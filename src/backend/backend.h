@@ -357,8 +357,7 @@ enum {
     DLOCK__SCRIPT_SEM,
     DLOCK__NSCRIPTS
 };
-/* A script's SHA1 and body; variant 1: a cluster's (SPUBLISH). */
-const char *dlock__script_sha(int which, int variant);
+/* A script's body; variant 1: a cluster's (SPUBLISH). */
 const char *dlock__script_body(int which, int variant);
 /* Runs script `which` by EVALSHA, loading it on NOSCRIPT: args holds
  * nargs values in all, the first numkeys of them KEYS, the rest ARGV. */

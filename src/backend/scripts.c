@@ -685,7 +685,7 @@ static void sha_make(void) {
     }
 }
 
-const char *dlock__script_sha(int which, int variant) {
+static const char *script_sha(int which, int variant) {
     pthread_once(&sha_once, sha_make);
     return shas[variant != 0][which];
 }
@@ -704,7 +704,7 @@ static int script_argv(int which, int variant, int use_eval, int numkeys, int na
     if (nargs > MAX_SCRIPT_ARGS || numkeys < 0) return -1;
     argv[0] = use_eval ? "EVAL" : "EVALSHA";
     argvlen[0] = use_eval ? 4 : 7;
-    argv[1] = use_eval ? dlock__script_body(which, variant) : dlock__script_sha(which, variant);
+    argv[1] = use_eval ? dlock__script_body(which, variant) : script_sha(which, variant);
     if (argv[1] == NULL) return -1;
     argvlen[1] = strlen(argv[1]);
     argv[2] = nk;

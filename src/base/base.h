@@ -91,7 +91,6 @@ void dlock__clearerr(void);
  * line each on stderr, "dlock[pid:tid] +ms: ...", for a user chasing a
  * problem.  Off: one relaxed load.  Never a password (callers give the
  * redacted URL). */
-int dlock__debugging(void);
 void dlock__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Puts back a message saved from dlock_last_error(). */
 void dlock__restoreerr(const char *saved);

@@ -90,7 +90,7 @@ static void debug_init(void) {
     __atomic_store_n(&debug_on, v != NULL && *v != '\0' && strcmp(v, "0") != 0, __ATOMIC_RELEASE);
 }
 
-int dlock__debugging(void) {
+static int debugging(void) {
     int on = __atomic_load_n(&debug_on, __ATOMIC_ACQUIRE);
     if (on < 0) {
         pthread_once(&debug_once, debug_init);
@@ -103,7 +103,7 @@ void dlock__debug(const char *fmt, ...) {
     char line[640];
     int n, saved = errno;
     va_list ap;
-    if (!dlock__debugging()) return;
+    if (!debugging()) return;
     n = snprintf(line, sizeof line, "dlock[%ld:%ld] +%lld ms: ", (long)getpid(), (long)syscall(SYS_gettid),
                  (long long)((dlock__now() - debug_t0) / DLOCK__MS));
     va_start(ap, fmt);

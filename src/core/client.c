@@ -22,6 +22,9 @@
 #include "core/core.h"
 
 static void lock_free(dlock__lock *l);
+static int entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out);
+static void lock_put(struct dlock_client *c, dlock__lock *l);
+static void thread_exiting(dlock__thread *t);
 
 static pthread_mutex_t clients_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct dlock_client *clients;
@@ -183,7 +186,7 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg) {
     int rc;
 
     if ((c = calloc(1, sizeof *c)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    dlock__thread_exit_hook(dlock__thread_exiting);
+    dlock__thread_exit_hook(thread_exiting);
     if (pthread_mutex_init(&c->mu, NULL) != 0) {
         free(c);
         return dlock__seterr(ENOMEM, "out of memory");
@@ -374,7 +377,7 @@ int dlock__entry_open(struct dlock_client **cp, const char *name, int kind, int 
     if ((rc = dlock__check_name(name, &len)) != 0) return rc;
     if ((c = dlock__client_get(*cp, &rc)) == NULL) return rc;
     pthread_mutex_lock(&c->mu);
-    rc = dlock__entry_get(c, name, len, kind, lp);
+    rc = entry_get(c, name, len, kind, lp);
     if (rc == 0 && object) c->objects++;
     pthread_mutex_unlock(&c->mu);
     if (rc == 0) *cp = c;
@@ -384,11 +387,11 @@ int dlock__entry_open(struct dlock_client **cp, const char *name, int kind, int 
 void dlock__entry_close(struct dlock_client *c, dlock__lock *l, int object) {
     pthread_mutex_lock(&c->mu);
     if (object) c->objects--;
-    dlock__lock_put(c, l);
+    lock_put(c, l);
     pthread_mutex_unlock(&c->mu);
 }
 
-int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out) {
+static int entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out) {
     dlock__lock *l = dlock__lock_find(c, name, namelen, kind);
     size_t h;
     int rc;
@@ -440,7 +443,7 @@ void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l) {
     lock_free(l);
 }
 
-void dlock__lock_put(struct dlock_client *c, dlock__lock *l) {
+static void lock_put(struct dlock_client *c, dlock__lock *l) {
     l->objrefs--;
     dlock__lock_maybe_free(c, l);
 }
@@ -477,7 +480,7 @@ void dlock__held_remove(struct dlock_client *c, dlock__hold *h) {
 /* The thread-specific-data destructor of an exiting thread: its holds are
  * no longer renewed, so they expire; nothing is released, because the
  * thread did not unlock (a robust mutex reports EOWNERDEAD next). */
-void dlock__thread_exiting(dlock__thread *t) {
+static void thread_exiting(dlock__thread *t) {
     struct dlock_client *c;
     pthread_mutex_lock(&clients_mu);
     for (c = clients; c != NULL; c = c->next) {

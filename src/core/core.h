@@ -184,8 +184,6 @@ struct dlock_client {
     unsigned dropping; /* cached holds being given back (dlock__cache_drop), off the held list */
 };
 
-/* Drops a reference; frees the state when nothing uses it.  c->mu held. */
-void dlock__lock_put(struct dlock_client *c, dlock__lock *l);
 /* Frees l if no object, call, hold, waiter or subscription uses it. */
 void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l);
 dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t namelen, int kind);
@@ -194,9 +192,6 @@ dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t n
  * client if `object`; its twin gives both back.  c->mu NOT held. */
 int dlock__entry_open(struct dlock_client **cp, const char *name, int kind, int object, dlock__lock **lp);
 void dlock__entry_close(struct dlock_client *c, dlock__lock *l, int object);
-/* The table: find or make the entry of `name` and kind (DLOCK__KIND_*),
- * with one reference taken.  Called with c->mu held. */
-int dlock__entry_get(struct dlock_client *c, const char *name, size_t namelen, int kind, dlock__lock **out);
 
 /* Holds: adds/removes h to/from the renewal list.  c->mu held. */
 void dlock__held_add(struct dlock_client *c, dlock__hold *h);
@@ -326,8 +321,6 @@ void dlock__orphans_forget(struct dlock_client *c);
 /* Clients (client.c). */
 int dlock__client_live(const struct dlock_client *c);
 struct dlock_client *dlock__client_get(struct dlock_client *c, int *err);
-/* Thread exit: stops renewing every lock the thread holds. */
-void dlock__thread_exiting(dlock__thread *t);
 
 /* Holds (hold.c): a hold's state, its questions and its transitions (the
  * table is at the top of hold.c).  c->mu held. */

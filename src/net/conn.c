@@ -747,7 +747,7 @@ static void set_timeout(dlock__node *n, dlock__conn *cn, dlock__mono deadline) {
 }
 
 /* Error answers that mean "not now" rather than "no". */
-int dlock__not_ready(const redisReply *r) {
+static int not_ready(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL &&
            (strncmp(r->str, "LOADING", 7) == 0 || strncmp(r->str, "BUSY ", 5) == 0 ||
             strncmp(r->str, "MASTERDOWN", 10) == 0 || strncmp(r->str, "TRYAGAIN", 8) == 0 ||
@@ -759,7 +759,6 @@ int dlock__not_ready(const redisReply *r) {
 int dlock__demoted(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_ERROR && r->str != NULL && strncmp(r->str, "READONLY", 8) == 0;
 }
-#define not_ready dlock__not_ready
 
 /* Sends the command and, with `waitn`, a WAIT for that many replicas
  * after it on the same connection (WAIT counts this connection's writes);

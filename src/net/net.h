@@ -115,8 +115,6 @@ void dlock__pool_put(dlock__node *n, dlock__conn *cn, int broken);
 /* n->mu held: puts a healthy connection back among n's idle ones; 0 if
  * there is no room (the caller closes it). */
 int dlock__pool_keep(dlock__node *n, dlock__conn *cn);
-/* Is r an error that means "not now" (LOADING, BUSY...)? */
-int dlock__not_ready(const redisReply *r);
 /* The transport (conn.c): one request and its answer, NULL when the
  * connection failed (ctx->errstr says why; *sent, if asked, whether the
  * request went out before it did); and sending what was appended
