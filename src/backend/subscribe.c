@@ -31,12 +31,6 @@ int dlock__sub_append(dlock__backend *b, dlock__conn *cn, int on, const char *ch
     return dlock__resp_append(cn->ctx, 2, argv, lens);
 }
 
-static void drain(int fd) {
-    uint64_t v;
-    while (read(fd, &v, sizeof v) == (ssize_t)sizeof v)
-        ;
-}
-
 int dlock__sub_wait(dlock__backend *b, dlock__conn *cn, int wakefd, int timeout_ms) {
     struct pollfd pfd[2];
     if (!dlock__conn_current(&b->node, cn, (dlock__mono)SENTINEL_RECHECK_MS * DLOCK__MS)) return ENOLCK;
@@ -50,7 +44,7 @@ int dlock__sub_wait(dlock__backend *b, dlock__conn *cn, int wakefd, int timeout_
     pfd[1].fd = wakefd;
     pfd[1].events = POLLIN;
     if (poll(pfd, 2, timeout_ms) <= 0) return 0;
-    if (pfd[1].revents) drain(wakefd);
+    if (pfd[1].revents) dlock__efd_drain(wakefd);
     if (pfd[0].revents && dlock__conn_read(cn) != REDIS_OK) return ENOLCK;
     return 0;
 }

@@ -42,6 +42,8 @@ int dlock__cond_init(pthread_cond_t *cv);
 /* Waits on cv until signalled or until `until`; returns ETIMEDOUT when the
  * time has passed. */
 int dlock__cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, dlock__mono until);
+/* Empties a non-blocking eventfd of the wake-ups written to it. */
+void dlock__efd_drain(int fd);
 /* Sleeps until `until` (CLOCK_MONOTONIC), through signals; at once if
  * it has passed. */
 void dlock__sleep_until(dlock__mono until);

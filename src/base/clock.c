@@ -132,3 +132,9 @@ int dlock__backoff_sleep(dlock__backoff *b, dlock__mono deadline) {
     dlock__sleep_until(until);
     return 0;
 }
+
+void dlock__efd_drain(int fd) {
+    uint64_t v;
+    while (read(fd, &v, sizeof v) == (ssize_t)sizeof v)
+        ;
+}

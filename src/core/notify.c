@@ -264,12 +264,6 @@ static int on_refused(struct dlock_client *c, dlock__sub *sub, const redisReply 
     return 1;
 }
 
-static void drain_wakefd(int fd) {
-    uint64_t v;
-    while (read(fd, &v, sizeof v) == (ssize_t)sizeof v)
-        ;
-}
-
 /* l's channel is to be carried by `arg`, whose node cannot be reached,
  * but the map now puts l's slot on another: subscribe there.  c->mu held. */
 static void moved_away(struct dlock_client *c, dlock__lock *l, void *arg) {
@@ -308,7 +302,7 @@ static void sleep_poked(dlock__sub *sub, int timeout_ms) {
     struct pollfd pfd;
     pfd.fd = sub->wakefd;
     pfd.events = POLLIN;
-    if (poll(&pfd, 1, timeout_ms) > 0 || timeout_ms < 0) drain_wakefd(sub->wakefd);
+    if (poll(&pfd, 1, timeout_ms) > 0 || timeout_ms < 0) dlock__efd_drain(sub->wakefd);
 }
 
 /* A connection attempt failed: wait a back-off (the library's; a poke

@@ -101,7 +101,6 @@ int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int 
     struct timespec ts, *tsp = NULL;
     struct pollfd pfd;
     sigset_t mask;
-    uint64_t v;
     int rc, fd;
 
     if (!intr) {
@@ -115,8 +114,7 @@ int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int 
         dlock__mono_to_ts(left, &ts);
         tsp = &ts;
     }
-    while (read(fd, &v, sizeof v) == (ssize_t)sizeof v) /* stale wake-ups */
-        ;
+    dlock__efd_drain(fd); /* stale wake-ups */
     me.fd = fd;
     me.next = l->sleepers;
     l->sleepers = &me;
@@ -192,13 +190,11 @@ struct grant_wait {
  * and shown to pokers (fw->efd).  0, or EAGAIN (this call's grants are
  * then published: fw->nolist). */
 static int grant_begin(struct grant_wait *g) {
-    uint64_t v;
     if ((g->fd = thread_efd()) < 0) {
         g->fw->nolist = 1;
         return EAGAIN;
     }
-    while (read(g->fd, &v, sizeof v) == (ssize_t)sizeof v) /* stale wake-ups */
-        ;
+    dlock__efd_drain(g->fd); /* stale wake-ups */
     g->fw->efd = g->fd;
     return 0;
 }
