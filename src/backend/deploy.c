@@ -107,12 +107,7 @@ void dlock__backend_free(dlock__backend *b) {
     b->nmembers = 0;
     if (b->renew_conn != NULL) dlock__conn_close(b->renew_conn);
     b->renew_conn = NULL;
-    while (b->node.idle != NULL) {
-        dlock__conn *cn = b->node.idle;
-        b->node.idle = cn->next;
-        dlock__conn_close(cn);
-    }
-    b->node.nidle = 0;
+    dlock__pool_flush(&b->node);
     dlock__cluster_free(b);
     free(b->epoch_key);
     b->epoch_key = NULL;
