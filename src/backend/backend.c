@@ -445,13 +445,13 @@ static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, 
     return rc;
 }
 
-/* A semaphore op: all four keys declared (a cluster redirects a slot in
+/* A semaphore op: all its keys declared (a cluster redirects a slot in
  * migration before the script runs, never half-way through it). */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                       long long arg, long long *result, dlock__mono deadline) {
     char ttl[16], a[24], keep[24];
-    const char *args[DLOCK__NKS + 5];
-    size_t lens[DLOCK__NKS + 5], i;
+    const char *args[DLOCK__NKS + 6], *id;
+    size_t lens[DLOCK__NKS + 6], i;
     /* How long the server remembers an op done (sem_lua's `done`): past
      * the longest this call may go on sending it again. */
     unsigned long long keep_ms = 2ull * c->node.conf.unreachable_ms;
@@ -470,6 +470,8 @@ static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, c
     args[i] = ttl; lens[i++] = strlen(ttl);
     args[i] = a; lens[i++] = strlen(a);
     args[i] = keep; lens[i++] = strlen(keep);
+    lens[i] = who(dlock__self_peek(), &id);
+    args[i++] = id;
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, (int)i, args, lens, NULL)) != 0)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);

@@ -53,8 +53,23 @@ enum { DLOCK__KEYS_LOCK, DLOCK__KEYS_COND, DLOCK__KEYS_SEM };
  *   <prefix>{<name>}:semx  zset: waiters' and grantees' tokens by registration expiry
  *   <prefix>{<name>}:semg  hash: tokens a post handed a unit to, not yet taken
  *   <prefix>{<name>}:semd  zset: tokens of takes and posts done, by when they are
- *                          forgotten: an op asked again gives the same answer */
-enum { DLOCK__KS_VALUE, DLOCK__KS_QUEUE, DLOCK__KS_EXPIRY, DLOCK__KS_GRANTED, DLOCK__KS_DONE, DLOCK__NKS };
+ *                          forgotten: an op asked again gives the same answer
+ *   <prefix>{<name>}:semo  hash: token -> "KIND:SINCE:WHO" of each waiter (KIND w, from
+ *                          its first registration until it takes its unit or leaves)
+ *                          and each unit leased under undo (KIND u); SINCE server ms,
+ *                          WHO host:pid:tid: what `dlock status` shows
+ *   <prefix>{<name>}:semu  zset: tokens of units leased under undo, by lease expiry */
+enum {
+    DLOCK__KS_VALUE,
+    DLOCK__KS_QUEUE,
+    DLOCK__KS_EXPIRY,
+    DLOCK__KS_GRANTED,
+    DLOCK__KS_DONE,
+    DLOCK__KS_OWNERS,
+    DLOCK__KS_LEASES,
+    DLOCK__NKS
+};
+_Static_assert(DLOCK__NKS <= DLOCK__NKEYS + 1, "a semaphore's keys fit in dlock__keys");
 /* 0, or ENOMEM (nothing kept).  kind: DLOCK__KEYS_*. */
 int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind);
 void dlock__keys_free(dlock__keys *k);

@@ -544,8 +544,9 @@ static const char fence_raise_lua[] =
     "end\n"
     "return 1\n";
 
-/* Semaphores.  KEYS: value, queue, expiry, granted, done (DLOCK__KS_*,
- * one slot).  ARGV: op, token, ttl ms, arg, remember ms.  The value is a number in a
+/* Semaphores.  KEYS: value, queue, expiry, granted, done, owners, leases
+ * (DLOCK__KS_*, one slot).  ARGV: op, token, ttl ms, arg, remember ms,
+ * who (host:pid:tid).  The value is a number in a
  * string key with no expiry (a semaphore lives until deleted, as a POSIX
  * named one until sem_unlink); a missing key is 0.  A waiter takes a
  * ticket, one past the last in the queue (FIFO), and registers until
@@ -595,6 +596,7 @@ static const char sem_lua[] =
     "for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do\n"
     "  redis.call('ZREM', KEYS[3], w)\n"
     "  redis.call('ZREM', KEYS[2], w)\n"
+    "  redis.call('HDEL', KEYS[6], w)\n"
     "  back = back + redis.call('HDEL', KEYS[4], w)\n"
     "end\n"
     "for i = 1, back do give() end\n"
@@ -603,6 +605,7 @@ static const char sem_lua[] =
     "if op == 'take' then\n"
     "  if redis.call('HDEL', KEYS[4], tok) == 1 then\n"
     "    redis.call('ZREM', KEYS[3], tok)\n"
+    "    redis.call('HDEL', KEYS[6], tok)\n"
     "    res = 1\n"
     "  elseif v > 0 then\n"
     "    v = v - 1\n"
@@ -611,6 +614,7 @@ static const char sem_lua[] =
     "    if not redis.call('ZSCORE', KEYS[2], tok) then\n"
     "      local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')\n"
     "      redis.call('ZADD', KEYS[2], #last > 0 and tonumber(last[2]) + 1 or 1, tok)\n"
+    "      redis.call('HSET', KEYS[6], tok, 'w:' .. now .. ':' .. ARGV[6])\n"
     "    end\n"
     "    redis.call('ZADD', KEYS[3], now + ttl, tok)\n"
     "  end\n"
@@ -618,6 +622,7 @@ static const char sem_lua[] =
     "  res = redis.call('HDEL', KEYS[4], tok)\n"
     "  redis.call('ZREM', KEYS[2], tok)\n"
     "  redis.call('ZREM', KEYS[3], tok)\n"
+    "  redis.call('HDEL', KEYS[6], tok)\n"
     "elseif op == 'post' then\n"
     "  if redis.call('EXISTS', KEYS[2]) == 1 then give() res = 1\n"
     "  elseif v < tonumber(ARGV[4]) then v = v + 1 res = 1 end\n"
@@ -823,8 +828,8 @@ int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_
                                                                ":queue",   ":qmeta",   ":epoch" };
     static const char *const cond_suffix[DLOCK__NKEYS + 1] = { ":cond", ":cond", ":cond", ":cond", ":cond",
                                                                ":cond", ":cond", ":cond", ":cond" };
-    static const char *const sem_suffix[DLOCK__NKEYS + 1] = { ":sem", ":semq", ":semx", ":semg", ":semd",
-                                                              ":sem", ":sem",  ":sem",  ":sem" };
+    static const char *const sem_suffix[DLOCK__NKEYS + 1] = { ":sem",  ":semq", ":semx", ":semg", ":semd",
+                                                              ":semo", ":semu", ":sem",  ":sem" };
     const char *const *suffix = kind == DLOCK__KEYS_COND ? cond_suffix : kind == DLOCK__KEYS_SEM ? sem_suffix : lock_suffix;
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;
