@@ -145,7 +145,9 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
         a->v[a->n++] = a->ident;
         ARG1(a, flags & DLOCK__F_ROBUST ? "1" : "0");
         ARG1(a, flags & DLOCK__F_WAIT ? "1" : "0");
-        ARG1(a, !(flags & DLOCK__F_FAIR) ? "0" : flags & DLOCK__F_GRANTLIST ? "2" : "1");
+        if (!(flags & DLOCK__F_FAIR)) ARG1(a, "0");
+        else if (flags & DLOCK__F_CACHING) ARG1(a, flags & DLOCK__F_GRANTLIST ? "4" : "3");
+        else ARG1(a, flags & DLOCK__F_GRANTLIST ? "2" : "1");
         ARG1(a, flags & DLOCK__F_CACHING ? "1" : "0");
     } else {
         ARG1(a, flags & DLOCK__F_READFIRST ? "1" : "0");

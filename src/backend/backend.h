@@ -173,12 +173,13 @@ int dlock__grant_send(dlock__backend *b, const dlock__keys *k, const char *token
 int dlock__grant_await(dlock__grant_pop *p, int wakefd, dlock__mono give_up, const sigset_t *mask);
 void dlock__grant_drop(dlock__backend *b, dlock__grant_pop *p);
 void dlock__grant_keep(dlock__backend *b, dlock__grant_pop *p);
-int dlock__grant_read(dlock__grant_pop *p, uint64_t *fence, unsigned *ms, int *nolist);
+int dlock__grant_read(dlock__grant_pop *p, uint64_t *fence, unsigned *ms, int *cache, int *nolist);
 
 /* What an acquire attempt found. */
 typedef struct dlock__acq {
     int status;        /* DLOCK__ACQ_* */
     uint64_t fence;    /* ACQUIRED, MINE */
+    int others;        /* ACQUIRED, MINE of a caching acquire: others wait (keep it not) */
     int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
     uint64_t floor;    /* BUSY: the lock's last fence when the server answered, 0 not
                         * known: a grant whose fence is above it was made after */
@@ -226,10 +227,12 @@ enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 int dlock__acq_parse(const redisReply *r, dlock__acq *out);
 int dlock__flag_parse(const redisReply *r, int *out); /* integer 0 or 1 */
 int dlock__u64_parse(const char *s, size_t n, uint64_t *out);
-/* A grant as a release sends it, "FENCE:MS" (s[0..n)): the fence (> 0)
- * and the grant's lease in ms (1 .. 2^32-1).  0, or -1 if it is not
- * exactly that. */
-int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms);
+/* A grant as a release sends it, "FENCE:MS" or, to a caching waiter,
+ * "FENCE:MS:C" (s[0..n)): the fence (> 0), the grant's lease in ms
+ * (1 .. 2^32-1), and *cache: 0 not a caching grant, 1 its fence block is
+ * reserved and nobody else waits, 2 reserved but others wait.  0, or -1
+ * if it is not exactly that. */
+int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms, int *cache);
 int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
 
 /* One renewal in a batch. */

@@ -73,7 +73,10 @@
  * takes a ticket, one more than the last in the queue, in the server's
  * order; its lease, robustness, identity and how it hears of a grant go
  * to qmeta.  A release hands the lock straight to the queue's head and
- * tells that waiter alone: it pushes "FENCE:MS" to the waiter's grant list
+ * tells that waiter alone: it pushes "FENCE:MS" ("FENCE:MS:C" to a caching
+ * waiter, whose block of fences the grant reserves: C 1 nobody else
+ * waits, it may keep the lock at its unlock; 2 others wait, it may not)
+ * to the waiter's grant list
  * <lock key>:g:<token>, on which the waiter blocks in BLPOP (delivery 2:
  * the server answers the waiter itself, before any other), or publishes
  * "TOKEN:FENCE:MS" on the release channel (delivery 1: the waiting
@@ -176,12 +179,13 @@
  * as a waiting writer, which holds new readers back, and tells a releaser
  * that someone waits), [7] queue ("0": no; with [6], take a place in the
  * fair queue, and be told of a grant by "1": a message on the release
- * channel, "2": a push to the grant list; every queuing request says it
- * anew), [8] caching ("1": reserve a block of fences; if others
- * are queued, publish "wanted" at once, since their requests may have
- * come before the hash said "cache": a caching holder handed the lock by
- * a release, which confirms with its own acquire, would otherwise keep
- * it while they wait).  While the
+ * channel, "2": a push to the grant list; "3" and "4": the same for a
+ * caching waiter, whose grant reserves its block of fences; every
+ * queuing request says it anew), [8] caching ("1": reserve a block of
+ * fences, and answer whether others wait -- queued, or registered as
+ * waiting writers -- as a third element, 1 or 0: their requests may
+ * have come before the hash said "cache", so no "wanted" message told
+ * the holder, which must then not keep the lock at its unlock).  While the
  * fair queue has a live waiter, the lock goes to nobody else, fair or
  * not: a free lock with a queue is taken only by the queue's head.  A
  * thread that has just released the lock while others waited is held
@@ -195,7 +199,8 @@
  * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
  * holder died holding it (EOWNERDEAD); {2, fence} already held by this
  * token (an earlier attempt whose answer was lost, or a fair grant; the
- * lease starts again); {0, ms, last} held by another (a writer, or
+ * lease starts again) -- each with the third element "others wait" when
+ * caching; {0, ms, last} held by another (a writer, or
  * readers, or promised to the queue's head) for about ms, the lock's last
  * fence being last ('' if none is kept): a grant the caller hears of later
  * was made after this answer only if its fence is above last (lock.c); {5, ms} free, but this
@@ -224,7 +229,10 @@ static const char acquire_lua[] =
     "local function reserve(fs)\n"
     "  redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
     "  redis.call('HSET', K[1], 'fence', fs, 'cache', '1')\n"
-    "  if redis.call('EXISTS', K[7]) == 1 then redis.call('PUBLISH', K[1], 'wanted') end\n"
+    "  if redis.call('EXISTS', K[7]) == 1 then return 1 end\n"
+    "  local n = redis.call('ZCARD', K[5])\n"
+    "  if n > 1 or (n == 1 and not redis.call('ZSCORE', K[5], ARGV[1])) then return 1 end\n"
+    "  return 0\n"
     "end\n"
     "local rw = false\n"
     "local function take()\n"
@@ -235,12 +243,13 @@ static const char acquire_lua[] =
     "    redis.call('HSET', K[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows)\n"
     "  end\n"
     "  redis.call('PEXPIRE', K[1], ARGV[2])\n"
-    "  if ARGV[8] == '1' then reserve(fs) end\n"
+    "  local others = nil\n"
+    "  if ARGV[8] == '1' then others = reserve(fs) end\n"
     "  if robust then\n"
     "    redis.call('SET', K[3], 'held')\n"
-    "    if state == 'held' then return {4, fs} end\n"
+    "    if state == 'held' then return {4, fs, others} end\n"
     "  end\n"
-    "  return {1, fs}\n"
+    "  return {1, fs, others}\n"
     "end\n"
     "if not asked and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end\n"
     LOCK_REST
@@ -249,8 +258,7 @@ static const char acquire_lua[] =
     "  redis.call('PEXPIRE', K[1], lease)\n"
     "  if ARGV[8] == '1' then\n"
     "    local fs = fence()\n"
-    "    reserve(fs)\n"
-    "    return {2, fs}\n"
+    "    return {2, fs, reserve(fs)}\n"
     "  end\n"
     "  return {2, redis.call('HGET', K[1], 'fence')}\n"
     "end\n"
@@ -390,7 +398,7 @@ static const char release_lua[] =
     "  local h = qhead()\n"
     "  local m = h and redis.call('HGET', K[8], h)\n"
     "  local ls, rb, d, who\n"
-    "  if m then ls, rb, d, who = string.match(m, '^(%d+)|([01])|([12])|(.*)$') end\n"
+    "  if m then ls, rb, d, who = string.match(m, '^(%d+)|([01])|([1-4])|(.*)$') end\n"
     "  if ls then\n"
     "    unqueue(h)\n"
     "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
@@ -398,12 +406,19 @@ static const char release_lua[] =
     "    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
     "    redis.call('PEXPIRE', K[1], g)\n"
     "    if rb == '1' then redis.call('SET', K[3], 'held') end\n"
+    "    local gs = fs .. ':' .. g\n"
+    "    if d == '3' or d == '4' then\n"
+    "      redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
+    "      redis.call('HSET', K[1], 'cache', '1')\n"
+    "      if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2' else gs = gs .. ':1' end\n"
+    "      d = d == '4' and '2' or '1'\n"
+    "    end\n"
     "    if d == '2' then\n"
     "      local gk = K[1] .. ':g:' .. h\n"
-    "      if type(redis.pcall('RPUSH', gk, fs .. ':' .. g)) == 'number' then redis.call('PEXPIRE', gk, g)\n"
+    "      if type(redis.pcall('RPUSH', gk, gs)) == 'number' then redis.call('PEXPIRE', gk, g)\n"
     "      else d = '1' end\n"
     "    end\n"
-    "    if d ~= '2' then redis.call('PUBLISH', ARGV[2], h .. ':' .. fs .. ':' .. g) end\n"
+    "    if d ~= '2' then redis.call('PUBLISH', ARGV[2], h .. ':' .. gs) end\n"
     "    return 1\n"
     "  end\n"
     "end\n"

@@ -99,6 +99,7 @@ typedef struct dlock__fairwait {
     int granted;
     uint64_t fence;
     unsigned grant_ms;
+    int cache; /* a caching waiter's grant: 1 its fence block reserved, 2 and others wait */
     /* Its own wake-up: a poke wakes this waiter alone, not every thread
      * sleeping on the lock (with 25 waiting threads in a process, a grant
      * woke 25).  cv_ok 0: it sleeps on the lock's, as others do. */
@@ -245,7 +246,7 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
 void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);
 /* The same for a grant: the lock is that waiter's, with that fence,
  * leased for grant_ms. */
-void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms);
+void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms, int cache);
 /* Makes sure a release of l will wake us: subscribes and waits for the
  * subscription to be active, or until deadline / the unreachable bound
  * (ENOLCK). */
