@@ -662,6 +662,7 @@ static const char sem_lua[] =
     "    give()\n"
     "    res = 1\n"
     "  else\n"
+    "    redis.call('HDEL', KEYS[6], tok)\n"
     "    res = 2\n"
     "  end\n"
     "elseif op == 'value' then\n"
