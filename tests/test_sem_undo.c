@@ -11,7 +11,8 @@
  * (and then never given back twice), not inherited by a fork child, and
  * given back by dlock_client_destroy.  On a Redis Cluster too.  And
  * dlock_sem_xwait with DLOCK_F_INTR: EINTR on a signal, without losing a
- * unit a post handed to the wait.
+ * unit a post handed to the wait.  A take or a return whose answer was
+ * lost, asked again, leases or gives back one unit, not two.
  *
  * Workers report through their result (a child: its exit status), with
  * DLT_CK; what they share travels through MAP_SHARED memory.
@@ -19,6 +20,7 @@
 #define DLT_CK_MOD 120
 #include "fixture.h"
 #include "fixture_multi.h"
+#include "proxy.h"
 
 #include <dlock.h>
 
@@ -527,6 +529,67 @@ static void test_eintr(void) {
 }
 
 /* ========================================================================
+ * Answers lost
+ * ====================================================================== */
+
+static void count_lost(dlock_sem_t *s, const char *name, void *arg) {
+    (void)s;
+    (void)name;
+    dlt_flag_add(arg, 1);
+}
+
+struct cut_arg {
+    dlock_sem_t *s;
+    int post; /* 1 post (a return), 0 trywait (a leased take) */
+    int rc;
+};
+
+static void *cut_call(void *p) {
+    struct cut_arg *a = p;
+    a->rc = a->post ? dlock_sem_post(a->s) : dlock_sem_trywait(a->s);
+    return NULL;
+}
+
+/* The answers of a leased take and of its return are cut (the proxy):
+ * the library asks again, and the server, which did it the first time,
+ * does not do it again: one unit leased, then that one given back (and
+ * the return asked again is not taken for a lost lease). */
+static void test_lost_answer_once(void) {
+    static const char name[] = "u/cut";
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    struct cut_arg ca;
+    pthread_t th;
+    int post, lost = 0;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 5000), 0);
+    su_attr(&a, 5000, c);
+    DLT_ASSERT_ERR(dlock_semattr_setlostcallback(&a, count_lost, &lost), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, name, 3, &a), 0);
+    for (post = 0; post <= 1; post++) {
+        ca.s = &s;
+        ca.post = post;
+        ca.rc = -1;
+        dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, cut_call, &ca) == 0);
+        dlt_sleep_ms(400);
+        dlt_proxy_pass(px);
+        pthread_join(th, NULL);
+        DLT_ASSERT_ERR(ca.rc, 0);
+        DLT_ASSERT_INT_EQ(su_value(name), post ? 3 : 2);
+        DLT_ASSERT_INT_EQ(su_leased(name), post ? 0 : 1);
+    }
+    CU_ASSERT(dlt_proxy_faults(px) > 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&lost), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    dlt_proxy_stop(px);
+}
+
+/* ========================================================================
  * Redis Cluster
  * ====================================================================== */
 
@@ -580,6 +643,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_lost_found_by_post),
     DLT_TEST(test_destroy_keeps_client_returns),
     DLT_TEST(test_eintr),
+    DLT_TEST(test_lost_answer_once),
     DLT_TEST(test_cluster_undo),
     { NULL, NULL },
 };
