@@ -70,6 +70,10 @@ enum {
     DLOCK__NKS
 };
 _Static_assert(DLOCK__NKS <= DLOCK__NKEYS + 1, "a semaphore's keys fit in dlock__keys");
+/* How long a semaphore waiter's registration, or a unit a post handed to
+ * a waiter, lasts on the server unless taken or renewed (the waiter
+ * renews it every third of it: core/sem.c). */
+#define DLOCK__SEM_TTL_MS 3000u
 /* 0, or ENOMEM (nothing kept).  kind: DLOCK__KEYS_*. */
 int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind);
 void dlock__keys_free(dlock__keys *k);
@@ -239,6 +243,8 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
 typedef struct dlock__renewal {
     const dlock__keys *k;
     int shared;
+    int unit;   /* a semaphore's unit leased under undo (k: the semaphore's keys, token:
+                 * the unit's), renewed by sem_lua's 'renew' in the same batch */
     const char *token;
     unsigned lease_ms;
     int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
@@ -291,12 +297,17 @@ typedef struct dlock__backend_ops {
      * value; *result 1 made, 0 it existed), "take" (arg 1: queue the token
      * if no unit is free; *result 1 taken, 0 not), "withdraw" (*result 1:
      * a post had handed the token a unit, now taken), "post" (arg: the
-     * maximum; *result 1 posted, 0 it would pass the maximum) or "value".
-     * ttl_ms: how long a waiter's registration (or a unit handed to it)
-     * lasts unless taken or renewed.  NULL where a deployment has no
-     * semaphores (Redlock: ENOTSUP). */
+     * maximum; *result 1 posted, 0 it would pass the maximum), "return"
+     * (token: a unit leased under undo; *result 1 its lease ended and its
+     * unit went back as a post's, 2 the lease was already gone) or
+     * "value".  ttl_ms: how long a waiter's registration (or a unit handed
+     * to it) lasts unless taken or renewed.  lease_ms: with "take" and
+     * "withdraw", 0 for a plain unit, else the unit taken is leased that
+     * long (undo; `done` in sem_lua).  Leases are renewed through `renew`
+     * (dlock__renewal.unit).  NULL where a deployment has no semaphores
+     * (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-               long long arg, long long *result, dlock__mono deadline);
+               long long arg, unsigned lease_ms, long long *result, dlock__mono deadline);
 } dlock__backend_ops;
 
 extern const dlock__backend_ops dlock__single_backend;
