@@ -641,7 +641,7 @@ static const char sem_lua[] =
  * then its `owners` record ('' none), leased units as lease expiry then
  * record}.  A waiter is live while its registration runs (`expiry`), a
  * leased unit while its lease does: the dead ones, not cleaned up yet,
- * are not shown. */
+ * are not shown.  Only the commands of the README's minimal ACL user. */
 static const char sem_info_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -658,14 +658,15 @@ static const char sem_info_lua[] =
     "    ws[#ws + 1] = redis.call('HGET', KEYS[6], tok) or ''\n"
     "  end\n"
     "end\n"
-    "for _, tok in ipairs(redis.call('HKEYS', KEYS[4])) do\n"
-    "  if live(tok) then waiter(tok, -1) end\n"
+    "local g = redis.call('HGETALL', KEYS[4])\n"
+    "for i = 1, #g, 2 do\n"
+    "  if live(g[i]) then waiter(g[i], -1) end\n"
     "end\n"
     "for _, tok in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
     "  if live(tok) then waiter(tok, place) place = place + 1 end\n"
     "end\n"
     "local us = {}\n"
-    "local leased = redis.call('ZRANGEBYSCORE', KEYS[7], now + 1, '+inf', 'WITHSCORES')\n"
+    "local leased = redis.call('ZRANGE', KEYS[7], '(' .. now, '+inf', 'BYSCORE', 'WITHSCORES')\n"
     "for i = 1, #leased, 2 do\n"
     "  if (i + 1) / 2 <= max then\n"
     "    us[#us + 1] = tonumber(leased[i + 1])\n"
