@@ -66,6 +66,11 @@ static int collect(const dlock_sem_owner_t *o, void *arg) {
     return 0;
 }
 
+static int stop_first(const dlock_sem_owner_t *o, void *arg) {
+    collect(o, arg);
+    return 1;
+}
+
 /* A unit leased under undo to host:pid:tid since `since`, its lease
  * ending at `until` (server ms), written as the undo path writes it. */
 static void fake_lease(const char *name, const char *tok, long long since, const char *who, long long until) {
@@ -194,6 +199,59 @@ static void test_info_waiters(void) {
     DLT_ASSERT_ERR(dlock_sem_info(NULL, "a/wait", &i), 0);
     DLT_ASSERT_INT_EQ(i.waiters, 0);
     DLT_ASSERT_INT_EQ(i.value, 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+}
+
+/* What is left out and what is shown half-known, written by hand into
+ * the keys: a waiter a post handed a unit (in ":semg", being taken) comes
+ * first with place -1; a queued waiter whose registration lapsed (its
+ * process died, not cleaned up yet) is not shown nor counted; a waiter
+ * with no ":semo" record is shown unnamed. */
+static void test_info_handed_and_dead(void) {
+    dlock_sem_t s;
+    dlock_sem_info_t i;
+    struct people p;
+    char kq[64], kx[64], kg[64], ko[64];
+    long long now;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "a/hd", 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_sem_info(NULL, "a/hd", &i), 0);
+    now = i.server_now_ms;
+    snprintf(kq, sizeof kq, "dlock:{a/hd}:semq");
+    snprintf(kx, sizeof kx, "dlock:{a/hd}:semx");
+    snprintf(kg, sizeof kg, "dlock:{a/hd}:semg");
+    snprintf(ko, sizeof ko, "dlock:{a/hd}:semo");
+    /* dead: queued first, registration lapsed */
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s 1 dead", kq));
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s %lld dead", kx, now - 10));
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "HSET %s dead w:%lld:gone:1:1", ko, now - 5000));
+    /* anon: queued second, live, no record */
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s 2 anon", kq));
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s %lld anon", kx, now + 60000));
+    /* handed: a post handed it a unit */
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "HSET %s handed 1", kg));
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s %lld handed", kx, now + 60000));
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "HSET %s handed w:%lld:hosty:7:8", ko, now - 100));
+    memset(&p, 0, sizeof p);
+    DLT_ASSERT_ERR(dlock_sem_owners(NULL, "a/hd", &i, DLOCK_SEM_OWNERS_ALL, collect, &p), 0);
+    DLT_ASSERT_INT_EQ(i.waiters, 2);
+    DLT_ASSERT_INT_EQ(p.n, 2);
+    if (p.n == 2) {
+        CU_ASSERT_STRING_EQUAL(p.v[0].host, "hosty");
+        DLT_ASSERT_INT_EQ(p.v[0].pid, 7);
+        DLT_ASSERT_INT_EQ(p.v[0].place, -1);
+        DLT_ASSERT_INT_EQ(p.v[0].since_ms, now - 100);
+        CU_ASSERT_STRING_EQUAL(p.v[1].host, "");
+        DLT_ASSERT_INT_EQ(p.v[1].pid, 0);
+        DLT_ASSERT_INT_EQ(p.v[1].place, 0); /* the dead one before it takes no place */
+        DLT_ASSERT_INT_EQ(p.v[1].since_ms, 0);
+        DLT_ASSERT_INT_EQ(p.v[1].kind, DLOCK_SEM_WAITING);
+    }
+    /* fn may stop the walk. */
+    memset(&p, 0, sizeof p);
+    DLT_ASSERT_ERR(dlock_sem_owners(NULL, "a/hd", NULL, DLOCK_SEM_OWNERS_ALL, stop_first, &p), 0);
+    DLT_ASSERT_INT_EQ(p.n, 1);
+    DLT_ASSERT_ERR(dlock_sem_unlink(NULL, "a/hd"), 0);
+    DLT_ASSERT_INT_EQ(sem_keys_left("a/hd"), 0);
     DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
 }
 
@@ -382,6 +440,50 @@ static void test_list(void) {
 }
 
 /* ========================================================================
+ * The README's minimal ACL user
+ * ====================================================================== */
+
+/* The administration's scripts use only what the README's minimal ACL
+ * user may (its line, as tests/test_acl.c makes it). */
+static void test_acl_user(void) {
+    dlock_client_t *c = NULL;
+    dlock_sem_t s;
+    dlock_sem_info_t i;
+    struct people p;
+    struct found f;
+    unsigned back = 9;
+    redisReply *r = dlt_redis_cmd(&dlt_server,
+        "ACL SETUSER semadm on >semadm-pw resetkeys ~dlock:* resetchannels &dlock:* -@all +evalsha +eval "
+        "+script|load +subscribe +unsubscribe +select +scan +time +get +set +del +exists +pexpire +pttl +rpush "
+        "+blpop +hget +hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zremrangebyscore "
+        "+zpopmin +publish");
+    char url[128];
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    snprintf(url, sizeof url, "redis://semadm:semadm-pw@127.0.0.1:%d", dlt_server.port);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 3000), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "acl/s", 2, NULL), 0); /* on the default client */
+    DLT_ASSERT_ERR(dlock_sem_info(NULL, "acl/s", &i), 0);
+    fake_lease("acl/s", "tokA", i.server_now_ms, "web1:12:34", i.server_now_ms + 60000);
+    memset(&p, 0, sizeof p);
+    DLT_ASSERT_ERR(dlock_sem_owners(c, "acl/s", &i, DLOCK_SEM_OWNERS_ALL, collect, &p), 0);
+    DLT_ASSERT_INT_EQ(i.value, 2);
+    DLT_ASSERT_INT_EQ(p.n, 1);
+    memset(&f, 0, sizeof f);
+    DLT_ASSERT_ERR(dlock_sem_list(c, "acl/*", found_one, &f), 0);
+    DLT_ASSERT_INT_EQ(f.n, 1);
+    DLT_ASSERT_ERR(dlock_sem_break(c, "acl/s", &back), 0);
+    DLT_ASSERT_INT_EQ(back, 1);
+    DLT_ASSERT_ERR(dlock_sem_unlink(c, "acl/s"), 0);
+    DLT_ASSERT_ERR(dlock_sem_info(c, "acl/s", &i), 0);
+    DLT_ASSERT_INT_EQ(i.exists, 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    r = dlt_redis_cmd(&dlt_server, "ACL DELUSER semadm");
+    if (r) freeReplyObject(r);
+}
+
+/* ========================================================================
  * Other deployments
  * ====================================================================== */
 
@@ -449,11 +551,13 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_info_missing),
     DLT_TEST(test_info_value),
     DLT_TEST(test_info_waiters),
+    DLT_TEST(test_info_handed_and_dead),
     DLT_TEST(test_leased_and_break),
     DLT_TEST(test_break_serves_waiter),
     DLT_TEST(test_unlink),
     DLT_TEST(test_unlink_waiter),
     DLT_TEST(test_list),
+    DLT_TEST(test_acl_user),
     DLT_TEST(test_cluster),
     DLT_TEST(test_redlock_enotsup),
     { NULL, NULL },
