@@ -8,9 +8,10 @@
  * lock) and dlock_break; for semaphores dlock_sem_owners / dlock_sem_list,
  * dlock_sem_break and dlock_sem_unlink.  A lock and a semaphore of one
  * name are two things (their keys differ): status shows the lock, the
- * semaphore, or both, one after the other (see print_status_of).  "How long held" is the server's time when it
- * answered minus its time at the acquire, so this host's clock plays no
- * part; the acquire time is shown in this host's time zone.
+ * semaphore, or both, one after the other (see print_status_of).
+ * "How long held" is the server's time when it answered minus its time at
+ * the acquire, so this host's clock plays no part; the acquire time is
+ * shown in this host's time zone (a semaphore's waiters and units alike).
  */
 #include <errno.h>
 #include <getopt.h>
