@@ -392,6 +392,78 @@ DLOCK_API int dlock_sem_post(dlock_sem_t *s);
  * number of waiters; Linux says 0 too). */
 DLOCK_API int dlock_sem_getvalue(dlock_sem_t *s, int *value);
 
+/* What the server knows of one semaphore (dlock_sem_info,
+ * dlock_sem_owners, dlock_sem_list), read in one round trip. */
+typedef struct dlock_sem_info {
+    int exists;              /* 1: the semaphore exists (init made it, or a post did) */
+    int value;               /* its free units now; 0 when it does not exist */
+    unsigned waiters;        /* threads waiting in it anywhere (queued, or handed a
+                                unit by a post and taking it) */
+    unsigned leased;         /* units taken under undo whose lease runs */
+    int64_t server_now_ms;   /* the server's time when it answered, ms since the epoch */
+    void *__reserved[4];     /* room to grow without changing the size */
+} dlock_sem_info_t;
+
+/* One person of a semaphore (dlock_sem_owners): a waiter, or the holder
+ * of one unit leased under undo (dlock_semattr_setundo; units taken
+ * without undo have no owner, as in POSIX, and are not listed). */
+enum { DLOCK_SEM_WAITING = 1, DLOCK_SEM_LEASED = 2 };
+typedef struct dlock_sem_owner {
+    int kind;                /* DLOCK_SEM_WAITING or DLOCK_SEM_LEASED */
+    char host[256];          /* who: host, pid and thread id ("" and 0 if the
+                                server does not say) */
+    long pid;
+    unsigned long tid;
+    int64_t since_ms;        /* waiting since / the unit taken at: server time, ms
+                                since the epoch; 0 if the server does not say */
+    int64_t lease_left_ms;   /* LEASED: the unit's remaining lease; WAITING: -1 */
+    long place;              /* WAITING: its place in the FIFO queue, 0 the next
+                                served; -1 a post handed it a unit it is taking.
+                                LEASED: -1 */
+    void *__reserved[4];
+} dlock_sem_owner_t;
+
+/* What the server knows of the semaphore `name` on client c (NULL: the
+ * default client): 0 with *out filled, also when it does not exist
+ * (out->exists 0).  ENOTSUP on Redlock (no semaphores there), ENOLCK
+ * when the server cannot be reached.  No dlock_sem_t is needed. */
+DLOCK_API int dlock_sem_info(dlock_client_t *c, const char *name, dlock_sem_info_t *out);
+/* The same (info may be NULL), and fn called for each person, from the
+ * same answer: the waiters in the order they will be served, then the
+ * units leased under undo, soonest lease end first; at most max of them
+ * (0: none; DLOCK_SEM_OWNERS_ALL: every one); stops early when fn returns
+ * nonzero.  fn may be NULL. */
+#define DLOCK_SEM_OWNERS_ALL 0xFFFFFFFFu
+DLOCK_API int dlock_sem_owners(dlock_client_t *c, const char *name, dlock_sem_info_t *info, unsigned max,
+                               int (*fn)(const dlock_sem_owner_t *o, void *arg), void *arg);
+/* Calls fn for each semaphore whose name matches the shell glob (NULL:
+ * "*") and that exists, or has waiters or leased units, in no particular
+ * order; stops early when fn returns nonzero.  SCAN, as dlock_list.
+ * ENOTSUP on Redlock. */
+DLOCK_API int dlock_sem_list(dlock_client_t *c, const char *glob,
+                             int (*fn)(const char *name, const dlock_sem_info_t *info, void *arg), void *arg);
+/* Removes the semaphore `name` from the server, as sem_unlink removes a
+ * POSIX name: its value, its queue and every registration go; ENOENT
+ * (after removing any waiters' registrations) when it did not exist.
+ * The next dlock_sem_init of the name makes a new semaphore with its
+ * value.  Unlike POSIX, a dlock_sem_t still open on the name does not
+ * keep the old semaphore alive (the name is all it has): it stays valid,
+ * and its calls act on whatever the name is then -- getvalue says 0 and
+ * trywait EAGAIN until an init or a post makes it again.  Its waiters,
+ * anywhere, are woken at once and go on waiting, queued again on the
+ * name (in any order): a post on the name, or an init that makes it anew
+ * with units, serves them, so no waiter is left behind by a post that
+ * came after the unlink.  A unit that a post had handed a waiter that
+ * had not taken it yet goes with the semaphore, and units leased under
+ * undo are forgotten. */
+DLOCK_API int dlock_sem_unlink(dlock_client_t *c, const char *name);
+/* Administrative reset of the semaphore `name` (`dlock break --sem`):
+ * takes back every unit leased under undo, whoever holds it -- its lease
+ * ends at once, as if it had run out -- and gives the units back (to the
+ * waiters first, in queue order).  *taken_back (if not NULL): how many.
+ * Waiters keep waiting.  ENOENT when it does not exist. */
+DLOCK_API int dlock_sem_break(dlock_client_t *c, const char *name, unsigned *taken_back);
+
 /* A fenced write, for data kept in the lock's own Redis deployment: sets
  * the hash `key` to {value, fence} only if no write with a newer fence has
  * reached it, so a holder whose lease ran out can never overwrite what its

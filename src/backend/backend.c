@@ -533,6 +533,8 @@ const dlock__backend_ops dlock__single_backend = {
     .cond = single_cond,
     .grant_conn = single_grant_conn,
     .sem = single_sem,
+    .sem_info = dlock__single_sem_info,
+    .sem_admin = dlock__single_sem_admin,
 };
 
 int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out) {

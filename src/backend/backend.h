@@ -258,6 +258,7 @@ int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline
  * Cluster and a Redlock quorum later.  Each call returns 0 or an errno
  * value (ENOLCK when the deployment cannot be reached within the bound
  * that `deadline` gives). */
+typedef struct dlock__sem_state dlock__sem_state; /* below */
 typedef struct dlock__backend_ops {
     /* 1: the deployment keeps one wait queue per lock, and a release hands
      * the lock to its head (one server; a cluster, per slot).  0: Redlock,
@@ -308,7 +309,37 @@ typedef struct dlock__backend_ops {
      * (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                long long arg, unsigned lease_ms, long long *result, dlock__mono deadline);
+    /* What the server knows of a semaphore (sem_info_lua): at most max
+     * people listed; out->people is malloc'ed (free it).  NULL where a
+     * deployment has no semaphores. */
+    int (*sem_info)(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
+                    dlock__mono deadline);
+    /* Administration of a semaphore (sem_admin_lua), asked once: how
+     * DLOCK__SEM_UNLINK (*result 1 deleted, 0 it did not exist) or
+     * DLOCK__SEM_BREAK (*result the units taken back, -1 it does not
+     * exist).  NULL where a deployment has no semaphores. */
+    int (*sem_admin)(dlock__backend *c, const dlock__keys *k, int how, long long *result, dlock__sent *sent,
+                     dlock__mono deadline);
 } dlock__backend_ops;
+
+/* What sem_info reads (seminfo.c parses it): the public summary and the
+ * people, waiters first (in queue order, those handed a unit first), then
+ * units leased under undo (by lease expiry). */
+struct dlock__sem_state {
+    dlock_sem_info_t info;
+    dlock_sem_owner_t *people;
+    size_t npeople;
+};
+enum { DLOCK__SEM_UNLINK, DLOCK__SEM_BREAK };
+/* The single-server sem_info and sem_admin ops (seminfo.c), which a
+ * Cluster runs on the slot's master. */
+int dlock__single_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
+                           dlock__mono deadline);
+int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result,
+                            dlock__sent *sent, dlock__mono deadline);
+/* sem_info_lua's answer as a dlock__sem_state: 0, -1 for anything else,
+ * -2 out of memory (nothing is kept). */
+int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out);
 
 extern const dlock__backend_ops dlock__single_backend;
 /* The holder identity ("who": host:pid:tid) this process writes with its
@@ -384,6 +415,8 @@ enum {
     DLOCK__SCRIPT_COND,
     DLOCK__SCRIPT_FENCE_RAISE,
     DLOCK__SCRIPT_SEM,
+    DLOCK__SCRIPT_SEM_INFO,
+    DLOCK__SCRIPT_SEM_ADMIN,
     DLOCK__NSCRIPTS
 };
 /* A script's body; variant 1: a cluster's (SPUBLISH). */

@@ -687,9 +687,78 @@ static const char sem_lua[] =
     "if res == 1 and remembered then redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), dtok) end\n"
     "return res\n";
 
+/* What `dlock status` shows of a semaphore (dlock_sem_owners), read
+ * only, in one round trip.  KEYS: DLOCK__KS_*.  ARGV: the most people to
+ * list.  Returns {value (false: the semaphore does not exist), the
+ * server's time in ms, live waiters, live leased units, waiters as
+ * place (0 the queue's head; -1 a post handed it a unit, not taken yet)
+ * then its `owners` record ('' none), leased units as lease expiry then
+ * record}.  A waiter is live while its registration runs (`expiry`), a
+ * leased unit while its lease does: the dead ones, not cleaned up yet,
+ * are not shown.  Only the commands of the README's minimal ACL user. */
+static const char sem_info_lua[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local max = tonumber(ARGV[1])\n"
+    "local function live(tok)\n"
+    "  local e = redis.call('ZSCORE', KEYS[3], tok)\n"
+    "  return e and tonumber(e) > now\n"
+    "end\n"
+    "local ws, nw, place = {}, 0, 0\n"
+    "local function waiter(tok, p)\n"
+    "  nw = nw + 1\n"
+    "  if nw <= max then\n"
+    "    ws[#ws + 1] = p\n"
+    "    ws[#ws + 1] = redis.call('HGET', KEYS[6], tok) or ''\n"
+    "  end\n"
+    "end\n"
+    "local g = redis.call('HGETALL', KEYS[4])\n"
+    "for i = 1, #g, 2 do\n"
+    "  if live(g[i]) then waiter(g[i], -1) end\n"
+    "end\n"
+    "for _, tok in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+    "  if live(tok) then waiter(tok, place) place = place + 1 end\n"
+    "end\n"
+    "local us = {}\n"
+    "local leased = redis.call('ZRANGE', KEYS[7], '(' .. now, '+inf', 'BYSCORE', 'WITHSCORES')\n"
+    "for i = 1, #leased, 2 do\n"
+    "  if (i + 1) / 2 <= max then\n"
+    "    us[#us + 1] = tonumber(leased[i + 1])\n"
+    "    us[#us + 1] = redis.call('HGET', KEYS[6], leased[i]) or ''\n"
+    "  end\n"
+    "end\n"
+    "return {redis.call('GET', KEYS[1]), now, nw, #leased / 2, ws, us}\n";
+
+/* Administration of a semaphore.  KEYS: DLOCK__KS_*.  ARGV: 'unlink' or
+ * 'break'.  unlink: deletes every key of it (as sem_unlink removes a
+ * name) and wakes its waiters, whose next take finds it gone and queues
+ * them again (a post on the name, or a new init with units, then serves
+ * them); returns 1, or 0 when it did not exist (no value).  break: takes
+ * back every unit leased under undo -- their holders' leases are gone,
+ * the units back in the value (at most ARGV[2]) -- and wakes the waiters,
+ * whose next take hands those units on in queue order; returns how many,
+ * or -1 when it does not exist. */
+static const char sem_admin_lua[] =
+    "local exists = redis.call('EXISTS', KEYS[1])\n"
+    "if ARGV[1] == 'unlink' then\n"
+    "  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])\n"
+    "  redis.call('PUBLISH', KEYS[1], 'unlinked')\n"
+    "  return exists\n"
+    "end\n"
+    "if exists == 0 then return -1 end\n"
+    "local toks = redis.call('ZRANGE', KEYS[7], 0, -1)\n"
+    "if #toks == 0 then return 0 end\n"
+    "for _, tok in ipairs(toks) do redis.call('HDEL', KEYS[6], tok) end\n"
+    "redis.call('DEL', KEYS[7])\n"
+    "local v = tonumber(redis.call('GET', KEYS[1]) or '0') + #toks\n"
+    "if v > tonumber(ARGV[2]) then v = tonumber(ARGV[2]) end\n"
+    "redis.call('SET', KEYS[1], tostring(v))\n"
+    "redis.call('PUBLISH', KEYS[1], 'reset')\n"
+    "return #toks\n";
+
 static const char *const bodies[] = {
     acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
-    fence_raise_lua, sem_lua,
+    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua,
 };
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
 /* On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub:
@@ -803,9 +872,10 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
     if (argc < 0) return dlock__seterr(ENOMEM, "cannot make the script request (out of memory)");
     /* A release is asked once: its answer to a second asking would differ
      * ("not yours" after it has run); so is a reset, which asked again
-     * could cut off a holder that came in between.  The others are safe to
-     * repeat. */
-    once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET;
+     * could cut off a holder that came in between; and a semaphore's
+     * unlink or break, which could delete or take back what was made in
+     * between.  The others are safe to repeat. */
+    once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET || which == DLOCK__SCRIPT_SEM_ADMIN;
     rc = acked ? dlock__command_wait(&c->node, out, deadline, argc, argv, argvlen, acked, sent)
                : dlock__command(&c->node, out, deadline, once, argc, argv, argvlen, sent);
     if (rc == 0 && is_noscript(*out)) {
