@@ -329,21 +329,6 @@ static void rec_release(struct rec *r) { /* mu held */
 
 /* ----------------------------------------------------------- keeper I/O */
 
-/* Would a signal handler that just ran in this thread have restarted a
- * system call (SA_RESTART)?  We cannot tell which signal ran, so only if
- * every unblocked signal with a handler restarts. */
-static int restartable(const sigset_t *mask) {
-    int s;
-    for (s = 1; s < NSIG; s++) {
-        struct sigaction sa;
-        if (sigismember(mask, s) == 1) continue;
-        if (sigaction(s, NULL, &sa) != 0) continue;
-        if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
-        if (!(sa.sa_flags & SA_RESTART)) return 0;
-    }
-    return 1;
-}
-
 static int xsend(int sock, const struct dlpl_req *q) {
     ssize_t n;
     do n = send(sock, q, sizeof *q, MSG_NOSIGNAL);
@@ -411,7 +396,7 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, in
             if (mode_out) *mode_out = 0;
             return ESILENT; /* abandoned (the caller drops r) */
         }
-        if (n < 0 && intr && !cancelled && !restartable(&old)) {
+        if (n < 0 && intr && !cancelled && !dlpl_restartable(&old)) {
             struct dlpl_req c = { DLPL_OP_CANCEL, 0, 0, 0, 0 };
             cancelled = 1;
             cancel_ns = mono_ns();

@@ -187,18 +187,22 @@ static int symbol_ok(const char *s) {
     return 1;
 }
 
-/* The rule's kind, from its "file:", "mutex:" or "sem:" prefix: the
- * text after it, or NULL. */
-static char *rule_kind(char *text, int *kind) {
+/* The rule's kind, from its "file:", "mutex:", "sem:" or "sem+undo:"
+ * prefix (r->kind, r->undo): the text after it, or NULL. */
+static char *rule_kind(char *text, struct dlpl_rule *r) {
     static const struct {
         const char *prefix;
-        int kind;
-    } kinds[] = { { "file:", DLPL_RULE_FILE }, { "mutex:", DLPL_RULE_MUTEX }, { "sem:", DLPL_RULE_SEM } };
+        int kind, undo;
+    } kinds[] = { { "file:", DLPL_RULE_FILE, 0 },
+                  { "mutex:", DLPL_RULE_MUTEX, 0 },
+                  { "sem:", DLPL_RULE_SEM, 0 },
+                  { "sem+undo:", DLPL_RULE_SEM, 1 } };
     size_t i;
     for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         size_t n = strlen(kinds[i].prefix);
         if (strncmp(text, kinds[i].prefix, n) == 0) {
-            *kind = kinds[i].kind;
+            r->kind = kinds[i].kind;
+            r->undo = kinds[i].undo;
             return text + n;
         }
     }
@@ -209,10 +213,10 @@ static int add_rule(char *text, int idx, const char *origin, char *err, size_t e
     struct dlpl_rule r;
     char *eq, *body;
     memset(&r, 0, sizeof r);
-    if ((body = rule_kind(text, &r.kind)) == NULL) {
+    if ((body = rule_kind(text, &r)) == NULL) {
         snprintf(err, errlen,
-                 "%s rule %d \"%.60s\": unknown kind (expected file:GLOB[=NAME], mutex:SYMBOL[=NAME] or "
-                 "sem:GLOB[=NAME])",
+                 "%s rule %d \"%.60s\": unknown kind (expected file:GLOB[=NAME], mutex:SYMBOL[=NAME], "
+                 "sem:GLOB[=NAME] or sem+undo:GLOB[=NAME])",
                  origin, idx, text);
         return -1;
     }
@@ -508,4 +512,16 @@ __attribute__((constructor)) static void dlpl_init(void) {
     }
     dlpl_state = DLPL_ACTIVE;
     dlpl_guard--;
+}
+
+int dlpl_restartable(const sigset_t *mask) {
+    int s;
+    for (s = 1; s < NSIG; s++) {
+        struct sigaction sa;
+        if (sigismember(mask, s) == 1) continue;
+        if (sigaction(s, NULL, &sa) != 0) continue;
+        if (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN) continue;
+        if (!(sa.sa_flags & SA_RESTART)) return 0;
+    }
+    return 1;
 }

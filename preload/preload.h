@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -69,6 +70,7 @@ enum { DLPL_RULE_FILE, DLPL_RULE_MUTEX, DLPL_RULE_SEM };
 struct dlpl_rule {
     int kind;
     int relative; /* file: glob relative to DLOCK_ROOT */
+    int undo;     /* sem+undo: units leased to the process (dlock_semattr_setundo) */
     char *pattern; /* glob, or symbol; sem: a glob of semaphore names */
     char *name;    /* explicit lock name, or NULL */
 };
@@ -93,6 +95,12 @@ extern char *dlpl_interp;           /* the dynamic loader */
 int dlpl_parse_map(const char *text, int sep, const char *origin, char *err, size_t errlen);
 /* The lock name for an absolute path, or 0 when no file rule matches. */
 int dlpl_map_path(const char *path, char *name, size_t cap);
+
+/* Would a signal handler that just ran in this thread (whose signal mask
+ * is *mask) have restarted a system call (SA_RESTART)?  Which signal ran
+ * cannot be told, so 1 only if every unblocked signal with a handler
+ * restarts. */
+int dlpl_restartable(const sigset_t *mask);
 
 /* Messages: one line on stderr, "dlock: prog[pid]: ...". */
 void dlpl_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

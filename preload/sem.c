@@ -41,6 +41,7 @@ struct sm {
     atomic_int state;   /* 0 closed, 1 the dlock semaphore is made, 2 not (yet): local only */
     int opens;          /* sem_open calls not yet closed (under mu) */
     unsigned value;     /* the value given at sem_open, for a late dlock_sem_init */
+    int undo;           /* its rule is sem+undo: units leased to the process */
     atomic_int local;   /* units this process took from the real semaphore */
 };
 
@@ -90,11 +91,11 @@ static void resolve(void) {
 
 /* ------------------------------------------------------------- rules */
 
-/* The dlock name for a semaphore name, or 0 when no sem: rule matches.
- * Names are matched as given and without their leading '/', so that
- * `sem:jobs` and `sem:/jobs` both match sem_open("/jobs"); the default
- * lock name is the name as given. */
-static int map_name(const char *sname, char *out, size_t cap) {
+/* The dlock name for a semaphore name, or 0 when no sem: rule matches
+ * (*undo: the rule is sem+undo).  Names are matched as given and without
+ * their leading '/', so that `sem:jobs` and `sem:/jobs` both match
+ * sem_open("/jobs"); the default lock name is the name as given. */
+static int map_name(const char *sname, char *out, size_t cap, int *undo) {
     const char *bare = sname[0] == '/' ? sname + 1 : sname;
     size_t i;
     for (i = 0; i < dlpl_conf.nrules; i++) {
@@ -106,6 +107,7 @@ static int map_name(const char *sname, char *out, size_t cap) {
         n = r->name != NULL ? r->name : sname;
         if (*n == '\0' || strlen(n) >= cap) return 0;
         strcpy(out, n);
+        *undo = r->undo;
         return 1;
     }
     return 0;
@@ -128,6 +130,7 @@ static int make(struct sm *e) {
     if (atomic_load(&e->state) == 2 && dlpl_client != NULL) {
         dlock_semattr_init(&a);
         dlock_semattr_setclient(&a, dlpl_client);
+        if (e->undo) (void)dlock_semattr_setundo(&a, 1);
         rc = dlock_sem_init(&e->ds, e->name, e->value, &a);
         dlock_semattr_destroy(&a);
         if (rc == 0) {
@@ -146,7 +149,7 @@ static int make(struct sm *e) {
 
 /* The entry for s, opened once more (a program may sem_open one name
  * several times: glibc returns the same address). */
-static void add(sem_t *s, const char *name, unsigned value) {
+static void add(sem_t *s, const char *name, unsigned value, int undo) {
     struct sm *e;
     int n;
     DLPL_REAL(mutex_lock)(&mu);
@@ -172,6 +175,7 @@ static void add(sem_t *s, const char *name, unsigned value) {
     if (e->opens++ == 0) {
         snprintf(e->name, sizeof e->name, "%s", name);
         e->value = value;
+        e->undo = undo;
         atomic_store(&e->local, 0);
         atomic_store(&e->state, 2);
     }
@@ -204,15 +208,27 @@ static int local_take(struct sm *e, int how, clockid_t clock, const struct times
     return r;
 }
 
+/* A mapped wait, interruptible as glibc's: a signal handler that runs
+ * while it waits ends sem_timedwait and sem_clockwait with EINTR, and
+ * sem_wait too unless the handler was installed with SA_RESTART (the
+ * kernel then restarts sem_wait's futex wait, not the timed one's: so
+ * glibc 2.36 on Linux 6, tests/preload/dlpl_semx.c): sem_wait goes on when
+ * every handler that could have run restarts (dlpl_restartable).  A unit
+ * a post handed to the wait meanwhile is taken (dlock_sem_xwait). */
+static int xwait(struct sm *e, int how, clockid_t clock, const struct timespec *t) {
+    sigset_t mask;
+    int rc;
+    do {
+        rc = dlock_sem_xwait(&e->ds, how == 1 ? DLOCK_F_TRY : DLOCK_F_INTR, clock, how == 2 ? t : NULL);
+    } while (rc == EINTR && how == 0 && pthread_sigmask(SIG_SETMASK, NULL, &mask) == 0 && dlpl_restartable(&mask));
+    return rc;
+}
+
 /* how: 0 wait, 1 trywait, 2 clockwait (clock, t).  glibc's return. */
 static int sm_take(struct sm *e, int how, clockid_t clock, const struct timespec *t) {
     int rc;
     for (;;) {
-        if (!make(e)) rc = ENOLCK;
-        else
-            rc = how == 0 ? dlock_sem_wait(&e->ds)
-                 : how == 1 ? dlock_sem_trywait(&e->ds)
-                            : dlock_sem_clockwait(&e->ds, clock, t);
+        rc = make(e) ? xwait(e, how, clock, t) : ENOLCK;
         if (rc != ENOLCK) break;
         if (fall_back(e, rc)) return local_take(e, how, clock, t);
         /* closed: trywait says EAGAIN, a timed wait ETIMEDOUT at its
@@ -227,10 +243,13 @@ static int sm_take(struct sm *e, int how, clockid_t clock, const struct timespec
         }
         {
             struct timespec ts = { 0, 100 * 1000 * 1000 };
-            nanosleep(&ts, NULL);
+            sigset_t mask;
+            if (nanosleep(&ts, NULL) != 0 && errno == EINTR &&
+                (how != 0 || (pthread_sigmask(SIG_SETMASK, NULL, &mask) == 0 && !dlpl_restartable(&mask))))
+                return ret(EINTR);
         }
     }
-    if (rc == 0 || rc == EAGAIN || rc == ETIMEDOUT) dlpl_server_up();
+    if (rc == 0 || rc == EAGAIN || rc == ETIMEDOUT || rc == EINTR) dlpl_server_up();
     return ret(rc);
 }
 
@@ -283,10 +302,25 @@ static struct sm *open_entry(const sem_t *s) {
     return e != NULL && atomic_load(&e->state) != 0 ? e : NULL;
 }
 
+/* Without O_CREAT, a name that exists nowhere is ENOENT, as glibc's: not
+ * on this host, and not on the server.  A server that cannot be asked
+ * counts as "it may exist there". */
+static int missing(const char *name, const char *dname) {
+    dlock_sem_info_t si;
+    sem_t *s = real.open(name, 0);
+    if (s != SEM_FAILED) {
+        (void)CALL_REAL(close, s);
+        return 0;
+    }
+    if (errno != ENOENT || dlpl_client == NULL) return 0;
+    return dlock_sem_info(dlpl_client, dname, &si) == 0 && !si.exists;
+}
+
 sem_t *sem_open(const char *name, int oflag, ...) {
     char dname[DLOCK_NAME_MAX + 1];
     mode_t mode = 0;
     unsigned value = 0;
+    int undo = 0;
     sem_t *s;
     if (oflag & O_CREAT) {
         va_list ap;
@@ -299,9 +333,14 @@ sem_t *sem_open(const char *name, int oflag, ...) {
         errno = ENOSYS;
         return SEM_FAILED;
     }
-    if (!ACTIVE() || !map_name(name, dname, sizeof dname))
+    if (!ACTIVE() || !map_name(name, dname, sizeof dname, &undo))
         return (oflag & O_CREAT) ? real.open(name, oflag, mode, value) : real.open(name, oflag);
     dlpl_guard++;
+    if (!(oflag & O_CREAT) && missing(name, dname)) {
+        dlpl_guard--;
+        errno = ENOENT;
+        return SEM_FAILED;
+    }
     /* The local semaphore is the handle (and the fail-open fallback):
      * made with value 0 if the program only opens an existing one, since
      * the one that exists may be on another host. */
@@ -309,7 +348,7 @@ sem_t *sem_open(const char *name, int oflag, ...) {
     s = real.open(name, oflag | O_CREAT, mode, value);
     if (s != SEM_FAILED) {
         int saved = errno;
-        add(s, dname, value);
+        add(s, dname, value, undo);
         errno = saved;
     }
     dlpl_guard--;
@@ -327,8 +366,11 @@ int sem_close(sem_t *s) {
     return r;
 }
 
-/* Only the local name goes: the library has no call that deletes a
- * cluster semaphore yet (docs/preload.md). */
+/* Only the local name goes, never the cluster semaphore: with a
+ * sem:GLOB=NAME rule many local names share one cluster semaphore, and
+ * programs such as Python's multiprocessing unlink a name right after
+ * opening it, while they go on using it (docs/preload.md).  A cluster
+ * semaphore is deleted by `dlock break --unlink NAME`. */
 int sem_unlink(const char *name) {
     return CALL_REAL(unlink, name);
 }
