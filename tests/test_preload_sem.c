@@ -283,11 +283,14 @@ static int write_file(const char *name, const char *text) {
     return fclose(f) == 0 ? 0 : -1;
 }
 
-/* mp_count.py LOG N: a multiprocessing.Semaphore(2) (sem_open of a fresh
- * "/mp-XXXXXXXX", O_CREAT|O_EXCL, then sem_unlink at once) and three
- * forked multiprocessing workers that each N times acquire it, append
- * "E <CLOCK_MONOTONIC ns>" to LOG (O_APPEND), stay 3 ms, append "L <ns>"
- * and release. */
+/* mp_count.py LOG N METHOD: a multiprocessing.Semaphore(2) and three
+ * multiprocessing workers started by METHOD that each N times acquire
+ * it, append "E <CLOCK_MONOTONIC ns>" to LOG (O_APPEND), stay 3 ms,
+ * append "L <ns>" and release.  With "fork" the semaphore is sem_open of
+ * a fresh "/mp-XXXXXXXX", O_CREAT|O_EXCL, unlinked at once, and the
+ * workers inherit it; with "spawn" it is unlinked only at the end (by
+ * python's resource tracker, another process), and each worker, a new
+ * interpreter, opens it again by name (sem_open without O_CREAT). */
 static const char mp_count_py[] =
     "import multiprocessing as mp, os, sys, time\n"
     "def worker(sem, log, n):\n"
@@ -300,7 +303,7 @@ static const char mp_count_py[] =
     "        sem.release()\n"
     "    os.close(fd)\n"
     "if __name__ == '__main__':\n"
-    "    mp.set_start_method('fork')\n"
+    "    mp.set_start_method(sys.argv[3])\n"
     "    sem = mp.Semaphore(2)\n"
     "    ps = [mp.Process(target=worker, args=(sem, sys.argv[1], int(sys.argv[2]))) for _ in range(3)]\n"
     "    for p in ps: p.start()\n"
@@ -378,9 +381,13 @@ static int log_peak(const char *name, int *events) {
  * symbols).  One rule, sem:/mp-*=T-py, makes every such semaphore of two
  * separate interpreters one cluster semaphore of value 2 (each made its
  * own Semaphore(2): the first made the cluster's, the second joined it).
- * Each interpreter forks three workers (multiprocessing's fork start):
- * the peak of concurrent holders over all six, from their timestamps on
- * the monotonic clock, is 2, and the server's value 2 at the end.  Then
+ * The rule catches every multiprocessing primitive of a program (Lock,
+ * RLock, Queue's locks: all are "/mp-..." semaphores) into that one
+ * semaphore; these programs have no other.
+ * Each interpreter starts three workers, one by fork, the other by spawn
+ * (new interpreters that open the semaphore again by name): the peak of
+ * concurrent holders over all six, from their timestamps on the
+ * monotonic clock, is 2, and the server's value 2 at the end.  Then
  * one interpreter holds both units: the other's non-blocking acquire
  * fails and it sees the value 0, and its acquire with a timeout gets a
  * unit once the first releases. */
@@ -394,8 +401,8 @@ static void test_sem_python_multiprocessing(void) {
     CU_ASSERT_FATAL(write_file("mp_count.py", mp_count_py) == 0 && write_file("mp_hold.py", mp_hold_py) == 0);
     rc = sh("export DLOCK_MAP=\"sem:/mp-*=$T-py\"\n"
             "rm -f mp.log\n"
-            "P " PYTHON " mp_count.py mp.log 20 & A=$!\n"
-            "P " PYTHON " mp_count.py mp.log 20 & B=$!\n"
+            "P " PYTHON " mp_count.py mp.log 20 fork & A=$!\n"
+            "P " PYTHON " mp_count.py mp.log 20 spawn & B=$!\n"
             "wait $A; echo a_rc $?; wait $B; echo b_rc $?\n",
             out, sizeof out);
     peak = log_peak("mp.log", &events);
@@ -425,8 +432,8 @@ static void test_sem_python_multiprocessing(void) {
 
     /* Without the library the two interpreters' semaphores are two: up
      * to 4 inside (said, not asserted: it is timing). */
-    (void)sh("rm -f mp0.log; " PYTHON " mp_count.py mp0.log 20 & " PYTHON " mp_count.py mp0.log 20; wait", out,
-             sizeof out);
+    (void)sh("rm -f mp0.log; " PYTHON " mp_count.py mp0.log 20 fork & " PYTHON " mp_count.py mp0.log 20 fork; wait",
+             out, sizeof out);
     fprintf(stderr, "  (without the library: peak %d)\n", log_peak("mp0.log", &events));
 }
 
