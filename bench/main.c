@@ -12,6 +12,10 @@
  *                        carries, T threads each on its own name, dlock against the raw pair
  *   dlock-bench pairs    --port P --kind raw|dlock [--count N] [--before CMD] [--after CMD]
  *                        N uncontended pairs, CMD run (system()) just before and after them (callgrind)
+ *   dlock-bench sem      --port P [--procs N] [--hold-ms H] [--seconds S] [--rt-us R]   issue 22: the
+ *                        semaphore's wait+post and trywait+post beside the mutex's lock+unlock and
+ *                        the raw pair, uncontended; a contended handoff (semaphore of value 1) beside
+ *                        the mutex's
  *   dlock-bench now                                    CLOCK_MONOTONIC in ns
  *
  * Common: --csv FILE appends key,value,unit rows; --smoke makes every
@@ -27,7 +31,7 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: dlock-bench seq|contend|waiters|renew|cache|carry|pairs|analyze --port PORT [options] (see bench/README.md)\n");
+            "usage: dlock-bench seq|contend|waiters|renew|cache|carry|pairs|sem|analyze --port PORT [options] (see bench/README.md)\n");
     exit(2);
 }
 
@@ -94,5 +98,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "cache") == 0) return cmd_cache(&o);
     if (strcmp(cmd, "carry") == 0) return cmd_carry(&o);
     if (strcmp(cmd, "pairs") == 0) return cmd_pairs(&o);
+    if (strcmp(cmd, "sem") == 0) return cmd_sem(&o);
     usage();
 }
