@@ -69,7 +69,8 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
             else
                 printf("Usage: dlock status [--json] [--url URL] NAME\n"
                        "Who holds the lock NAME (host, pid, thread), since when, its remaining\n"
-                       "lease, its fencing token, shared holders and waiting writers.\n");
+                       "lease, its fencing token, shared holders and waiting writers, and who\n"
+                       "waits for it (host, pid, thread, since when, shared or exclusive).\n");
             return -1;
         default:
             if (optopt != 0 && optopt < 0x1000) return cli_usage_error("unknown option '-%c'", optopt);
@@ -89,6 +90,78 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
 }
 
 /* ------------------------------------------------------------- status */
+
+/* The waiters of a lock (dlock_lock_waiters), longest-waiting first;
+ * known 0: not kept (Redlock). */
+typedef struct waiter_set {
+    dlock_lock_waiter_t *v;
+    size_t n, cap;
+    int nomem, known;
+} waiter_set;
+
+static int waiter_add(const dlock_lock_waiter_t *w, void *arg) {
+    waiter_set *s = arg;
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 8;
+        dlock_lock_waiter_t *nv = realloc(s->v, ncap * sizeof *nv);
+        if (nv == NULL) {
+            s->nomem = 1;
+            return 1;
+        }
+        s->v = nv;
+        s->cap = ncap;
+    }
+    s->v[s->n++] = *w;
+    return 0;
+}
+
+static int64_t waited_ms(const dlock_lock_waiter_t *w) {
+    int64_t d = w->server_now_ms - w->since_ms;
+    return d < 0 ? 0 : d;
+}
+
+static void print_waiters(const waiter_set *ws) {
+    char host[160], b[64], c[64];
+    size_t i;
+    if (!ws->known) return;
+    printf("%-16s %zu\n", "waiters", ws->n);
+    for (i = 0; i < ws->n; i++) {
+        const dlock_lock_waiter_t *w = &ws->v[i];
+        printf("  %s, pid %ld, thread %lu, %s, since %s (%s)%s\n",
+               cli_fmt_safe(host, sizeof host, w->host[0] ? w->host : "?"), w->pid, w->tid,
+               w->shared ? "shared" : "exclusive", cli_fmt_local(b, sizeof b, w->since_ms),
+               cli_fmt_secs(c, sizeof c, waited_ms(w)), w->deadlock ? ", detects deadlocks" : "");
+    }
+}
+
+/* The lock as cli_json_lock writes it, with "waiters" added: an array
+ * (null where they are not kept). */
+static void json_status(const cli_lock *l, const waiter_set *ws) {
+    char *buf = NULL;
+    size_t len = 0, i;
+    FILE *m = open_memstream(&buf, &len);
+    if (m == NULL) return;
+    cli_json_lock(m, l);
+    fclose(m);
+    if (len > 0 && buf[len - 1] == '}') buf[--len] = '\0';
+    fputs(buf, stdout);
+    free(buf);
+    fputs(",\"waiters\":", stdout);
+    if (!ws->known) {
+        fputs("null}\n", stdout);
+        return;
+    }
+    putchar('[');
+    for (i = 0; i < ws->n; i++) {
+        const dlock_lock_waiter_t *w = &ws->v[i];
+        fputs(i == 0 ? "{\"host\":" : ",{\"host\":", stdout);
+        cli_json_str(stdout, w->host);
+        printf(",\"pid\":%ld,\"tid\":%lu,\"since_ms\":%lld,\"waited_ms\":%lld,\"mode\":\"%s\",\"deadlock\":%s}",
+               w->pid, w->tid, (long long)w->since_ms, (long long)waited_ms(w), w->shared ? "shared" : "exclusive",
+               w->deadlock ? "true" : "false");
+    }
+    fputs("]}\n", stdout);
+}
 
 static void print_status(const cli_lock *l) {
     const dlock_lock_info_t *i = &l->info;
@@ -111,6 +184,7 @@ static void print_status(const cli_lock *l) {
 
 int cli_status(int argc, char **argv, cli_conn *conn) {
     dlock_client_t *c = NULL;
+    waiter_set ws;
     admin_opts o;
     cli_lock l;
     int rc;
@@ -119,14 +193,24 @@ int cli_status(int argc, char **argv, cli_conn *conn) {
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
     memset(&l, 0, sizeof l);
     snprintf(l.name, sizeof l.name, "%s", o.arg);
+    memset(&ws, 0, sizeof ws);
     if ((rc = dlock_lock_info(c, o.arg, &l.info)) != 0) {
         rc = cli_fail("cannot read the lock", rc);
-    } else if (o.json) {
-        cli_json_lock(stdout, &l);
-        putchar('\n');
+    } else if ((rc = dlock_lock_waiters(c, o.arg, waiter_add, &ws)) != 0 && rc != ENOTSUP) {
+        rc = cli_fail("cannot read the lock's waiters", rc);
+    } else if (ws.nomem) {
+        rc = cli_fail("cannot read the lock's waiters", ENOMEM);
     } else {
-        print_status(&l);
+        ws.known = rc == 0;
+        rc = 0;
+        if (o.json) {
+            json_status(&l, &ws);
+        } else {
+            print_status(&l);
+            print_waiters(&ws);
+        }
     }
+    free(ws.v);
     dlock_client_destroy(c);
     return rc;
 }

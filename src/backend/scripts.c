@@ -336,7 +336,9 @@ static const char acquire_shared_lua[] =
  *
  * A release that leaves the lock free hands it to the fair queue's head
  * when there is one (and no robust marker needs the head's own acquire to
- * see it: then the head is only woken); otherwise it publishes
+ * see it: then the head is only woken), taking the head off the waiters'
+ * list (waits_lua: its wait ends here, and it need not say so itself);
+ * otherwise it publishes
  * "released", and when writers wait, the releasing thread is held back
  * from the lock for the handoff window (acquire_lua).  With nobody
  * waiting (one EXISTS tells), it publishes at once; when the hash was
@@ -393,6 +395,7 @@ static const char release_lua[] =
     "  if m then ls, rb, d, who = string.match(m, '^(%d+)|([01])|([12])|(.*)$') end\n"
     "  if ls then\n"
     "    unqueue(h)\n"
+    "    if redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
     "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
     "    local fs = fence()\n"
     "    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"

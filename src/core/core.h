@@ -282,21 +282,33 @@ typedef struct dlock__want {
     void *lost_obj;
 } dlock__want;
 /* Deadlock detection (deadlock.c; docs/design.md, "Deadlock detection").
- * One waiting call's part: once it has waited DLOCK__DL_REG_MS it
- * registers its wait on the lock's slot and its edge on each of its
- * thread's holds' tokens, refreshed every DLOCK__DL_TICK_MS (a record not
- * refreshed for DLOCK__DL_TTL_MS lapses); with detection on it walks the
- * graph at each tick, and EDEADLK ends its wait once two walks, the second
- * after every other member refreshed its record, saw the same cycle with
- * it as the victim. */
+ * One waiting call's part.  A thread that holds locks while it waits (it
+ * may close a cycle) registers its wait on the lock's slot and its edge on
+ * each of its holds' tokens once it has waited DLOCK__DL_REG_MS
+ * (DLOCK__DL_LOCAL_MS for a wait on a thread of its own process, which
+ * asked the server nothing), refreshed every DLOCK__DL_TICK_MS (a record
+ * not refreshed for DLOCK__DL_TTL_MS lapses); with detection on it walks
+ * the graph at each tick, and EDEADLK ends its wait once two walks, the
+ * second after every other member refreshed its record, saw the same
+ * cycle with it as the victim.  A thread that holds nothing (a leaf: it
+ * cannot be in a cycle) is only listed: registered before its first sleep
+ * on the server (after DLOCK__DL_LEAF_LOCAL_MS for a local wait), for as
+ * long as that sleep may last plus DLOCK__DL_LEAF_MARGIN_MS (at least
+ * DLOCK__DL_LEAF_TTL_MS), and refreshed, cutting a sleep short, only when
+ * a sleep would outlast that. */
 #define DLOCK__DL_REG_MS 50
+#define DLOCK__DL_LOCAL_MS 250
 #define DLOCK__DL_TICK_MS 250
 #define DLOCK__DL_TTL_MS 1500
+#define DLOCK__DL_LEAF_LOCAL_MS 2000
+#define DLOCK__DL_LEAF_TTL_MS 30000
+#define DLOCK__DL_LEAF_MARGIN_MS 10000
 #define DLOCK__DL_TOKS 16 /* the thread's holds a cycle is looked for through */
 typedef struct dlock__dl {
     int on;              /* detection is on for this wait: it walks */
     int started;         /* the call waits: ticks are due */
     int reg;             /* registered on the server (to withdraw) */
+    int granted;         /* a release granted the call the lock and withdrew its registration */
     dlock__mono next;    /* the next tick */
     long long since;     /* its registration's server ms */
     unsigned n;          /* its records' refresh count */
@@ -306,15 +318,22 @@ typedef struct dlock__dl {
     char who[320];       /* host:pid:tid */
     char *ref, *refn;    /* the last walk's cycle (signature, refresh counts), or NULL */
 } dlock__dl;
-/* The call begins to wait (again: nothing).  c->mu held. */
-void dlock__dl_start(dlock__dl *d, int on);
+/* The call begins to wait (again: nothing): the tokens of its thread's
+ * holds are noted, and its first tick set (local: it waits for a thread
+ * of its own process).  c->mu held. */
+void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local);
 /* When the next tick is due (DLOCK__MONO_NEVER: none). */
 dlock__mono dlock__dl_due(const dlock__dl *d);
 /* A tick (when due): registers or refreshes the wait for l as the call
- * with token regid (shared: a read lock), and walks when detection is
- * on.  0, or EDEADLK (the message set): this wait is a confirmed cycle's
- * victim.  c->mu held, released meanwhile. */
-int dlock__dl_tick(struct dlock_client *c, dlock__lock *l, const char *regid, int shared, dlock__dl *d);
+ * with token regid (shared: a read lock; until: the end of the sleep that
+ * follows), and walks when detection is on.  0, or EDEADLK (the message
+ * set): this wait is a confirmed cycle's victim.  c->mu held, released
+ * meanwhile. */
+int dlock__dl_tick(struct dlock_client *c, dlock__lock *l, const char *regid, int shared, dlock__mono until,
+                   dlock__dl *d);
+/* The call was granted the lock by a release under token: its
+ * registration went with the grant. */
+void dlock__dl_granted(dlock__dl *d, const char *token);
 /* The wait ends: its records are withdrawn.  c->mu held, released
  * meanwhile; the thread's error message stays. */
 void dlock__dl_end(struct dlock_client *c, dlock__lock *l, dlock__dl *d);

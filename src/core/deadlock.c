@@ -1,6 +1,10 @@
 /* deadlock.c -- who waits for whom, and the cycles of it.
  *
- * A call that has waited DLOCK__DL_REG_MS for a lock records its wait
+ * A call that has waited DLOCK__DL_REG_MS for a lock (DLOCK__DL_LOCAL_MS
+ * if it waits for another thread of its process without having asked the
+ * server: a local hand-over costs no command; a thread that holds nothing
+ * and cannot be in a cycle: before its first sleep, then rarely; core.h)
+ * records its wait
  * (docs/design.md, "Deadlock detection"): on the lock's slot, its id (the
  * call's token), its thread ("host:pid:tid"), since when (server ms), its
  * mode and whether it detects -- which `dlock status` lists; and, on the
@@ -34,11 +38,23 @@
 #define DL_DEPTH 16 /* the longest cycle looked for */
 #define DL_READS 64 /* the most edge keys one walk reads */
 
-void dlock__dl_start(dlock__dl *d, int on) {
+void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local) {
+    dlock__thread *me = dlock__self_peek();
+    const dlock__hold *h;
+    unsigned first;
     if (d->started) return;
     d->started = 1;
     d->on = on;
-    d->next = dlock__now() + (dlock__mono)DLOCK__DL_REG_MS * DLOCK__MS;
+    d->ntoks = 0;
+    for (h = c->held; h != NULL && me != NULL; h = h->held_next)
+        if (h->owner == me && dlock__hold_is_live(h) && d->ntoks < DLOCK__DL_TOKS)
+            snprintf(d->toks[d->ntoks++], sizeof d->toks[0], "%s", h->token);
+    first = d->ntoks == 0 ? (local ? DLOCK__DL_LEAF_LOCAL_MS : 0) : local ? DLOCK__DL_LOCAL_MS : DLOCK__DL_REG_MS;
+    d->next = dlock__now() + (dlock__mono)first * DLOCK__MS;
+}
+
+void dlock__dl_granted(dlock__dl *d, const char *token) {
+    if (d->reg && strcmp(d->regid, token) == 0) d->granted = 1;
 }
 
 dlock__mono dlock__dl_due(const dlock__dl *d) {
@@ -242,29 +258,16 @@ static int dl_walk(struct dlock_client *c, dlock__lock *l, dlock__dl *d) {
     return rc;
 }
 
-/* The first tick: the call's id, the thread's identity, and the tokens of
- * its thread's holds (its edges).  c->mu held. */
-static void dl_first(struct dlock_client *c, const char *regid, dlock__dl *d) {
-    dlock__thread *me = dlock__self_peek();
-    const dlock__hold *h;
-    snprintf(d->regid, sizeof d->regid, "%s", regid);
-    dlock__who_get(me, d->who, sizeof d->who);
-    d->ntoks = 0;
-    for (h = c->held; h != NULL && me != NULL; h = h->held_next)
-        if (h->owner == me && dlock__hold_is_live(h) && d->ntoks < DLOCK__DL_TOKS)
-            snprintf(d->toks[d->ntoks++], sizeof d->toks[0], "%s", h->token);
-}
-
-/* Registers (or refreshes) the wait, then its edges.  c->mu NOT held. */
-static int dl_note(struct dlock_client *c, dlock__lock *l, int shared, dlock__dl *d) {
+/* Registers (or refreshes) the wait for ttl_ms, then its edges.  c->mu
+ * NOT held. */
+static int dl_note(struct dlock_client *c, dlock__lock *l, int shared, unsigned ttl_ms, dlock__dl *d) {
     char rec[400], num[24];
     char *erec = NULL;
     dlock__strs out = { 0, NULL };
     size_t i;
     int rc;
     snprintf(rec, sizeof rec, "%s|%c|%d", d->who, shared ? 's' : 'x', d->on);
-    if ((rc = c->be.ops->waits(&c->be, &l->k, "note", d->regid, rec, DLOCK__DL_TTL_MS, &out, dlock__now())) != 0)
-        return rc;
+    if ((rc = c->be.ops->waits(&c->be, &l->k, "note", d->regid, rec, ttl_ms, &out, dlock__now())) != 0) return rc;
     if (out.n == 1) d->since = strtoll(out.v[0], NULL, 10);
     dlock__strs_free(&out);
     d->reg = 1;
@@ -281,18 +284,36 @@ static int dl_note(struct dlock_client *c, dlock__lock *l, int shared, dlock__dl
     return 0;
 }
 
-int dlock__dl_tick(struct dlock_client *c, dlock__lock *l, const char *regid, int shared, dlock__dl *d) {
+/* How long a registration lasts: a leaf's covers the sleep that follows
+ * (ending at until), with a margin; its next tick is before it lapses. */
+static unsigned dl_ttl(const dlock__dl *d, dlock__mono now, dlock__mono until) {
+    dlock__mono left;
+    if (d->ntoks > 0) return DLOCK__DL_TTL_MS;
+    if (until == DLOCK__MONO_NEVER || until <= now) return DLOCK__DL_LEAF_TTL_MS;
+    left = (until - now) / DLOCK__MS + DLOCK__DL_LEAF_MARGIN_MS;
+    if (left > 3600000) left = 3600000;
+    return left > DLOCK__DL_LEAF_TTL_MS ? (unsigned)left : DLOCK__DL_LEAF_TTL_MS;
+}
+
+int dlock__dl_tick(struct dlock_client *c, dlock__lock *l, const char *regid, int shared, dlock__mono until,
+                   dlock__dl *d) {
     char saved[512];
+    dlock__mono now = dlock__now();
+    unsigned ttl = dl_ttl(d, now, until);
     int rc = 0;
     d->next = DLOCK__MONO_NEVER;
     if (c->be.ops->waits == NULL) return 0; /* (Redlock: no waiters are kept) */
-    if (!d->reg) dl_first(c, regid, d);
+    if (!d->reg) {
+        snprintf(d->regid, sizeof d->regid, "%s", regid);
+        dlock__who_get(dlock__self_peek(), d->who, sizeof d->who);
+    }
     pthread_mutex_unlock(&c->mu);
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
-    if (dl_note(c, l, shared, d) == 0 && d->on && d->ntoks > 0) rc = dl_walk(c, l, d);
+    if (dl_note(c, l, shared, ttl, d) == 0 && d->on && d->ntoks > 0) rc = dl_walk(c, l, d);
     if (rc != EDEADLK) dlock__restoreerr(saved);
     pthread_mutex_lock(&c->mu);
-    d->next = dlock__now() + (dlock__mono)DLOCK__DL_TICK_MS * DLOCK__MS;
+    if (d->ntoks > 0) d->next = dlock__now() + (dlock__mono)DLOCK__DL_TICK_MS * DLOCK__MS;
+    else d->next = now + (dlock__mono)(ttl - DLOCK__DL_LEAF_MARGIN_MS) * DLOCK__MS;
     return rc;
 }
 
@@ -301,12 +322,13 @@ void dlock__dl_end(struct dlock_client *c, dlock__lock *l, dlock__dl *d) {
     dlock__strs out = { 0, NULL };
     size_t i;
     dl_forget(d);
-    if (!d->reg || c->be.ops->waits == NULL) return;
+    if (!d->reg || c->be.ops->waits == NULL || (d->granted && d->ntoks == 0)) return;
     d->reg = 0;
     snprintf(tag, sizeof tag, "%s|", d->regid);
     pthread_mutex_unlock(&c->mu);
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
-    if (c->be.ops->waits(&c->be, &l->k, "drop", d->regid, "", 0, &out, dlock__now()) == 0) dlock__strs_free(&out);
+    if (!d->granted && c->be.ops->waits(&c->be, &l->k, "drop", d->regid, "", 0, &out, dlock__now()) == 0)
+        dlock__strs_free(&out);
     for (i = 0; i < d->ntoks; i++)
         if (c->be.ops->waits(&c->be, NULL, "edel", d->toks[i], tag, 0, &out, dlock__now()) == 0) dlock__strs_free(&out);
     dlock__restoreerr(saved);

@@ -325,21 +325,26 @@ enum { ACQ_W_GEN, ACQ_W_WAKE, ACQ_W_TURN, ACQ_W_GRANT };
  * detection on, to walk: EDEADLK when it is a cycle's victim.  A release
  * during a tick moves gen or pokes us as during a sleep: the sleep after
  * it returns at once (a plain wake-up, which would be missed, returns 0
- * after a tick).  The wait begins with the first (dlock__dl_start). */
+ * after a tick).  The wait begins with the first (dlock__dl_start; local:
+ * it waits for a thread of its own process without having asked). */
 static int acq_wait(struct acq *a, int how, uint64_t gen, dlock__mono until) {
     struct dlock_client *c = a->c;
     dlock__lock *l = a->l;
     int intr = a->w->intr, rc;
-    dlock__dl_start(&a->dl, a->w->deadlock && !a->w->process);
+    dlock__dl_start(c, &a->dl, a->w->deadlock && !a->w->process, !a->waiting);
     for (;;) {
-        dlock__mono due = dlock__dl_due(&a->dl), stop = due < until ? due : until;
+        dlock__mono due = dlock__dl_due(&a->dl), stop;
+        if (dlock__now() >= due) {
+            if ((rc = dlock__dl_tick(c, l, a->owner, a->w->shared, until, &a->dl)) != 0) return rc;
+            if (how == ACQ_W_WAKE) return 0; /* a wake-up during the tick would be missed: look again */
+            due = dlock__dl_due(&a->dl);
+        }
+        stop = due < until ? due : until;
         if (how == ACQ_W_GEN) rc = dlock__wait(c, l, gen, stop, intr);
         else if (how == ACQ_W_WAKE) rc = dlock__sleep(c, l, stop, intr);
         else if (how == ACQ_W_TURN) rc = dlock__wait_turn(c, l, &a->fw, stop, intr);
         else rc = dlock__wait_grant(c, l, &a->fw, stop, a->deadline, intr);
-        if (rc != ETIMEDOUT || stop == until || dlock__now() < due) return rc;
-        if ((rc = dlock__dl_tick(c, l, a->owner, a->w->shared, &a->dl)) != 0) return rc;
-        if (how == ACQ_W_WAKE) return 0; /* a wake-up during the tick would be missed: look again */
+        if (rc != ETIMEDOUT || stop == until) return rc;
     }
 }
 
@@ -651,6 +656,7 @@ static int step_sleep(struct acq *a) {
  * The grant took us out of the server's queue. */
 static int step_grant(struct acq *a) {
     uint64_t floor = a->ans.status == DLOCK__ACQ_BUSY ? a->ans.floor : 0;
+    dlock__dl_granted(&a->dl, a->owner); /* (the release took it off the waiters' list) */
     if (granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
     dlock__debug("'%.64s': granted by a release (fence %llu)", a->l->k.name, (unsigned long long)a->fw.fence);
     a->registered = 0;
