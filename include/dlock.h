@@ -190,8 +190,8 @@ DLOCK_API int dlock_mutexattr_getowner(const dlock_mutexattr_t *a, int *owner);
  * and the others go on.  A wait that closes no cycle never gets EDEADLK.
  * On by default for ERRORCHECK mutexes; off for the other types and for
  * rwlocks unless set here; process-owned mutexes never detect.  Every
- * call that waits (more than about 50 ms) is listed as a waiter
- * (dlock_lock_waiters) whatever this says; only the victim rule and
+ * call that waits is listed as a waiter (dlock_lock_waiters), and its
+ * edges written, whatever this says; only the walk, the victim rule and
  * EDEADLK depend on it.  On Redlock no waits are kept: a mutex_init or
  * rwlock_init with detection set here gives ENOTSUP, and an ERRORCHECK
  * mutex does not detect.  getdeadlock: the setting a mutex made with
@@ -416,9 +416,11 @@ typedef struct dlock_lock_waiter {
 } dlock_lock_waiter_t;
 /* Calls fn for each thread (of any process, on any host) that waits for
  * `name` on client c (NULL: the default client), longest-waiting first;
- * stops early when fn returns nonzero.  A call is listed once it has
- * waited about 50 ms (a shorter wait costs no round trip) until its wait
- * ends, or, if its process died, about 1.5 s later.  One round trip.
+ * stops early when fn returns nonzero.  A call is listed from its first
+ * sleep (after about 50 ms if its thread holds locks; 2 s if it waits for
+ * another thread of its own process) until its wait ends, or, if its
+ * process died, until its record lapses (1.5 s; at least 30 s for a
+ * thread that held no lock).  One round trip.
  * ENOTSUP on Redlock, which keeps no waiters. */
 DLOCK_API int dlock_lock_waiters(dlock_client_t *c, const char *name,
                                  int (*fn)(const dlock_lock_waiter_t *w, void *arg), void *arg);

@@ -641,7 +641,8 @@ static const char sem_lua[] =
  * {now, each live wait's "since|rec"}.  On a holder token's edge key
  * (KEYS[1] alone, its own slot): "eset" writes rec with the ttl, "eget"
  * returns {rec} or {}, "edel" deletes it if it still begins with rec.
- * Lapsed waits are swept by note and list. */
+ * Lapsed waits are swept by note and list; note only ever lengthens the
+ * two keys' expiry (a short registration must not cut a long one's). */
 static const char waits_lua[] =
     "local op = ARGV[1]\n"
     "if op == 'eset' then\n"
@@ -673,8 +674,9 @@ static const char waits_lua[] =
     "  end\n"
     "  local ttl = tonumber(ARGV[4])\n"
     "  redis.call('ZADD', KEYS[2], now + ttl, ARGV[2])\n"
-    "  redis.call('PEXPIRE', KEYS[2], 2 * ttl)\n"
-    "  redis.call('PEXPIRE', KEYS[3], 2 * ttl)\n"
+    "  for i = 2, 3 do\n"
+    "    if redis.call('PTTL', KEYS[i]) < 2 * ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end\n"
+    "  end\n"
     "  return {since}\n"
     "elseif op == 'drop' then\n"
     "  redis.call('ZREM', KEYS[2], ARGV[2])\n"
