@@ -7,7 +7,8 @@
  * rwlock mixed) fails exactly one member with EDEADLK -- the one the
  * victim rule names, the greatest "host:pid:tid" -- and the others then
  * acquire; DEFAULT mutexes without the attribute never get EDEADLK; a
- * soak in one lock order never does either; a member killed before its
+ * soak in one lock order never does either, and in random orders every
+ * EDEADLK is a real cycle (checked from the processes' log); a member killed before its
  * cycle closes leaves no false EDEADLK (its records stop being
  * refreshed); a cycle across the slots of a Redis Cluster; ENOTSUP for
  * the attribute on Redlock; the waiters as dlock_lock_waiters lists them.
@@ -242,6 +243,95 @@ static void test_cluster_cycle(void) {
     DLT_SHM_FREE(s, 1);
 }
 
+/* Random orders: four processes take "d/rand/0" and "d/rand/1" in a
+ * random order, over and over.  Cycles happen; every EDEADLK must be a
+ * real one, which the log shows: the victim, holding X and waiting for Y,
+ * overlapped in its wait with another process's round that held Y and
+ * waited for X. */
+#define RD_PROCS 4
+#define RD_MAX 400
+struct rd_ev {
+    int first, rc;
+    double t_wait, t_end;
+};
+struct rd_log {
+    int stop;
+    int n[RD_PROCS];
+    struct rd_ev ev[RD_PROCS][RD_MAX];
+};
+struct rd_arg {
+    struct rd_log *log;
+    int p;
+};
+
+static int rand_run(void *q) {
+    struct rd_arg *ra = q;
+    struct rd_log *lg = ra->log;
+    dlock_mutex_t m[2];
+    dlock_mutexattr_t a;
+    unsigned seed = (unsigned)getpid() * 2654435761u;
+    int i;
+    DLT_CK(dlock_mutexattr_init(&a), 0);
+    DLT_CK(dlock_mutexattr_settype(&a, DLOCK_MUTEX_ERRORCHECK), 0);
+    DLT_CK(dlock_mutex_init(&m[0], "d/rand/0", &a), 0);
+    DLT_CK(dlock_mutex_init(&m[1], "d/rand/1", &a), 0);
+    while (!dlt_flag_get(&lg->stop) && lg->n[ra->p] < RD_MAX) {
+        struct rd_ev *e = &lg->ev[ra->p][lg->n[ra->p]];
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 5000);
+        e->first = rand_r(&seed) % 2;
+        DLT_CK(dlock_mutex_lock(&m[e->first]), 0);
+        dlt_sleep_ms(10 + rand_r(&seed) % 30);
+        e->t_wait = dlt_now();
+        e->rc = dlock_mutex_timedlock(&m[1 - e->first], &ts);
+        e->t_end = dlt_now();
+        if (e->rc == 0) DLT_CK(dlock_mutex_unlock(&m[1 - e->first]), 0);
+        DLT_CK(dlock_mutex_unlock(&m[e->first]), 0);
+        DLT_CKT(e->rc == 0 || e->rc == EDEADLK);
+        dlt_flag_add(&lg->n[ra->p], 1);
+        dlt_sleep_ms(rand_r(&seed) % 20);
+    }
+    for (i = 0; i < 2; i++) dlock_mutex_destroy(&m[i]);
+    dlock_mutexattr_destroy(&a);
+    return 0;
+}
+
+/* Did another process hold what e waited for while waiting for what e held? */
+static int rd_real(const struct rd_log *lg, int p, const struct rd_ev *e) {
+    int q, k;
+    for (q = 0; q < RD_PROCS; q++)
+        for (k = 0; q != p && k < lg->n[q]; k++) {
+            const struct rd_ev *f = &lg->ev[q][k];
+            if (f->first == 1 - e->first && f->t_wait < e->t_end && f->t_end > e->t_wait) return 1;
+        }
+    return 0;
+}
+
+static void test_random_orders_real(void) {
+    struct rd_log *lg = DLT_SHM_NEW(struct rd_log, 1);
+    struct rd_arg ra[RD_PROCS];
+    pid_t pid[RD_PROCS];
+    int p, k, dead = 0, rounds = 0;
+    for (p = 0; p < RD_PROCS; p++) {
+        ra[p].log = lg;
+        ra[p].p = p;
+        CU_ASSERT_FATAL((pid[p] = dlt_spawn(rand_run, &ra[p])) > 0);
+    }
+    dlt_sleep_ms(5000);
+    dlt_flag_set(&lg->stop, 1);
+    for (p = 0; p < RD_PROCS; p++) DLT_ASSERT_INT_EQ(dlt_wait(pid[p], 20000), 0);
+    for (p = 0; p < RD_PROCS; p++)
+        for (k = 0; k < lg->n[p]; k++) {
+            rounds++;
+            if (lg->ev[p][k].rc != EDEADLK) continue;
+            dead++;
+            CU_ASSERT(rd_real(lg, p, &lg->ev[p][k]));
+        }
+    printf("  %d rounds, %d EDEADLK, each a real cycle\n", rounds, dead);
+    CU_ASSERT(rounds > 10);
+    DLT_SHM_FREE(lg, 1);
+}
+
+
 static int count_waiter(const dlock_lock_waiter_t *w, void *arg) {
     (void)w;
     ++*(int *)arg;
@@ -467,6 +557,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_default_never),
     DLT_TEST(test_killed_member),
     DLT_TEST(test_soak_one_order),
+    DLT_TEST(test_random_orders_real),
     DLT_TEST(test_waiters_listed),
     DLT_TEST(test_cluster_cycle),
     DLT_TEST(test_redlock_enotsup),
