@@ -225,6 +225,26 @@ static void test_default_never(void) {
     DLT_SHM_FREE(s, 1);
 }
 
+/* Through the README's minimal ACL user: the waits' scripts use only the
+ * commands it allows (a refused registration would be silent: no
+ * detection), so the cycle is found. */
+static void test_acl_user_cycle(void) {
+    struct cyc *s = cyc_new(2, "d/acl");
+    redisReply *r = dlt_redis_cmd(&dlt_server,
+                                  "ACL SETUSER dldl on >dl-pw resetkeys ~dlock:* resetchannels &dlock:* -@all "
+                                  "+evalsha +eval +script|load +subscribe +unsubscribe +select +scan +time +get +set "
+                                  "+del +exists +pexpire +pttl +hget +hset +hdel +hgetall +zadd +zrem +zscore +zcard "
+                                  "+zcount +zrange +zremrangebyscore +zpopmin +publish +rpush +blpop");
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    snprintf(s->url, sizeof s->url, "redis://dldl:dl-pw@127.0.0.1:%d", dlt_server.port);
+    cyc_run(s);
+    cyc_check_one(s);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL DELUSER dldl"));
+    DLT_SHM_FREE(s, 1);
+}
+
+
 /* A cycle on a Redis Cluster of three masters: the locks, and the edge
  * keys of the holders' tokens, on different slots. */
 static void test_cluster_cycle(void) {
@@ -559,6 +579,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_soak_one_order),
     DLT_TEST(test_random_orders_real),
     DLT_TEST(test_waiters_listed),
+    DLT_TEST(test_acl_user_cycle),
     DLT_TEST(test_cluster_cycle),
     DLT_TEST(test_redlock_enotsup),
     { NULL, NULL },

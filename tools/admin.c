@@ -1,7 +1,7 @@
 /* admin.c -- `dlock status`, `dlock list` and `dlock break`: what the server
  * knows of locks (holder, acquired-at, lease, fence, shared holders,
- * waiting writers), as a table for people or JSON for scripts, and the
- * administrative reset.
+ * waiting writers; status: who waits, from dlock_lock_waiters), as a table
+ * for people or JSON for scripts, and the administrative reset.
  *
  * All of it comes from dlock_lock_info / dlock_list (one round trip per
  * lock) and dlock_break.  "How long held" is the server's time when it

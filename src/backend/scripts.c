@@ -642,7 +642,9 @@ static const char sem_lua[] =
  * (KEYS[1] alone, its own slot): "eset" writes rec with the ttl, "eget"
  * returns {rec} or {}, "edel" deletes it if it still begins with rec.
  * Lapsed waits are swept by note and list; note only ever lengthens the
- * two keys' expiry (a short registration must not cut a long one's). */
+ * two keys' expiry (a short registration must not cut a long one's).
+ * (ZRANGE ... BYSCORE, not ZRANGEBYSCORE: the minimal ACL user of the
+ * README allows the one, not the other.) */
 static const char waits_lua[] =
     "local op = ARGV[1]\n"
     "if op == 'eset' then\n"
@@ -660,7 +662,7 @@ static const char waits_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local function sweep()\n"
-    "  local old = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)\n"
+    "  local old = redis.call('ZRANGE', KEYS[2], '-inf', now, 'BYSCORE')\n"
     "  for _, m in ipairs(old) do redis.call('HDEL', KEYS[3], m) end\n"
     "  if #old > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end\n"
     "end\n"
@@ -684,7 +686,7 @@ static const char waits_lua[] =
     "  return {}\n"
     "elseif op == 'holders' then\n"
     "  local out = {redis.call('HGET', KEYS[1], 'owner') or ''}\n"
-    "  for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf')) do out[#out + 1] = m end\n"
+    "  for _, m in ipairs(redis.call('ZRANGE', KEYS[4], '(' .. now, '+inf', 'BYSCORE')) do out[#out + 1] = m end\n"
     "  return out\n"
     "elseif op == 'list' then\n"
     "  sweep()\n"
