@@ -11,7 +11,9 @@
  * EDEADLK is a real cycle (checked from the processes' log); a member killed before its
  * cycle closes leaves no false EDEADLK (its records stop being
  * refreshed); a cycle across the slots of a Redis Cluster; ENOTSUP for
- * the attribute on Redlock; the waiters as dlock_lock_waiters lists them.
+ * the attribute on Redlock; the waiters as dlock_lock_waiters lists them;
+ * a cycle between two "hosts" (network namespaces with their own host
+ * names), whose victim the rule names by host.
  *
  * Each member of a cycle is a child process with its own connections:
  * member i holds lock i, then waits for lock i+1 (mod n).  Workers report
@@ -587,6 +589,103 @@ static void test_redlock_enotsup(void) {
     dlt_masters_cleanup(&ms);
 }
 
+/* ========================================================================
+ * Two hosts
+ * ====================================================================== */
+
+/* `test_deadlock --member FIRST SECOND DIR ME OTHER`, as a host's process
+ * (test_two_hosts_netns): holds FIRST (an ERRORCHECK mutex, $DLOCK_URL),
+ * says so in DIR/held.ME, waits for DIR/held.OTHER, then waits for SECOND
+ * (8 s at most) and prints "member ME rc N on HOST". */
+static int member_main(char **argv) {
+    dlock_mutexattr_t a;
+    dlock_mutex_t first, second;
+    struct timespec ts;
+    char path[600];
+    double end;
+    FILE *f;
+    int rc;
+    if (dlock_mutexattr_init(&a) != 0 || dlock_mutexattr_settype(&a, DLOCK_MUTEX_ERRORCHECK) != 0 ||
+        dlock_mutex_init(&first, argv[2], &a) != 0 || dlock_mutex_init(&second, argv[3], &a) != 0 ||
+        dlock_mutex_lock(&first) != 0) {
+        printf("member %s setup failed: %s\n", argv[5], dlock_last_error());
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/held.%s", argv[4], argv[5]);
+    if ((f = fopen(path, "w")) != NULL) fclose(f);
+    snprintf(path, sizeof path, "%s/held.%s", argv[4], argv[6]);
+    for (end = dlt_now() + 10; access(path, F_OK) != 0 && dlt_now() < end;) dlt_sleep_ms(10);
+    ts = dlt_abs_in(CLOCK_REALTIME, 8000);
+    rc = dlock_mutex_timedlock(&second, &ts);
+    if (rc == 0) dlock_mutex_unlock(&second);
+    dlock_mutex_unlock(&first);
+    gethostname(path, sizeof path);
+    printf("member %s rc %d on %s\n", argv[5], rc, path);
+    return 0;
+}
+
+/* Two "hosts": network namespaces joined by a veth pair, each with its own
+ * host name (a UTS namespace: "hosta", "hostb"), the server in the first.
+ * A cycle between a process on each: exactly one EDEADLK, hostb's (the
+ * victim rule: "hostb:..." is the greater "host:pid:tid"). */
+static void test_two_hosts_netns(void) {
+    char script[4096], self[512], out[4096], err[1024];
+    int x = (int)(getpid() % 250) + 1;
+    ssize_t n;
+    FILE *f;
+    if (geteuid() != 0 || system("command -v ip unshare >/dev/null 2>&1") != 0) {
+        CU_FAIL("test_two_hosts_netns needs root, ip(8) and unshare(1): it makes two network namespaces");
+        return;
+    }
+    CU_ASSERT_FATAL((n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0);
+    self[n] = '\0';
+    dlt_tdir_make("dl-hosts");
+    snprintf(script, sizeof script,
+             "ns=dldl%ld; NA=${ns}a; NB=${ns}b; X=%d; PORT=6391; DIR='%s'; SELF='%s'\n"
+             "RP=\n"
+             "cleanup() { trap - EXIT INT TERM; [ -n \"$RP\" ] && kill $RP 2>/dev/null;"
+             " ip netns del $NA 2>/dev/null; ip netns del $NB 2>/dev/null; }\n"
+             "trap cleanup EXIT INT TERM\n"
+             "for n in $(ip netns list | awk '{print $1}' | grep -E '^dldl[0-9]+[ab]$'); do"
+             " p=${n#dldl}; p=${p%%?}; kill -0 $p 2>/dev/null || ip netns del $n; done\n"
+             "set -e\n"
+             "ip netns add $NA; ip netns add $NB\n"
+             "ip link add ${ns}va type veth peer name ${ns}vb\n"
+             "ip link set ${ns}va netns $NA; ip link set ${ns}vb netns $NB\n"
+             "ip -n $NA addr add 10.214.$X.1/30 dev ${ns}va; ip -n $NB addr add 10.214.$X.2/30 dev ${ns}vb\n"
+             "ip -n $NA link set lo up; ip -n $NB link set lo up\n"
+             "ip -n $NA link set ${ns}va up; ip -n $NB link set ${ns}vb up\n"
+             "set +e\n"
+             "ip netns exec $NA redis-server --port $PORT --bind 10.214.$X.1 --save '' --appendonly no"
+             " --protected-mode no --dir \"$DIR\" --daemonize no >\"$DIR/redis.log\" 2>&1 & RP=$!\n"
+             "i=0; until ip netns exec $NB redis-cli -h 10.214.$X.1 -p $PORT ping 2>/dev/null | grep -q PONG;"
+             " do i=$((i+1)); [ $i -gt 100 ] && { echo redis_down; exit 3; }; sleep 0.05; done\n"
+             "M() { h=$1; shift; ip netns exec $ns$h unshare -u sh -c 'hostname \"$0\"; exec \"$@\"' host$h"
+             " env DLOCK_URL=redis://10.214.$X.1:$PORT \"$SELF\" --member \"$@\"; }\n"
+             "M a d/nh/0 d/nh/1 \"$DIR\" a b > \"$DIR/a.out\" 2>&1 & PA=$!\n"
+             "M b d/nh/1 d/nh/0 \"$DIR\" b a > \"$DIR/b.out\" 2>&1 & PB=$!\n"
+             "wait $PA; wait $PB\n"
+             "cat \"$DIR/a.out\" \"$DIR/b.out\"\n",
+             (long)getpid(), x, dlt_tdir(), self);
+    CU_ASSERT_FATAL((f = fopen(dlt_tpath("hosts.sh"), "w")) != NULL);
+    fputs(script, f);
+    fclose(f);
+    {
+        char *argv[] = { "/bin/sh", dlt_tpath("hosts.sh"), NULL };
+        DLT_ASSERT_INT_EQ(dlt_run_capture(argv, out, err, sizeof out, 30000), 0);
+    }
+    CU_ASSERT(strstr(out, "member a rc 0 on hosta\n") != NULL);
+    CU_ASSERT(strstr(out, "member b rc 35 on hostb\n") != NULL); /* EDEADLK */
+    if (strstr(out, "member b rc 35 on hostb\n") == NULL) fprintf(stderr, "  the hosts said: %s%s\n", out, err);
+    {
+        char chk[128];
+        snprintf(chk, sizeof chk, "ip netns list | grep -q dldl%ld", (long)getpid());
+        CU_ASSERT(system(chk) != 0); /* the namespaces are gone */
+    }
+    dlt_tdir_done();
+}
+
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_attr),
     DLT_TEST(test_two_process_cycle),
@@ -601,9 +700,11 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_cycle),
     DLT_TEST(test_cluster_cycle),
     DLT_TEST(test_redlock_enotsup),
+    DLT_TEST(test_two_hosts_netns),
     { NULL, NULL },
 };
 
 int main(int argc, char **argv) {
+    if (argc == 7 && strcmp(argv[1], "--member") == 0) return member_main(argv); /* a host's process */
     return dlt_main(argc, argv, "deadlock", tests);
 }
