@@ -619,6 +619,9 @@ static int member_main(char **argv) {
     rc = dlock_mutex_timedlock(&second, &ts);
     if (rc == 0) dlock_mutex_unlock(&second);
     dlock_mutex_unlock(&first);
+    dlock_mutex_destroy(&first);
+    dlock_mutex_destroy(&second);
+    dlock_mutexattr_destroy(&a);
     gethostname(path, sizeof path);
     printf("member %s rc %d on %s\n", argv[5], rc, path);
     return 0;
