@@ -44,6 +44,7 @@ static void check(const redisReply *r, int depth) {
     dlock_lock_info_t info;
     uint64_t u;
     unsigned ms = 0;
+    int cache = 0;
     int flag = -7;
     size_t i;
 
@@ -73,7 +74,8 @@ static void check(const redisReply *r, int depth) {
         dlock__u64_parse(r->str, r->len, &u) == 0 && (r->len == 0 || r->len > 20))
         abort();
     if ((r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
-        dlock__grant_parse(r->str, r->len, &u, &ms) == 0 && (u == 0 || ms == 0 || memchr(r->str, ':', r->len) == NULL))
+        dlock__grant_parse(r->str, r->len, &u, &ms, &cache) == 0 &&
+        (u == 0 || ms == 0 || cache < 0 || cache > 2 || memchr(r->str, ':', r->len) == NULL))
         abort();
     if (r->type == REDIS_REPLY_ARRAY && depth < 16)
         for (i = 0; i < r->elements; i++)

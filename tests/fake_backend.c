@@ -354,6 +354,7 @@ static dlock__backend_ops fk_ops = {
     1, op_acquire, op_release, op_renew, op_reset, op_fenced_set, op_info, op_cond,
     NULL, /* grant_conn: no grant lists, grants are published */
     NULL, /* sem: no semaphores */
+    NULL, NULL, /* sem_info, sem_admin: no semaphores */
     NULL  /* waits: no waiters kept (no deadlock detection) */
 };
 
@@ -373,10 +374,11 @@ static void deliver(struct dlock_client *c, dlock__lock *l, const char *p) {
         char tok[TOKLEN];
         uint64_t fence;
         unsigned ms;
+        int cache;
         memcpy(tok, p, DLOCK__OWNER_LEN);
         tok[DLOCK__OWNER_LEN] = '\0';
-        if (dlock__grant_parse(p + DLOCK__OWNER_LEN + 1, n - DLOCK__OWNER_LEN - 1, &fence, &ms) == 0)
-            dlock__fair_grant(l, tok, fence, ms);
+        if (dlock__grant_parse(p + DLOCK__OWNER_LEN + 1, n - DLOCK__OWNER_LEN - 1, &fence, &ms, &cache) == 0)
+            dlock__fair_grant(l, tok, fence, ms, cache);
         else
             dlock__fair_poke(l, tok, DLOCK__OWNER_LEN);
     } else {

@@ -1423,6 +1423,71 @@ static void test_cache_request_before_subscribed(void) {
     DLT_SHM_FREE(a, 1);
 }
 
+/* The number of members of the lock's fair queue, -1 on error. */
+static long long ca_queued(const char *name) {
+    char key[300];
+    long long n = -1;
+    dlt_lock_key(name, key, sizeof key);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "ZCARD %s:queue", key);
+    if (r != NULL && r->type == REDIS_REPLY_INTEGER) n = r->integer;
+    if (r != NULL) freeReplyObject(r);
+    return n;
+}
+
+/* A caching waiter that a release hands the lock to takes it from the
+ * grant alone: the grant reserved its block of fences (FENCE:MS:1), so it
+ * makes no confirming acquire of its own -- one script runs between this
+ * process's unlock and the waiter holding the lock: the release. */
+static void test_cache_grant_reserves_block(void) {
+    const char *name = "cache/grant";
+    dlock_mutex_t m;
+    int i, queued = 0;
+    DLT_ASSERT_ERR(ca_open(&m, name, CA_LONG_LEASE), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+
+    ca_req *a = DLT_SHM_NEW(ca_req, 1);
+    a->name = name;
+    a->how = REQ_LOCK;
+    a->caching = 1;
+    pid_t pid = dlt_spawn(ca_req_main, a);
+    CU_ASSERT_TRUE(pid > 0);
+    CU_ASSERT_TRUE(dlt_flag_wait(&a->asking, 1, CA_WAIT_MS));
+    for (i = 0; i < CA_WAIT_MS / 10 && !(queued = ca_queued(name) == 1); i++) dlt_sleep_ms(10);
+    CU_ASSERT_TRUE(queued);
+    CU_ASSERT_TRUE(ca_wait_numsub(name, 2, CA_WAIT_MS));
+    /* The waiter asks once more when its subscription is confirmed: wait
+     * until no script runs for 100 ms (it sleeps until its grant). */
+    for (i = 0; i < 50; i++) {
+        DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+        dlt_sleep_ms(100);
+        if (dlt_evals() == 0) break;
+    }
+    DLT_ASSERT_INT_EQ(dlt_evals(), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+
+    int got = dlt_flag_wait(&a->got, 1, CA_WAIT_MS + 5000);
+    CU_ASSERT_TRUE(got);
+    if (got) {
+        char key[300];
+        dlt_lock_key(name, key, sizeof key);
+        /* The release (this process's unlock, or its renewal thread giving
+         * the cache back) and nothing else (an EVALSHA refused with
+         * NOSCRIPT, then sent as EVAL, is one). */
+        DLT_ASSERT_INT_EQ(dlt_evals_ok(), 1);
+        DLT_ASSERT_INT_EQ(dlt_key_field(name, "pid"), pid);
+        redisReply *r = dlt_redis_cmd(&dlt_server, "GET %s:fence", key);
+        CU_ASSERT_TRUE(r != NULL && r->type == REDIS_REPLY_STRING);
+        if (r != NULL && r->type == REDIS_REPLY_STRING)
+            DLT_ASSERT_INT_EQ(strtoull(r->str, NULL, 10), a->fence + CA_BLOCK - 1);
+        if (r != NULL) freeReplyObject(r);
+    }
+    dlt_flag_set(&a->go, 1);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 2 * CA_WAIT_MS), 0);
+    DLT_ASSERT_ERR(ca_flush(name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_SHM_FREE(a, 1);
+}
+
 /* ========================================================================
  * The suite
  * ====================================================================== */
@@ -1448,6 +1513,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_cache_lost_while_idle),
     DLT_TEST(test_cache_fence_block_exhausted),
     DLT_TEST(test_cache_request_before_subscribed),
+    DLT_TEST(test_cache_grant_reserves_block),
     DLT_TEST(test_cache_destroy_and_client),
     { NULL, NULL },
 };

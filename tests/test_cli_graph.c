@@ -72,7 +72,7 @@ static void test_status_lists_waiters(void) {
     DLT_ASSERT_INT_EQ(status(1, out, sizeof out), 0);
     snprintf(want, sizeof want, "\"waiters\":[{\"host\":\"%s\",\"pid\":%ld,", host, (long)pid);
     CU_ASSERT(strstr(out, want) != NULL);
-    CU_ASSERT(strstr(out, "\"mode\":\"exclusive\",\"deadlock\":false}]}") != NULL);
+    CU_ASSERT(strstr(out, "\"mode\":\"exclusive\",\"deadlock\":false}],\"kind\":\"lock\"") != NULL);
     CU_ASSERT(strstr(out, "\"since_ms\":") != NULL && strstr(out, "\"waited_ms\":") != NULL);
     CU_ASSERT(strstr(out, "\"state\":\"exclusive\"") != NULL); /* the holder, as before */
     if (strstr(out, want) == NULL) fprintf(stderr, "  status --json said: %s\n", out);

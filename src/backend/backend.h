@@ -53,8 +53,27 @@ enum { DLOCK__KEYS_LOCK, DLOCK__KEYS_COND, DLOCK__KEYS_SEM };
  *   <prefix>{<name>}:semx  zset: waiters' and grantees' tokens by registration expiry
  *   <prefix>{<name>}:semg  hash: tokens a post handed a unit to, not yet taken
  *   <prefix>{<name>}:semd  zset: tokens of takes and posts done, by when they are
- *                          forgotten: an op asked again gives the same answer */
-enum { DLOCK__KS_VALUE, DLOCK__KS_QUEUE, DLOCK__KS_EXPIRY, DLOCK__KS_GRANTED, DLOCK__KS_DONE, DLOCK__NKS };
+ *                          forgotten: an op asked again gives the same answer
+ *   <prefix>{<name>}:semo  hash: token -> "KIND:SINCE:WHO" of each waiter (KIND w, from
+ *                          its first registration until it takes its unit or leaves)
+ *                          and each unit leased under undo (KIND u); SINCE server ms,
+ *                          WHO host:pid:tid: what `dlock status` shows
+ *   <prefix>{<name>}:semu  zset: tokens of units leased under undo, by lease expiry */
+enum {
+    DLOCK__KS_VALUE,
+    DLOCK__KS_QUEUE,
+    DLOCK__KS_EXPIRY,
+    DLOCK__KS_GRANTED,
+    DLOCK__KS_DONE,
+    DLOCK__KS_OWNERS,
+    DLOCK__KS_LEASES,
+    DLOCK__NKS
+};
+_Static_assert(DLOCK__NKS <= DLOCK__NKEYS + 1, "a semaphore's keys fit in dlock__keys");
+/* How long a semaphore waiter's registration, or a unit a post handed to
+ * a waiter, lasts on the server unless taken or renewed (the waiter
+ * renews it every third of it: core/sem.c). */
+#define DLOCK__SEM_TTL_MS 3000u
 /* 0, or ENOMEM (nothing kept).  kind: DLOCK__KEYS_*. */
 int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind);
 void dlock__keys_free(dlock__keys *k);
@@ -158,12 +177,13 @@ int dlock__grant_send(dlock__backend *b, const dlock__keys *k, const char *token
 int dlock__grant_await(dlock__grant_pop *p, int wakefd, dlock__mono give_up, const sigset_t *mask);
 void dlock__grant_drop(dlock__backend *b, dlock__grant_pop *p);
 void dlock__grant_keep(dlock__backend *b, dlock__grant_pop *p);
-int dlock__grant_read(dlock__grant_pop *p, uint64_t *fence, unsigned *ms, int *nolist);
+int dlock__grant_read(dlock__grant_pop *p, uint64_t *fence, unsigned *ms, int *cache, int *nolist);
 
 /* What an acquire attempt found. */
 typedef struct dlock__acq {
     int status;        /* DLOCK__ACQ_* */
     uint64_t fence;    /* ACQUIRED, MINE */
+    int others;        /* ACQUIRED, MINE of a caching acquire: others wait (keep it not) */
     int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
     uint64_t floor;    /* BUSY: the lock's last fence when the server answered, 0 not
                         * known: a grant whose fence is above it was made after */
@@ -211,16 +231,20 @@ enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 int dlock__acq_parse(const redisReply *r, dlock__acq *out);
 int dlock__flag_parse(const redisReply *r, int *out); /* integer 0 or 1 */
 int dlock__u64_parse(const char *s, size_t n, uint64_t *out);
-/* A grant as a release sends it, "FENCE:MS" (s[0..n)): the fence (> 0)
- * and the grant's lease in ms (1 .. 2^32-1).  0, or -1 if it is not
- * exactly that. */
-int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms);
+/* A grant as a release sends it, "FENCE:MS" or, to a caching waiter,
+ * "FENCE:MS:C" (s[0..n)): the fence (> 0), the grant's lease in ms
+ * (1 .. 2^32-1), and *cache: 0 not a caching grant, 1 its fence block is
+ * reserved and nobody else waits, 2 reserved but others wait.  0, or -1
+ * if it is not exactly that. */
+int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms, int *cache);
 int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
 
 /* One renewal in a batch. */
 typedef struct dlock__renewal {
     const dlock__keys *k;
     int shared;
+    int unit;   /* a semaphore's unit leased under undo (k: the semaphore's keys, token:
+                 * the unit's), renewed by sem_lua's 'renew' in the same batch */
     const char *token;
     unsigned lease_ms;
     int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
@@ -245,6 +269,7 @@ size_t dlock__who_get(const dlock__thread *self, char *out, size_t cap);
  * Cluster and a Redlock quorum later.  Each call returns 0 or an errno
  * value (ENOLCK when the deployment cannot be reached within the bound
  * that `deadline` gives). */
+typedef struct dlock__sem_state dlock__sem_state; /* below */
 typedef struct dlock__backend_ops {
     /* 1: the deployment keeps one wait queue per lock, and a release hands
      * the lock to its head (one server; a cluster, per slot).  0: Redlock,
@@ -284,12 +309,28 @@ typedef struct dlock__backend_ops {
      * value; *result 1 made, 0 it existed), "take" (arg 1: queue the token
      * if no unit is free; *result 1 taken, 0 not), "withdraw" (*result 1:
      * a post had handed the token a unit, now taken), "post" (arg: the
-     * maximum; *result 1 posted, 0 it would pass the maximum) or "value".
-     * ttl_ms: how long a waiter's registration (or a unit handed to it)
-     * lasts unless taken or renewed.  NULL where a deployment has no
-     * semaphores (Redlock: ENOTSUP). */
+     * maximum; *result 1 posted, 0 it would pass the maximum), "return"
+     * (token: a unit leased under undo; *result 1 its lease ended and its
+     * unit went back as a post's, 2 the lease was already gone) or
+     * "value".  ttl_ms: how long a waiter's registration (or a unit handed
+     * to it) lasts unless taken or renewed.  lease_ms: with "take" and
+     * "withdraw", 0 for a plain unit, else the unit taken is leased that
+     * long (undo; `done` in sem_lua).  Leases are renewed through `renew`
+     * (dlock__renewal.unit).  NULL where a deployment has no semaphores
+     * (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-               long long arg, long long *result, dlock__mono deadline);
+               long long arg, unsigned lease_ms, long long *result, dlock__mono deadline);
+    /* What the server knows of a semaphore (sem_info_lua): at most max
+     * people listed; out->people is malloc'ed (free it).  NULL where a
+     * deployment has no semaphores. */
+    int (*sem_info)(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
+                    dlock__mono deadline);
+    /* Administration of a semaphore (sem_admin_lua), asked once: how
+     * DLOCK__SEM_UNLINK (*result 1 deleted, 0 it did not exist) or
+     * DLOCK__SEM_BREAK (*result the units taken back, -1 it does not
+     * exist).  NULL where a deployment has no semaphores. */
+    int (*sem_admin)(dlock__backend *c, const dlock__keys *k, int how, long long *result, dlock__sent *sent,
+                     dlock__mono deadline);
     /* Who waits for whom (waits_lua, scripts.c; the core's deadlock.c).
      * On k's slot (its lock key and <key>:waiting, :wmeta, :readers):
      * op "note" registers or refreshes the wait `id` (its record rec,
@@ -305,6 +346,24 @@ typedef struct dlock__backend_ops {
                  unsigned ttl_ms, dlock__strs *out, dlock__mono deadline);
 } dlock__backend_ops;
 
+/* What sem_info reads (seminfo.c parses it): the public summary and the
+ * people, waiters first (in queue order, those handed a unit first), then
+ * units leased under undo (by lease expiry). */
+struct dlock__sem_state {
+    dlock_sem_info_t info;
+    dlock_sem_owner_t *people;
+    size_t npeople;
+};
+enum { DLOCK__SEM_UNLINK, DLOCK__SEM_BREAK };
+/* The single-server sem_info and sem_admin ops (seminfo.c), which a
+ * Cluster runs on the slot's master. */
+int dlock__single_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
+                           dlock__mono deadline);
+int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result,
+                            dlock__sent *sent, dlock__mono deadline);
+/* sem_info_lua's answer as a dlock__sem_state: 0, -1 for anything else,
+ * -2 out of memory (nothing is kept). */
+int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out);
 
 extern const dlock__backend_ops dlock__single_backend;
 /* The holder identity ("who": host:pid:tid) this process writes with its
@@ -380,6 +439,8 @@ enum {
     DLOCK__SCRIPT_COND,
     DLOCK__SCRIPT_FENCE_RAISE,
     DLOCK__SCRIPT_SEM,
+    DLOCK__SCRIPT_SEM_INFO,
+    DLOCK__SCRIPT_SEM_ADMIN,
     DLOCK__SCRIPT_WAITS,
     DLOCK__NSCRIPTS
 };

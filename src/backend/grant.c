@@ -101,14 +101,14 @@ static int refused_for_good(const redisReply *r) {
             strstr(r->str, "can't run this command") != NULL);
 }
 
-int dlock__grant_read(dlock__grant_pop *p, uint64_t *fence, unsigned *ms, int *nolist) {
+int dlock__grant_read(dlock__grant_pop *p, uint64_t *fence, unsigned *ms, int *cache, int *nolist) {
     const redisReply *r = p->r;
     int got;
     *nolist = 0;
     if (r == NULL) return -1;
     if (r->type == REDIS_REPLY_NIL) got = 0;
     else if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING &&
-             dlock__grant_parse(r->element[1]->str, r->element[1]->len, fence, ms) == 0)
+             dlock__grant_parse(r->element[1]->str, r->element[1]->len, fence, ms, cache) == 0)
         got = 1;
     else {
         got = -1;

@@ -22,14 +22,22 @@ int dlock__u64_parse(const char *s, size_t n, uint64_t *out) {
     return 0;
 }
 
-int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms) {
+int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms, int *cache) {
     const char *colon = s != NULL ? memchr(s, ':', n) : NULL;
     uint64_t f, m;
-    if (colon == NULL || dlock__u64_parse(s, (size_t)(colon - s), &f) != 0 ||
+    int k = 0;
+    if (colon == NULL) return -1;
+    if (n >= 2 && s[n - 2] == ':' && (size_t)(colon - s) < n - 2) { /* ":C" */
+        if (s[n - 1] != '1' && s[n - 1] != '2') return -1;
+        k = s[n - 1] - '0';
+        n -= 2;
+    }
+    if (dlock__u64_parse(s, (size_t)(colon - s), &f) != 0 ||
         dlock__u64_parse(colon + 1, n - (size_t)(colon - s) - 1, &m) != 0 || f == 0 || m == 0 || m > 0xFFFFFFFFu)
         return -1;
     *fence = f;
     *ms = (unsigned)m;
+    *cache = k;
     return 0;
 }
 
@@ -40,10 +48,11 @@ int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
     st = r->element[0];
     v = r->element[1];
     if (st == NULL || v == NULL || st->type != REDIS_REPLY_INTEGER) return -1;
-    if (r->elements == 3 && st->integer != 0) return -1;
+    if (r->elements == 3 && (st->integer == 3 || st->integer == 5)) return -1;
     out->pttl_ms = -1;
     out->fence = 0;
     out->floor = 0;
+    out->others = 0;
     switch (st->integer) {
     case 1: /* acquired */
     case 2: /* already ours */
@@ -51,6 +60,11 @@ int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
         if (v->type != REDIS_REPLY_STRING || dlock__u64_parse(v->str, v->len, &out->fence) != 0 ||
             out->fence == 0)
             return -1;
+        if (r->elements == 3) { /* a caching acquire: do others wait? */
+            const redisReply *o = r->element[2];
+            if (o == NULL || o->type != REDIS_REPLY_INTEGER || (o->integer != 0 && o->integer != 1)) return -1;
+            out->others = (int)o->integer;
+        }
         out->status = st->integer == 1 ? DLOCK__ACQ_ACQUIRED
                       : st->integer == 2 ? DLOCK__ACQ_MINE
                                          : DLOCK__ACQ_OWNERDEAD;

@@ -112,9 +112,12 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
  * served.  Fences tell: the busy answer carried the lock's last fence
  * (`floor`), and only a grant made later has a greater one;
  * the hold is valid until then (less the drift margin) and is renewed
- * soon, to its full lease.  A caching hold must reserve its fence block
- * (its own acquire does), and a grant older than its lease can no longer
- * be trusted: those confirm with an acquire (EAGAIN here).  c->mu held. */
+ * soon, to its full lease.  A caching hold needs its block of fences
+ * reserved: a caching waiter's grant reserves it and says whether others
+ * wait (fw->cache; then the lock goes back at its unlock, as when a
+ * "wanted" message came).  A grant without the block (from an older
+ * release script) and one older than its lease cannot be taken as it is:
+ * those confirm with an acquire (EAGAIN here).  c->mu held. */
 static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
                    const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
                    dlock__lost_report *other) {
@@ -122,10 +125,11 @@ static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(&c->be.node.conf, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
     int rc;
-    if (w->caching || w->shared || sent == 0 || floor == 0 || fw->fence <= floor || g <= dlock__drift_ms(&c->be.node.conf, g) ||
-        dlock__now() >= until)
+    if ((w->caching && fw->cache == 0) || w->shared || sent == 0 || floor == 0 || fw->fence <= floor ||
+        g <= dlock__drift_ms(&c->be.node.conf, g) || dlock__now() >= until)
         return EAGAIN;
     if ((rc = hold_begin(c, l, w, self, owner, fw->fence, sent, 0, other)) != 0) return rc;
+    if (w->caching && fw->cache == 2) l->wanted = 1;
     h->valid_until = until;
     /* Renewed half way to the end of the grant's lease (early by a
      * quarter of it at most: renew.c). */
@@ -472,7 +476,7 @@ static void ask_prepare(struct acq *a) {
     dlock__lock *l = a->l;
     int listed;
     a->gen = l->gen;
-    a->fw.poked = a->fw.granted = 0;
+    a->fw.poked = a->fw.granted = a->fw.cache = 0;
     if (l->x.owner == NULL) l->wanted = 0; /* a request from now on is for the hold this may get */
     a->heard = dlock__cache_heard(c, l) ? dlock__sub_epoch(c, l) : 0;
     /* With the release channel already subscribed, a release after this
@@ -579,7 +583,10 @@ static int step_hold(struct acq *a) {
     dlock__hold *h;
     dlock__mono now;
     if ((rc = hold_begin(c, l, w, a->self, a->owner, a->ans.fence, a->sent, dead, &a->other)) != 0) return acq_out(a, rc);
-    if (!w->shared) l->x.heard = a->heard;
+    if (!w->shared) {
+        l->x.heard = a->heard;
+        if (a->ans.others) l->wanted = 1; /* they asked before the hash said "cache": give it back */
+    }
     h = w->shared ? l->readers : &l->x;
     if ((now = dlock__now()) < h->valid_until)
         return acq_out(a, dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
@@ -658,6 +665,7 @@ static int step_grant(struct acq *a) {
     uint64_t floor = a->ans.status == DLOCK__ACQ_BUSY ? a->ans.floor : 0;
     dlock__dl_granted(&a->dl, a->owner); /* (the release took it off the waiters' list) */
     if (granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
+    a->l->x.heard = a->heard; /* every request since our last one went out reaches us (dlock__cache_ok) */
     dlock__debug("'%.64s': granted by a release (fence %llu)", a->l->k.name, (unsigned long long)a->fw.fence);
     a->registered = 0;
     return acq_out(a, 0);

@@ -206,11 +206,12 @@ static void on_message(struct dlock_client *c, dlock__sub *sub, redisReply *r) {
             char tok[DLOCK__OWNER_LEN + 1];
             uint64_t fence;
             unsigned ms;
+            int cache;
             memcpy(tok, p->str, DLOCK__OWNER_LEN);
             tok[DLOCK__OWNER_LEN] = '\0';
             if (p->len > DLOCK__OWNER_LEN &&
-                dlock__grant_parse(p->str + DLOCK__OWNER_LEN + 1, p->len - DLOCK__OWNER_LEN - 1, &fence, &ms) == 0) {
-                dlock__fair_grant(l, tok, fence, ms);
+                dlock__grant_parse(p->str + DLOCK__OWNER_LEN + 1, p->len - DLOCK__OWNER_LEN - 1, &fence, &ms, &cache) == 0) {
+                dlock__fair_grant(l, tok, fence, ms, cache);
                 return;
             }
             dlock__fair_poke(l, tok, DLOCK__OWNER_LEN);

@@ -222,7 +222,7 @@ static int grant_end(struct grant_wait *g, int rc) {
     dlock__grant_keep(&c->be, &g->pop);
     g->fw->efd = -1;
     if (g->pop.r != NULL) {
-        int nolist, got = dlock__grant_read(&g->pop, &g->fw->fence, &g->fw->grant_ms, &nolist);
+        int nolist, got = dlock__grant_read(&g->pop, &g->fw->fence, &g->fw->grant_ms, &g->fw->cache, &nolist);
         if (got == 1) g->fw->granted = 1;
         if (got == 0) rc = ETIMEDOUT;
         if (got < 0) {
@@ -294,13 +294,14 @@ void dlock__fair_poke(dlock__lock *l, const char *token, size_t len) {
     }
 }
 
-void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms) {
+void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms, int cache) {
     dlock__fairwait *fw;
     for (fw = l->fair; fw != NULL; fw = fw->next) {
         if (strcmp(fw->token, token) != 0) continue;
         fw->granted = 1;
         fw->fence = fence;
         fw->grant_ms = grant_ms;
+        fw->cache = cache;
         poke_one(l, fw);
     }
 }
