@@ -771,8 +771,8 @@ static const char sem_admin_lua[] =
  * returns {rec} or {}, "edel" deletes it if it still begins with rec.
  * Lapsed waits are swept by note and list; note only ever lengthens the
  * two keys' expiry (a short registration must not cut a long one's).
- * (ZRANGE ... BYSCORE, not ZRANGEBYSCORE: the minimal ACL user of the
- * README allows the one, not the other.) */
+ * (ZRANGE ... BYSCORE: a command the README's minimal ACL user has
+ * always had.) */
 static const char waits_lua[] =
     "local op = ARGV[1]\n"
     "if op == 'eset' then\n"
