@@ -119,7 +119,9 @@ typedef struct dlock_mutexattr {
     int __caching;
     int __rwkind;          /* DLOCK_RWLOCK_*; with __owner, in what was one reserved pointer */
     int __owner;           /* DLOCK_OWNER_* */
-    void *__reserved[3];
+    int __deadlock;        /* 0 by type, 1 on, 2 off; with __pad, in what was one reserved pointer */
+    int __pad;
+    void *__reserved[2];
 } dlock_mutexattr_t;
 
 DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a);
@@ -177,6 +179,25 @@ DLOCK_API int dlock_mutexattr_getrwkind(const dlock_mutexattr_t *a, int *kind);
  * attributes.  Default DLOCK_OWNER_THREAD; EINVAL for another value. */
 DLOCK_API int dlock_mutexattr_setowner(dlock_mutexattr_t *a, int owner);
 DLOCK_API int dlock_mutexattr_getowner(const dlock_mutexattr_t *a, int *owner);
+/* Deadlock detection across hosts (docs/dlock.3, "Deadlocks"): on != 0,
+ * a lock call of a mutex or rwlock made with these attributes that has
+ * to wait looks for a cycle of waits it closes -- threads of any process
+ * on any host, each waiting for a lock the next one holds, through
+ * mutexes and rwlocks -- and, when it finds one (within about a second of
+ * the cycle closing), exactly one member's call fails with EDEADLK, the
+ * victim: the member with the greatest "host:pid:tid" among those whose
+ * detection is on.  It holds nothing new; it should unlock what it holds,
+ * and the others go on.  A wait that closes no cycle never gets EDEADLK.
+ * On by default for ERRORCHECK mutexes; off for the other types and for
+ * rwlocks unless set here; process-owned mutexes never detect.  Every
+ * call that waits is listed as a waiter (dlock_lock_waiters), and its
+ * edges written, whatever this says; only the walk, the victim rule and
+ * EDEADLK depend on it.  On Redlock no waits are kept: a mutex_init or
+ * rwlock_init with detection set here gives ENOTSUP, and an ERRORCHECK
+ * mutex does not detect.  getdeadlock: the setting a mutex made with
+ * these attributes would have (for a rwlock: 1 only if set here). */
+DLOCK_API int dlock_mutexattr_setdeadlock(dlock_mutexattr_t *a, int on);
+DLOCK_API int dlock_mutexattr_getdeadlock(const dlock_mutexattr_t *a, int *on);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c);
 DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c);
@@ -492,6 +513,27 @@ typedef struct dlock_lock_info {
 /* Reads what the server knows of `name` (one round trip) on client c
  * (NULL: the default client). */
 DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_info_t *out);
+/* One thread waiting for a lock (dlock_lock_waiters). */
+typedef struct dlock_lock_waiter {
+    char host[256];          /* the waiter's host, pid and thread id */
+    long pid;
+    unsigned long tid;
+    int64_t since_ms;        /* when it was first registered waiting: server time, ms since the epoch */
+    int shared;              /* 1: it waits for a read lock; 0: exclusive (a mutex, a write lock) */
+    int deadlock;            /* 1: its deadlock detection is on (it may be a cycle's victim) */
+    int64_t server_now_ms;   /* the server's time when it answered (for "waiting for") */
+    void *__reserved[4];     /* room to grow without changing the size */
+} dlock_lock_waiter_t;
+/* Calls fn for each thread (of any process, on any host) that waits for
+ * `name` on client c (NULL: the default client), longest-waiting first;
+ * stops early when fn returns nonzero.  A call is listed from its first
+ * sleep (after about 50 ms if its thread holds locks; 2 s if it waits for
+ * another thread of its own process) until its wait ends, or, if its
+ * process died, until its record lapses (1.5 s; at least 30 s for a
+ * thread that held no lock).  One round trip.
+ * ENOTSUP on Redlock, which keeps no waiters. */
+DLOCK_API int dlock_lock_waiters(dlock_client_t *c, const char *name,
+                                 int (*fn)(const dlock_lock_waiter_t *w, void *arg), void *arg);
 /* Calls fn for each lock whose name matches the shell glob (fnmatch;
  * NULL: "*") that is held, has readers, or has a robust state left (an
  * owner died, or not recoverable), in no particular order; stops early

@@ -162,7 +162,9 @@ static void test_long_wait_sleeps_on_notification(void) {
     CU_ASSERT_TRUE(holder >= 1);
     CU_ASSERT_TRUE(waited > 2.0 && waited < 5.0);
     CU_ASSERT_TRUE(waiter >= 1);
-    CU_ASSERT_TRUE(waiter <= 3);
+    /* (+ one: its registration as a waiter, which `dlock status` lists;
+     * the release that hands it the lock takes it back) */
+    CU_ASSERT_TRUE(waiter <= 4);
 }
 
 /* ------------------------------------------------- handoff latency */

@@ -1,8 +1,8 @@
 /* admin.c -- `dlock status`, `dlock list` and `dlock break`: what the server
  * knows of locks (holder, acquired-at, lease, fence, shared holders,
- * waiting writers) and of semaphores (value, waiters, units leased under
- * undo), as a table for people or JSON for scripts, and the
- * administrative reset.
+ * waiting writers; status: who waits, from dlock_lock_waiters) and of
+ * semaphores (value, waiters, units leased under undo), as a table for
+ * people or JSON for scripts, and the administrative reset.
  *
  * All of it comes from dlock_lock_info / dlock_list (one round trip per
  * lock) and dlock_break; for semaphores dlock_sem_owners / dlock_sem_list,
@@ -92,9 +92,10 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
             else
                 printf("Usage: dlock status [--json] [--url URL] NAME\n"
                        "Who holds the lock NAME (host, pid, thread), since when, its remaining\n"
-                       "lease, its fencing token, shared holders and waiting writers; and the\n"
-                       "semaphore NAME if there is one: its value, its waiters and the units\n"
-                       "leased under undo, with who and since when.\n");
+                       "lease, its fencing token, shared holders and waiting writers, and who\n"
+                       "waits for it (host, pid, thread, since when, shared or exclusive); and\n"
+                       "the semaphore NAME if there is one: its value, its waiters and the\n"
+                       "units leased under undo, with who and since when.\n");
             return -1;
         default:
             if (optopt != 0 && optopt < 0x1000) return cli_usage_error("unknown option '-%c'", optopt);
@@ -196,6 +197,70 @@ static void print_sem_status(const cli_sem *s) {
 
 /* ------------------------------------------------------------- status */
 
+/* The waiters of a lock (dlock_lock_waiters), longest-waiting first;
+ * known 0: not kept (Redlock). */
+typedef struct waiter_set {
+    dlock_lock_waiter_t *v;
+    size_t n, cap;
+    int nomem, known;
+} waiter_set;
+
+static int waiter_add(const dlock_lock_waiter_t *w, void *arg) {
+    waiter_set *s = arg;
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 8;
+        dlock_lock_waiter_t *nv = realloc(s->v, ncap * sizeof *nv);
+        if (nv == NULL) {
+            s->nomem = 1;
+            return 1;
+        }
+        s->v = nv;
+        s->cap = ncap;
+    }
+    s->v[s->n++] = *w;
+    return 0;
+}
+
+static int64_t waited_ms(const dlock_lock_waiter_t *w) {
+    int64_t d = w->server_now_ms - w->since_ms;
+    return d < 0 ? 0 : d;
+}
+
+static void print_waiters(const waiter_set *ws) {
+    char host[160], b[64], c[64];
+    size_t i;
+    if (!ws->known) return;
+    printf("%-16s %zu\n", "waiters", ws->n);
+    for (i = 0; i < ws->n; i++) {
+        const dlock_lock_waiter_t *w = &ws->v[i];
+        printf("  %s, pid %ld, thread %lu, %s, since %s (%s)%s\n",
+               cli_fmt_safe(host, sizeof host, w->host[0] ? w->host : "?"), w->pid, w->tid,
+               w->shared ? "shared" : "exclusive", cli_fmt_local(b, sizeof b, w->since_ms),
+               cli_fmt_secs(c, sizeof c, waited_ms(w)), w->deadlock ? ", detects deadlocks" : "");
+    }
+}
+
+/* The lock's waiters as JSON: ',"waiters":' and an array (null where
+ * they are not kept). */
+static void json_waiters(const waiter_set *ws) {
+    size_t i;
+    fputs(",\"waiters\":", stdout);
+    if (!ws->known) {
+        fputs("null", stdout);
+        return;
+    }
+    putchar('[');
+    for (i = 0; i < ws->n; i++) {
+        const dlock_lock_waiter_t *w = &ws->v[i];
+        fputs(i == 0 ? "{\"host\":" : ",{\"host\":", stdout);
+        cli_json_str(stdout, w->host);
+        printf(",\"pid\":%ld,\"tid\":%lu,\"since_ms\":%lld,\"waited_ms\":%lld,\"mode\":\"%s\",\"deadlock\":%s}",
+               w->pid, w->tid, (long long)w->since_ms, (long long)waited_ms(w), w->shared ? "shared" : "exclusive",
+               w->deadlock ? "true" : "false");
+    }
+    putchar(']');
+}
+
 static void print_status(const cli_lock *l) {
     const dlock_lock_info_t *i = &l->info;
     char a[DLOCK_NAME_MAX * 4 + 8], b[64], c[64];
@@ -220,24 +285,29 @@ static void print_status(const cli_lock *l) {
  * to show; else both, the lock first.  JSON: the lock's fields always,
  * "kind" (what the table shows: "lock", "semaphore" or
  * "lock+semaphore") and "semaphore" (null, or the semaphore). */
-static void print_status_of(const cli_lock *l, const cli_sem *s, int json) {
-    int sem = sem_present(&s->info), lock = !sem || !lock_idle(&l->info);
+static void print_status_of(const cli_lock *l, const cli_sem *s, const waiter_set *ws, int json) {
+    int sem = sem_present(&s->info), lock = !sem || !lock_idle(&l->info) || ws->n > 0;
     if (json) {
         putchar('{');
         cli_json_lock_fields(stdout, l);
+        json_waiters(ws);
         printf(",\"kind\":\"%s\",\"semaphore\":", !sem ? "lock" : lock ? "lock+semaphore" : "semaphore");
         if (sem) cli_json_sem(stdout, s);
         else fputs("null", stdout);
         puts("}");
         return;
     }
-    if (lock) print_status(l);
+    if (lock) {
+        print_status(l);
+        print_waiters(ws);
+    }
     if (lock && sem) putchar('\n');
     if (sem) print_sem_status(s);
 }
 
 int cli_status(int argc, char **argv, cli_conn *conn) {
     dlock_client_t *c = NULL;
+    waiter_set ws;
     admin_opts o;
     cli_lock l;
     cli_sem s;
@@ -248,12 +318,19 @@ int cli_status(int argc, char **argv, cli_conn *conn) {
     memset(&l, 0, sizeof l);
     memset(&s, 0, sizeof s);
     snprintf(l.name, sizeof l.name, "%s", o.arg);
+    memset(&ws, 0, sizeof ws);
     if ((rc = dlock_lock_info(c, o.arg, &l.info)) != 0)
         rc = cli_fail("cannot read the lock", rc);
-    else if ((rc = sem_read(c, o.arg, &s)) != 0)
-        rc = cli_fail("cannot read the semaphore", rc);
-    else
-        print_status_of(&l, &s, o.json);
+    else if ((rc = dlock_lock_waiters(c, o.arg, waiter_add, &ws)) != 0 && rc != ENOTSUP)
+        rc = cli_fail("cannot read the lock's waiters", rc);
+    else if (ws.nomem)
+        rc = cli_fail("cannot read the lock's waiters", ENOMEM);
+    else {
+        ws.known = rc == 0; /* (ENOTSUP: Redlock keeps no waiters) */
+        if ((rc = sem_read(c, o.arg, &s)) != 0) rc = cli_fail("cannot read the semaphore", rc);
+        else print_status_of(&l, &s, &ws, o.json);
+    }
+    free(ws.v);
     free(s.people);
     dlock_client_destroy(c);
     return rc;

@@ -111,6 +111,7 @@ static void usage(FILE *f) {
             "  dlock [--url URL] status [--json] NAME\n"
             "  dlock [--url URL] list [--json] [GLOB]\n"
             "  dlock [--url URL] break [--force] [--reset | --sem | --unlink] [--json] NAME\n"
+            "  dlock [--url URL] graph [--json] [GLOB]\n"
             "\n"
             "Cluster-wide locks on Redis, in the manner of flock(1).\n"
             "\n"
@@ -122,6 +123,7 @@ static void usage(FILE *f) {
             "          (default: all)\n"
             "  break   administrative reset of NAME, whoever holds it (--sem, --unlink:\n"
             "          the semaphore NAME)\n"
+            "  graph   who waits for which lock held by whom, cycles marked\n"
             "\n"
             "Options for every command:\n"
             "  --url URL      the server (default: $DLOCK_URL, else redis://127.0.0.1:6379)\n"
@@ -151,6 +153,7 @@ int main(int argc, char **argv) {
         { "status", cli_status, "dlock status" },
         { "list", cli_list, "dlock list" },
         { "break", cli_break, "dlock break" },
+        { "graph", cli_graph, "dlock graph" },
     };
     cli_conn conn = { NULL, NULL };
     size_t i;

@@ -50,6 +50,66 @@ DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_in
     return rc;
 }
 
+/* A waiter as waits_lua lists it, "since|host:pid:tid|mode|detect"
+ * (the host may hold colons: the numbers are the last two fields): 0, or
+ * -1 if it is not that. */
+static int waiter_parse(const char *v, int64_t now, dlock_lock_waiter_t *w) {
+    const char *who, *end, *c1, *c2;
+    char *e;
+    size_t n;
+    memset(w, 0, sizeof *w);
+    w->server_now_ms = now;
+    w->since_ms = strtoll(v, &e, 10);
+    if (*e != '|') return -1;
+    who = e + 1;
+    if ((end = strchr(who, '|')) == NULL || (end[1] != 'x' && end[1] != 's') || end[2] != '|') return -1;
+    w->shared = end[1] == 's';
+    w->deadlock = end[3] == '1';
+    for (c2 = end; c2 > who && c2[-1] != ':'; c2--)
+        ;
+    for (c1 = c2 - 1; c1 > who && c1[-1] != ':'; c1--)
+        ;
+    if (c2 <= who || c1 <= who) return -1;
+    w->pid = strtol(c1, NULL, 10);
+    w->tid = strtoul(c2, NULL, 10);
+    n = (size_t)(c1 - 1 - who);
+    if (n >= sizeof w->host) n = sizeof w->host - 1;
+    memcpy(w->host, who, n);
+    w->host[n] = '\0';
+    return 0;
+}
+
+static int waiter_cmp(const void *a, const void *b) {
+    const dlock_lock_waiter_t *x = a, *y = b;
+    return x->since_ms < y->since_ms ? -1 : x->since_ms > y->since_ms;
+}
+
+DLOCK_API int dlock_lock_waiters(dlock_client_t *c, const char *name,
+                                 int (*fn)(const dlock_lock_waiter_t *w, void *arg), void *arg) {
+    dlock__strs out = { 0, NULL };
+    dlock_lock_waiter_t *ws = NULL;
+    dlock__lock *l;
+    size_t i, n = 0;
+    int rc;
+    if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
+    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
+    if (c->be.ops->waits == NULL)
+        rc = dlock__seterr(ENOTSUP, "waiters are not kept on Redlock (its masters would each keep their own)");
+    else
+        rc = c->be.ops->waits(&c->be, &l->k, "list", "", "", 0, &out, dlock__unreachable_deadline(&c->be.node));
+    dlock__entry_close(c, l, 0);
+    if (rc != 0) return rc;
+    if (out.n > 1 && (ws = calloc(out.n - 1, sizeof *ws)) == NULL) rc = dlock__seterr(ENOMEM, "out of memory");
+    for (i = 1; i < out.n && rc == 0; i++)
+        if (waiter_parse(out.v[i], strtoll(out.v[0], NULL, 10), &ws[n]) == 0) n++;
+    dlock__strs_free(&out);
+    if (n > 1) qsort(ws, n, sizeof *ws, waiter_cmp);
+    for (i = 0; i < n && rc == 0; i++)
+        if (fn(&ws[i], arg) != 0) break;
+    free(ws);
+    return rc;
+}
+
 /* The SCAN pattern for keys under the prefix: the prefix with the glob
  * characters escaped, then tail ("{*": every key). */
 static char *scan_pattern(const char *prefix, const char *tail) {

@@ -151,6 +151,22 @@ DLOCK_API int dlock_mutexattr_getowner(const dlock_mutexattr_t *a, int *owner) {
     return 0;
 }
 
+DLOCK_API int dlock_mutexattr_setdeadlock(dlock_mutexattr_t *a, int on) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (on != 0 && on != 1) return dlock__seterr(EINVAL, "deadlock detection %d is not 0 or 1", on);
+    a->__deadlock = on ? 1 : 2;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getdeadlock(const dlock_mutexattr_t *a, int *on) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (on == NULL) return dlock__seterr(EINVAL, "deadlock pointer is NULL");
+    *on = a->__deadlock == 1 || (a->__deadlock == 0 && a->__type == DLOCK_MUTEX_ERRORCHECK);
+    return 0;
+}
+
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {
     int rc = check(a);
     if (rc) return rc;

@@ -38,6 +38,17 @@ static int object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
         return dlock__seterr(EINVAL, "a process-owned mutex must be NORMAL or DEFAULT: an %s one checks the "
                              "thread that holds it", w->type == DLOCK_MUTEX_RECURSIVE ? "RECURSIVE" : "ERRORCHECK");
     }
+    /* Deadlock detection: as set, or on for an ERRORCHECK mutex (rwlock.c
+     * keeps only what was set); on Redlock, which keeps no waits, a
+     * setting is ENOTSUP. */
+    w->deadlock = a.__deadlock == 1 || (a.__deadlock == 0 && a.__type == DLOCK_MUTEX_ERRORCHECK && !w->process);
+    if (w->deadlock && c->be.ops->waits == NULL) {
+        w->deadlock = 0;
+        if (a.__deadlock == 1) {
+            dlock__entry_close(c, *lp, 1);
+            return dlock__seterr(ENOTSUP, "deadlock detection is not offered on Redlock (its masters keep no waits)");
+        }
+    }
     w->lease_ms = a.__lease_ms;
     w->lost_fn = a.__lost_fn;
     w->lost_arg = a.__lost_arg;

@@ -45,6 +45,8 @@ DLOCK_API int dlock_rwlock_init(dlock_rwlock_t *rw, const char *name, const dloc
      * rwlock is never robust (as pthread rwlocks are not). */
     o->want.type = DLOCK_MUTEX_ERRORCHECK;
     o->want.robust = 0;
+    /* Deadlock detection only if the attributes set it (not by type). */
+    if (a == NULL || a->__deadlock != 1) o->want.deadlock = 0;
     rw->__impl = o;
     memset(rw->__reserved, 0, sizeof rw->__reserved);
     rw->__magic = live_magic(rw);

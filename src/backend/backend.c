@@ -515,6 +515,92 @@ static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, c
     return rc;
 }
 
+size_t dlock__who_get(const dlock__thread *self, char *out, size_t cap) {
+    const char *w;
+    size_t n = who(self, &w);
+    if (n >= cap) n = cap - 1;
+    memcpy(out, w, n);
+    out[n] = '\0';
+    return n;
+}
+
+void dlock__strs_free(dlock__strs *s) {
+    size_t i;
+    for (i = 0; i < s->n; i++) free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+/* An array of strings (bulk or status) into *out: 0, or -1. */
+static int strs_parse(const redisReply *r, dlock__strs *out) {
+    size_t i;
+    out->n = 0;
+    out->v = NULL;
+    if (r->type != REDIS_REPLY_ARRAY) return -1;
+    if (r->elements > 0 && (out->v = calloc(r->elements, sizeof *out->v)) == NULL) return -1;
+    for (i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_STRING && e->type != REDIS_REPLY_STATUS) break;
+        if ((out->v[i] = malloc(e->len + 1)) == NULL) break;
+        memcpy(out->v[i], e->str, e->len);
+        out->v[i][e->len] = '\0';
+        out->n++;
+    }
+    if (out->n == r->elements) return 0;
+    dlock__strs_free(out);
+    return -1;
+}
+
+/* The keys of a waits op (waits_lua) in buf, pointed at by args: k's
+ * lock key, :waiting, :wmeta and readers, or (k NULL) the edge key of
+ * the holder token id.  Their number, or -1 (ENOMEM). */
+static int waits_keys(const dlock__backend *c, const dlock__keys *k, const char *id, char **buf, const char **args,
+                      size_t *lens) {
+    static const char *const sfx[2] = { ":waiting", ":wmeta" };
+    size_t n, i;
+    if (k == NULL) {
+        n = strlen(c->node.conf.prefix) + strlen(id) + 8;
+        if ((*buf = malloc(n)) == NULL) return -1;
+        lens[0] = (size_t)snprintf(*buf, n, "%sdlw:{%s}", c->node.conf.prefix, id);
+        args[0] = *buf;
+        return 1;
+    }
+    n = 2 * (k->keylen + 10);
+    if ((*buf = malloc(n)) == NULL) return -1;
+    args[0] = k->key;
+    lens[0] = k->keylen;
+    for (i = 0; i < 2; i++) {
+        char *p = *buf + i * (k->keylen + 10);
+        lens[i + 1] = (size_t)snprintf(p, k->keylen + 10, "%s%s", k->key, sfx[i]);
+        args[i + 1] = p;
+    }
+    args[3] = k->keys[DLOCK__K_READERS];
+    lens[3] = k->keylens[DLOCK__K_READERS];
+    return 4;
+}
+
+static int single_waits(dlock__backend *c, const dlock__keys *k, const char *op, const char *id, const char *rec,
+                        unsigned ttl_ms, dlock__strs *out, dlock__mono deadline) {
+    char ttl[DLOCK__DEC_MAX], *buf = NULL;
+    const char *args[8];
+    size_t lens[8];
+    redisReply *r;
+    int nk = waits_keys(c, k, id, &buf, args, lens), rc;
+
+    if (nk < 0) return dlock__seterr(ENOMEM, "out of memory");
+    args[nk] = op; lens[nk] = strlen(op);
+    args[nk + 1] = id; lens[nk + 1] = strlen(id);
+    args[nk + 2] = rec; lens[nk + 2] = strlen(rec);
+    args[nk + 3] = ttl; lens[nk + 3] = dlock__dec(ttl, ttl_ms);
+    rc = dlock__script_run(c, DLOCK__SCRIPT_WAITS, &r, deadline, nk, nk + 4, args, lens, NULL);
+    free(buf);
+    if (rc != 0) return rc;
+    if (strs_parse(r, out) != 0) rc = bad_reply(c, "waits", r);
+    freeReplyObject(r);
+    return rc;
+}
+
 static int single_grant_conn(dlock__backend *c, const dlock__keys *k, dlock__node **node, dlock__conn **cn,
                              dlock__mono deadline) {
     (void)k;
@@ -535,6 +621,7 @@ const dlock__backend_ops dlock__single_backend = {
     .sem = single_sem,
     .sem_info = dlock__single_sem_info,
     .sem_admin = dlock__single_sem_admin,
+    .waits = single_waits,
 };
 
 int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out) {

@@ -254,6 +254,17 @@ typedef struct dlock__renewal {
  * redirections); rn->result as in a batch. */
 int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline);
 
+/* A list of strings a waits op answered (each NUL-terminated). */
+typedef struct dlock__strs {
+    size_t n;
+    char **v;
+} dlock__strs;
+void dlock__strs_free(dlock__strs *s);
+/* The calling thread's identity as the scripts write it, "host:pid:tid"
+ * (self: its identity; the pid and tid dlock__set_who names, if any),
+ * into out (cap bytes, at least 320).  Its length. */
+size_t dlock__who_get(const dlock__thread *self, char *out, size_t cap);
+
 /* The seam every deployment sits behind: one server now; Sentinel,
  * Cluster and a Redlock quorum later.  Each call returns 0 or an errno
  * value (ENOLCK when the deployment cannot be reached within the bound
@@ -320,6 +331,19 @@ typedef struct dlock__backend_ops {
      * exist).  NULL where a deployment has no semaphores. */
     int (*sem_admin)(dlock__backend *c, const dlock__keys *k, int how, long long *result, dlock__sent *sent,
                      dlock__mono deadline);
+    /* Who waits for whom (waits_lua, scripts.c; the core's deadlock.c).
+     * On k's slot (its lock key and <key>:waiting, :wmeta, :readers):
+     * op "note" registers or refreshes the wait `id` (its record rec,
+     * for ttl_ms; *out {since}: server ms of its first registration),
+     * "drop" withdraws it, "holders" gives {the writer's token or "", the
+     * live readers' tokens...}, "list" {the server's ms, each live
+     * waiter's "since|rec"...}.  k NULL: on the edge key of the holder
+     * token id, <prefix>dlw:{<id>} (its own slot): "eset" writes rec for
+     * ttl_ms, "eget" gives {rec} or {}, "edel" deletes it if it still
+     * begins with rec.  *out is made with malloc (dlock__strs_free); NULL
+     * where a deployment keeps no waiters (Redlock). */
+    int (*waits)(dlock__backend *c, const dlock__keys *k, const char *op, const char *id, const char *rec,
+                 unsigned ttl_ms, dlock__strs *out, dlock__mono deadline);
 } dlock__backend_ops;
 
 /* What sem_info reads (seminfo.c parses it): the public summary and the
@@ -417,6 +441,7 @@ enum {
     DLOCK__SCRIPT_SEM,
     DLOCK__SCRIPT_SEM_INFO,
     DLOCK__SCRIPT_SEM_ADMIN,
+    DLOCK__SCRIPT_WAITS,
     DLOCK__NSCRIPTS
 };
 /* A script's body; variant 1: a cluster's (SPUBLISH). */

@@ -393,6 +393,24 @@ static int cl_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long l
     return rc;
 }
 
+/* A waits op: on the lock's slot, or on the edge key's (the slot of
+ * the holder token, its hash tag). */
+static int cl_waits(dlock__backend *c, const dlock__keys *k, const char *op, const char *id, const char *rec,
+                    unsigned ttl_ms, dlock__strs *out, dlock__mono deadline) {
+    char tag[DLOCK__OWNER_LEN + 3];
+    int rc, n;
+    unsigned slot;
+    dlock__sent st_ = { 0, 0 };
+    if (k != NULL) {
+        slot = lock_slot(k);
+    } else {
+        n = snprintf(tag, sizeof tag, "{%s}", id);
+        slot = dlock__key_slot(tag, n > 0 && (size_t)n < sizeof tag ? (size_t)n : sizeof tag - 1);
+    }
+    ON_SLOT(c, slot, deadline, dlock__single_backend.waits(m, k, op, id, rec, ttl_ms, out, deadline));
+    return rc;
+}
+
 /* Renews on each master the holds whose slots it serves, in its own
  * batches; then those a node sent elsewhere (their slot moved, or is
  * moving), one by one, following the redirection. */
@@ -555,6 +573,7 @@ const dlock__backend_ops dlock__cluster_backend = {
     .sem_info = cl_sem_info,
     .sem_admin = cl_sem_admin,
     .grant_conn = cl_grant_conn,
+    .waits = cl_waits,
 };
 
 static int node_redirect(dlock__node *n, const redisReply *r, dlock__node **next, int *asking) {

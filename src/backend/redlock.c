@@ -701,6 +701,7 @@ const dlock__backend_ops dlock__redlock_backend = {
     .info = rl_info,
     .cond = rl_cond,
     .sem = rl_sem,
+    .waits = NULL, /* no waiters kept: each master would keep its own (docs/design.md, "Deadlock detection") */
 };
 
 static int node_identify(dlock__node *n, dlock__conn *cn) {

@@ -344,7 +344,9 @@ static const char acquire_shared_lua[] =
  *
  * A release that leaves the lock free hands it to the fair queue's head
  * when there is one (and no robust marker needs the head's own acquire to
- * see it: then the head is only woken); otherwise it publishes
+ * see it: then the head is only woken), taking the head off the waiters'
+ * list (waits_lua: its wait ends here, and it need not say so itself);
+ * otherwise it publishes
  * "released", and when writers wait, the releasing thread is held back
  * from the lock for the handoff window (acquire_lua).  With nobody
  * waiting (one EXISTS tells), it publishes at once; when the hash was
@@ -401,6 +403,7 @@ static const char release_lua[] =
     "  if m then ls, rb, d, who = string.match(m, '^(%d+)|([01])|([1-4])|(.*)$') end\n"
     "  if ls then\n"
     "    unqueue(h)\n"
+    "    if redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
     "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
     "    local fs = fence()\n"
     "    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
@@ -756,9 +759,77 @@ static const char sem_admin_lua[] =
     "redis.call('PUBLISH', KEYS[1], 'reset')\n"
     "return #toks\n";
 
+/* Who waits for whom (deadlock detection, the waiters `dlock status`
+ * lists; docs/design.md, "Deadlock detection").  ARGV: op, id, rec, ttl
+ * ms.  On a lock's slot, KEYS: the lock, <lock>:waiting (zset: waits'
+ * ids by expiry), <lock>:wmeta (hash: id -> "since|rec", since in server
+ * ms, written once), <lock>:readers.  "note" registers or refreshes the
+ * wait id and returns {since}; "drop" withdraws it; "holders" returns
+ * {the writer's token or '', each live reader's token}; "list" returns
+ * {now, each live wait's "since|rec"}.  On a holder token's edge key
+ * (KEYS[1] alone, its own slot): "eset" writes rec with the ttl, "eget"
+ * returns {rec} or {}, "edel" deletes it if it still begins with rec.
+ * Lapsed waits are swept by note and list; note only ever lengthens the
+ * two keys' expiry (a short registration must not cut a long one's).
+ * (ZRANGE ... BYSCORE: a command the README's minimal ACL user has
+ * always had.) */
+static const char waits_lua[] =
+    "local op = ARGV[1]\n"
+    "if op == 'eset' then\n"
+    "  redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])\n"
+    "  return {}\n"
+    "elseif op == 'eget' then\n"
+    "  local v = redis.call('GET', KEYS[1])\n"
+    "  if v then return {v} end\n"
+    "  return {}\n"
+    "elseif op == 'edel' then\n"
+    "  local v = redis.call('GET', KEYS[1])\n"
+    "  if v and string.sub(v, 1, #ARGV[3]) == ARGV[3] then redis.call('DEL', KEYS[1]) end\n"
+    "  return {}\n"
+    "end\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local function sweep()\n"
+    "  local old = redis.call('ZRANGE', KEYS[2], '-inf', now, 'BYSCORE')\n"
+    "  for _, m in ipairs(old) do redis.call('HDEL', KEYS[3], m) end\n"
+    "  if #old > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now) end\n"
+    "end\n"
+    "if op == 'note' then\n"
+    "  sweep()\n"
+    "  local v = redis.call('HGET', KEYS[3], ARGV[2])\n"
+    "  local since = v and string.match(v, '^(%d+)|')\n"
+    "  if not since then\n"
+    "    since = tostring(now)\n"
+    "    redis.call('HSET', KEYS[3], ARGV[2], since .. '|' .. ARGV[3])\n"
+    "  end\n"
+    "  local ttl = tonumber(ARGV[4])\n"
+    "  redis.call('ZADD', KEYS[2], now + ttl, ARGV[2])\n"
+    "  for i = 2, 3 do\n"
+    "    if redis.call('PTTL', KEYS[i]) < 2 * ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end\n"
+    "  end\n"
+    "  return {since}\n"
+    "elseif op == 'drop' then\n"
+    "  redis.call('ZREM', KEYS[2], ARGV[2])\n"
+    "  redis.call('HDEL', KEYS[3], ARGV[2])\n"
+    "  return {}\n"
+    "elseif op == 'holders' then\n"
+    "  local out = {redis.call('HGET', KEYS[1], 'owner') or ''}\n"
+    "  for _, m in ipairs(redis.call('ZRANGE', KEYS[4], '(' .. now, '+inf', 'BYSCORE')) do out[#out + 1] = m end\n"
+    "  return out\n"
+    "elseif op == 'list' then\n"
+    "  sweep()\n"
+    "  local out = {tostring(now)}\n"
+    "  for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+    "    local v = redis.call('HGET', KEYS[3], m)\n"
+    "    if v then out[#out + 1] = v end\n"
+    "  end\n"
+    "  return out\n"
+    "end\n"
+    "return redis.error_reply('waits: unknown op')\n";
+
 static const char *const bodies[] = {
     acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
-    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua,
+    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua, waits_lua,
 };
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
 /* On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub:

@@ -285,6 +285,7 @@ typedef struct dlock__want {
     int caching;       /* keep the lock in the process after unlock until asked */
     int readfirst;     /* a read lock: granted while writers wait (DLOCK_RWLOCK_PREFER_READER) */
     int process;       /* DLOCK_OWNER_PROCESS: the hold is the process's (dlock__proc_self) */
+    int deadlock;      /* a wait looks for a cycle it closes (deadlock.c): EDEADLK */
     unsigned lease_ms;
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;
@@ -295,6 +296,63 @@ typedef struct dlock__want {
     int undo;
     dlock_sem_lost_fn sem_lost_fn;
 } dlock__want;
+/* Deadlock detection (deadlock.c; docs/design.md, "Deadlock detection").
+ * One waiting call's part.  A thread that holds locks while it waits (it
+ * may close a cycle) registers its wait on the lock's slot and its edge on
+ * each of its holds' tokens once it has waited DLOCK__DL_REG_MS
+ * (DLOCK__DL_LOCAL_MS for a wait on a thread of its own process, which
+ * asked the server nothing), refreshed every DLOCK__DL_TICK_MS (a record
+ * not refreshed for DLOCK__DL_TTL_MS lapses); with detection on it walks
+ * the graph at each tick, and EDEADLK ends its wait once two walks, the
+ * second after every other member refreshed its record, saw the same
+ * cycle with it as the victim.  A thread that holds nothing (a leaf: it
+ * cannot be in a cycle) is only listed: registered before its first sleep
+ * on the server (after DLOCK__DL_LEAF_LOCAL_MS for a local wait), for as
+ * long as that sleep may last plus DLOCK__DL_LEAF_MARGIN_MS (at least
+ * DLOCK__DL_LEAF_TTL_MS), and refreshed, cutting a sleep short, only when
+ * a sleep would outlast that. */
+#define DLOCK__DL_REG_MS 50
+#define DLOCK__DL_LOCAL_MS 250
+#define DLOCK__DL_TICK_MS 250
+#define DLOCK__DL_TTL_MS 1500
+#define DLOCK__DL_LEAF_LOCAL_MS 2000
+#define DLOCK__DL_LEAF_TTL_MS 30000
+#define DLOCK__DL_LEAF_MARGIN_MS 10000
+#define DLOCK__DL_TOKS 16 /* the thread's holds a cycle is looked for through */
+typedef struct dlock__dl {
+    int on;              /* detection is on for this wait: it walks */
+    int started;         /* the call waits: ticks are due */
+    int reg;             /* registered on the server (to withdraw) */
+    int granted;         /* a release granted the call the lock and withdrew its registration */
+    dlock__mono next;    /* the next tick */
+    long long since;     /* its registration's server ms */
+    unsigned n;          /* its records' refresh count */
+    char regid[DLOCK__OWNER_LEN + 1]; /* its id: the call's token when it registered */
+    size_t ntoks;        /* the tokens of the thread's holds its edges are on */
+    char toks[DLOCK__DL_TOKS][DLOCK__OWNER_LEN + 1];
+    char who[320];       /* host:pid:tid */
+    char *ref, *refn;    /* the last walk's cycle (signature, refresh counts), or NULL */
+} dlock__dl;
+/* The call begins to wait (again: nothing): the tokens of its thread's
+ * holds are noted, and its first tick set (local: it waits for a thread
+ * of its own process).  c->mu held. */
+void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local);
+/* When the next tick is due (DLOCK__MONO_NEVER: none). */
+dlock__mono dlock__dl_due(const dlock__dl *d);
+/* A tick (when due): registers or refreshes the wait for l as the call
+ * with token regid (shared: a read lock; until: the end of the sleep that
+ * follows), and walks when detection is on.  0, or EDEADLK (the message
+ * set): this wait is a confirmed cycle's victim.  c->mu held, released
+ * meanwhile. */
+int dlock__dl_tick(struct dlock_client *c, dlock__lock *l, const char *regid, int shared, dlock__mono until,
+                   dlock__dl *d);
+/* The call was granted the lock by a release under token: its
+ * registration went with the grant. */
+void dlock__dl_granted(dlock__dl *d, const char *token);
+/* The wait ends: its records are withdrawn.  c->mu held, released
+ * meanwhile; the thread's error message stays. */
+void dlock__dl_end(struct dlock_client *c, dlock__lock *l, dlock__dl *d);
+
 /* Acquires l for the calling thread: try (one round trip at most) or
  * wait until `deadline` (monotonic; NEVER for none).  bad_deadline: the
  * EINVAL to give if the call would have to wait. */

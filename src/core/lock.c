@@ -287,6 +287,7 @@ struct acq {
     int sure;   /* the release channel was live: a busy answer can be slept on at once */
     int listed; /* it asked for a grant pushed to its list (BLPOP) */
     int waits;  /* it asked to be registered as a waiting writer (F_WAIT) */
+    dlock__dl dl; /* its wait as the wait-for graph has it (deadlock.c) */
 };
 
 enum acq_step {
@@ -316,6 +317,39 @@ static int acq_count_up(struct acq *a, dlock__hold *h, const char *what) {
         return acq_out(a, dlock__seterr(EAGAIN, "%s limit %u reached", what, DLOCK_RECURSIVE_MAX));
     h->count++;
     return acq_out(a, 0);
+}
+
+/* How a waiter sleeps (acq_wait): until gen moves (dlock__wait), until
+ * woken (dlock__sleep), until poked (dlock__wait_turn), or for a grant
+ * in BLPOP (dlock__wait_grant). */
+enum { ACQ_W_GEN, ACQ_W_WAKE, ACQ_W_TURN, ACQ_W_GRANT };
+
+/* Sleeps as `how` says until `until`, waking at each of the wait's ticks
+ * in the wait-for graph (deadlock.c) to refresh its records and, with
+ * detection on, to walk: EDEADLK when it is a cycle's victim.  A release
+ * during a tick moves gen or pokes us as during a sleep: the sleep after
+ * it returns at once (a plain wake-up, which would be missed, returns 0
+ * after a tick).  The wait begins with the first (dlock__dl_start; local:
+ * it waits for a thread of its own process without having asked). */
+static int acq_wait(struct acq *a, int how, uint64_t gen, dlock__mono until) {
+    struct dlock_client *c = a->c;
+    dlock__lock *l = a->l;
+    int intr = a->w->intr, rc;
+    dlock__dl_start(c, &a->dl, a->w->deadlock && !a->w->process, !a->waiting);
+    for (;;) {
+        dlock__mono due = dlock__dl_due(&a->dl), stop;
+        if (dlock__now() >= due) {
+            if ((rc = dlock__dl_tick(c, l, a->owner, a->w->shared, until, &a->dl)) != 0) return rc;
+            if (how == ACQ_W_WAKE) return 0; /* a wake-up during the tick would be missed: look again */
+            due = dlock__dl_due(&a->dl);
+        }
+        stop = due < until ? due : until;
+        if (how == ACQ_W_GEN) rc = dlock__wait(c, l, gen, stop, intr);
+        else if (how == ACQ_W_WAKE) rc = dlock__sleep(c, l, stop, intr);
+        else if (how == ACQ_W_TURN) rc = dlock__wait_turn(c, l, &a->fw, stop, intr);
+        else rc = dlock__wait_grant(c, l, &a->fw, stop, a->deadline, intr);
+        if (rc != ETIMEDOUT || stop == until) return rc;
+    }
 }
 
 /* Mine/recursion: what the calling owner already holds decides, with no
@@ -387,7 +421,7 @@ static int step_local(struct acq *a) {
     if (!blocked_locally(l) || (a->queue_local && (l->x.owner != a->self || a->w->process))) return ACQ_READY;
     if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->k.name));
     if (a->bad_deadline) return acq_out(a, a->bad_deadline);
-    if ((rc = dlock__wait(a->c, l, l->gen, a->deadline, a->w->intr)) != 0)
+    if ((rc = acq_wait(a, ACQ_W_GEN, l->gen, a->deadline)) != 0)
         return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
     return ACQ_CACHED;
 }
@@ -414,8 +448,8 @@ static int step_ready(struct acq *a) {
     if (dlock__now() >= a->deadline) return acq_out(a, timed_out(l, ""));
     if (!a->queue && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
         until = l->trying[k] || l->busy_until[k] > a->deadline ? a->deadline : l->busy_until[k];
-        rc = dlock__sleep(a->c, l, until, a->w->intr);
-        if (rc == EINTR || (rc == ETIMEDOUT && dlock__now() >= a->deadline))
+        rc = acq_wait(a, ACQ_W_WAKE, 0, until);
+        if (rc == EINTR || rc == EDEADLK || (rc == ETIMEDOUT && dlock__now() >= a->deadline))
             return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
         return ACQ_CACHED;
     }
@@ -603,7 +637,6 @@ static int step_busy(struct acq *a) {
  * true for every waiting thread of this process: they share it.  A queued
  * waiter with a place on a grant list waits for its grant in BLPOP. */
 static int step_sleep(struct acq *a) {
-    struct dlock_client *c = a->c;
     dlock__lock *l = a->l;
     const dlock__want *w = a->w;
     dlock__mono now = a->busy_at, until;
@@ -618,10 +651,10 @@ static int step_sleep(struct acq *a) {
         l->busy_until[a->k] = until;
     }
     if (until > a->deadline) until = a->deadline;
-    if (!a->queue) rc = dlock__wait(c, l, a->gen, until, w->intr);
-    else if (a->listed && busy && a->registered) rc = dlock__wait_grant(c, l, &a->fw, until, a->deadline, w->intr);
-    else rc = dlock__wait_turn(c, l, &a->fw, until, w->intr);
-    if (rc == EINTR) return acq_out(a, interrupted(l, rc));
+    if (!a->queue) rc = acq_wait(a, ACQ_W_GEN, a->gen, until);
+    else if (a->listed && busy && a->registered) rc = acq_wait(a, ACQ_W_GRANT, 0, until);
+    else rc = acq_wait(a, ACQ_W_TURN, 0, until);
+    if (rc == EINTR || rc == EDEADLK) return acq_out(a, interrupted(l, rc));
     return a->fw.granted ? ACQ_GRANT : ACQ_CACHED;
 }
 
@@ -630,6 +663,7 @@ static int step_sleep(struct acq *a) {
  * The grant took us out of the server's queue. */
 static int step_grant(struct acq *a) {
     uint64_t floor = a->ans.status == DLOCK__ACQ_BUSY ? a->ans.floor : 0;
+    dlock__dl_granted(&a->dl, a->owner); /* (the release took it off the waiters' list) */
     if (granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
     a->l->x.heard = a->heard; /* every request since our last one went out reaches us (dlock__cache_ok) */
     dlock__debug("'%.64s': granted by a release (fence %llu)", a->l->k.name, (unsigned long long)a->fw.fence);
@@ -663,6 +697,7 @@ static int step_out(struct acq *a) {
     struct dlock_client *c = a->c;
     dlock__lock *l = a->l;
     dlock__fairwait **fp;
+    dlock__dl_end(c, l, &a->dl);
     if (a->registered) acq_withdraw(a);
     if (a->queued) {
         for (fp = &l->fair; *fp != &a->fw; fp = &(*fp)->next)
