@@ -34,6 +34,7 @@ int cli_exec(int argc, char **argv, cli_conn *conn);
 int cli_status(int argc, char **argv, cli_conn *conn);
 int cli_list(int argc, char **argv, cli_conn *conn);
 int cli_break(int argc, char **argv, cli_conn *conn);
+int cli_top(int argc, char **argv, cli_conn *conn);
 
 /* ------------------------------------------------------------------ main.c */
 /* "dlock" or "dlock exec": the prefix of every message. */

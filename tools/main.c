@@ -5,6 +5,7 @@
  *     dlock [--url URL] status [--json] NAME
  *     dlock [--url URL] list [--json] [GLOB]
  *     dlock [--url URL] break [--force] [--reset] [--json] NAME
+ *     dlock [--url URL] top [--once [--json | --prometheus]] [--window S] [-n MAX]
  *
  * Passwords never appear in what it prints: every message about the
  * server names it by the library's redacted URL (dlock_last_error()), and
@@ -111,6 +112,7 @@ static void usage(FILE *f) {
             "  dlock [--url URL] status [--json] NAME\n"
             "  dlock [--url URL] list [--json] [GLOB]\n"
             "  dlock [--url URL] break [--force] [--reset] [--json] NAME\n"
+            "  dlock [--url URL] top [--once [--json | --prometheus]] [--window S] [-n MAX]\n"
             "\n"
             "Cluster-wide locks on Redis, in the manner of flock(1).\n"
             "\n"
@@ -119,6 +121,7 @@ static void usage(FILE *f) {
             "  status  who holds NAME, since when, its lease, fence and waiters\n"
             "  list    every held lock whose name matches GLOB (default: all)\n"
             "  break   administrative reset of NAME, whoever holds it\n"
+            "  top     the busiest locks, live: acquisitions, wait and hold times, holder\n"
             "\n"
             "Options for every command:\n"
             "  --url URL      the server (default: $DLOCK_URL, else redis://127.0.0.1:6379)\n"
@@ -148,6 +151,7 @@ int main(int argc, char **argv) {
         { "status", cli_status, "dlock status" },
         { "list", cli_list, "dlock list" },
         { "break", cli_break, "dlock break" },
+        { "top", cli_top, "dlock top" },
     };
     cli_conn conn = { NULL, NULL };
     size_t i;
