@@ -208,7 +208,8 @@ static void print_prometheus(const top_opts *o, const top_row *rows, size_t n) {
 
 /* ---------------------------------------------------------------- table */
 
-/* ms for people, in 7 columns: "0.042", "12.5", "1530". */
+/* ms for people, in 8 columns: "0.042", "12.5", "1530" ("-": no hold
+ * began, or none ended, in the window). */
 static char *fmt_ms(char *buf, size_t n, double ms) {
     if (ms < 1) snprintf(buf, n, "%.3f", ms);
     else if (ms < 100) snprintf(buf, n, "%.1f", ms);
@@ -230,8 +231,9 @@ static void print_table(const top_opts *o, const top_row *rows, size_t n, size_t
         else strcpy(w, "?");
         printf("%-24.24s %9llu %9.1f %8s %8s %8s %7s  %s%s", cli_fmt_safe(name, sizeof name, r->s.name),
                (unsigned long long)r->s.acquisitions, (double)r->s.acquisitions / o->window_s,
-               fmt_ms(a, sizeof a, r->s.wait_ms_p50), fmt_ms(b, sizeof b, r->s.wait_ms_p99),
-               fmt_ms(c, sizeof c, r->s.hold_ms_p50), w, holder(h, sizeof h, r), eol);
+               r->s.acquisitions ? fmt_ms(a, sizeof a, r->s.wait_ms_p50) : "-",
+               r->s.acquisitions ? fmt_ms(b, sizeof b, r->s.wait_ms_p99) : "-",
+               r->s.releases ? fmt_ms(c, sizeof c, r->s.hold_ms_p50) : "-", w, holder(h, sizeof h, r), eol);
     }
     if (n == 0) printf("(no figures in the last %u s: no client took a lock, or DLOCK_STATS=0)%s", o->window_s, eol);
 }
