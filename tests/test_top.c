@@ -8,10 +8,14 @@
  * (a power of two) of known hold and wait times; the flushes are one
  * script call a second or so, not one per acquisition (INFO
  * commandstats, against the same workload with DLOCK_STATS=0);
- * DLOCK_STATS=0 flushes nothing; the buckets' arithmetic (unit).
+ * DLOCK_STATS=0 flushes nothing; on Redis Cluster the figures of locks
+ * whose slots are on different masters all go to {dlock-stats}'s node;
+ * Redlock keeps none (ENOTSUP, and lock calls work); the buckets'
+ * arithmetic (unit).
  */
 #define DLT_CK_MOD 120
 #include "fixture.h"
+#include "fixture_multi.h"
 
 #include <dlock.h>
 
@@ -215,11 +219,64 @@ static void test_buckets(void) {
     CU_ASSERT(q >= 786.432 && q < 917.504);
 }
 
+/* Redis Cluster: locks on three masters; every figure in one slot. */
+static void test_cluster(void) {
+    dlt_cluster cl;
+    dlock_client_t *c = NULL;
+    char url[512], name[32];
+    int i;
+    memset(&cl, 0, sizeof cl);
+    if (dlt_cluster_start(&cl, 3, 0, 0, NULL) != 0) {
+        CU_FAIL("cannot start a cluster");
+        dlt_cluster_cleanup(&cl);
+        return;
+    }
+    dlt_cluster_url(&cl, url, sizeof url, "0", NULL);
+    CU_ASSERT_FATAL(dlt_client_make(&c, url, 5000) == 0);
+    for (i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "top/cl%d", i);
+        DLT_ASSERT_INT_EQ(tp_pairs(c, name, 3 + i, 0), 0);
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    CU_ASSERT_FATAL(dlt_client_make(&c, url, 5000) == 0);
+    for (i = 0; i < 3; i++) {
+        dlock_lock_stats_t s;
+        snprintf(name, sizeof name, "top/cl%d", i);
+        s = tp_read(c, name);
+        DLT_ASSERT_INT_EQ(s.acquisitions, 3 + i);
+        DLT_ASSERT_INT_EQ(s.releases, 3 + i);
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_cluster_cleanup(&cl);
+}
+
+/* Redlock: no figures are kept; lock calls work as before. */
+static void test_redlock_none(void) {
+    dlt_masters m;
+    dlock_client_t *c = NULL;
+    dlock_lock_stats_t out[4];
+    size_t n = 7;
+    memset(&m, 0, sizeof m);
+    if (dlt_masters_start(&m, 3, 0) != 0) {
+        CU_FAIL("cannot start the masters");
+        return;
+    }
+    CU_ASSERT_FATAL(dlt_client_make(&c, m.url, 3000) == 0);
+    DLT_ASSERT_INT_EQ(tp_pairs(c, "top/rl", 5, 0), 0);
+    DLT_ASSERT_ERR(dlock_stats(c, 60, out, 4, &n), ENOTSUP);
+    DLT_ASSERT_INT_EQ(n, 0);
+    CU_ASSERT(strstr(dlock_last_error(), "Redlock") != NULL);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_masters_cleanup(&m);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_buckets),
     DLT_TEST(test_counts_two_processes),
     DLT_TEST(test_percentiles),
     DLT_TEST(test_flush_per_second),
+    DLT_TEST(test_cluster),
+    DLT_TEST(test_redlock_none),
     { NULL, NULL },
 };
 
