@@ -8,7 +8,8 @@
  * (a power of two) of known hold and wait times; the flushes are one
  * script call a second or so, not one per acquisition (INFO
  * commandstats, against the same workload with DLOCK_STATS=0);
- * DLOCK_STATS=0 flushes nothing; on Redis Cluster the figures of locks
+ * DLOCK_STATS=0 flushes nothing; a fork child does not flush its
+ * parent's figures again; on Redis Cluster the figures of locks
  * whose slots are on different masters all go to {dlock-stats}'s node;
  * Redlock keeps none (ENOTSUP, and lock calls work); the buckets'
  * arithmetic (unit).
@@ -219,6 +220,34 @@ static void test_buckets(void) {
     CU_ASSERT(q >= 786.432 && q < 917.504);
 }
 
+/* A fork child forgets the parent's unflushed figures: the parent's 5
+ * and the child's 2 make 7, not 12. */
+static dlock_client_t *fork_client;
+
+static int fork_child_main(void *arg) {
+    (void)arg;
+    if (tp_pairs(fork_client, "top/fork", 2, 0) != 0) return 1;
+    DLT_CK(dlock_client_destroy(fork_client), 0); /* flushes the child's */
+    return 0;
+}
+
+static void test_fork(void) {
+    dlock_lock_stats_t s;
+    dlock_client_t *r;
+    pid_t pid;
+    CU_ASSERT_FATAL(dlt_client_make(&fork_client, NULL, 0) == 0);
+    DLT_ASSERT_INT_EQ(tp_pairs(fork_client, "top/fork", 5, 0), 0);
+    pid = dlt_spawn(fork_child_main, NULL);
+    CU_ASSERT_FATAL(pid > 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 30000), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(fork_client), 0);
+    CU_ASSERT_FATAL(dlt_client_make(&r, NULL, 0) == 0);
+    s = tp_read(r, "top/fork");
+    DLT_ASSERT_INT_EQ(s.acquisitions, 7);
+    DLT_ASSERT_INT_EQ(s.releases, 7);
+    DLT_ASSERT_ERR(dlock_client_destroy(r), 0);
+}
+
 /* Redis Cluster: locks on three masters; every figure in one slot. */
 static void test_cluster(void) {
     dlt_cluster cl;
@@ -275,6 +304,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_counts_two_processes),
     DLT_TEST(test_percentiles),
     DLT_TEST(test_flush_per_second),
+    DLT_TEST(test_fork),
     DLT_TEST(test_cluster),
     DLT_TEST(test_redlock_none),
     { NULL, NULL },
