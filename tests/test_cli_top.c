@@ -177,12 +177,27 @@ static void tmux_cleanup(void) {
     if (sock[0] != '\0' && argv[0] != NULL) (void)dlt_run_capture(argv, o, e, sizeof o, 5000);
 }
 
-/* Polls the pane until it shows every one of want[] (up to ms): 1, or 0. */
-static int pane_shows(const char *const *want, size_t n, int ms) {
+/* Starts `dlock top` in a new tmux session `sess` of our server, in a
+ * shell that says how it exited and what the terminal's modes are then,
+ * and stays (so the pane can be read after).  The shell survives a Ctrl-C
+ * (trapped, not ignored: top gets the default disposition). */
+static int top_session(const char *sess) {
+    static const char script[] =
+        "trap : INT; \"$0\" top --url \"$1\"; echo \"top exited $?\"; "
+        "stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo; exec sleep 60";
+    /* (More than one word after the session's options: tmux runs them as
+     * they are, with no shell of its own in between.) */
+    char *argv[] = { (char *)tmux_path(), "-L", sock, "new-session", "-d", "-s", (char *)sess, "-x", "140", "-y", "20",
+                     "sh", "-c", (char *)script, (char *)DLOCK_CLI, dlt_server.url, NULL };
+    return dlt_run_capture(argv, out, err, OUT_MAX, 10000);
+}
+
+/* The pane of sess until it shows every one of want[] (up to ms). */
+static int pane_of_shows(const char *sess, const char *const *want, size_t n, int ms) {
     double end = dlt_now() + ms / 1000.0;
     size_t i;
     while (dlt_now() < end) {
-        if (tmux("capture-pane", "-p", "-t", "top", NULL) == 0) {
+        if (tmux("capture-pane", "-p", "-t", sess, NULL) == 0) {
             for (i = 0; i < n && strstr(out, want[i]) != NULL; i++)
                 ;
             if (i == n) return 1;
@@ -192,11 +207,20 @@ static int pane_shows(const char *const *want, size_t n, int ms) {
     return 0;
 }
 
+/* After top quit: it exited 0, the terminal is back in canonical mode
+ * with echo, and off the alternate screen (the shell's lines show). */
+static void check_restored(const char *sess) {
+    const char *want[] = { "top exited 0", "\nicanon\n", "\necho\n" };
+    int ok = pane_of_shows(sess, want, 3, 10000);
+    CU_ASSERT(ok);
+    if (!ok) fprintf(stderr, "after quitting, the pane showed:\n%s\n", out);
+}
+
 static void test_live_in_tmux(void) {
-    char cmd[1024], holder[64];
+    char holder[64];
     dlock_client_t *c;
     dlock_mutex_t h;
-    int gone = 0, i, shown;
+    int shown;
     if (tmux_path() == NULL) {
         fprintf(stderr, "  tmux is not installed (scripts/deps installs it): the live view is not tested\n");
         CU_FAIL("tmux missing");
@@ -211,18 +235,13 @@ static void test_live_in_tmux(void) {
     DLT_ASSERT_ERR(dlock_mutex_lock(&h), 0);
     snprintf(holder, sizeof holder, ":%ld:", (long)getpid());
     snprintf(sock, sizeof sock, "dlt-top-%ld", (long)getpid());
-    snprintf(cmd, sizeof cmd, "'%s' top --url '%s'", DLOCK_CLI, dlt_server.url);
     setenv("TERM", "xterm", 0);
     tmux("kill-server", NULL, NULL, NULL, NULL); /* (none of ours should be left) */
     atexit(tmux_cleanup);
-    {
-        char *argv[] = { (char *)tmux_path(), "-L", sock, "new-session", "-d", "-s", "top", "-x", "140", "-y", "20",
-                         cmd, NULL };
-        DLT_ASSERT_INT_EQ(dlt_run_capture(argv, out, err, OUT_MAX, 10000), 0);
-    }
+    DLT_ASSERT_INT_EQ(top_session("top"), 0);
     {
         const char *want[] = { "dlock top", "q quits", "NAME", "WAIT50", "HOLD50", "cli/a", "cli/b", "cli/held", holder };
-        shown = pane_shows(want, sizeof want / sizeof want[0], 10000);
+        shown = pane_of_shows("top", want, sizeof want / sizeof want[0], 10000);
     }
     CU_ASSERT(shown);
     if (!shown) fprintf(stderr, "the pane showed:\n%s\n", out);
@@ -236,11 +255,15 @@ static void test_live_in_tmux(void) {
         CU_ASSERT(h50 >= 16 && h50 < 32);
     }
     DLT_ASSERT_INT_EQ(tmux("send-keys", "-t", "top", "q", NULL), 0);
-    for (i = 0; i < 100 && !gone; i++) {
-        gone = tmux("has-session", "-t", "top", NULL, NULL) != 0;
-        if (!gone) dlt_sleep_ms(50);
+    check_restored("top");
+    /* Ctrl-C quits too, and puts the terminal back the same way. */
+    DLT_ASSERT_INT_EQ(top_session("top2"), 0);
+    {
+        const char *want[] = { "q quits", "cli/held" };
+        CU_ASSERT(pane_of_shows("top2", want, 2, 10000));
     }
-    CU_ASSERT(gone); /* it quit on q */
+    DLT_ASSERT_INT_EQ(tmux("send-keys", "-t", "top2", "C-c", NULL), 0);
+    check_restored("top2");
     tmux("kill-server", NULL, NULL, NULL, NULL);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&h), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&h), 0);
