@@ -219,6 +219,32 @@ static void test_buckets(void) {
     CU_ASSERT(q >= 786.432 && q < 917.504);
 }
 
+/* The renewal thread flushes by itself, within a second or two, even
+ * when its client's only hold had a long lease (its idle tick 10 s):
+ * the first figure since a flush wakes it. */
+static void test_flush_while_idle(void) {
+    dlock_client_t *c, *r;
+    dlock_mutex_t m;
+    dlock_lock_stats_t s;
+    double t0, end;
+    int seen = 0;
+    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
+    CU_ASSERT_FATAL(dlt_client_make(&r, NULL, 0) == 0);
+    CU_ASSERT_FATAL(dlt_mutex_make(&m, "top/idle", 60000, c) == 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    dlt_sleep_ms(1500); /* the renewal thread sleeps until the hold is due */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    t0 = dlt_now();
+    for (end = t0 + 6; !seen && dlt_now() < end; dlt_sleep_ms(50)) {
+        s = tp_read(r, "top/idle");
+        seen = s.acquisitions == 1 && s.releases == 1;
+    }
+    CU_ASSERT(seen);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(r), 0);
+}
+
 /* A fork child forgets the parent's unflushed figures: the parent's 5
  * and the child's 2 make 7, not 12. */
 static dlock_client_t *fork_client;
@@ -303,6 +329,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_counts_two_processes),
     DLT_TEST(test_percentiles),
     DLT_TEST(test_flush_per_second),
+    DLT_TEST(test_flush_while_idle),
     DLT_TEST(test_fork),
     DLT_TEST(test_cluster),
     DLT_TEST(test_redlock_none),

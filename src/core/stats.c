@@ -98,6 +98,12 @@ static lstat *stat_of(struct dlock_client *c, dlock__lock *l) {
         l->stat = st;
     }
     if (!st->dirty) {
+        /* The first figure since the last flush: a renewal thread asleep
+         * for longer (until a hold's renewal, or an idle tick of a sixth
+         * of a lease) is woken to flush it in time.  Once a flush. */
+        if (c->stats_dirty == NULL && c->renew_wake != 0 &&
+            c->renew_wake > c->stats_next + (dlock__mono)FLUSH_EVERY_MS * DLOCK__MS)
+            dlock__renew_kick(c);
         st->dirty = 1;
         st->next = c->stats_dirty;
         c->stats_dirty = st;
