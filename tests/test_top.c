@@ -8,7 +8,8 @@
  * (a power of two) of known hold and wait times; the flushes are one
  * script call a second or so, not one per acquisition (INFO
  * commandstats, against the same workload with DLOCK_STATS=0);
- * DLOCK_STATS=0 flushes nothing; a fork child does not flush its
+ * DLOCK_STATS=0 flushes nothing; a minimal ACL user's flushes are
+ * refused and its locks unaffected; a fork child does not flush its
  * parent's figures again; on Redis Cluster the figures of locks
  * whose slots are on different masters all go to {dlock-stats}'s node;
  * Redlock keeps none (ENOTSUP, and lock calls work); the buckets'
@@ -245,6 +246,42 @@ static void test_flush_while_idle(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(r), 0);
 }
 
+/* A minimal ACL user (README.md's line) without HINCRBY, ZINCRBY and
+ * EXPIRE: its flushes are refused, its locks work as before; with them,
+ * its figures are flushed. */
+#define ACL_LINE                                                                                          \
+    "ACL SETUSER topu on >topu-pw resetkeys ~dlock:* resetchannels &dlock:* -@all +evalsha +eval "         \
+    "+script|load +subscribe +unsubscribe +select +scan +time +get +set +del +exists +pexpire +pttl +hget " \
+    "+hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zremrangebyscore +zpopmin +publish "  \
+    "+rpush +blpop"
+
+static void test_acl_refused(void) {
+    dlock_client_t *c, *r;
+    dlock_lock_stats_t s;
+    redisReply *rep;
+    char url[256];
+    snprintf(url, sizeof url, "redis://topu:topu-pw@127.0.0.1:%d", dlt_server.port);
+    rep = dlt_redis_cmd(&dlt_server, ACL_LINE);
+    CU_ASSERT_FATAL(rep != NULL && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    CU_ASSERT_FATAL(dlt_client_make(&c, url, 0) == 0);
+    DLT_ASSERT_INT_EQ(tp_pairs(c, "top/acl", 5, 0), 0);
+    dlt_sleep_ms(300); /* (the renewal thread's flush is refused meanwhile) */
+    DLT_ASSERT_INT_EQ(tp_pairs(c, "top/acl", 5, 0), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    CU_ASSERT_FATAL(dlt_client_make(&r, NULL, 0) == 0);
+    s = tp_read(r, "top/acl");
+    DLT_ASSERT_INT_EQ(s.acquisitions, (uint64_t)-1); /* none */
+    rep = dlt_redis_cmd(&dlt_server, "ACL SETUSER topu +hincrby +zincrby +expire");
+    freeReplyObject(rep);
+    CU_ASSERT_FATAL(dlt_client_make(&c, url, 0) == 0);
+    DLT_ASSERT_INT_EQ(tp_pairs(c, "top/acl", 4, 0), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    s = tp_read(r, "top/acl");
+    DLT_ASSERT_INT_EQ(s.acquisitions, 4);
+    DLT_ASSERT_ERR(dlock_client_destroy(r), 0);
+}
+
 /* A fork child forgets the parent's unflushed figures: the parent's 5
  * and the child's 2 make 7, not 12. */
 static dlock_client_t *fork_client;
@@ -330,6 +367,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_percentiles),
     DLT_TEST(test_flush_per_second),
     DLT_TEST(test_flush_while_idle),
+    DLT_TEST(test_acl_refused),
     DLT_TEST(test_fork),
     DLT_TEST(test_cluster),
     DLT_TEST(test_redlock_none),

@@ -502,6 +502,16 @@ char *dlock__stats_key(const dlock__backend *c) {
     return k;
 }
 
+/* An error answer (an ACL's NOPERM, a script error): EPROTO with the
+ * server's words.  The connection is in step (it answered this request),
+ * so its pool stays, unlike bad_reply's: a user whose ACL refuses the
+ * figures must not lose its idle connections at every flush. */
+static int stats_refused(dlock__backend *c, const redisReply *r) {
+    if (r == NULL || r->type != REDIS_REPLY_ERROR) return 0;
+    return dlock__seterr(EPROTO, "%s: live figures refused by the server: %.200s", c->node.conf.redacted_url,
+                         r->str != NULL ? r->str : "");
+}
+
 /* One flush: one EVALSHA, one round trip. */
 static int single_stats_add(dlock__backend *c, const char *payload, size_t len, dlock__mono deadline) {
     const char *args[4];
@@ -515,6 +525,7 @@ static int single_stats_add(dlock__backend *c, const char *payload, size_t len, 
     args[2] = "70"; lens[2] = 2; /* the figures' expiry: a minute and a little */
     args[3] = payload; lens[3] = len;
     rc = dlock__script_run(c, DLOCK__SCRIPT_STATS, &r, deadline, 1, 4, args, lens, NULL);
+    if (rc == 0) rc = stats_refused(c, r);
     if (rc == 0 && r->type != REDIS_REPLY_INTEGER) rc = bad_reply(c, "stats", r);
     freeReplyObject(r);
     free(key);
@@ -535,6 +546,7 @@ static int single_stats_read(dlock__backend *c, unsigned window_s, dlock__figs *
     args[2] = w; lens[2] = dlock__dec(w, window_s);
     args[3] = m; lens[3] = dlock__dec(m, max);
     rc = dlock__script_run(c, DLOCK__SCRIPT_STATS, &r, deadline, 1, 4, args, lens, NULL);
+    if (rc == 0) rc = stats_refused(c, r);
     if (rc == 0 && dlock__figs_parse(r, out, max, n) != 0) rc = bad_reply(c, "stats", r);
     freeReplyObject(r);
     free(key);

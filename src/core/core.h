@@ -334,12 +334,12 @@ void dlock__orphans_forget(struct dlock_client *c);
  * unlock (not a recursive one).  _tick (renewal thread): flushes when a
  * second has passed since the last flush, and wants to be woken by
  * *next while figures wait.  _flush: now (exit, destroy), within
- * deadline.  c->mu held by all; _tick and _flush release it meanwhile. */
+ * deadline: 0, or why they were dropped.  c->mu held by all; _tick and _flush release it meanwhile. */
 void dlock__stats_init(struct dlock_client *c);
 void dlock__stats_acquired(struct dlock_client *c, dlock__lock *l, dlock__hold *h, dlock__mono start, int rc);
 void dlock__stats_released(struct dlock_client *c, dlock__hold *h);
 void dlock__stats_tick(struct dlock_client *c, dlock__mono now, dlock__mono *next);
-void dlock__stats_flush(struct dlock_client *c, dlock__mono deadline);
+int dlock__stats_flush(struct dlock_client *c, dlock__mono deadline);
 /* l's entry goes (c->mu held, or the client dying); a fork child forgets
  * the parent's figures. */
 void dlock__stats_detach(dlock__lock *l);

@@ -29,6 +29,7 @@
 
 /* The flushes' pace: at most one a second per client. */
 #define FLUSH_EVERY_MS 1000
+#define REFUSED_AGAIN_MS 60000
 
 /* One lock's figures since the last flush.  Attached to its entry
  * (l->stat, st->l) until the entry goes; on c->stats_dirty while it has
@@ -226,25 +227,34 @@ static void take_dirty(struct dlock_client *c, buf *b) {
     c->stats_dirty = NULL;
 }
 
-void dlock__stats_flush(struct dlock_client *c, dlock__mono deadline) {
+/* The circuit breaker is the lock calls': while it is open the figures
+ * are dropped, and a flush that is let through as its probe makes one
+ * attempt and closes it if answered (a failure never opens it). */
+int dlock__stats_flush(struct dlock_client *c, dlock__mono deadline) {
     buf b = { NULL, 0, 0, 0 };
     char saved[512];
-    int rc;
-    if (c->stats_dirty == NULL) return;
+    int rc, probe = 0;
+    if (c->stats_dirty == NULL) return 0;
     take_dirty(c, &b);
     if (b.failed || c->be.ops->stats_add == NULL) { /* (Redlock keeps no figures) */
         free(b.p);
-        return;
+        return b.failed ? ENOMEM : ENOTSUP;
     }
     snprintf(saved, sizeof saved, "%s", dlock_last_error());
-    pthread_mutex_unlock(&c->mu);
-    rc = c->be.ops->stats_add(&c->be, b.p, b.n, deadline);
+    if ((rc = dlock__breaker_pass(&c->be.node, &probe)) == 0) {
+        pthread_mutex_unlock(&c->mu);
+        rc = c->be.ops->stats_add(&c->be, b.p, b.n, probe ? dlock__now() : deadline);
+        pthread_mutex_lock(&c->mu);
+        dlock__breaker_note(&c->be.node, rc, 0);
+    }
     if (rc != 0) dlock__debug("live figures not flushed (%s): %s", dlock_err_name(rc), dlock_last_error());
     dlock__restoreerr(saved);
-    pthread_mutex_lock(&c->mu);
     free(b.p);
+    return rc;
 }
 
+/* A server that refuses the figures (EPROTO: an ACL without HINCRBY,
+ * ZINCRBY or EXPIRE) is asked again a minute later, not every second. */
 void dlock__stats_tick(struct dlock_client *c, dlock__mono now, dlock__mono *next) {
     if (c->stats_dirty == NULL) return;
     if (now < c->stats_next) {
@@ -252,7 +262,8 @@ void dlock__stats_tick(struct dlock_client *c, dlock__mono now, dlock__mono *nex
         return;
     }
     c->stats_next = now + (dlock__mono)FLUSH_EVERY_MS * DLOCK__MS;
-    dlock__stats_flush(c, now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
+    if (dlock__stats_flush(c, now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS) == EPROTO)
+        c->stats_next = now + (dlock__mono)REFUSED_AGAIN_MS * DLOCK__MS;
     if (c->stats_dirty != NULL && c->stats_next < *next) *next = c->stats_next;
 }
 
