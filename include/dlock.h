@@ -303,22 +303,31 @@ DLOCK_API int dlock_cond_broadcast(dlock_cond_t *c);
  * call would have to wait).  post gives EOVERFLOW past
  * DLOCK_SEM_VALUE_MAX.  Every call gives ENOLCK when the server cannot
  * be reached within the client's bound.  On one server, Sentinel and
- * Redis Cluster; on Redlock init gives ENOTSUP.  A semaphore has no
- * owner: a process that dies between wait and post loses its unit (undo,
- * dlock_semattr_setundo, is not offered yet: ENOTSUP).
+ * Redis Cluster; on Redlock init gives ENOTSUP.
+ *
+ * A plain semaphore has no owner: a process that dies between wait and
+ * post loses its unit for ever.  With undo (dlock_semattr_setundo, the
+ * twin of System V's SEM_UNDO) each unit a wait takes is leased to the
+ * process: recorded on the server with the semaphore's lease
+ * (dlock_semattr_setlease), renewed by the client's renewal thread with
+ * its locks, and given back -- to the value, or to the first waiter, as a
+ * post gives it -- when the lease runs out: the process died, or exited
+ * without posting (within about one lease), or its renewals stopped
+ * reaching the server.  A post by a process that holds leased units of
+ * that semaphore (taken through any of its objects of that name and
+ * client) gives one of them back instead of adding a unit; a post by a
+ * process with none adds one.  A unit whose lease was lost is told to the
+ * lost-unit handler (dlock_semattr_setlostcallback) once; the process's
+ * next post of that semaphore then only forgets it (returns 0; the unit
+ * came back already), so a unit is never given back twice.  A fork child
+ * holds none of its parent's units.  dlock_sem_destroy leaves the
+ * process's units leased and renewed (they are the process's, not the
+ * object's: a later object of that name posts them back);
+ * dlock_client_destroy gives them back.
  * ---------------------------------------------------------------------- */
 /* The largest value (SEM_VALUE_MAX of <semaphore.h> on Linux: INT_MAX):
  * init with more is EINVAL, a post past it EOVERFLOW. */
 #define DLOCK_SEM_VALUE_MAX 2147483647
-
-typedef struct dlock_semattr {
-    /* private: use the dlock_semattr_* functions */
-    unsigned __magic;
-    unsigned __lease_ms;
-    int __undo;
-    dlock_client_t *__client;
-    void *__reserved[4];
-} dlock_semattr_t;
 
 struct dlock_sem {
     /* private: use the dlock_sem_* functions */
@@ -328,31 +337,132 @@ struct dlock_sem {
 };
 typedef struct dlock_sem dlock_sem_t;
 
+/* Lost-unit handler (undo): runs once for each leased unit whose lease
+ * was lost, as the lost-lock handler does (on the renewal thread, or on
+ * the thread whose post found out first; it must not block for long);
+ * dlock_lost_reason() tells why.  s is the object whose wait took the
+ * unit (NULL once that object was destroyed). */
+typedef void (*dlock_sem_lost_fn)(dlock_sem_t *s, const char *name, void *arg);
+
+typedef struct dlock_semattr {
+    /* private: use the dlock_semattr_* functions */
+    unsigned __magic;
+    unsigned __lease_ms;
+    int __undo;
+    dlock_client_t *__client;
+    dlock_sem_lost_fn __lost_fn;
+    void *__lost_arg;
+    void *__reserved[2];
+} dlock_semattr_t;
+
 DLOCK_API int dlock_semattr_init(dlock_semattr_t *a);
 DLOCK_API int dlock_semattr_destroy(dlock_semattr_t *a);
 /* The client the semaphore lives on (NULL: the default client). */
 DLOCK_API int dlock_semattr_setclient(dlock_semattr_t *a, dlock_client_t *c);
-/* undo 1: each unit taken leased to the process (not offered yet:
- * ENOTSUP); 0, the default: units are the POSIX kind. */
+/* undo 1: each unit taken is leased to the process (above); 0, the
+ * default: units are the POSIX kind.  EINVAL for another value. */
 DLOCK_API int dlock_semattr_setundo(dlock_semattr_t *a, int undo);
-/* The lease of an undo unit, as a mutex's (EINVAL outside the same
- * bounds). */
+/* The lease of an undo unit, as a mutex's (default
+ * DLOCK_LEASE_DEFAULT_MS; EINVAL outside the same bounds). */
 DLOCK_API int dlock_semattr_setlease(dlock_semattr_t *a, unsigned lease_ms);
+/* The lost-unit handler of the units taken through semaphores made with
+ * a (fn NULL: none, the default). */
+DLOCK_API int dlock_semattr_setlostcallback(dlock_semattr_t *a, dlock_sem_lost_fn fn, void *arg);
 
 /* a may be NULL (the defaults).  EINVAL: a bad name, value past
  * DLOCK_SEM_VALUE_MAX, a bad attribute object; ENOTSUP on Redlock. */
 DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, const dlock_semattr_t *a);
-/* Frees local resources only (the semaphore stays on the server); EBUSY
- * while a thread of this process waits in it. */
+/* Frees local resources only (the semaphore stays on the server, and the
+ * process's leased units stay leased); EBUSY while a thread of this
+ * process waits in it. */
 DLOCK_API int dlock_sem_destroy(dlock_sem_t *s);
 DLOCK_API int dlock_sem_wait(dlock_sem_t *s);
 DLOCK_API int dlock_sem_trywait(dlock_sem_t *s);
 DLOCK_API int dlock_sem_timedwait(dlock_sem_t *s, const struct timespec *abstime);
 DLOCK_API int dlock_sem_clockwait(dlock_sem_t *s, clockid_t clock, const struct timespec *abstime);
+/* The general form of the wait calls, as dlock_rwlock_xlock: flags
+ * DLOCK_F_* and a deadline on clock (abstime NULL: none).  DLOCK_F_TRY:
+ * as trywait.  DLOCK_F_INTR: a signal handler that runs in the calling
+ * thread while it waits ends the call with EINTR, as sem_wait(3) does
+ * (the ordinary calls never give EINTR); a unit a post handed to the
+ * call meanwhile is taken (0), never lost. */
+DLOCK_API int dlock_sem_xwait(dlock_sem_t *s, int flags, clockid_t clock, const struct timespec *abstime);
 DLOCK_API int dlock_sem_post(dlock_sem_t *s);
 /* The value now (0 when threads wait: POSIX lets it be 0 or minus the
  * number of waiters; Linux says 0 too). */
 DLOCK_API int dlock_sem_getvalue(dlock_sem_t *s, int *value);
+
+/* What the server knows of one semaphore (dlock_sem_info,
+ * dlock_sem_owners, dlock_sem_list), read in one round trip. */
+typedef struct dlock_sem_info {
+    int exists;              /* 1: the semaphore exists (init made it, or a post did) */
+    int value;               /* its free units now; 0 when it does not exist */
+    unsigned waiters;        /* threads waiting in it anywhere (queued, or handed a
+                                unit by a post and taking it) */
+    unsigned leased;         /* units taken under undo whose lease runs */
+    int64_t server_now_ms;   /* the server's time when it answered, ms since the epoch */
+    void *__reserved[4];     /* room to grow without changing the size */
+} dlock_sem_info_t;
+
+/* One person of a semaphore (dlock_sem_owners): a waiter, or the holder
+ * of one unit leased under undo (dlock_semattr_setundo; units taken
+ * without undo have no owner, as in POSIX, and are not listed). */
+enum { DLOCK_SEM_WAITING = 1, DLOCK_SEM_LEASED = 2 };
+typedef struct dlock_sem_owner {
+    int kind;                /* DLOCK_SEM_WAITING or DLOCK_SEM_LEASED */
+    char host[256];          /* who: host, pid and thread id ("" and 0 if the
+                                server does not say) */
+    long pid;
+    unsigned long tid;
+    int64_t since_ms;        /* waiting since / the unit taken at: server time, ms
+                                since the epoch; 0 if the server does not say */
+    int64_t lease_left_ms;   /* LEASED: the unit's remaining lease; WAITING: -1 */
+    long place;              /* WAITING: its place in the FIFO queue, 0 the next
+                                served; -1 a post handed it a unit it is taking.
+                                LEASED: -1 */
+    void *__reserved[4];
+} dlock_sem_owner_t;
+
+/* What the server knows of the semaphore `name` on client c (NULL: the
+ * default client): 0 with *out filled, also when it does not exist
+ * (out->exists 0).  ENOTSUP on Redlock (no semaphores there), ENOLCK
+ * when the server cannot be reached.  No dlock_sem_t is needed. */
+DLOCK_API int dlock_sem_info(dlock_client_t *c, const char *name, dlock_sem_info_t *out);
+/* The same (info may be NULL), and fn called for each person, from the
+ * same answer: the waiters in the order they will be served, then the
+ * units leased under undo, soonest lease end first; at most max of them
+ * (0: none; DLOCK_SEM_OWNERS_ALL: every one); stops early when fn returns
+ * nonzero.  fn may be NULL. */
+#define DLOCK_SEM_OWNERS_ALL 0xFFFFFFFFu
+DLOCK_API int dlock_sem_owners(dlock_client_t *c, const char *name, dlock_sem_info_t *info, unsigned max,
+                               int (*fn)(const dlock_sem_owner_t *o, void *arg), void *arg);
+/* Calls fn for each semaphore whose name matches the shell glob (NULL:
+ * "*") and that exists, or has waiters or leased units, in no particular
+ * order; stops early when fn returns nonzero.  SCAN, as dlock_list.
+ * ENOTSUP on Redlock. */
+DLOCK_API int dlock_sem_list(dlock_client_t *c, const char *glob,
+                             int (*fn)(const char *name, const dlock_sem_info_t *info, void *arg), void *arg);
+/* Removes the semaphore `name` from the server, as sem_unlink removes a
+ * POSIX name: its value, its queue and every registration go; ENOENT
+ * (after removing any waiters' registrations) when it did not exist.
+ * The next dlock_sem_init of the name makes a new semaphore with its
+ * value.  Unlike POSIX, a dlock_sem_t still open on the name does not
+ * keep the old semaphore alive (the name is all it has): it stays valid,
+ * and its calls act on whatever the name is then -- getvalue says 0 and
+ * trywait EAGAIN until an init or a post makes it again.  Its waiters,
+ * anywhere, are woken at once and go on waiting, queued again on the
+ * name (in any order): a post on the name, or an init that makes it anew
+ * with units, serves them, so no waiter is left behind by a post that
+ * came after the unlink.  A unit that a post had handed a waiter that
+ * had not taken it yet goes with the semaphore, and units leased under
+ * undo are forgotten. */
+DLOCK_API int dlock_sem_unlink(dlock_client_t *c, const char *name);
+/* Administrative reset of the semaphore `name` (`dlock break --sem`):
+ * takes back every unit leased under undo, whoever holds it -- its lease
+ * ends at once, as if it had run out -- and gives the units back (to the
+ * waiters first, in queue order).  *taken_back (if not NULL): how many.
+ * Waiters keep waiting.  ENOENT when it does not exist. */
+DLOCK_API int dlock_sem_break(dlock_client_t *c, const char *name, unsigned *taken_back);
 
 /* A fenced write, for data kept in the lock's own Redis deployment: sets
  * the hash `key` to {value, fence} only if no write with a newer fence has

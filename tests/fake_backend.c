@@ -354,6 +354,7 @@ static dlock__backend_ops fk_ops = {
     1, op_acquire, op_release, op_renew, op_reset, op_fenced_set, op_info, op_cond,
     NULL, /* grant_conn: no grant lists, grants are published */
     NULL, /* sem: no semaphores */
+    NULL, NULL, /* sem_info, sem_admin: no semaphores */
     NULL, NULL /* stats_add, stats_read: no live figures */
 };
 

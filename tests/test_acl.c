@@ -27,7 +27,7 @@ static const char *const acl_rules[] = {
     "+evalsha", "+eval", "+script|load", "+subscribe", "+unsubscribe", "+select", "+scan",
     "+time", "+get", "+set", "+del", "+exists", "+pexpire", "+pttl", "+rpush", "+blpop",
     "+hget", "+hset", "+hdel", "+hgetall",
-    "+zadd", "+zrem", "+zscore", "+zcard", "+zcount", "+zrange", "+zremrangebyscore", "+zpopmin",
+    "+zadd", "+zrem", "+zscore", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zremrangebyscore", "+zpopmin",
     "+publish",
 };
 #define NRULES (sizeof acl_rules / sizeof acl_rules[0])
@@ -249,6 +249,41 @@ static void test_acl_user_every_call(void) {
     DLT_ASSERT_ERR(ca.rc, 0);
     DLT_ASSERT_ERR(dlock_cond_destroy(&cv), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    /* Semaphore: a plain one, and one with undo (leased units, renewed
+     * by the renewal thread), a timed wait that queues, and its info. */
+    {
+        dlock_sem_t s, u;
+        dlock_semattr_t sa;
+        dlock_sem_info_t si;
+        int v = -1;
+        dlock_semattr_init(&sa);
+        dlock_semattr_setclient(&sa, cl);
+        DLT_ASSERT_ERR(dlock_sem_init(&s, "acl/sem", 1, &sa), 0);
+        DLT_ASSERT_ERR(dlock_sem_trywait(&s), 0);
+        DLT_ASSERT_ERR(dlock_sem_trywait(&s), EAGAIN);
+        ts = dlt_abs_in(CLOCK_REALTIME, 200);
+        DLT_ASSERT_ERR(dlock_sem_timedwait(&s, &ts), ETIMEDOUT); /* queued, then withdrew */
+        DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+        DLT_ASSERT_ERR(dlock_sem_getvalue(&s, &v), 0);
+        DLT_ASSERT_INT_EQ(v, 1);
+        DLT_ASSERT_ERR(dlock_sem_info(cl, "acl/sem", &si), 0);
+        DLT_ASSERT_INT_EQ(si.value, 1);
+        DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setundo(&sa, 1), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setlease(&sa, 1000), 0);
+        DLT_ASSERT_ERR(dlock_sem_init(&u, "acl/sem-undo", 1, &sa), 0);
+        DLT_ASSERT_ERR(dlock_sem_wait(&u), 0);
+        dlt_sleep_ms(1500); /* renewed meanwhile, by the same user */
+        DLT_ASSERT_ERR(dlock_sem_info(cl, "acl/sem-undo", &si), 0);
+        DLT_ASSERT_INT_EQ(si.leased, 1);
+        DLT_ASSERT_ERR(dlock_sem_post(&u), 0);
+        DLT_ASSERT_ERR(dlock_sem_getvalue(&u, &v), 0);
+        DLT_ASSERT_INT_EQ(v, 1);
+        DLT_ASSERT_ERR(dlock_sem_destroy(&u), 0);
+        DLT_ASSERT_ERR(dlock_sem_unlink(cl, "acl/sem"), 0);
+        dlock_semattr_destroy(&sa);
+    }
 
     rc = dlock_client_destroy(cl);
     DLT_ASSERT_ERR(rc, 0);

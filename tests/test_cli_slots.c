@@ -341,6 +341,62 @@ static void test_slots_signal_while_waiting(void) {
     dlt_tdir_done();
 }
 
+/* The waiters and leased units the server shows for name: *waiters,
+ * *leased; 0 or -1. */
+static int sem_people(const char *name, unsigned *waiters, unsigned *leased) {
+    dlock_sem_info_t si;
+    if (dlock_sem_info(NULL, name, &si) != 0) return -1;
+    *waiters = si.waiters;
+    *leased = si.leased;
+    return 0;
+}
+
+/* A signal ends the wait at once and takes the waiter's place back (the
+ * library's interruptible wait, DLOCK_F_INTR): the server shows no waiter
+ * right after dlock died of it, not a place that lapses seconds later. */
+static void test_slots_signal_withdraws(void) {
+    holder h;
+    unsigned waiters = 99, leased = 99;
+    int i;
+    dlt_tdir_make("dlslots");
+    CU_ASSERT_FATAL(holder_start(&h, "a", "sigdraw", "1") == 0);
+    char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "1", "sigdraw", "--", "touch", dlt_tpath("ran"), NULL };
+    pid_t w = start_v(argv, NULL);
+    for (i = 0; i < 200 && (sem_people("sigdraw", &waiters, &leased) != 0 || waiters != 1); i++) dlt_sleep_ms(25);
+    DLT_ASSERT_INT_EQ(waiters, 1);
+    kill(w, SIGTERM);
+    int raw = dlt_wait_raw(w, 5000);
+    CU_ASSERT(raw != -1 && WIFSIGNALED(raw) && WTERMSIG(raw) == SIGTERM);
+    DLT_ASSERT_INT_EQ(sem_people("sigdraw", &waiters, &leased), 0);
+    DLT_ASSERT_INT_EQ(waiters, 0);
+    DLT_ASSERT_INT_EQ(holder_end(&h), 0);
+    CU_ASSERT(!dlt_texists("ran"));
+    DLT_ASSERT_INT_EQ(sem_value("sigdraw"), 1);
+    dlt_tdir_done();
+}
+
+/* A dlock killed with SIGKILL while its command runs cannot post: its
+ * slot is a unit leased under undo, and comes back when the lease (here
+ * 1 s) runs out -- to the next caller. */
+static void test_slots_sigkill_slot_comes_back(void) {
+    unsigned waiters = 0, leased = 0;
+    int i;
+    dlt_tdir_make("dlslots");
+    char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "1", "--lease", "1s", "killed", "--", "sleep", "30", NULL };
+    pid_t w = start_v(argv, NULL);
+    for (i = 0; i < 200 && (sem_people("killed", &waiters, &leased) != 0 || leased != 1); i++) dlt_sleep_ms(25);
+    DLT_ASSERT_INT_EQ(leased, 1);
+    DLT_ASSERT_INT_EQ(sem_value("killed"), 0);
+    double t0 = dlt_now();
+    kill(w, SIGKILL);
+    (void)dlt_wait_raw(w, 5000);
+    CHECK_CODE(dl("exec", "--slots", "1", "-w", "20", "killed", "--", "touch", dlt_tpath("next")), 0);
+    CU_ASSERT(dlt_texists("next"));
+    fprintf(stderr, "  (the killed dlock's slot served the next caller after %.2fs)\n", dlt_now() - t0);
+    DLT_ASSERT_INT_EQ(sem_value("killed"), 1);
+    dlt_tdir_done();
+}
+
 /* Bad arguments: exit 64 with a message, nothing run. */
 static void test_slots_usage_errors(void) {
     static const char *const bad[] = { "0", "-1", "x", "3x", "", "2147483648", "99999999999" };
@@ -365,6 +421,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_slots_come_back),
     DLT_TEST(test_slots_join_keeps_count),
     DLT_TEST(test_slots_signal_while_waiting),
+    DLT_TEST(test_slots_signal_withdraws),
+    DLT_TEST(test_slots_sigkill_slot_comes_back),
     DLT_TEST(test_slots_usage_errors),
     { NULL, NULL },
 };

@@ -131,8 +131,9 @@ static void test_bad_args(void) {
     DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 0), EINVAL);
     DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
     DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 0), 0);
-    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 1), ENOTSUP); /* undo: not yet */
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 1), 0); /* undo: test_sem_undo */
     DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 2), EINVAL);
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 0), 0);
     DLT_ASSERT_ERR(dlock_semattr_setlease(&a, 1), EINVAL);
     DLT_ASSERT_ERR(dlock_semattr_setlease(&a, 5000), 0);
     DLT_ASSERT_ERR(dlock_semattr_setclient(&a, NULL), 0);

@@ -252,8 +252,8 @@ static void test_flush_while_idle(void) {
 #define ACL_LINE                                                                                          \
     "ACL SETUSER topu on >topu-pw resetkeys ~dlock:* resetchannels &dlock:* -@all +evalsha +eval "         \
     "+script|load +subscribe +unsubscribe +select +scan +time +get +set +del +exists +pexpire +pttl +hget " \
-    "+hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zremrangebyscore +zpopmin +publish "  \
-    "+rpush +blpop"
+    "+hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zrangebyscore +zremrangebyscore +zpopmin "  \
+    "+publish +rpush +blpop"
 
 static void test_acl_refused(void) {
     dlock_client_t *c, *r;

@@ -1,12 +1,17 @@
 /* admin.c -- `dlock status`, `dlock list` and `dlock break`: what the server
  * knows of locks (holder, acquired-at, lease, fence, shared holders,
- * waiting writers), as a table for people or JSON for scripts, and the
+ * waiting writers) and of semaphores (value, waiters, units leased under
+ * undo), as a table for people or JSON for scripts, and the
  * administrative reset.
  *
  * All of it comes from dlock_lock_info / dlock_list (one round trip per
- * lock) and dlock_break.  "How long held" is the server's time when it
- * answered minus its time at the acquire, so this host's clock plays no
- * part; the acquire time is shown in this host's time zone.
+ * lock) and dlock_break; for semaphores dlock_sem_owners / dlock_sem_list,
+ * dlock_sem_break and dlock_sem_unlink.  A lock and a semaphore of one
+ * name are two things (their keys differ): status shows the lock, the
+ * semaphore, or both, one after the other (see print_status_of).
+ * "How long held" is the server's time when it answered minus its time at
+ * the acquire, so this host's clock plays no part; the acquire time is
+ * shown in this host's time zone (a semaphore's waiters and units alike).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,8 +29,13 @@ typedef struct admin_opts {
     int json;
     int force;
     int reset;
+    int sem;    /* break --sem: the semaphore's leased units */
+    int unlink; /* break --unlink: remove the semaphore */
     const char *arg; /* NAME or GLOB */
 } admin_opts;
+
+#define OPT_SEM 0x1101
+#define OPT_UNLINK 0x1102
 
 /* what: "status", "list" or "break" (which options it takes). */
 static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_opts *o) {
@@ -34,6 +44,8 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
         { "json", 0, NULL, 'j' },
         { "force", 0, NULL, 'f' },
         { "reset", 0, NULL, 'r' },
+        { "sem", 0, NULL, OPT_SEM },
+        { "unlink", 0, NULL, OPT_UNLINK },
         { "help", 0, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -53,23 +65,36 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
             if (opt == 'f') o->force = 1;
             else o->reset = 1;
             break;
+        case OPT_SEM:
+        case OPT_UNLINK:
+            if (!is_break) return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+            if (opt == OPT_SEM) o->sem = 1;
+            else o->unlink = 1;
+            break;
         case 'h':
             if (is_break)
-                printf("Usage: dlock break [--force] [--reset] [--json] [--url URL] NAME\n"
+                printf("Usage: dlock break [--force] [--reset | --sem | --unlink] [--json] [--url URL] NAME\n"
                        "Administrative reset of the lock NAME, whoever holds it: its holder's next\n"
                        "renewal is refused (it learns it lost the lock).  A robust mutex's next\n"
                        "acquirer gets EOWNERDEAD; --reset also clears the robust state, making an\n"
-                       "ENOTRECOVERABLE lock usable again.  Asks for confirmation when stdin is a\n"
-                       "terminal; elsewhere --force is required.\n");
+                       "ENOTRECOVERABLE lock usable again.\n"
+                       "--sem: the semaphore NAME instead: every unit leased under undo is taken\n"
+                       "back (its holder loses it) and given to the waiters or the value.\n"
+                       "--unlink: remove the semaphore NAME (as sem_unlink); the next init makes it\n"
+                       "anew, and its waiters go on waiting for a post or that init.\n"
+                       "Asks for confirmation when stdin is a terminal; elsewhere --force is required.\n");
             else if (is_list)
                 printf("Usage: dlock list [--json] [--url URL] [GLOB]\n"
                        "Every lock that is held (exclusively or shared), or that a robust mutex's\n"
-                       "holder died holding, whose name matches the glob (default: all), as a\n"
-                       "table or, with --json, a JSON array.\n");
+                       "holder died holding, and every semaphore, whose name matches the glob\n"
+                       "(default: all), as tables or, with --json, a JSON array (\"kind\": \"lock\"\n"
+                       "or \"semaphore\").\n");
             else
                 printf("Usage: dlock status [--json] [--url URL] NAME\n"
                        "Who holds the lock NAME (host, pid, thread), since when, its remaining\n"
-                       "lease, its fencing token, shared holders and waiting writers.\n");
+                       "lease, its fencing token, shared holders and waiting writers; and the\n"
+                       "semaphore NAME if there is one: its value, its waiters and the units\n"
+                       "leased under undo, with who and since when.\n");
             return -1;
         default:
             if (optopt != 0 && optopt < 0x1000) return cli_usage_error("unknown option '-%c'", optopt);
@@ -81,11 +106,92 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
         o->arg = optind < argc ? argv[optind] : NULL;
         return 0;
     }
+    if (o->reset + o->sem + o->unlink > 1) return cli_usage_error("--reset, --sem and --unlink do not go together");
     if (argc - optind != 1) return cli_usage_error("exactly one lock NAME is needed");
     o->arg = argv[optind];
     if (*o->arg == '\0' || strlen(o->arg) > DLOCK_NAME_MAX)
         return cli_usage_error("a lock name is 1 to %d bytes", DLOCK_NAME_MAX);
     return 0;
+}
+
+/* --------------------------------------------------------- semaphores */
+
+/* The most people status and break read of a semaphore. */
+#define PEOPLE_MAX 1000
+
+static int add_person(const dlock_sem_owner_t *o, void *arg) {
+    cli_sem *s = arg;
+    if (s->npeople % 64 == 0) {
+        dlock_sem_owner_t *nv = realloc(s->people, (s->npeople + 64) * sizeof *nv);
+        if (nv == NULL) return 1; /* the people so far are shown */
+        s->people = nv;
+    }
+    s->people[s->npeople++] = *o;
+    return 0;
+}
+
+/* Reads the semaphore name and its people into s (free s->people).  A
+ * deployment without semaphores (Redlock) has none of that name: 0. */
+static int sem_read(dlock_client_t *c, const char *name, cli_sem *s) {
+    int rc;
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    rc = dlock_sem_owners(c, name, &s->info, PEOPLE_MAX, add_person, s);
+    if (rc == ENOTSUP) {
+        free(s->people);
+        memset(s, 0, sizeof *s);
+        snprintf(s->name, sizeof s->name, "%s", name);
+        return 0;
+    }
+    s->have_people = rc == 0;
+    return rc;
+}
+
+/* Is there a semaphore to show: it exists, or (unlinked) still has
+ * waiters or leased units. */
+static int sem_present(const dlock_sem_info_t *i) {
+    return i->exists || i->waiters > 0 || i->leased > 0;
+}
+
+/* Nothing of the lock to show: free, no readers, nobody waiting, no
+ * robust state. */
+static int lock_idle(const dlock_lock_info_t *i) {
+    return !i->held && i->readers == 0 && i->writers_waiting == 0 && i->robust_state == 0;
+}
+
+static void print_person(const dlock_sem_info_t *i, const dlock_sem_owner_t *o) {
+    char who[512], when[64], ago[64], left[64], label[32];
+    if (o->kind == DLOCK_SEM_WAITING && o->place >= 0) snprintf(label, sizeof label, "waiter %ld", o->place + 1);
+    else snprintf(label, sizeof label, "%s", o->kind == DLOCK_SEM_WAITING ? "waiter (handed)" : "leased unit");
+    cli_fmt_person(who, sizeof who, o);
+    cli_fmt_local(when, sizeof when, o->since_ms);
+    cli_fmt_secs(ago, sizeof ago, cli_since_ms(i, o));
+    if (o->kind == DLOCK_SEM_WAITING)
+        printf("%-16s %s, waiting since %s (%s)%s\n", label, who, when, ago,
+               o->place < 0 ? ", taking the unit a post handed it" : "");
+    else
+        printf("%-16s %s, taken %s (%s ago), lease left %s\n", label, who, when, ago,
+               cli_fmt_dur(left, sizeof left, o->lease_left_ms));
+}
+
+static void print_sem_status(const cli_sem *s) {
+    const dlock_sem_info_t *i = &s->info;
+    char a[DLOCK_NAME_MAX * 4 + 8];
+    size_t k, shown_w = 0, shown_u = 0;
+
+    printf("%-16s %s\n", "name", cli_fmt_safe(a, sizeof a, s->name));
+    printf("%-16s %s\n", "kind", "semaphore");
+    if (!i->exists) printf("%-16s %s\n", "exists", "no (unlinked: its waiters wait for a post or a new init)");
+    printf("%-16s %d\n", "value", i->value);
+    printf("%-16s %u\n", "waiting", i->waiters);
+    printf("%-16s %u\n", "leased units", i->leased);
+    for (k = 0; k < s->npeople; k++) {
+        print_person(i, &s->people[k]);
+        if (s->people[k].kind == DLOCK_SEM_WAITING) shown_w++;
+        else shown_u++;
+    }
+    if (i->waiters > shown_w) printf("%-16s %u more\n", "waiters", i->waiters - (unsigned)shown_w);
+    if (i->leased > shown_u) printf("%-16s %u more\n", "leased units", i->leased - (unsigned)shown_u);
 }
 
 /* ------------------------------------------------------------- status */
@@ -109,24 +215,46 @@ static void print_status(const cli_lock *l) {
     if (i->robust_state != 0) printf("%-16s %s\n", "robust", cli_robust(i));
 }
 
+/* `dlock status` of a name: the lock as before when there is no
+ * semaphore of that name; the semaphore alone when the lock has nothing
+ * to show; else both, the lock first.  JSON: the lock's fields always,
+ * "kind" (what the table shows: "lock", "semaphore" or
+ * "lock+semaphore") and "semaphore" (null, or the semaphore). */
+static void print_status_of(const cli_lock *l, const cli_sem *s, int json) {
+    int sem = sem_present(&s->info), lock = !sem || !lock_idle(&l->info);
+    if (json) {
+        putchar('{');
+        cli_json_lock_fields(stdout, l);
+        printf(",\"kind\":\"%s\",\"semaphore\":", !sem ? "lock" : lock ? "lock+semaphore" : "semaphore");
+        if (sem) cli_json_sem(stdout, s);
+        else fputs("null", stdout);
+        puts("}");
+        return;
+    }
+    if (lock) print_status(l);
+    if (lock && sem) putchar('\n');
+    if (sem) print_sem_status(s);
+}
+
 int cli_status(int argc, char **argv, cli_conn *conn) {
     dlock_client_t *c = NULL;
     admin_opts o;
     cli_lock l;
+    cli_sem s;
     int rc;
 
     if ((rc = parse(argc, argv, conn, "status", &o)) != 0) return rc < 0 ? 0 : rc;
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
     memset(&l, 0, sizeof l);
+    memset(&s, 0, sizeof s);
     snprintf(l.name, sizeof l.name, "%s", o.arg);
-    if ((rc = dlock_lock_info(c, o.arg, &l.info)) != 0) {
+    if ((rc = dlock_lock_info(c, o.arg, &l.info)) != 0)
         rc = cli_fail("cannot read the lock", rc);
-    } else if (o.json) {
-        cli_json_lock(stdout, &l);
-        putchar('\n');
-    } else {
-        print_status(&l);
-    }
+    else if ((rc = sem_read(c, o.arg, &s)) != 0)
+        rc = cli_fail("cannot read the semaphore", rc);
+    else
+        print_status_of(&l, &s, o.json);
+    free(s.people);
     dlock_client_destroy(c);
     return rc;
 }
@@ -225,14 +353,119 @@ static void print_table(const lock_set *s) {
     free(cells);
 }
 
+/* The semaphores dlock_sem_list found. */
+typedef struct sem_set {
+    cli_sem *v;
+    size_t n, cap;
+    int nomem;
+} sem_set;
+
+static int collect_sem(const char *name, const dlock_sem_info_t *info, void *arg) {
+    sem_set *s = arg;
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 16;
+        cli_sem *nv = realloc(s->v, ncap * sizeof *nv);
+        if (nv == NULL) {
+            s->nomem = 1;
+            return 1;
+        }
+        s->v = nv;
+        s->cap = ncap;
+    }
+    memset(&s->v[s->n], 0, sizeof s->v[s->n]);
+    snprintf(s->v[s->n].name, sizeof s->v[s->n].name, "%s", name);
+    s->v[s->n].info = *info;
+    s->n++;
+    return 0;
+}
+
+static int sem_by_name(const void *a, const void *b) {
+    return strcmp(((const cli_sem *)a)->name, ((const cli_sem *)b)->name);
+}
+
+/* Every semaphore matching glob into ss, sorted: 0, or an exit code.
+ * A deployment without semaphores (Redlock) has none. */
+static int list_sems(dlock_client_t *c, const char *glob, sem_set *ss) {
+    int rc = dlock_sem_list(c, glob, collect_sem, ss);
+    if (rc == 0 && ss->nomem) rc = ENOMEM;
+    if (rc == ENOTSUP) return 0;
+    if (rc != 0) return cli_fail("cannot list the semaphores", rc);
+    if (ss->n > 1) qsort(ss->v, ss->n, sizeof *ss->v, sem_by_name);
+    return 0;
+}
+
+/* The semaphores' table: NAME KIND VALUE WAITING LEASED. */
+static void print_sem_table(const sem_set *ss) {
+    enum { S_NAME, S_KIND, S_VALUE, S_WAIT, S_LEASED, NSCOL };
+    static const char *const head[NSCOL] = { "NAME", "KIND", "VALUE", "WAITING", "LEASED" };
+    char(*cells)[NSCOL][CELL] = calloc(ss->n ? ss->n : 1, sizeof *cells);
+    size_t w[NSCOL], r;
+    int k;
+
+    if (cells == NULL) {
+        cli_msg("out of memory");
+        return;
+    }
+    for (k = 0; k < NSCOL; k++) w[k] = width(head[k]);
+    for (r = 0; r < ss->n; r++) {
+        const dlock_sem_info_t *i = &ss->v[r].info;
+        cli_fmt_safe(cells[r][S_NAME], CELL, ss->v[r].name);
+        snprintf(cells[r][S_KIND], CELL, "%s", i->exists ? "semaphore" : "semaphore (unlinked)");
+        snprintf(cells[r][S_VALUE], CELL, "%d", i->value);
+        snprintf(cells[r][S_WAIT], CELL, "%u", i->waiters);
+        snprintf(cells[r][S_LEASED], CELL, "%u", i->leased);
+        for (k = 0; k < NSCOL; k++)
+            if (width(cells[r][k]) > w[k]) w[k] = width(cells[r][k]);
+    }
+    for (k = 0; k < NSCOL; k++) printf("%s%-*s", k ? "  " : "", k == NSCOL - 1 ? 0 : (int)w[k], head[k]);
+    putchar('\n');
+    for (r = 0; r < ss->n; r++) {
+        for (k = 0; k < NSCOL; k++)
+            printf("%s%s%*s", k ? "  " : "", cells[r][k], k == NSCOL - 1 ? 0 : (int)(w[k] - width(cells[r][k])), "");
+        putchar('\n');
+    }
+    free(cells);
+}
+
+/* The list as one JSON array sorted by name (a lock before a semaphore
+ * of the same name), each with its "kind". */
+static void print_list_json(const lock_set *s, const sem_set *ss) {
+    size_t i = 0, j = 0;
+    putchar('[');
+    while (i < s->n || j < ss->n) {
+        if (i + j > 0) putchar(',');
+        if (j >= ss->n || (i < s->n && strcmp(s->v[i].name, ss->v[j].name) <= 0)) {
+            putchar('{');
+            cli_json_lock_fields(stdout, &s->v[i++]);
+            fputs(",\"kind\":\"lock\"}", stdout);
+        } else {
+            cli_json_sem(stdout, &ss->v[j++]);
+        }
+    }
+    puts("]");
+}
+
+static void print_list(const admin_opts *o, const lock_set *s, const sem_set *ss) {
+    if (o->json)
+        print_list_json(s, ss);
+    else if (s->n == 0 && ss->n == 0)
+        puts(o->arg ? "no lock held and no semaphore matches" : "no lock is held and no semaphore exists");
+    if (o->json || s->n + ss->n == 0) return;
+    if (s->n > 0) print_table(s);
+    if (s->n > 0 && ss->n > 0) putchar('\n');
+    if (ss->n > 0) print_sem_table(ss);
+}
+
 int cli_list(int argc, char **argv, cli_conn *conn) {
     dlock_client_t *c = NULL;
     lock_set s = { NULL, 0, 0, 0 };
+    sem_set ss = { NULL, 0, 0, 0 };
     admin_opts o;
     int rc;
 
     if ((rc = parse(argc, argv, conn, "list", &o)) != 0) return rc < 0 ? 0 : rc;
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
+    if ((rc = list_sems(c, o.arg, &ss)) != 0) goto out;
     rc = dlock_list(c, o.arg, collect, &s);
     if (rc == 0 && s.nomem) rc = ENOMEM;
     if (rc != 0 && (rc != ENOLCK || s.n == 0)) {
@@ -241,26 +474,16 @@ int cli_list(int argc, char **argv, cli_conn *conn) {
         /* ENOLCK with locks found: a Redlock quorum did not answer.  What
          * was found is shown, then that the list is incomplete (exit 69). */
         int partial = rc;
-        size_t i;
         if (s.n > 1) qsort(s.v, s.n, sizeof *s.v, by_name);
-        if (o.json) {
-            putchar('[');
-            for (i = 0; i < s.n; i++) {
-                if (i) putchar(',');
-                cli_json_lock(stdout, &s.v[i]);
-            }
-            puts("]");
-        } else if (s.n == 0) {
-            puts(o.arg ? "no lock held matches" : "no lock is held");
-        } else {
-            print_table(&s);
-        }
+        print_list(&o, &s, &ss);
         if (partial != 0) {
             fflush(stdout);
             rc = cli_fail("the list is incomplete", partial);
         }
     }
+out:
     free(s.v);
+    free(ss.v);
     dlock_client_destroy(c);
     return rc;
 }
@@ -287,6 +510,93 @@ static int confirm(const cli_lock *l) {
     return strcasecmp(line, "y") == 0 || strcasecmp(line, "yes") == 0;
 }
 
+/* Asks on the terminal about the semaphore's reset or removal; 1 for
+ * yes. */
+static int confirm_sem(const cli_sem *s, int unlink) {
+    char name[DLOCK_NAME_MAX * 4 + 8], who[512], line[64];
+    const dlock_sem_info_t *i = &s->info;
+    const dlock_sem_owner_t *first = NULL;
+    size_t k;
+
+    cli_fmt_safe(name, sizeof name, s->name);
+    for (k = 0; k < s->npeople && first == NULL; k++)
+        if (s->people[k].kind == DLOCK_SEM_LEASED) first = &s->people[k];
+    if (unlink)
+        fprintf(stderr, "Remove the semaphore '%s' (value %d, %u waiting, %u units leased)? Its waiters go on "
+                "waiting for a post or a new init. [y/N] ", name, i->value, i->waiters, i->leased);
+    else if (i->leased > 0 && first != NULL)
+        fprintf(stderr, "Take back the %u units of the semaphore '%s' leased under undo (by %s%s)? Their holders "
+                "lose them. [y/N] ", i->leased, name, cli_fmt_person(who, sizeof who, first),
+                i->leased > 1 ? " and others" : "");
+    else
+        fprintf(stderr, "The semaphore '%s' has no unit leased under undo; break it anyway? [y/N] ", name);
+    fflush(stderr);
+    if (fgets(line, sizeof line, stdin) == NULL) return 0;
+    line[strcspn(line, "\r\n")] = '\0';
+    return strcasecmp(line, "y") == 0 || strcasecmp(line, "yes") == 0;
+}
+
+/* What break --sem / --unlink did, for people or as JSON. */
+static void report_sem(const admin_opts *o, const cli_sem *s, unsigned back) {
+    char name[DLOCK_NAME_MAX * 4 + 8];
+    if (o->json) {
+        fputs("{\"name\":", stdout);
+        cli_json_str(stdout, o->arg);
+        printf(",\"kind\":\"semaphore\",\"broken\":true,\"how\":\"%s\"", o->unlink ? "unlink" : "takeback");
+        if (!o->unlink) printf(",\"taken_back\":%u", back);
+        fputs(",\"before\":", stdout);
+        cli_json_sem(stdout, s);
+        puts("}");
+        return;
+    }
+    cli_fmt_safe(name, sizeof name, o->arg);
+    if (o->unlink)
+        printf("removed the semaphore '%s' (its value was %d); its %u waiters go on waiting for a post or a new "
+               "init\n", name, s->info.value, s->info.waiters);
+    else if (back > 0)
+        printf("took back %u units of the semaphore '%s' leased under undo; their holders lose them\n", back, name);
+    else
+        printf("the semaphore '%s' had no unit leased under undo: nothing taken back\n", name);
+}
+
+/* break --sem (take back the units leased under undo) or --unlink. */
+static int break_sem(dlock_client_t *c, const admin_opts *o) {
+    char name[DLOCK_NAME_MAX * 4 + 8];
+    unsigned back = 0;
+    cli_sem s;
+    int rc;
+
+    cli_fmt_safe(name, sizeof name, o->arg);
+    if ((rc = sem_read(c, o->arg, &s)) != 0) {
+        rc = cli_fail("cannot read the semaphore", rc);
+    } else if (!s.info.exists) {
+        cli_msg("no semaphore '%s'", name);
+        rc = CLI_EXIT_CONFLICT;
+    } else if (!o->force && !confirm_sem(&s, o->unlink)) {
+        fprintf(stderr, "%s: not broken\n", cli_prog);
+        rc = CLI_EXIT_CONFLICT;
+    } else if ((rc = o->unlink ? dlock_sem_unlink(c, o->arg) : dlock_sem_break(c, o->arg, &back)) == ENOENT) {
+        cli_msg("no semaphore '%s' (removed meanwhile)", name);
+        rc = CLI_EXIT_CONFLICT;
+    } else if (rc != 0) {
+        rc = cli_fail(o->unlink ? "cannot remove the semaphore" : "cannot break the semaphore", rc);
+    } else {
+        report_sem(o, &s, back);
+    }
+    free(s.people);
+    return rc;
+}
+
+/* A lock break of a name whose lock has nothing to break, but that is a
+ * semaphore: says how to reach the semaphore. */
+static void hint_sem(dlock_client_t *c, const cli_lock *l) {
+    char name[DLOCK_NAME_MAX * 4 + 8];
+    dlock_sem_info_t i;
+    if (!lock_idle(&l->info) || dlock_sem_info(c, l->name, &i) != 0 || !i.exists) return;
+    fprintf(stderr, "%s: note: '%s' is a semaphore (value %d): --sem takes back its units leased under undo, "
+            "--unlink removes it\n", cli_prog, cli_fmt_safe(name, sizeof name, l->name), i.value);
+}
+
 int cli_break(int argc, char **argv, cli_conn *conn) {
     dlock_client_t *c = NULL;
     char name[DLOCK_NAME_MAX * 4 + 8], holder[512];
@@ -298,6 +608,10 @@ int cli_break(int argc, char **argv, cli_conn *conn) {
     if (!o.force && !isatty(STDIN_FILENO))
         return cli_usage_error("stdin is not a terminal: add --force to break a lock without being asked");
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
+    if (o.sem || o.unlink) {
+        rc = break_sem(c, &o);
+        goto out;
+    }
     memset(&l, 0, sizeof l);
     snprintf(l.name, sizeof l.name, "%s", o.arg);
     cli_fmt_safe(name, sizeof name, o.arg);
@@ -305,6 +619,7 @@ int cli_break(int argc, char **argv, cli_conn *conn) {
         rc = cli_fail("cannot read the lock", rc);
         goto out;
     }
+    hint_sem(c, &l);
     if (!o.force && !confirm(&l)) {
         fprintf(stderr, "%s: not broken\n", cli_prog);
         rc = CLI_EXIT_CONFLICT;

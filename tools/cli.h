@@ -13,7 +13,8 @@
 /* Exit codes.  `dlock exec` otherwise exits with its command's status
  * (128 + N when a signal N killed it), as flock(1) does; the codes below
  * are the sysexits.h ones where one fits.  Documented in docs/dlock.1. */
-#define CLI_EXIT_CONFLICT 1     /* -n/-w: busy or timed out (-E changes it); break: declined */
+#define CLI_EXIT_CONFLICT 1     /* -n/-w: busy or timed out (-E changes it); break: declined, or
+                                   no such semaphore (--sem, --unlink) */
 #define CLI_EXIT_USAGE 64       /* EX_USAGE: bad arguments, bad URL or name */
 #define CLI_EXIT_UNAVAILABLE 69 /* EX_UNAVAILABLE: the server cannot be reached or refused us */
 #define CLI_EXIT_SOFTWARE 70    /* EX_SOFTWARE: an unexpected error from the server or library */
@@ -97,5 +98,28 @@ char *cli_fmt_holder(char *buf, size_t n, const dlock_lock_info_t *i);
 int64_t cli_held_ms(const dlock_lock_info_t *i);
 /* One lock as a JSON object (no newline). */
 void cli_json_lock(FILE *f, const cli_lock *l);
+/* Its fields alone ("name":...,...,"robust":...), for an object that has
+ * more. */
+void cli_json_lock_fields(FILE *f, const cli_lock *l);
+
+/* What the library knows of one semaphore, and its people when they were
+ * read (dlock_sem_owners; have_people 0: dlock_sem_list's counts only). */
+typedef struct cli_sem {
+    char name[DLOCK_NAME_MAX + 1];
+    dlock_sem_info_t info;
+    dlock_sem_owner_t *people; /* malloc'ed */
+    size_t npeople;
+    int have_people;
+} cli_sem;
+/* "host, pid 42, thread 43" of a waiter or a unit's holder (safe for a
+ * terminal); "(not named)" when the server does not say. */
+char *cli_fmt_person(char *buf, size_t n, const dlock_sem_owner_t *o);
+/* How long o has waited or held its unit, on the server's clock (never
+ * below 0). */
+int64_t cli_since_ms(const dlock_sem_info_t *i, const dlock_sem_owner_t *o);
+/* One semaphore as a JSON object (no newline): name, "kind":"semaphore",
+ * exists, value, waiting, leased, and with its people "waiters" (in the
+ * order they are served) and "units" (leased under undo). */
+void cli_json_sem(FILE *f, const cli_sem *s);
 
 #endif /* DLOCK_CLI_H */

@@ -63,14 +63,13 @@
  * (dlock_sem_t, made with N units if it does not exist yet; an existing
  * one keeps its value), so at most N such commands run at once across
  * hosts.  The phases are the same: a trywait (EAGAIN reads as busy), then
- * the library's wait (dlock_sem_clockwait with the -w deadline, or
- * dlock_sem_wait), then CMD, then a post.  The semaphore's wait has no
- * DLOCK_F_INTR, so a signal of ours ends it from the handler: while
- * g_slot_waiting is set, the handler gives the signal its default action
- * at once (dlock dies of it, as it would after an interrupted lock wait;
- * the server drops the dead waiter's place in the queue within seconds).
- * Undo is asked for (dlock_semattr_setundo), so that the slot of a killed
- * dlock comes back when its lease runs out; a library without it
+ * the library's interruptible wait (dlock_sem_xwait with DLOCK_F_INTR and
+ * the -w deadline), then CMD, then a post.  A signal of ours ends the
+ * wait with EINTR: the wait takes back its place in the queue (a slot a
+ * post handed it meanwhile is taken, and given back by exec_die), and
+ * dlock dies of the signal, as after an interrupted lock wait.  Undo is
+ * asked for (dlock_semattr_setundo), so that the slot of a dlock killed
+ * with SIGKILL comes back when its lease runs out; a library without it
  * (ENOTSUP) gives POSIX units, which only the post at the end gives back.
  */
 #include <dirent.h>
@@ -344,7 +343,6 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
 /* ----------------------------------------------------- signals, self-pipe */
 
 static volatile sig_atomic_t g_sig;   /* the first relayed signal received */
-static volatile sig_atomic_t g_slot_waiting; /* in dlock_sem_(clock)wait: a signal ends dlock */
 static int g_pipe[2] = { -1, -1 };    /* self-pipe: signal bytes, LOST_BYTE */
 static atomic_int g_lost;
 
@@ -355,12 +353,6 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
     unsigned char b = (unsigned char)(sig | (si != NULL && si->si_code == SI_KERNEL ? 0x80 : 0));
     (void)uc;
     if (sig != SIGCHLD && g_sig == 0) g_sig = sig;
-    if (sig != SIGCHLD && g_slot_waiting) {
-        /* A slot's wait cannot be interrupted: die of the signal now (it
-         * is blocked in its handler, so it is delivered on return). */
-        signal(sig, SIG_DFL);
-        raise(sig);
-    }
     (void)!write(g_pipe[1], &b, 1);
     errno = saved;
 }
@@ -917,15 +909,12 @@ static int exec_try(exec_run *x) {
     return rc;
 }
 
-/* 2. Waiting for a slot: the library's wait, which cannot be
- * interrupted; while it runs a signal of ours ends dlock from the handler
- * (g_slot_waiting).  One that came before the flag was up is seen here. */
+/* 2. Waiting for a slot: the library's interruptible wait until a slot,
+ * the deadline or a signal of ours (a SIGCHLD, say, only goes on). */
 static void slots_wait(exec_run *x, int *rc) {
-    g_slot_waiting = 1;
-    if (g_sig != 0) *rc = EINTR;
-    else if (x->o.have_wait) *rc = dlock_sem_clockwait(&x->sem, CLOCK_MONOTONIC, &x->deadline);
-    else *rc = dlock_sem_wait(&x->sem);
-    g_slot_waiting = 0;
+    do {
+        *rc = dlock_sem_xwait(&x->sem, DLOCK_F_INTR, CLOCK_MONOTONIC, x->o.have_wait ? &x->deadline : NULL);
+    } while (*rc == EINTR && g_sig == 0);
 }
 
 /* 2. Waiting, after a busy try: the watcher's line on a terminal (or,

@@ -209,9 +209,15 @@ int64_t cli_held_ms(const dlock_lock_info_t *i) {
 }
 
 void cli_json_lock(FILE *f, const cli_lock *l) {
+    fputc('{', f);
+    cli_json_lock_fields(f, l);
+    fputc('}', f);
+}
+
+void cli_json_lock_fields(FILE *f, const cli_lock *l) {
     const dlock_lock_info_t *i = &l->info;
     char iso[64];
-    fputs("{\"name\":", f);
+    fputs("\"name\":", f);
     cli_json_str(f, l->name);
     fprintf(f, ",\"state\":\"%s\",\"holder\":", cli_state(i));
     if (i->held) {
@@ -234,6 +240,75 @@ void cli_json_lock(FILE *f, const cli_lock *l) {
     }
     fprintf(f, ",\"shared_holders\":%u,\"writers_waiting\":%u,\"robust\":\"%s\"", i->readers, i->writers_waiting,
             cli_robust(i));
+    if (i->server_now_ms > 0) fprintf(f, ",\"server_time_ms\":%" PRId64, i->server_now_ms);
+}
+
+/* ------------------------------------------------------------ semaphores */
+
+char *cli_fmt_person(char *buf, size_t n, const dlock_sem_owner_t *o) {
+    char host[160];
+    if (o->pid == 0 && o->host[0] == '\0')
+        snprintf(buf, n, "(not named)");
+    else
+        snprintf(buf, n, "%s, pid %ld, thread %lu", cli_fmt_safe(host, sizeof host, o->host[0] ? o->host : "?"),
+                 o->pid, o->tid);
+    return buf;
+}
+
+int64_t cli_since_ms(const dlock_sem_info_t *i, const dlock_sem_owner_t *o) {
+    int64_t now = i->server_now_ms > 0 ? i->server_now_ms : cli_now_ms(), d;
+    if (o->since_ms <= 0) return 0;
+    d = now - o->since_ms;
+    return d < 0 ? 0 : d;
+}
+
+/* One person as a JSON object: "waiters" or "units" entries. */
+static void json_person(FILE *f, const dlock_sem_info_t *i, const dlock_sem_owner_t *o) {
+    char iso[64];
+    fputs("{\"host\":", f);
+    cli_json_str(f, o->host);
+    fprintf(f, ",\"pid\":%ld,\"tid\":%lu", o->pid, o->tid);
+    if (o->since_ms > 0)
+        fprintf(f, ",\"since_ms\":%" PRId64 ",\"since\":\"%s\",\"%s\":%" PRId64, o->since_ms,
+                cli_fmt_iso(iso, sizeof iso, o->since_ms), o->kind == DLOCK_SEM_WAITING ? "waited_ms" : "held_ms",
+                cli_since_ms(i, o));
+    else
+        fprintf(f, ",\"since_ms\":null,\"since\":null,\"%s\":null", o->kind == DLOCK_SEM_WAITING ? "waited_ms" : "held_ms");
+    if (o->kind == DLOCK_SEM_WAITING) {
+        if (o->place >= 0) fprintf(f, ",\"place\":%ld,\"handed\":false", o->place);
+        else fputs(",\"place\":null,\"handed\":true", f);
+    } else {
+        fprintf(f, ",\"lease_left_ms\":%" PRId64, o->lease_left_ms);
+    }
+    fputc('}', f);
+}
+
+/* The people of one kind as a JSON array. */
+static void json_people(FILE *f, const cli_sem *s, int kind) {
+    size_t k;
+    int first = 1;
+    fputc('[', f);
+    for (k = 0; k < s->npeople; k++) {
+        if (s->people[k].kind != kind) continue;
+        if (!first) fputc(',', f);
+        first = 0;
+        json_person(f, &s->info, &s->people[k]);
+    }
+    fputc(']', f);
+}
+
+void cli_json_sem(FILE *f, const cli_sem *s) {
+    const dlock_sem_info_t *i = &s->info;
+    fputs("{\"name\":", f);
+    cli_json_str(f, s->name);
+    fprintf(f, ",\"kind\":\"semaphore\",\"exists\":%s,\"value\":%d,\"waiting\":%u,\"leased\":%u",
+            i->exists ? "true" : "false", i->value, i->waiters, i->leased);
+    if (s->have_people) {
+        fputs(",\"waiters\":", f);
+        json_people(f, s, DLOCK_SEM_WAITING);
+        fputs(",\"units\":", f);
+        json_people(f, s, DLOCK_SEM_LEASED);
+    }
     if (i->server_now_ms > 0) fprintf(f, ",\"server_time_ms\":%" PRId64, i->server_now_ms);
     fputc('}', f);
 }

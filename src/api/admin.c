@@ -3,7 +3,9 @@
  * dlock_lock_info reads one lock's server state in one round trip;
  * dlock_list walks the key space with SCAN (never KEYS, which would block
  * the server) and reads each lock found; dlock_break is the administrative
- * reset that the CLI's `dlock break` uses.
+ * reset that the CLI's `dlock break` uses.  dlock_sem_list walks it the
+ * same way for semaphores (the rest of their administration is in
+ * seminfo.c).
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -48,16 +50,16 @@ DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_in
     return rc;
 }
 
-/* The SCAN pattern for every key under the prefix: the prefix with the
- * glob characters escaped, then "{*". */
-static char *scan_pattern(const char *prefix) {
-    char *p = malloc(strlen(prefix) * 2 + 3), *o = p;
+/* The SCAN pattern for keys under the prefix: the prefix with the glob
+ * characters escaped, then tail ("{*": every key). */
+static char *scan_pattern(const char *prefix, const char *tail) {
+    char *p = malloc(strlen(prefix) * 2 + strlen(tail) + 1), *o = p;
     if (p == NULL) return NULL;
     for (; *prefix; prefix++) {
         if (strchr("*?[]\\", *prefix)) *o++ = '\\';
         *o++ = *prefix;
     }
-    strcpy(o, "{*");
+    strcpy(o, tail);
     return p;
 }
 
@@ -126,6 +128,38 @@ static int member_info(dlock_client_t *c, dlock__backend *srv, const char *name,
     return rc;
 }
 
+/* One SCAN answer of srv from cursor (32 bytes, moved on), checked: 0
+ * with the answer (*out, to be freed), or an errno value.  *empty counts
+ * the answers in a row that brought no keys. */
+static int scan_page(dlock__backend *srv, char *cursor, const char *pattern, unsigned *empty, redisReply **out) {
+    redisReply *r;
+    int rc;
+    if ((rc = dlock__scan(srv, cursor, pattern, &r)) != 0) return rc;
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* As dlock_lock_info says it (backend.c): an ACL that lacks
+         * SCAN is named, not hidden behind "unexpected answer". */
+        if (strncmp(r->str, "NOPERM", 6) == 0)
+            rc = dlock__seterr(EPROTO, "%s: SCAN refused by the server's ACL (see \"Running as a minimal ACL "
+                               "user\" in the README): %.200s", srv->node.conf.redacted_url, r->str);
+        else
+            rc = dlock__seterr(EPROTO, "%s: SCAN failed: %.200s", srv->node.conf.redacted_url, r->str);
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+               r->element[0]->len >= 32 || r->element[1]->type != REDIS_REPLY_ARRAY) {
+        rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", srv->node.conf.redacted_url);
+    } else {
+        memcpy(cursor, r->element[0]->str, r->element[0]->len);
+        cursor[r->element[0]->len] = '\0';
+        /* A real server's SCAN ends; one that answers "more, but nothing"
+         * forever does not, so bound it: 10 000 empty answers in a row
+         * (ten million keys without a lock among them at COUNT 1000). */
+        *empty = r->element[1]->elements == 0 ? *empty + 1 : 0;
+        if (*empty > 10000) rc = dlock__seterr(EPROTO, "%s: SCAN does not end", srv->node.conf.redacted_url);
+    }
+    if (rc != 0) freeReplyObject(r);
+    else *out = r;
+    return rc;
+}
+
 static int list_server(dlock_client_t *c, dlock__backend *srv, const char *pattern, const char *glob, seen *s,
                        int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg, int *stop,
                        char *unsure) {
@@ -135,35 +169,7 @@ static int list_server(dlock_client_t *c, dlock__backend *srv, const char *patte
     do {
         size_t i;
         redisReply *r;
-        if ((rc = dlock__scan(srv, cursor, pattern, &r)) != 0) break;
-        if (r->type == REDIS_REPLY_ERROR) {
-            /* As dlock_lock_info says it (backend.c): an ACL that lacks
-             * SCAN is named, not hidden behind "unexpected answer". */
-            if (strncmp(r->str, "NOPERM", 6) == 0)
-                rc = dlock__seterr(EPROTO, "%s: SCAN refused by the server's ACL (see \"Running as a minimal ACL "
-                                   "user\" in the README): %.200s", srv->node.conf.redacted_url, r->str);
-            else
-                rc = dlock__seterr(EPROTO, "%s: SCAN failed: %.200s", srv->node.conf.redacted_url, r->str);
-            freeReplyObject(r);
-            break;
-        }
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
-            r->element[0]->len >= sizeof cursor || r->element[1]->type != REDIS_REPLY_ARRAY) {
-            rc = dlock__seterr(EPROTO, "%s: unexpected answer to SCAN", srv->node.conf.redacted_url);
-            freeReplyObject(r);
-            break;
-        }
-        memcpy(cursor, r->element[0]->str, r->element[0]->len);
-        cursor[r->element[0]->len] = '\0';
-        /* A real server's SCAN ends; one that answers "more, but nothing"
-         * forever does not, so bound it: 10 000 empty answers in a row
-         * (ten million keys without a lock among them at COUNT 1000). */
-        empty = r->element[1]->elements == 0 ? empty + 1 : 0;
-        if (empty > 10000) {
-            rc = dlock__seterr(EPROTO, "%s: SCAN does not end", srv->node.conf.redacted_url);
-            freeReplyObject(r);
-            break;
-        }
+        if ((rc = scan_page(srv, cursor, pattern, &empty, &r)) != 0) break;
         for (i = 0; i < r->element[1]->elements && !*stop && rc == 0; i++) {
             const redisReply *k = r->element[1]->element[i];
             size_t off, len;
@@ -204,7 +210,7 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
     if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
     if (glob == NULL) glob = "*";
     if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
-    if ((pattern = scan_pattern(c->be.node.conf.prefix)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    if ((pattern = scan_pattern(c->be.node.conf.prefix, "{*")) == NULL) return dlock__seterr(ENOMEM, "out of memory");
     if (c->be.node.conf.kind == DLOCK__BACKEND_CLUSTER) {
         /* Each master has the keys of its slots. */
         dlock__backend *masters[64];
@@ -236,6 +242,103 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
         rc = list_server(c, &c->be, pattern, glob, &s, fn, arg, &stop, unsure);
     }
     seen_free(&s);
+    free(pattern);
+    return rc;
+}
+
+/* ------------------------------------------------------------ semaphores */
+
+/* The semaphore name of a key, if it is one of a semaphore's keys:
+ * <prefix>{<name>}:sem, :semq, :semx, :semg, :semd, :semo or :semu. */
+static int sem_key_name(const char *prefix, const char *key, size_t n, size_t *off, size_t *len) {
+    static const char *const tails[] = { "}:sem", "}:semq", "}:semx", "}:semg", "}:semd", "}:semo", "}:semu" };
+    size_t plen = strlen(prefix), i;
+    if (n < plen + 2 || memcmp(key, prefix, plen) != 0 || key[plen] != '{') return 0;
+    *off = plen + 1;
+    for (i = 0; i < sizeof tails / sizeof tails[0]; i++) {
+        size_t tl = strlen(tails[i]);
+        if (n > plen + 1 + tl && memcmp(key + n - tl, tails[i], tl) == 0) {
+            *len = n - plen - 1 - tl;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A semaphore list's walk: what each key found is checked against. */
+struct sem_walk {
+    dlock_client_t *c;
+    const char *glob;
+    seen names;
+    int (*fn)(const char *name, const dlock_sem_info_t *info, void *arg);
+    void *arg;
+    int stop;
+};
+
+/* One key found: its semaphore, if new, read and (if it is there, or has
+ * people) given to fn. */
+static int sem_found(struct sem_walk *w, const redisReply *k) {
+    char name[DLOCK_NAME_MAX + 1];
+    dlock_sem_info_t info;
+    size_t off, len;
+    int added, rc;
+    if (k->type != REDIS_REPLY_STRING || !sem_key_name(w->c->be.node.conf.prefix, k->str, k->len, &off, &len) ||
+        len == 0 || len > DLOCK_NAME_MAX)
+        return 0;
+    memcpy(name, k->str + off, len);
+    name[len] = '\0';
+    if (strlen(name) != len || fnmatch(w->glob, name, 0) != 0) return 0;
+    if ((added = seen_add(&w->names, name)) < 0) return dlock__seterr(ENOMEM, "out of memory");
+    if (added == 0) return 0;
+    if ((rc = dlock_sem_info(w->c, name, &info)) != 0) return rc;
+    if (info.exists || info.waiters > 0 || info.leased > 0) w->stop = w->fn(name, &info, w->arg) != 0;
+    return 0;
+}
+
+static int sem_list_server(struct sem_walk *w, dlock__backend *srv, const char *pattern) {
+    char cursor[32] = "0";
+    unsigned empty = 0;
+    int rc = 0;
+    do {
+        size_t i;
+        redisReply *r;
+        if ((rc = scan_page(srv, cursor, pattern, &empty, &r)) != 0) break;
+        for (i = 0; i < r->element[1]->elements && !w->stop && rc == 0; i++)
+            rc = sem_found(w, r->element[1]->element[i]);
+        freeReplyObject(r);
+    } while (rc == 0 && !w->stop && strcmp(cursor, "0") != 0);
+    return rc;
+}
+
+DLOCK_API int dlock_sem_list(dlock_client_t *c, const char *glob,
+                             int (*fn)(const char *name, const dlock_sem_info_t *info, void *arg), void *arg) {
+    struct sem_walk w;
+    char *pattern;
+    int rc = 0;
+
+    if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
+    if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
+    if (c->be.ops->sem_info == NULL)
+        return dlock__seterr(ENOTSUP, "%s: semaphores are not supported on a Redlock deployment",
+                             c->be.node.conf.redacted_url);
+    if ((pattern = scan_pattern(c->be.node.conf.prefix, "{*}:sem*")) == NULL)
+        return dlock__seterr(ENOMEM, "out of memory");
+    memset(&w, 0, sizeof w);
+    w.c = c;
+    w.glob = glob != NULL ? glob : "*";
+    w.fn = fn;
+    w.arg = arg;
+    if (c->be.node.conf.kind == DLOCK__BACKEND_CLUSTER) {
+        /* Each master has the keys of its slots. */
+        dlock__backend *masters[64];
+        size_t i, n;
+        rc = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters, &n,
+                                    dlock__unreachable_deadline(&c->be.node));
+        for (i = 0; i < n && rc == 0 && !w.stop; i++) rc = sem_list_server(&w, masters[i], pattern);
+    } else {
+        rc = sem_list_server(&w, &c->be, pattern);
+    }
+    seen_free(&w.names);
     free(pattern);
     return rc;
 }

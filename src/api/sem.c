@@ -5,10 +5,14 @@
  * (DLOCK__KIND_SEM) on its client; the waiting, the ops on the server
  * and what they mean are the core's (core/sem.c) and the script's
  * (sem_lua, backend/scripts.c).  This file checks the arguments, counts
- * the calls in flight (destroy gives EBUSY while a thread waits) and
- * turns deadlines into monotonic ones, as the mutex's calls do.
+ * the calls in flight (destroy gives EBUSY while a thread waits), turns
+ * deadlines into monotonic ones and blocks signals around an
+ * interruptible wait, as the mutex's calls do, and keeps what the
+ * attributes say of undo in the object's want (dlock__want: undo, lease,
+ * lost-unit handler).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,15 +53,20 @@ DLOCK_API int dlock_semattr_setclient(dlock_semattr_t *a, dlock_client_t *c) {
     return 0;
 }
 
-/* Undo (each unit leased to the process that took it) is issue 22's
- * second step, not built yet: asking for it is ENOTSUP, so that a caller
- * never believes its units come back when they would not. */
+/* Undo: each unit taken is leased to the process (core/sem.c). */
 DLOCK_API int dlock_semattr_setundo(dlock_semattr_t *a, int undo) {
     int rc = attr_check(a);
     if (rc) return rc;
     if (undo != 0 && undo != 1) return dlock__seterr(EINVAL, "undo %d is not 0 or 1", undo);
-    if (undo) return dlock__seterr(ENOTSUP, "semaphore undo (leased units) is not supported yet");
-    a->__undo = 0;
+    a->__undo = undo;
+    return 0;
+}
+
+DLOCK_API int dlock_semattr_setlostcallback(dlock_semattr_t *a, dlock_sem_lost_fn fn, void *arg) {
+    int rc = attr_check(a);
+    if (rc) return rc;
+    a->__lost_fn = fn;
+    a->__lost_arg = arg;
     return 0;
 }
 
@@ -99,6 +108,11 @@ DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, c
         c = a->__client;
     }
     if ((o = calloc(1, sizeof *o)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    o->want.undo = a != NULL && a->__undo;
+    o->want.lease_ms = a != NULL ? a->__lease_ms : DLOCK_LEASE_DEFAULT_MS;
+    o->want.sem_lost_fn = a != NULL ? a->__lost_fn : NULL;
+    o->want.lost_arg = a != NULL ? a->__lost_arg : NULL;
+    o->want.lost_obj = s;
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_SEM, 1, &o->l)) != 0) {
         free(o);
         return rc;
@@ -116,25 +130,66 @@ DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, c
     return 0;
 }
 
+/* The process's leased units taken through s stay (core/sem.c); their
+ * lost-unit handler no longer names s.  (l is kept alive through
+ * dlock__obj_destroy by `users`.) */
 DLOCK_API int dlock_sem_destroy(dlock_sem_t *s) {
+    struct dlock_client *c;
     dlock__obj *o = NULL;
+    dlock__lock *l;
+    dlock__hold *h;
     int rc;
     if ((rc = get(s, &o)) != 0) return rc;
-    if ((rc = dlock__obj_destroy(o, s)) != 0) return rc;
+    c = o->c;
+    l = o->l;
+    pthread_mutex_lock(&c->mu);
+    l->users++;
+    pthread_mutex_unlock(&c->mu);
+    rc = dlock__obj_destroy(o, s);
+    pthread_mutex_lock(&c->mu);
+    if (rc == 0)
+        for (h = l->units; h != NULL; h = h->next)
+            if (h->lost_obj == s) h->lost_obj = NULL;
+    l->users--;
+    dlock__lock_maybe_free(c, l);
+    pthread_mutex_unlock(&c->mu);
+    if (rc != 0) return rc;
     s->__magic = DESTROYED;
     s->__impl = NULL;
     return 0;
 }
 
-/* A wait through o, counted so that destroy can say EBUSY. */
-static int take(dlock_sem_t *s, int try, dlock__mono deadline, int bad) {
+/* A wait through o, counted so that destroy can say EBUSY.  intr: the
+ * pselect idiom of dlock__obj_xlock (object.c): signals stay blocked
+ * through the round trips and are let in only inside the sleeps (ppoll
+ * with the caller's mask), so one that comes during a round trip is not
+ * lost: it ends the next sleep at once with EINTR, or, if a unit came
+ * first, is delivered when the caller's mask comes back. */
+static int take(dlock_sem_t *s, int try, int intr, dlock__mono deadline, int bad) {
     dlock__obj *o = NULL;
+    dlock__want w;
+    sigset_t all, caller;
     int rc;
     if ((rc = get(s, &o)) != 0) return rc;
+    w = o->want;
+    w.intr = intr;
     pthread_mutex_lock(&o->c->mu);
     dlock__obj_calls(o, 1);
     pthread_mutex_unlock(&o->c->mu);
-    rc = dlock__sem_take(o->c, o->l, try, deadline, bad);
+    if (intr) {
+        sigfillset(&all);
+        sigdelset(&all, SIGSEGV);
+        sigdelset(&all, SIGBUS);
+        sigdelset(&all, SIGFPE);
+        sigdelset(&all, SIGILL);
+        pthread_sigmask(SIG_BLOCK, &all, &caller);
+        dlock__intr_mask_set(&caller);
+    }
+    rc = dlock__sem_take(o->c, o->l, &w, try, deadline, bad);
+    if (intr) {
+        dlock__intr_mask_set(NULL);
+        pthread_sigmask(SIG_SETMASK, &caller, NULL);
+    }
     pthread_mutex_lock(&o->c->mu);
     dlock__obj_calls(o, -1);
     pthread_mutex_unlock(&o->c->mu);
@@ -142,11 +197,11 @@ static int take(dlock_sem_t *s, int try, dlock__mono deadline, int bad) {
 }
 
 DLOCK_API int dlock_sem_wait(dlock_sem_t *s) {
-    return take(s, 0, DLOCK__MONO_NEVER, 0);
+    return take(s, 0, 0, DLOCK__MONO_NEVER, 0);
 }
 
 DLOCK_API int dlock_sem_trywait(dlock_sem_t *s) {
-    return take(s, 1, DLOCK__MONO_NEVER, 0);
+    return take(s, 1, 0, DLOCK__MONO_NEVER, 0);
 }
 
 DLOCK_API int dlock_sem_clockwait(dlock_sem_t *s, clockid_t clock, const struct timespec *abstime) {
@@ -155,7 +210,17 @@ DLOCK_API int dlock_sem_clockwait(dlock_sem_t *s, clockid_t clock, const struct 
     int rc, bad;
     if ((rc = get(s, &o)) != 0) return rc;
     if ((rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
-    return take(s, 0, deadline, bad);
+    return take(s, 0, 0, deadline, bad);
+}
+
+DLOCK_API int dlock_sem_xwait(dlock_sem_t *s, int flags, clockid_t clock, const struct timespec *abstime) {
+    dlock__mono deadline = DLOCK__MONO_NEVER;
+    dlock__obj *o = NULL;
+    int rc, bad = 0;
+    if ((rc = get(s, &o)) != 0) return rc;
+    if (flags & ~(DLOCK_F_TRY | DLOCK_F_INTR)) return dlock__seterr(EINVAL, "unknown flags %#x", (unsigned)flags);
+    if (abstime != NULL && (rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
+    return take(s, (flags & DLOCK_F_TRY) != 0, (flags & DLOCK_F_INTR) != 0, deadline, bad);
 }
 
 DLOCK_API int dlock_sem_timedwait(dlock_sem_t *s, const struct timespec *abstime) {

@@ -263,25 +263,75 @@ static int single_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_
     return rc;
 }
 
-/* The arguments of one renewal (renew_lua); lease: 16 bytes for its
- * digits (no NUL). */
-static void renew_args(const dlock__renewal *rn, char *lease, const char **args, size_t *lens) {
-    int which = rn->shared ? DLOCK__K_READERS : DLOCK__K_LOCK;
-    args[0] = rn->k->keys[which]; lens[0] = rn->k->keylens[which];
+/* The digits of a semaphore op's numbers (sem_args). */
+struct sem_bufs {
+    char ttl[16], arg[24], keep[24], lease[16];
+};
+
+/* The arguments of one sem_lua call: its keys (all declared: a cluster
+ * redirects a slot in migration before the script runs, never half-way
+ * through it), then op, token, ttl, arg, how long an op done is
+ * remembered, who (id) and the lease.  Returns how many. */
+static int sem_args(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
+                    long long arg, unsigned lease_ms, const char *id, size_t idlen, struct sem_bufs *b,
+                    const char **args, size_t *lens) {
+    /* How long the server remembers an op done (sem_lua's `done`): past
+     * the longest this call may go on sending it again. */
+    unsigned long long keep_ms = 2ull * c->node.conf.unreachable_ms;
+    int i;
+    snprintf(b->ttl, sizeof b->ttl, "%u", ttl_ms);
+    snprintf(b->arg, sizeof b->arg, "%lld", arg);
+    snprintf(b->keep, sizeof b->keep, "%llu", keep_ms < 60000 ? 60000ull : keep_ms);
+    snprintf(b->lease, sizeof b->lease, "%u", lease_ms);
+    for (i = 0; i < DLOCK__NKS; i++) {
+        args[i] = k->keys[i];
+        lens[i] = k->keylens[i];
+    }
+    args[i] = op; lens[i++] = strlen(op);
+    args[i] = token; lens[i++] = strlen(token);
+    args[i] = b->ttl; lens[i++] = strlen(b->ttl);
+    args[i] = b->arg; lens[i++] = strlen(b->arg);
+    args[i] = b->keep; lens[i++] = strlen(b->keep);
+    args[i] = id; lens[i++] = idlen;
+    args[i] = b->lease; lens[i++] = strlen(b->lease);
+    return i;
+}
+#define SEM_NARGS (DLOCK__NKS + 7)
+
+/* One renewal's script, its number of keys and its arguments: renew_lua
+ * for a hold, sem_lua's 'renew' for a semaphore's leased unit.  Returns
+ * the number of arguments. */
+struct renew_bufs {
+    char lease[16];
+    struct sem_bufs sem;
+};
+static int renew_args(dlock__backend *c, const dlock__renewal *rn, struct renew_bufs *b, const char **args,
+                      size_t *lens, int *which, int *nkeys) {
+    int k = rn->shared ? DLOCK__K_READERS : DLOCK__K_LOCK;
+    if (rn->unit) {
+        *which = DLOCK__SCRIPT_SEM;
+        *nkeys = DLOCK__NKS;
+        return sem_args(c, rn->k, "renew", rn->token, DLOCK__SEM_TTL_MS, 0, rn->lease_ms, "-", 1, &b->sem, args,
+                        lens);
+    }
+    *which = DLOCK__SCRIPT_RENEW;
+    *nkeys = 1;
+    args[0] = rn->k->keys[k]; lens[0] = rn->k->keylens[k];
     args[1] = rn->token; lens[1] = strlen(rn->token);
-    args[2] = lease; lens[2] = dlock__dec(lease, rn->lease_ms);
+    args[2] = b->lease; lens[2] = dlock__dec(b->lease, rn->lease_ms);
     args[3] = rn->shared ? "s" : "x"; lens[3] = 1;
+    return 4;
 }
 
 int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline) {
-    const char *args[4];
-    size_t lens[4];
-    char lease[16];
+    const char *args[SEM_NARGS];
+    size_t lens[SEM_NARGS];
+    struct renew_bufs b;
     redisReply *r;
-    int rc;
+    int rc, which, nkeys, n;
     rn->result = -1;
-    renew_args(rn, lease, args, lens);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RENEW, &r, deadline, 1, 4, args, lens, NULL)) != 0) return rc;
+    n = renew_args(c, rn, &b, args, lens, &which, &nkeys);
+    if ((rc = dlock__script_run(c, which, &r, deadline, nkeys, n, args, lens, NULL)) != 0) return rc;
     if (dlock__flag_parse(r, &rn->result) != 0) {
         rn->result = -1;
         rc = bad_reply(c, "renewal", r);
@@ -295,15 +345,16 @@ int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline
 static int renew_batch(dlock__backend *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript,
                        unsigned wait_ms) {
     redisContext *ctx = cn->ctx;
-    char leases[RENEW_BATCH][16];
     size_t i;
     int demoted = 0;
 
     for (i = 0; i < n; i++) {
-        const char *args[4];
-        size_t lens[4];
-        renew_args(&rn[i], leases[i], args, lens);
-        if (dlock__script_append(ctx, DLOCK__SCRIPT_RENEW, c->node.conf.cluster, 1, 4, args, lens) != 0)
+        /* (the arguments are copied into the output buffer at once) */
+        const char *args[SEM_NARGS];
+        size_t lens[SEM_NARGS];
+        struct renew_bufs b;
+        int which, nkeys, nargs = renew_args(c, &rn[i], &b, args, lens, &which, &nkeys);
+        if (dlock__script_append(ctx, which, c->node.conf.cluster, nkeys, nargs, args, lens) != 0)
             return dlock__seterr(ENOMEM, "out of memory");
     }
     if (c->node.conf.wait_replicas > 0) {
@@ -447,34 +498,16 @@ static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, 
     return rc;
 }
 
-/* A semaphore op: all its keys declared (a cluster redirects a slot in
- * migration before the script runs, never half-way through it). */
+/* A semaphore op (sem_lua). */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-                      long long arg, long long *result, dlock__mono deadline) {
-    char ttl[16], a[24], keep[24];
-    const char *args[DLOCK__NKS + 6], *id;
-    size_t lens[DLOCK__NKS + 6], i;
-    /* How long the server remembers an op done (sem_lua's `done`): past
-     * the longest this call may go on sending it again. */
-    unsigned long long keep_ms = 2ull * c->node.conf.unreachable_ms;
+                      long long arg, unsigned lease_ms, long long *result, dlock__mono deadline) {
+    const char *args[SEM_NARGS], *id;
+    size_t lens[SEM_NARGS], idlen = who(dlock__self_peek(), &id);
+    struct sem_bufs b;
     redisReply *r;
-    int rc;
+    int rc, n = sem_args(c, k, op, token, ttl_ms, arg, lease_ms, id, idlen, &b, args, lens);
 
-    snprintf(ttl, sizeof ttl, "%u", ttl_ms);
-    snprintf(a, sizeof a, "%lld", arg);
-    snprintf(keep, sizeof keep, "%llu", keep_ms < 60000 ? 60000ull : keep_ms);
-    for (i = 0; i < DLOCK__NKS; i++) {
-        args[i] = k->keys[i];
-        lens[i] = k->keylens[i];
-    }
-    args[i] = op; lens[i++] = strlen(op);
-    args[i] = token; lens[i++] = strlen(token);
-    args[i] = ttl; lens[i++] = strlen(ttl);
-    args[i] = a; lens[i++] = strlen(a);
-    args[i] = keep; lens[i++] = strlen(keep);
-    lens[i] = who(dlock__self_peek(), &id);
-    args[i++] = id;
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, (int)i, args, lens, NULL)) != 0)
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, NULL)) != 0)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);
     else *result = r->integer;
@@ -601,6 +634,8 @@ const dlock__backend_ops dlock__single_backend = {
     .cond = single_cond,
     .grant_conn = single_grant_conn,
     .sem = single_sem,
+    .sem_info = dlock__single_sem_info,
+    .sem_admin = dlock__single_sem_admin,
     .stats_add = single_stats_add,
     .stats_read = single_stats_read,
 };

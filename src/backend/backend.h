@@ -70,6 +70,10 @@ enum {
     DLOCK__NKS
 };
 _Static_assert(DLOCK__NKS <= DLOCK__NKEYS + 1, "a semaphore's keys fit in dlock__keys");
+/* How long a semaphore waiter's registration, or a unit a post handed to
+ * a waiter, lasts on the server unless taken or renewed (the waiter
+ * renews it every third of it: core/sem.c). */
+#define DLOCK__SEM_TTL_MS 3000u
 /* 0, or ENOMEM (nothing kept).  kind: DLOCK__KEYS_*. */
 int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind);
 void dlock__keys_free(dlock__keys *k);
@@ -240,6 +244,8 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
 typedef struct dlock__renewal {
     const dlock__keys *k;
     int shared;
+    int unit;   /* a semaphore's unit leased under undo (k: the semaphore's keys, token:
+                 * the unit's), renewed by sem_lua's 'renew' in the same batch */
     const char *token;
     unsigned lease_ms;
     int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
@@ -253,6 +259,7 @@ int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline
  * Cluster and a Redlock quorum later.  Each call returns 0 or an errno
  * value (ENOLCK when the deployment cannot be reached within the bound
  * that `deadline` gives). */
+typedef struct dlock__sem_state dlock__sem_state; /* below */
 typedef struct dlock__backend_ops {
     /* 1: the deployment keeps one wait queue per lock, and a release hands
      * the lock to its head (one server; a cluster, per slot).  0: Redlock,
@@ -292,12 +299,28 @@ typedef struct dlock__backend_ops {
      * value; *result 1 made, 0 it existed), "take" (arg 1: queue the token
      * if no unit is free; *result 1 taken, 0 not), "withdraw" (*result 1:
      * a post had handed the token a unit, now taken), "post" (arg: the
-     * maximum; *result 1 posted, 0 it would pass the maximum) or "value".
-     * ttl_ms: how long a waiter's registration (or a unit handed to it)
-     * lasts unless taken or renewed.  NULL where a deployment has no
-     * semaphores (Redlock: ENOTSUP). */
+     * maximum; *result 1 posted, 0 it would pass the maximum), "return"
+     * (token: a unit leased under undo; *result 1 its lease ended and its
+     * unit went back as a post's, 2 the lease was already gone) or
+     * "value".  ttl_ms: how long a waiter's registration (or a unit handed
+     * to it) lasts unless taken or renewed.  lease_ms: with "take" and
+     * "withdraw", 0 for a plain unit, else the unit taken is leased that
+     * long (undo; `done` in sem_lua).  Leases are renewed through `renew`
+     * (dlock__renewal.unit).  NULL where a deployment has no semaphores
+     * (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-               long long arg, long long *result, dlock__mono deadline);
+               long long arg, unsigned lease_ms, long long *result, dlock__mono deadline);
+    /* What the server knows of a semaphore (sem_info_lua): at most max
+     * people listed; out->people is malloc'ed (free it).  NULL where a
+     * deployment has no semaphores. */
+    int (*sem_info)(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
+                    dlock__mono deadline);
+    /* Administration of a semaphore (sem_admin_lua), asked once: how
+     * DLOCK__SEM_UNLINK (*result 1 deleted, 0 it did not exist) or
+     * DLOCK__SEM_BREAK (*result the units taken back, -1 it does not
+     * exist).  NULL where a deployment has no semaphores. */
+    int (*sem_admin)(dlock__backend *c, const dlock__keys *k, int how, long long *result, dlock__sent *sent,
+                     dlock__mono deadline);
     /* Live figures (stats_lua; the layout: docs/design.md, "Live
      * figures").  _add: adds one flush's payload (stats.c makes it) to
      * the server's figures of the current second; _read: the busiest
@@ -308,6 +331,25 @@ typedef struct dlock__backend_ops {
     int (*stats_read)(dlock__backend *c, unsigned window_s, struct dlock__figs *out, size_t max, size_t *n,
                       dlock__mono deadline);
 } dlock__backend_ops;
+
+/* What sem_info reads (seminfo.c parses it): the public summary and the
+ * people, waiters first (in queue order, those handed a unit first), then
+ * units leased under undo (by lease expiry). */
+struct dlock__sem_state {
+    dlock_sem_info_t info;
+    dlock_sem_owner_t *people;
+    size_t npeople;
+};
+enum { DLOCK__SEM_UNLINK, DLOCK__SEM_BREAK };
+/* The single-server sem_info and sem_admin ops (seminfo.c), which a
+ * Cluster runs on the slot's master. */
+int dlock__single_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
+                           dlock__mono deadline);
+int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result,
+                            dlock__sent *sent, dlock__mono deadline);
+/* sem_info_lua's answer as a dlock__sem_state: 0, -1 for anything else,
+ * -2 out of memory (nothing is kept). */
+int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out);
 
 extern const dlock__backend_ops dlock__single_backend;
 /* The holder identity ("who": host:pid:tid) this process writes with its
@@ -400,6 +442,8 @@ enum {
     DLOCK__SCRIPT_COND,
     DLOCK__SCRIPT_FENCE_RAISE,
     DLOCK__SCRIPT_SEM,
+    DLOCK__SCRIPT_SEM_INFO,
+    DLOCK__SCRIPT_SEM_ADMIN,
     DLOCK__SCRIPT_STATS,
     DLOCK__NSCRIPTS
 };

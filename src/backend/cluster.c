@@ -366,10 +366,30 @@ static int cl_cond(dlock__backend *c, const dlock__keys *k, const char *op, cons
 }
 
 static int cl_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-                  long long arg, long long *result, dlock__mono deadline) {
+                  long long arg, unsigned lease_ms, long long *result, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0 };
-    ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.sem(m, k, op, token, ttl_ms, arg, result, deadline));
+    ON_SLOT(c, lock_slot(k), deadline,
+            dlock__single_backend.sem(m, k, op, token, ttl_ms, arg, lease_ms, result, deadline));
+    return rc;
+}
+
+static int cl_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
+                       dlock__mono deadline) {
+    int rc;
+    dlock__sent st_ = { 0, 0 };
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_sem_info(m, k, max, out, deadline));
+    return rc;
+}
+
+/* Asked once, as a reset is: a request that went out unanswered is not
+ * sent again. */
+static int cl_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result, dlock__sent *sent,
+                        dlock__mono deadline) {
+    int rc;
+    dlock__sent st_ = { 0, 0 };
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_sem_admin(m, k, how, result, &st_, deadline));
+    if (sent != NULL) *sent = st_;
     return rc;
 }
 
@@ -565,6 +585,8 @@ const dlock__backend_ops dlock__cluster_backend = {
     .info = cl_info,
     .cond = cl_cond,
     .sem = cl_sem,
+    .sem_info = cl_sem_info,
+    .sem_admin = cl_sem_admin,
     .grant_conn = cl_grant_conn,
     .stats_add = cl_stats_add,
     .stats_read = cl_stats_read,

@@ -561,7 +561,7 @@ static const char fence_raise_lua[] =
 
 /* Semaphores.  KEYS: value, queue, expiry, granted, done, owners, leases
  * (DLOCK__KS_*, one slot).  ARGV: op, token, ttl ms, arg, remember ms,
- * who (host:pid:tid).  The value is a number in a
+ * who (host:pid:tid), lease ms (undo; 0 none).  The value is a number in a
  * string key with no expiry (a semaphore lives until deleted, as a POSIX
  * named one until sem_unlink); a missing key is 0.  A waiter takes a
  * ticket, one past the last in the queue (FIFO), and registers until
@@ -571,21 +571,30 @@ static const char fence_raise_lua[] =
  * token alone is published on the value key's channel, so that only
  * that waiter (of whichever process) wakes.  Every op but init first
  * cleans: registrations that lapsed (a waiter that died) leave the
- * queue, and a unit handed to a grantee that never took it is posted
- * again (to the next head, or back to the value); units free while
+ * queue, a unit handed to a grantee that never took it is posted again
+ * (to the next head, or back to the value), and so is a leased unit
+ * whose lease lapsed (its process died, or lost it); units free while
  * waiters queue (none should be) go to the waiters.  So the queue never
  * wedges on a dead waiter, and no unit is lost to one for longer than
- * ttl.  Each take, withdraw and post comes with a token of its own call;
- * one that took or posted a unit is remembered for ARGV[5] ms in `done`
- * (longer than the caller would go on asking), and
- * asked again (its answer was lost: dlock__command sends it again) it
- * answers 1 and does nothing, so no unit is taken or added twice.
- * Returns: init 1 made / 0 existed; take 1 taken / 0 not (queued
- * when ARGV[4] is '1'); withdraw 1 the token had been handed a unit (now
- * taken) / 0 it left the queue; post 1 posted / 0 the value would pass
- * ARGV[4]; value the value. */
+ * ttl (or, leased, its lease).  Undo: a take or withdraw with a lease
+ * (ARGV[7] > 0) that takes a unit leases it: its token goes in `leases`
+ * until now + lease and in `owners` as "u:SINCE:WHO"; 'renew' extends a
+ * live lease (token: the unit's); 'return' ends one and posts its unit
+ * (a post by its holder).  Each take, withdraw, post and return comes
+ * with a token of its own call (a return: its unit's, remembered as
+ * "r:" .. token); one that took, posted or returned a unit is
+ * remembered for ARGV[5] ms in `done` (longer than the caller would go
+ * on asking), and asked again (its answer was lost: dlock__command sends
+ * it again) it answers 1 and does nothing, so no unit is taken, added or
+ * returned twice.  Returns: init 1 made / 0 existed; take 1 taken / 0
+ * not (queued when ARGV[4] is '1'); withdraw 1 the token had been handed
+ * a unit (now taken) / 0 it left the queue; post 1 posted / 0 the value
+ * would pass ARGV[4]; renew 1 renewed / 0 the lease is gone; return 1
+ * returned / 2 the lease was gone (its unit came back before); value
+ * the value. */
 static const char sem_lua[] =
     "local op, tok, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
+    "local lease = tonumber(ARGV[7] or '0')\n"
     "if op == 'init' then\n"
     "  if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
     "  redis.call('SET', KEYS[1], ARGV[4])\n"
@@ -593,7 +602,10 @@ static const char sem_lua[] =
     "end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "if (op == 'take' or op == 'withdraw' or op == 'post') and redis.call('ZSCORE', KEYS[5], tok) then\n"
+    "local dtok = tok\n"
+    "if op == 'return' then dtok = 'r:' .. tok end\n"
+    "local remembered = op == 'take' or op == 'withdraw' or op == 'post' or op == 'return'\n"
+    "if remembered and redis.call('ZSCORE', KEYS[5], dtok) then\n"
     "  return 1\n"
     "end\n"
     "redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
@@ -607,12 +619,23 @@ static const char sem_lua[] =
     "  redis.call('ZADD', KEYS[3], now + ttl, h[1])\n"
     "  redis.call('PUBLISH', KEYS[1], h[1])\n"
     "end\n"
+    "local function leased()\n"
+    "  if lease > 0 then\n"
+    "    redis.call('ZADD', KEYS[7], now + lease, tok)\n"
+    "    redis.call('HSET', KEYS[6], tok, 'u:' .. now .. ':' .. ARGV[6])\n"
+    "  end\n"
+    "end\n"
     "local back = 0\n"
     "for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do\n"
     "  redis.call('ZREM', KEYS[3], w)\n"
     "  redis.call('ZREM', KEYS[2], w)\n"
     "  redis.call('HDEL', KEYS[6], w)\n"
     "  back = back + redis.call('HDEL', KEYS[4], w)\n"
+    "end\n"
+    "for _, u in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)) do\n"
+    "  redis.call('ZREM', KEYS[7], u)\n"
+    "  redis.call('HDEL', KEYS[6], u)\n"
+    "  back = back + 1\n"
     "end\n"
     "for i = 1, back do give() end\n"
     "while v > 0 and redis.call('EXISTS', KEYS[2]) == 1 do v = v - 1 give() end\n"
@@ -633,20 +656,105 @@ static const char sem_lua[] =
     "    end\n"
     "    redis.call('ZADD', KEYS[3], now + ttl, tok)\n"
     "  end\n"
+    "  if res == 1 then leased() end\n"
     "elseif op == 'withdraw' then\n"
     "  res = redis.call('HDEL', KEYS[4], tok)\n"
     "  redis.call('ZREM', KEYS[2], tok)\n"
     "  redis.call('ZREM', KEYS[3], tok)\n"
     "  redis.call('HDEL', KEYS[6], tok)\n"
+    "  if res == 1 then leased() end\n"
     "elseif op == 'post' then\n"
     "  if redis.call('EXISTS', KEYS[2]) == 1 then give() res = 1\n"
     "  elseif v < tonumber(ARGV[4]) then v = v + 1 res = 1 end\n"
+    "elseif op == 'renew' then\n"
+    "  if redis.call('ZSCORE', KEYS[7], tok) then\n"
+    "    redis.call('ZADD', KEYS[7], now + lease, tok)\n"
+    "    res = 1\n"
+    "  end\n"
+    "elseif op == 'return' then\n"
+    "  if redis.call('ZREM', KEYS[7], tok) == 1 then\n"
+    "    redis.call('HDEL', KEYS[6], tok)\n"
+    "    give()\n"
+    "    res = 1\n"
+    "  else\n"
+    "    redis.call('HDEL', KEYS[6], tok)\n"
+    "    res = 2\n"
+    "  end\n"
     "elseif op == 'value' then\n"
     "  res = v\n"
     "end\n"
     "if v ~= v0 then redis.call('SET', KEYS[1], tostring(v)) end\n"
-    "if res == 1 and op ~= 'value' then redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), tok) end\n"
+    "if res == 1 and remembered then redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), dtok) end\n"
     "return res\n";
+
+/* What `dlock status` shows of a semaphore (dlock_sem_owners), read
+ * only, in one round trip.  KEYS: DLOCK__KS_*.  ARGV: the most people to
+ * list.  Returns {value (false: the semaphore does not exist), the
+ * server's time in ms, live waiters, live leased units, waiters as
+ * place (0 the queue's head; -1 a post handed it a unit, not taken yet)
+ * then its `owners` record ('' none), leased units as lease expiry then
+ * record}.  A waiter is live while its registration runs (`expiry`), a
+ * leased unit while its lease does: the dead ones, not cleaned up yet,
+ * are not shown.  Only the commands of the README's minimal ACL user. */
+static const char sem_info_lua[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local max = tonumber(ARGV[1])\n"
+    "local function live(tok)\n"
+    "  local e = redis.call('ZSCORE', KEYS[3], tok)\n"
+    "  return e and tonumber(e) > now\n"
+    "end\n"
+    "local ws, nw, place = {}, 0, 0\n"
+    "local function waiter(tok, p)\n"
+    "  nw = nw + 1\n"
+    "  if nw <= max then\n"
+    "    ws[#ws + 1] = p\n"
+    "    ws[#ws + 1] = redis.call('HGET', KEYS[6], tok) or ''\n"
+    "  end\n"
+    "end\n"
+    "local g = redis.call('HGETALL', KEYS[4])\n"
+    "for i = 1, #g, 2 do\n"
+    "  if live(g[i]) then waiter(g[i], -1) end\n"
+    "end\n"
+    "for _, tok in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
+    "  if live(tok) then waiter(tok, place) place = place + 1 end\n"
+    "end\n"
+    "local us = {}\n"
+    "local leased = redis.call('ZRANGE', KEYS[7], '(' .. now, '+inf', 'BYSCORE', 'WITHSCORES')\n"
+    "for i = 1, #leased, 2 do\n"
+    "  if (i + 1) / 2 <= max then\n"
+    "    us[#us + 1] = tonumber(leased[i + 1])\n"
+    "    us[#us + 1] = redis.call('HGET', KEYS[6], leased[i]) or ''\n"
+    "  end\n"
+    "end\n"
+    "return {redis.call('GET', KEYS[1]), now, nw, #leased / 2, ws, us}\n";
+
+/* Administration of a semaphore.  KEYS: DLOCK__KS_*.  ARGV: 'unlink' or
+ * 'break'.  unlink: deletes every key of it (as sem_unlink removes a
+ * name) and wakes its waiters, whose next take finds it gone and queues
+ * them again (a post on the name, or a new init with units, then serves
+ * them); returns 1, or 0 when it did not exist (no value).  break: takes
+ * back every unit leased under undo -- their holders' leases are gone,
+ * the units back in the value (at most ARGV[2]) -- and wakes the waiters,
+ * whose next take hands those units on in queue order; returns how many,
+ * or -1 when it does not exist. */
+static const char sem_admin_lua[] =
+    "local exists = redis.call('EXISTS', KEYS[1])\n"
+    "if ARGV[1] == 'unlink' then\n"
+    "  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])\n"
+    "  redis.call('PUBLISH', KEYS[1], 'unlinked')\n"
+    "  return exists\n"
+    "end\n"
+    "if exists == 0 then return -1 end\n"
+    "local toks = redis.call('ZRANGE', KEYS[7], 0, -1)\n"
+    "if #toks == 0 then return 0 end\n"
+    "for _, tok in ipairs(toks) do redis.call('HDEL', KEYS[6], tok) end\n"
+    "redis.call('DEL', KEYS[7])\n"
+    "local v = tonumber(redis.call('GET', KEYS[1]) or '0') + #toks\n"
+    "if v > tonumber(ARGV[2]) then v = tonumber(ARGV[2]) end\n"
+    "redis.call('SET', KEYS[1], tostring(v))\n"
+    "redis.call('PUBLISH', KEYS[1], 'reset')\n"
+    "return #toks\n";
 
 /* Live figures (stats.c; docs/design.md, "Live figures").  KEYS[1] is
  * <prefix>{dlock-stats}, which names nothing itself: the figures of the
@@ -712,7 +820,7 @@ static const char stats_lua[] =
 
 static const char *const bodies[] = {
     acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
-    fence_raise_lua, sem_lua,
+    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua,
     stats_lua,
 };
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
@@ -827,9 +935,10 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
     if (argc < 0) return dlock__seterr(ENOMEM, "cannot make the script request (out of memory)");
     /* A release is asked once: its answer to a second asking would differ
      * ("not yours" after it has run); so is a reset, which asked again
-     * could cut off a holder that came in between.  The others are safe to
-     * repeat. */
-    once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET;
+     * could cut off a holder that came in between; and a semaphore's
+     * unlink or break, which could delete or take back what was made in
+     * between.  The others are safe to repeat. */
+    once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET || which == DLOCK__SCRIPT_SEM_ADMIN;
     rc = acked ? dlock__command_wait(&c->node, out, deadline, argc, argv, argvlen, acked, sent)
                : dlock__command(&c->node, out, deadline, once, argc, argv, argvlen, sent);
     if (rc == 0 && is_noscript(*out)) {

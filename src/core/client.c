@@ -7,10 +7,12 @@
  * subscription).  Mutexes, rwlocks, condition variables and lock caching
  * all share that table.
  *
- * Fork: the child holds none of the parent's locks, opens its own
- * connections and never writes on the parent's sockets; its background
- * threads start again on demand.  Exit: locks still held are released, not
- * left to expire.
+ * Fork: the child holds none of the parent's locks (nor its semaphores'
+ * leased units, as SEM_UNDO's adjustments are cleared in a child), opens
+ * its own connections and never writes on the parent's sockets; its
+ * background threads start again on demand.  Exit: locks still held are
+ * released, not left to expire; a semaphore's leased units are left to
+ * their lease (they come back when it runs out).
  */
 #include <errno.h>
 #include <signal.h>
@@ -94,6 +96,7 @@ static void fork_child(void) {
                     free(h);
                 }
                 l->readers = NULL;
+                dlock__units_free(l);
                 l->waiters = 0;
                 memset(l->trying, 0, sizeof l->trying);
                 memset(l->busy_until, 0, sizeof l->busy_until);
@@ -126,6 +129,10 @@ static void at_exit(void) {
             char token[DLOCK__OWNER_LEN + 1];
             /* A cached hold is held by no thread: no holder died. */
             int released, how = dlock__hold_release_kind(h, !dlock__hold_is_cached(h));
+            if (h->unit) { /* a semaphore's leased unit: left to its lease */
+                dlock__hold_abandon(c, h);
+                continue;
+            }
             l = h->l;
             memcpy(token, h->token, sizeof token);
             dlock__hold_abandon(c, h);
@@ -175,6 +182,16 @@ static void global_init(void) {
 }
 
 /* ------------------------------------------------------------- clients */
+
+/* Does a thread of this process (or the process) hold a lock of c's?  A
+ * semaphore's leased units are not such holds: the client's end gives
+ * them back.  c->mu held. */
+static int holds_locks(const struct dlock_client *c) {
+    const dlock__hold *h;
+    for (h = c->held; h != NULL; h = h->held_next)
+        if (!h->unit) return 1;
+    return 0;
+}
 
 DLOCK_API void dlock_config_init(dlock_config_t *cfg) {
     if (cfg != NULL) memset(cfg, 0, sizeof *cfg);
@@ -271,7 +288,7 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
         return dlock__seterr(EINVAL, "not a live client");
     }
     pthread_mutex_lock(&c->mu);
-    if (c->is_default || c->objects > 0 || c->held != NULL) {
+    if (c->is_default || c->objects > 0 || holds_locks(c)) {
         pthread_mutex_unlock(&c->mu);
         pthread_mutex_unlock(&clients_mu);
         return dlock__seterr(EBUSY, c->is_default ? "the default client lives as long as the process"
@@ -281,6 +298,7 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_unlock(&clients_mu);
 
+    dlock__units_return_all(c);
     dlock__renew_stop(c);
     dlock__notify_stop(c);
     pthread_mutex_lock(&c->mu);
@@ -364,6 +382,7 @@ dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t n
 }
 
 static void lock_free(dlock__lock *l) {
+    dlock__units_free(l); /* (lost ones: nothing to tell any more) */
     dlock__stats_detach(l);
     pthread_cond_destroy(&l->cv);
     free(l->stale);
@@ -438,7 +457,7 @@ static int entry_get(struct dlock_client *c, const char *name, size_t namelen, i
 void dlock__lock_maybe_free(struct dlock_client *c, dlock__lock *l) {
     dlock__lock **pp;
     if (l->objrefs > 0 || l->users > 0 || l->waiters > 0 || dlock__hold_in_use(&l->x) || l->readers != NULL ||
-        l->sub_state != DLOCK__SUB_NONE)
+        l->units != NULL || l->sub_state != DLOCK__SUB_NONE)
         return;
     pp = &c->buckets[hash_name(l->k.name, l->k.namelen) & (c->nbuckets - 1)];
     while (*pp != NULL && *pp != l) pp = &(*pp)->hnext;

@@ -44,9 +44,15 @@ typedef struct dlock__hold {
     int inconsistent;        /* EOWNERDEAD given, consistent() not yet called (hold.c) */
     dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */
     void *lost_arg;
-    void *lost_obj;          /* the object (dlock_mutex_t *) given to it */
+    void *lost_obj;          /* the object (dlock_mutex_t *, a unit's dlock_sem_t *) given to it */
+    /* A semaphore's unit leased to the process under undo (sem.c): HELD
+     * or LOST (never cached nor owned by a thread), on its lock's `units`,
+     * renewed by sem_lua; its handler is sem_lost_fn (lost_fn stays
+     * NULL). */
+    int unit;
+    dlock_sem_lost_fn sem_lost_fn;
     struct dlock__hold *held_next, *held_prev; /* client's list of live holds */
-    struct dlock__hold *next; /* the lock's list of shared holds */
+    struct dlock__hold *next; /* the lock's list of shared holds (or leased units) */
 } dlock__hold;
 
 /* The state of one lock name in one client: shared by every object of that
@@ -64,6 +70,8 @@ struct dlock__lock {
 
     dlock__hold x;         /* the exclusive hold, if a local thread has one */
     dlock__hold *readers;  /* shared holds of local threads */
+    dlock__hold *units;    /* a semaphore's units leased to this process (undo), live
+                            * and lost (until a post or the client's end forgets them) */
 
     /* Waiting. */
     unsigned waiters;   /* threads of this process in the wait path */
@@ -268,6 +276,7 @@ struct dlock__lost_report {
     void *obj;
     char *name;
     int why; /* DLOCK_LOST_BROKEN, or 0: its lease ran out (DLOCK_LOST_EXPIRED) */
+    dlock_sem_lost_fn sem_fn; /* a semaphore's leased unit: its handler (fn NULL); obj a dlock_sem_t * */
 };
 /* Runs rep's handler (if any) with dlock_lost_reason() telling why. */
 void dlock__lost_run(const struct dlock__lost_report *rep);
@@ -287,6 +296,11 @@ typedef struct dlock__want {
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;
     void *lost_obj;
+    /* A semaphore's (sem.c): each unit taken is leased to the process for
+     * lease_ms (undo), and its loss told to sem_lost_fn (with lost_arg,
+     * lost_obj); intr as above. */
+    int undo;
+    dlock_sem_lost_fn sem_lost_fn;
 } dlock__want;
 /* Acquires l for the calling thread: try (one round trip at most) or
  * wait until `deadline` (monotonic; NEVER for none).  bad_deadline: the
@@ -314,12 +328,26 @@ void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self,
  * or wait until deadline (monotonic; NEVER: none) for a post to hand it
  * one, queued FIFO, woken alone (ETIMEDOUT; a deadline already passed
  * still tries once; bad_deadline: the EINVAL to give if the call would
- * have to wait).  _post: EOVERFLOW past max.  ENOLCK when the server
- * cannot be reached within the bound.  c->mu NOT held. */
+ * have to wait; w->intr: EINTR when a signal handler runs while it
+ * waits); w->undo: the unit taken is leased to the process (w->lease_ms,
+ * renewed by the renewal thread, told lost to w->sem_lost_fn).  _post:
+ * returns one of the process's leased units of l if it has one (one
+ * whose lease was lost: nothing more to do), else adds a unit; EOVERFLOW
+ * past max.  ENOLCK when the server cannot be reached within the bound.
+ * c->mu NOT held. */
 int dlock__sem_create(struct dlock_client *c, dlock__lock *l, unsigned value);
-int dlock__sem_take(struct dlock_client *c, dlock__lock *l, int try, dlock__mono deadline, int bad_deadline);
+int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try, dlock__mono deadline,
+                    int bad_deadline);
 int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned max);
 int dlock__sem_value(struct dlock_client *c, dlock__lock *l, int *value);
+/* Leased units.  _lost: h (a live unit) is lost: off the held list, LOST,
+ * *rep filled when a handler must run (c->mu held).  _return_all: every
+ * live unit of c goes back to its semaphore, each a bounded round trip
+ * (a client's end; c->mu NOT held).  _free: frees l's unit list (c->mu
+ * held, or nothing else runs). */
+void dlock__unit_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep);
+void dlock__units_return_all(struct dlock_client *c);
+void dlock__units_free(dlock__lock *l);
 
 /* Orphans (orphan.c): possible server-side holds nobody here knows of. */
 void dlock__orphan_add(struct dlock_client *c, dlock__lock *l, const char *token, int how, unsigned lease_ms);

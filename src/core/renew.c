@@ -30,6 +30,13 @@
  * that ended (unlock, thread exit) or was replaced meanwhile is left
  * alone.  The renew script checks the token, so a renewal can never
  * extend a lock someone else holds.
+ *
+ * A semaphore's unit leased to the process (undo: sem.c) is a hold on
+ * the held list too (h->unit), and goes in the same batches: its renewal
+ * is sem_lua's 'renew' instead of renew_lua, matched back to its unit by
+ * its token (a unit has no fence), and its loss is told to its lost-unit
+ * handler (dlock__unit_lost).  One round trip per pass, locks and units
+ * together.
  */
 #include <errno.h>
 #include <signal.h>
@@ -61,6 +68,7 @@
 struct dlock__pending {
     dlock__lock *l;
     int shared;
+    int unit;
     uint64_t fence;
     unsigned lease_ms;
     dlock__mono valid_until;
@@ -92,6 +100,11 @@ typedef struct renew_loop renew_loop;
 /* The live hold a renewal was for, or NULL if it ended meanwhile. */
 static dlock__hold *find_hold(dlock__lock *l, const pending *p) {
     dlock__hold *h;
+    if (p->unit) {
+        for (h = l->units; h != NULL; h = h->next)
+            if (dlock__hold_is_renewable(h) && strcmp(h->token, p->token) == 0) return h;
+        return NULL;
+    }
     if (!p->shared)
         return dlock__hold_is_renewable(&l->x) && l->x.ident == p->fence ? &l->x : NULL;
     for (h = l->readers; h != NULL; h = h->next)
@@ -165,11 +178,19 @@ static void join_batch(renew_loop *lp, dlock__hold *h) {
     pending *p = &lp->pend[lp->n++];
     p->l = h->l;
     p->shared = h->shared;
+    p->unit = h->unit;
     p->fence = h->ident;
     p->lease_ms = h->lease_ms;
     p->valid_until = h->valid_until;
     memcpy(p->token, h->token, sizeof p->token);
     h->l->users++;
+}
+
+/* h is lost: a hold's lost-lock handler, or a unit's lost-unit handler,
+ * is to be told (*rep). */
+static void hold_lost(renew_loop *lp, dlock__hold *h, dlock__lost_report *rep) {
+    if (h->unit) dlock__unit_lost(lp->c, h, rep);
+    else dlock__hold_lost(lp->c, h, rep);
 }
 
 /* Phase: collect what is due.  One walk of the held list: a hold whose
@@ -182,7 +203,7 @@ static void collect_due(renew_loop *lp) {
     for (h = lp->c->held; h != NULL; h = hnext) {
         hnext = h->held_next;
         if (lp->now >= h->valid_until) {
-            if (lp->nrep < lp->cap && dlock__hold_can_be_lost(h)) dlock__hold_lost(lp->c, h, &lp->reps[lp->nrep++]);
+            if (lp->nrep < lp->cap && dlock__hold_can_be_lost(h)) hold_lost(lp, h, &lp->reps[lp->nrep++]);
             continue;
         }
         if (is_due(lp, h) && lp->n < lp->cap)
@@ -218,6 +239,7 @@ static void send_batch(renew_loop *lp) {
         if (lp->pend[i].valid_until < valid) valid = lp->pend[i].valid_until;
         lp->rn[i].k = &lp->pend[i].l->k;
         lp->rn[i].shared = lp->pend[i].shared;
+        lp->rn[i].unit = lp->pend[i].unit;
         lp->rn[i].token = lp->pend[i].token;
         lp->rn[i].lease_ms = lp->pend[i].lease_ms;
         lp->rn[i].result = -1;
@@ -240,7 +262,7 @@ static void apply_answer(renew_loop *lp, dlock__hold *h, int result) {
          * which).  Nothing to report either way. */
         h->renew_at = h->retry_at = lp->now + (dlock__mono)RELEASING_MS * DLOCK__MS;
     } else if (result == 0 || lp->now >= h->valid_until) {
-        dlock__hold_lost(lp->c, h, &lp->reps[lp->nrep]);
+        hold_lost(lp, h, &lp->reps[lp->nrep]);
         /* refused: the key is gone or another owner's */
         if (result == 0) lp->reps[lp->nrep].why = DLOCK_LOST_BROKEN;
         lp->nrep++;
@@ -362,9 +384,10 @@ static __thread int lost_why;
 
 void dlock__lost_run(const struct dlock__lost_report *rep) {
     int saved = lost_why;
-    if (rep->fn == NULL) return;
+    if (rep->fn == NULL && rep->sem_fn == NULL) return;
     lost_why = rep->why ? rep->why : DLOCK_LOST_EXPIRED;
-    rep->fn(rep->obj, rep->name, rep->arg);
+    if (rep->fn != NULL) rep->fn(rep->obj, rep->name, rep->arg);
+    else rep->sem_fn(rep->obj, rep->name, rep->arg);
     lost_why = saved;
 }
 

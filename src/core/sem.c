@@ -20,8 +20,26 @@
  * (its "take" again), so that the server drops the registrations of the
  * dead ones (and posts again a unit handed to one that never took it),
  * not those of the living; a lost subscription pokes every waiter
- * (notify.c), which ask again.  A timed wait that reaches its deadline
- * withdraws: a unit handed to it meanwhile is its own, else ETIMEDOUT.
+ * (notify.c), which ask again.  A timed wait that reaches its deadline,
+ * or an interruptible one (DLOCK_F_INTR) that a signal handler ends,
+ * withdraws: a unit handed to it meanwhile is its own, else ETIMEDOUT
+ * or EINTR.
+ *
+ * Undo: a take or withdraw sent with a lease leases the unit it takes to
+ * the process on the server (its token in :semu by expiry, "u:..." in
+ * :semo).  Here that unit is a hold (h->unit) on l->units and on the
+ * client's held list, so that the renewal thread renews it in its batch
+ * with the locks (sem_lua's 'renew') and finds it lost as it finds a lock
+ * lost: a refused renewal, or its validity run out (counted from before
+ * the take was sent, less the drift margin).  A lost unit stays on
+ * l->units, LOST, after its handler ran, until a post forgets it: that
+ * post asks nothing of the server (the unit came back when its lease
+ * did), so the program's post never adds a unit the lease gave back
+ * already.  A post by a process with a live unit returns it ('return':
+ * the lease ends, the unit goes to the queue's head or the value); one
+ * the server says is gone (2) is lost, told and forgotten.  The server's
+ * every op gives back units whose lease lapsed, as it takes back lapsed
+ * registrations.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,13 +49,14 @@
 
 /* A waiter's registration on the server, and the time a waiter has to
  * take a unit handed to it; renewed every third of it. */
-#define REG_TTL_MS 3000u
+#define REG_TTL_MS DLOCK__SEM_TTL_MS
 
 /* One op on the server, bounded by the unreachable bound (a timed call's
- * end, set by the caller, bounds it further). */
+ * end, set by the caller, bounds it further); lease: take and withdraw
+ * lease the unit they take that long (0: not). */
 static int op(struct dlock_client *c, dlock__lock *l, const char *what, const char *token, long long arg,
-              long long *res) {
-    return c->be.ops->sem(&c->be, &l->k, what, token, REG_TTL_MS, arg, res,
+              unsigned lease, long long *res) {
+    return c->be.ops->sem(&c->be, &l->k, what, token, REG_TTL_MS, arg, lease, res,
                           dlock__unreachable_deadline(&c->be.node));
 }
 
@@ -50,20 +69,143 @@ int dlock__sem_create(struct dlock_client *c, dlock__lock *l, unsigned value) {
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
-    return op(c, l, "init", "-", (long long)value, &res);
+    return op(c, l, "init", "-", (long long)value, 0, &res);
 }
 
+/* ------------------------------------------------------- leased units */
+
+/* c->mu held: the unit the call `token` took, its first request sent at
+ * `sent`, is the process's, leased for w->lease_ms: h (made before the
+ * call, so that no unit is taken that could not be kept) goes on l->units
+ * and on the held list, where the renewal thread finds it. */
+static void unit_add(struct dlock_client *c, dlock__lock *l, dlock__hold *h, const dlock__want *w, const char *token,
+                     dlock__mono sent) {
+    h->l = l;
+    h->unit = 1;
+    memcpy(h->token, token, sizeof h->token);
+    h->lease_ms = w->lease_ms;
+    h->acquired = sent;
+    h->valid_until = sent + (dlock__mono)(w->lease_ms - dlock__drift_ms(&c->be.node.conf, w->lease_ms)) * DLOCK__MS;
+    h->renew_at = sent + (dlock__mono)(w->lease_ms / 3) * DLOCK__MS;
+    h->sem_lost_fn = w->sem_lost_fn;
+    h->lost_arg = w->lost_arg;
+    h->lost_obj = w->lost_obj;
+    dlock__hold_take(h, NULL, 0);
+    h->next = l->units;
+    l->units = h;
+    dlock__held_add(c, h);
+}
+
+/* c->mu held: h leaves its lock's list and the held list, and is freed. */
+static void unit_forget(struct dlock_client *c, dlock__hold *h) {
+    dlock__hold **pp = &h->l->units;
+    while (*pp != NULL && *pp != h) pp = &(*pp)->next;
+    if (*pp != NULL) *pp = h->next;
+    dlock__held_remove(c, h);
+    free(h);
+}
+
+void dlock__unit_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep) {
+    dlock__hold_lost(c, h, rep); /* (rep->fn stays NULL: lost_fn is) */
+    if (h->sem_lost_fn == NULL) return;
+    rep->sem_fn = h->sem_lost_fn;
+    rep->arg = h->lost_arg;
+    rep->obj = h->lost_obj;
+    rep->name = strdup(h->l->k.name);
+}
+
+void dlock__units_free(dlock__lock *l) {
+    while (l->units != NULL) {
+        dlock__hold *h = l->units;
+        l->units = h->next;
+        free(h);
+    }
+}
+
+/* The unit of l's a post gives back: a lost one first (forgetting it is
+ * all there is to do), else a live one whose return is not on its way
+ * already; NULL: none.  c->mu held. */
+static dlock__hold *unit_pick(dlock__lock *l) {
+    dlock__hold *h, *live = NULL;
+    for (h = l->units; h != NULL; h = h->next) {
+        if (!dlock__hold_is_live(h)) return h;
+        if (live == NULL && !dlock__hold_is_releasing(h)) live = h;
+    }
+    return live;
+}
+
+/* A post by the holder of h (live, marked releasing; c->mu NOT held):
+ * its lease ends and its unit goes back, or the server says the lease is
+ * gone (the unit came back already): h is lost, its handler told.  Not
+ * answered: h is the process's still (renewed, returned by a later
+ * post, which the server answers once: `done`). */
+static int unit_return(struct dlock_client *c, dlock__lock *l, dlock__hold *h) {
+    dlock__lost_report rep;
+    long long res = 0;
+    int rc = op(c, l, "return", h->token, 0, 0, &res);
+    memset(&rep, 0, sizeof rep);
+    pthread_mutex_lock(&c->mu);
+    if (rc != 0) {
+        dlock__hold_take(h, NULL, 0); /* HELD, not releasing: renewed again */
+    } else {
+        if (res == 2) {
+            dlock__unit_lost(c, h, &rep);
+            rep.why = DLOCK_LOST_BROKEN;
+        }
+        unit_forget(c, h);
+    }
+    pthread_mutex_unlock(&c->mu);
+    dlock__lost_run(&rep);
+    free(rep.name);
+    return rc;
+}
+
+void dlock__units_return_all(struct dlock_client *c) {
+    for (;;) {
+        dlock__mono end = dlock__now() + 1000 * DLOCK__MS, saved;
+        dlock__hold *h;
+        long long res;
+        pthread_mutex_lock(&c->mu);
+        for (h = c->held; h != NULL && !(h->unit && !dlock__hold_is_releasing(h)); h = h->held_next)
+            ;
+        if (h != NULL) dlock__hold_release_start(h);
+        pthread_mutex_unlock(&c->mu);
+        if (h == NULL) return;
+        /* Best effort, bounded: a server that does not answer lets the
+         * lease run out instead. */
+        saved = dlock__call_end_set(end);
+        (void)op(c, h->l, "return", h->token, 0, 0, &res);
+        (void)dlock__call_end_set(saved);
+        pthread_mutex_lock(&c->mu);
+        unit_forget(c, h);
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+/* ---------------------------------------------------------------- post */
+
 /* A post has a token of its own call: asked again after its answer was
- * lost, the server knows it did it (sem_lua's `done`). */
+ * lost, the server knows it did it (sem_lua's `done`).  A process that
+ * holds leased units of l gives one back instead. */
 int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned max) {
     char token[DLOCK__OWNER_LEN + 1];
     dlock__thread *self;
+    dlock__hold *h;
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
     if ((self = dlock__self(&rc)) == NULL) return rc;
+    pthread_mutex_lock(&c->mu);
+    if ((h = unit_pick(l)) != NULL && !dlock__hold_is_live(h)) {
+        unit_forget(c, h); /* lost: its unit came back with its lease */
+        pthread_mutex_unlock(&c->mu);
+        return 0;
+    }
+    if (h != NULL) dlock__hold_release_start(h);
+    pthread_mutex_unlock(&c->mu);
+    if (h != NULL) return unit_return(c, l, h);
     dlock__owner_token(c, self, ++self->calls, token);
-    if ((rc = op(c, l, "post", token, (long long)max, &res)) != 0) return rc;
+    if ((rc = op(c, l, "post", token, (long long)max, 0, &res)) != 0) return rc;
     if (res == 0) return dlock__seterr(EOVERFLOW, "'%.64s': the value would pass the maximum, %u", l->k.name, max);
     return 0;
 }
@@ -72,22 +214,38 @@ int dlock__sem_value(struct dlock_client *c, dlock__lock *l, int *value) {
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
-    if ((rc = op(c, l, "value", "-", 0, &res)) != 0) return rc;
+    if ((rc = op(c, l, "value", "-", 0, 0, &res)) != 0) return rc;
     *value = res > 0x7fffffffLL ? 0x7fffffff : (int)res;
     return 0;
 }
+
+/* ---------------------------------------------------------------- wait */
 
 /* One wait, carried through its steps. */
 struct sem_wait {
     struct dlock_client *c;
     dlock__lock *l;
+    const dlock__want *want; /* undo (lease, lost-unit handler), intr */
+    unsigned lease;          /* want->lease_ms under undo, else 0 */
     dlock__mono deadline;
+    dlock__mono sent;        /* when the last take or withdraw was first sent */
     dlock__fairwait fw; /* on l->fair while it waits: the subscriber pokes it */
     char token[DLOCK__OWNER_LEN + 1];
 };
 
+/* A take or withdraw: its answer in *res; the time before it went out
+ * in w->sent (a unit it leases is valid from then on, at most). */
+static int wait_op(struct sem_wait *w, const char *what, long long arg, long long *res) {
+    w->sent = dlock__now();
+    return op(w->c, w->l, what, w->token, arg, w->lease, res);
+}
+
 static int timed_out(const dlock__lock *l) {
     return dlock__seterr(ETIMEDOUT, "'%.64s': no unit was free by the deadline", l->k.name);
+}
+
+static int interrupted(const dlock__lock *l) {
+    return dlock__seterr(EINTR, "waiting for '%.64s' was interrupted by a signal", l->k.name);
 }
 
 /* An op failed: past the caller's deadline, that is a timeout. */
@@ -115,84 +273,107 @@ static void wait_end(struct sem_wait *w) {
     dlock__wait_done(w->c, w->l);
 }
 
-/* The deadline came: one last op, of DLOCK__LATE_MS at most, takes the
- * registration back (or the unit a post handed us meanwhile). */
-static int wait_withdraw(struct sem_wait *w) {
+/* The deadline came, or a signal (why: ETIMEDOUT, EINTR): one last op,
+ * of DLOCK__LATE_MS at most, takes the registration back (or the unit a
+ * post handed us meanwhile: 0). */
+static int wait_withdraw(struct sem_wait *w, int why) {
     dlock__mono now = dlock__now();
     dlock__mono saved = dlock__call_end_set(now + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
     long long res = 0;
-    int rc = op(w->c, w->l, "withdraw", w->token, 0, &res);
+    int rc = wait_op(w, "withdraw", 0, &res);
     (void)dlock__call_end_set(saved);
     /* Unanswered: the registration lapses by itself (and a unit handed to
      * it goes on to the next waiter) after REG_TTL_MS. */
-    return rc == 0 && res == 1 ? 0 : timed_out(w->l);
+    if (rc == 0 && res == 1) return 0;
+    return why == EINTR ? interrupted(w->l) : timed_out(w->l);
 }
 
 /* The same, called with c->mu held (and held again on return). */
-static int wait_withdraw_locked(struct sem_wait *w) {
+static int wait_withdraw_locked(struct sem_wait *w, int why) {
     int rc;
     pthread_mutex_unlock(&w->c->mu);
-    rc = wait_withdraw(w);
+    rc = wait_withdraw(w, why);
     pthread_mutex_lock(&w->c->mu);
     return rc;
 }
 
 /* The loop (c->mu held on entry and exit): subscribed, ask (take or
- * queue), sleep until poked, the deadline or the time to renew. */
+ * queue), sleep until poked, the deadline, a signal (intr) or the time to
+ * renew. */
 static int wait_loop(struct sem_wait *w) {
     struct dlock_client *c = w->c;
+    int intr = w->want->intr;
     long long res;
     int rc;
 
     for (;;) {
         dlock__mono until;
-        if ((rc = dlock__wait_ready(c, w->l, w->deadline, 0)) != 0)
-            return rc == ETIMEDOUT ? wait_withdraw_locked(w) : rc;
+        if ((rc = dlock__wait_ready(c, w->l, w->deadline, intr)) != 0)
+            return rc == ETIMEDOUT || rc == EINTR ? wait_withdraw_locked(w, rc) : rc;
         w->fw.poked = 0;
         pthread_mutex_unlock(&c->mu);
-        rc = op(c, w->l, "take", w->token, 1, &res);
+        rc = wait_op(w, "take", 1, &res);
         pthread_mutex_lock(&c->mu);
         if (rc != 0) return failed(w, rc);
         if (res == 1) return 0;
         until = dlock__now() + (dlock__mono)(REG_TTL_MS / 3) * DLOCK__MS;
         if (w->deadline < until) until = w->deadline;
-        rc = dlock__wait_turn(c, w->l, &w->fw, until, 0);
-        if (rc == ETIMEDOUT && dlock__now() >= w->deadline) return wait_withdraw_locked(w);
+        rc = dlock__wait_turn(c, w->l, &w->fw, until, intr);
+        if (rc == EINTR) return wait_withdraw_locked(w, EINTR);
+        if (rc == ETIMEDOUT && dlock__now() >= w->deadline) return wait_withdraw_locked(w, ETIMEDOUT);
     }
 }
 
-int dlock__sem_take(struct dlock_client *c, dlock__lock *l, int try, dlock__mono deadline, int bad_deadline) {
+/* The first ask, and the wait if it must: 0 a unit was taken. */
+static int take_steps(struct sem_wait *w, int try, int bad_deadline) {
+    struct dlock_client *c = w->c;
+    long long res = 0;
+    int rc;
+    /* A free unit: one round trip, no subscription. */
+    rc = wait_op(w, "take", 0, &res);
+    if (rc != 0) return failed(w, rc);
+    if (res == 1) return 0;
+    if (try) return dlock__seterr(EAGAIN, "'%.64s': no unit is free", w->l->k.name);
+    if (bad_deadline) return bad_deadline;
+    if (w->deadline != DLOCK__MONO_NEVER && dlock__now() >= w->deadline) return timed_out(w->l);
+    pthread_mutex_lock(&c->mu);
+    wait_begin(w);
+    rc = wait_loop(w);
+    wait_end(w);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *want, int try, dlock__mono deadline,
+                    int bad_deadline) {
     struct sem_wait w;
     dlock__thread *self;
+    dlock__hold *unit = NULL;
     dlock__mono start = dlock__now(), saved;
-    long long res = 0;
     int rc, timed = deadline != DLOCK__MONO_NEVER;
 
     if ((rc = no_sem(c)) != 0) return rc;
     if ((self = dlock__self(&rc)) == NULL) return rc;
+    if (want->undo && (unit = calloc(1, sizeof *unit)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
     memset(&w, 0, sizeof w);
     w.c = c;
     w.l = l;
+    w.want = want;
+    w.lease = want->undo ? want->lease_ms : 0;
     w.deadline = deadline;
     dlock__owner_token(c, self, ++self->calls, w.token);
     /* A timed call ends by its deadline (or its start, if later) plus
      * DLOCK__LATE_MS, as a timed lock call does (lock.c). */
     saved = dlock__call_end_set(!timed ? DLOCK__MONO_NEVER
                                        : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
-    /* A free unit: one round trip, no subscription. */
-    rc = op(c, l, "take", w.token, 0, &res);
-    if (rc != 0) rc = failed(&w, rc);
-    else if (res == 1) rc = 0;
-    else if (try) rc = dlock__seterr(EAGAIN, "'%.64s': no unit is free", l->k.name);
-    else if (bad_deadline) rc = bad_deadline;
-    else if (timed && dlock__now() >= deadline) rc = timed_out(l);
-    else {
-        pthread_mutex_lock(&c->mu);
-        wait_begin(&w);
-        rc = wait_loop(&w);
-        wait_end(&w);
-        pthread_mutex_unlock(&c->mu);
-    }
+    rc = take_steps(&w, try, bad_deadline);
     (void)dlock__call_end_set(saved);
+    if (rc == 0 && unit != NULL) {
+        pthread_mutex_lock(&c->mu);
+        unit_add(c, l, unit, want, w.token, w.sent);
+        pthread_mutex_unlock(&c->mu);
+    } else {
+        free(unit);
+    }
     return rc;
 }
