@@ -541,6 +541,26 @@ DLOCK_API int dlock_lock_waiters(dlock_client_t *c, const char *name,
 DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
                          int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg);
 
+/* Live figures of one lock, summed over every client that flushed them
+ * (dlock_stats; `dlock top` shows them).  Each client counts its own and
+ * flushes them once a second; DLOCK_STATS=0 turns that off in a process. */
+typedef struct dlock_lock_stats {
+    char name[DLOCK_NAME_MAX + 1];
+    uint64_t acquisitions;   /* holds begun in the window */
+    uint64_t releases;       /* holds ended (unlocked) in the window */
+    double wait_ms_p50;      /* from the lock call's start to the hold */
+    double wait_ms_p99;
+    double hold_ms_p50;      /* from the hold to its unlock */
+    double hold_ms_p99;
+    void *__reserved[4];     /* room to grow without changing the size */
+} dlock_lock_stats_t;
+#define DLOCK_STATS_WINDOW_MAX 60 /* seconds the server keeps the figures of */
+/* The `max` busiest locks (most acquisitions first) of the last window_s
+ * seconds (1 .. DLOCK_STATS_WINDOW_MAX, the current one included) into
+ * out, *n of them (one round trip) on client c (NULL: the default
+ * client).  ENOTSUP on Redlock, which keeps no figures. */
+DLOCK_API int dlock_stats(dlock_client_t *c, unsigned window_s, dlock_lock_stats_t *out, size_t max, size_t *n);
+
 /* Administrative reset of the lock `name` on client c (NULL: the default
  * client), whoever holds it: the writer, every reader, and waiting
  * writers' registrations.  how: DLOCK_BREAK_OWNERDEAD (a robust lock's

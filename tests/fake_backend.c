@@ -355,7 +355,8 @@ static dlock__backend_ops fk_ops = {
     NULL, /* grant_conn: no grant lists, grants are published */
     NULL, /* sem: no semaphores */
     NULL, NULL, /* sem_info, sem_admin: no semaphores */
-    NULL  /* waits: no waiters kept (no deadlock detection) */
+    NULL, /* waits: no waiters kept (no deadlock detection) */
+    NULL, NULL /* stats_add, stats_read: no live figures */
 };
 
 /* ---------------------------------------------------------- subscriber */

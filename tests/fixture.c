@@ -1815,6 +1815,9 @@ int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_tes
 
     if (dlt_redis_start(&dlt_server, NULL) != 0) return 1;
     setenv("DLOCK_URL", dlt_server.url, 1);
+    /* Live figures off (a flush a second would add to the requests that
+     * tests count); test_top and test_cli_top turn them on. */
+    setenv("DLOCK_STATS", "0", 0);
     printf("dlt: redis-server %d at %s, folder %s\n", (int)dlt_server.pid, dlt_server.url,
            dlt_server.dir);
     rc = suite_run(suite_name, tests, only, before_each_test);

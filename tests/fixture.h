@@ -336,7 +336,9 @@ extern dlt_redis dlt_server;
  *     int main(int argc, char **argv) { return dlt_main(argc, argv, "mutex", tests); }
  *
  * tests ends with { NULL, NULL }.  Starts dlt_server and sets DLOCK_URL to
- * it; before each test it restarts dlt_server if a test left it stopped,
+ * it (and DLOCK_STATS to 0 unless it is set: no live figures are flushed,
+ * so that a test counts only its lock calls' requests); before each test
+ * it restarts dlt_server if a test left it stopped,
  * then runs FLUSHALL and CONFIG RESETSTAT, so that every test starts with
  * an empty database and zero command counts.  `./test_x NAME` runs only
  * the test NAME.  alarm(600) bounds the whole run.  Returns 0 if every test

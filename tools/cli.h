@@ -36,6 +36,7 @@ int cli_status(int argc, char **argv, cli_conn *conn);
 int cli_list(int argc, char **argv, cli_conn *conn);
 int cli_break(int argc, char **argv, cli_conn *conn);
 int cli_graph(int argc, char **argv, cli_conn *conn); /* graph.c */
+int cli_top(int argc, char **argv, cli_conn *conn);
 
 /* ------------------------------------------------------------------ main.c */
 /* "dlock" or "dlock exec": the prefix of every message. */

@@ -5,6 +5,7 @@
  *     dlock [--url URL] status [--json] NAME
  *     dlock [--url URL] list [--json] [GLOB]
  *     dlock [--url URL] break [--force] [--reset] [--json] NAME
+ *     dlock [--url URL] top [--once [--json | --prometheus]] [--window S] [-n MAX]
  *
  * Passwords never appear in what it prints: every message about the
  * server names it by the library's redacted URL (dlock_last_error()), and
@@ -112,6 +113,7 @@ static void usage(FILE *f) {
             "  dlock [--url URL] list [--json] [GLOB]\n"
             "  dlock [--url URL] break [--force] [--reset | --sem | --unlink] [--json] NAME\n"
             "  dlock [--url URL] graph [--json] [GLOB]\n"
+            "  dlock [--url URL] top [--once [--json | --prometheus]] [--window S] [-n MAX]\n"
             "\n"
             "Cluster-wide locks on Redis, in the manner of flock(1).\n"
             "\n"
@@ -124,6 +126,7 @@ static void usage(FILE *f) {
             "  break   administrative reset of NAME, whoever holds it (--sem, --unlink:\n"
             "          the semaphore NAME)\n"
             "  graph   who waits for which lock held by whom, cycles marked\n"
+            "  top     the busiest locks, live: acquisitions, wait and hold times, holder\n"
             "\n"
             "Options for every command:\n"
             "  --url URL      the server (default: $DLOCK_URL, else redis://127.0.0.1:6379)\n"
@@ -154,6 +157,7 @@ int main(int argc, char **argv) {
         { "list", cli_list, "dlock list" },
         { "break", cli_break, "dlock break" },
         { "graph", cli_graph, "dlock graph" },
+        { "top", cli_top, "dlock top" },
     };
     cli_conn conn = { NULL, NULL };
     size_t i;

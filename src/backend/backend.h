@@ -88,6 +88,7 @@ void dlock__keys_free(dlock__keys *k);
  * guards the deployment's state: the cluster map, the member list). */
 typedef struct dlock__backend dlock__backend;
 struct dlock__backend_ops;
+struct dlock__figs;
 struct dlock__backend {
     const struct dlock__backend_ops *ops;
     dlock__node node;       /* its server; Redlock, Cluster: the first node named that answers */
@@ -344,6 +345,15 @@ typedef struct dlock__backend_ops {
      * where a deployment keeps no waiters (Redlock). */
     int (*waits)(dlock__backend *c, const dlock__keys *k, const char *op, const char *id, const char *rec,
                  unsigned ttl_ms, dlock__strs *out, dlock__mono deadline);
+    /* Live figures (stats_lua; the layout: docs/design.md, "Live
+     * figures").  _add: adds one flush's payload (stats.c makes it) to
+     * the server's figures of the current second; _read: the busiest
+     * `max` locks of the last window_s seconds into out (*n of them).
+     * NULL where a deployment keeps none (Redlock: its clients' figures
+     * are not flushed, and `dlock top` shows none). */
+    int (*stats_add)(dlock__backend *c, const char *payload, size_t len, dlock__mono deadline);
+    int (*stats_read)(dlock__backend *c, unsigned window_s, struct dlock__figs *out, size_t max, size_t *n,
+                      dlock__mono deadline);
 } dlock__backend_ops;
 
 /* What sem_info reads (seminfo.c parses it): the public summary and the
@@ -427,6 +437,23 @@ void dlock__cluster_refresh_maybe(dlock__backend *c, dlock__mono deadline);
 /* Frees the cluster state of a deployment. */
 void dlock__cluster_free(dlock__backend *c);
 
+/* Live figures: one lock's, as read from the server (stats_read).  The
+ * histograms count waits and holds by bucket of their length in µs
+ * (stats.c: dlock__stats_bucket and its inverse). */
+#define DLOCK__STAT_NB 128
+typedef struct dlock__figs {
+    char name[DLOCK_NAME_MAX + 1];
+    uint64_t acq;                   /* holds begun */
+    uint64_t rel;                   /* holds ended (the hold histogram's count) */
+    uint64_t wait[DLOCK__STAT_NB];  /* from the lock call's start to the hold */
+    uint64_t hold[DLOCK__STAT_NB];  /* from the hold to its unlock */
+} dlock__figs;
+/* The key every figure's name starts with: <prefix>{dlock-stats}
+ * (one cluster slot), made with malloc. */
+char *dlock__stats_key(const dlock__backend *c);
+/* Fills out from a stats_lua "read" answer: 0, or -1. */
+int dlock__figs_parse(const redisReply *r, dlock__figs *out, size_t max, size_t *n);
+
 /* Scripts (scripts.c). */
 enum {
     DLOCK__SCRIPT_ACQUIRE,
@@ -442,6 +469,7 @@ enum {
     DLOCK__SCRIPT_SEM_INFO,
     DLOCK__SCRIPT_SEM_ADMIN,
     DLOCK__SCRIPT_WAITS,
+    DLOCK__SCRIPT_STATS,
     DLOCK__NSCRIPTS
 };
 /* A script's body; variant 1: a cluster's (SPUBLISH). */

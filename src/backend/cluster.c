@@ -560,6 +560,39 @@ static int cl_grant_conn(dlock__backend *c, const dlock__keys *k, dlock__node **
     return dlock__pool_get(&m->node, cn, deadline);
 }
 
+/* Live figures: every one in the slot of <prefix>{dlock-stats}. */
+static unsigned stats_slot(const dlock__backend *c, int *err) {
+    char *key = dlock__stats_key(c);
+    unsigned slot;
+    if (key == NULL) {
+        *err = dlock__seterr(ENOMEM, "out of memory");
+        return 0;
+    }
+    slot = dlock__key_slot(key, strlen(key));
+    free(key);
+    *err = 0;
+    return slot;
+}
+
+static int cl_stats_add(dlock__backend *c, const char *payload, size_t len, dlock__mono deadline) {
+    int rc;
+    dlock__sent st_ = { 0, 0 };
+    unsigned slot = stats_slot(c, &rc);
+    if (rc != 0) return rc;
+    ON_SLOT(c, slot, deadline, dlock__single_backend.stats_add(m, payload, len, deadline));
+    return rc;
+}
+
+static int cl_stats_read(dlock__backend *c, unsigned window_s, dlock__figs *out, size_t max, size_t *n,
+                         dlock__mono deadline) {
+    int rc;
+    dlock__sent st_ = { 0, 0 };
+    unsigned slot = stats_slot(c, &rc);
+    if (rc != 0) return rc;
+    ON_SLOT(c, slot, deadline, dlock__single_backend.stats_read(m, window_s, out, max, n, deadline));
+    return rc;
+}
+
 const dlock__backend_ops dlock__cluster_backend = {
     .queues = 1,
     .acquire = cl_acquire,
@@ -574,6 +607,8 @@ const dlock__backend_ops dlock__cluster_backend = {
     .sem_admin = cl_sem_admin,
     .grant_conn = cl_grant_conn,
     .waits = cl_waits,
+    .stats_add = cl_stats_add,
+    .stats_read = cl_stats_read,
 };
 
 static int node_redirect(dlock__node *n, const redisReply *r, dlock__node **next, int *asking) {

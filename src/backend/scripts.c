@@ -827,9 +827,71 @@ static const char waits_lua[] =
     "end\n"
     "return redis.error_reply('waits: unknown op')\n";
 
+/* Live figures (stats.c; docs/design.md, "Live figures").  KEYS[1] is
+ * <prefix>{dlock-stats}, which names nothing itself: the figures of the
+ * server's second S are KEYS[1]:z:S, a zset of lock names by
+ * acquisitions, and for each lock KEYS[1]:h:S:<name>, a hash of counts:
+ * a (holds begun), r (holds ended), w<i> and h<i> (waits and holds in
+ * bucket i).  All in one cluster slot.  "add": ARGV[2] the keys'
+ * expiry in seconds, ARGV[3] the payload, for each lock
+ * "<namelen>:<name>" then " <field> <count>" pairs and ";"; answers the
+ * server's second.  "read": the busiest ARGV[3] locks of the last ARGV[2]
+ * seconds (this one included): {now, name, {field, count, ...}, ...}. */
+static const char stats_lua[] =
+    "local base, op = KEYS[1], ARGV[1]\n"
+    "local now = tonumber(redis.call('TIME')[1])\n"
+    "if op == 'add' then\n"
+    "  local ttl, p, pos = tonumber(ARGV[2]), ARGV[3], 1\n"
+    "  local z = base .. ':z:' .. now\n"
+    "  while pos <= #p do\n"
+    "    local c = string.find(p, ':', pos, true)\n"
+    "    if not c then break end\n"
+    "    local n = tonumber(string.sub(p, pos, c - 1))\n"
+    "    if not n then break end\n"
+    "    local name = string.sub(p, c + 1, c + n)\n"
+    "    local e = string.find(p, ';', c + n + 1, true)\n"
+    "    if not e then break end\n"
+    "    local h, a = base .. ':h:' .. now .. ':' .. name, 0\n"
+    "    for f, v in string.gmatch(string.sub(p, c + n + 1, e - 1), '(%S+) (%d+)') do\n"
+    "      redis.call('HINCRBY', h, f, v)\n"
+    "      if f == 'a' then a = tonumber(v) end\n"
+    "    end\n"
+    "    redis.call('EXPIRE', h, ttl)\n"
+    "    redis.call('ZINCRBY', z, a, name)\n"
+    "    pos = e + 1\n"
+    "  end\n"
+    "  redis.call('EXPIRE', z, ttl)\n"
+    "  return now\n"
+    "end\n"
+    "local w, max = tonumber(ARGV[2]), tonumber(ARGV[3])\n"
+    "local tot, names = {}, {}\n"
+    "for s = now - w + 1, now do\n"
+    "  local z = redis.call('ZRANGE', base .. ':z:' .. s, 0, -1, 'WITHSCORES')\n"
+    "  for i = 1, #z, 2 do\n"
+    "    if not tot[z[i]] then tot[z[i]] = 0 names[#names + 1] = z[i] end\n"
+    "    tot[z[i]] = tot[z[i]] + tonumber(z[i + 1])\n"
+    "  end\n"
+    "end\n"
+    "table.sort(names, function(x, y) if tot[x] ~= tot[y] then return tot[x] > tot[y] end return x < y end)\n"
+    "local out = {now}\n"
+    "for i = 1, math.min(max, #names) do\n"
+    "  local sum, fs, flat = {}, {}, {}\n"
+    "  for s = now - w + 1, now do\n"
+    "    local hv = redis.call('HGETALL', base .. ':h:' .. s .. ':' .. names[i])\n"
+    "    for j = 1, #hv, 2 do\n"
+    "      if not sum[hv[j]] then sum[hv[j]] = 0 fs[#fs + 1] = hv[j] end\n"
+    "      sum[hv[j]] = sum[hv[j]] + tonumber(hv[j + 1])\n"
+    "    end\n"
+    "  end\n"
+    "  for _, f in ipairs(fs) do flat[#flat + 1] = f flat[#flat + 1] = sum[f] end\n"
+    "  out[#out + 1] = names[i]\n"
+    "  out[#out + 1] = flat\n"
+    "end\n"
+    "return out\n";
+
 static const char *const bodies[] = {
     acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
-    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua, waits_lua,
+    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua, waits_lua, stats_lua,
 };
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
 /* On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub:

@@ -83,6 +83,7 @@ static void fork_child(void) {
         c->nheld = 0;
         c->listing = 0; /* the parent's waiting threads: not here */
         c->dropping = 0; /* nor its renewal thread's releases */
+        dlock__stats_fork_child(c);
         dlock__orphans_forget(c);
         for (i = 0; i < c->nbuckets; i++) {
             dlock__lock *l;
@@ -167,6 +168,7 @@ static void at_exit(void) {
                 dlock__call_end_set(saved);
             }
         }
+        dlock__stats_flush(c, dlock__now() + 1000 * DLOCK__MS); /* the last second's figures */
         c->renew_stop = 1;
         pthread_cond_broadcast(&c->renew_cv);
         pthread_mutex_unlock(&c->mu);
@@ -224,6 +226,7 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg) {
         goto fail;
     }
     dlock__cond_init(&c->renew_cv);
+    dlock__stats_init(c);
     pthread_mutex_lock(&clients_mu);
     c->next = clients;
     clients = c;
@@ -299,6 +302,7 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     dlock__renew_stop(c);
     dlock__notify_stop(c);
     pthread_mutex_lock(&c->mu);
+    dlock__stats_flush(c, dlock__now() + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
     dlock__orphans_forget(c);
     pthread_mutex_unlock(&c->mu);
     for (i = 0; i < c->nbuckets; i++) {
@@ -379,6 +383,7 @@ dlock__lock *dlock__lock_find(struct dlock_client *c, const char *name, size_t n
 
 static void lock_free(dlock__lock *l) {
     dlock__units_free(l); /* (lost ones: nothing to tell any more) */
+    dlock__stats_detach(l);
     pthread_cond_destroy(&l->cv);
     free(l->stale);
     dlock__keys_free(&l->k);

@@ -40,6 +40,7 @@ typedef struct dlock__hold {
     dlock__mono retry_at;    /* after one that got no answer: not again before then */
     int releasing;           /* its unlock is on the way: still renewed, never reported lost (hold.c) */
     int robust;              /* the hold is of a ROBUST mutex */
+    dlock__mono held_since;  /* when the caller's hold began (stats.c), for its hold time */
     int inconsistent;        /* EOWNERDEAD given, consistent() not yet called (hold.c) */
     dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */
     void *lost_arg;
@@ -62,6 +63,7 @@ typedef struct dlock__lock dlock__lock;
 
 struct dlock__lock {
     dlock__keys k;   /* its name and its keys on the server */
+    struct dlock__lstat *stat; /* its figures since the last flush (stats.c); NULL: none yet */
     int kind;        /* DLOCK__KIND_LOCK, _COND or _SEM */
     unsigned objrefs; /* objects naming this lock */
     unsigned users;   /* calls in flight that use it without the mutex held */
@@ -191,6 +193,11 @@ struct dlock_client {
     int is_default;
     unsigned listing; /* acquire calls holding a place to wait in BLPOP (dlock__fairwait.listing) */
     unsigned dropping; /* cached holds being given back (dlock__cache_drop), off the held list */
+
+    /* Live figures (stats.c). */
+    int stats_off;                   /* DLOCK_STATS=0: nothing recorded */
+    struct dlock__lstat *stats_dirty; /* figures recorded since the last flush */
+    dlock__mono stats_next;          /* the next flush, not before then */
 };
 
 /* Frees l if no object, call, hold, waiter or subscription uses it. */
@@ -404,6 +411,30 @@ void dlock__units_free(dlock__lock *l);
 void dlock__orphan_add(struct dlock_client *c, dlock__lock *l, const char *token, int how, unsigned lease_ms);
 dlock__mono dlock__orphans_release(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
 void dlock__orphans_forget(struct dlock_client *c);
+
+/* Live figures (stats.c): acquisitions and wait and hold times per lock,
+ * counted in the process under c->mu and flushed by the renewal thread
+ * once a second, one round trip (docs/design.md, "Live figures").
+ * _acquired: a call that began at `start` ended with rc; if it began h
+ * (the caller's hold; NULL none), its wait is counted.  _released: h's
+ * unlock (not a recursive one).  _tick (renewal thread): flushes when a
+ * second has passed since the last flush, and wants to be woken by
+ * *next while figures wait.  _flush: now (exit, destroy), within
+ * deadline: 0, or why they were dropped.  c->mu held by all; _tick and _flush release it meanwhile. */
+void dlock__stats_init(struct dlock_client *c);
+void dlock__stats_acquired(struct dlock_client *c, dlock__lock *l, dlock__hold *h, dlock__mono start, int rc);
+void dlock__stats_released(struct dlock_client *c, dlock__hold *h);
+void dlock__stats_tick(struct dlock_client *c, dlock__mono now, dlock__mono *next);
+int dlock__stats_flush(struct dlock_client *c, dlock__mono deadline);
+/* l's entry goes (c->mu held, or the client dying); a fork child forgets
+ * the parent's figures. */
+void dlock__stats_detach(dlock__lock *l);
+void dlock__stats_fork_child(struct dlock_client *c);
+/* The bucket of a length in µs, and the bucket's bounds [lo, hi) in µs. */
+unsigned dlock__stats_bucket(uint64_t us);
+void dlock__stats_bounds(unsigned b, double *lo, double *hi);
+/* The q-quantile (0 < q <= 1) of a histogram, in ms (0 if empty). */
+double dlock__stats_quantile(const uint64_t *hist, double q);
 
 /* Clients (client.c). */
 int dlock__client_live(const struct dlock_client *c);

@@ -264,6 +264,7 @@ struct acq {
     int queue;            /* waits in the server's queue (acq_start) */
     int queue_local;      /* ...even while a thread of this process holds it */
     dlock__mono saved_end; /* the thread's call end before this call */
+    dlock__mono start;     /* when the call began (its wait time: stats.c) */
     /* The token of this attempt (an answer that came too late takes a
      * new one for the next); fw.token points at it. */
     char owner[DLOCK__OWNER_LEN + 1];
@@ -707,6 +708,7 @@ static int step_out(struct acq *a) {
         if (a->fw.cv_ok) pthread_cond_destroy(&a->fw.cv);
     }
     if (a->counted) dlock__wait_done(c, l);
+    dlock__stats_acquired(c, l, a->rc != 0 && a->rc != EOWNERDEAD ? NULL : a->w->shared ? dlock__reader(l, a->self) : &l->x, a->start, a->rc);
     l->users--;
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
@@ -752,7 +754,7 @@ static int acq_start(struct acq *a, struct dlock_client *c, dlock__lock *l, cons
     call_token(c, a->self, w, a->owner);
     a->fw.token = a->owner;
     a->fw.efd = -1;
-    start = dlock__now();
+    a->start = start = dlock__now();
     a->saved_end = dlock__call_end_set(!timed ? DLOCK__MONO_NEVER
                                               : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
     pthread_mutex_lock(&c->mu);
@@ -808,6 +810,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
         pthread_mutex_unlock(&c->mu);
         return 0;
     }
+    dlock__stats_released(c, h);
     if (h->caching && !dlock__hold_is_inconsistent(h) && dlock__cache_ok(c, l)) {
         /* Nobody else asked: the process keeps the lock, no round trip.
          * Local waiters take it from the cache. */

@@ -342,6 +342,7 @@ static void *renew_main(void *arg) {
             apply_answers(&lp);
             run_lost(&lp);
         } else {
+            dlock__stats_tick(c, lp.now, &lp.next);
             release_orphans(&lp);
             sleep_until_due(&lp);
         }
