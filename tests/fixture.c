@@ -1523,6 +1523,20 @@ int dlt_pclose_read(FILE *p, char *out, size_t cap) {
     return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, char *out, size_t cap) {
+    char path[1024], *cmd;
+    FILE *f, *p;
+    snprintf(path, sizeof path, "%s/scenario.sh", dir);
+    if ((f = fopen(path, "w")) == NULL) return -1;
+    fprintf(f, "%s%s\n", prelude, script);
+    fclose(f);
+    if (asprintf(&cmd, "sh '%s' 2>&1", path) < 0) return -1;
+    p = popen(cmd, "r");
+    free(cmd);
+    if (p == NULL) return -1;
+    return dlt_pclose_read(p, out, cap);
+}
+
 int dlt_mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *client) {
     dlock_mutexattr_t a;
     int rc;

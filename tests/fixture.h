@@ -174,6 +174,10 @@ int dlt_run_capture(char *const argv[], char *out, char *err, size_t n, int time
  * (NUL-terminated; out may be NULL), the rest drained -- and pcloses it:
  * the command's exit status, 128 + N if signal N killed it. */
 int dlt_pclose_read(FILE *p, char *out, size_t cap);
+/* Writes prelude then script to dir/scenario.sh and runs it with sh, its
+ * stdout and stderr read into out as dlt_pclose_read does: sh's exit
+ * status, or -1 if it could not be started. */
+int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, char *out, size_t cap);
 
 /* A pair of pipes between the test and one child. */
 struct dlt_chan {

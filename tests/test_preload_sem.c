@@ -49,18 +49,8 @@ static void cleanup_dir(void) {
 /* Runs the prelude plus script in sh; stdout and stderr to out.  Returns
  * sh's exit status. */
 static int sh(const char *script, char *out, size_t cap) {
-    char path[512], *cmd;
-    FILE *f, *p;
     setup_dir();
-    snprintf(path, sizeof path, "%s/scenario.sh", dir);
-    if ((f = fopen(path, "w")) == NULL) return -1;
-    fprintf(f, "%s%s\n", prelude, script);
-    fclose(f);
-    if (asprintf(&cmd, "sh '%s' 2>&1", path) < 0) return -1;
-    p = popen(cmd, "r");
-    free(cmd);
-    if (p == NULL) return -1;
-    return dlt_pclose_read(p, out, cap);
+    return dlt_sh_scenario(dir, prelude, script, out, cap);
 }
 
 static int count(const char *out, const char *what) {

@@ -24,6 +24,14 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj);
 int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, int bad_deadline);
 int dlock__mutex_obj(dlock_mutex_t *m, dlock__obj **out);
 int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline);
+/* What a call through an object runs: dlock__acquire, dlock__sem_take. */
+typedef int (*dlock__obj_op)(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
+                             dlock__mono deadline, int bad_deadline);
+/* Runs op for a call through o, counted so that destroy can say EBUSY;
+ * with w->intr, signals are blocked but inside its sleeps (the pselect
+ * idiom: object.c). */
+int dlock__obj_run(dlock__obj *o, const dlock__want *w, dlock__obj_op op, int try, dlock__mono deadline,
+                   int bad_deadline);
 int dlock__timed(clockid_t clock, const struct timespec *abstime, dlock__mono *deadline, int *bad);
 /* Runs a lost-lock handler outside the client's mutex. */
 void dlock__report(dlock__lost_report *rep);

@@ -152,10 +152,15 @@ int dlock__obj_lock(dlock__obj *o, int shared, int try, dlock__mono deadline, in
 
 int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono deadline, int bad_deadline) {
     dlock__want w = o->want;
-    sigset_t all, caller;
-    int rc;
     w.shared = shared;
     w.intr = intr;
+    return dlock__obj_run(o, &w, dlock__acquire, try, deadline, bad_deadline);
+}
+
+int dlock__obj_run(dlock__obj *o, const dlock__want *w, dlock__obj_op op, int try, dlock__mono deadline,
+                   int bad_deadline) {
+    sigset_t all, caller;
+    int intr = w->intr, rc;
     pthread_mutex_lock(&o->c->mu);
     dlock__obj_calls(o, 1);
     pthread_mutex_unlock(&o->c->mu);
@@ -173,7 +178,7 @@ int dlock__obj_xlock(dlock__obj *o, int shared, int try, int intr, dlock__mono d
         pthread_sigmask(SIG_BLOCK, &all, &caller);
         dlock__intr_mask_set(&caller);
     }
-    rc = dlock__acquire(o->c, o->l, &w, try, deadline, bad_deadline);
+    rc = op(o->c, o->l, w, try, deadline, bad_deadline);
     if (intr) {
         dlock__intr_mask_set(NULL);
         pthread_sigmask(SIG_SETMASK, &caller, NULL);

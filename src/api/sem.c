@@ -12,7 +12,6 @@
  * lost-unit handler).
  */
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,41 +158,16 @@ DLOCK_API int dlock_sem_destroy(dlock_sem_t *s) {
     return 0;
 }
 
-/* A wait through o, counted so that destroy can say EBUSY.  intr: the
- * pselect idiom of dlock__obj_xlock (object.c): signals stay blocked
- * through the round trips and are let in only inside the sleeps (ppoll
- * with the caller's mask), so one that comes during a round trip is not
- * lost: it ends the next sleep at once with EINTR, or, if a unit came
- * first, is delivered when the caller's mask comes back. */
+/* A wait through the semaphore's object (dlock__obj_run: counted, and
+ * with intr interruptible by the pselect idiom of object.c). */
 static int take(dlock_sem_t *s, int try, int intr, dlock__mono deadline, int bad) {
     dlock__obj *o = NULL;
     dlock__want w;
-    sigset_t all, caller;
     int rc;
     if ((rc = get(s, &o)) != 0) return rc;
     w = o->want;
     w.intr = intr;
-    pthread_mutex_lock(&o->c->mu);
-    dlock__obj_calls(o, 1);
-    pthread_mutex_unlock(&o->c->mu);
-    if (intr) {
-        sigfillset(&all);
-        sigdelset(&all, SIGSEGV);
-        sigdelset(&all, SIGBUS);
-        sigdelset(&all, SIGFPE);
-        sigdelset(&all, SIGILL);
-        pthread_sigmask(SIG_BLOCK, &all, &caller);
-        dlock__intr_mask_set(&caller);
-    }
-    rc = dlock__sem_take(o->c, o->l, &w, try, deadline, bad);
-    if (intr) {
-        dlock__intr_mask_set(NULL);
-        pthread_sigmask(SIG_SETMASK, &caller, NULL);
-    }
-    pthread_mutex_lock(&o->c->mu);
-    dlock__obj_calls(o, -1);
-    pthread_mutex_unlock(&o->c->mu);
-    return rc;
+    return dlock__obj_run(o, &w, dlock__sem_take, try, deadline, bad);
 }
 
 DLOCK_API int dlock_sem_wait(dlock_sem_t *s) {
