@@ -1,5 +1,5 @@
 /* dlpl_semx.c -- an ordinary program with POSIX named semaphores, knowing
- * nothing of dlock, for tests/test_preload_semx.c: what glibc's
+ * nothing of dlock, for tests/test_preload_sem.c: what glibc's
  * semaphores do beyond counting.
  *
  *   dlpl_semx intr NAME     sem_open(NAME, O_CREAT, 0600, 0); a SIGALRM
