@@ -630,9 +630,11 @@ static int member_main(char **argv) {
 /* Two "hosts": network namespaces joined by a veth pair, each with its own
  * host name (a UTS namespace: "hosta", "hostb"), the server in the first.
  * A cycle between a process on each: exactly one EDEADLK, hostb's (the
- * victim rule: "hostb:..." is the greater "host:pid:tid"). */
+ * victim rule: "hostb:..." is the greater "host:pid:tid"); then a cycle of
+ * three, two processes on hosta and one on hostb: again exactly one
+ * EDEADLK, hostb's, and the two others get their locks. */
 static void test_two_hosts_netns(void) {
-    char script[4096], self[512], out[4096], err[1024];
+    char script[6144], self[512], out[4096], err[1024];
     int x = (int)(getpid() % 250) + 1;
     ssize_t n;
     FILE *f;
@@ -668,7 +670,11 @@ static void test_two_hosts_netns(void) {
              "M a d/nh/0 d/nh/1 \"$DIR\" a b > \"$DIR/a.out\" 2>&1 & PA=$!\n"
              "M b d/nh/1 d/nh/0 \"$DIR\" b a > \"$DIR/b.out\" 2>&1 & PB=$!\n"
              "wait $PA; wait $PB\n"
-             "cat \"$DIR/a.out\" \"$DIR/b.out\"\n",
+             "M a d/nh3/0 d/nh3/1 \"$DIR\" a1 b3 > \"$DIR/a1.out\" 2>&1 & P1=$!\n"
+             "M b d/nh3/1 d/nh3/2 \"$DIR\" b3 a2 > \"$DIR/b3.out\" 2>&1 & P2=$!\n"
+             "M a d/nh3/2 d/nh3/0 \"$DIR\" a2 a1 > \"$DIR/a2.out\" 2>&1 & P3=$!\n"
+             "wait $P1; wait $P2; wait $P3\n"
+             "cat \"$DIR/a.out\" \"$DIR/b.out\" \"$DIR/a1.out\" \"$DIR/b3.out\" \"$DIR/a2.out\"\n",
              (long)getpid(), x, dlt_tdir(), self);
     CU_ASSERT_FATAL((f = fopen(dlt_tpath("hosts.sh"), "w")) != NULL);
     fputs(script, f);
@@ -679,7 +685,12 @@ static void test_two_hosts_netns(void) {
     }
     CU_ASSERT(strstr(out, "member a rc 0 on hosta\n") != NULL);
     CU_ASSERT(strstr(out, "member b rc 35 on hostb\n") != NULL); /* EDEADLK */
-    if (strstr(out, "member b rc 35 on hostb\n") == NULL) fprintf(stderr, "  the hosts said: %s%s\n", out, err);
+    CU_ASSERT(strstr(out, "member a1 rc 0 on hosta\n") != NULL);
+    CU_ASSERT(strstr(out, "member b3 rc 35 on hostb\n") != NULL);
+    CU_ASSERT(strstr(out, "member a2 rc 0 on hosta\n") != NULL);
+    if (strstr(out, "member b rc 35 on hostb\n") == NULL || strstr(out, "member b3 rc 35 on hostb\n") == NULL ||
+        strstr(out, "member a2 rc 0 on hosta\n") == NULL)
+        fprintf(stderr, "  the hosts said: %s%s\n", out, err);
     {
         char chk[128];
         snprintf(chk, sizeof chk, "ip netns list | grep -q dldl%ld", (long)getpid());
