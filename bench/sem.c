@@ -136,8 +136,8 @@ static double uncontended_report(const bopts *o, kind *kd) {
 
 /* The server's memory for the semaphore `name` (MEMORY USAGE of its
  * keys: the value, the queue, the registrations, the grants and the
- * record of calls done, which keeps every take's and post's token for a
- * minute -- so it grows with the calls of the last minute). */
+ * record of calls done, one entry per caller -- it no longer grows with
+ * the calls). */
 static long long sem_bytes(redisContext *rc, const char *name) {
     static const char *const suffix[] = { ":sem", ":semq", ":semx", ":semg", ":semd" };
     long long sum = 0;

@@ -21,6 +21,8 @@
 #include "fixture_multi.h"
 #include "proxy.h"
 
+#include "backend/backend.h" /* dlock__script_body: sem_lua itself, for test_done_rules */
+
 #include <dlock.h>
 
 #include <errno.h>
@@ -577,6 +579,130 @@ struct cut_arg {
     int rc;
 };
 
+/* The record of ops done (sem_lua's `done`, "dlock:{name}:semd") holds
+ * one entry per caller -- its last op -- not one per op: 5,000 wait/post
+ * pairs from 2 threads leave 2 callers' entries (and the record's count,
+ * field "#"), each naming a post as its last op and counting its 5,000
+ * ops done. */
+struct pairs_arg {
+    const char *name;
+    int n, rc;
+};
+
+static void *pairs_run(void *p) {
+    struct pairs_arg *a = p;
+    dlock_sem_t s;
+    int i;
+    if ((a->rc = dlock_sem_init(&s, a->name, 1, NULL)) != 0) return NULL;
+    for (i = 0; i < a->n && a->rc == 0; i++)
+        if ((a->rc = dlock_sem_wait(&s)) == 0) a->rc = dlock_sem_post(&s);
+    (void)dlock_sem_destroy(&s);
+    return NULL;
+}
+
+static void test_done_record_bounded(void) {
+    struct pairs_arg a[2];
+    pthread_t th[2];
+    redisReply *r;
+    long long fields;
+    size_t i;
+    int t;
+    for (t = 0; t < 2; t++) {
+        a[t].name = "s/bounded";
+        a[t].n = 2500;
+        a[t].rc = -1;
+        CU_ASSERT_FATAL(pthread_create(&th[t], NULL, pairs_run, &a[t]) == 0);
+    }
+    for (t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        DLT_ASSERT_ERR(a[t].rc, 0);
+    }
+    DLT_ASSERT_INT_EQ(sm_server_value("s/bounded"), 1);
+    fields = dlt_reply_int(dlt_redis_cmd(&dlt_server, "HLEN dlock:{s/bounded}:semd"));
+    printf("\nsem: 5000 wait/post pairs from 2 threads: the done record holds %lld fields\n", fields);
+    DLT_ASSERT_INT_EQ(fields, 3); /* the two callers, and "#" */
+    r = dlt_redis_cmd(&dlt_server, "HGETALL dlock:{s/bounded}:semd");
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    for (i = 0; r != NULL && i + 1 < r->elements; i += 2) {
+        if (strcmp(r->element[i]->str, "#") == 0) continue;
+        /* "EXPIRY SEQ COUNT OP TOKEN": each caller's last op was a
+         * post, and it did 2,500 takes and 2,500 posts */
+        long long exp = 0, seq = 0, count = 0;
+        char op[16] = "";
+        CU_ASSERT(sscanf(r->element[i + 1]->str, "%lld %lld %lld %15s", &exp, &seq, &count, op) == 4);
+        CU_ASSERT_STRING_EQUAL(op, "post");
+        DLT_ASSERT_INT_EQ(count, 5000);
+        CU_ASSERT(seq >= count);
+    }
+    freeReplyObject(r);
+}
+
+/* sem_lua run directly (EVAL) on "dlock:{s/raw}": op, token, arg (a
+ * post's maximum), how long an entry lasts (ms), caller and op number;
+ * the answer, or -1000 - the reply type when it is no number. */
+static long long raw_sem(const char *op, const char *tok, const char *keep, const char *caller, const char *seq) {
+    redisReply *r = dlt_redis_cmd(&dlt_server,
+                                  "EVAL %s 7 dlock:{s/raw}:sem dlock:{s/raw}:semq dlock:{s/raw}:semx "
+                                  "dlock:{s/raw}:semg dlock:{s/raw}:semd dlock:{s/raw}:semo dlock:{s/raw}:semu "
+                                  "%s %s 3000 100 %s host:1:1 0 %s %s",
+                                  dlock__script_body(DLOCK__SCRIPT_SEM, 0), op, tok, keep, caller, seq);
+    long long v = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1000 - (r ? r->type : 0);
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+static long long raw_value(void) {
+    redisReply *r = dlt_redis_cmd(&dlt_server, "GET dlock:{s/raw}:sem");
+    long long v = r != NULL && r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+/* The rules of the record of ops done, on the script itself: an op asked
+ * again (its token the caller's last) answers 1 and does nothing; an
+ * older op of the caller (a late copy of a request of a call that ended)
+ * answers 0 and does nothing; a caller's new op replaces its entry; one
+ * caller's entry never matches another's op; the entries of callers
+ * gone are dropped once they pass 2 x the count left + 16; a record of
+ * the old kind (a zset) is dropped. */
+static void test_done_rules(void) {
+    char caller[32], seq[8];
+    redisReply *r;
+    int i;
+    (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:sem dlock:{s/raw}:semd"));
+    DLT_ASSERT_INT_EQ(raw_sem("init", "-", "60000", "A", "1"), 1);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET dlock:{s/raw}:sem 2"));
+    DLT_ASSERT_INT_EQ(raw_sem("take", "ta1", "60000", "A", "2"), 1);
+    DLT_ASSERT_INT_EQ(raw_value(), 1);
+    DLT_ASSERT_INT_EQ(raw_sem("take", "ta1", "60000", "A", "2"), 1); /* asked again */
+    DLT_ASSERT_INT_EQ(raw_value(), 1);
+    DLT_ASSERT_INT_EQ(raw_sem("post", "pa3", "60000", "A", "3"), 1);
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    DLT_ASSERT_INT_EQ(raw_sem("take", "ta1", "60000", "A", "2"), 0); /* a late copy */
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    DLT_ASSERT_INT_EQ(raw_sem("post", "pa3", "60000", "A", "3"), 1); /* asked again */
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    DLT_ASSERT_INT_EQ(raw_sem("post", "pa3", "60000", "B", "1"), 1); /* B's op: done */
+    DLT_ASSERT_INT_EQ(raw_value(), 3);
+    DLT_ASSERT_INT_EQ(raw_sem("take", "ta4", "60000", "A", "4"), 1);
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    r = dlt_redis_cmd(&dlt_server, "HGET dlock:{s/raw}:semd A"); /* "EXPIRY SEQ COUNT OP TOKEN" */
+    CU_ASSERT(r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, " 4 3 take ta4") != NULL);
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "HLEN dlock:{s/raw}:semd")), 3); /* A, B, # */
+    for (i = 0; i < 100; i++) { /* 100 callers, each entry expired at once */
+        snprintf(caller, sizeof caller, "C%d", i);
+        snprintf(seq, sizeof seq, "%d", i + 1);
+        DLT_ASSERT_INT_EQ(raw_sem(i % 2 ? "take" : "post", caller, "0", caller, seq), 1);
+        CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "HLEN dlock:{s/raw}:semd")) <= 2 * 3 + 16 + 2);
+    }
+    (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:semd"));
+    (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD dlock:{s/raw}:semd 1 old"));
+    DLT_ASSERT_INT_EQ(raw_sem("post", "pz", "60000", "Z", "1"), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "HLEN dlock:{s/raw}:semd")), 2); /* Z, # */
+    (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:sem dlock:{s/raw}:semd"));
+}
+
 static void *cut_call(void *p) {
     struct cut_arg *a = p;
     a->rc = a->post ? dlock_sem_post(a->s) : dlock_sem_trywait(a->s);
@@ -636,6 +762,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_unreachable_enolck),
     DLT_TEST(test_wait_enolck),
     DLT_TEST(test_lost_answer_once),
+    DLT_TEST(test_done_record_bounded),
+    DLT_TEST(test_done_rules),
     { NULL, NULL },
 };
 

@@ -415,35 +415,122 @@ static void report(const struct tally *t) {
     DLT_ASSERT_INT_EQ(bad, 0);                                   /* (3) */
 }
 
-/* (6): the server's ledger against the takers' counts.  sem_lua keeps
- * the token of every call that took or posted a unit in the `done` set
- * (dlock:{NAME}:semd) for 60 s, longer than this run: its size D is the
- * units taken plus the units posted on the server, and the value is N
- * less the first plus the second, so both are known.  The takers'
- * slots say what they saw: T units taken, P posted (the given-back ones
- * too).  A taker killed inside a take call may have taken one unit more
- * than it saw (xt of them), one killed inside a post may have posted one
- * (xp): 0 <= xt <= the dead WAITING, 0 <= xp <= the dead POSTING, and
- * D + N - value even.  A unit made or lost by anything but those calls
- * breaks one of them.  And with xt and xp known, the units lost are
+/* One caller's entry in the server's record of ops done (sem_lua's
+ * `done`, dlock:{NAME}:semd, a hash): field "host:pid:tid/TAG", value
+ * "EXPIRY SEQ COUNT OP TOKEN" -- the caller's last op that took, posted
+ * or returned a unit (OP take, withdraw, post, return) and COUNT, how
+ * many such ops it has done.  pid 0: not a caller's field. */
+struct done_entry {
+    long pid, tid;
+    long long count;
+    int took; /* its last op took a unit (take, withdraw), else posted */
+};
+
+static int done_parse(const char *field, const char *value, struct done_entry *e) {
+    const char *slash = strrchr(field, '/'), *p;
+    long long exp, seq;
+    char op[16] = "";
+    memset(e, 0, sizeof *e);
+    if (slash == NULL) return 0;
+    for (p = slash - 1; p > field && *p != ':'; p--)
+        ;
+    for (p = p - 1; p > field && *p != ':'; p--)
+        ;
+    if (sscanf(p, ":%ld:%ld/", &e->pid, &e->tid) != 2) return -1;
+    if (sscanf(value, "%lld %lld %lld %15s", &exp, &seq, &e->count, op) != 4) return -1;
+    e->took = strcmp(op, "take") == 0 || strcmp(op, "withdraw") == 0;
+    return e->took || strcmp(op, "post") == 0 ? 0 : -1;
+}
+
+/* The server's ledger, per caller: in[i] slot i's entry (count 0: none),
+ * *mon the monitor's, *d the ops done by all.  Entries that are no
+ * taker's and not the monitor's, or that do not parse, count in *stray
+ * (there must be none: nothing else moves units). */
+static void done_read(dlt_redis *srv, pid_t mon, const struct tally *t, struct done_entry *in,
+                      struct done_entry *mon_e, long long *d, int *stray) {
+    redisReply *r = dlt_redis_cmd(srv, "HGETALL dlock:{" SEM_NAME "}:semd");
+    struct done_entry e;
+    size_t i;
+    int j, matched;
+    memset(in, 0, sizeof *in * MAXSLOTS);
+    memset(mon_e, 0, sizeof *mon_e);
+    *d = 0;
+    *stray = 0;
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    for (i = 0; i + 1 < r->elements; i += 2) {
+        if (strcmp(r->element[i]->str, "#") == 0) continue;
+        matched = 0;
+        if (done_parse(r->element[i]->str, r->element[i + 1]->str, &e) == 0 && e.pid > 0) {
+            *d += e.count;
+            if (e.pid == (long)mon && e.tid == e.pid && mon_e->count == 0) {
+                *mon_e = e;
+                matched = 1;
+            }
+            for (j = 0; j < t->nslots && !matched; j++) {
+                long pid = labs((long)sh->slots[j].pid);
+                if (pid == e.pid && e.tid == e.pid && in[j].count == 0) {
+                    in[j] = e;
+                    matched = 1;
+                }
+            }
+        }
+        if (!matched) {
+            fprintf(stderr, "sem_chaos: done entry %s = %s is no taker's\n", r->element[i]->str,
+                    r->element[i + 1]->str);
+            ++*stray;
+        }
+    }
+    freeReplyObject(r);
+}
+
+/* (6): the server's ledger against the takers' counts.  sem_lua keeps,
+ * per caller (here each taker and the monitor: one thread each), its
+ * last op that took or posted a unit and how many such ops it has done
+ * (see done_entry; entries last 60 s, longer than this run).  The
+ * takers' slots say what they saw: k units taken, k or k - 1 posted.  A
+ * taker's count must be exactly what it saw -- or one more when it was
+ * killed inside a take call (WAITING: the take took a unit, xt of them)
+ * or a post (POSTING: it posted, xp) -- and, as its ops alternate take,
+ * post, its last op must be a take when the count is odd, a post when
+ * even.  The monitor's count must be the units it gave back.  Then the
+ * sum D of all counts is the units taken plus the units posted on the
+ * server, and the value N less the first plus the second, so D + N -
+ * value is even and both are known: they must be the takers' and the
+ * monitor's plus xt and xp, counted per caller.  A unit made or lost by
+ * anything but those calls breaks one of them.  And the units lost are
  * known exactly: N - value must be the dead holders' units that were
  * not given back, plus xt, plus the killed posts that did not post. */
-static void ledger(dlt_redis *srv, const struct tally *t) {
-    long long d = dlt_reply_int(dlt_redis_cmd(srv, "ZCARD dlock:{" SEM_NAME "}:semd")), took = 0, posted, xt, xp;
-    int i;
+static void ledger(dlt_redis *srv, pid_t mon, const struct tally *t) {
+    struct done_entry in[MAXSLOTS], mon_e;
+    long long d, took = 0, posted, xt = 0, xp = 0;
+    int i, stray, off = 0;
+    done_read(srv, mon, t, in, &mon_e, &d, &stray);
     posted = dlt_flag_get(&sh->repaired);
+    DLT_ASSERT_INT_EQ(mon_e.count, posted);
+    CU_ASSERT(mon_e.count == 0 || !mon_e.took);
     for (i = 0; i < t->nslots; i++) {
         int w = dlt_flag_get(&sh->slots[i].word), st = STATE(w);
+        long long seen = 2 * TAKEN(w) - (st == HOLDING || st == POSTING || st == GIVEN_BACK), extra;
         took += TAKEN(w);
         posted += TAKEN(w) - (st == HOLDING || st == POSTING || st == GIVEN_BACK);
+        extra = in[i].count - seen;
+        if (extra == 1 && st == WAITING) xt++;
+        else if (extra == 1 && st == POSTING) xp++;
+        else if (extra != 0) off++;
+        if (in[i].count > 0 && in[i].took != (in[i].count % 2 == 1)) off++;
+        if (extra != 0 && (extra != 1 || (st != WAITING && st != POSTING)))
+            fprintf(stderr, "sem_chaos: slot %d (state %d, %d taken): %lld ops done on the server\n", i, st,
+                    TAKEN(w), in[i].count);
     }
-    xt = (d + N - sh->final_value) / 2 - took;
-    xp = (d - N + sh->final_value) / 2 - posted;
     printf("sem_chaos: ledger: %lld done on the server; takers saw %lld taken, %lld posted (given back "
            "included): %lld more taken by killed waiters, %lld more posted by killed posters\n",
            d, took, posted, xt, xp);
+    DLT_ASSERT_INT_EQ(stray, 0);
+    DLT_ASSERT_INT_EQ(off, 0);
     CU_ASSERT(d > 0);
     DLT_ASSERT_INT_EQ((d + N - sh->final_value) % 2, 0);
+    DLT_ASSERT_INT_EQ((d + N - sh->final_value) / 2, took + xt); /* units taken on the server */
+    DLT_ASSERT_INT_EQ((d - N + sh->final_value) / 2, posted + xp); /* units posted */
     CU_ASSERT(xt >= 0 && xt <= t->dead_waiting);
     CU_ASSERT(xp >= 0 && xp <= t->dead_posting);
     /* so the units lost are exactly: the dead holders' not given back,
@@ -498,7 +585,7 @@ static void test_sem_chaos(void) {
     if (N - sh->final_value < t.unrepaired || N - sh->final_value > lost_max)
         fprintf(stderr, "sem_chaos: N - value = %d, not within [%d, %d]\n", N - sh->final_value, t.unrepaired,
                 lost_max);
-    ledger(&srv, &t);                                            /* (6) */
+    ledger(&srv, mon, &t);                                       /* (6) */
     DLT_SHM_FREE(sh, 1);
     dlt_redis_cleanup(&srv);
 }

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -498,15 +499,65 @@ static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, 
     return rc;
 }
 
-/* A semaphore op (sem_lua). */
+/* The calling thread as a caller of semaphore ops (sem_lua's `done`
+ * record, one entry per caller): "host:pid:tid/TAG" with this process's
+ * own pid and the thread's own tid (gettid: the thread may have no
+ * identity yet, as at its first sem_init) -- never the ones dlock__set_who
+ * names, which every thread of a process would share -- and TAG 64
+ * random bits, so that two live threads never share an entry (not even
+ * with one host name and pid across pid namespaces).  seq counts the
+ * thread's ops: a request sent again carries its first sending's, and
+ * a later op a higher one.  Made anew in a fork child. */
+static __thread struct sem_caller {
+    pid_t pid; /* 0: not made yet */
+    unsigned long long seq;
+    char id[320]; /* host (< 256) : pid : tid / 16 hex */
+} sem_caller;
+
+static int sem_caller_get(struct sem_caller **out) {
+    static const char hex[] = "0123456789abcdef";
+    struct sem_caller *sc = &sem_caller;
+    unsigned char raw[8];
+    const char *h;
+    size_t n, i;
+    if (sc->pid != dlock__pid()) {
+        if (dlock__random(raw, (int)sizeof raw) != 0)
+            return dlock__seterr(ENOLCK, "RAND_bytes failed: no random caller tag for a semaphore op");
+        h = host_name();
+        n = strlen(h); /* < 256 (host_get) */
+        memcpy(sc->id, h, n);
+        sc->id[n++] = ':';
+        n += dlock__dec(sc->id + n, (unsigned long long)dlock__pid());
+        sc->id[n++] = ':';
+        n += dlock__dec(sc->id + n, (unsigned long long)syscall(SYS_gettid));
+        sc->id[n++] = '/';
+        for (i = 0; i < sizeof raw; i++) {
+            sc->id[n++] = hex[raw[i] >> 4];
+            sc->id[n++] = hex[raw[i] & 15];
+        }
+        sc->id[n] = '\0';
+        sc->seq = 0;
+        sc->pid = dlock__pid();
+    }
+    *out = sc;
+    return 0;
+}
+
+/* A semaphore op (sem_lua): its arguments, then the caller and the op's
+ * number (ARGV[8], ARGV[9]) for the `done` record. */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                       long long arg, unsigned lease_ms, long long *result, dlock__mono deadline) {
-    const char *args[SEM_NARGS], *id;
-    size_t lens[SEM_NARGS], idlen = who(dlock__self_peek(), &id);
+    const char *args[SEM_NARGS + 2], *id;
+    size_t lens[SEM_NARGS + 2], idlen = who(dlock__self_peek(), &id);
     struct sem_bufs b;
+    struct sem_caller *sc;
+    char seq[24];
     redisReply *r;
     int rc, n = sem_args(c, k, op, token, ttl_ms, arg, lease_ms, id, idlen, &b, args, lens);
 
+    if ((rc = sem_caller_get(&sc)) != 0) return rc;
+    args[n] = sc->id; lens[n++] = strlen(sc->id);
+    args[n] = seq; lens[n++] = dlock__dec(seq, ++sc->seq);
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, NULL)) != 0)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);

@@ -52,8 +52,8 @@ enum { DLOCK__KEYS_LOCK, DLOCK__KEYS_COND, DLOCK__KEYS_SEM };
  *   <prefix>{<name>}:semq  zset: waiters' tokens by arrival ticket (FIFO)
  *   <prefix>{<name>}:semx  zset: waiters' and grantees' tokens by registration expiry
  *   <prefix>{<name>}:semg  hash: tokens a post handed a unit to, not yet taken
- *   <prefix>{<name>}:semd  zset: tokens of takes and posts done, by when they are
- *                          forgotten: an op asked again gives the same answer
+ *   <prefix>{<name>}:semd  hash: caller (a thread) -> its last take, withdraw, post or
+ *                          return done (sem_lua's `done`): asked again, it answers 1
  *   <prefix>{<name>}:semo  hash: token -> "KIND:SINCE:WHO" of each waiter (KIND w, from
  *                          its first registration until it takes its unit or leaves)
  *                          and each unit leased under undo (KIND u); SINCE server ms,

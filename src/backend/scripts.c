@@ -564,7 +564,9 @@ static const char fence_raise_lua[] =
 
 /* Semaphores.  KEYS: value, queue, expiry, granted, done, owners, leases
  * (DLOCK__KS_*, one slot).  ARGV: op, token, ttl ms, arg, remember ms,
- * who (host:pid:tid), lease ms (undo; 0 none).  The value is a number in a
+ * who (host:pid:tid), lease ms (undo; 0 none), caller and op number
+ * (the `done` record; absent: the op is not remembered, as 'renew' in a
+ * renewal batch).  The value is a number in a
  * string key with no expiry (a semaphore lives until deleted, as a POSIX
  * named one until sem_unlink); a missing key is 0.  A waiter takes a
  * ticket, one past the last in the queue (FIFO), and registers until
@@ -585,16 +587,31 @@ static const char fence_raise_lua[] =
  * live lease (token: the unit's); 'return' ends one and posts its unit
  * (a post by its holder).  Each take, withdraw, post and return comes
  * with a token of its own call (a return: its unit's, remembered as
- * "r:" .. token); one that took, posted or returned a unit is
- * remembered for ARGV[5] ms in `done` (longer than the caller would go
- * on asking), and asked again (its answer was lost: dlock__command sends
- * it again) it answers 1 and does nothing, so no unit is taken, added or
- * returned twice.  Returns: init 1 made / 0 existed; take 1 taken / 0
- * not (queued when ARGV[4] is '1'); withdraw 1 the token had been handed
- * a unit (now taken) / 0 it left the queue; post 1 posted / 0 the value
- * would pass ARGV[4]; renew 1 renewed / 0 the lease is gone; return 1
- * returned / 2 the lease was gone (its unit came back before); value
- * the value. */
+ * "r:" .. token), its caller ARGV[8] (a thread: "host:pid:tid/TAG",
+ * backend.c's sem_caller) and the caller's op number ARGV[9] (a request
+ * sent again carries its first sending's; a later op of the caller a
+ * higher one).  `done` is a hash, one field per caller: "EXPIRY SEQ
+ * COUNT OP TOKEN", the caller's last op that took, posted or returned a
+ * unit (all of them answer 1), its number, how many such ops the caller
+ * has done, and when the entry may go (now + ARGV[5] ms, longer than
+ * the caller would go on asking).  A caller's calls are sequential, so
+ * its last op is the only one it can still be asking: asked again (its
+ * answer was lost: dlock__command sends it again) an op whose token is
+ * its caller's entry's answers 1 and does nothing, so no unit is taken,
+ * added or returned twice; one numbered at or below the entry's is an
+ * older request of a call that has ended (a stale copy arriving late)
+ * and answers 0 doing nothing; any other is done, and if it moves a
+ * unit it replaces the entry.  So `done` holds one entry per caller
+ * seen in the last ARGV[5] ms, not one per op: field "#" ("N BASE")
+ * counts the entries, and once they pass twice BASE + 16 the expired
+ * ones are dropped and BASE is what is left (amortised over new callers;
+ * HGETALL, not HLEN or HSCAN, which the minimal ACL user lacks).  A
+ * `done` of the old kind (a zset) is dropped.  Returns: init 1 made / 0
+ * existed; take 1 taken / 0 not (queued when ARGV[4] is '1'); withdraw
+ * 1 the token had been handed a unit (now taken) / 0 it left the queue;
+ * post 1 posted / 0 the value would pass ARGV[4]; renew 1 renewed / 0
+ * the lease is gone; return 1 returned / 2 the lease was gone (its unit
+ * came back before); value the value. */
 static const char sem_lua[] =
     "local op, tok, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
     "local lease = tonumber(ARGV[7] or '0')\n"
@@ -607,11 +624,19 @@ static const char sem_lua[] =
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local dtok = tok\n"
     "if op == 'return' then dtok = 'r:' .. tok end\n"
-    "local remembered = op == 'take' or op == 'withdraw' or op == 'post' or op == 'return'\n"
-    "if remembered and redis.call('ZSCORE', KEYS[5], dtok) then\n"
-    "  return 1\n"
+    "local caller, seq = ARGV[8], tonumber(ARGV[9] or '0')\n"
+    "local remembered = caller ~= nil and (op == 'take' or op == 'withdraw' or op == 'post' or op == 'return')\n"
+    "local count = 0\n"
+    "if remembered then\n"
+    "  local rec = redis.pcall('HGET', KEYS[5], caller)\n"
+    "  if type(rec) == 'table' then redis.call('DEL', KEYS[5]) rec = false end\n"
+    "  if rec then\n"
+    "    local rseq, rcount, rtok = string.match(rec, '^%d+ (%d+) (%d+) %S+ (%S+)$')\n"
+    "    if rtok == dtok then return 1 end\n"
+    "    count = tonumber(rcount or '0')\n"
+    "    if rseq and seq <= tonumber(rseq) then return 0 end\n"
+    "  end\n"
     "end\n"
-    "redis.call('ZREMRANGEBYSCORE', KEYS[5], '-inf', now)\n"
     "local v0 = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
     "local v = v0\n"
     "local function give()\n"
@@ -687,7 +712,27 @@ static const char sem_lua[] =
     "  res = v\n"
     "end\n"
     "if v ~= v0 then redis.call('SET', KEYS[1], tostring(v)) end\n"
-    "if res == 1 and remembered then redis.call('ZADD', KEYS[5], now + tonumber(ARGV[5]), dtok) end\n"
+    "if res == 1 and remembered then\n"
+    "  local exp = string.format('%.0f', now + tonumber(ARGV[5]))\n"
+    "  local rec = exp .. ' ' .. ARGV[9] .. ' ' .. string.format('%.0f', count + 1) .. ' ' .. op .. ' ' .. dtok\n"
+    "  if redis.call('HSET', KEYS[5], caller, rec) == 1 then\n"
+    "    local c = redis.call('HGET', KEYS[5], '#') or '0 0'\n"
+    "    local n, base = string.match(c, '^(%d+) (%d+)$')\n"
+    "    n, base = tonumber(n) + 1, tonumber(base)\n"
+    "    if n > 2 * base + 16 then\n"
+    "      local all = redis.call('HGETALL', KEYS[5])\n"
+    "      n = 0\n"
+    "      for i = 1, #all, 2 do\n"
+    "        if all[i] ~= '#' then\n"
+    "          local e = string.match(all[i + 1], '^(%d+) ')\n"
+    "          if e and tonumber(e) <= now then redis.call('HDEL', KEYS[5], all[i]) else n = n + 1 end\n"
+    "        end\n"
+    "      end\n"
+    "      base = n\n"
+    "    end\n"
+    "    redis.call('HSET', KEYS[5], '#', n .. ' ' .. base)\n"
+    "  end\n"
+    "end\n"
     "return res\n";
 
 /* What `dlock status` shows of a semaphore (dlock_sem_owners), read
