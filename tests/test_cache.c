@@ -1488,6 +1488,39 @@ static void test_cache_grant_reserves_block(void) {
     DLT_SHM_FREE(a, 1);
 }
 
+/* A request whose "wanted" message this process never hears (here: the
+ * mark a waiting acquire leaves in the hash, `w`, with no message at
+ * all) still gets the lock back: the renewal of the idle cached hold
+ * says someone asked, and the renewal thread gives it up.  With a 900 ms
+ * lease (renewed every 300 ms) within a few seconds; without that answer
+ * the cache would be renewed for ever. */
+static void test_cache_wanted_unheard_goes_back(void) {
+    const char *name = "cache/unheard";
+    char key[300];
+    dlock_mutex_t m;
+    uint64_t f0 = 0;
+    double t0;
+    int i, gone = 0;
+    DLT_ASSERT_ERR(ca_open(&m, name, 900), 0);
+    CU_ASSERT_FATAL(ca_warm(&m, name, &f0) == 0);
+    dlt_sleep_ms(700); /* renewed twice meanwhile: kept, nobody asked */
+    DLT_ASSERT_INT_EQ(ca_server_shows_cached(name, getpid()), 1);
+    dlt_lock_key(name, key, sizeof key);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "HSET %s w 1", key);
+    CU_ASSERT_TRUE(r != NULL && r->type == REDIS_REPLY_INTEGER);
+    if (r != NULL) freeReplyObject(r);
+    t0 = dlt_now();
+    for (i = 0; i < 500 && !(gone = !dlt_key_exists(name)); i++) dlt_sleep_ms(10);
+    CU_ASSERT_TRUE(gone);
+    printf("  the idle cached lock went back %.3f s after the unheard request\n", dlt_now() - t0);
+    /* And the next lock here goes to the server (a fresh fence block). */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    CU_ASSERT_TRUE(dlock_mutex_fence(&m) > f0 + 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(ca_flush(name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
 /* ========================================================================
  * The suite
  * ====================================================================== */
@@ -1514,6 +1547,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_cache_fence_block_exhausted),
     DLT_TEST(test_cache_request_before_subscribed),
     DLT_TEST(test_cache_grant_reserves_block),
+    DLT_TEST(test_cache_wanted_unheard_goes_back),
     DLT_TEST(test_cache_destroy_and_client),
     { NULL, NULL },
 };

@@ -324,6 +324,17 @@ static int renew_args(dlock__backend *c, const dlock__renewal *rn, struct renew_
     return 4;
 }
 
+/* A renewal's answer: renew_lua's 0, 1 or 2 (renewed, and wanted), or
+ * sem_lua's 0 or 1.  0, or -1 for anything else. */
+static int renew_answer(const redisReply *r, dlock__renewal *rn) {
+    rn->wanted = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 2 && !rn->shared && !rn->unit;
+    if (rn->wanted) {
+        rn->result = 1;
+        return 0;
+    }
+    return dlock__flag_parse(r, &rn->result);
+}
+
 int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline) {
     const char *args[SEM_NARGS];
     size_t lens[SEM_NARGS];
@@ -333,7 +344,7 @@ int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline
     rn->result = -1;
     n = renew_args(c, rn, &b, args, lens, &which, &nkeys);
     if ((rc = dlock__script_run(c, which, &r, deadline, nkeys, n, args, lens, NULL)) != 0) return rc;
-    if (dlock__flag_parse(r, &rn->result) != 0) {
+    if (renew_answer(r, rn) != 0) {
         rn->result = -1;
         rc = bad_reply(c, "renewal", r);
     }
@@ -372,7 +383,7 @@ static int renew_batch(dlock__backend *c, dlock__conn *cn, dlock__renewal *rn, s
         if (dlock__conn_reply(cn, &p) != REDIS_OK || p == NULL)
             return dlock__seterr(ENOLCK, "%s: renewal: %s", c->node.conf.redacted_url, ctx->errstr);
         r = p;
-        if (dlock__flag_parse(r, &rn[i].result) != 0) {
+        if (renew_answer(r, &rn[i]) != 0) {
             dlock__backend *next;
             int asking;
             if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) *noscript = 1;

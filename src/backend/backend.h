@@ -249,6 +249,7 @@ typedef struct dlock__renewal {
     const char *token;
     unsigned lease_ms;
     int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
+    int wanted; /* out: renewed, a cached lock someone asked for (renew_lua's 2) */
     int moved;  /* out: Cluster: the node sent it elsewhere (MOVED, ASK) */
 } dlock__renewal;
 /* One renewal by itself, by dlock__command (which follows a cluster's

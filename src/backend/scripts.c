@@ -413,7 +413,8 @@ static const char release_lua[] =
     "    if d == '3' or d == '4' then\n"
     "      redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
     "      redis.call('HSET', K[1], 'cache', '1')\n"
-    "      if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2' else gs = gs .. ':1' end\n"
+    "      if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2'\n"
+    "      else gs = gs .. ':1' redis.call('HDEL', K[1], 'w') end\n"
     "      d = d == '4' and '2' or '1'\n"
     "    end\n"
     "    if d == '2' then\n"
@@ -453,7 +454,10 @@ int dlock__release_kind(int shared, int robust, int dead, int inconsistent) {
  * key, so that in a cluster slot being migrated the request is served
  * wherever that key is (ASK), never refused for keys not there (TRYAGAIN).
  * ARGV: token, lease ms, "s" for a read hold.  1 if renewed, 0 if the
- * token no longer holds it. */
+ * token no longer holds it; 2 renewed, but the lock is cached (`cache`)
+ * and someone asked for it since (`w`): the holder gives it back (lock
+ * caching's bound on how long an idle cached lock is kept once asked for,
+ * should the "wanted" message not be heard). */
 static const char renew_lua[] =
     "if ARGV[3] == 's' then\n"
     "  local t = redis.call('TIME')\n"
@@ -469,7 +473,9 @@ static const char renew_lua[] =
     "  return 0\n"
     "end\n"
     "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
-    "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  if redis.call('HGET', KEYS[1], 'cache') == '1' and redis.call('HGET', KEYS[1], 'w') == '1' then return 2 end\n"
+    "  return 1\n"
     "end\n"
     "return 0\n";
 

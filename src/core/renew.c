@@ -90,6 +90,7 @@ struct renew_loop {
     dlock__backoff orphans; /* orphans left after a pass (ORPHAN_RETRY_*) */
     size_t n;          /* renewals in the batch (pend, rn) */
     size_t nrep;       /* lost holds to report (reps) */
+    int give_back;     /* a renewal said a cached lock is wanted: pass again at once */
     pending *pend;
     dlock__renewal *rn;
     dlock__lost_report *reps;
@@ -243,6 +244,7 @@ static void send_batch(renew_loop *lp) {
         lp->rn[i].token = lp->pend[i].token;
         lp->rn[i].lease_ms = lp->pend[i].lease_ms;
         lp->rn[i].result = -1;
+        lp->rn[i].wanted = 0;
     }
     lp->sent = dlock__now();
     pthread_mutex_unlock(&c->mu);
@@ -250,8 +252,16 @@ static void send_batch(renew_loop *lp) {
     pthread_mutex_lock(&c->mu);
 }
 
-/* One answer (1 renewed, 0 refused, -1 none) for its live hold h. */
-static void apply_answer(renew_loop *lp, dlock__hold *h, int result) {
+/* One answer (1 renewed, 0 refused, -1 none; wanted: renewed, and a
+ * caching hold someone asked for) for its live hold h. */
+static void apply_answer(renew_loop *lp, dlock__hold *h, int result, int wanted) {
+    if (wanted && h->caching && !h->l->wanted) {
+        /* The "wanted" message was not heard (or not yet): the lock goes
+         * back now if idle in the cache (the next pass), else at its
+         * unlock. */
+        h->l->wanted = 1;
+        if (dlock__hold_is_cached(h)) lp->give_back = 1;
+    }
     if (result == 1) {
         /* validity from the send time, minus drift; never shortened */
         dlock__mono v = lp->sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(&lp->c->be.node.conf, h->lease_ms)) * DLOCK__MS;
@@ -284,7 +294,7 @@ static void apply_answers(renew_loop *lp) {
         dlock__hold *h;
         l->users--;
         h = find_hold(l, &lp->pend[i]);
-        if (h != NULL) apply_answer(lp, h, lp->rn[i].result);
+        if (h != NULL) apply_answer(lp, h, lp->rn[i].result, lp->rn[i].wanted);
         dlock__lock_maybe_free(lp->c, l);
     }
     if (lp->retry_at == 0) dlock__backoff_reset(&lp->retry); /* none to ask again */
@@ -315,7 +325,10 @@ static void sleep_until_due(renew_loop *lp) {
     struct dlock_client *c = lp->c;
     if (c->held == NULL && lp->now < c->renew_idle_until && lp->now + c->renew_tick < lp->next)
         lp->next = lp->now + c->renew_tick;
-    if (lp->nrep != 0 || c->renew_stop) return;
+    if (lp->nrep != 0 || c->renew_stop || lp->give_back) {
+        lp->give_back = 0;
+        return;
+    }
     c->renew_wake = lp->next;
     dlock__cond_wait_until(&c->renew_cv, &c->mu, lp->next);
     c->renew_wake = 0;
