@@ -90,7 +90,6 @@ struct renew_loop {
     dlock__backoff orphans; /* orphans left after a pass (ORPHAN_RETRY_*) */
     size_t n;          /* renewals in the batch (pend, rn) */
     size_t nrep;       /* lost holds to report (reps) */
-    int give_back;     /* a renewal said a cached lock is wanted: pass again at once */
     pending *pend;
     dlock__renewal *rn;
     dlock__lost_report *reps;
@@ -257,10 +256,9 @@ static void send_batch(renew_loop *lp) {
 static void apply_answer(renew_loop *lp, dlock__hold *h, int result, int wanted) {
     if (wanted && h->caching && !h->l->wanted) {
         /* The "wanted" message was not heard (or not yet): the lock goes
-         * back now if idle in the cache (the next pass), else at its
-         * unlock. */
+         * back at its unlock, or, idle in the cache, at the next pass's
+         * give_back_cached (a pass that sent a batch never sleeps). */
         h->l->wanted = 1;
-        if (dlock__hold_is_cached(h)) lp->give_back = 1;
     }
     if (result == 1) {
         /* validity from the send time, minus drift; never shortened */
@@ -325,10 +323,7 @@ static void sleep_until_due(renew_loop *lp) {
     struct dlock_client *c = lp->c;
     if (c->held == NULL && lp->now < c->renew_idle_until && lp->now + c->renew_tick < lp->next)
         lp->next = lp->now + c->renew_tick;
-    if (lp->nrep != 0 || c->renew_stop || lp->give_back) {
-        lp->give_back = 0;
-        return;
-    }
+    if (lp->nrep != 0 || c->renew_stop) return;
     c->renew_wake = lp->next;
     dlock__cond_wait_until(&c->renew_cv, &c->mu, lp->next);
     c->renew_wake = 0;
