@@ -74,6 +74,20 @@ static size_t who_num(char *out, long long v) {
     return 1 + dlock__dec(out + 1, 0ull - (unsigned long long)v);
 }
 
+/* "host:pid:tid" into out (320 bytes: the host name is under 256);
+ * its length. */
+static size_t who_format(char *out, long pid, unsigned long tid) {
+    const char *h = host_name();
+    size_t n = strlen(h); /* < 256 (host_get) */
+    memcpy(out, h, n);
+    out[n++] = ':';
+    n += who_num(out + n, pid);
+    out[n++] = ':';
+    n += dlock__dec(out + n, tid);
+    out[n] = '\0';
+    return n;
+}
+
 static size_t who(const dlock__thread *self, const char **out) {
     struct who_cache *w = &who_cache;
     long pid = __atomic_load_n(&who_pid, __ATOMIC_ACQUIRE);
@@ -85,14 +99,7 @@ static size_t who(const dlock__thread *self, const char **out) {
         tid = self ? self->tid : 0ul;
     }
     if (w->len == 0 || w->pid != pid || w->tid != tid) {
-        const char *h = host_name();
-        size_t n = strlen(h); /* < 256 (host_get) */
-        memcpy(w->s, h, n);
-        w->s[n++] = ':';
-        n += who_num(w->s + n, pid);
-        w->s[n++] = ':';
-        n += dlock__dec(w->s + n, tid);
-        w->s[n] = '\0';
+        size_t n = who_format(w->s, pid, tid);
         w->pid = pid;
         w->tid = tid;
         w->len = n;
@@ -266,7 +273,7 @@ static int single_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_
 
 /* The digits of a semaphore op's numbers (sem_args). */
 struct sem_bufs {
-    char ttl[16], arg[24], keep[24], lease[16];
+    char ttl[DLOCK__DEC_MAX], arg[DLOCK__DEC_MAX + 1], keep[DLOCK__DEC_MAX], lease[DLOCK__DEC_MAX];
 };
 
 /* The arguments of one sem_lua call: its keys (all declared: a cluster
@@ -280,21 +287,17 @@ static int sem_args(dlock__backend *c, const dlock__keys *k, const char *op, con
      * the longest this call may go on sending it again. */
     unsigned long long keep_ms = 2ull * c->node.conf.unreachable_ms;
     int i;
-    snprintf(b->ttl, sizeof b->ttl, "%u", ttl_ms);
-    snprintf(b->arg, sizeof b->arg, "%lld", arg);
-    snprintf(b->keep, sizeof b->keep, "%llu", keep_ms < 60000 ? 60000ull : keep_ms);
-    snprintf(b->lease, sizeof b->lease, "%u", lease_ms);
     for (i = 0; i < DLOCK__NKS; i++) {
         args[i] = k->keys[i];
         lens[i] = k->keylens[i];
     }
     args[i] = op; lens[i++] = strlen(op);
     args[i] = token; lens[i++] = strlen(token);
-    args[i] = b->ttl; lens[i++] = strlen(b->ttl);
-    args[i] = b->arg; lens[i++] = strlen(b->arg);
-    args[i] = b->keep; lens[i++] = strlen(b->keep);
+    args[i] = b->ttl; lens[i++] = dlock__dec(b->ttl, ttl_ms);
+    args[i] = b->arg; lens[i++] = who_num(b->arg, arg);
+    args[i] = b->keep; lens[i++] = dlock__dec(b->keep, keep_ms < 60000 ? 60000ull : keep_ms);
     args[i] = id; lens[i++] = idlen;
-    args[i] = b->lease; lens[i++] = strlen(b->lease);
+    args[i] = b->lease; lens[i++] = dlock__dec(b->lease, lease_ms);
     return i;
 }
 #define SEM_NARGS (DLOCK__NKS + 7)
@@ -529,18 +532,11 @@ static int sem_caller_get(struct sem_caller **out) {
     static const char hex[] = "0123456789abcdef";
     struct sem_caller *sc = &sem_caller;
     unsigned char raw[8];
-    const char *h;
     size_t n, i;
     if (sc->pid != dlock__pid()) {
         if (dlock__random(raw, (int)sizeof raw) != 0)
             return dlock__seterr(ENOLCK, "RAND_bytes failed: no random caller tag for a semaphore op");
-        h = host_name();
-        n = strlen(h); /* < 256 (host_get) */
-        memcpy(sc->id, h, n);
-        sc->id[n++] = ':';
-        n += dlock__dec(sc->id + n, (unsigned long long)dlock__pid());
-        sc->id[n++] = ':';
-        n += dlock__dec(sc->id + n, (unsigned long long)syscall(SYS_gettid));
+        n = who_format(sc->id, (long)dlock__pid(), (unsigned long)syscall(SYS_gettid));
         sc->id[n++] = '/';
         for (i = 0; i < sizeof raw; i++) {
             sc->id[n++] = hex[raw[i] >> 4];
