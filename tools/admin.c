@@ -221,11 +221,6 @@ static int waiter_add(const dlock_lock_waiter_t *w, void *arg) {
     return 0;
 }
 
-static int64_t waited_ms(const dlock_lock_waiter_t *w) {
-    int64_t d = w->server_now_ms - w->since_ms;
-    return d < 0 ? 0 : d;
-}
-
 static void print_waiters(const waiter_set *ws) {
     char host[160], b[64], c[64];
     size_t i;
@@ -236,7 +231,7 @@ static void print_waiters(const waiter_set *ws) {
         printf("  %s, pid %ld, thread %lu, %s, since %s (%s)%s\n",
                cli_fmt_safe(host, sizeof host, w->host[0] ? w->host : "?"), w->pid, w->tid,
                w->shared ? "shared" : "exclusive", cli_fmt_local(b, sizeof b, w->since_ms),
-               cli_fmt_secs(c, sizeof c, waited_ms(w)), w->deadlock ? ", detects deadlocks" : "");
+               cli_fmt_secs(c, sizeof c, cli_waited_ms(w)), w->deadlock ? ", detects deadlocks" : "");
     }
 }
 
@@ -251,12 +246,9 @@ static void json_waiters(const waiter_set *ws) {
     }
     putchar('[');
     for (i = 0; i < ws->n; i++) {
-        const dlock_lock_waiter_t *w = &ws->v[i];
-        fputs(i == 0 ? "{\"host\":" : ",{\"host\":", stdout);
-        cli_json_str(stdout, w->host);
-        printf(",\"pid\":%ld,\"tid\":%lu,\"since_ms\":%lld,\"waited_ms\":%lld,\"mode\":\"%s\",\"deadlock\":%s}",
-               w->pid, w->tid, (long long)w->since_ms, (long long)waited_ms(w), w->shared ? "shared" : "exclusive",
-               w->deadlock ? "true" : "false");
+        if (i > 0) putchar(',');
+        cli_json_waiter_open(stdout, &ws->v[i]);
+        putchar('}');
     }
     putchar(']');
 }

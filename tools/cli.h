@@ -102,6 +102,13 @@ void cli_json_lock(FILE *f, const cli_lock *l);
 /* Its fields alone ("name":...,...,"robust":...), for an object that has
  * more. */
 void cli_json_lock_fields(FILE *f, const cli_lock *l);
+/* How long a lock's waiter has waited, by the server's clock, never
+ * below 0. */
+int64_t cli_waited_ms(const dlock_lock_waiter_t *w);
+/* A waiter as an open JSON object, `{"host":...,"deadlock":...` (no
+ * closing brace: `dlock graph` adds a field): `dlock status` and `dlock
+ * graph` write the same fields. */
+void cli_json_waiter_open(FILE *f, const dlock_lock_waiter_t *w);
 
 /* What the library knows of one semaphore, and its people when they were
  * read (dlock_sem_owners; have_people 0: dlock_sem_list's counts only). */

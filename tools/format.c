@@ -255,6 +255,19 @@ char *cli_fmt_person(char *buf, size_t n, const dlock_sem_owner_t *o) {
     return buf;
 }
 
+int64_t cli_waited_ms(const dlock_lock_waiter_t *w) {
+    int64_t d = w->server_now_ms - w->since_ms;
+    return d < 0 ? 0 : d;
+}
+
+void cli_json_waiter_open(FILE *f, const dlock_lock_waiter_t *w) {
+    fputs("{\"host\":", f);
+    cli_json_str(f, w->host);
+    fprintf(f, ",\"pid\":%ld,\"tid\":%lu,\"since_ms\":%lld,\"waited_ms\":%lld,\"mode\":\"%s\",\"deadlock\":%s", w->pid,
+            w->tid, (long long)w->since_ms, (long long)cli_waited_ms(w), w->shared ? "shared" : "exclusive",
+            w->deadlock ? "true" : "false");
+}
+
 int64_t cli_since_ms(const dlock_sem_info_t *i, const dlock_sem_owner_t *o) {
     int64_t now = i->server_now_ms > 0 ? i->server_now_ms : cli_now_ms(), d;
     if (o->since_ms <= 0) return 0;

@@ -116,11 +116,6 @@ static int thread_cmp(const dlock_lock_waiter_t *a, const dlock_lock_waiter_t *b
     return a->tid < b->tid ? -1 : a->tid > b->tid;
 }
 
-static int64_t waited(const dlock_lock_waiter_t *w) {
-    int64_t d = w->server_now_ms - w->since_ms;
-    return d < 0 ? 0 : d;
-}
-
 /* How cycles() prints the cycles it marks. */
 enum { OUT_NONE, OUT_TEXT, OUT_JSON };
 
@@ -170,7 +165,7 @@ static void print_lock(const glock *l) {
     for (j = 0; j < l->nw; j++) {
         const dlock_lock_waiter_t *w = &l->w[j];
         printf("  waiting: %s, pid %ld, thread %lu, %s, %s%s\n", cli_fmt_safe(a, sizeof a, w->host), w->pid, w->tid,
-               w->shared ? "shared" : "exclusive", cli_fmt_secs(b, sizeof b, waited(w)),
+               w->shared ? "shared" : "exclusive", cli_fmt_secs(b, sizeof b, cli_waited_ms(w)),
                l->cyc[j] ? "  [cycle]" : "");
     }
 }
@@ -189,12 +184,9 @@ static void json_lock(const glock *l, int first) {
     }
     printf(",\"readers\":%u,\"waiters\":[", l->info.readers);
     for (j = 0; j < l->nw; j++) {
-        const dlock_lock_waiter_t *w = &l->w[j];
-        fputs(j ? ",{\"host\":" : "{\"host\":", stdout);
-        cli_json_str(stdout, w->host);
-        printf(",\"pid\":%ld,\"tid\":%lu,\"mode\":\"%s\",\"since_ms\":%lld,\"waited_ms\":%lld,\"deadlock\":%s,"
-               "\"in_cycle\":%s}", w->pid, w->tid, w->shared ? "shared" : "exclusive", (long long)w->since_ms,
-               (long long)waited(w), w->deadlock ? "true" : "false", l->cyc[j] ? "true" : "false");
+        if (j > 0) putchar(',');
+        cli_json_waiter_open(stdout, &l->w[j]);
+        printf(",\"in_cycle\":%s}", l->cyc[j] ? "true" : "false");
     }
     fputs("]}", stdout);
 }
