@@ -1537,6 +1537,51 @@ int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, ch
     return dlt_pclose_read(p, out, cap);
 }
 
+int dlt_netns_ok(const char *test, const char *needs) {
+    char cmd[512];
+    if (geteuid() != 0) {
+        fprintf(stderr, "  %s needs root: it makes two network namespaces joined by a veth pair\n", test);
+        CU_FAIL("needs root: it makes two network namespaces joined by a veth pair");
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "command -v ip %s >/dev/null 2>&1", needs != NULL ? needs : "");
+    if (system(cmd) != 0) {
+        fprintf(stderr, "  %s needs ip(8) and %s: apt-get install iproute2 util-linux\n", test, needs ? needs : "");
+        CU_FAIL("needs ip(8) and the commands it names: apt-get install iproute2 util-linux");
+        return 0;
+    }
+    return 1;
+}
+
+int dlt_netns_setup(char *buf, size_t cap, const char *prefix, int net, int port, const char *redis_dir) {
+    long pid = (long)getpid();
+    int x = (int)(pid % 250) + 1;
+    int n = snprintf(buf, cap,
+                     "ns=%s%ld; NA=${ns}a; NB=${ns}b; X=%d; PORT=%d; SRV=10.%d.%d.1\n"
+                     "RP=\n"
+                     "cleanup() { trap - EXIT INT TERM; [ -n \"$RP\" ] && kill $RP 2>/dev/null;"
+                     " ip netns del $NA 2>/dev/null; ip netns del $NB 2>/dev/null; }\n"
+                     "trap cleanup EXIT INT TERM\n"
+                     /* namespaces left by an earlier run that was killed */
+                     "for n in $(ip netns list | awk '{print $1}' | grep -E '^%s[0-9]+[ab]$'); do"
+                     " p=${n#%s}; p=${p%%?}; kill -0 $p 2>/dev/null || ip netns del $n; done\n"
+                     "set -e\n"
+                     "ip netns add $NA; ip netns add $NB\n"
+                     "ip link add ${ns}va type veth peer name ${ns}vb\n"
+                     "ip link set ${ns}va netns $NA; ip link set ${ns}vb netns $NB\n"
+                     "ip -n $NA addr add 10.%d.$X.1/30 dev ${ns}va; ip -n $NB addr add 10.%d.$X.2/30 dev ${ns}vb\n"
+                     "ip -n $NA link set lo up; ip -n $NB link set lo up\n"
+                     "ip -n $NA link set ${ns}va up; ip -n $NB link set ${ns}vb up\n"
+                     "set +e\n"
+                     "mkdir -p %s\n"
+                     "ip netns exec $NA redis-server --port $PORT --bind $SRV --save '' --appendonly no"
+                     " --protected-mode no --dir %s --daemonize no >%s/redis.log 2>&1 & RP=$!\n"
+                     "i=0; until ip netns exec $NB redis-cli -h $SRV -p $PORT ping 2>/dev/null | grep -q PONG;"
+                     " do i=$((i+1)); [ $i -gt 100 ] && { echo redis_down; exit 3; }; sleep 0.05; done\n",
+                     prefix, pid, x, port, net, x, prefix, prefix, net, net, redis_dir, redis_dir, redis_dir);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
 int dlt_mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *client) {
     dlock_mutexattr_t a;
     int rc;

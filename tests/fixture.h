@@ -179,6 +179,20 @@ int dlt_pclose_read(FILE *p, char *out, size_t cap);
  * status, or -1 if it could not be started. */
 int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, char *out, size_t cap);
 
+/* Two "hosts" for a test: network namespaces joined by a veth pair.
+ * dlt_netns_ok: 1 if this can make them (root, and ip(8) and the other
+ * commands of `needs`, space-separated, or NULL); else 0 after CU_FAIL
+ * (such a test fails, never skips).  dlt_netns_setup: the sh text that
+ * makes them, PREFIX<pid>a and PREFIX<pid>b ($NA, $NB; $ns the common
+ * part) with 10.<net>.<x>.1 and .2 (x from this pid); removes the ones a
+ * killed earlier run left; starts a redis-server in $NA on $SRV:$PORT
+ * (PORT `port`) whose folder (made if missing; its redis.log there) is
+ * the sh expression redis_dir; waits for it to answer from $NB; and on
+ * exit (a trap) stops it and removes both namespaces.  Into buf (cap
+ * bytes): 0, or -1 if it does not fit. */
+int dlt_netns_ok(const char *test, const char *needs);
+int dlt_netns_setup(char *buf, size_t cap, const char *prefix, int net, int port, const char *redis_dir);
+
 /* A pair of pipes between the test and one child. */
 struct dlt_chan {
     int to_child[2], to_parent[2];

@@ -634,39 +634,19 @@ static int member_main(char **argv) {
  * three, two processes on hosta and one on hostb: again exactly one
  * EDEADLK, hostb's, and the two others get their locks. */
 static void test_two_hosts_netns(void) {
-    char script[6144], self[512], out[4096], err[1024];
-    int x = (int)(getpid() % 250) + 1;
+    char setup[4096], script[8192], self[512], out[4096], err[1024];
     ssize_t n;
     FILE *f;
-    if (geteuid() != 0 || system("command -v ip unshare >/dev/null 2>&1") != 0) {
-        CU_FAIL("test_two_hosts_netns needs root, ip(8) and unshare(1): it makes two network namespaces");
-        return;
-    }
+    if (!dlt_netns_ok("test_two_hosts_netns", "unshare")) return;
     CU_ASSERT_FATAL((n = readlink("/proc/self/exe", self, sizeof self - 1)) > 0);
     self[n] = '\0';
     dlt_tdir_make("dl-hosts");
+    CU_ASSERT_FATAL(dlt_netns_setup(setup, sizeof setup, "dldl", 214, 6391, "\"$DIR\"") == 0);
     snprintf(script, sizeof script,
-             "ns=dldl%ld; NA=${ns}a; NB=${ns}b; X=%d; PORT=6391; DIR='%s'; SELF='%s'\n"
-             "RP=\n"
-             "cleanup() { trap - EXIT INT TERM; [ -n \"$RP\" ] && kill $RP 2>/dev/null;"
-             " ip netns del $NA 2>/dev/null; ip netns del $NB 2>/dev/null; }\n"
-             "trap cleanup EXIT INT TERM\n"
-             "for n in $(ip netns list | awk '{print $1}' | grep -E '^dldl[0-9]+[ab]$'); do"
-             " p=${n#dldl}; p=${p%%?}; kill -0 $p 2>/dev/null || ip netns del $n; done\n"
-             "set -e\n"
-             "ip netns add $NA; ip netns add $NB\n"
-             "ip link add ${ns}va type veth peer name ${ns}vb\n"
-             "ip link set ${ns}va netns $NA; ip link set ${ns}vb netns $NB\n"
-             "ip -n $NA addr add 10.214.$X.1/30 dev ${ns}va; ip -n $NB addr add 10.214.$X.2/30 dev ${ns}vb\n"
-             "ip -n $NA link set lo up; ip -n $NB link set lo up\n"
-             "ip -n $NA link set ${ns}va up; ip -n $NB link set ${ns}vb up\n"
-             "set +e\n"
-             "ip netns exec $NA redis-server --port $PORT --bind 10.214.$X.1 --save '' --appendonly no"
-             " --protected-mode no --dir \"$DIR\" --daemonize no >\"$DIR/redis.log\" 2>&1 & RP=$!\n"
-             "i=0; until ip netns exec $NB redis-cli -h 10.214.$X.1 -p $PORT ping 2>/dev/null | grep -q PONG;"
-             " do i=$((i+1)); [ $i -gt 100 ] && { echo redis_down; exit 3; }; sleep 0.05; done\n"
+             "DIR='%s'; SELF='%s'\n"
+             "%s"
              "M() { h=$1; shift; ip netns exec $ns$h unshare -u sh -c 'hostname \"$0\"; exec \"$@\"' host$h"
-             " env DLOCK_URL=redis://10.214.$X.1:$PORT \"$SELF\" --member \"$@\"; }\n"
+             " env DLOCK_URL=redis://$SRV:$PORT \"$SELF\" --member \"$@\"; }\n"
              "M a d/nh/0 d/nh/1 \"$DIR\" a b > \"$DIR/a.out\" 2>&1 & PA=$!\n"
              "M b d/nh/1 d/nh/0 \"$DIR\" b a > \"$DIR/b.out\" 2>&1 & PB=$!\n"
              "wait $PA; wait $PB\n"
@@ -675,7 +655,7 @@ static void test_two_hosts_netns(void) {
              "M a d/nh3/2 d/nh3/0 \"$DIR\" a2 a1 > \"$DIR/a2.out\" 2>&1 & P3=$!\n"
              "wait $P1; wait $P2; wait $P3\n"
              "cat \"$DIR/a.out\" \"$DIR/b.out\" \"$DIR/a1.out\" \"$DIR/b3.out\" \"$DIR/a2.out\"\n",
-             (long)getpid(), x, dlt_tdir(), self);
+             dlt_tdir(), self, setup);
     CU_ASSERT_FATAL((f = fopen(dlt_tpath("hosts.sh"), "w")) != NULL);
     fputs(script, f);
     fclose(f);

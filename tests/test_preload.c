@@ -420,39 +420,14 @@ static void test_unreachable_server_policy(void) {
 /* ------------------------------------------------ two network namespaces */
 
 static void test_two_hosts_netns(void) {
-    char script[8192], out[8192];
-    int rc, x = (int)(getpid() % 250) + 1;
-    if (geteuid() != 0) {
-        CU_FAIL("test_two_hosts_netns needs root: it makes two network namespaces joined by a veth pair");
-        return;
-    }
-    if (system("command -v ip >/dev/null 2>&1") != 0) {
-        CU_FAIL("test_two_hosts_netns needs ip(8): apt-get install iproute2");
-        return;
-    }
+    char setup[4096], script[8192], out[8192];
+    int rc;
+    if (!dlt_netns_ok("test_two_hosts_netns", NULL)) return;
+    CU_ASSERT_FATAL(dlt_netns_setup(setup, sizeof setup, "dlpl", 213, 6390, "\"$PWD/net\"") == 0);
     snprintf(script, sizeof script,
-             "ns=dlpl%ld; NA=${ns}a; NB=${ns}b; X=%d; PORT=6390\n"
-             "RP=\n"
-             "cleanup() { trap - EXIT INT TERM; [ -n \"$RP\" ] && kill $RP 2>/dev/null;"
-             " ip netns del $NA 2>/dev/null; ip netns del $NB 2>/dev/null; }\n"
-             "trap cleanup EXIT INT TERM\n"
-             /* namespaces left by an earlier run that was killed */
-             "for n in $(ip netns list | awk '{print $1}' | grep -E '^dlpl[0-9]+[ab]$'); do"
-             " p=${n#dlpl}; p=${p%%?}; kill -0 $p 2>/dev/null || ip netns del $n; done\n"
-             "set -e\n"
-             "ip netns add $NA; ip netns add $NB\n"
-             "ip link add ${ns}va type veth peer name ${ns}vb\n"
-             "ip link set ${ns}va netns $NA; ip link set ${ns}vb netns $NB\n"
-             "ip -n $NA addr add 10.213.$X.1/30 dev ${ns}va; ip -n $NB addr add 10.213.$X.2/30 dev ${ns}vb\n"
-             "ip -n $NA link set lo up; ip -n $NB link set lo up\n"
-             "ip -n $NA link set ${ns}va up; ip -n $NB link set ${ns}vb up\n"
-             "set +e\n"
+             "%s"
              "mkdir -p net/A/locks net/B/locks\n"
-             "ip netns exec $NA redis-server --port $PORT --bind 10.213.$X.1 --save '' --appendonly no"
-             " --protected-mode no --dir \"$PWD/net\" --daemonize no >net/redis.log 2>&1 & RP=$!\n"
-             "i=0; until ip netns exec $NB redis-cli -h 10.213.$X.1 -p $PORT ping 2>/dev/null | grep -q PONG;"
-             " do i=$((i+1)); [ $i -gt 100 ] && { echo redis_down; exit 3; }; sleep 0.05; done\n"
-             "H() { h=$1; shift; ip netns exec dlpl%ld$h env DLOCK_URL=redis://10.213.$X.1:$PORT LD_PRELOAD=\"$SO\""
+             "H() { h=$1; shift; ip netns exec $ns$h env DLOCK_URL=redis://$SRV:$PORT LD_PRELOAD=\"$SO\""
              " DLOCK_ROOT=\"$PWD/net/$(echo $h | tr ab AB)\" DLOCK_MAP='file:locks/*.lock' \"$@\"; }\n"
              "H a " FLOCK " net/A/locks/nightly.lock sh -c 'echo A_in $(date +%%s%%N); sleep 1.5; echo A_out $(date +%%s%%N)' & AP=$!\n"
              "sleep 0.4\n"
@@ -460,8 +435,8 @@ static void test_two_hosts_netns(void) {
              "t0=$(now); H b " FLOCK " -w 1 net/B/locks/nightly.lock true; echo b_w $?; echo b_w_ns $(( $(now) - t0 ))\n"
              "H b " FLOCK " net/B/locks/nightly.lock sh -c 'echo B_in $(date +%%s%%N)'; echo b_rc $?\n"
              "wait $AP\n"
-             "echo evalsha $(ip netns exec $NA redis-cli -h 10.213.$X.1 -p $PORT info commandstats | grep -c cmdstat_evalsha)\n",
-             (long)getpid(), x, (long)getpid());
+             "echo evalsha $(ip netns exec $NA redis-cli -h $SRV -p $PORT info commandstats | grep -c cmdstat_evalsha)\n",
+             setup);
     rc = sh(script, out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
     DLT_ASSERT_INT_EQ(num(out, "b_nb"), 1);

@@ -198,39 +198,13 @@ static void test_sem_unreachable(void) {
  * called (the units went over the veth).  Needs root and ip(8): fails
  * without them, as test_two_hosts_netns does. */
 static void test_sem_two_hosts_netns(void) {
-    char script[8192], out[16384];
-    int rc, x = (int)((getpid() + 125) % 250) + 1;
-    if (geteuid() != 0) {
-        CU_FAIL("test_sem_two_hosts_netns needs root: it makes two network namespaces joined by a veth pair");
-        return;
-    }
-    if (system("command -v ip >/dev/null 2>&1") != 0) {
-        CU_FAIL("test_sem_two_hosts_netns needs ip(8): apt-get install iproute2");
-        return;
-    }
+    char setup[4096], script[8192], out[16384];
+    int rc;
+    if (!dlt_netns_ok("test_sem_two_hosts_netns", NULL)) return;
+    CU_ASSERT_FATAL(dlt_netns_setup(setup, sizeof setup, "dlps", 213, 6391, "\"$PWD/net\"") == 0);
     snprintf(script, sizeof script,
-             "ns=dlps%ld; NA=${ns}a; NB=${ns}b; X=%d; PORT=6391\n"
-             "RP=\n"
-             "cleanup() { trap - EXIT INT TERM; [ -n \"$RP\" ] && kill $RP 2>/dev/null;"
-             " ip netns del $NA 2>/dev/null; ip netns del $NB 2>/dev/null; }\n"
-             "trap cleanup EXIT INT TERM\n"
-             /* namespaces left by an earlier run that was killed */
-             "for n in $(ip netns list | awk '{print $1}' | grep -E '^dlps[0-9]+[ab]$'); do"
-             " p=${n#dlps}; p=${p%%?}; kill -0 $p 2>/dev/null || ip netns del $n; done\n"
-             "set -e\n"
-             "ip netns add $NA; ip netns add $NB\n"
-             "ip link add ${ns}va type veth peer name ${ns}vb\n"
-             "ip link set ${ns}va netns $NA; ip link set ${ns}vb netns $NB\n"
-             "ip -n $NA addr add 10.213.$X.1/30 dev ${ns}va; ip -n $NB addr add 10.213.$X.2/30 dev ${ns}vb\n"
-             "ip -n $NA link set lo up; ip -n $NB link set lo up\n"
-             "ip -n $NA link set ${ns}va up; ip -n $NB link set ${ns}vb up\n"
-             "set +e\n"
-             "mkdir -p net\n"
-             "ip netns exec $NA redis-server --port $PORT --bind 10.213.$X.1 --save '' --appendonly no"
-             " --protected-mode no --dir \"$PWD/net\" --daemonize no >net/redis.log 2>&1 & RP=$!\n"
-             "i=0; until ip netns exec $NB redis-cli -h 10.213.$X.1 -p $PORT ping 2>/dev/null | grep -q PONG;"
-             " do i=$((i+1)); [ $i -gt 100 ] && { echo redis_down; exit 3; }; sleep 0.05; done\n"
-             "H() { h=$1; shift; ip netns exec $ns$h env DLOCK_URL=redis://10.213.$X.1:$PORT LD_PRELOAD=\"$SO\""
+             "%s"
+             "H() { h=$1; shift; ip netns exec $ns$h env DLOCK_URL=redis://$SRV:$PORT LD_PRELOAD=\"$SO\""
              " DLOCK_MAP=\"sem:/$T-?=pool\" \"$@\"; }\n"
              "rm -f net/shm\n"
              "J=; for i in 1 2 3; do\n"
@@ -240,10 +214,10 @@ static void test_sem_two_hosts_netns(void) {
              "wait_rc=0; for j in $J; do wait $j || wait_rc=1; done\n"
              "echo jobs_rc $wait_rc\n"
              "echo entries $(od -An -t d4 -j 8 -N 4 net/shm)\n"
-             "echo value $(ip netns exec $NB redis-cli -h 10.213.$X.1 -p $PORT get 'dlock:{pool}:sem')\n"
-             "echo evalsha $(ip netns exec $NA redis-cli -h 10.213.$X.1 -p $PORT info commandstats |"
+             "echo value $(ip netns exec $NB redis-cli -h $SRV -p $PORT get 'dlock:{pool}:sem')\n"
+             "echo evalsha $(ip netns exec $NA redis-cli -h $SRV -p $PORT info commandstats |"
              " sed -n 's/^cmdstat_evalsha:calls=\\([0-9]*\\).*/\\1/p')\n",
-             (long)getpid(), x);
+             setup);
     rc = sh(script, out, sizeof out);
     if (rc != 0 || max_peak(out) != 2 || strstr(out, "entries 120") == NULL) SHOW(out);
     DLT_ASSERT_INT_EQ(rc, 0);
