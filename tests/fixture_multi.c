@@ -318,6 +318,21 @@ void dlt_cluster_url(const dlt_cluster *c, char *buf, size_t cap, const char *wh
     if (query != NULL) snprintf(buf + n, n < cap ? cap - n : 0, "?%s", query);
 }
 
+int dlt_cluster_client(dlt_cluster *cl, char *url, size_t cap, dlock_client_t **out) {
+    memset(cl, 0, sizeof *cl);
+    *out = NULL;
+    if (dlt_cluster_start(cl, 3, 0, 0, NULL) != 0) {
+        dlt_cluster_cleanup(cl);
+        return -1;
+    }
+    dlt_cluster_url(cl, url, cap, "0", NULL);
+    if (dlt_client_make(out, url, 5000) != 0) {
+        dlt_cluster_cleanup(cl);
+        return -1;
+    }
+    return 0;
+}
+
 int dlt_cluster_keyslot(dlt_cluster *c, int i, const char *key) {
     long long v = dlt_reply_int(dlt_redis_cmd(&c->node[i], "CLUSTER KEYSLOT %s", key));
     return v < 0 ? -1 : (int)v;

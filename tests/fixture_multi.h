@@ -95,6 +95,10 @@ int dlt_cluster_restart(dlt_cluster *c, int i);
  * for the nodes listed in which (digits: "0", "21"), then "?query" when
  * query is not NULL. */
 void dlt_cluster_url(const dlt_cluster *c, char *buf, size_t cap, const char *which, const char *query);
+/* A 3-master cluster (*cl, zeroed first) and a client on it (*out, an
+ * unreachable bound of 5 s), its URL in url: 0, or -1 with nothing left
+ * running. */
+int dlt_cluster_client(dlt_cluster *cl, char *url, size_t cap, dlock_client_t **out);
 /* The index of the node listening on port, or -1. */
 int dlt_cluster_node_of(const dlt_cluster *c, long long port);
 /* Node i's slot map (CLUSTER SLOTS): owner[s] = the index of the master

@@ -603,13 +603,10 @@ static void test_cluster_undo(void) {
     dlock_sem_t s[3], other[3];
     char url[512], names[3][32];
     int i, v;
-    memset(&cl, 0, sizeof cl);
-    if (dlt_cluster_start(&cl, 3, 0, 0, NULL) != 0) {
-        CU_FAIL("cannot start a cluster");
+    if (dlt_cluster_client(&cl, url, sizeof url, &c) != 0) {
+        CU_FAIL("cannot start a cluster and a client on it");
         return;
     }
-    dlt_cluster_url(&cl, url, sizeof url, "0", NULL);
-    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
     su_attr(&a, 300, c);
     for (i = 0; i < 3; i++) {
         snprintf(names[i], sizeof names[i], "u/cl%d", i);

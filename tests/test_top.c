@@ -316,14 +316,10 @@ static void test_cluster(void) {
     dlock_client_t *c = NULL;
     char url[512], name[32];
     int i;
-    memset(&cl, 0, sizeof cl);
-    if (dlt_cluster_start(&cl, 3, 0, 0, NULL) != 0) {
-        CU_FAIL("cannot start a cluster");
-        dlt_cluster_cleanup(&cl);
+    if (dlt_cluster_client(&cl, url, sizeof url, &c) != 0) {
+        CU_FAIL("cannot start a cluster and a client on it");
         return;
     }
-    dlt_cluster_url(&cl, url, sizeof url, "0", NULL);
-    CU_ASSERT_FATAL(dlt_client_make(&c, url, 5000) == 0);
     for (i = 0; i < 3; i++) {
         snprintf(name, sizeof name, "top/cl%d", i);
         DLT_ASSERT_INT_EQ(tp_pairs(c, name, 3 + i, 0), 0);
