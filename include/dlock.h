@@ -501,7 +501,8 @@ typedef struct dlock_lock_info {
     long pid;
     unsigned long tid;
     uint64_t fence;          /* the holder's fencing token */
-    int64_t since_ms;        /* when it was acquired: server time, ms since the epoch */
+    int64_t since_ms;        /* when it was acquired, ms since the epoch: by the server's clock, or by the
+                              * taker's for a hold taken uncontended (docs/design.md) */
     int64_t lease_left_ms;   /* the holder's remaining lease */
     unsigned readers;        /* shared (read) holders */
     unsigned writers_waiting;/* writers registered as waiting */

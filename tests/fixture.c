@@ -1432,7 +1432,7 @@ int dlt_key_who(const char *name, char *host, size_t cap, long long *pid, long l
 int dlt_redis_who(dlt_redis *srv, const char *key, char *host, size_t cap, long long *pid, long long *tid) {
     char *c2, *c1;
     int ok = 0;
-    redisReply *r = dlt_redis_cmd(srv, "HGET %s who", key);
+    redisReply *r = dlt_redis_cmd(srv, "EVAL_RO %s 1 %s who", DLT_LOCK_FIELD_LUA, key);
     if (r != NULL && r->type == REDIS_REPLY_STRING && (c2 = strrchr(r->str, ':')) != NULL) {
         *c2 = '\0';
         if ((c1 = strrchr(r->str, ':')) != NULL) {
@@ -1455,7 +1455,7 @@ long long dlt_key_field(const char *name, const char *field) {
         return field[0] == 'p' ? pid : tid;
     }
     dlt_lock_key(name, key, sizeof key);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %s %s", key, field);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "EVAL_RO %s 1 %s %s", DLT_LOCK_FIELD_LUA, key, field);
     long long v = (r != NULL && r->type == REDIS_REPLY_STRING) ? atoll(r->str) : -1;
     if (r != NULL) freeReplyObject(r);
     return v;

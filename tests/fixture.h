@@ -117,9 +117,10 @@ long long dlt_redis_total_calls(dlt_redis *r);
 int dlt_redis_reset_stats(dlt_redis *r);
 
 /* ------------------------------------------------------------------------
- * Locks as the suite's server sees them: the lock named N is the hash
- * "dlock:{N}" on dlt_server, whose expiry is the lease; waiters subscribe
- * to the channel of the same name.
+ * Locks as the suite's server sees them: the lock named N is the key
+ * "dlock:{N}" on dlt_server (a string when taken on the uncontended path,
+ * else a hash: src/backend/scripts.c), whose expiry is the lease; waiters
+ * subscribe to the channel of the same name.
  * ---------------------------------------------------------------------- */
 /* Writes "dlock:{name}" into buf (cap bytes); its length, as snprintf's. */
 size_t dlt_lock_key(const char *name, char *buf, size_t cap);
@@ -127,9 +128,21 @@ size_t dlt_lock_key(const char *name, char *buf, size_t cap);
 int dlt_key_exists(const char *name);
 /* PTTL dlock:{name}: ms left, -2 no key, -1 no expiry, -3 no answer. */
 long long dlt_key_pttl(const char *name);
-/* HGET dlock:{name} field as a number; -1 when absent.  "pid" and "tid"
- * are read from the holder's "who" (host:pid:tid). */
+/* A field of the holder of dlock:{name} (either form: DLT_LOCK_FIELD_LUA)
+ * as a number; -1 when absent.  "pid" and "tid" are read from the
+ * holder's "who" (host:pid:tid). */
 long long dlt_key_field(const char *name, const char *field);
+/* A script, for EVAL_RO with KEYS[1] a lock key and ARGV[1] one of owner,
+ * fence, who, since, that answers that field of the lock's holder
+ * record, whichever form the key has: a string "FENCE TOKEN SINCE WHO"
+ * (a hold taken on the uncontended path) or a hash (src/backend/scripts.c);
+ * nil when there is none.  For a test that reads what the server holds. */
+#define DLT_LOCK_FIELD_LUA                                                                         \
+    "local ty = redis.call('TYPE', KEYS[1]).ok "                                                  \
+    "if ty == 'hash' then return redis.call('HGET', KEYS[1], ARGV[1]) end "                       \
+    "if ty ~= 'string' then return false end "                                                    \
+    "local f, o, s, w = string.match(redis.call('GET', KEYS[1]), '^(%d+) (%S+) (%d+) (.*)$') "   \
+    "return ({fence = f, owner = o, since = s, who = w})[ARGV[1]] or false"
 /* The holder of dlock:{name} as its hash names it ("who": host:pid:tid);
  * 1, or 0 when there is none.  Any output may be NULL. */
 int dlt_key_who(const char *name, char *host, size_t cap, long long *pid, long long *tid);

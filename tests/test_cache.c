@@ -107,11 +107,17 @@ static void ca_key(const char *name, char *k, size_t cap) {
     dlt_lock_key(name, k, cap);
 }
 
-/* HEXISTS dlock:{name} field: 1, 0, or -1. */
+/* HEXISTS dlock:{name} field: 1, 0, or -1 -- 0 also when the lock key is
+ * no hash (a hold taken on the uncontended path is a string, which no
+ * caching hold ever is). */
 static long long ca_hexists(const char *name, const char *field) {
     char k[600];
     ca_key(name, k, sizeof k);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "HEXISTS %s %s", k, field);
+    redisReply *r = dlt_redis_cmd(&dlt_server,
+                                  "EVAL_RO %s 1 %s %s",
+                                  "if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end "
+                                  "return redis.call('HEXISTS', KEYS[1], ARGV[1])",
+                                  k, field);
     long long v = dlt_reply_int(r);
     return v == LLONG_MIN ? -1 : v;
 }

@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,10 +89,11 @@ static int cl_ensure(int tls) {
 
 /* A command on node i after ASKING, on one connection (for a slot that
  * node imports); the reply, or NULL. */
-static redisReply *cmd_asking(int i, const char *fmt, const char *key, const char *arg) {
+static redisReply *cmd_asking(int i, const char *fmt, ...) {
     struct timeval tv = { 2, 0 };
     redisContext *ctx = redisConnectWithTimeout("127.0.0.1", clus.node[i].port, tv);
     redisReply *r = NULL;
+    va_list ap;
     if (ctx == NULL || ctx->err) {
         if (ctx != NULL) redisFree(ctx);
         return NULL;
@@ -99,14 +101,16 @@ static redisReply *cmd_asking(int i, const char *fmt, const char *key, const cha
     redisSetTimeout(ctx, tv);
     r = redisCommand(ctx, "ASKING");
     if (r != NULL) freeReplyObject(r);
-    r = arg ? redisCommand(ctx, fmt, key, arg) : redisCommand(ctx, fmt, key);
+    va_start(ap, fmt);
+    r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
     redisFree(ctx);
     return r;
 }
 
 /* EXISTS key on node i after ASKING: 1, 0, or -1. */
 static int exists_asking(int i, const char *key) {
-    redisReply *r = cmd_asking(i, "EXISTS %s", key, NULL);
+    redisReply *r = cmd_asking(i, "EXISTS %s", key);
     int v = r != NULL && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
     if (r != NULL) freeReplyObject(r);
     return v;
@@ -794,10 +798,10 @@ static void *cv_waiter_thread(void *arg) {
     return NULL;
 }
 
-/* HGET key field on node i after ASKING (a slot that node imports) into
+/* A lock holder's field on node i after ASKING (a slot that node imports) into
  * buf; "" if none. */
 static void hget_asking(int i, const char *key, const char *field, char *buf, size_t cap) {
-    redisReply *r = cmd_asking(i, "HGET %s %s", key, field);
+    redisReply *r = cmd_asking(i, "EVAL_RO %s 1 %s %s", DLT_LOCK_FIELD_LUA, key, field);
     buf[0] = '\0';
     if (r != NULL && r->type == REDIS_REPLY_STRING) snprintf(buf, cap, "%s", r->str);
     if (r != NULL) freeReplyObject(r);
@@ -1771,7 +1775,7 @@ static void test_cluster_tls(void) {
 
 static dlt_cluster fo;
 
-/* HGET key field on node i, a replica too (READONLY first, on the same
+/* A lock holder's field on node i, a replica too (READONLY first, on the same
  * connection): 1 with the value in buf, 0 no such field or key, -1 no
  * answer or an error (a redirection). */
 static int fo_hget(int i, const char *key, const char *field, char *buf, size_t cap) {
@@ -1789,7 +1793,7 @@ static int fo_hget(int i, const char *key, const char *field, char *buf, size_t 
     redisSetTimeout(ctx, tv);
     r = redisCommand(ctx, "READONLY");
     if (r != NULL) freeReplyObject(r);
-    r = redisCommand(ctx, "HGET %s %s", key, field);
+    r = redisCommand(ctx, "EVAL_RO %s 1 %s %s", DLT_LOCK_FIELD_LUA, key, field);
     if (r != NULL && r->type == REDIS_REPLY_STRING) {
         snprintf(buf, cap, "%s", r->str);
         v = 1;

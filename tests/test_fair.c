@@ -420,7 +420,7 @@ static int fw_blocked(void) {
 static void fw_owner(const char *name, char *out, size_t cap) {
     char k[600];
     size_t n = fw_key(name, "", k, sizeof k);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %b owner", k, n);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "EVAL_RO %s 1 %b owner", DLT_LOCK_FIELD_LUA, k, n);
     out[0] = '\0';
     if (r != NULL && r->type == REDIS_REPLY_STRING) snprintf(out, cap, "%.*s", (int)r->len, r->str);
     if (r != NULL) freeReplyObject(r);

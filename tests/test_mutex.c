@@ -110,11 +110,11 @@ static long long key_del(const char *name) {
     return dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %b", k, n));
 }
 
-/* 1 and the value of the lock hash's field, or 0. */
+/* 1 and the value of the lock holder record's field, or 0. */
 static int key_hget(const char *name, const char *field, char *out, size_t cap) {
     char k[600];
     size_t n = dlt_lock_key(name, k, sizeof k);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %b %s", k, n, field);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "EVAL_RO %s 1 %b %s", DLT_LOCK_FIELD_LUA, k, n, field);
     int ok = r != NULL && r->type == REDIS_REPLY_STRING;
     if (ok) snprintf(out, cap, "%.*s", (int)r->len, r->str);
     if (r != NULL) freeReplyObject(r);

@@ -45,13 +45,13 @@ static void restart_master(int i) {
     DLT_ASSERT_INT_EQ(dlt_redis_restart(&rl.srv[i]), 0);
 }
 
-/* HGET <lock key of name> owner on master i into buf ("" if none). */
+/* The holder (owner) of the lock of name on master i into buf ("" if none). */
 static void owner_on(int i, const char *name, char *buf, size_t cap) {
     char key[300];
     redisReply *r;
     dlt_lock_key(name, key, sizeof key);
     buf[0] = '\0';
-    r = dlt_redis_cmd(&rl.srv[i], "HGET %s owner", key);
+    r = dlt_redis_cmd(&rl.srv[i], "EVAL_RO %s 1 %s owner", DLT_LOCK_FIELD_LUA, key);
     if (r != NULL && r->type == REDIS_REPLY_STRING) snprintf(buf, cap, "%s", r->str);
     if (r != NULL) freeReplyObject(r);
 }

@@ -2,7 +2,7 @@
 /* test_renew.c -- the renewal thread: leases kept alive, batched, stopped.
  *
  * Every test runs against the suite's real redis-server (dlt_server).  A
- * lock named N is the hash "dlock:{N}" whose expiry is the lease.
+ * lock named N is the key "dlock:{N}" whose expiry is the lease.
  */
 #include "fixture.h"
 

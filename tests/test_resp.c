@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <CUnit/Basic.h>
@@ -232,34 +233,42 @@ static void test_script_args(void) {
     which = dlock__acquire_args(&c, &k, "tok", 30000, DLOCK__F_ROBUST | DLOCK__F_FAIR | DLOCK__F_GRANTLIST, &a);
     CU_ASSERT_EQUAL(which, DLOCK__SCRIPT_ACQUIRE);
     lengths_true(&a);
-    CU_ASSERT_EQUAL_FATAL(a.n, a.nkeys + 8);
+    CU_ASSERT_EQUAL_FATAL(a.nkeys, 2); /* the restart guard is on: the epoch key too */
+    CU_ASSERT_STRING_EQUAL(a.v[1], "t:epoch");
+    CU_ASSERT_EQUAL_FATAL(a.n, a.nkeys + 5);
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys], "tok");
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 1], "30000");
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 2], "100");
+    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 2], "1020"); /* robust, not waiting, fair with a grant list, not caching */
     snprintf(want, sizeof want, "%s:%ld:%lu", host, (long)getpid(), 0ul); /* (no thread identity here) */
-    if (strncmp(a.v[a.nkeys + 3], want, strlen(host) + 1) != 0) CU_FAIL("identity is not host:...");
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 4], "1"); /* robust */
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 5], "0"); /* not waiting */
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 6], "2"); /* fair, grant list */
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 7], "0"); /* not caching */
+    { /* "SINCE WHO": this host's wall clock in ms, then the identity */
+        const char *sp = strchr(a.v[a.nkeys + 3], ' ');
+        long long since = atoll(a.v[a.nkeys + 3]), now = (long long)time(NULL) * 1000;
+        CU_ASSERT_PTR_NOT_NULL_FATAL(sp);
+        CU_ASSERT(since > now - 60000 && since < now + 60000);
+        if (strncmp(sp + 1, want, strlen(host) + 1) != 0) CU_FAIL("identity is not host:...");
+    }
+    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 4], "100"); /* the guard, last */
 
-    /* dlock__set_who names another process: the identity follows */
+    /* dlock__set_who names another process: the identity follows; with
+     * the guard off, one key and no guard argument */
+    c.node.conf.restart_guard_ms = 0;
     dlock__set_who(4242, 99);
     dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_CACHING, &a);
     lengths_true(&a);
-    snprintf(want, sizeof want, "%s:4242:99", host);
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 3], want);
+    CU_ASSERT_EQUAL_FATAL(a.nkeys, 1);
+    CU_ASSERT_EQUAL_FATAL(a.n, a.nkeys + 4);
+    snprintf(want, sizeof want, " %s:4242:99", host);
+    CU_ASSERT_STRING_EQUAL(strchr(a.v[a.nkeys + 3], ' '), want);
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 1], "7");
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 5], "1");
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 6], "0");
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 7], "1");
+    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 2], "0101"); /* waiting, caching */
     dlock__set_who(123456789, 4000000000ul);
     dlock__release_args(&c, &k, "tok", DLOCK__REL_DEAD, &a);
     lengths_true(&a);
-    CU_ASSERT_EQUAL_FATAL(a.n, a.nkeys + 5);
-    snprintf(want, sizeof want, "%s:123456789:4000000000", host);
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 3], want);
-    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 4], "5");
+    CU_ASSERT_EQUAL_FATAL(a.nkeys, 1);
+    CU_ASSERT_EQUAL_FATAL(a.n, a.nkeys + 2);
+    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys], "tok");
+    snprintf(want, sizeof want, "dead 5 %s:123456789:4000000000", host);
+    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 1], want);
     dlock__set_who(0, 0);
 
     which = dlock__acquire_args(&c, &k, "tok", 4294967295u, DLOCK__F_SHARED | DLOCK__F_READFIRST, &a);

@@ -794,12 +794,12 @@ static int st_up_tls(int nrep, int nsent, const char **dir) {
     return dlt_sentinel_start(&st, nrep, nsent, *dir, 20000);
 }
 
-/* HGET dlock:{name} fence on node i as a number; 0 when absent or no answer. */
+/* The holder's fence of dlock:{name} on node i as a number; 0 when absent or no answer. */
 static unsigned long long st_fence_on(int i, const char *name) {
     char key[256];
     unsigned long long v = 0;
     dlt_lock_key(name, key, sizeof key);
-    redisReply *r = dlt_redis_cmd(&st.node[i], "HGET %s fence", key);
+    redisReply *r = dlt_redis_cmd(&st.node[i], "EVAL_RO %s 1 %s fence", DLT_LOCK_FIELD_LUA, key);
     if (r != NULL && r->type == REDIS_REPLY_STRING) v = strtoull(r->str, NULL, 10);
     if (r) freeReplyObject(r);
     return v;

@@ -111,14 +111,15 @@ static size_t who(const dlock__thread *self, const char **out) {
 /* Fills args with the KEYS of a lock script; returns their number.  On
  * Redis Cluster: the lock's keys (DLOCK__K_* order) and its epoch key,
  * all declared, so that a slot in migration redirects the request before
- * the script runs.  On one server: the lock key and the deployment's
- * epoch key; the script makes the others from the lock key (scripts.c,
- * KEYS_PRELUDE). */
-static int lock_keys(const dlock__backend *c, const dlock__keys *k, const char **args, size_t *lens) {
+ * the script runs.  On one server: the lock key, and the deployment's
+ * epoch key when the script may need it (epoch: the restart guard); the
+ * script makes the others from the lock key (scripts.c, KEYS_PRELUDE). */
+static int lock_keys(const dlock__backend *c, const dlock__keys *k, int epoch, const char **args, size_t *lens) {
     int i;
     if (!c->node.conf.cluster) {
         args[0] = k->keys[DLOCK__K_LOCK];
         lens[0] = k->keylens[DLOCK__K_LOCK];
+        if (!epoch) return 1;
         args[1] = c->epoch_key;
         lens[1] = strlen(c->epoch_key);
         return 2;
@@ -142,22 +143,34 @@ static const char *const release_how[] = { "plain", "clean", "inconsistent", "de
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
-    a->nkeys = a->n = lock_keys(c, k, a->v, a->len);
+    unsigned guard = c->node.conf.restart_guard_ms;
+    a->nkeys = a->n = lock_keys(c, k, guard != 0 || (flags & DLOCK__F_SHARED), a->v, a->len);
     ARG(a, token);
     ARGN(a, lease, lease_ms);
-    ARGN(a, guard, c->node.conf.restart_guard_ms);
     if (!(flags & DLOCK__F_SHARED)) {
         const char *id;
-        a->len[a->n] = who(self, &id);
-        memcpy(a->ident, id, a->len[a->n] + 1);
-        a->v[a->n++] = a->ident;
-        ARG1(a, flags & DLOCK__F_ROBUST ? "1" : "0");
-        ARG1(a, flags & DLOCK__F_WAIT ? "1" : "0");
-        if (!(flags & DLOCK__F_FAIR)) ARG1(a, "0");
-        else if (flags & DLOCK__F_CACHING) ARG1(a, flags & DLOCK__F_GRANTLIST ? "4" : "3");
-        else ARG1(a, flags & DLOCK__F_GRANTLIST ? "2" : "1");
-        ARG1(a, flags & DLOCK__F_CACHING ? "1" : "0");
+        size_t n, idl;
+        struct timespec now;
+        a->flags[0] = flags & DLOCK__F_ROBUST ? '1' : '0';
+        a->flags[1] = flags & DLOCK__F_WAIT ? '1' : '0';
+        if (!(flags & DLOCK__F_FAIR)) a->flags[2] = '0';
+        else if (flags & DLOCK__F_CACHING) a->flags[2] = flags & DLOCK__F_GRANTLIST ? '4' : '3';
+        else a->flags[2] = flags & DLOCK__F_GRANTLIST ? '2' : '1';
+        a->flags[3] = flags & DLOCK__F_CACHING ? '1' : '0';
+        a->flags[4] = '\0';
+        a->v[a->n] = a->flags;
+        a->len[a->n++] = 4;
+        /* "SINCE WHO": this host's wall clock in ms, host:pid:tid */
+        clock_gettime(CLOCK_REALTIME, &now);
+        n = dlock__dec(a->ident, (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u);
+        a->ident[n++] = ' ';
+        idl = who(self, &id);
+        memcpy(a->ident + n, id, idl + 1);
+        a->v[a->n] = a->ident;
+        a->len[a->n++] = n + idl;
+        if (guard != 0) ARGN(a, guard, guard);
     } else {
+        ARGN(a, guard, guard);
         ARG1(a, flags & DLOCK__F_READFIRST ? "1" : "0");
     }
     return flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
@@ -166,15 +179,18 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a) {
     dlock__thread *self = dlock__self_peek();
     const char *id;
-    a->nkeys = a->n = lock_keys(c, k, a->v, a->len);
+    size_t n = strlen(release_how[how]), idl;
+    a->nkeys = a->n = lock_keys(c, k, 0, a->v, a->len);
     ARG(a, token);
-    a->v[a->n] = k->key; /* the release channel */
-    a->len[a->n++] = k->keylen;
-    ARG(a, release_how[how]);
-    a->len[a->n] = who(self, &id);
-    memcpy(a->ident, id, a->len[a->n] + 1);
-    a->v[a->n++] = a->ident;
-    ARGN(a, win, c->node.conf.handoff_ms);
+    /* "HOW WINDOW WHO": how the hold ends, the handoff window ms, the releaser */
+    memcpy(a->ident, release_how[how], n);
+    a->ident[n++] = ' ';
+    n += dlock__dec(a->ident + n, c->node.conf.handoff_ms);
+    a->ident[n++] = ' ';
+    idl = who(self, &id);
+    memcpy(a->ident + n, id, idl + 1);
+    a->v[a->n] = a->ident;
+    a->len[a->n++] = n + idl;
 }
 #undef ARGN
 #undef ARG1
@@ -249,7 +265,7 @@ static int single_reset(dlock__backend *c, const dlock__keys *k, int how, int *w
     const char *args[DLOCK__NKEYS + 3];
     size_t lens[DLOCK__NKEYS + 3];
     redisReply *r;
-    int nk = lock_keys(c, k, args, lens), rc;
+    int nk = lock_keys(c, k, 1, args, lens), rc;
 
     args[nk] = k->key; lens[nk] = k->keylen; /* the release channel */
     args[nk + 1] = how == DLOCK__RESET_FULL ? "reset" : "break"; lens[nk + 1] = 5;
@@ -263,7 +279,7 @@ static int single_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_
     const char *args[DLOCK__NKEYS + 1];
     size_t lens[DLOCK__NKEYS + 1];
     redisReply *r;
-    int nk = lock_keys(c, k, args, lens), rc;
+    int nk = lock_keys(c, k, 1, args, lens), rc;
 
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_INFO, &r, deadline, nk, nk, args, lens, NULL)) != 0) return rc;
     if (dlock__info_parse(r, out) != 0) rc = bad_reply(c, "info", r);

@@ -390,7 +390,9 @@ typedef struct dlock__args {
     const char *v[24];
     size_t len[24];
     int nkeys, n;
-    char lease[16], guard[16], ident[320], win[16]; /* ident: host:pid:tid */
+    /* ident: "SINCE host:pid:tid" (acquire) or "HOW WINDOW host:pid:tid"
+     * (release); flags: an acquire's "RWQC" (backend.c) */
+    char lease[16], guard[16], ident[352], flags[8];
 } dlock__args;
 /* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,

@@ -43,6 +43,14 @@ int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms, i
 
 int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
     const redisReply *st, *v;
+    if (r != NULL && r->type == REDIS_REPLY_STRING) { /* the uncontended path's answer: the fence alone */
+        out->pttl_ms = -1;
+        out->floor = 0;
+        out->others = 0;
+        if (dlock__u64_parse(r->str, r->len, &out->fence) != 0 || out->fence == 0) return -1;
+        out->status = DLOCK__ACQ_ACQUIRED;
+        return 0;
+    }
     if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 || r->element == NULL)
         return -1;
     st = r->element[0];

@@ -7,13 +7,23 @@
  * server) loads the script and runs it again, so a restart changes nothing
  * for the caller.
  *
- * A lock is a hash at <prefix>{<name>}: owner (the exclusive holder's
- * token), fence, who (host:pid:tid), since (server ms), with the lease as its
- * expiry; shared holders are a zset of tokens scored by lease expiry at
- * <prefix>{<name>}:readers.  The keys are listed at DLOCK__K_*.  A fence is
- * max(last fence + 1, server time in microseconds), so fences increase
- * strictly even when the server lost its data, as long as the server's
- * clock does not step back past the last fence it issued (docs/fencing.md).
+ * An exclusive hold is the key <prefix>{<name>}, with the lease as its
+ * expiry, in one of two forms.  Taken on the uncontended path (a free lock
+ * with no readers, waiting writers, handoff or queue; not robust, not
+ * caching, no restart guard) it is a string "FENCE TOKEN SINCE WHO" (SINCE
+ * the taker's wall clock in ms, WHO host:pid:tid): the raw pair's SET,
+ * plus the fence's INCR.  Any other hold is a hash: owner (the token),
+ * fence, who, since (server ms), and the marks below.  Every path past the
+ * uncontended one that reads or marks the holder first turns a string
+ * into that hash (LOCK_NORM): so a string is never marked, and its release
+ * is the raw compare-and-delete.  Shared holders are a zset of tokens
+ * scored by lease expiry at <prefix>{<name>}:readers.  The keys are
+ * listed at DLOCK__K_*.  A fence is the fence key's INCR on the
+ * uncontended path, max(last fence + 1, server time in microseconds) on
+ * the others, and the server's time in microseconds when the fence key is
+ * missing: so fences increase strictly even when the server lost its
+ * data, as long as the server's clock does not step back past the last
+ * fence it issued (docs/fencing.md).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,7 +39,8 @@
  * Cluster the caller passes all nine as KEYS, so that a slot in migration
  * is redirected (ASK, TRYAGAIN) before the script runs, never half-way
  * through it.  On one server (and on each Redlock master) it passes only
- * two, the lock key and the epoch key, and KEYS_PRELUDE makes the others
+ * the lock key and, when the script may need it (the restart guard), the
+ * epoch key, and KEYS_PRELUDE makes the others
  * from the lock key: declaring the seven others cost the server about a
  * microsecond per script (docs/design.md), and they all extend the lock
  * key's "<prefix>{<name>}" (dlock__keys_make, below).  ACLs still check
@@ -90,13 +101,19 @@
  * already its own (lock.c). */
 #define KEYS_PRELUDE                                                              \
     "local K = KEYS\n"                                                           \
-    "if #K == 2 then\n"                                                          \
+    "if #K <= 2 then\n"                                                          \
     "  local p = K[1]\n"                                                         \
     "  K = {p, p .. ':fence', p .. ':state', p .. ':readers', p .. ':writers', p .. ':handoff',\n" \
     "       p .. ':queue', p .. ':qmeta', K[2]}\n"                               \
     "end\n"
 #define GRANT_MS "2000"
 #define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
+/* The expiry of a fence key set to v (a Lua number), which may be ahead of
+ * the server's clock (a caching hold's block, or fences issued faster
+ * than the clock moved): an hour after the clock has passed v, so that
+ * the key, once gone, is made again from the clock above every fence it
+ * issued (docs/fencing.md).  Needs CLOCK_READ. */
+#define FENCE_PX(v) "3600000 + math.max(0, math.floor((" v " - tonumber(t[1] .. us)) / 1000))"
 #define CLOCK_VARS "local t, us, now, nows\n"
 #define CLOCK_READ                                                                \
     "t = redis.call('TIME')\n"                                                    \
@@ -110,7 +127,7 @@
     "  local last = tonumber(ls) or 0\n"                                          \
     "  if last >= tonumber(fs) then\n"                                            \
     "    fs = string.format('%.0f', last + 1)\n"                                  \
-    "    redis.call('SET', K[2], fs, 'PX', 3600000)\n"                            \
+    "    redis.call('SET', K[2], fs, 'PX', " FENCE_PX("last + 1") ")\n"            \
     "  end\n"                                                                     \
     "end\n"
 #define FENCE_FN "local function fence()\n" FENCE_NEXT "return fs\nend\n"
@@ -148,8 +165,35 @@
     "  redis.call('HDEL', K[8], tok)\n"                                        \
     "end\n"
 
-/* The prelude of the acquire scripts.  ARGV[1] token, ARGV[2] lease ms,
- * ARGV[3] restart guard ms ("0": off).
+/* LOCK_NORM: a lock taken on the uncontended path is a string (see
+ * acquire_lua); every path past it that reads or marks the holder first
+ * turns such a string into the hash it stands for, with the same expiry
+ * (a string that does not parse is left alone: the hash calls that
+ * follow then fail, and the caller is told, rather than a hold be lost).
+ * LOCK_OWNER(v) sets v to the holder's token, of either form, or false. */
+#define LOCK_NORM                                                                 \
+    "if redis.call('TYPE', K[1]).ok == 'string' then\n"                          \
+    "  local f, o, s, w = string.match(redis.call('GET', K[1]), '^(%d+) (%S+) (%d+) (.*)$')\n" \
+    "  if f then\n"                                                               \
+    "    local ttl = redis.call('PTTL', K[1])\n"                                  \
+    "    redis.call('DEL', K[1])\n"                                               \
+    "    if ttl ~= -2 then\n"                                                     \
+    "      redis.call('HSET', K[1], 'owner', o, 'fence', f, 'who', w, 'since', s)\n" \
+    "      if ttl > 0 then redis.call('PEXPIRE', K[1], ttl) end\n"                \
+    "    end\n"                                                                   \
+    "  end\n"                                                                     \
+    "end\n"
+#define LOCK_OWNER(key, v)                                                        \
+    "local " v " = false\n"                                                       \
+    "do\n"                                                                        \
+    "  local ty = redis.call('TYPE', " key ").ok\n"                               \
+    "  if ty == 'hash' then " v " = redis.call('HGET', " key ", 'owner')\n"       \
+    "  elseif ty == 'string' then " v " = string.match(redis.call('GET', " key "), '^%d+ (%S+) ') or false end\n" \
+    "end\n"
+
+/* The prelude of the acquire scripts, on A, their arguments in this
+ * order: A[1] token, A[2] lease ms, A[3] restart guard ms ("0": off)
+ * (the shared acquire's ARGV; the exclusive acquire unpacks its own).
  *
  * The restart guard (Redis's "delayed restart" advice, done in data): a
  * server restarted without persistence has forgotten every holder, who
@@ -163,9 +207,9 @@
 #define ACQUIRE_PRELUDE                                                           \
     "now = tonumber(nows)\n"                                                      \
     FENCE_FN                                                                      \
-    "local lease = tonumber(ARGV[2])\n"                                           \
-    "if ARGV[3] ~= '0' then\n"                                                    \
-    "  local guard = tonumber(ARGV[3])\n"                                         \
+    "local lease = tonumber(A[2])\n"                                              \
+    "if A[3] ~= '0' then\n"                                                       \
+    "  local guard = tonumber(A[3])\n"                                            \
     "  local nb = tonumber(redis.call('GET', K[9]) or '')\n"                      \
     "  if not nb then\n"                                                          \
     "    nb = now + guard\n"                                                      \
@@ -174,7 +218,12 @@
     "  if now < nb then return {0, nb - now} end\n"                               \
     "end\n"
 
-/* Exclusive acquire (mutex, write lock).  ARGV[4] who (host:pid:tid), [5]
+/* Exclusive acquire (mutex, write lock).  ARGV: [1] token, [2] lease ms,
+ * [3] four flags "RWQC", [4] "SINCE WHO" (the caller's wall clock in ms,
+ * host:pid:tid), [5] restart guard ms (absent: off) -- few arguments,
+ * since each costs the server on every call (bench/README.md).  The
+ * uncontended path reads them as they come; the others unpack them as
+ * A[1..8]: token, lease, guard, who, and the flags: [5]
  * robust ("1"/"0"), [6] wait ("1": the caller will wait, so register it
  * as a waiting writer, which holds new readers back, and tells a releaser
  * that someone waits), [7] queue ("0": no; with [6], take a place in the
@@ -193,10 +242,12 @@
  * has to be woken first, gets its turn instead of the releaser taking the
  * lock straight back.  A free lock with no readers, waiters or queue
  * (one EXISTS tells) is taken at once: when neither robust nor caching
- * nor guarded, by five calls written out before anything else is made
- * (the clock, that EXISTS, the fence, the hash, its lease).  A caller
- * that will wait for a lock another holds marks its hash (w).
- * Returns {1, fence} acquired; {4, fence} acquired, but the last robust
+ * nor guarded, by three calls made before anything else (that EXISTS,
+ * the fence's INCR, the SET of the string form, with its lease: the TIME
+ * only when the fence key is missing), answering the fence alone.  A
+ * caller that will wait for a lock another holds marks its hash (w).
+ * Returns the fence alone (a string) acquired on the uncontended path;
+ * {1, fence} acquired; {4, fence} acquired, but the last robust
  * holder died holding it (EOWNERDEAD); {2, fence} already held by this
  * token (an earlier attempt whose answer was lost, or a fair grant; the
  * lease starts again) -- each with the third element "others wait" when
@@ -208,43 +259,60 @@
  * that waits; trylock is never held back); {3, 0} robust and not
  * recoverable.  Only robust acquirers read or write the state key. */
 static const char acquire_lua[] =
-    ACQUIRE_CLOCK
-    "local asked = false\n"
-    "if ARGV[3] == '0' and ARGV[5] ~= '1' and ARGV[8] ~= '1' then\n"
-    "  if redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then\n"
-    FENCE_NEXT
-    "    redis.call('HSET', K[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows)\n"
-    "    redis.call('PEXPIRE', K[1], ARGV[2])\n"
-    "    return {1, fs}\n"
+    "local fl = ARGV[3]\n"
+    "local asked = not ARGV[5] and string.byte(fl, 1) == 48 and string.byte(fl, 4) == 48\n"
+    "if asked then\n"
+    "  local p, fk, n = KEYS[1]\n"
+    "  if #KEYS == 1 then\n"
+    "    fk = p .. ':fence'\n"
+    "    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':queue')\n"
+    "  else\n"
+    "    fk = KEYS[2]\n"
+    "    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7])\n"
     "  end\n"
-    "  asked = true\n"
+    "  if n == 0 then\n"
+    "    local f = redis.call('INCR', fk)\n"
+    "    if f == 1 then\n"
+    "      local t = redis.call('TIME')\n"
+    "      f = t[1] * 1000000 + t[2]\n"
+    "      redis.call('SET', fk, string.format('%.0f', f), 'PX', 3600000)\n"
+    "    end\n"
+    "    local fs = string.format('%.0f', f)\n"
+    "    redis.call('SET', p, fs .. ' ' .. ARGV[1] .. ' ' .. ARGV[4], 'PX', ARGV[2])\n"
+    "    return fs\n"
+    "  end\n"
     "end\n"
+    "local A = {ARGV[1], ARGV[2], ARGV[5] or '0', string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4],\n"
+    "           string.sub(fl, 1, 1), string.sub(fl, 2, 2), string.sub(fl, 3, 3), string.sub(fl, 4, 4)}\n"
+    ACQUIRE_CLOCK
+    LOCK_NORM
     ACQUIRE_PRELUDE
-    "local robust = ARGV[5] == '1'\n"
+    "local robust = A[5] == '1'\n"
     "local state = false\n"
     "if robust then\n"
     "  state = redis.call('GET', K[3])\n"
     "  if state == 'notrecoverable' then return {3, 0} end\n"
     "end\n"
     "local function reserve(fs)\n"
-    "  redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
+    "  redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX',\n"
+    "             " FENCE_PX("tonumber(fs) + " FENCE_BLOCK_LAST) ")\n"
     "  redis.call('HSET', K[1], 'fence', fs, 'cache', '1')\n"
     "  if redis.call('EXISTS', K[7]) == 1 then return 1 end\n"
     "  local n = redis.call('ZCARD', K[5])\n"
-    "  if n > 1 or (n == 1 and not redis.call('ZSCORE', K[5], ARGV[1])) then return 1 end\n"
+    "  if n > 1 or (n == 1 and not redis.call('ZSCORE', K[5], A[1])) then return 1 end\n"
     "  return 0\n"
     "end\n"
     "local rw = false\n"
     "local function take()\n"
     "  local fs = fence()\n"
     "  if rw then\n"
-    "    redis.call('HSET', K[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows, 'w', '1')\n"
+    "    redis.call('HSET', K[1], 'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows, 'w', '1')\n"
     "  else\n"
-    "    redis.call('HSET', K[1], 'owner', ARGV[1], 'fence', fs, 'who', ARGV[4], 'since', nows)\n"
+    "    redis.call('HSET', K[1], 'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows)\n"
     "  end\n"
-    "  redis.call('PEXPIRE', K[1], ARGV[2])\n"
+    "  redis.call('PEXPIRE', K[1], A[2])\n"
     "  local others = nil\n"
-    "  if ARGV[8] == '1' then others = reserve(fs) end\n"
+    "  if A[8] == '1' then others = reserve(fs) end\n"
     "  if robust then\n"
     "    redis.call('SET', K[3], 'held')\n"
     "    if state == 'held' then return {4, fs, others} end\n"
@@ -254,9 +322,9 @@ static const char acquire_lua[] =
     "if not asked and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end\n"
     LOCK_REST
     "local owner = redis.call('HGET', K[1], 'owner')\n"
-    "if owner == ARGV[1] then\n"
+    "if owner == A[1] then\n"
     "  redis.call('PEXPIRE', K[1], lease)\n"
-    "  if ARGV[8] == '1' then\n"
+    "  if A[8] == '1' then\n"
     "    local fs = fence()\n"
     "    return {2, fs, reserve(fs)}\n"
     "  end\n"
@@ -266,40 +334,40 @@ static const char acquire_lua[] =
     "if owner then\n"
     "  wait = redis.call('PTTL', K[1])\n"
     "  wanted()\n"
-    "  if ARGV[6] == '1' then redis.call('HSET', K[1], 'w', '1') end\n"
+    "  if A[6] == '1' then redis.call('HSET', K[1], 'w', '1') end\n"
     "elseif redis.call('EXISTS', K[4], K[5], K[6], K[7]) > 0 then\n"
     "  rw = true\n"
     "  local r = live(K[4])\n"
     "  if r then wait = r - now end\n"
     "  local h, hx = nil, nil\n"
     "  if not wait then h, hx = qhead() end\n"
-    "  if h and h ~= ARGV[1] then\n"
+    "  if h and h ~= A[1] then\n"
     "    wait = hx - now\n"
-    "  elseif not wait and not h and ARGV[6] == '1' and redis.call('GET', K[6]) == ARGV[4] then\n"
-    "    redis.call('ZADD', K[5], now + lease, ARGV[1])\n"
+    "  elseif not wait and not h and A[6] == '1' and redis.call('GET', K[6]) == A[4] then\n"
+    "    redis.call('ZADD', K[5], now + lease, A[1])\n"
     "    keep(K[5], 2 * lease)\n"
     "    return {5, redis.call('PTTL', K[6])}\n"
     "  end\n"
     "end\n"
     "if wait then\n"
-    "  if ARGV[6] == '1' then\n"
-    "    redis.call('ZADD', K[5], now + lease, ARGV[1])\n"
+    "  if A[6] == '1' then\n"
+    "    redis.call('ZADD', K[5], now + lease, A[1])\n"
     "    keep(K[5], 2 * lease)\n"
-    "    if ARGV[7] ~= '0' then\n"
-    "      if not redis.call('ZSCORE', K[7], ARGV[1]) then\n"
+    "    if A[7] ~= '0' then\n"
+    "      if not redis.call('ZSCORE', K[7], A[1]) then\n"
     "        local last = redis.call('ZRANGE', K[7], -1, -1, 'WITHSCORES')\n"
     "        local ticket = 1\n"
     "        if #last > 0 then ticket = tonumber(last[2]) + 1 end\n"
-    "        redis.call('ZADD', K[7], ticket, ARGV[1])\n"
+    "        redis.call('ZADD', K[7], ticket, A[1])\n"
     "      end\n"
-    "      redis.call('HSET', K[8], ARGV[1], ARGV[2] .. '|' .. ARGV[5] .. '|' .. ARGV[7] .. '|' .. ARGV[4])\n"
+    "      redis.call('HSET', K[8], A[1], A[2] .. '|' .. A[5] .. '|' .. A[7] .. '|' .. A[4])\n"
     "      keep(K[7], 2 * lease)\n"
     "      keep(K[8], 2 * lease)\n"
     "    end\n"
     "  end\n"
     "  return {0, wait, redis.call('GET', K[2]) or ''}\n"
     "end\n"
-    "if rw then unqueue(ARGV[1]) end\n"
+    "if rw then unqueue(A[1]) end\n"
     "return take()\n";
 
 /* Shared acquire (read lock).  ARGV[4] "1": prefer readers (a reader
@@ -309,7 +377,9 @@ static const char acquire_lua[] =
  * so a stream of readers never starves a writer).  Returns as acquire_lua
  * ({1, fence}, {2, fence}, {0, ms}). */
 static const char acquire_shared_lua[] =
+    "local A = ARGV\n"
     ACQUIRE_CLOCK
+    LOCK_NORM
     ACQUIRE_PRELUDE
     LOCK_REST
     "if redis.call('HGET', K[1], 'owner') then\n"
@@ -331,9 +401,12 @@ static const char acquire_shared_lua[] =
     "keep(K[4], 2 * lease)\n"
     "return {1, fence()}\n";
 
-/* ARGV: token, channel, how, releaser (host:pid:tid), handoff window ms.
- * Ends the token's hold and wakes the waiters; 1 if released, 0 if the
- * token did not hold it.  how: "plain" (not robust), "clean" (robust:
+/* ARGV: token, "HOW WINDOW WHO" (how, the handoff window ms, the releaser
+ * host:pid:tid: one argument, read past the uncontended path only); the
+ * release channel is the lock key.  Ends the token's hold and wakes the
+ * waiters; 1 if released, 0 if the token did not hold it.  A hold in the
+ * string form (acquire_lua) is never marked: its release is the raw
+ * compare-and-delete (TYPE, GET, DEL).  how: "plain" (not robust), "clean" (robust:
  * forget the marker), "inconsistent" (robust, unlocked after EOWNERDEAD
  * without consistent: unrecoverable for everyone), "dead" (robust, the
  * holder died: the next acquirer gets EOWNERDEAD), "shared" (a read
@@ -351,27 +424,38 @@ static const char acquire_shared_lua[] =
  * from the lock for the handoff window (acquire_lua).  With nobody
  * waiting (one EXISTS tells), it publishes at once; when the hash was
  * never marked (w), nobody can be waiting for this release, and it tells
- * nobody: a plain release is then three calls (the owner, the mark,
- * the DEL). */
+ * nobody: a plain release of a hash is then four calls (the type, the
+ * owner, the mark, the DEL). */
 static const char release_lua[] =
-    "local how = ARGV[3]\n"
+    "local tok, hw = ARGV[1], ARGV[2]\n"
+    "local c1 = string.byte(hw, 1)\n"
     "local marked\n"
-    "if how ~= 'shared' and how ~= 'withdraw' then\n"
-    "  if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end\n"
+    "if c1 ~= 115 and c1 ~= 119 then\n" /* neither "shared" nor "withdraw": a hold */
+    "  local ty = redis.call('TYPE', KEYS[1]).ok\n"
+    "  if ty == 'string' then\n"
+    "    local v = redis.call('GET', KEYS[1])\n"
+    "    local a = string.find(v, ' ', 1, true)\n"
+    "    if not a or string.sub(v, a + 1, a + #tok + 1) ~= tok .. ' ' then return 0 end\n"
+    "    redis.call('DEL', KEYS[1])\n"
+    "    return 1\n"
+    "  end\n"
+    "  if ty ~= 'hash' or redis.call('HGET', KEYS[1], 'owner') ~= tok then return 0 end\n"
     "  marked = redis.call('HGET', KEYS[1], 'w')\n"
-    "  if how == 'plain' and not marked then\n"
+    "  if c1 == 112 and not marked then\n" /* "plain" */
     "    redis.call('DEL', KEYS[1])\n"
     "    return 1\n"
     "  end\n"
     "end\n"
+    "local how, win, rwho = string.match(hw, '^(%a+) (%d+) (.*)$')\n"
     KEYS_PRELUDE
     "if how == 'withdraw' then\n"
-    "  local was = redis.call('ZREM', K[5], ARGV[1])\n"
-    "  redis.call('ZREM', K[7], ARGV[1])\n"
-    "  redis.call('HDEL', K[8], ARGV[1])\n"
-    "  redis.call('DEL', K[1] .. ':g:' .. ARGV[1])\n"
-    "  if redis.call('HGET', K[1], 'owner') ~= ARGV[1] then\n"
-    "    if was == 1 then redis.call('PUBLISH', ARGV[2], 'released') end\n"
+    LOCK_NORM
+    "  local was = redis.call('ZREM', K[5], tok)\n"
+    "  redis.call('ZREM', K[7], tok)\n"
+    "  redis.call('HDEL', K[8], tok)\n"
+    "  redis.call('DEL', K[1] .. ':g:' .. tok)\n"
+    "  if redis.call('HGET', K[1], 'owner') ~= tok then\n"
+    "    if was == 1 then redis.call('PUBLISH', K[1], 'released') end\n"
     "    return 0\n"
     "  end\n"
     "  marked = redis.call('HGET', K[1], 'w')\n"
@@ -379,8 +463,8 @@ static const char release_lua[] =
     "  if redis.call('HGET', K[1], 'rb') == '1' then how = 'clean' end\n"
     "end\n"
     "if how == 'shared' then\n"
-    "  if redis.call('ZREM', K[4], ARGV[1]) == 1 then\n"
-    "    redis.call('PUBLISH', ARGV[2], 'released')\n"
+    "  if redis.call('ZREM', K[4], tok) == 1 then\n"
+    "    redis.call('PUBLISH', K[1], 'released')\n"
     "    return 1\n"
     "  end\n"
     "  return 0\n"
@@ -390,7 +474,7 @@ static const char release_lua[] =
     "elseif how == 'inconsistent' then redis.call('SET', K[3], 'notrecoverable') end\n"
     "if not marked then return 1 end\n"
     "if redis.call('EXISTS', K[5], K[7]) == 0 then\n"
-    "  redis.call('PUBLISH', ARGV[2], 'released')\n"
+    "  redis.call('PUBLISH', K[1], 'released')\n"
     "  return 1\n"
     "end\n"
     LOCK_CLOCK
@@ -411,7 +495,8 @@ static const char release_lua[] =
     "    if rb == '1' then redis.call('SET', K[3], 'held') end\n"
     "    local gs = fs .. ':' .. g\n"
     "    if d == '3' or d == '4' then\n"
-    "      redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX', 3600000)\n"
+    "      redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX',\n"
+    "                 " FENCE_PX("tonumber(fs) + " FENCE_BLOCK_LAST) ")\n"
     "      redis.call('HSET', K[1], 'cache', '1')\n"
     "      if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2'\n"
     "      else gs = gs .. ':1' redis.call('HDEL', K[1], 'w') end\n"
@@ -422,19 +507,19 @@ static const char release_lua[] =
     "      if type(redis.pcall('RPUSH', gk, gs)) == 'number' then redis.call('PEXPIRE', gk, g)\n"
     "      else d = '1' end\n"
     "    end\n"
-    "    if d ~= '2' then redis.call('PUBLISH', ARGV[2], h .. ':' .. gs) end\n"
+    "    if d ~= '2' then redis.call('PUBLISH', K[1], h .. ':' .. gs) end\n"
     "    return 1\n"
     "  end\n"
     "end\n"
-    "local win = tonumber(ARGV[5])\n"
+    "local win = tonumber(win)\n"
     "if win > 0 and redis.call('EXISTS', K[5]) == 1 then\n"
     "  clock()\n"
     "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', now)\n"
     "  if redis.call('ZCARD', K[5]) > 0 and redis.call('EXISTS', K[7]) == 0 then\n"
-    "    redis.call('SET', K[6], ARGV[4], 'PX', win)\n"
+    "    redis.call('SET', K[6], rwho, 'PX', win)\n"
     "  end\n"
     "end\n"
-    "redis.call('PUBLISH', ARGV[2], 'released')\n"
+    "redis.call('PUBLISH', K[1], 'released')\n"
     "return 1\n";
 
 /* The one place that decides how a hold ends (the `how` of release_lua):
@@ -453,7 +538,8 @@ int dlock__release_kind(int shared, int robust, int dead, int inconsistent) {
 /* KEYS: the lock (an exclusive hold) or its readers (a read hold): one
  * key, so that in a cluster slot being migrated the request is served
  * wherever that key is (ASK), never refused for keys not there (TRYAGAIN).
- * ARGV: token, lease ms, "s" for a read hold.  1 if renewed, 0 if the
+ * ARGV: token, lease ms, "s" for a read hold.  An exclusive hold in
+ * either form (acquire_lua).  1 if renewed, 0 if the
  * token no longer holds it; 2 renewed, but the lock is cached (`cache`)
  * and someone asked for it since (`w`): the holder gives it back (lock
  * caching's bound on how long an idle cached lock is kept once asked for,
@@ -472,7 +558,13 @@ static const char renew_lua[] =
     "  end\n"
     "  return 0\n"
     "end\n"
-    "if redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
+    "local ty = redis.call('TYPE', KEYS[1]).ok\n"
+    "if ty == 'string' then\n"
+    "  if string.match(redis.call('GET', KEYS[1]), '^%d+ (%S+) ') ~= ARGV[1] then return 0 end\n"
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  return 1\n"
+    "end\n"
+    "if ty == 'hash' and redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  if redis.call('HGET', KEYS[1], 'cache') == '1' and redis.call('HGET', KEYS[1], 'w') == '1' then return 2 end\n"
     "  return 1\n"
@@ -493,14 +585,22 @@ static const char reset_lua[] =
     "if held > 0 then return 1 end\n"
     "return 0\n";
 
-/* What `dlock status` shows, in one round trip: {holder hash as a flat
- * list, its PTTL, the robust state, live readers, live waiting writers,
- * the server's time in ms}. */
+/* What `dlock status` shows, in one round trip: {the holder's record as
+ * a flat list (the hash, or the string form read as one), its PTTL, the
+ * robust state, live readers, live waiting writers, the server's time in
+ * ms}. */
 static const char info_lua[] =
     KEYS_PRELUDE
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "return {redis.call('HGETALL', K[1]), redis.call('PTTL', K[1]),\n"
+    "local h\n"
+    "if redis.call('TYPE', K[1]).ok == 'string' then\n"
+    "  local f, o, s, w = string.match(redis.call('GET', K[1]), '^(%d+) (%S+) (%d+) (.*)$')\n"
+    "  h = f and {'owner', o, 'fence', f, 'who', w, 'since', s} or {}\n"
+    "else\n"
+    "  h = redis.call('HGETALL', K[1])\n"
+    "end\n"
+    "return {h, redis.call('PTTL', K[1]),\n"
     "        redis.call('GET', K[3]) or '',\n"
     "        redis.call('ZCOUNT', K[4], now + 1, '+inf'),\n"
     "        redis.call('ZCOUNT', K[5], now + 1, '+inf'), now}\n";
@@ -864,7 +964,8 @@ static const char waits_lua[] =
     "  redis.call('HDEL', KEYS[3], ARGV[2])\n"
     "  return {}\n"
     "elseif op == 'holders' then\n"
-    "  local out = {redis.call('HGET', KEYS[1], 'owner') or ''}\n"
+    LOCK_OWNER("KEYS[1]", "o")
+    "  local out = {o or ''}\n"
     "  for _, m in ipairs(redis.call('ZRANGE', KEYS[4], '(' .. now, '+inf', 'BYSCORE')) do out[#out + 1] = m end\n"
     "  return out\n"
     "elseif op == 'list' then\n"

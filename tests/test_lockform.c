@@ -1,0 +1,354 @@
+/* test_lockform.c -- the lock key's two forms (docs/design.md, "The lock
+ * key's two forms"): a hold taken on the uncontended path is the string
+ * "FENCE TOKEN SINCE WHO" made by EXISTS, INCR and SET, released by
+ * TYPE, GET and DEL; every path past it turns the string into the hash
+ * first; fences from INCR; and what this version does with a lock key it
+ * did not write.
+ * labels: redis
+ *
+ * Every test runs against the suite's real redis-server (dlt_server).
+ */
+#include "fixture.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <dlock.h>
+
+/* ------------------------------------------------------------ helpers */
+
+/* TYPE dlock:{name} into out ("none" when absent, "" no answer). */
+static void key_type(const char *name, char *out, size_t cap) {
+    char k[600];
+    size_t n = dlt_lock_key(name, k, sizeof k);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "TYPE %b", k, n);
+    out[0] = '\0';
+    if (r != NULL && r->type == REDIS_REPLY_STATUS) snprintf(out, cap, "%s", r->str);
+    if (r != NULL) freeReplyObject(r);
+}
+
+/* GET of a string lock key into out: 1, or 0 (none, not a string). */
+static int key_get(const char *name, char *out, size_t cap) {
+    char k[600];
+    size_t n = dlt_lock_key(name, k, sizeof k);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "GET %b", k, n);
+    int ok = r != NULL && r->type == REDIS_REPLY_STRING;
+    out[0] = '\0';
+    if (ok) snprintf(out, cap, "%.*s", (int)r->len, r->str);
+    if (r != NULL) freeReplyObject(r);
+    return ok;
+}
+
+/* HGET of a hash lock key into out: 1, or 0. */
+static int key_hget(const char *name, const char *field, char *out, size_t cap) {
+    char k[600];
+    size_t n = dlt_lock_key(name, k, sizeof k);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %b %s", k, n, field);
+    int ok = r != NULL && r->type == REDIS_REPLY_STRING;
+    out[0] = '\0';
+    if (ok) snprintf(out, cap, "%.*s", (int)r->len, r->str);
+    if (r != NULL) freeReplyObject(r);
+    return ok;
+}
+
+/* The server's clock, in microseconds. */
+static long long server_us(void) {
+    redisReply *r = dlt_redis_cmd(&dlt_server, "TIME");
+    long long v = -1;
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        v = atoll(r->element[0]->str) * 1000000LL + atoll(r->element[1]->str);
+    if (r != NULL) freeReplyObject(r);
+    return v;
+}
+
+static long long wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The string form's four fields. */
+struct form {
+    unsigned long long fence;
+    char token[80];
+    long long since;
+    char who[300];
+};
+
+static int form_parse(const char *v, struct form *f) {
+    int used = 0;
+    memset(f, 0, sizeof *f);
+    if (sscanf(v, "%llu %79s %lld %n", &f->fence, f->token, &f->since, &used) != 3 || used == 0) return -1;
+    snprintf(f->who, sizeof f->who, "%s", v + used);
+    return 0;
+}
+
+/* ------------------------------------------------------------ tests */
+
+/* An uncontended hold is the string, with the lease as its expiry, and
+ * the pair runs EXISTS, INCR, SET then TYPE, GET, DEL -- no TIME, no hash
+ * command, two requests. */
+static void test_uncontended_is_a_string(void) {
+    const char *name = "form/plain";
+    dlock_mutex_t m;
+    struct form f;
+    char v[512], t[32], want[64];
+    long long pttl, before = wall_ms();
+
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 4000, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* the fence key exists from here */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    /* the pair alone, counted */
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 2);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "exists"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "incr"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "type"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "get"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "del"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "time"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "hset"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "publish"), 0);
+    /* what the server holds meanwhile */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    key_type(name, t, sizeof t);
+    CU_ASSERT_STRING_EQUAL(t, "string");
+    CU_ASSERT_FATAL(key_get(name, v, sizeof v));
+    CU_ASSERT_FATAL(form_parse(v, &f) == 0);
+    DLT_ASSERT_INT_EQ(f.fence, dlock_mutex_fence(&m));
+    CU_ASSERT_EQUAL(strlen(f.token), 32);
+    CU_ASSERT(f.since >= before - 1000 && f.since <= wall_ms() + 1000);
+    snprintf(want, sizeof want, ":%ld:", (long)getpid());
+    CU_ASSERT_PTR_NOT_NULL(strstr(f.who, want));
+    pttl = dlt_key_pttl(name);
+    CU_ASSERT(pttl > 2000 && pttl <= 4000);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
+/* Fences of the uncontended path come from INCR: one more each time; the
+ * fence key made anew (lost data) starts from the server's clock, above
+ * every fence before. */
+static void test_fences_from_incr(void) {
+    const char *name = "form/fence";
+    char k[600];
+    dlock_mutex_t m;
+    uint64_t f1, f2, f3;
+    long long before;
+
+    dlt_lock_key(name, k, sizeof k);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    f1 = dlock_mutex_fence(&m);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    f2 = dlock_mutex_fence(&m);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(f2, f1 + 1);
+
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s:fence", k)) == 1);
+    before = server_us();
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    f3 = dlock_mutex_fence(&m);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    CU_ASSERT(f3 > f2);
+    CU_ASSERT((long long)f3 >= before); /* from the clock, in us */
+    {
+        long long pttl = dlt_reply_int(dlt_redis_cmd(&dlt_server, "PTTL %s:fence", k));
+        CU_ASSERT(pttl > 3500000 && pttl <= 3600000); /* made from the clock: an hour */
+    }
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
+/* The waiter of test_waiter_turns_it_into_a_hash, a process of its own. */
+struct waiter {
+    char name[64];
+    int rc;
+    unsigned long long fence;
+};
+
+static int waiter_main(void *arg) {
+    struct waiter *w = arg;
+    dlock_mutex_t m;
+    struct timespec dl = dlt_abs_in(CLOCK_REALTIME, 10000);
+    if (dlt_mutex_make(&m, w->name, 0, NULL) != 0) return 1;
+    w->rc = dlock_mutex_timedlock(&m, &dl);
+    if (w->rc == 0) {
+        w->fence = dlock_mutex_fence(&m);
+        (void)dlock_mutex_unlock(&m);
+    }
+    dlock_mutex_destroy(&m);
+    return 0;
+}
+
+/* A waiter turns the string into the hash it stands for (same holder,
+ * fence and expiry, marked): the holder's renewal and release work on
+ * it, and the release hands the lock to the waiter. */
+static void test_waiter_turns_it_into_a_hash(void) {
+    const char *name = "form/waited";
+    struct waiter *w = DLT_SHM_NEW(struct waiter, 1);
+    dlock_mutex_t m;
+    struct form f;
+    char v[512], t[32], o[80], fs[32], mark[8], who[300];
+    dlt_task task;
+    double t0;
+
+    snprintf(w->name, sizeof w->name, "%s", name);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 900, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    CU_ASSERT_FATAL(key_get(name, v, sizeof v));
+    CU_ASSERT_FATAL(form_parse(v, &f) == 0);
+    CU_ASSERT_FATAL(dlt_task_start(&task, DLT_PROC, waiter_main, w) == 0);
+    t0 = dlt_now();
+    do {
+        dlt_sleep_ms(20);
+        key_type(name, t, sizeof t);
+    } while (strcmp(t, "hash") != 0 && dlt_now() - t0 < 10);
+    CU_ASSERT_STRING_EQUAL_FATAL(t, "hash");
+    CU_ASSERT(key_hget(name, "owner", o, sizeof o));
+    CU_ASSERT_STRING_EQUAL(o, f.token);
+    CU_ASSERT(key_hget(name, "fence", fs, sizeof fs));
+    DLT_ASSERT_INT_EQ(strtoull(fs, NULL, 10), f.fence);
+    CU_ASSERT(key_hget(name, "who", who, sizeof who));
+    CU_ASSERT_STRING_EQUAL(who, f.who);
+    CU_ASSERT(key_hget(name, "w", mark, sizeof mark));
+    CU_ASSERT(dlt_key_pttl(name) > 0 && dlt_key_pttl(name) <= 900);
+    /* held past several leases: the renewal thread renews the hash */
+    dlt_sleep_ms(2000);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
+    CU_ASSERT(key_hget(name, "owner", o, sizeof o));
+    CU_ASSERT_STRING_EQUAL(o, f.token);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&task, DLT_JOIN_MS), 0);
+    DLT_ASSERT_ERR(w->rc, 0);
+    CU_ASSERT(w->fence > f.fence);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_SHM_FREE(w, 1);
+}
+
+/* A string hold is renewed as a string, and what the server says of it
+ * (dlock_lock_info) is its four fields. */
+static void test_string_renewed_and_shown(void) {
+    const char *name = "form/renewed";
+    dlock_mutex_t m;
+    dlock_lock_info_t in;
+    struct form f;
+    char v[512], v2[512];
+
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 600, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    CU_ASSERT_FATAL(key_get(name, v, sizeof v));
+    CU_ASSERT_FATAL(form_parse(v, &f) == 0);
+    dlt_sleep_ms(1500); /* two and a half leases */
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
+    CU_ASSERT(key_get(name, v2, sizeof v2));
+    CU_ASSERT_STRING_EQUAL(v2, v); /* the same string, its expiry renewed */
+    CU_ASSERT(dlt_key_pttl(name) > 0);
+    DLT_ASSERT_ERR(dlock_lock_info(NULL, name, &in), 0);
+    DLT_ASSERT_INT_EQ(in.held, 1);
+    DLT_ASSERT_INT_EQ(in.pid, (long)getpid());
+    DLT_ASSERT_INT_EQ(in.fence, f.fence);
+    DLT_ASSERT_INT_EQ(in.since_ms, f.since);
+    CU_ASSERT(in.lease_left_ms > 0 && in.lease_left_ms <= 600);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
+/* What takes a lock past the uncontended path writes the hash: a robust
+ * mutex, a caching one (whose block of fences gives the fence key an
+ * expiry an hour past the block's last fence). */
+static void test_other_holds_are_hashes(void) {
+    const char *name = "form/robust", *cname = "form/caching";
+    char k[600], t[32];
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, name, &a), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    key_type(name, t, sizeof t);
+    CU_ASSERT_STRING_EQUAL(t, "hash");
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setcaching(&a, 1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, cname, &a), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    key_type(cname, t, sizeof t);
+    CU_ASSERT_STRING_EQUAL(t, "hash");
+    dlt_lock_key(cname, k, sizeof k);
+    {   /* the block's last fence is ~1.05 s (2^20 us) past the clock */
+        long long pttl = dlt_reply_int(dlt_redis_cmd(&dlt_server, "PTTL %s:fence", k));
+        CU_ASSERT(pttl > 3600000 + 500 && pttl <= 3600000 + 1100);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+}
+
+/* A hold another client wrote as a hash (an earlier release's holder)
+ * excludes this one until it ends; then the fence goes on above it. */
+static void test_hash_hold_of_another_version(void) {
+    const char *name = "form/older";
+    char k[600];
+    dlock_mutex_t m;
+
+    dlt_lock_key(name, k, sizeof k);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "HSET %s owner 0123456789abcdef0123456789abcdef fence "
+                                          "9000000000000000 who elsewhere:1:1 since 1700000000000", k)) == 4);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "PEXPIRE %s 700", k)) == 1);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET %s:fence 9000000000000000", k));
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* once its lease ran out */
+    CU_ASSERT(dlock_mutex_fence(&m) > 9000000000000000ull);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
+/* A lock key this version cannot read (no form it writes: a later
+ * release's, or anyone's SET) is refused, never overwritten nor taken. */
+static void test_unknown_form_refused(void) {
+    const char *name = "form/unknown";
+    char k[600], v[64];
+    dlock_mutex_t m;
+    int rc;
+
+    dlt_lock_key(name, k, sizeof k);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET %s something-else PX 30000", k));
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 0, NULL), 0);
+    rc = dlock_mutex_trylock(&m);
+    DLT_ASSERT_ERR(rc, EPROTO);
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    CU_ASSERT(key_get(name, v, sizeof v));
+    CU_ASSERT_STRING_EQUAL(v, "something-else");
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s", k)) == 1);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_uncontended_is_a_string),
+    DLT_TEST(test_fences_from_incr),
+    DLT_TEST(test_waiter_turns_it_into_a_hash),
+    DLT_TEST(test_string_renewed_and_shown),
+    DLT_TEST(test_other_holds_are_hashes),
+    DLT_TEST(test_hash_hold_of_another_version),
+    DLT_TEST(test_unknown_form_refused),
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv) {
+    return dlt_main(argc, argv, "lockform", tests);
+}
