@@ -313,8 +313,9 @@ typedef struct dlock__want {
  * the graph at each tick, and EDEADLK ends its wait once two walks, the
  * second after every other member refreshed its record, saw the same
  * cycle with it as the victim.  A thread that holds nothing (a leaf: it
- * cannot be in a cycle) is only listed: registered before its first sleep
- * on the server (after DLOCK__DL_LEAF_LOCAL_MS for a local wait), for as
+ * cannot be in a cycle) is only listed: registered once it has waited
+ * DLOCK__DL_LEAF_MS (a wait shorter than that, as a contended handoff's,
+ * costs no request for it; DLOCK__DL_LEAF_LOCAL_MS for a local wait), for as
  * long as that sleep may last plus DLOCK__DL_LEAF_MARGIN_MS (at least
  * DLOCK__DL_LEAF_TTL_MS), and refreshed, cutting a sleep short, only when
  * a sleep would outlast that. */
@@ -322,6 +323,7 @@ typedef struct dlock__want {
 #define DLOCK__DL_LOCAL_MS 250
 #define DLOCK__DL_TICK_MS 250
 #define DLOCK__DL_TTL_MS 1500
+#define DLOCK__DL_LEAF_MS 50
 #define DLOCK__DL_LEAF_LOCAL_MS 2000
 #define DLOCK__DL_LEAF_TTL_MS 30000
 #define DLOCK__DL_LEAF_MARGIN_MS 10000

@@ -3,7 +3,7 @@
  * A call that has waited DLOCK__DL_REG_MS for a lock (DLOCK__DL_LOCAL_MS
  * if it waits for another thread of its process without having asked the
  * server: a local hand-over costs no command; a thread that holds nothing
- * and cannot be in a cycle: before its first sleep, then rarely; core.h)
+ * and cannot be in a cycle: after DLOCK__DL_LEAF_MS, then rarely; core.h)
  * records its wait
  * (docs/design.md, "Deadlock detection"): on the lock's slot, its id (the
  * call's token), its thread ("host:pid:tid"), since when (server ms), its
@@ -49,7 +49,8 @@ void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local) {
     for (h = c->held; h != NULL && me != NULL; h = h->held_next)
         if (h->owner == me && dlock__hold_is_live(h) && d->ntoks < DLOCK__DL_TOKS)
             snprintf(d->toks[d->ntoks++], sizeof d->toks[0], "%s", h->token);
-    first = d->ntoks == 0 ? (local ? DLOCK__DL_LEAF_LOCAL_MS : 0) : local ? DLOCK__DL_LOCAL_MS : DLOCK__DL_REG_MS;
+    first = d->ntoks == 0 ? (local ? DLOCK__DL_LEAF_LOCAL_MS : DLOCK__DL_LEAF_MS)
+                          : local ? DLOCK__DL_LOCAL_MS : DLOCK__DL_REG_MS;
     d->next = dlock__now() + (dlock__mono)first * DLOCK__MS;
 }
 
