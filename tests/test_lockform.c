@@ -32,23 +32,13 @@ static void key_type(const char *name, char *out, size_t cap) {
     if (r != NULL) freeReplyObject(r);
 }
 
-/* GET of a string lock key into out: 1, or 0 (none, not a string). */
-static int key_get(const char *name, char *out, size_t cap) {
+/* GET of a string lock key (field NULL), or HGET of a hash lock key's
+ * field, into out: 1, or 0 (none, or not of that form). */
+static int key_read(const char *name, const char *field, char *out, size_t cap) {
     char k[600];
     size_t n = dlt_lock_key(name, k, sizeof k);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "GET %b", k, n);
-    int ok = r != NULL && r->type == REDIS_REPLY_STRING;
-    out[0] = '\0';
-    if (ok) snprintf(out, cap, "%.*s", (int)r->len, r->str);
-    if (r != NULL) freeReplyObject(r);
-    return ok;
-}
-
-/* HGET of a hash lock key into out: 1, or 0. */
-static int key_hget(const char *name, const char *field, char *out, size_t cap) {
-    char k[600];
-    size_t n = dlt_lock_key(name, k, sizeof k);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "HGET %b %s", k, n, field);
+    redisReply *r = field == NULL ? dlt_redis_cmd(&dlt_server, "GET %b", k, n)
+                                  : dlt_redis_cmd(&dlt_server, "HGET %b %s", k, n, field);
     int ok = r != NULL && r->type == REDIS_REPLY_STRING;
     out[0] = '\0';
     if (ok) snprintf(out, cap, "%.*s", (int)r->len, r->str);
@@ -121,7 +111,7 @@ static void test_uncontended_is_a_string(void) {
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     key_type(name, t, sizeof t);
     CU_ASSERT_STRING_EQUAL(t, "string");
-    CU_ASSERT_FATAL(key_get(name, v, sizeof v));
+    CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
     CU_ASSERT_FATAL(form_parse(v, &f) == 0);
     DLT_ASSERT_INT_EQ(f.fence, dlock_mutex_fence(&m));
     CU_ASSERT_EQUAL(strlen(f.token), 32);
@@ -205,7 +195,7 @@ static void test_waiter_turns_it_into_a_hash(void) {
     snprintf(w->name, sizeof w->name, "%s", name);
     DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 900, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    CU_ASSERT_FATAL(key_get(name, v, sizeof v));
+    CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
     CU_ASSERT_FATAL(form_parse(v, &f) == 0);
     CU_ASSERT_FATAL(dlt_task_start(&task, DLT_PROC, waiter_main, w) == 0);
     t0 = dlt_now();
@@ -214,18 +204,18 @@ static void test_waiter_turns_it_into_a_hash(void) {
         key_type(name, t, sizeof t);
     } while (strcmp(t, "hash") != 0 && dlt_now() - t0 < 10);
     CU_ASSERT_STRING_EQUAL_FATAL(t, "hash");
-    CU_ASSERT(key_hget(name, "owner", o, sizeof o));
+    CU_ASSERT(key_read(name, "owner", o, sizeof o));
     CU_ASSERT_STRING_EQUAL(o, f.token);
-    CU_ASSERT(key_hget(name, "fence", fs, sizeof fs));
+    CU_ASSERT(key_read(name, "fence", fs, sizeof fs));
     DLT_ASSERT_INT_EQ(strtoull(fs, NULL, 10), f.fence);
-    CU_ASSERT(key_hget(name, "who", who, sizeof who));
+    CU_ASSERT(key_read(name, "who", who, sizeof who));
     CU_ASSERT_STRING_EQUAL(who, f.who);
-    CU_ASSERT(key_hget(name, "w", mark, sizeof mark));
+    CU_ASSERT(key_read(name, "w", mark, sizeof mark));
     CU_ASSERT(dlt_key_pttl(name) > 0 && dlt_key_pttl(name) <= 900);
     /* held past several leases: the renewal thread renews the hash */
     dlt_sleep_ms(2000);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
-    CU_ASSERT(key_hget(name, "owner", o, sizeof o));
+    CU_ASSERT(key_read(name, "owner", o, sizeof o));
     CU_ASSERT_STRING_EQUAL(o, f.token);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlt_task_join(&task, DLT_JOIN_MS), 0);
@@ -246,11 +236,11 @@ static void test_string_renewed_and_shown(void) {
 
     DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 600, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    CU_ASSERT_FATAL(key_get(name, v, sizeof v));
+    CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
     CU_ASSERT_FATAL(form_parse(v, &f) == 0);
     dlt_sleep_ms(1500); /* two and a half leases */
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
-    CU_ASSERT(key_get(name, v2, sizeof v2));
+    CU_ASSERT(key_read(name, NULL, v2, sizeof v2));
     CU_ASSERT_STRING_EQUAL(v2, v); /* the same string, its expiry renewed */
     CU_ASSERT(dlt_key_pttl(name) > 0);
     DLT_ASSERT_ERR(dlock_lock_info(NULL, name, &in), 0);
@@ -332,7 +322,7 @@ static void test_unknown_form_refused(void) {
     rc = dlock_mutex_trylock(&m);
     DLT_ASSERT_ERR(rc, EPROTO);
     if (rc == 0) (void)dlock_mutex_unlock(&m);
-    CU_ASSERT(key_get(name, v, sizeof v));
+    CU_ASSERT(key_read(name, NULL, v, sizeof v));
     CU_ASSERT_STRING_EQUAL(v, "something-else");
     CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s", k)) == 1);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
