@@ -1440,6 +1440,14 @@ static long long ca_queued(const char *name) {
     return n;
 }
 
+/* The number of waits registered on the lock (`dlock status`'s);
+ * dlt_reply_int's LLONG_MIN on error. */
+static long long ca_waiting(const char *name) {
+    char key[300];
+    dlt_lock_key(name, key, sizeof key);
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:waiting", key));
+}
+
 /* A caching waiter that a release hands the lock to takes it from the
  * grant alone: the grant reserved its block of fences (FENCE:MS:1), so it
  * makes no confirming acquire of its own -- one script runs between this
@@ -1461,6 +1469,10 @@ static void test_cache_grant_reserves_block(void) {
     for (i = 0; i < CA_WAIT_MS / 10 && !(queued = ca_queued(name) == 1); i++) dlt_sleep_ms(10);
     CU_ASSERT_TRUE(queued);
     CU_ASSERT_TRUE(ca_wait_numsub(name, 2, CA_WAIT_MS));
+    /* It registers its wait (what `dlock status` lists) once it has waited
+     * 50 ms: after that, then none of its scripts runs until its grant. */
+    for (i = 0; i < CA_WAIT_MS / 10 && ca_waiting(name) != 1; i++) dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(ca_waiting(name), 1);
     /* The waiter asks once more when its subscription is confirmed: wait
      * until no script runs for 100 ms (it sleeps until its grant). */
     for (i = 0; i < 50; i++) {
