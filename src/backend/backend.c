@@ -140,16 +140,24 @@ static const char *const release_how[] = { "plain", "clean", "inconsistent", "de
 #define ARGN(a, buf, x) ((a)->len[(a)->n] = dlock__dec((a)->buf, (x)), (a)->buf[(a)->len[(a)->n]] = '\0', \
                          (a)->v[(a)->n] = (a)->buf, (a)->n++)
 
+/* Pushes a->ident as an argument: its first n bytes, written by the
+ * caller, then a space and the calling thread's host:pid:tid. */
+static void arg_ident(dlock__args *a, size_t n) {
+    const char *id;
+    size_t idl = who(dlock__self_peek(), &id);
+    a->ident[n++] = ' ';
+    memcpy(a->ident + n, id, idl + 1);
+    a->v[a->n] = a->ident;
+    a->len[a->n++] = n + idl;
+}
+
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a) {
-    dlock__thread *self = dlock__self_peek();
     unsigned guard = c->node.conf.restart_guard_ms;
     a->nkeys = a->n = lock_keys(c, k, guard != 0 || (flags & DLOCK__F_SHARED), a->v, a->len);
     ARG(a, token);
     ARGN(a, lease, lease_ms);
     if (!(flags & DLOCK__F_SHARED)) {
-        const char *id;
-        size_t n, idl;
         struct timespec now;
         a->flags[0] = flags & DLOCK__F_ROBUST ? '1' : '0';
         a->flags[1] = flags & DLOCK__F_WAIT ? '1' : '0';
@@ -162,12 +170,7 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
         a->len[a->n++] = 4;
         /* "SINCE WHO": this host's wall clock in ms, host:pid:tid */
         clock_gettime(CLOCK_REALTIME, &now);
-        n = dlock__dec(a->ident, (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u);
-        a->ident[n++] = ' ';
-        idl = who(self, &id);
-        memcpy(a->ident + n, id, idl + 1);
-        a->v[a->n] = a->ident;
-        a->len[a->n++] = n + idl;
+        arg_ident(a, dlock__dec(a->ident, (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u));
         if (guard != 0) ARGN(a, guard, guard);
     } else {
         ARGN(a, guard, guard);
@@ -177,20 +180,13 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
 }
 
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a) {
-    dlock__thread *self = dlock__self_peek();
-    const char *id;
-    size_t n = strlen(release_how[how]), idl;
+    size_t n = strlen(release_how[how]);
     a->nkeys = a->n = lock_keys(c, k, 0, a->v, a->len);
     ARG(a, token);
     /* "HOW WINDOW WHO": how the hold ends, the handoff window ms, the releaser */
     memcpy(a->ident, release_how[how], n);
     a->ident[n++] = ' ';
-    n += dlock__dec(a->ident + n, c->node.conf.handoff_ms);
-    a->ident[n++] = ' ';
-    idl = who(self, &id);
-    memcpy(a->ident + n, id, idl + 1);
-    a->v[a->n] = a->ident;
-    a->len[a->n++] = n + idl;
+    arg_ident(a, n + dlock__dec(a->ident + n, c->node.conf.handoff_ms));
 }
 #undef ARGN
 #undef ARG1

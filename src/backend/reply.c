@@ -43,10 +43,11 @@ int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms, i
 
 int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
     const redisReply *st, *v;
+    out->pttl_ms = -1;
+    out->fence = 0;
+    out->floor = 0;
+    out->others = 0;
     if (r != NULL && r->type == REDIS_REPLY_STRING) { /* the uncontended path's answer: the fence alone */
-        out->pttl_ms = -1;
-        out->floor = 0;
-        out->others = 0;
         if (dlock__u64_parse(r->str, r->len, &out->fence) != 0 || out->fence == 0) return -1;
         out->status = DLOCK__ACQ_ACQUIRED;
         return 0;
@@ -57,10 +58,6 @@ int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
     v = r->element[1];
     if (st == NULL || v == NULL || st->type != REDIS_REPLY_INTEGER) return -1;
     if (r->elements == 3 && (st->integer == 3 || st->integer == 5)) return -1;
-    out->pttl_ms = -1;
-    out->fence = 0;
-    out->floor = 0;
-    out->others = 0;
     switch (st->integer) {
     case 1: /* acquired */
     case 2: /* already ours */

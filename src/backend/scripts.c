@@ -171,9 +171,13 @@
  * (a string that does not parse is left alone: the hash calls that
  * follow then fail, and the caller is told, rather than a hold be lost).
  * LOCK_OWNER(v) sets v to the holder's token, of either form, or false. */
+/* The string form's patterns: its four fields (fence, owner token, since,
+ * who), and its owner token alone. */
+#define FORM_FIELDS "'^(%d+) (%S+) (%d+) (.*)$'"
+#define FORM_OWNER "'^%d+ (%S+) '"
 #define LOCK_NORM                                                                 \
     "if redis.call('TYPE', K[1]).ok == 'string' then\n"                          \
-    "  local f, o, s, w = string.match(redis.call('GET', K[1]), '^(%d+) (%S+) (%d+) (.*)$')\n" \
+    "  local f, o, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n" \
     "  if f then\n"                                                               \
     "    local ttl = redis.call('PTTL', K[1])\n"                                  \
     "    redis.call('DEL', K[1])\n"                                               \
@@ -188,7 +192,7 @@
     "do\n"                                                                        \
     "  local ty = redis.call('TYPE', " key ").ok\n"                               \
     "  if ty == 'hash' then " v " = redis.call('HGET', " key ", 'owner')\n"       \
-    "  elseif ty == 'string' then " v " = string.match(redis.call('GET', " key "), '^%d+ (%S+) ') or false end\n" \
+    "  elseif ty == 'string' then " v " = string.match(redis.call('GET', " key "), " FORM_OWNER ") or false end\n" \
     "end\n"
 
 /* The prelude of the acquire scripts, on A, their arguments in this
@@ -433,7 +437,7 @@ static const char release_lua[] =
     "if c1 ~= 115 and c1 ~= 119 then\n" /* neither "shared" nor "withdraw": a hold */
     "  local ty = redis.call('TYPE', KEYS[1]).ok\n"
     "  if ty == 'string' then\n"
-    "    local v = redis.call('GET', KEYS[1])\n"
+    "    local v = redis.call('GET', KEYS[1])\n" /* FORM_OWNER's test, by find and sub: ~1.3k instructions less */
     "    local a = string.find(v, ' ', 1, true)\n"
     "    if not a or string.sub(v, a + 1, a + #tok + 1) ~= tok .. ' ' then return 0 end\n"
     "    redis.call('DEL', KEYS[1])\n"
@@ -560,7 +564,7 @@ static const char renew_lua[] =
     "end\n"
     "local ty = redis.call('TYPE', KEYS[1]).ok\n"
     "if ty == 'string' then\n"
-    "  if string.match(redis.call('GET', KEYS[1]), '^%d+ (%S+) ') ~= ARGV[1] then return 0 end\n"
+    "  if string.match(redis.call('GET', KEYS[1]), " FORM_OWNER ") ~= ARGV[1] then return 0 end\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return 1\n"
     "end\n"
@@ -595,7 +599,7 @@ static const char info_lua[] =
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local h\n"
     "if redis.call('TYPE', K[1]).ok == 'string' then\n"
-    "  local f, o, s, w = string.match(redis.call('GET', K[1]), '^(%d+) (%S+) (%d+) (.*)$')\n"
+    "  local f, o, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n"
     "  h = f and {'owner', o, 'fence', f, 'who', w, 'since', s} or {}\n"
     "else\n"
     "  h = redis.call('HGETALL', K[1])\n"
