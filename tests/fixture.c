@@ -63,6 +63,12 @@ double dlt_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+long long dlt_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void dlt_sleep_ms(unsigned ms) {
     struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
@@ -1580,6 +1586,16 @@ int dlt_netns_setup(char *buf, size_t cap, const char *prefix, int net, int port
                      " do i=$((i+1)); [ $i -gt 100 ] && { echo redis_down; exit 3; }; sleep 0.05; done\n",
                      prefix, pid, x, port, net, x, prefix, prefix, net, net, redis_dir, redis_dir, redis_dir);
     return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+int dlt_sem_wait_waiters(const char *name, unsigned want, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    while (dlt_now() < end) {
+        dlock_sem_info_t i;
+        if (dlock_sem_info(NULL, name, &i) == 0 && i.waiters == want) return 1;
+        dlt_sleep_ms(10);
+    }
+    return 0;
 }
 
 int dlt_mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *client) {

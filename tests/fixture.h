@@ -157,6 +157,9 @@ long long dlt_numsub(const char *channel);
 /* dlock_mutex_init of name with lease_ms (0: the default lease) on client
  * (NULL: the default client).  0 or the first failing call's error. */
 int dlt_mutex_make(dlock_mutex_t *m, const char *name, unsigned lease_ms, dlock_client_t *client);
+/* Polls dlock_sem_info (the default client) until the semaphore name has
+ * `want` waiters: 1, or 0 after timeout_ms. */
+int dlt_sem_wait_waiters(const char *name, unsigned want, int timeout_ms);
 /* dlock_client_create with the default config but url and unreachable_ms. */
 int dlt_client_make(dlock_client_t **out, const char *url, unsigned unreachable_ms);
 
@@ -164,6 +167,7 @@ int dlt_client_make(dlock_client_t **out, const char *url, unsigned unreachable_
  * Time.
  * ---------------------------------------------------------------------- */
 double dlt_now(void);          /* CLOCK_MONOTONIC, in seconds */
+long long dlt_wall_ms(void);   /* CLOCK_REALTIME, in ms since the epoch */
 void dlt_sleep_ms(unsigned ms); /* sleeps the whole time despite signals */
 /* The time on clock ms from now (negative: ago), e.g. a timedlock deadline. */
 struct timespec dlt_abs_in(clockid_t clock, long ms);

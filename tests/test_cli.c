@@ -730,7 +730,6 @@ static void test_status(void) {
     holder h;
     jv *st, *ho;
     long long now_ms;
-    struct timespec ts;
     pid_t waiter;
     dlt_tdir_make("dlcli");
     gethostname(host, sizeof host);
@@ -753,8 +752,7 @@ static void test_status(void) {
     dlt_sleep_ms(600);
     st = status_json("st");
     CU_ASSERT_FATAL(st != NULL);
-    clock_gettime(CLOCK_REALTIME, &ts);
-    now_ms = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    now_ms = dlt_wall_ms();
     CU_ASSERT_STRING_EQUAL(jtext(jget(st, "name")), "st");
     CU_ASSERT_STRING_EQUAL(jtext(jget(st, "state")), "exclusive");
     ho = jget(st, "holder");

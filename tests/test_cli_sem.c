@@ -84,18 +84,6 @@ static jv *status_json(const char *name) {
 
 /* ============================================================ semaphores */
 
-/* Polls dlock_sem_info until name has `want` waiters: 1, or 0 after
- * timeout_ms. */
-static int wait_waiters(const char *name, unsigned want, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    while (dlt_now() < end) {
-        dlock_sem_info_t i;
-        if (dlock_sem_info(NULL, name, &i) == 0 && i.waiters == want) return 1;
-        dlt_sleep_ms(10);
-    }
-    return 0;
-}
-
 /* A child that waits in the semaphore arg and exits 0 once it took a
  * unit. */
 static int waiter_run(void *arg) {
@@ -146,7 +134,7 @@ static void test_status_sem(void) {
     host[sizeof host - 1] = '\0';
     DLT_ASSERT_ERR(dlock_sem_init(&s, "q", 0, NULL), 0);
     if (dlt_task_start(&t, DLT_PROC, waiter_run, "q") != 0) return;
-    CU_ASSERT_FATAL(wait_waiters("q", 1, 10000));
+    CU_ASSERT_FATAL(dlt_sem_wait_waiters("q", 1, 10000));
     fake_lease("q", "tokA", "web1:4242:4343", 60000);
 
     st = status_json("q");

@@ -56,12 +56,6 @@ static long long server_us(void) {
     return v;
 }
 
-static long long wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The string form's four fields. */
 struct form {
     unsigned long long fence;
@@ -88,7 +82,7 @@ static void test_uncontended_is_a_string(void) {
     dlock_mutex_t m;
     struct form f;
     char v[512], t[32], want[64];
-    long long pttl, before = wall_ms();
+    long long pttl, before = dlt_wall_ms();
 
     DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 4000, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* the fence key exists from here */
@@ -115,7 +109,7 @@ static void test_uncontended_is_a_string(void) {
     CU_ASSERT_FATAL(form_parse(v, &f) == 0);
     DLT_ASSERT_INT_EQ(f.fence, dlock_mutex_fence(&m));
     CU_ASSERT_EQUAL(strlen(f.token), 32);
-    CU_ASSERT(f.since >= before - 1000 && f.since <= wall_ms() + 1000);
+    CU_ASSERT(f.since >= before - 1000 && f.since <= dlt_wall_ms() + 1000);
     snprintf(want, sizeof want, ":%ld:", (long)getpid());
     CU_ASSERT_PTR_NOT_NULL(strstr(f.who, want));
     pttl = dlt_key_pttl(name);

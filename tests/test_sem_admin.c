@@ -34,24 +34,6 @@
  * Helpers
  * ====================================================================== */
 
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Polls dlock_sem_info until `name` has `want` waiters: 1, or 0 after
- * timeout_ms. */
-static int wait_waiters(const char *name, unsigned want, int timeout_ms) {
-    double end = dlt_now() + timeout_ms / 1000.0;
-    while (dlt_now() < end) {
-        dlock_sem_info_t i;
-        if (dlock_sem_info(NULL, name, &i) == 0 && i.waiters == want) return 1;
-        dlt_sleep_ms(10);
-    }
-    return 0;
-}
-
 /* The people of a semaphore, collected. */
 #define PMAX 16
 struct people {
@@ -117,7 +99,7 @@ static void test_info_missing(void) {
     DLT_ASSERT_INT_EQ(i.value, 0);
     DLT_ASSERT_INT_EQ(i.waiters, 0);
     DLT_ASSERT_INT_EQ(i.leased, 0);
-    CU_ASSERT(llabs(i.server_now_ms - now_ms()) < 10000);
+    CU_ASSERT(llabs(i.server_now_ms - dlt_wall_ms()) < 10000);
     memset(&p, 0, sizeof p);
     DLT_ASSERT_ERR(dlock_sem_owners(NULL, "a/none", NULL, DLOCK_SEM_OWNERS_ALL, collect, &p), 0);
     DLT_ASSERT_INT_EQ(p.n, 0);
@@ -156,13 +138,13 @@ static void test_info_waiters(void) {
     dlock_sem_info_t i;
     struct people p;
     dlt_task t[2];
-    long long t0 = now_ms();
+    long long t0 = dlt_wall_ms();
     int k;
     gethostname(host, sizeof host);
     host[sizeof host - 1] = '\0';
     for (k = 0; k < 2; k++) {
         if (dlt_task_start(&t[k], DLT_PROC, waiter_run, "a/wait") != 0) return;
-        CU_ASSERT_FATAL(wait_waiters("a/wait", (unsigned)k + 1, 10000));
+        CU_ASSERT_FATAL(dlt_sem_wait_waiters("a/wait", (unsigned)k + 1, 10000));
     }
     memset(&p, 0, sizeof p);
     DLT_ASSERT_ERR(dlock_sem_owners(NULL, "a/wait", &i, DLOCK_SEM_OWNERS_ALL, collect, &p), 0);
@@ -188,7 +170,7 @@ static void test_info_waiters(void) {
     DLT_ASSERT_ERR(dlock_sem_init(&s, "a/wait", 0, NULL), 0);
     DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
     DLT_ASSERT_INT_EQ(dlt_task_join(&t[0], DLT_JOIN_MS), 0);
-    CU_ASSERT(wait_waiters("a/wait", 1, 10000));
+    CU_ASSERT(dlt_sem_wait_waiters("a/wait", 1, 10000));
     memset(&p, 0, sizeof p);
     DLT_ASSERT_ERR(dlock_sem_owners(NULL, "a/wait", NULL, DLOCK_SEM_OWNERS_ALL, collect, &p), 0);
     DLT_ASSERT_INT_EQ(p.n, 1);
@@ -308,7 +290,7 @@ static void test_break_serves_waiter(void) {
     dlt_task t;
     unsigned back = 0;
     if (dlt_task_start(&t, DLT_PROC, waiter_run, "a/bw") != 0) return;
-    CU_ASSERT_FATAL(wait_waiters("a/bw", 1, 10000));
+    CU_ASSERT_FATAL(dlt_sem_wait_waiters("a/bw", 1, 10000));
     DLT_ASSERT_ERR(dlock_sem_info(NULL, "a/bw", &i), 0);
     fake_lease("a/bw", "tokA", i.server_now_ms, "web1:12:34", i.server_now_ms + 60000);
     DLT_ASSERT_ERR(dlock_sem_break(NULL, "a/bw", &back), 0);
@@ -356,10 +338,10 @@ static void test_unlink_waiter(void) {
     dlt_task t;
     DLT_ASSERT_ERR(dlock_sem_init(&s, "a/uw", 0, NULL), 0);
     if (dlt_task_start(&t, DLT_PROC, waiter_run, "a/uw") != 0) return;
-    CU_ASSERT_FATAL(wait_waiters("a/uw", 1, 10000));
+    CU_ASSERT_FATAL(dlt_sem_wait_waiters("a/uw", 1, 10000));
     DLT_ASSERT_ERR(dlock_sem_unlink(NULL, "a/uw"), 0);
     /* Woken by the unlink, it queues again on the name. */
-    CU_ASSERT(wait_waiters("a/uw", 1, 10000));
+    CU_ASSERT(dlt_sem_wait_waiters("a/uw", 1, 10000));
     DLT_ASSERT_ERR(dlock_sem_info(NULL, "a/uw", &i), 0);
     DLT_ASSERT_INT_EQ(i.exists, 0);
     CU_ASSERT(waitpid(t.pid, NULL, WNOHANG) == 0); /* it waits still */
@@ -369,9 +351,9 @@ static void test_unlink_waiter(void) {
 
     /* The second: a post through the object opened before the unlink. */
     if (dlt_task_start(&t, DLT_PROC, waiter_run, "a/uw") != 0) return;
-    CU_ASSERT_FATAL(wait_waiters("a/uw", 1, 10000));
+    CU_ASSERT_FATAL(dlt_sem_wait_waiters("a/uw", 1, 10000));
     DLT_ASSERT_ERR(dlock_sem_unlink(NULL, "a/uw"), 0);
-    CU_ASSERT(wait_waiters("a/uw", 1, 10000));
+    CU_ASSERT(dlt_sem_wait_waiters("a/uw", 1, 10000));
     DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
     DLT_ASSERT_INT_EQ(dlt_task_join(&t, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
