@@ -112,8 +112,9 @@ static size_t who(const dlock__thread *self, const char **out) {
  * Redis Cluster: the lock's keys (DLOCK__K_* order) and its epoch key,
  * all declared, so that a slot in migration redirects the request before
  * the script runs.  On one server: the lock key, and the deployment's
- * epoch key when the script may need it (epoch: the restart guard); the
- * script makes the others from the lock key (scripts.c, KEYS_PRELUDE). */
+ * epoch key when the script needs it (epoch: an acquire with the restart
+ * guard on); the script makes the others from the lock key (scripts.c,
+ * KEYS_PRELUDE). */
 static int lock_keys(const dlock__backend *c, const dlock__keys *k, int epoch, const char **args, size_t *lens) {
     int i;
     if (!c->node.conf.cluster) {
@@ -154,7 +155,7 @@ static void arg_ident(dlock__args *a, size_t n) {
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                         dlock__args *a) {
     unsigned guard = c->node.conf.restart_guard_ms;
-    a->nkeys = a->n = lock_keys(c, k, guard != 0 || (flags & DLOCK__F_SHARED), a->v, a->len);
+    a->nkeys = a->n = lock_keys(c, k, guard != 0, a->v, a->len);
     ARG(a, token);
     ARGN(a, lease, lease_ms);
     if (!(flags & DLOCK__F_SHARED)) {
@@ -261,7 +262,7 @@ static int single_reset(dlock__backend *c, const dlock__keys *k, int how, int *w
     const char *args[DLOCK__NKEYS + 3];
     size_t lens[DLOCK__NKEYS + 3];
     redisReply *r;
-    int nk = lock_keys(c, k, 1, args, lens), rc;
+    int nk = lock_keys(c, k, 0, args, lens), rc;
 
     args[nk] = k->key; lens[nk] = k->keylen; /* the release channel */
     args[nk + 1] = how == DLOCK__RESET_FULL ? "reset" : "break"; lens[nk + 1] = 5;
@@ -275,7 +276,7 @@ static int single_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_
     const char *args[DLOCK__NKEYS + 1];
     size_t lens[DLOCK__NKEYS + 1];
     redisReply *r;
-    int nk = lock_keys(c, k, 1, args, lens), rc;
+    int nk = lock_keys(c, k, 0, args, lens), rc;
 
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_INFO, &r, deadline, nk, nk, args, lens, NULL)) != 0) return rc;
     if (dlock__info_parse(r, out) != 0) rc = bad_reply(c, "info", r);

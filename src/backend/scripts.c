@@ -39,7 +39,7 @@
  * Cluster the caller passes all nine as KEYS, so that a slot in migration
  * is redirected (ASK, TRYAGAIN) before the script runs, never half-way
  * through it.  On one server (and on each Redlock master) it passes only
- * the lock key and, when the script may need it (the restart guard), the
+ * the lock key and, when the script needs it (the restart guard), the
  * epoch key, and KEYS_PRELUDE makes the others
  * from the lock key: declaring the seven others cost the server about a
  * microsecond per script (docs/design.md), and they all extend the lock
@@ -165,16 +165,15 @@
     "  redis.call('HDEL', K[8], tok)\n"                                        \
     "end\n"
 
-/* LOCK_NORM: a lock taken on the uncontended path is a string (see
- * acquire_lua); every path past it that reads or marks the holder first
- * turns such a string into the hash it stands for, with the same expiry
- * (a string that does not parse is left alone: the hash calls that
- * follow then fail, and the caller is told, rather than a hold be lost).
- * LOCK_OWNER(v) sets v to the holder's token, of either form, or false. */
 /* The string form's patterns: its four fields (fence, owner token, since,
  * who), and its owner token alone. */
 #define FORM_FIELDS "'^(%d+) (%S+) (%d+) (.*)$'"
 #define FORM_OWNER "'^%d+ (%S+) '"
+/* LOCK_NORM: a lock taken on the uncontended path is a string (see
+ * acquire_lua); every path past it that reads or marks the holder first
+ * turns such a string into the hash it stands for, with the same expiry
+ * (a string that does not parse is left alone: the hash calls that
+ * follow then fail, and the caller is told, rather than a hold be lost). */
 #define LOCK_NORM                                                                 \
     "if redis.call('TYPE', K[1]).ok == 'string' then\n"                          \
     "  local f, o, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n" \
@@ -186,13 +185,6 @@
     "      if ttl > 0 then redis.call('PEXPIRE', K[1], ttl) end\n"                \
     "    end\n"                                                                   \
     "  end\n"                                                                     \
-    "end\n"
-#define LOCK_OWNER(key, v)                                                        \
-    "local " v " = false\n"                                                       \
-    "do\n"                                                                        \
-    "  local ty = redis.call('TYPE', " key ").ok\n"                               \
-    "  if ty == 'hash' then " v " = redis.call('HGET', " key ", 'owner')\n"       \
-    "  elseif ty == 'string' then " v " = string.match(redis.call('GET', " key "), " FORM_OWNER ") or false end\n" \
     "end\n"
 
 /* The prelude of the acquire scripts, on A, their arguments in this
@@ -968,7 +960,9 @@ static const char waits_lua[] =
     "  redis.call('HDEL', KEYS[3], ARGV[2])\n"
     "  return {}\n"
     "elseif op == 'holders' then\n"
-    LOCK_OWNER("KEYS[1]", "o")
+    "  local o, ty = false, redis.call('TYPE', KEYS[1]).ok\n" /* the holder, of either form */
+    "  if ty == 'hash' then o = redis.call('HGET', KEYS[1], 'owner')\n"
+    "  elseif ty == 'string' then o = string.match(redis.call('GET', KEYS[1]), " FORM_OWNER ") end\n"
     "  local out = {o or ''}\n"
     "  for _, m in ipairs(redis.call('ZRANGE', KEYS[4], '(' .. now, '+inf', 'BYSCORE')) do out[#out + 1] = m end\n"
     "  return out\n"
