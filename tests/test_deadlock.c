@@ -487,6 +487,7 @@ static void test_killed_member(void) {
 
 struct one_waiter {
     int go, done, rc;
+    long long began; /* wall ms just before the call */
 };
 
 static int wait_for_w(void *p) {
@@ -496,6 +497,7 @@ static int wait_for_w(void *p) {
     DLT_CK(dlock_rwlock_init(&rw, "d/w", NULL), 0);
     DLT_CKT(dlt_flag_wait(&o->go, 1, 10000));
     ts = dlt_abs_in(CLOCK_REALTIME, 5000);
+    o->began = dlt_wall_ms();
     o->rc = dlock_rwlock_timedrdlock(&rw, &ts);
     if (o->rc == 0) dlock_rwlock_unlock(&rw);
     dlock_rwlock_destroy(&rw);
@@ -509,7 +511,9 @@ static int first_waiter(const dlock_lock_waiter_t *w, void *arg) {
 }
 
 /* A waiting reader in another process is listed (host, pid, thread,
- * since, mode) while it waits, and no longer once it got the lock. */
+ * since, mode) while it waits, and no longer once it got the lock.  It
+ * is listed once it has waited 50 ms (it holds nothing), as waiting
+ * since its call began (the server's clock is this host's). */
 static void test_waiters_listed(void) {
     struct one_waiter *o = DLT_SHM_NEW(struct one_waiter, 1);
     dlock_lock_waiter_t w;
@@ -531,6 +535,9 @@ static void test_waiters_listed(void) {
     DLT_ASSERT_INT_EQ(w.shared, 1);
     DLT_ASSERT_INT_EQ(w.deadlock, 0); /* a rwlock without the attribute */
     CU_ASSERT(w.since_ms > 0 && w.since_ms <= w.server_now_ms);
+    CU_ASSERT(w.since_ms >= o->began - 5 && w.since_ms <= o->began + 25);
+    if (w.since_ms < o->began - 5 || w.since_ms > o->began + 25)
+        fprintf(stderr, "waiting since %lld, the call began at %lld\n", (long long)w.since_ms, o->began);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
     DLT_ASSERT_ERR(o->rc, 0);

@@ -336,7 +336,9 @@ typedef struct dlock__backend_ops {
     /* Who waits for whom (waits_lua, scripts.c; the core's deadlock.c).
      * On k's slot (its lock key and <key>:waiting, :wmeta, :readers):
      * op "note" registers or refreshes the wait `id` (its record rec,
-     * for ttl_ms; *out {since}: server ms of its first registration),
+     * "AGE|host:pid:tid|mode|detect", AGE the ms it has waited, for
+     * ttl_ms; *out {since}: server ms when it began, by its first
+     * registration),
      * "drop" withdraws it, "holders" gives {the writer's token or "", the
      * live readers' tokens...}, "list" {the server's ms, each live
      * waiter's "since|rec"...}.  k NULL: on the edge key of the holder

@@ -911,7 +911,8 @@ static const char sem_admin_lua[] =
  * ms.  On a lock's slot, KEYS: the lock, <lock>:waiting (zset: waits'
  * ids by expiry), <lock>:wmeta (hash: id -> "since|rec", since in server
  * ms, written once), <lock>:readers.  "note" registers or refreshes the
- * wait id and returns {since}; "drop" withdraws it; "holders" returns
+ * wait id, its rec given as "AGE|rec" (AGE: ms the wait has lasted, so
+ * since is the server's clock less AGE), and returns {since}; "drop" withdraws it; "holders" returns
  * {the writer's token or '', each live reader's token}; "list" returns
  * {now, each live wait's "since|rec"}.  On a holder token's edge key
  * (KEYS[1] alone, its own slot): "eset" writes rec with the ttl, "eget"
@@ -946,8 +947,10 @@ static const char waits_lua[] =
     "  local v = redis.call('HGET', KEYS[3], ARGV[2])\n"
     "  local since = v and string.match(v, '^(%d+)|')\n"
     "  if not since then\n"
-    "    since = tostring(now)\n"
-    "    redis.call('HSET', KEYS[3], ARGV[2], since .. '|' .. ARGV[3])\n"
+    "    local age, rec = string.match(ARGV[3], '^(%d+)|(.*)$')\n"
+    "    if not age then return redis.error_reply('waits: bad record') end\n"
+    "    since = tostring(now - math.min(tonumber(age), now))\n"
+    "    redis.call('HSET', KEYS[3], ARGV[2], since .. '|' .. rec)\n"
     "  end\n"
     "  local ttl = tonumber(ARGV[4])\n"
     "  redis.call('ZADD', KEYS[2], now + ttl, ARGV[2])\n"

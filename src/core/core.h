@@ -334,6 +334,7 @@ typedef struct dlock__dl {
     int reg;             /* registered on the server (to withdraw) */
     int granted;         /* a release granted the call the lock and withdrew its registration */
     dlock__mono next;    /* the next tick */
+    dlock__mono begun;   /* when the call began: its wait's since is that */
     long long since;     /* its registration's server ms */
     unsigned n;          /* its records' refresh count */
     char regid[DLOCK__OWNER_LEN + 1]; /* its id: the call's token when it registered */
@@ -345,7 +346,7 @@ typedef struct dlock__dl {
 /* The call begins to wait (again: nothing): the tokens of its thread's
  * holds are noted, and its first tick set (local: it waits for a thread
  * of its own process).  c->mu held. */
-void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local);
+void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local, dlock__mono begun);
 /* When the next tick is due (DLOCK__MONO_NEVER: none). */
 dlock__mono dlock__dl_due(const dlock__dl *d);
 /* A tick (when due): registers or refreshes the wait for l as the call

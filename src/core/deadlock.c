@@ -38,13 +38,14 @@
 #define DL_DEPTH 16 /* the longest cycle looked for */
 #define DL_READS 64 /* the most edge keys one walk reads */
 
-void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local) {
+void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local, dlock__mono begun) {
     dlock__thread *me = dlock__self_peek();
     const dlock__hold *h;
     unsigned first;
     if (d->started) return;
     d->started = 1;
     d->on = on;
+    d->begun = begun;
     d->ntoks = 0;
     for (h = c->held; h != NULL && me != NULL; h = h->held_next)
         if (h->owner == me && dlock__hold_is_live(h) && d->ntoks < DLOCK__DL_TOKS)
@@ -267,7 +268,12 @@ static int dl_note(struct dlock_client *c, dlock__lock *l, int shared, unsigned 
     dlock__strs out = { 0, NULL };
     size_t i;
     int rc;
-    snprintf(rec, sizeof rec, "%s|%c|%d", d->who, shared ? 's' : 'x', d->on);
+    dlock__mono age = dlock__now() - d->begun;
+    /* The age of the wait (ms) goes first: the server writes since as
+     * its clock less that, so a wait first listed after 50 ms is listed
+     * as waiting since its call began. */
+    snprintf(rec, sizeof rec, "%lld|%s|%c|%d", (long long)(age > 0 ? age / DLOCK__MS : 0), d->who,
+             shared ? 's' : 'x', d->on);
     if ((rc = c->be.ops->waits(&c->be, &l->k, "note", d->regid, rec, ttl_ms, &out, dlock__now())) != 0) return rc;
     if (out.n == 1) d->since = strtoll(out.v[0], NULL, 10);
     dlock__strs_free(&out);

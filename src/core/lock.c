@@ -336,7 +336,7 @@ static int acq_wait(struct acq *a, int how, uint64_t gen, dlock__mono until) {
     struct dlock_client *c = a->c;
     dlock__lock *l = a->l;
     int intr = a->w->intr, rc;
-    dlock__dl_start(c, &a->dl, a->w->deadlock && !a->w->process, !a->waiting);
+    dlock__dl_start(c, &a->dl, a->w->deadlock && !a->w->process, !a->waiting, a->start);
     for (;;) {
         dlock__mono due = dlock__dl_due(&a->dl), stop;
         if (dlock__now() >= due) {
