@@ -113,7 +113,7 @@
  * than the clock moved): an hour after the clock has passed v, so that
  * the key, once gone, is made again from the clock above every fence it
  * issued (docs/fencing.md).  Needs CLOCK_READ. */
-#define FENCE_PX(v) "3600000 + math.max(0, math.floor((" v " - tonumber(t[1] .. us)) / 1000))"
+#define FENCE_PX(v) "string.format('%d', 3600000 + math.max(0, math.floor((" v " - tonumber(t[1] .. us)) / 1000)))"
 #define CLOCK_VARS "local t, us, now, nows\n"
 #define CLOCK_READ                                                                \
     "t = redis.call('TIME')\n"                                                    \
@@ -122,11 +122,11 @@
     "nows = t[1] .. string.sub(us, 1, 3)\n"
 #define FENCE_NEXT /* statements: local fs = the next fence */                    \
     "local fs = t[1] .. us\n"                                                     \
-    "local ls = redis.call('SET', K[2], fs, 'PX', 3600000, 'GET')\n"              \
+    "local ls = redis.call('SET', K[2], fs, 'PX', '3600000', 'GET')\n"              \
     "if ls and (#ls > #fs or (#ls == #fs and ls >= fs)) then\n"                   \
     "  local last = tonumber(ls) or 0\n"                                          \
     "  if last >= tonumber(fs) then\n"                                            \
-    "    fs = string.format('%.0f', last + 1)\n"                                  \
+    "    fs = string.format('%d', last + 1)\n"                                  \
     "    redis.call('SET', K[2], fs, 'PX', " FENCE_PX("last + 1") ")\n"            \
     "  end\n"                                                                     \
     "end\n"
@@ -138,17 +138,17 @@
 #define LOCK_REST                                                                 \
     "local function live(z)\n"                                                    \
     "  if redis.call('EXISTS', z) == 0 then return nil end\n"                     \
-    "  redis.call('ZREMRANGEBYSCORE', z, '-inf', now)\n"                          \
-    "  local r = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')\n"                 \
+    "  redis.call('ZREMRANGEBYSCORE', z, '-inf', nows)\n"                          \
+    "  local r = redis.call('ZRANGE', z, '-1', '-1', 'WITHSCORES')\n"                 \
     "  if #r > 0 then return tonumber(r[2]) end\n"                                \
     "  return nil\n"                                                              \
     "end\n"                                                                       \
     "local function keep(z, ms)\n"                                                \
-    "  if redis.call('PTTL', z) < ms then redis.call('PEXPIRE', z, ms) end\n"     \
+    "  if redis.call('PTTL', z) < ms then redis.call('PEXPIRE', z, string.format('%d', ms)) end\n"     \
     "end\n"                                                                       \
     "local function qhead()\n"                                                    \
     "  while true do\n"                                                           \
-    "    local r = redis.call('ZRANGE', K[7], 0, 0)\n"                         \
+    "    local r = redis.call('ZRANGE', K[7], '0', '0')\n"                         \
     "    if #r == 0 then return nil end\n"                                        \
     "    local sc = tonumber(redis.call('ZSCORE', K[5], r[1]) or '0')\n"       \
     "    if sc > now then return r[1], sc end\n"                                  \
@@ -271,9 +271,9 @@ static const char acquire_lua[] =
     "    if f == 1 then\n"
     "      local t = redis.call('TIME')\n"
     "      f = t[1] * 1000000 + t[2]\n"
-    "      redis.call('SET', fk, string.format('%.0f', f), 'PX', 3600000)\n"
+    "      redis.call('SET', fk, string.format('%d', f), 'PX', '3600000')\n"
     "    end\n"
-    "    local fs = string.format('%.0f', f)\n"
+    "    local fs = string.format('%d', f)\n"
     "    redis.call('SET', p, fs .. ' ' .. ARGV[1] .. ' ' .. ARGV[4], 'PX', ARGV[2])\n"
     "    return fs\n"
     "  end\n"
@@ -290,7 +290,7 @@ static const char acquire_lua[] =
     "  if state == 'notrecoverable' then return {3, 0} end\n"
     "end\n"
     "local function reserve(fs)\n"
-    "  redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX',\n"
+    "  redis.call('SET', K[2], string.format('%d', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX',\n"
     "             " FENCE_PX("tonumber(fs) + " FENCE_BLOCK_LAST) ")\n"
     "  redis.call('HSET', K[1], 'fence', fs, 'cache', '1')\n"
     "  if redis.call('EXISTS', K[7]) == 1 then return 1 end\n"
@@ -319,7 +319,7 @@ static const char acquire_lua[] =
     LOCK_REST
     "local owner = redis.call('HGET', K[1], 'owner')\n"
     "if owner == A[1] then\n"
-    "  redis.call('PEXPIRE', K[1], lease)\n"
+    "  redis.call('PEXPIRE', K[1], A[2])\n"
     "  if A[8] == '1' then\n"
     "    local fs = fence()\n"
     "    return {2, fs, reserve(fs)}\n"
@@ -340,20 +340,20 @@ static const char acquire_lua[] =
     "  if h and h ~= A[1] then\n"
     "    wait = hx - now\n"
     "  elseif not wait and not h and A[6] == '1' and redis.call('GET', K[6]) == A[4] then\n"
-    "    redis.call('ZADD', K[5], now + lease, A[1])\n"
+    "    redis.call('ZADD', K[5], string.format('%d', now + lease), A[1])\n"
     "    keep(K[5], 2 * lease)\n"
     "    return {5, redis.call('PTTL', K[6])}\n"
     "  end\n"
     "end\n"
     "if wait then\n"
     "  if A[6] == '1' then\n"
-    "    redis.call('ZADD', K[5], now + lease, A[1])\n"
+    "    redis.call('ZADD', K[5], string.format('%d', now + lease), A[1])\n"
     "    keep(K[5], 2 * lease)\n"
     "    if A[7] ~= '0' then\n"
     "      if not redis.call('ZSCORE', K[7], A[1]) then\n"
-    "        local last = redis.call('ZRANGE', K[7], -1, -1, 'WITHSCORES')\n"
-    "        local ticket = 1\n"
-    "        if #last > 0 then ticket = tonumber(last[2]) + 1 end\n"
+    "        local last = redis.call('ZRANGE', K[7], '-1', '-1', 'WITHSCORES')\n"
+    "        local ticket = '1'\n"
+    "        if #last > 0 then ticket = string.format('%d', tonumber(last[2]) + 1) end\n"
     "        redis.call('ZADD', K[7], ticket, A[1])\n"
     "      end\n"
     "      redis.call('HSET', K[8], A[1], A[2] .. '|' .. A[5] .. '|' .. A[7] .. '|' .. A[4])\n"
@@ -385,7 +385,7 @@ static const char acquire_shared_lua[] =
     "end\n"
     "local sc = redis.call('ZSCORE', K[4], ARGV[1])\n"
     "if sc and tonumber(sc) > now then\n"
-    "  redis.call('ZADD', K[4], now + lease, ARGV[1])\n"
+    "  redis.call('ZADD', K[4], string.format('%d', now + lease), ARGV[1])\n"
     "  keep(K[4], 2 * lease)\n"
     "  return {2, redis.call('GET', K[2]) or '1'}\n"
     "end\n"
@@ -393,7 +393,7 @@ static const char acquire_shared_lua[] =
     "  local w = live(K[5])\n"
     "  if w then return {0, w - now} end\n"
     "end\n"
-    "redis.call('ZADD', K[4], now + lease, ARGV[1])\n"
+    "redis.call('ZADD', K[4], string.format('%d', now + lease), ARGV[1])\n"
     "keep(K[4], 2 * lease)\n"
     "return {1, fence()}\n";
 
@@ -469,29 +469,42 @@ static const char release_lua[] =
     "if how == 'clean' then redis.call('DEL', K[3])\n"
     "elseif how == 'inconsistent' then redis.call('SET', K[3], 'notrecoverable') end\n"
     "if not marked then return 1 end\n"
-    "if redis.call('EXISTS', K[5], K[7]) == 0 then\n"
+    /* One EXISTS tells which of the waiting writers (1), the queue (2)
+     * and the robust marker (4) there are: each key named as often as
+     * its bit's value counts that often. */
+    "local ex = redis.call('EXISTS', K[5], K[7], K[7], K[3], K[3], K[3], K[3])\n"
+    "if ex % 4 == 0 then\n"
     "  redis.call('PUBLISH', K[1], 'released')\n"
     "  return 1\n"
     "end\n"
     LOCK_CLOCK
     LOCK_REST
-    "if redis.call('EXISTS', K[7]) == 1 and redis.call('EXISTS', K[3]) == 0 then\n"
+    "if ex == 2 or ex == 3 then\n"
     "  clock()\n"
-    "  local h = qhead()\n"
+    /* The queue's live head, popped (the dead ones before it go). */
+    "  local h, hsc\n"
+    "  while true do\n"
+    "    local r = redis.call('ZPOPMIN', K[7])\n"
+    "    if #r == 0 then break end\n"
+    "    if tonumber(redis.call('ZSCORE', K[5], r[1]) or '0') > now then h, hsc = r[1], r[2] break end\n"
+    "    redis.call('HDEL', K[8], r[1])\n"
+    "  end\n"
     "  local m = h and redis.call('HGET', K[8], h)\n"
     "  local ls, rb, d, who\n"
     "  if m then ls, rb, d, who = string.match(m, '^(%d+)|([01])|([1-4])|(.*)$') end\n"
+    "  if h and not ls then redis.call('ZADD', K[7], hsc, h) end\n" /* no record: it stays the head */
     "  if ls then\n"
-    "    unqueue(h)\n"
+    "    redis.call('ZREM', K[5], h)\n"
+    "    redis.call('HDEL', K[8], h)\n"
     "    if redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
-    "    local g = math.min(tonumber(ls), " GRANT_MS ")\n"
+    "    local g = string.format('%d', math.min(tonumber(ls), " GRANT_MS "))\n"
     "    local fs = fence()\n"
     "    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
     "    redis.call('PEXPIRE', K[1], g)\n"
     "    if rb == '1' then redis.call('SET', K[3], 'held') end\n"
     "    local gs = fs .. ':' .. g\n"
     "    if d == '3' or d == '4' then\n"
-    "      redis.call('SET', K[2], string.format('%.0f', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX',\n"
+    "      redis.call('SET', K[2], string.format('%d', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX',\n"
     "                 " FENCE_PX("tonumber(fs) + " FENCE_BLOCK_LAST) ")\n"
     "      redis.call('HSET', K[1], 'cache', '1')\n"
     "      if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2'\n"
@@ -507,10 +520,9 @@ static const char release_lua[] =
     "    return 1\n"
     "  end\n"
     "end\n"
-    "local win = tonumber(win)\n"
-    "if win > 0 and redis.call('EXISTS', K[5]) == 1 then\n"
+    "if tonumber(win) > 0 and ex % 2 == 1 then\n"
     "  clock()\n"
-    "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', now)\n"
+    "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', nows)\n"
     "  if redis.call('ZCARD', K[5]) > 0 and redis.call('EXISTS', K[7]) == 0 then\n"
     "    redis.call('SET', K[6], rwho, 'PX', win)\n"
     "  end\n"
@@ -546,9 +558,9 @@ static const char renew_lua[] =
     "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "  local sc = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
     "  if sc and tonumber(sc) > now then\n"
-    "    redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])\n"
+    "    redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ARGV[2])), ARGV[1])\n"
     "    if redis.call('PTTL', KEYS[1]) < 2 * tonumber(ARGV[2]) then\n"
-    "      redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[2]))\n"
+    "      redis.call('PEXPIRE', KEYS[1], string.format('%d', 2 * tonumber(ARGV[2])))\n"
     "    end\n"
     "    return 1\n"
     "  end\n"
