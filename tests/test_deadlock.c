@@ -513,7 +513,9 @@ static int first_waiter(const dlock_lock_waiter_t *w, void *arg) {
 /* A waiting reader in another process is listed (host, pid, thread,
  * since, mode) while it waits, and no longer once it got the lock.  It
  * is listed once it has waited 50 ms (it holds nothing), as waiting
- * since its call began (the server's clock is this host's). */
+ * since its call began (the server's clock is this host's; the bound
+ * leaves room for the registration's request to be held up 35 ms, and
+ * was missed by 10 ms or more when since was the time first listed). */
 static void test_waiters_listed(void) {
     struct one_waiter *o = DLT_SHM_NEW(struct one_waiter, 1);
     dlock_lock_waiter_t w;
@@ -535,8 +537,8 @@ static void test_waiters_listed(void) {
     DLT_ASSERT_INT_EQ(w.shared, 1);
     DLT_ASSERT_INT_EQ(w.deadlock, 0); /* a rwlock without the attribute */
     CU_ASSERT(w.since_ms > 0 && w.since_ms <= w.server_now_ms);
-    CU_ASSERT(w.since_ms >= o->began - 5 && w.since_ms <= o->began + 25);
-    if (w.since_ms < o->began - 5 || w.since_ms > o->began + 25)
+    CU_ASSERT(w.since_ms >= o->began - 5 && w.since_ms <= o->began + 40);
+    if (w.since_ms < o->began - 5 || w.since_ms > o->began + 40)
         fprintf(stderr, "waiting since %lld, the call began at %lld\n", (long long)w.since_ms, o->began);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
