@@ -1050,6 +1050,49 @@ static void test_dead_waiter_lapsed(void) {
     dead_waiter_round("fair/dead-late", 1);
 }
 
+/* The queue's head A has lost its record (qmeta: what a release needs to
+ * hand it the lock) -- nothing dlock does makes that, but a release must
+ * not cost A its place over it: the release hands A nothing and leaves it
+ * first in line, so A takes the lock when it next asks (its refresh, a
+ * third of its lease later), before B behind it, who then gets it from
+ * A's release.  (A release that dropped A from the queue would let B take
+ * it first, and A come after.) */
+static void test_head_without_record_keeps_place(void) {
+    static const char *name = "fair/no-record";
+    fw_run r;
+    int h, a, b, ok;
+
+    fw_init(&r, name);
+    h = fw_new(&r, 1, 3000);
+    a = fw_new(&r, 1, 1000);
+    b = fw_new(&r, 1, 1000);
+    fw_w(&r, a)->hold_ms = 5;
+    fw_w(&r, b)->hold_ms = 5;
+    fw_spawn1(&r, h);
+    fw_spawn1(&r, a);
+    fw_spawn1(&r, b);
+    ok = fw_hold(&r, h) && fw_go_queued(&r, a, ":queue") && fw_go_queued(&r, b, ":queue");
+    CU_ASSERT_TRUE(ok);
+    if (ok) {
+        char k[600];
+        size_t n = fw_key(name, ":qmeta", k, sizeof k);
+        int q[] = { a, b }, ab[] = { a, b }, want[] = { h, a, b };
+        fw_assert_queue(&r, q, 2);
+        DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "HDEL %b %s", k, n, r.tok[a])), 1);
+        dlt_flag_set(&fw_w(&r, h)->release, 1);
+        CU_ASSERT_TRUE(dlt_flag_wait(&fw_w(&r, h)->done, 1, FW_BOUND_MS));
+        DLT_ASSERT_ERR(fw_w(&r, h)->unlock_rc, 0);
+        CU_ASSERT_TRUE(fw_wait_done(&r, ab, 2, FW_BOUND_MS));
+        fw_assert_order(&r, want, 3);
+        DLT_ASSERT_ERR(fw_w(&r, a)->rc, 0);
+        DLT_ASSERT_ERR(fw_w(&r, b)->rc, 0);
+    }
+    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    fw_free(&r);
+}
+
 /* Nobody releases: the holder (lease 1000 ms) and the queue's head D
  * (lease 1000 ms) are both SIGKILLed.  The lock runs out; the next waiter
  * W finds D's registration lapsed, D is dropped from the queue, and W gets
@@ -1539,6 +1582,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_stale_grant_not_taken),
     DLT_TEST(test_dead_waiter_released_at_once),
     DLT_TEST(test_dead_waiter_lapsed),
+    DLT_TEST(test_head_without_record_keeps_place),
     DLT_TEST(test_dead_holder_and_dead_head),
     DLT_TEST(test_dead_waiter_after_grant),
     DLT_TEST(test_timedout_waiter_withdraws),
