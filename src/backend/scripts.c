@@ -100,11 +100,11 @@
  * ahead; otherwise it confirms with one acquire, which finds the lock
  * already its own (lock.c). */
 #define KEYS_PRELUDE                                                              \
-    "local K = KEYS\n"                                                           \
-    "if #K <= 2 then\n"                                                          \
-    "  local p = K[1]\n"                                                         \
+    "local K = KEYS\n"                                                            \
+    "if #K <= 2 then\n"                                                           \
+    "  local p = K[1]\n"                                                          \
     "  K = {p, p .. ':fence', p .. ':state', p .. ':readers', p .. ':writers', p .. ':handoff',\n" \
-    "       p .. ':queue', p .. ':qmeta', K[2]}\n"                               \
+    "       p .. ':queue', p .. ':qmeta', K[2]}\n"                                \
     "end\n"
 #define GRANT_MS "2000"
 #define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
@@ -122,24 +122,24 @@
     "nows = t[1] .. string.sub(us, 1, 3)\n"
 #define FENCE_NEXT /* statements: local fs = the next fence */                    \
     "local fs = t[1] .. us\n"                                                     \
-    "local ls = redis.call('SET', K[2], fs, 'PX', '3600000', 'GET')\n"              \
+    "local ls = redis.call('SET', K[2], fs, 'PX', '3600000', 'GET')\n"            \
     "if ls and (#ls > #fs or (#ls == #fs and ls >= fs)) then\n"                   \
     "  local last = tonumber(ls) or 0\n"                                          \
     "  if last >= tonumber(fs) then\n"                                            \
-    "    fs = string.format('%d', last + 1)\n"                                  \
-    "    redis.call('SET', K[2], fs, 'PX', " FENCE_PX("last + 1") ")\n"            \
+    "    fs = string.format('%d', last + 1)\n"                                    \
+    "    redis.call('SET', K[2], fs, 'PX', " FENCE_PX("last + 1") ")\n"           \
     "  end\n"                                                                     \
     "end\n"
 #define FENCE_FN "local function fence()\n" FENCE_NEXT "return fs\nend\n"
 #define LOCK_CLOCK                                                                \
     CLOCK_VARS                                                                    \
-    "local function clock()\n" CLOCK_READ "now = tonumber(nows)\nend\n"            \
+    "local function clock()\n" CLOCK_READ "now = tonumber(nows)\nend\n"           \
     FENCE_FN
 #define LOCK_REST                                                                 \
     "local function live(z)\n"                                                    \
     "  if redis.call('EXISTS', z) == 0 then return nil end\n"                     \
-    "  redis.call('ZREMRANGEBYSCORE', z, '-inf', nows)\n"                          \
-    "  local r = redis.call('ZRANGE', z, '-1', '-1', 'WITHSCORES')\n"                 \
+    "  redis.call('ZREMRANGEBYSCORE', z, '-inf', nows)\n"                         \
+    "  local r = redis.call('ZRANGE', z, '-1', '-1', 'WITHSCORES')\n"             \
     "  if #r > 0 then return tonumber(r[2]) end\n"                                \
     "  return nil\n"                                                              \
     "end\n"                                                                       \
@@ -148,21 +148,21 @@
     "end\n"                                                                       \
     "local function qhead()\n"                                                    \
     "  while true do\n"                                                           \
-    "    local r = redis.call('ZRANGE', K[7], '0', '0')\n"                         \
+    "    local r = redis.call('ZRANGE', K[7], '0', '0')\n"                        \
     "    if #r == 0 then return nil end\n"                                        \
-    "    local sc = tonumber(redis.call('ZSCORE', K[5], r[1]) or '0')\n"       \
+    "    local sc = tonumber(redis.call('ZSCORE', K[5], r[1]) or '0')\n"          \
     "    if sc > now then return r[1], sc end\n"                                  \
-    "    redis.call('ZREM', K[7], r[1])\n"                                     \
-    "    redis.call('HDEL', K[8], r[1])\n"                                     \
+    "    redis.call('ZREM', K[7], r[1])\n"                                        \
+    "    redis.call('HDEL', K[8], r[1])\n"                                        \
     "  end\n"                                                                     \
     "end\n"                                                                       \
     "local function wanted()\n"                                                   \
     "  if redis.call('HGET', K[1], 'cache') == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n" \
     "end\n"                                                                       \
     "local function unqueue(tok)\n"                                               \
-    "  redis.call('ZREM', K[5], tok)\n"                                        \
-    "  redis.call('ZREM', K[7], tok)\n"                                        \
-    "  redis.call('HDEL', K[8], tok)\n"                                        \
+    "  redis.call('ZREM', K[5], tok)\n"                                           \
+    "  redis.call('ZREM', K[7], tok)\n"                                           \
+    "  redis.call('HDEL', K[8], tok)\n"                                           \
     "end\n"
 
 /* The string form's patterns: its four fields (fence, owner token, since,
@@ -175,7 +175,7 @@
  * (a string that does not parse is left alone: the hash calls that
  * follow then fail, and the caller is told, rather than a hold be lost). */
 #define LOCK_NORM                                                                 \
-    "if redis.call('TYPE', K[1]).ok == 'string' then\n"                          \
+    "if redis.call('TYPE', K[1]).ok == 'string' then\n"                           \
     "  local f, o, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n" \
     "  if f then\n"                                                               \
     "    local ttl = redis.call('PTTL', K[1])\n"                                  \
