@@ -67,8 +67,9 @@
  * paths past the uncontended one, whose own statements are written out
  * inline: a script makes its functions anew at every run, and on this
  * path that costs as much as a call (bench/README.md).  LOCK_REST defines
- * the rest, which only the paths past the uncontended one need, so an
- * uncontended acquire or release returns before these are made:
+ * the rest, which only the acquires' paths past the uncontended one need
+ * (a release pops the queue's head itself, below), so an uncontended
+ * acquire returns before these are made:
  *   live(z)  drops expired members of a zset of tokens scored by expiry
  *            and returns the latest expiry left, or nil;
  *   keep(z, ms)  makes z live at least ms more;
@@ -114,6 +115,12 @@
  * the key, once gone, is made again from the clock above every fence it
  * issued (docs/fencing.md).  Needs CLOCK_READ. */
 #define FENCE_PX(v) "string.format('%d', 3600000 + math.max(0, math.floor((" v " - tonumber(t[1] .. us)) / 1000)))"
+/* The statement that reserves a caching holder's block of fences, from
+ * fs (a Lua string, its first) to fs + FENCE_BLOCK_LAST: the fence key
+ * set to the block's last, with FENCE_PX's expiry. */
+#define FENCE_BLOCK_SET(fs)                                                       \
+    "redis.call('SET', K[2], string.format('%d', tonumber(" fs ") + " FENCE_BLOCK_LAST "), 'PX', " \
+    FENCE_PX("tonumber(" fs ") + " FENCE_BLOCK_LAST) ")\n"
 #define CLOCK_VARS "local t, us, now, nows\n"
 #define CLOCK_READ                                                                \
     "t = redis.call('TIME')\n"                                                    \
@@ -290,8 +297,7 @@ static const char acquire_lua[] =
     "  if state == 'notrecoverable' then return {3, 0} end\n"
     "end\n"
     "local function reserve(fs)\n"
-    "  redis.call('SET', K[2], string.format('%d', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX',\n"
-    "             " FENCE_PX("tonumber(fs) + " FENCE_BLOCK_LAST) ")\n"
+    "  " FENCE_BLOCK_SET("fs")
     "  redis.call('HSET', K[1], 'fence', fs, 'cache', '1')\n"
     "  if redis.call('EXISTS', K[7]) == 1 then return 1 end\n"
     "  local n = redis.call('ZCARD', K[5])\n"
@@ -478,7 +484,6 @@ static const char release_lua[] =
     "  return 1\n"
     "end\n"
     LOCK_CLOCK
-    LOCK_REST
     "if ex == 2 or ex == 3 then\n"
     "  clock()\n"
     /* The queue's live head, popped (the dead ones before it go). */
@@ -504,8 +509,7 @@ static const char release_lua[] =
     "    if rb == '1' then redis.call('SET', K[3], 'held') end\n"
     "    local gs = fs .. ':' .. g\n"
     "    if d == '3' or d == '4' then\n"
-    "      redis.call('SET', K[2], string.format('%d', tonumber(fs) + " FENCE_BLOCK_LAST "), 'PX',\n"
-    "                 " FENCE_PX("tonumber(fs) + " FENCE_BLOCK_LAST) ")\n"
+    "      " FENCE_BLOCK_SET("fs")
     "      redis.call('HSET', K[1], 'cache', '1')\n"
     "      if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2'\n"
     "      else gs = gs .. ':1' redis.call('HDEL', K[1], 'w') end\n"

@@ -345,7 +345,8 @@ typedef struct dlock__dl {
 } dlock__dl;
 /* The call begins to wait (again: nothing): the tokens of its thread's
  * holds are noted, and its first tick set (local: it waits for a thread
- * of its own process).  c->mu held. */
+ * of its own process; begun: when the call began, which its registration
+ * gives as its since).  c->mu held. */
 void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local, dlock__mono begun);
 /* When the next tick is due (DLOCK__MONO_NEVER: none). */
 dlock__mono dlock__dl_due(const dlock__dl *d);

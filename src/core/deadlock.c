@@ -268,13 +268,13 @@ static int dl_note(struct dlock_client *c, dlock__lock *l, int shared, unsigned 
     dlock__strs out = { 0, NULL };
     size_t i;
     int rc;
-    dlock__mono age = dlock__now() - d->begun;
+    dlock__mono now = dlock__now(), age = now - d->begun;
     /* The age of the wait (ms) goes first: the server writes since as
      * its clock less that, so a wait first listed after 50 ms is listed
      * as waiting since its call began. */
     snprintf(rec, sizeof rec, "%lld|%s|%c|%d", (long long)(age > 0 ? age / DLOCK__MS : 0), d->who,
              shared ? 's' : 'x', d->on);
-    if ((rc = c->be.ops->waits(&c->be, &l->k, "note", d->regid, rec, ttl_ms, &out, dlock__now())) != 0) return rc;
+    if ((rc = c->be.ops->waits(&c->be, &l->k, "note", d->regid, rec, ttl_ms, &out, now)) != 0) return rc;
     if (out.n == 1) d->since = strtoll(out.v[0], NULL, 10);
     dlock__strs_free(&out);
     d->reg = 1;
