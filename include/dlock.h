@@ -500,7 +500,8 @@ typedef struct dlock_lock_info {
     char host[256];          /* the holder's host, pid and thread id */
     long pid;
     unsigned long tid;
-    uint64_t fence;          /* the holder's fencing token */
+    uint64_t fence;          /* the holder's fencing token; 0 when the lock does not keep it
+                              * (a hold taken on one server's uncontended path) */
     int64_t since_ms;        /* when it was acquired, ms since the epoch: by the server's clock, or by the
                               * taker's for a hold taken uncontended (docs/design.md) */
     int64_t lease_left_ms;   /* the holder's remaining lease */

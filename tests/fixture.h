@@ -134,15 +134,17 @@ long long dlt_key_pttl(const char *name);
 long long dlt_key_field(const char *name, const char *field);
 /* A script, for EVAL_RO with KEYS[1] a lock key and ARGV[1] one of owner,
  * fence, who, since, that answers that field of the lock's holder
- * record, whichever form the key has: a string "FENCE TOKEN SINCE WHO"
- * (a hold taken on the uncontended path) or a hash (src/backend/scripts.c);
- * nil when there is none.  For a test that reads what the server holds. */
+ * record, whichever form the key has: a string "TOKEN FENCE SINCE WHO" (a
+ * hold taken on the uncontended path; FENCE "-" when not kept) or a hash
+ * (src/backend/scripts.c); nil when there is none.  For a test that reads
+ * what the server holds. */
 #define DLT_LOCK_FIELD_LUA                                                                         \
     "local ty = redis.call('TYPE', KEYS[1]).ok "                                                  \
     "if ty == 'hash' then return redis.call('HGET', KEYS[1], ARGV[1]) end "                       \
     "if ty ~= 'string' then return false end "                                                    \
-    "local f, o, s, w = string.match(redis.call('GET', KEYS[1]), '^(%d+) (%S+) (%d+) (.*)$') "   \
-    "return ({fence = f, owner = o, since = s, who = w})[ARGV[1]] or false"
+    "local o, f, s, w = string.match(redis.call('GET', KEYS[1]), '^(%S+) (%S+) (%d+) (.*)$') "    \
+    "if f == '-' then f = nil end "                                                               \
+    "return ({owner = o, fence = f, since = s, who = w})[ARGV[1]] or false"
 /* The holder of dlock:{name} as its hash names it ("who": host:pid:tid);
  * 1, or 0 when there is none.  Any output may be NULL. */
 int dlt_key_who(const char *name, char *host, size_t cap, long long *pid, long long *tid);

@@ -785,6 +785,28 @@ static void test_status(void) {
     dlt_tdir_done();
 }
 
+/* status of a hold taken by the pipelined SET of the uncontended path,
+ * whose record keeps no fence: JSON null, the table says so. */
+static void test_status_fence_not_kept(void) {
+    dlock_mutex_t m;
+    jv *st;
+    dlt_tdir_make("dlcli");
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "st-plain", 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* (the first makes the fence key, and keeps its fence) */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    st = status_json("st-plain");
+    CU_ASSERT_FATAL(st != NULL);
+    CU_ASSERT_STRING_EQUAL(jtext(jget(st, "state")), "exclusive");
+    DLT_ASSERT_INT_EQ(jnum(jget(jget(st, "holder"), "pid")), getpid());
+    CU_ASSERT(jis(jget(st, "fence"), J_NULL));
+    jfree(st);
+    CHECK_CODE(dl("status", "st-plain"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "fence            - (not kept: taken on the uncontended path)"));
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
 /* list: every held lock matching a glob, sorted, as a table and as a
  * JSON array read back. */
 static void test_list(void) {
@@ -1159,6 +1181,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_unreachable_and_passwords),
     DLT_TEST(test_debug_log),
     DLT_TEST(test_status),
+    DLT_TEST(test_status_fence_not_kept),
     DLT_TEST(test_list),
     DLT_TEST(test_odd_names),
     DLT_TEST(test_break),

@@ -1,9 +1,10 @@
 /* test_lockform.c -- the lock key's two forms (docs/design.md, "The lock
  * key's two forms"): a hold taken on the uncontended path is the string
- * "FENCE TOKEN SINCE WHO" made by EXISTS, INCR and SET, released by
- * TYPE, GET and DEL; every path past it turns the string into the hash
- * first; fences from INCR; and what this version does with a lock key it
- * did not write.
+ * "TOKEN FENCE SINCE WHO" (FENCE "-" from one server's pipelined SET,
+ * EXISTS, INCR), released by TYPE, GET and DEL; every path past it turns
+ * the string into the hash first; fences from INCR; the pipelined SET
+ * that finds others' keys gives its string back; and what this version
+ * does with a lock key it did not write.
  * labels: redis
  *
  * Every test runs against the suite's real redis-server (dlt_server).
@@ -56,27 +57,45 @@ static long long server_us(void) {
     return v;
 }
 
-/* The string form's four fields. */
+/* The string form's four fields (fence 0: "-", not kept). */
 struct form {
-    unsigned long long fence;
     char token[80];
+    unsigned long long fence;
     long long since;
     char who[300];
 };
 
 static int form_parse(const char *v, struct form *f) {
+    char fs[32];
     int used = 0;
     memset(f, 0, sizeof *f);
-    if (sscanf(v, "%llu %79s %lld %n", &f->fence, f->token, &f->since, &used) != 3 || used == 0) return -1;
+    if (sscanf(v, "%79s %31s %lld %n", f->token, fs, &f->since, &used) != 3 || used == 0) return -1;
+    if (strcmp(fs, "-") != 0) {
+        char *end;
+        f->fence = strtoull(fs, &end, 10);
+        if (*end != '\0' || f->fence == 0) return -1;
+    }
     snprintf(f->who, sizeof f->who, "%s", v + used);
     return 0;
+}
+
+/* The lock's fence key, as a number (-1: none). */
+static long long fence_key(const char *name) {
+    char k[600];
+    dlt_lock_key(name, k, sizeof k);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "GET %s:fence", k);
+    long long v = r != NULL && r->type == REDIS_REPLY_STRING ? atoll(r->str) : -1;
+    if (r != NULL) freeReplyObject(r);
+    return v;
 }
 
 /* ------------------------------------------------------------ tests */
 
 /* An uncontended hold is the string, with the lease as its expiry, and
- * the pair runs EXISTS, INCR, SET then TYPE, GET, DEL -- no TIME, no hash
- * command, two requests. */
+ * the pair runs SET, EXISTS, INCR (pipelined: one request, no script)
+ * then TYPE, GET, DEL in the release's script -- no TIME, no hash
+ * command, two requests.  The string keeps no fence ("-"): the fence key
+ * has it. */
 static void test_uncontended_is_a_string(void) {
     const char *name = "form/plain";
     dlock_mutex_t m;
@@ -91,7 +110,7 @@ static void test_uncontended_is_a_string(void) {
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 2);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 1);
     DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "exists"), 1);
     DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "incr"), 1);
     DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1);
@@ -107,7 +126,8 @@ static void test_uncontended_is_a_string(void) {
     CU_ASSERT_STRING_EQUAL(t, "string");
     CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
     CU_ASSERT_FATAL(form_parse(v, &f) == 0);
-    DLT_ASSERT_INT_EQ(f.fence, dlock_mutex_fence(&m));
+    DLT_ASSERT_INT_EQ(f.fence, 0);
+    DLT_ASSERT_INT_EQ(fence_key(name), (long long)dlock_mutex_fence(&m));
     CU_ASSERT_EQUAL(strlen(f.token), 32);
     CU_ASSERT(f.since >= before - 1000 && f.since <= dlt_wall_ms() + 1000);
     snprintf(want, sizeof want, ":%ld:", (long)getpid());
@@ -174,8 +194,8 @@ static int waiter_main(void *arg) {
     return 0;
 }
 
-/* A waiter turns the string into the hash it stands for (same holder,
- * fence and expiry, marked): the holder's renewal and release work on
+/* A waiter turns the string into the hash it stands for (same holder and
+ * expiry, no fence since the string kept none, marked): the holder's renewal and release work on
  * it, and the release hands the lock to the waiter. */
 static void test_waiter_turns_it_into_a_hash(void) {
     const char *name = "form/waited";
@@ -185,10 +205,14 @@ static void test_waiter_turns_it_into_a_hash(void) {
     char v[512], t[32], o[80], fs[32], mark[8], who[300];
     dlt_task task;
     double t0;
+    uint64_t f0;
 
     snprintf(w->name, sizeof w->name, "%s", name);
     DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 900, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* (the first makes the fence key) */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    f0 = dlock_mutex_fence(&m);
     CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
     CU_ASSERT_FATAL(form_parse(v, &f) == 0);
     CU_ASSERT_FATAL(dlt_task_start(&task, DLT_PROC, waiter_main, w) == 0);
@@ -200,8 +224,7 @@ static void test_waiter_turns_it_into_a_hash(void) {
     CU_ASSERT_STRING_EQUAL_FATAL(t, "hash");
     CU_ASSERT(key_read(name, "owner", o, sizeof o));
     CU_ASSERT_STRING_EQUAL(o, f.token);
-    CU_ASSERT(key_read(name, "fence", fs, sizeof fs));
-    DLT_ASSERT_INT_EQ(strtoull(fs, NULL, 10), f.fence);
+    CU_ASSERT_FALSE(key_read(name, "fence", fs, sizeof fs));
     CU_ASSERT(key_read(name, "who", who, sizeof who));
     CU_ASSERT_STRING_EQUAL(who, f.who);
     CU_ASSERT(key_read(name, "w", mark, sizeof mark));
@@ -214,13 +237,14 @@ static void test_waiter_turns_it_into_a_hash(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlt_task_join(&task, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(w->rc, 0);
-    CU_ASSERT(w->fence > f.fence);
+    CU_ASSERT(w->fence > f0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_SHM_FREE(w, 1);
 }
 
 /* A string hold is renewed as a string, and what the server says of it
- * (dlock_lock_info) is its four fields. */
+ * (dlock_lock_info) is its fields: no fence (0) for one taken by the
+ * pipelined SET. */
 static void test_string_renewed_and_shown(void) {
     const char *name = "form/renewed";
     dlock_mutex_t m;
@@ -229,6 +253,8 @@ static void test_string_renewed_and_shown(void) {
     char v[512], v2[512];
 
     DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 600, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* (the first makes the fence key) */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
     CU_ASSERT_FATAL(form_parse(v, &f) == 0);
@@ -240,7 +266,7 @@ static void test_string_renewed_and_shown(void) {
     DLT_ASSERT_ERR(dlock_lock_info(NULL, name, &in), 0);
     DLT_ASSERT_INT_EQ(in.held, 1);
     DLT_ASSERT_INT_EQ(in.pid, (long)getpid());
-    DLT_ASSERT_INT_EQ(in.fence, f.fence);
+    DLT_ASSERT_INT_EQ(in.fence, 0);
     DLT_ASSERT_INT_EQ(in.since_ms, f.since);
     CU_ASSERT(in.lease_left_ms > 0 && in.lease_left_ms <= 600);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
@@ -322,6 +348,124 @@ static void test_unknown_form_refused(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
 
+/* A name's first hold (no fence key yet: the pipelined INCR counts from
+ * 0) is decided by the script, which takes back the caller's string and
+ * takes the lock on its own uncontended path: a string that keeps the
+ * fence, made from the server's clock, and shown by dlock_lock_info. */
+static void test_first_hold_keeps_its_fence(void) {
+    const char *name = "form/first";
+    dlock_mutex_t m;
+    dlock_lock_info_t in;
+    struct form f;
+    char v[512];
+    long long before = server_us();
+
+    DLT_ASSERT_INT_EQ(fence_key(name), -1);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 0, NULL), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 3); /* ours, then the script's fence and lock */
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "time"), 1);
+    CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
+    CU_ASSERT_FATAL(form_parse(v, &f) == 0);
+    DLT_ASSERT_INT_EQ(f.fence, dlock_mutex_fence(&m));
+    CU_ASSERT((long long)f.fence >= before);
+    DLT_ASSERT_INT_EQ(fence_key(name), (long long)f.fence);
+    DLT_ASSERT_ERR(dlock_lock_info(NULL, name, &in), 0);
+    DLT_ASSERT_INT_EQ(in.fence, f.fence);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
+/* The pipelined SET takes a free lock key even where others are: readers
+ * (of another host, planted here), or the fair queue's live head.  Its
+ * EXISTS sees them, and the script takes the string back before deciding:
+ * busy, the lock key left absent, the others untouched. */
+static void test_pipelined_set_gives_way(void) {
+    const char *name = "form/gives-way";
+    char k[600];
+    dlock_mutex_t m;
+    struct timespec dl;
+    long long now_ms;
+    int rc;
+
+    dlt_lock_key(name, k, sizeof k);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* (the first makes the fence key) */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    now_ms = server_us() / 1000;
+
+    /* A reader of another host. */
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s:readers %lld 0123456789abcdef0123456789abcdef", k,
+                                          now_ms + 60000)) == 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    rc = dlock_mutex_trylock(&m);
+    DLT_ASSERT_ERR(rc, EBUSY);
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1); /* it was taken... */
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 1); /* ...and given back */
+    DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:readers", k)), 1);
+    dl = dlt_abs_in(CLOCK_REALTIME, 300);
+    rc = dlock_mutex_timedlock(&m, &dl); /* asks the script at once now: it was busy */
+    DLT_ASSERT_ERR(rc, ETIMEDOUT);
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s:readers %s:writers", k, k)) >= 1);
+
+    /* The fair queue's head, live (registered as a waiting writer). */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* free again: the next call pipelines */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s:writers %lld fedcba9876543210fedcba9876543210", k,
+                                          now_ms + 60000)) == 1);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s:queue 1 fedcba9876543210fedcba9876543210", k)) == 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    rc = dlock_mutex_trylock(&m);
+    DLT_ASSERT_ERR(rc, EBUSY);
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:queue", k)), 1);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s:queue %s:writers", k, k)) == 2);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
+/* After a "held" answer a process asks the script first for that lock
+ * (one round trip for a waiter, not the pipeline and then the script),
+ * until a call finds it free with nobody there: then it pipelines again. */
+static void test_busy_lock_asks_the_script_first(void) {
+    const char *name = "form/busy";
+    char k[600];
+    dlock_mutex_t m;
+
+    dlt_lock_key(name, k, sizeof k);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* (the first makes the fence key) */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    /* held by another host for 300 ms */
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET %s %s PX 300", k,
+                                  "0123456789abcdef0123456789abcdef - 1700000000000 elsewhere:1:1"));
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 1);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* after the other's lease */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* free, nobody there: by the script's uncontended path */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 2);
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* and pipelined again */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 1);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_uncontended_is_a_string),
     DLT_TEST(test_fences_from_incr),
@@ -330,6 +474,9 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_other_holds_are_hashes),
     DLT_TEST(test_hash_hold_of_another_version),
     DLT_TEST(test_unknown_form_refused),
+    DLT_TEST(test_first_hold_keeps_its_fence),
+    DLT_TEST(test_pipelined_set_gives_way),
+    DLT_TEST(test_busy_lock_asks_the_script_first),
     { NULL, NULL },
 };
 

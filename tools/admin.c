@@ -265,7 +265,8 @@ static void print_status(const cli_lock *l) {
             printf("%-16s %s (%s ago)\n", "acquired", cli_fmt_local(b, sizeof b, i->since_ms),
                    cli_fmt_secs(c, sizeof c, cli_held_ms(i)));
         printf("%-16s %s\n", "lease left", cli_fmt_dur(b, sizeof b, i->lease_left_ms));
-        printf("%-16s %llu\n", "fence", (unsigned long long)i->fence);
+        if (i->fence != 0) printf("%-16s %llu\n", "fence", (unsigned long long)i->fence);
+        else printf("%-16s %s\n", "fence", "- (not kept: taken on the uncontended path)");
     }
     printf("%-16s %u\n", "shared holders", i->readers);
     printf("%-16s %u\n", "writers waiting", i->writers_waiting);
@@ -387,7 +388,7 @@ static void row_of(const cli_lock *l, char cell[NCOL][CELL]) {
             cli_fmt_secs(cell[C_HELD], CELL, cli_held_ms(i));
         }
         cli_fmt_dur(cell[C_LEASE], CELL, i->lease_left_ms);
-        snprintf(cell[C_FENCE], CELL, "%llu", (unsigned long long)i->fence);
+        if (i->fence != 0) snprintf(cell[C_FENCE], CELL, "%llu", (unsigned long long)i->fence); /* else "-" */
     }
     snprintf(cell[C_SHARED], CELL, "%u", i->readers);
     snprintf(cell[C_WAIT], CELL, "%u", i->writers_waiting);

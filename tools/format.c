@@ -234,7 +234,8 @@ void cli_json_lock_fields(FILE *f, const cli_lock *l) {
             fprintf(f, ",\"lease_left_ms\":%" PRId64, i->lease_left_ms);
         else
             fputs(",\"lease_left_ms\":null", f);
-        fprintf(f, ",\"fence\":%" PRIu64, i->fence);
+        if (i->fence != 0) fprintf(f, ",\"fence\":%" PRIu64, i->fence);
+        else fputs(",\"fence\":null", f); /* not kept: taken on the uncontended path */
     } else {
         fputs("null,\"acquired_ms\":null,\"acquired\":null,\"held_ms\":null,\"lease_left_ms\":null,\"fence\":null", f);
     }

@@ -208,6 +208,86 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
  * hundreds of ms, so a quick retry mostly finds the same lag. */
 #define UNACKED_BACKOFF_MAX_MS 500u
 
+/* plain_acquire's answer when the script must decide. */
+#define PLAIN_ASK (-1)
+
+/* The uncontended path, pipelined, on one server (or Sentinel's master):
+ * the raw pair's SET NX PX, of the string form "TOKEN - SINCE WHO" (no
+ * fence kept: it is not known yet) with the lease as its expiry, then EXISTS of the readers, waiting writers,
+ * handoff and queue keys, then the fence key's INCR -- written at once,
+ * one round trip, no script.  Taken, with none of those keys there and a
+ * fence from the clock: held, that INCR its fence.  Taken, but one of
+ * them was there (the SET and the EXISTS are not one step: whatever came
+ * between them found the string held, and waits), or the fence key had
+ * gone (the INCR counted from 0): PLAIN_ASK with *mine set -- the script
+ * takes the string back and decides (acquire_lua's flag V).  Not taken:
+ * PLAIN_ASK, the script decides (it answers who holds it, and registers a
+ * caller that waits).  Else 0 (answered) or an errno.  A failed attempt's
+ * INCR only skips a fence: fences need to increase, not to be dense. */
+static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *token, const dlock__args *a,
+                         dlock__acq *out, dlock__mono deadline, int *mine) {
+    const char *set[6], *ex[5], *inc[2];
+    size_t setl[6], exl[5], incl[2], tl = strlen(token), il = a->len[a->nkeys + 3];
+    char val[DLOCK__OWNER_LEN + 3 + sizeof a->ident];
+    dlock__req after[2] = { { 5, ex, exl }, { 2, inc, incl } };
+    redisReply *r = NULL, *rs[2];
+    dlock__sent st;
+    uint64_t fence = 0;
+    int rc, i;
+    static const int exk[4] = { DLOCK__K_READERS, DLOCK__K_WRITERS, DLOCK__K_HANDOFF, DLOCK__K_QUEUE };
+
+    *mine = 0;
+    if (tl > DLOCK__OWNER_LEN) return PLAIN_ASK;
+    memcpy(val, token, tl); /* "TOKEN - SINCE WHO": no fence kept */
+    memcpy(val + tl, " - ", 3);
+    memcpy(val + tl + 3, a->v[a->nkeys + 3], il);
+    set[0] = "SET", setl[0] = 3;
+    set[1] = k->keys[DLOCK__K_LOCK], setl[1] = k->keylens[DLOCK__K_LOCK];
+    set[2] = val, setl[2] = tl + 3 + il;
+    set[3] = "NX", setl[3] = 2;
+    set[4] = "PX", setl[4] = 2;
+    set[5] = a->v[a->nkeys + 1], setl[5] = a->len[a->nkeys + 1];
+    ex[0] = "EXISTS", exl[0] = 6;
+    for (i = 0; i < 4; i++) ex[1 + i] = k->keys[exk[i]], exl[1 + i] = k->keylens[exk[i]];
+    inc[0] = "INCR", incl[0] = 4;
+    inc[1] = k->keys[DLOCK__K_FENCE], incl[1] = k->keylens[DLOCK__K_FENCE];
+
+    rc = dlock__command_pipe(&c->node, &r, deadline, 6, set, setl, 2, after, rs, &st);
+    if (out->sent < 0 || st.at > out->sent) out->sent = st.at;
+    if (rc != 0) return rc;
+    if (r->type == REDIS_REPLY_NIL) {
+        rc = PLAIN_ASK; /* held: the script says by whom, for how long */
+    } else if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
+        rc = bad_reply(c, "acquire (SET)", r);
+    } else if (rs[0]->type == REDIS_REPLY_ERROR || rs[1]->type == REDIS_REPLY_ERROR) {
+        /* taken, but the EXISTS or the INCR was refused (an ACL without
+         * them, a fence key of another type): given back, and the
+         * caller told why */
+        int released;
+        (void)single_release(c, k, token, DLOCK__REL_PLAIN, &released, NULL, deadline);
+        rc = bad_reply(c, "acquire", rs[0]->type == REDIS_REPLY_ERROR ? rs[0] : rs[1]);
+    } else if (rs[0]->type != REDIS_REPLY_INTEGER || rs[1]->type != REDIS_REPLY_INTEGER || rs[1]->integer <= 0) {
+        *mine = 1; /* not what those commands answer: the script decides */
+        rc = PLAIN_ASK;
+    } else if (rs[0]->integer != 0 || (uint64_t)rs[1]->integer < DLOCK__FENCE_SEED_MIN) {
+        *mine = 1;
+        rc = PLAIN_ASK;
+    } else {
+        fence = (uint64_t)rs[1]->integer;
+    }
+    freeReplyObject(r);
+    freeReplyObject(rs[0]);
+    freeReplyObject(rs[1]);
+    if (rc != 0) return rc;
+    out->status = DLOCK__ACQ_ACQUIRED;
+    out->fence = fence;
+    out->plain = 1;
+    out->pttl_ms = -1;
+    out->floor = 0;
+    out->others = 0;
+    return 0;
+}
+
 static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *token,
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     dlock__args a;
@@ -215,6 +295,16 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
     int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
     dlock__backoff bo;
 
+    if ((flags & (DLOCK__F_PLAIN | DLOCK__F_SHARED | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_PLAIN &&
+        !c->node.conf.cluster && c->node.conf.wait_replicas == 0 && c->node.conf.restart_guard_ms == 0) {
+        int mine;
+        if ((rc = plain_acquire(c, k, token, &a, out, deadline, &mine)) != PLAIN_ASK) return rc;
+        if (mine) { /* flag V: the string is ours; take it back, then decide */
+            a.flags[4] = '1';
+            a.flags[5] = '\0';
+            a.len[a.nkeys + 2] = 5;
+        }
+    }
     dlock__backoff_init(&bo, UNACKED_BACKOFF_MS, UNACKED_BACKOFF_MAX_MS);
     for (;;) {
         long long acked = -1;

@@ -9,7 +9,8 @@
 
 /* The keys of one lock; the braces put all of them in one cluster slot. */
 enum {
-    DLOCK__K_LOCK,    /* <prefix>{<name>}          hash: owner, fence, who (host:pid:tid), since */
+    DLOCK__K_LOCK,    /* <prefix>{<name>}          the holder: a hash (owner, fence, who, since) or the
+                       * string "TOKEN FENCE SINCE WHO" (scripts.c) */
     DLOCK__K_FENCE,   /* <prefix>{<name>}:fence    the last fence issued */
     DLOCK__K_STATE,   /* <prefix>{<name>}:state    robust marker: held / notrecoverable */
     DLOCK__K_READERS, /* <prefix>{<name>}:readers  zset: shared holders' tokens by expiry */
@@ -186,6 +187,7 @@ typedef struct dlock__acq {
     uint64_t fence;    /* ACQUIRED, MINE */
     int others;        /* ACQUIRED, MINE of a caching acquire: others wait (keep it not) */
     int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
+    int plain;         /* ACQUIRED on the uncontended path (the lock was free, nobody waited) */
     uint64_t floor;    /* BUSY: the lock's last fence when the server answered, 0 not
                         * known: a grant whose fence is above it was made after */
     dlock__mono sent;  /* when the request that got this answer went out; failed: the
@@ -208,6 +210,12 @@ enum {
 #define DLOCK__F_CACHING 16 /* a caching mutex: reserve a block of fences */
 #define DLOCK__F_GRANTLIST 32 /* with F_FAIR: push a grant to the waiter's grant list (BLPOP), not publish it */
 #define DLOCK__F_READFIRST 64 /* with F_SHARED: granted while writers wait (prefer reader) */
+#define DLOCK__F_PLAIN 128 /* the lock was free at its last acquisition here: one server may try
+                            * the pipelined uncontended path (backend.c, plain_acquire) */
+/* A fence below it was not issued from the server's clock (an INCR of a
+ * fence key that had gone): the pipelined path then asks the script,
+ * which issues one from the clock (1e15 us: September 2001). */
+#define DLOCK__FENCE_SEED_MIN 1000000000000000ull
 /* The fences a caching hold reserves at each acquisition: its local
  * holds number them, and the server's next fence comes after them. */
 #define DLOCK__FENCE_BLOCK 1048576u

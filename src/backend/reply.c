@@ -47,8 +47,10 @@ int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
     out->fence = 0;
     out->floor = 0;
     out->others = 0;
+    out->plain = 0;
     if (r != NULL && r->type == REDIS_REPLY_STRING) { /* the uncontended path's answer: the fence alone */
         if (dlock__u64_parse(r->str, r->len, &out->fence) != 0 || out->fence == 0) return -1;
+        out->plain = 1;
         out->status = DLOCK__ACQ_ACQUIRED;
         return 0;
     }

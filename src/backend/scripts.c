@@ -10,10 +10,12 @@
  * An exclusive hold is the key <prefix>{<name>}, with the lease as its
  * expiry, in one of two forms.  Taken on the uncontended path (a free lock
  * with no readers, waiting writers, handoff or queue; not robust, not
- * caching, no restart guard) it is a string "FENCE TOKEN SINCE WHO" (SINCE
- * the taker's wall clock in ms, WHO host:pid:tid): the raw pair's SET,
- * plus the fence's INCR.  Any other hold is a hash: owner (the token),
- * fence, who, since (server ms), and the marks below.  Every path past the
+ * caching, no restart guard) it is a string "TOKEN FENCE SINCE WHO"
+ * (FENCE "-" when the hold was taken by the pipelined SET of one server
+ * (backend.c, plain_acquire), which cannot know it; SINCE the taker's
+ * wall clock in ms, WHO host:pid:tid): the raw pair's SET, plus the
+ * fence's INCR.  Any other hold is a hash: owner (the token), fence, who,
+ * since (server ms), and the marks below.  Every path past the
  * uncontended one that reads or marks the holder first turns a string
  * into that hash (LOCK_NORM): so a string is never marked, and its release
  * is the raw compare-and-delete.  Shared holders are a zset of tokens
@@ -21,9 +23,10 @@
  * listed at DLOCK__K_*.  A fence is the fence key's INCR on the
  * uncontended path, max(last fence + 1, server time in microseconds) on
  * the others, and the server's time in microseconds when the fence key is
- * missing: so fences increase strictly even when the server lost its
- * data, as long as the server's clock does not step back past the last
- * fence it issued (docs/fencing.md).
+ * missing (an INCR that answers less than FENCE_SEED_MIN): so fences
+ * increase strictly even when the server lost its data, as long as the
+ * server's clock does not step back past the last fence it issued
+ * (docs/fencing.md).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -108,6 +111,9 @@
     "       p .. ':queue', p .. ':qmeta', K[2]}\n"                                \
     "end\n"
 #define GRANT_MS "2000"
+/* Below it, a fence INCR answered was not issued from the clock: the
+ * fence key had gone (DLOCK__FENCE_SEED_MIN). */
+#define FENCE_SEED_MIN "1000000000000000"
 #define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
 /* The expiry of a fence key set to v (a Lua number), which may be ahead of
  * the server's clock (a caching hold's block, or fences issued faster
@@ -172,10 +178,10 @@
     "  redis.call('HDEL', K[8], tok)\n"                                           \
     "end\n"
 
-/* The string form's patterns: its four fields (fence, owner token, since,
- * who), and its owner token alone. */
-#define FORM_FIELDS "'^(%d+) (%S+) (%d+) (.*)$'"
-#define FORM_OWNER "'^%d+ (%S+) '"
+/* The string form's patterns: its four fields (owner token, fence or "-",
+ * since, who), and its owner token alone. */
+#define FORM_FIELDS "'^(%S+) (%S+) (%d+) (.*)$'"
+#define FORM_OWNER "'^(%S+) '"
 /* LOCK_NORM: a lock taken on the uncontended path is a string (see
  * acquire_lua); every path past it that reads or marks the holder first
  * turns such a string into the hash it stands for, with the same expiry
@@ -183,12 +189,13 @@
  * follow then fail, and the caller is told, rather than a hold be lost). */
 #define LOCK_NORM                                                                 \
     "if redis.call('TYPE', K[1]).ok == 'string' then\n"                           \
-    "  local f, o, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n" \
-    "  if f then\n"                                                               \
+    "  local o, f, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n" \
+    "  if o then\n"                                                               \
     "    local ttl = redis.call('PTTL', K[1])\n"                                  \
     "    redis.call('DEL', K[1])\n"                                               \
     "    if ttl ~= -2 then\n"                                                     \
-    "      redis.call('HSET', K[1], 'owner', o, 'fence', f, 'who', w, 'since', s)\n" \
+    "      redis.call('HSET', K[1], 'owner', o, 'who', w, 'since', s)\n"          \
+    "      if f ~= '-' then redis.call('HSET', K[1], 'fence', f) end\n"           \
     "      if ttl > 0 then redis.call('PEXPIRE', K[1], ttl) end\n"                \
     "    end\n"                                                                   \
     "  end\n"                                                                     \
@@ -222,7 +229,7 @@
     "end\n"
 
 /* Exclusive acquire (mutex, write lock).  ARGV: [1] token, [2] lease ms,
- * [3] four flags "RWQC", [4] "SINCE WHO" (the caller's wall clock in ms,
+ * [3] four flags "RWQC" (or five, below), [4] "SINCE WHO" (the caller's wall clock in ms,
  * host:pid:tid), [5] restart guard ms (absent: off) -- few arguments,
  * since each costs the server on every call (bench/README.md).  The
  * uncontended path reads them as they come; the others unpack them as
@@ -237,7 +244,15 @@
  * fences, and answer whether others wait -- queued, or registered as
  * waiting writers -- as a third element, 1 or 0: their requests may
  * have come before the hash said "cache", so no "wanted" message told
- * the holder, which must then not keep the lock at its unlock).  While the
+ * the holder, which must then not keep the lock at its unlock); a fifth
+ * flag, V ("1", sent only then), says that the caller's pipelined SET
+ * took the lock as a string but found others' keys, or a fence key gone
+ * (backend.c, plain_acquire; one server only, KEYS[1] the lock): that
+ * string, if still the caller's, is taken back first ("released"
+ * published if a waiter made it a hash and marked it meanwhile), and the
+ * call goes on as any other: a lock found free with nobody there (the
+ * fence key had gone) is taken on the script's uncontended path, its
+ * string keeping the fence made from the clock.  While the
  * fair queue has a live waiter, the lock goes to nobody else, fair or
  * not: a free lock with a queue is taken only by the queue's head.  A
  * thread that has just released the lock while others waited is held
@@ -263,6 +278,15 @@
  * recoverable.  Only robust acquirers read or write the state key. */
 static const char acquire_lua[] =
     "local fl = ARGV[3]\n"
+    "if string.byte(fl, 5) == 49 then\n" /* V: the caller's string (or the hash a waiter made of it) goes */
+    "  local p, ty = KEYS[1], redis.call('TYPE', KEYS[1]).ok\n"
+    "  if ty == 'string' then\n"
+    "    if string.sub(redis.call('GET', p), 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then redis.call('DEL', p) end\n"
+    "  elseif ty == 'hash' and redis.call('HGET', p, 'owner') == ARGV[1] then\n"
+    "    if redis.call('HGET', p, 'w') then redis.call('PUBLISH', p, 'released') end\n"
+    "    redis.call('DEL', p)\n"
+    "  end\n"
+    "end\n"
     "local asked = not ARGV[5] and string.byte(fl, 1) == 48 and string.byte(fl, 4) == 48\n"
     "if asked then\n"
     "  local p, fk, n = KEYS[1]\n"
@@ -275,13 +299,13 @@ static const char acquire_lua[] =
     "  end\n"
     "  if n == 0 then\n"
     "    local f = redis.call('INCR', fk)\n"
-    "    if f == 1 then\n"
+    "    if f < " FENCE_SEED_MIN " then\n"
     "      local t = redis.call('TIME')\n"
     "      f = t[1] * 1000000 + t[2]\n"
     "      redis.call('SET', fk, string.format('%d', f), 'PX', '3600000')\n"
     "    end\n"
     "    local fs = string.format('%d', f)\n"
-    "    redis.call('SET', p, fs .. ' ' .. ARGV[1] .. ' ' .. ARGV[4], 'PX', ARGV[2])\n"
+    "    redis.call('SET', p, ARGV[1] .. ' ' .. fs .. ' ' .. ARGV[4], 'PX', ARGV[2])\n"
     "    return fs\n"
     "  end\n"
     "end\n"
@@ -330,7 +354,12 @@ static const char acquire_lua[] =
     "    local fs = fence()\n"
     "    return {2, fs, reserve(fs)}\n"
     "  end\n"
-    "  return {2, redis.call('HGET', K[1], 'fence')}\n"
+    "  local fs = redis.call('HGET', K[1], 'fence')\n"
+    "  if not fs then\n" /* a string hold keeps no fence: issued anew */
+    "    fs = fence()\n"
+    "    redis.call('HSET', K[1], 'fence', fs)\n"
+    "  end\n"
+    "  return {2, fs}\n"
     "end\n"
     "local wait = nil\n"
     "if owner then\n"
@@ -435,9 +464,8 @@ static const char release_lua[] =
     "if c1 ~= 115 and c1 ~= 119 then\n" /* neither "shared" nor "withdraw": a hold */
     "  local ty = redis.call('TYPE', KEYS[1]).ok\n"
     "  if ty == 'string' then\n"
-    "    local v = redis.call('GET', KEYS[1])\n" /* FORM_OWNER's test, by find and sub: ~1.3k instructions less */
-    "    local a = string.find(v, ' ', 1, true)\n"
-    "    if not a or string.sub(v, a + 1, a + #tok + 1) ~= tok .. ' ' then return 0 end\n"
+    /* FORM_OWNER's test, by sub: fewer instructions than a match */
+    "    if string.sub(redis.call('GET', KEYS[1]), 1, #tok + 1) ~= tok .. ' ' then return 0 end\n"
     "    redis.call('DEL', KEYS[1])\n"
     "    return 1\n"
     "  end\n"
@@ -607,8 +635,9 @@ static const char info_lua[] =
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local h\n"
     "if redis.call('TYPE', K[1]).ok == 'string' then\n"
-    "  local f, o, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n"
-    "  h = f and {'owner', o, 'fence', f, 'who', w, 'since', s} or {}\n"
+    "  local o, f, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n"
+    "  h = o and {'owner', o, 'who', w, 'since', s} or {}\n"
+    "  if o and f ~= '-' then h[#h + 1] = 'fence' h[#h + 1] = f end\n"
     "else\n"
     "  h = redis.call('HGETALL', K[1])\n"
     "end\n"

@@ -509,7 +509,7 @@ static int ask_send(struct acq *a, int probe) {
     struct dlock_client *c = a->c;
     const dlock__want *w = a->w;
     dlock__mono bound, ub;
-    int flags, rc;
+    int flags, rc, plain = !a->waiting && !a->l->contended;
     pthread_mutex_unlock(&c->mu);
     a->sent = a->last_sent = dlock__now();
     bound = ub = dlock__unreachable_deadline(&c->be.node);
@@ -518,7 +518,8 @@ static int ask_send(struct acq *a, int probe) {
     a->waits = !a->try && !a->bad_deadline && a->deadline > a->sent;
     flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (a->waits ? DLOCK__F_WAIT : 0) |
             (a->queue ? DLOCK__F_FAIR : 0) | (a->listed ? DLOCK__F_GRANTLIST : 0) |
-            (w->caching && !w->shared ? DLOCK__F_CACHING : 0) | (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0);
+            (w->caching && !w->shared ? DLOCK__F_CACHING : 0) | (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0) |
+            (plain ? DLOCK__F_PLAIN : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
     rc = c->be.ops->acquire(&c->be, &a->l->k, a->owner, w->lease_ms, flags, &a->ans, bound);
@@ -558,6 +559,10 @@ static int step_ask(struct acq *a) {
         return acq_out(a, rc);
     }
     st = a->ans.status;
+    if (!w->shared) { /* how the next call of this process asks first */
+        if (st == DLOCK__ACQ_BUSY || st == DLOCK__ACQ_HELDBACK) l->contended = 1;
+        else if (a->ans.plain) l->contended = 0;
+    }
     if (st == DLOCK__ACQ_NOTRECOVERABLE)
         return acq_out(a, dlock__seterr(ENOTRECOVERABLE, "'%.64s' was unlocked in an inconsistent state; "
                                         "an administrator must reset it", l->k.name));

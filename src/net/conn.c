@@ -787,14 +787,26 @@ int dlock__wait_read(dlock__conn *cn, long long *acked) {
 static const char *const asking_argv[1] = { "ASKING" };
 static const size_t asking_len[1] = { 6 };
 
+/* The answers to a pipeline's followers, freed (the first's was not
+ * usable, or one of theirs did not come). */
+static void after_free(redisReply **after_out, int n) {
+    int i;
+    for (i = 0; i < n; i++) {
+        if (after_out[i] != NULL) freeReplyObject(after_out[i]);
+        after_out[i] = NULL;
+    }
+}
+
 static redisReply *cmd_and_wait(dlock__node *n, dlock__conn *cn, int argc, const char **argv,
-                                const size_t *argvlen, int *sent, unsigned waitn, long long *acked, int asking) {
+                                const size_t *argvlen, int *sent, unsigned waitn, long long *acked, int asking,
+                                int nafter, const dlock__req *after, redisReply **after_out) {
     void *reply = NULL;
-    int out;
-    if (waitn == 0 && !asking) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
+    int out, i;
+    if (waitn == 0 && !asking && nafter == 0) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
     out = (!asking || dlock__resp_append(cn->ctx, 1, asking_argv, asking_len) == 0) &&
-          dlock__resp_append(cn->ctx, argc, argv, argvlen) == 0 &&
-          (waitn == 0 || dlock__wait_append(cn, waitn, n->conf.wait_timeout_ms) == 0) && dlock__conn_flush(cn) == 0;
+          dlock__resp_append(cn->ctx, argc, argv, argvlen) == 0;
+    for (i = 0; out && i < nafter; i++) out = dlock__resp_append(cn->ctx, after[i].argc, after[i].argv, after[i].lens) == 0;
+    out = out && (waitn == 0 || dlock__wait_append(cn, waitn, n->conf.wait_timeout_ms) == 0) && dlock__conn_flush(cn) == 0;
     *sent = out;
     if (!out) return NULL;
     if (asking) {
@@ -803,7 +815,17 @@ static redisReply *cmd_and_wait(dlock__node *n, dlock__conn *cn, int argc, const
         reply = NULL;
     }
     if (dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
+    for (i = 0; i < nafter; i++) {
+        void *a = NULL;
+        if (dlock__conn_reply(cn, &a) != REDIS_OK) {
+            after_free(after_out, i);
+            freeReplyObject(reply);
+            return NULL;
+        }
+        after_out[i] = a;
+    }
     if (waitn > 0 && dlock__wait_read(cn, acked) != 0) {
+        after_free(after_out, nafter);
         freeReplyObject(reply);
         return NULL;
     }
@@ -824,6 +846,9 @@ typedef struct cmd_run {
     const char **argv;
     const size_t *argvlen;
     unsigned waitn;
+    int nafter;              /* a pipeline's followers (dlock__command_pipe) */
+    const dlock__req *after;
+    redisReply **after_out;
     dlock__backoff backoff;
     long long *acked;
     dlock__sent *out; /* what the attempts came to (never NULL) */
@@ -858,7 +883,8 @@ static redisReply *cmd_send(cmd_run *k, int *rc) {
         if (wms > k->cn->timeout_ms && redisSetTimeout(k->cn->ctx, ms_tv(wms)) == REDIS_OK) k->cn->timeout_ms = wms;
     }
     k->out->at = dlock__now();
-    r = cmd_and_wait(k->n, k->cn, k->argc, k->argv, k->argvlen, &k->sent, k->waitn, k->acked, k->asking);
+    r = cmd_and_wait(k->n, k->cn, k->argc, k->argv, k->argvlen, &k->sent, k->waitn, k->acked, k->asking, k->nafter,
+                     k->after, k->after_out);
     k->asking = 0;
     return r;
 }
@@ -947,36 +973,51 @@ static int cmd_broken(cmd_run *k) {
 /* One command, asked again on another connection, node or after a short
  * wait until it is answered or the deadline passes: send, then the answer
  * (cmd_answered) or the broken connection (cmd_broken) says what next. */
-static int command(dlock__node *n, redisReply **out, dlock__mono deadline, int once, int argc,
-                   const char **argv, const size_t *argvlen, unsigned waitn, long long *acked, dlock__sent *sent) {
+static int command(cmd_run *k, redisReply **out, dlock__sent *sent) {
     dlock__sent none;
-    cmd_run k = { .n = n, .first = n, .deadline = deadline, .began = dlock__now(), .once = once, .argc = argc,
-                  .argv = argv, .argvlen = argvlen, .waitn = waitn,
-                  .backoff = DLOCK__BACKOFF_INIT(DLOCK__BACKOFF_MIN_MS, CMD_BACKOFF_MAX_MS), .acked = acked,
-                  .out = sent != NULL ? sent : &none };
     int rc = CMD_AGAIN;
 
-    k.out->unknown = 0;
-    k.out->at = 0;
-    for (k.tries = 0; rc == CMD_AGAIN; k.tries++) {
-        redisReply *r = cmd_send(&k, &rc);
+    k->first = k->n;
+    k->began = dlock__now();
+    k->backoff = (dlock__backoff)DLOCK__BACKOFF_INIT(DLOCK__BACKOFF_MIN_MS, CMD_BACKOFF_MAX_MS);
+    k->out = sent != NULL ? sent : &none;
+    k->out->unknown = 0;
+    k->out->at = 0;
+    for (k->tries = 0; rc == CMD_AGAIN; k->tries++) {
+        redisReply *r = cmd_send(k, &rc);
         if (r == NULL && rc != 0) return rc; /* no connection */
-        rc = r != NULL ? cmd_answered(&k, r, out) : cmd_broken(&k);
+        rc = r != NULL ? cmd_answered(k, r, out) : cmd_broken(k);
+        if (rc != 0) after_free(k->after_out, k->nafter);
     }
     return rc;
 }
 
 int dlock__command(dlock__node *n, redisReply **out, dlock__mono deadline, int once, int argc,
                    const char **argv, const size_t *argvlen, dlock__sent *sent) {
+    cmd_run k = { .n = n, .deadline = deadline, .once = once, .argc = argc, .argv = argv, .argvlen = argvlen };
     *out = NULL;
-    return command(n, out, deadline, once, argc, argv, argvlen, 0, NULL, sent);
+    return command(&k, out, sent);
 }
 
 int dlock__command_wait(dlock__node *n, redisReply **out, dlock__mono deadline, int argc,
                         const char **argv, const size_t *argvlen, long long *acked, dlock__sent *sent) {
+    cmd_run k = { .n = n, .deadline = deadline, .argc = argc, .argv = argv, .argvlen = argvlen,
+                  .waitn = n->conf.wait_replicas, .acked = acked };
     *out = NULL;
     *acked = -1;
-    return command(n, out, deadline, 0, argc, argv, argvlen, n->conf.wait_replicas, acked, sent);
+    return command(&k, out, sent);
+}
+
+int dlock__command_pipe(dlock__node *n, redisReply **out, dlock__mono deadline, int argc, const char **argv,
+                        const size_t *argvlen, int nafter, const dlock__req *after, redisReply **after_out,
+                        dlock__sent *sent) {
+    cmd_run k = { .n = n, .deadline = deadline, .argc = argc, .argv = argv, .argvlen = argvlen,
+                  .nafter = nafter, .after = after, .after_out = after_out };
+    int i;
+    *out = NULL;
+    for (i = 0; i < nafter; i++) after_out[i] = NULL;
+    if (nafter < 0 || nafter > DLOCK__PIPE_MAX) return dlock__seterr(EINVAL, "a pipeline of %d commands", nafter + 1);
+    return command(&k, out, sent);
 }
 
 void dlock__command_all(dlock__node **ns, size_t n, int argc, const char **argv, const size_t *lens,

@@ -163,6 +163,21 @@ int dlock__command(dlock__node *n, redisReply **out, dlock__mono deadline, int o
  * wait=N replicas; *acked: how many acknowledged (-1: unknown). */
 int dlock__command_wait(dlock__node *n, redisReply **out, dlock__mono deadline, int argc,
                         const char **argv, const size_t *argvlen, long long *acked, dlock__sent *sent);
+/* A command of a pipeline (dlock__command_pipe). */
+typedef struct dlock__req {
+    int argc;
+    const char **argv;
+    const size_t *lens;
+} dlock__req;
+#define DLOCK__PIPE_MAX 4
+/* The command, then nafter more (at most DLOCK__PIPE_MAX) written with it
+ * on one connection, in one write: one round trip.  *out the first's
+ * answer, after_out[i] the others' (to be freed); all or none, and asked
+ * again as dlock__command does (not for a cluster's redirections: for one
+ * server and Sentinel's master). */
+int dlock__command_pipe(dlock__node *n, redisReply **out, dlock__mono deadline, int argc, const char **argv,
+                        const size_t *argvlen, int nafter, const dlock__req *after, redisReply **after_out,
+                        dlock__sent *sent);
 /* One command to n nodes at once (Redlock): every request is written
  * before any answer is read.  out[i] the answer (to be freed) or NULL
  * with rcs[i] the error. */
