@@ -84,8 +84,10 @@ struct dlock__lock {
     uint64_t gen;       /* bumped by every notification that may free it */
     struct dlock__fairwait *fair; /* threads waiting in the fair queue (lock.c) */
     int wanted;         /* another owner asked for this cached lock */
-    int contended;      /* its last answer here was "held": the next call asks the script
-                         * at once, not the uncontended path first (DLOCK__F_PLAIN) */
+    int contended;      /* its last answer here was "held", or none came yet: the next call
+                         * asks the script at once, not the pipelined uncontended path
+                         * first (DLOCK__F_PLAIN); 0 once an answer came from an
+                         * uncontended path */
     pthread_cond_t cv;  /* CLOCK_MONOTONIC; broadcast on every change */
     struct dlock__sleeper *sleepers; /* interruptible sleepers (wait.c) */
     int sub_state;      /* DLOCK__SUB_* */
