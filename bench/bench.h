@@ -115,6 +115,13 @@ void snap_delta(const snap *a, const snap *b, const snap *ov, snap *d);
 /* The raw pair's. */
 #define RAW_CMDS "set,evalsha"
 #define DLOCK_CMDS "evalsha,eval,blpop,subscribe,unsubscribe,psubscribe,punsubscribe,script|load,script|exists,select,auth,hello"
+/* dlock's top-level commands in an uncontended pair: the scripts, and the
+ * pipelined SET, EXISTS and INCR of one server's uncontended acquire.  Only
+ * where no script calls those (the string form's release calls TYPE, GET,
+ * DEL): commandstats counts a script's calls under their own names too,
+ * so in a contended run they would count twice (and there the pipeline is
+ * not used: a lock found held is asked by the script). */
+#define DLOCK_PAIR_CMDS DLOCK_CMDS ",set,exists,incr"
 
 /* Requests dlock's own code issued, counted by wrapping its hiredis calls
  * at link time (-Wl,--wrap): shared between forked processes. */

@@ -68,7 +68,7 @@ typedef struct crun {
 
 /* One timed run of `n` threads of one kind. */
 static void carry_run(redisContext *rc, const snap *ov, cthr *th, int n, double secs, crun *out) {
-    const char *top = th[0].dlock ? DLOCK_CMDS : RAW_CMDS;
+    const char *top = th[0].dlock ? DLOCK_PAIR_CMDS : RAW_CMDS;
     pthread_t *pt = calloc((size_t)n, sizeof *pt);
     int go = 0, stop = 0, i;
     long pairs = 0, errors = 0;

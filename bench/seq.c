@@ -144,7 +144,7 @@ int cmd_seq(const bopts *o) {
             /* The order turns every round, so no kind always runs first. */
             k = (j + r) % K_N;
             bcounters c0, c1;
-            const char *cmds = k == K_PING || k == K_RAW ? "ping,set,evalsha" : DLOCK_CMDS;
+            const char *cmds = k == K_PING || k == K_RAW ? "ping,set,evalsha" : DLOCK_PAIR_CMDS;
             snap a, b, d;
             long u0, u1, s0, s1;
             s0 = server_requests_usec(rc, cmds, NULL, &u0);
