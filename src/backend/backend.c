@@ -213,9 +213,9 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
 
 /* The uncontended path, pipelined, on one server (or Sentinel's master):
  * the raw pair's SET NX PX, of the string form "TOKEN - SINCE WHO" (no
- * fence kept: it is not known yet) with the lease as its expiry, then EXISTS of the readers, waiting writers,
- * handoff and queue keys, then the fence key's INCR -- written at once,
- * one round trip, no script.  Taken, with none of those keys there and a
+ * fence kept: it is not known yet) with the lease as its expiry, then
+ * EXISTS of the readers, waiting writers, handoff and queue keys, then the
+ * fence key's INCR -- written at once, one round trip, no script.  Taken, with none of those keys there and a
  * fence from the clock: held, that INCR its fence.  Taken, but one of
  * them was there (the SET and the EXISTS are not one step: whatever came
  * between them found the string held, and waits), or the fence key had
