@@ -501,7 +501,8 @@ typedef struct dlock_lock_info {
     long pid;
     unsigned long tid;
     uint64_t fence;          /* the holder's fencing token; 0 when the lock does not keep it
-                              * (a hold taken on one server's uncontended path) */
+                              * (yet: a hold taken on one server's uncontended path, until
+                              * its first renewal records it) */
     int64_t since_ms;        /* when it was acquired, ms since the epoch: by the server's clock, or by the
                               * taker's for a hold taken uncontended (docs/design.md) */
     int64_t lease_left_ms;   /* the holder's remaining lease */

@@ -235,16 +235,19 @@ static void test_waiter_turns_it_into_a_hash(void) {
     CU_ASSERT_STRING_EQUAL_FATAL(t, "hash");
     CU_ASSERT(key_read(name, "owner", o, sizeof o));
     CU_ASSERT_STRING_EQUAL(o, f.token);
-    CU_ASSERT_FALSE(key_read(name, "fence", fs, sizeof fs));
+    /* no fence, unless a renewal recorded it in the string before */
+    if (key_read(name, "fence", fs, sizeof fs)) DLT_ASSERT_INT_EQ(strtoull(fs, NULL, 10), f0);
     CU_ASSERT(key_read(name, "who", who, sizeof who));
     CU_ASSERT_STRING_EQUAL(who, f.who);
     CU_ASSERT(key_read(name, "w", mark, sizeof mark));
     CU_ASSERT(dlt_key_pttl(name) > 0 && dlt_key_pttl(name) <= 900);
-    /* held past several leases: the renewal thread renews the hash */
+    /* held past several leases: the renewal thread renews the hash, and
+     * records the fence in it */
     dlt_sleep_ms(2000);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
     CU_ASSERT(key_read(name, "owner", o, sizeof o));
     CU_ASSERT_STRING_EQUAL(o, f.token);
+    CU_ASSERT(key_read(name, "fence", fs, sizeof fs) && strtoull(fs, NULL, 10) == f0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlt_task_join(&task, DLT_JOIN_MS), 0);
     DLT_ASSERT_ERR(w->rc, 0);
@@ -255,29 +258,41 @@ static void test_waiter_turns_it_into_a_hash(void) {
 
 /* A string hold is renewed as a string, and what the server says of it
  * (dlock_lock_info) is its fields: no fence (0) for one taken by the
- * pipelined SET. */
+ * pipelined SET, until its first renewal records it. */
 static void test_string_renewed_and_shown(void) {
     const char *name = "form/renewed";
     dlock_mutex_t m;
     dlock_lock_info_t in;
     struct form f;
     char v[512], v2[512];
+    double t0;
 
     DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 600, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* (the first makes the fence key) */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    t0 = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
     CU_ASSERT_FATAL(form_parse(v, &f) == 0);
+    DLT_ASSERT_ERR(dlock_lock_info(NULL, name, &in), 0);
+    if (dlt_now() - t0 < 0.15) { /* not renewed yet (a third of the lease: 200 ms) */
+        DLT_ASSERT_INT_EQ(f.fence, 0);
+        DLT_ASSERT_INT_EQ(in.fence, 0);
+    }
     dlt_sleep_ms(1500); /* two and a half leases */
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
     CU_ASSERT(key_read(name, NULL, v2, sizeof v2));
-    CU_ASSERT_STRING_EQUAL(v2, v); /* the same string, its expiry renewed */
+    {   /* the same string, its fence recorded, its expiry renewed */
+        char want[600];
+        snprintf(want, sizeof want, "%s %llu %lld %s", f.token, (unsigned long long)dlock_mutex_fence(&m), f.since,
+                 f.who);
+        CU_ASSERT_STRING_EQUAL(v2, want);
+    }
     CU_ASSERT(dlt_key_pttl(name) > 0);
     DLT_ASSERT_ERR(dlock_lock_info(NULL, name, &in), 0);
     DLT_ASSERT_INT_EQ(in.held, 1);
     DLT_ASSERT_INT_EQ(in.pid, (long)getpid());
-    DLT_ASSERT_INT_EQ(in.fence, 0);
+    DLT_ASSERT_INT_EQ(in.fence, dlock_mutex_fence(&m));
     DLT_ASSERT_INT_EQ(in.since_ms, f.since);
     CU_ASSERT(in.lease_left_ms > 0 && in.lease_left_ms <= 600);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);

@@ -266,7 +266,7 @@ static void print_status(const cli_lock *l) {
                    cli_fmt_secs(c, sizeof c, cli_held_ms(i)));
         printf("%-16s %s\n", "lease left", cli_fmt_dur(b, sizeof b, i->lease_left_ms));
         if (i->fence != 0) printf("%-16s %llu\n", "fence", (unsigned long long)i->fence);
-        else printf("%-16s %s\n", "fence", "- (not kept: taken on the uncontended path)");
+        else printf("%-16s %s\n", "fence", "- (not kept yet: taken on the uncontended path, recorded at its first renewal)");
     }
     printf("%-16s %u\n", "shared holders", i->readers);
     printf("%-16s %u\n", "writers waiting", i->writers_waiting);

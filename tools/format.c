@@ -235,7 +235,7 @@ void cli_json_lock_fields(FILE *f, const cli_lock *l) {
         else
             fputs(",\"lease_left_ms\":null", f);
         if (i->fence != 0) fprintf(f, ",\"fence\":%" PRIu64, i->fence);
-        else fputs(",\"fence\":null", f); /* not kept: taken on the uncontended path */
+        else fputs(",\"fence\":null", f); /* not kept yet: taken on the uncontended path, recorded at its first renewal */
     } else {
         fputs("null,\"acquired_ms\":null,\"acquired\":null,\"held_ms\":null,\"lease_left_ms\":null,\"fence\":null", f);
     }

@@ -282,6 +282,7 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
     out->status = DLOCK__ACQ_ACQUIRED;
     out->fence = fence;
     out->plain = 1;
+    out->unkept = 1;
     out->pttl_ms = -1;
     out->floor = 0;
     out->others = 0;
@@ -409,7 +410,7 @@ static int sem_args(dlock__backend *c, const dlock__keys *k, const char *op, con
  * for a hold, sem_lua's 'renew' for a semaphore's leased unit.  Returns
  * the number of arguments. */
 struct renew_bufs {
-    char lease[16];
+    char lease[16], fence[DLOCK__DEC_MAX];
     struct sem_bufs sem;
 };
 static int renew_args(dlock__backend *c, const dlock__renewal *rn, struct renew_bufs *b, const char **args,
@@ -427,7 +428,9 @@ static int renew_args(dlock__backend *c, const dlock__renewal *rn, struct renew_
     args[1] = rn->token; lens[1] = strlen(rn->token);
     args[2] = b->lease; lens[2] = dlock__dec(b->lease, rn->lease_ms);
     args[3] = rn->shared ? "s" : "x"; lens[3] = 1;
-    return 4;
+    if (rn->fence == 0 || rn->shared) return 4;
+    args[4] = b->fence; lens[4] = dlock__dec(b->fence, rn->fence);
+    return 5;
 }
 
 /* A renewal's answer: renew_lua's 0, 1 or 2 (renewed, and wanted), or

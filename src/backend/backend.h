@@ -188,6 +188,7 @@ typedef struct dlock__acq {
     int others;        /* ACQUIRED, MINE of a caching acquire: others wait (keep it not) */
     int64_t pttl_ms;   /* BUSY: the holder's remaining lease, -1 unknown */
     int plain;         /* ACQUIRED on the uncontended path (the lock was free, nobody waited) */
+    int unkept;        /* ACQUIRED by one server's pipelined SET: the lock keeps no fence */
     uint64_t floor;    /* BUSY: the lock's last fence when the server answered, 0 not
                         * known: a grant whose fence is above it was made after */
     dlock__mono sent;  /* when the request that got this answer went out; failed: the
@@ -256,6 +257,8 @@ typedef struct dlock__renewal {
                  * the unit's), renewed by sem_lua's 'renew' in the same batch */
     const char *token;
     unsigned lease_ms;
+    uint64_t fence; /* not 0: the hold's fence, which the lock does not keep (one server's
+                     * pipelined SET): recorded by this renewal */
     int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
     int wanted; /* out: renewed, a cached lock someone asked for (renew_lua's 2) */
     int moved;  /* out: Cluster: the node sent it elsewhere (MOVED, ASK) */

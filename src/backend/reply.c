@@ -48,6 +48,7 @@ int dlock__acq_parse(const redisReply *r, dlock__acq *out) {
     out->floor = 0;
     out->others = 0;
     out->plain = 0;
+    out->unkept = 0;
     if (r != NULL && r->type == REDIS_REPLY_STRING) { /* the uncontended path's answer: the fence alone */
         if (dlock__u64_parse(r->str, r->len, &out->fence) != 0 || out->fence == 0) return -1;
         out->plain = 1;

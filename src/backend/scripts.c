@@ -578,8 +578,10 @@ int dlock__release_kind(int shared, int robust, int dead, int inconsistent) {
 /* KEYS: the lock (an exclusive hold) or its readers (a read hold): one
  * key, so that in a cluster slot being migrated the request is served
  * wherever that key is (ASK), never refused for keys not there (TRYAGAIN).
- * ARGV: token, lease ms, "s" for a read hold.  An exclusive hold in
- * either form (acquire_lua).  1 if renewed, 0 if the
+ * ARGV: token, lease ms, "s" for a read hold ("x" not), and, for a hold
+ * taken by one server's pipelined SET, its fence, which the renewal
+ * records where the lock keeps none (the string's "-", or the hash a
+ * waiter made of it).  An exclusive hold in either form (acquire_lua).  1 if renewed, 0 if the
  * token no longer holds it; 2 renewed, but the lock is cached (`cache`)
  * and someone asked for it since (`w`): the holder gives it back (lock
  * caching's bound on how long an idle cached lock is kept once asked for,
@@ -600,12 +602,19 @@ static const char renew_lua[] =
     "end\n"
     "local ty = redis.call('TYPE', KEYS[1]).ok\n"
     "if ty == 'string' then\n"
-    "  if string.match(redis.call('GET', KEYS[1]), " FORM_OWNER ") ~= ARGV[1] then return 0 end\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  local v = redis.call('GET', KEYS[1])\n"
+    "  if string.match(v, " FORM_OWNER ") ~= ARGV[1] then return 0 end\n"
+    "  local n = #ARGV[1]\n"
+    "  if ARGV[4] and string.sub(v, n + 1, n + 3) == ' - ' then\n" /* its fence, kept from now on */
+    "    redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[4] .. string.sub(v, n + 3), 'PX', ARGV[2])\n"
+    "  else\n"
+    "    redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  end\n"
     "  return 1\n"
     "end\n"
     "if ty == 'hash' and redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "  if ARGV[4] then redis.call('HSETNX', KEYS[1], 'fence', ARGV[4]) end\n"
     "  if redis.call('HGET', KEYS[1], 'cache') == '1' and redis.call('HGET', KEYS[1], 'w') == '1' then return 2 end\n"
     "  return 1\n"
     "end\n"

@@ -40,6 +40,8 @@ typedef struct dlock__hold {
     dlock__mono retry_at;    /* after one that got no answer: not again before then */
     int releasing;           /* its unlock is on the way: still renewed, never reported lost (hold.c) */
     int robust;              /* the hold is of a ROBUST mutex */
+    int fence_unkept;        /* taken by one server's pipelined SET, whose string keeps no
+                              * fence: its next renewal records it (renew.c) */
     dlock__mono held_since;  /* when the caller's hold began (stats.c), for its hold time */
     int inconsistent;        /* EOWNERDEAD given, consistent() not yet called (hold.c) */
     dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */

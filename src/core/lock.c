@@ -94,6 +94,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->renew_at = sent + (dlock__mono)(lease / 3) * DLOCK__MS;
     h->retry_at = 0;
     h->robust = w->robust;
+    h->fence_unkept = 0; /* (step_hold says otherwise) */
     h->lost_fn = w->lost_fn;
     h->lost_arg = w->lost_arg;
     h->lost_obj = w->lost_obj;
@@ -589,6 +590,7 @@ static int step_hold(struct acq *a) {
     dlock__hold *h;
     dlock__mono now;
     if ((rc = hold_begin(c, l, w, a->self, a->owner, a->ans.fence, a->sent, dead, &a->other)) != 0) return acq_out(a, rc);
+    if (!w->shared) l->x.fence_unkept = a->ans.unkept;
     if (!w->shared) {
         l->x.heard = a->heard;
         if (a->ans.others) l->wanted = 1; /* they asked before the hash said "cache": give it back */

@@ -70,6 +70,7 @@ struct dlock__pending {
     int shared;
     int unit;
     uint64_t fence;
+    int record;  /* the lock does not keep the hold's fence: the renewal records it */
     unsigned lease_ms;
     dlock__mono valid_until;
     char token[DLOCK__OWNER_LEN + 1];
@@ -180,6 +181,7 @@ static void join_batch(renew_loop *lp, dlock__hold *h) {
     p->shared = h->shared;
     p->unit = h->unit;
     p->fence = h->ident;
+    p->record = h->fence_unkept;
     p->lease_ms = h->lease_ms;
     p->valid_until = h->valid_until;
     memcpy(p->token, h->token, sizeof p->token);
@@ -242,6 +244,7 @@ static void send_batch(renew_loop *lp) {
         lp->rn[i].unit = lp->pend[i].unit;
         lp->rn[i].token = lp->pend[i].token;
         lp->rn[i].lease_ms = lp->pend[i].lease_ms;
+        lp->rn[i].fence = lp->pend[i].record ? lp->pend[i].fence : 0;
         lp->rn[i].result = -1;
         lp->rn[i].wanted = 0;
     }
@@ -265,6 +268,7 @@ static void apply_answer(renew_loop *lp, dlock__hold *h, int result, int wanted)
         dlock__mono v = lp->sent + (dlock__mono)(h->lease_ms - dlock__drift_ms(&lp->c->be.node.conf, h->lease_ms)) * DLOCK__MS;
         if (v > h->valid_until) h->valid_until = v;
         h->renew_at = lp->sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
+        h->fence_unkept = 0; /* recorded, if it was to be */
     } else if (!dlock__hold_can_be_lost(h)) {
         /* Refused: released meanwhile, or run out (its unlock says
          * which).  Nothing to report either way. */
