@@ -793,7 +793,7 @@ static void test_status_fence_not_kept(void) {
     jv *st;
     dlt_tdir_make("dlcli");
     DLT_ASSERT_ERR(dlt_mutex_make(&m, "st-plain", 0, NULL), 0);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* (the first makes the fence key, and keeps its fence) */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* (the first asks the script; the next is pipelined) */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     st = status_json("st-plain");

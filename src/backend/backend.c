@@ -215,8 +215,9 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
  * the raw pair's SET NX PX, of the string form "TOKEN - SINCE WHO" (no
  * fence kept: it is not known yet) with the lease as its expiry, then
  * EXISTS of the readers, waiting writers, handoff and queue keys, then the
- * fence key's INCR -- written at once, one round trip, no script.  Taken, with none of those keys there and a
- * fence from the clock: held, that INCR its fence.  Taken, but one of
+ * fence key's INCR -- written at once, one round trip, no script.  Taken,
+ * with none of those keys there and a fence from the clock: held, that
+ * INCR its fence.  Taken, but one of
  * them was there (the SET and the EXISTS are not one step: whatever came
  * between them found the string held, and waits), or the fence key had
  * gone (the INCR counted from 0): PLAIN_ASK with *mine set -- the script
@@ -266,10 +267,10 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
         int released;
         (void)single_release(c, k, token, DLOCK__REL_PLAIN, &released, NULL, deadline);
         rc = bad_reply(c, "acquire", rs[0]->type == REDIS_REPLY_ERROR ? rs[0] : rs[1]);
-    } else if (rs[0]->type != REDIS_REPLY_INTEGER || rs[1]->type != REDIS_REPLY_INTEGER || rs[1]->integer <= 0) {
-        *mine = 1; /* not what those commands answer: the script decides */
-        rc = PLAIN_ASK;
-    } else if (rs[0]->integer != 0 || (uint64_t)rs[1]->integer < DLOCK__FENCE_SEED_MIN) {
+    } else if (rs[0]->type != REDIS_REPLY_INTEGER || rs[1]->type != REDIS_REPLY_INTEGER || rs[0]->integer != 0 ||
+               rs[1]->integer < (long long)DLOCK__FENCE_SEED_MIN) {
+        /* others there, the fence key gone, or answers not those
+         * commands': the script takes the string back and decides */
         *mine = 1;
         rc = PLAIN_ASK;
     } else {

@@ -182,6 +182,11 @@
  * since, who), and its owner token alone. */
 #define FORM_FIELDS "'^(%S+) (%S+) (%d+) (.*)$'"
 #define FORM_OWNER "'^(%S+) '"
+/* A Lua expression: the string form v (a Lua string) is held by tok (a
+ * token: no spaces) -- FORM_OWNER's test by a prefix, fewer instructions
+ * than a match; for the release, renewal and the pipelined SET's
+ * take-back. */
+#define FORM_OWNED(v, tok) "string.sub(" v ", 1, #" tok " + 1) == " tok " .. ' '"
 /* LOCK_NORM: a lock taken on the uncontended path is a string (see
  * acquire_lua); every path past it that reads or marks the holder first
  * turns such a string into the hash it stands for, with the same expiry
@@ -194,8 +199,8 @@
     "    local ttl = redis.call('PTTL', K[1])\n"                                  \
     "    redis.call('DEL', K[1])\n"                                               \
     "    if ttl ~= -2 then\n"                                                     \
-    "      redis.call('HSET', K[1], 'owner', o, 'who', w, 'since', s)\n"          \
-    "      if f ~= '-' then redis.call('HSET', K[1], 'fence', f) end\n"           \
+    "      if f == '-' then redis.call('HSET', K[1], 'owner', o, 'who', w, 'since', s)\n" \
+    "      else redis.call('HSET', K[1], 'owner', o, 'fence', f, 'who', w, 'since', s) end\n" \
     "      if ttl > 0 then redis.call('PEXPIRE', K[1], ttl) end\n"                \
     "    end\n"                                                                   \
     "  end\n"                                                                     \
@@ -229,8 +234,8 @@
     "end\n"
 
 /* Exclusive acquire (mutex, write lock).  ARGV: [1] token, [2] lease ms,
- * [3] four flags "RWQC" (or five, below), [4] "SINCE WHO" (the caller's wall clock in ms,
- * host:pid:tid), [5] restart guard ms (absent: off) -- few arguments,
+ * [3] four flags "RWQC" (or five, below), [4] "SINCE WHO" (the caller's
+ * wall clock in ms, host:pid:tid), [5] restart guard ms (absent: off) -- few arguments,
  * since each costs the server on every call (bench/README.md).  The
  * uncontended path reads them as they come; the others unpack them as
  * A[1..8]: token, lease, guard, who, and the flags: [5]
@@ -278,10 +283,14 @@
  * recoverable.  Only robust acquirers read or write the state key. */
 static const char acquire_lua[] =
     "local fl = ARGV[3]\n"
-    "if string.byte(fl, 5) == 49 then\n" /* V: the caller's string (or the hash a waiter made of it) goes */
+    /* V: the caller's string (or the hash a waiter made of it) goes.  Not
+     * release_lua's way: this was never a hold (readers or the queue's
+     * head may be there beside it), so nobody is granted it; the waiters
+     * that saw it are only told. */
+    "if string.byte(fl, 5) == 49 then\n"
     "  local p, ty = KEYS[1], redis.call('TYPE', KEYS[1]).ok\n"
     "  if ty == 'string' then\n"
-    "    if string.sub(redis.call('GET', p), 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then redis.call('DEL', p) end\n"
+    "    if " FORM_OWNED("redis.call('GET', p)", "ARGV[1]") " then redis.call('DEL', p) end\n"
     "  elseif ty == 'hash' and redis.call('HGET', p, 'owner') == ARGV[1] then\n"
     "    if redis.call('HGET', p, 'w') then redis.call('PUBLISH', p, 'released') end\n"
     "    redis.call('DEL', p)\n"
@@ -464,8 +473,7 @@ static const char release_lua[] =
     "if c1 ~= 115 and c1 ~= 119 then\n" /* neither "shared" nor "withdraw": a hold */
     "  local ty = redis.call('TYPE', KEYS[1]).ok\n"
     "  if ty == 'string' then\n"
-    /* FORM_OWNER's test, by sub: fewer instructions than a match */
-    "    if string.sub(redis.call('GET', KEYS[1]), 1, #tok + 1) ~= tok .. ' ' then return 0 end\n"
+    "    if not (" FORM_OWNED("redis.call('GET', KEYS[1])", "tok") ") then return 0 end\n"
     "    redis.call('DEL', KEYS[1])\n"
     "    return 1\n"
     "  end\n"
@@ -581,8 +589,8 @@ int dlock__release_kind(int shared, int robust, int dead, int inconsistent) {
  * ARGV: token, lease ms, "s" for a read hold ("x" not), and, for a hold
  * taken by one server's pipelined SET, its fence, which the renewal
  * records where the lock keeps none (the string's "-", or the hash a
- * waiter made of it).  An exclusive hold in either form (acquire_lua).  1 if renewed, 0 if the
- * token no longer holds it; 2 renewed, but the lock is cached (`cache`)
+ * waiter made of it).  An exclusive hold in either form (acquire_lua).
+ * 1 if renewed, 0 if the token no longer holds it; 2 renewed, but the lock is cached (`cache`)
  * and someone asked for it since (`w`): the holder gives it back (lock
  * caching's bound on how long an idle cached lock is kept once asked for,
  * should the "wanted" message not be heard). */
@@ -603,7 +611,7 @@ static const char renew_lua[] =
     "local ty = redis.call('TYPE', KEYS[1]).ok\n"
     "if ty == 'string' then\n"
     "  local v = redis.call('GET', KEYS[1])\n"
-    "  if string.match(v, " FORM_OWNER ") ~= ARGV[1] then return 0 end\n"
+    "  if not (" FORM_OWNED("v", "ARGV[1]") ") then return 0 end\n"
     "  local n = #ARGV[1]\n"
     "  if ARGV[4] and string.sub(v, n + 1, n + 3) == ' - ' then\n" /* its fence, kept from now on */
     "    redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[4] .. string.sub(v, n + 3), 'PX', ARGV[2])\n"

@@ -590,8 +590,8 @@ static int step_hold(struct acq *a) {
     dlock__hold *h;
     dlock__mono now;
     if ((rc = hold_begin(c, l, w, a->self, a->owner, a->ans.fence, a->sent, dead, &a->other)) != 0) return acq_out(a, rc);
-    if (!w->shared) l->x.fence_unkept = a->ans.unkept;
     if (!w->shared) {
+        l->x.fence_unkept = a->ans.unkept;
         l->x.heard = a->heard;
         if (a->ans.others) l->wanted = 1; /* they asked before the hash said "cache": give it back */
     }
