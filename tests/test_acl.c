@@ -320,6 +320,35 @@ static void test_acl_missing_permission_is_a_clear_error(void) {
     refused_without("~dlock:*", "acl/no-keys");    /* the keys */
 }
 
+/* One server's pipelined uncontended acquire (SET, EXISTS, INCR: after a
+ * first acquisition, which asks the script) whose INCR the ACL refuses
+ * after its SET took the lock: the lock is given back, and the caller
+ * told why. */
+static void test_acl_pipeline_refused_gives_back(void) {
+    const char *user = "losesincr", *name = "acl/pipe-no-incr";
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    int rc;
+    CU_ASSERT_FATAL(setuser(user, NULL) == 0);
+    DLT_ASSERT_ERR(acl_client(&cl, user, PASSWORD), 0);
+    DLT_ASSERT_ERR(mutex_on(&m, name, cl, 0, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* by the script */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL SETUSER %s -incr", user));
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    rc = dlock_mutex_trylock(&m);
+    DLT_ASSERT_ERR(rc, EPROTO);
+    printf("  pipelined, without +incr: %s\n", dlock_last_error());
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "refused by the server's ACL"));
+    CU_ASSERT_PTR_NULL(strstr(dlock_last_error(), PASSWORD));
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1); /* the pipelined SET took it... */
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "del"), 1); /* ...and the release gave it back */
+    DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
 static void test_acl_wrong_password_refused_and_never_shown(void) {
     dlock_client_t *cl = NULL;
     dlock_mutex_t m;
@@ -348,6 +377,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_without_blpop),
     DLT_TEST(test_acl_user_every_call),
     DLT_TEST(test_acl_missing_permission_is_a_clear_error),
+    DLT_TEST(test_acl_pipeline_refused_gives_back),
     DLT_TEST(test_acl_wrong_password_refused_and_never_shown),
     { NULL, NULL }
 };

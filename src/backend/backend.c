@@ -260,17 +260,12 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
         rc = PLAIN_ASK; /* held: the script says by whom, for how long */
     } else if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
         rc = bad_reply(c, "acquire (SET)", r);
-    } else if (rs[0]->type == REDIS_REPLY_ERROR || rs[1]->type == REDIS_REPLY_ERROR) {
-        /* taken, but the EXISTS or the INCR was refused (an ACL without
-         * them, a fence key of another type): given back, and the
-         * caller told why */
-        int released;
-        (void)single_release(c, k, token, DLOCK__REL_PLAIN, &released, NULL, deadline);
-        rc = bad_reply(c, "acquire", rs[0]->type == REDIS_REPLY_ERROR ? rs[0] : rs[1]);
     } else if (rs[0]->type != REDIS_REPLY_INTEGER || rs[1]->type != REDIS_REPLY_INTEGER || rs[0]->integer != 0 ||
                rs[1]->integer < (long long)DLOCK__FENCE_SEED_MIN) {
-        /* others there, the fence key gone, or answers not those
-         * commands': the script takes the string back and decides */
+        /* others there, the fence key gone, or not those commands'
+         * answers (refused by an ACL, a fence key of another type): the
+         * script takes the string back and decides -- or, meeting the
+         * same refusal, fails with it, the string already gone */
         *mine = 1;
         rc = PLAIN_ASK;
     } else {
