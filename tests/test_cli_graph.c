@@ -166,7 +166,15 @@ static void test_graph_marks_cycle(void) {
     CU_ASSERT(strstr(out, "[cycle]") != NULL);
     CU_ASSERT(strstr(out, "cycle 1:") != NULL && strstr(out, "cycle 2:") == NULL);
     for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_wait(pid[i], 15000), 0);
-    DLT_ASSERT_ERR(s->rc[0], ETIMEDOUT); /* DEFAULT mutexes: nobody was failed with EDEADLK */
+    /* DEFAULT mutexes: nobody was failed with EDEADLK; the cycle ended at
+     * a member's own time bound.  Which one's came first is the
+     * scheduler's: the other may then be granted the lock the first let
+     * go before its own bound (0), or time out too. */
+    CU_ASSERT(s->rc[0] == ETIMEDOUT || s->rc[1] == ETIMEDOUT);
+    for (i = 0; i < 2; i++) {
+        if (s->rc[i] != 0 && s->rc[i] != ETIMEDOUT) fprintf(stderr, "  member %d: %s\n", i, dlt_errno_label(s->rc[i]));
+        CU_ASSERT(s->rc[i] == 0 || s->rc[i] == ETIMEDOUT);
+    }
     DLT_SHM_FREE(s, 1);
 }
 
