@@ -26,7 +26,7 @@ static const char *const acl_rules[] = {
     "on", ">" PASSWORD, "resetkeys", "~dlock:*", "resetchannels", "&dlock:*", "-@all",
     "+evalsha", "+eval", "+script|load", "+subscribe", "+unsubscribe", "+select", "+scan",
     "+time", "+get", "+set", "+incr", "+type", "+del", "+exists", "+pexpire", "+pttl", "+rpush", "+blpop",
-    "+hget", "+hset", "+hdel", "+hgetall",
+    "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
     "+zadd", "+zrem", "+zscore", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zremrangebyscore", "+zpopmin",
     "+publish",
 };

@@ -253,7 +253,7 @@ static void test_acl_user_cycle(void) {
     redisReply *r = dlt_redis_cmd(&dlt_server,
                                   "ACL SETUSER dldl on >dl-pw resetkeys ~dlock:* resetchannels &dlock:* -@all "
                                   "+evalsha +eval +script|load +subscribe +unsubscribe +select +scan +time +get +set +incr +type "
-                                  "+del +exists +pexpire +pttl +hget +hset +hdel +hgetall +zadd +zrem +zscore +zcard "
+                                  "+del +exists +pexpire +pttl +hget +hmget +hset +hdel +hgetall +zadd +zrem +zscore +zcard "
                                   "+zcount +zrange +zremrangebyscore +zpopmin +publish +rpush +blpop");
     CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);

@@ -437,7 +437,7 @@ static void test_acl_user(void) {
     redisReply *r = dlt_redis_cmd(&dlt_server,
         "ACL SETUSER semadm on >semadm-pw resetkeys ~dlock:* resetchannels &dlock:* -@all +evalsha +eval "
         "+script|load +subscribe +unsubscribe +select +scan +time +get +set +del +exists +pexpire +pttl +rpush "
-        "+blpop +hget +hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zremrangebyscore "
+        "+blpop +hget +hmget +hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zremrangebyscore "
         "+zpopmin +publish");
     char url[128];
     CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);

@@ -54,8 +54,8 @@
  * queue or handoff) has none, and a waiter marks it -- a writer that will
  * wait, a reader, every hold taken past the uncontended path, every
  * grant.  A release of a hash without w has nobody to tell: it publishes
- * nothing and looks at no other key (three calls: the raw
- * compare-and-delete's two, and the mark).  Whoever waits without having marked it (a reader
+ * nothing and looks at no other key (three calls: the type, one HMGET
+ * of the owner and the mark, the DEL).  Whoever waits without having marked it (a reader
  * held back by a waiting writer, before that writer takes the lock)
  * waits for a hold that marks it, or for its own retry at the writer's
  * expiry: the mark only saves messages, it never decides who holds.
@@ -75,7 +75,10 @@
  * acquire returns before these are made:
  *   live(z)  drops expired members of a zset of tokens scored by expiry
  *            and returns the latest expiry left, or nil;
- *   keep(z, ms)  makes z live at least ms more;
+ *   keep(z, ms)  makes z live at least ms more: one PEXPIRE GT when z
+ *            has an expiry (it always has but just after it is made;
+ *            Redis 7.0's GT: an older server refuses it, which costs it
+ *            an error and the PTTL's way);
  *   qhead()  the fair queue's first live waiter (its token), dropping
  *            those ahead of it whose registration as a waiting writer
  *            lapsed (a waiter that died or gave up): the queue never
@@ -157,7 +160,11 @@
     "  return nil\n"                                                              \
     "end\n"                                                                       \
     "local function keep(z, ms)\n"                                                \
-    "  if redis.call('PTTL', z) < ms then redis.call('PEXPIRE', z, string.format('%d', ms)) end\n"     \
+    "  local e = string.format('%d', ms)\n"                                       \
+    "  local r = redis.pcall('PEXPIRE', z, e, 'GT')\n"                            \
+    "  if r == 1 then return end\n"                                              \
+    "  local p = redis.call('PTTL', z)\n"                                         \
+    "  if p == -1 or (r ~= 0 and p < ms) then redis.call('PEXPIRE', z, e) end\n" \
     "end\n"                                                                       \
     "local function qhead()\n"                                                    \
     "  while true do\n"                                                           \
@@ -356,7 +363,8 @@ static const char acquire_lua[] =
     "end\n"
     "if not asked and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end\n"
     LOCK_REST
-    "local owner = redis.call('HGET', K[1], 'owner')\n"
+    "local hm = redis.call('HMGET', K[1], 'owner', 'cache', 'w')\n"
+    "local owner = hm[1]\n"
     "if owner == A[1] then\n"
     "  redis.call('PEXPIRE', K[1], A[2])\n"
     "  if A[8] == '1' then\n"
@@ -373,8 +381,8 @@ static const char acquire_lua[] =
     "local wait = nil\n"
     "if owner then\n"
     "  wait = redis.call('PTTL', K[1])\n"
-    "  wanted()\n"
-    "  if A[6] == '1' then redis.call('HSET', K[1], 'w', '1') end\n"
+    "  if hm[2] == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n"
+    "  if A[6] == '1' and not hm[3] then redis.call('HSET', K[1], 'w', '1') end\n"
     "elseif redis.call('EXISTS', K[4], K[5], K[6], K[7]) > 0 then\n"
     "  rw = true\n"
     "  local r = live(K[4])\n"
@@ -394,12 +402,10 @@ static const char acquire_lua[] =
     "    redis.call('ZADD', K[5], string.format('%d', now + lease), A[1])\n"
     "    keep(K[5], 2 * lease)\n"
     "    if A[7] ~= '0' then\n"
-    "      if not redis.call('ZSCORE', K[7], A[1]) then\n"
-    "        local last = redis.call('ZRANGE', K[7], '-1', '-1', 'WITHSCORES')\n"
-    "        local ticket = '1'\n"
-    "        if #last > 0 then ticket = string.format('%d', tonumber(last[2]) + 1) end\n"
-    "        redis.call('ZADD', K[7], ticket, A[1])\n"
-    "      end\n"
+    "      local last = redis.call('ZRANGE', K[7], '-1', '-1', 'WITHSCORES')\n"
+    "      local ticket = '1'\n"
+    "      if #last > 0 then ticket = string.format('%d', tonumber(last[2]) + 1) end\n"
+    "      redis.call('ZADD', K[7], 'NX', ticket, A[1])\n"
     "      redis.call('HSET', K[8], A[1], A[2] .. '|' .. A[5] .. '|' .. A[7] .. '|' .. A[4])\n"
     "      keep(K[7], 2 * lease)\n"
     "      keep(K[8], 2 * lease)\n"
@@ -464,8 +470,8 @@ static const char acquire_shared_lua[] =
  * from the lock for the handoff window (acquire_lua).  With nobody
  * waiting (one EXISTS tells), it publishes at once; when the hash was
  * never marked (w), nobody can be waiting for this release, and it tells
- * nobody: a plain release of a hash is then four calls (the type, the
- * owner, the mark, the DEL). */
+ * nobody: a plain release of a hash is then three calls (the type, one
+ * HMGET of the owner and the mark, the DEL). */
 static const char release_lua[] =
     "local tok, hw = ARGV[1], ARGV[2]\n"
     "local c1 = string.byte(hw, 1)\n"
@@ -477,8 +483,10 @@ static const char release_lua[] =
     "    redis.call('DEL', KEYS[1])\n"
     "    return 1\n"
     "  end\n"
-    "  if ty ~= 'hash' or redis.call('HGET', KEYS[1], 'owner') ~= tok then return 0 end\n"
-    "  marked = redis.call('HGET', KEYS[1], 'w')\n"
+    "  if ty ~= 'hash' then return 0 end\n"
+    "  local hm = redis.call('HMGET', KEYS[1], 'owner', 'w')\n"
+    "  if hm[1] ~= tok then return 0 end\n"
+    "  marked = hm[2]\n"
     "  if c1 == 112 and not marked then\n" /* "plain" */
     "    redis.call('DEL', KEYS[1])\n"
     "    return 1\n"
