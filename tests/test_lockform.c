@@ -3,8 +3,9 @@
  * "TOKEN FENCE SINCE WHO" (FENCE "-" from one server's pipelined SET,
  * EXISTS, INCR), released by TYPE, GET and DEL; every path past it turns
  * the string into the hash first; fences from INCR; the pipelined SET
- * that finds others' keys gives its string back; and what this version
- * does with a lock key it did not write.
+ * that finds others' keys gives its string back; what this version
+ * does with a lock key it did not write; and how long the waiters'
+ * registration keys live.
  * labels: redis
  *
  * Every test runs against the suite's real redis-server (dlt_server).
@@ -262,6 +263,82 @@ static void test_waiter_turns_it_into_a_hash(void) {
     DLT_SHM_FREE(w, 1);
 }
 
+/* A waiter of lease `lease` (ms) on `name`: a timedlock of 10 s, its
+ * result in rc. */
+struct leased_waiter {
+    char name[64];
+    unsigned lease;
+    int rc;
+};
+
+static int leased_waiter_main(void *arg) {
+    struct leased_waiter *w = arg;
+    dlock_mutex_t m;
+    struct timespec dl = dlt_abs_in(CLOCK_REALTIME, 10000);
+    if (dlt_mutex_make(&m, w->name, w->lease, NULL) != 0) return 1;
+    w->rc = dlock_mutex_timedlock(&m, &dl);
+    if (w->rc == 0) (void)dlock_mutex_unlock(&m);
+    dlock_mutex_destroy(&m);
+    return 0;
+}
+
+/* PTTL of the lock's key with suffix (":writers"...). */
+static long long key_pttl_sfx(const char *name, const char *suffix) {
+    char k[600];
+    dlt_lock_key(name, k, sizeof k);
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "PTTL %s%s", k, suffix));
+}
+
+/* Waits (10 s at most) until the lock's queue has n waiters: 1, or 0. */
+static int queue_has(const char *name, long long n) {
+    char k[600];
+    double t0 = dlt_now();
+    dlt_lock_key(name, k, sizeof k);
+    while (dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:queue", k)) != n) {
+        if (dlt_now() - t0 > 10) return 0;
+        dlt_sleep_ms(10);
+    }
+    return 1;
+}
+
+/* A waiter's registration keys -- the waiting writers, the queue and its
+ * metadata -- live at least twice the lease of the longest-leased waiter
+ * (the acquire script's keep(): one PEXPIRE ... GT; a key just made,
+ * which has no expiry yet, gets one): the first waiter's 60 s lease gives
+ * them two minutes, and a second waiter's 1 s lease, registering again
+ * every third of it, does not cut them to two seconds. */
+static void test_waiter_keys_kept(void) {
+    const char *name = "form/keys-kept", *sfx[] = { ":writers", ":queue", ":qmeta" };
+    struct leased_waiter *w = DLT_SHM_NEW(struct leased_waiter, 2);
+    dlock_mutex_t m;
+    dlt_task task[2];
+    int i, j;
+
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 30000, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    for (i = 0; i < 2; i++) {
+        snprintf(w[i].name, sizeof w[i].name, "%s", name);
+        w[i].lease = i == 0 ? 60000 : 1000;
+        w[i].rc = -1;
+        CU_ASSERT_FATAL(dlt_task_start(&task[i], DLT_PROC, leased_waiter_main, &w[i]) == 0);
+        CU_ASSERT_FATAL(queue_has(name, i + 1));
+        for (j = 0; j < 3; j++) {
+            long long pttl = key_pttl_sfx(name, sfx[j]);
+            printf("  after waiter %d (lease %u ms): %s expires in %lld ms\n", i, w[i].lease, sfx[j], pttl);
+            CU_ASSERT(pttl > 110000 && pttl <= 120000);
+        }
+    }
+    dlt_sleep_ms(1000); /* the short-leased waiter registers again, three times */
+    for (j = 0; j < 3; j++) CU_ASSERT(key_pttl_sfx(name, sfx[j]) > 110000);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    for (i = 0; i < 2; i++) {
+        DLT_ASSERT_INT_EQ(dlt_task_join(&task[i], DLT_JOIN_MS), 0);
+        DLT_ASSERT_ERR(w[i].rc, 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_SHM_FREE(w, 2);
+}
+
 /* A string hold is renewed as a string, and what the server says of it
  * (dlock_lock_info) is its fields: no fence (0) for one taken by the
  * pipelined SET, until its first renewal records it. */
@@ -500,6 +577,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_uncontended_is_a_string),
     DLT_TEST(test_fences_from_incr),
     DLT_TEST(test_waiter_turns_it_into_a_hash),
+    DLT_TEST(test_waiter_keys_kept),
     DLT_TEST(test_string_renewed_and_shown),
     DLT_TEST(test_other_holds_are_hashes),
     DLT_TEST(test_hash_hold_of_another_version),
