@@ -426,6 +426,18 @@ static void fw_owner(const char *name, char *out, size_t cap) {
     if (r != NULL) freeReplyObject(r);
 }
 
+/* Waits (bounded by ms) until tok is in neither the queue, the writers
+ * nor the queue's metadata: 1, or 0 on the bound. */
+static int fw_withdrawn(const char *name, const char *tok, int ms) {
+    double end = dlt_now() + ms / 1000.0;
+    while (fw_zhas(name, ":queue", tok) != 0 || fw_zhas(name, ":writers", tok) != 0 ||
+           fw_hexists(name, ":qmeta", tok) != 0) {
+        if (dlt_now() >= end) return 0;
+        dlt_sleep_ms(5);
+    }
+    return 1;
+}
+
 /* Waits (bounded by ms) until the lock's owner is no longer tok; the
  * owner then into out.  1 if it changed, 0 on the bound. */
 static int fw_owner_leaves(const char *name, const char *tok, int ms, char *out, size_t cap) {
@@ -1196,9 +1208,13 @@ static void test_dead_waiter_after_grant(void) {
  * ====================================================================== */
 
 /* Holder; F1, T (timedlock, 3 s), F3, F4 queued in that order.  T returns
- * ETIMEDOUT while the holder still holds; right after, its token is in
+ * ETIMEDOUT while the holder still holds; its token is then soon in
  * neither the queue, the writers nor the queue's metadata, and the queue
- * is F1, F3, F4.  After the release they acquire in that order. */
+ * is F1, F3, F4.  After the release they acquire in that order.  Soon:
+ * T withdraws within its call's end (deadline + DLOCK__LATE_MS) when the
+ * server answers by then, else the orphan list does it right after (see
+ * test_timedout_after_grant_passes_on): the test gives it 10 s, a third
+ * of the lease after which the registration would merely lapse. */
 static void test_timedout_waiter_withdraws(void) {
     static const char *name = "fair/timedout";
     fw_run r;
@@ -1213,6 +1229,8 @@ static void test_timedout_waiter_withdraws(void) {
     fw_w(&r, t)->mode = FW_TIMED;
     fw_w(&r, t)->timed_ms = 3000;
     fw_w(&r, t)->want = ETIMEDOUT;
+    fw_w(&r, t)->linger = 1; /* alive after its call, as a program goes on: a withdrawal left to its
+                              * renewal thread is not cut off by the worker's _exit */
     fw_spawn1(&r, h);
     fw_spawn1(&r, f1);
     fw_spawn1(&r, t);
@@ -1228,6 +1246,7 @@ static void test_timedout_waiter_withdraws(void) {
     if (ok) {
         int q[] = { f1, f3, f4 };
         DLT_ASSERT_ERR(fw_w(&r, t)->rc, ETIMEDOUT);
+        CU_ASSERT_TRUE(fw_withdrawn(name, r.tok[t], 10000));
         DLT_ASSERT_INT_EQ(fw_zhas(name, ":queue", r.tok[t]), 0);
         DLT_ASSERT_INT_EQ(fw_zhas(name, ":writers", r.tok[t]), 0);
         DLT_ASSERT_INT_EQ(fw_hexists(name, ":qmeta", r.tok[t]), 0);
@@ -1271,6 +1290,7 @@ static void test_timedout_after_grant_passes_on(void) {
     fw_w(&r, t)->mode = FW_TIMED;
     fw_w(&r, t)->timed_ms = 2000;
     fw_w(&r, t)->want = ETIMEDOUT;
+    fw_w(&r, t)->linger = 1; /* as in test_timedout_waiter_withdraws */
     fw_spawn1(&r, h);
     fw_spawn1(&r, t);
     fw_spawn1(&r, f);
