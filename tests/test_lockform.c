@@ -193,8 +193,11 @@ static void test_fences_from_incr(void) {
 }
 
 /* The waiter of test_waiter_turns_it_into_a_hash, a process of its own. */
+/* A waiter on `name` (lease `lease` ms, 0: the default): a timedlock of
+ * 10 s, its result in rc and, acquired, its fence. */
 struct waiter {
     char name[64];
+    unsigned lease;
     int rc;
     unsigned long long fence;
 };
@@ -203,7 +206,7 @@ static int waiter_main(void *arg) {
     struct waiter *w = arg;
     dlock_mutex_t m;
     struct timespec dl = dlt_abs_in(CLOCK_REALTIME, 10000);
-    if (dlt_mutex_make(&m, w->name, 0, NULL) != 0) return 1;
+    if (dlt_mutex_make(&m, w->name, w->lease, NULL) != 0) return 1;
     w->rc = dlock_mutex_timedlock(&m, &dl);
     if (w->rc == 0) {
         w->fence = dlock_mutex_fence(&m);
@@ -263,25 +266,6 @@ static void test_waiter_turns_it_into_a_hash(void) {
     DLT_SHM_FREE(w, 1);
 }
 
-/* A waiter of lease `lease` (ms) on `name`: a timedlock of 10 s, its
- * result in rc. */
-struct leased_waiter {
-    char name[64];
-    unsigned lease;
-    int rc;
-};
-
-static int leased_waiter_main(void *arg) {
-    struct leased_waiter *w = arg;
-    dlock_mutex_t m;
-    struct timespec dl = dlt_abs_in(CLOCK_REALTIME, 10000);
-    if (dlt_mutex_make(&m, w->name, w->lease, NULL) != 0) return 1;
-    w->rc = dlock_mutex_timedlock(&m, &dl);
-    if (w->rc == 0) (void)dlock_mutex_unlock(&m);
-    dlock_mutex_destroy(&m);
-    return 0;
-}
-
 /* PTTL of the lock's key with suffix (":writers"...). */
 static long long key_pttl_sfx(const char *name, const char *suffix) {
     char k[600];
@@ -309,7 +293,7 @@ static int queue_has(const char *name, long long n) {
  * every third of it, does not cut them to two seconds. */
 static void test_waiter_keys_kept(void) {
     const char *name = "form/keys-kept", *sfx[] = { ":writers", ":queue", ":qmeta" };
-    struct leased_waiter *w = DLT_SHM_NEW(struct leased_waiter, 2);
+    struct waiter *w = DLT_SHM_NEW(struct waiter, 2);
     dlock_mutex_t m;
     dlt_task task[2];
     int i, j;
@@ -320,7 +304,7 @@ static void test_waiter_keys_kept(void) {
         snprintf(w[i].name, sizeof w[i].name, "%s", name);
         w[i].lease = i == 0 ? 60000 : 1000;
         w[i].rc = -1;
-        CU_ASSERT_FATAL(dlt_task_start(&task[i], DLT_PROC, leased_waiter_main, &w[i]) == 0);
+        CU_ASSERT_FATAL(dlt_task_start(&task[i], DLT_PROC, waiter_main, &w[i]) == 0);
         CU_ASSERT_FATAL(queue_has(name, i + 1));
         for (j = 0; j < 3; j++) {
             long long pttl = key_pttl_sfx(name, sfx[j]);

@@ -176,8 +176,8 @@
     "    redis.call('HDEL', K[8], r[1])\n"                                        \
     "  end\n"                                                                     \
     "end\n"                                                                       \
-    "local function wanted()\n"                                                   \
-    "  if redis.call('HGET', K[1], 'cache') == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n" \
+    "local function wanted(cache)\n"                                              \
+    "  if cache == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n"         \
     "end\n"                                                                       \
     "local function unqueue(tok)\n"                                               \
     "  redis.call('ZREM', K[5], tok)\n"                                           \
@@ -298,9 +298,12 @@ static const char acquire_lua[] =
     "  local p, ty = KEYS[1], redis.call('TYPE', KEYS[1]).ok\n"
     "  if ty == 'string' then\n"
     "    if " FORM_OWNED("redis.call('GET', p)", "ARGV[1]") " then redis.call('DEL', p) end\n"
-    "  elseif ty == 'hash' and redis.call('HGET', p, 'owner') == ARGV[1] then\n"
-    "    if redis.call('HGET', p, 'w') then redis.call('PUBLISH', p, 'released') end\n"
-    "    redis.call('DEL', p)\n"
+    "  elseif ty == 'hash' then\n"
+    "    local hm = redis.call('HMGET', p, 'owner', 'w')\n"
+    "    if hm[1] == ARGV[1] then\n"
+    "      if hm[2] then redis.call('PUBLISH', p, 'released') end\n"
+    "      redis.call('DEL', p)\n"
+    "    end\n"
     "  end\n"
     "end\n"
     "local asked = not ARGV[5] and string.byte(fl, 1) == 48 and string.byte(fl, 4) == 48\n"
@@ -381,7 +384,7 @@ static const char acquire_lua[] =
     "local wait = nil\n"
     "if owner then\n"
     "  wait = redis.call('PTTL', K[1])\n"
-    "  if hm[2] == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n"
+    "  wanted(hm[2])\n"
     "  if A[6] == '1' and not hm[3] then redis.call('HSET', K[1], 'w', '1') end\n"
     "elseif redis.call('EXISTS', K[4], K[5], K[6], K[7]) > 0 then\n"
     "  rw = true\n"
@@ -428,9 +431,10 @@ static const char acquire_shared_lua[] =
     LOCK_NORM
     ACQUIRE_PRELUDE
     LOCK_REST
-    "if redis.call('HGET', K[1], 'owner') then\n"
-    "  wanted()\n"
-    "  redis.call('HSET', K[1], 'w', '1')\n"
+    "local hm = redis.call('HMGET', K[1], 'owner', 'cache', 'w')\n"
+    "if hm[1] then\n"
+    "  wanted(hm[2])\n"
+    "  if not hm[3] then redis.call('HSET', K[1], 'w', '1') end\n"
     "  return {0, redis.call('PTTL', K[1])}\n"
     "end\n"
     "local sc = redis.call('ZSCORE', K[4], ARGV[1])\n"
@@ -628,13 +632,13 @@ static const char renew_lua[] =
     "  end\n"
     "  return 1\n"
     "end\n"
-    "if ty == 'hash' and redis.call('HGET', KEYS[1], 'owner') == ARGV[1] then\n"
-    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-    "  if ARGV[4] then redis.call('HSETNX', KEYS[1], 'fence', ARGV[4]) end\n"
-    "  if redis.call('HGET', KEYS[1], 'cache') == '1' and redis.call('HGET', KEYS[1], 'w') == '1' then return 2 end\n"
-    "  return 1\n"
-    "end\n"
-    "return 0\n";
+    "if ty ~= 'hash' then return 0 end\n"
+    "local hm = redis.call('HMGET', KEYS[1], 'owner', 'cache', 'w')\n"
+    "if hm[1] ~= ARGV[1] then return 0 end\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "if ARGV[4] then redis.call('HSETNX', KEYS[1], 'fence', ARGV[4]) end\n"
+    "if hm[2] == '1' and hm[3] == '1' then return 2 end\n"
+    "return 1\n";
 
 /* ARGV: channel, how.  The administrative reset: ends every hold, writer
  * and readers alike.  how "break": a robust lock's next acquirer gets
