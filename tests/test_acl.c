@@ -25,7 +25,7 @@
 static const char *const acl_rules[] = {
     "on", ">" PASSWORD, "resetkeys", "~dlock:*", "resetchannels", "&dlock:*", "-@all",
     "+evalsha", "+eval", "+script|load", "+subscribe", "+unsubscribe", "+select", "+scan",
-    "+time", "+get", "+set", "+incr", "+type", "+del", "+exists", "+pexpire", "+pttl", "+rpush", "+blpop",
+    "+time", "+get", "+set", "+incr", "+mget", "+del", "+exists", "+pexpire", "+pttl", "+rpush", "+blpop",
     "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
     "+zadd", "+zrem", "+zscore", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zremrangebyscore", "+zpopmin",
     "+publish",
@@ -349,6 +349,30 @@ static void test_acl_pipeline_refused_gives_back(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
 }
 
+/* A user made with an earlier version's line (+type where the scripts now
+ * read the lock key with MGET): its uncontended acquire is the pipelined
+ * commands, which it may run, and its unlock is refused, clearly (the
+ * README's upgrade note says so); the hold is left to its lease. */
+static void test_acl_user_without_mget(void) {
+    const char *user = "oldline", *name = "acl/no-mget";
+    dlock_client_t *cl;
+    dlock_mutex_t m;
+    long long pttl;
+    CU_ASSERT_FATAL(setuser(user, "+mget") == 0);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL SETUSER %s +type", user));
+    DLT_ASSERT_ERR(acl_client(&cl, user, PASSWORD), 0);
+    DLT_ASSERT_ERR(mutex_on(&m, name, cl, 0, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPROTO);
+    printf("  without +mget, unlock: %s\n", dlock_last_error());
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "refused by the server's ACL"));
+    CU_ASSERT_PTR_NULL(strstr(dlock_last_error(), PASSWORD));
+    pttl = dlt_key_pttl(name);
+    CU_ASSERT(pttl > 0 && pttl <= 10000); /* left to its lease (the default 10 s) */
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
 static void test_acl_wrong_password_refused_and_never_shown(void) {
     dlock_client_t *cl = NULL;
     dlock_mutex_t m;
@@ -378,6 +402,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_every_call),
     DLT_TEST(test_acl_missing_permission_is_a_clear_error),
     DLT_TEST(test_acl_pipeline_refused_gives_back),
+    DLT_TEST(test_acl_user_without_mget),
     DLT_TEST(test_acl_wrong_password_refused_and_never_shown),
     { NULL, NULL }
 };

@@ -252,7 +252,7 @@ static void test_acl_user_cycle(void) {
     struct cyc *s = cyc_new(2, "d/acl");
     redisReply *r = dlt_redis_cmd(&dlt_server,
                                   "ACL SETUSER dldl on >dl-pw resetkeys ~dlock:* resetchannels &dlock:* -@all "
-                                  "+evalsha +eval +script|load +subscribe +unsubscribe +select +scan +time +get +set +incr +type "
+                                  "+evalsha +eval +script|load +subscribe +unsubscribe +select +scan +time +get +set +incr +mget "
                                   "+del +exists +pexpire +pttl +hget +hmget +hset +hdel +hgetall +zadd +zrem +zscore +zcard "
                                   "+zcount +zrange +zremrangebyscore +zpopmin +publish +rpush +blpop");
     CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);

@@ -252,7 +252,7 @@ static void test_flush_while_idle(void) {
  * its figures are flushed. */
 #define ACL_LINE                                                                                          \
     "ACL SETUSER topu on >topu-pw resetkeys ~dlock:* resetchannels &dlock:* -@all +evalsha +eval "         \
-    "+script|load +subscribe +unsubscribe +select +scan +time +get +set +incr +type +del +exists +pexpire +pttl +hget +hmget " \
+    "+script|load +subscribe +unsubscribe +select +scan +time +get +set +incr +mget +del +exists +pexpire +pttl +hget +hmget " \
     "+hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zrangebyscore +zremrangebyscore +zpopmin "  \
     "+publish +rpush +blpop"
 

@@ -51,6 +51,9 @@ int cli_client(const cli_conn *conn, unsigned unreachable_ms, dlock_client_t **o
 /* Reports a failed library call `what` (err, with dlock_last_error()) and
  * returns the matching exit code. */
 int cli_fail(const char *what, int err);
+/* dlock_last_error() for err without its leading "ENAME: ", or NULL when
+ * there is none. */
+const char *cli_err_detail(int err);
 /* The exit code for a library error. */
 int cli_exit_for(int err);
 /* Handles --url/--prefix for a subcommand's getopt loop: 1 if opt was one

@@ -1059,9 +1059,11 @@ static void exec_release(exec_run *x) {
         if (o->verbose)
             cli_msg("the command's own status was %d; exiting with %d (lock lost)", x->code, o->lost_code);
         x->code = o->lost_code;
-    } else if (rc != 0 && rc != EPERM)
-        cli_msg("could not release '%s' (%s); it expires within %s", x->name, dlock_strerror(rc),
-                cli_fmt_dur(t, sizeof t, o->lease_ms));
+    } else if (rc != 0 && rc != EPERM) {
+        const char *detail = cli_err_detail(rc);
+        cli_msg("could not release '%s' (%s%s%s); it expires within %s", x->name, dlock_strerror(rc),
+                detail != NULL ? ": " : "", detail != NULL ? detail : "", cli_fmt_dur(t, sizeof t, o->lease_ms));
+    }
 }
 
 /* Whatever the phases left: the watcher, the lock, the clients. */

@@ -59,14 +59,19 @@ int cli_exit_for(int err) {
     }
 }
 
-int cli_fail(const char *what, int err) {
+const char *cli_err_detail(int err) {
     const char *detail = dlock_last_error(), *ename = dlock_err_name(err);
     size_t k = strlen(ename);
-    /* The detail starts with the error's name ("ENOLCK: ..."): say what
-     * that means instead. */
+    /* The detail starts with the error's name ("ENOLCK: ..."): the
+     * caller says what that means instead. */
     if (detail != NULL && strncmp(detail, ename, k) == 0 && detail[k] == ':' && detail[k + 1] == ' ')
         detail += k + 2;
-    if (detail != NULL && *detail != '\0')
+    return detail != NULL && *detail != '\0' ? detail : NULL;
+}
+
+int cli_fail(const char *what, int err) {
+    const char *detail = cli_err_detail(err);
+    if (detail != NULL)
         cli_msg("%s: %s: %s", what, dlock_strerror(err), detail);
     else
         cli_msg("%s: %s", what, dlock_strerror(err));

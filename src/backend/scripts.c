@@ -54,8 +54,8 @@
  * queue or handoff) has none, and a waiter marks it -- a writer that will
  * wait, a reader, every hold taken past the uncontended path, every
  * grant.  A release of a hash without w has nobody to tell: it publishes
- * nothing and looks at no other key (three calls: the type, one HMGET
- * of the owner and the mark, the DEL).  Whoever waits without having marked it (a reader
+ * nothing and looks at no other key (three calls: the MGET that finds
+ * no string, one HMGET of the owner and the mark, the DEL).  Whoever waits without having marked it (a reader
  * held back by a waiting writer, before that writer takes the lock)
  * waits for a hold that marks it, or for its own retry at the writer's
  * expiry: the mark only saves messages, it never decides who holds.
@@ -78,7 +78,8 @@
  *   keep(z, ms)  makes z live at least ms more: one PEXPIRE GT when z
  *            has an expiry (it always has but just after it is made;
  *            Redis 7.0's GT: an older server refuses it, which costs it
- *            an error and the PTTL's way);
+ *            an error and the PTTL's way; KEEP_FN, which the
+ *            renewal of a read hold makes too);
  *   qhead()  the fair queue's first live waiter (its token), dropping
  *            those ahead of it whose registration as a waiting writer
  *            lapsed (a waiter that died or gave up): the queue never
@@ -151,6 +152,14 @@
     CLOCK_VARS                                                                    \
     "local function clock()\n" CLOCK_READ "now = tonumber(nows)\nend\n"           \
     FENCE_FN
+#define KEEP_FN                                                                   \
+    "local function keep(z, ms)\n"                                                \
+    "  local e = string.format('%d', ms)\n"                                       \
+    "  local r = redis.pcall('PEXPIRE', z, e, 'GT')\n"                            \
+    "  if r == 1 then return end\n"                                              \
+    "  local p = redis.call('PTTL', z)\n"                                         \
+    "  if p == -1 or (r ~= 0 and p < ms) then redis.call('PEXPIRE', z, e) end\n" \
+    "end\n"
 #define LOCK_REST                                                                 \
     "local function live(z)\n"                                                    \
     "  if redis.call('EXISTS', z) == 0 then return nil end\n"                     \
@@ -159,13 +168,7 @@
     "  if #r > 0 then return tonumber(r[2]) end\n"                                \
     "  return nil\n"                                                              \
     "end\n"                                                                       \
-    "local function keep(z, ms)\n"                                                \
-    "  local e = string.format('%d', ms)\n"                                       \
-    "  local r = redis.pcall('PEXPIRE', z, e, 'GT')\n"                            \
-    "  if r == 1 then return end\n"                                              \
-    "  local p = redis.call('PTTL', z)\n"                                         \
-    "  if p == -1 or (r ~= 0 and p < ms) then redis.call('PEXPIRE', z, e) end\n" \
-    "end\n"                                                                       \
+    KEEP_FN                                                                       \
     "local function qhead()\n"                                                    \
     "  while true do\n"                                                           \
     "    local r = redis.call('ZRANGE', K[7], '0', '0')\n"                        \
@@ -200,8 +203,9 @@
  * (a string that does not parse is left alone: the hash calls that
  * follow then fail, and the caller is told, rather than a hold be lost). */
 #define LOCK_NORM                                                                 \
-    "if redis.call('TYPE', K[1]).ok == 'string' then\n"                           \
-    "  local o, f, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n" \
+    "local lv = redis.call('MGET', K[1])[1]\n"                                   \
+    "if lv then\n"                                                                \
+    "  local o, f, s, w = string.match(lv, " FORM_FIELDS ")\n"                    \
     "  if o then\n"                                                               \
     "    local ttl = redis.call('PTTL', K[1])\n"                                  \
     "    redis.call('DEL', K[1])\n"                                               \
@@ -295,10 +299,11 @@ static const char acquire_lua[] =
      * head may be there beside it), so nobody is granted it; the waiters
      * that saw it are only told. */
     "if string.byte(fl, 5) == 49 then\n"
-    "  local p, ty = KEYS[1], redis.call('TYPE', KEYS[1]).ok\n"
-    "  if ty == 'string' then\n"
-    "    if " FORM_OWNED("redis.call('GET', p)", "ARGV[1]") " then redis.call('DEL', p) end\n"
-    "  elseif ty == 'hash' then\n"
+    "  local p = KEYS[1]\n"
+    "  local v = redis.call('MGET', p)[1]\n"
+    "  if v then\n"
+    "    if " FORM_OWNED("v", "ARGV[1]") " then redis.call('DEL', p) end\n"
+    "  else\n"
     "    local hm = redis.call('HMGET', p, 'owner', 'w')\n"
     "    if hm[1] == ARGV[1] then\n"
     "      if hm[2] then redis.call('PUBLISH', p, 'released') end\n"
@@ -456,7 +461,10 @@ static const char acquire_shared_lua[] =
  * release channel is the lock key.  Ends the token's hold and wakes the
  * waiters; 1 if released, 0 if the token did not hold it.  A hold in the
  * string form (acquire_lua) is never marked: its release is the raw
- * compare-and-delete (TYPE, GET, DEL).  how: "plain" (not robust), "clean" (robust:
+ * compare-and-delete (MGET, DEL).  A script tells the two forms apart
+ * by an MGET of the lock key: it answers a string's value, and nil for
+ * a hash (or no key) without an error -- one call where TYPE and GET
+ * were two.  how: "plain" (not robust), "clean" (robust:
  * forget the marker), "inconsistent" (robust, unlocked after EOWNERDEAD
  * without consistent: unrecoverable for everyone), "dead" (robust, the
  * holder died: the next acquirer gets EOWNERDEAD), "shared" (a read
@@ -474,20 +482,19 @@ static const char acquire_shared_lua[] =
  * from the lock for the handoff window (acquire_lua).  With nobody
  * waiting (one EXISTS tells), it publishes at once; when the hash was
  * never marked (w), nobody can be waiting for this release, and it tells
- * nobody: a plain release of a hash is then three calls (the type, one
+ * nobody: a plain release of a hash is then three calls (the MGET, one
  * HMGET of the owner and the mark, the DEL). */
 static const char release_lua[] =
     "local tok, hw = ARGV[1], ARGV[2]\n"
     "local c1 = string.byte(hw, 1)\n"
     "local marked\n"
     "if c1 ~= 115 and c1 ~= 119 then\n" /* neither "shared" nor "withdraw": a hold */
-    "  local ty = redis.call('TYPE', KEYS[1]).ok\n"
-    "  if ty == 'string' then\n"
-    "    if not (" FORM_OWNED("redis.call('GET', KEYS[1])", "tok") ") then return 0 end\n"
+    "  local v = redis.call('MGET', KEYS[1])[1]\n"
+    "  if v then\n"
+    "    if not (" FORM_OWNED("v", "tok") ") then return 0 end\n"
     "    redis.call('DEL', KEYS[1])\n"
     "    return 1\n"
     "  end\n"
-    "  if ty ~= 'hash' then return 0 end\n"
     "  local hm = redis.call('HMGET', KEYS[1], 'owner', 'w')\n"
     "  if hm[1] ~= tok then return 0 end\n"
     "  marked = hm[2]\n"
@@ -613,16 +620,14 @@ static const char renew_lua[] =
     "  local sc = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
     "  if sc and tonumber(sc) > now then\n"
     "    redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ARGV[2])), ARGV[1])\n"
-    "    if redis.call('PTTL', KEYS[1]) < 2 * tonumber(ARGV[2]) then\n"
-    "      redis.call('PEXPIRE', KEYS[1], string.format('%d', 2 * tonumber(ARGV[2])))\n"
-    "    end\n"
+    KEEP_FN
+    "    keep(KEYS[1], 2 * tonumber(ARGV[2]))\n"
     "    return 1\n"
     "  end\n"
     "  return 0\n"
     "end\n"
-    "local ty = redis.call('TYPE', KEYS[1]).ok\n"
-    "if ty == 'string' then\n"
-    "  local v = redis.call('GET', KEYS[1])\n"
+    "local v = redis.call('MGET', KEYS[1])[1]\n"
+    "if v then\n"
     "  if not (" FORM_OWNED("v", "ARGV[1]") ") then return 0 end\n"
     "  local n = #ARGV[1]\n"
     "  if ARGV[4] and string.sub(v, n + 1, n + 3) == ' - ' then\n" /* its fence, kept from now on */
@@ -632,7 +637,6 @@ static const char renew_lua[] =
     "  end\n"
     "  return 1\n"
     "end\n"
-    "if ty ~= 'hash' then return 0 end\n"
     "local hm = redis.call('HMGET', KEYS[1], 'owner', 'cache', 'w')\n"
     "if hm[1] ~= ARGV[1] then return 0 end\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
@@ -663,8 +667,9 @@ static const char info_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local h\n"
-    "if redis.call('TYPE', K[1]).ok == 'string' then\n"
-    "  local o, f, s, w = string.match(redis.call('GET', K[1]), " FORM_FIELDS ")\n"
+    "local v = redis.call('MGET', K[1])[1]\n"
+    "if v then\n"
+    "  local o, f, s, w = string.match(v, " FORM_FIELDS ")\n"
     "  h = o and {'owner', o, 'who', w, 'since', s} or {}\n"
     "  if o and f ~= '-' then h[#h + 1] = 'fence' h[#h + 1] = f end\n"
     "else\n"
@@ -1037,9 +1042,8 @@ static const char waits_lua[] =
     "  redis.call('HDEL', KEYS[3], ARGV[2])\n"
     "  return {}\n"
     "elseif op == 'holders' then\n"
-    "  local o, ty = false, redis.call('TYPE', KEYS[1]).ok\n" /* the holder, of either form */
-    "  if ty == 'hash' then o = redis.call('HGET', KEYS[1], 'owner')\n"
-    "  elseif ty == 'string' then o = string.match(redis.call('GET', KEYS[1]), " FORM_OWNER ") end\n"
+    "  local o = redis.call('MGET', KEYS[1])[1]\n" /* the holder, of either form */
+    "  if o then o = string.match(o, " FORM_OWNER ") else o = redis.call('HGET', KEYS[1], 'owner') end\n"
     "  local out = {o or ''}\n"
     "  for _, m in ipairs(redis.call('ZRANGE', KEYS[4], '(' .. now, '+inf', 'BYSCORE')) do out[#out + 1] = m end\n"
     "  return out\n"
