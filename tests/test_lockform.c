@@ -528,10 +528,13 @@ static void test_pipelined_set_gives_way(void) {
 
 /* After a "held" answer a process asks the script first for that lock
  * (one round trip for a waiter, not the pipeline and then the script),
- * until a call finds it free with nobody there: then it pipelines again. */
+ * until a call finds it free with nobody there: then it pipelines again.
+ * A script asked because the lock was found held (flag H) reads the
+ * holder without the uncontended path's EXISTS; finding the lock free
+ * with nobody there, it takes the string all the same. */
 static void test_busy_lock_asks_the_script_first(void) {
     const char *name = "form/busy";
-    char k[600];
+    char k[600], t[32];
     dlock_mutex_t m;
 
     dlt_lock_key(name, k, sizeof k);
@@ -540,15 +543,22 @@ static void test_busy_lock_asks_the_script_first(void) {
     /* held by another host for 300 ms */
     freeReplyObject(dlt_redis_cmd(&dlt_server, "SET %s %s PX 300", k,
                                   "0123456789abcdef0123456789abcdef - 1700000000000 elsewhere:1:1"));
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1);    /* the pipelined SET found it held... */
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "exists"), 1); /* ...so the script's EXISTS is skipped */
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 1);
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
     DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "exists"), 0);
     DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 1);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* after the other's lease */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* free, nobody there: by the script's uncontended path */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* free, nobody there: by the script, as the string */
+    key_type(name, t, sizeof t);
+    CU_ASSERT_STRING_EQUAL(t, "string");
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1);
     DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "evalsha"), 2);

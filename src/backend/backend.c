@@ -166,9 +166,14 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
         else if (flags & DLOCK__F_CACHING) a->flags[2] = flags & DLOCK__F_GRANTLIST ? '4' : '3';
         else a->flags[2] = flags & DLOCK__F_GRANTLIST ? '2' : '1';
         a->flags[3] = flags & DLOCK__F_CACHING ? '1' : '0';
+        /* H, for a lock that its script's uncontended path may take (and
+         * so takes as the string, found free: the next call pipelines) */
         a->flags[4] = '\0';
+        if ((flags & (DLOCK__F_HELD | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_HELD && guard == 0)
+            a->flags[4] = '2';
+        a->flags[5] = '\0';
         a->v[a->n] = a->flags;
-        a->len[a->n++] = 4;
+        a->len[a->n++] = a->flags[4] != '\0' ? 5 : 4;
         /* "SINCE WHO": this host's wall clock in ms, host:pid:tid */
         clock_gettime(CLOCK_REALTIME, &now);
         arg_ident(a, dlock__dec(a->ident, (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u));
@@ -296,11 +301,11 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
         !c->node.conf.cluster && c->node.conf.wait_replicas == 0 && c->node.conf.restart_guard_ms == 0) {
         int mine;
         if ((rc = plain_acquire(c, k, token, &a, out, deadline, &mine)) != PLAIN_ASK) return rc;
-        if (mine) { /* flag V: the string is ours; take it back, then decide */
-            a.flags[4] = '1';
-            a.flags[5] = '\0';
-            a.len[a.nkeys + 2] = 5;
-        }
+        /* flag V: the string is ours; take it back, then decide.  Else
+         * flag H: the SET found the lock held. */
+        a.flags[4] = mine ? '1' : '2';
+        a.flags[5] = '\0';
+        a.len[a.nkeys + 2] = 5;
     }
     dlock__backoff_init(&bo, UNACKED_BACKOFF_MS, UNACKED_BACKOFF_MAX_MS);
     for (;;) {

@@ -213,6 +213,8 @@ enum {
 #define DLOCK__F_READFIRST 64 /* with F_SHARED: granted while writers wait (prefer reader) */
 #define DLOCK__F_PLAIN 128 /* the lock was free at its last acquisition here: one server may try
                             * the pipelined uncontended path (backend.c, plain_acquire) */
+#define DLOCK__F_HELD 256  /* the lock was held at its last acquisition here, or this call has
+                            * waited: the script may read the holder first (acquire_lua's H) */
 /* A fence below it was not issued from the server's clock (an INCR of a
  * fence key that had gone): the pipelined path then asks the script,
  * which issues one from the clock (1e15 us: September 2001). */

@@ -244,6 +244,20 @@
     "  if now < nb then return {0, nb - now} end\n"                               \
     "end\n"
 
+/* The uncontended path's hold (acquire_lua): the fence from the fence key
+ * fk's INCR (from the clock when the key had gone), the lock key p set to
+ * the string form, with the lease; answers the fence alone. */
+#define STRING_TAKE(p, fk)                                                        \
+    "local f = redis.call('INCR', " fk ")\n"                                      \
+    "if f < " FENCE_SEED_MIN " then\n"                                            \
+    "  local t = redis.call('TIME')\n"                                            \
+    "  f = t[1] * 1000000 + t[2]\n"                                               \
+    "  redis.call('SET', " fk ", string.format('%d', f), 'PX', '3600000')\n"      \
+    "end\n"                                                                       \
+    "local fs = string.format('%d', f)\n"                                         \
+    "redis.call('SET', " p ", ARGV[1] .. ' ' .. fs .. ' ' .. ARGV[4], 'PX', ARGV[2])\n" \
+    "do return fs end\n"
+
 /* Exclusive acquire (mutex, write lock).  ARGV: [1] token, [2] lease ms,
  * [3] four flags "RWQC" (or five, below), [4] "SINCE WHO" (the caller's
  * wall clock in ms, host:pid:tid), [5] restart guard ms (absent: off) -- few arguments,
@@ -268,7 +282,15 @@
  * published if a waiter made it a hash and marked it meanwhile), and the
  * call goes on as any other: a lock found free with nobody there (the
  * fence key had gone) is taken on the script's uncontended path, its
- * string keeping the fence made from the clock.  While the
+ * string keeping the fence made from the clock.  The fifth flag is H
+ * ("2") instead when the lock was held at this process's last
+ * acquisition, or this call has waited, or the pipelined SET has just
+ * found it held -- sent only for a lock the uncontended path may take
+ * (not robust, not caching, no restart guard): the script reads the
+ * holder first and skips the uncontended path's EXISTS, which would most
+ * likely find the lock held (one call fewer for a waiter); a lock it
+ * finds free with nobody there is taken as the string all the same, so
+ * that the next acquisition may take the pipelined path.  While the
  * fair queue has a live waiter, the lock goes to nobody else, fair or
  * not: a free lock with a queue is taken only by the queue's head.  A
  * thread that has just released the lock while others waited is held
@@ -311,8 +333,9 @@ static const char acquire_lua[] =
     "    end\n"
     "  end\n"
     "end\n"
+    "local held = string.byte(fl, 5) == 50\n"
     "local asked = not ARGV[5] and string.byte(fl, 1) == 48 and string.byte(fl, 4) == 48\n"
-    "if asked then\n"
+    "if asked and not held then\n"
     "  local p, fk, n = KEYS[1]\n"
     "  if #KEYS == 1 then\n"
     "    fk = p .. ':fence'\n"
@@ -322,15 +345,7 @@ static const char acquire_lua[] =
     "    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7])\n"
     "  end\n"
     "  if n == 0 then\n"
-    "    local f = redis.call('INCR', fk)\n"
-    "    if f < " FENCE_SEED_MIN " then\n"
-    "      local t = redis.call('TIME')\n"
-    "      f = t[1] * 1000000 + t[2]\n"
-    "      redis.call('SET', fk, string.format('%d', f), 'PX', '3600000')\n"
-    "    end\n"
-    "    local fs = string.format('%d', f)\n"
-    "    redis.call('SET', p, ARGV[1] .. ' ' .. fs .. ' ' .. ARGV[4], 'PX', ARGV[2])\n"
-    "    return fs\n"
+    STRING_TAKE("p", "fk")
     "  end\n"
     "end\n"
     "local A = {ARGV[1], ARGV[2], ARGV[5] or '0', string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4],\n"
@@ -369,7 +384,7 @@ static const char acquire_lua[] =
     "  end\n"
     "  return {1, fs, others}\n"
     "end\n"
-    "if not asked and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end\n"
+    "if not asked and not held and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end\n"
     LOCK_REST
     "local hm = redis.call('HMGET', K[1], 'owner', 'cache', 'w')\n"
     "local owner = hm[1]\n"
@@ -404,6 +419,8 @@ static const char acquire_lua[] =
     "    keep(K[5], 2 * lease)\n"
     "    return {5, redis.call('PTTL', K[6])}\n"
     "  end\n"
+    "elseif asked then\n" /* H, but the lock free and nobody there */
+    STRING_TAKE("K[1]", "K[2]")
     "end\n"
     "if wait then\n"
     "  if A[6] == '1' then\n"

@@ -448,7 +448,7 @@ static int entry_get(struct dlock_client *c, const char *name, size_t namelen, i
     /* Not yet seen free here: its first acquisition asks the script,
      * whose uncontended path also makes a fence key that is missing (a
      * name new to the server) in the same round trip. */
-    l->contended = 1;
+    l->contended = 2;
     if (c->nlocks >= c->nbuckets) table_grow(c);
     h = hash_name(name, namelen) & (c->nbuckets - 1);
     l->hnext = c->buckets[h];

@@ -86,7 +86,8 @@ struct dlock__lock {
     uint64_t gen;       /* bumped by every notification that may free it */
     struct dlock__fairwait *fair; /* threads waiting in the fair queue (lock.c) */
     int wanted;         /* another owner asked for this cached lock */
-    int contended;      /* its last answer here was "held", or none came yet: the next call
+    int contended;      /* 1 its last answer here was "held" (the next call says so:
+                         * DLOCK__F_HELD), 2 none came yet: either way the next call
                          * asks the script at once, not the pipelined uncontended path
                          * first (DLOCK__F_PLAIN); 0 once an answer came from an
                          * uncontended path */

@@ -520,7 +520,7 @@ static int ask_send(struct acq *a, int probe) {
     flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (a->waits ? DLOCK__F_WAIT : 0) |
             (a->queue ? DLOCK__F_FAIR : 0) | (a->listed ? DLOCK__F_GRANTLIST : 0) |
             (w->caching && !w->shared ? DLOCK__F_CACHING : 0) | (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0) |
-            (plain ? DLOCK__F_PLAIN : 0);
+            (plain ? DLOCK__F_PLAIN : 0) | (a->waiting || a->l->contended == 1 ? DLOCK__F_HELD : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
     rc = c->be.ops->acquire(&c->be, &a->l->k, a->owner, w->lease_ms, flags, &a->ans, bound);
