@@ -152,6 +152,8 @@ static void serve_acquire(fk_lock *L, const char *token, unsigned lease, int fla
     if (L->caching) L->fence += DLOCK__FENCE_BLOCK - 1; /* the block its local holds number */
     out->status = (flags & DLOCK__F_ROBUST) && L->state != ST_NONE ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
     if (flags & DLOCK__F_ROBUST) L->state = ST_HELD;
+    /* the uncontended path's string: neither robust nor caching, nobody queued */
+    out->plain = !(flags & (DLOCK__F_ROBUST | DLOCK__F_CACHING)) && L->nqueue == 0;
     dequeue(L, token);
     return;
 busy:

@@ -495,6 +495,7 @@ static void test_grant_taken_from_message(void) {
     DLT_ASSERT_INT_EQ(fk_count(FK_ACQUIRE), 2); /* none after the grant */
     DLT_ASSERT_INT_EQ(j.fence, 2);              /* the grant's */
     DLT_ASSERT_INT_EQ(fk_count(FK_RELEASE), 1); /* its unlock */
+    DLT_ASSERT_INT_EQ(fk_last_how(), DLOCK__REL_HASH); /* a grant is the lock hash */
     DLT_ASSERT_INT_EQ(fk_owner("grant", NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     finish();

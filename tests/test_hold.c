@@ -25,18 +25,19 @@
 /* ------------------------------------------------------------ release kind */
 
 static void test_release_kind_table(void) {
-    int s, r, d, i;
+    int s, r, d, i, h;
     for (s = 0; s < 2; s++)
         for (r = 0; r < 2; r++)
             for (d = 0; d < 2; d++)
-                for (i = 0; i < 2; i++) {
-                    int want = s ? DLOCK__REL_SHARED
-                               : !r ? DLOCK__REL_PLAIN
-                               : d ? DLOCK__REL_DEAD
-                               : i ? DLOCK__REL_INCONSISTENT
-                                   : DLOCK__REL_CLEAN;
-                    CU_ASSERT_EQUAL(dlock__release_kind(s, r, d, i), want);
-                }
+                for (i = 0; i < 2; i++)
+                    for (h = 0; h < 2; h++) {
+                        int want = s ? DLOCK__REL_SHARED
+                                   : !r ? (h ? DLOCK__REL_HASH : DLOCK__REL_PLAIN)
+                                   : d ? DLOCK__REL_DEAD
+                                   : i ? DLOCK__REL_INCONSISTENT
+                                       : DLOCK__REL_CLEAN;
+                        CU_ASSERT_EQUAL(dlock__release_kind(s, r, d, i, h), want);
+                    }
 }
 
 /* The expressions the six places used before there was one function, for
@@ -46,27 +47,27 @@ static void test_release_kind_as_before(void) {
     int s, r, x, k, st;
     for (r = 0; r < 2; r++) {
         /* lock.c, a cached hold given back: exclusive, consistent */
-        CU_ASSERT_EQUAL(dlock__release_kind(0, r, 0, 0), r ? DLOCK__REL_CLEAN : DLOCK__REL_PLAIN);
+        CU_ASSERT_EQUAL(dlock__release_kind(0, r, 0, 0, 0), r ? DLOCK__REL_CLEAN : DLOCK__REL_PLAIN);
         /* client.c at exit: a cached hold, or one a thread holds */
         for (x = 0; x < 2; x++)
-            CU_ASSERT_EQUAL(dlock__release_kind(0, r, !x, 0),
+            CU_ASSERT_EQUAL(dlock__release_kind(0, r, !x, 0, 0),
                             x ? (r ? DLOCK__REL_CLEAN : DLOCK__REL_PLAIN) : (r ? DLOCK__REL_DEAD : DLOCK__REL_PLAIN));
         /* lock.c, an orphan after a failed acquire */
-        CU_ASSERT_EQUAL(dlock__release_kind(0, r, 1, 0), r ? DLOCK__REL_DEAD : DLOCK__REL_PLAIN);
+        CU_ASSERT_EQUAL(dlock__release_kind(0, r, 1, 0, 0), r ? DLOCK__REL_DEAD : DLOCK__REL_PLAIN);
     }
-    CU_ASSERT_EQUAL(dlock__release_kind(1, 0, 1, 0), DLOCK__REL_SHARED);
-    CU_ASSERT_EQUAL(dlock__release_kind(1, 0, 0, 0), DLOCK__REL_SHARED); /* at exit, a read hold */
+    CU_ASSERT_EQUAL(dlock__release_kind(1, 0, 1, 0, 0), DLOCK__REL_SHARED);
+    CU_ASSERT_EQUAL(dlock__release_kind(1, 0, 0, 0, 0), DLOCK__REL_SHARED); /* at exit, a read hold */
     for (s = 0; s < 2; s++)
         for (r = 0; r < 2 - s; r++)
             for (k = 0; k < 3; k++) {
                 st = granted[k];
                 /* lock.c give_back: dead unless a clean ACQUIRED */
-                CU_ASSERT_EQUAL(dlock__release_kind(s, r, st != DLOCK__ACQ_ACQUIRED, 0),
+                CU_ASSERT_EQUAL(dlock__release_kind(s, r, st != DLOCK__ACQ_ACQUIRED, 0, 0),
                                 s ? DLOCK__REL_SHARED : !r ? DLOCK__REL_PLAIN
                                 : st == DLOCK__ACQ_ACQUIRED ? DLOCK__REL_CLEAN : DLOCK__REL_DEAD);
                 /* backend.c (replicas did not acknowledge), redlock.c (no
                  * quorum): dead only for OWNERDEAD */
-                CU_ASSERT_EQUAL(dlock__release_kind(s, r, st == DLOCK__ACQ_OWNERDEAD, 0),
+                CU_ASSERT_EQUAL(dlock__release_kind(s, r, st == DLOCK__ACQ_OWNERDEAD, 0, 0),
                                 s ? DLOCK__REL_SHARED : !r ? DLOCK__REL_PLAIN
                                 : st == DLOCK__ACQ_OWNERDEAD ? DLOCK__REL_DEAD : DLOCK__REL_CLEAN);
             }
@@ -74,7 +75,7 @@ static void test_release_kind_as_before(void) {
     for (s = 0; s < 2; s++)
         for (r = 0; r < 2 - s; r++)
             for (x = 0; x < 2; x++)
-                CU_ASSERT_EQUAL(dlock__release_kind(s, r, 0, x),
+                CU_ASSERT_EQUAL(dlock__release_kind(s, r, 0, x, 0),
                                 s ? DLOCK__REL_SHARED : !r ? DLOCK__REL_PLAIN
                                 : x ? DLOCK__REL_INCONSISTENT : DLOCK__REL_CLEAN);
 }

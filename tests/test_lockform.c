@@ -526,6 +526,44 @@ static void test_pipelined_set_gives_way(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
 
+/* A hold taken past the uncontended path (here: beside another host's
+ * waiting writer) is the hash, and the client knows it: its release reads
+ * the hash at once (no MGET).  Should its lease have run out and another
+ * host taken the lock as the string, that release answers "not yours"
+ * (EPERM) and leaves the other's string alone. */
+static void test_hash_release_after_loss(void) {
+    const char *name = "form/hash-lost";
+    const char *other = "0123456789abcdef0123456789abcdef - 1700000000000 elsewhere:1:1";
+    char k[600], t[32], v[512];
+    dlock_mutex_t m;
+
+    dlt_lock_key(name, k, sizeof k);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 60000, NULL), 0);
+    DLT_ASSERT_ERR(warm(&m), 0);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s:writers %lld fedcba9876543210fedcba9876543210", k,
+                                          server_us() / 1000 + 60000)) == 1);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    key_type(name, t, sizeof t);
+    CU_ASSERT_STRING_EQUAL(t, "hash");
+    /* a plain release of it: the HMGET, the DEL, and no look for a string */
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "mget"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "hmget"), 1);
+    DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
+    /* again, and this time it is lost to a string meanwhile */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    key_type(name, t, sizeof t);
+    CU_ASSERT_STRING_EQUAL(t, "hash");
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "DEL %s", k));
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET %s %s PX 60000", k, other));
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
+    CU_ASSERT_FATAL(key_read(name, NULL, v, sizeof v));
+    CU_ASSERT_STRING_EQUAL(v, other);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s %s:writers", k, k)) == 2);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
 /* After a "held" answer a process asks the script first for that lock
  * (one round trip for a waiter, not the pipeline and then the script),
  * until a call finds it free with nobody there: then it pipelines again.
@@ -582,6 +620,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_first_hold_keeps_its_fence),
     DLT_TEST(test_pipelined_set_gives_way),
     DLT_TEST(test_busy_lock_asks_the_script_first),
+    DLT_TEST(test_hash_release_after_loss),
     { NULL, NULL },
 };
 

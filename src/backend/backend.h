@@ -230,12 +230,15 @@ enum {
     DLOCK__REL_INCONSISTENT,
     DLOCK__REL_DEAD,
     DLOCK__REL_SHARED,
-    DLOCK__REL_WITHDRAW /* not a hold: a waiting writer's registration */
+    DLOCK__REL_WITHDRAW, /* not a hold: a waiting writer's registration */
+    DLOCK__REL_HASH      /* PLAIN, of a hold known to be the lock hash (taken past the
+                          * uncontended path): its release need not look for the string */
 };
 /* The kind of release for a hold (scripts.c, the one place that decides
  * it): a read hold, of a robust mutex, whose holder died or may have,
- * unlocked after EOWNERDEAD without consistent(). */
-int dlock__release_kind(int shared, int robust, int dead, int inconsistent);
+ * unlocked after EOWNERDEAD without consistent(); hashed: known to be the
+ * lock hash (a plain one is then DLOCK__REL_HASH). */
+int dlock__release_kind(int shared, int robust, int dead, int inconsistent, int hashed);
 /* Administrative resets (see reset_lua). */
 enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 

@@ -358,7 +358,7 @@ static int round_hold(dlock__backend *c, const dlock__keys *k, int flags, unsign
  * released on the masters that granted it. */
 static void round_give_back(dlock__backend *c, const dlock__keys *k, const char *token, int flags,
                             const struct rl_round *rd) {
-    int how = dlock__release_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST, rd->dead, 0);
+    int how = dlock__release_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST, rd->dead, 0, 0);
     int rok[DLOCK__NODES_MAX];
     dlock__args ra;
     dlock__release_args(c, k, token, how, &ra);
@@ -420,6 +420,8 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
     dlock__args a;
     (void)deadline;
     if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now() }; /* each master: asked once, its own bound */
+    /* Each master took the lock its own way: on one it may be the string. */
+    if (how == DLOCK__REL_HASH) how = DLOCK__REL_PLAIN;
     dlock__release_args(c, k, token, how, &a);
     run_flag(c, NULL, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
     *released = count(rel, c->nmembers) > 0;

@@ -481,7 +481,12 @@ static const char acquire_shared_lua[] =
  * compare-and-delete (MGET, DEL).  A script tells the two forms apart
  * by an MGET of the lock key: it answers a string's value, and nil for
  * a hash (or no key) without an error -- one call where TYPE and GET
- * were two.  how: "plain" (not robust), "clean" (robust:
+ * were two.  how: "plain" (not robust), "hash" (plain, of a hold the
+ * client knows to be the hash -- taken past the uncontended path, which
+ * no script turns back into a string: no MGET; should tok's lease have
+ * run out and another taken the lock as the string, the HMGET's
+ * WRONGTYPE, caught, answers 0, the one case where a release makes the
+ * server count an error), "clean" (robust:
  * forget the marker), "inconsistent" (robust, unlocked after EOWNERDEAD
  * without consistent: unrecoverable for everyone), "dead" (robust, the
  * holder died: the next acquirer gets EOWNERDEAD), "shared" (a read
@@ -506,16 +511,22 @@ static const char release_lua[] =
     "local c1 = string.byte(hw, 1)\n"
     "local marked\n"
     "if c1 ~= 115 and c1 ~= 119 then\n" /* neither "shared" nor "withdraw": a hold */
-    "  local v = redis.call('MGET', KEYS[1])[1]\n"
-    "  if v then\n"
-    "    if not (" FORM_OWNED("v", "tok") ") then return 0 end\n"
-    "    redis.call('DEL', KEYS[1])\n"
-    "    return 1\n"
+    "  local hm\n"
+    "  if c1 == 104 then\n" /* "hash": it was, and is while tok holds it */
+    "    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w')\n"
+    "    if hm.err then return 0 end\n" /* a string: another's, since tok's lease ran out */
+    "  else\n"
+    "    local v = redis.call('MGET', KEYS[1])[1]\n"
+    "    if v then\n"
+    "      if not (" FORM_OWNED("v", "tok") ") then return 0 end\n"
+    "      redis.call('DEL', KEYS[1])\n"
+    "      return 1\n"
+    "    end\n"
+    "    hm = redis.call('HMGET', KEYS[1], 'owner', 'w')\n"
     "  end\n"
-    "  local hm = redis.call('HMGET', KEYS[1], 'owner', 'w')\n"
     "  if hm[1] ~= tok then return 0 end\n"
     "  marked = hm[2]\n"
-    "  if c1 == 112 and not marked then\n" /* "plain" */
+    "  if (c1 == 112 or c1 == 104) and not marked then\n" /* "plain", "hash" */
     "    redis.call('DEL', KEYS[1])\n"
     "    return 1\n"
     "  end\n"
@@ -612,9 +623,9 @@ static const char release_lua[] =
  * process exits holding it; an acquire found, or may have found, the
  * owner-died marker and its hold is given back), "inconsistent" when it
  * is unlocked after EOWNERDEAD without consistent(), "clean" otherwise. */
-int dlock__release_kind(int shared, int robust, int dead, int inconsistent) {
+int dlock__release_kind(int shared, int robust, int dead, int inconsistent, int hashed) {
     if (shared) return DLOCK__REL_SHARED;
-    if (!robust) return DLOCK__REL_PLAIN;
+    if (!robust) return hashed ? DLOCK__REL_HASH : DLOCK__REL_PLAIN;
     if (dead) return DLOCK__REL_DEAD;
     return inconsistent ? DLOCK__REL_INCONSISTENT : DLOCK__REL_CLEAN;
 }

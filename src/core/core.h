@@ -42,6 +42,9 @@ typedef struct dlock__hold {
     int robust;              /* the hold is of a ROBUST mutex */
     int fence_unkept;        /* taken by one server's pipelined SET, whose string keeps no
                               * fence: its next renewal records it (renew.c) */
+    int hashed;              /* exclusive, taken past the uncontended path: the lock hash,
+                              * which stays one while this token holds it (its release
+                              * need not look for the string: DLOCK__REL_HASH) */
     dlock__mono held_since;  /* when the caller's hold began (stats.c), for its hold time */
     int inconsistent;        /* EOWNERDEAD given, consistent() not yet called (hold.c) */
     dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */

@@ -97,7 +97,7 @@ int dlock__hold_is_inconsistent(const dlock__hold *h) {
 /* How h's release ends it on the server (dlock__release_kind); dead: its
  * holder died (or may have). */
 int dlock__hold_release_kind(const dlock__hold *h, int dead) {
-    return dlock__release_kind(h->shared, h->robust, dead, h->inconsistent);
+    return dlock__release_kind(h->shared, h->robust, dead, h->inconsistent, h->hashed);
 }
 
 /* Is h held by self, and still valid?  A hold whose validity ran out is

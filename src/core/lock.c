@@ -95,6 +95,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->retry_at = 0;
     h->robust = w->robust;
     h->fence_unkept = 0; /* (step_hold says otherwise) */
+    h->hashed = 1;       /* a grant's hash (step_hold says otherwise) */
     h->lost_fn = w->lost_fn;
     h->lost_arg = w->lost_arg;
     h->lost_obj = w->lost_obj;
@@ -227,7 +228,7 @@ static void call_token(const struct dlock_client *c, dlock__thread *self, const 
  * acquire found one (or may have).  c->mu held; released meanwhile. */
 static void give_back(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__hold *h,
                       const char *token, int status) {
-    int how = dlock__release_kind(w->shared, w->robust, status != DLOCK__ACQ_ACQUIRED, 0);
+    int how = dlock__release_kind(w->shared, w->robust, status != DLOCK__ACQ_ACQUIRED, 0, 0);
     char saved[512];
     int rc, released;
     dlock__hold_forget(c, h);
@@ -555,7 +556,7 @@ static int step_ask(struct acq *a) {
     acq_stop_trying(a);
     if (rc != 0) {
         if (a->ans.sent != 0)
-            dlock__orphan_add(c, l, a->owner, dlock__release_kind(w->shared, w->robust, 1, 0), w->lease_ms);
+            dlock__orphan_add(c, l, a->owner, dlock__release_kind(w->shared, w->robust, 1, 0, 0), w->lease_ms);
         if (rc == ENOLCK && !a->try && dlock__now() >= a->deadline) rc = timed_out(l, " (server unreachable)");
         return acq_out(a, rc);
     }
@@ -592,6 +593,7 @@ static int step_hold(struct acq *a) {
     if ((rc = hold_begin(c, l, w, a->self, a->owner, a->ans.fence, a->sent, dead, &a->other)) != 0) return acq_out(a, rc);
     if (!w->shared) {
         l->x.fence_unkept = a->ans.unkept;
+        l->x.hashed = !a->ans.plain;
         l->x.heard = a->heard;
         if (a->ans.others) l->wanted = 1; /* they asked before the hash said "cache": give it back */
     }
