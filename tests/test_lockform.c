@@ -4,13 +4,16 @@
  * EXISTS, INCR), released by MGET and DEL; every path past it turns
  * the string into the hash first; fences from INCR; the pipelined SET
  * that finds others' keys gives its string back; what this version
- * does with a lock key it did not write; and how long the waiters'
- * registration keys live.
+ * does with a lock key it did not write; how long the waiters'
+ * registration keys live (also on a server that refuses PEXPIRE's GT,
+ * emulated); a busy lock's flag H; a hash hold's release.
  * labels: redis
  *
  * Every test runs against the suite's real redis-server (dlt_server).
  */
 #include "fixture.h"
+
+#include "backend/backend.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -526,6 +529,51 @@ static void test_pipelined_set_gives_way(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
 
+/* keep() on a server before Redis 7.0, which refuses PEXPIRE's GT: the
+ * renewal of a read hold (renew_lua's shared branch, which runs keep())
+ * run with redis.pcall answering GT with that server's error.  An expiry
+ * shorter than twice the lease is raised by PTTL and a plain PEXPIRE, a
+ * longer one is left alone (never cut). */
+static long long renew_read_without_gt(const char *zkey, long long ttl_ms) {
+    static const char stub[] =
+        "local R = redis\n"
+        "local redis = setmetatable({pcall = function(...)\n"
+        "  local a = {...}\n"
+        "  if a[1] == 'PEXPIRE' and a[4] == 'GT' then return {err = 'ERR Unsupported option GT'} end\n"
+        "  return R.pcall(...)\n"
+        "end}, {__index = R})\n";
+    const char *body = dlock__script_body(DLOCK__SCRIPT_RENEW, 0);
+    char script[8192];
+    redisReply *r;
+    long long now_ms = server_us() / 1000;
+    CU_ASSERT_FATAL(body != NULL && strlen(stub) + strlen(body) < sizeof script);
+    snprintf(script, sizeof script, "%s%s", stub, body);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "DEL %s", zkey));
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "ZADD %s %lld tok-r", zkey, now_ms + 10000));
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "PEXPIRE %s %lld", zkey, ttl_ms));
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    r = dlt_redis_cmd(&dlt_server, "EVAL %s 1 %s tok-r 10000 s", script, zkey);
+    CU_ASSERT(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER) printf("  renew without GT: %s\n", r && r->str ? r->str : "?");
+    freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "pttl"), 1); /* GT refused: the PTTL's way */
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "PTTL %s", zkey));
+}
+
+static void test_keep_without_gt(void) {
+    char k[600], z[640];
+    long long p;
+    dlt_lock_key("form/nogt", k, sizeof k);
+    snprintf(z, sizeof z, "%s:readers", k);
+    p = renew_read_without_gt(z, 5000); /* shorter than 2 x 10 s: raised */
+    CU_ASSERT(p > 15000 && p <= 20000);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "pexpire"), 1);
+    p = renew_read_without_gt(z, 60000); /* longer: left alone */
+    CU_ASSERT(p > 55000 && p <= 60000);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "pexpire"), 0);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "DEL %s", z));
+}
+
 /* A hold taken past the uncontended path (here: beside another host's
  * waiting writer) is the hash, and the client knows it: its release reads
  * the hash at once (no MGET).  Should its lease have run out and another
@@ -621,6 +669,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_pipelined_set_gives_way),
     DLT_TEST(test_busy_lock_asks_the_script_first),
     DLT_TEST(test_hash_release_after_loss),
+    DLT_TEST(test_keep_without_gt),
     { NULL, NULL },
 };
 
