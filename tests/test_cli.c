@@ -698,6 +698,30 @@ static void test_unreachable_and_passwords(void) {
     dlt_tdir_done();
 }
 
+/* A release the server refuses (here its ACL: a user without +mget, as
+ * made by an earlier version's line): the command ran and its status
+ * stands, and exec says why it could not release -- the server's own
+ * refusal, never the password -- and for how long the lock stays. */
+static void test_exec_release_refused(void) {
+    const char *secret = "Rel3aseS3cret";
+    char url[256];
+    redisReply *r = dlt_redis_cmd(&dlt_server, "ACL SETUSER nomget on >%s ~* &* +@all -mget", secret);
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    dlt_tdir_make("dlcli");
+    snprintf(url, sizeof url, "redis://nomget:%s@127.0.0.1:%d", secret, dlt_server.port);
+    CHECK_CODE(dl("--url", url, "exec", "cli/release-refused", "--", "touch", dlt_tpath("ran")), 0);
+    CU_ASSERT(dlt_texists("ran"));
+    if (strstr(R.err, "refused by the server's ACL") == NULL) SHOW_RUN();
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "could not release 'cli/release-refused'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "refused by the server's ACL"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "it expires within"));
+    CU_ASSERT_PTR_NULL(strstr(R.err, secret));
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "DEL dlock:{cli/release-refused}"));
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL DELUSER nomget"));
+    dlt_tdir_done();
+}
+
 /* status: the holder's identity, acquired-at, lease, fence, shared
  * holders and waiting writers; as a table and as JSON read back. */
 /* DLOCK_DEBUG: the library's decisions on stderr, one line each, never a
@@ -1180,6 +1204,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_no_descriptor_leak),
     DLT_TEST(test_usage_errors),
     DLT_TEST(test_unreachable_and_passwords),
+    DLT_TEST(test_exec_release_refused),
     DLT_TEST(test_debug_log),
     DLT_TEST(test_status),
     DLT_TEST(test_status_fence_not_kept),

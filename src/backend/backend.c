@@ -302,7 +302,9 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
         int mine;
         if ((rc = plain_acquire(c, k, token, &a, out, deadline, &mine)) != PLAIN_ASK) return rc;
         /* flag V: the string is ours; take it back, then decide.  Else
-         * flag H: the SET found the lock held. */
+         * flag H: the SET found the lock held (or was not sent, for a
+         * token longer than this library makes: H is then only a wrong
+         * guess, which costs the script a call, never a wrong answer). */
         a.flags[4] = mine ? '1' : '2';
         a.flags[5] = '\0';
         a.len[a.nkeys + 2] = 5;
