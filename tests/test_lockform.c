@@ -294,7 +294,8 @@ static int queue_has(const char *name, long long n) {
 /* A waiter's registration keys -- the waiting writers, the queue and its
  * metadata -- live at least twice the lease of the longest-leased waiter
  * (the acquire script's keep(): one PEXPIRE ... GT; a key just made,
- * which has no expiry yet, gets one): the first waiter's 60 s lease gives
+ * which has no expiry yet, gets one by PEXPIRE ... NX, tried first when
+ * the queue was empty): the first waiter's 60 s lease gives
  * them two minutes, and a second waiter's 1 s lease, registering again
  * every third of it, does not cut them to two seconds. */
 static void test_waiter_keys_kept(void) {
@@ -529,9 +530,10 @@ static void test_pipelined_set_gives_way(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
 
-/* keep() on a server before Redis 7.0, which refuses PEXPIRE's GT: the
- * renewal of a read hold (renew_lua's shared branch, which runs keep())
- * run with redis.pcall answering GT with that server's error.  An expiry
+/* keep() on a server before Redis 7.0, which refuses PEXPIRE's GT and NX:
+ * the renewal of a read hold (renew_lua's shared branch, which runs
+ * keep()) run with redis.pcall answering GT and NX with that server's
+ * error.  An expiry
  * shorter than twice the lease is raised by PTTL and a plain PEXPIRE, a
  * longer one is left alone (never cut). */
 static long long renew_read_without_gt(const char *zkey, long long ttl_ms) {
@@ -539,7 +541,7 @@ static long long renew_read_without_gt(const char *zkey, long long ttl_ms) {
         "local R = redis\n"
         "local redis = setmetatable({pcall = function(...)\n"
         "  local a = {...}\n"
-        "  if a[1] == 'PEXPIRE' and a[4] == 'GT' then return {err = 'ERR Unsupported option GT'} end\n"
+        "  if a[1] == 'PEXPIRE' and (a[4] == 'GT' or a[4] == 'NX') then return {err = 'ERR Unsupported option ' .. a[4]} end\n"
         "  return R.pcall(...)\n"
         "end}, {__index = R})\n";
     const char *body = dlock__script_body(DLOCK__SCRIPT_RENEW, 0);

@@ -75,11 +75,15 @@
  * acquire returns before these are made:
  *   live(z)  drops expired members of a zset of tokens scored by expiry
  *            and returns the latest expiry left, or nil;
- *   keep(z, ms)  makes z live at least ms more: one PEXPIRE GT when z
- *            has an expiry (it always has but just after it is made;
- *            Redis 7.0's GT: an older server refuses it, which costs it
- *            an error and the PTTL's way; KEEP_FN, which the
- *            renewal of a read hold makes too);
+ *   keep(z, ms, fresh)  makes z live at least ms more: one PEXPIRE GT
+ *            when z has an expiry (it always has but just after it is
+ *            made), then PEXPIRE NX for a z just made (no expiry yet);
+ *            with fresh (z was most likely just made: the queueing
+ *            waiter found the queue empty) NX first, then GT: at most
+ *            two calls either way, never PTTL.  Redis 7.0's GT and NX:
+ *            an older server refuses them, which costs it an error and
+ *            the PTTL's way.  KEEP_FN, which the renewal of a read hold
+ *            makes too;
  *   qhead()  the fair queue's first live waiter (its token), dropping
  *            those ahead of it whose registration as a waiting writer
  *            lapsed (a waiter that died or gave up): the queue never
@@ -153,12 +157,17 @@
     "local function clock()\n" CLOCK_READ "now = tonumber(nows)\nend\n"           \
     FENCE_FN
 #define KEEP_FN                                                                   \
-    "local function keep(z, ms)\n"                                                \
+    "local function keep(z, ms, fresh)\n"                                         \
     "  local e = string.format('%d', ms)\n"                                       \
+    "  if fresh and redis.pcall('PEXPIRE', z, e, 'NX') == 1 then return end\n"   \
     "  local r = redis.pcall('PEXPIRE', z, e, 'GT')\n"                            \
     "  if r == 1 then return end\n"                                              \
+    "  if r == 0 then\n"                                                          \
+    "    if not fresh then redis.call('PEXPIRE', z, e, 'NX') end\n"              \
+    "    return\n"                                                               \
+    "  end\n"                                                                    \
     "  local p = redis.call('PTTL', z)\n"                                         \
-    "  if p == -1 or (r ~= 0 and p < ms) then redis.call('PEXPIRE', z, e) end\n" \
+    "  if p == -1 or p < ms then redis.call('PEXPIRE', z, e) end\n"               \
     "end\n"
 #define LOCK_REST                                                                 \
     "local function live(z)\n"                                                    \
@@ -424,16 +433,18 @@ static const char acquire_lua[] =
     "end\n"
     "if wait then\n"
     "  if A[6] == '1' then\n"
+    "    local last = A[7] ~= '0' and redis.call('ZRANGE', K[7], '-1', '-1', 'WITHSCORES')\n"
+    "    local fresh = last and #last == 0\n"
     "    redis.call('ZADD', K[5], string.format('%d', now + lease), A[1])\n"
-    "    keep(K[5], 2 * lease)\n"
-    "    if A[7] ~= '0' then\n"
-    "      local last = redis.call('ZRANGE', K[7], '-1', '-1', 'WITHSCORES')\n"
+    "    keep(K[5], 2 * lease, fresh)\n"
+    "    if last then\n"
     "      local ticket = '1'\n"
     "      if #last > 0 then ticket = string.format('%d', tonumber(last[2]) + 1) end\n"
     "      redis.call('ZADD', K[7], 'NX', ticket, A[1])\n"
     "      redis.call('HSET', K[8], A[1], A[2] .. '|' .. A[5] .. '|' .. A[7] .. '|' .. A[4])\n"
-    "      keep(K[7], 2 * lease)\n"
-    "      keep(K[8], 2 * lease)\n"
+    "      if fresh then redis.call('PEXPIRE', K[7], string.format('%d', 2 * lease))\n"
+    "      else keep(K[7], 2 * lease) end\n"
+    "      keep(K[8], 2 * lease, fresh)\n"
     "    end\n"
     "  end\n"
     "  return {0, wait, redis.call('GET', K[2]) or ''}\n"
