@@ -244,6 +244,8 @@ function issue21(   raw, dl, r, k, t, n, hs, hi, rawi, rt, ca, de) {
     hi = g("cg.handoff_instr")
     row21("contended handoff: Redis instructions per handoff (callgrind)", fk(hi), "raw pair " fk(rawi) "; the floor of a script handoff (10 calls, no guarantee) " fk(g("cg.handoff_floor_instr")) "; today (issue) 366k",
         x(hi, rawi, 1) " raw; " x(hi, 366000, 2) " today", "<= 0.5x today (183k)", verdict2(hi >= 0, hi <= 183000))
+    if (("cg.handoff_2procs_instr") in have)
+        row21("contended handoff, 2 processes (one waiter at a time): Redis instructions per handoff (callgrind)", fk(g("cg.handoff_2procs_instr")), "the floor of a script handoff " fk(g("cg.handoff_floor_instr")), "", "reported", "")
     rt = g("floor.ping_p50_us")
     r = g("contend.dlock_proc.vs_ideal")
     row21("contended throughput, 4 processes, 1 ms hold: acquisitions/s", f(g("contend.dlock_proc.acq_per_s"), 0),
