@@ -1506,6 +1506,45 @@ static void test_cache_grant_reserves_block(void) {
     DLT_SHM_FREE(a, 1);
 }
 
+/* A caching holder's lock granted to a waiter that does not cache: the
+ * grant rewrites the holder's hash in place (the release makes no DEL
+ * first), and the cache mark goes with the old holder -- were it left,
+ * the new holder's renewal would take the lock for a cached one that
+ * somebody asked for, and give it back. */
+static void test_cache_grant_to_plain_waiter(void) {
+    const char *name = "cache/grant-plain";
+    dlock_mutex_t m;
+    int i, queued = 0;
+    DLT_ASSERT_ERR(ca_open(&m, name, CA_LONG_LEASE), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_INT_EQ(ca_hexists(name, "cache"), 1);
+
+    ca_req *a = DLT_SHM_NEW(ca_req, 1);
+    a->name = name;
+    a->how = REQ_LOCK;
+    a->caching = 0;
+    pid_t pid = dlt_spawn(ca_req_main, a);
+    CU_ASSERT_TRUE(pid > 0);
+    CU_ASSERT_TRUE(dlt_flag_wait(&a->asking, 1, CA_WAIT_MS));
+    for (i = 0; i < CA_WAIT_MS / 10 && !(queued = ca_queued(name) == 1); i++) dlt_sleep_ms(10);
+    CU_ASSERT_TRUE(queued);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+
+    int got = dlt_flag_wait(&a->got, 1, CA_WAIT_MS + 5000);
+    CU_ASSERT_TRUE(got);
+    if (got) {
+        DLT_ASSERT_INT_EQ(dlt_key_field(name, "pid"), pid);
+        DLT_ASSERT_INT_EQ(ca_hexists(name, "owner"), 1);
+        DLT_ASSERT_INT_EQ(ca_hexists(name, "cache"), 0);
+    }
+    dlt_flag_set(&a->go, 1);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 2 * CA_WAIT_MS), 0);
+    DLT_ASSERT_INT_EQ(a->violations, 0);
+    DLT_ASSERT_ERR(ca_flush(name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_SHM_FREE(a, 1);
+}
+
 /* A request whose "wanted" message this process never hears (here: the
  * mark a waiting acquire leaves in the hash, `w`, with no message at
  * all) still gets the lock back: the renewal of the idle cached hold
@@ -1565,6 +1604,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_cache_fence_block_exhausted),
     DLT_TEST(test_cache_request_before_subscribed),
     DLT_TEST(test_cache_grant_reserves_block),
+    DLT_TEST(test_cache_grant_to_plain_waiter),
     DLT_TEST(test_cache_wanted_unheard_goes_back),
     DLT_TEST(test_cache_destroy_and_client),
     { NULL, NULL },

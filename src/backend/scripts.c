@@ -520,11 +520,11 @@ static const char acquire_shared_lua[] =
 static const char release_lua[] =
     "local tok, hw = ARGV[1], ARGV[2]\n"
     "local c1 = string.byte(hw, 1)\n"
-    "local marked\n"
+    "local marked, cached\n"
     "if c1 ~= 115 and c1 ~= 119 then\n" /* neither "shared" nor "withdraw": a hold */
     "  local hm\n"
     "  if c1 == 104 then\n" /* "hash": it was, and is while tok holds it */
-    "    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w')\n"
+    "    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache')\n"
     "    if hm.err then return 0 end\n" /* a string: another's, since tok's lease ran out */
     "  else\n"
     "    local v = redis.call('MGET', KEYS[1])[1]\n"
@@ -533,10 +533,10 @@ static const char release_lua[] =
     "      redis.call('DEL', KEYS[1])\n"
     "      return 1\n"
     "    end\n"
-    "    hm = redis.call('HMGET', KEYS[1], 'owner', 'w')\n"
+    "    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache')\n"
     "  end\n"
     "  if hm[1] ~= tok then return 0 end\n"
-    "  marked = hm[2]\n"
+    "  marked, cached = hm[2], hm[3]\n"
     "  if (c1 == 112 or c1 == 104) and not marked then\n" /* "plain", "hash" */
     "    redis.call('DEL', KEYS[1])\n"
     "    return 1\n"
@@ -550,13 +550,14 @@ static const char release_lua[] =
     "  redis.call('ZREM', K[7], tok)\n"
     "  redis.call('HDEL', K[8], tok)\n"
     "  redis.call('DEL', K[1] .. ':g:' .. tok)\n"
-    "  if redis.call('HGET', K[1], 'owner') ~= tok then\n"
+    "  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache')\n"
+    "  if hm[1] ~= tok then\n"
     "    if was == 1 then redis.call('PUBLISH', K[1], 'released') end\n"
     "    return 0\n"
     "  end\n"
-    "  marked = redis.call('HGET', K[1], 'w')\n"
+    "  marked, cached = hm[2], hm[4]\n"
     "  how = 'plain'\n"
-    "  if redis.call('HGET', K[1], 'rb') == '1' then how = 'clean' end\n"
+    "  if hm[3] == '1' then how = 'clean' end\n"
     "end\n"
     "if how == 'shared' then\n"
     "  if redis.call('ZREM', K[4], tok) == 1 then\n"
@@ -565,15 +566,20 @@ static const char release_lua[] =
     "  end\n"
     "  return 0\n"
     "end\n"
-    "redis.call('DEL', K[1])\n"
+    /* The lock key goes (DEL) on every way out but a grant, which
+     * rewrites the hash in place (one call fewer). */
     "if how == 'clean' then redis.call('DEL', K[3])\n"
     "elseif how == 'inconsistent' then redis.call('SET', K[3], 'notrecoverable') end\n"
-    "if not marked then return 1 end\n"
+    "if not marked then\n"
+    "  redis.call('DEL', K[1])\n"
+    "  return 1\n"
+    "end\n"
     /* One EXISTS tells which of the waiting writers (1), the queue (2)
      * and the robust marker (4) there are: each key named as often as
      * its bit's value counts that often. */
     "local ex = redis.call('EXISTS', K[5], K[7], K[7], K[3], K[3], K[3], K[3])\n"
     "if ex % 4 == 0 then\n"
+    "  redis.call('DEL', K[1])\n"
     "  redis.call('PUBLISH', K[1], 'released')\n"
     "  return 1\n"
     "end\n"
@@ -599,6 +605,7 @@ static const char release_lua[] =
     "    local g = string.format('%d', math.min(tonumber(ls), " GRANT_MS "))\n"
     "    local fs = fence()\n"
     "    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
+    "    if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end\n"
     "    redis.call('PEXPIRE', K[1], g)\n"
     "    if rb == '1' then redis.call('SET', K[3], 'held') end\n"
     "    local gs = fs .. ':' .. g\n"
@@ -618,6 +625,7 @@ static const char release_lua[] =
     "    return 1\n"
     "  end\n"
     "end\n"
+    "redis.call('DEL', K[1])\n"
     "if tonumber(win) > 0 and ex % 2 == 1 then\n"
     "  clock()\n"
     "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', nows)\n"
