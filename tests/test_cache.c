@@ -488,6 +488,19 @@ static int ca_req_main(void *p) {
     return 0;
 }
 
+/* Another process runs ca_req_main (how, through a mutex that caches or
+ * not): its request (*out, shared memory) and its pid. */
+static pid_t ca_spawn(const char *name, int how, int caching, ca_req **out) {
+    ca_req *a = DLT_SHM_NEW(ca_req, 1);
+    a->name = name;
+    a->how = how;
+    a->caching = caching;
+    pid_t pid = dlt_spawn(ca_req_main, a);
+    CU_ASSERT_TRUE(pid > 0);
+    *out = a;
+    return pid;
+}
+
 /* The lock is idle in this process's cache; another process asks for it
  * (lock, trylock or a read lock), gets it, and this process's next lock
  * waits until that process unlocks. */
@@ -497,12 +510,8 @@ static void ca_idle_giveup(const char *name, int how, int caching) {
     DLT_ASSERT_ERR(ca_open(&m, name, CA_LONG_LEASE), 0);
     CU_ASSERT_FATAL(ca_warm(&m, name, &f0) == 0);
 
-    ca_req *a = DLT_SHM_NEW(ca_req, 1);
-    a->name = name;
-    a->how = how;
-    a->caching = caching;
-    pid_t pid = dlt_spawn(ca_req_main, a);
-    CU_ASSERT_TRUE(pid > 0);
+    ca_req *a;
+    pid_t pid = ca_spawn(name, how, caching, &a);
     int got = dlt_flag_wait(&a->got, 1, CA_WAIT_MS + 5000);
     CU_ASSERT_TRUE(got);
     if (got) {
@@ -1448,6 +1457,20 @@ static long long ca_waiting(const char *name) {
     return dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:waiting", key));
 }
 
+/* Another process asks for name (lock) through a mutex that caches or
+ * not, and is in the fair queue: its request (*out, shared memory) and
+ * its pid. */
+static pid_t ca_spawn_queued(const char *name, int caching, ca_req **out) {
+    int i, queued = 0;
+    ca_req *a;
+    pid_t pid = ca_spawn(name, REQ_LOCK, caching, &a);
+    CU_ASSERT_TRUE(dlt_flag_wait(&a->asking, 1, CA_WAIT_MS));
+    for (i = 0; i < CA_WAIT_MS / 10 && !(queued = ca_queued(name) == 1); i++) dlt_sleep_ms(10);
+    CU_ASSERT_TRUE(queued);
+    *out = a;
+    return pid;
+}
+
 /* A caching waiter that a release hands the lock to takes it from the
  * grant alone: the grant reserved its block of fences (FENCE:MS:1), so it
  * makes no confirming acquire of its own -- one script runs between this
@@ -1455,19 +1478,12 @@ static long long ca_waiting(const char *name) {
 static void test_cache_grant_reserves_block(void) {
     const char *name = "cache/grant";
     dlock_mutex_t m;
-    int i, queued = 0;
+    int i;
     DLT_ASSERT_ERR(ca_open(&m, name, CA_LONG_LEASE), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
 
-    ca_req *a = DLT_SHM_NEW(ca_req, 1);
-    a->name = name;
-    a->how = REQ_LOCK;
-    a->caching = 1;
-    pid_t pid = dlt_spawn(ca_req_main, a);
-    CU_ASSERT_TRUE(pid > 0);
-    CU_ASSERT_TRUE(dlt_flag_wait(&a->asking, 1, CA_WAIT_MS));
-    for (i = 0; i < CA_WAIT_MS / 10 && !(queued = ca_queued(name) == 1); i++) dlt_sleep_ms(10);
-    CU_ASSERT_TRUE(queued);
+    ca_req *a;
+    pid_t pid = ca_spawn_queued(name, 1, &a);
     CU_ASSERT_TRUE(ca_wait_numsub(name, 2, CA_WAIT_MS));
     /* It registers its wait (what `dlock status` lists) once it has waited
      * 50 ms: after that, then none of its scripts runs until its grant. */
@@ -1514,20 +1530,12 @@ static void test_cache_grant_reserves_block(void) {
 static void test_cache_grant_to_plain_waiter(void) {
     const char *name = "cache/grant-plain";
     dlock_mutex_t m;
-    int i, queued = 0;
     DLT_ASSERT_ERR(ca_open(&m, name, CA_LONG_LEASE), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_INT_EQ(ca_hexists(name, "cache"), 1);
 
-    ca_req *a = DLT_SHM_NEW(ca_req, 1);
-    a->name = name;
-    a->how = REQ_LOCK;
-    a->caching = 0;
-    pid_t pid = dlt_spawn(ca_req_main, a);
-    CU_ASSERT_TRUE(pid > 0);
-    CU_ASSERT_TRUE(dlt_flag_wait(&a->asking, 1, CA_WAIT_MS));
-    for (i = 0; i < CA_WAIT_MS / 10 && !(queued = ca_queued(name) == 1); i++) dlt_sleep_ms(10);
-    CU_ASSERT_TRUE(queued);
+    ca_req *a;
+    pid_t pid = ca_spawn_queued(name, 0, &a);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
 
     int got = dlt_flag_wait(&a->got, 1, CA_WAIT_MS + 5000);
