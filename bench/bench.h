@@ -161,6 +161,7 @@ int cmd_renew(const bopts *o);
 int cmd_cache(const bopts *o);
 int cmd_carry(const bopts *o);
 int cmd_pairs(const bopts *o);
+int handoff_pairs(const bopts *o);
 int cmd_sem(const bopts *o); /* sem.c: the semaphore beside the mutex (issue 22) */
 int cmd_analyze(const bopts *o, int nfiles, char **files);
 

@@ -16,8 +16,9 @@
  *
  * pairs: N uncontended pairs of one kind on one thread, after a warm-up,
  * with a shell command run just before and just after them (bench/run
- * zeroes and dumps a callgrind-run server's counters there); kind
- * "handoff": N handoffs of the floor below, the same way.
+ * zeroes and dumps a callgrind-run server's counters there); kinds
+ * "handoff" and "handoff-lean": N handoffs done by minimal scripts, the
+ * same way (handoff.c).
  *
  * Every loop is bounded by a count and a time.
  */
@@ -203,76 +204,6 @@ int cmd_carry(const bopts *o) {
 
 /* ----------------------------------------------------------------- pairs */
 
-/* The floor of a handoff done by scripts (kind "handoff"): the least a
- * queue-and-grant handoff can ask of the server with Lua, and no
- * guarantee beyond it -- no waiter's liveness, expiry of its registration,
- * readers, robust marker, caching, deadlock record or holder identity.
- * The waiter's acquire finds the lock (a string "TOKEN FENCE") held and
- * appends itself to a list; the holder's release pops the list's head,
- * gives it the lock (the fence from an INCR) and pushes the grant to the
- * head's list; the waiter pops it (BLPOP, answered at once).  Ten calls
- * in the two scripts, against a dlock handoff's 27 (bench/README.md). */
-static const char floor_acquire_lua[] =
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not v then return -1 end\n"
-    "if string.sub(v, 1, #ARGV[1] + 1) == ARGV[1] .. ' ' then return 2 end\n"
-    "local q = KEYS[1] .. ':q'\n"
-    "redis.call('RPUSH', q, ARGV[1] .. '|' .. ARGV[2])\n"
-    "redis.call('PEXPIRE', q, ARGV[3])\n"
-    "return {0, redis.call('PTTL', KEYS[1])}\n";
-static const char floor_release_lua[] =
-    "local v = redis.call('GET', KEYS[1])\n"
-    "if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then return 0 end\n"
-    "local h = redis.call('LPOP', KEYS[1] .. ':q')\n"
-    "if not h then redis.call('DEL', KEYS[1]) return 1 end\n"
-    "local tok = string.match(h, '^(%x+)|')\n"
-    "local f = redis.call('INCR', KEYS[1] .. ':f')\n"
-    "redis.call('SET', KEYS[1], tok .. ' ' .. f, 'PX', '2000')\n"
-    "local gk = KEYS[1] .. ':g:' .. tok\n"
-    "redis.call('RPUSH', gk, f)\n"
-    "redis.call('PEXPIRE', gk, '2000')\n"
-    "return 1\n";
-
-static const char *load_sha(redisContext *rc, const char *body, char *sha, size_t size) {
-    redisReply *r = bcmd(rc, "SCRIPT LOAD %s", body);
-    if (r->type != REDIS_REPLY_STRING) die("SCRIPT LOAD failed");
-    snprintf(sha, size, "%s", r->str);
-    freeReplyObject(r);
-    return sha;
-}
-
-/* n floor handoffs between two tokens on one connection, the lock going
- * back and forth; each step's answer checked. */
-static void floor_handoffs(redisContext *rc, long n) {
-    static const char key[] = "bench:{floor}", *tok[2] = { TOKEN, "fedcba9876543210fedcba9876543210" };
-    char sa[64], sr[64];
-    int64_t end = now_ns() + (int64_t)120e9;
-    long i;
-    redisReply *r;
-
-    load_sha(rc, floor_acquire_lua, sa, sizeof sa);
-    load_sha(rc, floor_release_lua, sr, sizeof sr);
-    freeReplyObject(bcmd(rc, "DEL %s %s:q %s:g:%s %s:g:%s", key, key, key, tok[0], key, tok[1]));
-    freeReplyObject(bcmd(rc, "SET %s %s PX 60000", key, TOKEN " 1"));
-    for (i = 0; i < n && now_ns() < end; i++) {
-        const char *h = tok[i % 2], *w = tok[(i + 1) % 2];
-        int ok;
-        r = bcmd(rc, "EVALSHA %s 1 %s %s %s %s", sa, key, w, "10000|0|2|host:1:2", "20000");
-        ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->integer == 0;
-        freeReplyObject(r);
-        if (!ok) die("floor handoff: the waiter's acquire did not queue");
-        r = bcmd(rc, "EVALSHA %s 1 %s %s", sr, key, h);
-        ok = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-        freeReplyObject(r);
-        if (!ok) die("floor handoff: the release did not grant");
-        r = bcmd(rc, "BLPOP %s:g:%s 1", key, w);
-        ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2;
-        freeReplyObject(r);
-        if (!ok) die("floor handoff: no grant");
-    }
-    freeReplyObject(bcmd(rc, "DEL %s %s:q %s:f", key, key, key));
-}
-
 static void pairs_loop(int dl, long n, redisContext *rc, const char *sha, dlock_mutex_t *m) {
     long i;
     int64_t end = now_ns() + (int64_t)120e9;
@@ -296,18 +227,11 @@ int cmd_pairs(const bopts *o) {
     bcounters c0, c1;
     int64_t t0, t1;
 
-    if (o->kind != NULL && strcmp(o->kind, "handoff") == 0) {
-        floor_handoffs(rc, 50); /* warm-up */
-        if (o->before != NULL && system(o->before) != 0) die("pairs: %s failed", o->before);
-        t0 = now_ns();
-        floor_handoffs(rc, n);
-        t1 = now_ns();
-        if (o->after != NULL && system(o->after) != 0) die("pairs: %s failed", o->after);
-        printf("pairs handoff %ld %.3f s\n", n, (double)(t1 - t0) / 1e9);
+    if (o->kind != NULL && strncmp(o->kind, "handoff", 7) == 0) {
         redisFree(rc);
-        return 0;
+        return handoff_pairs(o);
     }
-    if (o->kind == NULL || (!dl && strcmp(o->kind, "raw") != 0)) die("pairs: --kind raw|dlock|handoff");
+    if (o->kind == NULL || (!dl && strcmp(o->kind, "raw") != 0)) die("pairs: --kind raw|dlock|handoff|handoff-lean");
     if (dl) {
         cl = bclient(o);
         bmutex_init(&m, cl, "cg", DLOCK_MUTEX_DEFAULT, 0, 0);

@@ -10,8 +10,8 @@
  *   dlock-bench analyze  --label L --hold-ms H --rt-us R [--events HANDOFF_OUT] LOG...
  *   dlock-bench carry    --port P [--list 1,4,16,64] [--seconds S]   issue 21: pairs/s one Redis core
  *                        carries, T threads each on its own name, dlock against the raw pair
- *   dlock-bench pairs    --port P --kind raw|dlock|handoff [--count N] [--before CMD] [--after CMD]
- *                        N uncontended pairs (handoff: N handoffs of the floor script handoff),
+ *   dlock-bench pairs    --port P --kind raw|dlock|handoff|handoff-lean [--count N] [--before CMD] [--after CMD]
+ *                        N uncontended pairs (handoff, handoff-lean: N handoffs by minimal scripts),
  *                        CMD run (system()) just before and after them (callgrind)
  *   dlock-bench sem      --port P [--procs N] [--hold-ms H] [--seconds S] [--rt-us R]   issue 22: the
  *                        semaphore's wait+post and trywait+post beside the mutex's lock+unlock and

@@ -242,7 +242,7 @@ function issue21(   raw, dl, r, k, t, n, hs, hi, rawi, rt, ca, de) {
         f(hs, 1) " us; " f(g("contend.dlock_proc.server_calls_per_handoff"), 2), "a raw pair (the least a handoff needs: an acquire, a release): " f(g("floor.raw_pair_server_us"), 1) " us; 2",
         x(hs, g("floor.raw_pair_server_us"), 1), "reported", "")
     hi = g("cg.handoff_instr")
-    row21("contended handoff: Redis instructions per handoff (callgrind)", fk(hi), "raw pair " fk(rawi) "; the floor of a script handoff (10 calls, no guarantee) " fk(g("cg.handoff_floor_instr")) "; today (issue) 366k",
+    row21("contended handoff: Redis instructions per handoff (callgrind)", fk(hi), "raw pair " fk(rawi) "; the floor of a script handoff (10 calls, no guarantee) " fk(g("cg.handoff_floor_instr")) "; a lean script handoff with the guarantees (21 calls) " fk(g("cg.handoff_lean_instr")) "; today (issue) 366k",
         x(hi, rawi, 1) " raw; " x(hi, 366000, 2) " today", "<= 0.5x today (183k)", verdict2(hi >= 0, hi <= 183000))
     if (("cg.handoff_2procs_instr") in have)
         row21("contended handoff, 2 processes (one waiter at a time): Redis instructions per handoff (callgrind)", fk(g("cg.handoff_2procs_instr")), "the floor of a script handoff " fk(g("cg.handoff_floor_instr")), "", "reported", "")
