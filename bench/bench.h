@@ -152,6 +152,8 @@ void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type
 int64_t bench_ping(const bopts *o, redisContext *c, long n, double seconds, series *out);
 /* One raw acquire+release pair (SET NX PX + EVALSHA compare-and-delete). */
 int raw_pair(redisContext *c, const char *key, const char *token, const char *sha);
+/* SCRIPT LOAD of body: its sha into sha[size] (dies if refused). */
+void script_load(redisContext *c, const char *body, char *sha, size_t size);
 const char *raw_release_sha(redisContext *c);
 
 int cmd_seq(const bopts *o);

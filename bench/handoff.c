@@ -114,37 +114,20 @@ static const char lean_release_lua[] =
     "redis.call('PEXPIRE', gk, g)\n"
     "return 1\n";
 
-static void load_sha(redisContext *rc, const char *body, char *sha, size_t size) {
-    redisReply *r = bcmd(rc, "SCRIPT LOAD %s", body);
-    if (r->type != REDIS_REPLY_STRING) die("SCRIPT LOAD failed");
-    snprintf(sha, size, "%s", r->str);
-    freeReplyObject(r);
-}
-
 static void clear(redisContext *rc, const char *key) {
     freeReplyObject(bcmd(rc, "DEL %s %s:q %s:f %s:fifo %s:writers %s:fence %s:g:" TOK_A " %s:g:" TOK_B, key, key, key,
                          key, key, key, key, key));
 }
 
-/* n handoffs of one kind (lean: 1 for handoff-lean). */
-static void handoffs(redisContext *rc, int lean, long n) {
+/* Handoffs from, to, through the loaded scripts sa, sr on key: the i-th
+ * goes from tok[i % 2] to the other (TOK_A holds the lock at the first). */
+static void handoffs(redisContext *rc, const char *key, const char *sa, const char *sr, long from, long to) {
     static const char *tok[2] = { TOK_A, TOK_B };
-    const char *key = lean ? "bench:{handoff-lean}" : "bench:{handoff}";
-    char sa[64], sr[64];
     int64_t end = now_ns() + (int64_t)120e9;
     long i;
     redisReply *r;
 
-    load_sha(rc, lean ? lean_acquire_lua : floor_acquire_lua, sa, sizeof sa);
-    load_sha(rc, lean ? lean_release_lua : floor_release_lua, sr, sizeof sr);
-    clear(rc, key);
-    if (lean) {
-        freeReplyObject(bcmd(rc, "HSET %s owner %s fence 1 who host:1:1 since 1 w 1", key, TOK_A));
-        freeReplyObject(bcmd(rc, "PEXPIRE %s 60000", key));
-    } else {
-        freeReplyObject(bcmd(rc, "SET %s %s PX 60000", key, TOK_A " 1"));
-    }
-    for (i = 0; i < n && now_ns() < end; i++) {
+    for (i = from; i < to && now_ns() < end; i++) {
         const char *h = tok[i % 2], *w = tok[(i + 1) % 2];
         int ok;
         r = bcmd(rc, "EVALSHA %s 1 %s %s 10000 host:1:2", sa, key, w);
@@ -161,22 +144,33 @@ static void handoffs(redisContext *rc, int lean, long n) {
         freeReplyObject(r);
         if (!ok) die("handoff: no grant");
     }
-    clear(rc, key);
 }
 
 int handoff_pairs(const bopts *o) {
     redisContext *rc = bconnect(o);
     int lean = strcmp(o->kind, "handoff-lean") == 0;
+    const char *key = lean ? "bench:{handoff-lean}" : "bench:{handoff}";
     long n = o->count > 0 ? o->count : 2000;
+    char sa[64], sr[64];
     int64_t t0, t1;
 
     if (!lean && strcmp(o->kind, "handoff") != 0) die("pairs: --kind raw|dlock|handoff|handoff-lean");
-    handoffs(rc, lean, 50); /* warm-up */
+    script_load(rc, lean ? lean_acquire_lua : floor_acquire_lua, sa, sizeof sa);
+    script_load(rc, lean ? lean_release_lua : floor_release_lua, sr, sizeof sr);
+    clear(rc, key);
+    if (lean) {
+        freeReplyObject(bcmd(rc, "HSET %s owner %s fence 1 who host:1:1 since 1 w 1", key, TOK_A));
+        freeReplyObject(bcmd(rc, "PEXPIRE %s 60000", key));
+    } else {
+        freeReplyObject(bcmd(rc, "SET %s %s PX 60000", key, TOK_A " 1"));
+    }
+    handoffs(rc, key, sa, sr, 0, 50); /* warm-up */
     if (o->before != NULL && system(o->before) != 0) die("pairs: %s failed", o->before);
     t0 = now_ns();
-    handoffs(rc, lean, n);
+    handoffs(rc, key, sa, sr, 50, 50 + n);
     t1 = now_ns();
     if (o->after != NULL && system(o->after) != 0) die("pairs: %s failed", o->after);
+    clear(rc, key);
     printf("pairs %s %ld %.3f s\n", o->kind, n, (double)(t1 - t0) / 1e9);
     redisFree(rc);
     return 0;

@@ -19,12 +19,16 @@
 static const char raw_release_lua[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
+void script_load(redisContext *c, const char *body, char *sha, size_t size) {
+    redisReply *r = bcmd(c, "SCRIPT LOAD %s", body);
+    if (r->type != REDIS_REPLY_STRING) die("SCRIPT LOAD failed");
+    snprintf(sha, size, "%s", r->str);
+    freeReplyObject(r);
+}
+
 const char *raw_release_sha(redisContext *c) {
     static char sha[64];
-    redisReply *r = bcmd(c, "SCRIPT LOAD %s", raw_release_lua);
-    if (r->type != REDIS_REPLY_STRING) die("SCRIPT LOAD failed");
-    snprintf(sha, sizeof sha, "%s", r->str);
-    freeReplyObject(r);
+    script_load(c, raw_release_lua, sha, sizeof sha);
     return sha;
 }
 
