@@ -26,11 +26,14 @@ static const char *const acl_rules[] = {
     "on", ">" PASSWORD, "resetkeys", "~dlock:*", "resetchannels", "&dlock:*", "-@all",
     "+evalsha", "+eval", "+script|load", "+subscribe", "+unsubscribe", "+select", "+scan",
     "+time", "+get", "+set", "+incr", "+mget", "+del", "+exists", "+pexpire", "+pttl", "+rpush", "+blpop",
+    "+lpop", "+lindex", "+lpos", "+lset", "+lrange", "+lrem",
     "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
     "+zadd", "+zrem", "+zscore", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zremrangebyscore", "+zpopmin",
     "+publish",
 };
 #define NRULES (sizeof acl_rules / sizeof acl_rules[0])
+/* The fair queue's list commands (since it is a list), as setuser's skip. */
+#define LIST_RULES " +lpop +lindex +lpos +lset +lrange +lrem"
 
 /* Is rule one of the space-separated words of skip (NULL: none)? */
 static int skipped(const char *rule, const char *skip) {
@@ -153,9 +156,22 @@ static void test_acl_user_mutexes_across_processes(void) {
  * subscribed to the release channel, hears: every lock still goes round,
  * one holder at a time. */
 static void test_acl_user_without_blpop(void) {
-    CU_ASSERT_FATAL(setuser("oldacl", "+blpop +rpush") == 0);
+    CU_ASSERT_FATAL(setuser("oldacl", "+blpop +rpush" LIST_RULES) == 0);
     run_contention("oldacl", "acl/old-plain", 0, 0);
     run_contention("oldacl", "acl/old-fair", 1, 0);
+}
+
+/* The README's line before the fair queue was a list: no +lpop +lindex
+ * +lpos +lset +lrange +lrem.  The scripts pcall those: a waiter is
+ * queued (RPUSH is allowed) but nobody is ever granted from the queue, a
+ * release publishes "released" instead and the waiters ask again -- so
+ * locks still go round, one holder at a time, without order, and no call
+ * fails (a release that failed would leave its hold). */
+static void test_acl_user_without_list_commands(void) {
+    CU_ASSERT_FATAL(setuser("oldlist", LIST_RULES + 1) == 0);
+    run_contention("oldlist", "acl/nolist-plain", 0, 0);
+    run_contention("oldlist", "acl/nolist-fair", 1, 0);
+    run_contention("oldlist", "acl/nolist-caching", 0, 1);
 }
 
 /* ------------------------------------------ every other call, one process */
@@ -399,6 +415,7 @@ static void test_acl_wrong_password_refused_and_never_shown(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_mutexes_across_processes),
     DLT_TEST(test_acl_user_without_blpop),
+    DLT_TEST(test_acl_user_without_list_commands),
     DLT_TEST(test_acl_user_every_call),
     DLT_TEST(test_acl_missing_permission_is_a_clear_error),
     DLT_TEST(test_acl_pipeline_refused_gives_back),

@@ -1071,7 +1071,7 @@ static int ca_racer_main(void *p) {
     }
     if (ca_hexists(a->name, "owner") != 1) return 16;
     ca_key(a->name, q, sizeof q - 8);
-    strcat(q, ":queue");
+    strcat(q, ":fifo");
     if ((rc = redisConnect("127.0.0.1", dlt_server.port)) == NULL || rc->err) return 13;
     dlt_flag_set(&a->cached, 1);
     end = dlt_now() + CA_WAIT_MS / 1000.0;
@@ -1438,12 +1438,12 @@ static void test_cache_request_before_subscribed(void) {
     DLT_SHM_FREE(a, 1);
 }
 
-/* The number of members of the lock's fair queue, -1 on error. */
+/* The number of entries in the lock's fair queue, -1 on error. */
 static long long ca_queued(const char *name) {
     char key[300];
     long long n = -1;
     dlt_lock_key(name, key, sizeof key);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "ZCARD %s:queue", key);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "LLEN %s:fifo", key);
     if (r != NULL && r->type == REDIS_REPLY_INTEGER) n = r->integer;
     if (r != NULL) freeReplyObject(r);
     return n;

@@ -1108,10 +1108,15 @@ static long long zcard_on(int i, const char *key) {
     return dlt_reply_int(dlt_redis_cmd(&clus.node[i], "ZCARD %s", key));
 }
 
-static long long zcard_wait(int i, const char *key, long long want) {
+/* LLEN key (a lock's fair queue) on node i, or -1. */
+static long long llen_on(int i, const char *key) {
+    return dlt_reply_int(dlt_redis_cmd(&clus.node[i], "LLEN %s", key));
+}
+
+static long long llen_wait(int i, const char *key, long long want) {
     long long n = -1;
     for (double end = dlt_now() + 5.0; dlt_now() < end; dlt_sleep_ms(10))
-        if ((n = zcard_on(i, key)) >= want) break;
+        if ((n = llen_on(i, key)) >= want) break;
     return n;
 }
 
@@ -1131,7 +1136,7 @@ static void test_cluster_fair_mutex(void) {
     CU_ASSERT_FATAL(dlt_slot_name(name, sizeof name, "fair/", &next, owner, 1, -1) == 0);
     o = owner[dlt_lock_slot(name)];
     dlt_lock_key(name, qkey, sizeof qkey);
-    strcat(qkey, ":queue");
+    strcat(qkey, ":fifo");
     dlt_cluster_url(&clus, url, sizeof url, "0", NULL);
     DLT_ASSERT_ERR(dlt_client_make(&ch, url, 3000), 0);
     dlt_cluster_url(&clus, url, sizeof url, "1", NULL);
@@ -1143,9 +1148,9 @@ static void test_cluster_fair_mutex(void) {
     DLT_ASSERT_ERR(mutex_make(&m2, name, c2, 0, 1, 0, NULL, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&mh), 0);
     CU_ASSERT_FATAL(pthread_create(&t1, NULL, fair_thread, &w1) == 0);
-    DLT_ASSERT_INT_EQ(zcard_wait(o, qkey, 1), 1);
+    DLT_ASSERT_INT_EQ(llen_wait(o, qkey, 1), 1);
     CU_ASSERT_FATAL(pthread_create(&t2, NULL, fair_thread, &w2) == 0);
-    DLT_ASSERT_INT_EQ(zcard_wait(o, qkey, 2), 2);
+    DLT_ASSERT_INT_EQ(llen_wait(o, qkey, 2), 2);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&mh), 0);
     pthread_join(t1, NULL);
     pthread_join(t2, NULL);

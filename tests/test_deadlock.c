@@ -254,7 +254,7 @@ static void test_acl_user_cycle(void) {
                                   "ACL SETUSER dldl on >dl-pw resetkeys ~dlock:* resetchannels &dlock:* -@all "
                                   "+evalsha +eval +script|load +subscribe +unsubscribe +select +scan +time +get +set +incr +mget "
                                   "+del +exists +pexpire +pttl +hget +hmget +hset +hdel +hgetall +zadd +zrem +zscore +zcard "
-                                  "+zcount +zrange +zremrangebyscore +zpopmin +publish +rpush +blpop");
+                                  "+zcount +zrange +zremrangebyscore +zpopmin +publish +rpush +blpop +lpop +lindex +lpos +lset +lrange +lrem");
     CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
     snprintf(s->url, sizeof s->url, "redis://dldl:dl-pw@127.0.0.1:%d", dlt_server.port);

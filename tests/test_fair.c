@@ -1,8 +1,8 @@
 /* labels: redis; timeout: 300 */
 /* test_fair.c -- fair (FIFO) mutexes: dlock_mutexattr_setfair (issue #8).
  *
- * A fair waiter takes a ticket in the server's queue, the zset
- * dlock:{NAME}:queue (its identity in the hash dlock:{NAME}:qmeta), and is a
+ * A fair waiter takes a place in the server's queue, the list
+ * dlock:{NAME}:fifo (an entry "TOKEN|LEASE|ROBUST|DELIVERY|WHO"), and is a
  * waiting writer in dlock:{NAME}:writers; a release hands the lock to the
  * live head and publishes its token.  Every scenario runs across processes
  * (dlt_spawn); the FIFO tests also run across threads of one process and
@@ -11,7 +11,7 @@
  * under AddressSanitizer.
  *
  * Workers report through MAP_SHARED memory (one fw_board per test) and their
- * exit status.  A waiter counts as "queued" once its token is in the zset
+ * exit status.  A waiter counts as "queued" once its token is in the queue
  * (polled, bounded), so waiters are started strictly one after the other.
  * No assert depends on how fast anything is: waits are bounded generously
  * and only outcomes (order, return codes, server state, command counts in a
@@ -41,6 +41,7 @@
 #define FW_MAX 12 /* waiters per test */
 #define FW_TOK 80 /* a token as the server has it (32 hex digits) */
 #define FW_BOUND_MS 15000 /* the longest a step may take before the test gives up */
+#define FW_Q ":fifo"       /* the fair queue, a list (scripts.c) */
 
 enum { FW_LOCK, FW_TIMED, FW_TRY, FW_TRYRD };
 
@@ -348,18 +349,27 @@ static size_t fw_key(const char *name, const char *suffix, char *buf, size_t cap
     return k < 0 ? n : n + (size_t)k;
 }
 
-/* The members of zset name+suffix in rank order (at most max): their
- * number, or -1 when the server did not answer. */
+/* The tokens in name+suffix in order (at most max): the zset's members
+ * by rank, or, for the queue (FW_Q, a list), the tokens its entries
+ * begin with.  Their number, or -1 when the server did not answer. */
 static int fw_members(const char *name, const char *suffix, char (*out)[FW_TOK], int max) {
     char k[600];
     size_t n = fw_key(name, suffix, k, sizeof k);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "ZRANGE %b 0 -1", k, n);
+    int list = strcmp(suffix, FW_Q) == 0;
+    redisReply *r = dlt_redis_cmd(&dlt_server, list ? "LRANGE %b 0 -1" : "ZRANGE %b 0 -1", k, n);
     int i, cnt = -1;
     if (r != NULL && r->type == REDIS_REPLY_ARRAY) {
         cnt = 0;
-        for (i = 0; i < (int)r->elements && cnt < max; i++)
-            if (r->element[i]->type == REDIS_REPLY_STRING)
-                snprintf(out[cnt++], FW_TOK, "%.*s", (int)r->element[i]->len, r->element[i]->str);
+        for (i = 0; i < (int)r->elements && cnt < max; i++) {
+            const redisReply *e = r->element[i];
+            if (e->type != REDIS_REPLY_STRING) continue;
+            size_t len = e->len;
+            if (list) {
+                const char *bar = memchr(e->str, '|', e->len);
+                if (bar != NULL) len = (size_t)(bar - e->str);
+            }
+            snprintf(out[cnt++], FW_TOK, "%.*s", (int)len, e->str);
+        }
     }
     if (r != NULL) freeReplyObject(r);
     return cnt;
@@ -371,20 +381,15 @@ static long long fw_zcard(const char *name, const char *suffix) {
     return dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %b", k, n));
 }
 
-/* 1 if tok is a member of zset name+suffix, 0 if not, -1: no answer. */
+/* 1 if tok is in name+suffix (a zset, or the queue: fw_members), 0 if
+ * not, -1: no answer. */
 static int fw_zhas(const char *name, const char *suffix, const char *tok) {
-    char k[600];
-    size_t n = fw_key(name, suffix, k, sizeof k);
-    redisReply *r = dlt_redis_cmd(&dlt_server, "ZSCORE %b %s", k, n, tok);
-    int v = r == NULL ? -1 : r->type == REDIS_REPLY_NIL ? 0 : r->type == REDIS_REPLY_STRING ? 1 : -1;
-    if (r != NULL) freeReplyObject(r);
-    return v;
-}
-
-static long long fw_hexists(const char *name, const char *suffix, const char *field) {
-    char k[600];
-    size_t n = fw_key(name, suffix, k, sizeof k);
-    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "HEXISTS %b %s", k, n, field));
+    char m[32][FW_TOK];
+    int n = fw_members(name, suffix, m, 32), i;
+    if (n < 0) return -1;
+    for (i = 0; i < n; i++)
+        if (strcmp(m[i], tok) == 0) return 1;
+    return 0;
 }
 
 static long long fw_exists(const char *name, const char *suffix) {
@@ -416,6 +421,16 @@ static int fw_blocked(void) {
     return n;
 }
 
+/* The fair queue's first entry into out ("" when there is none). */
+static void fw_qfirst(const char *name, char *out, size_t cap) {
+    char k[600];
+    size_t n = fw_key(name, FW_Q, k, sizeof k);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "LINDEX %b 0", k, n);
+    out[0] = '\0';
+    if (r != NULL && r->type == REDIS_REPLY_STRING) snprintf(out, cap, "%.*s", (int)r->len, r->str);
+    if (r != NULL) freeReplyObject(r);
+}
+
 /* The lock's owner token into out ("" when the lock is free). */
 static void fw_owner(const char *name, char *out, size_t cap) {
     char k[600];
@@ -426,12 +441,11 @@ static void fw_owner(const char *name, char *out, size_t cap) {
     if (r != NULL) freeReplyObject(r);
 }
 
-/* Waits (bounded by ms) until tok is in neither the queue, the writers
- * nor the queue's metadata: 1, or 0 on the bound. */
+/* Waits (bounded by ms) until tok is in neither the queue nor the
+ * writers: 1, or 0 on the bound. */
 static int fw_withdrawn(const char *name, const char *tok, int ms) {
     double end = dlt_now() + ms / 1000.0;
-    while (fw_zhas(name, ":queue", tok) != 0 || fw_zhas(name, ":writers", tok) != 0 ||
-           fw_hexists(name, ":qmeta", tok) != 0) {
+    while (fw_zhas(name, FW_Q, tok) != 0 || fw_zhas(name, ":writers", tok) != 0) {
         if (dlt_now() >= end) return 0;
         dlt_sleep_ms(5);
     }
@@ -457,7 +471,7 @@ static int fw_known(const fw_run *r, const char *tok) {
     return 0;
 }
 
-/* Waits (bounded) until zset name+suffix holds a token no waiter is known
+/* Waits (bounded) until name+suffix (fw_members) holds a token no waiter is known
  * by, and makes it waiter i's.  1, or 0 on the bound. */
 static int fw_learn(fw_run *r, int i, const char *suffix) {
     double end = dlt_now() + FW_BOUND_MS / 1000.0;
@@ -479,7 +493,7 @@ static int fw_learn(fw_run *r, int i, const char *suffix) {
 }
 
 /* Starts waiter i (it must be ready) and waits until it waits at the
- * server: its token appeared in `suffix` (":queue" for a fair waiter,
+ * server: its token appeared in `suffix` (FW_Q for a fair waiter,
  * ":writers" for a non-fair one).  1, or 0. */
 static int fw_go_queued(fw_run *r, int i, const char *suffix) {
     fw_waiter *w = fw_w(r, i);
@@ -520,7 +534,7 @@ static int fw_hold(fw_run *r, int h) {
  * that order. */
 static void fw_assert_queue(fw_run *r, const int *idx, int n) {
     char m[32][FW_TOK];
-    int got = fw_members(r->name, ":queue", m, 32), i, same = got == n;
+    int got = fw_members(r->name, FW_Q, m, 32), i, same = got == n;
     for (i = 0; same && i < n; i++) same = strcmp(m[i], r->tok[idx[i]]) == 0;
     if (!same) {
         fprintf(stderr, "  queue has %d members, want %d:", got, n);
@@ -644,8 +658,7 @@ static int uncontended_fn(void *p) {
         DLT_CK(dlock_mutex_unlock(&m), 0);
         ts = dlt_abs_in(CLOCK_REALTIME, 5000);
         DLT_CK(dlock_mutex_timedlock(&m, &ts), 0);
-        DLT_CK(fw_exists(name, ":queue"), 0);
-        DLT_CK(fw_exists(name, ":qmeta"), 0);
+        DLT_CK(fw_exists(name, FW_Q), 0);
         DLT_CK(dlock_mutex_unlock(&m), 0);
     }
     DLT_CK(dlock_mutex_destroy(&m), 0);
@@ -656,8 +669,7 @@ static void test_uncontended_fair(void) {
     static const char *name = "fair/uncontended";
     DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(uncontended_fn, (void *)name), 30000), 0);
     DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
 }
 
 /* ========================================================================
@@ -697,7 +709,7 @@ static void order_run(const char *name, int fair, int holder_group, const int *g
     ok = fw_hold(&r, h);
     CU_ASSERT_TRUE(ok);
     for (k = 0; ok && k < n; k++) {
-        ok = fw_go_queued(&r, ws[k], ":queue");
+        ok = fw_go_queued(&r, ws[k], FW_Q);
         CU_ASSERT_TRUE(ok);
     }
     if (ok && blocked >= 0) {
@@ -723,8 +735,7 @@ static void order_run(const char *name, int fair, int holder_group, const int *g
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
     /* The queue is empty and gone, and so is the lock. */
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
     fw_free(&r);
 }
@@ -805,7 +816,7 @@ static void test_release_wakes_only_head(void) {
         fw_spawn1(&r, ws[k]);
     }
     ok = fw_hold(&r, h);
-    for (k = 0; ok && k < 3; k++) ok = fw_go_queued(&r, ws[k], ":queue");
+    for (k = 0; ok && k < 3; k++) ok = fw_go_queued(&r, ws[k], FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         fw_assert_queue(&r, ws, 3);
@@ -912,7 +923,7 @@ static void test_grant_taken_from_message(void) {
      * after its subscription is confirmed; that request, counted after
      * the reset below, would be taken for the confirmation this test
      * says never comes). */
-    ok = fw_hold(&r, h) && fw_go_queued(&r, w, ":queue") && fw_quiet(300, FW_BOUND_MS);
+    ok = fw_hold(&r, h) && fw_go_queued(&r, w, FW_Q) && fw_quiet(300, FW_BOUND_MS);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
@@ -963,7 +974,7 @@ static void stale_grant_round(const char *name, int fair) {
     w = fw_new(&r, fair, 90000);
     fw_spawn1(&r, h);
     fw_spawn1(&r, w);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, w, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, w, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         redisReply *rp;
@@ -1021,7 +1032,7 @@ static void dead_waiter_round(const char *name, int late) {
     fw_spawn1(&r, h);
     fw_spawn1(&r, d);
     fw_spawn1(&r, w);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, d, ":queue") && fw_go_queued(&r, w, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, d, FW_Q) && fw_go_queued(&r, w, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         int q[] = { d, w };
@@ -1030,7 +1041,7 @@ static void dead_waiter_round(const char *name, int late) {
         if (late) {
             dlt_sleep_ms(1500); /* D's registration (1000 ms) lapses */
             printf("  released after D's registration lapsed; D still queued: %d\n",
-                   fw_zhas(name, ":queue", r.tok[d]));
+                   fw_zhas(name, FW_Q, r.tok[d]));
         }
         dlt_flag_set(&fw_w(&r, h)->release, 1);
         CU_ASSERT_TRUE(dlt_flag_wait(&fw_w(&r, h)->done, 1, FW_BOUND_MS));
@@ -1050,8 +1061,7 @@ static void dead_waiter_round(const char *name, int late) {
         ok = dlt_flag_wait(&fw_w(&r, w)->got, 1, 10000);
         CU_ASSERT_TRUE(ok);
         DLT_ASSERT_ERR(fw_w(&r, w)->rc, 0);
-        DLT_ASSERT_INT_EQ(fw_zhas(name, ":queue", r.tok[d]), 0);
-        DLT_ASSERT_INT_EQ(fw_hexists(name, ":qmeta", r.tok[d]), 0);
+        DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[d]), 0);
         dlt_flag_set(&fw_w(&r, w)->release, 1);
         CU_ASSERT_TRUE(fw_wait_done(&r, &w, 1, FW_BOUND_MS));
         {
@@ -1061,8 +1071,7 @@ static void dead_waiter_round(const char *name, int late) {
         CU_ASSERT_TRUE(fw_w(&r, w)->fence > fw_w(&r, h)->fence);
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1074,15 +1083,16 @@ static void test_dead_waiter_lapsed(void) {
     dead_waiter_round("fair/dead-late", 1);
 }
 
-/* The queue's head A has lost its record (qmeta: what a release needs to
- * hand it the lock) -- nothing dlock does makes that, but a release must
- * not cost A its place over it: the release hands A nothing and leaves it
- * first in line, so A takes the lock when it next asks (its refresh, a
- * third of its lease later), before B behind it, who then gets it from
- * A's release.  (A release that dropped A from the queue would let B take
- * it first, and A come after.) */
-static void test_head_without_record_keeps_place(void) {
-    static const char *name = "fair/no-record";
+/* A waiter registered as a waiting writer but missing from the queue (the
+ * handoff window registers the releaser so, and a stale entry may have
+ * been dropped) joins the queue at its next attempt -- its refresh, a
+ * third of its lease later -- at the end: here A's entry is taken out by
+ * hand, so A, first to queue, comes after B.  (Were a refresh to look only
+ * at the registration, A would never be queued again, and would take the
+ * lock only once the queue was empty.)  The refresh of a waiter that is
+ * queued keeps its place and adds no second entry: B's stays the one. */
+static void test_unqueued_waiter_joins_at_refresh(void) {
+    static const char *name = "fair/rejoin";
     fw_run r;
     int h, a, b, ok;
 
@@ -1095,14 +1105,81 @@ static void test_head_without_record_keeps_place(void) {
     fw_spawn1(&r, h);
     fw_spawn1(&r, a);
     fw_spawn1(&r, b);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, a, ":queue") && fw_go_queued(&r, b, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, a, FW_Q) && fw_go_queued(&r, b, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         char k[600];
-        size_t n = fw_key(name, ":qmeta", k, sizeof k);
-        int q[] = { a, b }, ab[] = { a, b }, want[] = { h, a, b };
+        size_t n = fw_key(name, FW_Q, k, sizeof k);
+        int q[] = { a, b }, ba[] = { b, a }, want[] = { h, b, a };
+        redisReply *e;
+        double end;
         fw_assert_queue(&r, q, 2);
-        DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "HDEL %b %s", k, n, r.tok[a])), 1);
+        e = dlt_redis_cmd(&dlt_server, "LINDEX %b 0", k, n);
+        CU_ASSERT_TRUE(e != NULL && e->type == REDIS_REPLY_STRING);
+        if (e != NULL && e->type == REDIS_REPLY_STRING)
+            DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "LREM %b 0 %b", k, n, e->str, e->len)), 1);
+        if (e != NULL) freeReplyObject(e);
+        end = dlt_now() + FW_BOUND_MS / 1000.0;
+        while (!(fw_zhas(name, FW_Q, r.tok[a]) == 1) && dlt_now() < end) dlt_sleep_ms(5);
+        dlt_sleep_ms(700); /* both refresh again: neither adds an entry */
+        fw_assert_queue(&r, ba, 2);
+        dlt_flag_set(&fw_w(&r, h)->release, 1);
+        CU_ASSERT_TRUE(dlt_flag_wait(&fw_w(&r, h)->done, 1, FW_BOUND_MS));
+        DLT_ASSERT_ERR(fw_w(&r, h)->unlock_rc, 0);
+        CU_ASSERT_TRUE(fw_wait_done(&r, ba, 2, FW_BOUND_MS));
+        fw_assert_order(&r, want, 3);
+        DLT_ASSERT_ERR(fw_w(&r, a)->rc, 0);
+        DLT_ASSERT_ERR(fw_w(&r, b)->rc, 0);
+    }
+    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
+    fw_free(&r);
+}
+
+/* A queued waiter whose entry no longer says what it asks (here its
+ * delivery is changed by hand; a waiter's own changes when it stops or
+ * starts waiting in BLPOP) has the entry rewritten by its refresh, in its
+ * place: A stays ahead of B, no second entry is added, and the release
+ * tells A the way it listens. */
+static void test_changed_entry_rewritten_in_place(void) {
+    static const char *name = "fair/rewrite";
+    fw_run r;
+    int h, a, b, ok;
+
+    fw_init(&r, name);
+    h = fw_new(&r, 1, 3000);
+    a = fw_new(&r, 1, 1000);
+    b = fw_new(&r, 1, 1000);
+    fw_w(&r, a)->hold_ms = 5;
+    fw_w(&r, b)->hold_ms = 5;
+    fw_spawn1(&r, h);
+    fw_spawn1(&r, a);
+    fw_spawn1(&r, b);
+    ok = fw_hold(&r, h) && fw_go_queued(&r, a, FW_Q) && fw_go_queued(&r, b, FW_Q);
+    CU_ASSERT_TRUE(ok);
+    if (ok) {
+        char k[600], was[300] = "", now[300] = "", *d = NULL;
+        size_t n = fw_key(name, FW_Q, k, sizeof k);
+        int q[] = { a, b }, ab[] = { a, b }, want[] = { h, a, b }, bars = 0;
+        double end;
+        fw_assert_queue(&r, q, 2);
+        fw_qfirst(name, was, sizeof was);
+        snprintf(now, sizeof now, "%s", was);
+        for (d = now; *d != '\0' && bars < 3; d++) bars += *d == '|';
+        CU_ASSERT_TRUE(bars == 3 && (*d == '1' || *d == '2'));
+        if (bars == 3) *d = *d == '2' ? '1' : '2';
+        {
+            redisReply *set = dlt_redis_cmd(&dlt_server, "LSET %b 0 %s", k, n, now);
+            CU_ASSERT_TRUE(set != NULL && set->type == REDIS_REPLY_STATUS);
+            if (set != NULL) freeReplyObject(set);
+        }
+        end = dlt_now() + FW_BOUND_MS / 1000.0;
+        do {
+            dlt_sleep_ms(5);
+            fw_qfirst(name, now, sizeof now);
+        } while (strcmp(now, was) != 0 && dlt_now() < end);
+        CU_ASSERT_STRING_EQUAL(now, was);
+        fw_assert_queue(&r, q, 2);
         dlt_flag_set(&fw_w(&r, h)->release, 1);
         CU_ASSERT_TRUE(dlt_flag_wait(&fw_w(&r, h)->done, 1, FW_BOUND_MS));
         DLT_ASSERT_ERR(fw_w(&r, h)->unlock_rc, 0);
@@ -1112,8 +1189,7 @@ static void test_head_without_record_keeps_place(void) {
         DLT_ASSERT_ERR(fw_w(&r, b)->rc, 0);
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1134,7 +1210,7 @@ static void test_dead_holder_and_dead_head(void) {
     fw_spawn1(&r, h);
     fw_spawn1(&r, d);
     fw_spawn1(&r, w);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, d, ":queue") && fw_go_queued(&r, w, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, d, FW_Q) && fw_go_queued(&r, w, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         DLT_ASSERT_INT_EQ(fw_kill(&r, d), 128 + SIGKILL);
@@ -1142,8 +1218,7 @@ static void test_dead_holder_and_dead_head(void) {
         ok = dlt_flag_wait(&fw_w(&r, w)->got, 1, 10000);
         CU_ASSERT_TRUE(ok);
         DLT_ASSERT_ERR(fw_w(&r, w)->rc, 0);
-        DLT_ASSERT_INT_EQ(fw_zhas(name, ":queue", r.tok[d]), 0);
-        DLT_ASSERT_INT_EQ(fw_hexists(name, ":qmeta", r.tok[d]), 0);
+        DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[d]), 0);
         CU_ASSERT_TRUE(fw_wait_done(&r, &w, 1, FW_BOUND_MS));
         {
             int want[] = { h, w };
@@ -1151,8 +1226,7 @@ static void test_dead_holder_and_dead_head(void) {
         }
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1173,7 +1247,7 @@ static void test_dead_waiter_after_grant(void) {
     fw_spawn1(&r, h);
     fw_spawn1(&r, d);
     fw_spawn1(&r, w);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, d, ":queue") && fw_go_queued(&r, w, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, d, FW_Q) && fw_go_queued(&r, w, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         fw_signal(&r, d, SIGSTOP);
@@ -1189,8 +1263,7 @@ static void test_dead_waiter_after_grant(void) {
         ok = dlt_flag_wait(&fw_w(&r, w)->got, 1, 10000);
         CU_ASSERT_TRUE(ok);
         DLT_ASSERT_ERR(fw_w(&r, w)->rc, 0);
-        DLT_ASSERT_INT_EQ(fw_zhas(name, ":queue", r.tok[d]), 0);
-        DLT_ASSERT_INT_EQ(fw_hexists(name, ":qmeta", r.tok[d]), 0);
+        DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[d]), 0);
         CU_ASSERT_TRUE(fw_wait_done(&r, &w, 1, FW_BOUND_MS));
         {
             int want[] = { h, w };
@@ -1198,8 +1271,7 @@ static void test_dead_waiter_after_grant(void) {
         }
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1236,8 +1308,8 @@ static void test_timedout_waiter_withdraws(void) {
     fw_spawn1(&r, t);
     fw_spawn1(&r, f3);
     fw_spawn1(&r, f4);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, f1, ":queue") && fw_go_queued(&r, t, ":queue") &&
-         fw_go_queued(&r, f3, ":queue") && fw_go_queued(&r, f4, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, f1, FW_Q) && fw_go_queued(&r, t, FW_Q) &&
+         fw_go_queued(&r, f3, FW_Q) && fw_go_queued(&r, f4, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         ok = dlt_flag_wait(&fw_w(&r, t)->got, 1, FW_BOUND_MS);
@@ -1247,9 +1319,8 @@ static void test_timedout_waiter_withdraws(void) {
         int q[] = { f1, f3, f4 };
         DLT_ASSERT_ERR(fw_w(&r, t)->rc, ETIMEDOUT);
         CU_ASSERT_TRUE(fw_withdrawn(name, r.tok[t], 10000));
-        DLT_ASSERT_INT_EQ(fw_zhas(name, ":queue", r.tok[t]), 0);
+        DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[t]), 0);
         DLT_ASSERT_INT_EQ(fw_zhas(name, ":writers", r.tok[t]), 0);
-        DLT_ASSERT_INT_EQ(fw_hexists(name, ":qmeta", r.tok[t]), 0);
         fw_assert_queue(&r, q, 3);
         DLT_ASSERT_INT_EQ(dlt_flag_get(&r.b->seq), 1); /* nobody else got it */
         dlt_flag_set(&fw_w(&r, h)->release, 1);
@@ -1260,8 +1331,7 @@ static void test_timedout_waiter_withdraws(void) {
         }
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1294,7 +1364,7 @@ static void test_timedout_after_grant_passes_on(void) {
     fw_spawn1(&r, h);
     fw_spawn1(&r, t);
     fw_spawn1(&r, f);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, t, ":queue") && fw_go_queued(&r, f, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, t, FW_Q) && fw_go_queued(&r, f, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         fw_signal(&r, t, SIGSTOP);
@@ -1311,9 +1381,8 @@ static void test_timedout_after_grant_passes_on(void) {
     if (ok) {
         DLT_ASSERT_ERR(fw_w(&r, t)->rc, ETIMEDOUT);
         CU_ASSERT_TRUE(fw_owner_leaves(name, r.tok[t], 10000, owner, sizeof owner));
-        DLT_ASSERT_INT_EQ(fw_zhas(name, ":queue", r.tok[t]), 0);
+        DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[t]), 0);
         DLT_ASSERT_INT_EQ(fw_zhas(name, ":writers", r.tok[t]), 0);
-        DLT_ASSERT_INT_EQ(fw_hexists(name, ":qmeta", r.tok[t]), 0);
         ok = dlt_flag_wait(&fw_w(&r, f)->got, 1, 10000);
         CU_ASSERT_TRUE(ok);
         DLT_ASSERT_ERR(fw_w(&r, f)->rc, 0);
@@ -1324,7 +1393,7 @@ static void test_timedout_after_grant_passes_on(void) {
         }
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1374,7 +1443,7 @@ static void test_no_barging_free_lock(void) {
     fw_spawn1(&r, rd_busy);
     fw_spawn1(&r, rd_after);
 
-    ok = fw_hold(&r, h) && fw_go_queued(&r, w, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, w, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         double end;
@@ -1387,7 +1456,7 @@ static void test_no_barging_free_lock(void) {
     }
     if (ok) {
         /* Free, with a live waiter queued. */
-        DLT_ASSERT_INT_EQ(fw_zhas(name, ":queue", r.tok[w]), 1);
+        DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[w]), 1);
         CU_ASSERT_TRUE(fw_go_got(&r, try_fair));
         DLT_ASSERT_ERR(fw_w(&r, try_fair)->rc, EBUSY);
         CU_ASSERT_TRUE(fw_go_got(&r, try_plain));
@@ -1401,7 +1470,7 @@ static void test_no_barging_free_lock(void) {
         DLT_ASSERT_INT_EQ(dlt_flag_get(&r.b->seq), 1);
         /* F queues behind W; N, not fair, queues behind F (a default
          * mutex waits in the same queue: the release hands it over). */
-        ok = fw_go_queued(&r, f, ":queue") && fw_go_queued(&r, n, ":queue");
+        ok = fw_go_queued(&r, f, FW_Q) && fw_go_queued(&r, n, FW_Q);
         CU_ASSERT_TRUE(ok);
     }
     if (ok) {
@@ -1423,8 +1492,7 @@ static void test_no_barging_free_lock(void) {
     }
     fw_signal(&r, w, SIGCONT);
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1448,8 +1516,8 @@ static void test_nonfair_waits_behind_queue(void) {
     for (k = 0; k < 3; k++) fw_spawn1(&r, fs[k]);
     fw_spawn1(&r, n);
     ok = fw_hold(&r, h);
-    for (k = 0; ok && k < 3; k++) ok = fw_go_queued(&r, fs[k], ":queue");
-    if (ok) ok = fw_go_queued(&r, n, ":queue");
+    for (k = 0; ok && k < 3; k++) ok = fw_go_queued(&r, fs[k], FW_Q);
+    if (ok) ok = fw_go_queued(&r, n, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         int want[] = { h, fs[0], fs[1], fs[2], n };
@@ -1463,7 +1531,7 @@ static void test_nonfair_waits_behind_queue(void) {
         DLT_ASSERT_ERR(fw_w(&r, n)->rc, 0);
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1490,7 +1558,7 @@ static void test_robust_fair_holder_killed(void) {
     fw_spawn1(&r, h);
     fw_spawn1(&r, w1);
     fw_spawn1(&r, w2);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, w1, ":queue") && fw_go_queued(&r, w2, ":queue");
+    ok = fw_hold(&r, h) && fw_go_queued(&r, w1, FW_Q) && fw_go_queued(&r, w2, FW_Q);
     CU_ASSERT_TRUE(ok);
     if (ok) {
         int q[] = { w1, w2 };
@@ -1511,7 +1579,7 @@ static void test_robust_fair_holder_killed(void) {
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
     /* Consistent and released cleanly: no owner-died marker is left. */
     DLT_ASSERT_INT_EQ(fw_exists(name, ":state"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":queue"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
     fw_free(&r);
 }
 
@@ -1596,8 +1664,7 @@ static void test_contention(void) {
     }
     CU_ASSERT_TRUE(increasing);
     printf("  %d acquisitions; the longest run by one process: %d\n", b->seq, longest);
-    DLT_ASSERT_INT_EQ(fw_exists("fair/contention", ":queue"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists("fair/contention", ":qmeta"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists("fair/contention", FW_Q), 0);
     DLT_ASSERT_INT_EQ(dlt_key_exists("fair/contention"), 0);
     DLT_SHM_FREE(b, 1);
     DLT_SHM_FREE(args, CT_PROCS);
@@ -1620,7 +1687,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_stale_grant_not_taken),
     DLT_TEST(test_dead_waiter_released_at_once),
     DLT_TEST(test_dead_waiter_lapsed),
-    DLT_TEST(test_head_without_record_keeps_place),
+    DLT_TEST(test_unqueued_waiter_joins_at_refresh),
+    DLT_TEST(test_changed_entry_rewritten_in_place),
     DLT_TEST(test_dead_holder_and_dead_head),
     DLT_TEST(test_dead_waiter_after_grant),
     DLT_TEST(test_timedout_waiter_withdraws),

@@ -284,22 +284,22 @@ static int queue_has(const char *name, long long n) {
     char k[600];
     double t0 = dlt_now();
     dlt_lock_key(name, k, sizeof k);
-    while (dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:queue", k)) != n) {
+    while (dlt_reply_int(dlt_redis_cmd(&dlt_server, "LLEN %s:fifo", k)) != n) {
         if (dlt_now() - t0 > 10) return 0;
         dlt_sleep_ms(10);
     }
     return 1;
 }
 
-/* A waiter's registration keys -- the waiting writers, the queue and its
- * metadata -- live at least twice the lease of the longest-leased waiter
+/* A waiter's registration keys -- the waiting writers and the queue --
+ * live at least twice the lease of the longest-leased waiter
  * (the acquire script's keep(): one PEXPIRE ... GT; a key just made,
  * which has no expiry yet, gets one by PEXPIRE ... NX, tried first when
  * the queue was empty): the first waiter's 60 s lease gives
  * them two minutes, and a second waiter's 1 s lease, registering again
  * every third of it, does not cut them to two seconds. */
 static void test_waiter_keys_kept(void) {
-    const char *name = "form/keys-kept", *sfx[] = { ":writers", ":queue", ":qmeta" };
+    const char *name = "form/keys-kept", *sfx[] = { ":writers", ":fifo" };
     struct waiter *w = DLT_SHM_NEW(struct waiter, 2);
     dlock_mutex_t m;
     dlt_task task[2];
@@ -313,14 +313,14 @@ static void test_waiter_keys_kept(void) {
         w[i].rc = -1;
         CU_ASSERT_FATAL(dlt_task_start(&task[i], DLT_PROC, waiter_main, &w[i]) == 0);
         CU_ASSERT_FATAL(queue_has(name, i + 1));
-        for (j = 0; j < 3; j++) {
+        for (j = 0; j < 2; j++) {
             long long pttl = key_pttl_sfx(name, sfx[j]);
             printf("  after waiter %d (lease %u ms): %s expires in %lld ms\n", i, w[i].lease, sfx[j], pttl);
             CU_ASSERT(pttl > 110000 && pttl <= 120000);
         }
     }
     dlt_sleep_ms(1000); /* the short-leased waiter registers again, three times */
-    for (j = 0; j < 3; j++) CU_ASSERT(key_pttl_sfx(name, sfx[j]) > 110000);
+    for (j = 0; j < 2; j++) CU_ASSERT(key_pttl_sfx(name, sfx[j]) > 110000);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     for (i = 0; i < 2; i++) {
         DLT_ASSERT_INT_EQ(dlt_task_join(&task[i], DLT_JOIN_MS), 0);
@@ -518,15 +518,15 @@ static void test_pipelined_set_gives_way(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s:writers %lld fedcba9876543210fedcba9876543210", k,
                                           now_ms + 60000)) == 1);
-    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s:queue 1 fedcba9876543210fedcba9876543210", k)) == 1);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "RPUSH %s:fifo fedcba9876543210fedcba9876543210|60000|0|2|h:1:1", k)) == 1);
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     rc = dlock_mutex_trylock(&m);
     DLT_ASSERT_ERR(rc, EBUSY);
     if (rc == 0) (void)dlock_mutex_unlock(&m);
     DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "set"), 1);
     DLT_ASSERT_INT_EQ(dlt_key_exists(name), 0);
-    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:queue", k)), 1);
-    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s:queue %s:writers", k, k)) == 2);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "LLEN %s:fifo", k)), 1);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s:fifo %s:writers", k, k)) == 2);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
 

@@ -438,7 +438,7 @@ static void test_acl_user(void) {
         "ACL SETUSER semadm on >semadm-pw resetkeys ~dlock:* resetchannels &dlock:* -@all +evalsha +eval "
         "+script|load +subscribe +unsubscribe +select +scan +time +get +set +del +exists +pexpire +pttl +rpush "
         "+blpop +hget +hmget +hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zremrangebyscore "
-        "+zpopmin +publish");
+        "+zpopmin +publish +lpop +lindex +lpos +lset +lrange +lrem");
     char url[128];
     CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);

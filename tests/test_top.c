@@ -254,7 +254,7 @@ static void test_flush_while_idle(void) {
     "ACL SETUSER topu on >topu-pw resetkeys ~dlock:* resetchannels &dlock:* -@all +evalsha +eval "         \
     "+script|load +subscribe +unsubscribe +select +scan +time +get +set +incr +mget +del +exists +pexpire +pttl +hget +hmget " \
     "+hset +hdel +hgetall +zadd +zrem +zscore +zcard +zcount +zrange +zrangebyscore +zremrangebyscore +zpopmin "  \
-    "+publish +rpush +blpop"
+    "+publish +rpush +blpop +lpop +lindex +lpos +lset +lrange +lrem"
 
 static void test_acl_refused(void) {
     dlock_client_t *c, *r;

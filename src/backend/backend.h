@@ -16,8 +16,8 @@ enum {
     DLOCK__K_READERS, /* <prefix>{<name>}:readers  zset: shared holders' tokens by expiry */
     DLOCK__K_WRITERS, /* <prefix>{<name>}:writers  zset: waiting writers' tokens by expiry */
     DLOCK__K_HANDOFF, /* <prefix>{<name>}:handoff  host:pid:tid of a releaser held back */
-    DLOCK__K_QUEUE,   /* <prefix>{<name>}:queue    zset: fair waiters' tokens by arrival ticket */
-    DLOCK__K_QMETA,   /* <prefix>{<name>}:qmeta    hash: fair waiter token -> lease|robust|delivery|host:pid:tid */
+    DLOCK__K_QUEUE,   /* <prefix>{<name>}:fifo     list: the fair queue, in arrival order, of entries
+                       * "TOKEN|LEASE|ROBUST|DELIVERY|host:pid:tid" (scripts.c) */
     DLOCK__NKEYS
 };
 /* Not among them (the scripts make its name): <prefix>{<name>}:g:<token>,

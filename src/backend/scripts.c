@@ -36,15 +36,15 @@
 
 #include "backend/backend.h"
 
-/* Every lock script works on the same keys, K[1..9] in the order of
- * DLOCK__K_* (lock, fence, state, readers, writers, handoff, queue,
- * qmeta) and then the epoch key; each uses the ones it needs.  On Redis
- * Cluster the caller passes all nine as KEYS, so that a slot in migration
+/* Every lock script works on the same keys, K[1..8] in the order of
+ * DLOCK__K_* (lock, fence, state, readers, writers, handoff, queue) and
+ * then the epoch key; each uses the ones it needs.  On Redis
+ * Cluster the caller passes all eight as KEYS, so that a slot in migration
  * is redirected (ASK, TRYAGAIN) before the script runs, never half-way
  * through it.  On one server (and on each Redlock master) it passes only
  * the lock key and, when the script needs it (the restart guard), the
  * epoch key, and KEYS_PRELUDE makes the others
- * from the lock key: declaring the seven others cost the server about a
+ * from the lock key: declaring the six others cost the server about a
  * microsecond per script (docs/design.md), and they all extend the lock
  * key's "<prefix>{<name>}" (dlock__keys_make, below).  ACLs still check
  * every key a script touches, declared or not.
@@ -84,18 +84,30 @@
  *            an older server refuses them, which costs it an error and
  *            the PTTL's way.  KEEP_FN, which the renewal of a read hold
  *            makes too;
- *   qhead()  the fair queue's first live waiter (its token), dropping
- *            those ahead of it whose registration as a waiting writer
- *            lapsed (a waiter that died or gave up): the queue never
- *            wedges on a dead waiter.
+ *   qhead()  the fair queue's first live waiter (its token and the
+ *            expiry of its registration), dropping the entries ahead of
+ *            it whose registration as a waiting writer lapsed (a waiter
+ *            that died or gave up; its registration goes too, so that
+ *            should it come back it queues anew, at the end): the queue
+ *            never wedges on a dead waiter.
  *
  * The holder is named in the lock hash by its token (owner) and by who
  * holds it, "host:pid:tid" (who).
  *
- * The fair queue (DLOCK_MUTEX fair attribute): a waiting fair acquirer
- * takes a ticket, one more than the last in the queue, in the server's
- * order; its lease, robustness, identity and how it hears of a grant go
- * to qmeta.  A release hands the lock straight to the queue's head and
+ * The fair queue (every mutex but on Redlock): a list, in the server's
+ * order, of entries "TOKEN|LEASE|ROBUST|DELIVERY|WHO" -- what a release
+ * needs to hand the waiter the lock: its lease, robustness, how it hears
+ * of a grant and host:pid:tid.  A waiting acquirer joins it (RPUSH) when
+ * its registration as a waiting writer is new; a later attempt, which
+ * refreshes that registration, looks for its entry (LPOS), rewrites it in
+ * place (LSET) if it says something else (its delivery changed), and
+ * joins only if it is not there (a waiter held back by the handoff window
+ * registered without queueing).  The queue's commands are redis.pcall'ed:
+ * a user whose ACL line predates the list (no +lpop +lindex +lpos +lset
+ * +lrange +lrem, or no +rpush either) gets no order -- a refused push
+ * queues nobody, a refused read finds nobody queued, a refused pop grants
+ * nobody and the release publishes "released" -- rather than an error,
+ * or worse a release that fails and leaves its hold.  A release hands the lock straight to the queue's head and
  * tells that waiter alone: it pushes "FENCE:MS" ("FENCE:MS:C" to a caching
  * waiter, whose block of fences the grant reserves: C 1 nobody else
  * waits, it may keep the lock at its unlock; 2 others wait, it may not)
@@ -116,7 +128,7 @@
     "if #K <= 2 then\n"                                                           \
     "  local p = K[1]\n"                                                          \
     "  K = {p, p .. ':fence', p .. ':state', p .. ':readers', p .. ':writers', p .. ':handoff',\n" \
-    "       p .. ':queue', p .. ':qmeta', K[2]}\n"                                \
+    "       p .. ':fifo', K[2]}\n"                                                 \
     "end\n"
 #define GRANT_MS "2000"
 /* Below it, a fence INCR answered was not issued from the clock: the
@@ -180,21 +192,28 @@
     KEEP_FN                                                                       \
     "local function qhead()\n"                                                    \
     "  while true do\n"                                                           \
-    "    local r = redis.call('ZRANGE', K[7], '0', '0')\n"                        \
-    "    if #r == 0 then return nil end\n"                                        \
-    "    local sc = tonumber(redis.call('ZSCORE', K[5], r[1]) or '0')\n"          \
-    "    if sc > now then return r[1], sc end\n"                                  \
-    "    redis.call('ZREM', K[7], r[1])\n"                                        \
-    "    redis.call('HDEL', K[8], r[1])\n"                                        \
+    "    local e = redis.pcall('LINDEX', K[7], '0')\n"                            \
+    "    if type(e) ~= 'string' then return nil end\n"                            \
+    "    local tk = string.match(e, '^([^|]+)|')\n"                               \
+    "    local sc = tonumber(tk and redis.call('ZSCORE', K[5], tk) or '0')\n"     \
+    "    if sc > now then return tk, sc end\n"                                    \
+    "    redis.pcall('LPOP', K[7])\n"                                             \
+    "    if tk then redis.call('ZREM', K[5], tk) end\n"                           \
     "  end\n"                                                                     \
     "end\n"                                                                       \
     "local function wanted(cache)\n"                                              \
     "  if cache == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n"         \
-    "end\n"                                                                       \
-    "local function unqueue(tok)\n"                                               \
-    "  redis.call('ZREM', K[5], tok)\n"                                           \
-    "  redis.call('ZREM', K[7], tok)\n"                                           \
-    "  redis.call('HDEL', K[8], tok)\n"                                           \
+    "end\n"
+
+/* Statements: q, the fair queue's entries, and at, the index in q of the
+ * first of tok's (a Lua string), or nil -- a linear scan, for the rare
+ * requests that look for a waiter's entry by its token (a refresh whose
+ * entry changed or went, a withdrawal). */
+#define QUEUE_FIND(tok)                                                           \
+    "local q, at = redis.pcall('LRANGE', K[7], '0', '-1'), nil\n"                \
+    "if q.err then q = {} end\n"                                                 \
+    "for i = 1, #q do\n"                                                         \
+    "  if string.sub(q[i], 1, #" tok " + 1) == " tok " .. '|' then at = i break end\n" \
     "end\n"
 
 /* The string form's patterns: its four fields (owner token, fence or "-",
@@ -245,10 +264,10 @@
     "local lease = tonumber(A[2])\n"                                              \
     "if A[3] ~= '0' then\n"                                                       \
     "  local guard = tonumber(A[3])\n"                                            \
-    "  local nb = tonumber(redis.call('GET', K[9]) or '')\n"                      \
+    "  local nb = tonumber(redis.call('GET', K[8]) or '')\n"                      \
     "  if not nb then\n"                                                          \
     "    nb = now + guard\n"                                                      \
-    "    redis.call('SET', K[9], string.format('%.0f', nb))\n"                    \
+    "    redis.call('SET', K[8], string.format('%.0f', nb))\n"                    \
     "  end\n"                                                                     \
     "  if now < nb then return {0, nb - now} end\n"                               \
     "end\n"
@@ -410,7 +429,7 @@ static const char acquire_lua[] =
     "  end\n"
     "  return {2, fs}\n"
     "end\n"
-    "local wait = nil\n"
+    "local wait, h = nil, nil\n"
     "if owner then\n"
     "  wait = redis.call('PTTL', K[1])\n"
     "  wanted(hm[2])\n"
@@ -419,7 +438,7 @@ static const char acquire_lua[] =
     "  rw = true\n"
     "  local r = live(K[4])\n"
     "  if r then wait = r - now end\n"
-    "  local h, hx = nil, nil\n"
+    "  local hx\n"
     "  if not wait then h, hx = qhead() end\n"
     "  if h and h ~= A[1] then\n"
     "    wait = hx - now\n"
@@ -433,22 +452,26 @@ static const char acquire_lua[] =
     "end\n"
     "if wait then\n"
     "  if A[6] == '1' then\n"
-    "    local last = A[7] ~= '0' and redis.call('ZRANGE', K[7], '-1', '-1', 'WITHSCORES')\n"
-    "    local fresh = last and #last == 0\n"
-    "    redis.call('ZADD', K[5], string.format('%d', now + lease), A[1])\n"
-    "    keep(K[5], 2 * lease, fresh)\n"
-    "    if last then\n"
-    "      local ticket = '1'\n"
-    "      if #last > 0 then ticket = string.format('%d', tonumber(last[2]) + 1) end\n"
-    "      redis.call('ZADD', K[7], 'NX', ticket, A[1])\n"
-    "      redis.call('HSET', K[8], A[1], A[2] .. '|' .. A[5] .. '|' .. A[7] .. '|' .. A[4])\n"
+    "    local new = redis.call('ZADD', K[5], string.format('%d', now + lease), A[1])\n"
+    "    local fresh = false\n"
+    "    if A[7] ~= '0' then\n"
+    "      local e = A[1] .. '|' .. A[2] .. '|' .. A[5] .. '|' .. A[7] .. '|' .. A[4]\n"
+    "      if new == 1 then fresh = redis.pcall('RPUSH', K[7], e) == 1\n"
+    "      elseif redis.pcall('LPOS', K[7], e) == false then\n" /* not queued, or queued as it asked before */
+    "        " QUEUE_FIND("A[1]")
+    "        if at then redis.call('LSET', K[7], string.format('%d', at - 1), e)\n"
+    "        else fresh = redis.pcall('RPUSH', K[7], e) == 1 end\n"
+    "      end\n"
     "      keep(K[7], 2 * lease, fresh)\n"
-    "      keep(K[8], 2 * lease, fresh)\n"
     "    end\n"
+    "    keep(K[5], 2 * lease, fresh)\n"
     "  end\n"
     "  return {0, wait, redis.call('GET', K[2]) or ''}\n"
     "end\n"
-    "if rw then unqueue(A[1]) end\n"
+    "if rw then\n" /* its registration goes, and, if it is the queue's head, its entry */
+    "  redis.call('ZREM', K[5], A[1])\n"
+    "  if h then redis.pcall('LPOP', K[7]) end\n"
+    "end\n"
     "return take()\n";
 
 /* Shared acquire (read lock).  ARGV[4] "1": prefer readers (a reader
@@ -546,8 +569,8 @@ static const char release_lua[] =
     "if how == 'withdraw' then\n"
     LOCK_NORM
     "  local was = redis.call('ZREM', K[5], tok)\n"
-    "  redis.call('ZREM', K[7], tok)\n"
-    "  redis.call('HDEL', K[8], tok)\n"
+    "  " QUEUE_FIND("tok")
+    "  if at then redis.call('LREM', K[7], '0', q[at]) end\n"
     "  redis.call('DEL', K[1] .. ':g:' .. tok)\n"
     "  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache')\n"
     "  if hm[1] ~= tok then\n"
@@ -586,20 +609,19 @@ static const char release_lua[] =
     "if ex == 2 or ex == 3 then\n"
     "  clock()\n"
     /* The queue's live head, popped (the dead ones before it go). */
-    "  local h, hsc\n"
+    "  local h, ls, rb, d, who\n"
     "  while true do\n"
-    "    local r = redis.call('ZPOPMIN', K[7])\n"
-    "    if #r == 0 then break end\n"
-    "    if tonumber(redis.call('ZSCORE', K[5], r[1]) or '0') > now then h, hsc = r[1], r[2] break end\n"
-    "    redis.call('HDEL', K[8], r[1])\n"
+    "    local e = redis.pcall('LPOP', K[7])\n"
+    "    if type(e) ~= 'string' then break end\n"
+    "    local t1, t2, t3, t4, t5 = string.match(e, '^([^|]+)|(%d+)|([01])|([1-4])|(.*)$')\n"
+    "    if t1 and tonumber(redis.call('ZSCORE', K[5], t1) or '0') > now then\n"
+    "      h, ls, rb, d, who = t1, t2, t3, t4, t5\n"
+    "      break\n"
+    "    end\n"
+    "    if t1 then redis.call('ZREM', K[5], t1) end\n"
     "  end\n"
-    "  local m = h and redis.call('HGET', K[8], h)\n"
-    "  local ls, rb, d, who\n"
-    "  if m then ls, rb, d, who = string.match(m, '^(%d+)|([01])|([1-4])|(.*)$') end\n"
-    "  if h and not ls then redis.call('ZADD', K[7], hsc, h) end\n" /* no record: it stays the head */
-    "  if ls then\n"
+    "  if h then\n"
     "    redis.call('ZREM', K[5], h)\n"
-    "    redis.call('HDEL', K[8], h)\n"
     "    if redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
     "    local g = string.format('%d', math.min(tonumber(ls), " GRANT_MS "))\n"
     "    local fs = fence()\n"
@@ -698,7 +720,7 @@ static const char renew_lua[] =
 static const char reset_lua[] =
     KEYS_PRELUDE
     "local held = redis.call('DEL', K[1]) + redis.call('DEL', K[4])\n"
-    "redis.call('DEL', K[5], K[6], K[7], K[8])\n"
+    "redis.call('DEL', K[5], K[6], K[7])\n"
     "if ARGV[2] == 'reset' then redis.call('DEL', K[3]) end\n"
     "redis.call('PUBLISH', ARGV[1], 'released')\n"
     "if held > 0 then return 1 end\n"
@@ -1357,13 +1379,12 @@ int dlock__script_load_all(dlock__conn *cn, int variant) {
  * a semaphore (DLOCK__KS_*; the first, its value, is also its channel),
  * in one buffer; kind is a DLOCK__KEYS_*. */
 int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind) {
-    static const char *const lock_suffix[DLOCK__NKEYS + 1] = { "",        ":fence",   ":state",
-                                                               ":readers", ":writers", ":handoff",
-                                                               ":queue",   ":qmeta",   ":epoch" };
-    static const char *const cond_suffix[DLOCK__NKEYS + 1] = { ":cond", ":cond", ":cond", ":cond", ":cond",
+    static const char *const lock_suffix[DLOCK__NKEYS + 1] = { "",         ":fence",   ":state", ":readers",
+                                                               ":writers", ":handoff", ":fifo",  ":epoch" };
+    static const char *const cond_suffix[DLOCK__NKEYS + 1] = { ":cond", ":cond", ":cond", ":cond",
                                                                ":cond", ":cond", ":cond", ":cond" };
-    static const char *const sem_suffix[DLOCK__NKEYS + 1] = { ":sem",  ":semq", ":semx", ":semg", ":semd",
-                                                              ":semo", ":semu", ":sem",  ":sem" };
+    static const char *const sem_suffix[DLOCK__NKEYS + 1] = { ":sem",  ":semq", ":semx", ":semg",
+                                                              ":semd", ":semo", ":semu", ":sem" };
     const char *const *suffix = kind == DLOCK__KEYS_COND ? cond_suffix : kind == DLOCK__KEYS_SEM ? sem_suffix : lock_suffix;
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;
