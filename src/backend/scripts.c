@@ -367,7 +367,7 @@ static const char acquire_lua[] =
     "  local p, fk, n = KEYS[1]\n"
     "  if #KEYS == 1 then\n"
     "    fk = p .. ':fence'\n"
-    "    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':queue')\n"
+    "    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo')\n"
     "  else\n"
     "    fk = KEYS[2]\n"
     "    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7])\n"
