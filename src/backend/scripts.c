@@ -205,16 +205,39 @@
     "  if cache == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n"         \
     "end\n"
 
-/* Statements: q, the fair queue's entries, and at, the index in q of the
- * first of tok's (a Lua string), or nil -- a linear scan, for the rare
+/* Statements: q, the entries of the fair queue qk, and at, the index in
+ * q of the first of tok's (qk and tok: Lua expressions), or nil -- a linear scan, for the rare
  * requests that look for a waiter's entry by its token (a refresh whose
  * entry changed or went, a withdrawal). */
-#define QUEUE_FIND(tok)                                                           \
-    "local q, at = redis.pcall('LRANGE', K[7], '0', '-1'), nil\n"                \
+#define QUEUE_FIND(qk, tok)                                                       \
+    "local q, at = redis.pcall('LRANGE', " qk ", '0', '-1'), nil\n"              \
     "if q.err then q = {} end\n"                                                 \
     "for i = 1, #q do\n"                                                         \
     "  if string.sub(q[i], 1, #" tok " + 1) == " tok " .. '|' then at = i break end\n" \
     "end\n"
+
+/* Statements: a caller that will wait registers as a waiting writer
+ * (zset wk, scored by now + lease: the Lua numbers now and lease) and,
+ * when it queues (q, its delivery, is not '0'), joins the fair queue qk
+ * with the entry "TOK|LEASE|RB|Q|WHO" (the first five: Lua strings): at
+ * its end when its registration is new; a refresh finds the entry (LPOS),
+ * rewrites it in place if it says something else (QUEUE_FIND, LSET), or
+ * joins at the end if it is not there.  Then keep(), which must be
+ * defined, keeps both keys for twice the lease. */
+#define REGISTER(tok, ls, rb, q, who, wk, qk)                                     \
+    "local new = redis.call('ZADD', " wk ", string.format('%d', now + lease), " tok ")\n" \
+    "local fresh = false\n"                                                      \
+    "if " q " ~= '0' then\n"                                                     \
+    "  local e = " tok " .. '|' .. " ls " .. '|' .. " rb " .. '|' .. " q " .. '|' .. " who "\n" \
+    "  if new == 1 then fresh = redis.pcall('RPUSH', " qk ", e) == 1\n"          \
+    "  elseif redis.pcall('LPOS', " qk ", e) == false then\n"                    \
+    "    " QUEUE_FIND(qk, tok)                                                    \
+    "    if at then redis.call('LSET', " qk ", string.format('%d', at - 1), e)\n" \
+    "    else fresh = redis.pcall('RPUSH', " qk ", e) == 1 end\n"                \
+    "  end\n"                                                                    \
+    "  keep(" qk ", 2 * lease, fresh)\n"                                         \
+    "end\n"                                                                      \
+    "keep(" wk ", 2 * lease, fresh)\n"
 
 /* The string form's patterns: its four fields (owner token, fence or "-",
  * since, who), and its owner token alone. */
@@ -229,9 +252,12 @@
  * acquire_lua); every path past it that reads or marks the holder first
  * turns such a string into the hash it stands for, with the same expiry
  * (a string that does not parse is left alone: the hash calls that
- * follow then fail, and the caller is told, rather than a hold be lost). */
-#define LOCK_NORM                                                                 \
-    "local lv = redis.call('MGET', K[1])[1]\n"                                   \
+ * follow then fail, and the caller is told, rather than a hold be lost).
+ * LOCK_NORM_OF(read): the same, the lock key's value (or false) read by
+ * the Lua expression read, which may use a value read before. */
+#define LOCK_NORM LOCK_NORM_OF("redis.call('MGET', K[1])[1]")
+#define LOCK_NORM_OF(read)                                                        \
+    "local lv = " read "\n"                                                      \
     "if lv then\n"                                                                \
     "  local o, f, s, w = string.match(lv, " FORM_FIELDS ")\n"                    \
     "  if o then\n"                                                               \
@@ -376,10 +402,38 @@ static const char acquire_lua[] =
     STRING_TAKE("p", "fk")
     "  end\n"
     "end\n"
+    /* H and W: a waiter that most likely finds the lock held.  Held as a
+     * hash by another, it waits, and its path is written out here, before
+     * the tables, functions and flags the others need are made (~20k
+     * instructions a handoff; bench/README.md).  Otherwise what it read
+     * (lv0: the lock key as a string, or false; hm0: the hash's holder and
+     * marks) goes on to the paths below, which read it no more. */
+    "local lv0, hm0\n"
+    "if held and string.byte(fl, 2) == 49 then\n"
+    "  local p = KEYS[1]\n"
+    "  lv0 = redis.call('MGET', p)[1]\n"
+    "  if not lv0 then\n"
+    "    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w')\n"
+    "    if hm0[1] and hm0[1] ~= ARGV[1] then\n"
+    "      local wait = redis.call('PTTL', p)\n"
+    "      if hm0[2] == '1' then redis.call('PUBLISH', p, 'wanted') end\n"
+    "      if not hm0[3] then redis.call('HSET', p, 'w', '1') end\n"
+    "      local wk, qk, fk = KEYS[5], KEYS[7], KEYS[2]\n"
+    "      if not wk then wk, qk, fk = p .. ':writers', p .. ':fifo', p .. ':fence' end\n"
+    "      local t = redis.call('TIME')\n"
+    "      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "      local lease = tonumber(ARGV[2])\n"
+    "      local who = string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4]\n"
+    KEEP_FN
+    REGISTER("ARGV[1]", "ARGV[2]", "'0'", "string.sub(fl, 3, 3)", "who", "wk", "qk")
+    "      return {0, wait, redis.call('GET', fk) or ''}\n"
+    "    end\n"
+    "  end\n"
+    "end\n"
     "local A = {ARGV[1], ARGV[2], ARGV[5] or '0', string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4],\n"
     "           string.sub(fl, 1, 1), string.sub(fl, 2, 2), string.sub(fl, 3, 3), string.sub(fl, 4, 4)}\n"
     ACQUIRE_CLOCK
-    LOCK_NORM
+    LOCK_NORM_OF("lv0 == nil and redis.call('MGET', K[1])[1] or lv0")
     ACQUIRE_PRELUDE
     "local robust = A[5] == '1'\n"
     "local state = false\n"
@@ -414,7 +468,7 @@ static const char acquire_lua[] =
     "end\n"
     "if not asked and not held and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end\n"
     LOCK_REST
-    "local hm = redis.call('HMGET', K[1], 'owner', 'cache', 'w')\n"
+    "local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w')\n"
     "local owner = hm[1]\n"
     "if owner == A[1] then\n"
     "  redis.call('PEXPIRE', K[1], A[2])\n"
@@ -452,19 +506,7 @@ static const char acquire_lua[] =
     "end\n"
     "if wait then\n"
     "  if A[6] == '1' then\n"
-    "    local new = redis.call('ZADD', K[5], string.format('%d', now + lease), A[1])\n"
-    "    local fresh = false\n"
-    "    if A[7] ~= '0' then\n"
-    "      local e = A[1] .. '|' .. A[2] .. '|' .. A[5] .. '|' .. A[7] .. '|' .. A[4]\n"
-    "      if new == 1 then fresh = redis.pcall('RPUSH', K[7], e) == 1\n"
-    "      elseif redis.pcall('LPOS', K[7], e) == false then\n" /* not queued, or queued as it asked before */
-    "        " QUEUE_FIND("A[1]")
-    "        if at then redis.call('LSET', K[7], string.format('%d', at - 1), e)\n"
-    "        else fresh = redis.pcall('RPUSH', K[7], e) == 1 end\n"
-    "      end\n"
-    "      keep(K[7], 2 * lease, fresh)\n"
-    "    end\n"
-    "    keep(K[5], 2 * lease, fresh)\n"
+    REGISTER("A[1]", "A[2]", "A[5]", "A[7]", "A[4]", "K[5]", "K[7]")
     "  end\n"
     "  return {0, wait, redis.call('GET', K[2]) or ''}\n"
     "end\n"
@@ -564,12 +606,15 @@ static const char release_lua[] =
     "    return 1\n"
     "  end\n"
     "end\n"
-    "local how, win, rwho = string.match(hw, '^(%a+) (%d+) (.*)$')\n"
+    /* how by its first letter, which tells each apart; WINDOW and WHO are
+     * read only where a release holds its thread back (~2k instructions a
+     * handoff less than matching the three at once). */
+    "local how = c1\n"
     KEYS_PRELUDE
-    "if how == 'withdraw' then\n"
+    "if how == 119 then\n" /* "withdraw" */
     LOCK_NORM
     "  local was = redis.call('ZREM', K[5], tok)\n"
-    "  " QUEUE_FIND("tok")
+    "  " QUEUE_FIND("K[7]", "tok")
     "  if at then redis.call('LREM', K[7], '0', q[at]) end\n"
     "  redis.call('DEL', K[1] .. ':g:' .. tok)\n"
     "  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache')\n"
@@ -578,10 +623,10 @@ static const char release_lua[] =
     "    return 0\n"
     "  end\n"
     "  marked, cached = hm[2], hm[4]\n"
-    "  how = 'plain'\n"
-    "  if hm[3] == '1' then how = 'clean' end\n"
+    "  how = 112\n" /* "plain" */
+    "  if hm[3] == '1' then how = 99 end\n" /* "clean" */
     "end\n"
-    "if how == 'shared' then\n"
+    "if how == 115 then\n" /* "shared" */
     "  if redis.call('ZREM', K[4], tok) == 1 then\n"
     "    redis.call('PUBLISH', K[1], 'released')\n"
     "    return 1\n"
@@ -590,8 +635,8 @@ static const char release_lua[] =
     "end\n"
     /* The lock key goes (DEL) on every way out but a grant, which
      * rewrites the hash in place (one call fewer). */
-    "if how == 'clean' then redis.call('DEL', K[3])\n"
-    "elseif how == 'inconsistent' then redis.call('SET', K[3], 'notrecoverable') end\n"
+    "if how == 99 then redis.call('DEL', K[3])\n" /* "clean" */
+    "elseif how == 105 then redis.call('SET', K[3], 'notrecoverable') end\n" /* "inconsistent" */
     "if not marked then\n"
     "  redis.call('DEL', K[1])\n"
     "  return 1\n"
@@ -647,6 +692,7 @@ static const char release_lua[] =
     "  end\n"
     "end\n"
     "redis.call('DEL', K[1])\n"
+    "local _, win, rwho = string.match(hw, '^(%a+) (%d+) (.*)$')\n"
     "if tonumber(win) > 0 and ex % 2 == 1 then\n"
     "  clock()\n"
     "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', nows)\n"
