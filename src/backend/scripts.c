@@ -66,10 +66,11 @@
  * server time in us), written as decimal digits (compared as text first:
  * the last fence is nearly always shorter or smaller, and converting
  * 16-digit numbers costs the server more than the comparison).
- * LOCK_CLOCK wraps them as the functions clock() and fence() for the
- * paths past the uncontended one, whose own statements are written out
- * inline: a script makes its functions anew at every run, and on this
- * path that costs as much as a call (bench/README.md).  LOCK_REST defines
+ * FENCE_FN wraps the latter as the function fence() for the acquires'
+ * paths past the uncontended one; the uncontended path and the release
+ * write their statements out: a script makes its functions anew at every
+ * run, and on those paths that costs as much as a call (bench/README.md).
+ * LOCK_REST defines
  * the rest, which only the acquires' paths past the uncontended one need
  * (a release pops the queue's head itself, below), so an uncontended
  * acquire returns before these are made:
@@ -164,10 +165,6 @@
     "  end\n"                                                                     \
     "end\n"
 #define FENCE_FN "local function fence()\n" FENCE_NEXT "return fs\nend\n"
-#define LOCK_CLOCK                                                                \
-    CLOCK_VARS                                                                    \
-    "local function clock()\n" CLOCK_READ "now = tonumber(nows)\nend\n"           \
-    FENCE_FN
 #define KEEP_FN                                                                   \
     "local function keep(z, ms, fresh)\n"                                         \
     "  local e = string.format('%d', ms)\n"                                       \
@@ -650,9 +647,12 @@ static const char release_lua[] =
     "  redis.call('PUBLISH', K[1], 'released')\n"
     "  return 1\n"
     "end\n"
-    LOCK_CLOCK
+    /* The clock and the fence as statements, not functions: a script
+     * makes its functions anew at every run. */
+    CLOCK_VARS
     "if ex == 2 or ex == 3 then\n"
-    "  clock()\n"
+    CLOCK_READ
+    "  now = tonumber(nows)\n"
     /* The queue's live head, popped (the dead ones before it go). */
     "  local h, ls, rb, d, who\n"
     "  while true do\n"
@@ -669,7 +669,7 @@ static const char release_lua[] =
     "    redis.call('ZREM', K[5], h)\n"
     "    if redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
     "    local g = string.format('%d', math.min(tonumber(ls), " GRANT_MS "))\n"
-    "    local fs = fence()\n"
+    FENCE_NEXT
     "    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
     "    if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end\n"
     "    redis.call('PEXPIRE', K[1], g)\n"
@@ -694,7 +694,7 @@ static const char release_lua[] =
     "redis.call('DEL', K[1])\n"
     "local _, win, rwho = string.match(hw, '^(%a+) (%d+) (.*)$')\n"
     "if tonumber(win) > 0 and ex % 2 == 1 then\n"
-    "  clock()\n"
+    CLOCK_READ
     "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', nows)\n"
     "  if redis.call('ZCARD', K[5]) > 0 and redis.call('EXISTS', K[7]) == 0 then\n"
     "    redis.call('SET', K[6], rwho, 'PX', win)\n"
