@@ -18,8 +18,11 @@
  *   the queue a list whose entries carry the waiter's lease and identity
  *   (no ticket to compute, no metadata hash), a dead head skipped, the
  *   deadlock record cleared, the fence from the server's clock above the
- *   last one, the hash rewritten in place for the head.  Not dlock's
- *   layout (bench/README.md: what a redesign of the fair queue would win).
+ *   last one, the hash rewritten in place for the head.  dlock's layout
+ *   since the fair queue became a list (its key here is :fifo too), less
+ *   what dlock's scripts do beside it: the MGET that tells the lock's two
+ *   forms apart, the robust marker, caching, withdrawal, the general
+ *   paths (bench/README.md, the sixteenth session).
  */
 #include <stdlib.h>
 #include <string.h>
