@@ -1083,6 +1083,36 @@ static void test_dead_waiter_lapsed(void) {
     dead_waiter_round("fair/dead-late", 1);
 }
 
+/* The holder H (lease 3 s), then the waiters A and B (1 s, holds of
+ * 5 ms) queued behind it, A first: 1, or 0 (asserted). */
+static int fw_two_queued(fw_run *r, const char *name, int *h, int *a, int *b) {
+    int ok;
+    fw_init(r, name);
+    *h = fw_new(r, 1, 3000);
+    *a = fw_new(r, 1, 1000);
+    *b = fw_new(r, 1, 1000);
+    fw_w(r, *a)->hold_ms = 5;
+    fw_w(r, *b)->hold_ms = 5;
+    fw_spawn1(r, *h);
+    fw_spawn1(r, *a);
+    fw_spawn1(r, *b);
+    ok = fw_hold(r, *h) && fw_go_queued(r, *a, FW_Q) && fw_go_queued(r, *b, FW_Q);
+    CU_ASSERT_TRUE(ok);
+    return ok;
+}
+
+/* H releases; first, then second, get the lock, each without error. */
+static void fw_release_in_order(fw_run *r, int h, int first, int second) {
+    int both[] = { first, second }, want[] = { h, first, second };
+    dlt_flag_set(&fw_w(r, h)->release, 1);
+    CU_ASSERT_TRUE(dlt_flag_wait(&fw_w(r, h)->done, 1, FW_BOUND_MS));
+    DLT_ASSERT_ERR(fw_w(r, h)->unlock_rc, 0);
+    CU_ASSERT_TRUE(fw_wait_done(r, both, 2, FW_BOUND_MS));
+    fw_assert_order(r, want, 3);
+    DLT_ASSERT_ERR(fw_w(r, first)->rc, 0);
+    DLT_ASSERT_ERR(fw_w(r, second)->rc, 0);
+}
+
 /* A waiter registered as a waiting writer but missing from the queue (the
  * handoff window registers the releaser so, and a stale entry may have
  * been dropped) joins the queue at its next attempt -- its refresh, a
@@ -1094,23 +1124,11 @@ static void test_dead_waiter_lapsed(void) {
 static void test_unqueued_waiter_joins_at_refresh(void) {
     static const char *name = "fair/rejoin";
     fw_run r;
-    int h, a, b, ok;
-
-    fw_init(&r, name);
-    h = fw_new(&r, 1, 3000);
-    a = fw_new(&r, 1, 1000);
-    b = fw_new(&r, 1, 1000);
-    fw_w(&r, a)->hold_ms = 5;
-    fw_w(&r, b)->hold_ms = 5;
-    fw_spawn1(&r, h);
-    fw_spawn1(&r, a);
-    fw_spawn1(&r, b);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, a, FW_Q) && fw_go_queued(&r, b, FW_Q);
-    CU_ASSERT_TRUE(ok);
+    int h, a, b, ok = fw_two_queued(&r, name, &h, &a, &b);
     if (ok) {
         char k[600];
         size_t n = fw_key(name, FW_Q, k, sizeof k);
-        int q[] = { a, b }, ba[] = { b, a }, want[] = { h, b, a };
+        int q[] = { a, b }, ba[] = { b, a };
         redisReply *e;
         double end;
         fw_assert_queue(&r, q, 2);
@@ -1123,13 +1141,7 @@ static void test_unqueued_waiter_joins_at_refresh(void) {
         while (!(fw_zhas(name, FW_Q, r.tok[a]) == 1) && dlt_now() < end) dlt_sleep_ms(5);
         dlt_sleep_ms(700); /* both refresh again: neither adds an entry */
         fw_assert_queue(&r, ba, 2);
-        dlt_flag_set(&fw_w(&r, h)->release, 1);
-        CU_ASSERT_TRUE(dlt_flag_wait(&fw_w(&r, h)->done, 1, FW_BOUND_MS));
-        DLT_ASSERT_ERR(fw_w(&r, h)->unlock_rc, 0);
-        CU_ASSERT_TRUE(fw_wait_done(&r, ba, 2, FW_BOUND_MS));
-        fw_assert_order(&r, want, 3);
-        DLT_ASSERT_ERR(fw_w(&r, a)->rc, 0);
-        DLT_ASSERT_ERR(fw_w(&r, b)->rc, 0);
+        fw_release_in_order(&r, h, b, a);
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
     DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
@@ -1144,23 +1156,11 @@ static void test_unqueued_waiter_joins_at_refresh(void) {
 static void test_changed_entry_rewritten_in_place(void) {
     static const char *name = "fair/rewrite";
     fw_run r;
-    int h, a, b, ok;
-
-    fw_init(&r, name);
-    h = fw_new(&r, 1, 3000);
-    a = fw_new(&r, 1, 1000);
-    b = fw_new(&r, 1, 1000);
-    fw_w(&r, a)->hold_ms = 5;
-    fw_w(&r, b)->hold_ms = 5;
-    fw_spawn1(&r, h);
-    fw_spawn1(&r, a);
-    fw_spawn1(&r, b);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, a, FW_Q) && fw_go_queued(&r, b, FW_Q);
-    CU_ASSERT_TRUE(ok);
+    int h, a, b, ok = fw_two_queued(&r, name, &h, &a, &b);
     if (ok) {
         char k[600], was[300] = "", now[300] = "", *d = NULL;
         size_t n = fw_key(name, FW_Q, k, sizeof k);
-        int q[] = { a, b }, ab[] = { a, b }, want[] = { h, a, b }, bars = 0;
+        int q[] = { a, b }, bars = 0;
         double end;
         fw_assert_queue(&r, q, 2);
         fw_qfirst(name, was, sizeof was);
@@ -1180,13 +1180,7 @@ static void test_changed_entry_rewritten_in_place(void) {
         } while (strcmp(now, was) != 0 && dlt_now() < end);
         CU_ASSERT_STRING_EQUAL(now, was);
         fw_assert_queue(&r, q, 2);
-        dlt_flag_set(&fw_w(&r, h)->release, 1);
-        CU_ASSERT_TRUE(dlt_flag_wait(&fw_w(&r, h)->done, 1, FW_BOUND_MS));
-        DLT_ASSERT_ERR(fw_w(&r, h)->unlock_rc, 0);
-        CU_ASSERT_TRUE(fw_wait_done(&r, ab, 2, FW_BOUND_MS));
-        fw_assert_order(&r, want, 3);
-        DLT_ASSERT_ERR(fw_w(&r, a)->rc, 0);
-        DLT_ASSERT_ERR(fw_w(&r, b)->rc, 0);
+        fw_release_in_order(&r, h, a, b);
     }
     DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
     DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
