@@ -70,10 +70,9 @@
  * paths past the uncontended one; the uncontended path and the release
  * write their statements out: a script makes its functions anew at every
  * run, and on those paths that costs as much as a call (bench/README.md).
- * LOCK_REST defines
- * the rest, which only the acquires' paths past the uncontended one need
- * (a release pops the queue's head itself, below), so an uncontended
- * acquire returns before these are made:
+ * LOCK_REST defines the rest, which only the acquires' paths past the
+ * uncontended one need (a release pops the queue's head itself, below),
+ * so an uncontended acquire returns before these are made:
  *   live(z)  drops expired members of a zset of tokens scored by expiry
  *            and returns the latest expiry left, or nil;
  *   keep(z, ms, fresh)  makes z live at least ms more: one PEXPIRE GT
@@ -97,33 +96,33 @@
  *
  * The fair queue (every mutex but on Redlock): a list, in the server's
  * order, of entries "TOKEN|LEASE|ROBUST|DELIVERY|WHO" -- what a release
- * needs to hand the waiter the lock: its lease, robustness, how it hears
- * of a grant and host:pid:tid.  A waiting acquirer joins it (RPUSH) when
- * its registration as a waiting writer is new; a later attempt, which
- * refreshes that registration, looks for its entry (LPOS), rewrites it in
- * place (LSET) if it says something else (its delivery changed), and
- * joins only if it is not there (a waiter held back by the handoff window
- * registered without queueing).  The queue's commands are redis.pcall'ed:
- * a user whose ACL line predates the list (no +lpop +lindex +lpos +lset
- * +lrange +lrem, or no +rpush either) gets no order -- a refused push
- * queues nobody, a refused read finds nobody queued, a refused pop grants
- * nobody and the release publishes "released" -- rather than an error,
- * or worse a release that fails and leaves its hold.  A release hands the lock straight to the queue's head and
- * tells that waiter alone: it pushes "FENCE:MS" ("FENCE:MS:C" to a caching
- * waiter, whose block of fences the grant reserves: C 1 nobody else
- * waits, it may keep the lock at its unlock; 2 others wait, it may not)
- * to the waiter's grant list
- * <lock key>:g:<token>, on which the waiter blocks in BLPOP (delivery 2:
- * the server answers the waiter itself, before any other), or publishes
- * "TOKEN:FENCE:MS" on the release channel (delivery 1: the waiting
- * process's subscriber hears it; the fallback where BLPOP cannot be
- * used, and where the push is refused: an ACL without RPUSH, whose user
- * cannot BLPOP either, so the waiter, subscribed, will hear it).  A grant is leased for MS = at most GRANT_MS
- * until the new holder renews it, so one given to a waiter that died in
- * the meantime runs out soon.  The waiter takes the lock from the grant
- * alone when its last request (sent before the grant) plus MS is still
- * ahead; otherwise it confirms with one acquire, which finds the lock
- * already its own (lock.c). */
+ * needs to hand the waiter the lock: its lease, robustness, how it hears of
+ * a grant and host:pid:tid.  A waiting acquirer joins it (RPUSH) when its
+ * registration as a waiting writer is new; a later attempt, which refreshes
+ * that registration, looks for its entry (LPOS), rewrites it in place (LSET)
+ * if it says something else (its delivery changed), and joins only if it is
+ * not there (a waiter held back by the handoff window registered without
+ * queueing).  The queue's commands are redis.pcall'ed: a user whose ACL line
+ * predates the list (no +lpop +lindex +lpos +lset +lrange +lrem, or no
+ * +rpush either) gets no order -- a refused push queues nobody, a refused
+ * read finds nobody queued, a refused pop grants nobody and the release
+ * publishes "released" -- rather than an error, or worse a release that
+ * fails and leaves its hold.  A release hands the lock straight to the
+ * queue's head and tells that waiter alone: it pushes "FENCE:MS"
+ * ("FENCE:MS:C" to a caching waiter, whose block of fences the grant
+ * reserves: C 1 nobody else waits, it may keep the lock at its unlock; 2
+ * others wait, it may not) to the waiter's grant list <lock key>:g:<token>,
+ * on which the waiter blocks in BLPOP (delivery 2: the server answers the
+ * waiter itself, before any other), or publishes "TOKEN:FENCE:MS" on the
+ * release channel (delivery 1: the waiting process's subscriber hears it;
+ * the fallback where BLPOP cannot be used, and where the push is refused: an
+ * ACL without RPUSH, whose user cannot BLPOP either, so the waiter,
+ * subscribed, will hear it).  A grant is leased for MS = at most GRANT_MS
+ * until the new holder renews it, so one given to a waiter that died in the
+ * meantime runs out soon.  The waiter takes the lock from the grant alone
+ * when its last request (sent before the grant) plus MS is still ahead;
+ * otherwise it confirms with one acquire, which finds the lock already its
+ * own (lock.c). */
 #define KEYS_PRELUDE                                                              \
     "local K = KEYS\n"                                                            \
     "if #K <= 2 then\n"                                                           \
@@ -203,9 +202,9 @@
     "end\n"
 
 /* Statements: q, the entries of the fair queue qk, and at, the index in
- * q of the first of tok's (qk and tok: Lua expressions), or nil -- a linear scan, for the rare
- * requests that look for a waiter's entry by its token (a refresh whose
- * entry changed or went, a withdrawal). */
+ * q of the first of tok's (qk and tok: Lua expressions), or nil -- a
+ * linear scan, for the rare requests that look for a waiter's entry by
+ * its token (a refresh whose entry changed or went, a withdrawal). */
 #define QUEUE_FIND(qk, tok)                                                       \
     "local q, at = redis.pcall('LRANGE', " qk ", '0', '-1'), nil\n"              \
     "if q.err then q = {} end\n"                                                 \
