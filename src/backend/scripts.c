@@ -196,10 +196,19 @@
     "    redis.pcall('LPOP', K[7])\n"                                             \
     "    if tk then redis.call('ZREM', K[5], tk) end\n"                           \
     "  end\n"                                                                     \
-    "end\n"                                                                       \
-    "local function wanted(cache)\n"                                              \
-    "  if cache == '1' then redis.call('PUBLISH', K[1], 'wanted') end\n"         \
     "end\n"
+
+/* Statements: a caller that found the lock p held by another (hm: the
+ * hash's owner, cache and w, by HMGET) learns for how long (wait, which
+ * must be declared: the lock's PTTL), tells a caching holder that it is
+ * wanted, and, when it will wait (the Lua expression waits), marks the
+ * hash (w) unless it is marked.  ARGV_WHO: the caller's host:pid:tid, from
+ * the exclusive acquire's "SINCE WHO" argument. */
+#define HELD_BY_ANOTHER(p, hm, waits)                                             \
+    "wait = redis.call('PTTL', " p ")\n"                                          \
+    "if " hm "[2] == '1' then redis.call('PUBLISH', " p ", 'wanted') end\n"       \
+    "if " waits " and not " hm "[3] then redis.call('HSET', " p ", 'w', '1') end\n"
+#define ARGV_WHO "(string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4])"
 
 /* Statements: q, the entries of the fair queue qk, and at, the index in
  * q of the first of tok's (qk and tok: Lua expressions), or nil -- a
@@ -411,22 +420,21 @@ static const char acquire_lua[] =
     "  if not lv0 then\n"
     "    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w')\n"
     "    if hm0[1] and hm0[1] ~= ARGV[1] then\n"
-    "      local wait = redis.call('PTTL', p)\n"
-    "      if hm0[2] == '1' then redis.call('PUBLISH', p, 'wanted') end\n"
-    "      if not hm0[3] then redis.call('HSET', p, 'w', '1') end\n"
+    "      local wait\n"
+    HELD_BY_ANOTHER("p", "hm0", "true")
     "      local wk, qk, fk = KEYS[5], KEYS[7], KEYS[2]\n"
     "      if not wk then wk, qk, fk = p .. ':writers', p .. ':fifo', p .. ':fence' end\n"
     "      local t = redis.call('TIME')\n"
     "      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "      local lease = tonumber(ARGV[2])\n"
-    "      local who = string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4]\n"
+    "      local who = " ARGV_WHO "\n"
     KEEP_FN
     REGISTER("ARGV[1]", "ARGV[2]", "'0'", "string.sub(fl, 3, 3)", "who", "wk", "qk")
     "      return {0, wait, redis.call('GET', fk) or ''}\n"
     "    end\n"
     "  end\n"
     "end\n"
-    "local A = {ARGV[1], ARGV[2], ARGV[5] or '0', string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4],\n"
+    "local A = {ARGV[1], ARGV[2], ARGV[5] or '0', " ARGV_WHO ",\n"
     "           string.sub(fl, 1, 1), string.sub(fl, 2, 2), string.sub(fl, 3, 3), string.sub(fl, 4, 4)}\n"
     ACQUIRE_CLOCK
     LOCK_NORM_OF("lv0 == nil and redis.call('MGET', K[1])[1] or lv0")
@@ -481,9 +489,7 @@ static const char acquire_lua[] =
     "end\n"
     "local wait, h = nil, nil\n"
     "if owner then\n"
-    "  wait = redis.call('PTTL', K[1])\n"
-    "  wanted(hm[2])\n"
-    "  if A[6] == '1' and not hm[3] then redis.call('HSET', K[1], 'w', '1') end\n"
+    HELD_BY_ANOTHER("K[1]", "hm", "A[6] == '1'")
     "elseif redis.call('EXISTS', K[4], K[5], K[6], K[7]) > 0 then\n"
     "  rw = true\n"
     "  local r = live(K[4])\n"
@@ -526,9 +532,9 @@ static const char acquire_shared_lua[] =
     LOCK_REST
     "local hm = redis.call('HMGET', K[1], 'owner', 'cache', 'w')\n"
     "if hm[1] then\n"
-    "  wanted(hm[2])\n"
-    "  if not hm[3] then redis.call('HSET', K[1], 'w', '1') end\n"
-    "  return {0, redis.call('PTTL', K[1])}\n"
+    "  local wait\n"
+    HELD_BY_ANOTHER("K[1]", "hm", "true")
+    "  return {0, wait}\n"
     "end\n"
     "local sc = redis.call('ZSCORE', K[4], ARGV[1])\n"
     "if sc and tonumber(sc) > now then\n"
