@@ -1577,6 +1577,58 @@ static void test_robust_fair_holder_killed(void) {
     fw_free(&r);
 }
 
+/* Robustness mixed on one name: the owner-died marker is left by a robust
+ * holder that died (set here by hand), a holder H that is not robust
+ * takes the lock all the same (it never reads the marker), and the
+ * robust W1, then W2, which is not, queue behind it.  H's release must
+ * not grant W1 the lock as if nothing had happened: W1 gets EOWNERDEAD
+ * from its own acquire, woken by the release, not a lease later (a release
+ * asks for the marker only when the head it pops is robust, and puts that
+ * head back in its place); W2 keeps its place behind W1 and is granted
+ * the lock at W1's clean unlock, which clears the marker. */
+static void test_plain_release_leaves_marker_to_robust_head(void) {
+    static const char *name = "fair/robust-mixed";
+    char k[600];
+    size_t n = fw_key(name, ":state", k, sizeof k);
+    fw_run r;
+    int h, w1, w2, ok;
+
+    redisReply *set = dlt_redis_cmd(&dlt_server, "SET %b held", k, n);
+    CU_ASSERT_FATAL(set != NULL && set->type == REDIS_REPLY_STATUS);
+    freeReplyObject(set);
+    fw_init(&r, name);
+    h = fw_new(&r, 1, 10000);
+    w1 = fw_new(&r, 1, 10000);
+    w2 = fw_new(&r, 1, 10000);
+    fw_w(&r, w1)->robust = 1;
+    fw_w(&r, w1)->want = EOWNERDEAD;
+    fw_w(&r, w1)->consistent = 1;
+    fw_w(&r, w1)->hold_ms = 5;
+    fw_w(&r, w2)->hold_ms = 5;
+    fw_spawn1(&r, h);
+    fw_spawn1(&r, w1);
+    fw_spawn1(&r, w2);
+    ok = fw_hold(&r, h) && fw_go_queued(&r, w1, FW_Q) && fw_go_queued(&r, w2, FW_Q);
+    CU_ASSERT_TRUE(ok);
+    if (ok) {
+        int q[] = { w1, w2 };
+        int want[] = { h, w1, w2 };
+        double t0 = dlt_now();
+        dlt_flag_set(&fw_w(&r, h)->release, 1);
+        CU_ASSERT_TRUE(fw_wait_done(&r, q, 2, FW_BOUND_MS));
+        DLT_ASSERT_ERR(fw_w(&r, h)->unlock_rc, 0);
+        DLT_ASSERT_ERR(fw_w(&r, w1)->rc, EOWNERDEAD);
+        CU_ASSERT_TRUE(fw_w(&r, w1)->t_got - t0 < 5.0);
+        DLT_ASSERT_ERR(fw_w(&r, w1)->cons_rc, 0);
+        DLT_ASSERT_ERR(fw_w(&r, w2)->rc, 0);
+        fw_assert_order(&r, want, 3);
+    }
+    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, ":state"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
+    fw_free(&r);
+}
+
 /* ========================================================================
  * 7. Contention
  * ====================================================================== */
@@ -1690,6 +1742,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_no_barging_free_lock),
     DLT_TEST(test_nonfair_waits_behind_queue),
     DLT_TEST(test_robust_fair_holder_killed),
+    DLT_TEST(test_plain_release_leaves_marker_to_robust_head),
     DLT_TEST(test_contention),
     { NULL, NULL },
 };

@@ -367,9 +367,14 @@
  * token (an earlier attempt whose answer was lost, or a fair grant; the
  * lease starts again) -- each with the third element "others wait" when
  * caching; {0, ms, last} held by another (a writer, or
- * readers, or promised to the queue's head) for about ms, the lock's last
- * fence being last ('' if none is kept): a grant the caller hears of later
- * was made after this answer only if its fence is above last (lock.c); {5, ms} free, but this
+ * readers, or promised to the queue's head) for about ms, last being the
+ * holder's fence, or the fence key's where the lock keeps none (readers,
+ * a string's "-"; '' if there is none): every grant made before this
+ * answer has a fence at most the holder's (each take and grant issues
+ * its fence above all before it), every grant after it one above the
+ * fence key's, so a grant the caller hears of later was made after this
+ * answer only if its fence is above last (lock.c) -- read with the
+ * holder, one call fewer than a GET of the fence key; {5, ms} free, but this
  * thread released it while others waited and is held back for ms (a call
  * that waits; trylock is never held back); {3, 0} robust and not
  * recoverable.  Only robust acquirers read or write the state key. */
@@ -418,7 +423,7 @@ static const char acquire_lua[] =
     "  local p = KEYS[1]\n"
     "  lv0 = redis.call('MGET', p)[1]\n"
     "  if not lv0 then\n"
-    "    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w')\n"
+    "    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w', 'fence')\n"
     "    if hm0[1] and hm0[1] ~= ARGV[1] then\n"
     "      local wait\n"
     HELD_BY_ANOTHER("p", "hm0", "true")
@@ -430,7 +435,7 @@ static const char acquire_lua[] =
     "      local who = " ARGV_WHO "\n"
     KEEP_FN
     REGISTER("ARGV[1]", "ARGV[2]", "'0'", "string.sub(fl, 3, 3)", "who", "wk", "qk")
-    "      return {0, wait, redis.call('GET', fk) or ''}\n"
+    "      return {0, wait, hm0[4] or redis.call('GET', fk) or ''}\n"
     "    end\n"
     "  end\n"
     "end\n"
@@ -472,7 +477,7 @@ static const char acquire_lua[] =
     "end\n"
     "if not asked and not held and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end\n"
     LOCK_REST
-    "local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w')\n"
+    "local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w', 'fence')\n"
     "local owner = hm[1]\n"
     "if owner == A[1] then\n"
     "  redis.call('PEXPIRE', K[1], A[2])\n"
@@ -480,7 +485,7 @@ static const char acquire_lua[] =
     "    local fs = fence()\n"
     "    return {2, fs, reserve(fs)}\n"
     "  end\n"
-    "  local fs = redis.call('HGET', K[1], 'fence')\n"
+    "  local fs = hm[4]\n"
     "  if not fs then\n" /* a string hold keeps no fence: issued anew */
     "    fs = fence()\n"
     "    redis.call('HSET', K[1], 'fence', fs)\n"
@@ -510,7 +515,7 @@ static const char acquire_lua[] =
     "  if A[6] == '1' then\n"
     REGISTER("A[1]", "A[2]", "A[5]", "A[7]", "A[4]", "K[5]", "K[7]")
     "  end\n"
-    "  return {0, wait, redis.call('GET', K[2]) or ''}\n"
+    "  return {0, wait, owner and hm[4] or redis.call('GET', K[2]) or ''}\n"
     "end\n"
     "if rw then\n" /* its registration goes, and, if it is the queue's head, its entry */
     "  redis.call('ZREM', K[5], A[1])\n"
@@ -577,12 +582,12 @@ static const char acquire_shared_lua[] =
  * see it: then the head is only woken), taking the head off the waiters'
  * list (waits_lua: its wait ends here, and it need not say so itself);
  * otherwise it publishes
- * "released", and when writers wait, the releasing thread is held back
- * from the lock for the handoff window (acquire_lua).  With nobody
- * waiting (one EXISTS tells), it publishes at once; when the hash was
- * never marked (w), nobody can be waiting for this release, and it tells
- * nobody: a plain release of a hash is then three calls (the MGET, one
- * HMGET of the owner and the mark, the DEL). */
+ * "released", and when live writers wait and nobody is queued, the
+ * releasing thread is held back from the lock for the handoff window
+ * (acquire_lua).  When the hash was never marked (w), nobody can be
+ * waiting for this release, and it tells nobody: a plain release of a
+ * hash is then three calls (the MGET, one HMGET of the owner and the
+ * mark, the DEL). */
 static const char release_lua[] =
     "local tok, hw = ARGV[1], ARGV[2]\n"
     "local c1 = string.byte(hw, 1)\n"
@@ -643,65 +648,80 @@ static const char release_lua[] =
     "  redis.call('DEL', K[1])\n"
     "  return 1\n"
     "end\n"
-    /* One EXISTS tells which of the waiting writers (1), the queue (2)
-     * and the robust marker (4) there are: each key named as often as
-     * its bit's value counts that often. */
-    "local ex = redis.call('EXISTS', K[5], K[7], K[7], K[3], K[3], K[3], K[3])\n"
-    "if ex % 4 == 0 then\n"
-    "  redis.call('DEL', K[1])\n"
-    "  redis.call('PUBLISH', K[1], 'released')\n"
-    "  return 1\n"
-    "end\n"
     /* The clock and the fence as statements, not functions: a script
      * makes its functions anew at every run. */
     CLOCK_VARS
-    "if ex == 2 or ex == 3 then\n"
-    CLOCK_READ
-    "  now = tonumber(nows)\n"
-    /* The queue's live head, popped (the dead ones before it go). */
-    "  local h, ls, rb, d, who\n"
+    /* The queue's live head, popped (the dead ones before it go), with no
+     * EXISTS first: an LPOP of no list answers nil as cheaply.  A release
+     * that leaves the robust marker ("dead", "inconsistent") grants
+     * nobody: the next robust acquirer must meet it.  A plain one asks for
+     * the marker only when the head is robust -- a head that is not never
+     * reads it, and its own acquire would take the lock all the same --
+     * and, finding it (robustness mixed on one name), puts the head back
+     * in its place (no LPUSH in the README's ACL line: the entries move
+     * one place up, by LSET, as rare as the case is): its acquire, woken
+     * by "released", meets the marker. */
+    "local h, ls, rb, d, who, back\n"
+    "if how ~= 100 and how ~= 105 then\n"
     "  while true do\n"
     "    local e = redis.pcall('LPOP', K[7])\n"
     "    if type(e) ~= 'string' then break end\n"
+    "    if not now then\n"
+    CLOCK_READ
+    "      now = tonumber(nows)\n"
+    "    end\n"
     "    local t1, t2, t3, t4, t5 = string.match(e, '^([^|]+)|(%d+)|([01])|([1-4])|(.*)$')\n"
     "    if t1 and tonumber(redis.call('ZSCORE', K[5], t1) or '0') > now then\n"
+    "      if t3 == '1' and how ~= 99 and redis.call('EXISTS', K[3]) == 1 then\n"
+    "        local q = redis.call('LRANGE', K[7], '0', '-1')\n"
+    "        redis.call('RPUSH', K[7], e)\n"
+    "        for i = #q, 1, -1 do redis.call('LSET', K[7], string.format('%d', i), q[i]) end\n"
+    "        redis.call('LSET', K[7], '0', e)\n"
+    "        if #q == 0 then redis.call('PEXPIRE', K[7], string.format('%d', 2 * tonumber(t2))) end\n"
+    "        back = true\n"
+    "        break\n"
+    "      end\n"
     "      h, ls, rb, d, who = t1, t2, t3, t4, t5\n"
     "      break\n"
     "    end\n"
     "    if t1 then redis.call('ZREM', K[5], t1) end\n"
     "  end\n"
-    "  if h then\n"
-    "    redis.call('ZREM', K[5], h)\n"
-    "    if redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
-    "    local g = string.format('%d', math.min(tonumber(ls), " GRANT_MS "))\n"
+    "end\n"
+    "if h then\n"
+    "  redis.call('ZREM', K[5], h)\n"
+    "  if redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
+    "  local g = string.format('%d', math.min(tonumber(ls), " GRANT_MS "))\n"
     FENCE_NEXT
-    "    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
-    "    if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end\n"
-    "    redis.call('PEXPIRE', K[1], g)\n"
-    "    if rb == '1' then redis.call('SET', K[3], 'held') end\n"
-    "    local gs = fs .. ':' .. g\n"
-    "    if d == '3' or d == '4' then\n"
-    "      " FENCE_BLOCK_SET("fs")
-    "      redis.call('HSET', K[1], 'cache', '1')\n"
-    "      if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2'\n"
-    "      else gs = gs .. ':1' redis.call('HDEL', K[1], 'w') end\n"
-    "      d = d == '4' and '2' or '1'\n"
-    "    end\n"
-    "    if d == '2' then\n"
-    "      local gk = K[1] .. ':g:' .. h\n"
-    "      if type(redis.pcall('RPUSH', gk, gs)) == 'number' then redis.call('PEXPIRE', gk, g)\n"
-    "      else d = '1' end\n"
-    "    end\n"
-    "    if d ~= '2' then redis.call('PUBLISH', K[1], h .. ':' .. gs) end\n"
-    "    return 1\n"
+    "  redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
+    "  if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end\n"
+    "  redis.call('PEXPIRE', K[1], g)\n"
+    "  if rb == '1' then redis.call('SET', K[3], 'held') end\n"
+    "  local gs = fs .. ':' .. g\n"
+    "  if d == '3' or d == '4' then\n"
+    "    " FENCE_BLOCK_SET("fs")
+    "    redis.call('HSET', K[1], 'cache', '1')\n"
+    "    if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2'\n"
+    "    else gs = gs .. ':1' redis.call('HDEL', K[1], 'w') end\n"
+    "    d = d == '4' and '2' or '1'\n"
     "  end\n"
+    "  if d == '2' then\n"
+    "    local gk = K[1] .. ':g:' .. h\n"
+    "    if type(redis.pcall('RPUSH', gk, gs)) == 'number' then redis.call('PEXPIRE', gk, g)\n"
+    "    else d = '1' end\n"
+    "  end\n"
+    "  if d ~= '2' then redis.call('PUBLISH', K[1], h .. ':' .. gs) end\n"
+    "  return 1\n"
     "end\n"
     "redis.call('DEL', K[1])\n"
+    /* Live waiting writers and an empty queue: the releasing thread is
+     * held back for the window.  (The queue is known empty when the LPOP
+     * found nothing.) */
     "local _, win, rwho = string.match(hw, '^(%a+) (%d+) (.*)$')\n"
-    "if tonumber(win) > 0 and ex % 2 == 1 then\n"
+    "if tonumber(win) > 0 and not back and redis.call('EXISTS', K[5]) == 1\n"
+    "   and ((how ~= 100 and how ~= 105) or redis.call('EXISTS', K[7]) == 0) then\n"
     CLOCK_READ
     "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', nows)\n"
-    "  if redis.call('ZCARD', K[5]) > 0 and redis.call('EXISTS', K[7]) == 0 then\n"
+    "  if redis.call('ZCARD', K[5]) > 0 then\n"
     "    redis.call('SET', K[6], rwho, 'PX', win)\n"
     "  end\n"
     "end\n"
