@@ -1533,27 +1533,45 @@ static void test_nonfair_waits_behind_queue(void) {
  * 6. Robust and fair
  * ====================================================================== */
 
+/* The holder H, then W1 and W2 queued behind it (fair, each with lease
+ * ms): W1 robust, to get EOWNERDEAD, make the lock consistent and hold it
+ * hold_ms; H and W2 robust when all is set.  1, or 0 (asserted). */
+static int fw_robust_three(fw_run *r, const char *name, unsigned lease, int all, int hold_ms, int *h, int *w1,
+                           int *w2) {
+    int ok;
+    fw_init(r, name);
+    *h = fw_new(r, 1, lease);
+    *w1 = fw_new(r, 1, lease);
+    *w2 = fw_new(r, 1, lease);
+    fw_w(r, *h)->robust = fw_w(r, *w2)->robust = all;
+    fw_w(r, *w1)->robust = 1;
+    fw_w(r, *w1)->want = EOWNERDEAD;
+    fw_w(r, *w1)->consistent = 1;
+    fw_w(r, *w1)->hold_ms = hold_ms;
+    fw_spawn1(r, *h);
+    fw_spawn1(r, *w1);
+    fw_spawn1(r, *w2);
+    ok = fw_hold(r, *h) && fw_go_queued(r, *w1, FW_Q) && fw_go_queued(r, *w2, FW_Q);
+    CU_ASSERT_TRUE(ok);
+    return ok;
+}
+
+/* The end of fw_robust_three's run: W1 made the lock consistent and
+ * released it cleanly, so no owner-died marker is left, nor a queue. */
+static void fw_robust_end(fw_run *r, const char *name) {
+    DLT_ASSERT_INT_EQ(fw_finish(r), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, ":state"), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
+    fw_free(r);
+}
+
 /* A robust fair holder (lease 1000 ms) is SIGKILLed with W1 and W2 queued:
  * W1, the head, gets EOWNERDEAD once the lease runs out, makes the lock
  * consistent and unlocks; W2 then gets 0.  Fences increase. */
 static void test_robust_fair_holder_killed(void) {
     static const char *name = "fair/robust";
     fw_run r;
-    int h, w1, w2, ok;
-
-    fw_init(&r, name);
-    h = fw_new(&r, 1, 1000);
-    w1 = fw_new(&r, 1, 1000);
-    w2 = fw_new(&r, 1, 1000);
-    fw_w(&r, h)->robust = fw_w(&r, w1)->robust = fw_w(&r, w2)->robust = 1;
-    fw_w(&r, w1)->want = EOWNERDEAD;
-    fw_w(&r, w1)->consistent = 1;
-    fw_w(&r, w1)->hold_ms = 20;
-    fw_spawn1(&r, h);
-    fw_spawn1(&r, w1);
-    fw_spawn1(&r, w2);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, w1, FW_Q) && fw_go_queued(&r, w2, FW_Q);
-    CU_ASSERT_TRUE(ok);
+    int h, w1, w2, ok = fw_robust_three(&r, name, 1000, 1, 20, &h, &w1, &w2);
     if (ok) {
         int q[] = { w1, w2 };
         int want[] = { h, w1, w2 };
@@ -1570,11 +1588,7 @@ static void test_robust_fair_holder_killed(void) {
         CU_ASSERT_TRUE(fw_w(&r, w1)->fence > fw_w(&r, h)->fence);
         CU_ASSERT_TRUE(fw_w(&r, w2)->fence > fw_w(&r, w1)->fence);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    /* Consistent and released cleanly: no owner-died marker is left. */
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":state"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_robust_end(&r, name);
 }
 
 /* Robustness mixed on one name: the owner-died marker is left by a robust
@@ -1590,26 +1604,13 @@ static void test_plain_release_leaves_marker_to_robust_head(void) {
     static const char *name = "fair/robust-mixed";
     char k[600];
     size_t n = fw_key(name, ":state", k, sizeof k);
+    redisReply *set = dlt_redis_cmd(&dlt_server, "SET %b held", k, n);
     fw_run r;
     int h, w1, w2, ok;
 
-    redisReply *set = dlt_redis_cmd(&dlt_server, "SET %b held", k, n);
     CU_ASSERT_FATAL(set != NULL && set->type == REDIS_REPLY_STATUS);
     freeReplyObject(set);
-    fw_init(&r, name);
-    h = fw_new(&r, 1, 10000);
-    w1 = fw_new(&r, 1, 10000);
-    w2 = fw_new(&r, 1, 10000);
-    fw_w(&r, w1)->robust = 1;
-    fw_w(&r, w1)->want = EOWNERDEAD;
-    fw_w(&r, w1)->consistent = 1;
-    fw_w(&r, w1)->hold_ms = 5;
-    fw_w(&r, w2)->hold_ms = 5;
-    fw_spawn1(&r, h);
-    fw_spawn1(&r, w1);
-    fw_spawn1(&r, w2);
-    ok = fw_hold(&r, h) && fw_go_queued(&r, w1, FW_Q) && fw_go_queued(&r, w2, FW_Q);
-    CU_ASSERT_TRUE(ok);
+    ok = fw_robust_three(&r, name, 10000, 0, 5, &h, &w1, &w2);
     if (ok) {
         int q[] = { w1, w2 };
         int want[] = { h, w1, w2 };
@@ -1623,10 +1624,7 @@ static void test_plain_release_leaves_marker_to_robust_head(void) {
         DLT_ASSERT_ERR(fw_w(&r, w2)->rc, 0);
         fw_assert_order(&r, want, 3);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, ":state"), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_robust_end(&r, name);
 }
 
 /* ========================================================================
