@@ -123,8 +123,9 @@ static int long_holder_fn(void *p) {
 /* A holder in another process holds "wait/long" (lease 10 s) for 3 s.
  * Counts the script calls from just after its acquire until the lock is
  * released: with a waiter, until the waiter's lock returns; without, until
- * the holder has exited.  *waited: how long the waiter waited. */
-static long long long_hold_calls(int with_waiter, double *waited) {
+ * the holder has exited.  *waited: how long the waiter waited; *blpops:
+ * the BLPOPs sent meanwhile (only a waiter sends them). */
+static long long long_hold_calls(int with_waiter, double *waited, long long *blpops) {
     struct dlt_chan ch;
     dlock_mutex_t m;
     struct timespec ts;
@@ -142,12 +143,14 @@ static long long long_hold_calls(int with_waiter, double *waited) {
         int rc = dlock_mutex_timedlock(&m, &ts);
         *waited = dlt_now() - t0;
         calls = script_calls();
+        *blpops = dlt_redis_cmdstat(&dlt_server, "blpop");
         DLT_ASSERT_ERR(rc, 0);
         if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
         DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
     } else {
         DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
         calls = script_calls();
+        *blpops = dlt_redis_cmdstat(&dlt_server, "blpop");
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     dlt_chan_close(&ch);
@@ -156,19 +159,23 @@ static long long long_hold_calls(int with_waiter, double *waited) {
 
 static void test_long_wait_sleeps_on_notification(void) {
     double waited;
+    long long blpops;
     /* The holder's own calls (its renewals and its release), alone. */
-    long long holder = long_hold_calls(0, &waited);
-    long long total = long_hold_calls(1, &waited);
+    long long holder = long_hold_calls(0, &waited, &blpops);
+    long long total = long_hold_calls(1, &waited, &blpops);
     long long waiter = total - holder;
     printf("  waited %.2f s for a 3 s holder: %lld script calls in that time, the holder alone "
-           "makes %lld: the waiter made %lld acquire attempts\n",
-           waited, total, holder, waiter);
+           "makes %lld: the waiter made %lld acquire attempts, %lld BLPOP\n",
+           waited, total, holder, waiter, blpops);
     CU_ASSERT_TRUE(holder >= 1);
     CU_ASSERT_TRUE(waited > 2.0 && waited < 5.0);
     CU_ASSERT_TRUE(waiter >= 1);
     /* (+ one: its registration as a waiter, which `dlock status` lists;
      * the release that hands it the lock takes it back) */
     CU_ASSERT_TRUE(waiter <= 4);
+    /* One BLPOP for the whole wait: the registration's tick (at 50 ms) is
+     * made while it stays pending, not by ending it and sending another. */
+    DLT_ASSERT_INT_EQ(blpops, 1);
 }
 
 /* ------------------------------------------------- handoff latency */

@@ -258,14 +258,23 @@ int dlock__cache_ok(const struct dlock_client *c, const dlock__lock *l);
 void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadline);
 /* Sleeps until fw is poked (a fair waiter's turn, or a reason to ask). */
 int dlock__wait_turn(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until, int intr);
+/* A tick made during a wait (the wait-for graph's: lock.c): 0, or an
+ * error that ends the wait; *due: when the next is.  c->mu held. */
+typedef struct dlock__tick {
+    int (*fn)(void *arg, dlock__mono *due);
+    void *arg;
+    dlock__mono due; /* the first (DLOCK__MONO_NEVER: none) */
+} dlock__tick;
 /* The same, blocked in BLPOP on the waiter's grant list: 0 granted
  * (fw->granted) or poked, ETIMEDOUT, EINTR (intr), or EAGAIN: the list
  * could not be used (fw->nolist is set; c->grant_nolist too if the
- * server refuses BLPOP).  The thread waits for the server's answer no
- * later than the caller's deadline (a little past until, else).  c->mu
- * held. */
+ * server refuses BLPOP), or what a tick returned.  The thread waits for
+ * the server's answer no later than the caller's deadline (a little past
+ * until, else); the ticks due before then (tick: NULL, none) are made
+ * while the BLPOP stays pending, which the thread then awaits again.
+ * c->mu held. */
 int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until,
-                      dlock__mono deadline, int intr);
+                      dlock__mono deadline, int intr, dlock__tick *tick);
 /* Pokes l's fair waiter whose token is token[0..len), or every one
  * (token NULL), and wakes it.  c->mu held. */
 void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);

@@ -327,9 +327,25 @@ static int acq_count_up(struct acq *a, dlock__hold *h, const char *what) {
  * in BLPOP (dlock__wait_grant). */
 enum { ACQ_W_GEN, ACQ_W_WAKE, ACQ_W_TURN, ACQ_W_GRANT };
 
+/* A tick of a wait in BLPOP, made while the BLPOP stays pending
+ * (dlock__wait_grant): the sleep that follows ends at until. */
+struct acq_tick {
+    struct acq *a;
+    dlock__mono until;
+};
+
+static int acq_tick(void *arg, dlock__mono *due) {
+    struct acq_tick *t = arg;
+    struct acq *a = t->a;
+    int rc = dlock__dl_tick(a->c, a->l, a->owner, a->w->shared, t->until, &a->dl);
+    *due = dlock__dl_due(&a->dl);
+    return rc;
+}
+
 /* Sleeps as `how` says until `until`, waking at each of the wait's ticks
  * in the wait-for graph (deadlock.c) to refresh its records and, with
- * detection on, to walk: EDEADLK when it is a cycle's victim.  A release
+ * detection on, to walk: EDEADLK when it is a cycle's victim (a wait in
+ * BLPOP makes its ticks while the BLPOP stays pending: acq_tick).  A release
  * during a tick moves gen or pokes us as during a sleep: the sleep after
  * it returns at once (a plain wake-up, which would be missed, returns 0
  * after a tick).  The wait begins with the first (dlock__dl_start; local:
@@ -346,11 +362,15 @@ static int acq_wait(struct acq *a, int how, uint64_t gen, dlock__mono until) {
             if (how == ACQ_W_WAKE) return 0; /* a wake-up during the tick would be missed: look again */
             due = dlock__dl_due(&a->dl);
         }
+        if (how == ACQ_W_GRANT) { /* its ticks made while its BLPOP is pending */
+            struct acq_tick at = { a, until };
+            dlock__tick tick = { acq_tick, &at, due };
+            return dlock__wait_grant(c, l, &a->fw, until, a->deadline, intr, &tick);
+        }
         stop = due < until ? due : until;
         if (how == ACQ_W_GEN) rc = dlock__wait(c, l, gen, stop, intr);
         else if (how == ACQ_W_WAKE) rc = dlock__sleep(c, l, stop, intr);
-        else if (how == ACQ_W_TURN) rc = dlock__wait_turn(c, l, &a->fw, stop, intr);
-        else rc = dlock__wait_grant(c, l, &a->fw, stop, a->deadline, intr);
+        else rc = dlock__wait_turn(c, l, &a->fw, stop, intr);
         if (rc != ETIMEDOUT || stop == until) return rc;
     }
 }

@@ -19,9 +19,10 @@
  * A fair waiter sleeps until poked (dlock__wait_turn), or, queued for a
  * grant pushed to its own list, in BLPOP (dlock__wait_grant), in named
  * steps over one struct grant_wait: begin, its own deadline, send, await
- * (ppoll on the socket and the eventfd), drop or keep the connection, end
- * (read the answer); the send, the await, the connection and the answer
- * are the backend's (backend/grant.c).
+ * (ppoll on the socket and the eventfd; the wait's ticks made meanwhile,
+ * the BLPOP pending), drop or keep the connection, end (read the answer);
+ * the send, the await, the connection and the answer are the backend's
+ * (backend/grant.c).
  */
 #include <errno.h>
 #include <poll.h>
@@ -234,6 +235,27 @@ static int grant_end(struct grant_wait *g, int rc) {
     return rc;
 }
 
+/* Steps 4 (c->mu not held): awaits the BLPOP's answer (or a poke, a
+ * signal, the own deadline), making the ticks due before the own deadline
+ * meanwhile (c->mu taken for each), the BLPOP pending all along: a wait
+ * that lasts past its first tick (50 ms: it is listed for `dlock status`)
+ * sends it once, not again after each tick.  A tick's error ends the wait
+ * (its BLPOP is dropped pending). */
+static int grant_await_ticking(struct grant_wait *g, dlock__tick *tick) {
+    const sigset_t *mask = g->intr ? &g->mask : NULL;
+    for (;;) {
+        dlock__mono due = tick != NULL ? tick->due : DLOCK__MONO_NEVER;
+        int rc;
+        if (due >= g->give_up) return dlock__grant_await(&g->pop, g->fd, g->give_up, mask);
+        rc = dlock__grant_await(&g->pop, g->fd, due, mask);
+        if (rc != ETIMEDOUT) return rc;
+        pthread_mutex_lock(&g->c->mu);
+        rc = tick->fn(tick->arg, &tick->due);
+        pthread_mutex_unlock(&g->c->mu);
+        if (rc != 0) return rc;
+    }
+}
+
 /* Waits for fw's grant in its list, <lock key>:g:<token>, where the
  * release pushes it: BLPOP with the wait's timeout on a connection of
  * the lock's node, the thread in ppoll on that socket and on its own
@@ -247,7 +269,7 @@ static int grant_end(struct grant_wait *g, int rc) {
  * own deadline, send, await, drop or keep the connection, end.  c->mu
  * held. */
 int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until,
-                      dlock__mono deadline, int intr) {
+                      dlock__mono deadline, int intr, dlock__tick *tick) {
     struct grant_wait g;
     int rc;
 
@@ -265,9 +287,10 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
     if (intr) sleep_mask(&g.mask);
     grant_deadline(&g, deadline);
     /* steps 3-5 (c->mu not held): send the BLPOP, await its answer (or a
-     * poke, a signal, the own deadline), drop or keep the connection */
+     * poke, a signal, the own deadline; the ticks due meanwhile made),
+     * drop or keep the connection */
     rc = dlock__grant_send(&c->be, &l->k, fw->token, g.now, until, &g.pop);
-    if (rc == 0) rc = dlock__grant_await(&g.pop, g.fd, g.give_up, intr ? &g.mask : NULL);
+    if (rc == 0) rc = grant_await_ticking(&g, tick);
     dlock__grant_drop(&c->be, &g.pop);
     pthread_mutex_lock(&c->mu);
     return grant_end(&g, rc);
