@@ -143,15 +143,14 @@ static long long long_hold_calls(int with_waiter, double *waited, long long *blp
         int rc = dlock_mutex_timedlock(&m, &ts);
         *waited = dlt_now() - t0;
         calls = script_calls();
-        *blpops = dlt_redis_cmdstat(&dlt_server, "blpop");
         DLT_ASSERT_ERR(rc, 0);
         if (rc == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
         DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
     } else {
         DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
         calls = script_calls();
-        *blpops = dlt_redis_cmdstat(&dlt_server, "blpop");
     }
+    *blpops = dlt_redis_cmdstat(&dlt_server, "blpop");
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     dlt_chan_close(&ch);
     return calls;

@@ -666,7 +666,8 @@ static const char release_lua[] =
      * one place up, by LSET, as rare as the case is): its acquire, woken
      * by "released", meets the marker. */
     "local h, ls, rb, d, who, back\n"
-    "if how ~= 100 and how ~= 105 then\n"
+    "local pops = how ~= 100 and how ~= 105\n" /* neither "dead" nor "inconsistent" */
+    "if pops then\n"
     "  while true do\n"
     "    local e = redis.pcall('LPOP', K[7])\n"
     "    if type(e) ~= 'string' then break end\n"
@@ -722,7 +723,7 @@ static const char release_lua[] =
      * found nothing.) */
     "local _, win, rwho = string.match(hw, '^(%a+) (%d+) (.*)$')\n"
     "if tonumber(win) > 0 and not back and redis.call('EXISTS', K[5]) == 1\n"
-    "   and ((how ~= 100 and how ~= 105) or redis.call('EXISTS', K[7]) == 0) then\n"
+    "   and (pops or redis.call('EXISTS', K[7]) == 0) then\n"
     CLOCK_READ
     "  redis.call('ZREMRANGEBYSCORE', K[5], '-inf', nows)\n"
     "  if redis.call('ZCARD', K[5]) > 0 then\n"

@@ -327,8 +327,9 @@ static int acq_count_up(struct acq *a, dlock__hold *h, const char *what) {
  * in BLPOP (dlock__wait_grant). */
 enum { ACQ_W_GEN, ACQ_W_WAKE, ACQ_W_TURN, ACQ_W_GRANT };
 
-/* A tick of a wait in BLPOP, made while the BLPOP stays pending
- * (dlock__wait_grant): the sleep that follows ends at until. */
+/* A tick of a wait (the sleep that follows it ends at until): acq_wait's
+ * own, and a wait in BLPOP's, made while the BLPOP stays pending
+ * (dlock__wait_grant).  *due: when the next is. */
 struct acq_tick {
     struct acq *a;
     dlock__mono until;
@@ -353,17 +354,16 @@ static int acq_tick(void *arg, dlock__mono *due) {
 static int acq_wait(struct acq *a, int how, uint64_t gen, dlock__mono until) {
     struct dlock_client *c = a->c;
     dlock__lock *l = a->l;
+    struct acq_tick at = { a, until };
     int intr = a->w->intr, rc;
     dlock__dl_start(c, &a->dl, a->w->deadlock && !a->w->process, !a->waiting, a->start);
     for (;;) {
         dlock__mono due = dlock__dl_due(&a->dl), stop;
         if (dlock__now() >= due) {
-            if ((rc = dlock__dl_tick(c, l, a->owner, a->w->shared, until, &a->dl)) != 0) return rc;
+            if ((rc = acq_tick(&at, &due)) != 0) return rc;
             if (how == ACQ_W_WAKE) return 0; /* a wake-up during the tick would be missed: look again */
-            due = dlock__dl_due(&a->dl);
         }
         if (how == ACQ_W_GRANT) { /* its ticks made while its BLPOP is pending */
-            struct acq_tick at = { a, until };
             dlock__tick tick = { acq_tick, &at, due };
             return dlock__wait_grant(c, l, &a->fw, until, a->deadline, intr, &tick);
         }

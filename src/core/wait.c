@@ -245,10 +245,9 @@ static int grant_await_ticking(struct grant_wait *g, dlock__tick *tick) {
     const sigset_t *mask = g->intr ? &g->mask : NULL;
     for (;;) {
         dlock__mono due = tick != NULL ? tick->due : DLOCK__MONO_NEVER;
-        int rc;
-        if (due >= g->give_up) return dlock__grant_await(&g->pop, g->fd, g->give_up, mask);
-        rc = dlock__grant_await(&g->pop, g->fd, due, mask);
-        if (rc != ETIMEDOUT) return rc;
+        dlock__mono stop = due < g->give_up ? due : g->give_up;
+        int rc = dlock__grant_await(&g->pop, g->fd, stop, mask);
+        if (rc != ETIMEDOUT || stop == g->give_up) return rc;
         pthread_mutex_lock(&g->c->mu);
         rc = tick->fn(tick->arg, &tick->due);
         pthread_mutex_unlock(&g->c->mu);
