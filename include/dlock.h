@@ -521,7 +521,9 @@ typedef struct dlock_lock_waiter {
     char host[256];          /* the waiter's host, pid and thread id */
     long pid;
     unsigned long tid;
-    int64_t since_ms;        /* when it was first registered waiting: server time, ms since the epoch */
+    int64_t since_ms;        /* when its call began to wait, ms since the epoch: the server's clock
+                              * (by the waiter host's for a queued waiter that holds no lock; never
+                              * after server_now_ms) */
     int shared;              /* 1: it waits for a read lock; 0: exclusive (a mutex, a write lock) */
     int deadlock;            /* 1: its deadlock detection is on (it may be a cycle's victim) */
     int64_t server_now_ms;   /* the server's time when it answered (for "waiting for") */
@@ -529,11 +531,13 @@ typedef struct dlock_lock_waiter {
 } dlock_lock_waiter_t;
 /* Calls fn for each thread (of any process, on any host) that waits for
  * `name` on client c (NULL: the default client), longest-waiting first;
- * stops early when fn returns nonzero.  A call is listed from its first
- * sleep (after about 50 ms if its thread holds locks; 2 s if it waits for
- * another thread of its own process) until its wait ends, or, if its
- * process died, until its record lapses (1.5 s; at least 30 s for a
- * thread that held no lock).  One round trip.
+ * stops early when fn returns nonzero.  A queued wait (exclusive, but on
+ * Redlock) of a thread that holds no lock is listed as soon as it is
+ * queued; any other once it has waited about 50 ms (2 s if it waits for
+ * another thread of its own process without asking the server).  Listed
+ * until the wait ends, or, if its process died, until its record lapses
+ * (a queued one's with its lease; 1.5 s for a thread that held locks;
+ * else at least 30 s).  One round trip.
  * ENOTSUP on Redlock, which keeps no waiters. */
 DLOCK_API int dlock_lock_waiters(dlock_client_t *c, const char *name,
                                  int (*fn)(const dlock_lock_waiter_t *w, void *arg), void *arg);

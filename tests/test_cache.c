@@ -1449,12 +1449,25 @@ static long long ca_queued(const char *name) {
     return n;
 }
 
-/* The number of waits registered on the lock (`dlock status`'s);
- * dlt_reply_int's LLONG_MIN on error. */
+/* The number of waits registered on the lock (the waits `dlock status`
+ * lists, but for queued ones that hold nothing: their queue entries list
+ * them); dlt_reply_int's LLONG_MIN on error. */
 static long long ca_waiting(const char *name) {
     char key[300];
     dlt_lock_key(name, key, sizeof key);
     return dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:waiting", key));
+}
+
+static int ca_count_waiter(const dlock_lock_waiter_t *w, void *arg) {
+    (void)w;
+    ++*(int *)arg;
+    return 0;
+}
+
+/* The waiters dlock_lock_waiters lists for name, or -1. */
+static int ca_listed(const char *name) {
+    int n = 0;
+    return dlock_lock_waiters(NULL, name, ca_count_waiter, &n) == 0 ? n : -1;
 }
 
 /* Another process asks for name (lock) through a mutex that caches or
@@ -1485,10 +1498,12 @@ static void test_cache_grant_reserves_block(void) {
     ca_req *a;
     pid_t pid = ca_spawn_queued(name, 1, &a);
     CU_ASSERT_TRUE(ca_wait_numsub(name, 2, CA_WAIT_MS));
-    /* It registers its wait (what `dlock status` lists) once it has waited
-     * 50 ms: after that, then none of its scripts runs until its grant. */
-    for (i = 0; i < CA_WAIT_MS / 10 && ca_waiting(name) != 1; i++) dlt_sleep_ms(10);
-    DLT_ASSERT_INT_EQ(ca_waiting(name), 1);
+    /* It holds nothing: its queue entry lists its wait (what `dlock
+     * status` shows), which it never registers -- none of its scripts
+     * runs until its grant. */
+    for (i = 0; i < CA_WAIT_MS / 10 && ca_listed(name) != 1; i++) dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(ca_listed(name), 1);
+    DLT_ASSERT_INT_EQ(ca_waiting(name), 0);
     /* The waiter asks once more when its subscription is confirmed: wait
      * until no script runs for 100 ms (it sleeps until its grant). */
     for (i = 0; i < 50; i++) {

@@ -549,6 +549,107 @@ static void test_waiters_listed(void) {
     DLT_SHM_FREE(o, 1);
 }
 
+/* Queued waiters on "d/q" in other processes: [0] holds nothing (an
+ * ERRORCHECK mutex: its wait detects), [1] holds "d/q1" while it waits. */
+struct queued {
+    int go[2], listed, rc[2];
+    long long began[2]; /* wall ms just before each call */
+};
+
+static int queued_run(struct queued *q, int i) {
+    dlock_mutexattr_t a;
+    dlock_mutex_t m, other;
+    struct timespec ts;
+    DLT_CK(dlock_mutexattr_init(&a), 0);
+    DLT_CK(dlock_mutexattr_settype(&a, i == 0 ? DLOCK_MUTEX_ERRORCHECK : DLOCK_MUTEX_DEFAULT), 0);
+    DLT_CK(dlock_mutex_init(&m, "d/q", &a), 0);
+    DLT_CK(dlock_mutex_init(&other, "d/q1", NULL), 0);
+    if (i == 1) DLT_CK(dlock_mutex_lock(&other), 0);
+    DLT_CKT(dlt_flag_wait(&q->go[i], 1, 10000));
+    ts = dlt_abs_in(CLOCK_REALTIME, 8000);
+    q->began[i] = dlt_wall_ms();
+    q->rc[i] = dlock_mutex_timedlock(&m, &ts);
+    if (q->rc[i] == 0) {
+        dlt_sleep_ms(20);
+        DLT_CK(dlock_mutex_unlock(&m), 0);
+    }
+    if (i == 1) DLT_CK(dlock_mutex_unlock(&other), 0);
+    dlock_mutex_destroy(&other);
+    dlock_mutex_destroy(&m);
+    dlock_mutexattr_destroy(&a);
+    return 0;
+}
+
+static int queued_leaf(void *p) { return queued_run(p, 0); }
+static int queued_holder(void *p) { return queued_run(p, 1); }
+
+struct queued_found {
+    pid_t pid;
+    dlock_lock_waiter_t w; /* its listing */
+    int n;                 /* how often it is listed */
+};
+
+static int queued_find(const dlock_lock_waiter_t *w, void *arg) {
+    struct queued_found *f = arg;
+    if (w->pid == f->pid) {
+        f->w = *w;
+        f->n++;
+    }
+    return 0;
+}
+
+/* A queued waiter that holds nothing is listed by its queue entry, at
+ * once and with no registration of its own (the lock's :waiting stays
+ * without it), as waiting since it was queued, with its thread and its
+ * detection; one that holds a lock registers as before (it may close a
+ * cycle), and is listed once, not also by its entry.  Both are gone from
+ * the list once they got the lock, the holder's registration taken back
+ * by the grant. */
+static void test_queued_waiters_listed(void) {
+    struct queued *q = DLT_SHM_NEW(struct queued, 1);
+    struct queued_found f;
+    char key[300];
+    dlock_mutex_t m;
+    pid_t pid[2];
+    int i;
+    dlt_lock_key("d/q", key, sizeof key);
+    CU_ASSERT_FATAL((pid[0] = dlt_spawn(queued_leaf, q)) > 0);
+    CU_ASSERT_FATAL((pid[1] = dlt_spawn(queued_holder, q)) > 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "d/q", 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    dlt_flag_set(&q->go[0], 1);
+    CU_ASSERT(waiters_wait("d/q", 1, 5000));
+    /* listed before any registration could be made (50 ms), and none is */
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:waiting", key)), 0);
+    memset(&f, 0, sizeof f);
+    f.pid = pid[0];
+    DLT_ASSERT_ERR(dlock_lock_waiters(NULL, "d/q", queued_find, &f), 0);
+    DLT_ASSERT_INT_EQ(f.n, 1);
+    CU_ASSERT(f.w.tid > 0);
+    DLT_ASSERT_INT_EQ(f.w.shared, 0);
+    DLT_ASSERT_INT_EQ(f.w.deadlock, 1); /* ERRORCHECK */
+    CU_ASSERT(f.w.since_ms >= q->began[0] - 5 && f.w.since_ms <= q->began[0] + 40);
+    dlt_flag_set(&q->go[1], 1);
+    CU_ASSERT(waiters_wait("d/q", 2, 5000));
+    for (i = 0; i < 50 && dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:waiting", key)) < 1; i++)
+        dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:waiting", key)), 1);
+    dlt_sleep_ms(300); /* the holder's registration refreshed: still two, each once */
+    DLT_ASSERT_INT_EQ(waiters("d/q"), 2);
+    memset(&f, 0, sizeof f);
+    f.pid = pid[1];
+    DLT_ASSERT_ERR(dlock_lock_waiters(NULL, "d/q", queued_find, &f), 0);
+    DLT_ASSERT_INT_EQ(f.n, 1);
+    DLT_ASSERT_INT_EQ(f.w.deadlock, 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_wait(pid[i], 10000), 0);
+    for (i = 0; i < 2; i++) DLT_ASSERT_ERR(q->rc[i], 0);
+    DLT_ASSERT_INT_EQ(waiters("d/q"), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s:waiting", key)), 0);
+    dlock_mutex_destroy(&m);
+    DLT_SHM_FREE(q, 1);
+}
+
 static void test_attr(void) {
     dlock_mutexattr_t a;
     int on = -1;
@@ -700,6 +801,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_soak_one_order),
     DLT_TEST(test_random_orders_real),
     DLT_TEST(test_waiters_listed),
+    DLT_TEST(test_queued_waiters_listed),
     DLT_TEST(test_acl_user_cycle),
     DLT_TEST(test_cluster_cycle),
     DLT_TEST(test_redlock_enotsup),

@@ -105,6 +105,10 @@ static void test_contended_cost_does_not_grow_with_wait(void) {
     CU_ASSERT_TRUE(short_per < 2.5);
     CU_ASSERT_TRUE(long_per > 0);
     CU_ASSERT_TRUE(long_per <= short_per + 2.0);
+    /* Nor does a longer one (40 ms holds: 3 processes queued, waits of
+     * ~120 ms) of a waiter that holds nothing: its queue entry lists it
+     * (3.0 when it registered after 50 ms). */
+    CU_ASSERT_TRUE(long_per < 2.5);
 }
 
 /* ------------------------------------------------ one long wait: sleeps */
@@ -122,17 +126,20 @@ static int long_holder_fn(void *p) {
 
 /* A holder in another process holds "wait/long" (lease 10 s) for 3 s.
  * Counts the script calls from just after its acquire until the lock is
- * released: with a waiter, until the waiter's lock returns; without, until
- * the holder has exited.  *waited: how long the waiter waited; *blpops:
- * the BLPOPs sent meanwhile (only a waiter sends them). */
-static long long long_hold_calls(int with_waiter, double *waited, long long *blpops) {
+ * released: with a waiter (holding "wait/other" meanwhile when other is
+ * set), until the waiter's lock returns; without, until the holder has
+ * exited.  *waited: how long the waiter waited; *blpops: the BLPOPs sent
+ * meanwhile (only a waiter sends them). */
+static long long long_hold_calls(int with_waiter, int other, double *waited, long long *blpops) {
     struct dlt_chan ch;
-    dlock_mutex_t m;
+    dlock_mutex_t m, o;
     struct timespec ts;
     long long calls = -1;
     *waited = 0;
     CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
     DLT_ASSERT_ERR(dlt_mutex_make(&m, "wait/long", 10000, NULL), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&o, "wait/other", 10000, NULL), 0);
+    if (other) DLT_ASSERT_ERR(dlock_mutex_lock(&o), 0);
     pid_t pid = dlt_spawn(long_holder_fn, &ch);
     CU_ASSERT_FATAL(pid > 0);
     DLT_ASSERT_INT_EQ(dlt_pipe_get(ch.to_parent[0], 10000), 'H');
@@ -151,6 +158,8 @@ static long long long_hold_calls(int with_waiter, double *waited, long long *blp
         calls = script_calls();
     }
     *blpops = dlt_redis_cmdstat(&dlt_server, "blpop");
+    if (other) DLT_ASSERT_ERR(dlock_mutex_unlock(&o), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&o), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     dlt_chan_close(&ch);
     return calls;
@@ -160,20 +169,26 @@ static void test_long_wait_sleeps_on_notification(void) {
     double waited;
     long long blpops;
     /* The holder's own calls (its renewals and its release), alone. */
-    long long holder = long_hold_calls(0, &waited, &blpops);
-    long long total = long_hold_calls(1, &waited, &blpops);
-    long long waiter = total - holder;
+    long long holder = long_hold_calls(0, 0, &waited, &blpops);
+    long long total = long_hold_calls(1, 0, &waited, &blpops);
+    long long waiter = total - holder, ticking;
     printf("  waited %.2f s for a 3 s holder: %lld script calls in that time, the holder alone "
            "makes %lld: the waiter made %lld acquire attempts, %lld BLPOP\n",
            waited, total, holder, waiter, blpops);
     CU_ASSERT_TRUE(holder >= 1);
     CU_ASSERT_TRUE(waited > 2.0 && waited < 5.0);
     CU_ASSERT_TRUE(waiter >= 1);
-    /* (+ one: its registration as a waiter, which `dlock status` lists;
-     * the release that hands it the lock takes it back) */
-    CU_ASSERT_TRUE(waiter <= 4);
-    /* One BLPOP for the whole wait: the registration's tick (at 50 ms) is
-     * made while it stays pending, not by ending it and sending another. */
+    /* (no registration: it holds nothing, and its queue entry lists it
+     * for `dlock status`; 4 when it registered) */
+    CU_ASSERT_TRUE(waiter <= 3);
+    DLT_ASSERT_INT_EQ(blpops, 1); /* one BLPOP for the whole wait */
+    /* A waiter that holds a lock registers its wait and its edge every
+     * 250 ms (it may close a cycle): ticks made while its BLPOP stays
+     * pending, not by ending it and sending another. */
+    ticking = long_hold_calls(1, 1, &waited, &blpops) - holder;
+    printf("  holding another lock meanwhile: %lld script calls, %lld BLPOP\n", ticking, blpops);
+    CU_ASSERT_TRUE(waited > 2.0 && waited < 5.0);
+    CU_ASSERT_TRUE(ticking >= waiter + 10);
     DLT_ASSERT_INT_EQ(blpops, 1);
 }
 

@@ -153,7 +153,7 @@ static void arg_ident(dlock__args *a, size_t n) {
 }
 
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        dlock__args *a) {
+                        uint64_t since_ms, dlock__args *a) {
     unsigned guard = c->node.conf.restart_guard_ms;
     a->nkeys = a->n = lock_keys(c, k, guard != 0, a->v, a->len);
     ARG(a, token);
@@ -172,8 +172,16 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
         if ((flags & (DLOCK__F_HELD | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_HELD && guard == 0)
             a->flags[4] = '2';
         a->flags[5] = '\0';
-        a->v[a->n] = a->flags;
-        a->len[a->n++] = a->flags[4] != '\0' ? 5 : 4;
+        /* L and since, in the entry of a caller that queues (QUEUE_ENTRY) */
+        a->len[a->n] = a->flags[4] != '\0' ? 5 : 4;
+        if ((flags & (DLOCK__F_FAIR | DLOCK__F_WAIT)) == (DLOCK__F_FAIR | DLOCK__F_WAIT)) {
+            if (a->flags[4] == '\0') a->flags[4] = '0';
+            a->flags[5] = !(flags & DLOCK__F_LISTED) ? '0' : flags & DLOCK__F_DETECTS ? '2' : '1';
+            a->len[a->n] = 6;
+            if (flags & DLOCK__F_LISTED) a->len[a->n] += dlock__dec(a->flags + 6, since_ms);
+            a->flags[a->len[a->n]] = '\0';
+        }
+        a->v[a->n++] = a->flags;
         /* "SINCE WHO": this host's wall clock in ms, host:pid:tid */
         clock_gettime(CLOCK_REALTIME, &now);
         arg_ident(a, dlock__dec(a->ident, (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u));
@@ -294,7 +302,7 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
-    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
+    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, out->since_ms, &a);
     dlock__backoff bo;
 
     if ((flags & (DLOCK__F_PLAIN | DLOCK__F_SHARED | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_PLAIN &&
@@ -306,8 +314,7 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
          * token longer than this library makes: H is then only a wrong
          * guess, which costs the script a call, never a wrong answer). */
         a.flags[4] = mine ? '1' : '2';
-        a.flags[5] = '\0';
-        a.len[a.nkeys + 2] = 5;
+        if (a.flags[5] == '\0') a.len[a.nkeys + 2] = 5; /* (L stays) */
     }
     dlock__backoff_init(&bo, UNACKED_BACKOFF_MS, UNACKED_BACKOFF_MAX_MS);
     for (;;) {
@@ -720,8 +727,9 @@ static int strs_parse(const redisReply *r, dlock__strs *out) {
 }
 
 /* The keys of a waits op (waits_lua) in buf, pointed at by args: k's
- * lock key, :waiting, :wmeta and readers, or (k NULL) the edge key of
- * the holder token id.  Their number, or -1 (ENOMEM). */
+ * lock key, :waiting, :wmeta, readers, writers and fair queue, or (k
+ * NULL) the edge key of the holder token id.  Their number, or -1
+ * (ENOMEM). */
 static int waits_keys(const dlock__backend *c, const dlock__keys *k, const char *id, char **buf, const char **args,
                       size_t *lens) {
     static const char *const sfx[2] = { ":waiting", ":wmeta" };
@@ -744,14 +752,18 @@ static int waits_keys(const dlock__backend *c, const dlock__keys *k, const char 
     }
     args[3] = k->keys[DLOCK__K_READERS];
     lens[3] = k->keylens[DLOCK__K_READERS];
-    return 4;
+    args[4] = k->keys[DLOCK__K_WRITERS];
+    lens[4] = k->keylens[DLOCK__K_WRITERS];
+    args[5] = k->keys[DLOCK__K_QUEUE];
+    lens[5] = k->keylens[DLOCK__K_QUEUE];
+    return 6;
 }
 
 static int single_waits(dlock__backend *c, const dlock__keys *k, const char *op, const char *id, const char *rec,
                         unsigned ttl_ms, dlock__strs *out, dlock__mono deadline) {
     char ttl[DLOCK__DEC_MAX], *buf = NULL;
-    const char *args[8];
-    size_t lens[8];
+    const char *args[10];
+    size_t lens[10];
     redisReply *r;
     int nk = waits_keys(c, k, id, &buf, args, lens), rc;
 

@@ -191,6 +191,8 @@ typedef struct dlock__acq {
     int unkept;        /* ACQUIRED by one server's pipelined SET: the lock keeps no fence */
     uint64_t floor;    /* BUSY: the lock's last fence when the server answered, 0 not
                         * known: a grant whose fence is above it was made after */
+    uint64_t since_ms; /* in (F_LISTED): when the call began, this host's wall clock in ms --
+                        * its queue entry's since */
     dlock__mono sent;  /* when the request that got this answer went out; failed: the
                         * latest request that went out, 0 none did; -1 not known */
 } dlock__acq;
@@ -215,6 +217,9 @@ enum {
                             * the pipelined uncontended path (backend.c, plain_acquire) */
 #define DLOCK__F_HELD 256  /* the lock was held at its last acquisition here, or this call has
                             * waited: the script may read the holder first (acquire_lua's H) */
+#define DLOCK__F_LISTED 512 /* with F_FAIR and F_WAIT: the caller holds nothing; its queue entry
+                             * lists its wait, which it never registers (QUEUE_ENTRY's L) */
+#define DLOCK__F_DETECTS 1024 /* with F_LISTED: its wait detects deadlocks (listed as such) */
 /* A fence below it was not issued from the server's clock (an INCR of a
  * fence key that had gone): the pipelined path then asks the script,
  * which issues one from the clock (1e15 us: September 2001). */
@@ -409,12 +414,14 @@ typedef struct dlock__args {
     size_t len[24];
     int nkeys, n;
     /* ident: "SINCE host:pid:tid" (acquire) or "HOW WINDOW host:pid:tid"
-     * (release); flags: an acquire's "RWQC" (backend.c) */
-    char lease[16], guard[16], ident[352], flags[8];
+     * (release); flags: an acquire's "RWQC", H, L and since (backend.c) */
+    char lease[16], guard[16], ident[352], flags[32];
 } dlock__args;
-/* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
+/* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED).  since_ms: the
+ * call's start (wall ms) for a queue entry that lists the wait
+ * (F_LISTED). */
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        dlock__args *a);
+                        uint64_t since_ms, dlock__args *a);
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
 /* Runs the script on the servers of n members at once (Redlock): every
  * request is written before any answer is read.  out[i] the answer (to be

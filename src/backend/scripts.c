@@ -225,19 +225,29 @@
     "  if string.sub(q[i], 1, #" tok " + 1) == " tok " .. '|' then at = i break end\n" \
     "end\n"
 
+/* The fair queue's entry, "TOK|LEASE|RB|Q|L|SINCE|WHO": the waiter's
+ * token, lease ms, robust (0/1), delivery (Q: 1-4, acquire_lua), L (0:
+ * the waiter registers its wait itself, waits_lua; 1: a waiter that holds
+ * nothing, listed by this entry and never registered; 2: the same, with
+ * deadlock detection on), since when its call waits (ms, the waiter's
+ * clock; empty when L is 0) and its host:pid:tid.  QUEUE_ENTRY matches
+ * one: six captures (all but SINCE). */
+#define QUEUE_ENTRY "'^([^|]+)|(%d+)|([01])|([1-4])|([0-2])|%d*|(.*)$'"
+
 /* Statements: a caller that will wait registers as a waiting writer
  * (zset wk, scored by now + lease: the Lua numbers now and lease) and,
  * when it queues (q, its delivery, is not '0'), joins the fair queue qk
- * with the entry "TOK|LEASE|RB|Q|WHO" (the first five: Lua strings): at
- * its end when its registration is new; a refresh finds the entry (LPOS),
- * rewrites it in place if it says something else (QUEUE_FIND, LSET), or
- * joins at the end if it is not there.  Then keep(), which must be
- * defined, keeps both keys for twice the lease. */
-#define REGISTER(tok, ls, rb, q, who, wk, qk)                                     \
+ * with its entry (QUEUE_ENTRY; tok, ls, rb, q, lf, since, who: Lua
+ * strings, the same at every attempt of a call) at its end when its
+ * registration is new; a refresh finds the entry (LPOS), rewrites it in
+ * place if it says something else (QUEUE_FIND, LSET), or joins at the end
+ * if it is not there.  Then keep(), which must be defined, keeps both
+ * keys for twice the lease. */
+#define REGISTER(tok, ls, rb, q, lf, since, who, wk, qk)                          \
     "local new = redis.call('ZADD', " wk ", string.format('%d', now + lease), " tok ")\n" \
     "local fresh = false\n"                                                      \
     "if " q " ~= '0' then\n"                                                     \
-    "  local e = " tok " .. '|' .. " ls " .. '|' .. " rb " .. '|' .. " q " .. '|' .. " who "\n" \
+    "  local e = " tok " .. '|' .. " ls " .. '|' .. " rb " .. '|' .. " q " .. '|' .. " lf " .. '|' .. " since " .. '|' .. " who "\n" \
     "  if new == 1 then fresh = redis.pcall('RPUSH', " qk ", e) == 1\n"          \
     "  elseif redis.pcall('LPOS', " qk ", e) == false then\n"                    \
     "    " QUEUE_FIND(qk, tok)                                                    \
@@ -322,7 +332,7 @@
     "do return fs end\n"
 
 /* Exclusive acquire (mutex, write lock).  ARGV: [1] token, [2] lease ms,
- * [3] four flags "RWQC" (or five, below), [4] "SINCE WHO" (the caller's
+ * [3] four flags "RWQC" (or five or six, below), [4] "SINCE WHO" (the caller's
  * wall clock in ms, host:pid:tid), [5] restart guard ms (absent: off) -- few arguments,
  * since each costs the server on every call (bench/README.md).  The
  * uncontended path reads them as they come; the others unpack them as
@@ -353,7 +363,12 @@
  * holder first and skips the uncontended path's EXISTS, which would most
  * likely find the lock held (one call fewer for a waiter); a lock it
  * finds free with nobody there is taken as the string all the same, so
- * that the next acquisition may take the pipelined path.  While the
+ * that the next acquisition may take the pipelined path.  A caller that
+ * queues sends six flags (the fifth "0" when neither V nor H) and, when
+ * the sixth, L, is not "0", the digits of when its call began (ms, its
+ * clock): both go into its queue entry (QUEUE_ENTRY: L "0" it registers
+ * its wait itself, "1" or "2" it holds nothing and its entry lists it,
+ * as waiting since then).  While the
  * fair queue has a live waiter, the lock goes to nobody else, fair or
  * not: a free lock with a queue is taken only by the queue's head.  A
  * thread that has just released the lock while others waited is held
@@ -438,7 +453,8 @@ static const char acquire_lua[] =
     "      local lease = ARGV[2] + 0\n"
     "      local who = " ARGV_WHO "\n"
     KEEP_FN
-    REGISTER("ARGV[1]", "ARGV[2]", "'0'", "string.sub(fl, 3, 3)", "who", "wk", "qk")
+    REGISTER("ARGV[1]", "ARGV[2]", "'0'", "string.sub(fl, 3, 3)", "(#fl > 5 and string.sub(fl, 6, 6) or '0')",
+             "string.sub(fl, 7)", "who", "wk", "qk")
     "      return {0, wait, hm0[4] or redis.call('GET', KEYS[5] and KEYS[2] or p .. ':fence') or ''}\n"
     "    end\n"
     "  end\n"
@@ -517,7 +533,8 @@ static const char acquire_lua[] =
     "end\n"
     "if wait then\n"
     "  if A[6] == '1' then\n"
-    REGISTER("A[1]", "A[2]", "A[5]", "A[7]", "A[4]", "K[5]", "K[7]")
+    REGISTER("A[1]", "A[2]", "A[5]", "A[7]", "(#fl > 5 and string.sub(fl, 6, 6) or '0')", "string.sub(fl, 7)", "A[4]",
+             "K[5]", "K[7]")
     "  end\n"
     "  return {0, wait, owner and hm[4] or redis.call('GET', K[2]) or ''}\n"
     "end\n"
@@ -665,7 +682,7 @@ static const char release_lua[] =
      * in its place (no LPUSH in the README's ACL line: the entries move
      * one place up, by LSET, as rare as the case is): its acquire, woken
      * by "released", meets the marker. */
-    "local h, ls, rb, d, who, back\n"
+    "local h, ls, rb, d, lf, who, back\n"
     "local pops = how ~= 100 and how ~= 105\n" /* neither "dead" nor "inconsistent" */
     "if pops then\n"
     "  while true do\n"
@@ -675,7 +692,7 @@ static const char release_lua[] =
     CLOCK_READ
     "      now = nows + 0\n"
     "    end\n"
-    "    local t1, t2, t3, t4, t5 = string.match(e, '^([^|]+)|(%d+)|([01])|([1-4])|(.*)$')\n"
+    "    local t1, t2, t3, t4, t5, t6 = string.match(e, " QUEUE_ENTRY ")\n"
     "    if t1 and (redis.call('ZSCORE', K[5], t1) or 0) + 0 > now then\n"
     "      if t3 == '1' and how ~= 99 and redis.call('EXISTS', K[3]) == 1 then\n"
     "        local q = redis.call('LRANGE', K[7], '0', '-1')\n"
@@ -686,7 +703,7 @@ static const char release_lua[] =
     "        back = true\n"
     "        break\n"
     "      end\n"
-    "      h, ls, rb, d, who = t1, t2, t3, t4, t5\n"
+    "      h, ls, rb, d, lf, who = t1, t2, t3, t4, t5, t6\n"
     "      break\n"
     "    end\n"
     "    if t1 then redis.call('ZREM', K[5], t1) end\n"
@@ -694,7 +711,7 @@ static const char release_lua[] =
     "end\n"
     "if h then\n"
     "  redis.call('ZREM', K[5], h)\n"
-    "  if redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
+    "  if lf == '0' and redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end\n"
     "  local g = string.format('%d', math.min(ls, " GRANT_MS "))\n"
     FENCE_NEXT
     "  redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
@@ -1133,11 +1150,17 @@ static const char sem_admin_lua[] =
  * lists; docs/design.md, "Deadlock detection").  ARGV: op, id, rec, ttl
  * ms.  On a lock's slot, KEYS: the lock, <lock>:waiting (zset: waits'
  * ids by expiry), <lock>:wmeta (hash: id -> "since|rec", since in server
- * ms, written once), <lock>:readers.  "note" registers or refreshes the
+ * ms, written once), <lock>:readers, <lock>:writers, <lock>:fifo (the
+ * fair queue).  "note" registers or refreshes the
  * wait id, its rec given as "AGE|rec" (AGE: ms the wait has lasted, so
  * since is the server's clock less AGE), and returns {since}; "drop" withdraws it; "holders" returns
  * {the writer's token or '', each live reader's token}; "list" returns
- * {now, each live wait's "since|rec"}.  On a holder token's edge key
+ * {now, each live wait's "since|rec"}: the registered waits, then the
+ * queued waiters that hold nothing (QUEUE_ENTRY's L 1 or 2: they never
+ * register), from their entries, while their registration as waiting
+ * writers is live -- "since|who|x|detect", since by the waiter's clock
+ * (no later than the server's).
+ * On a holder token's edge key
  * (KEYS[1] alone, its own slot): "eset" writes rec with the ttl, "eget"
  * returns {rec} or {}, "edel" deletes it if it still begins with rec.
  * Lapsed waits are swept by note and list; note only ever lengthens the
@@ -1193,10 +1216,21 @@ static const char waits_lua[] =
     "  return out\n"
     "elseif op == 'list' then\n"
     "  sweep()\n"
-    "  local out = {tostring(now)}\n"
+    "  local out, seen = {tostring(now)}, {}\n"
     "  for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do\n"
     "    local v = redis.call('HGET', KEYS[3], m)\n"
-    "    if v then out[#out + 1] = v end\n"
+    "    if v then out[#out + 1] = v seen[m] = true end\n"
+    "  end\n"
+    /* the queued waiters that hold nothing (L 1 or 2), listed by their
+     * entries while their registration as waiting writers is live */
+    "  local q = KEYS[6] and redis.pcall('LRANGE', KEYS[6], 0, -1) or {}\n"
+    "  if q.err then q = {} end\n"
+    "  for _, e in ipairs(q) do\n"
+    "    local tk, lf, since, who = string.match(e, '^([^|]+)|%d+|[01]|[1-4]|([12])|(%d*)|(.*)$')\n"
+    "    if tk and not seen[tk] and tonumber(redis.call('ZSCORE', KEYS[5], tk) or '0') > now then\n"
+    "      since = math.min(tonumber(since) or now, now)\n" /* (another host's clock may be ahead) */
+    "      out[#out + 1] = string.format('%d', since) .. '|' .. who .. '|x|' .. (lf == '2' and '1' or '0')\n"
+    "    end\n"
     "  end\n"
     "  return out\n"
     "end\n"

@@ -352,6 +352,8 @@ typedef struct dlock__dl {
     int started;         /* the call waits: ticks are due */
     int reg;             /* registered on the server (to withdraw) */
     int granted;         /* a release granted the call the lock and withdrew its registration */
+    int inq;             /* a leaf whose fair-queue entry lists its wait (F_LISTED): it registers
+                          * nothing, and a grant withdraws nothing of it */
     dlock__mono next;    /* the next tick */
     dlock__mono begun;   /* when the call began: its wait's since is that */
     long long since;     /* its registration's server ms */
@@ -369,6 +371,9 @@ typedef struct dlock__dl {
 void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local, dlock__mono begun);
 /* When the next tick is due (DLOCK__MONO_NEVER: none). */
 dlock__mono dlock__dl_due(const dlock__dl *d);
+/* The calling thread holds no live lock on c: a wait of it is a leaf of
+ * the wait-for graph.  c->mu held. */
+int dlock__dl_leaf(struct dlock_client *c);
 /* A tick (when due): registers or refreshes the wait for l as the call
  * with token regid (shared: a read lock; until: the end of the sleep that
  * follows), and walks when detection is on.  0, or EDEADLK (the message

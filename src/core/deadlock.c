@@ -52,7 +52,15 @@ void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local, dl
             snprintf(d->toks[d->ntoks++], sizeof d->toks[0], "%s", h->token);
     first = d->ntoks == 0 ? (local ? DLOCK__DL_LEAF_LOCAL_MS : DLOCK__DL_LEAF_MS)
                           : local ? DLOCK__DL_LOCAL_MS : DLOCK__DL_REG_MS;
-    d->next = dlock__now() + (dlock__mono)first * DLOCK__MS;
+    d->next = d->inq && d->ntoks == 0 ? DLOCK__MONO_NEVER : dlock__now() + (dlock__mono)first * DLOCK__MS;
+}
+
+int dlock__dl_leaf(struct dlock_client *c) {
+    dlock__thread *me = dlock__self_peek();
+    const dlock__hold *h;
+    for (h = c->held; h != NULL && me != NULL; h = h->held_next)
+        if (h->owner == me && dlock__hold_is_live(h)) return 0;
+    return 1;
 }
 
 void dlock__dl_granted(dlock__dl *d, const char *token) {
@@ -310,6 +318,7 @@ int dlock__dl_tick(struct dlock_client *c, dlock__lock *l, const char *regid, in
     int rc = 0;
     d->next = DLOCK__MONO_NEVER;
     if (c->be.ops->waits == NULL) return 0; /* (Redlock: no waiters are kept) */
+    if (d->inq && d->ntoks == 0) return 0;  /* listed by its queue entry */
     if (!d->reg) {
         snprintf(d->regid, sizeof d->regid, "%s", regid);
         dlock__who_get(dlock__self_peek(), d->who, sizeof d->who);
@@ -329,7 +338,7 @@ void dlock__dl_end(struct dlock_client *c, dlock__lock *l, dlock__dl *d) {
     dlock__strs out = { 0, NULL };
     size_t i;
     dl_forget(d);
-    if (!d->reg || c->be.ops->waits == NULL || (d->granted && d->ntoks == 0)) return;
+    if (!d->reg || c->be.ops->waits == NULL || (d->granted && d->ntoks == 0 && !d->inq)) return;
     d->reg = 0;
     snprintf(tag, sizeof tag, "%s|", d->regid);
     pthread_mutex_unlock(&c->mu);

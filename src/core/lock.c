@@ -290,6 +290,9 @@ struct acq {
     int sure;   /* the release channel was live: a busy answer can be slept on at once */
     int listed; /* it asked for a grant pushed to its list (BLPOP) */
     int waits;  /* it asked to be registered as a waiting writer (F_WAIT) */
+    int leaf;   /* it queues holding nothing: its queue entry lists its wait (F_LISTED) */
+    int dl_on;  /* its wait detects deadlocks */
+    uint64_t since_wall; /* (leaf) when the call began, wall ms; 0 not yet read */
     dlock__dl dl; /* its wait as the wait-for graph has it (deadlock.c) */
 };
 
@@ -356,7 +359,7 @@ static int acq_wait(struct acq *a, int how, uint64_t gen, dlock__mono until) {
     dlock__lock *l = a->l;
     struct acq_tick at = { a, until };
     int intr = a->w->intr, rc;
-    dlock__dl_start(c, &a->dl, a->w->deadlock && !a->w->process, !a->waiting, a->start);
+    dlock__dl_start(c, &a->dl, a->dl_on, !a->waiting, a->start);
     for (;;) {
         dlock__mono due = dlock__dl_due(&a->dl), stop;
         if (dlock__now() >= due) {
@@ -541,9 +544,19 @@ static int ask_send(struct acq *a, int probe) {
     flags = (w->robust ? DLOCK__F_ROBUST : 0) | (w->shared ? DLOCK__F_SHARED : 0) | (a->waits ? DLOCK__F_WAIT : 0) |
             (a->queue ? DLOCK__F_FAIR : 0) | (a->listed ? DLOCK__F_GRANTLIST : 0) |
             (w->caching && !w->shared ? DLOCK__F_CACHING : 0) | (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0) |
-            (plain ? DLOCK__F_PLAIN : 0) | (a->waiting || a->l->contended == 1 ? DLOCK__F_HELD : 0);
+            (plain ? DLOCK__F_PLAIN : 0) | (a->waiting || a->l->contended == 1 ? DLOCK__F_HELD : 0) |
+            (a->leaf ? DLOCK__F_LISTED | (a->dl_on ? DLOCK__F_DETECTS : 0) : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
+    if (a->leaf) { /* its entry's since: when the call began, by this host's wall clock */
+        if (a->since_wall == 0) {
+            struct timespec now;
+            clock_gettime(CLOCK_REALTIME, &now);
+            a->since_wall = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u -
+                            (uint64_t)((a->sent - a->start) / DLOCK__MS);
+        }
+        a->ans.since_ms = a->since_wall;
+    }
     rc = c->be.ops->acquire(&c->be, &a->l->k, a->owner, w->lease_ms, flags, &a->ans, bound);
     pthread_mutex_lock(&c->mu);
     dlock__breaker_note(&c->be.node, rc, bound == ub ? ub : 0);
@@ -590,6 +603,7 @@ static int step_ask(struct acq *a) {
                                         "an administrator must reset it", l->k.name));
     if (st == DLOCK__ACQ_BUSY || st == DLOCK__ACQ_HELDBACK) {
         if (a->waits && !w->shared) a->registered = 1;
+        if (a->waits && a->leaf && st == DLOCK__ACQ_BUSY) a->dl.inq = 1; /* queued: its entry lists it */
         return ACQ_BUSY;
     }
     a->registered = 0; /* the acquire took the registration back */
@@ -788,6 +802,10 @@ static int acq_start(struct acq *a, struct dlock_client *c, dlock__lock *l, cons
                                               : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
     pthread_mutex_lock(&c->mu);
     l->users++;
+    /* A queued wait of a thread that holds nothing is listed by its queue
+     * entry (docs/design.md, "Deadlock detection"). */
+    a->leaf = a->queue && c->be.ops->waits != NULL && dlock__dl_leaf(c);
+    a->dl_on = w->deadlock && !w->process;
     return 0;
 }
 
