@@ -291,6 +291,7 @@ struct acq {
     int listed; /* it asked for a grant pushed to its list (BLPOP) */
     int waits;  /* it asked to be registered as a waiting writer (F_WAIT) */
     int leaf;   /* it queues holding nothing: its queue entry lists its wait (F_LISTED) */
+    int leaf_known; /* leaf was decided (at the call's first request) */
     int dl_on;  /* its wait detects deadlocks */
     uint64_t since_wall; /* (leaf) when the call began, wall ms; 0 not yet read */
     dlock__dl dl; /* its wait as the wait-for graph has it (deadlock.c) */
@@ -535,6 +536,14 @@ static int ask_send(struct acq *a, int probe) {
     const dlock__want *w = a->w;
     dlock__mono bound, ub;
     int flags, rc, plain = !a->waiting && !a->l->contended;
+    /* A queued wait of a thread that holds nothing is listed by its queue
+     * entry (docs/design.md, "Deadlock detection"): decided at the call's
+     * first request, not before (a hold taken from the process's cache
+     * asks nothing, and reads no clock for it). */
+    if (!a->leaf_known) {
+        a->leaf = a->queue && c->be.ops->waits != NULL && dlock__dl_leaf(c);
+        a->leaf_known = 1;
+    }
     pthread_mutex_unlock(&c->mu);
     a->sent = a->last_sent = dlock__now();
     bound = ub = dlock__unreachable_deadline(&c->be.node);
@@ -802,9 +811,6 @@ static int acq_start(struct acq *a, struct dlock_client *c, dlock__lock *l, cons
                                               : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
     pthread_mutex_lock(&c->mu);
     l->users++;
-    /* A queued wait of a thread that holds nothing is listed by its queue
-     * entry (docs/design.md, "Deadlock detection"). */
-    a->leaf = a->queue && c->be.ops->waits != NULL && dlock__dl_leaf(c);
     a->dl_on = w->deadlock && !w->process;
     return 0;
 }
