@@ -153,13 +153,17 @@ static void arg_ident(dlock__args *a, size_t n) {
 }
 
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        uint64_t since_ms, dlock__args *a) {
+                        dlock__acq *io, dlock__args *a) {
     unsigned guard = c->node.conf.restart_guard_ms;
     a->nkeys = a->n = lock_keys(c, k, guard != 0, a->v, a->len);
     ARG(a, token);
     ARGN(a, lease, lease_ms);
     if (!(flags & DLOCK__F_SHARED)) {
         struct timespec now;
+        uint64_t wall;
+        /* "SINCE WHO" below: this host's wall clock in ms */
+        clock_gettime(CLOCK_REALTIME, &now);
+        wall = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
         a->flags[0] = flags & DLOCK__F_ROBUST ? '1' : '0';
         a->flags[1] = flags & DLOCK__F_WAIT ? '1' : '0';
         if (!(flags & DLOCK__F_FAIR)) a->flags[2] = '0';
@@ -178,13 +182,15 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
             if (a->flags[4] == '\0') a->flags[4] = '0';
             a->flags[5] = !(flags & DLOCK__F_LISTED) ? '0' : flags & DLOCK__F_DETECTS ? '2' : '1';
             a->len[a->n] = 6;
-            if (flags & DLOCK__F_LISTED) a->len[a->n] += dlock__dec(a->flags + 6, since_ms);
+            if ((flags & DLOCK__F_LISTED) && io != NULL) {
+                if (io->since_ms == 0) io->since_ms = wall - (io->age_ms < wall ? io->age_ms : 0);
+                a->len[a->n] += dlock__dec(a->flags + 6, io->since_ms);
+            }
             a->flags[a->len[a->n]] = '\0';
         }
         a->v[a->n++] = a->flags;
         /* "SINCE WHO": this host's wall clock in ms, host:pid:tid */
-        clock_gettime(CLOCK_REALTIME, &now);
-        arg_ident(a, dlock__dec(a->ident, (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u));
+        arg_ident(a, dlock__dec(a->ident, wall));
         if (guard != 0) ARGN(a, guard, guard);
     } else {
         ARGN(a, guard, guard);
@@ -302,7 +308,7 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
-    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, out->since_ms, &a);
+    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, out, &a);
     dlock__backoff bo;
 
     if ((flags & (DLOCK__F_PLAIN | DLOCK__F_SHARED | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_PLAIN &&

@@ -191,8 +191,10 @@ typedef struct dlock__acq {
     int unkept;        /* ACQUIRED by one server's pipelined SET: the lock keeps no fence */
     uint64_t floor;    /* BUSY: the lock's last fence when the server answered, 0 not
                         * known: a grant whose fence is above it was made after */
-    uint64_t since_ms; /* in (F_LISTED): when the call began, this host's wall clock in ms --
-                        * its queue entry's since */
+    uint64_t since_ms; /* F_LISTED, in and out: when the call began (this host's wall clock, ms),
+                        * its queue entry's since -- 0 in: made from the request's own clock
+                        * less age_ms, and given back for the call's next requests */
+    unsigned age_ms;   /* in (F_LISTED): how long the call has run */
     dlock__mono sent;  /* when the request that got this answer went out; failed: the
                         * latest request that went out, 0 none did; -1 not known */
 } dlock__acq;
@@ -417,11 +419,11 @@ typedef struct dlock__args {
      * (release); flags: an acquire's "RWQC", H, L and since (backend.c) */
     char lease[16], guard[16], ident[352], flags[32];
 } dlock__args;
-/* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED).  since_ms: the
- * call's start (wall ms) for a queue entry that lists the wait
- * (F_LISTED). */
+/* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED).  io (NULL: none)
+ * gives the call's start for a queue entry that lists the wait (F_LISTED:
+ * dlock__acq's since_ms and age_ms). */
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        uint64_t since_ms, dlock__args *a);
+                        dlock__acq *io, dlock__args *a);
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
 /* Runs the script on the servers of n members at once (Redlock): every
  * request is written before any answer is read.  out[i] the answer (to be

@@ -557,16 +557,13 @@ static int ask_send(struct acq *a, int probe) {
             (a->leaf ? DLOCK__F_LISTED | (a->dl_on ? DLOCK__F_DETECTS : 0) : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
-    if (a->leaf) { /* its entry's since: when the call began, by this host's wall clock */
-        if (a->since_wall == 0) {
-            struct timespec now;
-            clock_gettime(CLOCK_REALTIME, &now);
-            a->since_wall = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u -
-                            (uint64_t)((a->sent - a->start) / DLOCK__MS);
-        }
+    if (a->leaf) { /* its entry's since: when the call began, by this host's wall clock, made
+                    * once (the backend's request reads that clock) and the same at each request */
         a->ans.since_ms = a->since_wall;
+        a->ans.age_ms = (unsigned)((a->sent - a->start) / DLOCK__MS);
     }
     rc = c->be.ops->acquire(&c->be, &a->l->k, a->owner, w->lease_ms, flags, &a->ans, bound);
+    if (a->leaf) a->since_wall = a->ans.since_ms;
     pthread_mutex_lock(&c->mu);
     dlock__breaker_note(&c->be.node, rc, bound == ub ? ub : 0);
     /* Asked again inside the call (a server loading, a cluster slot in
