@@ -24,6 +24,8 @@
 #include "fixture.h"
 #include "fixture_multi.h"
 
+#include "backend/backend.h" /* dlock__script_body: the waits script, asked directly */
+
 #include <dlock.h>
 
 #include <errno.h>
@@ -650,6 +652,39 @@ static void test_queued_waiters_listed(void) {
     DLT_SHM_FREE(q, 1);
 }
 
+/* waits_lua's "note" for wait id on "d/n" (KEYS: the lock, :waiting,
+ * :wmeta, readers, writers, queue, as backend.c names them); then the
+ * number of registered waits. */
+static long long note_then_count(const char *id) {
+    char k[300], kw[320], km[320], kr[320], kx[320], kq[320];
+    dlt_lock_key("d/n", k, sizeof k);
+    snprintf(kw, sizeof kw, "%s:waiting", k);
+    snprintf(km, sizeof km, "%s:wmeta", k);
+    snprintf(kr, sizeof kr, "%s:readers", k);
+    snprintf(kx, sizeof kx, "%s:writers", k);
+    snprintf(kq, sizeof kq, "%s:fifo", k);
+    redisReply *r = dlt_redis_cmd(&dlt_server, "EVAL %s 6 %s %s %s %s %s %s note %s %s 1500",
+                                  dlock__script_body(DLOCK__SCRIPT_WAITS, 0), k, kw, km, kr, kx, kq, id,
+                                  "0|h:1:2|x|1");
+    CU_ASSERT(r != NULL && r->type == REDIS_REPLY_ARRAY);
+    if (r != NULL) freeReplyObject(r);
+    return dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZCARD %s", kw));
+}
+
+/* A tick of a wait that the queue has meanwhile granted the lock (the
+ * grant withdrew its registration; its answer was on its way) registers
+ * nothing: the listing would show it waiting for a lock it holds, until
+ * the record lapsed (its wait ends thinking the grant withdrew it). */
+static void test_tick_after_grant_registers_nothing(void) {
+    char k[300];
+    dlt_lock_key("d/n", k, sizeof k);
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s %s:waiting %s:wmeta", k, k, k));
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "HSET %s owner tok-granted fence 1", k));
+    DLT_ASSERT_INT_EQ(note_then_count("tok-granted"), 0);
+    DLT_ASSERT_INT_EQ(note_then_count("tok-other"), 1); /* another's wait registers */
+    dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL %s %s:waiting %s:wmeta", k, k, k));
+}
+
 static void test_attr(void) {
     dlock_mutexattr_t a;
     int on = -1;
@@ -802,6 +837,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_random_orders_real),
     DLT_TEST(test_waiters_listed),
     DLT_TEST(test_queued_waiters_listed),
+    DLT_TEST(test_tick_after_grant_registers_nothing),
     DLT_TEST(test_acl_user_cycle),
     DLT_TEST(test_cluster_cycle),
     DLT_TEST(test_redlock_enotsup),

@@ -1153,7 +1153,8 @@ static const char sem_admin_lua[] =
  * ms, written once), <lock>:readers, <lock>:writers, <lock>:fifo (the
  * fair queue).  "note" registers or refreshes the
  * wait id, its rec given as "AGE|rec" (AGE: ms the wait has lasted, so
- * since is the server's clock less AGE), and returns {since}; "drop" withdraws it; "holders" returns
+ * since is the server's clock less AGE), and returns {since} ({} if id
+ * holds the lock: a grant withdrew it); "drop" withdraws it; "holders" returns
  * {the writer's token or '', each live reader's token}; "list" returns
  * {now, each live wait's "since|rec"}: the registered waits, then the
  * queued waiters that hold nothing (QUEUE_ENTRY's L 1 or 2: they never
@@ -1190,6 +1191,9 @@ static const char waits_lua[] =
     "end\n"
     "if op == 'note' then\n"
     "  sweep()\n"
+    /* a tick that comes after the release granted the wait the lock
+     * (which withdrew it): nothing to register */
+    "  if redis.pcall('HGET', KEYS[1], 'owner') == ARGV[2] then return {} end\n"
     "  local v = redis.call('HGET', KEYS[3], ARGV[2])\n"
     "  local since = v and string.match(v, '^(%d+)|')\n"
     "  if not since then\n"
