@@ -293,7 +293,7 @@ struct acq {
     int leaf;   /* it queues holding nothing: its queue entry lists its wait (F_LISTED) */
     int leaf_known; /* leaf was decided (at the call's first request) */
     int dl_on;  /* its wait detects deadlocks */
-    uint64_t since_wall; /* (leaf) when the call began, wall ms; 0 not yet read */
+    uint64_t since_wall; /* (leaf) when the call began, wall ms, as its first request made it; 0 not yet */
     dlock__dl dl; /* its wait as the wait-for graph has it (deadlock.c) */
 };
 
