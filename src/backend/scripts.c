@@ -231,23 +231,26 @@
  * nothing, listed by this entry and never registered; 2: the same, with
  * deadlock detection on), since when its call waits (ms, the waiter's
  * clock; empty when L is 0) and its host:pid:tid.  QUEUE_ENTRY matches
- * one: six captures (all but SINCE). */
+ * one: six captures (all but SINCE: a grant's); QUEUE_LISTED one whose
+ * L is 1 or 2: TOK, L, SINCE, WHO (waits_lua's list). */
 #define QUEUE_ENTRY "'^([^|]+)|(%d+)|([01])|([1-4])|([0-2])|%d*|(.*)$'"
+#define QUEUE_LISTED "'^([^|]+)|%d+|[01]|[1-4]|([12])|(%d*)|(.*)$'"
 
 /* Statements: a caller that will wait registers as a waiting writer
  * (zset wk, scored by now + lease: the Lua numbers now and lease) and,
  * when it queues (q, its delivery, is not '0'), joins the fair queue qk
- * with its entry (QUEUE_ENTRY; tok, ls, rb, q, lf, since, who: Lua
- * strings, the same at every attempt of a call) at its end when its
- * registration is new; a refresh finds the entry (LPOS), rewrites it in
+ * with its entry (QUEUE_ENTRY; tok, ls, rb, q, who: Lua strings; L and
+ * SINCE from the flags fl, acquire_lua's; all the same at every attempt
+ * of a call) at its end when its registration is new; a refresh finds the entry (LPOS), rewrites it in
  * place if it says something else (QUEUE_FIND, LSET), or joins at the end
  * if it is not there.  Then keep(), which must be defined, keeps both
  * keys for twice the lease. */
-#define REGISTER(tok, ls, rb, q, lf, since, who, wk, qk)                          \
+#define REGISTER(tok, ls, rb, q, who, wk, qk)                                     \
     "local new = redis.call('ZADD', " wk ", string.format('%d', now + lease), " tok ")\n" \
     "local fresh = false\n"                                                      \
     "if " q " ~= '0' then\n"                                                     \
-    "  local e = " tok " .. '|' .. " ls " .. '|' .. " rb " .. '|' .. " q " .. '|' .. " lf " .. '|' .. " since " .. '|' .. " who "\n" \
+    "  local e = " tok " .. '|' .. " ls " .. '|' .. " rb " .. '|' .. " q " .. '|' ..\n"            \
+    "            (#fl > 5 and string.sub(fl, 6, 6) or '0') .. '|' .. string.sub(fl, 7) .. '|' .. " who "\n" \
     "  if new == 1 then fresh = redis.pcall('RPUSH', " qk ", e) == 1\n"          \
     "  elseif redis.pcall('LPOS', " qk ", e) == false then\n"                    \
     "    " QUEUE_FIND(qk, tok)                                                    \
@@ -453,8 +456,7 @@ static const char acquire_lua[] =
     "      local lease = ARGV[2] + 0\n"
     "      local who = " ARGV_WHO "\n"
     KEEP_FN
-    REGISTER("ARGV[1]", "ARGV[2]", "'0'", "string.sub(fl, 3, 3)", "(#fl > 5 and string.sub(fl, 6, 6) or '0')",
-             "string.sub(fl, 7)", "who", "wk", "qk")
+    REGISTER("ARGV[1]", "ARGV[2]", "'0'", "string.sub(fl, 3, 3)", "who", "wk", "qk")
     "      return {0, wait, hm0[4] or redis.call('GET', KEYS[5] and KEYS[2] or p .. ':fence') or ''}\n"
     "    end\n"
     "  end\n"
@@ -533,8 +535,7 @@ static const char acquire_lua[] =
     "end\n"
     "if wait then\n"
     "  if A[6] == '1' then\n"
-    REGISTER("A[1]", "A[2]", "A[5]", "A[7]", "(#fl > 5 and string.sub(fl, 6, 6) or '0')", "string.sub(fl, 7)", "A[4]",
-             "K[5]", "K[7]")
+    REGISTER("A[1]", "A[2]", "A[5]", "A[7]", "A[4]", "K[5]", "K[7]")
     "  end\n"
     "  return {0, wait, owner and hm[4] or redis.call('GET', K[2]) or ''}\n"
     "end\n"
@@ -1230,7 +1231,7 @@ static const char waits_lua[] =
     "  local q = KEYS[6] and redis.pcall('LRANGE', KEYS[6], 0, -1) or {}\n"
     "  if q.err then q = {} end\n"
     "  for _, e in ipairs(q) do\n"
-    "    local tk, lf, since, who = string.match(e, '^([^|]+)|%d+|[01]|[1-4]|([12])|(%d*)|(.*)$')\n"
+    "    local tk, lf, since, who = string.match(e, " QUEUE_LISTED ")\n"
     "    if tk and not seen[tk] and tonumber(redis.call('ZSCORE', KEYS[5], tk) or '0') > now then\n"
     "      since = math.min(tonumber(since) or now, now)\n" /* (another host's clock may be ahead) */
     "      out[#out + 1] = string.format('%d', since) .. '|' .. who .. '|x|' .. (lf == '2' and '1' or '0')\n"
