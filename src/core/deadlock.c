@@ -38,6 +38,12 @@
 #define DL_DEPTH 16 /* the longest cycle looked for */
 #define DL_READS 64 /* the most edge keys one walk reads */
 
+/* h is a hold of the thread me, live: one a cycle through me's wait
+ * could run through (dl_start's tokens; a thread with none is a leaf). */
+static int dl_holds(const dlock__hold *h, const dlock__thread *me) {
+    return me != NULL && h->owner == me && dlock__hold_is_live(h);
+}
+
 void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local, dlock__mono begun) {
     dlock__thread *me = dlock__self_peek();
     const dlock__hold *h;
@@ -48,7 +54,7 @@ void dlock__dl_start(struct dlock_client *c, dlock__dl *d, int on, int local, dl
     d->begun = begun;
     d->ntoks = 0;
     for (h = c->held; h != NULL && me != NULL; h = h->held_next)
-        if (h->owner == me && dlock__hold_is_live(h) && d->ntoks < DLOCK__DL_TOKS)
+        if (dl_holds(h, me) && d->ntoks < DLOCK__DL_TOKS)
             snprintf(d->toks[d->ntoks++], sizeof d->toks[0], "%s", h->token);
     first = d->ntoks == 0 ? (local ? DLOCK__DL_LEAF_LOCAL_MS : DLOCK__DL_LEAF_MS)
                           : local ? DLOCK__DL_LOCAL_MS : DLOCK__DL_REG_MS;
@@ -59,7 +65,7 @@ int dlock__dl_leaf(struct dlock_client *c) {
     dlock__thread *me = dlock__self_peek();
     const dlock__hold *h;
     for (h = c->held; h != NULL && me != NULL; h = h->held_next)
-        if (h->owner == me && dlock__hold_is_live(h)) return 0;
+        if (dl_holds(h, me)) return 0;
     return 1;
 }
 

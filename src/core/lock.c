@@ -292,7 +292,6 @@ struct acq {
     int waits;  /* it asked to be registered as a waiting writer (F_WAIT) */
     int leaf;   /* it queues holding nothing: its queue entry lists its wait (F_LISTED) */
     int leaf_known; /* leaf was decided (at the call's first request) */
-    int dl_on;  /* its wait detects deadlocks */
     uint64_t since_wall; /* (leaf) when the call began, wall ms, as its first request made it; 0 not yet */
     dlock__dl dl; /* its wait as the wait-for graph has it (deadlock.c) */
 };
@@ -331,6 +330,12 @@ static int acq_count_up(struct acq *a, dlock__hold *h, const char *what) {
  * in BLPOP (dlock__wait_grant). */
 enum { ACQ_W_GEN, ACQ_W_WAKE, ACQ_W_TURN, ACQ_W_GRANT };
 
+/* The call's wait detects deadlocks (a process-owned hold's never does:
+ * its holder is the process, whose threads may all wait). */
+static int acq_detects(const struct acq *a) {
+    return a->w->deadlock && !a->w->process;
+}
+
 /* A tick of a wait (the sleep that follows it ends at until): acq_wait's
  * own, and a wait in BLPOP's, made while the BLPOP stays pending
  * (dlock__wait_grant).  *due: when the next is. */
@@ -360,7 +365,7 @@ static int acq_wait(struct acq *a, int how, uint64_t gen, dlock__mono until) {
     dlock__lock *l = a->l;
     struct acq_tick at = { a, until };
     int intr = a->w->intr, rc;
-    dlock__dl_start(c, &a->dl, a->dl_on, !a->waiting, a->start);
+    dlock__dl_start(c, &a->dl, acq_detects(a), !a->waiting, a->start);
     for (;;) {
         dlock__mono due = dlock__dl_due(&a->dl), stop;
         if (dlock__now() >= due) {
@@ -554,7 +559,7 @@ static int ask_send(struct acq *a, int probe) {
             (a->queue ? DLOCK__F_FAIR : 0) | (a->listed ? DLOCK__F_GRANTLIST : 0) |
             (w->caching && !w->shared ? DLOCK__F_CACHING : 0) | (w->shared && w->readfirst ? DLOCK__F_READFIRST : 0) |
             (plain ? DLOCK__F_PLAIN : 0) | (a->waiting || a->l->contended == 1 ? DLOCK__F_HELD : 0) |
-            (a->leaf ? DLOCK__F_LISTED | (a->dl_on ? DLOCK__F_DETECTS : 0) : 0);
+            (a->leaf ? DLOCK__F_LISTED | (acq_detects(a) ? DLOCK__F_DETECTS : 0) : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
     if (a->leaf) { /* its entry's since: when the call began, by this host's wall clock, made
@@ -808,7 +813,6 @@ static int acq_start(struct acq *a, struct dlock_client *c, dlock__lock *l, cons
                                               : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
     pthread_mutex_lock(&c->mu);
     l->users++;
-    a->dl_on = w->deadlock && !w->process;
     return 0;
 }
 

@@ -238,8 +238,9 @@ static int grant_end(struct grant_wait *g, int rc) {
 /* Steps 4 (c->mu not held): awaits the BLPOP's answer (or a poke, a
  * signal, the own deadline), making the ticks due before the own deadline
  * meanwhile (c->mu taken for each), the BLPOP pending all along: a wait
- * that lasts past its first tick (50 ms: it is listed for `dlock status`)
- * sends it once, not again after each tick.  A tick's error ends the wait
+ * that ticks (a thread that holds locks: every 250 ms, to refresh its
+ * records and walk the wait-for graph) sends it once, not again after
+ * each tick.  A tick's error ends the wait
  * (its BLPOP is dropped pending). */
 static int grant_await_ticking(struct grant_wait *g, dlock__tick *tick) {
     const sigset_t *mask = g->intr ? &g->mask : NULL;
