@@ -153,17 +153,16 @@ static void arg_ident(dlock__args *a, size_t n) {
 }
 
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        dlock__acq *io, dlock__args *a) {
+                        dlock__args *a) {
     unsigned guard = c->node.conf.restart_guard_ms;
     a->nkeys = a->n = lock_keys(c, k, guard != 0, a->v, a->len);
     ARG(a, token);
     ARGN(a, lease, lease_ms);
     if (!(flags & DLOCK__F_SHARED)) {
         struct timespec now;
-        uint64_t wall;
         /* "SINCE WHO" below: this host's wall clock in ms */
         clock_gettime(CLOCK_REALTIME, &now);
-        wall = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+        a->wall = (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
         a->flags[0] = flags & DLOCK__F_ROBUST ? '1' : '0';
         a->flags[1] = flags & DLOCK__F_WAIT ? '1' : '0';
         if (!(flags & DLOCK__F_FAIR)) a->flags[2] = '0';
@@ -176,27 +175,33 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
         if ((flags & (DLOCK__F_HELD | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_HELD && guard == 0)
             a->flags[4] = '2';
         a->flags[5] = '\0';
-        /* L and since, in the entry of a caller that queues (QUEUE_ENTRY) */
+        /* L, in the entry of a caller that queues (QUEUE_ENTRY; its
+         * since, dlock__acquire_since) */
         a->len[a->n] = a->flags[4] != '\0' ? 5 : 4;
         if ((flags & (DLOCK__F_FAIR | DLOCK__F_WAIT)) == (DLOCK__F_FAIR | DLOCK__F_WAIT)) {
             if (a->flags[4] == '\0') a->flags[4] = '0';
             a->flags[5] = !(flags & DLOCK__F_LISTED) ? '0' : flags & DLOCK__F_DETECTS ? '2' : '1';
+            a->flags[6] = '\0';
             a->len[a->n] = 6;
-            if ((flags & DLOCK__F_LISTED) && io != NULL) {
-                if (io->since_ms == 0) io->since_ms = wall - (io->age_ms < wall ? io->age_ms : 0);
-                a->len[a->n] += dlock__dec(a->flags + 6, io->since_ms);
-            }
-            a->flags[a->len[a->n]] = '\0';
         }
         a->v[a->n++] = a->flags;
         /* "SINCE WHO": this host's wall clock in ms, host:pid:tid */
-        arg_ident(a, dlock__dec(a->ident, wall));
+        arg_ident(a, dlock__dec(a->ident, a->wall));
         if (guard != 0) ARGN(a, guard, guard);
     } else {
         ARGN(a, guard, guard);
         ARG1(a, flags & DLOCK__F_READFIRST ? "1" : "0");
     }
     return flags & DLOCK__F_SHARED ? DLOCK__SCRIPT_ACQUIRE_SHARED : DLOCK__SCRIPT_ACQUIRE;
+}
+
+void dlock__acquire_since(dlock__args *a, int flags, dlock__acq *io) {
+    const int want = DLOCK__F_FAIR | DLOCK__F_WAIT | DLOCK__F_LISTED;
+    size_t *len = &a->len[a->nkeys + 2];
+    if ((flags & (want | DLOCK__F_SHARED)) != want) return;
+    if (io->since_ms == 0) io->since_ms = a->wall - (io->age_ms < a->wall ? io->age_ms : 0);
+    *len += dlock__dec(a->flags + *len, io->since_ms);
+    a->flags[*len] = '\0';
 }
 
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a) {
@@ -308,7 +313,7 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
-    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, out, &a);
+    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
     dlock__backoff bo;
 
     if ((flags & (DLOCK__F_PLAIN | DLOCK__F_SHARED | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_PLAIN &&
@@ -322,6 +327,7 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
         a.flags[4] = mine ? '1' : '2';
         if (a.flags[5] == '\0') a.len[a.nkeys + 2] = 5; /* (L stays) */
     }
+    dlock__acquire_since(&a, flags, out); /* the script runs: the entry's since */
     dlock__backoff_init(&bo, UNACKED_BACKOFF_MS, UNACKED_BACKOFF_MAX_MS);
     for (;;) {
         long long acked = -1;

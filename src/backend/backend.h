@@ -418,12 +418,17 @@ typedef struct dlock__args {
     /* ident: "SINCE host:pid:tid" (acquire) or "HOW WINDOW host:pid:tid"
      * (release); flags: an acquire's "RWQC", H, L and since (backend.c) */
     char lease[16], guard[16], ident[352], flags[32];
+    uint64_t wall; /* an exclusive acquire's: the request's wall clock, ms (its SINCE) */
 } dlock__args;
-/* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED).  io (NULL: none)
- * gives the call's start for a queue entry that lists the wait (F_LISTED:
- * dlock__acq's since_ms and age_ms). */
+/* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        dlock__acq *io, dlock__args *a);
+                        dlock__args *a);
+/* Appends to the flags of an exclusive acquire's args (flags: its F_*)
+ * whose queue entry lists the wait (F_LISTED) the digits of when its
+ * call began: io->since_ms, or, when 0, the request's clock less
+ * io->age_ms, given back in io->since_ms.  Once, and only for a request
+ * that runs the script (the pipelined path sends no flags). */
+void dlock__acquire_since(dlock__args *a, int flags, dlock__acq *io);
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
 /* Runs the script on the servers of n members at once (Redlock): every
  * request is written before any answer is read.  out[i] the answer (to be

@@ -391,7 +391,7 @@ static int rl_acquire(dlock__backend *c, const dlock__keys *k, const char *token
 
     dlock__backoff_init(&bo, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
     flags &= ~DLOCK__F_FAIR; /* one queue per master could not agree: not fair here */
-    which = dlock__acquire_args(c, k, token, lease_ms, flags, NULL, &a);
+    which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
     for (;;) {
         struct rl_round rd;
         int dup, rc;
