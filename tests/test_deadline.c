@@ -38,6 +38,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
 #include <dlock.h>
 
 #define LATE_MS 50.0 /* the documented bound past the deadline */
@@ -431,11 +432,102 @@ done:
     dlt_redis_cleanup(&srv);
 }
 
+/* ------------------------------- 4. one connection, different bounds */
+
+/* Every change of a socket's timeouts this process makes (SO_RCVTIMEO,
+ * SO_SNDTIMEO), the library's and hiredis's, counted: this program's
+ * setsockopt comes before libc's. */
+static atomic_int timeo_sets;
+
+int setsockopt(int fd, int level, int opt, const void *val, socklen_t len) {
+    static int (*real)(int, int, int, const void *, socklen_t);
+    if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "setsockopt");
+    if (level == SOL_SOCKET && (opt == SO_RCVTIMEO || opt == SO_SNDTIMEO)) atomic_fetch_add(&timeo_sets, 1);
+    return real(fd, level, opt, val, len);
+}
+
+struct stall {
+    dlt_redis *srv;
+    double secs;
+};
+
+static void *stall_main(void *arg) {
+    struct stall *st = arg;
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "DEBUG SLEEP %.3f", st->secs);
+    freeReplyObject(dlt_redis_cmd(st->srv, cmd));
+    return NULL;
+}
+
+/* A trylock's answer is awaited for the reply floor (200 ms), a lock's or
+ * an unlock's for the command timeout (2000 ms): one connection carries
+ * both, one after the other, with no system call to change its socket's
+ * timeout (each answer's bound is kept by the reads themselves) -- and
+ * each call still gets its own bound: an unlock or a lock after a trylock
+ * waits out a server stalled for 700 ms, a trylock does not. */
+static void test_bounds_without_syscalls(void) {
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+    pthread_t th;
+    struct stall st = { &dlt_server, 0.7 };
+    double t0, ms;
+    int i, rc;
+
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_server.url, 0), 0);
+    if (c == NULL) return;
+    DLT_ASSERT_ERR(mutex_make(&m, "dl/bounds", 0, c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0); /* the connection made, and set once */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    atomic_store(&timeo_sets, 0);
+    for (i = 0; i < 50; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    }
+    DLT_ASSERT_INT_EQ(atomic_load(&timeo_sets), 0); /* 4 a trylock pair before */
+
+    /* after a trylock, an unlock waits for a stalled server */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, stall_main, &st) == 0);
+    dlt_sleep_ms(150);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    ms = ms_since(t0);
+    CU_ASSERT(ms > 300 && ms < 2000);
+    pthread_join(th, NULL);
+    /* and so does a lock */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, stall_main, &st) == 0);
+    dlt_sleep_ms(150);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    ms = ms_since(t0);
+    CU_ASSERT(ms > 300 && ms < 2000);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    /* a trylock gives up after its floor */
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, stall_main, &st) == 0);
+    dlt_sleep_ms(150);
+    t0 = dlt_now();
+    rc = dlock_mutex_trylock(&m);
+    ms = ms_since(t0);
+    CU_ASSERT(rc != 0);
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    CU_ASSERT(ms >= 150 && ms < 450);
+    printf("  trylock on a stalled server: %s after %.0f ms\n", strerror(rc), ms);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    dlock_client_destroy(c);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_idle_server_deadline_kept),
     DLT_TEST(test_silent_host_connect_capped),
     DLT_TEST(test_partition_during_grant_wait),
     DLT_TEST(test_late_answer_never_a_dead_hold),
+    DLT_TEST(test_bounds_without_syscalls),
     { NULL, NULL }
 };
 

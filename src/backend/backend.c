@@ -558,7 +558,6 @@ static int single_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__
     size_t i, done = 0;
     int rc = 0, tries = 0;
     int64_t left_ms;
-    struct timeval tv;
 
     for (i = 0; i < n; i++) {
         rn[i].result = -1;
@@ -576,9 +575,7 @@ static int single_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__
         left_ms = (deadline - dlock__now()) / DLOCK__MS;
         if (left_ms > (int64_t)c->node.conf.command_timeout_ms) left_ms = c->node.conf.command_timeout_ms;
         if (left_ms < 5) left_ms = 5;
-        tv.tv_sec = (time_t)(left_ms / 1000);
-        tv.tv_usec = (suseconds_t)(left_ms % 1000) * 1000;
-        redisSetTimeout(c->renew_conn->ctx, tv);
+        dlock__conn_timeout(c->renew_conn, (unsigned)left_ms);
         rc = renew_batch(c, c->renew_conn, rn + done, k, &noscript,
                          (unsigned)left_ms / 2 < c->node.conf.wait_timeout_ms ? (unsigned)left_ms / 2 : c->node.conf.wait_timeout_ms);
         if (rc != 0) {

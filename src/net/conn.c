@@ -105,52 +105,81 @@ int dlock__conn_pending(const dlock__conn *cn) {
     return dlock__tls_pending(cn);
 }
 
-/* The socket's receive timeout bounds one read, not a whole answer: a
- * server that sends a huge answer, or trickles it, would keep the caller
- * past every bound.  So an answer that takes more than one read gets, in
- * all, the receive timeout set when it was awaited: each further read
- * waits only for what is left of it (the socket's timeout is put back
- * after). */
-static int reply_read_more(dlock__conn *cn, dlock__mono start, struct timeval *saved, int *changed) {
-    redisContext *ctx = cn->ctx;
-    dlock__mono total, left;
+void dlock__conn_timeout(dlock__conn *cn, unsigned ms) {
+    redisSetTimeout(cn->ctx, ms_tv(ms));
+    cn->timeout_ms = ms;
+    cn->bound_ms = 0;
+}
+
+/* The socket's receive timeout to dt (mono units, > 0), recorded in
+ * cn->timeout_ms (rounded up to a whole ms: never below what is set). */
+static void rcv_timeout(dlock__conn *cn, dlock__mono dt) {
     struct timeval tv;
-    if (!*changed) {
-        socklen_t sl = sizeof *saved;
-        if (getsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, saved, &sl) != 0) return 0; /* unbounded as before */
-        if (saved->tv_sec == 0 && saved->tv_usec == 0) return 0; /* no timeout set: none to keep */
-    }
-    total = (dlock__mono)saved->tv_sec * 1000 * DLOCK__MS + (dlock__mono)saved->tv_usec * (DLOCK__MS / 1000);
-    left = start + total - dlock__now();
+    tv.tv_sec = (time_t)(dt / (1000 * DLOCK__MS));
+    tv.tv_usec = (suseconds_t)((dt % (1000 * DLOCK__MS)) / (DLOCK__MS / 1000));
+    if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1;
+    if (setsockopt(cn->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0)
+        cn->timeout_ms = (unsigned)((dt + DLOCK__MS - 1) / DLOCK__MS);
+}
+
+/* A read that failed because the socket's receive timeout passed. */
+static int read_timed_out(const redisContext *ctx) {
+    return ctx->err == REDIS_ERR_IO &&
+           (strcmp(ctx->errstr, strerror(EAGAIN)) == 0 || strcmp(ctx->errstr, "recv: timed out") == 0);
+}
+
+/* An answer is awaited bound ms in all, from its first read: the socket's
+ * receive timeout bounds one read only, and may be shorter than the bound
+ * (set_timeout keeps it where it is when it is), so a read that times out
+ * with time left is made again; and a server that sends a huge answer, or
+ * trickles it, does not keep the caller past the bound either: each read
+ * after the first waits only for what is left of it.  -1 (the context's
+ * error set) when nothing is left. */
+static int reply_read_more(dlock__conn *cn, dlock__mono start, unsigned bound) {
+    redisContext *ctx = cn->ctx;
+    dlock__mono left = start + (dlock__mono)bound * DLOCK__MS - dlock__now();
     if (left <= 0) {
-        snprintf(ctx->errstr, sizeof ctx->errstr, "the server did not finish its answer within %lld ms",
-                 (long long)(total / DLOCK__MS));
-        ctx->err = REDIS_ERR_IO;
+        if (!ctx->err) {
+            snprintf(ctx->errstr, sizeof ctx->errstr, "the server did not finish its answer within %u ms", bound);
+            ctx->err = REDIS_ERR_IO;
+        }
         return -1;
     }
-    tv.tv_sec = (time_t)(left / (1000 * DLOCK__MS));
-    tv.tv_usec = (suseconds_t)((left % (1000 * DLOCK__MS)) / (DLOCK__MS / 1000));
-    if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1;
-    if (setsockopt(ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0) *changed = 1;
+    if (ctx->err) { /* a read that timed out before the bound: read on */
+        ctx->err = 0;
+        ctx->errstr[0] = '\0';
+    }
+    if (left < (dlock__mono)cn->timeout_ms * DLOCK__MS) rcv_timeout(cn, left);
     return 0;
 }
 
+/* How long cn's next answer may take in all. */
+static unsigned conn_bound(const dlock__conn *cn) {
+    return cn->bound_ms > cn->timeout_ms ? cn->bound_ms : cn->timeout_ms;
+}
+
 int dlock__conn_reply(dlock__conn *cn, void **reply) {
-    struct timeval saved;
     dlock__mono start = 0;
-    int changed = 0, rc = REDIS_OK, reads = 0;
+    unsigned bound = conn_bound(cn);
+    int rc = REDIS_OK, reads = 0;
     *reply = NULL;
     if (redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) return REDIS_ERR;
     while (*reply == NULL) {
         if (reads++ == 0) start = dlock__now();
-        else if (reply_read_more(cn, start, &saved, &changed) != 0) rc = REDIS_ERR;
-        if (rc != REDIS_OK || dlock__conn_read(cn) != REDIS_OK ||
-            redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) {
+        else if (reply_read_more(cn, start, bound) != 0) {
+            rc = REDIS_ERR;
+            break;
+        }
+        if (dlock__conn_read(cn) != REDIS_OK) {
+            if (read_timed_out(cn->ctx) && bound > cn->timeout_ms) continue; /* the bound decides */
+            rc = REDIS_ERR;
+            break;
+        }
+        if (redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) {
             rc = REDIS_ERR;
             break;
         }
     }
-    if (changed) setsockopt(cn->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &saved, sizeof saved);
     if (rc == REDIS_OK) cn->answered++;
     return rc;
 }
@@ -168,8 +197,7 @@ redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const 
 static const char *conn_why(const dlock__conn *cn, unsigned ms, char *buf, size_t n) {
     const redisContext *ctx = cn->ctx;
     if (ctx->errstr[0] == '\0') return "connection lost";
-    if (ctx->err == REDIS_ERR_IO &&
-        (strcmp(ctx->errstr, strerror(EAGAIN)) == 0 || strcmp(ctx->errstr, "recv: timed out") == 0)) {
+    if (read_timed_out(ctx)) {
         snprintf(buf, n, "the server did not answer within %u ms", ms);
         return buf;
     }
@@ -273,7 +301,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         if (r == NULL) {
             if (expects_tls(n, cn)) return dlock__node_refuse(n);
             return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url,
-                                 conn_why(cn, cn->timeout_ms, why, sizeof why));
+                                 conn_why(cn, conn_bound(cn), why, sizeof why));
         }
         if (r->type == REDIS_REPLY_ERROR) {
             /* the server's message names neither the password nor the user's secret */
@@ -296,7 +324,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         if (r == NULL) {
             if (expects_tls(n, cn)) return dlock__node_refuse(n);
             return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url,
-                                 conn_why(cn, cn->timeout_ms, why, sizeof why));
+                                 conn_why(cn, conn_bound(cn), why, sizeof why));
         }
         if (needs_password(r)) {
             freeReplyObject(r);
@@ -386,7 +414,7 @@ static int is_master(dlock__node *n, dlock__conn *cn) {
     char why[128];
     if (r == NULL)
         return dlock__seterr(ENOLCK, "%s: ROLE: %s", n->conf.redacted_url,
-                             conn_why(cn, cn->timeout_ms, why, sizeof why));
+                             conn_why(cn, conn_bound(cn), why, sizeof why));
     ok = r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->element[0]->type == REDIS_REPLY_STRING &&
          strcmp(r->element[0]->str, "master") == 0;
     if (!ok && r->type == REDIS_REPLY_ERROR)
@@ -432,8 +460,7 @@ static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
     cn->ep = ep;
     /* The TLS handshake, AUTH and SELECT are part of connecting: they get
      * its budget. */
-    cn->timeout_ms = end_cap(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms : cf->command_timeout_ms);
-    redisSetTimeout(ctx, ms_tv(cn->timeout_ms));
+    dlock__conn_timeout(cn, end_cap(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms : cf->command_timeout_ms));
     if (cf->tls && in_all && plain_seen && ep.port != 0 && dlock__plain_probe(ep.host, ep.port, cn->timeout_ms) == 1) {
         dlock__conn_close(cn);
         dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP): use %s, or the "
@@ -455,8 +482,7 @@ static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
         dlock__conn_close(cn);
         return rc;
     }
-    redisSetTimeout(ctx, ms_tv(cf->command_timeout_ms));
-    cn->timeout_ms = cf->command_timeout_ms;
+    dlock__conn_timeout(cn, cf->command_timeout_ms);
     cn->ep = ep;
     cn->checked = dlock__now();
     *out = cn;
@@ -734,16 +760,25 @@ unsigned dlock__reply_floor_ms(const dlock__node *n) {
 
 /* A reply is awaited no longer than the command timeout, nor past the
  * caller's deadline -- but at least the reply floor, so that a command
- * sent at its deadline is really tried -- and never past the call's end. */
+ * sent at its deadline is really tried -- and never past the call's end.
+ * That bound is the connection's bound_ms, which dlock__conn_reply keeps;
+ * the socket's receive timeout is changed only when it is longer than the
+ * bound, or shorter than both the bound and the floor, and then set to
+ * the lesser of the two: calls with different bounds on one connection (a
+ * trylock's floor, then an unlock's command timeout) make no system call
+ * for it.  (Its send timeout stays the connection's command timeout: a
+ * request that cannot be sent for that long has a server that stopped
+ * reading long before.) */
 static void set_timeout(dlock__node *n, dlock__conn *cn, dlock__mono deadline) {
-    unsigned ms = n->conf.command_timeout_ms;
+    unsigned ms = n->conf.command_timeout_ms, floor = dlock__reply_floor_ms(n), low;
     if (deadline != DLOCK__MONO_NEVER) {
         int64_t left = (deadline - dlock__now()) / DLOCK__MS;
-        unsigned floor = dlock__reply_floor_ms(n);
         if (left < (int64_t)ms) ms = left < (int64_t)floor ? floor : (unsigned)left;
     }
     ms = end_cap(ms);
-    if (ms != cn->timeout_ms && redisSetTimeout(cn->ctx, ms_tv(ms)) == REDIS_OK) cn->timeout_ms = ms;
+    low = ms < floor ? ms : floor;
+    if (cn->timeout_ms > ms || cn->timeout_ms < low) rcv_timeout(cn, (dlock__mono)low * DLOCK__MS);
+    cn->bound_ms = ms;
 }
 
 /* Error answers that mean "not now" rather than "no". */
@@ -880,7 +915,7 @@ static redisReply *cmd_send(cmd_run *k, int *rc) {
     set_timeout(k->n, k->cn, k->deadline);
     if (k->waitn > 0) { /* the WAIT may take its whole timeout (not past the call's end) */
         unsigned wms = end_cap(k->n->conf.wait_timeout_ms + 1000);
-        if (wms > k->cn->timeout_ms && redisSetTimeout(k->cn->ctx, ms_tv(wms)) == REDIS_OK) k->cn->timeout_ms = wms;
+        if (wms > k->cn->timeout_ms) dlock__conn_timeout(k->cn, wms);
     }
     k->out->at = dlock__now();
     r = cmd_and_wait(k->n, k->cn, k->argc, k->argv, k->argvlen, &k->sent, k->waitn, k->acked, k->asking, k->nafter,
@@ -1049,7 +1084,7 @@ void dlock__command_all(dlock__node **ns, size_t n, int argc, const char **argv,
                 rcs[i] = ENOLCK;
             } else {
                 rcs[i] = dlock__seterr(ENOLCK, "%s: %s", ns[i]->conf.redacted_url,
-                                       conn_why(cn[i], cn[i]->timeout_ms, why, sizeof why));
+                                       conn_why(cn[i], conn_bound(cn[i]), why, sizeof why));
             }
             dlock__pool_put(ns[i], cn[i], 1);
         } else if (needs_password(r)) {

@@ -62,7 +62,9 @@ typedef struct dlock__sent {
 
 struct dlock__conn {
     redisContext *ctx;
-    unsigned timeout_ms; /* the socket timeout now set */
+    unsigned timeout_ms; /* the socket's receive timeout now set */
+    unsigned bound_ms;   /* how long the next answer may take in all, when longer than
+                          * timeout_ms (set_timeout, conn.c), else 0 */
     struct dlock__conn *next; /* pool link */
     struct dlock__tls *tls;   /* rediss://: the TLS session (tls.c); NULL: plain */
     dlock__endpoint ep;       /* the server it leads to */
@@ -73,6 +75,8 @@ struct dlock__conn {
  * again when the last answer is older than max_age (0: always).  1 yes
  * (or the sentinels cannot tell), 0 no.  Other deployments: always 1. */
 int dlock__conn_current(dlock__node *n, dlock__conn *cn, dlock__mono max_age);
+/* Sets cn's send and receive timeouts to ms, the bound of each answer. */
+void dlock__conn_timeout(dlock__conn *cn, unsigned ms);
 
 /* TLS (tls.c).  The node's context is made from its configuration
  * (nothing without TLS); a connection's session starts on its connected
