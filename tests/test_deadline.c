@@ -465,6 +465,23 @@ static void *stall_main(void *arg) {
     return NULL;
 }
 
+/* call(m), made while another connection stalls the suite's server for
+ * 700 ms (DEBUG SLEEP, 150 ms before the call): its result, its time in
+ * *ms. */
+static int stalled_call(int (*call)(dlock_mutex_t *), dlock_mutex_t *m, double *ms) {
+    struct stall st = { &dlt_server, 0.7 };
+    pthread_t th;
+    double t0;
+    int rc;
+    if (pthread_create(&th, NULL, stall_main, &st) != 0) return EAGAIN;
+    dlt_sleep_ms(150);
+    t0 = dlt_now();
+    rc = call(m);
+    *ms = ms_since(t0);
+    pthread_join(th, NULL);
+    return rc;
+}
+
 /* A trylock's answer is awaited for the reply floor (200 ms), a lock's or
  * an unlock's for the command timeout (2000 ms): one connection carries
  * both, one after the other, with no system call to change its socket's
@@ -474,9 +491,7 @@ static void *stall_main(void *arg) {
 static void test_bounds_without_syscalls(void) {
     dlock_client_t *c = NULL;
     dlock_mutex_t m;
-    pthread_t th;
-    struct stall st = { &dlt_server, 0.7 };
-    double t0, ms;
+    double ms;
     int i, rc;
 
     /* a client whose renewal thread flushes no live figures: nothing
@@ -503,35 +518,20 @@ static void test_bounds_without_syscalls(void) {
 
     /* after a trylock, an unlock waits for a stalled server */
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
-    CU_ASSERT_FATAL(pthread_create(&th, NULL, stall_main, &st) == 0);
-    dlt_sleep_ms(150);
-    t0 = dlt_now();
-    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    ms = ms_since(t0);
+    DLT_ASSERT_ERR(stalled_call(dlock_mutex_unlock, &m, &ms), 0);
     CU_ASSERT(ms > 300 && ms < 2000);
-    pthread_join(th, NULL);
     /* and so does a lock */
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    CU_ASSERT_FATAL(pthread_create(&th, NULL, stall_main, &st) == 0);
-    dlt_sleep_ms(150);
-    t0 = dlt_now();
-    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    ms = ms_since(t0);
+    DLT_ASSERT_ERR(stalled_call(dlock_mutex_lock, &m, &ms), 0);
     CU_ASSERT(ms > 300 && ms < 2000);
-    pthread_join(th, NULL);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     /* a trylock gives up after its floor */
-    CU_ASSERT_FATAL(pthread_create(&th, NULL, stall_main, &st) == 0);
-    dlt_sleep_ms(150);
-    t0 = dlt_now();
-    rc = dlock_mutex_trylock(&m);
-    ms = ms_since(t0);
+    rc = stalled_call(dlock_mutex_trylock, &m, &ms);
     CU_ASSERT(rc != 0);
     if (rc == 0) (void)dlock_mutex_unlock(&m);
     CU_ASSERT(ms >= 150 && ms < 450);
     printf("  trylock on a stalled server: %s after %.0f ms\n", strerror(rc), ms);
-    pthread_join(th, NULL);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     dlock_client_destroy(c);
 }
