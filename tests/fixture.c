@@ -1395,6 +1395,17 @@ long long dlt_redis_total_calls(dlt_redis *r) {
     return total;
 }
 
+long long dlt_redis_errors(dlt_redis *r) {
+    redisReply *rep = dlt_redis_cmd(r, "INFO stats");
+    const char *v;
+    long long n = -1;
+    if (rep == NULL) return -1;
+    if (rep->type == REDIS_REPLY_STRING && (v = strstr(rep->str, "total_error_replies:")) != NULL)
+        n = strtoll(v + 20, NULL, 10);
+    freeReplyObject(rep);
+    return n;
+}
+
 int dlt_redis_reset_stats(dlt_redis *r) {
     redisReply *rep = dlt_redis_cmd(r, "CONFIG RESETSTAT");
     int ok = rep != NULL && rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "OK") == 0;

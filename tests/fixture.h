@@ -113,6 +113,9 @@ long long dlt_redis_cmdstat_ok(dlt_redis *r, const char *cmd);
 /* The sum of calls= over all cmdstat_ lines (INFO's own calls included,
  * but not the INFO that asks).  -1 on error. */
 long long dlt_redis_total_calls(dlt_redis *r);
+/* total_error_replies of INFO stats: the error answers the server
+ * counted, scripts' calls that failed included.  -1 on error. */
+long long dlt_redis_errors(dlt_redis *r);
 /* CONFIG RESETSTAT.  0 or -1. */
 int dlt_redis_reset_stats(dlt_redis *r);
 

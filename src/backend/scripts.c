@@ -437,21 +437,15 @@ static const char acquire_lua[] =
     /* H and W: a waiter that most likely finds the lock held.  Held as a
      * hash by another, it waits, and its path is written out here, before
      * the tables, functions and flags the others need are made (~20k
-     * instructions a handoff; bench/README.md).  It reads the hash first,
-     * with no MGET: an HMGET of the string form is refused (WRONGTYPE,
-     * caught), and only then is the string read -- in a contended stream
-     * the lock is a grant's hash, and a string only for the first waiter
-     * of a burst.  Otherwise what it read (lv0: the lock key as a string,
-     * or false; hm0: the hash's holder and marks) goes on to the paths
-     * below, which read it no more. */
+     * instructions a handoff; bench/README.md).  Otherwise what it read
+     * (lv0: the lock key as a string, or false; hm0: the hash's holder and
+     * marks) goes on to the paths below, which read it no more. */
     "local lv0, hm0\n"
     "if held and string.byte(fl, 2) == 49 then\n"
     "  local p = KEYS[1]\n"
-    "  hm0 = redis.pcall('HMGET', p, 'owner', 'cache', 'w', 'fence')\n"
-    "  if hm0.err then\n"
-    "    hm0, lv0 = nil, redis.call('MGET', p)[1]\n"
-    "  else\n"
-    "    lv0 = false\n"
+    "  lv0 = redis.call('MGET', p)[1]\n"
+    "  if not lv0 then\n"
+    "    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w', 'fence')\n"
     "    if hm0[1] and hm0[1] ~= ARGV[1] then\n"
     "      local wait\n"
     HELD_BY_ANOTHER("p", "hm0", "true")
