@@ -63,8 +63,8 @@ typedef struct dlock__sent {
 struct dlock__conn {
     redisContext *ctx;
     unsigned timeout_ms; /* the socket's receive timeout now set */
-    unsigned bound_ms;   /* how long the next answer may take in all, when longer than
-                          * timeout_ms (set_timeout, conn.c), else 0 */
+    unsigned bound_ms;   /* the next request's bound (set_timeout, conn.c; 0: none set): its
+                          * answer may take the larger of this and timeout_ms in all */
     struct dlock__conn *next; /* pool link */
     struct dlock__tls *tls;   /* rediss://: the TLS session (tls.c); NULL: plain */
     dlock__endpoint ep;       /* the server it leads to */
