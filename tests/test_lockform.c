@@ -673,8 +673,9 @@ static void test_busy_lock_asks_the_script_first(void) {
  * count an error: whichever form it finds, held by another host, the
  * string or the hash, no call of its wait fails (an HMGET of the string
  * would be refused with WRONGTYPE, counted in INFO errorstats, which
- * operators watch).  Its last call found the lock held (flag H), so it
- * reads the holder first. */
+ * operators watch).  Its requests carry flag H (read the holder first)
+ * once the call has waited, and from the first in rounds after one that
+ * found the lock held. */
 static void test_waiter_counts_no_error(void) {
     const char *name = "form/no-error";
     const char *tok = "0123456789abcdef0123456789abcdef";
@@ -688,8 +689,9 @@ static void test_waiter_counts_no_error(void) {
     DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 0, NULL), 0);
     DLT_ASSERT_ERR(warm(&m), 0);
     for (round = 0; round < 3; round++) {
-        /* rounds 0 and 1: the string (round 1 with H: the last call found it
-         * held); round 2: the hash the waits made of it */
+        /* rounds 0 and 1: the string (round 1 with H from its first
+         * request: the last call found it held); round 2: the hash the
+         * waits made of it */
         if (round < 2) {
             freeReplyObject(dlt_redis_cmd(&dlt_server, "DEL %s", k));
             freeReplyObject(dlt_redis_cmd(&dlt_server, "SET %s %s PX 60000", k, s));
