@@ -19,6 +19,9 @@
  *      the call gives that hold back and returns a live one, or an error;
  *      never 0 (or EOWNERDEAD) with holds() 0, and the lost-lock handler
  *      never runs for a hold the caller never saw.
+ *   4. One connection, different bounds (issue 21): trylock and lock
+ *      pairs back to back change no socket timeout and poll nothing (a
+ *      send and a read a request), and still each call gets its bound.
  *
  * Every server, client, proxy and socket the tests make is ended by the
  * test itself (servers by the fixture, by pid).
@@ -41,6 +44,8 @@
 
 #include <dlfcn.h>
 #include <dlock.h>
+
+#include "net/net.h" /* dlock__pool_fresh_ms */
 
 #define LATE_MS 50.0 /* the documented bound past the deadline */
 
@@ -436,12 +441,19 @@ done:
 /* ------------------------------- 4. one connection, different bounds */
 
 /* Every change of a socket's timeouts the counted thread makes
- * (SO_RCVTIMEO, SO_SNDTIMEO), the library's and hiredis's: this program's
- * setsockopt comes before libc's.  Only that thread's: the client's
- * renewal thread, which flushes the live figures once a second, may open
- * a connection of its own meanwhile. */
-static atomic_int timeo_sets, timeo_counting;
+ * (SO_RCVTIMEO, SO_SNDTIMEO), the library's and hiredis's, and every
+ * poll it makes: this program's setsockopt and poll come before libc's.
+ * Only that thread's: the client's renewal thread, which flushes the live
+ * figures once a second, may open a connection of its own meanwhile. */
+static atomic_int timeo_sets, timeo_counting, polls;
 static pthread_t timeo_thread;
+
+int poll(struct pollfd *fds, nfds_t nfds, int timeout) {
+    static int (*real)(struct pollfd *, nfds_t, int);
+    if (real == NULL) *(void **)&real = dlsym(RTLD_NEXT, "poll");
+    if (atomic_load(&timeo_counting) && pthread_equal(pthread_self(), timeo_thread)) atomic_fetch_add(&polls, 1);
+    return real(fds, nfds, timeout);
+}
 
 int setsockopt(int fd, int level, int opt, const void *val, socklen_t len) {
     static int (*real)(int, int, int, const void *, socklen_t);
@@ -487,10 +499,15 @@ static int stalled_call(int (*call)(dlock_mutex_t *), dlock_mutex_t *m, double *
  * both, one after the other, with no system call to change its socket's
  * timeout (each answer's bound is kept by the reads themselves) -- and
  * each call still gets its own bound: an unlock or a lock after a trylock
- * waits out a server stalled for 700 ms, a trylock does not. */
+ * waits out a server stalled for 700 ms, a trylock does not.  Nor does a
+ * request poll(0) its pooled connection when the last answer on it is
+ * fresh (the kernel's receive time of each read checks it instead:
+ * net/conn.c, "A connection's step"): a pair makes the raw pair's system
+ * calls, a send and a read a request. */
 static void test_bounds_without_syscalls(void) {
     dlock_client_t *c = NULL;
     dlock_mutex_t m;
+    unsigned fresh;
     double ms;
     int i, rc;
 
@@ -506,6 +523,13 @@ static void test_bounds_without_syscalls(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     timeo_thread = pthread_self();
     atomic_store(&timeo_sets, 0);
+    atomic_store(&polls, 0);
+    /* Back to back (each request within the pool's freshness of the
+     * last answer, widened here so that a preempted test thread cannot
+     * make it otherwise): the connection is taken without a poll(0), its
+     * reads dated instead. */
+    fresh = dlock__pool_fresh_ms;
+    dlock__pool_fresh_ms = 60000;
     atomic_store(&timeo_counting, 1);
     for (i = 0; i < 50; i++) {
         DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
@@ -514,7 +538,23 @@ static void test_bounds_without_syscalls(void) {
         DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     }
     atomic_store(&timeo_counting, 0);
+    dlock__pool_fresh_ms = fresh;
     DLT_ASSERT_INT_EQ(atomic_load(&timeo_sets), 0); /* 4 a trylock pair before */
+    DLT_ASSERT_INT_EQ(atomic_load(&polls), 0);      /* 1 a request before */
+    /* A connection idle for longer is checked by a poll(0) when taken:
+     * one a request. */
+    atomic_store(&polls, 0);
+    for (i = 0; i < 5; i++) {
+        dlt_sleep_ms(5);
+        atomic_store(&timeo_counting, 1);
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+        atomic_store(&timeo_counting, 0);
+        dlt_sleep_ms(5);
+        atomic_store(&timeo_counting, 1);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        atomic_store(&timeo_counting, 0);
+    }
+    DLT_ASSERT_INT_EQ(atomic_load(&polls), 10);
 
     /* after a trylock, an unlock waits for a stalled server */
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "net/net.h"
@@ -67,8 +68,10 @@ static unsigned end_cap(unsigned ms) {
  * dlock writes the bytes itself, with send(MSG_NOSIGNAL): hiredis's
  * write() would raise SIGPIPE
  * on a socket the server closed, whose default action kills the host
- * program.  (This is also the seam where TLS will go: hiredis 0.14 has
- * none.)  Reading stays hiredis's: read() raises no signal. */
+ * program.  (This is also the seam where TLS goes: hiredis 0.14 has
+ * none.)  Reading is dlock's too where the kernel stamps what a socket
+ * receives (a recvmsg that returns the receive time: "A connection's
+ * step" below), hiredis's read() elsewhere; neither raises a signal. */
 
 static int send_all(redisContext *ctx, const char *buf, size_t len) {
     while (len > 0) {
@@ -86,10 +89,119 @@ static int send_all(redisContext *ctx, const char *buf, size_t len) {
     return 0;
 }
 
+/* ---------------------------------------------------- a connection's step
+ *
+ * A pooled connection must be in step with its requests: bytes that came
+ * while it sat idle (the server closed it, or sent something no request
+ * asked for: an answer late, or twice, from a proxy) would be taken for
+ * the next request's answer -- they sit in the kernel, so that request's
+ * first read returns them alone, a whole answer, with its own a round
+ * trip behind (tests/test_proxy.c: test_duplicate_does_not_desync and
+ * test_duplicate_told_by_time see two owners, or an error, without a
+ * check).  The check used to be a poll(0) at every
+ * pool take: a system call per request, 1.2 us on a host with page-table
+ * isolation, 4-5% of an uncontended pair (issue 21).
+ *
+ * Now the kernel stamps each read with the receive time of its bytes
+ * (SO_TIMESTAMPNS, plain TCP): a connection taken unpolled records the
+ * time of its first send, and a read of bytes received before it is
+ * refused -- the connection is out of step: it is closed (with the idle
+ * ones) and the request asked again on a fresh one, as for any broken
+ * connection.  The poll(0) stays where the stamp cannot tell: for a
+ * connection idle for dlock__pool_fresh_ms or longer -- an end of file
+ * carries no stamp, and a server that closed the connection while it sat
+ * idle (its `timeout`, a restart, CLIENT KILL) would fail the request
+ * only once it went out, which a request asked once (a release) would
+ * end as "outcome unknown"; one millisecond of idleness makes the
+ * poll's cost a thousandth of it at most -- for TLS (OpenSSL reads the
+ * socket itself), and where the kernel gave no stamp. */
+unsigned dlock__pool_fresh_ms = 1;
+
+static int64_t real_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Asks the kernel to stamp what cn's socket receives. */
+static void stamps_ask(dlock__conn *cn) {
+    int on = 1;
+    if (setsockopt(cn->ctx->fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on) == 0) cn->stamps = DLOCK__STAMPS_ASKED;
+}
+
+/* The receive time of the bytes a recvmsg returned (of the last of them,
+ * when the kernel merged several arrivals), CLOCK_REALTIME ns; -1: none. */
+static int64_t stamp_of(struct msghdr *m) {
+    struct cmsghdr *h;
+    for (h = CMSG_FIRSTHDR(m); h != NULL; h = CMSG_NXTHDR(m, h))
+        if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_TIMESTAMPNS) {
+            struct timespec ts;
+            memcpy(&ts, CMSG_DATA(h), sizeof ts);
+            return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        }
+    return -1;
+}
+
+/* redisBufferRead's read, with the bytes' receive time: a read checked
+ * against the request's send (DLOCK__STEP_SENT) refuses bytes that came
+ * before it, and bytes it cannot date. */
+static int stamped_read(dlock__conn *cn) {
+    redisContext *ctx = cn->ctx;
+    char buf[1024 * 16];
+    union {
+        char b[CMSG_SPACE(sizeof(struct timespec))];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { buf, sizeof buf };
+    struct msghdr m;
+    ssize_t got;
+    int64_t at;
+    memset(&m, 0, sizeof m);
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl.b;
+    m.msg_controllen = sizeof ctl.b;
+    got = recvmsg(ctx->fd, &m, 0);
+    if (got < 0) {
+        int e = errno; /* kept: cmd_broken reads it */
+        if (e == EINTR) return REDIS_OK; /* as hiredis: read again */
+        snprintf(ctx->errstr, sizeof ctx->errstr, "%s", strerror(e));
+        ctx->err = REDIS_ERR_IO;
+        errno = e;
+        return REDIS_ERR;
+    }
+    if (got == 0) {
+        snprintf(ctx->errstr, sizeof ctx->errstr, "Server closed the connection");
+        ctx->err = REDIS_ERR_EOF;
+        return REDIS_ERR;
+    }
+    at = stamp_of(&m);
+    if (at >= 0) cn->stamps = DLOCK__STAMPS_SEEN;
+    else cn->stamps = DLOCK__STAMPS_ASKED; /* polled when taken, until a read is stamped again */
+    if (cn->step == DLOCK__STEP_SENT && at < cn->sent_rt) {
+        snprintf(ctx->errstr, sizeof ctx->errstr, "%s",
+                 at < 0 ? "an answer came that the kernel did not date (the connection was not checked)"
+                        : "an answer came before the request was sent (the connection was out of step)");
+        ctx->err = REDIS_ERR_PROTOCOL;
+        cn->step = DLOCK__STEP_OUT;
+        return REDIS_ERR;
+    }
+    if (redisReaderFeed(ctx->reader, buf, (size_t)got) != REDIS_OK) {
+        snprintf(ctx->errstr, sizeof ctx->errstr, "%s", ctx->reader->errstr);
+        ctx->err = ctx->reader->err;
+        return REDIS_ERR;
+    }
+    return REDIS_OK;
+}
+
 int dlock__conn_flush(dlock__conn *cn) {
     redisContext *ctx = cn->ctx;
     int rc;
     if (ctx->err) return -1;
+    if (cn->step == DLOCK__STEP_TAKEN) {
+        cn->sent_rt = real_ns();
+        cn->step = DLOCK__STEP_SENT;
+    }
     rc = cn->tls ? dlock__tls_write(cn, ctx->obuf, sdslen(ctx->obuf)) : send_all(ctx, ctx->obuf, sdslen(ctx->obuf));
     sdsclear(ctx->obuf);
     return rc;
@@ -97,8 +209,9 @@ int dlock__conn_flush(dlock__conn *cn) {
 
 int dlock__conn_read(dlock__conn *cn) {
     if (cn->ctx->err) return REDIS_ERR;
-    if (cn->tls == NULL) return redisBufferRead(cn->ctx);
-    return dlock__tls_read(cn) == 0 ? REDIS_OK : REDIS_ERR;
+    if (cn->tls != NULL) return dlock__tls_read(cn) == 0 ? REDIS_OK : REDIS_ERR;
+    if (cn->stamps != DLOCK__STAMPS_OFF) return stamped_read(cn);
+    return redisBufferRead(cn->ctx);
 }
 
 int dlock__conn_pending(const dlock__conn *cn) {
@@ -180,7 +293,10 @@ int dlock__conn_reply(dlock__conn *cn, void **reply) {
             break;
         }
     }
-    if (rc == REDIS_OK) cn->answered++;
+    if (rc == REDIS_OK) {
+        cn->answered++;
+        cn->used = dlock__now();
+    }
     return rc;
 }
 
@@ -458,6 +574,8 @@ static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
     }
     cn->ctx = ctx;
     cn->ep = ep;
+    cn->used = began;
+    if (!cf->tls) stamps_ask(cn);
     /* The TLS handshake, AUTH and SELECT are part of connecting: they get
      * its budget. */
     dlock__conn_timeout(cn, end_cap(connect_timeout_ms < cf->command_timeout_ms ? connect_timeout_ms : cf->command_timeout_ms));
@@ -650,36 +768,23 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         n->nidle--;
         pthread_mutex_unlock(n->mu);
         cn->next = NULL;
-        /* An idle connection must have nothing to read: if it has, the
-         * server closed it, or sent something no request asked for (an
-         * answer arriving late, twice...) that would be taken for the
-         * next request's.  Either way it is done.
-         *
-         * This poll(0) is the one system call a request makes besides
-         * its send and its read, and it stays (issue 21 asked whether it
-         * could go): nothing the read path sees without a system call
-         * tells these cases apart from a good answer.  (1) Bytes that
-         * came while the connection was idle sit in the kernel, not in
-         * hiredis's reader: the next request's first read returns them
-         * alone, a whole answer, and its own answer comes a round trip
-         * later -- the reader's position after the answer (cmd_answered)
-         * shows nothing left over, and the stale answer would be taken
-         * for this request's (tests/test_proxy.c,
-         * test_duplicate_does_not_desync, fails with "two owners" without
-         * this check).  (2) A connection the server closed while idle
-         * fails only after the request went out: a command is then
-         * asked again, but a release or reset (asked once) would end
-         * "outcome unknown" (an orphan) where today it is sent, and
-         * answered, on a fresh connection.  Telling either apart after
-         * the fact needs the kernel's receive time of the bytes (a
-         * recvmsg with SO_TIMESTAMP, against the send's time) and, for an
-         * end of file, whether the server reset our request (it never
-         * read it) -- not done here. */
-        pfd.fd = cn->ctx->fd;
-        pfd.events = POLLIN;
-        pfd.revents = 0;
-        if (poll(&pfd, 1, 0) == 0 && !dlock__conn_pending(cn) &&
-            dlock__conn_current(n, cn, (dlock__mono)SENTINEL_CHECK_MS * DLOCK__MS)) {
+        /* An idle connection must have nothing to read (see "A
+         * connection's step"): one whose reads are stamped and whose
+         * last answer is fresh is checked by its reads; any other by a
+         * poll(0) now. */
+        if (cn->stamps == DLOCK__STAMPS_SEEN && dlock__now() - cn->used < (dlock__mono)dlock__pool_fresh_ms * DLOCK__MS) {
+            cn->step = DLOCK__STEP_TAKEN;
+        } else {
+            pfd.fd = cn->ctx->fd;
+            pfd.events = POLLIN;
+            pfd.revents = 0;
+            cn->step = DLOCK__STEP_CHECKED;
+            if (poll(&pfd, 1, 0) != 0 || dlock__conn_pending(cn)) {
+                dlock__conn_close(cn);
+                continue;
+            }
+        }
+        if (dlock__conn_current(n, cn, (dlock__mono)SENTINEL_CHECK_MS * DLOCK__MS)) {
             *out = cn;
             return 0;
         }
@@ -976,13 +1081,15 @@ static int cmd_answered(cmd_run *k, redisReply *r, redisReply **out) {
     return 0;
 }
 
-/* The connection broke (EOF, reset, timeout): CMD_AGAIN on another, or
- * ENOLCK.  A pooled connection may simply predate a server restart.  Past
- * the deadline, only an end of file or a reset is worth one more try (a
- * stale pooled connection), not a silent server. */
+/* The connection broke (EOF, reset, timeout, out of step): CMD_AGAIN on
+ * another, or ENOLCK.  A pooled connection may simply predate a server
+ * restart.  Past the deadline, only an end of file, a reset or bytes that
+ * came before the request are worth one more try (a stale pooled
+ * connection), not a silent server. */
 static int cmd_broken(cmd_run *k) {
     dlock__node *n = k->n;
-    int stale = k->cn->ctx->err == REDIS_ERR_EOF || (k->cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET);
+    int stale = k->cn->ctx->err == REDIS_ERR_EOF || (k->cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET) ||
+                k->cn->step == DLOCK__STEP_OUT;
     char why[128];
     if (expects_tls(n, k->cn)) { /* a configuration error: asking again cannot mend it */
         dlock__node_refuse(n);

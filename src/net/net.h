@@ -70,7 +70,23 @@ struct dlock__conn {
     dlock__endpoint ep;       /* the server it leads to */
     dlock__mono checked;      /* Sentinel: when the sentinels last named ep the master */
     unsigned answered;        /* answers read on it (0: the server never answered) */
+    /* Whether it is in step with its requests, told without a system
+     * call (conn.c, "A connection's step"): */
+    dlock__mono used;         /* when its last answer was read (or it was opened) */
+    int64_t sent_rt;          /* CLOCK_REALTIME ns of the first send since it left the pool unchecked */
+    unsigned char stamps;     /* DLOCK__STAMPS_*: does the kernel tell each read's receive time? */
+    unsigned char step;       /* DLOCK__STEP_*: is each read checked against sent_rt? */
 };
+#define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
+#define DLOCK__STAMPS_ASKED 1 /* asked for, not yet seen on a read */
+#define DLOCK__STAMPS_SEEN 2  /* seen: a pool take may skip the poll(0) */
+#define DLOCK__STEP_CHECKED 0 /* nothing to check: new, or polled when taken */
+#define DLOCK__STEP_TAKEN 1   /* taken unpolled: the next send records sent_rt */
+#define DLOCK__STEP_SENT 2    /* sent: a byte received before sent_rt is not an answer */
+#define DLOCK__STEP_OUT 3     /* a read found it out of step: it is done */
+/* A pooled connection whose last answer is younger than this (ms) is
+ * taken without a poll(0) when its reads are stamped (conn.c). */
+extern unsigned dlock__pool_fresh_ms;
 /* Sentinel: does cn still lead to the master the sentinels name?  Asked
  * again when the last answer is older than max_age (0: always).  1 yes
  * (or the sentinels cannot tell), 0 no.  Other deployments: always 1. */
@@ -124,10 +140,13 @@ int dlock__pool_keep(dlock__node *n, dlock__conn *cn);
  * request went out before it did); and sending what was appended
  * to ctx's output buffer.  Both write with MSG_NOSIGNAL: never SIGPIPE. */
 redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const size_t *lens, int *sent);
-/* Writes what is queued in the context's output buffer. */
+/* Writes what is queued in the context's output buffer (the first send
+ * of a connection taken unchecked records its time, cn->sent_rt). */
 int dlock__conn_flush(dlock__conn *cn);
 /* Reads what the server sent (waiting up to the socket timeout) into the
- * context's reader: REDIS_OK or REDIS_ERR, as redisBufferRead. */
+ * context's reader: REDIS_OK or REDIS_ERR, as redisBufferRead; also
+ * REDIS_ERR (REDIS_ERR_PROTOCOL, cn->step DLOCK__STEP_OUT) for bytes
+ * received before the request a connection taken unchecked sent. */
 int dlock__conn_read(dlock__conn *cn);
 /* The next answer, reading as needed: REDIS_OK or REDIS_ERR, as
  * redisGetReply. */
