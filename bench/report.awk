@@ -33,7 +33,9 @@ END {
             "raw pair " f(raw, 0), f(r, 2) "x (p50: " f(g(k "_vs_raw_p50"), 2) "x)", ">= 0.9x raw", verdict(r >= 0.9))
     }
     rec = g("seq.recursive_pair_ns"); rc = g("seq.recursive_client_cmds")
-    row("3", "recursive relock+unlock by the holder", f(rec, 0) " ns, " f(rc, 0) " requests", "PING " f(rt * 1000, 0) " ns", "", "no round trip", verdict(rc == 0 && rec < rt * 1000 / 10))
+    # requests counted in the whole process: the live figures' flush (once
+    # a second, the renewal thread's) may land in the loop
+    row("3", "recursive relock+unlock by the holder", f(rec, 0) " ns, " f(rc * 1e6, 1) " requests per 10^6 pairs (the process's)", "PING " f(rt * 1000, 0) " ns", "", "no round trip", verdict(rc < 1e-5 && rec < rt * 1000 / 10))
 
     # 4, 5: the default mutex, then the fair one (issue #8), of each shape
     split("dlock_proc dlock_fair_proc dlock_thread dlock_fair_thread", cp, " ")
