@@ -610,6 +610,48 @@ static void test_duplicate_told_by_time(void) {
     duplicate_answer(1);
 }
 
+/* A pooled connection the server closed while it sat idle (here the
+ * proxy closes both sides) is found closed when taken -- by the poll(0)
+ * that a connection idle for a millisecond or more gets -- and the unlock
+ * goes out on a fresh one: 0, not "the request may have run".  With the
+ * pool's freshness widened past the pause, the closed connection is taken
+ * unchecked (an end of file carries no receive time): the unlock, asked
+ * once, may end ENOLCK, its token an orphan -- why idle connections are
+ * still polled (net/conn.c, "A connection's step") -- but the lock is
+ * never left held: the orphan is released in the background, long before
+ * its 10 s lease ends. */
+static void test_idle_close_then_unlock(void) {
+    unsigned fresh = dlock__pool_fresh_ms;
+    dlock_mutex_t m;
+    double t0;
+    ctx x;
+    int rc, round;
+
+    if (ctx_open(&x, 0) != 0) CU_FAIL_FATAL("cannot set up the proxy and client");
+    DLT_ASSERT_ERR(mk(&m, x.c, "proxy/idleclose", 10000), 0);
+    for (round = 0; round < 2; round++) {
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+        dlt_proxy_close_all(x.px);
+        dlt_sleep_ms(50);
+        if (round == 1) dlock__pool_fresh_ms = 60000;
+        rc = dlock_mutex_unlock(&m);
+        dlock__pool_fresh_ms = fresh;
+        if (round == 0) {
+            if (rc != 0) fprintf(stderr, "  unlock after an idle close: %s\n", dlock_last_error());
+            DLT_ASSERT_ERR(rc, 0);
+        } else {
+            printf("\n  unlock on a connection taken unchecked after an idle close: %s ", rc ? dlock_err_name(rc) : "0");
+            CU_ASSERT(rc == 0 || rc == ENOLCK);
+        }
+        DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+        t0 = dlt_now(); /* free on the server */
+        while (key_exists("proxy/idleclose") != 0 && ms_since(t0) < 3000) dlt_sleep_ms(20);
+        DLT_ASSERT_INT_EQ(key_exists("proxy/idleclose"), 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    ctx_close(&x);
+}
+
 /* A drift margin as large as the lease (a valid configuration: the URL
  * takes drift_ms up to 60000) must not make a hold valid forever: with
  * the server silent, holds() must turn 0 once the lease has run out. */
@@ -894,6 +936,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_garbage_does_not_desync),
     DLT_TEST(test_duplicate_does_not_desync),
     DLT_TEST(test_duplicate_told_by_time),
+    DLT_TEST(test_idle_close_then_unlock),
     DLT_TEST(test_drift_larger_than_lease),
     DLT_TEST(test_timedlock_deadline_blackhole),
     DLT_TEST(test_list_endless_scan),
