@@ -114,7 +114,10 @@ static int send_all(redisContext *ctx, const char *buf, size_t len) {
  * only once it went out, which a request asked once (a release) would
  * end as "outcome unknown"; one millisecond of idleness makes the
  * poll's cost a thousandth of it at most -- for TLS (OpenSSL reads the
- * socket itself), and where the kernel gave no stamp. */
+ * socket itself), and where the kernel gave no stamp.  The stamps are
+ * CLOCK_REALTIME: a step of the clock backwards between a send and its
+ * answer makes a good answer look stale, which costs a retry (a release:
+ * "outcome unknown"), never a wrong answer taken. */
 unsigned dlock__pool_fresh_ms = 1;
 
 static int64_t real_ns(void) {
