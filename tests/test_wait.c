@@ -389,12 +389,70 @@ static void test_waiter_gets_lock_of_killed_holder(void) {
     dlt_chan_close(&ch);
 }
 
+/* ------------------------------- a channel lingers, then goes */
+
+/* Holds "wait/linger" for 6 s: the parent's waits time out, and no
+ * release comes meanwhile. */
+static int linger_holder_fn(void *p) {
+    struct dlt_chan *ch = p;
+    dlock_mutex_t m;
+    if (dlt_mutex_make(&m, "wait/linger", 30000, NULL) != 0) return 10;
+    if (dlock_mutex_lock(&m) != 0) return 11;
+    if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
+    dlt_sleep_ms(6000);
+    if (dlock_mutex_unlock(&m) != 0) return 13;
+    return dlock_mutex_destroy(&m) == 0 ? 0 : 14;
+}
+
+/* A wait of 200 ms that times out: when it ended. */
+static double linger_wait(dlock_mutex_t *m) {
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 200);
+    DLT_ASSERT_ERR(dlock_mutex_timedlock(m, &ts), ETIMEDOUT);
+    return dlt_now();
+}
+
+/* A lock's channel stays subscribed for the linger (2 s) after the last
+ * wait on it ends, then goes: after a first wait the subscriber thread
+ * sleeps towards that linger's end; a second wait, ending 1.2 s later,
+ * need not wake it (notify.c, dlock__notify_idle) -- it sweeps when it
+ * wakes (at that end, or at the "released" a timed-out waiter's
+ * withdrawal publishes) and keeps the channel for the second wait's
+ * linger, then drops it. */
+static void test_channel_lingers_then_goes(void) {
+    const char *ch_name = "dlock:{wait/linger}";
+    struct dlt_chan ch;
+    dlock_mutex_t m;
+    double t1, t2, gone;
+    CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "wait/linger", 30000, NULL), 0);
+    pid_t pid = dlt_spawn(linger_holder_fn, &ch);
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_FATAL(dlt_pipe_get(ch.to_parent[0], 10000) == 'H');
+
+    t1 = linger_wait(&m);
+    dlt_sleep_ms(500);
+    DLT_ASSERT_INT_EQ(dlt_numsub(ch_name), 1);
+    dlt_sleep_ms(500);
+    t2 = linger_wait(&m);
+    while (dlt_now() < t1 + 2.5) dlt_sleep_ms(10);
+    DLT_ASSERT_INT_EQ(dlt_numsub(ch_name), 1); /* t1's linger passed; t2's runs */
+    while (dlt_numsub(ch_name) != 0 && dlt_now() < t2 + 3.5) dlt_sleep_ms(20);
+    gone = dlt_now();
+    printf("  channel dropped %.0f ms after the last wait ended (linger 2000 ms)\n", (gone - t2) * 1000);
+    DLT_ASSERT_INT_EQ(dlt_numsub(ch_name), 0);
+    CU_ASSERT(gone - t2 >= 1.9);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 10000), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    dlt_chan_close(&ch);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_contended_cost_does_not_grow_with_wait),
     DLT_TEST(test_long_wait_sleeps_on_notification),
     DLT_TEST(test_handoff_latency_to_other_process),
     DLT_TEST(test_release_never_missed),
     DLT_TEST(test_waiter_gets_lock_of_killed_holder),
+    DLT_TEST(test_channel_lingers_then_goes),
     { NULL, NULL }
 };
 

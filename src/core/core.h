@@ -163,6 +163,8 @@ typedef struct dlock__sub {
     dlock__conn *conn;      /* owned by its thread */
     uint64_t epoch;         /* bumped at every (re)connection and loss */
     dlock__mono down_since; /* 0 when up or unneeded */
+    int sleeping;           /* its thread waits in phase 3 (I/O), c->mu dropped, */
+    dlock__mono wake_by;    /* until then at the latest (DLOCK__MONO_NEVER: until woken) */
 } dlock__sub;
 
 struct dlock_client {
@@ -232,6 +234,9 @@ void dlock__renew_stop(struct dlock_client *c);
  * pokes the subscriber thread.  c->mu held. */
 int dlock__notify_want(struct dlock_client *c, dlock__lock *l);
 void dlock__notify_poke(struct dlock_client *c);
+/* l's last local waiter left (l->sub_idle_since set, c->mu held): its
+ * subscriber starts the lingering channel's clock. */
+void dlock__notify_idle(struct dlock_client *c, dlock__lock *l);
 /* Is l's channel subscribed on a live connection; the epoch of the
  * connection that carries it (unique in the process).  c->mu held. */
 int dlock__sub_live(const struct dlock_client *c, const dlock__lock *l);

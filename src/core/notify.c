@@ -377,9 +377,12 @@ static int sub_timeout_ms(const struct sub_loop *lp) {
 static void sub_io(struct sub_loop *lp) {
     dlock__sub *sub = lp->sub;
     int timeout_ms = sub_timeout_ms(lp);
+    sub->sleeping = 1;
+    sub->wake_by = lp->s.next;
     pthread_mutex_unlock(&lp->c->mu);
     if (!lp->s.err && dlock__sub_wait(sub->b, sub->conn, sub->wakefd, timeout_ms) != 0) lp->s.err = 1;
     pthread_mutex_lock(&lp->c->mu);
+    sub->sleeping = 0;
 }
 
 /* Phase 4, dispatch: every complete reply read, in order, to on_message.
@@ -466,6 +469,21 @@ static void *sub_main(void *arg) {
 static void poke(dlock__sub *sub) {
     uint64_t one = 1;
     if (sub->wakefd >= 0) (void)!write(sub->wakefd, &one, sizeof one);
+}
+
+/* A subscriber sweeps its locks before every wait, and waits until the
+ * earliest linger expiry at the latest: it needs waking for l's new
+ * linger only when it waits past it.  One that is awake, or will wake
+ * before (most often: a lock contended again and again keeps a linger
+ * running), is left alone -- a poke here was a wake-up of the thread,
+ * and a system call, in every contended acquisition. */
+void dlock__notify_idle(struct dlock_client *c, dlock__lock *l) {
+    dlock__sub *sub = l->sub_node;
+    if (sub == NULL) {
+        dlock__notify_poke(c);
+        return;
+    }
+    if (sub->sleeping && sub->wake_by > l->sub_idle_since + (dlock__mono)LINGER_MS * DLOCK__MS) poke(sub);
 }
 
 void dlock__notify_poke(struct dlock_client *c) {

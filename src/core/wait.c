@@ -332,6 +332,6 @@ void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsign
 void dlock__wait_done(struct dlock_client *c, dlock__lock *l) {
     if (l->waiters > 0 && --l->waiters == 0) {
         l->sub_idle_since = dlock__now();
-        dlock__notify_poke(c); /* the subscriber starts the linger clock */
+        dlock__notify_idle(c, l); /* the subscriber starts the linger clock */
     }
 }
