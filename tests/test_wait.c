@@ -113,15 +113,22 @@ static void test_contended_cost_does_not_grow_with_wait(void) {
 
 /* ------------------------------------------------ one long wait: sleeps */
 
-static int long_holder_fn(void *p) {
-    struct dlt_chan *ch = p;
+/* A child that holds `name` for hold_ms, once it told the parent ('H'). */
+struct timed_holder {
+    struct dlt_chan *ch;
+    const char *name;
+    unsigned lease_ms, hold_ms;
+};
+
+static int timed_holder_fn(void *p) {
+    struct timed_holder *t = p;
     dlock_mutex_t m;
-    if (dlt_mutex_make(&m, "wait/long", 10000, NULL) != 0) return 10;
+    if (dlt_mutex_make(&m, t->name, t->lease_ms, NULL) != 0) return 10;
     if (dlock_mutex_lock(&m) != 0) return 11;
-    if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
-    dlt_sleep_ms(3000);
+    if (dlt_pipe_put(t->ch->to_parent[1], 'H') != 0) return 12;
+    dlt_sleep_ms(t->hold_ms);
     if (dlock_mutex_unlock(&m) != 0) return 13;
-    return 0;
+    return dlock_mutex_destroy(&m) == 0 ? 0 : 14;
 }
 
 /* A holder in another process holds "wait/long" (lease 10 s) for 3 s.
@@ -140,7 +147,8 @@ static long long long_hold_calls(int with_waiter, int other, double *waited, lon
     DLT_ASSERT_ERR(dlt_mutex_make(&m, "wait/long", 10000, NULL), 0);
     DLT_ASSERT_ERR(dlt_mutex_make(&o, "wait/other", 10000, NULL), 0);
     if (other) DLT_ASSERT_ERR(dlock_mutex_lock(&o), 0);
-    pid_t pid = dlt_spawn(long_holder_fn, &ch);
+    struct timed_holder th_arg = { &ch, "wait/long", 10000, 3000 };
+    pid_t pid = dlt_spawn(timed_holder_fn, &th_arg);
     CU_ASSERT_FATAL(pid > 0);
     DLT_ASSERT_INT_EQ(dlt_pipe_get(ch.to_parent[0], 10000), 'H');
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
@@ -391,19 +399,6 @@ static void test_waiter_gets_lock_of_killed_holder(void) {
 
 /* ------------------------------- a channel lingers, then goes */
 
-/* Holds "wait/linger" for 6 s: the parent's waits time out, and no
- * release comes meanwhile. */
-static int linger_holder_fn(void *p) {
-    struct dlt_chan *ch = p;
-    dlock_mutex_t m;
-    if (dlt_mutex_make(&m, "wait/linger", 30000, NULL) != 0) return 10;
-    if (dlock_mutex_lock(&m) != 0) return 11;
-    if (dlt_pipe_put(ch->to_parent[1], 'H') != 0) return 12;
-    dlt_sleep_ms(6000);
-    if (dlock_mutex_unlock(&m) != 0) return 13;
-    return dlock_mutex_destroy(&m) == 0 ? 0 : 14;
-}
-
 /* A wait of 200 ms that times out: when it ended. */
 static double linger_wait(dlock_mutex_t *m) {
     struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 200);
@@ -425,7 +420,8 @@ static void test_channel_lingers_then_goes(void) {
     double t1, t2, gone;
     CU_ASSERT_FATAL(dlt_chan_open(&ch) == 0);
     DLT_ASSERT_ERR(dlt_mutex_make(&m, "wait/linger", 30000, NULL), 0);
-    pid_t pid = dlt_spawn(linger_holder_fn, &ch);
+    struct timed_holder th_arg = { &ch, "wait/linger", 30000, 6000 }; /* the waits time out: no release */
+    pid_t pid = dlt_spawn(timed_holder_fn, &th_arg);
     CU_ASSERT_FATAL(pid > 0);
     CU_ASSERT_FATAL(dlt_pipe_get(ch.to_parent[0], 10000) == 'H');
 
