@@ -98,9 +98,9 @@ static int send_all(redisContext *ctx, const char *buf, size_t len) {
  * first read returns them alone, a whole answer, with its own a round
  * trip behind (tests/test_proxy.c: test_duplicate_does_not_desync and
  * test_duplicate_told_by_time see two owners, or an error, without a
- * check).  The check used to be a poll(0) at every
- * pool take: a system call per request, 1.2 us on a host with page-table
- * isolation, 4-5% of an uncontended pair (issue 21).
+ * check).  The check used to be a poll(0) at every pool take: a system
+ * call per request, 1.2 us on a host with page-table isolation, 4-5% of
+ * an uncontended pair (issue 21).
  *
  * Now the kernel stamps each read with the receive time of its bytes
  * (SO_TIMESTAMPNS, plain TCP): a connection taken unpolled records the
