@@ -31,6 +31,8 @@ typedef int64_t dlock__mono;
 #define DLOCK__MS ((int64_t)1000000)
 
 dlock__mono dlock__now(void);
+/* A timespec (of any clock) in nanoseconds. */
+int64_t dlock__ts_ns(const struct timespec *ts);
 /* Converts an absolute deadline on `clock` (CLOCK_REALTIME or
  * CLOCK_MONOTONIC) to the monotonic clock, once.  EINVAL on a bad clock or
  * a bad tv_nsec. */

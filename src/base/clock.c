@@ -12,14 +12,14 @@
 
 #include "base/base.h"
 
-static int64_t ts_ns(const struct timespec *ts) {
+int64_t dlock__ts_ns(const struct timespec *ts) {
     return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
 dlock__mono dlock__now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts_ns(&ts);
+    return dlock__ts_ns(&ts);
 }
 
 int dlock__deadline(clockid_t clock, const struct timespec *abstime, dlock__mono *out) {
@@ -36,7 +36,7 @@ int dlock__deadline(clockid_t clock, const struct timespec *abstime, dlock__mono
         return 0;
     }
     if (clock == CLOCK_MONOTONIC) {
-        *out = abstime->tv_sec > INT64_MAX / 1000000000 - 1 ? DLOCK__MONO_NEVER : ts_ns(abstime);
+        *out = abstime->tv_sec > INT64_MAX / 1000000000 - 1 ? DLOCK__MONO_NEVER : dlock__ts_ns(abstime);
         return 0;
     }
     clock_gettime(CLOCK_REALTIME, &now);
@@ -45,7 +45,7 @@ int dlock__deadline(clockid_t clock, const struct timespec *abstime, dlock__mono
         *out = DLOCK__MONO_NEVER;
         return 0;
     }
-    delta = ts_ns(abstime) - ts_ns(&now);
+    delta = dlock__ts_ns(abstime) - dlock__ts_ns(&now);
     *out = (delta > 0 && mono > DLOCK__MONO_NEVER - delta) ? DLOCK__MONO_NEVER : mono + delta;
     return 0;
 }

@@ -123,7 +123,7 @@ unsigned dlock__pool_fresh_ms = 1;
 static int64_t real_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return dlock__ts_ns(&ts);
 }
 
 /* Asks the kernel to stamp what cn's socket receives. */
@@ -140,7 +140,7 @@ static int64_t stamp_of(struct msghdr *m) {
         if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_TIMESTAMPNS) {
             struct timespec ts;
             memcpy(&ts, CMSG_DATA(h), sizeof ts);
-            return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+            return dlock__ts_ns(&ts);
         }
     return -1;
 }
