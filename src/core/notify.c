@@ -476,14 +476,14 @@ static void poke(dlock__sub *sub) {
  * linger only when it waits past it.  One that is awake, or will wake
  * before (most often: a lock contended again and again keeps a linger
  * running), is left alone -- a poke here was a wake-up of the thread,
- * and a system call, in every contended acquisition. */
+ * and a system call, in every contended acquisition.  A lock with no
+ * subscriber (sub_node NULL, sub_state NONE: its waits were local, or
+ * its subscription ended) has no linger to start. */
 void dlock__notify_idle(struct dlock_client *c, dlock__lock *l) {
     dlock__sub *sub = l->sub_node;
-    if (sub == NULL) {
-        dlock__notify_poke(c);
-        return;
-    }
-    if (sub->sleeping && sub->wake_by > l->sub_idle_since + (dlock__mono)LINGER_MS * DLOCK__MS) poke(sub);
+    (void)c; /* the table's client: l's subscriber is its own */
+    if (sub != NULL && sub->sleeping && sub->wake_by > l->sub_idle_since + (dlock__mono)LINGER_MS * DLOCK__MS)
+        poke(sub);
 }
 
 void dlock__notify_poke(struct dlock_client *c) {
