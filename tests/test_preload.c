@@ -429,7 +429,7 @@ static void test_two_hosts_netns(void) {
              "mkdir -p net/A/locks net/B/locks\n"
              "H() { h=$1; shift; ip netns exec $ns$h env DLOCK_URL=redis://$SRV:$PORT LD_PRELOAD=\"$SO\""
              " DLOCK_ROOT=\"$PWD/net/$(echo $h | tr ab AB)\" DLOCK_MAP='file:locks/*.lock' \"$@\"; }\n"
-             "H a " FLOCK " net/A/locks/nightly.lock sh -c 'echo A_in $(date +%%s%%N); sleep 1.5; echo A_out $(date +%%s%%N)' & AP=$!\n"
+             "H a " FLOCK " net/A/locks/nightly.lock sh -c 'echo A_in $(date +%%s%%N); sleep 2.5; echo A_out $(date +%%s%%N)' & AP=$!\n"
              "sleep 0.4\n"
              "H b " FLOCK " -n net/B/locks/nightly.lock true; echo b_nb $?\n"
              "t0=$(now); H b " FLOCK " -w 1 net/B/locks/nightly.lock true; echo b_w $?; echo b_w_ns $(( $(now) - t0 ))\n"
