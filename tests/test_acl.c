@@ -104,6 +104,7 @@ static int mutex_on(dlock_mutex_t *m, const char *name, dlock_client_t *cl, int 
 struct contend {
     const char *user;
     int fair, caching;
+    int sem; /* a semaphore of value 1, waited for and posted, instead of a mutex */
     const char *name;
     int *in;         /* shm: holders in the critical section */
     int *violations; /* shm */
@@ -114,26 +115,37 @@ static int contend_proc(void *p) {
     struct contend *a = p;
     dlock_client_t *cl;
     dlock_mutex_t m;
+    dlock_sem_t s;
+    dlock_semattr_t sa;
     int i;
     if (acl_client(&cl, a->user, PASSWORD) != 0) return 10;
-    if (mutex_on(&m, a->name, cl, a->fair, a->caching) != 0) return 11;
+    if (a->sem) {
+        dlock_semattr_init(&sa);
+        dlock_semattr_setclient(&sa, cl);
+        if (dlock_sem_init(&s, a->name, 1, &sa) != 0) return 11;
+        dlock_semattr_destroy(&sa);
+    } else if (mutex_on(&m, a->name, cl, a->fair, a->caching) != 0) {
+        return 11;
+    }
     for (i = 0; i < NACQ; i++) {
         struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 30000);
-        if (dlock_mutex_timedlock(&m, &ts) != 0) return 12;
+        if ((a->sem ? dlock_sem_timedwait(&s, &ts) : dlock_mutex_timedlock(&m, &ts)) != 0) return 12;
         if (dlt_flag_add(a->in, 1) != 1) dlt_flag_add(a->violations, 1);
         dlt_flag_add(a->total, 1);
         dlt_sleep_ms(1);
         dlt_flag_add(a->in, -1);
-        if (dlock_mutex_unlock(&m) != 0) return 13;
+        if ((a->sem ? dlock_sem_post(&s) : dlock_mutex_unlock(&m)) != 0) return 13;
     }
-    if (dlock_mutex_destroy(&m) != 0) return 14;
+    if ((a->sem ? dlock_sem_destroy(&s) : dlock_mutex_destroy(&m)) != 0) return 14;
     if (dlock_client_destroy(cl) != 0) return 15;
     return 0;
 }
 
-static void run_contention(const char *user, const char *name, int fair, int caching) {
+/* NPROC processes take name NACQ times each, one at a time: a mutex, or
+ * (sem) a semaphore of value 1. */
+static void run_contention_of(const char *user, const char *name, int fair, int caching, int sem) {
     int *shm = dlt_shm(3 * sizeof(int));
-    struct contend a = { user, fair, caching, name, &shm[0], &shm[1], &shm[2] };
+    struct contend a = { user, fair, caching, sem, name, &shm[0], &shm[1], &shm[2] };
     pid_t pids[NPROC];
     int i;
     CU_ASSERT_FATAL(shm != NULL);
@@ -143,22 +155,29 @@ static void run_contention(const char *user, const char *name, int fair, int cac
     DLT_ASSERT_INT_EQ(dlt_flag_get(a.total), NPROC * NACQ);
 }
 
+static void run_contention(const char *user, const char *name, int fair, int caching) {
+    run_contention_of(user, name, fair, caching, 0);
+}
+
 static void test_acl_user_mutexes_across_processes(void) {
     CU_ASSERT_FATAL(setuser("dlockuser", NULL) == 0);
     run_contention("dlockuser", "acl/plain", 0, 0);
     run_contention("dlockuser", "acl/fair", 1, 0);
     run_contention("dlockuser", "acl/caching", 0, 1);
+    run_contention_of("dlockuser", "acl/sem-contended", 0, 0, 1);
 }
 
 /* The README's line before queued waiters blocked in BLPOP for their
  * grants: without +blpop and +rpush, a waiter's BLPOP is refused and the
  * release's push too; the grant is published instead, which the waiter,
  * subscribed to the release channel, hears: every lock still goes round,
- * one holder at a time. */
+ * one holder at a time -- and a semaphore's units, which a post hands to
+ * a waiter the same way. */
 static void test_acl_user_without_blpop(void) {
     CU_ASSERT_FATAL(setuser("oldacl", "+blpop +rpush" LIST_RULES) == 0);
     run_contention("oldacl", "acl/old-plain", 0, 0);
     run_contention("oldacl", "acl/old-fair", 1, 0);
+    run_contention_of("oldacl", "acl/old-sem", 0, 0, 1);
 }
 
 /* The README's line before the fair queue was a list: no +lpop +lindex

@@ -209,6 +209,7 @@ static void test_timedwait(void) {
 
 struct waiter {
     const char *name;
+    const char *query; /* NULL: the default client; else one of its own on dlt_server with this URL query */
     int kind;       /* 0 wait, 1 timedwait (30 s), 2 clockwait (30 s) */
     int *order;     /* shared: the next place in the order of wake-ups */
     int *done;      /* shared: waiters that returned */
@@ -218,13 +219,24 @@ struct waiter {
 
 static int waiter_run(void *arg) {
     struct waiter *w = arg;
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
     dlock_sem_t s;
-    DLT_CK(dlock_sem_init(&s, w->name, 0, NULL), 0);
+    DLT_CK(dlock_semattr_init(&a), 0);
+    if (w->query != NULL) {
+        char url[256];
+        snprintf(url, sizeof url, "%s?%s", dlt_server.url, w->query);
+        DLT_CK(dlt_client_make(&c, url, 5000), 0);
+        DLT_CK(dlock_semattr_setclient(&a, c), 0);
+    }
+    DLT_CK(dlock_sem_init(&s, w->name, 0, &a), 0);
     w->rc = w->kind == 0 ? dlock_sem_wait(&s) : w->kind == 1 ? sm_timedwait_ms(&s, 30000) : sm_clockwait_ms(&s, 30000);
     if (w->order != NULL) w->place = dlt_flag_add(w->order, 1);
     if (w->done != NULL) dlt_flag_add(w->done, 1);
     DLT_CK(w->rc, 0);
     DLT_CK(dlock_sem_destroy(&s), 0);
+    DLT_CK(dlock_semattr_destroy(&a), 0);
+    if (c != NULL) DLT_CK(dlock_client_destroy(c), 0);
     return 0;
 }
 
@@ -273,23 +285,27 @@ static void test_post_wakes_process(void) {
 
 /* Waiters queued one after the other are served in that order, one per
  * post: after each post exactly one more waiter returns (no herd: the
- * others go on waiting), and it is the next in line. */
+ * others go on waiting), and it is the next in line.  Each post tells
+ * that waiter alone: by a push to its grant list, on which it waits in
+ * BLPOP (no message published), or, where the waiters' client has no
+ * place for that (wait_conns=0: query), by its token published. */
 #define NFIFO 5
-static void test_fifo_one_per_post(void) {
+static void fifo_run(const char *name, const char *query) {
     dlock_sem_t s;
     struct waiter *w = DLT_SHM_NEW(struct waiter, NFIFO);
     int *order = DLT_SHM_NEW(int, 1), *done = DLT_SHM_NEW(int, 1);
     dlt_task t[NFIFO];
     int i;
-    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/fifo", 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, name, 0, NULL), 0);
     for (i = 0; i < NFIFO; i++) {
-        w[i].name = "s/fifo";
+        w[i].name = name;
+        w[i].query = query;
         w[i].kind = i % 3;
         w[i].order = order;
         w[i].done = done;
         /* Processes, forked while no thread of ours is busy (fixture.h). */
         if (dlt_task_start(&t[i], DLT_PROC, waiter_run, &w[i]) != 0) return;
-        CU_ASSERT_FATAL(sm_wait_queued("s/fifo", i + 1, 10000));
+        CU_ASSERT_FATAL(sm_wait_queued(name, i + 1, 10000));
     }
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     for (i = 0; i < NFIFO; i++) {
@@ -297,11 +313,13 @@ static void test_fifo_one_per_post(void) {
         CU_ASSERT(dlt_flag_wait(done, i + 1, 10000));
         dlt_sleep_ms(300); /* room for a wrong second wake-up to show */
         DLT_ASSERT_INT_EQ(dlt_flag_get(done), i + 1);
-        DLT_ASSERT_INT_EQ(sm_queued("s/fifo"), NFIFO - 1 - i);
+        DLT_ASSERT_INT_EQ(sm_queued(name), NFIFO - 1 - i);
     }
-    /* One message per post, naming one waiter (the channel is the only
-     * thing the scripts publish on): no broadcast to every waiter. */
-    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "publish"), NFIFO);
+    /* One message per post, naming one waiter (the scripts publish on the
+     * channel and push to waiters' grant lists, nothing else): no
+     * broadcast to every waiter. */
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "publish"), query == NULL ? 0 : NFIFO);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "rpush"), query == NULL ? NFIFO : 0);
     for (i = 0; i < NFIFO; i++) {
         DLT_ASSERT_INT_EQ(dlt_task_join(&t[i], DLT_JOIN_MS), 0);
         DLT_ASSERT_INT_EQ(w[i].place, i + 1); /* FIFO */
@@ -311,6 +329,11 @@ static void test_fifo_one_per_post(void) {
     DLT_SHM_FREE(w, NFIFO);
     DLT_SHM_FREE(order, 1);
     DLT_SHM_FREE(done, 1);
+}
+
+static void test_fifo_one_per_post(void) {
+    fifo_run("s/fifo", NULL);
+    fifo_run("s/fifo-published", "wait_conns=0");
 }
 
 /* A waiter that times out leaves the queue: the next post goes to the one

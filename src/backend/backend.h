@@ -56,10 +56,13 @@ enum { DLOCK__KEYS_LOCK, DLOCK__KEYS_COND, DLOCK__KEYS_SEM };
  *   <prefix>{<name>}:semd  hash: caller (a thread) -> its last take, withdraw, post or
  *                          return done (sem_lua's `done`): asked again, it answers 1
  *   <prefix>{<name>}:semo  hash: token -> "KIND:SINCE:WHO" of each waiter (KIND w, from
- *                          its first registration until it takes its unit or leaves)
+ *                          its first registration until it takes its unit or leaves;
+ *                          W: the same, told of a unit by a push to its grant list)
  *                          and each unit leased under undo (KIND u); SINCE server ms,
  *                          WHO host:pid:tid: what `dlock status` shows
- *   <prefix>{<name>}:semu  zset: tokens of units leased under undo, by lease expiry */
+ *   <prefix>{<name>}:semu  zset: tokens of units leased under undo, by lease expiry
+ * and, not declared (the same slot), a W waiter's grant list
+ * <prefix>{<name>}:sem:g:<token>, "1:TTL" pushed when a post hands it a unit. */
 enum {
     DLOCK__KS_VALUE,
     DLOCK__KS_QUEUE,

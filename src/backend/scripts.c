@@ -917,7 +917,14 @@ static const char fence_raise_lua[] =
  * leaves the value alone and hands the unit to the queue's head: the
  * head goes from the queue to `granted`, with ttl to take it, and the
  * token alone is published on the value key's channel, so that only
- * that waiter (of whichever process) wakes.  Every op but init first
+ * that waiter (of whichever process) wakes -- or, to a waiter that
+ * queued by a take with ARGV[4] '2' (its `owners` record's KIND is then
+ * W, not w), "1:TTL" is pushed to its grant list <value key>:g:<token>,
+ * on which it waits in BLPOP, as a fair mutex's waiter does: the server
+ * wakes it in the post's own turn, no subscriber thread between (a push
+ * the ACL refuses publishes instead).  Either is news only: the unit is
+ * the waiter's when its next take claims it from `granted`, so a lost
+ * message or a dead waiter loses no unit.  Every op but init first
  * cleans: registrations that lapsed (a waiter that died) leave the
  * queue, a unit handed to a grantee that never took it is posted again
  * (to the next head, or back to the value), and so is a leased unit
@@ -950,7 +957,7 @@ static const char fence_raise_lua[] =
  * ones are dropped and BASE is what is left (amortised over new callers;
  * HGETALL, not HLEN or HSCAN, which the minimal ACL user lacks).  A
  * `done` of the old kind (a zset) is dropped.  Returns: init 1 made / 0
- * existed; take 1 taken / 0 not (queued when ARGV[4] is '1'); withdraw
+ * existed; take 1 taken / 0 not (queued when ARGV[4] is '1' or '2'); withdraw
  * 1 the token had been handed a unit (now taken) / 0 it left the queue;
  * post 1 posted / 0 the value would pass ARGV[4]; renew 1 renewed / 0
  * the lease is gone; return 1 returned / 2 the lease was gone (its unit
@@ -988,6 +995,14 @@ static const char sem_lua[] =
     "  redis.call('ZREM', KEYS[2], h[1])\n"
     "  redis.call('HSET', KEYS[4], h[1], '1')\n"
     "  redis.call('ZADD', KEYS[3], now + ttl, h[1])\n"
+    "  local r = redis.call('HGET', KEYS[6], h[1])\n"
+    "  if r and string.byte(r, 1) == 87 then\n" /* "W:": it waits in BLPOP */
+    "    local gk = KEYS[1] .. ':g:' .. h[1]\n"
+    "    if type(redis.pcall('RPUSH', gk, '1:' .. ARGV[3])) == 'number' then\n"
+    "      redis.call('PEXPIRE', gk, ARGV[3])\n"
+    "      return\n"
+    "    end\n"
+    "  end\n"
     "  redis.call('PUBLISH', KEYS[1], h[1])\n"
     "end\n"
     "local function leased()\n"
@@ -1001,7 +1016,9 @@ static const char sem_lua[] =
     "  redis.call('ZREM', KEYS[3], w)\n"
     "  redis.call('ZREM', KEYS[2], w)\n"
     "  redis.call('HDEL', KEYS[6], w)\n"
-    "  back = back + redis.call('HDEL', KEYS[4], w)\n"
+    "  local g = redis.call('HDEL', KEYS[4], w)\n"
+    "  if g == 1 then redis.call('DEL', KEYS[1] .. ':g:' .. w) end\n"
+    "  back = back + g\n"
     "end\n"
     "for _, u in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)) do\n"
     "  redis.call('ZREM', KEYS[7], u)\n"
@@ -1019,17 +1036,22 @@ static const char sem_lua[] =
     "  elseif v > 0 then\n"
     "    v = v - 1\n"
     "    res = 1\n"
-    "  elseif ARGV[4] == '1' then\n"
+    "  elseif ARGV[4] ~= '0' then\n"
+    "    local kind = ARGV[4] == '2' and 'W:' or 'w:'\n"
     "    if not redis.call('ZSCORE', KEYS[2], tok) then\n"
     "      local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')\n"
     "      redis.call('ZADD', KEYS[2], #last > 0 and tonumber(last[2]) + 1 or 1, tok)\n"
-    "      redis.call('HSET', KEYS[6], tok, 'w:' .. now .. ':' .. ARGV[6])\n"
+    "      redis.call('HSET', KEYS[6], tok, kind .. now .. ':' .. ARGV[6])\n"
+    "    else\n"
+    "      local r = redis.call('HGET', KEYS[6], tok)\n"
+    "      if r and string.sub(r, 1, 2) ~= kind then redis.call('HSET', KEYS[6], tok, kind .. string.sub(r, 3)) end\n"
     "    end\n"
     "    redis.call('ZADD', KEYS[3], now + ttl, tok)\n"
     "  end\n"
     "  if res == 1 then leased() end\n"
     "elseif op == 'withdraw' then\n"
     "  res = redis.call('HDEL', KEYS[4], tok)\n"
+    "  redis.call('DEL', KEYS[1] .. ':g:' .. tok)\n"
     "  redis.call('ZREM', KEYS[2], tok)\n"
     "  redis.call('ZREM', KEYS[3], tok)\n"
     "  redis.call('HDEL', KEYS[6], tok)\n"

@@ -280,6 +280,14 @@ typedef struct dlock__tick {
  * c->mu held. */
 int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw, dlock__mono until,
                       dlock__mono deadline, int intr, dlock__tick *tick);
+/* Before a queued waiter's request (c->mu held): may it wait for its
+ * grant in BLPOP (dlock__wait_grant)?  Where it queues (queued), the
+ * backend can, the server has not refused BLPOP and this call's list
+ * was not given up (fw->nolist), while the client has a place for it
+ * (conf.wait_conns; fw->listing holds one, counted in c->listing and
+ * given back here when it may not, or by the caller at the wait's end).
+ * The others hear of their grant on the release channel. */
+int dlock__fair_listing(struct dlock_client *c, dlock__fairwait *fw, int queued);
 /* Pokes l's fair waiter whose token is token[0..len), or every one
  * (token NULL), and wakes it.  c->mu held. */
 void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);

@@ -506,7 +506,6 @@ static void acq_stop_trying(struct acq *a) {
 static void ask_prepare(struct acq *a) {
     struct dlock_client *c = a->c;
     dlock__lock *l = a->l;
-    int listed;
     a->gen = l->gen;
     a->fw.poked = a->fw.granted = a->fw.cache = 0;
     if (l->x.owner == NULL) l->wanted = 0; /* a request from now on is for the hold this may get */
@@ -515,15 +514,7 @@ static void ask_prepare(struct acq *a) {
      * attempt moves gen (or pokes us): a busy answer can be slept on at
      * once.  Counting ourselves a waiter keeps the subscription. */
     a->sure = !a->try && dlock__sub_live(c, l);
-    listed = a->queue && c->be.ops->grant_conn != NULL && !c->be.grant_nolist && !a->fw.nolist;
-    if (!listed && a->fw.listing) {
-        a->fw.listing = 0;
-        c->listing--;
-    } else if (listed && !a->fw.listing && c->listing < c->be.node.conf.wait_conns) {
-        a->fw.listing = 1;
-        c->listing++;
-    }
-    a->listed = listed && a->fw.listing;
+    a->listed = dlock__fair_listing(c, &a->fw, a->queue);
     if (a->sure && !a->counted) {
         l->waiters++;
         a->counted = 1;

@@ -12,11 +12,15 @@
  * with a token of its own, as a fair mutex's waiter does, and asks again,
  * queueing: the server either gives it a unit or puts its token at the
  * end of the queue.  A post with waiters queued hands its unit to the
- * queue's head and publishes that token alone: the subscriber pokes that
- * waiter (dlock__fair_poke), no other thread anywhere wakes, and the
- * woken waiter's next "take" takes the unit.  The poke flag is cleared
- * before each "take" is sent, so a message that comes after it is never
- * missed.  A waiter renews its registration every third of REG_TTL_MS
+ * queue's head and tells that waiter alone, and the woken waiter's next
+ * "take" takes the unit: a waiter with a place on a grant list (as a fair
+ * mutex's: dlock__fair_listing, the client's conf.wait_conns) asks to be
+ * told by a push to it ("take" with arg 2) and waits in BLPOP
+ * (dlock__wait_grant), which the server answers in the post's own turn;
+ * the others (or where the server refuses the list) hear their token
+ * published, and the subscriber pokes that waiter (dlock__fair_poke).
+ * No other thread anywhere wakes.  The poke flag is cleared before each
+ * "take" is sent, so a message that comes after it is never missed.  A waiter renews its registration every third of REG_TTL_MS
  * (its "take" again), so that the server drops the registrations of the
  * dead ones (and posts again a unit handed to one that never took it),
  * not those of the living; a lost subscription pokes every waiter
@@ -269,6 +273,7 @@ static void wait_end(struct sem_wait *w) {
     for (fp = &w->l->fair; *fp != NULL && *fp != &w->fw; fp = &(*fp)->next)
         ;
     if (*fp != NULL) *fp = w->fw.next;
+    if (w->fw.listing) w->c->listing--;
     if (w->fw.cv_ok) pthread_cond_destroy(&w->fw.cv);
     dlock__wait_done(w->c, w->l);
 }
@@ -298,8 +303,12 @@ static int wait_withdraw_locked(struct sem_wait *w, int why) {
 }
 
 /* The loop (c->mu held on entry and exit): subscribed, ask (take or
- * queue), sleep until poked, the deadline, a signal (intr) or the time to
- * renew. */
+ * queue), sleep until poked (or, listed, until the server answers the
+ * BLPOP on this wait's grant list, which a post that hands it a unit
+ * pushes to: no subscriber thread between them), the deadline, a signal
+ * (intr) or the time to renew.  Poked or pushed, the next take claims
+ * the unit; a list that cannot be used (EAGAIN: fw.nolist) leaves this
+ * wait to the channel from its next take on. */
 static int wait_loop(struct sem_wait *w) {
     struct dlock_client *c = w->c;
     int intr = w->want->intr;
@@ -308,17 +317,20 @@ static int wait_loop(struct sem_wait *w) {
 
     for (;;) {
         dlock__mono until;
+        int listed;
         if ((rc = dlock__wait_ready(c, w->l, w->deadline, intr)) != 0)
             return rc == ETIMEDOUT || rc == EINTR ? wait_withdraw_locked(w, rc) : rc;
-        w->fw.poked = 0;
+        w->fw.poked = w->fw.granted = 0;
+        listed = dlock__fair_listing(c, &w->fw, 1);
         pthread_mutex_unlock(&c->mu);
-        rc = wait_op(w, "take", 1, &res);
+        rc = wait_op(w, "take", listed ? 2 : 1, &res);
         pthread_mutex_lock(&c->mu);
         if (rc != 0) return failed(w, rc);
         if (res == 1) return 0;
         until = dlock__now() + (dlock__mono)(REG_TTL_MS / 3) * DLOCK__MS;
         if (w->deadline < until) until = w->deadline;
-        rc = dlock__wait_turn(c, w->l, &w->fw, until, intr);
+        if (listed) rc = dlock__wait_grant(c, w->l, &w->fw, until, w->deadline, intr, NULL);
+        else rc = dlock__wait_turn(c, w->l, &w->fw, until, intr);
         if (rc == EINTR) return wait_withdraw_locked(w, EINTR);
         if (rc == ETIMEDOUT && dlock__now() >= w->deadline) return wait_withdraw_locked(w, ETIMEDOUT);
     }

@@ -296,6 +296,18 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
     return grant_end(&g, rc);
 }
 
+int dlock__fair_listing(struct dlock_client *c, dlock__fairwait *fw, int queued) {
+    int can = queued && c->be.ops->grant_conn != NULL && !c->be.grant_nolist && !fw->nolist;
+    if (!can && fw->listing) {
+        fw->listing = 0;
+        c->listing--;
+    } else if (can && !fw->listing && c->listing < c->be.node.conf.wait_conns) {
+        fw->listing = 1;
+        c->listing++;
+    }
+    return can && fw->listing;
+}
+
 /* A poked waiter wakes: on its own condition variable, or, sleeping
  * interruptibly (or without one), as any sleeper of l. */
 static void poke_one(dlock__lock *l, dlock__fairwait *fw) {
