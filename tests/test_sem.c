@@ -10,7 +10,9 @@
  * destroy EBUSY while a thread waits; a run of processes that never lets
  * more than K in; one case on a Redis Cluster and one through Sentinel;
  * ENOTSUP on Redlock; ENOLCK when no server answers; an answer lost and
- * the op asked again does it once.
+ * the op asked again does it once; a waiter told of its unit by a push
+ * to its grant list, killed before it took it: the unit goes on when
+ * the grant lapses.
  *
  * Workers report through their result (a child: its exit status), with
  * DLT_CK; what they share travels through MAP_SHARED memory.  Where a
@@ -29,10 +31,12 @@
 #include <limits.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ========================================================================
@@ -338,6 +342,48 @@ static void test_fifo_one_per_post(void) {
 
 /* A waiter that times out leaves the queue: the next post goes to the one
  * behind it, not to nobody. */
+/* Keys of name's waiters' grant lists, dlock:{name}:sem:g:* (an
+ * implementation detail, as sm_queued's). */
+static long long sm_grant_lists(const char *name) {
+    char pat[700];
+    redisReply *r;
+    long long n = -1;
+    snprintf(pat, sizeof pat, "dlock:{%s}:sem:g:*", name);
+    r = dlt_redis_cmd(&dlt_server, "KEYS %s", pat);
+    if (r != NULL && r->type == REDIS_REPLY_ARRAY) n = (long long)r->elements;
+    if (r != NULL) freeReplyObject(r);
+    return n;
+}
+
+/* A waiter told of its unit by a push, killed before it takes it: the
+ * post's push waits in its grant list, the unit stays out until the
+ * grant lapses (3 s), then goes on to the next waiter, and the dead
+ * one's list goes with it. */
+static void test_dead_pushed_waiter(void) {
+    dlock_sem_t s;
+    struct waiter *w = DLT_SHM_NEW(struct waiter, 1);
+    dlt_task t;
+    double t0;
+    int status;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/dead", 0, NULL), 0);
+    w->name = "s/dead";
+    if (dlt_task_start(&t, DLT_PROC, waiter_run, w) != 0) return;
+    CU_ASSERT_FATAL(sm_wait_queued("s/dead", 1, 10000));
+    DLT_ASSERT_INT_EQ(kill(t.pid, SIGKILL), 0);
+    DLT_ASSERT_INT_EQ(waitpid(t.pid, &status, 0), t.pid);
+    t.running = 0;
+    DLT_ASSERT_INT_EQ(sm_grant_lists("s/dead"), 0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_INT_EQ(sm_grant_lists("s/dead"), 1); /* told the dead one */
+    DLT_ASSERT_ERR(sm_timedwait_ms(&s, 10000), 0);
+    CU_ASSERT(dlt_now() - t0 > 2.5); /* not before the grant lapsed */
+    DLT_ASSERT_INT_EQ(sm_grant_lists("s/dead"), 0);
+    DLT_ASSERT_INT_EQ(sm_value(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_SHM_FREE(w, 1);
+}
+
 static void test_timeout_leaves_queue(void) {
     dlock_sem_t s;
     struct waiter *w = DLT_SHM_NEW(struct waiter, 1);
@@ -774,6 +820,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_post_wakes_process),
     DLT_TEST(test_fifo_one_per_post),
     DLT_TEST(test_timeout_leaves_queue),
+    DLT_TEST(test_dead_pushed_waiter),
     DLT_TEST(test_destroy_busy),
     DLT_TEST(test_chaos_bound),
     DLT_TEST(test_cluster_basic),

@@ -995,9 +995,12 @@ static const char sem_lua[] =
     "  redis.call('ZREM', KEYS[2], h[1])\n"
     "  redis.call('HSET', KEYS[4], h[1], '1')\n"
     "  redis.call('ZADD', KEYS[3], now + ttl, h[1])\n"
+    /* the caller's own take or withdraw, below, claims it: nobody to tell */
+    "  if h[1] == tok and (op == 'take' or op == 'withdraw') then return end\n"
     "  local r = redis.call('HGET', KEYS[6], h[1])\n"
     "  if r and string.byte(r, 1) == 87 then\n" /* "W:": it waits in BLPOP */
     "    local gk = KEYS[1] .. ':g:' .. h[1]\n"
+    /* its list expires with the grant; a withdrawal deletes it */
     "    if type(redis.pcall('RPUSH', gk, '1:' .. ARGV[3])) == 'number' then\n"
     "      redis.call('PEXPIRE', gk, ARGV[3])\n"
     "      return\n"
@@ -1016,9 +1019,7 @@ static const char sem_lua[] =
     "  redis.call('ZREM', KEYS[3], w)\n"
     "  redis.call('ZREM', KEYS[2], w)\n"
     "  redis.call('HDEL', KEYS[6], w)\n"
-    "  local g = redis.call('HDEL', KEYS[4], w)\n"
-    "  if g == 1 then redis.call('DEL', KEYS[1] .. ':g:' .. w) end\n"
-    "  back = back + g\n"
+    "  back = back + redis.call('HDEL', KEYS[4], w)\n"
     "end\n"
     "for _, u in ipairs(redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now)) do\n"
     "  redis.call('ZREM', KEYS[7], u)\n"
