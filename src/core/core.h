@@ -285,9 +285,12 @@ int dlock__wait_grant(struct dlock_client *c, dlock__lock *l, dlock__fairwait *f
  * backend can, the server has not refused BLPOP and this call's list
  * was not given up (fw->nolist), while the client has a place for it
  * (conf.wait_conns; fw->listing holds one, counted in c->listing and
- * given back here when it may not, or by the caller at the wait's end).
- * The others hear of their grant on the release channel. */
+ * given back here when it may not, or by dlock__fair_leave).  The
+ * others hear of their grant on the release channel. */
 int dlock__fair_listing(struct dlock_client *c, dlock__fairwait *fw, int queued);
+/* The wait fw ends (c->mu held): off l->fair, its place on a grant list
+ * given back, its condition variable destroyed. */
+void dlock__fair_leave(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw);
 /* Pokes l's fair waiter whose token is token[0..len), or every one
  * (token NULL), and wakes it.  c->mu held. */
 void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);

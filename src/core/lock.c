@@ -742,16 +742,9 @@ static void acq_withdraw(struct acq *a) {
 static int step_out(struct acq *a) {
     struct dlock_client *c = a->c;
     dlock__lock *l = a->l;
-    dlock__fairwait **fp;
     dlock__dl_end(c, l, &a->dl);
     if (a->registered) acq_withdraw(a);
-    if (a->queued) {
-        for (fp = &l->fair; *fp != &a->fw; fp = &(*fp)->next)
-            ;
-        *fp = a->fw.next;
-        if (a->fw.listing) c->listing--;
-        if (a->fw.cv_ok) pthread_cond_destroy(&a->fw.cv);
-    }
+    if (a->queued) dlock__fair_leave(c, l, &a->fw);
     if (a->counted) dlock__wait_done(c, l);
     dlock__stats_acquired(c, l, a->rc != 0 && a->rc != EOWNERDEAD ? NULL : a->w->shared ? dlock__reader(l, a->self) : &l->x, a->start, a->rc);
     l->users--;

@@ -20,8 +20,9 @@
  * the others (or where the server refuses the list) hear their token
  * published, and the subscriber pokes that waiter (dlock__fair_poke).
  * No other thread anywhere wakes.  The poke flag is cleared before each
- * "take" is sent, so a message that comes after it is never missed.  A waiter renews its registration every third of REG_TTL_MS
- * (its "take" again), so that the server drops the registrations of the
+ * "take" is sent, so a message that comes after it is never missed.  A
+ * waiter renews its registration every third of REG_TTL_MS (its "take"
+ * again), so that the server drops the registrations of the
  * dead ones (and posts again a unit handed to one that never took it),
  * not those of the living; a lost subscription pokes every waiter
  * (notify.c), which ask again.  A timed wait that reaches its deadline,
@@ -269,12 +270,7 @@ static void wait_begin(struct sem_wait *w) {
 
 /* End (c->mu held): off l->fair, no longer a waiter. */
 static void wait_end(struct sem_wait *w) {
-    dlock__fairwait **fp;
-    for (fp = &w->l->fair; *fp != NULL && *fp != &w->fw; fp = &(*fp)->next)
-        ;
-    if (*fp != NULL) *fp = w->fw.next;
-    if (w->fw.listing) w->c->listing--;
-    if (w->fw.cv_ok) pthread_cond_destroy(&w->fw.cv);
+    dlock__fair_leave(w->c, w->l, &w->fw);
     dlock__wait_done(w->c, w->l);
 }
 
@@ -320,7 +316,7 @@ static int wait_loop(struct sem_wait *w) {
         int listed;
         if ((rc = dlock__wait_ready(c, w->l, w->deadline, intr)) != 0)
             return rc == ETIMEDOUT || rc == EINTR ? wait_withdraw_locked(w, rc) : rc;
-        w->fw.poked = w->fw.granted = 0;
+        w->fw.poked = 0;
         listed = dlock__fair_listing(c, &w->fw, 1);
         pthread_mutex_unlock(&c->mu);
         rc = wait_op(w, "take", listed ? 2 : 1, &res);

@@ -308,6 +308,17 @@ int dlock__fair_listing(struct dlock_client *c, dlock__fairwait *fw, int queued)
     return can && fw->listing;
 }
 
+void dlock__fair_leave(struct dlock_client *c, dlock__lock *l, dlock__fairwait *fw) {
+    dlock__fairwait **fp;
+    for (fp = &l->fair; *fp != NULL && *fp != fw; fp = &(*fp)->next)
+        ;
+    if (*fp != NULL) *fp = fw->next;
+    if (fw->listing) c->listing--;
+    fw->listing = 0;
+    if (fw->cv_ok) pthread_cond_destroy(&fw->cv);
+    fw->cv_ok = 0;
+}
+
 /* A poked waiter wakes: on its own condition variable, or, sleeping
  * interruptibly (or without one), as any sleeper of l. */
 static void poke_one(dlock__lock *l, dlock__fairwait *fw) {
