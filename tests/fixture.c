@@ -1370,6 +1370,13 @@ static long long cmdstat(dlt_redis *r, const char *cmd, int ok_only) {
     return calls;
 }
 
+long long dlt_redis_keys_count(dlt_redis *r, const char *pattern) {
+    redisReply *rep = dlt_redis_cmd(r, "KEYS %s", pattern);
+    long long n = rep != NULL && rep->type == REDIS_REPLY_ARRAY ? (long long)rep->elements : -1;
+    if (rep != NULL) freeReplyObject(rep);
+    return n;
+}
+
 long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd) {
     return cmdstat(r, cmd, 0);
 }

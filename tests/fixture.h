@@ -105,6 +105,9 @@ int dlt_free_port(void);
  * reached; the caller frees it with freeReplyObject().  fmt is hiredis's
  * (%s, %d, %lld, %b with a size_t length), not printf's. */
 redisReply *dlt_redis_cmd(dlt_redis *r, const char *fmt, ...);
+/* How many keys match pattern (KEYS: the tests' own small servers).  -1
+ * on error. */
+long long dlt_redis_keys_count(dlt_redis *r, const char *pattern);
 /* calls=N of cmdstat_<cmd> in INFO commandstats; cmd is lowercase, e.g.
  * "evalsha", "set", "client|setname".  0 if absent, -1 on error. */
 long long dlt_redis_cmdstat(dlt_redis *r, const char *cmd);

@@ -92,13 +92,6 @@ static int cluster_value(const char *name) {
     return v;
 }
 
-static long long keys_matching(const char *pattern) {
-    redisReply *r = dlt_redis_cmd(&dlt_server, "KEYS %s", pattern);
-    long long n = r != NULL && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
-    if (r != NULL) freeReplyObject(r);
-    return n;
-}
-
 /* Three processes on each "host", K = 2: /T-A and /T-B are two local
  * semaphores (the kernel never joins them), one rule maps both to the
  * cluster semaphore "pool": never more than 2 inside, all 120 entries
@@ -158,7 +151,7 @@ static void test_sem_unmatched_local(void) {
     if (rc != 0) SHOW(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "value 3"));
-    DLT_ASSERT_INT_EQ(keys_matching("*sem*"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*sem*"), 0);
 }
 
 /* The server unreachable: DLOCK_ON_ERROR=open takes the local semaphore
@@ -385,7 +378,7 @@ static void test_sem_python_multiprocessing(void) {
     DLT_ASSERT_INT_EQ(peak, 2);
     snprintf(name, sizeof name, "%s-py", tag);
     DLT_ASSERT_INT_EQ(cluster_value(name), 2);
-    DLT_ASSERT_INT_EQ(keys_matching("*{/mp-*"), 0); /* no semaphore under python's own names */
+    DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*{/mp-*"), 0); /* no semaphore under python's own names */
 
     rc = sh("export DLOCK_MAP=\"sem:/mp-*=$T-py\"\n"
             "rm -f held seen\n"

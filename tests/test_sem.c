@@ -346,13 +346,8 @@ static void test_fifo_one_per_post(void) {
  * implementation detail, as sm_queued's). */
 static long long sm_grant_lists(const char *name) {
     char pat[700];
-    redisReply *r;
-    long long n = -1;
     snprintf(pat, sizeof pat, "dlock:{%s}:sem:g:*", name);
-    r = dlt_redis_cmd(&dlt_server, "KEYS %s", pat);
-    if (r != NULL && r->type == REDIS_REPLY_ARRAY) n = (long long)r->elements;
-    if (r != NULL) freeReplyObject(r);
-    return n;
+    return dlt_redis_keys_count(&dlt_server, pat);
 }
 
 /* A waiter told of its unit by a push, killed before it takes it: the
