@@ -6,7 +6,9 @@
  * there, with the lock glob and the lock cap honoured; a stopped or a
  * frozen (SIGSTOP) server is `dlock_up 0` within the scrape timeout, and
  * the exporter recovers with the server; garbage HTTP and a slowloris
- * client leave it serving; bad options exit 64, a port in use 69.
+ * client leave it serving; bad options exit 64, a port in use 69.  The
+ * rules and the dashboard of contrib/ pass promtool and name only metrics
+ * the exporter serves.
  */
 #include "fixture.h"
 
@@ -25,8 +27,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if !defined(DLOCK_CLI) || !defined(DLT_CURL) || !defined(DLT_PROMTOOL)
-#error "DLOCK_CLI, DLT_CURL and DLT_PROMTOOL (the programs' paths) must be defined by the build"
+#if !defined(DLOCK_CLI) || !defined(DLT_CURL) || !defined(DLT_PROMTOOL) || !defined(DLT_PYTHON) || \
+    !defined(DLT_SOURCE_DIR)
+#error "DLOCK_CLI, DLT_CURL, DLT_PROMTOOL, DLT_PYTHON (programs) and DLT_SOURCE_DIR must be defined by the build"
 #endif
 
 #define OUT_MAX 65536
@@ -277,6 +280,37 @@ static void test_bad_http(void) {
     dlt_tdir_done();
 }
 
+/* Runs cmd (sh) with its output in err: its exit status. */
+static int sh(const char *cmd) {
+    FILE *p = popen(cmd, "r");
+    int rc = p == NULL ? -1 : dlt_pclose_read(p, err, OUT_MAX);
+    if (rc != 0) fprintf(stderr, "  %s: exit %d: %s\n", cmd, rc, err);
+    return rc;
+}
+
+/* contrib/: the alert rules pass `promtool check rules` and their own
+ * `promtool test rules` cases; the rules and the Grafana dashboard name
+ * only metrics a live exporter serves (tests/contrib_names.py). */
+static void test_contrib(void) {
+    char cmd[2048];
+    const char *src = DLT_SOURCE_DIR;
+    dlt_tdir_make("dlexp");
+    CU_ASSERT_FATAL(exporter_start(NULL, NULL, NULL, NULL) == 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    exporter_stop();
+    snprintf(cmd, sizeof cmd, "'%s' check rules '%s/contrib/prometheus/dlock.rules.yml' 2>&1", DLT_PROMTOOL, src);
+    DLT_ASSERT_INT_EQ(sh(cmd), 0);
+    CU_ASSERT(strstr(err, "SUCCESS: 7 rules found") != NULL);
+    snprintf(cmd, sizeof cmd, "cd '%s/contrib/prometheus' && '%s' test rules dlock.rules.test.yml 2>&1", src,
+             DLT_PROMTOOL);
+    DLT_ASSERT_INT_EQ(sh(cmd), 0);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/contrib_names.py' '%s' '%s/contrib/grafana/dlock.json' "
+             "'%s/contrib/prometheus/dlock.rules.yml' 2>&1", DLT_PYTHON, src, dlt_tpath("body.txt"), src, src);
+    DLT_ASSERT_INT_EQ(sh(cmd), 0);
+    CU_ASSERT(strstr(err, " 0 unknown") != NULL);
+    dlt_tdir_done();
+}
+
 static int run_exporter(const char *a1, const char *a2) {
     char *argv[] = { (char *)DLOCK_CLI, "--url", dlt_server.url, "exporter", (char *)a1, (char *)a2, NULL };
     return dlt_run_capture(argv, out, err, OUT_MAX, 10000);
@@ -315,6 +349,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_dead_server),
     DLT_TEST(test_bad_http),
     DLT_TEST(test_bad_options),
+    DLT_TEST(test_contrib),
     { NULL, NULL },
 };
 
