@@ -6,7 +6,8 @@
  * there, with the lock glob and the lock cap honoured; a stopped or a
  * frozen (SIGSTOP) server is `dlock_up 0` within the scrape timeout, and
  * the exporter recovers with the server; garbage HTTP and a slowloris
- * client leave it serving; bad options exit 64, a port in use 69.  The
+ * client, and a flood of idle connections from one address, leave it
+ * serving; bad options exit 64, a port in use 69.  The
  * rules and the dashboard of contrib/ pass promtool and name only metrics
  * the exporter serves.
  */
@@ -18,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +313,45 @@ static void test_contrib(void) {
     dlt_tdir_done();
 }
 
+/* A client from 127.0.0.2 opening 40 connections that each send half a
+ * request and wait: it gets 16 of them at most (the rest closed at once),
+ * and a scrape from 127.0.0.1 is answered meanwhile. */
+static void test_connection_flood(void) {
+    int fd[40], i, open_after = 0;
+    struct sockaddr_in src, dst;
+    double took;
+    char c;
+    dlt_tdir_make("dlexp");
+    CU_ASSERT_FATAL(exporter_start(NULL, NULL, NULL, NULL) == 0);
+    memset(&src, 0, sizeof src);
+    src.sin_family = AF_INET;
+    src.sin_addr.s_addr = inet_addr("127.0.0.2");
+    dst = src;
+    dst.sin_port = htons((uint16_t)port);
+    dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (i = 0; i < 40; i++) {
+        fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+        CU_ASSERT_FATAL(fd[i] >= 0 && bind(fd[i], (struct sockaddr *)&src, sizeof src) == 0);
+        CU_ASSERT_FATAL(connect(fd[i], (struct sockaddr *)&dst, sizeof dst) == 0);
+        (void)write(fd[i], "GET /metrics HTTP/1.1\r\n", 23);
+    }
+    DLT_ASSERT_INT_EQ(scrape("/metrics", &took), 200);
+    CU_ASSERT(value_of("dlock_up") == 1);
+    CU_ASSERT(took < 1.5);
+    /* The connections past the limit were closed: a read sees their end
+     * (or a reset) at once; the others would block, so poll without it. */
+    for (i = 0; i < 40; i++) {
+        struct pollfd p = { fd[i], POLLIN, 0 };
+        if (poll(&p, 1, i == 0 ? 500 : 0) == 0 || (read(fd[i], &c, 1) < 0 && errno == EAGAIN)) open_after++;
+        close(fd[i]);
+    }
+    CU_ASSERT(open_after <= 16);
+    CU_ASSERT(open_after >= 8);
+    if (open_after > 16 || open_after < 8) fprintf(stderr, "  %d of 40 connections stayed open\n", open_after);
+    exporter_stop();
+    dlt_tdir_done();
+}
+
 static int run_exporter(const char *a1, const char *a2) {
     char *argv[] = { (char *)DLOCK_CLI, "--url", dlt_server.url, "exporter", (char *)a1, (char *)a2, NULL };
     return dlt_run_capture(argv, out, err, OUT_MAX, 10000);
@@ -348,6 +389,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_scrape),
     DLT_TEST(test_dead_server),
     DLT_TEST(test_bad_http),
+    DLT_TEST(test_connection_flood),
     DLT_TEST(test_bad_options),
     DLT_TEST(test_contrib),
     { NULL, NULL },

@@ -6,7 +6,9 @@
  *
  * HTTP is libmicrohttpd's: its own threads poll the connections, so a
  * client that sends garbage gets a 400 and one that sends a byte a minute
- * is dropped after the connection timeout, while the others are served.
+ * is dropped after the connection timeout, while the others are served;
+ * one address may hold 16 connections at once, so that a client opening
+ * many (slowloris) cannot keep the scraper out.
  * Each scrape reads the server afresh (metrics.c, the code path of `dlock
  * top --once --prometheus`), one at a time under a mutex, within the
  * scrape timeout: the client's connect, command and unreachable bounds
@@ -30,7 +32,8 @@
 #define EXP_DEFAULT_LISTEN "127.0.0.1:9638"
 #define EXP_MAX_LOCKS 10000
 #define EXP_CONN_TIMEOUT_S 10 /* an idle or trickling HTTP connection is closed after this */
-#define EXP_CONN_LIMIT 64
+#define EXP_CONN_LIMIT 256   /* connections at once */
+#define EXP_CONN_PER_IP 16   /* from one address: one client cannot take them all */
 
 typedef struct exp_opts {
     const char *listen;
@@ -238,7 +241,7 @@ static struct MHD_Daemon *exp_start(struct sockaddr_storage *sa, int ipv6, exp_s
     return MHD_start_daemon(flags, 0, NULL, NULL, on_request, st, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)EXP_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)EXP_CONN_LIMIT,
-                            MHD_OPTION_END);
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)EXP_CONN_PER_IP, MHD_OPTION_END);
 }
 
 int cli_exporter(int argc, char **argv, cli_conn *conn) {
