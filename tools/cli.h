@@ -166,10 +166,11 @@ typedef struct cli_metrics {
     double read_s;      /* every read, in seconds */
     cli_mlock *v;       /* malloc'ed */
     size_t n, cap;
+    size_t *slots, nslots; /* name hash -> index + 1 (0: empty), malloc'ed */
 } cli_metrics;
 
 /* Reads the figures and the held locks into m (cli_metrics_free frees
- * it); 0, or ENOMEM.  A server that does not answer is m->up 0, not an
+ * it); 0, or ENOMEM (m then freed).  A server that does not answer is m->up 0, not an
  * error. */
 int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *m);
 void cli_metrics_write(FILE *f, const cli_metrics_opts *o, const cli_metrics *m);

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -29,29 +30,40 @@ static double mono_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* FNV-1a: the slot a name starts looking from. */
+static size_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return (size_t)h;
+}
+
 /* The entry for name, made if missing (NULL when the cap is reached or
- * memory is short: m->truncated or ENOMEM). */
+ * memory is short: m->truncated or *nomem).  The names are found through
+ * an open-addressing table of twice the cap's size (a power of two), so
+ * that ten thousand locks cost no quadratic search; SCAN may return a
+ * name twice, and the figures name the held locks too. */
 static cli_mlock *entry(cli_metrics *m, const char *name, unsigned max, int *nomem) {
-    size_t i;
-    for (i = 0; i < m->n; i++)
-        if (strcmp(m->v[i].name, name) == 0) return &m->v[i];
+    size_t i, n = (size_t)max + 1;
+    if (m->slots == NULL) {
+        for (m->nslots = 16; m->nslots < 2 * n; m->nslots *= 2)
+            ;
+        if ((m->slots = calloc(m->nslots, sizeof *m->slots)) == NULL ||
+            (m->v = malloc(n * sizeof *m->v)) == NULL) {
+            *nomem = 1;
+            return NULL;
+        }
+        m->cap = n;
+    }
+    for (i = name_hash(name) & (m->nslots - 1); m->slots[i] != 0; i = (i + 1) & (m->nslots - 1))
+        if (strcmp(m->v[m->slots[i] - 1].name, name) == 0) return &m->v[m->slots[i] - 1];
     if (m->n >= max) {
         m->truncated = 1;
         return NULL;
     }
-    if (m->n == m->cap) {
-        size_t ncap = m->cap ? m->cap * 2 : 32;
-        cli_mlock *nv = realloc(m->v, ncap * sizeof *nv);
-        if (nv == NULL) {
-            *nomem = 1;
-            return NULL;
-        }
-        m->v = nv;
-        m->cap = ncap;
-    }
     memset(&m->v[m->n], 0, sizeof m->v[m->n]);
     snprintf(m->v[m->n].name, sizeof m->v[m->n].name, "%s", name);
-    return &m->v[m->n++];
+    m->slots[i] = ++m->n;
+    return &m->v[m->n - 1];
 }
 
 /* What dlock_list's callback needs. */
@@ -102,7 +114,7 @@ int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *
     memset(m, 0, sizeof *m);
     m->up = 1;
     rc = read_stats(c, o, m);
-    if (rc == ENOMEM) return rc;
+    if (rc == ENOMEM) goto nomem;
     if (rc != 0 && rc != ENOTSUP) { /* Redlock keeps no figures, but it answered */
         m->up = 0;
         m->err = rc;
@@ -112,7 +124,7 @@ int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *
         x.o = o;
         x.deadline = o->budget_ms > 0 ? t0 + o->budget_ms / 1000.0 : 0;
         rc = dlock_list(c, o->glob, on_listed, &x);
-        if (x.nomem) return ENOMEM;
+        if (x.nomem) goto nomem;
         if (rc != 0) {
             m->up = 0;
             m->err = rc;
@@ -120,10 +132,14 @@ int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *
     }
     m->read_s = mono_s() - t0;
     return 0;
+nomem:
+    cli_metrics_free(m);
+    return ENOMEM;
 }
 
 void cli_metrics_free(cli_metrics *m) {
     free(m->v);
+    free(m->slots);
     memset(m, 0, sizeof *m);
 }
 
