@@ -197,6 +197,7 @@ static void test_scrape(void) {
     CU_ASSERT(value_of("dlock_lock_held{lock=\"e/q\\\"uo\\\\te\\nnot-utf8:\xEF\xBF\xBD\"}") == 1);
     CU_ASSERT(strstr(out, "x/b") == NULL); /* not under e/ */
     CU_ASSERT(value_of("dlock_locks_truncated") == 0);
+    CU_ASSERT(value_of("dlock_wait_cycles") == 0);
     CU_ASSERT(value_of("dlock_exporter_scrapes_total") == 1);
     DLT_ASSERT_INT_EQ(promtool_check(), 0);
     if (value_of("dlock_up") != 1 || err[0]) fprintf(stderr, "  scraped:\n%s\n  promtool: %s\n", out, err);
@@ -302,7 +303,7 @@ static void test_contrib(void) {
     exporter_stop();
     snprintf(cmd, sizeof cmd, "'%s' check rules '%s/contrib/prometheus/dlock.rules.yml' 2>&1", DLT_PROMTOOL, src);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
-    CU_ASSERT(strstr(err, "SUCCESS: 7 rules found") != NULL);
+    CU_ASSERT(strstr(err, "SUCCESS: 8 rules found") != NULL);
     snprintf(cmd, sizeof cmd, "cd '%s/contrib/prometheus' && '%s' test rules dlock.rules.test.yml 2>&1", src,
              DLT_PROMTOOL);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);

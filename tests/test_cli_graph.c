@@ -5,7 +5,8 @@
  * pid, thread, since, mode) beside the holder, in the table and in
  * --json; `dlock graph [--json]` shows who waits for which lock held by
  * whom, with a cycle of two processes marked; `dlock graph --dot`, drawn
- * by Graphviz's dot, has the cycle in red.  Waiters are other
+ * by Graphviz's dot, has the cycle in red; the Prometheus figures count it
+ * (dlock_wait_cycles).  Waiters are other
  * processes, waiting in dlock_mutex_timedlock.
  */
 #define DLT_CK_MOD 120
@@ -194,6 +195,15 @@ static void test_graph_marks_cycle(void) {
     CU_ASSERT(strstr(out, "[cycle]") != NULL);
     CU_ASSERT(strstr(out, "cycle 1:") != NULL && strstr(out, "cycle 2:") == NULL);
     dot_check();
+    /* The same cycle, counted in the Prometheus figures (`dlock top
+     * --prometheus`, what `dlock exporter` serves). */
+    {
+        char err[4096];
+        char *argv[] = { DLOCK_CLI, "top", "--once", "--prometheus", NULL };
+        DLT_ASSERT_INT_EQ(dlt_run_capture(argv, out, err, sizeof out, 10000), 0);
+        CU_ASSERT(strstr(out, "\ndlock_wait_cycles 1\n") != NULL);
+        CU_ASSERT(strstr(out, "\ndlock_lock_waiters{lock=\"g/c/0\"} 1\n") != NULL);
+    }
     for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_wait(pid[i], 15000), 0);
     /* DEFAULT mutexes: nobody was failed with EDEADLK; the cycle ended at
      * a member's own time bound.  Which one's came first is the

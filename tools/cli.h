@@ -162,6 +162,8 @@ typedef struct cli_metrics {
     int up;             /* 1: the server answered every read */
     int err;            /* else the error of the read that failed */
     int truncated;      /* 1: locks were left out (the cap, or the time budget) */
+    int have_cycles;    /* 1: cycles was read (not on Redlock, nor past the budget) */
+    size_t cycles;      /* cycles of waits among the held locks, as `dlock graph` finds them */
     double rtt_s;       /* the figures' read (one round trip), in seconds */
     double read_s;      /* every read, in seconds */
     cli_mlock *v;       /* malloc'ed */
@@ -175,5 +177,15 @@ typedef struct cli_metrics {
 int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *m);
 void cli_metrics_write(FILE *f, const cli_metrics_opts *o, const cli_metrics *m);
 void cli_metrics_free(cli_metrics *m);
+/* CLOCK_MONOTONIC in seconds. */
+double cli_mono_s(void);
+
+/* ----------------------------------------------------------------- graph.c */
+/* The cycles of waits among the exclusively held locks of v (their
+ * waiters read, one round trip each, until the CLOCK_MONOTONIC deadline
+ * in seconds, 0: none) into *found, counted as `dlock graph` marks them.
+ * 0; ETIMEDOUT (the cycles among the locks read by then counted); or the
+ * error of a read (ENOTSUP on Redlock, ENOMEM). */
+int cli_wait_cycles(dlock_client_t *c, const cli_mlock *v, size_t n, double deadline, size_t *found);
 
 #endif /* DLOCK_CLI_H */

@@ -120,8 +120,9 @@ static int thread_cmp(const dlock_lock_waiter_t *a, const dlock_lock_waiter_t *b
 /* How cycles() prints the cycles it marks. */
 enum { OUT_NONE, OUT_TEXT, OUT_JSON };
 
-/* Each cycle once: marks its waiters and prints it as `out` says. */
-static void cycles(graph *g, int out) {
+/* Each cycle once: marks its waiters and prints it as `out` says; how
+ * many there are. */
+static size_t cycles(graph *g, int out) {
     size_t *pl = calloc(g->n + 1, sizeof *pl), *pw = calloc(g->n + 1, sizeof *pw), i, j, k, n, found = 0;
     char a[160], b[DLOCK_NAME_MAX * 4 + 8];
     if (pl == NULL || pw == NULL) goto out;
@@ -154,6 +155,7 @@ static void cycles(graph *g, int out) {
 out:
     free(pl);
     free(pw);
+    return found;
 }
 
 static void print_lock(const glock *l) {
@@ -190,6 +192,29 @@ static void json_lock(const glock *l, int first) {
         printf(",\"in_cycle\":%s}", l->cyc[j] ? "true" : "false");
     }
     fputs("]}", stdout);
+}
+
+/* ------------------------------------------------------------ metrics */
+
+int cli_wait_cycles(dlock_client_t *c, const cli_mlock *v, size_t n, double deadline, size_t *found) {
+    graph g;
+    size_t i;
+    int rc = 0;
+    memset(&g, 0, sizeof g);
+    *found = 0;
+    for (i = 0; i < n && !g.nomem; i++)
+        if (v[i].have_info && v[i].info.held) (void)collect(v[i].name, &v[i].info, &g);
+    for (i = 0; i < g.n && rc == 0 && !g.nomem; i++) {
+        if (deadline > 0 && cli_mono_s() > deadline) {
+            rc = ETIMEDOUT;
+            break;
+        }
+        rc = dlock_lock_waiters(c, g.v[i].name, add_waiter, &g.v[i]);
+    }
+    if (g.nomem) rc = ENOMEM;
+    if (rc == 0 || rc == ETIMEDOUT) *found = cycles(&g, OUT_NONE);
+    graph_free(&g);
+    return rc;
 }
 
 /* ---------------------------------------------------------- Graphviz */

@@ -7,6 +7,8 @@
  * holder, readers, waiting writers and lease; SCAN, stopped at the cap or
  * the time budget).  A lock held for longer than the window has no
  * figures but is still listed, so that an alert on a long hold sees it.
+ * Then the waiters of each held lock (one round trip each, within the
+ * budget) give the cycles of waits, counted as `dlock graph` marks them.
  *
  * The figures are sums over a sliding window kept on the server, not
  * counters that only grow: they are exported as gauges (per second) and
@@ -24,7 +26,7 @@
 
 #include "cli.h"
 
-static double mono_s(void) {
+double cli_mono_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
@@ -77,7 +79,7 @@ struct list_ctx {
 static int on_listed(const char *name, const dlock_lock_info_t *info, void *arg) {
     struct list_ctx *x = arg;
     cli_mlock *l;
-    if (x->deadline > 0 && mono_s() > x->deadline) {
+    if (x->deadline > 0 && cli_mono_s() > x->deadline) {
         x->m->truncated = 1;
         return 1;
     }
@@ -92,10 +94,10 @@ static int read_stats(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics 
     size_t want = (size_t)o->max + 1, n = 0, i;
     dlock_lock_stats_t *s = calloc(want, sizeof *s);
     int rc, nomem = 0;
-    double t0 = mono_s();
+    double t0 = cli_mono_s();
     if (s == NULL) return ENOMEM;
     rc = dlock_stats(c, o->window_s, s, want, &n);
-    m->rtt_s = mono_s() - t0;
+    m->rtt_s = cli_mono_s() - t0;
     for (i = 0; rc == 0 && i < n; i++) {
         cli_mlock *l;
         if (o->glob != NULL && fnmatch(o->glob, s[i].name, 0) != 0) continue;
@@ -107,9 +109,19 @@ static int read_stats(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics 
     return nomem ? ENOMEM : rc;
 }
 
+/* The cycles of waits among the held locks read (graph.c).  Redlock keeps
+ * no waiters: no cycle figure.  Past the budget: truncated, and no figure
+ * (a partial count would read as "fewer deadlocks"). */
+static void read_cycles(dlock_client_t *c, cli_metrics *m, double deadline) {
+    int rc = cli_wait_cycles(c, m->v, m->n, deadline, &m->cycles);
+    m->have_cycles = rc == 0;
+    if (rc == ETIMEDOUT) m->truncated = 1;
+    else if (rc != 0 && rc != ENOTSUP && rc != ENOMEM) m->up = 0, m->err = rc;
+}
+
 int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *m) {
     struct list_ctx x;
-    double t0 = mono_s();
+    double t0 = cli_mono_s();
     int rc;
     memset(m, 0, sizeof *m);
     m->up = 1;
@@ -128,9 +140,11 @@ int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *
         if (rc != 0) {
             m->up = 0;
             m->err = rc;
+        } else {
+            read_cycles(c, m, x.deadline);
         }
     }
-    m->read_s = mono_s() - t0;
+    m->read_s = cli_mono_s() - t0;
     return 0;
 nomem:
     cli_metrics_free(m);
@@ -215,6 +229,10 @@ void cli_metrics_write(FILE *f, const cli_metrics_opts *o, const cli_metrics *m)
                 m->truncated);
     write_gauge(f, "dlock_stats_window_seconds", "The window the per-lock figures are summed over.", o->window_s);
     if (!m->up) return;
+    if (m->have_cycles)
+        write_gauge(f, "dlock_wait_cycles",
+                    "Cycles of waits among the held locks now (deadlocks, or about to be broken by EDEADLK).",
+                    (double)m->cycles);
     for (fam = 0; fam < F_N; fam++) {
         fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", families[fam].name, families[fam].help, families[fam].name,
                 families[fam].type);
