@@ -83,7 +83,9 @@ static int on_listed(const char *name, const dlock_lock_info_t *info, void *arg)
         x->m->truncated = 1;
         return 1;
     }
-    if ((l = entry(x->m, name, x->o->max, &x->nomem)) == NULL) return x->nomem || x->m->truncated;
+    /* Past the cap the listing goes on (within the budget): a lock among
+     * the figures may come later, and its holder is wanted. */
+    if ((l = entry(x->m, name, x->o->max, &x->nomem)) == NULL) return x->nomem;
     l->info = *info;
     l->have_info = 1;
     return 0;
