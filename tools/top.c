@@ -10,6 +10,8 @@
  * per lock.  The live view draws on the terminal's alternate screen with
  * its input unbuffered and unechoed, and puts the terminal back as it
  * found it when it quits: on q, Ctrl-C (SIGINT), SIGTERM or SIGHUP.
+ * --prometheus prints what `dlock exporter` serves, by its code path
+ * (metrics.c).
  */
 #include <errno.h>
 #include <getopt.h>
