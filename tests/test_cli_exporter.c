@@ -21,6 +21,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,21 @@ static void workload(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 }
 
+/* Waits up to ms for the figures of `name` to count `want` acquisitions:
+ * 1 when they do, else 0. */
+static int acquisitions_reach(const char *name, uint64_t want, int ms) {
+    dlock_lock_stats_t s[16];
+    double end = dlt_now() + ms / 1000.0;
+    size_t n, i;
+    do {
+        if (dlock_stats(NULL, 60, s, 16, &n) == 0)
+            for (i = 0; i < n; i++)
+                if (strcmp(s[i].name, name) == 0 && s[i].acquisitions == want) return 1;
+        dlt_sleep_ms(50);
+    } while (dlt_now() < end);
+    return 0;
+}
+
 /* The value of the line that starts with `series ` in out, or -1. */
 static double value_of(const char *series) {
     char key[256];
@@ -193,7 +209,8 @@ static void test_scrape(void) {
     setenv("DLOCK_STATS", "0", 1);
     DLT_ASSERT_ERR(dlt_mutex_make(&busy, "e/a", 0, hc), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&busy), 0);
-    dlt_sleep_ms(1500);
+    CU_ASSERT(acquisitions_reach("e/a", 6, 5000));
+    dlt_sleep_ms(1000); /* e/held's hold: at least a second long */
     CU_ASSERT_FATAL(exporter_start("--locks", "e/*", NULL, NULL) == 0);
     DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
     CU_ASSERT(value_of("dlock_up") == 1);
@@ -365,10 +382,11 @@ static void test_connection_flood(void) {
     CU_ASSERT(value_of("dlock_up") == 1);
     CU_ASSERT(took < 1.5);
     /* The connections past the limit were closed: a read sees their end
-     * (or a reset) at once; the others would block, so poll without it. */
+     * (or a reset) at once; the others would block, so each is polled
+     * for a while instead. */
     for (i = 0; i < 40; i++) {
         struct pollfd p = { fd[i], POLLIN, 0 };
-        if (poll(&p, 1, i == 0 ? 500 : 0) == 0 || (read(fd[i], &c, 1) < 0 && errno == EAGAIN)) open_after++;
+        if (poll(&p, 1, i == 0 ? 500 : 50) == 0 || (read(fd[i], &c, 1) < 0 && errno == EAGAIN)) open_after++;
         close(fd[i]);
     }
     CU_ASSERT(open_after <= 16);
