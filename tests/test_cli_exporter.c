@@ -289,9 +289,30 @@ static void test_dead_server(void) {
     dlt_tdir_done();
 }
 
+/* n connections, each sending random bytes, or a request line and
+ * headers with random bytes spliced in (a fixed seed: the same run each
+ * time), then closed without reading the answer. */
+static void random_requests(int n) {
+    static const char *const starts[] = { "", "GET /metrics HTTP/1.1\r\n", "POST /metrics HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n",
+                                          "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                                          "GET /%%%00 HTTP/9.9\r\n" };
+    unsigned seed = 20261129;
+    char buf[4096];
+    int i, fd;
+    for (i = 0; i < n; i++) {
+        size_t k = strlen(starts[i % 5]), len = k + (size_t)rand_r(&seed) % (sizeof buf - k), j;
+        memcpy(buf, starts[i % 5], k);
+        for (j = k; j < len; j++) buf[j] = (char)rand_r(&seed);
+        if ((fd = dial()) < 0) continue;
+        (void)write(fd, buf, len);
+        close(fd);
+    }
+}
+
 /* Garbage, a request line that never ends, a slowloris client sending a
  * header byte at a time: a scrape alongside them is answered at once, and
- * the garbage gets an HTTP error, not a crash. */
+ * the garbage gets an HTTP error, not a crash; so do 200 connections of
+ * random requests. */
 static void test_bad_http(void) {
     static const char garbage[] = "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03 NOT HTTP\r\n\r\n";
     char buf[512];
@@ -321,6 +342,11 @@ static void test_bad_http(void) {
     DLT_ASSERT_INT_EQ(scrape("/", NULL), 200);
     CU_ASSERT(strstr(out, "/metrics") != NULL);
     DLT_ASSERT_INT_EQ(scrape("/nothing", NULL), 404);
+    random_requests(200);
+    CU_ASSERT(waitpid(exporter, NULL, WNOHANG) == 0); /* still running */
+    DLT_ASSERT_INT_EQ(scrape("/metrics", &took), 200);
+    CU_ASSERT(value_of("dlock_up") == 1);
+    CU_ASSERT(took < 1.5);
     exporter_stop();
     dlt_tdir_done();
 }
