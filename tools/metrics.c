@@ -42,7 +42,7 @@ static size_t name_hash(const char *s) {
 /* The entry for name, made if missing (NULL when the cap is reached or
  * memory is short: m->truncated or *nomem).  The names are found through
  * an open-addressing table of twice the cap's size (a power of two), so
- * that ten thousand locks cost no quadratic search; SCAN may return a
+ * that a thousand locks cost no quadratic search; SCAN may return a
  * name twice, and the figures name the held locks too. */
 static cli_mlock *entry(cli_metrics *m, const char *name, unsigned max, int *nomem) {
     size_t i, n = (size_t)max + 1;
