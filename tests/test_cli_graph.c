@@ -4,7 +4,9 @@
  * Issue 23, point 2: `dlock status NAME` lists the lock's waiters (host,
  * pid, thread, since, mode) beside the holder, in the table and in
  * --json; `dlock graph [--json]` shows who waits for which lock held by
- * whom, with a cycle of two processes marked.  Waiters are other
+ * whom, with a cycle of two processes marked; `dlock graph --dot`, drawn
+ * by Graphviz's dot, has the cycle in red; the Prometheus figures count it
+ * (dlock_wait_cycles).  Waiters are other
  * processes, waiting in dlock_mutex_timedlock.
  */
 #define DLT_CK_MOD 120
@@ -130,6 +132,33 @@ static int graph_run(int json, char *out, size_t cap) {
     return dlt_run_capture(argv, out, err, cap, 10000);
 }
 
+/* `dlock graph --dot` of the g/ locks rendered by Graphviz's dot into its plain
+ * format (one line per node and edge, with its colour): the two locks
+ * as boxes, the two threads, and the cycle's four arrows in red. */
+static void dot_check(void) {
+    char out[16384], prelude[1024], *line, *save = NULL;
+    int boxes = 0, threads = 0, red_edges = 0, edges = 0, rc;
+    dlt_tdir_make("dlgraph");
+    snprintf(prelude, sizeof prelude, "cd '%s' || exit 1\nDLOCK='%s'\nDOT='%s'\n", dlt_tdir(), DLOCK_CLI, DLT_DOT);
+    rc = dlt_sh_scenario(dlt_tdir(), prelude,
+                         "\"$DLOCK\" graph --dot 'g/*' > graph.dot && \"$DOT\" -Tplain graph.dot && "
+                         "\"$DOT\" -Tsvg graph.dot > graph.svg && grep -c '<svg' graph.svg >&2",
+                         out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    for (line = strtok_r(out, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "node \"L:g/c/", 12) == 0 && strstr(line, " box ") != NULL) boxes++;
+        if (strncmp(line, "node \"T:", 8) == 0 && strstr(line, " ellipse red ") != NULL) threads++;
+        if (strncmp(line, "edge ", 5) == 0 && ++edges && strstr(line, " red") == line + strlen(line) - 4)
+            red_edges++;
+    }
+    DLT_ASSERT_INT_EQ(boxes, 2);
+    DLT_ASSERT_INT_EQ(threads, 2);
+    DLT_ASSERT_INT_EQ(edges, 4);
+    DLT_ASSERT_INT_EQ(red_edges, 4);
+    if (red_edges != 4 || boxes != 2) fprintf(stderr, "  dot -Tplain said:\n%s\n", out);
+    dlt_tdir_done();
+}
+
 /* Two processes in a cycle: `dlock graph` shows both locks with their
  * holder and waiter, the waiters marked, and the cycle once. */
 static void test_graph_marks_cycle(void) {
@@ -165,6 +194,16 @@ static void test_graph_marks_cycle(void) {
     CU_ASSERT(strstr(out, "g/c/0: held by ") != NULL && strstr(out, "g/c/1: held by ") != NULL);
     CU_ASSERT(strstr(out, "[cycle]") != NULL);
     CU_ASSERT(strstr(out, "cycle 1:") != NULL && strstr(out, "cycle 2:") == NULL);
+    dot_check();
+    /* The same cycle, counted in the Prometheus figures (`dlock top
+     * --prometheus`, what `dlock exporter` serves). */
+    {
+        char err[4096];
+        char *argv[] = { DLOCK_CLI, "top", "--once", "--prometheus", NULL };
+        DLT_ASSERT_INT_EQ(dlt_run_capture(argv, out, err, sizeof out, 10000), 0);
+        CU_ASSERT(strstr(out, "\ndlock_wait_cycles 1\n") != NULL);
+        CU_ASSERT(strstr(out, "\ndlock_lock_waiters{lock=\"g/c/0\"} 1\n") != NULL);
+    }
     for (i = 0; i < 2; i++) DLT_ASSERT_INT_EQ(dlt_wait(pid[i], 15000), 0);
     /* DEFAULT mutexes: nobody was failed with EDEADLK; the cycle ended at
      * a member's own time bound.  Which one's came first is the

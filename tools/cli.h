@@ -37,6 +37,7 @@ int cli_list(int argc, char **argv, cli_conn *conn);
 int cli_break(int argc, char **argv, cli_conn *conn);
 int cli_graph(int argc, char **argv, cli_conn *conn); /* graph.c */
 int cli_top(int argc, char **argv, cli_conn *conn);
+int cli_exporter(int argc, char **argv, cli_conn *conn); /* exporter.c */
 
 /* ------------------------------------------------------------------ main.c */
 /* "dlock" or "dlock exec": the prefix of every message. */
@@ -85,6 +86,10 @@ char *cli_fmt_safe(char *buf, size_t n, const char *s);
 /* s as a JSON string, quotes included.  Valid UTF-8 is kept; a byte that is
  * not part of valid UTF-8 is written as \u00XX (read as Latin-1). */
 void cli_json_str(FILE *f, const char *s);
+/* s inside double quotes of a Prometheus label or a Graphviz string (the
+ * quotes not written): backslash, quote and newline escaped, always valid
+ * UTF-8. */
+void cli_quoted_str(FILE *f, const char *s);
 
 /* What the library knows of one lock, and how it is shown. */
 typedef struct cli_lock {
@@ -132,5 +137,55 @@ int64_t cli_since_ms(const dlock_sem_info_t *i, const dlock_sem_owner_t *o);
  * exists, value, waiting, leased, and with its people "waiters" (in the
  * order they are served) and "units" (leased under undo). */
 void cli_json_sem(FILE *f, const cli_sem *s);
+
+/* --------------------------------------------------------------- metrics.c */
+/* The figures in the Prometheus text format: what `dlock top --once
+ * --prometheus` prints and `dlock exporter` serves, read and written by
+ * one code path. */
+typedef struct cli_metrics_opts {
+    unsigned window_s;  /* the seconds of figures summed (1..DLOCK_STATS_WINDOW_MAX) */
+    unsigned max;       /* at most this many locks get a lock="..." label */
+    const char *glob;   /* only the locks whose name matches (fnmatch); NULL: all */
+    int64_t budget_ms;  /* stop reading after this long (0: no limit) */
+} cli_metrics_opts;
+
+/* One lock: its figures (have_stats) and what the server says of it now
+ * (have_info: only for the locks held or read-held, from dlock_list). */
+typedef struct cli_mlock {
+    char name[DLOCK_NAME_MAX + 1];
+    int have_stats, have_info;
+    dlock_lock_stats_t s;
+    dlock_lock_info_t info;
+} cli_mlock;
+
+typedef struct cli_metrics {
+    int up;             /* 1: the server answered every read */
+    int err;            /* else the error of the read that failed */
+    int truncated;      /* 1: locks were left out (the cap, or the time budget) */
+    int have_cycles;    /* 1: cycles was read (not on Redlock, nor past the budget) */
+    size_t cycles;      /* cycles of waits among the held locks, as `dlock graph` finds them */
+    double rtt_s;       /* the figures' read (one round trip), in seconds */
+    double read_s;      /* every read, in seconds */
+    cli_mlock *v;       /* malloc'ed */
+    size_t n, cap;
+    size_t *slots, nslots; /* name hash -> index + 1 (0: empty), malloc'ed */
+} cli_metrics;
+
+/* Reads the figures and the held locks into m (cli_metrics_free frees
+ * it); 0, or ENOMEM (m then freed).  A server that does not answer is m->up 0, not an
+ * error. */
+int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *m);
+void cli_metrics_write(FILE *f, const cli_metrics_opts *o, const cli_metrics *m);
+void cli_metrics_free(cli_metrics *m);
+/* CLOCK_MONOTONIC in seconds. */
+double cli_mono_s(void);
+
+/* ----------------------------------------------------------------- graph.c */
+/* The cycles of waits among the exclusively held locks of v (their
+ * waiters read, one round trip each, until the CLOCK_MONOTONIC deadline
+ * in seconds, 0: none) into *found, counted as `dlock graph` marks them.
+ * 0; ETIMEDOUT (the cycles among the locks read by then counted); or the
+ * error of a read (ENOTSUP on Redlock, ENOMEM). */
+int cli_wait_cycles(dlock_client_t *c, const cli_mlock *v, size_t n, double deadline, size_t *found);
 
 #endif /* DLOCK_CLI_H */

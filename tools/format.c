@@ -326,3 +326,25 @@ void cli_json_sem(FILE *f, const cli_sem *s) {
     if (i->server_now_ms > 0) fprintf(f, ",\"server_time_ms\":%" PRId64, i->server_now_ms);
     fputc('}', f);
 }
+
+/* Prometheus label values and Graphviz quoted strings share their escapes
+ * (\\, \", \n) and both want UTF-8: a byte that is not part of valid
+ * UTF-8 becomes U+FFFD, and other control bytes a space, so that the
+ * label or the picture stays readable whatever the name holds. */
+void cli_quoted_str(FILE *f, const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        uint32_t cp;
+        size_t len = utf8_seq(p, &cp);
+        if (len == 0) {
+            fputs("\xEF\xBF\xBD", f);
+            p++;
+            continue;
+        }
+        if (len > 1) fwrite(p, 1, len, f);
+        else if (cp == '"' || cp == '\\') fprintf(f, "\\%c", (int)cp);
+        else if (cp == '\n') fputs("\\n", f);
+        else fputc(cp < 0x20 || cp == 0x7F ? ' ' : (int)cp, f);
+        p += len;
+    }
+}

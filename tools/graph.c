@@ -11,6 +11,7 @@
  * them), so a cycle through a read lock is not marked here -- the
  * library's own detection follows readers too.  The locks are read one
  * after the other: a picture of a moving graph, not an instant of it.
+ * --json prints it for scripts, --dot for Graphviz.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -119,8 +120,9 @@ static int thread_cmp(const dlock_lock_waiter_t *a, const dlock_lock_waiter_t *b
 /* How cycles() prints the cycles it marks. */
 enum { OUT_NONE, OUT_TEXT, OUT_JSON };
 
-/* Each cycle once: marks its waiters and prints it as `out` says. */
-static void cycles(graph *g, int out) {
+/* Each cycle once: marks its waiters and prints it as `out` says; how
+ * many there are. */
+static size_t cycles(graph *g, int out) {
     size_t *pl = calloc(g->n + 1, sizeof *pl), *pw = calloc(g->n + 1, sizeof *pw), i, j, k, n, found = 0;
     char a[160], b[DLOCK_NAME_MAX * 4 + 8];
     if (pl == NULL || pw == NULL) goto out;
@@ -153,6 +155,7 @@ static void cycles(graph *g, int out) {
 out:
     free(pl);
     free(pw);
+    return found;
 }
 
 static void print_lock(const glock *l) {
@@ -191,6 +194,98 @@ static void json_lock(const glock *l, int first) {
     fputs("]}", stdout);
 }
 
+/* ------------------------------------------------------------ metrics */
+
+int cli_wait_cycles(dlock_client_t *c, const cli_mlock *v, size_t n, double deadline, size_t *found) {
+    graph g;
+    size_t i;
+    int rc = 0;
+    memset(&g, 0, sizeof g);
+    *found = 0;
+    for (i = 0; i < n && !g.nomem; i++)
+        if (v[i].have_info && v[i].info.held) (void)collect(v[i].name, &v[i].info, &g);
+    for (i = 0; i < g.n && rc == 0 && !g.nomem; i++) {
+        if (deadline > 0 && cli_mono_s() > deadline) {
+            rc = ETIMEDOUT;
+            break;
+        }
+        rc = dlock_lock_waiters(c, g.v[i].name, add_waiter, &g.v[i]);
+    }
+    if (g.nomem) rc = ENOMEM;
+    if (rc == 0 || rc == ETIMEDOUT) *found = cycles(&g, OUT_NONE);
+    graph_free(&g);
+    return rc;
+}
+
+/* ---------------------------------------------------------- Graphviz */
+
+/* A thread's node name, "T:host:pid:tid", quoted. */
+static void dot_thread(const char *host, long pid, unsigned long tid) {
+    fputs("\"T:", stdout);
+    cli_quoted_str(stdout, host);
+    printf(":%ld:%lu\"", pid, tid);
+}
+
+/* 1 if the thread is a waiter marked as in a cycle. */
+static int thread_in_cycle(const graph *g, const char *host, long pid, unsigned long tid) {
+    size_t li, wi;
+    return waits_for(g, host, pid, tid, &li, &wi) && g->v[li].cyc[wi];
+}
+
+static void dot_thread_node(const graph *g, const char *host, long pid, unsigned long tid) {
+    int red = thread_in_cycle(g, host, pid, tid);
+    fputs("  ", stdout);
+    dot_thread(host, pid, tid);
+    fputs(" [shape=ellipse, label=\"", stdout);
+    cli_quoted_str(stdout, host);
+    printf("\\npid %ld, thread %lu\"%s];\n", pid, tid, red ? ", color=red, fontcolor=red" : "");
+}
+
+/* A lock with waiters: its node, its holder's node and edge ("held by"),
+ * each waiter's node and edge ("waits"), red where a cycle runs. */
+static void dot_lock(const graph *g, const glock *l) {
+    const char *red = ", color=red, fontcolor=red";
+    size_t j;
+    int in_cycle = 0;
+    for (j = 0; j < l->nw; j++) in_cycle |= l->cyc[j];
+    fputs("  \"L:", stdout);
+    cli_quoted_str(stdout, l->name);
+    fputs("\" [shape=box, style=bold, label=\"", stdout);
+    cli_quoted_str(stdout, l->name);
+    if (!l->info.held) printf("\\n%u read holder%s", l->info.readers, l->info.readers == 1 ? "" : "s");
+    printf("\"%s];\n", in_cycle ? red : "");
+    if (l->info.held) {
+        dot_thread_node(g, l->info.host, l->info.pid, l->info.tid);
+        fputs("  \"L:", stdout);
+        cli_quoted_str(stdout, l->name);
+        fputs("\" -> ", stdout);
+        dot_thread(l->info.host, l->info.pid, l->info.tid);
+        printf(" [label=\"held by\"%s];\n", in_cycle ? red : "");
+    }
+    for (j = 0; j < l->nw; j++) {
+        const dlock_lock_waiter_t *w = &l->w[j];
+        dot_thread_node(g, w->host, w->pid, w->tid);
+        fputs("  ", stdout);
+        dot_thread(w->host, w->pid, w->tid);
+        fputs(" -> \"L:", stdout);
+        cli_quoted_str(stdout, l->name);
+        printf("\" [label=\"waits (%s)\", style=dashed%s];\n", w->shared ? "shared" : "exclusive",
+               l->cyc[j] ? red : "");
+    }
+}
+
+/* The graph for Graphviz (`dlock graph --dot | dot -Tsvg`): locks are
+ * boxes, threads ellipses; a lock points at its holder, a waiter at the
+ * lock it waits for, so a cycle of waits is a cycle of arrows, in red. */
+static void print_dot(const graph *g) {
+    size_t i;
+    printf("digraph dlock {\n  rankdir=LR;\n  node [fontname=\"sans-serif\"];\n"
+           "  edge [fontname=\"sans-serif\", fontsize=10];\n");
+    for (i = 0; i < g->n; i++)
+        if (g->v[i].nw > 0) dot_lock(g, &g->v[i]);
+    printf("}\n");
+}
+
 /* Reads the graph: the held locks matching glob, and each one's waiters. */
 static int graph_read(dlock_client_t *c, const char *glob, graph *g) {
     size_t i;
@@ -203,23 +298,30 @@ static int graph_read(dlock_client_t *c, const char *glob, graph *g) {
     return rc;
 }
 
-static int parse(int argc, char **argv, cli_conn *conn, int *json, const char **glob) {
+/* How the graph is printed. */
+enum { FMT_TEXT, FMT_JSON, FMT_DOT };
+
+static int parse(int argc, char **argv, cli_conn *conn, int *fmt, const char **glob) {
     static const struct option longopts[] = {
         CLI_CONN_LONGOPTS,
         { "json", 0, NULL, 'j' },
+        { "dot", 0, NULL, 'd' },
         { "help", 0, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     int opt;
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, "jhV", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "jdhV", longopts, NULL)) != -1) {
         if (cli_conn_opt(opt, optarg, conn)) continue;
-        if (opt == 'j') {
-            *json = 1;
+        if (opt == 'j' || opt == 'd') {
+            if (*fmt != FMT_TEXT && *fmt != (opt == 'j' ? FMT_JSON : FMT_DOT))
+                return cli_usage_error("--json and --dot exclude each other");
+            *fmt = opt == 'j' ? FMT_JSON : FMT_DOT;
         } else if (opt == 'h') {
-            printf("Usage: dlock graph [--json] [--url URL] [GLOB]\n"
+            printf("Usage: dlock graph [--json | --dot] [--url URL] [GLOB]\n"
                    "Who waits for which lock, held by whom, for the held locks whose name\n"
-                   "matches GLOB (default: all), with any cycle of waits marked.\n");
+                   "matches GLOB (default: all), with any cycle of waits marked.  --dot:\n"
+                   "for Graphviz (dlock graph --dot | dot -Tsvg > graph.svg), cycles in red.\n");
             return -1;
         } else {
             if (optopt != 0 && optopt < 0x1000) return cli_usage_error("unknown option '-%c'", optopt);
@@ -236,13 +338,16 @@ int cli_graph(int argc, char **argv, cli_conn *conn) {
     const char *glob = NULL;
     graph g;
     size_t i, shown = 0;
-    int rc, json = 0;
-    if ((rc = parse(argc, argv, conn, &json, &glob)) != 0) return rc < 0 ? 0 : rc;
+    int rc, fmt = FMT_TEXT;
+    if ((rc = parse(argc, argv, conn, &fmt, &glob)) != 0) return rc < 0 ? 0 : rc;
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
     memset(&g, 0, sizeof g);
     if ((rc = graph_read(c, glob, &g)) != 0) {
         rc = cli_fail(rc == ENOTSUP ? "cannot draw the graph (Redlock keeps no waiters)" : "cannot read the graph", rc);
-    } else if (json) {
+    } else if (fmt == FMT_DOT) {
+        cycles(&g, OUT_NONE);
+        print_dot(&g);
+    } else if (fmt == FMT_JSON) {
         fputs("{\"cycles\":[", stdout);
         cycles(&g, OUT_JSON);
         fputs("],\"locks\":[", stdout);

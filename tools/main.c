@@ -6,6 +6,8 @@
  *     dlock [--url URL] list [--json] [GLOB]
  *     dlock [--url URL] break [--force] [--reset] [--json] NAME
  *     dlock [--url URL] top [--once [--json | --prometheus]] [--window S] [-n MAX]
+ *     dlock [--url URL] graph [--json | --dot] [GLOB]
+ *     dlock [--url URL] exporter [--listen ADDR:PORT] [--locks GLOB] [--max-locks N] ...
  *
  * Passwords never appear in what it prints: every message about the
  * server names it by the library's redacted URL (dlock_last_error()), and
@@ -117,8 +119,9 @@ static void usage(FILE *f) {
             "  dlock [--url URL] status [--json] NAME\n"
             "  dlock [--url URL] list [--json] [GLOB]\n"
             "  dlock [--url URL] break [--force] [--reset | --sem | --unlink] [--json] NAME\n"
-            "  dlock [--url URL] graph [--json] [GLOB]\n"
+            "  dlock [--url URL] graph [--json | --dot] [GLOB]\n"
             "  dlock [--url URL] top [--once [--json | --prometheus]] [--window S] [-n MAX]\n"
+            "  dlock [--url URL] exporter [--listen ADDR:PORT] [--locks GLOB] [--max-locks N]\n"
             "\n"
             "Cluster-wide locks on Redis, in the manner of flock(1).\n"
             "\n"
@@ -132,6 +135,7 @@ static void usage(FILE *f) {
             "          the semaphore NAME)\n"
             "  graph   who waits for which lock held by whom, cycles marked\n"
             "  top     the busiest locks, live: acquisitions, wait and hold times, holder\n"
+            "  exporter  serve the locks' figures to Prometheus at /metrics\n"
             "\n"
             "Options for every command:\n"
             "  --url URL      the server (default: $DLOCK_URL, else redis://127.0.0.1:6379)\n"
@@ -163,6 +167,7 @@ int main(int argc, char **argv) {
         { "break", cli_break, "dlock break" },
         { "graph", cli_graph, "dlock graph" },
         { "top", cli_top, "dlock top" },
+        { "exporter", cli_exporter, "dlock exporter" },
     };
     cli_conn conn = { NULL, NULL };
     size_t i;

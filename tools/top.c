@@ -10,6 +10,8 @@
  * per lock.  The live view draws on the terminal's alternate screen with
  * its input unbuffered and unechoed, and puts the terminal back as it
  * found it when it quits: on q, Ctrl-C (SIGINT), SIGTERM or SIGHUP.
+ * --prometheus prints what `dlock exporter` serves, by its code path
+ * (metrics.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -149,61 +151,19 @@ static void print_json(const top_opts *o, const top_row *rows, size_t n) {
 
 /* ---------------------------------------------------------- Prometheus */
 
-/* A label value: backslash, double quote and newline escaped. */
-static void prom_label(const char *s) {
-    for (; *s; s++) {
-        if (*s == '\\') fputs("\\\\", stdout);
-        else if (*s == '"') fputs("\\\"", stdout);
-        else if (*s == '\n') fputs("\\n", stdout);
-        else putchar(*s);
+/* The same figures as `dlock exporter` serves (metrics.c), once. */
+static int print_prometheus(dlock_client_t *c, const top_opts *o) {
+    cli_metrics_opts mo = { o->window_s, o->max, NULL, 0 };
+    cli_metrics m;
+    int rc = cli_metrics_read(c, &mo, &m);
+    if (rc != 0) {
+        cli_msg("out of memory");
+        return CLI_EXIT_OSERR;
     }
-}
-
-/* What prom_rows prints of a row. */
-enum { P_ACQ, P_WAIT50, P_WAIT99, P_HOLD50, P_HOLD99, P_WAITERS, P_HELD };
-
-static double prom_value(const top_row *r, int what) {
-    switch (what) {
-    case P_ACQ: return (double)r->s.acquisitions;
-    case P_WAIT50: return r->s.wait_ms_p50 / 1000;
-    case P_WAIT99: return r->s.wait_ms_p99 / 1000;
-    case P_HOLD50: return r->s.hold_ms_p50 / 1000;
-    case P_HOLD99: return r->s.hold_ms_p99 / 1000;
-    case P_WAITERS: return (double)r->info.writers_waiting;
-    default: return r->info.held ? 1 : 0;
-    }
-}
-
-/* One metric's rows: each lock's value of `what`, with a quantile
- * label when q is not NULL. */
-static void prom_rows(const char *name, const top_row *rows, size_t n, int what, const char *q) {
-    size_t i;
-    for (i = 0; i < n; i++) {
-        if ((what == P_WAITERS || what == P_HELD) && !rows[i].info_ok) continue;
-        printf("%s{lock=\"", name);
-        prom_label(rows[i].s.name);
-        if (q != NULL) printf("\",quantile=\"%s", q);
-        printf("\"} %.9g\n", prom_value(&rows[i], what));
-    }
-}
-
-static void prom_head(const char *name, const char *help, unsigned window_s) {
-    printf("# HELP %s %s (last %u s, every client).\n# TYPE %s gauge\n", name, help, window_s, name);
-}
-
-static void print_prometheus(const top_opts *o, const top_row *rows, size_t n) {
-    prom_head("dlock_acquisitions_total", "Holds begun", o->window_s);
-    prom_rows("dlock_acquisitions_total", rows, n, P_ACQ, NULL);
-    prom_head("dlock_wait_seconds", "Wait from the lock call to the hold, by quantile", o->window_s);
-    prom_rows("dlock_wait_seconds", rows, n, P_WAIT50, "0.5");
-    prom_rows("dlock_wait_seconds", rows, n, P_WAIT99, "0.99");
-    prom_head("dlock_hold_seconds", "Hold from the hold to its unlock, by quantile", o->window_s);
-    prom_rows("dlock_hold_seconds", rows, n, P_HOLD50, "0.5");
-    prom_rows("dlock_hold_seconds", rows, n, P_HOLD99, "0.99");
-    printf("# HELP dlock_waiters Writers waiting for the lock now.\n# TYPE dlock_waiters gauge\n");
-    prom_rows("dlock_waiters", rows, n, P_WAITERS, NULL);
-    printf("# HELP dlock_held 1 if the lock is held exclusively now.\n# TYPE dlock_held gauge\n");
-    prom_rows("dlock_held", rows, n, P_HELD, NULL);
+    if (!m.up) rc = cli_fail("cannot read the figures", m.err);
+    else cli_metrics_write(stdout, &mo, &m);
+    cli_metrics_free(&m);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- table */
@@ -336,11 +296,12 @@ int cli_top(int argc, char **argv, cli_conn *conn) {
     }
     if (!o.once) {
         rc = live(c, &o, rows);
+    } else if (o.prometheus) {
+        if ((rc = print_prometheus(c, &o)) == 0) rc = fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR;
     } else if ((rc = snapshot(c, &o, rows, &n)) != 0) {
         rc = cli_fail("cannot read the figures", rc);
     } else {
         if (o.json) print_json(&o, rows, n);
-        else if (o.prometheus) print_prometheus(&o, rows, n);
         else print_table(&o, rows, n, TOP_MAX, "\n");
         rc = fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR;
     }
