@@ -280,8 +280,8 @@ void dlock__cluster_refresh_maybe(dlock__backend *c, dlock__mono deadline) {
 }
 
 /* A request to slot's master failed with rc: is it worth asking again?
- * Only when the node could not be reached (not when a request that may
- * have run went unanswered), while not every node refused us for good,
+ * Only when the node could not be reached (not when a request asked once
+ * -- a reset -- went unanswered), while not every node refused us for good,
  * and time is left for a back-off: after it the map is read again (a
  * replica may have taken over meanwhile) and the caller asks. */
 static int again(dlock__backend *c, int rc, int unknown, dlock__mono deadline, dlock__backoff *bo) {
@@ -300,8 +300,8 @@ static unsigned lock_slot(const dlock__keys *k) {
 
 /* Runs `call` on the master of `slot`, asking again while again() says
  * so.  rc is set by call, which may use m and set st_ (what its request
- * came to: a release or reset that went out unanswered is not asked
- * again). */
+ * came to: a reset that went out unanswered is not asked again; st_'s
+ * maybe_ran, never cleared here, counts every attempt). */
 #define ON_SLOT(c, slot, deadline, call)                                  \
     do {                                                                  \
         dlock__backoff bo_;                                               \

@@ -111,12 +111,12 @@ static int send_all(redisContext *ctx, const char *buf, size_t len) {
  * connection idle for dlock__pool_fresh_ms or longer -- an end of file
  * carries no stamp, and a server that closed the connection while it sat
  * idle (its `timeout`, a restart, CLIENT KILL) would fail the request
- * only once it went out, which a request asked once (a release) would
+ * only once it went out, which a request asked once (a reset) would
  * end as "outcome unknown"; one millisecond of idleness makes the
  * poll's cost a thousandth of it at most -- for TLS (OpenSSL reads the
  * socket itself), and where the kernel gave no stamp.  The stamps are
  * CLOCK_REALTIME: a step of the clock backwards between a send and its
- * answer makes a good answer look stale, which costs a retry (a release:
+ * answer makes a good answer look stale, which costs a retry (a reset:
  * "outcome unknown"), never a wrong answer taken. */
 unsigned dlock__pool_fresh_ms = 1;
 
