@@ -306,7 +306,7 @@ static int op_release(dlock__backend *c, const dlock__keys *k, const char *token
                       dlock__sent *sent, dlock__mono deadline) {
     (void)c;
     (void)deadline;
-    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now() };
+    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now(), 0 };
     return fk_release(k->key, token, how, released);
 }
 
@@ -328,7 +328,7 @@ static int op_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_h
                     dlock__mono deadline) {
     (void)c;
     (void)deadline;
-    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now() };
+    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now(), 0 };
     return fk_reset_lock(k->key, how, was_held);
 }
 

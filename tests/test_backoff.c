@@ -108,7 +108,9 @@ static void test_reset(void) {
 }
 
 /* The sleep sleeps its delay (at least step/2), and within a deadline
- * only when it ends before it: else ETIMEDOUT without sleeping. */
+ * up to the deadline at most (the caller's last attempt comes there, not
+ * a step before it); with the deadline passed, ETIMEDOUT without
+ * sleeping. */
 static void test_sleep_deadline(void) {
     dlock__backoff b;
     dlock__mono t0, t1, deadline;
@@ -130,13 +132,17 @@ static void test_sleep_deadline(void) {
     CU_ASSERT(t1 - t0 >= 20 * DLOCK__MS);
     CU_ASSERT(t1 < deadline);
 
-    /* a step of at least 2.5 s, a deadline 100 ms away: at once */
+    /* a step of at least 2.5 s, a deadline 100 ms away: it sleeps to the
+     * deadline, not the step; asked again, ETIMEDOUT at once */
     dlock__backoff_init(&b, 5000, 5000);
     t0 = dlock__now();
     rc = dlock__backoff_sleep(&b, t0 + 100 * DLOCK__MS);
     t1 = dlock__now();
-    CU_ASSERT_EQUAL(rc, ETIMEDOUT);
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT(t1 - t0 >= 100 * DLOCK__MS);
     CU_ASSERT(t1 - t0 < 2000 * DLOCK__MS); /* it did not sleep the step */
+    CU_ASSERT_EQUAL(dlock__backoff_sleep(&b, t0 + 100 * DLOCK__MS), ETIMEDOUT);
+    CU_ASSERT(dlock__now() - t1 < 50 * DLOCK__MS);
 
     /* a deadline already past */
     dlock__backoff_init(&b, 1, 1);

@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2057,6 +2058,123 @@ static void test_cluster_failover(void) {
     printf("  the failover test took %.2f s\n", dlt_now() - t_start);
 }
 
+/* A holder in another thread: locks, and at `go` unlocks; what the
+ * unlock returned and when. */
+struct fo_unlock {
+    dlock_mutex_t *m;
+    int locked, go, lock_rc, rc;
+    double t_done;
+    char err[512];
+};
+
+static void *fo_unlock_run(void *arg) {
+    struct fo_unlock *u = arg;
+    u->lock_rc = dlock_mutex_lock(u->m);
+    dlt_flag_set(&u->locked, 1);
+    if (u->lock_rc != 0 || !dlt_flag_wait(&u->go, 1, 30000)) return NULL;
+    u->rc = dlock_mutex_unlock(u->m);
+    snprintf(u->err, sizeof u->err, "%s", u->rc ? dlock_last_error() : "");
+    u->t_done = dlt_now();
+    return NULL;
+}
+
+/* Polls until node i is a master serving slot: 1, or 0 after timeout_ms. */
+static int fo_serves(int i, int slot, int timeout_ms) {
+    static signed char owner[SLOTS];
+    char role[32];
+    for (double end = dlt_now() + timeout_ms / 1000.0; dlt_now() < end; dlt_sleep_ms(50))
+        if (dlt_redis_role(&fo.node[i], role, sizeof role) == 0 && strcmp(role, "master") == 0 &&
+            dlt_cluster_slot_map(&fo, i, owner) > 0 && owner[slot] == i)
+            return 1;
+    return 0;
+}
+
+/* One failover rule, on a cluster with replicas:
+ *  - an unlock whose request is on its way when its master dies (the
+ *    master SIGSTOPped as the request leaves, so it sits unanswered in
+ *    the master's socket, then SIGKILLed) is asked again on the replica
+ *    promoted in its place and returns 0 there (the replica had the
+ *    hold), the lock gone -- never ENOLCK ("the request may have run")
+ *    before the unreachable bound;
+ *  - a 0.5 s timedlock in the slots of a master killed just before ends
+ *    at its deadline (+50 ms) with ETIMEDOUT, as on one server or
+ *    Sentinel -- not ENOLCK a back-off step short of it. */
+static void test_cluster_failover_unlock_in_flight(void) {
+    static signed char owner[SLOTS];
+    dlock_client_t *ca = NULL;
+    dlock_mutex_t mU, mT;
+    struct fo_unlock u = { &mU, 0, 0, -1, -1, 0, "" };
+    char nU[32], nT[32], key[300], url[256], tok[64], buf[64];
+    int next = 0, rc, replicated = 0;
+    double t_start = dlt_now(), t_kill, t0, el;
+    struct timespec ts;
+    pthread_t th;
+
+    if (dlt_cluster_start(&fo, NN, 1, 0, FO_CONF) != 0)
+        CU_FAIL_FATAL("the failover cluster (3 masters, 3 replicas) did not form");
+    CU_ASSERT_FATAL(dlt_cluster_slot_map(&fo, 2, owner) == NN);
+    CU_ASSERT_FATAL(dlt_slot_name(nU, sizeof nU, "fu/", &next, owner, 0, -1) == 0);
+    CU_ASSERT_FATAL(dlt_slot_name(nT, sizeof nT, "fu/", &next, owner, 1, -1) == 0);
+    dlt_cluster_url(&fo, url, sizeof url, "2", NULL); /* a node that stays up */
+    DLT_ASSERT_ERR(dlt_client_make(&ca, url, 10000), 0);
+    CU_ASSERT_FATAL(ca != NULL);
+    DLT_ASSERT_ERR(mutex_make(&mU, nU, ca, 10000, 0, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(mutex_make(&mT, nT, ca, 10000, 0, 0, NULL, NULL), 0);
+
+    /* U held on master 0 (by the thread that will unlock it), its hold on
+     * the replica (node 3) too. */
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, fo_unlock_run, &u) == 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&u.locked, 1, 10000), 1);
+    DLT_ASSERT_ERR(u.lock_rc, 0);
+    dlt_lock_key(nU, key, sizeof key);
+    DLT_ASSERT_INT_EQ(fo_hget(0, key, "owner", tok, sizeof tok), 1);
+    for (double end = dlt_now() + 3.0; dlt_now() < end && !replicated; dlt_sleep_ms(20))
+        replicated = fo_hget(NN, key, "owner", buf, sizeof buf) == 1 && strcmp(buf, tok) == 0;
+    CU_ASSERT_FATAL(replicated);
+
+    /* The unlock goes out to a master that has stopped; then it dies. */
+    CU_ASSERT_FATAL(kill(fo.node[0].pid, SIGSTOP) == 0);
+    dlt_flag_set(&u.go, 1);
+    dlt_sleep_ms(300);
+    DLT_ASSERT_INT_EQ(u.t_done == 0, 1); /* unanswered so far */
+    CU_ASSERT_FATAL(dlt_cluster_kill(&fo, 0) == 0);
+    t_kill = dlt_now();
+    pthread_join(th, NULL);
+    el = u.t_done - t_kill;
+    printf("\n  unlock in flight when its master died: %s %.2f s after the kill [%s]\n", dlt_errno_label(u.rc),
+           el, u.err);
+    DLT_ASSERT_ERR(u.rc, 0);
+    CU_ASSERT_TRUE(el < 10.0);
+    DLT_ASSERT_INT_EQ(fo_serves(NN, 0, 1000), 1); /* answered by the promoted replica... */
+    DLT_ASSERT_INT_EQ(fo_hget(NN, key, "owner", buf, sizeof buf), 0); /* ...where the lock is gone */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&mU), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mU), 0);
+
+    /* A timed lock in the slots of a master just killed. */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mT), 0); /* routed, a connection pooled */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mT), 0);
+    CU_ASSERT_FATAL(dlt_cluster_kill(&fo, 1) == 0);
+    t0 = dlt_now();
+    ts = dlt_abs_in(CLOCK_REALTIME, 500);
+    rc = dlock_mutex_timedlock(&mT, &ts);
+    el = dlt_now() - t0;
+    printf("  timedlock(0.5 s) as its master was killed: %s after %.3f s [%s]\n", dlt_errno_label(rc), el,
+           rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, ETIMEDOUT);
+    CU_ASSERT_TRUE(el >= 0.495 && el <= 0.550);
+    if (rc == 0) (void)dlock_mutex_unlock(&mT);
+    /* After the failover, the same call gets it. */
+    DLT_ASSERT_INT_EQ(fo_serves(NN + 1, dlt_lock_slot(nT), 15000), 1);
+    DLT_ASSERT_ERR(timedlock_ms(&mT, 5000), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mT), 0);
+
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mU), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mT), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(ca), 0);
+    dlt_cluster_cleanup(&fo);
+    printf("  the test took %.2f s\n", dlt_now() - t_start);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_cluster_routing),
     DLT_TEST(test_cluster_exclusion_across_processes),
@@ -2073,6 +2191,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_cluster_node_dies), /* last of the plain ones: node 2 stays dead */
     DLT_TEST(test_cluster_tls),       /* its own (TLS-only) cluster */
     DLT_TEST(test_cluster_failover),  /* a cluster of its own, with replicas */
+    DLT_TEST(test_cluster_failover_unlock_in_flight), /* the same */
     { NULL, NULL }
 };
 

@@ -615,11 +615,10 @@ static void test_duplicate_told_by_time(void) {
  * that a connection idle for a millisecond or more gets -- and the unlock
  * goes out on a fresh one: 0, not "the request may have run".  With the
  * pool's freshness widened past the pause, the closed connection is taken
- * unchecked (an end of file carries no receive time): the unlock, asked
- * once, may end ENOLCK, its token an orphan -- why idle connections are
- * still polled (net/conn.c, "A connection's step") -- but the lock is
- * never left held: the orphan is released in the background, long before
- * its 10 s lease ends. */
+ * unchecked (an end of file carries no receive time): the unlock's request
+ * goes out on it and gets no answer, and is asked again on a fresh
+ * connection (a release is the token's: asking again ends nothing else):
+ * 0 as well, and the lock is free. */
 static void test_idle_close_then_unlock(void) {
     unsigned fresh = dlock__pool_fresh_ms;
     dlock_mutex_t m;
@@ -636,13 +635,9 @@ static void test_idle_close_then_unlock(void) {
         if (round == 1) dlock__pool_fresh_ms = 60000;
         rc = dlock_mutex_unlock(&m);
         dlock__pool_fresh_ms = fresh;
-        if (round == 0) {
-            if (rc != 0) fprintf(stderr, "  unlock after an idle close: %s\n", dlock_last_error());
-            DLT_ASSERT_ERR(rc, 0);
-        } else {
-            printf("\n  unlock on a connection taken unchecked after an idle close: %s ", rc ? dlock_err_name(rc) : "0");
-            CU_ASSERT(rc == 0 || rc == ENOLCK);
-        }
+        if (rc != 0) fprintf(stderr, "  unlock after an idle close (%s): %s\n", round ? "unchecked" : "polled",
+                             dlock_last_error());
+        DLT_ASSERT_ERR(rc, 0);
         DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
         t0 = dlt_now(); /* free on the server */
         while (key_exists("proxy/idleclose") != 0 && ms_since(t0) < 3000) dlt_sleep_ms(20);
@@ -650,6 +645,87 @@ static void test_idle_close_then_unlock(void) {
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     ctx_close(&x);
+}
+
+/* Switches a proxy to PASS after a while (another thread). */
+struct later_pass {
+    dlt_proxy *px;
+    unsigned ms;
+};
+
+static void *later_pass_run(void *arg) {
+    struct later_pass *lp = arg;
+    dlt_sleep_ms(lp->ms);
+    dlt_proxy_pass(lp->px);
+    return NULL;
+}
+
+/* An unlock whose answer is lost is asked again (the token decides: a
+ * second release ends nothing the first did not), within the unreachable
+ * bound, and what the server says then is read knowing the first may have
+ * run:
+ *  - the answer cut after the server ran the release: asked again, the
+ *    server no longer has the hold -- the first request's doing, with the
+ *    lease still valid: 0, the lock free (not ENOLCK, "may have run");
+ *  - the request swallowed (a black hole) until the hold's lease has run
+ *    out, then the server back: the hold is gone and it may have lapsed
+ *    while the unlock waited: EPERM, as for any unlock whose lease ran
+ *    out. */
+static void test_unlock_answer_lost(void) {
+    struct later_pass lp;
+    dlock_config_t cfg;
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+    dlt_proxy *px;
+    pthread_t th;
+    char url[160];
+    double t0, el;
+    int rc;
+
+    if (pw_setup() != 0 || (px = dlt_proxy_start(pw.port)) == NULL) CU_FAIL_FATAL("setup");
+    snprintf(url, sizeof url, "redis://:%s@127.0.0.1:%d", PASSWORD, dlt_proxy_port(px));
+    dlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = CONNECT_MS;
+    cfg.command_timeout_ms = COMMAND_MS;
+    cfg.unreachable_ms = 4000;
+    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    DLT_ASSERT_ERR(mk(&m, c, "proxy/answerlost", 10000), 0);
+
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
+    lp = (struct later_pass){ px, 100 };
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, later_pass_run, &lp) == 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_unlock(&m);
+    el = ms_since(t0);
+    pthread_join(th, NULL);
+    printf("\n  unlock, its answer cut: %s after %.0f ms [%s]", dlt_errno_label(rc), el, rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, 0);
+    CU_ASSERT(dlt_proxy_faults(px) > 0);
+    DLT_ASSERT_INT_EQ(key_exists("proxy/answerlost"), 0);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+
+    DLT_ASSERT_ERR(mk(&m, c, "proxy/answerlost", 1000), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
+    lp = (struct later_pass){ px, 1600 };
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, later_pass_run, &lp) == 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_unlock(&m);
+    el = ms_since(t0);
+    pthread_join(th, NULL);
+    printf("\n  unlock (lease 1 s), the server silent for 1.6 s: %s after %.0f ms [%s]\n", dlt_errno_label(rc), el,
+           rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, EPERM);
+    CU_ASSERT(el >= 1500);
+    DLT_ASSERT_INT_EQ(key_exists("proxy/answerlost"), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
 }
 
 /* A drift margin as large as the lease (a valid configuration: the URL
@@ -937,6 +1013,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_duplicate_does_not_desync),
     DLT_TEST(test_duplicate_told_by_time),
     DLT_TEST(test_idle_close_then_unlock),
+    DLT_TEST(test_unlock_answer_lost),
     DLT_TEST(test_drift_larger_than_lease),
     DLT_TEST(test_timedlock_deadline_blackhole),
     DLT_TEST(test_list_endless_scan),

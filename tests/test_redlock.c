@@ -355,6 +355,18 @@ static void test_redlock_minority_down_works_majority_down_fails(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "a quorum is 3"));
     if (rc == 0) (void)dlock_mutex_unlock(&m);
     DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
+    {
+        /* A deadline before the unreachable bound: ETIMEDOUT at it, as on
+         * every deployment (the rounds run to the deadline). */
+        double t0 = dlt_now(), el;
+        struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 500);
+        rc = dlock_mutex_timedlock(&m, &ts);
+        el = dlt_now() - t0;
+        printf("  3 of 5 down, timedlock(0.5 s): %s after %.3f s\n", dlt_errno_label(rc), el);
+        DLT_ASSERT_ERR(rc, ETIMEDOUT);
+        CU_ASSERT_TRUE(el >= 0.495 && el <= 0.550);
+        if (rc == 0) (void)dlock_mutex_unlock(&m);
+    }
 
     /* Back up: locks work again, on the same client and mutex. */
     for (i = 0; i < 3; i++) restart_master(i);

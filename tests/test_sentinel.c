@@ -564,6 +564,99 @@ out:
 }
 
 /* ========================================================================
+ * 3b. One failover rule: an unlock in flight, a timed call in an outage
+ * ====================================================================== */
+
+/* A holder in another thread: locks, and at `go` unlocks; what the
+ * unlock returned and when. */
+typedef struct st_unlock {
+    dlock_mutex_t *m;
+    int locked, go, lock_rc, rc;
+    double t_done;
+    char err[512];
+} st_unlock;
+
+static void *st_unlock_run(void *arg) {
+    st_unlock *u = arg;
+    u->lock_rc = dlock_mutex_lock(u->m);
+    dlt_flag_set(&u->locked, 1);
+    if (u->lock_rc != 0 || !dlt_flag_wait(&u->go, 1, 30000)) return NULL;
+    u->rc = dlock_mutex_unlock(u->m);
+    snprintf(u->err, sizeof u->err, "%s", u->rc ? dlock_last_error() : "");
+    u->t_done = dlt_now();
+    return NULL;
+}
+
+/* The master stops as an unlock's request leaves (SIGSTOP: the request
+ * sits unanswered in its socket), then dies (SIGKILL): the unlock is asked
+ * again on the replica the sentinels promote, which had the hold, and
+ * returns 0 there, the lock gone -- not ENOLCK ("the request may have
+ * run") at once.  Then the new master is killed too, and a 0.5 s
+ * timedlock ends at its deadline (+50 ms) with ETIMEDOUT, as on a cluster
+ * or one server. */
+static void test_sentinel_unlock_in_flight(void) {
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+    st_unlock u = { &m, 0, 0, -1, -1, 0, "" };
+    static const char *name = "sent/inflight";
+    int newm, rc, started = 0;
+    double t_kill, t0, el;
+    struct timespec ts;
+    pthread_t th;
+
+    if (st_up(2, 3) != 0) {
+        CU_FAIL("topology did not start");
+        goto out;
+    }
+    DLT_ASSERT_INT_EQ(dlt_sentinel_wait_healthy(&st, 2, 30000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&c, st.url, 15000), 0);
+    CU_ASSERT_FATAL(c != NULL);
+    DLT_ASSERT_ERR(st_mutex(&m, name, c, 15000, NULL, NULL), 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, st_unlock_run, &u) == 0);
+    started = 1;
+    DLT_ASSERT_INT_EQ(dlt_flag_wait(&u.locked, 1, 10000), 1);
+    DLT_ASSERT_ERR(u.lock_rc, 0);
+    DLT_ASSERT_INT_EQ(st_wait_exists(1, name, 1, 3000), 1); /* the replicas have the hold */
+    DLT_ASSERT_INT_EQ(st_wait_exists(2, name, 1, 3000), 1);
+
+    CU_ASSERT_FATAL(kill(st.node[0].pid, SIGSTOP) == 0);
+    dlt_flag_set(&u.go, 1);
+    dlt_sleep_ms(300);
+    DLT_ASSERT_INT_EQ(u.t_done == 0, 1); /* unanswered so far */
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&st.node[0]), 0);
+    t_kill = dlt_now();
+    pthread_join(th, NULL);
+    started = 0;
+    el = u.t_done - t_kill;
+    printf("\n  unlock in flight when the master died: %s %.2f s after the kill [%s]\n", dlt_errno_label(u.rc), el,
+           u.err);
+    DLT_ASSERT_ERR(u.rc, 0);
+    CU_ASSERT_TRUE(el < 15.0);
+    newm = dlt_sentinel_wait_new_master(&st, 0, 30000);
+    CU_ASSERT_FATAL(newm > 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_lock_exists(&st.node[newm], name), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+
+    /* The new master killed too: a timed call ends at its deadline. */
+    DLT_ASSERT_INT_EQ(dlt_redis_kill(&st.node[newm]), 0);
+    t0 = dlt_now();
+    ts = dlt_abs_in(CLOCK_REALTIME, 500);
+    rc = dlock_mutex_timedlock(&m, &ts);
+    el = dlt_now() - t0;
+    printf("  timedlock(0.5 s) as the master was killed: %s after %.3f s [%s]\n", dlt_errno_label(rc), el,
+           rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, ETIMEDOUT);
+    CU_ASSERT_TRUE(el >= 0.495 && el <= 0.550);
+    if (rc == 0) (void)dlock_mutex_unlock(&m);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+out:
+    if (started) pthread_join(th, NULL);
+    if (c != NULL) DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_sentinel_cleanup(&st);
+}
+
+/* ========================================================================
  * 4. wait=N
  * ====================================================================== */
 
@@ -1085,6 +1178,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_sentinel_planned_failover),
     DLT_TEST(test_sentinel_failover_fresh_client),
     DLT_TEST(test_sentinel_master_killed),
+    DLT_TEST(test_sentinel_unlock_in_flight),
     DLT_TEST(test_sentinel_tls),
     DLT_TEST(test_sentinel_tls_refused),
     { NULL, NULL },

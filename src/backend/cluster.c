@@ -280,8 +280,8 @@ void dlock__cluster_refresh_maybe(dlock__backend *c, dlock__mono deadline) {
 }
 
 /* A request to slot's master failed with rc: is it worth asking again?
- * Only when the node could not be reached (not when a request that may
- * have run went unanswered), while not every node refused us for good,
+ * Only when the node could not be reached (not when a request asked once
+ * -- a reset -- went unanswered), while not every node refused us for good,
  * and time is left for a back-off: after it the map is read again (a
  * replica may have taken over meanwhile) and the caller asks. */
 static int again(dlock__backend *c, int rc, int unknown, dlock__mono deadline, dlock__backoff *bo) {
@@ -300,8 +300,8 @@ static unsigned lock_slot(const dlock__keys *k) {
 
 /* Runs `call` on the master of `slot`, asking again while again() says
  * so.  rc is set by call, which may use m and set st_ (what its request
- * came to: a release or reset that went out unanswered is not asked
- * again). */
+ * came to: a reset that went out unanswered is not asked again; st_'s
+ * maybe_ran, never cleared here, counts every attempt). */
 #define ON_SLOT(c, slot, deadline, call)                                  \
     do {                                                                  \
         dlock__backoff bo_;                                               \
@@ -317,7 +317,7 @@ static unsigned lock_slot(const dlock__keys *k) {
 static int cl_acquire(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
                       dlock__acq *out, dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.acquire(m, k, token, lease_ms, flags, out, deadline));
     return rc;
 }
@@ -325,7 +325,7 @@ static int cl_acquire(dlock__backend *c, const dlock__keys *k, const char *token
 static int cl_release(dlock__backend *c, const dlock__keys *k, const char *token, int how, int *released,
                       dlock__sent *sent, dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.release(m, k, token, how, released, &st_, deadline));
     if (sent != NULL) *sent = st_;
     return rc;
@@ -334,7 +334,7 @@ static int cl_release(dlock__backend *c, const dlock__keys *k, const char *token
 static int cl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                     dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.reset(m, k, how, was_held, &st_, deadline));
     if (sent != NULL) *sent = st_;
     return rc;
@@ -343,7 +343,7 @@ static int cl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_h
 static int cl_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint64_t fence, const void *value,
                          size_t len, int *written, dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, dlock__key_slot(key, keylen), deadline,
             dlock__single_backend.fenced_set(m, key, keylen, fence, value, len, written, deadline));
     return rc;
@@ -351,7 +351,7 @@ static int cl_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint
 
 static int cl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.info(m, k, out, deadline));
     return rc;
 }
@@ -359,7 +359,7 @@ static int cl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *o
 static int cl_cond(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                    const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline,
             dlock__single_backend.cond(m, k, op, token, ttl_ms, stale, nstale, result, deadline));
     return rc;
@@ -368,7 +368,7 @@ static int cl_cond(dlock__backend *c, const dlock__keys *k, const char *op, cons
 static int cl_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                   long long arg, unsigned lease_ms, long long *result, dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline,
             dlock__single_backend.sem(m, k, op, token, ttl_ms, arg, lease_ms, result, deadline));
     return rc;
@@ -377,7 +377,7 @@ static int cl_sem(dlock__backend *c, const dlock__keys *k, const char *op, const
 static int cl_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
                        dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline, dlock__single_sem_info(m, k, max, out, deadline));
     return rc;
 }
@@ -387,7 +387,7 @@ static int cl_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dl
 static int cl_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result, dlock__sent *sent,
                         dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline, dlock__single_sem_admin(m, k, how, result, &st_, deadline));
     if (sent != NULL) *sent = st_;
     return rc;
@@ -400,7 +400,7 @@ static int cl_waits(dlock__backend *c, const dlock__keys *k, const char *op, con
     char tag[DLOCK__OWNER_LEN + 3];
     int rc, n;
     unsigned slot;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     if (k != NULL) {
         slot = lock_slot(k);
     } else {
@@ -576,7 +576,7 @@ static unsigned stats_slot(const dlock__backend *c, int *err) {
 
 static int cl_stats_add(dlock__backend *c, const char *payload, size_t len, dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     unsigned slot = stats_slot(c, &rc);
     if (rc != 0) return rc;
     ON_SLOT(c, slot, deadline, dlock__single_backend.stats_add(m, payload, len, deadline));
@@ -586,7 +586,7 @@ static int cl_stats_add(dlock__backend *c, const char *payload, size_t len, dloc
 static int cl_stats_read(dlock__backend *c, unsigned window_s, dlock__figs *out, size_t max, size_t *n,
                          dlock__mono deadline) {
     int rc;
-    dlock__sent st_ = { 0, 0 };
+    dlock__sent st_ = { 0, 0, 0 };
     unsigned slot = stats_slot(c, &rc);
     if (rc != 0) return rc;
     ON_SLOT(c, slot, deadline, dlock__single_backend.stats_read(m, window_s, out, max, n, deadline));

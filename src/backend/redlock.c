@@ -418,12 +418,19 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
                       dlock__sent *sent, dlock__mono deadline) {
     int ok[DLOCK__NODES_MAX], rel[DLOCK__NODES_MAX];
     dlock__args a;
-    (void)deadline;
-    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now() }; /* each master: asked once, its own bound */
+    dlock__backoff bo;
+    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now(), 0 }; /* each master: its own bound */
     /* Each master took the lock its own way: on one it may be the string. */
     if (how == DLOCK__REL_HASH) how = DLOCK__REL_PLAIN;
     dlock__release_args(c, k, token, how, &a);
-    run_flag(c, NULL, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
+    dlock__backoff_init(&bo, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
+    /* Every master at once; while none answers, again until the call's
+     * bound, as every request is (the release is the token's: asked
+     * again it ends nothing else).  A master that does not answer when
+     * others did keeps the hold until its lease runs out, as before. */
+    do {
+        run_flag(c, NULL, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
+    } while (count(ok, c->nmembers) == 0 && dlock__backoff_sleep(&bo, deadline) == 0);
     *released = count(rel, c->nmembers) > 0;
     if (count(ok, c->nmembers) == 0)
         return dlock__seterr(ENOLCK, "%s: no master answered the release", c->node.conf.redacted_url);
@@ -471,7 +478,7 @@ static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_h
     size_t i, answered = 0;
     unsigned dups0 = dups(c);
     (void)deadline;
-    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now() };
+    if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now(), 0 };
     *was_held = 0;
     for (i = 0; i < c->nmembers; i++) {
         int h = 0;

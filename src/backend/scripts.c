@@ -1440,12 +1440,14 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
 
     argc = script_argv(which, c->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
     if (argc < 0) return dlock__seterr(ENOMEM, "cannot make the script request (out of memory)");
-    /* A release is asked once: its answer to a second asking would differ
-     * ("not yours" after it has run); so is a reset, which asked again
-     * could cut off a holder that came in between; and a semaphore's
-     * unlink or break, which could delete or take back what was made in
-     * between.  The others are safe to repeat. */
-    once = which == DLOCK__SCRIPT_RELEASE || which == DLOCK__SCRIPT_RESET || which == DLOCK__SCRIPT_SEM_ADMIN;
+    /* A reset is asked once: asked again it could cut off a holder that
+     * came in between; so is a semaphore's unlink or break, which could
+     * delete or take back what was made in between.  The others are safe
+     * to repeat -- a release too: the token decides, so a second one ends
+     * nothing the first did not; only its answer may differ ("not held"
+     * once the first has run), which sent->maybe_ran lets its caller read
+     * (core/lock.c, release_as). */
+    once = which == DLOCK__SCRIPT_RESET || which == DLOCK__SCRIPT_SEM_ADMIN;
     rc = acked ? dlock__command_wait(&c->node, out, deadline, argc, argv, argvlen, acked, sent)
                : dlock__command(&c->node, out, deadline, once, argc, argv, argvlen, sent);
     if (rc == 0 && is_noscript(*out)) {

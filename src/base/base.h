@@ -79,10 +79,14 @@ void dlock__backoff_init(dlock__backoff *b, unsigned min_ms, unsigned max_ms);
 unsigned dlock__backoff_next(dlock__backoff *b);
 /* Back to the first step (the retried thing worked). */
 void dlock__backoff_reset(dlock__backoff *b);
-/* Sleeps the next delay, within deadline (DLOCK__MONO_NEVER: none): 0
- * after the sleep, or ETIMEDOUT at once, without sleeping, when the
- * sleep would reach the deadline: a retry after it would have no time
- * left, so the loop stops one step short of its deadline. */
+/* Sleeps the next delay, but not past deadline (DLOCK__MONO_NEVER:
+ * none): 0 after the sleep -- one that would pass the deadline ends at
+ * it, and the caller's next attempt is its last -- or ETIMEDOUT at once,
+ * without sleeping, when the deadline has passed (the attempt just made
+ * was the last).  This is the one rule of every retry loop that asks a
+ * server again: it gives up at its deadline, not a step before it, so a
+ * call that cannot reach a server ends at its deadline whatever the
+ * deployment (docs/design.md, "Back-off"). */
 int dlock__backoff_sleep(dlock__backoff *b, dlock__mono deadline);
 
 /* --------------------------------------------------------------- errors */

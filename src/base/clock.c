@@ -127,9 +127,10 @@ unsigned dlock__backoff_next(dlock__backoff *b) {
 }
 
 int dlock__backoff_sleep(dlock__backoff *b, dlock__mono deadline) {
-    dlock__mono now = dlock__now(), until = now + (dlock__mono)dlock__backoff_next(b) * DLOCK__MS;
-    if (deadline != DLOCK__MONO_NEVER && until >= deadline) return ETIMEDOUT;
-    dlock__sleep_until(until);
+    dlock__mono now = dlock__now(), until;
+    if (deadline != DLOCK__MONO_NEVER && now >= deadline) return ETIMEDOUT;
+    until = now + (dlock__mono)dlock__backoff_next(b) * DLOCK__MS;
+    dlock__sleep_until(deadline != DLOCK__MONO_NEVER && until > deadline ? deadline : until);
     return 0;
 }
 

@@ -816,13 +816,35 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     return a.rc;
 }
 
+/* What a release's answer says, when a request of it went out and got no
+ * answer (a master killed under it, a connection reset) and it was sent
+ * again -- on the server that answers now, a promoted replica perhaps.
+ * "Released" is plain.  "Not held" is the first request's doing, or the
+ * failover's: in both the hold was the caller's on the server until the
+ * first request was sent (a replica promoted since then has granted
+ * nobody before it), so the unlock took nothing from anyone: 1.  Unless
+ * the hold's validity (the last confirmed renewal + lease - drift) had run
+ * out by this answer: then its lease may have lapsed on the server while
+ * the unlock waited, and it counts as lost (EPERM), as for any unlock
+ * that finds its lease gone. */
+static int released_read(const dlock__lock *l, int rc, int released, const dlock__sent *st, dlock__mono valid) {
+    if (rc != 0 || released || !st->maybe_ran) return released;
+    if (dlock__now() < valid) {
+        dlock__debug("'%.64s': the release was asked again and found the hold gone: the first request, "
+                     "unanswered, released it (or a failover lost it after that request was sent)", l->k.name);
+        return 1;
+    }
+    return 0;
+}
+
 /* The hold of l that self owns (a thread, or the process: `process`)
  * ends. */
 static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, int process) {
     dlock__lost_report rep = { 0 };
     char token[DLOCK__OWNER_LEN + 1];
     dlock__hold *h;
-    dlock__mono ub;
+    dlock__mono ub, valid;
+    dlock__sent st = { 0, 0, 0 };
     unsigned lease;
     int rc, how, released = 0, probe;
 
@@ -861,6 +883,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     how = dlock__hold_release_kind(h, 0);
     memcpy(token, h->token, sizeof token);
     lease = h->lease_ms;
+    valid = h->valid_until;
     /* Renewed until the release is answered: on a cluster, a release
      * asked again while its slot migrates may take longer than the
      * lease.  The thread is in here meanwhile: no other one takes it. */
@@ -869,7 +892,8 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     if ((rc = dlock__breaker_pass(&c->be.node, &probe)) == 0) { /* else not asked: the breaker is open */
         pthread_mutex_unlock(&c->mu);
         ub = dlock__unreachable_deadline(&c->be.node);
-        rc = c->be.ops->release(&c->be, &l->k, token, how, &released, NULL, probe ? dlock__now() : ub);
+        rc = c->be.ops->release(&c->be, &l->k, token, how, &released, &st, probe ? dlock__now() : ub);
+        released = released_read(l, rc, released, &st, valid);
         pthread_mutex_lock(&c->mu);
         dlock__breaker_note(&c->be.node, rc, probe ? 0 : ub);
     }

@@ -111,12 +111,12 @@ static int send_all(redisContext *ctx, const char *buf, size_t len) {
  * connection idle for dlock__pool_fresh_ms or longer -- an end of file
  * carries no stamp, and a server that closed the connection while it sat
  * idle (its `timeout`, a restart, CLIENT KILL) would fail the request
- * only once it went out, which a request asked once (a release) would
+ * only once it went out, which a request asked once (a reset) would
  * end as "outcome unknown"; one millisecond of idleness makes the
  * poll's cost a thousandth of it at most -- for TLS (OpenSSL reads the
  * socket itself), and where the kernel gave no stamp.  The stamps are
  * CLOCK_REALTIME: a step of the clock backwards between a send and its
- * answer makes a good answer look stale, which costs a retry (a release:
+ * answer makes a good answer look stale, which costs a retry (a reset:
  * "outcome unknown"), never a wrong answer taken. */
 unsigned dlock__pool_fresh_ms = 1;
 
@@ -694,7 +694,7 @@ int dlock__breaker_pass(dlock__node *n, int *probe) {
 }
 
 /* A request that gave up (ENOLCK) this close to its unreachable bound
- * waited it out: backends stop a back-off step short of it. */
+ * waited it out (a last attempt may end a little short of it). */
 #define BREAKER_SLACK_MS 500
 
 /* Opens c's breaker now for conf.breaker_ms, its next probe due at
@@ -811,9 +811,9 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         budget = end_cap(budget);
         rc = dlock__conn_open(n, out, budget);
         if (rc != ENOLCK || n->one_connect || dlock__node_refused_since(n, now)) return rc;
-        /* Refused or timed out: wait a little, then try again (one last
-         * time at the deadline, when the back-off would pass it). */
-        if (dlock__backoff_sleep(&bo, deadline) != 0) dlock__sleep_until(deadline);
+        /* Refused or timed out: wait a little (to the deadline at most),
+         * then try again while time is left. */
+        (void)dlock__backoff_sleep(&bo, deadline);
     }
 }
 
@@ -1103,14 +1103,17 @@ static int cmd_broken(cmd_run *k) {
     dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url,
                   conn_why(k->cn, (unsigned)((dlock__now() - k->began) / DLOCK__MS), why, sizeof why));
     dlock__pool_put(n, k->cn, 1);
+    if (k->sent) k->out->maybe_ran = 1;
     if (k->once && k->sent) {
-        /* The request went out and may have run: asking again could
-         * give a different answer (a release that happened says "not
-         * yours" the second time).  The caller learns the outcome is
-         * unknown. */
+        /* The request went out and may have run, and asking again could
+         * do something else (a reset could cut off a holder that came in
+         * between).  The caller learns the outcome is unknown. */
         k->out->unknown = 1;
         return dlock__seterr(ENOLCK, "%s: no answer (the request may have run)", n->conf.redacted_url);
     }
+    /* A deployment's member: the deployment asks again, where its map
+     * says (a replica may have taken over), not this node in a loop. */
+    if (n->one_connect && (k->tries > 0 || !stale)) return ENOLCK;
     if (k->deadline != DLOCK__MONO_NEVER && dlock__now() >= k->deadline && (k->tries > 0 || !stale)) return ENOLCK;
     return CMD_AGAIN;
 }

@@ -50,12 +50,20 @@ struct dlock__node {
 };
 
 /* What a command's attempts came to, besides its answer: whether its
- * request went out and got no answer (ENOLCK, outcome unknown), and when
- * the request whose answer it returned was sent (after retries: the last
- * one; failed: the latest that went out, 0 none did). */
+ * request went out and got no answer and was not sent again (`once`:
+ * ENOLCK, outcome unknown), and when the request whose answer it returned
+ * was sent (after retries: the last one; failed: the latest that went
+ * out, 0 none did).  maybe_ran: some request of the command went out and
+ * got no answer, so it may have run before the one answered (a retried
+ * release that finds the hold gone may have been the first one's doing).
+ * The command only ever sets maybe_ran: whoever reads it zeroes it first,
+ * and it then counts every command made with that dlock__sent (a
+ * cluster's redirections and re-routings, a script sent again after
+ * NOSCRIPT). */
 typedef struct dlock__sent {
     int unknown;
     dlock__mono at;
+    int maybe_ran;
 } dlock__sent;
 
 /* -------------------------------------------------------- connections */
@@ -178,8 +186,13 @@ void dlock__pool_flush(dlock__node *n);
  * until `deadline` (bounded by the unreachable bound) and following the
  * redirections n's hooks name.  ENOLCK when the server could not be
  * reached in time.  once: a request that went out but got no answer is
- * not sent again (ENOLCK, sent->unknown set: its outcome is unknown).
- * sent (NULL: not wanted) says what the attempts came to. */
+ * not sent again (ENOLCK, sent->unknown set: its outcome is unknown); for
+ * requests that are not idempotent (a reset).  Every other one is sent
+ * again, sent->maybe_ran set.  A member of a deployment (a cluster node,
+ * a Redlock master: n->one_connect) gives a request whose connection
+ * broke back to its deployment, which decides where to ask again (the
+ * slot map read anew), after one more try only for a connection that was
+ * stale.  sent (NULL: not wanted) says what the attempts came to. */
 int dlock__command(dlock__node *n, redisReply **out, dlock__mono deadline, int once,
                    int argc, const char **argv, const size_t *argvlen, dlock__sent *sent);
 /* The same, followed on its connection by WAIT for the deployment's
