@@ -1,6 +1,8 @@
 /* test_fence.c -- fences that never repeat or go back (docs/fencing.md):
  * after a caching mutex's million local holds and a restart without
- * data, after a restart from an older snapshot, with the pipelined path
+ * data, after a restart from an older snapshot (every kind: default,
+ * robust, fair, rwlock), after a failover to a replica that lagged
+ * (promoted by hand), with the pipelined path
  * and the script's interleaved, above an earlier version's microsecond
  * fences, and through dlock_fenced_set.
  * labels: redis  timeout: 240
@@ -182,6 +184,124 @@ static void test_restart_from_older_snapshot(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
 
+/* A fair mutex's holds, a write lock's and a read lock's (one name, one
+ * sequence): after a restart from an older snapshot, each kind's next
+ * fence is above every fence before. */
+static void test_kinds_after_older_snapshot(void) {
+    const char *name = "fence/kinds";
+    dlock_mutexattr_t a;
+    dlock_mutex_t fair;
+    dlock_rwlock_t rw;
+    uint64_t f, max = 0;
+    int i;
+    redisReply *r;
+
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setfair(&a, 1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&fair, name, &a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_init(&rw, name, NULL), 0);
+    for (i = 0; i < 6; i++) {
+        if (i == 2) {
+            r = dlt_redis_cmd(&dlt_server, "SAVE");
+            CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
+            freeReplyObject(r);
+        }
+        DLT_ASSERT_ERR(hold_once(&fair, &f), 0);
+        if (f > max) max = f;
+        DLT_ASSERT_ERR(dlock_rwlock_wrlock(&rw), 0);
+        f = dlock_rwlock_fence(&rw);
+        CU_ASSERT(f > max);
+        if (f > max) max = f;
+        DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+        DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
+        f = dlock_rwlock_fence(&rw);
+        CU_ASSERT(f > max);
+        if (f > max) max = f;
+        DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+    }
+    CU_ASSERT_FATAL(crash_restart(0) == 0);
+    DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
+    f = dlock_rwlock_fence(&rw);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+    CU_ASSERT(f > max);
+    if (f > max) max = f;
+    DLT_ASSERT_ERR(dlock_rwlock_wrlock(&rw), 0);
+    f = dlock_rwlock_fence(&rw);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+    CU_ASSERT(f > max);
+    if (f > max) max = f;
+    DLT_ASSERT_ERR(hold_once(&fair, &f), 0);
+    CU_ASSERT(f > max);
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&fair), 0);
+}
+
+/* The fence key's value on server s ("" none). */
+static void fence_key_on(dlt_redis *s, const char *name, char *out, size_t cap) {
+    char k[600];
+    dlt_lock_key(name, k, sizeof k);
+    redisReply *r = dlt_redis_cmd(s, "GET %s:fence", k);
+    snprintf(out, cap, "%s", r != NULL && r->type == REDIS_REPLY_STRING ? r->str : "");
+    if (r != NULL) freeReplyObject(r);
+}
+
+/* A replica that lagged is promoted: fences issued on the master after
+ * the replica stopped following it are above none of the replica's, yet
+ * the first fences the promoted replica issues are above them all. */
+static void test_failover_to_lagged_replica(void) {
+    const char *name = "fence/failover";
+    dlt_redis rep;
+    char conf[128], want[32], got[32];
+    dlock_mutex_t m, other;
+    dlock_client_t *cl = NULL;
+    uint64_t f, max = 0;
+    double end;
+    int i;
+    redisReply *r;
+
+    memset(&rep, 0, sizeof rep);
+    snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d", dlt_server.port);
+    CU_ASSERT_FATAL(dlt_redis_start(&rep, conf) == 0);
+    DLT_ASSERT_ERR(open_on(&m, name, NULL, 0, 0), 0);
+    for (i = 0; i < 3; i++) {
+        DLT_ASSERT_ERR(hold_once(&m, &f), 0);
+        if (f > max) max = f;
+    }
+    /* the replica has them */
+    snprintf(want, sizeof want, "%llu", (unsigned long long)max);
+    end = dlt_now() + 10.0;
+    do {
+        fence_key_on(&rep, name, got, sizeof got);
+        if (strcmp(got, want) == 0) break;
+        dlt_sleep_ms(10);
+    } while (dlt_now() < end);
+    CU_ASSERT_STRING_EQUAL_FATAL(got, want);
+    /* it stops following; the master goes on */
+    r = dlt_redis_cmd(&rep, "REPLICAOF NO ONE");
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    for (i = 0; i < 5; i++) {
+        DLT_ASSERT_ERR(hold_once(&m, &f), 0);
+        CU_ASSERT(f > max);
+        if (f > max) max = f;
+    }
+    fence_key_on(&rep, name, got, sizeof got);
+    CU_ASSERT_STRING_EQUAL(got, want); /* lagged: the last three are not there */
+    /* the promoted replica issues the next fences */
+    DLT_ASSERT_ERR(dlt_client_make(&cl, rep.url, 5000), 0);
+    DLT_ASSERT_ERR(open_on(&other, name, cl, 0, 0), 0);
+    for (i = 0; i < 3; i++) {
+        DLT_ASSERT_ERR(hold_once(&other, &f), 0); /* the script's path, then the pipelined one */
+        CU_ASSERT(f > max);
+        if (f > max) max = f;
+    }
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&other), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    dlt_redis_cleanup(&rep);
+}
+
 /* Fences are the server's clock in ns (or the last + 1): the pipelined
  * path, the script's (a robust mutex of the same name) and a caching
  * holder's, interleaved, strictly increase, each no later than the
@@ -314,6 +434,8 @@ static void test_fenced_set(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_cache_million_then_empty_restart),
     DLT_TEST(test_restart_from_older_snapshot),
+    DLT_TEST(test_kinds_after_older_snapshot),
+    DLT_TEST(test_failover_to_lagged_replica),
     DLT_TEST(test_paths_interleaved),
     DLT_TEST(test_above_earlier_version),
     DLT_TEST(test_successor_exact),
