@@ -269,10 +269,10 @@ static int plain_fence(dlock__backend *c, const dlock__keys *k, const redisReply
  * skipped: fences need to increase, not to be dense. */
 static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *token, const dlock__args *a,
                          dlock__acq *out, dlock__mono deadline, int *mine) {
-    const char *set[6], *ex[5], *inc[4];
-    size_t setl[6], exl[5], incl[4], tl = strlen(token), il = a->len[a->nkeys + 3];
+    const char *set[6], *ex[5], *fen[4];
+    size_t setl[6], exl[5], fenl[4], tl = strlen(token), il = a->len[a->nkeys + 3];
     char val[DLOCK__OWNER_LEN + 3 + sizeof a->ident];
-    dlock__req after[2] = { { 5, ex, exl }, { 4, inc, incl } };
+    dlock__req after[2] = { { 5, ex, exl }, { 4, fen, fenl } };
     redisReply *r = NULL, *rs[2];
     dlock__sent st;
     uint64_t fence = 0;
@@ -292,10 +292,10 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
     set[5] = a->v[a->nkeys + 1], setl[5] = a->len[a->nkeys + 1];
     ex[0] = "EXISTS", exl[0] = 6;
     for (i = 0; i < 4; i++) ex[1 + i] = k->keys[exk[i]], exl[1 + i] = k->keylens[exk[i]];
-    inc[0] = "EVALSHA", incl[0] = 7;
-    inc[1] = dlock__script_sha(DLOCK__SCRIPT_FENCE_NEXT, 0), incl[1] = strlen(inc[1]);
-    inc[2] = "1", incl[2] = 1;
-    inc[3] = k->keys[DLOCK__K_FENCE], incl[3] = k->keylens[DLOCK__K_FENCE];
+    fen[0] = "EVALSHA", fenl[0] = 7;
+    fen[1] = dlock__script_sha(DLOCK__SCRIPT_FENCE_NEXT, 0), fenl[1] = strlen(fen[1]);
+    fen[2] = "1", fenl[2] = 1;
+    fen[3] = k->keys[DLOCK__K_FENCE], fenl[3] = k->keylens[DLOCK__K_FENCE];
 
     rc = dlock__command_pipe(&c->node, &r, deadline, 6, set, setl, 2, after, rs, &st);
     if (out->sent < 0 || st.at > out->sent) out->sent = st.at;
