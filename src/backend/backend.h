@@ -229,7 +229,7 @@ enum {
  * number on past the fence the masters issued it, ~1.07 s.  Redlock
  * raises the fence floor of its masters over all of them (redlock.c);
  * elsewhere a caching hold's local fences follow the server's clock
- * (core/lock.c, cache_take) and need no block. */
+ * (core/lock.c, cache_fence) and need no block. */
 #define DLOCK__FENCE_BLOCK (1ull << 30)
 
 /* How a hold ends on the server (see release_lua in scripts.c). */
