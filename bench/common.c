@@ -176,12 +176,14 @@ long server_requests_usec(redisContext *c, const char *cmds, long *total, long *
     snprintf(list, sizeof list, "%s", cmds);
     for (cmd = strtok_r(list, ",", &save); cmd != NULL; cmd = strtok_r(NULL, ",", &save)) {
         char field[128], val[256];
-        snprintf(field, sizeof field, "cmdstat_%s", cmd);
+        /* "-NAME": NAME's calls are taken off (not its time) */
+        int minus = cmd[0] == '-';
+        snprintf(field, sizeof field, "cmdstat_%s", cmd + minus);
         if (info_field(r->str, field, val, sizeof val) == 0) {
             const char *calls = strstr(val, "calls=");
             const char *us = strstr(val, "usec=");
-            if (calls) sum += atol(calls + 6);
-            if (us && usec != NULL) *usec += atol(us + 5);
+            if (calls) sum += minus ? -atol(calls + 6) : atol(calls + 6);
+            if (us && usec != NULL && !minus) *usec += atol(us + 5);
         }
     }
     freeReplyObject(r);

@@ -158,14 +158,14 @@ END {
         }
         row("10", "CACHING lock+unlock, each pair timed: p50 / p99 / max (incl. one clock read, " f(g("cache.clock_read_ns"), 0) " ns)",
             f(g("cache.caching_pair_timed_p50_ns"), 0) " / " f(g("cache.caching_pair_timed_p99_ns"), 0) " ns / " f(g("cache.caching_pair_timed_max_us"), 1) " us", "", "", "reported", "")
-        # A server acquisition reserves a block of 2^20 fences for the local
-        # holds: when it runs out the cache goes back to the server (release
-        # + acquire), so a pair makes 2 / 2^20 requests, none per pair.
+        # Local holds make no request: their fences follow the server's
+        # clock (docs/fencing.md), nothing runs out; requests per 2^20 pairs
+        # are kept as the figure (at most 2.5: none per pair).
         cr = g("cache.caching_server_reqs_total") + g("cache.after_warmup_server_reqs")
         cpairs = g("cache.caching_lock_unlock_pairs") + g("cache.caching_trylock_unlock_pairs") + g("cache.after_warmup_pairs")
         blk = (cpairs > 0) ? cr / cpairs * 1048576 : -1
         row("10", "CACHING: server requests made by the local pairs after warm-up (all rounds)",
-            f(cr, 0) " requests in " f(cpairs / 1e6, 2) " M pairs = " f(blk, 2) " per 2^20 pairs", "fence block: 2^20 local holds per server acquisition (release + acquire = 2)", "",
+            f(cr, 0) " requests in " f(cpairs / 1e6, 2) " M pairs = " f(blk, 2) " per 2^20 pairs", "local fences follow the server's clock: no block to refill", "",
             "no round trip per pair", verdict(blk >= 0 && blk <= 2.5))
         row("10", "CACHING warm-up: first pair kept local; requests before it",
             "pair #" f(g("cache.warmup_first_local_pair"), 0) ", " f(g("cache.warmup_first_local_ms"), 2) " ms after the first lock; " f(g("cache.warmup_server_reqs"), 0) " requests", "", "", "reported", "")

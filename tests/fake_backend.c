@@ -81,6 +81,15 @@ static fk_lock *find(const char *key) {
 }
 
 /* Leases that ran out end (a robust holder's leaves ST_HELD: it died). */
+/* The next fence as the scripts issue it: max(last + 1, the clock in
+ * ns) -- here the monotonic clock, which a caching holder's local fences
+ * follow (core/lock.c, cache_fence).  fk_mu held. */
+static uint64_t fake_fence(fk_lock *L) {
+    uint64_t now = (uint64_t)dlock__now();
+    L->fence = L->fence + 1 > now ? L->fence + 1 : now;
+    return L->fence;
+}
+
 static void expire(fk_lock *L, dlock__mono now) {
     int i, j;
     if (L->owner[0] && now >= L->until) L->owner[0] = '\0';
@@ -135,7 +144,7 @@ static void serve_acquire(fk_lock *L, const char *token, unsigned lease, int fla
         snprintf(L->readers[L->nreaders].tok, TOKLEN, "%s", token);
         L->readers[L->nreaders++].until = now + (dlock__mono)lease * DLOCK__MS;
         out->status = DLOCK__ACQ_ACQUIRED;
-        out->fence = ++L->fence;
+        out->fence = fake_fence(L);
         return;
     }
     if (strcmp(L->owner, token) == 0) { /* re-leased */
@@ -148,8 +157,7 @@ static void serve_acquire(fk_lock *L, const char *token, unsigned lease, int fla
     snprintf(L->owner, TOKLEN, "%s", token);
     L->until = now + (dlock__mono)lease * DLOCK__MS;
     L->caching = (flags & DLOCK__F_CACHING) != 0;
-    out->fence = ++L->fence;
-    if (L->caching) L->fence += DLOCK__FENCE_BLOCK - 1; /* the block its local holds number */
+    out->fence = fake_fence(L);
     out->status = (flags & DLOCK__F_ROBUST) && L->state != ST_NONE ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
     if (flags & DLOCK__F_ROBUST) L->state = ST_HELD;
     /* the uncontended path's string: neither robust nor caching, nobody queued */
@@ -194,7 +202,7 @@ static void serve_release(fk_lock *L, const char *token, int how, int *released,
         snprintf(L->owner, TOKLEN, "%s", L->queue[0].tok);
         L->until = now + (dlock__mono)L->queue[0].lease * DLOCK__MS;
         L->caching = 0;
-        snprintf(msg, cap, "%s:%llu:%u", L->queue[0].tok, (unsigned long long)++L->fence, L->queue[0].lease);
+        snprintf(msg, cap, "%s:%llu:%u", L->queue[0].tok, (unsigned long long)fake_fence(L), L->queue[0].lease);
         dequeue(L, L->owner);
         return;
     }

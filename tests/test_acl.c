@@ -351,16 +351,16 @@ static void refused_without(const char *skip, const char *name) {
 }
 
 static void test_acl_missing_permission_is_a_clear_error(void) {
-    refused_without("+incr", "acl/no-incr");       /* a command the uncontended acquire runs */
+    refused_without("+time", "acl/no-time");       /* a command the uncontended acquire's fence runs */
     refused_without("~dlock:*", "acl/no-keys");    /* the keys */
 }
 
-/* One server's pipelined uncontended acquire (SET, EXISTS, INCR: after a
- * first acquisition, which asks the script) whose INCR the ACL refuses
- * after its SET took the lock: the lock is given back, and the caller
- * told why. */
+/* One server's pipelined uncontended acquire (SET, EXISTS, the fence
+ * script: after a first acquisition, which asks the script) whose fence
+ * the ACL refuses (its TIME) after its SET took the lock: the lock is
+ * given back, and the caller told why. */
 static void test_acl_pipeline_refused_gives_back(void) {
-    const char *user = "losesincr", *name = "acl/pipe-no-incr";
+    const char *user = "losestime", *name = "acl/pipe-no-time";
     dlock_client_t *cl;
     dlock_mutex_t m;
     int rc;
@@ -369,11 +369,11 @@ static void test_acl_pipeline_refused_gives_back(void) {
     DLT_ASSERT_ERR(mutex_on(&m, name, cl, 0, 0), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* by the script */
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-    freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL SETUSER %s -incr", user));
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL SETUSER %s -time", user));
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     rc = dlock_mutex_trylock(&m);
     DLT_ASSERT_ERR(rc, EPROTO);
-    printf("  pipelined, without +incr: %s\n", dlock_last_error());
+    printf("  pipelined, without +time: %s\n", dlock_last_error());
     CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "refused by the server's ACL"));
     CU_ASSERT_PTR_NULL(strstr(dlock_last_error(), PASSWORD));
     if (rc == 0) (void)dlock_mutex_unlock(&m);

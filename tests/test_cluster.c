@@ -1290,12 +1290,20 @@ static void test_cluster_condvar(void) {
 
 struct cache_share {
     char name[32], url[256];
+    int node; /* the node that serves name */
     int cached, local, done;
     unsigned long long child_fence, parent_fence, child_after;
 };
 
-/* A process caches the lock (local holds: fence + 1), hands it over when
- * the test asks, and gets it back afterwards with a greater fence. */
+/* The scripts node r has run (EVALSHA, EVAL), -1 on no answer. */
+static long long node_evals(dlt_redis *r) {
+    long long a = dlt_redis_cmdstat(r, "evalsha"), b = dlt_redis_cmdstat(r, "eval");
+    return (a < 0 || b < 0) ? -1 : a + b;
+}
+
+/* A process caches the lock (local holds: a greater fence, and no script
+ * run on the node), hands it over when the test asks, and gets it back
+ * afterwards with a greater fence. */
 static int cache_proc(void *arg) {
     struct cache_share *s = arg;
     dlock_client_t *cl;
@@ -1305,12 +1313,13 @@ static int cache_proc(void *arg) {
     DLT_CK(dlt_client_make(&cl, s->url, 3000), 0);
     DLT_CK(mutex_make(&m, s->name, cl, 3000, 0, 1, NULL, NULL), 0);
     for (i = 0; i < 200 && local < 2; i++) {
+        long long e0 = node_evals(&clus.node[s->node]);
         DLT_CK(dlock_mutex_lock(&m), 0);
         f = dlock_mutex_fence(&m);
         DLT_CKT(f > fl);
-        local = fl && f == fl + 1 ? local + 1 : 0;
         fl = f;
         DLT_CK(dlock_mutex_unlock(&m), 0);
+        local = e0 >= 0 && node_evals(&clus.node[s->node]) == e0 ? local + 1 : 0;
         if (local < 2) dlt_sleep_ms(10);
     }
     s->child_fence = fl;
@@ -1338,6 +1347,7 @@ static void test_cluster_caching_handover(void) {
     CU_ASSERT_FATAL(dlt_cluster_slot_map(&clus, 0, owner) == NN);
     CU_ASSERT_FATAL(dlt_slot_name(s->name, sizeof s->name, "cache/", &next, owner, 2, -1) == 0);
     o = owner[dlt_lock_slot(s->name)];
+    s->node = o;
     dlt_cluster_url(&clus, s->url, sizeof s->url, "0", NULL);
     pid = dlt_spawn(cache_proc, s); /* before any client of ours */
     CU_ASSERT_FATAL(pid > 0);

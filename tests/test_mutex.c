@@ -1504,8 +1504,11 @@ static void test_trylock_busy(void) {
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
     e1 = dlt_evals();
     CU_ASSERT_TRUE(dlt_now() - t0 < 0.5);
-    CU_ASSERT_TRUE(e1 - e0 <= 1);
-    if (e1 - e0 > 1) fprintf(stderr, "  a busy trylock made %lld script calls\n", e1 - e0);
+    /* the acquire script, and the fence script of the pipelined attempt
+     * (the lock was free at this process's last acquisition), which runs
+     * whether or not its SET took the lock */
+    CU_ASSERT_TRUE(e1 - e0 <= 2);
+    if (e1 - e0 > 2) fprintf(stderr, "  a busy trylock made %lld script calls\n", e1 - e0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     for (i = 0; i < NP; i++) DLT_ASSERT_ERR(probe_call(&pr[i], P_TRY), EBUSY);
     dlt_flag_set(&h[1].release, 1);

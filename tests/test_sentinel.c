@@ -481,6 +481,8 @@ typedef struct st_kill {
     int phase; /* 0 before the kill, 1 killed, 2 the sentinels name the new master */
     int ok_before[ST_KW], ok_after[ST_KW], errs[ST_KW], unlock_errs[ST_KW];
     int idx;
+    unsigned long long last_fence; /* the last holder's, written inside the lock */
+    int fence_back;                /* holds whose fence was not above the last holder's */
 } st_kill;
 
 static int st_kill_worker(void *p) {
@@ -505,6 +507,11 @@ static int st_kill_worker(void *p) {
         int n = dlt_flag_add(&k->in_cs, 1);
         dlt_flag_max(&k->max_cs, n);
         if (n != 1) dlt_flag_add(&k->violations, 1);
+        /* holds follow one another in real time: so must their fences,
+         * across the failover too (docs/fencing.md) */
+        unsigned long long f = dlock_mutex_fence(&m);
+        if (f <= __atomic_load_n(&k->last_fence, __ATOMIC_SEQ_CST)) dlt_flag_add(&k->fence_back, 1);
+        __atomic_store_n(&k->last_fence, f, __ATOMIC_SEQ_CST);
         dlt_sleep_ms(2);
         dlt_flag_add(&k->in_cs, -1);
         rc = dlock_mutex_unlock(&m);
@@ -555,6 +562,7 @@ static void test_sentinel_master_killed(void) {
     }
     DLT_ASSERT_INT_EQ(dlt_flag_get(&k->violations), 0);
     DLT_ASSERT_INT_EQ(dlt_flag_get(&k->max_cs), 1);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&k->fence_back), 0);
     printf("\n  master killed: node 0 -> node %d; %d failed acquisitions during the outage, "
            "unlock errors %d/%d/%d\n",
            newm, errs, k->unlock_errs[0], k->unlock_errs[1], k->unlock_errs[2]);

@@ -235,26 +235,44 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
 /* plain_acquire's answer when the script must decide. */
 #define PLAIN_ASK (-1)
 
+/* The fence from fence_next_lua's answer r in the pipeline; a server
+ * that did not know the script (NOSCRIPT: restarted or flushed) is asked
+ * again, by script_run, which loads it.  0, or -1: no fence. */
+static int plain_fence(dlock__backend *c, const dlock__keys *k, const redisReply *r, uint64_t *fence,
+                       dlock__mono deadline) {
+    redisReply *again = NULL;
+    const char *fk = k->keys[DLOCK__K_FENCE];
+    size_t fkl = k->keylens[DLOCK__K_FENCE];
+    int ok;
+    if (r->type == REDIS_REPLY_STRING) return dlock__u64_parse(r->str, r->len, fence) == 0 && *fence != 0 ? 0 : -1;
+    if (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "NOSCRIPT", 8) != 0) return -1;
+    if (dlock__script_run(c, DLOCK__SCRIPT_FENCE_NEXT, &again, deadline, 1, 1, &fk, &fkl, NULL) != 0) return -1;
+    ok = again->type == REDIS_REPLY_STRING && dlock__u64_parse(again->str, again->len, fence) == 0 && *fence != 0;
+    freeReplyObject(again);
+    return ok ? 0 : -1;
+}
+
 /* The uncontended path, pipelined, on one server (or Sentinel's master):
  * the raw pair's SET NX PX, of the string form "TOKEN - SINCE WHO" (no
  * fence kept: it is not known yet) with the lease as its expiry, then
- * EXISTS of the readers, waiting writers, handoff and queue keys, then the
- * fence key's INCR -- written at once, one round trip, no script.  Taken,
- * with none of those keys there and a fence from the clock: held, that
- * INCR its fence.  Taken, but one of
- * them was there (the SET and the EXISTS are not one step: whatever came
- * between them found the string held, and waits), or the fence key had
- * gone (the INCR counted from 0): PLAIN_ASK with *mine set -- the script
- * takes the string back and decides (acquire_lua's flag V).  Not taken:
- * PLAIN_ASK, the script decides (it answers who holds it, and registers a
- * caller that waits).  Else 0 (answered) or an errno.  A failed attempt's
- * INCR only skips a fence: fences need to increase, not to be dense. */
+ * EXISTS of the readers, waiting writers, handoff and queue keys, then
+ * fence_next_lua (EVALSHA), which issues the fence as every acquire does
+ * -- written at once, one round trip.  Taken, with none of those keys
+ * there: held, that answer its fence (a server that does not know the
+ * script yet is asked once more by plain_fence).  Taken, but one of them
+ * was there (the SET and the EXISTS are not one step: whatever came
+ * between them found the string held, and waits), or no fence came back:
+ * PLAIN_ASK with *mine set -- the script takes the string back and
+ * decides (acquire_lua's flag V).  Not taken: PLAIN_ASK, the script
+ * decides (it answers who holds it, and registers a caller that waits).
+ * Else 0 (answered) or an errno.  A failed attempt's fence is only
+ * skipped: fences need to increase, not to be dense. */
 static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *token, const dlock__args *a,
                          dlock__acq *out, dlock__mono deadline, int *mine) {
-    const char *set[6], *ex[5], *inc[2];
-    size_t setl[6], exl[5], incl[2], tl = strlen(token), il = a->len[a->nkeys + 3];
+    const char *set[6], *ex[5], *fen[4];
+    size_t setl[6], exl[5], fenl[4], tl = strlen(token), il = a->len[a->nkeys + 3];
     char val[DLOCK__OWNER_LEN + 3 + sizeof a->ident];
-    dlock__req after[2] = { { 5, ex, exl }, { 2, inc, incl } };
+    dlock__req after[2] = { { 5, ex, exl }, { 4, fen, fenl } };
     redisReply *r = NULL, *rs[2];
     dlock__sent st;
     uint64_t fence = 0;
@@ -274,8 +292,10 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
     set[5] = a->v[a->nkeys + 1], setl[5] = a->len[a->nkeys + 1];
     ex[0] = "EXISTS", exl[0] = 6;
     for (i = 0; i < 4; i++) ex[1 + i] = k->keys[exk[i]], exl[1 + i] = k->keylens[exk[i]];
-    inc[0] = "INCR", incl[0] = 4;
-    inc[1] = k->keys[DLOCK__K_FENCE], incl[1] = k->keylens[DLOCK__K_FENCE];
+    fen[0] = "EVALSHA", fenl[0] = 7;
+    fen[1] = dlock__script_sha(DLOCK__SCRIPT_FENCE_NEXT, 0), fenl[1] = strlen(fen[1]);
+    fen[2] = "1", fenl[2] = 1;
+    fen[3] = k->keys[DLOCK__K_FENCE], fenl[3] = k->keylens[DLOCK__K_FENCE];
 
     rc = dlock__command_pipe(&c->node, &r, deadline, 6, set, setl, 2, after, rs, &st);
     if (out->sent < 0 || st.at > out->sent) out->sent = st.at;
@@ -284,16 +304,14 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
         rc = PLAIN_ASK; /* held: the script says by whom, for how long */
     } else if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
         rc = bad_reply(c, "acquire (SET)", r);
-    } else if (rs[0]->type != REDIS_REPLY_INTEGER || rs[1]->type != REDIS_REPLY_INTEGER || rs[0]->integer != 0 ||
-               rs[1]->integer < (long long)DLOCK__FENCE_SEED_MIN) {
-        /* others there, the fence key gone, or not those commands'
-         * answers (refused by an ACL, a fence key of another type): the
-         * script takes the string back and decides -- or, meeting the
-         * same refusal, fails with it, the string already gone */
+    } else if (rs[0]->type != REDIS_REPLY_INTEGER || rs[0]->integer != 0 ||
+               plain_fence(c, k, rs[1], &fence, deadline) != 0) {
+        /* others there, or not those commands' answers (refused by an
+         * ACL, a fence key of another type): the script takes the string
+         * back and decides -- or, meeting the same refusal, fails with
+         * it, the string already gone */
         *mine = 1;
         rc = PLAIN_ASK;
-    } else {
-        fence = (uint64_t)rs[1]->integer;
     }
     freeReplyObject(r);
     freeReplyObject(rs[0]);

@@ -225,13 +225,12 @@ enum {
 #define DLOCK__F_LISTED 512 /* with F_FAIR and F_WAIT: the caller holds nothing; its queue entry
                              * lists its wait, which it never registers (QUEUE_ENTRY's L) */
 #define DLOCK__F_DETECTS 1024 /* with F_LISTED: its wait detects deadlocks (listed as such) */
-/* A fence below it was not issued from the server's clock (an INCR of a
- * fence key that had gone): the pipelined path then asks the script,
- * which issues one from the clock (1e15 us: September 2001). */
-#define DLOCK__FENCE_SEED_MIN 1000000000000000ull
-/* The fences a caching hold reserves at each acquisition: its local
- * holds number them, and the server's next fence comes after them. */
-#define DLOCK__FENCE_BLOCK 1048576u
+/* Redlock only: how far (in fences: ns) a caching hold's local holds may
+ * number on past the fence the masters issued it, ~1.07 s.  Redlock
+ * raises the fence floor of its masters over all of them (redlock.c);
+ * elsewhere a caching hold's local fences follow the server's clock
+ * (core/lock.c, cache_fence) and need no block. */
+#define DLOCK__FENCE_BLOCK (1ull << 30)
 
 /* How a hold ends on the server (see release_lua in scripts.c). */
 enum {
@@ -508,10 +507,14 @@ enum {
     DLOCK__SCRIPT_SEM_ADMIN,
     DLOCK__SCRIPT_WAITS,
     DLOCK__SCRIPT_STATS,
+    DLOCK__SCRIPT_FENCE_NEXT,
     DLOCK__NSCRIPTS
 };
 /* A script's body; variant 1: a cluster's (SPUBLISH). */
 const char *dlock__script_body(int which, int variant);
+/* Its SHA1, for an EVALSHA sent in a pipeline; "" when it could not be
+ * made (that EVALSHA then gets NOSCRIPT). */
+const char *dlock__script_sha(int which, int variant);
 /* Runs script `which` by EVALSHA, loading it on NOSCRIPT: args holds
  * nargs values in all, the first numkeys of them KEYS, the rest ARGV. */
 /* The same, with WAIT for the deployment's wait=N replicas after it. */

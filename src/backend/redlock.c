@@ -12,12 +12,13 @@
  * one attempt per request, so a master that is down costs one refused
  * connection, not a retry loop.
  *
- * Fencing: each master issues max(last + 1, its time in us).  The hold's
+ * Fencing: each master issues max(last + 1, its time in ns).  The hold's
  * fence is the largest of the quorum's, and before the acquire returns it
  * is written back to every master as a floor for its next fence
  * (fence_raise_lua); that must reach a quorum too.  Any later hold's
  * quorum shares a master with that one, whose next fence is above the
- * floor (for a caching hold: the last fence of its block), so fences
+ * floor (for a caching hold: the last fence its local holds may number,
+ * DLOCK__FENCE_BLOCK on), so fences
  * increase strictly across holds, whichever masters granted them (as long as a master does not lose its data: see
  * docs/fencing.md).
  *
@@ -331,7 +332,8 @@ static void round_ask(dlock__backend *c, int which, dlock__args *a, unsigned lea
 
 /* Step 2, hold (a quorum granted): raise the fence floor on a quorum,
  * within the lease.  The floor covers every fence the hold may use: a
- * caching hold numbers its local holds on through its block.  1 when
+ * caching hold numbers its local holds on up to DLOCK__FENCE_BLOCK past
+ * its fence (core/lock.c, fence_hi).  1 when
  * held (out filled in); 0 when not, rd->why saying why. */
 static int round_hold(dlock__backend *c, const dlock__keys *k, int flags, unsigned lease_ms, struct rl_round *rd,
                       dlock__acq *out) {

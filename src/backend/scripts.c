@@ -14,19 +14,17 @@
  * (FENCE "-" when the hold was taken by the pipelined SET of one server
  * (backend.c, plain_acquire), which cannot know it; SINCE the taker's
  * wall clock in ms, WHO host:pid:tid): the raw pair's SET, plus the
- * fence's INCR.  Any other hold is a hash: owner (the token), fence, who,
+ * fence's.  Any other hold is a hash: owner (the token), fence, who,
  * since (server ms), and the marks below.  Every path past the
  * uncontended one that reads or marks the holder first turns a string
  * into that hash (LOCK_NORM): so a string is never marked, and its release
  * is the raw compare-and-delete.  Shared holders are a zset of tokens
  * scored by lease expiry at <prefix>{<name>}:readers.  The keys are
- * listed at DLOCK__K_*.  A fence is the fence key's INCR on the
- * uncontended path, max(last fence + 1, server time in microseconds) on
- * the others, and the server's time in microseconds when the fence key is
- * missing (an INCR that answers less than FENCE_SEED_MIN): so fences
- * increase strictly even when the server lost its data, as long as the
- * server's clock does not step back past the last fence it issued
- * (docs/fencing.md).
+ * listed at DLOCK__K_*.  A fence is max(last fence + 1, the server's
+ * time in nanoseconds) on every path, and so never above the server's
+ * clock: fences increase strictly even when the server lost its data or
+ * came back with an older copy of it, as long as the server's clock does
+ * not step back past the last fence it issued (docs/fencing.md).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -63,9 +61,8 @@
  * CLOCK_READ reads the server's clock (t; us, its microseconds as six
  * digits; nows, in ms, as a string; now, the number, is set where a path
  * needs it); FENCE_NEXT makes fs, a new fencing token: max(last + 1,
- * server time in us), written as decimal digits (compared as text first:
- * the last fence is nearly always shorter or smaller, and converting
- * 16-digit numbers costs the server more than the comparison).  Where a
+ * server time in ns), as decimal digits, compared and counted on as text
+ * (19 digits: no Lua number holds them exactly; see FENCE_SUCC).  Where a
  * path often taken needs a number from a string (the clock, a score, an
  * argument), arithmetic makes it (s + 0): Lua 5.1's tonumber() converts
  * twice (lua_isnumber, then lua_tonumber), each a strtod of up to 16
@@ -113,8 +110,8 @@
  * publishes "released" -- rather than an error, or worse a release that
  * fails and leaves its hold.  A release hands the lock straight to the
  * queue's head and tells that waiter alone: it pushes "FENCE:MS"
- * ("FENCE:MS:C" to a caching waiter, whose block of fences the grant
- * reserves: C 1 nobody else waits, it may keep the lock at its unlock; 2
+ * ("FENCE:MS:C" to a caching waiter, whose grant marks the hold cached:
+ * C 1 nobody else waits, it may keep the lock at its unlock; 2
  * others wait, it may not) to the waiter's grant list <lock key>:g:<token>,
  * on which the waiter blocks in BLPOP (delivery 2: the server answers the
  * waiter itself, before any other), or publishes "TOKEN:FENCE:MS" on the
@@ -135,38 +132,50 @@
     "       p .. ':fifo', K[2]}\n"                                                 \
     "end\n"
 #define GRANT_MS "2000"
-/* Below it, a fence INCR answered was not issued from the clock: the
- * fence key had gone (DLOCK__FENCE_SEED_MIN). */
-#define FENCE_SEED_MIN "1000000000000000"
-#define FENCE_BLOCK_LAST "1048575" /* DLOCK__FENCE_BLOCK - 1 */
-/* The expiry of a fence key set to v (a Lua number), which may be ahead of
- * the server's clock (a caching hold's block, or fences issued faster
- * than the clock moved): an hour after the clock has passed v, so that
- * the key, once gone, is made again from the clock above every fence it
- * issued (docs/fencing.md).  Needs CLOCK_READ. */
-#define FENCE_PX(v) "string.format('%d', 3600000 + math.max(0, math.floor((" v " - tonumber(t[1] .. us)) / 1000)))"
-/* The statement that reserves a caching holder's block of fences, from
- * fs (a Lua string, its first) to fs + FENCE_BLOCK_LAST: the fence key
- * set to the block's last, with FENCE_PX's expiry. */
-#define FENCE_BLOCK_SET(fs)                                                       \
-    "redis.call('SET', K[2], string.format('%d', tonumber(" fs ") + " FENCE_BLOCK_LAST "), 'PX', " \
-    FENCE_PX("tonumber(" fs ") + " FENCE_BLOCK_LAST) ")\n"
+/* Fences are the server's clock in nanoseconds (TIME's seconds and
+ * microseconds, then "000"), or the last fence + 1 when that is not
+ * greater: 19 digits, beyond a Lua number's exact range (2^53), so the
+ * scripts never make a number of one.  They compare fences as text
+ * (digits, no leading zeros: longer is larger) and add one to the text
+ * (FENCE_SUCC); Redis keeps them as strings (the server's own INCR would
+ * be exact, but its answer reaches Lua as a double).  A fence is then at
+ * most its server's clock when issued (a server issues far fewer than
+ * 1000 fences a microsecond), so the fence key never runs ahead of the
+ * clock and its expiry need not follow it: once gone (lost, restored
+ * from an older copy, or expired), the clock alone puts the next fence
+ * above every earlier one (docs/fencing.md). */
+#define FENCE_PX "'3600000'"
+/* Statements: fs = the decimal string ls plus one. */
+#define FENCE_SUCC(ls)                                                            \
+    "  local i = #" ls "\n"                                                       \
+    "  while string.byte(" ls ", i) == 57 do i = i - 1 end\n"                     \
+    "  if i == 0 then fs = '1' .. string.rep('0', #" ls ")\n"                     \
+    "  else fs = string.sub(" ls ", 1, i - 1) .. string.char(string.byte(" ls ", i) + 1) .. string.rep('0', #" ls " - i) end\n"
+/* Statements: local fs = the next fence of the fence key fk, max(last +
+ * 1, the clock), from sec and usd (TIME's seconds, its microseconds as
+ * six digits), written to fk (SET ... GET: one call stores it and reads
+ * the last; a second SET only when the last was not below the clock). */
+#define FENCE_FROM(fk, sec, usd)                                                  \
+    "local fs = " sec " .. " usd " .. '000'\n"                                    \
+    "local ls = redis.call('SET', " fk ", fs, 'PX', " FENCE_PX ", 'GET')\n"       \
+    "if ls and (#ls > #fs or (#ls == #fs and ls >= fs)) then\n"                   \
+    FENCE_SUCC("ls")                                                              \
+    "  redis.call('SET', " fk ", fs, 'PX', " FENCE_PX ")\n"                       \
+    "end\n"
+/* Statements: reads TIME into tt (seconds) and tu (microseconds, six
+ * digits), then FENCE_FROM. */
+#define FENCE_TIMED(fk)                                                           \
+    "local tt = redis.call('TIME')\n"                                             \
+    "local tu = tt[2]\n"                                                          \
+    "if #tu < 6 then tu = string.rep('0', 6 - #tu) .. tu end\n"                   \
+    FENCE_FROM(fk, "tt[1]", "tu")
 #define CLOCK_VARS "local t, us, now, nows\n"
 #define CLOCK_READ                                                                \
     "t = redis.call('TIME')\n"                                                    \
     "us = t[2]\n"                                                                 \
     "if #us < 6 then us = string.rep('0', 6 - #us) .. us end\n"                   \
     "nows = t[1] .. string.sub(us, 1, 3)\n"
-#define FENCE_NEXT /* statements: local fs = the next fence */                    \
-    "local fs = t[1] .. us\n"                                                     \
-    "local ls = redis.call('SET', K[2], fs, 'PX', '3600000', 'GET')\n"            \
-    "if ls and (#ls > #fs or (#ls == #fs and ls >= fs)) then\n"                   \
-    "  local last = tonumber(ls) or 0\n"                                          \
-    "  if last >= tonumber(fs) then\n"                                            \
-    "    fs = string.format('%d', last + 1)\n"                                    \
-    "    redis.call('SET', K[2], fs, 'PX', " FENCE_PX("last + 1") ")\n"           \
-    "  end\n"                                                                     \
-    "end\n"
+#define FENCE_NEXT /* statements: local fs = the next fence */ FENCE_FROM("K[2]", "t[1]", "us")
 #define FENCE_FN "local function fence()\n" FENCE_NEXT "return fs\nend\n"
 #define KEEP_FN                                                                   \
     "local function keep(z, ms, fresh)\n"                                         \
@@ -320,17 +329,11 @@
     "  if now < nb then return {0, nb - now} end\n"                               \
     "end\n"
 
-/* The uncontended path's hold (acquire_lua): the fence from the fence key
- * fk's INCR (from the clock when the key had gone), the lock key p set to
- * the string form, with the lease; answers the fence alone. */
+/* The uncontended path's hold (acquire_lua): the next fence of the fence
+ * key fk (FENCE_TIMED), the lock key p set to the string form, with the
+ * lease; answers the fence alone. */
 #define STRING_TAKE(p, fk)                                                        \
-    "local f = redis.call('INCR', " fk ")\n"                                      \
-    "if f < " FENCE_SEED_MIN " then\n"                                            \
-    "  local t = redis.call('TIME')\n"                                            \
-    "  f = t[1] * 1000000 + t[2]\n"                                               \
-    "  redis.call('SET', " fk ", string.format('%d', f), 'PX', '3600000')\n"      \
-    "end\n"                                                                       \
-    "local fs = string.format('%d', f)\n"                                         \
+    FENCE_TIMED(fk)                                                               \
     "redis.call('SET', " p ", ARGV[1] .. ' ' .. fs .. ' ' .. ARGV[4], 'PX', ARGV[2])\n" \
     "do return fs end\n"
 
@@ -345,20 +348,19 @@
  * that someone waits), [7] queue ("0": no; with [6], take a place in the
  * fair queue, and be told of a grant by "1": a message on the release
  * channel, "2": a push to the grant list; "3" and "4": the same for a
- * caching waiter, whose grant reserves its block of fences; every
- * queuing request says it anew), [8] caching ("1": reserve a block of
- * fences, and answer whether others wait -- queued, or registered as
+ * caching waiter, whose grant marks its hold cached; every
+ * queuing request says it anew), [8] caching ("1": mark the hold
+ * cached, and answer whether others wait -- queued, or registered as
  * waiting writers -- as a third element, 1 or 0: their requests may
  * have come before the hash said "cache", so no "wanted" message told
  * the holder, which must then not keep the lock at its unlock); a fifth
  * flag, V ("1", sent only then), says that the caller's pipelined SET
- * took the lock as a string but found others' keys, or a fence key gone
+ * took the lock as a string but found others' keys, or got no fence
  * (backend.c, plain_acquire; one server only, KEYS[1] the lock): that
  * string, if still the caller's, is taken back first ("released"
  * published if a waiter made it a hash and marked it meanwhile), and the
- * call goes on as any other: a lock found free with nobody there (the
- * fence key had gone) is taken on the script's uncontended path, its
- * string keeping the fence made from the clock.  The fifth flag is H
+ * call goes on as any other: a lock found free with nobody there is
+ * taken on the script's uncontended path, its string keeping its fence.  The fifth flag is H
  * ("2") instead when the lock was held at this process's last
  * acquisition, or this call has waited, or the pipelined SET has just
  * found it held -- sent only for a lock the uncontended path may take
@@ -379,9 +381,10 @@
  * has to be woken first, gets its turn instead of the releaser taking the
  * lock straight back.  A free lock with no readers, waiters or queue
  * (one EXISTS tells) is taken at once: when neither robust nor caching
- * nor guarded, by three calls made before anything else (that EXISTS,
- * the fence's INCR, the SET of the string form, with its lease: the TIME
- * only when the fence key is missing), answering the fence alone.  A
+ * nor guarded, by four calls made before anything else (that EXISTS,
+ * the fence's TIME and SET ... GET (a second SET only when the last
+ * fence was not below the clock), the SET of the string form, with its
+ * lease), answering the fence alone.  A
  * caller that will wait for a lock another holds marks its hash (w).
  * Returns the fence alone (a string) acquired on the uncontended path;
  * {1, fence} acquired; {4, fence} acquired, but the last robust
@@ -473,7 +476,6 @@ static const char acquire_lua[] =
     "  if state == 'notrecoverable' then return {3, 0} end\n"
     "end\n"
     "local function reserve(fs)\n"
-    "  " FENCE_BLOCK_SET("fs")
     "  redis.call('HSET', K[1], 'fence', fs, 'cache', '1')\n"
     "  if redis.call('EXISTS', K[7]) == 1 then return 1 end\n"
     "  local n = redis.call('ZCARD', K[5])\n"
@@ -721,7 +723,6 @@ static const char release_lua[] =
     "  if rb == '1' then redis.call('SET', K[3], 'held') end\n"
     "  local gs = fs .. ':' .. g\n"
     "  if d == '3' or d == '4' then\n"
-    "    " FENCE_BLOCK_SET("fs")
     "    redis.call('HSET', K[1], 'cache', '1')\n"
     "    if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2'\n"
     "    else gs = gs .. ':1' redis.call('HDEL', K[1], 'w') end\n"
@@ -892,6 +893,12 @@ static const char cond_lua[] =
     "  redis.call('PUBLISH', KEYS[1], 'broadcast')\n"
     "end\n"
     "return n\n";
+
+/* The uncontended path of one server (backend.c, plain_acquire),
+ * pipelined after its SET NX PX and EXISTS.  KEYS: a lock's fence key.
+ * Issues the next fence, max(last + 1, the server's clock in ns), as
+ * every acquire does, and answers it (a string). */
+static const char fence_next_lua[] = FENCE_TIMED("KEYS[1]") "return fs\n";
 
 /* Redlock (redlock.c): KEYS: a lock's fence key.  ARGV: a fence.  Raises
  * the last fence issued to at least that one, so that every later fence
@@ -1328,7 +1335,7 @@ static const char stats_lua[] =
 
 static const char *const bodies[] = {
     acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
-    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua, waits_lua, stats_lua,
+    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua, waits_lua, stats_lua, fence_next_lua,
 };
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
 /* On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub:
@@ -1386,6 +1393,10 @@ static void sha_make(void) {
 static const char *script_sha(int which, int variant) {
     pthread_once(&sha_once, sha_make);
     return shas[variant != 0][which];
+}
+
+const char *dlock__script_sha(int which, int variant) {
+    return script_sha(which, variant);
 }
 
 const char *dlock__script_body(int which, int variant) {

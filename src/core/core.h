@@ -30,7 +30,9 @@ typedef struct dlock__hold {
     uint64_t fence;        /* fencing token */
     uint64_t ident;        /* the fence the server issued: the hold's identity */
     int caching;           /* of a caching mutex: an unlock may keep it (lock.c) */
-    uint64_t fence_hi;     /* caching: the last fence of the block reserved */
+    uint64_t fence_hi;     /* caching: the last fence its local holds may use (Redlock's
+                            * floor; elsewhere no bound: UINT64_MAX) */
+    dlock__mono fence_at;  /* caching: when the server's fence (ident) was heard */
     uint64_t heard;        /* caching: the subscriber's epoch in which every request
                             * for it was heard since it was acquired; 0: not so */
     unsigned lease_ms;

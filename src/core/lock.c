@@ -87,7 +87,10 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->fence = fence;
     h->ident = fence;
     h->caching = w->caching && !w->shared;
-    h->fence_hi = h->caching ? fence + DLOCK__FENCE_BLOCK - 1 : fence;
+    h->fence_hi = !h->caching ? fence
+                  : c->be.node.conf.kind == DLOCK__BACKEND_REDLOCK ? fence + DLOCK__FENCE_BLOCK - 1
+                                                                  : UINT64_MAX;
+    h->fence_at = dlock__now(); /* the fence was issued before: its server's clock was at least it */
     h->lease_ms = lease;
     h->acquired = sent;
     h->valid_until = sent + (dlock__mono)(lease - dlock__drift_ms(&c->be.node.conf, lease)) * DLOCK__MS;
@@ -114,11 +117,11 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
  * served.  Fences tell: the busy answer carried the lock's last fence
  * (`floor`), and only a grant made later has a greater one;
  * the hold is valid until then (less the drift margin) and is renewed
- * soon, to its full lease.  A caching hold needs its block of fences
- * reserved: a caching waiter's grant reserves it and says whether others
- * wait (fw->cache; then the lock goes back at its unlock, as when a
- * "wanted" message came).  A grant without the block (from an older
- * release script) and one older than its lease cannot be taken as it is:
+ * soon, to its full lease.  A caching hold needs its hash marked cached:
+ * a caching waiter's grant marks it and says whether others wait
+ * (fw->cache; then the lock goes back at its unlock, as when a "wanted"
+ * message came).  A grant without the mark (from an older release
+ * script) and one older than its lease cannot be taken as it is:
  * those confirm with an acquire (EAGAIN here).  c->mu held. */
 static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
                    const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
@@ -180,17 +183,43 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
     dlock__lock_wake(l);
 }
 
+/* The fence of a local hold of h, cached, at now: max(the last + 1, the
+ * server's clock as this process can vouch for it) -- the fence the
+ * server issued (at most its clock then, in ns) plus the time since it
+ * was heard on this process's clock, less the drift margin the lease
+ * allows for (drift/lease of it, rounded up).  So a local fence is never
+ * above the server's clock: after any loss of the fence key, the fence
+ * the server makes from its clock, a round trip at least after this
+ * hold went back, is above every local one (docs/fencing.md).  Local
+ * holds are tens of ns apart at the fastest, each fence at least 1 ns
+ * on; should the last + 1 ever be ahead, it waits (ns) for the clock.
+ * Above fence_hi (Redlock's floor) it is refused by the caller. */
+static uint64_t cache_fence(const struct dlock_client *c, const dlock__hold *h, dlock__mono now) {
+    uint64_t lease = h->lease_ms ? h->lease_ms : 1, drift = dlock__drift_ms(&c->be.node.conf, h->lease_ms);
+    uint64_t f = h->fence + 1;
+    for (;;) {
+        uint64_t el = now > h->fence_at ? (uint64_t)(now - h->fence_at) : 0;
+        uint64_t at = h->ident + el - (el / lease + 1) * drift;
+        if (f <= at) return at;
+        if (f > h->fence_hi) return f;
+        now = dlock__now();
+    }
+}
+
 /* Takes l's cached hold for the calling thread with no round trip, if the
  * cache has it for a call like w: still valid, nobody asked for it, and
- * fences left in its block.  c->mu held. */
+ * (Redlock) fences left below its floor.  c->mu held. */
 static int cache_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self) {
     dlock__hold *h = &l->x;
-    if (!dlock__hold_is_cached(h) || w->shared || !w->caching || w->robust != h->robust || !dlock__cache_ok(c, l) ||
-        dlock__now() >= h->valid_until || h->fence >= h->fence_hi)
+    dlock__mono now;
+    uint64_t f;
+    if (!dlock__hold_is_cached(h) || w->shared || !w->caching || w->robust != h->robust || !dlock__cache_ok(c, l))
         return 0;
+    now = dlock__now();
+    if (now >= h->valid_until || (f = cache_fence(c, h, now)) > h->fence_hi) return 0;
     dlock__hold_uncache(h, self);
     h->count = 1;
-    h->fence++; /* the server's next fence comes after the whole block */
+    h->fence = f;
     h->lost_fn = w->lost_fn;
     h->lost_arg = w->lost_arg;
     h->lost_obj = w->lost_obj;
