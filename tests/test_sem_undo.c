@@ -590,6 +590,94 @@ static void test_lost_answer_once(void) {
 }
 
 /* ========================================================================
+ * A cut-off holder hears of its loss before the unit goes on
+ * ====================================================================== */
+
+struct cutoff_seen {
+    int calls;
+    int why;
+    long long at_us; /* dlt_now() when the handler ran, in µs */
+};
+
+static void cutoff_lost(dlock_sem_t *s, const char *name, void *arg) {
+    struct cutoff_seen *cs = arg;
+    (void)s;
+    (void)name;
+    cs->why = dlock_lost_reason();
+    __atomic_store_n(&cs->at_us, (long long)(dlt_now() * 1e6), __ATOMIC_SEQ_CST);
+    dlt_flag_add(&cs->calls, 1);
+}
+
+/* A holder whose link to the server goes dead (the proxy answers
+ * nothing, as a partition) a little after it took a leased unit (lease
+ * 1500 ms): its lost-unit handler runs by its own clock, no later than
+ * the take + lease - drift, and so before another client, polling the
+ * server all along, is given the unit the lease gave back -- though the
+ * renewal must connect anew, and connecting hangs longer than the lease
+ * is left.  The unreachable bound (5 s) is far past the lease: the
+ * handler must not wait for the link to be given up. */
+static void test_cut_off_holder(void) {
+    static const char name[] = "u/cutoff";
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL, *oc = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t held, other;
+    struct cutoff_seen cs;
+    char url[256];
+    double t0, end, got = 0;
+    int rc;
+    memset(&cs, 0, sizeof cs);
+    CU_ASSERT_FATAL(px != NULL);
+    /* Database 1: connecting asks SELECT, so a connection made through
+     * the black hole hangs for its connect budget (2 s), as one to a host
+     * cut off hangs in connect(2).  Drift 100 ms: the holder's margin. */
+    snprintf(url, sizeof url, "%s/1?drift_ms=100&connect_timeout_ms=2000", dlt_proxy_url(px));
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
+    snprintf(url, sizeof url, "%s/1", dlt_server.url);
+    DLT_ASSERT_ERR(dlt_client_make(&oc, url, 5000), 0);
+    su_attr(&a, 1500, c);
+    DLT_ASSERT_ERR(dlock_semattr_setlostcallback(&a, cutoff_lost, &cs), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&held, name, 1, &a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 0), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, oc), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&other, name, 1, &a), 0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_sem_trywait(&held), 0);
+    dlt_sleep_ms(100);
+    dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
+    dlt_proxy_close_all(px); /* a link reset too: the renewals must connect anew */
+    /* The other client takes the unit as soon as the server gives it. */
+    end = dlt_now() + 6.0;
+    while (dlt_now() < end) {
+        if ((rc = dlock_sem_trywait(&other)) == 0) {
+            got = dlt_now();
+            break;
+        }
+        DLT_ASSERT_ERR(rc, EAGAIN);
+        dlt_sleep_ms(2);
+    }
+    CU_ASSERT_FATAL(got > 0);
+    CU_ASSERT(got - t0 >= 1.45); /* the server kept the lease */
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&cs.calls), 1);
+    if (dlt_flag_get(&cs.calls) == 1) {
+        double told = __atomic_load_n(&cs.at_us, __ATOMIC_SEQ_CST) / 1e6;
+        CU_ASSERT(told <= got);
+        CU_ASSERT(told - t0 <= 1.45); /* by take + lease - drift, and a little */
+        DLT_ASSERT_INT_EQ(cs.why, DLOCK_LOST_EXPIRED);
+        if (!(told <= got) || told - t0 > 1.45) fprintf(stderr, "handler %.3f s, the unit went on at %.3f s\n", told - t0, got - t0);
+    }
+    DLT_ASSERT_ERR(dlock_sem_post(&other), 0);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_sem_post(&held), 0); /* forgets the lost unit */
+    DLT_ASSERT_ERR(dlock_sem_destroy(&held), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&other), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(oc), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    dlt_proxy_stop(px);
+}
+
+/* ========================================================================
  * Redis Cluster
  * ====================================================================== */
 
@@ -641,6 +729,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_destroy_keeps_client_returns),
     DLT_TEST(test_eintr),
     DLT_TEST(test_lost_answer_once),
+    DLT_TEST(test_cut_off_holder),
     DLT_TEST(test_cluster_undo),
     { NULL, NULL },
 };

@@ -568,10 +568,15 @@ static int single_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__
         int noscript = 0;
         if (c->renew_conn != NULL && !dlock__conn_current(&c->node, c->renew_conn, 0))
             drop_renew_conn(c); /* failed over: renew on the new master, or learn the hold is gone */
-        if (c->renew_conn == NULL &&
-            (rc = dlock__conn_open(&c->node, &c->renew_conn, c->node.conf.connect_timeout_ms)) != 0)
+        /* Connect, and wait for answers, no longer than the holds stay
+         * valid: a server cut off (its connect(2), or the AUTH after it,
+         * hanging for the whole connect timeout) must not keep the lost
+         * handlers from running when the validity ends. */
+        left_ms = (deadline - dlock__now()) / DLOCK__MS;
+        if (left_ms > (int64_t)c->node.conf.connect_timeout_ms) left_ms = c->node.conf.connect_timeout_ms;
+        if (left_ms < 5) left_ms = 5;
+        if (c->renew_conn == NULL && (rc = dlock__conn_open(&c->node, &c->renew_conn, (unsigned)left_ms)) != 0)
             return rc;
-        /* Wait for answers no longer than the locks stay valid. */
         left_ms = (deadline - dlock__now()) / DLOCK__MS;
         if (left_ms > (int64_t)c->node.conf.command_timeout_ms) left_ms = c->node.conf.command_timeout_ms;
         if (left_ms < 5) left_ms = 5;
