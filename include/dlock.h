@@ -422,7 +422,10 @@ typedef struct dlock_sem_info {
                                 unit by a post and taking it) */
     unsigned leased;         /* units taken under undo whose lease runs */
     int64_t server_now_ms;   /* the server's time when it answered, ms since the epoch */
-    void *__reserved[4];     /* room to grow without changing the size */
+    int64_t remade_ms;       /* when an object open on it last made it again, with the
+                                value it was opened with, after the server lost it
+                                (server time, ms since the epoch); 0: never */
+    void *__reserved[4 - sizeof(int64_t) / sizeof(void *)]; /* room to grow, the size kept */
 } dlock_sem_info_t;
 
 /* One person of a semaphore (dlock_sem_owners): a waiter, or the holder

@@ -678,6 +678,125 @@ static void test_cut_off_holder(void) {
 }
 
 /* ========================================================================
+ * A semaphore the server lost comes back
+ * ====================================================================== */
+
+struct lossw {
+    dlock_sem_t *s;
+    int rc;
+    double done_at; /* dlt_now() when the wait returned */
+};
+
+static void *lossw_run(void *p) {
+    struct lossw *w = p;
+    struct timespec ts = dlt_abs_in(CLOCK_MONOTONIC, 8000);
+    w->rc = dlock_sem_clockwait(w->s, CLOCK_MONOTONIC, &ts);
+    w->done_at = dlt_now();
+    return NULL;
+}
+
+/* A semaphore of 2 (lease 1500 ms), both units leased to this process
+ * and a waiter in another thread; then the server loses everything (how
+ * 0: restarted without persistence; 1: FLUSHALL).  The wait returns 0
+ * within lease + 1 s of the server being back, the semaphore made again
+ * with the value it was opened with (2: the waiter's unit taken, 1
+ * left); both units held before are told lost; dlock_sem_info says when
+ * it was remade; the holder's posts then add nothing (the units came
+ * back with the remade value), the waiter's gives its unit back: 2. */
+static void loss_case(int how) {
+    const char *name = how ? "u/flushed" : "u/restarted";
+    struct lost_seen ls;
+    struct lossw w;
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t held, waiting;
+    dlock_sem_info_t i;
+    pthread_t th;
+    double back;
+    long long wall0;
+    memset(&ls, 0, sizeof ls);
+    memset(&w, 0, sizeof w);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_server.url, 10000), 0);
+    su_attr(&a, 1500, c);
+    DLT_ASSERT_ERR(dlock_semattr_setlostcallback(&a, on_lost, &ls), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&held, name, 2, &a), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&held), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&held), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 0), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&waiting, name, 2, &a), 0);
+    w.s = &waiting;
+    w.rc = -1;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, lossw_run, &w) == 0);
+    CU_ASSERT(dlt_sem_wait_waiters(name, 1, 5000));
+    wall0 = dlt_wall_ms();
+    if (how == 0) {
+        DLT_ASSERT_INT_EQ(dlt_redis_stop(&dlt_server), 0);
+        DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
+    } else {
+        freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
+    }
+    back = dlt_now();
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(w.rc, 0);
+    CU_ASSERT(w.done_at - back <= 2.5);
+    if (w.done_at - back > 2.5) fprintf(stderr, "the wait returned %.3f s after the loss\n", w.done_at - back);
+    CU_ASSERT(dlt_flag_wait(&ls.calls, 2, 3000));
+    DLT_ASSERT_INT_EQ(su_value(name), 1);
+    DLT_ASSERT_ERR(dlock_sem_info(c, name, &i), 0);
+    DLT_ASSERT_INT_EQ(i.exists, 1);
+    CU_ASSERT(i.remade_ms >= wall0 - 1000 && i.remade_ms <= dlt_wall_ms() + 1000);
+    DLT_ASSERT_ERR(dlock_sem_post(&held), 0); /* lost: forgotten, nothing added */
+    DLT_ASSERT_ERR(dlock_sem_post(&held), 0);
+    DLT_ASSERT_INT_EQ(su_value(name), 1);
+    DLT_ASSERT_ERR(dlock_sem_post(&waiting), 0);
+    DLT_ASSERT_INT_EQ(su_value(name), 2);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&ls.calls), 2);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&held), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&waiting), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+}
+
+static void test_remade_after_restart(void) {
+    loss_case(0);
+}
+
+static void test_remade_after_flushall(void) {
+    loss_case(1);
+}
+
+/* Callers that disagree: the first op to find it lost makes it with its
+ * own value.  An unlinked name is not made again by the objects still
+ * open on it (it was removed on purpose): their trywait finds no unit,
+ * until the mark of the unlink is gone (here deleted; it lapses after an
+ * hour), and then the first op makes it with its opener's value. */
+static void test_remade_first_wins_unlink_not(void) {
+    static const char name[] = "u/remade1st";
+    dlock_sem_t three, five;
+    dlock_sem_info_t i;
+    int v = -1;
+    DLT_ASSERT_ERR(dlock_sem_init(&three, name, 3, NULL), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&five, name, 5, NULL), 0); /* joins: 3 */
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&five, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 5);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&three, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 5);
+    DLT_ASSERT_ERR(dlock_sem_unlink(NULL, name), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&three), EAGAIN);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&three, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 0);
+    DLT_ASSERT_ERR(dlock_sem_info(NULL, name, &i), 0);
+    DLT_ASSERT_INT_EQ(i.exists, 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{u/remade1st}:sem:unlinked")), 1);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&three), 0);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&five, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 2);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&three), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&five), 0);
+}
+
+/* ========================================================================
  * Redis Cluster
  * ====================================================================== */
 
@@ -730,6 +849,9 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_eintr),
     DLT_TEST(test_lost_answer_once),
     DLT_TEST(test_cut_off_holder),
+    DLT_TEST(test_remade_after_restart),
+    DLT_TEST(test_remade_after_flushall),
+    DLT_TEST(test_remade_first_wins_unlink_not),
     DLT_TEST(test_cluster_undo),
     { NULL, NULL },
 };

@@ -681,20 +681,22 @@ static int sem_caller_get(struct sem_caller **out) {
 }
 
 /* A semaphore op (sem_lua): its arguments, then the caller and the op's
- * number (ARGV[8], ARGV[9]) for the `done` record. */
+ * number (ARGV[8], ARGV[9]) for the `done` record, and the value to make
+ * it again with if the server lost it (ARGV[10]). */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-                      long long arg, unsigned lease_ms, long long *result, dlock__mono deadline) {
-    const char *args[SEM_NARGS + 2], *id;
-    size_t lens[SEM_NARGS + 2], idlen = who(dlock__self_peek(), &id);
+                      long long arg, unsigned lease_ms, long long remake, long long *result, dlock__mono deadline) {
+    const char *args[SEM_NARGS + 3], *id;
+    size_t lens[SEM_NARGS + 3], idlen = who(dlock__self_peek(), &id);
     struct sem_bufs b;
     struct sem_caller *sc;
-    char seq[24];
+    char seq[24], value[24];
     redisReply *r;
     int rc, n = sem_args(c, k, op, token, ttl_ms, arg, lease_ms, id, idlen, &b, args, lens);
 
     if ((rc = sem_caller_get(&sc)) != 0) return rc;
     args[n] = sc->id; lens[n++] = strlen(sc->id);
     args[n] = seq; lens[n++] = dlock__dec(seq, ++sc->seq);
+    if (remake >= 0) { args[n] = value; lens[n++] = dlock__dec(value, (unsigned long long)remake); }
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, NULL)) != 0)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);

@@ -961,13 +961,23 @@ static const char fence_raise_lua[] =
  * 1 the token had been handed a unit (now taken) / 0 it left the queue;
  * post 1 posted / 0 the value would pass ARGV[4]; renew 1 renewed / 0
  * the lease is gone; return 1 returned / 2 the lease was gone (its unit
- * came back before); value the value. */
+ * came back before); value the value.  Remade: ARGV[10], when given, is
+ * the value the caller opened the semaphore with; an op (not 'renew')
+ * that finds the value key gone with no unlink mark beside it
+ * (<value key>:unlinked, sem_admin_lua's) finds a semaphore the server
+ * lost (an empty restart, FLUSHALL, a failover to a replica that did
+ * not have it) and makes it again with that value -- the first such op
+ * wins, as the first init does -- noting when in `owners` field
+ * '!remade' (server ms); a post that remakes it adds nothing (its unit
+ * was counted in the value made again), a return finds its lease gone
+ * (2), as a renewal does, so every leased unit of before is told lost. */
 static const char sem_lua[] =
     "local op, tok, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
     "local lease = tonumber(ARGV[7] or '0')\n"
     "if op == 'init' then\n"
     "  if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
     "  redis.call('SET', KEYS[1], ARGV[4])\n"
+    "  redis.call('DEL', KEYS[1] .. ':unlinked')\n"
     "  return 1\n"
     "end\n"
     "local t = redis.call('TIME')\n"
@@ -986,6 +996,13 @@ static const char sem_lua[] =
     "    count = tonumber(rcount or '0')\n"
     "    if rseq and seq <= tonumber(rseq) then return 0 end\n"
     "  end\n"
+    "end\n"
+    "local remade = false\n"
+    "if ARGV[10] and op ~= 'renew' and redis.call('EXISTS', KEYS[1]) == 0 and\n"
+    "   redis.call('EXISTS', KEYS[1] .. ':unlinked') == 0 then\n"
+    "  redis.call('SET', KEYS[1], ARGV[10])\n"
+    "  redis.call('HSET', KEYS[6], '!remade', now)\n"
+    "  remade = true\n"
     "end\n"
     "local v0 = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
     "local v = v0\n"
@@ -1058,7 +1075,8 @@ static const char sem_lua[] =
     "  redis.call('HDEL', KEYS[6], tok)\n"
     "  if res == 1 then leased() end\n"
     "elseif op == 'post' then\n"
-    "  if redis.call('EXISTS', KEYS[2]) == 1 then give() res = 1\n"
+    "  if remade then res = 1\n"
+    "  elseif redis.call('EXISTS', KEYS[2]) == 1 then give() res = 1\n"
     "  elseif v < tonumber(ARGV[4]) then v = v + 1 res = 1 end\n"
     "elseif op == 'renew' then\n"
     "  if redis.call('ZSCORE', KEYS[7], tok) then\n"
@@ -1107,7 +1125,8 @@ static const char sem_lua[] =
  * server's time in ms, live waiters, live leased units, waiters as
  * place (0 the queue's head; -1 a post handed it a unit, not taken yet)
  * then its `owners` record ('' none), leased units as lease expiry then
- * record}.  A waiter is live while its registration runs (`expiry`), a
+ * record, when sem_lua last made it again after a loss (server ms;
+ * false: never)}.  A waiter is live while its registration runs (`expiry`), a
  * leased unit while its lease does: the dead ones, not cleaned up yet,
  * are not shown.  Only the commands of the README's minimal ACL user. */
 static const char sem_info_lua[] =
@@ -1141,11 +1160,13 @@ static const char sem_info_lua[] =
     "    us[#us + 1] = redis.call('HGET', KEYS[6], leased[i]) or ''\n"
     "  end\n"
     "end\n"
-    "return {redis.call('GET', KEYS[1]), now, nw, #leased / 2, ws, us}\n";
+    "return {redis.call('GET', KEYS[1]), now, nw, #leased / 2, ws, us, redis.call('HGET', KEYS[6], '!remade')}\n";
 
 /* Administration of a semaphore.  KEYS: DLOCK__KS_*.  ARGV: 'unlink' or
  * 'break'.  unlink: deletes every key of it (as sem_unlink removes a
- * name) and wakes its waiters, whose next take finds it gone and queues
+ * name), leaves the mark <value key>:unlinked for ARGV[3] ms (while it
+ * is there, sem_lua does not make the name again for objects still open
+ * on it: it was removed on purpose, not lost) and wakes its waiters, whose next take finds it gone and queues
  * them again (a post on the name, or a new init with units, then serves
  * them); returns 1, or 0 when it did not exist (no value).  break: takes
  * back every unit leased under undo -- their holders' leases are gone,
@@ -1156,6 +1177,7 @@ static const char sem_admin_lua[] =
     "local exists = redis.call('EXISTS', KEYS[1])\n"
     "if ARGV[1] == 'unlink' then\n"
     "  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])\n"
+    "  redis.call('SET', KEYS[1] .. ':unlinked', '1', 'PX', ARGV[3])\n"
     "  redis.call('PUBLISH', KEYS[1], 'unlinked')\n"
     "  return exists\n"
     "end\n"
