@@ -699,7 +699,10 @@ static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, c
     if (remake >= 0) { args[n] = value; lens[n++] = dlock__dec(value, (unsigned long long)remake); }
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, NULL)) != 0)
         return rc;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);
+    /* (a take answers -N while a semaphore made again holds its units
+     * back N ms more) */
+    if (r->type != REDIS_REPLY_INTEGER || (r->integer < 0 && (remake < 0 || strcmp(op, "take") != 0)))
+        rc = bad_reply(c, "semaphore", r);
     else *result = r->integer;
     freeReplyObject(r);
     return rc;

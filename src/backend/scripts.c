@@ -970,7 +970,14 @@ static const char fence_raise_lua[] =
  * wins, as the first init does -- noting when in `owners` field
  * '!remade' (server ms); a post that remakes it adds nothing (its unit
  * was counted in the value made again), a return finds its lease gone
- * (2), as a renewal does, so every leased unit of before is told lost. */
+ * (2), as a renewal does, so every leased unit of before is told lost.
+ * An op with a lease (undo) that remakes it holds its units back for
+ * that lease (`owners` field '!held': until when): a holder of before,
+ * which may not have heard yet, stops believing by its own clock by
+ * then (its last renewal + lease - drift), so no unit is held twice;
+ * meanwhile takes queue and posts add to the value, and a take of a
+ * caller that gave ARGV[10] answers -N instead of 0: the units are held
+ * back N ms more (so it asks again then). */
 static const char sem_lua[] =
     "local op, tok, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
     "local lease = tonumber(ARGV[7] or '0')\n"
@@ -1002,11 +1009,15 @@ static const char sem_lua[] =
     "   redis.call('EXISTS', KEYS[1] .. ':unlinked') == 0 then\n"
     "  redis.call('SET', KEYS[1], ARGV[10])\n"
     "  redis.call('HSET', KEYS[6], '!remade', now)\n"
+    "  if lease > 0 then redis.call('HSET', KEYS[6], '!held', now + lease) end\n"
     "  remade = true\n"
     "end\n"
+    "local held = redis.call('HGET', KEYS[6], '!held')\n"
+    "if held and tonumber(held) <= now then redis.call('HDEL', KEYS[6], '!held') held = false end\n"
     "local v0 = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
     "local v = v0\n"
     "local function give()\n"
+    "  if held then v = v + 1 return end\n"
     "  local h = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
     "  if #h == 0 then v = v + 1 return end\n"
     "  redis.call('ZREM', KEYS[2], h[1])\n"
@@ -1044,14 +1055,14 @@ static const char sem_lua[] =
     "  back = back + 1\n"
     "end\n"
     "for i = 1, back do give() end\n"
-    "while v > 0 and redis.call('EXISTS', KEYS[2]) == 1 do v = v - 1 give() end\n"
+    "while v > 0 and not held and redis.call('EXISTS', KEYS[2]) == 1 do v = v - 1 give() end\n"
     "local res = 0\n"
     "if op == 'take' then\n"
     "  if redis.call('HDEL', KEYS[4], tok) == 1 then\n"
     "    redis.call('ZREM', KEYS[3], tok)\n"
     "    redis.call('HDEL', KEYS[6], tok)\n"
     "    res = 1\n"
-    "  elseif v > 0 then\n"
+    "  elseif v > 0 and not held then\n"
     "    v = v - 1\n"
     "    res = 1\n"
     "  elseif ARGV[4] ~= '0' then\n"
@@ -1067,6 +1078,8 @@ static const char sem_lua[] =
     "    redis.call('ZADD', KEYS[3], now + ttl, tok)\n"
     "  end\n"
     "  if res == 1 then leased() end\n"
+    /* held back: how long still, so that a waiter asks again then */
+    "  if res == 0 and held and ARGV[10] then res = now - tonumber(held) end\n"
     "elseif op == 'withdraw' then\n"
     "  res = redis.call('HDEL', KEYS[4], tok)\n"
     "  redis.call('DEL', KEYS[1] .. ':g:' .. tok)\n"

@@ -326,6 +326,9 @@ static int wait_loop(struct sem_wait *w) {
         if (rc != 0) return failed(w, rc);
         if (res == 1) return 0;
         until = dlock__now() + (dlock__mono)(REG_TTL_MS / 3) * DLOCK__MS;
+        /* made again after a loss, its units held back -res ms more */
+        if (res < 0 && dlock__now() + (dlock__mono)(-res) * DLOCK__MS < until)
+            until = dlock__now() + (dlock__mono)(-res) * DLOCK__MS;
         if (w->deadline < until) until = w->deadline;
         if (listed) rc = dlock__wait_grant(c, w->l, &w->fw, until, w->deadline, intr, NULL);
         else rc = dlock__wait_turn(c, w->l, &w->fw, until, intr);
