@@ -350,9 +350,9 @@ typedef struct dlock__backend_ops {
      * long (undo; `done` in sem_lua).  remake: the value the caller
      * opened the semaphore with, which makes it again if the server lost
      * it (sem_lua's ARGV[10]; a take then answers -N, not 0, while the
-     * remade semaphore holds its units back N ms more); -1: not (init).  Leases are renewed
-     * through `renew` (dlock__renewal.unit).  NULL where a deployment has
-     * no semaphores (Redlock: ENOTSUP). */
+     * remade semaphore holds its units back N ms more); -1: not (init).
+     * Leases are renewed through `renew` (dlock__renewal.unit).  NULL
+     * where a deployment has no semaphores (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                long long arg, unsigned lease_ms, long long remake, long long *result, dlock__mono deadline);
     /* What the server knows of a semaphore (sem_info_lua): at most max

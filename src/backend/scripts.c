@@ -1004,17 +1004,18 @@ static const char sem_lua[] =
     "    if rseq and seq <= tonumber(rseq) then return 0 end\n"
     "  end\n"
     "end\n"
+    "local v0 = redis.call('GET', KEYS[1])\n"
     "local remade = false\n"
-    "if ARGV[10] and op ~= 'renew' and redis.call('EXISTS', KEYS[1]) == 0 and\n"
-    "   redis.call('EXISTS', KEYS[1] .. ':unlinked') == 0 then\n"
-    "  redis.call('SET', KEYS[1], ARGV[10])\n"
+    "if not v0 and ARGV[10] and op ~= 'renew' and redis.call('EXISTS', KEYS[1] .. ':unlinked') == 0 then\n"
+    "  v0 = ARGV[10]\n"
+    "  redis.call('SET', KEYS[1], v0)\n"
     "  redis.call('HSET', KEYS[6], '!remade', now)\n"
     "  if lease > 0 then redis.call('HSET', KEYS[6], '!held', now + lease) end\n"
     "  remade = true\n"
     "end\n"
+    "v0 = tonumber(v0 or '0')\n"
     "local held = redis.call('HGET', KEYS[6], '!held')\n"
     "if held and tonumber(held) <= now then redis.call('HDEL', KEYS[6], '!held') held = false end\n"
-    "local v0 = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
     "local v = v0\n"
     "local function give()\n"
     "  if held then v = v + 1 return end\n"
@@ -1139,9 +1140,9 @@ static const char sem_lua[] =
  * place (0 the queue's head; -1 a post handed it a unit, not taken yet)
  * then its `owners` record ('' none), leased units as lease expiry then
  * record, when sem_lua last made it again after a loss (server ms;
- * false: never)}.  A waiter is live while its registration runs (`expiry`), a
- * leased unit while its lease does: the dead ones, not cleaned up yet,
- * are not shown.  Only the commands of the README's minimal ACL user. */
+ * false: never)}.  A waiter is live while its registration runs
+ * (`expiry`), a leased unit while its lease does: the dead ones, not
+ * cleaned up yet, are not shown.  Only the commands of the README's minimal ACL user. */
 static const char sem_info_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -1179,9 +1180,10 @@ static const char sem_info_lua[] =
  * 'break'.  unlink: deletes every key of it (as sem_unlink removes a
  * name), leaves the mark <value key>:unlinked for ARGV[3] ms (while it
  * is there, sem_lua does not make the name again for objects still open
- * on it: it was removed on purpose, not lost) and wakes its waiters, whose next take finds it gone and queues
- * them again (a post on the name, or a new init with units, then serves
- * them); returns 1, or 0 when it did not exist (no value).  break: takes
+ * on it: it was removed on purpose, not lost) and wakes its waiters,
+ * whose next take finds it gone and queues them again (a post on the
+ * name, or a new init with units, then serves them); returns 1, or 0
+ * when it did not exist (no value).  break: takes
  * back every unit leased under undo -- their holders' leases are gone,
  * the units back in the value (at most ARGV[2]) -- and wakes the waiters,
  * whose next take hands those units on in queue order; returns how many,
