@@ -153,7 +153,7 @@ static void exec_help(void) {
            "      --url URL, --prefix P  the server and key prefix\n"
            "\n"
            "Exit: CMD's status (128+N if signal N killed it); 1 or CODE: busy or timed out;\n"
-           "75 (or --lost-exit-code): the lock was lost while CMD ran;\n"
+           "75 (or --lost-exit-code): the lock (or slot) was lost while CMD ran;\n"
            "64 bad arguments; 69 server unreachable; 70 unexpected error; 71 system error;\n"
            "126 CMD cannot be run; 127 CMD not found.\n");
 }
