@@ -391,7 +391,11 @@ DLOCK_API int dlock_semattr_setlease(dlock_semattr_t *a, unsigned lease_ms);
 DLOCK_API int dlock_semattr_setlostcallback(dlock_semattr_t *a, dlock_sem_lost_fn fn, void *arg);
 
 /* a may be NULL (the defaults).  EINVAL: a bad name, value past
- * DLOCK_SEM_VALUE_MAX, a bad attribute object; ENOTSUP on Redlock. */
+ * DLOCK_SEM_VALUE_MAX, a bad attribute object; ENOTSUP on Redlock.
+ * Makes the semaphore with value, or joins it.  The object keeps value:
+ * if the server loses the semaphore (an empty restart, FLUSHALL), the
+ * object's next wait, post or getvalue makes it again with that value
+ * (the first to do so wins; README "Semaphores"). */
 DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, const dlock_semattr_t *a);
 /* Frees local resources only (the semaphore stays on the server, and the
  * process's leased units stay leased); EBUSY while a thread of this
@@ -416,13 +420,17 @@ DLOCK_API int dlock_sem_getvalue(dlock_sem_t *s, int *value);
 /* What the server knows of one semaphore (dlock_sem_info,
  * dlock_sem_owners, dlock_sem_list), read in one round trip. */
 typedef struct dlock_sem_info {
-    int exists;              /* 1: the semaphore exists (init made it, or a post did) */
+    int exists;              /* 1: the semaphore exists (init made it, or an object
+                                open on it made it again after the server lost it) */
     int value;               /* its free units now; 0 when it does not exist */
     unsigned waiters;        /* threads waiting in it anywhere (queued, or handed a
                                 unit by a post and taking it) */
     unsigned leased;         /* units taken under undo whose lease runs */
     int64_t server_now_ms;   /* the server's time when it answered, ms since the epoch */
-    void *__reserved[4];     /* room to grow without changing the size */
+    int64_t remade_ms;       /* when an object open on it last made it again, with the
+                                value it was opened with, after the server lost it
+                                (server time, ms since the epoch); 0: never */
+    void *__reserved[4 - sizeof(int64_t) / sizeof(void *)]; /* room to grow, the size kept */
 } dlock_sem_info_t;
 
 /* One person of a semaphore (dlock_sem_owners): a waiter, or the holder
@@ -476,7 +484,9 @@ DLOCK_API int dlock_sem_list(dlock_client_t *c, const char *glob,
  * with units, serves them, so no waiter is left behind by a post that
  * came after the unlink.  A unit that a post had handed a waiter that
  * had not taken it yet goes with the semaphore, and units leased under
- * undo are forgotten. */
+ * undo are forgotten.  A mark of the unlink stays an hour (or until an
+ * init makes the name): meanwhile no object still open on it makes it
+ * again as it makes one the server lost. */
 DLOCK_API int dlock_sem_unlink(dlock_client_t *c, const char *name);
 /* Administrative reset of the semaphore `name` (`dlock break --sem`):
  * takes back every unit leased under undo, whoever holds it -- its lease

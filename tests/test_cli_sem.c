@@ -123,6 +123,42 @@ static void test_status_no_sem(void) {
     CU_ASSERT_PTR_NULL(strstr(R.out, "semaphore"));
 }
 
+/* A semaphore the server lost (FLUSHALL), made again by an object open
+ * on it with the value it was opened with: status says when, in the
+ * table ("remade") and in the JSON (remade_ms, remade); one never lost
+ * says nothing of it (null). */
+static void test_status_remade(void) {
+    dlock_sem_info_t i;
+    dlock_sem_t s;
+    jv *st, *sm;
+    int v = -1;
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "rm", 4, NULL), 0);
+    st = status_json("rm");
+    CU_ASSERT_FATAL(st != NULL);
+    sm = jget(st, "semaphore");
+    CU_ASSERT(jis(jget(sm, "remade_ms"), J_NULL));
+    CU_ASSERT(jis(jget(sm, "remade"), J_NULL));
+    jfree(st);
+    CHECK_CODE(dl("status", "rm"), 0);
+    CU_ASSERT_PTR_NULL(strstr(R.out, "remade"));
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&s, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 4);
+    DLT_ASSERT_ERR(dlock_sem_info(NULL, "rm", &i), 0);
+    CU_ASSERT_FATAL(i.remade_ms > 0);
+    st = status_json("rm");
+    CU_ASSERT_FATAL(st != NULL);
+    sm = jget(st, "semaphore");
+    DLT_ASSERT_INT_EQ(jnum(jget(sm, "value")), 4);
+    DLT_ASSERT_INT_EQ(jnum(jget(sm, "remade_ms")), i.remade_ms);
+    CU_ASSERT(jtext(jget(sm, "remade")) != NULL && strlen(jtext(jget(sm, "remade"))) >= 19);
+    jfree(st);
+    CHECK_CODE(dl("status", "rm"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "remade"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "after the server lost it"));
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+}
+
 /* A semaphore with a waiter in another process and a leased unit: the
  * table and the JSON name them. */
 static void test_status_sem(void) {
@@ -322,6 +358,7 @@ static void test_break_sem(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_status_no_sem),
     DLT_TEST(test_status_sem),
+    DLT_TEST(test_status_remade),
     DLT_TEST(test_status_both),
     DLT_TEST(test_list_kinds),
     DLT_TEST(test_break_sem),

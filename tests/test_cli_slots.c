@@ -397,6 +397,38 @@ static void test_slots_sigkill_slot_comes_back(void) {
     dlt_tdir_done();
 }
 
+/* The server loses its data (restarted without persistence) while a
+ * command runs in a slot (lease 1 s): dlock hears its slot is lost
+ * (SIGTERM to the command, exit 75) within about the lease, and the
+ * semaphore comes back with its N: the next caller, a new dlock, makes
+ * it anew with its --slots and runs. */
+static void test_slots_server_loss(void) {
+    unsigned waiters = 0, leased = 0;
+    dlock_sem_info_t si;
+    double t0;
+    int i, raw;
+    dlt_tdir_make("dlslots");
+    char *argv[] = { (char *)DLOCK_CLI, "exec", "--slots", "1", "--lease", "1s", "lossy", "--", "sleep", "30", NULL };
+    pid_t w = start_v(argv, NULL);
+    for (i = 0; i < 200 && (sem_people("lossy", &waiters, &leased) != 0 || leased != 1); i++) dlt_sleep_ms(25);
+    DLT_ASSERT_INT_EQ(leased, 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_stop(&dlt_server), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
+    t0 = dlt_now();
+    raw = dlt_wait_raw(w, 10000);
+    CU_ASSERT(raw != -1);
+    if (raw != -1) DLT_ASSERT_INT_EQ(dlt_exit_code(raw), 75);
+    CU_ASSERT(dlt_now() - t0 < 2.0);
+    CHECK_CODE(dl("exec", "--slots", "1", "--lease", "1s", "-w", "20", "lossy", "--", "touch", dlt_tpath("next")), 0);
+    CU_ASSERT(dlt_texists("next"));
+    fprintf(stderr, "  (the next caller ran %.2fs after the server came back empty)\n", dlt_now() - t0);
+    DLT_ASSERT_ERR(dlock_sem_info(NULL, "lossy", &si), 0);
+    DLT_ASSERT_INT_EQ(si.exists, 1);
+    DLT_ASSERT_INT_EQ(si.value, 1);
+    DLT_ASSERT_INT_EQ(si.leased, 0);
+    dlt_tdir_done();
+}
+
 /* Bad arguments: exit 64 with a message, nothing run. */
 static void test_slots_usage_errors(void) {
     static const char *const bad[] = { "0", "-1", "x", "3x", "", "2147483648", "99999999999" };
@@ -423,6 +455,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_slots_signal_while_waiting),
     DLT_TEST(test_slots_signal_withdraws),
     DLT_TEST(test_slots_sigkill_slot_comes_back),
+    DLT_TEST(test_slots_server_loss),
     DLT_TEST(test_slots_usage_errors),
     { NULL, NULL },
 };

@@ -5,6 +5,7 @@
  * lock named N is the key "dlock:{N}" whose expiry is the lease.
  */
 #include "fixture.h"
+#include "proxy.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -492,6 +493,84 @@ static void test_background_threads_block_signals(void) {
     close(rel[1]);
 }
 
+/* ------------------------------------------- a holder cut off from it */
+
+static int cut_lost_calls;
+static long long cut_lost_at_us; /* dlt_now() when the handler ran, in µs */
+
+static void cut_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)name;
+    (void)arg;
+    __atomic_store_n(&cut_lost_at_us, (long long)(dlt_now() * 1e6), __ATOMIC_SEQ_CST);
+    dlt_flag_add(&cut_lost_calls, 1);
+}
+
+/* A holder (lease 1500 ms, drift margin 100 ms) whose link to the server
+ * goes dead right after it took the lock -- the proxy answers nothing,
+ * and a connection made anew hangs in its SELECT for the 2 s connect
+ * budget, as a connect(2) to a host cut off hangs: its renewal thread
+ * must connect anew.  Its lost-lock handler runs by its own clock, by
+ * the lock + lease - drift, and so before another client, trying all
+ * along, gets the lock (the lease ran out on the server). */
+static void test_cut_off_holder_told_in_time(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL, *oc = NULL;
+    dlock_mutexattr_t a;
+    dlock_mutex_t held, other;
+    char url[256];
+    double t0, end, got = 0;
+    int rc;
+    CU_ASSERT_FATAL(px != NULL);
+    cut_lost_calls = 0;
+    snprintf(url, sizeof url, "%s/1?drift_ms=100&connect_timeout_ms=2000", dlt_proxy_url(px));
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
+    snprintf(url, sizeof url, "%s/1", dlt_server.url);
+    DLT_ASSERT_ERR(dlt_client_make(&oc, url, 5000), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 1500), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, cut_on_lost, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&held, "renew/cutoff", &a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, oc), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&other, "renew/cutoff", &a), 0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_lock(&held), 0);
+    dlt_sleep_ms(100);
+    dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
+    dlt_proxy_close_all(px);
+    end = dlt_now() + 6.0;
+    while (dlt_now() < end) {
+        if ((rc = dlock_mutex_trylock(&other)) == 0) {
+            got = dlt_now();
+            break;
+        }
+        DLT_ASSERT_ERR(rc, EBUSY);
+        dlt_sleep_ms(2);
+    }
+    CU_ASSERT_FATAL(got > 0);
+    CU_ASSERT(got - t0 >= 1.45);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&cut_lost_calls), 1);
+    if (dlt_flag_get(&cut_lost_calls) == 1) {
+        double told = __atomic_load_n(&cut_lost_at_us, __ATOMIC_SEQ_CST) / 1e6;
+        CU_ASSERT(told <= got);
+        CU_ASSERT(told - t0 <= 1.45);
+        if (!(told <= got) || told - t0 > 1.45)
+            fprintf(stderr, "handler %.3f s, the lock went on at %.3f s\n", told - t0, got - t0);
+    }
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&held), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&other), 0);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&held), EPERM);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&held), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&other), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(oc), 0);
+    dlt_proxy_stop(px);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_short_lease_held_against_process),
     DLT_TEST(test_short_lease_held_against_thread),
@@ -500,6 +579,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_renewal_stops_at_thread_exit),
     DLT_TEST(test_no_renewal_in_fork_child),
     DLT_TEST(test_background_threads_block_signals),
+    DLT_TEST(test_cut_off_holder_told_in_time),
     { NULL, NULL }
 };
 

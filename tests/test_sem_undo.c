@@ -590,6 +590,224 @@ static void test_lost_answer_once(void) {
 }
 
 /* ========================================================================
+ * A cut-off holder hears of its loss before the unit goes on
+ * ====================================================================== */
+
+struct cutoff_seen {
+    int calls;
+    int why;
+    long long at_us; /* dlt_now() when the handler ran, in µs */
+};
+
+static void cutoff_lost(dlock_sem_t *s, const char *name, void *arg) {
+    struct cutoff_seen *cs = arg;
+    (void)s;
+    (void)name;
+    cs->why = dlock_lost_reason();
+    __atomic_store_n(&cs->at_us, (long long)(dlt_now() * 1e6), __ATOMIC_SEQ_CST);
+    dlt_flag_add(&cs->calls, 1);
+}
+
+/* A holder whose link to the server goes dead (the proxy answers
+ * nothing, as a partition) a little after it took a leased unit (lease
+ * 1500 ms): its lost-unit handler runs by its own clock, no later than
+ * the take + lease - drift, and so before another client, polling the
+ * server all along, is given the unit the lease gave back -- though the
+ * renewal must connect anew, and connecting hangs longer than the lease
+ * is left.  The unreachable bound (5 s) is far past the lease: the
+ * handler must not wait for the link to be given up. */
+static void test_cut_off_holder(void) {
+    static const char name[] = "u/cutoff";
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL, *oc = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t held, other;
+    struct cutoff_seen cs;
+    char url[256];
+    double t0, end, got = 0;
+    int rc;
+    memset(&cs, 0, sizeof cs);
+    CU_ASSERT_FATAL(px != NULL);
+    /* Database 1: connecting asks SELECT, so a connection made through
+     * the black hole hangs for its connect budget (2 s), as one to a host
+     * cut off hangs in connect(2).  Drift 100 ms: the holder's margin. */
+    snprintf(url, sizeof url, "%s/1?drift_ms=100&connect_timeout_ms=2000", dlt_proxy_url(px));
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
+    snprintf(url, sizeof url, "%s/1", dlt_server.url);
+    DLT_ASSERT_ERR(dlt_client_make(&oc, url, 5000), 0);
+    su_attr(&a, 1500, c);
+    DLT_ASSERT_ERR(dlock_semattr_setlostcallback(&a, cutoff_lost, &cs), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&held, name, 1, &a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 0), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, oc), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&other, name, 1, &a), 0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_sem_trywait(&held), 0);
+    dlt_sleep_ms(100);
+    dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
+    dlt_proxy_close_all(px); /* a link reset too: the renewals must connect anew */
+    /* The other client takes the unit as soon as the server gives it. */
+    end = dlt_now() + 6.0;
+    while (dlt_now() < end) {
+        if ((rc = dlock_sem_trywait(&other)) == 0) {
+            got = dlt_now();
+            break;
+        }
+        DLT_ASSERT_ERR(rc, EAGAIN);
+        dlt_sleep_ms(2);
+    }
+    CU_ASSERT_FATAL(got > 0);
+    CU_ASSERT(got - t0 >= 1.45); /* the server kept the lease */
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&cs.calls), 1);
+    if (dlt_flag_get(&cs.calls) == 1) {
+        double told = __atomic_load_n(&cs.at_us, __ATOMIC_SEQ_CST) / 1e6;
+        CU_ASSERT(told <= got);
+        CU_ASSERT(told - t0 <= 1.45); /* by take + lease - drift, and a little */
+        DLT_ASSERT_INT_EQ(cs.why, DLOCK_LOST_EXPIRED);
+        if (!(told <= got) || told - t0 > 1.45) fprintf(stderr, "handler %.3f s, the unit went on at %.3f s\n", told - t0, got - t0);
+    }
+    DLT_ASSERT_ERR(dlock_sem_post(&other), 0);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_sem_post(&held), 0); /* forgets the lost unit */
+    DLT_ASSERT_ERR(dlock_sem_destroy(&held), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&other), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(oc), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    dlt_proxy_stop(px);
+}
+
+/* ========================================================================
+ * A semaphore the server lost comes back
+ * ====================================================================== */
+
+struct lossw {
+    dlock_sem_t *s;
+    int *lost;        /* the lost-unit handler's count */
+    int rc;
+    int lost_at_done; /* *lost when the wait returned */
+    double done_at;   /* dlt_now() when the wait returned */
+};
+
+static void *lossw_run(void *p) {
+    struct lossw *w = p;
+    struct timespec ts = dlt_abs_in(CLOCK_MONOTONIC, 8000);
+    w->rc = dlock_sem_clockwait(w->s, CLOCK_MONOTONIC, &ts);
+    w->done_at = dlt_now();
+    w->lost_at_done = dlt_flag_get(w->lost);
+    return NULL;
+}
+
+/* A semaphore of 2 (lease 1500 ms), both units leased to this process
+ * and a waiter (undo too) in another thread; then the server loses
+ * everything (how 0: restarted without persistence; 1: FLUSHALL).  The
+ * wait returns 0, the semaphore made again with the value it was opened
+ * with (2: the waiter's unit taken, 1 left) -- within lease + 1 s of the
+ * server being back after a restart (the waiter's next take remakes it
+ * at once, its connection broken, and it asks again when the units are
+ * no longer held back), lease + 1 s and a little after a FLUSHALL (the
+ * waiter's next take, within a second, remakes it) -- and not before
+ * both units held before were told lost: the remade semaphore holds its
+ * units back for a lease.  dlock_sem_info says when it was remade; the holder's posts
+ * then add nothing (the units came back with the remade value), the
+ * waiter's gives its unit back: 2. */
+static void loss_case(int how) {
+    const char *name = how ? "u/flushed" : "u/restarted";
+    struct lost_seen ls;
+    struct lossw w;
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t held, waiting;
+    dlock_sem_info_t i;
+    pthread_t th;
+    double back;
+    long long wall0;
+    memset(&ls, 0, sizeof ls);
+    memset(&w, 0, sizeof w);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_server.url, 10000), 0);
+    su_attr(&a, 1500, c);
+    DLT_ASSERT_ERR(dlock_semattr_setlostcallback(&a, on_lost, &ls), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&held, name, 2, &a), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&held), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&held), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&waiting, name, 2, &a), 0);
+    w.s = &waiting;
+    w.lost = &ls.calls;
+    w.rc = -1;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, lossw_run, &w) == 0);
+    CU_ASSERT(dlt_sem_wait_waiters(name, 1, 5000));
+    wall0 = dlt_wall_ms();
+    if (how == 0) {
+        DLT_ASSERT_INT_EQ(dlt_redis_stop(&dlt_server), 0);
+        DLT_ASSERT_INT_EQ(dlt_redis_restart(&dlt_server), 0);
+    } else {
+        freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
+    }
+    back = dlt_now();
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(w.rc, 0);
+    CU_ASSERT(w.done_at - back <= (how == 0 ? 2.5 : 2.8));
+    fprintf(stderr, "the wait returned %.3f s after the loss\n", w.done_at - back);
+    DLT_ASSERT_INT_EQ(w.lost_at_done, 2); /* told before the unit went on */
+    CU_ASSERT(dlt_flag_wait(&ls.calls, 2, 3000));
+    DLT_ASSERT_INT_EQ(su_value(name), 1);
+    DLT_ASSERT_INT_EQ(su_leased(name), 1);
+    DLT_ASSERT_ERR(dlock_sem_info(c, name, &i), 0);
+    DLT_ASSERT_INT_EQ(i.exists, 1);
+    CU_ASSERT(i.remade_ms >= wall0 - 1000 && i.remade_ms <= dlt_wall_ms() + 1000);
+    DLT_ASSERT_ERR(dlock_sem_post(&held), 0); /* lost: forgotten, nothing added */
+    DLT_ASSERT_ERR(dlock_sem_post(&held), 0);
+    DLT_ASSERT_INT_EQ(su_value(name), 1);
+    DLT_ASSERT_ERR(dlock_sem_post(&waiting), 0); /* returns its leased unit */
+    DLT_ASSERT_INT_EQ(su_value(name), 2);
+    DLT_ASSERT_INT_EQ(su_leased(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&ls.calls), 2);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&held), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&waiting), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+}
+
+static void test_remade_after_restart(void) {
+    loss_case(0);
+}
+
+static void test_remade_after_flushall(void) {
+    loss_case(1);
+}
+
+/* Callers that disagree: the first op to find it lost makes it with its
+ * own value.  An unlinked name is not made again by the objects still
+ * open on it (it was removed on purpose): their trywait finds no unit,
+ * until the mark of the unlink is gone (here deleted; it lapses after an
+ * hour), and then the first op makes it with its opener's value. */
+static void test_remade_first_wins_unlink_not(void) {
+    static const char name[] = "u/remade1st";
+    dlock_sem_t three, five;
+    dlock_sem_info_t i;
+    int v = -1;
+    DLT_ASSERT_ERR(dlock_sem_init(&three, name, 3, NULL), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&five, name, 5, NULL), 0); /* joins: 3 */
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "FLUSHALL"));
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&five, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 5);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&three, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 5);
+    DLT_ASSERT_ERR(dlock_sem_unlink(NULL, name), 0);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&three), EAGAIN);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&three, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 0);
+    DLT_ASSERT_ERR(dlock_sem_info(NULL, name, &i), 0);
+    DLT_ASSERT_INT_EQ(i.exists, 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{u/remade1st}:sem:unlinked")), 1);
+    DLT_ASSERT_ERR(dlock_sem_trywait(&three), 0);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&five, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 2);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&three), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&five), 0);
+}
+
+/* ========================================================================
  * Redis Cluster
  * ====================================================================== */
 
@@ -641,6 +859,10 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_destroy_keeps_client_returns),
     DLT_TEST(test_eintr),
     DLT_TEST(test_lost_answer_once),
+    DLT_TEST(test_cut_off_holder),
+    DLT_TEST(test_remade_after_restart),
+    DLT_TEST(test_remade_after_flushall),
+    DLT_TEST(test_remade_first_wins_unlink_not),
     DLT_TEST(test_cluster_undo),
     { NULL, NULL },
 };

@@ -186,6 +186,13 @@ static void print_sem_status(const cli_sem *s) {
     printf("%-16s %d\n", "value", i->value);
     printf("%-16s %u\n", "waiting", i->waiters);
     printf("%-16s %u\n", "leased units", i->leased);
+    if (i->remade_ms > 0) {
+        char when[64], ago[64];
+        int64_t now = i->server_now_ms > 0 ? i->server_now_ms : cli_now_ms();
+        cli_fmt_local(when, sizeof when, i->remade_ms);
+        cli_fmt_secs(ago, sizeof ago, now > i->remade_ms ? now - i->remade_ms : 0);
+        printf("%-16s %s (%s ago), after the server lost it, with the value its opener gave\n", "remade", when, ago);
+    }
     for (k = 0; k < s->npeople; k++) {
         print_person(i, &s->people[k]);
         if (s->people[k].kind == DLOCK_SEM_WAITING) shown_w++;

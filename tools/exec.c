@@ -153,7 +153,7 @@ static void exec_help(void) {
            "      --url URL, --prefix P  the server and key prefix\n"
            "\n"
            "Exit: CMD's status (128+N if signal N killed it); 1 or CODE: busy or timed out;\n"
-           "75 (or --lost-exit-code): the lock was lost while CMD ran;\n"
+           "75 (or --lost-exit-code): the lock (or slot) was lost while CMD ran;\n"
            "64 bad arguments; 69 server unreachable; 70 unexpected error; 71 system error;\n"
            "126 CMD cannot be run; 127 CMD not found.\n");
 }
@@ -365,6 +365,13 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)arg;
     atomic_store(&g_lost, 1);
     (void)!write(g_pipe[1], &b, 1);
+}
+
+/* The same for --slots: the slot's lease was lost (not renewed, taken
+ * back by `dlock break --sem`, or the server lost the semaphore). */
+static void on_slot_lost(dlock_sem_t *s, const char *name, void *arg) {
+    (void)s;
+    on_lost(NULL, name, arg);
 }
 
 static int signals_setup(void) {
@@ -742,12 +749,12 @@ static void relay_bytes(const exec_opts *o, pid_t pid, const unsigned char *buf,
         if (buf[k] == LOST_BYTE) {
             if ((*reported_lost)++) continue;
             if (o->on_lost_term) {
-                cli_msg("lost the lock while the command ran (lease not renewed, or broken); "
-                        "sending it SIGTERM");
+                cli_msg("lost the %s while the command ran (lease not renewed, or broken); "
+                        "sending it SIGTERM", o->slots ? "slot" : "lock");
                 kill(pid, SIGTERM);
             } else {
-                cli_msg("lost the lock while the command ran (lease not renewed, or broken); "
-                        "it keeps running (--on-lost=warn)");
+                cli_msg("lost the %s while the command ran (lease not renewed, or broken); "
+                        "it keeps running (--on-lost=warn)", o->slots ? "slot" : "lock");
             }
         } else if (sig != SIGCHLD && !from_kernel) {
             kill(pid, sig); /* the terminal's signals reached CMD already */
@@ -826,6 +833,7 @@ static int slots_open(exec_run *x) {
         dlock_semattr_destroy(&a);
         return rc;
     }
+    dlock_semattr_setlostcallback(&a, on_slot_lost, NULL);
     rc = dlock_sem_init(&x->sem, x->o.name, x->o.slots, &a);
     x->have_sem = rc == 0;
     if (rc == 0) {
@@ -1030,8 +1038,14 @@ static int exec_acquire(exec_run *x) {
  * until someone posts it. */
 static void slots_release(exec_run *x) {
     char t[64];
-    int rc = dlock_sem_post(&x->sem);
+    int rc = dlock_sem_post(&x->sem); /* (a lost slot: forgotten, 0) */
     x->held = 0;
+    if (atomic_load(&g_lost) && x->code != CLI_EXIT_OSERR) {
+        /* The command ran (in part) without its slot. */
+        if (x->o.verbose)
+            cli_msg("the command's own status was %d; exiting with %d (slot lost)", x->code, x->o.lost_code);
+        x->code = x->o.lost_code;
+    }
     if (rc == 0) return;
     if (x->undo)
         cli_msg("could not give back the slot of '%s' (%s); it comes back within %s", x->name, dlock_strerror(rc),

@@ -317,6 +317,14 @@ void cli_json_sem(FILE *f, const cli_sem *s) {
     cli_json_str(f, s->name);
     fprintf(f, ",\"kind\":\"semaphore\",\"exists\":%s,\"value\":%d,\"waiting\":%u,\"leased\":%u",
             i->exists ? "true" : "false", i->value, i->waiters, i->leased);
+    /* when it was made again after the server lost it: null never */
+    if (i->remade_ms > 0) {
+        char iso[64];
+        fprintf(f, ",\"remade_ms\":%" PRId64 ",\"remade\":\"%s\"", i->remade_ms,
+                cli_fmt_iso(iso, sizeof iso, i->remade_ms));
+    } else {
+        fputs(",\"remade_ms\":null,\"remade\":null", f);
+    }
     if (s->have_people) {
         fputs(",\"waiters\":", f);
         json_people(f, s, DLOCK_SEM_WAITING);

@@ -112,6 +112,7 @@ DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, c
     o->want.sem_lost_fn = a != NULL ? a->__lost_fn : NULL;
     o->want.lost_arg = a != NULL ? a->__lost_arg : NULL;
     o->want.lost_obj = s;
+    o->want.sem_value = value;
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_SEM, 1, &o->l)) != 0) {
         free(o);
         return rc;
@@ -205,7 +206,7 @@ DLOCK_API int dlock_sem_post(dlock_sem_t *s) {
     dlock__obj *o = NULL;
     int rc;
     if ((rc = get(s, &o)) != 0) return rc;
-    return dlock__sem_post(o->c, o->l, DLOCK_SEM_VALUE_MAX);
+    return dlock__sem_post(o->c, o->l, o->want.sem_value, DLOCK_SEM_VALUE_MAX);
 }
 
 DLOCK_API int dlock_sem_getvalue(dlock_sem_t *s, int *value) {
@@ -213,5 +214,5 @@ DLOCK_API int dlock_sem_getvalue(dlock_sem_t *s, int *value) {
     int rc;
     if ((rc = get(s, &o)) != 0) return rc;
     if (value == NULL) return dlock__seterr(EINVAL, "value pointer is NULL");
-    return dlock__sem_value(o->c, o->l, value);
+    return dlock__sem_value(o->c, o->l, o->want.sem_value, value);
 }

@@ -586,10 +586,15 @@ static int single_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__
         int noscript = 0;
         if (c->renew_conn != NULL && !dlock__conn_current(&c->node, c->renew_conn, 0))
             drop_renew_conn(c); /* failed over: renew on the new master, or learn the hold is gone */
-        if (c->renew_conn == NULL &&
-            (rc = dlock__conn_open(&c->node, &c->renew_conn, c->node.conf.connect_timeout_ms)) != 0)
+        /* Connect, and wait for answers, no longer than the holds stay
+         * valid: a server cut off (its connect(2), or the AUTH after it,
+         * hanging for the whole connect timeout) must not keep the lost
+         * handlers from running when the validity ends. */
+        left_ms = (deadline - dlock__now()) / DLOCK__MS;
+        if (left_ms > (int64_t)c->node.conf.connect_timeout_ms) left_ms = c->node.conf.connect_timeout_ms;
+        if (left_ms < 5) left_ms = 5;
+        if (c->renew_conn == NULL && (rc = dlock__conn_open(&c->node, &c->renew_conn, (unsigned)left_ms)) != 0)
             return rc;
-        /* Wait for answers no longer than the locks stay valid. */
         left_ms = (deadline - dlock__now()) / DLOCK__MS;
         if (left_ms > (int64_t)c->node.conf.command_timeout_ms) left_ms = c->node.conf.command_timeout_ms;
         if (left_ms < 5) left_ms = 5;
@@ -694,23 +699,28 @@ static int sem_caller_get(struct sem_caller **out) {
 }
 
 /* A semaphore op (sem_lua): its arguments, then the caller and the op's
- * number (ARGV[8], ARGV[9]) for the `done` record. */
+ * number (ARGV[8], ARGV[9]) for the `done` record, and the value to make
+ * it again with if the server lost it (ARGV[10]). */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-                      long long arg, unsigned lease_ms, long long *result, dlock__mono deadline) {
-    const char *args[SEM_NARGS + 2], *id;
-    size_t lens[SEM_NARGS + 2], idlen = who(dlock__self_peek(), &id);
+                      long long arg, unsigned lease_ms, long long remake, long long *result, dlock__mono deadline) {
+    const char *args[SEM_NARGS + 3], *id;
+    size_t lens[SEM_NARGS + 3], idlen = who(dlock__self_peek(), &id);
     struct sem_bufs b;
     struct sem_caller *sc;
-    char seq[24];
+    char seq[24], value[24];
     redisReply *r;
     int rc, n = sem_args(c, k, op, token, ttl_ms, arg, lease_ms, id, idlen, &b, args, lens);
 
     if ((rc = sem_caller_get(&sc)) != 0) return rc;
     args[n] = sc->id; lens[n++] = strlen(sc->id);
     args[n] = seq; lens[n++] = dlock__dec(seq, ++sc->seq);
+    if (remake >= 0) { args[n] = value; lens[n++] = dlock__dec(value, (unsigned long long)remake); }
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, NULL)) != 0)
         return rc;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);
+    /* (a take answers -N while a semaphore made again holds its units
+     * back N ms more) */
+    if (r->type != REDIS_REPLY_INTEGER || (r->integer < 0 && (remake < 0 || strcmp(op, "take") != 0)))
+        rc = bad_reply(c, "semaphore", r);
     else *result = r->integer;
     freeReplyObject(r);
     return rc;

@@ -78,6 +78,10 @@ _Static_assert(DLOCK__NKS <= DLOCK__NKEYS + 1, "a semaphore's keys fit in dlock_
  * a waiter, lasts on the server unless taken or renewed (the waiter
  * renews it every third of it: core/sem.c). */
 #define DLOCK__SEM_TTL_MS 3000u
+/* How long an unlinked semaphore's mark (<value key>:unlinked) stays:
+ * while it does, objects still open on the name do not make it again
+ * (sem_lua: it was removed on purpose, not lost).  An hour. */
+#define DLOCK__SEM_UNLINKED_MS 3600000u
 /* 0, or ENOMEM (nothing kept).  kind: DLOCK__KEYS_*. */
 int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind);
 void dlock__keys_free(dlock__keys *k);
@@ -342,11 +346,14 @@ typedef struct dlock__backend_ops {
      * "value".  ttl_ms: how long a waiter's registration (or a unit handed
      * to it) lasts unless taken or renewed.  lease_ms: with "take" and
      * "withdraw", 0 for a plain unit, else the unit taken is leased that
-     * long (undo; `done` in sem_lua).  Leases are renewed through `renew`
-     * (dlock__renewal.unit).  NULL where a deployment has no semaphores
-     * (Redlock: ENOTSUP). */
+     * long (undo; `done` in sem_lua).  remake: the value the caller
+     * opened the semaphore with, which makes it again if the server lost
+     * it (sem_lua's ARGV[10]; a take then answers -N, not 0, while the
+     * remade semaphore holds its units back N ms more); -1: not (init).
+     * Leases are renewed through `renew` (dlock__renewal.unit).  NULL
+     * where a deployment has no semaphores (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-               long long arg, unsigned lease_ms, long long *result, dlock__mono deadline);
+               long long arg, unsigned lease_ms, long long remake, long long *result, dlock__mono deadline);
     /* What the server knows of a semaphore (sem_info_lua): at most max
      * people listed; out->people is malloc'ed (free it).  NULL where a
      * deployment has no semaphores. */

@@ -968,13 +968,30 @@ static const char fence_raise_lua[] =
  * 1 the token had been handed a unit (now taken) / 0 it left the queue;
  * post 1 posted / 0 the value would pass ARGV[4]; renew 1 renewed / 0
  * the lease is gone; return 1 returned / 2 the lease was gone (its unit
- * came back before); value the value. */
+ * came back before); value the value.  Remade: ARGV[10], when given, is
+ * the value the caller opened the semaphore with; an op (not 'renew')
+ * that finds the value key gone with no unlink mark beside it
+ * (<value key>:unlinked, sem_admin_lua's) finds a semaphore the server
+ * lost (an empty restart, FLUSHALL, a failover to a replica that did
+ * not have it) and makes it again with that value -- the first such op
+ * wins, as the first init does -- noting when in `owners` field
+ * '!remade' (server ms); a post that remakes it adds nothing (its unit
+ * was counted in the value made again), a return finds its lease gone
+ * (2), as a renewal does, so every leased unit of before is told lost.
+ * An op with a lease (undo) that remakes it holds its units back for
+ * that lease (`owners` field '!held': until when): a holder of before,
+ * which may not have heard yet, stops believing by its own clock by
+ * then (its last renewal + lease - drift), so no unit is held twice;
+ * meanwhile takes queue and posts add to the value, and a take of a
+ * caller that gave ARGV[10] answers -N instead of 0: the units are held
+ * back N ms more (so it asks again then). */
 static const char sem_lua[] =
     "local op, tok, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
     "local lease = tonumber(ARGV[7] or '0')\n"
     "if op == 'init' then\n"
     "  if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
     "  redis.call('SET', KEYS[1], ARGV[4])\n"
+    "  redis.call('DEL', KEYS[1] .. ':unlinked')\n"
     "  return 1\n"
     "end\n"
     "local t = redis.call('TIME')\n"
@@ -994,9 +1011,21 @@ static const char sem_lua[] =
     "    if rseq and seq <= tonumber(rseq) then return 0 end\n"
     "  end\n"
     "end\n"
-    "local v0 = tonumber(redis.call('GET', KEYS[1]) or '0')\n"
+    "local v0 = redis.call('GET', KEYS[1])\n"
+    "local remade = false\n"
+    "if not v0 and ARGV[10] and op ~= 'renew' and redis.call('EXISTS', KEYS[1] .. ':unlinked') == 0 then\n"
+    "  v0 = ARGV[10]\n"
+    "  redis.call('SET', KEYS[1], v0)\n"
+    "  redis.call('HSET', KEYS[6], '!remade', now)\n"
+    "  if lease > 0 then redis.call('HSET', KEYS[6], '!held', now + lease) end\n"
+    "  remade = true\n"
+    "end\n"
+    "v0 = tonumber(v0 or '0')\n"
+    "local held = redis.call('HGET', KEYS[6], '!held')\n"
+    "if held and tonumber(held) <= now then redis.call('HDEL', KEYS[6], '!held') held = false end\n"
     "local v = v0\n"
     "local function give()\n"
+    "  if held then v = v + 1 return end\n"
     "  local h = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
     "  if #h == 0 then v = v + 1 return end\n"
     "  redis.call('ZREM', KEYS[2], h[1])\n"
@@ -1034,14 +1063,14 @@ static const char sem_lua[] =
     "  back = back + 1\n"
     "end\n"
     "for i = 1, back do give() end\n"
-    "while v > 0 and redis.call('EXISTS', KEYS[2]) == 1 do v = v - 1 give() end\n"
+    "while v > 0 and not held and redis.call('EXISTS', KEYS[2]) == 1 do v = v - 1 give() end\n"
     "local res = 0\n"
     "if op == 'take' then\n"
     "  if redis.call('HDEL', KEYS[4], tok) == 1 then\n"
     "    redis.call('ZREM', KEYS[3], tok)\n"
     "    redis.call('HDEL', KEYS[6], tok)\n"
     "    res = 1\n"
-    "  elseif v > 0 then\n"
+    "  elseif v > 0 and not held then\n"
     "    v = v - 1\n"
     "    res = 1\n"
     "  elseif ARGV[4] ~= '0' then\n"
@@ -1057,6 +1086,8 @@ static const char sem_lua[] =
     "    redis.call('ZADD', KEYS[3], now + ttl, tok)\n"
     "  end\n"
     "  if res == 1 then leased() end\n"
+    /* held back: how long still, so that a waiter asks again then */
+    "  if res == 0 and held and ARGV[10] then res = now - tonumber(held) end\n"
     "elseif op == 'withdraw' then\n"
     "  res = redis.call('HDEL', KEYS[4], tok)\n"
     "  redis.call('DEL', KEYS[1] .. ':g:' .. tok)\n"
@@ -1065,7 +1096,8 @@ static const char sem_lua[] =
     "  redis.call('HDEL', KEYS[6], tok)\n"
     "  if res == 1 then leased() end\n"
     "elseif op == 'post' then\n"
-    "  if redis.call('EXISTS', KEYS[2]) == 1 then give() res = 1\n"
+    "  if remade then res = 1\n"
+    "  elseif redis.call('EXISTS', KEYS[2]) == 1 then give() res = 1\n"
     "  elseif v < tonumber(ARGV[4]) then v = v + 1 res = 1 end\n"
     "elseif op == 'renew' then\n"
     "  if redis.call('ZSCORE', KEYS[7], tok) then\n"
@@ -1114,9 +1146,10 @@ static const char sem_lua[] =
  * server's time in ms, live waiters, live leased units, waiters as
  * place (0 the queue's head; -1 a post handed it a unit, not taken yet)
  * then its `owners` record ('' none), leased units as lease expiry then
- * record}.  A waiter is live while its registration runs (`expiry`), a
- * leased unit while its lease does: the dead ones, not cleaned up yet,
- * are not shown.  Only the commands of the README's minimal ACL user. */
+ * record, when sem_lua last made it again after a loss (server ms;
+ * false: never)}.  A waiter is live while its registration runs
+ * (`expiry`), a leased unit while its lease does: the dead ones, not
+ * cleaned up yet, are not shown.  Only the commands of the README's minimal ACL user. */
 static const char sem_info_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -1148,13 +1181,16 @@ static const char sem_info_lua[] =
     "    us[#us + 1] = redis.call('HGET', KEYS[6], leased[i]) or ''\n"
     "  end\n"
     "end\n"
-    "return {redis.call('GET', KEYS[1]), now, nw, #leased / 2, ws, us}\n";
+    "return {redis.call('GET', KEYS[1]), now, nw, #leased / 2, ws, us, redis.call('HGET', KEYS[6], '!remade')}\n";
 
 /* Administration of a semaphore.  KEYS: DLOCK__KS_*.  ARGV: 'unlink' or
  * 'break'.  unlink: deletes every key of it (as sem_unlink removes a
- * name) and wakes its waiters, whose next take finds it gone and queues
- * them again (a post on the name, or a new init with units, then serves
- * them); returns 1, or 0 when it did not exist (no value).  break: takes
+ * name), leaves the mark <value key>:unlinked for ARGV[3] ms (while it
+ * is there, sem_lua does not make the name again for objects still open
+ * on it: it was removed on purpose, not lost) and wakes its waiters,
+ * whose next take finds it gone and queues them again (a post on the
+ * name, or a new init with units, then serves them); returns 1, or 0
+ * when it did not exist (no value).  break: takes
  * back every unit leased under undo -- their holders' leases are gone,
  * the units back in the value (at most ARGV[2]) -- and wakes the waiters,
  * whose next take hands those units on in queue order; returns how many,
@@ -1163,6 +1199,7 @@ static const char sem_admin_lua[] =
     "local exists = redis.call('EXISTS', KEYS[1])\n"
     "if ARGV[1] == 'unlink' then\n"
     "  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])\n"
+    "  redis.call('SET', KEYS[1] .. ':unlinked', '1', 'PX', ARGV[3])\n"
     "  redis.call('PUBLISH', KEYS[1], 'unlinked')\n"
     "  return exists\n"
     "end\n"

@@ -51,9 +51,9 @@ int dlock__single_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max
 
 int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result,
                             dlock__sent *sent, dlock__mono deadline) {
-    const char *args[DLOCK__NKS + 2];
-    size_t lens[DLOCK__NKS + 2];
-    char max[16];
+    const char *args[DLOCK__NKS + 3];
+    size_t lens[DLOCK__NKS + 3];
+    char max[16], mark[16];
     redisReply *r;
     int nk = sem_keys(k, args, lens), rc;
 
@@ -61,7 +61,9 @@ int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, lo
     lens[nk] = strlen(args[nk]);
     args[nk + 1] = max;
     lens[nk + 1] = (size_t)snprintf(max, sizeof max, "%d", DLOCK_SEM_VALUE_MAX);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM_ADMIN, &r, deadline, nk, nk + 2, args, lens, sent)) != 0)
+    args[nk + 2] = mark;
+    lens[nk + 2] = (size_t)snprintf(mark, sizeof mark, "%u", DLOCK__SEM_UNLINKED_MS);
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM_ADMIN, &r, deadline, nk, nk + 3, args, lens, sent)) != 0)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < -1) rc = bad(c, "semaphore administration", r);
     else *result = r->integer;
@@ -136,12 +138,12 @@ static int people_parse(const redisReply *l, int kind, int64_t now, dlock__sem_s
 
 int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out) {
     const redisReply *v;
-    long long value = 0;
+    long long value = 0, remade = 0;
     size_t i, n;
 
     memset(out, 0, sizeof *out);
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 6) return -1;
-    for (i = 0; i < 6; i++)
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 7) return -1;
+    for (i = 0; i < 7; i++)
         if (r->element[i] == NULL) return -1;
     v = r->element[0];
     if ((v->type != REDIS_REPLY_NIL && (v->type != REDIS_REPLY_STRING || num(v->str, v->len, &value) != 0)) ||
@@ -149,6 +151,10 @@ int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out) {
         r->element[3]->type != REDIS_REPLY_INTEGER || r->element[2]->integer < 0 || r->element[3]->integer < 0 ||
         r->element[4]->type != REDIS_REPLY_ARRAY || r->element[5]->type != REDIS_REPLY_ARRAY)
         return -1;
+    v = r->element[6]; /* when it was made again after a loss: nil never */
+    if (v->type != REDIS_REPLY_NIL && (v->type != REDIS_REPLY_STRING || num(v->str, v->len, &remade) != 0)) return -1;
+    out->info.remade_ms = remade;
+    v = r->element[0];
     out->info.exists = v->type == REDIS_REPLY_STRING;
     out->info.value = value > DLOCK_SEM_VALUE_MAX ? DLOCK_SEM_VALUE_MAX : (int)value;
     out->info.server_now_ms = r->element[1]->integer;

@@ -339,6 +339,7 @@ typedef struct dlock__want {
      * lost_obj); intr as above. */
     int undo;
     dlock_sem_lost_fn sem_lost_fn;
+    unsigned sem_value; /* the value the object opened it with: makes it again if the server lost it */
 } dlock__want;
 /* Deadlock detection (deadlock.c; docs/design.md, "Deadlock detection").
  * One waiting call's part.  A thread that holds locks while it waits (it
@@ -438,12 +439,15 @@ void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self,
  * returns one of the process's leased units of l if it has one (one
  * whose lease was lost: nothing more to do), else adds a unit; EOVERFLOW
  * past max.  ENOLCK when the server cannot be reached within the bound.
- * c->mu NOT held. */
+ * Take (w->sem_value), post and value (opened) make the semaphore again
+ * with the value the caller opened it with if the server lost it (not
+ * if it was unlinked: sem_lua); a post that does adds nothing.  c->mu
+ * NOT held. */
 int dlock__sem_create(struct dlock_client *c, dlock__lock *l, unsigned value);
 int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try, dlock__mono deadline,
                     int bad_deadline);
-int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned max);
-int dlock__sem_value(struct dlock_client *c, dlock__lock *l, int *value);
+int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, unsigned max);
+int dlock__sem_value(struct dlock_client *c, dlock__lock *l, unsigned opened, int *value);
 /* Leased units.  _lost: h (a live unit) is lost: off the held list, LOST,
  * *rep filled when a handler must run (c->mu held).  _return_all: every
  * live unit of c goes back to its semaphore, each a bounded round trip

@@ -142,10 +142,22 @@ static void make_room(renew_loop *lp) {
     lp->cap = c->renew_cap;
 }
 
+/* The earliest validity end of the holds that can be lost, or `by` if
+ * none ends sooner: a request this thread makes waits no longer, so that
+ * their lost handlers run on time even with the server cut off. */
+static dlock__mono first_valid_end(const struct dlock_client *c, dlock__mono by) {
+    const dlock__hold *h;
+    for (h = c->held; h != NULL; h = h->held_next)
+        if (dlock__hold_can_be_lost(h) && h->valid_until < by) by = h->valid_until;
+    return by;
+}
+
 /* Phase: give back cached locks that were asked for.  Cached locks someone
  * asked for, or whose requests we can no longer hear, go back to the
  * server before anything is renewed; one per pass (the release drops the
- * client lock), then the pass starts again.  Returns 1 if one went. */
+ * client lock), then the pass starts again.  Returns 1 if one went.  The
+ * release waits no longer than the command timeout, nor past another
+ * hold's validity end (the next pass finds that hold lost). */
 static int give_back_cached(renew_loop *lp) {
     struct dlock_client *c = lp->c;
     dlock__hold *h;
@@ -154,7 +166,7 @@ static int give_back_cached(renew_loop *lp) {
         if (dlock__hold_is_cached(h) && !dlock__cache_ok(c, h->l)) break;
     if (h == NULL) return 0;
     l = h->l;
-    dlock__cache_drop(c, l, lp->now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
+    dlock__cache_drop(c, l, first_valid_end(c, lp->now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS));
     dlock__lock_maybe_free(c, l);
     return 1;
 }

@@ -58,10 +58,12 @@
 
 /* One op on the server, bounded by the unreachable bound (a timed call's
  * end, set by the caller, bounds it further); lease: take and withdraw
- * lease the unit they take that long (0: not). */
+ * lease the unit they take that long (0: not); remake: the value the
+ * caller opened the semaphore with, to make it again with if the server
+ * lost it (-1: not). */
 static int op(struct dlock_client *c, dlock__lock *l, const char *what, const char *token, long long arg,
-              unsigned lease, long long *res) {
-    return c->be.ops->sem(&c->be, &l->k, what, token, REG_TTL_MS, arg, lease, res,
+              unsigned lease, long long remake, long long *res) {
+    return c->be.ops->sem(&c->be, &l->k, what, token, REG_TTL_MS, arg, lease, remake, res,
                           dlock__unreachable_deadline(&c->be.node));
 }
 
@@ -74,7 +76,7 @@ int dlock__sem_create(struct dlock_client *c, dlock__lock *l, unsigned value) {
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
-    return op(c, l, "init", "-", (long long)value, 0, &res);
+    return op(c, l, "init", "-", (long long)value, 0, -1, &res);
 }
 
 /* ------------------------------------------------------- leased units */
@@ -144,10 +146,10 @@ static dlock__hold *unit_pick(dlock__lock *l) {
  * gone (the unit came back already): h is lost, its handler told.  Not
  * answered: h is the process's still (renewed, returned by a later
  * post, which the server answers once: `done`). */
-static int unit_return(struct dlock_client *c, dlock__lock *l, dlock__hold *h) {
+static int unit_return(struct dlock_client *c, dlock__lock *l, dlock__hold *h, unsigned opened) {
     dlock__lost_report rep;
     long long res = 0;
-    int rc = op(c, l, "return", h->token, 0, 0, &res);
+    int rc = op(c, l, "return", h->token, 0, 0, (long long)opened, &res);
     memset(&rep, 0, sizeof rep);
     pthread_mutex_lock(&c->mu);
     if (rc != 0) {
@@ -179,7 +181,7 @@ void dlock__units_return_all(struct dlock_client *c) {
         /* Best effort, bounded: a server that does not answer lets the
          * lease run out instead. */
         saved = dlock__call_end_set(end);
-        (void)op(c, h->l, "return", h->token, 0, 0, &res);
+        (void)op(c, h->l, "return", h->token, 0, 0, -1, &res);
         (void)dlock__call_end_set(saved);
         pthread_mutex_lock(&c->mu);
         unit_forget(c, h);
@@ -192,7 +194,7 @@ void dlock__units_return_all(struct dlock_client *c) {
 /* A post has a token of its own call: asked again after its answer was
  * lost, the server knows it did it (sem_lua's `done`).  A process that
  * holds leased units of l gives one back instead. */
-int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned max) {
+int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, unsigned max) {
     char token[DLOCK__OWNER_LEN + 1];
     dlock__thread *self;
     dlock__hold *h;
@@ -208,18 +210,18 @@ int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned max) {
     }
     if (h != NULL) dlock__hold_release_start(h);
     pthread_mutex_unlock(&c->mu);
-    if (h != NULL) return unit_return(c, l, h);
+    if (h != NULL) return unit_return(c, l, h, opened);
     dlock__owner_token(c, self, ++self->calls, token);
-    if ((rc = op(c, l, "post", token, (long long)max, 0, &res)) != 0) return rc;
+    if ((rc = op(c, l, "post", token, (long long)max, 0, (long long)opened, &res)) != 0) return rc;
     if (res == 0) return dlock__seterr(EOVERFLOW, "'%.64s': the value would pass the maximum, %u", l->k.name, max);
     return 0;
 }
 
-int dlock__sem_value(struct dlock_client *c, dlock__lock *l, int *value) {
+int dlock__sem_value(struct dlock_client *c, dlock__lock *l, unsigned opened, int *value) {
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
-    if ((rc = op(c, l, "value", "-", 0, 0, &res)) != 0) return rc;
+    if ((rc = op(c, l, "value", "-", 0, 0, (long long)opened, &res)) != 0) return rc;
     *value = res > 0x7fffffffLL ? 0x7fffffff : (int)res;
     return 0;
 }
@@ -242,7 +244,7 @@ struct sem_wait {
  * in w->sent (a unit it leases is valid from then on, at most). */
 static int wait_op(struct sem_wait *w, const char *what, long long arg, long long *res) {
     w->sent = dlock__now();
-    return op(w->c, w->l, what, w->token, arg, w->lease, res);
+    return op(w->c, w->l, what, w->token, arg, w->lease, (long long)w->want->sem_value, res);
 }
 
 static int timed_out(const dlock__lock *l) {
@@ -324,6 +326,9 @@ static int wait_loop(struct sem_wait *w) {
         if (rc != 0) return failed(w, rc);
         if (res == 1) return 0;
         until = dlock__now() + (dlock__mono)(REG_TTL_MS / 3) * DLOCK__MS;
+        /* made again after a loss, its units held back -res ms more */
+        if (res < 0 && dlock__now() + (dlock__mono)(-res) * DLOCK__MS < until)
+            until = dlock__now() + (dlock__mono)(-res) * DLOCK__MS;
         if (w->deadline < until) until = w->deadline;
         if (listed) rc = dlock__wait_grant(c, w->l, &w->fw, until, w->deadline, intr, NULL);
         else rc = dlock__wait_turn(c, w->l, &w->fw, until, intr);

@@ -254,15 +254,23 @@ int dlock__stats_flush(struct dlock_client *c, dlock__mono deadline) {
 }
 
 /* A server that refuses the figures (EPROTO: an ACL without HINCRBY,
- * ZINCRBY or EXPIRE) is asked again a minute later, not every second. */
+ * ZINCRBY or EXPIRE) is asked again a minute later, not every second.
+ * The flush runs on the renewal thread: it waits no longer than the next
+ * pass is due (*next: a renewal, or a hold's validity end, whose lost
+ * handler must run on time even with the server cut off), and is put
+ * off past that pass when it is due too soon to wait at all. */
+#define FLUSH_MIN_WAIT_MS 50
 void dlock__stats_tick(struct dlock_client *c, dlock__mono now, dlock__mono *next) {
+    dlock__mono dl = now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS;
     if (c->stats_dirty == NULL) return;
     if (now < c->stats_next) {
         if (c->stats_next < *next) *next = c->stats_next;
         return;
     }
+    if (*next < dl) dl = *next;
+    if (dl < now + (dlock__mono)FLUSH_MIN_WAIT_MS * DLOCK__MS) return; /* after that pass */
     c->stats_next = now + (dlock__mono)FLUSH_EVERY_MS * DLOCK__MS;
-    if (dlock__stats_flush(c, now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS) == EPROTO)
+    if (dlock__stats_flush(c, dl) == EPROTO)
         c->stats_next = now + (dlock__mono)REFUSED_AGAIN_MS * DLOCK__MS;
     if (c->stats_dirty != NULL && c->stats_next < *next) *next = c->stats_next;
 }
