@@ -53,12 +53,14 @@
  * Every event is one line written with one write(2) to the process's
  * O_APPEND log (times CLOCK_MONOTONIC ns: the logs of all processes
  * compare directly):
- *   L pid thr seq lock mode start ret deadline rc fence   a take call
+ *   L pid thr seq lock mode start ret deadline rc fence cpu rq   a take
  *   H pid thr seq t ok                                   a holds() check
  *   W pid thr seq lock fence start end rc                a store write
  *   U pid thr seq start end rc                           unlock / post
  *   X pid lock t                                         the lost handler
- * (mode: 0 mutex, 1 read, 2 write, 3 a unit of a semaphore.)
+ * (mode: 0 mutex, 1 read, 2 write, 3 a unit of a semaphore; cpu, rq: how
+ * long the calling thread ran, and waited runnable for a CPU, during the
+ * call, from its schedstat.)
  *
  * CHECKS (the checker reads the logs after the workers stopped)
  *   fence     (a) no fence of an exclusive hold given to another hold
@@ -82,7 +84,10 @@
  *             semaphore unit without undo: it has no lease); a hold across
  *             a data loss (restart-lost, flushall).
  *   deadline  a timed take returns by its deadline + 50 ms, unless its
- *             process was paused during the call.
+ *             process was paused during the call, or its whole process (by
+ *             the stall probe) or its thread, asleep (by its schedstat:
+ *             it ran under 20 ms), waited for a CPU meanwhile as long as
+ *             it was late past the 50 ms.
  *   result    takes give 0, ETIMEDOUT, ENOLCK (EOWNERDEAD: robust);
  *             releases 0, EPERM, ENOLCK (posts 0, ENOLCK).
  *   hung      no call runs past its deadline + 2 s (releases: unreachable
@@ -340,6 +345,24 @@ static void work(wthread *w, int lock, int mode, int seq, uint64_t fence) {
     }
 }
 
+/* The calling thread's schedstat: the time it ran on a CPU and the time
+ * it waited, runnable, for one (ns); zeros when the kernel does not say. */
+static void sched_times(int64_t *run, int64_t *wait) {
+    char buf[128];
+    long long r = 0, w = 0;
+    *run = *wait = 0;
+    int fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = '\0';
+    if (sscanf(buf, "%lld %lld", &r, &w) == 2) {
+        *run = r;
+        *wait = w;
+    }
+}
+
 /* One take, the work, the release.  seq: the thread's holds so far. */
 static void one_round(wthread *w, int *seq) {
     tslot *ts = &sh->t[w->idx][w->thr];
@@ -352,8 +375,13 @@ static void one_round(wthread *w, int *seq) {
     int64_t start = now_ns(), deadline = start + (int64_t)d_ms * NS_PER_MS;
     struct timespec abs = dlt_abs_in(clk, (long)d_ms);
     atomic_store(&ts->call_limit, deadline + HUNG_MS * NS_PER_MS);
+    int64_t cpu0, rq0, cpu, rq;
+    sched_times(&cpu0, &rq0);
     int rc = take(w->o, lock, mode, clk, &abs);
     int64_t ret = now_ns();
+    sched_times(&cpu, &rq);
+    cpu -= cpu0;
+    rq -= rq0;
     atomic_store(&ts->call_limit, 0);
     int ok = rc == 0 || rc == EOWNERDEAD;
     if (rc == EOWNERDEAD && dlock_mutex_consistent(&w->o->m[lock]) != 0) ok = 0;
@@ -364,8 +392,8 @@ static void one_round(wthread *w, int *seq) {
         atomic_store(&sh->last_ok_ns, ret);
         atomic_fetch_add(&sh->takes, 1);
     }
-    log_line("L %d %d %d %d %d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRIu64 "\n", (int)my_pid,
-             w->thr, *seq, lock, mode, start, ret, deadline, rc, fence);
+    log_line("L %d %d %d %d %d %" PRId64 " %" PRId64 " %" PRId64 " %d %" PRIu64 " %" PRId64 " %" PRId64
+             "\n", (int)my_pid, w->thr, *seq, lock, mode, start, ret, deadline, rc, fence, cpu, rq);
     if (!ok) {
         if (rc != ETIMEDOUT && rc != ENOLCK) sleep_ns(5 * NS_PER_MS); /* don't spin */
         return;
@@ -777,6 +805,7 @@ typedef struct hold {
     int thr, seq, lock, mode, rc;
     int64_t start, ret, deadline;
     uint64_t fence;
+    int64_t cpu, rq; /* the take's thread ran, and waited for a CPU, this long in it */
     int64_t vend;   /* the last holds() that said 1; 0: none */
     int released;   /* a U record came */
     int64_t us, ue; /* the release call */
@@ -850,17 +879,17 @@ static void violation(int check, int64_t t, const char *fmt, ...) {
 
 static void parse_line(const char *line, run_log *lg, long *cur) {
     int pid, thr, seq, lock, mode, rc, ok;
-    long long a, b, c;
+    long long a, b, c, d, e;
     unsigned long long fence;
     hold *h;
     switch (line[0]) {
     case 'L':
-        if (sscanf(line, "L %d %d %d %d %d %lld %lld %lld %d %llu", &pid, &thr, &seq, &lock, &mode,
-                   &a, &b, &c, &rc, &fence) != 10 || thr < 0 || thr >= NTHR || lock < 0 ||
-            lock >= NLOCK)
+        if (sscanf(line, "L %d %d %d %d %d %lld %lld %lld %d %llu %lld %lld", &pid, &thr, &seq, &lock,
+                   &mode, &a, &b, &c, &rc, &fence, &d, &e) != 12 || thr < 0 || thr >= NTHR ||
+            lock < 0 || lock >= NLOCK)
             break;
         h = vec_push(&lg->holds);
-        *h = (hold){ pid, thr, seq, lock, mode, rc, a, b, c, fence, 0, 0, 0, 0, 0 };
+        *h = (hold){ pid, thr, seq, lock, mode, rc, a, b, c, fence, d, e, 0, 0, 0, 0, 0 };
         cur[thr] = rc == 0 || rc == EOWNERDEAD ? (long)lg->holds.n - 1 : -1;
         return;
     case 'H':
@@ -955,10 +984,16 @@ static int64_t stalled(const run_log *lg, pid_t pid, int64_t from, int64_t to) {
 }
 
 /* A call that returned late is excused when its process was paused, or
- * not run for as long as it was late (less the allowance) meanwhile. */
+ * kept from a CPU (its stall probe) as long as it was late, less the
+ * allowance; or when its thread waited for a CPU that long while it
+ * hardly ran (under IDLE_CPU_MS): a thread that was asleep and woke late,
+ * the machine's doing -- one that spins waits for a CPU too, by its own. */
+#define IDLE_CPU_MS 20
 static int late_excused(run_log *lg, const hold *h) {
     int64_t over = h->ret - h->deadline - LATE_MS * NS_PER_MS;
-    if (!paused_during(h->pid, h->start, h->ret) && stalled(lg, h->pid, h->start, h->ret) < over) return 0;
+    int64_t z = stalled(lg, h->pid, h->start, h->ret);
+    int64_t rq = h->cpu < IDLE_CPU_MS * NS_PER_MS ? h->rq : 0;
+    if (!paused_during(h->pid, h->start, h->ret) && (z > rq ? z : rq) < over) return 0;
     lg->excused++;
     return 1;
 }
@@ -976,9 +1011,10 @@ static long check_calls(run_log *lg) {
                       rc_name(rc));
         if (h->ret > h->deadline + LATE_MS * NS_PER_MS && !late_excused(lg, h))
             violation(C_DEADLINE, h->ret, "take of pid %d (name %d) returned %s %.1f ms past its "
-                      "deadline (a %.0f ms call; the process was not run for %.1f ms of it)",
-                      (int)h->pid, h->lock, rc_name(rc), MS(h->ret - h->deadline),
-                      MS(h->deadline - h->start), MS(stalled(lg, h->pid, h->start, h->ret)));
+                      "deadline (a %.0f ms call; its thread ran %.1f ms and waited %.1f ms for a "
+                      "CPU in it, its process was not run for %.1f ms)", (int)h->pid, h->lock,
+                      rc_name(rc), MS(h->ret - h->deadline), MS(h->deadline - h->start),
+                      MS(h->cpu), MS(h->rq), MS(stalled(lg, h->pid, h->start, h->ret)));
         if (h->released && !(h->urc == 0 || h->urc == ENOLCK || (h->urc == EPERM && h->mode != M_UNIT)))
             violation(C_RESULT, h->ue, "release of pid %d (name %d) returned %s", (int)h->pid,
                       h->lock, rc_name(h->urc));
