@@ -1355,7 +1355,7 @@ static int setup(uint64_t seed) {
     sh->sabotage = cfg_sabotage;
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || *tmp != '/') tmp = "/tmp";
-    snprintf(sh->logdir, sizeof sh->logdir, "%s/dlock-chaos-XXXXXX", tmp);
+    snprintf(sh->logdir, sizeof sh->logdir, "%s/dlock-chaos-suite-XXXXXX", tmp);
     if (mkdtemp(sh->logdir) == NULL || proxy_start() != 0) return -1;
     printf("chaos: server %s (pid %d), workers through %s, logs in %s\n", srv.url, (int)srv.pid,
            sh->url, sh->logdir);
