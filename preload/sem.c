@@ -170,10 +170,10 @@ static int make(struct sm *e) {
 static atomic_int renewer_on; /* this process has its renewal thread */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-/* Sets or renews the expiry of the semaphore of entry i, if it is open
- * and its rule maps the name to itself.  A pending expiry (the unlink did
- * not reach the server) is set; it is done once the server said so, or
- * said that the semaphore, made, is gone. */
+/* Sets or renews the expiry of the semaphore of entry i, if it is open,
+ * made on the server, and its rule maps the name to itself.  A pending
+ * expiry (the unlink did not reach the server) is set; it is done once
+ * the server said so, or said that the semaphore is gone. */
 static void renew_at(int i) {
     char name[DLOCK_NAME_MAX + 1];
     struct sm *e = &sms[i];
@@ -181,11 +181,11 @@ static void renew_at(int i) {
     DLPL_REAL(mutex_lock)(&mu);
     made = atomic_load(&e->state);
     expire = e->expire;
-    if (made != 0 && e->own) snprintf(name, sizeof name, "%s", e->name);
+    if (made == 1 && e->own) snprintf(name, sizeof name, "%s", e->name);
     DLPL_REAL(mutex_unlock)(&mu);
-    if (made == 0 || !e->own || dlpl_client == NULL) return;
+    if (made != 1 || !e->own || dlpl_client == NULL) return;
     rc = dlock_sem_expire(dlpl_client, name, SEM_EXPIRE_MS, expire ? 0 : DLOCK_SEM_RENEW);
-    if (expire && (rc == 0 || (rc == ENOENT && made == 1))) {
+    if (expire && (rc == 0 || rc == ENOENT)) {
         DLPL_REAL(mutex_lock)(&mu);
         if (strcmp(e->name, name) == 0) e->expire = 0;
         DLPL_REAL(mutex_unlock)(&mu);
