@@ -149,8 +149,9 @@ static atomic_int server_down;
 void dlpl_server_down(const char *name, int rc) {
     if (atomic_exchange(&server_down, 1) != 0) return;
     if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED)
-        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=closed: mapped file locks fail with ENOLCK and "
-                 "mapped mutexes wait until the server answers again (asked at most once a second)",
+        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=closed: mapped file locks fail with ENOLCK, "
+                 "mapped semaphores' tries with EAGAIN, and mapped mutexes and semaphores wait until the server "
+                 "answers again (asked at most once a second)",
                  name, dlock_strerror(rc));
     else
         dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=open: mapped locks take the local lock only "
