@@ -557,6 +557,68 @@ static int info_value(const char *name) {
     return si.exists ? si.value : -1;
 }
 
+/* sem_user.py ROLE NAME: the posix semaphore NAME through python's
+ * _multiprocessing.SemLock (sem_open, sem_trywait, sem_post, sem_unlink).
+ * "maker" makes it (O_CREAT|O_EXCL, value 1), says so (file made), waits
+ * for the user (file opened), unlinks it and exits; "user" opens it by
+ * name (sem_open without O_CREAT) once made, says so, and takes and gives
+ * back its unit twice a second for 15 s, then says how many takes got
+ * it and how many found none (file used). */
+static const char sem_user_py[] =
+    "import _multiprocessing as m, os, sys, time\n"
+    "def wait_for(f):\n"
+    "    end = time.monotonic() + 10\n"
+    "    while not os.path.exists(f):\n"
+    "        if time.monotonic() > end: sys.exit(3)\n"
+    "        time.sleep(0.01)\n"
+    "if sys.argv[1] == 'maker':\n"
+    "    s = m.SemLock(1, 1, 1, sys.argv[2], False)\n"
+    "    open('made', 'w').close()\n"
+    "    wait_for('opened')\n"
+    "    m.sem_unlink(sys.argv[2])\n"
+    "else:\n"
+    "    wait_for('made')\n"
+    "    s = m.SemLock._rebuild(0, 1, 1, sys.argv[2])\n"
+    "    open('opened', 'w').close()\n"
+    "    n, f, end = 0, 0, time.monotonic() + 15\n"
+    "    while time.monotonic() < end:\n"
+    "        if s.acquire(False): n += 1; s.release()\n"
+    "        else: f += 1\n"
+    "        time.sleep(0.5)\n"
+    "    with open('used', 'w') as o: o.write('%d failed %d\\n' % (n, f))\n";
+
+/* An unlinked semaphore lives while another process has it open: one
+ * program makes it, another opens it by name, the first unlinks it and
+ * exits; the second, which never unlinked it, renews the expiry the
+ * unlink gave it, and uses it for 15 s (longer than the expiry): the
+ * semaphore is still there with its value then, and every take got its
+ * unit; it goes within the expiry once that program exits. */
+static void test_sem_unlinked_kept_by_user(void) {
+    char out[4096], name[64], key[128];
+    long long n = -1;
+    double end;
+    int rc;
+    CU_ASSERT_FATAL(write_file("sem_user.py", sem_user_py) == 0);
+    snprintf(name, sizeof name, "/%s-kept", tag);
+    snprintf(key, sizeof key, "*{%s}*", name);
+    rc = sh("export DLOCK_MAP=\"sem:/$T-kept\"\n"
+            "rm -f made opened used\n"
+            "P " PYTHON " sem_user.py user /$T-kept & U=$!\n"
+            "P " PYTHON " sem_user.py maker /$T-kept; echo maker_rc $?\n"
+            "wait $U; echo user_rc $? used $(cat used)\n",
+            out, sizeof out);
+    if (rc != 0 || strstr(out, "failed 0") == NULL) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "maker_rc 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "user_rc 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "failed 0")); /* every take got the unit */
+    CU_ASSERT(strstr(out, "used ") != NULL && atoi(strstr(out, "used ") + 5) >= 20);
+    DLT_ASSERT_INT_EQ(info_value(name), 1); /* 15 s after the unlink: still there */
+    end = dlt_now() + 13.0;
+    while (dlt_now() < end && (n = dlt_redis_keys_count(&dlt_server, key)) != 0) dlt_sleep_ms(200);
+    DLT_ASSERT_INT_EQ(n, 0);
+}
+
 /* A SIGALRM handler installed without SA_RESTART ends sem_wait and
  * sem_timedwait with EINTR; one with SA_RESTART lets the timed wait go on
  * to its deadline: under the library as without it (each run bounded by
@@ -656,6 +718,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_sem_python_multiprocessing),
     DLT_TEST(test_sem_breaker),
     DLT_TEST(test_sem_unlinked_expire),
+    DLT_TEST(test_sem_unlinked_kept_by_user),
     DLT_TEST(test_semx_eintr),
     DLT_TEST(test_semx_open_existing_only),
     DLT_TEST(test_semx_undo_kill9),
