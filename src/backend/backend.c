@@ -678,7 +678,7 @@ static int sem_caller_get(struct sem_caller **out) {
 /* A semaphore op (sem_lua): its arguments, then the caller and the op's
  * number (ARGV[8], ARGV[9]) for the `done` record. */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-                      long long arg, unsigned lease_ms, long long *result, dlock__mono deadline) {
+                      long long arg, unsigned lease_ms, long long *result, dlock__sent *sent, dlock__mono deadline) {
     const char *args[SEM_NARGS + 2], *id;
     size_t lens[SEM_NARGS + 2], idlen = who(dlock__self_peek(), &id);
     struct sem_bufs b;
@@ -690,7 +690,7 @@ static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, c
     if ((rc = sem_caller_get(&sc)) != 0) return rc;
     args[n] = sc->id; lens[n++] = strlen(sc->id);
     args[n] = seq; lens[n++] = dlock__dec(seq, ++sc->seq);
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, NULL)) != 0)
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, sent)) != 0)
         return rc;
     if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "semaphore", r);
     else *result = r->integer;

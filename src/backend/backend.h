@@ -347,7 +347,7 @@ typedef struct dlock__backend_ops {
      * (dlock__renewal.unit).  NULL where a deployment has no semaphores
      * (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-               long long arg, unsigned lease_ms, long long *result, dlock__mono deadline);
+               long long arg, unsigned lease_ms, long long *result, dlock__sent *sent, dlock__mono deadline);
     /* What the server knows of a semaphore (sem_info_lua): at most max
      * people listed; out->people is malloc'ed (free it).  NULL where a
      * deployment has no semaphores. */
