@@ -437,6 +437,16 @@ static void test_misread_globs_refused(void) {
         DLT_ASSERT_INT_EQ(count(out, "dlock: "), 2); /* flock, and the true it runs */
     }
     DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*job.lock*"), 0);
+    /* the same from a map file, its line named */
+    rc = sh("printf '# jobs\\nfile:%s/A/locks/*.lock\\nfile:%s/A/**\\n' \"$PWD\" \"$PWD\" > misread.map\n"
+            "DLOCK_MAP_FILE=\"$PWD/misread.map\" LD_PRELOAD=\"$SO\" " FLOCK " -n A/locks/job.lock true; echo flock $?\n",
+            out, sizeof out, 1);
+    if (rc != 0 || strstr(out, "DLOCK_MAP_FILE rule 3: glob") == NULL) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    DLT_ASSERT_INT_EQ(num(out, "flock"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_MAP_FILE rule 3: glob"));
+    DLT_ASSERT_INT_EQ(count(out, "dlock: "), 2);
+    DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*job.lock*"), 0);
     rc = sh("export DLOCK_MAP=\"file:$PWD/A/[[:alpha:]]ocks/*.lock;file:$PWD/A/\\[x;sem:/j-**\"\n"
             "LD_PRELOAD=\"$SO\" " FLOCK " -n A/locks/job.lock true; echo flock $?\n",
             out, sizeof out, 1);
