@@ -488,6 +488,16 @@ DLOCK_API int dlock_sem_list(dlock_client_t *c, const char *glob,
  * init makes the name): meanwhile no object still open on it makes it
  * again as it makes one the server lost. */
 DLOCK_API int dlock_sem_unlink(dlock_client_t *c, const char *name);
+/* Gives the semaphore `name` an expiry: it and every key of it are
+ * removed ms from now (DLOCK_LEASE_MIN_MS..DLOCK_LEASE_MAX_MS) unless
+ * this is called again before; every operation on it keeps the expiry.
+ * For a semaphore whose name is gone (the preload's sem_unlink) but
+ * which its users go on using: each renews it while it has it open
+ * (flags DLOCK_SEM_RENEW: only renew, ENOENT if it has no expiry), so it
+ * outlives its last user by at most ms.  ENOENT when it does not exist;
+ * through the circuit breaker, as dlock_sem_info. */
+#define DLOCK_SEM_RENEW 1
+DLOCK_API int dlock_sem_expire(dlock_client_t *c, const char *name, unsigned ms, int flags);
 /* Administrative reset of the semaphore `name` (`dlock break --sem`):
  * takes back every unit leased under undo, whoever holds it -- its lease
  * ends at once, as if it had run out -- and gives the units back (to the

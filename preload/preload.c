@@ -149,8 +149,9 @@ static atomic_int server_down;
 void dlpl_server_down(const char *name, int rc) {
     if (atomic_exchange(&server_down, 1) != 0) return;
     if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED)
-        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=closed: mapped file locks fail with ENOLCK and "
-                 "mapped mutexes wait until the server answers again (asked at most once a second)",
+        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=closed: mapped file locks fail with ENOLCK, "
+                 "mapped semaphores' tries with EAGAIN, and mapped mutexes and semaphores wait until the server "
+                 "answers again (asked at most once a second)",
                  name, dlock_strerror(rc));
     else
         dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=open: mapped locks take the local lock only "
@@ -209,9 +210,45 @@ static char *rule_kind(char *text, struct dlpl_rule *r) {
     return NULL;
 }
 
+/* A glob that fnmatch(3) would read otherwise than its author meant:
+ * NULL if none, else why.  `**` (a file: glob is matched with
+ * FNM_PATHNAME, so `**` is `*` and stays inside one path component: a
+ * whole tree is not what it maps); a bracket expression holding `/`
+ * (never matches with FNM_PATHNAME); an unclosed `[` (taken as a literal
+ * bracket); a trailing `\` (matches nothing); `{a,b}` (fnmatch has no
+ * brace expansion: it is taken literally).  file: globs are checked for
+ * all of them, sem: globs (matched without FNM_PATHNAME, on names with
+ * no `/` but the leading one) for the last three. */
+static const char *glob_misread(const char *g, int file) {
+    const char *p, *brace = NULL;
+    for (p = g; *p; p++) {
+        if (*p == '\\') {
+            if (*++p == '\0') return "it ends in a lone '\\' (which matches nothing)";
+        } else if (*p == '*' && p[1] == '*' && file) {
+            return "'**' would match within one path component only, as '*' does (globs are fnmatch(3)'s with "
+                   "FNM_PATHNAME); write one rule per directory level";
+        } else if (*p == '[') {
+            const char *q = p + 1;
+            if (*q == '!' || *q == '^') q++;
+            if (*q == ']') q++;
+            while (*q && *q != ']') q++;
+            if (*q == '\0') return "'[' is not closed (write '\\[' for a literal bracket)";
+            if (file && memchr(p, '/', (size_t)(q - p)) != NULL)
+                return "a bracket expression holds '/' (it never matches across '/')";
+            p = q;
+        } else if (*p == '{') {
+            brace = p;
+        } else if (*p == ',' && brace != NULL && strchr(p, '}') != NULL) {
+            return "'{a,b}' is not expanded by fnmatch(3) (write one rule per alternative)";
+        }
+    }
+    return NULL;
+}
+
 static int add_rule(char *text, int idx, const char *origin, char *err, size_t errlen) {
     struct dlpl_rule r;
     char *eq, *body;
+    const char *why;
     memset(&r, 0, sizeof r);
     if ((body = rule_kind(text, &r)) == NULL) {
         snprintf(err, errlen,
@@ -240,6 +277,10 @@ static int add_rule(char *text, int idx, const char *origin, char *err, size_t e
     }
     if (r.kind == DLPL_RULE_MUTEX && !symbol_ok(body)) {
         snprintf(err, errlen, "%s rule %d: \"%.60s\" is not a symbol name", origin, idx, body);
+        return -1;
+    }
+    if (r.kind != DLPL_RULE_MUTEX && (why = glob_misread(body, r.kind == DLPL_RULE_FILE)) != NULL) {
+        snprintf(err, errlen, "%s rule %d: glob \"%.60s\": %s", origin, idx, body, why);
         return -1;
     }
     if (r.kind == DLPL_RULE_FILE && body[0] != '/') {

@@ -42,6 +42,8 @@ struct sm {
     int opens;          /* sem_open calls not yet closed (under mu) */
     unsigned value;     /* the value given at sem_open, for a late dlock_sem_init */
     int undo;           /* its rule is sem+undo: units leased to the process */
+    int own;            /* its rule has no =NAME: the dlock name is the program's name */
+    int expire;         /* the program unlinked the name: the cluster semaphore still needs its expiry (under mu) */
     atomic_int local;   /* units this process took from the real semaphore */
 };
 
@@ -94,8 +96,8 @@ static void resolve(void) {
 /* The dlock name for a semaphore name, or 0 when no sem: rule matches
  * (*undo: the rule is sem+undo).  Names are matched as given and without
  * their leading '/', so that `sem:jobs` and `sem:/jobs` both match
- * sem_open("/jobs"); the default lock name is the name as given. */
-static int map_name(const char *sname, char *out, size_t cap, int *undo) {
+ * sem_open("/jobs"); the default lock name is the name as given (*own). */
+static int map_name(const char *sname, char *out, size_t cap, int *undo, int *own) {
     const char *bare = sname[0] == '/' ? sname + 1 : sname;
     size_t i;
     for (i = 0; i < dlpl_conf.nrules; i++) {
@@ -108,6 +110,7 @@ static int map_name(const char *sname, char *out, size_t cap, int *undo) {
         if (*n == '\0' || strlen(n) >= cap) return 0;
         strcpy(out, n);
         *undo = r->undo;
+        *own = r->name == NULL;
         return 1;
     }
     return 0;
@@ -147,11 +150,125 @@ static int make(struct sm *e) {
     return rc;
 }
 
+/* --------------------------------------------------- unlinked semaphores
+ *
+ * sem_unlink of a name that a rule maps to itself (no =NAME) removes the
+ * local name and gives the cluster semaphore an expiry, SEM_EXPIRE_MS
+ * (dlock_sem_expire): programs such as Python's multiprocessing unlink a
+ * fresh name at once and go on using the semaphore through its handle,
+ * which their fork children inherit.  Every process that has such a
+ * semaphore open renews that expiry (if it has one: DLOCK_SEM_RENEW)
+ * every third of it, from a thread of its own, so the semaphore lives
+ * while anyone anywhere has it open, and is gone at most SEM_EXPIRE_MS
+ * after its last user closed it, exited or was killed.  A semaphore whose
+ * name nobody unlinked has no expiry: its renewal asks and changes
+ * nothing.  The thread starts with the first such sem_open, and in a fork
+ * child (which has no threads) with its first call on a mapped semaphore.
+ */
+#define SEM_EXPIRE_MS 10000u
+
+static atomic_int renewer_on; /* this process has its renewal thread */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Sets or renews the expiry of the semaphore of entry i, if it is open,
+ * made on the server, and its rule maps the name to itself.  A pending
+ * expiry (the unlink did not reach the server) is set; it is done once
+ * the server said so, or said that the semaphore is gone. */
+static void renew_at(int i) {
+    char name[DLOCK_NAME_MAX + 1];
+    struct sm *e = &sms[i];
+    int expire, made, rc;
+    DLPL_REAL(mutex_lock)(&mu);
+    made = atomic_load(&e->state);
+    expire = e->expire;
+    if (made == 1 && e->own) snprintf(name, sizeof name, "%s", e->name);
+    DLPL_REAL(mutex_unlock)(&mu);
+    if (made != 1 || !e->own || dlpl_client == NULL) return;
+    rc = dlock_sem_expire(dlpl_client, name, SEM_EXPIRE_MS, expire ? 0 : DLOCK_SEM_RENEW);
+    if (expire && (rc == 0 || rc == ENOENT)) {
+        DLPL_REAL(mutex_lock)(&mu);
+        if (strcmp(e->name, name) == 0) e->expire = 0;
+        DLPL_REAL(mutex_unlock)(&mu);
+    }
+}
+
+static void *renewer(void *arg) {
+    (void)arg;
+    dlpl_guard++; /* its calls pass through the hooks */
+    for (;;) {
+        struct timespec ts = { SEM_EXPIRE_MS / 3000, (long)(SEM_EXPIRE_MS / 3 % 1000) * 1000000L };
+        int i, n;
+        nanosleep(&ts, NULL);
+        n = atomic_load_explicit(&nsem, memory_order_acquire);
+        for (i = 0; i < n; i++) renew_at(i);
+    }
+    return NULL;
+}
+
+/* Fork: the table's mutex is taken around it, so that a child never
+ * inherits it held by a thread it does not have (the renewal thread, or
+ * one in sem_open); the child has no renewal thread. */
+static void atfork_prepare(void) {
+    DLPL_REAL(mutex_lock)(&mu);
+}
+
+static void atfork_parent(void) {
+    DLPL_REAL(mutex_unlock)(&mu);
+}
+
+static void atfork_child(void) {
+    DLPL_REAL(mutex_unlock)(&mu);
+    atomic_store(&renewer_on, 0); /* the thread stayed with the parent */
+}
+
+static void atfork_register(void) {
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* Starts this process's renewal thread unless it runs (all signals
+ * blocked, as every thread of the library's). */
+static void renewer_start(void) {
+    sigset_t all, old;
+    pthread_attr_t a;
+    pthread_t t;
+    int no = 0;
+    if (atomic_load_explicit(&renewer_on, memory_order_relaxed) ||
+        !atomic_compare_exchange_strong(&renewer_on, &no, 1))
+        return;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &a, renewer, NULL) != 0) atomic_store(&renewer_on, 0);
+    pthread_attr_destroy(&a);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* The program unlinked a local name that its rule maps to itself, the
+ * dlock name dname: the cluster semaphore gets its expiry (at once if the
+ * server answers; else the entries of this process that have it open
+ * keep it pending for the renewal thread). */
+static void unlinked(const char *dname) {
+    int i, n = atomic_load_explicit(&nsem, memory_order_acquire), rc, any = 0;
+    DLPL_REAL(mutex_lock)(&mu);
+    for (i = 0; i < n; i++)
+        if (atomic_load(&sms[i].state) != 0 && sms[i].own && strcmp(sms[i].name, dname) == 0) sms[i].expire = any = 1;
+    DLPL_REAL(mutex_unlock)(&mu);
+    if (dlpl_client == NULL) return;
+    rc = dlock_sem_expire(dlpl_client, dname, SEM_EXPIRE_MS, 0);
+    if (rc != 0 && rc != ENOENT) return;
+    DLPL_REAL(mutex_lock)(&mu);
+    for (i = 0; i < n && any; i++)
+        if (atomic_load(&sms[i].state) == 1 && sms[i].own && strcmp(sms[i].name, dname) == 0) sms[i].expire = 0;
+    DLPL_REAL(mutex_unlock)(&mu);
+}
+
 /* The entry for s, opened once more (a program may sem_open one name
  * several times: glibc returns the same address). */
-static void add(sem_t *s, const char *name, unsigned value, int undo) {
+static void add(sem_t *s, const char *name, unsigned value, int undo, int own) {
     struct sm *e;
     int n;
+    pthread_once(&atfork_once, atfork_register);
     DLPL_REAL(mutex_lock)(&mu);
     if ((e = find(s)) == NULL) {
         /* A closed entry is used again: glibc may map a semaphore opened
@@ -176,11 +293,14 @@ static void add(sem_t *s, const char *name, unsigned value, int undo) {
         snprintf(e->name, sizeof e->name, "%s", name);
         e->value = value;
         e->undo = undo;
+        e->own = own;
+        e->expire = 0;
         atomic_store(&e->local, 0);
         atomic_store(&e->state, 2);
     }
     DLPL_REAL(mutex_unlock)(&mu);
     make(e);
+    if (own) renewer_start();
 }
 
 /* ------------------------------------------------------------ results */
@@ -299,7 +419,9 @@ static void sm_close(struct sm *e) {
 
 static struct sm *open_entry(const sem_t *s) {
     struct sm *e = find(s);
-    return e != NULL && atomic_load(&e->state) != 0 ? e : NULL;
+    if (e == NULL || atomic_load(&e->state) == 0) return NULL;
+    if (e->own && !atomic_load_explicit(&renewer_on, memory_order_relaxed)) renewer_start(); /* a fork child */
+    return e;
 }
 
 /* Without O_CREAT, a name that exists nowhere is ENOENT, as glibc's: not
@@ -320,7 +442,7 @@ sem_t *sem_open(const char *name, int oflag, ...) {
     char dname[DLOCK_NAME_MAX + 1];
     mode_t mode = 0;
     unsigned value = 0;
-    int undo = 0;
+    int undo = 0, own = 0;
     sem_t *s;
     if (oflag & O_CREAT) {
         va_list ap;
@@ -333,7 +455,7 @@ sem_t *sem_open(const char *name, int oflag, ...) {
         errno = ENOSYS;
         return SEM_FAILED;
     }
-    if (!ACTIVE() || !map_name(name, dname, sizeof dname, &undo))
+    if (!ACTIVE() || !map_name(name, dname, sizeof dname, &undo, &own))
         return (oflag & O_CREAT) ? real.open(name, oflag, mode, value) : real.open(name, oflag);
     dlpl_guard++;
     if (!(oflag & O_CREAT) && missing(name, dname)) {
@@ -348,7 +470,7 @@ sem_t *sem_open(const char *name, int oflag, ...) {
     s = real.open(name, oflag | O_CREAT, mode, value);
     if (s != SEM_FAILED) {
         int saved = errno;
-        add(s, dname, value, undo);
+        add(s, dname, value, undo, own);
         errno = saved;
     }
     dlpl_guard--;
@@ -366,13 +488,21 @@ int sem_close(sem_t *s) {
     return r;
 }
 
-/* Only the local name goes, never the cluster semaphore: with a
- * sem:GLOB=NAME rule many local names share one cluster semaphore, and
- * programs such as Python's multiprocessing unlink a name right after
- * opening it, while they go on using it (docs/preload.md).  A cluster
- * semaphore is deleted by `dlock break --unlink NAME`. */
+/* The local name goes; the cluster semaphore of a name that a rule maps
+ * to itself gets an expiry that its users renew while they have it open
+ * ("unlinked semaphores" above), never removed at once: programs such as
+ * Python's multiprocessing unlink a name right after opening it, while
+ * they go on using it.  Under sem:GLOB=NAME many local names share one
+ * cluster semaphore: it stays (`dlock break --unlink NAME` deletes it). */
 int sem_unlink(const char *name) {
-    return CALL_REAL(unlink, name);
+    char dname[DLOCK_NAME_MAX + 1];
+    int undo, own = 0, r = CALL_REAL(unlink, name), saved = errno;
+    if (r != 0 || !ACTIVE() || !map_name(name, dname, sizeof dname, &undo, &own) || !own) return r;
+    dlpl_guard++;
+    unlinked(dname);
+    dlpl_guard--;
+    errno = saved;
+    return r;
 }
 
 int sem_wait(sem_t *s) {

@@ -364,6 +364,9 @@ static void test_bad_map_never_crashes(void) {
     static const char *maps[] = {
         "bogus", "file:", "mutex:", "mutex:=x", "file:/a/*=", "file:relative/*.lock", ";;;;", "file",
         "mutex:1abc", "mutex:a b", "=", "file:/x=" /* empty name */, "\xff\xfe\x01;file:\xc3(",
+        /* globs fnmatch would misread (test_misread_globs_refused) */
+        "file:/srv/x/**", "file:/a/[b/c]", "file:/a/[bc", "file:/a/b\\", "file:/a/{b,c}.lock", "sem:/x[",
+        "sem:/j-{a,b}", "file:/tmp/*;sem:/x\\",
         NULL,
     };
     char script[2048], out[4096];
@@ -398,6 +401,59 @@ static void test_bad_map_never_crashes(void) {
     CU_ASSERT(strstr(out, "No locks available") != NULL);
     DLT_ASSERT_INT_EQ(count(out, "dlock: "), 7); /* 3 x (flock, true) + the refused flock */
     if (count(out, "dlock: ") != 7) SHOW(out);
+}
+
+/* A glob that fnmatch(3) would read otherwise than it says is refused at
+ * start-up with one line that says why, naming the rule: `**` in a file:
+ * glob (it would stay inside one path component), a bracket expression
+ * holding '/', an unclosed '[', a trailing '\', a brace list; nothing is
+ * mapped then (the flock of a path the map names is local, the server
+ * hears nothing).  A class such as [[:alpha:]], an escaped bracket, and
+ * `**` in a sem: glob (semaphore names have no '/' to cross) are taken. */
+static void test_misread_globs_refused(void) {
+    static const struct {
+        const char *map, *why;
+    } bad[] = {
+        { "file:$PWD/A/**", "'**' would match within one path component only" },
+        { "file:$PWD/A/[l/]ocks/*", "a bracket expression holds '/'" },
+        { "file:$PWD/A/[locks/*", "'[' is not closed" },
+        { "file:$PWD/A/locks/\\\\", "lone '\\'" },
+        { "file:$PWD/A/locks/{job,x}.lock", "'{a,b}' is not expanded" },
+    };
+    char script[2048], out[4096];
+    size_t i;
+    int rc;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(script, sizeof script,
+                 "export DLOCK_MAP=\"%s\"\n"
+                 "LD_PRELOAD=\"$SO\" " FLOCK " -n A/locks/job.lock true; echo flock $?\n",
+                 bad[i].map);
+        rc = sh(script, out, sizeof out, 1);
+        if (rc != 0 || strstr(out, bad[i].why) == NULL || count(out, "dlock: ") != 2) SHOW(out);
+        DLT_ASSERT_INT_EQ(rc, 0);
+        DLT_ASSERT_INT_EQ(num(out, "flock"), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, bad[i].why));
+        CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_MAP rule 1: glob"));
+        DLT_ASSERT_INT_EQ(count(out, "dlock: "), 2); /* flock, and the true it runs */
+    }
+    DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*job.lock*"), 0);
+    /* the same from a map file, its line named */
+    rc = sh("printf '# jobs\\nfile:%s/A/locks/*.lock\\nfile:%s/A/**\\n' \"$PWD\" \"$PWD\" > misread.map\n"
+            "DLOCK_MAP_FILE=\"$PWD/misread.map\" LD_PRELOAD=\"$SO\" " FLOCK " -n A/locks/job.lock true; echo flock $?\n",
+            out, sizeof out, 1);
+    if (rc != 0 || strstr(out, "DLOCK_MAP_FILE rule 3: glob") == NULL) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    DLT_ASSERT_INT_EQ(num(out, "flock"), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_MAP_FILE rule 3: glob"));
+    DLT_ASSERT_INT_EQ(count(out, "dlock: "), 2);
+    DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*job.lock*"), 0);
+    rc = sh("export DLOCK_MAP=\"file:$PWD/A/[[:alpha:]]ocks/*.lock;file:$PWD/A/\\[x;sem:/j-**\"\n"
+            "LD_PRELOAD=\"$SO\" " FLOCK " -n A/locks/job.lock true; echo flock $?\n",
+            out, sizeof out, 1);
+    if (rc != 0 || count(out, "dlock: ") != 0) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    DLT_ASSERT_INT_EQ(num(out, "flock"), 0);
+    DLT_ASSERT_INT_EQ(count(out, "dlock: "), 0);
 }
 
 /* The server cannot be reached: open runs on with the local lock (one
@@ -465,6 +521,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_mapped_mutex_counts_exactly),
     DLT_TEST(test_unmapped_locks_stay_local),
     DLT_TEST(test_bad_map_never_crashes),
+    DLT_TEST(test_misread_globs_refused),
     DLT_TEST(test_unreachable_server_policy),
     DLT_TEST(test_two_hosts_netns),
     { NULL, NULL },

@@ -402,12 +402,221 @@ static void test_sem_python_multiprocessing(void) {
     fprintf(stderr, "  (without the library: peak %d)\n", log_peak("mp0.log", &events));
 }
 
+/* mp_pool.py: Pool(4).map of 200 squares, then 20 acquire/release
+ * pairs of a multiprocessing.Lock; says the sum and the time it took.
+ * Every multiprocessing primitive is a POSIX named semaphore made with
+ * a fresh name and unlinked at once (fork start method). */
+static const char mp_pool_py[] =
+    "import multiprocessing as mp, sys, time\n"
+    "def sq(x): return x * x\n"
+    "if __name__ == '__main__':\n"
+    "    t = time.monotonic()\n"
+    "    with mp.Pool(4) as p: r = p.map(sq, range(200))\n"
+    "    l = mp.Lock()\n"
+    "    for _ in range(20): l.acquire(); l.release()\n"
+    "    print('sum %d t_pool %.3f' % (sum(r), time.monotonic() - t))\n";
+
+/* mp_hold_lock.py FILE SECONDS: a multiprocessing.Lock, acquired; FILE
+ * made when it is held; released and exit after SECONDS. */
+static const char mp_hold_lock_py[] =
+    "import multiprocessing as mp, sys, time\n"
+    "l = mp.Lock(); l.acquire()\n"
+    "open(sys.argv[1], 'w').close()\n"
+    "time.sleep(float(sys.argv[2]))\n"
+    "l.release()\n";
+
+/* mp_calls.py MODE: the calls a program makes of multiprocessing's
+ * semaphores, each timed: open (Lock()), 20 non-blocking acquires
+ * (sem_trywait), and in open mode 20 acquire/release pairs (sem_trywait,
+ * sem_post), get_value of a Semaphore (sem_getvalue) and a second Lock. */
+static const char mp_calls_py[] =
+    "import multiprocessing as mp, sys, time\n"
+    "t0 = time.monotonic(); l = mp.Lock(); t1 = time.monotonic()\n"
+    "tries = [l.acquire(False) for _ in range(20)]\n"
+    "t2 = time.monotonic()\n"
+    "print('t_open %.3f t_tries %.3f got %d' % (t1 - t0, t2 - t1, sum(tries)))\n"
+    "if sys.argv[1] == 'open':\n"
+    "    l.release()\n"
+    "    for _ in range(20): l.acquire(); l.release()\n"
+    "    s = mp.Semaphore(3); v = s.get_value(); l2 = mp.Lock(); l2.acquire(); l2.release()\n"
+    "    print('value %d t_rest %.3f' % (v, time.monotonic() - t2))\n";
+
+/* "NAME X.XXX" in out: X, or -1. */
+static double seconds(const char *out, const char *name) {
+    const char *p = strstr(out, name);
+    return p != NULL ? atof(p + strlen(name) + 1) : -1;
+}
+
+/* The server unreachable (a port nobody listens on, unreachable_ms 2 s):
+ * a mapped semaphore pays the wait once per back-off period, as a mapped
+ * mutex does -- the program's first sem_open -- and then every call
+ * answers at once from the circuit breaker, a try (sem_trywait) with one
+ * attempt: DLOCK_ON_ERROR=open takes the local semaphore (a
+ * multiprocessing.Lock works, 20 pairs, get_value 3), closed gives EAGAIN
+ * to each try.  And Pool(4).map under `sem:*` finishes in at most the
+ * time it takes without the library plus that one wait. */
+static void test_sem_breaker(void) {
+    char out[8192], script[2048];
+    double t0, t;
+    int rc;
+    CU_ASSERT_FATAL(write_file("mp_calls.py", mp_calls_py) == 0 && write_file("mp_pool.py", mp_pool_py) == 0);
+    snprintf(script, sizeof script,
+             "export DLOCK_URL='redis://127.0.0.1:%d?unreachable_ms=2000' DLOCK_MAP='sem:*'\n"
+             "P timeout 60 " PYTHON " mp_calls.py open; echo open_rc $?\n"
+             "DLOCK_ON_ERROR=closed P timeout 60 " PYTHON " mp_calls.py closed; echo closed_rc $?\n",
+             dlt_free_port());
+    rc = sh(script, out, sizeof out);
+    if (rc != 0 || strstr(out, "value 3") == NULL || seconds(out, "t_tries") > 0.5) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "open_rc 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "closed_rc 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "got 1")); /* open: the local Lock, taken once of 20 tries */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "got 0")); /* closed: no try gets in */
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "value 3"));
+    t = seconds(out, "t_open"); /* open's, then closed's: the one wait */
+    CU_ASSERT(t >= 1.5 && t < 3.5);
+    t = seconds(strstr(out, "got 1") ? strstr(out, "got 1") : out, "t_open");
+    CU_ASSERT(t >= 1.5 && t < 3.5);
+    t = seconds(out, "t_tries");
+    CU_ASSERT(t >= 0 && t < 0.5);
+    t = seconds(strstr(out, "got 1") ? strstr(out, "got 1") : out, "t_tries");
+    CU_ASSERT(t >= 0 && t < 0.5);
+    t = seconds(out, "t_rest");
+    CU_ASSERT(t >= 0 && t < 1.0);
+    DLT_ASSERT_INT_EQ(count(out, "DLOCK_ON_ERROR=open"), 1);
+    DLT_ASSERT_INT_EQ(count(out, "DLOCK_ON_ERROR=closed"), 1);
+
+    rc = sh(PYTHON " mp_pool.py\n", out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    t0 = seconds(out, "t_pool");
+    snprintf(script, sizeof script,
+             "export DLOCK_URL='redis://127.0.0.1:%d?unreachable_ms=2000' DLOCK_MAP='sem:*'\n"
+             "P timeout 60 " PYTHON " mp_pool.py; echo pool_rc $?\n",
+             dlt_free_port());
+    rc = sh(script, out, sizeof out);
+    t = seconds(out, "t_pool");
+    fprintf(stderr, "  (Pool(4).map: %.2fs without the library, %.2fs with it, the server down)\n", t0, t);
+    if (rc != 0 || t < 0 || t > t0 + 2.0 + 1.0) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "sum 2646700"));
+    CU_ASSERT(t >= 0 && t <= t0 + 2.0 + 1.0);
+}
+
+/* Under `sem:*` (each name its own cluster semaphore) Python's
+ * multiprocessing semaphores, unlinked right after sem_open, get an
+ * expiry that their users renew: Pool(4).map with the server up gives
+ * the right sum in at most the time without the library plus one
+ * outage wait (5 s), its keys expire; a program killed with SIGKILL
+ * while it holds its Lock leaves nothing after the expiry (10 s); a
+ * program that holds its Lock longer than that keeps its semaphore (its
+ * renewals), until it exits: then nothing of /mp-* is left.  A name not
+ * unlinked keeps no expiry (test_sem_calls_and_errno reads its value
+ * later). */
+static void test_sem_unlinked_expire(void) {
+    char out[8192];
+    double t0, t, t_kill, end;
+    long long n = -1;
+    int rc;
+    CU_ASSERT_FATAL(write_file("mp_pool.py", mp_pool_py) == 0 && write_file("mp_hold_lock.py", mp_hold_lock_py) == 0);
+    rc = sh(PYTHON " mp_pool.py\n", out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    t0 = seconds(out, "t_pool");
+    rc = sh("export DLOCK_MAP='sem:*'\n"
+            "rm -f alive.held killed.held\n"
+            "(exec </dev/null >/dev/null 2>&1; P " PYTHON " mp_hold_lock.py alive.held 16) &\n"
+            "LD_PRELOAD=\"$SO\" " PYTHON " mp_hold_lock.py killed.held 100 & K=$!\n"
+            "i=0; while [ ! -e killed.held ] || [ ! -e alive.held ]; do sleep 0.05; i=$((i+1)); [ $i -lt 400 ] || exit 3; done\n"
+            "kill -9 $K; wait $K\n"
+            "P timeout 60 " PYTHON " mp_pool.py; echo pool_rc $?\n",
+            out, sizeof out);
+    t_kill = dlt_now();
+    t = seconds(out, "t_pool");
+    fprintf(stderr, "  (Pool(4).map: %.2fs without the library, %.2fs with it)\n", t0, t);
+    if (rc != 0 || strstr(out, "pool_rc 0") == NULL) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "sum 2646700"));
+    CU_ASSERT(t >= 0 && t <= t0 + 5.0);
+    CU_ASSERT(dlt_redis_keys_count(&dlt_server, "*{/mp-*}:sem") >= 3); /* alive, killed, the pool's */
+    /* The killed program's and the pool's semaphores go with their
+     * expiry; the live one's stays. */
+    end = t_kill + 13.0;
+    while (dlt_now() < end && (n = dlt_redis_keys_count(&dlt_server, "*{/mp-*}:sem")) != 1) dlt_sleep_ms(200);
+    fprintf(stderr, "  (%lld semaphores left %.1fs after the kill)\n", n, dlt_now() - t_kill);
+    DLT_ASSERT_INT_EQ(n, 1);
+    /* ... until its program exits. */
+    end = t_kill + 16.0 + 13.0;
+    while (dlt_now() < end && (n = dlt_redis_keys_count(&dlt_server, "*{/mp-*")) != 0) dlt_sleep_ms(200);
+    DLT_ASSERT_INT_EQ(n, 0);
+}
+
 /* The value as the server keeps it, read without touching the semaphore
  * (dlock_sem_info): -1 when it does not exist, below that an error. */
 static int info_value(const char *name) {
     dlock_sem_info_t si;
     if (dlock_sem_info(NULL, name, &si) != 0) return -100;
     return si.exists ? si.value : -1;
+}
+
+/* sem_user.py ROLE NAME: the posix semaphore NAME through python's
+ * _multiprocessing.SemLock (sem_open, sem_trywait, sem_post, sem_unlink).
+ * "maker" makes it (O_CREAT|O_EXCL, value 1), says so (file made), waits
+ * for the user (file opened), unlinks it and exits; "user" opens it by
+ * name (sem_open without O_CREAT) once made, says so, and takes and gives
+ * back its unit twice a second for 15 s, then says how many takes got
+ * it and how many found none (file used). */
+static const char sem_user_py[] =
+    "import _multiprocessing as m, os, sys, time\n"
+    "def wait_for(f):\n"
+    "    end = time.monotonic() + 10\n"
+    "    while not os.path.exists(f):\n"
+    "        if time.monotonic() > end: sys.exit(3)\n"
+    "        time.sleep(0.01)\n"
+    "if sys.argv[1] == 'maker':\n"
+    "    s = m.SemLock(1, 1, 1, sys.argv[2], False)\n"
+    "    open('made', 'w').close()\n"
+    "    wait_for('opened')\n"
+    "    m.sem_unlink(sys.argv[2])\n"
+    "else:\n"
+    "    wait_for('made')\n"
+    "    s = m.SemLock._rebuild(0, 1, 1, sys.argv[2])\n"
+    "    open('opened', 'w').close()\n"
+    "    n, f, end = 0, 0, time.monotonic() + 15\n"
+    "    while time.monotonic() < end:\n"
+    "        if s.acquire(False): n += 1; s.release()\n"
+    "        else: f += 1\n"
+    "        time.sleep(0.5)\n"
+    "    with open('used', 'w') as o: o.write('%d failed %d\\n' % (n, f))\n";
+
+/* An unlinked semaphore lives while another process has it open: one
+ * program makes it, another opens it by name, the first unlinks it and
+ * exits; the second, which never unlinked it, renews the expiry the
+ * unlink gave it, and uses it for 15 s (longer than the expiry): the
+ * semaphore is still there with its value then, and every take got its
+ * unit; it goes within the expiry once that program exits. */
+static void test_sem_unlinked_kept_by_user(void) {
+    char out[4096], name[64], key[128];
+    long long n = -1;
+    double end;
+    int rc;
+    CU_ASSERT_FATAL(write_file("sem_user.py", sem_user_py) == 0);
+    snprintf(name, sizeof name, "/%s-kept", tag);
+    snprintf(key, sizeof key, "*{%s}*", name);
+    rc = sh("export DLOCK_MAP=\"sem:/$T-kept\"\n"
+            "rm -f made opened used\n"
+            "P " PYTHON " sem_user.py user /$T-kept & U=$!\n"
+            "P " PYTHON " sem_user.py maker /$T-kept; echo maker_rc $?\n"
+            "wait $U; echo user_rc $? used $(cat used)\n",
+            out, sizeof out);
+    if (rc != 0 || strstr(out, "failed 0") == NULL) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "maker_rc 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "user_rc 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "failed 0")); /* every take got the unit */
+    CU_ASSERT(strstr(out, "used ") != NULL && atoi(strstr(out, "used ") + 5) >= 20);
+    DLT_ASSERT_INT_EQ(info_value(name), 1); /* 15 s after the unlink: still there */
+    end = dlt_now() + 13.0;
+    while (dlt_now() < end && (n = dlt_redis_keys_count(&dlt_server, key)) != 0) dlt_sleep_ms(200);
+    DLT_ASSERT_INT_EQ(n, 0);
 }
 
 /* A SIGALRM handler installed without SA_RESTART ends sem_wait and
@@ -507,6 +716,9 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_sem_unreachable),
     DLT_TEST(test_sem_two_hosts_netns),
     DLT_TEST(test_sem_python_multiprocessing),
+    DLT_TEST(test_sem_breaker),
+    DLT_TEST(test_sem_unlinked_expire),
+    DLT_TEST(test_sem_unlinked_kept_by_user),
     DLT_TEST(test_semx_eintr),
     DLT_TEST(test_semx_open_existing_only),
     DLT_TEST(test_semx_undo_kill9),

@@ -74,6 +74,32 @@ DLOCK_API int dlock_sem_unlink(dlock_client_t *c, const char *name) {
     return rc;
 }
 
+/* Through the circuit breaker, as an info call: a process's renewals
+ * (DLOCK_SEM_RENEW) must not each wait the unreachable bound. */
+DLOCK_API int dlock_sem_expire(dlock_client_t *c, const char *name, unsigned ms, int flags) {
+    long long res = ms;
+    dlock__lock *l;
+    int rc, probe;
+    if (flags & ~DLOCK_SEM_RENEW) return dlock__seterr(EINVAL, "unknown flags %#x", (unsigned)flags);
+    if (ms < DLOCK_LEASE_MIN_MS || ms > DLOCK_LEASE_MAX_MS)
+        return dlock__seterr(EINVAL, "expiry %u ms is outside [%u, %u] ms", ms, DLOCK_LEASE_MIN_MS, DLOCK_LEASE_MAX_MS);
+    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_SEM, 0, &l)) != 0) return rc;
+    if (c->be.ops->sem_admin == NULL) {
+        rc = no_sem(c);
+    } else if ((rc = dlock__breaker_check(&c->be.node, &probe)) == 0) { /* else not asked: the breaker is open */
+        dlock__mono ub = dlock__unreachable_deadline(&c->be.node);
+        rc = c->be.ops->sem_admin(&c->be, &l->k, flags & DLOCK_SEM_RENEW ? DLOCK__SEM_KEEP : DLOCK__SEM_EXPIRE, &res,
+                                  NULL, probe ? dlock__now() : ub);
+        pthread_mutex_lock(&c->mu);
+        dlock__breaker_note(&c->be.node, rc, probe ? 0 : ub);
+        pthread_mutex_unlock(&c->mu);
+    }
+    dlock__entry_close(c, l, 0);
+    if (rc == 0 && res < 0) rc = dlock__seterr(ENOENT, "no semaphore '%.64s'", name);
+    else if (rc == 0 && res == 0) rc = dlock__seterr(ENOENT, "semaphore '%.64s' has no expiry to renew", name);
+    return rc;
+}
+
 DLOCK_API int dlock_sem_break(dlock_client_t *c, const char *name, unsigned *taken_back) {
     long long res = 0;
     int rc = admin(c, name, DLOCK__SEM_BREAK, &res);

@@ -702,7 +702,8 @@ static int sem_caller_get(struct sem_caller **out) {
  * number (ARGV[8], ARGV[9]) for the `done` record, and the value to make
  * it again with if the server lost it (ARGV[10]). */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-                      long long arg, unsigned lease_ms, long long remake, long long *result, dlock__mono deadline) {
+                      long long arg, unsigned lease_ms, long long remake, long long *result, dlock__sent *sent,
+                      dlock__mono deadline) {
     const char *args[SEM_NARGS + 3], *id;
     size_t lens[SEM_NARGS + 3], idlen = who(dlock__self_peek(), &id);
     struct sem_bufs b;
@@ -715,7 +716,7 @@ static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, c
     args[n] = sc->id; lens[n++] = strlen(sc->id);
     args[n] = seq; lens[n++] = dlock__dec(seq, ++sc->seq);
     if (remake >= 0) { args[n] = value; lens[n++] = dlock__dec(value, (unsigned long long)remake); }
-    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, NULL)) != 0)
+    if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM, &r, deadline, DLOCK__NKS, n, args, lens, sent)) != 0)
         return rc;
     /* (a take answers -N while a semaphore made again holds its units
      * back N ms more) */

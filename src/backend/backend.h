@@ -353,7 +353,8 @@ typedef struct dlock__backend_ops {
      * Leases are renewed through `renew` (dlock__renewal.unit).  NULL
      * where a deployment has no semaphores (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-               long long arg, unsigned lease_ms, long long remake, long long *result, dlock__mono deadline);
+               long long arg, unsigned lease_ms, long long remake, long long *result, dlock__sent *sent,
+               dlock__mono deadline);
     /* What the server knows of a semaphore (sem_info_lua): at most max
      * people listed; out->people is malloc'ed (free it).  NULL where a
      * deployment has no semaphores. */
@@ -362,7 +363,10 @@ typedef struct dlock__backend_ops {
     /* Administration of a semaphore (sem_admin_lua), asked once: how
      * DLOCK__SEM_UNLINK (*result 1 deleted, 0 it did not exist) or
      * DLOCK__SEM_BREAK (*result the units taken back, -1 it does not
-     * exist).  NULL where a deployment has no semaphores. */
+     * exist) or DLOCK__SEM_EXPIRE / DLOCK__SEM_KEEP (*result on entry:
+     * the expiry in ms; on return 1 set, 0 KEEP of one without an
+     * expiry, -1 it does not exist).  NULL where a deployment has no
+     * semaphores. */
     int (*sem_admin)(dlock__backend *c, const dlock__keys *k, int how, long long *result, dlock__sent *sent,
                      dlock__mono deadline);
     /* Who waits for whom (waits_lua, scripts.c; the core's deadlock.c).
@@ -399,7 +403,7 @@ struct dlock__sem_state {
     dlock_sem_owner_t *people;
     size_t npeople;
 };
-enum { DLOCK__SEM_UNLINK, DLOCK__SEM_BREAK };
+enum { DLOCK__SEM_UNLINK, DLOCK__SEM_BREAK, DLOCK__SEM_EXPIRE, DLOCK__SEM_KEEP };
 /* The single-server sem_info and sem_admin ops (seminfo.c), which a
  * Cluster runs on the slot's master. */
 int dlock__single_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,

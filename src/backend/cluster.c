@@ -366,11 +366,13 @@ static int cl_cond(dlock__backend *c, const dlock__keys *k, const char *op, cons
 }
 
 static int cl_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-                  long long arg, unsigned lease_ms, long long remake, long long *result, dlock__mono deadline) {
+                  long long arg, unsigned lease_ms, long long remake, long long *result, dlock__sent *sent,
+                  dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0, 0 };
     ON_SLOT(c, lock_slot(k), deadline,
-            dlock__single_backend.sem(m, k, op, token, ttl_ms, arg, lease_ms, remake, result, deadline));
+            dlock__single_backend.sem(m, k, op, token, ttl_ms, arg, lease_ms, remake, result, &st_, deadline));
+    if (sent != NULL) *sent = st_;
     return rc;
 }
 

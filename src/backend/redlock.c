@@ -696,8 +696,10 @@ static int rl_cond(dlock__backend *c, const dlock__keys *k, const char *op, cons
  * that reached only some masters, or a master that restarted empty,
  * would make more units than posted (docs/design.md).  Not offered. */
 static int rl_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
-                  long long arg, unsigned lease_ms, long long remake, long long *result, dlock__mono deadline) {
+                  long long arg, unsigned lease_ms, long long remake, long long *result, dlock__sent *sent,
+                  dlock__mono deadline) {
     (void)c; (void)k; (void)op; (void)token; (void)ttl_ms; (void)arg; (void)lease_ms; (void)remake; (void)result;
+    (void)sent;
     (void)deadline;
     return dlock__seterr(ENOTSUP, "semaphores are not supported on a Redlock deployment: they need one "
                          "server, Sentinel or a Redis Cluster");

@@ -996,6 +996,7 @@ static const char sem_lua[] =
     "end\n"
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local pt = redis.call('PTTL', KEYS[1])\n" /* an expiry (sem_admin's expire): every key keeps it */
     "local dtok = tok\n"
     "if op == 'return' then dtok = 'r:' .. tok end\n"
     "local caller, seq = ARGV[8], tonumber(ARGV[9] or '0')\n"
@@ -1138,6 +1139,11 @@ static const char sem_lua[] =
     "    redis.call('HSET', KEYS[5], '#', n .. ' ' .. base)\n"
     "  end\n"
     "end\n"
+    "if pt > 0 then\n"
+    "  for i = 1, 7 do\n"
+    "    if redis.call('PTTL', KEYS[i]) == -1 then redis.call('PEXPIRE', KEYS[i], pt) end\n"
+    "  end\n"
+    "end\n"
     "return res\n";
 
 /* What `dlock status` shows of a semaphore (dlock_sem_owners), read
@@ -1183,18 +1189,22 @@ static const char sem_info_lua[] =
     "end\n"
     "return {redis.call('GET', KEYS[1]), now, nw, #leased / 2, ws, us, redis.call('HGET', KEYS[6], '!remade')}\n";
 
-/* Administration of a semaphore.  KEYS: DLOCK__KS_*.  ARGV: 'unlink' or
- * 'break'.  unlink: deletes every key of it (as sem_unlink removes a
- * name), leaves the mark <value key>:unlinked for ARGV[3] ms (while it
- * is there, sem_lua does not make the name again for objects still open
- * on it: it was removed on purpose, not lost) and wakes its waiters,
- * whose next take finds it gone and queues them again (a post on the
- * name, or a new init with units, then serves them); returns 1, or 0
- * when it did not exist (no value).  break: takes
+/* Administration of a semaphore.  KEYS: DLOCK__KS_*.  ARGV: 'unlink',
+ * 'break', 'expire' or 'keep'.  unlink: deletes every key of it (as
+ * sem_unlink removes a name), leaves the mark <value key>:unlinked for
+ * ARGV[3] ms (while it is there, sem_lua does not make the name again for
+ * objects still open on it: it was removed on purpose, not lost) and wakes
+ * its waiters, whose next take finds it gone and queues them again (a
+ * post on the name, or a new init with units, then serves them); returns
+ * 1, or 0 when it did not exist (no value).  break: takes
  * back every unit leased under undo -- their holders' leases are gone,
  * the units back in the value (at most ARGV[2]) -- and wakes the waiters,
  * whose next take hands those units on in queue order; returns how many,
- * or -1 when it does not exist. */
+ * or -1 when it does not exist.  expire: every key of it expires ARGV[2]
+ * ms from now (sem_lua gives that expiry to the keys an op makes, and
+ * keeps it over the value's SET); keep: the same, but only for a
+ * semaphore that has an expiry already (renewing it); both return 1, 0
+ * (keep) when it has none, -1 when it does not exist. */
 static const char sem_admin_lua[] =
     "local exists = redis.call('EXISTS', KEYS[1])\n"
     "if ARGV[1] == 'unlink' then\n"
@@ -1204,6 +1214,11 @@ static const char sem_admin_lua[] =
     "  return exists\n"
     "end\n"
     "if exists == 0 then return -1 end\n"
+    "if ARGV[1] == 'expire' or ARGV[1] == 'keep' then\n"
+    "  if ARGV[1] == 'keep' and redis.call('PTTL', KEYS[1]) < 0 then return 0 end\n"
+    "  for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], ARGV[2]) end\n"
+    "  return 1\n"
+    "end\n"
     "local toks = redis.call('ZRANGE', KEYS[7], 0, -1)\n"
     "if #toks == 0 then return 0 end\n"
     "for _, tok in ipairs(toks) do redis.call('HDEL', KEYS[6], tok) end\n"

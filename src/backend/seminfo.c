@@ -53,14 +53,17 @@ int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, lo
                             dlock__sent *sent, dlock__mono deadline) {
     const char *args[DLOCK__NKS + 3];
     size_t lens[DLOCK__NKS + 3];
-    char max[16], mark[16];
+    char max[24], mark[16];
     redisReply *r;
     int nk = sem_keys(k, args, lens), rc;
 
-    args[nk] = how == DLOCK__SEM_UNLINK ? "unlink" : "break";
+    static const char *const ops[] = { "unlink", "break", "expire", "keep" };
+    args[nk] = ops[how];
     lens[nk] = strlen(args[nk]);
-    args[nk + 1] = max;
-    lens[nk + 1] = (size_t)snprintf(max, sizeof max, "%d", DLOCK_SEM_VALUE_MAX);
+    args[nk + 1] = max; /* break: the largest value; expire, keep: the expiry (ms) */
+    lens[nk + 1] = (size_t)snprintf(max, sizeof max, "%lld",
+                                    how == DLOCK__SEM_EXPIRE || how == DLOCK__SEM_KEEP ? *result
+                                                                                       : (long long)DLOCK_SEM_VALUE_MAX);
     args[nk + 2] = mark;
     lens[nk + 2] = (size_t)snprintf(mark, sizeof mark, "%u", DLOCK__SEM_UNLINKED_MS);
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_SEM_ADMIN, &r, deadline, nk, nk + 3, args, lens, sent)) != 0)

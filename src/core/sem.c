@@ -56,15 +56,42 @@
  * take a unit handed to it; renewed every third of it. */
 #define REG_TTL_MS DLOCK__SEM_TTL_MS
 
-/* One op on the server, bounded by the unreachable bound (a timed call's
- * end, set by the caller, bounds it further); lease: take and withdraw
- * lease the unit they take that long (0: not); remake: the value the
- * caller opened the semaphore with, to make it again with if the server
- * lost it (-1: not). */
+/* One op on the server, through the client's circuit breaker as a lock
+ * request goes (lock.c): while the breaker is open it fails with ENOLCK
+ * at once, without asking, but for the probe, one call a second.  It is
+ * bounded by the unreachable bound (a timed call's end, set by the
+ * caller, bounds it further), and one that waited the whole bound in
+ * vain opens the breaker, so a process pays that wait once per back-off
+ * period.  The probe and a trywait's take (once) make one attempt, as a
+ * trylock does; but one whose request may have gone out (a connection
+ * was had) and got no answer may have been done -- a take that took a
+ * unit no release would give back -- so it is asked again within the
+ * bound (sem_lua's `done` answers an op it did with 1, doing nothing).
+ * lease: take and withdraw lease the unit they take that long (0: not);
+ * remake: the value the caller opened the semaphore with, to make it
+ * again with if the server lost it (-1: not). */
+static int op_once(struct dlock_client *c, dlock__lock *l, const char *what, const char *token, long long arg,
+                   unsigned lease, long long remake, long long *res, int once) {
+    dlock__sent sent = { 0, 0, 0 };
+    dlock__mono ub, bound;
+    int probe, rc;
+    if ((rc = dlock__breaker_check(&c->be.node, &probe)) != 0) return rc;
+    bound = ub = dlock__unreachable_deadline(&c->be.node);
+    if (probe || once) bound = dlock__now();
+    rc = c->be.ops->sem(&c->be, &l->k, what, token, REG_TTL_MS, arg, lease, remake, res, &sent, bound);
+    if (rc == ENOLCK && bound != ub && sent.at != 0) { /* a connection was had: it may have gone out */
+        bound = ub;
+        rc = c->be.ops->sem(&c->be, &l->k, what, token, REG_TTL_MS, arg, lease, remake, res, NULL, bound);
+    }
+    pthread_mutex_lock(&c->mu);
+    dlock__breaker_note(&c->be.node, rc, bound == ub ? ub : 0);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
 static int op(struct dlock_client *c, dlock__lock *l, const char *what, const char *token, long long arg,
               unsigned lease, long long remake, long long *res) {
-    return c->be.ops->sem(&c->be, &l->k, what, token, REG_TTL_MS, arg, lease, remake, res,
-                          dlock__unreachable_deadline(&c->be.node));
+    return op_once(c, l, what, token, arg, lease, remake, res, 0);
 }
 
 static int no_sem(struct dlock_client *c) {
@@ -237,6 +264,7 @@ struct sem_wait {
     dlock__mono deadline;
     dlock__mono sent;        /* when the last take or withdraw was first sent */
     dlock__fairwait fw; /* on l->fair while it waits: the subscriber pokes it */
+    int try;            /* a trywait: its take makes one attempt (op_once) */
     char token[DLOCK__OWNER_LEN + 1];
 };
 
@@ -244,7 +272,7 @@ struct sem_wait {
  * in w->sent (a unit it leases is valid from then on, at most). */
 static int wait_op(struct sem_wait *w, const char *what, long long arg, long long *res) {
     w->sent = dlock__now();
-    return op(w->c, w->l, what, w->token, arg, w->lease, (long long)w->want->sem_value, res);
+    return op_once(w->c, w->l, what, w->token, arg, w->lease, (long long)w->want->sem_value, res, w->try);
 }
 
 static int timed_out(const dlock__lock *l) {
@@ -374,6 +402,7 @@ int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w
     w.want = want;
     w.lease = want->undo ? want->lease_ms : 0;
     w.deadline = deadline;
+    w.try = try;
     dlock__owner_token(c, self, ++self->calls, w.token);
     /* A timed call ends by its deadline (or its start, if later) plus
      * DLOCK__LATE_MS, as a timed lock call does (lock.c). */
