@@ -201,16 +201,19 @@ int dlpl_mutex_init(void) {
 
 /* ------------------------------------------------------------- locking */
 
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)arg;
+void dlpl_lost_apply(const char *what, const char *name, const char *meaning) {
     if (dlpl_conf.on_lost == DLPL_ON_LOST_ABORT) {
-        dlpl_msg("lost the cluster lock of mutex '%s' (%s); DLOCK_ON_LOST=abort", name, dlpl_lost_why());
+        dlpl_msg("lost %s '%s' (%s); DLOCK_ON_LOST=abort", what, name, dlpl_lost_why());
         dlpl_stop_tree(getpid(), 0); /* what the program started, as for a file lock */
         abort();
     }
-    dlpl_msg("lost the cluster lock of mutex '%s' (%s): it no longer excludes other hosts "
-             "(DLOCK_ON_LOST=warn)", name, dlpl_lost_why());
+    dlpl_msg("lost %s '%s' (%s): %s (DLOCK_ON_LOST=warn)", what, name, dlpl_lost_why(), meaning);
+}
+
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)arg;
+    dlpl_lost_apply("the cluster lock of mutex", name, "it no longer excludes other hosts");
 }
 
 /* glibc's __data.__kind: the type in the low two bits (0 NORMAL, which is

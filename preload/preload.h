@@ -174,6 +174,10 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
  * escapes by forking), then SIGABRT and SIGCONT; whoever is still there a
  * second later gets SIGKILL.  Returns how many processes were signalled. */
 int dlpl_stop_tree(pid_t root, int with_root);
+/* A held lock or unit was lost (what: "the cluster lock of mutex", ...;
+ * meaning: what that means for the program): DLOCK_ON_LOST's policy, a
+ * message, and with abort the program and what it started stopped. */
+void dlpl_lost_apply(const char *what, const char *name, const char *meaning);
 
 /* The request protocol between a process and its keeper (SOCK_SEQPACKET). */
 enum { DLPL_OP_LOCK = 1, DLPL_OP_ARM = 2, DLPL_OP_UNLOCK = 3, DLPL_OP_CANCEL = 4 };

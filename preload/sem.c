@@ -123,6 +123,16 @@ static struct sm *find(const sem_t *s) {
     return NULL;
 }
 
+/* A unit this process took under undo (a `sem+undo:` rule) was lost: its
+ * lease lapsed (the server could not be reached long enough, or lost its
+ * data), so another process may have it.  DLOCK_ON_LOST applies as to a
+ * mutex. */
+static void sem_unit_lost(dlock_sem_t *s, const char *name, void *arg) {
+    (void)s;
+    (void)arg;
+    dlpl_lost_apply("a unit of semaphore", name, "it no longer counts against other hosts");
+}
+
 /* Makes e's dlock semaphore (on sem_open, and again on a later call if
  * the server could not be reached then).  1 if it is there. */
 static int make(struct sm *e) {
@@ -133,7 +143,10 @@ static int make(struct sm *e) {
     if (atomic_load(&e->state) == 2 && dlpl_client != NULL) {
         dlock_semattr_init(&a);
         dlock_semattr_setclient(&a, dlpl_client);
-        if (e->undo) (void)dlock_semattr_setundo(&a, 1);
+        if (e->undo) {
+            (void)dlock_semattr_setundo(&a, 1);
+            (void)dlock_semattr_setlostcallback(&a, sem_unit_lost, NULL);
+        }
         rc = dlock_sem_init(&e->ds, e->name, e->value, &a);
         dlock_semattr_destroy(&a);
         if (rc == 0) {

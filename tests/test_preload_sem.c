@@ -709,6 +709,41 @@ static void test_semx_undo_kill9(void) {
     DLT_ASSERT_INT_EQ(cluster_value(plain), 0);
 }
 
+/* A `sem+undo:` unit whose lease the server lost (FLUSHALL: the data
+ * gone) is told lost to the program by DLOCK_ON_LOST: warn prints it,
+ * abort stops the holder. */
+static void test_semx_undo_lost_told(void) {
+    char out[8192];
+    redisReply *r;
+    int rc;
+    setup_dir();
+    rc = sh("export DLOCK_MAP=\"sem+undo:/$T-l1=$T-lost1;sem+undo:/$T-l2=$T-lost2\"\n"
+            "DLOCK_ON_LOST=warn LD_PRELOAD=\"$SO\" \"$PROGX\" hold /$T-l1 1 > w.out 2>&1 < /dev/null &"
+            " echo $! > w.pid\n"
+            "DLOCK_ON_LOST=abort LD_PRELOAD=\"$SO\" \"$PROGX\" hold /$T-l2 1 > a.out 2>&1 < /dev/null &"
+            " echo $! > a.pid\n"
+            "i=0; until grep -q holding w.out && grep -q holding a.out; do\n"
+            "  i=$((i+1)); [ $i -gt 200 ] && { echo never held; exit 1; }; sleep 0.05; done\n"
+            "echo held\n",
+            out, sizeof out);
+    if (rc != 0) SHOW(out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    r = dlt_redis_cmd(&dlt_server, "FLUSHALL");
+    CU_ASSERT_PTR_NOT_NULL(r);
+    if (r != NULL) freeReplyObject(r);
+    /* Told by the unit's next renewal (a third of the 10 s lease) or, at
+     * the latest, by the holder's own clock at the lease's end. */
+    rc = sh("i=0; until grep -q 'lost a unit' w.out && ! kill -0 $(cat a.pid) 2>/dev/null; do\n"
+            "  i=$((i+1)); [ $i -gt 300 ] && { echo not told; break; }; sleep 0.05; done\n"
+            "kill -9 $(cat w.pid) 2>/dev/null; wait 2>/dev/null\n"
+            "echo '-- warn:'; cat w.out; echo '-- abort:'; cat a.out\n",
+            out, sizeof out);
+    if (strstr(out, "not told") != NULL) SHOW(out);
+    CU_ASSERT_PTR_NULL(strstr(out, "not told"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_ON_LOST=warn"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_ON_LOST=abort"));
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_sem_two_hosts_bound),
     DLT_TEST(test_sem_calls_and_errno),
@@ -722,6 +757,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_semx_eintr),
     DLT_TEST(test_semx_open_existing_only),
     DLT_TEST(test_semx_undo_kill9),
+    DLT_TEST(test_semx_undo_lost_told),
     { NULL, NULL },
 };
 
