@@ -628,21 +628,6 @@ struct lreq {
     int probe;            /* the request is the breaker's probe */
 };
 
-/* POSIX: the process already holds enough cluster-wide (a downgrade
- * keeps the cluster lock exclusive): only the kernel's part.  Called with
- * mu held; returns without it. */
-static int lock_posix_enough(struct lreq *q) {
-    int kr, kerr;
-    unlock_mu();
-    kr = q->k->call(q->k->arg);
-    kerr = errno;
-    lock_mu();
-    rec_release(q->r);
-    unlock_mu();
-    errno = kerr;
-    return kr;
-}
-
 /* No record yet (mu held): a new one, with its keeper.  0; ENOLCK if the
  * breaker is open; EKEEPER (with *err) if no keeper could be started. */
 static int lock_new_rec(struct lreq *q, int *err) {
@@ -725,13 +710,11 @@ static int lock_path(struct lreq *q) {
     lock_mu();
     q->r = rec_claim(q->kind, q->st, q->fd);
     q->prev = q->r != NULL ? q->r->mode : 0;
-    if (q->r != NULL && q->r->mode >= q->want && q->kind == DLPL_K_POSIX) return lock_posix_enough(q);
     if (q->r == NULL && (rc = lock_new_rec(q, &err)) != 0) {
         unlock_mu();
         return lock_fallback(q, rc, err);
     }
     unlock_mu();
-    if (q->kind == DLPL_K_POSIX && q->r->mode > q->want) q->want = q->r->mode;
     rc = ask(q->r, DLPL_OP_LOCK, q->want, q->try, !q->try, q->probe, &mode);
     breaker_after(rc, q->try, q->probe);
     if (rc == ESILENT) return lock_abandoned(q);
@@ -907,6 +890,11 @@ static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
      * would wait for itself). */
     snprintf(fname, sizeof fname, "%s#fcntl", name);
     if (strlen(fname) > DLOCK_NAME_MAX) return fcntl_call(&fa);
+    if (kind == DLPL_K_POSIX) {
+        /* byte ranges on the server, owned by this process (range.c) */
+        if (getlk) return dlpl_range_getlk(fd, fname, fl, fcntl_call, &fa);
+        return dlpl_range_setlk(fd, &st, fname, fl, wait, fcntl_call, &fa);
+    }
     if (getlk) return do_getlk(fd, cmd, fl, is64, kind, &st, fname);
     if (fl->l_type == F_UNLCK) {
         rc = fcntl_call(&fa);
@@ -1033,16 +1021,16 @@ int dlpl_lockf64(int fd, int cmd, off_t len) {
 int close(int fd) {
     struct rec *hit[8], *r;
     struct stat st;
-    int n = 0, i, rc, e;
+    int n = 0, i, rc, e, sr;
 
     dlpl_fd_forget(fd);
-    if (DLPL_LIKELY(dlpl_nrec == 0) || dlpl_guard || dlpl_state != DLPL_ACTIVE) {
+    if (DLPL_LIKELY(dlpl_nrec == 0 && dlpl_nrange == 0) || dlpl_guard || dlpl_state != DLPL_ACTIVE) {
         rc = DLPL_REAL(close) ? DLPL_REAL(close)(fd) : (errno = ENOSYS, -1);
         dlpl_fd_forget(fd); /* (errno untouched) */
         return rc;
     }
     dlpl_guard++;
-    if (fstat(fd, &st) == 0) {
+    if ((sr = fstat(fd, &st)) == 0) {
         lock_mu();
         for (r = recs; r != NULL && n < 8; r = r->next) {
             if (r->busy || r->dev != st.st_dev || r->ino != st.st_ino) continue;
@@ -1056,6 +1044,7 @@ int close(int fd) {
     e = errno;
     dlpl_fd_forget(fd);
     for (i = 0; i < n; i++) arm(hit[i], 0);
+    if (sr == 0 && rc == 0 && dlpl_nrange != 0) dlpl_range_close(&st);
     dlpl_guard--;
     errno = e;
     return rc;

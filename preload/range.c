@@ -1,0 +1,534 @@
+/* range.c -- POSIX record locks on mapped files (fcntl F_SETLK, F_SETLKW,
+ * F_GETLK; lockf over them): byte ranges kept on the server, in the
+ * range table of the file's lock name (range_lua in backend/scripts.c,
+ * through dlock__range), owned by this process.  See docs/preload.md,
+ * "Record locks".
+ *
+ * A POSIX record lock belongs to the process and dies with it (or with
+ * the close of any descriptor of its file), so the process itself asks
+ * the server, on its own client: no keeper.  The order is the flock
+ * hooks': the cluster first, then the kernel; an unlock the kernel first.
+ * Each request is one script run, atomic on the server: the conflict
+ * check against the other owners and the POSIX replacement (upgrade,
+ * downgrade, split, merge) of the process's own ranges happen together,
+ * so an upgrade never lets the range go.  A kernel call that fails after
+ * the server granted puts the process's former ranges back ("restore").
+ *
+ * The process's ranges on the server are leased (RANGE_LEASE_MS) and
+ * renewed by a thread of the shim (all signals blocked), which also
+ * drops the ranges of a file on which the kernel says the process holds
+ * no record lock any more (/proc/locks): a descriptor closed where no
+ * hook saw it (fclose, dup2 over it).  Killed, the process's ranges lapse
+ * with the lease; at exit they are dropped.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload.h"
+#include "api/api.h" /* dlock__range */
+
+#define RANGE_LEASE_MS 10000
+#define RANGE_RENEW_MS 2500
+#define RANGE_INF 9007199254740991LL /* "to the end of the file": 2^53 - 1, exact in the script's numbers */
+#define RANGE_STALE 8
+
+/* A mapped file on which this process has asked for record locks. */
+struct rfile {
+    struct rfile *next;
+    dev_t dev;
+    ino_t ino;
+    int busy;       /* requests in flight */
+    unsigned gen;   /* requests begun: the watch drops nothing a request is making */
+    int held;       /* the server may hold ranges of ours */
+    int visited;    /* by the renewal's current pass */
+    int nstale;     /* unlocks that did not reach the server, retried by the renewal */
+    long long stale[RANGE_STALE][2];
+    char name[DLOCK_NAME_MAX + 1];
+};
+
+static pthread_mutex_t rmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rcv = PTHREAD_COND_INITIALIZER;
+static struct rfile *rfiles;
+volatile int dlpl_nrange;
+static char owner[40];       /* NONCE.PID */
+static char who[300];        /* host:pid */
+static pid_t owner_pid;
+static int renew_started, renew_stop;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void rlock(void) {
+    DLPL_REAL(mutex_lock)(&rmu);
+}
+static void runlock(void) {
+    DLPL_REAL(mutex_unlock)(&rmu);
+}
+
+static void at_prepare(void) {
+    rlock();
+}
+static void at_parent(void) {
+    runlock();
+}
+/* The child holds none of its parent's record locks (POSIX): it forgets
+ * them, and is a new owner. */
+static void at_child(void) {
+    struct rfile *f, *n;
+    pthread_mutex_init(&rmu, NULL);
+    pthread_cond_init(&rcv, NULL);
+    for (f = rfiles; f != NULL; f = n) {
+        n = f->next;
+        free(f);
+    }
+    rfiles = NULL;
+    dlpl_nrange = 0;
+    owner_pid = 0;
+    renew_started = renew_stop = 0;
+}
+static void atfork_register(void) {
+    pthread_atfork(at_prepare, at_parent, at_child);
+}
+
+/* This process's owner id and identity (rmu held). */
+static void owner_make(void) {
+    unsigned char b[8];
+    char host[256];
+    size_t i;
+    if (owner_pid == getpid()) return;
+    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b) {
+        long long t = (long long)time(NULL) ^ ((long long)getpid() << 20) ^ (long long)(uintptr_t)&b;
+        memcpy(b, &t, sizeof b);
+    }
+    for (i = 0; i < sizeof b; i++) snprintf(owner + 2 * i, 3, "%02x", b[i]);
+    snprintf(owner + 16, sizeof owner - 16, ".%ld", (long)getpid());
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
+    host[sizeof host - 1] = '\0';
+    host[strcspn(host, "|,")] = '\0';
+    snprintf(who, sizeof who, "%s:%ld", host, (long)getpid());
+    owner_pid = getpid();
+}
+
+/* The file's entry, made if need be, with a request counted in it. */
+static struct rfile *file_get(const struct stat *st, const char *name) {
+    struct rfile *f;
+    pthread_once(&atfork_once, atfork_register);
+    rlock();
+    owner_make();
+    for (f = rfiles; f != NULL; f = f->next)
+        if (f->dev == st->st_dev && f->ino == st->st_ino && strcmp(f->name, name) == 0) break;
+    if (f == NULL && (f = calloc(1, sizeof *f)) != NULL) {
+        f->dev = st->st_dev;
+        f->ino = st->st_ino;
+        strcpy(f->name, name);
+        f->next = rfiles;
+        rfiles = f;
+        dlpl_nrange++;
+    }
+    if (f != NULL) {
+        f->busy++;
+        f->gen++;
+    }
+    runlock();
+    return f;
+}
+
+static void file_put(struct rfile *f) {
+    rlock();
+    f->busy--;
+    runlock();
+}
+
+static void num(char *buf, size_t cap, long long v) {
+    snprintf(buf, cap, "%lld", v);
+}
+
+/* One request on the file's range table; once: one attempt.  0 with
+ * *ans, or an errno value. */
+static int req(const char *name, const char *op, int type, long long s, long long e, int wait, const char *segs,
+               int once, dlock__strs *ans) {
+    char lease[16], ty[4], sb[24], eb[24];
+    const char *args[9];
+    if (dlpl_client == NULL) return ENOLCK;
+    num(lease, sizeof lease, RANGE_LEASE_MS);
+    num(ty, sizeof ty, type);
+    num(sb, sizeof sb, s);
+    num(eb, sizeof eb, e);
+    args[0] = op;
+    args[1] = owner;
+    args[2] = lease;
+    args[3] = ty;
+    args[4] = sb;
+    args[5] = eb;
+    args[6] = who;
+    args[7] = wait ? "1" : "0";
+    args[8] = segs != NULL ? segs : "";
+    return dlock__range(dlpl_client, name, once, 9, args, ans);
+}
+
+/* Remembers an unlock that did not reach the server, for the renewal to
+ * send; past RANGE_STALE of them, the file's ranges are all dropped
+ * then.  rmu held. */
+static void stale_add(struct rfile *f, long long s, long long e) {
+    if (f->nstale < RANGE_STALE) {
+        f->stale[f->nstale][0] = s;
+        f->stale[f->nstale][1] = e;
+        f->nstale++;
+    } else {
+        f->stale[0][0] = 0;
+        f->stale[0][1] = RANGE_INF;
+        f->nstale = 1;
+    }
+}
+
+/* Removes s..e from the process's ranges on the server (one attempt: an
+ * unlock never waits for an unreachable server; the renewal sends it
+ * again). */
+static void unlock_range(struct rfile *f, long long s, long long e) {
+    dlock__strs ans;
+    int rc = req(f->name, "unl", 0, s, e, 0, NULL, 1, &ans);
+    rlock();
+    if (rc != 0) stale_add(f, s, e);
+    else if (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->nstale == 0) f->held = 0;
+    runlock();
+    if (rc == 0) dlock__strs_free(&ans);
+}
+
+/* ---------------------------------------------------------- the renewal */
+
+static void lost(const char *name) {
+    if (dlpl_conf.on_lost == DLPL_ON_LOST_ABORT) {
+        dlpl_msg("'%s': the record locks of this process were lost (%s); DLOCK_ON_LOST=abort: SIGABRT to "
+                 "this program and the processes it started", name, dlpl_lost_why());
+        dlpl_stop_tree(getpid(), 0);
+        abort();
+    }
+    dlpl_msg("'%s': the record locks of this process were lost (%s): they no longer exclude other hosts "
+             "(DLOCK_ON_LOST=warn)", name, dlpl_lost_why());
+}
+
+/* Does the kernel say this process holds a POSIX record lock on f's
+ * file?  (/proc/locks; 1 when it cannot be read) */
+static int kernel_has(const struct rfile *f) {
+    char line[256], me[24];
+    FILE *p = fopen("/proc/locks", "re");
+    int has = 0;
+    if (p == NULL) return 1;
+    snprintf(me, sizeof me, " %ld ", (long)getpid());
+    while (!has && fgets(line, sizeof line, p) != NULL) {
+        unsigned maj, mnr;
+        unsigned long ino;
+        char *q = strstr(line, me);
+        if (strstr(line, " POSIX ") == NULL || strstr(line, "->") != NULL || q == NULL) continue;
+        if (sscanf(q + strlen(me), "%x:%x:%lu", &maj, &mnr, &ino) == 3 && maj == major(f->dev) &&
+            mnr == minor(f->dev) && ino == (unsigned long)f->ino)
+            has = 1;
+    }
+    fclose(p);
+    return has;
+}
+
+/* One pass over the files: unlocks owed, ranges the kernel no longer
+ * has, leases. */
+static void renew_pass(void) {
+    struct rfile *f;
+    char name[DLOCK_NAME_MAX + 1];
+    for (;;) {
+        long long st[RANGE_STALE][2];
+        int n = 0, i, gone, has;
+        unsigned gen;
+        dlock__strs ans;
+        rlock();
+        for (f = rfiles; f != NULL && !(f->held && f->busy == 0 && !f->visited); f = f->next) {}
+        if (f == NULL) break;
+        f->visited = 1;
+        gen = f->gen;
+        strcpy(name, f->name);
+        n = f->nstale;
+        memcpy(st, f->stale, sizeof st);
+        f->nstale = 0;
+        runlock();
+        for (i = 0; i < n; i++) {
+            if (req(name, "unl", 0, st[i][0], st[i][1], 0, NULL, 1, &ans) != 0) {
+                rlock();
+                stale_add(f, st[i][0], st[i][1]);
+                runlock();
+            } else {
+                dlock__strs_free(&ans);
+            }
+        }
+        has = kernel_has(f);
+        rlock();
+        gone = !has && f->gen == gen && f->busy == 0;
+        if (gone) f->held = 0;
+        runlock();
+        if (gone) {
+            if (req(name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+            continue;
+        }
+        if (req(name, "renew", 0, 0, 0, 0, NULL, 1, &ans) != 0) continue;
+        rlock();
+        gone = ans.n >= 1 && strcmp(ans.v[0], "1") == 0 && f->held && f->gen == gen && f->busy == 0;
+        if (gone || (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->gen == gen && f->nstale == 0)) f->held = 0;
+        runlock();
+        dlock__strs_free(&ans);
+        if (gone) lost(name);
+    }
+    for (f = rfiles; f != NULL; f = f->next) f->visited = 0;
+    runlock();
+}
+
+static void *renew_main(void *arg) {
+    (void)arg;
+    dlpl_guard++;
+    rlock();
+    while (!renew_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += RANGE_RENEW_MS / 1000;
+        ts.tv_nsec += (long)(RANGE_RENEW_MS % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        DLPL_REAL(cond_timedwait)(&rcv, &rmu, &ts);
+        if (renew_stop) break;
+        runlock();
+        renew_pass();
+        rlock();
+    }
+    runlock();
+    return NULL;
+}
+
+/* At exit the process's ranges go (the kernel drops its record locks
+ * then too). */
+static void at_exit(void) {
+    struct rfile *f;
+    dlock__strs ans;
+    if (owner_pid != getpid()) return;
+    dlpl_guard++;
+    rlock();
+    renew_stop = 1;
+    pthread_cond_broadcast(&rcv);
+    for (f = rfiles; f != NULL; f = f->next) {
+        if (!f->held) continue;
+        f->held = 0;
+        if (req(f->name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+    }
+    runlock();
+    dlpl_guard--;
+}
+
+/* Marks f held and starts the renewal with the first such file. */
+static void held(struct rfile *f) {
+    pthread_t t;
+    sigset_t all, old;
+    rlock();
+    f->held = 1;
+    if (!renew_started) {
+        renew_started = 1;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        if (pthread_create(&t, NULL, renew_main, NULL) == 0) pthread_detach(t);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        atexit(at_exit);
+    }
+    runlock();
+}
+
+/* ------------------------------------------------------------ requests */
+
+/* fl's range as absolute offsets s..e (inclusive; RANGE_INF: to the end
+ * of the file, however long).  0, or -1 when the kernel must answer (a
+ * bad whence or a range before the start). */
+static int range_of(int fd, const struct flock *fl, long long *s, long long *e) {
+    long long base, start;
+    struct stat st;
+    switch (fl->l_whence) {
+    case SEEK_SET: base = 0; break;
+    case SEEK_CUR: base = lseek(fd, 0, SEEK_CUR); break;
+    case SEEK_END: base = fstat(fd, &st) == 0 ? (long long)st.st_size : -1; break;
+    default: return -1;
+    }
+    if (base < 0) return -1;
+    start = base + fl->l_start;
+    if (fl->l_len > 0) {
+        *s = start;
+        *e = fl->l_len - 1 > RANGE_INF - start ? RANGE_INF : start + fl->l_len - 1;
+    } else if (fl->l_len == 0) {
+        *s = start;
+        *e = RANGE_INF;
+    } else {
+        *s = start + fl->l_len;
+        *e = start - 1;
+    }
+    if (*s < 0 || *e < *s) return -1;
+    if (*s > RANGE_INF) *s = RANGE_INF;
+    if (*e > RANGE_INF) *e = RANGE_INF;
+    return 0;
+}
+
+/* The server could not be asked (rc): DLOCK_ON_ERROR decides; 0 (the
+ * kernel lock alone) or the errno to fail with. */
+static int fallback(const char *name, int rc) {
+    dlpl_server_down(name, rc);
+    return dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED ? ENOLCK : 0;
+}
+
+/* Sleeps ms with the caller's signal mask: 1 when a signal handler ran
+ * that would not have restarted a system call. */
+static int nap(int ms) {
+    struct timespec ts = { 0, (long)ms * 1000000L };
+    sigset_t all, old;
+    int n, e;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    n = ppoll(NULL, 0, &ts, &old);
+    e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return n < 0 && e == EINTR && !dlpl_restartable(&old);
+}
+
+/* The server granted (ans: the process's former segments in the range):
+ * the kernel's part; if it fails, the former segments go back. */
+static int granted(struct rfile *f, long long s, long long e, const dlock__strs *ans, int (*kcall)(void *),
+                   void *karg) {
+    int kr = kcall(karg), ke = errno;
+    dlock__strs r;
+    if (kr != 0) {
+        if (req(f->name, "restore", 0, s, e, 0, ans->n >= 2 ? ans->v[1] : "", 1, &r) == 0) dlock__strs_free(&r);
+        else {
+            rlock();
+            stale_add(f, s, e); /* not put back: at least not kept */
+            runlock();
+        }
+    }
+    errno = ke;
+    return kr;
+}
+
+/* F_SETLK / F_SETLKW of a read or write lock, range s..e. */
+static int setlk(struct rfile *f, int type, long long s, long long e, int wait, int (*kcall)(void *), void *karg) {
+    int ms = 1, rc, err;
+    dlock__strs ans;
+    for (;;) {
+        rc = req(f->name, "set", type, s, e, wait, NULL, !wait, &ans);
+        if (rc != 0) {
+            if ((err = fallback(f->name, rc)) != 0) {
+                errno = err;
+                return -1;
+            }
+            return kcall(karg);
+        }
+        dlpl_server_up();
+        if (ans.n >= 1 && strcmp(ans.v[0], "0") == 0) {
+            held(f);
+            rc = granted(f, s, e, &ans, kcall, karg);
+            dlock__strs_free(&ans);
+            return rc;
+        }
+        err = ans.n >= 1 && strcmp(ans.v[0], "2") == 0 ? EDEADLK : EAGAIN;
+        dlock__strs_free(&ans);
+        if (err == EDEADLK || !wait) {
+            errno = err;
+            return -1;
+        }
+        if (nap(ms)) {
+            if (req(f->name, "nowait", 0, 0, 0, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+            errno = EINTR;
+            return -1;
+        }
+        ms = ms * 2 > 50 ? 50 : ms * 2;
+    }
+}
+
+int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flock *fl, int wait,
+                     int (*kcall)(void *), void *karg) {
+    long long s, e;
+    struct rfile *f;
+    int rc, err;
+    if (range_of(fd, fl, &s, &e) != 0 || (f = file_get(st, name)) == NULL) return kcall(karg);
+    if (fl->l_type == F_UNLCK) {
+        rc = kcall(karg);
+        err = errno;
+        if (rc == 0 && f->held) unlock_range(f, s, e);
+        file_put(f);
+        errno = err;
+        return rc;
+    }
+    rc = setlk(f, fl->l_type == F_WRLCK ? 2 : 1, s, e, wait, kcall, karg);
+    err = errno;
+    file_put(f);
+    errno = err;
+    return rc;
+}
+
+/* F_GETLK: the kernel's answer for this host; if it sees no conflict,
+ * the server's, for the other hosts (l_pid -1: the holder may be on
+ * another host). */
+int dlpl_range_getlk(int fd, const char *name, struct flock *fl, int (*kcall)(void *), void *karg) {
+    long long s, e;
+    short asked = fl->l_type;
+    dlock__strs ans;
+    int rc;
+    if (range_of(fd, fl, &s, &e) != 0) return kcall(karg);
+    if (kcall(karg) != 0) return -1;
+    if (fl->l_type != F_UNLCK) return 0;
+    rlock();
+    owner_make();
+    runlock();
+    if ((rc = req(name, "get", asked == F_WRLCK ? 2 : 1, s, e, 0, NULL, 0, &ans)) != 0) {
+        if ((rc = fallback(name, rc)) != 0) {
+            errno = rc;
+            return -1;
+        }
+        return 0;
+    }
+    dlpl_server_up();
+    if (ans.n >= 5 && strcmp(ans.v[0], "1") == 0) {
+        long long cs = atoll(ans.v[2]), ce = atoll(ans.v[3]);
+        fl->l_type = strcmp(ans.v[1], "2") == 0 ? F_WRLCK : F_RDLCK;
+        fl->l_whence = SEEK_SET;
+        fl->l_start = (off_t)cs;
+        fl->l_len = ce >= RANGE_INF ? 0 : (off_t)(ce - cs + 1);
+        fl->l_pid = -1;
+    }
+    dlock__strs_free(&ans);
+    return 0;
+}
+
+/* After close(): the kernel dropped every record lock of the process on
+ * the file (any descriptor of it closes them all); so does the server. */
+void dlpl_range_close(const struct stat *st) {
+    struct rfile *f;
+    char name[DLOCK_NAME_MAX + 1];
+    dlock__strs ans;
+    for (;;) {
+        rlock();
+        for (f = rfiles; f != NULL && !(f->held && f->dev == st->st_dev && f->ino == st->st_ino); f = f->next) {}
+        if (f != NULL) {
+            f->held = 0;
+            f->gen++;
+            strcpy(name, f->name);
+        }
+        runlock();
+        if (f == NULL) return;
+        if (req(name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) {
+            dlock__strs_free(&ans);
+        } else {
+            rlock();
+            f->held = 1;
+            stale_add(f, 0, RANGE_INF);
+            runlock();
+            return;
+        }
+    }
+}
