@@ -74,7 +74,9 @@ static void setup_dir(void) {
     fclose(f);
     /* A and B: the two "hosts" of one file (under their
      * roots, rule file:locks/ANY.lock); P: a program under the library with DLOCK_MAP from $MAP;
-     * rows N TAG: the input of a sqlite3 writer of N rows. */
+     * rows N TAG: the input of a sqlite3 writer of N rows; tx TAG: of one
+     * that makes 100 write transactions, each adding one to s/counter
+     * (read, some work, write back: overlapping transactions lose one). */
     snprintf(prelude, sizeof prelude,
              "cd '%s' || exit 99\n"
              "SO='%s'\n"
@@ -83,6 +85,11 @@ static void setup_dir(void) {
              "P() { LD_PRELOAD=\"$SO\" DLOCK_MAP=\"$MAP\" \"$@\"; }\n"
              "rl() { " PY " '%s/rl.py' \"$@\"; }\n"
              "now() { date +%%s%%N; }\n"
+             "tx() { i=0; echo '.timeout 20000'; while [ $i -lt 100 ]; do\n"
+             "  echo \"BEGIN IMMEDIATE; CREATE TEMP TABLE v AS SELECT CAST(readfile('s/counter') AS INTEGER) AS n;\"\n"
+             "  echo \"SELECT count(*) FROM generate_series(1, 20000);\"\n"
+             "  echo \"SELECT writefile('s/counter', (SELECT n + 1 FROM v)); DROP TABLE v;\"\n"
+             "  echo \"INSERT INTO t VALUES('$1', $i); COMMIT;\"; i=$((i+1)); done; }\n"
              "rows() { i=0; echo '.timeout 5000'\n"
              "  while [ $i -lt $1 ]; do echo \"INSERT INTO t VALUES('$2',$i);\"; i=$((i+1)); done; }\n",
              dir, DLPL_SO, dir, dir, dir);
@@ -275,11 +282,7 @@ static void test_sqlite_two_dbs_one_name(void) {
     rc = sh("rm -rf s && mkdir s && echo 0 > s/counter || exit 2\n"
             "for h in a b; do " SQLITE " s/$h.db 'CREATE TABLE t(a, b);' || exit 2; done\n"
             "MAP=\"file:$PWD/s/*.db=shared/db\"\n"
-            "tx() { i=0; echo '.timeout 20000'; while [ $i -lt 100 ]; do\n"
-            "  echo \"BEGIN IMMEDIATE; CREATE TEMP TABLE v AS SELECT CAST(readfile('s/counter') AS INTEGER) AS n;\"\n"
-            "  echo \"SELECT count(*) FROM generate_series(1, 20000);\"\n"
-            "  echo \"SELECT writefile('s/counter', (SELECT n + 1 FROM v)); DROP TABLE v;\"\n"
-            "  echo \"INSERT INTO t VALUES('$1', $i); COMMIT;\"; i=$((i+1)); done; }\n"
+
             "tx a | P " SQLITE " s/a.db >/dev/null 2>erra & PA=$!\n"
             "tx b | P " SQLITE " s/b.db >/dev/null 2>errb & PB=$!\n"
             "wait $PA; echo rca $?\n"
@@ -293,6 +296,43 @@ static void test_sqlite_two_dbs_one_name(void) {
     DLT_ASSERT_INT_EQ(num(out, "counter"), 200);
     DLT_ASSERT_INT_EQ(num(out, "errs"), 0);
     if (num(out, "counter") != 200 || rc != 0) SHOW(out);
+}
+
+/* The same from two network namespaces joined by a veth pair, the
+ * redis-server in one of them: two real "hosts" whose sqlite3 writers
+ * use different databases that one rule maps to one lock name. */
+static void test_sqlite_two_hosts_netns(void) {
+    char setup[4096], script[8192], out[16384];
+    int rc;
+    if (!dlt_netns_ok("test_sqlite_two_hosts_netns", NULL)) return;
+    CU_ASSERT_FATAL(dlt_netns_setup(setup, sizeof setup, "dlrl", 214, 6391, "\"$PWD/net\"") == 0);
+    snprintf(script, sizeof script,
+             "%s"
+             "rm -rf s && mkdir s && echo 0 > s/counter || exit 2\n"
+             "for h in a b; do " SQLITE " s/$h.db 'CREATE TABLE t(a, b);' || exit 2; done\n"
+             "H() { h=$1; shift; ip netns exec $ns$h env DLOCK_URL=redis://$SRV:$PORT LD_PRELOAD=\"$SO\""
+             " DLOCK_MAP=\"file:$PWD/s/*.db=shared/db\" \"$@\"; }\n"
+             "tx a | H a " SQLITE " s/a.db >/dev/null 2>erra & PA=$!\n"
+             "tx b | H b " SQLITE " s/b.db >/dev/null 2>errb & PB=$!\n"
+             "wait $PA; echo rca $?\n"
+             "wait $PB; echo rcb $?\n"
+             "echo counter $(cat s/counter)\n"
+             "echo errs $(grep -v '^dlock: ' erra errb | wc -l)\n"
+             "echo evalsha $(ip netns exec $NA redis-cli -h $SRV -p $PORT info commandstats | grep -c cmdstat_evalsha)\n",
+             setup);
+    rc = sh(script, out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    DLT_ASSERT_INT_EQ(num(out, "rca"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "rcb"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "counter"), 200);
+    DLT_ASSERT_INT_EQ(num(out, "errs"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "evalsha"), 1); /* the writers asked the server in the other namespace */
+    if (num(out, "counter") != 200 || rc != 0) SHOW(out);
+    {
+        char chk[128];
+        snprintf(chk, sizeof chk, "ip netns list | grep -q dlrl%ld", (long)getpid());
+        CU_ASSERT(system(chk) != 0); /* the namespaces are gone */
+    }
 }
 
 /* ---------------------------------------------------------------- tdbtool */
@@ -338,6 +378,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_sqlite_wal),
     DLT_TEST(test_sqlite_server_down),
     DLT_TEST(test_sqlite_two_dbs_one_name),
+    DLT_TEST(test_sqlite_two_hosts_netns),
     DLT_TEST(test_tdbtool_pair),
     { NULL, NULL },
 };
