@@ -415,13 +415,117 @@ static int granted(struct rfile *f, long long s, long long e, const dlock__strs 
     return kr;
 }
 
+/* ------------------------------------------------- deadlock across files */
+
+#define EDGE_TTL_MS 1000
+#define EDGE_MAX 64
+#define CYCLE_HOLD_NS (150LL * 1000 * 1000)
+
+/* The wait-for graph through the server's edges (dlock__range_edge): each
+ * waiting owner's edge is "SINCE|BLOCKERS", SINCE the wall-clock ms its
+ * wait began, BLOCKERS the owners that hold what it wants. */
+struct node {
+    char id[sizeof owner];
+    int parent;          /* index of the node that waits for it; -1: one of ours */
+    long long since;     /* its wait's start, if it waits */
+};
+
+/* Adds the owners of list (comma-separated) to g, as waited for by
+ * parent. */
+static void add_ids(struct node *g, int *n, const char *list, int parent) {
+    const char *p = list;
+    while (*p != '\0' && *n < EDGE_MAX) {
+        size_t k = strcspn(p, ",");
+        if (k > 0 && k < sizeof owner) {
+            memcpy(g[*n].id, p, k);
+            g[*n].id[k] = '\0';
+            g[*n].parent = parent;
+            g[*n].since = 0;
+            (*n)++;
+        }
+        p += k + (p[k] != '\0');
+    }
+}
+
+/* Does a chain of wait edges from the owners in blockers come back to
+ * this process (whose wait began at mine)?  1 only if this wait is the
+ * one that closed the cycle -- it began after every other wait on the
+ * cycle (ties: the larger owner id) -- as the kernel fails the request
+ * that would close it. */
+static int cycle(const char *blockers, long long mine) {
+    struct node g[EDGE_MAX];
+    int n = 0, i, j;
+    add_ids(g, &n, blockers, -1);
+    for (i = 0; i < n; i++) {
+        dlock__strs ans;
+        char *bar;
+        if (strcmp(g[i].id, owner) == 0) {
+            for (j = g[i].parent; j >= 0; j = g[j].parent)
+                if (g[j].since > mine || (g[j].since == mine && strcmp(g[j].id, owner) > 0)) return 0;
+            return 1;
+        }
+        for (j = 0; j < i && strcmp(g[j].id, g[i].id) != 0; j++) {}
+        if (j < i || dlock__range_edge(dlpl_client, "eget", g[i].id, "", 0, &ans) != 0) continue;
+        if (ans.n == 1 && (bar = strchr(ans.v[0], '|')) != NULL) {
+            g[i].since = atoll(ans.v[0]);
+            add_ids(g, &n, bar + 1, i);
+        }
+        dlock__strs_free(&ans);
+    }
+    return 0;
+}
+
+/* A blocked F_SETLKW (blockers: who holds what it wants; its wait began
+ * at mine, wall-clock ms): its wait edges go on the server, and a cycle
+ * through them -- through other files' tables, which the script cannot
+ * see -- that this wait closed, seen for CYCLE_HOLD_NS without a break,
+ * is a deadlock (an edge may be a retry old: a waiter whose blocker has
+ * just let go asks again within 50 ms and drops it).  *seen: when the
+ * cycle was first seen (0: not seen).  1: EDEADLK. */
+static int deadlocked(const char *blockers, long long mine, long long *seen) {
+    char rec[EDGE_MAX * sizeof owner + 32];
+    dlock__strs ans;
+    struct timespec ts;
+    long long now;
+    snprintf(rec, sizeof rec, "%lld|%s", mine, blockers);
+    if (dlock__range_edge(dlpl_client, "eset", owner, rec, EDGE_TTL_MS, &ans) != 0) return 0;
+    dlock__strs_free(&ans);
+    if (!cycle(blockers, mine)) {
+        *seen = 0;
+        return 0;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    if (*seen == 0) *seen = now;
+    return now - *seen >= CYCLE_HOLD_NS;
+}
+
+static void edge_drop(void) {
+    dlock__strs ans;
+    if (dlock__range_edge(dlpl_client, "edel", owner, "", 0, &ans) == 0) dlock__strs_free(&ans);
+}
+
+/* ------------------------------------------------------------ set, get */
+
+/* The answer to a set that waits: 0 granted, EAGAIN (blockers set to the
+ * conflicting owners) or EDEADLK. */
+static int answer(const dlock__strs *ans, char *blockers, size_t cap) {
+    if (ans->n >= 1 && strcmp(ans->v[0], "0") == 0) return 0;
+    if (ans->n >= 1 && strcmp(ans->v[0], "2") == 0) return EDEADLK;
+    snprintf(blockers, cap, "%s", ans->n >= 6 ? ans->v[5] : "");
+    return EAGAIN;
+}
+
 /* F_SETLK / F_SETLKW of a read or write lock, range s..e. */
 static int setlk(struct rfile *f, int type, long long s, long long e, int wait, int (*kcall)(void *), void *karg) {
-    int ms = 1, rc, err;
+    int ms = 1, rc, err, edged = 0;
+    long long seen = 0, mine = 0;
+    char blockers[EDGE_MAX * sizeof owner];
     dlock__strs ans;
-    for (;;) {
+    for (;; ms = ms * 2 > 50 ? 50 : ms * 2) {
         rc = req(f->name, "set", type, s, e, wait, NULL, !wait, &ans);
         if (rc != 0) {
+            if (edged) edge_drop();
             if ((err = fallback(f->name, rc)) != 0) {
                 errno = err;
                 return -1;
@@ -429,25 +533,34 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
             return kcall(karg);
         }
         dlpl_server_up();
-        if (ans.n >= 1 && strcmp(ans.v[0], "0") == 0) {
+        err = answer(&ans, blockers, sizeof blockers);
+        if (err == 0) {
+            if (edged) edge_drop();
             held(f);
             rc = granted(f, s, e, &ans, kcall, karg);
             dlock__strs_free(&ans);
             return rc;
         }
-        err = ans.n >= 1 && strcmp(ans.v[0], "2") == 0 ? EDEADLK : EAGAIN;
         dlock__strs_free(&ans);
-        if (err == EDEADLK || !wait) {
-            errno = err;
-            return -1;
+        if (wait && err == EAGAIN) {
+            if (!edged) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                mine = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+            }
+            edged = 1;
+            if (deadlocked(blockers, mine, &seen)) err = EDEADLK;
         }
+        if (err == EDEADLK || !wait) break;
         if (nap(ms)) {
-            if (req(f->name, "nowait", 0, 0, 0, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
-            errno = EINTR;
-            return -1;
+            err = EINTR;
+            break;
         }
-        ms = ms * 2 > 50 ? 50 : ms * 2;
     }
+    if (edged) edge_drop();
+    if (wait && err != 0 && req(f->name, "nowait", 0, 0, 0, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+    errno = err;
+    return -1;
 }
 
 int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flock *fl, int wait,

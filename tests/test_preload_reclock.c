@@ -29,6 +29,7 @@ static char prelude[8192];
  *   setw:TAG:T:START:LEN  F_SETLKW
  *   get:TAG:T:START:LEN   F_GETLK: "TAG U", or "TAG R|W:START:LEN:PID"
  *   touch:NAME, wait:NAME a flag file in the scenario's folder
+ *   file:PATH             the requests that follow are on PATH (opened once)
  *   sleep:S */
 static const char rl_py[] =
     "import errno, fcntl, os, struct, sys, time\n"
@@ -38,7 +39,9 @@ static const char rl_py[] =
     "F = 'hhxxxxqqi4x'\n"
     "for a in sys.argv[2:]:\n"
     "    p = a.split(':')\n"
-    "    if p[0] == 'sleep':\n"
+    "    if p[0] == 'file':\n"
+    "        fd = os.open(p[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+    "    elif p[0] == 'sleep':\n"
     "        time.sleep(float(p[1]))\n"
     "    elif p[0] == 'touch':\n"
     "        open('flag.' + p[1], 'w').close()\n"
@@ -83,7 +86,7 @@ static void setup_dir(void) {
              "A() { LD_PRELOAD=\"$SO\" DLOCK_ROOT='%s/A' DLOCK_MAP='file:locks/*.lock' \"$@\"; }\n"
              "B() { LD_PRELOAD=\"$SO\" DLOCK_ROOT='%s/B' DLOCK_MAP='file:locks/*.lock' \"$@\"; }\n"
              "P() { LD_PRELOAD=\"$SO\" DLOCK_MAP=\"$MAP\" \"$@\"; }\n"
-             "rl() { " PY " '%s/rl.py' \"$@\"; }\n"
+             "rl() { timeout 60 " PY " '%s/rl.py' \"$@\"; }\n"
              "now() { date +%%s%%N; }\n"
              "tx() { i=0; echo '.timeout 20000'; while [ $i -lt 100 ]; do\n"
              "  echo \"BEGIN IMMEDIATE; CREATE TEMP TABLE v AS SELECT CAST(readfile('s/counter') AS INTEGER) AS n;\"\n"
@@ -208,6 +211,25 @@ static void test_edeadlk_across_hosts(void) {
     rc = sh("rm -f flag.*\n"
             "A rl A/locks/d.lock set:a1:w:0:1 touch:A1 wait:B1 setw:a2:w:1:1 &\n"
             "B rl B/locks/d.lock wait:A1 set:b1:w:1:1 touch:B1 sleep:0.5 setw:b2:w:0:1\n"
+            "wait\n",
+            out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    LINE(out, "a1 0");
+    LINE(out, "b1 0");
+    LINE(out, "b2 EDEADLK");
+    LINE(out, "a2 0");
+    if (bad || rc != 0) SHOW(out);
+}
+
+/* A cycle through two files -- A holds x and waits for y, B holds y and
+ * waits for x -- fails the request that closed it (B's, which came last)
+ * with EDEADLK; A then gets y when B exits. */
+static void test_edeadlk_two_files(void) {
+    char out[8192];
+    int rc, bad = 0;
+    rc = sh("rm -f flag.*\n"
+            "A rl A/locks/x.lock set:a1:w:0:1 touch:A1 wait:B1 file:A/locks/y.lock setw:a2:w:0:1 &\n"
+            "B rl B/locks/y.lock wait:A1 set:b1:w:0:1 touch:B1 sleep:0.5 file:B/locks/x.lock setw:b2:w:0:1\n"
             "wait\n",
             out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
@@ -374,6 +396,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_ranges_across_hosts),
     DLT_TEST(test_upgrade_split_merge),
     DLT_TEST(test_edeadlk_across_hosts),
+    DLT_TEST(test_edeadlk_two_files),
     DLT_TEST(test_sqlite_rollback),
     DLT_TEST(test_sqlite_wal),
     DLT_TEST(test_sqlite_server_down),

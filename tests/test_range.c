@@ -100,16 +100,16 @@ static void test_conflicts_and_upgrade(void) {
     DLT_ASSERT_INT_EQ(SET("rg2", "o2", 1, 50, 59), 0); /* read with read */
     STR_EQ(out, "0 ");
     DLT_ASSERT_INT_EQ(SET("rg2", "o1", 2, 0, 99), 0); /* upgrade refused... */
-    STR_EQ(out, "1 1 50 59 testhost:1");
+    STR_EQ(out, "1 1 50 59 testhost:1 o2");
     RANGES("rg2", "o1", "0:99:1"); /* ...and the read lock kept */
     DLT_ASSERT_INT_EQ(SET("rg2", "o1", 2, 0, 49), 0); /* a partial upgrade */
     RANGES("rg2", "o1", "0:49:2,50:99:1");
     DLT_ASSERT_INT_EQ(SET("rg2", "o2", 1, 49, 49), 0);
-    STR_EQ(out, "1 2 0 49 testhost:1");
+    STR_EQ(out, "1 2 0 49 testhost:1 o1");
     DLT_ASSERT_INT_EQ(SET("rg2", "o3", 2, 100, 200), 0); /* disjoint */
     STR_EQ(out, "0 ");
     DLT_ASSERT_INT_EQ(rq("rg2", "get", "o3", "10000", 2, 0, 1000, 0, NULL, out, sizeof out), 0);
-    STR_EQ(out, "1 2 0 49 testhost:1"); /* the lowest conflict, never one's own */
+    STR_EQ(out, "1 2 0 49 testhost:1 o1,o2"); /* the lowest conflict, never one's own; who conflicts */
     DLT_ASSERT_INT_EQ(rq("rg2", "get", "o1", "10000", 2, 0, 49, 0, NULL, out, sizeof out), 0);
     STR_EQ(out, "0");
     /* a kernel call that failed after a set: the former segments go back */
@@ -128,7 +128,7 @@ static void test_lease_lapses(void) {
     DLT_ASSERT_INT_EQ(rq("rg3", "renew", "o1", "200", 0, 0, 0, 0, NULL, out, sizeof out), 0);
     STR_EQ(out, "0 1");
     DLT_ASSERT_INT_EQ(SET("rg3", "o2", 2, 0, 9), 0);
-    STR_EQ(out, "1 2 0 9 testhost:1");
+    STR_EQ(out, "1 2 0 9 testhost:1 o1");
     dlt_sleep_ms(400);
     DLT_ASSERT_INT_EQ(SET("rg3", "o2", 2, 0, 9), 0); /* o1's lease ran out */
     STR_EQ(out, "0 ");
@@ -149,12 +149,12 @@ static void test_deadlock(void) {
     DLT_ASSERT_INT_EQ(SET("rg4", "o1", 2, 0, 0), 0);
     DLT_ASSERT_INT_EQ(SET("rg4", "o2", 2, 1, 1), 0);
     DLT_ASSERT_INT_EQ(rq("rg4", "set", "o1", "10000", 2, 1, 1, 1, NULL, out, sizeof out), 0);
-    STR_EQ(out, "1 2 1 1 testhost:1"); /* o1 waits for o2 */
+    STR_EQ(out, "1 2 1 1 testhost:1 o2"); /* o1 waits for o2 */
     DLT_ASSERT_INT_EQ(rq("rg4", "set", "o2", "10000", 2, 0, 0, 1, NULL, out, sizeof out), 0);
     STR_EQ(out, "2"); /* o2 would wait for o1: EDEADLK */
     DLT_ASSERT_INT_EQ(rq("rg4", "unl", "o2", "10000", 0, 1, 1, 0, NULL, out, sizeof out), 0);
     DLT_ASSERT_INT_EQ(rq("rg4", "set", "o2", "10000", 2, 0, 0, 1, NULL, out, sizeof out), 0);
-    STR_EQ(out, "1 2 0 0 testhost:1"); /* o1's recorded wait is for nobody now */
+    STR_EQ(out, "1 2 0 0 testhost:1 o1"); /* o1's recorded wait is for nobody now */
     DLT_ASSERT_INT_EQ(rq("rg4", "nowait", "o2", "10000", 0, 0, 0, 0, NULL, out, sizeof out), 0);
     DLT_ASSERT_INT_EQ(SET("rg4", "o1", 2, 1, 1), 0);
     STR_EQ(out, "0 ");

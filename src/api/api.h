@@ -46,5 +46,9 @@ int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
  * for the preload) */
 int dlock__range(dlock_client_t *c, const char *name, int once, int nargs, const char *const *args,
                  dlock__strs *out);
+/* A record-lock owner's wait edges (the waits op's "eset", "eget",
+ * "edel" on <prefix>dlw:{<id>}): one attempt.  (range.c) */
+int dlock__range_edge(dlock_client_t *c, const char *op, const char *id, const char *rec, unsigned ttl_ms,
+                      dlock__strs *out);
 
 #endif /* DLOCK_API_H */

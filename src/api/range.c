@@ -30,3 +30,19 @@ int dlock__range(dlock_client_t *c, const char *name, int once, int nargs, const
     dlock__entry_close(c, l, 0);
     return rc;
 }
+
+/* The wait edges of record-lock owners, for a cycle through several
+ * files' tables: the backend's waits op on the edge key of id,
+ * <prefix>dlw:{<id>} ("eset" rec for ttl_ms, "eget", "edel"); one
+ * attempt, outside the breaker's count. */
+int dlock__range_edge(dlock_client_t *c, const char *op, const char *id, const char *rec, unsigned ttl_ms,
+                      dlock__strs *out) {
+    int rc, probe = 0;
+    out->n = 0;
+    out->v = NULL;
+    if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
+    if (c->be.ops->waits == NULL)
+        return dlock__seterr(ENOTSUP, "%s: no wait edges kept on a Redlock deployment", c->be.node.conf.redacted_url);
+    if ((rc = dlock__breaker_check(&c->be.node, &probe)) != 0) return rc;
+    return c->be.ops->waits(&c->be, NULL, op, id, rec, ttl_ms, out, dlock__now());
+}

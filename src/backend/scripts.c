@@ -1344,7 +1344,9 @@ static const char stats_lua[] =
  *            split if need be; start..end takes the type; neighbours of
  *            one type merge): {"0", the owner's former segments in the
  *            range}; else {"1", type, start, end, who} of the lowest
- *            conflicting range -- and with wait, the request is written as
+ *            conflicting range, and the conflicting owners, comma-separated
+ *            (the caller's wait edges, for a cycle through other files'
+ *            tables: the preload's range.c) -- and with wait, the request is written as
  *            the owner's, or {"2"} when waiting would close a cycle: an
  *            owner that blocks it waits (its written request) for a range
  *            that conflicts with one of an owner that waits ... for one of
@@ -1469,7 +1471,7 @@ static const char range_lua[] =
     "      end\n"
     "      o.w = num(s) .. ':' .. num(e) .. ':' .. ty o.wt = now save(o)\n"
     "    end\n"
-    "    return {'1', tostring(first[3]), num(first[1]), num(first[2]), first[4]}\n"
+    "    return {'1', tostring(first[3]), num(first[1]), num(first[2]), first[4], table.concat(by, ',')}\n"
     "  end\n"
     "  if op == 'get' then return {'0'} end\n"
     "  local keep, old = cut(o.r, s, e)\n"
