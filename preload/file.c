@@ -812,68 +812,12 @@ static int fcntl_call(void *a) {
     struct fcntl_arg *f = a;
     return f->is64 ? DLPL_REAL(fcntl64)(f->fd, f->cmd, f->fl) : DLPL_REAL(fcntl)(f->fd, f->cmd, f->fl);
 }
-static int fcntl_trycall(void *a) {
-    struct fcntl_arg *f = a;
-    int cmd = f->cmd == F_SETLKW ? F_SETLK : f->cmd == F_OFD_SETLKW ? F_OFD_SETLK : f->cmd;
-    return f->is64 ? DLPL_REAL(fcntl64)(f->fd, cmd, f->fl) : DLPL_REAL(fcntl)(f->fd, cmd, f->fl);
-}
-static void fcntl_undo(void *a) {
-    struct fcntl_arg *f = a;
-    struct flock u;
-    int e = errno;
-    memset(&u, 0, sizeof u);
-    u.l_type = F_UNLCK;
-    u.l_whence = SEEK_SET;
-    (f->cmd == F_OFD_SETLK || f->cmd == F_OFD_SETLKW) ? DLPL_REAL(fcntl)(f->fd, F_OFD_SETLK, &u)
-                                                      : DLPL_REAL(fcntl)(f->fd, F_SETLK, &u);
-    errno = e;
-}
-
-/* F_GETLK: the kernel's answer for this host, then the cluster's. */
-static int do_getlk(int fd, int cmd, struct flock *fl, int is64, int kind, const struct stat *st, const char *name) {
-    struct fcntl_arg fa = { fd, cmd, is64, fl };
-    dlock_lock_info_t info;
-    struct rec *r;
-    int mine = 0, want = fl->l_type == F_WRLCK ? 2 : 1, rc;
-    short asked = fl->l_type;
-
-    if (fcntl_call(&fa) != 0) return -1;
-    if (fl->l_type != F_UNLCK || (asked != F_RDLCK && asked != F_WRLCK)) return 0;
-    lock_mu();
-    if ((r = rec_find(kind, st, fd)) != NULL) mine = r->mode;
-    unlock_mu();
-    if (mine == 2 || (mine == 1 && want == 1)) return 0; /* ours: no conflict */
-    if (dlpl_client == NULL || (rc = dlock_lock_info(dlpl_client, name, &info)) != 0) {
-        /* (dlock_lock_info honours the client's circuit breaker itself) */
-        rc = policy(name, dlpl_client == NULL ? ENOLCK : rc);
-        if (rc != 0) {
-            errno = rc;
-            return -1;
-        }
-        return 0;
-    }
-    dlpl_server_up();
-    if (info.held || (want == 2 && info.readers > (unsigned)(mine == 1 ? 1 : 0))) {
-        /* Held elsewhere in the cluster: reported on the whole file, with
-         * no pid (the holder may be on another host). */
-        fl->l_type = info.held ? F_WRLCK : F_RDLCK;
-        fl->l_whence = SEEK_SET;
-        fl->l_start = 0;
-        fl->l_len = 0;
-        fl->l_pid = -1;
-    }
-    return 0;
-}
-
 static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
     char name[DLOCK_NAME_MAX + 1];
     struct fcntl_arg fa = { fd, cmd, is64, fl };
-    struct kops k = { fcntl_call, fcntl_undo, &fa, fcntl_trycall };
     int ofd = cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW || cmd == F_OFD_GETLK;
-    int kind = ofd ? DLPL_K_OFD : DLPL_K_POSIX;
     int getlk = cmd == F_GETLK || cmd == F_OFD_GETLK;
     int wait = cmd == F_SETLKW || cmd == F_OFD_SETLKW;
-    int rc, e, held;
     struct stat st;
     char fname[DLOCK_NAME_MAX + 8];
 
@@ -890,23 +834,10 @@ static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
      * would wait for itself). */
     snprintf(fname, sizeof fname, "%s#fcntl", name);
     if (strlen(fname) > DLOCK_NAME_MAX) return fcntl_call(&fa);
-    if (kind == DLPL_K_POSIX) {
-        /* byte ranges on the server, owned by this process (range.c) */
-        if (getlk) return dlpl_range_getlk(fd, fname, fl, fcntl_call, &fa);
-        return dlpl_range_setlk(fd, &st, fname, fl, wait, fcntl_call, &fa);
-    }
-    if (getlk) return do_getlk(fd, cmd, fl, is64, kind, &st, fname);
-    if (fl->l_type == F_UNLCK) {
-        rc = fcntl_call(&fa);
-        e = errno;
-        after_unlock(kind, &st, fd);
-        errno = e;
-        return rc;
-    }
-    held = kind == DLPL_K_OFD ? kernel_held(fd, DLPL_K_OFD) : 0;
-    struct lreq q = { .kind = kind, .st = &st, .fd = fd, .name = fname, .want = fl->l_type == F_WRLCK ? 2 : 1,
-                      .try = !wait, .held = held, .busy_err = EAGAIN, .k = &k };
-    return lock_path(&q);
+    /* byte ranges on the server, owned by this process or (OFD) by the
+     * description (range.c) */
+    if (getlk) return dlpl_range_getlk(fd, &st, fname, fl, ofd, fcntl_call, &fa);
+    return dlpl_range_setlk(fd, &st, fname, fl, wait, ofd, fcntl_call, &fa);
 }
 
 /* F_DUPFD, F_DUPFD_CLOEXEC: the number returned may have been closed
@@ -1040,6 +971,7 @@ int close(int fd) {
         }
         unlock_mu();
     }
+    if (sr == 0 && dlpl_nrange != 0) dlpl_range_closing(fd, &st);
     rc = DLPL_REAL(close)(fd);
     e = errno;
     dlpl_fd_forget(fd);

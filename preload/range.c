@@ -23,18 +23,24 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "preload.h"
 #include "api/api.h" /* dlock__range */
+
+#ifndef KCMP_FILE
+#define KCMP_FILE 0
+#endif
 
 #define RANGE_LEASE_MS 10000
 #define RANGE_RENEW_MS 2500
@@ -52,6 +58,10 @@ struct rfile {
     int visited;    /* by the renewal's current pass */
     int nstale;     /* unlocks that did not reach the server, retried by the renewal */
     long long stale[RANGE_STALE][2];
+    int ofd;        /* OFD locks of one open file description (else the process's) */
+    int fd;         /* OFD: the last descriptor of it seen, -1 once its last is closed */
+    int dying;      /* OFD: its last descriptor is being closed */
+    char own[64];   /* the owner in the table: the process, or NONCE.PID.oN for a description */
     char name[DLOCK_NAME_MAX + 1];
 };
 
@@ -62,6 +72,7 @@ volatile int dlpl_nrange;
 static char owner[40];       /* NONCE.PID */
 static char who[300];        /* host:pid */
 static pid_t owner_pid;
+static unsigned ndesc;       /* descriptions made owners */
 static int renew_started, renew_stop;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
@@ -116,17 +127,32 @@ static void owner_make(void) {
     owner_pid = getpid();
 }
 
-/* The file's entry, made if need be, with a request counted in it. */
-static struct rfile *file_get(const struct stat *st, const char *name) {
+static int same_description(int a, int b) {
+    if (a == b) return 1;
+    return a >= 0 && b >= 0 &&
+           syscall(SYS_kcmp, (long)getpid(), (long)getpid(), (long)KCMP_FILE, (long)a, (long)b) == 0;
+}
+
+/* The entry of the file's process-owned locks, or (ofd) of the open file
+ * description open on fd, made if need be, with a request counted in
+ * it. */
+static struct rfile *file_get(const struct stat *st, const char *name, int ofd, int fd) {
     struct rfile *f;
     pthread_once(&atfork_once, atfork_register);
     rlock();
     owner_make();
     for (f = rfiles; f != NULL; f = f->next)
-        if (f->dev == st->st_dev && f->ino == st->st_ino && strcmp(f->name, name) == 0) break;
+        if (f->dev == st->st_dev && f->ino == st->st_ino && f->ofd == ofd && strcmp(f->name, name) == 0 &&
+            (!ofd || same_description(fd, f->fd)))
+            break;
+    if (f != NULL && ofd) f->fd = fd;
     if (f == NULL && (f = calloc(1, sizeof *f)) != NULL) {
         f->dev = st->st_dev;
         f->ino = st->st_ino;
+        f->ofd = ofd;
+        f->fd = fd;
+        if (ofd) snprintf(f->own, sizeof f->own, "%s.o%u", owner, ++ndesc);
+        else snprintf(f->own, sizeof f->own, "%s", owner);
         strcpy(f->name, name);
         f->next = rfiles;
         rfiles = f;
@@ -152,8 +178,8 @@ static void num(char *buf, size_t cap, long long v) {
 
 /* One request on the file's range table; once: one attempt.  0 with
  * *ans, or an errno value. */
-static int req(const char *name, const char *op, int type, long long s, long long e, int wait, const char *segs,
-               int once, dlock__strs *ans) {
+static int req(const char *own, const char *name, const char *op, int type, long long s, long long e, int wait,
+               const char *segs, int once, dlock__strs *ans) {
     char lease[16], ty[4], sb[24], eb[24];
     const char *args[9];
     if (dlpl_client == NULL) return ENOLCK;
@@ -162,7 +188,7 @@ static int req(const char *name, const char *op, int type, long long s, long lon
     num(sb, sizeof sb, s);
     num(eb, sizeof eb, e);
     args[0] = op;
-    args[1] = owner;
+    args[1] = own;
     args[2] = lease;
     args[3] = ty;
     args[4] = sb;
@@ -193,7 +219,7 @@ static void stale_add(struct rfile *f, long long s, long long e) {
  * again). */
 static void unlock_range(struct rfile *f, long long s, long long e) {
     dlock__strs ans;
-    int rc = req(f->name, "unl", 0, s, e, 0, NULL, 1, &ans);
+    int rc = req(f->own, f->name, "unl", 0, s, e, 0, NULL, 1, &ans);
     rlock();
     if (rc != 0) stale_add(f, s, e);
     else if (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->nstale == 0) f->held = 0;
@@ -214,21 +240,40 @@ static void lost(const char *name) {
              "(DLOCK_ON_LOST=warn)", name, dlpl_lost_why());
 }
 
-/* Does the kernel say this process holds a POSIX record lock on f's
- * file?  (/proc/locks; 1 when it cannot be read) */
-static int kernel_has(const struct rfile *f) {
+/* Does the description open on fd (a file dev:ino) hold an OFD lock?
+ * (/proc/self/fdinfo) */
+static int ofd_has(dev_t dev, ino_t ino, int fd) {
+    char path[64], buf[4096];
+    struct stat st;
+    ssize_t n;
+    int h;
+    if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) return 0;
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    if ((h = open(path, O_RDONLY | O_CLOEXEC)) < 0) return 1;
+    n = read(h, buf, sizeof buf - 1);
+    DLPL_REAL(close)(h);
+    if (n <= 0) return 1;
+    buf[n] = '\0';
+    return strstr(buf, " OFDLCK ") != NULL;
+}
+
+/* Does the kernel say this process (ofd: the description open on fd)
+ * holds a record lock on the file dev:ino?  (/proc/locks; 1 when it
+ * cannot be read) */
+static int kernel_has(dev_t dev, ino_t ino, int ofd, int fd) {
     char line[256], me[24];
-    FILE *p = fopen("/proc/locks", "re");
+    FILE *p;
     int has = 0;
-    if (p == NULL) return 1;
+    if (ofd) return ofd_has(dev, ino, fd);
+    if ((p = fopen("/proc/locks", "re")) == NULL) return 1;
     snprintf(me, sizeof me, " %ld ", (long)getpid());
     while (!has && fgets(line, sizeof line, p) != NULL) {
         unsigned maj, mnr;
-        unsigned long ino;
+        unsigned long i;
         char *q = strstr(line, me);
         if (strstr(line, " POSIX ") == NULL || strstr(line, "->") != NULL || q == NULL) continue;
-        if (sscanf(q + strlen(me), "%x:%x:%lu", &maj, &mnr, &ino) == 3 && maj == major(f->dev) &&
-            mnr == minor(f->dev) && ino == (unsigned long)f->ino)
+        if (sscanf(q + strlen(me), "%x:%x:%lu", &maj, &mnr, &i) == 3 && maj == major(dev) && mnr == minor(dev) &&
+            i == (unsigned long)ino)
             has = 1;
     }
     fclose(p);
@@ -239,10 +284,10 @@ static int kernel_has(const struct rfile *f) {
  * has, leases. */
 static void renew_pass(void) {
     struct rfile *f;
-    char name[DLOCK_NAME_MAX + 1];
+    char name[DLOCK_NAME_MAX + 1], own[sizeof f->own];
     for (;;) {
         long long st[RANGE_STALE][2];
-        int n = 0, i, gone, has;
+        int n = 0, i, gone, has, ofd, fd;
         unsigned gen;
         dlock__strs ans;
         rlock();
@@ -251,12 +296,15 @@ static void renew_pass(void) {
         f->visited = 1;
         gen = f->gen;
         strcpy(name, f->name);
+        strcpy(own, f->own);
+        ofd = f->ofd;
+        fd = f->fd;
         n = f->nstale;
         memcpy(st, f->stale, sizeof st);
         f->nstale = 0;
         runlock();
         for (i = 0; i < n; i++) {
-            if (req(name, "unl", 0, st[i][0], st[i][1], 0, NULL, 1, &ans) != 0) {
+            if (req(own, name, "unl", 0, st[i][0], st[i][1], 0, NULL, 1, &ans) != 0) {
                 rlock();
                 stale_add(f, st[i][0], st[i][1]);
                 runlock();
@@ -264,16 +312,16 @@ static void renew_pass(void) {
                 dlock__strs_free(&ans);
             }
         }
-        has = kernel_has(f);
+        has = kernel_has(f->dev, f->ino, ofd, fd);
         rlock();
         gone = !has && f->gen == gen && f->busy == 0;
         if (gone) f->held = 0;
         runlock();
         if (gone) {
-            if (req(name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+            if (req(own, name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
             continue;
         }
-        if (req(name, "renew", 0, 0, 0, 0, NULL, 1, &ans) != 0) continue;
+        if (req(own, name, "renew", 0, 0, 0, 0, NULL, 1, &ans) != 0) continue;
         rlock();
         gone = ans.n >= 1 && strcmp(ans.v[0], "1") == 0 && f->held && f->gen == gen && f->busy == 0;
         if (gone || (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->gen == gen && f->nstale == 0)) f->held = 0;
@@ -321,7 +369,7 @@ static void at_exit(void) {
     for (f = rfiles; f != NULL; f = f->next) {
         if (!f->held) continue;
         f->held = 0;
-        if (req(f->name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+        if (req(f->own, f->name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
     }
     runlock();
     dlpl_guard--;
@@ -404,7 +452,7 @@ static int granted(struct rfile *f, long long s, long long e, const dlock__strs 
     int kr = kcall(karg), ke = errno;
     dlock__strs r;
     if (kr != 0) {
-        if (req(f->name, "restore", 0, s, e, 0, ans->n >= 2 ? ans->v[1] : "", 1, &r) == 0) dlock__strs_free(&r);
+        if (req(f->own, f->name, "restore", 0, s, e, 0, ans->n >= 2 ? ans->v[1] : "", 1, &r) == 0) dlock__strs_free(&r);
         else {
             rlock();
             stale_add(f, s, e); /* not put back: at least not kept */
@@ -425,7 +473,7 @@ static int granted(struct rfile *f, long long s, long long e, const dlock__strs 
  * waiting owner's edge is "SINCE|BLOCKERS", SINCE the wall-clock ms its
  * wait began, BLOCKERS the owners that hold what it wants. */
 struct node {
-    char id[sizeof owner];
+    char id[64];
     int parent;          /* index of the node that waits for it; -1: one of ours */
     long long since;     /* its wait's start, if it waits */
 };
@@ -436,7 +484,7 @@ static void add_ids(struct node *g, int *n, const char *list, int parent) {
     const char *p = list;
     while (*p != '\0' && *n < EDGE_MAX) {
         size_t k = strcspn(p, ",");
-        if (k > 0 && k < sizeof owner) {
+        if (k > 0 && k < sizeof g[0].id) {
             memcpy(g[*n].id, p, k);
             g[*n].id[k] = '\0';
             g[*n].parent = parent;
@@ -452,16 +500,16 @@ static void add_ids(struct node *g, int *n, const char *list, int parent) {
  * one that closed the cycle -- it began after every other wait on the
  * cycle (ties: the larger owner id) -- as the kernel fails the request
  * that would close it. */
-static int cycle(const char *blockers, long long mine) {
+static int cycle(const char *me, const char *blockers, long long mine) {
     struct node g[EDGE_MAX];
     int n = 0, i, j;
     add_ids(g, &n, blockers, -1);
     for (i = 0; i < n; i++) {
         dlock__strs ans;
         char *bar;
-        if (strcmp(g[i].id, owner) == 0) {
+        if (strcmp(g[i].id, me) == 0) {
             for (j = g[i].parent; j >= 0; j = g[j].parent)
-                if (g[j].since > mine || (g[j].since == mine && strcmp(g[j].id, owner) > 0)) return 0;
+                if (g[j].since > mine || (g[j].since == mine && strcmp(g[j].id, me) > 0)) return 0;
             return 1;
         }
         for (j = 0; j < i && strcmp(g[j].id, g[i].id) != 0; j++) {}
@@ -482,15 +530,15 @@ static int cycle(const char *blockers, long long mine) {
  * is a deadlock (an edge may be a retry old: a waiter whose blocker has
  * just let go asks again within 50 ms and drops it).  *seen: when the
  * cycle was first seen (0: not seen).  1: EDEADLK. */
-static int deadlocked(const char *blockers, long long mine, long long *seen) {
-    char rec[EDGE_MAX * sizeof owner + 32];
+static int deadlocked(const char *me, const char *blockers, long long mine, long long *seen) {
+    char rec[EDGE_MAX * 64 + 32];
     dlock__strs ans;
     struct timespec ts;
     long long now;
     snprintf(rec, sizeof rec, "%lld|%s", mine, blockers);
-    if (dlock__range_edge(dlpl_client, "eset", owner, rec, EDGE_TTL_MS, &ans) != 0) return 0;
+    if (dlock__range_edge(dlpl_client, "eset", me, rec, EDGE_TTL_MS, &ans) != 0) return 0;
     dlock__strs_free(&ans);
-    if (!cycle(blockers, mine)) {
+    if (!cycle(me, blockers, mine)) {
         *seen = 0;
         return 0;
     }
@@ -500,9 +548,9 @@ static int deadlocked(const char *blockers, long long mine, long long *seen) {
     return now - *seen >= CYCLE_HOLD_NS;
 }
 
-static void edge_drop(void) {
+static void edge_drop(const char *me) {
     dlock__strs ans;
-    if (dlock__range_edge(dlpl_client, "edel", owner, "", 0, &ans) == 0) dlock__strs_free(&ans);
+    if (dlock__range_edge(dlpl_client, "edel", me, "", 0, &ans) == 0) dlock__strs_free(&ans);
 }
 
 /* ------------------------------------------------------------ set, get */
@@ -520,12 +568,12 @@ static int answer(const dlock__strs *ans, char *blockers, size_t cap) {
 static int setlk(struct rfile *f, int type, long long s, long long e, int wait, int (*kcall)(void *), void *karg) {
     int ms = 1, rc, err, edged = 0;
     long long seen = 0, mine = 0;
-    char blockers[EDGE_MAX * sizeof owner];
+    char blockers[EDGE_MAX * 64];
     dlock__strs ans;
     for (;; ms = ms * 2 > 50 ? 50 : ms * 2) {
-        rc = req(f->name, "set", type, s, e, wait, NULL, !wait, &ans);
+        rc = req(f->own, f->name, "set", type, s, e, wait, NULL, !wait, &ans);
         if (rc != 0) {
-            if (edged) edge_drop();
+            if (edged) edge_drop(f->own);
             if ((err = fallback(f->name, rc)) != 0) {
                 errno = err;
                 return -1;
@@ -535,7 +583,7 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
         dlpl_server_up();
         err = answer(&ans, blockers, sizeof blockers);
         if (err == 0) {
-            if (edged) edge_drop();
+            if (edged) edge_drop(f->own);
             held(f);
             rc = granted(f, s, e, &ans, kcall, karg);
             dlock__strs_free(&ans);
@@ -549,7 +597,7 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
                 mine = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
             }
             edged = 1;
-            if (deadlocked(blockers, mine, &seen)) err = EDEADLK;
+            if (deadlocked(f->own, blockers, mine, &seen)) err = EDEADLK;
         }
         if (err == EDEADLK || !wait) break;
         if (nap(ms)) {
@@ -557,18 +605,18 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
             break;
         }
     }
-    if (edged) edge_drop();
-    if (wait && err != 0 && req(f->name, "nowait", 0, 0, 0, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+    if (edged) edge_drop(f->own);
+    if (wait && err != 0 && req(f->own, f->name, "nowait", 0, 0, 0, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
     errno = err;
     return -1;
 }
 
-int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flock *fl, int wait,
+int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flock *fl, int wait, int ofd,
                      int (*kcall)(void *), void *karg) {
     long long s, e;
     struct rfile *f;
     int rc, err;
-    if (range_of(fd, fl, &s, &e) != 0 || (f = file_get(st, name)) == NULL) return kcall(karg);
+    if (range_of(fd, fl, &s, &e) != 0 || (f = file_get(st, name, ofd, fd)) == NULL) return kcall(karg);
     if (fl->l_type == F_UNLCK) {
         rc = kcall(karg);
         err = errno;
@@ -586,19 +634,23 @@ int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flo
 
 /* F_GETLK: the kernel's answer for this host; if it sees no conflict,
  * the server's, for the other hosts (l_pid -1: the holder may be on
- * another host). */
-int dlpl_range_getlk(int fd, const char *name, struct flock *fl, int (*kcall)(void *), void *karg) {
+ * another host).  The asker's own ranges never conflict: the process's
+ * for F_GETLK, the description's for F_OFD_GETLK. */
+int dlpl_range_getlk(int fd, const struct stat *st, const char *name, struct flock *fl, int ofd,
+                     int (*kcall)(void *), void *karg) {
     long long s, e;
     short asked = fl->l_type;
+    struct rfile *f;
     dlock__strs ans;
     int rc;
-    if (range_of(fd, fl, &s, &e) != 0) return kcall(karg);
-    if (kcall(karg) != 0) return -1;
-    if (fl->l_type != F_UNLCK) return 0;
-    rlock();
-    owner_make();
-    runlock();
-    if ((rc = req(name, "get", asked == F_WRLCK ? 2 : 1, s, e, 0, NULL, 0, &ans)) != 0) {
+    if (range_of(fd, fl, &s, &e) != 0 || (f = file_get(st, name, ofd, fd)) == NULL) return kcall(karg);
+    if (kcall(karg) != 0 || fl->l_type != F_UNLCK) {
+        file_put(f);
+        return fl->l_type != F_UNLCK ? 0 : -1;
+    }
+    rc = req(f->own, name, "get", asked == F_WRLCK ? 2 : 1, s, e, 0, NULL, 0, &ans);
+    file_put(f);
+    if (rc != 0) {
         if ((rc = fallback(name, rc)) != 0) {
             errno = rc;
             return -1;
@@ -618,23 +670,64 @@ int dlpl_range_getlk(int fd, const char *name, struct flock *fl, int (*kcall)(vo
     return 0;
 }
 
+/* Another descriptor of this process on the description open on fd, or
+ * -1 (/proc/self/fd). */
+static int other_descriptor(int fd) {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int found = -1;
+    if (d == NULL) return -1;
+    while (found < 0 && (de = readdir(d)) != NULL) {
+        int n = atoi(de->d_name);
+        if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && n != fd && n != dirfd(d) && same_description(n, fd))
+            found = n;
+    }
+    closedir(d);
+    return found;
+}
+
+/* Before close(fd) of the file st: an OFD description whose last
+ * descriptor (in this process) this is loses its locks with it. */
+void dlpl_range_closing(int fd, const struct stat *st) {
+    struct rfile *f;
+    int other = -2;
+    rlock();
+    for (f = rfiles; f != NULL; f = f->next) {
+        if (!f->ofd || !f->held || f->dev != st->st_dev || f->ino != st->st_ino || !same_description(fd, f->fd))
+            continue;
+        if (other == -2) {
+            runlock(); /* (readdir and kcmp: no lock needed for them) */
+            other = other_descriptor(fd);
+            rlock();
+        }
+        if (other >= 0) f->fd = other;
+        else f->dying = 1;
+    }
+    runlock();
+}
+
 /* After close(): the kernel dropped every record lock of the process on
- * the file (any descriptor of it closes them all); so does the server. */
+ * the file (any descriptor of it closes them all), and the OFD locks of a
+ * description whose last descriptor it was; so does the server. */
 void dlpl_range_close(const struct stat *st) {
     struct rfile *f;
-    char name[DLOCK_NAME_MAX + 1];
+    char name[DLOCK_NAME_MAX + 1], own[sizeof f->own];
     dlock__strs ans;
     for (;;) {
         rlock();
-        for (f = rfiles; f != NULL && !(f->held && f->dev == st->st_dev && f->ino == st->st_ino); f = f->next) {}
+        for (f = rfiles; f != NULL && !(f->held && f->dev == st->st_dev && f->ino == st->st_ino &&
+                                         (!f->ofd || f->dying));
+             f = f->next) {}
         if (f != NULL) {
-            f->held = 0;
+            f->held = f->dying = 0;
+            if (f->ofd) f->fd = -1;
             f->gen++;
             strcpy(name, f->name);
+            strcpy(own, f->own);
         }
         runlock();
         if (f == NULL) return;
-        if (req(name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) {
+        if (req(own, name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) {
             dlock__strs_free(&ans);
         } else {
             rlock();

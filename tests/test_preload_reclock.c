@@ -29,18 +29,23 @@ static char prelude[8192];
  *   setw:TAG:T:START:LEN  F_SETLKW
  *   get:TAG:T:START:LEN   F_GETLK: "TAG U", or "TAG R|W:START:LEN:PID"
  *   touch:NAME, wait:NAME a flag file in the scenario's folder
- *   file:PATH             the requests that follow are on PATH (opened once)
+ *   oset, osetw, oget     the same with F_OFD_SETLK, F_OFD_SETLKW, F_OFD_GETLK
+ *   file:PATH             the requests that follow are on PATH, opened anew
+ *                         (a new open file description)
+ *   close                 closes the current descriptor
  *   sleep:S */
 static const char rl_py[] =
     "import errno, fcntl, os, struct, sys, time\n"
     "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
     "T = {'r': fcntl.F_RDLCK, 'w': fcntl.F_WRLCK, 'u': fcntl.F_UNLCK}\n"
-    "C = {'set': fcntl.F_SETLK, 'setw': fcntl.F_SETLKW, 'get': fcntl.F_GETLK}\n"
+    "C = {'set': fcntl.F_SETLK, 'setw': fcntl.F_SETLKW, 'get': fcntl.F_GETLK, 'oget': 36, 'oset': 37, 'osetw': 38}\n"
     "F = 'hhxxxxqqi4x'\n"
     "for a in sys.argv[2:]:\n"
     "    p = a.split(':')\n"
     "    if p[0] == 'file':\n"
     "        fd = os.open(p[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+    "    elif p[0] == 'close':\n"
+    "        os.close(fd)\n"
     "    elif p[0] == 'sleep':\n"
     "        time.sleep(float(p[1]))\n"
     "    elif p[0] == 'touch':\n"
@@ -51,7 +56,7 @@ static const char rl_py[] =
     "    else:\n"
     "        try:\n"
     "            r = fcntl.fcntl(fd, C[p[0]], struct.pack(F, T[p[2]], 0, int(p[3]), int(p[4]), 0))\n"
-    "            if p[0] == 'get':\n"
+    "            if p[0] in ('get', 'oget'):\n"
     "                t, w, s, l, pid = struct.unpack(F, r)\n"
     "                out = 'U' if t == fcntl.F_UNLCK else '%s:%d:%d:%d' % ('R' if t == fcntl.F_RDLCK else 'W', s, l, pid)\n"
     "            else:\n"
@@ -200,6 +205,33 @@ static void test_upgrade_split_merge(void) {
     LINE(out, "b4b EAGAIN");
     LINE(out, "a5 0");          /* merged again: write 0..49 */
     LINE(out, "b5 W:0:50:-1");
+    if (bad || rc != 0) SHOW(out);
+}
+
+/* OFD locks keep their ranges too, per open file description: disjoint
+ * ranges at once across hosts, a conflict refused, F_OFD_GETLK sees the
+ * remote range; two descriptions of one process exclude each other; the
+ * close of the description's descriptor frees its ranges. */
+static void test_ofd_ranges(void) {
+    char out[8192];
+    int rc, bad = 0;
+    rc = sh("rm -f flag.*\n"
+            "A rl A/locks/o.lock oset:a1:w:0:10 file:A/locks/o.lock oset:a2:w:5:1 oset:a3:w:20:5 touch:A1 wait:B1 "
+            "close touch:A2 wait:B2 &\n"
+            "B rl B/locks/o.lock wait:A1 oset:b1:w:10:10 oset:b2:w:5:1 oget:b3:r:0:100 set:b4:r:0:1 touch:B1 wait:A2 "
+            "oset:b5:w:20:5 oset:b6:w:0:10 touch:B2\n"
+            "wait\n",
+            out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    LINE(out, "a1 0");
+    LINE(out, "a2 EAGAIN"); /* another description of the same process */
+    LINE(out, "a3 0");
+    LINE(out, "b1 0");      /* beside A's 0..9 */
+    LINE(out, "b2 EAGAIN");
+    LINE(out, "b3 W:0:10:-1");
+    LINE(out, "b4 EAGAIN"); /* a POSIX lock meets an OFD lock */
+    LINE(out, "b5 0");      /* A's second description was closed */
+    LINE(out, "b6 EAGAIN"); /* its first is still open */
     if (bad || rc != 0) SHOW(out);
 }
 
@@ -395,6 +427,7 @@ static void test_tdbtool_pair(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_ranges_across_hosts),
     DLT_TEST(test_upgrade_split_merge),
+    DLT_TEST(test_ofd_ranges),
     DLT_TEST(test_edeadlk_across_hosts),
     DLT_TEST(test_edeadlk_two_files),
     DLT_TEST(test_sqlite_rollback),
