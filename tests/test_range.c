@@ -4,7 +4,8 @@
  * the preload's fcntl and lockf hooks use (docs/preload.md, "Record
  * locks"): POSIX replacement, split and merge of an owner's ranges,
  * conflicts between owners, a refused upgrade that keeps the read lock,
- * restore, leases that lapse, EDEADLK and no false one, against a real
+ * restore, leases that lapse, EDEADLK and no false one, the owners' wait
+ * edges (dlock__range_edge), against a real
  * redis-server.  Runs in the sanitizer build too (the preload does not).
  */
 #include <stdio.h>
@@ -161,11 +162,30 @@ static void test_deadlock(void) {
     RANGES("rg4", "o1", "0:1:2");
 }
 
+/* The wait edges of owners (for a cycle through several files): set,
+ * read, dropped. */
+static void test_edges(void) {
+    dlock__strs ans;
+    open_client();
+    CU_ASSERT_FATAL(dlock__range_edge(cl, "eset", "o7", "123|o8,o9", 1000, &ans) == 0);
+    dlock__strs_free(&ans);
+    CU_ASSERT_FATAL(dlock__range_edge(cl, "eget", "o7", "", 0, &ans) == 0);
+    DLT_ASSERT_INT_EQ((long long)ans.n, 1);
+    if (ans.n == 1) STR_EQ(ans.v[0], "123|o8,o9");
+    dlock__strs_free(&ans);
+    CU_ASSERT_FATAL(dlock__range_edge(cl, "edel", "o7", "", 0, &ans) == 0);
+    dlock__strs_free(&ans);
+    CU_ASSERT_FATAL(dlock__range_edge(cl, "eget", "o7", "", 0, &ans) == 0);
+    DLT_ASSERT_INT_EQ((long long)ans.n, 0);
+    dlock__strs_free(&ans);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_replace_split_merge),
     DLT_TEST(test_conflicts_and_upgrade),
     DLT_TEST(test_lease_lapses),
     DLT_TEST(test_deadlock),
+    DLT_TEST(test_edges),
     { NULL, NULL },
 };
 
