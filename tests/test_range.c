@@ -1,18 +1,19 @@
-/* labels: redis */
+/* labels: redis cluster */
 /* test_range.c -- the record-lock range table (range_lua in
  * src/backend/scripts.c, through dlock__range in src/api/range.c), which
  * the preload's fcntl and lockf hooks use (docs/preload.md, "Record
  * locks"): POSIX replacement, split and merge of an owner's ranges,
  * conflicts between owners, a refused upgrade that keeps the read lock,
  * restore, leases that lapse, EDEADLK and no false one, the owners' wait
- * edges (dlock__range_edge), against a real
- * redis-server.  Runs in the sanitizer build too (the preload does not).
+ * edges (dlock__range_edge), against a real redis-server and a real Redis
+ * Cluster.  Runs in the sanitizer build too (the preload does not).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fixture.h"
+#include "fixture_multi.h"
 #include "api/api.h"
 
 static dlock_client_t *cl;
@@ -180,12 +181,46 @@ static void test_edges(void) {
     dlock__strs_free(&ans);
 }
 
+/* On a Redis Cluster: each table on its name's slot, the edges on theirs
+ * (several names, so several slots and masters). */
+static void test_cluster(void) {
+    dlt_cluster clus;
+    dlock_client_t *mine, *keep = cl;
+    char url[512], out[256], name[16];
+    dlock__strs ans;
+    int i;
+    CU_ASSERT_FATAL(dlt_cluster_client(&clus, url, sizeof url, &mine) == 0);
+    cl = mine;
+    for (i = 0; i < 6; i++) {
+        snprintf(name, sizeof name, "rgc%d", i);
+        DLT_ASSERT_INT_EQ(SET(name, "o1", 2, 0, 9), 0);
+        STR_EQ(out, "0 ");
+        DLT_ASSERT_INT_EQ(SET(name, "o2", 1, 5, 5), 0);
+        STR_EQ(out, "1 2 0 9 testhost:1 o1");
+        DLT_ASSERT_INT_EQ(SET(name, "o2", 1, 10, 19), 0);
+        STR_EQ(out, "0 ");
+    }
+    for (i = 0; i < 6; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "own%d", i);
+        CU_ASSERT(dlock__range_edge(cl, "eset", id, "1|x", 1000, &ans) == 0);
+        dlock__strs_free(&ans);
+        CU_ASSERT(dlock__range_edge(cl, "eget", id, "", 0, &ans) == 0);
+        DLT_ASSERT_INT_EQ((long long)ans.n, 1);
+        dlock__strs_free(&ans);
+    }
+    cl = keep;
+    dlock_client_destroy(mine);
+    dlt_cluster_cleanup(&clus);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_replace_split_merge),
     DLT_TEST(test_conflicts_and_upgrade),
     DLT_TEST(test_lease_lapses),
     DLT_TEST(test_deadlock),
     DLT_TEST(test_edges),
+    DLT_TEST(test_cluster),
     { NULL, NULL },
 };
 
