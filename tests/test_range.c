@@ -1,4 +1,4 @@
-/* labels: redis cluster */
+/* labels: redis; timeout: 120 */
 /* test_range.c -- the record-lock range table (range_lua in
  * src/backend/scripts.c, through dlock__range in src/api/range.c), which
  * the preload's fcntl and lockf hooks use (docs/preload.md, "Record
