@@ -146,6 +146,20 @@ static struct rfile *file_get(const struct stat *st, const char *name, int ofd, 
             (!ofd || same_description(fd, f->fd)))
             break;
     if (f != NULL && ofd) f->fd = fd;
+    if (f == NULL && ofd) {
+        /* an entry of a description that holds nothing now serves the new
+         * one (entries are never freed: the renewal keeps pointers) */
+        for (f = rfiles; f != NULL; f = f->next)
+            if (f->ofd && !f->held && f->busy == 0 && f->nstale == 0) break;
+        if (f != NULL) {
+            f->dev = st->st_dev;
+            f->ino = st->st_ino;
+            f->fd = fd;
+            f->dying = 0;
+            snprintf(f->own, sizeof f->own, "%s.o%u", owner, ++ndesc);
+            strcpy(f->name, name);
+        }
+    }
     if (f == NULL && (f = calloc(1, sizeof *f)) != NULL) {
         f->dev = st->st_dev;
         f->ino = st->st_ino;
