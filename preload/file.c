@@ -1,5 +1,7 @@
 /* file.c -- the file-lock hooks: flock, fcntl (F_SETLK, F_SETLKW, F_GETLK
- * and the F_OFD_* forms), lockf, and close.
+ * and the F_OFD_* forms), lockf, and close.  Record locks (fcntl, lockf)
+ * are byte ranges on the server, asked by the process itself (range.c);
+ * what follows is about flock locks.
  *
  * A lock on a mapped path is taken twice: cluster-wide, by a keeper
  * process (keeper.c) that holds the dlock rwlock of the path's name, and
