@@ -56,13 +56,17 @@ struct rfile {
     unsigned gen;   /* requests begun: the watch drops nothing a request is making */
     int held;       /* the server may hold ranges of ours */
     int visited;    /* by the renewal's current pass */
-    int nstale;     /* unlocks that did not reach the server, retried by the renewal */
+    int nstale;     /* unlocks that did not reach the server, oldest first (fmu) */
     long long stale[RANGE_STALE][2];
     int ofd;        /* OFD locks of one open file description (else the process's) */
     int fd;         /* OFD: the last descriptor of it seen, -1 once its last is closed */
     int dying;      /* OFD: its last descriptor is being closed */
     char own[64];   /* the owner in the table: the process, or NONCE.PID.oN for a description */
     char name[DLOCK_NAME_MAX + 1];
+    /* Orders the requests that change the owner's ranges: an owed unlock
+     * goes before any later request, never after a later lock of the
+     * range.  Taken before rmu, never while waiting. */
+    pthread_mutex_t fmu;
 };
 
 static pthread_mutex_t rmu = PTHREAD_MUTEX_INITIALIZER;
@@ -161,6 +165,7 @@ static struct rfile *file_get(const struct stat *st, const char *name, int ofd, 
         }
     }
     if (f == NULL && (f = calloc(1, sizeof *f)) != NULL) {
+        pthread_mutex_init(&f->fmu, NULL);
         f->dev = st->st_dev;
         f->ino = st->st_ino;
         f->ofd = ofd;
@@ -178,6 +183,13 @@ static struct rfile *file_get(const struct stat *st, const char *name, int ofd, 
     }
     runlock();
     return f;
+}
+
+static void fl_lock(struct rfile *f) {
+    DLPL_REAL(mutex_lock)(&f->fmu);
+}
+static void fl_unlock(struct rfile *f) {
+    DLPL_REAL(mutex_unlock)(&f->fmu);
 }
 
 static void file_put(struct rfile *f) {
@@ -213,9 +225,9 @@ static int req(const char *own, const char *name, const char *op, int type, long
     return dlock__range(dlpl_client, name, once, 9, args, ans);
 }
 
-/* Remembers an unlock that did not reach the server, for the renewal to
- * send; past RANGE_STALE of them, the file's ranges are all dropped
- * then.  rmu held. */
+/* Remembers an unlock that did not reach the server, to be sent before
+ * the next request (or by the renewal); past RANGE_STALE of them, the
+ * file's ranges are all dropped then.  fmu and rmu held. */
 static void stale_add(struct rfile *f, long long s, long long e) {
     if (f->nstale < RANGE_STALE) {
         f->stale[f->nstale][0] = s;
@@ -228,9 +240,32 @@ static void stale_add(struct rfile *f, long long s, long long e) {
     }
 }
 
+/* Sends f's owed unlocks, oldest first (fmu held): 0 when none is left,
+ * -1 when the server did not take one. */
+static int flush_stale(struct rfile *f) {
+    for (;;) {
+        long long s, e;
+        dlock__strs ans;
+        rlock();
+        if (f->nstale == 0) {
+            runlock();
+            return 0;
+        }
+        s = f->stale[0][0];
+        e = f->stale[0][1];
+        runlock();
+        if (req(f->own, f->name, "unl", 0, s, e, 0, NULL, 1, &ans) != 0) return -1;
+        dlock__strs_free(&ans);
+        rlock();
+        memmove(&f->stale[0], &f->stale[1], (size_t)(f->nstale - 1) * sizeof f->stale[0]);
+        f->nstale--;
+        runlock();
+    }
+}
+
 /* Removes s..e from the process's ranges on the server (one attempt: an
- * unlock never waits for an unreachable server; the renewal sends it
- * again). */
+ * unlock never waits for an unreachable server; it is sent again before
+ * the next request, or by the renewal).  fmu held. */
 static void unlock_range(struct rfile *f, long long s, long long e) {
     dlock__strs ans;
     int rc = req(f->own, f->name, "unl", 0, s, e, 0, NULL, 1, &ans);
@@ -295,13 +330,12 @@ static int kernel_has(dev_t dev, ino_t ino, int ofd, int fd) {
 }
 
 /* One pass over the files: unlocks owed, ranges the kernel no longer
- * has, leases. */
+ * has, leases.  A file whose requests are under way (fmu taken) waits
+ * for the next pass. */
 static void renew_pass(void) {
     struct rfile *f;
-    char name[DLOCK_NAME_MAX + 1], own[sizeof f->own];
     for (;;) {
-        long long st[RANGE_STALE][2];
-        int n = 0, i, gone, has, ofd, fd;
+        int gone;
         unsigned gen;
         dlock__strs ans;
         rlock();
@@ -309,39 +343,28 @@ static void renew_pass(void) {
         if (f == NULL) break;
         f->visited = 1;
         gen = f->gen;
-        strcpy(name, f->name);
-        strcpy(own, f->own);
-        ofd = f->ofd;
-        fd = f->fd;
-        n = f->nstale;
-        memcpy(st, f->stale, sizeof st);
-        f->nstale = 0;
         runlock();
-        for (i = 0; i < n; i++) {
-            if (req(own, name, "unl", 0, st[i][0], st[i][1], 0, NULL, 1, &ans) != 0) {
-                rlock();
-                stale_add(f, st[i][0], st[i][1]);
-                runlock();
-            } else {
-                dlock__strs_free(&ans);
-            }
+        if (DLPL_REAL(mutex_trylock)(&f->fmu) != 0) continue;
+        if (flush_stale(f) != 0) {
+            fl_unlock(f);
+            continue;
         }
-        has = kernel_has(f->dev, f->ino, ofd, fd);
+        gone = !kernel_has(f->dev, f->ino, f->ofd, f->fd);
         rlock();
-        gone = !has && f->gen == gen && f->busy == 0;
+        gone = gone && f->gen == gen && f->busy == 0;
         if (gone) f->held = 0;
         runlock();
         if (gone) {
-            if (req(own, name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
-            continue;
+            if (req(f->own, f->name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+        } else if (req(f->own, f->name, "renew", 0, 0, 0, 0, NULL, 1, &ans) == 0) {
+            rlock();
+            gone = ans.n >= 1 && strcmp(ans.v[0], "1") == 0 && f->held && f->gen == gen && f->busy == 0;
+            if (gone || (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->gen == gen)) f->held = 0;
+            runlock();
+            dlock__strs_free(&ans);
+            if (gone) lost(f->name);
         }
-        if (req(own, name, "renew", 0, 0, 0, 0, NULL, 1, &ans) != 0) continue;
-        rlock();
-        gone = ans.n >= 1 && strcmp(ans.v[0], "1") == 0 && f->held && f->gen == gen && f->busy == 0;
-        if (gone || (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->gen == gen && f->nstale == 0)) f->held = 0;
-        runlock();
-        dlock__strs_free(&ans);
-        if (gone) lost(name);
+        fl_unlock(f);
     }
     for (f = rfiles; f != NULL; f = f->next) f->visited = 0;
     runlock();
@@ -466,12 +489,15 @@ static int granted(struct rfile *f, long long s, long long e, const dlock__strs 
     int kr = kcall(karg), ke = errno;
     dlock__strs r;
     if (kr != 0) {
-        if (req(f->own, f->name, "restore", 0, s, e, 0, ans->n >= 2 ? ans->v[1] : "", 1, &r) == 0) dlock__strs_free(&r);
-        else {
+        fl_lock(f);
+        if (req(f->own, f->name, "restore", 0, s, e, 0, ans->n >= 2 ? ans->v[1] : "", 1, &r) == 0) {
+            dlock__strs_free(&r);
+        } else {
             rlock();
             stale_add(f, s, e); /* not put back: at least not kept */
             runlock();
         }
+        fl_unlock(f);
     }
     errno = ke;
     return kr;
@@ -585,7 +611,10 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
     char blockers[EDGE_MAX * 64];
     dlock__strs ans;
     for (;; ms = ms * 2 > 50 ? 50 : ms * 2) {
-        rc = req(f->own, f->name, "set", type, s, e, wait, NULL, !wait, &ans);
+        fl_lock(f);
+        rc = flush_stale(f) != 0 ? ENOLCK : req(f->own, f->name, "set", type, s, e, wait, NULL, !wait, &ans);
+        if (rc == 0 && answer(&ans, blockers, sizeof blockers) == 0) held(f);
+        fl_unlock(f);
         if (rc != 0) {
             if (edged) edge_drop(f->own);
             if ((err = fallback(f->name, rc)) != 0) {
@@ -598,7 +627,6 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
         err = answer(&ans, blockers, sizeof blockers);
         if (err == 0) {
             if (edged) edge_drop(f->own);
-            held(f);
             rc = granted(f, s, e, &ans, kcall, karg);
             dlock__strs_free(&ans);
             return rc;
@@ -634,7 +662,11 @@ int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flo
     if (fl->l_type == F_UNLCK) {
         rc = kcall(karg);
         err = errno;
-        if (rc == 0 && f->held) unlock_range(f, s, e);
+        if (rc == 0 && f->held) {
+            fl_lock(f);
+            unlock_range(f, s, e);
+            fl_unlock(f);
+        }
         file_put(f);
         errno = err;
         return rc;
@@ -741,13 +773,16 @@ void dlpl_range_close(const struct stat *st) {
         }
         runlock();
         if (f == NULL) return;
+        fl_lock(f);
         if (req(own, name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) {
             dlock__strs_free(&ans);
+            fl_unlock(f);
         } else {
             rlock();
             f->held = 1;
             stale_add(f, 0, RANGE_INF);
             runlock();
+            fl_unlock(f);
             return;
         }
     }

@@ -272,6 +272,60 @@ static void test_edeadlk_two_files(void) {
     if (bad || rc != 0) SHOW(out);
 }
 
+/* Waits up to 20 s for the scenario's flag file NAME: 1, or 0. */
+static int flag_wait(const char *name) {
+    char path[512];
+    double t0 = dlt_now();
+    snprintf(path, sizeof path, "%s/flag.%s", dir, name);
+    while (access(path, F_OK) != 0) {
+        if (dlt_now() - t0 > 20.0) return 0;
+        dlt_sleep_ms(10);
+    }
+    return 1;
+}
+
+static void flag_touch(const char *name) {
+    char path[512];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/flag.%s", dir, name);
+    if ((f = fopen(path, "w")) != NULL) fclose(f);
+}
+
+/* An unlock that did not reach the server (stopped) is sent again later
+ * -- but before the same range's next lock, never after it: once the
+ * server is back, A locks the range again and, past a renewal pass,
+ * another host still finds it held. */
+static void test_unlock_owed_never_after_relock(void) {
+    char path[512], out[8192];
+    FILE *f, *p;
+    int rc, bad = 0;
+    setup_dir();
+    snprintf(path, sizeof path, "%s/scenario.sh", dir);
+    CU_ASSERT_FATAL((f = fopen(path, "w")) != NULL);
+    fprintf(f, "%srm -f flag.*\n"
+               "A rl A/locks/s.lock set:a1:w:0:10 touch:A1 wait:S1 set:a2:u:0:10 touch:A2 wait:S2 "
+               "set:a3:w:0:10 sleep:3.5 touch:A3 wait:B3 &\n"
+               "B rl B/locks/s.lock wait:A3 get:b3:w:0:10 touch:B3\n"
+               "wait\n",
+            prelude);
+    fclose(f);
+    snprintf(path, sizeof path, "sh '%s/scenario.sh' 2>&1", dir);
+    CU_ASSERT_FATAL((p = popen(path, "r")) != NULL);
+    CU_ASSERT(flag_wait("A1"));
+    CU_ASSERT(dlt_redis_stop(&dlt_server) == 0);
+    flag_touch("S1");
+    CU_ASSERT(flag_wait("A2"));
+    CU_ASSERT(dlt_redis_restart(&dlt_server) == 0);
+    flag_touch("S2");
+    rc = dlt_pclose_read(p, out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    LINE(out, "a1 0");
+    LINE(out, "a2 0"); /* the kernel's unlock: the server's part is owed */
+    LINE(out, "a3 0");
+    LINE(out, "b3 W:0:10:-1");
+    if (bad || rc != 0) SHOW(out);
+}
+
 /* ---------------------------------------------------------------- sqlite3 */
 
 /* Two sqlite3 writers, 200 rows each, into one mapped database: 400
@@ -430,6 +484,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_ofd_ranges),
     DLT_TEST(test_edeadlk_across_hosts),
     DLT_TEST(test_edeadlk_two_files),
+    DLT_TEST(test_unlock_owed_never_after_relock),
     DLT_TEST(test_sqlite_rollback),
     DLT_TEST(test_sqlite_wal),
     DLT_TEST(test_sqlite_server_down),
