@@ -33,9 +33,10 @@ static char prelude[8192];
  *   file:PATH             the requests that follow are on PATH, opened anew
  *                         (a new open file description)
  *   close                 closes the current descriptor
+ *   alarm:S               SIGALRM in S seconds, whose handler raises EINTR
  *   sleep:S */
 static const char rl_py[] =
-    "import errno, fcntl, os, struct, sys, time\n"
+    "import errno, fcntl, os, signal, struct, sys, time\n"
     "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
     "T = {'r': fcntl.F_RDLCK, 'w': fcntl.F_WRLCK, 'u': fcntl.F_UNLCK}\n"
     "C = {'set': fcntl.F_SETLK, 'setw': fcntl.F_SETLKW, 'get': fcntl.F_GETLK, 'oget': 36, 'oset': 37, 'osetw': 38}\n"
@@ -44,6 +45,10 @@ static const char rl_py[] =
     "    p = a.split(':')\n"
     "    if p[0] == 'file':\n"
     "        fd = os.open(p[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+    "    elif p[0] == 'alarm':\n"
+    "        def on_alarm(sig, frame): raise InterruptedError(errno.EINTR, 'alarm')\n"
+    "        signal.signal(signal.SIGALRM, on_alarm)\n"
+    "        signal.setitimer(signal.ITIMER_REAL, float(p[1]))\n"
     "    elif p[0] == 'close':\n"
     "        os.close(fd)\n"
     "    elif p[0] == 'sleep':\n"
@@ -272,6 +277,26 @@ static void test_edeadlk_two_files(void) {
     if (bad || rc != 0) SHOW(out);
 }
 
+/* A signal whose handler does not restart system calls ends an F_SETLKW
+ * that waits for another host with EINTR, as the kernel's does (after
+ * the alarm's second, not before); the holder is untouched. */
+static void test_setlkw_eintr(void) {
+    char out[8192];
+    int rc, bad = 0;
+    rc = sh("rm -f flag.*\n"
+            "A rl A/locks/i.lock set:a1:w:0:1 touch:A1 wait:B1 get:a2:w:0:1 &\n"
+            "B rl B/locks/i.lock wait:A1 alarm:1 setw:b1:w:0:1 touch:B1 set:b2:w:0:1 &\n"
+            "t0=$(now); wait; echo ms $(( ($(now) - t0) / 1000000 ))\n",
+            out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    LINE(out, "a1 0");
+    LINE(out, "b1 EINTR");
+    LINE(out, "b2 EAGAIN"); /* A still holds it */
+    LINE(out, "a2 U");
+    CU_ASSERT(num(out, "ms") >= 900 && num(out, "ms") < 10000);
+    if (bad || rc != 0) SHOW(out);
+}
+
 /* Waits up to 20 s for the scenario's flag file NAME: 1, or 0. */
 static int flag_wait(const char *name) {
     char path[512];
@@ -484,6 +509,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_ofd_ranges),
     DLT_TEST(test_edeadlk_across_hosts),
     DLT_TEST(test_edeadlk_two_files),
+    DLT_TEST(test_setlkw_eintr),
     DLT_TEST(test_unlock_owed_never_after_relock),
     DLT_TEST(test_sqlite_rollback),
     DLT_TEST(test_sqlite_wal),
