@@ -92,7 +92,10 @@ static void unlock_mu(void) {
     DLPL_REAL(mutex_unlock)(&mu);
 }
 
+/* At start-up (the configuration and the client are there): record
+ * locks that an exec kept are this program's now (range.c). */
 void dlpl_file_init(void) {
+    dlpl_range_adopt();
 }
 
 void dlpl_file_atfork_prepare(void) {

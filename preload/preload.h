@@ -144,6 +144,8 @@ int dlpl_range_getlk(int fd, const struct stat *st, const char *name, struct flo
                      int (*kcall)(void *), void *karg);
 void dlpl_range_closing(int fd, const struct stat *st);
 void dlpl_range_close(const struct stat *st);
+/* At start-up: the record locks held already (kept across exec). */
+void dlpl_range_adopt(void);
 extern volatile int dlpl_nrange;
 
 /* fd.c: the per-descriptor cache of "no rule maps this descriptor's

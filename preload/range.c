@@ -23,12 +23,12 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -61,7 +61,7 @@ struct rfile {
     int ofd;        /* OFD locks of one open file description (else the process's) */
     int fd;         /* OFD: the last descriptor of it seen, -1 once its last is closed */
     int dying;      /* OFD: its last descriptor is being closed */
-    char own[64];   /* the owner in the table: the process, or NONCE.PID.oN for a description */
+    char own[80];   /* the owner in the table: the process, or OWNER.oN for a description */
     char name[DLOCK_NAME_MAX + 1];
     /* Orders the requests that change the owner's ranges: an owed unlock
      * goes before any later request, never after a later lock of the
@@ -73,7 +73,7 @@ static pthread_mutex_t rmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rcv = PTHREAD_COND_INITIALIZER;
 static struct rfile *rfiles;
 volatile int dlpl_nrange;
-static char owner[40];       /* NONCE.PID */
+static char owner[64];       /* HOSTHASH.PID.START: the same across exec */
 static char who[300];        /* host:pid */
 static pid_t owner_pid;
 static unsigned ndesc;       /* descriptions made owners */
@@ -112,18 +112,39 @@ static void atfork_register(void) {
     pthread_atfork(at_prepare, at_parent, at_child);
 }
 
-/* This process's owner id and identity (rmu held). */
-static void owner_make(void) {
-    unsigned char b[8];
-    char host[256];
-    size_t i;
-    if (owner_pid == getpid()) return;
-    if (getrandom(b, sizeof b, GRND_NONBLOCK) != (ssize_t)sizeof b) {
-        long long t = (long long)time(NULL) ^ ((long long)getpid() << 20) ^ (long long)(uintptr_t)&b;
-        memcpy(b, &t, sizeof b);
+static unsigned long long fnv(unsigned long long h, const char *s) {
+    for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* The first line of a small file into buf ("" if it cannot be read). */
+static void read_line(const char *path, char *buf, size_t cap) {
+    FILE *f = fopen(path, "re");
+    buf[0] = '\0';
+    if (f != NULL) {
+        if (fgets(buf, (int)cap, f) == NULL) buf[0] = '\0';
+        fclose(f);
     }
-    for (i = 0; i < sizeof b; i++) snprintf(owner + 2 * i, 3, "%02x", b[i]);
-    snprintf(owner + 16, sizeof owner - 16, ".%ld", (long)getpid());
+}
+
+/* This process's owner id and identity (rmu held).  The id is the host
+ * (its name and boot), the pid and the process's start time: unique
+ * among live processes of every host, and the same after an exec, whose
+ * program takes the record locks over (dlpl_range_adopt). */
+static void owner_make(void) {
+    char host[256], boot[64], stat[1024], *p;
+    unsigned long long start = 0;
+    int i;
+    if (owner_pid == getpid()) return;
+    if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
+    host[sizeof host - 1] = '\0';
+    read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+    read_line("/proc/self/stat", stat, sizeof stat);
+    /* starttime is the 20th field after the command's ")" */
+    for (p = strrchr(stat, ')'), i = 0; p != NULL && i < 20; i++) p = strchr(p + 1, ' ');
+    if (p != NULL) start = strtoull(p + 1, NULL, 10);
+    snprintf(owner, sizeof owner, "%016llx.%ld.%llu", fnv(fnv(0xcbf29ce484222325ULL, host), boot),
+             (long)getpid(), start);
     if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
     host[sizeof host - 1] = '\0';
     host[strcspn(host, "|,")] = '\0';
@@ -429,6 +450,60 @@ static void held(struct rfile *f) {
     runlock();
 }
 
+/* ------------------------------------------------------------ exec */
+
+/* A descriptor of the file dev:ino, if its path is mapped: its lock
+ * name (with "#fcntl") into name, the descriptor's fstat into st; the
+ * descriptor, or -1. */
+static int mapped_fd(dev_t dev, ino_t ino, char *name, struct stat *st) {
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int found = -1;
+    if (d == NULL) return -1;
+    while (found < 0 && (de = readdir(d)) != NULL) {
+        char link[64], path[PATH_MAX + 16], base[DLOCK_NAME_MAX + 1];
+        int fd = atoi(de->d_name);
+        ssize_t n;
+        if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd == dirfd(d)) continue;
+        if (fstat(fd, st) != 0 || st->st_dev != dev || st->st_ino != ino) continue;
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        if ((n = readlink(link, path, sizeof path - 1)) <= 0 || n >= (ssize_t)sizeof path - 1) continue;
+        path[n] = '\0';
+        if (n > 10 && strcmp(path + n - 10, " (deleted)") == 0) path[n - 10] = '\0';
+        if (path[0] != '/' || !dlpl_map_path(path, base, sizeof base)) continue;
+        if ((size_t)snprintf(name, DLOCK_NAME_MAX + 1, "%s#fcntl", base) > DLOCK_NAME_MAX) continue;
+        found = fd;
+    }
+    closedir(d);
+    return found;
+}
+
+/* At start-up: the record locks that this process holds already -- its
+ * program was started by exec from one that held them, and the kernel
+ * kept them -- are this process's on the server too (the owner id does
+ * not change across exec), so their ranges are renewed from now on,
+ * before their lease runs out, and dropped with them. */
+void dlpl_range_adopt(void) {
+    char line[256], me[24], name[DLOCK_NAME_MAX + 1];
+    FILE *p;
+    if (dlpl_client == NULL || dlpl_conf.bad || (p = fopen("/proc/locks", "re")) == NULL) return;
+    snprintf(me, sizeof me, " %ld ", (long)getpid());
+    while (fgets(line, sizeof line, p) != NULL) {
+        unsigned maj, mnr;
+        unsigned long ino;
+        struct stat st;
+        struct rfile *f;
+        char *q = strstr(line, me);
+        if (strstr(line, " POSIX ") == NULL || strstr(line, "->") != NULL || q == NULL) continue;
+        if (sscanf(q + strlen(me), "%x:%x:%lu", &maj, &mnr, &ino) != 3) continue;
+        if (mapped_fd(makedev(maj, mnr), (ino_t)ino, name, &st) < 0) continue;
+        if ((f = file_get(&st, name, 0, -1)) == NULL) continue;
+        held(f);
+        file_put(f);
+    }
+    fclose(p);
+}
+
 /* ------------------------------------------------------------ requests */
 
 /* fl's range as absolute offsets s..e (inclusive; RANGE_INF: to the end
@@ -513,7 +588,7 @@ static int granted(struct rfile *f, long long s, long long e, const dlock__strs 
  * waiting owner's edge is "SINCE|BLOCKERS", SINCE the wall-clock ms its
  * wait began, BLOCKERS the owners that hold what it wants. */
 struct node {
-    char id[64];
+    char id[80];
     int parent;          /* index of the node that waits for it; -1: one of ours */
     long long since;     /* its wait's start, if it waits */
 };
@@ -571,7 +646,7 @@ static int cycle(const char *me, const char *blockers, long long mine) {
  * just let go asks again within 50 ms and drops it).  *seen: when the
  * cycle was first seen (0: not seen).  1: EDEADLK. */
 static int deadlocked(const char *me, const char *blockers, long long mine, long long *seen) {
-    char rec[EDGE_MAX * 64 + 32];
+    char rec[EDGE_MAX * 80 + 32];
     dlock__strs ans;
     struct timespec ts;
     long long now;
@@ -608,7 +683,7 @@ static int answer(const dlock__strs *ans, char *blockers, size_t cap) {
 static int setlk(struct rfile *f, int type, long long s, long long e, int wait, int (*kcall)(void *), void *karg) {
     int ms = 1, rc, err, edged = 0;
     long long seen = 0, mine = 0;
-    char blockers[EDGE_MAX * 64];
+    char blockers[EDGE_MAX * 80];
     dlock__strs ans;
     for (;; ms = ms * 2 > 50 ? 50 : ms * 2) {
         fl_lock(f);

@@ -34,6 +34,7 @@ static char prelude[8192];
  *                         (a new open file description)
  *   close                 closes the current descriptor
  *   alarm:S               SIGALRM in S seconds, whose handler raises EINTR
+ *   exec:PROG:ARG...      execv(PROG, [PROG, ARG...]), keeping the descriptor
  *   sleep:S */
 static const char rl_py[] =
     "import errno, fcntl, os, signal, struct, sys, time\n"
@@ -49,6 +50,9 @@ static const char rl_py[] =
     "        def on_alarm(sig, frame): raise InterruptedError(errno.EINTR, 'alarm')\n"
     "        signal.signal(signal.SIGALRM, on_alarm)\n"
     "        signal.setitimer(signal.ITIMER_REAL, float(p[1]))\n"
+    "    elif p[0] == 'exec':\n"
+    "        os.set_inheritable(fd, True)\n"
+    "        os.execv(p[1], p[1:])\n"
     "    elif p[0] == 'close':\n"
     "        os.close(fd)\n"
     "    elif p[0] == 'sleep':\n"
@@ -297,6 +301,26 @@ static void test_setlkw_eintr(void) {
     if (bad || rc != 0) SHOW(out);
 }
 
+/* A POSIX record lock survives exec in the kernel, and on the server:
+ * the program exec'd (sleep, under the library too) takes the ranges
+ * over and renews them past their lease (10 s), and they go when it
+ * exits. */
+static void test_exec_keeps_ranges(void) {
+    char out[8192];
+    int rc, bad = 0;
+    rc = sh("rm -f flag.*\n"
+            "A rl A/locks/e.lock set:a1:w:0:10 touch:A1 exec:/bin/sleep:13 &\n"
+            "B rl B/locks/e.lock wait:A1 sleep:12 get:b1:w:0:10\n"
+            "wait\n"
+            "B rl B/locks/e.lock set:b2:w:0:10\n",
+            out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    LINE(out, "a1 0");
+    LINE(out, "b1 W:0:10:-1"); /* 12 s later: renewed by the exec'd program */
+    LINE(out, "b2 0");         /* gone with it */
+    if (bad || rc != 0) SHOW(out);
+}
+
 /* Waits up to 20 s for the scenario's flag file NAME: 1, or 0. */
 static int flag_wait(const char *name) {
     char path[512];
@@ -510,6 +534,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_edeadlk_across_hosts),
     DLT_TEST(test_edeadlk_two_files),
     DLT_TEST(test_setlkw_eintr),
+    DLT_TEST(test_exec_keeps_ranges),
     DLT_TEST(test_unlock_owed_never_after_relock),
     DLT_TEST(test_sqlite_rollback),
     DLT_TEST(test_sqlite_wal),
