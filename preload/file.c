@@ -98,11 +98,17 @@ void dlpl_file_init(void) {
     dlpl_range_adopt();
 }
 
+/* Through fork, the hooks pass straight through (dlpl_guard): the
+ * library's own fork handlers run between these (they were registered
+ * first) and close the child's copies of the client's connections,
+ * through the close hook, while mu is still held. */
 void dlpl_file_atfork_prepare(void) {
+    dlpl_guard++;
     lock_mu();
 }
 void dlpl_file_atfork_parent(void) {
     unlock_mu();
+    dlpl_guard--;
 }
 /* The child holds none of its parent's keepers: it forgets them (its
  * copies of the sockets are closed, writing nothing).  The kernel locks
@@ -128,6 +134,7 @@ void dlpl_file_atfork_child(void) {
     }
     mon_pipe[0] = mon_pipe[1] = -1;
     mon_started = 0;
+    dlpl_guard--;
 }
 
 /* Did a keeper's end (waitpid status) come from outside -- a signal, or

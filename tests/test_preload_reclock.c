@@ -35,6 +35,9 @@ static char prelude[8192];
  *   close                 closes the current descriptor
  *   alarm:S               SIGALRM in S seconds, whose handler raises EINTR
  *   exec:PROG:ARG...      execv(PROG, [PROG, ARG...]), keeping the descriptor
+ *   fork:TAG              a child tries F_SETLK of a write lock on 0..9
+ *                         ("TAG 0" or the error), closes the descriptor and
+ *                         exits; the parent waits for it
  *   sleep:S */
 static const char rl_py[] =
     "import errno, fcntl, os, signal, struct, sys, time\n"
@@ -53,6 +56,15 @@ static const char rl_py[] =
     "    elif p[0] == 'exec':\n"
     "        os.set_inheritable(fd, True)\n"
     "        os.execv(p[1], p[1:])\n"
+    "    elif p[0] == 'fork':\n"
+    "        pid = os.fork()\n"
+    "        if pid == 0:\n"
+    "            try: fcntl.fcntl(fd, fcntl.F_SETLK, struct.pack(F, fcntl.F_WRLCK, 0, 0, 10, 0)); r = '0'\n"
+    "            except OSError as e: r = errno.errorcode.get(e.errno, str(e.errno))\n"
+    "            print(p[1], r, flush=True)\n"
+    "            os.close(fd)\n"
+    "            sys.exit(0)\n"
+    "        os.waitpid(pid, 0)\n"
     "    elif p[0] == 'close':\n"
     "        os.close(fd)\n"
     "    elif p[0] == 'sleep':\n"
@@ -321,6 +333,24 @@ static void test_exec_keeps_ranges(void) {
     if (bad || rc != 0) SHOW(out);
 }
 
+/* fork: the child holds none of its parent's record locks (it is refused
+ * the parent's range, as by the kernel), and its close of the inherited
+ * descriptor and its exit leave the parent's ranges where they are. */
+static void test_fork_child_owns_nothing(void) {
+    char out[8192];
+    int rc, bad = 0;
+    rc = sh("rm -f flag.*\n"
+            "A rl A/locks/f.lock set:a1:w:0:10 fork:a2 touch:A1 wait:B1 &\n"
+            "B rl B/locks/f.lock wait:A1 get:b1:w:0:10 touch:B1\n"
+            "wait\n",
+            out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    LINE(out, "a1 0");
+    LINE(out, "a2 EAGAIN");
+    LINE(out, "b1 W:0:10:-1");
+    if (bad || rc != 0) SHOW(out);
+}
+
 /* Waits up to 20 s for the scenario's flag file NAME: 1, or 0. */
 static int flag_wait(const char *name) {
     char path[512];
@@ -535,6 +565,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_edeadlk_two_files),
     DLT_TEST(test_setlkw_eintr),
     DLT_TEST(test_exec_keeps_ranges),
+    DLT_TEST(test_fork_child_owns_nothing),
     DLT_TEST(test_unlock_owed_never_after_relock),
     DLT_TEST(test_sqlite_rollback),
     DLT_TEST(test_sqlite_wal),
