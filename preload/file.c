@@ -1,5 +1,7 @@
 /* file.c -- the file-lock hooks: flock, fcntl (F_SETLK, F_SETLKW, F_GETLK
- * and the F_OFD_* forms), lockf, and close.
+ * and the F_OFD_* forms), lockf, and close.  Record locks (fcntl, lockf)
+ * are byte ranges on the server, asked by the process itself (range.c);
+ * what follows is about flock locks.
  *
  * A lock on a mapped path is taken twice: cluster-wide, by a keeper
  * process (keeper.c) that holds the dlock rwlock of the path's name, and
@@ -90,14 +92,23 @@ static void unlock_mu(void) {
     DLPL_REAL(mutex_unlock)(&mu);
 }
 
+/* At start-up (the configuration and the client are there): record
+ * locks that an exec kept are this program's now (range.c). */
 void dlpl_file_init(void) {
+    dlpl_range_adopt();
 }
 
+/* Through fork, the hooks pass straight through (dlpl_guard): the
+ * library's own fork handlers run between these (they were registered
+ * first) and close the child's copies of the client's connections,
+ * through the close hook, while mu is still held. */
 void dlpl_file_atfork_prepare(void) {
+    dlpl_guard++;
     lock_mu();
 }
 void dlpl_file_atfork_parent(void) {
     unlock_mu();
+    dlpl_guard--;
 }
 /* The child holds none of its parent's keepers: it forgets them (its
  * copies of the sockets are closed, writing nothing).  The kernel locks
@@ -123,6 +134,7 @@ void dlpl_file_atfork_child(void) {
     }
     mon_pipe[0] = mon_pipe[1] = -1;
     mon_started = 0;
+    dlpl_guard--;
 }
 
 /* Did a keeper's end (waitpid status) come from outside -- a signal, or
@@ -628,21 +640,6 @@ struct lreq {
     int probe;            /* the request is the breaker's probe */
 };
 
-/* POSIX: the process already holds enough cluster-wide (a downgrade
- * keeps the cluster lock exclusive): only the kernel's part.  Called with
- * mu held; returns without it. */
-static int lock_posix_enough(struct lreq *q) {
-    int kr, kerr;
-    unlock_mu();
-    kr = q->k->call(q->k->arg);
-    kerr = errno;
-    lock_mu();
-    rec_release(q->r);
-    unlock_mu();
-    errno = kerr;
-    return kr;
-}
-
 /* No record yet (mu held): a new one, with its keeper.  0; ENOLCK if the
  * breaker is open; EKEEPER (with *err) if no keeper could be started. */
 static int lock_new_rec(struct lreq *q, int *err) {
@@ -725,13 +722,11 @@ static int lock_path(struct lreq *q) {
     lock_mu();
     q->r = rec_claim(q->kind, q->st, q->fd);
     q->prev = q->r != NULL ? q->r->mode : 0;
-    if (q->r != NULL && q->r->mode >= q->want && q->kind == DLPL_K_POSIX) return lock_posix_enough(q);
     if (q->r == NULL && (rc = lock_new_rec(q, &err)) != 0) {
         unlock_mu();
         return lock_fallback(q, rc, err);
     }
     unlock_mu();
-    if (q->kind == DLPL_K_POSIX && q->r->mode > q->want) q->want = q->r->mode;
     rc = ask(q->r, DLPL_OP_LOCK, q->want, q->try, !q->try, q->probe, &mode);
     breaker_after(rc, q->try, q->probe);
     if (rc == ESILENT) return lock_abandoned(q);
@@ -829,68 +824,12 @@ static int fcntl_call(void *a) {
     struct fcntl_arg *f = a;
     return f->is64 ? DLPL_REAL(fcntl64)(f->fd, f->cmd, f->fl) : DLPL_REAL(fcntl)(f->fd, f->cmd, f->fl);
 }
-static int fcntl_trycall(void *a) {
-    struct fcntl_arg *f = a;
-    int cmd = f->cmd == F_SETLKW ? F_SETLK : f->cmd == F_OFD_SETLKW ? F_OFD_SETLK : f->cmd;
-    return f->is64 ? DLPL_REAL(fcntl64)(f->fd, cmd, f->fl) : DLPL_REAL(fcntl)(f->fd, cmd, f->fl);
-}
-static void fcntl_undo(void *a) {
-    struct fcntl_arg *f = a;
-    struct flock u;
-    int e = errno;
-    memset(&u, 0, sizeof u);
-    u.l_type = F_UNLCK;
-    u.l_whence = SEEK_SET;
-    (f->cmd == F_OFD_SETLK || f->cmd == F_OFD_SETLKW) ? DLPL_REAL(fcntl)(f->fd, F_OFD_SETLK, &u)
-                                                      : DLPL_REAL(fcntl)(f->fd, F_SETLK, &u);
-    errno = e;
-}
-
-/* F_GETLK: the kernel's answer for this host, then the cluster's. */
-static int do_getlk(int fd, int cmd, struct flock *fl, int is64, int kind, const struct stat *st, const char *name) {
-    struct fcntl_arg fa = { fd, cmd, is64, fl };
-    dlock_lock_info_t info;
-    struct rec *r;
-    int mine = 0, want = fl->l_type == F_WRLCK ? 2 : 1, rc;
-    short asked = fl->l_type;
-
-    if (fcntl_call(&fa) != 0) return -1;
-    if (fl->l_type != F_UNLCK || (asked != F_RDLCK && asked != F_WRLCK)) return 0;
-    lock_mu();
-    if ((r = rec_find(kind, st, fd)) != NULL) mine = r->mode;
-    unlock_mu();
-    if (mine == 2 || (mine == 1 && want == 1)) return 0; /* ours: no conflict */
-    if (dlpl_client == NULL || (rc = dlock_lock_info(dlpl_client, name, &info)) != 0) {
-        /* (dlock_lock_info honours the client's circuit breaker itself) */
-        rc = policy(name, dlpl_client == NULL ? ENOLCK : rc);
-        if (rc != 0) {
-            errno = rc;
-            return -1;
-        }
-        return 0;
-    }
-    dlpl_server_up();
-    if (info.held || (want == 2 && info.readers > (unsigned)(mine == 1 ? 1 : 0))) {
-        /* Held elsewhere in the cluster: reported on the whole file, with
-         * no pid (the holder may be on another host). */
-        fl->l_type = info.held ? F_WRLCK : F_RDLCK;
-        fl->l_whence = SEEK_SET;
-        fl->l_start = 0;
-        fl->l_len = 0;
-        fl->l_pid = -1;
-    }
-    return 0;
-}
-
 static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
     char name[DLOCK_NAME_MAX + 1];
     struct fcntl_arg fa = { fd, cmd, is64, fl };
-    struct kops k = { fcntl_call, fcntl_undo, &fa, fcntl_trycall };
     int ofd = cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW || cmd == F_OFD_GETLK;
-    int kind = ofd ? DLPL_K_OFD : DLPL_K_POSIX;
     int getlk = cmd == F_GETLK || cmd == F_OFD_GETLK;
     int wait = cmd == F_SETLKW || cmd == F_OFD_SETLKW;
-    int rc, e, held;
     struct stat st;
     char fname[DLOCK_NAME_MAX + 8];
 
@@ -907,18 +846,10 @@ static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
      * would wait for itself). */
     snprintf(fname, sizeof fname, "%s#fcntl", name);
     if (strlen(fname) > DLOCK_NAME_MAX) return fcntl_call(&fa);
-    if (getlk) return do_getlk(fd, cmd, fl, is64, kind, &st, fname);
-    if (fl->l_type == F_UNLCK) {
-        rc = fcntl_call(&fa);
-        e = errno;
-        after_unlock(kind, &st, fd);
-        errno = e;
-        return rc;
-    }
-    held = kind == DLPL_K_OFD ? kernel_held(fd, DLPL_K_OFD) : 0;
-    struct lreq q = { .kind = kind, .st = &st, .fd = fd, .name = fname, .want = fl->l_type == F_WRLCK ? 2 : 1,
-                      .try = !wait, .held = held, .busy_err = EAGAIN, .k = &k };
-    return lock_path(&q);
+    /* byte ranges on the server, owned by this process or (OFD) by the
+     * description (range.c) */
+    if (getlk) return dlpl_range_getlk(fd, &st, fname, fl, ofd, fcntl_call, &fa);
+    return dlpl_range_setlk(fd, &st, fname, fl, wait, ofd, fcntl_call, &fa);
 }
 
 /* F_DUPFD, F_DUPFD_CLOEXEC: the number returned may have been closed
@@ -1033,16 +964,16 @@ int dlpl_lockf64(int fd, int cmd, off_t len) {
 int close(int fd) {
     struct rec *hit[8], *r;
     struct stat st;
-    int n = 0, i, rc, e;
+    int n = 0, i, rc, e, sr;
 
     dlpl_fd_forget(fd);
-    if (DLPL_LIKELY(dlpl_nrec == 0) || dlpl_guard || dlpl_state != DLPL_ACTIVE) {
+    if (DLPL_LIKELY(dlpl_nrec == 0 && dlpl_nrange == 0) || dlpl_guard || dlpl_state != DLPL_ACTIVE) {
         rc = DLPL_REAL(close) ? DLPL_REAL(close)(fd) : (errno = ENOSYS, -1);
         dlpl_fd_forget(fd); /* (errno untouched) */
         return rc;
     }
     dlpl_guard++;
-    if (fstat(fd, &st) == 0) {
+    if ((sr = fstat(fd, &st)) == 0) {
         lock_mu();
         for (r = recs; r != NULL && n < 8; r = r->next) {
             if (r->busy || r->dev != st.st_dev || r->ino != st.st_ino) continue;
@@ -1052,10 +983,12 @@ int close(int fd) {
         }
         unlock_mu();
     }
+    if (sr == 0 && dlpl_nrange != 0) dlpl_range_closing(fd, &st);
     rc = DLPL_REAL(close)(fd);
     e = errno;
     dlpl_fd_forget(fd);
     for (i = 0; i < n; i++) arm(hit[i], 0);
+    if (sr == 0 && rc == 0 && dlpl_nrange != 0) dlpl_range_close(&st);
     dlpl_guard--;
     errno = e;
     return rc;

@@ -131,6 +131,23 @@ void dlpl_file_atfork_parent(void);
 void dlpl_file_atfork_child(void);
 extern volatile int dlpl_nrec;
 
+/* range.c: record locks (fcntl F_SETLK/F_SETLKW/F_GETLK and lockf; with
+ * ofd, the F_OFD_* forms) on mapped files, as byte ranges in the
+ * server's range table of name (docs/preload.md, "Record locks").  kcall
+ * makes the program's own kernel call.  dlpl_range_closing before and
+ * dlpl_range_close after close() of a descriptor of the file st. */
+struct flock;
+struct stat;
+int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flock *fl, int wait, int ofd,
+                     int (*kcall)(void *), void *karg);
+int dlpl_range_getlk(int fd, const struct stat *st, const char *name, struct flock *fl, int ofd,
+                     int (*kcall)(void *), void *karg);
+void dlpl_range_closing(int fd, const struct stat *st);
+void dlpl_range_close(const struct stat *st);
+/* At start-up: the record locks held already (kept across exec). */
+void dlpl_range_adopt(void);
+extern volatile int dlpl_nrange;
+
 /* fd.c: the per-descriptor cache of "no rule maps this descriptor's
  * file", so that an unmapped lock call costs no system call more than
  * without the library.  unmapped: one load.  token: the slot's word,

@@ -350,13 +350,14 @@ static void test_mapped_mutex_timedlock(void) {
 
 /* A program that locks in a loop pays the bound once while the server is
  * dead, runs on local-only, and notices the server's return within a few
- * seconds: its locks are cluster-wide again (the key is on the server). */
+ * seconds: its locks are cluster-wide again (its record-lock range table
+ * is on the server). */
 static void test_server_return_noticed(void) {
     char out[8192], key[PATH_MAX + 64];
     int d;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
-    snprintf(key, sizeof key, "dlock:{%s/locks/back.lock#fcntl}", real_dir);
+    snprintf(key, sizeof key, "dlock:{%s/locks/back.lock#fcntl}:rl", real_dir);
     for (d = 0; d < 2; d++) {
         dlt_redis *srv = d == 0 ? &down_srv : &dlt_server;
         double t_back, seen = -1;

@@ -926,6 +926,33 @@ int dlock__figs_parse(const redisReply *r, dlock__figs *out, size_t max, size_t 
     return 0;
 }
 
+/* A record-lock range request (range_lua) on <lock key>:rl. */
+static int single_range(dlock__backend *c, const dlock__keys *k, int nargs, const char *const *args,
+                        dlock__strs *out, dlock__mono deadline) {
+    const char *a[1 + 12];
+    size_t lens[1 + 12];
+    char *key;
+    redisReply *r;
+    int i, rc;
+
+    if (nargs < 1 || nargs > 12) return dlock__seterr(EINVAL, "range: %d arguments", nargs);
+    if ((key = malloc(k->keylen + 4)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+    memcpy(key, k->key, k->keylen);
+    memcpy(key + k->keylen, ":rl", 4);
+    a[0] = key;
+    lens[0] = k->keylen + 3;
+    for (i = 0; i < nargs; i++) {
+        a[1 + i] = args[i];
+        lens[1 + i] = strlen(args[i]);
+    }
+    rc = dlock__script_run(c, DLOCK__SCRIPT_RANGE, &r, deadline, 1, 1 + nargs, a, lens, NULL);
+    free(key);
+    if (rc != 0) return rc;
+    if (strs_parse(r, out) != 0) rc = bad_reply(c, "range", r);
+    freeReplyObject(r);
+    return rc;
+}
+
 const dlock__backend_ops dlock__single_backend = {
     .queues = 1,
     .acquire = single_acquire,
@@ -942,6 +969,7 @@ const dlock__backend_ops dlock__single_backend = {
     .waits = single_waits,
     .stats_add = single_stats_add,
     .stats_read = single_stats_read,
+    .range = single_range,
 };
 
 int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out) {

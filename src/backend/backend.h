@@ -393,6 +393,12 @@ typedef struct dlock__backend_ops {
     int (*stats_add)(dlock__backend *c, const char *payload, size_t len, dlock__mono deadline);
     int (*stats_read)(dlock__backend *c, unsigned window_s, struct dlock__figs *out, size_t max, size_t *n,
                       dlock__mono deadline);
+    /* A request on the record-lock range table of k's name,
+     * <prefix>{<name>}:rl (range_lua, scripts.c: args are its ARGV, nargs
+     * of them); *out its answer (dlock__strs_free).  NULL where a
+     * deployment keeps none (Redlock). */
+    int (*range)(dlock__backend *c, const dlock__keys *k, int nargs, const char *const *args, dlock__strs *out,
+                 dlock__mono deadline);
 } dlock__backend_ops;
 
 /* What sem_info reads (seminfo.c parses it): the public summary and the
@@ -519,6 +525,7 @@ enum {
     DLOCK__SCRIPT_WAITS,
     DLOCK__SCRIPT_STATS,
     DLOCK__SCRIPT_FENCE_NEXT,
+    DLOCK__SCRIPT_RANGE,
     DLOCK__NSCRIPTS
 };
 /* A script's body; variant 1: a cluster's (SPUBLISH). */

@@ -595,6 +595,14 @@ static int cl_stats_read(dlock__backend *c, unsigned window_s, dlock__figs *out,
     return rc;
 }
 
+static int cl_range(dlock__backend *c, const dlock__keys *k, int nargs, const char *const *args, dlock__strs *out,
+                    dlock__mono deadline) {
+    int rc;
+    dlock__sent st_ = { 0, 0, 0 };
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.range(m, k, nargs, args, out, deadline));
+    return rc;
+}
+
 const dlock__backend_ops dlock__cluster_backend = {
     .queues = 1,
     .acquire = cl_acquire,
@@ -611,6 +619,7 @@ const dlock__backend_ops dlock__cluster_backend = {
     .waits = cl_waits,
     .stats_add = cl_stats_add,
     .stats_read = cl_stats_read,
+    .range = cl_range,
 };
 
 static int node_redirect(dlock__node *n, const redisReply *r, dlock__node **next, int *asking) {

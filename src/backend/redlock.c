@@ -716,6 +716,7 @@ const dlock__backend_ops dlock__redlock_backend = {
     .cond = rl_cond,
     .sem = rl_sem,
     .waits = NULL, /* no waiters kept: each master would keep its own (docs/design.md, "Deadlock detection") */
+    .range = NULL, /* no record-lock range tables: a range is granted by one script on one server */
 };
 
 static int node_identify(dlock__node *n, dlock__conn *cn) {

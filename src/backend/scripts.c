@@ -1385,9 +1385,178 @@ static const char stats_lua[] =
     "end\n"
     "return out\n";
 
+/* POSIX record locks (the preload's fcntl and lockf; docs/preload.md,
+ * "Record locks").  KEYS[1] is <prefix>{<name>}:rl, a hash: one field per
+ * owner (a process, "NONCE.PID"), its value
+ * "EXPIRY|WHO|WAITED|WANTS|RANGES": the owner's lease expiry (server ms),
+ * WHO host:pid, WAITED the server ms of its last blocked request (0: not
+ * waiting), WANTS that request, "START:END:TYPE" (or empty), RANGES its
+ * locks as "START:END:TYPE" (END inclusive, TYPE 1 read, 2 write),
+ * comma-separated, sorted, disjoint, neighbours of one type merged.  An
+ * owner whose lease ran out is deleted by the next request.  ARGV: op,
+ * owner, lease ms, type, start, end, who, wait ("1": the caller will wait
+ * if refused), and for "restore" the segments to put back.
+ *   set      checks the range against every other owner's (a write
+ *            conflicts with any lock, a read with a write), and if none
+ *            conflicts applies POSIX replacement to the owner's own ranges
+ *            (the part of each overlapped range outside start..end stays,
+ *            split if need be; start..end takes the type; neighbours of
+ *            one type merge): {"0", the owner's former segments in the
+ *            range}; else {"1", type, start, end, who} of the lowest
+ *            conflicting range, and the conflicting owners, comma-separated
+ *            (the caller's wait edges, for a cycle through other files'
+ *            tables: the preload's range.c) -- and with wait, the request is written as
+ *            the owner's, or {"2"} when waiting would close a cycle: an
+ *            owner that blocks it waits (its written request) for a range
+ *            that conflicts with one of an owner that waits ... for one of
+ *            the caller's (EDEADLK)
+ *   unl      removes start..end from the owner's ranges: {"0", ranges left}
+ *   restore  puts ARGV[9]'s segments back over start..end (a kernel call
+ *            that failed after a set): {"0"}
+ *   get      the conflict set would meet, without taking: {"0"} or {"1", ...}
+ *   renew    extends the owner's lease: {"0", ranges} or {"1"} when the
+ *            owner is unknown (its lease ran out)
+ *   nowait   withdraws the owner's waiting request: {"0"}
+ * A waiting request counts while its owner asked within the last second
+ * (a waiter asks again at least every 50 ms); who blocks it is worked out
+ * from the ranges as they are now, so a waiter that has not asked again
+ * since its blocker let go is not taken for blocked. */
+static const char range_lua[] =
+    "local key, op, me, lease = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])\n"
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local function num(x) return string.format('%.0f', x) end\n"
+    "local function dec(v)\n"
+    "  local x, who, wt, ws, rs = string.match(v, '^(%d+)|([^|]*)|(%d+)|([^|]*)|(.*)$')\n"
+    "  if not x then return nil end\n"
+    "  local o = {x = tonumber(x), who = who, wt = tonumber(wt), w = ws, r = {}}\n"
+    "  for s, e, ty in string.gmatch(rs, '(%d+):(%d+):(%d)') do\n"
+    "    o.r[#o.r + 1] = {tonumber(s), tonumber(e), tonumber(ty)}\n"
+    "  end\n"
+    "  return o\n"
+    "end\n"
+    "local function segs(r)\n"
+    "  local p = {}\n"
+    "  for i, g in ipairs(r) do p[i] = num(g[1]) .. ':' .. num(g[2]) .. ':' .. g[3] end\n"
+    "  return table.concat(p, ',')\n"
+    "end\n"
+    "local all, own, ids, gone = redis.call('HGETALL', key), {}, {}, {}\n"
+    "for i = 1, #all, 2 do\n"
+    "  local o = dec(all[i + 1])\n"
+    "  if o and o.x > now then own[all[i]] = o ids[#ids + 1] = all[i] else gone[#gone + 1] = all[i] end\n"
+    "end\n"
+    "if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end\n"
+    "local function save(o)\n"
+    "  if #o.r == 0 and o.w == '' then redis.call('HDEL', key, me) return end\n"
+    "  o.x = now + lease\n"
+    "  redis.call('HSET', key, me, num(o.x) .. '|' .. o.who .. '|' .. num(o.wt) .. '|' .. o.w .. '|' .. segs(o.r))\n"
+    "  if redis.call('PTTL', key) < 2 * lease then redis.call('PEXPIRE', key, 2 * lease) end\n"
+    "end\n"
+    "local function cut(r, s, e)\n"
+    "  local keep, old = {}, {}\n"
+    "  for _, g in ipairs(r) do\n"
+    "    if g[2] < s or g[1] > e then keep[#keep + 1] = g\n"
+    "    else\n"
+    "      if g[1] < s then keep[#keep + 1] = {g[1], s - 1, g[3]} end\n"
+    "      if g[2] > e then keep[#keep + 1] = {e + 1, g[2], g[3]} end\n"
+    "      old[#old + 1] = {math.max(g[1], s), math.min(g[2], e), g[3]}\n"
+    "    end\n"
+    "  end\n"
+    "  return keep, old\n"
+    "end\n"
+    "local function merge(r)\n"
+    "  table.sort(r, function(a, b) return a[1] < b[1] end)\n"
+    "  local out = {}\n"
+    "  for _, g in ipairs(r) do\n"
+    "    local l = out[#out]\n"
+    "    if l and l[3] == g[3] and g[1] <= l[2] + 1 then\n"
+    "      if g[2] > l[2] then l[2] = g[2] end\n"
+    "    else out[#out + 1] = {g[1], g[2], g[3]} end\n"
+    "  end\n"
+    "  return out\n"
+    "end\n"
+    "local function conflict(s, e, ty, asker)\n"
+    "  local first, by = nil, {}\n"
+    "  for _, id in ipairs(ids) do\n"
+    "    if id ~= asker then\n"
+    "      local hit = false\n"
+    "      for _, g in ipairs(own[id].r) do\n"
+    "        if g[1] <= e and g[2] >= s and (ty == 2 or g[3] == 2) then\n"
+    "          if not first or g[1] < first[1] then first = {g[1], g[2], g[3], own[id].who} end\n"
+    "          hit = true\n"
+    "        end\n"
+    "      end\n"
+    "      if hit then by[#by + 1] = id end\n"
+    "    end\n"
+    "  end\n"
+    "  return first, by\n"
+    "end\n"
+    "local function reaches(from)\n"
+    "  local seen, stack = {}, {}\n"
+    "  for i, id in ipairs(from) do stack[i] = id end\n"
+    "  while #stack > 0 do\n"
+    "    local id = table.remove(stack)\n"
+    "    if id == me then return true end\n"
+    "    local o = own[id]\n"
+    "    if not seen[id] and o and o.wt > 0 and now - o.wt < 1000 then\n"
+    "      seen[id] = true\n"
+    "      local a, b, c = string.match(o.w, '^(%d+):(%d+):(%d)$')\n"
+    "      if a then\n"
+    "        local _, by = conflict(tonumber(a), tonumber(b), tonumber(c), id)\n"
+    "        for _, w in ipairs(by) do stack[#stack + 1] = w end\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    "  return false\n"
+    "end\n"
+    "local o = own[me] or {x = 0, who = ARGV[7] or '', wt = 0, w = '', r = {}}\n"
+    "if op == 'renew' then\n"
+    "  if not own[me] then return {'1'} end\n"
+    "  save(o)\n"
+    "  return {'0', tostring(#o.r)}\n"
+    "elseif op == 'nowait' then\n"
+    "  if own[me] then o.w = '' o.wt = 0 save(o) end\n"
+    "  return {'0'}\n"
+    "end\n"
+    "local ty, s, e = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])\n"
+    "if not (ty and s and e) or s > e then return redis.error_reply('range: bad request') end\n"
+    "if op == 'get' or op == 'set' then\n"
+    "  local first, by = conflict(s, e, ty, me)\n"
+    "  if first then\n"
+    "    if op == 'set' and ARGV[8] == '1' then\n"
+    "      if reaches(by) then\n"
+    "        if own[me] then o.w = '' o.wt = 0 save(o) end\n"
+    "        return {'2'}\n"
+    "      end\n"
+    "      o.w = num(s) .. ':' .. num(e) .. ':' .. ty o.wt = now save(o)\n"
+    "    end\n"
+    "    return {'1', tostring(first[3]), num(first[1]), num(first[2]), first[4], table.concat(by, ',')}\n"
+    "  end\n"
+    "  if op == 'get' then return {'0'} end\n"
+    "  local keep, old = cut(o.r, s, e)\n"
+    "  keep[#keep + 1] = {s, e, ty}\n"
+    "  o.r = merge(keep) o.w = '' o.wt = 0\n"
+    "  save(o)\n"
+    "  return {'0', segs(old)}\n"
+    "elseif op == 'unl' then\n"
+    "  if not own[me] then return {'0', '0'} end\n"
+    "  o.r = merge((cut(o.r, s, e))) o.w = '' o.wt = 0\n"
+    "  save(o)\n"
+    "  return {'0', tostring(#o.r)}\n"
+    "elseif op == 'restore' then\n"
+    "  local keep = cut(o.r, s, e)\n"
+    "  for a, b, c in string.gmatch(ARGV[9] or '', '(%d+):(%d+):(%d)') do\n"
+    "    keep[#keep + 1] = {tonumber(a), tonumber(b), tonumber(c)}\n"
+    "  end\n"
+    "  o.r = merge(keep)\n"
+    "  save(o)\n"
+    "  return {'0'}\n"
+    "end\n"
+    "return redis.error_reply('range: unknown op')\n";
+
 static const char *const bodies[] = {
     acquire_lua, acquire_shared_lua, release_lua, renew_lua, reset_lua, fenced_set_lua, info_lua, cond_lua,
-    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua, waits_lua, stats_lua, fence_next_lua,
+    fence_raise_lua, sem_lua, sem_info_lua, sem_admin_lua, waits_lua, stats_lua, fence_next_lua, range_lua,
 };
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
 /* On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub:
