@@ -13,6 +13,11 @@
  *      AT_SECURE): DLOCK_URL, DLOCK_PREFIX, DLOCK_DEBUG and DLOCK_STATS
  *      are not read; the same program without the bit reads them all.
  *
+ *   3. rediss:// with tls_verify=0: one warning on stderr (once per
+ *      process for each such URL, however many clients use it), one more
+ *      line in the debug log under DLOCK_DEBUG, no password; none when
+ *      the certificate is checked.
+ *
  * The fake server is a thread of this process on a loopback port: to
  * every request on every connection it answers the bytes the test set,
  * then keeps the connection open and silent.
@@ -80,8 +85,10 @@ static void *fake_main(void *arg) {
                 p[i].fd = -1;
                 continue;
             }
-            /* one answer per read: a request comes whole on loopback */
-            if (write(p[i].fd, f->answer, f->answer_len) == (ssize_t)f->answer_len) atomic_fetch_add(&f->answered, 1);
+            /* one answer per read: a request comes whole on loopback
+             * (counted first: the client may be done before write returns) */
+            atomic_fetch_add(&f->answered, 1);
+            if (write(p[i].fd, f->answer, f->answer_len) != (ssize_t)f->answer_len) atomic_fetch_sub(&f->answered, 1);
         }
     }
     for (i = 0; i < n; i++)
@@ -355,6 +362,102 @@ static void test_setuid_ignores_environment(void) {
     rmdir(dir);
 }
 
+/* ------------------------------------------- 3. TLS verification is off */
+
+static int count_of(const char *text, const char *what) {
+    int n = 0;
+    for (; (text = strstr(text, what)) != NULL; text += strlen(what)) n++;
+    return n;
+}
+
+/* `dlock exec -n lk -- true` against url, DLOCK_DEBUG set or not: its
+ * exit status, its stderr in err. */
+static int exec_with(const char *url, const char *debug, char *err, size_t n) {
+    char *argv[] = { DLOCK_CLI, "exec", "-n", "lk", "--", "true", NULL };
+    char out[4096], *su = getenv("DLOCK_URL") ? strdup(getenv("DLOCK_URL")) : NULL;
+    int st;
+    setenv("DLOCK_URL", url, 1);
+    if (debug) setenv("DLOCK_DEBUG", debug, 1);
+    st = dlt_run_capture(argv, out, err, n, 20000);
+    unsetenv("DLOCK_DEBUG");
+    if (su) setenv("DLOCK_URL", su, 1);
+    else unsetenv("DLOCK_URL");
+    free(su);
+    return st;
+}
+
+static void test_tls_unverified_warns(void) {
+    static const char warning[] = "TLS certificate verification is off (tls_verify=0)";
+    dlt_redis tls;
+    char url[512], err[16384];
+    memset(&tls, 0, sizeof tls);
+    CU_ASSERT_FATAL(dlt_redis_start_tls(&tls, NULL, "requirepass hunter2") == 0);
+
+    snprintf(url, sizeof url, "rediss://:hunter2@127.0.0.1:%d?tls_verify=0", tls.port);
+    DLT_ASSERT_INT_EQ(exec_with(url, NULL, err, sizeof err), 0);
+    DLT_ASSERT_INT_EQ(count_of(err, warning), 1);
+    has(err, "dlock: warning: rediss://:***@127.0.0.1:", 1, "the warning names the URL as shown");
+    has(err, "hunter2", 0, "the password is never shown");
+
+    /* Under DLOCK_DEBUG: the warning and its debug line. */
+    DLT_ASSERT_INT_EQ(exec_with(url, "1", err, sizeof err), 0);
+    DLT_ASSERT_INT_EQ(count_of(err, warning), 2);
+    DLT_ASSERT_INT_EQ(count_of(err, "dlock: warning: "), 1);
+    has(err, "hunter2", 0, "the password is never shown in the debug log");
+
+    /* Checked against its CA: no word. */
+    snprintf(url, sizeof url, "rediss://:hunter2@127.0.0.1:%d?tls_ca_file=%s/ca.crt", tls.port, tls.tls_dir);
+    DLT_ASSERT_INT_EQ(exec_with(url, NULL, err, sizeof err), 0);
+    DLT_ASSERT_INT_EQ(count_of(err, warning), 0);
+    dlt_redis_stop(&tls);
+}
+
+/* One warning per URL, not per connection nor per Redlock master nor per
+ * client: clients made in a child whose stderr is captured. */
+static int two_clients_child(void *arg) {
+    const char *url = arg; /* (two clients of it, three Redlock masters each) */
+    dlock_client_t *c1 = NULL, *c2 = NULL;
+    dlock_mutex_t m;
+    int rc;
+    if (dlock_client_create(&c1, &(dlock_config_t){ .url = url }) != 0) return 10;
+    if (dlt_mutex_make(&m, "warn", 0, c1) != 0) return 11;
+    if ((rc = dlock_mutex_trylock(&m)) != 0) return 12;
+    dlock_mutex_unlock(&m);
+    dlock_mutex_destroy(&m);
+    if (dlock_client_create(&c2, &(dlock_config_t){ .url = url }) != 0) return 13;
+    dlock_client_destroy(c2);
+    dlock_client_destroy(c1);
+    return 0;
+}
+
+static void test_tls_unverified_warns_per_client(void) {
+    dlt_redis tls[3];
+    char url[512], path[] = "/tmp/dlt-warn-XXXXXX", err[16384];
+    int i, fd, saved, st;
+    size_t k;
+    FILE *f;
+    memset(tls, 0, sizeof tls);
+    for (i = 0; i < 3; i++) CU_ASSERT_FATAL(dlt_redis_start_tls(&tls[i], NULL, NULL) == 0);
+    snprintf(url, sizeof url, "rediss+redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d?tls_verify=0", tls[0].port,
+             tls[1].port, tls[2].port);
+    CU_ASSERT_FATAL((fd = mkstemp(path)) >= 0);
+    fflush(stderr);
+    saved = dup(2);
+    dup2(fd, 2);
+    st = dlt_wait(dlt_spawn(two_clients_child, url), 20000);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    DLT_ASSERT_INT_EQ(st, 0);
+    f = fopen(path, "r");
+    k = f ? fread(err, 1, sizeof err - 1, f) : 0;
+    err[k] = '\0';
+    if (f) fclose(f);
+    unlink(path);
+    DLT_ASSERT_INT_EQ(count_of(err, "dlock: warning: "), 1);
+    for (i = 0; i < 3; i++) dlt_redis_stop(&tls[i]);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_array_count_refused),
     DLT_TEST(test_nested_counts_add_up),
@@ -363,6 +466,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_within_bounds_read),
     DLT_TEST(test_exec_fails_fast),
     DLT_TEST(test_setuid_ignores_environment),
+    DLT_TEST(test_tls_unverified_warns),
+    DLT_TEST(test_tls_unverified_warns_per_client),
     { NULL, NULL }
 };
 
