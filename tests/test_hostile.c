@@ -18,6 +18,9 @@
  *      line in the debug log under DLOCK_DEBUG, no password; none when
  *      the certificate is checked.
  *
+ *   4. `dlock exec` gives its command no DLOCK_URL (it may hold the
+ *      password) unless --pass-url asks for it; then the URL dlock used.
+ *
  * The fake server is a thread of this process on a loopback port: to
  * every request on every connection it answers the bytes the test set,
  * then keeps the connection open and silent.
@@ -257,7 +260,7 @@ static void test_exec_fails_fast(void) {
         fprintf(stderr, "dlock exec -n took %.1f s\n", dlt_now() - t0);
         CU_FAIL("dlock exec -n against a 13-byte hostile answer took more than 2 s");
     }
-    CU_ASSERT(st != 0 && st != -1);
+    DLT_ASSERT_INT_EQ(st, 70); /* EPROTO: an unexpected answer */
     if (strstr(err, "answer refused") == NULL) {
         fprintf(stderr, "dlock exec -n said: %s\n", err);
         CU_FAIL("dlock exec -n does not say the answer was refused");
@@ -409,7 +412,7 @@ static void test_tls_unverified_warns(void) {
     snprintf(url, sizeof url, "rediss://:hunter2@127.0.0.1:%d?tls_ca_file=%s/ca.crt", tls.port, tls.tls_dir);
     DLT_ASSERT_INT_EQ(exec_with(url, NULL, err, sizeof err), 0);
     DLT_ASSERT_INT_EQ(count_of(err, warning), 0);
-    dlt_redis_stop(&tls);
+    dlt_redis_cleanup(&tls);
 }
 
 /* One warning per URL, not per connection nor per Redlock master nor per
@@ -455,7 +458,49 @@ static void test_tls_unverified_warns_per_client(void) {
     if (f) fclose(f);
     unlink(path);
     DLT_ASSERT_INT_EQ(count_of(err, "dlock: warning: "), 1);
-    for (i = 0; i < 3; i++) dlt_redis_stop(&tls[i]);
+    for (i = 0; i < 3; i++) dlt_redis_cleanup(&tls[i]);
+}
+
+/* ------------------------------------------------- 4. exec and DLOCK_URL */
+
+/* dlock [pre...] exec lk -- sh -c 'print DLOCK_URL': its stdout. */
+static int exec_env(const char *env_url, char **pre, int npre, char *out, size_t n) {
+    char *argv[16], err[4096], *su = getenv("DLOCK_URL") ? strdup(getenv("DLOCK_URL")) : NULL;
+    int argc = 0, i, st;
+    argv[argc++] = DLOCK_CLI;
+    for (i = 0; i < npre; i++) argv[argc++] = pre[i];
+    argv[argc++] = "lk";
+    argv[argc++] = "--";
+    argv[argc++] = "sh";
+    argv[argc++] = "-c";
+    argv[argc++] = "printf '%s' \"${DLOCK_URL-unset}\"";
+    argv[argc] = NULL;
+    setenv("DLOCK_URL", env_url, 1);
+    st = dlt_run_capture(argv, out, err, n, 20000);
+    if (st != 0) fprintf(stderr, "dlock exec: %d: %s\n", st, err);
+    if (su) setenv("DLOCK_URL", su, 1);
+    else unsetenv("DLOCK_URL");
+    free(su);
+    return st;
+}
+
+static void test_exec_url_only_when_asked(void) {
+    dlt_redis r;
+    char url[256], url2[256], out[4096];
+    char *plain[] = { "exec" }, *pass[] = { "exec", "--pass-url" }, *given[] = { "--url", url2, "exec", "--pass-url" };
+    memset(&r, 0, sizeof r);
+    CU_ASSERT_FATAL(dlt_redis_start(&r, "requirepass hunter2") == 0);
+    snprintf(url, sizeof url, "redis://:hunter2@127.0.0.1:%d", r.port);
+    snprintf(url2, sizeof url2, "redis://:hunter2@127.0.0.1:%d/0", r.port);
+
+    DLT_ASSERT_INT_EQ(exec_env(url, plain, 1, out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, "unset");
+    DLT_ASSERT_INT_EQ(exec_env(url, pass, 2, out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, url);
+    /* --url wins over the environment, and is what the command gets */
+    DLT_ASSERT_INT_EQ(exec_env(url, given, 4, out, sizeof out), 0);
+    CU_ASSERT_STRING_EQUAL(out, url2);
+    dlt_redis_cleanup(&r);
 }
 
 static const struct dlt_test tests[] = {
@@ -468,6 +513,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_setuid_ignores_environment),
     DLT_TEST(test_tls_unverified_warns),
     DLT_TEST(test_tls_unverified_warns_per_client),
+    DLT_TEST(test_exec_url_only_when_asked),
     { NULL, NULL }
 };
 
