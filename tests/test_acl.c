@@ -476,9 +476,10 @@ static void test_acl_team_prefixes(void) {
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&mb), 1);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&mb), 0);
 
-    dlock_mutex_destroy(&mab);
-    dlock_mutex_destroy(&ma);
-    dlock_mutex_destroy(&mb);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&ma), EPERM); /* broken above */
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mab), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&ma), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mb), 0);
     dlock_client_destroy(a_as_b);
     dlock_client_destroy(a);
     dlock_client_destroy(b);
