@@ -861,14 +861,34 @@ static char *cmdline_arg(char *buf, size_t len, int idx) {
     return buf + off;
 }
 
+/* The keeper's arguments from its command line (buf, len bytes of NUL-
+ * separated words): "--dlock-keeper" among the first four, then KIND
+ * WATCH ON-LOST PARENT NAME.  0 with them set, or -1.  (fuzz/fuzz_keeper.c) */
+static int keeper_args(char *buf, size_t len) {
+    char *k, *w, *ol, *pp;
+    int i, at = -1;
+    for (i = 0; i < 4; i++) {
+        char *a = cmdline_arg(buf, len, i);
+        if (a != NULL && strcmp(a, "--dlock-keeper") == 0) at = i;
+    }
+    if (at < 0 || (k = cmdline_arg(buf, len, at + 1)) == NULL || (w = cmdline_arg(buf, len, at + 2)) == NULL ||
+        (ol = cmdline_arg(buf, len, at + 3)) == NULL || (pp = cmdline_arg(buf, len, at + 4)) == NULL ||
+        (lockname = cmdline_arg(buf, len, at + 5)) == NULL || *lockname == '\0')
+        return -1;
+    kind = strcmp(k, "posix") == 0 ? DLPL_K_POSIX : strcmp(k, "ofd") == 0 ? DLPL_K_OFD : DLPL_K_FLOCK;
+    watch_ok = w[0] == 'w';
+    abort_on_lost = strcmp(ol, "abort") == 0;
+    parent = strtol(pp, NULL, 10);
+    return 0;
+}
+
 /* The entry point when the dynamic loader runs this .so as a program.
  * Our constructor has not run (the loader leaves that to the program's
  * start-up code): every hook passes straight through. */
 __attribute__((force_align_arg_pointer, noreturn, used)) void dlpl_keeper_entry(void) {
     static char buf[8192];
     ssize_t len = 0, n;
-    int fd, i, at = -1;
-    char *k, *w, *ol, *pp;
+    int fd;
 
     dlpl_state = DLPL_KEEPER;
     program_invocation_short_name = "dlock-keeper";
@@ -879,22 +899,11 @@ __attribute__((force_align_arg_pointer, noreturn, used)) void dlpl_keeper_entry(
         close(fd);
     }
     buf[len] = '\0';
-    for (i = 0; i < 4; i++) {
-        char *a = cmdline_arg(buf, (size_t)len, i);
-        if (a != NULL && strcmp(a, "--dlock-keeper") == 0) at = i;
-    }
-    if (at < 0 || (k = cmdline_arg(buf, (size_t)len, at + 1)) == NULL ||
-        (w = cmdline_arg(buf, (size_t)len, at + 2)) == NULL || (ol = cmdline_arg(buf, (size_t)len, at + 3)) == NULL ||
-        (pp = cmdline_arg(buf, (size_t)len, at + 4)) == NULL ||
-        (lockname = cmdline_arg(buf, (size_t)len, at + 5)) == NULL || *lockname == '\0') {
+    if (keeper_args(buf, (size_t)len) != 0) {
         fprintf(stderr, "libdlock_preload.so %s: the LD_PRELOAD mode of dlock; load it with\n"
                         "  LD_PRELOAD=libdlock_preload.so DLOCK_MAP='file:/locks/*.lock' program ...\n"
                         "(see docs/preload.md)\n", DLOCK_VERSION_STRING);
         exit(2);
     }
-    kind = strcmp(k, "posix") == 0 ? DLPL_K_POSIX : strcmp(k, "ofd") == 0 ? DLPL_K_OFD : DLPL_K_FLOCK;
-    watch_ok = w[0] == 'w';
-    abort_on_lost = strcmp(ol, "abort") == 0;
-    parent = strtol(pp, NULL, 10);
     exit(keeper_main());
 }

@@ -47,8 +47,10 @@ static int skipped(const char *rule, const char *skip) {
 }
 
 /* ACL SETUSER user <rules...>, leaving out the rules in `skip` (space-
- * separated; NULL: none). */
-static int setuser(const char *user, const char *skip) {
+ * separated; NULL: none), with the key and channel patterns of `prefix`
+ * (NULL: the README's, dlock:). */
+static int setuser_prefix(const char *user, const char *skip, const char *prefix) {
+    char keys[128], chans[128];
     const char *argv[3 + NRULES];
     size_t lens[3 + NRULES];
     int argc = 0;
@@ -63,8 +65,14 @@ static int setuser(const char *user, const char *skip) {
     argv[argc++] = "ACL";
     argv[argc++] = "SETUSER";
     argv[argc++] = user;
-    for (i = 0; i < NRULES; i++)
-        if (!skipped(acl_rules[i], skip)) argv[argc++] = acl_rules[i];
+    snprintf(keys, sizeof keys, "~%s*", prefix ? prefix : "dlock:");
+    snprintf(chans, sizeof chans, "&%s*", prefix ? prefix : "dlock:");
+    for (i = 0; i < NRULES; i++) {
+        if (skipped(acl_rules[i], skip)) continue;
+        if (strcmp(acl_rules[i], "~dlock:*") == 0) argv[argc++] = keys;
+        else if (strcmp(acl_rules[i], "&dlock:*") == 0) argv[argc++] = chans;
+        else argv[argc++] = acl_rules[i];
+    }
     for (i = 0; i < (size_t)argc; i++) lens[i] = strlen(argv[i]);
     r = redisCommandArgv(ctx, argc, argv, lens);
     ok = r != NULL && r->type == REDIS_REPLY_STATUS;
@@ -72,6 +80,10 @@ static int setuser(const char *user, const char *skip) {
     if (r) freeReplyObject(r);
     redisFree(ctx);
     return ok ? 0 : -1;
+}
+
+static int setuser(const char *user, const char *skip) {
+    return setuser_prefix(user, skip, NULL);
 }
 
 static void user_url(char *buf, size_t n, const char *user, const char *password) {
@@ -431,6 +443,49 @@ static void test_acl_wrong_password_refused_and_never_shown(void) {
     DLT_ASSERT_INT_EQ(dlt_key_exists("acl/wrongpw"), 0);
 }
 
+/* ------------------------------------------------ one prefix per team */
+
+/* README's "One prefix per team": each team's user has its own key and
+ * channel patterns, and its clients that prefix.  Team A locks and breaks
+ * its own locks; pointed at team B's prefix, it can neither take nor
+ * break B's lock (EPROTO: NOPERM), which stays held. */
+static void test_acl_team_prefixes(void) {
+    char url[256];
+    dlock_client_t *a = NULL, *a_as_b = NULL, *b = NULL;
+    dlock_mutex_t ma, mb, mab;
+    int held = -1;
+    CU_ASSERT_FATAL(setuser_prefix("team-a", NULL, "team-a:") == 0);
+    CU_ASSERT_FATAL(setuser_prefix("team-b", NULL, "team-b:") == 0);
+    snprintf(url, sizeof url, "redis://team-a:%s@127.0.0.1:%d?prefix=team-a:", PASSWORD, dlt_server.port);
+    DLT_ASSERT_ERR(dlt_client_make(&a, url, 3000), 0);
+    snprintf(url, sizeof url, "redis://team-a:%s@127.0.0.1:%d?prefix=team-b:", PASSWORD, dlt_server.port);
+    DLT_ASSERT_ERR(dlt_client_make(&a_as_b, url, 3000), 0);
+    snprintf(url, sizeof url, "redis://team-b:%s@127.0.0.1:%d?prefix=team-b:", PASSWORD, dlt_server.port);
+    DLT_ASSERT_ERR(dlt_client_make(&b, url, 3000), 0);
+
+    DLT_ASSERT_ERR(mutex_on(&mb, "job", b, 0, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&mb), 0);
+    DLT_ASSERT_ERR(mutex_on(&ma, "job", a, 0, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&ma), 0); /* its own "job": another key */
+    DLT_ASSERT_ERR(dlock_break(a, "job", DLOCK_BREAK_RESET, &held), 0);
+    DLT_ASSERT_INT_EQ(held, 1);
+
+    DLT_ASSERT_ERR(mutex_on(&mab, "job", a_as_b, 0, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&mab), EPROTO);
+    DLT_ASSERT_ERR(dlock_break(a_as_b, "job", DLOCK_BREAK_RESET, &held), EPROTO);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&mb), 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&mb), 0);
+
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&ma), EPERM); /* broken above */
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mab), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&ma), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&mb), 0);
+    dlock_client_destroy(a_as_b);
+    dlock_client_destroy(a);
+    dlock_client_destroy(b);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL DELUSER team-a team-b"));
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_mutexes_across_processes),
     DLT_TEST(test_acl_user_without_blpop),
@@ -440,6 +495,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_pipeline_refused_gives_back),
     DLT_TEST(test_acl_user_without_mget),
     DLT_TEST(test_acl_wrong_password_refused_and_never_shown),
+    DLT_TEST(test_acl_team_prefixes),
     { NULL, NULL }
 };
 

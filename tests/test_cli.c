@@ -432,7 +432,8 @@ static void test_exec_shared_nested(void) {
     pid_t a, x;
     dlt_tdir_make("dlcli");
     {
-        char *av[] = { (char *)DLOCK_CLI, "exec", "-s", "nest", "--", "sh", "-c",
+        /* (--pass-url: the inner dlock needs the server's URL) */
+        char *av[] = { (char *)DLOCK_CLI, "exec", "--pass-url", "-s", "nest", "--", "sh", "-c",
                        "sleep 1; \"$1\" exec -s nest -- touch \"$2/inner\"", "sh", (char *)DLOCK_CLI, (char *)dlt_tdir(), NULL };
         a = dl_bg_v(av, NULL);
     }

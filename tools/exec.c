@@ -120,6 +120,8 @@ typedef struct exec_opts {
     int quiet;
     int verbose;
     unsigned slots;      /* --slots N: a slot of the semaphore NAME; 0: the lock */
+    int pass_url;        /* --pass-url: CMD gets DLOCK_URL=url */
+    const char *url;     /* the server's URL as given (--url, else $DLOCK_URL), NULL: the default */
 } exec_opts;
 
 static void exec_help(void) {
@@ -144,6 +146,8 @@ static void exec_help(void) {
            "                             (default), or only a message\n"
            "      --lost-exit-code CODE  the exit code when the lock was lost while CMD ran\n"
            "                             (default 75), whatever CMD's own status\n"
+           "      --pass-url             give CMD the server's URL, password and all, as\n"
+           "                             DLOCK_URL (without it, CMD gets no DLOCK_URL)\n"
            "      --slots N              run while holding one of N slots of the semaphore\n"
            "                             NAME (at most N such commands at once); made with N\n"
            "                             slots if it does not exist, else its count is kept\n"
@@ -160,7 +164,7 @@ static void exec_help(void) {
 
 /* The long options; "+" in the short ones: options end at NAME, so CMD's
  * own options are left alone. */
-enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE, OPT_SLOTS };
+enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE, OPT_SLOTS, OPT_PASS_URL };
 static const char exec_shortopts[] = "+sxenw:E:c:l:oqvhV";
 static const struct option exec_longopts[] = {
     CLI_CONN_LONGOPTS,
@@ -176,6 +180,7 @@ static const struct option exec_longopts[] = {
     { "on-lost", 1, NULL, OPT_ON_LOST },
     { "lost-exit-code", 1, NULL, OPT_LOST_CODE },
     { "slots", 1, NULL, OPT_SLOTS },
+    { "pass-url", 0, NULL, OPT_PASS_URL },
     { "close", 0, NULL, 'o' },
     { "quiet", 0, NULL, 'q' },
     { "verbose", 0, NULL, 'v' },
@@ -273,6 +278,9 @@ static int exec_option(int opt, char **argv, exec_opts *o, const char **shcmd) {
         return opt_on_lost(optarg, o);
     case OPT_SLOTS:
         return opt_slots(optarg, o);
+    case OPT_PASS_URL:
+        o->pass_url = 1;
+        return 0;
     case 'o':
         /* flock -o: the command must not inherit the lock.  It never
          * does here: the lock is dlock's, not a descriptor. */
@@ -335,6 +343,7 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
         if ((rc = exec_option(opt, argv, o, &shcmd)) != 0) return rc;
     }
     if ((rc = exec_operands(argc, argv, o, shcmd)) != 0) return rc;
+    o->url = conn->url != NULL ? conn->url : secure_getenv("DLOCK_URL");
     if (o->slots != 0 && o->shared) return cli_usage_error("-s and --slots do not go together (a slot has no shared kind)");
     if (o->have_wait && o->wait_ms == 0) o->nonblock = 1; /* as flock: -w 0 is -n */
     return 0;
@@ -654,18 +663,30 @@ static void watch_free(watch *w) {
 extern char **environ;
 
 /* CMD's environment: dlock's, plus DLOCK_FENCE=<the hold's fencing
- * token> when there is one, so that the job can fence its writes.  Made
- * before fork: the child may only make async-signal-safe calls. */
-static char **cmd_environ(uint64_t fence, char *buf, size_t n) {
+ * token> when there is one, so that the job can fence its writes; less
+ * DLOCK_URL, which may hold the server's password, unless --pass-url
+ * asks for it (then DLOCK_URL is the URL dlock used, from --url or its
+ * own environment, in *urlvar, the caller's to free).  Made before fork:
+ * the child may only make async-signal-safe calls. */
+static char **cmd_environ(const exec_opts *o, uint64_t fence, char *buf, size_t n, char **urlvar) {
     size_t k = 0, i;
     char **env;
+    *urlvar = NULL;
     while (environ[k] != NULL) k++;
-    if ((env = calloc(k + 2, sizeof *env)) == NULL) return NULL;
+    if ((env = calloc(k + 3, sizeof *env)) == NULL) return NULL;
     for (i = 0, k = 0; environ[i] != NULL; i++)
-        if (strncmp(environ[i], "DLOCK_FENCE=", 12) != 0) env[k++] = environ[i];
+        if (strncmp(environ[i], "DLOCK_FENCE=", 12) != 0 && strncmp(environ[i], "DLOCK_URL=", 10) != 0)
+            env[k++] = environ[i];
     if (fence != 0) {
         snprintf(buf, n, "DLOCK_FENCE=%llu", (unsigned long long)fence);
         env[k++] = buf;
+    }
+    if (o->pass_url && o->url != NULL) {
+        if (asprintf(urlvar, "DLOCK_URL=%s", o->url) < 0) {
+            free(env);
+            return NULL;
+        }
+        env[k++] = *urlvar;
     }
     env[k] = NULL;
     return env;
@@ -700,12 +721,12 @@ __attribute__((noreturn)) static void cmd_child(const exec_opts *o, const sigset
  * here), else 0.  Returns 0, or an exit code if CMD could not be started. */
 static int cmd_spawn(const exec_opts *o, const sigset_t *orig_mask, uint64_t fence, pid_t *pid, int *child_err) {
     int errpipe[2];
-    char fencevar[64], **env;
+    char fencevar[64], **env, *urlvar;
     sigset_t all, old;
     pid_t parent = getpid();
     ssize_t n;
 
-    if ((env = cmd_environ(fence, fencevar, sizeof fencevar)) == NULL) {
+    if ((env = cmd_environ(o, fence, fencevar, sizeof fencevar, &urlvar)) == NULL) {
         cli_msg("out of memory");
         return CLI_EXIT_OSERR;
     }
@@ -713,6 +734,7 @@ static int cmd_spawn(const exec_opts *o, const sigset_t *orig_mask, uint64_t fen
     if (pipe2(errpipe, O_CLOEXEC) != 0 || keep_add(errpipe[1]) != 0) {
         cli_msg("cannot make a pipe: %s", strerror(errno));
         free(env);
+        free(urlvar);
         return CLI_EXIT_OSERR;
     }
     qsort(g_keep, g_nkeep, sizeof *g_keep, int_cmp);
@@ -725,6 +747,7 @@ static int cmd_spawn(const exec_opts *o, const sigset_t *orig_mask, uint64_t fen
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(errpipe[1]);
     free(env);
+    free(urlvar);
     if (*pid < 0) {
         close(errpipe[0]);
         cli_msg("cannot fork: %s", strerror(errno));

@@ -57,6 +57,35 @@ static int members_make(dlock__backend *b) {
     return 0;
 }
 
+/* A client that does not check its server's certificate talks to anyone
+ * on the path who answers TLS: said on stderr and in the debug log, with
+ * the URL as shown (no password), once per process for each such URL (a
+ * deployment's members share its configuration; `dlock exec` makes two
+ * clients of one URL; a program may make clients again and again). */
+static pthread_mutex_t warned_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t warned[16]; /* FNV-1a of the URLs warned about */
+static unsigned nwarned;
+
+static int first_warning(const char *url) {
+    uint64_t h = 1469598103934665603ull;
+    unsigned i;
+    int first = 1;
+    for (; *url; url++) h = (h ^ (unsigned char)*url) * 1099511628211ull;
+    pthread_mutex_lock(&warned_mu);
+    for (i = 0; i < nwarned && first; i++) first = warned[i] != h;
+    if (first && nwarned < sizeof warned / sizeof warned[0]) warned[nwarned++] = h;
+    pthread_mutex_unlock(&warned_mu);
+    return first;
+}
+
+static void warn_unverified(const dlock__conf *cf) {
+    static const char what[] = "TLS certificate verification is off (tls_verify=0): the connection is "
+                               "encrypted, but anyone on the path can pose as the server";
+    if (!cf->tls || cf->tls_verify || !first_warning(cf->redacted_url)) return;
+    fprintf(stderr, "dlock: warning: %s: %s\n", cf->redacted_url, what);
+    dlock__debug("%s: warning: %s", cf->redacted_url, what);
+}
+
 int dlock__backend_init(dlock__backend *b, const dlock_config_t *cfg, pthread_mutex_t *mu) {
     int rc;
     memset(b, 0, sizeof *b);
@@ -69,6 +98,7 @@ int dlock__backend_init(dlock__backend *b, const dlock_config_t *cfg, pthread_mu
         dlock__backend_free(b);
         return rc;
     }
+    warn_unverified(&b->node.conf);
     return 0;
 }
 

@@ -63,7 +63,7 @@ int dlock__grant_await(dlock__grant_pop *p, int wakefd, dlock__mono give_up, con
     for (;;) {
         void *reply = NULL;
         int rc;
-        if (redisGetReplyFromReader(p->cn->ctx, &reply) != REDIS_OK) return EAGAIN;
+        if (dlock__reply_get(p->cn, &reply) != REDIS_OK) return EAGAIN;
         if (reply != NULL) {
             p->r = reply;
             return 0;

@@ -52,7 +52,7 @@ int dlock__sub_wait(dlock__backend *b, dlock__conn *cn, int wakefd, int timeout_
 int dlock__sub_next(dlock__conn *cn, redisReply **out) {
     void *reply = NULL;
     *out = NULL;
-    if (redisGetReplyFromReader(cn->ctx, &reply) != REDIS_OK) return EPROTO;
+    if (dlock__reply_get(cn, &reply) != REDIS_OK) return EPROTO;
     *out = reply;
     return 0;
 }

@@ -85,7 +85,7 @@ static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
 static dlock__mono debug_t0;
 
 static void debug_init(void) {
-    const char *v = getenv("DLOCK_DEBUG");
+    const char *v = secure_getenv("DLOCK_DEBUG");
     debug_t0 = dlock__now();
     __atomic_store_n(&debug_on, v != NULL && *v != '\0' && strcmp(v, "0") != 0, __ATOMIC_RELEASE);
 }

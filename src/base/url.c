@@ -668,13 +668,13 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
         rc = dlock__seterr(EINVAL, "URL is empty");
         goto fail;
     }
-    if (url == NULL) url = getenv("DLOCK_URL"); /* an empty variable counts as unset */
+    if (url == NULL) url = secure_getenv("DLOCK_URL"); /* an empty variable counts as unset */
     if (url == NULL || *url == '\0') url = DEFAULT_URL;
     if (prefix != NULL && *prefix == '\0') {
         rc = dlock__seterr(EINVAL, "the key prefix is empty; leave it unset for the default (dlock:)");
         goto fail;
     }
-    if (prefix == NULL && (prefix = getenv("DLOCK_PREFIX")) != NULL && *prefix == '\0') {
+    if (prefix == NULL && (prefix = secure_getenv("DLOCK_PREFIX")) != NULL && *prefix == '\0') {
         rc = dlock__seterr(EINVAL, "DLOCK_PREFIX is set but empty; unset it for the default prefix (dlock:)");
         goto fail;
     }

@@ -46,7 +46,7 @@ struct dlock__lstat {
 typedef struct dlock__lstat lstat;
 
 void dlock__stats_init(struct dlock_client *c) {
-    const char *v = getenv("DLOCK_STATS");
+    const char *v = secure_getenv("DLOCK_STATS");
     c->stats_off = v != NULL && strcmp(v, "0") == 0;
 }
 

@@ -189,12 +189,7 @@ static int stamped_read(dlock__conn *cn) {
         cn->step = DLOCK__STEP_OUT;
         return REDIS_ERR;
     }
-    if (redisReaderFeed(ctx->reader, buf, (size_t)got) != REDIS_OK) {
-        snprintf(ctx->errstr, sizeof ctx->errstr, "%s", ctx->reader->errstr);
-        ctx->err = ctx->reader->err;
-        return REDIS_ERR;
-    }
-    return REDIS_OK;
+    return dlock__reply_feed(cn, buf, (size_t)got);
 }
 
 int dlock__conn_flush(dlock__conn *cn) {
@@ -279,7 +274,7 @@ int dlock__conn_reply(dlock__conn *cn, void **reply) {
     unsigned bound = conn_bound(cn);
     int rc = REDIS_OK, reads = 0;
     *reply = NULL;
-    if (redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) return REDIS_ERR;
+    if (dlock__reply_get(cn, reply) != REDIS_OK) return REDIS_ERR;
     while (*reply == NULL) {
         if (reads++ == 0) start = dlock__now();
         else if (reply_read_more(cn, start, bound) != 0) {
@@ -291,7 +286,7 @@ int dlock__conn_reply(dlock__conn *cn, void **reply) {
             rc = REDIS_ERR;
             break;
         }
-        if (redisGetReplyFromReader(cn->ctx, reply) != REDIS_OK) {
+        if (dlock__reply_get(cn, reply) != REDIS_OK) {
             rc = REDIS_ERR;
             break;
         }
@@ -1098,6 +1093,12 @@ static int cmd_broken(cmd_run *k) {
         dlock__node_refuse(n);
         dlock__pool_put(n, k->cn, 1);
         return ENOLCK;
+    }
+    if (dlock__reply_refused(k->cn)) { /* an answer too large or not RESP2: asking again will not mend it */
+        k->out->unknown = k->once && k->sent;
+        dlock__seterr(EPROTO, "%s: %s", n->conf.redacted_url, k->cn->ctx->errstr);
+        dlock__pool_put(n, k->cn, 1);
+        return EPROTO;
     }
     /* (a timeout: how long this call has waited in all) */
     dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url,

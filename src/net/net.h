@@ -12,6 +12,20 @@
 typedef struct dlock__node dlock__node;
 typedef struct dlock__conn dlock__conn;
 
+/* What an answer may announce (reader.c; docs/design.md, "Answers a
+ * client accepts"): elements in one array, elements in all the arrays of
+ * one answer, bytes in one bulk string.  Past them the connection fails,
+ * a protocol error, before anything is allocated for it. */
+#define DLOCK__REPLY_ARRAY_MAX (1u << 20)
+#define DLOCK__REPLY_ELEMENTS_MAX (1u << 22)
+#define DLOCK__REPLY_BULK_MAX (1u << 24)
+/* A connection's reader's count of the answer being read (reader.c). */
+typedef struct dlock__reply_guard {
+    unsigned long long elements; /* announced so far by the arrays of the answer being read */
+    int refused;                 /* it announced more than the bounds, or was not RESP2 */
+    char why[128];               /* what it announced, for the message */
+} dlock__reply_guard;
+
 /* What the layer above hears from a node's connections and answers: set
  * by the backend (a Redlock master identifies its server on every new
  * connection; a Cluster node's answers may redirect to another node). */
@@ -84,6 +98,7 @@ struct dlock__conn {
     int64_t sent_rt;          /* CLOCK_REALTIME ns of the first send since it left the pool unchecked */
     unsigned char stamps;     /* DLOCK__STAMPS_*: does the kernel tell each read's receive time? */
     unsigned char step;       /* DLOCK__STEP_*: is each read checked against sent_rt? */
+    dlock__reply_guard guard; /* its reader's bounds (reader.c) */
 };
 #define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
 #define DLOCK__STAMPS_ASKED 1 /* asked for, not yet seen on a read */
@@ -177,6 +192,15 @@ int dlock__resp_append(redisContext *ctx, int argc, const char *const *argv, con
  * not an integer), into *acked (0, or ENOLCK: no answer). */
 int dlock__wait_append(dlock__conn *cn, unsigned replicas, unsigned timeout_ms);
 int dlock__wait_read(dlock__conn *cn, long long *acked);
+/* The reader of cn's context, within the bounds above (reader.c):
+ * dlock__reply_feed gives it len bytes, dlock__reply_get takes the next
+ * answer (NULL: not whole yet), REDIS_OK or REDIS_ERR (the context's
+ * error set) as redisReaderFeed and redisGetReplyFromReader.
+ * dlock__reply_refused: 1 once an answer broke the bounds or was not
+ * RESP2 (the caller reports EPROTO: asking again would not mend it). */
+int dlock__reply_feed(dlock__conn *cn, const char *buf, size_t len);
+int dlock__reply_get(dlock__conn *cn, void **reply);
+int dlock__reply_refused(const dlock__conn *cn);
 /* Bytes received but not yet given to the reader (TLS buffers them). */
 int dlock__conn_pending(const dlock__conn *cn);
 /* Closes every idle connection. */

@@ -316,11 +316,7 @@ int dlock__tls_read(dlock__conn *cn) {
     for (;;) {
         int n = SSL_read(cn->tls->ssl, buf, sizeof buf), e;
         if (n > 0) {
-            if (redisReaderFeed(cn->ctx->reader, buf, (size_t)n) != REDIS_OK) {
-                snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "out of memory");
-                cn->ctx->err = REDIS_ERR_OOM;
-                return -1;
-            }
+            if (dlock__reply_feed(cn, buf, (size_t)n) != REDIS_OK) return -1;
             return out_flush(cn); /* (a key update may want an answer) */
         }
         e = SSL_get_error(cn->tls->ssl, n);
