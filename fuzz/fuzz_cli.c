@@ -1,9 +1,10 @@
 /* fuzz_cli.c -- libFuzzer target: the dlock command's option parsing.
  *
  * The input is a command line: its first byte chooses the subcommand
- * (exec, status, list, break, graph, top), the rest is its arguments,
- * NUL-separated.  They go to that subcommand's own parser -- exec_parse,
- * admin.c's parse, graph.c's parse, parse_top -- which are static, so
+ * (exec, status, list, break, graph, top, exporter), the rest is its
+ * arguments, NUL-separated.  They go to that subcommand's own parser --
+ * exec_parse, admin.c's parse, graph.c's parse, parse_top,
+ * parse_exporter -- which are static, so
  * tools/'s sources are included here (the static names two of them
  * share renamed apart); --url, --prefix and -V go through cli_conn_opt as in the
  * program, and its exit(0) after -V is caught (longjmp).  Nothing is run
@@ -11,7 +12,8 @@
  * it checks what each parser promises on success: exec has a lock name of
  * 1 to DLOCK_NAME_MAX bytes, a command, a lease in range, no -s with
  * --slots, exit codes 0-255; top a window and a count in range, not
- * --json with --prometheus.
+ * --json with --prometheus; the exporter an address to listen on (not
+ * resolved here) and a window and a count in range.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -49,6 +51,8 @@ __attribute__((noreturn)) static void fuzz_cli_exit(int code) {
 #undef on_signal
 #undef print_table
 #include "../tools/format.c"
+#include "../tools/metrics.c"
+#include "../tools/exporter.c"
 #undef exit
 
 #define FUZZ_CLI_ARGS 64
@@ -90,6 +94,13 @@ static void fuzz_cli_run(int which, int argc, char **argv) {
     case 4:
         (void)graph_parse(argc, argv, &conn, &json, &glob);
         break;
+    case 6: {
+        exp_opts eo;
+        if (parse_exporter(argc, argv, &conn, &eo) == 0 &&
+            (eo.listen == NULL || eo.m.max < 1 || eo.m.window_s < 1 || eo.m.window_s > DLOCK_STATS_WINDOW_MAX))
+            abort();
+        break;
+    }
     default:
         fuzz_cli_top(argc, argv, &conn);
         break;
@@ -97,12 +108,12 @@ static void fuzz_cli_run(int which, int argc, char **argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const char *const names[] = { "exec", "status", "list", "break", "graph", "top" };
+    static const char *const names[] = { "exec", "status", "list", "break", "graph", "top", "exporter" };
     char *argv[FUZZ_CLI_ARGS + 2], *buf;
     int argc = 0, which;
     size_t i, start;
     if (size == 0) return 0;
-    which = data[0] % 6;
+    which = data[0] % 7;
     if ((buf = malloc(size)) == NULL) return 0;
     memcpy(buf, data + 1, size - 1);
     buf[size - 1] = '\0';
