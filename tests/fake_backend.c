@@ -366,7 +366,8 @@ static dlock__backend_ops fk_ops = {
     NULL, /* sem: no semaphores */
     NULL, NULL, /* sem_info, sem_admin: no semaphores */
     NULL, /* waits: no waiters kept (no deadlock detection) */
-    NULL, NULL /* stats_add, stats_read: no live figures */
+    NULL, NULL, /* stats_add, stats_read: no live figures */
+    NULL /* release_send: unlocks wait for their answer */
 };
 
 /* ---------------------------------------------------------- subscriber */
