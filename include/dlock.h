@@ -199,8 +199,8 @@ DLOCK_API int dlock_mutexattr_getowner(const dlock_mutexattr_t *a, int *owner);
 DLOCK_API int dlock_mutexattr_setdeadlock(dlock_mutexattr_t *a, int on);
 DLOCK_API int dlock_mutexattr_getdeadlock(const dlock_mutexattr_t *a, int *on);
 /* The pipelined unlock, for NORMAL and DEFAULT mutexes only (a mutex
- * init with it set on an ERRORCHECK, RECURSIVE, robust or process-owned
- * one gives EINVAL): unlock sends the release and returns 0 at once,
+ * init with it set on an ERRORCHECK, RECURSIVE or robust one gives
+ * EINVAL; a process-owned NORMAL one may have it): unlock sends the release and returns 0 at once,
  * without waiting for the server.  The release's answer is read with the
  * thread's next request on that connection (its next lock goes out behind
  * the release: one round trip for both), or by the client within about

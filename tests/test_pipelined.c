@@ -73,6 +73,13 @@ static int wait_key_gone(const char *name, int ms) {
     return !dlt_key_exists(name);
 }
 
+static int unlock_rc = -1;
+
+static void *unlock_thread(void *arg) {
+    unlock_rc = dlock_mutex_unlock(arg);
+    return NULL;
+}
+
 /* ------------------------------------------------------------- the attribute */
 
 static void test_einval_on_other_types(void) {
@@ -99,6 +106,27 @@ static void test_einval_on_other_types(void) {
     DLT_ASSERT_ERR(make(&m, "pipe/normal", DLOCK_MUTEX_NORMAL, 1, 0, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(make(&m, "pipe/default", DLOCK_MUTEX_DEFAULT, 1, 0, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    /* a process-owned NORMAL one (the LD_PRELOAD mode's default mutexes):
+     * locked by one thread, unlocked by another, pipelined */
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_settype(&a, DLOCK_MUTEX_NORMAL);
+    dlock_mutexattr_setowner(&a, DLOCK_OWNER_PROCESS);
+    DLT_ASSERT_ERR(dlock_mutexattr_setpipelined(&a, 1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, "pipe/process", &a), 0);
+    dlock_mutexattr_destroy(&a);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    {
+        pthread_t th;
+        int rc = -1;
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, unlock_thread, &m) == 0);
+        pthread_join(th, NULL);
+        rc = unlock_rc;
+        DLT_ASSERT_ERR(rc, 0);
+    }
+    CU_ASSERT_TRUE(wait_key_gone("pipe/process", 2000));
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
 

@@ -13,16 +13,14 @@
 
 /* The pipelined unlock: as the attribute says, else as the client's URL
  * (pipelined=1) for the mutexes that can have it.  Only a NORMAL/DEFAULT
- * mutex, neither robust nor process-owned, can: the others' unlock
- * promises (EPERM, EOWNERDEAD) need the server's answer first. */
+ * mutex that is not robust can: the others' unlock promises (EPERM,
+ * EOWNERDEAD) need the server's answer first. */
 static int pipelined_get(const struct dlock_client *c, const dlock_mutexattr_t *a, dlock__want *w) {
     int can = (a->__type == DLOCK_MUTEX_NORMAL || a->__type == DLOCK_MUTEX_DEFAULT) &&
-              a->__robust != DLOCK_MUTEX_ROBUST && !w->process;
+              a->__robust != DLOCK_MUTEX_ROBUST;
     if (a->__pipelined == 1 && !can)
-        return dlock__seterr(EINVAL, "the pipelined unlock is for NORMAL or DEFAULT mutexes, neither robust nor "
-                                     "process-owned: %s",
-                             a->__robust == DLOCK_MUTEX_ROBUST ? "this one is robust"
-                             : w->process                      ? "this one is process-owned"
+        return dlock__seterr(EINVAL, "the pipelined unlock is for NORMAL or DEFAULT mutexes that are not robust: %s",
+                             a->__robust == DLOCK_MUTEX_ROBUST    ? "this one is robust"
                              : a->__type == DLOCK_MUTEX_RECURSIVE ? "this one is RECURSIVE"
                                                                   : "this one is ERRORCHECK");
     w->pipelined = a->__pipelined == 1 || (a->__pipelined == 0 && can && c->be.node.conf.pipelined);

@@ -1076,7 +1076,7 @@ int dlock__release_want(struct dlock_client *c, dlock__lock *l, const dlock__wan
     /* The thread's own identity names it to the server as the releaser
      * (host:pid:tid); a process-owned release works without it. */
     if (w->process) (void)dlock__self(&rc);
-    return release_as(c, l, w->shared, dlock__owner_peek(w), w->process, w->pipelined && !w->shared && !w->process);
+    return release_as(c, l, w->shared, dlock__owner_peek(w), w->process, w->pipelined && !w->shared);
 }
 
 static int holds_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, uint64_t *fence) {
