@@ -892,7 +892,7 @@ static dlock__owed *owed_take(dlock__node *n) {
     pthread_mutex_lock(n->mu);
     for (p = &n->owed; (o = *p) != NULL; p = &o->next)
         if (pthread_equal(o->owner, me)) {
-            *p = o->next;
+            __atomic_store_n(p, o->next, __ATOMIC_RELEASE); /* (read unlocked by owed_take) */
             break;
         }
     pthread_mutex_unlock(n->mu);
@@ -972,7 +972,7 @@ void dlock__owed_settle(dlock__node *n, dlock__mono before, dlock__mono deadline
         pthread_mutex_lock(n->mu);
         for (p = &n->owed; (o = *p) != NULL; p = &o->next)
             if (before == DLOCK__MONO_NEVER || o->first < before) {
-                *p = o->next;
+                __atomic_store_n(p, o->next, __ATOMIC_RELEASE);
                 break;
             }
         pthread_mutex_unlock(n->mu);
