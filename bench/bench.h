@@ -169,6 +169,7 @@ int cmd_pairs(const bopts *o);
 int handoff_pairs(const bopts *o);
 int cmd_sem(const bopts *o); /* sem.c: the semaphore beside the mutex (issue 22) */
 int cmd_analyze(const bopts *o, int nfiles, char **files);
+int cmd_pipe(const bopts *o); /* pipe.c: the pipelined unlock, fresh processes, caching's runs */
 
 /* Contention events: one acquisition each. */
 typedef struct bevent {

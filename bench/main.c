@@ -17,6 +17,8 @@
  *                        semaphore's wait+post and trywait+post beside the mutex's lock+unlock and
  *                        the raw pair, uncontended; a contended handoff (semaphore of value 1) beside
  *                        the mutex's
+ *   dlock-bench pipe     --port P [--rt-us R] [--smoke]   the pipelined unlock beside the raw pair and the
+ *                        confirmed unlock; 4 fresh processes against the ideal; caching's longest run
  *   dlock-bench now                                    CLOCK_MONOTONIC in ns
  *
  * Common: --csv FILE appends key,value,unit rows; --smoke makes every
@@ -32,7 +34,7 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: dlock-bench seq|contend|waiters|renew|cache|carry|pairs|sem|analyze --port PORT [options] (see bench/README.md)\n");
+            "usage: dlock-bench seq|contend|waiters|renew|cache|carry|pairs|sem|pipe|analyze --port PORT [options] (see bench/README.md)\n");
     exit(2);
 }
 
@@ -100,5 +102,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "carry") == 0) return cmd_carry(&o);
     if (strcmp(cmd, "pairs") == 0) return cmd_pairs(&o);
     if (strcmp(cmd, "sem") == 0) return cmd_sem(&o);
+    if (strcmp(cmd, "pipe") == 0) return cmd_pipe(&o);
     usage();
 }

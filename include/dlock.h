@@ -119,8 +119,8 @@ typedef struct dlock_mutexattr {
     int __caching;
     int __rwkind;          /* DLOCK_RWLOCK_*; with __owner, in what was one reserved pointer */
     int __owner;           /* DLOCK_OWNER_* */
-    int __deadlock;        /* 0 by type, 1 on, 2 off; with __pad, in what was one reserved pointer */
-    int __pad;
+    int __deadlock;        /* 0 by type, 1 on, 2 off; with __pipelined, in what was one reserved pointer */
+    int __pipelined;       /* 0 as the client's URL says, 1 on, 2 off */
     void *__reserved[2];
 } dlock_mutexattr_t;
 
@@ -198,6 +198,23 @@ DLOCK_API int dlock_mutexattr_getowner(const dlock_mutexattr_t *a, int *owner);
  * these attributes would have (for a rwlock: 1 only if set here). */
 DLOCK_API int dlock_mutexattr_setdeadlock(dlock_mutexattr_t *a, int on);
 DLOCK_API int dlock_mutexattr_getdeadlock(const dlock_mutexattr_t *a, int *on);
+/* The pipelined unlock, for NORMAL and DEFAULT mutexes only (a mutex
+ * init with it set on an ERRORCHECK, RECURSIVE or robust one gives
+ * EINVAL; a process-owned NORMAL one may have it): unlock sends the release and returns 0 at once,
+ * without waiting for the server.  The release's answer is read with the
+ * thread's next request on that connection (its next lock goes out behind
+ * the release: one round trip for both), or by the client within about
+ * 15 ms when none follows; exit, fork, dlock_mutex_destroy and
+ * dlock_client_destroy read those still owed (bounded).  A release that
+ * finds the hold gone (its lease had run out on the server) is told to the
+ * lost-lock handler, not by unlock's return; one that gets no answer is
+ * asked again when the server answers, or the lease runs out.  Exclusion,
+ * fences, the handoff to a queued waiter and deadlines are as with the
+ * confirmed unlock: the server holds the lock until the release arrives.
+ * Unset, a mutex takes the client's URL parameter pipelined=1 (if it can
+ * have it).  getpipelined: 1 only if set on here. */
+DLOCK_API int dlock_mutexattr_setpipelined(dlock_mutexattr_t *a, int on);
+DLOCK_API int dlock_mutexattr_getpipelined(const dlock_mutexattr_t *a, int *on);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c);
 DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c);

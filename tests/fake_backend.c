@@ -367,7 +367,8 @@ static dlock__backend_ops fk_ops = {
     NULL, NULL, /* sem_info, sem_admin: no semaphores */
     NULL, /* waits: no waiters kept (no deadlock detection) */
     NULL, NULL, /* stats_add, stats_read: no live figures */
-    NULL /* range: no record-lock range tables */
+    NULL, /* range: no record-lock range tables */
+    NULL /* release_send: unlocks wait for their answer */
 };
 
 /* ---------------------------------------------------------- subscriber */

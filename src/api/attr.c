@@ -167,6 +167,23 @@ DLOCK_API int dlock_mutexattr_getdeadlock(const dlock_mutexattr_t *a, int *on) {
     return 0;
 }
 
+DLOCK_API int dlock_mutexattr_setpipelined(dlock_mutexattr_t *a, int on) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (on != 0 && on != 1) return dlock__seterr(EINVAL, "pipelined %d is not 0 or 1", on);
+    a->__pipelined = on ? 1 : 2;
+    return 0;
+}
+
+/* 1 only when set here: the client's URL decides an unset one at init. */
+DLOCK_API int dlock_mutexattr_getpipelined(const dlock_mutexattr_t *a, int *on) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (on == NULL) return dlock__seterr(EINVAL, "pipelined pointer is NULL");
+    *on = a->__pipelined == 1;
+    return 0;
+}
+
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {
     int rc = check(a);
     if (rc) return rc;

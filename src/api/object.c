@@ -11,6 +11,22 @@
 
 #include "api/api.h"
 
+/* The pipelined unlock: as the attribute says, else as the client's URL
+ * (pipelined=1) for the mutexes that can have it.  Only a NORMAL/DEFAULT
+ * mutex that is not robust can: the others' unlock promises (EPERM,
+ * EOWNERDEAD) need the server's answer first. */
+static int pipelined_get(const struct dlock_client *c, const dlock_mutexattr_t *a, dlock__want *w) {
+    int can = (a->__type == DLOCK_MUTEX_NORMAL || a->__type == DLOCK_MUTEX_DEFAULT) &&
+              a->__robust != DLOCK_MUTEX_ROBUST;
+    if (a->__pipelined == 1 && !can)
+        return dlock__seterr(EINVAL, "the pipelined unlock is for NORMAL or DEFAULT mutexes that are not robust: %s",
+                             a->__robust == DLOCK_MUTEX_ROBUST    ? "this one is robust"
+                             : a->__type == DLOCK_MUTEX_RECURSIVE ? "this one is RECURSIVE"
+                                                                  : "this one is ERRORCHECK");
+    w->pipelined = a->__pipelined == 1 || (a->__pipelined == 0 && can && c->be.node.conf.pipelined);
+    return 0;
+}
+
 /* What every lock object (mutex, rwlock) does at init: checks the name
  * and the attributes, finds the client and takes a reference on the
  * lock's table entry.  *w gets the attributes' type, robustness, lease
@@ -48,6 +64,10 @@ static int object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
             dlock__entry_close(c, *lp, 1);
             return dlock__seterr(ENOTSUP, "deadlock detection is not offered on Redlock (its masters keep no waits)");
         }
+    }
+    if ((rc = pipelined_get(c, &a, w)) != 0) {
+        dlock__entry_close(c, *lp, 1);
+        return rc;
     }
     w->lease_ms = a.__lease_ms;
     w->lost_fn = a.__lost_fn;
@@ -111,6 +131,8 @@ int dlock__obj_destroy(dlock__obj *o, const void *obj) {
     struct dlock_client *c = o->c;
     dlock__lock *l = o->l;
     dlock__hold *h;
+    if (o->want.pipelined) /* its releases' answers first (bounded): the handler may still be told */
+        dlock__pipe_flush(c, dlock__now() + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
     pthread_mutex_lock(&c->mu);
     if (object_held(l, obj)) {
         pthread_mutex_unlock(&c->mu);

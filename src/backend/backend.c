@@ -388,6 +388,24 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
     return rc;
 }
 
+/* The pipelined release's answer, parsed for its record: anything but
+ * the script's flag (NOSCRIPT from a server that restarted, an error) is
+ * as good as none -- the release is asked again by its caller. */
+static void release_heard(void *arg, redisReply *r, int what) {
+    dlock__relsend *rs = arg;
+    int released = 0;
+    if (what == DLOCK__OWED_FORGET) rs->done(rs, -1, 0);
+    else if (what != DLOCK__OWED_ANSWER || dlock__flag_parse(r, &released) != 0) rs->done(rs, ENOLCK, 0);
+    else rs->done(rs, 0, released);
+}
+
+static int single_release_send(dlock__backend *c, const dlock__keys *k, const char *token, int how,
+                               dlock__relsend *rs, dlock__mono deadline) {
+    dlock__args a;
+    dlock__release_args(c, k, token, how, &a);
+    return dlock__script_send(c, DLOCK__SCRIPT_RELEASE, a.nkeys, a.n, a.v, a.len, release_heard, rs, deadline);
+}
+
 static int single_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                         dlock__mono deadline) {
     const char *args[DLOCK__NKEYS + 3];
@@ -957,6 +975,7 @@ const dlock__backend_ops dlock__single_backend = {
     .queues = 1,
     .acquire = single_acquire,
     .release = single_release,
+    .release_send = single_release_send,
     .renew = single_renew,
     .reset = single_reset,
     .fenced_set = single_fenced_set,

@@ -174,8 +174,13 @@ void dlock__backend_bury(dlock__backend *b, dlock__conn *cn) {
     b->buried = cn;
 }
 
+void dlock__backend_settle(dlock__backend *b, dlock__mono before, dlock__mono deadline) {
+    dlock__owed_settle(&b->node, before, deadline);
+}
+
 void dlock__backend_fork_child(dlock__backend *b) {
     size_t i;
+    dlock__owed_forget(&b->node);
     while (b->node.idle != NULL) {
         dlock__conn *cn = b->node.idle;
         b->node.idle = cn->next;

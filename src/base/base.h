@@ -157,6 +157,9 @@ typedef struct dlock__conf {
     /* ?breaker_ms=N (or dlock_config_t.breaker_ms): the circuit breaker's
      * back-off period; 0: off (conn.c dlock__breaker_pass). */
     unsigned breaker_ms;
+    /* ?pipelined=1: the mutexes the client makes unlock without waiting
+     * for the server (core/lock.c, pipe_send) unless their attribute says. */
+    unsigned pipelined;
 } dlock__conf;
 
 #define DLOCK__WAIT_CONNS 32 /* wait_conns' default */

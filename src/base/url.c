@@ -216,6 +216,7 @@ static const struct num_param {
     { "wait_timeout_ms", offsetof(dlock__conf, wait_timeout_ms), 1, 60000 },
     { "wait_conns", offsetof(dlock__conf, wait_conns), 0, 1024 },
     { "breaker_ms", offsetof(dlock__conf, breaker_ms), 0, 86400000 },
+    { "pipelined", offsetof(dlock__conf, pipelined), 0, 1 },
 };
 
 static const struct tls_param {

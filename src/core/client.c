@@ -39,6 +39,9 @@ static void fork_prepare(void) {
     struct dlock_client *c;
     pthread_mutex_lock(&clients_mu);
     for (c = clients; c != NULL; c = c->next) {
+        /* Pipelined releases' answers are read first: the child must not
+         * read its parent's sockets, nor leave them unread (bounded). */
+        dlock__pipe_flush(c, dlock__now() + 1000 * DLOCK__MS);
         pthread_mutex_lock(&c->mu);
         dlock__backend_fork_prepare(&c->be);
     }
@@ -78,6 +81,8 @@ static void fork_child(void) {
             if (c->be.members[i]->up != NULL) sub_forget(c, c->be.members[i]->up);
         c->renew_running = c->renew_stop = 0;
         c->renew_wake = 0;
+        c->pipe_out = 0; /* (any the parent sent since: dlock__backend_fork_child forgets them) */
+        c->pipe_tick_until = 0;
         dlock__cond_init(&c->renew_cv);
         c->held = NULL;
         c->nheld = 0;
@@ -124,6 +129,14 @@ static void at_exit(void) {
     for (c = clients; c != NULL; c = c->next) {
         dlock__lock *l;
         dlock__hold *h;
+        {
+            /* Pipelined releases: their answers read (bounded); one that
+             * got none is an orphan, released again below. */
+            dlock__mono end = dlock__now() + 1000 * DLOCK__MS;
+            dlock__mono saved = dlock__call_end_set(end);
+            dlock__pipe_flush(c, end);
+            dlock__call_end_set(saved);
+        }
         pthread_mutex_lock(&c->mu);
         while ((h = c->held) != NULL) {
             char token[DLOCK__OWNER_LEN + 1];
@@ -298,6 +311,7 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_unlock(&clients_mu);
 
+    dlock__pipe_flush(c, dlock__now() + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
     dlock__units_return_all(c);
     dlock__renew_stop(c);
     dlock__notify_stop(c);

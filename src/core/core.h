@@ -193,6 +193,8 @@ struct dlock_client {
     dlock__mono renew_wake;  /* when the sleeping renewal thread wakes; 0 awake */
     dlock__mono renew_idle_until; /* keep ticking, with no holds, until then */
     dlock__mono renew_tick;  /* ...every this long (a sixth of the last lease) */
+    unsigned pipe_out;       /* pipelined releases whose answer is not read yet (lock.c) */
+    dlock__mono pipe_tick_until; /* the renewal thread reads their answers every DLOCK__PIPE_SETTLE_MS until then */
     struct dlock__pending *renew_pend; /* its batch buffers, renew_cap long */
     dlock__renewal *renew_rn;
     struct dlock__lost_report *renew_reps;
@@ -330,6 +332,7 @@ typedef struct dlock__want {
     int readfirst;     /* a read lock: granted while writers wait (DLOCK_RWLOCK_PREFER_READER) */
     int process;       /* DLOCK_OWNER_PROCESS: the hold is the process's (dlock__proc_self) */
     int deadlock;      /* a wait looks for a cycle it closes (deadlock.c): EDEADLK */
+    int pipelined;     /* a mutex's pipelined unlock: sent, its answer read later (lock.c) */
     unsigned lease_ms;
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;
@@ -415,6 +418,16 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
 /* Ends the calling thread's exclusive hold (or, allow_shared, its read
  * hold) of l. */
 int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared);
+/* A pipelined release's answer is read with the thread's next request on
+ * its connection, else by the renewal thread once it is this old (ms). */
+#define DLOCK__PIPE_SETTLE_MS 10
+/* Reads every pipelined release's answer now, to deadline at most (exit,
+ * fork, destroy).  c->mu NOT held. */
+void dlock__pipe_flush(struct dlock_client *c, dlock__mono deadline);
+/* The renewal thread's part: answers older than DLOCK__PIPE_SETTLE_MS
+ * are read; *next is brought forward to the next look.  c->mu held
+ * (released meanwhile). */
+void dlock__pipe_settle(struct dlock_client *c, dlock__mono now, dlock__mono *next);
 int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence);
 /* The same for the owner of w's holds: the calling thread, or for a
  * process-owned mutex the process (any thread of it). */

@@ -866,9 +866,131 @@ static int released_read(const dlock__lock *l, int rc, int released, const dlock
     return 0;
 }
 
+/* ---------------------------------------------------- pipelined unlock
+ *
+ * A NORMAL/DEFAULT mutex with the pipelined attribute: its unlock sends
+ * the release and returns; the answer is read ahead of the thread's next
+ * request on that connection (the net layer's owed answers), or by the
+ * renewal thread once DLOCK__PIPE_SETTLE_MS old, or by exit, fork and
+ * destroy.  Exclusion does not change: the server holds the lock until the
+ * release arrives.  What the answer says: released, nothing to do; not
+ * ours any more (the lease had run out on the server), the lost-lock
+ * handler is told; no answer, the token is an orphan, released again when
+ * the server answers (or its lease runs out). */
+struct pipe_rel {
+    dlock__relsend rs; /* first: the backend hands it back */
+    struct dlock_client *c;
+    dlock__lock *l; /* counted in l->users until the answer */
+    char token[DLOCK__OWNER_LEN + 1];
+    int how;
+    unsigned lease;
+    dlock_lost_fn fn;
+    void *arg, *obj;
+};
+
+/* How long after its last pipelined release the renewal thread keeps
+ * looking for their answers (it then sleeps as before). */
+#define PIPE_TICKING_MS 1000
+
+static void pipe_heard(dlock__relsend *rs, int rc, int released) {
+    struct pipe_rel *p = (struct pipe_rel *)(void *)rs;
+    struct dlock_client *c = p->c;
+    dlock__lost_report rep = { 0 };
+    if (rc == -1) { /* a fork child: the parent's */
+        free(p);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->pipe_out > 0) c->pipe_out--;
+    if (rc != 0) {
+        dlock__orphan_add(c, p->l, p->token, p->how, p->lease); /* asked again when the server answers */
+    } else if (!released && p->fn != NULL) {
+        rep.fn = p->fn;
+        rep.arg = p->arg;
+        rep.obj = p->obj;
+        rep.name = strdup(p->l->k.name);
+    }
+    if (rc == 0 && !released)
+        dlock__debug("'%.64s': a pipelined unlock found the lease already gone on the server", p->l->k.name);
+    p->l->users--;
+    dlock__lock_maybe_free(c, p->l);
+    pthread_mutex_unlock(&c->mu);
+    dlock__report(&rep);
+    free(p);
+}
+
+/* Sends h's release without waiting for its answer.  c->mu held; 0: sent,
+ * h forgotten, c->mu released; else not sent (c->mu held): the caller
+ * releases as a confirmed unlock does. */
+static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, const dlock__thread *self,
+                     const char *token, int how, unsigned lease) {
+    struct pipe_rel *p;
+    dlock__mono now;
+    int rc;
+    if (h != &l->x || c->be.ops->release_send == NULL ||
+        (c->be.node.breaker_until != 0 && dlock__now() < c->be.node.breaker_until))
+        return -1;
+    if ((p = calloc(1, sizeof *p)) == NULL) return -1;
+    p->rs.done = pipe_heard;
+    p->c = c;
+    p->l = l;
+    memcpy(p->token, token, sizeof p->token);
+    p->how = how;
+    p->lease = lease;
+    p->fn = h->lost_fn;
+    p->arg = h->lost_arg;
+    p->obj = h->lost_obj;
+    dlock__hold_release_start(h); /* (renewed meanwhile; no other thread takes it) */
+    l->users++;
+    c->pipe_out++;
+    pthread_mutex_unlock(&c->mu);
+    rc = c->be.ops->release_send(&c->be, &l->k, p->token, how, &p->rs, dlock__unreachable_deadline(&c->be.node));
+    pthread_mutex_lock(&c->mu);
+    if (rc != 0) {
+        c->pipe_out--;
+        l->users--;
+        free(p);
+        return rc;
+    }
+    if (l->x.owner == self && memcmp(l->x.token, token, sizeof p->token) == 0) dlock__hold_forget(c, h);
+    l->gen++; /* local waiters try at once (the server wakes them when the release lands) */
+    dlock__lock_wake(l);
+    now = dlock__now();
+    if (dlock__renew_start(c) == 0 && c->pipe_tick_until <= now) dlock__renew_kick(c); /* it may sleep long */
+    c->pipe_tick_until = now + (dlock__mono)PIPE_TICKING_MS * DLOCK__MS;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+void dlock__pipe_flush(struct dlock_client *c, dlock__mono deadline) {
+    dlock__backend_settle(&c->be, DLOCK__MONO_NEVER, deadline);
+    /* Answers another thread is reading now (the renewal thread's
+     * settle): waited for, to the deadline. */
+    pthread_mutex_lock(&c->mu);
+    while (c->pipe_out > 0 && dlock__now() < deadline) {
+        pthread_mutex_unlock(&c->mu);
+        dlock__backend_settle(&c->be, DLOCK__MONO_NEVER, deadline);
+        dlock__sleep_until(dlock__now() + DLOCK__MS);
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void dlock__pipe_settle(struct dlock_client *c, dlock__mono now, dlock__mono *next) {
+    dlock__mono look = now + (dlock__mono)DLOCK__PIPE_SETTLE_MS * DLOCK__MS / 2;
+    if (c->pipe_out > 0) {
+        pthread_mutex_unlock(&c->mu);
+        dlock__backend_settle(&c->be, now - (dlock__mono)DLOCK__PIPE_SETTLE_MS * DLOCK__MS,
+                              now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
+        pthread_mutex_lock(&c->mu);
+    }
+    if ((c->pipe_out > 0 || now < c->pipe_tick_until) && look < *next) *next = look;
+}
+
 /* The hold of l that self owns (a thread, or the process: `process`)
- * ends. */
-static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, int process) {
+ * ends; `pipelined`: without waiting for the answer (pipe_send). */
+static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, int process,
+                      int pipelined) {
     dlock__lost_report rep = { 0 };
     char token[DLOCK__OWNER_LEN + 1];
     dlock__hold *h;
@@ -913,6 +1035,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     memcpy(token, h->token, sizeof token);
     lease = h->lease_ms;
     valid = h->valid_until;
+    if (pipelined && pipe_send(c, l, h, self, token, how, lease) == 0) return 0;
     /* Renewed until the release is answered: on a cluster, a release
      * asked again while its slot migrates may take longer than the
      * lease.  The thread is in here meanwhile: no other one takes it. */
@@ -941,7 +1064,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
 }
 
 int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
-    return release_as(c, l, allow_shared, dlock__self_peek(), 0);
+    return release_as(c, l, allow_shared, dlock__self_peek(), 0, 0);
 }
 
 dlock__thread *dlock__owner_peek(const dlock__want *w) {
@@ -953,7 +1076,7 @@ int dlock__release_want(struct dlock_client *c, dlock__lock *l, const dlock__wan
     /* The thread's own identity names it to the server as the releaser
      * (host:pid:tid); a process-owned release works without it. */
     if (w->process) (void)dlock__self(&rc);
-    return release_as(c, l, w->shared, dlock__owner_peek(w), w->process);
+    return release_as(c, l, w->shared, dlock__owner_peek(w), w->process, w->pipelined && !w->shared);
 }
 
 static int holds_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, uint64_t *fence) {

@@ -368,6 +368,7 @@ static void *renew_main(void *arg) {
         } else {
             dlock__stats_tick(c, lp.now, &lp.next);
             release_orphans(&lp);
+            dlock__pipe_settle(c, lp.now, &lp.next); /* pipelined releases' answers no request read */
             sleep_until_due(&lp);
         }
     }

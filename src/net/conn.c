@@ -854,6 +854,139 @@ void dlock__pool_put(dlock__node *n, dlock__conn *cn, int broken) {
     dlock__conn_close(cn);
 }
 
+/* ------------------------------------------------------- owed answers
+ *
+ * A request sent without waiting for its answer (dlock__command_send:
+ * the pipelined unlock) leaves its connection out of the pool, owing that
+ * answer, on n->owed under the calling thread's name.  The thread's next
+ * request on the node goes out on it (cmd_send): the server runs both in
+ * order, and one round trip reads both answers.  A thread that makes no
+ * request soon leaves them to dlock__owed_settle (the renewal thread's,
+ * within a few ms; exit, fork, destroy).  A connection that breaks tells
+ * each owed request "no answer": the layer above asks it again. */
+static void set_timeout(dlock__node *n, dlock__conn *cn, dlock__mono deadline);
+
+struct dlock__owed {
+    dlock__conn *cn;
+    pthread_t owner;
+    dlock__mono first; /* when its oldest unread request went out */
+    int count;
+    struct {
+        dlock__owed_fn fn;
+        void *arg;
+    } e[DLOCK__OWED_MAX];
+    struct dlock__owed *next;
+};
+
+/* The calling thread's owed connection to n, off the list; NULL none. */
+static dlock__owed *owed_take(dlock__node *n) {
+    dlock__owed **p, *o = NULL;
+    pthread_t me;
+    if (__atomic_load_n(&n->owed, __ATOMIC_ACQUIRE) == NULL) return NULL; /* the common case: no lock taken */
+    me = pthread_self();
+    pthread_mutex_lock(n->mu);
+    for (p = &n->owed; (o = *p) != NULL; p = &o->next)
+        if (pthread_equal(o->owner, me)) {
+            __atomic_store_n(p, o->next, __ATOMIC_RELEASE); /* (read unlocked by owed_take) */
+            break;
+        }
+    pthread_mutex_unlock(n->mu);
+    return o;
+}
+
+/* Reads o's owed answers in order, each to its fn: 0, or -1 when the
+ * connection broke (the rest are told none).  o->count is 0 after. */
+static int owed_read(dlock__owed *o) {
+    int i, rc = 0;
+    for (i = 0; i < o->count; i++) {
+        void *r = NULL;
+        if (rc == 0 && dlock__conn_reply(o->cn, &r) != REDIS_OK) rc = -1;
+        o->e[i].fn(o->e[i].arg, r, rc == 0 ? DLOCK__OWED_ANSWER : DLOCK__OWED_NONE);
+        if (r != NULL) freeReplyObject(r);
+    }
+    o->count = 0;
+    return rc;
+}
+
+/* Frees o (not its connection); requests still owed are told none. */
+static void owed_free(dlock__owed *o) {
+    int i;
+    for (i = 0; i < o->count; i++) o->e[i].fn(o->e[i].arg, NULL, DLOCK__OWED_NONE);
+    free(o);
+}
+
+/* Reads o's answers and puts its connection back (closed if it broke). */
+static void owed_end(dlock__node *n, dlock__owed *o, dlock__mono deadline) {
+    int broken;
+    set_timeout(n, o->cn, deadline);
+    broken = owed_read(o) != 0 || o->cn->ctx->reader->pos < o->cn->ctx->reader->len;
+    dlock__pool_put(n, o->cn, broken);
+    owed_free(o);
+}
+
+int dlock__command_send(dlock__node *n, int argc, const char **argv, const size_t *lens, dlock__owed_fn fn,
+                        void *arg, dlock__mono deadline) {
+    dlock__owed *o = owed_take(n);
+    int rc;
+    if (o != NULL && o->count == DLOCK__OWED_MAX) {
+        owed_end(n, o, deadline); /* enough owed: read them now */
+        o = NULL;
+    }
+    if (o == NULL) {
+        if ((o = calloc(1, sizeof *o)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
+        if ((rc = dlock__pool_get(n, &o->cn, deadline)) != 0) {
+            free(o);
+            return rc;
+        }
+        o->owner = pthread_self();
+    }
+    set_timeout(n, o->cn, deadline);
+    if (dlock__resp_append(o->cn->ctx, argc, argv, lens) != 0 || dlock__conn_flush(o->cn) != 0) {
+        dlock__seterr(ENOLCK, "%s: cannot send: %s", n->conf.redacted_url,
+                      o->cn->ctx->errstr[0] ? o->cn->ctx->errstr : "out of memory");
+        (void)owed_read(o); /* (the earlier ones went out before: their answers may be there) */
+        dlock__pool_put(n, o->cn, 1);
+        owed_free(o);
+        return ENOLCK;
+    }
+    if (o->count == 0) o->first = dlock__now();
+    o->e[o->count].fn = fn;
+    o->e[o->count].arg = arg;
+    o->count++;
+    pthread_mutex_lock(n->mu);
+    o->next = n->owed;
+    __atomic_store_n(&n->owed, o, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(n->mu);
+    return 0;
+}
+
+void dlock__owed_settle(dlock__node *n, dlock__mono before, dlock__mono deadline) {
+    for (;;) {
+        dlock__owed **p, *o;
+        if (__atomic_load_n(&n->owed, __ATOMIC_ACQUIRE) == NULL) return;
+        pthread_mutex_lock(n->mu);
+        for (p = &n->owed; (o = *p) != NULL; p = &o->next)
+            if (before == DLOCK__MONO_NEVER || o->first < before) {
+                __atomic_store_n(p, o->next, __ATOMIC_RELEASE);
+                break;
+            }
+        pthread_mutex_unlock(n->mu);
+        if (o == NULL) return;
+        owed_end(n, o, deadline);
+    }
+}
+
+void dlock__owed_forget(dlock__node *n) {
+    dlock__owed *o;
+    while ((o = n->owed) != NULL) {
+        int i;
+        n->owed = o->next;
+        for (i = 0; i < o->count; i++) o->e[i].fn(o->e[i].arg, NULL, DLOCK__OWED_FORGET);
+        dlock__conn_abandon(o->cn);
+        free(o);
+    }
+}
+
 /* ------------------------------------------------------------ commands */
 
 unsigned dlock__reply_floor_ms(const dlock__node *n) {
@@ -935,17 +1068,25 @@ static void after_free(redisReply **after_out, int n) {
     }
 }
 
+/* Sends the request (after ASKING, with its followers and WAIT), reads
+ * the answers owed on cn first (owed: the thread's, taken with cn; freed
+ * here), then its own. */
 static redisReply *cmd_and_wait(dlock__node *n, dlock__conn *cn, int argc, const char **argv,
                                 const size_t *argvlen, int *sent, unsigned waitn, long long *acked, int asking,
-                                int nafter, const dlock__req *after, redisReply **after_out) {
+                                int nafter, const dlock__req *after, redisReply **after_out, dlock__owed *owed) {
     void *reply = NULL;
     int out, i;
-    if (waitn == 0 && !asking && nafter == 0) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
+    if (waitn == 0 && !asking && nafter == 0 && owed == NULL) return dlock__conn_cmd(cn, argc, argv, argvlen, sent);
     out = (!asking || dlock__resp_append(cn->ctx, 1, asking_argv, asking_len) == 0) &&
           dlock__resp_append(cn->ctx, argc, argv, argvlen) == 0;
     for (i = 0; out && i < nafter; i++) out = dlock__resp_append(cn->ctx, after[i].argc, after[i].argv, after[i].lens) == 0;
     out = out && (waitn == 0 || dlock__wait_append(cn, waitn, n->conf.wait_timeout_ms) == 0) && dlock__conn_flush(cn) == 0;
     *sent = out;
+    if (owed != NULL) {
+        if (!out) owed->count = 0; /* (told none by owed_free) */
+        out = out && owed_read(owed) == 0;
+        owed_free(owed);
+    }
     if (!out) return NULL;
     if (asking) {
         if (dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
@@ -987,6 +1128,7 @@ typedef struct cmd_run {
     int nafter;              /* a pipeline's followers (dlock__command_pipe) */
     const dlock__req *after;
     redisReply **after_out;
+    dlock__owed *owed;       /* the thread's owed answers on cn, read first (cmd_send) */
     dlock__backoff backoff;
     long long *acked;
     dlock__sent *out; /* what the attempts came to (never NULL) */
@@ -1014,7 +1156,15 @@ static int cmd_backoff(cmd_run *k) {
  * the answer, or NULL (the connection broke; k->cn is still taken). */
 static redisReply *cmd_send(cmd_run *k, int *rc) {
     redisReply *r;
-    if ((*rc = dlock__pool_get(k->n, &k->cn, k->deadline)) != 0) return NULL;
+    /* The first attempt goes where the thread's owed answers wait: after
+     * them, one round trip reads both (the server runs them in order). */
+    k->owed = k->tries == 0 ? owed_take(k->n) : NULL;
+    if (k->owed != NULL) {
+        k->cn = k->owed->cn;
+        *rc = 0;
+    } else if ((*rc = dlock__pool_get(k->n, &k->cn, k->deadline)) != 0) {
+        return NULL;
+    }
     set_timeout(k->n, k->cn, k->deadline);
     if (k->waitn > 0) { /* the WAIT may take its whole timeout (not past the call's end) */
         unsigned wms = end_cap(k->n->conf.wait_timeout_ms + 1000);
@@ -1022,7 +1172,8 @@ static redisReply *cmd_send(cmd_run *k, int *rc) {
     }
     k->out->at = dlock__now();
     r = cmd_and_wait(k->n, k->cn, k->argc, k->argv, k->argvlen, &k->sent, k->waitn, k->acked, k->asking, k->nafter,
-                     k->after, k->after_out);
+                     k->after, k->after_out, k->owed);
+    k->owed = NULL;
     k->asking = 0;
     return r;
 }

@@ -11,6 +11,7 @@
 
 typedef struct dlock__node dlock__node;
 typedef struct dlock__conn dlock__conn;
+typedef struct dlock__owed dlock__owed; /* answers a thread owes on a connection (conn.c) */
 
 /* What an answer may announce (reader.c; docs/design.md, "Answers a
  * client accepts"): elements in one array, elements in all the arrays of
@@ -61,6 +62,7 @@ struct dlock__node {
     dlock__mono breaker_since; /* when it opened */
     const dlock__node_hooks *hooks; /* NULL: none */
     void *up;        /* the object of the layer above that owns the node */
+    struct dlock__owed *owed; /* requests sent whose answers are still to read (dlock__command_send) */
 };
 
 /* What a command's attempts came to, besides its answer: whether its
@@ -223,6 +225,32 @@ int dlock__command(dlock__node *n, redisReply **out, dlock__mono deadline, int o
  * wait=N replicas; *acked: how many acknowledged (-1: unknown). */
 int dlock__command_wait(dlock__node *n, redisReply **out, dlock__mono deadline, int argc,
                         const char **argv, const size_t *argvlen, long long *acked, dlock__sent *sent);
+/* A request whose answer is read later (dlock__command_send): fn hears
+ * it, once, on whichever thread reads it -- with the answer (what:
+ * DLOCK__OWED_ANSWER; fn does not keep r), with none (DLOCK__OWED_NONE:
+ * the connection broke first, r NULL), or, in a fork child, that it is the
+ * parent's (DLOCK__OWED_FORGET).  n->mu is not held meanwhile. */
+#define DLOCK__OWED_ANSWER 0
+#define DLOCK__OWED_NONE 1
+#define DLOCK__OWED_FORGET 2
+typedef void (*dlock__owed_fn)(void *arg, redisReply *r, int what);
+/* Answers one thread may owe on a connection before it reads them. */
+#define DLOCK__OWED_MAX 16
+/* Sends the request at once, on the calling thread's connection with
+ * answers owed, if it has one, else on a pooled one; its answer is read
+ * ahead of the thread's next request on that connection, which goes out
+ * on it (dlock__command: one round trip for both), or by
+ * dlock__owed_settle.  0, or ENOLCK (not sent: fn is not called). */
+int dlock__command_send(dlock__node *n, int argc, const char **argv, const size_t *lens, dlock__owed_fn fn,
+                        void *arg, dlock__mono deadline);
+/* Reads the answers owed on every connection whose oldest unread
+ * request went out before `before` (DLOCK__MONO_NEVER: all), waiting no
+ * longer than deadline for them (at least the reply floor). */
+void dlock__owed_settle(dlock__node *n, dlock__mono before, dlock__mono deadline);
+/* A fork child: the parent's owed answers are not ours to read; each fn
+ * hears DLOCK__OWED_FORGET and the connections are abandoned. */
+void dlock__owed_forget(dlock__node *n);
+
 /* A command of a pipeline (dlock__command_pipe). */
 typedef struct dlock__req {
     int argc;

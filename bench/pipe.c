@@ -1,0 +1,314 @@
+/* pipe.c -- dlock-bench pipe: the pipelined unlock against its floors, a
+ * fresh process's contention, and caching under contention.
+ *
+ *   (a) uncontended lock+unlock with the pipelined unlock beside the raw
+ *       pair (SET NX PX + compare-and-delete), interleaved rounds; goal
+ *       >= 1.5x the raw pair's pairs/s.
+ *   (b) two processes in strict alternation on one name (a turn word in
+ *       shared memory: each locks only after the other unlocked), the
+ *       pipelined unlock beside the confirmed one; goal >= 1.3x the
+ *       confirmed unlock's handoffs/s.
+ *   (c) 4 processes forked at once, each making its own client and mutex
+ *       and taking it 250 times with a 1 ms hold, counted from the fork;
+ *       goal >= 0.95x the ideal 1/(hold + 2 RT), printed beside the same
+ *       run's steady state (from the moment all 4 have held it once).
+ *   (d) two plain forked processes looping lock -> 1 ms of work ->
+ *       unlock on a caching mutex, no other coordination: the longest run
+ *       of acquisitions by one process (goal <= 4).
+ *
+ * Each figure is printed with its floor and MET or MISSED.  Every loop is
+ * bounded by a count and a time.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static void check(int rc, const char *what) {
+    if (rc != 0) die("%s: %s (%s)", what, dlock_strerror(rc), dlock_last_error());
+}
+
+static void verdict(const bopts *o, const char *key, double value, double floor, int at_most) {
+    int met = at_most ? value <= floor : value >= floor;
+    char k[128];
+    result(o, key, value, at_most ? "max" : "x");
+    snprintf(k, sizeof k, "%s_goal", key);
+    result(o, k, floor, at_most ? "max" : "x");
+    printf("  %-40s %.3f (goal %s %.2f): %s\n", key, value, at_most ? "<=" : ">=", floor, met ? "MET" : "MISSED");
+}
+
+static void pmutex(dlock_mutex_t *m, dlock_client_t *c, const char *name, int pipelined, int caching) {
+    dlock_mutexattr_t a;
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, c);
+    dlock_mutexattr_settype(&a, DLOCK_MUTEX_NORMAL);
+    check(dlock_mutexattr_setpipelined(&a, pipelined), "setpipelined");
+    if (caching) check(dlock_mutexattr_setcaching(&a, 1), "setcaching");
+    check(dlock_mutex_init(m, name, &a), "mutex_init");
+    dlock_mutexattr_destroy(&a);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ------------------------------------------------------ (a) uncontended */
+
+static double rate_of(long n, int64_t t0) {
+    return (double)n * 1e9 / (double)(now_ns() - t0);
+}
+
+/* Three kinds in turn each round, the order turning: the raw pair, the
+ * confirmed unlock's pair, the pipelined unlock's pair. */
+static void uncontended(const bopts *o, redisContext *rc, dlock_client_t *cl) {
+    const char *sha = raw_release_sha(rc);
+    int rounds = o->smoke ? 3 : 15, r, k;
+    long n = o->smoke ? 300 : 3000, i;
+    double rate[3][15], ratio[15], cratio[15];
+    dlock_mutex_t m[3];
+
+    pmutex(&m[1], cl, "pipe-seq-c", 0, 0);
+    pmutex(&m[2], cl, "pipe-seq-p", 1, 0);
+    for (i = 0; i < 200; i++) { /* warm-up: connections, scripts, threads */
+        for (k = 1; k < 3; k++) {
+            check(dlock_mutex_lock(&m[k]), "lock");
+            check(dlock_mutex_unlock(&m[k]), "unlock");
+        }
+        if (raw_pair(rc, "bench:pipe-raw", "0123456789abcdef0123456789abcdef", sha) != 0) die("raw pair");
+    }
+    for (r = 0; r < rounds; r++) {
+        for (k = 0; k < 3; k++) {
+            int which = (k + r) % 3;
+            int64_t t0 = now_ns(), end = t0 + (int64_t)1e9;
+            for (i = 0; i < n && now_ns() < end; i++) {
+                if (which == 0) {
+                    if (raw_pair(rc, "bench:pipe-raw", "0123456789abcdef0123456789abcdef", sha) != 0) die("raw pair");
+                } else {
+                    check(dlock_mutex_lock(&m[which]), "lock");
+                    check(dlock_mutex_unlock(&m[which]), "unlock");
+                }
+            }
+            rate[which][r] = rate_of(i, t0);
+        }
+        ratio[r] = rate[2][r] / rate[0][r];
+        cratio[r] = rate[1][r] / rate[0][r];
+    }
+    check(dlock_mutex_destroy(&m[1]), "destroy");
+    check(dlock_mutex_destroy(&m[2]), "destroy");
+    result(o, "pipe.raw_pair_per_s", median(rate[0], rounds), "pairs/s");
+    result(o, "pipe.confirmed_per_s", median(rate[1], rounds), "pairs/s");
+    result(o, "pipe.confirmed_vs_raw_pair", median(cratio, rounds), "x");
+    result(o, "pipe.uncontended_per_s", median(rate[2], rounds), "pairs/s");
+    verdict(o, "pipe.uncontended_vs_raw_pair", median(ratio, rounds), 1.5, 0);
+}
+
+/* --------------------------------------------------- (b) alternation */
+
+typedef struct alt_shared {
+    volatile int turn;  /* whose turn: 0 or 1 */
+    volatile int ready; /* processes connected */
+    volatile long count;
+    volatile int errors;
+    volatile int stop;
+} alt_shared;
+
+static void alt_child(const bopts *o, alt_shared *sh, int me, int pipelined, long cap, double seconds) {
+    dlock_client_t *cl = bclient(o);
+    dlock_mutex_t m;
+    int64_t end;
+    pmutex(&m, cl, pipelined ? "pipe-alt-p" : "pipe-alt-c", pipelined, 0);
+    check(dlock_mutex_lock(&m), "lock"); /* warm: connections, subscriber */
+    check(dlock_mutex_unlock(&m), "unlock");
+    __atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 3) sched_yield();
+    end = now_ns() + (int64_t)(seconds * 1e9);
+    while (!sh->stop) {
+        while (__atomic_load_n(&sh->turn, __ATOMIC_ACQUIRE) != me && !sh->stop) sched_yield();
+        if (sh->stop) break;
+        if (dlock_mutex_lock(&m) != 0) sh->errors++;
+        if (dlock_mutex_unlock(&m) != 0) sh->errors++;
+        if (__atomic_add_fetch(&sh->count, 1, __ATOMIC_SEQ_CST) >= cap || now_ns() >= end) sh->stop = 1;
+        __atomic_store_n(&sh->turn, 1 - me, __ATOMIC_RELEASE);
+    }
+    dlock_mutex_destroy(&m);
+    _exit(0);
+}
+
+static double alternation(const bopts *o, int pipelined) {
+    alt_shared *sh = shared_alloc(sizeof *sh);
+    double seconds = o->smoke ? 0.5 : 2.0;
+    int64_t t0;
+    pid_t pids[2];
+    int p;
+    memset((void *)sh, 0, sizeof *sh);
+    fflush(NULL);
+    for (p = 0; p < 2; p++) {
+        if ((pids[p] = fork()) < 0) die("fork: %s", strerror(errno));
+        if (pids[p] == 0) alt_child(o, sh, p, pipelined, 200000, seconds);
+    }
+    while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 2) sched_yield();
+    t0 = now_ns();
+    __atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
+    for (p = 0; p < 2; p++) {
+        int st;
+        if (waitpid(pids[p], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) sh->errors++;
+    }
+    if (sh->errors) die("alternation: %d errors", sh->errors);
+    return (double)sh->count * 1e9 / (double)(now_ns() - t0);
+}
+
+/* ----------------------------------------------- (c) fresh processes */
+
+typedef struct fresh_shared {
+    volatile int64_t first[4]; /* each one's first acquisition */
+    volatile int64_t last[4];  /* and its last release */
+    volatile long held;        /* acquisitions, all processes */
+    volatile int inside;       /* exclusion check */
+    volatile int bad;
+} fresh_shared;
+
+static void fresh_child(const bopts *o, fresh_shared *sh, int me, int n, double hold_ms) {
+    dlock_client_t *cl = bclient(o);
+    dlock_mutex_t m;
+    int i;
+    pmutex(&m, cl, "pipe-fresh", 0, 0);
+    for (i = 0; i < n; i++) {
+        int64_t t;
+        check(dlock_mutex_lock(&m), "lock");
+        if (__atomic_add_fetch(&sh->inside, 1, __ATOMIC_SEQ_CST) != 1) sh->bad = 1;
+        t = now_ns();
+        if (i == 0) sh->first[me] = t;
+        hold_until(t + (int64_t)(hold_ms * 1e6));
+        __atomic_sub_fetch(&sh->inside, 1, __ATOMIC_SEQ_CST);
+        __atomic_add_fetch(&sh->held, 1, __ATOMIC_SEQ_CST);
+        if (i == n - 1) sh->last[me] = now_ns();
+        check(dlock_mutex_unlock(&m), "unlock");
+    }
+    check(dlock_mutex_destroy(&m), "destroy");
+    _exit(0);
+}
+
+static void fresh(const bopts *o, double rt_us) {
+    fresh_shared *sh = shared_alloc(sizeof *sh);
+    int n = o->smoke ? 50 : 250, p;
+    double hold_ms = 1.0, ideal = 1e3 / (hold_ms + 2 * rt_us / 1e3), from_fork, steady;
+    int64_t t0, t_end = 0, t_all = 0;
+    pid_t pids[4];
+    memset((void *)sh, 0, sizeof *sh);
+    fflush(NULL);
+    t0 = now_ns();
+    for (p = 0; p < 4; p++) {
+        if ((pids[p] = fork()) < 0) die("fork: %s", strerror(errno));
+        if (pids[p] == 0) fresh_child(o, sh, p, n, hold_ms);
+    }
+    for (p = 0; p < 4; p++) {
+        int st;
+        if (waitpid(pids[p], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("fresh: a worker failed");
+    }
+    if (sh->bad) die("fresh: mutual exclusion broken");
+    for (p = 0; p < 4; p++) {
+        if (sh->last[p] > t_end) t_end = sh->last[p];
+        if (sh->first[p] > t_all) t_all = sh->first[p];
+    }
+    from_fork = (double)sh->held * 1e9 / (double)(t_end - t0);
+    /* steady: from the moment all 4 had held it once (the acquisitions
+     * since then are at most held - 4 + 1, counted as held - 3) */
+    steady = (double)(sh->held - 3) * 1e9 / (double)(t_end - t_all);
+    result(o, "pipe.fresh_ideal_per_s", ideal, "acq/s");
+    result(o, "pipe.fresh_from_fork_per_s", from_fork, "acq/s");
+    result(o, "pipe.fresh_steady_per_s", steady, "acq/s");
+    result(o, "pipe.fresh_steady_vs_ideal", steady / ideal, "x");
+    result(o, "pipe.fresh_first_hold_ms", (double)(t_all - t0) / 1e6, "ms");
+    verdict(o, "pipe.fresh_from_fork_vs_ideal", from_fork / ideal, 0.95, 0);
+}
+
+/* ------------------------------------------------ (d) caching contention */
+
+typedef struct cache_shared {
+    volatile long n;
+    volatile int stop;
+    volatile int ready;
+    volatile long per[2]; /* acquisitions by each: their sum must be n */
+    signed char who[200000];
+} cache_shared;
+
+static void cache_child(const bopts *o, cache_shared *sh, int me, double seconds) {
+    dlock_client_t *cl = bclient(o);
+    dlock_mutex_t m;
+    int64_t end;
+    pmutex(&m, cl, "pipe-cache", 0, 1);
+    __atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 2) sched_yield();
+    end = now_ns() + (int64_t)(seconds * 1e9);
+    while (!sh->stop) {
+        long i;
+        check(dlock_mutex_lock(&m), "lock");
+        i = sh->n; /* a plain read and write: exclusion checked by the count */
+        if (i < (long)sizeof sh->who) sh->who[i] = (signed char)me;
+        hold_until(now_ns() + 1000000); /* 1 ms of work under the lock */
+        sh->n = i + 1;
+        sh->per[me]++;
+        if (i + 1 >= (long)sizeof sh->who || now_ns() >= end) sh->stop = 1;
+        check(dlock_mutex_unlock(&m), "unlock");
+    }
+    dlock_mutex_destroy(&m);
+    _exit(0);
+}
+
+static void caching(const bopts *o) {
+    cache_shared *sh = shared_alloc(sizeof *sh);
+    long i, run = 0, longest = 0;
+    pid_t pids[2];
+    int p;
+    memset((void *)sh, 0, sizeof *sh);
+    fflush(NULL);
+    for (p = 0; p < 2; p++) {
+        if ((pids[p] = fork()) < 0) die("fork: %s", strerror(errno));
+        if (pids[p] == 0) cache_child(o, sh, p, o->smoke ? 0.3 : 1.0);
+    }
+    for (p = 0; p < 2; p++) {
+        int st;
+        if (waitpid(pids[p], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("caching: a worker failed");
+    }
+    if (sh->per[0] + sh->per[1] != sh->n) die("caching: mutual exclusion broken (%ld + %ld acquisitions, count %ld)",
+                                               sh->per[0], sh->per[1], sh->n);
+    for (i = 0; i < sh->n && i < (long)sizeof sh->who; i++) {
+        run = i > 0 && sh->who[i] == sh->who[i - 1] ? run + 1 : 1;
+        if (run > longest) longest = run;
+    }
+    result(o, "pipe.cache_acquisitions", (double)sh->n, "acq");
+    verdict(o, "pipe.cache_longest_run", (double)longest, 4, 1);
+}
+
+int cmd_pipe(const bopts *o) {
+    redisContext *rc = bconnect(o);
+    dlock_client_t *cl = bclient(o);
+    series ps = { 0 };
+    double rt_us, confirmed, pipelined;
+
+    rt_us = o->rt_us > 0 ? o->rt_us : (double)bench_ping(o, rc, 2000, 1.0, &ps) / 1e3;
+    series_free(&ps);
+    result(o, "pipe.ping_us", rt_us, "us");
+    printf("pipelined unlock, fresh processes, caching under contention (each with its goal)\n");
+    uncontended(o, rc, cl);
+    confirmed = alternation(o, 0);
+    pipelined = alternation(o, 1);
+    result(o, "pipe.alternation_confirmed_per_s", confirmed, "handoffs/s");
+    result(o, "pipe.alternation_pipelined_per_s", pipelined, "handoffs/s");
+    verdict(o, "pipe.alternation_vs_confirmed", pipelined / confirmed, 1.3, 0);
+    fresh(o, rt_us);
+    caching(o);
+    redisFree(rc);
+    return 0;
+}
