@@ -4,6 +4,7 @@
  *   spin -search -a -f -ltl wake lock-live.pml */
 #define LIVE
 #define NOGUARD             /* its busy answer needs the clock to end */
+#define ROUNDS2 2
 #include "lock.pml"
 
 #define WAITS(c) (ph[c] == WAITQ)

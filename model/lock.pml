@@ -135,11 +135,12 @@ byte s_rexp[NC + 1], s_wexp[NC + 1], s_q[NC], s_gl[NC + 1], s_glexp[NC + 1], s_g
 #define XV(c) (ph[c] == HOLD && kind[c] != READ && now < dl[c] && hg[c] == gen)
 #define RV(c) (ph[c] == HOLD && kind[c] == READ && now < dl[c] && hg[c] == gen)
 ltl mutex { [] !((XV(1) && (XV(2) || RV(2))) || (XV(2) && RV(1))) }
-/* What a crashed client held lapses: by its crash or the server's last
- * run of a request it sent before (a delayed renewal), whichever is later,
- * + lease + a grant's lease (granted as a waiter whose registration was
- * still live). */
-#define GONE(c) (!(crashed[c] && now >= lastproc[c] + L + G) || \
+/* What a crashed client held lapses one lease after its crash or the
+ * server's last run of a request it sent before (a delayed renewal),
+ * whichever is later.  A grant made to it as a waiter fits in that too:
+ * made while its registration (that run + lease) was live, for a grant's
+ * lease at most the rest of it. */
+#define GONE(c) (!(crashed[c] && now >= lastproc[c] + L) || \
                  (!(owner == c && now < lexp) && !(rexp[c] > now)))
 ltl lapse { [] (GONE(1) && GONE(2)) }
 
