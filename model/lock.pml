@@ -9,8 +9,9 @@
  *
  * Two clients (1 and 2), each ROUNDS acquisitions of a kind chosen anew
  * every round (plain, fair, caching, read), talk to one server through
- * one request slot and one answer slot each: a request or an answer can
- * be lost, and is delayed for as long as anything else can happen.
+ * one request slot and one answer slot each: a request, an answer or a
+ * grant popped from its list can be lost, and each is delayed for as
+ * long as anything else can happen.
  * Time is one clock (`now`, in ticks; a tick stands for a microsecond of
  * the server's TIME) that advances by itself; every key with an expiry
  * is gone once the clock reaches it.  The server can restart keeping its
@@ -410,6 +411,8 @@ end:
 #ifndef LIVE
     :: atomic { req[1] != 0 -> req[1] = 0 }          /* a request lost */
     :: atomic { req[2] != 0 -> req[2] = 0 }
+    :: atomic { gl[1] != 0 -> gl[1] = 0; glexp[1] = 0; glg[1] = 0 }  /* a BLPOP's answer lost */
+    :: atomic { gl[2] != 0 -> gl[2] = 0; glexp[2] = 0; glg[2] = 0 }
     :: atomic { fk != 0 && now < MAXT ->              /* the fence key expired or flushed, */
         fk = 0; fko = 0; now++ }                      /* which takes more than a tick */
 #if FAULT == 1
