@@ -805,6 +805,76 @@ static void test_lost_answer_once(void) {
     dlt_proxy_stop(px);
 }
 
+/* A timed wait whose answer is lost while the server stays cut off past
+ * its deadline: the server took the unit, the call cannot learn it by
+ * deadline + 50 ms and gives ETIMEDOUT.  That unit is not lost: the
+ * same thread's next call of the semaphore (getvalue here) first gives
+ * it back, so the value is what it was before the wait -- plain or
+ * leased (undo: not left to its lease either).  A call that learnt its
+ * take in time (0) holds the unit: one less on the server. */
+struct lost_take {
+    dlock_sem_t *s;
+    int rc, vrc, v;
+    int passed; /* the proxy forwards again: the thread's next call may go */
+    double took; /* how long the timed wait took, s */
+};
+
+static void *lost_take_run(void *p) {
+    struct lost_take *a = p;
+    struct timespec t = dlt_abs_in(CLOCK_MONOTONIC, 200);
+    double t0 = dlt_now();
+    a->rc = dlock_sem_clockwait(a->s, CLOCK_MONOTONIC, &t);
+    a->took = dlt_now() - t0;
+    dlt_flag_wait(&a->passed, 1, 10000);
+    a->vrc = dlock_sem_getvalue(a->s, &a->v);
+    return NULL;
+}
+
+static void test_lost_timed_take(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    int undo;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 5000), 0);
+    for (undo = 0; undo <= 1; undo++) {
+        const char *name = undo ? "s/losttake-u" : "s/losttake";
+        struct lost_take lt;
+        dlock_semattr_t a;
+        dlock_sem_t s;
+        pthread_t th;
+        unsigned long faults = dlt_proxy_faults(px);
+        DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setundo(&a, undo), 0);
+        DLT_ASSERT_ERR(dlock_sem_init(&s, name, 2, &a), 0);
+        memset(&lt, 0, sizeof lt);
+        lt.s = &s;
+        dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, lost_take_run, &lt) == 0);
+        dlt_sleep_ms(700); /* past the deadline + 50 ms: the call has ended */
+        DLT_ASSERT_INT_EQ(sm_server_value(name), 1); /* the server took it */
+        dlt_proxy_pass(px);
+        dlt_flag_set(&lt.passed, 1);
+        pthread_join(th, NULL);
+        CU_ASSERT(dlt_proxy_faults(px) > faults);
+        /* deadline + 50 ms, and 150 ms for a loaded machine's scheduling */
+        CU_ASSERT(lt.took < 0.4);
+        CU_ASSERT(lt.rc == 0 || lt.rc == ETIMEDOUT);
+        DLT_ASSERT_ERR(lt.vrc, 0);
+        if (lt.rc == 0) {
+            DLT_ASSERT_INT_EQ(sm_server_value(name), 1);
+            DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+        } else {
+            DLT_ASSERT_INT_EQ(lt.v, 2);
+            DLT_ASSERT_INT_EQ(sm_server_value(name), 2);
+        }
+        DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+        DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_init_join),
     DLT_TEST(test_trywait_post),
@@ -824,6 +894,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_unreachable_enolck),
     DLT_TEST(test_wait_enolck),
     DLT_TEST(test_lost_answer_once),
+    DLT_TEST(test_lost_timed_take),
     DLT_TEST(test_done_record_bounded),
     DLT_TEST(test_done_rules),
     { NULL, NULL },

@@ -438,8 +438,9 @@ static void report(const struct tally *t) {
 /* One caller's entry in the server's record of ops done (sem_lua's
  * `done`, dlock:{NAME}:semd, a hash): field "host:pid:tid/TAG", value
  * "EXPIRY SEQ COUNT OP TOKEN" -- the caller's last op that took, posted
- * or returned a unit (OP take, withdraw, post, return) and COUNT, how
- * many such ops it has done.  pid 0: not a caller's field. */
+ * or returned a unit (OP take, withdraw, post, return; undo: its take
+ * whose answer was lost was given back, and no longer counts) and
+ * COUNT, how many such ops it has done.  pid 0: not a caller's field. */
 struct done_entry {
     long pid, tid;
     long long count;
@@ -459,7 +460,7 @@ static int done_parse(const char *field, const char *value, struct done_entry *e
     if (sscanf(p, ":%ld:%ld/", &e->pid, &e->tid) != 2) return -1;
     if (sscanf(value, "%lld %lld %lld %15s", &exp, &seq, &e->count, op) != 4) return -1;
     e->took = strcmp(op, "take") == 0 || strcmp(op, "withdraw") == 0;
-    return e->took || strcmp(op, "post") == 0 ? 0 : -1;
+    return e->took || strcmp(op, "post") == 0 || strcmp(op, "undo") == 0 ? 0 : -1;
 }
 
 /* A killed waiter's take may have taken a unit on the server -- sent
