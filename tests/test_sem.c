@@ -764,6 +764,44 @@ static void test_done_rules(void) {
     (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:sem dlock:{s/raw}:semd"));
 }
 
+/* The undo of a take whose answer was lost (sent by the same caller
+ * before its next op): it gives back the unit its entry says the token
+ * took, the entry's count one down, and naming 'undo' -- asked again it
+ * does nothing, nor does a late copy of the take; an undo of a token the
+ * caller's entry does not name gives nothing back, unless a post had
+ * handed that token a unit it never took (the unit goes on) -- and it
+ * leaves the queue. */
+static void test_undo_rules(void) {
+    redisReply *r;
+    (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:sem dlock:{s/raw}:semd dlock:{s/raw}:semq "
+                                                   "dlock:{s/raw}:semx dlock:{s/raw}:semg dlock:{s/raw}:semo"));
+    DLT_ASSERT_INT_EQ(raw_sem("init", "-", "60000", "A", "1"), 1);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET dlock:{s/raw}:sem 2"));
+    DLT_ASSERT_INT_EQ(raw_sem("take", "tu1", "60000", "A", "1"), 1);
+    DLT_ASSERT_INT_EQ(raw_value(), 1);
+    DLT_ASSERT_INT_EQ(raw_sem("undo", "tu1", "60000", "A", "2"), 1);
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    r = dlt_redis_cmd(&dlt_server, "HGET dlock:{s/raw}:semd A");
+    CU_ASSERT(r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, " 2 0 undo tu1") != NULL);
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(raw_sem("undo", "tu1", "60000", "A", "3"), 0); /* asked again */
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    (void)raw_sem("take", "tu1", "60000", "A", "1"); /* a late copy of the take */
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    DLT_ASSERT_INT_EQ(raw_sem("take", "tu2", "60000", "B", "1"), 1);
+    DLT_ASSERT_INT_EQ(raw_sem("undo", "tu2", "60000", "A", "4"), 0); /* not A's */
+    DLT_ASSERT_INT_EQ(raw_value(), 1);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET dlock:{s/raw}:sem 0"));
+    DLT_ASSERT_INT_EQ(raw_sem("take", "tq", "60000", "C", "1"), 0); /* queued */
+    DLT_ASSERT_INT_EQ(raw_sem("post", "pd", "60000", "D", "1"), 1); /* handed to tq */
+    DLT_ASSERT_INT_EQ(raw_value(), 0);
+    DLT_ASSERT_INT_EQ(raw_sem("undo", "tq", "60000", "C", "2"), 0); /* never took it: it goes on */
+    DLT_ASSERT_INT_EQ(raw_value(), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "EXISTS dlock:{s/raw}:semq dlock:{s/raw}:semx "
+                                                               "dlock:{s/raw}:semg")), 0);
+    (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:sem dlock:{s/raw}:semd dlock:{s/raw}:semo"));
+}
+
 static void *cut_call(void *p) {
     struct cut_arg *a = p;
     a->rc = a->post ? dlock_sem_post(a->s) : dlock_sem_trywait(a->s);
@@ -897,6 +935,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_lost_timed_take),
     DLT_TEST(test_done_record_bounded),
     DLT_TEST(test_done_rules),
+    DLT_TEST(test_undo_rules),
     { NULL, NULL },
 };
 
