@@ -895,6 +895,8 @@ static void test_lost_timed_take(void) {
         dlt_flag_set(&lt.passed, 1);
         pthread_join(th, NULL);
         CU_ASSERT(dlt_proxy_faults(px) > faults);
+        printf("\nsem: a timed wait (200 ms) cut off%s: %s after %.0f ms\n", undo ? " (undo)" : "",
+               dlt_errno_label(lt.rc), lt.took * 1000);
         /* deadline + 50 ms, and 150 ms for a loaded machine's scheduling */
         CU_ASSERT(lt.took < 0.4);
         CU_ASSERT(lt.rc == 0 || lt.rc == ETIMEDOUT);
