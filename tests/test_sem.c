@@ -854,12 +854,13 @@ struct lost_take {
     dlock_sem_t *s;
     int rc, vrc, v;
     int passed; /* the proxy forwards again: the thread's next call may go */
+    int deadline_ms;
     double took; /* how long the timed wait took, s */
 };
 
 static void *lost_take_run(void *p) {
     struct lost_take *a = p;
-    struct timespec t = dlt_abs_in(CLOCK_MONOTONIC, 200);
+    struct timespec t = dlt_abs_in(CLOCK_MONOTONIC, a->deadline_ms);
     double t0 = dlt_now();
     a->rc = dlock_sem_clockwait(a->s, CLOCK_MONOTONIC, &t);
     a->took = dlt_now() - t0;
@@ -887,6 +888,7 @@ static void test_lost_timed_take(void) {
         DLT_ASSERT_ERR(dlock_sem_init(&s, name, 2, &a), 0);
         memset(&lt, 0, sizeof lt);
         lt.s = &s;
+        lt.deadline_ms = 200;
         dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
         CU_ASSERT_FATAL(pthread_create(&th, NULL, lost_take_run, &lt) == 0);
         dlt_sleep_ms(700); /* past the deadline + 50 ms: the call has ended */
@@ -915,6 +917,53 @@ static void test_lost_timed_take(void) {
     dlt_proxy_stop(px);
 }
 
+/* The same for a waiter: queued, then cut off, and a post (of another
+ * client) hands it the unit.  Its take again, sent on a new connection,
+ * claims the unit on the server, but no answer comes back by deadline +
+ * 50 ms: ETIMEDOUT, and the thread's next call gives the unit back.
+ * (Or the call heard it in time: 0, with the unit.) */
+static void test_lost_queued_take(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    struct lost_take lt;
+    dlock_semattr_t a;
+    dlock_sem_t s, other;
+    pthread_t th;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 5000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/lostq", 0, &a), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&other, "s/lostq", 0, NULL), 0); /* the default client: no proxy */
+    memset(&lt, 0, sizeof lt);
+    lt.s = &s;
+    lt.deadline_ms = 500;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, lost_take_run, &lt) == 0);
+    CU_ASSERT(dlt_sem_wait_waiters("s/lostq", 1, 3000));
+    dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&other), 0);
+    dlt_sleep_ms(1000); /* past the deadline + 50 ms: the call has ended */
+    DLT_ASSERT_INT_EQ(sm_server_value("s/lostq"), 0); /* handed to the waiter, or taken by it */
+    dlt_proxy_pass(px);
+    dlt_flag_set(&lt.passed, 1);
+    pthread_join(th, NULL);
+    printf("\nsem: a queued wait (500 ms) cut off: %s after %.0f ms\n", dlt_errno_label(lt.rc), lt.took * 1000);
+    CU_ASSERT(lt.took < 0.7);
+    CU_ASSERT(lt.rc == 0 || lt.rc == ETIMEDOUT);
+    DLT_ASSERT_ERR(lt.vrc, 0);
+    if (lt.rc == 0) {
+        DLT_ASSERT_INT_EQ(sm_server_value("s/lostq"), 0);
+    } else {
+        DLT_ASSERT_INT_EQ(lt.v, 1);
+        DLT_ASSERT_INT_EQ(sm_server_value("s/lostq"), 1);
+    }
+    DLT_ASSERT_ERR(dlock_sem_destroy(&other), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_init_join),
     DLT_TEST(test_trywait_post),
@@ -935,6 +984,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_wait_enolck),
     DLT_TEST(test_lost_answer_once),
     DLT_TEST(test_lost_timed_take),
+    DLT_TEST(test_lost_queued_take),
     DLT_TEST(test_done_record_bounded),
     DLT_TEST(test_done_rules),
     DLT_TEST(test_undo_rules),
