@@ -764,6 +764,44 @@ static void test_done_rules(void) {
     (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:sem dlock:{s/raw}:semd"));
 }
 
+/* The undo of a take whose answer was lost (sent by the same caller
+ * before its next op): it gives back the unit its entry says the token
+ * took, the entry's count one down, and naming 'undo' -- asked again it
+ * does nothing, nor does a late copy of the take; an undo of a token the
+ * caller's entry does not name gives nothing back, unless a post had
+ * handed that token a unit it never took (the unit goes on) -- and it
+ * leaves the queue. */
+static void test_undo_rules(void) {
+    redisReply *r;
+    (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:sem dlock:{s/raw}:semd dlock:{s/raw}:semq "
+                                                   "dlock:{s/raw}:semx dlock:{s/raw}:semg dlock:{s/raw}:semo"));
+    DLT_ASSERT_INT_EQ(raw_sem("init", "-", "60000", "A", "1"), 1);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET dlock:{s/raw}:sem 2"));
+    DLT_ASSERT_INT_EQ(raw_sem("take", "tu1", "60000", "A", "1"), 1);
+    DLT_ASSERT_INT_EQ(raw_value(), 1);
+    DLT_ASSERT_INT_EQ(raw_sem("undo", "tu1", "60000", "A", "2"), 1);
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    r = dlt_redis_cmd(&dlt_server, "HGET dlock:{s/raw}:semd A");
+    CU_ASSERT(r != NULL && r->type == REDIS_REPLY_STRING && strstr(r->str, " 2 0 undo tu1") != NULL);
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(raw_sem("undo", "tu1", "60000", "A", "3"), 0); /* asked again */
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    (void)raw_sem("take", "tu1", "60000", "A", "1"); /* a late copy of the take */
+    DLT_ASSERT_INT_EQ(raw_value(), 2);
+    DLT_ASSERT_INT_EQ(raw_sem("take", "tu2", "60000", "B", "1"), 1);
+    DLT_ASSERT_INT_EQ(raw_sem("undo", "tu2", "60000", "A", "4"), 0); /* not A's */
+    DLT_ASSERT_INT_EQ(raw_value(), 1);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "SET dlock:{s/raw}:sem 0"));
+    DLT_ASSERT_INT_EQ(raw_sem("take", "tq", "60000", "C", "1"), 0); /* queued */
+    DLT_ASSERT_INT_EQ(raw_sem("post", "pd", "60000", "D", "1"), 1); /* handed to tq */
+    DLT_ASSERT_INT_EQ(raw_value(), 0);
+    DLT_ASSERT_INT_EQ(raw_sem("undo", "tq", "60000", "C", "2"), 0); /* never took it: it goes on */
+    DLT_ASSERT_INT_EQ(raw_value(), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "EXISTS dlock:{s/raw}:semq dlock:{s/raw}:semx "
+                                                               "dlock:{s/raw}:semg")), 0);
+    (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "DEL dlock:{s/raw}:sem dlock:{s/raw}:semd dlock:{s/raw}:semo"));
+}
+
 static void *cut_call(void *p) {
     struct cut_arg *a = p;
     a->rc = a->post ? dlock_sem_post(a->s) : dlock_sem_trywait(a->s);
@@ -805,6 +843,127 @@ static void test_lost_answer_once(void) {
     dlt_proxy_stop(px);
 }
 
+/* A timed wait whose answer is lost while the server stays cut off past
+ * its deadline: the server took the unit, the call cannot learn it by
+ * deadline + 50 ms and gives ETIMEDOUT.  That unit is not lost: the
+ * same thread's next call of the semaphore (getvalue here) first gives
+ * it back, so the value is what it was before the wait -- plain or
+ * leased (undo: not left to its lease either).  A call that learnt its
+ * take in time (0) holds the unit: one less on the server. */
+struct lost_take {
+    dlock_sem_t *s;
+    int rc, vrc, v;
+    int passed; /* the proxy forwards again: the thread's next call may go */
+    int deadline_ms;
+    double took; /* how long the timed wait took, s */
+};
+
+static void *lost_take_run(void *p) {
+    struct lost_take *a = p;
+    struct timespec t = dlt_abs_in(CLOCK_MONOTONIC, a->deadline_ms);
+    double t0 = dlt_now();
+    a->rc = dlock_sem_clockwait(a->s, CLOCK_MONOTONIC, &t);
+    a->took = dlt_now() - t0;
+    dlt_flag_wait(&a->passed, 1, 10000);
+    a->vrc = dlock_sem_getvalue(a->s, &a->v);
+    return NULL;
+}
+
+static void test_lost_timed_take(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    int undo;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 5000), 0);
+    for (undo = 0; undo <= 1; undo++) {
+        const char *name = undo ? "s/losttake-u" : "s/losttake";
+        struct lost_take lt;
+        dlock_semattr_t a;
+        dlock_sem_t s;
+        pthread_t th;
+        unsigned long faults = dlt_proxy_faults(px);
+        DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setundo(&a, undo), 0);
+        DLT_ASSERT_ERR(dlock_sem_init(&s, name, 2, &a), 0);
+        memset(&lt, 0, sizeof lt);
+        lt.s = &s;
+        lt.deadline_ms = 200;
+        dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
+        CU_ASSERT_FATAL(pthread_create(&th, NULL, lost_take_run, &lt) == 0);
+        dlt_sleep_ms(700); /* past the deadline + 50 ms: the call has ended */
+        DLT_ASSERT_INT_EQ(sm_server_value(name), 1); /* the server took it */
+        dlt_proxy_pass(px);
+        dlt_flag_set(&lt.passed, 1);
+        pthread_join(th, NULL);
+        CU_ASSERT(dlt_proxy_faults(px) > faults);
+        printf("\nsem: a timed wait (200 ms) cut off%s: %s after %.0f ms\n", undo ? " (undo)" : "",
+               dlt_errno_label(lt.rc), lt.took * 1000);
+        /* deadline + 50 ms, and 150 ms for a loaded machine's scheduling */
+        CU_ASSERT(lt.took < 0.4);
+        CU_ASSERT(lt.rc == 0 || lt.rc == ETIMEDOUT);
+        DLT_ASSERT_ERR(lt.vrc, 0);
+        if (lt.rc == 0) {
+            DLT_ASSERT_INT_EQ(sm_server_value(name), 1);
+            DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+        } else {
+            DLT_ASSERT_INT_EQ(lt.v, 2);
+            DLT_ASSERT_INT_EQ(sm_server_value(name), 2);
+        }
+        DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+        DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+}
+
+/* The same for a waiter: queued, then cut off, and a post (of another
+ * client) hands it the unit.  Its take again, sent on a new connection,
+ * claims the unit on the server, but no answer comes back by deadline +
+ * 50 ms: ETIMEDOUT, and the thread's next call gives the unit back.
+ * (Or the call heard it in time: 0, with the unit.) */
+static void test_lost_queued_take(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    struct lost_take lt;
+    dlock_semattr_t a;
+    dlock_sem_t s, other;
+    pthread_t th;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 5000), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "s/lostq", 0, &a), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&other, "s/lostq", 0, NULL), 0); /* the default client: no proxy */
+    memset(&lt, 0, sizeof lt);
+    lt.s = &s;
+    lt.deadline_ms = 500;
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, lost_take_run, &lt) == 0);
+    CU_ASSERT(dlt_sem_wait_waiters("s/lostq", 1, 3000));
+    dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&other), 0);
+    dlt_sleep_ms(1000); /* past the deadline + 50 ms: the call has ended */
+    DLT_ASSERT_INT_EQ(sm_server_value("s/lostq"), 0); /* handed to the waiter, or taken by it */
+    dlt_proxy_pass(px);
+    dlt_flag_set(&lt.passed, 1);
+    pthread_join(th, NULL);
+    printf("\nsem: a queued wait (500 ms) cut off: %s after %.0f ms\n", dlt_errno_label(lt.rc), lt.took * 1000);
+    CU_ASSERT(lt.took < 0.7);
+    CU_ASSERT(lt.rc == 0 || lt.rc == ETIMEDOUT);
+    DLT_ASSERT_ERR(lt.vrc, 0);
+    if (lt.rc == 0) {
+        DLT_ASSERT_INT_EQ(sm_server_value("s/lostq"), 0);
+    } else {
+        DLT_ASSERT_INT_EQ(lt.v, 1);
+        DLT_ASSERT_INT_EQ(sm_server_value("s/lostq"), 1);
+    }
+    DLT_ASSERT_ERR(dlock_sem_destroy(&other), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_init_join),
     DLT_TEST(test_trywait_post),
@@ -824,8 +983,11 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_unreachable_enolck),
     DLT_TEST(test_wait_enolck),
     DLT_TEST(test_lost_answer_once),
+    DLT_TEST(test_lost_timed_take),
+    DLT_TEST(test_lost_queued_take),
     DLT_TEST(test_done_record_bounded),
     DLT_TEST(test_done_rules),
+    DLT_TEST(test_undo_rules),
     { NULL, NULL },
 };
 

@@ -24,7 +24,9 @@
  * MAP_SHARED memory whose word holds its state and the units it has
  * taken, written in one store (a SIGKILL never splits them):
  *   IDLE     between a post that returned and the next take call
- *   WAITING  inside a take call
+ *   WAITING  inside a take call, and from one that failed to the next
+ *            (a failed take may have taken a unit on the server, which
+ *            the thread's next call of the semaphore gives back first)
  *   HOLDING  set after the take returned 0, left (to POSTING) before
  *            the post is called
  *   POSTING  inside the post call
@@ -111,6 +113,7 @@ struct slot {
     int since;   /* when it last went WAITING, ms since the run began */
     int bad;     /* calls with a result outside the contract */
     int bad_rc;  /* the first such result */
+    int killed;  /* the injector killed it (else it ran to the end) */
 };
 
 struct shared {
@@ -188,8 +191,7 @@ static int taker(void *arg) {
         dlt_flag_set(&me->since, (int)((dlt_now() - sh->t0) * 1000));
         dlt_flag_set(&me->word, WORD(k, WAITING));
         rc = take(&s, &seed, &timed);
-        if (rc != 0) {
-            dlt_flag_set(&me->word, WORD(k, IDLE));
+        if (rc != 0) { /* (still WAITING: see the states above) */
             if ((rc == ETIMEDOUT && timed == 1) || (rc == EAGAIN && timed == 2)) {
                 if (timed == 2) usleep(1000);
                 continue;
@@ -313,6 +315,7 @@ static void kill_one(struct tally *t, unsigned *seed) {
     if (v == NULL) return;
     kill(v->pid, SIGKILL);
     dlt_wait(v->pid, 5000);
+    v->killed = 1;
     v->pid = -v->pid; /* dead: its state is now its state at death */
     if (getenv("SEM_CHAOS_TRACE") != NULL)
         printf("trace kill slot %d, state %d\n", (int)(v - sh->slots), STATE(v->word));
@@ -438,8 +441,9 @@ static void report(const struct tally *t) {
 /* One caller's entry in the server's record of ops done (sem_lua's
  * `done`, dlock:{NAME}:semd, a hash): field "host:pid:tid/TAG", value
  * "EXPIRY SEQ COUNT OP TOKEN" -- the caller's last op that took, posted
- * or returned a unit (OP take, withdraw, post, return) and COUNT, how
- * many such ops it has done.  pid 0: not a caller's field. */
+ * or returned a unit (OP take, withdraw, post, return; undo: its take
+ * whose answer was lost was given back, and no longer counts) and
+ * COUNT, how many such ops it has done.  pid 0: not a caller's field. */
 struct done_entry {
     long pid, tid;
     long long count;
@@ -459,7 +463,7 @@ static int done_parse(const char *field, const char *value, struct done_entry *e
     if (sscanf(p, ":%ld:%ld/", &e->pid, &e->tid) != 2) return -1;
     if (sscanf(value, "%lld %lld %lld %15s", &exp, &seq, &e->count, op) != 4) return -1;
     e->took = strcmp(op, "take") == 0 || strcmp(op, "withdraw") == 0;
-    return e->took || strcmp(op, "post") == 0 ? 0 : -1;
+    return e->took || strcmp(op, "post") == 0 || strcmp(op, "undo") == 0 ? 0 : -1;
 }
 
 /* A killed waiter's take may have taken a unit on the server -- sent
@@ -564,11 +568,13 @@ static void ledger(dlt_redis *srv, pid_t mon, const struct tally *t) {
         took += TAKEN(w);
         posted += TAKEN(w) - (st == HOLDING || st == POSTING || st == GIVEN_BACK);
         extra = in[i].count - seen;
-        if (extra == 1 && st == WAITING) xt++;
-        else if (extra == 1 && st == POSTING) xp++;
+        /* (a taker that ran to the end gave back what a failed take of
+         * its took, at its next call or its destroy: it has no extra) */
+        if (extra == 1 && st == WAITING && sh->slots[i].killed) xt++;
+        else if (extra == 1 && st == POSTING && sh->slots[i].killed) xp++;
         else if (extra != 0) off++;
         if (in[i].count > 0 && in[i].took != (in[i].count % 2 == 1)) off++;
-        if (extra != 0 && (extra != 1 || (st != WAITING && st != POSTING)))
+        if (extra != 0 && (extra != 1 || (st != WAITING && st != POSTING) || !sh->slots[i].killed))
             fprintf(stderr, "sem_chaos: slot %d (state %d, %d taken): %lld ops done on the server\n", i, st,
                     TAKEN(w), in[i].count);
     }

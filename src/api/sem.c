@@ -131,7 +131,9 @@ DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, c
 }
 
 /* The process's leased units taken through s stay (core/sem.c); their
- * lost-unit handler no longer names s.  (l is kept alive through
+ * lost-unit handler no longer names s.  A take of the calling thread's
+ * whose answer was lost is undone first (its unit, if it took one, goes
+ * back: dlock__sem_settle).  (l is kept alive through
  * dlock__obj_destroy by `users`.) */
 DLOCK_API int dlock_sem_destroy(dlock_sem_t *s) {
     struct dlock_client *c;
@@ -145,6 +147,7 @@ DLOCK_API int dlock_sem_destroy(dlock_sem_t *s) {
     pthread_mutex_lock(&c->mu);
     l->users++;
     pthread_mutex_unlock(&c->mu);
+    dlock__sem_settle(c, l); /* the units of this thread's takes whose answer was lost */
     rc = dlock__obj_destroy(o, s);
     pthread_mutex_lock(&c->mu);
     if (rc == 0)

@@ -968,8 +968,19 @@ static const char fence_raise_lua[] =
  * 1 the token had been handed a unit (now taken) / 0 it left the queue;
  * post 1 posted / 0 the value would pass ARGV[4]; renew 1 renewed / 0
  * the lease is gone; return 1 returned / 2 the lease was gone (its unit
- * came back before); value the value.  Remade: ARGV[10], when given, is
- * the value the caller opened the semaphore with; an op (not 'renew')
+ * came back before); value the value; undo 1 / 0 (below).  Undo: a take
+ * or withdraw of the caller's whose answer never came (the call ended
+ * with an error) is undone by the caller's next op of the semaphore,
+ * sent before anything else, so that its `done` entry is still that
+ * op's: when the entry names the token's take or withdraw, its unit is
+ * given back (to the queue's head or the value; a leased one only if
+ * its lease has not lapsed, which gave it back already), the entry's
+ * count goes one down and it names 'undo' (a stale copy of the take
+ * arriving later finds it and does nothing), and it answers 1; else the
+ * token took nothing: it leaves the queue (a unit handed to it goes on)
+ * and it answers 0.  Asked again, an undo answers 0 and does nothing.
+ * Remade: ARGV[10], when given, is the value the caller opened the
+ * semaphore with; an op (not 'renew')
  * that finds the value key gone with no unlink mark beside it
  * (<value key>:unlinked, sem_admin_lua's) finds a semaphore the server
  * lost (an empty restart, FLUSHALL, a failover to a replica that did
@@ -1116,6 +1127,27 @@ static const char sem_lua[] =
     "  end\n"
     "elseif op == 'value' then\n"
     "  res = v\n"
+    "elseif op == 'undo' then\n"
+    "  local rec = caller and redis.pcall('HGET', KEYS[5], caller)\n"
+    "  local rcount, rop, rtok\n"
+    "  if type(rec) == 'string' then\n"
+    "    rcount, rop, rtok = string.match(rec, '^%d+ %d+ (%d+) (%S+) (%S+)$')\n"
+    "  end\n"
+    "  if rtok == tok and (rop == 'take' or rop == 'withdraw') then\n"
+    /* a leased unit whose lease lapsed came back already (above) */
+    "    if lease == 0 or redis.call('ZREM', KEYS[7], tok) == 1 then give() end\n"
+    "    redis.call('HDEL', KEYS[6], tok)\n"
+    "    local rc = string.format('%.0f', tonumber(rcount) - 1)\n"
+    "    local exp = string.format('%.0f', now + tonumber(ARGV[5]))\n"
+    "    redis.call('HSET', KEYS[5], caller, exp .. ' ' .. ARGV[9] .. ' ' .. rc .. ' undo ' .. tok)\n"
+    "    res = 1\n"
+    "  else\n"
+    "    if redis.call('HDEL', KEYS[4], tok) == 1 then give() end\n"
+    "    redis.call('DEL', KEYS[1] .. ':g:' .. tok)\n"
+    "    redis.call('ZREM', KEYS[2], tok)\n"
+    "    redis.call('ZREM', KEYS[3], tok)\n"
+    "    redis.call('HDEL', KEYS[6], tok)\n"
+    "  end\n"
     "end\n"
     "if v ~= v0 then redis.call('SET', KEYS[1], tostring(v)) end\n"
     "if res == 1 and remembered then\n"

@@ -79,6 +79,8 @@ struct dlock__lock {
     dlock__hold *readers;  /* shared holds of local threads */
     dlock__hold *units;    /* a semaphore's units leased to this process (undo), live
                             * and lost (until a post or the client's end forgets them) */
+    struct dlock__sem_undo *undos; /* a semaphore's takes whose answer was lost
+                                    * (core/sem.c): undone by their thread's next op */
 
     /* Waiting. */
     unsigned waiters;   /* threads of this process in the wait path */
@@ -461,6 +463,12 @@ int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w
                     int bad_deadline);
 int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, unsigned max);
 int dlock__sem_value(struct dlock_client *c, dlock__lock *l, unsigned opened, int *value);
+/* The calling thread's takes of l whose answer was lost (the call gave
+ * an error) are undone: their units, if they took any, go back.  Each
+ * of take, post and value does it first; a semaphore object's destroy
+ * too.  Best effort: one not answered is tried again by the thread's
+ * next call.  c->mu NOT held. */
+void dlock__sem_settle(struct dlock_client *c, dlock__lock *l);
 /* Leased units.  _lost: h (a live unit) is lost: off the held list, LOST,
  * *rep filled when a handler must run (c->mu held).  _return_all: every
  * live unit of c goes back to its semaphore, each a bounded round trip

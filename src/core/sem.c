@@ -94,6 +94,14 @@ static int op(struct dlock_client *c, dlock__lock *l, const char *what, const ch
     return op_once(c, l, what, token, arg, lease, remake, res, 0);
 }
 
+/* A take whose answer was lost, to be undone ("lost takes" below). */
+struct dlock__sem_undo {
+    const dlock__thread *self; /* the thread whose `done` entry names it */
+    unsigned lease;            /* the take's (a leased unit's lease ends) */
+    char token[DLOCK__OWNER_LEN + 1];
+    struct dlock__sem_undo *next;
+};
+
 static int no_sem(struct dlock_client *c) {
     if (c->be.ops->sem != NULL) return 0;
     return dlock__seterr(ENOTSUP, "this deployment has no semaphores");
@@ -153,6 +161,11 @@ void dlock__units_free(dlock__lock *l) {
         dlock__hold *h = l->units;
         l->units = h->next;
         free(h);
+    }
+    while (l->undos != NULL) {
+        struct dlock__sem_undo *u = l->undos;
+        l->undos = u->next;
+        free(u);
     }
 }
 
@@ -216,6 +229,67 @@ void dlock__units_return_all(struct dlock_client *c) {
     }
 }
 
+/* --------------------------------------------------------- lost takes
+ *
+ * A take or withdraw whose call ended with an error (its answer lost:
+ * the connection cut, the server restarted with its data while it ran,
+ * and no answer came again by the call's end) may have taken a unit all
+ * the same -- a unit nobody would ever post, or (undo) one nobody renews
+ * for a lease.  The server's `done` entry of the thread that sent it
+ * names its token until that thread's next op of the semaphore
+ * (sem_lua), so that op is preceded by an undo of it: the unit goes
+ * back if it was taken, and the registration goes if it was not.  An
+ * undo that gets no answer stays, and the call that sent it fails
+ * rather than send an op that would replace the entry.  (The list:
+ * struct dlock__sem_undo, above.) */
+static void undo_add(struct dlock_client *c, dlock__lock *l, const dlock__thread *self, const char *token,
+                     unsigned lease) {
+    struct dlock__sem_undo *u = calloc(1, sizeof *u);
+    if (u == NULL) return; /* (its unit, if it took one, stays taken) */
+    u->self = self;
+    u->lease = lease;
+    memcpy(u->token, token, sizeof u->token);
+    pthread_mutex_lock(&c->mu);
+    u->next = l->undos;
+    l->undos = u;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The calling thread's undos of l, each one round trip: 0, or the error
+ * of the first that got no answer (it stays on the list). */
+static int settle(struct dlock_client *c, dlock__lock *l) {
+    const dlock__thread *self = dlock__self_peek();
+    for (;;) {
+        struct dlock__sem_undo **pp, *u;
+        long long res = 0;
+        int rc;
+        pthread_mutex_lock(&c->mu);
+        for (pp = &l->undos; *pp != NULL && (*pp)->self != self; pp = &(*pp)->next)
+            ;
+        if ((u = *pp) != NULL) *pp = u->next;
+        pthread_mutex_unlock(&c->mu);
+        if (u == NULL) return 0;
+        if ((rc = op(c, l, "undo", u->token, 0, u->lease, -1, &res)) != 0) {
+            pthread_mutex_lock(&c->mu);
+            u->next = l->undos;
+            l->undos = u;
+            pthread_mutex_unlock(&c->mu);
+            return rc;
+        }
+        dlock__debug("'%.64s': a take whose answer was lost %s", l->k.name,
+                     res == 1 ? "had taken a unit: given back" : "had taken none");
+        free(u);
+    }
+}
+
+void dlock__sem_settle(struct dlock_client *c, dlock__lock *l) {
+    /* Best effort, bounded (an object's end does not wait for a server
+     * that does not answer): as the client's end returns leased units. */
+    dlock__mono saved = dlock__call_end_set(dlock__now() + 1000 * DLOCK__MS);
+    (void)settle(c, l);
+    (void)dlock__call_end_set(saved);
+}
+
 /* ---------------------------------------------------------------- post */
 
 /* A post has a token of its own call: asked again after its answer was
@@ -229,6 +303,7 @@ int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, uns
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
     if ((self = dlock__self(&rc)) == NULL) return rc;
+    if ((rc = settle(c, l)) != 0) return rc;
     pthread_mutex_lock(&c->mu);
     if ((h = unit_pick(l)) != NULL && !dlock__hold_is_live(h)) {
         unit_forget(c, h); /* lost: its unit came back with its lease */
@@ -248,6 +323,7 @@ int dlock__sem_value(struct dlock_client *c, dlock__lock *l, unsigned opened, in
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
+    if ((rc = settle(c, l)) != 0) return rc;
     if ((rc = op(c, l, "value", "-", 0, 0, (long long)opened, &res)) != 0) return rc;
     *value = res > 0x7fffffffLL ? 0x7fffffff : (int)res;
     return 0;
@@ -265,14 +341,18 @@ struct sem_wait {
     dlock__mono sent;        /* when the last take or withdraw was first sent */
     dlock__fairwait fw; /* on l->fair while it waits: the subscriber pokes it */
     int try;            /* a trywait: its take makes one attempt (op_once) */
+    int unsure;         /* a take or withdraw got no answer: it may have taken a unit */
     char token[DLOCK__OWNER_LEN + 1];
 };
 
 /* A take or withdraw: its answer in *res; the time before it went out
  * in w->sent (a unit it leases is valid from then on, at most). */
 static int wait_op(struct sem_wait *w, const char *what, long long arg, long long *res) {
+    int rc;
     w->sent = dlock__now();
-    return op_once(w->c, w->l, what, w->token, arg, w->lease, (long long)w->want->sem_value, res, w->try);
+    rc = op_once(w->c, w->l, what, w->token, arg, w->lease, (long long)w->want->sem_value, res, w->try);
+    if (rc != 0) w->unsure = 1;
+    return rc;
 }
 
 static int timed_out(const dlock__lock *l) {
@@ -408,8 +488,11 @@ int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w
      * DLOCK__LATE_MS, as a timed lock call does (lock.c). */
     saved = dlock__call_end_set(!timed ? DLOCK__MONO_NEVER
                                        : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
-    rc = take_steps(&w, try, bad_deadline);
+    /* (an undo left by this thread's last call goes first, in this one's time) */
+    if ((rc = settle(c, l)) != 0) rc = failed(&w, rc);
+    else rc = take_steps(&w, try, bad_deadline);
     (void)dlock__call_end_set(saved);
+    if (rc != 0 && w.unsure) undo_add(c, l, self, w.token, w.lease);
     if (rc == 0 && unit != NULL) {
         pthread_mutex_lock(&c->mu);
         unit_add(c, l, unit, want, w.token, w.sent);
