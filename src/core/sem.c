@@ -256,8 +256,9 @@ static void undo_add(struct dlock_client *c, dlock__lock *l, const dlock__thread
 }
 
 /* The calling thread's undos of l, each one round trip: 0, or the error
- * of the first that got no answer (it stays on the list). */
-static int settle(struct dlock_client *c, dlock__lock *l) {
+ * of the first that got no answer (it stays on the list).  once: for a
+ * trywait, whose requests make one attempt each (op_once). */
+static int settle(struct dlock_client *c, dlock__lock *l, int once) {
     const dlock__thread *self = dlock__self_peek();
     for (;;) {
         struct dlock__sem_undo **pp, *u;
@@ -269,7 +270,7 @@ static int settle(struct dlock_client *c, dlock__lock *l) {
         if ((u = *pp) != NULL) *pp = u->next;
         pthread_mutex_unlock(&c->mu);
         if (u == NULL) return 0;
-        if ((rc = op(c, l, "undo", u->token, 0, u->lease, -1, &res)) != 0) {
+        if ((rc = op_once(c, l, "undo", u->token, 0, u->lease, -1, &res, once)) != 0) {
             pthread_mutex_lock(&c->mu);
             u->next = l->undos;
             l->undos = u;
@@ -286,7 +287,7 @@ void dlock__sem_settle(struct dlock_client *c, dlock__lock *l) {
     /* Best effort, bounded (an object's end does not wait for a server
      * that does not answer): as the client's end returns leased units. */
     dlock__mono saved = dlock__call_end_set(dlock__now() + 1000 * DLOCK__MS);
-    (void)settle(c, l);
+    (void)settle(c, l, 0);
     (void)dlock__call_end_set(saved);
 }
 
@@ -303,7 +304,7 @@ int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, uns
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
     if ((self = dlock__self(&rc)) == NULL) return rc;
-    if ((rc = settle(c, l)) != 0) return rc;
+    if ((rc = settle(c, l, 0)) != 0) return rc;
     pthread_mutex_lock(&c->mu);
     if ((h = unit_pick(l)) != NULL && !dlock__hold_is_live(h)) {
         unit_forget(c, h); /* lost: its unit came back with its lease */
@@ -323,7 +324,7 @@ int dlock__sem_value(struct dlock_client *c, dlock__lock *l, unsigned opened, in
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
-    if ((rc = settle(c, l)) != 0) return rc;
+    if ((rc = settle(c, l, 0)) != 0) return rc;
     if ((rc = op(c, l, "value", "-", 0, 0, (long long)opened, &res)) != 0) return rc;
     *value = res > 0x7fffffffLL ? 0x7fffffff : (int)res;
     return 0;
@@ -489,7 +490,7 @@ int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w
     saved = dlock__call_end_set(!timed ? DLOCK__MONO_NEVER
                                        : (deadline > start ? deadline : start) + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
     /* (an undo left by this thread's last call goes first, in this one's time) */
-    if ((rc = settle(c, l)) != 0) rc = failed(&w, rc);
+    if ((rc = settle(c, l, try)) != 0) rc = failed(&w, rc);
     else rc = take_steps(&w, try, bad_deadline);
     (void)dlock__call_end_set(saved);
     if (rc != 0 && w.unsure) undo_add(c, l, self, w.token, w.lease);
