@@ -434,10 +434,12 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
 void dlock__acquire_since(dlock__args *a, int flags, dlock__acq *io);
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
 /* Runs the script on the servers of n members at once (Redlock): every
- * request is written before any answer is read.  out[i] the answer (to be
- * freed) or NULL with rcs[i] the error. */
-void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply **out, int *rcs,
-                           dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens);
+ * request is written before any answer is read; it returns once `need`
+ * answered (flags and the late ones: dlock__command_all).  out[i] the
+ * answer (to be freed) or NULL with rcs[i] the error. */
+void dlock__script_run_all(dlock__backend **cs, size_t n, size_t need, const dlock__all_judge *judge, int flags,
+                           int which, redisReply **out, int *rcs, dlock__mono deadline, int numkeys, int nargs,
+                           const char **args, const size_t *lens);
 extern const dlock__backend_ops dlock__redlock_backend;
 /* Redlock: on every new connection of a master m, reads the server's run
  * id (INFO server); a server that another master of the deployment is

@@ -1462,8 +1462,9 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
     return rc;
 }
 
-void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply **out, int *rcs,
-                           dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens) {
+void dlock__script_run_all(dlock__backend **cs, size_t n, size_t need, const dlock__all_judge *judge, int flags,
+                           int which, redisReply **out, int *rcs, dlock__mono deadline, int numkeys, int nargs,
+                           const char **args, const size_t *lens) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS], i;
     char nk[DLOCK__DEC_MAX];
@@ -1478,7 +1479,7 @@ void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply 
     {
         dlock__node *ns[DLOCK__NODES_MAX];
         for (i = 0; i < n && i < DLOCK__NODES_MAX; i++) ns[i] = &cs[i]->node;
-        dlock__command_all(ns, i, argc, argv, argvlen, out, rcs, deadline);
+        dlock__command_all(ns, i, need, judge, flags, argc, argv, argvlen, out, rcs, deadline);
     }
     for (i = 0; i < n; i++) {
         if (out[i] == NULL || !is_noscript(out[i])) continue;
