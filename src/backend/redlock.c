@@ -344,21 +344,17 @@ static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_
 }
 
 /* Did the last holder die, in the quorum's view?  Each master keeps its
- * own robust marker, and one that missed a release (paused, cut off)
- * keeps a dead holder's marker after the others were told the death was
- * dealt with.  A holder that died held a quorum, every master of which
- * says OWNERDEAD unless it does not answer; a death dealt with (its
- * recovery's release reached a quorum) leaves markers on fewer than a
- * quorum.  So: dead when the masters that say so and those that did not
- * answer make a quorum -- never for a marker that a minority kept. */
+ * own robust marker, and one that missed the recovery's release (down
+ * then, restarted from its AOF) keeps a dead holder's marker after the
+ * others were told the death was dealt with: a marker on fewer than a
+ * quorum is no death.  Dead: a quorum of masters say OWNERDEAD.  (A
+ * holder that held a bare quorum and died, one of whose masters does not
+ * answer the next taker, is then not reported: two faults, as for every
+ * Redlock guarantee.) */
 static int round_dead(const dlock__backend *c, const struct rl_round *rd) {
-    return rd->ndead > 0 && rd->ndead + rd->errs >= quorum(c);
+    return rd->ndead >= quorum(c);
 }
 
-/* Step 1, ask: the acquire script (which, a) on every master at once,
- * each answer counted, once the answers decide (ask_decided); the
- * others' late grants are given back (round_give_back) or are the
- * hold's (its release reaches them behind the grant). */
 struct ask_judge {
     size_t n, q, got, other, ndead;
     int robust;
@@ -382,9 +378,8 @@ static int ask_decided(void *arg, size_t i, const redisReply *r) {
     left = j->n - j->got - j->other;
     if (j->got + left < j->q) return 1;
     if (j->got < j->q) return 0;
-    /* Held.  A robust lock: no master said OWNERDEAD (those left, fewer
-     * than a quorum, cannot make it dead), or the verdict is sure. */
-    return !j->robust || j->ndead == 0 || j->ndead >= j->q || j->ndead + left < j->q;
+    /* Held.  A robust lock: once round_dead's verdict is sure. */
+    return !j->robust || j->ndead >= j->q || j->ndead + left < j->q;
 }
 
 static void round_ask(dlock__backend *c, int which, dlock__args *a, unsigned lease_ms, int flags,
