@@ -524,6 +524,8 @@ int dlock__script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
 int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,
                          const char **args, const size_t *lens);
+/* SCRIPT LOAD of every script on cn, pipelined (one round trip): 0; -1
+ * when one was refused (cn still in step); -2 when cn failed (drop it). */
 int dlock__script_load_all(dlock__conn *cn, int variant);
 
 #endif /* DLOCK_BACKEND_H */

@@ -801,7 +801,9 @@ const dlock__backend_ops dlock__redlock_backend = {
 static int node_identify(dlock__node *n, dlock__conn *cn) {
     dlock__backend *m = n->up;
     int rc = dlock__redlock_identify(m, cn);
-    if (rc == 0) (void)dlock__script_load_all(cn, m->node.conf.cluster);
+    if (rc == 0 && dlock__script_load_all(cn, m->node.conf.cluster) == -2)
+        return dlock__seterr(ENOLCK, "%s: loading the scripts: %s", m->node.conf.redacted_url,
+                             cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
     return rc;
 }
 

@@ -1502,17 +1502,25 @@ int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys,
 }
 
 int dlock__script_load_all(dlock__conn *cn, int variant) {
-    int i;
+    int i, n = 0, ok = 1;
+    /* Every SCRIPT LOAD written at once, then every answer read: one round
+     * trip (a Redlock master's new connection loads them inside a call's
+     * bound). */
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
         const char *body = dlock__script_body(i, variant);
         const char *argv[3] = { "SCRIPT", "LOAD", body };
         size_t lens[3] = { 6, 4, body ? strlen(body) : 0 };
-        redisReply *r = body ? dlock__conn_cmd(cn, 3, argv, lens, NULL) : NULL;
-        int ok = r != NULL && r->type == REDIS_REPLY_STRING;
-        if (r) freeReplyObject(r);
-        if (!ok) return -1;
+        if (body == NULL || dlock__resp_append(cn->ctx, 3, argv, lens) != 0) return -2;
+        n++;
     }
-    return 0;
+    if (dlock__conn_flush(cn) != 0) return -2;
+    for (i = 0; i < n; i++) {
+        void *r = NULL;
+        if (dlock__conn_reply(cn, &r) != REDIS_OK || r == NULL) return -2; /* out of step: the caller drops cn */
+        ok = ok && ((redisReply *)r)->type == REDIS_REPLY_STRING;
+        freeReplyObject(r);
+    }
+    return ok ? 0 : -1;
 }
 
 /* Makes the keys of a lock (see DLOCK__K_*), of a condition variable

@@ -1441,7 +1441,7 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
     size_t i, answered = 0, waiting = 0;
     /* One bound for the whole request, from its start: a node slow to
      * connect does not give the others more time. */
-    dlock__mono end = n > 0 ? dlock__now() + (dlock__mono)reply_bound(ns[0], deadline) * DLOCK__MS : 0;
+    dlock__mono start = dlock__now(), end = n > 0 ? start + (dlock__mono)reply_bound(ns[0], deadline) * DLOCK__MS : 0;
     in_all = 1;
     plain_seen = 0;
     for (i = 0; i < n; i++) out[i] = NULL, cn[i] = NULL, rcs[i] = -1;
@@ -1459,8 +1459,18 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
         for (i = 0, waiting = 0; i < n; i++) waiting += cn[i] != NULL;
         decided = judge != NULL ? all_judged(judge, n, out, seen) : answered >= need;
     }
-    /* What has come meanwhile is read too (all answer at once when all are
-     * well); the others are late: their answers are read next time. */
+    /* The others are given as long again as the decision took (at most to
+     * the bound): masters that are well answer together, and each grant
+     * read is one the hold can count on; what has come meanwhile is read
+     * too.  The rest are late: their answers are read next time. */
+    if (waiting > 0 && decided) {
+        dlock__mono now = dlock__now(), grace = now + (now - start);
+        if (grace > end) grace = end;
+        while (waiting > 0 && dlock__now() < grace) {
+            (void)all_poll(ns, n, cn, out, rcs, grace);
+            for (i = 0, waiting = 0; i < n; i++) waiting += cn[i] != NULL;
+        }
+    }
     for (i = 0; i < 3 && waiting > 0; i++) (void)all_poll(ns, n, cn, out, rcs, dlock__now()); /* parse, read, parse */
     for (i = 0; i < n; i++) {
         if (cn[i] == NULL) continue;
