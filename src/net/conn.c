@@ -1452,6 +1452,7 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
     for (i = 0; i < n; i++)
         if (rcs[i] == -1 && all_send(ns[i], &cn[i], flags, argc, argv, lens, &rcs[i], end) == 0) waiting++;
     in_all = plain_seen = 0;
+    decided = judge == NULL && need == 0; /* nothing awaited: only the grace below */
     /* Answers as they come, until `need` of them (any answer), or the
      * judge's verdict, or the bound. */
     while (waiting > 0 && !decided && dlock__now() < end) {
