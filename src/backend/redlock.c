@@ -792,19 +792,8 @@ const dlock__backend_ops dlock__redlock_backend = {
     .waits = NULL, /* no waiters kept: each master would keep its own (docs/design.md, "Deadlock detection") */
 };
 
-/* A new connection of a master: the server is identified, and every
- * script is loaded on it.  A request that a quorum answered first is read
- * late, and its answer dropped: a NOSCRIPT there (a server restarted, new
- * to this client) would be a request lost -- a release that never ran.
- * (Refused, as by an ACL without SCRIPT LOAD: the requests load them by
- * EVAL as they need them, as on one server.) */
 static int node_identify(dlock__node *n, dlock__conn *cn) {
-    dlock__backend *m = n->up;
-    int rc = dlock__redlock_identify(m, cn);
-    if (rc == 0 && dlock__script_load_all(cn, m->node.conf.cluster) == -2)
-        return dlock__seterr(ENOLCK, "%s: loading the scripts: %s", m->node.conf.redacted_url,
-                             cn->ctx->errstr[0] ? cn->ctx->errstr : "connection lost");
-    return rc;
+    return dlock__redlock_identify(n->up, cn);
 }
 
 const dlock__node_hooks dlock__redlock_hooks = { .on_connect = node_identify };

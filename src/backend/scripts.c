@@ -1465,10 +1465,13 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
 void dlock__script_run_all(dlock__backend **cs, size_t n, size_t need, const dlock__all_judge *judge, int flags,
                            int which, redisReply **out, int *rcs, dlock__mono deadline, int numkeys, int nargs,
                            const char **args, const size_t *lens) {
-    const char *argv[3 + MAX_SCRIPT_ARGS];
-    size_t argvlen[3 + MAX_SCRIPT_ARGS], i;
-    char nk[DLOCK__DEC_MAX];
+    const char *argv[3 + MAX_SCRIPT_ARGS], *eargv[3 + MAX_SCRIPT_ARGS];
+    size_t argvlen[3 + MAX_SCRIPT_ARGS], eargvlen[3 + MAX_SCRIPT_ARGS], i;
+    char nk[DLOCK__DEC_MAX], enk[DLOCK__DEC_MAX];
     int argc = n > 0 ? script_argv(which, cs[0]->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk) : -1;
+    dlock__all_req req = { argc, argv, eargv, argvlen, eargvlen };
+    if (argc >= 0 && script_argv(which, cs[0]->node.conf.cluster, 1, numkeys, nargs, args, lens, eargv, eargvlen, enk) < 0)
+        argc = -1;
     if (argc < 0) {
         for (i = 0; i < n; i++) {
             out[i] = NULL;
@@ -1479,7 +1482,7 @@ void dlock__script_run_all(dlock__backend **cs, size_t n, size_t need, const dlo
     {
         dlock__node *ns[DLOCK__NODES_MAX];
         for (i = 0; i < n && i < DLOCK__NODES_MAX; i++) ns[i] = &cs[i]->node;
-        dlock__command_all(ns, i, need, judge, flags, argc, argv, argvlen, out, rcs, deadline);
+        dlock__command_all(ns, i, need, judge, flags, &req, out, rcs, deadline);
     }
     for (i = 0; i < n; i++) {
         if (out[i] == NULL || !is_noscript(out[i])) continue;
@@ -1504,8 +1507,7 @@ int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys,
 int dlock__script_load_all(dlock__conn *cn, int variant) {
     int i, n = 0, ok = 1;
     /* Every SCRIPT LOAD written at once, then every answer read: one round
-     * trip (a Redlock master's new connection loads them inside a call's
-     * bound). */
+     * trip, not one per script. */
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
         const char *body = dlock__script_body(i, variant);
         const char *argv[3] = { "SCRIPT", "LOAD", body };

@@ -1324,12 +1324,14 @@ static int all_connect(dlock__node *n, dlock__conn **cn, dlock__mono end) {
  * a connection, or the whole bound, each time it is paused): with
  * DLOCK__ALL_QUEUE the request is queued behind the unanswered one (it
  * runs when the server does; its answer is not awaited), else skipped. */
-static int all_send(dlock__node *n, dlock__conn **cn, int flags, int argc, const char **argv, const size_t *lens,
-                    int *rc, dlock__mono deadline) {
+static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int fresh, int *rc,
+                    dlock__mono deadline) {
+    const char **self = rq->self_argv != NULL ? rq->self_argv : rq->argv;
+    const size_t *self_lens = rq->self_argv != NULL ? rq->self_lens : rq->lens;
     *cn = NULL;
     if (late_drain(n)) {
         dlock__conn *q = (flags & DLOCK__ALL_QUEUE) ? late_take(n) : NULL;
-        if (q != NULL && dlock__resp_append(q->ctx, argc, argv, lens) == 0 && dlock__conn_flush(q) == 0) {
+        if (q != NULL && dlock__resp_append(q->ctx, rq->argc, self, self_lens) == 0 && dlock__conn_flush(q) == 0) {
             q->owed++;
             late_put(n, q);
             *rc = dlock__seterr(ENOLCK, "%s: has not answered an earlier request: asked after it", n->conf.redacted_url);
@@ -1341,7 +1343,8 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, int argc, const
     }
     if ((*rc = all_connect(n, cn, deadline)) != 0) return -1;
     set_timeout(n, *cn, deadline);
-    if (dlock__resp_append((*cn)->ctx, argc, argv, lens) != 0 || dlock__conn_flush(*cn) != 0) {
+    if (dlock__resp_append((*cn)->ctx, rq->argc, fresh ? self : rq->argv, fresh ? self_lens : rq->lens) != 0 ||
+        dlock__conn_flush(*cn) != 0) {
         *rc = dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url,
                             (*cn)->ctx->errstr[0] ? (*cn)->ctx->errstr : "cannot send");
         dlock__pool_put(n, *cn, 1);
@@ -1434,8 +1437,8 @@ static int all_judged(const dlock__all_judge *judge, size_t n, redisReply **out,
     return decided;
 }
 
-void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags, int argc,
-                        const char **argv, const size_t *lens, redisReply **out, int *rcs, dlock__mono deadline) {
+void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
+                        const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
     int seen[DLOCK__NODES_MAX] = { 0 }, decided = 0;
     size_t i, answered = 0, waiting = 0;
@@ -1448,9 +1451,9 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
     /* The nodes with a connection at hand first, then those that need a
      * new one: their answers come while the others connect. */
     for (i = 0; i < n; i++)
-        if (has_conn(ns[i]) && all_send(ns[i], &cn[i], flags, argc, argv, lens, &rcs[i], end) == 0) waiting++;
+        if (has_conn(ns[i]) && all_send(ns[i], &cn[i], flags, req, 0, &rcs[i], end) == 0) waiting++;
     for (i = 0; i < n; i++)
-        if (rcs[i] == -1 && all_send(ns[i], &cn[i], flags, argc, argv, lens, &rcs[i], end) == 0) waiting++;
+        if (rcs[i] == -1 && all_send(ns[i], &cn[i], flags, req, 1, &rcs[i], end) == 0) waiting++;
     in_all = plain_seen = 0;
     decided = judge == NULL && need == 0; /* nothing awaited: only the grace below */
     /* Answers as they come, until `need` of them (any answer), or the

@@ -233,8 +233,17 @@ typedef struct dlock__all_judge {
     int (*fn)(void *arg, size_t i, const redisReply *r);
     void *arg;
 } dlock__all_judge;
-void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags, int argc,
-                        const char **argv, const size_t *lens, redisReply **out, int *rcs, dlock__mono deadline);
+/* The request (argc, argv, lens), and the same in a form that needs
+ * nothing of the server's state (a script's EVAL beside its EVALSHA; NULL:
+ * argv), written on a new connection and behind an owed answer: an answer
+ * read late is dropped, so a NOSCRIPT there would be a request lost. */
+typedef struct dlock__all_req {
+    int argc;
+    const char **argv, **self_argv;
+    const size_t *lens, *self_lens;
+} dlock__all_req;
+void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
+                        const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline);
 /* Closes n's late connections (abandon: without a word and without n->mu,
  * which fork_prepare holds, in a fork child). */
 void dlock__late_flush(dlock__node *n, int abandon);
