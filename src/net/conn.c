@@ -1331,7 +1331,13 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
     *cn = NULL;
     if (late_drain(n)) {
         dlock__conn *q = (flags & DLOCK__ALL_QUEUE) ? late_take(n) : NULL;
-        if (q != NULL && dlock__resp_append(q->ctx, rq->argc, self, self_lens) == 0 && dlock__conn_flush(q) == 0) {
+        /* (self-contained only on a connection the server never answered:
+         * one that answered before knows the scripts -- a restarted
+         * server breaks it -- and a queue of whole script bodies could
+         * fill the socket of a paused server, and block the send) */
+        int fresh_q = q != NULL && q->answered == 0;
+        if (q != NULL && dlock__resp_append(q->ctx, rq->argc, fresh_q ? self : rq->argv, fresh_q ? self_lens : rq->lens) == 0 &&
+            dlock__conn_flush(q) == 0) {
             q->owed++;
             late_put(n, q);
             *rc = dlock__seterr(ENOLCK, "%s: has not answered an earlier request: asked after it", n->conf.redacted_url);
