@@ -42,6 +42,7 @@ typedef struct bopts {
     const char *list;    /* carry: thread counts, comma-separated */
     const char *kind;    /* pairs: raw | dlock */
     const char *before, *after; /* pairs: shell commands run around the measured loop */
+    const char *masters; /* redlock: the masters' ports, comma-separated (127.0.0.1) */
 } bopts;
 
 /* ---------------------------------------------------------------- time */
@@ -168,6 +169,7 @@ int cmd_carry(const bopts *o);
 int cmd_pairs(const bopts *o);
 int handoff_pairs(const bopts *o);
 int cmd_sem(const bopts *o); /* sem.c: the semaphore beside the mutex (issue 22) */
+int cmd_redlock(const bopts *o); /* redlock.c: Redlock beside the single server */
 int cmd_analyze(const bopts *o, int nfiles, char **files);
 int cmd_pipe(const bopts *o); /* pipe.c: the pipelined unlock, fresh processes, caching's runs */
 

@@ -13,6 +13,8 @@
  *   dlock-bench pairs    --port P --kind raw|dlock|handoff|handoff-lean [--count N] [--before CMD] [--after CMD]
  *                        N uncontended pairs (handoff, handoff-lean: N handoffs by minimal scripts),
  *                        CMD run (system()) just before and after them (callgrind)
+ *   dlock-bench redlock  --port P --masters P1,P2,P3 [--seconds S]   Redlock's pair and contention
+ *                        beside the single server's (redlock.c)
  *   dlock-bench sem      --port P [--procs N] [--hold-ms H] [--seconds S] [--rt-us R]   issue 22: the
  *                        semaphore's wait+post and trywait+post beside the mutex's lock+unlock and
  *                        the raw pair, uncontended; a contended handoff (semaphore of value 1) beside
@@ -34,7 +36,7 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: dlock-bench seq|contend|waiters|renew|cache|carry|pairs|sem|pipe|analyze --port PORT [options] (see bench/README.md)\n");
+            "usage: dlock-bench seq|contend|waiters|renew|cache|carry|pairs|sem|pipe|redlock|analyze --port PORT [options] (see bench/README.md)\n");
     exit(2);
 }
 
@@ -61,6 +63,7 @@ int main(int argc, char **argv) {
         else if (OPT("--before")) o.before = v;
         else if (OPT("--after")) o.after = v;
         else if (OPT("--port")) o.port = atoi(v);
+        else if (OPT("--masters")) o.masters = v;
         else if (OPT("--csv")) o.csv = v;
         else if (OPT("--events")) o.events = v;
         else if (OPT("--label")) o.label = v;
@@ -103,5 +106,6 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "pairs") == 0) return cmd_pairs(&o);
     if (strcmp(cmd, "sem") == 0) return cmd_sem(&o);
     if (strcmp(cmd, "pipe") == 0) return cmd_pipe(&o);
+    if (strcmp(cmd, "redlock") == 0) return cmd_redlock(&o);
     usage();
 }

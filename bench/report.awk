@@ -199,6 +199,16 @@ END {
             runs " runs, " acqs " acquisitions: " ((bad == 0) ? "no violation" : bad " violation rows"), "", "", "must hold", (bad == 0) ? "MET" : "BROKEN")
     }
     issue21()
+    if ("redlock.pair_us" in have) {
+        row("12", "Redlock (3 masters) lock+unlock, 1 thread, free lock: p50 per pair",
+            f(g("redlock.pair_us"), 1) " us", "one server " f(g("redlock.single_pair_us"), 1) " us", f(g("redlock.pair_vs_single"), 2) "x", "report", "")
+        row("12", "Redlock, 4 processes, 1 ms hold: acquisitions/s; longest wait",
+            f(g("redlock.rl_contend_acq_per_s"), 0) "; " f(g("redlock.rl_contend_max_wait_ms"), 1) " ms",
+            "one server " f(g("redlock.single_contend_acq_per_s"), 0) "; " f(g("redlock.single_contend_max_wait_ms"), 1) " ms",
+            x(g("redlock.rl_contend_acq_per_s"), g("redlock.single_contend_acq_per_s"), 2), "report", "")
+        tw = g("redlock.rl_contend_two_holders") + g("redlock.single_contend_two_holders")
+        row("12", "Redlock and one server, contended: mutual exclusion", (tw == 0) ? "no second holder" : tw " second holders", "", "", "must hold", (tw == 0) ? "MET" : "BROKEN")
+    }
     if (smoke) print "(smoke pass: counts and times are tiny; the figures are not measurements)"
 }
 

@@ -466,10 +466,12 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
 void dlock__acquire_since(dlock__args *a, int flags, dlock__acq *io);
 void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *token, int how, dlock__args *a);
 /* Runs the script on the servers of n members at once (Redlock): every
- * request is written before any answer is read.  out[i] the answer (to be
- * freed) or NULL with rcs[i] the error. */
-void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply **out, int *rcs,
-                           dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens);
+ * request is written before any answer is read; it returns once `need`
+ * answered (flags and the late ones: dlock__command_all).  out[i] the
+ * answer (to be freed) or NULL with rcs[i] the error. */
+void dlock__script_run_all(dlock__backend **cs, size_t n, size_t need, const dlock__all_judge *judge, int flags,
+                           int which, redisReply **out, int *rcs, dlock__mono deadline, int numkeys, int nargs,
+                           const char **args, const size_t *lens);
 extern const dlock__backend_ops dlock__redlock_backend;
 /* Redlock: on every new connection of a master m, reads the server's run
  * id (INFO server); a server that another master of the deployment is
@@ -562,6 +564,8 @@ int dlock__script_send(dlock__backend *c, int which, int numkeys, int nargs, con
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
 int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,
                          const char **args, const size_t *lens);
+/* SCRIPT LOAD of every script on cn, pipelined (one round trip): 0; -1
+ * when one was refused (cn still in step); -2 when cn failed (drop it). */
 int dlock__script_load_all(dlock__conn *cn, int variant);
 
 #endif /* DLOCK_BACKEND_H */

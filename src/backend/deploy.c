@@ -138,6 +138,7 @@ void dlock__backend_free(dlock__backend *b) {
     if (b->renew_conn != NULL) dlock__conn_close(b->renew_conn);
     b->renew_conn = NULL;
     dlock__pool_flush(&b->node);
+    dlock__late_flush(&b->node, 0);
     dlock__cluster_free(b);
     free(b->epoch_key);
     b->epoch_key = NULL;
@@ -187,6 +188,7 @@ void dlock__backend_fork_child(dlock__backend *b) {
         dlock__conn_abandon(cn);
     }
     b->node.nidle = 0;
+    dlock__late_flush(&b->node, 1);
     /* The renewal connection belongs to a thread that may have been in
      * the middle of hiredis calls on it (it does I/O without the mutex):
      * its state may be half-updated, so it is not freed, only closed. */

@@ -22,6 +22,23 @@
  * increase strictly across holds, whichever masters granted them (as long as a master does not lose its data: see
  * docs/fencing.md).
  *
+ * A call decides as soon as the answers do (a quorum granted, or too few
+ * are left to grant; a release: a quorum answered), within the call's
+ * bound as on one server (a try: one attempt of the reply floor): one
+ * slow or paused master does not delay it.  The others' answers are read
+ * late (dlock__command_all): a connection with an answer owed is never
+ * used for another request, and its master is not asked again until it
+ * answers -- but a release (a hold's, or the give-back of a round that
+ * did not hold, for a grant the master may make late) is queued behind
+ * the owed request on that connection, so that it runs after it, in the
+ * background, when the master does.  A master that takes no connection
+ * in time is not tried for a second.
+ *
+ * Robust mutexes: each master keeps its own marker of a holder that died
+ * holding it.  EOWNERDEAD is the quorum's view (round_dead): a master that
+ * missed the recovery's release keeps a stale marker, which alone does
+ * not make a death.
+ *
  * Renewal runs on every master; a hold stays valid while a quorum renews
  * it.  A release goes to every master.  Release notifications come from
  * any one master (every release publishes on each of them): the client's
@@ -211,22 +228,27 @@ static dlock__mono member_deadline(const dlock__backend *c) {
 
 /* An acquisition round must leave most of the lease: each of its two
  * steps (acquire, fence floor) waits for answers at most a quarter of it
- * (50 ms at least, the command timeout at most). */
-static dlock__mono round_deadline(const dlock__backend *c, unsigned lease_ms) {
+ * (50 ms at least, the command timeout at most), and not past the call's
+ * bound (the transport waits the reply floor at least: a try is one
+ * attempt of that much). */
+static dlock__mono round_deadline(const dlock__backend *c, unsigned lease_ms, dlock__mono bound) {
     unsigned ms = lease_ms / 4;
+    dlock__mono dl;
     if (ms < 50) ms = 50;
     if (ms > c->node.conf.command_timeout_ms) ms = c->node.conf.command_timeout_ms;
-    return dlock__now() + (dlock__mono)ms * DLOCK__MS;
+    dl = dlock__now() + (dlock__mono)ms * DLOCK__MS;
+    return bound < dl ? bound : dl;
 }
 
 static int granted(int status) {
     return status == DLOCK__ACQ_ACQUIRED || status == DLOCK__ACQ_MINE || status == DLOCK__ACQ_OWNERDEAD;
 }
 
-/* Runs a script on the masters in sel (all when NULL) at once; ok[i] and
- * the 0/1 answer in flag[i] (flag may be NULL). */
-static void run_flag(dlock__backend *c, const int *sel, int which, dlock__args *a, dlock__mono deadline,
-                     int *ok, int *flag) {
+/* Runs a script on the masters in sel (all when NULL) at once, until
+ * `need` of them answered (flags: dlock__command_all); ok[i] and the 0/1
+ * answer in flag[i] (flag may be NULL). */
+static void run_flag(dlock__backend *c, const int *sel, size_t need, int fl, int which, dlock__args *a,
+                     dlock__mono deadline, int *ok, int *flag) {
     dlock__backend *cs[DLOCK__NODES_MAX];
     redisReply *rep[DLOCK__NODES_MAX];
     int rcs[DLOCK__NODES_MAX];
@@ -239,7 +261,7 @@ static void run_flag(dlock__backend *c, const int *sel, int which, dlock__args *
         cs[k++] = c->members[i];
     }
     if (k == 0) return;
-    dlock__script_run_all(cs, k, which, rep, rcs, deadline, a->nkeys, a->n, a->v, a->len);
+    dlock__script_run_all(cs, k, need < k ? need : k, NULL, fl, which, rep, rcs, deadline, a->nkeys, a->n, a->v, a->len);
     for (i = 0; i < k; i++) {
         int f = 0;
         if (rep[i] == NULL) continue;
@@ -257,7 +279,10 @@ static size_t count(const int *v, size_t n) {
     return k;
 }
 
-/* Raises the fence floor of l on every master to `fence`; how many took it. */
+/* Raises the fence floor of l on every master to `fence`; how many took it
+ * (each that answers within the bound: the floor everywhere keeps fences
+ * in order when masters restart; a master that has not answered an
+ * earlier request gets it behind that one, and is not waited for). */
 static size_t raise_fences(dlock__backend *c, const dlock__keys *k, uint64_t fence, dlock__mono deadline) {
     dlock__args a;
     int ok[DLOCK__NODES_MAX], took[DLOCK__NODES_MAX];
@@ -269,7 +294,7 @@ static size_t raise_fences(dlock__backend *c, const dlock__keys *k, uint64_t fen
     a.len[0] = k->keylens[DLOCK__K_FENCE];
     a.v[1] = f;
     a.len[1] = strlen(f);
-    run_flag(c, NULL, DLOCK__SCRIPT_FENCE_RAISE, &a, deadline, ok, took);
+    run_flag(c, NULL, c->nmembers, DLOCK__ALL_QUEUE, DLOCK__SCRIPT_FENCE_RAISE, &a, deadline, ok, took);
     return count(took, c->nmembers);
 }
 
@@ -278,12 +303,15 @@ static size_t raise_fences(dlock__backend *c, const dlock__keys *k, uint64_t fen
 struct rl_round {
     unsigned dups0;                 /* masters found to be one server before it */
     dlock__mono start;              /* before the first request: the validity counts from here */
+    dlock__mono bound;              /* the round's answers are awaited until then */
     int got_at[DLOCK__NODES_MAX];   /* the masters that granted the lock */
+    int none_at[DLOCK__NODES_MAX];  /* the masters that did not answer (may grant it yet) */
     size_t got, busy, errs, notrec; /* how many granted, had a holder, failed, said NOTRECOVERABLE */
+    size_t ndead;                   /* of got, how many said OWNERDEAD */
     size_t refused;                 /* of errs, those that refused the connection for good */
     uint64_t fence;                 /* the largest fence granted */
     int64_t pttl;                   /* the shortest time a holder has left; -1: unknown */
-    int dead;                       /* a master said OWNERDEAD */
+    int dead;                       /* the quorum's view: the last holder died (round_dead) */
     char why[400];                  /* the last failure, for the message */
 };
 
@@ -296,6 +324,7 @@ static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_
             freeReplyObject(rep);
         }
         rd->errs++;
+        rd->none_at[i] = rep == NULL;
         if (rep == NULL && __atomic_load_n(&c->members[i]->node.refused, __ATOMIC_ACQUIRE) >= rd->start)
             rd->refused++;
         snprintf(rd->why, sizeof rd->why, "%s", dlock_last_error());
@@ -306,7 +335,7 @@ static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_
         rd->got++;
         rd->got_at[i] = 1;
         if (acq.fence > rd->fence) rd->fence = acq.fence;
-        if (acq.status == DLOCK__ACQ_OWNERDEAD) rd->dead = 1;
+        if (acq.status == DLOCK__ACQ_OWNERDEAD) rd->ndead++;
     } else if (acq.status == DLOCK__ACQ_NOTRECOVERABLE) {
         rd->notrec++;
     } else {
@@ -315,19 +344,61 @@ static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_
     }
 }
 
-/* Step 1, ask: the acquire script (which, a) on every master at once,
- * each answer counted. */
-static void round_ask(dlock__backend *c, int which, dlock__args *a, unsigned lease_ms, struct rl_round *rd) {
+/* Did the last holder die, in the quorum's view?  Each master keeps its
+ * own robust marker, and one that missed the recovery's release (down
+ * then, restarted from its AOF) keeps a dead holder's marker after the
+ * others were told the death was dealt with: a marker on fewer than a
+ * quorum is no death.  Dead: a quorum of masters say OWNERDEAD.  (A
+ * holder that held a bare quorum and died, one of whose masters does not
+ * answer the next taker, is then not reported: two faults, as for every
+ * Redlock guarantee.) */
+static int round_dead(const dlock__backend *c, const struct rl_round *rd) {
+    return rd->ndead >= quorum(c);
+}
+
+struct ask_judge {
+    size_t n, q, got, other, ndead;
+    int robust;
+};
+
+/* Do the answers so far decide the round?  Held: a quorum granted (for a
+ * robust lock, once round_dead's verdict cannot change either); not held:
+ * too few are left to grant it. */
+static int ask_decided(void *arg, size_t i, const redisReply *r) {
+    struct ask_judge *j = arg;
+    dlock__acq acq;
+    size_t left;
+    (void)i;
+    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) return 0; /* asked again after */
+    if (dlock__acq_parse(r, &acq) == 0 && granted(acq.status)) {
+        j->got++;
+        j->ndead += acq.status == DLOCK__ACQ_OWNERDEAD;
+    } else {
+        j->other++;
+    }
+    left = j->n - j->got - j->other;
+    if (j->got + left < j->q) return 1;
+    if (j->got < j->q) return 0;
+    /* Held.  A robust lock: once round_dead's verdict is sure. */
+    return !j->robust || j->ndead >= j->q || j->ndead + left < j->q;
+}
+
+static void round_ask(dlock__backend *c, int which, dlock__args *a, unsigned lease_ms, int flags,
+                      dlock__mono deadline, struct rl_round *rd) {
     redisReply *rep[DLOCK__NODES_MAX];
     int rcs[DLOCK__NODES_MAX];
     size_t i;
+    struct ask_judge j = { c->nmembers, quorum(c), 0, 0, 0, (flags & DLOCK__F_ROBUST) != 0 };
+    dlock__all_judge judge = { ask_decided, &j };
     memset(rd, 0, sizeof *rd);
     rd->dups0 = dups(c);
     rd->pttl = -1;
     rd->start = dlock__now();
-    dlock__script_run_all(c->members, c->nmembers, which, rep, rcs, round_deadline(c, lease_ms), a->nkeys, a->n, a->v,
+    rd->bound = round_deadline(c, lease_ms, deadline);
+    dlock__script_run_all(c->members, c->nmembers, 0, &judge, 0, which, rep, rcs, rd->bound, a->nkeys, a->n, a->v,
                           a->len);
     for (i = 0; i < c->nmembers; i++) round_count(c, i, rep[i], rd);
+    rd->dead = round_dead(c, rd);
 }
 
 /* Step 2, hold (a quorum granted): raise the fence floor on a quorum,
@@ -339,7 +410,7 @@ static int round_hold(dlock__backend *c, const dlock__keys *k, int flags, unsign
                       dlock__acq *out) {
     size_t q = quorum(c);
     uint64_t floor = flags & DLOCK__F_CACHING ? rd->fence + DLOCK__FENCE_BLOCK - 1 : rd->fence;
-    size_t raised = raise_fences(c, k, floor, round_deadline(c, lease_ms));
+    size_t raised = raise_fences(c, k, floor, rd->bound > dlock__now() ? rd->bound : round_deadline(c, lease_ms, rd->start));
     dlock__mono now = dlock__now();
     if (raised >= q && now - rd->start < (dlock__mono)(lease_ms - dlock__drift_ms(&c->node.conf, lease_ms)) * DLOCK__MS) {
         out->status = rd->dead ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
@@ -357,14 +428,19 @@ static int round_hold(dlock__backend *c, const dlock__keys *k, int flags, unsign
 }
 
 /* Step 3, give back: no quorum (or no time left): what was granted is
- * released on the masters that granted it. */
+ * released on the masters that granted it, and on those that did not
+ * answer (a late grant: the release is queued behind the acquire on its
+ * connection, so it runs after it).  A robust marker any master showed is
+ * kept (a death is never hidden by a round that did not hold). */
 static void round_give_back(dlock__backend *c, const dlock__keys *k, const char *token, int flags,
-                            const struct rl_round *rd) {
-    int how = dlock__release_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST, rd->dead, 0, 0);
-    int rok[DLOCK__NODES_MAX];
+                            const struct rl_round *rd, dlock__mono deadline) {
+    int how = dlock__release_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST, rd->ndead > 0, 0, 0);
+    int rok[DLOCK__NODES_MAX], sel[DLOCK__NODES_MAX];
+    size_t i;
     dlock__args ra;
+    for (i = 0; i < c->nmembers; i++) sel[i] = rd->got_at[i] || rd->none_at[i];
     dlock__release_args(c, k, token, how, &ra);
-    run_flag(c, rd->got_at, DLOCK__SCRIPT_RELEASE, &ra, member_deadline(c), rok, NULL);
+    run_flag(c, sel, rd->got, DLOCK__ALL_QUEUE, DLOCK__SCRIPT_RELEASE, &ra, deadline, rok, NULL);
 }
 
 /* Neither a quorum nor a holder: masters did not answer (or took too
@@ -397,10 +473,10 @@ static int rl_acquire(dlock__backend *c, const dlock__keys *k, const char *token
     for (;;) {
         struct rl_round rd;
         int dup, rc;
-        round_ask(c, which, &a, lease_ms, &rd);
+        round_ask(c, which, &a, lease_ms, flags, deadline, &rd);
         dup = dups(c) != rd.dups0;
         if (rd.got >= quorum(c) && rd.notrec == 0 && !dup && round_hold(c, k, flags, lease_ms, &rd, out)) return 0;
-        if (rd.got > 0) round_give_back(c, k, token, flags, &rd);
+        if (rd.got > 0 || rd.errs > 0) round_give_back(c, k, token, flags, &rd, deadline);
         if (dup) return dup_found(c, rd.dups0);
         if (rd.notrec > 0) {
             out->status = DLOCK__ACQ_NOTRECOVERABLE;
@@ -426,12 +502,15 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
     if (how == DLOCK__REL_HASH) how = DLOCK__REL_PLAIN;
     dlock__release_args(c, k, token, how, &a);
     dlock__backoff_init(&bo, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
-    /* Every master at once; while none answers, again until the call's
-     * bound, as every request is (the release is the token's: asked
-     * again it ends nothing else).  A master that does not answer when
-     * others did keeps the hold until its lease runs out, as before. */
+    /* Every master at once, until a quorum answered; while none answers,
+     * again until the call's bound, as every request is (the release is
+     * the token's: asked again it ends nothing else).  A master that has
+     * not answered an earlier request gets the release behind that one
+     * (it runs when the master does: released in the background); one
+     * that does not answer at all keeps the hold until its lease runs
+     * out. */
     do {
-        run_flag(c, NULL, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
+        run_flag(c, NULL, quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
     } while (count(ok, c->nmembers) == 0 && dlock__backoff_sleep(&bo, deadline) == 0);
     *released = count(rel, c->nmembers) > 0;
     if (count(ok, c->nmembers) == 0)
@@ -622,7 +701,7 @@ static int rl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *o
     lens[0] = k->keylens[DLOCK__K_LOCK];
     args[1] = c->epoch_key;
     lens[1] = strlen(c->epoch_key);
-    dlock__script_run_all(c->members, n, DLOCK__SCRIPT_INFO, rep, rcs, dl, 2, 2, args, lens);
+    dlock__script_run_all(c->members, n, n, NULL, 0, DLOCK__SCRIPT_INFO, rep, rcs, dl, 2, 2, args, lens);
     for (i = 0; i < n; i++)
         if (rep[i] == NULL) snprintf(why, sizeof why, "%s", dlock_last_error());
     for (i = 0; i < n; i++) {

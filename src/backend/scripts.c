@@ -1736,12 +1736,16 @@ static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mon
     return rc;
 }
 
-void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply **out, int *rcs,
-                           dlock__mono deadline, int numkeys, int nargs, const char **args, const size_t *lens) {
-    const char *argv[3 + MAX_SCRIPT_ARGS];
-    size_t argvlen[3 + MAX_SCRIPT_ARGS], i;
-    char nk[DLOCK__DEC_MAX];
+void dlock__script_run_all(dlock__backend **cs, size_t n, size_t need, const dlock__all_judge *judge, int flags,
+                           int which, redisReply **out, int *rcs, dlock__mono deadline, int numkeys, int nargs,
+                           const char **args, const size_t *lens) {
+    const char *argv[3 + MAX_SCRIPT_ARGS], *eargv[3 + MAX_SCRIPT_ARGS];
+    size_t argvlen[3 + MAX_SCRIPT_ARGS], eargvlen[3 + MAX_SCRIPT_ARGS], i;
+    char nk[DLOCK__DEC_MAX], enk[DLOCK__DEC_MAX];
     int argc = n > 0 ? script_argv(which, cs[0]->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk) : -1;
+    dlock__all_req req = { argc, argv, eargv, argvlen, eargvlen };
+    if (argc >= 0 && script_argv(which, cs[0]->node.conf.cluster, 1, numkeys, nargs, args, lens, eargv, eargvlen, enk) < 0)
+        argc = -1;
     if (argc < 0) {
         for (i = 0; i < n; i++) {
             out[i] = NULL;
@@ -1752,7 +1756,7 @@ void dlock__script_run_all(dlock__backend **cs, size_t n, int which, redisReply 
     {
         dlock__node *ns[DLOCK__NODES_MAX];
         for (i = 0; i < n && i < DLOCK__NODES_MAX; i++) ns[i] = &cs[i]->node;
-        dlock__command_all(ns, i, argc, argv, argvlen, out, rcs, deadline);
+        dlock__command_all(ns, i, need, judge, flags, &req, out, rcs, deadline);
     }
     for (i = 0; i < n; i++) {
         if (out[i] == NULL || !is_noscript(out[i])) continue;
@@ -1775,17 +1779,24 @@ int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys,
 }
 
 int dlock__script_load_all(dlock__conn *cn, int variant) {
-    int i;
+    int i, n = 0, ok = 1;
+    /* Every SCRIPT LOAD written at once, then every answer read: one round
+     * trip, not one per script. */
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
         const char *body = dlock__script_body(i, variant);
         const char *argv[3] = { "SCRIPT", "LOAD", body };
         size_t lens[3] = { 6, 4, body ? strlen(body) : 0 };
-        redisReply *r = body ? dlock__conn_cmd(cn, 3, argv, lens, NULL) : NULL;
-        int ok = r != NULL && r->type == REDIS_REPLY_STRING;
-        if (r) freeReplyObject(r);
-        if (!ok) return -1;
+        if (body == NULL || dlock__resp_append(cn->ctx, 3, argv, lens) != 0) return -2;
+        n++;
     }
-    return 0;
+    if (dlock__conn_flush(cn) != 0) return -2;
+    for (i = 0; i < n; i++) {
+        void *r = NULL;
+        if (dlock__conn_reply(cn, &r) != REDIS_OK || r == NULL) return -2; /* out of step: the caller drops cn */
+        ok = ok && ((redisReply *)r)->type == REDIS_REPLY_STRING;
+        freeReplyObject(r);
+    }
+    return ok ? 0 : -1;
 }
 
 /* Makes the keys of a lock (see DLOCK__K_*), of a condition variable

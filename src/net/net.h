@@ -50,6 +50,9 @@ struct dlock__node {
     struct ssl_ctx_st *tls_ctx; /* rediss://: the OpenSSL context of every connection */
     dlock__conn *idle;    /* the pool of idle connections */
     unsigned nidle;
+    dlock__conn *late;    /* connections whose answers are owed (dlock__command_all), under mu */
+    unsigned nlate;
+    dlock__mono stalled_until; /* dlock__command_all: no new connection tried before (atomic) */
     int one_connect; /* one connection attempt per request, no retry loop */
     int member;      /* a Redlock master or a Cluster node: refusals are noted */
     dlock__mono refused; /* when its server last refused us for good (dlock__node_refuse) */
@@ -101,6 +104,7 @@ struct dlock__conn {
     unsigned char stamps;     /* DLOCK__STAMPS_*: does the kernel tell each read's receive time? */
     unsigned char step;       /* DLOCK__STEP_*: is each read checked against sent_rt? */
     dlock__reply_guard guard; /* its reader's bounds (reader.c) */
+    unsigned owed;            /* a late connection: answers not yet read (dlock__command_all) */
 };
 #define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
 #define DLOCK__STAMPS_ASKED 1 /* asked for, not yet seen on a read */
@@ -268,9 +272,33 @@ int dlock__command_pipe(dlock__node *n, redisReply **out, dlock__mono deadline, 
                         dlock__sent *sent);
 /* One command to n nodes at once (Redlock): every request is written
  * before any answer is read.  out[i] the answer (to be freed) or NULL
- * with rcs[i] the error. */
-void dlock__command_all(dlock__node **ns, size_t n, int argc, const char **argv, const size_t *lens,
-                        redisReply **out, int *rcs, dlock__mono deadline);
+ * with rcs[i] the error.  It returns once `need` nodes answered (or all
+ * that were asked, or the bound passed): the others' connections
+ * are kept aside, late, their answers read (and dropped) when their node
+ * is next asked; a node with an answer still owed is not asked again but
+ * with DLOCK__ALL_QUEUE, which writes the request behind the owed one
+ * (it runs when the server does; no answer is awaited: ENOLCK). */
+#define DLOCK__ALL_QUEUE 1
+/* When given, told each answer (node i's, r) as it comes: 1 when the
+ * answers so far decide (then `need` is not looked at). */
+typedef struct dlock__all_judge {
+    int (*fn)(void *arg, size_t i, const redisReply *r);
+    void *arg;
+} dlock__all_judge;
+/* The request (argc, argv, lens), and the same in a form that needs
+ * nothing of the server's state (a script's EVAL beside its EVALSHA; NULL:
+ * argv), written on a new connection and behind an owed answer: an answer
+ * read late is dropped, so a NOSCRIPT there would be a request lost. */
+typedef struct dlock__all_req {
+    int argc;
+    const char **argv, **self_argv;
+    const size_t *lens, *self_lens;
+} dlock__all_req;
+void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
+                        const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline);
+/* Closes n's late connections (abandon: without a word and without n->mu,
+ * which fork_prepare holds, in a fork child). */
+void dlock__late_flush(dlock__node *n, int abandon);
 /* "This server is no longer the master" (READONLY after a failover). */
 int dlock__demoted(const redisReply *r);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */

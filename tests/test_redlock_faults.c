@@ -1,0 +1,242 @@
+/* labels: redis; timeout: 180 */
+/* test_redlock_faults.c -- Redlock keeps the single server's deadline
+ * rules with one master paused, and says EOWNERDEAD once per death.
+ *
+ *  - one of three masters paused (SIGSTOP): a trylock is one attempt of
+ *    the reply floor (200 ms) at most, a timedlock on a held lock returns
+ *    by its deadline + 50 ms, an unlock returns once a quorum confirmed
+ *    the release (well before the command timeout) -- each call decides
+ *    once a quorum answered, and the paused master is not waited for
+ *    again while it owes an answer;
+ *  - resumed, the paused master runs what it was sent in order: the
+ *    grants it makes late are released behind them (no key left there,
+ *    long before the lease could end it);
+ *  - a robust mutex whose holder dies (SIGKILL) while one master is
+ *    paused: the next taker gets EOWNERDEAD, marks it consistent and
+ *    unlocks; the master resumed keeps the dead holder's marker, which a
+ *    quorum no longer shows: the clean lock/unlock cycles after it never
+ *    get EOWNERDEAD again.
+ *
+ * Every server is the fixture's, started, paused, resumed and killed by
+ * pid here; a paused one is resumed before the test ends.
+ */
+#include "fixture_multi.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dlock.h>
+
+#define NM 3
+#define LATE_MS 50.0   /* a timed call's allowance past its deadline */
+#define TRY_MS 200.0   /* one attempt of a try */
+
+static dlt_masters rl;
+
+#define MASTERS_UP()                                  \
+    do {                                              \
+        int ok_ = dlt_masters_start(&rl, NM, 0) == 0; \
+        CU_ASSERT_TRUE(ok_);                          \
+        if (!ok_) return;                             \
+    } while (0)
+
+static void pause_master(int i) {
+    DLT_ASSERT_INT_EQ(kill(rl.srv[i].pid, SIGSTOP), 0);
+}
+
+static void resume_master(int i) {
+    DLT_ASSERT_INT_EQ(kill(rl.srv[i].pid, SIGCONT), 0);
+}
+
+static int mutex_make(dlock_mutex_t *m, const char *name, dlock_client_t *cl, unsigned lease_ms, int robust) {
+    dlock_mutexattr_t a;
+    int rc;
+    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    rc = dlock_mutexattr_setclient(&a, cl);
+    if (rc == 0) rc = dlock_mutexattr_setlease(&a, lease_ms);
+    if (rc == 0 && robust) rc = dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST);
+    if (rc == 0) rc = dlock_mutex_init(m, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+static int timedlock_ms(dlock_mutex_t *m, long ms) {
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, ms);
+    return dlock_mutex_timedlock(m, &ts);
+}
+
+/* ------------------------------------------- 1. deadlines, one paused */
+
+static void test_redlock_paused_master_deadlines(void) {
+    const char *name = "rlf/deadline";
+    dlock_client_t *cl = NULL, *other = NULL;
+    dlock_mutex_t m, o;
+    double t0, dt, worst_try = 0, worst_unlock = 0;
+    int i, rc;
+
+    MASTERS_UP();
+    DLT_ASSERT_ERR(dlt_client_make(&cl, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&other, rl.url, 5000), 0);
+    /* A long lease: a quarter of it (the old per-step wait) is far above
+     * the bounds checked, and no key can lapse during the test. */
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(mutex_make(&o, name, other, 20000, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* connections to every master */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&o), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&o), 0);
+
+    for (i = 0; i < 50 && dlt_masters_lock_count(&rl, name) != 0; i++) dlt_sleep_ms(20); /* a release read late */
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
+    pause_master(2);
+    for (i = 0; i < 8; i++) {
+        t0 = dlt_now();
+        rc = dlock_mutex_trylock(&m);
+        dt = (dlt_now() - t0) * 1000;
+        DLT_ASSERT_ERR(rc, 0);
+        if (dt > worst_try) worst_try = dt;
+        t0 = dlt_now();
+        rc = dlock_mutex_unlock(&m);
+        dt = (dlt_now() - t0) * 1000;
+        DLT_ASSERT_ERR(rc, 0);
+        if (dt > worst_unlock) worst_unlock = dt;
+    }
+    printf("  one of 3 paused: trylock at most %.1f ms, unlock at most %.1f ms\n", worst_try, worst_unlock);
+    CU_ASSERT_TRUE(worst_try <= TRY_MS + LATE_MS);
+    CU_ASSERT_TRUE(worst_unlock <= TRY_MS + LATE_MS);
+
+    /* Held by the other client: a timed call ends by its deadline. */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&o), 0);
+    for (i = 0; i < 3; i++) {
+        long ms = 150 + 200 * i;
+        t0 = dlt_now();
+        rc = timedlock_ms(&m, ms);
+        dt = (dlt_now() - t0) * 1000;
+        printf("  timedlock(%ld ms) on a held lock: %s after %.1f ms\n", ms, dlt_errno_label(rc), dt);
+        DLT_ASSERT_ERR(rc, ETIMEDOUT);
+        CU_ASSERT_TRUE(dt <= ms + LATE_MS);
+        t0 = dlt_now();
+        rc = dlock_mutex_trylock(&m);
+        dt = (dlt_now() - t0) * 1000;
+        DLT_ASSERT_ERR(rc, EBUSY);
+        CU_ASSERT_TRUE(dt <= TRY_MS + LATE_MS);
+    }
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&o), 0);
+    CU_ASSERT_TRUE((dlt_now() - t0) * 1000 <= TRY_MS + LATE_MS);
+
+    /* Resumed: what it was sent runs in order, the releases behind the
+     * grants; nothing stays held there (the lease would take 20 s). */
+    resume_master(2);
+    for (i = 0; i < 50 && dlt_masters_lock_count(&rl, name) != 0; i++) dlt_sleep_ms(20);
+    printf("  resumed: the lock key on %d masters after %d ms\n", dlt_masters_lock_count(&rl, name), i * 20);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
+    /* And it takes part again: a hold is on all three. */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    for (i = 0; i < 50 && dlt_masters_lock_count(&rl, name) != NM; i++) dlt_sleep_ms(20);
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), NM);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&o), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(other), 0);
+}
+
+/* ------------------------------------- 2. EOWNERDEAD once per death */
+
+struct holder {
+    const char *name;
+    int *held; /* shm */
+};
+
+/* Takes the robust lock and keeps it until killed. */
+static int hold_forever(void *p) {
+    struct holder *h = p;
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    if (dlt_client_make(&cl, rl.url, 5000) != 0) return 10;
+    if (mutex_make(&m, h->name, cl, 1000, 1) != 0) return 11;
+    if (dlock_mutex_lock(&m) != 0) return 12;
+    dlt_flag_set(h->held, 1);
+    for (;;) dlt_sleep_ms(1000);
+    return 0;
+}
+
+static void test_redlock_ownerdead_once_per_death(void) {
+    const char *name = "rlf/robust";
+    struct holder h;
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    pid_t pid;
+    double t0;
+    int i, rc, dead = 0;
+
+    MASTERS_UP();
+    h.name = name;
+    h.held = DLT_SHM_NEW(int, 1);
+    pid = dlt_spawn(hold_forever, &h);
+    CU_ASSERT_TRUE(pid > 0);
+    if (pid <= 0) return;
+    dlt_bg_add(pid);
+    CU_ASSERT_TRUE(dlt_flag_wait(h.held, 1, 10000));
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), NM);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 1000, 1), 0);
+
+    /* Master 2 paused across the death and the recovery. */
+    pause_master(2);
+    DLT_ASSERT_INT_EQ(kill(pid, SIGKILL), 0);
+    CU_ASSERT_TRUE(dlt_wait(pid, 5000) == 128 + SIGKILL);
+    t0 = dlt_now();
+    rc = timedlock_ms(&m, 5000);
+    printf("  holder killed, master 2 paused: %s after %.1f ms\n", dlt_errno_label(rc), (dlt_now() - t0) * 1000);
+    DLT_ASSERT_ERR(rc, EOWNERDEAD);
+    if (rc == EOWNERDEAD) {
+        DLT_ASSERT_ERR(dlock_mutex_consistent(&m), 0);
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        printf("  unlocked after %.1f ms\n", (dlt_now() - t0) * 1000);
+        CU_ASSERT_TRUE((dlt_now() - t0) * 1000 <= TRY_MS + LATE_MS);
+    }
+    resume_master(2);
+    dlt_sleep_ms(1200); /* every lease of the dead holder is over there too */
+
+    /* Clean cycles: the death was dealt with, once. */
+    for (i = 0; i < 6; i++) {
+        rc = timedlock_ms(&m, 5000);
+        if (rc == EOWNERDEAD) {
+            dead++;
+            (void)dlock_mutex_consistent(&m);
+        }
+        CU_ASSERT_TRUE(rc == 0 || rc == EOWNERDEAD);
+        if (rc == 0 || rc == EOWNERDEAD) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+        if (i == 2) dlt_sleep_ms(1100); /* a grant the paused master made late has lapsed too */
+    }
+    printf("  6 clean cycles after the recovery: %d EOWNERDEAD\n", dead);
+    DLT_ASSERT_INT_EQ(dead, 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
+static void cleanup(void) {
+    int i;
+    for (i = 0; i < rl.n; i++)
+        if (rl.srv[i].pid > 0) (void)kill(rl.srv[i].pid, SIGCONT);
+    dlt_masters_cleanup(&rl);
+}
+
+static const struct dlt_test tests[] = {
+    { "test_redlock_paused_master_deadlines", test_redlock_paused_master_deadlines },
+    { "test_redlock_ownerdead_once_per_death", test_redlock_ownerdead_once_per_death },
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv) {
+    int rc = dlt_main(argc, argv, "redlock_faults", tests);
+    cleanup();
+    return rc;
+}
