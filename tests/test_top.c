@@ -402,6 +402,38 @@ static int tp_trouble(const char *lost, const char *dead, int ndead) {
     return 0;
 }
 
+/* On the server the counts are one hash per lock, not the per-second
+ * ones of the window: field == want there, expiring within 70 s, and
+ * field in none of the per-second hashes. */
+static void tp_counters_kept(const char *name, const char *field, long long want) {
+    char pat[128];
+    redisReply *k, *v;
+    size_t i;
+    snprintf(pat, sizeof pat, "*{dlock-stats}:c:%s", name);
+    k = dlt_redis_cmd(&dlt_server, "KEYS %s", pat);
+    CU_ASSERT_FATAL(k != NULL && k->type == REDIS_REPLY_ARRAY);
+    DLT_ASSERT_INT_EQ(k->elements, 1);
+    if (k->elements == 1) {
+        v = dlt_redis_cmd(&dlt_server, "HGET %s %s", k->element[0]->str, field);
+        CU_ASSERT(v != NULL && v->type == REDIS_REPLY_STRING && atoll(v->str) == want);
+        freeReplyObject(v);
+        v = dlt_redis_cmd(&dlt_server, "PTTL %s", k->element[0]->str);
+        CU_ASSERT(v != NULL && v->type == REDIS_REPLY_INTEGER && v->integer > 0 && v->integer <= 70000);
+        freeReplyObject(v);
+    }
+    freeReplyObject(k);
+    snprintf(pat, sizeof pat, "*{dlock-stats}:h:*:%s", name);
+    k = dlt_redis_cmd(&dlt_server, "KEYS %s", pat);
+    CU_ASSERT_FATAL(k != NULL && k->type == REDIS_REPLY_ARRAY);
+    CU_ASSERT(k->elements >= 1);
+    for (i = 0; i < k->elements; i++) {
+        v = dlt_redis_cmd(&dlt_server, "HEXISTS %s %s", k->element[i]->str, field);
+        CU_ASSERT(v != NULL && v->type == REDIS_REPLY_INTEGER && v->integer == 0);
+        freeReplyObject(v);
+    }
+    freeReplyObject(k);
+}
+
 static void test_lost_and_deadlocks(void) {
     dlock_lock_stats_t l, d;
     dlock_client_t *r;
@@ -422,6 +454,8 @@ static void test_lost_and_deadlocks(void) {
     DLT_ASSERT_INT_EQ(l.lost_leases, 2);
     DLT_ASSERT_INT_EQ(d.deadlocks, 5);
     DLT_ASSERT_INT_EQ(d.acquisitions, 2);
+    tp_counters_kept("top/dead", "D", 5);
+    tp_counters_kept("top/lost", "L", 2);
     DLT_ASSERT_ERR(dlock_client_destroy(r), 0);
 }
 
