@@ -587,7 +587,10 @@ DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
 
 /* Live figures of one lock, summed over every client that flushed them
  * (dlock_stats; `dlock top` shows them).  Each client counts its own and
- * flushes them once a second; DLOCK_STATS=0 turns that off in a process. */
+ * flushes them once a second; DLOCK_STATS=0 turns that off in a process.
+ * lost_leases and deadlocks are counters that only grow, not sums over the
+ * window: the server keeps them until no client has flushed figures of
+ * the lock for a minute (then they start again from 0). */
 typedef struct dlock_lock_stats {
     char name[DLOCK_NAME_MAX + 1];
     uint64_t acquisitions;   /* holds begun in the window */
@@ -596,7 +599,13 @@ typedef struct dlock_lock_stats {
     double wait_ms_p99;
     double hold_ms_p50;      /* from the hold to its unlock */
     double hold_ms_p99;
-    void *__reserved[4];     /* room to grow without changing the size */
+    union { /* room to grow without changing the size */
+        struct {
+            uint64_t lost_leases; /* holds their client found lost (lease ran out, renewal refused) */
+            uint64_t deadlocks;   /* lock calls answered EDEADLK */
+        };
+        void *__reserved[4];
+    };
 } dlock_lock_stats_t;
 #define DLOCK_STATS_WINDOW_MAX 60 /* seconds the server keeps the figures of */
 /* The `max` busiest locks (most acquisitions first) of the last window_s

@@ -5,7 +5,8 @@
  * checked by a real `promtool check metrics`.  The figures of a workload and the holder of a held lock are
  * there, with the lock glob and the lock cap honoured; a stopped or a
  * frozen (SIGSTOP) server is `dlock_up 0` within the scrape timeout, and
- * the exporter recovers with the server; garbage HTTP and a slowloris
+ * the exporter recovers with the server; a hold lost under a break and
+ * EDEADLK answers are counters; garbage HTTP and a slowloris
  * client, and a flood of idle connections from one address, leave it
  * serving; bad options exit 64, a port in use 69.  The
  * rules and the dashboard of contrib/ pass promtool and name only metrics
@@ -259,6 +260,66 @@ static void test_scrape(void) {
     dlt_tdir_done();
 }
 
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)name;
+    dlt_flag_add(arg, 1);
+}
+
+/* With figures on, on a client of its own (its destruction flushes): a
+ * hold of `lost` lost (broken under it: its renewal, within a third of
+ * its 600 ms lease, is refused) and two EDEADLK answers (an ERRORCHECK
+ * relock) of `dead`. */
+static void trouble(const char *lost, const char *dead) {
+    static int lost_seen;
+    dlock_client_t *c;
+    dlock_mutexattr_t a;
+    dlock_mutex_t ml, md;
+    int held = 0;
+    setenv("DLOCK_STATS", "1", 1);
+    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
+    setenv("DLOCK_STATS", "0", 1);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 600), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, &lost_seen), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&ml, lost, &a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_settype(&a, DLOCK_MUTEX_ERRORCHECK), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&md, dead, &a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&ml), 0);
+    DLT_ASSERT_ERR(dlock_break(c, lost, DLOCK_BREAK_RESET, &held), 0);
+    CU_ASSERT_FATAL(dlt_flag_wait(&lost_seen, 1, 10000) == 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&ml), EPERM);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&md), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&md), EDEADLK);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&md), EDEADLK);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&md), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&ml), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&md), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+}
+
+/* The lost hold and the EDEADLK answers as counters; promtool accepts
+ * them. */
+static void test_lost_and_deadlocks(void) {
+    dlt_tdir_make("dlexp");
+    trouble("e/lost", "e/dead");
+    CU_ASSERT_FATAL(exporter_start("--locks", "e/*", NULL, NULL) == 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_lost_leases_total counter\n") != NULL);
+    CU_ASSERT(strstr(out, "# HELP dlock_lock_deadlocks_total ") != NULL);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_deadlocks_total counter\n") != NULL);
+    CU_ASSERT(value_of("dlock_lock_lost_leases_total{lock=\"e/lost\"}") == 1);
+    CU_ASSERT(value_of("dlock_lock_deadlocks_total{lock=\"e/lost\"}") == 0);
+    CU_ASSERT(value_of("dlock_lock_lost_leases_total{lock=\"e/dead\"}") == 0);
+    CU_ASSERT(value_of("dlock_lock_deadlocks_total{lock=\"e/dead\"}") == 2);
+    DLT_ASSERT_INT_EQ(promtool_check(), 0);
+    if (value_of("dlock_lock_deadlocks_total{lock=\"e/dead\"}") != 2) fprintf(stderr, "  scraped:\n%s\n", out);
+    exporter_stop();
+    dlt_tdir_done();
+}
+
 /* A stopped server, then a frozen one: each scrape answers within the
  * scrape timeout (2 s) and a little, with dlock_up 0; the next scrape
  * after the server is back says 1. */
@@ -371,7 +432,7 @@ static void test_contrib(void) {
     exporter_stop();
     snprintf(cmd, sizeof cmd, "'%s' check rules '%s/contrib/prometheus/dlock.rules.yml' 2>&1", DLT_PROMTOOL, src);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
-    CU_ASSERT(strstr(err, "SUCCESS: 8 rules found") != NULL);
+    CU_ASSERT(strstr(err, "SUCCESS: 9 rules found") != NULL);
     snprintf(cmd, sizeof cmd, "cd '%s/contrib/prometheus' && '%s' test rules dlock.rules.test.yml 2>&1", src,
              DLT_PROMTOOL);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
@@ -457,6 +518,7 @@ static void test_bad_options(void) {
 
 static const struct dlt_test tests[] = {
     DLT_TEST(test_scrape),
+    DLT_TEST(test_lost_and_deadlocks),
     DLT_TEST(test_dead_server),
     DLT_TEST(test_bad_http),
     DLT_TEST(test_connection_flood),

@@ -4,7 +4,8 @@
  * Issue 23, point 3: `dlock top --once --json` gives per-lock fields
  * name, acquisitions, wait_ms_p50, wait_ms_p99, hold_ms_p50 with the
  * workload's values; `--prometheus` is the Prometheus text format; and
- * the live view, in a real terminal (tmux, on a server of its own: -L),
+ * lost_leases and deadlocks count a hold lost under a break and EDEADLK
+ * answers; the live view, in a real terminal (tmux, on a server of its own: -L),
  * draws the busiest locks with their figures and holder, and quits on q.
  * Bad options exit 64.
  */
@@ -103,6 +104,77 @@ static void test_once_json(void) {
     }
 }
 
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)name;
+    dlt_flag_add(arg, 1);
+}
+
+/* With figures on, on a client of its own (its destruction flushes): a
+ * hold of `lost` lost (broken under it: its renewal, within a third of
+ * its 600 ms lease, is refused) and two EDEADLK answers (an ERRORCHECK
+ * relock) of `dead`. */
+static void trouble(const char *lost, const char *dead) {
+    static int lost_seen;
+    dlock_client_t *c;
+    dlock_mutexattr_t a;
+    dlock_mutex_t ml, md;
+    int held = 0;
+    setenv("DLOCK_STATS", "1", 1);
+    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
+    setenv("DLOCK_STATS", "0", 1);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 600), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, &lost_seen), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&ml, lost, &a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_settype(&a, DLOCK_MUTEX_ERRORCHECK), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&md, dead, &a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&ml), 0);
+    DLT_ASSERT_ERR(dlock_break(c, lost, DLOCK_BREAK_RESET, &held), 0);
+    CU_ASSERT_FATAL(dlt_flag_wait(&lost_seen, 1, 10000) == 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&ml), EPERM);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&md), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&md), EDEADLK);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&md), EDEADLK);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&md), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&ml), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&md), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+}
+
+/* The lost hold and the EDEADLK answers, in the JSON. */
+static void test_lost_and_deadlocks(void) {
+    const char *l, *d;
+    trouble("cli/lost", "cli/dead");
+    DLT_ASSERT_INT_EQ(top_run("--once", "--json", NULL), 0);
+    l = strstr(out, "{\"name\":\"cli/lost\"");
+    d = strstr(out, "{\"name\":\"cli/dead\"");
+    CU_ASSERT_FATAL(l != NULL && d != NULL);
+    DLT_ASSERT_INT_EQ((long long)json_num(l, "lost_leases"), 1);
+    DLT_ASSERT_INT_EQ((long long)json_num(l, "deadlocks"), 0);
+    DLT_ASSERT_INT_EQ((long long)json_num(d, "lost_leases"), 0);
+    DLT_ASSERT_INT_EQ((long long)json_num(d, "deadlocks"), 2);
+}
+
+/* 1 if every "_total" in text ends the name of one of the two counter
+ * families. */
+static int only_counters_total(const char *text) {
+    static const char *const ok[] = { "dlock_lock_lost_leases_total", "dlock_lock_deadlocks_total" };
+    const char *p;
+    size_t k;
+    for (p = strstr(text, "_total"); p != NULL; p = strstr(p + 1, "_total")) {
+        int found = 0;
+        for (k = 0; k < 2; k++) {
+            size_t pre = strlen(ok[k]) - strlen("_total");
+            if ((size_t)(p - text) >= pre && strncmp(p - pre, ok[k], strlen(ok[k])) == 0) found = 1;
+        }
+        if (!found) return 0;
+    }
+    return 1;
+}
+
 static void test_prometheus(void) {
     regex_t re;
     char *line, *save = NULL;
@@ -110,11 +182,13 @@ static void test_prometheus(void) {
     workload();
     DLT_ASSERT_INT_EQ(top_run("--prometheus", NULL, NULL), 0);
     /* The window's sums are gauges (a "_total" name is a counter's), per
-     * second over the 60 s window: 12 and 3 holds. */
+     * second over the 60 s window: 12 and 3 holds.  The only counters are
+     * the lost leases and the EDEADLK answers. */
     CU_ASSERT(strstr(out, "# TYPE dlock_lock_acquisitions_per_second gauge\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_acquisitions_per_second{lock=\"cli/a\"} 0.2\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_acquisitions_per_second{lock=\"cli/b\"} 0.05\n") != NULL);
-    CU_ASSERT(strstr(out, "_total") == NULL);
+    CU_ASSERT(only_counters_total(out));
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_lost_leases_total counter\n") != NULL);
     CU_ASSERT(strstr(out, "# TYPE dlock_lock_hold_seconds summary\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_hold_seconds{lock=\"cli/a\",quantile=\"0.5\"} 0.0") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_waiters{lock=\"cli/a\"} 0\n") != NULL);
@@ -277,6 +351,7 @@ static void test_live_in_tmux(void) {
 
 static const struct dlt_test tests[] = {
     DLT_TEST(test_once_json),
+    DLT_TEST(test_lost_and_deadlocks),
     DLT_TEST(test_prometheus),
     DLT_TEST(test_bad_options),
     DLT_TEST(test_live_in_tmux),

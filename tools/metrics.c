@@ -10,10 +10,12 @@
  * Then the waiters of each held lock (one round trip each, within the
  * budget) give the cycles of waits, counted as `dlock graph` marks them.
  *
- * The figures are sums over a sliding window kept on the server, not
+ * Most figures are sums over a sliding window kept on the server, not
  * counters that only grow: they are exported as gauges (per second) and
  * summaries (quantiles over the window), the types whose meaning they
- * have.  A lock name is a label value; at most `max` of them, so that a
+ * have.  Lost leases and EDEADLK answers are kept as counters (reset when
+ * no client has flushed figures of the lock for a minute, which
+ * Prometheus's rate and increase take as a counter reset).  A lock name is a label value; at most `max` of them, so that a
  * million names cannot blow up a scrape (dlock_locks_truncated says when
  * some were left out).
  */
@@ -162,7 +164,7 @@ void cli_metrics_free(cli_metrics *m) {
 /* ------------------------------------------------------------ writing */
 
 /* The per-lock families, in the order they are written. */
-enum { F_ACQ, F_REL, F_WAIT, F_HOLD, F_HELD, F_HELD_S, F_LEASE, F_READERS, F_WAITERS, F_N };
+enum { F_ACQ, F_REL, F_LOST, F_DEAD, F_WAIT, F_HOLD, F_HELD, F_HELD_S, F_LEASE, F_READERS, F_WAITERS, F_N };
 
 static const struct family {
     const char *name, *type, *help;
@@ -171,6 +173,9 @@ static const struct family {
                 "Holds begun per second over the stats window, summed over every client." },
     [F_REL] = { "dlock_lock_releases_per_second", "gauge",
                 "Holds ended by an unlock per second over the stats window, every client." },
+    [F_LOST] = { "dlock_lock_lost_leases_total", "counter",
+                 "Holds their client found lost (lease ran out, or renewal refused), every client." },
+    [F_DEAD] = { "dlock_lock_deadlocks_total", "counter", "Lock calls answered EDEADLK, every client." },
     [F_WAIT] = { "dlock_lock_wait_seconds", "summary",
                  "Wait from the lock call to the hold, quantiles over the stats window." },
     [F_HOLD] = { "dlock_lock_hold_seconds", "summary",
@@ -190,6 +195,8 @@ static int lock_value(const cli_mlock *l, int f, unsigned window_s, int q99, dou
     switch (f) {
     case F_ACQ: *v = (double)l->s.acquisitions / window_s; return l->have_stats;
     case F_REL: *v = (double)l->s.releases / window_s; return l->have_stats;
+    case F_LOST: *v = (double)l->s.lost_leases; return l->have_stats;
+    case F_DEAD: *v = (double)l->s.deadlocks; return l->have_stats;
     case F_WAIT: *v = (q99 ? l->s.wait_ms_p99 : l->s.wait_ms_p50) / 1000; return l->have_stats && l->s.acquisitions;
     case F_HOLD: *v = (q99 ? l->s.hold_ms_p99 : l->s.hold_ms_p50) / 1000; return l->have_stats && l->s.releases;
     case F_HELD: *v = held; return 1;

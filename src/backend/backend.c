@@ -915,6 +915,8 @@ static int figs_field(dlock__figs *f, const redisReply *k, const redisReply *v) 
     if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_INTEGER || v->integer < 0 || k->len < 1) return -1;
     if (k->len == 1 && k->str[0] == 'a') f->acq = (uint64_t)v->integer;
     else if (k->len == 1 && k->str[0] == 'r') f->rel = (uint64_t)v->integer;
+    else if (k->len == 1 && k->str[0] == 'L') f->lost = (uint64_t)v->integer;
+    else if (k->len == 1 && k->str[0] == 'D') f->dead = (uint64_t)v->integer;
     else if (k->str[0] == 'w' || k->str[0] == 'h') {
         hist = k->str[0] == 'w' ? f->wait : f->hold;
         i = strtoul(k->str + 1, &end, 10);

@@ -1360,7 +1360,9 @@ static const char waits_lua[] =
  * server's second S are KEYS[1]:z:S, a zset of lock names by
  * acquisitions, and for each lock KEYS[1]:h:S:<name>, a hash of counts:
  * a (holds begun), r (holds ended), w<i> and h<i> (waits and holds in
- * bucket i).  All in one cluster slot.  "add": ARGV[2] the keys'
+ * bucket i); and KEYS[1]:c:<name>, a hash of counters that only grow, L
+ * (holds lost) and D (EDEADLK answers), whose expiry every flush of the
+ * lock puts off.  All in one cluster slot.  "add": ARGV[2] the keys'
  * expiry in seconds, ARGV[3] the payload, for each lock
  * "<namelen>:<name>" then " <field> <count>" pairs and ";"; answers the
  * server's second.  "read": the busiest ARGV[3] locks of the last ARGV[2]
@@ -1380,11 +1382,14 @@ static const char stats_lua[] =
     "    local e = string.find(p, ';', c + n + 1, true)\n"
     "    if not e then break end\n"
     "    local h, a = base .. ':h:' .. now .. ':' .. name, 0\n"
+    "    local cu = base .. ':c:' .. name\n"
     "    for f, v in string.gmatch(string.sub(p, c + n + 1, e - 1), '(%S+) (%d+)') do\n"
-    "      redis.call('HINCRBY', h, f, v)\n"
+    "      if f == 'L' or f == 'D' then redis.call('HINCRBY', cu, f, v)\n"
+    "      else redis.call('HINCRBY', h, f, v) end\n"
     "      if f == 'a' then a = tonumber(v) end\n"
     "    end\n"
     "    redis.call('EXPIRE', h, ttl)\n"
+    "    redis.call('EXPIRE', cu, ttl)\n"
     "    redis.call('ZINCRBY', z, a, name)\n"
     "    pos = e + 1\n"
     "  end\n"
@@ -1412,6 +1417,8 @@ static const char stats_lua[] =
     "    end\n"
     "  end\n"
     "  for _, f in ipairs(fs) do flat[#flat + 1] = f flat[#flat + 1] = sum[f] end\n"
+    "  local cv = redis.call('HGETALL', base .. ':c:' .. names[i])\n"
+    "  for j = 1, #cv, 2 do flat[#flat + 1] = cv[j] flat[#flat + 1] = tonumber(cv[j + 1]) end\n"
     "  out[#out + 1] = names[i]\n"
     "  out[#out + 1] = flat\n"
     "end\n"

@@ -495,6 +495,8 @@ void dlock__orphans_forget(struct dlock_client *c);
 void dlock__stats_init(struct dlock_client *c);
 void dlock__stats_acquired(struct dlock_client *c, dlock__lock *l, dlock__hold *h, dlock__mono start, int rc);
 void dlock__stats_released(struct dlock_client *c, dlock__hold *h);
+/* A hold of l found lost (dlock__hold_lost).  c->mu held. */
+void dlock__stats_lost(struct dlock_client *c, dlock__lock *l);
 void dlock__stats_tick(struct dlock_client *c, dlock__mono now, dlock__mono *next);
 int dlock__stats_flush(struct dlock_client *c, dlock__mono deadline);
 /* l's entry goes (c->mu held, or the client dying); a fork child forgets

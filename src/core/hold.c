@@ -159,6 +159,7 @@ void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report
     dlock__debug("'%.64s': hold lost (fence %llu): its lease ran out or the server refused its renewal", h->l->k.name,
                  (unsigned long long)h->fence);
     dlock__held_remove(c, h);
+    if (!h->unit) dlock__stats_lost(c, h->l); /* (semaphores have no figures) */
     h->state = DLOCK__HOLD_LOST;
     h->l->gen++;
     dlock__lock_wake(h->l);

@@ -17,6 +17,12 @@
  * up to DLOCK__STAT_NB - 1, which holds everything longer (2^33 µs,
  * about 2.4 hours).
  *
+ * It counts too the holds the client finds lost (their lease ran out, or
+ * the server refused its renewal: dlock__hold_lost) and the lock calls it
+ * answers EDEADLK; these go in the same flush, and the server keeps them
+ * as counters that only grow (until a minute without a flush of the lock),
+ * not per second.
+ *
  * DLOCK_STATS=0 in the environment turns it off for the process: nothing
  * is counted (the hooks return at once) and nothing is flushed.
  */
@@ -39,6 +45,7 @@ struct dlock__lstat {
     struct dlock__lstat *next; /* on c->stats_dirty */
     int dirty;
     uint32_t acq, rel;
+    uint32_t lost, dead; /* holds lost (their lease), EDEADLK answers */
     uint32_t wait[DLOCK__STAT_NB], hold[DLOCK__STAT_NB];
     size_t namelen;
     char name[];
@@ -117,7 +124,12 @@ static lstat *stat_of(struct dlock_client *c, dlock__lock *l) {
 void dlock__stats_acquired(struct dlock_client *c, dlock__lock *l, dlock__hold *h, dlock__mono start, int rc) {
     dlock__mono now;
     lstat *st;
-    if (c->stats_off || (rc != 0 && rc != EOWNERDEAD) || h == NULL || h->count != 1) return;
+    if (c->stats_off) return;
+    if (rc == EDEADLK) {
+        if ((st = stat_of(c, l)) != NULL) st->dead++;
+        return;
+    }
+    if ((rc != 0 && rc != EOWNERDEAD) || h == NULL || h->count != 1) return;
     now = dlock__now();
     h->held_since = now;
     if ((st = stat_of(c, l)) == NULL) return;
@@ -134,6 +146,12 @@ void dlock__stats_released(struct dlock_client *c, dlock__hold *h) {
     now = dlock__now();
     st->rel++;
     st->hold[dlock__stats_bucket(now > since ? (uint64_t)(now - since) / 1000 : 0)]++;
+}
+
+void dlock__stats_lost(struct dlock_client *c, dlock__lock *l) {
+    lstat *st;
+    if (c->stats_off || (st = stat_of(c, l)) == NULL) return;
+    st->lost++;
 }
 
 void dlock__stats_detach(dlock__lock *l) {
@@ -154,7 +172,7 @@ void dlock__stats_fork_child(struct dlock_client *c) {
             free(st);
             continue;
         }
-        st->acq = st->rel = 0;
+        st->acq = st->rel = st->lost = st->dead = 0;
         memset(st->wait, 0, sizeof st->wait);
         memset(st->hold, 0, sizeof st->hold);
     }
@@ -193,8 +211,8 @@ static void put_field(buf *b, char kind, int idx, uint64_t v) {
     put(b, tmp, (size_t)k);
 }
 
-/* One lock's figures in stats_lua's payload: "<len>:<name> a N r N wI C
- * ... hI C ...;". */
+/* One lock's figures in stats_lua's payload: "<len>:<name> a N r N [L N]
+ * [D N] wI C ... hI C ...;" (L lost holds, D EDEADLK answers). */
 static void put_lock(buf *b, const lstat *st) {
     char tmp[32];
     unsigned i;
@@ -203,6 +221,8 @@ static void put_lock(buf *b, const lstat *st) {
     put(b, st->name, st->namelen);
     put_field(b, 'a', -1, st->acq);
     put_field(b, 'r', -1, st->rel);
+    if (st->lost != 0) put_field(b, 'L', -1, st->lost);
+    if (st->dead != 0) put_field(b, 'D', -1, st->dead);
     for (i = 0; i < DLOCK__STAT_NB; i++)
         if (st->wait[i] != 0) put_field(b, 'w', (int)i, st->wait[i]);
     for (i = 0; i < DLOCK__STAT_NB; i++)
@@ -219,7 +239,7 @@ static void take_dirty(struct dlock_client *c, buf *b) {
         put_lock(b, st);
         st->dirty = 0;
         st->next = NULL;
-        st->acq = st->rel = 0;
+        st->acq = st->rel = st->lost = st->dead = 0;
         memset(st->wait, 0, sizeof st->wait);
         memset(st->hold, 0, sizeof st->hold);
         if (st->l == NULL) free(st);
@@ -301,6 +321,8 @@ DLOCK_API int dlock_stats(dlock_client_t *cl, unsigned window_s, dlock_lock_stat
         memcpy(s->name, f[i].name, sizeof s->name);
         s->acquisitions = f[i].acq;
         s->releases = f[i].rel;
+        s->lost_leases = f[i].lost;
+        s->deadlocks = f[i].dead;
         s->wait_ms_p50 = dlock__stats_quantile(f[i].wait, 0.50);
         s->wait_ms_p99 = dlock__stats_quantile(f[i].wait, 0.99);
         s->hold_ms_p50 = dlock__stats_quantile(f[i].hold, 0.50);
