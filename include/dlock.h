@@ -599,13 +599,9 @@ typedef struct dlock_lock_stats {
     double wait_ms_p99;
     double hold_ms_p50;      /* from the hold to its unlock */
     double hold_ms_p99;
-    union { /* room to grow without changing the size */
-        struct {
-            uint64_t lost_leases; /* holds their client found lost (lease ran out, renewal refused) */
-            uint64_t deadlocks;   /* lock calls answered EDEADLK */
-        };
-        void *__reserved[4];
-    };
+    uint64_t lost_leases;    /* holds their client found lost (lease ran out, renewal refused) */
+    uint64_t deadlocks;      /* lock calls answered EDEADLK */
+    void *__reserved[2];     /* room to grow (with the two above, the size of the four it had on LP64) */
 } dlock_lock_stats_t;
 #define DLOCK_STATS_WINDOW_MAX 60 /* seconds the server keeps the figures of */
 /* The `max` busiest locks (most acquisitions first) of the last window_s
