@@ -15,6 +15,7 @@
  */
 #define DLT_CK_MOD 120 /* worker codes 1..120: clear of 128 + signal */
 #include "fixture.h"
+#include "proxy.h"
 
 #include <dlock.h>
 
@@ -1672,6 +1673,94 @@ static void test_restart_guard(void) {
     rb_guard_round(0, "flushed again");
 }
 
+
+/* A robust acquisition whose answer comes too late to use (after the
+ * hold's validity: a stalled process or server) or never comes is taken
+ * back: the marker its own take set on a clean lock must go with it, even
+ * though its lease ran out on the server meanwhile -- nobody died holding
+ * the lock, and neither the caller's next attempt nor the next acquirer
+ * may get EOWNERDEAD.  A marker it found (a holder that did die) stays. */
+typedef struct rb_late {
+    dlock_mutex_t *m;
+    int rc, cons_rc, unlock_rc;
+    double dt;
+} rb_late;
+
+static void *rb_late_main(void *p) {
+    rb_late *a = p;
+    double t0 = dlt_now();
+    a->rc = dlock_mutex_lock(a->m);
+    a->dt = dlt_now() - t0;
+    if (a->rc == EOWNERDEAD) a->cons_rc = dlock_mutex_consistent(a->m);
+    if (a->rc == 0 || a->rc == EOWNERDEAD) a->unlock_rc = dlock_mutex_unlock(a->m);
+    return NULL;
+}
+
+/* One round: the proxy holds every answer back delay_ms, heals at
+ * heal_ms (0: once the lock call has given up); the lock call through it
+ * gets want; then, once the network has healed and the taken-back holds
+ * have gone (the renewal thread releases them: up to 5 s allowed), the
+ * state is st_want and a direct acquirer gets next_want. */
+static void rb_late_round(dlt_proxy *px, dlock_mutex_t *pm, dlock_mutex_t *dm, unsigned delay_ms, unsigned heal_ms,
+                          int want, const char *st_want, int next_want) {
+    rb_late a = { pm, -1, -1, -1, 0 };
+    pthread_t th;
+    char st[32];
+    double t0 = dlt_now();
+    int rc;
+    dlt_proxy_set(px, DLT_PROXY_DELAY, delay_ms, NULL, 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, rb_late_main, &a) == 0);
+    if (heal_ms > 0) dlt_sleep_ms(heal_ms);
+    else pthread_join(th, NULL);
+    dlt_proxy_pass(px);
+    if (heal_ms > 0) pthread_join(th, NULL);
+    t0 = dlt_now();
+    do {
+        dlt_sleep_ms(50);
+        rb_state("rb/late", st, sizeof st);
+    } while (strcmp(st, st_want) != 0 && dlt_now() - t0 < 5.0);
+    rc = dlock_mutex_lock(dm);
+    fprintf(stderr, "  answers %u ms late, healed at %u ms: lock %s after %.3f s; then state '%s', next lock %s\n",
+            delay_ms, heal_ms ? heal_ms : (unsigned)(a.dt * 1000), dlt_errno_label(a.rc), a.dt, st, dlt_errno_label(rc));
+    DLT_ASSERT_ERR(a.rc, want);
+    if (a.rc == EOWNERDEAD) DLT_ASSERT_ERR(a.cons_rc, 0);
+    if (a.rc == 0 || a.rc == EOWNERDEAD) DLT_ASSERT_ERR(a.unlock_rc, 0);
+    CU_ASSERT_STRING_EQUAL(st, st_want);
+    DLT_ASSERT_ERR(rc, next_want);
+    if (rc == EOWNERDEAD) DLT_ASSERT_ERR(dlock_mutex_consistent(dm), 0);
+    if (rc == 0 || rc == EOWNERDEAD) DLT_ASSERT_ERR(dlock_mutex_unlock(dm), 0);
+}
+
+static void test_robust_late_answer_not_ownerdead(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *pc = NULL;
+    rb_holder *h = DLT_SHM_NEW(rb_holder, 1);
+    dlock_mutex_t pm, dm;
+    dlt_task th;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&pc, dlt_proxy_url(px), 0), 0);
+    DLT_ASSERT_ERR(rb_open(&pm, "rb/late", 1, 500, NULL, pc), 0);
+    DLT_ASSERT_ERR(rb_open(&dm, "rb/late", 1, 500, NULL, NULL), 0);
+    /* Late (the lease is 500 ms): given back, asked again with a new token. */
+    rb_late_round(px, &pm, &dm, 700, 800, 0, "", 0);
+    /* Later than the reply timeout (2 s): the request is asked again, same token. */
+    rb_late_round(px, &pm, &dm, 2500, 3000, 0, "", 0);
+    /* Late until the call gives up (ENOLCK): its holds go back later. */
+    rb_late_round(px, &pm, &dm, 700, 0, ENOLCK, "", 0);
+    /* A holder that did die: the late acquirer still gets EOWNERDEAD. */
+    rb_holder_init(h, "rb/late", 1, 10000, HOLD_EXIT);
+    dlt_task_start(&th, DLT_PROC, rb_holder_main, h);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
+    dlt_flag_set(&h->go, 1);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 0);
+    rb_late_round(px, &pm, &dm, 700, 800, EOWNERDEAD, "", 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&pm), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&dm), 0);
+    dlock_client_destroy(pc);
+    dlt_proxy_stop(px);
+    DLT_SHM_FREE(h, 1);
+}
+
 /* ======================================================================== */
 
 static const struct dlt_test tests[] = {
@@ -1679,6 +1768,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_robust_thread_exit),
     DLT_TEST(test_robust_exit_releases_dead),
     DLT_TEST(test_robust_notrecoverable),
+    DLT_TEST(test_robust_late_answer_not_ownerdead),
     DLT_TEST(test_robust_break_ownerdead),
     DLT_TEST(test_robust_consistent_einval),
     DLT_TEST(test_stalled_holder_died),

@@ -132,7 +132,7 @@ static int lock_keys(const dlock__backend *c, const dlock__keys *k, int epoch, c
     return DLOCK__NKEYS + 1;
 }
 
-static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead", "shared", "withdraw", "hash" };
+static const char *const release_how[] = { "plain", "clean", "inconsistent", "dead", "shared", "withdraw", "hash", "undo" };
 
 #define ARG(a, s) ((a)->v[(a)->n] = (s), (a)->len[(a)->n] = strlen((a)->v[(a)->n]), (a)->n++)
 /* a one-character flag ("0", "1", "2"), its length known */
@@ -365,8 +365,7 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
             (out->status != DLOCK__ACQ_ACQUIRED && out->status != DLOCK__ACQ_OWNERDEAD &&
              out->status != DLOCK__ACQ_MINE))
             return rc;
-        how = dlock__release_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST,
-                                  out->status == DLOCK__ACQ_OWNERDEAD, 0, 0);
+        how = dlock__undo_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST);
         (void)single_release(c, k, token, how, &released, NULL, deadline);
         dlock__seterr(ENOLCK, "%s: only %lld of the %u replicas asked for (wait=) acknowledged the "
                       "acquisition within %u ms", c->node.conf.redacted_url, acked < 0 ? 0 : acked,

@@ -247,14 +247,20 @@ enum {
     DLOCK__REL_DEAD,
     DLOCK__REL_SHARED,
     DLOCK__REL_WITHDRAW, /* not a hold: a waiting writer's registration */
-    DLOCK__REL_HASH      /* PLAIN, of a hold known to be the lock hash (taken past the
+    DLOCK__REL_HASH,     /* PLAIN, of a hold known to be the lock hash (taken past the
                           * uncontended path): its release need not look for the string */
+    DLOCK__REL_UNDO      /* a robust acquisition taken back unused (its answer came late
+                          * or not at all): the marker as it was before it */
 };
 /* The kind of release for a hold (scripts.c, the one place that decides
  * it): a read hold, of a robust mutex, whose holder died or may have,
  * unlocked after EOWNERDEAD without consistent(); hashed: known to be the
  * lock hash (a plain one is then DLOCK__REL_HASH). */
 int dlock__release_kind(int shared, int robust, int dead, int inconsistent, int hashed);
+/* The kind that takes back an acquisition whose caller never had the hold
+ * (its answer came after the hold's validity, was lost, or lacked the
+ * replicas' acknowledgement): DLOCK__REL_UNDO for a robust exclusive one. */
+int dlock__undo_kind(int shared, int robust);
 /* Administrative resets (see reset_lua). */
 enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 

@@ -493,9 +493,16 @@ static const char acquire_lua[] =
     "  redis.call('PEXPIRE', K[1], A[2])\n"
     "  local others = nil\n"
     "  if A[8] == '1' then others = reserve(fs) end\n"
+    /* The marker, and who set it on a clean lock (release_lua, "undo").
+     * The marker a lapsed earlier attempt of this very call set (its
+     * answer lost, the request asked again) is no holder's death. */
     "  if robust then\n"
     "    redis.call('SET', K[3], 'held')\n"
-    "    if state == 'held' then return {4, fs, others} end\n"
+    "    if state == 'held' and redis.call('GET', K[1] .. ':taker') ~= A[1] then\n"
+    "      redis.call('DEL', K[1] .. ':taker')\n"
+    "      return {4, fs, others}\n"
+    "    end\n"
+    "    redis.call('SET', K[1] .. ':taker', A[1])\n"
     "  end\n"
     "  return {1, fs, others}\n"
     "end\n"
@@ -595,8 +602,9 @@ static const char acquire_shared_lua[] =
  * server count an error), "clean" (robust:
  * forget the marker), "inconsistent" (robust, unlocked after EOWNERDEAD
  * without consistent: unrecoverable for everyone), "dead" (robust, the
- * holder died: the next acquirer gets EOWNERDEAD), "shared" (a read
- * hold), "withdraw" (not a hold: a writer that stopped waiting takes back
+ * holder died: the next acquirer gets EOWNERDEAD), "undo" (robust, an
+ * acquisition taken back unused: "clean" or "dead" as its take found the
+ * lock), "shared" (a read hold), "withdraw" (not a hold: a writer that stopped waiting takes back
  * its registration and its place in the fair queue, so readers need not
  * wait for it to lapse; if the queue had meanwhile granted it the lock,
  * that grant is released as a hold would be).
@@ -615,7 +623,7 @@ static const char acquire_shared_lua[] =
 static const char release_lua[] =
     "local tok, hw = ARGV[1], ARGV[2]\n"
     "local c1 = string.byte(hw, 1)\n"
-    "local marked, cached\n"
+    "local marked, cached, gone\n"
     "if c1 ~= 115 and c1 ~= 119 then\n" /* neither "shared" nor "withdraw": a hold */
     "  local hm\n"
     "  if c1 == 104 then\n" /* "hash": it was, and is while tok holds it */
@@ -630,7 +638,10 @@ static const char release_lua[] =
     "    end\n"
     "    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache')\n"
     "  end\n"
-    "  if hm[1] ~= tok then return 0 end\n"
+    "  if hm[1] ~= tok then\n"
+    "    if c1 ~= 117 or hm[1] then return 0 end\n" /* an "undo" of a hold that lapsed: below */
+    "    gone = true\n"
+    "  end\n"
     "  marked, cached = hm[2], hm[3]\n"
     "  if (c1 == 112 or c1 == 104) and not marked then\n" /* "plain", "hash" */
     "    redis.call('DEL', KEYS[1])\n"
@@ -642,6 +653,18 @@ static const char release_lua[] =
      * handoff less than matching the three at once). */
     "local how = c1\n"
     KEYS_PRELUDE
+    /* "undo": the hold is given back as if never taken.  Taken on a clean
+     * lock (the taker key names it) it ends "clean", and, should its lease
+     * have run out meanwhile with nobody taking the lock since, its marker
+     * goes all the same; else (it found the marker) "dead". */
+    "if how == 117 then\n"
+    "  local fresh = redis.call('GET', K[1] .. ':taker') == tok\n"
+    "  if gone then\n"
+    "    if fresh and redis.call('GET', K[3]) == 'held' then redis.call('DEL', K[3], K[1] .. ':taker') end\n"
+    "    return 0\n"
+    "  end\n"
+    "  how = fresh and 99 or 100\n"
+    "end\n"
     "if how == 119 then\n" /* "withdraw" */
     LOCK_NORM
     "  local was = redis.call('ZREM', K[5], tok)\n"
@@ -666,7 +689,7 @@ static const char release_lua[] =
     "end\n"
     /* The lock key goes (DEL) on every way out but a grant, which
      * rewrites the hash in place (one call fewer). */
-    "if how == 99 then redis.call('DEL', K[3])\n" /* "clean" */
+    "if how == 99 then redis.call('DEL', K[3], K[1] .. ':taker')\n" /* "clean" */
     "elseif how == 105 then redis.call('SET', K[3], 'notrecoverable') end\n" /* "inconsistent" */
     "if not marked then\n"
     "  redis.call('DEL', K[1])\n"
@@ -720,7 +743,7 @@ static const char release_lua[] =
     "  redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')\n"
     "  if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end\n"
     "  redis.call('PEXPIRE', K[1], g)\n"
-    "  if rb == '1' then redis.call('SET', K[3], 'held') end\n"
+    "  if rb == '1' then redis.call('MSET', K[3], 'held', K[1] .. ':taker', h) end\n"
     "  local gs = fs .. ':' .. g\n"
     "  if d == '3' or d == '4' then\n"
     "    redis.call('HSET', K[1], 'cache', '1')\n"
@@ -763,6 +786,13 @@ int dlock__release_kind(int shared, int robust, int dead, int inconsistent, int 
     if (!robust) return hashed ? DLOCK__REL_HASH : DLOCK__REL_PLAIN;
     if (dead) return DLOCK__REL_DEAD;
     return inconsistent ? DLOCK__REL_INCONSISTENT : DLOCK__REL_CLEAN;
+}
+
+/* An acquisition taken back unused leaves the robust marker as it found
+ * it: "dead" would leave the marker its own take set on a clean lock, and
+ * the next acquirer would get EOWNERDEAD though nobody died holding it. */
+int dlock__undo_kind(int shared, int robust) {
+    return robust && !shared ? DLOCK__REL_UNDO : dlock__release_kind(shared, robust, 0, 0, 0);
 }
 
 /* KEYS: the lock (an exclusive hold) or its readers (a read hold): one
@@ -815,7 +845,7 @@ static const char renew_lua[] =
 static const char reset_lua[] =
     KEYS_PRELUDE
     "local held = redis.call('DEL', K[1]) + redis.call('DEL', K[4])\n"
-    "redis.call('DEL', K[5], K[6], K[7])\n"
+    "redis.call('DEL', K[5], K[6], K[7], K[1] .. ':taker')\n" /* the marker is the reset's */
     "if ARGV[2] == 'reset' then redis.call('DEL', K[3]) end\n"
     "redis.call('PUBLISH', ARGV[1], 'released')\n"
     "if held > 0 then return 1 end\n"

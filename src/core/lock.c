@@ -254,10 +254,12 @@ static void call_token(const struct dlock_client *c, dlock__thread *self, const 
  * to use: forgotten (no lost-lock handler: the caller never saw it) and
  * released on the server within the call's time, or by the orphan list
  * later.  A robust lock keeps its "previous holder died" mark if the
- * acquire found one (or may have).  c->mu held; released meanwhile. */
+ * acquire found one, and loses the one its own take set, even after the
+ * lease ran out on the server meanwhile ("undo": nobody died holding it).
+ * c->mu held; released meanwhile. */
 static void give_back(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__hold *h,
-                      const char *token, int status) {
-    int how = dlock__release_kind(w->shared, w->robust, status != DLOCK__ACQ_ACQUIRED, 0, 0);
+                      const char *token) {
+    int how = dlock__undo_kind(w->shared, w->robust);
     char saved[512];
     int rc, released;
     dlock__hold_forget(c, h);
@@ -620,7 +622,7 @@ static int step_ask(struct acq *a) {
     acq_stop_trying(a);
     if (rc != 0) {
         if (a->ans.sent != 0)
-            dlock__orphan_add(c, l, a->owner, dlock__release_kind(w->shared, w->robust, 1, 0, 0), w->lease_ms);
+            dlock__orphan_add(c, l, a->owner, dlock__undo_kind(w->shared, w->robust), w->lease_ms);
         if (rc == ENOLCK && !a->try && dlock__now() >= a->deadline) rc = timed_out(l, " (server unreachable)");
         return acq_out(a, rc);
     }
@@ -667,7 +669,7 @@ static int step_hold(struct acq *a) {
         return acq_out(a, dead ? dlock__seterr(EOWNERDEAD, "the previous holder of '%.64s' died holding it; "
                                                "make the state consistent, then call dlock_mutex_consistent", l->k.name)
                                : 0);
-    give_back(c, l, w, h, a->owner, a->ans.status);
+    give_back(c, l, w, h, a->owner);
     call_token(c, a->self, w, a->owner);
     if (a->late_since == 0) a->late_since = now;
     now = dlock__now();

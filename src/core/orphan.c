@@ -26,14 +26,18 @@ struct dlock__orphan {
     struct dlock__orphan *next;
 };
 
-/* Remembers token's possible hold of l.  c->mu held. */
+/* Remembers token's possible hold of l.  A robust acquisition's "undo"
+ * matters after its lease too (the marker its take set outlives the
+ * hold): it is kept an unreachable bound longer, for an outage that long.
+ * c->mu held. */
 void dlock__orphan_add(struct dlock_client *c, dlock__lock *l, const char *token, int how, unsigned lease_ms) {
     struct dlock__orphan *o = calloc(1, sizeof *o);
     if (o == NULL) return; /* then its lease simply runs out */
     o->l = l;
     memcpy(o->token, token, sizeof o->token);
     o->how = how;
-    o->until = dlock__now() + (dlock__mono)lease_ms * DLOCK__MS;
+    o->until = (how == DLOCK__REL_UNDO ? dlock__unreachable_deadline(&c->be.node) : dlock__now()) +
+               (dlock__mono)lease_ms * DLOCK__MS;
     o->next = c->orphans;
     c->orphans = o;
     l->users++;
