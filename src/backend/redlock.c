@@ -431,10 +431,15 @@ static int round_hold(dlock__backend *c, const dlock__keys *k, int flags, unsign
  * released on the masters that granted it, and on those that did not
  * answer (a late grant: the release is queued behind the acquire on its
  * connection, so it runs after it).  A robust marker any master showed is
- * kept (a death is never hidden by a round that did not hold). */
+ * kept (a death is never hidden by a round that did not hold): an
+ * exclusive robust take goes back as an undo, which each master judges
+ * by its own record of who set the marker (a master whose take found one
+ * keeps it; one whose take set it, even past the lease, drops it). */
 static void round_give_back(dlock__backend *c, const dlock__keys *k, const char *token, int flags,
                             const struct rl_round *rd, dlock__mono deadline) {
-    int how = dlock__release_kind(flags & DLOCK__F_SHARED, flags & DLOCK__F_ROBUST, rd->ndead > 0, 0, 0);
+    int robust = (flags & DLOCK__F_ROBUST) != 0;
+    int how = (flags & DLOCK__F_SHARED) ? dlock__release_kind(1, robust, rd->ndead > 0, 0, 0)
+                                        : dlock__undo_kind(0, robust);
     int rok[DLOCK__NODES_MAX], sel[DLOCK__NODES_MAX];
     size_t i;
     dlock__args ra;
