@@ -170,6 +170,10 @@ static void rm_tree_at(int parentfd, const char *name, int depth) {
     unlinkat(parentfd, name, AT_REMOVEDIR);
 }
 
+void dlt_rm_tree(const char *dir) {
+    if (dir[0] != '\0') rm_tree_at(AT_FDCWD, dir, 0);
+}
+
 /* Removes a folder of ours; refuses anything we did not name. */
 static void rm_dir(const char *dir) {
     if (dir[0] == '/' && strstr(dir, DLT_DIR_TAG) != NULL)

@@ -203,6 +203,9 @@ int dlt_pclose_read(FILE *p, char *out, size_t cap);
  * stdout and stderr read into out as dlt_pclose_read does: sh's exit
  * status, or -1 if it could not be started. */
 int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, char *out, size_t cap);
+/* Removes folder dir and everything in it, as rm -rf does, with no shell;
+ * nothing if dir is "" (a suite's folder never made). */
+void dlt_rm_tree(const char *dir);
 
 /* Two "hosts" for a test: network namespaces joined by a veth pair.
  * dlt_netns_ok: 1 if this can make them (root, and ip(8) and the other

@@ -124,13 +124,6 @@ static void setup_dir(void) {
              dir, DLPL_SO, dir, dir, dir);
 }
 
-static void cleanup_dir(void) {
-    char cmd[512];
-    if (dir[0] == '\0') return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    (void)!system(cmd);
-}
-
 static int sh(const char *script, char *out, size_t cap) {
     setup_dir();
     return dlt_sh_scenario(dir, prelude, script, out, cap);
@@ -595,6 +588,6 @@ int main(int argc, char **argv) {
         }
     }
     rc = dlt_main(argc, argv, "preload_reclock", tests);
-    cleanup_dir();
+    dlt_rm_tree(dir);
     return rc;
 }
