@@ -1750,6 +1750,18 @@ const char *dlt_errno_label(long long e) {
     return n != NULL ? n : "?";
 }
 
+void dlt_timedlock_ends_at_deadline(dlock_mutex_t *m, const char *when) {
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 500);
+    double t0 = dlt_now(), el;
+    int rc = dlock_mutex_timedlock(m, &ts);
+    el = dlt_now() - t0;
+    printf("  timedlock(0.5 s) as %s: %s after %.3f s [%s]\n", when, dlt_errno_label(rc), el,
+           rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, ETIMEDOUT);
+    CU_ASSERT_TRUE(el >= 0.495 && el <= 0.550);
+    if (rc == 0) (void)dlock_mutex_unlock(m);
+}
+
 static const char *base_name(const char *file) {
     const char *slash = strrchr(file, '/');
     return slash != NULL ? slash + 1 : file;

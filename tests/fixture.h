@@ -322,6 +322,9 @@ int dlt_ck_fail(const char *file, int mod, const char *func, int line, const cha
 int dlt_ckt_fail(const char *file, int mod, const char *func, int line, const char *expr);
 /* dlt_errno_name(e), or "?" for a code outside its table. */
 const char *dlt_errno_label(long long e);
+/* A timedlock of m with a 0.5 s deadline that no server can answer
+ * (when: why, for the log): asserts ETIMEDOUT at the deadline, +50 ms. */
+void dlt_timedlock_ends_at_deadline(dlock_mutex_t *m, const char *when);
 
 /* An integer reply's value, else LLONG_MIN; frees r (which may be NULL). */
 long long dlt_reply_int(redisReply *r);
