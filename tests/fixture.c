@@ -1762,6 +1762,17 @@ void dlt_timedlock_ends_at_deadline(dlock_mutex_t *m, const char *when) {
     if (rc == 0) (void)dlock_mutex_unlock(m);
 }
 
+void *dlt_unlocker_run(void *arg) {
+    dlt_unlocker *u = arg;
+    u->lock_rc = dlock_mutex_lock(u->m);
+    dlt_flag_set(&u->locked, 1);
+    if (u->lock_rc != 0 || !dlt_flag_wait(&u->go, 1, 30000)) return NULL;
+    u->rc = dlock_mutex_unlock(u->m);
+    snprintf(u->err, sizeof u->err, "%s", u->rc ? dlock_last_error() : "");
+    u->t_done = dlt_now();
+    return NULL;
+}
+
 static const char *base_name(const char *file) {
     const char *slash = strrchr(file, '/');
     return slash != NULL ? slash + 1 : file;

@@ -325,6 +325,17 @@ const char *dlt_errno_label(long long e);
 /* A timedlock of m with a 0.5 s deadline that no server can answer
  * (when: why, for the log): asserts ETIMEDOUT at the deadline, +50 ms. */
 void dlt_timedlock_ends_at_deadline(dlock_mutex_t *m, const char *when);
+/* A holder in another thread (pthread_create with dlt_unlocker_run): locks
+ * m, sets locked, and once go is set unlocks; what the lock and the unlock
+ * returned, the unlock's dlock_last_error() and when it returned
+ * (dlt_now()).  Start it as { m, 0, 0, -1, -1, 0, "" }. */
+typedef struct dlt_unlocker {
+    dlock_mutex_t *m;
+    int locked, go, lock_rc, rc;
+    double t_done;
+    char err[512];
+} dlt_unlocker;
+void *dlt_unlocker_run(void *arg);
 
 /* An integer reply's value, else LLONG_MIN; frees r (which may be NULL). */
 long long dlt_reply_int(redisReply *r);
