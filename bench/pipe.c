@@ -145,6 +145,17 @@ static void alt_child(const bopts *o, alt_shared *sh, int me, int pipelined, lon
     _exit(0);
 }
 
+/* How many of the n workers in pids did not exit with status 0 (waits for
+ * each). */
+static int workers_failed(const pid_t *pids, int n) {
+    int p, failed = 0;
+    for (p = 0; p < n; p++) {
+        int st;
+        if (waitpid(pids[p], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) failed++;
+    }
+    return failed;
+}
+
 static double alternation(const bopts *o, int pipelined) {
     alt_shared *sh = shared_alloc(sizeof *sh);
     double seconds = o->smoke ? 0.5 : 2.0;
@@ -160,10 +171,7 @@ static double alternation(const bopts *o, int pipelined) {
     while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 2) sched_yield();
     t0 = now_ns();
     __atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
-    for (p = 0; p < 2; p++) {
-        int st;
-        if (waitpid(pids[p], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) sh->errors++;
-    }
+    sh->errors += workers_failed(pids, 2);
     if (sh->errors) die("alternation: %d errors", sh->errors);
     return (double)sh->count * 1e9 / (double)(now_ns() - t0);
 }
@@ -212,10 +220,7 @@ static void fresh(const bopts *o, double rt_us) {
         if ((pids[p] = fork()) < 0) die("fork: %s", strerror(errno));
         if (pids[p] == 0) fresh_child(o, sh, p, n, hold_ms);
     }
-    for (p = 0; p < 4; p++) {
-        int st;
-        if (waitpid(pids[p], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("fresh: a worker failed");
-    }
+    if (workers_failed(pids, 4)) die("fresh: a worker failed");
     if (sh->bad) die("fresh: mutual exclusion broken");
     for (p = 0; p < 4; p++) {
         if (sh->last[p] > t_end) t_end = sh->last[p];
@@ -277,10 +282,7 @@ static void caching(const bopts *o) {
         if ((pids[p] = fork()) < 0) die("fork: %s", strerror(errno));
         if (pids[p] == 0) cache_child(o, sh, p, o->smoke ? 0.3 : 1.0);
     }
-    for (p = 0; p < 2; p++) {
-        int st;
-        if (waitpid(pids[p], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) die("caching: a worker failed");
-    }
+    if (workers_failed(pids, 2)) die("caching: a worker failed");
     if (sh->per[0] + sh->per[1] != sh->n) die("caching: mutual exclusion broken (%ld + %ld acquisitions, count %ld)",
                                                sh->per[0], sh->per[1], sh->n);
     for (i = 0; i < sh->n && i < (long)sizeof sh->who; i++) {

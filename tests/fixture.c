@@ -170,6 +170,10 @@ static void rm_tree_at(int parentfd, const char *name, int depth) {
     unlinkat(parentfd, name, AT_REMOVEDIR);
 }
 
+void dlt_rm_tree(const char *dir) {
+    if (dir[0] != '\0') rm_tree_at(AT_FDCWD, dir, 0);
+}
+
 /* Removes a folder of ours; refuses anything we did not name. */
 static void rm_dir(const char *dir) {
     if (dir[0] == '/' && strstr(dir, DLT_DIR_TAG) != NULL)
@@ -1744,6 +1748,29 @@ int dlt_flag_wait_ge(const int *p, int want, int timeout_ms) {
 const char *dlt_errno_label(long long e) {
     const char *n = (e >= INT_MIN && e <= INT_MAX) ? dlt_errno_name((int)e) : NULL;
     return n != NULL ? n : "?";
+}
+
+void dlt_timedlock_ends_at_deadline(dlock_mutex_t *m, const char *when) {
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 500);
+    double t0 = dlt_now(), el;
+    int rc = dlock_mutex_timedlock(m, &ts);
+    el = dlt_now() - t0;
+    printf("  timedlock(0.5 s) as %s: %s after %.3f s [%s]\n", when, dlt_errno_label(rc), el,
+           rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, ETIMEDOUT);
+    CU_ASSERT_TRUE(el >= 0.495 && el <= 0.550);
+    if (rc == 0) (void)dlock_mutex_unlock(m);
+}
+
+void *dlt_unlocker_run(void *arg) {
+    dlt_unlocker *u = arg;
+    u->lock_rc = dlock_mutex_lock(u->m);
+    dlt_flag_set(&u->locked, 1);
+    if (u->lock_rc != 0 || !dlt_flag_wait(&u->go, 1, 30000)) return NULL;
+    u->rc = dlock_mutex_unlock(u->m);
+    snprintf(u->err, sizeof u->err, "%s", u->rc ? dlock_last_error() : "");
+    u->t_done = dlt_now();
+    return NULL;
 }
 
 static const char *base_name(const char *file) {

@@ -203,6 +203,9 @@ int dlt_pclose_read(FILE *p, char *out, size_t cap);
  * stdout and stderr read into out as dlt_pclose_read does: sh's exit
  * status, or -1 if it could not be started. */
 int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, char *out, size_t cap);
+/* Removes folder dir and everything in it, as rm -rf does, with no shell;
+ * nothing if dir is "" (a suite's folder never made). */
+void dlt_rm_tree(const char *dir);
 
 /* Two "hosts" for a test: network namespaces joined by a veth pair.
  * dlt_netns_ok: 1 if this can make them (root, and ip(8) and the other
@@ -319,6 +322,20 @@ int dlt_ck_fail(const char *file, int mod, const char *func, int line, const cha
 int dlt_ckt_fail(const char *file, int mod, const char *func, int line, const char *expr);
 /* dlt_errno_name(e), or "?" for a code outside its table. */
 const char *dlt_errno_label(long long e);
+/* A timedlock of m with a 0.5 s deadline that no server can answer
+ * (when: why, for the log): asserts ETIMEDOUT at the deadline, +50 ms. */
+void dlt_timedlock_ends_at_deadline(dlock_mutex_t *m, const char *when);
+/* A holder in another thread (pthread_create with dlt_unlocker_run): locks
+ * m, sets locked, and once go is set unlocks; what the lock and the unlock
+ * returned, the unlock's dlock_last_error() and when it returned
+ * (dlt_now()).  Start it as { m, 0, 0, -1, -1, 0, "" }. */
+typedef struct dlt_unlocker {
+    dlock_mutex_t *m;
+    int locked, go, lock_rc, rc;
+    double t_done;
+    char err[512];
+} dlt_unlocker;
+void *dlt_unlocker_run(void *arg);
 
 /* An integer reply's value, else LLONG_MIN; frees r (which may be NULL). */
 long long dlt_reply_int(redisReply *r);

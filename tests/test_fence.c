@@ -65,6 +65,19 @@ static int hold_once(dlock_mutex_t *m, uint64_t *f) {
     return rc;
 }
 
+/* Asserts fence f above every fence before it (*max), and raises *max. */
+static void rise(uint64_t f, uint64_t *max) {
+    CU_ASSERT(f > *max);
+    if (f > *max) *max = f;
+}
+
+/* Runs cmd on s, which must answer with a status (SAVE, REPLICAOF). */
+static void status_cmd(dlt_redis *s, const char *cmd) {
+    redisReply *r = dlt_redis_cmd(s, cmd);
+    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+}
+
 /* The server killed (SIGKILL) and started again on its port, empty
  * (wipe: its snapshot removed first) or from its last snapshot. */
 static int crash_restart(int wipe) {
@@ -132,20 +145,16 @@ static void test_restart_from_older_snapshot(void) {
     dlock_client_t *cl = NULL;
     uint64_t f, max = 0;
     int i;
-    redisReply *r;
 
     DLT_ASSERT_ERR(open_on(&m, name, NULL, 0, 0), 0);
     for (i = 0; i < 5; i++) {
         DLT_ASSERT_ERR(hold_once(&m, &f), 0);
         if (f > max) max = f;
     }
-    r = dlt_redis_cmd(&dlt_server, "SAVE");
-    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    status_cmd(&dlt_server, "SAVE");
     for (i = 0; i < 5; i++) {
         DLT_ASSERT_ERR(hold_once(&m, &f), 0);
-        CU_ASSERT(f > max);
-        if (f > max) max = f;
+        rise(f, &max);
     }
     CU_ASSERT_FATAL(crash_restart(0) == 0);
     {
@@ -156,17 +165,13 @@ static void test_restart_from_older_snapshot(void) {
     DLT_ASSERT_ERR(hold_once(&m, &f), 0);
     printf("  after the restart from the snapshot: %llu (last before %llu)\n", (unsigned long long)f,
            (unsigned long long)max);
-    CU_ASSERT(f > max);
-    if (f > max) max = f;
+    rise(f, &max);
     DLT_ASSERT_ERR(hold_once(&m, &f), 0);
-    CU_ASSERT(f > max);
-    if (f > max) max = f;
+    rise(f, &max);
 
     /* Once more, the first acquisition after it by a client of its own
      * (the acquire script's uncontended path). */
-    r = dlt_redis_cmd(&dlt_server, "SAVE");
-    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    status_cmd(&dlt_server, "SAVE");
     for (i = 0; i < 3; i++) {
         DLT_ASSERT_ERR(hold_once(&m, &f), 0);
         if (f > max) max = f;
@@ -175,8 +180,7 @@ static void test_restart_from_older_snapshot(void) {
     DLT_ASSERT_ERR(dlt_client_make(&cl, dlt_server.url, 5000), 0);
     DLT_ASSERT_ERR(open_on(&other, name, cl, 0, 0), 0);
     DLT_ASSERT_ERR(hold_once(&other, &f), 0);
-    CU_ASSERT(f > max);
-    if (f > max) max = f;
+    rise(f, &max);
     DLT_ASSERT_ERR(hold_once(&other, &f), 0);
     CU_ASSERT(f > max);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&other), 0);
@@ -194,7 +198,6 @@ static void test_kinds_after_older_snapshot(void) {
     dlock_rwlock_t rw;
     uint64_t f, max = 0;
     int i;
-    redisReply *r;
 
     DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
     DLT_ASSERT_ERR(dlock_mutexattr_setfair(&a, 1), 0);
@@ -203,34 +206,28 @@ static void test_kinds_after_older_snapshot(void) {
     DLT_ASSERT_ERR(dlock_rwlock_init(&rw, name, NULL), 0);
     for (i = 0; i < 6; i++) {
         if (i == 2) {
-            r = dlt_redis_cmd(&dlt_server, "SAVE");
-            CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
-            freeReplyObject(r);
+            status_cmd(&dlt_server, "SAVE");
         }
         DLT_ASSERT_ERR(hold_once(&fair, &f), 0);
         if (f > max) max = f;
         DLT_ASSERT_ERR(dlock_rwlock_wrlock(&rw), 0);
         f = dlock_rwlock_fence(&rw);
-        CU_ASSERT(f > max);
-        if (f > max) max = f;
+        rise(f, &max);
         DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
         DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
         f = dlock_rwlock_fence(&rw);
-        CU_ASSERT(f > max);
-        if (f > max) max = f;
+        rise(f, &max);
         DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
     }
     CU_ASSERT_FATAL(crash_restart(0) == 0);
     DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
     f = dlock_rwlock_fence(&rw);
     DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
-    CU_ASSERT(f > max);
-    if (f > max) max = f;
+    rise(f, &max);
     DLT_ASSERT_ERR(dlock_rwlock_wrlock(&rw), 0);
     f = dlock_rwlock_fence(&rw);
     DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
-    CU_ASSERT(f > max);
-    if (f > max) max = f;
+    rise(f, &max);
     DLT_ASSERT_ERR(hold_once(&fair, &f), 0);
     CU_ASSERT(f > max);
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
@@ -258,7 +255,6 @@ static void test_failover_to_lagged_replica(void) {
     uint64_t f, max = 0;
     double end;
     int i;
-    redisReply *r;
 
     memset(&rep, 0, sizeof rep);
     snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d", dlt_server.port);
@@ -278,13 +274,10 @@ static void test_failover_to_lagged_replica(void) {
     } while (dlt_now() < end);
     CU_ASSERT_STRING_EQUAL_FATAL(got, want);
     /* it stops following; the master goes on */
-    r = dlt_redis_cmd(&rep, "REPLICAOF NO ONE");
-    CU_ASSERT_FATAL(r != NULL && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    status_cmd(&rep, "REPLICAOF NO ONE");
     for (i = 0; i < 5; i++) {
         DLT_ASSERT_ERR(hold_once(&m, &f), 0);
-        CU_ASSERT(f > max);
-        if (f > max) max = f;
+        rise(f, &max);
     }
     fence_key_on(&rep, name, got, sizeof got);
     CU_ASSERT_STRING_EQUAL(got, want); /* lagged: the last three are not there */
@@ -293,8 +286,7 @@ static void test_failover_to_lagged_replica(void) {
     DLT_ASSERT_ERR(open_on(&other, name, cl, 0, 0), 0);
     for (i = 0; i < 3; i++) {
         DLT_ASSERT_ERR(hold_once(&other, &f), 0); /* the script's path, then the pipelined one */
-        CU_ASSERT(f > max);
-        if (f > max) max = f;
+        rise(f, &max);
     }
     DLT_ASSERT_ERR(dlock_mutex_destroy(&other), 0);
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);

@@ -52,13 +52,6 @@ static void setup_dir(void) {
              dir, DLPL_SO, dir);
 }
 
-static void cleanup_dir(void) {
-    char cmd[512];
-    if (dir[0] == '\0') return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    (void)!system(cmd);
-}
-
 /* Runs the prelude plus script with `setsid -w sh` (a session and process
  * group of its own); stdout and stderr go to out.  Afterwards whatever is
  * left in that process group (a job the fix failed to stop) is killed.
@@ -219,6 +212,6 @@ int main(int argc, char **argv) {
         return 1;
     }
     rc = dlt_main(argc, argv, "keeper", tests);
-    cleanup_dir();
+    dlt_rm_tree(dir);
     return rc;
 }

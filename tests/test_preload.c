@@ -47,13 +47,6 @@ static void setup_dir(void) {
              dir, DLPL_SO, dir, dir);
 }
 
-static void cleanup_dir(void) {
-    char cmd[512];
-    if (dir[0] == '\0') return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    (void)!system(cmd);
-}
-
 /* Runs the prelude plus script in sh; its stdout (and stderr, when
  * err_too) goes to out.  Returns sh's exit status. */
 static int sh(const char *script, char *out, size_t cap, int err_too) {
@@ -534,6 +527,6 @@ int main(int argc, char **argv) {
         return 1;
     }
     rc = dlt_main(argc, argv, "preload", tests);
-    cleanup_dir();
+    dlt_rm_tree(dir);
     return rc;
 }

@@ -660,6 +660,22 @@ static void *later_pass_run(void *arg) {
     return NULL;
 }
 
+/* Unlocks m with px in mode until pass_ms later, when another thread
+ * switches it to PASS: the unlock's result, and its time in *el (ms). */
+static int unlock_faulted(dlock_mutex_t *m, dlt_proxy *px, enum dlt_proxy_mode mode, unsigned pass_ms, double *el) {
+    struct later_pass lp = { px, pass_ms };
+    pthread_t th;
+    double t0;
+    int rc;
+    dlt_proxy_set(px, mode, 0, NULL, 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, later_pass_run, &lp) == 0);
+    t0 = dlt_now();
+    rc = dlock_mutex_unlock(m);
+    *el = ms_since(t0);
+    pthread_join(th, NULL);
+    return rc;
+}
+
 /* An unlock whose answer is lost is asked again (the token decides: a
  * second release ends nothing the first did not), within the unreachable
  * bound, and what the server says then is read knowing the first may have
@@ -672,14 +688,12 @@ static void *later_pass_run(void *arg) {
  *    while the unlock waited: EPERM, as for any unlock whose lease ran
  *    out. */
 static void test_unlock_answer_lost(void) {
-    struct later_pass lp;
     dlock_config_t cfg;
     dlock_client_t *c = NULL;
     dlock_mutex_t m;
     dlt_proxy *px;
-    pthread_t th;
     char url[160];
-    double t0, el;
+    double el;
     int rc;
 
     if (pw_setup() != 0 || (px = dlt_proxy_start(pw.port)) == NULL) CU_FAIL_FATAL("setup");
@@ -693,13 +707,7 @@ static void test_unlock_answer_lost(void) {
     DLT_ASSERT_ERR(mk(&m, c, "proxy/answerlost", 10000), 0);
 
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    dlt_proxy_set(px, DLT_PROXY_CUT, 0, NULL, 0);
-    lp = (struct later_pass){ px, 100 };
-    CU_ASSERT_FATAL(pthread_create(&th, NULL, later_pass_run, &lp) == 0);
-    t0 = dlt_now();
-    rc = dlock_mutex_unlock(&m);
-    el = ms_since(t0);
-    pthread_join(th, NULL);
+    rc = unlock_faulted(&m, px, DLT_PROXY_CUT, 100, &el);
     printf("\n  unlock, its answer cut: %s after %.0f ms [%s]", dlt_errno_label(rc), el, rc ? dlock_last_error() : "");
     DLT_ASSERT_ERR(rc, 0);
     CU_ASSERT(dlt_proxy_faults(px) > 0);
@@ -709,13 +717,7 @@ static void test_unlock_answer_lost(void) {
 
     DLT_ASSERT_ERR(mk(&m, c, "proxy/answerlost", 1000), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
-    dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
-    lp = (struct later_pass){ px, 1600 };
-    CU_ASSERT_FATAL(pthread_create(&th, NULL, later_pass_run, &lp) == 0);
-    t0 = dlt_now();
-    rc = dlock_mutex_unlock(&m);
-    el = ms_since(t0);
-    pthread_join(th, NULL);
+    rc = unlock_faulted(&m, px, DLT_PROXY_DROP, 1600, &el);
     printf("\n  unlock (lease 1 s), the server silent for 1.6 s: %s after %.0f ms [%s]\n", dlt_errno_label(rc), el,
            rc ? dlock_last_error() : "");
     DLT_ASSERT_ERR(rc, EPERM);
