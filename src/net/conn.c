@@ -369,10 +369,26 @@ static __thread int in_all, plain_seen;
 
 /* The server closed (or reset) a fresh plain connection at its first
  * request: a TLS port does that to plain RESP.  1 if the server answers
- * a TLS ClientHello (then the message is set), else 0. */
-static int expects_tls(dlock__node *n, const dlock__conn *cn) {
+ * a TLS ClientHello (then the message is set), else 0.  The probe is part
+ * of the call: it ends by the call's end (a server that is down behind a
+ * proxy, or a proxy that turns connections away, closes them in the same
+ * way, and a plain server behind it may then leave the ClientHello
+ * unanswered until the probe's timeout); by the request's deadline too
+ * (DLOCK__MONO_NEVER: none).  A call without an end (a trylock, an
+ * unlock) gets the reply floor at least, as a reply wait: a trylock
+ * against a TLS port is still told so.  A timed call's probe ends by its
+ * deadline, not the DLOCK__LATE_MS after it that its reply waits may
+ * take: the call has more to do after the probe. */
+static int expects_tls(dlock__node *n, const dlock__conn *cn, dlock__mono deadline) {
     const redisContext *ctx = cn->ctx;
     unsigned ms = n->conf.connect_timeout_ms < 500 ? n->conf.connect_timeout_ms : 500;
+    if (deadline != DLOCK__MONO_NEVER) {
+        int64_t left = (deadline - dlock__now()) / DLOCK__MS;
+        if (call_end == DLOCK__MONO_NEVER && left < (int64_t)dlock__reply_floor_ms(n)) left = dlock__reply_floor_ms(n);
+        if (left < 1) left = 1;
+        if (left < (int64_t)ms) ms = (unsigned)left;
+    }
+    ms = end_cap(ms);
     /* (no answer, not even a part of one, ever came on it) */
     if (cn->tls != NULL || cn->answered != 0 || cn->ep.port == 0 || ctx->reader->len != 0) return 0;
     if (ctx->err != REDIS_ERR_EOF &&
@@ -418,7 +434,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
         r = dlock__conn_cmd(cn, argc, argv, lens, NULL);
         if (r == NULL) {
-            if (expects_tls(n, cn)) return dlock__node_refuse(n);
+            if (expects_tls(n, cn, DLOCK__MONO_NEVER)) return dlock__node_refuse(n);
             return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url,
                                  conn_why(cn, conn_bound(cn), why, sizeof why));
         }
@@ -441,7 +457,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         lens[1] = dlock__dec(db, (unsigned long long)cf->db); /* (url.c: 0 to 10^6) */
         r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
         if (r == NULL) {
-            if (expects_tls(n, cn)) return dlock__node_refuse(n);
+            if (expects_tls(n, cn, DLOCK__MONO_NEVER)) return dlock__node_refuse(n);
             return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url,
                                  conn_why(cn, conn_bound(cn), why, sizeof why));
         }
@@ -594,7 +610,7 @@ static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
         /* A scheme mismatch is for good, as a refused certificate: a TLS
          * port that reset the Redlock master's INFO, a plain server that
          * answered our TLS handshake in RESP (said "use redis://"). */
-        if (for_good || (!dlock__node_refused_since(n, began) && rc == ENOLCK && expects_tls(n, cn)))
+        if (for_good || (!dlock__node_refused_since(n, began) && rc == ENOLCK && expects_tls(n, cn, DLOCK__MONO_NEVER)))
             dlock__node_refuse(n);
         if (dlock__node_refused_since(n, began) && cf->tls && strstr(dlock_last_error(), "does not speak TLS") != NULL) {
             plain_hint(cf);
@@ -1093,8 +1109,11 @@ static int cmd_broken(cmd_run *k) {
     dlock__node *n = k->n;
     int stale = k->cn->ctx->err == REDIS_ERR_EOF || (k->cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET) ||
                 k->cn->step == DLOCK__STEP_OUT;
+    /* (closed at its first request, nothing ever answered on it: not a
+     * pooled connection that predates a restart) */
+    int fresh = k->cn->answered == 0;
     char why[128];
-    if (expects_tls(n, k->cn)) { /* a configuration error: asking again cannot mend it */
+    if (expects_tls(n, k->cn, k->deadline)) { /* a configuration error: asking again cannot mend it */
         dlock__node_refuse(n);
         dlock__pool_put(n, k->cn, 1);
         return ENOLCK;
@@ -1115,6 +1134,10 @@ static int cmd_broken(cmd_run *k) {
      * says (a replica may have taken over), not this node in a loop. */
     if (n->one_connect && (k->tries > 0 || !stale)) return ENOLCK;
     if (k->deadline != DLOCK__MONO_NEVER && dlock__now() >= k->deadline && (k->tries > 0 || !stale)) return ENOLCK;
+    /* A server (or a proxy before it) that accepts connections and closes
+     * them at once turns the next one away too: wait as after a refused
+     * connect (dlock__pool_get), not a new connection at once, in a loop. */
+    if (fresh && k->tries > 0) return cmd_backoff(k);
     return CMD_AGAIN;
 }
 
@@ -1192,7 +1215,7 @@ void dlock__command_all(dlock__node **ns, size_t n, int argc, const char **argv,
         if (cn[i] == NULL) continue;
         if (dlock__conn_reply(cn[i], &r) != REDIS_OK) {
             char why[128];
-            if (expects_tls(ns[i], cn[i])) {
+            if (expects_tls(ns[i], cn[i], deadline)) {
                 dlock__node_refuse(ns[i]);
                 rcs[i] = ENOLCK;
             } else {
