@@ -367,20 +367,17 @@ int dlock__node_refused_since(const dlock__node *n, dlock__mono t) {
  * does not wait for a handshake answer from each in turn. */
 static __thread int in_all, plain_seen;
 
-/* The server closed (or reset) a fresh plain connection at its first
- * request: a TLS port does that to plain RESP.  1 if the server answers
- * a TLS ClientHello (then the message is set), else 0.  The probe is part
- * of the call: it ends by the call's end (a server that is down behind a
- * proxy, or a proxy that turns connections away, closes them in the same
- * way, and a plain server behind it may then leave the ClientHello
- * unanswered until the probe's timeout); by the request's deadline too
+/* How long expects_tls's probe may wait.  The probe is part of the call:
+ * it ends by the call's end (a server that is down behind a proxy, or a
+ * proxy that turns connections away, closes them as a TLS port does, and
+ * a plain server behind it may then leave the ClientHello unanswered
+ * until the probe's timeout); by the request's deadline too
  * (DLOCK__MONO_NEVER: none).  A call without an end (a trylock, an
  * unlock) gets the reply floor at least, as a reply wait: a trylock
  * against a TLS port is still told so.  A timed call's probe ends by its
  * deadline, not the DLOCK__LATE_MS after it that its reply waits may
  * take: the call has more to do after the probe. */
-static int expects_tls(dlock__node *n, const dlock__conn *cn, dlock__mono deadline) {
-    const redisContext *ctx = cn->ctx;
+static unsigned probe_ms(const dlock__node *n, dlock__mono deadline) {
     unsigned ms = n->conf.connect_timeout_ms < 500 ? n->conf.connect_timeout_ms : 500;
     if (deadline != DLOCK__MONO_NEVER) {
         int64_t left = (deadline - dlock__now()) / DLOCK__MS;
@@ -388,14 +385,21 @@ static int expects_tls(dlock__node *n, const dlock__conn *cn, dlock__mono deadli
         if (left < 1) left = 1;
         if (left < (int64_t)ms) ms = (unsigned)left;
     }
-    ms = end_cap(ms);
+    return end_cap(ms);
+}
+
+/* The server closed (or reset) a fresh plain connection at its first
+ * request: a TLS port does that to plain RESP.  1 if the server answers
+ * a TLS ClientHello, within probe_ms (then the message is set), else 0. */
+static int expects_tls(dlock__node *n, const dlock__conn *cn, dlock__mono deadline) {
+    const redisContext *ctx = cn->ctx;
     /* (no answer, not even a part of one, ever came on it) */
     if (cn->tls != NULL || cn->answered != 0 || cn->ep.port == 0 || ctx->reader->len != 0) return 0;
     if (ctx->err != REDIS_ERR_EOF &&
         !(ctx->err == REDIS_ERR_IO &&
           (strstr(ctx->errstr, strerror(ECONNRESET)) != NULL || strstr(ctx->errstr, strerror(EPIPE)) != NULL)))
         return 0;
-    if (dlock__tls_probe(cn->ep.host, cn->ep.port, ms) != 1) return 0;
+    if (dlock__tls_probe(cn->ep.host, cn->ep.port, probe_ms(n, deadline)) != 1) return 0;
     dlock__seterr(ENOLCK, "%s: the server closed the connection at the first request and answers a TLS "
                   "handshake: it seems to expect TLS (use %s)", n->conf.redacted_url, scheme_for(&n->conf, 1));
     return 1;
