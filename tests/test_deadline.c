@@ -17,7 +17,10 @@
  *   2b. A server (a proxy before it) that accepts connections and closes
  *      them at their first request: the TLS probe that tells it from a
  *      TLS port ends with the call, and the client backs off between
- *      connections rather than reconnecting in a tight loop.
+ *      connections rather than reconnecting in a tight loop -- a back-off
+ *      that ends with the call too (a semaphore's timed wait, whose ops
+ *      are bounded by the unreachable bound, through the proxy while it
+ *      closes every connection).
  *   3. An acquire whose answer comes after the lease (less the drift) has
  *      run out -- the server SIGSTOPped for a second with a 400 ms lease:
  *      the call gives that hold back and returns a live one, or an error;
@@ -341,6 +344,48 @@ static void test_turned_away(void) {
         dlock_client_destroy(c);
         turnaway_stop(&t);
     }
+}
+
+/* A semaphore's ops are bounded by the unreachable bound, its timed wait
+ * by the call's end: with every connection closed at its first request
+ * (the proxy while cut), the back-off between attempts stops at that end
+ * too.  Both kinds, undo and plain. */
+static void test_turned_away_sem(void) {
+    dlt_proxy *p = dlt_proxy_start(dlt_server.port);
+    dlock_config_t cfg;
+    dlock_client_t *c = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    dlock_config_init(&cfg);
+    cfg.url = dlt_proxy_url(p);
+    cfg.connect_timeout_ms = 400;
+    cfg.command_timeout_ms = 400;
+    cfg.unreachable_ms = 5000;
+    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    for (int undo = 0; undo < 2 && c != NULL; undo++) {
+        dlock_semattr_t a;
+        dlock_sem_t s;
+        DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setundo(&a, undo), 0);
+        DLT_ASSERT_ERR(dlock_sem_init(&s, undo ? "dl/turned-away-undo" : "dl/turned-away-plain", 0, &a), 0);
+        dlock_semattr_destroy(&a);
+        dlt_proxy_set(p, DLT_PROXY_CLOSE, 0, NULL, 0);
+        dlt_proxy_close_all(p);
+        for (long ms = 100; ms <= 1000; ms += 150) {
+            struct timespec ts = dlt_abs_in(CLOCK_MONOTONIC, ms);
+            double t0 = dlt_now(), late;
+            int rc = dlock_sem_clockwait(&s, CLOCK_MONOTONIC, &ts);
+            late = ms_since(t0) - (double)ms;
+            printf("  sem (%s) wait, deadline %ld ms: %s %.1f ms past it\n", undo ? "undo" : "plain", ms,
+                   dlt_errno_label(rc), late);
+            CU_ASSERT_TRUE(rc == ETIMEDOUT || rc == ENOLCK);
+            CU_ASSERT_TRUE(late <= LATE_MS);
+        }
+        dlt_proxy_pass(p);
+        DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    }
+    if (c != NULL) dlock_client_destroy(c);
+    dlt_proxy_stop(p);
 }
 
 struct timed_arg {
@@ -701,6 +746,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_idle_server_deadline_kept),
     DLT_TEST(test_silent_host_connect_capped),
     DLT_TEST(test_turned_away),
+    DLT_TEST(test_turned_away_sem),
     DLT_TEST(test_partition_during_grant_wait),
     DLT_TEST(test_late_answer_never_a_dead_hold),
     DLT_TEST(test_bounds_without_syscalls),

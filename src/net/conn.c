@@ -50,6 +50,13 @@ dlock__mono dlock__call_end_set(dlock__mono end) {
     return old;
 }
 
+/* The sooner of deadline and the call's end: where a back-off between
+ * attempts stops (a semaphore's op, bounded by the unreachable bound,
+ * must not sleep past its timed call's end). */
+static dlock__mono end_min(dlock__mono deadline) {
+    return call_end < deadline ? call_end : deadline;
+}
+
 /* ms, or the time left until the call's end if that is shorter (1 ms at
  * least: 0 means "no timeout" to the socket). */
 static unsigned end_cap(unsigned ms) {
@@ -833,7 +840,7 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         if (rc != ENOLCK || n->one_connect || dlock__node_refused_since(n, now)) return rc;
         /* Refused or timed out: wait a little (to the deadline at most),
          * then try again while time is left. */
-        (void)dlock__backoff_sleep(&bo, deadline);
+        (void)dlock__backoff_sleep(&bo, end_min(deadline));
     }
 }
 
@@ -1028,7 +1035,7 @@ typedef struct cmd_run {
  * the deadline: ENOLCK when the wait would pass it (the message is set). */
 static int cmd_backoff(cmd_run *k) {
     dlock__debug("%s: asking again after a back-off (%s)", k->first->conf.redacted_url, dlock_last_error());
-    if (dlock__backoff_sleep(&k->backoff, k->deadline) != 0) return ENOLCK;
+    if (dlock__backoff_sleep(&k->backoff, end_min(k->deadline)) != 0) return ENOLCK;
     k->n = k->first;
     k->asking = 0;
     k->redirects = 0;
