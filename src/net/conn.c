@@ -50,11 +50,15 @@ dlock__mono dlock__call_end_set(dlock__mono end) {
     return old;
 }
 
-/* The sooner of deadline and the call's end: where a back-off between
- * attempts stops (a semaphore's op, bounded by the unreachable bound,
- * must not sleep past its timed call's end). */
+/* Where a back-off between attempts stops: the sooner of deadline and
+ * the call's deadline (its end less the DLOCK__LATE_MS that a reply wait
+ * may take past it).  A semaphore's op, bounded by the unreachable bound,
+ * must not sleep past its timed call; and an attempt begun after the
+ * call's deadline is one no caller waits for. */
 static dlock__mono end_min(dlock__mono deadline) {
-    return call_end < deadline ? call_end : deadline;
+    dlock__mono end = call_end == DLOCK__MONO_NEVER ? DLOCK__MONO_NEVER
+                                                    : call_end - (dlock__mono)DLOCK__LATE_MS * DLOCK__MS;
+    return end < deadline ? end : deadline;
 }
 
 /* ms, or the time left until the call's end if that is shorter (1 ms at
