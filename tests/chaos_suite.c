@@ -75,14 +75,19 @@
  *             writer and a reader; for a semaphore, the units out --
  *             [return of the take, the post, the lost handler or the
  *             holder's death, whichever first; for undo, a pause of the
- *             holder too] -- never exceed SEM_N.
+ *             holder too; without undo, a data loss] -- never exceed SEM_N
+ *             (without undo, SEM_N plus the units taken before a data
+ *             loss and posted after it, until the next loss: the
+ *             semaphore made again counts its own units, and such a post
+ *             adds one, as README says).
  *   told      a hold that the server let lapse is told to the lost
  *             handler (an X of the process for the name between the take
  *             and the end of its release): a release that said EPERM; a
  *             hold across a pause of its process, or across a freeze,
- *             restart, cut or drop, longer than the lease + 100 ms (no
- *             semaphore unit without undo: it has no lease); a hold across
- *             a data loss (restart-lost, flushall).
+ *             restart, cut or drop, longer than the lease + 100 ms; a hold
+ *             across a data loss (restart-lost, flushall).  Not a
+ *             semaphore unit without undo: it has no lease and no owner on
+ *             the server, and is not told (README).
  *   deadline  a timed take returns by its deadline + 50 ms, unless its
  *             process was paused during the call, or its whole process (by
  *             the stall probe) or its thread, asleep (by its schedstat:
@@ -1115,24 +1120,58 @@ static int64_t death_of(pid_t pid, int64_t t_end) {
     return t_end;
 }
 
+static int is_loss(const fault *f) {
+    return f->kind == F_RESTART_LOST || f->kind == F_FLUSHALL;
+}
+
+/* The first fault that took the server's data begun in (from, to), or
+ * NULL. */
+static const fault *loss_in(int64_t from, int64_t to) {
+    const fault *first = NULL;
+    for (int i = 0; i < nfaults; i++)
+        if (is_loss(&faults[i]) && faults[i].start > from && faults[i].start < to &&
+            (first == NULL || faults[i].start < first->start))
+            first = &faults[i];
+    return first;
+}
+
 /* A semaphore unit's interval ends at its post, the lost handler, its
- * holder's death, or (undo: the unit is leased) a pause of its holder. */
+ * holder's death, or (undo: the unit is leased) a pause of its holder.
+ * A plain unit (no undo) has no owner and no lease: the server's data
+ * loss takes it with the semaphore, which the next call makes again
+ * with the value it was opened with (README "A semaphore the server lost
+ * comes back"), so it counts against the semaphore of before only. */
 static int64_t unit_end(const run_log *lg, const hold *h, int64_t t_end) {
     int64_t end = h->released ? h->us : death_of(h->pid, t_end);
     int64_t x = told_at(lg, h->pid, h->lock, h->ret, end);
+    const fault *loss;
     if (x != 0) end = x;
     for (int i = 0; i < nfaults && sh->kind == K_SEM_UNDO; i++)
         if (faults[i].kind == F_PAUSE && faults[i].pid == h->pid && faults[i].start >= h->ret &&
             faults[i].start < end)
             end = faults[i].start;
+    if (sh->kind == K_SEM && (loss = loss_in(h->ret, end)) != NULL) end = loss->start;
     return end;
 }
 
 typedef struct edge {
     int64_t t;
-    int delta; /* +1 begins, -1 ends */
+    int delta; /* +1 begins, -1 ends; 0: the value allowed changes by `excl` */
     int excl;
 } edge;
+
+/* A plain unit taken before a data loss and posted after it is added to
+ * the semaphore made again: one unit more than the value, from its post
+ * until the next loss makes the semaphore anew (README: "one more than
+ * the value; use undo where that matters").  Its allowance edges in e. */
+static size_t unit_repaid(const hold *h, edge *e) {
+    const fault *next;
+    size_t n = 0;
+    if (sh->kind != K_SEM || !h->released || h->urc != 0 || loss_in(h->ret, h->us) == NULL) return 0;
+    e[n++] = (edge){ h->us, 0, 1 };
+    if ((next = loss_in(h->us, INT64_MAX)) != NULL) e[n++] = (edge){ next->start, 0, -1 };
+    return n;
+}
 
 static int cmp_edge(const void *x, const void *y) {
     const edge *a = x, *b = y;
@@ -1143,7 +1182,7 @@ static int cmp_edge(const void *x, const void *y) {
 /* exclusion for one name: at most one writer, or readers only, or SEM_N units. */
 static void check_exclusion(const run_log *lg, int lock, int64_t t_end) {
     const hold *H = lg->holds.p;
-    edge *e = malloc((2 * lg->holds.n + 1) * sizeof *e);
+    edge *e = malloc((4 * lg->holds.n + 1) * sizeof *e);
     size_t n = 0;
     if (e == NULL) abort();
     for (size_t i = 0; i < lg->holds.n; i++) {
@@ -1154,13 +1193,15 @@ static void check_exclusion(const run_log *lg, int lock, int64_t t_end) {
         int excl = h->mode == M_MUTEX || h->mode == M_WRITE;
         e[n++] = (edge){ h->ret, 1, excl };
         e[n++] = (edge){ end, -1, excl };
+        n += unit_repaid(h, e + n);
     }
     qsort(e, n, sizeof *e, cmp_edge);
-    int ex = 0, sharers = 0, bad = 0;
+    int ex = 0, sharers = 0, bad = 0, value = SEM_N;
     for (size_t i = 0; i < n; i++) {
-        if (e[i].excl) ex += e[i].delta;
+        if (e[i].delta == 0) value += e[i].excl;
+        else if (e[i].excl) ex += e[i].delta;
         else sharers += e[i].delta;
-        int over = is_sem() ? sharers > SEM_N : ex > 1 || (ex == 1 && sharers > 0);
+        int over = is_sem() ? sharers > value : ex > 1 || (ex == 1 && sharers > 0);
         if (over && !bad)
             violation(C_EXCL, e[i].t, "name %d: %d exclusive and %d shared holds at once%s", lock, ex,
                       sharers, is_sem() ? " (units out past the value)" : "");
@@ -1170,16 +1211,20 @@ static void check_exclusion(const run_log *lg, int lock, int64_t t_end) {
 }
 
 /* Why the server let h lapse, or NULL: its release said so, or a fault
- * kept its renewals from the server past the lease, or took its data. */
+ * kept its renewals from the server past the lease, or took its data.
+ * A plain semaphore unit (no undo) has no lease and no owner on the
+ * server: neither a fault's length nor a data loss is told for it (README
+ * "A semaphore the server lost comes back"; unit_end). */
 static const char *lapse_reason(const hold *h) {
     int leased = h->mode != M_UNIT || sh->kind == K_SEM_UNDO;
+    if (!leased) return NULL;
     if (h->urc == EPERM && h->mode != M_UNIT) return "its release said EPERM";
     for (int i = 0; i < nfaults; i++) {
         const fault *f = &faults[i];
         if (f->start <= h->ret || f->end >= h->us) continue;
         int64_t len = f->end - f->start;
-        if (f->kind == F_RESTART_LOST || f->kind == F_FLUSHALL) return fault_names[f->kind];
-        if (!leased || len <= (LEASE_MS + 100) * NS_PER_MS) continue;
+        if (is_loss(f)) return fault_names[f->kind];
+        if (len <= (LEASE_MS + 100) * NS_PER_MS) continue;
         if ((f->kind == F_PAUSE && f->pid == h->pid) || f->kind == F_FREEZE ||
             f->kind == F_RESTART || f->kind == F_CUT || f->kind == F_DROP)
             return fault_names[f->kind];

@@ -14,6 +14,13 @@
  *      every reply wait end with the call; a withdrawal that cannot be
  *      made in time is made in the background once the server answers
  *      again, not left to lapse with the lease.
+ *   2b. A server (a proxy before it) that accepts connections and closes
+ *      them at their first request: the TLS probe that tells it from a
+ *      TLS port ends with the call, and the client backs off between
+ *      connections rather than reconnecting in a tight loop -- a back-off
+ *      that ends with the call too (a semaphore's timed wait, whose ops
+ *      are bounded by the unreachable bound, through the proxy while it
+ *      closes every connection).
  *   3. An acquire whose answer comes after the lease (less the drift) has
  *      run out -- the server SIGSTOPped for a second with a 400 ms lease:
  *      the call gives that hold back and returns a live one, or an error;
@@ -220,6 +227,165 @@ static void test_silent_host_connect_capped(void) {
 done:
     if (c) dlock_client_destroy(c);
     for (i = 0; i < nfd; i++) close(fds[i]);
+}
+
+/* ------------------------- 2b. a server that turns connections away */
+
+/* A listener that accepts every connection and closes it at its first
+ * request, as the fault proxy does while cut or while the server behind
+ * it is down.  hold_tls: a TLS ClientHello (a record of type 22) is kept
+ * unanswered instead, as a plain Redis behind a proxy that passes again
+ * keeps it. */
+typedef struct turnaway {
+    int lfd, port, hold_tls;
+    atomic_int stop;
+    atomic_ulong accepted;
+    int held[256];
+    int nheld;
+    pthread_t th;
+} turnaway;
+
+static void turnaway_serve(turnaway *t, int s) {
+    struct pollfd p = { s, POLLIN, 0 };
+    unsigned char b = 0;
+    if (t->hold_tls && poll(&p, 1, 500) == 1 && recv(s, &b, 1, MSG_PEEK) == 1 && b == 22 && t->nheld < 256) {
+        t->held[t->nheld++] = s;
+        return;
+    }
+    close(s);
+}
+
+static void *turnaway_main(void *arg) {
+    turnaway *t = arg;
+    while (!atomic_load(&t->stop)) {
+        struct pollfd p = { t->lfd, POLLIN, 0 };
+        int s;
+        if (poll(&p, 1, 20) != 1 || (s = accept4(t->lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) continue;
+        atomic_fetch_add(&t->accepted, 1);
+        turnaway_serve(t, s);
+    }
+    return NULL;
+}
+
+static int turnaway_start(turnaway *t, int hold_tls) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    memset(t, 0, sizeof *t);
+    t->hold_tls = hold_tls;
+    if ((t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) return -1;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(t->lfd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(t->lfd, 64) != 0 ||
+        getsockname(t->lfd, (struct sockaddr *)&sa, &len) != 0) {
+        close(t->lfd);
+        return -1;
+    }
+    t->port = ntohs(sa.sin_port);
+    if (pthread_create(&t->th, NULL, turnaway_main, t) != 0) {
+        close(t->lfd);
+        return -1;
+    }
+    return 0;
+}
+
+static void turnaway_stop(turnaway *t) {
+    atomic_store(&t->stop, 1);
+    pthread_join(t->th, NULL);
+    close(t->lfd);
+    for (int i = 0; i < t->nheld; i++) close(t->held[i]);
+}
+
+/* A client of t (connect timeout 1 s: a probe of up to 500 ms). */
+static dlock_client_t *turnaway_client(const turnaway *t) {
+    dlock_config_t cfg;
+    dlock_client_t *c = NULL;
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", t->port);
+    dlock_config_init(&cfg);
+    cfg.url = url;
+    cfg.connect_timeout_ms = 1000;
+    cfg.command_timeout_ms = 1000;
+    cfg.unreachable_ms = 5000;
+    if (dlock_client_create(&c, &cfg) != 0) return NULL;
+    return c;
+}
+
+/* Connections closed at their first request: the TLS probe made to tell
+ * a TLS port from a server that turns them away ends with the call (its
+ * ClientHello unanswered here), and the client asks again after a
+ * back-off, not on a new connection at once in a loop. */
+static void test_turned_away(void) {
+    turnaway t;
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    double late;
+    int rc;
+    unsigned long n;
+    for (int hold_tls = 1; hold_tls >= 0; hold_tls--) {
+        DLT_ASSERT_INT_EQ(turnaway_start(&t, hold_tls), 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(c = turnaway_client(&t));
+        DLT_ASSERT_ERR(mutex_make(&m, "dl/turned-away", 5000, c, 0, NULL, NULL), 0);
+        for (long ms = 100; ms <= 1000; ms += 450) {
+            unsigned long before = atomic_load(&t.accepted);
+            rc = timed_op(OP_TIMEDLOCK, &m, NULL, ms, &late);
+            n = atomic_load(&t.accepted) - before;
+            printf("  %s, deadline %ld ms: %s %.1f ms past it, %lu connections [%s]\n",
+                   hold_tls ? "ClientHello held" : "all closed", ms, dlt_errno_label(rc), late, n,
+                   dlock_last_error());
+            CU_ASSERT_TRUE(rc == ETIMEDOUT || rc == ENOLCK);
+            CU_ASSERT_TRUE(late <= LATE_MS);
+            /* backed off: tens of connections a second, not thousands
+             * (two a try, with the probe; the renewal thread's release of
+             * the acquire left unanswered makes as many) */
+            CU_ASSERT_TRUE(n >= 1 && (double)n <= 16 + 80.0 * (double)ms / 1000);
+        }
+        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+        dlock_client_destroy(c);
+        turnaway_stop(&t);
+    }
+}
+
+/* A semaphore's ops are bounded by the unreachable bound, its timed wait
+ * by the call's end: with every connection closed at its first request
+ * (the proxy while cut), the back-off between attempts stops at that end
+ * too.  Both kinds, undo and plain. */
+static void test_turned_away_sem(void) {
+    dlt_proxy *p = dlt_proxy_start(dlt_server.port);
+    dlock_config_t cfg;
+    dlock_client_t *c = NULL;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    dlock_config_init(&cfg);
+    cfg.url = dlt_proxy_url(p);
+    cfg.connect_timeout_ms = 400;
+    cfg.command_timeout_ms = 400;
+    cfg.unreachable_ms = 5000;
+    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    for (int undo = 0; undo < 2 && c != NULL; undo++) {
+        dlock_semattr_t a;
+        dlock_sem_t s;
+        DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setundo(&a, undo), 0);
+        DLT_ASSERT_ERR(dlock_sem_init(&s, undo ? "dl/turned-away-undo" : "dl/turned-away-plain", 0, &a), 0);
+        dlock_semattr_destroy(&a);
+        dlt_proxy_set(p, DLT_PROXY_CLOSE, 0, NULL, 0);
+        dlt_proxy_close_all(p);
+        for (long ms = 100; ms <= 1000; ms += 150) {
+            struct timespec ts = dlt_abs_in(CLOCK_MONOTONIC, ms);
+            double t0 = dlt_now(), late;
+            int rc = dlock_sem_clockwait(&s, CLOCK_MONOTONIC, &ts);
+            late = ms_since(t0) - (double)ms;
+            printf("  sem (%s) wait, deadline %ld ms: %s %.1f ms past it\n", undo ? "undo" : "plain", ms,
+                   dlt_errno_label(rc), late);
+            CU_ASSERT_TRUE(rc == ETIMEDOUT || rc == ENOLCK);
+            CU_ASSERT_TRUE(late <= LATE_MS);
+        }
+        dlt_proxy_pass(p);
+        DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    }
+    if (c != NULL) dlock_client_destroy(c);
+    dlt_proxy_stop(p);
 }
 
 struct timed_arg {
@@ -579,6 +745,8 @@ static void test_bounds_without_syscalls(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_idle_server_deadline_kept),
     DLT_TEST(test_silent_host_connect_capped),
+    DLT_TEST(test_turned_away),
+    DLT_TEST(test_turned_away_sem),
     DLT_TEST(test_partition_during_grant_wait),
     DLT_TEST(test_late_answer_never_a_dead_hold),
     DLT_TEST(test_bounds_without_syscalls),

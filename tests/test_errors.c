@@ -17,6 +17,8 @@
  *     (rediss+redlock://, redis+cluster://, ...);
  *   - an answer trickled (a huge bulk) stays within the call's bound;
  *   - a lost-lock handler learns a hold was broken, not run out;
+ *   - an unlock that finds its hold lapsed on the server tells the
+ *     lost-lock handler (once) before its EPERM;
  *   - `dlock list` with a Redlock quorum down says so (exit 69).
  *
  * The servers are real redis-servers; the silent server and the one that
@@ -547,11 +549,13 @@ static void test_tls_mismatch_cluster(void) {
 /* ============================================================ lost locks */
 
 static int lost_reason = -1, lost_calls;
+static pthread_t lost_thread; /* the thread the handler last ran on */
 
 static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)name;
     (void)arg;
+    lost_thread = pthread_self();
     __atomic_store_n(&lost_reason, dlock_lost_reason(), __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&lost_calls, 1, __ATOMIC_SEQ_CST);
 }
@@ -582,6 +586,7 @@ static void hold_and_lose(int broken) {
     DLT_ASSERT_INT_EQ(lost_calls, 1);
     DLT_ASSERT_INT_EQ(lost_reason, broken ? DLOCK_LOST_BROKEN : DLOCK_LOST_EXPIRED);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
+    DLT_ASSERT_INT_EQ(lost_calls, 1); /* told once: the unlock does not tell it again */
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     dlock_mutexattr_destroy(&a);
 }
@@ -589,6 +594,56 @@ static void hold_and_lose(int broken) {
 static void test_lost_reason(void) {
     hold_and_lose(1);
     hold_and_lose(0);
+}
+
+static void *resume_later(void *arg) {
+    (void)arg;
+    dlt_sleep_ms(1200); /* twice the lease */
+    kill(dlt_server.pid, SIGCONT);
+    return NULL;
+}
+
+/* An unlock that is the first to learn the hold lapsed on the server
+ * (its data flushed; the lease ran out while the unlock waited on a
+ * stopped server) says EPERM and tells the lost-lock handler once, on
+ * the unlocking thread, before it returns. */
+static void unlock_finds_lost(int flushed) {
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    pthread_t th;
+    lost_reason = -1;
+    lost_calls = 0;
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 600), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, "e/unlock-lost", &a), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    if (flushed) {
+        redisReply *r = dlt_redis_cmd(&dlt_server, "FLUSHALL");
+        CU_ASSERT_PTR_NOT_NULL(r);
+        if (r != NULL) freeReplyObject(r);
+    } else {
+        DLT_ASSERT_INT_EQ(kill(dlt_server.pid, SIGSTOP), 0);
+        DLT_ASSERT_INT_EQ(pthread_create(&th, NULL, resume_later, NULL), 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), EPERM);
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 1);
+    CU_ASSERT_TRUE(pthread_equal(lost_thread, pthread_self()));
+    DLT_ASSERT_INT_EQ(lost_reason, flushed ? DLOCK_LOST_BROKEN : DLOCK_LOST_EXPIRED);
+    if (!flushed) pthread_join(th, NULL);
+    dlt_sleep_ms(900); /* no renewal tells it again */
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 1);
+    CU_ASSERT_FALSE(dlock_mutex_holds(&m));
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* a fresh acquisition */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 1);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    dlock_mutexattr_destroy(&a);
+}
+
+static void test_unlock_tells_lost(void) {
+    unlock_finds_lost(1);
+    unlock_finds_lost(0);
 }
 
 /* The LD_PRELOAD mode: flock(1) holds a mapped file lock; `dlock break`
@@ -691,6 +746,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_tls_mismatch_redlock),
     DLT_TEST(test_tls_mismatch_cluster),
     DLT_TEST(test_lost_reason),
+    DLT_TEST(test_unlock_tells_lost),
     DLT_TEST(test_preload_says_broken),
     DLT_TEST(test_list_redlock_quorum_down),
     { NULL, NULL },

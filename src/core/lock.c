@@ -989,11 +989,27 @@ void dlock__pipe_settle(struct dlock_client *c, dlock__mono now, dlock__mono *ne
     if ((c->pipe_out > 0 || now < c->pipe_tick_until) && look < *next) *next = look;
 }
 
+/* The server answered an unlock that the hold was no longer the
+ * caller's there: its lease lapsed (the data lost, or it ran out while
+ * the unlock waited).  A lost hold is told by its lost-lock handler, on
+ * the caller's thread, before EPERM.  *lost holds the hold's handler
+ * (the caller's object keeps l); valid, the hold's validity: in time,
+ * the lease cannot have run out on the server, so the hold was taken
+ * from it there (the data lost, or broken).  c->mu NOT held. */
+static int release_lapsed(const dlock__lock *l, dlock__lost_report *lost, dlock__mono valid) {
+    if (lost->fn != NULL) {
+        lost->why = dlock__now() < valid ? DLOCK_LOST_BROKEN : DLOCK_LOST_EXPIRED;
+        lost->name = strdup(l->k.name); /* (NULL if out of memory: the handler is told anyway) */
+        dlock__report(lost);
+    }
+    return dlock__seterr(EPERM, "the lease of '%.64s' had run out on the server", l->k.name);
+}
+
 /* The hold of l that self owns (a thread, or the process: `process`)
  * ends; `pipelined`: without waiting for the answer (pipe_send). */
 static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, int process,
                       int pipelined) {
-    dlock__lost_report rep = { 0 };
+    dlock__lost_report rep = { 0 }, lost = { 0 };
     char token[DLOCK__OWNER_LEN + 1];
     dlock__hold *h;
     dlock__mono ub, valid;
@@ -1038,6 +1054,12 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     lease = h->lease_ms;
     valid = h->valid_until;
     if (pipelined && pipe_send(c, l, h, self, token, how, lease) == 0) return 0;
+    /* Whom to tell if the server says the hold had lapsed: while the
+     * unlock is on its way the renewal thread declares no loss, so the
+     * unlock's answer is the one place that tells it (once). */
+    lost.fn = h->lost_fn;
+    lost.arg = h->lost_arg;
+    lost.obj = h->lost_obj;
     /* Renewed until the release is answered: on a cluster, a release
      * asked again while its slot migrates may take longer than the
      * lease.  The thread is in here meanwhile: no other one takes it. */
@@ -1061,7 +1083,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
     if (rc != 0) return rc; /* ENOLCK: released later, or its lease runs out */
-    if (!released) return dlock__seterr(EPERM, "the lease of '%.64s' had run out on the server", l->k.name);
+    if (!released) return release_lapsed(l, &lost, valid);
     return 0;
 }
 

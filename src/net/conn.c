@@ -50,6 +50,17 @@ dlock__mono dlock__call_end_set(dlock__mono end) {
     return old;
 }
 
+/* Where a back-off between attempts stops: the sooner of deadline and
+ * the call's deadline (its end less the DLOCK__LATE_MS that a reply wait
+ * may take past it).  A semaphore's op, bounded by the unreachable bound,
+ * must not sleep past its timed call; and an attempt begun after the
+ * call's deadline is one no caller waits for. */
+static dlock__mono end_min(dlock__mono deadline) {
+    dlock__mono end = call_end == DLOCK__MONO_NEVER ? DLOCK__MONO_NEVER
+                                                    : call_end - (dlock__mono)DLOCK__LATE_MS * DLOCK__MS;
+    return end < deadline ? end : deadline;
+}
+
 /* ms, or the time left until the call's end if that is shorter (1 ms at
  * least: 0 means "no timeout" to the socket). */
 static unsigned end_cap(unsigned ms) {
@@ -362,19 +373,39 @@ int dlock__node_refused_since(const dlock__node *n, dlock__mono t) {
  * does not wait for a handshake answer from each in turn. */
 static __thread int in_all, plain_seen;
 
+/* How long expects_tls's probe may wait.  The probe is part of the call:
+ * it ends by the call's end (a server that is down behind a proxy, or a
+ * proxy that turns connections away, closes them as a TLS port does, and
+ * a plain server behind it may then leave the ClientHello unanswered
+ * until the probe's timeout); by the request's deadline too
+ * (DLOCK__MONO_NEVER: none).  A call without an end (a trylock, an
+ * unlock) gets the reply floor at least, as a reply wait: a trylock
+ * against a TLS port is still told so.  A timed call's probe ends by its
+ * deadline, not the DLOCK__LATE_MS after it that its reply waits may
+ * take: the call has more to do after the probe. */
+static unsigned probe_ms(const dlock__node *n, dlock__mono deadline) {
+    unsigned ms = n->conf.connect_timeout_ms < 500 ? n->conf.connect_timeout_ms : 500;
+    if (deadline != DLOCK__MONO_NEVER) {
+        int64_t left = (deadline - dlock__now()) / DLOCK__MS;
+        if (call_end == DLOCK__MONO_NEVER && left < (int64_t)dlock__reply_floor_ms(n)) left = dlock__reply_floor_ms(n);
+        if (left < 1) left = 1;
+        if (left < (int64_t)ms) ms = (unsigned)left;
+    }
+    return end_cap(ms);
+}
+
 /* The server closed (or reset) a fresh plain connection at its first
  * request: a TLS port does that to plain RESP.  1 if the server answers
- * a TLS ClientHello (then the message is set), else 0. */
-static int expects_tls(dlock__node *n, const dlock__conn *cn) {
+ * a TLS ClientHello, within probe_ms (then the message is set), else 0. */
+static int expects_tls(dlock__node *n, const dlock__conn *cn, dlock__mono deadline) {
     const redisContext *ctx = cn->ctx;
-    unsigned ms = n->conf.connect_timeout_ms < 500 ? n->conf.connect_timeout_ms : 500;
     /* (no answer, not even a part of one, ever came on it) */
     if (cn->tls != NULL || cn->answered != 0 || cn->ep.port == 0 || ctx->reader->len != 0) return 0;
     if (ctx->err != REDIS_ERR_EOF &&
         !(ctx->err == REDIS_ERR_IO &&
           (strstr(ctx->errstr, strerror(ECONNRESET)) != NULL || strstr(ctx->errstr, strerror(EPIPE)) != NULL)))
         return 0;
-    if (dlock__tls_probe(cn->ep.host, cn->ep.port, ms) != 1) return 0;
+    if (dlock__tls_probe(cn->ep.host, cn->ep.port, probe_ms(n, deadline)) != 1) return 0;
     dlock__seterr(ENOLCK, "%s: the server closed the connection at the first request and answers a TLS "
                   "handshake: it seems to expect TLS (use %s)", n->conf.redacted_url, scheme_for(&n->conf, 1));
     return 1;
@@ -413,7 +444,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         argv[argc] = cf->password; lens[argc++] = strlen(cf->password);
         r = dlock__conn_cmd(cn, argc, argv, lens, NULL);
         if (r == NULL) {
-            if (expects_tls(n, cn)) return dlock__node_refuse(n);
+            if (expects_tls(n, cn, DLOCK__MONO_NEVER)) return dlock__node_refuse(n);
             return dlock__seterr(ENOLCK, "%s: AUTH: %s", cf->redacted_url,
                                  conn_why(cn, conn_bound(cn), why, sizeof why));
         }
@@ -436,7 +467,7 @@ static int conn_setup(dlock__node *n, dlock__conn *cn) {
         lens[1] = dlock__dec(db, (unsigned long long)cf->db); /* (url.c: 0 to 10^6) */
         r = dlock__conn_cmd(cn, 2, argv, lens, NULL);
         if (r == NULL) {
-            if (expects_tls(n, cn)) return dlock__node_refuse(n);
+            if (expects_tls(n, cn, DLOCK__MONO_NEVER)) return dlock__node_refuse(n);
             return dlock__seterr(ENOLCK, "%s: SELECT: %s", cf->redacted_url,
                                  conn_why(cn, conn_bound(cn), why, sizeof why));
         }
@@ -589,7 +620,7 @@ static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
         /* A scheme mismatch is for good, as a refused certificate: a TLS
          * port that reset the Redlock master's INFO, a plain server that
          * answered our TLS handshake in RESP (said "use redis://"). */
-        if (for_good || (!dlock__node_refused_since(n, began) && rc == ENOLCK && expects_tls(n, cn)))
+        if (for_good || (!dlock__node_refused_since(n, began) && rc == ENOLCK && expects_tls(n, cn, DLOCK__MONO_NEVER)))
             dlock__node_refuse(n);
         if (dlock__node_refused_since(n, began) && cf->tls && strstr(dlock_last_error(), "does not speak TLS") != NULL) {
             plain_hint(cf);
@@ -808,7 +839,7 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         if (rc != ENOLCK || n->one_connect || dlock__node_refused_since(n, now)) return rc;
         /* Refused or timed out: wait a little (to the deadline at most),
          * then try again while time is left. */
-        (void)dlock__backoff_sleep(&bo, deadline);
+        (void)dlock__backoff_sleep(&bo, end_min(deadline));
     }
 }
 
@@ -1149,7 +1180,7 @@ typedef struct cmd_run {
  * the deadline: ENOLCK when the wait would pass it (the message is set). */
 static int cmd_backoff(cmd_run *k) {
     dlock__debug("%s: asking again after a back-off (%s)", k->first->conf.redacted_url, dlock_last_error());
-    if (dlock__backoff_sleep(&k->backoff, k->deadline) != 0) return ENOLCK;
+    if (dlock__backoff_sleep(&k->backoff, end_min(k->deadline)) != 0) return ENOLCK;
     k->n = k->first;
     k->asking = 0;
     k->redirects = 0;
@@ -1243,8 +1274,11 @@ static int cmd_broken(cmd_run *k) {
     dlock__node *n = k->n;
     int stale = k->cn->ctx->err == REDIS_ERR_EOF || (k->cn->ctx->err == REDIS_ERR_IO && errno == ECONNRESET) ||
                 k->cn->step == DLOCK__STEP_OUT;
+    /* (closed at its first request, nothing ever answered on it: not a
+     * pooled connection that predates a restart) */
+    int fresh = k->cn->answered == 0;
     char why[128];
-    if (expects_tls(n, k->cn)) { /* a configuration error: asking again cannot mend it */
+    if (expects_tls(n, k->cn, k->deadline)) { /* a configuration error: asking again cannot mend it */
         dlock__node_refuse(n);
         dlock__pool_put(n, k->cn, 1);
         return ENOLCK;
@@ -1271,6 +1305,10 @@ static int cmd_broken(cmd_run *k) {
      * says (a replica may have taken over), not this node in a loop. */
     if (n->one_connect && (k->tries > 0 || !stale)) return ENOLCK;
     if (k->deadline != DLOCK__MONO_NEVER && dlock__now() >= k->deadline && (k->tries > 0 || !stale)) return ENOLCK;
+    /* A server (or a proxy before it) that accepts connections and closes
+     * them at once turns the next one away too: wait as after a refused
+     * connect (dlock__pool_get), not a new connection at once, in a loop. */
+    if (fresh && k->tries > 0) return cmd_backoff(k);
     return CMD_AGAIN;
 }
 
@@ -1339,7 +1377,7 @@ static int late_read(dlock__conn *cn) {
     for (;;) {
         void *r = NULL;
         struct pollfd pfd = { cn->ctx->fd, POLLIN, 0 };
-        if (redisGetReplyFromReader(cn->ctx, &r) != REDIS_OK) return -1;
+        if (dlock__reply_get(cn, &r) != REDIS_OK) return -1;
         if (r != NULL) {
             freeReplyObject(r);
             cn->answered++;
@@ -1513,11 +1551,12 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
 }
 
 /* Node n's connection cn broke or answered (r): out/rc set, cn put back
- * or closed. */
-static void all_answer(dlock__node *n, dlock__conn *cn, int ok, void *r, redisReply **out, int *rc) {
+ * or closed; a TLS probe of a broken one ends by `end`. */
+static void all_answer(dlock__node *n, dlock__conn *cn, int ok, void *r, redisReply **out, int *rc,
+                       dlock__mono end) {
     char why[128];
     if (!ok) {
-        if (expects_tls(n, cn)) {
+        if (expects_tls(n, cn, end)) {
             dlock__node_refuse(n);
             *rc = ENOLCK;
         } else {
@@ -1551,8 +1590,8 @@ static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply 
     for (i = 0; i < n; i++) {
         void *r = NULL;
         if (cn[i] == NULL) continue;
-        if (redisGetReplyFromReader(cn[i]->ctx, &r) != REDIS_OK || r != NULL) {
-            all_answer(ns[i], cn[i], r != NULL, r, &out[i], &rcs[i]);
+        if (dlock__reply_get(cn[i], &r) != REDIS_OK || r != NULL) {
+            all_answer(ns[i], cn[i], r != NULL, r, &out[i], &rcs[i], end);
             answered += out[i] != NULL;
             cn[i] = NULL;
             continue;
@@ -1576,7 +1615,7 @@ static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply 
     for (i = 0; i < n; i++) {
         if (cn[i] == NULL || (pfd[i].revents == 0 && !dlock__conn_pending(cn[i]))) continue;
         if (dlock__conn_read(cn[i]) != REDIS_OK) {
-            all_answer(ns[i], cn[i], 0, NULL, &out[i], &rcs[i]);
+            all_answer(ns[i], cn[i], 0, NULL, &out[i], &rcs[i], end);
             cn[i] = NULL;
         }
     }
