@@ -189,7 +189,10 @@ static dlock__hold *unit_pick(dlock__lock *l) {
 static int unit_return(struct dlock_client *c, dlock__lock *l, dlock__hold *h, unsigned opened) {
     dlock__lost_report rep;
     long long res = 0;
-    int rc = op(c, l, "return", h->token, 0, 0, (long long)opened, &res);
+    /* (with its lease: a return that makes the semaphore again, the
+     * server having lost it, holds its units back for that lease, as a
+     * take with undo does, so no holder of before overlaps the next) */
+    int rc = op(c, l, "return", h->token, 0, h->lease_ms, (long long)opened, &res);
     memset(&rep, 0, sizeof rep);
     pthread_mutex_lock(&c->mu);
     if (rc != 0) {
