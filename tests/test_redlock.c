@@ -69,6 +69,13 @@ static unsigned long long fence_key_on(int i, const char *name) {
     return v;
 }
 
+/* How many of the first n masters have name's fence key at least f. */
+static int floor_count(int n, const char *name, unsigned long long f) {
+    int i, k = 0;
+    for (i = 0; i < n; i++) k += fence_key_on(i, name) >= f;
+    return k;
+}
+
 static int set_fence_key(int i, const char *name, unsigned long long fence) {
     char key[320], val[32];
     redisReply *r;
@@ -520,7 +527,7 @@ static void test_redlock_fences_increase_across_quorums(void) {
     dlock_client_t *cl = NULL;
     dlock_mutex_t m;
     uint64_t f1, f2, f3, g1, g2, g3;
-    int i;
+    int k;
 
     MASTERS_UP();
     DLT_ASSERT_ERR(client_make(&cl, 3000), 0);
@@ -533,7 +540,12 @@ static void test_redlock_fences_increase_across_quorums(void) {
     DLT_ASSERT_INT_EQ(set_fence_key(0, a, FENCE_AHEAD), 0);
     f1 = hold_fence(&m);
     CU_ASSERT_TRUE(f1 > FENCE_AHEAD);
-    for (i = 0; i < 3; i++) CU_ASSERT_TRUE(fence_key_on(i, a) >= f1); /* the floor */
+    /* The floor: written back before the call returns to a quorum of the
+     * masters (a call decides once a quorum has answered; a master that
+     * had just come back may be skipped); the next holds' fences are
+     * above it whichever quorum grants them (below). */
+    k = floor_count(3, a, f1);
+    CU_ASSERT_TRUE(k >= 2);
     restart_master(3);
     restart_master(4);
     kill_master(0);
@@ -554,7 +566,9 @@ static void test_redlock_fences_increase_across_quorums(void) {
     DLT_ASSERT_INT_EQ(set_fence_key(4, b, FENCE_AHEAD + 1000000), 0);
     g1 = hold_fence(&m);
     CU_ASSERT_TRUE(g1 > FENCE_AHEAD + 1000000);
-    for (i = 0; i < NM; i++) CU_ASSERT_TRUE(fence_key_on(i, b) >= g1);
+    k = floor_count(NM, b, g1);
+    if (k < NM) printf("  the floor on %d of %d masters at once\n", k, NM);
+    CU_ASSERT_TRUE(k >= NM / 2 + 1);
     kill_master(4);
     g2 = hold_fence(&m);
     g3 = hold_fence(&m);
