@@ -828,7 +828,12 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
          * ones stop at the deadline.  None goes past the call's end. */
         if (deadline != DLOCK__MONO_NEVER) {
             int64_t left = (deadline - now) / DLOCK__MS;
-            if (attempt > 0 && left <= 0) return ENOLCK; /* message set by the last attempt */
+            if (attempt > 0 && left <= 0) {
+                /* less than a ms left: the deadline has come (a caller
+                 * that compares its own clock sees it has, and times out) */
+                dlock__sleep_until(deadline);
+                return ENOLCK; /* message set by the last attempt */
+            }
             if (attempt == 0 && left < (int64_t)dlock__reply_floor_ms(n)) left = dlock__reply_floor_ms(n);
             if (left < (int64_t)budget) budget = (unsigned)left;
         }
