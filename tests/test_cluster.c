@@ -1,6 +1,6 @@
 /* labels: redis; timeout: 240 */
 /* test_cluster.c -- Redis Cluster deployments: redis+cluster:// URLs
- * (src/backend/cluster.c, the redirections in src/net/conn.c).
+ * (src/backend/cluster.c, the redirections in src/net/cmd.c).
  *
  * The suite forms one cluster of three masters without replicas, on free
  * loopback ports (the fixture's dlt_cluster, fixture_multi.h: CLUSTER

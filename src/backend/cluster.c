@@ -13,7 +13,7 @@
  * nodes of the URL first), when a slot is not known and after a node could
  * not be reached.  A MOVED answer updates the slot at once and the request
  * goes to the node it names; an ASK answer sends it there once, after
- * ASKING (conn.c follows both, up to 16 in a row, through the nodes'
+ * ASKING (cmd.c follows both, up to 16 in a row, through the nodes'
  * `redirect` hook: cluster_hooks, below).  While a slot migrates
  * its multi-key requests may get TRYAGAIN (some of the lock's keys moved,
  * some not): they are asked again, with a short back-off, until the

@@ -155,7 +155,7 @@ typedef struct dlock__conf {
      * not open hundreds of connections.  0: every grant is published. */
     unsigned wait_conns;
     /* ?breaker_ms=N (or dlock_config_t.breaker_ms): the circuit breaker's
-     * back-off period; 0: off (conn.c dlock__breaker_pass). */
+     * back-off period; 0: off (breaker.c dlock__breaker_pass). */
     unsigned breaker_ms;
     /* ?pipelined=1: the mutexes the client makes unlock without waiting
      * for the server (core/lock.c, pipe_send) unless their attribute says. */
@@ -166,8 +166,8 @@ typedef struct dlock__conf {
 
 /* The shortest a reply is waited for past the caller's deadline (or a
  * command timeout, if shorter): a command sent at its deadline is really
- * tried, and a wait never runs longer than that past it (conn.c
- * set_timeout, wait.c dlock__wait_grant).  dlock__reply_floor_ms: that
+ * tried, and a wait never runs longer than that past it (cmd.c
+ * dlock__set_timeout, wait.c dlock__wait_grant).  dlock__reply_floor_ms: that
  * floor for c's command timeout. */
 #define DLOCK__REPLY_FLOOR_MS 200u
 

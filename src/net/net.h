@@ -1,7 +1,10 @@
 /* net.h -- the transport: one Redis connection (conn.c) with TLS
- * (tls.c), requests written in RESP by hand (resp.c), a pool of them,
- * commands with retry within the unreachable bound, and the circuit
- * breaker.  Knows servers and bytes; nothing of locks. */
+ * (tls.c), requests written in RESP by hand (resp.c), answers read
+ * within bounds (reader.c), a pool of them (pool.c), commands with retry
+ * within the unreachable bound (cmd.c), one request to many nodes
+ * (fanout.c), and the circuit breaker (breaker.c).  Knows servers and
+ * bytes; nothing of locks.  What these files share among themselves
+ * alone is in net/internal.h. */
 #ifndef DLOCK_NET_H
 #define DLOCK_NET_H
 
@@ -11,7 +14,7 @@
 
 typedef struct dlock__node dlock__node;
 typedef struct dlock__conn dlock__conn;
-typedef struct dlock__owed dlock__owed; /* answers a thread owes on a connection (conn.c) */
+typedef struct dlock__owed dlock__owed; /* answers a thread owes on a connection (cmd.c) */
 
 /* What an answer may announce (reader.c; docs/design.md, "Answers a
  * client accepts"): elements in one array, elements in all the arrays of
@@ -90,7 +93,7 @@ typedef struct dlock__sent {
 struct dlock__conn {
     redisContext *ctx;
     unsigned timeout_ms; /* the socket's receive timeout now set */
-    unsigned bound_ms;   /* the next request's bound (set_timeout, conn.c; 0: none set): its
+    unsigned bound_ms;   /* the next request's bound (dlock__set_timeout, cmd.c; 0: none set): its
                           * answer may take the larger of this and timeout_ms in all */
     struct dlock__conn *next; /* pool link */
     struct dlock__tls *tls;   /* rediss://: the TLS session (tls.c); NULL: plain */
