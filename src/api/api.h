@@ -16,6 +16,45 @@ typedef struct dlock__obj {
     unsigned calls;     /* lock calls in progress (destroy gives EBUSY)... */
     pid_t calls_pid;    /* ...in this process: a fork child starts from 0 */
 } dlock__obj;
+/* A caller's object (dlock_mutex_t, dlock_rwlock_t, dlock_cond_t,
+ * dlock_sem_t) is live while its __magic is its own address mixed with
+ * its kind's key -- so uninitialised, copied or destroyed memory gives
+ * EINVAL, not a crash -- and its __impl points at private state that
+ * carries its kind's magic.  A destroyed one's __magic is
+ * DLOCK__HANDLE_DESTROYED.  lazy: a kind made on first use, whose
+ * DLOCK__MAGIC_STATIC is live too (DLOCK_MUTEX_INITIALIZER). */
+typedef struct dlock__handle_kind {
+    const char *what;    /* its name in messages: "mutex", "semaphore"... */
+    uintptr_t live_key;
+    unsigned impl_magic;
+    int lazy;
+} dlock__handle_kind;
+#define DLOCK__HANDLE_DESTROYED ((uintptr_t)0x64656164u)
+
+/* The __magic of obj, a live object of kind k. */
+static inline uintptr_t dlock__handle_live(const dlock__handle_kind *k, const void *obj) {
+    return (uintptr_t)obj ^ k->live_key;
+}
+
+/* The handle check: 0 with *out obj's private state (impl) when obj, an
+ * object of kind k whose __magic is magic, is live; else EINVAL with the
+ * message.  (Inline: every lock call makes it.) */
+static inline int dlock__handle_check(const dlock__handle_kind *k, const void *obj, uintptr_t magic, void *impl,
+                                      dlock__obj **out) {
+    dlock__obj *o = impl;
+    *out = NULL; /* (an optimising compiler cannot tell that every error below is nonzero) */
+    if (obj == NULL) return dlock__seterr(EINVAL, "%s is NULL", k->what);
+    if ((magic != dlock__handle_live(k, obj) && !(k->lazy && magic == DLOCK__MAGIC_STATIC)) || o == NULL ||
+        o->magic != k->impl_magic)
+        return dlock__seterr(EINVAL, "%s is not initialised (or was destroyed)", k->what);
+    *out = o;
+    return 0;
+}
+/* The check of obj (a pointer to a caller's object; NULL is told so). */
+#define DLOCK__HANDLE_GET(k, obj, out)                                                                          \
+    dlock__handle_check((k), (obj), (obj) != NULL ? (obj)->__magic : 0, (obj) != NULL ? (obj)->__impl : NULL, \
+                        (out))
+
 /* Counts a call in progress through o (delta +1 / -1).  c->mu held. */
 void dlock__obj_calls(dlock__obj *o, int delta);
 int dlock__obj_make(void *obj, const char *name, const dlock_mutexattr_t *attr, unsigned magic, dlock__obj **out);

@@ -18,22 +18,15 @@
 
 #include "api/api.h"
 
-#define LIVE_KEY ((uintptr_t)0x636f6e64a5a5a5a5ull)
-#define DESTROYED ((uintptr_t)0x64656164u)
-#define IMPL_MAGIC 0x636f6e64u
 #define TTL_MS 3000u /* a waiter's registration; refreshed every third of it */
 
-static uintptr_t live_magic(const dlock_cond_t *cv) {
-    return (uintptr_t)cv ^ LIVE_KEY;
-}
+static const dlock__handle_kind cond_kind = {
+    .what = "condition variable", .live_key = (uintptr_t)0x636f6e64a5a5a5a5ull, .impl_magic = 0x636f6e64u,
+};
 
-static int get(const dlock_cond_t *cv, dlock__obj **out) {
-    dlock__obj *o;
-    if (cv == NULL) return dlock__seterr(EINVAL, "condition variable is NULL");
-    if (cv->__magic != live_magic(cv) || (o = cv->__impl) == NULL || o->magic != IMPL_MAGIC)
-        return dlock__seterr(EINVAL, "condition variable is not initialised (or was destroyed)");
-    *out = o;
-    return 0;
+/* cv's private state, or EINVAL (api.h dlock__handle_check). */
+static int cond_get(const dlock_cond_t *cv, dlock__obj **out) {
+    return DLOCK__HANDLE_GET(&cond_kind, cv, out);
 }
 
 DLOCK_API int dlock_cond_init_client(dlock_cond_t *cv, const char *name, dlock_client_t *cl) {
@@ -47,11 +40,11 @@ DLOCK_API int dlock_cond_init_client(dlock_cond_t *cv, const char *name, dlock_c
         free(o);
         return rc;
     }
-    o->magic = IMPL_MAGIC;
+    o->magic = cond_kind.impl_magic;
     o->c = c;
     cv->__impl = o;
     memset(cv->__reserved, 0, sizeof cv->__reserved);
-    cv->__magic = live_magic(cv);
+    cv->__magic = dlock__handle_live(&cond_kind, cv);
     return 0;
 }
 
@@ -62,9 +55,9 @@ DLOCK_API int dlock_cond_init(dlock_cond_t *cv, const char *name) {
 DLOCK_API int dlock_cond_destroy(dlock_cond_t *cv) {
     dlock__obj *o = NULL;
     int rc;
-    if ((rc = get(cv, &o)) != 0) return rc;
+    if ((rc = cond_get(cv, &o)) != 0) return rc;
     if ((rc = dlock__obj_destroy(o, cv)) != 0) return rc;
-    cv->__magic = DESTROYED;
+    cv->__magic = DLOCK__HANDLE_DESTROYED;
     cv->__impl = NULL;
     return 0;
 }
@@ -158,7 +151,7 @@ static int wait_call(dlock_cond_t *cv, dlock_mutex_t *m, dlock__mono deadline) {
     long long res;
     int rc, rc2;
 
-    if ((rc = get(cv, &o)) != 0) return rc;
+    if ((rc = cond_get(cv, &o)) != 0) return rc;
     if ((rc = dlock__mutex_obj(m, &mo)) != 0) return rc;
     c = o->c;
     if (mo->c != c) return dlock__seterr(EINVAL, "the mutex is on another client than the condition variable");
@@ -215,7 +208,7 @@ static int wake(dlock_cond_t *cv, const char *what) {
     dlock__obj *o = NULL;
     long long res;
     int rc;
-    if ((rc = get(cv, &o)) != 0) return rc;
+    if ((rc = cond_get(cv, &o)) != 0) return rc;
     return op(o, what, "-", &res, dlock__unreachable_deadline(&o->c->be.node));
 }
 

@@ -12,56 +12,54 @@
 
 #include "api/api.h"
 
-#define LIVE_KEY ((uintptr_t)0x6d75746578a5a5a5ull)
-#define DESTROYED ((uintptr_t)0x64656164u)
-#define IMPL_MAGIC 0x6d757478u
+static const dlock__handle_kind mutex_kind = {
+    .what = "mutex", .live_key = (uintptr_t)0x6d75746578a5a5a5ull, .impl_magic = 0x6d757478u, .lazy = 1,
+};
 
 typedef dlock__obj dlock__mutex;
 
-static uintptr_t live_magic(const dlock_mutex_t *m) {
-    return (uintptr_t)m ^ LIVE_KEY;
+/* The private state of a statically initialised mutex, made on its
+ * first use (the first thread to publish it wins). */
+static int mutex_lazy(dlock_mutex_t *m, void **impl) {
+    dlock__mutex *mx, *expected = NULL;
+    int rc;
+    mx = __atomic_load_n((dlock__mutex **)&m->__impl, __ATOMIC_ACQUIRE);
+    if (mx == NULL) {
+        if ((rc = dlock__obj_make(m, m->__static_name, NULL, mutex_kind.impl_magic, &mx)) != 0) return rc;
+        if (!__atomic_compare_exchange_n((dlock__mutex **)&m->__impl, &expected, mx, 0, __ATOMIC_ACQ_REL,
+                                         __ATOMIC_ACQUIRE)) {
+            dlock__obj_free(mx);
+            mx = expected;
+        }
+    }
+    *impl = mx;
+    return 0;
 }
 
-/* The private state of m; for a statically initialised mutex it is made
- * on first use (the first thread to publish it wins). */
-static int get(const dlock_mutex_t *cm, dlock__mutex **out) {
+/* The private state of m, or EINVAL (api.h dlock__handle_check). */
+static int mutex_get(const dlock_mutex_t *cm, dlock__mutex **out) {
     dlock_mutex_t *m = (dlock_mutex_t *)cm;
-    dlock__mutex *mx, *expected = NULL;
-    uintptr_t magic;
+    uintptr_t magic = m != NULL ? __atomic_load_n(&m->__magic, __ATOMIC_ACQUIRE) : 0;
+    void *impl = NULL;
     int rc;
-
-    *out = NULL; /* (an optimising compiler cannot tell that every error below is nonzero) */
-    if (m == NULL) return dlock__seterr(EINVAL, "mutex is NULL");
-    magic = __atomic_load_n(&m->__magic, __ATOMIC_ACQUIRE);
-    if (magic == live_magic(m)) {
-        mx = m->__impl;
-    } else if (magic == DLOCK__MAGIC_STATIC) {
-        mx = __atomic_load_n((dlock__mutex **)&m->__impl, __ATOMIC_ACQUIRE);
-        if (mx == NULL) {
-            if ((rc = dlock__obj_make(m, m->__static_name, NULL, IMPL_MAGIC, &mx)) != 0) return rc;
-            if (!__atomic_compare_exchange_n((dlock__mutex **)&m->__impl, &expected, mx, 0,
-                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-                dlock__obj_free(mx);
-                mx = expected;
-            }
-        }
-    } else {
-        return dlock__seterr(EINVAL, "mutex is not initialised (or was destroyed)");
+    *out = NULL;
+    if (magic == DLOCK__MAGIC_STATIC) {
+        if ((rc = mutex_lazy(m, &impl)) != 0) return rc;
+    } else if (m != NULL) {
+        impl = m->__impl;
     }
-    if (mx == NULL || mx->magic != IMPL_MAGIC) return dlock__seterr(EINVAL, "mutex is not initialised");
-    *out = mx;
-    return 0;
+    return dlock__handle_check(&mutex_kind, m, magic, impl, out);
 }
 
 DLOCK_API int dlock_mutex_init(dlock_mutex_t *m, const char *name, const dlock_mutexattr_t *a) {
     dlock__mutex *mx;
     int rc;
     if (m == NULL) return dlock__seterr(EINVAL, "mutex is NULL");
-    if ((rc = dlock__obj_make(m, name, a, IMPL_MAGIC, &mx)) != 0) return rc;
+    if ((rc = dlock__obj_make(m, name, a, mutex_kind.impl_magic, &mx)) != 0) return rc;
     m->__static_name = NULL;
     m->__impl = mx;
     memset(m->__reserved, 0, sizeof m->__reserved);
-    __atomic_store_n(&m->__magic, live_magic(m), __ATOMIC_RELEASE);
+    __atomic_store_n(&m->__magic, dlock__handle_live(&mutex_kind, m), __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -71,25 +69,25 @@ DLOCK_API int dlock_mutex_destroy(dlock_mutex_t *m) {
 
     if (m == NULL) return dlock__seterr(EINVAL, "mutex is NULL");
     if (m->__magic == DLOCK__MAGIC_STATIC && m->__impl == NULL) {
-        m->__magic = DESTROYED; /* never used: nothing to free */
+        m->__magic = DLOCK__HANDLE_DESTROYED; /* never used: nothing to free */
         return 0;
     }
-    if ((rc = get(m, &mx)) != 0) return rc;
+    if ((rc = mutex_get(m, &mx)) != 0) return rc;
     if ((rc = dlock__obj_destroy(mx, m)) != 0) return rc;
-    m->__magic = DESTROYED;
+    m->__magic = DLOCK__HANDLE_DESTROYED;
     m->__impl = NULL;
     return 0;
 }
 
 /* For cond.c: the private state of a mutex. */
 int dlock__mutex_obj(dlock_mutex_t *m, dlock__obj **out) {
-    return get(m, out);
+    return mutex_get(m, out);
 }
 
 static int lock_call(dlock_mutex_t *m, int try, dlock__mono deadline, int bad_deadline) {
     dlock__mutex *mx;
     int rc;
-    if ((rc = get(m, &mx)) != 0) return rc;
+    if ((rc = mutex_get(m, &mx)) != 0) return rc;
     return dlock__obj_lock(mx, 0, try, deadline, bad_deadline);
 }
 
@@ -115,7 +113,7 @@ DLOCK_API int dlock_mutex_timedlock(dlock_mutex_t *m, const struct timespec *abs
 DLOCK_API int dlock_mutex_unlock(dlock_mutex_t *m) {
     dlock__mutex *mx;
     int rc;
-    if ((rc = get(m, &mx)) != 0) return rc;
+    if ((rc = mutex_get(m, &mx)) != 0) return rc;
     return dlock__release_want(mx->c, mx->l, &mx->want);
 }
 
@@ -126,7 +124,7 @@ DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m) {
     dlock__lost_report rep = { 0 };
     dlock__mutex *mx;
     int rc;
-    if ((rc = get(m, &mx)) != 0) return rc;
+    if ((rc = mutex_get(m, &mx)) != 0) return rc;
     pthread_mutex_lock(&mx->c->mu);
     if (!dlock__hold_valid(mx->c, &mx->l->x, dlock__owner_peek(&mx->want), &rep) || !dlock__hold_is_inconsistent(&mx->l->x)) {
         rc = dlock__seterr(EINVAL, "'%.64s' is not held by the caller in an inconsistent state", mx->l->k.name);
@@ -141,7 +139,7 @@ DLOCK_API int dlock_mutex_consistent(dlock_mutex_t *m) {
 
 static int holds(const dlock_mutex_t *m, uint64_t *fence) {
     dlock__mutex *mx;
-    if (get(m, &mx) != 0) return 0;
+    if (mutex_get(m, &mx) != 0) return 0;
     return dlock__holds_want(mx->c, mx->l, &mx->want, fence);
 }
 
@@ -156,7 +154,7 @@ DLOCK_API uint64_t dlock_mutex_fence(const dlock_mutex_t *m) {
 
 DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m) {
     dlock__mutex *mx;
-    if (get(m, &mx) != 0) return NULL;
+    if (mutex_get(m, &mx) != 0) return NULL;
     return mx->l->k.name;
 }
 
@@ -168,7 +166,7 @@ DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const vo
     size_t keylen;
     int rc, written = 0;
 
-    if ((rc = get(m, &mx)) != 0) return rc;
+    if ((rc = mutex_get(m, &mx)) != 0) return rc;
     if (key == NULL || (keylen = strlen(key)) == 0) return dlock__seterr(EINVAL, "key is NULL or empty");
     if (value == NULL && len > 0) return dlock__seterr(EINVAL, "value is NULL");
     if (!holds(m, &fence)) return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", mx->l->k.name);

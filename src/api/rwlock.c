@@ -15,28 +15,21 @@
 
 #include "api/api.h"
 
-#define LIVE_KEY ((uintptr_t)0x72776c6f636ba5a5ull)
-#define DESTROYED ((uintptr_t)0x64656164u)
-#define IMPL_MAGIC 0x72776c6bu
 
-static uintptr_t live_magic(const dlock_rwlock_t *rw) {
-    return (uintptr_t)rw ^ LIVE_KEY;
-}
+static const dlock__handle_kind rwlock_kind = {
+    .what = "rwlock", .live_key = (uintptr_t)0x72776c6f636ba5a5ull, .impl_magic = 0x72776c6bu,
+};
 
-static int get(const dlock_rwlock_t *rw, dlock__obj **out) {
-    dlock__obj *o = NULL;
-    if (rw == NULL) return dlock__seterr(EINVAL, "rwlock is NULL");
-    if (rw->__magic != live_magic(rw) || (o = rw->__impl) == NULL || o->magic != IMPL_MAGIC)
-        return dlock__seterr(EINVAL, "rwlock is not initialised (or was destroyed)");
-    *out = o;
-    return 0;
+/* rw's private state, or EINVAL (api.h dlock__handle_check). */
+static int rwlock_get(const dlock_rwlock_t *rw, dlock__obj **out) {
+    return DLOCK__HANDLE_GET(&rwlock_kind, rw, out);
 }
 
 DLOCK_API int dlock_rwlock_init(dlock_rwlock_t *rw, const char *name, const dlock_mutexattr_t *a) {
     dlock__obj *o = NULL;
     int rc;
     if (rw == NULL) return dlock__seterr(EINVAL, "rwlock is NULL");
-    if ((rc = dlock__obj_make(rw, name, a, IMPL_MAGIC, &o)) != 0) return rc;
+    if ((rc = dlock__obj_make(rw, name, a, rwlock_kind.impl_magic, &o)) != 0) return rc;
     if (o->want.process) {
         dlock__obj_free(o);
         return dlock__seterr(EINVAL, "a rwlock is owned by threads: DLOCK_OWNER_PROCESS is for mutexes");
@@ -49,16 +42,16 @@ DLOCK_API int dlock_rwlock_init(dlock_rwlock_t *rw, const char *name, const dloc
     if (a == NULL || a->__deadlock != 1) o->want.deadlock = 0;
     rw->__impl = o;
     memset(rw->__reserved, 0, sizeof rw->__reserved);
-    rw->__magic = live_magic(rw);
+    rw->__magic = dlock__handle_live(&rwlock_kind, rw);
     return 0;
 }
 
 DLOCK_API int dlock_rwlock_destroy(dlock_rwlock_t *rw) {
     dlock__obj *o = NULL;
     int rc;
-    if ((rc = get(rw, &o)) != 0) return rc;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
     if ((rc = dlock__obj_destroy(o, rw)) != 0) return rc;
-    rw->__magic = DESTROYED;
+    rw->__magic = DLOCK__HANDLE_DESTROYED;
     rw->__impl = NULL;
     return 0;
 }
@@ -66,7 +59,7 @@ DLOCK_API int dlock_rwlock_destroy(dlock_rwlock_t *rw) {
 static int lock_call(dlock_rwlock_t *rw, int shared, int try, dlock__mono deadline, int bad) {
     dlock__obj *o = NULL;
     int rc;
-    if ((rc = get(rw, &o)) != 0) return rc;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
     return dlock__obj_lock(o, shared, try, deadline, bad);
 }
 
@@ -114,7 +107,7 @@ DLOCK_API int dlock_rwlock_xlock(dlock_rwlock_t *rw, int shared, int flags, cloc
     dlock__mono deadline = DLOCK__MONO_NEVER;
     dlock__obj *o = NULL;
     int rc, bad = 0;
-    if ((rc = get(rw, &o)) != 0) return rc;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
     if (flags & ~(DLOCK_F_TRY | DLOCK_F_INTR)) return dlock__seterr(EINVAL, "unknown flags %#x", (unsigned)flags);
     if (abstime != NULL && (rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
     return dlock__obj_xlock(o, shared != 0, flags & DLOCK_F_TRY, flags & DLOCK_F_INTR, deadline, bad);
@@ -123,13 +116,13 @@ DLOCK_API int dlock_rwlock_xlock(dlock_rwlock_t *rw, int shared, int flags, cloc
 DLOCK_API int dlock_rwlock_unlock(dlock_rwlock_t *rw) {
     dlock__obj *o = NULL;
     int rc;
-    if ((rc = get(rw, &o)) != 0) return rc;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
     return dlock__release(o->c, o->l, 1);
 }
 
 DLOCK_API int dlock_rwlock_holds(const dlock_rwlock_t *rw) {
     dlock__obj *o = NULL;
-    if (get(rw, &o) != 0) return 0;
+    if (rwlock_get(rw, &o) != 0) return 0;
     if (dlock__holds(o->c, o->l, 0, NULL)) return 2;
     return dlock__holds(o->c, o->l, 1, NULL) ? 1 : 0;
 }
@@ -137,6 +130,6 @@ DLOCK_API int dlock_rwlock_holds(const dlock_rwlock_t *rw) {
 DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock_t *rw) {
     dlock__obj *o = NULL;
     uint64_t f = 0;
-    if (get(rw, &o) != 0) return 0;
+    if (rwlock_get(rw, &o) != 0) return 0;
     return dlock__holds(o->c, o->l, 1, &f) ? f : 0;
 }

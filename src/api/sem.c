@@ -18,9 +18,6 @@
 #include "api/api.h"
 
 #define ATTR_MAGIC 0x73617474u /* "satt" */
-#define LIVE_KEY ((uintptr_t)0x73656d61a5a5a5a5ull)
-#define DESTROYED ((uintptr_t)0x64656164u)
-#define IMPL_MAGIC 0x73656d61u
 
 /* ---------------------------------------------------------- attributes */
 
@@ -81,17 +78,13 @@ DLOCK_API int dlock_semattr_setlease(dlock_semattr_t *a, unsigned lease_ms) {
 
 /* ------------------------------------------------------------- objects */
 
-static uintptr_t live_magic(const dlock_sem_t *s) {
-    return (uintptr_t)s ^ LIVE_KEY;
-}
+static const dlock__handle_kind sem_kind = {
+    .what = "semaphore", .live_key = (uintptr_t)0x73656d61a5a5a5a5ull, .impl_magic = 0x73656d61u,
+};
 
-static int get(const dlock_sem_t *s, dlock__obj **out) {
-    dlock__obj *o;
-    if (s == NULL) return dlock__seterr(EINVAL, "semaphore is NULL");
-    if (s->__magic != live_magic(s) || (o = s->__impl) == NULL || o->magic != IMPL_MAGIC)
-        return dlock__seterr(EINVAL, "semaphore is not initialised (or was destroyed)");
-    *out = o;
-    return 0;
+/* s's private state, or EINVAL (api.h dlock__handle_check). */
+static int sem_get(const dlock_sem_t *s, dlock__obj **out) {
+    return DLOCK__HANDLE_GET(&sem_kind, s, out);
 }
 
 DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, const dlock_semattr_t *a) {
@@ -123,10 +116,10 @@ DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, c
         free(o);
         return rc;
     }
-    o->magic = IMPL_MAGIC;
+    o->magic = sem_kind.impl_magic;
     s->__impl = o;
     memset(s->__reserved, 0, sizeof s->__reserved);
-    s->__magic = live_magic(s);
+    s->__magic = dlock__handle_live(&sem_kind, s);
     return 0;
 }
 
@@ -141,7 +134,7 @@ DLOCK_API int dlock_sem_destroy(dlock_sem_t *s) {
     dlock__lock *l;
     dlock__hold *h;
     int rc;
-    if ((rc = get(s, &o)) != 0) return rc;
+    if ((rc = sem_get(s, &o)) != 0) return rc;
     c = o->c;
     l = o->l;
     pthread_mutex_lock(&c->mu);
@@ -157,7 +150,7 @@ DLOCK_API int dlock_sem_destroy(dlock_sem_t *s) {
     dlock__lock_maybe_free(c, l);
     pthread_mutex_unlock(&c->mu);
     if (rc != 0) return rc;
-    s->__magic = DESTROYED;
+    s->__magic = DLOCK__HANDLE_DESTROYED;
     s->__impl = NULL;
     return 0;
 }
@@ -168,7 +161,7 @@ static int take(dlock_sem_t *s, int try, int intr, dlock__mono deadline, int bad
     dlock__obj *o = NULL;
     dlock__want w;
     int rc;
-    if ((rc = get(s, &o)) != 0) return rc;
+    if ((rc = sem_get(s, &o)) != 0) return rc;
     w = o->want;
     w.intr = intr;
     return dlock__obj_run(o, &w, dlock__sem_take, try, deadline, bad);
@@ -186,7 +179,7 @@ DLOCK_API int dlock_sem_clockwait(dlock_sem_t *s, clockid_t clock, const struct 
     dlock__mono deadline;
     dlock__obj *o = NULL;
     int rc, bad;
-    if ((rc = get(s, &o)) != 0) return rc;
+    if ((rc = sem_get(s, &o)) != 0) return rc;
     if ((rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
     return take(s, 0, 0, deadline, bad);
 }
@@ -195,7 +188,7 @@ DLOCK_API int dlock_sem_xwait(dlock_sem_t *s, int flags, clockid_t clock, const 
     dlock__mono deadline = DLOCK__MONO_NEVER;
     dlock__obj *o = NULL;
     int rc, bad = 0;
-    if ((rc = get(s, &o)) != 0) return rc;
+    if ((rc = sem_get(s, &o)) != 0) return rc;
     if (flags & ~(DLOCK_F_TRY | DLOCK_F_INTR)) return dlock__seterr(EINVAL, "unknown flags %#x", (unsigned)flags);
     if (abstime != NULL && (rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
     return take(s, (flags & DLOCK_F_TRY) != 0, (flags & DLOCK_F_INTR) != 0, deadline, bad);
@@ -208,14 +201,14 @@ DLOCK_API int dlock_sem_timedwait(dlock_sem_t *s, const struct timespec *abstime
 DLOCK_API int dlock_sem_post(dlock_sem_t *s) {
     dlock__obj *o = NULL;
     int rc;
-    if ((rc = get(s, &o)) != 0) return rc;
+    if ((rc = sem_get(s, &o)) != 0) return rc;
     return dlock__sem_post(o->c, o->l, o->want.sem_value, DLOCK_SEM_VALUE_MAX);
 }
 
 DLOCK_API int dlock_sem_getvalue(dlock_sem_t *s, int *value) {
     dlock__obj *o = NULL;
     int rc;
-    if ((rc = get(s, &o)) != 0) return rc;
+    if ((rc = sem_get(s, &o)) != 0) return rc;
     if (value == NULL) return dlock__seterr(EINVAL, "value pointer is NULL");
     return dlock__sem_value(o->c, o->l, o->want.sem_value, value);
 }
