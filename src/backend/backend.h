@@ -533,26 +533,29 @@ char *dlock__stats_key(const dlock__backend *c);
 /* Fills out from a stats_lua "read" answer: 0, or -1. */
 int dlock__figs_parse(const redisReply *r, dlock__figs *out, size_t max, size_t *n);
 
-/* Scripts (scripts.c). */
-enum {
-    DLOCK__SCRIPT_ACQUIRE,
-    DLOCK__SCRIPT_ACQUIRE_SHARED,
-    DLOCK__SCRIPT_RELEASE,
-    DLOCK__SCRIPT_RENEW,
-    DLOCK__SCRIPT_RESET,
-    DLOCK__SCRIPT_FENCED_SET,
-    DLOCK__SCRIPT_INFO,
-    DLOCK__SCRIPT_COND,
-    DLOCK__SCRIPT_FENCE_RAISE,
-    DLOCK__SCRIPT_SEM,
-    DLOCK__SCRIPT_SEM_INFO,
-    DLOCK__SCRIPT_SEM_ADMIN,
-    DLOCK__SCRIPT_WAITS,
-    DLOCK__SCRIPT_STATS,
-    DLOCK__SCRIPT_FENCE_NEXT,
-    DLOCK__SCRIPT_RANGE,
-    DLOCK__NSCRIPTS
-};
+/* Scripts (scripts.c): one row each, X(ID, FILE), for DLOCK__SCRIPT_ID
+ * whose body is src/backend/lua/FILE.lua (KEYS, ARGV and the reply at its
+ * top).  A new script is its .lua file and a row here. */
+#define DLOCK__SCRIPTS(X)             \
+    X(ACQUIRE, acquire)               \
+    X(ACQUIRE_SHARED, acquire_shared) \
+    X(RELEASE, release)               \
+    X(RENEW, renew)                   \
+    X(RESET, reset)                   \
+    X(FENCED_SET, fenced_set)         \
+    X(INFO, info)                     \
+    X(COND, cond)                     \
+    X(FENCE_RAISE, fence_raise)       \
+    X(SEM, sem)                       \
+    X(SEM_INFO, sem_info)             \
+    X(SEM_ADMIN, sem_admin)           \
+    X(WAITS, waits)                   \
+    X(STATS, stats)                   \
+    X(FENCE_NEXT, fence_next)         \
+    X(RANGE, range)
+#define DLOCK__SCRIPT_ENUM(id, file) DLOCK__SCRIPT_##id,
+enum { DLOCK__SCRIPTS(DLOCK__SCRIPT_ENUM) DLOCK__NSCRIPTS };
+#undef DLOCK__SCRIPT_ENUM
 /* A script's body; variant 1: a cluster's (SPUBLISH). */
 const char *dlock__script_body(int which, int variant);
 /* Its SHA1, for an EVALSHA sent in a pipeline; "" when it could not be
