@@ -12,8 +12,13 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <dlock.h>
 
@@ -138,8 +143,11 @@ static void test_recovered(void) {
     end = t0 + 3.0;
     while (dlt_flag_get(&risk_calls) == 0 && dlt_now() < end) dlt_sleep_ms(2);
     DLT_ASSERT_INT_EQ(dlt_flag_get(&risk_calls), 1);
-    /* the server is back: connections hung in the black hole are cut */
+    /* the server is back: connections hung in the black hole are cut
+     * (after the switch has reached every proxy thread: one whose request
+     * was swallowed just before it would hang on) */
     dlt_proxy_pass(px);
+    dlt_sleep_ms(60);
     dlt_proxy_close_all(px);
     end = dlt_now() + 2.0;
     while (dlt_flag_get(&recovered_calls) == 0 && dlt_flag_get(&lost_calls) == 0 && dlt_now() < end) dlt_sleep_ms(2);
@@ -183,11 +191,82 @@ static void test_quiet_when_renewed(void) {
     dlt_proxy_stop(px);
 }
 
+/* `dlock exec --risk-signal USR1`: the command gets SIGUSR1 while the
+ * lock is still held, once the server stops answering; its handler
+ * writes a file.  dlock's stderr says so, and only later that the lock
+ * was lost (the server never comes back): exit 75. */
+static void test_exec_risk_signal(void) {
+    static const char job[] = "trap ': > \"$3\"' USR1; : > \"$1\"; "
+                              "while [ ! -e \"$2\" ]; do sleep 0.02; done";
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    char url[256], err[4096];
+    double end, t0, risk_t = -1;
+    pid_t pid;
+    int status = -1;
+    FILE *f;
+    size_t n;
+    CU_ASSERT_FATAL(px != NULL);
+    dlt_tdir_make("dlrisk");
+    snprintf(url, sizeof url, "%s/1?drift_ms=%u&connect_timeout_ms=2000", dlt_proxy_url(px), DRIFT_MS);
+    pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int fd = open(dlt_tpath("err"), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) dup2(fd, 2);
+        execl(DLOCK_CLI, DLOCK_CLI, "exec", "--url", url, "--lease", "1500ms", "--risk-signal", "USR1", "risk/exec",
+              "--", "sh", "-c", job, "sh", dlt_tpath("started"), dlt_tpath("go"), dlt_tpath("risk"), (char *)NULL);
+        _exit(127);
+    }
+    CU_ASSERT_FATAL(dlt_twait_file("started", 5000));
+    dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
+    dlt_proxy_close_all(px);
+    t0 = dlt_now();
+    if (dlt_twait_file("risk", 3000)) risk_t = dlt_now() - t0;
+    end = dlt_now() + 15;
+    while (waitpid(pid, &status, WNOHANG) == 0 && dlt_now() < end) dlt_sleep_ms(10);
+    if (dlt_now() >= end) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+    }
+    err[0] = '\0';
+    if ((f = fopen(dlt_tpath("err"), "r")) != NULL) {
+        n = fread(err, 1, sizeof err - 1, f);
+        err[n] = '\0';
+        fclose(f);
+    }
+    printf("  the command's handler ran %.3f s after the server stopped answering; dlock exec: exit %d, stderr: %s",
+           risk_t, WIFEXITED(status) ? WEXITSTATUS(status) : -1, err);
+    /* before the lease (1.5 s less the drift) ran out by the holder's clock */
+    CU_ASSERT(risk_t > 0 && risk_t < (LEASE_MS - DRIFT_MS) / 1000.0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "at risk"));
+    CU_ASSERT(strstr(err, "at risk") != NULL && strstr(err, "lost the lock") != NULL &&
+              strstr(err, "at risk") < strstr(err, "lost the lock"));
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 75);
+    dlt_proxy_stop(px);
+    dlt_tdir_done();
+}
+
+static void test_exec_risk_signal_usage(void) {
+    int status = -1;
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0) dup2(fd, 2);
+        execl(DLOCK_CLI, DLOCK_CLI, "exec", "--risk-signal", "NOSUCH", "risk/exec", "--", "true", (char *)NULL);
+        _exit(127);
+    }
+    waitpid(pid, &status, 0);
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 64);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_attr_checks),
     DLT_TEST(test_warned_before_loss),
     DLT_TEST(test_recovered),
     DLT_TEST(test_quiet_when_renewed),
+    DLT_TEST(test_exec_risk_signal),
+    DLT_TEST(test_exec_risk_signal_usage),
     { NULL, NULL }
 };
 
