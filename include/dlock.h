@@ -103,6 +103,17 @@ typedef void (*dlock_lost_fn)(dlock_mutex_t *m, const char *name, void *arg);
 enum { DLOCK_LOST_NONE, DLOCK_LOST_EXPIRED, DLOCK_LOST_BROKEN };
 DLOCK_API int dlock_lost_reason(void);
 
+/* Lease-at-risk handler: runs on the renewal thread, never with a
+ * library lock held, while a hold's lease is still valid but renewals
+ * have failed for so long that less than the handler's margin of it is
+ * left by the holder's own clock (event DLOCK_LEASE_AT_RISK, left_ms the
+ * time left, > 0), and again if a renewal succeeds after that
+ * (DLOCK_LEASE_RECOVERED, left_ms the renewed lease).  A loss is still
+ * told by the lost-lock handler.  m as for dlock_lost_fn. */
+#define DLOCK_LEASE_AT_RISK 1
+#define DLOCK_LEASE_RECOVERED 2
+typedef void (*dlock_risk_fn)(dlock_mutex_t *m, const char *name, int event, unsigned left_ms, void *arg);
+
 /* ------------------------------------------------------------------------
  * Mutex attributes.  Complete type, caller-allocated; fields are private.
  * ---------------------------------------------------------------------- */
@@ -117,11 +128,15 @@ typedef struct dlock_mutexattr {
     dlock_client_t *__client;
     int __fair;
     int __caching;
-    int __rwkind;          /* DLOCK_RWLOCK_*; with __owner, in what was one reserved pointer */
-    int __owner;           /* DLOCK_OWNER_* */
-    int __deadlock;        /* 0 by type, 1 on, 2 off; with __pipelined, in what was one reserved pointer */
-    int __pipelined;       /* 0 as the client's URL says, 1 on, 2 off */
-    void *__reserved[2];
+    /* (the size stays that of the first release: small fields packed) */
+    unsigned char __rwkind;    /* DLOCK_RWLOCK_* */
+    unsigned char __owner;     /* DLOCK_OWNER_* */
+    unsigned char __deadlock;  /* 0 by type, 1 on, 2 off */
+    unsigned char __pipelined; /* 0 as the client's URL says, 1 on, 2 off */
+    unsigned __risk_margin_ms;
+    dlock_risk_fn __risk_fn;
+    void *__risk_arg;
+    unsigned __spare[2];
 } dlock_mutexattr_t;
 
 DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a);
@@ -216,6 +231,13 @@ DLOCK_API int dlock_mutexattr_getdeadlock(const dlock_mutexattr_t *a, int *on);
 DLOCK_API int dlock_mutexattr_setpipelined(dlock_mutexattr_t *a, int on);
 DLOCK_API int dlock_mutexattr_getpipelined(const dlock_mutexattr_t *a, int *on);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
+/* The lease-at-risk handler (dlock_risk_fn) of holds taken through a
+ * mutex made with these attributes, and its margin: fn runs when less
+ * than margin_ms of a hold's lease is left and no renewal has succeeded
+ * since that became likely.  A margin over half the lease counts as half
+ * the lease (a renewal is due at a third).  fn NULL: none (the default);
+ * EINVAL for a margin of 0 with a handler. */
+DLOCK_API int dlock_mutexattr_setriskcallback(dlock_mutexattr_t *a, dlock_risk_fn fn, void *arg, unsigned margin_ms);
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c);
 DLOCK_API int dlock_mutexattr_getclient(const dlock_mutexattr_t *a, dlock_client_t **c);
 

@@ -95,6 +95,7 @@
 #define LEASE_DEFAULT_MS DLOCK_LEASE_DEFAULT_MS
 #define VIEW_UNREACHABLE_MS 1000 /* the watcher's reads give up after this */
 #define LOST_BYTE 0x7F /* on the self-pipe: the lock was lost */
+#define RISK_BYTE 0x7E /* on the self-pipe: the lease is at risk (no signal has that number) */
 #ifndef DLOCK_SEM_VALUE_MAX
 #define DLOCK_SEM_VALUE_MAX 2147483647
 #endif
@@ -117,6 +118,7 @@ typedef struct exec_opts {
     int lost_code;       /* the exit code when the lock was lost while CMD ran */
     unsigned lease_ms;
     int on_lost_term;
+    int risk_sig;        /* --risk-signal SIG: sent to CMD when the lease is at risk; 0: none */
     int quiet;
     int verbose;
     unsigned slots;      /* --slots N: a slot of the semaphore NAME; 0: the lock */
@@ -146,6 +148,8 @@ static void exec_help(void) {
            "                             (default), or only a message\n"
            "      --lost-exit-code CODE  the exit code when the lock was lost while CMD ran\n"
            "                             (default 75), whatever CMD's own status\n"
+           "      --risk-signal SIG      send SIG (e.g. USR1, TERM, 10) to CMD when renewals\n"
+           "                             have failed and a third of the lease is left\n"
            "      --pass-url             give CMD the server's URL, password and all, as\n"
            "                             DLOCK_URL (without it, CMD gets no DLOCK_URL)\n"
            "      --slots N              run while holding one of N slots of the semaphore\n"
@@ -164,7 +168,7 @@ static void exec_help(void) {
 
 /* The long options; "+" in the short ones: options end at NAME, so CMD's
  * own options are left alone. */
-enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE, OPT_SLOTS, OPT_PASS_URL };
+enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE, OPT_SLOTS, OPT_PASS_URL, OPT_RISK_SIGNAL };
 static const char exec_shortopts[] = "+sxenw:E:c:l:oqvhV";
 static const struct option exec_longopts[] = {
     CLI_CONN_LONGOPTS,
@@ -181,6 +185,7 @@ static const struct option exec_longopts[] = {
     { "lost-exit-code", 1, NULL, OPT_LOST_CODE },
     { "slots", 1, NULL, OPT_SLOTS },
     { "pass-url", 0, NULL, OPT_PASS_URL },
+    { "risk-signal", 1, NULL, OPT_RISK_SIGNAL },
     { "close", 0, NULL, 'o' },
     { "quiet", 0, NULL, 'q' },
     { "verbose", 0, NULL, 'v' },
@@ -240,6 +245,30 @@ static int opt_on_lost(const char *arg, exec_opts *o) {
     return 0;
 }
 
+/* --risk-signal SIG: a number, or a name with or without "SIG". */
+static int opt_risk_signal(const char *arg, exec_opts *o) {
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = { { "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "USR1", SIGUSR1 },
+                  { "USR2", SIGUSR2 }, { "ALRM", SIGALRM }, { "TERM", SIGTERM }, { "KILL", SIGKILL },
+                  { "CONT", SIGCONT }, { "STOP", SIGSTOP }, { "WINCH", SIGWINCH } };
+    const char *n = strncmp(arg, "SIG", 3) == 0 ? arg + 3 : arg;
+    char *end;
+    long v;
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(n, names[i].name) == 0) {
+            o->risk_sig = names[i].sig;
+            return 0;
+        }
+    v = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0' || v < 1 || v > SIGRTMAX)
+        return cli_usage_error("bad --risk-signal '%s' (a signal name such as USR1 or TERM, or its number)", arg);
+    o->risk_sig = (int)v;
+    return 0;
+}
+
 /* What getopt_long refused: an unknown option, or one without its
  * argument (opterr is 0, so getopt itself said nothing). */
 static int opt_refused(char **argv) {
@@ -281,6 +310,8 @@ static int exec_option(int opt, char **argv, exec_opts *o, const char **shcmd) {
     case OPT_PASS_URL:
         o->pass_url = 1;
         return 0;
+    case OPT_RISK_SIGNAL:
+        return opt_risk_signal(optarg, o);
     case 'o':
         /* flock -o: the command must not inherit the lock.  It never
          * does here: the lock is dlock's, not a descriptor. */
@@ -345,6 +376,8 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
     if ((rc = exec_operands(argc, argv, o, shcmd)) != 0) return rc;
     o->url = conn->url != NULL ? conn->url : secure_getenv("DLOCK_URL");
     if (o->slots != 0 && o->shared) return cli_usage_error("-s and --slots do not go together (a slot has no shared kind)");
+    if (o->slots != 0 && o->risk_sig != 0)
+        return cli_usage_error("--risk-signal and --slots do not go together (a slot's lease has no warning)");
     if (o->have_wait && o->wait_ms == 0) o->nonblock = 1; /* as flock: -w 0 is -n */
     return 0;
 }
@@ -374,6 +407,17 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)arg;
     atomic_store(&g_lost, 1);
     (void)!write(g_pipe[1], &b, 1);
+}
+
+/* --risk-signal: the lease is at risk (renewals failing); a renewal
+ * that succeeds after it says nothing. */
+static void on_risk(dlock_mutex_t *m, const char *name, int event, unsigned left_ms, void *arg) {
+    unsigned char b = RISK_BYTE;
+    (void)m;
+    (void)name;
+    (void)left_ms;
+    (void)arg;
+    if (event == DLOCK_LEASE_AT_RISK) (void)!write(g_pipe[1], &b, 1);
 }
 
 /* The same for --slots: the slot's lease was lost (not renewed, taken
@@ -769,7 +813,10 @@ static void relay_bytes(const exec_opts *o, pid_t pid, const unsigned char *buf,
     ssize_t k;
     for (k = 0; k < n; k++) {
         int sig = buf[k] & 0x7F, from_kernel = buf[k] & 0x80;
-        if (buf[k] == LOST_BYTE) {
+        if (buf[k] == RISK_BYTE) {
+            cli_msg("the lock's lease is at risk (renewals failing); sending the command signal %d", o->risk_sig);
+            kill(pid, o->risk_sig);
+        } else if (buf[k] == LOST_BYTE) {
             if ((*reported_lost)++) continue;
             if (o->on_lost_term) {
                 cli_msg("lost the %s while the command ran (lease not renewed, or broken); "
@@ -886,6 +933,7 @@ static int exec_open(exec_run *x, const cli_conn *conn) {
     dlock_mutexattr_setclient(&attr, x->c);
     dlock_mutexattr_setlease(&attr, x->o.lease_ms);
     dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
+    if (x->o.risk_sig != 0) dlock_mutexattr_setriskcallback(&attr, on_risk, NULL, x->o.lease_ms / 3);
     /* As flock(1): a shared lock is granted while only shared locks are
      * held, even if an exclusive one waits -- so a shared holder whose
      * command takes the same shared lock again never deadlocks. */

@@ -192,6 +192,16 @@ DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_f
     return 0;
 }
 
+DLOCK_API int dlock_mutexattr_setriskcallback(dlock_mutexattr_t *a, dlock_risk_fn fn, void *arg, unsigned margin_ms) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (fn != NULL && margin_ms == 0) return dlock__seterr(EINVAL, "a lease-at-risk handler needs a margin above 0 ms");
+    a->__risk_fn = fn;
+    a->__risk_arg = fn != NULL ? arg : NULL;
+    a->__risk_margin_ms = fn != NULL ? margin_ms : 0;
+    return 0;
+}
+
 DLOCK_API int dlock_mutexattr_setclient(dlock_mutexattr_t *a, dlock_client_t *c) {
     int rc = check(a);
     if (rc) return rc;

@@ -73,6 +73,9 @@ static int object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
     w->lost_fn = a.__lost_fn;
     w->lost_arg = a.__lost_arg;
     w->lost_obj = obj;
+    w->risk_fn = a.__risk_fn;
+    w->risk_arg = a.__risk_arg;
+    w->risk_margin_ms = a.__risk_margin_ms;
     *cp = c;
     return 0;
 }

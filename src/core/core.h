@@ -52,6 +52,10 @@ typedef struct dlock__hold {
     dlock_lost_fn lost_fn;   /* the lost-lock handler and its arguments */
     void *lost_arg;
     void *lost_obj;          /* the object (dlock_mutex_t *, a unit's dlock_sem_t *) given to it */
+    dlock_risk_fn risk_fn;   /* the lease-at-risk handler (renew.c), its argument and margin */
+    void *risk_arg;
+    unsigned risk_margin_ms;
+    int at_risk;             /* told DLOCK_LEASE_AT_RISK, no renewal since (renew.c) */
     /* A semaphore's unit leased to the process under undo (sem.c): HELD
      * or LOST (never cached nor owned by a thread), on its lock's `units`,
      * renewed by sem_lua; its handler is sem_lost_fn (lost_fn stays
@@ -318,6 +322,9 @@ struct dlock__lost_report {
     char *name;
     int why; /* DLOCK_LOST_BROKEN, or 0: its lease ran out (DLOCK_LOST_EXPIRED) */
     dlock_sem_lost_fn sem_fn; /* a semaphore's leased unit: its handler (fn NULL); obj a dlock_sem_t * */
+    dlock_risk_fn risk_fn;    /* not a loss: the lease at risk or recovered (event, left_ms) */
+    int event;
+    unsigned left_ms;
 };
 /* Runs rep's handler (if any) with dlock_lost_reason() telling why. */
 void dlock__lost_run(const struct dlock__lost_report *rep);
@@ -339,6 +346,9 @@ typedef struct dlock__want {
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;
     void *lost_obj;
+    dlock_risk_fn risk_fn; /* the lease-at-risk handler for the hold, its argument and margin */
+    void *risk_arg;
+    unsigned risk_margin_ms;
     /* A semaphore's (sem.c): each unit taken is leased to the process for
      * lease_ms (undo), and its loss told to sem_lost_fn (with lost_arg,
      * lost_obj); intr as above. */
@@ -520,6 +530,11 @@ int dlock__hold_is_cached(const dlock__hold *h);
 int dlock__hold_is_releasing(const dlock__hold *h);
 int dlock__hold_is_renewable(const dlock__hold *h);
 int dlock__hold_can_be_lost(const dlock__hold *h);
+/* h's lease-at-risk handler is w's, not yet told (a new hold). */
+void dlock__hold_set_risk(dlock__hold *h, const dlock__want *w);
+/* When h's lease is at risk by its own clock (DLOCK__MONO_NEVER: h has no
+ * handler, or was told already, or is not held by a caller). */
+dlock__mono dlock__hold_risk_at(const dlock__hold *h);
 int dlock__hold_in_use(const dlock__hold *h);
 int dlock__hold_is_inconsistent(const dlock__hold *h);
 int dlock__hold_release_kind(const dlock__hold *h, int dead);

@@ -84,6 +84,28 @@ int dlock__hold_can_be_lost(const dlock__hold *h) {
     return (h->state == DLOCK__HOLD_HELD && !h->releasing) || h->state == DLOCK__HOLD_CACHED;
 }
 
+void dlock__hold_set_risk(dlock__hold *h, const dlock__want *w) {
+    h->risk_fn = w->risk_fn;
+    h->risk_arg = w->risk_arg;
+    h->risk_margin_ms = w->risk_margin_ms;
+    h->at_risk = 0;
+}
+
+/* The margin counts back from the validity end (the lease less the
+ * drift), and the warning is due RISK_EARLY_MS before that, so that the
+ * handler starts with the whole margin left though the renewal thread
+ * wakes a little late.  A margin over half the lease counts as half, so
+ * that a renewal answered in time (due at a third) always comes before
+ * the warning.  A cached hold is nobody's: its loss costs the next lock a
+ * round trip, nothing more. */
+#define RISK_EARLY_MS 50u
+dlock__mono dlock__hold_risk_at(const dlock__hold *h) {
+    unsigned margin = h->risk_margin_ms;
+    if (h->risk_fn == NULL || h->at_risk || h->state != DLOCK__HOLD_HELD || h->releasing) return DLOCK__MONO_NEVER;
+    if (margin > h->lease_ms / 2) margin = h->lease_ms / 2;
+    return h->valid_until - (dlock__mono)(margin + RISK_EARLY_MS) * DLOCK__MS;
+}
+
 /* Held, cached or lost: the lock's table entry must stay. */
 int dlock__hold_in_use(const dlock__hold *h) {
     return h->state != DLOCK__HOLD_NONE;

@@ -102,6 +102,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->lost_fn = w->lost_fn;
     h->lost_arg = w->lost_arg;
     h->lost_obj = w->lost_obj;
+    dlock__hold_set_risk(h, w);
     dlock__held_add(c, h);
     if (h->caching) (void)dlock__notify_want(c, l); /* to hear when another owner asks */
     return 0;
@@ -223,6 +224,7 @@ static int cache_take(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->lost_fn = w->lost_fn;
     h->lost_arg = w->lost_arg;
     h->lost_obj = w->lost_obj;
+    dlock__hold_set_risk(h, w);
     return 1;
 }
 

@@ -73,6 +73,7 @@ struct dlock__pending {
     int record;  /* the lock does not keep the hold's fence: the renewal records it */
     unsigned lease_ms;
     dlock__mono valid_until;
+    dlock__mono risk_at; /* its lease-at-risk time, if it is to be told */
     char token[DLOCK__OWNER_LEN + 1];
 };
 typedef struct dlock__pending pending;
@@ -196,6 +197,7 @@ static void join_batch(renew_loop *lp, dlock__hold *h) {
     p->record = h->fence_unkept;
     p->lease_ms = h->lease_ms;
     p->valid_until = h->valid_until;
+    p->risk_at = dlock__hold_risk_at(h);
     memcpy(p->token, h->token, sizeof p->token);
     h->l->users++;
 }
@@ -207,19 +209,40 @@ static void hold_lost(renew_loop *lp, dlock__hold *h, dlock__lost_report *rep) {
     else dlock__hold_lost(lp->c, h, rep);
 }
 
+/* h's lease-at-risk handler is to be told event (DLOCK_LEASE_AT_RISK,
+ * or _RECOVERED after it), with the time left by h's clock. */
+static void risk_told(renew_loop *lp, dlock__hold *h, int event) {
+    dlock__lost_report *rep;
+    int64_t left = (h->valid_until - lp->now) / DLOCK__MS;
+    if (lp->nrep >= lp->cap) return; /* (a later pass tells it) */
+    rep = &lp->reps[lp->nrep++];
+    memset(rep, 0, sizeof *rep);
+    rep->risk_fn = h->risk_fn;
+    rep->arg = h->risk_arg;
+    rep->obj = h->lost_obj;
+    rep->name = strdup(h->l->k.name);
+    rep->event = event;
+    rep->left_ms = left < 1 ? 1u : (unsigned)left;
+    h->at_risk = event == DLOCK_LEASE_AT_RISK;
+}
+
 /* Phase: collect what is due.  One walk of the held list: a hold whose
  * validity ran out is lost (one being released is not: its unlock tells);
- * a due one joins the batch; every other one says when the next pass is
- * due (its renewal, or its retry after a renewal that got no answer), and
- * so does every live hold's validity end. */
+ * one whose lease is at risk by now is told so; a due one joins the
+ * batch; every other one says when the next pass is due (its renewal, or
+ * its retry after a renewal that got no answer), and so does every live
+ * hold's validity end and lease-at-risk time. */
 static void collect_due(renew_loop *lp) {
     dlock__hold *h, *hnext;
     for (h = lp->c->held; h != NULL; h = hnext) {
+        dlock__mono risk;
         hnext = h->held_next;
         if (lp->now >= h->valid_until) {
             if (lp->nrep < lp->cap && dlock__hold_can_be_lost(h)) hold_lost(lp, h, &lp->reps[lp->nrep++]);
             continue;
         }
+        if ((risk = dlock__hold_risk_at(h)) <= lp->now) risk_told(lp, h, DLOCK_LEASE_AT_RISK);
+        else wake_by(lp, risk);
         if (is_due(lp, h) && lp->n < lp->cap)
             join_batch(lp, h);
         else
@@ -244,13 +267,16 @@ static void run_lost(renew_loop *lp) {
 
 /* Phase: send the batch, outside the client lock.  Answers are awaited no
  * longer than the earliest validity end in it: past that those holds are
- * lost anyway, and their handlers must run. */
+ * lost anyway, and their handlers must run; nor past a lease-at-risk time
+ * in it, whose handler must run then (the batch, unanswered, is asked
+ * again after a back-off). */
 static void send_batch(renew_loop *lp) {
     struct dlock_client *c = lp->c;
-    dlock__mono valid = DLOCK__MONO_NEVER;
+    dlock__mono valid = DLOCK__MONO_NEVER, saved;
     size_t i;
     for (i = 0; i < lp->n; i++) {
         if (lp->pend[i].valid_until < valid) valid = lp->pend[i].valid_until;
+        if (lp->pend[i].risk_at < valid) valid = lp->pend[i].risk_at;
         lp->rn[i].k = &lp->pend[i].l->k;
         lp->rn[i].shared = lp->pend[i].shared;
         lp->rn[i].unit = lp->pend[i].unit;
@@ -262,7 +288,10 @@ static void send_batch(renew_loop *lp) {
     }
     lp->sent = dlock__now();
     pthread_mutex_unlock(&c->mu);
+    /* (no connect or reply wait past it either: the reply floor too) */
+    saved = dlock__call_end_set(valid);
     (void)c->be.ops->renew(&c->be, lp->rn, lp->n, valid);
+    (void)dlock__call_end_set(saved);
     pthread_mutex_lock(&c->mu);
 }
 
@@ -281,6 +310,7 @@ static void apply_answer(renew_loop *lp, dlock__hold *h, int result, int wanted)
         if (v > h->valid_until) h->valid_until = v;
         h->renew_at = lp->sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
         h->fence_unkept = 0; /* recorded, if it was to be */
+        if (h->at_risk) risk_told(lp, h, DLOCK_LEASE_RECOVERED);
     } else if (!dlock__hold_can_be_lost(h)) {
         /* Refused: released meanwhile, or run out (its unlock says
          * which).  Nothing to report either way. */
@@ -409,6 +439,10 @@ static __thread int lost_why;
 
 void dlock__lost_run(const struct dlock__lost_report *rep) {
     int saved = lost_why;
+    if (rep->risk_fn != NULL) {
+        rep->risk_fn(rep->obj, rep->name, rep->event, rep->left_ms, rep->arg);
+        return;
+    }
     if (rep->fn == NULL && rep->sem_fn == NULL) return;
     lost_why = rep->why ? rep->why : DLOCK_LOST_EXPIRED;
     if (rep->fn != NULL) rep->fn(rep->obj, rep->name, rep->arg);
