@@ -168,7 +168,7 @@ END {
             f(cr, 0) " requests in " f(cpairs / 1e6, 2) " M pairs = " f(blk, 2) " per 2^20 pairs", "local fences follow the server's clock: no block to refill", "",
             "no round trip per pair", verdict(blk >= 0 && blk <= 2.5))
         row("10", "CACHING warm-up: first pair kept local; requests before it",
-            "pair #" f(g("cache.warmup_first_local_pair"), 0) ", " f(g("cache.warmup_first_local_ms"), 2) " ms after the first lock; " f(g("cache.warmup_server_reqs"), 0) " requests", "", "", "reported", "")
+            "the pair numbered " f(g("cache.warmup_first_local_pair"), 0) ", " f(g("cache.warmup_first_local_ms"), 2) " ms after the first lock; " f(g("cache.warmup_server_reqs"), 0) " requests", "", "", "reported", "")
         split("alt free", pm, " ")
         split("strict alternation|free, both contending", pmn, "|")
         for (i = 1; i <= 2; i++) {
