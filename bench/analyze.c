@@ -5,11 +5,11 @@
  *
  * Handoff: for every release issued in the window, the time until the
  * lock is next held by another worker (another process, or thread), as
- * issue #4 defines it: a releaser that takes the lock straight back
+ * the main table defines it: a releaser that takes the lock straight back
  * delays the handoff.  "Direct" handoffs are the releases whose very next
  * holder was another worker: the pure propagation latency.
  *
- * Fairness (issue #8): the longest run of consecutive acquisitions by one
+ * Fairness: the longest run of consecutive acquisitions by one
  * worker, the spread of acquisitions per worker, and the most
  * acquisitions by other workers while one worker waited ("overtaken"):
  * with W workers, a FIFO lock is overtaken at most W - 1 times per wait,

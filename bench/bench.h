@@ -34,11 +34,11 @@ typedef struct bopts {
     int locks;           /* renewal: locks held */
     unsigned lease_ms;   /* renewal: lease */
     const char *impl;    /* contention: dlock | poll */
-    int fair;            /* contention, waiters: dlock_mutexattr_setfair(1) (issue #8) */
+    int fair;            /* contention, waiters: dlock_mutexattr_setfair(1) */
     const char *waiters; /* waiters sweep: comma-separated list */
     double rt_us;        /* analyze: the round trip measured in the same run */
     double warmup_ms;    /* analyze: events before this are left out */
-    int caching;         /* contend: dlock_mutexattr_setcaching(1) (issue #9) */
+    int caching;         /* contend: dlock_mutexattr_setcaching(1) */
     const char *list;    /* carry: thread counts, comma-separated */
     const char *kind;    /* pairs: raw | dlock */
     const char *before, *after; /* pairs: shell commands run around the measured loop */
@@ -144,8 +144,8 @@ void *shared_alloc(size_t n);
 
 /* A dlock client for the bench's server (prefix "bench:"). */
 dlock_client_t *bclient(const bopts *o);
-/* flags: BMUTEX_FAIR, dlock_mutexattr_setfair(&a, 1), a FIFO mutex (issue
- * #8); BMUTEX_CACHING, dlock_mutexattr_setcaching(&a, 1) (issue #9). */
+/* flags: BMUTEX_FAIR, dlock_mutexattr_setfair(&a, 1), a FIFO mutex;
+ * BMUTEX_CACHING, dlock_mutexattr_setcaching(&a, 1). */
 #define BMUTEX_FAIR 1
 #define BMUTEX_CACHING 2
 void bmutex_init(dlock_mutex_t *m, dlock_client_t *c, const char *name, int type, unsigned lease_ms, int flags);
@@ -168,7 +168,7 @@ int cmd_cache(const bopts *o);
 int cmd_carry(const bopts *o);
 int cmd_pairs(const bopts *o);
 int handoff_pairs(const bopts *o);
-int cmd_sem(const bopts *o); /* sem.c: the semaphore beside the mutex (issue 22) */
+int cmd_sem(const bopts *o); /* sem.c: the semaphore beside the mutex */
 int cmd_redlock(const bopts *o); /* redlock.c: Redlock beside the single server */
 int cmd_analyze(const bopts *o, int nfiles, char **files);
 int cmd_pipe(const bopts *o); /* pipe.c: the pipelined unlock, fresh processes, caching's runs */
@@ -193,7 +193,7 @@ typedef struct cstats {
     double reqs_per_acq, client_cmds_per_acq;
     long acquisitions, handoffs, self_reacq;
     long handoffs_all;       /* acquisitions by another worker than the one before, whole log */
-    /* fairness (issue #8) */
+    /* fairness */
     long longest_run;        /* most consecutive acquisitions by one worker */
     long min_per_worker, max_per_worker; /* acquisitions per worker in the window */
     long max_overtaken;      /* most acquisitions by others during one wait */

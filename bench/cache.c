@@ -1,4 +1,4 @@
-/* cache.c -- lock caching (issue #9): what a caching mutex costs when one
+/* cache.c -- lock caching: what a caching mutex costs when one
  * process has the lock to itself, and what it costs when two processes
  * pass it back and forth.
  *

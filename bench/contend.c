@@ -253,7 +253,7 @@ int run_contend(const bopts *o, const char *impl, int procs, int threads, double
             result(&oo, "client_rts_per_acq", (double)(c1.rts - c0.rts) / (double)n, "RT/acq");
         }
         result(&oo, "server_cpu_us_per_acq", (cpu1 - cpu0) * 1e6 / (double)n, "us/acq");
-        /* Issue 21: the server's own time (commandstats usec of the
+        /* The server's own time (commandstats usec of the
          * top-level commands) and bytes per acquisition, and per handoff
          * (an acquisition by another worker than the one before it). */
         snap_delta(&sa, &sb, NULL, &sd);

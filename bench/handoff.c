@@ -1,4 +1,4 @@
-/* handoff.c -- issue 21: what a contended handoff done by Lua scripts can
+/* handoff.c -- what a contended handoff done by Lua scripts can
  * cost a Redis server at the least (`dlock-bench pairs --kind handoff` and
  * `--kind handoff-lean`; bench/run --callgrind counts their instructions).
  *
@@ -22,7 +22,7 @@
  *   since the fair queue became a list (its key here is :fifo too), less
  *   what dlock's scripts do beside it: the MGET that tells the lock's two
  *   forms apart, the robust marker, caching, withdrawal, the general
- *   paths (bench/README.md, the sixteenth session).
+ *   paths (bench/README.md, "The handoff's server instructions").
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* lean.c -- issue 21 (a lean server path): how much one Redis core
+/* lean.c -- how much one Redis core
  * carries, and the pairs the callgrind mode counts.
  *
  * carry: T threads (1, 4, 16, 64 by default), each on a lock name of its

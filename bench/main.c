@@ -5,17 +5,17 @@
  *                        [--hold-ms H] [--seconds S] [--label L] [--events FILE]
  *   dlock-bench waiters  --port P [--fair] [--waiters 1,4,16,...] [--seconds S] [--events PLOTFILE]
  *   dlock-bench renew    --port P [--locks N] [--lease-ms L]   renewal cost and memory
- *   dlock-bench cache    --port P [--rt-us R] [--seconds S] [--events PREFIX]   lock caching (issue #9):
+ *   dlock-bench cache    --port P [--rt-us R] [--seconds S] [--events PREFIX]   lock caching:
  *                        uncontended pairs (pthread, default, caching) and two-process ping-pong
  *   dlock-bench analyze  --label L --hold-ms H --rt-us R [--events HANDOFF_OUT] LOG...
- *   dlock-bench carry    --port P [--list 1,4,16,64] [--seconds S]   issue 21: pairs/s one Redis core
+ *   dlock-bench carry    --port P [--list 1,4,16,64] [--seconds S]   pairs/s one Redis core
  *                        carries, T threads each on its own name, dlock against the raw pair
  *   dlock-bench pairs    --port P --kind raw|dlock|handoff|handoff-lean [--count N] [--before CMD] [--after CMD]
  *                        N uncontended pairs (handoff, handoff-lean: N handoffs by minimal scripts),
  *                        CMD run (system()) just before and after them (callgrind)
  *   dlock-bench redlock  --port P --masters P1,P2,P3 [--seconds S]   Redlock's pair and contention
  *                        beside the single server's (redlock.c)
- *   dlock-bench sem      --port P [--procs N] [--hold-ms H] [--seconds S] [--rt-us R]   issue 22: the
+ *   dlock-bench sem      --port P [--procs N] [--hold-ms H] [--seconds S] [--rt-us R]   the
  *                        semaphore's wait+post and trywait+post beside the mutex's lock+unlock and
  *                        the raw pair, uncontended; a contended handoff (semaphore of value 1) beside
  *                        the mutex's
@@ -25,8 +25,8 @@
  *
  * Common: --csv FILE appends key,value,unit rows; --smoke makes every
  * count and time small (CI); --count N bounds a loop's count; --fair
- * makes contend's and waiters' dlock mutex a fair (FIFO) one (issue #8),
- * --caching contend's a caching one (issue #9).
+ * makes contend's and waiters' dlock mutex a fair (FIFO) one,
+ * --caching contend's a caching one.
  */
 #include <stdlib.h>
 #include <string.h>

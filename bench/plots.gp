@@ -8,7 +8,7 @@
 # handoff-direct.png: the same for the releases whose very next holder was
 #              another contender (propagation only: barging left out)
 # pingpong.png: handoff latency CDF of the two-process ping-pong in strict
-#              alternation (issue #9), caching mutex against plain
+#              alternation, caching mutex against plain
 # waiters.png: acquisitions/s and server requests per acquisition as the
 #              number of waiters on one lock grows, default and fair
 set terminal pngcairo size 900,540 font ",10" noenhanced

@@ -1,4 +1,4 @@
-/* sem.c -- issue 22: the semaphore (dlock_sem_*) beside the mutex and the
+/* sem.c -- the semaphore (dlock_sem_*) beside the mutex and the
  * floor, in one run.
  *
  * Uncontended: one thread, a semaphore of value 1 that nobody else uses.

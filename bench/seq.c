@@ -186,7 +186,7 @@ int cmd_seq(const bopts *o) {
     result(&oo, "floor.raw_pair_server_reqs", (double)kd[K_RAW].reqs / (double)kd[K_RAW].ops, "req/pair");
     result(&oo, "floor.raw_pair_server_us", (double)kd[K_RAW].usec / (double)kd[K_RAW].ops, "us/pair");
     result(&oo, "floor.ping_server_us", (double)kd[K_PING].usec / (double)kd[K_PING].ops, "us");
-    /* Issue 21: the commands the server ran per pair (scripts' calls
+    /* The commands the server ran per pair (scripts' calls
      * included), the bytes each way, dlock's round trips (its send()s). */
     for (k = K_RAW; k < K_N; k++) {
         char key[96];

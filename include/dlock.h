@@ -75,7 +75,7 @@ typedef struct dlock_config {
     unsigned breaker_ms;         /* circuit breaker: after a call found the server unreachable for the
                                     whole unreachable_ms, lock, unlock and info calls fail with ENOLCK
                                     at once for this long, but one call a second, which tries once;
-                                    0: off (see "Fail-open budget" in the README) */
+                                    0: off (see "Fail-open budget" in docs/deployments.md) */
 } dlock_config_t;
 
 DLOCK_API void dlock_config_init(dlock_config_t *cfg);
@@ -151,14 +151,14 @@ DLOCK_API int dlock_mutexattr_getlease(const dlock_mutexattr_t *a, unsigned *lea
  * across threads, processes and hosts, promised (every mutex hands a
  * release to one queued waiter, and on one server or a cluster the
  * default one queues the same way, but a caching one's threads wait for
- * their own process's unlock first: see "Fair mutexes" in the README).
+ * their own process's unlock first: see "Fair mutexes" in docs/locks.md).
  * Off by default. */
 DLOCK_API int dlock_mutexattr_setfair(dlock_mutexattr_t *a, int fair);
 DLOCK_API int dlock_mutexattr_getfair(const dlock_mutexattr_t *a, int *fair);
 /* caching != 0: an unlock that no other owner asked for keeps the lock in
  * the process (leased and renewed), so the next lock by any of its threads
  * takes no round trip; a request from elsewhere makes the process give it
- * up (see "Lock caching" in the README).  Off by default. */
+ * up (see "Lock caching" in docs/locks.md).  Off by default. */
 DLOCK_API int dlock_mutexattr_setcaching(dlock_mutexattr_t *a, int caching);
 DLOCK_API int dlock_mutexattr_getcaching(const dlock_mutexattr_t *a, int *caching);
 /* The kind of a rwlock made with these attributes, as glibc's
@@ -434,7 +434,7 @@ DLOCK_API int dlock_semattr_setlostcallback(dlock_semattr_t *a, dlock_sem_lost_f
  * Makes the semaphore with value, or joins it.  The object keeps value:
  * if the server loses the semaphore (an empty restart, FLUSHALL), the
  * object's next wait, post or getvalue makes it again with that value
- * (the first to do so wins; README "Semaphores"). */
+ * (the first to do so wins; docs/locks.md "Semaphores"). */
 DLOCK_API int dlock_sem_init(dlock_sem_t *s, const char *name, unsigned value, const dlock_semattr_t *a);
 /* Frees local resources only (the semaphore stays on the server, and the
  * process's leased units stay leased); EBUSY while a thread of this
@@ -563,7 +563,7 @@ typedef struct dlock_lock_info {
                               * (yet: a hold taken on one server's uncontended path, until
                               * its first renewal records it) */
     int64_t since_ms;        /* when it was acquired, ms since the epoch: by the server's clock, or by the
-                              * taker's for a hold taken uncontended (docs/design.md) */
+                              * taker's for a hold taken uncontended (docs/protocol.md) */
     int64_t lease_left_ms;   /* the holder's remaining lease */
     unsigned readers;        /* shared (read) holders */
     unsigned writers_waiting;/* writers registered as waiting */

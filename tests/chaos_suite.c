@@ -79,7 +79,7 @@
  *             (without undo, SEM_N plus the units taken before a data
  *             loss and posted after it, until the next loss: the
  *             semaphore made again counts its own units, and such a post
- *             adds one, as README says).
+ *             adds one, as docs/locks.md says).
  *   told      a hold that the server let lapse is told to the lost
  *             handler (an X of the process for the name between the take
  *             and the end of its release): a release that said EPERM; a
@@ -87,7 +87,7 @@
  *             restart, cut or drop, longer than the lease + 100 ms; a hold
  *             across a data loss (restart-lost, flushall).  Not a
  *             semaphore unit without undo: it has no lease and no owner on
- *             the server, and is not told (README).
+ *             the server, and is not told (docs/locks.md).
  *   deadline  a timed take returns by its deadline + 50 ms, unless its
  *             process was paused during the call, or its whole process (by
  *             the stall probe) or its thread, asleep (by its schedstat:
@@ -112,7 +112,7 @@
  * LENGTH: each fault of the list once (--rounds N: N times), in a seeded
  * random order (CI).
  * CHAOS_SECONDS=N (at most MAX_SECONDS) repeats shuffled rounds of the
- * list for N s (the long run; README "Tests").  CHAOS_SEED=S repeats a run's choices (not its
+ * list for N s (the long run; docs/testing.md).  CHAOS_SEED=S repeats a run's choices (not its
  * timing); CHAOS_KEEP_LOGS=1 keeps the logs (they are kept on failure).
  */
 #include "fixture.h"
@@ -151,7 +151,7 @@
 #define CONNECT_TIMEOUT_MS 400u
 #define UNREACHABLE_MS 1500
 #define GUARD_MS 1000u
-#define LATE_MS 50      /* a timed call's allowance past its deadline (README) */
+#define LATE_MS 50      /* a timed call's allowance past its deadline (docs/locks.md) */
 #define HUNG_MS 2000    /* a call this far past its bound is hung */
 #define RESUME_MS 5000
 #define MIN_ACQ 10
@@ -1139,7 +1139,7 @@ static const fault *loss_in(int64_t from, int64_t to) {
  * holder's death, or (undo: the unit is leased) a pause of its holder.
  * A plain unit (no undo) has no owner and no lease: the server's data
  * loss takes it with the semaphore, which the next call makes again
- * with the value it was opened with (README "A semaphore the server lost
+ * with the value it was opened with (docs/locks.md "A semaphore the server lost
  * comes back"), so it counts against the semaphore of before only. */
 static int64_t unit_end(const run_log *lg, const hold *h, int64_t t_end) {
     int64_t end = h->released ? h->us : death_of(h->pid, t_end);
@@ -1162,7 +1162,7 @@ typedef struct edge {
 
 /* A plain unit taken before a data loss and posted after it is added to
  * the semaphore made again: one unit more than the value, from its post
- * until the next loss makes the semaphore anew (README: "one more than
+ * until the next loss makes the semaphore anew (docs/locks.md: "one more than
  * the value; use undo where that matters").  Its allowance edges in e. */
 static size_t unit_repaid(const hold *h, edge *e) {
     const fault *next;
@@ -1213,7 +1213,7 @@ static void check_exclusion(const run_log *lg, int lock, int64_t t_end) {
 /* Why the server let h lapse, or NULL: its release said so, or a fault
  * kept its renewals from the server past the lease, or took its data.
  * A plain semaphore unit (no undo) has no lease and no owner on the
- * server: neither a fault's length nor a data loss is told for it (README
+ * server: neither a fault's length nor a data loss is told for it (docs/locks.md
  * "A semaphore the server lost comes back"; unit_end). */
 static const char *lapse_reason(const hold *h) {
     int leased = h->mode != M_UNIT || sh->kind == K_SEM_UNDO;

@@ -1,5 +1,5 @@
 /* labels: redis; timeout: 120 */
-/* test_acl.c -- dlock as a minimal Redis ACL user (issue #7, item 6).
+/* test_acl.c -- dlock as a minimal Redis ACL user.
  *
  * The user is made with exactly the ACL SETUSER line that README.md
  * ("Running as a minimal ACL user") documents: its keys, its channels and
@@ -179,8 +179,7 @@ static void test_acl_user_mutexes_across_processes(void) {
     run_contention_of("dlockuser", "acl/sem-contended", 0, 0, 1);
 }
 
-/* The README's line before queued waiters blocked in BLPOP for their
- * grants: without +blpop and +rpush, a waiter's BLPOP is refused and the
+/* The README's line without +blpop and +rpush: a waiter's BLPOP is refused and the
  * release's push too; the grant is published instead, which the waiter,
  * subscribed to the release channel, hears: every lock still goes round,
  * one holder at a time -- and a semaphore's units, which a post hands to
@@ -192,8 +191,8 @@ static void test_acl_user_without_blpop(void) {
     run_contention_of("oldacl", "acl/old-sem", 0, 0, 1);
 }
 
-/* The README's line before the fair queue was a list: no +lpop +lindex
- * +lpos +lset +lrange +lrem.  The scripts pcall those: a waiter is
+/* The README's line without +lpop +lindex +lpos +lset +lrange +lrem.
+ * The scripts pcall those: a waiter is
  * queued (RPUSH is allowed) but nobody is ever granted from the queue, a
  * release publishes "released" instead and the waiters ask again -- so
  * locks still go round, one holder at a time, without order, and no call
@@ -399,7 +398,7 @@ static void test_acl_pipeline_refused_gives_back(void) {
 /* A user made with an earlier version's line (+type where the scripts now
  * read the lock key with MGET): its uncontended acquire is the pipelined
  * commands, which it may run, and its unlock is refused, clearly (the
- * README's upgrade note says so); the hold is left to its lease. */
+ * upgrade note in docs/deployments.md says so); the hold is left to its lease. */
 static void test_acl_user_without_mget(void) {
     const char *user = "oldline", *name = "acl/no-mget";
     dlock_client_t *cl;
@@ -445,7 +444,7 @@ static void test_acl_wrong_password_refused_and_never_shown(void) {
 
 /* ------------------------------------------------ one prefix per team */
 
-/* README's "One prefix per team": each team's user has its own key and
+/* docs/deployments.md's "One prefix per team": each team's user has its own key and
  * channel patterns, and its clients that prefix.  Team A locks and breaks
  * its own locks; pointed at team B's prefix, it can neither take nor
  * break B's lock (EPROTO: NOPERM), which stays held. */

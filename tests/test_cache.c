@@ -1,5 +1,5 @@
 /* labels: redis; timeout: 400 */
-/* test_cache.c -- lock caching (issue #9): a caching mutex keeps a lock
+/* test_cache.c -- lock caching: a caching mutex keeps a lock
  * that nobody else asked for in the process after unlock, so that the next
  * lock by any of its threads takes no round trip; a request from another
  * process makes it give the lock up.

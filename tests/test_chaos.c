@@ -88,7 +88,7 @@
  *     except calls of a process that was SIGSTOPped during the call (it
  *     could not run).  Why 200 ms: the library ends every connect attempt
  *     and reply wait of a timed call 25 ms past its deadline
- *     (DLOCK__LATE_MS; the README promises 50 ms, which test_deadline holds
+ *     (DLOCK__LATE_MS; docs/locks.md promises 50 ms, which test_deadline holds
  *     it to, one fault at a time), the grant wait included, and a
  *     withdrawal not made by then is left to the background.  Before that,
  *     a call overshot by up to two reply floors (a grant wait on a frozen

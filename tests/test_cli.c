@@ -979,9 +979,9 @@ static void test_break(void) {
     dlt_tdir_done();
 }
 
-/* CLI conventions (issue 19, point 7): an empty prefix is refused however
- * it is given -- --prefix '', DLOCK_PREFIX='', ?prefix= (before, the first
- * two meant the default and the third an empty prefix); -V and --version
+/* CLI conventions: an empty prefix is refused however it is given --
+ * --prefix '', DLOCK_PREFIX='', ?prefix= (so that "empty" never means the
+ * default for one and an empty prefix for another); -V and --version
  * work after the command's name too. */
 static void test_cli_conventions(void) {
     char url[256];

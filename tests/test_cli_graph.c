@@ -1,7 +1,7 @@
 /* test_cli_graph.c -- who waits for whom, as the dlock program shows it.
  * labels: redis; timeout: 120
  *
- * Issue 23, point 2: `dlock status NAME` lists the lock's waiters (host,
+ * `dlock status NAME` lists the lock's waiters (host,
  * pid, thread, since, mode) beside the holder, in the table and in
  * --json; `dlock graph [--json]` shows who waits for which lock held by
  * whom, with a cycle of two processes marked; `dlock graph --dot`, drawn

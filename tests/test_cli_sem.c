@@ -1,6 +1,6 @@
 /* labels: redis cli; timeout: 300 */
 /* test_cli_sem.c -- `dlock status`, `dlock list` and `dlock break` on
- * semaphores (issue 22), run as a real program (DLOCK_CLI, the built
+ * semaphores, run as a real program (DLOCK_CLI, the built
  * binary) against the suite's real redis-server: a semaphore's value, its
  * waiters (host, pid, thread, place, since) and its units leased under
  * undo in the table and in --json; a name that is a lock and a semaphore

@@ -1,7 +1,7 @@
 /* test_cli_top.c -- `dlock top`, run as a real program (DLOCK_CLI).
  * labels: redis, cli; timeout: 180
  *
- * Issue 23, point 3: `dlock top --once --json` gives per-lock fields
+ * `dlock top --once --json` gives per-lock fields
  * name, acquisitions, wait_ms_p50, wait_ms_p99, hold_ms_p50 with the
  * workload's values; `--prometheus` is the Prometheus text format; and
  * lost_leases and deadlocks count a hold lost under a break and EDEADLK

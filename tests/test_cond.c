@@ -1,7 +1,7 @@
 /* test_cond.c -- condition variables across hosts: dlock_cond_*.
  * labels: redis; timeout: 300
  *
- * Issue #8, item 1, against SPEC "Beyond the mutex" and the dlock_cond_*
+ * Against SPEC "Beyond the mutex" and the dlock_cond_*
  * section of dlock.h: init/destroy with a name; wait, timedwait and
  * clockwait paired with a dlock mutex (release atomically, sleep until a
  * signal from any thread of any process, take the mutex again before

@@ -1,6 +1,5 @@
 /* labels: redis; timeout: 180 */
-/* test_deadline.c -- deadlines and answers under faults (issue 19, point
- * 10): every timed call returns within its deadline + 50 ms (past its
+/* test_deadline.c -- deadlines and answers under faults: every timed call returns within its deadline + 50 ms (past its
  * start, when the deadline had already passed) whatever the server does,
  * and every success is a live hold.
  *
@@ -26,7 +25,7 @@
  *      the call gives that hold back and returns a live one, or an error;
  *      never 0 (or EOWNERDEAD) with holds() 0, and the lost-lock handler
  *      never runs for a hold the caller never saw.
- *   4. One connection, different bounds (issue 21): trylock and lock
+ *   4. One connection, different bounds: trylock and lock
  *      pairs back to back change no socket timeout and poll nothing (a
  *      send and a read a request), and still each call gets its bound.
  *

@@ -1,7 +1,7 @@
 /* test_deadlock.c -- deadlocks found across processes, and who waits.
  * labels: redis; timeout: 300
  *
- * Issue 23, points 1 and 2, against SPEC section 2 (Deadlocks across
+ * Against SPEC section 2 (Deadlocks across
  * hosts) and dlock_mutexattr_setdeadlock / dlock_lock_waiters in dlock.h:
  * a cycle of waits across processes (2 and 3 members; a mutex and a
  * rwlock mixed) fails exactly one member with EDEADLK -- the one the

@@ -1,5 +1,5 @@
 /* labels: redis cli; timeout: 300 */
-/* test_errors.c -- errors a user can act on (issue 19, points 6 and 9): each
+/* test_errors.c -- errors a user can act on: each
  * failure a new user meets says what is wrong and what to do, in the
  * library's message and through the dlock command's exit code.
  *

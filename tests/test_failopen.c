@@ -1,5 +1,5 @@
 /* labels: preload redis; timeout: 400 */
-/* test_failopen.c -- what an unreachable server costs (issue 19 point 1):
+/* test_failopen.c -- what an unreachable server costs:
  * a non-blocking call no wait, a timed call its own bound, a program the
  * unreachable wait at most once per back-off period (the circuit breaker),
  * in the library, the LD_PRELOAD mode (real flock(1), python3, sqlite3 and

@@ -1,5 +1,5 @@
 /* labels: redis; timeout: 300 */
-/* test_fair.c -- fair (FIFO) mutexes: dlock_mutexattr_setfair (issue #8).
+/* test_fair.c -- fair (FIFO) mutexes: dlock_mutexattr_setfair.
  *
  * A fair waiter takes a place in the server's queue, the list
  * dlock:{NAME}:fifo (an entry "TOKEN|LEASE|ROBUST|DELIVERY|WHO"), and is a

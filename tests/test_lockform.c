@@ -1,4 +1,4 @@
-/* test_lockform.c -- the lock key's two forms (docs/design.md, "The lock
+/* test_lockform.c -- the lock key's two forms (docs/protocol.md, "The lock
  * key's two forms"): a hold taken on the uncontended path is the string
  * "TOKEN FENCE SINCE WHO" (FENCE "-" from one server's pipelined SET,
  * EXISTS, fence script), released by MGET and DEL; every path past it turns

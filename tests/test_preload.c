@@ -165,7 +165,7 @@ static void test_flock_w_times_out(void) {
     if (!(waited >= 900LL * 1000 * 1000 && waited < 3000LL * 1000 * 1000)) SHOW(out);
 }
 
-/* Nested shared locks (issue 19): host A holds L shared, and its
+/* Nested shared locks: host A holds L shared, and its
  * command takes L shared again from another process; host B asks for L
  * exclusive in between.  Linux flock(2) grants a shared lock while only
  * shared locks are held, whoever waits: the inner reader gets in at once,

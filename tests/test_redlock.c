@@ -1,5 +1,5 @@
 /* labels: redis; timeout: 240 */
-/* test_redlock.c -- Redlock (issue #7, item 4): a lock held on a quorum
+/* test_redlock.c -- Redlock: a lock held on a quorum
  * of independent masters, redlock://h1:p1,...,h5:p5 (src/backend/redlock.c).
  *
  * Every test starts five fresh masters of its own (the suite's dlt_server

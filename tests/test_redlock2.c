@@ -1,6 +1,6 @@
 /* labels: redis; timeout: 180 */
 /* test_redlock2.c -- Redlock never counts one server twice, and Redlock
- * over TLS (issue 19, point 5).
+ * over TLS.
  *
  *  - a URL that names a master twice, however written (case, numeric
  *    forms of one address, a final dot), is refused with EINVAL at client

@@ -22,7 +22,7 @@
  *   - work goes on: acquisitions after the last fault.
  *
  * REDLOCK_CHAOS_SECONDS (default 8: a few seconds per fault kind in CI)
- * runs it longer; README's Tests section says so.  REDLOCK_CHAOS_VERBOSE=1
+ * runs it longer; docs/testing.md says so.  REDLOCK_CHAOS_VERBOSE=1
  * prints each fault and each late call with its time.
  */
 #include "fixture_multi.h"
@@ -47,7 +47,7 @@
 #define UNREACHABLE_MS 2000
 /* A call's allowance past its bound, as test_chaos's MARGIN_MS: the
  * library ends every wait of a timed call 25 ms past its deadline, and
- * the README promises 50 ms, which test_redlock_faults holds it to, one
+ * docs/locks.md promises 50 ms, which test_redlock_faults holds it to, one
  * master paused at a time; here the workers, their library threads, three
  * redis-servers and the injector share a loaded 2-CPU machine, where a
  * process goes unscheduled for ~100 ms now and then, and a tighter bound

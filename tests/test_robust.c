@@ -1,7 +1,7 @@
 /* test_robust.c -- robust mutexes, lost leases, fencing, the restart guard.
  * labels: redis; timeout: 300
  *
- * Issue #3, items 1-3 (and the restart guard), against SPEC section 2: the
+ * Robust mutexes and the restart guard, against SPEC section 2: the
  * two ROBUST rows, "Thread death", "Leases" and "Fencing".  Every scenario
  * runs across processes (dlt_spawn; a child reports through its exit
  * status) and, where it means something, across threads of this process.

@@ -1,4 +1,4 @@
-/* test_rwkind.c -- rwlock kinds (issue 19, point 2).
+/* test_rwkind.c -- rwlock kinds.
  * labels: redis; timeout: 240
  *
  * dlock_mutexattr_setrwkind, as glibc's pthread_rwlockattr_setkind_np:

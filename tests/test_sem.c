@@ -1,7 +1,7 @@
 /* test_sem.c -- named counting semaphores across hosts: dlock_sem_*.
  * labels: redis; timeout: 300
  *
- * Issue 22, point 1, against SPEC section 2 (Semaphores) and the
+ * Against SPEC section 2 (Semaphores) and the
  * dlock_sem_* section of dlock.h: init creates or joins (leaving the value
  * alone); trywait EAGAIN; wait sleeps until a post from any thread of any
  * process hands it a unit, one waiter per post, FIFO among waiters;

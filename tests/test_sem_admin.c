@@ -2,7 +2,7 @@
  * dlock_sem_owners, dlock_sem_list, dlock_sem_unlink, dlock_sem_break.
  * labels: redis; timeout: 300
  *
- * Issue 22 (status, list and break know semaphores), against the
+ * Status, list and break know semaphores, against the
  * dlock.h semaphore section: info of a missing and of an existing
  * semaphore; a waiter in another process listed with its host, pid and
  * place; units leased under undo listed with their holder and lease, and

@@ -1,7 +1,7 @@
 /* test_sem_undo.c -- semaphore undo (leased units) and interruptible waits.
  * labels: redis; timeout: 240
  *
- * Issue 22, point 2, against SPEC section 2 (Semaphores) and the
+ * Against SPEC section 2 (Semaphores) and the
  * dlock_sem_* section of dlock.h: with dlock_semattr_setundo each unit
  * taken is leased to the process (the server keeps its token in
  * dlock:{name}:semu by expiry and "u:SINCE:WHO" in dlock:{name}:semo),

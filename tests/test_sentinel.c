@@ -1,5 +1,5 @@
 /* labels: redis; timeout: 300 */
-/* test_sentinel.c -- Sentinel deployments (issue #7, item 2):
+/* test_sentinel.c -- Sentinel deployments:
  * redis+sentinel:// URLs, failover following, wait=N.
  *
  * Each test starts its own topology on free loopback ports: a master, its

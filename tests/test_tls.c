@@ -1,5 +1,5 @@
 /* labels: redis; timeout: 150 */
-/* test_tls.c -- rediss:// (issue #7, item 5): dlock over TLS-only servers.
+/* test_tls.c -- rediss://: dlock over TLS-only servers.
  *
  * The test's PKI is the fixture's (dlt_tls_dir, made with dlt_tls_certs
  * and the openssl command, which scripts/deps installs): a CA, a server

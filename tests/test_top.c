@@ -1,7 +1,7 @@
 /* test_top.c -- live figures (stats.c, stats_lua, dlock_stats), library side.
  * labels: redis; timeout: 180
  *
- * Issue 23, point 3: every client counts acquisitions and wait and hold
+ * Every client counts acquisitions and wait and hold
  * times per lock and a background thread flushes them in batches.  A
  * workload of known counts in two processes gives those counts on the
  * server; the hold and wait percentiles fall in the bucket resolution

@@ -401,7 +401,7 @@ typedef struct dlock__backend_ops {
      * where a deployment keeps no waiters (Redlock). */
     int (*waits)(dlock__backend *c, const dlock__keys *k, const char *op, const char *id, const char *rec,
                  unsigned ttl_ms, dlock__strs *out, dlock__mono deadline);
-    /* Live figures (stats_lua; the layout: docs/design.md, "Live
+    /* Live figures (stats_lua; the layout: docs/protocol.md, "Live
      * figures").  _add: adds one flush's payload (stats.c makes it) to
      * the server's figures of the current second; _read: the busiest
      * `max` locks of the last window_s seconds into out (*n of them).

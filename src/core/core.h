@@ -495,7 +495,7 @@ void dlock__orphans_forget(struct dlock_client *c);
 
 /* Live figures (stats.c): acquisitions and wait and hold times per lock,
  * counted in the process under c->mu and flushed by the renewal thread
- * once a second, one round trip (docs/design.md, "Live figures").
+ * once a second, one round trip (docs/design.md, "Administration and live figures").
  * _acquired: a call that began at `start` ended with rc; if it began h
  * (the caller's hold; NULL none), its wait is counted.  _released: h's
  * unlock (not a recursive one).  _tick (renewal thread): flushes when a

@@ -9,7 +9,7 @@
  * second at most, in one request (stats_lua's "add", one EVALSHA) for
  * every lock at once, to per-second keys that expire after a minute; a
  * failed flush drops its figures (they are figures, not state).
- * docs/design.md, "Live figures", has the server's layout.
+ * docs/protocol.md, "Live figures", has the server's layout.
  *
  * Buckets are HDR-like: exact below 4 µs, then four per power of two (two
  * significant bits), so a percentile read back is within 25% of the

@@ -1,6 +1,6 @@
 /* header_c99.c -- dlock.h as a strict C99 (or C11) program sees it: no
- * warning under -std=c99 -pedantic -Wall -Wextra -Werror (issue 19: a
- * struct timespec first seen in a parameter list).  Built by the ctest
+ * warning under -std=c99 -pedantic -Wall -Wextra -Werror (as a struct
+ * timespec first seen in a parameter list would give).  Built by the ctest
  * test_header_c99 and, through pkg-config, by test_pkgconfig. */
 #include <dlock.h>
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # pkgconfig.sh BUILD_DIR SOURCE_DIR CC -- installs the build into a temporary
-# prefix and checks what pkg-config says of dlock (issue 19): Cflags only
+# prefix and checks what pkg-config says of dlock: Cflags only
 # -I<prefix>/include (dlock.h needs no hiredis header, no
 # -D_FILE_OFFSET_BITS), Libs -L<prefix>/lib... -ldlock, a static link's
 # libraries with hiredis, ssl and crypto; and that a strict C99 program

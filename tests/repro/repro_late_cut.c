@@ -4,7 +4,7 @@
  * Three clients (command and connect timeouts 400 ms) contend for one
  * mutex through the fault proxy with 300..1200 ms timed calls; eight times
  * the proxy closes every connection, and every new one right after
- * accept, for 700 ms.  README promises a timed call returns within 50 ms
+ * accept, for 700 ms.  docs/locks.md promises a timed call returns within 50 ms
  * of its deadline.  Exit 0 when no call was later than that, 1 otherwise
  * (seen: 150..420 ms late, right after the proxy passes again).  Found by
  * the chaos suite (tests/chaos_suite.c, faults cut and restart). */

@@ -3,7 +3,7 @@
  *
  * Lock a mutex (lease 600 ms, a lost-lock handler set), FLUSHALL on the
  * server, unlock: unlock returns EPERM (the hold is gone), and the
- * handler must have run for that lost hold (README "Leases and lost
+ * handler must have run for that lost hold (docs/locks.md "Leases and lost
  * locks": it runs once per lost hold, on the holder's thread when one of
  * its calls finds out first).  Exit 0 when it ran, 1 when it did not.
  * Found by the chaos suite (tests/chaos_suite.c: the "told" check under

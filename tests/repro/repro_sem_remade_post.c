@@ -5,7 +5,7 @@
  * a lost-unit handler set); FLUSHALL; A posts one unit: the post finds
  * the semaphore gone, makes it again and is told that unit was lost.  A's
  * other unit is still A's by its own clock (last renewal + lease - drift)
- * until it is told lost.  README ("A semaphore the server lost comes
+ * until it is told lost.  docs/locks.md ("A semaphore the server lost comes
  * back"): a semaphore made again by a call with undo gives no unit for one
  * lease, so that no holder of before overlaps the next.  Client B's
  * trywait must then say EAGAIN while A's other unit is not yet told lost.
