@@ -699,9 +699,20 @@ dlock__mono dlock__unreachable_deadline(const dlock__node *n) {
 
 #define BREAKER_PROBE_MS 1000
 
+/* The host-wide record (hostrec.c) is asked before a request that would
+ * connect (a process with pooled connections is answering), and while
+ * the breaker is open -- but not for a probe the program's breaker
+ * already claimed for its keeper (dlock__breaker_probe_now). */
+static int host_asked(const dlock__node *n) {
+    if (n->host_rec[0] == '\0') return 0;
+    return n->breaker_until != 0 ? n->breaker_probe != 0 : n->idle == NULL;
+}
+
 int dlock__breaker_pass(dlock__node *n, int *probe) {
     dlock__mono now;
+    int rc;
     *probe = 0;
+    if (host_asked(n) && (rc = dlock__hostrec_gate(n, probe)) != DLOCK__HOST_NO_SAY) return rc;
     if (n->breaker_until == 0) return 0;
     now = dlock__now();
     if (now >= n->breaker_until) {
@@ -731,13 +742,17 @@ static void breaker_trip(dlock__node *n, dlock__mono now, dlock__mono probe_at) 
     n->breaker_since = now;
     n->breaker_until = now + (dlock__mono)n->conf.breaker_ms * DLOCK__MS;
     n->breaker_probe = probe_at;
+    if (probe_at != 0) dlock__hostrec_down(n, now); /* (0: a keeper's probe, its program's record) */
 }
 
 void dlock__breaker_note(dlock__node *n, int rc, dlock__mono ub) {
     dlock__mono now, slack;
     if (n->conf.breaker_ms == 0) return;
     if (rc != ENOLCK) {
-        if (n->breaker_until != 0) dlock__debug("%s: circuit breaker closed: the server answered", n->conf.redacted_url);
+        if (n->breaker_until != 0) {
+            dlock__debug("%s: circuit breaker closed: the server answered", n->conf.redacted_url);
+            dlock__hostrec_up(n); /* the host's other processes learn it at once */
+        }
         n->breaker_until = 0; /* the server answered */
         return;
     }
@@ -781,7 +796,7 @@ void dlock__breaker_probe_now(dlock__node *n) {
 /* ---------------------------------------------------------------- pool */
 
 int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
-    dlock__mono now;
+    dlock__mono now, refused = 0;
     dlock__backoff bo = DLOCK__BACKOFF_INIT(DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
     int rc, attempt;
 
@@ -843,7 +858,10 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         rc = dlock__conn_open(n, out, budget);
         if (rc != ENOLCK || n->one_connect || dlock__node_refused_since(n, now)) return rc;
         /* Refused or timed out: wait a little (to the deadline at most),
-         * then try again while time is left. */
+         * then try again while time is left.  Refused for a second: the
+         * host's other processes need not find it out again. */
+        if (refused == 0) refused = now;
+        dlock__hostrec_refused(n, refused, dlock__now());
         (void)dlock__backoff_sleep(&bo, end_min(deadline));
     }
 }
