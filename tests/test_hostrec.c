@@ -120,6 +120,36 @@ static void test_return_noticed(void) {
     CU_ASSERT_FATAL(dlt_redis_stop(&dead_srv) == 0);
 }
 
+/* A process whose lock call goes on waiting (unreachable_ms 8 s) while
+ * the server is down: 0 once granted. */
+static int patient(void *arg) {
+    char url[300];
+    double secs;
+    snprintf(url, sizeof url, "%s&unreachable_ms=8000", (const char *)arg);
+    return lock_once(url, "hr/patient", &secs, NULL, 0) == 0 ? 0 : 1;
+}
+
+/* A request that recorded the outage (refused for 1 s) and then got its
+ * answer ends the outage for the host at once, not at the next probe. */
+static void test_waiter_answered_ends_outage(void) {
+    char base[160], msg[512];
+    double secs;
+    pid_t p;
+    CU_ASSERT_FATAL(dead_setup() == 0);
+    snprintf(base, sizeof base, "redis://127.0.0.1:%d?breaker_ms=30000", dead_srv.port);
+    p = dlt_spawn(patient, base);
+    CU_ASSERT_FATAL(p > 0);
+    dlt_sleep_ms(1400); /* it recorded the outage after 1 s */
+    DLT_ASSERT_ERR(lock_once(dead_url, "hr/a", &secs, msg, sizeof msg), ENOLCK);
+    CU_ASSERT(strstr(msg, "another process of this host") != NULL);
+    CU_ASSERT_FATAL(dlt_redis_restart(&dead_srv) == 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(p, 20000), 0);
+    /* at once, though the host's next probe may be nearly a second away */
+    DLT_ASSERT_ERR(lock_once(dead_url, "hr/a", &secs, msg, sizeof msg), 0);
+    CU_ASSERT(secs < 0.5);
+    CU_ASSERT_FATAL(dlt_redis_stop(&dead_srv) == 0);
+}
+
 /* A genuine record saying that url's server is down, written as a
  * process that found it so writes it; its path in path. */
 static int record_down(const char *url, unsigned breaker_ms, char *path, size_t cap) {
@@ -327,6 +357,7 @@ static void test_flock_return_told_once(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_record_shared_across_processes),
     DLT_TEST(test_return_noticed),
+    DLT_TEST(test_waiter_answered_ends_outage),
     DLT_TEST(test_bad_records_ignored),
     DLT_TEST(test_corrupt_record_costs_a_wait),
     DLT_TEST(test_flock_loop_one_notice),

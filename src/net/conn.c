@@ -749,10 +749,12 @@ void dlock__breaker_note(dlock__node *n, int rc, dlock__mono ub) {
     dlock__mono now, slack;
     if (n->conf.breaker_ms == 0) return;
     if (rc != ENOLCK) {
-        if (n->breaker_until != 0) {
-            dlock__debug("%s: circuit breaker closed: the server answered", n->conf.redacted_url);
-            dlock__hostrec_up(n); /* the host's other processes learn it at once */
-        }
+        /* The host's other processes learn it at once: after an open
+         * breaker, or an outage this process recorded (a request that
+         * went on waiting, and was answered). */
+        int wrote = __atomic_exchange_n(&n->host_wrote, 0, __ATOMIC_RELAXED);
+        if (n->breaker_until != 0) dlock__debug("%s: circuit breaker closed: the server answered", n->conf.redacted_url);
+        if (n->breaker_until != 0 || wrote) dlock__hostrec_up(n);
         n->breaker_until = 0; /* the server answered */
         return;
     }

@@ -226,9 +226,11 @@ void dlock__hostrec_down(dlock__node *n, dlock__mono since) {
             r.since = since;
             r.until = now + (dlock__mono)n->conf.breaker_ms * DLOCK__MS;
             r.probe = now + (dlock__mono)HR_PROBE_MS * DLOCK__MS;
-            if (rec_write(fd, &r) == 0)
+            if (rec_write(fd, &r) == 0) {
+                __atomic_store_n(&n->host_wrote, 1, __ATOMIC_RELAXED);
                 dlock__debug("%s: host-wide circuit breaker open for %u ms (record %s)", n->conf.redacted_url,
                              n->conf.breaker_ms, n->host_rec);
+            }
         }
         syscall(SYS_flock, fd, LOCK_UN);
     }

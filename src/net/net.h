@@ -66,6 +66,7 @@ struct dlock__node {
     /* The host-wide outage record's path (hostrec.c; "": none): the
      * breaker of every process of the user on this host, for this URL. */
     char host_rec[240];
+    int host_wrote; /* (atomic) this process wrote the record's outage: its answer ends it */
     const dlock__node_hooks *hooks; /* NULL: none */
     void *up;        /* the object of the layer above that owns the node */
     struct dlock__owed *owed; /* requests sent whose answers are still to read (dlock__command_send) */
