@@ -594,7 +594,8 @@ static void breaker_after(int rc, int try, int probe) {
     if (dlpl_client == NULL) return;
     if (rc == 0 || rc == EBUSY) {
         dlock__breaker_report(&dlpl_client->be.node, 0, 0);
-        dlpl_server_up();
+        if (probe) dlpl_server_returned();
+        else dlpl_server_up();
     } else if (rc == ENOLCK && !try && !probe) {
         dlock__breaker_report(&dlpl_client->be.node, ENOLCK, 1);
     }

@@ -127,7 +127,7 @@ static int reopen(int fd, int kind, char *watch) {
  * child may not allocate. */
 struct keeper_cmd {
     char *argv[12], *envp[8], ppid[24], watch[2];
-    char *url, *prefix, *ldp; /* malloc'd, in envp */
+    char *url, *prefix, *ldp, *xdg; /* malloc'd, in envp */
 };
 
 static void keeper_cmd_make(struct keeper_cmd *kc, int kind, const char *name) {
@@ -150,6 +150,9 @@ static void keeper_cmd_make(struct keeper_cmd *kc, int kind, const char *name) {
         kc->envp[n++] = kc->prefix;
     if ((v = secure_getenv("LD_LIBRARY_PATH")) != NULL && asprintf(&kc->ldp, "LD_LIBRARY_PATH=%s", v) > 0)
         kc->envp[n++] = kc->ldp;
+    /* where the host-wide outage record is: the program's, shared */
+    if ((v = secure_getenv("XDG_RUNTIME_DIR")) != NULL && asprintf(&kc->xdg, "XDG_RUNTIME_DIR=%s", v) > 0)
+        kc->envp[n++] = kc->xdg;
     kc->envp[n] = NULL;
 }
 
@@ -157,6 +160,7 @@ static void keeper_cmd_free(struct keeper_cmd *kc) {
     free(kc->url);
     free(kc->prefix);
     free(kc->ldp);
+    free(kc->xdg);
 }
 
 /* clone(CLONE_VM|CLONE_VFORK) into child_main, every signal blocked

@@ -144,10 +144,16 @@ void dlpl_msg_rl(int key, const char *fmt, ...) {
     errno = saved;
 }
 
+/* 0: the server answers; 1: down, and this program told it; 2: down, and
+ * another program of this host had told it (the host-wide record). */
 static atomic_int server_down;
 
 void dlpl_server_down(const char *name, int rc) {
-    if (atomic_exchange(&server_down, 1) != 0) return;
+    int first;
+    if (atomic_load(&server_down) != 0) return;
+    /* one notice per host per outage: the first program to find it out */
+    first = dlock_client_outage_notice(dlpl_client, DLOCK_OUTAGE_DOWN);
+    if (atomic_exchange(&server_down, first ? 1 : 2) != 0 || (!first && !dlpl_conf.verbose)) return;
     if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED)
         dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=closed: mapped file locks fail with ENOLCK, "
                  "mapped semaphores' tries with EAGAIN, and mapped mutexes and semaphores wait until the server "
@@ -159,10 +165,23 @@ void dlpl_server_down(const char *name, int rc) {
                  dlock_strerror(rc));
 }
 
+static void server_back(void) {
+    dlpl_msg("the server answers again: mapped locks are cluster-wide again");
+}
+
 void dlpl_server_up(void) {
+    int was;
     if (DLPL_LIKELY(atomic_load(&server_down) == 0)) return;
-    if (atomic_exchange(&server_down, 0) == 1)
-        dlpl_msg("the server answers again: mapped locks are cluster-wide again");
+    if ((was = atomic_exchange(&server_down, 0)) == 0) return;
+    if (dlock_client_outage_notice(dlpl_client, DLOCK_OUTAGE_UP) || (was == 1 && dlpl_conf.verbose)) server_back();
+}
+
+void dlpl_server_returned(void) {
+    if (atomic_load(&server_down) != 0) {
+        dlpl_server_up();
+    } else if (dlock_client_outage_notice(dlpl_client, DLOCK_OUTAGE_UP)) {
+        server_back(); /* an outage another program of this host told of */
+    }
 }
 
 const char *dlpl_policy_text(void) {

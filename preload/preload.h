@@ -120,6 +120,8 @@ const char *dlpl_policy_text(void);
  * the server answers again. */
 void dlpl_server_down(const char *name, int rc);
 void dlpl_server_up(void);
+/* The program's probe found the server back: told once per host per outage. */
+void dlpl_server_returned(void);
 /* The circuit breaker's back-off period of the preload's clients (the
  * program's and its keepers'), unless DLOCK_URL sets breaker_ms. */
 #define DLPL_BREAKER_MS 30000u

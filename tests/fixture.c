@@ -1855,7 +1855,17 @@ dlt_redis dlt_server;
 
 /* Before each test: the suite's server is up, empty, and its command
  * counts are zero -- whatever the previous test did to it. */
+/* The suite's XDG_RUNTIME_DIR: the library's host-wide outage records
+ * (net/hostrec.c) of the suite's servers live there, not in the user's;
+ * each test starts without any. */
+static char run_dir[300];
+
 static void before_each_test(void) {
+    char recs[320];
+    if (run_dir[0] != '\0') {
+        snprintf(recs, sizeof recs, "%s/dlock", run_dir);
+        dlt_rm_tree(recs);
+    }
     if (dlt_server.pid <= 0 && dlt_server.port > 0) {
         fprintf(stderr, "dlt: the previous test left the server down; restarting it\n");
         if (dlt_redis_restart(&dlt_server) != 0) return;
@@ -1935,6 +1945,8 @@ int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_tes
 
     if (dlt_redis_start(&dlt_server, NULL) != 0) return 1;
     setenv("DLOCK_URL", dlt_server.url, 1);
+    snprintf(run_dir, sizeof run_dir, "%s/run", dlt_server.dir);
+    if (mkdir(run_dir, 0700) == 0 || errno == EEXIST) setenv("XDG_RUNTIME_DIR", run_dir, 1);
     /* Live figures off (a flush a second would add to the requests that
      * tests count); test_top and test_cli_top turn them on. */
     setenv("DLOCK_STATS", "0", 0);

@@ -49,6 +49,12 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Makes a client from conn (with unreachable_ms if nonzero); on failure
  * reports and returns the exit code, else 0. */
 int cli_client(const cli_conn *conn, unsigned unreachable_ms, dlock_client_t **out);
+/* The same with the circuit breaker on for breaker_ms (and with it the
+ * host-wide outage record, unless the URL says host_breaker=0): `dlock
+ * exec`, run once per job, pays an unreachable server's wait once per
+ * host and period, not once per job.  A URL's breaker_ms wins. */
+int cli_client_breaker(const cli_conn *conn, unsigned unreachable_ms, unsigned breaker_ms, dlock_client_t **out);
+#define CLI_EXEC_BREAKER_MS 30000
 /* Reports a failed library call `what` (err, with dlock_last_error()) and
  * returns the matching exit code. */
 int cli_fail(const char *what, int err);

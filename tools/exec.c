@@ -919,7 +919,7 @@ static int slots_open(exec_run *x) {
 static int exec_open(exec_run *x, const cli_conn *conn) {
     dlock_mutexattr_t attr;
     int rc;
-    if ((x->code = cli_client(conn, 0, &x->c)) != 0) return 0;
+    if ((x->code = cli_client_breaker(conn, 0, CLI_EXEC_BREAKER_MS, &x->c)) != 0) return 0;
     if ((x->code = cli_client(conn, VIEW_UNREACHABLE_MS, &x->view)) != 0) return 0;
     if (x->o.slots != 0) {
         if ((rc = slots_open(x)) != 0) {

@@ -81,12 +81,17 @@ int cli_fail(const char *what, int err) {
 }
 
 int cli_client(const cli_conn *conn, unsigned unreachable_ms, dlock_client_t **out) {
+    return cli_client_breaker(conn, unreachable_ms, 0, out);
+}
+
+int cli_client_breaker(const cli_conn *conn, unsigned unreachable_ms, unsigned breaker_ms, dlock_client_t **out) {
     dlock_config_t cfg;
     int rc;
     dlock_config_init(&cfg);
     cfg.url = conn->url;
     cfg.prefix = conn->prefix;
     cfg.unreachable_ms = unreachable_ms;
+    cfg.breaker_ms = breaker_ms;
     if ((rc = dlock_client_create(out, &cfg)) != 0) {
         if (rc == EINVAL) return cli_usage_error("bad server configuration: %s", dlock_last_error());
         return cli_fail("cannot make a client", rc);

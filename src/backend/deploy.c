@@ -33,6 +33,7 @@ static int finish(dlock__backend *b, pthread_mutex_t *mu) {
     b->node.up = b;
     b->node.one_connect = b->node.member = b->parent != NULL;
     kind_set(b);
+    dlock__hostrec_init(&b->node);
     if ((rc = dlock__tls_ctx_make(&b->node)) != 0) return rc;
     if ((b->epoch_key = malloc(strlen(b->node.conf.prefix) + 6)) == NULL) {
         dlock__tls_ctx_free(&b->node);

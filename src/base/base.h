@@ -157,6 +157,9 @@ typedef struct dlock__conf {
     /* ?breaker_ms=N (or dlock_config_t.breaker_ms): the circuit breaker's
      * back-off period; 0: off (breaker.c dlock__breaker_pass). */
     unsigned breaker_ms;
+    /* ?host_breaker=0|1 (default 1): with the breaker on, share its state
+     * with the user's other processes on this host (net/hostrec.c). */
+    unsigned host_breaker;
     /* ?pipelined=1: the mutexes the client makes unlock without waiting
      * for the server (core/lock.c, pipe_send) unless their attribute says. */
     unsigned pipelined;

@@ -10,7 +10,8 @@
  * with host a name, an IPv4 address or [an IPv6 address] (sentinels'
  * default port: 26379).  Parameters: connect_timeout_ms,
  * command_timeout_ms, unreachable_ms, drift_ms, restart_guard_ms,
- * handoff_ms, prefix, wait, wait_timeout_ms, wait_conns, breaker_ms.
+ * handoff_ms, prefix, wait, wait_timeout_ms, wait_conns, breaker_ms,
+ * host_breaker.
  * Every message this file produces names the URL in its redacted form:
  * a password never reaches an error, a log or the output.
  *
@@ -216,6 +217,7 @@ static const struct num_param {
     { "wait_timeout_ms", offsetof(dlock__conf, wait_timeout_ms), 1, 60000 },
     { "wait_conns", offsetof(dlock__conf, wait_conns), 0, 1024 },
     { "breaker_ms", offsetof(dlock__conf, breaker_ms), 0, 86400000 },
+    { "host_breaker", offsetof(dlock__conf, host_breaker), 0, 1 },
     { "pipelined", offsetof(dlock__conf, pipelined), 0, 1 },
 };
 
@@ -696,6 +698,7 @@ int dlock__conf_parse(dlock__conf *conf, const dlock_config_t *cfg) {
     conf->handoff_ms = !cfg || cfg->handoff_ms == 0 ? 5 : cfg->handoff_ms < 0 ? 0 : (unsigned)cfg->handoff_ms;
     conf->wait_conns = DLOCK__WAIT_CONNS;
     conf->breaker_ms = cfg ? cfg->breaker_ms : 0;
+    conf->host_breaker = 1;
     if ((rc = parse_url(conf, url)) != 0) {
         if (rc == EINVAL && misplaced_at(url)) {
             char saved[512];

@@ -20,9 +20,20 @@
 
 #define BREAKER_PROBE_MS 1000
 
+/* The host-wide record (hostrec.c) is asked before a request that would
+ * connect (a process with pooled connections is answering), and while
+ * the breaker is open -- but not for a probe the program's breaker
+ * already claimed for its keeper (dlock__breaker_probe_now). */
+static int host_asked(const dlock__node *n) {
+    if (n->host_rec[0] == '\0') return 0;
+    return n->breaker_until != 0 ? n->breaker_probe != 0 : n->idle == NULL;
+}
+
 int dlock__breaker_pass(dlock__node *n, int *probe) {
     dlock__mono now;
+    int rc;
     *probe = 0;
+    if (host_asked(n) && (rc = dlock__hostrec_gate(n, probe)) != DLOCK__HOST_NO_SAY) return rc;
     if (n->breaker_until == 0) return 0;
     now = dlock__now();
     if (now >= n->breaker_until) {
@@ -52,13 +63,19 @@ static void breaker_trip(dlock__node *n, dlock__mono now, dlock__mono probe_at) 
     n->breaker_since = now;
     n->breaker_until = now + (dlock__mono)n->conf.breaker_ms * DLOCK__MS;
     n->breaker_probe = probe_at;
+    if (probe_at != 0) dlock__hostrec_down(n, now); /* (0: a keeper's probe, its program's record) */
 }
 
 void dlock__breaker_note(dlock__node *n, int rc, dlock__mono ub) {
     dlock__mono now, slack;
     if (n->conf.breaker_ms == 0) return;
     if (rc != ENOLCK) {
+        /* The host's other processes learn it at once: after an open
+         * breaker, or an outage this process recorded (a request that
+         * went on waiting, and was answered). */
+        int wrote = __atomic_exchange_n(&n->host_wrote, 0, __ATOMIC_RELAXED);
         if (n->breaker_until != 0) dlock__debug("%s: circuit breaker closed: the server answered", n->conf.redacted_url);
+        if (n->breaker_until != 0 || wrote) dlock__hostrec_up(n);
         n->breaker_until = 0; /* the server answered */
         return;
     }

@@ -66,6 +66,10 @@ struct dlock__node {
     dlock__mono breaker_until;
     dlock__mono breaker_probe;
     dlock__mono breaker_since; /* when it opened */
+    /* The host-wide outage record's path (hostrec.c; "": none): the
+     * breaker of every process of the user on this host, for this URL. */
+    char host_rec[240];
+    int host_wrote; /* (atomic) this process wrote the record's outage: its answer ends it */
     const dlock__node_hooks *hooks; /* NULL: none */
     void *up;        /* the object of the layer above that owns the node */
     struct dlock__owed *owed; /* requests sent whose answers are still to read (dlock__command_send) */
@@ -327,6 +331,31 @@ void dlock__breaker_report(dlock__node *n, int rc, int paid);
 void dlock__breaker_probe_now(dlock__node *n);
 /* Is n's breaker open now?  n->mu NOT held. */
 int dlock__breaker_open(dlock__node *n);
+/* The host-wide outage record (hostrec.c; host_breaker=1, on with the
+ * breaker of a deployment's node, never a member's).  _init: its path
+ * from the configuration.  _gate (n->mu held), before a request that
+ * would connect or while the breaker is open: DLOCK__HOST_NO_SAY when the
+ * record says nothing (none, stale, unsafe, corrupt: the node's own
+ * breaker decides), else as dlock__breaker_pass -- ENOLCK while another
+ * process found the server unreachable, or 0 with *probe 1 for the
+ * host's one probe a second.  _down: the server was found unreachable
+ * since `since` (a breaker that opened); _up: it answered (after an open
+ * breaker or a probe).  _refused: a request's connection attempts have
+ * failed since `first` (0: none yet); past 1 s (or the unreachable bound,
+ * if shorter) that is an outage for the host. */
+#define DLOCK__HOST_NO_SAY (-1)
+void dlock__hostrec_init(dlock__node *n);
+int dlock__hostrec_gate(dlock__node *n, int *probe);
+void dlock__hostrec_down(dlock__node *n, dlock__mono since);
+void dlock__hostrec_up(dlock__node *n);
+void dlock__hostrec_refused(dlock__node *n, dlock__mono first, dlock__mono now);
+/* Notices, one per host per outage: 1 if the caller is to tell that the
+ * server is unreachable (DLOCK__HOST_TOLD_DOWN) or answers again
+ * (DLOCK__HOST_TOLD_UP, only after a told outage) -- no other process
+ * has for this outage --, 0 if another one has.  1 without a record. */
+#define DLOCK__HOST_TOLD_DOWN 1
+#define DLOCK__HOST_TOLD_UP 2
+int dlock__breaker_host_tell(dlock__node *n, int what);
 /* Sets the calling thread's call end (DLOCK__MONO_NEVER: none), which no
  * connect attempt or reply wait of the thread outlasts; the old one. */
 dlock__mono dlock__call_end_set(dlock__mono end);

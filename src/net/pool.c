@@ -11,7 +11,7 @@
 /* ---------------------------------------------------------------- pool */
 
 int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
-    dlock__mono now, end;
+    dlock__mono now, end, refused = 0;
     dlock__backoff bo = DLOCK__BACKOFF_INIT(DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
     int rc, attempt;
 
@@ -74,7 +74,10 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         rc = dlock__conn_open(n, out, budget);
         if (rc != ENOLCK || n->one_connect || dlock__node_refused_since(n, now)) return rc;
         /* Refused or timed out: wait a little (to the deadline at most),
-         * then try again while time is left. */
+         * then try again while time is left.  Refused for a second: the
+         * host's other processes need not find it out again. */
+        if (refused == 0) refused = now;
+        dlock__hostrec_refused(n, refused, dlock__now());
         (void)dlock__backoff_sleep(&bo, dlock__end_min(deadline));
     }
 }
