@@ -1178,16 +1178,18 @@ static void test_cache_sigkill_robust_ownerdead(void) {
 }
 
 /* ========================================================================
- * 9. A lease lost while the lock is idle in the cache: dropped silently;
- * while a thread holds it: the usual lost-lock handling
+ * 9. A lease lost while the lock is idle in the cache, every hold of it
+ * confirmed by a renewal since: dropped silently; while a thread holds it,
+ * or after a hold ended into the cache unconfirmed: the lost-lock handler
  * ====================================================================== */
 
-static int ca_lost_count;
+static int ca_lost_count, ca_lost_why;
 
 static void ca_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)name;
     (void)arg;
+    __atomic_store_n(&ca_lost_why, dlock_lost_reason(), __ATOMIC_SEQ_CST);
     __atomic_add_fetch(&ca_lost_count, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -1201,6 +1203,7 @@ static void test_cache_lost_while_idle(void) {
     __atomic_store_n(&ca_lost_count, 0, __ATOMIC_SEQ_CST);
     DLT_ASSERT_ERR(ca_open_spec(&m, name, &s), 0);
     CU_ASSERT_FATAL(ca_warm(&m, name, &f0) == 0);
+    dlt_sleep_ms(lease); /* renewed since the last hold ended: it was exclusive */
 
     /* Idle in the cache: the key goes behind its back. */
     DLT_ASSERT_INT_EQ(ca_del(name), 1);
@@ -1230,6 +1233,48 @@ static void test_cache_lost_while_idle(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_INT_EQ(__atomic_load_n(&ca_lost_count, __ATOMIC_SEQ_CST), 1);
 
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(ca_flush(name), 0);
+}
+
+/* A hold that ends into the cache asks the server nothing: had the
+ * server lost the lock before (here: its key deleted while a thread holds
+ * it, the renewal not yet come), that hold was not exclusive.  The
+ * renewal that then finds the cached lock gone tells the lost-lock
+ * handler, once (DLOCK_LOST_BROKEN), and the next lock goes to the server
+ * for a fresh hold and fence.  (A renewal that comes between the delete
+ * and the unlock finds the hold held: the unlock says EPERM, told as
+ * ever; the round is then made again.) */
+static void test_cache_lost_after_unconfirmed_hold(void) {
+    const char *name = "cache/unconfirmed";
+    const unsigned lease = 600;
+    ca_spec s = { 1, -1, 0, lease, ca_on_lost, NULL, NULL };
+    dlock_mutex_t m;
+    uint64_t f0 = 0;
+    int urc = -1, tries;
+    __atomic_store_n(&ca_lost_count, 0, __ATOMIC_SEQ_CST);
+    DLT_ASSERT_ERR(ca_open_spec(&m, name, &s), 0);
+    for (tries = 0; tries < 5 && urc != 0; tries++) {
+        CU_ASSERT_FATAL(ca_warm(&m, name, &f0) == 0);
+        dlt_sleep_ms(lease); /* every hold so far confirmed */
+        __atomic_store_n(&ca_lost_count, 0, __ATOMIC_SEQ_CST);
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* from the cache */
+        DLT_ASSERT_INT_EQ(ca_del(name), 1);
+        urc = dlock_mutex_unlock(&m); /* into the cache: 0, no round trip */
+        if (urc != 0) DLT_ASSERT_ERR(urc, EPERM);
+        double end = dlt_now() + 10.0;
+        while (__atomic_load_n(&ca_lost_count, __ATOMIC_SEQ_CST) == 0 && dlt_now() < end) dlt_sleep_ms(10);
+        DLT_ASSERT_INT_EQ(__atomic_load_n(&ca_lost_count, __ATOMIC_SEQ_CST), 1);
+    }
+    DLT_ASSERT_ERR(urc, 0);
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&ca_lost_why, __ATOMIC_SEQ_CST), DLOCK_LOST_BROKEN);
+    /* The next hold comes from the server, with a fence of its own. */
+    DLT_ASSERT_ERR(ca_timedlock(&m, CA_WAIT_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_field(name, "pid"), getpid());
+    CU_ASSERT_TRUE(dlock_mutex_fence(&m) > f0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    dlt_sleep_ms(lease); /* told once, not again */
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&ca_lost_count, __ATOMIC_SEQ_CST), 1);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_ERR(ca_flush(name), 0);
 }
@@ -1629,6 +1674,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_cache_exit_while_giving_back),
     DLT_TEST(test_cache_sigkill_robust_ownerdead),
     DLT_TEST(test_cache_lost_while_idle),
+    DLT_TEST(test_cache_lost_after_unconfirmed_hold),
     DLT_TEST(test_cache_fences_follow_the_clock),
     DLT_TEST(test_cache_request_before_subscribed),
     DLT_TEST(test_cache_grant_taken_alone),

@@ -33,6 +33,10 @@ typedef struct dlock__hold {
     uint64_t fence_hi;     /* caching: the last fence its local holds may use (Redlock's
                             * floor; elsewhere no bound: UINT64_MAX) */
     dlock__mono fence_at;  /* caching: when the server's fence (ident) was heard */
+    uint64_t ends;         /* caching: its holds ended into the cache (unlocks that asked
+                            * the server nothing) */
+    uint64_t ends_seen;    /* of those, the ones a renewal sent after them confirmed: the
+                            * others were not exclusive if the server lost the lock (hold.c) */
     uint64_t heard;        /* caching: the subscriber's epoch in which every request
                             * for it was heard since it was acquired; 0: not so */
     unsigned lease_ms;
@@ -546,6 +550,9 @@ void dlock__hold_uncache(dlock__hold *h, dlock__thread *self);
 void dlock__hold_release_start(dlock__hold *h);
 /* Marks h lost; fills *rep when a handler must run. */
 void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep);
+/* A cached h whose last holds ended unconfirmed: *rep filled for its
+ * handler (to run if the cache turns out lost), else left empty. */
+void dlock__hold_unconfirmed(const dlock__hold *h, dlock__lost_report *rep);
 /* Forgets h (its thread is gone or gave it up). */
 void dlock__hold_forget(struct dlock_client *c, dlock__hold *h);
 void dlock__hold_abandon(struct dlock_client *c, dlock__hold *h);

@@ -38,12 +38,25 @@
  *   lost           HELD -> LOST         validity ran out, the server refused
  *                                       a renewal, or granted it anew;
  *                                       its handler is told (*rep)
- *                  CACHED -> NONE       (nobody to tell)
+ *                  CACHED -> NONE       its handler told only if a hold
+ *                                       ended since the last renewal the
+ *                                       server confirmed (below)
  *   forget         any -> NONE          unlock answered, a lost hold
  *                                       dropped, its thread exited, a
  *                                       cached one given back
  *   abandon        HELD, CACHED -> NONE at exit, the process releases it
  *   consistent     clears `inconsistent` (dlock_mutex_consistent)
+ *
+ * A hold that ends into the cache asks the server nothing, so nothing
+ * confirms that the lock was still the process's when it ended: had the
+ * server lost the lock meanwhile (its data lost, the lock broken), that
+ * hold was not exclusive, and nobody would know.  `ends` counts the holds
+ * ended into the cache, `ends_seen` those a renewal sent after them
+ * confirmed (renew.c).  A cache that turns out lost -- its renewal
+ * refused, its validity run out, its release finding it gone (lock.c,
+ * dlock__cache_drop) -- with holds unconfirmed tells the handler of the
+ * last of them, once, as an unlock that finds its hold lapsed does; one
+ * whose every hold was confirmed ends quietly.
  *
  * Questions: is_live (HELD), is_cached (CACHED), is_releasing (the flag),
  * is_renewable (HELD or CACHED: a renewal's answer applies), can_be_lost
@@ -143,13 +156,16 @@ void dlock__hold_take(dlock__hold *h, dlock__thread *self, int ownerdead) {
     h->owner = self;
     h->releasing = 0;
     h->inconsistent = ownerdead;
+    h->ends = h->ends_seen = 0; /* a new hold on the server: nothing ended unconfirmed */
 }
 
-/* HELD -> CACHED: its owner unlocked it and the process keeps it. */
+/* HELD -> CACHED: its owner unlocked it and the process keeps it; the
+ * hold's end is unconfirmed until a renewal sent after it succeeds. */
 void dlock__hold_cache(dlock__hold *h) {
     h->state = DLOCK__HOLD_CACHED;
     h->owner = NULL;
     h->count = 0;
+    h->ends++;
 }
 
 /* CACHED -> HELD: self takes it from the cache, with no round trip. */
@@ -164,15 +180,31 @@ void dlock__hold_release_start(dlock__hold *h) {
     h->releasing = 1;
 }
 
+/* *rep for h's handler, if h's holds did not all end before its last
+ * confirmed renewal (the top of this file); else left empty. */
+void dlock__hold_unconfirmed(const dlock__hold *h, dlock__lost_report *rep) {
+    memset(rep, 0, sizeof *rep);
+    if (h->ends == h->ends_seen || h->lost_fn == NULL) return;
+    rep->fn = h->lost_fn;
+    rep->arg = h->lost_arg;
+    rep->obj = h->lost_obj;
+    rep->name = strdup(h->l->k.name);
+}
+
 /* HELD -> LOST, off the held list, with *rep filled when a handler must
  * run (by the caller, without c->mu); CACHED -> NONE (held by no thread:
- * nobody to tell).  Either wakes the lock's local waiters. */
+ * its handler told only for a hold that ended unconfirmed).  Either
+ * wakes the lock's local waiters. */
 void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep) {
     memset(rep, 0, sizeof *rep);
     if (h->state == DLOCK__HOLD_CACHED) {
         /* (A cached hold is exclusive, l->x, which forgetting does not
          * free.) */
         dlock__lock *l = h->l;
+        dlock__hold_unconfirmed(h, rep);
+        if (rep->fn != NULL)
+            dlock__debug("'%.64s': cached lock lost after a hold ended unconfirmed (fence %llu)", l->k.name,
+                         (unsigned long long)h->fence);
         dlock__hold_forget(c, h);
         l->gen++;
         dlock__lock_wake(l);
@@ -202,6 +234,7 @@ static void clear(dlock__hold *h) {
     h->releasing = 0;
     h->inconsistent = 0;
     h->caching = 0;
+    h->ends = h->ends_seen = 0;
 }
 
 /* Any -> NONE: a hold of a thread that is gone or gave it up: off the

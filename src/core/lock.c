@@ -163,19 +163,28 @@ int dlock__cache_ok(const struct dlock_client *c, const dlock__lock *l) {
 
 /* Gives up l's cached hold on the server (one round trip, with c->mu
  * released meanwhile; if it fails, the orphan list releases it later).
+ * A release that finds the lock no longer ours tells the handler of a
+ * hold that ended into the cache unconfirmed (hold.c), meanwhile.
  * c->mu held. */
 void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadline) {
     char token[DLOCK__OWNER_LEN + 1];
     unsigned lease = l->x.lease_ms;
-    int how, released, rc;
+    int how, released = 0, rc;
+    dlock__lost_report rep;
     if (!dlock__hold_is_cached(&l->x)) return;
     memcpy(token, l->x.token, sizeof token);
     how = dlock__hold_release_kind(&l->x, 0);
+    dlock__hold_unconfirmed(&l->x, &rep);
     dlock__hold_forget(c, &l->x);
     l->users++;
     c->dropping++; /* exit waits for this release (client.c at_exit) */
     pthread_mutex_unlock(&c->mu);
     rc = c->be.ops->release(&c->be, &l->k, token, how, &released, NULL, deadline);
+    if (rc == 0 && !released) {
+        rep.why = DLOCK_LOST_BROKEN;
+        dlock__lost_run(&rep);
+    }
+    free(rep.name);
     pthread_mutex_lock(&c->mu);
     c->dropping--;
     l->users--;

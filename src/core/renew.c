@@ -71,6 +71,7 @@ struct dlock__pending {
     int unit;
     uint64_t fence;
     int record;  /* the lock does not keep the hold's fence: the renewal records it */
+    uint64_t ends; /* caching: the holds ended into the cache before it was sent */
     unsigned lease_ms;
     dlock__mono valid_until;
     dlock__mono risk_at; /* its lease-at-risk time, if it is to be told */
@@ -195,6 +196,7 @@ static void join_batch(renew_loop *lp, dlock__hold *h) {
     p->unit = h->unit;
     p->fence = h->ident;
     p->record = h->fence_unkept;
+    p->ends = h->ends;
     p->lease_ms = h->lease_ms;
     p->valid_until = h->valid_until;
     p->risk_at = dlock__hold_risk_at(h);
@@ -296,8 +298,8 @@ static void send_batch(renew_loop *lp) {
 }
 
 /* One answer (1 renewed, 0 refused, -1 none; wanted: renewed, and a
- * caching hold someone asked for) for its live hold h. */
-static void apply_answer(renew_loop *lp, dlock__hold *h, int result, int wanted) {
+ * caching hold someone asked for) for its live hold h, renewed as p. */
+static void apply_answer(renew_loop *lp, dlock__hold *h, const pending *p, int result, int wanted) {
     if (wanted && h->caching && !h->l->wanted) {
         /* The "wanted" message was not heard (or not yet): the lock goes
          * back at its unlock, or, idle in the cache, at the next pass's
@@ -311,6 +313,9 @@ static void apply_answer(renew_loop *lp, dlock__hold *h, int result, int wanted)
         h->renew_at = lp->sent + (dlock__mono)(h->lease_ms / 3) * DLOCK__MS;
         h->fence_unkept = 0; /* recorded, if it was to be */
         if (h->at_risk) risk_told(lp, h, DLOCK_LEASE_RECOVERED);
+        /* the lock was still ours after the holds that had ended into
+         * the cache when it was sent: those were exclusive (hold.c) */
+        if (p->ends > h->ends_seen) h->ends_seen = p->ends;
     } else if (!dlock__hold_can_be_lost(h)) {
         /* Refused: released meanwhile, or run out (its unlock says
          * which).  Nothing to report either way. */
@@ -338,7 +343,7 @@ static void apply_answers(renew_loop *lp) {
         dlock__hold *h;
         l->users--;
         h = find_hold(l, &lp->pend[i]);
-        if (h != NULL) apply_answer(lp, h, lp->rn[i].result, lp->rn[i].wanted);
+        if (h != NULL) apply_answer(lp, h, &lp->pend[i], lp->rn[i].result, lp->rn[i].wanted);
         dlock__lock_maybe_free(lp->c, l);
     }
     if (lp->retry_at == 0) dlock__backoff_reset(&lp->retry); /* none to ask again */

@@ -390,12 +390,16 @@ static void wait_end(struct sem_wait *w) {
 
 /* The deadline came, or a signal (why: ETIMEDOUT, EINTR): one last op,
  * of DLOCK__LATE_MS at most, takes the registration back (or the unit a
- * post handed us meanwhile: 0). */
+ * post handed us meanwhile: 0).  Never past the call's own end (its
+ * deadline + DLOCK__LATE_MS): a step that ran into that time (a take
+ * answered just before it) leaves the withdraw only what is left of it. */
 static int wait_withdraw(struct sem_wait *w, int why) {
-    dlock__mono now = dlock__now();
-    dlock__mono saved = dlock__call_end_set(now + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
+    dlock__mono end = dlock__now() + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS;
+    dlock__mono saved = dlock__call_end_set(end);
     long long res = 0;
-    int rc = wait_op(w, "withdraw", 0, &res);
+    int rc;
+    if (saved < end) (void)dlock__call_end_set(saved);
+    rc = wait_op(w, "withdraw", 0, &res);
     (void)dlock__call_end_set(saved);
     /* Unanswered: the registration lapses by itself (and a unit handed to
      * it goes on to the next waiter) after REG_TTL_MS. */

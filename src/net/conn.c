@@ -277,6 +277,31 @@ unsigned dlock__conn_bound(const dlock__conn *cn) {
     return cn->bound_ms > cn->timeout_ms ? cn->bound_ms : cn->timeout_ms;
 }
 
+/* Waits until cn has something to read, or start + bound: 0, or -1 (the
+ * context's error set as a read that timed out).  The wait is ppoll's,
+ * kept to the microsecond; the socket's receive timeout, which bounds the
+ * read itself, is counted in the kernel's ticks and ends up to ~10 ms
+ * late: a reply wait cut at a timed call's end (call_end) would return
+ * that much after it. */
+static int reply_wait(dlock__conn *cn, dlock__mono start, unsigned bound) {
+    struct pollfd pfd;
+    struct timespec ts;
+    int n;
+    if (dlock__conn_pending(cn)) return 0; /* TLS: bytes already read from the socket */
+    pfd.fd = cn->ctx->fd;
+    pfd.events = POLLIN;
+    do {
+        dlock__mono left = start + (dlock__mono)bound * DLOCK__MS - dlock__now();
+        dlock__mono_to_ts(left > 0 ? left : 0, &ts);
+        pfd.revents = 0;
+        n = ppoll(&pfd, 1, &ts, NULL);
+    } while (n < 0 && errno == EINTR);
+    if (n != 0) return 0; /* readable, closed, or an error: the read says which */
+    snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "%s", strerror(EAGAIN));
+    cn->ctx->err = REDIS_ERR_IO;
+    return -1;
+}
+
 int dlock__conn_reply(dlock__conn *cn, void **reply) {
     dlock__mono start = 0;
     unsigned bound = dlock__conn_bound(cn);
@@ -289,7 +314,7 @@ int dlock__conn_reply(dlock__conn *cn, void **reply) {
             rc = REDIS_ERR;
             break;
         }
-        if (dlock__conn_read(cn) != REDIS_OK) {
+        if (reply_wait(cn, start, bound) != 0 || dlock__conn_read(cn) != REDIS_OK) {
             if (read_timed_out(cn->ctx) && bound > cn->timeout_ms) continue; /* the bound decides */
             rc = REDIS_ERR;
             break;
