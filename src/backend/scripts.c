@@ -1486,6 +1486,10 @@ static const char stats_lua[] =
  *   renew    extends the owner's lease: {"0", ranges} or {"1"} when the
  *            owner is unknown (its lease ran out)
  *   nowait   withdraws the owner's waiting request: {"0"}
+ *   show     every live owner's record: {now, owner, record, owner,
+ *            record, ...} (dlock_range_list)
+ *   drop     deletes the record of the owner (of every owner if it is
+ *            ""): {"0", owners dropped} (dlock_range_break)
  * A waiting request counts while its owner asked within the last second
  * (a waiter asks again at least every 50 ms); who blocks it is worked out
  * from the ranges as they are now, so a waiter that has not asked again
@@ -1579,7 +1583,19 @@ static const char range_lua[] =
     "  return false\n"
     "end\n"
     "local o = own[me] or {x = 0, who = ARGV[7] or '', wt = 0, w = '', r = {}}\n"
-    "if op == 'renew' then\n"
+    "if op == 'show' then\n"
+    "  local out = {num(now)}\n"
+    "  for i = 1, #all, 2 do\n"
+    "    if own[all[i]] then out[#out + 1] = all[i] out[#out + 1] = all[i + 1] end\n"
+    "  end\n"
+    "  return out\n"
+    "elseif op == 'drop' then\n"
+    "  local n = 0\n"
+    "  for _, id in ipairs(ids) do\n"
+    "    if me == '' or id == me then redis.call('HDEL', key, id) n = n + 1 end\n"
+    "  end\n"
+    "  return {'0', tostring(n)}\n"
+    "elseif op == 'renew' then\n"
     "  if not own[me] then return {'1'} end\n"
     "  save(o)\n"
     "  return {'0', tostring(#o.r)}\n"
