@@ -617,6 +617,44 @@ DLOCK_API int dlock_lock_waiters(dlock_client_t *c, const char *name,
 DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
                          int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg);
 
+/* One byte range of a record-lock table (dlock_range_list): the
+ * preload's fcntl and lockf locks on a mapped file, kept on the server
+ * under the lock name NAME#fcntl (docs/preload.md, "Record locks"). */
+#define DLOCK_RANGE_EOF 9007199254740991ULL /* an end "to the end of the file" (2^53 - 1) */
+typedef struct dlock_range {
+    char owner[96];          /* the owner's id in the table: a process (HOST-HASH.PID.START), or
+                              * one open file description of it (....oN: OFD locks) */
+    char host[256];          /* the owner's host and pid */
+    long pid;
+    uint64_t start, end;     /* bytes start..end, inclusive; end DLOCK_RANGE_EOF: to the end of the file */
+    int write;               /* 1 a write (exclusive) lock, 0 a read (shared) one */
+    int waiting;             /* 1: not held; the owner waits (F_SETLKW) for this range */
+    int64_t lease_left_ms;   /* the owner's remaining lease (its ranges lapse with it) */
+    int64_t server_now_ms;   /* the server's time when it answered */
+    void *__reserved[4];     /* room to grow without changing the size */
+} dlock_range_t;
+/* Calls fn for each range of the record-lock table of the lock `name`
+ * (as the preload names it: the mapped name and "#fcntl") on client c
+ * (NULL: the default client), owner by owner, each owner's held ranges
+ * in order and then the range it waits for, if any; stops early when fn
+ * returns nonzero.  No range, no call.  One round trip.  ENOTSUP on
+ * Redlock, which keeps no range tables. */
+DLOCK_API int dlock_range_list(dlock_client_t *c, const char *name, int (*fn)(const dlock_range_t *r, void *arg),
+                               void *arg);
+/* Administrative reset of the record-lock table of `name`: the ranges of
+ * the owner `owner` (a dlock_range_t's owner; NULL or "": of every owner)
+ * are removed.  An owner's next renewal finds its record gone: it has
+ * lost its record locks (DLOCK_ON_LOST).  *dropped (if not NULL): how
+ * many owners went.  ENOTSUP on Redlock. */
+DLOCK_API int dlock_range_break(dlock_client_t *c, const char *name, const char *owner, unsigned *dropped);
+/* Calls fn for each record-lock table whose lock name matches the shell
+ * glob (NULL: "*") and that has a live owner, with how many owners and
+ * held ranges it has, in no particular order; stops early when fn
+ * returns nonzero.  SCAN, as dlock_list.  ENOTSUP on Redlock. */
+DLOCK_API int dlock_range_tables(dlock_client_t *c, const char *glob,
+                                 int (*fn)(const char *name, unsigned owners, unsigned ranges, void *arg),
+                                 void *arg);
+
 /* Live figures of one lock, summed over every client that flushed them
  * (dlock_stats; `dlock top` shows them).  Each client counts its own and
  * flushes them once a second; DLOCK_STATS=0 turns that off in a process.

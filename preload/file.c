@@ -530,7 +530,7 @@ static struct rec *rec_new(int kind, const struct stat *st, int fd, const char *
     r->fd = fd;
     r->busy = 1;
     strcpy(r->name, name);
-    if ((rc = dlpl_keeper_spawn(kind, name, fd, &r->sock, &r->kpid)) != 0) {
+    if ((rc = dlpl_keeper_spawn(name, fd, &r->sock, &r->kpid)) != 0) {
         free(r);
         *err = rc;
         return NULL;

@@ -104,21 +104,14 @@ static int child_main(void *p) {
     return 127;
 }
 
-static int reopen(int fd, int kind, char *watch) {
+static int reopen(int fd, char *watch) {
     char p[64];
     int w;
     snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
     *watch = 'w';
-    if (kind == DLPL_K_FLOCK) {
-        /* flock needs no particular access mode */
-        if ((w = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
-        if ((w = open(p, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
-    } else {
-        /* A write-lock request (it conflicts with every lock) needs a
-         * descriptor open for writing. */
-        if ((w = open(p, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
-        if ((w = open(p, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
-    }
+    /* flock needs no particular access mode */
+    if ((w = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
+    if ((w = open(p, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) >= 0) return w;
     *watch = '-';
     return -1;
 }
@@ -130,15 +123,14 @@ struct keeper_cmd {
     char *url, *prefix, *ldp, *xdg; /* malloc'd, in envp */
 };
 
-static void keeper_cmd_make(struct keeper_cmd *kc, int kind, const char *name) {
-    static const char *kinds[] = { "flock", "posix", "ofd" };
+static void keeper_cmd_make(struct keeper_cmd *kc, const char *name) {
     const char *v;
     int n = 0;
     snprintf(kc->ppid, sizeof kc->ppid, "%ld", (long)getpid());
     kc->argv[0] = dlpl_interp;
     kc->argv[1] = dlpl_self_path;
     kc->argv[2] = "--dlock-keeper";
-    kc->argv[3] = (char *)kinds[kind];
+    kc->argv[3] = "flock"; /* the kind: record locks have no keeper (range.c) */
     kc->argv[4] = kc->watch;
     kc->argv[5] = dlpl_conf.on_lost == DLPL_ON_LOST_ABORT ? "abort" : "warn";
     kc->argv[6] = kc->ppid;
@@ -187,7 +179,7 @@ static int keeper_clone(struct spawn_args *a, pid_t *child) {
     return e;
 }
 
-int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid) {
+int dlpl_keeper_spawn(const char *name, int fd, int *sock, pid_t *pid) {
     struct spawn_args a;
     struct keeper_cmd kc;
     int sv[2], wfd, e = 0;
@@ -195,13 +187,13 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
 
     if (dlpl_self_path == NULL || dlpl_interp == NULL) return ENOEXEC;
     memset(&kc, 0, sizeof kc);
-    wfd = reopen(fd, kind, &kc.watch[0]);
+    wfd = reopen(fd, &kc.watch[0]);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         e = errno;
         if (wfd >= 0) DLPL_REAL(close)(wfd);
         return e;
     }
-    keeper_cmd_make(&kc, kind, name);
+    keeper_cmd_make(&kc, name);
     memset(&a, 0, sizeof a);
     a.path = dlpl_interp;
     a.argv = kc.argv;
@@ -419,9 +411,9 @@ int dlpl_stop_tree(pid_t root, int with_root) {
 
 /* The processes that hold the lock on our file (the program is gone: a
  * child, or the shell that lent it the descriptor, holds it now): those
- * with a descriptor of the file whose /proc fdinfo shows a lock of our
- * kind -- for flock, one the program took (its pid).  Up to max. */
-static int holders(pid_t *out, int max, int kind, long program) {
+ * with a descriptor of the file whose /proc fdinfo shows a flock lock
+ * the program took (its pid).  Up to max. */
+static int holders(pid_t *out, int max, long program) {
     struct stat me;
     struct dirent *e;
     DIR *d;
@@ -449,8 +441,7 @@ static int holders(pid_t *out, int max, int kind, long program) {
                 char k[16], adv[16], rw[16];
                 long lpid;
                 if (sscanf(l, "lock: %*d: %15s %15s %15s %ld", k, adv, rw, &lpid) != 4) continue;
-                if (strcmp(k, kind == DLPL_K_FLOCK ? "FLOCK" : kind == DLPL_K_OFD ? "OFDLCK" : "POSIX") != 0) continue;
-                if (kind == DLPL_K_FLOCK && lpid > 0 && lpid != program) continue;
+                if (strcmp(k, "FLOCK") != 0 || (lpid > 0 && lpid != program)) continue;
                 break;
             }
             if (l != NULL) {
@@ -469,7 +460,7 @@ static int holders(pid_t *out, int max, int kind, long program) {
 #define SOCK 4
 #define WFD 3
 
-static int kind, watch_ok, abort_on_lost;
+static int watch_ok, abort_on_lost;
 static long parent; /* the program */
 static const char *lockname;
 static dlock_rwlock_t rw;
@@ -514,7 +505,7 @@ static void stop_program(void) {
                  n - 1 == 1 ? "" : "es");
         return;
     }
-    n = watch_ok ? holders(h, 64, kind, parent) : 0;
+    n = watch_ok ? holders(h, 64, parent) : 0;
     if (n == 0) {
         dlpl_msg("'%s': program %ld has exited and no process holds its lock: nothing to stop", lockname, parent);
         return;
@@ -524,26 +515,13 @@ static void stop_program(void) {
              lockname, parent, n);
 }
 
-/* The kernel side: a write/exclusive request on our own description. */
+/* The kernel side: an exclusive request on our own description. */
 static int klock(int wait) {
-    if (kind == DLPL_K_FLOCK) return flock(WFD, LOCK_EX | (wait ? 0 : LOCK_NB));
-    struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    return fcntl(WFD, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+    return flock(WFD, LOCK_EX | (wait ? 0 : LOCK_NB));
 }
 
 static void kunlock(void) {
-    if (kind == DLPL_K_FLOCK) {
-        flock(WFD, LOCK_UN);
-    } else {
-        struct flock fl;
-        memset(&fl, 0, sizeof fl);
-        fl.l_type = F_UNLCK;
-        fl.l_whence = SEEK_SET;
-        fcntl(WFD, F_OFD_SETLK, &fl);
-    }
+    flock(WFD, LOCK_UN);
 }
 
 /* The watcher thread: waits in the kernel until the program's lock is
@@ -645,7 +623,7 @@ static int cancelled(void) {
 }
 
 static int do_lock(int mode, int try) {
-    int prev = held, rc;
+    int rc;
     if (mode != 1 && mode != 2) return EINVAL;
     if (held == mode) return 0;
     /* A conversion is not atomic, as flock(2) says of its own: the old
@@ -656,13 +634,7 @@ static int do_lock(int mode, int try) {
         if (rc == EINTR && !cancelled() && !term) continue;
         break;
     }
-    if (rc == 0) {
-        held = mode;
-        return 0;
-    }
-    /* Record locks: a failed upgrade keeps the read lock if it can. */
-    if (prev == 1 && kind != DLPL_K_FLOCK && dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY, CLOCK_MONOTONIC, NULL) == 0)
-        held = 1;
+    if (rc == 0) held = mode;
     return rc;
 }
 
@@ -712,7 +684,7 @@ static void keeper_open(void) {
         dlock_mutexattr_init(&attr);
         dlock_mutexattr_setclient(&attr, client);
         dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
-        /* Linux semantics, for flock(2) and fcntl(2) locks alike: a
+        /* Linux semantics, as flock(2) has them: a
          * shared lock is granted while only shared locks are held, whoever
          * waits (writers first would deadlock `flock -s L sh -c 'flock -s
          * L true'` behind a writer that waits for the outer reader). */
@@ -867,7 +839,8 @@ static char *cmdline_arg(char *buf, size_t len, int idx) {
 
 /* The keeper's arguments from its command line (buf, len bytes of NUL-
  * separated words): "--dlock-keeper" among the first four, then KIND
- * WATCH ON-LOST PARENT NAME.  0 with them set, or -1.  (fuzz/fuzz_keeper.c) */
+ * WATCH ON-LOST PARENT NAME, KIND "flock" (record locks have no keeper).
+ * 0 with them set, or -1.  (fuzz/fuzz_keeper.c) */
 static int keeper_args(char *buf, size_t len) {
     char *k, *w, *ol, *pp;
     int i, at = -1;
@@ -877,9 +850,8 @@ static int keeper_args(char *buf, size_t len) {
     }
     if (at < 0 || (k = cmdline_arg(buf, len, at + 1)) == NULL || (w = cmdline_arg(buf, len, at + 2)) == NULL ||
         (ol = cmdline_arg(buf, len, at + 3)) == NULL || (pp = cmdline_arg(buf, len, at + 4)) == NULL ||
-        (lockname = cmdline_arg(buf, len, at + 5)) == NULL || *lockname == '\0')
+        (lockname = cmdline_arg(buf, len, at + 5)) == NULL || *lockname == '\0' || strcmp(k, "flock") != 0)
         return -1;
-    kind = strcmp(k, "posix") == 0 ? DLPL_K_POSIX : strcmp(k, "ofd") == 0 ? DLPL_K_OFD : DLPL_K_FLOCK;
     watch_ok = w[0] == 'w';
     abort_on_lost = strcmp(ol, "abort") == 0;
     parent = strtol(pp, NULL, 10);

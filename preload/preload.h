@@ -180,10 +180,10 @@ extern volatile int dlpl_nmutex;
 
 /* keeper.c */
 enum { DLPL_K_FLOCK = 0, DLPL_K_POSIX = 1, DLPL_K_OFD = 2 };
-/* Starts a keeper for the lock name of the given kind, watching the file
+/* Starts a keeper (flock locks only) for the lock name, watching the file
  * open on fd (re-opened as its own description).  0 with *sock and
  * *pid, or an errno value. */
-int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid);
+int dlpl_keeper_spawn(const char *name, int fd, int *sock, pid_t *pid);
 /* A keeper's exit status when a signal (SIGTERM, SIGHUP, SIGINT) ended it
  * while it held a lock: the program is told, as of a killed keeper. */
 #define DLPL_KEEPER_TERMINATED 3

@@ -405,6 +405,41 @@ static void test_unlock_owed_never_after_relock(void) {
     check_lines(out, dlt_pclose_read(p, out, sizeof out), want);
 }
 
+/* ------------------------------------------------ dlock status, list, break */
+
+/* `dlock status` shows a file's ranges (holder, range, type), `dlock
+ * list` its table, and `dlock break --ranges` clears them: the other host
+ * then gets the range, and the owner learns at its next renewal that it
+ * lost its record locks. */
+static void test_cli_ranges(void) {
+    static const char *const want[] = {
+        "holds write bytes 0-9",
+        "holds read bytes 20-29",
+        "list locks/c.lock#fcntl 1 2",
+        "b1 EAGAIN", /* A's write, before the break */
+        "cleared the record locks of 1 owner",
+        "b2 0", /* after it */
+        "\"record_locks\":[{\"owner\"", /* B's, now */
+        "\"start\":0,\"end\":9,\"type\":\"write\"",
+        "lost 1",
+        NULL,
+    };
+    char out[8192];
+    expect_lines("A rl A/locks/c.lock set:a1:w:0:10 set:a2:r:20:10 touch:A wait:S sleep:3 >outA 2>errA &\n"
+                 "while [ ! -e flag.A ]; do sleep 0.02; done\n"
+                 "'" DLOCK_CLI "' status locks/c.lock | grep -o 'holds [a-z]* bytes [0-9EOF-]*'\n"
+                 "'" DLOCK_CLI "' list 'locks/*' | awk '$2 == \"record\" { print \"list\", $1, $4, $5 }'\n"
+                 "B rl B/locks/c.lock set:b1:w:0:10\n"
+                 "'" DLOCK_CLI "' break --force --ranges locks/c.lock | grep -o 'cleared the record locks of 1 owner'\n"
+                 "B rl B/locks/c.lock set:b2:w:0:10 touch:B wait:S &\n"
+                 "while [ ! -e flag.B ]; do sleep 0.02; done\n"
+                 "'" DLOCK_CLI "' status --json locks/c.lock | grep -o '\"record_locks\":\\[{\"owner\"'\n"
+                 "'" DLOCK_CLI "' status --json locks/c.lock | grep -o '\"start\":0,\"end\":9,\"type\":\"write\"'\n"
+                 "touch flag.S; wait\n"
+                 "echo lost $(grep -c 'record locks of this process were lost' errA)\n",
+                 want, out, sizeof out);
+}
+
 /* ---------------------------------------------------------------- sqlite3 */
 
 /* Two sqlite3 writers, 200 rows each, into one mapped database: 400
@@ -567,6 +602,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_keeps_ranges),
     DLT_TEST(test_fork_child_owns_nothing),
     DLT_TEST(test_unlock_owed_never_after_relock),
+    DLT_TEST(test_cli_ranges),
     DLT_TEST(test_sqlite_rollback),
     DLT_TEST(test_sqlite_wal),
     DLT_TEST(test_sqlite_server_down),

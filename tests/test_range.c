@@ -5,9 +5,11 @@
  * locks"): POSIX replacement, split and merge of an owner's ranges,
  * conflicts between owners, a refused upgrade that keeps the read lock,
  * restore, leases that lapse, EDEADLK and no false one, the owners' wait
- * edges (dlock__range_edge), against a real redis-server and a real Redis
+ * edges (dlock__range_edge), what the administration calls
+ * (dlock_range_list, _tables, _break) see and clear, against a real redis-server and a real Redis
  * Cluster.  Runs in the sanitizer build too (the preload does not).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +185,64 @@ static void test_edges(void) {
 
 /* On a Redis Cluster: each table on its name's slot, the edges on theirs
  * (several names, so several slots and masters). */
+/* What dlock_range_list, dlock_range_tables and dlock_range_break see
+ * and do: each owner's ranges in order, its waiting request, the table
+ * counts, one owner's break and every owner's. */
+struct seen_ranges {
+    char text[512];
+    int n;
+};
+
+static int on_range(const dlock_range_t *r, void *arg) {
+    struct seen_ranges *s = arg;
+    size_t k = strlen(s->text);
+    char end[24];
+    if (r->end >= DLOCK_RANGE_EOF) snprintf(end, sizeof end, "EOF");
+    else snprintf(end, sizeof end, "%llu", (unsigned long long)r->end);
+    snprintf(s->text + k, sizeof s->text - k, "%s%s:%s:%ld:%llu-%s:%s%s", s->n ? " " : "", r->owner, r->host, r->pid,
+             (unsigned long long)r->start, end, r->write ? "w" : "r", r->waiting ? ":waits" : "");
+    CU_ASSERT(r->lease_left_ms > 0 && r->lease_left_ms <= 10000);
+    s->n++;
+    return 0;
+}
+
+static int on_table(const char *name, unsigned owners, unsigned ranges, void *arg) {
+    struct seen_ranges *s = arg;
+    size_t k = strlen(s->text);
+    snprintf(s->text + k, sizeof s->text - k, "%s%s=%u/%u", s->n++ ? " " : "", name, owners, ranges);
+    return 0;
+}
+
+static void test_admin(void) {
+    char out[256];
+    struct seen_ranges s;
+    unsigned dropped = 99;
+    open_client();
+    CU_ASSERT(SET("ad", "o1", 2, 0, 9) == 0);
+    CU_ASSERT(SET("ad", "o1", 1, 100, 9007199254740991LL) == 0);
+    CU_ASSERT(SET("ad", "o2", 1, 20, 29) == 0);
+    CU_ASSERT(rq("ad", "set", "o2", "10000", 2, 5, 5, 1, NULL, out, sizeof out) == 0); /* o2 waits for 5 */
+    memset(&s, 0, sizeof s);
+    CU_ASSERT(dlock_range_list(cl, "ad", on_range, &s) == 0);
+    STR_EQ(s.text, "o1:testhost:1:0-9:w o1:testhost:1:100-EOF:r o2:testhost:1:20-29:r o2:testhost:1:5-5:w:waits");
+    memset(&s, 0, sizeof s);
+    CU_ASSERT(dlock_range_tables(cl, "a*", on_table, &s) == 0);
+    STR_EQ(s.text, "ad=2/3");
+    CU_ASSERT(dlock_range_break(cl, "ad", "o1", &dropped) == 0);
+    CU_ASSERT_EQUAL(dropped, 1);
+    CU_ASSERT(SET("ad", "o3", 2, 0, 9) == 0);
+    STR_EQ(out, "0 "); /* o1's write went */
+    CU_ASSERT(dlock_range_break(cl, "ad", NULL, &dropped) == 0);
+    CU_ASSERT_EQUAL(dropped, 2);
+    memset(&s, 0, sizeof s);
+    CU_ASSERT(dlock_range_list(cl, "ad", on_range, &s) == 0);
+    CU_ASSERT_EQUAL(s.n, 0);
+    memset(&s, 0, sizeof s);
+    CU_ASSERT(dlock_range_tables(cl, NULL, on_table, &s) == 0);
+    CU_ASSERT_EQUAL(s.n, 0);
+    CU_ASSERT(dlock_range_list(cl, "ad", NULL, NULL) == EINVAL);
+}
+
 static void test_cluster(void) {
     dlt_cluster clus;
     dlock_client_t *mine, *keep = cl;
@@ -220,6 +280,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_lease_lapses),
     DLT_TEST(test_deadlock),
     DLT_TEST(test_edges),
+    DLT_TEST(test_admin),
     DLT_TEST(test_cluster),
     { NULL, NULL },
 };

@@ -2,7 +2,8 @@
  * knows of locks (holder, acquired-at, lease, fence, shared holders,
  * waiting writers; status: who waits, from dlock_lock_waiters) and of
  * semaphores (value, waiters, units leased under undo), as a table for
- * people or JSON for scripts, and the administrative reset.
+ * people or JSON for scripts, and the administrative reset; the preload's
+ * record-lock tables of a name are ranges.c's.
  *
  * All of it comes from dlock_lock_info / dlock_list (one round trip per
  * lock) and dlock_break; for semaphores dlock_sem_owners / dlock_sem_list,
@@ -31,11 +32,50 @@ typedef struct admin_opts {
     int reset;
     int sem;    /* break --sem: the semaphore's leased units */
     int unlink; /* break --unlink: remove the semaphore */
+    int ranges; /* break --ranges: clear the record-lock table */
+    const char *owner; /* break --ranges --owner: only this owner's */
     const char *arg; /* NAME or GLOB */
 } admin_opts;
 
 #define OPT_SEM 0x1101
 #define OPT_UNLINK 0x1102
+#define OPT_RANGES 0x1103
+#define OPT_OWNER 0x1104
+
+/* The help of `dlock status`, `list` or `break`. */
+static void print_help(int is_break, int is_list) {
+    if (is_break)
+        printf("Usage: dlock break [--force] [--reset | --sem | --unlink | --ranges [--owner OWNER]] [--json]\n"
+               "                   [--url URL] NAME\n"
+               "Administrative reset of the lock NAME, whoever holds it: its holder's next\n"
+               "renewal is refused (it learns it lost the lock).  A robust mutex's next\n"
+               "acquirer gets EOWNERDEAD; --reset also clears the robust state, making an\n"
+               "ENOTRECOVERABLE lock usable again.\n"
+               "--sem: the semaphore NAME instead: every unit leased under undo is taken\n"
+               "back (its holder loses it) and given to the waiters or the value.\n"
+               "--unlink: remove the semaphore NAME (as sem_unlink); the next init makes it\n"
+               "anew, and its waiters go on waiting for a post or that init.\n"
+               "--ranges: the record locks (fcntl, lockf) of the file NAME that the preload\n"
+               "keeps (the table NAME#fcntl): every owner's, or with --owner the one owner's\n"
+               "(as status shows it); each learns it lost them at its next renewal.\n"
+               "Asks for confirmation when stdin is a terminal; elsewhere --force is required.\n");
+    else if (is_list)
+        printf("Usage: dlock list [--json] [--url URL] [GLOB]\n"
+               "Every lock that is held (exclusively or shared), or that a robust mutex's\n"
+               "holder died holding, every semaphore, and every file's record-lock table\n"
+               "with an owner, whose name matches the glob (default: all), as tables or,\n"
+               "with --json, a JSON array (\"kind\": \"lock\", \"semaphore\" or\n"
+               "\"record locks\").\n");
+    else
+        printf("Usage: dlock status [--json] [--url URL] NAME\n"
+               "Who holds the lock NAME (host, pid, thread), since when, its remaining\n"
+               "lease, its fencing token, shared holders and waiting writers, and who\n"
+               "waits for it (host, pid, thread, since when, shared or exclusive); and\n"
+               "the semaphore NAME if there is one: its value, its waiters and the\n"
+               "units leased under undo, with who and since when; and the record locks\n"
+               "(fcntl, lockf) the preload keeps for the file NAME: each owner's byte\n"
+               "ranges, read or write, and the range it waits for.\n");
+}
 
 /* what: "status", "list" or "break" (which options it takes). */
 static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_opts *o) {
@@ -46,6 +86,8 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
         { "reset", 0, NULL, 'r' },
         { "sem", 0, NULL, OPT_SEM },
         { "unlink", 0, NULL, OPT_UNLINK },
+        { "ranges", 0, NULL, OPT_RANGES },
+        { "owner", 1, NULL, OPT_OWNER },
         { "help", 0, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -71,31 +113,14 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
             if (opt == OPT_SEM) o->sem = 1;
             else o->unlink = 1;
             break;
+        case OPT_RANGES:
+        case OPT_OWNER:
+            if (!is_break) return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+            if (opt == OPT_RANGES) o->ranges = 1;
+            else o->owner = optarg;
+            break;
         case 'h':
-            if (is_break)
-                printf("Usage: dlock break [--force] [--reset | --sem | --unlink] [--json] [--url URL] NAME\n"
-                       "Administrative reset of the lock NAME, whoever holds it: its holder's next\n"
-                       "renewal is refused (it learns it lost the lock).  A robust mutex's next\n"
-                       "acquirer gets EOWNERDEAD; --reset also clears the robust state, making an\n"
-                       "ENOTRECOVERABLE lock usable again.\n"
-                       "--sem: the semaphore NAME instead: every unit leased under undo is taken\n"
-                       "back (its holder loses it) and given to the waiters or the value.\n"
-                       "--unlink: remove the semaphore NAME (as sem_unlink); the next init makes it\n"
-                       "anew, and its waiters go on waiting for a post or that init.\n"
-                       "Asks for confirmation when stdin is a terminal; elsewhere --force is required.\n");
-            else if (is_list)
-                printf("Usage: dlock list [--json] [--url URL] [GLOB]\n"
-                       "Every lock that is held (exclusively or shared), or that a robust mutex's\n"
-                       "holder died holding, and every semaphore, whose name matches the glob\n"
-                       "(default: all), as tables or, with --json, a JSON array (\"kind\": \"lock\"\n"
-                       "or \"semaphore\").\n");
-            else
-                printf("Usage: dlock status [--json] [--url URL] NAME\n"
-                       "Who holds the lock NAME (host, pid, thread), since when, its remaining\n"
-                       "lease, its fencing token, shared holders and waiting writers, and who\n"
-                       "waits for it (host, pid, thread, since when, shared or exclusive); and\n"
-                       "the semaphore NAME if there is one: its value, its waiters and the\n"
-                       "units leased under undo, with who and since when.\n");
+            print_help(is_break, is_list);
             return -1;
         default:
             if (optopt != 0 && optopt < 0x1000) return cli_usage_error("unknown option '-%c'", optopt);
@@ -107,7 +132,9 @@ static int parse(int argc, char **argv, cli_conn *conn, const char *what, admin_
         o->arg = optind < argc ? argv[optind] : NULL;
         return 0;
     }
-    if (o->reset + o->sem + o->unlink > 1) return cli_usage_error("--reset, --sem and --unlink do not go together");
+    if (o->reset + o->sem + o->unlink + o->ranges > 1)
+        return cli_usage_error("--reset, --sem, --unlink and --ranges do not go together");
+    if (o->owner != NULL && !o->ranges) return cli_usage_error("--owner goes with --ranges");
     if (argc - optind != 1) return cli_usage_error("exactly one lock NAME is needed");
     o->arg = argv[optind];
     if (*o->arg == '\0' || strlen(o->arg) > DLOCK_NAME_MAX)
@@ -284,9 +311,12 @@ static void print_status(const cli_lock *l) {
  * semaphore of that name; the semaphore alone when the lock has nothing
  * to show; else both, the lock first.  JSON: the lock's fields always,
  * "kind" (what the table shows: "lock", "semaphore" or
- * "lock+semaphore") and "semaphore" (null, or the semaphore). */
-static void print_status_of(const cli_lock *l, const cli_sem *s, const waiter_set *ws, int json) {
-    int sem = sem_present(&s->info), lock = !sem || !lock_idle(&l->info) || ws->n > 0;
+ * "lock+semaphore"), "semaphore" (null, or the semaphore) and
+ * "record_locks" (the file's ranges: an array, null where none are
+ * kept).  The record locks of the file NAME follow, if it has any. */
+static void print_status_of(const cli_lock *l, const cli_sem *s, const waiter_set *ws, const cli_ranges *rg,
+                            int json) {
+    int sem = sem_present(&s->info), lock = (!sem && rg->n == 0) || !lock_idle(&l->info) || ws->n > 0;
     if (json) {
         putchar('{');
         cli_json_lock_fields(stdout, l);
@@ -294,6 +324,8 @@ static void print_status_of(const cli_lock *l, const cli_sem *s, const waiter_se
         printf(",\"kind\":\"%s\",\"semaphore\":", !sem ? "lock" : lock ? "lock+semaphore" : "semaphore");
         if (sem) cli_json_sem(stdout, s);
         else fputs("null", stdout);
+        fputs(",\"record_locks\":", stdout);
+        cli_ranges_json(stdout, rg);
         puts("}");
         return;
     }
@@ -303,6 +335,8 @@ static void print_status_of(const cli_lock *l, const cli_sem *s, const waiter_se
     }
     if (lock && sem) putchar('\n');
     if (sem) print_sem_status(s);
+    if ((lock || sem) && rg->n > 0) putchar('\n');
+    if (rg->n > 0) cli_ranges_print(rg);
 }
 
 int cli_status(int argc, char **argv, cli_conn *conn) {
@@ -311,8 +345,10 @@ int cli_status(int argc, char **argv, cli_conn *conn) {
     admin_opts o;
     cli_lock l;
     cli_sem s;
+    cli_ranges rg;
     int rc;
 
+    memset(&rg, 0, sizeof rg);
     if ((rc = parse(argc, argv, conn, "status", &o)) != 0) return rc < 0 ? 0 : rc;
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
     memset(&l, 0, sizeof l);
@@ -328,8 +364,10 @@ int cli_status(int argc, char **argv, cli_conn *conn) {
     else {
         ws.known = rc == 0; /* (ENOTSUP: Redlock keeps no waiters) */
         if ((rc = sem_read(c, o.arg, &s)) != 0) rc = cli_fail("cannot read the semaphore", rc);
-        else print_status_of(&l, &s, &ws, o.json);
+        else if ((rc = cli_ranges_read(c, o.arg, &rg)) != 0) rc = cli_fail("cannot read the record locks", rc);
+        else print_status_of(&l, &s, &ws, &rg, o.json);
     }
+    free(rg.v);
     free(ws.v);
     free(s.people);
     dlock_client_destroy(c);
@@ -505,8 +543,9 @@ static void print_sem_table(const sem_set *ss) {
 }
 
 /* The list as one JSON array sorted by name (a lock before a semaphore
- * of the same name), each with its "kind". */
-static void print_list_json(const lock_set *s, const sem_set *ss) {
+ * of the same name), each with its "kind"; the record-lock tables after
+ * them, sorted by name. */
+static void print_list_json(const lock_set *s, const sem_set *ss, const cli_tables *ts) {
     size_t i = 0, j = 0;
     putchar('[');
     while (i < s->n || j < ss->n) {
@@ -519,30 +558,42 @@ static void print_list_json(const lock_set *s, const sem_set *ss) {
             cli_json_sem(stdout, &ss->v[j++]);
         }
     }
+    for (j = 0; j < ts->n; j++) {
+        if (i + ss->n + j > 0) putchar(',');
+        cli_table_json(stdout, &ts->v[j]);
+    }
     puts("]");
 }
 
-static void print_list(const admin_opts *o, const lock_set *s, const sem_set *ss) {
+static void print_list(const admin_opts *o, const lock_set *s, const sem_set *ss, const cli_tables *ts) {
     if (o->json)
-        print_list_json(s, ss);
-    else if (s->n == 0 && ss->n == 0)
-        puts(o->arg ? "no lock held and no semaphore matches" : "no lock is held and no semaphore exists");
-    if (o->json || s->n + ss->n == 0) return;
+        print_list_json(s, ss, ts);
+    else if (s->n == 0 && ss->n == 0 && ts->n == 0)
+        puts(o->arg ? "no lock held, no semaphore and no record lock matches"
+                    : "no lock is held, no semaphore exists and no record lock is held");
+    if (o->json || s->n + ss->n + ts->n == 0) return;
     if (s->n > 0) print_table(s);
     if (s->n > 0 && ss->n > 0) putchar('\n');
     if (ss->n > 0) print_sem_table(ss);
+    if (s->n + ss->n > 0 && ts->n > 0) putchar('\n');
+    if (ts->n > 0) cli_tables_print(ts);
 }
 
 int cli_list(int argc, char **argv, cli_conn *conn) {
     dlock_client_t *c = NULL;
     lock_set s = { NULL, 0, 0, 0 };
     sem_set ss = { NULL, 0, 0, 0 };
+    cli_tables ts = { NULL, 0, 0, 0 };
     admin_opts o;
     int rc;
 
     if ((rc = parse(argc, argv, conn, "list", &o)) != 0) return rc < 0 ? 0 : rc;
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
     if ((rc = list_sems(c, o.arg, &ss)) != 0) goto out;
+    if ((rc = cli_tables_read(c, o.arg, &ts)) != 0) {
+        rc = cli_fail("cannot list the record locks", rc);
+        goto out;
+    }
     rc = dlock_list(c, o.arg, collect, &s);
     if (rc == 0 && s.nomem) rc = ENOMEM;
     if (rc != 0 && (rc != ENOLCK || s.n == 0)) {
@@ -552,7 +603,7 @@ int cli_list(int argc, char **argv, cli_conn *conn) {
          * was found is shown, then that the list is incomplete (exit 69). */
         int partial = rc;
         if (s.n > 1) qsort(s.v, s.n, sizeof *s.v, by_name);
-        print_list(&o, &s, &ss);
+        print_list(&o, &s, &ss, &ts);
         if (partial != 0) {
             fflush(stdout);
             rc = cli_fail("the list is incomplete", partial);
@@ -561,6 +612,7 @@ int cli_list(int argc, char **argv, cli_conn *conn) {
 out:
     free(s.v);
     free(ss.v);
+    free(ts.v);
     dlock_client_destroy(c);
     return rc;
 }
@@ -687,6 +739,10 @@ int cli_break(int argc, char **argv, cli_conn *conn) {
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
     if (o.sem || o.unlink) {
         rc = break_sem(c, &o);
+        goto out;
+    }
+    if (o.ranges) {
+        rc = cli_ranges_break(c, o.arg, o.owner, o.force, o.json);
         goto out;
     }
     memset(&l, 0, sizeof l);

@@ -144,6 +144,39 @@ int64_t cli_since_ms(const dlock_sem_info_t *i, const dlock_sem_owner_t *o);
  * order they are served) and "units" (leased under undo). */
 void cli_json_sem(FILE *f, const cli_sem *s);
 
+/* ---------------------------------------------------------------- ranges.c */
+/* The record-lock table of a name (dlock_range_list): the user's NAME or
+ * NAME#fcntl, both meaning the table NAME#fcntl. */
+typedef struct cli_ranges {
+    char table[DLOCK_NAME_MAX + 8];
+    dlock_range_t *v; /* malloc'ed */
+    size_t n, cap;
+    int nomem, known; /* known 0: not kept (Redlock) */
+} cli_ranges;
+/* Reads it: 0, or an errno value. */
+int cli_ranges_read(dlock_client_t *c, const char *name, cli_ranges *out);
+/* For people: "record locks NAME#fcntl" and a line per range. */
+void cli_ranges_print(const cli_ranges *s);
+/* As a JSON array (null when not kept). */
+void cli_ranges_json(FILE *f, const cli_ranges *s);
+/* `dlock break --ranges [--owner OWNER] NAME`: the process's exit code. */
+int cli_ranges_break(dlock_client_t *c, const char *name, const char *owner, int force, int json);
+/* The record-lock tables with a live owner (dlock_range_tables) whose
+ * name, or the file's lock name before "#fcntl", matches glob (NULL:
+ * all), sorted by name. */
+typedef struct cli_table {
+    char name[DLOCK_NAME_MAX + 1];
+    unsigned owners, ranges;
+} cli_table;
+typedef struct cli_tables {
+    cli_table *v; /* malloc'ed */
+    size_t n, cap;
+    int nomem;
+} cli_tables;
+int cli_tables_read(dlock_client_t *c, const char *glob, cli_tables *out);
+void cli_tables_print(const cli_tables *s);
+void cli_table_json(FILE *f, const cli_table *t);
+
 /* --------------------------------------------------------------- metrics.c */
 /* The figures in the Prometheus text format: what `dlock top --once
  * --prometheus` prints and `dlock exporter` serves, read and written by

@@ -402,3 +402,93 @@ DLOCK_API int dlock_sem_list(dlock_client_t *c, const char *glob,
     free(pattern);
     return rc;
 }
+
+/* ---------------------------------------------------- record-lock tables */
+
+/* The lock name of a record-lock table's key, <prefix>{<name>}:rl. */
+static int range_key_name(const char *prefix, const char *key, size_t n, size_t *off, size_t *len) {
+    static const char tail[] = "}:rl";
+    size_t plen = strlen(prefix);
+    if (n <= plen + 1 + sizeof tail - 1 || memcmp(key, prefix, plen) != 0 || key[plen] != '{' ||
+        memcmp(key + n - (sizeof tail - 1), tail, sizeof tail - 1) != 0)
+        return 0;
+    *off = plen + 1;
+    *len = n - plen - 1 - (sizeof tail - 1);
+    return 1;
+}
+
+struct range_walk {
+    dlock_client_t *c;
+    const char *glob;
+    int (*fn)(const char *name, unsigned owners, unsigned ranges, void *arg);
+    void *arg;
+    int stop;
+};
+
+/* One key found: its table, if it has a live owner, given to fn (a table
+ * has one key: no name is seen twice). */
+static int range_found(struct range_walk *w, const redisReply *k) {
+    char name[DLOCK_NAME_MAX + 1];
+    dlock__strs t;
+    unsigned owners, ranges;
+    size_t off, len;
+    int rc;
+    if (k->type != REDIS_REPLY_STRING || !range_key_name(w->c->be.node.conf.prefix, k->str, k->len, &off, &len) ||
+        len == 0 || len > DLOCK_NAME_MAX)
+        return 0;
+    memcpy(name, k->str + off, len);
+    name[len] = '\0';
+    if (strlen(name) != len || fnmatch(w->glob, name, 0) != 0) return 0;
+    if ((rc = dlock__range_table(w->c, name, &t)) != 0) return rc;
+    dlock__range_count(&t, &owners, &ranges);
+    dlock__strs_free(&t);
+    if (owners > 0) w->stop = w->fn(name, owners, ranges, w->arg) != 0;
+    return 0;
+}
+
+static int range_list_server(struct range_walk *w, dlock__backend *srv, const char *pattern) {
+    char cursor[32] = "0";
+    unsigned empty = 0;
+    int rc = 0;
+    do {
+        size_t i;
+        redisReply *r;
+        if ((rc = scan_page(srv, cursor, pattern, &empty, &r)) != 0) break;
+        for (i = 0; i < r->element[1]->elements && !w->stop && rc == 0; i++)
+            rc = range_found(w, r->element[1]->element[i]);
+        freeReplyObject(r);
+    } while (rc == 0 && !w->stop && strcmp(cursor, "0") != 0);
+    return rc;
+}
+
+DLOCK_API int dlock_range_tables(dlock_client_t *c, const char *glob,
+                                 int (*fn)(const char *name, unsigned owners, unsigned ranges, void *arg),
+                                 void *arg) {
+    struct range_walk w;
+    char *pattern;
+    int rc = 0;
+
+    if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
+    if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
+    if (c->be.ops->range == NULL)
+        return dlock__seterr(ENOTSUP, "%s: record locks are not kept on a Redlock deployment",
+                             c->be.node.conf.redacted_url);
+    if ((pattern = scan_pattern(c->be.node.conf.prefix, "{*}:rl")) == NULL)
+        return dlock__seterr(ENOMEM, "out of memory");
+    memset(&w, 0, sizeof w);
+    w.c = c;
+    w.glob = glob != NULL ? glob : "*";
+    w.fn = fn;
+    w.arg = arg;
+    if (c->be.node.conf.kind == DLOCK__BACKEND_CLUSTER) {
+        dlock__backend *masters[64];
+        size_t i, n;
+        rc = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters, &n,
+                                    dlock__unreachable_deadline(&c->be.node));
+        for (i = 0; i < n && rc == 0 && !w.stop; i++) rc = range_list_server(&w, masters[i], pattern);
+    } else {
+        rc = range_list_server(&w, &c->be, pattern);
+    }
+    free(pattern);
+    return rc;
+}

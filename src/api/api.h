@@ -89,5 +89,10 @@ int dlock__range(dlock_client_t *c, const char *name, int once, int nargs, const
  * "edel" on <prefix>dlw:{<id>}): one attempt.  (range.c) */
 int dlock__range_edge(dlock_client_t *c, const char *op, const char *id, const char *rec, unsigned ttl_ms,
                       dlock__strs *out);
+/* The record-lock table of name as it is ("show"): 0 with *out (the
+ * server's time, then each live owner and its record), or an errno
+ * value; _count: its owners and held ranges.  (range.c; dlock_range_tables) */
+int dlock__range_table(dlock_client_t *c, const char *name, dlock__strs *out);
+void dlock__range_count(const dlock__strs *t, unsigned *owners, unsigned *ranges);
 
 #endif /* DLOCK_API_H */

@@ -1,9 +1,13 @@
 /* range.c -- the record-lock range tables (range_lua, backend/scripts.c),
  * for the preload's fcntl and lockf hooks (docs/preload.md, "Record
  * locks"): one request on <prefix>{<name>}:rl, through the client's
- * circuit breaker as dlock_lock_info is.
+ * circuit breaker as dlock_lock_info is; and what `dlock status`, `list`
+ * and `break` show and clear of them (dlock_range_list, _break).
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "api/api.h"
 
@@ -45,4 +49,111 @@ int dlock__range_edge(dlock_client_t *c, const char *op, const char *id, const c
         return dlock__seterr(ENOTSUP, "%s: no wait edges kept on a Redlock deployment", c->be.node.conf.redacted_url);
     if ((rc = dlock__breaker_check(&c->be.node, &probe)) != 0) return rc;
     return c->be.ops->waits(&c->be, NULL, op, id, rec, ttl_ms, out, dlock__now());
+}
+
+/* ------------------------------------------------- the tables, for people */
+
+/* The fields of one owner's record, "EXPIRY|WHO|WAITED|WANTS|RANGES"
+ * (range_lua), into r (its ranges left to the caller): 0, or -1 when it
+ * is not one. */
+static int record_parse(const char *owner, const char *rec, int64_t now, dlock_range_t *r, const char **wants,
+                        const char **ranges) {
+    const char *bar[4], *p = rec, *colon;
+    size_t i, n;
+    memset(r, 0, sizeof *r);
+    for (i = 0; i < 4; i++) {
+        if ((p = strchr(p, '|')) == NULL) return -1;
+        bar[i] = p++;
+    }
+    snprintf(r->owner, sizeof r->owner, "%s", owner);
+    r->server_now_ms = now;
+    r->lease_left_ms = strtoll(rec, NULL, 10) - now;
+    if (r->lease_left_ms < 0) r->lease_left_ms = 0;
+    /* WHO is host:pid; a host name holds no '|' (the shim cuts it there) */
+    n = (size_t)(bar[1] - bar[0] - 1);
+    if (n >= sizeof r->host) n = sizeof r->host - 1;
+    memcpy(r->host, bar[0] + 1, n);
+    r->host[n] = '\0';
+    if ((colon = strrchr(r->host, ':')) != NULL) {
+        r->pid = strtol(colon + 1, NULL, 10);
+        r->host[colon - r->host] = '\0';
+    }
+    /* a written request counts while its owner asked within a second */
+    *wants = NULL;
+    if (strtoll(bar[1] + 1, NULL, 10) > 0 && now - strtoll(bar[1] + 1, NULL, 10) < 1000 && bar[2][1] != '|')
+        *wants = bar[2] + 1;
+    *ranges = bar[3] + 1;
+    return 0;
+}
+
+/* "START:END:TYPE" at *p into r, *p moved past it and its comma: 0, or -1
+ * at the end. */
+static int segment_next(const char **p, dlock_range_t *r) {
+    char *end;
+    unsigned long long s, e;
+    long ty;
+    s = strtoull(*p, &end, 10);
+    if (end == *p || *end != ':') return -1;
+    e = strtoull(end + 1, &end, 10);
+    if (*end != ':') return -1;
+    ty = strtol(end + 1, &end, 10);
+    r->start = s;
+    r->end = e;
+    r->write = ty == 2;
+    *p = *end == ',' ? end + 1 : end;
+    return 0;
+}
+
+int dlock__range_table(dlock_client_t *c, const char *name, dlock__strs *out) {
+    const char *const args[] = { "show", "", "0", "0", "0", "0", "", "0", "" };
+    int rc = dlock__range(c, name, 0, 9, args, out);
+    if (rc == 0 && (out->n < 1 || out->n % 2 != 1)) {
+        dlock__strs_free(out);
+        rc = dlock__seterr(EPROTO, "range: unexpected answer to show");
+    }
+    return rc;
+}
+
+void dlock__range_count(const dlock__strs *t, unsigned *owners, unsigned *ranges) {
+    size_t i;
+    *owners = *ranges = 0;
+    for (i = 1; i + 1 < t->n; i += 2) {
+        dlock_range_t r;
+        const char *wants, *p;
+        if (record_parse(t->v[i], t->v[i + 1], 0, &r, &wants, &p) != 0) continue;
+        (*owners)++;
+        while (segment_next(&p, &r) == 0) (*ranges)++;
+    }
+}
+
+DLOCK_API int dlock_range_list(dlock_client_t *c, const char *name, int (*fn)(const dlock_range_t *r, void *arg),
+                               void *arg) {
+    dlock__strs t;
+    size_t i;
+    int rc, stop = 0;
+    if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
+    if ((rc = dlock__range_table(c, name, &t)) != 0) return rc;
+    for (i = 1; i + 1 < t.n && !stop; i += 2) {
+        dlock_range_t r;
+        const char *wants, *p;
+        if (record_parse(t.v[i], t.v[i + 1], strtoll(t.v[0], NULL, 10), &r, &wants, &p) != 0) continue;
+        while (!stop && segment_next(&p, &r) == 0) stop = fn(&r, arg) != 0;
+        if (!stop && wants != NULL && segment_next(&wants, &r) == 0) {
+            r.waiting = 1;
+            stop = fn(&r, arg) != 0;
+        }
+    }
+    dlock__strs_free(&t);
+    return 0;
+}
+
+DLOCK_API int dlock_range_break(dlock_client_t *c, const char *name, const char *owner, unsigned *dropped) {
+    const char *args[] = { "drop", owner != NULL ? owner : "", "0", "0", "0", "0", "", "0", "" };
+    dlock__strs out;
+    int rc;
+    if (dropped != NULL) *dropped = 0;
+    if ((rc = dlock__range(c, name, 0, 9, args, &out)) != 0) return rc;
+    if (out.n >= 2 && dropped != NULL) *dropped = (unsigned)strtoul(out.v[1], NULL, 10);
+    dlock__strs_free(&out);
+    return 0;
 }

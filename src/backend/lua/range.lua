@@ -34,6 +34,10 @@
 --   renew    extends the owner's lease: {"0", ranges} or {"1"} when the
 --            owner is unknown (its lease ran out)
 --   nowait   withdraws the owner's waiting request: {"0"}
+--   show     every live owner's record: {now, owner, record, owner,
+--            record, ...} (dlock_range_list)
+--   drop     deletes the record of the owner (of every owner if it is
+--            ""): {"0", owners dropped} (dlock_range_break)
 --   a bad request: an error reply "range: bad request" / "range: unknown op".
 --
 -- A waiting request counts while its owner asked within the last second
@@ -128,7 +132,19 @@ local function reaches(from)
   return false
 end
 local o = own[me] or {x = 0, who = ARGV[7] or '', wt = 0, w = '', r = {}}
-if op == 'renew' then
+if op == 'show' then
+  local out = {num(now)}
+  for i = 1, #all, 2 do
+    if own[all[i]] then out[#out + 1] = all[i] out[#out + 1] = all[i + 1] end
+  end
+  return out
+elseif op == 'drop' then
+  local n = 0
+  for _, id in ipairs(ids) do
+    if me == '' or id == me then redis.call('HDEL', key, id) n = n + 1 end
+  end
+  return {'0', tostring(n)}
+elseif op == 'renew' then
   if not own[me] then return {'1'} end
   save(o)
   return {'0', tostring(#o.r)}
