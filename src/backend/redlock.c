@@ -717,11 +717,13 @@ static int renew_decided(const dlock__backend *c, const struct rn_tally *t) {
 }
 
 /* Reads the masters' answers as they come until every renewal is decided
- * or `end`. */
+ * or `end` -- and once more then, without waiting: a connection made to a
+ * master that did not answer may have taken the time, while the others'
+ * answers came. */
 static void renew_collect(dlock__backend *c, struct rn_master *st, const dlock__renewal *rn, struct rn_tally *t,
                           dlock__mono end) {
     dlock__conn *cns[DLOCK__NODES_MAX];
-    int broken[DLOCK__NODES_MAX];
+    int broken[DLOCK__NODES_MAX], last = 0;
     size_t i, waiting;
     for (;;) {
         for (i = 0, waiting = 0; i < c->nmembers; i++) {
@@ -729,7 +731,8 @@ static void renew_collect(dlock__backend *c, struct rn_master *st, const dlock__
             cns[i] = st[i].cn;
             waiting += cns[i] != NULL;
         }
-        if (waiting == 0 || renew_decided(c, t) || dlock__now() >= end) return;
+        if (waiting == 0 || renew_decided(c, t) || last) return;
+        last = dlock__now() >= end;
         (void)dlock__conns_read(cns, c->nmembers, end, broken);
         for (i = 0; i < c->nmembers; i++)
             if (broken[i] && st[i].cn != NULL) {
