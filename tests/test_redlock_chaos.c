@@ -14,8 +14,9 @@
  *
  *   - deadlines: a trylock returns within the reply floor, a timedlock
  *     within its deadline, an unlock within the unreachable bound, each
- *     + 200 ms (LATE_MS, why there; those past + 50 ms are counted too)
- *     (a lock has none: it waits for holders);
+ *     + 50 ms, as docs/dlock.3 promises (a lock has none: it waits for
+ *     holders), the time the calling thread waited for a CPU left out
+ *     (bound_check);
  *   - exclusion: no two live holders at once; fences strictly increase
  *     from one holder to the next;
  *   - EOWNERDEAD only after a death, and at most once per death;
@@ -35,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,18 +47,17 @@
 #define NTHR 2
 #define LEASE_MS 2000
 #define UNREACHABLE_MS 2000
-/* A call's allowance past its bound, as test_chaos's MARGIN_MS: the
- * library ends every wait of a timed call 25 ms past its deadline, and
- * docs/locks.md promises 50 ms, which test_redlock_faults holds it to, one
- * master paused at a time; here the workers, their library threads, three
- * redis-servers and the injector share a loaded 2-CPU machine, where a
- * process goes unscheduled for ~100 ms now and then, and a tighter bound
- * would measure the machine rather than the library.  Calls past 50 ms
- * are counted and printed all the same.  (Before a round was bounded by
- * the call, a try with one master paused took a quarter of the lease:
- * 500 ms here.) */
-#define LATE_MS 200.0
-#define PROMISED_MS 50.0
+/* A call's allowance past its bound: docs/dlock.3's 50 ms.  The library
+ * ends every wait of a timed call DLOCK__LATE_MS (25 ms) past its
+ * deadline, and a multi-master call decides once a quorum answered, so a
+ * master killed, restarted or paused holds no call up. */
+#define LATE_MS 50.0
+/* The test's processes (workers, injector, the redis-servers it starts)
+ * run at this nice value when allowed (root; otherwise the default): on
+ * a host whose CPUs other work keeps busy, a process at the default
+ * weight goes unscheduled for 50-100 ms now and then, all its threads
+ * with it, which a bound of 50 ms would count against the library. */
+#define NICE -10
 #define TRY_MS 200.0
 #define NAME "rlchaos/lock"
 
@@ -71,8 +72,8 @@ struct shared {
     int ownerdead;              /* EOWNERDEAD answers */
     int acquired, busy, timedout, nolck, lost;
     int late, two_holders, fence_back, odd_errors, ownerdead_early;
-    int over_promise;           /* calls past their bound + 50 ms (counted, not failed: LATE_MS) */
-    int worst_late_us;          /* the most a call went past its bound */
+    int late_raw;               /* calls past their bound + LATE_MS, the time waiting for a CPU included */
+    int worst_late_us;          /* the most a call went past its bound, that time left out */
     unsigned long long last_fence;
     pthread_mutex_t mu;         /* process-shared: holder and last_fence checks */
     char why[4][200];           /* the first violations, said */
@@ -96,16 +97,72 @@ static int was_killed(int pid) {
     return 0;
 }
 
-/* A call of `what` took dt ms against a bound of `bound` ms. */
-static void bound_check(const char *what, double dt, double bound) {
-    if (dt > bound + PROMISED_MS) dlt_flag_add(&sh->over_promise, 1);
+/* The longest this process went unscheduled lately: a thread that
+ * sleeps 1 ms at a time notes each wake-up more than STALL_MS late, so
+ * that a late call can be told from a machine that did not run the
+ * process (printed with REDLOCK_CHAOS_VERBOSE). */
+#define STALL_MS 10.0
+#define NSTALL 64
+static struct {
+    double at, ms;
+} stalls[NSTALL];
+static unsigned nstalls;
+static pthread_mutex_t stall_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *stall_watch(void *arg) {
+    (void)arg;
+    for (;;) {
+        double t0 = dlt_now(), late;
+        dlt_sleep_ms(1);
+        late = (dlt_now() - t0) * 1000 - 1;
+        if (late < STALL_MS) continue;
+        pthread_mutex_lock(&stall_mu);
+        stalls[nstalls % NSTALL].at = dlt_now();
+        stalls[nstalls % NSTALL].ms = late;
+        nstalls++;
+        pthread_mutex_unlock(&stall_mu);
+    }
+    return NULL;
+}
+
+/* The longest stall noted that ended after `since` (s, dlt_now). */
+static double stall_since(double since) {
+    double worst = 0;
+    unsigned i;
+    pthread_mutex_lock(&stall_mu);
+    for (i = 0; i < NSTALL && i < nstalls; i++)
+        if (stalls[i].at >= since && stalls[i].ms > worst) worst = stalls[i].ms;
+    pthread_mutex_unlock(&stall_mu);
+    return worst;
+}
+
+/* How long (ms) the calling thread has waited, runnable, for a CPU since
+ * it started (the kernel's run_delay, /proc/thread-self/schedstat); 0
+ * when the kernel does not say. */
+static double cpu_wait_ms(void) {
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    unsigned long long run = 0, wait = 0;
+    if (f == NULL) return 0;
+    if (fscanf(f, "%llu %llu", &run, &wait) != 2) wait = 0;
+    fclose(f);
+    return wait / 1e6;
+}
+
+/* A call of `what` took dt ms against a bound of `bound` ms, `waited` ms
+ * of them runnable but given no CPU (cpu_wait_ms): a thread the machine
+ * does not run cannot return, so the bound is checked on dt - waited;
+ * calls late by dt alone are counted and printed too. */
+static void bound_check(const char *what, double dt, double waited, double bound) {
+    if (dt > bound + LATE_MS) dlt_flag_add(&sh->late_raw, 1);
+    if (dt - waited > bound) dlt_flag_max(&sh->worst_late_us, (int)((dt - waited - bound) * 1000));
     if (dt <= bound + LATE_MS) return;
-    dlt_flag_add(&sh->late, 1);
-    dlt_flag_max(&sh->worst_late_us, (int)((dt - bound) * 1000));
-    note("%s late by %.1f ms", what, dt - bound);
     if (getenv("REDLOCK_CHAOS_VERBOSE"))
-        fprintf(stderr, "  %.3f pid %d %s late by %.1f ms (bound %.0f): %s\n", dlt_now(), (int)getpid(), what, dt - bound,
-                bound, dlock_last_error());
+        fprintf(stderr, "  %.3f pid %d %s late by %.1f ms (bound %.0f; %.0f ms waiting for a CPU; this process "
+                "unscheduled up to %.0f ms meanwhile): %s\n", dlt_now(), (int)getpid(), what, dt - bound, bound, waited,
+                stall_since(dlt_now() - dt / 1000), dlock_last_error());
+    if (dt - waited <= bound + LATE_MS) return;
+    dlt_flag_add(&sh->late, 1);
+    note("%s late by %.1f ms", what, dt - waited - bound);
 }
 
 /* In the critical section: nobody alive is in it, and the fence is above
@@ -140,17 +197,17 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
 static void one_call(dlock_mutex_t *m, unsigned *seed) {
     int kind = (int)(rand_r(seed) % 4), rc;
     long ms = 30 + (long)(rand_r(seed) % 570);
-    double t0 = dlt_now(), dt;
+    double w0 = cpu_wait_ms(), t0 = dlt_now(), dt;
     if (kind == 0) {
         rc = dlock_mutex_trylock(m);
-        bound_check("trylock", (dlt_now() - t0) * 1000, TRY_MS);
+        bound_check("trylock", (dlt_now() - t0) * 1000, cpu_wait_ms() - w0, TRY_MS);
     } else if (kind == 3) {
         rc = dlock_mutex_lock(m); /* no bound: it waits while others hold it */
     } else {
         struct timespec ts = dlt_abs_in(CLOCK_REALTIME, ms);
         rc = dlock_mutex_timedlock(m, &ts);
         bound_check(rc == 0 ? "timedlock (0)" : rc == ETIMEDOUT ? "timedlock (ETIMEDOUT)" : "timedlock (other)",
-                    (dlt_now() - t0) * 1000, (double)ms);
+                    (dlt_now() - t0) * 1000, cpu_wait_ms() - w0, (double)ms);
     }
     if (rc == EOWNERDEAD) {
         dlt_flag_add(&sh->ownerdead, 1);
@@ -160,10 +217,11 @@ static void one_call(dlock_mutex_t *m, unsigned *seed) {
     if (rc == 0 || rc == EOWNERDEAD) {
         dlt_flag_add(&sh->acquired, 1);
         critical(m);
+        w0 = cpu_wait_ms();
         t0 = dlt_now();
         rc = dlock_mutex_unlock(m);
         dt = (dlt_now() - t0) * 1000;
-        bound_check("unlock", dt, UNREACHABLE_MS);
+        bound_check("unlock", dt, cpu_wait_ms() - w0, UNREACHABLE_MS);
         if (rc != 0 && rc != EPERM && rc != ENOLCK) dlt_flag_add(&sh->odd_errors, 1);
         return;
     }
@@ -202,6 +260,11 @@ static int worker(void *arg) {
     int i;
     (void)arg;
     if (dlt_client_make(&cl, url, UNREACHABLE_MS) != 0) return 10;
+    if (getenv("REDLOCK_CHAOS_VERBOSE")) {
+        pthread_t w;
+        pthread_create(&w, NULL, stall_watch, NULL);
+        pthread_detach(w);
+    }
     for (i = 0; i < NTHR; i++) pthread_create(&t[i], NULL, worker_thread, cl);
     for (i = 0; i < NTHR; i++) pthread_join(t[i], NULL);
     dlock_client_destroy(cl);
@@ -282,6 +345,7 @@ static void test_redlock_chaos(void) {
     pthread_mutexattr_t ma;
     size_t len = 0;
 
+    if (setpriority(PRIO_PROCESS, 0, NICE) != 0) printf("\n  (nice %d not allowed: the default priority)", NICE);
     sh = DLT_SHM_NEW(struct shared, 1);
     memset(sh, 0, sizeof *sh);
     pthread_mutexattr_init(&ma);
@@ -320,9 +384,9 @@ static void test_redlock_chaos(void) {
     for (i = 0; i < K_NKINDS; i++) printf("%s%s=%d", i ? " " : "", kind_names[i], counts[i]);
     printf(") over %.0f s; acquisitions=%d busy=%d timedout=%d enolck=%d lost=%d\n", seconds, sh->acquired, sh->busy,
            sh->timedout, sh->nolck, sh->lost);
-    printf("  deaths=%d EOWNERDEAD=%d (before any death: %d); calls past their bound + 50 ms: %d; + %.0f ms: %d "
-           "(worst %.1f ms past); two holders=%d; fences back=%d; odd errors=%d\n",
-           sh->deaths, sh->ownerdead, sh->ownerdead_early, sh->over_promise, LATE_MS, sh->late,
+    printf("  deaths=%d EOWNERDEAD=%d (before any death: %d); calls past their bound + %.0f ms: %d, %d with the time "
+           "waiting for a CPU (worst %.1f ms past without it); two holders=%d; fences back=%d; odd errors=%d\n",
+           sh->deaths, sh->ownerdead, sh->ownerdead_early, LATE_MS, sh->late, sh->late_raw,
            sh->worst_late_us / 1000.0, sh->two_holders, sh->fence_back, sh->odd_errors);
     for (i = 0; i < sh->nwhy; i++) printf("  - %s\n", sh->why[i]);
     CU_ASSERT_EQUAL(sh->late, 0);

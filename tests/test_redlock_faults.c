@@ -15,7 +15,12 @@
  *    paused: the next taker gets EOWNERDEAD, marks it consistent and
  *    unlocks; the master resumed keeps the dead holder's marker, which a
  *    quorum no longer shows: the clean lock/unlock cycles after it never
- *    get EOWNERDEAD again.
+ *    get EOWNERDEAD again;
+ *  - the first master paused (where a call that asked the masters in
+ *    turn went first): a fenced write, a break and a condition
+ *    variable's signal and broadcast decide once the other two
+ *    answered, within a try's bound, and a hold on a short lease is
+ *    renewed by the two throughout, never told lost.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -222,6 +227,66 @@ static void test_redlock_ownerdead_once_per_death(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
 }
 
+/* ------------------------- 3. the other calls, the first master paused */
+
+static int lost_calls;
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m, (void)name, (void)arg;
+    __atomic_add_fetch(&lost_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+/* How long (ms) a call took, printed and checked against a try's bound. */
+#define WITHIN_TRY(what, call)                                                           \
+    do {                                                                                 \
+        double t0_ = dlt_now(), dt_;                                                     \
+        DLT_ASSERT_ERR((call), 0);                                                       \
+        dt_ = (dlt_now() - t0_) * 1000;                                                  \
+        printf("  first master paused: %s in %.1f ms\n", what, dt_);                     \
+        CU_ASSERT_TRUE(dt_ <= TRY_MS + LATE_MS);                                         \
+    } while (0)
+
+static void test_redlock_paused_first_master_calls(void) {
+    const char *name = "rlf/calls";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m, s;
+    dlock_mutexattr_t a;
+    dlock_cond_t cv;
+    int held = 0;
+
+    MASTERS_UP();
+    lost_calls = 0;
+    DLT_ASSERT_ERR(dlt_client_make(&cl, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    /* A short lease: renewed every 200 ms, by a quorum of two. */
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, cl), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 600), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&s, "rlf/short", &a), 0);
+    dlock_mutexattr_destroy(&a);
+    DLT_ASSERT_ERR(dlock_cond_init_client(&cv, "rlf/cv", cl), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* connections to every master */
+    DLT_ASSERT_ERR(dlock_cond_broadcast(&cv), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&s), 0);
+
+    pause_master(0);
+    WITHIN_TRY("fenced write", dlock_fenced_set(&m, "rlf/data", "v1", 2));
+    WITHIN_TRY("signal", dlock_cond_signal(&cv));
+    WITHIN_TRY("broadcast", dlock_cond_broadcast(&cv));
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    dlt_sleep_ms(1500); /* the short lease renewed through more than two leases */
+    CU_ASSERT_TRUE(dlock_mutex_holds(&s));
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 0);
+    WITHIN_TRY("break", dlock_break(cl, "rlf/short", DLOCK_BREAK_RESET, &held));
+    CU_ASSERT_TRUE(held);
+    resume_master(0);
+    DLT_ASSERT_ERR(dlock_cond_destroy(&cv), 0);
+    (void)dlock_mutex_unlock(&s); /* broken: EPERM, or lost already */
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -232,6 +297,7 @@ static void cleanup(void) {
 static const struct dlt_test tests[] = {
     { "test_redlock_paused_master_deadlines", test_redlock_paused_master_deadlines },
     { "test_redlock_ownerdead_once_per_death", test_redlock_ownerdead_once_per_death },
+    { "test_redlock_paused_first_master_calls", test_redlock_paused_first_master_calls },
     { NULL, NULL },
 };
 

@@ -518,6 +518,25 @@ int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline
     return rc;
 }
 
+int dlock__renew_append(dlock__backend *c, dlock__conn *cn, const dlock__renewal *rn, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const char *args[SEM_NARGS];
+        size_t lens[SEM_NARGS];
+        struct renew_bufs b;
+        int which, nkeys, nargs = renew_args(c, &rn[i], &b, args, lens, &which, &nkeys);
+        if (dlock__script_append(cn->ctx, which, c->node.conf.cluster, nkeys, nargs, args, lens) != 0)
+            return dlock__seterr(ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int dlock__renew_answer(const redisReply *r, dlock__renewal *rn) {
+    if (renew_answer(r, rn) == 0) return 0;
+    rn->result = -1;
+    return -1;
+}
+
 /* Sends one batch of renewals and reads their answers.  Returns 0, or
  * ENOLCK when the connection broke (the caller drops it). */
 static int renew_batch(dlock__backend *c, dlock__conn *cn, dlock__renewal *rn, size_t n, int *noscript,

@@ -293,6 +293,12 @@ typedef struct dlock__renewal {
 /* One renewal by itself, by dlock__command (which follows a cluster's
  * redirections); rn->result as in a batch. */
 int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline);
+/* A batch's requests appended to cn's output (not sent): 0, or ENOMEM;
+ * and one answer read into rn (result, wanted): 0, or -1 when it is not
+ * a renewal's answer (rn->result -1).  For Redlock's renewal, which
+ * sends each master its batch at once (redlock.c). */
+int dlock__renew_append(dlock__backend *c, dlock__conn *cn, const dlock__renewal *rn, size_t n);
+int dlock__renew_answer(const redisReply *r, dlock__renewal *rn);
 
 /* A list of strings a waits op answered (each NUL-terminated). */
 typedef struct dlock__strs {

@@ -226,6 +226,13 @@ static dlock__mono member_deadline(const dlock__backend *c) {
     return dlock__now() + (dlock__mono)c->node.conf.command_timeout_ms * DLOCK__MS;
 }
 
+/* A request's bound: the command timeout, or the caller's deadline if
+ * sooner (a request is tried all the same: the reply floor at least). */
+static dlock__mono call_bound(const dlock__backend *c, dlock__mono deadline) {
+    dlock__mono dl = member_deadline(c);
+    return deadline < dl ? deadline : dl;
+}
+
 /* An acquisition round must leave most of the lease: each of its two
  * steps (acquire, fence floor) waits for answers at most a quarter of it
  * (50 ms at least, the command timeout at most), and not past the call's
@@ -244,32 +251,65 @@ static int granted(int status) {
     return status == DLOCK__ACQ_ACQUIRED || status == DLOCK__ACQ_MINE || status == DLOCK__ACQ_OWNERDEAD;
 }
 
+/* A judge of integer answers (run_ints): decided once `yes` of them
+ * answered 1, or so many did not that `yes` cannot be reached. */
+struct yes_judge {
+    size_t n, yes, got, other;
+};
+
+static int yes_decided(void *arg, size_t i, const redisReply *r) {
+    struct yes_judge *j = arg;
+    (void)i;
+    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) return 0; /* asked again after */
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 1) j->got++;
+    else j->other++;
+    return j->got >= j->yes || j->n - j->other < j->yes;
+}
+
 /* Runs a script on the masters in sel (all when NULL) at once, until
- * `need` of them answered (flags: dlock__command_all); ok[i] and the 0/1
- * answer in flag[i] (flag may be NULL). */
-static void run_flag(dlock__backend *c, const int *sel, size_t need, int fl, int which, dlock__args *a,
-                     dlock__mono deadline, int *ok, int *flag) {
+ * `need` of them answered, or until `yes` of them answered 1 or cannot
+ * (yes 0: not asked; flags: dlock__command_all); ok[i] and the integer
+ * answer in v[i] (v may be NULL).  How many answered. */
+static size_t run_ints(dlock__backend *c, const int *sel, size_t need, size_t yes, int fl, int which,
+                       dlock__args *a, dlock__mono deadline, int *ok, long long *v) {
     dlock__backend *cs[DLOCK__NODES_MAX];
     redisReply *rep[DLOCK__NODES_MAX];
     int rcs[DLOCK__NODES_MAX];
-    size_t i, k = 0, idx[DLOCK__NODES_MAX];
+    size_t i, k = 0, idx[DLOCK__NODES_MAX], answered = 0;
+    struct yes_judge j = { 0, yes, 0, 0 };
+    dlock__all_judge judge = { yes_decided, &j };
     for (i = 0; i < c->nmembers; i++) {
         ok[i] = 0;
-        if (flag) flag[i] = 0;
+        if (v) v[i] = 0;
         if (sel != NULL && !sel[i]) continue;
         idx[k] = i;
         cs[k++] = c->members[i];
     }
-    if (k == 0) return;
-    dlock__script_run_all(cs, k, need < k ? need : k, NULL, fl, which, rep, rcs, deadline, a->nkeys, a->n, a->v, a->len);
+    if (k == 0) return 0;
+    j.n = k;
+    dlock__script_run_all(cs, k, need < k ? need : k, yes > 0 ? &judge : NULL, fl, which, rep, rcs, deadline,
+                          a->nkeys, a->n, a->v, a->len);
     for (i = 0; i < k; i++) {
-        int f = 0;
         if (rep[i] == NULL) continue;
-        if (dlock__flag_parse(rep[i], &f) == 0) {
+        if (rep[i]->type == REDIS_REPLY_INTEGER) {
             ok[idx[i]] = 1;
-            if (flag) flag[idx[i]] = f;
+            answered++;
+            if (v) v[idx[i]] = rep[i]->integer;
         }
         freeReplyObject(rep[i]);
+    }
+    return answered;
+}
+
+/* run_ints for scripts that answer 0 or 1 (flag[i]; flag may be NULL). */
+static void run_flag(dlock__backend *c, const int *sel, size_t need, int fl, int which, dlock__args *a,
+                     dlock__mono deadline, int *ok, int *flag) {
+    long long v[DLOCK__NODES_MAX];
+    size_t i;
+    (void)run_ints(c, sel, need, 0, fl, which, a, deadline, ok, v);
+    for (i = 0; i < c->nmembers; i++) {
+        if (ok[i] && v[i] != 0 && v[i] != 1) ok[i] = 0;
+        if (flag) flag[i] = ok[i] && v[i] == 1;
     }
 }
 
@@ -515,7 +555,7 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
      * that does not answer at all keeps the hold until its lease runs
      * out. */
     do {
-        run_flag(c, NULL, quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_RELEASE, &a, member_deadline(c), ok, rel);
+        run_flag(c, NULL, quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_RELEASE, &a, call_bound(c, deadline), ok, rel);
     } while (count(ok, c->nmembers) == 0 && dlock__backoff_sleep(&bo, deadline) == 0);
     *released = count(rel, c->nmembers) > 0;
     if (count(ok, c->nmembers) == 0)
@@ -523,55 +563,241 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
     return 0;
 }
 
-static int rl_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
-    size_t q = quorum(c), i, j, nm = c->nmembers;
-    dlock__mono step;
-    dlock__renewal *tmp = n > 0 ? malloc(n * sizeof *tmp) : NULL;
-    unsigned short *yes = calloc(n, sizeof *yes), *no = calloc(n, sizeof *no);
-    if (tmp == NULL || yes == NULL || no == NULL) {
-        free(tmp);
-        free(yes);
-        free(no);
-        return dlock__seterr(ENOMEM, "out of memory");
-    }
-    {
-        /* One master that does not answer must not hold up the others'
-         * renewals past the holds' validity: each gets a quarter of the
-         * shortest lease (50 ms at least). */
-        unsigned least = rn[0].lease_ms;
-        for (j = 1; j < n; j++)
-            if (rn[j].lease_ms < least) least = rn[j].lease_ms;
-        step = (dlock__mono)(least / 4 < 50 ? 50 : least / 4) * DLOCK__MS;
-    }
-    for (i = 0; i < nm; i++) {
-        dlock__mono dl = dlock__now() + step;
-        memcpy(tmp, rn, n * sizeof *tmp);
-        (void)dlock__single_backend.renew(c->members[i], tmp, n, dl < deadline ? dl : deadline);
-        for (j = 0; j < n; j++) {
-            if (tmp[j].result == 1) yes[j]++;
-            else if (tmp[j].result == 0) no[j]++;
+/* ------------------------------------------------------------ renewal
+ *
+ * A renewal round sends each master its batch at once, on that master's
+ * renewal connection, and reads the answers as they come, whichever
+ * master answers first: a renewal is decided once a quorum renewed it,
+ * or so many refused that no quorum can (rl_renew).  A master that has
+ * not answered by then is not waited for: its connection keeps the
+ * answers it owes (cn->owed), read and dropped at the next round, and
+ * that master is not asked again until it has answered them (its server
+ * runs them in order when it runs again).  A master whose server takes no
+ * connection in time is not tried for RENEW_STALL_MS; one that owes
+ * answers for longer than the unreachable bound gets a new connection. */
+#define RENEW_STALL_MS 1000
+#define RENEW_STALL_MIN_MS 100
+
+/* One master's part of a round. */
+struct rn_master {
+    dlock__conn *cn; /* its renewal connection, while answers are awaited; NULL: none */
+    size_t next;     /* the renewal its next answer is for */
+    int noscript;    /* an answer said NOSCRIPT: the batch goes again, scripts loaded */
+    int reloaded;    /* it has */
+};
+
+/* The round's bound: a quarter of the shortest lease (50 ms at least), and
+ * not past the holds' validity (deadline). */
+static dlock__mono renew_end(const dlock__renewal *rn, size_t n, dlock__mono deadline) {
+    unsigned least = rn[0].lease_ms;
+    dlock__mono end;
+    size_t j;
+    for (j = 1; j < n; j++)
+        if (rn[j].lease_ms < least) least = rn[j].lease_ms;
+    end = dlock__now() + (dlock__mono)(least / 4 < 50 ? 50 : least / 4) * DLOCK__MS;
+    return deadline < end ? deadline : end;
+}
+
+static void renew_drop(dlock__backend *m) {
+    dlock__conn *cn = m->renew_conn;
+    __atomic_store_n(&m->renew_conn, NULL, __ATOMIC_SEQ_CST); /* (as backend.c's drop_renew_conn) */
+    dlock__conn_close(cn);
+}
+
+/* Reads and drops, without waiting, the answers m's renewal connection
+ * owes from earlier rounds: 1 when none is owed now (m may be asked). */
+static int renew_settle(dlock__backend *m) {
+    dlock__conn *cn = m->renew_conn;
+    int broken = 0;
+    while (cn->owed > 0) {
+        void *r = NULL;
+        if (dlock__reply_get(cn, &r) != REDIS_OK) break;
+        if (r == NULL) {
+            if (dlock__conns_read(&cn, 1, dlock__now(), &broken) == 0 || broken) break;
+            continue;
         }
+        freeReplyObject(r);
+        cn->owed--;
+        cn->used = dlock__now();
     }
-    for (j = 0; j < n; j++) rn[j].result = yes[j] >= q ? 1 : no[j] > nm - q ? 0 : -1;
-    free(tmp);
-    free(yes);
-    free(no);
+    if (cn->owed == 0 && !broken && cn->ctx->err == 0) return 1;
+    if (broken || cn->ctx->err != 0 ||
+        dlock__now() - cn->used > (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS)
+        renew_drop(m); /* a new connection at the next round */
     return 0;
 }
 
+/* Sends master m its batch (connecting first if it has no connection:
+ * connect 1 when that may be tried now).  1 when sent (st->cn set). */
+static int renew_send(dlock__backend *m, struct rn_master *st, const dlock__renewal *rn, size_t n, int connect,
+                      dlock__mono end) {
+    int64_t left = (end - dlock__now()) / DLOCK__MS;
+    if (left < 5) left = 5;
+    if (m->renew_conn == NULL) {
+        dlock__mono t0 = dlock__now();
+        if (!connect || __atomic_load_n(&m->node.stalled_until, __ATOMIC_RELAXED) > t0) return 0;
+        if (dlock__conn_open(&m->node, &m->renew_conn, (unsigned)left) != 0) {
+            m->renew_conn = NULL;
+            if (dlock__now() - t0 >= (dlock__mono)RENEW_STALL_MIN_MS * DLOCK__MS && !dlock__node_refused_since(&m->node, t0))
+                __atomic_store_n(&m->node.stalled_until, dlock__now() + (dlock__mono)RENEW_STALL_MS * DLOCK__MS,
+                                 __ATOMIC_RELAXED);
+            return 0;
+        }
+        left = (end - dlock__now()) / DLOCK__MS;
+        if (left < 5) left = 5;
+    }
+    dlock__conn_timeout(m->renew_conn, (unsigned)left); /* (a send to a server that stopped reading) */
+    if (dlock__renew_append(m, m->renew_conn, rn, n) != 0 || dlock__conn_flush(m->renew_conn) != 0) {
+        renew_drop(m);
+        return 0;
+    }
+    m->renew_conn->owed = (unsigned)n;
+    st->cn = m->renew_conn;
+    st->next = 0;
+    return 1;
+}
+
+/* The renewals' tallies: yes[j], no[j] masters renewed / refused renewal
+ * j; counted[i * n + j]: master i's answer to it is in them. */
+struct rn_tally {
+    unsigned short *yes, *no;
+    unsigned char *counted, *wanted;
+    size_t n;
+};
+
+/* Takes the whole answers master i's connection has; 0, or -1 when it
+ * is out of step or broke (dropped). */
+static int renew_take(dlock__backend *c, size_t i, struct rn_master *st, const dlock__renewal *rn,
+                      struct rn_tally *t) {
+    dlock__backend *m = c->members[i];
+    dlock__conn *cn = st->cn;
+    void *p = NULL;
+    while (cn->owed > 0 && dlock__reply_get(cn, &p) == REDIS_OK && p != NULL) {
+        redisReply *r = p;
+        dlock__renewal one = rn[st->next];
+        size_t j = st->next++;
+        cn->owed--;
+        cn->used = dlock__now();
+        cn->answered++;
+        if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) st->noscript = 1;
+        if (dlock__renew_answer(r, &one) == 0 && !t->counted[i * t->n + j]) {
+            t->counted[i * t->n + j] = 1;
+            if (one.result == 1) t->yes[j]++;
+            else t->no[j]++;
+            t->wanted[j] |= (unsigned char)one.wanted;
+        }
+        freeReplyObject(r);
+        p = NULL;
+    }
+    if (cn->ctx->err != 0 || (cn->owed == 0 && cn->ctx->reader->pos < cn->ctx->reader->len)) {
+        renew_drop(m); /* broken, or more answers than requests: none of the rest can be trusted */
+        st->cn = NULL;
+        return -1;
+    }
+    if (cn->owed > 0) return 0;
+    st->cn = NULL;
+    if (st->noscript && !st->reloaded) {
+        /* A restarted server: load the scripts, send the batch again. */
+        st->reloaded = 1;
+        if (dlock__script_load_all(cn, m->node.conf.cluster) != 0) {
+            renew_drop(m);
+            return -1;
+        }
+        return renew_send(m, st, rn, t->n, 0, dlock__now() + (dlock__mono)cn->timeout_ms * DLOCK__MS) ? 0 : -1;
+    }
+    return 0;
+}
+
+/* Is every renewal decided (a quorum renewed it, or can no longer)? */
+static int renew_decided(const dlock__backend *c, const struct rn_tally *t) {
+    size_t j, q = quorum(c), nm = c->nmembers;
+    for (j = 0; j < t->n; j++)
+        if (t->yes[j] < q && t->no[j] <= nm - q) return 0;
+    return 1;
+}
+
+/* Reads the masters' answers as they come until every renewal is decided
+ * or `end` -- and once more then, without waiting: a connection made to a
+ * master that did not answer may have taken the time, while the others'
+ * answers came. */
+static void renew_collect(dlock__backend *c, struct rn_master *st, const dlock__renewal *rn, struct rn_tally *t,
+                          dlock__mono end) {
+    dlock__conn *cns[DLOCK__NODES_MAX];
+    int broken[DLOCK__NODES_MAX], last = 0;
+    size_t i, waiting;
+    for (;;) {
+        for (i = 0, waiting = 0; i < c->nmembers; i++) {
+            if (st[i].cn != NULL) (void)renew_take(c, i, &st[i], rn, t);
+            cns[i] = st[i].cn;
+            waiting += cns[i] != NULL;
+        }
+        if (waiting == 0 || renew_decided(c, t) || last) return;
+        last = dlock__now() >= end;
+        (void)dlock__conns_read(cns, c->nmembers, end, broken);
+        for (i = 0; i < c->nmembers; i++)
+            if (broken[i] && st[i].cn != NULL) {
+                renew_drop(c->members[i]);
+                st[i].cn = NULL;
+            }
+    }
+}
+
+static int rl_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
+    struct rn_master st[DLOCK__NODES_MAX];
+    struct rn_tally t = { NULL, NULL, NULL, NULL, n };
+    size_t i, j, q = quorum(c), nm = c->nmembers;
+    int asked[DLOCK__NODES_MAX];
+    dlock__mono end;
+    if (n == 0) return 0;
+    end = renew_end(rn, n, deadline);
+    t.yes = calloc(n, sizeof *t.yes);
+    t.no = calloc(n, sizeof *t.no);
+    t.wanted = calloc(n, 1);
+    t.counted = calloc(n * nm, 1);
+    if (t.yes == NULL || t.no == NULL || t.wanted == NULL || t.counted == NULL) {
+        free(t.yes), free(t.no), free(t.wanted), free(t.counted);
+        return dlock__seterr(ENOMEM, "out of memory");
+    }
+    memset(st, 0, sizeof st);
+    /* Those with a connection at hand first, then those that need one:
+     * the first ones' answers come while the others connect. */
+    for (i = 0; i < nm; i++) {
+        dlock__backend *m = c->members[i];
+        asked[i] = m->renew_conn != NULL && !renew_settle(m); /* owes answers still: not asked */
+        if (m->renew_conn != NULL && !asked[i]) asked[i] = renew_send(m, &st[i], rn, n, 0, end);
+    }
+    for (i = 0; i < nm; i++)
+        if (!asked[i]) (void)renew_send(c->members[i], &st[i], rn, n, 1, end);
+    renew_collect(c, st, rn, &t, end);
+    for (j = 0; j < n; j++) {
+        rn[j].result = t.yes[j] >= q ? 1 : t.no[j] > nm - q ? 0 : -1;
+        rn[j].wanted = rn[j].result == 1 && t.wanted[j];
+        rn[j].moved = 0;
+    }
+    free(t.yes), free(t.no), free(t.wanted), free(t.counted);
+    return 0;
+}
+
+/* A reset or a break: every master at once, once (asked again it could
+ * cut off a holder that came in between), until a quorum answered; the
+ * others' answers are read later (a master that has not answered an
+ * earlier request is not asked: the lock it keeps ends with its lease).
+ * Held: any master that answered had a holder. */
 static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                     dlock__mono deadline) {
-    size_t i, answered = 0;
+    int ok[DLOCK__NODES_MAX], held[DLOCK__NODES_MAX];
+    size_t answered;
     unsigned dups0 = dups(c);
-    (void)deadline;
+    dlock__args a;
     if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now(), 0 };
-    *was_held = 0;
-    for (i = 0; i < c->nmembers; i++) {
-        int h = 0;
-        if (dlock__single_backend.reset(c->members[i], k, how, &h, NULL, member_deadline(c)) != 0) continue;
-        answered++;
-        if (h) *was_held = 1;
-    }
+    a.nkeys = 1;
+    a.n = 0;
+    a.v[a.n] = k->keys[DLOCK__K_LOCK], a.len[a.n++] = k->keylens[DLOCK__K_LOCK];
+    a.v[a.n] = k->key, a.len[a.n++] = k->keylen; /* the release channel */
+    a.v[a.n] = how == DLOCK__RESET_FULL ? "reset" : "break", a.len[a.n++] = 5;
+    run_flag(c, NULL, quorum(c), 0, DLOCK__SCRIPT_RESET, &a, call_bound(c, deadline), ok, held);
+    answered = count(ok, c->nmembers);
+    *was_held = count(held, c->nmembers) > 0;
     if (dup_found(c, dups0)) return ENOLCK;
     if (answered < quorum(c))
         return dlock__seterr(ENOLCK, "%s: only %zu masters answered the reset; a quorum is %zu", c->node.conf.redacted_url,
@@ -579,19 +805,34 @@ static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_h
     return 0;
 }
 
-/* A fenced write to every master; written when a quorum took it. */
+/* A fenced write to every master at once: written when a quorum took it,
+ * refused (stale) when so many refused it that no quorum can take it.  A
+ * master that has not answered an earlier request gets it behind that
+ * one (the write is the fence's: late, it overwrites nothing newer).
+ * Asked again while fewer than a quorum answered, until the deadline. */
 static int rl_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint64_t fence, const void *value,
                          size_t len, int *written, dlock__mono deadline) {
+    int ok[DLOCK__NODES_MAX];
+    long long v[DLOCK__NODES_MAX];
     size_t i, answered = 0, wrote = 0;
     unsigned dups0 = dups(c);
-    (void)deadline;
-    for (i = 0; i < c->nmembers; i++) {
-        int w = 0;
-        if (dlock__single_backend.fenced_set(c->members[i], key, keylen, fence, value, len, &w, member_deadline(c)) != 0)
-            continue;
-        answered++;
-        if (w) wrote++;
-    }
+    char f[DLOCK__DEC_MAX + 1];
+    dlock__backoff bo;
+    dlock__args a;
+    a.nkeys = 1;
+    a.n = 3;
+    a.v[0] = key, a.len[0] = keylen;
+    a.len[1] = dlock__dec(f, fence), a.v[1] = f;
+    a.v[2] = len ? (const char *)value : "", a.len[2] = len;
+    dlock__backoff_init(&bo, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
+    do {
+        (void)run_ints(c, NULL, c->nmembers, quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_FENCED_SET, &a,
+                       call_bound(c, deadline), ok, v);
+        for (i = 0, answered = 0, wrote = 0; i < c->nmembers; i++) {
+            answered += ok[i] && (v[i] == 0 || v[i] == 1);
+            wrote += ok[i] && v[i] == 1;
+        }
+    } while (answered < quorum(c) && dups(c) == dups0 && dlock__backoff_sleep(&bo, deadline) == 0);
     if (dup_found(c, dups0)) return ENOLCK;
     if (answered < quorum(c))
         return dlock__seterr(ENOLCK, "%s: only %zu masters answered the fenced write; a quorum is %zu",
@@ -763,16 +1004,45 @@ static int rl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *o
     return rc;
 }
 
+/* Condition variables: every operation goes to every master at once and
+ * counts once a quorum answered (so one master paused or down holds none
+ * up, and a signal reaches the master the subscriber listens on when it
+ * is well).  Each master keeps its own waiters: a registration ('wait')
+ * holds when a quorum took it; a waiter counts as woken ('check', and
+ * 'withdraw' at a timeout, answer 0) when any master that answered says a
+ * signal took it -- masters may order two waiters differently, and a
+ * wake-up that is not for it is allowed (as POSIX allows spurious ones),
+ * a lost one is not; 'signal' and 'broadcast' answer the most that any
+ * master woke. */
 static int rl_cond(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                    const char *const *stale, size_t nstale, long long *result, dlock__mono deadline) {
-    size_t i;
-    int rc = ENOLCK;
-    (void)deadline;
-    for (i = 0; i < c->nmembers; i++)
-        if ((rc = dlock__single_backend.cond(c->members[i], k, op, token, ttl_ms, stale, nstale, result,
-                                             member_deadline(c))) == 0)
-            return 0;
-    return rc;
+    int ok[DLOCK__NODES_MAX];
+    long long v[DLOCK__NODES_MAX], res;
+    size_t i, answered;
+    unsigned dups0 = dups(c);
+    char ttl[DLOCK__DEC_MAX + 1];
+    int any_zero = strcmp(op, "check") == 0 || strcmp(op, "withdraw") == 0;
+    dlock__args a;
+    a.nkeys = 1;
+    a.n = 0;
+    a.v[a.n] = k->key, a.len[a.n++] = k->keylen;
+    a.v[a.n] = op, a.len[a.n++] = strlen(op);
+    a.v[a.n] = token, a.len[a.n++] = strlen(token);
+    a.len[a.n] = dlock__dec(ttl, ttl_ms), a.v[a.n++] = ttl;
+    for (i = 0; i < nstale && i < DLOCK__COND_STALE_MAX; i++) a.v[a.n] = stale[i], a.len[a.n++] = strlen(stale[i]);
+    answered = run_ints(c, NULL, quorum(c), 0, 0, DLOCK__SCRIPT_COND, &a, call_bound(c, deadline), ok, v);
+    if (dup_found(c, dups0)) return ENOLCK;
+    if (answered < quorum(c))
+        return dlock__seterr(ENOLCK, "%s: only %zu masters answered the condition variable's %s; a quorum is %zu",
+                             c->node.conf.redacted_url, answered, op, quorum(c));
+    for (i = 0, res = any_zero ? 1 : 0; i < c->nmembers; i++) {
+        if (!ok[i]) continue;
+        if (v[i] < 0) return dlock__seterr(EPROTO, "%s: unexpected answer to the condition variable's %s",
+                                           c->members[i]->node.conf.redacted_url, op);
+        if (any_zero ? v[i] < res : v[i] > res) res = v[i];
+    }
+    *result = res;
+    return 0;
 }
 
 /* Semaphores need one counter that every taker sees: on independent

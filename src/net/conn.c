@@ -336,6 +336,11 @@ redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const 
     void *reply = NULL;
     int out = dlock__resp_append(cn->ctx, argc, argv, lens) == 0 && dlock__conn_flush(cn) == 0;
     if (sent != NULL) *sent = out;
+    /* A connection's setup asks several in turn (AUTH, SELECT, a Redlock
+     * master's INFO), each under the timeout set for all: none waits
+     * past the call's end. */
+    if (out && call_end != DLOCK__MONO_NEVER && dlock__end_cap(cn->timeout_ms) < cn->timeout_ms)
+        dlock__rcv_timeout(cn, (dlock__mono)dlock__end_cap(cn->timeout_ms) * DLOCK__MS);
     if (!out || dlock__conn_reply(cn, &reply) != REDIS_OK) return NULL;
     return reply;
 }

@@ -4,6 +4,7 @@
  * kept aside until their answers can be read. */
 #include <errno.h>
 #include <poll.h>
+#include <string.h>
 
 #include "net/internal.h"
 
@@ -225,17 +226,38 @@ static void all_answer(dlock__node *n, dlock__conn *cn, int ok, void *r, redisRe
     }
 }
 
+/* A NOSCRIPT answer (the server does not know the script: restarted,
+ * or never asked it) to a request that has a self-contained form: that
+ * form is sent on the same connection, once, and its answer awaited in
+ * the same bound -- a quorum's decision does not wait for the bound, nor
+ * a second request after it, for a script a master had not cached.  1
+ * when sent (r freed), else 0. */
+static int all_noscript(dlock__conn *cn, void *r, const dlock__all_req *rq, int *resent) {
+    const redisReply *rr = r;
+    if (*resent || rq->self_argv == NULL || rr->type != REDIS_REPLY_ERROR || strncmp(rr->str, "NOSCRIPT", 8) != 0 ||
+        cn->ctx->reader->pos < cn->ctx->reader->len)
+        return 0;
+    if (dlock__resp_append(cn->ctx, rq->argc, rq->self_argv, rq->self_lens) != 0 || dlock__conn_flush(cn) != 0) return 0;
+    *resent = 1;
+    freeReplyObject(r);
+    return 1;
+}
+
 /* One poll over the connections still waiting (cn[i] != NULL), at most
  * until `end`; each that has an answer, or broke, is done (cn[i] NULL).
  * How many answered. */
-static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply **out, int *rcs, dlock__mono end) {
+static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply **out, int *rcs, dlock__mono end,
+                       const dlock__all_req *rq, int *resent) {
     struct pollfd pfd[DLOCK__NODES_MAX];
     size_t i, k = 0, answered = 0;
     int ms = 0;
     for (i = 0; i < n; i++) {
         void *r = NULL;
+        int got;
         if (cn[i] == NULL) continue;
-        if (dlock__reply_get(cn[i], &r) != REDIS_OK || r != NULL) {
+        if ((got = dlock__reply_get(cn[i], &r)) == REDIS_OK && r != NULL && all_noscript(cn[i], r, rq, &resent[i]))
+            continue;
+        if (got != REDIS_OK || r != NULL) {
             all_answer(ns[i], cn[i], r != NULL, r, &out[i], &rcs[i], end);
             answered += out[i] != NULL;
             cn[i] = NULL;
@@ -282,7 +304,7 @@ static int all_judged(const dlock__all_judge *judge, size_t n, redisReply **out,
 void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
                         const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
-    int seen[DLOCK__NODES_MAX] = { 0 }, decided = 0;
+    int seen[DLOCK__NODES_MAX] = { 0 }, resent[DLOCK__NODES_MAX] = { 0 }, decided = 0;
     size_t i, answered = 0, waiting = 0;
     /* One bound for the whole request, from its start: a node slow to
      * connect does not give the others more time. */
@@ -300,7 +322,7 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
     /* Answers as they come, until `need` of them (any answer), or the
      * judge's verdict, or the bound. */
     while (waiting > 0 && !decided && dlock__now() < end) {
-        answered += all_poll(ns, n, cn, out, rcs, end);
+        answered += all_poll(ns, n, cn, out, rcs, end, req, resent);
         for (i = 0, waiting = 0; i < n; i++) waiting += cn[i] != NULL;
         decided = judge != NULL ? all_judged(judge, n, out, seen) : answered >= need;
     }
@@ -312,11 +334,11 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
         dlock__mono now = dlock__now(), grace = now + (now - start);
         if (grace > end) grace = end;
         while (waiting > 0 && dlock__now() < grace) {
-            (void)all_poll(ns, n, cn, out, rcs, grace);
+            (void)all_poll(ns, n, cn, out, rcs, grace, req, resent);
             for (i = 0, waiting = 0; i < n; i++) waiting += cn[i] != NULL;
         }
     }
-    for (i = 0; i < 3 && waiting > 0; i++) (void)all_poll(ns, n, cn, out, rcs, dlock__now()); /* parse, read, parse */
+    for (i = 0; i < 3 && waiting > 0; i++) (void)all_poll(ns, n, cn, out, rcs, dlock__now(), req, resent); /* parse, read, parse */
     for (i = 0; i < n; i++) {
         if (cn[i] == NULL) continue;
         rcs[i] = dlock__seterr(ENOLCK, "%s: no answer within %u ms%s", ns[i]->conf.redacted_url, dlock__conn_bound(cn[i]),

@@ -303,6 +303,11 @@ typedef struct dlock__all_req {
 } dlock__all_req;
 void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
                         const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline);
+/* Waits until `end` at most for bytes on any of the n connections (NULL
+ * entries skipped) and reads what came on each into its reader, whose
+ * answers dlock__reply_get then takes (multi.c).  broken[i] 1 for one
+ * whose read failed.  How many had bytes (0: none by `end`). */
+size_t dlock__conns_read(dlock__conn **cn, size_t n, dlock__mono end, int *broken);
 /* Closes n's late connections (abandon: without a word and without n->mu,
  * which fork_prepare holds, in a fork child). */
 void dlock__late_flush(dlock__node *n, int abandon);
