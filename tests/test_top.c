@@ -1,4 +1,4 @@
-/* test_top.c -- live figures (stats.c, stats_lua, dlock_stats), library side.
+/* test_top.c -- live figures (stats.c, stats.lua, dlock_stats), library side.
  * labels: redis; timeout: 180
  *
  * Issue 23, point 3: every client counts acquisitions and wait and hold
