@@ -1,4 +1,4 @@
-/* sem.pml -- the semaphore protocol of src/backend/scripts.c (sem_lua:
+/* sem.pml -- the semaphore protocol of src/backend/lua/ (sem.lua:
  * take, withdraw, post, renew, return, its clean-up and its `done`
  * record) and of its client (src/core/sem.c), for SPIN.  model/README.md
  * maps the actions to the lines they stand for.
@@ -35,7 +35,7 @@
 #define HOLD 3
 #define DEAD 4
 
-/* sem_lua's keys */
+/* sem.lua's keys */
 byte v = N;                  /* value */
 byte q[NC]; byte qlen;       /* queue (tickets in order) */
 byte sx[NC + 1];             /* expiry zset: a waiter's registration, a grant's time */

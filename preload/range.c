@@ -1,6 +1,6 @@
 /* range.c -- POSIX record locks on mapped files (fcntl F_SETLK, F_SETLKW,
  * F_GETLK; lockf over them): byte ranges kept on the server, in the
- * range table of the file's lock name (range_lua in backend/scripts.c,
+ * range table of the file's lock name (src/backend/lua/range.lua,
  * through dlock__range), owned by this process.  See docs/preload.md,
  * "Record locks".
  *

@@ -38,6 +38,13 @@ typedef struct fk_lock {
     int nreaders;
     struct { char tok[TOKLEN]; unsigned lease; } queue[FK_QUEUE];
     int nqueue;
+    /* waiting writers (registered by every acquire that will wait and
+     * finds the lock held), which hold new readers back and make a
+     * releaser's handoff window */
+    struct { char tok[TOKLEN]; dlock__mono until; } writers[FK_QUEUE];
+    int nwriters;
+    char handoff[320];     /* the releaser held back (host:pid:tid), "" none */
+    dlock__mono handoff_until;
 } fk_lock;
 
 static pthread_mutex_t fk_mu = PTHREAD_MUTEX_INITIALIZER; /* guards fk */
@@ -96,6 +103,32 @@ static void expire(fk_lock *L, dlock__mono now) {
     for (i = j = 0; i < L->nreaders; i++)
         if (now < L->readers[i].until) L->readers[j++] = L->readers[i];
     L->nreaders = j;
+    for (i = j = 0; i < L->nwriters; i++)
+        if (now < L->writers[i].until) L->writers[j++] = L->writers[i];
+    L->nwriters = j;
+    if (L->handoff[0] && now >= L->handoff_until) L->handoff[0] = '\0';
+}
+
+/* The calling thread's host:pid:tid, as the scripts are told it. */
+static void who_am_i(char *out, size_t cap) {
+    dlock__who_get(dlock__self_peek(), out, cap);
+}
+
+/* token registered as a waiting writer until now + lease (again: moved on). */
+static void writer_add(fk_lock *L, const char *token, dlock__mono until) {
+    int i;
+    for (i = 0; i < L->nwriters && strcmp(L->writers[i].tok, token) != 0; i++)
+        ;
+    if (i == FK_QUEUE) abort();
+    if (i == L->nwriters) snprintf(L->writers[L->nwriters++].tok, TOKLEN, "%s", token);
+    L->writers[i].until = until;
+}
+
+static void writer_drop(fk_lock *L, const char *token) {
+    int i, j;
+    for (i = j = 0; i < L->nwriters; i++)
+        if (strcmp(L->writers[i].tok, token) != 0) L->writers[j++] = L->writers[i];
+    L->nwriters = j;
 }
 
 static void dequeue(fk_lock *L, const char *token) {
@@ -128,23 +161,38 @@ static int take_fault(int op, long *arg) {
     return -1;
 }
 
+/* A shared acquire as acquire_shared.lua answers it: busy while a writer
+ * holds it, or (writers first) while writers wait; again: MINE. */
+static void serve_shared(fk_lock *L, const char *token, unsigned lease, int flags, dlock__acq *out,
+                         dlock__mono now) {
+    int i;
+    if (L->owner[0] || (!(flags & DLOCK__F_READFIRST) && L->nwriters > 0)) {
+        out->status = DLOCK__ACQ_BUSY;
+        out->pttl_ms = L->owner[0] ? (L->until - now) / DLOCK__MS : -1;
+        return;
+    }
+    for (i = 0; i < L->nreaders && strcmp(L->readers[i].tok, token) != 0; i++)
+        ;
+    if (i == FK_READERS) abort();
+    out->status = i < L->nreaders ? DLOCK__ACQ_MINE : DLOCK__ACQ_ACQUIRED;
+    if (i == L->nreaders) snprintf(L->readers[L->nreaders++].tok, TOKLEN, "%s", token);
+    L->readers[i].until = now + (dlock__mono)lease * DLOCK__MS;
+    out->fence = out->status == DLOCK__ACQ_MINE ? L->fence : fake_fence(L);
+}
+
 /* An acquire as the scripts answer it.  *wanted: publish "wanted" (a
  * caching holder is asked for it).  fk_mu held. */
 static void serve_acquire(fk_lock *L, const char *token, unsigned lease, int flags, dlock__acq *out,
                           int *wanted) {
     dlock__mono now = dlock__now();
+    char me[320];
     expire(L, now);
     if (L->state == ST_NOTREC) {
         out->status = DLOCK__ACQ_NOTRECOVERABLE;
         return;
     }
     if (flags & DLOCK__F_SHARED) {
-        if (L->owner[0]) goto busy;
-        if (L->nreaders == FK_READERS) abort();
-        snprintf(L->readers[L->nreaders].tok, TOKLEN, "%s", token);
-        L->readers[L->nreaders++].until = now + (dlock__mono)lease * DLOCK__MS;
-        out->status = DLOCK__ACQ_ACQUIRED;
-        out->fence = fake_fence(L);
+        serve_shared(L, token, lease, flags, out, now);
         return;
     }
     if (strcmp(L->owner, token) == 0) { /* re-leased */
@@ -154,27 +202,41 @@ static void serve_acquire(fk_lock *L, const char *token, unsigned lease, int fla
         return;
     }
     if (L->owner[0] || L->nreaders > 0) goto busy;
+    who_am_i(me, sizeof me);
+    /* the releaser's thread, while waiting writers had nobody queued */
+    if ((flags & DLOCK__F_WAIT) && L->nqueue == 0 && L->handoff[0] && strcmp(L->handoff, me) == 0) {
+        out->status = DLOCK__ACQ_HELDBACK;
+        out->pttl_ms = (L->handoff_until - now) / DLOCK__MS;
+        return;
+    }
     snprintf(L->owner, TOKLEN, "%s", token);
     L->until = now + (dlock__mono)lease * DLOCK__MS;
     L->caching = (flags & DLOCK__F_CACHING) != 0;
     out->fence = fake_fence(L);
     out->status = (flags & DLOCK__F_ROBUST) && L->state != ST_NONE ? DLOCK__ACQ_OWNERDEAD : DLOCK__ACQ_ACQUIRED;
     if (flags & DLOCK__F_ROBUST) L->state = ST_HELD;
-    /* the uncontended path's string: neither robust nor caching, nobody queued */
-    out->plain = !(flags & (DLOCK__F_ROBUST | DLOCK__F_CACHING)) && L->nqueue == 0;
+    /* the uncontended path's string: neither robust nor caching, nobody
+     * queued, registered, or held back */
+    out->plain = !(flags & (DLOCK__F_ROBUST | DLOCK__F_CACHING)) && L->nqueue == 0 && L->nwriters == 0 &&
+                 !L->handoff[0];
     dequeue(L, token);
+    writer_drop(L, token);
     return;
 busy:
     out->status = DLOCK__ACQ_BUSY;
     out->pttl_ms = L->owner[0] ? (L->until - now) / DLOCK__MS : -1;
     out->floor = L->fence;
+    if (flags & DLOCK__F_WAIT) writer_add(L, token, now + (dlock__mono)lease * DLOCK__MS);
     if ((flags & DLOCK__F_WAIT) && (flags & DLOCK__F_FAIR)) enqueue(L, token, lease);
     if (L->owner[0] && L->caching) *wanted = 1;
 }
 
-/* A release as the scripts do it, handing the lock to the queue's head;
- * what to publish goes to msg ("" nothing).  fk_mu held. */
-static void serve_release(fk_lock *L, const char *token, int how, int *released, char *msg, size_t cap) {
+/* A release as the scripts do it, handing the lock to the queue's head,
+ * or, with waiting writers and nobody queued, holding the releasing
+ * thread back for the handoff window (window ms); what to publish goes to
+ * msg ("" nothing).  fk_mu held. */
+static void serve_release(fk_lock *L, const char *token, int how, unsigned window, int *released, char *msg,
+                          size_t cap) {
     dlock__mono now = dlock__now();
     int i;
     expire(L, now);
@@ -182,6 +244,7 @@ static void serve_release(fk_lock *L, const char *token, int how, int *released,
     msg[0] = '\0';
     if (how == DLOCK__REL_WITHDRAW) {
         dequeue(L, token);
+        writer_drop(L, token);
         return;
     }
     if (how == DLOCK__REL_SHARED) {
@@ -203,8 +266,13 @@ static void serve_release(fk_lock *L, const char *token, int how, int *released,
         L->until = now + (dlock__mono)L->queue[0].lease * DLOCK__MS;
         L->caching = 0;
         snprintf(msg, cap, "%s:%llu:%u", L->queue[0].tok, (unsigned long long)fake_fence(L), L->queue[0].lease);
+        writer_drop(L, L->owner);
         dequeue(L, L->owner);
         return;
+    }
+    if (window > 0 && L->nwriters > 0) {
+        who_am_i(L->handoff, sizeof L->handoff);
+        L->handoff_until = now + (dlock__mono)window * DLOCK__MS;
     }
     snprintf(msg, cap, "released");
 }
@@ -244,7 +312,7 @@ static int fk_acquire(const char *key, const char *token, unsigned lease, int fl
     return rc;
 }
 
-static int fk_release(const char *key, const char *token, int how, int *released) {
+static int fk_release(const char *key, const char *token, int how, unsigned window, int *released) {
     char msg[128], k[256];
     long arg = 0;
     int fault;
@@ -259,7 +327,7 @@ static int fk_release(const char *key, const char *token, int how, int *released
         pthread_mutex_unlock(&fk_mu);
         return dlock__seterr(ENOLCK, "fake: unreachable");
     }
-    if (fault != FK_REFUSE) serve_release(find(key), token, how, released, msg, sizeof msg);
+    if (fault != FK_REFUSE) serve_release(find(key), token, how, window, released, msg, sizeof msg);
     snprintf(k, sizeof k, "%s", key);
     pthread_mutex_unlock(&fk_mu);
     if (fault == FK_DELAY) sleep_ms(arg);
@@ -294,7 +362,8 @@ static int fk_reset_lock(const char *key, int how, int *was_held) {
     expire(L, dlock__now());
     *was_held = L->owner[0] || L->nreaders > 0;
     L->owner[0] = '\0';
-    L->nreaders = 0;
+    L->nreaders = L->nwriters = L->nqueue = 0; /* reset.lua: the waiters' keys and the queue go too */
+    L->handoff[0] = '\0';
     L->state = how == DLOCK__RESET_FULL ? ST_NONE : *was_held && L->state != ST_NONE ? ST_DEAD : L->state;
     pthread_mutex_unlock(&fk_mu);
     publish(key, "released");
@@ -312,10 +381,9 @@ static int op_acquire(dlock__backend *c, const dlock__keys *k, const char *token
 
 static int op_release(dlock__backend *c, const dlock__keys *k, const char *token, int how, int *released,
                       dlock__sent *sent, dlock__mono deadline) {
-    (void)c;
     (void)deadline;
     if (sent != NULL) *sent = (dlock__sent){ 0, dlock__now(), 0 };
-    return fk_release(k->key, token, how, released);
+    return fk_release(k->key, token, how, c->node.conf.handoff_ms, released);
 }
 
 static int op_renew(dlock__backend *c, dlock__renewal *r, size_t n, dlock__mono deadline) {
@@ -370,6 +438,10 @@ static dlock__backend_ops fk_ops = {
     NULL, /* range: no record-lock range tables */
     NULL /* release_send: unlocks wait for their answer */
 };
+
+const dlock__backend_ops *fk_ops_table(void) {
+    return &fk_ops;
+}
 
 /* ---------------------------------------------------------- subscriber */
 
@@ -577,7 +649,7 @@ int fk_other_release(const char *name, const char *token, int how) {
     int released;
     key_of(name, key, sizeof key);
     pthread_mutex_lock(&fk_mu);
-    serve_release(find(key), token, how, &released, msg, sizeof msg);
+    serve_release(find(key), token, how, 0, &released, msg, sizeof msg);
     pthread_mutex_unlock(&fk_mu);
     if (msg[0]) publish(key, msg);
     return released ? 0 : EPERM;

@@ -61,6 +61,11 @@ int fk_queued(const char *name);                /* tokens in its wait queue */
 int fk_other_acquire(const char *name, const char *token, unsigned lease_ms, int robust, int queue);
 int fk_other_release(const char *name, const char *token, int how);
 
+/* The fake's ops table, for a test that runs the same requests through it
+ * and through a real deployment's ops (test_lua_fake.c: the two must
+ * answer alike). */
+const dlock__backend_ops *fk_ops_table(void);
+
 /* A client on the fake: unreachable_ms and breaker_ms as in
  * dlock_config_t (0: its defaults). */
 int fk_client_new(dlock_client_t **out, unsigned unreachable_ms, unsigned breaker_ms);

@@ -125,7 +125,7 @@ int dlt_redis_reset_stats(dlt_redis *r);
 /* ------------------------------------------------------------------------
  * Locks as the suite's server sees them: the lock named N is the key
  * "dlock:{N}" on dlt_server (a string when taken on the uncontended path,
- * else a hash: src/backend/scripts.c), whose expiry is the lease; waiters
+ * else a hash: src/backend/lua/acquire.lua), whose expiry is the lease; waiters
  * subscribe to the channel of the same name.
  * ---------------------------------------------------------------------- */
 /* Writes "dlock:{name}" into buf (cap bytes); its length, as snprintf's. */
@@ -142,7 +142,7 @@ long long dlt_key_field(const char *name, const char *field);
  * fence, who, since, that answers that field of the lock's holder
  * record, whichever form the key has: a string "TOKEN FENCE SINCE WHO" (a
  * hold taken on the uncontended path; FENCE "-" when not kept) or a hash
- * (src/backend/scripts.c); nil when there is none.  For a test that reads
+ * (src/backend/lua/acquire.lua); nil when there is none.  For a test that reads
  * what the server holds. */
 #define DLT_LOCK_FIELD_LUA                                                                         \
     "local ty = redis.call('TYPE', KEYS[1]).ok "                                                  \

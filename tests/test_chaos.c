@@ -12,8 +12,8 @@
  * Each worker process has its own client: command timeout 400 ms, connect
  * timeout 400 ms, unreachable bound 1500 ms and a restart guard of 1000 ms
  * (>= the 600 ms lease: after the server lost its data nothing is granted
- * until every hold from before the loss has run out; see acquire_lua in
- * src/backend/scripts.c).
+ * until every hold from before the loss has run out; see
+ * src/backend/lua/acquire.lua).
  *
  * A worker thread loops: pick a lock; timedlock (CLOCK_REALTIME) or
  * clocklock (CLOCK_MONOTONIC), at random, with a deadline 1-2 s ahead; on

@@ -652,7 +652,7 @@ static void test_queued_waiters_listed(void) {
     DLT_SHM_FREE(q, 1);
 }
 
-/* waits_lua's "note" for wait id on "d/n" (KEYS: the lock, :waiting,
+/* waits.lua's "note" for wait id on "d/n" (KEYS: the lock, :waiting,
  * :wmeta, readers, writers, queue, as backend.c names them); then the
  * number of registered waits. */
 static long long note_then_count(const char *id) {

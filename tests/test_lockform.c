@@ -554,7 +554,7 @@ static void test_pipelined_set_gives_way(void) {
 }
 
 /* keep() on a server before Redis 7.0, which refuses PEXPIRE's GT and NX:
- * the renewal of a read hold (renew_lua's shared branch, which runs
+ * the renewal of a read hold (renew.lua's shared branch, which runs
  * keep()) run with redis.pcall answering GT and NX with that server's
  * error.  An expiry
  * shorter than twice the lease is raised by PTTL and a plain PEXPIRE, a

@@ -289,9 +289,9 @@ static void test_release_publishes_and_holds_back(void) {
     if (r != NULL) freeReplyObject(r);
     r = acq("tB", "5000", "0100", "2 h:1:3");
     if (r != NULL) freeReplyObject(r);
-    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "plain 300 h:1:2")), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "plain 5000 h:1:2")), 1);
     CU_ASSERT_STRING_EQUAL(get(LK ":handoff", v, sizeof v), "h:1:2");
-    CU_ASSERT(pttl(LK ":handoff") > 0 && pttl(LK ":handoff") <= 300);
+    CU_ASSERT(pttl(LK ":handoff") > 0 && pttl(LK ":handoff") <= 5000);
     r = NULL;
     CU_ASSERT(redisGetReply(sub, (void **)&r) == REDIS_OK);
     CU_ASSERT_STRING_EQUAL(dlt_str(dlt_el(r, 0)), "message");
@@ -331,13 +331,13 @@ static void test_release_other_kinds(void) {
 
 static void test_renew(void) {
     char v[200];
-    redisReply *r = acq("tA", "1000", "0000", "1 h:1:2");
+    redisReply *r = acq("tA", "4000", "0000", "1 h:1:2");
     if (r != NULL) freeReplyObject(r);
     DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tA", "9000", "x", NULL)), 1);
     CU_ASSERT(pttl(LK) > 5000);
     DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tB", "9000", "x", NULL)), 0);
     /* a pipelined SET's string keeps no fence: the renewal records it */
-    do_cmd(dlt_redis_cmd(&dlt_server, "SET %s %s PX 1000", LK, "tA - 123 h:1:2"));
+    do_cmd(dlt_redis_cmd(&dlt_server, "SET %s %s PX 4000", LK, "tA - 123 h:1:2"));
     DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tA", "9000", "x", "777", NULL)), 1);
     CU_ASSERT_STRING_EQUAL(get(LK, v, sizeof v), "tA 777 123 h:1:2");
     CU_ASSERT(pttl(LK) > 5000);
@@ -346,7 +346,7 @@ static void test_renew(void) {
     do_cmd(dlt_redis_cmd(&dlt_server, "HSET %s owner tA cache 1 w 1", LK));
     DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tA", "9000", "x", NULL)), 2);
     /* a read hold: its score moves on */
-    r = dlt_lua(DLOCK__SCRIPT_ACQUIRE_SHARED, 1, "dlock:{r}", "tR", "1000", "0", "0", NULL);
+    r = dlt_lua(DLOCK__SCRIPT_ACQUIRE_SHARED, 1, "dlock:{r}", "tR", "4000", "0", "0", NULL);
     if (r != NULL) freeReplyObject(r);
     DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, "dlock:{r}:readers", "tR", "9000", "s", NULL)),
                       1);

@@ -1,6 +1,6 @@
 /* labels: redis; timeout: 120 */
-/* test_range.c -- the record-lock range table (range_lua in
- * src/backend/scripts.c, through dlock__range in src/api/range.c), which
+/* test_range.c -- the record-lock range table (src/backend/lua/range.lua,
+ * through dlock__range in src/api/range.c), which
  * the preload's fcntl and lockf hooks use (docs/preload.md, "Record
  * locks"): POSIX replacement, split and merge of an owner's ranges,
  * conflicts between owners, a refused upgrade that keeps the read lock,

@@ -23,7 +23,7 @@
 #include "fixture_multi.h"
 #include "proxy.h"
 
-#include "backend/backend.h" /* dlock__script_body: sem_lua itself, for test_done_rules */
+#include "backend/backend.h" /* dlock__script_body: sem.lua itself, for test_done_rules */
 
 #include <dlock.h>
 
@@ -640,7 +640,7 @@ struct cut_arg {
     int rc;
 };
 
-/* The record of ops done (sem_lua's `done`, "dlock:{name}:semd") holds
+/* The record of ops done (sem.lua's `done`, "dlock:{name}:semd") holds
  * one entry per caller -- its last op -- not one per op: 5,000 wait/post
  * pairs from 2 threads leave 2 callers' entries (and the record's count,
  * field "#"), each naming a post as its last op and counting its 5,000
@@ -698,7 +698,7 @@ static void test_done_record_bounded(void) {
     freeReplyObject(r);
 }
 
-/* sem_lua run directly (EVAL) on "dlock:{s/raw}": op, token, arg (a
+/* sem.lua run directly (EVAL) on "dlock:{s/raw}": op, token, arg (a
  * post's maximum), how long an entry lasts (ms), caller and op number;
  * the answer, or -1000 - the reply type when it is no number. */
 static long long raw_sem(const char *op, const char *tok, const char *keep, const char *caller, const char *seq) {

@@ -53,7 +53,7 @@
  * back the same way (settle_waiters).  Kills are spaced and chosen so
  * on purpose: a waiter killed in the server's queue keeps its place
  * until its registration lapses, and a unit handed to it meanwhile is
- * out of use for 3 s (sem_lua's ttl, REG_TTL_MS in core/sem.c) -- faster kills of
+ * out of use for 3 s (sem.lua's ttl, REG_TTL_MS in core/sem.c) -- faster kills of
  * waiters, or of the one at the head of the queue, starve the run; so
  * a kill meant for a holder waits for one (HOLDER_WAIT_MS) and is
  * skipped rather than turned on a waiter.
@@ -438,7 +438,7 @@ static void report(const struct tally *t) {
     DLT_ASSERT_INT_EQ(bad, 0);                                   /* (3) */
 }
 
-/* One caller's entry in the server's record of ops done (sem_lua's
+/* One caller's entry in the server's record of ops done (sem.lua's
  * `done`, dlock:{NAME}:semd, a hash): field "host:pid:tid/TAG", value
  * "EXPIRY SEQ COUNT OP TOKEN" -- the caller's last op that took, posted
  * or returned a unit (OP take, withdraw, post, return; undo: its take
@@ -537,7 +537,7 @@ static void done_read(dlt_redis *srv, pid_t mon, const struct tally *t, struct d
     freeReplyObject(r);
 }
 
-/* (6): the server's ledger against the takers' counts.  sem_lua keeps,
+/* (6): the server's ledger against the takers' counts.  sem.lua keeps,
  * per caller (here each taker and the monitor: one thread each), its
  * last op that took or posted a unit and how many such ops it has done
  * (see done_entry; entries last 60 s, longer than this run).  The

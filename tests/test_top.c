@@ -1,4 +1,4 @@
-/* test_top.c -- live figures (stats.c, stats_lua, dlock_stats), library side.
+/* test_top.c -- live figures (stats.c, stats.lua, dlock_stats), library side.
  * labels: redis; timeout: 180
  *
  * Every client counts acquisitions and wait and hold

@@ -1,4 +1,4 @@
-/* mutant grant-before-dequeue: release_lua pushes the grant before the queue entry is removed (wake: a lost wakeup).  Written by model/mutants/make from lock-live.pml and lock.pml; do not edit. */
+/* mutant grant-before-dequeue: release.lua pushes the grant before the queue entry is removed (wake: a lost wakeup).  Written by model/mutants/make from lock-live.pml and lock.pml; do not edit. */
 /* lock-live.pml -- lock.pml with no clock and no faults, both clients fair
  * waiters: a queued waiter is granted the lock when its holder releases
  * (no lost wakeup).  Checked under weak fairness:
@@ -6,8 +6,8 @@
 #define LIVE
 #define NOGUARD             /* its busy answer needs the clock to end */
 #define ROUNDS2 2
-/* lock.pml -- the lock protocol of src/backend/scripts.c (acquire_lua,
- * acquire_shared_lua, release_lua, renew_lua, reset_lua and the fence
+/* lock.pml -- the lock protocol of src/backend/lua/ (acquire.lua,
+ * acquire_shared.lua, release.lua, renew.lua, reset.lua and the fence
  * scripts) and of the client that uses it (src/core/lock.c, hold.c,
  * renew.c), for SPIN.  model/README.md maps every action below to the
  * lines it stands for, says what is abstracted away, and how to check it:
@@ -59,13 +59,13 @@
 #define NLOC 1               /* local holds per caching hold */
 
 /* request ops */
-#define ACQ 1                /* acquire_lua (mutex, write lock) */
-#define ACQS 2               /* acquire_shared_lua (read lock) */
-#define REL 3                /* release_lua "plain"/"hash" */
-#define RELS 4               /* release_lua "shared" */
-#define WDR 5                /* release_lua "withdraw" */
-#define REN 6                /* renew_lua, exclusive */
-#define RENS 7               /* renew_lua "s" */
+#define ACQ 1                /* acquire.lua (mutex, write lock) */
+#define ACQS 2               /* acquire_shared.lua (read lock) */
+#define REL 3                /* release.lua "plain"/"hash" */
+#define RELS 4               /* release.lua "shared" */
+#define WDR 5                /* release.lua "withdraw" */
+#define REN 6                /* renew.lua, exclusive */
+#define RENS 7               /* renew.lua "s" */
 /* answers */
 #define A_GOT 1              /* {1, fence} or {2, fence} (or the uncontended path's fence) */
 #define A_WAIT 2             /* {0, ms, last} */
@@ -261,7 +261,7 @@ inline guarded(g) {
     g = (now < nb)
 }
 
-/* acquire_lua past its uncontended path (which is take() on a lock with
+/* acquire.lua past its uncontended path (which is take() on a lock with
  * no other keys: the same state here) */
 inline acquire_x(c) {
     guarded(g);
@@ -318,7 +318,7 @@ inline acquire_s(c) {
     fi
 }
 
-/* release_lua, an exclusive hold ("plain", "hash"; "withdraw" after its own part) */
+/* release.lua, an exclusive hold ("plain", "hash"; "withdraw" after its own part) */
 inline release_x(c) {
     if
     :: owner != c -> reply(A_NO, 0, 0)                /* the token compare */
@@ -441,7 +441,7 @@ end:
     :: atomic { faults < MAXFAULTS && snapped && now < MAXT -> /* from an older snapshot */
         faults++; drop_conns(); snap_copy(0); now++; gen++ }
 #elif FAULT == 4
-    :: atomic { faults < MAXFAULTS ->                 /* dlock break (reset_lua) */
+    :: atomic { faults < MAXFAULTS ->                 /* dlock break (reset.lua) */
         faults++; owner = 0; lexp = 0; lfence = 0; lfo = 0; wmark = 0; qlen = 0;
         i = 0;
         do

@@ -1,8 +1,8 @@
-/* mutant release-no-token: release_lua without the owner compare: a late release ends another's hold (mutex).  Written by model/mutants/make from lock.pml; do not edit. */
+/* mutant release-no-token: release.lua without the owner compare: a late release ends another's hold (mutex).  Written by model/mutants/make from lock.pml; do not edit. */
 #define K1 PLAIN
 #define K2 PLAIN
-/* lock.pml -- the lock protocol of src/backend/scripts.c (acquire_lua,
- * acquire_shared_lua, release_lua, renew_lua, reset_lua and the fence
+/* lock.pml -- the lock protocol of src/backend/lua/ (acquire.lua,
+ * acquire_shared.lua, release.lua, renew.lua, reset.lua and the fence
  * scripts) and of the client that uses it (src/core/lock.c, hold.c,
  * renew.c), for SPIN.  model/README.md maps every action below to the
  * lines it stands for, says what is abstracted away, and how to check it:
@@ -54,13 +54,13 @@
 #define NLOC 1               /* local holds per caching hold */
 
 /* request ops */
-#define ACQ 1                /* acquire_lua (mutex, write lock) */
-#define ACQS 2               /* acquire_shared_lua (read lock) */
-#define REL 3                /* release_lua "plain"/"hash" */
-#define RELS 4               /* release_lua "shared" */
-#define WDR 5                /* release_lua "withdraw" */
-#define REN 6                /* renew_lua, exclusive */
-#define RENS 7               /* renew_lua "s" */
+#define ACQ 1                /* acquire.lua (mutex, write lock) */
+#define ACQS 2               /* acquire_shared.lua (read lock) */
+#define REL 3                /* release.lua "plain"/"hash" */
+#define RELS 4               /* release.lua "shared" */
+#define WDR 5                /* release.lua "withdraw" */
+#define REN 6                /* renew.lua, exclusive */
+#define RENS 7               /* renew.lua "s" */
 /* answers */
 #define A_GOT 1              /* {1, fence} or {2, fence} (or the uncontended path's fence) */
 #define A_WAIT 2             /* {0, ms, last} */
@@ -255,7 +255,7 @@ inline guarded(g) {
     g = (now < nb)
 }
 
-/* acquire_lua past its uncontended path (which is take() on a lock with
+/* acquire.lua past its uncontended path (which is take() on a lock with
  * no other keys: the same state here) */
 inline acquire_x(c) {
     guarded(g);
@@ -312,7 +312,7 @@ inline acquire_s(c) {
     fi
 }
 
-/* release_lua, an exclusive hold ("plain", "hash"; "withdraw" after its own part) */
+/* release.lua, an exclusive hold ("plain", "hash"; "withdraw" after its own part) */
 inline release_x(c) {
     if
     :: !wmark -> owner = 0; lexp = 0; lfence = 0; lfo = 0; reply(A_OK, 0, 0)
@@ -432,7 +432,7 @@ end:
     :: atomic { faults < MAXFAULTS && snapped && now < MAXT -> /* from an older snapshot */
         faults++; drop_conns(); snap_copy(0); now++; gen++ }
 #elif FAULT == 4
-    :: atomic { faults < MAXFAULTS ->                 /* dlock break (reset_lua) */
+    :: atomic { faults < MAXFAULTS ->                 /* dlock break (reset.lua) */
         faults++; owner = 0; lexp = 0; lfence = 0; lfo = 0; wmark = 0; qlen = 0;
         i = 0;
         do

@@ -1,5 +1,5 @@
-/* mutant sem-return-lapsed: sem_lua's return gives a unit back without finding its lease: a lapsed one, already given back, twice (units).  Written by model/mutants/make from sem.pml; do not edit. */
-/* sem.pml -- the semaphore protocol of src/backend/scripts.c (sem_lua:
+/* mutant sem-return-lapsed: sem.lua's return gives a unit back without finding its lease: a lapsed one, already given back, twice (units).  Written by model/mutants/make from sem.pml; do not edit. */
+/* sem.pml -- the semaphore protocol of src/backend/lua/ (sem.lua:
  * take, withdraw, post, renew, return, its clean-up and its `done`
  * record) and of its client (src/core/sem.c), for SPIN.  model/README.md
  * maps the actions to the lines they stand for.
@@ -36,7 +36,7 @@
 #define HOLD 3
 #define DEAD 4
 
-/* sem_lua's keys */
+/* sem.lua's keys */
 byte v = N;                  /* value */
 byte q[NC]; byte qlen;       /* queue (tickets in order) */
 byte sx[NC + 1];             /* expiry zset: a waiter's registration, a grant's time */

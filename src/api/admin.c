@@ -50,7 +50,7 @@ DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_in
     return rc;
 }
 
-/* A waiter as waits_lua lists it, "since|host:pid:tid|mode|detect"
+/* A waiter as waits.lua lists it, "since|host:pid:tid|mode|detect"
  * (the host may hold colons: the numbers are the last two fields): 0, or
  * -1 if it is not that. */
 static int waiter_parse(const char *v, int64_t now, dlock_lock_waiter_t *w) {

@@ -78,7 +78,7 @@ void dlock__report(dlock__lost_report *rep);
  * is not an initialised attribute object.  (attr.c) */
 int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
 
-/* One request on the record-lock range table of name (range_lua; args
+/* One request on the record-lock range table of name (range.lua; args
  * its ARGV): 0 with *out its answer (dlock__strs_free), or an errno
  * value (ENOLCK: unreachable, or the breaker is open; ENOTSUP on
  * Redlock).  once: one attempt, however the server answers.  (range.c;

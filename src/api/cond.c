@@ -2,7 +2,7 @@
  *
  * A condition variable is a table entry of its own kind (its key is the
  * zset of its waiters, <prefix>{<name>}:cond, which is also its channel)
- * and one script, cond_lua.  wait: make sure the channel is subscribed,
+ * and one script, cond.lua.  wait: make sure the channel is subscribed,
  * register on the server while still holding the mutex (so a signal sent
  * once the mutex is free cannot miss us), release the mutex, sleep on the
  * one waiting path until a message on the channel, the deadline or the

@@ -158,7 +158,7 @@ DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m) {
     return mx->l->k.name;
 }
 
-/* A fenced write through the lock's own deployment: see fenced_set_lua.
+/* A fenced write through the lock's own deployment: see fenced_set.lua.
  * The caller must hold m; the write carries the fence of that hold. */
 DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const void *value, size_t len) {
     dlock__mutex *mx;

@@ -1,4 +1,4 @@
-/* range.c -- the record-lock range tables (range_lua, backend/scripts.c),
+/* range.c -- the record-lock range tables (backend/lua/range.lua),
  * for the preload's fcntl and lockf hooks (docs/preload.md, "Record
  * locks"): one request on <prefix>{<name>}:rl, through the client's
  * circuit breaker as dlock_lock_info is; and what `dlock status`, `list`

@@ -3,9 +3,10 @@
  * The objects only; every ownership decision is the lock core's
  * (lock.c), which takes a read lock as a shared hold (the readers zset of
  * the lock) and a write lock as the exclusive hold a mutex takes.  The
- * policy lives in the scripts (scripts.c): a writer that has to wait
- * registers itself, and readers wait while one is registered (writers
- * first, the default kind) or only while a writer holds the lock
+ * policy lives in the scripts (backend/lua/acquire.lua and
+ * acquire_shared.lua): a writer that has to wait registers itself, and
+ * readers wait while one is registered (writers first, the default kind)
+ * or only while a writer holds the lock
  * (DLOCK_RWLOCK_PREFER_READER, the attribute's kind, per request).  A
  * thread's read lock taken again is counted in the process (lock.c) and
  * never waits, in any kind.

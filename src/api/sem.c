@@ -4,7 +4,7 @@
  * A semaphore object holds a table entry of the semaphore kind
  * (DLOCK__KIND_SEM) on its client; the waiting, the ops on the server
  * and what they mean are the core's (core/sem.c) and the script's
- * (sem_lua, backend/scripts.c).  This file checks the arguments, counts
+ * (backend/lua/sem.lua).  This file checks the arguments, counts
  * the calls in flight (destroy gives EBUSY while a thread waits), turns
  * deadlines into monotonic ones and blocks signals around an
  * interruptible wait, as the mutex's calls do, and keeps what the

@@ -3,8 +3,8 @@
  * dlock_sem_owners), its removal (dlock_sem_unlink) and its reset
  * (dlock_sem_break), by name, without a dlock_sem_t: what `dlock status`
  * and `dlock break` use.  dlock_sem_list is with dlock_list (admin.c),
- * whose scan it shares.  The scripts are sem_info_lua and sem_admin_lua
- * (backend/scripts.c).
+ * whose scan it shares.  The scripts are backend/lua/sem_info.lua and
+ * sem_admin.lua.
  */
 #include <errno.h>
 #include <stdlib.h>

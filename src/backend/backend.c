@@ -113,8 +113,8 @@ static size_t who(const dlock__thread *self, const char **out) {
  * all declared, so that a slot in migration redirects the request before
  * the script runs.  On one server: the lock key, and the deployment's
  * epoch key when the script needs it (epoch: an acquire with the restart
- * guard on); the script makes the others from the lock key (scripts.c,
- * KEYS_PRELUDE). */
+ * guard on); the script makes the others from the lock key
+ * (lua/includes/keys.lua). */
 static int lock_keys(const dlock__backend *c, const dlock__keys *k, int epoch, const char **args, size_t *lens) {
     int i;
     if (!c->node.conf.cluster) {
@@ -175,7 +175,7 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
         if ((flags & (DLOCK__F_HELD | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_HELD && guard == 0)
             a->flags[4] = '2';
         a->flags[5] = '\0';
-        /* L, in the entry of a caller that queues (QUEUE_ENTRY; its
+        /* L, in the entry of a caller that queues (release.lua; its
          * since, dlock__acquire_since) */
         a->len[a->n] = a->flags[4] != '\0' ? 5 : 4;
         if ((flags & (DLOCK__F_FAIR | DLOCK__F_WAIT)) == (DLOCK__F_FAIR | DLOCK__F_WAIT)) {
@@ -235,7 +235,7 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
 /* plain_acquire's answer when the script must decide. */
 #define PLAIN_ASK (-1)
 
-/* The fence from fence_next_lua's answer r in the pipeline; a server
+/* The fence from fence_next.lua's answer r in the pipeline; a server
  * that did not know the script (NOSCRIPT: restarted or flushed) is asked
  * again, by script_run, which loads it.  0, or -1: no fence. */
 static int plain_fence(dlock__backend *c, const dlock__keys *k, const redisReply *r, uint64_t *fence,
@@ -256,14 +256,14 @@ static int plain_fence(dlock__backend *c, const dlock__keys *k, const redisReply
  * the raw pair's SET NX PX, of the string form "TOKEN - SINCE WHO" (no
  * fence kept: it is not known yet) with the lease as its expiry, then
  * EXISTS of the readers, waiting writers, handoff and queue keys, then
- * fence_next_lua (EVALSHA), which issues the fence as every acquire does
+ * fence_next.lua (EVALSHA), which issues the fence as every acquire does
  * -- written at once, one round trip.  Taken, with none of those keys
  * there: held, that answer its fence (a server that does not know the
  * script yet is asked once more by plain_fence).  Taken, but one of them
  * was there (the SET and the EXISTS are not one step: whatever came
  * between them found the string held, and waits), or no fence came back:
  * PLAIN_ASK with *mine set -- the script takes the string back and
- * decides (acquire_lua's flag V).  Not taken: PLAIN_ASK, the script
+ * decides (acquire.lua's flag V).  Not taken: PLAIN_ASK, the script
  * decides (it answers who holds it, and registers a caller that waits).
  * Else 0 (answered) or an errno.  A failed attempt's fence is only
  * skipped: fences need to increase, not to be dense. */
@@ -437,14 +437,14 @@ struct sem_bufs {
     char ttl[DLOCK__DEC_MAX], arg[DLOCK__DEC_MAX + 1], keep[DLOCK__DEC_MAX], lease[DLOCK__DEC_MAX];
 };
 
-/* The arguments of one sem_lua call: its keys (all declared: a cluster
+/* The arguments of one sem.lua call: its keys (all declared: a cluster
  * redirects a slot in migration before the script runs, never half-way
  * through it), then op, token, ttl, arg, how long an op done is
  * remembered, who (id) and the lease.  Returns how many. */
 static int sem_args(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                     long long arg, unsigned lease_ms, const char *id, size_t idlen, struct sem_bufs *b,
                     const char **args, size_t *lens) {
-    /* How long the server remembers an op done (sem_lua's `done`): past
+    /* How long the server remembers an op done (sem.lua's `done`): past
      * the longest this call may go on sending it again. */
     unsigned long long keep_ms = 2ull * c->node.conf.unreachable_ms;
     int i;
@@ -463,8 +463,8 @@ static int sem_args(dlock__backend *c, const dlock__keys *k, const char *op, con
 }
 #define SEM_NARGS (DLOCK__NKS + 7)
 
-/* One renewal's script, its number of keys and its arguments: renew_lua
- * for a hold, sem_lua's 'renew' for a semaphore's leased unit.  Returns
+/* One renewal's script, its number of keys and its arguments: renew.lua
+ * for a hold, sem.lua's 'renew' for a semaphore's leased unit.  Returns
  * the number of arguments. */
 struct renew_bufs {
     char lease[16], fence[DLOCK__DEC_MAX];
@@ -490,8 +490,8 @@ static int renew_args(dlock__backend *c, const dlock__renewal *rn, struct renew_
     return 5;
 }
 
-/* A renewal's answer: renew_lua's 0, 1 or 2 (renewed, and wanted), or
- * sem_lua's 0 or 1.  0, or -1 for anything else. */
+/* A renewal's answer: renew.lua's 0, 1 or 2 (renewed, and wanted), or
+ * sem.lua's 0 or 1.  0, or -1 for anything else. */
 static int renew_answer(const redisReply *r, dlock__renewal *rn) {
     rn->wanted = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 2 && !rn->shared && !rn->unit;
     if (rn->wanted) {
@@ -697,7 +697,7 @@ static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, 
     return rc;
 }
 
-/* The calling thread as a caller of semaphore ops (sem_lua's `done`
+/* The calling thread as a caller of semaphore ops (sem.lua's `done`
  * record, one entry per caller): "host:pid:tid/TAG" with this process's
  * own pid and the thread's own tid (gettid: the thread may have no
  * identity yet, as at its first sem_init) -- never the ones dlock__set_who
@@ -734,7 +734,7 @@ static int sem_caller_get(struct sem_caller **out) {
     return 0;
 }
 
-/* A semaphore op (sem_lua): its arguments, then the caller and the op's
+/* A semaphore op (sem.lua): its arguments, then the caller and the op's
  * number (ARGV[8], ARGV[9]) for the `done` record, and the value to make
  * it again with if the server lost it (ARGV[10]). */
 static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
@@ -800,7 +800,7 @@ static int strs_parse(const redisReply *r, dlock__strs *out) {
     return -1;
 }
 
-/* The keys of a waits op (waits_lua) in buf, pointed at by args: k's
+/* The keys of a waits op (waits.lua) in buf, pointed at by args: k's
  * lock key, :waiting, :wmeta, readers, writers and fair queue, or (k
  * NULL) the edge key of the holder token id.  Their number, or -1
  * (ENOMEM). */
@@ -964,7 +964,7 @@ int dlock__figs_parse(const redisReply *r, dlock__figs *out, size_t max, size_t 
     return 0;
 }
 
-/* A record-lock range request (range_lua) on <lock key>:rl. */
+/* A record-lock range request (range.lua) on <lock key>:rl. */
 static int single_range(dlock__backend *c, const dlock__keys *k, int nargs, const char *const *args,
                         dlock__strs *out, dlock__mono deadline) {
     const char *a[1 + 12];

@@ -1,5 +1,5 @@
 /* backend.h -- what a lock is on the server: the keys of a lock, the
- * Lua scripts (scripts.c) and their replies (reply.c), and the backend
+ * Lua scripts (lua/NAME.lua, run by scripts.c) and their replies (reply.c), and the backend
  * interface every deployment sits behind: one server or Sentinel
  * (backend.c), Redis Cluster (cluster.c), a Redlock quorum (redlock.c). */
 #ifndef DLOCK_BACKEND_H
@@ -10,14 +10,14 @@
 /* The keys of one lock; the braces put all of them in one cluster slot. */
 enum {
     DLOCK__K_LOCK,    /* <prefix>{<name>}          the holder: a hash (owner, fence, who, since) or the
-                       * string "TOKEN FENCE SINCE WHO" (scripts.c) */
+                       * string "TOKEN FENCE SINCE WHO" (lua/acquire.lua) */
     DLOCK__K_FENCE,   /* <prefix>{<name>}:fence    the last fence issued */
     DLOCK__K_STATE,   /* <prefix>{<name>}:state    robust marker: held / notrecoverable */
     DLOCK__K_READERS, /* <prefix>{<name>}:readers  zset: shared holders' tokens by expiry */
     DLOCK__K_WRITERS, /* <prefix>{<name>}:writers  zset: waiting writers' tokens by expiry */
     DLOCK__K_HANDOFF, /* <prefix>{<name>}:handoff  host:pid:tid of a releaser held back */
     DLOCK__K_QUEUE,   /* <prefix>{<name>}:fifo     list: the fair queue, in arrival order, of entries
-                       * "TOKEN|LEASE|ROBUST|DELIVERY|host:pid:tid" (scripts.c) */
+                       * "TOKEN|LEASE|ROBUST|DELIVERY|host:pid:tid" (lua/release.lua) */
     DLOCK__NKEYS
 };
 /* Not among them (the scripts make its name): <prefix>{<name>}:g:<token>,
@@ -54,7 +54,7 @@ enum { DLOCK__KEYS_LOCK, DLOCK__KEYS_COND, DLOCK__KEYS_SEM };
  *   <prefix>{<name>}:semx  zset: waiters' and grantees' tokens by registration expiry
  *   <prefix>{<name>}:semg  hash: tokens a post handed a unit to, not yet taken
  *   <prefix>{<name>}:semd  hash: caller (a thread) -> its last take, withdraw, post or
- *                          return done (sem_lua's `done`): asked again, it answers 1
+ *                          return done (sem.lua's `done`): asked again, it answers 1
  *   <prefix>{<name>}:semo  hash: token -> "KIND:SINCE:WHO" of each waiter (KIND w, from
  *                          its first registration until it takes its unit or leaves;
  *                          W: the same, told of a unit by a push to its grant list)
@@ -80,7 +80,7 @@ _Static_assert(DLOCK__NKS <= DLOCK__NKEYS + 1, "a semaphore's keys fit in dlock_
 #define DLOCK__SEM_TTL_MS 3000u
 /* How long an unlinked semaphore's mark (<value key>:unlinked) stays:
  * while it does, objects still open on the name do not make it again
- * (sem_lua: it was removed on purpose, not lost).  An hour. */
+ * (sem.lua: it was removed on purpose, not lost).  An hour. */
 #define DLOCK__SEM_UNLINKED_MS 3600000u
 /* 0, or ENOMEM (nothing kept).  kind: DLOCK__KEYS_*. */
 int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_t namelen, int kind);
@@ -228,9 +228,9 @@ enum {
 #define DLOCK__F_PLAIN 128 /* the lock was free at its last acquisition here: one server may try
                             * the pipelined uncontended path (backend.c, plain_acquire) */
 #define DLOCK__F_HELD 256  /* the lock was held at its last acquisition here, or this call has
-                            * waited: the script may read the holder first (acquire_lua's H) */
+                            * waited: the script may read the holder first (acquire.lua's H) */
 #define DLOCK__F_LISTED 512 /* with F_FAIR and F_WAIT: the caller holds nothing; its queue entry
-                             * lists its wait, which it never registers (QUEUE_ENTRY's L) */
+                             * lists its wait, which it never registers (the queue entry's L: release.lua) */
 #define DLOCK__F_DETECTS 1024 /* with F_LISTED: its wait detects deadlocks (listed as such) */
 /* Redlock only: how far (in fences: ns) a caching hold's local holds may
  * number on past the fence the masters issued it, ~1.07 s.  Redlock
@@ -239,7 +239,7 @@ enum {
  * (core/lock.c, cache_fence) and need no block. */
 #define DLOCK__FENCE_BLOCK (1ull << 30)
 
-/* How a hold ends on the server (see release_lua in scripts.c). */
+/* How a hold ends on the server (see lua/release.lua). */
 enum {
     DLOCK__REL_PLAIN,
     DLOCK__REL_CLEAN,
@@ -261,7 +261,7 @@ int dlock__release_kind(int shared, int robust, int dead, int inconsistent, int 
  * (its answer came after the hold's validity, was lost, or lacked the
  * replicas' acknowledgement): DLOCK__REL_UNDO for a robust exclusive one. */
 int dlock__undo_kind(int shared, int robust);
-/* Administrative resets (see reset_lua). */
+/* Administrative resets (see reset.lua). */
 enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 
 /* Replies (reply.c): 0, or -1 for anything but what the script returns. */
@@ -281,13 +281,13 @@ typedef struct dlock__renewal {
     const dlock__keys *k;
     int shared;
     int unit;   /* a semaphore's unit leased under undo (k: the semaphore's keys, token:
-                 * the unit's), renewed by sem_lua's 'renew' in the same batch */
+                 * the unit's), renewed by sem.lua's 'renew' in the same batch */
     const char *token;
     unsigned lease_ms;
     uint64_t fence; /* not 0: the hold's fence, which the lock does not keep (one server's
                      * pipelined SET): recorded by this renewal */
     int result; /* out: 1 renewed, 0 refused (not ours), -1 no answer */
-    int wanted; /* out: renewed, a cached lock someone asked for (renew_lua's 2) */
+    int wanted; /* out: renewed, a cached lock someone asked for (renew.lua's 2) */
     int moved;  /* out: Cluster: the node sent it elsewhere (MOVED, ASK) */
 } dlock__renewal;
 /* One renewal by itself, by dlock__command (which follows a cluster's
@@ -350,7 +350,7 @@ typedef struct dlock__backend_ops {
                       const void *value, size_t len, int *written, dlock__mono deadline);
     /* What the server knows of the lock. */
     int (*info)(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline);
-    /* A condition variable operation (cond_lua): op is "wait", "check",
+    /* A condition variable operation (cond.lua): op is "wait", "check",
      * "withdraw", "signal" or "broadcast"; *result is the script's answer. */
     int (*cond)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                 const char *const *stale, size_t nstale, long long *result, dlock__mono deadline);
@@ -359,7 +359,7 @@ typedef struct dlock__backend_ops {
      * NULL where there is no queue. */
     int (*grant_conn)(dlock__backend *c, const dlock__keys *k, dlock__node **node, dlock__conn **cn,
                       dlock__mono deadline);
-    /* A semaphore operation (sem_lua, scripts.c): op is "init" (arg: the
+    /* A semaphore operation (lua/sem.lua): op is "init" (arg: the
      * value; *result 1 made, 0 it existed), "take" (arg 1: queue the token
      * if no unit is free; *result 1 taken, 0 not), "withdraw" (*result 1:
      * a post had handed the token a unit, now taken), "post" (arg: the
@@ -369,21 +369,21 @@ typedef struct dlock__backend_ops {
      * "value".  ttl_ms: how long a waiter's registration (or a unit handed
      * to it) lasts unless taken or renewed.  lease_ms: with "take" and
      * "withdraw", 0 for a plain unit, else the unit taken is leased that
-     * long (undo; `done` in sem_lua).  remake: the value the caller
+     * long (undo; `done` in sem.lua).  remake: the value the caller
      * opened the semaphore with, which makes it again if the server lost
-     * it (sem_lua's ARGV[10]; a take then answers -N, not 0, while the
+     * it (sem.lua's ARGV[10]; a take then answers -N, not 0, while the
      * remade semaphore holds its units back N ms more); -1: not (init).
      * Leases are renewed through `renew` (dlock__renewal.unit).  NULL
      * where a deployment has no semaphores (Redlock: ENOTSUP). */
     int (*sem)(dlock__backend *c, const dlock__keys *k, const char *op, const char *token, unsigned ttl_ms,
                long long arg, unsigned lease_ms, long long remake, long long *result, dlock__sent *sent,
                dlock__mono deadline);
-    /* What the server knows of a semaphore (sem_info_lua): at most max
+    /* What the server knows of a semaphore (sem_info.lua): at most max
      * people listed; out->people is malloc'ed (free it).  NULL where a
      * deployment has no semaphores. */
     int (*sem_info)(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
                     dlock__mono deadline);
-    /* Administration of a semaphore (sem_admin_lua), asked once: how
+    /* Administration of a semaphore (sem_admin.lua), asked once: how
      * DLOCK__SEM_UNLINK (*result 1 deleted, 0 it did not exist) or
      * DLOCK__SEM_BREAK (*result the units taken back, -1 it does not
      * exist) or DLOCK__SEM_EXPIRE / DLOCK__SEM_KEEP (*result on entry:
@@ -392,7 +392,7 @@ typedef struct dlock__backend_ops {
      * semaphores. */
     int (*sem_admin)(dlock__backend *c, const dlock__keys *k, int how, long long *result, dlock__sent *sent,
                      dlock__mono deadline);
-    /* Who waits for whom (waits_lua, scripts.c; the core's deadlock.c).
+    /* Who waits for whom (lua/waits.lua; the core's deadlock.c).
      * On k's slot (its lock key and <key>:waiting, :wmeta, :readers):
      * op "note" registers or refreshes the wait `id` (its record rec,
      * "AGE|host:pid:tid|mode|detect", AGE the ms it has waited, for
@@ -407,7 +407,7 @@ typedef struct dlock__backend_ops {
      * where a deployment keeps no waiters (Redlock). */
     int (*waits)(dlock__backend *c, const dlock__keys *k, const char *op, const char *id, const char *rec,
                  unsigned ttl_ms, dlock__strs *out, dlock__mono deadline);
-    /* Live figures (stats_lua; the layout: docs/protocol.md, "Live
+    /* Live figures (stats.lua; the layout: docs/protocol.md, "Live
      * figures").  _add: adds one flush's payload (stats.c makes it) to
      * the server's figures of the current second; _read: the busiest
      * `max` locks of the last window_s seconds into out (*n of them).
@@ -417,7 +417,7 @@ typedef struct dlock__backend_ops {
     int (*stats_read)(dlock__backend *c, unsigned window_s, struct dlock__figs *out, size_t max, size_t *n,
                       dlock__mono deadline);
     /* A request on the record-lock range table of k's name,
-     * <prefix>{<name>}:rl (range_lua, scripts.c: args are its ARGV, nargs
+     * <prefix>{<name>}:rl (lua/range.lua: args are its ARGV, nargs
      * of them); *out its answer (dlock__strs_free).  NULL where a
      * deployment keeps none (Redlock). */
     int (*range)(dlock__backend *c, const dlock__keys *k, int nargs, const char *const *args, dlock__strs *out,
@@ -444,7 +444,7 @@ int dlock__single_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max
                            dlock__mono deadline);
 int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result,
                             dlock__sent *sent, dlock__mono deadline);
-/* sem_info_lua's answer as a dlock__sem_state: 0, -1 for anything else,
+/* sem_info.lua's answer as a dlock__sem_state: 0, -1 for anything else,
  * -2 out of memory (nothing is kept). */
 int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out);
 
@@ -536,7 +536,7 @@ typedef struct dlock__figs {
 /* The key every figure's name starts with: <prefix>{dlock-stats}
  * (one cluster slot), made with malloc. */
 char *dlock__stats_key(const dlock__backend *c);
-/* Fills out from a stats_lua "read" answer: 0, or -1. */
+/* Fills out from a stats.lua "read" answer: 0, or -1. */
 int dlock__figs_parse(const redisReply *r, dlock__figs *out, size_t max, size_t *n);
 
 /* Scripts (scripts.c): one row each, X(ID, FILE), for DLOCK__SCRIPT_ID

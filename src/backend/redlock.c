@@ -15,7 +15,7 @@
  * Fencing: each master issues max(last + 1, its time in ns).  The hold's
  * fence is the largest of the quorum's, and before the acquire returns it
  * is written back to every master as a floor for its next fence
- * (fence_raise_lua); that must reach a quorum too.  Any later hold's
+ * (fence_raise.lua); that must reach a quorum too.  Any later hold's
  * quorum shares a master with that one, whose next fence is above the
  * floor (for a caching hold: the last fence its local holds may number,
  * DLOCK__FENCE_BLOCK on), so fences

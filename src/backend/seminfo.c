@@ -1,6 +1,6 @@
 /* seminfo.c -- a semaphore's administration on one server: what it holds
- * (sem_info_lua: value, waiters, units leased under undo, and who they
- * are), its removal and its reset (sem_admin_lua).  A Cluster runs these
+ * (sem_info.lua: value, waiters, units leased under undo, and who they
+ * are), its removal and its reset (sem_admin.lua).  A Cluster runs these
  * on the master of the semaphore's slot (cluster.c); Redlock has no
  * semaphores.
  */

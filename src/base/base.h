@@ -145,8 +145,8 @@ typedef struct dlock__conf {
     unsigned command_timeout_ms;
     unsigned unreachable_ms;
     unsigned drift_ms; /* 0: 2 + lease/100 */
-    unsigned restart_guard_ms; /* 0: off; see acquire_lua */
-    unsigned handoff_ms;       /* 0: off; see release_lua */
+    unsigned restart_guard_ms; /* 0: off; see acquire.lua */
+    unsigned handoff_ms;       /* 0: off; see release.lua */
     /* ?wait_conns=N: how many threads of the client wait for their grant
      * in BLPOP at once, each on a connection of its own; the others are
      * told of their grant on the release channel, which the subscriber's

@@ -62,7 +62,7 @@ typedef struct dlock__hold {
     int at_risk;             /* told DLOCK_LEASE_AT_RISK, no renewal since (renew.c) */
     /* A semaphore's unit leased to the process under undo (sem.c): HELD
      * or LOST (never cached nor owned by a thread), on its lock's `units`,
-     * renewed by sem_lua; its handler is sem_lost_fn (lost_fn stays
+     * renewed by sem.lua; its handler is sem_lost_fn (lost_fn stays
      * NULL). */
     int unit;
     dlock_sem_lost_fn sem_lost_fn;
@@ -470,7 +470,7 @@ void dlock__owner_token(const struct dlock_client *c, const dlock__thread *self,
  * past max.  ENOLCK when the server cannot be reached within the bound.
  * Take (w->sem_value), post and value (opened) make the semaphore again
  * with the value the caller opened it with if the server lost it (not
- * if it was unlinked: sem_lua); a post that does adds nothing.  c->mu
+ * if it was unlinked: sem.lua); a post that does adds nothing.  c->mu
  * NOT held. */
 int dlock__sem_create(struct dlock_client *c, dlock__lock *l, unsigned value);
 int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try, dlock__mono deadline,

@@ -33,7 +33,7 @@
  *
  * A semaphore's unit leased to the process (undo: sem.c) is a hold on
  * the held list too (h->unit), and goes in the same batches: its renewal
- * is sem_lua's 'renew' instead of renew_lua, matched back to its unit by
+ * is sem.lua's 'renew' instead of renew.lua, matched back to its unit by
  * its token (a unit has no fence), and its loss is told to its lost-unit
  * handler (dlock__unit_lost).  One round trip per pass, locks and units
  * together.

@@ -4,7 +4,7 @@
  * A semaphore is a table entry of its own kind (DLOCK__KIND_SEM), whose
  * keys are its value, its queue of waiters, their registrations' expiry
  * and the units handed to waiters (DLOCK__KS_*), and one script
- * (sem_lua, backend/scripts.c), behind the backend's sem op.
+ * (backend/lua/sem.lua), behind the backend's sem op.
  *
  * wait: one "take" without queueing first (a free unit costs one round
  * trip and no subscription).  Else the call subscribes to the value's
@@ -34,7 +34,7 @@
  * the process on the server (its token in :semu by expiry, "u:..." in
  * :semo).  Here that unit is a hold (h->unit) on l->units and on the
  * client's held list, so that the renewal thread renews it in its batch
- * with the locks (sem_lua's 'renew') and finds it lost as it finds a lock
+ * with the locks (sem.lua's 'renew') and finds it lost as it finds a lock
  * lost: a refused renewal, or its validity run out (counted from before
  * the take was sent, less the drift margin).  A lost unit stays on
  * l->units, LOST, after its handler ran, until a post forgets it: that
@@ -66,7 +66,7 @@
  * trylock does; but one whose request may have gone out (a connection
  * was had) and got no answer may have been done -- a take that took a
  * unit no release would give back -- so it is asked again within the
- * bound (sem_lua's `done` answers an op it did with 1, doing nothing).
+ * bound (sem.lua's `done` answers an op it did with 1, doing nothing).
  * lease: take and withdraw lease the unit they take that long (0: not);
  * remake: the value the caller opened the semaphore with, to make it
  * again with if the server lost it (-1: not). */
@@ -240,7 +240,7 @@ void dlock__units_return_all(struct dlock_client *c) {
  * the same -- a unit nobody would ever post, or (undo) one nobody renews
  * for a lease.  The server's `done` entry of the thread that sent it
  * names its token until that thread's next op of the semaphore
- * (sem_lua), so that op is preceded by an undo of it: the unit goes
+ * (sem.lua), so that op is preceded by an undo of it: the unit goes
  * back if it was taken, and the registration goes if it was not.  An
  * undo that gets no answer stays, and the call that sent it fails
  * rather than send an op that would replace the entry.  (The list:
@@ -297,7 +297,7 @@ void dlock__sem_settle(struct dlock_client *c, dlock__lock *l) {
 /* ---------------------------------------------------------------- post */
 
 /* A post has a token of its own call: asked again after its answer was
- * lost, the server knows it did it (sem_lua's `done`).  A process that
+ * lost, the server knows it did it (sem.lua's `done`).  A process that
  * holds leased units of l gives one back instead. */
 int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, unsigned max) {
     char token[DLOCK__OWNER_LEN + 1];

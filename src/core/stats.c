@@ -6,7 +6,7 @@
  * unlock).  Counting is a few additions under the client's mutex, which
  * the lock call holds anyway, and one clock read at each end of a hold:
  * no round trip.  The renewal thread flushes what was counted once a
- * second at most, in one request (stats_lua's "add", one EVALSHA) for
+ * second at most, in one request (stats.lua's "add", one EVALSHA) for
  * every lock at once, to per-second keys that expire after a minute; a
  * failed flush drops its figures (they are figures, not state).
  * docs/protocol.md, "Live figures", has the server's layout.
@@ -211,7 +211,7 @@ static void put_field(buf *b, char kind, int idx, uint64_t v) {
     put(b, tmp, (size_t)k);
 }
 
-/* One lock's figures in stats_lua's payload: "<len>:<name> a N r N [L N]
+/* One lock's figures in stats.lua's payload: "<len>:<name> a N r N [L N]
  * [D N] wI C ... hI C ...;" (L lost holds, D EDEADLK answers). */
 static void put_lock(buf *b, const lstat *st) {
     char tmp[32];
