@@ -200,18 +200,33 @@ static void test_lost_while_releasing(void) {
     teardown();
 }
 
-/* A cached hold's loss tells nobody: it is forgotten. */
+/* A cached hold's loss: forgotten; it tells the lost-lock handler only
+ * if a hold ended into the cache after the last renewal the server
+ * confirmed (that hold's exclusion was never confirmed), and only once. */
 static void test_cached_lost(void) {
     dlock__lost_report rep;
     setup();
     lk->x.lost_fn = on_lost;
     lk->x.caching = 1;
     dlock__hold_cache(&lk->x);
+    lk->x.ends_seen = lk->x.ends; /* a renewal sent after it was answered */
     dlock__hold_lost(cl, &lk->x, &rep);
     CU_ASSERT_EQUAL(lk->x.state, DLOCK__HOLD_NONE);
     CU_ASSERT(rep.fn == NULL);
     CU_ASSERT_PTR_NULL(rep.name);
     CU_ASSERT_EQUAL(lk->x.caching, 0);
+    CU_ASSERT_PTR_NULL(cl->held);
+    teardown();
+
+    setup();
+    lk->x.lost_fn = on_lost;
+    lk->x.caching = 1;
+    dlock__hold_cache(&lk->x); /* no renewal confirmed since */
+    dlock__hold_lost(cl, &lk->x, &rep);
+    CU_ASSERT_EQUAL(lk->x.state, DLOCK__HOLD_NONE);
+    CU_ASSERT(rep.fn == on_lost);
+    CU_ASSERT_PTR_NOT_NULL(rep.name);
+    free(rep.name);
     CU_ASSERT_PTR_NULL(cl->held);
     teardown();
 }
