@@ -111,25 +111,29 @@ static void test_expire_renew(void) {
  * every call fails with ENOLCK at once (post, wait, trywait, getvalue,
  * timedwait, expire).  The server back, a call a second later gets
  * through (the probe).  (A trywait whose answer is lost is asked again:
- * test_sem's test_lost_answer_once.) */
+ * test_sem's test_lost_answer_once.)  A client that shares the host's
+ * record of the outage (host_breaker, the default) fails at once too. */
 static void test_sem_breaker(void) {
     dlt_redis r2;
-    dlock_client_t *c = NULL, *c2 = NULL;
+    dlock_client_t *c = NULL, *c2 = NULL, *c3 = NULL;
     dlock_semattr_t a;
-    dlock_sem_t s, s2;
+    dlock_sem_t s, s2, s3;
     char url[256];
     struct timespec ts;
     double t;
     int v, i;
     CU_ASSERT_FATAL(dlt_redis_start(&r2, NULL) == 0);
+    /* c2 keeps its breaker to itself (host_breaker=0); c3 shares the
+     * host's record of the outage (the default) */
+    snprintf(url, sizeof url, "%s?unreachable_ms=1000&breaker_ms=30000&host_breaker=0", r2.url);
+    CU_ASSERT_FATAL(dlt_client_make(&c2, url, 1000) == 0);
     snprintf(url, sizeof url, "%s?unreachable_ms=1000&breaker_ms=30000", r2.url);
-    CU_ASSERT_FATAL(dlt_client_make(&c, url, 1000) == 0 && dlt_client_make(&c2, url, 1000) == 0);
+    CU_ASSERT_FATAL(dlt_client_make(&c, url, 1000) == 0);
     dlock_semattr_init(&a);
     dlock_semattr_setclient(&a, c);
     DLT_ASSERT_INT_EQ(dlock_sem_init(&s, "br", 1, &a), 0);
     dlock_semattr_setclient(&a, c2);
     DLT_ASSERT_INT_EQ(dlock_sem_init(&s2, "br", 1, &a), 0);
-    dlock_semattr_destroy(&a);
     CU_ASSERT_FATAL(dlt_redis_stop(&r2) == 0);
 
     for (i = 0; i < 3; i++) { /* c2: tries, one attempt each */
@@ -158,6 +162,14 @@ static void test_sem_breaker(void) {
     t = dlt_now();
     DLT_ASSERT_INT_EQ(dlock_sem_getvalue(&s2, &v), ENOLCK); /* c2's tries opened nothing: it waits */
     CU_ASSERT(dlt_now() - t >= 0.5);
+    /* a client made now (no pooled connection that might still answer)
+     * reads the host's record: no wait */
+    CU_ASSERT_FATAL(dlt_client_make(&c3, url, 1000) == 0);
+    dlock_semattr_setclient(&a, c3);
+    t = dlt_now();
+    DLT_ASSERT_INT_EQ(dlock_sem_init(&s3, "br", 1, &a), ENOLCK); /* (init asks the server) */
+    CU_ASSERT(dlt_now() - t < 0.5);
+    dlock_semattr_destroy(&a);
 
     CU_ASSERT_FATAL(dlt_redis_restart(&r2) == 0);
     dlt_sleep_ms(1100);
@@ -169,6 +181,7 @@ static void test_sem_breaker(void) {
     dlock_sem_destroy(&s2);
     dlock_client_destroy(c);
     dlock_client_destroy(c2);
+    dlock_client_destroy(c3);
     dlt_redis_cleanup(&r2);
 }
 
