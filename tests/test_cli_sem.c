@@ -259,7 +259,7 @@ static void test_list_kinds(void) {
     CHECK_CODE(dl("list", "--json"), 0);
     CU_ASSERT_STRING_EQUAL(R.out, "[]\n");
     CHECK_CODE(dl("list"), 0);
-    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "no lock is held and no semaphore exists"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "no lock is held, no semaphore exists"));
     DLT_ASSERT_ERR(dlock_sem_init(&a, "j/a", 2, NULL), 0);
     DLT_ASSERT_ERR(dlock_sem_init(&b, "j/c", 0, NULL), 0);
     DLT_ASSERT_ERR(dlt_mutex_make(&m, "j/b", 0, NULL), 0);
