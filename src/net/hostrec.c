@@ -50,7 +50,7 @@ struct hr_rec {
     int64_t since;  /* DOWN: when it was found unreachable; UP: when it answered */
     int64_t until;  /* DOWN: the end of the back-off period */
     int64_t probe;  /* DOWN: no probe before this */
-    uint32_t told;  /* DLOCK__HOST_TOLD_DOWN | _UP: the notices given for this outage */
+    uint32_t told;  /* DLOCK__HOST_TOLD_*: the notices given for this outage */
     uint32_t pad;
     uint64_t sum; /* FNV-1a of the bytes before it */
 };
@@ -249,7 +249,7 @@ void dlock__hostrec_up(dlock__node *n) {
             r.state = HR_UP;
             r.since = now;
             /* whether the outage was told: its end is told only then */
-            r.told = told & DLOCK__HOST_TOLD_DOWN;
+            r.told = told & DLOCK__HOST_TOLD_DOWNS;
             if (rec_write(fd, &r) == 0)
                 dlock__debug("%s: host-wide circuit breaker closed: the server answered", n->conf.redacted_url);
         }
@@ -273,11 +273,11 @@ int dlock__breaker_host_tell(dlock__node *n, int what) {
     for (i = 0; i < 50 && rec_lock(fd) != 0; i++) usleep(100);
     if (i < 50) {
         int st = rec_read(fd, &r, now);
-        int fits = st == 1 && (what == DLOCK__HOST_TOLD_DOWN ? rec_down(&r, now) : r.state == HR_UP);
+        int up = what == DLOCK__HOST_TOLD_UP;
+        int fits = st == 1 && (up ? r.state == HR_UP : rec_down(&r, now));
         if (fits) {
             /* the end of an outage nobody told is not worth a word either */
-            tell = (r.told & (unsigned)what) == 0 &&
-                   (what == DLOCK__HOST_TOLD_DOWN || (r.told & DLOCK__HOST_TOLD_DOWN) != 0);
+            tell = (r.told & (unsigned)what) == 0 && (!up || (r.told & DLOCK__HOST_TOLD_DOWNS) != 0);
             r.told |= (unsigned)what;
             if (tell && rec_write(fd, &r) != 0) tell = 1;
         }
