@@ -241,6 +241,13 @@ static void test_bad_records_ignored(void) {
         rc = lock_once(url, "hr/live", &secs, msg, sizeof msg);
         printf("  %s record: %s in %.3f s\n", spoil_names[s], dlt_errno_name(rc), secs);
         if (s == GENUINE) {
+            /* made for its user alone: the directory 0700, the file 0600 */
+            struct stat st;
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%s", path);
+            *strrchr(dir, '/') = '\0';
+            CU_ASSERT(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700 && st.st_uid == geteuid());
+            CU_ASSERT(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
             DLT_ASSERT_ERR(rc, ENOLCK);
             CU_ASSERT(secs < 0.5);
             CU_ASSERT(strstr(msg, "another process of this host") != NULL);
