@@ -163,7 +163,7 @@ static int rec_down(const struct hr_rec *r, dlock__mono now) {
  * what asks it (dlock__breaker_open, the pipelined unlock) sees it too. */
 static void mirror(dlock__node *n, const struct hr_rec *r, dlock__mono probe) {
     if (n->breaker_until == 0)
-        dlock__debug("%s: circuit breaker open: another process of this host found the server unreachable "
+        dlock__debug("%s: circuit breaker open: a process of this host found the server unreachable "
                      "(host record %s)", n->conf.redacted_url, n->host_rec);
     n->breaker_since = r->since;
     n->breaker_until = r->until;
@@ -193,7 +193,7 @@ int dlock__hostrec_gate(dlock__node *n, int *probe) {
     }
     if (r.state == HR_UP) {
         if (n->breaker_until != 0 && r.since >= n->breaker_since) {
-            dlock__debug("%s: circuit breaker closed: another process of this host found the server answering",
+            dlock__debug("%s: circuit breaker closed: a process of this host found the server answering",
                          n->conf.redacted_url);
             n->breaker_until = 0;
         }
@@ -204,8 +204,8 @@ int dlock__hostrec_gate(dlock__node *n, int *probe) {
             rc = 0;
         } else {
             mirror(n, &r, r.probe);
-            rc = dlock__seterr(ENOLCK, "%s: not asked: another process of this host found the server unreachable "
-                               "%lld ms ago; it is asked again within %lld ms (host-wide circuit breaker, "
+            rc = dlock__seterr(ENOLCK, "%s: not asked: unreachable from this host for %lld ms (a process here "
+                               "found it so); it is asked again within %lld ms (host-wide circuit breaker, "
                                "host_breaker=1)", n->conf.redacted_url, (long long)((now - r.since) / DLOCK__MS),
                                (long long)((r.probe > now ? r.probe - now : 0) / DLOCK__MS + 1));
         }
