@@ -92,10 +92,12 @@ DLOCK_API dlock_client_t *dlock_client_default(int *err);
  * share the breaker's state in a host-wide record, and a program that
  * tells its user of an outage asks first whether it is the one to: 1 if
  * no other process has told that c's server is unreachable
- * (DLOCK_OUTAGE_DOWN) or, after such a notice, that it answers again
+ * (DLOCK_OUTAGE_DOWN; DLOCK_OUTAGE_DOWN_CLOSED, counted apart, for a
+ * program that says something else of it: one that refuses its locks
+ * meanwhile) or, after such a notice, that it answers again
  * (DLOCK_OUTAGE_UP) -- this call counts as the telling --, 0 if another
  * has.  1 as well when there is no usable record (each process tells). */
-enum { DLOCK_OUTAGE_DOWN = 1, DLOCK_OUTAGE_UP = 2 };
+enum { DLOCK_OUTAGE_DOWN = 1, DLOCK_OUTAGE_UP = 2, DLOCK_OUTAGE_DOWN_CLOSED = 4 };
 DLOCK_API int dlock_client_outage_notice(dlock_client_t *c, int what);
 
 /* Lost-lock handler: runs once per lost hold, as soon as the loss is

@@ -152,7 +152,8 @@ void dlpl_server_down(const char *name, int rc) {
     int first;
     if (atomic_load(&server_down) != 0) return;
     /* one notice per host per outage: the first program to find it out */
-    first = dlock_client_outage_notice(dlpl_client, DLOCK_OUTAGE_DOWN);
+    first = dlock_client_outage_notice(dlpl_client, dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED
+                                                        ? DLOCK_OUTAGE_DOWN_CLOSED : DLOCK_OUTAGE_DOWN);
     if (atomic_exchange(&server_down, first ? 1 : 2) != 0 || (!first && !dlpl_conf.verbose)) return;
     if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED)
         dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=closed: mapped file locks fail with ENOLCK, "

@@ -115,9 +115,10 @@ static inline const char *dlpl_lost_why(void) {
 const char *dlpl_policy_text(void);
 /* The lock server's reachability as the program sees it: _down when a
  * mapped lock gets no cluster-wide answer (rc: why), _up when one does.
- * Each says so on stderr once per change: once when the program goes
- * local-only (DLOCK_ON_ERROR=open) or starts refusing (closed), once when
- * the server answers again. */
+ * Each says so on stderr once per change and host (the host-wide outage
+ * record: the first program to see it; DLOCK_VERBOSE: each): once when
+ * the program goes local-only (DLOCK_ON_ERROR=open) or starts refusing
+ * (closed), once when the server answers again. */
 void dlpl_server_down(const char *name, int rc);
 void dlpl_server_up(void);
 /* The program's probe found the server back: told once per host per outage. */

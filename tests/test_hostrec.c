@@ -83,7 +83,7 @@ static void test_record_shared_across_processes(void) {
     DLT_ASSERT_ERR(lock_once(dead_url, "hr/a", &secs, msg, sizeof msg), ENOLCK);
     printf("  second process: %.3f s: %s\n", secs, msg);
     CU_ASSERT(secs < 0.5);
-    CU_ASSERT(strstr(msg, "another process of this host") != NULL);
+    CU_ASSERT(strstr(msg, "unreachable from this host") != NULL);
 }
 
 /* A child: one trylock-like lock on dead_url's server, now back: 0 if
@@ -141,7 +141,7 @@ static void test_waiter_answered_ends_outage(void) {
     CU_ASSERT_FATAL(p > 0);
     dlt_sleep_ms(1400); /* it recorded the outage after 1 s */
     DLT_ASSERT_ERR(lock_once(dead_url, "hr/a", &secs, msg, sizeof msg), ENOLCK);
-    CU_ASSERT(strstr(msg, "another process of this host") != NULL);
+    CU_ASSERT(strstr(msg, "unreachable from this host") != NULL);
     CU_ASSERT_FATAL(dlt_redis_restart(&dead_srv) == 0);
     DLT_ASSERT_INT_EQ(dlt_wait(p, 20000), 0);
     /* at once, though the host's next probe may be nearly a second away */
@@ -241,9 +241,16 @@ static void test_bad_records_ignored(void) {
         rc = lock_once(url, "hr/live", &secs, msg, sizeof msg);
         printf("  %s record: %s in %.3f s\n", spoil_names[s], dlt_errno_name(rc), secs);
         if (s == GENUINE) {
+            /* made for its user alone: the directory 0700, the file 0600 */
+            struct stat st;
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%s", path);
+            *strrchr(dir, '/') = '\0';
+            CU_ASSERT(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700 && st.st_uid == geteuid());
+            CU_ASSERT(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
             DLT_ASSERT_ERR(rc, ENOLCK);
             CU_ASSERT(secs < 0.5);
-            CU_ASSERT(strstr(msg, "another process of this host") != NULL);
+            CU_ASSERT(strstr(msg, "unreachable from this host") != NULL);
         } else {
             DLT_ASSERT_ERR(rc, 0);
         }

@@ -6,7 +6,15 @@
 #include "api/api.h"
 
 DLOCK_API int dlock_client_outage_notice(dlock_client_t *c, int what) {
-    if (c == NULL || (what != DLOCK_OUTAGE_DOWN && what != DLOCK_OUTAGE_UP)) return 1;
-    return dlock__breaker_host_tell(&c->be.node, what == DLOCK_OUTAGE_DOWN ? DLOCK__HOST_TOLD_DOWN
-                                                                             : DLOCK__HOST_TOLD_UP);
+    if (c == NULL) return 1;
+    switch (what) {
+    case DLOCK_OUTAGE_DOWN:
+        return dlock__breaker_host_tell(&c->be.node, DLOCK__HOST_TOLD_DOWN);
+    case DLOCK_OUTAGE_DOWN_CLOSED:
+        return dlock__breaker_host_tell(&c->be.node, DLOCK__HOST_TOLD_DOWN_CLOSED);
+    case DLOCK_OUTAGE_UP:
+        return dlock__breaker_host_tell(&c->be.node, DLOCK__HOST_TOLD_UP);
+    default:
+        return 1;
+    }
 }

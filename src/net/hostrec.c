@@ -50,7 +50,7 @@ struct hr_rec {
     int64_t since;  /* DOWN: when it was found unreachable; UP: when it answered */
     int64_t until;  /* DOWN: the end of the back-off period */
     int64_t probe;  /* DOWN: no probe before this */
-    uint32_t told;  /* DLOCK__HOST_TOLD_DOWN | _UP: the notices given for this outage */
+    uint32_t told;  /* DLOCK__HOST_TOLD_*: the notices given for this outage */
     uint32_t pad;
     uint64_t sum; /* FNV-1a of the bytes before it */
 };
@@ -163,7 +163,7 @@ static int rec_down(const struct hr_rec *r, dlock__mono now) {
  * what asks it (dlock__breaker_open, the pipelined unlock) sees it too. */
 static void mirror(dlock__node *n, const struct hr_rec *r, dlock__mono probe) {
     if (n->breaker_until == 0)
-        dlock__debug("%s: circuit breaker open: another process of this host found the server unreachable "
+        dlock__debug("%s: circuit breaker open: a process of this host found the server unreachable "
                      "(host record %s)", n->conf.redacted_url, n->host_rec);
     n->breaker_since = r->since;
     n->breaker_until = r->until;
@@ -193,7 +193,7 @@ int dlock__hostrec_gate(dlock__node *n, int *probe) {
     }
     if (r.state == HR_UP) {
         if (n->breaker_until != 0 && r.since >= n->breaker_since) {
-            dlock__debug("%s: circuit breaker closed: another process of this host found the server answering",
+            dlock__debug("%s: circuit breaker closed: a process of this host found the server answering",
                          n->conf.redacted_url);
             n->breaker_until = 0;
         }
@@ -204,8 +204,8 @@ int dlock__hostrec_gate(dlock__node *n, int *probe) {
             rc = 0;
         } else {
             mirror(n, &r, r.probe);
-            rc = dlock__seterr(ENOLCK, "%s: not asked: another process of this host found the server unreachable "
-                               "%lld ms ago; it is asked again within %lld ms (host-wide circuit breaker, "
+            rc = dlock__seterr(ENOLCK, "%s: not asked: unreachable from this host for %lld ms (a process here "
+                               "found it so); it is asked again within %lld ms (host-wide circuit breaker, "
                                "host_breaker=1)", n->conf.redacted_url, (long long)((now - r.since) / DLOCK__MS),
                                (long long)((r.probe > now ? r.probe - now : 0) / DLOCK__MS + 1));
         }
@@ -249,7 +249,7 @@ void dlock__hostrec_up(dlock__node *n) {
             r.state = HR_UP;
             r.since = now;
             /* whether the outage was told: its end is told only then */
-            r.told = told & DLOCK__HOST_TOLD_DOWN;
+            r.told = told & DLOCK__HOST_TOLD_DOWNS;
             if (rec_write(fd, &r) == 0)
                 dlock__debug("%s: host-wide circuit breaker closed: the server answered", n->conf.redacted_url);
         }
@@ -273,11 +273,11 @@ int dlock__breaker_host_tell(dlock__node *n, int what) {
     for (i = 0; i < 50 && rec_lock(fd) != 0; i++) usleep(100);
     if (i < 50) {
         int st = rec_read(fd, &r, now);
-        int fits = st == 1 && (what == DLOCK__HOST_TOLD_DOWN ? rec_down(&r, now) : r.state == HR_UP);
+        int up = what == DLOCK__HOST_TOLD_UP;
+        int fits = st == 1 && (up ? r.state == HR_UP : rec_down(&r, now));
         if (fits) {
             /* the end of an outage nobody told is not worth a word either */
-            tell = (r.told & (unsigned)what) == 0 &&
-                   (what == DLOCK__HOST_TOLD_DOWN || (r.told & DLOCK__HOST_TOLD_DOWN) != 0);
+            tell = (r.told & (unsigned)what) == 0 && (!up || (r.told & DLOCK__HOST_TOLD_DOWNS) != 0);
             r.told |= (unsigned)what;
             if (tell && rec_write(fd, &r) != 0) tell = 1;
         }

@@ -355,11 +355,14 @@ void dlock__hostrec_down(dlock__node *n, dlock__mono since);
 void dlock__hostrec_up(dlock__node *n);
 void dlock__hostrec_refused(dlock__node *n, dlock__mono first, dlock__mono now);
 /* Notices, one per host per outage: 1 if the caller is to tell that the
- * server is unreachable (DLOCK__HOST_TOLD_DOWN) or answers again
+ * server is unreachable (DLOCK__HOST_TOLD_DOWN, or _DOWN_CLOSED: the same
+ * told in other words, counted apart) or answers again
  * (DLOCK__HOST_TOLD_UP, only after a told outage) -- no other process
  * has for this outage --, 0 if another one has.  1 without a record. */
 #define DLOCK__HOST_TOLD_DOWN 1
 #define DLOCK__HOST_TOLD_UP 2
+#define DLOCK__HOST_TOLD_DOWN_CLOSED 4
+#define DLOCK__HOST_TOLD_DOWNS (DLOCK__HOST_TOLD_DOWN | DLOCK__HOST_TOLD_DOWN_CLOSED)
 int dlock__breaker_host_tell(dlock__node *n, int what);
 /* Sets the calling thread's call end (DLOCK__MONO_NEVER: none), which no
  * connect attempt or reply wait of the thread outlasts; the old one. */
