@@ -39,16 +39,7 @@ void dlock__report(dlock__lost_report *rep);
  * is not an initialised attribute object.  (attr.c) */
 int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
 
-/* One request on the record-lock range table of name (range_lua; args
- * its ARGV): 0 with *out its answer (dlock__strs_free), or an errno
- * value (ENOLCK: unreachable, or the breaker is open; ENOTSUP on
- * Redlock).  once: one attempt, however the server answers.  (range.c;
- * for the preload) */
-int dlock__range(dlock_client_t *c, const char *name, int once, int nargs, const char *const *args,
-                 dlock__strs *out);
-/* A record-lock owner's wait edges (the waits op's "eset", "eget",
- * "edel" on <prefix>dlw:{<id>}): one attempt.  (range.c) */
-int dlock__range_edge(dlock_client_t *c, const char *op, const char *id, const char *rec, unsigned ttl_ms,
-                      dlock__strs *out);
+/* dlock__range and dlock__range_edge (range.c), for the preload, are
+ * declared in dlock_private.h. */
 
 #endif /* DLOCK_API_H */
