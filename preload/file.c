@@ -119,16 +119,16 @@ void dlpl_file_atfork_child(void) {
     pthread_cond_init(&idle_cv, NULL);
     for (r = recs; r != NULL; r = n) {
         n = r->next;
-        if (dlpl_resolved) dlpl_real.close(r->sock);
+        DLPL_REAL(close)(r->sock);
         free(r);
     }
     recs = NULL;
     dlpl_nrec = 0;
     nzombies = 0;
     /* The parent's monitor is not ours: the child starts its own. */
-    if (mon_pipe[0] >= 0 && dlpl_resolved) {
-        dlpl_real.close(mon_pipe[0]);
-        dlpl_real.close(mon_pipe[1]);
+    if (mon_pipe[0] >= 0) {
+        DLPL_REAL(close)(mon_pipe[0]);
+        DLPL_REAL(close)(mon_pipe[1]);
     }
     mon_pipe[0] = mon_pipe[1] = -1;
     mon_started = 0;

@@ -29,7 +29,6 @@
 int dlpl_state;
 __thread int dlpl_guard DLPL_TLS;
 struct dlpl_real dlpl_real;
-volatile int dlpl_resolved;
 struct dlpl_conf dlpl_conf;
 char *dlpl_self_path;
 
@@ -62,62 +61,62 @@ static void *next(const char *name, const char *version, void *self) {
     return p;
 }
 
-/* The sem_* functions: glibc 2.34's versions first (the program's own
- * references are to them), then the default ones. */
-static void resolve_sem(struct dlpl_real *r) {
-    r->sem_open = (sem_t * (*)(const char *, int, ...)) next("sem_open", "GLIBC_2.34", (void *)sem_open);
-    r->sem_close = (int (*)(sem_t *))next("sem_close", "GLIBC_2.34", (void *)sem_close);
-    r->sem_unlink = (int (*)(const char *))next("sem_unlink", "GLIBC_2.34", (void *)sem_unlink);
-    r->sem_wait = (int (*)(sem_t *))next("sem_wait", "GLIBC_2.34", (void *)sem_wait);
-    r->sem_trywait = (int (*)(sem_t *))next("sem_trywait", "GLIBC_2.34", (void *)sem_trywait);
-    r->sem_timedwait = (int (*)(sem_t *, const struct timespec *))next("sem_timedwait", "GLIBC_2.34",
-                                                                      (void *)sem_timedwait);
-    r->sem_clockwait = (int (*)(sem_t *, clockid_t, const struct timespec *))next("sem_clockwait", "GLIBC_2.34",
-                                                                                 (void *)sem_clockwait);
-    r->sem_post = (int (*)(sem_t *))next("sem_post", "GLIBC_2.34", (void *)sem_post);
-    r->sem_getvalue = (int (*)(sem_t *, int *))next("sem_getvalue", "GLIBC_2.34", (void *)sem_getvalue);
-}
+/* The real functions, each resolved at its first use (a process pays
+ * for the lookups it needs, not for all of them at start-up), with the
+ * version the program's own references have where glibc has several. */
+#define REAL(fn, name, version, hook) { offsetof(struct dlpl_real, fn), name, version, (void *)(hook) }
+static const struct {
+    size_t off;
+    const char *name, *version;
+    void *self;
+} reals[] = {
+    REAL(flock, "flock", NULL, flock),
+    REAL(fcntl, "fcntl", NULL, dlpl_fcntl),
+    REAL(fcntl64, "fcntl64", "GLIBC_2.28", dlpl_fcntl64),
+    REAL(lockf, "lockf", NULL, dlpl_lockf),
+    REAL(lockf64, "lockf64", NULL, dlpl_lockf64),
+    REAL(close, "close", NULL, close),
+    REAL(dup, "dup", NULL, dup),
+    REAL(dup2, "dup2", NULL, dup2),
+    REAL(dup3, "dup3", NULL, dup3),
+    REAL(close_range, "close_range", NULL, dlpl_close_range),
+    REAL(closefrom, "closefrom", NULL, dlpl_closefrom),
+    REAL(fclose, "fclose", NULL, fclose),
+    REAL(freopen, "freopen", NULL, dlpl_freopen),
+    REAL(freopen64, "freopen64", NULL, dlpl_freopen64),
+    REAL(closedir, "closedir", NULL, closedir),
+    REAL(mutex_lock, "pthread_mutex_lock", NULL, pthread_mutex_lock),
+    REAL(mutex_trylock, "pthread_mutex_trylock", NULL, pthread_mutex_trylock),
+    REAL(mutex_timedlock, "pthread_mutex_timedlock", NULL, pthread_mutex_timedlock),
+    REAL(mutex_clocklock, "pthread_mutex_clocklock", NULL, pthread_mutex_clocklock),
+    REAL(mutex_unlock, "pthread_mutex_unlock", NULL, pthread_mutex_unlock),
+    REAL(mutex_consistent, "pthread_mutex_consistent", NULL, pthread_mutex_consistent),
+    REAL(cond_wait, "pthread_cond_wait", "GLIBC_2.3.2", pthread_cond_wait),
+    REAL(cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2", pthread_cond_timedwait),
+    REAL(cond_clockwait, "pthread_cond_clockwait", NULL, pthread_cond_clockwait),
+    REAL(sem_open, "sem_open", "GLIBC_2.34", sem_open),
+    REAL(sem_close, "sem_close", "GLIBC_2.34", sem_close),
+    REAL(sem_unlink, "sem_unlink", "GLIBC_2.34", sem_unlink),
+    REAL(sem_wait, "sem_wait", "GLIBC_2.34", sem_wait),
+    REAL(sem_trywait, "sem_trywait", "GLIBC_2.34", sem_trywait),
+    REAL(sem_timedwait, "sem_timedwait", "GLIBC_2.34", sem_timedwait),
+    REAL(sem_clockwait, "sem_clockwait", "GLIBC_2.34", sem_clockwait),
+    REAL(sem_post, "sem_post", "GLIBC_2.34", sem_post),
+    REAL(sem_getvalue, "sem_getvalue", "GLIBC_2.34", sem_getvalue),
+};
 
-/* Resolves every real function once.  Safe to run twice (from two
- * threads at start-up): both find the same addresses. */
-void dlpl_resolve(void) {
-    struct dlpl_real r;
-    memset(&r, 0, sizeof r);
-    r.flock = (int (*)(int, int))next("flock", NULL, (void *)flock);
-    r.fcntl = (int (*)(int, int, ...))next("fcntl", NULL, (void *)dlpl_fcntl);
-    r.fcntl64 = (int (*)(int, int, ...))next("fcntl64", "GLIBC_2.28", (void *)dlpl_fcntl64);
-    if (r.fcntl64 == NULL) r.fcntl64 = r.fcntl;
-    r.lockf = (int (*)(int, int, off_t))next("lockf", NULL, (void *)dlpl_lockf);
-    r.lockf64 = (int (*)(int, int, off_t))next("lockf64", NULL, (void *)dlpl_lockf64);
-    r.close = (int (*)(int))next("close", NULL, (void *)close);
-    r.dup = (int (*)(int))next("dup", NULL, (void *)dup);
-    r.dup2 = (int (*)(int, int))next("dup2", NULL, (void *)dup2);
-    r.dup3 = (int (*)(int, int, int))next("dup3", NULL, (void *)dup3);
-    r.close_range = (int (*)(unsigned, unsigned, int))next("close_range", NULL, (void *)dlpl_close_range);
-    r.closefrom = (void (*)(int))next("closefrom", NULL, (void *)dlpl_closefrom);
-    r.fclose = (int (*)(FILE *))next("fclose", NULL, (void *)fclose);
-    r.freopen = (FILE * (*)(const char *, const char *, FILE *)) next("freopen", NULL, (void *)dlpl_freopen);
-    r.freopen64 = (FILE * (*)(const char *, const char *, FILE *)) next("freopen64", NULL, (void *)dlpl_freopen64);
-    r.closedir = (int (*)(DIR *))next("closedir", NULL, (void *)closedir);
-    r.mutex_lock = (int (*)(pthread_mutex_t *))next("pthread_mutex_lock", NULL, (void *)pthread_mutex_lock);
-    r.mutex_trylock = (int (*)(pthread_mutex_t *))next("pthread_mutex_trylock", NULL, (void *)pthread_mutex_trylock);
-    r.mutex_timedlock = (int (*)(pthread_mutex_t *, const struct timespec *))next(
-        "pthread_mutex_timedlock", NULL, (void *)pthread_mutex_timedlock);
-    r.mutex_clocklock = (int (*)(pthread_mutex_t *, clockid_t, const struct timespec *))next(
-        "pthread_mutex_clocklock", NULL, (void *)pthread_mutex_clocklock);
-    r.mutex_unlock = (int (*)(pthread_mutex_t *))next("pthread_mutex_unlock", NULL, (void *)pthread_mutex_unlock);
-    r.mutex_consistent = (int (*)(pthread_mutex_t *))next("pthread_mutex_consistent", NULL,
-                                                          (void *)pthread_mutex_consistent);
-    r.cond_wait = (int (*)(pthread_cond_t *, pthread_mutex_t *))next("pthread_cond_wait", "GLIBC_2.3.2",
-                                                                     (void *)pthread_cond_wait);
-    r.cond_timedwait = (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))next(
-        "pthread_cond_timedwait", "GLIBC_2.3.2", (void *)pthread_cond_timedwait);
-    r.cond_clockwait = (int (*)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *))next(
-        "pthread_cond_clockwait", NULL, (void *)pthread_cond_clockwait);
-    resolve_sem(&r);
-    dlpl_real = r;
-    atomic_thread_fence(memory_order_release);
-    dlpl_resolved = 1;
+/* Resolves the real function at offset off of struct dlpl_real.  Two
+ * threads may race here: both find the same address. */
+void dlpl_resolve_one(size_t off) {
+    size_t i;
+    for (i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        void *p;
+        if (reals[i].off != off) continue;
+        p = next(reals[i].name, reals[i].version, reals[i].self);
+        if (p == NULL && off == offsetof(struct dlpl_real, fcntl64)) p = next("fcntl", NULL, (void *)dlpl_fcntl);
+        __atomic_store_n((void **)((char *)&dlpl_real + off), p, __ATOMIC_RELEASE);
+        return;
+    }
 }
 
 /* -------------------------------------------------------------- messages */
@@ -541,7 +540,6 @@ __attribute__((constructor)) static void dlpl_init(void) {
     int n;
     if (dlpl_state != DLPL_OFF) return; /* keeper mode, or twice */
     dlpl_guard++;
-    if (!dlpl_resolved) dlpl_resolve();
     if (configure() > 0) {
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
         n = dlpl_mutex_init();

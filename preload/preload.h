@@ -38,7 +38,7 @@ extern int dlpl_state;
  * library, hiredis, OpenSSL on its behalf) pass straight through. */
 extern __thread int dlpl_guard DLPL_TLS;
 
-/* The real functions, resolved once with dlsym(RTLD_NEXT) / dlvsym. */
+/* The real functions, each resolved once with dlsym(RTLD_NEXT) / dlvsym. */
 struct dlpl_real {
     int (*flock)(int, int);
     int (*fcntl)(int, int, ...);
@@ -75,9 +75,13 @@ struct dlpl_real {
     int (*sem_getvalue)(sem_t *, int *);
 };
 extern struct dlpl_real dlpl_real;
-extern volatile int dlpl_resolved;
-void dlpl_resolve(void);
-#define DLPL_REAL(fn) (DLPL_LIKELY(dlpl_resolved) ? dlpl_real.fn : (dlpl_resolve(), dlpl_real.fn))
+void dlpl_resolve_one(size_t off);
+/* The real fn, resolved at its first use; NULL if it cannot be (the next
+ * definition is the hook itself: said once, the hook fails with ENOSYS). */
+#define DLPL_REAL(fn)                                                                                               \
+    (DLPL_LIKELY(__atomic_load_n(&dlpl_real.fn, __ATOMIC_ACQUIRE) != NULL)                                          \
+         ? dlpl_real.fn                                                                                             \
+         : (dlpl_resolve_one(offsetof(struct dlpl_real, fn)), __atomic_load_n(&dlpl_real.fn, __ATOMIC_ACQUIRE)))
 
 /* Configuration, read once at start-up (secure_getenv). */
 enum { DLPL_ON_ERROR_OPEN, DLPL_ON_ERROR_CLOSED };
