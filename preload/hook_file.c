@@ -140,7 +140,8 @@ static int do_flock(int fd, int op) {
 
 int flock(int fd, int op) {
     int rc;
-    if (DLPL_LIKELY(!active()) || dlpl_fd_unmapped(fd)) return DLPL_REAL(flock) ? DLPL_REAL(flock)(fd, op) : (errno = ENOSYS, -1);
+    if (DLPL_LIKELY(!active()) || dlpl_fd_unmapped(fd))
+        return DLPL_REAL(flock) ? DLPL_REAL(flock)(fd, op) : (errno = ENOSYS, -1);
     dlpl_guard++;
     rc = do_flock(fd, op);
     dlpl_guard--;

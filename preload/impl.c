@@ -53,13 +53,13 @@ static int interp_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     return 1; /* the first object is the program */
 }
 
-static void atfork_prepare(void) {
+static void impl_atfork_prepare(void) {
     dlpl_file_atfork_prepare();
 }
-static void atfork_parent(void) {
+static void impl_atfork_parent(void) {
     dlpl_file_atfork_parent();
 }
-static void atfork_child(void) {
+static void impl_atfork_child(void) {
     dlpl_file_atfork_child();
 }
 
@@ -93,7 +93,7 @@ __attribute__((visibility("default"))) int dlpl_impl_start(const struct dlpl_imp
         return -1;
     }
     dl_iterate_phdr(interp_cb, &dlpl_interp);
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    pthread_atfork(impl_atfork_prepare, impl_atfork_parent, impl_atfork_child);
     dlpl_file_init();
     *out = &table;
     return 0;

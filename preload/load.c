@@ -64,7 +64,7 @@ static void *open_impl(const char *sym, char *err, size_t errlen) {
     return fn;
 }
 
-static const struct dlpl_impl *load(void) {
+static const struct dlpl_impl *load_impl(void) {
     const struct dlpl_impl *impl = NULL;
     char err[512];
     dlpl_impl_start_fn start;
@@ -91,7 +91,7 @@ static const struct dlpl_impl *load(void) {
 
 const struct dlpl_impl *dlpl_impl(void) {
     const struct dlpl_impl *impl = DLPL_LOADED();
-    return DLPL_LIKELY(impl != NULL) ? impl : load();
+    return DLPL_LIKELY(impl != NULL) ? impl : load_impl();
 }
 
 /* A fork waits for a load in progress; the child starts with load_mu
