@@ -25,7 +25,6 @@
 
 int dlpl_mutex_init(void) { return 0; }
 void dlpl_neg_atfork(int phase) { (void)phase; }
-void dlpl_load_atfork(int phase) { (void)phase; }
 int dlpl_posix_locks_held(void) { return 0; }
 const struct dlpl_impl *dlpl_impl(void) { return NULL; }
 

@@ -8,8 +8,8 @@
  * every call the loader, the dynamic linker or the libraries' start-up
  * make meanwhile -- a pthread_mutex_lock, a close, from this thread or a
  * signal handler that interrupts it -- passes straight through.  Other
- * threads wait on load_mu.  A fork waits for a load in progress (the
- * fork handlers take load_mu), so that no child starts with it held.
+ * threads wait on load_mu.  fork() waits for a load in progress (below),
+ * so that no child starts with the library half loaded.
  * The implementation is opened RTLD_LOCAL (its symbols do not join the
  * program's) and RTLD_NODELETE (its threads and handlers outlive any
  * dlclose), from the directory of this object.
@@ -94,12 +94,29 @@ const struct dlpl_impl *dlpl_impl(void) {
     return DLPL_LIKELY(impl != NULL) ? impl : load_impl();
 }
 
-/* A fork waits for a load in progress; the child starts with load_mu
- * free (its own, fresh).  phase as dlpl_neg_atfork's. */
-void dlpl_load_atfork(int phase) {
-    if (phase == 0) DLPL_REAL(mutex_lock)(&load_mu);
-    else if (phase == 1) DLPL_REAL(mutex_unlock)(&load_mu);
-    else pthread_mutex_init(&load_mu, NULL);
+/* fork() waits for a load in progress and holds off a new one until it
+ * has returned: glibc takes its list of fork handlers when a fork begins,
+ * so a fork that began while the load was registering the library's
+ * handlers (its client's, its random source's, OpenSSL's) would run
+ * none of them, and the child would inherit the library mid-call.  Once
+ * the implementation is loaded, no load can come: a fork costs nothing
+ * more.  (A fork from the loading thread itself -- a signal handler in
+ * the middle of the load -- passes straight through.) */
+pid_t fork(void) {
+    int held = 0, e;
+    pid_t pid;
+    if (DLPL_UNLIKELY(DLPL_LOADED() == NULL) && !dlpl_guard && dlpl_state == DLPL_ACTIVE && dlpl_conf.nrules > 0) {
+        DLPL_REAL(mutex_lock)(&load_mu);
+        held = 1;
+    }
+    pid = DLPL_REAL(fork) != NULL ? DLPL_REAL(fork)() : (errno = ENOSYS, -1);
+    if (held) {
+        e = errno;
+        if (pid == 0) pthread_mutex_init(&load_mu, NULL); /* the child's own, free */
+        else DLPL_REAL(mutex_unlock)(&load_mu);
+        errno = e;
+    }
+    return pid;
 }
 
 /* The entry point when the dynamic loader runs this .so as a program (a

@@ -103,6 +103,7 @@ static const struct {
     REAL(sem_clockwait, "sem_clockwait", "GLIBC_2.34", sem_clockwait),
     REAL(sem_post, "sem_post", "GLIBC_2.34", sem_post),
     REAL(sem_getvalue, "sem_getvalue", "GLIBC_2.34", sem_getvalue),
+    REAL(fork, "fork", NULL, fork),
 };
 
 /* Resolves the real function at offset off of struct dlpl_real.  Two
@@ -438,19 +439,17 @@ static void refuse(const char *why) {
         dlpl_msg("%s; nothing is cluster-wide (DLOCK_ON_ERROR=open: locks stay local)", why);
 }
 
-/* Through fork: the thin object's own mutexes (the implementation,
- * once loaded, has handlers of its own). */
+/* Through fork: the unmapped-file cache's mutex (the loader's is the
+ * fork hook's, load.c; the implementation, once loaded, has handlers of
+ * its own). */
 static void atfork_prepare(void) {
-    dlpl_load_atfork(0);
     dlpl_neg_atfork(0);
 }
 static void atfork_parent(void) {
     dlpl_neg_atfork(1);
-    dlpl_load_atfork(1);
 }
 static void atfork_child(void) {
     dlpl_neg_atfork(2);
-    dlpl_load_atfork(2);
 }
 
 /* DLOCK_ON_ERROR, DLOCK_ON_LOST and DLOCK_ROOT into dlpl_conf.  0, or -1

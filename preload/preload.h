@@ -73,6 +73,7 @@ struct dlpl_real {
     int (*sem_clockwait)(sem_t *, clockid_t, const struct timespec *);
     int (*sem_post)(sem_t *);
     int (*sem_getvalue)(sem_t *, int *);
+    pid_t (*fork)(void);
 };
 extern struct dlpl_real dlpl_real;
 void dlpl_resolve_one(size_t off);
@@ -203,11 +204,10 @@ extern volatile int dlpl_nrec;
  * kept them)?  Then the implementation is loaded at start-up, to take
  * them over (dlpl_range_adopt). */
 int dlpl_posix_locks_held(void);
-/* Fork handlers of the thin object's own mutexes (preload.c registers
- * them): the unmapped-file cache's (hook_file.c) and the loader's
- * (load.c).  phase 0 before the fork, 1 in the parent, 2 in the child. */
+/* The fork handler of the unmapped-file cache's mutex (hook_file.c;
+ * preload.c registers it): phase 0 before the fork, 1 in the parent, 2 in
+ * the child. */
 void dlpl_neg_atfork(int phase);
-void dlpl_load_atfork(int phase);
 
 /* range.c: record locks (fcntl F_SETLK/F_SETLKW/F_GETLK and lockf; with
  * ofd, the F_OFD_* forms) on mapped files, as byte ranges in the

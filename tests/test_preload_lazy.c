@@ -37,8 +37,9 @@ static void setup_dir(void) {
              "cd '%s' || exit 99\n"
              "SO='%s'\n"
              "LONELY=\"$PWD/lonely/$(basename \"$SO\")\"\n"
-             "COUNTER='%s'\n",
-             dir, DLPL_SO, DLPL_COUNTER);
+             "COUNTER='%s'\n"
+             "LOADRACE='%s'\n",
+             dir, DLPL_SO, DLPL_COUNTER, DLPL_LOADRACE);
 }
 
 /* Runs the prelude plus script in sh, stdout and stderr into out; sh's
@@ -226,12 +227,36 @@ static void test_implementation_missing(void) {
     if (count(out, "dlock: ") != 3) SHOW(out);
 }
 
+/* The load under pressure: four threads make the program's first lock of
+ * a mapped mutex at once while a fifth forks children that lock it too
+ * and a 1 ms timer's handler makes hooked calls.  Each thread then counts
+ * under the lock: the count comes out exact, every child exits 0, and
+ * nothing hangs (the whole program within the test's bound). */
+static void test_load_races_threads_fork_signals(void) {
+    char out[8192];
+    int i;
+    for (i = 0; i < 5; i++) {
+        DLT_ASSERT_INT_EQ(sh("DLOCK_MAP='mutex:race_lock' LD_PRELOAD=\"$SO\" timeout 60 \"$LOADRACE\" 25\n"
+                             "echo rc $?\n",
+                             out, sizeof out),
+                          0);
+        CU_ASSERT(strstr(out, "counter 100 forks 5 signals ") != NULL);
+        CU_ASSERT(strstr(out, "rc 0\n") != NULL);
+        CU_ASSERT(strstr(out, "dlock: ") == NULL);
+        if (strstr(out, "counter 100 forks 5") == NULL || strstr(out, "rc 0\n") == NULL) {
+            SHOW(out);
+            break;
+        }
+    }
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_nothing_loaded_without_mapped_lock),
     DLT_TEST(test_library_loaded_never_called),
     DLT_TEST(test_mapped_lock_loads_implementation),
     DLT_TEST(test_silent_unless_asked),
     DLT_TEST(test_implementation_missing),
+    DLT_TEST(test_load_races_threads_fork_signals),
     { NULL, NULL },
 };
 
