@@ -10,17 +10,19 @@
  * the kind "flock", and a non-empty lock name inside the buffer.
  *
  * keeper.c's neighbours in the preload: preload/preload.c is compiled into
- * this target; the file and mutex hooks are stubs, never reached.
+ * this target; what it and keeper.c use of the other files (the loader,
+ * the hooks, the implementation's start) are stubs, never reached.
  */
 #include "../preload/keeper.c"
 
 #include <stdint.h>
 
-void dlpl_file_init(void) {}
-void dlpl_file_atfork_prepare(void) {}
-void dlpl_file_atfork_parent(void) {}
-void dlpl_file_atfork_child(void) {}
 int dlpl_mutex_init(void) { return 0; }
+void dlpl_neg_atfork(int phase) { (void)phase; }
+int dlpl_posix_locks_held(void) { return 0; }
+const struct dlpl_impl *dlpl_impl(void) { return NULL; }
+dlock_client_t *dlpl_client;
+char *dlpl_interp;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *buf;

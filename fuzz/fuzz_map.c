@@ -11,9 +11,9 @@
  * most DLOCK_NAME_MAX bytes, a relative file glob only with DLOCK_ROOT;
  * a refusal says why; a mapped path gets a non-empty name that fits.
  *
- * preload.c's neighbours (the file and mutex hooks) are not linked: the
+ * preload.c's neighbours (the loader and the hooks) are not linked: the
  * few functions of theirs it calls are stubs here, never reached by the
- * parser.  Its constructor runs once, finds no DLOCK_MAP and says so.
+ * parser.  Its constructor runs once and finds no DLOCK_MAP.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -23,11 +23,10 @@
 
 #include "preload.h"
 
-void dlpl_file_init(void) {}
-void dlpl_file_atfork_prepare(void) {}
-void dlpl_file_atfork_parent(void) {}
-void dlpl_file_atfork_child(void) {}
 int dlpl_mutex_init(void) { return 0; }
+void dlpl_neg_atfork(int phase) { (void)phase; }
+int dlpl_posix_locks_held(void) { return 0; }
+const struct dlpl_impl *dlpl_impl(void) { return NULL; }
 
 static char fuzz_map_root[] = "/srv/root";
 

@@ -45,7 +45,7 @@
 #include <unistd.h>
 
 #include "preload.h"
-#include "core/core.h" /* the client's circuit breaker (conn.c) */
+#include <dlock_private.h> /* the client's circuit breaker */
 
 #ifndef KCMP_FILE
 #define KCMP_FILE 0
@@ -68,7 +68,6 @@ struct rec {
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t neg_mu = PTHREAD_MUTEX_INITIALIZER; /* the unmapped-file cache below */
 static pthread_cond_t idle_cv = PTHREAD_COND_INITIALIZER;
 static struct rec *recs;
 volatile int dlpl_nrec;
@@ -117,20 +116,19 @@ void dlpl_file_atfork_parent(void) {
 void dlpl_file_atfork_child(void) {
     struct rec *r, *n;
     pthread_mutex_init(&mu, NULL);
-    pthread_mutex_init(&neg_mu, NULL);
     pthread_cond_init(&idle_cv, NULL);
     for (r = recs; r != NULL; r = n) {
         n = r->next;
-        if (dlpl_resolved) dlpl_real.close(r->sock);
+        DLPL_REAL(close)(r->sock);
         free(r);
     }
     recs = NULL;
     dlpl_nrec = 0;
     nzombies = 0;
     /* The parent's monitor is not ours: the child starts its own. */
-    if (mon_pipe[0] >= 0 && dlpl_resolved) {
-        dlpl_real.close(mon_pipe[0]);
-        dlpl_real.close(mon_pipe[1]);
+    if (mon_pipe[0] >= 0) {
+        DLPL_REAL(close)(mon_pipe[0]);
+        DLPL_REAL(close)(mon_pipe[1]);
     }
     mon_pipe[0] = mon_pipe[1] = -1;
     mon_started = 0;
@@ -428,69 +426,6 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, in
     return rc;
 }
 
-/* ------------------------------------------------------------- mapping */
-
-/* Files known to match no rule, so that locks on them cost one fstat
- * more than without the library, not a readlink and the globs.  Keyed by
- * device, inode and ctime: a new file on a reused inode, or a rename into
- * a mapped path, changes the ctime and misses. */
-#define NEG_SLOTS 256
-struct neg {
-    dev_t dev;
-    ino_t ino;
-    struct timespec ctim;
-};
-static struct neg neg[NEG_SLOTS];
-
-static size_t neg_slot(const struct stat *st) {
-    return (size_t)((st->st_ino * 0x9E3779B97F4A7C15ull) ^ st->st_dev) % NEG_SLOTS;
-}
-
-static int neg_known(const struct stat *st) {
-    const struct neg *e = &neg[neg_slot(st)];
-    int hit;
-    DLPL_REAL(mutex_lock)(&neg_mu);
-    hit = e->ino == st->st_ino && e->dev == st->st_dev && e->ctim.tv_sec == st->st_ctim.tv_sec &&
-          e->ctim.tv_nsec == st->st_ctim.tv_nsec && e->ino != 0;
-    DLPL_REAL(mutex_unlock)(&neg_mu);
-    return hit;
-}
-
-static void neg_remember(const struct stat *st) {
-    struct neg *e = &neg[neg_slot(st)];
-    DLPL_REAL(mutex_lock)(&neg_mu);
-    e->dev = st->st_dev;
-    e->ino = st->st_ino;
-    e->ctim = st->st_ctim;
-    DLPL_REAL(mutex_unlock)(&neg_mu);
-}
-
-/* The path open on fd, if it is a mapped regular file or directory.  A
- * descriptor found unmapped is remembered (fd.c): its next lock calls
- * make no system call here. */
-static int map_fd(int fd, struct stat *st, char *name) {
-    char link[64], path[PATH_MAX + 16];
-    ssize_t n;
-    uint32_t tok;
-    if (dlpl_fd_unmapped(fd)) return 0;
-    tok = dlpl_fd_token(fd); /* before the file is looked at */
-    if (fstat(fd, st) != 0) return 0;
-    if ((!S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode)) || neg_known(st)) {
-        dlpl_fd_remember(fd, tok);
-        return 0;
-    }
-    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    n = readlink(link, path, sizeof path - 1);
-    if (n <= 0 || n >= (ssize_t)sizeof path - 1) return 0;
-    path[n] = '\0';
-    if (n > 10 && strcmp(path + n - 10, " (deleted)") == 0) path[n - 10] = '\0';
-    if (path[0] != '/') return 0;
-    if (dlpl_map_path(path, name, DLOCK_NAME_MAX + 1)) return 1;
-    neg_remember(st);
-    dlpl_fd_remember(fd, tok);
-    return 0;
-}
-
 /* What the description open on fd holds in the kernel, from
  * /proc/self/fdinfo: 0, 1 (READ) or 2 (WRITE) of the given kind. */
 static int kernel_held(int fd, int kind) {
@@ -548,7 +483,7 @@ static struct rec *rec_new(int kind, const struct stat *st, int fd, const char *
  * NOT held; returns with r released. */
 static void arm(struct rec *r, int holding) {
     int mode = 0, st = -1;
-    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, dlpl_client != NULL && dlock__breaker_open(&dlpl_client->be.node), &mode);
+    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, dlpl_client != NULL && dlock__client_breaker_open(dlpl_client), &mode);
     if (rc == EKEEPER && holding) st = keeper_status(r->kpid);
     lock_mu();
     if (rc == EKEEPER && !holding) r->mode = 0; /* an unlock: nothing to lose */
@@ -593,11 +528,11 @@ static int policy(const char *name, int rc) {
 static void breaker_after(int rc, int try, int probe) {
     if (dlpl_client == NULL) return;
     if (rc == 0 || rc == EBUSY) {
-        dlock__breaker_report(&dlpl_client->be.node, 0, 0);
+        dlock__client_breaker_report(dlpl_client, 0, 0);
         if (probe) dlpl_server_returned();
         else dlpl_server_up();
     } else if (rc == ENOLCK && !try && !probe) {
-        dlock__breaker_report(&dlpl_client->be.node, ENOLCK, 1);
+        dlock__client_breaker_report(dlpl_client, ENOLCK, 1);
     }
 }
 
@@ -650,7 +585,7 @@ static int lock_new_rec(struct lreq *q, int *err) {
          * that process's keeper sees it go. */
         q->k->undo(q->k->arg);
     }
-    if (dlpl_client != NULL && dlock__breaker_check(&dlpl_client->be.node, &q->probe) != 0) {
+    if (dlpl_client != NULL && dlock__client_breaker_check(dlpl_client, &q->probe) != 0) {
         /* The program's circuit breaker is open (the server did not
          * answer for the whole unreachable bound): no keeper is asked
          * until the next probe; the policy decides at once. */
@@ -737,26 +672,6 @@ static int lock_path(struct lreq *q) {
     return lock_fallback(q, rc, 0);
 }
 
-/* A refused configuration with DLOCK_ON_ERROR=closed refuses every lock. */
-static int refused(void) {
-    return dlpl_conf.bad && dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED;
-}
-
-static int active(void) {
-    return dlpl_state == DLPL_ACTIVE && !dlpl_guard && (dlpl_conf.nfile > 0 || refused());
-}
-/* The hooks pass a descriptor known to be unmapped (fd.c) straight
- * through, after active(): one load more, no system call.  (map_fd alone
- * makes such entries, so none exists while a configuration is refused.) */
-
-/* Under glibc's headers (and _FILE_OFFSET_BITS=64) fcntl and lockf may
- * be aliases of fcntl64 and lockf64: the hooks carry their names in
- * assembly. */
-int dlpl_fcntl(int fd, int cmd, ...) __asm__("fcntl");
-int dlpl_fcntl64(int fd, int cmd, ...) __asm__("fcntl64");
-int dlpl_lockf(int fd, int cmd, off_t len) __asm__("lockf");
-int dlpl_lockf64(int fd, int cmd, off_t len) __asm__("lockf64");
-
 /* ---------------------------------------------------------------- flock */
 
 struct flock_arg {
@@ -777,42 +692,26 @@ static void flock_undo(void *a) {
     errno = e;
 }
 
-static int do_flock(int fd, int op) {
-    char name[DLOCK_NAME_MAX + 1];
+/* flock(fd, op) of a mapped file (hook_file.c found st and name):
+ * op is LOCK_SH, LOCK_EX or LOCK_UN, with or without LOCK_NB. */
+int dlpl_file_flock(int fd, int op, const struct stat *st, const char *name) {
     struct flock_arg fa = { fd, op };
     struct kops k = { flock_call, flock_undo, &fa, flock_trycall };
     int what = op & ~LOCK_NB, want, held, rc, e;
-    struct stat st;
 
-    if (what != LOCK_SH && what != LOCK_EX && what != LOCK_UN) return DLPL_REAL(flock)(fd, op);
-    if (refused()) {
-        if (what == LOCK_UN) return DLPL_REAL(flock)(fd, op);
-        errno = ENOLCK;
-        return -1;
-    }
-    if (!map_fd(fd, &st, name)) return DLPL_REAL(flock)(fd, op);
     if (what == LOCK_UN) {
         rc = DLPL_REAL(flock)(fd, op);
         e = errno;
-        after_unlock(DLPL_K_FLOCK, &st, fd);
+        after_unlock(DLPL_K_FLOCK, st, fd);
         errno = e;
         return rc;
     }
     want = what == LOCK_EX ? 2 : 1;
     held = kernel_held(fd, DLPL_K_FLOCK);
     if (held == want) return 0; /* as the kernel: relocking with the same type changes nothing */
-    struct lreq q = { .kind = DLPL_K_FLOCK, .st = &st, .fd = fd, .name = name, .want = want,
+    struct lreq q = { .kind = DLPL_K_FLOCK, .st = st, .fd = fd, .name = name, .want = want,
                       .try = (op & LOCK_NB) != 0, .held = held, .busy_err = EWOULDBLOCK, .k = &k };
     return lock_path(&q);
-}
-
-int flock(int fd, int op) {
-    int rc;
-    if (DLPL_LIKELY(!active()) || dlpl_fd_unmapped(fd)) return DLPL_REAL(flock) ? DLPL_REAL(flock)(fd, op) : (errno = ENOSYS, -1);
-    dlpl_guard++;
-    rc = do_flock(fd, op);
-    dlpl_guard--;
-    return rc;
 }
 
 /* ------------------------------------------------------- fcntl and lockf */
@@ -825,151 +724,35 @@ static int fcntl_call(void *a) {
     struct fcntl_arg *f = a;
     return f->is64 ? DLPL_REAL(fcntl64)(f->fd, f->cmd, f->fl) : DLPL_REAL(fcntl)(f->fd, f->cmd, f->fl);
 }
-static int do_lk(int fd, int cmd, struct flock *fl, int is64) {
-    char name[DLOCK_NAME_MAX + 1];
+
+/* A record-lock request (F_SETLK, F_SETLKW, F_GETLK, the F_OFD_ forms;
+ * fl a lock, unlock or test) on a mapped file, whose record locks are
+ * fname (NAME#fcntl): byte ranges on the server, owned by this process
+ * or (OFD) by the description (range.c). */
+int dlpl_file_lk(int fd, int cmd, struct flock *fl, int is64, const struct stat *st, const char *fname) {
     struct fcntl_arg fa = { fd, cmd, is64, fl };
     int ofd = cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW || cmd == F_OFD_GETLK;
-    int getlk = cmd == F_GETLK || cmd == F_OFD_GETLK;
-    int wait = cmd == F_SETLKW || cmd == F_OFD_SETLKW;
-    struct stat st;
-    char fname[DLOCK_NAME_MAX + 8];
-
-    if (fl == NULL || (fl->l_type != F_RDLCK && fl->l_type != F_WRLCK && fl->l_type != F_UNLCK))
-        return fcntl_call(&fa); /* the kernel reports the error */
-    if (refused()) {
-        if (getlk || fl->l_type == F_UNLCK) return fcntl_call(&fa);
-        errno = ENOLCK;
-        return -1;
-    }
-    if (!map_fd(fd, &st, name)) return fcntl_call(&fa);
-    /* Record locks and flock locks are independent on Linux; their
-     * cluster locks are too (else a program holding both on one file
-     * would wait for itself). */
-    snprintf(fname, sizeof fname, "%s#fcntl", name);
-    if (strlen(fname) > DLOCK_NAME_MAX) return fcntl_call(&fa);
-    /* byte ranges on the server, owned by this process or (OFD) by the
-     * description (range.c) */
-    if (getlk) return dlpl_range_getlk(fd, &st, fname, fl, ofd, fcntl_call, &fa);
-    return dlpl_range_setlk(fd, &st, fname, fl, wait, ofd, fcntl_call, &fa);
-}
-
-/* F_DUPFD, F_DUPFD_CLOEXEC: the number returned may have been closed
- * where no hook saw it; what was known of it is forgotten (fd.c). */
-static int fcntl_dup(int fd, int cmd, void *arg, int is64) {
-    int (*fn)(int, int, ...) = is64 ? DLPL_REAL(fcntl64) : DLPL_REAL(fcntl);
-    int rc = fn != NULL ? fn(fd, cmd, arg) : (errno = ENOSYS, -1);
-    if (rc >= 0) dlpl_fd_forget(rc);
-    return rc;
-}
-
-static int fcntl_common(int fd, int cmd, void *arg, int is64) {
-    int rc;
-    if (DLPL_UNLIKELY(cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) return fcntl_dup(fd, cmd, arg, is64);
-    if (DLPL_LIKELY(!active()) ||
-        (cmd != F_SETLK && cmd != F_SETLKW && cmd != F_GETLK && cmd != F_OFD_SETLK && cmd != F_OFD_SETLKW &&
-         cmd != F_OFD_GETLK) || dlpl_fd_unmapped(fd)) {
-        int (*fn)(int, int, ...) = is64 ? DLPL_REAL(fcntl64) : DLPL_REAL(fcntl);
-        if (fn == NULL) {
-            errno = ENOSYS;
-            return -1;
-        }
-        return fn(fd, cmd, arg);
-    }
-    dlpl_guard++;
-    rc = do_lk(fd, cmd, (struct flock *)arg, is64);
-    dlpl_guard--;
-    return rc;
-}
-
-int dlpl_fcntl(int fd, int cmd, ...) {
-    va_list ap;
-    void *arg;
-    va_start(ap, cmd);
-    arg = va_arg(ap, void *); /* as glibc does: every argument fits */
-    va_end(ap);
-    return fcntl_common(fd, cmd, arg, 0);
-}
-
-
-int dlpl_fcntl64(int fd, int cmd, ...) {
-    va_list ap;
-    void *arg;
-    va_start(ap, cmd);
-    arg = va_arg(ap, void *);
-    va_end(ap);
-    return fcntl_common(fd, cmd, arg, 1);
-}
-
-/* lockf as glibc defines it, over the hooked fcntl path. */
-static int lockf_common(int fd, int cmd, off_t len, int is64) {
-    struct flock fl;
-    int rc;
-    if (DLPL_LIKELY(!active()) || dlpl_fd_unmapped(fd)) {
-        int (*fn)(int, int, off_t) = is64 ? DLPL_REAL(lockf64) : DLPL_REAL(lockf);
-        if (fn == NULL) {
-            errno = ENOSYS;
-            return -1;
-        }
-        return fn(fd, cmd, len);
-    }
-    memset(&fl, 0, sizeof fl);
-    fl.l_whence = SEEK_CUR;
-    fl.l_start = 0;
-    fl.l_len = len;
-    dlpl_guard++;
-    switch (cmd) {
-    case F_TEST:
-        fl.l_type = F_RDLCK;
-        rc = do_lk(fd, F_GETLK, &fl, is64);
-        if (rc == 0 && fl.l_type != F_UNLCK && fl.l_pid != getpid()) {
-            errno = EACCES;
-            rc = -1;
-        }
-        break;
-    case F_ULOCK:
-        fl.l_type = F_UNLCK;
-        rc = do_lk(fd, F_SETLK, &fl, is64);
-        break;
-    case F_LOCK:
-        fl.l_type = F_WRLCK;
-        rc = do_lk(fd, F_SETLKW, &fl, is64);
-        break;
-    case F_TLOCK:
-        fl.l_type = F_WRLCK;
-        rc = do_lk(fd, F_SETLK, &fl, is64);
-        break;
-    default:
-        errno = EINVAL;
-        rc = -1;
-    }
-    dlpl_guard--;
-    return rc;
-}
-
-int dlpl_lockf(int fd, int cmd, off_t len) {
-    return lockf_common(fd, cmd, len, 0);
-}
-int dlpl_lockf64(int fd, int cmd, off_t len) {
-    return lockf_common(fd, cmd, len, 1);
+    if (cmd == F_GETLK || cmd == F_OFD_GETLK) return dlpl_range_getlk(fd, st, fname, fl, ofd, fcntl_call, &fa);
+    return dlpl_range_setlk(fd, st, fname, fl, cmd == F_SETLKW || cmd == F_OFD_SETLKW, ofd, fcntl_call, &fa);
 }
 
 /* ---------------------------------------------------------------- close */
 
-/* close(): the kernel releases what the descriptor held (the last one of
- * a description, or any one of a file with POSIX locks); the keepers
- * concerned are told at once, so the cluster lock is free when close
- * returns.  (Closes this hook does not see -- fclose, dup2 over a locked
- * descriptor, exit -- are noticed by the keepers' kernel watch.)  The
- * number's entry in the descriptor cache (fd.c) is forgotten, before and
- * after the close. */
-int close(int fd) {
+/* close() while the implementation is loaded: the kernel releases what
+ * the descriptor held (the last one of a description, or any one of a
+ * file with POSIX locks); the keepers concerned are told at once, so the
+ * cluster lock is free when close returns.  (Closes this hook does not
+ * see -- fclose, dup2 over a locked descriptor, exit -- are noticed by
+ * the keepers' kernel watch.)  The number's entry in the descriptor
+ * cache (fd.c) is forgotten, before and after the close. */
+int dlpl_file_close(int fd) {
     struct rec *hit[8], *r;
     struct stat st;
     int n = 0, i, rc, e, sr;
 
     dlpl_fd_forget(fd);
     if (DLPL_LIKELY(dlpl_nrec == 0 && dlpl_nrange == 0) || dlpl_guard || dlpl_state != DLPL_ACTIVE) {
-        rc = DLPL_REAL(close) ? DLPL_REAL(close)(fd) : (errno = ENOSYS, -1);
+        rc = DLPL_REAL(close)(fd);
         dlpl_fd_forget(fd); /* (errno untouched) */
         return rc;
     }

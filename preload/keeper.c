@@ -13,9 +13,10 @@
  * program's lock is gone (unlocked, or its last descriptor closed, in any
  * process).  Then the keeper releases the cluster lock and exits.
  *
- * The keeper is this very .so, run by the dynamic loader (`ld.so
- * libdlock_preload.so --dlock-keeper ...`) with dlpl_keeper_entry as its
- * entry point, started with clone(CLONE_VM|CLONE_VFORK) and no exit
+ * The keeper is the thin libdlock_preload.so, run by the dynamic loader
+ * (`ld.so libdlock_preload.so --dlock-keeper ...`) with dlpl_keeper_entry
+ * (load.c) as its entry point, which loads this implementation and runs
+ * dlpl_keeper_main; started with clone(CLONE_VM|CLONE_VFORK) and no exit
  * signal (but execve makes SIGCHLD its exit signal again: file.c reaps it
  * with __WALL).  It runs in its own session (terminal signals do not
  * reach it), with stdin/stdout on /dev/null, stderr the program's, no
@@ -46,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/core.h" /* dlock__set_who, the client's circuit breaker (conn.c) */
+#include <dlock_private.h> /* dlock__set_who, the client's circuit breaker */
 #include "preload.h"
 
 extern char **environ;
@@ -736,7 +737,7 @@ static int handle_kernel_gone(void) {
     armed = recv(SOCK, &pq, sizeof pq, MSG_PEEK | MSG_DONTWAIT) == (ssize_t)sizeof pq && pq.op == DLPL_OP_ARM;
     if (armed) {
         (void)!recv(SOCK, &pq, sizeof pq, MSG_DONTWAIT);
-        if (pq.probe && held && !init_err) dlock__breaker_probe_now(&client->be.node);
+        if (pq.probe && held && !init_err) dlock__client_breaker_probe_now(client);
     }
     release();
     if (armed) reply(0);
@@ -753,7 +754,7 @@ static int op_lock(const struct dlpl_req *q) {
     /* The program's breaker is open: this request is its probe, one
      * attempt; a server that answers it closes the breaker and the
      * request goes on as any. */
-    if (q->probe && !init_err) dlock__breaker_probe_now(&client->be.node);
+    if (q->probe && !init_err) dlock__client_breaker_probe_now(client);
     rc = init_err ? init_err : do_lock(q->mode, q->try);
     reply(rc);
     return held ? KEEP_ON : 0;
@@ -765,7 +766,7 @@ static int op_arm(const struct dlpl_req *q) {
     disarm();
     /* (probe: the program's breaker is open: a release makes one attempt;
      * unanswered, the lease runs out on the server) */
-    if (q->probe && held && !init_err) dlock__breaker_probe_now(&client->be.node);
+    if (q->probe && held && !init_err) dlock__client_breaker_probe_now(client);
     if (held && kernel_free()) release();
     if (held) arm();
     reply(0);
@@ -858,28 +859,14 @@ static int keeper_args(char *buf, size_t len) {
     return 0;
 }
 
-/* The entry point when the dynamic loader runs this .so as a program.
- * Our constructor has not run (the loader leaves that to the program's
- * start-up code): every hook passes straight through. */
-__attribute__((force_align_arg_pointer, noreturn, used)) void dlpl_keeper_entry(void) {
-    static char buf[8192];
-    ssize_t len = 0, n;
-    int fd;
-
-    dlpl_state = DLPL_KEEPER;
-    program_invocation_short_name = "dlock-keeper";
-    program_invocation_name = "dlock-keeper";
-    if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) >= 0) {
-        while (len < (ssize_t)sizeof buf - 1 && (n = read(fd, buf + len, sizeof buf - 1 - (size_t)len)) > 0)
-            len += n;
-        close(fd);
-    }
-    buf[len] = '\0';
-    if (keeper_args(buf, (size_t)len) != 0) {
+/* The keeper's main, run by the thin object's entry point
+ * (load.c, dlpl_keeper_entry) with the command line it was started with. */
+int dlpl_keeper_main(char *cmdline, size_t len) {
+    if (keeper_args(cmdline, len) != 0) {
         fprintf(stderr, "libdlock_preload.so %s: the LD_PRELOAD mode of dlock; load it with\n"
                         "  LD_PRELOAD=libdlock_preload.so DLOCK_MAP='file:/locks/*.lock' program ...\n"
                         "(see docs/preload.md)\n", DLOCK_VERSION_STRING);
-        exit(2);
+        return 2;
     }
-    exit(keeper_main());
+    return keeper_main();
 }

@@ -1,12 +1,6 @@
-/* mutex.c -- global pthread mutexes of the program, named by symbol in
- * the rules, become dlock mutexes; every other mutex goes straight to the
- * real function.
- *
- * The addresses are resolved once at start-up: the dynamic symbols
- * (dlsym), then the full symbol table (.symtab) of the executable and of
- * each loaded library when it has one.  The hooks compare the argument
- * with a small sorted array; with no mutex rule they cost one load and a
- * branch on top of the jump to the real function.
+/* mutex.c -- the dlock mutexes behind the program's mapped global
+ * pthread mutexes (hook_mutex.c resolves them by symbol and calls here
+ * with their index in dlpl_mxs).
  *
  * A mapped mutex is locked twice, in one order: the dlock mutex (which
  * excludes every thread of every process on every host), then the real
@@ -14,190 +8,33 @@
  * glibc, keeps working, and so that DLOCK_ON_ERROR=open degrades to the
  * plain local mutex).
  */
-#include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <link.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "preload.h"
 
-#define MAX_MUTEX 64
-
+/* The dlock side of mapped mutex i (dlpl_mxs[i]). */
 struct mx {
-    void *addr;
-    const char *name;
-    const char *symbol;
     dlock_mutex_t dm;
     atomic_int state; /* 0 not made, 1 made, 2 unusable */
     int process;      /* a kind glibc lets any thread unlock: dm is process-owned (set before state 1) */
     atomic_int local; /* process: held with the real mutex only (DLOCK_ON_ERROR=open) */
 };
 
-static struct mx mxs[MAX_MUTEX];
-volatile int dlpl_nmutex;
+static struct mx mxs[DLPL_MAX_MUTEX];
 static pthread_mutex_t make_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Holds of a mapped mutex this thread took with the local mutex only
  * (DLOCK_ON_ERROR=open while the server was unreachable); for a
- * process-owned one, whose unlock any thread may make, mx.local instead. */
-static __thread unsigned local_only[MAX_MUTEX] DLPL_TLS;
-
-static const char *lowest, *highest; /* the table's range: most mutexes are outside it */
-
-static struct mx *find(const void *m) {
-    int lo = 0, hi = dlpl_nmutex - 1;
-    if ((const char *)m < lowest || (const char *)m > highest) return NULL;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (mxs[mid].addr == m) return &mxs[mid];
-        if ((const char *)mxs[mid].addr < (const char *)m) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return NULL;
-}
-
-/* ------------------------------------------------------- symbol lookup */
-
-struct symq {
-    const char *name;
-    void *found;
-    int count;
-    int badsize;
-};
-
-/* Looks name up in the .symtab of the ELF file at path, loaded at bias.
- * Every offset is checked against the file's size. */
-static void symtab_lookup(const char *path, ElfW(Addr) bias, struct symq *q) {
-    struct stat st;
-    const unsigned char *base;
-    const ElfW(Ehdr) *eh;
-    const ElfW(Shdr) *sh;
-    size_t size, i;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(ElfW(Ehdr))) {
-        DLPL_REAL(close)(fd);
-        return;
-    }
-    size = (size_t)st.st_size;
-    base = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    DLPL_REAL(close)(fd);
-    if (base == MAP_FAILED) return;
-    eh = (const ElfW(Ehdr) *)base;
-    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
-        eh->e_shoff == 0 || eh->e_shoff > size || eh->e_shnum > (size - eh->e_shoff) / sizeof(ElfW(Shdr)))
-        goto out;
-    sh = (const ElfW(Shdr) *)(base + eh->e_shoff);
-    for (i = 0; i < eh->e_shnum; i++) {
-        const ElfW(Shdr) *s = &sh[i], *strs;
-        size_t n, j;
-        if (s->sh_type != SHT_SYMTAB || s->sh_link >= eh->e_shnum) continue;
-        strs = &sh[s->sh_link];
-        if (s->sh_offset > size || s->sh_size > size - s->sh_offset || strs->sh_offset > size ||
-            strs->sh_size > size - strs->sh_offset || s->sh_entsize != sizeof(ElfW(Sym)))
-            continue;
-        n = s->sh_size / sizeof(ElfW(Sym));
-        for (j = 0; j < n; j++) {
-            const ElfW(Sym) *sym = (const ElfW(Sym) *)(base + s->sh_offset) + j;
-            const char *nm;
-            if (ELF64_ST_TYPE(sym->st_info) != STT_OBJECT || sym->st_shndx == SHN_UNDEF) continue;
-            if (sym->st_name >= strs->sh_size) continue;
-            nm = (const char *)base + strs->sh_offset + sym->st_name;
-            if (strnlen(nm, strs->sh_size - sym->st_name) == strs->sh_size - sym->st_name) continue;
-            if (strcmp(nm, q->name) != 0) continue;
-            if (sym->st_size != sizeof(pthread_mutex_t)) {
-                q->badsize = 1;
-                continue;
-            }
-            if (q->count == 0 || q->found != (void *)(bias + sym->st_value)) {
-                q->found = (void *)(bias + sym->st_value);
-                q->count++;
-            }
-        }
-    }
-out:
-    munmap((void *)base, size);
-}
-
-static int phdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-    struct symq *q = arg;
-    const char *path = info->dlpi_name;
-    (void)size;
-    if (path == NULL || *path == '\0') path = "/proc/self/exe";
-    else if (strstr(path, "linux-vdso") != NULL || path[0] != '/') return 0;
-    symtab_lookup(path, info->dlpi_addr, q);
-    return 0;
-}
-
-/* The address of the global pthread_mutex_t called sym, or NULL. */
-static void *resolve(const char *sym) {
-    struct symq q = { sym, NULL, 0, 0 };
-    void *p = dlsym(RTLD_DEFAULT, sym);
-    if (p != NULL) {
-        Dl_info info;
-        const ElfW(Sym) *es = NULL;
-        if (dladdr1(p, &info, (void **)&es, RTLD_DL_SYMENT) != 0 && es != NULL &&
-            (ELF64_ST_TYPE(es->st_info) != STT_OBJECT || es->st_size != sizeof(pthread_mutex_t))) {
-            dlpl_msg("mutex:%s is not a pthread_mutex_t (%zu bytes); not mapped", sym, (size_t)es->st_size);
-            return NULL;
-        }
-        return p;
-    }
-    dl_iterate_phdr(phdr_cb, &q);
-    if (q.count > 1) {
-        dlpl_msg("mutex:%s names %d different objects (static symbols of that name); not mapped", sym, q.count);
-        return NULL;
-    }
-    if (q.count == 0 && q.badsize) dlpl_msg("mutex:%s is not a pthread_mutex_t; not mapped", sym);
-    return q.count == 1 ? q.found : NULL;
-}
-
-static int by_addr(const void *a, const void *b) {
-    const struct mx *x = a, *y = b;
-    return (const char *)x->addr < (const char *)y->addr ? -1 : (const char *)x->addr > (const char *)y->addr;
-}
-
-int dlpl_mutex_init(void) {
-    size_t i;
-    int n = 0;
-    for (i = 0; i < dlpl_conf.nrules && n < MAX_MUTEX; i++) {
-        const struct dlpl_rule *r = &dlpl_conf.rules[i];
-        void *p;
-        int j, dup = 0;
-        if (r->kind != DLPL_RULE_MUTEX) continue;
-        if ((p = resolve(r->pattern)) == NULL) {
-            /* A symbol this program does not have: LD_PRELOAD reaches
-             * every program the job starts, most of which have none. */
-            if (dlpl_conf.verbose) dlpl_msg("mutex:%s: no such symbol in this program", r->pattern);
-            continue;
-        }
-        for (j = 0; j < n; j++) dup |= mxs[j].addr == p;
-        if (dup) continue; /* the first rule wins */
-        mxs[n].addr = p;
-        mxs[n].symbol = r->pattern;
-        mxs[n].name = r->name != NULL ? r->name : r->pattern;
-        if (dlpl_conf.verbose) dlpl_msg("mutex:%s at %p is the dlock mutex '%s'", r->pattern, p, mxs[n].name);
-        n++;
-    }
-    qsort(mxs, (size_t)n, sizeof mxs[0], by_addr);
-    if (n > 0) {
-        lowest = mxs[0].addr;
-        highest = mxs[n - 1].addr;
-    }
-    atomic_thread_fence(memory_order_release);
-    dlpl_nmutex = n;
-    return n;
-}
+ * process-owned one, whose unlock any thread may make, mx.local instead.
+ * (Not initial-exec: this object is loaded with dlopen.) */
+static __thread unsigned local_only[DLPL_MAX_MUTEX];
 
 /* ------------------------------------------------------------- locking */
 
@@ -253,8 +90,8 @@ static int make(struct mx *e, pthread_mutex_t *m) {
         dlock_mutexattr_setowner(&a, e->process ? DLOCK_OWNER_PROCESS : DLOCK_OWNER_THREAD);
         dlock_mutexattr_setclient(&a, dlpl_client);
         dlock_mutexattr_setlostcallback(&a, on_lost, NULL);
-        rc = dlpl_client == NULL ? EINVAL : dlock_mutex_init(&e->dm, e->name, &a);
-        if (rc != 0) dlpl_msg("mutex:%s: %s; it stays a local mutex", e->symbol, dlock_last_error());
+        rc = dlpl_client == NULL ? EINVAL : dlock_mutex_init(&e->dm, dlpl_mxs[e - mxs].name, &a);
+        if (rc != 0) dlpl_msg("mutex:%s: %s; it stays a local mutex", dlpl_mxs[e - mxs].symbol, dlock_last_error());
         atomic_store(&e->state, rc == 0 ? 1 : 2);
     }
     rc = atomic_load(&e->state) == 1 ? 0 : EINVAL;
@@ -290,7 +127,7 @@ static int mx_lock(struct mx *e, pthread_mutex_t *m, int how, clockid_t clock, c
          * it answers again); the client's circuit breaker makes the
          * next calls fail at once, with a probe a second, so the program
          * waits for an unreachable server once per back-off period. */
-        dlpl_server_down(e->name, rc);
+        dlpl_server_down(dlpl_mxs[i].name, rc);
         if (dlpl_conf.on_error == DLPL_ON_ERROR_OPEN) goto local;
         if (how == 1) return EBUSY;
         if (how == 2) {
@@ -356,77 +193,28 @@ static int mx_unlock(struct mx *e, pthread_mutex_t *m) {
     return 0;
 }
 
-#define MAPPED(m) (DLPL_UNLIKELY(dlpl_nmutex != 0) && !dlpl_guard && dlpl_state == DLPL_ACTIVE && find(m) != NULL)
-
-int pthread_mutex_lock(pthread_mutex_t *m) {
-    struct mx *e;
-    int rc;
-    if (DLPL_LIKELY(dlpl_nmutex == 0) || dlpl_guard || (e = find(m)) == NULL) return DLPL_REAL(mutex_lock)(m);
-    dlpl_guard++;
-    rc = mx_lock(e, m, 0, CLOCK_REALTIME, NULL);
-    dlpl_guard--;
-    return rc;
+/* The hooks' work for mapped mutex i (hook_mutex.c; dlpl_guard up). */
+int dlpl_mx_lock(int i, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *abstime) {
+    return mx_lock(&mxs[i], m, how, clock, abstime);
 }
 
-int pthread_mutex_trylock(pthread_mutex_t *m) {
-    struct mx *e;
-    int rc;
-    if (DLPL_LIKELY(dlpl_nmutex == 0) || dlpl_guard || (e = find(m)) == NULL) return DLPL_REAL(mutex_trylock)(m);
-    dlpl_guard++;
-    rc = mx_lock(e, m, 1, CLOCK_REALTIME, NULL);
-    dlpl_guard--;
-    return rc;
+int dlpl_mx_unlock(int i, pthread_mutex_t *m) {
+    return mx_unlock(&mxs[i], m);
 }
 
-int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime) {
-    struct mx *e;
-    int rc;
-    if (DLPL_LIKELY(dlpl_nmutex == 0) || dlpl_guard || (e = find(m)) == NULL)
-        return DLPL_REAL(mutex_timedlock)(m, abstime);
-    dlpl_guard++;
-    rc = mx_lock(e, m, 2, CLOCK_REALTIME, abstime);
-    dlpl_guard--;
-    return rc;
-}
-
-int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abstime) {
-    struct mx *e;
-    int rc;
-    if (DLPL_LIKELY(dlpl_nmutex == 0) || dlpl_guard || (e = find(m)) == NULL)
-        return DLPL_REAL(mutex_clocklock)(m, clock, abstime);
-    dlpl_guard++;
-    rc = mx_lock(e, m, 2, clock, abstime);
-    dlpl_guard--;
-    return rc;
-}
-
-int pthread_mutex_unlock(pthread_mutex_t *m) {
-    struct mx *e;
-    int rc;
-    if (DLPL_LIKELY(dlpl_nmutex == 0) || dlpl_guard || (e = find(m)) == NULL) return DLPL_REAL(mutex_unlock)(m);
-    dlpl_guard++;
-    rc = mx_unlock(e, m);
-    dlpl_guard--;
-    return rc;
-}
-
-int pthread_mutex_consistent(pthread_mutex_t *m) {
-    struct mx *e;
-    int a, b;
-    if (DLPL_LIKELY(dlpl_nmutex == 0) || dlpl_guard || (e = find(m)) == NULL)
-        return DLPL_REAL(mutex_consistent)(m);
-    dlpl_guard++;
-    a = atomic_load(&e->state) == 1 ? dlock_mutex_consistent(&e->dm) : EINVAL;
-    b = DLPL_REAL(mutex_consistent)(m);
-    dlpl_guard--;
+int dlpl_mx_consistent(int i, pthread_mutex_t *m) {
+    struct mx *e = &mxs[i];
+    int a = atomic_load(&e->state) == 1 ? dlock_mutex_consistent(&e->dm) : EINVAL;
+    int b = DLPL_REAL(mutex_consistent)(m);
     return a == 0 || b == 0 ? 0 : b;
 }
 
 /* A condition wait on a mapped mutex: the dlock mutex is given up for the
- * wait and taken again, before the real mutex, as every lock does. */
-static int cond_common(pthread_cond_t *c, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *t) {
-    struct mx *e = find(m);
-    int i = (int)(e - mxs), rc;
+ * wait and taken again, before the real mutex, as every lock does.
+ * (dlpl_guard down: the wait proper is the program's.) */
+int dlpl_mx_cond(int i, pthread_cond_t *c, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *t) {
+    struct mx *e = &mxs[i];
+    int rc;
     dlpl_guard++;
     if (atomic_load(&e->state) != 1 || (e->process ? atomic_load(&e->local) : (int)local_only[i]) > 0) {
         dlpl_guard--;
@@ -449,19 +237,4 @@ real:
     return how == 0 ? DLPL_REAL(cond_wait)(c, m)
            : how == 1 ? DLPL_REAL(cond_timedwait)(c, m, t)
                       : DLPL_REAL(cond_clockwait)(c, m, clock, t);
-}
-
-int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
-    if (DLPL_LIKELY(!MAPPED(m))) return DLPL_REAL(cond_wait)(c, m);
-    return cond_common(c, m, 0, CLOCK_REALTIME, NULL);
-}
-
-int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *t) {
-    if (DLPL_LIKELY(!MAPPED(m))) return DLPL_REAL(cond_timedwait)(c, m, t);
-    return cond_common(c, m, 1, CLOCK_REALTIME, t);
-}
-
-int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock, const struct timespec *t) {
-    if (DLPL_LIKELY(!MAPPED(m))) return DLPL_REAL(cond_clockwait)(c, m, clock, t);
-    return cond_common(c, m, 2, clock, t);
 }

@@ -1,6 +1,10 @@
-/* preload.c -- start-up of libdlock_preload.so: the real functions, the
- * configuration from the environment (DLOCK_MAP and friends, read once
- * with secure_getenv), path mapping and messages.
+/* preload.c -- start-up of libdlock_preload.so, the thin interposer: the
+ * real functions, the configuration from the environment (DLOCK_MAP and
+ * friends, read once with secure_getenv), path and name mapping, and
+ * messages.  Start-up costs what parsing the map costs (and resolving
+ * mutex symbols, when there are mutex rules): no client, no thread, no
+ * connection, no message -- the implementation is loaded with the first
+ * mapped lock (load.c).
  *
  * Nothing here takes a lock.  A configuration that cannot be used is
  * reported in one line on stderr and the program runs on: with
@@ -25,11 +29,8 @@
 int dlpl_state;
 __thread int dlpl_guard DLPL_TLS;
 struct dlpl_real dlpl_real;
-volatile int dlpl_resolved;
 struct dlpl_conf dlpl_conf;
-dlock_client_t *dlpl_client;
 char *dlpl_self_path;
-char *dlpl_interp;
 
 #define MAP_MAX (64 * 1024)
 #define RULES_MAX 256
@@ -60,45 +61,63 @@ static void *next(const char *name, const char *version, void *self) {
     return p;
 }
 
-/* Resolves every real function once.  Safe to run twice (from two
- * threads at start-up): both find the same addresses. */
-void dlpl_resolve(void) {
-    struct dlpl_real r;
-    memset(&r, 0, sizeof r);
-    r.flock = (int (*)(int, int))next("flock", NULL, (void *)flock);
-    r.fcntl = (int (*)(int, int, ...))next("fcntl", NULL, (void *)dlpl_fcntl);
-    r.fcntl64 = (int (*)(int, int, ...))next("fcntl64", "GLIBC_2.28", (void *)dlpl_fcntl64);
-    if (r.fcntl64 == NULL) r.fcntl64 = r.fcntl;
-    r.lockf = (int (*)(int, int, off_t))next("lockf", NULL, (void *)dlpl_lockf);
-    r.lockf64 = (int (*)(int, int, off_t))next("lockf64", NULL, (void *)dlpl_lockf64);
-    r.close = (int (*)(int))next("close", NULL, (void *)close);
-    r.dup = (int (*)(int))next("dup", NULL, (void *)dup);
-    r.dup2 = (int (*)(int, int))next("dup2", NULL, (void *)dup2);
-    r.dup3 = (int (*)(int, int, int))next("dup3", NULL, (void *)dup3);
-    r.close_range = (int (*)(unsigned, unsigned, int))next("close_range", NULL, (void *)dlpl_close_range);
-    r.closefrom = (void (*)(int))next("closefrom", NULL, (void *)dlpl_closefrom);
-    r.fclose = (int (*)(FILE *))next("fclose", NULL, (void *)fclose);
-    r.freopen = (FILE * (*)(const char *, const char *, FILE *)) next("freopen", NULL, (void *)dlpl_freopen);
-    r.freopen64 = (FILE * (*)(const char *, const char *, FILE *)) next("freopen64", NULL, (void *)dlpl_freopen64);
-    r.closedir = (int (*)(DIR *))next("closedir", NULL, (void *)closedir);
-    r.mutex_lock = (int (*)(pthread_mutex_t *))next("pthread_mutex_lock", NULL, (void *)pthread_mutex_lock);
-    r.mutex_trylock = (int (*)(pthread_mutex_t *))next("pthread_mutex_trylock", NULL, (void *)pthread_mutex_trylock);
-    r.mutex_timedlock = (int (*)(pthread_mutex_t *, const struct timespec *))next(
-        "pthread_mutex_timedlock", NULL, (void *)pthread_mutex_timedlock);
-    r.mutex_clocklock = (int (*)(pthread_mutex_t *, clockid_t, const struct timespec *))next(
-        "pthread_mutex_clocklock", NULL, (void *)pthread_mutex_clocklock);
-    r.mutex_unlock = (int (*)(pthread_mutex_t *))next("pthread_mutex_unlock", NULL, (void *)pthread_mutex_unlock);
-    r.mutex_consistent = (int (*)(pthread_mutex_t *))next("pthread_mutex_consistent", NULL,
-                                                          (void *)pthread_mutex_consistent);
-    r.cond_wait = (int (*)(pthread_cond_t *, pthread_mutex_t *))next("pthread_cond_wait", "GLIBC_2.3.2",
-                                                                     (void *)pthread_cond_wait);
-    r.cond_timedwait = (int (*)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *))next(
-        "pthread_cond_timedwait", "GLIBC_2.3.2", (void *)pthread_cond_timedwait);
-    r.cond_clockwait = (int (*)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *))next(
-        "pthread_cond_clockwait", NULL, (void *)pthread_cond_clockwait);
-    dlpl_real = r;
-    atomic_thread_fence(memory_order_release);
-    dlpl_resolved = 1;
+/* The real functions, each resolved at its first use (a process pays
+ * for the lookups it needs, not for all of them at start-up), with the
+ * version the program's own references have where glibc has several. */
+#define REAL(fn, name, version, hook) { offsetof(struct dlpl_real, fn), name, version, (void *)(hook) }
+static const struct {
+    size_t off;
+    const char *name, *version;
+    void *self;
+} reals[] = {
+    REAL(flock, "flock", NULL, flock),
+    REAL(fcntl, "fcntl", NULL, dlpl_fcntl),
+    REAL(fcntl64, "fcntl64", "GLIBC_2.28", dlpl_fcntl64),
+    REAL(lockf, "lockf", NULL, dlpl_lockf),
+    REAL(lockf64, "lockf64", NULL, dlpl_lockf64),
+    REAL(close, "close", NULL, close),
+    REAL(dup, "dup", NULL, dup),
+    REAL(dup2, "dup2", NULL, dup2),
+    REAL(dup3, "dup3", NULL, dup3),
+    REAL(close_range, "close_range", NULL, dlpl_close_range),
+    REAL(closefrom, "closefrom", NULL, dlpl_closefrom),
+    REAL(fclose, "fclose", NULL, fclose),
+    REAL(freopen, "freopen", NULL, dlpl_freopen),
+    REAL(freopen64, "freopen64", NULL, dlpl_freopen64),
+    REAL(closedir, "closedir", NULL, closedir),
+    REAL(mutex_lock, "pthread_mutex_lock", NULL, pthread_mutex_lock),
+    REAL(mutex_trylock, "pthread_mutex_trylock", NULL, pthread_mutex_trylock),
+    REAL(mutex_timedlock, "pthread_mutex_timedlock", NULL, pthread_mutex_timedlock),
+    REAL(mutex_clocklock, "pthread_mutex_clocklock", NULL, pthread_mutex_clocklock),
+    REAL(mutex_unlock, "pthread_mutex_unlock", NULL, pthread_mutex_unlock),
+    REAL(mutex_consistent, "pthread_mutex_consistent", NULL, pthread_mutex_consistent),
+    REAL(cond_wait, "pthread_cond_wait", "GLIBC_2.3.2", pthread_cond_wait),
+    REAL(cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2", pthread_cond_timedwait),
+    REAL(cond_clockwait, "pthread_cond_clockwait", NULL, pthread_cond_clockwait),
+    REAL(sem_open, "sem_open", "GLIBC_2.34", sem_open),
+    REAL(sem_close, "sem_close", "GLIBC_2.34", sem_close),
+    REAL(sem_unlink, "sem_unlink", "GLIBC_2.34", sem_unlink),
+    REAL(sem_wait, "sem_wait", "GLIBC_2.34", sem_wait),
+    REAL(sem_trywait, "sem_trywait", "GLIBC_2.34", sem_trywait),
+    REAL(sem_timedwait, "sem_timedwait", "GLIBC_2.34", sem_timedwait),
+    REAL(sem_clockwait, "sem_clockwait", "GLIBC_2.34", sem_clockwait),
+    REAL(sem_post, "sem_post", "GLIBC_2.34", sem_post),
+    REAL(sem_getvalue, "sem_getvalue", "GLIBC_2.34", sem_getvalue),
+    REAL(fork, "fork", NULL, fork),
+};
+
+/* Resolves the real function at offset off of struct dlpl_real.  Two
+ * threads may race here: both find the same address. */
+void dlpl_resolve_one(size_t off) {
+    size_t i;
+    for (i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        void *p;
+        if (reals[i].off != off) continue;
+        p = next(reals[i].name, reals[i].version, reals[i].self);
+        if (p == NULL && off == offsetof(struct dlpl_real, fcntl64)) p = next("fcntl", NULL, (void *)dlpl_fcntl);
+        __atomic_store_n((void **)((char *)&dlpl_real + off), p, __ATOMIC_RELEASE);
+        return;
+    }
 }
 
 /* -------------------------------------------------------------- messages */
@@ -142,47 +161,6 @@ void dlpl_msg_rl(int key, const char *fmt, ...) {
     vmsg(fmt, ap);
     va_end(ap);
     errno = saved;
-}
-
-/* 0: the server answers; 1: down, and this program told it; 2: down, and
- * another program of this host had told it (the host-wide record). */
-static atomic_int server_down;
-
-void dlpl_server_down(const char *name, int rc) {
-    int first;
-    if (atomic_load(&server_down) != 0) return;
-    /* one notice per host per outage: the first program to find it out */
-    first = dlock_client_outage_notice(dlpl_client, dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED
-                                                        ? DLOCK_OUTAGE_DOWN_CLOSED : DLOCK_OUTAGE_DOWN);
-    if (atomic_exchange(&server_down, first ? 1 : 2) != 0 || (!first && !dlpl_conf.verbose)) return;
-    if (dlpl_conf.on_error == DLPL_ON_ERROR_CLOSED)
-        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=closed: mapped file locks fail with ENOLCK, "
-                 "mapped semaphores' tries with EAGAIN, and mapped mutexes and semaphores wait until the server "
-                 "answers again (asked at most once a second)",
-                 name, dlock_strerror(rc));
-    else
-        dlpl_msg("'%s': no cluster-wide lock (%s); DLOCK_ON_ERROR=open: mapped locks take the local lock only "
-                 "(this host) until the server answers again (asked at most once a second)", name,
-                 dlock_strerror(rc));
-}
-
-static void server_back(void) {
-    dlpl_msg("the server answers again: mapped locks are cluster-wide again");
-}
-
-void dlpl_server_up(void) {
-    int was;
-    if (DLPL_LIKELY(atomic_load(&server_down) == 0)) return;
-    if ((was = atomic_exchange(&server_down, 0)) == 0) return;
-    if (dlock_client_outage_notice(dlpl_client, DLOCK_OUTAGE_UP) || (was == 1 && dlpl_conf.verbose)) server_back();
-}
-
-void dlpl_server_returned(void) {
-    if (atomic_load(&server_down) != 0) {
-        dlpl_server_up();
-    } else if (dlock_client_outage_notice(dlpl_client, DLOCK_OUTAGE_UP)) {
-        server_back(); /* an outage another program of this host told of */
-    }
 }
 
 const char *dlpl_policy_text(void) {
@@ -341,6 +319,7 @@ static int add_rule(char *text, int idx, const char *origin, char *err, size_t e
     }
     dlpl_conf.rules[dlpl_conf.nrules++] = r;
     if (r.kind == DLPL_RULE_FILE) dlpl_conf.nfile++;
+    if (r.kind == DLPL_RULE_SEM) dlpl_conf.nsem++;
     return 0;
 }
 
@@ -387,6 +366,30 @@ int dlpl_map_path(const char *path, char *name, size_t cap) {
     return 0;
 }
 
+/* The dlock name for a semaphore name, or 0 when no sem: rule matches
+ * (*undo: the rule is sem+undo).  Names are matched as given and without
+ * their leading '/', so that `sem:jobs` and `sem:/jobs` both match
+ * sem_open("/jobs"); the default lock name is the name as given (*own). */
+int dlpl_map_sem(const char *sname, char *out, size_t cap, int *undo, int *own) {
+    const char *bare = sname[0] == '/' ? sname + 1 : sname;
+    size_t i;
+    for (i = 0; i < dlpl_conf.nrules; i++) {
+        const struct dlpl_rule *r = &dlpl_conf.rules[i];
+        const char *pat, *n;
+        if (r->kind != DLPL_RULE_SEM) continue;
+        pat = r->pattern[0] == '/' ? r->pattern + 1 : r->pattern;
+        if (fnmatch(pat, bare, 0) != 0) continue;
+        n = r->name != NULL ? r->name : sname;
+        if (*n == '\0' || strlen(n) >= cap) return 0;
+        strcpy(out, n);
+        *undo = r->undo;
+        *own = r->name == NULL;
+        return 1;
+    }
+    return 0;
+}
+
+
 /* ------------------------------------------------------------- start-up */
 
 static char *read_file(const char *path, char *err, size_t errlen) {
@@ -418,25 +421,13 @@ static char *read_file(const char *path, char *err, size_t errlen) {
     return buf;
 }
 
-static int interp_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-    int i;
-    (void)size;
-    for (i = 0; i < info->dlpi_phnum; i++) {
-        if (info->dlpi_phdr[i].p_type == PT_INTERP) {
-            *(char **)arg = strdup((const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr));
-            break;
-        }
-    }
-    return 1; /* the first object is the program */
-}
-
 static void free_rules(void) {
     size_t i;
     for (i = 0; i < dlpl_conf.nrules; i++) {
         free(dlpl_conf.rules[i].pattern);
         free(dlpl_conf.rules[i].name);
     }
-    dlpl_conf.nrules = dlpl_conf.nfile = 0;
+    dlpl_conf.nrules = dlpl_conf.nfile = dlpl_conf.nsem = 0;
 }
 
 static void refuse(const char *why) {
@@ -448,14 +439,17 @@ static void refuse(const char *why) {
         dlpl_msg("%s; nothing is cluster-wide (DLOCK_ON_ERROR=open: locks stay local)", why);
 }
 
+/* Through fork: the unmapped-file cache's mutex (the loader's is the
+ * fork hook's, load.c; the implementation, once loaded, has handlers of
+ * its own). */
 static void atfork_prepare(void) {
-    dlpl_file_atfork_prepare();
+    dlpl_neg_atfork(0);
 }
 static void atfork_parent(void) {
-    dlpl_file_atfork_parent();
+    dlpl_neg_atfork(1);
 }
 static void atfork_child(void) {
-    dlpl_file_atfork_child();
+    dlpl_neg_atfork(2);
 }
 
 /* DLOCK_ON_ERROR, DLOCK_ON_LOST and DLOCK_ROOT into dlpl_conf.  0, or -1
@@ -493,22 +487,9 @@ static int read_policy(const char *onerr, const char *onlost, const char *root, 
     return bad_policy ? -1 : 0;
 }
 
-/* The program's client, for its circuit breaker and the mutex hooks.
- * 0, or -1 with the reason in err. */
-static int open_client(char *err, size_t errlen) {
-    dlock_config_t cfg;
-    dlock_config_init(&cfg);
-    cfg.breaker_ms = DLPL_BREAKER_MS; /* DLOCK_URL's breaker_ms, if any, wins */
-    if (dlock_client_create(&dlpl_client, &cfg) != 0) {
-        snprintf(err, errlen, "DLOCK_URL: %s", dlock_last_error());
-        dlpl_client = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-/* The rules from DLOCK_MAP, then DLOCK_MAP_FILE (one of them is set),
- * and with them the client.  0, or -1 with the reason in err. */
+/* The rules from DLOCK_MAP, then DLOCK_MAP_FILE (one of them is set).
+ * 0, or -1 with the reason in err.  A map without a rule (empty, or only
+ * separators and comments) is no error: nothing is mapped. */
 static int load_rules(const char *map, const char *mapfile, char *err, size_t errlen) {
     int rc = 0;
     if (map != NULL && *map != '\0') rc = dlpl_parse_map(map, ';', "DLOCK_MAP", err, errlen);
@@ -517,61 +498,56 @@ static int load_rules(const char *map, const char *mapfile, char *err, size_t er
         rc = text == NULL ? -1 : dlpl_parse_map(text, '\n', "DLOCK_MAP_FILE", err, errlen);
         free(text);
     }
-    if (rc == 0 && dlpl_conf.nrules == 0) {
-        snprintf(err, errlen, "DLOCK_MAP%s has no rule", mapfile != NULL && *mapfile != '\0' ? "_FILE" : "");
-        rc = -1;
-    }
-    if (rc == 0 && dlpl_conf.nrules > 0) rc = open_client(err, errlen);
     return rc;
 }
 
-/* What the file hooks need to start keepers: this .so's own path and the
- * program's dynamic loader (a keeper is `ld.so libdlock_preload.so
- * --dlock-keeper ...`, keeper.c). */
-static void start_files(void) {
-    Dl_info info;
-    if (dladdr((void *)start_files, &info) != 0 && info.dli_fname != NULL)
-        dlpl_self_path = realpath(info.dli_fname, NULL);
-    dl_iterate_phdr(interp_cb, &dlpl_interp);
-    dlpl_file_init();
+/* The configuration from the environment into dlpl_conf: 1 if there is
+ * a map with rules, 0 if there is none (unset, empty: nothing is mapped,
+ * nothing said), -1 if it is refused (said once, by refuse()). */
+static int configure(void) {
+    const char *map = secure_getenv("DLOCK_MAP"), *mapfile = secure_getenv("DLOCK_MAP_FILE");
+    const char *verbose = secure_getenv("DLOCK_VERBOSE");
+    char err[512];
+
+    dlpl_conf.url = secure_getenv("DLOCK_URL");
+    dlpl_conf.prefix = secure_getenv("DLOCK_PREFIX");
+    dlpl_conf.verbose = verbose != NULL && *verbose != '\0' && strcmp(verbose, "0") != 0;
+    if ((map == NULL || *map == '\0') && (mapfile == NULL || *mapfile == '\0')) {
+        /* Unconfigured: LD_PRELOAD may reach programs that nobody meant
+         * to map (a service tree); they run as without the library. */
+        if (dlpl_conf.verbose) dlpl_msg("neither DLOCK_MAP nor DLOCK_MAP_FILE is set: nothing is mapped");
+        return 0;
+    }
+    err[0] = '\0';
+    if (read_policy(secure_getenv("DLOCK_ON_ERROR"), secure_getenv("DLOCK_ON_LOST"), secure_getenv("DLOCK_ROOT"), err,
+                    sizeof err) != 0 ||
+        load_rules(map, mapfile, err, sizeof err) != 0) {
+        refuse(err);
+        return -1;
+    }
+    if (dlpl_conf.nrules == 0 && dlpl_conf.verbose)
+        dlpl_msg("DLOCK_MAP%s has no rule: nothing is mapped", map == NULL || *map == '\0' ? "_FILE" : "");
+    return dlpl_conf.nrules > 0;
 }
 
 /* Start-up, in the order that keeps it safe: the real functions first
  * (every hook passes through while dlpl_guard is up), the configuration,
- * the file hooks' needs, the fork handlers, the mutex rules; only then
- * does a hook act. */
+ * the fork handlers, the mutex rules; only then does a hook act.  An exec
+ * that kept record locks of this process on mapped files loads the
+ * implementation now, to take them over (range.c). */
 __attribute__((constructor)) static void dlpl_init(void) {
-    const char *map, *mapfile, *verbose;
-    char err[512];
-
+    int n;
     if (dlpl_state != DLPL_OFF) return; /* keeper mode, or twice */
     dlpl_guard++;
-    if (!dlpl_resolved) dlpl_resolve();
-
-    map = secure_getenv("DLOCK_MAP");
-    mapfile = secure_getenv("DLOCK_MAP_FILE");
-    verbose = secure_getenv("DLOCK_VERBOSE");
-    dlpl_conf.url = secure_getenv("DLOCK_URL");
-    dlpl_conf.prefix = secure_getenv("DLOCK_PREFIX");
-    dlpl_conf.verbose = verbose != NULL && *verbose != '\0' && strcmp(verbose, "0") != 0;
-
-    err[0] = '\0';
-    if (read_policy(secure_getenv("DLOCK_ON_ERROR"), secure_getenv("DLOCK_ON_LOST"), secure_getenv("DLOCK_ROOT"), err,
-                    sizeof err) != 0)
-        refuse(err);
-    else if ((map == NULL || *map == '\0') && (mapfile == NULL || *mapfile == '\0'))
-        refuse("neither DLOCK_MAP nor DLOCK_MAP_FILE is set");
-    else if (load_rules(map, mapfile, err, sizeof err) != 0)
-        refuse(err);
-    if (dlpl_conf.nfile > 0 || dlpl_conf.bad) start_files();
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-    if (!dlpl_conf.bad) {
-        int n = dlpl_mutex_init();
+    if (configure() > 0) {
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+        n = dlpl_mutex_init();
         if (dlpl_conf.verbose)
             dlpl_msg("%zu rule(s): %zu file, %d mutex mapped; server %s; %s", dlpl_conf.nrules, dlpl_conf.nfile, n,
                      dlpl_conf.url ? "from DLOCK_URL" : "redis://127.0.0.1:6379", dlpl_policy_text());
     }
     dlpl_state = DLPL_ACTIVE;
+    if (dlpl_conf.nfile > 0 && dlpl_posix_locks_held()) (void)dlpl_impl();
     dlpl_guard--;
 }
 

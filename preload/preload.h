@@ -1,6 +1,13 @@
-/* preload.h -- internal declarations of libdlock_preload.so, the LD_PRELOAD
- * mode: interposition and mapping rules only; every lock decision is the
- * library's (include/dlock.h).  See docs/preload.md for the design.
+/* preload.h -- internal declarations of the LD_PRELOAD mode, two shared
+ * objects: libdlock_preload.so, the thin interposer that the program
+ * loads (preload.c, fd.c, load.c and the hook_*.c files: libc only), and
+ * libdlock_preload_impl.so, the implementation that it loads with
+ * dlopen() at the first call on a mapped lock (impl.c, file.c, keeper.c,
+ * mutex.c, sem.c, range.c: linked with libdlock).  Interposition and
+ * mapping rules only; every lock decision is the library's (dlock.h, and
+ * dlock_private.h for the few calls beyond it).  The thin object exports
+ * its dlpl_ names for the implementation (exports.map).  See
+ * docs/preload.md for the design.
  */
 #ifndef DLPL_PRELOAD_H
 #define DLPL_PRELOAD_H
@@ -12,6 +19,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -30,7 +38,7 @@ extern int dlpl_state;
  * library, hiredis, OpenSSL on its behalf) pass straight through. */
 extern __thread int dlpl_guard DLPL_TLS;
 
-/* The real functions, resolved once with dlsym(RTLD_NEXT) / dlvsym. */
+/* The real functions, each resolved once with dlsym(RTLD_NEXT) / dlvsym. */
 struct dlpl_real {
     int (*flock)(int, int);
     int (*fcntl)(int, int, ...);
@@ -56,11 +64,25 @@ struct dlpl_real {
     int (*cond_wait)(pthread_cond_t *, pthread_mutex_t *);
     int (*cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
     int (*cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+    sem_t *(*sem_open)(const char *, int, ...);
+    int (*sem_close)(sem_t *);
+    int (*sem_unlink)(const char *);
+    int (*sem_wait)(sem_t *);
+    int (*sem_trywait)(sem_t *);
+    int (*sem_timedwait)(sem_t *, const struct timespec *);
+    int (*sem_clockwait)(sem_t *, clockid_t, const struct timespec *);
+    int (*sem_post)(sem_t *);
+    int (*sem_getvalue)(sem_t *, int *);
+    pid_t (*fork)(void);
 };
 extern struct dlpl_real dlpl_real;
-extern volatile int dlpl_resolved;
-void dlpl_resolve(void);
-#define DLPL_REAL(fn) (DLPL_LIKELY(dlpl_resolved) ? dlpl_real.fn : (dlpl_resolve(), dlpl_real.fn))
+void dlpl_resolve_one(size_t off);
+/* The real fn, resolved at its first use; NULL if it cannot be (the next
+ * definition is the hook itself: said once, the hook fails with ENOSYS). */
+#define DLPL_REAL(fn)                                                                                               \
+    (DLPL_LIKELY(__atomic_load_n(&dlpl_real.fn, __ATOMIC_ACQUIRE) != NULL)                                          \
+         ? dlpl_real.fn                                                                                             \
+         : (dlpl_resolve_one(offsetof(struct dlpl_real, fn)), __atomic_load_n(&dlpl_real.fn, __ATOMIC_ACQUIRE)))
 
 /* Configuration, read once at start-up (secure_getenv). */
 enum { DLPL_ON_ERROR_OPEN, DLPL_ON_ERROR_CLOSED };
@@ -79,6 +101,7 @@ struct dlpl_conf {
     struct dlpl_rule *rules;
     size_t nrules;
     size_t nfile; /* file rules */
+    size_t nsem;  /* sem rules */
     char *root;   /* DLOCK_ROOT without trailing '/', or NULL */
     size_t rootlen;
     const char *url, *prefix; /* as read, for keepers; may be NULL */
@@ -86,15 +109,59 @@ struct dlpl_conf {
     int bad; /* the configuration was refused: nothing is mapped */
 };
 extern struct dlpl_conf dlpl_conf;
-extern dlock_client_t *dlpl_client; /* in-process client (mutexes, F_GETLK) */
-extern char *dlpl_self_path;        /* this .so, for keepers */
-extern char *dlpl_interp;           /* the dynamic loader */
+extern dlock_client_t *dlpl_client; /* in-process client (impl.c: mutexes, record locks) */
+extern char *dlpl_self_path;        /* the thin .so, for keepers (load.c) */
+extern char *dlpl_interp;           /* the dynamic loader (impl.c) */
+
+/* load.c: the implementation, loaded once, at the first call that
+ * concerns a mapped lock (or at start-up when an exec kept record locks
+ * of this process).  Each entry is what a hook does once the call is
+ * known to be about a mapped lock; dlpl_guard is up around every call. */
+struct flock;
+struct stat;
+struct dlpl_impl {
+    /* file.c: flock of a mapped descriptor (st, name: its file and lock
+     * name); fcntl's and lockf's record locks (fname: NAME#fcntl); close
+     * while the implementation is loaded */
+    int (*flock)(int fd, int op, const struct stat *st, const char *name);
+    int (*lk)(int fd, int cmd, struct flock *fl, int is64, const struct stat *st, const char *fname);
+    int (*close)(int fd);
+    /* mutex.c: mapped mutex i of dlpl_mxs (how: 0 lock, 1 trylock, 2 timed) */
+    int (*mutex_lock)(int i, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *abstime);
+    int (*mutex_unlock)(int i, pthread_mutex_t *m);
+    int (*mutex_consistent)(int i, pthread_mutex_t *m);
+    int (*cond_wait)(int i, pthread_cond_t *c, pthread_mutex_t *m, int how, clockid_t clock,
+                     const struct timespec *t);
+    /* sem.c: the sem_* hooks' work (a semaphore that is not mapped goes to
+     * the real function there) */
+    sem_t *(*sem_open)(const char *name, int oflag, mode_t mode, unsigned value);
+    int (*sem_unlink)(const char *name);
+    int (*sem_close)(sem_t *s);
+    int (*sem_take)(sem_t *s, int how, clockid_t clock, const struct timespec *t); /* how: 0 wait, 1 try, 2 timed */
+    int (*sem_post)(sem_t *s);
+    int (*sem_getvalue)(sem_t *s, int *v);
+};
+/* The implementation, loaded on the first call; NULL if it cannot be (it
+ * said so once, on stderr): the hooks then apply DLOCK_ON_ERROR. */
+const struct dlpl_impl *dlpl_impl(void);
+/* The implementation if it is loaded already, else NULL: nothing
+ * cluster-wide can be held before then. */
+extern const struct dlpl_impl *_Atomic dlpl_impl_loaded;
+#define DLPL_LOADED() atomic_load_explicit(&dlpl_impl_loaded, memory_order_acquire)
+/* The implementation's side of the load (impl.c): 0 and *out, or -1 with
+ * the reason in err.  And the keeper's main, run by the thin object's
+ * entry point (keeper.c): the exit status. */
+typedef int (*dlpl_impl_start_fn)(const struct dlpl_impl **out, char *err, size_t errlen);
+typedef int (*dlpl_keeper_main_fn)(char *cmdline, size_t len);
 
 /* Parses DLOCK_MAP-style text (rules separated by sep) into dlpl_conf;
  * 0, or -1 with a one-line reason in err. */
 int dlpl_parse_map(const char *text, int sep, const char *origin, char *err, size_t errlen);
 /* The lock name for an absolute path, or 0 when no file rule matches. */
 int dlpl_map_path(const char *path, char *name, size_t cap);
+/* The lock name for a semaphore name, or 0 when no sem: rule matches
+ * (*undo: the rule is sem+undo; *own: it has no =NAME). */
+int dlpl_map_sem(const char *sname, char *out, size_t cap, int *undo, int *own);
 
 /* Would a signal handler that just ran in this thread (whose signal mask
  * is *mask) have restarted a system call (SA_RESTART)?  Which signal ran
@@ -127,12 +194,23 @@ void dlpl_server_returned(void);
  * program's and its keepers'), unless DLOCK_URL sets breaker_ms. */
 #define DLPL_BREAKER_MS 30000u
 
-/* file.c */
+/* file.c (implementation) */
 void dlpl_file_init(void);
 void dlpl_file_atfork_prepare(void);
 void dlpl_file_atfork_parent(void);
 void dlpl_file_atfork_child(void);
+int dlpl_file_flock(int fd, int op, const struct stat *st, const char *name);
+int dlpl_file_lk(int fd, int cmd, struct flock *fl, int is64, const struct stat *st, const char *fname);
+int dlpl_file_close(int fd);
 extern volatile int dlpl_nrec;
+/* hook_file.c (thin): does this process hold POSIX record locks (an exec
+ * kept them)?  Then the implementation is loaded at start-up, to take
+ * them over (dlpl_range_adopt). */
+int dlpl_posix_locks_held(void);
+/* The fork handler of the unmapped-file cache's mutex (hook_file.c;
+ * preload.c registers it): phase 0 before the fork, 1 in the parent, 2 in
+ * the child. */
+void dlpl_neg_atfork(int phase);
 
 /* range.c: record locks (fcntl F_SETLK/F_SETLKW/F_GETLK and lockf; with
  * ofd, the F_OFD_* forms) on mapped files, as byte ranges in the
@@ -172,12 +250,32 @@ uint32_t dlpl_fd_token(int fd);
 void dlpl_fd_remember(int fd, uint32_t token);
 void dlpl_fd_forget(int fd);
 
-/* mutex.c */
+/* hook_mutex.c (thin): the mapped mutexes, resolved at start-up by
+ * symbol and sorted by address; mutex.c (implementation) keeps their
+ * dlock mutexes by the same index. */
+#define DLPL_MAX_MUTEX 64
+struct dlpl_mx {
+    void *addr;
+    const char *name;   /* the dlock mutex's name */
+    const char *symbol; /* the rule's symbol */
+};
+extern struct dlpl_mx dlpl_mxs[DLPL_MAX_MUTEX];
 int dlpl_mutex_init(void); /* resolves mutex rules; number mapped */
 extern volatile int dlpl_nmutex;
+/* mutex.c */
+int dlpl_mx_lock(int i, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *abstime);
+int dlpl_mx_unlock(int i, pthread_mutex_t *m);
+int dlpl_mx_consistent(int i, pthread_mutex_t *m);
+int dlpl_mx_cond(int i, pthread_cond_t *c, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *t);
 
-/* sem.c: the sem_* hooks; rules of kind DLPL_RULE_SEM, looked up at
- * sem_open. */
+/* sem.c (implementation): the sem_* hooks' work; rules of kind
+ * DLPL_RULE_SEM, looked up at sem_open. */
+sem_t *dlpl_sem_open(const char *name, int oflag, mode_t mode, unsigned value);
+int dlpl_sem_unlink(const char *name);
+int dlpl_sem_close(sem_t *s);
+int dlpl_sem_take(sem_t *s, int how, clockid_t clock, const struct timespec *t);
+int dlpl_sem_post(sem_t *s);
+int dlpl_sem_getvalue(sem_t *s, int *v);
 
 /* keeper.c */
 enum { DLPL_K_FLOCK = 0, DLPL_K_POSIX = 1, DLPL_K_OFD = 2 };
@@ -185,6 +283,10 @@ enum { DLPL_K_FLOCK = 0, DLPL_K_POSIX = 1, DLPL_K_OFD = 2 };
  * open on fd (re-opened as its own description).  0 with *sock and
  * *pid, or an errno value. */
 int dlpl_keeper_spawn(const char *name, int fd, int *sock, pid_t *pid);
+/* The keeper's main (the implementation's dlpl_keeper_main, run by the
+ * thin object's entry point): its arguments from /proc/self/cmdline;
+ * the exit status. */
+int dlpl_keeper_main(char *cmdline, size_t len);
 /* A keeper's exit status when a signal (SIGTERM, SIGHUP, SIGINT) ended it
  * while it held a lock: the program is told, as of a killed keeper. */
 #define DLPL_KEEPER_TERMINATED 3

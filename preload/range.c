@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "preload.h"
-#include "api/api.h" /* dlock__range */
+#include <dlock_private.h> /* dlock__range */
 
 #ifndef KCMP_FILE
 #define KCMP_FILE 0

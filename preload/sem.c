@@ -51,70 +51,13 @@ static struct sm sms[MAX_SEM];
 static atomic_int nsem;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* The real functions, resolved on first use (the hooks are rare: a
- * program's named semaphores). */
-static struct {
-    sem_t *(*open)(const char *, int, ...);
-    int (*close)(sem_t *);
-    int (*unlink)(const char *);
-    int (*wait)(sem_t *);
-    int (*trywait)(sem_t *);
-    int (*timedwait)(sem_t *, const struct timespec *);
-    int (*clockwait)(sem_t *, clockid_t, const struct timespec *);
-    int (*post)(sem_t *);
-    int (*getvalue)(sem_t *, int *);
-} real;
-static pthread_once_t real_once = PTHREAD_ONCE_INIT;
-
-#include <dlfcn.h>
-
-static void *next(const char *name, void *self) {
-    void *p = dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
-    if (p == NULL) p = dlsym(RTLD_NEXT, name);
-    return p == self ? NULL : p;
-}
-
-static void resolve(void) {
-    real.open = (sem_t * (*)(const char *, int, ...)) next("sem_open", (void *)sem_open);
-    real.close = (int (*)(sem_t *))next("sem_close", (void *)sem_close);
-    real.unlink = (int (*)(const char *))next("sem_unlink", (void *)sem_unlink);
-    real.wait = (int (*)(sem_t *))next("sem_wait", (void *)sem_wait);
-    real.trywait = (int (*)(sem_t *))next("sem_trywait", (void *)sem_trywait);
-    real.timedwait = (int (*)(sem_t *, const struct timespec *))next("sem_timedwait", (void *)sem_timedwait);
-    real.clockwait = (int (*)(sem_t *, clockid_t, const struct timespec *))next("sem_clockwait", (void *)sem_clockwait);
-    real.post = (int (*)(sem_t *))next("sem_post", (void *)sem_post);
-    real.getvalue = (int (*)(sem_t *, int *))next("sem_getvalue", (void *)sem_getvalue);
-}
-
-#define REAL(fn) (pthread_once(&real_once, resolve), real.fn)
+/* The real functions (the thin object resolved them: preload.c). */
+#define REAL(fn) DLPL_REAL(sem_##fn)
 /* A real function that could not be found (it would be the hook itself):
  * ENOSYS, as the other hooks do. */
-#define CALL_REAL(fn, ...) (REAL(fn) != NULL ? real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
+#define CALL_REAL(fn, ...) (REAL(fn) != NULL ? REAL(fn)(__VA_ARGS__) : (errno = ENOSYS, -1))
 
 /* ------------------------------------------------------------- rules */
-
-/* The dlock name for a semaphore name, or 0 when no sem: rule matches
- * (*undo: the rule is sem+undo).  Names are matched as given and without
- * their leading '/', so that `sem:jobs` and `sem:/jobs` both match
- * sem_open("/jobs"); the default lock name is the name as given (*own). */
-static int map_name(const char *sname, char *out, size_t cap, int *undo, int *own) {
-    const char *bare = sname[0] == '/' ? sname + 1 : sname;
-    size_t i;
-    for (i = 0; i < dlpl_conf.nrules; i++) {
-        const struct dlpl_rule *r = &dlpl_conf.rules[i];
-        const char *pat, *n;
-        if (r->kind != DLPL_RULE_SEM) continue;
-        pat = r->pattern[0] == '/' ? r->pattern + 1 : r->pattern;
-        if (fnmatch(pat, bare, 0) != 0) continue;
-        n = r->name != NULL ? r->name : sname;
-        if (*n == '\0' || strlen(n) >= cap) return 0;
-        strcpy(out, n);
-        *undo = r->undo;
-        *own = r->name == NULL;
-        return 1;
-    }
-    return 0;
-}
 
 static struct sm *find(const sem_t *s) {
     int i, n = atomic_load_explicit(&nsem, memory_order_acquire);
@@ -442,7 +385,7 @@ static struct sm *open_entry(const sem_t *s) {
  * counts as "it may exist there". */
 static int missing(const char *name, const char *dname) {
     dlock_sem_info_t si;
-    sem_t *s = real.open(name, 0);
+    sem_t *s = DLPL_REAL(sem_open)(name, 0);
     if (s != SEM_FAILED) {
         (void)CALL_REAL(close, s);
         return 0;
@@ -451,25 +394,18 @@ static int missing(const char *name, const char *dname) {
     return dlock_sem_info(dlpl_client, dname, &si) == 0 && !si.exists;
 }
 
-sem_t *sem_open(const char *name, int oflag, ...) {
+/* sem_open of a name that a sem: rule maps (hook_sem.c checked it, and
+ * took mode and value from the arguments). */
+sem_t *dlpl_sem_open(const char *name, int oflag, mode_t mode, unsigned value) {
     char dname[DLOCK_NAME_MAX + 1];
-    mode_t mode = 0;
-    unsigned value = 0;
     int undo = 0, own = 0;
     sem_t *s;
-    if (oflag & O_CREAT) {
-        va_list ap;
-        va_start(ap, oflag);
-        mode = (mode_t)va_arg(ap, unsigned);
-        value = va_arg(ap, unsigned);
-        va_end(ap);
-    }
     if (REAL(open) == NULL) {
         errno = ENOSYS;
         return SEM_FAILED;
     }
-    if (!ACTIVE() || !map_name(name, dname, sizeof dname, &undo, &own))
-        return (oflag & O_CREAT) ? real.open(name, oflag, mode, value) : real.open(name, oflag);
+    if (!ACTIVE() || !dlpl_map_sem(name, dname, sizeof dname, &undo, &own))
+        return (oflag & O_CREAT) ? DLPL_REAL(sem_open)(name, oflag, mode, value) : DLPL_REAL(sem_open)(name, oflag);
     dlpl_guard++;
     if (!(oflag & O_CREAT) && missing(name, dname)) {
         dlpl_guard--;
@@ -480,7 +416,7 @@ sem_t *sem_open(const char *name, int oflag, ...) {
      * made with value 0 if the program only opens an existing one, since
      * the one that exists may be on another host. */
     if (!(oflag & O_CREAT)) mode = 0600;
-    s = real.open(name, oflag | O_CREAT, mode, value);
+    s = DLPL_REAL(sem_open)(name, oflag | O_CREAT, mode, value);
     if (s != SEM_FAILED) {
         int saved = errno;
         add(s, dname, value, undo, own);
@@ -490,7 +426,7 @@ sem_t *sem_open(const char *name, int oflag, ...) {
     return s;
 }
 
-int sem_close(sem_t *s) {
+int dlpl_sem_close(sem_t *s) {
     struct sm *e = MAPPED(s);
     int r;
     if (e == NULL) return CALL_REAL(close, s);
@@ -507,10 +443,10 @@ int sem_close(sem_t *s) {
  * Python's multiprocessing unlink a name right after opening it, while
  * they go on using it.  Under sem:GLOB=NAME many local names share one
  * cluster semaphore: it stays (`dlock break --unlink NAME` deletes it). */
-int sem_unlink(const char *name) {
+int dlpl_sem_unlink(const char *name) {
     char dname[DLOCK_NAME_MAX + 1];
     int undo, own = 0, r = CALL_REAL(unlink, name), saved = errno;
-    if (r != 0 || !ACTIVE() || !map_name(name, dname, sizeof dname, &undo, &own) || !own) return r;
+    if (r != 0 || !ACTIVE() || !dlpl_map_sem(name, dname, sizeof dname, &undo, &own) || !own) return r;
     dlpl_guard++;
     unlinked(dname);
     dlpl_guard--;
@@ -518,48 +454,24 @@ int sem_unlink(const char *name) {
     return r;
 }
 
-int sem_wait(sem_t *s) {
+/* sem_wait (how 0), sem_trywait (1), sem_timedwait and sem_clockwait (2,
+ * at t on clock). */
+int dlpl_sem_take(sem_t *s, int how, clockid_t clock, const struct timespec *t) {
     struct sm *e = MAPPED(s);
     int r;
-    if (e == NULL) return CALL_REAL(wait, s);
+    if (e == NULL)
+        return how == 0   ? CALL_REAL(wait, s)
+               : how == 1 ? CALL_REAL(trywait, s)
+               : clock == CLOCK_REALTIME ? CALL_REAL(timedwait, s, t)
+                                         : CALL_REAL(clockwait, s, clock, t);
+    if (how == 2 && clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return ret(EINVAL);
     dlpl_guard++;
-    r = sm_take(e, 0, CLOCK_REALTIME, NULL);
+    r = sm_take(e, how, clock, t);
     dlpl_guard--;
     return r;
 }
 
-int sem_trywait(sem_t *s) {
-    struct sm *e = MAPPED(s);
-    int r;
-    if (e == NULL) return CALL_REAL(trywait, s);
-    dlpl_guard++;
-    r = sm_take(e, 1, CLOCK_REALTIME, NULL);
-    dlpl_guard--;
-    return r;
-}
-
-int sem_timedwait(sem_t *s, const struct timespec *t) {
-    struct sm *e = MAPPED(s);
-    int r;
-    if (e == NULL) return CALL_REAL(timedwait, s, t);
-    dlpl_guard++;
-    r = sm_take(e, 2, CLOCK_REALTIME, t);
-    dlpl_guard--;
-    return r;
-}
-
-int sem_clockwait(sem_t *s, clockid_t clock, const struct timespec *t) {
-    struct sm *e = MAPPED(s);
-    int r;
-    if (e == NULL) return CALL_REAL(clockwait, s, clock, t);
-    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return ret(EINVAL);
-    dlpl_guard++;
-    r = sm_take(e, 2, clock, t);
-    dlpl_guard--;
-    return r;
-}
-
-int sem_post(sem_t *s) {
+int dlpl_sem_post(sem_t *s) {
     struct sm *e = MAPPED(s);
     int r;
     if (e == NULL) return CALL_REAL(post, s);
@@ -569,7 +481,7 @@ int sem_post(sem_t *s) {
     return r;
 }
 
-int sem_getvalue(sem_t *s, int *v) {
+int dlpl_sem_getvalue(sem_t *s, int *v) {
     struct sm *e = MAPPED(s);
     int r;
     if (e == NULL) return CALL_REAL(getvalue, s, v);

@@ -4,6 +4,8 @@
 #ifndef DLOCK_API_H
 #define DLOCK_API_H
 
+#include <errno.h>
+
 #include "core/core.h"
 
 /* Lock objects (mutexes, rwlocks): the private state behind the caller's
@@ -78,20 +80,11 @@ void dlock__report(dlock__lost_report *rep);
  * is not an initialised attribute object.  (attr.c) */
 int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
 
-/* One request on the record-lock range table of name (range.lua; args
- * its ARGV): 0 with *out its answer (dlock__strs_free), or an errno
- * value (ENOLCK: unreachable, or the breaker is open; ENOTSUP on
- * Redlock).  once: one attempt, however the server answers.  (range.c;
- * for the preload) */
-int dlock__range(dlock_client_t *c, const char *name, int once, int nargs, const char *const *args,
-                 dlock__strs *out);
-/* A record-lock owner's wait edges (the waits op's "eset", "eget",
- * "edel" on <prefix>dlw:{<id>}): one attempt.  (range.c) */
-int dlock__range_edge(dlock_client_t *c, const char *op, const char *id, const char *rec, unsigned ttl_ms,
-                      dlock__strs *out);
-/* The record-lock table of name as it is ("show"): 0 with *out (the
- * server's time, then each live owner and its record), or an errno
- * value; _count: its owners and held ranges.  (range.c; dlock_range_tables) */
+/* dlock__range and dlock__range_edge (range.c), for the preload, are
+ * declared in dlock_private.h.  The record-lock table of name as it is
+ * ("show"): 0 with *out (the server's time, then each live owner and its
+ * record), or an errno value; _count: its owners and held ranges.
+ * (range.c; dlock_range_tables) */
 int dlock__range_table(dlock_client_t *c, const char *name, dlock__strs *out);
 void dlock__range_count(const dlock__strs *t, unsigned *owners, unsigned *ranges);
 

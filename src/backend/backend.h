@@ -6,6 +6,7 @@
 #define DLOCK_BACKEND_H
 
 #include "net/net.h"
+#include "dlock_private.h" /* what the preload may call */
 
 /* The keys of one lock; the braces put all of them in one cluster slot. */
 enum {
@@ -300,12 +301,8 @@ int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline
 int dlock__renew_append(dlock__backend *c, dlock__conn *cn, const dlock__renewal *rn, size_t n);
 int dlock__renew_answer(const redisReply *r, dlock__renewal *rn);
 
-/* A list of strings a waits op answered (each NUL-terminated). */
-typedef struct dlock__strs {
-    size_t n;
-    char **v;
-} dlock__strs;
-void dlock__strs_free(dlock__strs *s);
+/* A list of strings a waits op answered: dlock__strs and
+ * dlock__strs_free, exported to the preload (dlock_private.h). */
 /* The calling thread's identity as the scripts write it, "host:pid:tid"
  * (self: its identity; the pid and tid dlock__set_who names, if any),
  * into out (cap bytes, at least 320).  Its length. */
@@ -449,11 +446,9 @@ int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, lo
 int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out);
 
 extern const dlock__backend_ops dlock__single_backend;
-/* The holder identity ("who": host:pid:tid) this process writes with its
- * locks, when it holds them for another process: the preload's keeper
- * names the program it serves.  pid 0 (the default): this process's own
- * pid and the calling thread's tid.  (backend.c) */
-void dlock__set_who(long pid, unsigned long tid);
+/* dlock__set_who (backend.c), the holder identity this process writes
+ * with its locks, is declared in dlock_private.h: the preload's keeper
+ * names the program it serves. */
 
 /* The arguments of one script call (keys first), with the buffers they
  * point into: what the single-server backend sends, which Redlock sends

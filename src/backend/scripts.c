@@ -91,13 +91,17 @@ static void sha_of(const char *body, char *out) {
     out[40] = '\0';
 }
 
+/* (EVP_Digest takes OpenSSL's locks: under dlock__openssl_lock, so that
+ * a fork from another thread meanwhile waits for it.) */
 static void sha_make(void) {
     int i;
+    dlock__openssl_lock();
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
         sharded[i] = sharded_make(bodies[i]);
         sha_of(bodies[i], shas[0][i]);
         sha_of(sharded[i], shas[1][i]);
     }
+    dlock__openssl_unlock();
 }
 
 static const char *script_sha(int which, int variant) {

@@ -5,12 +5,15 @@
  *   dlpl_fdcache pairs KIND N PATH
  *       opens PATH, makes one lock/unlock pair, then N more between two
  *       getppid() calls (markers for strace); KIND: flock, fcntl, lockf.
- *   dlpl_fdcache scenarios UNMAPPED MAPPED FLOCK PROBE_ROOT PROBE_PATH
+ *   dlpl_fdcache scenarios UNMAPPED MAPPED PROBE_ROOT PROBE_PATH
  *       runs each scenario below; prints "NAME A B ..." lines, where each
- *       number is a probe: FLOCK -n PROBE_PATH run with DLOCK_ROOT=
- *       PROBE_ROOT (another "host" whose PROBE_PATH has MAPPED's lock
- *       name): 1 if the cluster lock is held, 0 if it is free; and "NAME_fd
- *       1" when the descriptor numbers came out as the scenario needs.
+ *       number is a probe: `dlpl_fdcache probe PROBE_PATH` run with
+ *       DLOCK_ROOT=PROBE_ROOT (another "host" whose PROBE_PATH has
+ *       MAPPED's lock name): 1 if the cluster lock is held, 0 if it is
+ *       free; and "NAME_fd 1" when the descriptor numbers came out as the
+ *       scenario needs.
+ *   dlpl_fdcache probe PATH
+ *       exit 0 if PATH's lock is free (taken and unlocked), 1 if held.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *upath, *mpath, *flock_prog, *probe_root, *probe_path;
+static const char *upath, *mpath, *probe_root, *probe_path;
 
 static int xopen(const char *path) {
     int fd = open(path, O_RDWR | O_CREAT, 0644);
@@ -37,7 +40,12 @@ static void lk(int fd, int op) {
     if (flock(fd, op) != 0) printf("flock %d %d: %s\n", fd, op, strerror(errno));
 }
 
-/* Is the cluster lock of MAPPED's name held?  1 yes, 0 no, else -1. */
+/* Is the cluster lock of MAPPED's name held?  1 yes, 0 no, else -1.
+ * The probe is this program on the other "host" (probe mode below), not
+ * FLOCK -n PROBE_PATH true: flock(1) leaves its lock to exit, whose
+ * cluster lock its keeper gives up a round trip later, so the next probe
+ * could find the last one's lock still held; an explicit LOCK_UN gives
+ * it up before it returns. */
 static int probe(void) {
     int st;
     pid_t pid;
@@ -45,11 +53,20 @@ static int probe(void) {
     if ((pid = fork()) < 0) return -1;
     if (pid == 0) {
         setenv("DLOCK_ROOT", probe_root, 1);
-        execl(flock_prog, flock_prog, "-n", probe_path, "true", (char *)NULL);
+        execl("/proc/self/exe", "dlpl_fdcache", "probe", probe_path, (char *)NULL);
         _exit(127);
     }
     if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1;
     return WEXITSTATUS(st) == 1 ? 1 : WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+/* probe mode: 0 if PATH's lock was free (taken and given up at once), 1
+ * if it is held, 2 on an error. */
+static int probe_main(const char *path) {
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return 2;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) return errno == EWOULDBLOCK ? 1 : 2;
+    return flock(fd, LOCK_UN) == 0 ? 0 : 2;
 }
 
 /* Locks fd, probes, unlocks, probes: prints "name held released". */
@@ -213,16 +230,16 @@ static int pairs(const char *kind, long n, const char *path) {
 
 int main(int argc, char **argv) {
     if (argc == 5 && strcmp(argv[1], "pairs") == 0) return pairs(argv[2], strtol(argv[3], NULL, 10), argv[4]);
-    if (argc != 7 || strcmp(argv[1], "scenarios") != 0) {
-        fprintf(stderr, "usage: dlpl_fdcache pairs KIND N PATH | scenarios UNMAPPED MAPPED FLOCK PROBE_ROOT "
-                        "PROBE_PATH\n");
+    if (argc == 3 && strcmp(argv[1], "probe") == 0) return probe_main(argv[2]);
+    if (argc != 6 || strcmp(argv[1], "scenarios") != 0) {
+        fprintf(stderr, "usage: dlpl_fdcache pairs KIND N PATH | scenarios UNMAPPED MAPPED PROBE_ROOT PROBE_PATH"
+                        " | probe PATH\n");
         return 2;
     }
     upath = argv[2];
     mpath = argv[3];
-    flock_prog = argv[4];
-    probe_root = argv[5];
-    probe_path = argv[6];
+    probe_root = argv[4];
+    probe_path = argv[5];
     reuse();
     dups();
     dupfd();
