@@ -193,8 +193,11 @@ static dlock__hold *unit_pick(dlock__lock *l) {
 /* A post by the holder of h (live, marked releasing; c->mu NOT held):
  * its lease ends and its unit goes back, or the server says the lease is
  * gone (the unit came back already): h is lost, its handler told.  Not
- * answered: h is the process's still (renewed, returned by a later
- * post, which the server answers once: `done`). */
+ * answered: the program has posted it all the same, so h is forgotten
+ * and renewed no more: its lease gives the unit back, if the return did
+ * not, within a lease.  (Kept for a later post, it would outlive it: that
+ * post is for the unit its own take leased, and one unit would stay
+ * leased, renewed, for the process's life.) */
 static int unit_return(struct dlock_client *c, dlock__lock *l, dlock__hold *h, unsigned opened) {
     dlock__lost_report rep;
     long long res = 0;
@@ -204,15 +207,11 @@ static int unit_return(struct dlock_client *c, dlock__lock *l, dlock__hold *h, u
     int rc = op(c, l, "return", h->token, 0, h->lease_ms, (long long)opened, &res);
     memset(&rep, 0, sizeof rep);
     pthread_mutex_lock(&c->mu);
-    if (rc != 0) {
-        dlock__hold_take(h, NULL, 0); /* HELD, not releasing: renewed again */
-    } else {
-        if (res == 2) {
-            dlock__unit_lost(c, h, &rep);
-            rep.why = DLOCK_LOST_BROKEN;
-        }
-        unit_forget(c, h);
+    if (rc == 0 && res == 2) {
+        dlock__unit_lost(c, h, &rep);
+        rep.why = DLOCK_LOST_BROKEN;
     }
+    unit_forget(c, h);
     pthread_mutex_unlock(&c->mu);
     dlock__lost_run(&rep);
     free(rep.name);
