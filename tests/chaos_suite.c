@@ -85,7 +85,10 @@
  *             and the end of its release): a release that said EPERM; a
  *             hold across a pause of its process, or across a freeze,
  *             restart, cut or drop, longer than the lease + 100 ms; a hold
- *             across a data loss (restart-lost, flushall).  Not a
+ *             across a data loss (restart-lost, flushall) -- a caching
+ *             mutex's too, whose unlock into the cache asked the server
+ *             nothing: the cache's renewal that finds the lock gone tells
+ *             it (README "Lock caching").  Not a
  *             semaphore unit without undo: it has no lease and no owner on
  *             the server, and is not told (docs/locks.md).
  *   deadline  a timed take returns by its deadline + 50 ms, unless its

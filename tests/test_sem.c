@@ -917,6 +917,46 @@ static void test_lost_timed_take(void) {
     dlt_proxy_stop(px);
 }
 
+/* A post whose answer never comes (ENOLCK after the unreachable bound)
+ * is asked again, with its call token, by the same thread's next call of
+ * the semaphore: done once, whether the first never reached the server
+ * (the proxy a black hole: DROP) or ran there and only its answer was
+ * held (DELAY, past the bound).  Without it the first unit is gone for
+ * good. */
+static void test_lost_post(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    int ran;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 800), 0);
+    for (ran = 0; ran <= 1; ran++) {
+        const char *name = ran ? "s/lostpost-ran" : "s/lostpost";
+        dlock_semattr_t a;
+        dlock_sem_t s;
+        double end;
+        int v = -1, rc;
+        DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+        DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+        DLT_ASSERT_ERR(dlock_sem_init(&s, name, 1, &a), 0);
+        DLT_ASSERT_ERR(dlock_sem_wait(&s), 0);
+        DLT_ASSERT_INT_EQ(sm_server_value(name), 0);
+        dlt_proxy_set(px, ran ? DLT_PROXY_DELAY : DLT_PROXY_DROP, 3000, NULL, 0);
+        DLT_ASSERT_ERR(dlock_sem_post(&s), ENOLCK);
+        DLT_ASSERT_INT_EQ(sm_server_value(name), ran ? 1 : 0);
+        dlt_proxy_pass(px);
+        /* (the client's breaker may answer for a while: ask until served) */
+        end = dlt_now() + 10.0;
+        while ((rc = dlock_sem_getvalue(&s, &v)) == ENOLCK && dlt_now() < end) dlt_sleep_ms(50);
+        DLT_ASSERT_ERR(rc, 0);
+        DLT_ASSERT_INT_EQ(v, 1);
+        DLT_ASSERT_INT_EQ(sm_server_value(name), 1);
+        DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+        DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    }
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+}
+
 /* The same for a waiter: queued, then cut off, and a post (of another
  * client) hands it the unit.  Its take again, sent on a new connection,
  * claims the unit on the server, but no answer comes back by deadline +
@@ -985,6 +1025,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_lost_answer_once),
     DLT_TEST(test_lost_timed_take),
     DLT_TEST(test_lost_queued_take),
+    DLT_TEST(test_lost_post),
     DLT_TEST(test_done_record_bounded),
     DLT_TEST(test_done_rules),
     DLT_TEST(test_undo_rules),

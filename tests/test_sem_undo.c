@@ -589,6 +589,46 @@ static void test_lost_answer_once(void) {
     dlt_proxy_stop(px);
 }
 
+/* A post whose return gets no answer for the whole bound (the proxy a
+ * black hole) ends in ENOLCK; the unit is the program's no more: it is
+ * renewed no more and comes back when its lease runs out, and the next
+ * take and post leave the value whole.  (Renewed on, it stayed leased
+ * for the process's life: the next post returned its own take's unit.) */
+static void test_unanswered_return(void) {
+    static const char name[] = "u/noreturn";
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    int lost = 0, v = -1, rc;
+    double end;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(px), 800), 0);
+    su_attr(&a, 2000, c);
+    DLT_ASSERT_ERR(dlock_semattr_setlostcallback(&a, count_lost, &lost), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, name, 1, &a), 0);
+    DLT_ASSERT_ERR(dlock_sem_wait(&s), 0);
+    DLT_ASSERT_INT_EQ(su_leased(name), 1);
+    dlt_proxy_set(px, DLT_PROXY_DROP, 0, NULL, 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), ENOLCK);
+    dlt_proxy_pass(px);
+    dlt_sleep_ms(2500); /* the lease, from its last renewal before the drop */
+    end = dlt_now() + 10.0;
+    while ((rc = dlock_sem_getvalue(&s, &v)) == ENOLCK && dlt_now() < end) dlt_sleep_ms(50);
+    DLT_ASSERT_ERR(rc, 0);
+    DLT_ASSERT_INT_EQ(v, 1);
+    DLT_ASSERT_INT_EQ(su_leased(name), 0);
+    DLT_ASSERT_ERR(dlock_sem_wait(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_post(&s), 0);
+    DLT_ASSERT_INT_EQ(su_value(name), 1);
+    DLT_ASSERT_INT_EQ(su_leased(name), 0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&lost), 0); /* posted by the program: not lost */
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&a), 0);
+    dlt_proxy_stop(px);
+}
+
 /* ========================================================================
  * A cut-off holder hears of its loss before the unit goes on
  * ====================================================================== */
@@ -859,6 +899,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_destroy_keeps_client_returns),
     DLT_TEST(test_eintr),
     DLT_TEST(test_lost_answer_once),
+    DLT_TEST(test_unanswered_return),
     DLT_TEST(test_cut_off_holder),
     DLT_TEST(test_remade_after_restart),
     DLT_TEST(test_remade_after_flushall),

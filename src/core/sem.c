@@ -94,13 +94,22 @@ static int op(struct dlock_client *c, dlock__lock *l, const char *what, const ch
     return op_once(c, l, what, token, arg, lease, remake, res, 0);
 }
 
-/* A take whose answer was lost, to be undone ("lost takes" below). */
+/* A take whose answer was lost, to be undone, or a post whose answer was
+ * lost, to be asked again ("lost takes and posts" below). */
 struct dlock__sem_undo {
     const dlock__thread *self; /* the thread whose `done` entry names it */
     unsigned lease;            /* the take's (a leased unit's lease ends) */
+    int post;                  /* a post: asked again (max, opened), before `until` */
+    long long max, opened;
+    dlock__mono until;
     char token[DLOCK__OWNER_LEN + 1];
     struct dlock__sem_undo *next;
 };
+
+/* How long after a post a lost answer of it is asked again: within the
+ * server's record of the ops it did (sem_lua's `done`, kept a minute at
+ * least), less a margin, so that a post it did is never done twice. */
+#define POST_AGAIN_MS 50000
 
 static int no_sem(struct dlock_client *c) {
     if (c->be.ops->sem != NULL) return 0;
@@ -184,8 +193,11 @@ static dlock__hold *unit_pick(dlock__lock *l) {
 /* A post by the holder of h (live, marked releasing; c->mu NOT held):
  * its lease ends and its unit goes back, or the server says the lease is
  * gone (the unit came back already): h is lost, its handler told.  Not
- * answered: h is the process's still (renewed, returned by a later
- * post, which the server answers once: `done`). */
+ * answered: the program has posted it all the same, so h is forgotten
+ * and renewed no more: its lease gives the unit back, if the return did
+ * not, within a lease.  (Kept for a later post, it would outlive it: that
+ * post is for the unit its own take leased, and one unit would stay
+ * leased, renewed, for the process's life.) */
 static int unit_return(struct dlock_client *c, dlock__lock *l, dlock__hold *h, unsigned opened) {
     dlock__lost_report rep;
     long long res = 0;
@@ -195,15 +207,11 @@ static int unit_return(struct dlock_client *c, dlock__lock *l, dlock__hold *h, u
     int rc = op(c, l, "return", h->token, 0, h->lease_ms, (long long)opened, &res);
     memset(&rep, 0, sizeof rep);
     pthread_mutex_lock(&c->mu);
-    if (rc != 0) {
-        dlock__hold_take(h, NULL, 0); /* HELD, not releasing: renewed again */
-    } else {
-        if (res == 2) {
-            dlock__unit_lost(c, h, &rep);
-            rep.why = DLOCK_LOST_BROKEN;
-        }
-        unit_forget(c, h);
+    if (rc == 0 && res == 2) {
+        dlock__unit_lost(c, h, &rep);
+        rep.why = DLOCK_LOST_BROKEN;
     }
+    unit_forget(c, h);
     pthread_mutex_unlock(&c->mu);
     dlock__lost_run(&rep);
     free(rep.name);
@@ -232,7 +240,7 @@ void dlock__units_return_all(struct dlock_client *c) {
     }
 }
 
-/* --------------------------------------------------------- lost takes
+/* ------------------------------------------------ lost takes and posts
  *
  * A take or withdraw whose call ended with an error (its answer lost:
  * the connection cut, the server restarted with its data while it ran,
@@ -241,10 +249,15 @@ void dlock__units_return_all(struct dlock_client *c) {
  * for a lease.  The server's `done` entry of the thread that sent it
  * names its token until that thread's next op of the semaphore
  * (sem.lua), so that op is preceded by an undo of it: the unit goes
- * back if it was taken, and the registration goes if it was not.  An
- * undo that gets no answer stays, and the call that sent it fails
- * rather than send an op that would replace the entry.  (The list:
- * struct dlock__sem_undo, above.) */
+ * back if it was taken, and the registration goes if it was not.  A post
+ * that ended with an error may not have reached the server (a link that
+ * answered nothing for the whole bound): its unit would be gone for
+ * good.  The same thread's next op asks it again first, with its token,
+ * which the server's entry answers "done" if it was (within
+ * POST_AGAIN_MS; later it is dropped).  An undo or post that gets no
+ * answer stays, and the call that sent it fails rather than send an op
+ * that would replace the entry.  (The list: struct dlock__sem_undo,
+ * above.) */
 static void undo_add(struct dlock_client *c, dlock__lock *l, const dlock__thread *self, const char *token,
                      unsigned lease) {
     struct dlock__sem_undo *u = calloc(1, sizeof *u);
@@ -256,6 +269,34 @@ static void undo_add(struct dlock_client *c, dlock__lock *l, const dlock__thread
     u->next = l->undos;
     l->undos = u;
     pthread_mutex_unlock(&c->mu);
+}
+
+/* A post of self's whose answer was lost (token), to be asked again. */
+static void post_again_add(struct dlock_client *c, dlock__lock *l, const dlock__thread *self, const char *token,
+                           long long max, long long opened, dlock__mono sent) {
+    struct dlock__sem_undo *u = calloc(1, sizeof *u);
+    if (u == NULL) return; /* (the post may stay undone, as before it was asked again) */
+    u->self = self;
+    u->post = 1;
+    u->max = max;
+    u->opened = opened;
+    u->until = sent + (dlock__mono)POST_AGAIN_MS * DLOCK__MS;
+    memcpy(u->token, token, sizeof u->token);
+    pthread_mutex_lock(&c->mu);
+    u->next = l->undos;
+    l->undos = u;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* One entry of the list, one round trip (none for a post too old). */
+static int settle_one(struct dlock_client *c, dlock__lock *l, const struct dlock__sem_undo *u, int once,
+                      long long *res) {
+    if (!u->post) return op_once(c, l, "undo", u->token, 0, u->lease, -1, res, once);
+    if (dlock__now() >= u->until) {
+        dlock__debug("'%.64s': a post whose answer was lost is not asked again: too old", l->k.name);
+        return 0;
+    }
+    return op_once(c, l, "post", u->token, u->max, 0, u->opened, res, once);
 }
 
 /* The calling thread's undos of l, each one round trip: 0, or the error
@@ -273,15 +314,16 @@ static int settle(struct dlock_client *c, dlock__lock *l, int once) {
         if ((u = *pp) != NULL) *pp = u->next;
         pthread_mutex_unlock(&c->mu);
         if (u == NULL) return 0;
-        if ((rc = op_once(c, l, "undo", u->token, 0, u->lease, -1, &res, once)) != 0) {
+        if ((rc = settle_one(c, l, u, once, &res)) != 0) {
             pthread_mutex_lock(&c->mu);
             u->next = l->undos;
             l->undos = u;
             pthread_mutex_unlock(&c->mu);
             return rc;
         }
-        dlock__debug("'%.64s': a take whose answer was lost %s", l->k.name,
-                     res == 1 ? "had taken a unit: given back" : "had taken none");
+        if (u->post) dlock__debug("'%.64s': a post whose answer was lost, asked again: done", l->k.name);
+        else dlock__debug("'%.64s': a take whose answer was lost %s", l->k.name,
+                          res == 1 ? "had taken a unit: given back" : "had taken none");
         free(u);
     }
 }
@@ -297,10 +339,12 @@ void dlock__sem_settle(struct dlock_client *c, dlock__lock *l) {
 /* ---------------------------------------------------------------- post */
 
 /* A post has a token of its own call: asked again after its answer was
- * lost, the server knows it did it (sem.lua's `done`).  A process that
+ * lost (within the call, or by the thread's next op: lost takes and
+ * posts), the server knows it did it (sem.lua's `done`).  A process that
  * holds leased units of l gives one back instead. */
 int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, unsigned max) {
     char token[DLOCK__OWNER_LEN + 1];
+    dlock__mono sent;
     dlock__thread *self;
     dlock__hold *h;
     long long res;
@@ -318,7 +362,11 @@ int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, uns
     pthread_mutex_unlock(&c->mu);
     if (h != NULL) return unit_return(c, l, h, opened);
     dlock__owner_token(c, self, ++self->calls, token);
-    if ((rc = op(c, l, "post", token, (long long)max, 0, (long long)opened, &res)) != 0) return rc;
+    sent = dlock__now();
+    if ((rc = op(c, l, "post", token, (long long)max, 0, (long long)opened, &res)) != 0) {
+        post_again_add(c, l, self, token, (long long)max, (long long)opened, sent); /* (lost takes and posts) */
+        return rc;
+    }
     if (res == 0) return dlock__seterr(EOVERFLOW, "'%.64s': the value would pass the maximum, %u", l->k.name, max);
     return 0;
 }
