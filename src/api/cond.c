@@ -123,9 +123,13 @@ static int sleep_on(dlock__obj *o, const char *token, uint64_t gen, dlock__mono 
         if ((now = dlock__now()) >= deadline) {
             /* Timed out, unless a signal took us just now.  One attempt,
              * the deadline having come, of DLOCK__LATE_MS at most (as a
-             * timed lock call's end, lock.c); if it fails, the
-             * registration goes with the next operation. */
-            dlock__mono saved = dlock__call_end_set(now + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS);
+             * timed lock call's end, lock.c), and never past the call's
+             * own end if it has one (a step that ran into that time
+             * leaves the withdraw only what is left of it); if it fails,
+             * the registration goes with the next operation. */
+            dlock__mono end = now + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS;
+            dlock__mono saved = dlock__call_end_set(end);
+            if (saved < end) (void)dlock__call_end_set(saved);
             rc = op(o, "withdraw", token, &res, now);
             (void)dlock__call_end_set(saved);
             if (rc != 0) stale_add(o, token);
