@@ -50,6 +50,11 @@ int dlock__range(dlock_client_t *c, const char *name, int once, int nargs, const
  * "edel" on <prefix>dlw:{<id>}): one attempt.  (range.c) */
 int dlock__range_edge(dlock_client_t *c, const char *op, const char *id, const char *rec, unsigned ttl_ms,
                       dlock__strs *out);
+/* Waits up to ms for the word that tells owner, which keeps the cache
+ * of name's table, that another owner asks: 1 it came, 0 not within ms,
+ * or an errno value (ENOTSUP: no such word can come).  (range.c; for the
+ * preload's cache of record locks) */
+int dlock__range_watch(dlock_client_t *c, const char *name, const char *owner, unsigned ms);
 /* The record-lock table of name as it is ("show"): 0 with *out (the
  * server's time, then each live owner and its record), or an errno
  * value; _count: its owners and held ranges.  (range.c; dlock_range_tables) */

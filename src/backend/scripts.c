@@ -1457,14 +1457,18 @@ static const char stats_lua[] =
 /* POSIX record locks (the preload's fcntl and lockf; docs/preload.md,
  * "Record locks").  KEYS[1] is <prefix>{<name>}:rl, a hash: one field per
  * owner (a process, "NONCE.PID"), its value
- * "EXPIRY|WHO|WAITED|WANTS|RANGES": the owner's lease expiry (server ms),
+ * "EXPIRY|WHO|WAITED|WANTS|RANGES[|1]": the owner's lease expiry (server ms),
  * WHO host:pid, WAITED the server ms of its last blocked request (0: not
  * waiting), WANTS that request, "START:END:TYPE" (or empty), RANGES its
  * locks as "START:END:TYPE" (END inclusive, TYPE 1 read, 2 write),
- * comma-separated, sorted, disjoint, neighbours of one type merged.  An
- * owner whose lease ran out is deleted by the next request.  ARGV: op,
- * owner, lease ms, type, start, end, who, wait ("1": the caller will wait
- * if refused), and for "restore" the segments to put back.
+ * comma-separated, sorted, disjoint, neighbours of one type merged, and
+ * "|1" when the owner holds the table's cache: it may lock any range of
+ * the file without asking, so to every other owner it is as one write
+ * lock over the whole file, until it hands its real ranges back
+ * ("uncache").  An owner whose lease ran out is deleted by the next
+ * request.  ARGV: op, owner, lease ms, type, start, end, who, wait ("1":
+ * the caller will wait if refused), for "restore" and "uncache" the
+ * segments, and for "set" ARGV[10] "1": the caller would keep the cache.
  *   set      checks the range against every other owner's (a write
  *            conflicts with any lock, a read with a write), and if none
  *            conflicts applies POSIX replacement to the owner's own ranges
@@ -1478,13 +1482,22 @@ static const char stats_lua[] =
  *            the owner's, or {"2"} when waiting would close a cycle: an
  *            owner that blocks it waits (its written request) for a range
  *            that conflicts with one of an owner that waits ... for one of
- *            the caller's (EDEADLK)
+ *            the caller's (EDEADLK).  With ARGV[10] "1", a set granted
+ *            while no other owner is in the table, and none was refused
+ *            for a cache in the last 2 s (<key>:hot), gives the owner the
+ *            cache: {"0", former segments, "c"}.  A set or get that meets
+ *            another owner's cache gets {"3", that owner}: the cache's
+ *            owner is told (its list <lock key>:g:<owner> gets "1:1"), the
+ *            table is hot, and the caller asks again shortly
  *   unl      removes start..end from the owner's ranges: {"0", ranges left}
  *   restore  puts ARGV[9]'s segments back over start..end (a kernel call
  *            that failed after a set): {"0"}
  *   get      the conflict set would meet, without taking: {"0"} or {"1", ...}
  *   renew    extends the owner's lease: {"0", ranges} or {"1"} when the
  *            owner is unknown (its lease ran out)
+ *   uncache  the owner's ranges become ARGV[9]'s segments (the kernel's,
+ *            in the shim) and it gives the cache up: {"0"}, or {"1"} when
+ *            the owner is unknown
  *   nowait   withdraws the owner's waiting request: {"0"}
  *   show     every live owner's record: {now, owner, record, owner,
  *            record, ...} (dlock_range_list)
@@ -1500,9 +1513,9 @@ static const char range_lua[] =
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "local function num(x) return string.format('%.0f', x) end\n"
     "local function dec(v)\n"
-    "  local x, who, wt, ws, rs = string.match(v, '^(%d+)|([^|]*)|(%d+)|([^|]*)|(.*)$')\n"
+    "  local x, who, wt, ws, rs, c = string.match(v, '^(%d+)|([^|]*)|(%d+)|([^|]*)|([^|]*)|?(%d*)$')\n"
     "  if not x then return nil end\n"
-    "  local o = {x = tonumber(x), who = who, wt = tonumber(wt), w = ws, r = {}}\n"
+    "  local o = {x = tonumber(x), who = who, wt = tonumber(wt), w = ws, r = {}, c = c == '1'}\n"
     "  for s, e, ty in string.gmatch(rs, '(%d+):(%d+):(%d)') do\n"
     "    o.r[#o.r + 1] = {tonumber(s), tonumber(e), tonumber(ty)}\n"
     "  end\n"
@@ -1520,9 +1533,10 @@ static const char range_lua[] =
     "end\n"
     "if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end\n"
     "local function save(o)\n"
-    "  if #o.r == 0 and o.w == '' then redis.call('HDEL', key, me) return end\n"
+    "  if #o.r == 0 and o.w == '' and not o.c then redis.call('HDEL', key, me) return end\n"
     "  o.x = now + lease\n"
-    "  redis.call('HSET', key, me, num(o.x) .. '|' .. o.who .. '|' .. num(o.wt) .. '|' .. o.w .. '|' .. segs(o.r))\n"
+    "  redis.call('HSET', key, me, num(o.x) .. '|' .. o.who .. '|' .. num(o.wt) .. '|' .. o.w .. '|' .. segs(o.r) ..\n"
+    "    (o.c and '|1' or ''))\n"
     "  if redis.call('PTTL', key) < 2 * lease then redis.call('PEXPIRE', key, 2 * lease) end\n"
     "end\n"
     "local function cut(r, s, e)\n"
@@ -1582,7 +1596,24 @@ static const char range_lua[] =
     "  end\n"
     "  return false\n"
     "end\n"
-    "local o = own[me] or {x = 0, who = ARGV[7] or '', wt = 0, w = '', r = {}}\n"
+    "local o = own[me] or {x = 0, who = ARGV[7] or '', wt = 0, w = '', r = {}, c = false}\n"
+    "local function parse(list)\n"
+    "  local r = {}\n"
+    "  for a, b, c in string.gmatch(list or '', '(%d+):(%d+):(%d)') do r[#r + 1] = {tonumber(a), tonumber(b), tonumber(c)} end\n"
+    "  return r\n"
+    "end\n"
+    "local function cacher()\n"
+    "  for _, id in ipairs(ids) do\n"
+    "    if id ~= me and own[id].c then\n"
+    "      local nk = string.sub(key, 1, #key - 3) .. ':g:' .. id\n"
+    "      if redis.call('LLEN', nk) == 0 then redis.call('RPUSH', nk, '1:1') end\n"
+    "      redis.call('PEXPIRE', nk, 2 * lease)\n"
+    "      redis.call('SET', key .. ':hot', '1', 'PX', 2000)\n"
+    "      return id\n"
+    "    end\n"
+    "  end\n"
+    "  return nil\n"
+    "end\n"
     "if op == 'show' then\n"
     "  local out = {num(now)}\n"
     "  for i = 1, #all, 2 do\n"
@@ -1602,10 +1633,18 @@ static const char range_lua[] =
     "elseif op == 'nowait' then\n"
     "  if own[me] then o.w = '' o.wt = 0 save(o) end\n"
     "  return {'0'}\n"
+    "elseif op == 'uncache' then\n"
+    "  if not own[me] then return {'1'} end\n"
+    "  redis.call('DEL', string.sub(key, 1, #key - 3) .. ':g:' .. me)\n"
+    "  o.r = merge(parse(ARGV[9])) o.c = false o.w = '' o.wt = 0\n"
+    "  save(o)\n"
+    "  return {'0'}\n"
     "end\n"
     "local ty, s, e = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])\n"
     "if not (ty and s and e) or s > e then return redis.error_reply('range: bad request') end\n"
     "if op == 'get' or op == 'set' then\n"
+    "  local held = cacher()\n"
+    "  if held then return {'3', held} end\n"
     "  local first, by = conflict(s, e, ty, me)\n"
     "  if first then\n"
     "    if op == 'set' and ARGV[8] == '1' then\n"
@@ -1621,7 +1660,11 @@ static const char range_lua[] =
     "  local keep, old = cut(o.r, s, e)\n"
     "  keep[#keep + 1] = {s, e, ty}\n"
     "  o.r = merge(keep) o.w = '' o.wt = 0\n"
+    "  if ARGV[10] == '1' and not o.c and #ids <= (own[me] and 1 or 0) and redis.call('EXISTS', key .. ':hot') == 0 then\n"
+    "    o.c = true\n"
+    "  end\n"
     "  save(o)\n"
+    "  if o.c then return {'0', segs(old), 'c'} end\n"
     "  return {'0', segs(old)}\n"
     "elseif op == 'unl' then\n"
     "  if not own[me] then return {'0', '0'} end\n"
