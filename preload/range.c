@@ -59,6 +59,8 @@ struct rfile {
     int held;       /* the server may hold ranges of ours */
     int visited;    /* by the renewal's current pass */
     int nstale;     /* unlocks that did not reach the server, oldest first (fmu) */
+    int trim;       /* a set whose answer never came may have been applied: the server's
+                     * ranges are owed a cut to the kernel's ("trim"), after the unlocks */
     long long stale[RANGE_STALE][2];
     int ofd;        /* OFD locks of one open file description (else the process's) */
     int fd;         /* OFD: the last descriptor of it seen, -1 once its last is closed */
@@ -275,16 +277,43 @@ static void stale_add(struct rfile *f, long long s, long long e) {
     }
 }
 
-/* Sends f's owed unlocks, oldest first (fmu held): 0 when none is left,
- * -1 when the server did not take one. */
-static int flush_stale(struct rfile *f) {
+static char *kernel_segs(const struct rfile *f);
+
+/* The owed cut of f's ranges on the server to the kernel's (fmu held),
+ * sent only while no lock call but the caller's (mine: 1, or 0 for the
+ * renewal) is under way on the file: another's may sit between the
+ * server's grant and its kernel call.  0, or -1 when it is still owed
+ * and the server did not take it. */
+static int flush_trim(struct rfile *f, int mine) {
+    dlock__strs ans;
+    char *segs;
+    int busy, rc;
+    rlock();
+    busy = f->busy;
+    runlock();
+    if (!f->trim || busy != mine) return 0;
+    if ((segs = kernel_segs(f)) == NULL) return 0;
+    rc = req(f->own, f->name, "trim", 0, 0, 0, 0, segs, 1, &ans);
+    free(segs);
+    if (rc != 0) return -1;
+    dlock__strs_free(&ans);
+    rlock();
+    f->trim = 0;
+    runlock();
+    return 0;
+}
+
+/* Sends f's owed unlocks, oldest first, then its owed trim (fmu held;
+ * mine: the lock calls under way that are the caller's): 0 when none is
+ * left, -1 when the server did not take one. */
+static int flush_stale(struct rfile *f, int mine) {
     for (;;) {
         long long s, e;
         dlock__strs ans;
         rlock();
         if (f->nstale == 0) {
             runlock();
-            return 0;
+            return flush_trim(f, mine);
         }
         s = f->stale[0][0];
         e = f->stale[0][1];
@@ -306,7 +335,7 @@ static void unlock_range(struct rfile *f, long long s, long long e) {
     int rc = req(f->own, f->name, "unl", 0, s, e, 0, NULL, 1, &ans);
     rlock();
     if (rc != 0) stale_add(f, s, e);
-    else if (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->nstale == 0) f->held = 0;
+    else if (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->nstale == 0 && !f->trim) f->held = 0;
     runlock();
     if (rc == 0) dlock__strs_free(&ans);
 }
@@ -366,8 +395,8 @@ static char *kernel_segs(const struct rfile *f) {
 }
 
 /* f's cache goes back to the server with the ranges the kernel says the
- * process holds (fmu held): 0, or an errno value (it is kept: f's lock
- * calls then go to the server, and this is tried again first). */
+ * process holds (fmu held): 0, or an errno value (f's lock calls then go
+ * to the server, and this is tried again first). */
 static int uncache(struct rfile *f, int once) {
     dlock__strs ans;
     char *segs = kernel_segs(f);
@@ -375,7 +404,14 @@ static int uncache(struct rfile *f, int once) {
     if (segs == NULL) return ENOMEM;
     rc = req(f->own, f->name, "uncache", 0, 0, 0, 0, segs, once, &ans);
     free(segs);
-    if (rc != 0) return rc;
+    if (rc != 0) {
+        /* the server may have taken it all the same: the cache is not
+         * used again until this goes through */
+        rlock();
+        f->claim_until = 0;
+        runlock();
+        return rc;
+    }
     rlock();
     f->cached = 0;
     if (ans.n >= 1 && strcmp(ans.v[0], "1") == 0) f->held = 0; /* its record lapsed: the renewal said so */
@@ -548,7 +584,7 @@ static void renew_pass(void) {
         gen = f->gen;
         runlock();
         if (DLPL_REAL(mutex_trylock)(&f->fmu) != 0) continue;
-        if (flush_stale(f) != 0) {
+        if (flush_stale(f, 0) != 0) {
             fl_unlock(f);
             continue;
         }
@@ -691,7 +727,7 @@ void dlpl_range_adopt(void) {
          * server gets the ranges the kernel kept instead */
         f->cached = 1;
         fl_lock(f);
-        if (uncache(f, 0) != 0) f->claim_until = 0; /* kept, unused: sent again before the next request */
+        (void)uncache(f, 0); /* (if it fails, it is sent again before the next request) */
         fl_unlock(f);
         file_put(f);
     }
@@ -884,12 +920,22 @@ static int ask(struct rfile *f, int type, long long s, long long e, int wait, dl
     long long sent;
     char none[1];
     fl_lock(f);
-    if ((f->cached && uncache(f, !wait) != 0) || flush_stale(f) != 0) {
+    if ((f->cached && uncache(f, !wait) != 0) || flush_stale(f, 1) != 0) {
         fl_unlock(f);
         return ENOLCK;
     }
     sent = mono_ns();
     rc = req(f->own, f->name, "set", type, s, e, flags, NULL, !wait, ans);
+    if (rc != 0 && !f->ofd) {
+        /* no answer: the server may have granted it all the same (an
+         * answer later than the one-attempt bound, on a loaded host); a
+         * range kept there that the process does not know of would refuse
+         * every other owner until its lease ran out */
+        rlock();
+        f->trim = 1;
+        runlock();
+        held(f);
+    }
     if (rc == 0 && answer(ans, none, sizeof none, &cached) == 0) {
         held(f);
         if (ans->n >= 3 && strcmp(ans->v[2], "c") == 0) cache_take(f, sent);
@@ -966,6 +1012,7 @@ int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flo
             /* a cache kept past its time goes back as the kernel's ranges,
              * this unlock's included */
             if (!f->cached || uncache(f, 1) != 0) unlock_range(f, s, e);
+            (void)flush_trim(f, 1);
             fl_unlock(f);
         }
         file_put(f);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "proxy.h"
 
 #define PY "/usr/bin/python3"
 #define SQLITE "/usr/bin/sqlite3"
@@ -474,6 +475,47 @@ static void test_cli_ranges(void) {
                  want, out, sizeof out);
 }
 
+/* A lock whose answer comes after the one-attempt bound (F_SETLK: 200
+ * ms) was granted on the server all the same; the process, told nothing,
+ * took the kernel's lock alone (DLOCK_ON_ERROR=open).  Its unlock then
+ * reaches the server too, so the other host gets the range at once, as
+ * on one host -- not EAGAIN until the lease runs out. */
+static void test_late_answer_leaves_no_range(void) {
+    static const char *const want[] = {
+        "a0 U",
+        "a1 0",
+        "a2 0",
+        "b1 0",
+        NULL,
+    };
+    char path[512], out[8192];
+    dlt_proxy *px;
+    FILE *f, *p;
+    setup_dir();
+    CU_ASSERT_FATAL((px = dlt_proxy_start(dlt_server.port)) != NULL);
+    snprintf(path, sizeof path, "%s/scenario.sh", dir);
+    CU_ASSERT_FATAL((f = fopen(path, "w")) != NULL);
+    fprintf(f, "%srm -f flag.*\n"
+               "( export DLOCK_URL='%s'; A rl A/locks/q.lock get:a0:w:50:1 touch:A0 wait:S0 set:a1:w:0:10 touch:A1 "
+               "wait:S1 set:a2:u:0:10 touch:A2 wait:B1 ) &\n"
+               "B rl B/locks/q.lock wait:A2 set:b1:w:0:10 touch:B1\n"
+               "wait\n",
+            prelude, dlt_proxy_url(px));
+    fclose(f);
+    snprintf(path, sizeof path, "sh '%s/scenario.sh' 2>&1", dir);
+    CU_ASSERT_FATAL((p = popen(path, "r")) != NULL);
+    CU_ASSERT(flag_wait("A0")); /* A's connection made, the script known */
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 600, NULL, 0);
+    flag_touch("S0");
+    CU_ASSERT(flag_wait("A1"));
+    dlt_sleep_ms(700); /* the late answer has come */
+    dlt_proxy_pass(px);
+    dlt_sleep_ms(600); /* and the program's breaker asks the server again */
+    flag_touch("S1");
+    check_lines(out, dlt_pclose_read(p, out, sizeof out), want);
+    dlt_proxy_stop(px);
+}
+
 /* ---------------------------------------------------------------- sqlite3 */
 
 /* Two sqlite3 writers, 200 rows each, into one mapped database: 400
@@ -636,6 +678,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_keeps_ranges),
     DLT_TEST(test_fork_child_owns_nothing),
     DLT_TEST(test_unlock_owed_never_after_relock),
+    DLT_TEST(test_late_answer_leaves_no_range),
     DLT_TEST(test_cache),
     DLT_TEST(test_cli_ranges),
     DLT_TEST(test_sqlite_rollback),

@@ -1495,6 +1495,12 @@ static const char stats_lua[] =
  *   get      the conflict set would meet, without taking: {"0"} or {"1", ...}
  *   renew    extends the owner's lease: {"0", ranges} or {"1"} when the
  *            owner is unknown (its lease ran out)
+ *   trim     cuts the owner's ranges to what ARGV[9]'s segments cover
+ *            (the kernel's, in the shim), each part with the weaker of
+ *            its two types, and the cache goes: after a set whose answer
+ *            never came, so that a set the server did apply leaves no
+ *            range (nor cache) the process does not know of: {"0",
+ *            ranges left}
  *   uncache  the owner's ranges become ARGV[9]'s segments (the kernel's,
  *            in the shim) and it gives the cache up: {"0"}, or {"1"} when
  *            the owner is unknown
@@ -1633,6 +1639,18 @@ static const char range_lua[] =
     "elseif op == 'nowait' then\n"
     "  if own[me] then o.w = '' o.wt = 0 save(o) end\n"
     "  return {'0'}\n"
+    "elseif op == 'trim' then\n"
+    "  if not own[me] then return {'0', '0'} end\n"
+    "  local out = {}\n"
+    "  for _, g in ipairs(o.r) do\n"
+    "    for _, h in ipairs(parse(ARGV[9])) do\n"
+    "      local a, b = math.max(g[1], h[1]), math.min(g[2], h[2])\n"
+    "      if a <= b then out[#out + 1] = {a, b, math.min(g[3], h[3])} end\n"
+    "    end\n"
+    "  end\n"
+    "  o.r = merge(out) o.c = false\n"
+    "  save(o)\n"
+    "  return {'0', tostring(#o.r)}\n"
     "elseif op == 'uncache' then\n"
     "  if not own[me] then return {'1'} end\n"
     "  redis.call('DEL', string.sub(key, 1, #key - 3) .. ':g:' .. me)\n"
