@@ -916,7 +916,7 @@ static int answer(const dlock__strs *ans, char *blockers, size_t cap, int *cache
  * keeps the table's cache if the server gives it.  0 with *ans, or an
  * errno value. */
 static int ask(struct rfile *f, int type, long long s, long long e, int wait, dlock__strs *ans) {
-    int rc, flags = (wait ? REQ_WAIT : 0) | (!f->ofd && !cache_off ? REQ_CACHE : 0), cached;
+    int rc, flags = wait ? REQ_WAIT : 0, cached;
     long long sent;
     char none[1];
     fl_lock(f);
@@ -924,6 +924,8 @@ static int ask(struct rfile *f, int type, long long s, long long e, int wait, dl
         fl_unlock(f);
         return ENOLCK;
     }
+    /* (never with a trim owed: the trim would end the cache) */
+    if (!f->ofd && !cache_off && !f->trim) flags |= REQ_CACHE;
     sent = mono_ns();
     rc = req(f->own, f->name, "set", type, s, e, flags, NULL, !wait, ans);
     if (rc != 0 && !f->ofd) {
