@@ -20,6 +20,10 @@
  * no record lock any more (/proc/locks): a descriptor closed where no
  * hook saw it (fclose, dup2 over it).  Killed, the process's ranges lapse
  * with the lease; at exit they are dropped.
+ *
+ * A process alone on a file keeps the table's cache and asks nothing
+ * while it does ("the cache" below); a request whose answer never came
+ * is owed a trim of the server's ranges to the kernel's (flush_trim).
  */
 #include <errno.h>
 #include <fcntl.h>
