@@ -631,14 +631,18 @@ typedef struct dlock_range {
     uint64_t start, end;     /* bytes start..end, inclusive; end DLOCK_RANGE_EOF: to the end of the file */
     int write;               /* 1 a write (exclusive) lock, 0 a read (shared) one */
     int waiting;             /* 1: not held; the owner waits (F_SETLKW) for this range */
+    int cached;              /* 1: not a range but the file's cache: the owner, alone on the file,
+                              * locks any range without asking and hands its ranges back when
+                              * another owner asks (start 0, end DLOCK_RANGE_EOF, write 1) */
     int64_t lease_left_ms;   /* the owner's remaining lease (its ranges lapse with it) */
     int64_t server_now_ms;   /* the server's time when it answered */
     void *__reserved[4];     /* room to grow without changing the size */
 } dlock_range_t;
 /* Calls fn for each range of the record-lock table of the lock `name`
  * (as the preload names it: the mapped name and "#fcntl") on client c
- * (NULL: the default client), owner by owner, each owner's held ranges
- * in order and then the range it waits for, if any; stops early when fn
+ * (NULL: the default client), owner by owner: its cache if it keeps it
+ * (cached 1), its held ranges in order, then the range it waits for, if
+ * any; stops early when fn
  * returns nonzero.  No range, no call.  One round trip.  ENOTSUP on
  * Redlock, which keeps no range tables. */
 DLOCK_API int dlock_range_list(dlock_client_t *c, const char *name, int (*fn)(const dlock_range_t *r, void *arg),

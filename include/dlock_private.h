@@ -33,6 +33,10 @@ DLOCK_API int dlock__range(dlock_client_t *c, const char *name, int once, int na
  * "edel" on the edge key of id): one attempt. */
 DLOCK_API int dlock__range_edge(dlock_client_t *c, const char *op, const char *id, const char *rec,
                                 unsigned ttl_ms, dlock__strs *out);
+/* Waits up to ms for the word that tells owner, which keeps the cache of
+ * name's table, that another owner asks: 1 it came, 0 not within ms, or
+ * an errno value (ENOTSUP: no such word can come). */
+DLOCK_API int dlock__range_watch(dlock_client_t *c, const char *name, const char *owner, unsigned ms);
 
 /* The circuit breaker of c's server, for requests that other processes
  * make on c's behalf (the preload's keepers take its file locks):

@@ -20,6 +20,10 @@
  * no record lock any more (/proc/locks): a descriptor closed where no
  * hook saw it (fclose, dup2 over it).  Killed, the process's ranges lapse
  * with the lease; at exit they are dropped.
+ *
+ * A process alone on a file keeps the table's cache and asks nothing
+ * while it does ("the cache" below); a request whose answer never came
+ * is owed a trim of the server's ranges to the kernel's (flush_trim).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +50,8 @@
 #define RANGE_RENEW_MS 2500
 #define RANGE_INF 9007199254740991LL /* "to the end of the file": 2^53 - 1, exact in the script's numbers */
 #define RANGE_STALE 8
+#define CLAIM_MARGIN_MS 1000 /* a cache is used no later than its lease, by this host's clock, less this */
+#define CLAIM_ASK_MS 500     /* F_SETLK, F_GETLK: how long another owner's cache is waited for */
 
 /* A mapped file on which this process has asked for record locks. */
 struct rfile {
@@ -57,11 +63,20 @@ struct rfile {
     int held;       /* the server may hold ranges of ours */
     int visited;    /* by the renewal's current pass */
     int nstale;     /* unlocks that did not reach the server, oldest first (fmu) */
+    int trim;       /* a set whose answer never came may have been applied: the server's
+                     * ranges are owed a cut to the kernel's ("trim"), after the unlocks */
     long long stale[RANGE_STALE][2];
     int ofd;        /* OFD locks of one open file description (else the process's) */
     int fd;         /* OFD: the last descriptor of it seen, -1 once its last is closed */
     int dying;      /* OFD: its last descriptor is being closed */
     char own[80];   /* the owner in the table: the process, or OWNER.oN for a description */
+    /* The table's cache (POSIX owners): while the server says this
+     * process keeps it, every lock call on the file is the kernel's alone
+     * (fmu held), until claim_until (monotonic ns: when the request that
+     * last gave or renewed it was sent, plus the lease, less a margin)
+     * or until another owner asks (the watcher thread, watching). */
+    int cached, watching;
+    long long claim_until;
     char name[DLOCK_NAME_MAX + 1];
     /* Orders the requests that change the owner's ranges: an owed unlock
      * goes before any later request, never after a later lock of the
@@ -78,6 +93,7 @@ static char who[300];        /* host:pid */
 static pid_t owner_pid;
 static unsigned ndesc;       /* descriptions made owners */
 static int renew_started, renew_stop;
+static int cache_off; /* the server keeps no word for a cache's owner (no BLPOP): no caches */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static void rlock(void) {
@@ -223,12 +239,15 @@ static void num(char *buf, size_t cap, long long v) {
     snprintf(buf, cap, "%lld", v);
 }
 
-/* One request on the file's range table; once: one attempt.  0 with
- * *ans, or an errno value. */
-static int req(const char *own, const char *name, const char *op, int type, long long s, long long e, int wait,
+#define REQ_WAIT 1  /* the caller will wait if refused */
+#define REQ_CACHE 2 /* a set that would keep the table's cache */
+
+/* One request on the file's range table (flags REQ_*); once: one
+ * attempt.  0 with *ans, or an errno value. */
+static int req(const char *own, const char *name, const char *op, int type, long long s, long long e, int flags,
                const char *segs, int once, dlock__strs *ans) {
     char lease[16], ty[4], sb[24], eb[24];
-    const char *args[9];
+    const char *args[10];
     if (dlpl_client == NULL) return ENOLCK;
     num(lease, sizeof lease, RANGE_LEASE_MS);
     num(ty, sizeof ty, type);
@@ -241,9 +260,10 @@ static int req(const char *own, const char *name, const char *op, int type, long
     args[4] = sb;
     args[5] = eb;
     args[6] = who;
-    args[7] = wait ? "1" : "0";
+    args[7] = flags & REQ_WAIT ? "1" : "0";
     args[8] = segs != NULL ? segs : "";
-    return dlock__range(dlpl_client, name, once, 9, args, ans);
+    args[9] = flags & REQ_CACHE ? "1" : "0";
+    return dlock__range(dlpl_client, name, once, 10, args, ans);
 }
 
 /* Remembers an unlock that did not reach the server, to be sent before
@@ -261,16 +281,43 @@ static void stale_add(struct rfile *f, long long s, long long e) {
     }
 }
 
-/* Sends f's owed unlocks, oldest first (fmu held): 0 when none is left,
- * -1 when the server did not take one. */
-static int flush_stale(struct rfile *f) {
+static char *kernel_segs(const struct rfile *f);
+
+/* The owed cut of f's ranges on the server to the kernel's (fmu held),
+ * sent only while no lock call but the caller's (mine: 1, or 0 for the
+ * renewal) is under way on the file: another's may sit between the
+ * server's grant and its kernel call.  0, or -1 when it is still owed
+ * and the server did not take it. */
+static int flush_trim(struct rfile *f, int mine) {
+    dlock__strs ans;
+    char *segs;
+    int busy, rc;
+    rlock();
+    busy = f->busy;
+    runlock();
+    if (!f->trim || busy != mine) return 0;
+    if ((segs = kernel_segs(f)) == NULL) return 0;
+    rc = req(f->own, f->name, "trim", 0, 0, 0, 0, segs, 1, &ans);
+    free(segs);
+    if (rc != 0) return -1;
+    dlock__strs_free(&ans);
+    rlock();
+    f->trim = 0;
+    runlock();
+    return 0;
+}
+
+/* Sends f's owed unlocks, oldest first, then its owed trim (fmu held;
+ * mine: the lock calls under way that are the caller's): 0 when none is
+ * left, -1 when the server did not take one. */
+static int flush_stale(struct rfile *f, int mine) {
     for (;;) {
         long long s, e;
         dlock__strs ans;
         rlock();
         if (f->nstale == 0) {
             runlock();
-            return 0;
+            return flush_trim(f, mine);
         }
         s = f->stale[0][0];
         e = f->stale[0][1];
@@ -292,9 +339,183 @@ static void unlock_range(struct rfile *f, long long s, long long e) {
     int rc = req(f->own, f->name, "unl", 0, s, e, 0, NULL, 1, &ans);
     rlock();
     if (rc != 0) stale_add(f, s, e);
-    else if (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->nstale == 0) f->held = 0;
+    else if (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->nstale == 0 && !f->trim) f->held = 0;
     runlock();
     if (rc == 0) dlock__strs_free(&ans);
+}
+
+/* ------------------------------------------------------------ the cache */
+
+/* A process alone on a file's table keeps its cache: its lock calls there
+ * are the kernel's alone, with no round trip, and the server counts it as
+ * one write lock over the whole file for everyone else.  An owner that
+ * meets it is answered "ask again shortly" and the server leaves a word on
+ * this owner's list; the watcher thread, blocked on that list, then hands
+ * the server the ranges the kernel says the process holds (/proc/locks:
+ * the truth of a POSIX lock) in place of the cache ("uncache"), and the
+ * other owner's next request meets those alone.  A table where a cache
+ * was asked for stays without one for 2 s (range_lua), so two processes
+ * that take turns on a file pay the round trip per call, never a cache
+ * handed back and forth per call. */
+
+static long long mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The record locks the kernel says this process holds on f's file, as
+ * segments "START:END:TYPE,..." (malloc'd; NULL: out of memory or
+ * /proc/locks unreadable). */
+static char *kernel_segs(const struct rfile *f) {
+    char line[256], me[24], *out = NULL;
+    size_t len = 0;
+    FILE *p, *m;
+    if ((p = fopen("/proc/locks", "re")) == NULL) return NULL;
+    if ((m = open_memstream(&out, &len)) == NULL) {
+        fclose(p);
+        return NULL;
+    }
+    snprintf(me, sizeof me, " %ld ", (long)getpid());
+    while (fgets(line, sizeof line, p) != NULL) {
+        unsigned maj, mnr;
+        unsigned long i;
+        long long a;
+        char b[32];
+        char *q = strstr(line, me);
+        if (strstr(line, " POSIX ") == NULL || strstr(line, "->") != NULL || q == NULL) continue;
+        if (sscanf(q + strlen(me), "%x:%x:%lu %lld %31s", &maj, &mnr, &i, &a, b) != 5 || maj != major(f->dev) ||
+            mnr != minor(f->dev) || i != (unsigned long)f->ino)
+            continue;
+        fprintf(m, "%s%lld:%lld:%d", ftell(m) > 0 ? "," : "", a, strcmp(b, "EOF") == 0 ? RANGE_INF : atoll(b),
+                strstr(line, " WRITE ") != NULL ? 2 : 1);
+    }
+    fclose(p);
+    if (fclose(m) != 0) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* f's cache goes back to the server with the ranges the kernel says the
+ * process holds (fmu held): 0, or an errno value (f's lock calls then go
+ * to the server, and this is tried again first). */
+static int uncache(struct rfile *f, int once) {
+    dlock__strs ans;
+    char *segs = kernel_segs(f);
+    int rc;
+    if (segs == NULL) return ENOMEM;
+    rc = req(f->own, f->name, "uncache", 0, 0, 0, 0, segs, once, &ans);
+    free(segs);
+    if (rc != 0) {
+        /* the server may have taken it all the same: the cache is not
+         * used again until this goes through */
+        rlock();
+        f->claim_until = 0;
+        runlock();
+        return rc;
+    }
+    rlock();
+    f->cached = 0;
+    if (ans.n >= 1 && strcmp(ans.v[0], "1") == 0) f->held = 0; /* its record lapsed: the renewal said so */
+    runlock();
+    dlock__strs_free(&ans);
+    return 0;
+}
+
+/* Gives f's cache back once no lock call of the process is under way on
+ * the file: a call between the server's grant and its kernel call (the
+ * grant that gave the cache) holds a range /proc/locks does not show yet;
+ * one that comes later waits for fmu, then asks the server. */
+static void cache_give(struct rfile *f) {
+    for (;;) {
+        int busy;
+        fl_lock(f);
+        rlock();
+        busy = f->busy;
+        runlock();
+        if (busy == 0 || !f->cached) break;
+        fl_unlock(f);
+        {
+            struct timespec ts = { 0, 200 * 1000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (f->cached) uncache(f, 1); /* (not given back: the asker leaves its word again) */
+    fl_unlock(f);
+}
+
+/* The watcher of f's cache: waits for the word that another owner asks,
+ * then gives the cache back; ends when f keeps no cache. */
+static void *watch_main(void *arg) {
+    struct rfile *f = arg;
+    dlpl_guard++;
+    for (;;) {
+        int w;
+        rlock();
+        if (!f->cached || renew_stop) {
+            f->watching = 0;
+            runlock();
+            break;
+        }
+        runlock();
+        w = dlock__range_watch(dlpl_client, f->name, f->own, 1000);
+        if (w == 1 || w == ENOTSUP) {
+            if (w == ENOTSUP) cache_off = 1; /* nobody could tell a cache's owner: keep none */
+            cache_give(f);
+        } else if (w != 0) { /* the server unreachable: the cache runs out with its lease if it stays so */
+            struct timespec ts = { 0, 100 * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+    }
+    dlpl_guard--;
+    return NULL;
+}
+
+/* The server gave f the cache in a request sent at sent (monotonic ns):
+ * f keeps it, and its watcher runs. */
+static void cache_take(struct rfile *f, long long sent) {
+    pthread_t t;
+    sigset_t all, old;
+    rlock();
+    f->cached = 1;
+    f->claim_until = sent + (RANGE_LEASE_MS - CLAIM_MARGIN_MS) * 1000000LL;
+    if (!f->watching) {
+        f->watching = 1;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        if (pthread_create(&t, NULL, watch_main, f) == 0) pthread_detach(t);
+        else f->watching = 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    runlock();
+}
+
+/* A lock call on a file whose cache this process keeps (valid by this
+ * host's clock) is the kernel's alone: 1 with *rc its answer, or 0 when it
+ * must go to the server.  F_SETLKW tries the kernel without waiting (a
+ * process of this host not under the library holds the range: the call
+ * gives the cache back and waits as any other). */
+static int cached_call(struct rfile *f, int fd, struct flock *fl, int wait, int (*kcall)(void *), void *karg,
+                       int *rc) {
+    int done = 0, e = 0;
+    fl_lock(f);
+    if (f->cached && mono_ns() < f->claim_until) {
+        if (!wait || fl->l_type == F_UNLCK) {
+            *rc = kcall(karg);
+            e = errno;
+            done = 1;
+        } else if ((*rc = (int)syscall(SYS_fcntl, fd, F_SETLK, fl)) == 0) {
+            done = 1;
+        } else {
+            e = errno;
+            done = e != EAGAIN && e != EACCES;
+        }
+    }
+    fl_unlock(f);
+    errno = e;
+    return done;
 }
 
 /* ---------------------------------------------------------- the renewal */
@@ -358,6 +579,7 @@ static void renew_pass(void) {
     for (;;) {
         int gone;
         unsigned gen;
+        long long sent;
         dlock__strs ans;
         rlock();
         for (f = rfiles; f != NULL && !(f->held && f->busy == 0 && !f->visited); f = f->next) {}
@@ -366,21 +588,26 @@ static void renew_pass(void) {
         gen = f->gen;
         runlock();
         if (DLPL_REAL(mutex_trylock)(&f->fmu) != 0) continue;
-        if (flush_stale(f) != 0) {
+        if (flush_stale(f, 0) != 0) {
             fl_unlock(f);
             continue;
         }
-        gone = !kernel_has(f->dev, f->ino, f->ofd, f->fd);
+        /* (a file whose cache this process keeps is renewed, cache and
+         * all: its lock calls do not tell the server) */
+        gone = !f->cached && !kernel_has(f->dev, f->ino, f->ofd, f->fd);
         rlock();
         gone = gone && f->gen == gen && f->busy == 0;
         if (gone) f->held = 0;
         runlock();
+        sent = mono_ns();
         if (gone) {
             if (req(f->own, f->name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
         } else if (req(f->own, f->name, "renew", 0, 0, 0, 0, NULL, 1, &ans) == 0) {
             rlock();
             gone = ans.n >= 1 && strcmp(ans.v[0], "1") == 0 && f->held && f->gen == gen && f->busy == 0;
-            if (gone || (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->gen == gen)) f->held = 0;
+            if (ans.n >= 1 && strcmp(ans.v[0], "1") == 0) f->cached = 0; /* the record, cache and all, lapsed */
+            else if (f->cached) f->claim_until = sent + (RANGE_LEASE_MS - CLAIM_MARGIN_MS) * 1000000LL;
+            if (gone || (ans.n >= 2 && strcmp(ans.v[1], "0") == 0 && f->gen == gen && !f->cached)) f->held = 0;
             runlock();
             dlock__strs_free(&ans);
             if (gone) lost(f->name);
@@ -426,8 +653,9 @@ static void at_exit(void) {
     pthread_cond_broadcast(&rcv);
     for (f = rfiles; f != NULL; f = f->next) {
         if (!f->held) continue;
-        f->held = 0;
-        if (req(f->own, f->name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
+        f->held = f->cached = 0;
+        /* its ranges and its cache */
+        if (req(f->own, f->name, "uncache", 0, 0, 0, 0, "", 1, &ans) == 0) dlock__strs_free(&ans);
     }
     runlock();
     dlpl_guard--;
@@ -499,6 +727,12 @@ void dlpl_range_adopt(void) {
         if (mapped_fd(makedev(maj, mnr), (ino_t)ino, name, &st) < 0) continue;
         if ((f = file_get(&st, name, 0, -1)) == NULL) continue;
         held(f);
+        /* the program before exec may have kept the table's cache: the
+         * server gets the ranges the kernel kept instead */
+        f->cached = 1;
+        fl_lock(f);
+        (void)uncache(f, 0); /* (if it fails, it is sent again before the next request) */
+        fl_unlock(f);
         file_put(f);
     }
     fclose(p);
@@ -670,27 +904,60 @@ static void edge_drop(const char *me) {
 
 /* ------------------------------------------------------------ set, get */
 
-/* The answer to a set that waits: 0 granted, EAGAIN (blockers set to the
- * conflicting owners) or EDEADLK. */
-static int answer(const dlock__strs *ans, char *blockers, size_t cap) {
+/* The answer to a set: 0 granted, EAGAIN (blockers set to the
+ * conflicting owners; *cached 1 when it is another owner's cache, which
+ * is being given back) or EDEADLK. */
+static int answer(const dlock__strs *ans, char *blockers, size_t cap, int *cached) {
+    *cached = ans->n >= 2 && strcmp(ans->v[0], "3") == 0;
     if (ans->n >= 1 && strcmp(ans->v[0], "0") == 0) return 0;
     if (ans->n >= 1 && strcmp(ans->v[0], "2") == 0) return EDEADLK;
-    snprintf(blockers, cap, "%s", ans->n >= 6 ? ans->v[5] : "");
+    snprintf(blockers, cap, "%s", *cached ? ans->v[1] : ans->n >= 6 ? ans->v[5] : "");
     return EAGAIN;
+}
+
+/* One set on the server (fmu taken for it): a cache this process keeps
+ * goes back first, then its owed unlocks; a grant marks f held, and
+ * keeps the table's cache if the server gives it.  0 with *ans, or an
+ * errno value. */
+static int ask(struct rfile *f, int type, long long s, long long e, int wait, dlock__strs *ans) {
+    int rc, flags = wait ? REQ_WAIT : 0, cached;
+    long long sent;
+    char none[1];
+    fl_lock(f);
+    if ((f->cached && uncache(f, !wait) != 0) || flush_stale(f, 1) != 0) {
+        fl_unlock(f);
+        return ENOLCK;
+    }
+    /* (never with a trim owed: the trim would end the cache) */
+    if (!f->ofd && !cache_off && !f->trim) flags |= REQ_CACHE;
+    sent = mono_ns();
+    rc = req(f->own, f->name, "set", type, s, e, flags, NULL, !wait, ans);
+    if (rc != 0 && !f->ofd) {
+        /* no answer: the server may have granted it all the same (an
+         * answer later than the one-attempt bound, on a loaded host); a
+         * range kept there that the process does not know of would refuse
+         * every other owner until its lease ran out */
+        rlock();
+        f->trim = 1;
+        runlock();
+        held(f);
+    }
+    if (rc == 0 && answer(ans, none, sizeof none, &cached) == 0) {
+        held(f);
+        if (ans->n >= 3 && strcmp(ans->v[2], "c") == 0) cache_take(f, sent);
+    }
+    fl_unlock(f);
+    return rc;
 }
 
 /* F_SETLK / F_SETLKW of a read or write lock, range s..e. */
 static int setlk(struct rfile *f, int type, long long s, long long e, int wait, int (*kcall)(void *), void *karg) {
-    int ms = 1, rc, err, edged = 0;
-    long long seen = 0, mine = 0;
+    int ms = 1, rc, err, edged = 0, cached;
+    long long seen = 0, mine = 0, t0 = mono_ns();
     char blockers[EDGE_MAX * 80];
     dlock__strs ans;
     for (;; ms = ms * 2 > 50 ? 50 : ms * 2) {
-        fl_lock(f);
-        rc = flush_stale(f) != 0 ? ENOLCK : req(f->own, f->name, "set", type, s, e, wait, NULL, !wait, &ans);
-        if (rc == 0 && answer(&ans, blockers, sizeof blockers) == 0) held(f);
-        fl_unlock(f);
-        if (rc != 0) {
+        if ((rc = ask(f, type, s, e, wait, &ans)) != 0) {
             if (edged) edge_drop(f->own);
             if ((err = fallback(f->name, rc)) != 0) {
                 errno = err;
@@ -699,7 +966,7 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
             return kcall(karg);
         }
         dlpl_server_up();
-        err = answer(&ans, blockers, sizeof blockers);
+        err = answer(&ans, blockers, sizeof blockers, &cached);
         if (err == 0) {
             if (edged) edge_drop(f->own);
             rc = granted(f, s, e, &ans, kcall, karg);
@@ -716,8 +983,11 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
             edged = 1;
             if (deadlocked(f->own, blockers, mine, &seen)) err = EDEADLK;
         }
-        if (err == EDEADLK || !wait) break;
-        if (nap(ms)) {
+        /* F_SETLK asks again while another owner's cache is being given
+         * back (it takes a round trip or two), as it would find the range
+         * free in the kernel */
+        if (err == EDEADLK || (!wait && !(cached && mono_ns() - t0 < CLAIM_ASK_MS * 1000000LL))) break;
+        if (nap(cached && ms > 4 ? 4 : ms) && wait) { /* (F_SETLK never fails with EINTR) */
             err = EINTR;
             break;
         }
@@ -734,12 +1004,21 @@ int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flo
     struct rfile *f;
     int rc, err;
     if (range_of(fd, fl, &s, &e) != 0 || (f = file_get(st, name, ofd, fd)) == NULL) return kcall(karg);
+    if (!ofd && cached_call(f, fd, fl, wait, kcall, karg, &rc)) {
+        err = errno;
+        file_put(f);
+        errno = err;
+        return rc;
+    }
     if (fl->l_type == F_UNLCK) {
         rc = kcall(karg);
         err = errno;
         if (rc == 0 && f->held) {
             fl_lock(f);
-            unlock_range(f, s, e);
+            /* a cache kept past its time goes back as the kernel's ranges,
+             * this unlock's included */
+            if (!f->cached || uncache(f, 1) != 0) unlock_range(f, s, e);
+            (void)flush_trim(f, 1);
             fl_unlock(f);
         }
         file_put(f);
@@ -751,6 +1030,28 @@ int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flo
     file_put(f);
     errno = err;
     return rc;
+}
+
+/* F_GETLK's question to the server: 0 with *ans, EALREADY when this
+ * process keeps the table's cache (no other owner can hold a range), or
+ * an errno value.  Another owner's cache is waited for (CLAIM_ASK_MS) as
+ * it is given back. */
+static int get_remote(struct rfile *f, int type, long long s, long long e, dlock__strs *ans) {
+    long long t0 = mono_ns();
+    int rc, ms = 1;
+    for (;; ms = ms * 2 > 4 ? 4 : ms * 2) {
+        fl_lock(f);
+        if (f->cached && mono_ns() < f->claim_until) {
+            fl_unlock(f);
+            return EALREADY;
+        }
+        rc = f->cached && uncache(f, 0) != 0 ? ENOLCK : req(f->own, f->name, "get", type, s, e, 0, NULL, 0, ans);
+        fl_unlock(f);
+        if (rc != 0 || ans->n < 1 || strcmp(ans->v[0], "3") != 0 || mono_ns() - t0 >= CLAIM_ASK_MS * 1000000LL)
+            return rc;
+        dlock__strs_free(ans);
+        (void)nap(ms); /* F_GETLK never waits: a signal does not end it */
+    }
 }
 
 /* F_GETLK: the kernel's answer for this host; if it sees no conflict,
@@ -769,8 +1070,9 @@ int dlpl_range_getlk(int fd, const struct stat *st, const char *name, struct flo
         file_put(f);
         return fl->l_type != F_UNLCK ? 0 : -1;
     }
-    rc = req(f->own, name, "get", asked == F_WRLCK ? 2 : 1, s, e, 0, NULL, 0, &ans);
+    rc = get_remote(f, asked == F_WRLCK ? 2 : 1, s, e, &ans);
     file_put(f);
+    if (rc == EALREADY) return 0; /* this process keeps the cache: no other owner holds a range */
     if (rc != 0) {
         if ((rc = fallback(name, rc)) != 0) {
             errno = rc;
@@ -779,7 +1081,13 @@ int dlpl_range_getlk(int fd, const struct stat *st, const char *name, struct flo
         return 0;
     }
     dlpl_server_up();
-    if (ans.n >= 5 && strcmp(ans.v[0], "1") == 0) {
+    if (ans.n >= 2 && strcmp(ans.v[0], "3") == 0) { /* a cache not given back in time: it may hold anything */
+        fl->l_type = F_WRLCK;
+        fl->l_whence = SEEK_SET;
+        fl->l_start = 0;
+        fl->l_len = 0;
+        fl->l_pid = -1;
+    } else if (ans.n >= 5 && strcmp(ans.v[0], "1") == 0) {
         long long cs = atoll(ans.v[2]), ce = atoll(ans.v[3]);
         fl->l_type = strcmp(ans.v[1], "2") == 0 ? F_WRLCK : F_RDLCK;
         fl->l_whence = SEEK_SET;
@@ -849,8 +1157,13 @@ void dlpl_range_close(const struct stat *st) {
         runlock();
         if (f == NULL) return;
         fl_lock(f);
-        if (req(own, name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) {
+        /* every range, and the table's cache: the kernel holds nothing of
+         * the process's on the file now */
+        if (req(own, name, "uncache", 0, 0, 0, 0, "", 1, &ans) == 0) {
             dlock__strs_free(&ans);
+            rlock();
+            f->cached = 0;
+            runlock();
             fl_unlock(f);
         } else {
             rlock();

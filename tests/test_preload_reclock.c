@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "fixture.h"
+#include "proxy.h"
 
 #define PY "/usr/bin/python3"
 #define SQLITE "/usr/bin/sqlite3"
@@ -405,6 +406,38 @@ static void test_unlock_owed_never_after_relock(void) {
     check_lines(out, dlt_pclose_read(p, out, sizeof out), want);
 }
 
+/* ---------------------------------------------------------------- the cache */
+
+/* A process alone on a file keeps the table's cache: 100 locks and
+ * unlocks of a range cost no round trip.  Another host that asks meets
+ * the cache, which is given back as the ranges the process holds: a
+ * disjoint range is granted at once (F_SETLK, no EAGAIN), an overlapping
+ * one refused, and F_GETLK sees the holder's own range. */
+static void test_cache(void) {
+    static const char *const want[] = {
+        "l100 0",
+        "a1 0",
+        "b1 0",
+        "b2 EAGAIN",
+        "b3 W:0:10:-1",
+        NULL,
+    };
+    char out[16384];
+    expect_lines("calls() { redis-cli -u \"$DLOCK_URL\" info commandstats |"
+                 " sed -n 's/^cmdstat_evalsha:calls=\\([0-9]*\\).*/\\1/p'; }\n"
+                 "L=; i=1; while [ $i -le 100 ]; do L=\"$L set:l$i:w:0:10 set:u$i:u:0:10\"; i=$((i+1)); done\n"
+                 "A rl A/locks/k.lock $L set:a1:w:0:10 touch:A wait:B &\n"
+                 "while [ ! -e flag.A ]; do sleep 0.02; done\n"
+                 "echo evalsha $(calls)\n"
+                 "B rl B/locks/k.lock set:b1:w:20:10 set:b2:w:5:1 get:b3:w:0:100 touch:B\n"
+                 "wait\n",
+                 want, out, sizeof out);
+    /* the first lock, and a renewal or two: not one per call (202 calls) */
+    CU_ASSERT(num(out, "evalsha") >= 1 && num(out, "evalsha") <= 5);
+    printf("  100 locks and unlocks alone on a file: %lld requests\n", num(out, "evalsha"));
+    if (num(out, "evalsha") < 1 || num(out, "evalsha") > 5) SHOW(out);
+}
+
 /* ------------------------------------------------ dlock status, list, break */
 
 /* `dlock status` shows a file's ranges (holder, range, type), `dlock
@@ -413,10 +446,11 @@ static void test_unlock_owed_never_after_relock(void) {
  * lost its record locks. */
 static void test_cli_ranges(void) {
     static const char *const want[] = {
+        "keeps the cache", /* A alone on the file */
+        "b1 EAGAIN", /* A's write (its cache given back), before the break */
         "holds write bytes 0-9",
         "holds read bytes 20-29",
         "list locks/c.lock#fcntl 1 2",
-        "b1 EAGAIN", /* A's write, before the break */
         "cleared the record locks of 1 owner",
         "b2 0", /* after it */
         "\"record_locks\":[{\"owner\"", /* B's, now */
@@ -427,9 +461,10 @@ static void test_cli_ranges(void) {
     char out[8192];
     expect_lines("A rl A/locks/c.lock set:a1:w:0:10 set:a2:r:20:10 touch:A wait:S sleep:3 >outA 2>errA &\n"
                  "while [ ! -e flag.A ]; do sleep 0.02; done\n"
+                 "'" DLOCK_CLI "' status locks/c.lock | grep -o 'keeps the cache'\n"
+                 "B rl B/locks/c.lock set:b1:w:0:10\n"
                  "'" DLOCK_CLI "' status locks/c.lock | grep -o 'holds [a-z]* bytes [0-9EOF-]*'\n"
                  "'" DLOCK_CLI "' list 'locks/*' | awk '$2 == \"record\" { print \"list\", $1, $4, $5 }'\n"
-                 "B rl B/locks/c.lock set:b1:w:0:10\n"
                  "'" DLOCK_CLI "' break --force --ranges locks/c.lock | grep -o 'cleared the record locks of 1 owner'\n"
                  "B rl B/locks/c.lock set:b2:w:0:10 touch:B wait:S &\n"
                  "while [ ! -e flag.B ]; do sleep 0.02; done\n"
@@ -438,6 +473,47 @@ static void test_cli_ranges(void) {
                  "touch flag.S; wait\n"
                  "echo lost $(grep -c 'record locks of this process were lost' errA)\n",
                  want, out, sizeof out);
+}
+
+/* A lock whose answer comes after the one-attempt bound (F_SETLK: 200
+ * ms) was granted on the server all the same; the process, told nothing,
+ * took the kernel's lock alone (DLOCK_ON_ERROR=open).  Its unlock then
+ * reaches the server too, so the other host gets the range at once, as
+ * on one host -- not EAGAIN until the lease runs out. */
+static void test_late_answer_leaves_no_range(void) {
+    static const char *const want[] = {
+        "a0 U",
+        "a1 0",
+        "a2 0",
+        "b1 0",
+        NULL,
+    };
+    char path[512], out[8192];
+    dlt_proxy *px;
+    FILE *f, *p;
+    setup_dir();
+    CU_ASSERT_FATAL((px = dlt_proxy_start(dlt_server.port)) != NULL);
+    snprintf(path, sizeof path, "%s/scenario.sh", dir);
+    CU_ASSERT_FATAL((f = fopen(path, "w")) != NULL);
+    fprintf(f, "%srm -f flag.*\n"
+               "( export DLOCK_URL='%s'; A rl A/locks/q.lock get:a0:w:50:1 touch:A0 wait:S0 set:a1:w:0:10 touch:A1 "
+               "wait:S1 set:a2:u:0:10 touch:A2 wait:B1 ) &\n"
+               "B rl B/locks/q.lock wait:A2 set:b1:w:0:10 touch:B1\n"
+               "wait\n",
+            prelude, dlt_proxy_url(px));
+    fclose(f);
+    snprintf(path, sizeof path, "sh '%s/scenario.sh' 2>&1", dir);
+    CU_ASSERT_FATAL((p = popen(path, "r")) != NULL);
+    CU_ASSERT(flag_wait("A0")); /* A's connection made, the script known */
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 600, NULL, 0);
+    flag_touch("S0");
+    CU_ASSERT(flag_wait("A1"));
+    dlt_sleep_ms(700); /* the late answer has come */
+    dlt_proxy_pass(px);
+    dlt_sleep_ms(600); /* and the program's breaker asks the server again */
+    flag_touch("S1");
+    check_lines(out, dlt_pclose_read(p, out, sizeof out), want);
+    dlt_proxy_stop(px);
 }
 
 /* ---------------------------------------------------------------- sqlite3 */
@@ -602,6 +678,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_keeps_ranges),
     DLT_TEST(test_fork_child_owns_nothing),
     DLT_TEST(test_unlock_owed_never_after_relock),
+    DLT_TEST(test_late_answer_leaves_no_range),
+    DLT_TEST(test_cache),
     DLT_TEST(test_cli_ranges),
     DLT_TEST(test_sqlite_rollback),
     DLT_TEST(test_sqlite_wal),

@@ -243,6 +243,36 @@ static void test_admin(void) {
     CU_ASSERT(dlock_range_list(cl, "ad", NULL, NULL) == EINVAL);
 }
 
+/* trim: an owner's ranges cut to what the given segments cover, each
+ * part with the weaker type, and its cache gone; uncache: its ranges
+ * become the segments and the cache goes; a set alone with the cache
+ * flag gets the cache, another owner then meets it. */
+static void test_trim_uncache(void) {
+    char out[256];
+    const char *args[10] = { "set", "c1", "10000", "2", "0", "99", "testhost:1", "0", "", "1" };
+    dlock__strs ans;
+    open_client();
+    CU_ASSERT_FATAL(dlock__range(cl, "tr", 0, 10, args, &ans) == 0);
+    CU_ASSERT(ans.n == 3 && strcmp(ans.v[2], "c") == 0); /* alone: the cache */
+    dlock__strs_free(&ans);
+    CU_ASSERT(SET("tr", "c2", 1, 200, 209) == 0);
+    STR_EQ(out, "3 c1"); /* c1's cache: ask again */
+    DLT_ASSERT_INT_EQ(dlock__range_watch(cl, "tr", "c1", 1000), 1); /* c1 is told */
+    DLT_ASSERT_INT_EQ(dlock__range_watch(cl, "tr", "c1", 100), 0);  /* once */
+    CU_ASSERT(rq("tr", "trim", "c1", "10000", 0, 0, 0, 0, "0:9:2,50:59:1,300:310:2", out, sizeof out) == 0);
+    STR_EQ(out, "0 2");
+    RANGES("tr", "c1", "0:9:2,50:59:1"); /* no "|1": the cache went */
+    CU_ASSERT(SET("tr", "c2", 1, 200, 209) == 0);
+    STR_EQ(out, "0 ");
+    CU_ASSERT(SET("tr", "c2", 1, 200, 209) == 0); /* c1 has no cache now: no word */
+    DLT_ASSERT_INT_EQ(dlock__range_watch(cl, "tr", "c1", 100), 0);
+    CU_ASSERT(rq("tr", "uncache", "c1", "10000", 0, 0, 0, 0, "5:6:2", out, sizeof out) == 0);
+    STR_EQ(out, "0");
+    RANGES("tr", "c1", "5:6:2");
+    CU_ASSERT(rq("tr", "trim", "nobody", "10000", 0, 0, 0, 0, "", out, sizeof out) == 0);
+    STR_EQ(out, "0 0");
+}
+
 static void test_cluster(void) {
     dlt_cluster clus;
     dlock_client_t *mine, *keep = cl;
@@ -258,6 +288,19 @@ static void test_cluster(void) {
         DLT_ASSERT_INT_EQ(SET(name, "o2", 1, 5, 5), 0);
         STR_EQ(out, "1 2 0 9 testhost:1 o1");
         DLT_ASSERT_INT_EQ(SET(name, "o2", 1, 10, 19), 0);
+        STR_EQ(out, "0 ");
+    }
+    for (i = 0; i < 4; i++) { /* the cache, its word (BLPOP on the slot's node) and its end */
+        const char *args[10] = { "set", "c1", "10000", "2", "0", "9", "testhost:1", "0", "", "1" };
+        snprintf(name, sizeof name, "rgk%d", i);
+        CU_ASSERT_FATAL(dlock__range(cl, name, 0, 10, args, &ans) == 0);
+        CU_ASSERT(ans.n == 3 && strcmp(ans.v[2], "c") == 0);
+        dlock__strs_free(&ans);
+        DLT_ASSERT_INT_EQ(SET(name, "c2", 1, 20, 29), 0);
+        STR_EQ(out, "3 c1");
+        DLT_ASSERT_INT_EQ(dlock__range_watch(cl, name, "c1", 1000), 1);
+        DLT_ASSERT_INT_EQ(rq(name, "uncache", "c1", "10000", 0, 0, 0, 0, "0:9:2", out, sizeof out), 0);
+        DLT_ASSERT_INT_EQ(SET(name, "c2", 1, 20, 29), 0);
         STR_EQ(out, "0 ");
     }
     for (i = 0; i < 6; i++) {
@@ -281,6 +324,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_deadlock),
     DLT_TEST(test_edges),
     DLT_TEST(test_admin),
+    DLT_TEST(test_trim_uncache),
     DLT_TEST(test_cluster),
     { NULL, NULL },
 };

@@ -64,6 +64,12 @@ void cli_ranges_print(const cli_ranges *s) {
     for (i = 0; i < s->n; i++) {
         const dlock_range_t *r = &s->v[i];
         cli_fmt_safe(host, sizeof host, r->host[0] ? r->host : "?");
+        if (r->cached) {
+            printf("  %s, pid %ld: keeps the cache (locks any range without asking; hands its ranges back when "
+                   "another owner asks), lease left %s (owner %s)\n", host, r->pid,
+                   cli_fmt_dur(left, sizeof left, r->lease_left_ms), r->owner);
+            continue;
+        }
         printf("  %s, pid %ld: %s %s %s, lease left %s (owner %s)\n", host, r->pid, r->waiting ? "waits for" : "holds",
                r->write ? "write" : "read", fmt_span(span, sizeof span, r),
                cli_fmt_dur(left, sizeof left, r->lease_left_ms), r->owner);
@@ -87,8 +93,9 @@ void cli_ranges_json(FILE *f, const cli_ranges *s) {
         fprintf(f, ",\"pid\":%ld,\"start\":%llu,\"end\":", r->pid, (unsigned long long)r->start);
         if (r->end >= DLOCK_RANGE_EOF) fputs("null", f);
         else fprintf(f, "%llu", (unsigned long long)r->end);
-        fprintf(f, ",\"type\":\"%s\",\"waiting\":%s,\"lease_left_ms\":%lld}", r->write ? "write" : "read",
-                r->waiting ? "true" : "false", (long long)r->lease_left_ms);
+        fprintf(f, ",\"type\":\"%s\",\"waiting\":%s,\"cached\":%s,\"lease_left_ms\":%lld}",
+                r->write ? "write" : "read", r->waiting ? "true" : "false", r->cached ? "true" : "false",
+                (long long)r->lease_left_ms);
     }
     fputc(']', f);
 }

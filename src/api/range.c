@@ -35,6 +35,42 @@ int dlock__range(dlock_client_t *c, const char *name, int once, int nargs, const
     return rc;
 }
 
+/* The word range_lua leaves for an owner that keeps a table's cache,
+ * when another owner meets it: a blocking pop of <lock key>:g:<owner>
+ * (the grant lists' wire, backend/grant.c) on a connection of its own,
+ * outside the breaker, for up to ms.  1 the word came, 0 not within ms,
+ * or an errno value (ENOTSUP: the deployment keeps no such lists, or the
+ * server refuses BLPOP). */
+int dlock__range_watch(dlock_client_t *c, const char *name, const char *owner, unsigned ms) {
+    dlock__grant_pop p;
+    dlock__lock *l;
+    dlock__mono now, until;
+    uint64_t fence;
+    unsigned gms;
+    int rc, cache, nolist = 0, got = 0;
+    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
+    if (c->be.ops->grant_conn == NULL || c->be.grant_nolist) {
+        dlock__entry_close(c, l, 0);
+        return ENOTSUP;
+    }
+    memset(&p, 0, sizeof p);
+    now = dlock__now();
+    until = now + (dlock__mono)ms * DLOCK__MS;
+    rc = dlock__grant_send(&c->be, &l->k, owner, now, until, &p);
+    if (rc == 0)
+        rc = dlock__grant_await(&p, -1, until + (dlock__mono)dlock__reply_floor_ms(&c->be.node) * DLOCK__MS, NULL);
+    dlock__grant_drop(&c->be, &p);
+    pthread_mutex_lock(&c->mu);
+    dlock__grant_keep(&c->be, &p);
+    pthread_mutex_unlock(&c->mu);
+    if (p.r != NULL) got = dlock__grant_read(&p, &fence, &gms, &cache, &nolist);
+    dlock__entry_close(c, l, 0);
+    if (got == 1) return 1;
+    if (got == 0 || rc == ETIMEDOUT) return 0;
+    if (nolist) return ENOTSUP;
+    return rc != 0 ? rc : EPROTO;
+}
+
 /* The wait edges of record-lock owners, for a cycle through several
  * files' tables: the backend's waits op on the edge key of id,
  * <prefix>dlw:{<id>} ("eset" rec for ttl_ms, "eget", "edel"); one
@@ -136,7 +172,15 @@ DLOCK_API int dlock_range_list(dlock_client_t *c, const char *name, int (*fn)(co
     for (i = 1; i + 1 < t.n && !stop; i += 2) {
         dlock_range_t r;
         const char *wants, *p;
+        const char *bar;
         if (record_parse(t.v[i], t.v[i + 1], strtoll(t.v[0], NULL, 10), &r, &wants, &p) != 0) continue;
+        if ((bar = strchr(p, '|')) != NULL && bar[1] == '1') { /* "RANGES|1": the owner keeps the cache */
+            r.start = 0;
+            r.end = DLOCK_RANGE_EOF;
+            r.write = r.cached = 1;
+            stop = fn(&r, arg) != 0;
+            r.cached = 0;
+        }
         while (!stop && segment_next(&p, &r) == 0) stop = fn(&r, arg) != 0;
         if (!stop && wants != NULL && segment_next(&wants, &r) == 0) {
             r.waiting = 1;

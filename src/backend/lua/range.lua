@@ -2,16 +2,22 @@
 -- docs/preload.md, "Record locks").
 --
 -- KEYS: [1] <prefix>{<name>}:rl, a hash: one field per owner (a process,
---   "NONCE.PID"), its value "EXPIRY|WHO|WAITED|WANTS|RANGES": the owner's
---   lease expiry (server ms), WHO host:pid, WAITED the server ms of its
---   last blocked request (0: not waiting), WANTS that request,
+--   "NONCE.PID"), its value "EXPIRY|WHO|WAITED|WANTS|RANGES[|1]": the
+--   owner's lease expiry (server ms), WHO host:pid, WAITED the server ms of
+--   its last blocked request (0: not waiting), WANTS that request,
 --   "START:END:TYPE" (or empty), RANGES its locks as "START:END:TYPE" (END
 --   inclusive, TYPE 1 read, 2 write), comma-separated, sorted, disjoint,
---   neighbours of one type merged.  An owner whose lease ran out is
---   deleted by the next request.
+--   neighbours of one type merged, and "|1" when the owner holds the
+--   table's cache: it may lock any range of the file without asking, so to
+--   every other owner it is as one write lock over the whole file, until
+--   it hands its real ranges back ("uncache").  An owner whose lease ran
+--   out is deleted by the next request.  Also written, in the same slot:
+--   <lock key>:g:<owner> (a cache's owner is asked to give it back) and
+--   <KEYS[1]>:hot (no cache is given for 2 s after one was asked back).
 -- ARGV: [1] op, [2] owner, [3] lease ms, [4] type, [5] start, [6] end,
 --   [7] who, [8] wait ("1": the caller will wait if refused), [9] for
---   "restore" the segments to put back.
+--   "restore", "trim" and "uncache" the segments, [10] for "set" "1": the
+--   caller would keep the cache.
 -- Reply, by op:
 --   set      checks the range against every other owner's (a write
 --            conflicts with any lock, a read with a write), and if none
@@ -26,13 +32,27 @@
 --            is written as the owner's, or {"2"} when waiting would close a
 --            cycle: an owner that blocks it waits (its written request) for
 --            a range that conflicts with one of an owner that waits ... for
---            one of the caller's (EDEADLK)
+--            one of the caller's (EDEADLK).  With ARGV[10] "1", a set
+--            granted while no other owner is in the table, and none was
+--            refused for a cache in the last 2 s (<key>:hot), gives the
+--            owner the cache: {"0", former segments, "c"}.  A set or get
+--            that meets another owner's cache gets {"3", that owner}: the
+--            cache's owner is told (its list <lock key>:g:<owner> gets
+--            "1:1"), the table is hot, and the caller asks again shortly
 --   unl      removes start..end from the owner's ranges: {"0", ranges left}
 --   restore  puts ARGV[9]'s segments back over start..end (a kernel call
 --            that failed after a set): {"0"}
 --   get      the conflict set would meet, without taking: {"0"} or {"1", ...}
 --   renew    extends the owner's lease: {"0", ranges} or {"1"} when the
 --            owner is unknown (its lease ran out)
+--   trim     cuts the owner's ranges to what ARGV[9]'s segments cover (the
+--            kernel's), each part with the weaker of its two types, and
+--            the cache goes: after a set whose answer never came, so that
+--            a set the server did apply leaves no range (nor cache) the
+--            process does not know of: {"0", ranges left}
+--   uncache  the owner's ranges become ARGV[9]'s segments (the kernel's)
+--            and it gives the cache up: {"0"}, or {"1"} when the owner is
+--            unknown
 --   nowait   withdraws the owner's waiting request: {"0"}
 --   show     every live owner's record: {now, owner, record, owner,
 --            record, ...} (dlock_range_list)
@@ -49,9 +69,9 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local function num(x) return string.format('%.0f', x) end
 local function dec(v)
-  local x, who, wt, ws, rs = string.match(v, '^(%d+)|([^|]*)|(%d+)|([^|]*)|(.*)$')
+  local x, who, wt, ws, rs, c = string.match(v, '^(%d+)|([^|]*)|(%d+)|([^|]*)|([^|]*)|?(%d*)$')
   if not x then return nil end
-  local o = {x = tonumber(x), who = who, wt = tonumber(wt), w = ws, r = {}}
+  local o = {x = tonumber(x), who = who, wt = tonumber(wt), w = ws, r = {}, c = c == '1'}
   for s, e, ty in string.gmatch(rs, '(%d+):(%d+):(%d)') do
     o.r[#o.r + 1] = {tonumber(s), tonumber(e), tonumber(ty)}
   end
@@ -69,9 +89,10 @@ for i = 1, #all, 2 do
 end
 if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
 local function save(o)
-  if #o.r == 0 and o.w == '' then redis.call('HDEL', key, me) return end
+  if #o.r == 0 and o.w == '' and not o.c then redis.call('HDEL', key, me) return end
   o.x = now + lease
-  redis.call('HSET', key, me, num(o.x) .. '|' .. o.who .. '|' .. num(o.wt) .. '|' .. o.w .. '|' .. segs(o.r))
+  redis.call('HSET', key, me, num(o.x) .. '|' .. o.who .. '|' .. num(o.wt) .. '|' .. o.w .. '|' .. segs(o.r) ..
+    (o.c and '|1' or ''))
   if redis.call('PTTL', key) < 2 * lease then redis.call('PEXPIRE', key, 2 * lease) end
 end
 local function cut(r, s, e)
@@ -131,7 +152,24 @@ local function reaches(from)
   end
   return false
 end
-local o = own[me] or {x = 0, who = ARGV[7] or '', wt = 0, w = '', r = {}}
+local o = own[me] or {x = 0, who = ARGV[7] or '', wt = 0, w = '', r = {}, c = false}
+local function parse(list)
+  local r = {}
+  for a, b, c in string.gmatch(list or '', '(%d+):(%d+):(%d)') do r[#r + 1] = {tonumber(a), tonumber(b), tonumber(c)} end
+  return r
+end
+local function cacher()
+  for _, id in ipairs(ids) do
+    if id ~= me and own[id].c then
+      local nk = string.sub(key, 1, #key - 3) .. ':g:' .. id
+      if redis.call('LLEN', nk) == 0 then redis.call('RPUSH', nk, '1:1') end
+      redis.call('PEXPIRE', nk, 2 * lease)
+      redis.call('SET', key .. ':hot', '1', 'PX', 2000)
+      return id
+    end
+  end
+  return nil
+end
 if op == 'show' then
   local out = {num(now)}
   for i = 1, #all, 2 do
@@ -151,10 +189,30 @@ elseif op == 'renew' then
 elseif op == 'nowait' then
   if own[me] then o.w = '' o.wt = 0 save(o) end
   return {'0'}
+elseif op == 'trim' then
+  if not own[me] then return {'0', '0'} end
+  local out = {}
+  for _, g in ipairs(o.r) do
+    for _, h in ipairs(parse(ARGV[9])) do
+      local a, b = math.max(g[1], h[1]), math.min(g[2], h[2])
+      if a <= b then out[#out + 1] = {a, b, math.min(g[3], h[3])} end
+    end
+  end
+  o.r = merge(out) o.c = false
+  save(o)
+  return {'0', tostring(#o.r)}
+elseif op == 'uncache' then
+  if not own[me] then return {'1'} end
+  redis.call('DEL', string.sub(key, 1, #key - 3) .. ':g:' .. me)
+  o.r = merge(parse(ARGV[9])) o.c = false o.w = '' o.wt = 0
+  save(o)
+  return {'0'}
 end
 local ty, s, e = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 if not (ty and s and e) or s > e then return redis.error_reply('range: bad request') end
 if op == 'get' or op == 'set' then
+  local held = cacher()
+  if held then return {'3', held} end
   local first, by = conflict(s, e, ty, me)
   if first then
     if op == 'set' and ARGV[8] == '1' then
@@ -170,7 +228,11 @@ if op == 'get' or op == 'set' then
   local keep, old = cut(o.r, s, e)
   keep[#keep + 1] = {s, e, ty}
   o.r = merge(keep) o.w = '' o.wt = 0
+  if ARGV[10] == '1' and not o.c and #ids <= (own[me] and 1 or 0) and redis.call('EXISTS', key .. ':hot') == 0 then
+    o.c = true
+  end
   save(o)
+  if o.c then return {'0', segs(old), 'c'} end
   return {'0', segs(old)}
 elseif op == 'unl' then
   if not own[me] then return {'0', '0'} end
