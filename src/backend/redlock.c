@@ -628,10 +628,10 @@ static int renew_settle(dlock__backend *m, size_t n) {
         cn->owed--;
         cn->used = dlock__now();
     }
-    if (cn->owed <= n && !broken && cn->ctx->err == 0) return 1;
-    if (broken || cn->ctx->err != 0 ||
-        dlock__now() - cn->used > (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS)
-        renew_drop(m); /* a new connection at the next round */
+    if (!broken && cn->ctx->err == 0 &&
+        (cn->owed == 0 || dlock__now() - cn->used <= (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS))
+        return cn->owed <= n;
+    renew_drop(m); /* broken, or silent too long: a new connection (after the round) */
     return 0;
 }
 
