@@ -596,8 +596,10 @@ static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
         /* Redlock: a master that accepts but does not run (paused) is
          * passed over for the next one (plain only: TLS speaks first). */
         if (!ctx->err && cf->kind == DLOCK__BACKEND_REDLOCK && !cf->tls && i + 1 < cf->nnodes &&
-            !dlock__fd_answers(ctx->fd, end_cap(connect_timeout_ms)))
-            snprintf(ctx->errstr, sizeof ctx->errstr, "accepted the connection but did not answer a PING"), ctx->err = REDIS_ERR_IO;
+            !dlock__fd_answers(ctx->fd, end_cap(connect_timeout_ms))) {
+            ctx->err = REDIS_ERR_IO;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "accepted the connection but did not answer a PING");
+        }
         if (!ctx->err) break;
         rc = dlock__seterr(ENOLCK, "cannot connect to %s: %s", cf->redacted_url, ctx->errstr);
         redisFree(ctx);
