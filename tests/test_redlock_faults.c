@@ -17,10 +17,12 @@
  *    quorum no longer shows: the clean lock/unlock cycles after it never
  *    get EOWNERDEAD again;
  *  - the first master paused (where a call that asked the masters in
- *    turn went first): a fenced write, a break and a condition
- *    variable's signal and broadcast decide once the other two
- *    answered, within a try's bound, and a hold on a short lease is
- *    renewed by the two throughout, never told lost.
+ *    turn went first, and the client's subscriber): a fenced write, a
+ *    break and a condition variable's signal and broadcast decide once
+ *    the other two answered, within a try's bound; a condition
+ *    variable's wait is signalled (the subscriber passes over the paused
+ *    master); and a hold on a short lease is renewed by the two
+ *    throughout, never told lost.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -28,6 +30,7 @@
 #include "fixture_multi.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +238,26 @@ static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     __atomic_add_fetch(&lost_calls, 1, __ATOMIC_SEQ_CST);
 }
 
+struct signaller {
+    dlock_cond_t *cv;
+    dlock_mutex_t *m;
+    double took_ms; /* the signal's */
+    int rc;
+};
+
+/* Signals under the mutex, which the waiter gives up once registered. */
+static void *signal_later(void *p) {
+    struct signaller *s = p;
+    double t0;
+    dlt_sleep_ms(200);
+    if ((s->rc = dlock_mutex_lock(s->m)) != 0) return NULL;
+    t0 = dlt_now();
+    s->rc = dlock_cond_signal(s->cv);
+    s->took_ms = (dlt_now() - t0) * 1000;
+    if (dlock_mutex_unlock(s->m) != 0 && s->rc == 0) s->rc = -1;
+    return NULL;
+}
+
 /* How long (ms) a call took, printed and checked against a try's bound. */
 #define WITHIN_TRY(what, call)                                                           \
     do {                                                                                 \
@@ -251,7 +274,11 @@ static void test_redlock_paused_first_master_calls(void) {
     dlock_mutex_t m, s;
     dlock_mutexattr_t a;
     dlock_cond_t cv;
-    int held = 0;
+    struct signaller sg = { NULL, NULL, 0, -1 };
+    pthread_t t;
+    struct timespec ts;
+    double t0;
+    int held = 0, rc;
 
     MASTERS_UP();
     lost_calls = 0;
@@ -273,7 +300,24 @@ static void test_redlock_paused_first_master_calls(void) {
     WITHIN_TRY("fenced write", dlock_fenced_set(&m, "rlf/data", "v1", 2));
     WITHIN_TRY("signal", dlock_cond_signal(&cv));
     WITHIN_TRY("broadcast", dlock_cond_broadcast(&cv));
-    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    /* A wait, signalled by another thread 200 ms later: the client's
+     * subscriber, not connected yet, passes over the paused master (its
+     * connection accepted, a PING unanswered) for one that runs, where
+     * the signal is published too. */
+    sg.cv = &cv;
+    sg.m = &m;
+    DLT_ASSERT_INT_EQ(pthread_create(&t, NULL, signal_later, &sg), 0);
+    ts = dlt_abs_in(CLOCK_REALTIME, 4000);
+    t0 = dlt_now();
+    rc = dlock_cond_timedwait(&cv, &m, &ts);
+    t0 = (dlt_now() - t0) * 1000;
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0); /* (held again, whatever the wait said) */
+    pthread_join(t, NULL);
+    printf("  first master paused: timedwait %s after %.1f ms, its signal in %.1f ms\n", dlt_errno_label(rc), t0,
+           sg.took_ms);
+    DLT_ASSERT_ERR(rc, 0);
+    DLT_ASSERT_ERR(sg.rc, 0);
+    CU_ASSERT_TRUE(sg.took_ms <= TRY_MS + LATE_MS);
     dlt_sleep_ms(1500); /* the short lease renewed through more than two leases */
     CU_ASSERT_TRUE(dlock_mutex_holds(&s));
     DLT_ASSERT_INT_EQ(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 0);

@@ -119,6 +119,7 @@ struct dlock__backend {
     char rl_run_id[41];
     unsigned rl_dups;
     char rl_dup_msg[640];
+    dlock__mono rl_renew_stall; /* a member: no renewal connection tried before (renewal thread's) */
     void *up; /* the layer above's object for it (a cluster member: its subscriber) */
 };
 

@@ -570,9 +570,14 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
  * master answers first: a renewal is decided once a quorum renewed it,
  * or so many refused that no quorum can (rl_renew).  A master that has
  * not answered by then is not waited for: its connection keeps the
- * answers it owes (cn->owed), read and dropped at the next round, and
- * that master is not asked again until it has answered them (its server
- * runs them in order when it runs again).  A master whose server takes no
+ * answers it owes (cn->owed), read and dropped at the next round, whose
+ * batch goes behind them (a master slow to answer still counts, once its
+ * server gets to it); one that owes more than a batch is not asked again
+ * until it has answered (a paused server runs them in order when it runs
+ * again).  A master without a connection gets one once the round is
+ * decided (before, only when the others cannot make a quorum: connecting
+ * to a server that does not run takes the round's whole bound); one whose
+ * server takes no
  * connection in time is not tried for RENEW_STALL_MS; one that owes
  * answers for longer than the unreachable bound gets a new connection. */
 #define RENEW_STALL_MS 1000
@@ -581,7 +586,8 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
 /* One master's part of a round. */
 struct rn_master {
     dlock__conn *cn; /* its renewal connection, while answers are awaited; NULL: none */
-    size_t next;     /* the renewal its next answer is for */
+    size_t skip;     /* answers owed from earlier rounds, read and dropped first */
+    size_t next;     /* the renewal its next answer (after those) is for */
     int noscript;    /* an answer said NOSCRIPT: the batch goes again, scripts loaded */
     int reloaded;    /* it has */
 };
@@ -605,8 +611,10 @@ static void renew_drop(dlock__backend *m) {
 }
 
 /* Reads and drops, without waiting, the answers m's renewal connection
- * owes from earlier rounds: 1 when none is owed now (m may be asked). */
-static int renew_settle(dlock__backend *m) {
+ * owes from earlier rounds: 1 when m may be asked -- nothing owed, or no
+ * more than one batch of n (this one goes behind it, and its answers are
+ * read after those: a master slow to answer still counts) -- else 0. */
+static int renew_settle(dlock__backend *m, size_t n) {
     dlock__conn *cn = m->renew_conn;
     int broken = 0;
     while (cn->owed > 0) {
@@ -620,10 +628,27 @@ static int renew_settle(dlock__backend *m) {
         cn->owed--;
         cn->used = dlock__now();
     }
-    if (cn->owed == 0 && !broken && cn->ctx->err == 0) return 1;
-    if (broken || cn->ctx->err != 0 ||
-        dlock__now() - cn->used > (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS)
-        renew_drop(m); /* a new connection at the next round */
+    if (!broken && cn->ctx->err == 0 &&
+        (cn->owed == 0 || dlock__now() - cn->used <= (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS))
+        return cn->owed <= n;
+    renew_drop(m); /* broken, or silent too long: a new connection (after the round) */
+    return 0;
+}
+
+/* Opens m's renewal connection, within end (5 ms at least), unless m did
+ * not take one in time lately: 1 when it has one. */
+static int renew_connect(dlock__backend *m, dlock__mono end) {
+    dlock__mono t0 = dlock__now();
+    int64_t left = (end - t0) / DLOCK__MS;
+    if (m->renew_conn != NULL) return 1;
+    if (m->rl_renew_stall > t0 || __atomic_load_n(&m->node.stalled_until, __ATOMIC_RELAXED) > t0) return 0;
+    if (dlock__conn_open(&m->node, &m->renew_conn, (unsigned)(left < 5 ? 5 : left)) == 0) return 1;
+    m->renew_conn = NULL;
+    /* The renewal's own pause, not the node's: a bound as short as a
+     * quarter of a short lease says little of a server on a loaded host,
+     * and the lock calls must not pass over a master that runs. */
+    if (dlock__now() - t0 >= (dlock__mono)RENEW_STALL_MIN_MS * DLOCK__MS && !dlock__node_refused_since(&m->node, t0))
+        m->rl_renew_stall = dlock__now() + (dlock__mono)RENEW_STALL_MS * DLOCK__MS;
     return 0;
 }
 
@@ -631,27 +656,16 @@ static int renew_settle(dlock__backend *m) {
  * connect 1 when that may be tried now).  1 when sent (st->cn set). */
 static int renew_send(dlock__backend *m, struct rn_master *st, const dlock__renewal *rn, size_t n, int connect,
                       dlock__mono end) {
-    int64_t left = (end - dlock__now()) / DLOCK__MS;
-    if (left < 5) left = 5;
-    if (m->renew_conn == NULL) {
-        dlock__mono t0 = dlock__now();
-        if (!connect || __atomic_load_n(&m->node.stalled_until, __ATOMIC_RELAXED) > t0) return 0;
-        if (dlock__conn_open(&m->node, &m->renew_conn, (unsigned)left) != 0) {
-            m->renew_conn = NULL;
-            if (dlock__now() - t0 >= (dlock__mono)RENEW_STALL_MIN_MS * DLOCK__MS && !dlock__node_refused_since(&m->node, t0))
-                __atomic_store_n(&m->node.stalled_until, dlock__now() + (dlock__mono)RENEW_STALL_MS * DLOCK__MS,
-                                 __ATOMIC_RELAXED);
-            return 0;
-        }
-        left = (end - dlock__now()) / DLOCK__MS;
-        if (left < 5) left = 5;
-    }
-    dlock__conn_timeout(m->renew_conn, (unsigned)left); /* (a send to a server that stopped reading) */
+    int64_t left;
+    if (m->renew_conn == NULL && (!connect || !renew_connect(m, end))) return 0;
+    left = (end - dlock__now()) / DLOCK__MS;
+    dlock__conn_timeout(m->renew_conn, (unsigned)(left < 5 ? 5 : left)); /* (a send to a server that stopped reading) */
     if (dlock__renew_append(m, m->renew_conn, rn, n) != 0 || dlock__conn_flush(m->renew_conn) != 0) {
         renew_drop(m);
         return 0;
     }
-    m->renew_conn->owed = (unsigned)n;
+    st->skip = m->renew_conn->owed;
+    m->renew_conn->owed += (unsigned)n;
     st->cn = m->renew_conn;
     st->next = 0;
     return 1;
@@ -674,11 +688,18 @@ static int renew_take(dlock__backend *c, size_t i, struct rn_master *st, const d
     void *p = NULL;
     while (cn->owed > 0 && dlock__reply_get(cn, &p) == REDIS_OK && p != NULL) {
         redisReply *r = p;
-        dlock__renewal one = rn[st->next];
-        size_t j = st->next++;
+        dlock__renewal one;
+        size_t j;
         cn->owed--;
         cn->used = dlock__now();
         cn->answered++;
+        if (st->skip > 0) { /* an earlier round's */
+            st->skip--;
+            freeReplyObject(r);
+            p = NULL;
+            continue;
+        }
+        one = rn[j = st->next++];
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) st->noscript = 1;
         if (dlock__renew_answer(r, &one) == 0 && !t->counted[i * t->n + j]) {
             t->counted[i * t->n + j] = 1;
@@ -745,8 +766,8 @@ static void renew_collect(dlock__backend *c, struct rn_master *st, const dlock__
 static int rl_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
     struct rn_master st[DLOCK__NODES_MAX];
     struct rn_tally t = { NULL, NULL, NULL, NULL, n };
-    size_t i, j, q = quorum(c), nm = c->nmembers;
-    int asked[DLOCK__NODES_MAX];
+    size_t i, j, q = quorum(c), nm = c->nmembers, sent;
+    int owes[DLOCK__NODES_MAX];
     dlock__mono end;
     if (n == 0) return 0;
     end = renew_end(rn, n, deadline);
@@ -759,15 +780,17 @@ static int rl_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono
         return dlock__seterr(ENOMEM, "out of memory");
     }
     memset(st, 0, sizeof st);
-    /* Those with a connection at hand first, then those that need one:
-     * the first ones' answers come while the others connect. */
-    for (i = 0; i < nm; i++) {
+    /* Those with a connection at hand are asked first; those that need
+     * one, only when the others cannot make a quorum (a connection to a
+     * master that does not run takes the round's whole bound), else once
+     * the round is decided, for the next one. */
+    for (i = 0, sent = 0; i < nm; i++) {
         dlock__backend *m = c->members[i];
-        asked[i] = m->renew_conn != NULL && !renew_settle(m); /* owes answers still: not asked */
-        if (m->renew_conn != NULL && !asked[i]) asked[i] = renew_send(m, &st[i], rn, n, 0, end);
+        owes[i] = m->renew_conn != NULL && !renew_settle(m, n) && m->renew_conn != NULL; /* too much: not asked */
+        if (m->renew_conn != NULL && !owes[i]) sent += (size_t)renew_send(m, &st[i], rn, n, 0, end);
     }
-    for (i = 0; i < nm; i++)
-        if (!asked[i]) (void)renew_send(c->members[i], &st[i], rn, n, 1, end);
+    for (i = 0; i < nm && sent < q; i++)
+        if (!owes[i] && st[i].cn == NULL) sent += (size_t)renew_send(c->members[i], &st[i], rn, n, 1, end);
     renew_collect(c, st, rn, &t, end);
     for (j = 0; j < n; j++) {
         rn[j].result = t.yes[j] >= q ? 1 : t.no[j] > nm - q ? 0 : -1;
@@ -775,6 +798,8 @@ static int rl_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono
         rn[j].moved = 0;
     }
     free(t.yes), free(t.no), free(t.wanted), free(t.counted);
+    for (i = 0; i < nm; i++)
+        if (!owes[i]) (void)renew_connect(c->members[i], renew_end(rn, n, deadline));
     return 0;
 }
 

@@ -115,6 +115,7 @@ struct dlock__lock {
     char (*stale)[DLOCK__OWNER_LEN + 1]; /* DLOCK__COND_STALE_MAX, made when needed */
     unsigned nstale;
     dlock__mono sub_idle_since;
+    dlock__mono sub_sent_at; /* when its SUBSCRIBE went out (notify.c: Redlock's SUB_CONFIRM_MS) */
 
     struct dlock__lock *hnext; /* hash chain */
 };

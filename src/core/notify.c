@@ -50,6 +50,13 @@
  * milliseconds, after which the subscription should hold again at once. */
 #define REFUSED_PACE_MIN_MS 10u
 #define REFUSED_PACE_MAX_MS 100u
+/* Redlock: a SUBSCRIBE not confirmed within this long means that the
+ * master the subscriber reached has stopped (paused, hung): the
+ * connection is taken as down, and the next one goes to the first master
+ * that answers a PING (conn.c) -- the releases and signals every master
+ * publishes are heard there.  (One server, Sentinel, Cluster: the
+ * channel's server is the only one that publishes it.) */
+#define SUB_CONFIRM_MS 500
 
 
 /* Subscriber epochs are unique in the process, across clients and
@@ -130,7 +137,11 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
     if (s->err || l->sub_node != s->sub) return;
     if (l->sub_state == DLOCK__SUB_WANTED) {
         if (dlock__sub_append(s->sub->b, s->sub->conn, 1, l->k.key, l->k.keylen) != 0) s->err = 1;
-        else l->sub_state = DLOCK__SUB_SENT;
+        else l->sub_state = DLOCK__SUB_SENT, l->sub_sent_at = s->now;
+    } else if (l->sub_state == DLOCK__SUB_SENT && s->sub->b->node.conf.kind == DLOCK__BACKEND_REDLOCK) {
+        dlock__mono until = l->sub_sent_at + (dlock__mono)SUB_CONFIRM_MS * DLOCK__MS;
+        if (until <= s->now) s->err = 1; /* not confirmed: the connection is down */
+        else if (until < s->next) s->next = until;
     } else if (l->sub_state == DLOCK__SUB_ACTIVE && !wants_channel(l)) {
         dlock__mono until;
         if (l->sub_idle_since == 0) l->sub_idle_since = s->now;

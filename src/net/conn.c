@@ -621,6 +621,13 @@ static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
         if (cf->kind == DLOCK__BACKEND_REDLOCK || cf->kind == DLOCK__BACKEND_CLUSTER) ep = cf->nodes[i];
         ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(dlock__end_cap(connect_timeout_ms)));
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
+        /* Redlock: a master that accepts but does not run (paused) is
+         * passed over for the next one (plain only: TLS speaks first). */
+        if (!ctx->err && cf->kind == DLOCK__BACKEND_REDLOCK && !cf->tls && i + 1 < cf->nnodes &&
+            !dlock__fd_answers(ctx->fd, dlock__end_cap(connect_timeout_ms))) {
+            ctx->err = REDIS_ERR_IO;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "accepted the connection but did not answer a PING");
+        }
         if (!ctx->err) break;
         rc = dlock__seterr(ENOLCK, "cannot connect to %s: %s", cf->redacted_url, ctx->errstr);
         redisFree(ctx);

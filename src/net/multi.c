@@ -1,11 +1,13 @@
-/* multi.c -- waiting on several connections at once: the requests of
- * one call went out on connections to several servers (the Redlock
- * renewal's batches, one per master), and their answers are read as
- * they come, whichever server answers first, until the caller has
- * enough of them or its bound has come.
+/* multi.c -- deployments of several servers: waiting on several
+ * connections at once (the requests of one call went out on connections
+ * to several servers -- the Redlock renewal's batches, one per master --
+ * and their answers are read as they come, whichever server answers
+ * first, until the caller has enough of them or its bound has come), and
+ * telling a server that runs from one that only accepts connections.
  */
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include "net/net.h"
 
@@ -32,4 +34,31 @@ size_t dlock__conns_read(dlock__conn **cn, size_t n, dlock__mono end, int *broke
         if (dlock__conn_read(cn[i]) != REDIS_OK) broken[i] = 1;
     }
     return moved;
+}
+
+/* A server that accepts a connection need not be running: the kernel
+ * completes the handshake of a paused (SIGSTOP) or hung server's listening
+ * socket.  A deployment that may pick any of several servers (a Redlock
+ * client's own connection, the subscriber's) asks a PING first, in plain
+ * RESP on the new socket, and takes any answer -- PONG, or NOAUTH before
+ * AUTH -- as a server that runs.  1 when one came within ms, else 0. */
+int dlock__fd_answers(int fd, unsigned ms) {
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    char buf[256];
+    size_t got = 0;
+    dlock__mono end = dlock__now() + (dlock__mono)ms * DLOCK__MS;
+    if (send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof ping - 1)) return 0;
+    /* One line, read to its end: nothing of it may be left for the
+     * requests that follow on the connection. */
+    while (got < 2 || buf[got - 2] != '\r' || buf[got - 1] != '\n') {
+        struct pollfd p = { fd, POLLIN, 0 };
+        dlock__mono left = end - dlock__now();
+        ssize_t r;
+        if (left <= 0 || poll(&p, 1, (int)((left + DLOCK__MS - 1) / DLOCK__MS)) <= 0) return 0;
+        if (got == sizeof buf) got = 0; /* (a long error line: only its end matters) */
+        r = recv(fd, buf + got, sizeof buf - got, 0);
+        if (r <= 0) return 0;
+        got += (size_t)r;
+    }
+    return 1;
 }

@@ -308,6 +308,9 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
  * answers dlock__reply_get then takes (multi.c).  broken[i] 1 for one
  * whose read failed.  How many had bytes (0: none by `end`). */
 size_t dlock__conns_read(dlock__conn **cn, size_t n, dlock__mono end, int *broken);
+/* Sends a PING on the new socket fd (before any other request) and reads
+ * its answer's line: 1 when any answer came within ms (multi.c). */
+int dlock__fd_answers(int fd, unsigned ms);
 /* Closes n's late connections (abandon: without a word and without n->mu,
  * which fork_prepare holds, in a fork child). */
 void dlock__late_flush(dlock__node *n, int abandon);
