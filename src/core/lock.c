@@ -5,7 +5,8 @@
  * and clocklock of every lock type share; dlock__release is its twin.
  * The acquisition is an explicit state machine (struct acq, carried
  * through named steps: mine, queue, cached, local, ready, ask, hold,
- * busy, sleep, grant, out; docs/design.md has the table).  Local facts
+ * busy, sleep, grant, out; docs/design.md has the table), and so is the
+ * release (struct rel: mine, cache, ask, finish, out).  Local facts
  * are checked first, with no round trip: a recursive relock, EDEADLK, a
  * NORMAL self-deadlock, EBUSY while another thread of this process holds
  * the lock exclusively.  Only then does the core ask the backend, and
@@ -921,8 +922,8 @@ static void pipe_heard(dlock__relsend *rs, int rc, int released) {
     free(p);
 }
 
-/* Sends h's release without waiting for its answer.  c->mu held; 0: sent,
- * h forgotten, c->mu released; else not sent (c->mu held): the caller
+/* Sends h's release without waiting for its answer.  c->mu held (and
+ * still held on return); 0: sent, h forgotten; else not sent: the caller
  * releases as a confirmed unlock does. */
 static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, const dlock__thread *self,
                      const char *token, int how, unsigned lease) {
@@ -960,7 +961,6 @@ static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, con
     now = dlock__now();
     if (dlock__renew_start(c) == 0 && c->pipe_tick_until <= now) dlock__renew_kick(c); /* it may sleep long */
     c->pipe_tick_until = now + (dlock__mono)PIPE_TICKING_MS * DLOCK__MS;
-    pthread_mutex_unlock(&c->mu);
     return 0;
 }
 
@@ -1005,86 +1005,188 @@ static int release_lapsed(const dlock__lock *l, dlock__lost_report *lost, dlock_
     return dlock__seterr(EPERM, "the lease of '%.64s' had run out on the server", l->k.name);
 }
 
+/* ---------------------------------------------------------- the release */
+
+/* One release (dlock__release, dlock__release_want) in named steps,
+ * shaped as the acquisition (struct acq) and as the Linux DLM's
+ * do_unlock: first the local decision, with no round trip -- rel_mine:
+ * not held (EPERM), lost (EPERM, forgotten), a recursion counted down;
+ * rel_cache: a caching mutex nobody asked for stays in the process's
+ * cache -- then the request (rel_ask: pipelined, or one round trip within
+ * the unreachable bound), then its finish (rel_finish).  Every step runs
+ * with c->mu held, dropping it only around the round trip, and returns
+ * the next; rel_out, the one exit, drops c->mu, tells the lost-lock
+ * handler and says what the outcome was.
+ *
+ * The hold is forgotten at the finish, after the answer, not before the
+ * round trip: until then it is marked releasing, still renewed and still
+ * blocking this process's other threads.  A release asked again (a
+ * failover, a cluster slot that migrates) may outlast the lease; a hold
+ * forgotten before it would stop being renewed, its lease could lapse
+ * on the server while its unlock waits -- another client could take the
+ * lock meanwhile, and the unlock would be told EPERM for a hold it never
+ * lost.  (The pipelined unlock forgets it once the request is sent: its
+ * answer is read later, and a lapse is told to the handler then.) */
+struct rel {
+    /* The call. */
+    struct dlock_client *c;
+    dlock__lock *l;
+    dlock__thread *self; /* the owner: a thread, or the process (`process`) */
+    int allow_shared, process, pipelined;
+    /* What the local decision found and took from the hold. */
+    dlock__hold *h;
+    char token[DLOCK__OWNER_LEN + 1];
+    int how;
+    unsigned lease;
+    dlock__mono valid; /* h's validity when the unlock began (released_read) */
+    /* The outcome. */
+    int rc;       /* the call's result (REL_KEPT) */
+    int released; /* the server's answer: 1 released, 0 not held */
+    int end;      /* REL_*: what rel_out says */
+    dlock__lost_report rep;  /* the hold, found lost before the unlock */
+    dlock__lost_report lost; /* its handler, told if the server says the hold had lapsed */
+};
+
+#define REL_KEPT 0   /* rc as it is */
+#define REL_LOST 1   /* lost before the unlock: EPERM */
+#define REL_LAPSED 2 /* the server said the hold had lapsed: EPERM */
+
+enum rel_step {
+    REL_MINE,   /* the caller's hold: not held, lost, a recursion */
+    REL_CACHE,  /* a caching mutex's hold stays in the process's cache */
+    REL_ASK,    /* the request: pipelined, or one round trip */
+    REL_FINISH, /* the hold forgotten, local waiters woken, an orphan kept */
+    REL_OUT,    /* the exit: c->mu dropped, the handler told */
+    REL_DONE
+};
+
+/* The caller's hold: none (or a process's hold whose unlock another
+ * thread is making: no longer held either) is EPERM; a lost one is
+ * forgotten, EPERM; a recursive one is counted down. */
+static int rel_mine(struct rel *r) {
+    struct dlock_client *c = r->c;
+    dlock__lock *l = r->l;
+    dlock__hold *h = r->self != NULL && l->x.owner == r->self ? &l->x : NULL;
+    if (h == NULL && r->allow_shared && r->self != NULL) h = dlock__reader(l, r->self);
+    if (h == NULL || (r->process && dlock__hold_is_releasing(h))) {
+        r->rc = dlock__seterr(EPERM, "'%.64s' is not held by the calling %s", l->k.name,
+                              r->process ? "process" : "thread");
+        return REL_OUT;
+    }
+    if (!dlock__hold_valid(c, h, r->self, &r->rep)) {
+        dlock__hold_forget(c, h);
+        dlock__lock_maybe_free(c, l);
+        r->end = REL_LOST;
+        return REL_OUT;
+    }
+    if (h->count > 1) {
+        h->count--;
+        return REL_OUT;
+    }
+    r->h = h;
+    return REL_CACHE;
+}
+
+/* A caching mutex's hold nobody else asked for: the process keeps the
+ * lock, no round trip; local waiters take it from the cache.  Else what
+ * the request needs is read off the hold. */
+static int rel_cache(struct rel *r) {
+    dlock__hold *h = r->h;
+    dlock__stats_released(r->c, h);
+    if (h->caching && !dlock__hold_is_inconsistent(h) && dlock__cache_ok(r->c, r->l)) {
+        dlock__hold_cache(h);
+        r->l->gen++;
+        dlock__lock_wake(r->l);
+        return REL_OUT;
+    }
+    r->how = dlock__hold_release_kind(h, 0);
+    memcpy(r->token, h->token, sizeof r->token);
+    r->lease = h->lease_ms;
+    r->valid = h->valid_until;
+    return REL_ASK;
+}
+
+/* The request: pipelined (sent, its answer read later: done), else one
+ * round trip through the circuit breaker (open: not asked, ENOLCK). */
+static int rel_ask(struct rel *r) {
+    struct dlock_client *c = r->c;
+    dlock__hold *h = r->h;
+    dlock__sent st = { 0, 0, 0 };
+    dlock__mono ub;
+    int probe;
+    if (r->pipelined && pipe_send(c, r->l, h, r->self, r->token, r->how, r->lease) == 0) return REL_OUT;
+    /* Whom to tell if the server says the hold had lapsed: while the
+     * unlock is on its way the renewal thread declares no loss, so the
+     * unlock's answer is the one place that tells it (once). */
+    r->lost.fn = h->lost_fn;
+    r->lost.arg = h->lost_arg;
+    r->lost.obj = h->lost_obj;
+    /* Renewed until the release is answered (see struct rel).  The
+     * thread is in here meanwhile: no other one takes it. */
+    dlock__hold_release_start(h);
+    r->l->users++;
+    if ((r->rc = dlock__breaker_pass(&c->be.node, &probe)) != 0) return REL_FINISH;
+    pthread_mutex_unlock(&c->mu);
+    ub = dlock__unreachable_deadline(&c->be.node);
+    r->rc = c->be.ops->release(&c->be, &r->l->k, r->token, r->how, &r->released, &st, probe ? dlock__now() : ub);
+    r->released = released_read(r->l, r->rc, r->released, &st, r->valid);
+    pthread_mutex_lock(&c->mu);
+    dlock__breaker_note(&c->be.node, r->rc, probe ? 0 : ub);
+    return REL_FINISH;
+}
+
+/* The hold forgotten -- unless another thread of this process was handed
+ * the lock meanwhile: l->x is its hold now -- and local waiters woken;
+ * a release not answered (ENOLCK) leaves its token an orphan, released
+ * when the server is back (or its lease runs out). */
+static int rel_finish(struct rel *r) {
+    struct dlock_client *c = r->c;
+    dlock__lock *l = r->l;
+    if (r->h != &l->x || (l->x.owner == r->self && memcmp(l->x.token, r->token, sizeof r->token) == 0))
+        dlock__hold_forget(c, r->h);
+    l->users--;
+    if (r->rc != 0) dlock__orphan_add(c, l, r->token, r->how, r->lease);
+    l->gen++; /* released on the server: local waiters try at once */
+    dlock__lock_wake(l);
+    dlock__lock_maybe_free(c, l);
+    if (r->rc == 0 && !r->released) r->end = REL_LAPSED;
+    return REL_OUT;
+}
+
+/* The one exit: c->mu dropped, then the handler of a hold found lost
+ * told (on the caller's thread, before EPERM) and the outcome's message
+ * set after it. */
+static int rel_out(struct rel *r) {
+    pthread_mutex_unlock(&r->c->mu);
+    dlock__report(&r->rep);
+    if (r->end == REL_LOST)
+        r->rc = dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", r->l->k.name);
+    else if (r->end == REL_LAPSED)
+        r->rc = release_lapsed(r->l, &r->lost, r->valid);
+    return REL_DONE;
+}
+
+static int (*const rel_steps[])(struct rel *) = {
+    [REL_MINE] = rel_mine, [REL_CACHE] = rel_cache, [REL_ASK] = rel_ask, [REL_FINISH] = rel_finish,
+    [REL_OUT] = rel_out,
+};
+
 /* The hold of l that self owns (a thread, or the process: `process`)
  * ends; `pipelined`: without waiting for the answer (pipe_send). */
 static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, int process,
                       int pipelined) {
-    dlock__lost_report rep = { 0 }, lost = { 0 };
-    char token[DLOCK__OWNER_LEN + 1];
-    dlock__hold *h;
-    dlock__mono ub, valid;
-    dlock__sent st = { 0, 0, 0 };
-    unsigned lease;
-    int rc, how, released = 0, probe;
-
+    struct rel r;
+    int step = REL_MINE;
+    memset(&r, 0, sizeof r);
+    r.c = c;
+    r.l = l;
+    r.self = self;
+    r.allow_shared = allow_shared;
+    r.process = process;
+    r.pipelined = pipelined;
     pthread_mutex_lock(&c->mu);
-    h = self != NULL && l->x.owner == self ? &l->x : NULL;
-    if (h == NULL && allow_shared && self != NULL) h = dlock__reader(l, self);
-    if (h == NULL || (process && dlock__hold_is_releasing(h))) {
-        /* (A process's hold whose unlock another thread is making is no
-         * longer held either.) */
-        pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EPERM, "'%.64s' is not held by the calling %s", l->k.name, process ? "process" : "thread");
-    }
-    if (!dlock__hold_valid(c, h, self, &rep)) {
-        /* Lost: the caller no longer holds it; forget the hold. */
-        dlock__hold_forget(c, h);
-        dlock__lock_maybe_free(c, l);
-        pthread_mutex_unlock(&c->mu);
-        dlock__report(&rep);
-        return dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", l->k.name);
-    }
-    if (h->count > 1) {
-        h->count--;
-        pthread_mutex_unlock(&c->mu);
-        return 0;
-    }
-    dlock__stats_released(c, h);
-    if (h->caching && !dlock__hold_is_inconsistent(h) && dlock__cache_ok(c, l)) {
-        /* Nobody else asked: the process keeps the lock, no round trip.
-         * Local waiters take it from the cache. */
-        dlock__hold_cache(h);
-        l->gen++;
-        dlock__lock_wake(l);
-        pthread_mutex_unlock(&c->mu);
-        return 0;
-    }
-    how = dlock__hold_release_kind(h, 0);
-    memcpy(token, h->token, sizeof token);
-    lease = h->lease_ms;
-    valid = h->valid_until;
-    if (pipelined && pipe_send(c, l, h, self, token, how, lease) == 0) return 0;
-    /* Whom to tell if the server says the hold had lapsed: while the
-     * unlock is on its way the renewal thread declares no loss, so the
-     * unlock's answer is the one place that tells it (once). */
-    lost.fn = h->lost_fn;
-    lost.arg = h->lost_arg;
-    lost.obj = h->lost_obj;
-    /* Renewed until the release is answered: on a cluster, a release
-     * asked again while its slot migrates may take longer than the
-     * lease.  The thread is in here meanwhile: no other one takes it. */
-    dlock__hold_release_start(h);
-    l->users++;
-    if ((rc = dlock__breaker_pass(&c->be.node, &probe)) == 0) { /* else not asked: the breaker is open */
-        pthread_mutex_unlock(&c->mu);
-        ub = dlock__unreachable_deadline(&c->be.node);
-        rc = c->be.ops->release(&c->be, &l->k, token, how, &released, &st, probe ? dlock__now() : ub);
-        released = released_read(l, rc, released, &st, valid);
-        pthread_mutex_lock(&c->mu);
-        dlock__breaker_note(&c->be.node, rc, probe ? 0 : ub);
-    }
-    if (h != &l->x || (l->x.owner == self && memcmp(l->x.token, token, sizeof token) == 0)) {
-        dlock__hold_forget(c, h);
-    } /* else another thread of this process was handed the lock meanwhile: l->x is its hold now */
-    l->users--;
-    if (rc != 0) dlock__orphan_add(c, l, token, how, lease); /* release it when the server is back */
-    l->gen++; /* released on the server: local waiters try at once */
-    dlock__lock_wake(l);
-    dlock__lock_maybe_free(c, l);
-    pthread_mutex_unlock(&c->mu);
-    if (rc != 0) return rc; /* ENOLCK: released later, or its lease runs out */
-    if (!released) return release_lapsed(l, &lost, valid);
-    return 0;
+    while (step != REL_DONE) step = rel_steps[step](&r);
+    return r.rc;
 }
 
 int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
