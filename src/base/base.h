@@ -158,7 +158,7 @@ typedef struct dlock__conf {
      * back-off period; 0: off (breaker.c dlock__breaker_pass). */
     unsigned breaker_ms;
     /* ?pipelined=1: the mutexes the client makes unlock without waiting
-     * for the server (core/lock.c, pipe_send) unless their attribute says. */
+     * for the server (core/release.c, pipe_send) unless their attribute says. */
     unsigned pipelined;
 } dlock__conf;
 
