@@ -124,7 +124,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
  * message came).  A grant without the mark (from an older release
  * script) and one older than its lease cannot be taken as it is:
  * those confirm with an acquire (EAGAIN here).  c->mu held. */
-static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
+static int acq_granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
                    const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
                    dlock__lost_report *other) {
     unsigned g = fw->grant_ms < w->lease_ms ? fw->grant_ms : w->lease_ms;
@@ -235,12 +235,12 @@ static int blocked_locally(const dlock__lock *l) {
 }
 
 /* EINTR (an interruptible wait met a signal), or another error as is. */
-static int interrupted(const dlock__lock *l, int rc) {
+static int acq_interrupted(const dlock__lock *l, int rc) {
     if (rc != EINTR) return rc;
     return dlock__seterr(EINTR, "waiting for '%.64s' was interrupted by a signal", l->k.name);
 }
 
-static int timed_out(const dlock__lock *l, const char *why) {
+static int acq_timed_out(const dlock__lock *l, const char *why) {
     return dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline%s", l->k.name, why);
 }
 
@@ -486,7 +486,7 @@ static int step_local(struct acq *a) {
     if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->k.name));
     if (a->bad_deadline) return acq_out(a, a->bad_deadline);
     if ((rc = acq_wait(a, ACQ_W_GEN, l->gen, a->deadline)) != 0)
-        return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
+        return acq_out(a, rc == ETIMEDOUT ? acq_timed_out(l, "") : acq_interrupted(l, rc));
     return ACQ_CACHED;
 }
 
@@ -506,15 +506,15 @@ static int step_ready(struct acq *a) {
     dlock__mono until;
     int rc, k = a->k;
     if (!a->waiting) return ACQ_ASK;
-    if (dlock__now() >= a->deadline) return acq_out(a, timed_out(l, ""));
+    if (dlock__now() >= a->deadline) return acq_out(a, acq_timed_out(l, ""));
     if ((rc = dlock__wait_ready(a->c, l, a->deadline, a->w->intr)) != 0)
-        return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
-    if (dlock__now() >= a->deadline) return acq_out(a, timed_out(l, ""));
+        return acq_out(a, rc == ETIMEDOUT ? acq_timed_out(l, "") : acq_interrupted(l, rc));
+    if (dlock__now() >= a->deadline) return acq_out(a, acq_timed_out(l, ""));
     if (!a->queue && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
         until = l->trying[k] || l->busy_until[k] > a->deadline ? a->deadline : l->busy_until[k];
         rc = acq_wait(a, ACQ_W_WAKE, 0, until);
         if (rc == EINTR || rc == EDEADLK || (rc == ETIMEDOUT && dlock__now() >= a->deadline))
-            return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
+            return acq_out(a, rc == ETIMEDOUT ? acq_timed_out(l, "") : acq_interrupted(l, rc));
         return ACQ_CACHED;
     }
     if (!a->queue) l->trying[k] = 1;
@@ -624,7 +624,7 @@ static int step_ask(struct acq *a) {
     if (rc != 0) {
         if (a->ans.sent != 0)
             dlock__orphan_add(c, l, a->owner, dlock__undo_kind(w->shared, w->robust), w->lease_ms);
-        if (rc == ENOLCK && !a->try && dlock__now() >= a->deadline) rc = timed_out(l, " (server unreachable)");
+        if (rc == ENOLCK && !a->try && dlock__now() >= a->deadline) rc = acq_timed_out(l, " (server unreachable)");
         return acq_out(a, rc);
     }
     st = a->ans.status;
@@ -675,7 +675,7 @@ static int step_hold(struct acq *a) {
     if (a->late_since == 0) a->late_since = now;
     now = dlock__now();
     if (!a->try && now >= a->deadline)
-        return acq_out(a, timed_out(l, " (the server's answer came after the lease had run out)"));
+        return acq_out(a, acq_timed_out(l, " (the server's answer came after the lease had run out)"));
     if (now - a->late_since >= (dlock__mono)c->be.node.conf.unreachable_ms * DLOCK__MS)
         return acq_out(a, dlock__seterr(ENOLCK, "%s: the answers for '%.64s' keep coming after the lease has run out",
                                         c->be.node.conf.redacted_url, l->k.name));
@@ -693,7 +693,7 @@ static int step_busy(struct acq *a) {
     if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another owner", l->k.name));
     if (a->bad_deadline) return acq_out(a, a->bad_deadline);
     a->busy_at = dlock__now();
-    if (a->busy_at >= a->deadline) return acq_out(a, timed_out(l, ""));
+    if (a->busy_at >= a->deadline) return acq_out(a, acq_timed_out(l, ""));
     if (!a->waiting) {
         dlock__debug("'%.64s': held by another owner (its lease: %lld ms left); waiting", l->k.name,
                      (long long)a->ans.pttl_ms);
@@ -732,17 +732,17 @@ static int step_sleep(struct acq *a) {
     if (!a->queue) rc = acq_wait(a, ACQ_W_GEN, a->gen, until);
     else if (a->listed && busy && a->registered) rc = acq_wait(a, ACQ_W_GRANT, 0, until);
     else rc = acq_wait(a, ACQ_W_TURN, 0, until);
-    if (rc == EINTR || rc == EDEADLK) return acq_out(a, interrupted(l, rc));
+    if (rc == EINTR || rc == EDEADLK) return acq_out(a, acq_interrupted(l, rc));
     return a->fw.granted ? ACQ_GRANT : ACQ_CACHED;
 }
 
 /* Grant: a release handed the lock to this call's token; take it from
- * the message when that is safe (granted), else confirm with an acquire.
+ * the message when that is safe (acq_granted), else confirm with an acquire.
  * The grant took us out of the server's queue. */
 static int step_grant(struct acq *a) {
     uint64_t floor = a->ans.status == DLOCK__ACQ_BUSY ? a->ans.floor : 0;
     dlock__dl_granted(&a->dl, a->owner); /* (the release took it off the waiters' list) */
-    if (granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
+    if (acq_granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
     a->l->x.heard = a->heard; /* every request since our last one went out reaches us (dlock__cache_ok) */
     dlock__debug("'%.64s': granted by a release (fence %llu)", a->l->k.name, (unsigned long long)a->fw.fence);
     a->registered = 0;
