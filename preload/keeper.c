@@ -104,7 +104,7 @@ static int child_main(void *p) {
     return 127;
 }
 
-static int reopen(int fd, int kind, char *watch) {
+static int keeper_reopen(int fd, int kind, char *watch) {
     char p[64];
     int w;
     snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
@@ -191,7 +191,7 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
 
     if (dlpl_self_path == NULL || dlpl_interp == NULL) return ENOEXEC;
     memset(&kc, 0, sizeof kc);
-    wfd = reopen(fd, kind, &kc.watch[0]);
+    wfd = keeper_reopen(fd, kind, &kc.watch[0]);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         e = errno;
         if (wfd >= 0) DLPL_REAL(close)(wfd);
@@ -483,7 +483,7 @@ static void on_term(int s) {
     term = 1;
 }
 
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+static void keeper_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)arg;
     if (abort_on_lost) {
@@ -571,7 +571,7 @@ static void *watch_main(void *arg) {
     return NULL;
 }
 
-static void arm(void) {
+static void keeper_arm(void) {
     sigset_t mask, old;
     if (watching || !watch_ok) return;
     atomic_store(&disarming, 0);
@@ -707,7 +707,7 @@ static void keeper_open(void) {
     if ((init_err = dlock_client_create(&client, &cfg)) == 0) {
         dlock_mutexattr_init(&attr);
         dlock_mutexattr_setclient(&attr, client);
-        dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
+        dlock_mutexattr_setlostcallback(&attr, keeper_on_lost, NULL);
         /* Linux semantics, for flock(2) and fcntl(2) locks alike: a
          * shared lock is granted while only shared locks are held, whoever
          * waits (writers first would deadlock `flock -s L sh -c 'flock -s
@@ -731,7 +731,7 @@ static int handle_term(void) {
  * kernel still has it (then watch it, for whoever holds it now). */
 static int handle_program_gone(void) {
     if (held && watch_ok && !kernel_free()) {
-        arm();
+        keeper_arm();
         return KEEP_ON;
     }
     release();
@@ -791,7 +791,7 @@ static int op_arm(const struct dlpl_req *q) {
      * unanswered, the lease runs out on the server) */
     if (q->probe && held && !init_err) dlock__breaker_probe_now(&client->be.node);
     if (held && kernel_free()) release();
-    if (held) arm();
+    if (held) keeper_arm();
     reply(0);
     return held ? KEEP_ON : 0;
 }

@@ -152,7 +152,7 @@ static void owner_make(void) {
     owner_pid = getpid();
 }
 
-static int same_description(int a, int b) {
+static int range_same_description(int a, int b) {
     if (a == b) return 1;
     return a >= 0 && b >= 0 &&
            syscall(SYS_kcmp, (long)getpid(), (long)getpid(), (long)KCMP_FILE, (long)a, (long)b) == 0;
@@ -168,7 +168,7 @@ static struct rfile *file_get(const struct stat *st, const char *name, int ofd, 
     owner_make();
     for (f = rfiles; f != NULL; f = f->next)
         if (f->dev == st->st_dev && f->ino == st->st_ino && f->ofd == ofd && strcmp(f->name, name) == 0 &&
-            (!ofd || same_description(fd, f->fd)))
+            (!ofd || range_same_description(fd, f->fd)))
             break;
     if (f != NULL && ofd) f->fd = fd;
     if (f == NULL && ofd) {
@@ -391,7 +391,7 @@ static void renew_pass(void) {
     runlock();
 }
 
-static void *renew_main(void *arg) {
+static void *range_renew_main(void *arg) {
     (void)arg;
     dlpl_guard++;
     rlock();
@@ -416,7 +416,7 @@ static void *renew_main(void *arg) {
 
 /* At exit the process's ranges go (the kernel drops its record locks
  * then too). */
-static void at_exit(void) {
+static void range_at_exit(void) {
     struct rfile *f;
     dlock__strs ans;
     if (owner_pid != getpid()) return;
@@ -443,9 +443,9 @@ static void held(struct rfile *f) {
         renew_started = 1;
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &old);
-        if (pthread_create(&t, NULL, renew_main, NULL) == 0) pthread_detach(t);
+        if (pthread_create(&t, NULL, range_renew_main, NULL) == 0) pthread_detach(t);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        atexit(at_exit);
+        atexit(range_at_exit);
     }
     runlock();
 }
@@ -800,7 +800,7 @@ static int other_descriptor(int fd) {
     if (d == NULL) return -1;
     while (found < 0 && (de = readdir(d)) != NULL) {
         int n = atoi(de->d_name);
-        if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && n != fd && n != dirfd(d) && same_description(n, fd))
+        if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && n != fd && n != dirfd(d) && range_same_description(n, fd))
             found = n;
     }
     closedir(d);
@@ -814,7 +814,7 @@ void dlpl_range_closing(int fd, const struct stat *st) {
     int other = -2;
     rlock();
     for (f = rfiles; f != NULL; f = f->next) {
-        if (!f->ofd || !f->held || f->dev != st->st_dev || f->ino != st->st_ino || !same_description(fd, f->fd))
+        if (!f->ofd || !f->held || f->dev != st->st_dev || f->ino != st->st_ino || !range_same_description(fd, f->fd))
             continue;
         if (other == -2) {
             runlock(); /* (readdir and kcmp: no lock needed for them) */

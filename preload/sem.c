@@ -68,25 +68,25 @@ static pthread_once_t real_once = PTHREAD_ONCE_INIT;
 
 #include <dlfcn.h>
 
-static void *next(const char *name, void *self) {
+static void *psem_next(const char *name, void *self) {
     void *p = dlvsym(RTLD_NEXT, name, "GLIBC_2.34");
     if (p == NULL) p = dlsym(RTLD_NEXT, name);
     return p == self ? NULL : p;
 }
 
-static void resolve(void) {
-    real.open = (sem_t * (*)(const char *, int, ...)) next("sem_open", (void *)sem_open);
-    real.close = (int (*)(sem_t *))next("sem_close", (void *)sem_close);
-    real.unlink = (int (*)(const char *))next("sem_unlink", (void *)sem_unlink);
-    real.wait = (int (*)(sem_t *))next("sem_wait", (void *)sem_wait);
-    real.trywait = (int (*)(sem_t *))next("sem_trywait", (void *)sem_trywait);
-    real.timedwait = (int (*)(sem_t *, const struct timespec *))next("sem_timedwait", (void *)sem_timedwait);
-    real.clockwait = (int (*)(sem_t *, clockid_t, const struct timespec *))next("sem_clockwait", (void *)sem_clockwait);
-    real.post = (int (*)(sem_t *))next("sem_post", (void *)sem_post);
-    real.getvalue = (int (*)(sem_t *, int *))next("sem_getvalue", (void *)sem_getvalue);
+static void psem_resolve(void) {
+    real.open = (sem_t * (*)(const char *, int, ...)) psem_next("sem_open", (void *)sem_open);
+    real.close = (int (*)(sem_t *))psem_next("sem_close", (void *)sem_close);
+    real.unlink = (int (*)(const char *))psem_next("sem_unlink", (void *)sem_unlink);
+    real.wait = (int (*)(sem_t *))psem_next("sem_wait", (void *)sem_wait);
+    real.trywait = (int (*)(sem_t *))psem_next("sem_trywait", (void *)sem_trywait);
+    real.timedwait = (int (*)(sem_t *, const struct timespec *))psem_next("sem_timedwait", (void *)sem_timedwait);
+    real.clockwait = (int (*)(sem_t *, clockid_t, const struct timespec *))psem_next("sem_clockwait", (void *)sem_clockwait);
+    real.post = (int (*)(sem_t *))psem_next("sem_post", (void *)sem_post);
+    real.getvalue = (int (*)(sem_t *, int *))psem_next("sem_getvalue", (void *)sem_getvalue);
 }
 
-#define REAL(fn) (pthread_once(&real_once, resolve), real.fn)
+#define REAL(fn) (pthread_once(&real_once, psem_resolve), real.fn)
 /* A real function that could not be found (it would be the hook itself):
  * ENOSYS, as the other hooks do. */
 #define CALL_REAL(fn, ...) (REAL(fn) != NULL ? real.fn(__VA_ARGS__) : (errno = ENOSYS, -1))
@@ -116,7 +116,7 @@ static int map_name(const char *sname, char *out, size_t cap, int *undo, int *ow
     return 0;
 }
 
-static struct sm *find(const sem_t *s) {
+static struct sm *psem_find(const sem_t *s) {
     int i, n = atomic_load_explicit(&nsem, memory_order_acquire);
     for (i = 0; i < n; i++)
         if (sms[i].addr == s) return &sms[i];
@@ -135,7 +135,7 @@ static void sem_unit_lost(dlock_sem_t *s, const char *name, void *arg) {
 
 /* Makes e's dlock semaphore (on sem_open, and again on a later call if
  * the server could not be reached then).  1 if it is there. */
-static int make(struct sm *e) {
+static int psem_make(struct sm *e) {
     dlock_semattr_t a;
     int rc;
     if (atomic_load(&e->state) == 1) return 1;
@@ -221,21 +221,21 @@ static void *renewer(void *arg) {
 /* Fork: the table's mutex is taken around it, so that a child never
  * inherits it held by a thread it does not have (the renewal thread, or
  * one in sem_open); the child has no renewal thread. */
-static void atfork_prepare(void) {
+static void psem_atfork_prepare(void) {
     DLPL_REAL(mutex_lock)(&mu);
 }
 
-static void atfork_parent(void) {
+static void psem_atfork_parent(void) {
     DLPL_REAL(mutex_unlock)(&mu);
 }
 
-static void atfork_child(void) {
+static void psem_atfork_child(void) {
     DLPL_REAL(mutex_unlock)(&mu);
     atomic_store(&renewer_on, 0); /* the thread stayed with the parent */
 }
 
-static void atfork_register(void) {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+static void psem_atfork_register(void) {
+    pthread_atfork(psem_atfork_prepare, psem_atfork_parent, psem_atfork_child);
 }
 
 /* Starts this process's renewal thread unless it runs (all signals
@@ -281,9 +281,9 @@ static void unlinked(const char *dname) {
 static void add(sem_t *s, const char *name, unsigned value, int undo, int own) {
     struct sm *e;
     int n;
-    pthread_once(&atfork_once, atfork_register);
+    pthread_once(&atfork_once, psem_atfork_register);
     DLPL_REAL(mutex_lock)(&mu);
-    if ((e = find(s)) == NULL) {
+    if ((e = psem_find(s)) == NULL) {
         /* A closed entry is used again: glibc may map a semaphore opened
          * anew at another address. */
         for (n = 0; n < atomic_load(&nsem) && e == NULL; n++)
@@ -312,7 +312,7 @@ static void add(sem_t *s, const char *name, unsigned value, int undo, int own) {
         atomic_store(&e->state, 2);
     }
     DLPL_REAL(mutex_unlock)(&mu);
-    make(e);
+    psem_make(e);
     if (own) renewer_start();
 }
 
@@ -361,7 +361,7 @@ static int xwait(struct sm *e, int how, clockid_t clock, const struct timespec *
 static int sm_take(struct sm *e, int how, clockid_t clock, const struct timespec *t) {
     int rc;
     for (;;) {
-        rc = make(e) ? xwait(e, how, clock, t) : ENOLCK;
+        rc = psem_make(e) ? xwait(e, how, clock, t) : ENOLCK;
         if (rc != ENOLCK) break;
         if (fall_back(e, rc)) return local_take(e, how, clock, t);
         /* closed: trywait says EAGAIN, a timed wait ETIMEDOUT at its
@@ -394,7 +394,7 @@ static int sm_post(struct sm *e) {
     int n = atomic_load(&e->local), rc;
     while (n > 0)
         if (atomic_compare_exchange_weak(&e->local, &n, n - 1)) return CALL_REAL(post, e->addr);
-    if (!make(e)) rc = ENOLCK;
+    if (!psem_make(e)) rc = ENOLCK;
     else rc = dlock_sem_post(&e->ds);
     if (rc == ENOLCK) {
         dlpl_server_down(e->name, rc);
@@ -407,7 +407,7 @@ static int sm_post(struct sm *e) {
 }
 
 static int sm_getvalue(struct sm *e, int *v) {
-    int rc = make(e) ? dlock_sem_getvalue(&e->ds, v) : ENOLCK;
+    int rc = psem_make(e) ? dlock_sem_getvalue(&e->ds, v) : ENOLCK;
     if (rc == ENOLCK && fall_back(e, rc)) return CALL_REAL(getvalue, e->addr, v);
     return ret(rc);
 }
@@ -431,7 +431,7 @@ static void sm_close(struct sm *e) {
 #define MAPPED(s) (ACTIVE() && atomic_load_explicit(&nsem, memory_order_relaxed) != 0 ? open_entry(s) : NULL)
 
 static struct sm *open_entry(const sem_t *s) {
-    struct sm *e = find(s);
+    struct sm *e = psem_find(s);
     if (e == NULL || atomic_load(&e->state) == 0) return NULL;
     if (e->own && !atomic_load_explicit(&renewer_on, memory_order_relaxed)) renewer_start(); /* a fork child */
     return e;
