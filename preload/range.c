@@ -112,7 +112,7 @@ static void atfork_register(void) {
     pthread_atfork(at_prepare, at_parent, at_child);
 }
 
-static unsigned long long fnv(unsigned long long h, const char *s) {
+static unsigned long long range_fnv(unsigned long long h, const char *s) {
     for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
     return h;
 }
@@ -143,7 +143,7 @@ static void owner_make(void) {
     /* starttime is the 20th field after the command's ")" */
     for (p = strrchr(stat, ')'), i = 0; p != NULL && i < 20; i++) p = strchr(p + 1, ' ');
     if (p != NULL) start = strtoull(p + 1, NULL, 10);
-    snprintf(owner, sizeof owner, "%016llx.%ld.%llu", fnv(fnv(0xcbf29ce484222325ULL, host), boot),
+    snprintf(owner, sizeof owner, "%016llx.%ld.%llu", range_fnv(range_fnv(0xcbf29ce484222325ULL, host), boot),
              (long)getpid(), start);
     if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
     host[sizeof host - 1] = '\0';
