@@ -210,7 +210,7 @@ void dlpl_lost_apply(const char *what, const char *name, const char *meaning) {
     dlpl_msg("lost %s '%s' (%s): %s (DLOCK_ON_LOST=warn)", what, name, dlpl_lost_why(), meaning);
 }
 
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+static void mx_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)arg;
     dlpl_lost_apply("the cluster lock of mutex", name, "it no longer excludes other hosts");
@@ -252,7 +252,7 @@ static int make(struct mx *e, pthread_mutex_t *m) {
         e->process = kind_any_thread_unlocks(kind);
         dlock_mutexattr_setowner(&a, e->process ? DLOCK_OWNER_PROCESS : DLOCK_OWNER_THREAD);
         dlock_mutexattr_setclient(&a, dlpl_client);
-        dlock_mutexattr_setlostcallback(&a, on_lost, NULL);
+        dlock_mutexattr_setlostcallback(&a, mx_on_lost, NULL);
         rc = dlpl_client == NULL ? EINVAL : dlock_mutex_init(&e->dm, e->name, &a);
         if (rc != 0) dlpl_msg("mutex:%s: %s; it stays a local mutex", e->symbol, dlock_last_error());
         atomic_store(&e->state, rc == 0 ? 1 : 2);

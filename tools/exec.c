@@ -367,7 +367,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
 }
 
 /* Runs on the library's renewal thread: must not block. */
-static void exec_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     unsigned char b = LOST_BYTE;
     (void)m;
     (void)name;
@@ -380,7 +380,7 @@ static void exec_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
  * back by `dlock break --sem`, or the server lost the semaphore). */
 static void on_slot_lost(dlock_sem_t *s, const char *name, void *arg) {
     (void)s;
-    exec_on_lost(NULL, name, arg);
+    on_lost(NULL, name, arg);
 }
 
 static int signals_setup(void) {
@@ -885,7 +885,7 @@ static int exec_open(exec_run *x, const cli_conn *conn) {
     dlock_mutexattr_init(&attr);
     dlock_mutexattr_setclient(&attr, x->c);
     dlock_mutexattr_setlease(&attr, x->o.lease_ms);
-    dlock_mutexattr_setlostcallback(&attr, exec_on_lost, NULL);
+    dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
     /* As flock(1): a shared lock is granted while only shared locks are
      * held, even if an exclusive one waits -- so a shared holder whose
      * command takes the same shared lock again never deadlocks. */
