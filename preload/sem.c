@@ -81,7 +81,8 @@ static void psem_resolve(void) {
     real.wait = (int (*)(sem_t *))psem_next("sem_wait", (void *)sem_wait);
     real.trywait = (int (*)(sem_t *))psem_next("sem_trywait", (void *)sem_trywait);
     real.timedwait = (int (*)(sem_t *, const struct timespec *))psem_next("sem_timedwait", (void *)sem_timedwait);
-    real.clockwait = (int (*)(sem_t *, clockid_t, const struct timespec *))psem_next("sem_clockwait", (void *)sem_clockwait);
+    real.clockwait = (int (*)(sem_t *, clockid_t, const struct timespec *))psem_next("sem_clockwait",
+                                                                                     (void *)sem_clockwait);
     real.post = (int (*)(sem_t *))psem_next("sem_post", (void *)sem_post);
     real.getvalue = (int (*)(sem_t *, int *))psem_next("sem_getvalue", (void *)sem_getvalue);
 }

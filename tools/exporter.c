@@ -154,7 +154,7 @@ static int listen_addr(const char *spec, struct sockaddr_storage *sa, int *ipv6)
 /* ------------------------------------------------------------ HTTP */
 
 static enum MHD_Result http_reply(struct MHD_Connection *conn, unsigned status, char *body, size_t len,
-                             const char *type) {
+                                  const char *type) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     enum MHD_Result ret;
     if (r == NULL) {

@@ -105,7 +105,8 @@ static void record_parse(const char *s, size_t n, dlock_sem_owner_t *o) {
         if (seen++ == 0) p3 = i - 1;
         else p2 = i - 1;
     }
-    if (seen < 2 || num_parse(s + p2 + 1, p3 - p2 - 1, &pid) != 0 || num_parse(s + p3 + 1, n - p3 - 1, &tid) != 0) return;
+    if (seen < 2 || num_parse(s + p2 + 1, p3 - p2 - 1, &pid) != 0 || num_parse(s + p3 + 1, n - p3 - 1, &tid) != 0)
+        return;
     hn = p2 - (size_t)(c1 - s) - 1;
     if (hn > sizeof o->host - 1) hn = sizeof o->host - 1;
     memcpy(o->host, c1 + 1, hn);
@@ -155,7 +156,8 @@ int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out) {
         r->element[4]->type != REDIS_REPLY_ARRAY || r->element[5]->type != REDIS_REPLY_ARRAY)
         return -1;
     v = r->element[6]; /* when it was made again after a loss: nil never */
-    if (v->type != REDIS_REPLY_NIL && (v->type != REDIS_REPLY_STRING || num_parse(v->str, v->len, &remade) != 0)) return -1;
+    if (v->type != REDIS_REPLY_NIL && (v->type != REDIS_REPLY_STRING || num_parse(v->str, v->len, &remade) != 0))
+        return -1;
     out->info.remade_ms = remade;
     v = r->element[0];
     out->info.exists = v->type == REDIS_REPLY_STRING;

@@ -125,8 +125,8 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
  * script) and one older than its lease cannot be taken as it is:
  * those confirm with an acquire (EAGAIN here).  c->mu held. */
 static int acq_granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
-                   const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
-                   dlock__lost_report *other) {
+                       const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
+                       dlock__lost_report *other) {
     unsigned g = fw->grant_ms < w->lease_ms ? fw->grant_ms : w->lease_ms;
     dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(&c->be.node.conf, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
@@ -742,7 +742,8 @@ static int step_sleep(struct acq *a) {
 static int step_grant(struct acq *a) {
     uint64_t floor = a->ans.status == DLOCK__ACQ_BUSY ? a->ans.floor : 0;
     dlock__dl_granted(&a->dl, a->owner); /* (the release took it off the waiters' list) */
-    if (acq_granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
+    if (acq_granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0)
+        return ACQ_CACHED;
     a->l->x.heard = a->heard; /* every request since our last one went out reaches us (dlock__cache_ok) */
     dlock__debug("'%.64s': granted by a release (fence %llu)", a->l->k.name, (unsigned long long)a->fw.fence);
     a->registered = 0;

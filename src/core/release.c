@@ -201,9 +201,9 @@ struct rel {
     unsigned lease;
     dlock__mono valid; /* h's validity when the unlock began (released_read) */
     /* The outcome. */
-    int rc;       /* the call's result (REL_KEPT) */
-    int released; /* the server's answer: 1 released, 0 not held */
-    int end;      /* REL_*: what rel_out says */
+    int rc;                  /* the call's result (REL_KEPT) */
+    int released;            /* the server's answer: 1 released, 0 not held */
+    int end;                 /* REL_*: what rel_out says */
     dlock__lost_report rep;  /* the hold, found lost before the unlock */
     dlock__lost_report lost; /* its handler, told if the server says the hold had lapsed */
 };
@@ -320,16 +320,13 @@ static int rel_finish(struct rel *r) {
 static int rel_out(struct rel *r) {
     pthread_mutex_unlock(&r->c->mu);
     dlock__report(&r->rep);
-    if (r->end == REL_LOST)
-        r->rc = dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", r->l->k.name);
-    else if (r->end == REL_LAPSED)
-        r->rc = release_lapsed(r->l, &r->lost, r->valid);
+    if (r->end == REL_LOST) r->rc = dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", r->l->k.name);
+    else if (r->end == REL_LAPSED) r->rc = release_lapsed(r->l, &r->lost, r->valid);
     return REL_DONE;
 }
 
 static int (*const rel_steps[])(struct rel *) = {
-    [REL_MINE] = rel_mine, [REL_CACHE] = rel_cache, [REL_ASK] = rel_ask, [REL_FINISH] = rel_finish,
-    [REL_OUT] = rel_out,
+    [REL_MINE] = rel_mine, [REL_CACHE] = rel_cache, [REL_ASK] = rel_ask, [REL_FINISH] = rel_finish, [REL_OUT] = rel_out,
 };
 
 /* The hold of l that self owns (a thread, or the process: `process`)
