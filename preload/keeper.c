@@ -104,7 +104,7 @@ static int child_main(void *p) {
     return 127;
 }
 
-static int keeper_reopen(int fd, int kind, char *watch) {
+static int reopen(int fd, int kind, char *watch) {
     char p[64];
     int w;
     snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
@@ -191,7 +191,7 @@ int dlpl_keeper_spawn(int kind, const char *name, int fd, int *sock, pid_t *pid)
 
     if (dlpl_self_path == NULL || dlpl_interp == NULL) return ENOEXEC;
     memset(&kc, 0, sizeof kc);
-    wfd = keeper_reopen(fd, kind, &kc.watch[0]);
+    wfd = reopen(fd, kind, &kc.watch[0]);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         e = errno;
         if (wfd >= 0) DLPL_REAL(close)(wfd);
