@@ -93,7 +93,7 @@ static int num_parse(const char *s, size_t n, long long *out) {
  * may hold colons: pid and tid are the last two fields).  A record that
  * is missing or not of that form leaves the person unnamed (host "",
  * pid 0): what is known of it is still shown. */
-static void record_parse(const char *s, size_t n, dlock_sem_owner_t *o) {
+static void owner_parse(const char *s, size_t n, dlock_sem_owner_t *o) {
     const char *c1 = n > 2 && s[1] == ':' ? memchr(s + 2, ':', n - 2) : NULL;
     long long since, pid, tid;
     size_t i, p2 = 0, p3 = 0, hn;
@@ -134,7 +134,7 @@ static int people_parse(const redisReply *l, int kind, int64_t now, dlock__sem_s
         } else {
             o->lease_left_ms = a->integer > now ? a->integer - now : 0;
         }
-        record_parse(rec->str, rec->len, o);
+        owner_parse(rec->str, rec->len, o);
         out->npeople++;
     }
     return 0;
