@@ -333,15 +333,19 @@ static int (*const rel_steps[])(struct rel *) = {
  * ends; `pipelined`: without waiting for the answer (pipe_send). */
 static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, int process,
                       int pipelined) {
-    struct rel r;
+    struct rel r; /* (only what a step reads before another sets it: an unlock is on every hot path) */
     int step = REL_MINE;
-    memset(&r, 0, sizeof r);
     r.c = c;
     r.l = l;
     r.self = self;
     r.allow_shared = allow_shared;
     r.process = process;
     r.pipelined = pipelined;
+    r.h = NULL;
+    r.rc = 0;
+    r.released = 0;
+    r.end = REL_KEPT;
+    memset(&r.rep, 0, sizeof r.rep);
     pthread_mutex_lock(&c->mu);
     while (step != REL_DONE) step = rel_steps[step](&r);
     return r.rc;
