@@ -158,7 +158,7 @@ int fclose(FILE *f) {
 }
 
 /* freopen keeps the stream's descriptor number for the new file. */
-static FILE *reopen(FILE *(*fn)(const char *, const char *, FILE *), const char *path, const char *mode, FILE *f) {
+static FILE *fd_reopen(FILE *(*fn)(const char *, const char *, FILE *), const char *path, const char *mode, FILE *f) {
     int fd = stream_fd(f);
     FILE *r;
     dlpl_fd_forget(fd);
@@ -173,10 +173,10 @@ static FILE *reopen(FILE *(*fn)(const char *, const char *, FILE *), const char 
 FILE *dlpl_freopen(const char *path, const char *mode, FILE *f) __asm__("freopen");
 FILE *dlpl_freopen64(const char *path, const char *mode, FILE *f) __asm__("freopen64");
 FILE *dlpl_freopen(const char *path, const char *mode, FILE *f) {
-    return reopen(DLPL_REAL(freopen), path, mode, f);
+    return fd_reopen(DLPL_REAL(freopen), path, mode, f);
 }
 FILE *dlpl_freopen64(const char *path, const char *mode, FILE *f) {
-    return reopen(DLPL_REAL(freopen64), path, mode, f);
+    return fd_reopen(DLPL_REAL(freopen64), path, mode, f);
 }
 
 static int dir_fd(DIR *d) { /* (closedir's d is declared nonnull) */

@@ -224,7 +224,7 @@ static void mon_wake(void) {
 }
 
 /* The monitor's loop: poll every settled keeper's socket for a hang-up
- * (events 0: the answers stay for ask()); a keeper that hung up while it
+ * (events 0: the answers stay for file_ask()); a keeper that hung up while it
  * held a lock, and no request in flight, is claimed, waited for (it is
  * exiting) and dropped, which applies DLOCK_ON_LOST if it was killed. */
 static void *mon_main(void *arg) {
@@ -298,7 +298,7 @@ static void mon_start(void) {
     pthread_attr_destroy(&a);
 }
 
-static int same_description(int a, int b) {
+static int file_same_description(int a, int b) {
     if (a == b) return 1;
     return syscall(SYS_kcmp, (long)getpid(), (long)getpid(), (long)KCMP_FILE, (long)a, (long)b) == 0;
 }
@@ -315,7 +315,7 @@ static struct rec *rec_find(int kind, const struct stat *st, int fd) {
             continue;
         }
         if (kind == DLPL_K_POSIX) return r;
-        if (same_description(fd, r->fd)) {
+        if (file_same_description(fd, r->fd)) {
             r->fd = fd;
             return r;
         }
@@ -368,7 +368,7 @@ static int xrecv(int sock, struct dlpl_rep *p) {
  * (one attempt of the keeper's: a reply floor, 200 ms, and some room). */
 #define ARM_PROBE_NS (500LL * 1000 * 1000)
 
-static long long mono_ns(void) {
+static long long file_mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
@@ -380,7 +380,7 @@ static long long mono_ns(void) {
  * if it does not answer within CANCEL_GRACE_NS: ESILENT, *mode 0).  probe:
  * the request is the program's circuit breaker's probe.  Returns the
  * keeper's rc (with *mode), or EKEEPER. */
-static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, int *mode_out) {
+static int file_ask(struct rec *r, int op, int mode, int try, int intr, int probe, int *mode_out) {
     struct dlpl_req q = { op, mode, try, (long)syscall(SYS_gettid), probe };
     struct dlpl_rep p = { 0, 0 };
     sigset_t all, old;
@@ -390,7 +390,7 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, in
      * unless it saw the kernel lock go before the ARM came and is already
      * releasing with its whole bound.  The program does not wait for that:
      * past ARM_PROBE_NS the keeper is left to finish on its own. */
-    long long arm_end = op == DLPL_OP_ARM && probe ? mono_ns() + ARM_PROBE_NS : 0;
+    long long arm_end = op == DLPL_OP_ARM && probe ? file_mono_ns() + ARM_PROBE_NS : 0;
 
     if (xsend(r->sock, &q) != 0) return EKEEPER;
     sigfillset(&all);
@@ -401,7 +401,7 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, in
         int n = ppoll(&pf, 1, cancelled || arm_end ? &ts : NULL, intr && !cancelled ? &old : NULL);
         if (n > 0) break;
         if (n < 0 && errno != EINTR) break;
-        if (arm_end && mono_ns() > arm_end) {
+        if (arm_end && file_mono_ns() > arm_end) {
             pthread_sigmask(SIG_SETMASK, &old, NULL);
             if (mode_out) *mode_out = 0;
             return ESILENT; /* abandoned (the caller drops r) */
@@ -409,10 +409,10 @@ static int ask(struct rec *r, int op, int mode, int try, int intr, int probe, in
         if (n < 0 && intr && !cancelled && !dlpl_restartable(&old)) {
             struct dlpl_req c = { DLPL_OP_CANCEL, 0, 0, 0, 0 };
             cancelled = 1;
-            cancel_ns = mono_ns();
+            cancel_ns = file_mono_ns();
             if (xsend(r->sock, &c) != 0) break;
         }
-        if (cancelled && mono_ns() - cancel_ns > CANCEL_GRACE_NS) {
+        if (cancelled && file_mono_ns() - cancel_ns > CANCEL_GRACE_NS) {
             pthread_sigmask(SIG_SETMASK, &old, NULL);
             if (mode_out) *mode_out = 0;
             return ESILENT; /* abandoned (the caller drops r) */
@@ -481,9 +481,9 @@ static struct rec *rec_new(int kind, const struct stat *st, int fd, const char *
  * it); drop the record when the keeper holds nothing.  holding: r->mode
  * is held (after a lock), so a keeper found dead was lost with it.  mu
  * NOT held; returns with r released. */
-static void arm(struct rec *r, int holding) {
+static void file_arm(struct rec *r, int holding) {
     int mode = 0, st = -1;
-    int rc = ask(r, DLPL_OP_ARM, 0, 0, 0, dlpl_client != NULL && dlock__client_breaker_open(dlpl_client), &mode);
+    int rc = file_ask(r, DLPL_OP_ARM, 0, 0, 0, dlpl_client != NULL && dlock__client_breaker_open(dlpl_client), &mode);
     if (rc == EKEEPER && holding) st = keeper_status(r->kpid);
     lock_mu();
     if (rc == EKEEPER && !holding) r->mode = 0; /* an unlock: nothing to lose */
@@ -544,7 +544,7 @@ static void after_unlock(int kind, const struct stat *st, int fd) {
     if (r != NULL && !r->busy) {
         r->busy = 1;
         unlock_mu();
-        arm(r, 0);
+        file_arm(r, 0);
         return;
     }
     unlock_mu();
@@ -602,7 +602,7 @@ static int lock_granted(struct lreq *q, int mode) {
     q->r->mode = mode; /* busy: only this thread looks at it */
     kr = q->k->call(q->k->arg);
     kerr = errno;
-    arm(q->r, 1);
+    file_arm(q->r, 1);
     errno = kerr;
     return kr;
 }
@@ -613,7 +613,7 @@ static int lock_granted(struct lreq *q, int mode) {
 static int lock_refused(struct lreq *q, int rc, int mode) {
     if (mode == 0 && (q->held || q->prev)) q->k->undo(q->k->arg);
     if (mode == 0) fail(q->r);
-    else arm(q->r, 1);
+    else file_arm(q->r, 1);
     errno = rc == EBUSY ? q->busy_err : EINTR;
     return -1;
 }
@@ -663,7 +663,7 @@ static int lock_path(struct lreq *q) {
         return lock_fallback(q, rc, err);
     }
     unlock_mu();
-    rc = ask(q->r, DLPL_OP_LOCK, q->want, q->try, !q->try, q->probe, &mode);
+    rc = file_ask(q->r, DLPL_OP_LOCK, q->want, q->try, !q->try, q->probe, &mode);
     breaker_after(rc, q->try, q->probe);
     if (rc == ESILENT) return lock_abandoned(q);
     if (rc == 0) return lock_granted(q, mode);
@@ -761,7 +761,7 @@ int dlpl_file_close(int fd) {
         lock_mu();
         for (r = recs; r != NULL && n < 8; r = r->next) {
             if (r->busy || r->dev != st.st_dev || r->ino != st.st_ino) continue;
-            if (r->kind != DLPL_K_POSIX && !same_description(fd, r->fd)) continue;
+            if (r->kind != DLPL_K_POSIX && !file_same_description(fd, r->fd)) continue;
             r->busy = 1;
             hit[n++] = r;
         }
@@ -771,7 +771,7 @@ int dlpl_file_close(int fd) {
     rc = DLPL_REAL(close)(fd);
     e = errno;
     dlpl_fd_forget(fd);
-    for (i = 0; i < n; i++) arm(hit[i], 0);
+    for (i = 0; i < n; i++) file_arm(hit[i], 0);
     if (sr == 0 && rc == 0 && dlpl_nrange != 0) dlpl_range_close(&st);
     dlpl_guard--;
     errno = e;

@@ -105,7 +105,7 @@ static int child_main(void *p) {
     return 127;
 }
 
-static int reopen(int fd, char *watch) {
+static int keeper_reopen(int fd, char *watch) {
     char p[64];
     int w;
     snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
@@ -188,7 +188,7 @@ int dlpl_keeper_spawn(const char *name, int fd, int *sock, pid_t *pid) {
 
     if (dlpl_self_path == NULL || dlpl_interp == NULL) return ENOEXEC;
     memset(&kc, 0, sizeof kc);
-    wfd = reopen(fd, &kc.watch[0]);
+    wfd = keeper_reopen(fd, &kc.watch[0]);
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
         e = errno;
         if (wfd >= 0) DLPL_REAL(close)(wfd);
@@ -469,7 +469,7 @@ static int held;         /* cluster mode: 0, 1, 2 */
 static int parent_gone;
 static volatile sig_atomic_t term;
 static int gone_pipe[2] = { -1, -1 };
-static int lost_pipe[2] = { -1, -1 }; /* on_lost -> the main loop: stop the program */
+static int lost_pipe[2] = { -1, -1 }; /* keeper_on_lost -> the main loop: stop the program */
 
 static void on_usr(int s) {
     (void)s;
@@ -479,7 +479,7 @@ static void on_term(int s) {
     term = 1;
 }
 
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+static void keeper_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)arg;
     if (abort_on_lost) {
@@ -531,7 +531,7 @@ static pthread_t watcher;
 static int watching;
 static atomic_int disarming, watcher_done;
 
-static void *watch_main(void *arg) {
+static void *keeper_watch_main(void *arg) {
     char c = 'g';
     (void)arg;
     for (;;) {
@@ -554,7 +554,7 @@ static void *watch_main(void *arg) {
     return NULL;
 }
 
-static void arm(void) {
+static void keeper_arm(void) {
     sigset_t mask, old;
     if (watching || !watch_ok) return;
     atomic_store(&disarming, 0);
@@ -562,7 +562,7 @@ static void arm(void) {
     sigfillset(&mask);
     sigdelset(&mask, SIGUSR2);
     pthread_sigmask(SIG_SETMASK, &mask, &old);
-    if (pthread_create(&watcher, NULL, watch_main, NULL) == 0) watching = 1;
+    if (pthread_create(&watcher, NULL, keeper_watch_main, NULL) == 0) watching = 1;
     else watch_ok = 0;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -684,7 +684,7 @@ static void keeper_open(void) {
     if ((init_err = dlock_client_create(&client, &cfg)) == 0) {
         dlock_mutexattr_init(&attr);
         dlock_mutexattr_setclient(&attr, client);
-        dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
+        dlock_mutexattr_setlostcallback(&attr, keeper_on_lost, NULL);
         /* Linux semantics, as flock(2) has them: a
          * shared lock is granted while only shared locks are held, whoever
          * waits (writers first would deadlock `flock -s L sh -c 'flock -s
@@ -708,7 +708,7 @@ static int handle_term(void) {
  * kernel still has it (then watch it, for whoever holds it now). */
 static int handle_program_gone(void) {
     if (held && watch_ok && !kernel_free()) {
-        arm();
+        keeper_arm();
         return KEEP_ON;
     }
     release();
@@ -768,7 +768,7 @@ static int op_arm(const struct dlpl_req *q) {
      * unanswered, the lease runs out on the server) */
     if (q->probe && held && !init_err) dlock__client_breaker_probe_now(client);
     if (held && kernel_free()) release();
-    if (held) arm();
+    if (held) keeper_arm();
     reply(0);
     return held ? KEEP_ON : 0;
 }

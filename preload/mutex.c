@@ -47,7 +47,7 @@ void dlpl_lost_apply(const char *what, const char *name, const char *meaning) {
     dlpl_msg("lost %s '%s' (%s): %s (DLOCK_ON_LOST=warn)", what, name, dlpl_lost_why(), meaning);
 }
 
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+static void mx_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     (void)m;
     (void)arg;
     dlpl_lost_apply("the cluster lock of mutex", name, "it no longer excludes other hosts");
@@ -74,7 +74,7 @@ static int kind_any_thread_unlocks(int kind) {
  * the pthread mutex as it is now (glibc keeps them in __data.__kind),
  * and its owner: the process for a kind any thread may unlock (so that
  * such an unlock releases the cluster lock), else the thread. */
-static int make(struct mx *e, pthread_mutex_t *m) {
+static int mx_make(struct mx *e, pthread_mutex_t *m) {
     dlock_mutexattr_t a;
     int kind, rc = 0;
     if (atomic_load(&e->state) == 1) return 0;
@@ -89,7 +89,7 @@ static int make(struct mx *e, pthread_mutex_t *m) {
         e->process = kind_any_thread_unlocks(kind);
         dlock_mutexattr_setowner(&a, e->process ? DLOCK_OWNER_PROCESS : DLOCK_OWNER_THREAD);
         dlock_mutexattr_setclient(&a, dlpl_client);
-        dlock_mutexattr_setlostcallback(&a, on_lost, NULL);
+        dlock_mutexattr_setlostcallback(&a, mx_on_lost, NULL);
         rc = dlpl_client == NULL ? EINVAL : dlock_mutex_init(&e->dm, dlpl_mxs[e - mxs].name, &a);
         if (rc != 0) dlpl_msg("mutex:%s: %s; it stays a local mutex", dlpl_mxs[e - mxs].symbol, dlock_last_error());
         atomic_store(&e->state, rc == 0 ? 1 : 2);
@@ -116,7 +116,7 @@ static int unreachable_timeout(int rc) {
 /* how: 0 lock, 1 trylock, 2 timed (clock, abstime). */
 static int mx_lock(struct mx *e, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *abstime) {
     int i = (int)(e - mxs), rc, rr;
-    if (local_only[i] > 0 || make(e, m) != 0) goto local;
+    if (local_only[i] > 0 || mx_make(e, m) != 0) goto local;
     for (;;) {
         rc = how == 0 ? dlock_mutex_lock(&e->dm)
              : how == 1 ? dlock_mutex_trylock(&e->dm)

@@ -124,11 +124,11 @@ static void at_child(void) {
     owner_pid = 0;
     renew_started = renew_stop = 0;
 }
-static void atfork_register(void) {
+static void range_atfork_register(void) {
     pthread_atfork(at_prepare, at_parent, at_child);
 }
 
-static unsigned long long fnv(unsigned long long h, const char *s) {
+static unsigned long long range_fnv(unsigned long long h, const char *s) {
     for (; *s != '\0'; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
     return h;
 }
@@ -159,7 +159,7 @@ static void owner_make(void) {
     /* starttime is the 20th field after the command's ")" */
     for (p = strrchr(stat, ')'), i = 0; p != NULL && i < 20; i++) p = strchr(p + 1, ' ');
     if (p != NULL) start = strtoull(p + 1, NULL, 10);
-    snprintf(owner, sizeof owner, "%016llx.%ld.%llu", fnv(fnv(0xcbf29ce484222325ULL, host), boot),
+    snprintf(owner, sizeof owner, "%016llx.%ld.%llu", range_fnv(range_fnv(0xcbf29ce484222325ULL, host), boot),
              (long)getpid(), start);
     if (gethostname(host, sizeof host) != 0) strcpy(host, "?");
     host[sizeof host - 1] = '\0';
@@ -168,7 +168,7 @@ static void owner_make(void) {
     owner_pid = getpid();
 }
 
-static int same_description(int a, int b) {
+static int range_same_description(int a, int b) {
     if (a == b) return 1;
     return a >= 0 && b >= 0 &&
            syscall(SYS_kcmp, (long)getpid(), (long)getpid(), (long)KCMP_FILE, (long)a, (long)b) == 0;
@@ -179,12 +179,12 @@ static int same_description(int a, int b) {
  * it. */
 static struct rfile *file_get(const struct stat *st, const char *name, int ofd, int fd) {
     struct rfile *f;
-    pthread_once(&atfork_once, atfork_register);
+    pthread_once(&atfork_once, range_atfork_register);
     rlock();
     owner_make();
     for (f = rfiles; f != NULL; f = f->next)
         if (f->dev == st->st_dev && f->ino == st->st_ino && f->ofd == ofd && strcmp(f->name, name) == 0 &&
-            (!ofd || same_description(fd, f->fd)))
+            (!ofd || range_same_description(fd, f->fd)))
             break;
     if (f != NULL && ofd) f->fd = fd;
     if (f == NULL && ofd) {
@@ -358,7 +358,7 @@ static void unlock_range(struct rfile *f, long long s, long long e) {
  * that take turns on a file pay the round trip per call, never a cache
  * handed back and forth per call. */
 
-static long long mono_ns(void) {
+static long long range_mono_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
@@ -448,7 +448,7 @@ static void cache_give(struct rfile *f) {
 
 /* The watcher of f's cache: waits for the word that another owner asks,
  * then gives the cache back; ends when f keeps no cache. */
-static void *watch_main(void *arg) {
+static void *range_watch_main(void *arg) {
     struct rfile *f = arg;
     dlpl_guard++;
     for (;;) {
@@ -475,7 +475,7 @@ static void *watch_main(void *arg) {
 
 /* The server gave f the cache in a request sent at sent (monotonic ns):
  * f keeps it, and its watcher runs. */
-static void cache_take(struct rfile *f, long long sent) {
+static void range_cache_take(struct rfile *f, long long sent) {
     pthread_t t;
     sigset_t all, old;
     rlock();
@@ -485,7 +485,7 @@ static void cache_take(struct rfile *f, long long sent) {
         f->watching = 1;
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &old);
-        if (pthread_create(&t, NULL, watch_main, f) == 0) pthread_detach(t);
+        if (pthread_create(&t, NULL, range_watch_main, f) == 0) pthread_detach(t);
         else f->watching = 0;
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     }
@@ -501,7 +501,7 @@ static int cached_call(struct rfile *f, int fd, struct flock *fl, int wait, int 
                        int *rc) {
     int done = 0, e = 0;
     fl_lock(f);
-    if (f->cached && mono_ns() < f->claim_until) {
+    if (f->cached && range_mono_ns() < f->claim_until) {
         if (!wait || fl->l_type == F_UNLCK) {
             *rc = kcall(karg);
             e = errno;
@@ -599,7 +599,7 @@ static void renew_pass(void) {
         gone = gone && f->gen == gen && f->busy == 0;
         if (gone) f->held = 0;
         runlock();
-        sent = mono_ns();
+        sent = range_mono_ns();
         if (gone) {
             if (req(f->own, f->name, "unl", 0, 0, RANGE_INF, 0, NULL, 1, &ans) == 0) dlock__strs_free(&ans);
         } else if (req(f->own, f->name, "renew", 0, 0, 0, 0, NULL, 1, &ans) == 0) {
@@ -618,7 +618,7 @@ static void renew_pass(void) {
     runlock();
 }
 
-static void *renew_main(void *arg) {
+static void *range_renew_main(void *arg) {
     (void)arg;
     dlpl_guard++;
     rlock();
@@ -643,7 +643,7 @@ static void *renew_main(void *arg) {
 
 /* At exit the process's ranges go (the kernel drops its record locks
  * then too). */
-static void at_exit(void) {
+static void range_at_exit(void) {
     struct rfile *f;
     dlock__strs ans;
     if (owner_pid != getpid()) return;
@@ -671,9 +671,9 @@ static void held(struct rfile *f) {
         renew_started = 1;
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &old);
-        if (pthread_create(&t, NULL, renew_main, NULL) == 0) pthread_detach(t);
+        if (pthread_create(&t, NULL, range_renew_main, NULL) == 0) pthread_detach(t);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        atexit(at_exit);
+        atexit(range_at_exit);
     }
     runlock();
 }
@@ -919,7 +919,7 @@ static int answer(const dlock__strs *ans, char *blockers, size_t cap, int *cache
  * goes back first, then its owed unlocks; a grant marks f held, and
  * keeps the table's cache if the server gives it.  0 with *ans, or an
  * errno value. */
-static int ask(struct rfile *f, int type, long long s, long long e, int wait, dlock__strs *ans) {
+static int range_ask(struct rfile *f, int type, long long s, long long e, int wait, dlock__strs *ans) {
     int rc, flags = wait ? REQ_WAIT : 0, cached;
     long long sent;
     char none[1];
@@ -930,7 +930,7 @@ static int ask(struct rfile *f, int type, long long s, long long e, int wait, dl
     }
     /* (never with a trim owed: the trim would end the cache) */
     if (!f->ofd && !cache_off && !f->trim) flags |= REQ_CACHE;
-    sent = mono_ns();
+    sent = range_mono_ns();
     rc = req(f->own, f->name, "set", type, s, e, flags, NULL, !wait, ans);
     if (rc != 0 && !f->ofd) {
         /* no answer: the server may have granted it all the same (an
@@ -944,7 +944,7 @@ static int ask(struct rfile *f, int type, long long s, long long e, int wait, dl
     }
     if (rc == 0 && answer(ans, none, sizeof none, &cached) == 0) {
         held(f);
-        if (ans->n >= 3 && strcmp(ans->v[2], "c") == 0) cache_take(f, sent);
+        if (ans->n >= 3 && strcmp(ans->v[2], "c") == 0) range_cache_take(f, sent);
     }
     fl_unlock(f);
     return rc;
@@ -953,11 +953,11 @@ static int ask(struct rfile *f, int type, long long s, long long e, int wait, dl
 /* F_SETLK / F_SETLKW of a read or write lock, range s..e. */
 static int setlk(struct rfile *f, int type, long long s, long long e, int wait, int (*kcall)(void *), void *karg) {
     int ms = 1, rc, err, edged = 0, cached;
-    long long seen = 0, mine = 0, t0 = mono_ns();
+    long long seen = 0, mine = 0, t0 = range_mono_ns();
     char blockers[EDGE_MAX * 80];
     dlock__strs ans;
     for (;; ms = ms * 2 > 50 ? 50 : ms * 2) {
-        if ((rc = ask(f, type, s, e, wait, &ans)) != 0) {
+        if ((rc = range_ask(f, type, s, e, wait, &ans)) != 0) {
             if (edged) edge_drop(f->own);
             if ((err = fallback(f->name, rc)) != 0) {
                 errno = err;
@@ -986,7 +986,7 @@ static int setlk(struct rfile *f, int type, long long s, long long e, int wait, 
         /* F_SETLK asks again while another owner's cache is being given
          * back (it takes a round trip or two), as it would find the range
          * free in the kernel */
-        if (err == EDEADLK || (!wait && !(cached && mono_ns() - t0 < CLAIM_ASK_MS * 1000000LL))) break;
+        if (err == EDEADLK || (!wait && !(cached && range_mono_ns() - t0 < CLAIM_ASK_MS * 1000000LL))) break;
         if (nap(cached && ms > 4 ? 4 : ms) && wait) { /* (F_SETLK never fails with EINTR) */
             err = EINTR;
             break;
@@ -1037,17 +1037,17 @@ int dlpl_range_setlk(int fd, const struct stat *st, const char *name, struct flo
  * an errno value.  Another owner's cache is waited for (CLAIM_ASK_MS) as
  * it is given back. */
 static int get_remote(struct rfile *f, int type, long long s, long long e, dlock__strs *ans) {
-    long long t0 = mono_ns();
+    long long t0 = range_mono_ns();
     int rc, ms = 1;
     for (;; ms = ms * 2 > 4 ? 4 : ms * 2) {
         fl_lock(f);
-        if (f->cached && mono_ns() < f->claim_until) {
+        if (f->cached && range_mono_ns() < f->claim_until) {
             fl_unlock(f);
             return EALREADY;
         }
         rc = f->cached && uncache(f, 0) != 0 ? ENOLCK : req(f->own, f->name, "get", type, s, e, 0, NULL, 0, ans);
         fl_unlock(f);
-        if (rc != 0 || ans->n < 1 || strcmp(ans->v[0], "3") != 0 || mono_ns() - t0 >= CLAIM_ASK_MS * 1000000LL)
+        if (rc != 0 || ans->n < 1 || strcmp(ans->v[0], "3") != 0 || range_mono_ns() - t0 >= CLAIM_ASK_MS * 1000000LL)
             return rc;
         dlock__strs_free(ans);
         (void)nap(ms); /* F_GETLK never waits: a signal does not end it */
@@ -1108,7 +1108,7 @@ static int other_descriptor(int fd) {
     if (d == NULL) return -1;
     while (found < 0 && (de = readdir(d)) != NULL) {
         int n = atoi(de->d_name);
-        if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && n != fd && n != dirfd(d) && same_description(n, fd))
+        if (de->d_name[0] >= '0' && de->d_name[0] <= '9' && n != fd && n != dirfd(d) && range_same_description(n, fd))
             found = n;
     }
     closedir(d);
@@ -1122,7 +1122,7 @@ void dlpl_range_closing(int fd, const struct stat *st) {
     int other = -2;
     rlock();
     for (f = rfiles; f != NULL; f = f->next) {
-        if (!f->ofd || !f->held || f->dev != st->st_dev || f->ino != st->st_ino || !same_description(fd, f->fd))
+        if (!f->ofd || !f->held || f->dev != st->st_dev || f->ino != st->st_ino || !range_same_description(fd, f->fd))
             continue;
         if (other == -2) {
             runlock(); /* (readdir and kcmp: no lock needed for them) */

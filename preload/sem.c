@@ -59,7 +59,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* ------------------------------------------------------------- rules */
 
-static struct sm *find(const sem_t *s) {
+static struct sm *psem_find(const sem_t *s) {
     int i, n = atomic_load_explicit(&nsem, memory_order_acquire);
     for (i = 0; i < n; i++)
         if (sms[i].addr == s) return &sms[i];
@@ -78,7 +78,7 @@ static void sem_unit_lost(dlock_sem_t *s, const char *name, void *arg) {
 
 /* Makes e's dlock semaphore (on sem_open, and again on a later call if
  * the server could not be reached then).  1 if it is there. */
-static int make(struct sm *e) {
+static int psem_make(struct sm *e) {
     dlock_semattr_t a;
     int rc;
     if (atomic_load(&e->state) == 1) return 1;
@@ -164,21 +164,21 @@ static void *renewer(void *arg) {
 /* Fork: the table's mutex is taken around it, so that a child never
  * inherits it held by a thread it does not have (the renewal thread, or
  * one in sem_open); the child has no renewal thread. */
-static void atfork_prepare(void) {
+static void psem_atfork_prepare(void) {
     DLPL_REAL(mutex_lock)(&mu);
 }
 
-static void atfork_parent(void) {
+static void psem_atfork_parent(void) {
     DLPL_REAL(mutex_unlock)(&mu);
 }
 
-static void atfork_child(void) {
+static void psem_atfork_child(void) {
     DLPL_REAL(mutex_unlock)(&mu);
     atomic_store(&renewer_on, 0); /* the thread stayed with the parent */
 }
 
-static void atfork_register(void) {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+static void psem_atfork_register(void) {
+    pthread_atfork(psem_atfork_prepare, psem_atfork_parent, psem_atfork_child);
 }
 
 /* Starts this process's renewal thread unless it runs (all signals
@@ -224,9 +224,9 @@ static void unlinked(const char *dname) {
 static void add(sem_t *s, const char *name, unsigned value, int undo, int own) {
     struct sm *e;
     int n;
-    pthread_once(&atfork_once, atfork_register);
+    pthread_once(&atfork_once, psem_atfork_register);
     DLPL_REAL(mutex_lock)(&mu);
-    if ((e = find(s)) == NULL) {
+    if ((e = psem_find(s)) == NULL) {
         /* A closed entry is used again: glibc may map a semaphore opened
          * anew at another address. */
         for (n = 0; n < atomic_load(&nsem) && e == NULL; n++)
@@ -255,7 +255,7 @@ static void add(sem_t *s, const char *name, unsigned value, int undo, int own) {
         atomic_store(&e->state, 2);
     }
     DLPL_REAL(mutex_unlock)(&mu);
-    make(e);
+    psem_make(e);
     if (own) renewer_start();
 }
 
@@ -304,7 +304,7 @@ static int xwait(struct sm *e, int how, clockid_t clock, const struct timespec *
 static int sm_take(struct sm *e, int how, clockid_t clock, const struct timespec *t) {
     int rc;
     for (;;) {
-        rc = make(e) ? xwait(e, how, clock, t) : ENOLCK;
+        rc = psem_make(e) ? xwait(e, how, clock, t) : ENOLCK;
         if (rc != ENOLCK) break;
         if (fall_back(e, rc)) return local_take(e, how, clock, t);
         /* closed: trywait says EAGAIN, a timed wait ETIMEDOUT at its
@@ -337,7 +337,7 @@ static int sm_post(struct sm *e) {
     int n = atomic_load(&e->local), rc;
     while (n > 0)
         if (atomic_compare_exchange_weak(&e->local, &n, n - 1)) return CALL_REAL(post, e->addr);
-    if (!make(e)) rc = ENOLCK;
+    if (!psem_make(e)) rc = ENOLCK;
     else rc = dlock_sem_post(&e->ds);
     if (rc == ENOLCK) {
         dlpl_server_down(e->name, rc);
@@ -350,7 +350,7 @@ static int sm_post(struct sm *e) {
 }
 
 static int sm_getvalue(struct sm *e, int *v) {
-    int rc = make(e) ? dlock_sem_getvalue(&e->ds, v) : ENOLCK;
+    int rc = psem_make(e) ? dlock_sem_getvalue(&e->ds, v) : ENOLCK;
     if (rc == ENOLCK && fall_back(e, rc)) return CALL_REAL(getvalue, e->addr, v);
     return ret(rc);
 }
@@ -374,7 +374,7 @@ static void sm_close(struct sm *e) {
 #define MAPPED(s) (ACTIVE() && atomic_load_explicit(&nsem, memory_order_relaxed) != 0 ? open_entry(s) : NULL)
 
 static struct sm *open_entry(const sem_t *s) {
-    struct sm *e = find(s);
+    struct sm *e = psem_find(s);
     if (e == NULL || atomic_load(&e->state) == 0) return NULL;
     if (e->own && !atomic_load_explicit(&renewer_on, memory_order_relaxed)) renewer_start(); /* a fork child */
     return e;

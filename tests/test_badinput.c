@@ -401,6 +401,68 @@ static void test_mutex_destroyed(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 }
 
+/* The handle check every kind of object shares: a byte copy, a destroyed
+ * object and NULL give EINVAL with a message that names the kind, and the
+ * original stays good. */
+static void expect_bad_handle(int rc, const char *kind) {
+    DLT_ASSERT_ERR(rc, EINVAL);
+    if (strstr(dlock_last_error(), kind) == NULL) {
+        fprintf(stderr, "  message '%s' does not name the %s\n", dlock_last_error(), kind);
+        CU_FAIL("a bad handle's message does not name its kind");
+    }
+}
+
+static void test_handles_every_kind(void) {
+    dlock_client_t *c = client();
+    dlock_mutexattr_t a;
+    dlock_semattr_t sa;
+    dlock_mutex_t m, mc;
+    dlock_rwlock_t rw, rwc;
+    dlock_cond_t cv, cvc;
+    dlock_sem_t s, sc;
+    int v = -1;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_semattr_init(&sa), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&sa, c), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, "bad/kinds/m", &a), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "bad/kinds/rw", &a), 0);
+    DLT_ASSERT_ERR(dlock_cond_init_client(&cv, "bad/kinds/cv", c), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "bad/kinds/s", 1, &sa), 0);
+    memcpy(&mc, &m, sizeof m);
+    memcpy(&rwc, &rw, sizeof rw);
+    memcpy(&cvc, &cv, sizeof cv);
+    memcpy(&sc, &s, sizeof s);
+    expect_bad_handle(dlock_mutex_trylock(&mc), "mutex");
+    expect_bad_handle(dlock_rwlock_tryrdlock(&rwc), "rwlock");
+    expect_bad_handle(dlock_cond_signal(&cvc), "condition variable");
+    expect_bad_handle(dlock_sem_trywait(&sc), "semaphore");
+    expect_bad_handle(dlock_mutex_trylock(NULL), "mutex");
+    expect_bad_handle(dlock_rwlock_tryrdlock(NULL), "rwlock");
+    expect_bad_handle(dlock_cond_signal(NULL), "condition variable");
+    expect_bad_handle(dlock_sem_trywait(NULL), "semaphore");
+    /* the originals are good */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+    DLT_ASSERT_ERR(dlock_cond_signal(&cv), 0);
+    DLT_ASSERT_ERR(dlock_sem_getvalue(&s, &v), 0);
+    DLT_ASSERT_INT_EQ(v, 1);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+    DLT_ASSERT_ERR(dlock_cond_destroy(&cv), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    expect_bad_handle(dlock_mutex_trylock(&m), "mutex");
+    expect_bad_handle(dlock_rwlock_tryrdlock(&rw), "rwlock");
+    expect_bad_handle(dlock_cond_signal(&cv), "condition variable");
+    expect_bad_handle(dlock_sem_trywait(&s), "semaphore");
+    DLT_ASSERT_ERR(dlock_semattr_destroy(&sa), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+}
+
 /* Wrong-state calls on a good object. */
 static void *other_unlock(void *m) {
     return (void *)(intptr_t)dlock_mutex_unlock(m);
@@ -926,6 +988,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_mutex_garbage),
     DLT_TEST(test_mutex_copied),
     DLT_TEST(test_mutex_destroyed),
+    DLT_TEST(test_handles_every_kind),
     DLT_TEST(test_mutex_wrong_state),
     DLT_TEST(test_bad_names),
     DLT_TEST(test_bad_clocks),

@@ -400,7 +400,7 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
 }
 
 /* Runs on the library's renewal thread: must not block. */
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
+static void exec_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
     unsigned char b = LOST_BYTE;
     (void)m;
     (void)name;
@@ -424,7 +424,7 @@ static void on_risk(dlock_mutex_t *m, const char *name, int event, unsigned left
  * back by `dlock break --sem`, or the server lost the semaphore). */
 static void on_slot_lost(dlock_sem_t *s, const char *name, void *arg) {
     (void)s;
-    on_lost(NULL, name, arg);
+    exec_on_lost(NULL, name, arg);
 }
 
 static int signals_setup(void) {
@@ -636,7 +636,7 @@ static void watch_draw(watch *w) {
 }
 
 /* Draws the line at once, then about once a second until told to stop. */
-static void *watch_main(void *arg) {
+static void *exec_watch_main(void *arg) {
     watch *w = arg;
     int64_t next = w->start_ms;
     pthread_mutex_lock(&w->mu);
@@ -673,7 +673,7 @@ static int watch_start(watch *w, dlock_client_t *view, dlock_sem_t *vsem, const 
     /* The watcher takes no signals: they must reach the waiting thread. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(&w->thread, NULL, watch_main, w);
+    rc = pthread_create(&w->thread, NULL, exec_watch_main, w);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     w->started = rc == 0;
     return rc;
@@ -932,7 +932,7 @@ static int exec_open(exec_run *x, const cli_conn *conn) {
     dlock_mutexattr_init(&attr);
     dlock_mutexattr_setclient(&attr, x->c);
     dlock_mutexattr_setlease(&attr, x->o.lease_ms);
-    dlock_mutexattr_setlostcallback(&attr, on_lost, NULL);
+    dlock_mutexattr_setlostcallback(&attr, exec_on_lost, NULL);
     if (x->o.risk_sig != 0) dlock_mutexattr_setriskcallback(&attr, on_risk, NULL, x->o.lease_ms / 3);
     /* As flock(1): a shared lock is granted while only shared locks are
      * held, even if an exclusive one waits -- so a shared holder whose

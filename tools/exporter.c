@@ -153,8 +153,8 @@ static int listen_addr(const char *spec, struct sockaddr_storage *sa, int *ipv6)
 
 /* ------------------------------------------------------------ HTTP */
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char *body, size_t len,
-                             const char *type) {
+static enum MHD_Result http_reply(struct MHD_Connection *conn, unsigned status, char *body, size_t len,
+                                  const char *type) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     enum MHD_Result ret;
     if (r == NULL) {
@@ -171,7 +171,7 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, char 
 static enum MHD_Result reply_text(struct MHD_Connection *conn, unsigned status, const char *text) {
     char *body = strdup(text);
     if (body == NULL) return MHD_NO;
-    return reply(conn, status, body, strlen(body), "text/plain; charset=utf-8");
+    return http_reply(conn, status, body, strlen(body), "text/plain; charset=utf-8");
 }
 
 /* One scrape: the metrics into a malloc'ed buffer (NULL: out of memory). */
@@ -213,7 +213,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (strcmp(url, "/metrics") != 0) return reply_text(conn, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n");
     if ((body = scrape(st, &len)) == NULL)
         return reply_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
-    return reply(conn, MHD_HTTP_OK, body, len, "text/plain; version=0.0.4; charset=utf-8");
+    return http_reply(conn, MHD_HTTP_OK, body, len, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 /* ------------------------------------------------------------ running */

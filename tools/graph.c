@@ -35,7 +35,7 @@ typedef struct graph {
     int nomem;
 } graph;
 
-static int collect(const char *name, const dlock_lock_info_t *info, void *arg) {
+static int graph_collect(const char *name, const dlock_lock_info_t *info, void *arg) {
     graph *g = arg;
     if (g->n == g->cap) {
         size_t ncap = g->cap ? g->cap * 2 : 32;
@@ -203,7 +203,7 @@ int cli_wait_cycles(dlock_client_t *c, const cli_mlock *v, size_t n, double dead
     memset(&g, 0, sizeof g);
     *found = 0;
     for (i = 0; i < n && !g.nomem; i++)
-        if (v[i].have_info && v[i].info.held) (void)collect(v[i].name, &v[i].info, &g);
+        if (v[i].have_info && v[i].info.held) (void)graph_collect(v[i].name, &v[i].info, &g);
     for (i = 0; i < g.n && rc == 0 && !g.nomem; i++) {
         if (deadline > 0 && cli_mono_s() > deadline) {
             rc = ETIMEDOUT;
@@ -289,7 +289,7 @@ static void print_dot(const graph *g) {
 /* Reads the graph: the held locks matching glob, and each one's waiters. */
 static int graph_read(dlock_client_t *c, const char *glob, graph *g) {
     size_t i;
-    int rc = dlock_list(c, glob, collect, g);
+    int rc = dlock_list(c, glob, graph_collect, g);
     if (rc == 0 && g->nomem) rc = ENOMEM;
     for (i = 0; i < g->n && rc == 0; i++) {
         rc = dlock_lock_waiters(c, g->v[i].name, add_waiter, &g->v[i]);
@@ -301,7 +301,7 @@ static int graph_read(dlock_client_t *c, const char *glob, graph *g) {
 /* How the graph is printed. */
 enum { FMT_TEXT, FMT_JSON, FMT_DOT };
 
-static int parse(int argc, char **argv, cli_conn *conn, int *fmt, const char **glob) {
+static int graph_parse(int argc, char **argv, cli_conn *conn, int *fmt, const char **glob) {
     static const struct option longopts[] = {
         CLI_CONN_LONGOPTS,
         { "json", 0, NULL, 'j' },
@@ -339,7 +339,7 @@ int cli_graph(int argc, char **argv, cli_conn *conn) {
     graph g;
     size_t i, shown = 0;
     int rc, fmt = FMT_TEXT;
-    if ((rc = parse(argc, argv, conn, &fmt, &glob)) != 0) return rc < 0 ? 0 : rc;
+    if ((rc = graph_parse(argc, argv, conn, &fmt, &glob)) != 0) return rc < 0 ? 0 : rc;
     if ((rc = cli_client(conn, 0, &c)) != 0) return rc;
     memset(&g, 0, sizeof g);
     if ((rc = graph_read(c, glob, &g)) != 0) {

@@ -180,7 +180,7 @@ static char *fmt_ms(char *buf, size_t n, double ms) {
 
 /* The table, at most `lines` rows of it; `eol`: what ends a line ("\n",
  * or on the live screen "\033[K\n", which clears what was left there). */
-static void print_table(const top_opts *o, const top_row *rows, size_t n, size_t lines, const char *eol) {
+static void top_print_table(const top_opts *o, const top_row *rows, size_t n, size_t lines, const char *eol) {
     char name[DLOCK_NAME_MAX * 4 + 8], h[1200], a[32], b[32], c[32];
     size_t i;
     printf("%-24s %9s %9s %8s %8s %8s %7s  %s%s", "NAME", "ACQ", "ACQ/S", "WAIT50", "WAIT99", "HOLD50", "WAITERS",
@@ -203,7 +203,7 @@ static void print_table(const top_opts *o, const top_row *rows, size_t n, size_t
 
 static volatile sig_atomic_t top_quit;
 
-static void on_signal(int sig) {
+static void top_on_signal(int sig) {
     (void)sig;
     top_quit = 1;
 }
@@ -255,7 +255,7 @@ static void draw(const top_opts *o, const top_row *rows, size_t n, int rc) {
     printf("\033[H");
     printf("dlock top - %s - the last %u s, every client - q quits\033[K\n\033[K\n", now, o->window_s);
     if (rc != 0) printf("cannot read the figures: %s: %s\033[K\n", dlock_strerror(rc), dlock_last_error());
-    else print_table(o, rows, n, lines, "\033[K\n");
+    else top_print_table(o, rows, n, lines, "\033[K\n");
     printf("\033[J");
     fflush(stdout);
 }
@@ -266,7 +266,7 @@ static int live(dlock_client_t *c, const top_opts *o, top_row *rows) {
     int rc;
     if (!isatty(STDOUT_FILENO)) return cli_usage_error("the live view needs a terminal; use --once");
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
+    sa.sa_handler = top_on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
@@ -303,7 +303,7 @@ int cli_top(int argc, char **argv, cli_conn *conn) {
         rc = cli_fail("cannot read the figures", rc);
     } else {
         if (o.json) print_json(&o, rows, n);
-        else print_table(&o, rows, n, TOP_MAX, "\n");
+        else top_print_table(&o, rows, n, TOP_MAX, "\n");
         rc = fflush(stdout) == 0 ? 0 : CLI_EXIT_OSERR;
     }
     (void)dlock_client_destroy(c);

@@ -74,8 +74,6 @@ typedef int (*dlock__obj_op)(struct dlock_client *c, dlock__lock *l, const dlock
 int dlock__obj_run(dlock__obj *o, const dlock__want *w, dlock__obj_op op, int try, dlock__mono deadline,
                    int bad_deadline);
 int dlock__timed(clockid_t clock, const struct timespec *abstime, dlock__mono *deadline, int *bad);
-/* Runs a lost-lock handler outside the client's mutex. */
-void dlock__report(dlock__lost_report *rep);
 /* The attributes behind a; the defaults when a is NULL.  EINVAL if a
  * is not an initialised attribute object.  (attr.c) */
 int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);

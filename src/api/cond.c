@@ -65,7 +65,7 @@ DLOCK_API int dlock_cond_destroy(dlock_cond_t *cv) {
 /* One operation on the server, taking along the registrations of earlier
  * waits that could not be taken back; they are forgotten once it
  * succeeds. */
-static int op(dlock__obj *o, const char *what, const char *token, long long *result, dlock__mono deadline) {
+static int cond_op(dlock__obj *o, const char *what, const char *token, long long *result, dlock__mono deadline) {
     struct dlock_client *c = o->c;
     char stale[DLOCK__COND_STALE_MAX][DLOCK__OWNER_LEN + 1];
     const char *sp[DLOCK__COND_STALE_MAX];
@@ -91,7 +91,7 @@ static int op(dlock__obj *o, const char *what, const char *token, long long *res
 
 /* A registration that could not be taken back: remembered, to go with
  * the next operation (beyond the limit, it lapses by itself). */
-static void stale_add(dlock__obj *o, const char *token) {
+static void cond_stale_add(dlock__obj *o, const char *token) {
     pthread_mutex_lock(&o->c->mu);
     if (o->l->stale == NULL) o->l->stale = calloc(DLOCK__COND_STALE_MAX, sizeof o->l->stale[0]);
     if (o->l->stale != NULL && o->l->nstale < DLOCK__COND_STALE_MAX)
@@ -130,16 +130,16 @@ static int sleep_on(dlock__obj *o, const char *token, uint64_t gen, dlock__mono 
             dlock__mono end = now + (dlock__mono)DLOCK__LATE_MS * DLOCK__MS;
             dlock__mono saved = dlock__call_end_set(end);
             if (saved < end) (void)dlock__call_end_set(saved);
-            rc = op(o, "withdraw", token, &res, now);
+            rc = cond_op(o, "withdraw", token, &res, now);
             (void)dlock__call_end_set(saved);
-            if (rc != 0) stale_add(o, token);
+            if (rc != 0) cond_stale_add(o, token);
             return rc != 0 ? rc : res == 1 ? ETIMEDOUT : 0;
         }
         /* Woken (or time to refresh): are we still waiting?  No answer:
          * a wake-up we cannot rule out (POSIX allows spurious ones); our
          * registration goes with the next operation. */
-        if ((rc = op(o, "check", token, &res, bounded(c, deadline))) != 0) {
-            stale_add(o, token);
+        if ((rc = cond_op(o, "check", token, &res, bounded(c, deadline))) != 0) {
+            cond_stale_add(o, token);
             return 0;
         }
         if (res == 0) return 0; /* a signal or broadcast took us */
@@ -170,11 +170,11 @@ static int wait_call(dlock_cond_t *cv, dlock_mutex_t *m, dlock__mono deadline) {
     rc = dlock__wait_ready(c, o->l, deadline, 0); /* a signal's message must reach us */
     gen = o->l->gen;
     pthread_mutex_unlock(&c->mu);
-    if (rc == 0 && (rc = op(o, "wait", token, &res, bounded(c, deadline))) != 0)
-        stale_add(o, token); /* it may have been registered all the same */
+    if (rc == 0 && (rc = cond_op(o, "wait", token, &res, bounded(c, deadline))) != 0)
+        cond_stale_add(o, token); /* it may have been registered all the same */
     if (rc == 0) {
         if ((rc = dlock_mutex_unlock(m)) != 0) {
-            if (op(o, "withdraw", token, &res, dlock__now()) != 0) stale_add(o, token);
+            if (cond_op(o, "withdraw", token, &res, dlock__now()) != 0) cond_stale_add(o, token);
         } else {
             rc = sleep_on(o, token, gen, deadline);
             /* Take the mutex again, whatever happened (pthread_cond_wait
@@ -213,7 +213,7 @@ static int wake(dlock_cond_t *cv, const char *what) {
     long long res;
     int rc;
     if ((rc = cond_get(cv, &o)) != 0) return rc;
-    return op(o, what, "-", &res, dlock__unreachable_deadline(&o->c->be.node));
+    return cond_op(o, what, "-", &res, dlock__unreachable_deadline(&o->c->be.node));
 }
 
 DLOCK_API int dlock_cond_signal(dlock_cond_t *cv) {

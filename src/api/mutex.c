@@ -84,7 +84,7 @@ int dlock__mutex_obj(dlock_mutex_t *m, dlock__obj **out) {
     return mutex_get(m, out);
 }
 
-static int lock_call(dlock_mutex_t *m, int try, dlock__mono deadline, int bad_deadline) {
+static int mutex_lock_call(dlock_mutex_t *m, int try, dlock__mono deadline, int bad_deadline) {
     dlock__mutex *mx;
     int rc;
     if ((rc = mutex_get(m, &mx)) != 0) return rc;
@@ -92,18 +92,18 @@ static int lock_call(dlock_mutex_t *m, int try, dlock__mono deadline, int bad_de
 }
 
 DLOCK_API int dlock_mutex_lock(dlock_mutex_t *m) {
-    return lock_call(m, 0, DLOCK__MONO_NEVER, 0);
+    return mutex_lock_call(m, 0, DLOCK__MONO_NEVER, 0);
 }
 
 DLOCK_API int dlock_mutex_trylock(dlock_mutex_t *m) {
-    return lock_call(m, 1, 0, 0);
+    return mutex_lock_call(m, 1, 0, 0);
 }
 
 DLOCK_API int dlock_mutex_clocklock(dlock_mutex_t *m, clockid_t clock, const struct timespec *abstime) {
     dlock__mono deadline;
     int rc, bad;
     if ((rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
-    return lock_call(m, 0, deadline, bad);
+    return mutex_lock_call(m, 0, deadline, bad);
 }
 
 DLOCK_API int dlock_mutex_timedlock(dlock_mutex_t *m, const struct timespec *abstime) {

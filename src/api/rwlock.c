@@ -57,7 +57,7 @@ DLOCK_API int dlock_rwlock_destroy(dlock_rwlock_t *rw) {
     return 0;
 }
 
-static int lock_call(dlock_rwlock_t *rw, int shared, int try, dlock__mono deadline, int bad) {
+static int rwlock_lock_call(dlock_rwlock_t *rw, int shared, int try, dlock__mono deadline, int bad) {
     dlock__obj *o = NULL;
     int rc;
     if ((rc = rwlock_get(rw, &o)) != 0) return rc;
@@ -68,15 +68,15 @@ static int timed_call(dlock_rwlock_t *rw, int shared, clockid_t clock, const str
     dlock__mono deadline;
     int rc, bad;
     if ((rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
-    return lock_call(rw, shared, 0, deadline, bad);
+    return rwlock_lock_call(rw, shared, 0, deadline, bad);
 }
 
 DLOCK_API int dlock_rwlock_rdlock(dlock_rwlock_t *rw) {
-    return lock_call(rw, 1, 0, DLOCK__MONO_NEVER, 0);
+    return rwlock_lock_call(rw, 1, 0, DLOCK__MONO_NEVER, 0);
 }
 
 DLOCK_API int dlock_rwlock_tryrdlock(dlock_rwlock_t *rw) {
-    return lock_call(rw, 1, 1, 0, 0);
+    return rwlock_lock_call(rw, 1, 1, 0, 0);
 }
 
 DLOCK_API int dlock_rwlock_timedrdlock(dlock_rwlock_t *rw, const struct timespec *abstime) {
@@ -88,11 +88,11 @@ DLOCK_API int dlock_rwlock_clockrdlock(dlock_rwlock_t *rw, clockid_t clock, cons
 }
 
 DLOCK_API int dlock_rwlock_wrlock(dlock_rwlock_t *rw) {
-    return lock_call(rw, 0, 0, DLOCK__MONO_NEVER, 0);
+    return rwlock_lock_call(rw, 0, 0, DLOCK__MONO_NEVER, 0);
 }
 
 DLOCK_API int dlock_rwlock_trywrlock(dlock_rwlock_t *rw) {
-    return lock_call(rw, 0, 1, 0, 0);
+    return rwlock_lock_call(rw, 0, 1, 0, 0);
 }
 
 DLOCK_API int dlock_rwlock_timedwrlock(dlock_rwlock_t *rw, const struct timespec *abstime) {

@@ -12,7 +12,7 @@
 
 #include "api/api.h"
 
-static int no_sem(struct dlock_client *c) {
+static int seminfo_unsupported(struct dlock_client *c) {
     return dlock__seterr(ENOTSUP, "%s: semaphores are not supported on a Redlock deployment: they need one "
                          "server, Sentinel or a Redis Cluster", c->be.node.conf.redacted_url);
 }
@@ -21,7 +21,7 @@ static int no_sem(struct dlock_client *c) {
  * dlock_lock_info does. */
 static int read_state(struct dlock_client *c, dlock__lock *l, unsigned max, dlock__sem_state *st) {
     int rc, probe;
-    if (c->be.ops->sem_info == NULL) return no_sem(c);
+    if (c->be.ops->sem_info == NULL) return seminfo_unsupported(c);
     if ((rc = dlock__breaker_check(&c->be.node, &probe)) == 0) { /* else not asked: the breaker is open */
         dlock__mono ub = dlock__unreachable_deadline(&c->be.node);
         rc = c->be.ops->sem_info(&c->be, &l->k, max, st, probe ? dlock__now() : ub);
@@ -61,7 +61,7 @@ static int admin(dlock_client_t *c, const char *name, int how, long long *result
     dlock__lock *l;
     int rc;
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_SEM, 0, &l)) != 0) return rc;
-    if (c->be.ops->sem_admin == NULL) rc = no_sem(c);
+    if (c->be.ops->sem_admin == NULL) rc = seminfo_unsupported(c);
     else rc = c->be.ops->sem_admin(&c->be, &l->k, how, result, NULL, dlock__unreachable_deadline(&c->be.node));
     dlock__entry_close(c, l, 0);
     return rc;
@@ -85,7 +85,7 @@ DLOCK_API int dlock_sem_expire(dlock_client_t *c, const char *name, unsigned ms,
         return dlock__seterr(EINVAL, "expiry %u ms is outside [%u, %u] ms", ms, DLOCK_LEASE_MIN_MS, DLOCK_LEASE_MAX_MS);
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_SEM, 0, &l)) != 0) return rc;
     if (c->be.ops->sem_admin == NULL) {
-        rc = no_sem(c);
+        rc = seminfo_unsupported(c);
     } else if ((rc = dlock__breaker_check(&c->be.node, &probe)) == 0) { /* else not asked: the breaker is open */
         dlock__mono ub = dlock__unreachable_deadline(&c->be.node);
         rc = c->be.ops->sem_admin(&c->be, &l->k, flags & DLOCK_SEM_RENEW ? DLOCK__SEM_KEEP : DLOCK__SEM_EXPIRE, &res,

@@ -247,7 +247,7 @@ static dlock__mono round_deadline(const dlock__backend *c, unsigned lease_ms, dl
     return bound < dl ? bound : dl;
 }
 
-static int granted(int status) {
+static int status_granted(int status) {
     return status == DLOCK__ACQ_ACQUIRED || status == DLOCK__ACQ_MINE || status == DLOCK__ACQ_OWNERDEAD;
 }
 
@@ -371,7 +371,7 @@ static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_
         return;
     }
     freeReplyObject(rep);
-    if (granted(acq.status)) {
+    if (status_granted(acq.status)) {
         rd->got++;
         rd->got_at[i] = 1;
         if (acq.fence > rd->fence) rd->fence = acq.fence;
@@ -410,7 +410,7 @@ static int ask_decided(void *arg, size_t i, const redisReply *r) {
     size_t left;
     (void)i;
     if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) return 0; /* asked again after */
-    if (dlock__acq_parse(r, &acq) == 0 && granted(acq.status)) {
+    if (dlock__acq_parse(r, &acq) == 0 && status_granted(acq.status)) {
         j->got++;
         j->ndead += acq.status == DLOCK__ACQ_OWNERDEAD;
     } else {

@@ -77,7 +77,7 @@ int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, lo
 /* ------------------------------------------------------------ parsing */
 
 /* A decimal number in s[0..n), at most 18 digits (no sign): 0, or -1. */
-static int num(const char *s, size_t n, long long *out) {
+static int num_parse(const char *s, size_t n, long long *out) {
     long long v = 0;
     size_t i;
     if (n == 0 || n > 18) return -1;
@@ -93,19 +93,20 @@ static int num(const char *s, size_t n, long long *out) {
  * may hold colons: pid and tid are the last two fields).  A record that
  * is missing or not of that form leaves the person unnamed (host "",
  * pid 0): what is known of it is still shown. */
-static void record_parse(const char *s, size_t n, dlock_sem_owner_t *o) {
+static void owner_parse(const char *s, size_t n, dlock_sem_owner_t *o) {
     const char *c1 = n > 2 && s[1] == ':' ? memchr(s + 2, ':', n - 2) : NULL;
     long long since, pid, tid;
     size_t i, p2 = 0, p3 = 0, hn;
     int seen = 0;
-    if (c1 == NULL || num(s + 2, (size_t)(c1 - s - 2), &since) != 0) return;
+    if (c1 == NULL || num_parse(s + 2, (size_t)(c1 - s - 2), &since) != 0) return;
     o->since_ms = since;
     for (i = n; i > (size_t)(c1 - s) + 1 && seen < 2; i--) {
         if (s[i - 1] != ':') continue;
         if (seen++ == 0) p3 = i - 1;
         else p2 = i - 1;
     }
-    if (seen < 2 || num(s + p2 + 1, p3 - p2 - 1, &pid) != 0 || num(s + p3 + 1, n - p3 - 1, &tid) != 0) return;
+    if (seen < 2 || num_parse(s + p2 + 1, p3 - p2 - 1, &pid) != 0 || num_parse(s + p3 + 1, n - p3 - 1, &tid) != 0)
+        return;
     hn = p2 - (size_t)(c1 - s) - 1;
     if (hn > sizeof o->host - 1) hn = sizeof o->host - 1;
     memcpy(o->host, c1 + 1, hn);
@@ -133,7 +134,7 @@ static int people_parse(const redisReply *l, int kind, int64_t now, dlock__sem_s
         } else {
             o->lease_left_ms = a->integer > now ? a->integer - now : 0;
         }
-        record_parse(rec->str, rec->len, o);
+        owner_parse(rec->str, rec->len, o);
         out->npeople++;
     }
     return 0;
@@ -149,13 +150,14 @@ int dlock__sem_info_parse(const redisReply *r, dlock__sem_state *out) {
     for (i = 0; i < 7; i++)
         if (r->element[i] == NULL) return -1;
     v = r->element[0];
-    if ((v->type != REDIS_REPLY_NIL && (v->type != REDIS_REPLY_STRING || num(v->str, v->len, &value) != 0)) ||
+    if ((v->type != REDIS_REPLY_NIL && (v->type != REDIS_REPLY_STRING || num_parse(v->str, v->len, &value) != 0)) ||
         r->element[1]->type != REDIS_REPLY_INTEGER || r->element[2]->type != REDIS_REPLY_INTEGER ||
         r->element[3]->type != REDIS_REPLY_INTEGER || r->element[2]->integer < 0 || r->element[3]->integer < 0 ||
         r->element[4]->type != REDIS_REPLY_ARRAY || r->element[5]->type != REDIS_REPLY_ARRAY)
         return -1;
     v = r->element[6]; /* when it was made again after a loss: nil never */
-    if (v->type != REDIS_REPLY_NIL && (v->type != REDIS_REPLY_STRING || num(v->str, v->len, &remade) != 0)) return -1;
+    if (v->type != REDIS_REPLY_NIL && (v->type != REDIS_REPLY_STRING || num_parse(v->str, v->len, &remade) != 0))
+        return -1;
     out->info.remade_ms = remade;
     v = r->element[0];
     out->info.exists = v->type == REDIS_REPLY_STRING;

@@ -161,7 +161,7 @@ typedef struct dlock__conf {
      * with the user's other processes on this host (net/hostrec.c). */
     unsigned host_breaker;
     /* ?pipelined=1: the mutexes the client makes unlock without waiting
-     * for the server (core/lock.c, pipe_send) unless their attribute says. */
+     * for the server (core/release.c, pipe_send) unless their attribute says. */
     unsigned pipelined;
 } dlock__conf;
 

@@ -54,19 +54,19 @@ pid_t dlock__pid(void) {
 
 static void all_lock(void) { pthread_mutex_lock(&all_mu); }
 static void all_unlock(void) { pthread_mutex_unlock(&all_mu); }
-static void fork_prepare(void) {
+static void token_fork_prepare(void) {
     pthread_mutex_lock(&rand_mu);
     pthread_mutex_lock(&all_mu);
 }
-static void fork_after(void) {
+static void token_fork_after(void) {
     pthread_mutex_unlock(&all_mu);
     pthread_mutex_unlock(&rand_mu);
 }
-static void fork_child(void) {
+static void token_fork_child(void) {
     cached_pid = getpid();
     free(proc_id); /* the parent's: the child holds nothing, and makes its own */
     proc_id = NULL;
-    fork_after();
+    token_fork_after();
 }
 
 static void all_add(dlock__thread *t) {
@@ -104,7 +104,7 @@ static void self_destroy(void *p) {
 
 static void self_key_make(void) {
     self_key_err = pthread_key_create(&self_key, self_destroy);
-    pthread_atfork(fork_prepare, fork_after, fork_child);
+    pthread_atfork(token_fork_prepare, token_fork_after, token_fork_child);
 }
 
 int dlock__random(unsigned char *buf, int n) {

@@ -1,7 +1,8 @@
 /* core.h -- the lock core: clients and their lock table (client.c), holds
- * (their state: hold.c) and the acquisition state machine (lock.c), waiting (wait.c), release
- * notifications (notify.c), lease renewal (renew.c) and holds nobody
- * here knows of (orphan.c). */
+ * (their state: hold.c), the acquisition state machine (lock.c) and its
+ * twin, the release (release.c), waiting (wait.c), release notifications
+ * (notify.c), lease renewal (renew.c) and holds nobody here knows of
+ * (orphan.c). */
 #ifndef DLOCK_CORE_H
 #define DLOCK_CORE_H
 
@@ -204,7 +205,7 @@ struct dlock_client {
     dlock__mono renew_wake;  /* when the sleeping renewal thread wakes; 0 awake */
     dlock__mono renew_idle_until; /* keep ticking, with no holds, until then */
     dlock__mono renew_tick;  /* ...every this long (a sixth of the last lease) */
-    unsigned pipe_out;       /* pipelined releases whose answer is not read yet (lock.c) */
+    unsigned pipe_out;       /* pipelined releases whose answer is not read yet (release.c) */
     dlock__mono pipe_tick_until; /* the renewal thread reads their answers every DLOCK__PIPE_SETTLE_MS until then */
     struct dlock__pending *renew_pend; /* its batch buffers, renew_cap long */
     dlock__renewal *renew_rn;
@@ -334,6 +335,9 @@ struct dlock__lost_report {
 /* Runs rep's handler (if any) with dlock_lost_reason() telling why. */
 void dlock__lost_run(const struct dlock__lost_report *rep);
 typedef struct dlock__lost_report dlock__lost_report;
+/* Runs rep's handler, then frees its name: outside the client's mutex
+ * (lock.c). */
+void dlock__report(dlock__lost_report *rep);
 
 /* The lock core (lock.c), shared by mutexes and rwlocks. */
 typedef struct dlock__want {
@@ -346,7 +350,7 @@ typedef struct dlock__want {
     int readfirst;     /* a read lock: granted while writers wait (DLOCK_RWLOCK_PREFER_READER) */
     int process;       /* DLOCK_OWNER_PROCESS: the hold is the process's (dlock__proc_self) */
     int deadlock;      /* a wait looks for a cycle it closes (deadlock.c): EDEADLK */
-    int pipelined;     /* a mutex's pipelined unlock: sent, its answer read later (lock.c) */
+    int pipelined;     /* a mutex's pipelined unlock: sent, its answer read later (release.c) */
     unsigned lease_ms;
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;

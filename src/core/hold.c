@@ -24,7 +24,7 @@
  * the hold is HELD for every question (live, renewed: on a cluster a
  * release may take longer than the lease; valid; blocking the process's
  * other threads) but two: its loss is never declared (the unlock's answer
- * tells, and runs the handler: release_lapsed in lock.c), and another
+ * tells, and runs the handler: release_lapsed in release.c), and another
  * thread of a process-owned mutex may not unlock it or count it held.  The flag outlives a loss (LOST, releasing): the
  * unlock is still on its way.  The lock may also be handed to another
  * thread of this process meanwhile (the server answers the waiter it

@@ -5,7 +5,8 @@
  * and clocklock of every lock type share; dlock__release is its twin.
  * The acquisition is an explicit state machine (struct acq, carried
  * through named steps: mine, queue, cached, local, ready, ask, hold,
- * busy, sleep, grant, out; docs/design.md has the table).  Local facts
+ * busy, sleep, grant, out; docs/design.md has the table), and so is the
+ * release (struct rel: mine, cache, ask, finish, out).  Local facts
  * are checked first, with no round trip: a recursive relock, EDEADLK, a
  * NORMAL self-deadlock, EBUSY while another thread of this process holds
  * the lock exclusively.  Only then does the core ask the backend, and
@@ -124,9 +125,9 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
  * message came).  A grant without the mark (from an older release
  * script) and one older than its lease cannot be taken as it is:
  * those confirm with an acquire (EAGAIN here).  c->mu held. */
-static int granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
-                   const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
-                   dlock__lost_report *other) {
+static int acq_granted(struct dlock_client *c, dlock__lock *l, const dlock__want *w, dlock__thread *self,
+                       const char *owner, const dlock__fairwait *fw, dlock__mono sent, uint64_t floor,
+                       dlock__lost_report *other) {
     unsigned g = fw->grant_ms < w->lease_ms ? fw->grant_ms : w->lease_ms;
     dlock__mono until = sent + (dlock__mono)(g - dlock__drift_ms(&c->be.node.conf, g)) * DLOCK__MS;
     dlock__hold *h = &l->x;
@@ -245,12 +246,12 @@ static int blocked_locally(const dlock__lock *l) {
 }
 
 /* EINTR (an interruptible wait met a signal), or another error as is. */
-static int interrupted(const dlock__lock *l, int rc) {
+static int acq_interrupted(const dlock__lock *l, int rc) {
     if (rc != EINTR) return rc;
     return dlock__seterr(EINTR, "waiting for '%.64s' was interrupted by a signal", l->k.name);
 }
 
-static int timed_out(const dlock__lock *l, const char *why) {
+static int acq_timed_out(const dlock__lock *l, const char *why) {
     return dlock__seterr(ETIMEDOUT, "'%.64s' was not acquired by the deadline%s", l->k.name, why);
 }
 
@@ -496,7 +497,7 @@ static int step_local(struct acq *a) {
     if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another thread of this process", l->k.name));
     if (a->bad_deadline) return acq_out(a, a->bad_deadline);
     if ((rc = acq_wait(a, ACQ_W_GEN, l->gen, a->deadline)) != 0)
-        return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
+        return acq_out(a, rc == ETIMEDOUT ? acq_timed_out(l, "") : acq_interrupted(l, rc));
     return ACQ_CACHED;
 }
 
@@ -516,15 +517,15 @@ static int step_ready(struct acq *a) {
     dlock__mono until;
     int rc, k = a->k;
     if (!a->waiting) return ACQ_ASK;
-    if (dlock__now() >= a->deadline) return acq_out(a, timed_out(l, ""));
+    if (dlock__now() >= a->deadline) return acq_out(a, acq_timed_out(l, ""));
     if ((rc = dlock__wait_ready(a->c, l, a->deadline, a->w->intr)) != 0)
-        return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
-    if (dlock__now() >= a->deadline) return acq_out(a, timed_out(l, ""));
+        return acq_out(a, rc == ETIMEDOUT ? acq_timed_out(l, "") : acq_interrupted(l, rc));
+    if (dlock__now() >= a->deadline) return acq_out(a, acq_timed_out(l, ""));
     if (!a->queue && (l->trying[k] || (l->busy_gen[k] == l->gen && l->busy_until[k] > dlock__now()))) {
         until = l->trying[k] || l->busy_until[k] > a->deadline ? a->deadline : l->busy_until[k];
         rc = acq_wait(a, ACQ_W_WAKE, 0, until);
         if (rc == EINTR || rc == EDEADLK || (rc == ETIMEDOUT && dlock__now() >= a->deadline))
-            return acq_out(a, rc == ETIMEDOUT ? timed_out(l, "") : interrupted(l, rc));
+            return acq_out(a, rc == ETIMEDOUT ? acq_timed_out(l, "") : acq_interrupted(l, rc));
         return ACQ_CACHED;
     }
     if (!a->queue) l->trying[k] = 1;
@@ -634,7 +635,7 @@ static int step_ask(struct acq *a) {
     if (rc != 0) {
         if (a->ans.sent != 0)
             dlock__orphan_add(c, l, a->owner, dlock__undo_kind(w->shared, w->robust), w->lease_ms);
-        if (rc == ENOLCK && !a->try && dlock__now() >= a->deadline) rc = timed_out(l, " (server unreachable)");
+        if (rc == ENOLCK && !a->try && dlock__now() >= a->deadline) rc = acq_timed_out(l, " (server unreachable)");
         return acq_out(a, rc);
     }
     st = a->ans.status;
@@ -685,7 +686,7 @@ static int step_hold(struct acq *a) {
     if (a->late_since == 0) a->late_since = now;
     now = dlock__now();
     if (!a->try && now >= a->deadline)
-        return acq_out(a, timed_out(l, " (the server's answer came after the lease had run out)"));
+        return acq_out(a, acq_timed_out(l, " (the server's answer came after the lease had run out)"));
     if (now - a->late_since >= (dlock__mono)c->be.node.conf.unreachable_ms * DLOCK__MS)
         return acq_out(a, dlock__seterr(ENOLCK, "%s: the answers for '%.64s' keep coming after the lease has run out",
                                         c->be.node.conf.redacted_url, l->k.name));
@@ -703,7 +704,7 @@ static int step_busy(struct acq *a) {
     if (a->try) return acq_out(a, dlock__seterr(EBUSY, "'%.64s' is held by another owner", l->k.name));
     if (a->bad_deadline) return acq_out(a, a->bad_deadline);
     a->busy_at = dlock__now();
-    if (a->busy_at >= a->deadline) return acq_out(a, timed_out(l, ""));
+    if (a->busy_at >= a->deadline) return acq_out(a, acq_timed_out(l, ""));
     if (!a->waiting) {
         dlock__debug("'%.64s': held by another owner (its lease: %lld ms left); waiting", l->k.name,
                      (long long)a->ans.pttl_ms);
@@ -742,17 +743,18 @@ static int step_sleep(struct acq *a) {
     if (!a->queue) rc = acq_wait(a, ACQ_W_GEN, a->gen, until);
     else if (a->listed && busy && a->registered) rc = acq_wait(a, ACQ_W_GRANT, 0, until);
     else rc = acq_wait(a, ACQ_W_TURN, 0, until);
-    if (rc == EINTR || rc == EDEADLK) return acq_out(a, interrupted(l, rc));
+    if (rc == EINTR || rc == EDEADLK) return acq_out(a, acq_interrupted(l, rc));
     return a->fw.granted ? ACQ_GRANT : ACQ_CACHED;
 }
 
 /* Grant: a release handed the lock to this call's token; take it from
- * the message when that is safe (granted), else confirm with an acquire.
+ * the message when that is safe (acq_granted), else confirm with an acquire.
  * The grant took us out of the server's queue. */
 static int step_grant(struct acq *a) {
     uint64_t floor = a->ans.status == DLOCK__ACQ_BUSY ? a->ans.floor : 0;
     dlock__dl_granted(&a->dl, a->owner); /* (the release took it off the waiters' list) */
-    if (granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0) return ACQ_CACHED;
+    if (acq_granted(a->c, a->l, a->w, a->self, a->owner, &a->fw, a->last_sent, floor, &a->other) != 0)
+        return ACQ_CACHED;
     a->l->x.heard = a->heard; /* every request since our last one went out reaches us (dlock__cache_ok) */
     dlock__debug("'%.64s': granted by a release (fence %llu)", a->l->k.name, (unsigned long long)a->fw.fence);
     a->registered = 0;
@@ -856,286 +858,4 @@ int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w,
     if ((rc = acq_start(&a, c, l, w, try, deadline, bad_deadline)) != 0) return rc;
     while (step != ACQ_DONE) step = acq_steps[step](&a);
     return a.rc;
-}
-
-/* What a release's answer says, when a request of it went out and got no
- * answer (a master killed under it, a connection reset) and it was sent
- * again -- on the server that answers now, a promoted replica perhaps.
- * "Released" is plain.  "Not held" is the first request's doing, or the
- * failover's: in both the hold was the caller's on the server until the
- * first request was sent (a replica promoted since then has granted
- * nobody before it), so the unlock took nothing from anyone: 1.  Unless
- * the hold's validity (the last confirmed renewal + lease - drift) had run
- * out by this answer: then its lease may have lapsed on the server while
- * the unlock waited, and it counts as lost (EPERM), as for any unlock
- * that finds its lease gone. */
-static int released_read(const dlock__lock *l, int rc, int released, const dlock__sent *st, dlock__mono valid) {
-    if (rc != 0 || released || !st->maybe_ran) return released;
-    if (dlock__now() < valid) {
-        dlock__debug("'%.64s': the release was asked again and found the hold gone: the first request, "
-                     "unanswered, released it (or a failover lost it after that request was sent)", l->k.name);
-        return 1;
-    }
-    return 0;
-}
-
-/* ---------------------------------------------------- pipelined unlock
- *
- * A NORMAL/DEFAULT mutex with the pipelined attribute: its unlock sends
- * the release and returns; the answer is read ahead of the thread's next
- * request on that connection (the net layer's owed answers), or by the
- * renewal thread once DLOCK__PIPE_SETTLE_MS old, or by exit, fork and
- * destroy.  Exclusion does not change: the server holds the lock until the
- * release arrives.  What the answer says: released, nothing to do; not
- * ours any more (the lease had run out on the server), the lost-lock
- * handler is told; no answer, the token is an orphan, released again when
- * the server answers (or its lease runs out). */
-struct pipe_rel {
-    dlock__relsend rs; /* first: the backend hands it back */
-    struct dlock_client *c;
-    dlock__lock *l; /* counted in l->users until the answer */
-    char token[DLOCK__OWNER_LEN + 1];
-    int how;
-    unsigned lease;
-    dlock_lost_fn fn;
-    void *arg, *obj;
-};
-
-/* How long after its last pipelined release the renewal thread keeps
- * looking for their answers (it then sleeps as before). */
-#define PIPE_TICKING_MS 1000
-
-static void pipe_heard(dlock__relsend *rs, int rc, int released) {
-    struct pipe_rel *p = (struct pipe_rel *)(void *)rs;
-    struct dlock_client *c = p->c;
-    dlock__lost_report rep = { 0 };
-    if (rc == -1) { /* a fork child: the parent's */
-        free(p);
-        return;
-    }
-    pthread_mutex_lock(&c->mu);
-    if (c->pipe_out > 0) c->pipe_out--;
-    if (rc != 0) {
-        dlock__orphan_add(c, p->l, p->token, p->how, p->lease); /* asked again when the server answers */
-    } else if (!released && p->fn != NULL) {
-        rep.fn = p->fn;
-        rep.arg = p->arg;
-        rep.obj = p->obj;
-        rep.name = strdup(p->l->k.name);
-    }
-    if (rc == 0 && !released)
-        dlock__debug("'%.64s': a pipelined unlock found the lease already gone on the server", p->l->k.name);
-    p->l->users--;
-    dlock__lock_maybe_free(c, p->l);
-    pthread_mutex_unlock(&c->mu);
-    dlock__report(&rep);
-    free(p);
-}
-
-/* Sends h's release without waiting for its answer.  c->mu held; 0: sent,
- * h forgotten, c->mu released; else not sent (c->mu held): the caller
- * releases as a confirmed unlock does. */
-static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, const dlock__thread *self,
-                     const char *token, int how, unsigned lease) {
-    struct pipe_rel *p;
-    dlock__mono now;
-    int rc;
-    if (h != &l->x || c->be.ops->release_send == NULL ||
-        (c->be.node.breaker_until != 0 && dlock__now() < c->be.node.breaker_until))
-        return -1;
-    if ((p = calloc(1, sizeof *p)) == NULL) return -1;
-    p->rs.done = pipe_heard;
-    p->c = c;
-    p->l = l;
-    memcpy(p->token, token, sizeof p->token);
-    p->how = how;
-    p->lease = lease;
-    p->fn = h->lost_fn;
-    p->arg = h->lost_arg;
-    p->obj = h->lost_obj;
-    dlock__hold_release_start(h); /* (renewed meanwhile; no other thread takes it) */
-    l->users++;
-    c->pipe_out++;
-    pthread_mutex_unlock(&c->mu);
-    rc = c->be.ops->release_send(&c->be, &l->k, p->token, how, &p->rs, dlock__unreachable_deadline(&c->be.node));
-    pthread_mutex_lock(&c->mu);
-    if (rc != 0) {
-        c->pipe_out--;
-        l->users--;
-        free(p);
-        return rc;
-    }
-    if (l->x.owner == self && memcmp(l->x.token, token, sizeof p->token) == 0) dlock__hold_forget(c, h);
-    l->gen++; /* local waiters try at once (the server wakes them when the release lands) */
-    dlock__lock_wake(l);
-    now = dlock__now();
-    if (dlock__renew_start(c) == 0 && c->pipe_tick_until <= now) dlock__renew_kick(c); /* it may sleep long */
-    c->pipe_tick_until = now + (dlock__mono)PIPE_TICKING_MS * DLOCK__MS;
-    pthread_mutex_unlock(&c->mu);
-    return 0;
-}
-
-void dlock__pipe_flush(struct dlock_client *c, dlock__mono deadline) {
-    dlock__backend_settle(&c->be, DLOCK__MONO_NEVER, deadline);
-    /* Answers another thread is reading now (the renewal thread's
-     * settle): waited for, to the deadline. */
-    pthread_mutex_lock(&c->mu);
-    while (c->pipe_out > 0 && dlock__now() < deadline) {
-        pthread_mutex_unlock(&c->mu);
-        dlock__backend_settle(&c->be, DLOCK__MONO_NEVER, deadline);
-        dlock__sleep_until(dlock__now() + DLOCK__MS);
-        pthread_mutex_lock(&c->mu);
-    }
-    pthread_mutex_unlock(&c->mu);
-}
-
-void dlock__pipe_settle(struct dlock_client *c, dlock__mono now, dlock__mono *next) {
-    dlock__mono look = now + (dlock__mono)DLOCK__PIPE_SETTLE_MS * DLOCK__MS / 2;
-    if (c->pipe_out > 0) {
-        pthread_mutex_unlock(&c->mu);
-        dlock__backend_settle(&c->be, now - (dlock__mono)DLOCK__PIPE_SETTLE_MS * DLOCK__MS,
-                              now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
-        pthread_mutex_lock(&c->mu);
-    }
-    if ((c->pipe_out > 0 || now < c->pipe_tick_until) && look < *next) *next = look;
-}
-
-/* The server answered an unlock that the hold was no longer the
- * caller's there: its lease lapsed (the data lost, or it ran out while
- * the unlock waited).  A lost hold is told by its lost-lock handler, on
- * the caller's thread, before EPERM.  *lost holds the hold's handler
- * (the caller's object keeps l); valid, the hold's validity: in time,
- * the lease cannot have run out on the server, so the hold was taken
- * from it there (the data lost, or broken).  c->mu NOT held. */
-static int release_lapsed(const dlock__lock *l, dlock__lost_report *lost, dlock__mono valid) {
-    if (lost->fn != NULL) {
-        lost->why = dlock__now() < valid ? DLOCK_LOST_BROKEN : DLOCK_LOST_EXPIRED;
-        lost->name = strdup(l->k.name); /* (NULL if out of memory: the handler is told anyway) */
-        dlock__report(lost);
-    }
-    return dlock__seterr(EPERM, "the lease of '%.64s' had run out on the server", l->k.name);
-}
-
-/* The hold of l that self owns (a thread, or the process: `process`)
- * ends; `pipelined`: without waiting for the answer (pipe_send). */
-static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, int process,
-                      int pipelined) {
-    dlock__lost_report rep = { 0 }, lost = { 0 };
-    char token[DLOCK__OWNER_LEN + 1];
-    dlock__hold *h;
-    dlock__mono ub, valid;
-    dlock__sent st = { 0, 0, 0 };
-    unsigned lease;
-    int rc, how, released = 0, probe;
-
-    pthread_mutex_lock(&c->mu);
-    h = self != NULL && l->x.owner == self ? &l->x : NULL;
-    if (h == NULL && allow_shared && self != NULL) h = dlock__reader(l, self);
-    if (h == NULL || (process && dlock__hold_is_releasing(h))) {
-        /* (A process's hold whose unlock another thread is making is no
-         * longer held either.) */
-        pthread_mutex_unlock(&c->mu);
-        return dlock__seterr(EPERM, "'%.64s' is not held by the calling %s", l->k.name, process ? "process" : "thread");
-    }
-    if (!dlock__hold_valid(c, h, self, &rep)) {
-        /* Lost: the caller no longer holds it; forget the hold. */
-        dlock__hold_forget(c, h);
-        dlock__lock_maybe_free(c, l);
-        pthread_mutex_unlock(&c->mu);
-        dlock__report(&rep);
-        return dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", l->k.name);
-    }
-    if (h->count > 1) {
-        h->count--;
-        pthread_mutex_unlock(&c->mu);
-        return 0;
-    }
-    dlock__stats_released(c, h);
-    if (h->caching && !dlock__hold_is_inconsistent(h) && dlock__cache_ok(c, l)) {
-        /* Nobody else asked: the process keeps the lock, no round trip.
-         * Local waiters take it from the cache. */
-        dlock__hold_cache(h);
-        l->gen++;
-        dlock__lock_wake(l);
-        pthread_mutex_unlock(&c->mu);
-        return 0;
-    }
-    how = dlock__hold_release_kind(h, 0);
-    memcpy(token, h->token, sizeof token);
-    lease = h->lease_ms;
-    valid = h->valid_until;
-    if (pipelined && pipe_send(c, l, h, self, token, how, lease) == 0) return 0;
-    /* Whom to tell if the server says the hold had lapsed: while the
-     * unlock is on its way the renewal thread declares no loss, so the
-     * unlock's answer is the one place that tells it (once). */
-    lost.fn = h->lost_fn;
-    lost.arg = h->lost_arg;
-    lost.obj = h->lost_obj;
-    /* Renewed until the release is answered: on a cluster, a release
-     * asked again while its slot migrates may take longer than the
-     * lease.  The thread is in here meanwhile: no other one takes it. */
-    dlock__hold_release_start(h);
-    l->users++;
-    if ((rc = dlock__breaker_pass(&c->be.node, &probe)) == 0) { /* else not asked: the breaker is open */
-        pthread_mutex_unlock(&c->mu);
-        ub = dlock__unreachable_deadline(&c->be.node);
-        rc = c->be.ops->release(&c->be, &l->k, token, how, &released, &st, probe ? dlock__now() : ub);
-        released = released_read(l, rc, released, &st, valid);
-        pthread_mutex_lock(&c->mu);
-        dlock__breaker_note(&c->be.node, rc, probe ? 0 : ub);
-    }
-    if (h != &l->x || (l->x.owner == self && memcmp(l->x.token, token, sizeof token) == 0)) {
-        dlock__hold_forget(c, h);
-    } /* else another thread of this process was handed the lock meanwhile: l->x is its hold now */
-    l->users--;
-    if (rc != 0) dlock__orphan_add(c, l, token, how, lease); /* release it when the server is back */
-    l->gen++; /* released on the server: local waiters try at once */
-    dlock__lock_wake(l);
-    dlock__lock_maybe_free(c, l);
-    pthread_mutex_unlock(&c->mu);
-    if (rc != 0) return rc; /* ENOLCK: released later, or its lease runs out */
-    if (!released) return release_lapsed(l, &lost, valid);
-    return 0;
-}
-
-int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared) {
-    return release_as(c, l, allow_shared, dlock__self_peek(), 0, 0);
-}
-
-dlock__thread *dlock__owner_peek(const dlock__want *w) {
-    return w->process ? dlock__proc_peek() : dlock__self_peek();
-}
-
-int dlock__release_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w) {
-    int rc;
-    /* The thread's own identity names it to the server as the releaser
-     * (host:pid:tid); a process-owned release works without it. */
-    if (w->process) (void)dlock__self(&rc);
-    return release_as(c, l, w->shared, dlock__owner_peek(w), w->process, w->pipelined && !w->shared);
-}
-
-static int holds_as(struct dlock_client *c, dlock__lock *l, int allow_shared, dlock__thread *self, uint64_t *fence) {
-    dlock__lost_report rep = { 0 };
-    dlock__hold *h;
-    int ok;
-    pthread_mutex_lock(&c->mu);
-    h = &l->x;
-    ok = dlock__hold_valid(c, h, self, &rep) && !dlock__hold_is_releasing(h); /* (another thread's unlock of the process's) */
-    if (!ok && allow_shared && self != NULL && (h = dlock__reader(l, self)) != NULL)
-        ok = dlock__hold_valid(c, h, self, &rep);
-    if (ok && fence != NULL) *fence = h->fence;
-    pthread_mutex_unlock(&c->mu);
-    dlock__report(&rep);
-    return ok;
-}
-
-/* 1 if the calling thread holds l validly (exclusively, or shared when
- * allow_shared), with its fence in *fence.  c->mu NOT held. */
-int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence) {
-    return holds_as(c, l, allow_shared, dlock__self_peek(), fence);
-}
-
-/* The same for the owner of w's holds (the thread, or its process). */
-int dlock__holds_want(struct dlock_client *c, dlock__lock *l, const dlock__want *w, uint64_t *fence) {
-    return holds_as(c, l, w->shared, dlock__owner_peek(w), fence);
 }

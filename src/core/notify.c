@@ -58,7 +58,6 @@
  * channel's server is the only one that publishes it.) */
 #define SUB_CONFIRM_MS 500
 
-
 /* Subscriber epochs are unique in the process, across clients and
  * nodes: a hold that was cacheable under one connection is never taken
  * for one heard on another. */

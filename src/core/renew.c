@@ -180,7 +180,7 @@ static void wake_by(renew_loop *lp, dlock__mono when) {
 /* Is h's renewal window open?  Renewed early, by up to a sixth of the
  * lease, so that holds due about together go in one batch; a hold taken
  * from a fair grant, due sooner than a third of its lease, by half its
- * time at most (lock.c: granted()).  After a renewal that got no answer,
+ * time at most (lock.c: acq_granted()).  After a renewal that got no answer,
  * not before retry_at, or an unreachable server is asked in a loop. */
 static int is_due(const renew_loop *lp, const dlock__hold *h) {
     dlock__mono window = (dlock__mono)(h->lease_ms / 6) * DLOCK__MS;

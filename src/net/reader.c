@@ -52,7 +52,7 @@ static void *make_string(const redisReadTask *task, char *s, size_t len) {
     return attach(task, r);
 }
 
-static void refuse(dlock__reply_guard *g, const char *what, long long n, unsigned long long max) {
+static void guard_refuse(dlock__reply_guard *g, const char *what, long long n, unsigned long long max) {
     g->refused = 1;
     snprintf(g->why, sizeof g->why, "the server announced %s %lld (over %llu): answer refused", what, n, max);
 }
@@ -65,11 +65,11 @@ static void *make_array(const redisReadTask *task, int n) {
     redisReply *r;
     if (task->parent == NULL) g->elements = 0; /* a new answer */
     if ((unsigned long long)n > DLOCK__REPLY_ARRAY_MAX) {
-        refuse(g, "an array of", n, DLOCK__REPLY_ARRAY_MAX);
+        guard_refuse(g, "an array of", n, DLOCK__REPLY_ARRAY_MAX);
         return NULL;
     }
     if (g->elements + (unsigned long long)n > DLOCK__REPLY_ELEMENTS_MAX) {
-        refuse(g, "arrays of", (long long)(g->elements + (unsigned long long)n), DLOCK__REPLY_ELEMENTS_MAX);
+        guard_refuse(g, "arrays of", (long long)(g->elements + (unsigned long long)n), DLOCK__REPLY_ELEMENTS_MAX);
         return NULL;
     }
     g->elements += (unsigned long long)n;
