@@ -23,6 +23,7 @@
 
 #include "fixture.h"
 #include "net/net.h"
+#include "proxy.h"
 
 #define FLOCK "/usr/bin/flock"
 #define BOUND_MS 1500
@@ -361,6 +362,32 @@ static void test_flock_return_told_once(void) {
     CU_ASSERT_FATAL(dlt_redis_stop(&dead_srv) == 0);
 }
 
+/* A silent server (the fault proxy dropping every request: connections
+ * accepted, never answered): the first `flock -w 2` waits its 2 s, and
+ * its request, unanswered for a second, tells the host; the next ones do
+ * not wait (but for the host's probe, one attempt: a 200 ms reply wait). */
+static void test_flock_silent_server(void) {
+    char out[8192], url[300];
+    dlt_proxy *hole;
+    int rc;
+    if (!preload_ready()) return;
+    CU_ASSERT_FATAL((hole = dlt_proxy_start(dlt_server.port)) != NULL);
+    dlt_proxy_set(hole, DLT_PROXY_DROP, 0, NULL, 0);
+    snprintf(url, sizeof url, "%s?breaker_ms=30000", dlt_proxy_url(hole));
+    rc = sh_run(url,
+                "t0=$(now); P " FLOCK " -w 2 locks/s true; echo first_ns $(( $(now) - t0 ))\n"
+                "t0=$(now); i=0; while [ $i -lt 4 ]; do P " FLOCK " -w 2 locks/s true; i=$((i+1)); done\n"
+                "echo next_ns $(( $(now) - t0 ))\n",
+                out, sizeof out);
+    printf("  silent server: the first flock -w 2 %.2f s, the next four %.2f s\n", (double)num(out, "first_ns ") / NS,
+           (double)num(out, "next_ns ") / NS);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    CU_ASSERT(num(out, "first_ns ") >= 19 * NS / 10);
+    CU_ASSERT(num(out, "next_ns ") > 0 && num(out, "next_ns ") < 2 * NS);
+    DLT_ASSERT_INT_EQ(count(out, "no cluster-wide lock"), 1);
+    dlt_proxy_stop(hole);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_record_shared_across_processes),
     DLT_TEST(test_return_noticed),
@@ -369,6 +396,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_corrupt_record_costs_a_wait),
     DLT_TEST(test_flock_loop_one_notice),
     DLT_TEST(test_flock_return_told_once),
+    DLT_TEST(test_flock_silent_server),
     { NULL, NULL },
 };
 

@@ -338,8 +338,8 @@ int dlock__breaker_open(dlock__node *n);
  * host's one probe a second.  _down: the server was found unreachable
  * since `since` (a breaker that opened); _up: it answered (after an open
  * breaker or a probe).  _refused: a request's connection attempts have
- * failed since `first` (0: none yet); past 1 s (or the unreachable bound,
- * if shorter) that is an outage for the host. */
+ * failed, or it has had no answer, since `first` (0: none yet); past 1 s
+ * (or the unreachable bound, if shorter) that is an outage for the host. */
 #define DLOCK__HOST_NO_SAY (-1)
 void dlock__hostrec_init(dlock__node *n);
 int dlock__hostrec_gate(dlock__node *n, int *probe);
