@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/core.h" /* the client's node: the host-wide outage record (net/hostrec.c) */
 #include "preload.h"
 
 int dlpl_state;
@@ -172,7 +173,11 @@ static void server_back(void) {
 
 void dlpl_server_up(void) {
     int was;
-    if (DLPL_LIKELY(atomic_load(&server_down) == 0)) return;
+    if (DLPL_LIKELY(atomic_load(&server_down) == 0)) {
+        /* a return another program got the answer of, and nobody told */
+        if (dlpl_client != NULL && dlock__breaker_host_back(&dlpl_client->be.node)) dlpl_server_returned();
+        return;
+    }
     if ((was = atomic_exchange(&server_down, 0)) == 0) return;
     if (dlock_client_outage_notice(dlpl_client, DLOCK_OUTAGE_UP) || (was == 1 && dlpl_conf.verbose)) server_back();
 }

@@ -193,6 +193,8 @@ int dlock__hostrec_gate(dlock__node *n, int *probe) {
         return rc;
     }
     if (r.state == HR_UP) {
+        if ((r.told & DLOCK__HOST_TOLD_DOWNS) != 0 && (r.told & DLOCK__HOST_TOLD_UP) == 0)
+            __atomic_store_n(&n->host_back, 1, __ATOMIC_RELAXED);
         if (n->breaker_until != 0 && r.since >= n->breaker_since) {
             dlock__debug("%s: circuit breaker closed: a process of this host found the server answering",
                          n->conf.redacted_url);
@@ -313,4 +315,9 @@ int dlock__breaker_host_tell(dlock__node *n, int what) {
     }
     close(fd);
     return tell;
+}
+
+int dlock__breaker_host_back(dlock__node *n) {
+    if (__atomic_load_n(&n->host_back, __ATOMIC_RELAXED) == 0) return 0;
+    return __atomic_exchange_n(&n->host_back, 0, __ATOMIC_RELAXED);
 }
