@@ -47,6 +47,9 @@ DLOCK_API int dlock__range_watch(dlock_client_t *c, const char *name, const char
  * keeper told that its program's breaker is open); _open: is it open? */
 DLOCK_API int dlock__client_breaker_check(dlock_client_t *c, int *probe);
 DLOCK_API void dlock__client_breaker_report(dlock_client_t *c, int rc, int paid);
+/* 1 once when the host's record says the server is back and no program
+ * told it yet (a return another process got the answer of). */
+DLOCK_API int dlock__client_breaker_host_back(dlock_client_t *c);
 DLOCK_API void dlock__client_breaker_probe_now(dlock_client_t *c);
 DLOCK_API int dlock__client_breaker_open(dlock_client_t *c);
 

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dlock_private.h> /* the client's circuit breaker: a return nobody told */
+
 #include "preload.h"
 
 dlock_client_t *dlpl_client;
@@ -46,7 +48,11 @@ static void server_back(void) {
 
 void dlpl_server_up(void) {
     int was;
-    if (DLPL_LIKELY(atomic_load(&server_down) == 0)) return;
+    if (DLPL_LIKELY(atomic_load(&server_down) == 0)) {
+        /* a return another program got the answer of, and nobody told */
+        if (dlpl_client != NULL && dlock__client_breaker_host_back(dlpl_client)) dlpl_server_returned();
+        return;
+    }
     if ((was = atomic_exchange(&server_down, 0)) == 0) return;
     if (dlock_client_outage_notice(dlpl_client, DLOCK_OUTAGE_UP) || (was == 1 && dlpl_conf.verbose)) server_back();
 }

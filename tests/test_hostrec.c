@@ -23,6 +23,7 @@
 
 #include "fixture.h"
 #include "net/net.h"
+#include "proxy.h"
 
 #define FLOCK "/usr/bin/flock"
 #define BOUND_MS 1500
@@ -361,6 +362,58 @@ static void test_flock_return_told_once(void) {
     CU_ASSERT_FATAL(dlt_redis_stop(&dead_srv) == 0);
 }
 
+/* The record says the server is back from a told outage, and nobody has
+ * told the return (the answer that ended it went to a process that says
+ * nothing: a keeper whose program gave up waiting): the next program says
+ * so, once for the host. */
+static void test_flock_untold_return_told(void) {
+    char out[16384], url[300], path[PATH_MAX];
+    dlock_config_t cfg;
+    dlock__node n;
+    int rc;
+    if (!preload_ready()) return;
+    snprintf(url, sizeof url, "%s?breaker_ms=30000", dlt_server.url);
+    CU_ASSERT_FATAL(record_down(url, 30000, path, sizeof path) == 0);
+    memset(&n, 0, sizeof n);
+    dlock_config_init(&cfg);
+    cfg.url = url;
+    CU_ASSERT_FATAL(dlock__conf_parse(&n.conf, &cfg) == 0);
+    dlock__hostrec_init(&n);
+    DLT_ASSERT_INT_EQ(dlock__breaker_host_tell(&n, DLOCK__HOST_TOLD_DOWN), 1); /* a program told the outage */
+    dlock__hostrec_up(&n);                                                     /* a silent one ended it */
+    dlock__conf_free(&n.conf);
+    rc = sh_run(url, "P " FLOCK " -w 2 locks/u true; P " FLOCK " -w 2 locks/u true\n", out, sizeof out);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    DLT_ASSERT_INT_EQ(count(out, "answers again"), 1);
+    unlink(path);
+}
+
+/* A silent server (the fault proxy dropping every request: connections
+ * accepted, never answered): the first `flock -w 2` waits its 2 s, and
+ * its request, unanswered for a second, tells the host; the next ones do
+ * not wait (but for the host's probe, one attempt: a 200 ms reply wait). */
+static void test_flock_silent_server(void) {
+    char out[8192], url[300];
+    dlt_proxy *hole;
+    int rc;
+    if (!preload_ready()) return;
+    CU_ASSERT_FATAL((hole = dlt_proxy_start(dlt_server.port)) != NULL);
+    dlt_proxy_set(hole, DLT_PROXY_DROP, 0, NULL, 0);
+    snprintf(url, sizeof url, "%s?breaker_ms=30000", dlt_proxy_url(hole));
+    rc = sh_run(url,
+                "t0=$(now); P " FLOCK " -w 2 locks/s true; echo first_ns $(( $(now) - t0 ))\n"
+                "t0=$(now); i=0; while [ $i -lt 4 ]; do P " FLOCK " -w 2 locks/s true; i=$((i+1)); done\n"
+                "echo next_ns $(( $(now) - t0 ))\n",
+                out, sizeof out);
+    printf("  silent server: the first flock -w 2 %.2f s, the next four %.2f s\n", (double)num(out, "first_ns ") / NS,
+           (double)num(out, "next_ns ") / NS);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    CU_ASSERT(num(out, "first_ns ") >= 19 * NS / 10);
+    CU_ASSERT(num(out, "next_ns ") > 0 && num(out, "next_ns ") < 2 * NS);
+    DLT_ASSERT_INT_EQ(count(out, "no cluster-wide lock"), 1);
+    dlt_proxy_stop(hole);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_record_shared_across_processes),
     DLT_TEST(test_return_noticed),
@@ -369,6 +422,8 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_corrupt_record_costs_a_wait),
     DLT_TEST(test_flock_loop_one_notice),
     DLT_TEST(test_flock_return_told_once),
+    DLT_TEST(test_flock_untold_return_told),
+    DLT_TEST(test_flock_silent_server),
     { NULL, NULL },
 };
 

@@ -17,6 +17,10 @@ void dlock__client_breaker_probe_now(dlock_client_t *c) {
     dlock__breaker_probe_now(&c->be.node);
 }
 
+int dlock__client_breaker_host_back(dlock_client_t *c) {
+    return dlock__breaker_host_back(&c->be.node);
+}
+
 int dlock__client_breaker_open(dlock_client_t *c) {
     return dlock__breaker_open(&c->be.node);
 }

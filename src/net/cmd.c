@@ -424,6 +424,9 @@ static int cmd_broken(cmd_run *k) {
     /* (a timeout: how long this call has waited in all) */
     dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url,
                   dlock__conn_why(k->cn, (unsigned)((dlock__now() - k->began) / DLOCK__MS), why, sizeof why));
+    /* No answer for a second, and not a pooled connection that predates
+     * a restart: the host's other processes need not wait for it too. */
+    if (!stale) dlock__hostrec_refused(n, k->began, dlock__now());
     dlock__pool_put(n, k->cn, 1);
     if (k->sent) k->out->maybe_ran = 1;
     if (k->once && k->sent) {

@@ -40,13 +40,14 @@
 #define HR_MAGIC 0x31524844u /* "DHR1" */
 #define HR_DOWN 1u           /* found unreachable at since; fail at once until `until` */
 #define HR_UP 2u             /* answered at since */
+#define HR_TOLD 3u           /* an outage told of at since, not (yet) recorded: its notices */
 #define HR_PROBE_MS 1000     /* one probe a second for the whole host */
 #define HR_TRIP_MS 1000      /* refused this long within one request: an outage (dlock__hostrec_refused) */
 #define HR_READS 4           /* reads of a record being written before it counts as corrupt */
 
 struct hr_rec {
     uint32_t magic;
-    uint32_t state; /* HR_DOWN, HR_UP */
+    uint32_t state; /* HR_DOWN, HR_UP, HR_TOLD */
     int64_t since;  /* DOWN: when it was found unreachable; UP: when it answered */
     int64_t until;  /* DOWN: the end of the back-off period */
     int64_t probe;  /* DOWN: no probe before this */
@@ -134,7 +135,7 @@ static int rec_read(int fd, struct hr_rec *r, dlock__mono now) {
     if (i == HR_READS) return -1;
     /* Sound, but from another boot or clock (times ahead of ours, a
      * period longer than any breaker's): not ours to trust. */
-    if ((r->state != HR_DOWN && r->state != HR_UP) || r->since > now + DLOCK__MS * HR_PROBE_MS ||
+    if ((r->state != HR_DOWN && r->state != HR_UP && r->state != HR_TOLD) || r->since > now + DLOCK__MS * HR_PROBE_MS ||
         (r->state == HR_DOWN && (r->until < r->since || r->until - r->since > (dlock__mono)86400000 * DLOCK__MS ||
                                  r->probe > now + 2 * DLOCK__MS * HR_PROBE_MS)))
         return -1;
@@ -192,6 +193,8 @@ int dlock__hostrec_gate(dlock__node *n, int *probe) {
         return rc;
     }
     if (r.state == HR_UP) {
+        if ((r.told & DLOCK__HOST_TOLD_DOWNS) != 0 && (r.told & DLOCK__HOST_TOLD_UP) == 0)
+            __atomic_store_n(&n->host_back, 1, __ATOMIC_RELAXED);
         if (n->breaker_until != 0 && r.since >= n->breaker_since) {
             dlock__debug("%s: circuit breaker closed: a process of this host found the server answering",
                          n->conf.redacted_url);
@@ -214,14 +217,24 @@ int dlock__hostrec_gate(dlock__node *n, int *probe) {
     return rc;
 }
 
+/* A notice given within the breaker's period, before any process
+ * recorded the outage (a program that gave up waiting first). */
+static int told_lately(const dlock__node *n, const struct hr_rec *r, dlock__mono now) {
+    return r->state == HR_TOLD && now - r->since < (dlock__mono)n->conf.breaker_ms * DLOCK__MS;
+}
+
 void dlock__hostrec_down(dlock__node *n, dlock__mono since) {
     struct hr_rec r;
     dlock__mono now = dlock__now();
     int fd = rec_open(n, 1);
     if (fd < 0) return;
     if (rec_lock(fd) == 0) {
-        if (rec_read(fd, &r, now) != 1 || !rec_down(&r, now)) {
+        int st = rec_read(fd, &r, now);
+        if (st != 1 || !rec_down(&r, now)) {
+            /* the notices of this outage given before it was recorded */
+            uint32_t told = st == 1 && told_lately(n, &r, now) ? r.told : 0;
             memset(&r, 0, sizeof r);
+            r.told = told;
             r.state = HR_DOWN;
             r.since = since;
             r.until = now + (dlock__mono)n->conf.breaker_ms * DLOCK__MS;
@@ -264,25 +277,47 @@ void dlock__hostrec_refused(dlock__node *n, dlock__mono first, dlock__mono now) 
     dlock__hostrec_down(n, first);
 }
 
+/* Whether the caller tells `what` of the record r (read: st): 1 if it
+ * is the first, *write 1 when r is to be written back.  An outage not
+ * recorded yet (the program that tells may have given up waiting before
+ * its request found the server unreachable for long) gets a record of
+ * its notices, HR_TOLD, which the outage's record takes over. */
+static int tell_decide(const dlock__node *n, struct hr_rec *r, int st, int what, dlock__mono now, int *write) {
+    int up = what == DLOCK__HOST_TOLD_UP, tell;
+    *write = 0;
+    if (st == 1 && (up ? r->state == HR_UP : rec_down(r, now) || told_lately(n, r, now))) {
+        /* the end of an outage nobody told is not worth a word either */
+        tell = (r->told & (unsigned)what) == 0 && (!up || (r->told & DLOCK__HOST_TOLD_DOWNS) != 0);
+        r->told |= (unsigned)what;
+        *write = tell;
+        return tell;
+    }
+    if (up) return 1; /* no record of the outage: each process tells its own */
+    memset(r, 0, sizeof *r);
+    r->state = HR_TOLD;
+    r->since = now;
+    r->told = (unsigned)what;
+    *write = 1;
+    return 1;
+}
+
 int dlock__breaker_host_tell(dlock__node *n, int what) {
     struct hr_rec r;
     dlock__mono now = dlock__now();
-    int fd = rec_open(n, 0), tell = 1, i;
+    int fd = rec_open(n, what != DLOCK__HOST_TOLD_UP), tell = 1, i, write;
     if (fd < 0) return 1; /* no record: each process tells its own */
     /* Another process may hold the write lock for a moment. */
     for (i = 0; i < 50 && rec_lock(fd) != 0; i++) usleep(100);
     if (i < 50) {
-        int st = rec_read(fd, &r, now);
-        int up = what == DLOCK__HOST_TOLD_UP;
-        int fits = st == 1 && (up ? r.state == HR_UP : rec_down(&r, now));
-        if (fits) {
-            /* the end of an outage nobody told is not worth a word either */
-            tell = (r.told & (unsigned)what) == 0 && (!up || (r.told & DLOCK__HOST_TOLD_DOWNS) != 0);
-            r.told |= (unsigned)what;
-            if (tell && rec_write(fd, &r) != 0) tell = 1;
-        }
+        tell = tell_decide(n, &r, rec_read(fd, &r, now), what, now, &write);
+        if (write && rec_write(fd, &r) != 0) tell = 1;
         syscall(SYS_flock, fd, LOCK_UN);
     }
     close(fd);
     return tell;
+}
+
+int dlock__breaker_host_back(dlock__node *n) {
+    if (__atomic_load_n(&n->host_back, __ATOMIC_RELAXED) == 0) return 0;
+    return __atomic_exchange_n(&n->host_back, 0, __ATOMIC_RELAXED);
 }

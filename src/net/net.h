@@ -70,6 +70,7 @@ struct dlock__node {
      * breaker of every process of the user on this host, for this URL. */
     char host_rec[240];
     int host_wrote; /* (atomic) this process wrote the record's outage: its answer ends it */
+    int host_back;  /* (atomic) the record told of a return no process has told yet */
     const dlock__node_hooks *hooks; /* NULL: none */
     void *up;        /* the object of the layer above that owns the node */
     struct dlock__owed *owed; /* requests sent whose answers are still to read (dlock__command_send) */
@@ -349,8 +350,8 @@ int dlock__breaker_open(dlock__node *n);
  * host's one probe a second.  _down: the server was found unreachable
  * since `since` (a breaker that opened); _up: it answered (after an open
  * breaker or a probe).  _refused: a request's connection attempts have
- * failed since `first` (0: none yet); past 1 s (or the unreachable bound,
- * if shorter) that is an outage for the host. */
+ * failed, or it has had no answer, since `first` (0: none yet); past 1 s
+ * (or the unreachable bound, if shorter) that is an outage for the host. */
 #define DLOCK__HOST_NO_SAY (-1)
 void dlock__hostrec_init(dlock__node *n);
 int dlock__hostrec_gate(dlock__node *n, int *probe);
@@ -367,6 +368,11 @@ void dlock__hostrec_refused(dlock__node *n, dlock__mono first, dlock__mono now);
 #define DLOCK__HOST_TOLD_DOWN_CLOSED 4
 #define DLOCK__HOST_TOLD_DOWNS (DLOCK__HOST_TOLD_DOWN | DLOCK__HOST_TOLD_DOWN_CLOSED)
 int dlock__breaker_host_tell(dlock__node *n, int what);
+/* Did the record, when this process last read it, say the server is
+ * back from a told outage whose end nobody has told (another process,
+ * say one that gave up waiting, got the answer that ended it)?  1 once,
+ * then 0: one atomic load when not. */
+int dlock__breaker_host_back(dlock__node *n);
 /* Sets the calling thread's call end (DLOCK__MONO_NEVER: none), which no
  * connect attempt or reply wait of the thread outlasts; the old one. */
 dlock__mono dlock__call_end_set(dlock__mono end);
