@@ -136,7 +136,8 @@ typedef struct dlock_mutexattr {
     unsigned __risk_margin_ms;
     dlock_risk_fn __risk_fn;
     void *__risk_arg;
-    unsigned __spare[2];
+    unsigned __lock_delay;     /* 0 as the client's URL says (lock_delay_ms), else ms + 1 */
+    unsigned __spare[1];
 } dlock_mutexattr_t;
 
 DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a);
@@ -231,6 +232,18 @@ DLOCK_API int dlock_mutexattr_getdeadlock(const dlock_mutexattr_t *a, int *on);
 DLOCK_API int dlock_mutexattr_setpipelined(dlock_mutexattr_t *a, int on);
 DLOCK_API int dlock_mutexattr_getpipelined(const dlock_mutexattr_t *a, int *on);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
+/* Lock-delay (as Chubby's and Consul's): when a hold of a mutex made with
+ * these attributes ends without a release (its lease ran out: the holder
+ * died, hung or was cut off), nobody is granted the lock for ms after the
+ * lapse -- trylock answers EBUSY, timed calls wait within their deadline
+ * -- so that writes the holder had in flight land first.  An unlock, a
+ * thread-exit or exit() unlock and dlock_break end a hold with no delay.
+ * 0 (the default) none; at most DLOCK_LOCK_DELAY_MAX_MS, else EINVAL.
+ * Unset, a mutex takes the client's URL parameter lock_delay_ms.
+ * getlockdelay: what was set here (0 unset). */
+#define DLOCK_LOCK_DELAY_MAX_MS 60000u
+DLOCK_API int dlock_mutexattr_setlockdelay(dlock_mutexattr_t *a, unsigned ms);
+DLOCK_API int dlock_mutexattr_getlockdelay(const dlock_mutexattr_t *a, unsigned *ms);
 /* The lease-at-risk handler (dlock_risk_fn) of holds taken through a
  * mutex made with these attributes, and its margin: fn runs when less
  * than margin_ms of a hold's lease is left and no renewal has succeeded
@@ -569,7 +582,10 @@ typedef struct dlock_lock_info {
     unsigned writers_waiting;/* writers registered as waiting */
     int robust_state;        /* 0 none; 1 a robust holder holds it or died holding it; 2 not recoverable */
     int64_t server_now_ms;   /* the server's time when it answered (for "held for") */
-    void *__reserved[4];     /* room to grow without changing the size */
+    int64_t delay_left_ms;   /* free, but in its lock-delay (its last hold ended without a
+                              * release) for this long more: nobody is granted it until
+                              * server_now_ms + delay_left_ms; 0 not in a delay */
+    void *__reserved[3];     /* room to grow without changing the size (on LP64) */
 } dlock_lock_info_t;
 
 /* Reads what the server knows of `name` (one round trip) on client c

@@ -134,6 +134,65 @@ static void test_acquire_busy_registers_and_queues(void) {
     CU_ASSERT(pttl(LK ":fifo") > 5000 && pttl(LK ":writers") > 5000);
 }
 
+/* An acquire with a lock-delay (ARGV[5] "0", [6] the delay): the hash
+ * with ld and the marker <lock>:delay as long as the lease plus the
+ * delay; a release takes the marker with it; a lapse (the lock key gone,
+ * the marker there) answers {0, ms} with the delay's rest, even to the
+ * queue's head, and registers a waiter, who takes it at the delay's end;
+ * a grant passes the marker on to a queued waiter with a delay, whose
+ * entry's LEASE is "LEASE+DELAY"; a reset (dlock break) drops it. */
+static void test_acquire_lock_delay(void) {
+    char v[200];
+    redisReply *r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tA", "300", "0000", "1 h:1:2", "0", "400", NULL);
+    DLT_ASSERT_INT_EQ(status_of(r), 1);
+    if (r != NULL) freeReplyObject(r);
+    CU_ASSERT_STRING_EQUAL(hget(LK, "ld", v, sizeof v), "400");
+    CU_ASSERT(pttl(LK ":delay") > 400 && pttl(LK ":delay") <= 700);
+    CU_ASSERT(pttl(LK ":delay") - pttl(LK) >= 395);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "hash 0 h:1:2")), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK ":delay")), 0);
+    /* a lapse: nobody until the marker's expiry, trylock or queue */
+    r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tA", "150", "0000", "1 h:1:2", "0", "400", NULL);
+    if (r != NULL) freeReplyObject(r);
+    dlt_sleep_ms(200);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 0);
+    r = acq("tB", "5000", "0000", "2 h:1:3"); /* the uncontended path's EXISTS sees the marker */
+    DLT_ASSERT_INT_EQ(status_of(r), 0);
+    CU_ASSERT(dlt_int(dlt_el(r, 1)) > 0 && dlt_int(dlt_el(r, 1)) <= 400);
+    if (r != NULL) freeReplyObject(r);
+    r = acq("tB", "5000", "0110", "2 h:1:3"); /* a fair waiter registers and queues */
+    DLT_ASSERT_INT_EQ(status_of(r), 0);
+    CU_ASSERT(dlt_int(dlt_el(r, 1)) > 0 && dlt_int(dlt_el(r, 1)) <= 400);
+    if (r != NULL) freeReplyObject(r);
+    r = acq("tB", "5000", "01102", "2 h:1:3"); /* the H path too */
+    DLT_ASSERT_INT_EQ(status_of(r), 0);
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("LLEN %s", LK ":fifo")), 1);
+    dlt_sleep_ms(450);
+    r = acq("tB", "5000", "0110", "2 h:1:3");
+    DLT_ASSERT_INT_EQ(status_of(r), 1);
+    if (r != NULL) freeReplyObject(r);
+    /* a grant hands the marker to a queued waiter with a delay */
+    r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tC", "5000", "0120", "3 h:1:4", "0", "700", NULL);
+    DLT_ASSERT_INT_EQ(status_of(r), 0);
+    if (r != NULL) freeReplyObject(r);
+    r = dlt_redis_cmd(&dlt_server, "LRANGE %s 0 -1", LK ":fifo");
+    CU_ASSERT_STRING_EQUAL(dlt_str(dlt_el(r, 0)), "tC|5000+700|0|2|0||h:1:4");
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tB", "plain 0 h:1:3")), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK, "owner", v, sizeof v), "tC");
+    CU_ASSERT_STRING_EQUAL(hget(LK, "ld", v, sizeof v), "700");
+    CU_ASSERT(pttl(LK ":delay") > 2000 && pttl(LK ":delay") <= 2700);
+    /* renewal keeps it the delay past the lease */
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tC", "5000", "x", NULL)), 1);
+    CU_ASSERT(pttl(LK ":delay") > 5000 && pttl(LK ":delay") <= 5700);
+    r = dlt_lua(DLOCK__SCRIPT_INFO, 1, LK, NULL);
+    CU_ASSERT(dlt_int(dlt_el(r, 6)) > 5000);
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RESET, 1, LK, LK, "break", NULL)), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK ":delay")), 0);
+}
+
 /* Robust: the marker "held" and the taker; after a holder died ("dead"
  * release) the next gets {4, fence} (EOWNERDEAD) with a higher fence;
  * after "inconsistent", {3, 0} for everyone. */
@@ -380,7 +439,8 @@ static void test_info(void) {
     if (r != NULL) freeReplyObject(r);
     (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s 99999999999999 tW", LK ":writers"));
     r = dlt_lua(DLOCK__SCRIPT_INFO, 1, LK, NULL);
-    DLT_ASSERT_INT_EQ(dlt_len(r), 6);
+    DLT_ASSERT_INT_EQ(dlt_len(r), 7);
+    DLT_ASSERT_INT_EQ(dlt_int(dlt_el(r, 6)), -2); /* no lock-delay marker */
     h = dlt_el(r, 0);
     DLT_ASSERT_INT_EQ(dlt_len(h), 8);
     CU_ASSERT_STRING_EQUAL(dlt_str(dlt_el(h, 0)), "owner");
@@ -459,6 +519,7 @@ static void test_sharded_variant(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_acquire_free_and_again),
     DLT_TEST(test_acquire_busy_registers_and_queues),
+    DLT_TEST(test_acquire_lock_delay),
     DLT_TEST(test_acquire_robust),
     DLT_TEST(test_acquire_caching_heldback_guard),
     DLT_TEST(test_acquire_eight_keys),

@@ -157,7 +157,7 @@ static int sem_present(const dlock_sem_info_t *i) {
 /* Nothing of the lock to show: free, no readers, nobody waiting, no
  * robust state. */
 static int lock_idle(const dlock_lock_info_t *i) {
-    return !i->held && i->readers == 0 && i->writers_waiting == 0 && i->robust_state == 0;
+    return !i->held && i->readers == 0 && i->writers_waiting == 0 && i->robust_state == 0 && i->delay_left_ms == 0;
 }
 
 static void print_person(const dlock_sem_info_t *i, const dlock_sem_owner_t *o) {
@@ -275,6 +275,9 @@ static void print_status(const cli_lock *l) {
         if (i->fence != 0) printf("%-16s %llu\n", "fence", (unsigned long long)i->fence);
         else printf("%-16s %s\n", "fence", "- (not kept yet: taken on the uncontended path, recorded at its first renewal)");
     }
+    if (i->delay_left_ms > 0) /* its last hold ended without a release: nobody gets it until then */
+        printf("%-16s until %s (%s left)\n", "lock-delay", cli_fmt_local(b, sizeof b, i->server_now_ms + i->delay_left_ms),
+               cli_fmt_dur(c, sizeof c, i->delay_left_ms));
     printf("%-16s %u\n", "shared holders", i->readers);
     printf("%-16s %u\n", "writers waiting", i->writers_waiting);
     if (i->robust_state != 0) printf("%-16s %s\n", "robust", cli_robust(i));

@@ -242,6 +242,12 @@ void cli_json_lock_fields(FILE *f, const cli_lock *l) {
     fprintf(f, ",\"shared_holders\":%u,\"writers_waiting\":%u,\"robust\":\"%s\"", i->readers, i->writers_waiting,
             cli_robust(i));
     if (i->server_now_ms > 0) fprintf(f, ",\"server_time_ms\":%" PRId64, i->server_now_ms);
+    /* in its lock-delay: its last hold ended without a release */
+    if (i->delay_left_ms > 0)
+        fprintf(f, ",\"delay_left_ms\":%" PRId64 ",\"delay_until\":\"%s\"", i->delay_left_ms,
+                cli_fmt_iso(iso, sizeof iso, i->server_now_ms + i->delay_left_ms));
+    else
+        fputs(",\"delay_left_ms\":0,\"delay_until\":null", f);
 }
 
 /* ------------------------------------------------------------ semaphores */

@@ -43,6 +43,8 @@ typedef struct dlock__keys {
     char *keys[DLOCK__NKEYS + 1]; /* in one buffer; for a condition variable every one is
                                    * <prefix>{<name>}:cond, its waiters and its channel */
     size_t keylens[DLOCK__NKEYS + 1];
+    char *delay;     /* <prefix>{<name>}:delay, the lock-delay's marker (acquire.lua) */
+    size_t delaylen;
 } dlock__keys;
 /* What dlock__keys_make makes the keys of (its `kind`): a lock's, a
  * condition variable's (every key <prefix>{<name>}:cond), or a
@@ -205,6 +207,7 @@ typedef struct dlock__acq {
                         * its queue entry's since -- 0 in: made from the request's own clock
                         * less age_ms, and given back for the call's next requests */
     unsigned age_ms;   /* in (F_LISTED): how long the call has run */
+    unsigned delay_ms; /* in: an exclusive hold's lock-delay, 0 none (acquire.lua) */
     dlock__mono sent;  /* when the request that got this answer went out; failed: the
                         * latest request that went out, 0 none did; -1 not known */
 } dlock__acq;
@@ -458,12 +461,12 @@ typedef struct dlock__args {
     int nkeys, n;
     /* ident: "SINCE host:pid:tid" (acquire) or "HOW WINDOW host:pid:tid"
      * (release); flags: an acquire's "RWQC", H, L and since (backend.c) */
-    char lease[16], guard[16], ident[352], flags[32];
+    char lease[16], guard[16], delay[16], ident[352], flags[32];
     uint64_t wall; /* an exclusive acquire's: the request's wall clock, ms (its SINCE) */
 } dlock__args;
 /* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        dlock__args *a);
+                        unsigned delay_ms, dlock__args *a);
 /* Appends to the flags of an exclusive acquire's args (flags: its F_*)
  * whose queue entry lists the wait (F_LISTED) the digits of when its
  * call began: io->since_ms, or, when 0, the request's clock less

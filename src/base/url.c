@@ -217,6 +217,7 @@ static const struct num_param {
     { "wait_conns", offsetof(dlock__conf, wait_conns), 0, 1024 },
     { "breaker_ms", offsetof(dlock__conf, breaker_ms), 0, 86400000 },
     { "pipelined", offsetof(dlock__conf, pipelined), 0, 1 },
+    { "lock_delay_ms", offsetof(dlock__conf, lock_delay_ms), 0, 60000 },
 };
 
 static const struct tls_param {

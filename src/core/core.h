@@ -343,6 +343,7 @@ typedef struct dlock__want {
     int deadlock;      /* a wait looks for a cycle it closes (deadlock.c): EDEADLK */
     int pipelined;     /* a mutex's pipelined unlock: sent, its answer read later (lock.c) */
     unsigned lease_ms;
+    unsigned delay_ms; /* an exclusive hold's lock-delay (acquire.lua): 0 none */
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;
     void *lost_obj;

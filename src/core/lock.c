@@ -586,6 +586,7 @@ static int ask_send(struct acq *a, int probe) {
             (a->leaf ? DLOCK__F_LISTED | (acq_detects(a) ? DLOCK__F_DETECTS : 0) : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
+    a->ans.delay_ms = w->shared ? 0 : w->delay_ms;
     if (a->leaf) { /* its entry's since: when the call began, by this host's wall clock, made
                     * once (the backend's request reads that clock) and the same at each request */
         a->ans.since_ms = a->since_wall;

@@ -5,7 +5,8 @@
 --   restart guard on one server).
 -- ARGV: [1] token, [2] lease ms, [3] flags "RWQC" (or five or six,
 --   below), [4] "SINCE WHO" (the caller's wall clock in ms, its
---   host:pid:tid), [5] restart guard ms (absent: off) -- few arguments,
+--   host:pid:tid), [5] restart guard ms (absent: off; "0" off when [6] is
+--   sent), [6] the lock-delay ms (absent: none) -- few arguments,
 --   since each costs the server on every call (bench/README.md).
 --   The uncontended path reads them as they come; the others unpack them
 --   as A[1..8]: token, lease, guard, who, and the flags:
@@ -76,6 +77,16 @@
 -- so that a waiter, which has to be woken first, gets its turn instead of
 -- the releaser taking the lock straight back.  Only robust acquirers read
 -- or write the state key.
+--
+-- Lock-delay (docs/protocol.md): a holder that asks for one (ARGV[6]) is
+-- a hash with ld, its delay, and beside it the marker <lock>:delay, "ms"
+-- with the expiry lease + delay, written by every grant and renewal of
+-- that hold and deleted by its release, its break, or a grant to another.
+-- The lock key gone but the marker there is a hold that ended without a
+-- release: nobody is granted the lock until the marker's expiry (lapse +
+-- delay): a call that waits registers and waits for that ({0, ms}), a
+-- trylock is busy.  The uncontended path's EXISTS looks for the marker
+-- too, so a lock that never had a delay pays one key more in one call.
 local fl = ARGV[3]
 -- V: the caller's string (or the hash a waiter made of it) goes.  Not
 -- release.lua's way: this was never a hold (readers or the queue's head
@@ -102,10 +113,10 @@ if asked and not held then
   local p, fk, n = KEYS[1]
   if #KEYS == 1 then
     fk = p .. ':fence'
-    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo')
+    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo', p .. ':delay')
   else
     fk = KEYS[2]
-    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7], p .. ':delay')
   end
   if n == 0 then
     --- @include "string_take"
@@ -134,14 +145,14 @@ if held and string.byte(fl, 2) == 49 then
       local lease = ARGV[2] + 0
       local who = (string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4])
       --- @include "keep"
-      local tok, ls, rb, dl = ARGV[1], ARGV[2], '0', string.sub(fl, 3, 3)
+      local tok, ls, rb, dl = ARGV[1], ARGV[6] and ARGV[2] .. '+' .. ARGV[6] or ARGV[2], '0', string.sub(fl, 3, 3)
       --- @include "register"
       return {0, wait, hm0[4] or redis.call('GET', KEYS[5] and KEYS[2] or p .. ':fence') or ''}
     end
   end
 end
 local A = {ARGV[1], ARGV[2], ARGV[5] or '0', (string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4]),
-           string.sub(fl, 1, 1), string.sub(fl, 2, 2), string.sub(fl, 3, 3), string.sub(fl, 4, 4)}
+           string.sub(fl, 1, 1), string.sub(fl, 2, 2), string.sub(fl, 3, 3), string.sub(fl, 4, 4), ARGV[6]}
 --- @include "keys"
 local t, us, now, nows
 --- @include "clock"
@@ -162,6 +173,12 @@ local function reserve(fs)
   return 0
 end
 local rw = false
+-- The lock-delay marker of a hold with one (A[9]), as long as the lease
+-- plus the delay: it outlives the lock key by the delay exactly.
+local function delay_mark()
+  redis.call('HSET', K[1], 'ld', A[9])
+  redis.call('SET', K[1] .. ':delay', A[9], 'PX', string.format('%d', lease + A[9]))
+end
 local function take()
   local fs = fence()
   if rw then
@@ -170,6 +187,7 @@ local function take()
     redis.call('HSET', K[1], 'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows)
   end
   redis.call('PEXPIRE', K[1], A[2])
+  if A[9] then delay_mark() end
   local others = nil
   if A[8] == '1' then others = reserve(fs) end
   -- The marker, and who set it on a clean lock (release.lua, "undo").
@@ -185,12 +203,14 @@ local function take()
   end
   return {1, fs, others}
 end
-if not asked and not held and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end
+local dk = K[1] .. ':delay'
+if not asked and not held and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7], dk) == 0 then return take() end
 --- @include "lock_rest"
 local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w', 'fence')
 local owner = hm[1]
 if owner == A[1] then
   redis.call('PEXPIRE', K[1], A[2])
+  if A[9] then delay_mark() end
   if A[8] == '1' then
     local fs = fence()
     return {2, fs, reserve(fs)}
@@ -203,10 +223,17 @@ if owner == A[1] then
   return {2, fs}
 end
 local wait, h = nil, nil
+local n, dw = 0, -2
+if not owner then
+  n = redis.call('EXISTS', K[4], K[5], K[6], K[7], dk)
+  if n > 0 then dw = redis.call('PTTL', dk) end
+end
 if owner then
   local p, waits = K[1], A[6] == '1'
   --- @include "held_by_another"
-elseif redis.call('EXISTS', K[4], K[5], K[6], K[7]) > 0 then
+elseif dw > 0 then
+  wait = dw -- a lapse's delay: nobody, queue or not, until it ends
+elseif n > 0 then
   rw = true
   local r = live(K[4])
   if r then wait = r - now end
@@ -225,7 +252,7 @@ elseif asked then -- H, but the lock free and nobody there
 end
 if wait then
   if A[6] == '1' then
-    local tok, ls, rb, dl, who, wk, qk = A[1], A[2], A[5], A[7], A[4], K[5], K[7]
+    local tok, ls, rb, dl, who, wk, qk = A[1], A[9] and A[2] .. '+' .. A[9] or A[2], A[5], A[7], A[4], K[5], K[7]
     --- @include "register"
   end
   return {0, wait, owner and hm[4] or redis.call('GET', K[2]) or ''}

@@ -5,7 +5,8 @@
 -- Reply: {the holder's record as a flat list (the hash, or the string
 --   form "TOKEN FENCE SINCE WHO" read as one: owner, who, since, and fence
 --   unless "-"), its PTTL, the robust state ('' none), live readers, live
---   waiting writers, the server's time in ms}.
+--   waiting writers, the server's time in ms, the lock-delay's marker's
+--   PTTL (docs/protocol.md; -2 none)}.
 --- @include "keys"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -21,4 +22,5 @@ end
 return {h, redis.call('PTTL', K[1]),
         redis.call('GET', K[3]) or '',
         redis.call('ZCOUNT', K[4], now + 1, '+inf'),
-        redis.call('ZCOUNT', K[5], now + 1, '+inf'), now}
+        redis.call('ZCOUNT', K[5], now + 1, '+inf'), now,
+        redis.call('PTTL', K[1] .. ':delay')}

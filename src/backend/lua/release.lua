@@ -63,16 +63,21 @@
 -- a refused pop grants nobody and the release publishes "released" --
 -- rather than a release that fails and leaves its hold.
 --
+-- A hold with a lock-delay (ld in the hash: acquire.lua) takes its marker
+-- <lock>:delay with it, however it ends here: a release is no lapse.  A
+-- grant passes the marker on to a queued waiter that asked for a delay
+-- (its entry's LEASE is then "LEASE+DELAY"), and drops it otherwise.
+--
 -- Otherwise it publishes "released", and when live writers wait and
 -- nobody is queued, the releasing thread is held back from the lock for
 -- the handoff window (acquire.lua's {5, ms}).
 local tok, hw = ARGV[1], ARGV[2]
 local c1 = string.byte(hw, 1)
-local marked, cached, gone
+local marked, cached, gone, ld
 if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
   local hm
   if c1 == 104 then -- "hash": it was, and is while tok holds it
-    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache')
+    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld')
     if hm.err then return 0 end -- a string: another's, since tok's lease ran out
   else
     local v = redis.call('MGET', KEYS[1])[1]
@@ -82,15 +87,16 @@ if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
       redis.call('DEL', KEYS[1])
       return 1
     end
-    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache')
+    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld')
   end
   if hm[1] ~= tok then
     if c1 ~= 117 or hm[1] then return 0 end -- an "undo" of a hold that lapsed: below
     gone = true
   end
-  marked, cached = hm[2], hm[3]
+  marked, cached, ld = hm[2], hm[3], hm[4]
   if (c1 == 112 or c1 == 104) and not marked then -- "plain", "hash"
-    redis.call('DEL', KEYS[1])
+    if ld then redis.call('DEL', KEYS[1], KEYS[1] .. ':delay')
+    else redis.call('DEL', KEYS[1]) end
     return 1
   end
 end
@@ -119,12 +125,12 @@ if how == 119 then -- "withdraw"
   --- @include "queue_find"
   if at then redis.call('LREM', K[7], '0', q[at]) end
   redis.call('DEL', K[1] .. ':g:' .. tok)
-  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache')
+  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache', 'ld')
   if hm[1] ~= tok then
     if was == 1 then redis.call('PUBLISH', K[1], 'released') end
     return 0
   end
-  marked, cached = hm[2], hm[4]
+  marked, cached, ld = hm[2], hm[4], hm[5]
   how = 112 -- "plain"
   if hm[3] == '1' then how = 99 end -- "clean"
 end
@@ -139,6 +145,7 @@ end
 -- the hash in place (one call fewer).
 if how == 99 then redis.call('DEL', K[3], K[1] .. ':taker') -- "clean"
 elseif how == 105 then redis.call('SET', K[3], 'notrecoverable') end -- "inconsistent"
+if ld and not gone then redis.call('DEL', K[1] .. ':delay') end
 if not marked then
   redis.call('DEL', K[1])
   return 1
@@ -156,7 +163,7 @@ local t, us, now, nows
 -- LPUSH in the README's ACL line: the entries move one place up, by LSET,
 -- as rare as the case is): its acquire, woken by "released", meets the
 -- marker.
-local h, ls, rb, d, lf, who, back
+local h, ls, rb, d, lf, who, back, hd
 local pops = how ~= 100 and how ~= 105 -- neither "dead" nor "inconsistent"
 if pops then
   while true do
@@ -166,8 +173,8 @@ if pops then
       --- @include "clock"
       now = nows + 0
     end
-    -- the entry's six fields but SINCE
-    local t1, t2, t3, t4, t5, t6 = string.match(e, '^([^|]+)|(%d+)|([01])|([1-4])|([0-2])|%d*|(.*)$')
+    -- the entry's six fields but SINCE, and the LEASE's delay
+    local t1, t2, t7, t3, t4, t5, t6 = string.match(e, '^([^|]+)|(%d+)%+?(%d*)|([01])|([1-4])|([0-2])|%d*|(.*)$')
     if t1 and (redis.call('ZSCORE', K[5], t1) or 0) + 0 > now then
       if t3 == '1' and how ~= 99 and redis.call('EXISTS', K[3]) == 1 then
         local q = redis.call('LRANGE', K[7], '0', '-1')
@@ -178,7 +185,7 @@ if pops then
         back = true
         break
       end
-      h, ls, rb, d, lf, who = t1, t2, t3, t4, t5, t6
+      h, ls, rb, d, lf, who, hd = t1, t2, t3, t4, t5, t6, t7
       break
     end
     if t1 then redis.call('ZREM', K[5], t1) end
@@ -193,6 +200,12 @@ if h then
   redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')
   if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end
   redis.call('PEXPIRE', K[1], g)
+  if hd ~= '' then
+    redis.call('HSET', K[1], 'ld', hd)
+    redis.call('SET', K[1] .. ':delay', hd, 'PX', string.format('%d', g + hd))
+  elseif ld then
+    redis.call('HDEL', K[1], 'ld')
+  end
   if rb == '1' then redis.call('MSET', K[3], 'held', K[1] .. ':taker', h) end
   local gs = fs .. ':' .. g
   if d == '3' or d == '4' then

@@ -14,7 +14,8 @@
 --   kept once asked for, should the "wanted" message not be heard).
 --
 -- An exclusive hold in either form (acquire.lua): the string
--- "TOKEN FENCE SINCE WHO" or the hash.
+-- "TOKEN FENCE SINCE WHO" or the hash.  A hash with a lock-delay (ld)
+-- writes its marker again, as long as the lease plus the delay.
 if ARGV[3] == 's' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -39,9 +40,12 @@ if v then
   end
   return 1
 end
-local hm = redis.call('HMGET', KEYS[1], 'owner', 'cache', 'w')
+local hm = redis.call('HMGET', KEYS[1], 'owner', 'cache', 'w', 'ld')
 if hm[1] ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if hm[4] then
+  redis.call('SET', KEYS[1] .. ':delay', hm[4], 'PX', string.format('%d', ARGV[2] + hm[4]))
+end
 if ARGV[4] then redis.call('HSETNX', KEYS[1], 'fence', ARGV[4]) end
 if hm[2] == '1' and hm[3] == '1' then return 2 end
 return 1

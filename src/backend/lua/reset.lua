@@ -12,7 +12,8 @@
 -- in between.
 --- @include "keys"
 local held = redis.call('DEL', K[1]) + redis.call('DEL', K[4])
-redis.call('DEL', K[5], K[6], K[7], K[1] .. ':taker') -- the marker is the reset's
+-- the lock-delay's marker goes: a break ends a hold with no delay
+redis.call('DEL', K[5], K[6], K[7], K[1] .. ':taker', K[1] .. ':delay') -- the marker is the reset's
 if ARGV[2] == 'reset' then redis.call('DEL', K[3]) end
 redis.call('PUBLISH', ARGV[1], 'released')
 if held > 0 then return 1 end
