@@ -566,6 +566,26 @@ DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const vo
 /* The lock's name, or NULL for a bad object. */
 DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m);
 
+/* Lock value block (as the DLM's LVB): up to DLOCK_LVB_MAX bytes kept
+ * with the lock.  set: the caller holds m (EPERM otherwise; a rwlock: its
+ * write lock), len > DLOCK_LVB_MAX -> EINVAL; the value is written with
+ * the hold's release, in the same request, and a hold that ends without
+ * one (its lease lapsed) writes nothing.  get: the caller holds m (a
+ * rwlock: either lock); the value the last release wrote (or this hold's
+ * set), *len bytes (0 when none was ever set; ERANGE, *len the length,
+ * when cap is short); *valid 0 when a hold ended without a release since
+ * it was written (its holder may have died mid-update), until a holder
+ * writes it anew.  ENOTSUP on Redlock. */
+#define DLOCK_LVB_MAX 64
+DLOCK_API int dlock_mutex_lvb_set(dlock_mutex_t *m, const void *buf, size_t len);
+DLOCK_API int dlock_mutex_lvb_get(dlock_mutex_t *m, void *buf, size_t cap, size_t *len, int *valid);
+DLOCK_API int dlock_rwlock_lvb_set(dlock_rwlock_t *rw, const void *buf, size_t len);
+DLOCK_API int dlock_rwlock_lvb_get(dlock_rwlock_t *rw, void *buf, size_t cap, size_t *len, int *valid);
+/* The value block of lock name as the server keeps it, without holding
+ * the lock (dlock status): as get, but *valid -1 (and *len 0) when the
+ * lock has none. */
+DLOCK_API int dlock_lock_lvb(dlock_client_t *c, const char *name, void *buf, size_t cap, size_t *len, int *valid);
+
 /* What the server knows of one lock (dlock_lock_info, dlock_list). */
 typedef struct dlock_lock_info {
     int held;                /* 1 if a writer / mutex holder has it */

@@ -193,6 +193,46 @@ static void test_acquire_lock_delay(void) {
     DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK ":delay")), 0);
 }
 
+/* The lock value block <lock>:lvb: a release's ARGV[3] writes it (v, ok
+ * 1), even of the string form; a lock with one is taken as the hash
+ * (lvb 1), which opens it (open: the token); a take that finds it still
+ * open (the hold before lapsed) marks it invalid (ok 0); a release closes
+ * it, a reset too, keeping it as it is. */
+static void test_lvb(void) {
+    char v[200];
+    redisReply *r = acq("tA", "5000", "0000", "1 h:1:2");
+    CU_ASSERT(r != NULL && r->type == REDIS_REPLY_STRING);
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RELEASE, 1, LK, "tA", "plain 0 h:1:2", "v1", NULL)), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "v", v, sizeof v), "v1");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "1");
+    r = acq("tB", "5000", "0000", "2 h:1:3"); /* not the string: the EXISTS names the block */
+    DLT_ASSERT_INT_EQ(status_of(r), 1);
+    if (r != NULL) freeReplyObject(r);
+    CU_ASSERT_STRING_EQUAL(hget(LK, "lvb", v, sizeof v), "1");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "open", v, sizeof v), "tB");
+    (void)dlt_reply_int(cmd("DEL %s", LK)); /* tB's lease lapses */
+    r = acq("tC", "5000", "0000", "3 h:1:4");
+    DLT_ASSERT_INT_EQ(status_of(r), 1);
+    if (r != NULL) freeReplyObject(r);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "0");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "open", v, sizeof v), "tC");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "v", v, sizeof v), "v1");
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RELEASE, 1, LK, "tC", "hash 0 h:1:4", NULL)), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "open", v, sizeof v), "(nil)");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "0"); /* written by nobody since */
+    r = acq("tD", "5000", "0000", "4 h:1:5");
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RELEASE, 1, LK, "tD", "hash 0 h:1:5", "v2", NULL)), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "v", v, sizeof v), "v2");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "1");
+    r = acq("tE", "5000", "0000", "5 h:1:6");
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RESET, 1, LK, LK, "break", NULL)), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "open", v, sizeof v), "(nil)");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "1");
+}
+
 /* Robust: the marker "held" and the taker; after a holder died ("dead"
  * release) the next gets {4, fence} (EOWNERDEAD) with a higher fence;
  * after "inconsistent", {3, 0} for everyone. */
@@ -520,6 +560,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_acquire_free_and_again),
     DLT_TEST(test_acquire_busy_registers_and_queues),
     DLT_TEST(test_acquire_lock_delay),
+    DLT_TEST(test_lvb),
     DLT_TEST(test_acquire_robust),
     DLT_TEST(test_acquire_caching_heldback_guard),
     DLT_TEST(test_acquire_eight_keys),

@@ -281,6 +281,10 @@ static void print_status(const cli_lock *l) {
     printf("%-16s %u\n", "shared holders", i->readers);
     printf("%-16s %u\n", "writers waiting", i->writers_waiting);
     if (i->robust_state != 0) printf("%-16s %s\n", "robust", cli_robust(i));
+    if (l->lvb_read && l->lvb_valid >= 0) {
+        char v[DLOCK_LVB_MAX * 3 + 100];
+        printf("%-16s %s\n", "value block", cli_fmt_lvb(v, sizeof v, l));
+    }
 }
 
 /* `dlock status` of a name: the lock as before when there is no
@@ -308,6 +312,14 @@ static void print_status_of(const cli_lock *l, const cli_sem *s, const waiter_se
     if (sem) print_sem_status(s);
 }
 
+/* The lock's value block into l (none on Redlock, which keeps none). */
+static int status_lvb(dlock_client_t *c, cli_lock *l) {
+    int rc = dlock_lock_lvb(c, l->name, l->lvb, sizeof l->lvb, &l->lvblen, &l->lvb_valid);
+    l->lvb_read = 1;
+    if (rc == ENOTSUP) l->lvb_valid = -1;
+    return rc == ENOTSUP ? 0 : rc;
+}
+
 int cli_status(int argc, char **argv, cli_conn *conn) {
     dlock_client_t *c = NULL;
     waiter_set ws;
@@ -324,6 +336,8 @@ int cli_status(int argc, char **argv, cli_conn *conn) {
     memset(&ws, 0, sizeof ws);
     if ((rc = dlock_lock_info(c, o.arg, &l.info)) != 0)
         rc = cli_fail("cannot read the lock", rc);
+    else if ((rc = status_lvb(c, &l)) != 0)
+        rc = cli_fail("cannot read the lock's value block", rc);
     else if ((rc = dlock_lock_waiters(c, o.arg, waiter_add, &ws)) != 0 && rc != ENOTSUP)
         rc = cli_fail("cannot read the lock's waiters", rc);
     else if (ws.nomem)

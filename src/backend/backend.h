@@ -45,6 +45,16 @@ typedef struct dlock__keys {
     size_t keylens[DLOCK__NKEYS + 1];
     char *delay;     /* <prefix>{<name>}:delay, the lock-delay's marker (acquire.lua) */
     size_t delaylen;
+    char *lvbkey;    /* <prefix>{<name>}:lvb, the lock value block (acquire.lua) */
+    size_t lvbkeylen;
+    /* The value block the next release of the exclusive hold identified by
+     * lvb_ident writes (release.lua's ARGV[3]), when lvb_pending: set by
+     * its holder (core/lvb.c), written with the release, no request of
+     * its own. */
+    unsigned char lvb[DLOCK_LVB_MAX];
+    size_t lvblen;
+    int lvb_pending;
+    uint64_t lvb_ident;
 } dlock__keys;
 /* What dlock__keys_make makes the keys of (its `kind`): a lock's, a
  * condition variable's (every key <prefix>{<name>}:cond), or a
@@ -424,6 +434,11 @@ typedef struct dlock__backend_ops {
      * ENOLCK (not sent: rs->done is not called). */
     int (*release_send)(dlock__backend *c, const dlock__keys *k, const char *token, int how,
                         struct dlock__relsend *rs, dlock__mono deadline);
+    /* The lock value block as the server keeps it: *len bytes into buf
+     * (cap at least DLOCK_LVB_MAX), *valid 1 or 0, or -1 (and *len 0)
+     * when the lock has none.  NULL: not offered (Redlock). */
+    int (*lvb_read)(dlock__backend *c, const dlock__keys *k, void *buf, size_t *len, int *valid,
+                    dlock__mono deadline);
 } dlock__backend_ops;
 
 /* What sem_info reads (seminfo.c parses it): the public summary and the
@@ -437,6 +452,9 @@ struct dlock__sem_state {
 enum { DLOCK__SEM_UNLINK, DLOCK__SEM_BREAK, DLOCK__SEM_EXPIRE, DLOCK__SEM_KEEP };
 /* The single-server sem_info and sem_admin ops (seminfo.c), which a
  * Cluster runs on the slot's master. */
+/* One server's lvb_read (lvb.c). */
+int dlock__single_lvb_read(dlock__backend *c, const dlock__keys *k, void *buf, size_t *len, int *valid,
+                           dlock__mono deadline);
 int dlock__single_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
                            dlock__mono deadline);
 int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result,

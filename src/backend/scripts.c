@@ -272,6 +272,7 @@ int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_
     char *b;
     for (i = 0; i <= DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
     total += base + sizeof ":delay"; /* a lock's lock-delay marker (acquire.lua), after them */
+    total += base + sizeof ":lvb";   /* and its value block */
     if ((b = malloc(total)) == NULL || (k->name = malloc(namelen + 1)) == NULL) {
         free(b);
         return dlock__seterr(ENOMEM, "out of memory");
@@ -294,6 +295,12 @@ int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_
     memcpy(b + base, ":delay", sizeof ":delay");
     k->delay = b;
     k->delaylen = base + sizeof ":delay" - 1;
+    b += base + sizeof ":delay";
+    memcpy(b, k->keys[0], base);
+    memcpy(b + base, ":lvb", sizeof ":lvb");
+    k->lvbkey = b;
+    k->lvbkeylen = base + sizeof ":lvb" - 1;
+    k->lvb_pending = 0;
     k->key = k->keys[DLOCK__K_LOCK];
     k->keylen = k->keylens[DLOCK__K_LOCK];
     return 0;

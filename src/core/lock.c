@@ -168,15 +168,18 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
     char token[DLOCK__OWNER_LEN + 1];
     unsigned lease = l->x.lease_ms;
     int how, released, rc;
+    uint64_t lvb;
     if (!dlock__hold_is_cached(&l->x)) return;
     memcpy(token, l->x.token, sizeof token);
     how = dlock__hold_release_kind(&l->x, 0);
+    lvb = dlock__lvb_carry(l, &l->x); /* the value its local holds set goes with it */
     dlock__hold_forget(c, &l->x);
     l->users++;
     c->dropping++; /* exit waits for this release (client.c at_exit) */
     pthread_mutex_unlock(&c->mu);
     rc = c->be.ops->release(&c->be, &l->k, token, how, &released, NULL, deadline);
     pthread_mutex_lock(&c->mu);
+    dlock__lvb_sent(l, lvb, rc);
     c->dropping--;
     l->users--;
     if (rc != 0) dlock__orphan_add(c, l, token, how, lease);
@@ -951,6 +954,7 @@ static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, con
     pthread_mutex_unlock(&c->mu);
     rc = c->be.ops->release_send(&c->be, &l->k, p->token, how, &p->rs, dlock__unreachable_deadline(&c->be.node));
     pthread_mutex_lock(&c->mu);
+    if (rc == 0 && h == &l->x) l->k.lvb_pending = 0; /* (carried: the request is written) */
     if (rc != 0) {
         c->pipe_out--;
         l->users--;
@@ -1056,6 +1060,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     memcpy(token, h->token, sizeof token);
     lease = h->lease_ms;
     valid = h->valid_until;
+    uint64_t lvb = dlock__lvb_carry(l, h); /* a value block set in this hold: written with the release */
     if (pipelined && pipe_send(c, l, h, self, token, how, lease) == 0) return 0;
     /* Whom to tell if the server says the hold had lapsed: while the
      * unlock is on its way the renewal thread declares no loss, so the
@@ -1074,6 +1079,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
         rc = c->be.ops->release(&c->be, &l->k, token, how, &released, &st, probe ? dlock__now() : ub);
         released = released_read(l, rc, released, &st, valid);
         pthread_mutex_lock(&c->mu);
+        dlock__lvb_sent(l, lvb, rc);
         dlock__breaker_note(&c->be.node, rc, probe ? 0 : ub);
     }
     if (h != &l->x || (l->x.owner == self && memcmp(l->x.token, token, sizeof token) == 0)) {

@@ -87,6 +87,14 @@
 -- delay): a call that waits registers and waits for that ({0, ms}), a
 -- trylock is busy.  The uncontended path's EXISTS looks for the marker
 -- too, so a lock that never had a delay pays one key more in one call.
+--
+-- Lock value block (docs/protocol.md): <lock>:lvb, a hash of v (the value
+-- the last release that carried one wrote), ok ("1" valid, "0" not) and
+-- open (the token of the hold that began and has not ended by a release).
+-- A hold taken while it exists opens it (take(); release.lua's grant), and
+-- one that finds it still open -- the hold before ended without a release
+-- -- marks it invalid.  A lock with one is never the string form (the
+-- uncontended path's EXISTS names it).
 local fl = ARGV[3]
 -- V: the caller's string (or the hash a waiter made of it) goes.  Not
 -- release.lua's way: this was never a hold (readers or the queue's head
@@ -113,10 +121,11 @@ if asked and not held then
   local p, fk, n = KEYS[1]
   if #KEYS == 1 then
     fk = p .. ':fence'
-    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo', p .. ':delay')
+    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo', p .. ':delay',
+                   p .. ':lvb')
   else
     fk = KEYS[2]
-    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7], p .. ':delay')
+    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7], p .. ':delay', p .. ':lvb')
   end
   if n == 0 then
     --- @include "string_take"
@@ -188,6 +197,13 @@ local function take()
   end
   redis.call('PEXPIRE', K[1], A[2])
   if A[9] then delay_mark() end
+  local lk = K[1] .. ':lvb'
+  local lo = redis.call('HMGET', lk, 'v', 'open')
+  if lo[1] then -- a value block: this hold opens it (still open: the last hold lapsed)
+    if lo[2] then redis.call('HSET', lk, 'ok', '0', 'open', A[1])
+    else redis.call('HSET', lk, 'open', A[1]) end
+    redis.call('HSET', K[1], 'lvb', '1')
+  end
   local others = nil
   if A[8] == '1' then others = reserve(fs) end
   -- The marker, and who set it on a clean lock (release.lua, "undo").
@@ -246,7 +262,7 @@ elseif n > 0 then
     keep(K[5], 2 * lease)
     return {5, redis.call('PTTL', K[6])}
   end
-elseif asked then -- H, but the lock free and nobody there
+elseif asked and redis.call('EXISTS', K[1] .. ':lvb') == 0 then -- H, the lock free and nobody there
   local p, fk = K[1], K[2]
   --- @include "string_take"
 end

@@ -4,7 +4,8 @@
 --   channel is the lock key.
 -- ARGV: [1] token, [2] "HOW WINDOW WHO": how (below), the handoff window
 --   ms and the releaser's host:pid:tid -- one argument, whose last two
---   are read past the uncontended path only.
+--   are read past the uncontended path only; [3] (a hold's end only, and
+--   only when its holder set one) the lock value block's new value.
 -- Reply: 1 released, 0 the token did not hold it.
 --
 -- how, told apart by its first letter:
@@ -68,16 +69,20 @@
 -- grant passes the marker on to a queued waiter that asked for a delay
 -- (its entry's LEASE is then "LEASE+DELAY"), and drops it otherwise.
 --
+-- The lock value block (acquire.lua): a hold's end closes it (open goes),
+-- writing ARGV[3] as its value, valid, when there is one; a grant opens
+-- it for the new holder.
+--
 -- Otherwise it publishes "released", and when live writers wait and
 -- nobody is queued, the releasing thread is held back from the lock for
 -- the handoff window (acquire.lua's {5, ms}).
 local tok, hw = ARGV[1], ARGV[2]
 local c1 = string.byte(hw, 1)
-local marked, cached, gone, ld
+local marked, cached, gone, ld, lvbf
 if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
   local hm
   if c1 == 104 then -- "hash": it was, and is while tok holds it
-    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld')
+    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld', 'lvb')
     if hm.err then return 0 end -- a string: another's, since tok's lease ran out
   else
     local v = redis.call('MGET', KEYS[1])[1]
@@ -85,18 +90,24 @@ if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
       -- the string is tok's: its token, then a space
       if not (string.sub(v, 1, #tok + 1) == tok .. ' ') then return 0 end
       redis.call('DEL', KEYS[1])
+      if ARGV[3] then redis.call('HSET', KEYS[1] .. ':lvb', 'v', ARGV[3], 'ok', '1') end
       return 1
     end
-    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld')
+    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld', 'lvb')
   end
   if hm[1] ~= tok then
     if c1 ~= 117 or hm[1] then return 0 end -- an "undo" of a hold that lapsed: below
     gone = true
   end
-  marked, cached, ld = hm[2], hm[3], hm[4]
+  marked, cached, ld, lvbf = hm[2], hm[3], hm[4], hm[5]
   if (c1 == 112 or c1 == 104) and not marked then -- "plain", "hash"
     if ld then redis.call('DEL', KEYS[1], KEYS[1] .. ':delay')
     else redis.call('DEL', KEYS[1]) end
+    if lvbf or ARGV[3] then
+      local lk = KEYS[1] .. ':lvb'
+      if ARGV[3] then redis.call('HSET', lk, 'v', ARGV[3], 'ok', '1') end
+      redis.call('HDEL', lk, 'open')
+    end
     return 1
   end
 end
@@ -125,12 +136,12 @@ if how == 119 then -- "withdraw"
   --- @include "queue_find"
   if at then redis.call('LREM', K[7], '0', q[at]) end
   redis.call('DEL', K[1] .. ':g:' .. tok)
-  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache', 'ld')
+  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache', 'ld', 'lvb')
   if hm[1] ~= tok then
     if was == 1 then redis.call('PUBLISH', K[1], 'released') end
     return 0
   end
-  marked, cached, ld = hm[2], hm[4], hm[5]
+  marked, cached, ld, lvbf = hm[2], hm[4], hm[5], hm[6]
   how = 112 -- "plain"
   if hm[3] == '1' then how = 99 end -- "clean"
 end
@@ -146,6 +157,10 @@ end
 if how == 99 then redis.call('DEL', K[3], K[1] .. ':taker') -- "clean"
 elseif how == 105 then redis.call('SET', K[3], 'notrecoverable') end -- "inconsistent"
 if ld and not gone then redis.call('DEL', K[1] .. ':delay') end
+if (lvbf or ARGV[3]) and not gone then
+  if ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'v', ARGV[3], 'ok', '1') end
+  redis.call('HDEL', K[1] .. ':lvb', 'open')
+end
 if not marked then
   redis.call('DEL', K[1])
   return 1
@@ -200,6 +215,8 @@ if h then
   redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')
   if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end
   redis.call('PEXPIRE', K[1], g)
+  -- the value block, there if this hold had it open or wrote it: the grantee's now
+  if lvbf or ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'open', h) redis.call('HSET', K[1], 'lvb', '1') end
   if hd ~= '' then
     redis.call('HSET', K[1], 'ld', hd)
     redis.call('SET', K[1] .. ':delay', hd, 'PX', string.format('%d', g + hd))

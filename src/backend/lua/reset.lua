@@ -15,6 +15,8 @@ local held = redis.call('DEL', K[1]) + redis.call('DEL', K[4])
 -- the lock-delay's marker goes: a break ends a hold with no delay
 redis.call('DEL', K[5], K[6], K[7], K[1] .. ':taker', K[1] .. ':delay') -- the marker is the reset's
 if ARGV[2] == 'reset' then redis.call('DEL', K[3]) end
+-- the value block stays as it is, valid or not: a break is no lapse
+redis.call('HDEL', K[1] .. ':lvb', 'open')
 redis.call('PUBLISH', ARGV[1], 'released')
 if held > 0 then return 1 end
 return 0
