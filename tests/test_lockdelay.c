@@ -235,6 +235,66 @@ static void test_break_no_delay(void) {
     DLT_SHM_FREE(h, 1);
 }
 
+/* A fair mutex's queue keeps its order through the delay: two waiters
+ * queued during it (first, then second) are served in that order once it
+ * ends, the first no sooner than the delay's end. */
+typedef struct ld_waiter {
+    const char *name;
+    int queued, order, *turn;
+    double t_acq;
+} ld_waiter;
+
+static int ld_waiter_main(void *p) {
+    ld_waiter *w = p;
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    DLT_CK(dlock_mutexattr_init(&a), 0);
+    DLT_CK(dlock_mutexattr_setfair(&a, 1), 0);
+    DLT_CK(dlock_mutex_init(&m, w->name, &a), 0);
+    dlt_flag_set(&w->queued, 1);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    w->t_acq = dlt_now();
+    w->order = dlt_flag_add(w->turn, 1);
+    dlt_sleep_ms(50);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    dlock_mutexattr_destroy(&a);
+    return 0;
+}
+
+static void test_fair_order(void) {
+    ld_holder *h = DLT_SHM_NEW(ld_holder, 1);
+    ld_waiter *w = DLT_SHM_NEW(ld_waiter, 2);
+    int *turn = DLT_SHM_NEW(int, 1);
+    dlock_lock_info_t info;
+    dlt_task th, t1, t2;
+    double t_free;
+    h->name = "ld/fair";
+    h->delay_ms = DELAY_MS;
+    h->how = END_KILL;
+    dlt_task_start(&th, DLT_PROC, ld_holder_main, h);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
+    kill(th.pid, SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 128 + SIGKILL);
+    CU_ASSERT_TRUE_FATAL(ld_wait_free(NULL, "ld/fair", &info, 5000));
+    t_free = dlt_now();
+    CU_ASSERT(info.delay_left_ms > 0);
+    w[0] = (ld_waiter){ "ld/fair", 0, 0, turn, 0 };
+    w[1] = w[0];
+    dlt_task_start(&t1, DLT_PROC, ld_waiter_main, &w[0]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&w[0].queued, 1, 10000));
+    dlt_sleep_ms(200); /* the first is in the queue */
+    dlt_task_start(&t2, DLT_PROC, ld_waiter_main, &w[1]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t1, 10000), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t2, 10000), 0);
+    DLT_ASSERT_INT_EQ(w[0].order, 1);
+    DLT_ASSERT_INT_EQ(w[1].order, 2);
+    CU_ASSERT(w[0].t_acq - t_free >= DELAY_MS / 1000.0 - 0.03);
+    DLT_SHM_FREE(h, 1);
+    DLT_SHM_FREE(w, 2);
+    DLT_SHM_FREE(turn, 1);
+}
+
 static void test_cluster(void) {
     dlt_cluster cl;
     char url[600];
@@ -316,6 +376,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_single),
     DLT_TEST(test_break_no_delay),
     DLT_TEST(test_cli),
+    DLT_TEST(test_fair_order),
     DLT_TEST(test_cluster),
     DLT_TEST(test_sentinel),
     DLT_TEST(test_redlock),
