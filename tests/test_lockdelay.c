@@ -344,6 +344,7 @@ static void test_cli(void) {
     char *const status_json[] = { DLOCK_CLI, "status", "--json", "ld/cli", NULL };
     char *const try[] = { DLOCK_CLI, "exec", "-n", "ld/cli", "true", NULL };
     char *const bad[] = { DLOCK_CLI, "exec", "--lock-delay", "60001", "ld/cli", "true", NULL };
+    char *const wait_v[] = { DLOCK_CLI, "exec", "-v", "-w", "0.3", "ld/cli", "true", NULL };
     dlock_lock_info_t info;
     double end;
     pid_t pid;
@@ -364,6 +365,9 @@ static void test_cli(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_until\":\""));
     CU_ASSERT_PTR_NULL(strstr(out, "\"delay_left_ms\":0"));
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 1);
+    DLT_ASSERT_INT_EQ(dlt_run_capture(wait_v, out, err, sizeof out, 10000), 1); /* -v says why */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "in its lock-delay for"));
+    if (strstr(err, "in its lock-delay for") == NULL) fprintf(stderr, "  dlock exec -v said: %s\n", err);
     dlt_sleep_ms(1600);
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 0);
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);

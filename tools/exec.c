@@ -618,6 +618,9 @@ static void describe(const reading *r, char *buf, size_t n) {
                  cli_fmt_secs(t, sizeof t, cli_held_ms(i)));
     else if (i->readers > 0)
         snprintf(buf, n, "held shared by %u", i->readers);
+    else if (i->delay_left_ms > 0) /* its last hold ended without a release */
+        snprintf(buf, n, "in its lock-delay for %s more (its last holder's lease ran out)",
+                 cli_fmt_secs(t, sizeof t, i->delay_left_ms));
     else if (i->writers_waiting > 0) /* writers go first */
         snprintf(buf, n, "%u writer%s waiting first", i->writers_waiting, i->writers_waiting == 1 ? "" : "s");
     else
