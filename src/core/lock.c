@@ -80,6 +80,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
             other->why = DLOCK_LOST_BROKEN; /* the server granted it anew: that hold was gone there */
         }
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
+        l->k.lvb_pending = 0; /* a value block set in a hold whose release never went: not this one's */
     }
     dlock__hold_take(h, self, ownerdead);
     memcpy(h->token, owner, sizeof h->token);
