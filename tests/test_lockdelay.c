@@ -181,7 +181,8 @@ static void test_attr_and_url(void) {
 }
 
 /* The URL's lock_delay_ms is the delay of a mutex whose attribute says
- * nothing (its hold writes the marker), and an attribute's 0 wins. */
+ * nothing (its hold's hash says ld, its key lives lease + delay), and an
+ * attribute's 0 wins. */
 static void test_url_default(void) {
     char url[600];
     dlock_client_t *c = NULL;
@@ -196,12 +197,12 @@ static void test_url_default(void) {
     DLT_ASSERT_ERR(dlock_mutex_init(&m2, "ld/url2", &a), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m1), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m2), 0);
-    DLT_ASSERT_INT_EQ(dlt_redis_exists(&dlt_server, "dlock:{ld/url1}:delay"), 1);
-    CU_ASSERT(dlt_key_pttl("ld/url1") > 0);
-    DLT_ASSERT_INT_EQ(dlt_redis_exists(&dlt_server, "dlock:{ld/url2}:delay"), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_field("ld/url1", "ld"), 900);
+    CU_ASSERT(dlt_key_pttl("ld/url1") > 10000); /* the default lease + the delay */
+    CU_ASSERT(dlt_key_pttl("ld/url2") <= 10000);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m1), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m2), 0);
-    DLT_ASSERT_INT_EQ(dlt_redis_exists(&dlt_server, "dlock:{ld/url1}:delay"), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&dlt_server, "dlock:{ld/url1}"), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m1), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m2), 0);
     dlock_mutexattr_destroy(&a);

@@ -135,28 +135,38 @@ static void test_acquire_busy_registers_and_queues(void) {
 }
 
 /* An acquire with a lock-delay (ARGV[5] "0", [6] the delay): the hash
- * with ld and the marker <lock>:delay as long as the lease plus the
- * delay; a release takes the marker with it; a lapse (the lock key gone,
- * the marker there) answers {0, ms} with the delay's rest, even to the
- * queue's head, and registers a waiter, who takes it at the delay's end;
- * a grant passes the marker on to a queued waiter with a delay, whose
- * entry's LEASE is "LEASE+DELAY"; a reset (dlock break) drops it. */
+ * with ld and exp (its lease's end), the key kept lease + delay; a
+ * release before exp deletes it.  Past exp (a lapse) the key stays: its
+ * holder's renewal and release are refused (0) and leave it, its own
+ * acquire finds it another's; everyone gets {0, ms} with the delay's rest,
+ * a fair waiter registers and queues, and takes it at the delay's end; a
+ * grant gives a queued waiter with a delay (its entry's LEASE
+ * "LEASE+DELAY") ld and exp; info tells the delay (7th) with an empty
+ * record; a reset (dlock break) ends it. */
 static void test_acquire_lock_delay(void) {
     char v[200];
     redisReply *r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tA", "300", "0000", "1 h:1:2", "0", "400", NULL);
     DLT_ASSERT_INT_EQ(status_of(r), 1);
     if (r != NULL) freeReplyObject(r);
     CU_ASSERT_STRING_EQUAL(hget(LK, "ld", v, sizeof v), "400");
-    CU_ASSERT(pttl(LK ":delay") > 400 && pttl(LK ":delay") <= 700);
-    CU_ASSERT(pttl(LK ":delay") - pttl(LK) >= 395);
+    CU_ASSERT(pttl(LK) > 400 && pttl(LK) <= 700);
     DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "hash 0 h:1:2")), 1);
-    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK ":delay")), 0);
-    /* a lapse: nobody until the marker's expiry, trylock or queue */
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 0);
+    /* a lapse: nobody until the key's expiry, trylock or queue */
     r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tA", "150", "0000", "1 h:1:2", "0", "400", NULL);
     if (r != NULL) freeReplyObject(r);
     dlt_sleep_ms(200);
-    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 0);
-    r = acq("tB", "5000", "0000", "2 h:1:3"); /* the uncontended path's EXISTS sees the marker */
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tA", "150", "x", NULL)), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "hash 0 h:1:2")), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 1);
+    r = dlt_lua(DLOCK__SCRIPT_INFO, 1, LK, NULL);
+    DLT_ASSERT_INT_EQ(dlt_len(dlt_el(r, 0)), 0);
+    CU_ASSERT(dlt_int(dlt_el(r, 6)) > 0 && dlt_int(dlt_el(r, 6)) <= 400);
+    if (r != NULL) freeReplyObject(r);
+    r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tA", "150", "0000", "1 h:1:2", "0", "400", NULL);
+    DLT_ASSERT_INT_EQ(status_of(r), 0); /* its own, past its lease: another's */
+    if (r != NULL) freeReplyObject(r);
+    r = acq("tB", "5000", "0000", "2 h:1:3");
     DLT_ASSERT_INT_EQ(status_of(r), 0);
     CU_ASSERT(dlt_int(dlt_el(r, 1)) > 0 && dlt_int(dlt_el(r, 1)) <= 400);
     if (r != NULL) freeReplyObject(r);
@@ -172,7 +182,7 @@ static void test_acquire_lock_delay(void) {
     r = acq("tB", "5000", "0110", "2 h:1:3");
     DLT_ASSERT_INT_EQ(status_of(r), 1);
     if (r != NULL) freeReplyObject(r);
-    /* a grant hands the marker to a queued waiter with a delay */
+    /* a grant gives a queued waiter with a delay its ld and exp */
     r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tC", "5000", "0120", "3 h:1:4", "0", "700", NULL);
     DLT_ASSERT_INT_EQ(status_of(r), 0);
     if (r != NULL) freeReplyObject(r);
@@ -182,15 +192,16 @@ static void test_acquire_lock_delay(void) {
     DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tB", "plain 0 h:1:3")), 1);
     CU_ASSERT_STRING_EQUAL(hget(LK, "owner", v, sizeof v), "tC");
     CU_ASSERT_STRING_EQUAL(hget(LK, "ld", v, sizeof v), "700");
-    CU_ASSERT(pttl(LK ":delay") > 2000 && pttl(LK ":delay") <= 2700);
+    CU_ASSERT(pttl(LK) > 2000 && pttl(LK) <= 2700);
     /* renewal keeps it the delay past the lease */
     DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tC", "5000", "x", NULL)), 1);
-    CU_ASSERT(pttl(LK ":delay") > 5000 && pttl(LK ":delay") <= 5700);
+    CU_ASSERT(pttl(LK) > 5000 && pttl(LK) <= 5700);
     r = dlt_lua(DLOCK__SCRIPT_INFO, 1, LK, NULL);
-    CU_ASSERT(dlt_int(dlt_el(r, 6)) > 5000);
+    DLT_ASSERT_INT_EQ(dlt_int(dlt_el(r, 6)), -2);
+    CU_ASSERT(dlt_int(dlt_el(r, 1)) > 4000 && dlt_int(dlt_el(r, 1)) <= 5000); /* the lease left, not the key's */
     if (r != NULL) freeReplyObject(r);
     DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RESET, 1, LK, LK, "break", NULL)), 1);
-    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK ":delay")), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 0);
 }
 
 /* The lock value block <lock>:lvb: a release's ARGV[3] writes it (v, ok

@@ -267,8 +267,8 @@ static void test_script_args(void) {
     CU_ASSERT_EQUAL_FATAL(a.n, a.nkeys + 6);
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 4], "0");
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 5], "1500");
-    CU_ASSERT_STRING_EQUAL(k.delay, "t:{name}:delay");
-    CU_ASSERT_EQUAL(k.delaylen, strlen("t:{name}:delay"));
+    CU_ASSERT_STRING_EQUAL(k.lvbkey, "t:{name}:lvb");
+    CU_ASSERT_EQUAL(k.lvbkeylen, strlen("t:{name}:lvb"));
 
     /* a queuing waiter: H's place ("0") and L; L "1"/"2" (it holds
      * nothing; its wait detects) with its call's start, for its entry */

@@ -261,8 +261,8 @@ static int plain_fence(dlock__backend *c, const dlock__keys *k, const redisReply
 /* The uncontended path, pipelined, on one server (or Sentinel's master):
  * the raw pair's SET NX PX, of the string form "TOKEN - SINCE WHO" (no
  * fence kept: it is not known yet) with the lease as its expiry, then
- * EXISTS of the readers, waiting writers, handoff and queue keys, the
- * lock-delay marker and the value block, then fence_next_lua (EVALSHA), which issues the
+ * EXISTS of the readers, waiting writers, handoff and queue keys and the
+ * value block, then fence_next_lua (EVALSHA), which issues the
  * fence as every acquire does
  * -- written at once, one round trip.  Taken, with none of those keys
  * there: held, that answer its fence (a server that does not know the
@@ -276,10 +276,10 @@ static int plain_fence(dlock__backend *c, const dlock__keys *k, const redisReply
  * skipped: fences need to increase, not to be dense. */
 static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *token, const dlock__args *a,
                          dlock__acq *out, dlock__mono deadline, int *mine) {
-    const char *set[6], *ex[7], *fen[4];
-    size_t setl[6], exl[7], fenl[4], tl = strlen(token), il = a->len[a->nkeys + 3];
+    const char *set[6], *ex[6], *fen[4];
+    size_t setl[6], exl[6], fenl[4], tl = strlen(token), il = a->len[a->nkeys + 3];
     char val[DLOCK__OWNER_LEN + 3 + sizeof a->ident];
-    dlock__req after[2] = { { 7, ex, exl }, { 4, fen, fenl } };
+    dlock__req after[2] = { { 6, ex, exl }, { 4, fen, fenl } };
     redisReply *r = NULL, *rs[2];
     dlock__sent st;
     uint64_t fence = 0;
@@ -299,8 +299,7 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
     set[5] = a->v[a->nkeys + 1], setl[5] = a->len[a->nkeys + 1];
     ex[0] = "EXISTS", exl[0] = 6;
     for (i = 0; i < 4; i++) ex[1 + i] = k->keys[exk[i]], exl[1 + i] = k->keylens[exk[i]];
-    ex[5] = k->delay, exl[5] = k->delaylen; /* a lapse's lock-delay: the script decides */
-    ex[6] = k->lvbkey, exl[6] = k->lvbkeylen; /* a value block: the hold is the hash */
+    ex[5] = k->lvbkey, exl[5] = k->lvbkeylen; /* a value block: the hold is the hash */
     fen[0] = "EVALSHA", fenl[0] = 7;
     fen[1] = dlock__script_sha(DLOCK__SCRIPT_FENCE_NEXT, 0), fenl[1] = strlen(fen[1]);
     fen[2] = "1", fenl[2] = 1;

@@ -43,8 +43,6 @@ typedef struct dlock__keys {
     char *keys[DLOCK__NKEYS + 1]; /* in one buffer; for a condition variable every one is
                                    * <prefix>{<name>}:cond, its waiters and its channel */
     size_t keylens[DLOCK__NKEYS + 1];
-    char *delay;     /* <prefix>{<name>}:delay, the lock-delay's marker (acquire.lua) */
-    size_t delaylen;
     char *lvbkey;    /* <prefix>{<name>}:lvb, the lock value block (acquire.lua) */
     size_t lvbkeylen;
     /* The value block the next release of the exclusive hold identified by

@@ -78,15 +78,15 @@
 -- the releaser taking the lock straight back.  Only robust acquirers read
 -- or write the state key.
 --
--- Lock-delay (docs/protocol.md): a holder that asks for one (ARGV[6]) is
--- a hash with ld, its delay, and beside it the marker <lock>:delay, "ms"
--- with the expiry lease + delay, written by every grant and renewal of
--- that hold and deleted by its release, its break, or a grant to another.
--- The lock key gone but the marker there is a hold that ended without a
--- release: nobody is granted the lock until the marker's expiry (lapse +
--- delay): a call that waits registers and waits for that ({0, ms}), a
--- trylock is busy.  The uncontended path's EXISTS looks for the marker
--- too, so a lock that never had a delay pays one key more in one call.
+-- Lock-delay (docs/protocol.md): a hold that asks for one (ARGV[6]) is a
+-- hash with ld, its delay, and exp, when its lease ends (server ms); the
+-- lock key itself lives lease + delay, written so by its grant and every
+-- renewal.  Past exp the hold is over -- its renewal and its release are
+-- refused, its own acquire finds it another's -- but the key stays until
+-- the delay has run: to everyone else the lock is held, for its PTTL (a
+-- trylock is busy, a waiter waits that long, the queue keeps its order).
+-- A release before exp deletes the key as any release does: no delay.
+-- A lock without one pays nothing.
 --
 -- Lock value block (docs/protocol.md): <lock>:lvb, a hash of v (the value
 -- the last release that carried one wrote), ok ("1" valid, "0" not) and
@@ -121,11 +121,10 @@ if asked and not held then
   local p, fk, n = KEYS[1]
   if #KEYS == 1 then
     fk = p .. ':fence'
-    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo', p .. ':delay',
-                   p .. ':lvb')
+    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo', p .. ':lvb')
   else
     fk = KEYS[2]
-    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7], p .. ':delay', p .. ':lvb')
+    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7], p .. ':lvb')
   end
   if n == 0 then
     --- @include "string_take"
@@ -142,7 +141,7 @@ if held and string.byte(fl, 2) == 49 then
   local p = KEYS[1]
   lv0 = redis.call('MGET', p)[1]
   if not lv0 then
-    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w', 'fence')
+    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w', 'fence', 'exp')
     if hm0[1] and hm0[1] ~= ARGV[1] then
       local wait
       local hm, waits = hm0, true
@@ -182,11 +181,11 @@ local function reserve(fs)
   return 0
 end
 local rw = false
--- The lock-delay marker of a hold with one (A[9]), as long as the lease
--- plus the delay: it outlives the lock key by the delay exactly.
+-- A hold with a lock-delay (A[9]): its lease's end in exp, and the lock
+-- key kept the delay past it.
 local function delay_mark()
-  redis.call('HSET', K[1], 'ld', A[9])
-  redis.call('SET', K[1] .. ':delay', A[9], 'PX', string.format('%d', lease + A[9]))
+  redis.call('HSET', K[1], 'ld', A[9], 'exp', string.format('%d', now + lease))
+  redis.call('PEXPIRE', K[1], string.format('%d', lease + A[9]))
 end
 local function take()
   local fs = fence()
@@ -219,12 +218,12 @@ local function take()
   end
   return {1, fs, others}
 end
-local dk = K[1] .. ':delay'
-if not asked and not held and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7], dk) == 0 then return take() end
+if not asked and not held and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end
 --- @include "lock_rest"
-local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w', 'fence')
+local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w', 'fence', 'exp')
 local owner = hm[1]
-if owner == A[1] then
+-- (its own hold past its lease, in its delay: another's now)
+if owner == A[1] and not (hm[5] and hm[5] + 0 <= now) then
   redis.call('PEXPIRE', K[1], A[2])
   if A[9] then delay_mark() end
   if A[8] == '1' then
@@ -239,17 +238,10 @@ if owner == A[1] then
   return {2, fs}
 end
 local wait, h = nil, nil
-local n, dw = 0, -2
-if not owner then
-  n = redis.call('EXISTS', K[4], K[5], K[6], K[7], dk)
-  if n > 0 then dw = redis.call('PTTL', dk) end
-end
 if owner then
   local p, waits = K[1], A[6] == '1'
   --- @include "held_by_another"
-elseif dw > 0 then
-  wait = dw -- a lapse's delay: nobody, queue or not, until it ends
-elseif n > 0 then
+elseif redis.call('EXISTS', K[4], K[5], K[6], K[7]) > 0 then
   rw = true
   local r = live(K[4])
   if r then wait = r - now end

@@ -15,8 +15,8 @@
 -- Shared holders are a zset of tokens scored by lease expiry at
 -- <prefix>{<name>}:readers.  A reader marks a writer's hash (w), so that
 -- its release publishes "released".  A writer's lapse in its lock-delay
--- (acquire.lua's marker <lock>:delay, the lock key gone) holds readers
--- back too, prefer readers or not.
+-- (acquire.lua: its key kept past its lease) holds readers back as a
+-- writer does.
 local A = ARGV
 --- @include "keys"
 local t, us, now, nows
@@ -32,8 +32,6 @@ if hm[1] then
   --- @include "held_by_another"
   return {0, wait}
 end
-local dw = redis.call('PTTL', K[1] .. ':delay')
-if dw > 0 then return {0, dw} end
 local sc = redis.call('ZSCORE', K[4], ARGV[1])
 if sc and tonumber(sc) > now then
   redis.call('ZADD', K[4], string.format('%d', now + lease), ARGV[1])

@@ -64,10 +64,11 @@
 -- a refused pop grants nobody and the release publishes "released" --
 -- rather than a release that fails and leaves its hold.
 --
--- A hold with a lock-delay (ld in the hash: acquire.lua) takes its marker
--- <lock>:delay with it, however it ends here: a release is no lapse.  A
--- grant passes the marker on to a queued waiter that asked for a delay
--- (its entry's LEASE is then "LEASE+DELAY"), and drops it otherwise.
+-- A hold with a lock-delay (ld and exp in the hash: acquire.lua) is
+-- released as any other before exp; past it, the hold lapsed and its key
+-- is the delay: the release answers 0 and leaves it.  A grant to a queued
+-- waiter that asked for a delay (its entry's LEASE is then "LEASE+DELAY")
+-- writes ld and exp for it, and drops them otherwise.
 --
 -- The lock value block (acquire.lua): a hold's end closes it (open goes),
 -- writing ARGV[3] as its value, valid, when there is one; a grant opens
@@ -82,7 +83,7 @@ local marked, cached, gone, ld, lvbf
 if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
   local hm
   if c1 == 104 then -- "hash": it was, and is while tok holds it
-    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld', 'lvb')
+    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld', 'lvb', 'exp')
     if hm.err then return 0 end -- a string: another's, since tok's lease ran out
   else
     local v = redis.call('MGET', KEYS[1])[1]
@@ -93,16 +94,19 @@ if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
       if ARGV[3] then redis.call('HSET', KEYS[1] .. ':lvb', 'v', ARGV[3], 'ok', '1') end
       return 1
     end
-    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld', 'lvb')
+    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld', 'lvb', 'exp')
   end
   if hm[1] ~= tok then
     if c1 ~= 117 or hm[1] then return 0 end -- an "undo" of a hold that lapsed: below
     gone = true
   end
   marked, cached, ld, lvbf = hm[2], hm[3], hm[4], hm[5]
+  if hm[6] and not gone then -- a lock-delay's hold: past its lease, the key is the delay
+    local t = redis.call('TIME')
+    if hm[6] + 0 <= t[1] * 1000 + math.floor(t[2] / 1000) then return 0 end
+  end
   if (c1 == 112 or c1 == 104) and not marked then -- "plain", "hash"
-    if ld then redis.call('DEL', KEYS[1], KEYS[1] .. ':delay')
-    else redis.call('DEL', KEYS[1]) end
+    redis.call('DEL', KEYS[1])
     if lvbf or ARGV[3] then
       local lk = KEYS[1] .. ':lvb'
       if ARGV[3] then redis.call('HSET', lk, 'v', ARGV[3], 'ok', '1') end
@@ -137,6 +141,8 @@ if how == 119 then -- "withdraw"
   if at then redis.call('LREM', K[7], '0', q[at]) end
   redis.call('DEL', K[1] .. ':g:' .. tok)
   local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache', 'ld', 'lvb')
+  -- (a grant its waiter never took: no writes of its to wait for, so no
+  -- lock-delay, whatever its exp says)
   if hm[1] ~= tok then
     if was == 1 then redis.call('PUBLISH', K[1], 'released') end
     return 0
@@ -156,7 +162,6 @@ end
 -- the hash in place (one call fewer).
 if how == 99 then redis.call('DEL', K[3], K[1] .. ':taker') -- "clean"
 elseif how == 105 then redis.call('SET', K[3], 'notrecoverable') end -- "inconsistent"
-if ld and not gone then redis.call('DEL', K[1] .. ':delay') end
 if (lvbf or ARGV[3]) and not gone then
   if ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'v', ARGV[3], 'ok', '1') end
   redis.call('HDEL', K[1] .. ':lvb', 'open')
@@ -218,10 +223,10 @@ if h then
   -- the value block, there if this hold had it open or wrote it: the grantee's now
   if lvbf or ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'open', h) redis.call('HSET', K[1], 'lvb', '1') end
   if hd ~= '' then
-    redis.call('HSET', K[1], 'ld', hd)
-    redis.call('SET', K[1] .. ':delay', hd, 'PX', string.format('%d', g + hd))
+    redis.call('HSET', K[1], 'ld', hd, 'exp', string.format('%d', now + g))
+    redis.call('PEXPIRE', K[1], string.format('%d', g + hd))
   elseif ld then
-    redis.call('HDEL', K[1], 'ld')
+    redis.call('HDEL', K[1], 'ld', 'exp')
   end
   if rb == '1' then redis.call('MSET', K[3], 'held', K[1] .. ':taker', h) end
   local gs = fs .. ':' .. g
