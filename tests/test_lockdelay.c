@@ -100,6 +100,7 @@ static void ld_round(const char *url, const char *name, int how) {
     dlock_lock_info_t info;
     dlt_task th;
     double t_free, t_acq;
+    long long calls;
     int rc;
 
     snprintf(h->url, sizeof h->url, "%s", url);
@@ -128,9 +129,15 @@ static void ld_round(const char *url, const char *name, int how) {
         t0 = dlt_now();
         DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &dl), ETIMEDOUT);
         CU_ASSERT(dlt_now() - t0 > 0.25 && dlt_now() - t0 < 0.6);
+        calls = url[0] == '\0' ? dlt_redis_cmdstat(&dlt_server, "evalsha") : 0;
         rc = dlock_mutex_lock(&m);
         t_acq = dlt_now();
         DLT_ASSERT_ERR(rc, 0);
+        if (url[0] == '\0') { /* it slept until the delay's end: a few requests, not a poll */
+            calls = dlt_redis_cmdstat(&dlt_server, "evalsha") - calls;
+            CU_ASSERT(calls <= 12);
+            if (calls > 12) fprintf(stderr, "  %lld server calls while it waited out the delay\n", calls);
+        }
         /* no sooner than the lapse (seen within a poll) + the delay */
         CU_ASSERT(t_acq - t_free >= DELAY_MS / 1000.0 - 0.03);
         CU_ASSERT(t_acq - t_free < DELAY_MS / 1000.0 + 0.5);
