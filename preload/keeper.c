@@ -127,7 +127,7 @@ static int reopen(int fd, int kind, char *watch) {
  * child may not allocate. */
 struct keeper_cmd {
     char *argv[12], *envp[8], ppid[24], watch[2];
-    char *url, *prefix, *ldp; /* malloc'd, in envp */
+    char *url, *prefix, *ldp, *delay; /* malloc'd, in envp */
 };
 
 static void keeper_cmd_make(struct keeper_cmd *kc, int kind, const char *name) {
@@ -150,6 +150,8 @@ static void keeper_cmd_make(struct keeper_cmd *kc, int kind, const char *name) {
         kc->envp[n++] = kc->prefix;
     if ((v = secure_getenv("LD_LIBRARY_PATH")) != NULL && asprintf(&kc->ldp, "LD_LIBRARY_PATH=%s", v) > 0)
         kc->envp[n++] = kc->ldp;
+    if ((v = secure_getenv("DLOCK_LOCK_DELAY_MS")) != NULL && asprintf(&kc->delay, "DLOCK_LOCK_DELAY_MS=%s", v) > 0)
+        kc->envp[n++] = kc->delay;
     kc->envp[n] = NULL;
 }
 
@@ -157,6 +159,7 @@ static void keeper_cmd_free(struct keeper_cmd *kc) {
     free(kc->url);
     free(kc->prefix);
     free(kc->ldp);
+    free(kc->delay);
 }
 
 /* clone(CLONE_VM|CLONE_VFORK) into child_main, every signal blocked
@@ -713,6 +716,7 @@ static void keeper_open(void) {
          * waits (writers first would deadlock `flock -s L sh -c 'flock -s
          * L true'` behind a writer that waits for the outer reader). */
         dlock_mutexattr_setrwkind(&attr, DLOCK_RWLOCK_PREFER_READER);
+        dlpl_lock_delay_set(&attr);
         init_err = dlock_rwlock_init(&rw, lockname, &attr);
     }
     if (init_err != 0) dlpl_msg("'%s': %s", lockname, dlock_last_error());

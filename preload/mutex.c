@@ -233,10 +233,11 @@ static int kind_any_thread_unlocks(int kind) {
     return (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) && !(kind & (KIND_ROBUST | KIND_PI));
 }
 
-/* DLOCK_LOCK_DELAY_MS (0 to DLOCK_LOCK_DELAY_MAX_MS) on a mapped mutex's
- * attributes; unset, the URL's lock_delay_ms.  A bad value is said once
- * and leaves the delay to the URL. */
-static void lock_delay_set(dlock_mutexattr_t *a) {
+/* DLOCK_LOCK_DELAY_MS (0 to DLOCK_LOCK_DELAY_MAX_MS) on a mapped lock's
+ * attributes (a mutex's here, a file lock's in its keeper); unset, the
+ * URL's lock_delay_ms.  A bad value is said once and leaves the delay to
+ * the URL. */
+void dlpl_lock_delay_set(dlock_mutexattr_t *a) {
     static int said;
     const char *v = secure_getenv("DLOCK_LOCK_DELAY_MS");
     char *end;
@@ -270,7 +271,7 @@ static int make(struct mx *e, pthread_mutex_t *m) {
         dlock_mutexattr_setowner(&a, e->process ? DLOCK_OWNER_PROCESS : DLOCK_OWNER_THREAD);
         dlock_mutexattr_setclient(&a, dlpl_client);
         dlock_mutexattr_setlostcallback(&a, on_lost, NULL);
-        lock_delay_set(&a);
+        dlpl_lock_delay_set(&a);
         rc = dlpl_client == NULL ? EINVAL : dlock_mutex_init(&e->dm, e->name, &a);
         if (rc != 0) dlpl_msg("mutex:%s: %s; it stays a local mutex", e->symbol, dlock_last_error());
         atomic_store(&e->state, rc == 0 ? 1 : 2);

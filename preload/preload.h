@@ -171,6 +171,9 @@ void dlpl_fd_forget(int fd);
 
 /* mutex.c */
 int dlpl_mutex_init(void); /* resolves mutex rules; number mapped */
+/* DLOCK_LOCK_DELAY_MS on the attributes of a mapped lock (mutex.c): a bad
+ * value is said once and leaves the delay to the URL's lock_delay_ms. */
+void dlpl_lock_delay_set(dlock_mutexattr_t *a);
 extern volatile int dlpl_nmutex;
 
 /* sem.c: the sem_* hooks; rules of kind DLPL_RULE_SEM, looked up at

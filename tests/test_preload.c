@@ -335,11 +335,21 @@ static void test_mapped_mutex_lock_delay(void) {
                 "kill -9 $p; wait $p 2>/dev/null\n"
                 "echo seen $seen\n"
                 "LD_PRELOAD=\"$SO\" DLOCK_MAP=\"$M\" DLOCK_LOCK_DELAY_MS=abc " DLPL_COUNTER " plain/counter 2 2>plain/err\n"
-                "echo bad_rc $?; echo said $(grep -c \"DLOCK_LOCK_DELAY_MS 'abc'\" plain/err)\n",
+                "echo bad_rc $?; echo said $(grep -c \"DLOCK_LOCK_DELAY_MS 'abc'\" plain/err)\n"
+                /* a mapped file lock: its keeper's hold has the delay too */
+                "(export DLOCK_LOCK_DELAY_MS=900; A " FLOCK " -x A/locks/ld.lock sleep 1.5) & p=$!\n"
+                "seen=none; i=0\n"
+                "while [ $i -lt 100 ]; do\n"
+                "  k=$(redis-cli -u \"$DLOCK_URL\" --scan --pattern '*ld.lock}')\n"
+                "  if [ -n \"$k\" ] && [ \"$(redis-cli -u \"$DLOCK_URL\" HGET \"$k\" ld)\" = 900 ]; then seen=900; break; fi\n"
+                "  i=$((i + 1)); sleep 0.02\n"
+                "done\n"
+                "wait $p; echo flock_seen $seen\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
     DLT_ASSERT_INT_EQ(num(out, "seen"), 700);
     DLT_ASSERT_INT_EQ(num(out, "bad_rc"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "flock_seen"), 900);
     DLT_ASSERT_INT_EQ(num(out, "said"), 1);
     if (num(out, "seen") != 700 || num(out, "said") != 1) SHOW(out);
 }
