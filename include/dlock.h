@@ -148,7 +148,8 @@ typedef struct dlock_mutexattr {
     unsigned __risk_margin_ms;
     dlock_risk_fn __risk_fn;
     void *__risk_arg;
-    unsigned __spare[2];
+    unsigned __lock_delay;     /* 0 as the client's URL says (lock_delay_ms), else ms + 1 */
+    unsigned __spare[1];
 } dlock_mutexattr_t;
 
 DLOCK_API int dlock_mutexattr_init(dlock_mutexattr_t *a);
@@ -243,6 +244,18 @@ DLOCK_API int dlock_mutexattr_getdeadlock(const dlock_mutexattr_t *a, int *on);
 DLOCK_API int dlock_mutexattr_setpipelined(dlock_mutexattr_t *a, int on);
 DLOCK_API int dlock_mutexattr_getpipelined(const dlock_mutexattr_t *a, int *on);
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg);
+/* Lock-delay (as Chubby's and Consul's): when a hold of a mutex made with
+ * these attributes ends without a release (its lease ran out: the holder
+ * died, hung or was cut off), nobody is granted the lock for ms after the
+ * lapse -- trylock answers EBUSY, timed calls wait within their deadline
+ * -- so that writes the holder had in flight land first.  An unlock, a
+ * thread-exit or exit() unlock and dlock_break end a hold with no delay.
+ * 0 (the default) none; at most DLOCK_LOCK_DELAY_MAX_MS, else EINVAL.
+ * Unset, a mutex takes the client's URL parameter lock_delay_ms.
+ * getlockdelay: what was set here (0 unset). */
+#define DLOCK_LOCK_DELAY_MAX_MS 60000u
+DLOCK_API int dlock_mutexattr_setlockdelay(dlock_mutexattr_t *a, unsigned ms);
+DLOCK_API int dlock_mutexattr_getlockdelay(const dlock_mutexattr_t *a, unsigned *ms);
 /* The lease-at-risk handler (dlock_risk_fn) of holds taken through a
  * mutex made with these attributes, and its margin: fn runs when less
  * than margin_ms of a hold's lease is left and no renewal has succeeded
@@ -565,6 +578,26 @@ DLOCK_API int dlock_fenced_set(const dlock_mutex_t *m, const char *key, const vo
 /* The lock's name, or NULL for a bad object. */
 DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m);
 
+/* Lock value block (as the DLM's LVB): up to DLOCK_LVB_MAX bytes kept
+ * with the lock.  set: the caller holds m (EPERM otherwise; a rwlock: its
+ * write lock), len > DLOCK_LVB_MAX -> EINVAL; the value is written with
+ * the hold's release, in the same request, and a hold that ends without
+ * one (its lease lapsed) writes nothing.  get: the caller holds m (a
+ * rwlock: either lock); the value the last release wrote (or this hold's
+ * set), *len bytes (0 when none was ever set; ERANGE, *len the length,
+ * when cap is short); *valid 0 when a hold ended without a release since
+ * it was written (its holder may have died mid-update), until a holder
+ * writes it anew.  ENOTSUP on Redlock. */
+#define DLOCK_LVB_MAX 64
+DLOCK_API int dlock_mutex_lvb_set(dlock_mutex_t *m, const void *buf, size_t len);
+DLOCK_API int dlock_mutex_lvb_get(dlock_mutex_t *m, void *buf, size_t cap, size_t *len, int *valid);
+DLOCK_API int dlock_rwlock_lvb_set(dlock_rwlock_t *rw, const void *buf, size_t len);
+DLOCK_API int dlock_rwlock_lvb_get(dlock_rwlock_t *rw, void *buf, size_t cap, size_t *len, int *valid);
+/* The value block of lock name as the server keeps it, without holding
+ * the lock (dlock status): as get, but *valid -1 (and *len 0) when the
+ * lock has none. */
+DLOCK_API int dlock_lock_lvb(dlock_client_t *c, const char *name, void *buf, size_t cap, size_t *len, int *valid);
+
 /* What the server knows of one lock (dlock_lock_info, dlock_list). */
 typedef struct dlock_lock_info {
     int held;                /* 1 if a writer / mutex holder has it */
@@ -581,7 +614,10 @@ typedef struct dlock_lock_info {
     unsigned writers_waiting;/* writers registered as waiting */
     int robust_state;        /* 0 none; 1 a robust holder holds it or died holding it; 2 not recoverable */
     int64_t server_now_ms;   /* the server's time when it answered (for "held for") */
-    void *__reserved[4];     /* room to grow without changing the size */
+    int64_t delay_left_ms;   /* free, but in its lock-delay (its last hold ended without a
+                              * release) for this long more: nobody is granted it until
+                              * server_now_ms + delay_left_ms; 0 not in a delay */
+    void *__reserved[3];     /* room to grow without changing the size (on LP64) */
 } dlock_lock_info_t;
 
 /* Reads what the server knows of `name` (one round trip) on client c

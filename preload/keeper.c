@@ -121,7 +121,7 @@ static int keeper_reopen(int fd, char *watch) {
  * child may not allocate. */
 struct keeper_cmd {
     char *argv[12], *envp[8], ppid[24], watch[2];
-    char *url, *prefix, *ldp, *xdg; /* malloc'd, in envp */
+    char *url, *prefix, *ldp, *xdg, *delay; /* malloc'd, in envp */
 };
 
 static void keeper_cmd_make(struct keeper_cmd *kc, const char *name) {
@@ -146,6 +146,8 @@ static void keeper_cmd_make(struct keeper_cmd *kc, const char *name) {
     /* where the host-wide outage record is: the program's, shared */
     if ((v = secure_getenv("XDG_RUNTIME_DIR")) != NULL && asprintf(&kc->xdg, "XDG_RUNTIME_DIR=%s", v) > 0)
         kc->envp[n++] = kc->xdg;
+    if ((v = secure_getenv("DLOCK_LOCK_DELAY_MS")) != NULL && asprintf(&kc->delay, "DLOCK_LOCK_DELAY_MS=%s", v) > 0)
+        kc->envp[n++] = kc->delay;
     kc->envp[n] = NULL;
 }
 
@@ -154,6 +156,7 @@ static void keeper_cmd_free(struct keeper_cmd *kc) {
     free(kc->prefix);
     free(kc->ldp);
     free(kc->xdg);
+    free(kc->delay);
 }
 
 /* clone(CLONE_VM|CLONE_VFORK) into child_main, every signal blocked
@@ -690,6 +693,7 @@ static void keeper_open(void) {
          * waits (writers first would deadlock `flock -s L sh -c 'flock -s
          * L true'` behind a writer that waits for the outer reader). */
         dlock_mutexattr_setrwkind(&attr, DLOCK_RWLOCK_PREFER_READER);
+        dlpl_lock_delay_set(&attr);
         init_err = dlock_rwlock_init(&rw, lockname, &attr);
     }
     if (init_err != 0) dlpl_msg("'%s': %s", lockname, dlock_last_error());

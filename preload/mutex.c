@@ -70,6 +70,24 @@ static int kind_any_thread_unlocks(int kind) {
     return (type == PTHREAD_MUTEX_NORMAL || type == PTHREAD_MUTEX_ADAPTIVE_NP) && !(kind & (KIND_ROBUST | KIND_PI));
 }
 
+/* DLOCK_LOCK_DELAY_MS (0 to DLOCK_LOCK_DELAY_MAX_MS) on a mapped lock's
+ * attributes (a mutex's here, a file lock's in its keeper); unset, the
+ * URL's lock_delay_ms.  A bad value is said once and leaves the delay to
+ * the URL. */
+void dlpl_lock_delay_set(dlock_mutexattr_t *a) {
+    static int said;
+    const char *v = secure_getenv("DLOCK_LOCK_DELAY_MS");
+    char *end;
+    unsigned long ms;
+    if (v == NULL || *v == '\0') return;
+    errno = 0;
+    ms = strtoul(v, &end, 10);
+    if (errno == 0 && *end == '\0' && *v != '-' && ms <= DLOCK_LOCK_DELAY_MAX_MS &&
+        dlock_mutexattr_setlockdelay(a, (unsigned)ms) == 0)
+        return;
+    if (!said++) dlpl_msg("DLOCK_LOCK_DELAY_MS '%s' is not a number of ms from 0 to %u; ignored", v, DLOCK_LOCK_DELAY_MAX_MS);
+}
+
 /* Makes e's dlock mutex on first use, with the type and robustness of
  * the pthread mutex as it is now (glibc keeps them in __data.__kind),
  * and its owner: the process for a kind any thread may unlock (so that
@@ -90,6 +108,7 @@ static int mx_make(struct mx *e, pthread_mutex_t *m) {
         dlock_mutexattr_setowner(&a, e->process ? DLOCK_OWNER_PROCESS : DLOCK_OWNER_THREAD);
         dlock_mutexattr_setclient(&a, dlpl_client);
         dlock_mutexattr_setlostcallback(&a, mx_on_lost, NULL);
+        dlpl_lock_delay_set(&a);
         rc = dlpl_client == NULL ? EINVAL : dlock_mutex_init(&e->dm, dlpl_mxs[e - mxs].name, &a);
         if (rc != 0) dlpl_msg("mutex:%s: %s; it stays a local mutex", dlpl_mxs[e - mxs].symbol, dlock_last_error());
         atomic_store(&e->state, rc == 0 ? 1 : 2);

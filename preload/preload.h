@@ -261,6 +261,9 @@ struct dlpl_mx {
 };
 extern struct dlpl_mx dlpl_mxs[DLPL_MAX_MUTEX];
 int dlpl_mutex_init(void); /* resolves mutex rules; number mapped */
+/* DLOCK_LOCK_DELAY_MS on the attributes of a mapped lock (mutex.c): a bad
+ * value is said once and leaves the delay to the URL's lock_delay_ms. */
+void dlpl_lock_delay_set(dlock_mutexattr_t *a);
 extern volatile int dlpl_nmutex;
 /* mutex.c */
 int dlpl_mx_lock(int i, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *abstime);

@@ -3,7 +3,7 @@
  * registers one ctest entry per kind: chaos_default, chaos_robust, ...).
  *
  *   chaos_suite --kind KIND --faults F,F,... [--rounds N] [--sabotage MODE]
- *               [--expect CHECK]
+ *               [--expect CHECK] [--lock-delay MS]
  *
  * KIND: default robust fair caching (mutexes), rwlock (readers and
  * writers), sem, sem_undo (semaphores of SEM_N units, without and with
@@ -103,6 +103,12 @@
  *             within 10 s of being told to stop.
  *   progress  some take succeeds within 5 s of each fault's end; at least
  *             MIN_ACQ takes in the run.
+ *   delay     (--lock-delay MS, mutex kinds: every mutex has that
+ *             lock-delay) after a kill or a pause of a process that held
+ *             a name (and did not release it after all: no unlock that
+ *             said 0), no take of the name returns sooner than the
+ *             fault's start + MS: the hold lapsed no sooner than the
+ *             fault began, and ended without a release.
  * Every violation is printed with the fault it happened under (the last
  * one begun before it), and a table of violations by check and fault.
  *
@@ -110,6 +116,7 @@
  *   nolock   the take is skipped (and holds() taken as 1): exclusion must fail
  *   nofence  the store accepts every write: stale must fail
  *   silent   the lost handler logs nothing: told must fail
+ *   nodelay  the mutexes get no lock-delay: delay must fail
  * With --expect CHECK the run passes only if CHECK found a violation.
  *
  * LENGTH: each fault of the list once (--rounds N: N times), in a seeded
@@ -173,12 +180,12 @@ enum { F_KILL, F_PAUSE, F_RESTART, F_RESTART_LOST, F_FLUSHALL, F_FREEZE, F_CUT, 
 static const char *const fault_names[F_N] = { "kill",   "pause", "restart", "restart-lost", "flushall",
                                               "freeze", "cut",   "drop",    "slow" };
 
-enum { S_NONE, S_NOLOCK, S_NOFENCE, S_SILENT, S_N };
-static const char *const sabotage_names[S_N] = { "none", "nolock", "nofence", "silent" };
+enum { S_NONE, S_NOLOCK, S_NOFENCE, S_SILENT, S_NODELAY, S_N };
+static const char *const sabotage_names[S_N] = { "none", "nolock", "nofence", "silent", "nodelay" };
 
-enum { C_FENCE, C_STALE, C_EXCL, C_TOLD, C_DEADLINE, C_RESULT, C_HUNG, C_PROGRESS, C_N };
+enum { C_FENCE, C_STALE, C_EXCL, C_TOLD, C_DEADLINE, C_RESULT, C_HUNG, C_PROGRESS, C_DELAY, C_N };
 static const char *const check_names[C_N] = { "fence",  "stale", "exclusion", "told",
-                                              "deadline", "result", "hung",   "progress" };
+                                              "deadline", "result", "hung",   "progress", "delay" };
 
 enum { M_MUTEX, M_READ, M_WRITE, M_UNIT };
 
@@ -225,6 +232,7 @@ typedef struct shared {
     int64_t hard_end_ns;     /* workers stop by then whatever happens */
     uint64_t seed;
     int kind, sabotage;
+    unsigned lock_delay_ms; /* --lock-delay: every mutex's */
     char url[128];
     char logdir[256];
     atomic_ullong store[NLOCK]; /* the fenced store: greatest fence accepted */
@@ -464,7 +472,8 @@ static int objs_init(objs *o) {
             dlock_mutexattr_setlostcallback(&a, on_lost, (void *)(intptr_t)i) != 0 ||
             (sh->kind == K_ROBUST && dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST) != 0) ||
             (sh->kind == K_FAIR && dlock_mutexattr_setfair(&a, 1) != 0) ||
-            (sh->kind == K_CACHING && dlock_mutexattr_setcaching(&a, 1) != 0))
+            (sh->kind == K_CACHING && dlock_mutexattr_setcaching(&a, 1) != 0) ||
+            (sh->sabotage != S_NODELAY && dlock_mutexattr_setlockdelay(&a, sh->lock_delay_ms) != 0))
             return -1;
         int rc = sh->kind == K_RWLOCK ? dlock_rwlock_init(&o->rw[i], name, &a)
                                       : dlock_mutex_init(&o->m[i], name, &a);
@@ -1254,6 +1263,39 @@ static int cmp_i64(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+/* delay: h, an exclusive hold of the process that fault f killed or
+ * paused, held when f began; no other take of its name may return
+ * before f's start + the lock-delay. */
+static void check_delay_after(const run_log *lg, const fault *f, const hold *h) {
+    const hold *H = lg->holds.p;
+    int64_t bound = f->start + (int64_t)sh->lock_delay_ms * NS_PER_MS;
+    for (size_t j = 0; j < lg->holds.n; j++) {
+        const hold *o = &H[j];
+        if (o == h || o->lock != h->lock || !taken(o) || o->ret <= f->start || o->ret >= bound) continue;
+        if (o->mode != M_MUTEX && o->mode != M_WRITE) continue;
+        violation(C_DELAY, o->ret, "name %d: taken by pid %d %.1f ms after the %s of its holder pid %d "
+                  "(lock-delay %u ms)", h->lock, (int)o->pid, MS(o->ret - f->start), fault_names[f->kind],
+                  (int)h->pid, sh->lock_delay_ms);
+    }
+}
+
+static void check_delay(const run_log *lg) {
+    const hold *H = lg->holds.p;
+    if (sh->lock_delay_ms == 0 || is_sem() || sh->kind == K_RWLOCK) return;
+    for (int i = 0; i < nfaults; i++) {
+        const fault *f = &faults[i];
+        if (f->kind != F_KILL && f->kind != F_PAUSE) continue;
+        for (size_t j = 0; j < lg->holds.n; j++) {
+            const hold *h = &H[j];
+            /* (a release that said 0 reached the server in time: the
+             * signal landed a moment after f->start, a clean handover) */
+            if (h->pid == f->pid && taken(h) && h->ret <= f->start &&
+                (!h->released || (h->us > f->start && h->urc != 0)))
+                check_delay_after(lg, f, h);
+        }
+    }
+}
+
 static void check_progress(const run_log *lg, long acquisitions) {
     const hold *H = lg->holds.p;
     int64_t *ok = malloc((lg->holds.n + 1) * sizeof *ok);
@@ -1303,6 +1345,7 @@ static long run_checker(const char *dir, int64_t t_end) {
     }
     free(ptrs);
     check_told(&lg);
+    check_delay(&lg);
     check_progress(&lg, acquisitions);
     for (int i = 0; i < nhung; i++)
         violation(C_HUNG, hungs[i].t, "pid %d %s", (int)hungs[i].pid,
@@ -1321,6 +1364,7 @@ static long run_checker(const char *dir, int64_t t_end) {
 
 static int cfg_kind = K_DEFAULT, cfg_sabotage = S_NONE, cfg_expect = -1;
 static int cfg_faults[F_N], cfg_nfaults, cfg_rounds = 1;
+static unsigned cfg_lock_delay_ms;
 
 static void report(long acquisitions, int inject_failed) {
     int counts[F_N] = { 0 }, total = 0;
@@ -1401,6 +1445,7 @@ static int setup(uint64_t seed) {
     sh->seed = seed;
     sh->kind = cfg_kind;
     sh->sabotage = cfg_sabotage;
+    sh->lock_delay_ms = cfg_lock_delay_ms;
     const char *tmp = getenv("TMPDIR");
     if (tmp == NULL || *tmp != '/') tmp = "/tmp";
     snprintf(sh->logdir, sizeof sh->logdir, "%s/dlock-chaos-suite-XXXXXX", tmp);
@@ -1479,6 +1524,11 @@ static int parse_args(int argc, char **argv) {
             if ((cfg_sabotage = lookup(val, sabotage_names, S_N)) < 0) return -1;
         } else if (strcmp(opt, "--rounds") == 0) {
             if ((cfg_rounds = atoi(val)) < 1 || cfg_rounds > 20) return -1;
+        } else if (strcmp(opt, "--lock-delay") == 0) {
+            char *end;
+            unsigned long v = strtoul(val, &end, 10);
+            if (*end != '\0' || end == val || v > DLOCK_LOCK_DELAY_MAX_MS) return -1;
+            cfg_lock_delay_ms = (unsigned)v;
         } else if (strcmp(opt, "--expect") == 0) {
             if ((cfg_expect = lookup(val, check_names, C_N)) < 0) return -1;
         } else if (strcmp(opt, "--faults") == 0) {
@@ -1503,7 +1553,8 @@ int main(int argc, char **argv) {
     if (parse_args(argc, argv) != 0) {
         fprintf(stderr, "usage: %s --kind default|robust|fair|caching|rwlock|sem|sem_undo "
                 "--faults kill,pause,restart,restart-lost,flushall,freeze,cut,drop,slow|none "
-                "[--rounds N] [--sabotage nolock|nofence|silent --expect CHECK]\n", argv[0]);
+                "[--rounds N] [--sabotage nolock|nofence|silent|nodelay --expect CHECK] [--lock-delay MS]\n",
+                argv[0]);
         return 2;
     }
     for (int i = 0; i < cfg_nfaults; i++) /* no fault twice in a list */

@@ -134,6 +134,116 @@ static void test_acquire_busy_registers_and_queues(void) {
     CU_ASSERT(pttl(LK ":fifo") > 5000 && pttl(LK ":writers") > 5000);
 }
 
+/* An acquire with a lock-delay (ARGV[5] "0", [6] the delay): the hash
+ * with ld and exp (its lease's end), the key kept lease + delay; a
+ * release before exp deletes it.  Past exp (a lapse) the key stays: its
+ * holder's renewal and release are refused (0) and leave it, its own
+ * acquire finds it another's; everyone gets {0, ms} with the delay's rest,
+ * a fair waiter registers and queues, and takes it at the delay's end; a
+ * grant gives a queued waiter with a delay (its entry's LEASE
+ * "LEASE+DELAY") ld and exp; info tells the delay (7th) with an empty
+ * record; a reset (dlock break) ends it. */
+static void test_acquire_lock_delay(void) {
+    char v[200];
+    redisReply *r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tA", "300", "0000", "1 h:1:2", "0", "400", NULL);
+    DLT_ASSERT_INT_EQ(status_of(r), 1);
+    if (r != NULL) freeReplyObject(r);
+    CU_ASSERT_STRING_EQUAL(hget(LK, "ld", v, sizeof v), "400");
+    CU_ASSERT(pttl(LK) > 400 && pttl(LK) <= 700);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "hash 0 h:1:2")), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 0);
+    /* a lapse: nobody until the key's expiry, trylock or queue */
+    r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tA", "150", "0000", "1 h:1:2", "0", "400", NULL);
+    if (r != NULL) freeReplyObject(r);
+    dlt_sleep_ms(200);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tA", "150", "x", NULL)), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "hash 0 h:1:2")), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 1);
+    r = dlt_lua(DLOCK__SCRIPT_INFO, 1, LK, NULL);
+    DLT_ASSERT_INT_EQ(dlt_len(dlt_el(r, 0)), 0);
+    CU_ASSERT(dlt_int(dlt_el(r, 6)) > 0 && dlt_int(dlt_el(r, 6)) <= 400);
+    if (r != NULL) freeReplyObject(r);
+    r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tA", "150", "0000", "1 h:1:2", "0", "400", NULL);
+    DLT_ASSERT_INT_EQ(status_of(r), 0); /* its own, past its lease: another's */
+    if (r != NULL) freeReplyObject(r);
+    r = acq("tB", "5000", "0000", "2 h:1:3");
+    DLT_ASSERT_INT_EQ(status_of(r), 0);
+    CU_ASSERT(dlt_int(dlt_el(r, 1)) > 0 && dlt_int(dlt_el(r, 1)) <= 400);
+    if (r != NULL) freeReplyObject(r);
+    r = acq("tB", "5000", "0110", "2 h:1:3"); /* a fair waiter registers and queues */
+    DLT_ASSERT_INT_EQ(status_of(r), 0);
+    CU_ASSERT(dlt_int(dlt_el(r, 1)) > 0 && dlt_int(dlt_el(r, 1)) <= 400);
+    if (r != NULL) freeReplyObject(r);
+    r = acq("tB", "5000", "01102", "2 h:1:3"); /* the H path too */
+    DLT_ASSERT_INT_EQ(status_of(r), 0);
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("LLEN %s", LK ":fifo")), 1);
+    dlt_sleep_ms(450);
+    r = acq("tB", "5000", "0110", "2 h:1:3");
+    DLT_ASSERT_INT_EQ(status_of(r), 1);
+    if (r != NULL) freeReplyObject(r);
+    /* a grant gives a queued waiter with a delay its ld and exp */
+    r = dlt_lua(DLOCK__SCRIPT_ACQUIRE, 1, LK, "tC", "5000", "0120", "3 h:1:4", "0", "700", NULL);
+    DLT_ASSERT_INT_EQ(status_of(r), 0);
+    if (r != NULL) freeReplyObject(r);
+    r = dlt_redis_cmd(&dlt_server, "LRANGE %s 0 -1", LK ":fifo");
+    CU_ASSERT_STRING_EQUAL(dlt_str(dlt_el(r, 0)), "tC|5000+700|0|2|0||h:1:4");
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tB", "plain 0 h:1:3")), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK, "owner", v, sizeof v), "tC");
+    CU_ASSERT_STRING_EQUAL(hget(LK, "ld", v, sizeof v), "700");
+    CU_ASSERT(pttl(LK) > 2000 && pttl(LK) <= 2700);
+    /* renewal keeps it the delay past the lease */
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RENEW, 1, LK, "tC", "5000", "x", NULL)), 1);
+    CU_ASSERT(pttl(LK) > 5000 && pttl(LK) <= 5700);
+    r = dlt_lua(DLOCK__SCRIPT_INFO, 1, LK, NULL);
+    DLT_ASSERT_INT_EQ(dlt_int(dlt_el(r, 6)), -2);
+    CU_ASSERT(dlt_int(dlt_el(r, 1)) > 4000 && dlt_int(dlt_el(r, 1)) <= 5000); /* the lease left, not the key's */
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RESET, 1, LK, LK, "break", NULL)), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 0);
+}
+
+/* The lock value block <lock>:lvb: a release's ARGV[3] writes it (v, ok
+ * 1), even of the string form; a lock with one is taken as the hash
+ * (lvb 1), which opens it (open: the token); a take that finds it still
+ * open (the hold before lapsed) marks it invalid (ok 0); a release closes
+ * it, a reset too, keeping it as it is. */
+static void test_lvb(void) {
+    char v[200];
+    redisReply *r = acq("tA", "5000", "0000", "1 h:1:2");
+    CU_ASSERT(r != NULL && r->type == REDIS_REPLY_STRING);
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RELEASE, 1, LK, "tA", "plain 0 h:1:2", "v1", NULL)), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "v", v, sizeof v), "v1");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "1");
+    r = acq("tB", "5000", "0000", "2 h:1:3"); /* not the string: the EXISTS names the block */
+    DLT_ASSERT_INT_EQ(status_of(r), 1);
+    if (r != NULL) freeReplyObject(r);
+    CU_ASSERT_STRING_EQUAL(hget(LK, "lvb", v, sizeof v), "1");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "open", v, sizeof v), "tB");
+    (void)dlt_reply_int(cmd("DEL %s", LK)); /* tB's lease lapses */
+    r = acq("tC", "5000", "0000", "3 h:1:4");
+    DLT_ASSERT_INT_EQ(status_of(r), 1);
+    if (r != NULL) freeReplyObject(r);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "0");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "open", v, sizeof v), "tC");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "v", v, sizeof v), "v1");
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RELEASE, 1, LK, "tC", "hash 0 h:1:4", NULL)), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "open", v, sizeof v), "(nil)");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "0"); /* written by nobody since */
+    r = acq("tD", "5000", "0000", "4 h:1:5");
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RELEASE, 1, LK, "tD", "hash 0 h:1:5", "v2", NULL)), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "v", v, sizeof v), "v2");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "1");
+    r = acq("tE", "5000", "0000", "5 h:1:6");
+    if (r != NULL) freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_lua(DLOCK__SCRIPT_RESET, 1, LK, LK, "break", NULL)), 1);
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "open", v, sizeof v), "(nil)");
+    CU_ASSERT_STRING_EQUAL(hget(LK ":lvb", "ok", v, sizeof v), "1");
+}
+
 /* Robust: the marker "held" and the taker; after a holder died ("dead"
  * release) the next gets {4, fence} (EOWNERDEAD) with a higher fence;
  * after "inconsistent", {3, 0} for everyone. */
@@ -380,7 +490,8 @@ static void test_info(void) {
     if (r != NULL) freeReplyObject(r);
     (void)dlt_reply_int(dlt_redis_cmd(&dlt_server, "ZADD %s 99999999999999 tW", LK ":writers"));
     r = dlt_lua(DLOCK__SCRIPT_INFO, 1, LK, NULL);
-    DLT_ASSERT_INT_EQ(dlt_len(r), 6);
+    DLT_ASSERT_INT_EQ(dlt_len(r), 7);
+    DLT_ASSERT_INT_EQ(dlt_int(dlt_el(r, 6)), -2); /* no lock-delay marker */
     h = dlt_el(r, 0);
     DLT_ASSERT_INT_EQ(dlt_len(h), 8);
     CU_ASSERT_STRING_EQUAL(dlt_str(dlt_el(h, 0)), "owner");
@@ -459,6 +570,8 @@ static void test_sharded_variant(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_acquire_free_and_again),
     DLT_TEST(test_acquire_busy_registers_and_queues),
+    DLT_TEST(test_acquire_lock_delay),
+    DLT_TEST(test_lvb),
     DLT_TEST(test_acquire_robust),
     DLT_TEST(test_acquire_caching_heldback_guard),
     DLT_TEST(test_acquire_eight_keys),

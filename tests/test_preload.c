@@ -318,6 +318,42 @@ static void test_mapped_mutex_counts_exactly(void) {
     if (num(out, "counter") != 300) SHOW(out);
 }
 
+/* DLOCK_LOCK_DELAY_MS: a mapped mutex's holds carry the lock-delay (its
+ * hash says ld, and the marker is there while it is held); a bad value is
+ * said once and the program runs all the same. */
+static void test_mapped_mutex_lock_delay(void) {
+    char out[4096];
+    int rc = sh("echo 0 > plain/counter\n"
+                "M='mutex:counter_lock=test/ld'\n"
+                "LD_PRELOAD=\"$SO\" DLOCK_MAP=\"$M\" DLOCK_LOCK_DELAY_MS=700 " DLPL_COUNTER " plain/counter 5000 & p=$!\n"
+                "seen=none; i=0\n"
+                "while [ $i -lt 300 ]; do\n"
+                "  v=$(redis-cli -u \"$DLOCK_URL\" HGET 'dlock:{test/ld}' ld)\n"
+                "  if [ \"$v\" = 700 ]; then seen=$v; break; fi\n"
+                "  i=$((i + 1)); sleep 0.01\n"
+                "done\n"
+                "kill -9 $p; wait $p 2>/dev/null\n"
+                "echo seen $seen\n"
+                "LD_PRELOAD=\"$SO\" DLOCK_MAP=\"$M\" DLOCK_LOCK_DELAY_MS=abc " DLPL_COUNTER " plain/counter 2 2>plain/err\n"
+                "echo bad_rc $?; echo said $(grep -c \"DLOCK_LOCK_DELAY_MS 'abc'\" plain/err)\n"
+                /* a mapped file lock: its keeper's hold has the delay too */
+                "(export DLOCK_LOCK_DELAY_MS=900; A " FLOCK " -x A/locks/ld.lock sleep 1.5) & p=$!\n"
+                "seen=none; i=0\n"
+                "while [ $i -lt 100 ]; do\n"
+                "  k=$(redis-cli -u \"$DLOCK_URL\" --scan --pattern '*ld.lock}')\n"
+                "  if [ -n \"$k\" ] && [ \"$(redis-cli -u \"$DLOCK_URL\" HGET \"$k\" ld)\" = 900 ]; then seen=900; break; fi\n"
+                "  i=$((i + 1)); sleep 0.02\n"
+                "done\n"
+                "wait $p; echo flock_seen $seen\n",
+                out, sizeof out, 1);
+    DLT_ASSERT_INT_EQ(rc, 0);
+    DLT_ASSERT_INT_EQ(num(out, "seen"), 700);
+    DLT_ASSERT_INT_EQ(num(out, "bad_rc"), 0);
+    DLT_ASSERT_INT_EQ(num(out, "flock_seen"), 900);
+    DLT_ASSERT_INT_EQ(num(out, "said"), 1);
+    if (num(out, "seen") != 700 || num(out, "said") != 1) SHOW(out);
+}
+
 /* ------------------------------------------------------ unmapped locks */
 
 static void test_unmapped_locks_stay_local(void) {
@@ -516,6 +552,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_flock_o_and_inheritance),
     DLT_TEST(test_fcntl_and_lockf),
     DLT_TEST(test_mapped_mutex_counts_exactly),
+    DLT_TEST(test_mapped_mutex_lock_delay),
     DLT_TEST(test_unmapped_locks_stay_local),
     DLT_TEST(test_bad_map_never_crashes),
     DLT_TEST(test_misread_globs_refused),

@@ -230,7 +230,7 @@ static void test_script_args(void) {
     if (gethostname(host, sizeof host - 1) != 0) strcpy(host, "unknown");
     host[sizeof host - 1] = '\0';
 
-    which = dlock__acquire_args(&c, &k, "tok", 30000, DLOCK__F_ROBUST | DLOCK__F_FAIR | DLOCK__F_GRANTLIST, &a);
+    which = dlock__acquire_args(&c, &k, "tok", 30000, DLOCK__F_ROBUST | DLOCK__F_FAIR | DLOCK__F_GRANTLIST, 0, &a);
     CU_ASSERT_EQUAL(which, DLOCK__SCRIPT_ACQUIRE);
     lengths_true(&a);
     CU_ASSERT_EQUAL_FATAL(a.nkeys, 2); /* the restart guard is on: the epoch key too */
@@ -253,7 +253,7 @@ static void test_script_args(void) {
      * the guard off, one key and no guard argument */
     c.node.conf.restart_guard_ms = 0;
     dlock__set_who(4242, 99);
-    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_CACHING, &a);
+    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_CACHING, 0, &a);
     lengths_true(&a);
     CU_ASSERT_EQUAL_FATAL(a.nkeys, 1);
     CU_ASSERT_EQUAL_FATAL(a.n, a.nkeys + 4);
@@ -261,28 +261,36 @@ static void test_script_args(void) {
     CU_ASSERT_STRING_EQUAL(strchr(a.v[a.nkeys + 3], ' '), want);
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 1], "7");
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 2], "0101"); /* waiting, caching */
+    /* a lock-delay: the guard's place ("0", off) and the delay after it */
+    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT, 1500, &a);
+    lengths_true(&a);
+    CU_ASSERT_EQUAL_FATAL(a.n, a.nkeys + 6);
+    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 4], "0");
+    CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 5], "1500");
+    CU_ASSERT_STRING_EQUAL(k.lvbkey, "t:{name}:lvb");
+    CU_ASSERT_EQUAL(k.lvbkeylen, strlen("t:{name}:lvb"));
 
     /* a queuing waiter: H's place ("0") and L; L "1"/"2" (it holds
      * nothing; its wait detects) with its call's start, for its entry */
     dlock__acq io;
     memset(&io, 0, sizeof io);
     io.since_ms = 1764000000123ull;
-    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_GRANTLIST, &a);
+    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_GRANTLIST, 0, &a);
     dlock__acquire_since(&a, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_GRANTLIST, &io);
     lengths_true(&a);
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 2], "012000");
-    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED | DLOCK__F_DETECTS, &a);
+    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED | DLOCK__F_DETECTS, 0, &a);
     dlock__acquire_since(&a, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED | DLOCK__F_DETECTS, &io);
     lengths_true(&a);
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 2], "0110021764000000123");
-    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED | DLOCK__F_HELD, &a);
+    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED | DLOCK__F_HELD, 0, &a);
     dlock__acquire_since(&a, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED | DLOCK__F_HELD, &io);
     lengths_true(&a);
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 2], "0110211764000000123");
     /* a call's first request makes its since: its clock less the call's age */
     io.since_ms = 0;
     io.age_ms = 60000;
-    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED, &a);
+    dlock__acquire_args(&c, &k, "tok", 7, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED, 0, &a);
     dlock__acquire_since(&a, DLOCK__F_WAIT | DLOCK__F_FAIR | DLOCK__F_LISTED, &io);
     lengths_true(&a);
     {
@@ -302,7 +310,7 @@ static void test_script_args(void) {
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 1], want);
     dlock__set_who(0, 0);
 
-    which = dlock__acquire_args(&c, &k, "tok", 4294967295u, DLOCK__F_SHARED | DLOCK__F_READFIRST, &a);
+    which = dlock__acquire_args(&c, &k, "tok", 4294967295u, DLOCK__F_SHARED | DLOCK__F_READFIRST, 0, &a);
     CU_ASSERT_EQUAL(which, DLOCK__SCRIPT_ACQUIRE_SHARED);
     lengths_true(&a);
     CU_ASSERT_STRING_EQUAL(a.v[a.nkeys + 1], "4294967295");

@@ -184,7 +184,7 @@ static int sem_present(const dlock_sem_info_t *i) {
 /* Nothing of the lock to show: free, no readers, nobody waiting, no
  * robust state. */
 static int lock_idle(const dlock_lock_info_t *i) {
-    return !i->held && i->readers == 0 && i->writers_waiting == 0 && i->robust_state == 0;
+    return !i->held && i->readers == 0 && i->writers_waiting == 0 && i->robust_state == 0 && i->delay_left_ms == 0;
 }
 
 static void print_person(const dlock_sem_info_t *i, const dlock_sem_owner_t *o) {
@@ -302,9 +302,16 @@ static void print_status(const cli_lock *l) {
         if (i->fence != 0) printf("%-16s %llu\n", "fence", (unsigned long long)i->fence);
         else printf("%-16s %s\n", "fence", "- (not kept yet: taken on the uncontended path, recorded at its first renewal)");
     }
+    if (i->delay_left_ms > 0) /* its last hold ended without a release: nobody gets it until then */
+        printf("%-16s until %s (%s left)\n", "lock-delay", cli_fmt_local(b, sizeof b, i->server_now_ms + i->delay_left_ms),
+               cli_fmt_dur(c, sizeof c, i->delay_left_ms));
     printf("%-16s %u\n", "shared holders", i->readers);
     printf("%-16s %u\n", "writers waiting", i->writers_waiting);
     if (i->robust_state != 0) printf("%-16s %s\n", "robust", cli_robust(i));
+    if (l->lvb_read && l->lvb_valid >= 0) {
+        char v[DLOCK_LVB_MAX * 3 + 100];
+        printf("%-16s %s\n", "value block", cli_fmt_lvb(v, sizeof v, l));
+    }
 }
 
 /* `dlock status` of a name: the lock as before when there is no
@@ -339,6 +346,14 @@ static void print_status_of(const cli_lock *l, const cli_sem *s, const waiter_se
     if (rg->n > 0) cli_ranges_print(rg);
 }
 
+/* The lock's value block into l (none on Redlock, which keeps none). */
+static int status_lvb(dlock_client_t *c, cli_lock *l) {
+    int rc = dlock_lock_lvb(c, l->name, l->lvb, sizeof l->lvb, &l->lvblen, &l->lvb_valid);
+    l->lvb_read = 1;
+    if (rc == ENOTSUP) l->lvb_valid = -1;
+    return rc == ENOTSUP ? 0 : rc;
+}
+
 int cli_status(int argc, char **argv, cli_conn *conn) {
     dlock_client_t *c = NULL;
     waiter_set ws;
@@ -357,6 +372,8 @@ int cli_status(int argc, char **argv, cli_conn *conn) {
     memset(&ws, 0, sizeof ws);
     if ((rc = dlock_lock_info(c, o.arg, &l.info)) != 0)
         rc = cli_fail("cannot read the lock", rc);
+    else if ((rc = status_lvb(c, &l)) != 0)
+        rc = cli_fail("cannot read the lock's value block", rc);
     else if ((rc = dlock_lock_waiters(c, o.arg, waiter_add, &ws)) != 0 && rc != ENOTSUP)
         rc = cli_fail("cannot read the lock's waiters", rc);
     else if (ws.nomem)

@@ -101,7 +101,13 @@ void cli_quoted_str(FILE *f, const char *s);
 typedef struct cli_lock {
     char name[DLOCK_NAME_MAX + 1];
     dlock_lock_info_t info;
+    /* its value block (status only: lvb_read 1): lvb_valid -1 none */
+    int lvb_read, lvb_valid;
+    size_t lvblen;
+    unsigned char lvb[DLOCK_LVB_MAX];
 } cli_lock;
+/* The value block as text: "NN NN ... (N bytes, valid|invalid)"; "none". */
+char *cli_fmt_lvb(char *buf, size_t n, const cli_lock *l);
 /* "free", "exclusive" or "shared". */
 const char *cli_state(const dlock_lock_info_t *i);
 /* "-", "robust", "ownerdead" or "notrecoverable". */

@@ -119,6 +119,7 @@ typedef struct exec_opts {
     unsigned lease_ms;
     int on_lost_term;
     int risk_sig;        /* --risk-signal SIG: sent to CMD when the lease is at risk; 0: none */
+    long lock_delay;     /* --lock-delay MS; -1: as the URL says (lock_delay_ms) */
     int quiet;
     int verbose;
     unsigned slots;      /* --slots N: a slot of the semaphore NAME; 0: the lock */
@@ -150,6 +151,9 @@ static void exec_help(void) {
            "                             (default 75), whatever CMD's own status\n"
            "      --risk-signal SIG      send SIG (e.g. USR1, TERM, 10) to CMD when renewals\n"
            "                             have failed and a third of the lease is left\n"
+           "      --lock-delay MS        if this hold ends without a release (dlock killed,\n"
+           "                             stopped or cut off past its lease), nobody gets the\n"
+           "                             lock for MS ms after that (0 to 60000)\n"
            "      --pass-url             give CMD the server's URL, password and all, as\n"
            "                             DLOCK_URL (without it, CMD gets no DLOCK_URL)\n"
            "      --slots N              run while holding one of N slots of the semaphore\n"
@@ -168,7 +172,7 @@ static void exec_help(void) {
 
 /* The long options; "+" in the short ones: options end at NAME, so CMD's
  * own options are left alone. */
-enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE, OPT_SLOTS, OPT_PASS_URL, OPT_RISK_SIGNAL };
+enum { OPT_ON_LOST = 0x2001, OPT_LOST_CODE, OPT_SLOTS, OPT_PASS_URL, OPT_RISK_SIGNAL, OPT_LOCK_DELAY };
 static const char exec_shortopts[] = "+sxenw:E:c:l:oqvhV";
 static const struct option exec_longopts[] = {
     CLI_CONN_LONGOPTS,
@@ -186,6 +190,7 @@ static const struct option exec_longopts[] = {
     { "slots", 1, NULL, OPT_SLOTS },
     { "pass-url", 0, NULL, OPT_PASS_URL },
     { "risk-signal", 1, NULL, OPT_RISK_SIGNAL },
+    { "lock-delay", 1, NULL, OPT_LOCK_DELAY },
     { "close", 0, NULL, 'o' },
     { "quiet", 0, NULL, 'q' },
     { "verbose", 0, NULL, 'v' },
@@ -234,6 +239,18 @@ static int opt_slots(const char *arg, exec_opts *o) {
     if (errno != 0 || end == arg || *end != '\0' || arg[0] == '-' || v < 1 || v > DLOCK_SEM_VALUE_MAX)
         return cli_usage_error("bad --slots '%s' (1 to %d)", arg, DLOCK_SEM_VALUE_MAX);
     o->slots = (unsigned)v;
+    return 0;
+}
+
+/* --lock-delay MS: 0 to DLOCK_LOCK_DELAY_MAX_MS. */
+static int opt_lock_delay(const char *arg, exec_opts *o) {
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || v < 0 || v > (long)DLOCK_LOCK_DELAY_MAX_MS)
+        return cli_usage_error("bad --lock-delay '%s' (ms, 0 to %u)", arg, DLOCK_LOCK_DELAY_MAX_MS);
+    o->lock_delay = v;
     return 0;
 }
 
@@ -312,6 +329,8 @@ static int exec_option(int opt, char **argv, exec_opts *o, const char **shcmd) {
         return 0;
     case OPT_RISK_SIGNAL:
         return opt_risk_signal(optarg, o);
+    case OPT_LOCK_DELAY:
+        return opt_lock_delay(optarg, o);
     case 'o':
         /* flock -o: the command must not inherit the lock.  It never
          * does here: the lock is dlock's, not a descriptor. */
@@ -368,6 +387,7 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
     o->lost_code = CLI_EXIT_LOST;
     o->lease_ms = LEASE_DEFAULT_MS;
     o->on_lost_term = 1;
+    o->lock_delay = -1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, exec_shortopts, exec_longopts, NULL)) != -1) {
         if (cli_conn_opt(opt, optarg, conn)) continue;
@@ -378,6 +398,8 @@ static int exec_parse(int argc, char **argv, cli_conn *conn, exec_opts *o) {
     if (o->slots != 0 && o->shared) return cli_usage_error("-s and --slots do not go together (a slot has no shared kind)");
     if (o->slots != 0 && o->risk_sig != 0)
         return cli_usage_error("--risk-signal and --slots do not go together (a slot's lease has no warning)");
+    if (o->slots != 0 && o->lock_delay >= 0)
+        return cli_usage_error("--lock-delay and --slots do not go together (a slot has no lock-delay)");
     if (o->have_wait && o->wait_ms == 0) o->nonblock = 1; /* as flock: -w 0 is -n */
     return 0;
 }
@@ -596,6 +618,9 @@ static void describe(const reading *r, char *buf, size_t n) {
                  cli_fmt_secs(t, sizeof t, cli_held_ms(i)));
     else if (i->readers > 0)
         snprintf(buf, n, "held shared by %u", i->readers);
+    else if (i->delay_left_ms > 0) /* its last hold ended without a release */
+        snprintf(buf, n, "in its lock-delay for %s more (its last holder's lease ran out)",
+                 cli_fmt_secs(t, sizeof t, i->delay_left_ms));
     else if (i->writers_waiting > 0) /* writers go first */
         snprintf(buf, n, "%u writer%s waiting first", i->writers_waiting, i->writers_waiting == 1 ? "" : "s");
     else
@@ -934,6 +959,7 @@ static int exec_open(exec_run *x, const cli_conn *conn) {
     dlock_mutexattr_setlease(&attr, x->o.lease_ms);
     dlock_mutexattr_setlostcallback(&attr, exec_on_lost, NULL);
     if (x->o.risk_sig != 0) dlock_mutexattr_setriskcallback(&attr, on_risk, NULL, x->o.lease_ms / 3);
+    if (x->o.lock_delay >= 0) dlock_mutexattr_setlockdelay(&attr, (unsigned)x->o.lock_delay);
     /* As flock(1): a shared lock is granted while only shared locks are
      * held, even if an exclusive one waits -- so a shared holder whose
      * command takes the same shared lock again never deadlocks. */

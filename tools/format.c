@@ -182,6 +182,18 @@ void cli_json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+char *cli_fmt_lvb(char *buf, size_t n, const cli_lock *l) {
+    size_t at = 0;
+    if (l->lvb_valid < 0) {
+        snprintf(buf, n, "none");
+        return buf;
+    }
+    for (size_t b = 0; b < l->lvblen && at + 4 < n; b++) at += (size_t)snprintf(buf + at, n - at, "%02x ", l->lvb[b]);
+    snprintf(buf + at, n - at, "(%zu bytes, %s)", l->lvblen,
+             l->lvb_valid ? "valid" : "invalid: a hold ended without a release since it was written");
+    return buf;
+}
+
 const char *cli_state(const dlock_lock_info_t *i) {
     return i->held ? "exclusive" : i->readers > 0 ? "shared" : "free";
 }
@@ -242,6 +254,19 @@ void cli_json_lock_fields(FILE *f, const cli_lock *l) {
     fprintf(f, ",\"shared_holders\":%u,\"writers_waiting\":%u,\"robust\":\"%s\"", i->readers, i->writers_waiting,
             cli_robust(i));
     if (i->server_now_ms > 0) fprintf(f, ",\"server_time_ms\":%" PRId64, i->server_now_ms);
+    if (l->lvb_read && l->lvb_valid < 0) {
+        fputs(",\"lvb\":null", f);
+    } else if (l->lvb_read) { /* the value block, in hex */
+        fputs(",\"lvb\":{\"hex\":\"", f);
+        for (size_t b = 0; b < l->lvblen; b++) fprintf(f, "%02x", l->lvb[b]);
+        fprintf(f, "\",\"valid\":%s}", l->lvb_valid ? "true" : "false");
+    }
+    /* in its lock-delay: its last hold ended without a release */
+    if (i->delay_left_ms > 0)
+        fprintf(f, ",\"delay_left_ms\":%" PRId64 ",\"delay_until\":\"%s\"", i->delay_left_ms,
+                cli_fmt_iso(iso, sizeof iso, i->server_now_ms + i->delay_left_ms));
+    else
+        fputs(",\"delay_left_ms\":0,\"delay_until\":null", f);
 }
 
 /* ------------------------------------------------------------ semaphores */

@@ -50,6 +50,27 @@ DLOCK_API int dlock_lock_info(dlock_client_t *c, const char *name, dlock_lock_in
     return rc;
 }
 
+DLOCK_API int dlock_lock_lvb(dlock_client_t *c, const char *name, void *buf, size_t cap, size_t *len, int *valid) {
+    unsigned char v[DLOCK_LVB_MAX];
+    dlock__lock *l;
+    size_t n = 0;
+    int rc, ok = -1;
+    if (len == NULL || valid == NULL || (buf == NULL && cap > 0))
+        return dlock__seterr(EINVAL, "value block pointer is NULL");
+    if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_LOCK, 0, &l)) != 0) return rc;
+    if (c->be.ops->lvb_read == NULL)
+        rc = dlock__seterr(ENOTSUP, "lock value blocks are not offered on Redlock");
+    else
+        rc = c->be.ops->lvb_read(&c->be, &l->k, v, &n, &ok, dlock__unreachable_deadline(&c->be.node));
+    dlock__entry_close(c, l, 0);
+    if (rc != 0) return rc;
+    *len = n;
+    if (n > cap) return dlock__seterr(ERANGE, "'%.64s': its value block has %zu bytes, more than %zu", name, n, cap);
+    if (n > 0) memcpy(buf, v, n);
+    *valid = ok;
+    return 0;
+}
+
 /* A waiter as waits.lua lists it, "since|host:pid:tid|mode|detect"
  * (the host may hold colons: the numbers are the last two fields): 0, or
  * -1 if it is not that. */

@@ -184,6 +184,25 @@ DLOCK_API int dlock_mutexattr_getpipelined(const dlock_mutexattr_t *a, int *on) 
     return 0;
 }
 
+/* Kept as ms + 1: 0 leaves it to the client's URL (lock_delay_ms), so
+ * that a 0 set here wins over the URL's. */
+DLOCK_API int dlock_mutexattr_setlockdelay(dlock_mutexattr_t *a, unsigned ms) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (ms > DLOCK_LOCK_DELAY_MAX_MS)
+        return dlock__seterr(EINVAL, "lock-delay %u ms is over %u ms", ms, DLOCK_LOCK_DELAY_MAX_MS);
+    a->__lock_delay = ms + 1;
+    return 0;
+}
+
+DLOCK_API int dlock_mutexattr_getlockdelay(const dlock_mutexattr_t *a, unsigned *ms) {
+    int rc = check(a);
+    if (rc) return rc;
+    if (ms == NULL) return dlock__seterr(EINVAL, "lock-delay pointer is NULL");
+    *ms = a->__lock_delay ? a->__lock_delay - 1 : 0;
+    return 0;
+}
+
 DLOCK_API int dlock_mutexattr_setlostcallback(dlock_mutexattr_t *a, dlock_lost_fn fn, void *arg) {
     int rc = check(a);
     if (rc) return rc;

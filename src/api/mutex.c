@@ -152,6 +152,24 @@ DLOCK_API uint64_t dlock_mutex_fence(const dlock_mutex_t *m) {
     return holds(m, &f) ? f : 0;
 }
 
+/* The lock value block (core/lvb.c): the caller holds m. */
+DLOCK_API int dlock_mutex_lvb_set(dlock_mutex_t *m, const void *buf, size_t len) {
+    dlock__mutex *mx;
+    int rc;
+    if ((rc = mutex_get(m, &mx)) != 0) return rc;
+    if (len > DLOCK_LVB_MAX) return dlock__seterr(EINVAL, "a value block of %zu bytes: at most %d", len, DLOCK_LVB_MAX);
+    if (!holds(m, NULL)) return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", mx->l->k.name);
+    return dlock__lvb_set(mx->c, mx->l, buf, len);
+}
+
+DLOCK_API int dlock_mutex_lvb_get(dlock_mutex_t *m, void *buf, size_t cap, size_t *len, int *valid) {
+    dlock__mutex *mx;
+    int rc;
+    if ((rc = mutex_get(m, &mx)) != 0) return rc;
+    if (!holds(m, NULL)) return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", mx->l->k.name);
+    return dlock__lvb_get(mx->c, mx->l, buf, cap, len, valid);
+}
+
 DLOCK_API const char *dlock_mutex_name(const dlock_mutex_t *m) {
     dlock__mutex *mx;
     if (mutex_get(m, &mx) != 0) return NULL;

@@ -70,6 +70,7 @@ static int object_open(const char *name, const dlock_mutexattr_t *attr, void *ob
         return rc;
     }
     w->lease_ms = a.__lease_ms;
+    w->delay_ms = a.__lock_delay ? a.__lock_delay - 1 : c->be.node.conf.lock_delay_ms;
     w->lost_fn = a.__lost_fn;
     w->lost_arg = a.__lost_arg;
     w->lost_obj = obj;

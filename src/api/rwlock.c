@@ -134,3 +134,24 @@ DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock_t *rw) {
     if (rwlock_get(rw, &o) != 0) return 0;
     return dlock__holds(o->c, o->l, 1, &f) ? f : 0;
 }
+
+/* The lock value block (core/lvb.c): set by the writer, read by a writer
+ * or a reader. */
+DLOCK_API int dlock_rwlock_lvb_set(dlock_rwlock_t *rw, const void *buf, size_t len) {
+    dlock__obj *o = NULL;
+    int rc;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
+    if (len > DLOCK_LVB_MAX) return dlock__seterr(EINVAL, "a value block of %zu bytes: at most %d", len, DLOCK_LVB_MAX);
+    if (!dlock__holds(o->c, o->l, 0, NULL))
+        return dlock__seterr(EPERM, "the calling thread does not hold the write lock of '%.64s'", o->l->k.name);
+    return dlock__lvb_set(o->c, o->l, buf, len);
+}
+
+DLOCK_API int dlock_rwlock_lvb_get(dlock_rwlock_t *rw, void *buf, size_t cap, size_t *len, int *valid) {
+    dlock__obj *o = NULL;
+    int rc;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
+    if (!dlock__holds(o->c, o->l, 1, NULL))
+        return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", o->l->k.name);
+    return dlock__lvb_get(o->c, o->l, buf, cap, len, valid);
+}

@@ -153,7 +153,7 @@ static void arg_ident(dlock__args *a, size_t n) {
 }
 
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        dlock__args *a) {
+                        unsigned delay_ms, dlock__args *a) {
     unsigned guard = c->node.conf.restart_guard_ms;
     a->nkeys = a->n = lock_keys(c, k, guard != 0, a->v, a->len);
     ARG(a, token);
@@ -187,7 +187,8 @@ int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *tok
         a->v[a->n++] = a->flags;
         /* "SINCE WHO": this host's wall clock in ms, host:pid:tid */
         arg_ident(a, dlock__dec(a->ident, a->wall));
-        if (guard != 0) ARGN(a, guard, guard);
+        if (guard != 0 || delay_ms != 0) ARGN(a, guard, guard);
+        if (delay_ms != 0) ARGN(a, delay, delay_ms); /* [6]; [5] "0" keeps it off the string form */
     } else {
         ARGN(a, guard, guard);
         ARG1(a, flags & DLOCK__F_READFIRST ? "1" : "0");
@@ -212,6 +213,11 @@ void dlock__release_args(dlock__backend *c, const dlock__keys *k, const char *to
     memcpy(a->ident, release_how[how], n);
     a->ident[n++] = ' ';
     arg_ident(a, n + dlock__dec(a->ident + n, c->node.conf.handoff_ms));
+    /* [3]: the value block its holder set, written with the hold's end */
+    if (k->lvb_pending && how != DLOCK__REL_SHARED && how != DLOCK__REL_WITHDRAW) {
+        a->v[a->n] = (const char *)k->lvb;
+        a->len[a->n++] = k->lvblen;
+    }
 }
 #undef ARGN
 #undef ARG1
@@ -255,8 +261,9 @@ static int plain_fence(dlock__backend *c, const dlock__keys *k, const redisReply
 /* The uncontended path, pipelined, on one server (or Sentinel's master):
  * the raw pair's SET NX PX, of the string form "TOKEN - SINCE WHO" (no
  * fence kept: it is not known yet) with the lease as its expiry, then
- * EXISTS of the readers, waiting writers, handoff and queue keys, then
- * fence_next.lua (EVALSHA), which issues the fence as every acquire does
+ * EXISTS of the readers, waiting writers, handoff and queue keys and the
+ * value block, then fence_next.lua (EVALSHA), which issues the
+ * fence as every acquire does
  * -- written at once, one round trip.  Taken, with none of those keys
  * there: held, that answer its fence (a server that does not know the
  * script yet is asked once more by plain_fence).  Taken, but one of them
@@ -269,10 +276,10 @@ static int plain_fence(dlock__backend *c, const dlock__keys *k, const redisReply
  * skipped: fences need to increase, not to be dense. */
 static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *token, const dlock__args *a,
                          dlock__acq *out, dlock__mono deadline, int *mine) {
-    const char *set[6], *ex[5], *fen[4];
-    size_t setl[6], exl[5], fenl[4], tl = strlen(token), il = a->len[a->nkeys + 3];
+    const char *set[6], *ex[6], *fen[4];
+    size_t setl[6], exl[6], fenl[4], tl = strlen(token), il = a->len[a->nkeys + 3];
     char val[DLOCK__OWNER_LEN + 3 + sizeof a->ident];
-    dlock__req after[2] = { { 5, ex, exl }, { 4, fen, fenl } };
+    dlock__req after[2] = { { 6, ex, exl }, { 4, fen, fenl } };
     redisReply *r = NULL, *rs[2];
     dlock__sent st;
     uint64_t fence = 0;
@@ -292,6 +299,7 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
     set[5] = a->v[a->nkeys + 1], setl[5] = a->len[a->nkeys + 1];
     ex[0] = "EXISTS", exl[0] = 6;
     for (i = 0; i < 4; i++) ex[1 + i] = k->keys[exk[i]], exl[1 + i] = k->keylens[exk[i]];
+    ex[5] = k->lvbkey, exl[5] = k->lvbkeylen; /* a value block: the hold is the hash */
     fen[0] = "EVALSHA", fenl[0] = 7;
     fen[1] = dlock__script_sha(DLOCK__SCRIPT_FENCE_NEXT, 0), fenl[1] = strlen(fen[1]);
     fen[2] = "1", fenl[2] = 1;
@@ -331,10 +339,11 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
                           unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline) {
     dlock__args a;
     redisReply *r;
-    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
+    int rc, which = dlock__acquire_args(c, k, token, lease_ms, flags, out->delay_ms, &a);
     dlock__backoff bo;
 
     if ((flags & (DLOCK__F_PLAIN | DLOCK__F_SHARED | DLOCK__F_ROBUST | DLOCK__F_CACHING)) == DLOCK__F_PLAIN &&
+        out->delay_ms == 0 &&
         !c->node.conf.cluster && c->node.conf.wait_replicas == 0 && c->node.conf.restart_guard_ms == 0) {
         int mine;
         if ((rc = plain_acquire(c, k, token, &a, out, deadline, &mine)) != PLAIN_ASK) return rc;
@@ -999,6 +1008,7 @@ const dlock__backend_ops dlock__single_backend = {
     .renew = single_renew,
     .reset = single_reset,
     .fenced_set = single_fenced_set,
+    .lvb_read = dlock__single_lvb_read,
     .info = single_info,
     .cond = single_cond,
     .grant_conn = single_grant_conn,

@@ -44,6 +44,16 @@ typedef struct dlock__keys {
     char *keys[DLOCK__NKEYS + 1]; /* in one buffer; for a condition variable every one is
                                    * <prefix>{<name>}:cond, its waiters and its channel */
     size_t keylens[DLOCK__NKEYS + 1];
+    char *lvbkey;    /* <prefix>{<name>}:lvb, the lock value block (acquire.lua) */
+    size_t lvbkeylen;
+    /* The value block the next release of the exclusive hold identified by
+     * lvb_ident writes (release.lua's ARGV[3]), when lvb_pending: set by
+     * its holder (core/lvb.c), written with the release, no request of
+     * its own. */
+    unsigned char lvb[DLOCK_LVB_MAX];
+    size_t lvblen;
+    int lvb_pending;
+    uint64_t lvb_ident;
 } dlock__keys;
 /* What dlock__keys_make makes the keys of (its `kind`): a lock's, a
  * condition variable's (every key <prefix>{<name>}:cond), or a
@@ -207,6 +217,7 @@ typedef struct dlock__acq {
                         * its queue entry's since -- 0 in: made from the request's own clock
                         * less age_ms, and given back for the call's next requests */
     unsigned age_ms;   /* in (F_LISTED): how long the call has run */
+    unsigned delay_ms; /* in: an exclusive hold's lock-delay, 0 none (acquire.lua) */
     dlock__mono sent;  /* when the request that got this answer went out; failed: the
                         * latest request that went out, 0 none did; -1 not known */
 } dlock__acq;
@@ -425,6 +436,11 @@ typedef struct dlock__backend_ops {
      * ENOLCK (not sent: rs->done is not called). */
     int (*release_send)(dlock__backend *c, const dlock__keys *k, const char *token, int how,
                         struct dlock__relsend *rs, dlock__mono deadline);
+    /* The lock value block as the server keeps it: *len bytes into buf
+     * (cap at least DLOCK_LVB_MAX), *valid 1 or 0, or -1 (and *len 0)
+     * when the lock has none.  NULL: not offered (Redlock). */
+    int (*lvb_read)(dlock__backend *c, const dlock__keys *k, void *buf, size_t *len, int *valid,
+                    dlock__mono deadline);
 } dlock__backend_ops;
 
 /* What sem_info reads (seminfo.c parses it): the public summary and the
@@ -438,6 +454,9 @@ struct dlock__sem_state {
 enum { DLOCK__SEM_UNLINK, DLOCK__SEM_BREAK, DLOCK__SEM_EXPIRE, DLOCK__SEM_KEEP };
 /* The single-server sem_info and sem_admin ops (seminfo.c), which a
  * Cluster runs on the slot's master. */
+/* One server's lvb_read (lvb.c). */
+int dlock__single_lvb_read(dlock__backend *c, const dlock__keys *k, void *buf, size_t *len, int *valid,
+                           dlock__mono deadline);
 int dlock__single_sem_info(dlock__backend *c, const dlock__keys *k, unsigned max, dlock__sem_state *out,
                            dlock__mono deadline);
 int dlock__single_sem_admin(dlock__backend *c, const dlock__keys *k, int how, long long *result,
@@ -460,12 +479,12 @@ typedef struct dlock__args {
     int nkeys, n;
     /* ident: "SINCE host:pid:tid" (acquire) or "HOW WINDOW host:pid:tid"
      * (release); flags: an acquire's "RWQC", H, L and since (backend.c) */
-    char lease[16], guard[16], ident[352], flags[32];
+    char lease[16], guard[16], delay[16], ident[352], flags[32];
     uint64_t wall; /* an exclusive acquire's: the request's wall clock, ms (its SINCE) */
 } dlock__args;
 /* Returns the script (DLOCK__SCRIPT_ACQUIRE or _SHARED). */
 int dlock__acquire_args(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int flags,
-                        dlock__args *a);
+                        unsigned delay_ms, dlock__args *a);
 /* Appends to the flags of an exclusive acquire's args (flags: its F_*)
  * whose queue entry lists the wait (F_LISTED) the digits of when its
  * call began: io->since_ms, or, when 0, the request's clock less

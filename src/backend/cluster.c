@@ -349,6 +349,14 @@ static int cl_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint
     return rc;
 }
 
+static int cl_lvb_read(dlock__backend *c, const dlock__keys *k, void *buf, size_t *len, int *valid,
+                       dlock__mono deadline) {
+    int rc;
+    dlock__sent st_ = { 0, 0, 0 };
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_lvb_read(m, k, buf, len, valid, deadline));
+    return rc;
+}
+
 static int cl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
     int rc;
     dlock__sent st_ = { 0, 0, 0 };
@@ -610,6 +618,7 @@ const dlock__backend_ops dlock__cluster_backend = {
     .renew = cl_renew,
     .reset = cl_reset,
     .fenced_set = cl_fenced_set,
+    .lvb_read = cl_lvb_read,
     .info = cl_info,
     .cond = cl_cond,
     .sem = cl_sem,

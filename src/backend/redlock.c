@@ -514,7 +514,7 @@ static int rl_acquire(dlock__backend *c, const dlock__keys *k, const char *token
 
     dlock__backoff_init(&bo, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
     flags &= ~DLOCK__F_FAIR; /* one queue per master could not agree: not fair here */
-    which = dlock__acquire_args(c, k, token, lease_ms, flags, &a);
+    which = dlock__acquire_args(c, k, token, lease_ms, flags, out->delay_ms, &a);
     for (;;) {
         struct rl_round rd;
         int dup, rc;
@@ -1010,6 +1010,10 @@ static int rl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *o
             for (i = 0; i < n && !(ok[i] && own[i] == NULL); i++)
                 ;
             *out = in[i];
+            /* in a lock-delay until a quorum of masters is past theirs */
+            for (i = 0, cnt = 0; i < n; i++)
+                if (ok[i] && own[i] == NULL) v[cnt++] = in[i].delay_left_ms;
+            out->delay_left_ms = kth_largest(v, cnt, cnt - q + 1);
         } else {
             rc = info_disagree(c, k, in, own, ok, answered, nfree);
         }

@@ -151,8 +151,10 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out) {
     int ok = 1;
 
     memset(out, 0, sizeof *out);
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 6) return -1;
-    for (i = 0; i < 6; i++)
+    /* (a seventh, the lock-delay marker's PTTL, from every server that
+     * runs this library's info_lua) */
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 6 || r->elements > 7) return -1;
+    for (i = 0; i < r->elements; i++)
         if (r->element[i] == NULL) return -1;
     h = r->element[0];
     if (h->type != REDIS_REPLY_ARRAY || h->elements % 2 != 0 || r->element[1]->type != REDIS_REPLY_INTEGER ||
@@ -181,5 +183,7 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out) {
     out->readers = (unsigned)r->element[3]->integer;
     out->writers_waiting = (unsigned)r->element[4]->integer;
     out->server_now_ms = r->element[5]->integer;
+    if (r->elements == 7 && r->element[6]->type != REDIS_REPLY_INTEGER) return -1;
+    if (r->elements == 7 && !out->held && r->element[6]->integer > 0) out->delay_left_ms = r->element[6]->integer;
     return 0;
 }

@@ -275,6 +275,7 @@ int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_
     size_t plen = strlen(prefix), base = plen + namelen + 2, total = 0, i;
     char *b;
     for (i = 0; i <= DLOCK__NKEYS; i++) total += base + strlen(suffix[i]) + 1;
+    total += base + sizeof ":lvb"; /* a lock's value block (acquire.lua), after them */
     if ((b = malloc(total)) == NULL || (k->name = malloc(namelen + 1)) == NULL) {
         free(b);
         return dlock__seterr(ENOMEM, "out of memory");
@@ -293,6 +294,11 @@ int dlock__keys_make(dlock__keys *k, const char *prefix, const char *name, size_
         memcpy(b + base, suffix[i], sl + 1);
         b += base + sl + 1;
     }
+    memcpy(b, k->keys[0], base);
+    memcpy(b + base, ":lvb", sizeof ":lvb");
+    k->lvbkey = b;
+    k->lvbkeylen = base + sizeof ":lvb" - 1;
+    k->lvb_pending = 0;
     k->key = k->keys[DLOCK__K_LOCK];
     k->keylen = k->keylens[DLOCK__K_LOCK];
     return 0;

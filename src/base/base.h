@@ -163,6 +163,9 @@ typedef struct dlock__conf {
     /* ?pipelined=1: the mutexes the client makes unlock without waiting
      * for the server (core/release.c, pipe_send) unless their attribute says. */
     unsigned pipelined;
+    /* ?lock_delay_ms=N: the lock-delay of the mutexes the client makes
+     * unless their attribute says (dlock_mutexattr_setlockdelay). */
+    unsigned lock_delay_ms;
 } dlock__conf;
 
 #define DLOCK__WAIT_CONNS 32 /* wait_conns' default */

@@ -219,6 +219,7 @@ static const struct num_param {
     { "breaker_ms", offsetof(dlock__conf, breaker_ms), 0, 86400000 },
     { "host_breaker", offsetof(dlock__conf, host_breaker), 0, 1 },
     { "pipelined", offsetof(dlock__conf, pipelined), 0, 1 },
+    { "lock_delay_ms", offsetof(dlock__conf, lock_delay_ms), 0, 60000 },
 };
 
 static const struct tls_param {

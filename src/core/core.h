@@ -352,6 +352,7 @@ typedef struct dlock__want {
     int deadlock;      /* a wait looks for a cycle it closes (deadlock.c): EDEADLK */
     int pipelined;     /* a mutex's pipelined unlock: sent, its answer read later (release.c) */
     unsigned lease_ms;
+    unsigned delay_ms; /* an exclusive hold's lock-delay (acquire.lua): 0 none */
     dlock_lost_fn lost_fn; /* the lost-lock handler for the hold */
     void *lost_arg;
     void *lost_obj;
@@ -449,6 +450,16 @@ void dlock__pipe_flush(struct dlock_client *c, dlock__mono deadline);
  * are read; *next is brought forward to the next look.  c->mu held
  * (released meanwhile). */
 void dlock__pipe_settle(struct dlock_client *c, dlock__mono now, dlock__mono *next);
+/* The lock value block (lvb.c).  set: keeps the value for the release of
+ * the caller's hold (which the caller checked); get: this hold's value or
+ * the server's.  c->mu NOT held.  carry: before a release of h (c->mu
+ * held), drops a value left by an earlier hold and answers the identity
+ * of h when its release writes one (0: none); sent: after it, forgets the
+ * value once written (rc 0). */
+int dlock__lvb_set(struct dlock_client *c, dlock__lock *l, const void *buf, size_t len);
+int dlock__lvb_get(struct dlock_client *c, dlock__lock *l, void *buf, size_t cap, size_t *len, int *valid);
+uint64_t dlock__lvb_carry(dlock__lock *l, const dlock__hold *h);
+void dlock__lvb_sent(dlock__lock *l, uint64_t ident, int rc);
 int dlock__holds(struct dlock_client *c, dlock__lock *l, int allow_shared, uint64_t *fence);
 /* The same for the owner of w's holds: the calling thread, or for a
  * process-owned mutex the process (any thread of it). */

@@ -81,6 +81,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
             other->why = DLOCK_LOST_BROKEN; /* the server granted it anew: that hold was gone there */
         }
         if (h->owner != NULL) dlock__held_remove(c, h); /* stale: the server says it is free */
+        l->k.lvb_pending = 0; /* a value block set in a hold whose release never went: not this one's */
     }
     dlock__hold_take(h, self, ownerdead);
     memcpy(h->token, owner, sizeof h->token);
@@ -172,9 +173,11 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
     unsigned lease = l->x.lease_ms;
     int how, released = 0, rc;
     dlock__lost_report rep;
+    uint64_t lvb;
     if (!dlock__hold_is_cached(&l->x)) return;
     memcpy(token, l->x.token, sizeof token);
     how = dlock__hold_release_kind(&l->x, 0);
+    lvb = dlock__lvb_carry(l, &l->x); /* the value its local holds set goes with it */
     dlock__hold_unconfirmed(&l->x, &rep);
     dlock__hold_forget(c, &l->x);
     l->users++;
@@ -187,6 +190,7 @@ void dlock__cache_drop(struct dlock_client *c, dlock__lock *l, dlock__mono deadl
     }
     free(rep.name);
     pthread_mutex_lock(&c->mu);
+    dlock__lvb_sent(l, lvb, rc);
     c->dropping--;
     l->users--;
     if (rc != 0) dlock__orphan_add(c, l, token, how, lease);
@@ -596,6 +600,7 @@ static int ask_send(struct acq *a, int probe) {
             (a->leaf ? DLOCK__F_LISTED | (acq_detects(a) ? DLOCK__F_DETECTS : 0) : 0);
     memset(&a->ans, 0, sizeof a->ans);
     a->ans.sent = -1;
+    a->ans.delay_ms = w->shared ? 0 : w->delay_ms;
     if (a->leaf) { /* its entry's since: when the call began, by this host's wall clock, made
                     * once (the backend's request reads that clock) and the same at each request */
         a->ans.since_ms = a->since_wall;

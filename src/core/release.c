@@ -110,6 +110,7 @@ static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, con
     pthread_mutex_unlock(&c->mu);
     rc = c->be.ops->release_send(&c->be, &l->k, p->token, how, &p->rs, dlock__unreachable_deadline(&c->be.node));
     pthread_mutex_lock(&c->mu);
+    if (rc == 0 && h == &l->x) l->k.lvb_pending = 0; /* (carried: the request is written) */
     if (rc != 0) {
         c->pipe_out--;
         l->users--;
@@ -275,6 +276,7 @@ static int rel_ask(struct rel *r) {
     dlock__sent st = { 0, 0, 0 };
     dlock__mono ub;
     int probe;
+    uint64_t lvb = dlock__lvb_carry(r->l, h); /* a value block set in this hold: written with the release */
     if (r->pipelined && pipe_send(c, r->l, h, r->self, r->token, r->how, r->lease) == 0) return REL_OUT;
     /* Whom to tell if the server says the hold had lapsed: while the
      * unlock is on its way the renewal thread declares no loss, so the
@@ -293,6 +295,7 @@ static int rel_ask(struct rel *r) {
     r->rc = c->be.ops->release(&c->be, &r->l->k, r->token, r->how, &r->released, &st, probe ? dlock__now() : ub);
     r->released = released_read(r->l, r->rc, r->released, &st, r->valid);
     pthread_mutex_lock(&c->mu);
+    dlock__lvb_sent(r->l, lvb, r->rc);
     dlock__breaker_note(&c->be.node, r->rc, probe ? 0 : ub);
     return REL_FINISH;
 }

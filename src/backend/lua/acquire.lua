@@ -5,7 +5,8 @@
 --   restart guard on one server).
 -- ARGV: [1] token, [2] lease ms, [3] flags "RWQC" (or five or six,
 --   below), [4] "SINCE WHO" (the caller's wall clock in ms, its
---   host:pid:tid), [5] restart guard ms (absent: off) -- few arguments,
+--   host:pid:tid), [5] restart guard ms (absent: off; "0" off when [6] is
+--   sent), [6] the lock-delay ms (absent: none) -- few arguments,
 --   since each costs the server on every call (bench/README.md).
 --   The uncontended path reads them as they come; the others unpack them
 --   as A[1..8]: token, lease, guard, who, and the flags:
@@ -76,6 +77,24 @@
 -- so that a waiter, which has to be woken first, gets its turn instead of
 -- the releaser taking the lock straight back.  Only robust acquirers read
 -- or write the state key.
+--
+-- Lock-delay (docs/protocol.md): a hold that asks for one (ARGV[6]) is a
+-- hash with ld, its delay, and exp, when its lease ends (server ms); the
+-- lock key itself lives lease + delay, written so by its grant and every
+-- renewal.  Past exp the hold is over -- its renewal and its release are
+-- refused, its own acquire finds it another's -- but the key stays until
+-- the delay has run: to everyone else the lock is held, for its PTTL (a
+-- trylock is busy, a waiter waits that long, the queue keeps its order).
+-- A release before exp deletes the key as any release does: no delay.
+-- A lock without one pays nothing.
+--
+-- Lock value block (docs/protocol.md): <lock>:lvb, a hash of v (the value
+-- the last release that carried one wrote), ok ("1" valid, "0" not) and
+-- open (the token of the hold that began and has not ended by a release).
+-- A hold taken while it exists opens it (take(); release.lua's grant), and
+-- one that finds it still open -- the hold before ended without a release
+-- -- marks it invalid.  A lock with one is never the string form (the
+-- uncontended path's EXISTS names it).
 local fl = ARGV[3]
 -- V: the caller's string (or the hash a waiter made of it) goes.  Not
 -- release.lua's way: this was never a hold (readers or the queue's head
@@ -102,10 +121,10 @@ if asked and not held then
   local p, fk, n = KEYS[1]
   if #KEYS == 1 then
     fk = p .. ':fence'
-    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo')
+    n = redis.call('EXISTS', p, p .. ':readers', p .. ':writers', p .. ':handoff', p .. ':fifo', p .. ':lvb')
   else
     fk = KEYS[2]
-    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+    n = redis.call('EXISTS', p, KEYS[4], KEYS[5], KEYS[6], KEYS[7], p .. ':lvb')
   end
   if n == 0 then
     --- @include "string_take"
@@ -122,7 +141,7 @@ if held and string.byte(fl, 2) == 49 then
   local p = KEYS[1]
   lv0 = redis.call('MGET', p)[1]
   if not lv0 then
-    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w', 'fence')
+    hm0 = redis.call('HMGET', p, 'owner', 'cache', 'w', 'fence', 'exp')
     if hm0[1] and hm0[1] ~= ARGV[1] then
       local wait
       local hm, waits = hm0, true
@@ -134,14 +153,14 @@ if held and string.byte(fl, 2) == 49 then
       local lease = ARGV[2] + 0
       local who = (string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4])
       --- @include "keep"
-      local tok, ls, rb, dl = ARGV[1], ARGV[2], '0', string.sub(fl, 3, 3)
+      local tok, ls, rb, dl = ARGV[1], ARGV[6] and ARGV[2] .. '+' .. ARGV[6] or ARGV[2], '0', string.sub(fl, 3, 3)
       --- @include "register"
       return {0, wait, hm0[4] or redis.call('GET', KEYS[5] and KEYS[2] or p .. ':fence') or ''}
     end
   end
 end
 local A = {ARGV[1], ARGV[2], ARGV[5] or '0', (string.match(ARGV[4], '^%d+ (.*)$') or ARGV[4]),
-           string.sub(fl, 1, 1), string.sub(fl, 2, 2), string.sub(fl, 3, 3), string.sub(fl, 4, 4)}
+           string.sub(fl, 1, 1), string.sub(fl, 2, 2), string.sub(fl, 3, 3), string.sub(fl, 4, 4), ARGV[6]}
 --- @include "keys"
 local t, us, now, nows
 --- @include "clock"
@@ -162,6 +181,12 @@ local function reserve(fs)
   return 0
 end
 local rw = false
+-- A hold with a lock-delay (A[9]): its lease's end in exp, and the lock
+-- key kept the delay past it.
+local function delay_mark()
+  redis.call('HSET', K[1], 'ld', A[9], 'exp', string.format('%d', now + lease))
+  redis.call('PEXPIRE', K[1], string.format('%d', lease + A[9]))
+end
 local function take()
   local fs = fence()
   if rw then
@@ -170,6 +195,14 @@ local function take()
     redis.call('HSET', K[1], 'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows)
   end
   redis.call('PEXPIRE', K[1], A[2])
+  if A[9] then delay_mark() end
+  local lk = K[1] .. ':lvb'
+  local lo = redis.call('HMGET', lk, 'v', 'open')
+  if lo[1] then -- a value block: this hold opens it (still open: the last hold lapsed)
+    if lo[2] then redis.call('HSET', lk, 'ok', '0', 'open', A[1])
+    else redis.call('HSET', lk, 'open', A[1]) end
+    redis.call('HSET', K[1], 'lvb', '1')
+  end
   local others = nil
   if A[8] == '1' then others = reserve(fs) end
   -- The marker, and who set it on a clean lock (release.lua, "undo").
@@ -187,10 +220,12 @@ local function take()
 end
 if not asked and not held and redis.call('EXISTS', K[1], K[4], K[5], K[6], K[7]) == 0 then return take() end
 --- @include "lock_rest"
-local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w', 'fence')
+local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w', 'fence', 'exp')
 local owner = hm[1]
-if owner == A[1] then
+-- (its own hold past its lease, in its delay: another's now)
+if owner == A[1] and not (hm[5] and hm[5] + 0 <= now) then
   redis.call('PEXPIRE', K[1], A[2])
+  if A[9] then delay_mark() end
   if A[8] == '1' then
     local fs = fence()
     return {2, fs, reserve(fs)}
@@ -219,13 +254,13 @@ elseif redis.call('EXISTS', K[4], K[5], K[6], K[7]) > 0 then
     keep(K[5], 2 * lease)
     return {5, redis.call('PTTL', K[6])}
   end
-elseif asked then -- H, but the lock free and nobody there
+elseif asked and redis.call('EXISTS', K[1] .. ':lvb') == 0 then -- H, the lock free and nobody there
   local p, fk = K[1], K[2]
   --- @include "string_take"
 end
 if wait then
   if A[6] == '1' then
-    local tok, ls, rb, dl, who, wk, qk = A[1], A[2], A[5], A[7], A[4], K[5], K[7]
+    local tok, ls, rb, dl, who, wk, qk = A[1], A[9] and A[2] .. '+' .. A[9] or A[2], A[5], A[7], A[4], K[5], K[7]
     --- @include "register"
   end
   return {0, wait, owner and hm[4] or redis.call('GET', K[2]) or ''}

@@ -14,7 +14,9 @@
 --
 -- Shared holders are a zset of tokens scored by lease expiry at
 -- <prefix>{<name>}:readers.  A reader marks a writer's hash (w), so that
--- its release publishes "released".
+-- its release publishes "released".  A writer's lapse in its lock-delay
+-- (acquire.lua: its key kept past its lease) holds readers back as a
+-- writer does.
 local A = ARGV
 --- @include "keys"
 local t, us, now, nows

@@ -4,7 +4,8 @@
 --   channel is the lock key.
 -- ARGV: [1] token, [2] "HOW WINDOW WHO": how (below), the handoff window
 --   ms and the releaser's host:pid:tid -- one argument, whose last two
---   are read past the uncontended path only.
+--   are read past the uncontended path only; [3] (a hold's end only, and
+--   only when its holder set one) the lock value block's new value.
 -- Reply: 1 released, 0 the token did not hold it.
 --
 -- how, told apart by its first letter:
@@ -63,16 +64,26 @@
 -- a refused pop grants nobody and the release publishes "released" --
 -- rather than a release that fails and leaves its hold.
 --
+-- A hold with a lock-delay (ld and exp in the hash: acquire.lua) is
+-- released as any other before exp; past it, the hold lapsed and its key
+-- is the delay: the release answers 0 and leaves it.  A grant to a queued
+-- waiter that asked for a delay (its entry's LEASE is then "LEASE+DELAY")
+-- writes ld and exp for it, and drops them otherwise.
+--
+-- The lock value block (acquire.lua): a hold's end closes it (open goes),
+-- writing ARGV[3] as its value, valid, when there is one; a grant opens
+-- it for the new holder.
+--
 -- Otherwise it publishes "released", and when live writers wait and
 -- nobody is queued, the releasing thread is held back from the lock for
 -- the handoff window (acquire.lua's {5, ms}).
 local tok, hw = ARGV[1], ARGV[2]
 local c1 = string.byte(hw, 1)
-local marked, cached, gone
+local marked, cached, gone, ld, lvbf
 if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
   local hm
   if c1 == 104 then -- "hash": it was, and is while tok holds it
-    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache')
+    hm = redis.pcall('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld', 'lvb', 'exp')
     if hm.err then return 0 end -- a string: another's, since tok's lease ran out
   else
     local v = redis.call('MGET', KEYS[1])[1]
@@ -80,17 +91,27 @@ if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
       -- the string is tok's: its token, then a space
       if not (string.sub(v, 1, #tok + 1) == tok .. ' ') then return 0 end
       redis.call('DEL', KEYS[1])
+      if ARGV[3] then redis.call('HSET', KEYS[1] .. ':lvb', 'v', ARGV[3], 'ok', '1') end
       return 1
     end
-    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache')
+    hm = redis.call('HMGET', KEYS[1], 'owner', 'w', 'cache', 'ld', 'lvb', 'exp')
   end
   if hm[1] ~= tok then
     if c1 ~= 117 or hm[1] then return 0 end -- an "undo" of a hold that lapsed: below
     gone = true
   end
-  marked, cached = hm[2], hm[3]
+  marked, cached, ld, lvbf = hm[2], hm[3], hm[4], hm[5]
+  if hm[6] and not gone then -- a lock-delay's hold: past its lease, the key is the delay
+    local t = redis.call('TIME')
+    if hm[6] + 0 <= t[1] * 1000 + math.floor(t[2] / 1000) then return 0 end
+  end
   if (c1 == 112 or c1 == 104) and not marked then -- "plain", "hash"
     redis.call('DEL', KEYS[1])
+    if lvbf or ARGV[3] then
+      local lk = KEYS[1] .. ':lvb'
+      if ARGV[3] then redis.call('HSET', lk, 'v', ARGV[3], 'ok', '1') end
+      redis.call('HDEL', lk, 'open')
+    end
     return 1
   end
 end
@@ -119,12 +140,14 @@ if how == 119 then -- "withdraw"
   --- @include "queue_find"
   if at then redis.call('LREM', K[7], '0', q[at]) end
   redis.call('DEL', K[1] .. ':g:' .. tok)
-  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache')
+  local hm = redis.call('HMGET', K[1], 'owner', 'w', 'rb', 'cache', 'ld', 'lvb')
+  -- (a grant its waiter never took: no writes of its to wait for, so no
+  -- lock-delay, whatever its exp says)
   if hm[1] ~= tok then
     if was == 1 then redis.call('PUBLISH', K[1], 'released') end
     return 0
   end
-  marked, cached = hm[2], hm[4]
+  marked, cached, ld, lvbf = hm[2], hm[4], hm[5], hm[6]
   how = 112 -- "plain"
   if hm[3] == '1' then how = 99 end -- "clean"
 end
@@ -139,6 +162,10 @@ end
 -- the hash in place (one call fewer).
 if how == 99 then redis.call('DEL', K[3], K[1] .. ':taker') -- "clean"
 elseif how == 105 then redis.call('SET', K[3], 'notrecoverable') end -- "inconsistent"
+if (lvbf or ARGV[3]) and not gone then
+  if ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'v', ARGV[3], 'ok', '1') end
+  redis.call('HDEL', K[1] .. ':lvb', 'open')
+end
 if not marked then
   redis.call('DEL', K[1])
   return 1
@@ -156,7 +183,7 @@ local t, us, now, nows
 -- LPUSH in the README's ACL line: the entries move one place up, by LSET,
 -- as rare as the case is): its acquire, woken by "released", meets the
 -- marker.
-local h, ls, rb, d, lf, who, back
+local h, ls, rb, d, lf, who, back, hd
 local pops = how ~= 100 and how ~= 105 -- neither "dead" nor "inconsistent"
 if pops then
   while true do
@@ -166,8 +193,8 @@ if pops then
       --- @include "clock"
       now = nows + 0
     end
-    -- the entry's six fields but SINCE
-    local t1, t2, t3, t4, t5, t6 = string.match(e, '^([^|]+)|(%d+)|([01])|([1-4])|([0-2])|%d*|(.*)$')
+    -- the entry's six fields but SINCE, and the LEASE's delay
+    local t1, t2, t7, t3, t4, t5, t6 = string.match(e, '^([^|]+)|(%d+)%+?(%d*)|([01])|([1-4])|([0-2])|%d*|(.*)$')
     if t1 and (redis.call('ZSCORE', K[5], t1) or 0) + 0 > now then
       if t3 == '1' and how ~= 99 and redis.call('EXISTS', K[3]) == 1 then
         local q = redis.call('LRANGE', K[7], '0', '-1')
@@ -178,7 +205,7 @@ if pops then
         back = true
         break
       end
-      h, ls, rb, d, lf, who = t1, t2, t3, t4, t5, t6
+      h, ls, rb, d, lf, who, hd = t1, t2, t3, t4, t5, t6, t7
       break
     end
     if t1 then redis.call('ZREM', K[5], t1) end
@@ -193,6 +220,14 @@ if h then
   redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')
   if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end
   redis.call('PEXPIRE', K[1], g)
+  -- the value block, there if this hold had it open or wrote it: the grantee's now
+  if lvbf or ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'open', h) redis.call('HSET', K[1], 'lvb', '1') end
+  if hd ~= '' then
+    redis.call('HSET', K[1], 'ld', hd, 'exp', string.format('%d', now + g))
+    redis.call('PEXPIRE', K[1], string.format('%d', g + hd))
+  elseif ld then
+    redis.call('HDEL', K[1], 'ld', 'exp')
+  end
   if rb == '1' then redis.call('MSET', K[3], 'held', K[1] .. ':taker', h) end
   local gs = fs .. ':' .. g
   if d == '3' or d == '4' then

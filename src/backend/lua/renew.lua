@@ -14,7 +14,9 @@
 --   kept once asked for, should the "wanted" message not be heard).
 --
 -- An exclusive hold in either form (acquire.lua): the string
--- "TOKEN FENCE SINCE WHO" or the hash.
+-- "TOKEN FENCE SINCE WHO" or the hash.  A hash with a lock-delay (ld)
+-- moves exp, its lease's end, and keeps the key the delay past it;
+-- past exp it is refused (acquire.lua).
 if ARGV[3] == 's' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -39,9 +41,17 @@ if v then
   end
   return 1
 end
-local hm = redis.call('HMGET', KEYS[1], 'owner', 'cache', 'w')
+local hm = redis.call('HMGET', KEYS[1], 'owner', 'cache', 'w', 'ld', 'exp')
 if hm[1] ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if hm[4] then -- a lock-delay's hold: refused past its lease (the key is the delay)
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  if hm[5] and hm[5] + 0 <= now then return 0 end
+  redis.call('HSET', KEYS[1], 'exp', string.format('%d', now + ARGV[2]))
+  redis.call('PEXPIRE', KEYS[1], string.format('%d', ARGV[2] + hm[4]))
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
 if ARGV[4] then redis.call('HSETNX', KEYS[1], 'fence', ARGV[4]) end
 if hm[2] == '1' and hm[3] == '1' then return 2 end
 return 1

@@ -1,0 +1,400 @@
+/* test_lockdelay.c -- lock-delay (dlock_mutexattr_setlockdelay, the URL's
+ * lock_delay_ms): a hold that ends without a release keeps everyone out
+ * for the delay after its lapse; a release, an exit() unlock and a break
+ * hand over at once.  On one server, Cluster, Sentinel and Redlock.
+ * labels: redis; timeout: 300
+ */
+#include "fixture.h"
+#include "fixture_multi.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LEASE_MS 400u
+#define DELAY_MS 1200u
+
+/* How the holder's hold ends. */
+enum { END_KILL, END_STOP, END_UNLOCK, END_EXIT };
+
+typedef struct ld_holder {
+    char url[600]; /* "" the default client */
+    const char *name;
+    unsigned delay_ms;
+    int how;
+    int locked, go, lock_rc;
+} ld_holder;
+
+static dlock_mutex_t ld_exit_mutex; /* static: still reachable at exit() */
+
+/* A mutex of name with the lease and lock-delay on url's client ("" the
+ * default one; the client comes back in *cp, to destroy). */
+static int ld_open(dlock_mutex_t *m, const char *url, const char *name, unsigned delay_ms, dlock_client_t **cp) {
+    dlock_mutexattr_t a;
+    int rc;
+    *cp = NULL;
+    if (url[0] != '\0' && (rc = dlt_client_make(cp, url, 3000)) != 0) return rc;
+    if ((rc = dlock_mutexattr_init(&a)) != 0) return rc;
+    if ((rc = dlock_mutexattr_setlease(&a, LEASE_MS)) != 0) return rc;
+    if ((rc = dlock_mutexattr_setlockdelay(&a, delay_ms)) != 0) return rc;
+    if (*cp != NULL && (rc = dlock_mutexattr_setclient(&a, *cp)) != 0) return rc;
+    rc = dlock_mutex_init(m, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+static volatile sig_atomic_t ld_exiting_child;
+int __lsan_is_turned_off(void);
+int __lsan_is_turned_off(void) {
+    return ld_exiting_child; /* as test_robust.c: a child that exit()s on purpose */
+}
+
+/* The holder process: locks, says so, and ends its hold as h->how says
+ * (END_KILL and END_STOP: the test's signal does). */
+static int ld_holder_main(void *p) {
+    ld_holder *h = p;
+    dlock_mutex_t own, *m = h->how == END_EXIT ? &ld_exit_mutex : &own;
+    dlock_client_t *c;
+    int rc = ld_open(m, h->url, h->name, h->delay_ms, &c);
+    if (rc == 0) rc = dlock_mutex_lock(m);
+    h->lock_rc = rc;
+    dlt_flag_set(&h->locked, 1);
+    DLT_CK(rc, 0);
+    DLT_CKT(dlt_flag_wait(&h->go, 1, DLT_JOIN_MS));
+    if (h->how == END_EXIT) {
+        ld_exiting_child = 1;
+        exit(0); /* the library releases the lock at exit */
+    }
+    DLT_CK(dlock_mutex_unlock(m), 0);
+    DLT_CK(dlock_mutex_destroy(m), 0);
+    if (c != NULL) dlock_client_destroy(c);
+    return 0;
+}
+
+/* Polls dlock_lock_info until name is not held: 1 and *info, or 0. */
+static int ld_wait_free(dlock_client_t *c, const char *name, dlock_lock_info_t *info, int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    while (dlt_now() < end) {
+        if (dlock_lock_info(c, name, info) == 0 && !info->held) return 1;
+        dlt_sleep_ms(5);
+    }
+    return 0;
+}
+
+/* One round on url ("" the suite's server): a holder process with the
+ * lock-delay takes name and its hold ends by `how`; the test's own mutex
+ * m (no delay of its own: the holder's counts) then asks for it.  A lapse
+ * (kill -9, SIGSTOP past the lease): the lock is free by dlock_lock_info
+ * but in its delay (delay_left_ms), trylock answers EBUSY, a timedlock
+ * whose deadline falls inside the delay times out at it, and a lock gets
+ * it no sooner than the lapse + the delay, and not much later (it wakes
+ * at the delay's end).  A release or an exit() unlock: trylock gets it at
+ * once. */
+static void ld_round(const char *url, const char *name, int how) {
+    ld_holder *h = DLT_SHM_NEW(ld_holder, 1);
+    dlock_mutex_t m;
+    dlock_client_t *c = NULL;
+    dlock_lock_info_t info;
+    dlt_task th;
+    double t_free, t_acq;
+    long long calls;
+    int rc;
+
+    snprintf(h->url, sizeof h->url, "%s", url);
+    h->name = name;
+    h->delay_ms = DELAY_MS;
+    h->how = how;
+    dlt_task_start(&th, DLT_PROC, ld_holder_main, h);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
+    DLT_ASSERT_ERR(ld_open(&m, url, name, 0, &c), 0);
+    if (how == END_KILL || how == END_STOP) {
+        kill(th.pid, how == END_KILL ? SIGKILL : SIGSTOP);
+    } else {
+        dlt_flag_set(&h->go, 1);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 0);
+    }
+    CU_ASSERT_TRUE_FATAL(ld_wait_free(c, name, &info, 5000));
+    t_free = dlt_now();
+    if (how == END_UNLOCK || how == END_EXIT) {
+        DLT_ASSERT_INT_EQ(info.delay_left_ms, 0);
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0); /* handed over at once */
+    } else {
+        struct timespec dl = dlt_abs_in(CLOCK_REALTIME, 300);
+        double t0;
+        CU_ASSERT(info.delay_left_ms > (int64_t)DELAY_MS - 200 && info.delay_left_ms <= (int64_t)DELAY_MS);
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &dl), ETIMEDOUT);
+        CU_ASSERT(dlt_now() - t0 > 0.25 && dlt_now() - t0 < 0.6);
+        calls = url[0] == '\0' ? dlt_redis_cmdstat(&dlt_server, "evalsha") : 0;
+        rc = dlock_mutex_lock(&m);
+        t_acq = dlt_now();
+        DLT_ASSERT_ERR(rc, 0);
+        if (url[0] == '\0') { /* it slept until the delay's end: a few requests, not a poll */
+            calls = dlt_redis_cmdstat(&dlt_server, "evalsha") - calls;
+            CU_ASSERT(calls <= 12);
+            if (calls > 12) fprintf(stderr, "  %lld server calls while it waited out the delay\n", calls);
+        }
+        /* no sooner than the lapse (seen within a poll) + the delay */
+        CU_ASSERT(t_acq - t_free >= DELAY_MS / 1000.0 - 0.03);
+        CU_ASSERT(t_acq - t_free < DELAY_MS / 1000.0 + 0.5);
+        if (t_acq - t_free < DELAY_MS / 1000.0 - 0.03 || t_acq - t_free >= DELAY_MS / 1000.0 + 0.5)
+            fprintf(stderr, "  %s: acquired %.3f s after the lapse was seen\n", name, t_acq - t_free);
+        if (how == END_STOP) kill(th.pid, SIGCONT);
+        kill(th.pid, SIGKILL);
+        DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 128 + SIGKILL);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    /* a release after all that: free, and no delay */
+    DLT_ASSERT_ERR(dlock_lock_info(c, name, &info), 0);
+    DLT_ASSERT_INT_EQ(info.held, 0);
+    DLT_ASSERT_INT_EQ(info.delay_left_ms, 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    if (c != NULL) dlock_client_destroy(c);
+    DLT_SHM_FREE(h, 1);
+}
+
+static void ld_rounds(const char *url, const char *stem) {
+    static const char *const what[] = { "kill -9", "SIGSTOP", "unlock", "exit()" };
+    char name[64];
+    int how;
+    for (how = END_KILL; how <= END_EXIT; how++) {
+        fprintf(stderr, "  %s: %s\n", stem, what[how]);
+        snprintf(name, sizeof name, "%s/%d", stem, how);
+        ld_round(url, name, how);
+    }
+}
+
+/* The attribute: default 0, set and read back, at most
+ * DLOCK_LOCK_DELAY_MAX_MS; the URL's lock_delay_ms checked. */
+static void test_attr_and_url(void) {
+    dlock_mutexattr_t a;
+    dlock_client_t *c = NULL;
+    unsigned ms = 7;
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_getlockdelay(&a, &ms), 0);
+    DLT_ASSERT_INT_EQ(ms, 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlockdelay(&a, 1500), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_getlockdelay(&a, &ms), 0);
+    DLT_ASSERT_INT_EQ(ms, 1500);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlockdelay(&a, DLOCK_LOCK_DELAY_MAX_MS + 1), EINVAL);
+    DLT_ASSERT_ERR(dlock_mutexattr_getlockdelay(&a, NULL), EINVAL);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+    CU_ASSERT_NOT_EQUAL(dlt_client_make(&c, "redis://127.0.0.1:1/?lock_delay_ms=60001", 1000), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dlock_last_error(), "lock_delay_ms"));
+}
+
+/* The URL's lock_delay_ms is the delay of a mutex whose attribute says
+ * nothing (its hold's hash says ld, its key lives lease + delay), and an
+ * attribute's 0 wins. */
+static void test_url_default(void) {
+    char url[600];
+    dlock_client_t *c = NULL;
+    dlock_mutexattr_t a;
+    dlock_mutex_t m1, m2;
+    snprintf(url, sizeof url, "%s?lock_delay_ms=900", getenv("DLOCK_URL"));
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 3000), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m1, "ld/url1", &a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlockdelay(&a, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m2, "ld/url2", &a), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m2), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_field("ld/url1", "ld"), 900);
+    CU_ASSERT(dlt_key_pttl("ld/url1") > 10000); /* the default lease + the delay */
+    CU_ASSERT(dlt_key_pttl("ld/url2") <= 10000);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m2), 0);
+    DLT_ASSERT_INT_EQ(dlt_redis_exists(&dlt_server, "dlock:{ld/url1}"), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m1), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m2), 0);
+    dlock_mutexattr_destroy(&a);
+    dlock_client_destroy(c);
+}
+
+static void test_single(void) {
+    ld_rounds("", "ld/one");
+}
+
+/* dlock_break ends a hold with no delay: a holder killed, broken before
+ * its lease runs out, and the lock is taken at once. */
+static void test_break_no_delay(void) {
+    ld_holder *h = DLT_SHM_NEW(ld_holder, 1);
+    dlock_mutex_t m;
+    dlock_client_t *c;
+    dlt_task th;
+    h->name = "ld/break";
+    h->delay_ms = DELAY_MS;
+    h->how = END_KILL;
+    dlt_task_start(&th, DLT_PROC, ld_holder_main, h);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
+    kill(th.pid, SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 128 + SIGKILL);
+    DLT_ASSERT_ERR(ld_open(&m, "", "ld/break", 0, &c), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
+    DLT_ASSERT_ERR(dlock_break(NULL, "ld/break", DLOCK_BREAK_OWNERDEAD, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_SHM_FREE(h, 1);
+}
+
+/* A fair mutex's queue keeps its order through the delay: two waiters
+ * queued during it (first, then second) are served in that order once it
+ * ends, the first no sooner than the delay's end. */
+typedef struct ld_waiter {
+    const char *name;
+    int queued, order, *turn;
+    double t_acq;
+} ld_waiter;
+
+static int ld_waiter_main(void *p) {
+    ld_waiter *w = p;
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    DLT_CK(dlock_mutexattr_init(&a), 0);
+    DLT_CK(dlock_mutexattr_setfair(&a, 1), 0);
+    DLT_CK(dlock_mutex_init(&m, w->name, &a), 0);
+    dlt_flag_set(&w->queued, 1);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    w->t_acq = dlt_now();
+    w->order = dlt_flag_add(w->turn, 1);
+    dlt_sleep_ms(50);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    dlock_mutexattr_destroy(&a);
+    return 0;
+}
+
+static void test_fair_order(void) {
+    ld_holder *h = DLT_SHM_NEW(ld_holder, 1);
+    ld_waiter *w = DLT_SHM_NEW(ld_waiter, 2);
+    int *turn = DLT_SHM_NEW(int, 1);
+    dlock_lock_info_t info;
+    dlt_task th, t1, t2;
+    double t_free;
+    h->name = "ld/fair";
+    h->delay_ms = DELAY_MS;
+    h->how = END_KILL;
+    dlt_task_start(&th, DLT_PROC, ld_holder_main, h);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&h->locked, 1, 10000) && h->lock_rc == 0);
+    kill(th.pid, SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&th, 10000), 128 + SIGKILL);
+    CU_ASSERT_TRUE_FATAL(ld_wait_free(NULL, "ld/fair", &info, 5000));
+    t_free = dlt_now();
+    CU_ASSERT(info.delay_left_ms > 0);
+    w[0] = (ld_waiter){ "ld/fair", 0, 0, turn, 0 };
+    w[1] = w[0];
+    dlt_task_start(&t1, DLT_PROC, ld_waiter_main, &w[0]);
+    CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&w[0].queued, 1, 10000));
+    dlt_sleep_ms(200); /* the first is in the queue */
+    dlt_task_start(&t2, DLT_PROC, ld_waiter_main, &w[1]);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t1, 10000), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t2, 10000), 0);
+    DLT_ASSERT_INT_EQ(w[0].order, 1);
+    DLT_ASSERT_INT_EQ(w[1].order, 2);
+    CU_ASSERT(w[0].t_acq - t_free >= DELAY_MS / 1000.0 - 0.03);
+    DLT_SHM_FREE(h, 1);
+    DLT_SHM_FREE(w, 2);
+    DLT_SHM_FREE(turn, 1);
+}
+
+static void test_cluster(void) {
+    dlt_cluster cl;
+    char url[600];
+    dlock_client_t *c = NULL;
+    memset(&cl, 0, sizeof cl);
+    CU_ASSERT_EQUAL_FATAL(dlt_cluster_start(&cl, 3, 0, 0, NULL), 0);
+    DLT_ASSERT_ERR(dlt_cluster_client(&cl, url, sizeof url, &c), 0);
+    dlock_client_destroy(c);
+    ld_rounds(url, "ld/cl");
+    dlt_cluster_cleanup(&cl);
+}
+
+static void test_sentinel(void) {
+    dlt_sentinel st;
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(dlt_sentinel_start(&st, 0, 1, NULL, 20000), 0);
+    ld_rounds(st.url, "ld/st");
+    dlt_sentinel_cleanup(&st);
+}
+
+/* Redlock: each master keeps the marker; the lock is granted once a
+ * quorum of them is past the delay, so the delay holds as on one server
+ * while the masters keep their data. */
+static void test_redlock(void) {
+    dlt_masters ms;
+    memset(&ms, 0, sizeof ms);
+    CU_ASSERT_EQUAL_FATAL(dlt_masters_start(&ms, 3, 0), 0);
+    ld_round(ms.url, "ld/rl/kill", END_KILL);
+    ld_round(ms.url, "ld/rl/unlock", END_UNLOCK);
+    dlt_masters_cleanup(&ms);
+}
+
+/* The dlock program: `exec --lock-delay` holds with the delay; killed
+ * (kill -9) past its lease, `status` shows the lock in its delay (and
+ * --json its delay_left_ms and delay_until), `exec -n` finds it busy
+ * until the delay's end; a bad --lock-delay is a usage error (64). */
+static int ld_exec_main(void *p) {
+    (void)p;
+    execl(DLOCK_CLI, DLOCK_CLI, "exec", "-q", "--lock-delay", "1500", "-l", "300ms", "ld/cli", "--", "sleep", "5",
+          (char *)NULL);
+    return 127;
+}
+
+static void test_cli(void) {
+    static char out[8192], err[8192];
+    char *const status[] = { DLOCK_CLI, "status", "ld/cli", NULL };
+    char *const status_json[] = { DLOCK_CLI, "status", "--json", "ld/cli", NULL };
+    char *const try[] = { DLOCK_CLI, "exec", "-n", "ld/cli", "true", NULL };
+    char *const bad[] = { DLOCK_CLI, "exec", "--lock-delay", "60001", "ld/cli", "true", NULL };
+    char *const wait_v[] = { DLOCK_CLI, "exec", "-v", "-w", "0.3", "ld/cli", "true", NULL };
+    dlock_lock_info_t info;
+    double end;
+    pid_t pid;
+
+    DLT_ASSERT_INT_EQ(dlt_run_capture(bad, out, err, sizeof out, 10000), 64);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lock-delay"));
+    pid = dlt_spawn(ld_exec_main, NULL);
+    CU_ASSERT_FATAL(pid > 0);
+    end = dlt_now() + 10;
+    while (dlt_now() < end && !(dlock_lock_info(NULL, "ld/cli", &info) == 0 && info.held)) dlt_sleep_ms(10);
+    CU_ASSERT_TRUE_FATAL(info.held);
+    kill(pid, SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 5000), 128 + SIGKILL);
+    CU_ASSERT_TRUE_FATAL(ld_wait_free(NULL, "ld/cli", &info, 5000));
+    DLT_ASSERT_INT_EQ(dlt_run_capture(status, out, err, sizeof out, 10000), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "lock-delay       until "));
+    DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_until\":\""));
+    CU_ASSERT_PTR_NULL(strstr(out, "\"delay_left_ms\":0"));
+    DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 1);
+    DLT_ASSERT_INT_EQ(dlt_run_capture(wait_v, out, err, sizeof out, 10000), 1); /* -v says why */
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "in its lock-delay for"));
+    if (strstr(err, "in its lock-delay for") == NULL) fprintf(stderr, "  dlock exec -v said: %s\n", err);
+    dlt_sleep_ms(1600);
+    DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 0);
+    DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_left_ms\":0"));
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_attr_and_url),
+    DLT_TEST(test_url_default),
+    DLT_TEST(test_single),
+    DLT_TEST(test_break_no_delay),
+    DLT_TEST(test_cli),
+    DLT_TEST(test_fair_order),
+    DLT_TEST(test_cluster),
+    DLT_TEST(test_sentinel),
+    DLT_TEST(test_redlock),
+    { NULL, NULL },
+};
+
+int main(int argc, char **argv) {
+    return dlt_main(argc, argv, "lockdelay", tests);
+}
