@@ -436,7 +436,8 @@ static dlock__backend_ops fk_ops = {
     NULL, /* waits: no waiters kept (no deadlock detection) */
     NULL, NULL, /* stats_add, stats_read: no live figures */
     NULL, /* range: no record-lock range tables */
-    NULL /* release_send: unlocks wait for their answer */
+    NULL, /* release_send: unlocks wait for their answer */
+    NULL /* convert: no lock conversion (ENOTSUP) */
 };
 
 const dlock__backend_ops *fk_ops_table(void) {
