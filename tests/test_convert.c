@@ -8,7 +8,8 @@
  * its fence and dlock_rwlock_holds through MAP_SHARED memory.  A call
  * that blocks is seen not to answer; the test then makes the change that
  * should free it and sees it answer.  The scenarios run on one server and
- * on a Redis Cluster of three masters; Redlock answers ENOTSUP.
+ * on a Redis Cluster of three masters, through Sentinel; Redlock answers
+ * ENOTSUP.
  */
 #include "fixture.h"
 #include "fixture_multi.h"
@@ -378,6 +379,23 @@ static void test_on_cluster(void) {
     dlt_cluster_cleanup(&cl);
 }
 
+/* Sentinel: the master it names converts as one server does. */
+static void test_on_sentinel(void) {
+    dlt_sentinel s;
+    dlock_client_t *c = NULL;
+    memset(&s, 0, sizeof s);
+    if (dlt_sentinel_start(&s, 0, 1, NULL, 20000) != 0) {
+        CU_FAIL("no sentinel deployment");
+        dlt_sentinel_cleanup(&s);
+        return;
+    }
+    DLT_ASSERT_ERR(dlt_client_make(&c, s.url, 5000), 0);
+    sc_two_upgraders(s.url, c, "conv/se/two");
+    sc_downgrade(s.url, c, "conv/se/down");
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_sentinel_cleanup(&s);
+}
+
 /* Redlock: no atomic conversion across independent masters: ENOTSUP,
  * and the hold stays as it was. */
 static void test_redlock_enotsup(void) {
@@ -414,6 +432,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_timed_upgrade),
     DLT_TEST(test_upgrade_lost_while_waiting),
     DLT_TEST(test_on_cluster),
+    DLT_TEST(test_on_sentinel),
     DLT_TEST(test_redlock_enotsup),
     { NULL, NULL },
 };

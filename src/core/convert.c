@@ -21,6 +21,7 @@
  * lease, which keeps its registration alive.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,7 +100,8 @@ static void become_reader(struct dlock_client *c, dlock__lock *l, dlock__hold *r
 }
 
 /* One conversion request for h, c->mu held (released meanwhile); h is
- * marked converting for its duration.  *sent: when it went out. */
+ * marked converting for its duration.  *sent: when it went out.  An
+ * error (ENOLCK: no answer) leaves h forgotten. */
 static int conv_ask(struct dlock_client *c, dlock__lock *l, dlock__hold *h, int how, dlock__conv *ans,
                     dlock__mono bound, dlock__mono *sent) {
     char token[DLOCK__OWNER_LEN + 1];
@@ -112,6 +114,21 @@ static int conv_ask(struct dlock_client *c, dlock__lock *l, dlock__hold *h, int 
     rc = c->be.ops->convert(&c->be, &l->k, token, lease, how, ans, bound);
     pthread_mutex_lock(&c->mu);
     dlock__hold_convert_end(h);
+    /* No answer: the server may have converted the hold or not, and this
+     * process cannot tell which.  The hold is given up: both of its kinds
+     * are released when the server answers again (or their lease runs
+     * out), and its token, never used again, cannot end a later hold
+     * (orphan.c).  The caller holds nothing. */
+    if (rc != 0 && how != DLOCK__CONV_CANCEL) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", dlock_last_error());
+        dlock__orphan_add(c, l, token, DLOCK__REL_HASH, lease);
+        dlock__orphan_add(c, l, token, DLOCK__REL_SHARED, lease);
+        dlock__hold_forget(c, h);
+        l->gen++;
+        dlock__lock_wake(l);
+        rc = dlock__seterr(rc, "%s (converting '%.64s': the lock is no longer held)", why, l->k.name);
+    }
     return rc;
 }
 
