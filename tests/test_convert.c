@@ -13,6 +13,7 @@
  */
 #include "fixture.h"
 #include "fixture_multi.h"
+#include "proxy.h"
 
 #include <dlock.h>
 
@@ -363,6 +364,65 @@ static void test_upgrade_lost_while_waiting(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 }
 
+/* Polls until the lock's key and its readers are gone from the suite's
+ * server (within ms): 1, or 0. */
+static int lock_gone(const char *name, int ms) {
+    double end = dlt_now() + ms / 1000.0;
+    while (dlt_reply_int(dlt_redis_cmd(&dlt_server, "EXISTS dlock:{%s} dlock:{%s}:readers", name, name)) != 0) {
+        if (dlt_now() > end) return 0;
+        dlt_sleep_ms(50);
+    }
+    return 1;
+}
+
+/* A conversion whose answer never comes within the unreachable bound:
+ * ENOLCK, and the caller holds nothing -- whether the server made the
+ * change (an upgrade whose answer was held back: the write hash is the
+ * token's) or not (a downgrade dropped on the way: still the writer) --
+ * and what the server holds goes as soon as it answers again, long before
+ * the 30 s lease would run out (the next lock call of the process gives
+ * it back first). */
+static void test_unanswered_conversion(void) {
+    dlt_proxy *p = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *c = NULL;
+    dlock_mutexattr_t a;
+    dlock_rwlock_t rw;
+    struct timespec ts;
+    CU_ASSERT_FATAL(p != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_proxy_url(p), 1000), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 30000), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "conv/noanswer", &a), 0);
+    dlock_mutexattr_destroy(&a);
+
+    DLT_ASSERT_ERR(dlock_rwlock_rdlock(&rw), 0);
+    dlt_proxy_set(p, DLT_PROXY_DELAY, 4000, NULL, 0);
+    DLT_ASSERT_ERR(dlock_rwlock_upgrade(&rw), ENOLCK);
+    CU_ASSERT(strstr(dlock_last_error(), "no longer held") != NULL);
+    DLT_ASSERT_INT_EQ(dlock_rwlock_holds(&rw), 0);
+    dlt_proxy_pass(p);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), EPERM);
+    /* The next lock call gives back what the server may hold first: a
+     * read or write hold of the old token would keep it out for 30 s. */
+    ts = dlt_abs_in(CLOCK_REALTIME, 5000);
+    DLT_ASSERT_ERR(dlock_rwlock_timedwrlock(&rw, &ts), 0);
+
+    dlt_proxy_set(p, DLT_PROXY_DROP, 0, NULL, 0);
+    DLT_ASSERT_ERR(dlock_rwlock_downgrade(&rw), ENOLCK);
+    DLT_ASSERT_INT_EQ(dlock_rwlock_holds(&rw), 0);
+    DLT_ASSERT_INT_EQ(dlt_key_exists("conv/noanswer"), 1); /* not converted: still the writer's */
+    dlt_proxy_pass(p);
+    ts = dlt_abs_in(CLOCK_REALTIME, 5000);
+    DLT_ASSERT_ERR(dlock_rwlock_timedrdlock(&rw, &ts), 0);
+    DLT_ASSERT_ERR(dlock_rwlock_unlock(&rw), 0);
+    CU_ASSERT_TRUE(lock_gone("conv/noanswer", 5000));
+
+    DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(p);
+}
+
 /* The three scenarios on a Redis Cluster of three masters. */
 static void test_on_cluster(void) {
     dlt_cluster cl;
@@ -431,6 +491,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_downgrade_lets_readers_in),
     DLT_TEST(test_timed_upgrade),
     DLT_TEST(test_upgrade_lost_while_waiting),
+    DLT_TEST(test_unanswered_conversion),
     DLT_TEST(test_on_cluster),
     DLT_TEST(test_on_sentinel),
     DLT_TEST(test_redlock_enotsup),

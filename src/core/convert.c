@@ -120,14 +120,13 @@ static int conv_ask(struct dlock_client *c, dlock__lock *l, dlock__hold *h, int 
      * out), and its token, never used again, cannot end a later hold
      * (orphan.c).  The caller holds nothing. */
     if (rc != 0 && how != DLOCK__CONV_CANCEL) {
-        char why[512];
-        snprintf(why, sizeof why, "%s", dlock_last_error());
-        dlock__orphan_add(c, l, token, DLOCK__REL_HASH, lease);
+        dlock__orphan_add(c, l, token, DLOCK__REL_PLAIN, lease); /* (either form) */
         dlock__orphan_add(c, l, token, DLOCK__REL_SHARED, lease);
         dlock__hold_forget(c, h);
         l->gen++;
         dlock__lock_wake(l);
-        rc = dlock__seterr(rc, "%s (converting '%.64s': the lock is no longer held)", why, l->k.name);
+        rc = dlock__seterr(rc, "%s: no answer to the conversion of '%.64s' (the lock is no longer held)",
+                           c->be.node.conf.redacted_url, l->k.name);
     }
     return rc;
 }
