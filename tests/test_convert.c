@@ -18,6 +18,7 @@
 #include <dlock.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -95,17 +96,22 @@ static int actor_main(void *p) {
 typedef struct cast {
     actor *a;
     dlt_task t[6];
+    int dead[6]; /* killed and joined by the test */
     int n;
 } cast;
 
+static unsigned cast_lease; /* the actors' lease (0: 10 s) */
+
 static void cast_start(cast *cs, int n, const char *name, const char *url, const int *kinds) {
     int i;
+    memset(cs, 0, sizeof *cs);
     cs->a = DLT_SHM_NEW(actor, n);
     cs->n = n;
     for (i = 0; i < n; i++) {
         snprintf(cs->a[i].name, sizeof cs->a[i].name, "%s", name);
         snprintf(cs->a[i].url, sizeof cs->a[i].url, "%s", url);
         cs->a[i].kind = kinds != NULL ? kinds[i] : DLOCK_RWLOCK_DEFAULT;
+        cs->a[i].lease = cast_lease;
         dlt_task_start(&cs->t[i], DLT_PROC, actor_main, &cs->a[i]);
     }
     for (i = 0; i < n; i++) CU_ASSERT_TRUE_FATAL(dlt_flag_wait(&cs->a[i].ready, 1, ANSWER_MS));
@@ -137,6 +143,7 @@ static int blocked(actor *a) {
 static void cast_end(cast *cs) {
     int i;
     for (i = 0; i < cs->n; i++) {
+        if (cs->dead[i]) continue;
         ask(&cs->a[i], OP_QUIT, 0);
         DLT_ASSERT_INT_EQ(dlt_task_join(&cs->t[i], DLT_JOIN_MS), 0);
     }
@@ -350,6 +357,34 @@ static void test_renewed_after_conversion(void) {
     DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
 }
 
+/* The other reader dies (SIGKILL) while A waits to upgrade: A is the
+ * writer once that reader's lease has run out (1.5 s), not before. */
+static void test_upgrade_outlives_dead_reader(void) {
+    cast cs;
+    actor *A;
+    double t0;
+    memset(&cs, 0, sizeof cs);
+    cast_lease = 1500;
+    cast_start(&cs, 2, "conv/dead", "", NULL);
+    cast_lease = 0;
+    A = &cs.a[0];
+    DLT_ASSERT_ERR(call(A, OP_RD), 0);
+    DLT_ASSERT_ERR(call(&cs.a[1], OP_RD), 0);
+    ask(A, OP_UP, 0);
+    CU_ASSERT_TRUE(blocked(A));
+    t0 = dlt_now();
+    dlt_task_signal(&cs.t[1], SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&cs.t[1], DLT_JOIN_MS), 128 + SIGKILL);
+    cs.dead[1] = 1;
+    DLT_ASSERT_ERR(answer(A, ANSWER_MS), 0);
+    /* (B renewed at most a third of its lease before it died) */
+    CU_ASSERT(dlt_now() - t0 >= 0.9);
+    CU_ASSERT(dlt_now() - t0 < 3.5);
+    DLT_ASSERT_INT_EQ(A->holds, 2);
+    DLT_ASSERT_ERR(call(A, OP_UNLOCK), 0);
+    cast_end(&cs);
+}
+
 /* A timed upgrade that the other reader outlasts: ETIMEDOUT, the read
  * lock kept, the registration gone (a writers-first newcomer gets in). */
 static void test_timed_upgrade(void) {
@@ -526,6 +561,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_two_upgraders_one_edeadlk),
     DLT_TEST(test_downgrade_lets_readers_in),
     DLT_TEST(test_timed_upgrade),
+    DLT_TEST(test_upgrade_outlives_dead_reader),
     DLT_TEST(test_upgrade_lost_while_waiting),
     DLT_TEST(test_on_cluster),
     DLT_TEST(test_on_sentinel),
