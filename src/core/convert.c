@@ -193,6 +193,8 @@ static int upg_sleep(struct upg *u, const dlock__conv *ans, dlock__mono sent, ui
         until = now + (dlock__mono)(ans->ms + 1) * DLOCK__MS;
     if (until > u->deadline) until = u->deadline;
     rc = dlock__wait(u->c, u->l, gen, until, 0);
+    if (rc == ETIMEDOUT && dlock__now() >= u->deadline)
+        return dlock__seterr(ETIMEDOUT, "'%.64s' was not upgraded by the deadline", u->l->k.name);
     return rc == ETIMEDOUT ? 0 : rc;
 }
 
@@ -210,8 +212,13 @@ static int upg_loop(struct upg *u) {
         if ((h = upg_reader(u, &rc)) == NULL) return rc;
         gen = l->gen;
         sure = dlock__sub_live(c, l);
-        if ((rc = conv_ask(c, l, h, DLOCK__CONV_UP, &ans, dlock__unreachable_deadline(&c->be.node), &sent)) != 0)
+        if ((rc = conv_ask(c, l, h, DLOCK__CONV_UP, &ans, dlock__unreachable_deadline(&c->be.node), &sent)) != 0) {
+            /* (a request cut short by the call's end, as every timed call's) */
+            if (rc == ENOLCK && dlock__now() >= u->deadline)
+                rc = dlock__seterr(ETIMEDOUT, "'%.64s' was not upgraded by the deadline: its request was "
+                                   "unanswered then, and the lock is no longer held", l->k.name);
             return rc;
+        }
         if (dlock__reader(l, u->self) != h) /* forgotten meanwhile (the client's end) */
             return dlock__seterr(EPERM, "'%.64s' is no longer read-locked by the calling thread", l->k.name);
         switch (ans.status) {
