@@ -342,6 +342,23 @@ DLOCK_API int dlock_rwlock_xlock(dlock_rwlock_t *rw, int shared, int flags, cloc
  * valid lease; 0 if not. */
 DLOCK_API int dlock_rwlock_holds(const dlock_rwlock_t *rw);
 DLOCK_API uint64_t dlock_rwlock_fence(const dlock_rwlock_t *rw);
+/* Conversion (as the DLM's convert).  upgrade: the calling thread's read
+ * lock becomes the write lock without another writer getting in first; it
+ * waits, as a write lock does, for the other readers to leave (new
+ * readers of the writers-first kinds wait for it; writers, queued or not,
+ * come after it).  Of two readers that both ask, the second gets EDEADLK
+ * and keeps its read lock.  EPERM for a thread that holds no read lock.
+ * The write hold gets a new, larger fence.  A thread's nested read locks
+ * convert together: it then holds the write lock as many times.
+ * timedupgrade / clockupgrade: ETIMEDOUT at the deadline, the read lock
+ * kept.  downgrade: the calling thread's write lock becomes a read lock in
+ * one step (no writer between; waiting readers are let in as their kind
+ * allows), with the same fence; EPERM for a thread that does not hold the
+ * write lock.  On Redlock both are ENOTSUP. */
+DLOCK_API int dlock_rwlock_upgrade(dlock_rwlock_t *rw);
+DLOCK_API int dlock_rwlock_timedupgrade(dlock_rwlock_t *rw, const struct timespec *abstime);
+DLOCK_API int dlock_rwlock_clockupgrade(dlock_rwlock_t *rw, clockid_t clock, const struct timespec *abstime);
+DLOCK_API int dlock_rwlock_downgrade(dlock_rwlock_t *rw);
 
 /* ------------------------------------------------------------------------
  * Condition variables, as pthread_cond_*, paired with a dlock mutex:

@@ -58,6 +58,8 @@
 #define WDR 5                /* release.lua "withdraw" */
 #define REN 6                /* renew.lua, exclusive */
 #define RENS 7               /* renew.lua "s" */
+#define CONVU 8              /* convert.lua "up" */
+#define CONVD 9              /* convert.lua "down" */
 /* answers */
 #define A_GOT 1              /* {1, fence} or {2, fence} (or the uncontended path's fence) */
 #define A_WAIT 2             /* {0, ms, last} */
@@ -112,6 +114,11 @@ byte wsent[NC + 1];          /* when the request answered busy was sent */
 byte tans[NC + 1];           /* caching: when the answer arrived */
 byte cbase[NC + 1];          /* caching: the fence the server issued */
 byte nloc[NC + 1];
+bool cv[NC + 1];             /* a conversion request of its hold is out (convert.lua) */
+#ifndef NCONV
+#define NCONV 2              /* conversions per client (each a round trip: few fences a tick) */
+#endif
+byte ncv[NC + 1];
 
 /* ---- ghosts for the properties ---- */
 byte maxf;                   /* greatest fence issued so far (valid holds) */
@@ -344,6 +351,34 @@ inline withdraw(c) {
     fi
 }
 
+/* convert.lua "up": the caller, a live reader and the only one, becomes
+ * the writer under a new fence; its own hash already: {2, fence}; other
+ * readers (or an owner): wait; not a reader: 7 (A_NO).  (Its registration
+ * as the upgrader and the conversion deadlock order the waiters; they
+ * are not modelled.) */
+inline convert_up(c) {
+    if
+    :: owner == c -> lexp = now + L; reply(A_GOT, lfence, lfo)
+    :: owner != c && rexp[c] <= now -> reply(A_NO, 0, 0)
+    :: owner != c && rexp[c] > now && (owner != 0 || rexp[3 - c] > now) -> reply(A_WAIT, 0, 0)
+    :: owner == 0 && rexp[c] > now && rexp[3 - c] <= now ->
+        rexp[c] = 0;
+        fence_issue(c, f);
+        owner = c; lfence = f; lfo = c; lexp = now + L; wmark = 1;
+        reply(A_GOT, f, c)
+    fi
+}
+
+/* convert.lua "down": the writer's hash goes and it joins the readers in
+ * one step; a reader already (asked again): A_OK; else A_NO. */
+inline convert_down(c) {
+    if
+    :: owner == c -> owner = 0; lexp = 0; lfence = 0; lfo = 0; wmark = 0; rexp[c] = now + L; reply(A_OK, 0, 0)
+    :: owner != c && rexp[c] > now -> reply(A_OK, 0, 0)
+    :: owner != c && rexp[c] <= now -> reply(A_NO, 0, 0)
+    fi
+}
+
 inline serve(c) {
     op = req[c]; req[c] = 0;
     if :: crashed[c] -> lastproc[c] = now :: else fi;   /* a request it sent before it crashed */
@@ -356,6 +391,8 @@ inline serve(c) {
     :: op == WDR -> withdraw(c)
     :: op == REN -> if :: owner == c -> lexp = now + L; reply(A_OK, 0, 0) :: else -> reply(A_NO, 0, 0) fi
     :: op == RENS -> if :: rexp[c] > now -> rexp[c] = now + L; reply(A_OK, 0, 0) :: else -> reply(A_NO, 0, 0) fi
+    :: op == CONVU -> convert_up(c)
+    :: op == CONVD -> convert_down(c)
     fi;
 #ifndef LIVE
     if
@@ -454,7 +491,7 @@ end:
 
 /* what a client keeps of a hold or a wait goes with it (fewer states) */
 inline forget(c) {
-    dl[c] = 0; cf[c] = 0; hg[c] = 0; floor[c] = 0; wsent[c] = 0; tans[c] = 0; cbase[c] = 0; nloc[c] = 0
+    cv[c] = 0; dl[c] = 0; cf[c] = 0; hg[c] = 0; floor[c] = 0; wsent[c] = 0; tans[c] = 0; cbase[c] = 0; nloc[c] = 0
 }
 
 inline send(c, o) {
@@ -537,12 +574,35 @@ end:
 #endif
     /* holding */
     :: atomic { ph[me] == HOLD && now >= dl[me] -> ph[me] = IDLE; forget(me) }     /* lease ran out */
-    :: atomic { ph[me] == HOLD && ans[me] == A_OK ->                   /* renewed */
+    :: atomic { ph[me] == HOLD && !cv[me] && ans[me] == A_OK ->       /* renewed */
         if :: rsent[me] + L > dl[me] -> dl[me] = rsent[me] + L :: else fi;
         hg[me] = ansg[me]; consumed(me) }
-    :: atomic { ph[me] == HOLD && ans[me] == A_NO -> consumed(me); ph[me] = IDLE; forget(me) }  /* refused: lost */
+    :: atomic { ph[me] == HOLD && !cv[me] && ans[me] == A_NO -> consumed(me); ph[me] = IDLE; forget(me) }  /* refused: lost */
+#ifdef CONV
+    /* conversion (core/convert.c): a reader upgrades, a plain writer
+     * downgrades; from its downgrade call on, the caller counts as a
+     * reader (it no longer writes) */
+    :: atomic { ph[me] == HOLD && !cv[me] && req[me] == 0 && ans[me] == 0 && now < dl[me] &&
+                (kind[me] == READ || kind[me] == PLAIN) && ncv[me] < NCONV ->
+        ncv[me]++;
+        if
+        :: kind[me] == READ -> send(me, CONVU)
+        :: else -> send(me, CONVD); kind[me] = READ
+        fi;
+        cv[me] = 1 }
+    :: atomic { ph[me] == HOLD && cv[me] && ans[me] == A_GOT ->        /* upgraded: become_writer */
+        assert(anso[me] == me);
+        kind[me] = PLAIN; cf[me] = ansf[me]; dl[me] = rsent[me] + L; hg[me] = ansg[me];
+        cv[me] = 0; consumed(me) }
+    :: atomic { ph[me] == HOLD && cv[me] && ans[me] == A_OK ->         /* downgraded: become_reader */
+        dl[me] = rsent[me] + L; hg[me] = ansg[me]; cv[me] = 0; consumed(me) }
+    :: atomic { ph[me] == HOLD && cv[me] && ans[me] == A_WAIT -> cv[me] = 0; consumed(me) }  /* still reads */
+    :: atomic { ph[me] == HOLD && cv[me] && ans[me] == A_NO -> consumed(me); ph[me] = IDLE; forget(me) }
+    :: atomic { ph[me] == HOLD && cv[me] && ans[me] == 0 && now >= rsent[me] + L ->  /* no answer: given up */
+        ph[me] = IDLE; forget(me) }
+#endif
 #ifndef LIVE
-    :: atomic { ph[me] == HOLD && req[me] == 0 && now < dl[me] ->
+    :: atomic { ph[me] == HOLD && !cv[me] && req[me] == 0 && now < dl[me] ->
         if
         :: kind[me] == READ -> send(me, RENS)
         :: else -> send(me, REN)
@@ -563,7 +623,7 @@ end:
     :: atomic { (ph[me] == HOLD || ph[me] == WAITQ) ->                /* crash */
         ph[me] = DEAD; crashed[me] = 1; lastproc[me] = now; forget(me) }
 #endif
-    :: atomic { ph[me] == HOLD ->                                     /* unlock */
+    :: atomic { ph[me] == HOLD && !cv[me] ->                          /* unlock */
         if
         :: kind[me] == READ -> send(me, RELS)
         :: else -> send(me, REL)

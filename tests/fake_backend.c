@@ -437,7 +437,8 @@ static dlock__backend_ops fk_ops = {
     NULL, NULL, /* stats_add, stats_read: no live figures */
     NULL, /* range: no record-lock range tables */
     NULL, /* release_send: unlocks wait for their answer */
-    NULL  /* lvb_read: no value blocks */
+    NULL, /* lvb_read: no value blocks */
+    NULL  /* convert: no lock conversion (ENOTSUP) */
 };
 
 const dlock__backend_ops *fk_ops_table(void) {

@@ -155,3 +155,52 @@ DLOCK_API int dlock_rwlock_lvb_get(dlock_rwlock_t *rw, void *buf, size_t cap, si
         return dlock__seterr(EPERM, "the calling thread does not hold '%.64s'", o->l->k.name);
     return dlock__lvb_get(o->c, o->l, buf, cap, len, valid);
 }
+
+/* Conversion: the lock core's (core/convert.c), run as the lock calls
+ * are (counted in the object's calls: destroy meanwhile is EBUSY). */
+static int upgrade_op(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try, dlock__mono deadline,
+                      int bad_deadline) {
+    (void)w;
+    (void)try;
+    return dlock__upgrade(c, l, deadline, bad_deadline);
+}
+
+static int downgrade_op(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try, dlock__mono deadline,
+                        int bad_deadline) {
+    (void)w;
+    (void)try;
+    (void)deadline;
+    (void)bad_deadline;
+    return dlock__downgrade(c, l);
+}
+
+DLOCK_API int dlock_rwlock_upgrade(dlock_rwlock_t *rw) {
+    dlock__obj *o = NULL;
+    int rc;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
+    return dlock__obj_run(o, &o->want, upgrade_op, 0, DLOCK__MONO_NEVER, 0);
+}
+
+static int timed_upgrade(dlock_rwlock_t *rw, clockid_t clock, const struct timespec *abstime) {
+    dlock__obj *o = NULL;
+    dlock__mono deadline;
+    int rc, bad;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
+    if ((rc = dlock__timed(clock, abstime, &deadline, &bad)) != 0) return rc;
+    return dlock__obj_run(o, &o->want, upgrade_op, 0, deadline, bad);
+}
+
+DLOCK_API int dlock_rwlock_timedupgrade(dlock_rwlock_t *rw, const struct timespec *abstime) {
+    return timed_upgrade(rw, CLOCK_REALTIME, abstime);
+}
+
+DLOCK_API int dlock_rwlock_clockupgrade(dlock_rwlock_t *rw, clockid_t clock, const struct timespec *abstime) {
+    return timed_upgrade(rw, clock, abstime);
+}
+
+DLOCK_API int dlock_rwlock_downgrade(dlock_rwlock_t *rw) {
+    dlock__obj *o = NULL;
+    int rc;
+    if ((rc = rwlock_get(rw, &o)) != 0) return rc;
+    return dlock__obj_run(o, &o->want, downgrade_op, 0, DLOCK__MONO_NEVER, 0);
+}

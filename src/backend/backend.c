@@ -1000,6 +1000,33 @@ static int single_range(dlock__backend *c, const dlock__keys *k, int nargs, cons
     return rc;
 }
 
+/* A conversion (convert.lua) of token's hold: the lock's keys, then
+ * token, lease, the op and the caller's host:pid:tid.  Sent again on a
+ * fresh connection when an answer is lost, as an acquire is: a repeated
+ * upgrade finds the lock its own (2), a repeated downgrade the token
+ * reading (1), a repeated cancel nothing to take back. */
+static int single_convert(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int how,
+                          dlock__conv *out, dlock__mono deadline) {
+    static const char *const ops[] = { "up", "down", "cancel" };
+    const char *args[DLOCK__NKEYS + 5];
+    size_t lens[DLOCK__NKEYS + 5];
+    char lease[DLOCK__DEC_MAX + 1];
+    redisReply *r;
+    int nk = lock_keys(c, k, 0, args, lens), rc;
+    args[nk] = token;
+    lens[nk] = strlen(token);
+    lens[nk + 1] = dlock__dec(lease, lease_ms);
+    args[nk + 1] = lease;
+    args[nk + 2] = ops[how];
+    lens[nk + 2] = strlen(ops[how]);
+    lens[nk + 3] = who(dlock__self_peek(), &args[nk + 3]);
+    rc = dlock__script_run(c, DLOCK__SCRIPT_CONVERT, &r, deadline, nk, nk + 4, args, lens, NULL);
+    if (rc != 0) return rc;
+    if (dlock__conv_parse(r, how, out) != 0) rc = bad_reply(c, "convert", r);
+    freeReplyObject(r);
+    return rc;
+}
+
 const dlock__backend_ops dlock__single_backend = {
     .queues = 1,
     .acquire = single_acquire,
@@ -1019,6 +1046,7 @@ const dlock__backend_ops dlock__single_backend = {
     .stats_add = single_stats_add,
     .stats_read = single_stats_read,
     .range = single_range,
+    .convert = single_convert,
 };
 
 int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out) {

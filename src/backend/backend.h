@@ -108,6 +108,7 @@ void dlock__keys_free(dlock__keys *k);
 typedef struct dlock__backend dlock__backend;
 struct dlock__backend_ops;
 struct dlock__figs;
+struct dlock__conv;
 struct dlock__backend {
     const struct dlock__backend_ops *ops;
     dlock__node node;       /* its server; Redlock, Cluster: the first node named that answers */
@@ -288,6 +289,8 @@ int dlock__u64_parse(const char *s, size_t n, uint64_t *out);
  * if it is not exactly that. */
 int dlock__grant_parse(const char *s, size_t n, uint64_t *fence, unsigned *ms, int *cache);
 int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out);
+/* convert.lua's answer to a request of kind how (DLOCK__CONV_*): 0, or -1. */
+int dlock__conv_parse(const redisReply *r, int how, struct dlock__conv *out);
 
 /* One renewal in a batch. */
 typedef struct dlock__renewal {
@@ -441,7 +444,21 @@ typedef struct dlock__backend_ops {
      * when the lock has none.  NULL: not offered (Redlock). */
     int (*lvb_read)(dlock__backend *c, const dlock__keys *k, void *buf, size_t *len, int *valid,
                     dlock__mono deadline);
+    /* Lock conversion (lua/convert.lua): the hold of token, of lease_ms,
+     * changes kind; how is a DLOCK__CONV_*.  NULL where a deployment
+     * cannot convert atomically (Redlock: ENOTSUP). */
+    int (*convert)(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int how,
+                   struct dlock__conv *out, dlock__mono deadline);
 } dlock__backend_ops;
+
+/* What a conversion found (convert.lua's answer). */
+typedef struct dlock__conv {
+    int status;      /* DLOCK__CONV_DONE, _BUSY, _DEADLK, _NOTHELD */
+    uint64_t fence;  /* DONE of an upgrade: the write hold's fence */
+    int64_t ms;      /* BUSY: ask again within about this long */
+} dlock__conv;
+enum { DLOCK__CONV_UP, DLOCK__CONV_DOWN, DLOCK__CONV_CANCEL };
+enum { DLOCK__CONV_DONE, DLOCK__CONV_BUSY, DLOCK__CONV_DEADLK, DLOCK__CONV_NOTHELD };
 
 /* What sem_info reads (seminfo.c parses it): the public summary and the
  * people, waiters first (in queue order, those handed a unit first), then
@@ -573,7 +590,8 @@ int dlock__figs_parse(const redisReply *r, dlock__figs *out, size_t max, size_t 
     X(WAITS, waits)                   \
     X(STATS, stats)                   \
     X(FENCE_NEXT, fence_next)         \
-    X(RANGE, range)
+    X(RANGE, range)                   \
+    X(CONVERT, convert)
 #define DLOCK__SCRIPT_ENUM(id, file) DLOCK__SCRIPT_##id,
 enum { DLOCK__SCRIPTS(DLOCK__SCRIPT_ENUM) DLOCK__NSCRIPTS };
 #undef DLOCK__SCRIPT_ENUM

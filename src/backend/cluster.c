@@ -611,6 +611,14 @@ static int cl_range(dlock__backend *c, const dlock__keys *k, int nargs, const ch
     return rc;
 }
 
+static int cl_convert(dlock__backend *c, const dlock__keys *k, const char *token, unsigned lease_ms, int how,
+                      dlock__conv *out, dlock__mono deadline) {
+    int rc;
+    dlock__sent st_ = { 0, 0, 0 };
+    ON_SLOT(c, lock_slot(k), deadline, dlock__single_backend.convert(m, k, token, lease_ms, how, out, deadline));
+    return rc;
+}
+
 const dlock__backend_ops dlock__cluster_backend = {
     .queues = 1,
     .acquire = cl_acquire,
@@ -629,6 +637,7 @@ const dlock__backend_ops dlock__cluster_backend = {
     .stats_add = cl_stats_add,
     .stats_read = cl_stats_read,
     .range = cl_range,
+    .convert = cl_convert,
 };
 
 static int node_redirect(dlock__node *n, const redisReply *r, dlock__node **next, int *asking) {

@@ -187,3 +187,37 @@ int dlock__info_parse(const redisReply *r, dlock_lock_info_t *out) {
     if (r->elements == 7 && !out->held && r->element[6]->integer > 0) out->delay_left_ms = r->element[6]->integer;
     return 0;
 }
+
+/* {code, value}: 1 done (an upgrade's value its fence), 2 done already
+ * (an upgrade), 0 busy for value ms, 6 the conversion deadlock, 7 not
+ * held as the conversion needs. */
+int dlock__conv_parse(const redisReply *r, int how, dlock__conv *out) {
+    const redisReply *st, *v;
+    memset(out, 0, sizeof *out);
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element == NULL) return -1;
+    st = r->element[0];
+    v = r->element[1];
+    if (st == NULL || v == NULL || st->type != REDIS_REPLY_INTEGER) return -1;
+    switch (st->integer) {
+    case 1:
+    case 2:
+        out->status = DLOCK__CONV_DONE;
+        if (how != DLOCK__CONV_UP) return st->integer == 1 ? 0 : -1;
+        if (v->type != REDIS_REPLY_STRING || dlock__u64_parse(v->str, v->len, &out->fence) != 0 || out->fence == 0)
+            return -1;
+        return 0;
+    case 0:
+        if (how != DLOCK__CONV_UP || v->type != REDIS_REPLY_INTEGER) return -1;
+        out->status = DLOCK__CONV_BUSY;
+        out->ms = v->integer;
+        return 0;
+    case 6:
+        out->status = DLOCK__CONV_DEADLK;
+        return how == DLOCK__CONV_UP ? 0 : -1;
+    case 7:
+        out->status = DLOCK__CONV_NOTHELD;
+        return how != DLOCK__CONV_CANCEL ? 0 : -1;
+    default:
+        return -1;
+    }
+}

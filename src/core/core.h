@@ -437,6 +437,14 @@ void dlock__dl_end(struct dlock_client *c, dlock__lock *l, dlock__dl *d);
  * EINVAL to give if the call would have to wait. */
 int dlock__acquire(struct dlock_client *c, dlock__lock *l, const dlock__want *w, int try,
                    dlock__mono deadline, int bad_deadline);
+/* Lock conversion (convert.c): the calling thread's read hold of l
+ * becomes its write hold, waiting until `deadline` (monotonic; NEVER:
+ * none; bad_deadline: the EINVAL to give if it would wait) for the other
+ * readers to leave -- EDEADLK when another reader is upgrading, EPERM
+ * with no read hold, ENOTSUP on Redlock; or its write hold becomes a read
+ * hold (EPERM with none).  c->mu NOT held. */
+int dlock__upgrade(struct dlock_client *c, dlock__lock *l, dlock__mono deadline, int bad_deadline);
+int dlock__downgrade(struct dlock_client *c, dlock__lock *l);
 /* Ends the calling thread's exclusive hold (or, allow_shared, its read
  * hold) of l. */
 int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared);
@@ -564,6 +572,8 @@ void dlock__hold_take(dlock__hold *h, dlock__thread *self, int ownerdead);
 void dlock__hold_cache(dlock__hold *h);
 void dlock__hold_uncache(dlock__hold *h, dlock__thread *self);
 void dlock__hold_release_start(dlock__hold *h);
+void dlock__hold_convert_start(dlock__hold *h);
+void dlock__hold_convert_end(dlock__hold *h);
 /* Marks h lost; fills *rep when a handler must run. */
 void dlock__hold_lost(struct dlock_client *c, dlock__hold *h, dlock__lost_report *rep);
 /* A cached h whose last holds ended unconfirmed: *rep filled for its

@@ -35,6 +35,8 @@
  *   cache          HELD -> CACHED       unlock of a caching mutex
  *   uncache        CACHED -> HELD       a lock call takes it from the cache
  *   release_start  HELD -> HELD+releasing   the unlock goes to the server
+ *   convert_start, convert_end  the same flag, set while a conversion
+ *                  request is out (convert.c), then cleared
  *   lost           HELD -> LOST         validity ran out, the server refused
  *                                       a renewal, or granted it anew;
  *                                       its handler is told (*rep)
@@ -178,6 +180,17 @@ void dlock__hold_uncache(dlock__hold *h, dlock__thread *self) {
 /* HELD -> HELD, releasing: its unlock goes to the server. */
 void dlock__hold_release_start(dlock__hold *h) {
     h->releasing = 1;
+}
+
+/* HELD -> HELD, converting (convert.c): as releasing, while a conversion
+ * request is out -- a renewal refused meanwhile (the server moved the
+ * hold) declares no loss; _end clears it. */
+void dlock__hold_convert_start(dlock__hold *h) {
+    h->releasing = 1;
+}
+
+void dlock__hold_convert_end(dlock__hold *h) {
+    h->releasing = 0;
 }
 
 /* *rep for h's handler, if h's holds did not all end before its last
