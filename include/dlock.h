@@ -660,9 +660,16 @@ DLOCK_API int dlock_range_tables(dlock_client_t *c, const char *glob,
 /* Live figures of one lock, summed over every client that flushed them
  * (dlock_stats; `dlock top` shows them).  Each client counts its own and
  * flushes them once a second; DLOCK_STATS=0 turns that off in a process.
- * lost_leases and deadlocks are counters that only grow, not sums over the
- * window: the server keeps them until no client has flushed figures of
- * the lock for a minute (then they start again from 0). */
+ * lost_leases, deadlocks and the histograms are counters that only grow,
+ * not sums over the window: the server keeps them until no client has
+ * flushed figures of the lock for a day (then they start again from 0).
+ * The struct grew by the histograms: a program built against an older
+ * dlock.h must be rebuilt. */
+/* The upper bounds (ms, inclusive) of the histograms' buckets, as an
+ * initializer list; DLOCK_STATS_BUCKETS counts them and the last bucket,
+ * which holds everything longer (+Inf). */
+#define DLOCK_STATS_BOUNDS_MS 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000
+#define DLOCK_STATS_BUCKETS 13
 typedef struct dlock_lock_stats {
     char name[DLOCK_NAME_MAX + 1];
     uint64_t acquisitions;   /* holds begun in the window */
@@ -674,6 +681,16 @@ typedef struct dlock_lock_stats {
     uint64_t lost_leases;    /* holds their client found lost (lease ran out, renewal refused) */
     uint64_t deadlocks;      /* lock calls answered EDEADLK */
     void *__reserved[2];     /* room to grow (with the two above, the size of the four it had on LP64) */
+    /* Cumulative histograms: counts that only grow, not sums over the
+     * window.  wait_buckets[i] counts the waits (from the lock call's
+     * start to the hold) longer than bound i-1 and at most bound i of
+     * DLOCK_STATS_BOUNDS_MS; the last bucket, everything longer.  Their
+     * sums in µs.  The server keeps them until no client has flushed
+     * figures of the lock for a day (then they start again from 0). */
+    uint64_t wait_buckets[DLOCK_STATS_BUCKETS];
+    uint64_t hold_buckets[DLOCK_STATS_BUCKETS];
+    uint64_t wait_us_sum;
+    uint64_t hold_us_sum;
 } dlock_lock_stats_t;
 #define DLOCK_STATS_WINDOW_MAX 60 /* seconds the server keeps the figures of */
 /* The `max` busiest locks (most acquisitions first) of the last window_s
