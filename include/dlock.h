@@ -99,6 +99,19 @@ DLOCK_API dlock_client_t *dlock_client_default(int *err);
  * has.  1 as well when there is no usable record (each process tells). */
 enum { DLOCK_OUTAGE_DOWN = 1, DLOCK_OUTAGE_UP = 2, DLOCK_OUTAGE_DOWN_CLOSED = 4 };
 DLOCK_API int dlock_client_outage_notice(dlock_client_t *c, int what);
+/* Whether calls to c's server (NULL: the default client's) fail at once
+ * now, for a monitor (`dlock exporter`): by c's own circuit breaker, or
+ * by the host-wide record that another process of this user on this host
+ * wrote when it found the server unreachable (read whatever c's
+ * breaker_ms and host_breaker; nothing is asked of the server).  Fills
+ * *out; 0, or EINVAL (out NULL, or no default client). */
+typedef struct dlock_breaker_state {
+    int open;               /* 1: calls fail at once (ENOLCK) but a probe a second */
+    int host;               /* 1: the host-wide record says so */
+    uint64_t open_ms;       /* since the server was found unreachable (0: closed) */
+    uint64_t next_probe_ms; /* until the next probe may ask it (0: due, or closed) */
+} dlock_breaker_state_t;
+DLOCK_API int dlock_client_breaker(dlock_client_t *c, dlock_breaker_state_t *out);
 
 /* Lost-lock handler: runs once per lost hold, as soon as the loss is
  * known: on the renewal thread, or on the holder's thread when one of its

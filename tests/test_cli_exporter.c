@@ -5,7 +5,8 @@
  * checked by a real `promtool check metrics`.  The figures of a workload and the holder of a held lock are
  * there, with the lock glob and the lock cap honoured; a stopped or a
  * frozen (SIGSTOP) server is `dlock_up 0` within the scrape timeout, and
- * the exporter recovers with the server; a hold lost under a break and
+ * the exporter recovers with the server; the host's outage record
+ * is the breaker's metric; a hold lost under a break and
  * EDEADLK answers are counters; the wait and hold histograms count holds
  * in the right buckets and only grow; garbage HTTP and a slowloris
  * client, and a flood of idle connections from one address, leave it
@@ -393,6 +394,49 @@ static void test_lost_and_deadlocks(void) {
     dlt_tdir_done();
 }
 
+/* The breaker's metrics: closed with the server up; once a client of
+ * this host (and user) found the stopped server unreachable and wrote
+ * the host's outage record, open -- the exporter's own client keeps no
+ * breaker (breaker_ms=0): it is the record it reads --; closed again once
+ * a client's probe found the server back.  promtool accepts them. */
+static void test_breaker(void) {
+    char url[256];
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    double end;
+    int rc = ENOLCK;
+    dlt_tdir_make("dlexp");
+    snprintf(url, sizeof url, "%s?unreachable_ms=500&breaker_ms=30000", dlt_server.url);
+    CU_ASSERT_FATAL(exporter_start(NULL, NULL, NULL, NULL) == 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(strstr(out, "# TYPE dlock_breaker_open gauge\n") != NULL);
+    CU_ASSERT(value_of("dlock_breaker_open") == 0);
+    CU_ASSERT(value_of("dlock_breaker_open_seconds") == 0);
+    CU_ASSERT_FATAL(dlt_redis_stop(&dlt_server) == 0);
+    CU_ASSERT_FATAL(dlt_client_make(&c, url, 0) == 0);
+    CU_ASSERT_FATAL(dlt_mutex_make(&m, "b/x", 0, c) == 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK); /* the unreachable bound: the record is written */
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(value_of("dlock_up") == 0);
+    CU_ASSERT(value_of("dlock_breaker_open") == 1);
+    CU_ASSERT(value_of("dlock_breaker_open_seconds") > 0 && value_of("dlock_breaker_open_seconds") < 30);
+    CU_ASSERT(value_of("dlock_breaker_next_probe_seconds") >= 0 &&
+              value_of("dlock_breaker_next_probe_seconds") <= 1);
+    DLT_ASSERT_INT_EQ(promtool_check(), 0);
+    if (value_of("dlock_breaker_open") != 1) fprintf(stderr, "  scraped:\n%s\n", out);
+    CU_ASSERT_FATAL(dlt_redis_restart(&dlt_server) == 0);
+    for (end = dlt_now() + 5; rc != 0 && dlt_now() < end; dlt_sleep_ms(100))
+        if ((rc = dlock_mutex_lock(&m)) == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0); /* the probe */
+    DLT_ASSERT_ERR(rc, 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(value_of("dlock_up") == 1);
+    CU_ASSERT(value_of("dlock_breaker_open") == 0);
+    exporter_stop();
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_tdir_done();
+}
+
 /* A stopped server, then a frozen one: each scrape answers within the
  * scrape timeout (2 s) and a little, with dlock_up 0; the next scrape
  * after the server is back says 1. */
@@ -505,7 +549,7 @@ static void test_contrib(void) {
     exporter_stop();
     snprintf(cmd, sizeof cmd, "'%s' check rules '%s/contrib/prometheus/dlock.rules.yml' 2>&1", DLT_PROMTOOL, src);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
-    CU_ASSERT(strstr(err, "SUCCESS: 9 rules found") != NULL);
+    CU_ASSERT(strstr(err, "SUCCESS: 10 rules found") != NULL);
     snprintf(cmd, sizeof cmd, "cd '%s/contrib/prometheus' && '%s' test rules dlock.rules.test.yml 2>&1", src,
              DLT_PROMTOOL);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
@@ -594,6 +638,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_lost_and_deadlocks),
     DLT_TEST(test_histograms),
     DLT_TEST(test_dead_server),
+    DLT_TEST(test_breaker),
     DLT_TEST(test_bad_http),
     DLT_TEST(test_connection_flood),
     DLT_TEST(test_bad_options),

@@ -151,6 +151,9 @@ int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *
         }
     }
     m->read_s = cli_mono_s() - t0;
+    /* After the reads, which may have opened the breaker or met the
+     * host's record. */
+    m->have_breaker = dlock_client_breaker(c, &m->breaker) == 0;
     return 0;
 nomem:
     cli_metrics_free(m);
@@ -269,6 +272,16 @@ void cli_metrics_write(FILE *f, const cli_metrics_opts *o, const cli_metrics *m)
     write_gauge(f, "dlock_locks_truncated", "1 if locks were left out (the lock cap or the time budget).",
                 m->truncated);
     write_gauge(f, "dlock_stats_window_seconds", "The window the per-lock figures are summed over.", o->window_s);
+    if (m->have_breaker) {
+        write_gauge(f, "dlock_breaker_open",
+                    "1 if calls to the server fail at once (a circuit breaker, or this host's outage record).",
+                    m->breaker.open);
+        write_gauge(f, "dlock_breaker_open_seconds", "How long ago the server was found unreachable (0: closed).",
+                    (double)m->breaker.open_ms / 1000);
+        write_gauge(f, "dlock_breaker_next_probe_seconds",
+                    "Until a call may ask the server again, while the breaker is open.",
+                    (double)m->breaker.next_probe_ms / 1000);
+    }
     if (!m->up) return;
     if (m->have_cycles)
         write_gauge(f, "dlock_wait_cycles",
