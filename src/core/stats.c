@@ -26,7 +26,7 @@
  * It counts too the holds the client finds lost (their lease ran out, or
  * the server refused its renewal: dlock__hold_lost) and the lock calls it
  * answers EDEADLK; these go in the same flush, and the server keeps them
- * as counters that only grow (until a minute without a flush of the lock),
+ * as counters that only grow (until a day without a flush of the lock),
  * not per second.
  *
  * DLOCK_STATS=0 in the environment turns it off for the process: nothing
