@@ -99,6 +99,19 @@ DLOCK_API dlock_client_t *dlock_client_default(int *err);
  * has.  1 as well when there is no usable record (each process tells). */
 enum { DLOCK_OUTAGE_DOWN = 1, DLOCK_OUTAGE_UP = 2, DLOCK_OUTAGE_DOWN_CLOSED = 4 };
 DLOCK_API int dlock_client_outage_notice(dlock_client_t *c, int what);
+/* Whether calls to c's server (NULL: the default client's) fail at once
+ * now, for a monitor (`dlock exporter`): by c's own circuit breaker, or
+ * by the host-wide record that another process of this user on this host
+ * wrote when it found the server unreachable (read whatever c's
+ * breaker_ms and host_breaker; nothing is asked of the server).  Fills
+ * *out; 0, or EINVAL (out NULL, or no default client). */
+typedef struct dlock_breaker_state {
+    int open;               /* 1: calls fail at once (ENOLCK) but a probe a second */
+    int host;               /* 1: the host-wide record says so */
+    uint64_t open_ms;       /* since the server was found unreachable (0: closed) */
+    uint64_t next_probe_ms; /* until the next probe may ask it (0: due, or closed) */
+} dlock_breaker_state_t;
+DLOCK_API int dlock_client_breaker(dlock_client_t *c, dlock_breaker_state_t *out);
 
 /* Lost-lock handler: runs once per lost hold, as soon as the loss is
  * known: on the renewal thread, or on the holder's thread when one of its
@@ -717,9 +730,16 @@ DLOCK_API int dlock_range_tables(dlock_client_t *c, const char *glob,
 /* Live figures of one lock, summed over every client that flushed them
  * (dlock_stats; `dlock top` shows them).  Each client counts its own and
  * flushes them once a second; DLOCK_STATS=0 turns that off in a process.
- * lost_leases and deadlocks are counters that only grow, not sums over the
- * window: the server keeps them until no client has flushed figures of
- * the lock for a minute (then they start again from 0). */
+ * lost_leases, deadlocks and the histograms are counters that only grow,
+ * not sums over the window: the server keeps them until no client has
+ * flushed figures of the lock for a day (then they start again from 0).
+ * The struct grew by the histograms: a program built against an older
+ * dlock.h must be rebuilt. */
+/* The upper bounds (ms, inclusive) of the histograms' buckets, as an
+ * initializer list; DLOCK_STATS_BUCKETS counts them and the last bucket,
+ * which holds everything longer (+Inf). */
+#define DLOCK_STATS_BOUNDS_MS 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000
+#define DLOCK_STATS_BUCKETS 13
 typedef struct dlock_lock_stats {
     char name[DLOCK_NAME_MAX + 1];
     uint64_t acquisitions;   /* holds begun in the window */
@@ -731,6 +751,16 @@ typedef struct dlock_lock_stats {
     uint64_t lost_leases;    /* holds their client found lost (lease ran out, renewal refused) */
     uint64_t deadlocks;      /* lock calls answered EDEADLK */
     void *__reserved[2];     /* room to grow (with the two above, the size of the four it had on LP64) */
+    /* Cumulative histograms: counts that only grow, not sums over the
+     * window.  wait_buckets[i] counts the waits (from the lock call's
+     * start to the hold) longer than bound i-1 and at most bound i of
+     * DLOCK_STATS_BOUNDS_MS; the last bucket, everything longer.  Their
+     * sums in µs.  The server keeps them until no client has flushed
+     * figures of the lock for a day (then they start again from 0). */
+    uint64_t wait_buckets[DLOCK_STATS_BUCKETS];
+    uint64_t hold_buckets[DLOCK_STATS_BUCKETS];
+    uint64_t wait_us_sum;
+    uint64_t hold_us_sum;
 } dlock_lock_stats_t;
 #define DLOCK_STATS_WINDOW_MAX 60 /* seconds the server keeps the figures of */
 /* The `max` busiest locks (most acquisitions first) of the last window_s

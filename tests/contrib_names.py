@@ -2,7 +2,7 @@
 """tests/contrib_names.py METRICS DASHBOARD RULES -- every metric that the
 Grafana dashboard and the Prometheus rules name is one that `dlock
 exporter` serves.  METRICS: a scrape of a live exporter (its "# TYPE"
-lines name what it serves); DASHBOARD: contrib/grafana/dlock.json; RULES:
+lines name what it serves, a histogram its _bucket, _sum and _count); DASHBOARD: contrib/grafana/dlock.json; RULES:
 contrib/prometheus/dlock.rules.yml.  Prints each unknown name and exits 1
 if there is one (or if a panel queries nothing)."""
 import json
@@ -19,6 +19,8 @@ def served(path):
             m = re.match(r"# TYPE (\S+) (\S+)", line)
             if m:
                 names.add(m.group(1))
+                if m.group(2) == "histogram":  # its series' names
+                    names.update(m.group(1) + s for s in ("_bucket", "_sum", "_count"))
     return names
 
 

@@ -5,8 +5,10 @@
  * checked by a real `promtool check metrics`.  The figures of a workload and the holder of a held lock are
  * there, with the lock glob and the lock cap honoured; a stopped or a
  * frozen (SIGSTOP) server is `dlock_up 0` within the scrape timeout, and
- * the exporter recovers with the server; a hold lost under a break and
- * EDEADLK answers are counters; garbage HTTP and a slowloris
+ * the exporter recovers with the server; the host's outage record
+ * is the breaker's metric; a hold lost under a break and
+ * EDEADLK answers are counters; the wait and hold histograms count holds
+ * in the right buckets and only grow; garbage HTTP and a slowloris
  * client, and a flood of idle connections from one address, leave it
  * serving; bad options exit 64, a port in use 69.  The
  * rules and the dashboard of contrib/ pass promtool and name only metrics
@@ -216,14 +218,21 @@ static void test_scrape(void) {
     DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
     CU_ASSERT(value_of("dlock_up") == 1);
     CU_ASSERT(value_of("dlock_server_round_trip_seconds") >= 0 && value_of("dlock_server_round_trip_seconds") < 1);
-    CU_ASSERT(strstr(out, "# TYPE dlock_lock_wait_seconds summary\n") != NULL);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_wait_seconds histogram\n") != NULL);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_wait_window_seconds summary\n") != NULL);
     CU_ASSERT(strstr(out, "# HELP dlock_lock_held_seconds ") != NULL);
     /* 6 holds begun over the 60 s window, 5 of ~10 ms ended */
     CU_ASSERT(value_of("dlock_lock_acquisitions_per_second{lock=\"e/a\"}") > 6 / 60.0 - 1e-6);
     CU_ASSERT(value_of("dlock_lock_acquisitions_per_second{lock=\"e/a\"}") < 6 / 60.0 + 1e-6);
     CU_ASSERT(value_of("dlock_lock_releases_per_second{lock=\"e/a\"}") > 5 / 60.0 - 1e-6);
-    CU_ASSERT(value_of("dlock_lock_hold_seconds{lock=\"e/a\",quantile=\"0.5\"}") >= 0.008);
-    CU_ASSERT(value_of("dlock_lock_hold_seconds{lock=\"e/a\",quantile=\"0.5\"}") < 0.016);
+    CU_ASSERT(value_of("dlock_lock_hold_window_seconds{lock=\"e/a\",quantile=\"0.5\"}") >= 0.008);
+    CU_ASSERT(value_of("dlock_lock_hold_window_seconds{lock=\"e/a\",quantile=\"0.5\"}") < 0.016);
+    /* the 5 holds of 10 ms and more in the histogram, none under 5 ms */
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_count{lock=\"e/a\"}") == 5);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_bucket{lock=\"e/a\",le=\"0.005\"}") == 0);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_bucket{lock=\"e/a\",le=\"+Inf\"}") == 5);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_sum{lock=\"e/a\"}") >= 0.05);
+    CU_ASSERT(value_of("dlock_lock_wait_seconds_count{lock=\"e/a\"}") == 6);
     CU_ASSERT(value_of("dlock_lock_held{lock=\"e/held\"}") == 1);
     CU_ASSERT(value_of("dlock_lock_held_seconds{lock=\"e/held\"}") >= 1);
     CU_ASSERT(value_of("dlock_lock_lease_remaining_seconds{lock=\"e/held\"}") > 0);
@@ -300,6 +309,71 @@ static void trouble(const char *lost, const char *dead) {
     DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
 }
 
+/* Holds of `name` of 30 ms and 300 ms (a client of its own, whose
+ * destruction flushes them). */
+static void two_holds(const char *name, int second) {
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    setenv("DLOCK_STATS", "1", 1);
+    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
+    setenv("DLOCK_STATS", "0", 1);
+    CU_ASSERT_FATAL(dlt_mutex_make(&m, name, 0, c) == 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    dlt_sleep_ms(30);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    if (second) {
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+        dlt_sleep_ms(300);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+}
+
+/* The hold histogram counts a 30 ms hold and a 300 ms one in their
+ * buckets (with room for a loaded machine's late wake-ups); a later
+ * hold grows the counters, none of which shrinks from one scrape to the
+ * next; promtool accepts them. */
+static void test_histograms(void) {
+    static const char *const les[] = { "0.001", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25",
+                                       "0.5", "1", "2.5", "5", "10", "+Inf" };
+    char series[128];
+    double before[13];
+    unsigned i;
+    dlt_tdir_make("dlexp");
+    two_holds("h/x", 1);
+    CU_ASSERT_FATAL(exporter_start("--locks", "h/*", NULL, NULL) == 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_hold_seconds histogram\n") != NULL);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_bucket{lock=\"h/x\",le=\"0.025\"}") == 0);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_bucket{lock=\"h/x\",le=\"0.1\"}") == 1);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_bucket{lock=\"h/x\",le=\"0.25\"}") == 1);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_bucket{lock=\"h/x\",le=\"0.5\"}") == 2);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_bucket{lock=\"h/x\",le=\"+Inf\"}") == 2);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_count{lock=\"h/x\"}") == 2);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_sum{lock=\"h/x\"}") >= 0.33);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_sum{lock=\"h/x\"}") < 0.6);
+    CU_ASSERT(value_of("dlock_lock_wait_seconds_count{lock=\"h/x\"}") == 2);
+    DLT_ASSERT_INT_EQ(promtool_check(), 0);
+    for (i = 0; i < 13; i++) {
+        snprintf(series, sizeof series, "dlock_lock_hold_seconds_bucket{lock=\"h/x\",le=\"%s\"}", les[i]);
+        before[i] = value_of(series);
+    }
+    two_holds("h/x", 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    for (i = 0; i < 13; i++) {
+        snprintf(series, sizeof series, "dlock_lock_hold_seconds_bucket{lock=\"h/x\",le=\"%s\"}", les[i]);
+        CU_ASSERT(value_of(series) >= before[i]);
+        if (i > 0) CU_ASSERT(value_of(series) >= before[i - 1]); /* cumulative */
+    }
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_bucket{lock=\"h/x\",le=\"0.25\"}") == 2);
+    CU_ASSERT(value_of("dlock_lock_hold_seconds_count{lock=\"h/x\"}") == 3);
+    DLT_ASSERT_INT_EQ(promtool_check(), 0);
+    if (value_of("dlock_lock_hold_seconds_count{lock=\"h/x\"}") != 3) fprintf(stderr, "  scraped:\n%s\n", out);
+    exporter_stop();
+    dlt_tdir_done();
+}
+
 /* The lost hold and the EDEADLK answers as counters; promtool accepts
  * them. */
 static void test_lost_and_deadlocks(void) {
@@ -317,6 +391,49 @@ static void test_lost_and_deadlocks(void) {
     DLT_ASSERT_INT_EQ(promtool_check(), 0);
     if (value_of("dlock_lock_deadlocks_total{lock=\"e/dead\"}") != 2) fprintf(stderr, "  scraped:\n%s\n", out);
     exporter_stop();
+    dlt_tdir_done();
+}
+
+/* The breaker's metrics: closed with the server up; once a client of
+ * this host (and user) found the stopped server unreachable and wrote
+ * the host's outage record, open -- the exporter's own client keeps no
+ * breaker (breaker_ms=0): it is the record it reads --; closed again once
+ * a client's probe found the server back.  promtool accepts them. */
+static void test_breaker(void) {
+    char url[256];
+    dlock_client_t *c;
+    dlock_mutex_t m;
+    double end;
+    int rc = ENOLCK;
+    dlt_tdir_make("dlexp");
+    snprintf(url, sizeof url, "%s?unreachable_ms=500&breaker_ms=30000", dlt_server.url);
+    CU_ASSERT_FATAL(exporter_start(NULL, NULL, NULL, NULL) == 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(strstr(out, "# TYPE dlock_breaker_open gauge\n") != NULL);
+    CU_ASSERT(value_of("dlock_breaker_open") == 0);
+    CU_ASSERT(value_of("dlock_breaker_open_seconds") == 0);
+    CU_ASSERT_FATAL(dlt_redis_stop(&dlt_server) == 0);
+    CU_ASSERT_FATAL(dlt_client_make(&c, url, 0) == 0);
+    CU_ASSERT_FATAL(dlt_mutex_make(&m, "b/x", 0, c) == 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK); /* the unreachable bound: the record is written */
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(value_of("dlock_up") == 0);
+    CU_ASSERT(value_of("dlock_breaker_open") == 1);
+    CU_ASSERT(value_of("dlock_breaker_open_seconds") > 0 && value_of("dlock_breaker_open_seconds") < 30);
+    CU_ASSERT(value_of("dlock_breaker_next_probe_seconds") >= 0 &&
+              value_of("dlock_breaker_next_probe_seconds") <= 1);
+    DLT_ASSERT_INT_EQ(promtool_check(), 0);
+    if (value_of("dlock_breaker_open") != 1) fprintf(stderr, "  scraped:\n%s\n", out);
+    CU_ASSERT_FATAL(dlt_redis_restart(&dlt_server) == 0);
+    for (end = dlt_now() + 5; rc != 0 && dlt_now() < end; dlt_sleep_ms(100))
+        if ((rc = dlock_mutex_lock(&m)) == 0) DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0); /* the probe */
+    DLT_ASSERT_ERR(rc, 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(value_of("dlock_up") == 1);
+    CU_ASSERT(value_of("dlock_breaker_open") == 0);
+    exporter_stop();
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
     dlt_tdir_done();
 }
 
@@ -432,7 +549,7 @@ static void test_contrib(void) {
     exporter_stop();
     snprintf(cmd, sizeof cmd, "'%s' check rules '%s/contrib/prometheus/dlock.rules.yml' 2>&1", DLT_PROMTOOL, src);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
-    CU_ASSERT(strstr(err, "SUCCESS: 9 rules found") != NULL);
+    CU_ASSERT(strstr(err, "SUCCESS: 10 rules found") != NULL);
     snprintf(cmd, sizeof cmd, "cd '%s/contrib/prometheus' && '%s' test rules dlock.rules.test.yml 2>&1", src,
              DLT_PROMTOOL);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
@@ -519,7 +636,9 @@ static void test_bad_options(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_scrape),
     DLT_TEST(test_lost_and_deadlocks),
+    DLT_TEST(test_histograms),
     DLT_TEST(test_dead_server),
+    DLT_TEST(test_breaker),
     DLT_TEST(test_bad_http),
     DLT_TEST(test_connection_flood),
     DLT_TEST(test_bad_options),

@@ -183,18 +183,20 @@ static void test_prometheus(void) {
     DLT_ASSERT_INT_EQ(top_run("--prometheus", NULL, NULL), 0);
     /* The window's sums are gauges (a "_total" name is a counter's), per
      * second over the 60 s window: 12 and 3 holds.  The only counters are
-     * the lost leases and the EDEADLK answers. */
+     * the lost leases, the EDEADLK answers and the histograms. */
     CU_ASSERT(strstr(out, "# TYPE dlock_lock_acquisitions_per_second gauge\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_acquisitions_per_second{lock=\"cli/a\"} 0.2\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_acquisitions_per_second{lock=\"cli/b\"} 0.05\n") != NULL);
     CU_ASSERT(only_counters_total(out));
     CU_ASSERT(strstr(out, "# TYPE dlock_lock_lost_leases_total counter\n") != NULL);
-    CU_ASSERT(strstr(out, "# TYPE dlock_lock_hold_seconds summary\n") != NULL);
-    CU_ASSERT(strstr(out, "\ndlock_lock_hold_seconds{lock=\"cli/a\",quantile=\"0.5\"} 0.0") != NULL);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_hold_window_seconds summary\n") != NULL);
+    CU_ASSERT(strstr(out, "\ndlock_lock_hold_window_seconds{lock=\"cli/a\",quantile=\"0.5\"} 0.0") != NULL);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_hold_seconds histogram\n") != NULL);
+    CU_ASSERT(strstr(out, "\ndlock_lock_hold_seconds_count{lock=\"cli/a\"} 12\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_waiters{lock=\"cli/a\"} 0\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_up 1\n") != NULL);
     CU_ASSERT_FATAL(regcomp(&re,
-                            "^(# (HELP|TYPE) dlock_[a-z_]+ .+|dlock_[a-z_]+(\\{lock=\"[^\"]*\"(,quantile=\"0\\.[0-9]+\")?\\})? "
+                            "^(# (HELP|TYPE) dlock_[a-z_]+ .+|dlock_[a-z_]+(\\{lock=\"[^\"]*\"(,quantile=\"0\\.[0-9]+\"|,le=\"([0-9.]+|\\+Inf)\")?\\})? "
                             "-?[0-9.]+(e[-+][0-9]+)?)$",
                             REG_EXTENDED | REG_NOSUB) == 0);
     for (line = strtok_r(out, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {

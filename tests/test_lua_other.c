@@ -253,6 +253,27 @@ static void test_stats(void) {
     CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "TTL %s", "dlock:{dlock-stats}:c:a")) > 60);
 }
 
+/* The cumulative histograms' fields (capitals) grow the counters' hash,
+ * which expires after ARGV[4] seconds, not the window's; the lower-case
+ * per-second ones stay out of it. */
+static void test_stats_cumulative(void) {
+    const char *base = "dlock:{dlock-stats}";
+    const char *ck = "dlock:{dlock-stats}:c:hc";
+    redisReply *r;
+    run_int(dlt_lua(DLOCK__SCRIPT_STATS, 1, base, "add", "70", "2:hc a 2 w0 2 W4 2 WS 61000 H7 1 HS 300000;",
+                    "86400", NULL));
+    run_int(dlt_lua(DLOCK__SCRIPT_STATS, 1, base, "add", "70", "2:hc a 1 W4 1 WS 30000;", "86400", NULL));
+    DLT_ASSERT_INT_EQ(atoll(dlt_str(r = dlt_redis_cmd(&dlt_server, "HGET %s W4", ck))), 3);
+    freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(atoll(dlt_str(r = dlt_redis_cmd(&dlt_server, "HGET %s WS", ck))), 91000);
+    freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(atoll(dlt_str(r = dlt_redis_cmd(&dlt_server, "HGET %s H7", ck))), 1);
+    freeReplyObject(r);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "HEXISTS %s w0", ck)), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "HEXISTS %s a", ck)), 0);
+    CU_ASSERT(dlt_reply_int(dlt_redis_cmd(&dlt_server, "TTL %s", ck)) > 86000);
+}
+
 /* -------------------------------------------------------------- range */
 
 #define RK "dlock:{f}:rl"
@@ -315,6 +336,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_sem_remade),
     DLT_TEST(test_waits),
     DLT_TEST(test_stats),
+    DLT_TEST(test_stats_cumulative),
     DLT_TEST(test_range),
     { NULL, NULL },
 };

@@ -211,6 +211,8 @@ typedef struct cli_metrics {
     size_t cycles;      /* cycles of waits among the held locks, as `dlock graph` finds them */
     double rtt_s;       /* the figures' read (one round trip), in seconds */
     double read_s;      /* every read, in seconds */
+    int have_breaker;   /* 1: breaker was read (dlock_client_breaker) */
+    dlock_breaker_state_t breaker; /* after the reads: this client's, or the host's record */
     cli_mlock *v;       /* malloc'ed */
     size_t n, cap;
     size_t *slots, nslots; /* name hash -> index + 1 (0: empty), malloc'ed */

@@ -30,7 +30,7 @@
 #include "cli.h"
 
 #define EXP_DEFAULT_LISTEN "127.0.0.1:9638"
-#define EXP_MAX_LOCKS 1000 /* dlock_stats reads 1000 locks at most; and 1000 names are 10 000 series */
+#define EXP_MAX_LOCKS 1000 /* dlock_stats reads 1000 locks at most; and 1000 names are 40 000 series */
 #define EXP_CONN_TIMEOUT_S 10 /* an idle or trickling HTTP connection is closed after this */
 #define EXP_CONN_LIMIT 256   /* connections at once */
 #define EXP_CONN_PER_IP 16   /* from one address: one client cannot take them all */

@@ -13,9 +13,11 @@
  * Most figures are sums over a sliding window kept on the server, not
  * counters that only grow: they are exported as gauges (per second) and
  * summaries (quantiles over the window), the types whose meaning they
- * have.  Lost leases and EDEADLK answers are kept as counters (reset when
- * no client has flushed figures of the lock for a minute, which
- * Prometheus's rate and increase take as a counter reset).  A lock name is a label value; at most `max` of them, so that a
+ * have.  Lost leases, EDEADLK answers and the wait and hold histograms
+ * are kept as counters (reset when no client has flushed figures of the
+ * lock for a day, which Prometheus's rate and increase take as a counter
+ * reset); like every per-lock figure they are served for the locks
+ * acquired within the window, so an idle lock's series go stale.  A lock name is a label value; at most `max` of them, so that a
  * million names cannot blow up a scrape (dlock_locks_truncated says when
  * some were left out).
  */
@@ -149,6 +151,9 @@ int cli_metrics_read(dlock_client_t *c, const cli_metrics_opts *o, cli_metrics *
         }
     }
     m->read_s = cli_mono_s() - t0;
+    /* After the reads, which may have opened the breaker or met the
+     * host's record. */
+    m->have_breaker = dlock_client_breaker(c, &m->breaker) == 0;
     return 0;
 nomem:
     cli_metrics_free(m);
@@ -164,7 +169,7 @@ void cli_metrics_free(cli_metrics *m) {
 /* ------------------------------------------------------------ writing */
 
 /* The per-lock families, in the order they are written. */
-enum { F_ACQ, F_REL, F_LOST, F_DEAD, F_WAIT, F_HOLD, F_HELD, F_HELD_S, F_LEASE, F_READERS, F_WAITERS, F_N };
+enum { F_ACQ, F_REL, F_LOST, F_DEAD, F_WAIT, F_HOLD, F_WAITQ, F_HOLDQ, F_HELD, F_HELD_S, F_LEASE, F_READERS, F_WAITERS, F_N };
 
 static const struct family {
     const char *name, *type, *help;
@@ -176,10 +181,12 @@ static const struct family {
     [F_LOST] = { "dlock_lock_lost_leases_total", "counter",
                  "Holds their client found lost (lease ran out, or renewal refused), every client." },
     [F_DEAD] = { "dlock_lock_deadlocks_total", "counter", "Lock calls answered EDEADLK, every client." },
-    [F_WAIT] = { "dlock_lock_wait_seconds", "summary",
-                 "Wait from the lock call to the hold, quantiles over the stats window." },
-    [F_HOLD] = { "dlock_lock_hold_seconds", "summary",
-                 "Hold from the hold to its unlock, quantiles over the stats window." },
+    [F_WAIT] = { "dlock_lock_wait_seconds", "histogram", "Wait from the lock call to the hold, every client." },
+    [F_HOLD] = { "dlock_lock_hold_seconds", "histogram", "Hold from the hold to its unlock, every client." },
+    [F_WAITQ] = { "dlock_lock_wait_window_seconds", "summary",
+                  "Wait from the lock call to the hold, quantiles over the stats window." },
+    [F_HOLDQ] = { "dlock_lock_hold_window_seconds", "summary",
+                  "Hold from the hold to its unlock, quantiles over the stats window." },
     [F_HELD] = { "dlock_lock_held", "gauge", "1 if a writer or mutex holder holds the lock now." },
     [F_HELD_S] = { "dlock_lock_held_seconds", "gauge", "How long the current exclusive holder has held the lock." },
     [F_LEASE] = { "dlock_lock_lease_remaining_seconds", "gauge",
@@ -197,8 +204,8 @@ static int lock_value(const cli_mlock *l, int f, unsigned window_s, int q99, dou
     case F_REL: *v = (double)l->s.releases / window_s; return l->have_stats;
     case F_LOST: *v = (double)l->s.lost_leases; return l->have_stats;
     case F_DEAD: *v = (double)l->s.deadlocks; return l->have_stats;
-    case F_WAIT: *v = (q99 ? l->s.wait_ms_p99 : l->s.wait_ms_p50) / 1000; return l->have_stats && l->s.acquisitions;
-    case F_HOLD: *v = (q99 ? l->s.hold_ms_p99 : l->s.hold_ms_p50) / 1000; return l->have_stats && l->s.releases;
+    case F_WAITQ: *v = (q99 ? l->s.wait_ms_p99 : l->s.wait_ms_p50) / 1000; return l->have_stats && l->s.acquisitions;
+    case F_HOLDQ: *v = (q99 ? l->s.hold_ms_p99 : l->s.hold_ms_p50) / 1000; return l->have_stats && l->s.releases;
     case F_HELD: *v = held; return 1;
     case F_HELD_S: *v = (double)cli_held_ms(i) / 1000; return held;
     case F_LEASE: *v = (double)(i->lease_left_ms > 0 ? i->lease_left_ms : 0) / 1000; return held;
@@ -207,11 +214,39 @@ static int lock_value(const cli_mlock *l, int f, unsigned window_s, int q99, dou
     }
 }
 
+/* Lock l's histogram (F_WAIT or F_HOLD): the cumulative buckets, +Inf,
+ * _sum and _count; nothing for a lock that has none yet. */
+static void write_histogram(FILE *f, const cli_mlock *l, int fam) {
+    static const double bounds_ms[] = { DLOCK_STATS_BOUNDS_MS };
+    const uint64_t *b = fam == F_WAIT ? l->s.wait_buckets : l->s.hold_buckets;
+    uint64_t cum = 0, sum_us = fam == F_WAIT ? l->s.wait_us_sum : l->s.hold_us_sum;
+    const char *name = families[fam].name;
+    unsigned i;
+    for (i = 0; i < DLOCK_STATS_BUCKETS; i++) cum += b[i];
+    if (!l->have_stats || cum == 0) return;
+    for (cum = 0, i = 0; i < DLOCK_STATS_BUCKETS; i++) {
+        cum += b[i];
+        fprintf(f, "%s_bucket{lock=\"", name);
+        cli_quoted_str(f, l->name);
+        if (i + 1 < DLOCK_STATS_BUCKETS) fprintf(f, "\",le=\"%.9g\"} %llu\n", bounds_ms[i] / 1000, (unsigned long long)cum);
+        else fprintf(f, "\",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+    }
+    fprintf(f, "%s_sum{lock=\"", name);
+    cli_quoted_str(f, l->name);
+    fprintf(f, "\"} %.9g\n%s_count{lock=\"", (double)sum_us / 1e6, name);
+    cli_quoted_str(f, l->name);
+    fprintf(f, "\"} %llu\n", (unsigned long long)cum);
+}
+
 static void write_rows(FILE *f, const cli_metrics_opts *o, const cli_metrics *m, int fam) {
     static const char *const qs[] = { "0.5", "0.99" };
-    int summary = fam == F_WAIT || fam == F_HOLD, k;
+    int summary = fam == F_WAITQ || fam == F_HOLDQ, k;
     size_t i;
     for (i = 0; i < m->n; i++) {
+        if (fam == F_WAIT || fam == F_HOLD) {
+            write_histogram(f, &m->v[i], fam);
+            continue;
+        }
         for (k = 0; k < (summary ? 2 : 1); k++) {
             double v;
             if (!lock_value(&m->v[i], fam, o->window_s, k, &v)) continue;
@@ -237,6 +272,16 @@ void cli_metrics_write(FILE *f, const cli_metrics_opts *o, const cli_metrics *m)
     write_gauge(f, "dlock_locks_truncated", "1 if locks were left out (the lock cap or the time budget).",
                 m->truncated);
     write_gauge(f, "dlock_stats_window_seconds", "The window the per-lock figures are summed over.", o->window_s);
+    if (m->have_breaker) {
+        write_gauge(f, "dlock_breaker_open",
+                    "1 if calls to the server fail at once (a circuit breaker, or this host's outage record).",
+                    m->breaker.open);
+        write_gauge(f, "dlock_breaker_open_seconds", "How long ago the server was found unreachable (0: closed).",
+                    (double)m->breaker.open_ms / 1000);
+        write_gauge(f, "dlock_breaker_next_probe_seconds",
+                    "Until a call may ask the server again, while the breaker is open.",
+                    (double)m->breaker.next_probe_ms / 1000);
+    }
     if (!m->up) return;
     if (m->have_cycles)
         write_gauge(f, "dlock_wait_cycles",

@@ -895,8 +895,8 @@ static int stats_refused(dlock__backend *c, const redisReply *r) {
 
 /* One flush: one EVALSHA, one round trip. */
 static int single_stats_add(dlock__backend *c, const char *payload, size_t len, dlock__mono deadline) {
-    const char *args[4];
-    size_t lens[4];
+    const char *args[5];
+    size_t lens[5];
     redisReply *r = NULL;
     char *key = dlock__stats_key(c);
     int rc;
@@ -905,7 +905,8 @@ static int single_stats_add(dlock__backend *c, const char *payload, size_t len, 
     args[1] = "add"; lens[1] = 3;
     args[2] = "70"; lens[2] = 2; /* the figures' expiry: a minute and a little */
     args[3] = payload; lens[3] = len;
-    rc = dlock__script_run(c, DLOCK__SCRIPT_STATS, &r, deadline, 1, 4, args, lens, NULL);
+    args[4] = "86400"; lens[4] = 5; /* the counters' idle expiry: a day */
+    rc = dlock__script_run(c, DLOCK__SCRIPT_STATS, &r, deadline, 1, 5, args, lens, NULL);
     if (rc == 0) rc = stats_refused(c, r);
     if (rc == 0 && r->type != REDIS_REPLY_INTEGER) rc = bad_reply(c, "stats", r);
     freeReplyObject(r);
@@ -944,7 +945,15 @@ static int figs_field(dlock__figs *f, const redisReply *k, const redisReply *v) 
     else if (k->len == 1 && k->str[0] == 'r') f->rel = (uint64_t)v->integer;
     else if (k->len == 1 && k->str[0] == 'L') f->lost = (uint64_t)v->integer;
     else if (k->len == 1 && k->str[0] == 'D') f->dead = (uint64_t)v->integer;
-    else if (k->str[0] == 'w' || k->str[0] == 'h') {
+    else if (k->len == 2 && (k->str[0] == 'W' || k->str[0] == 'H') && k->str[1] == 'S')
+        *(k->str[0] == 'W' ? &f->wsum : &f->hsum) = (uint64_t)v->integer;
+    else if (k->str[0] == 'W' || k->str[0] == 'H') {
+        hist = k->str[0] == 'W' ? f->wcum : f->hcum;
+        i = strtoul(k->str + 1, &end, 10);
+        if (end != k->str + k->len || end == k->str + 1) return -1;
+        if (i >= DLOCK_STATS_BUCKETS) i = DLOCK_STATS_BUCKETS - 1;
+        hist[i] += (uint64_t)v->integer;
+    } else if (k->str[0] == 'w' || k->str[0] == 'h') {
         hist = k->str[0] == 'w' ? f->wait : f->hold;
         i = strtoul(k->str + 1, &end, 10);
         if (end != k->str + k->len || end == k->str + 1) return -1;

@@ -564,6 +564,10 @@ typedef struct dlock__figs {
     uint64_t lost, dead;            /* holds lost, EDEADLK answers: counters that only grow */
     uint64_t wait[DLOCK__STAT_NB];  /* from the lock call's start to the hold */
     uint64_t hold[DLOCK__STAT_NB];  /* from the hold to its unlock */
+    /* The cumulative histograms (fields W<i>, H<i>, WS, HS): counters by
+     * bucket of DLOCK_STATS_BOUNDS_MS, and the sums in µs. */
+    uint64_t wcum[DLOCK_STATS_BUCKETS], hcum[DLOCK_STATS_BUCKETS];
+    uint64_t wsum, hsum;
 } dlock__figs;
 /* The key every figure's name starts with: <prefix>{dlock-stats}
  * (one cluster slot), made with malloc. */

@@ -17,10 +17,16 @@
  * up to DLOCK__STAT_NB - 1, which holds everything longer (2^33 µs,
  * about 2.4 hours).
  *
+ * Beside them it counts the same waits and holds by the coarse buckets of
+ * DLOCK_STATS_BOUNDS_MS (at most 1 ms, 5 ms, ... 10 s, longer) with their
+ * sums, for Prometheus's histograms: the server adds these to counters
+ * that only grow (kept until a day without a flush of the lock), so that
+ * a scraper's rate() sees every wait, whatever its scrape interval.
+ *
  * It counts too the holds the client finds lost (their lease ran out, or
  * the server refused its renewal: dlock__hold_lost) and the lock calls it
  * answers EDEADLK; these go in the same flush, and the server keeps them
- * as counters that only grow (until a minute without a flush of the lock),
+ * as counters that only grow (until a day without a flush of the lock),
  * not per second.
  *
  * DLOCK_STATS=0 in the environment turns it off for the process: nothing
@@ -47,6 +53,8 @@ struct dlock__lstat {
     uint32_t acq, rel;
     uint32_t lost, dead; /* holds lost (their lease), EDEADLK answers */
     uint32_t wait[DLOCK__STAT_NB], hold[DLOCK__STAT_NB];
+    uint32_t wcum[DLOCK_STATS_BUCKETS], hcum[DLOCK_STATS_BUCKETS]; /* by DLOCK_STATS_BOUNDS_MS */
+    uint64_t wsum, hsum;                                          /* µs */
     size_t namelen;
     char name[];
 };
@@ -74,6 +82,33 @@ void dlock__stats_bounds(unsigned b, double *lo, double *hi) {
     }
     *lo = (double)((uint64_t)(4 + s) << (e - 2));
     *hi = (double)((uint64_t)(5 + s) << (e - 2));
+}
+
+/* The bucket of DLOCK_STATS_BOUNDS_MS that a wait or hold of us µs goes
+ * in: the first whose bound it does not pass (Prometheus's le). */
+static unsigned cum_bucket(uint64_t us) {
+    static const uint64_t bounds_ms[] = { DLOCK_STATS_BOUNDS_MS };
+    unsigned i;
+    for (i = 0; i < sizeof bounds_ms / sizeof bounds_ms[0]; i++)
+        if (us <= bounds_ms[i] * 1000) return i;
+    return DLOCK_STATS_BUCKETS - 1;
+}
+
+/* One wait or hold of us µs into both histograms. */
+static void count_one(uint32_t *fine, uint32_t *cum, uint64_t *sum, uint64_t us) {
+    fine[dlock__stats_bucket(us)]++;
+    cum[cum_bucket(us)]++;
+    *sum += us;
+}
+
+/* Zeroes what a flush sends. */
+static void stat_clear(lstat *st) {
+    st->acq = st->rel = st->lost = st->dead = 0;
+    memset(st->wait, 0, sizeof st->wait);
+    memset(st->hold, 0, sizeof st->hold);
+    memset(st->wcum, 0, sizeof st->wcum);
+    memset(st->hcum, 0, sizeof st->hcum);
+    st->wsum = st->hsum = 0;
 }
 
 /* The rank's bucket, and within it a straight line between its bounds. */
@@ -134,7 +169,7 @@ void dlock__stats_acquired(struct dlock_client *c, dlock__lock *l, dlock__hold *
     h->held_since = now;
     if ((st = stat_of(c, l)) == NULL) return;
     st->acq++;
-    st->wait[dlock__stats_bucket(now > start ? (uint64_t)(now - start) / 1000 : 0)]++;
+    count_one(st->wait, st->wcum, &st->wsum, now > start ? (uint64_t)(now - start) / 1000 : 0);
 }
 
 void dlock__stats_released(struct dlock_client *c, dlock__hold *h) {
@@ -145,7 +180,7 @@ void dlock__stats_released(struct dlock_client *c, dlock__hold *h) {
     if ((st = stat_of(c, h->l)) == NULL) return;
     now = dlock__now();
     st->rel++;
-    st->hold[dlock__stats_bucket(now > since ? (uint64_t)(now - since) / 1000 : 0)]++;
+    count_one(st->hold, st->hcum, &st->hsum, now > since ? (uint64_t)(now - since) / 1000 : 0);
 }
 
 void dlock__stats_lost(struct dlock_client *c, dlock__lock *l) {
@@ -172,9 +207,7 @@ void dlock__stats_fork_child(struct dlock_client *c) {
             free(st);
             continue;
         }
-        st->acq = st->rel = st->lost = st->dead = 0;
-        memset(st->wait, 0, sizeof st->wait);
-        memset(st->hold, 0, sizeof st->hold);
+        stat_clear(st);
     }
     c->stats_dirty = NULL;
     c->stats_next = 0;
@@ -211,8 +244,15 @@ static void put_field(buf *b, char kind, int idx, uint64_t v) {
     put(b, tmp, (size_t)k);
 }
 
+static void put_u64(buf *b, uint64_t v) {
+    char tmp[24];
+    int k = snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)v);
+    put(b, tmp, (size_t)k);
+}
+
 /* One lock's figures in stats.lua's payload: "<len>:<name> a N r N [L N]
- * [D N] wI C ... hI C ...;" (L lost holds, D EDEADLK answers). */
+ * [D N] wI C ... hI C ... WI C ... HI C ... [WS US] [HS US];" (L lost
+ * holds, D EDEADLK answers; capitals: the cumulative histograms). */
 static void put_lock(buf *b, const lstat *st) {
     char tmp[32];
     unsigned i;
@@ -227,6 +267,12 @@ static void put_lock(buf *b, const lstat *st) {
         if (st->wait[i] != 0) put_field(b, 'w', (int)i, st->wait[i]);
     for (i = 0; i < DLOCK__STAT_NB; i++)
         if (st->hold[i] != 0) put_field(b, 'h', (int)i, st->hold[i]);
+    for (i = 0; i < DLOCK_STATS_BUCKETS; i++)
+        if (st->wcum[i] != 0) put_field(b, 'W', (int)i, st->wcum[i]);
+    for (i = 0; i < DLOCK_STATS_BUCKETS; i++)
+        if (st->hcum[i] != 0) put_field(b, 'H', (int)i, st->hcum[i]);
+    if (st->acq != 0) put(b, " WS ", 4), put_u64(b, st->wsum);
+    if (st->rel != 0) put(b, " HS ", 4), put_u64(b, st->hsum);
     put(b, ";", 1);
 }
 
@@ -239,9 +285,7 @@ static void take_dirty(struct dlock_client *c, buf *b) {
         put_lock(b, st);
         st->dirty = 0;
         st->next = NULL;
-        st->acq = st->rel = st->lost = st->dead = 0;
-        memset(st->wait, 0, sizeof st->wait);
-        memset(st->hold, 0, sizeof st->hold);
+        stat_clear(st);
         if (st->l == NULL) free(st);
     }
     c->stats_dirty = NULL;
@@ -327,6 +371,10 @@ DLOCK_API int dlock_stats(dlock_client_t *cl, unsigned window_s, dlock_lock_stat
         s->wait_ms_p99 = dlock__stats_quantile(f[i].wait, 0.99);
         s->hold_ms_p50 = dlock__stats_quantile(f[i].hold, 0.50);
         s->hold_ms_p99 = dlock__stats_quantile(f[i].hold, 0.99);
+        memcpy(s->wait_buckets, f[i].wcum, sizeof s->wait_buckets);
+        memcpy(s->hold_buckets, f[i].hcum, sizeof s->hold_buckets);
+        s->wait_us_sum = f[i].wsum;
+        s->hold_us_sum = f[i].hsum;
     }
     if (rc == 0) *n = got;
     free(f);

@@ -110,6 +110,24 @@ int dlock__breaker_open(dlock__node *n) {
     return open;
 }
 
+int dlock__breaker_state(dlock__node *n, int *host, dlock__mono *since, dlock__mono *probe) {
+    dlock__mono now = dlock__now(), hs, hp;
+    int open;
+    pthread_mutex_lock(n->mu);
+    open = n->breaker_until != 0 && now < n->breaker_until;
+    if (open) {
+        *since = n->breaker_since;
+        *probe = n->breaker_probe;
+    }
+    pthread_mutex_unlock(n->mu);
+    *host = dlock__hostrec_peek(n, &hs, &hp);
+    if (*host && (!open || hs < *since)) {
+        *since = hs;
+        *probe = hp;
+    }
+    return open || *host;
+}
+
 void dlock__breaker_probe_now(dlock__node *n) {
     pthread_mutex_lock(n->mu);
     if (n->conf.breaker_ms != 0) breaker_trip(n, dlock__now(), 0);

@@ -43,6 +43,7 @@
 #define HR_TOLD 3u           /* an outage told of at since, not (yet) recorded: its notices */
 #define HR_PROBE_MS 1000     /* one probe a second for the whole host */
 #define HR_TRIP_MS 1000      /* refused this long within one request: an outage (dlock__hostrec_refused) */
+#define HR_PATH_MAX sizeof(((dlock__node *)0)->host_rec)
 #define HR_READS 4           /* reads of a record being written before it counts as corrupt */
 
 struct hr_rec {
@@ -74,20 +75,27 @@ static int rec_dir(char *out, size_t cap) {
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
-void dlock__hostrec_init(dlock__node *n) {
+/* The record's path of n's server into out (cap bytes; "" when there is
+ * none), whatever n's breaker configuration. */
+static void rec_path(const dlock__node *n, char *out, size_t cap) {
     char dir[sizeof n->host_rec];
     const char *url = n->conf.redacted_url, *q;
     unsigned uid = (unsigned)geteuid();
     uint64_t h;
     int len;
-    n->host_rec[0] = '\0';
-    if (n->member || !n->conf.host_breaker || n->conf.breaker_ms == 0 || url == NULL) return;
-    if (rec_dir(dir, sizeof dir) != 0) return;
+    out[0] = '\0';
+    if (n->member || url == NULL || rec_dir(dir, sizeof dir) != 0) return;
     q = strchr(url, '?');
     h = fnv(1469598103934665603ull, url, q != NULL ? (size_t)(q - url) : strlen(url));
     h = fnv(h, &uid, sizeof uid);
-    len = snprintf(n->host_rec, sizeof n->host_rec, "%s/outage-%016llx", dir, (unsigned long long)h);
-    if (len < 0 || (size_t)len >= sizeof n->host_rec) n->host_rec[0] = '\0';
+    len = snprintf(out, cap, "%s/outage-%016llx", dir, (unsigned long long)h);
+    if (len < 0 || (size_t)len >= cap) out[0] = '\0';
+}
+
+void dlock__hostrec_init(dlock__node *n) {
+    n->host_rec[0] = '\0';
+    if (!n->conf.host_breaker || n->conf.breaker_ms == 0) return;
+    rec_path(n, n->host_rec, sizeof n->host_rec);
 }
 
 /* The user's own, and nobody else may write it. */
@@ -97,13 +105,13 @@ static int owned(const struct stat *st, mode_t type) {
 
 /* Opens n's record (making it, and its directory, when create): the
  * descriptor, or -1 when there is none or it is not safe to use. */
-static int rec_open(dlock__node *n, int create) {
-    char dir[sizeof n->host_rec];
-    const char *base = strrchr(n->host_rec, '/');
+static int rec_open_at(const char *path, int create) {
+    char dir[HR_PATH_MAX];
+    const char *base = strrchr(path, '/');
     struct stat st;
     int dfd, fd;
-    if (n->host_rec[0] == '\0' || base == NULL) return -1;
-    snprintf(dir, sizeof dir, "%.*s", (int)(base - n->host_rec), n->host_rec);
+    if (path[0] == '\0' || base == NULL) return -1;
+    snprintf(dir, sizeof dir, "%.*s", (int)(base - path), path);
     dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0 && errno == ENOENT && create && mkdir(dir, 0700) == 0)
         dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -120,6 +128,10 @@ static int rec_open(dlock__node *n, int create) {
         return -1;
     }
     return fd;
+}
+
+static int rec_open(dlock__node *n, int create) {
+    return rec_open_at(n->host_rec, create);
 }
 
 /* Reads the record: 1 a sound one in *r, 0 none (empty), -1 corrupt.  A
@@ -320,4 +332,20 @@ int dlock__breaker_host_tell(dlock__node *n, int what) {
 int dlock__breaker_host_back(dlock__node *n) {
     if (__atomic_load_n(&n->host_back, __ATOMIC_RELAXED) == 0) return 0;
     return __atomic_exchange_n(&n->host_back, 0, __ATOMIC_RELAXED);
+}
+
+int dlock__hostrec_peek(const dlock__node *n, dlock__mono *since, dlock__mono *probe) {
+    char path[sizeof n->host_rec];
+    struct hr_rec r;
+    dlock__mono now = dlock__now();
+    int fd, down = 0;
+    rec_path(n, path, sizeof path);
+    if ((fd = rec_open_at(path, 0)) < 0) return 0;
+    if (rec_read(fd, &r, now) == 1 && rec_down(&r, now)) {
+        *since = r.since;
+        *probe = r.probe;
+        down = 1;
+    }
+    close(fd);
+    return down;
 }

@@ -340,6 +340,11 @@ void dlock__breaker_report(dlock__node *n, int rc, int paid);
 void dlock__breaker_probe_now(dlock__node *n);
 /* Is n's breaker open now?  n->mu NOT held. */
 int dlock__breaker_open(dlock__node *n);
+/* For an operator (dlock_client_breaker): whether calls to n's server
+ * fail fast now, by n's own breaker or by the host-wide record
+ * (*host 1), since when and until the next probe (the earlier outage's
+ * when both say so).  n->mu NOT held. */
+int dlock__breaker_state(dlock__node *n, int *host, dlock__mono *since, dlock__mono *probe);
 /* The host-wide outage record (hostrec.c; host_breaker=1, on with the
  * breaker of a deployment's node, never a member's).  _init: its path
  * from the configuration.  _gate (n->mu held), before a request that
@@ -358,6 +363,11 @@ int dlock__hostrec_gate(dlock__node *n, int *probe);
 void dlock__hostrec_down(dlock__node *n, dlock__mono since);
 void dlock__hostrec_up(dlock__node *n);
 void dlock__hostrec_refused(dlock__node *n, dlock__mono first, dlock__mono now);
+/* _peek: 1 if the record of n's server (whatever n's breaker
+ * configuration) says the host's processes fail fast now, with *since
+ * (found unreachable) and *probe (no probe before); 0 otherwise.  Reads
+ * only: no lock, no write. */
+int dlock__hostrec_peek(const dlock__node *n, dlock__mono *since, dlock__mono *probe);
 /* Notices, one per host per outage: 1 if the caller is to tell that the
  * server is unreachable (DLOCK__HOST_TOLD_DOWN, or _DOWN_CLOSED: the same
  * told in other words, counted apart) or answers again

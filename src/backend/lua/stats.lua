@@ -5,11 +5,14 @@
 --   by acquisitions, and for each lock KEYS[1]:h:S:<name>, a hash of
 --   counts: a (holds begun), r (holds ended), w<i> and h<i> (waits and
 --   holds in bucket i); and KEYS[1]:c:<name>, a hash of counters that only
---   grow, L (holds lost) and D (EDEADLK answers), whose expiry every flush
---   of the lock puts off.  All in one cluster slot.
--- ARGV: [1] op; "add": [2] the keys' expiry in seconds, [3] the payload,
---   for each lock "<namelen>:<name>" then " <field> <count>" pairs and
---   ";"; "read": [2] seconds, [3] the most locks.
+--   grow, every field whose name starts with a capital: L (holds lost), D
+--   (EDEADLK answers), W<i> and H<i> (waits and holds in bucket i of the
+--   cumulative histograms), WS and HS (their sums in µs), whose expiry
+--   every flush of the lock puts off.  All in one cluster slot.
+-- ARGV: [1] op; "add": [2] the per-second keys' expiry in seconds, [3]
+--   the payload, for each lock "<namelen>:<name>" then " <field> <count>"
+--   pairs and ";", [4] the counters' expiry in seconds (absent: [2]);
+--   "read": [2] seconds, [3] the most locks.
 -- Reply: "add" the server's second; "read" the busiest ARGV[3] locks of
 --   the last ARGV[2] seconds (this one included): {now, name, {field,
 --   count, ...}, ...}.
@@ -17,6 +20,7 @@ local base, op = KEYS[1], ARGV[1]
 local now = tonumber(redis.call('TIME')[1])
 if op == 'add' then
   local ttl, p, pos = tonumber(ARGV[2]), ARGV[3], 1
+  local cttl = tonumber(ARGV[4] or ARGV[2])
   local z = base .. ':z:' .. now
   while pos <= #p do
     local c = string.find(p, ':', pos, true)
@@ -29,12 +33,12 @@ if op == 'add' then
     local h, a = base .. ':h:' .. now .. ':' .. name, 0
     local cu = base .. ':c:' .. name
     for f, v in string.gmatch(string.sub(p, c + n + 1, e - 1), '(%S+) (%d+)') do
-      if f == 'L' or f == 'D' then redis.call('HINCRBY', cu, f, v)
+      if string.find(f, '^%u') then redis.call('HINCRBY', cu, f, v)
       else redis.call('HINCRBY', h, f, v) end
       if f == 'a' then a = tonumber(v) end
     end
     redis.call('EXPIRE', h, ttl)
-    redis.call('EXPIRE', cu, ttl)
+    redis.call('EXPIRE', cu, cttl)
     redis.call('ZINCRBY', z, a, name)
     pos = e + 1
   end
