@@ -69,6 +69,63 @@ static double rate_of(long n, int64_t t0) {
     return (double)n * 1e9 / (double)(now_ns() - t0);
 }
 
+/* What one kind's timed blocks cost, summed over rounds: pairs, dlock's
+ * send() calls (the raw pair's are the bench's own: 2 a pair), the
+ * server's top-level requests and its CPU seconds.  They back the rate
+ * with counts a loaded machine does not blur: a release that left with
+ * the next acquire would read 1 send a pair, not 2. */
+typedef struct pair_cost {
+    long pairs, sends, requests;
+    double cpu;
+} pair_cost;
+
+static const char *const kind_name[3] = { "raw_pair", "confirmed", "uncontended" };
+
+/* One timed block of kind `which` (0 the raw pair, 1 the confirmed
+ * unlock, 2 the pipelined one): up to n pairs or 1 s; its pairs/s. */
+static double pair_block(redisContext *rc, const char *sha, dlock_mutex_t *m, int which, long n, pair_cost *pc) {
+    const char *cmds = which == 0 ? RAW_CMDS : DLOCK_PAIR_CMDS;
+    bcounters c0, c1;
+    long q0 = server_requests(rc, cmds, NULL), i;
+    double cpu0 = server_cpu(rc), rate;
+    int64_t t0, end;
+    counters_get(&c0);
+    t0 = now_ns();
+    end = t0 + (int64_t)1e9;
+    for (i = 0; i < n && now_ns() < end; i++) {
+        if (which == 0) {
+            if (raw_pair(rc, "bench:pipe-raw", "0123456789abcdef0123456789abcdef", sha) != 0) die("raw pair");
+        } else {
+            check(dlock_mutex_lock(m), "lock");
+            check(dlock_mutex_unlock(m), "unlock");
+        }
+    }
+    rate = rate_of(i, t0);
+    if (which == 2) check(dlock_mutex_lock(m), "lock"); /* reads the last release's answer, as the loop's next lock would */
+    counters_get(&c1);
+    pc->cpu += server_cpu(rc) - cpu0;
+    /* (the INFO commandstats reading itself is no evalsha or set) */
+    pc->requests += server_requests(rc, cmds, NULL) - q0;
+    if (which == 2) check(dlock_mutex_unlock(m), "unlock");
+    pc->pairs += i;
+    pc->sends += which == 0 ? 2 * i : c1.sends - c0.sends;
+    return rate;
+}
+
+static void pair_costs(const bopts *o, const pair_cost *pc) {
+    int k;
+    for (k = 0; k < 3; k++) {
+        char key[96];
+        double p = pc[k].pairs > 0 ? (double)pc[k].pairs : 1;
+        snprintf(key, sizeof key, "pipe.%s_sends_per_pair", kind_name[k]);
+        result(o, key, (double)pc[k].sends / p, "sends");
+        snprintf(key, sizeof key, "pipe.%s_requests_per_pair", kind_name[k]);
+        result(o, key, (double)pc[k].requests / p, "req");
+        snprintf(key, sizeof key, "pipe.%s_server_cpu_us_per_pair", kind_name[k]);
+        result(o, key, pc[k].cpu * 1e6 / p, "us");
+    }
+}
+
 /* Three kinds in turn each round, the order turning: the raw pair, the
  * confirmed unlock's pair, the pipelined unlock's pair. */
 static void uncontended(const bopts *o, redisContext *rc, dlock_client_t *cl) {
@@ -76,8 +133,10 @@ static void uncontended(const bopts *o, redisContext *rc, dlock_client_t *cl) {
     int rounds = o->smoke ? 3 : 15, r, k;
     long n = o->smoke ? 300 : 3000, i;
     double rate[3][15], ratio[15], cratio[15];
+    pair_cost pc[3];
     dlock_mutex_t m[3];
 
+    memset(pc, 0, sizeof pc);
     pmutex(&m[1], cl, "pipe-seq-c", 0, 0);
     pmutex(&m[2], cl, "pipe-seq-p", 1, 0);
     for (i = 0; i < 200; i++) { /* warm-up: connections, scripts, threads */
@@ -90,22 +149,14 @@ static void uncontended(const bopts *o, redisContext *rc, dlock_client_t *cl) {
     for (r = 0; r < rounds; r++) {
         for (k = 0; k < 3; k++) {
             int which = (k + r) % 3;
-            int64_t t0 = now_ns(), end = t0 + (int64_t)1e9;
-            for (i = 0; i < n && now_ns() < end; i++) {
-                if (which == 0) {
-                    if (raw_pair(rc, "bench:pipe-raw", "0123456789abcdef0123456789abcdef", sha) != 0) die("raw pair");
-                } else {
-                    check(dlock_mutex_lock(&m[which]), "lock");
-                    check(dlock_mutex_unlock(&m[which]), "unlock");
-                }
-            }
-            rate[which][r] = rate_of(i, t0);
+            rate[which][r] = pair_block(rc, sha, &m[which], which, n, &pc[which]);
         }
         ratio[r] = rate[2][r] / rate[0][r];
         cratio[r] = rate[1][r] / rate[0][r];
     }
     check(dlock_mutex_destroy(&m[1]), "destroy");
     check(dlock_mutex_destroy(&m[2]), "destroy");
+    pair_costs(o, pc);
     result(o, "pipe.raw_pair_per_s", median(rate[0], rounds), "pairs/s");
     result(o, "pipe.confirmed_per_s", median(rate[1], rounds), "pairs/s");
     result(o, "pipe.confirmed_vs_raw_pair", median(cratio, rounds), "x");
