@@ -230,6 +230,7 @@ static double alternation(const bopts *o, int pipelined) {
 /* ----------------------------------------------- (c) fresh processes */
 
 typedef struct fresh_shared {
+    volatile int64_t ready[4]; /* each one's client and mutex made */
     volatile int64_t first[4]; /* each one's first acquisition */
     volatile int64_t last[4];  /* and its last release */
     volatile long held;        /* acquisitions, all processes */
@@ -242,6 +243,7 @@ static void fresh_child(const bopts *o, fresh_shared *sh, int me, int n, double 
     dlock_mutex_t m;
     int i;
     pmutex(&m, cl, "pipe-fresh", 0, 0);
+    sh->ready[me] = now_ns();
     for (i = 0; i < n; i++) {
         int64_t t;
         check(dlock_mutex_lock(&m), "lock");
@@ -261,7 +263,7 @@ static void fresh_child(const bopts *o, fresh_shared *sh, int me, int n, double 
 static void fresh(const bopts *o, double rt_us) {
     fresh_shared *sh = shared_alloc(sizeof *sh);
     int n = o->smoke ? 50 : 250, p;
-    double hold_ms = 1.0, ideal = 1e3 / (hold_ms + 2 * rt_us / 1e3), from_fork, steady;
+    double hold_ms = 1.0, ideal = 1e3 / (hold_ms + 2 * rt_us / 1e3), from_fork, steady, ready[4];
     int64_t t0, t_end = 0, t_all = 0;
     pid_t pids[4];
     memset((void *)sh, 0, sizeof *sh);
@@ -286,6 +288,11 @@ static void fresh(const bopts *o, double rt_us) {
     result(o, "pipe.fresh_steady_per_s", steady, "acq/s");
     result(o, "pipe.fresh_steady_vs_ideal", steady / ideal, "x");
     result(o, "pipe.fresh_first_hold_ms", (double)(t_all - t0) / 1e6, "ms");
+    /* the start-up's share: what from_fork loses beside the same run's
+     * steady state, and how long a process took to make its client */
+    result(o, "pipe.fresh_from_fork_vs_steady", from_fork / steady, "x");
+    for (p = 0; p < 4; p++) ready[p] = (double)(sh->ready[p] - t0) / 1e6;
+    result(o, "pipe.fresh_ready_ms", median(ready, 4), "ms");
     verdict(o, "pipe.fresh_from_fork_vs_ideal", from_fork / ideal, 0.95, 0);
 }
 
