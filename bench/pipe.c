@@ -69,6 +69,63 @@ static double rate_of(long n, int64_t t0) {
     return (double)n * 1e9 / (double)(now_ns() - t0);
 }
 
+/* What one kind's timed blocks cost, summed over rounds: pairs, dlock's
+ * send() calls (the raw pair's are the bench's own: 2 a pair), the
+ * server's top-level requests and its CPU seconds.  They back the rate
+ * with counts a loaded machine does not blur: a release that left with
+ * the next acquire would read 1 send a pair, not 2. */
+typedef struct pair_cost {
+    long pairs, sends, requests;
+    double cpu;
+} pair_cost;
+
+static const char *const kind_name[3] = { "raw_pair", "confirmed", "uncontended" };
+
+/* One timed block of kind `which` (0 the raw pair, 1 the confirmed
+ * unlock, 2 the pipelined one): up to n pairs or 1 s; its pairs/s. */
+static double pair_block(redisContext *rc, const char *sha, dlock_mutex_t *m, int which, long n, pair_cost *pc) {
+    const char *cmds = which == 0 ? RAW_CMDS : DLOCK_PAIR_CMDS;
+    bcounters c0, c1;
+    long q0 = server_requests(rc, cmds, NULL), i;
+    double cpu0 = server_cpu(rc), rate;
+    int64_t t0, end;
+    counters_get(&c0);
+    t0 = now_ns();
+    end = t0 + (int64_t)1e9;
+    for (i = 0; i < n && now_ns() < end; i++) {
+        if (which == 0) {
+            if (raw_pair(rc, "bench:pipe-raw", "0123456789abcdef0123456789abcdef", sha) != 0) die("raw pair");
+        } else {
+            check(dlock_mutex_lock(m), "lock");
+            check(dlock_mutex_unlock(m), "unlock");
+        }
+    }
+    rate = rate_of(i, t0);
+    if (which == 2) check(dlock_mutex_lock(m), "lock"); /* reads the last release's answer, as the loop's next lock would */
+    counters_get(&c1);
+    pc->cpu += server_cpu(rc) - cpu0;
+    /* (the INFO commandstats reading itself is no evalsha or set) */
+    pc->requests += server_requests(rc, cmds, NULL) - q0;
+    if (which == 2) check(dlock_mutex_unlock(m), "unlock");
+    pc->pairs += i;
+    pc->sends += which == 0 ? 2 * i : c1.sends - c0.sends;
+    return rate;
+}
+
+static void pair_costs(const bopts *o, const pair_cost *pc) {
+    int k;
+    for (k = 0; k < 3; k++) {
+        char key[96];
+        double p = pc[k].pairs > 0 ? (double)pc[k].pairs : 1;
+        snprintf(key, sizeof key, "pipe.%s_sends_per_pair", kind_name[k]);
+        result(o, key, (double)pc[k].sends / p, "sends");
+        snprintf(key, sizeof key, "pipe.%s_requests_per_pair", kind_name[k]);
+        result(o, key, (double)pc[k].requests / p, "req");
+        snprintf(key, sizeof key, "pipe.%s_server_cpu_us_per_pair", kind_name[k]);
+        result(o, key, pc[k].cpu * 1e6 / p, "us");
+    }
+}
+
 /* Three kinds in turn each round, the order turning: the raw pair, the
  * confirmed unlock's pair, the pipelined unlock's pair. */
 static void uncontended(const bopts *o, redisContext *rc, dlock_client_t *cl) {
@@ -76,8 +133,10 @@ static void uncontended(const bopts *o, redisContext *rc, dlock_client_t *cl) {
     int rounds = o->smoke ? 3 : 15, r, k;
     long n = o->smoke ? 300 : 3000, i;
     double rate[3][15], ratio[15], cratio[15];
+    pair_cost pc[3];
     dlock_mutex_t m[3];
 
+    memset(pc, 0, sizeof pc);
     pmutex(&m[1], cl, "pipe-seq-c", 0, 0);
     pmutex(&m[2], cl, "pipe-seq-p", 1, 0);
     for (i = 0; i < 200; i++) { /* warm-up: connections, scripts, threads */
@@ -90,22 +149,14 @@ static void uncontended(const bopts *o, redisContext *rc, dlock_client_t *cl) {
     for (r = 0; r < rounds; r++) {
         for (k = 0; k < 3; k++) {
             int which = (k + r) % 3;
-            int64_t t0 = now_ns(), end = t0 + (int64_t)1e9;
-            for (i = 0; i < n && now_ns() < end; i++) {
-                if (which == 0) {
-                    if (raw_pair(rc, "bench:pipe-raw", "0123456789abcdef0123456789abcdef", sha) != 0) die("raw pair");
-                } else {
-                    check(dlock_mutex_lock(&m[which]), "lock");
-                    check(dlock_mutex_unlock(&m[which]), "unlock");
-                }
-            }
-            rate[which][r] = rate_of(i, t0);
+            rate[which][r] = pair_block(rc, sha, &m[which], which, n, &pc[which]);
         }
         ratio[r] = rate[2][r] / rate[0][r];
         cratio[r] = rate[1][r] / rate[0][r];
     }
     check(dlock_mutex_destroy(&m[1]), "destroy");
     check(dlock_mutex_destroy(&m[2]), "destroy");
+    pair_costs(o, pc);
     result(o, "pipe.raw_pair_per_s", median(rate[0], rounds), "pairs/s");
     result(o, "pipe.confirmed_per_s", median(rate[1], rounds), "pairs/s");
     result(o, "pipe.confirmed_vs_raw_pair", median(cratio, rounds), "x");
@@ -179,6 +230,7 @@ static double alternation(const bopts *o, int pipelined) {
 /* ----------------------------------------------- (c) fresh processes */
 
 typedef struct fresh_shared {
+    volatile int64_t ready[4]; /* each one's client and mutex made */
     volatile int64_t first[4]; /* each one's first acquisition */
     volatile int64_t last[4];  /* and its last release */
     volatile long held;        /* acquisitions, all processes */
@@ -191,6 +243,7 @@ static void fresh_child(const bopts *o, fresh_shared *sh, int me, int n, double 
     dlock_mutex_t m;
     int i;
     pmutex(&m, cl, "pipe-fresh", 0, 0);
+    sh->ready[me] = now_ns();
     for (i = 0; i < n; i++) {
         int64_t t;
         check(dlock_mutex_lock(&m), "lock");
@@ -210,7 +263,7 @@ static void fresh_child(const bopts *o, fresh_shared *sh, int me, int n, double 
 static void fresh(const bopts *o, double rt_us) {
     fresh_shared *sh = shared_alloc(sizeof *sh);
     int n = o->smoke ? 50 : 250, p;
-    double hold_ms = 1.0, ideal = 1e3 / (hold_ms + 2 * rt_us / 1e3), from_fork, steady;
+    double hold_ms = 1.0, ideal = 1e3 / (hold_ms + 2 * rt_us / 1e3), from_fork, steady, ready[4];
     int64_t t0, t_end = 0, t_all = 0;
     pid_t pids[4];
     memset((void *)sh, 0, sizeof *sh);
@@ -235,6 +288,11 @@ static void fresh(const bopts *o, double rt_us) {
     result(o, "pipe.fresh_steady_per_s", steady, "acq/s");
     result(o, "pipe.fresh_steady_vs_ideal", steady / ideal, "x");
     result(o, "pipe.fresh_first_hold_ms", (double)(t_all - t0) / 1e6, "ms");
+    /* the start-up's share: what from_fork loses beside the same run's
+     * steady state, and how long a process took to make its client */
+    result(o, "pipe.fresh_from_fork_vs_steady", from_fork / steady, "x");
+    for (p = 0; p < 4; p++) ready[p] = (double)(sh->ready[p] - t0) / 1e6;
+    result(o, "pipe.fresh_ready_ms", median(ready, 4), "ms");
     verdict(o, "pipe.fresh_from_fork_vs_ideal", from_fork / ideal, 0.95, 0);
 }
 
