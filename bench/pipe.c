@@ -101,7 +101,8 @@ static double pair_block(redisContext *rc, const char *sha, dlock_mutex_t *m, in
         }
     }
     rate = rate_of(i, t0);
-    if (which == 2) check(dlock_mutex_lock(m), "lock"); /* reads the last release's answer, as the loop's next lock would */
+    if (which == 2)
+        check(dlock_mutex_lock(m), "lock"); /* reads the last release's answer, as the loop's next lock would */
     counters_get(&c1);
     pc->cpu += server_cpu(rc) - cpu0;
     /* (the INFO commandstats reading itself is no evalsha or set) */
