@@ -17,16 +17,23 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-
 #include "backend/backend.h"
 
 #include "backend/lua_scripts.h" /* dlock__lua_FILE: generated from src/backend/lua/FILE.lua */
 
-#define DLOCK__SCRIPT_BODY(id, file) [DLOCK__SCRIPT_##id] = dlock__lua_##file,
-static const char *const bodies[] = { DLOCK__SCRIPTS(DLOCK__SCRIPT_BODY) };
+/* Each script's body and its SHA1 (for EVALSHA), as plain and as the
+ * cluster's variant: on Redis Cluster the scripts publish with SPUBLISH
+ * (sharded pub/sub: the message stays on the lock's shard) rather than
+ * PUBLISH (which the cluster bus carries to every node).  The build makes
+ * all four (scripts/lua-embed), so nothing is hashed at run time. */
+#define DLOCK__SCRIPT_BODY(id, file) [DLOCK__SCRIPT_##id] = { dlock__lua_##file, dlock__lua_##file##_sharded },
+static const char *const bodies[][2] = { DLOCK__SCRIPTS(DLOCK__SCRIPT_BODY) };
 #undef DLOCK__SCRIPT_BODY
+#define DLOCK__SCRIPT_SHA(id, file) [DLOCK__SCRIPT_##id] = { dlock__lua_##file##_sha, dlock__lua_##file##_sharded_sha },
+static const char *const shas[][2] = { DLOCK__SCRIPTS(DLOCK__SCRIPT_SHA) };
+#undef DLOCK__SCRIPT_SHA
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
+_Static_assert(sizeof shas / sizeof shas[0] == DLOCK__NSCRIPTS, "a hash for every script");
 
 /* The one place that decides how a hold ends (the `how` of release.lua):
  * a read hold is "shared"; a hold of a mutex that is not robust,
@@ -48,65 +55,8 @@ int dlock__undo_kind(int shared, int robust) {
     return robust && !shared ? DLOCK__REL_UNDO : dlock__release_kind(shared, robust, 0, 0, 0);
 }
 
-/* On Redis Cluster the scripts publish with SPUBLISH (sharded pub/sub:
- * the message stays on the lock's shard) rather than PUBLISH (which the
- * cluster bus carries to every node): variant 1 of each body, made once. */
-static char *sharded[DLOCK__NSCRIPTS];
-static char shas[2][DLOCK__NSCRIPTS][41];
-static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
-
-static char *sharded_make(const char *body) {
-    static const char from[] = "'PUBLISH'", to[] = "'SPUBLISH'";
-    size_t n = 0;
-    const char *p;
-    char *out, *o;
-    for (p = body; (p = strstr(p, from)) != NULL; p += sizeof from - 1) n++;
-    if ((out = malloc(strlen(body) + n + 1)) == NULL) return NULL;
-    for (o = out, p = body;;) {
-        const char *hit = strstr(p, from);
-        size_t k = hit ? (size_t)(hit - p) : strlen(p);
-        memcpy(o, p, k);
-        o += k;
-        if (hit == NULL) break;
-        memcpy(o, to, sizeof to - 1);
-        o += sizeof to - 1;
-        p = hit + sizeof from - 1;
-    }
-    *o = '\0';
-    return out;
-}
-
-static void sha_of(const char *body, char *out) {
-    static const char hex[] = "0123456789abcdef";
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0, j;
-    if (body == NULL || EVP_Digest(body, strlen(body), md, &n, EVP_sha1(), NULL) != 1 || n != 20) {
-        out[0] = '\0'; /* EVALSHA of "" gets NOSCRIPT; we then EVAL */
-        return;
-    }
-    for (j = 0; j < n; j++) {
-        out[2 * j] = hex[md[j] >> 4];
-        out[2 * j + 1] = hex[md[j] & 15];
-    }
-    out[40] = '\0';
-}
-
-/* (EVP_Digest takes OpenSSL's locks: under dlock__openssl_lock, so that
- * a fork from another thread meanwhile waits for it.) */
-static void sha_make(void) {
-    int i;
-    dlock__openssl_lock();
-    for (i = 0; i < DLOCK__NSCRIPTS; i++) {
-        sharded[i] = sharded_make(bodies[i]);
-        sha_of(bodies[i], shas[0][i]);
-        sha_of(sharded[i], shas[1][i]);
-    }
-    dlock__openssl_unlock();
-}
-
 static const char *script_sha(int which, int variant) {
-    pthread_once(&sha_once, sha_make);
-    return shas[variant != 0][which];
+    return shas[which][variant != 0];
 }
 
 const char *dlock__script_sha(int which, int variant) {
@@ -114,8 +64,7 @@ const char *dlock__script_sha(int which, int variant) {
 }
 
 const char *dlock__script_body(int which, int variant) {
-    pthread_once(&sha_once, sha_make);
-    return variant != 0 ? sharded[which] : bodies[which]; /* NULL: out of memory at start-up */
+    return bodies[which][variant != 0];
 }
 
 #define MAX_SCRIPT_ARGS 24

@@ -222,12 +222,6 @@ typedef struct dlock__thread {
 pid_t dlock__pid(void);
 /* Fills buf with n bytes from RAND_bytes (serialised against fork). */
 int dlock__random(unsigned char *buf, int n);
-/* Around any other OpenSSL call that another thread's fork may meet (the
- * scripts' digests, at first use): the lock dlock__random takes, which
- * the fork handlers hold across fork, so that no child inherits one of
- * OpenSSL's locks held by a thread it does not have.  (token.c) */
-void dlock__openssl_lock(void);
-void dlock__openssl_unlock(void);
 /* The calling thread's owner identity; NULL (with the error set) only when
  * RAND_bytes or malloc fails. */
 dlock__thread *dlock__self(int *err);

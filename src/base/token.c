@@ -116,15 +116,6 @@ int dlock__random(unsigned char *buf, int n) {
     return ok ? 0 : -1;
 }
 
-void dlock__openssl_lock(void) {
-    pthread_once(&self_once, self_key_make); /* the fork handlers */
-    pthread_mutex_lock(&rand_mu);
-}
-
-void dlock__openssl_unlock(void) {
-    pthread_mutex_unlock(&rand_mu);
-}
-
 dlock__thread *dlock__self_peek(void) {
     dlock__thread *t;
     if (pthread_once(&self_once, self_key_make) != 0 || self_key_err != 0) return NULL;
