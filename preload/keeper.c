@@ -121,7 +121,7 @@ static int keeper_reopen(int fd, char *watch) {
  * child may not allocate. */
 struct keeper_cmd {
     char *argv[12], *envp[8], ppid[24], watch[2];
-    char *url, *prefix, *ldp, *xdg, *delay; /* malloc'd, in envp */
+    char *url, *prefix, *ldp, *xdg, *delay, *risk; /* malloc'd, in envp */
 };
 
 static void keeper_cmd_make(struct keeper_cmd *kc, const char *name) {
@@ -148,6 +148,8 @@ static void keeper_cmd_make(struct keeper_cmd *kc, const char *name) {
         kc->envp[n++] = kc->xdg;
     if ((v = secure_getenv("DLOCK_LOCK_DELAY_MS")) != NULL && asprintf(&kc->delay, "DLOCK_LOCK_DELAY_MS=%s", v) > 0)
         kc->envp[n++] = kc->delay;
+    if ((v = secure_getenv("DLOCK_ON_RISK")) != NULL && asprintf(&kc->risk, "DLOCK_ON_RISK=%s", v) > 0)
+        kc->envp[n++] = kc->risk;
     kc->envp[n] = NULL;
 }
 
@@ -157,6 +159,7 @@ static void keeper_cmd_free(struct keeper_cmd *kc) {
     free(kc->ldp);
     free(kc->xdg);
     free(kc->delay);
+    free(kc->risk);
 }
 
 /* clone(CLONE_VM|CLONE_VFORK) into child_main, every signal blocked
@@ -694,6 +697,7 @@ static void keeper_open(void) {
          * L true'` behind a writer that waits for the outer reader). */
         dlock_mutexattr_setrwkind(&attr, DLOCK_RWLOCK_PREFER_READER);
         dlpl_lock_delay_set(&attr);
+        dlpl_risk_set(&attr, (pid_t)parent); /* the program the keeper holds the lock for */
         init_err = dlock_rwlock_init(&rw, lockname, &attr);
     }
     if (init_err != 0) dlpl_msg("'%s': %s", lockname, dlock_last_error());

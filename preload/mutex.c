@@ -88,6 +88,63 @@ void dlpl_lock_delay_set(dlock_mutexattr_t *a) {
     if (!said++) dlpl_msg("DLOCK_LOCK_DELAY_MS '%s' is not a number of ms from 0 to %u; ignored", v, DLOCK_LOCK_DELAY_MAX_MS);
 }
 
+/* DLOCK_ON_RISK=signal:SIG: SIG to whom (the program), for a hold whose
+ * lease is at risk (renewals failing, a third of the lease left). */
+static int risk_sig;
+
+static void mx_on_risk(dlock_mutex_t *m, const char *name, int event, unsigned left_ms, void *arg) {
+    pid_t whom = (pid_t)(intptr_t)arg;
+    (void)m;
+    if (event != DLOCK_LEASE_AT_RISK) {
+        if (dlpl_conf.verbose) dlpl_msg("'%s': renewed again, its lease no longer at risk", name);
+        return;
+    }
+    dlpl_msg("'%s': its lease is at risk (renewals failing, %u ms left); DLOCK_ON_RISK=signal:%d: signalling the "
+             "program",
+             name, left_ms, risk_sig);
+    kill(whom, risk_sig);
+}
+
+/* SIG of "signal:SIG" (a name, with or without SIG, or a number); 0 if
+ * it is none. */
+static int risk_signal_of(const char *v) {
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = { { "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "USR1", SIGUSR1 },
+                  { "USR2", SIGUSR2 }, { "ALRM", SIGALRM }, { "TERM", SIGTERM }, { "KILL", SIGKILL } };
+    char *end;
+    long n;
+    size_t i;
+    if (strncmp(v, "signal:", 7) != 0) return 0;
+    v += 7;
+    if (strncmp(v, "SIG", 3) == 0) v += 3;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(v, names[i].name) == 0) return names[i].sig;
+    n = strtol(v, &end, 10);
+    return end != v && *end == '\0' && n >= 1 && n <= SIGRTMAX ? (int)n : 0;
+}
+
+/* DLOCK_ON_RISK on a mapped lock's attributes (a mutex's here, whom the
+ * program itself; a file lock's in its keeper, whom its program):
+ * "ignore" (or unset) sets nothing; "signal:SIG" the lease-at-risk
+ * handler, with a margin of a third of the lease.  A bad value is said
+ * once and ignored. */
+void dlpl_risk_set(dlock_mutexattr_t *a, pid_t whom) {
+    static int said;
+    const char *v = secure_getenv("DLOCK_ON_RISK");
+    unsigned lease = DLOCK_LEASE_DEFAULT_MS;
+    int sig;
+    if (v == NULL || *v == '\0' || strcmp(v, "ignore") == 0) return;
+    if ((sig = risk_signal_of(v)) == 0) {
+        if (!said++) dlpl_msg("DLOCK_ON_RISK '%s' is neither ignore nor signal:SIG; ignored", v);
+        return;
+    }
+    risk_sig = sig;
+    dlock_mutexattr_getlease(a, &lease);
+    dlock_mutexattr_setriskcallback(a, mx_on_risk, (void *)(intptr_t)whom, lease / 3);
+}
+
 /* Makes e's dlock mutex on first use, with the type and robustness of
  * the pthread mutex as it is now (glibc keeps them in __data.__kind),
  * and its owner: the process for a kind any thread may unlock (so that
@@ -109,6 +166,7 @@ static int mx_make(struct mx *e, pthread_mutex_t *m) {
         dlock_mutexattr_setclient(&a, dlpl_client);
         dlock_mutexattr_setlostcallback(&a, mx_on_lost, NULL);
         dlpl_lock_delay_set(&a);
+        dlpl_risk_set(&a, getpid());
         rc = dlpl_client == NULL ? EINVAL : dlock_mutex_init(&e->dm, dlpl_mxs[e - mxs].name, &a);
         if (rc != 0) dlpl_msg("mutex:%s: %s; it stays a local mutex", dlpl_mxs[e - mxs].symbol, dlock_last_error());
         atomic_store(&e->state, rc == 0 ? 1 : 2);

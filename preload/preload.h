@@ -264,6 +264,9 @@ int dlpl_mutex_init(void); /* resolves mutex rules; number mapped */
 /* DLOCK_LOCK_DELAY_MS on the attributes of a mapped lock (mutex.c): a bad
  * value is said once and leaves the delay to the URL's lock_delay_ms. */
 void dlpl_lock_delay_set(dlock_mutexattr_t *a);
+/* DLOCK_ON_RISK on the attributes of a mapped lock (mutex.c): with
+ * signal:SIG, whom gets SIG when the hold's lease is at risk. */
+void dlpl_risk_set(dlock_mutexattr_t *a, pid_t whom);
 extern volatile int dlpl_nmutex;
 /* mutex.c */
 int dlpl_mx_lock(int i, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *abstime);
