@@ -39,8 +39,8 @@
  * missed the recovery's release keeps a stale marker, which alone does
  * not make a death.
  *
- * Renewal runs on every master; a hold stays valid while a quorum renews
- * it.  A release goes to every master.  Release notifications come from
+ * Renewal (redlock_renew.c) runs on every master; a hold stays valid
+ * while a quorum renews it.  A release goes to every master.  Release notifications come from
  * any one master (every release publishes on each of them): the client's
  * own subscriber connection goes to the first master that answers.
  * Condition variables are kept on the first master that answers.  Lock
