@@ -20,7 +20,7 @@
 
 #define RENEW_BATCH 256
 
-static int bad_reply(dlock__backend *c, const char *what, const redisReply *r) {
+int dlock__bad_reply(dlock__backend *c, const char *what, const redisReply *r) {
     /* An answer that is not what the script returns may be another
      * request's (a server or proxy out of step): drop the idle
      * connections rather than read more answers from them. */
@@ -311,7 +311,7 @@ static int plain_acquire(dlock__backend *c, const dlock__keys *k, const char *to
     if (r->type == REDIS_REPLY_NIL) {
         rc = PLAIN_ASK; /* held: the script says by whom, for how long */
     } else if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0) {
-        rc = bad_reply(c, "acquire (SET)", r);
+        rc = dlock__bad_reply(c, "acquire (SET)", r);
     } else if (rs[0]->type != REDIS_REPLY_INTEGER || rs[0]->integer != 0 ||
                plain_fence(c, k, rs[1], &fence, deadline) != 0) {
         /* others there, or not those commands' answers (refused by an
@@ -368,7 +368,7 @@ static int single_acquire(dlock__backend *c, const dlock__keys *k, const char *t
          * any call of this attempt (a cluster asks again): 0 none did. */
         if (out->sent < 0 || st.at > out->sent) out->sent = st.at;
         if (rc != 0) return rc;
-        if (dlock__acq_parse(r, out) != 0) rc = bad_reply(c, "acquire", r);
+        if (dlock__acq_parse(r, out) != 0) rc = dlock__bad_reply(c, "acquire", r);
         freeReplyObject(r);
         if (rc != 0 || c->node.conf.wait_replicas == 0 || acked >= (long long)c->node.conf.wait_replicas ||
             (out->status != DLOCK__ACQ_ACQUIRED && out->status != DLOCK__ACQ_OWNERDEAD &&
@@ -391,7 +391,7 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
 
     dlock__release_args(c, k, token, how, &a);
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, a.nkeys, a.n, a.v, a.len, sent)) != 0) return rc;
-    if (dlock__flag_parse(r, released) != 0) rc = bad_reply(c, "release", r);
+    if (dlock__flag_parse(r, released) != 0) rc = dlock__bad_reply(c, "release", r);
     freeReplyObject(r);
     return rc;
 }
@@ -424,7 +424,7 @@ static int single_reset(dlock__backend *c, const dlock__keys *k, int how, int *w
     args[nk] = k->key; lens[nk] = k->keylen; /* the release channel */
     args[nk + 1] = how == DLOCK__RESET_FULL ? "reset" : "break"; lens[nk + 1] = 5;
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RESET, &r, deadline, nk, nk + 2, args, lens, sent)) != 0) return rc;
-    if (dlock__flag_parse(r, was_held) != 0) rc = bad_reply(c, "reset", r);
+    if (dlock__flag_parse(r, was_held) != 0) rc = dlock__bad_reply(c, "reset", r);
     freeReplyObject(r);
     return rc;
 }
@@ -436,7 +436,7 @@ static int single_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_
     int nk = lock_keys(c, k, 0, args, lens), rc;
 
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_INFO, &r, deadline, nk, nk, args, lens, NULL)) != 0) return rc;
-    if (dlock__info_parse(r, out) != 0) rc = bad_reply(c, "info", r);
+    if (dlock__info_parse(r, out) != 0) rc = dlock__bad_reply(c, "info", r);
     freeReplyObject(r);
     return rc;
 }
@@ -521,7 +521,7 @@ int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline
     if ((rc = dlock__script_run(c, which, &r, deadline, nkeys, n, args, lens, NULL)) != 0) return rc;
     if (renew_answer(r, rn) != 0) {
         rn->result = -1;
-        rc = bad_reply(c, "renewal", r);
+        rc = dlock__bad_reply(c, "renewal", r);
     }
     freeReplyObject(r);
     return rc;
@@ -676,7 +676,7 @@ static int single_fenced_set(dlock__backend *c, const char *key, size_t keylen, 
     args[1] = f; lens[1] = dlock__dec(f, fence);
     args[2] = len ? value : ""; lens[2] = len;
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_FENCED_SET, &r, deadline, 1, 3, args, lens, NULL)) != 0) return rc;
-    if (dlock__flag_parse(r, written) != 0) rc = bad_reply(c, "fenced write", r);
+    if (dlock__flag_parse(r, written) != 0) rc = dlock__bad_reply(c, "fenced write", r);
     freeReplyObject(r);
     return rc;
 }
@@ -700,7 +700,7 @@ static int single_cond(dlock__backend *c, const dlock__keys *k, const char *op, 
         lens[4 + i] = strlen(stale[i]);
     }
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_COND, &r, deadline, 1, 4 + (int)nstale, args, lens, NULL)) != 0) return rc;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = bad_reply(c, "condition variable", r);
+    if (r->type != REDIS_REPLY_INTEGER || r->integer < 0) rc = dlock__bad_reply(c, "condition variable", r);
     else *result = r->integer;
     freeReplyObject(r);
     return rc;
@@ -766,7 +766,7 @@ static int single_sem(dlock__backend *c, const dlock__keys *k, const char *op, c
     /* (a take answers -N while a semaphore made again holds its units
      * back N ms more) */
     if (r->type != REDIS_REPLY_INTEGER || (r->integer < 0 && (remake < 0 || strcmp(op, "take") != 0)))
-        rc = bad_reply(c, "semaphore", r);
+        rc = dlock__bad_reply(c, "semaphore", r);
     else *result = r->integer;
     freeReplyObject(r);
     return rc;
@@ -858,7 +858,7 @@ static int single_waits(dlock__backend *c, const dlock__keys *k, const char *op,
     rc = dlock__script_run(c, DLOCK__SCRIPT_WAITS, &r, deadline, nk, nk + 4, args, lens, NULL);
     free(buf);
     if (rc != 0) return rc;
-    if (strs_parse(r, out) != 0) rc = bad_reply(c, "waits", r);
+    if (strs_parse(r, out) != 0) rc = dlock__bad_reply(c, "waits", r);
     freeReplyObject(r);
     return rc;
 }
@@ -868,118 +868,6 @@ static int single_grant_conn(dlock__backend *c, const dlock__keys *k, dlock__nod
     (void)k;
     *node = &c->node;
     return dlock__pool_get(&c->node, cn, deadline);
-}
-
-/* ------------------------------------------------------- live figures */
-
-char *dlock__stats_key(const dlock__backend *c) {
-    static const char tag[] = "{dlock-stats}";
-    const char *prefix = c->node.conf.prefix != NULL ? c->node.conf.prefix : "";
-    size_t n = strlen(prefix);
-    char *k = malloc(n + sizeof tag);
-    if (k == NULL) return NULL;
-    memcpy(k, prefix, n);
-    memcpy(k + n, tag, sizeof tag);
-    return k;
-}
-
-/* An error answer (an ACL's NOPERM, a script error): EPROTO with the
- * server's words.  The connection is in step (it answered this request),
- * so its pool stays, unlike bad_reply's: a user whose ACL refuses the
- * figures must not lose its idle connections at every flush. */
-static int stats_refused(dlock__backend *c, const redisReply *r) {
-    if (r == NULL || r->type != REDIS_REPLY_ERROR) return 0;
-    return dlock__seterr(EPROTO, "%s: live figures refused by the server: %.200s", c->node.conf.redacted_url,
-                         r->str != NULL ? r->str : "");
-}
-
-/* One flush: one EVALSHA, one round trip. */
-static int single_stats_add(dlock__backend *c, const char *payload, size_t len, dlock__mono deadline) {
-    const char *args[5];
-    size_t lens[5];
-    redisReply *r = NULL;
-    char *key = dlock__stats_key(c);
-    int rc;
-    if (key == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    args[0] = key; lens[0] = strlen(key);
-    args[1] = "add"; lens[1] = 3;
-    args[2] = "70"; lens[2] = 2; /* the figures' expiry: a minute and a little */
-    args[3] = payload; lens[3] = len;
-    args[4] = "86400"; lens[4] = 5; /* the counters' idle expiry: a day */
-    rc = dlock__script_run(c, DLOCK__SCRIPT_STATS, &r, deadline, 1, 5, args, lens, NULL);
-    if (rc == 0) rc = stats_refused(c, r);
-    if (rc == 0 && r->type != REDIS_REPLY_INTEGER) rc = bad_reply(c, "stats", r);
-    freeReplyObject(r);
-    free(key);
-    return rc;
-}
-
-static int single_stats_read(dlock__backend *c, unsigned window_s, dlock__figs *out, size_t max, size_t *n,
-                             dlock__mono deadline) {
-    const char *args[4];
-    size_t lens[4];
-    char w[DLOCK__DEC_MAX], m[DLOCK__DEC_MAX];
-    redisReply *r = NULL;
-    char *key = dlock__stats_key(c);
-    int rc;
-    if (key == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    args[0] = key; lens[0] = strlen(key);
-    args[1] = "read"; lens[1] = 4;
-    args[2] = w; lens[2] = dlock__dec(w, window_s);
-    args[3] = m; lens[3] = dlock__dec(m, max);
-    rc = dlock__script_run(c, DLOCK__SCRIPT_STATS, &r, deadline, 1, 4, args, lens, NULL);
-    if (rc == 0) rc = stats_refused(c, r);
-    if (rc == 0 && dlock__figs_parse(r, out, max, n) != 0) rc = bad_reply(c, "stats", r);
-    freeReplyObject(r);
-    free(key);
-    return rc;
-}
-
-/* One "field count" of a lock's figures into f: 0, or -1. */
-static int figs_field(dlock__figs *f, const redisReply *k, const redisReply *v) {
-    uint64_t *hist;
-    unsigned long i;
-    char *end;
-    if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_INTEGER || v->integer < 0 || k->len < 1) return -1;
-    if (k->len == 1 && k->str[0] == 'a') f->acq = (uint64_t)v->integer;
-    else if (k->len == 1 && k->str[0] == 'r') f->rel = (uint64_t)v->integer;
-    else if (k->len == 1 && k->str[0] == 'L') f->lost = (uint64_t)v->integer;
-    else if (k->len == 1 && k->str[0] == 'D') f->dead = (uint64_t)v->integer;
-    else if (k->len == 2 && (k->str[0] == 'W' || k->str[0] == 'H') && k->str[1] == 'S')
-        *(k->str[0] == 'W' ? &f->wsum : &f->hsum) = (uint64_t)v->integer;
-    else if (k->str[0] == 'W' || k->str[0] == 'H') {
-        hist = k->str[0] == 'W' ? f->wcum : f->hcum;
-        i = strtoul(k->str + 1, &end, 10);
-        if (end != k->str + k->len || end == k->str + 1) return -1;
-        if (i >= DLOCK_STATS_BUCKETS) i = DLOCK_STATS_BUCKETS - 1;
-        hist[i] += (uint64_t)v->integer;
-    } else if (k->str[0] == 'w' || k->str[0] == 'h') {
-        hist = k->str[0] == 'w' ? f->wait : f->hold;
-        i = strtoul(k->str + 1, &end, 10);
-        if (end != k->str + k->len || end == k->str + 1) return -1;
-        if (i >= DLOCK__STAT_NB) i = DLOCK__STAT_NB - 1;
-        hist[i] += (uint64_t)v->integer;
-    } /* else a field a later version writes: not ours to read */
-    return 0;
-}
-
-int dlock__figs_parse(const redisReply *r, dlock__figs *out, size_t max, size_t *n) {
-    size_t i, j;
-    *n = 0;
-    if (r == NULL || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements % 2 != 1) return -1;
-    for (i = 1; i + 1 < r->elements && *n < max; i += 2) {
-        const redisReply *nm = r->element[i], *fs = r->element[i + 1];
-        dlock__figs *f = &out[*n];
-        if (nm->type != REDIS_REPLY_STRING || nm->len > DLOCK_NAME_MAX || fs->type != REDIS_REPLY_ARRAY ||
-            fs->elements % 2 != 0)
-            return -1;
-        memset(f, 0, sizeof *f);
-        memcpy(f->name, nm->str, nm->len);
-        for (j = 0; j < fs->elements; j += 2)
-            if (figs_field(f, fs->element[j], fs->element[j + 1]) != 0) return -1;
-        (*n)++;
-    }
-    return 0;
 }
 
 /* A record-lock range request (range.lua) on <lock key>:rl. */
@@ -1004,7 +892,7 @@ static int single_range(dlock__backend *c, const dlock__keys *k, int nargs, cons
     rc = dlock__script_run(c, DLOCK__SCRIPT_RANGE, &r, deadline, 1, 1 + nargs, a, lens, NULL);
     free(key);
     if (rc != 0) return rc;
-    if (strs_parse(r, out) != 0) rc = bad_reply(c, "range", r);
+    if (strs_parse(r, out) != 0) rc = dlock__bad_reply(c, "range", r);
     freeReplyObject(r);
     return rc;
 }
@@ -1031,7 +919,7 @@ static int single_convert(dlock__backend *c, const dlock__keys *k, const char *t
     lens[nk + 3] = who(dlock__self_peek(), &args[nk + 3]);
     rc = dlock__script_run(c, DLOCK__SCRIPT_CONVERT, &r, deadline, nk, nk + 4, args, lens, NULL);
     if (rc != 0) return rc;
-    if (dlock__conv_parse(r, how, out) != 0) rc = bad_reply(c, "convert", r);
+    if (dlock__conv_parse(r, how, out) != 0) rc = dlock__bad_reply(c, "convert", r);
     freeReplyObject(r);
     return rc;
 }
@@ -1052,15 +940,8 @@ const dlock__backend_ops dlock__single_backend = {
     .sem_info = dlock__single_sem_info,
     .sem_admin = dlock__single_sem_admin,
     .waits = single_waits,
-    .stats_add = single_stats_add,
-    .stats_read = single_stats_read,
+    .stats_add = dlock__single_stats_add,
+    .stats_read = dlock__single_stats_read,
     .range = single_range,
     .convert = single_convert,
 };
-
-int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out) {
-    const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT", "1000" };
-    size_t lens[6], i;
-    for (i = 0; i < 6; i++) lens[i] = strlen(argv[i]);
-    return dlock__command(&b->node, out, dlock__unreachable_deadline(&b->node), 0, 6, argv, lens, NULL);
-}

@@ -162,7 +162,7 @@ void dlock__backend_renew_done(dlock__backend *b);
 void dlock__backend_bury(dlock__backend *b, dlock__conn *cn);
 
 /* One SCAN of b's keys from cursor for pattern (COUNT 1000), within the
- * unreachable bound: 0 with its answer, or an errno value. */
+ * unreachable bound: 0 with its answer, or an errno value (figures.c). */
 int dlock__scan(dlock__backend *b, const char *cursor, const char *pattern, redisReply **out);
 
 /* Release notifications' wire (subscribe.c).  _open: a connection to
@@ -312,7 +312,7 @@ int dlock__renew_one(dlock__backend *c, dlock__renewal *rn, dlock__mono deadline
 /* A batch's requests appended to cn's output (not sent): 0, or ENOMEM;
  * and one answer read into rn (result, wanted): 0, or -1 when it is not
  * a renewal's answer (rn->result -1).  For Redlock's renewal, which
- * sends each master its batch at once (redlock.c). */
+ * sends each master its batch at once (redlock_renew.c). */
 int dlock__renew_append(dlock__backend *c, dlock__conn *cn, const dlock__renewal *rn, size_t n);
 int dlock__renew_answer(const redisReply *r, dlock__renewal *rn);
 
@@ -574,6 +574,14 @@ typedef struct dlock__figs {
 char *dlock__stats_key(const dlock__backend *c);
 /* Fills out from a stats.lua "read" answer: 0, or -1. */
 int dlock__figs_parse(const redisReply *r, dlock__figs *out, size_t max, size_t *n);
+/* One server's stats_add and stats_read ops (figures.c). */
+int dlock__single_stats_add(dlock__backend *c, const char *payload, size_t len, dlock__mono deadline);
+int dlock__single_stats_read(dlock__backend *c, unsigned window_s, dlock__figs *out, size_t max, size_t *n,
+                             dlock__mono deadline);
+/* An answer that is not what a script returns: EPROTO with the server's
+ * words (an ACL's refusal named), and c's idle connections dropped, for
+ * they may be out of step (backend.c). */
+int dlock__bad_reply(dlock__backend *c, const char *what, const redisReply *r);
 
 /* Scripts (scripts.c): one row each, X(ID, FILE), for DLOCK__SCRIPT_ID
  * whose body is src/backend/lua/FILE.lua (KEYS, ARGV and the reply at its

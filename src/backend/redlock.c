@@ -39,8 +39,8 @@
  * missed the recovery's release keeps a stale marker, which alone does
  * not make a death.
  *
- * Renewal runs on every master; a hold stays valid while a quorum renews
- * it.  A release goes to every master.  Release notifications come from
+ * Renewal (redlock_renew.c) runs on every master; a hold stays valid
+ * while a quorum renews it.  A release goes to every master.  Release notifications come from
  * any one master (every release publishes on each of them): the client's
  * own subscriber connection goes to the first master that answers.
  * Condition variables are kept on the first master that answers.  Lock
@@ -73,10 +73,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
-
-static size_t quorum(const dlock__backend *c) {
-    return c->nmembers / 2 + 1;
-}
+#include "backend/redlock.h"
 
 /* ------------------------------------------------- one server, one vote */
 
@@ -393,7 +390,7 @@ static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_
  * answer the next taker, is then not reported: two faults, as for every
  * Redlock guarantee.) */
 static int round_dead(const dlock__backend *c, const struct rl_round *rd) {
-    return rd->ndead >= quorum(c);
+    return rd->ndead >= dlock__redlock_quorum(c);
 }
 
 struct ask_judge {
@@ -428,7 +425,7 @@ static void round_ask(dlock__backend *c, int which, dlock__args *a, unsigned lea
     redisReply *rep[DLOCK__NODES_MAX];
     int rcs[DLOCK__NODES_MAX];
     size_t i;
-    struct ask_judge j = { c->nmembers, quorum(c), 0, 0, 0, (flags & DLOCK__F_ROBUST) != 0 };
+    struct ask_judge j = { c->nmembers, dlock__redlock_quorum(c), 0, 0, 0, (flags & DLOCK__F_ROBUST) != 0 };
     dlock__all_judge judge = { ask_decided, &j };
     memset(rd, 0, sizeof *rd);
     rd->dups0 = dups(c);
@@ -448,7 +445,7 @@ static void round_ask(dlock__backend *c, int which, dlock__args *a, unsigned lea
  * held (out filled in); 0 when not, rd->why saying why. */
 static int round_hold(dlock__backend *c, const dlock__keys *k, int flags, unsigned lease_ms, struct rl_round *rd,
                       dlock__acq *out) {
-    size_t q = quorum(c);
+    size_t q = dlock__redlock_quorum(c);
     uint64_t floor = flags & DLOCK__F_CACHING ? rd->fence + DLOCK__FENCE_BLOCK - 1 : rd->fence;
     size_t raised = raise_fences(c, k, floor, rd->bound > dlock__now() ? rd->bound : round_deadline(c, lease_ms, rd->start));
     dlock__mono now = dlock__now();
@@ -497,9 +494,11 @@ static int round_give_up(dlock__backend *c, const struct rl_round *rd, dlock__ba
                          dlock__mono deadline) {
     int for_good = rd->errs > 0 && rd->refused == rd->errs;
     if (!for_good && dlock__backoff_sleep(bo, deadline) == 0) return 0;
-    return dlock__seterr(ENOLCK, "%s: %zu of %zu masters granted the lock, %zu did not answer%s; a quorum "
-                         "is %zu (last: %.300s)", c->node.conf.redacted_url, rd->got, c->nmembers, rd->errs,
-                         for_good ? " (they refused the connection)" : "", quorum(c), rd->why);
+    return dlock__seterr(ENOLCK,
+                         "%s: %zu of %zu masters granted the lock, %zu did not answer%s; a quorum "
+                         "is %zu (last: %.300s)",
+                         c->node.conf.redacted_url, rd->got, c->nmembers, rd->errs,
+                         for_good ? " (they refused the connection)" : "", dlock__redlock_quorum(c), rd->why);
 }
 
 /* Rounds until a verdict: held, busy (no queue here: out->floor 0),
@@ -520,7 +519,8 @@ static int rl_acquire(dlock__backend *c, const dlock__keys *k, const char *token
         int dup, rc;
         round_ask(c, which, &a, lease_ms, flags, deadline, &rd);
         dup = dups(c) != rd.dups0;
-        if (rd.got >= quorum(c) && rd.notrec == 0 && !dup && round_hold(c, k, flags, lease_ms, &rd, out)) return 0;
+        if (rd.got >= dlock__redlock_quorum(c) && rd.notrec == 0 && !dup && round_hold(c, k, flags, lease_ms, &rd, out))
+            return 0;
         if (rd.got > 0 || rd.errs > 0) round_give_back(c, k, token, flags, &rd, deadline);
         if (dup) return dup_found(c, rd.dups0);
         if (rd.notrec > 0) {
@@ -555,251 +555,12 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
      * that does not answer at all keeps the hold until its lease runs
      * out. */
     do {
-        run_flag(c, NULL, quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_RELEASE, &a, call_bound(c, deadline), ok, rel);
+        run_flag(c, NULL, dlock__redlock_quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_RELEASE, &a,
+                 call_bound(c, deadline), ok, rel);
     } while (count(ok, c->nmembers) == 0 && dlock__backoff_sleep(&bo, deadline) == 0);
     *released = count(rel, c->nmembers) > 0;
     if (count(ok, c->nmembers) == 0)
         return dlock__seterr(ENOLCK, "%s: no master answered the release", c->node.conf.redacted_url);
-    return 0;
-}
-
-/* ------------------------------------------------------------ renewal
- *
- * A renewal round sends each master its batch at once, on that master's
- * renewal connection, and reads the answers as they come, whichever
- * master answers first: a renewal is decided once a quorum renewed it,
- * or so many refused that no quorum can (rl_renew).  A master that has
- * not answered by then is not waited for: its connection keeps the
- * answers it owes (cn->owed), read and dropped at the next round, whose
- * batch goes behind them (a master slow to answer still counts, once its
- * server gets to it); one that owes more than a batch is not asked again
- * until it has answered (a paused server runs them in order when it runs
- * again).  A master without a connection gets one once the round is
- * decided (before, only when the others cannot make a quorum: connecting
- * to a server that does not run takes the round's whole bound); one whose
- * server takes no
- * connection in time is not tried for RENEW_STALL_MS; one that owes
- * answers for longer than the unreachable bound gets a new connection. */
-#define RENEW_STALL_MS 1000
-#define RENEW_STALL_MIN_MS 100
-
-/* One master's part of a round. */
-struct rn_master {
-    dlock__conn *cn; /* its renewal connection, while answers are awaited; NULL: none */
-    size_t skip;     /* answers owed from earlier rounds, read and dropped first */
-    size_t next;     /* the renewal its next answer (after those) is for */
-    int noscript;    /* an answer said NOSCRIPT: the batch goes again, scripts loaded */
-    int reloaded;    /* it has */
-};
-
-/* The round's bound: a quarter of the shortest lease (50 ms at least), and
- * not past the holds' validity (deadline). */
-static dlock__mono renew_end(const dlock__renewal *rn, size_t n, dlock__mono deadline) {
-    unsigned least = rn[0].lease_ms;
-    dlock__mono end;
-    size_t j;
-    for (j = 1; j < n; j++)
-        if (rn[j].lease_ms < least) least = rn[j].lease_ms;
-    end = dlock__now() + (dlock__mono)(least / 4 < 50 ? 50 : least / 4) * DLOCK__MS;
-    return deadline < end ? deadline : end;
-}
-
-static void renew_drop(dlock__backend *m) {
-    dlock__conn *cn = m->renew_conn;
-    __atomic_store_n(&m->renew_conn, NULL, __ATOMIC_SEQ_CST); /* (as backend.c's drop_renew_conn) */
-    dlock__conn_close(cn);
-}
-
-/* Reads and drops, without waiting, the answers m's renewal connection
- * owes from earlier rounds: 1 when m may be asked -- nothing owed, or no
- * more than one batch of n (this one goes behind it, and its answers are
- * read after those: a master slow to answer still counts) -- else 0. */
-static int renew_settle(dlock__backend *m, size_t n) {
-    dlock__conn *cn = m->renew_conn;
-    int broken = 0;
-    while (cn->owed > 0) {
-        void *r = NULL;
-        if (dlock__reply_get(cn, &r) != REDIS_OK) break;
-        if (r == NULL) {
-            if (dlock__conns_read(&cn, 1, dlock__now(), &broken) == 0 || broken) break;
-            continue;
-        }
-        freeReplyObject(r);
-        cn->owed--;
-        cn->used = dlock__now();
-    }
-    if (!broken && cn->ctx->err == 0 &&
-        (cn->owed == 0 || dlock__now() - cn->used <= (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS))
-        return cn->owed <= n;
-    renew_drop(m); /* broken, or silent too long: a new connection (after the round) */
-    return 0;
-}
-
-/* Opens m's renewal connection, within end (5 ms at least), unless m did
- * not take one in time lately: 1 when it has one. */
-static int renew_connect(dlock__backend *m, dlock__mono end) {
-    dlock__mono t0 = dlock__now();
-    int64_t left = (end - t0) / DLOCK__MS;
-    if (m->renew_conn != NULL) return 1;
-    if (m->rl_renew_stall > t0 || __atomic_load_n(&m->node.stalled_until, __ATOMIC_RELAXED) > t0) return 0;
-    if (dlock__conn_open(&m->node, &m->renew_conn, (unsigned)(left < 5 ? 5 : left)) == 0) return 1;
-    m->renew_conn = NULL;
-    /* The renewal's own pause, not the node's: a bound as short as a
-     * quarter of a short lease says little of a server on a loaded host,
-     * and the lock calls must not pass over a master that runs. */
-    if (dlock__now() - t0 >= (dlock__mono)RENEW_STALL_MIN_MS * DLOCK__MS && !dlock__node_refused_since(&m->node, t0))
-        m->rl_renew_stall = dlock__now() + (dlock__mono)RENEW_STALL_MS * DLOCK__MS;
-    return 0;
-}
-
-/* Sends master m its batch (connecting first if it has no connection:
- * connect 1 when that may be tried now).  1 when sent (st->cn set). */
-static int renew_send(dlock__backend *m, struct rn_master *st, const dlock__renewal *rn, size_t n, int connect,
-                      dlock__mono end) {
-    int64_t left;
-    if (m->renew_conn == NULL && (!connect || !renew_connect(m, end))) return 0;
-    left = (end - dlock__now()) / DLOCK__MS;
-    dlock__conn_timeout(m->renew_conn, (unsigned)(left < 5 ? 5 : left)); /* (a send to a server that stopped reading) */
-    if (dlock__renew_append(m, m->renew_conn, rn, n) != 0 || dlock__conn_flush(m->renew_conn) != 0) {
-        renew_drop(m);
-        return 0;
-    }
-    st->skip = m->renew_conn->owed;
-    m->renew_conn->owed += (unsigned)n;
-    st->cn = m->renew_conn;
-    st->next = 0;
-    return 1;
-}
-
-/* The renewals' tallies: yes[j], no[j] masters renewed / refused renewal
- * j; counted[i * n + j]: master i's answer to it is in them. */
-struct rn_tally {
-    unsigned short *yes, *no;
-    unsigned char *counted, *wanted;
-    size_t n;
-};
-
-/* Takes the whole answers master i's connection has; 0, or -1 when it
- * is out of step or broke (dropped). */
-static int renew_take(dlock__backend *c, size_t i, struct rn_master *st, const dlock__renewal *rn,
-                      struct rn_tally *t) {
-    dlock__backend *m = c->members[i];
-    dlock__conn *cn = st->cn;
-    void *p = NULL;
-    while (cn->owed > 0 && dlock__reply_get(cn, &p) == REDIS_OK && p != NULL) {
-        redisReply *r = p;
-        dlock__renewal one;
-        size_t j;
-        cn->owed--;
-        cn->used = dlock__now();
-        cn->answered++;
-        if (st->skip > 0) { /* an earlier round's */
-            st->skip--;
-            freeReplyObject(r);
-            p = NULL;
-            continue;
-        }
-        one = rn[j = st->next++];
-        if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) st->noscript = 1;
-        if (dlock__renew_answer(r, &one) == 0 && !t->counted[i * t->n + j]) {
-            t->counted[i * t->n + j] = 1;
-            if (one.result == 1) t->yes[j]++;
-            else t->no[j]++;
-            t->wanted[j] |= (unsigned char)one.wanted;
-        }
-        freeReplyObject(r);
-        p = NULL;
-    }
-    if (cn->ctx->err != 0 || (cn->owed == 0 && cn->ctx->reader->pos < cn->ctx->reader->len)) {
-        renew_drop(m); /* broken, or more answers than requests: none of the rest can be trusted */
-        st->cn = NULL;
-        return -1;
-    }
-    if (cn->owed > 0) return 0;
-    st->cn = NULL;
-    if (st->noscript && !st->reloaded) {
-        /* A restarted server: load the scripts, send the batch again. */
-        st->reloaded = 1;
-        if (dlock__script_load_all(cn, m->node.conf.cluster) != 0) {
-            renew_drop(m);
-            return -1;
-        }
-        return renew_send(m, st, rn, t->n, 0, dlock__now() + (dlock__mono)cn->timeout_ms * DLOCK__MS) ? 0 : -1;
-    }
-    return 0;
-}
-
-/* Is every renewal decided (a quorum renewed it, or can no longer)? */
-static int renew_decided(const dlock__backend *c, const struct rn_tally *t) {
-    size_t j, q = quorum(c), nm = c->nmembers;
-    for (j = 0; j < t->n; j++)
-        if (t->yes[j] < q && t->no[j] <= nm - q) return 0;
-    return 1;
-}
-
-/* Reads the masters' answers as they come until every renewal is decided
- * or `end` -- and once more then, without waiting: a connection made to a
- * master that did not answer may have taken the time, while the others'
- * answers came. */
-static void renew_collect(dlock__backend *c, struct rn_master *st, const dlock__renewal *rn, struct rn_tally *t,
-                          dlock__mono end) {
-    dlock__conn *cns[DLOCK__NODES_MAX];
-    int broken[DLOCK__NODES_MAX], last = 0;
-    size_t i, waiting;
-    for (;;) {
-        for (i = 0, waiting = 0; i < c->nmembers; i++) {
-            if (st[i].cn != NULL) (void)renew_take(c, i, &st[i], rn, t);
-            cns[i] = st[i].cn;
-            waiting += cns[i] != NULL;
-        }
-        if (waiting == 0 || renew_decided(c, t) || last) return;
-        last = dlock__now() >= end;
-        (void)dlock__conns_read(cns, c->nmembers, end, broken);
-        for (i = 0; i < c->nmembers; i++)
-            if (broken[i] && st[i].cn != NULL) {
-                renew_drop(c->members[i]);
-                st[i].cn = NULL;
-            }
-    }
-}
-
-static int rl_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock__mono deadline) {
-    struct rn_master st[DLOCK__NODES_MAX];
-    struct rn_tally t = { NULL, NULL, NULL, NULL, n };
-    size_t i, j, q = quorum(c), nm = c->nmembers, sent;
-    int owes[DLOCK__NODES_MAX];
-    dlock__mono end;
-    if (n == 0) return 0;
-    end = renew_end(rn, n, deadline);
-    t.yes = calloc(n, sizeof *t.yes);
-    t.no = calloc(n, sizeof *t.no);
-    t.wanted = calloc(n, 1);
-    t.counted = calloc(n * nm, 1);
-    if (t.yes == NULL || t.no == NULL || t.wanted == NULL || t.counted == NULL) {
-        free(t.yes), free(t.no), free(t.wanted), free(t.counted);
-        return dlock__seterr(ENOMEM, "out of memory");
-    }
-    memset(st, 0, sizeof st);
-    /* Those with a connection at hand are asked first; those that need
-     * one, only when the others cannot make a quorum (a connection to a
-     * master that does not run takes the round's whole bound), else once
-     * the round is decided, for the next one. */
-    for (i = 0, sent = 0; i < nm; i++) {
-        dlock__backend *m = c->members[i];
-        owes[i] = m->renew_conn != NULL && !renew_settle(m, n) && m->renew_conn != NULL; /* too much: not asked */
-        if (m->renew_conn != NULL && !owes[i]) sent += (size_t)renew_send(m, &st[i], rn, n, 0, end);
-    }
-    for (i = 0; i < nm && sent < q; i++)
-        if (!owes[i] && st[i].cn == NULL) sent += (size_t)renew_send(c->members[i], &st[i], rn, n, 1, end);
-    renew_collect(c, st, rn, &t, end);
-    for (j = 0; j < n; j++) {
-        rn[j].result = t.yes[j] >= q ? 1 : t.no[j] > nm - q ? 0 : -1;
-        rn[j].wanted = rn[j].result == 1 && t.wanted[j];
-        rn[j].moved = 0;
-    }
-    free(t.yes), free(t.no), free(t.wanted), free(t.counted);
-    for (i = 0; i < nm; i++)
-        if (!owes[i]) (void)renew_connect(c->members[i], renew_end(rn, n, deadline));
     return 0;
 }
 
@@ -820,13 +581,13 @@ static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_h
     a.v[a.n] = k->keys[DLOCK__K_LOCK], a.len[a.n++] = k->keylens[DLOCK__K_LOCK];
     a.v[a.n] = k->key, a.len[a.n++] = k->keylen; /* the release channel */
     a.v[a.n] = how == DLOCK__RESET_FULL ? "reset" : "break", a.len[a.n++] = 5;
-    run_flag(c, NULL, quorum(c), 0, DLOCK__SCRIPT_RESET, &a, call_bound(c, deadline), ok, held);
+    run_flag(c, NULL, dlock__redlock_quorum(c), 0, DLOCK__SCRIPT_RESET, &a, call_bound(c, deadline), ok, held);
     answered = count(ok, c->nmembers);
     *was_held = count(held, c->nmembers) > 0;
     if (dup_found(c, dups0)) return ENOLCK;
-    if (answered < quorum(c))
-        return dlock__seterr(ENOLCK, "%s: only %zu masters answered the reset; a quorum is %zu", c->node.conf.redacted_url,
-                             answered, quorum(c));
+    if (answered < dlock__redlock_quorum(c))
+        return dlock__seterr(ENOLCK, "%s: only %zu masters answered the reset; a quorum is %zu",
+                             c->node.conf.redacted_url, answered, dlock__redlock_quorum(c));
     return 0;
 }
 
@@ -851,18 +612,18 @@ static int rl_fenced_set(dlock__backend *c, const char *key, size_t keylen, uint
     a.v[2] = len ? (const char *)value : "", a.len[2] = len;
     dlock__backoff_init(&bo, DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
     do {
-        (void)run_ints(c, NULL, c->nmembers, quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_FENCED_SET, &a,
+        (void)run_ints(c, NULL, c->nmembers, dlock__redlock_quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_FENCED_SET, &a,
                        call_bound(c, deadline), ok, v);
         for (i = 0, answered = 0, wrote = 0; i < c->nmembers; i++) {
             answered += ok[i] && (v[i] == 0 || v[i] == 1);
             wrote += ok[i] && v[i] == 1;
         }
-    } while (answered < quorum(c) && dups(c) == dups0 && dlock__backoff_sleep(&bo, deadline) == 0);
+    } while (answered < dlock__redlock_quorum(c) && dups(c) == dups0 && dlock__backoff_sleep(&bo, deadline) == 0);
     if (dup_found(c, dups0)) return ENOLCK;
-    if (answered < quorum(c))
+    if (answered < dlock__redlock_quorum(c))
         return dlock__seterr(ENOLCK, "%s: only %zu masters answered the fenced write; a quorum is %zu",
-                             c->node.conf.redacted_url, answered, quorum(c));
-    *written = wrote >= quorum(c);
+                             c->node.conf.redacted_url, answered, dlock__redlock_quorum(c));
+    *written = wrote >= dlock__redlock_quorum(c);
     return 0;
 }
 
@@ -949,10 +710,12 @@ static int info_disagree(dlock__backend *c, const dlock__keys *k, const dlock_lo
                                     in[i].host, in[i].pid, in[i].tid, k);
     }
     if (len < sizeof said) snprintf(said + len, sizeof said - len, "%sfree on %zu", len ? ", " : "", nfree);
-    return dlock__seterr(ENOLCK, "%s: the Redlock masters disagree on '%.64s': no quorum (%zu of %zu) records one "
+    return dlock__seterr(ENOLCK,
+                         "%s: the Redlock masters disagree on '%.64s': no quorum (%zu of %zu) records one "
                          "holder, nor records it free (%zu answered: %s); it cannot be taken until they agree -- "
                          "a grant that no quorum records ends with its lease (the longest left: %lld ms): ask again",
-                         c->node.conf.redacted_url, k->name, quorum(c), n, answered, said, (long long)longest);
+                         c->node.conf.redacted_url, k->name, dlock__redlock_quorum(c), n, answered, said,
+                         (long long)longest);
 }
 
 static int rl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *out, dlock__mono deadline) {
@@ -962,7 +725,8 @@ static int rl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *o
     int rcs[DLOCK__NODES_MAX], ok[DLOCK__NODES_MAX], rc = 0, err = 0;
     int64_t v[DLOCK__NODES_MAX];
     const char *args[2];
-    size_t lens[2], i, j, n = c->nmembers, q = quorum(c), answered = 0, nfree = 0, best = 0, bestn = 0, cnt;
+    size_t lens[2], i, j, n = c->nmembers, q = dlock__redlock_quorum(c), answered = 0, nfree = 0, best = 0, bestn = 0,
+                          cnt;
     unsigned dups0 = dups(c);
     dlock__mono dl = member_deadline(c);
     char why[400] = "";
@@ -1059,11 +823,12 @@ static int rl_cond(dlock__backend *c, const dlock__keys *k, const char *op, cons
     a.v[a.n] = token, a.len[a.n++] = strlen(token);
     a.len[a.n] = dlock__dec(ttl, ttl_ms), a.v[a.n++] = ttl;
     for (i = 0; i < nstale && i < DLOCK__COND_STALE_MAX; i++) a.v[a.n] = stale[i], a.len[a.n++] = strlen(stale[i]);
-    answered = run_ints(c, NULL, quorum(c), 0, 0, DLOCK__SCRIPT_COND, &a, call_bound(c, deadline), ok, v);
+    answered = run_ints(c, NULL, dlock__redlock_quorum(c), 0, 0, DLOCK__SCRIPT_COND, &a, call_bound(c, deadline), ok,
+                        v);
     if (dup_found(c, dups0)) return ENOLCK;
-    if (answered < quorum(c))
+    if (answered < dlock__redlock_quorum(c))
         return dlock__seterr(ENOLCK, "%s: only %zu masters answered the condition variable's %s; a quorum is %zu",
-                             c->node.conf.redacted_url, answered, op, quorum(c));
+                             c->node.conf.redacted_url, answered, op, dlock__redlock_quorum(c));
     for (i = 0, res = any_zero ? 1 : 0; i < c->nmembers; i++) {
         if (!ok[i]) continue;
         if (v[i] < 0) return dlock__seterr(EPROTO, "%s: unexpected answer to the condition variable's %s",
@@ -1092,7 +857,7 @@ const dlock__backend_ops dlock__redlock_backend = {
     .queues = 0,
     .acquire = rl_acquire,
     .release = rl_release,
-    .renew = rl_renew,
+    .renew = dlock__redlock_renew,
     .reset = rl_reset,
     .fenced_set = rl_fenced_set,
     .info = rl_info,

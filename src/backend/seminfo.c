@@ -22,7 +22,7 @@ static int sem_keys(const dlock__keys *k, const char **args, size_t *lens) {
 }
 
 static int bad(dlock__backend *c, const char *what, const redisReply *r) {
-    dlock__pool_flush(&c->node); /* an answer out of step: see bad_reply in backend.c */
+    dlock__pool_flush(&c->node); /* an answer out of step: see dlock__bad_reply in backend.c */
     if (r != NULL && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOPERM", 6) == 0)
         return dlock__seterr(EPROTO, "%s: %s refused by the server's ACL (see \"Running as a minimal ACL "
                              "user\" in the README): %.200s", c->node.conf.redacted_url, what, r->str);
