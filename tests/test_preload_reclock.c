@@ -374,9 +374,12 @@ static void flag_touch(const char *name) {
 /* An unlock that did not reach the server (stopped) is sent again later
  * -- but before the same range's next lock, never after it: once the
  * server is back, A locks the range again and, past a renewal pass,
- * another host still finds it held. */
+ * another host still finds it held.  (B holds a disjoint range first, so
+ * that A is not alone on the file and keeps no cache: A's locks and
+ * unlocks are the server's, and its unlock during the outage is owed.) */
 static void test_unlock_owed_never_after_relock(void) {
     static const char *const want[] = {
+        "b0 0",
         "a1 0",
         "a2 0", /* the kernel's unlock: the server's part is owed */
         "a3 0",
@@ -389,9 +392,9 @@ static void test_unlock_owed_never_after_relock(void) {
     snprintf(path, sizeof path, "%s/scenario.sh", dir);
     CU_ASSERT_FATAL((f = fopen(path, "w")) != NULL);
     fprintf(f, "%srm -f flag.*\n"
-               "A rl A/locks/s.lock set:a1:w:0:10 touch:A1 wait:S1 set:a2:u:0:10 touch:A2 wait:S2 "
+               "A rl A/locks/s.lock wait:B0 set:a1:w:0:10 touch:A1 wait:S1 set:a2:u:0:10 touch:A2 wait:S2 "
                "set:a3:w:0:10 sleep:3.5 touch:A3 wait:B3 &\n"
-               "B rl B/locks/s.lock wait:A3 get:b3:w:0:10 touch:B3\n"
+               "B rl B/locks/s.lock set:b0:r:100:110 touch:B0 wait:A3 get:b3:w:0:10 touch:B3\n"
                "wait\n",
             prelude);
     fclose(f);
