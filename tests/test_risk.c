@@ -1,4 +1,4 @@
-/* labels: redis */
+/* labels: redis cluster */
 /* test_risk.c -- the lease-at-risk warning (dlock_mutexattr_setriskcallback).
  *
  * A holder reaches the suite's real redis-server through the fault proxy;
@@ -6,9 +6,11 @@
  * come while the lease is still valid by the holder's own clock, with the
  * margin left, before the lost-lock handler; a renewal that succeeds
  * after it says DLOCK_LEASE_RECOVERED.  A holder whose renewals succeed
- * hears nothing, whatever its margin.
+ * hears nothing, whatever its margin.  The same on Redis Cluster and
+ * Sentinel, their servers paused.  And `dlock exec --risk-signal`.
  */
 #include "fixture.h"
+#include "fixture_multi.h"
 #include "proxy.h"
 
 #include <errno.h>
@@ -260,14 +262,79 @@ static void test_exec_risk_signal_usage(void) {
     CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 64);
 }
 
+/* The warning on a deployment of several servers: a mutex of client c
+ * (url) is held; the servers in pids are paused (SIGSTOP: connections
+ * stay open, nothing is answered) until the warning comes, then go on
+ * (SIGCONT): the renewal waiting on them is answered, "recovered" comes,
+ * and the hold lives on. */
+static void risk_pause_cycle(const char *url, const char *name, const pid_t *pids, int n) {
+    dlock_client_t *c = NULL;
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    double t0, end;
+    int i;
+    reset_seen();
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, LEASE_MS), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setriskcallback(&a, on_risk, &risk_calls, MARGIN_MS), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, name, &a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    for (i = 0; i < n; i++) kill(pids[i], SIGSTOP);
+    end = t0 + 3.0;
+    while (dlt_flag_get(&risk_calls) == 0 && dlt_flag_get(&lost_calls) == 0 && dlt_now() < end) dlt_sleep_ms(2);
+    for (i = 0; i < n; i++) kill(pids[i], SIGCONT);
+    end = dlt_now() + 2.0;
+    while (dlt_flag_get(&recovered_calls) == 0 && dlt_flag_get(&lost_calls) == 0 && dlt_now() < end) dlt_sleep_ms(2);
+    printf("  %s: at risk %.3f s (left %d ms), recovered %.3f s\n", name,
+           __atomic_load_n(&risk_at_us, __ATOMIC_SEQ_CST) / 1e6 - t0, risk_left_ms,
+           __atomic_load_n(&recovered_at_us, __ATOMIC_SEQ_CST) / 1e6 - t0);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&risk_calls), 1);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&recovered_calls), 1);
+    DLT_ASSERT_INT_EQ(dlt_flag_get(&lost_calls), 0);
+    CU_ASSERT(risk_left_ms + 25 >= (int)MARGIN_MS);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+}
+
+/* Redis Cluster: every master paused (the lock's among them). */
+static void test_risk_cluster(void) {
+    dlt_cluster cl;
+    dlock_client_t *c = NULL;
+    char url[700], base[600];
+    pid_t pids[DLT_CLUSTER_MAX];
+    int i;
+    memset(&cl, 0, sizeof cl);
+    CU_ASSERT_EQUAL_FATAL(dlt_cluster_start(&cl, 3, 0, 0, NULL), 0);
+    DLT_ASSERT_ERR(dlt_cluster_client(&cl, base, sizeof base, &c), 0);
+    dlock_client_destroy(c);
+    snprintf(url, sizeof url, "%s%sdrift_ms=%u", base, strchr(base, '?') ? "&" : "?", DRIFT_MS);
+    for (i = 0; i < cl.n; i++) pids[i] = cl.node[i].pid;
+    risk_pause_cycle(url, "risk/cluster", pids, cl.n);
+    dlt_cluster_cleanup(&cl);
+}
+
+/* Sentinel: the master paused (no replica: nothing to fail over to). */
+static void test_risk_sentinel(void) {
+    dlt_sentinel st;
+    char url[600 + 32];
+    memset(&st, 0, sizeof st);
+    CU_ASSERT_EQUAL_FATAL(dlt_sentinel_start(&st, 0, 1, NULL, 20000), 0);
+    snprintf(url, sizeof url, "%s?drift_ms=%u", st.url, DRIFT_MS);
+    risk_pause_cycle(url, "risk/sentinel", &st.node[0].pid, 1);
+    dlt_sentinel_cleanup(&st);
+}
+
 static const struct dlt_test tests[] = {
-    DLT_TEST(test_attr_checks),
-    DLT_TEST(test_warned_before_loss),
-    DLT_TEST(test_recovered),
-    DLT_TEST(test_quiet_when_renewed),
-    DLT_TEST(test_exec_risk_signal),
-    DLT_TEST(test_exec_risk_signal_usage),
-    { NULL, NULL }
+    DLT_TEST(test_attr_checks),        DLT_TEST(test_warned_before_loss),     DLT_TEST(test_recovered),
+    DLT_TEST(test_quiet_when_renewed), DLT_TEST(test_risk_cluster),           DLT_TEST(test_risk_sentinel),
+    DLT_TEST(test_exec_risk_signal),   DLT_TEST(test_exec_risk_signal_usage), { NULL, NULL }
 };
 
 int main(int argc, char **argv) {
