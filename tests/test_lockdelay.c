@@ -124,7 +124,12 @@ static void ld_round(const char *url, const char *name, int how) {
     } else {
         struct timespec dl = dlt_abs_in(CLOCK_REALTIME, 300);
         double t0;
-        CU_ASSERT(info.delay_left_ms > (int64_t)DELAY_MS - 200 && info.delay_left_ms <= (int64_t)DELAY_MS);
+        /* (seen at the first poll after the lapse: within a few ms, or a
+         * few hundred when the host is short of CPU -- the poll, not the
+         * delay, is late then) */
+        CU_ASSERT(info.delay_left_ms > (int64_t)DELAY_MS - 500 && info.delay_left_ms <= (int64_t)DELAY_MS);
+        if (info.delay_left_ms <= (int64_t)DELAY_MS - 200)
+            fprintf(stderr, "  %s: the delay seen with %lld ms left\n", name, (long long)info.delay_left_ms);
         DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY);
         t0 = dlt_now();
         DLT_ASSERT_ERR(dlock_mutex_timedlock(&m, &dl), ETIMEDOUT);
