@@ -28,8 +28,12 @@ static pid_t flock_start(const char *url, const char *risk) {
         char map[512], lk[512], job[1024];
         snprintf(map, sizeof map, "file:%s", dlt_tpath("*"));
         snprintf(lk, sizeof lk, "%s", dlt_tpath("lk"));
-        snprintf(job, sizeof job, ": > '%s'; while [ ! -e '%s' ]; do sleep 0.02; done", dlt_tpath("started"),
-                 dlt_tpath("go"));
+        /* bounded, and it ends with the test's folder too (the lock's
+         * file description is the shell's as well as flock's) */
+        snprintf(
+            job, sizeof job,
+            ": > '%s'; i=0; while [ ! -e '%s' ] && [ -e '%s' ] && [ $i -lt 1500 ]; do sleep 0.02; i=$((i+1)); done",
+            dlt_tpath("started"), dlt_tpath("go"), dlt_tpath("started"));
         setenv("LD_PRELOAD", DLPL_SO, 1);
         setenv("DLOCK_MAP", map, 1);
         setenv("DLOCK_URL", url, 1);
