@@ -53,6 +53,7 @@ __attribute__((noreturn)) static void fuzz_cli_exit(int code) {
 #include "../tools/format.c"
 #include "../tools/metrics.c"
 #include "../tools/exporter.c"
+#include "../tools/ranges.c"
 #undef exit
 
 #define FUZZ_CLI_ARGS 64

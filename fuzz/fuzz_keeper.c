@@ -21,6 +21,13 @@ int dlpl_mutex_init(void) { return 0; }
 void dlpl_neg_atfork(int phase) { (void)phase; }
 int dlpl_posix_locks_held(void) { return 0; }
 const struct dlpl_impl *dlpl_impl(void) { return NULL; }
+void dlpl_lock_delay_set(dlock_mutexattr_t *a) {
+    (void)a;
+}
+void dlpl_risk_set(dlock_mutexattr_t *a, pid_t whom) {
+    (void)a;
+    (void)whom;
+}
 dlock_client_t *dlpl_client;
 char *dlpl_interp;
 
