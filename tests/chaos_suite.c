@@ -79,7 +79,8 @@
  *             (without undo, SEM_N plus the units taken before a data
  *             loss and posted after it, until the next loss: the
  *             semaphore made again counts its own units, and such a post
- *             adds one, as docs/locks.md says).
+ *             adds one, as docs/locks.md says; a take or a post in flight
+ *             across the loss counts as one of them).
  *   told      a hold that the server let lapse is told to the lost
  *             handler (an X of the process for the name between the take
  *             and the end of its release): a release that said EPERM; a
@@ -1175,13 +1176,31 @@ typedef struct edge {
 /* A plain unit taken before a data loss and posted after it is added to
  * the semaphore made again: one unit more than the value, from its post
  * until the next loss makes the semaphore anew (docs/locks.md: "one more than
- * the value; use undo where that matters").  Its allowance edges in e. */
-static size_t unit_repaid(const hold *h, edge *e) {
+ * the value; use undo where that matters").  The server's order is not
+ * the log's: a take in flight across the loss (begun before it, returned
+ * after) may have taken its unit from the semaphore of before, so the
+ * one made again may give its full value besides it, and its post adds
+ * one; a post in flight across it may have reached the one made again,
+ * and so may one that got no answer, which the thread's next call asks
+ * again (docs/locks.md: the server's record of the calls it did is lost
+ * too).  Each allows one unit more from the loss (or its post) until the
+ * next loss.  Its allowance edges in e. */
+static size_t allow_until_next_loss(int64_t from, const fault *loss, edge *e) {
     const fault *next;
     size_t n = 0;
-    if (sh->kind != K_SEM || !h->released || h->urc != 0 || loss_in(h->ret, h->us) == NULL) return 0;
-    e[n++] = (edge){ h->us, 0, 1 };
-    if ((next = loss_in(h->us, INT64_MAX)) != NULL) e[n++] = (edge){ next->start, 0, -1 };
+    if (from < loss->start) from = loss->start;
+    e[n++] = (edge){ from, 0, 1 };
+    if ((next = loss_in(from, INT64_MAX)) != NULL) e[n++] = (edge){ next->start, 0, -1 };
+    return n;
+}
+
+static size_t unit_repaid(const hold *h, edge *e) {
+    const fault *loss;
+    size_t n = 0;
+    if (sh->kind != K_SEM) return 0;
+    if ((loss = loss_in(h->start, h->ret)) != NULL) n += allow_until_next_loss(h->ret, loss, e + n);
+    else if (h->released && (loss = loss_in(h->ret, h->urc == 0 ? h->ue : INT64_MAX)) != NULL)
+        n += allow_until_next_loss(h->us, loss, e + n);
     return n;
 }
 
@@ -1194,7 +1213,7 @@ static int cmp_edge(const void *x, const void *y) {
 /* exclusion for one name: at most one writer, or readers only, or SEM_N units. */
 static void check_exclusion(const run_log *lg, int lock, int64_t t_end) {
     const hold *H = lg->holds.p;
-    edge *e = malloc((4 * lg->holds.n + 1) * sizeof *e);
+    edge *e = malloc((4 * lg->holds.n + 1) * sizeof *e); /* (2 per hold, and 2 of allowance) */
     size_t n = 0;
     if (e == NULL) abort();
     for (size_t i = 0; i < lg->holds.n; i++) {
