@@ -230,13 +230,21 @@ static double alternation(const bopts *o, int pipelined) {
 
 /* ----------------------------------------------- (c) fresh processes */
 
+/* The most acquisitions of one run (4 x 250). */
+#define FRESH_MAX 1000
+
 typedef struct fresh_shared {
     volatile int64_t ready[4]; /* each one's client and mutex made */
     volatile int64_t first[4]; /* each one's first acquisition */
     volatile int64_t last[4];  /* and its last release */
     volatile long held;        /* acquisitions, all processes */
+    volatile long order;       /* the next slot of the log below */
     volatile int inside;       /* exclusion check */
     volatile int bad;
+    /* Each acquisition in the order the lock went (a slot taken inside
+     * the lock): who, when it returned, when its unlock was called. */
+    int who[FRESH_MAX];
+    int64_t acq[FRESH_MAX], rel[FRESH_MAX];
 } fresh_shared;
 
 static void fresh_child(const bopts *o, fresh_shared *sh, int me, int n, double hold_ms) {
@@ -247,13 +255,20 @@ static void fresh_child(const bopts *o, fresh_shared *sh, int me, int n, double 
     sh->ready[me] = now_ns();
     for (i = 0; i < n; i++) {
         int64_t t;
+        long k;
         check(dlock_mutex_lock(&m), "lock");
         if (__atomic_add_fetch(&sh->inside, 1, __ATOMIC_SEQ_CST) != 1) sh->bad = 1;
         t = now_ns();
+        k = __atomic_fetch_add(&sh->order, 1, __ATOMIC_SEQ_CST);
         if (i == 0) sh->first[me] = t;
         hold_until(t + (int64_t)(hold_ms * 1e6));
         __atomic_sub_fetch(&sh->inside, 1, __ATOMIC_SEQ_CST);
         __atomic_add_fetch(&sh->held, 1, __ATOMIC_SEQ_CST);
+        if (k < FRESH_MAX) {
+            sh->who[k] = me;
+            sh->acq[k] = t;
+            sh->rel[k] = now_ns();
+        }
         if (i == n - 1) sh->last[me] = now_ns();
         check(dlock_mutex_unlock(&m), "unlock");
     }
@@ -261,13 +276,50 @@ static void fresh_child(const bopts *o, fresh_shared *sh, int me, int n, double 
     _exit(0);
 }
 
-static void fresh(const bopts *o, double rt_us) {
+/* Where the fresh run's time went, beside its figure: per handoff (an
+ * acquisition by another process than the one before it), the time from
+ * the unlock call to the next holder's return from lock (mean, p50, and in
+ * round trips: the ideal counts 2 for it), the holds' mean (the bench's
+ * 1 ms sleep-then-spin: a host short of CPU wakes the sleep late), and
+ * the requests behind each handoff: dlock's send() calls (one a round
+ * trip) and the server's requests and time (INFO commandstats).  A
+ * handoff's critical path is the holder's release request and the
+ * server's answer to the queue head's BLPOP, pushed by that release: one
+ * round trip and the release script's time; the releaser's next acquire
+ * and BLPOP are made while the new holder holds. */
+static void fresh_costs(const bopts *o, const fresh_shared *sh, double rt_us, const bcounters *c0, const bcounters *c1,
+                        const snap *sd) {
+    long n = sh->order < FRESH_MAX ? sh->order : FRESH_MAX, i, handoffs = 0;
+    series hand = { 0 };
+    double hold = 0, h;
+    for (i = 0; i < n; i++) {
+        hold += (double)(sh->rel[i] - sh->acq[i]);
+        if (i > 0 && sh->who[i] != sh->who[i - 1]) series_add(&hand, sh->acq[i] - sh->rel[i - 1]);
+    }
+    handoffs = (long)hand.n;
+    h = handoffs > 0 ? (double)handoffs : 1;
+    result(o, "pipe.fresh_hold_mean_us", n > 0 ? hold / (double)n / 1e3 : 0, "us");
+    result(o, "pipe.fresh_handoffs", (double)handoffs, "");
+    result(o, "pipe.fresh_handoff_mean_us", series_mean(&hand) / 1e3, "us");
+    result(o, "pipe.fresh_handoff_p50_us", (double)series_pct(&hand, 50) / 1e3, "us");
+    result(o, "pipe.fresh_handoff_mean_rt", rt_us > 0 ? series_mean(&hand) / 1e3 / rt_us : 0, "RT");
+    result(o, "pipe.fresh_sends_per_handoff", (double)(c1->sends - c0->sends) / h, "sends");
+    result(o, "pipe.fresh_requests_per_handoff", (double)sd->calls / h, "req");
+    result(o, "pipe.fresh_server_usec_per_handoff", (double)sd->usec / h, "us");
+    series_free(&hand);
+}
+
+static void fresh(const bopts *o, redisContext *rc, double rt_us) {
     fresh_shared *sh = shared_alloc(sizeof *sh);
+    bcounters c0, c1;
+    snap sa, sb, sd;
     int n = o->smoke ? 50 : 250, p;
     double hold_ms = 1.0, ideal = 1e3 / (hold_ms + 2 * rt_us / 1e3), from_fork, steady, ready[4];
     int64_t t0, t_end = 0, t_all = 0;
     pid_t pids[4];
     memset((void *)sh, 0, sizeof *sh);
+    counters_get(&c0);
+    server_snap(rc, DLOCK_CMDS, &sa);
     fflush(NULL);
     t0 = now_ns();
     for (p = 0; p < 4; p++) {
@@ -275,6 +327,9 @@ static void fresh(const bopts *o, double rt_us) {
         if (pids[p] == 0) fresh_child(o, sh, p, n, hold_ms);
     }
     if (workers_failed(pids, 4)) die("fresh: a worker failed");
+    counters_get(&c1);
+    server_snap(rc, DLOCK_CMDS, &sb);
+    snap_delta(&sa, &sb, NULL, &sd);
     if (sh->bad) die("fresh: mutual exclusion broken");
     for (p = 0; p < 4; p++) {
         if (sh->last[p] > t_end) t_end = sh->last[p];
@@ -294,6 +349,7 @@ static void fresh(const bopts *o, double rt_us) {
     result(o, "pipe.fresh_from_fork_vs_steady", from_fork / steady, "x");
     for (p = 0; p < 4; p++) ready[p] = (double)(sh->ready[p] - t0) / 1e6;
     result(o, "pipe.fresh_ready_ms", median(ready, 4), "ms");
+    fresh_costs(o, sh, rt_us, &c0, &c1, &sd);
     verdict(o, "pipe.fresh_from_fork_vs_ideal", from_fork / ideal, 0.95, 0);
 }
 
@@ -368,7 +424,7 @@ int cmd_pipe(const bopts *o) {
     result(o, "pipe.alternation_confirmed_per_s", confirmed, "handoffs/s");
     result(o, "pipe.alternation_pipelined_per_s", pipelined, "handoffs/s");
     verdict(o, "pipe.alternation_vs_confirmed", pipelined / confirmed, 1.3, 0);
-    fresh(o, rt_us);
+    fresh(o, rc, rt_us);
     caching(o);
     redisFree(rc);
     return 0;
