@@ -262,6 +262,7 @@ static void serve_release(fk_lock *L, const char *token, int how, unsigned windo
     if (L->state != ST_NONE)
         L->state = how == DLOCK__REL_DEAD ? ST_DEAD : how == DLOCK__REL_INCONSISTENT ? ST_NOTREC : ST_NONE;
     if (L->nqueue > 0 && L->state != ST_NOTREC) { /* the head's turn: the lock is its own */
+        *released = DLOCK__RELEASED_HANDED;
         snprintf(L->owner, TOKLEN, "%s", L->queue[0].tok);
         L->until = now + (dlock__mono)L->queue[0].lease * DLOCK__MS;
         L->caching = 0;

@@ -189,7 +189,7 @@ static void test_acquire_lock_delay(void) {
     r = dlt_redis_cmd(&dlt_server, "LRANGE %s 0 -1", LK ":fifo");
     CU_ASSERT_STRING_EQUAL(dlt_str(dlt_el(r, 0)), "tC|5000+700|0|2|0||h:1:4");
     if (r != NULL) freeReplyObject(r);
-    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tB", "plain 0 h:1:3")), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tB", "plain 0 h:1:3")), 2); /* handed to tC */
     CU_ASSERT_STRING_EQUAL(hget(LK, "owner", v, sizeof v), "tC");
     CU_ASSERT_STRING_EQUAL(hget(LK, "ld", v, sizeof v), "700");
     CU_ASSERT(pttl(LK) > 2000 && pttl(LK) <= 2700);
@@ -359,14 +359,15 @@ static void test_release_plain(void) {
 
 /* A queued waiter (delivery 2) is granted the lock: the hash its own
  * with the grant's lease (at most 2 s), "FENCE:MS" pushed to its grant
- * list, the queue and its registration gone. */
+ * list, the queue and its registration gone; the release answers 2 (a
+ * handoff), and 1 when nobody is queued. */
 static void test_release_grants_queue_head(void) {
     char v[200], want[240];
     redisReply *r = acq("tA", "5000", "0000", "1 h:1:2");
     if (r != NULL) freeReplyObject(r);
     r = acq("tB", "5000", "0120", "2 h:1:3");
     if (r != NULL) freeReplyObject(r);
-    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "plain 0 h:1:2")), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tA", "plain 0 h:1:2")), 2);
     CU_ASSERT_STRING_EQUAL(hget(LK, "owner", v, sizeof v), "tB");
     CU_ASSERT_STRING_EQUAL(hget(LK, "who", v, sizeof v), "h:1:3");
     CU_ASSERT(pttl(LK) > 0 && pttl(LK) <= 2000);
@@ -382,6 +383,9 @@ static void test_release_grants_queue_head(void) {
     r = acq("tB", "5000", "0120", "2 h:1:3");
     DLT_ASSERT_INT_EQ(status_of(r), 2);
     if (r != NULL) freeReplyObject(r);
+    /* its release, nobody queued: 1 */
+    DLT_ASSERT_INT_EQ(dlt_reply_int(rel("tB", "hash 0 h:1:3")), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(cmd("EXISTS %s", LK)), 0);
 }
 
 /* A marked hash with a waiting writer and no queue: "released" published

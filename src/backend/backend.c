@@ -391,7 +391,7 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
 
     dlock__release_args(c, k, token, how, &a);
     if ((rc = dlock__script_run(c, DLOCK__SCRIPT_RELEASE, &r, deadline, a.nkeys, a.n, a.v, a.len, sent)) != 0) return rc;
-    if (dlock__flag_parse(r, released) != 0) rc = dlock__bad_reply(c, "release", r);
+    if (dlock__release_parse(r, released) != 0) rc = dlock__bad_reply(c, "release", r);
     freeReplyObject(r);
     return rc;
 }
@@ -403,7 +403,7 @@ static void release_heard(void *arg, redisReply *r, int what) {
     dlock__relsend *rs = arg;
     int released = 0;
     if (what == DLOCK__OWED_FORGET) rs->done(rs, -1, 0);
-    else if (what != DLOCK__OWED_ANSWER || dlock__flag_parse(r, &released) != 0) rs->done(rs, ENOLCK, 0);
+    else if (what != DLOCK__OWED_ANSWER || dlock__release_parse(r, &released) != 0) rs->done(rs, ENOLCK, 0);
     else rs->done(rs, 0, released);
 }
 

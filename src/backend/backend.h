@@ -266,6 +266,9 @@ enum {
     DLOCK__REL_UNDO      /* a robust acquisition taken back unused (its answer came late
                           * or not at all): the marker as it was before it */
 };
+/* A release's answer when the lock went from it to the wait queue's head
+ * (release.lua's grant): released, and a waiter was just woken. */
+#define DLOCK__RELEASED_HANDED 2
 /* The kind of release for a hold (scripts.c, the one place that decides
  * it): a read hold, of a robust mutex, whose holder died or may have,
  * unlocked after EOWNERDEAD without consistent(); hashed: known to be the
@@ -281,6 +284,8 @@ enum { DLOCK__RESET_BREAK, DLOCK__RESET_FULL };
 /* Replies (reply.c): 0, or -1 for anything but what the script returns. */
 int dlock__acq_parse(const redisReply *r, dlock__acq *out);
 int dlock__flag_parse(const redisReply *r, int *out); /* integer 0 or 1 */
+/* A release's answer: 0 not the token's, 1 released, DLOCK__RELEASED_HANDED. */
+int dlock__release_parse(const redisReply *r, int *out);
 int dlock__u64_parse(const char *s, size_t n, uint64_t *out);
 /* A grant as a release sends it, "FENCE:MS" or, to a caching waiter,
  * "FENCE:MS:C" (s[0..n)): the fence (> 0), the grant's lease in ms
@@ -346,8 +351,9 @@ typedef struct dlock__backend_ops {
     int (*acquire)(dlock__backend *c, const dlock__keys *k, const char *token,
                    unsigned lease_ms, int flags, dlock__acq *out, dlock__mono deadline);
     /* *released is 1 when the hold was the token's and is gone, 0 when it
-     * was not.  A release also publishes the wake-up for waiters.  how is
-     * a DLOCK__REL_*. */
+     * was not, DLOCK__RELEASED_HANDED when it was and the lock went to the
+     * wait queue's head.  A release also publishes the wake-up for
+     * waiters.  how is a DLOCK__REL_*. */
     int (*release)(dlock__backend *c, const dlock__keys *k, const char *token, int how,
                    int *released, dlock__sent *sent, dlock__mono deadline);
     /* Renews n holds in pipelined batches on the renewal connection,

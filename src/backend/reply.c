@@ -103,6 +103,12 @@ int dlock__flag_parse(const redisReply *r, int *out) {
     return 0;
 }
 
+int dlock__release_parse(const redisReply *r, int *out) {
+    if (r == NULL || r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > DLOCK__RELEASED_HANDED) return -1;
+    *out = (int)r->integer;
+    return 0;
+}
+
 static long long num_ll(const char *s, size_t n, int *ok) {
     uint64_t u;
     if (dlock__u64_parse(s, n, &u) != 0 || u > INT64_MAX) {

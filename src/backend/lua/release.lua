@@ -6,7 +6,9 @@
 --   ms and the releaser's host:pid:tid -- one argument, whose last two
 --   are read past the uncontended path only; [3] (a hold's end only, and
 --   only when its holder set one) the lock value block's new value.
--- Reply: 1 released, 0 the token did not hold it.
+-- Reply: 1 released, 2 released and handed to the fair queue's head (the
+--   grant below: the releasing thread lets the woken waiter run first,
+--   core/release.c), 0 the token did not hold it.
 --
 -- how, told apart by its first letter:
 --   "plain"   a hold of a mutex that is not robust;
@@ -242,7 +244,7 @@ if h then
     else d = '1' end
   end
   if d ~= '2' then redis.call('PUBLISH', K[1], h .. ':' .. gs) end
-  return 1
+  return 2
 end
 redis.call('DEL', K[1])
 -- Live waiting writers and an empty queue: the releasing thread is held
