@@ -6,10 +6,12 @@
  * first byte says, so that partial reads are exercised too; and every
  * reply it yields -- and, recursively, every element of an array -- goes
  * to dlock's pure reply checkers: dlock__acq_parse, dlock__flag_parse,
- * dlock__info_parse, dlock__u64_parse and dlock__grant_parse.  Besides
+ * dlock__release_parse, dlock__info_parse, dlock__u64_parse and
+ * dlock__grant_parse.  Besides
  * memory and UB errors it checks what they promise: an accepted acquire
  * answer has a known status, a non-zero fence when acquired, a PTTL in
- * range when busy; a flag is 0 or 1; lock info has a terminated host; a
+ * range when busy; a flag is 0 or 1, a release's answer 0, 1 or 2
+ * (DLOCK__RELEASED_HANDED); lock info has a terminated host; a
  * grant has a non-zero fence and lease; and what the reader promises: no
  * reply holds an array over DLOCK__REPLY_ARRAY_MAX or a string over
  * DLOCK__REPLY_BULK_MAX, and an answer refused is never followed by
@@ -50,6 +52,7 @@ static void check(const redisReply *r, int depth) {
         }
     }
     if (dlock__flag_parse(r, &flag) == 0 && flag != 0 && flag != 1) abort();
+    if (dlock__release_parse(r, &flag) == 0 && (flag < 0 || flag > DLOCK__RELEASED_HANDED)) abort();
     if (dlock__info_parse(r, &info) == 0) {
         if (memchr(info.host, '\0', sizeof info.host) == NULL) abort();
         if (info.robust_state < 0 || info.robust_state > 2) abort();
