@@ -6,7 +6,10 @@
 --   ms and the releaser's host:pid:tid -- one argument, whose last two
 --   are read past the uncontended path only; [3] (a hold's end only, and
 --   only when its holder set one) the lock value block's new value.
--- Reply: 1 released, 0 the token did not hold it.
+-- Reply: 1 released, 0 the token did not hold it; 2 released and a
+--   waiter told (granted the lock, or "released" published), for a how
+--   written in capitals (the pipelined unlock's: its process then stops
+--   holding its releases back for a while, core/release.c).
 --
 -- how, told apart by its first letter:
 --   "plain"   a hold of a mutex that is not robust;
@@ -79,6 +82,8 @@
 -- the handoff window (acquire.lua's {5, ms}).
 local tok, hw = ARGV[1], ARGV[2]
 local c1 = string.byte(hw, 1)
+local told = 1 -- the answer of a release that tells a waiter
+if c1 < 97 then c1, told = c1 + 32, 2 end
 local marked, cached, gone, ld, lvbf
 if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
   local hm
@@ -242,7 +247,7 @@ if h then
     else d = '1' end
   end
   if d ~= '2' then redis.call('PUBLISH', K[1], h .. ':' .. gs) end
-  return 1
+  return told
 end
 redis.call('DEL', K[1])
 -- Live waiting writers and an empty queue: the releasing thread is held
@@ -258,4 +263,4 @@ if tonumber(win) > 0 and not back and redis.call('EXISTS', K[5]) == 1
   end
 end
 redis.call('PUBLISH', K[1], 'released')
-return 1
+return told
