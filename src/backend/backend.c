@@ -396,9 +396,10 @@ static int single_release(dlock__backend *c, const dlock__keys *k, const char *t
     return rc;
 }
 
-/* The pipelined release's answer, parsed for its record: anything but
- * the script's flag (NOSCRIPT from a server that restarted, an error) is
- * as good as none -- the release is asked again by its caller. */
+/* The pipelined release's answer, parsed for its record: 0, 1, or 2
+ * (released, and a waiter told: release.lua's answer to a "how" in
+ * capitals); anything else (NOSCRIPT from a server that restarted, an
+ * error) is as good as none -- the release is asked again by its caller. */
 static void release_heard(void *arg, redisReply *r, int what) {
     dlock__relsend *rs = arg;
     int released = 0;
@@ -411,7 +412,9 @@ static int single_release_send(dlock__backend *c, const dlock__keys *k, const ch
                                dlock__relsend *rs, dlock__mono deadline) {
     dlock__args a;
     dlock__release_args(c, k, token, how, &a);
-    return dlock__script_send(c, DLOCK__SCRIPT_RELEASE, a.nkeys, a.n, a.v, a.len, release_heard, rs, deadline);
+    a.ident[0] = (char)(a.ident[0] - 'a' + 'A'); /* "PLAIN ...": answer 2 when a waiter is told */
+    return dlock__script_send(c, DLOCK__SCRIPT_RELEASE, a.nkeys, a.n, a.v, a.len, rs->hold, release_heard, rs,
+                              deadline);
 }
 
 static int single_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,

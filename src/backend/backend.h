@@ -151,9 +151,10 @@ int dlock__backend_member(dlock__backend **out, dlock__backend *parent, const dl
 void dlock__backend_fork_prepare(dlock__backend *b);
 void dlock__backend_fork_parent(dlock__backend *b);
 void dlock__backend_fork_child(dlock__backend *b);
-/* Reads the answers of pipelined releases sent before `before`
- * (DLOCK__MONO_NEVER: all), to deadline at most. */
-void dlock__backend_settle(dlock__backend *b, dlock__mono before, dlock__mono deadline);
+/* Reads the answers of pipelined releases sent before `before` (held
+ * ones, written first: held before held_before; DLOCK__MONO_NEVER: all),
+ * to deadline at most. */
+void dlock__backend_settle(dlock__backend *b, dlock__mono before, dlock__mono held_before, dlock__mono deadline);
 /* The renewal thread stops: its connection closes (a member's closes
  * with the member). */
 void dlock__backend_renew_done(dlock__backend *b);
@@ -335,11 +336,14 @@ size_t dlock__who_get(const dlock__thread *self, char *out, size_t cap);
 typedef struct dlock__sem_state dlock__sem_state; /* below */
 /* A pipelined release's record, the first member of the caller's own:
  * done hears its outcome once, on whichever thread reads the answer --
- * rc 0 and released (1: the token's hold is gone; 0: it was not the
- * token's), ENOLCK (no answer: it may not have run), or -1 (a fork
- * child: the parent's release, nothing to do but free it). */
+ * rc 0 and released (1: the token's hold is gone; 2: gone, and the
+ * release told a waiter; 0: it was not the token's), ENOLCK (no answer:
+ * it may not have run), or -1 (a fork child: the parent's release,
+ * nothing to do but free it).  hold: the request is written with the
+ * thread's next request (or by the settle), not at once. */
 typedef struct dlock__relsend {
     void (*done)(struct dlock__relsend *rs, int rc, int released);
+    int hold;
 } dlock__relsend;
 typedef struct dlock__backend_ops {
     /* 1: the deployment keeps one wait queue per lock, and a release hands
@@ -441,7 +445,8 @@ typedef struct dlock__backend_ops {
     int (*range)(dlock__backend *c, const dlock__keys *k, int nargs, const char *const *args, dlock__strs *out,
                  dlock__mono deadline);
     /* The pipelined release (NULL: the deployment has none): sent at
-     * once, its answer read later, told to rs->done (dlock__relsend).  0 sent, or
+     * once (or held: rs->hold), its answer read later, told to rs->done
+     * (dlock__relsend), which hears whether it told a waiter.  0 sent, or
      * ENOLCK (not sent: rs->done is not called). */
     int (*release_send)(dlock__backend *c, const dlock__keys *k, const char *token, int how,
                         struct dlock__relsend *rs, dlock__mono deadline);
@@ -625,9 +630,10 @@ int dlock__script_run_wait(dlock__backend *c, int which, redisReply **out, dlock
                            int nargs, const char **args, const size_t *lens, long long *acked, dlock__sent *sent);
 int dlock__script_run(dlock__backend *c, int which, redisReply **out, dlock__mono deadline, int numkeys,
                       int nargs, const char **args, const size_t *lens, dlock__sent *sent);
-/* Sends script `which` by EVALSHA with its answer owed (dlock__command_send). */
+/* Sends script `which` by EVALSHA with its answer owed (dlock__command_send;
+ * hold: written with the thread's next request). */
 int dlock__script_send(dlock__backend *c, int which, int numkeys, int nargs, const char **args, const size_t *lens,
-                       dlock__owed_fn fn, void *arg, dlock__mono deadline);
+                       int hold, dlock__owed_fn fn, void *arg, dlock__mono deadline);
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
 int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,
                          const char **args, const size_t *lens);

@@ -176,8 +176,8 @@ void dlock__backend_bury(dlock__backend *b, dlock__conn *cn) {
     b->buried = cn;
 }
 
-void dlock__backend_settle(dlock__backend *b, dlock__mono before, dlock__mono deadline) {
-    dlock__owed_settle(&b->node, before, deadline);
+void dlock__backend_settle(dlock__backend *b, dlock__mono before, dlock__mono held_before, dlock__mono deadline) {
+    dlock__owed_settle(&b->node, before, held_before, deadline);
 }
 
 void dlock__backend_fork_child(dlock__backend *b) {

@@ -106,13 +106,14 @@ int dlock__script_run_wait(dlock__backend *c, int which, redisReply **out, dlock
 }
 
 int dlock__script_send(dlock__backend *c, int which, int numkeys, int nargs, const char **args, const size_t *lens,
-                       dlock__owed_fn fn, void *arg, dlock__mono deadline) {
+                       int hold, dlock__owed_fn fn, void *arg, dlock__mono deadline) {
     const char *argv[3 + MAX_SCRIPT_ARGS];
     size_t argvlen[3 + MAX_SCRIPT_ARGS];
     char nk[DLOCK__DEC_MAX];
     int argc = script_argv(which, c->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk);
     if (argc < 0) return dlock__seterr(ENOMEM, "cannot make the script request (out of memory)");
-    return dlock__command_send(&c->node, argc, argv, argvlen, fn, arg, deadline); /* (NOSCRIPT: the caller asks again) */
+    return dlock__command_send(&c->node, argc, argv, argvlen, hold, fn, arg,
+                               deadline); /* (NOSCRIPT: the caller asks again) */
 }
 
 static int script_run(dlock__backend *c, int which, redisReply **out, dlock__mono deadline, int numkeys,

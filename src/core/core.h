@@ -102,6 +102,12 @@ struct dlock__lock {
     uint64_t gen;       /* bumped by every notification that may free it */
     struct dlock__fairwait *fair; /* threads waiting in the fair queue (lock.c) */
     int wanted;         /* another owner asked for this cached lock */
+    /* The pipelined unlock holds its release back for the thread's next
+     * request only while no other owner was seen to want the lock since
+     * this time (release.c, dlock__pipe_contended); seen once more, the
+     * quiet period doubles (pipe_strikes). */
+    dlock__mono pipe_quiet_until;
+    unsigned pipe_strikes;
     int contended;      /* 1 its last answer here was "held" (the next call says so:
                          * DLOCK__F_HELD), 2 none came yet: either way the next call
                          * asks the script at once, not the pipelined uncontended path
@@ -207,6 +213,7 @@ struct dlock_client {
     dlock__mono renew_tick;  /* ...every this long (a sixth of the last lease) */
     unsigned pipe_out;       /* pipelined releases whose answer is not read yet (release.c) */
     dlock__mono pipe_tick_until; /* the renewal thread reads their answers every DLOCK__PIPE_SETTLE_MS until then */
+    dlock__mono pipe_held_at;    /* when the last release held back was (release.c) */
     struct dlock__pending *renew_pend; /* its batch buffers, renew_cap long */
     dlock__renewal *renew_rn;
     struct dlock__lost_report *renew_reps;
@@ -451,6 +458,14 @@ int dlock__release(struct dlock_client *c, dlock__lock *l, int allow_shared);
 /* A pipelined release's answer is read with the thread's next request on
  * its connection, else by the renewal thread once it is this old (ms). */
 #define DLOCK__PIPE_SETTLE_MS 10
+/* A release held back for the thread's next request is written by the
+ * renewal thread once it is this old (ms): what a waiter of another
+ * process may wait for it at most, beside the renewal thread's tick. */
+#define DLOCK__PIPE_HOLD_MS 2
+/* Another owner wanted l (an acquisition found it held, or a pipelined
+ * release told a waiter): the pipelined unlock stops holding its release
+ * back for a while.  c->mu held. */
+void dlock__pipe_contended(dlock__lock *l);
 /* Reads every pipelined release's answer now, to deadline at most (exit,
  * fork, destroy).  c->mu NOT held. */
 void dlock__pipe_flush(struct dlock_client *c, dlock__mono deadline);

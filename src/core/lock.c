@@ -645,8 +645,12 @@ static int step_ask(struct acq *a) {
     }
     st = a->ans.status;
     if (!w->shared) { /* how the next call of this process asks first */
-        if (st == DLOCK__ACQ_BUSY || st == DLOCK__ACQ_HELDBACK) l->contended = 1;
-        else if (a->ans.plain) l->contended = 0;
+        if (st == DLOCK__ACQ_BUSY || st == DLOCK__ACQ_HELDBACK) {
+            l->contended = 1;
+            if (w->pipelined) dlock__pipe_contended(l);
+        } else if (a->ans.plain) {
+            l->contended = 0;
+        }
     }
     if (st == DLOCK__ACQ_NOTRECOVERABLE)
         return acq_out(a, dlock__seterr(ENOTRECOVERABLE, "'%.64s' was unlocked in an inconsistent state; "

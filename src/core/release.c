@@ -41,7 +41,19 @@ static int released_read(const dlock__lock *l, int rc, int released, const dlock
  * release arrives.  What the answer says: released, nothing to do; not
  * ours any more (the lease had run out on the server), the lost-lock
  * handler is told; no answer, the token is an orphan, released again when
- * the server answers (or its lease runs out). */
+ * the server answers (or its lease runs out).
+ *
+ * While nobody else wants the lock, the release is held back: written in
+ * the same write as the thread's next request (its next lock, mostly),
+ * so that an uncontended pair costs one write and one wake-up of the
+ * server, not two; a thread that makes no request soon has it written by
+ * the renewal thread after DLOCK__PIPE_HOLD_MS.  A held release keeps the
+ * lock from another process that comes meanwhile for that long, so the
+ * first sign that another owner wants it -- an acquisition of ours that
+ * found it held, a release that told a waiter, a local thread waiting --
+ * ends the holding back for a quiet period (1 s, doubling with each new
+ * sign up to 64 s): a lock contended goes back to the release written at
+ * once, which hands it over as soon as the server has it. */
 struct pipe_rel {
     dlock__relsend rs; /* first: the backend hands it back */
     struct dlock_client *c;
@@ -56,6 +68,18 @@ struct pipe_rel {
 /* How long after its last pipelined release the renewal thread keeps
  * looking for their answers (it then sleeps as before). */
 #define PIPE_TICKING_MS 1000
+/* The quiet period after a sign of contention: this, doubled by each
+ * sign seen before, PIPE_QUIET_DOUBLINGS times at most. */
+#define PIPE_QUIET_MS 1000
+#define PIPE_QUIET_DOUBLINGS 6
+
+void dlock__pipe_contended(dlock__lock *l) {
+    dlock__mono now = dlock__now();
+    unsigned k = l->pipe_strikes < PIPE_QUIET_DOUBLINGS ? l->pipe_strikes : PIPE_QUIET_DOUBLINGS;
+    /* (a sign within the quiet period it began is the same contention) */
+    if (now >= l->pipe_quiet_until) l->pipe_strikes++;
+    l->pipe_quiet_until = now + ((dlock__mono)PIPE_QUIET_MS << k) * DLOCK__MS;
+}
 
 static void pipe_heard(dlock__relsend *rs, int rc, int released) {
     struct pipe_rel *p = (struct pipe_rel *)(void *)rs;
@@ -77,6 +101,7 @@ static void pipe_heard(dlock__relsend *rs, int rc, int released) {
     }
     if (rc == 0 && !released)
         dlock__debug("'%.64s': a pipelined unlock found the lease already gone on the server", p->l->k.name);
+    if (rc == 0 && released == 2) dlock__pipe_contended(p->l); /* it told a waiter */
     p->l->users--;
     dlock__lock_maybe_free(c, p->l);
     pthread_mutex_unlock(&c->mu);
@@ -97,6 +122,9 @@ static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, con
         return -1;
     if ((p = calloc(1, sizeof *p)) == NULL) return -1;
     p->rs.done = pipe_heard;
+    now = dlock__now();
+    p->rs.hold = now >= l->pipe_quiet_until && l->waiters == 0;
+    if (l->waiters > 0) dlock__pipe_contended(l);
     p->c = c;
     p->l = l;
     memcpy(p->token, token, sizeof p->token);
@@ -121,20 +149,20 @@ static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, con
     if (l->x.owner == self && memcmp(l->x.token, token, sizeof p->token) == 0) dlock__hold_forget(c, h);
     l->gen++; /* local waiters try at once (the server wakes them when the release lands) */
     dlock__lock_wake(l);
-    now = dlock__now();
+    if (p->rs.hold) c->pipe_held_at = now;
     if (dlock__renew_start(c) == 0 && c->pipe_tick_until <= now) dlock__renew_kick(c); /* it may sleep long */
     c->pipe_tick_until = now + (dlock__mono)PIPE_TICKING_MS * DLOCK__MS;
     return 0;
 }
 
 void dlock__pipe_flush(struct dlock_client *c, dlock__mono deadline) {
-    dlock__backend_settle(&c->be, DLOCK__MONO_NEVER, deadline);
+    dlock__backend_settle(&c->be, DLOCK__MONO_NEVER, DLOCK__MONO_NEVER, deadline);
     /* Answers another thread is reading now (the renewal thread's
      * settle): waited for, to the deadline. */
     pthread_mutex_lock(&c->mu);
     while (c->pipe_out > 0 && dlock__now() < deadline) {
         pthread_mutex_unlock(&c->mu);
-        dlock__backend_settle(&c->be, DLOCK__MONO_NEVER, deadline);
+        dlock__backend_settle(&c->be, DLOCK__MONO_NEVER, DLOCK__MONO_NEVER, deadline);
         dlock__sleep_until(dlock__now() + DLOCK__MS);
         pthread_mutex_lock(&c->mu);
     }
@@ -142,12 +170,20 @@ void dlock__pipe_flush(struct dlock_client *c, dlock__mono deadline) {
 }
 
 void dlock__pipe_settle(struct dlock_client *c, dlock__mono now, dlock__mono *next) {
+    const dlock__mono hold = (dlock__mono)DLOCK__PIPE_HOLD_MS * DLOCK__MS;
     dlock__mono look = now + (dlock__mono)DLOCK__PIPE_SETTLE_MS * DLOCK__MS / 2;
     if (c->pipe_out > 0) {
         pthread_mutex_unlock(&c->mu);
-        dlock__backend_settle(&c->be, now - (dlock__mono)DLOCK__PIPE_SETTLE_MS * DLOCK__MS,
+        dlock__backend_settle(&c->be, now - (dlock__mono)DLOCK__PIPE_SETTLE_MS * DLOCK__MS, now - hold,
                               now + (dlock__mono)c->be.node.conf.command_timeout_ms * DLOCK__MS);
         pthread_mutex_lock(&c->mu);
+    }
+    /* While releases are held back, one may be waiting: looked at every
+     * DLOCK__PIPE_HOLD_MS, the first time when the last one held comes of
+     * age (the renewal thread is not woken for each one held). */
+    if (c->pipe_held_at != 0 && now < c->pipe_held_at + (dlock__mono)PIPE_TICKING_MS * DLOCK__MS) {
+        dlock__mono at = c->pipe_held_at + hold > now ? c->pipe_held_at + hold : now + hold;
+        if (at < look) look = at;
     }
     if ((c->pipe_out > 0 || now < c->pipe_tick_until) && look < *next) *next = look;
 }

@@ -24,16 +24,20 @@
  * the pipelined unlock) leaves its connection out of the pool, owing that
  * answer, on n->owed under the calling thread's name.  The thread's next
  * request on the node goes out on it (cmd_send): the server runs both in
- * order, and one round trip reads both answers.  A thread that makes no
- * request soon leaves them to dlock__owed_settle (the renewal thread's,
- * within a few ms; exit, fork, destroy).  A connection that breaks tells
- * each owed request "no answer": the layer above asks it again. */
+ * order, and one round trip reads both answers.  A request sent held is
+ * not even written until then: it leaves in the same write as that next
+ * request (one write and one wait a pair where two writes wake the server
+ * twice).  A thread that makes no request soon leaves them to
+ * dlock__owed_settle (the renewal thread's, within a few ms; exit, fork,
+ * destroy), which writes what is held first.  A connection that breaks
+ * tells each owed request "no answer": the layer above asks it again. */
 
 struct dlock__owed {
     dlock__conn *cn;
     pthread_t owner;
-    dlock__mono first; /* when its oldest unread request went out */
+    dlock__mono first; /* when its oldest unread request went out (or was held) */
     int count;
+    int held; /* requests in cn's output buffer, not written yet */
     struct {
         dlock__owed_fn fn;
         void *arg;
@@ -78,16 +82,19 @@ static void owed_free(dlock__owed *o) {
     free(o);
 }
 
-/* Reads o's answers and puts its connection back (closed if it broke). */
+/* Writes what o holds, reads its answers and puts its connection back
+ * (closed if it broke). */
 static void owed_end(dlock__node *n, dlock__owed *o, dlock__mono deadline) {
     int broken;
     dlock__set_timeout(n, o->cn, deadline);
-    broken = owed_read(o) != 0 || o->cn->ctx->reader->pos < o->cn->ctx->reader->len;
+    /* (held ones that cannot be written: none went out, owed_free tells none) */
+    broken = (o->held && dlock__conn_flush(o->cn) != 0) || owed_read(o) != 0 ||
+             o->cn->ctx->reader->pos < o->cn->ctx->reader->len;
     dlock__pool_put(n, o->cn, broken);
     owed_free(o);
 }
 
-int dlock__command_send(dlock__node *n, int argc, const char **argv, const size_t *lens, dlock__owed_fn fn,
+int dlock__command_send(dlock__node *n, int argc, const char **argv, const size_t *lens, int hold, dlock__owed_fn fn,
                         void *arg, dlock__mono deadline) {
     dlock__owed *o = owed_take(n);
     int rc;
@@ -104,15 +111,16 @@ int dlock__command_send(dlock__node *n, int argc, const char **argv, const size_
         o->owner = pthread_self();
     }
     dlock__set_timeout(n, o->cn, deadline);
-    if (dlock__resp_append(o->cn->ctx, argc, argv, lens) != 0 || dlock__conn_flush(o->cn) != 0) {
+    if (dlock__resp_append(o->cn->ctx, argc, argv, lens) != 0 || (!hold && dlock__conn_flush(o->cn) != 0)) {
         dlock__seterr(ENOLCK, "%s: cannot send: %s", n->conf.redacted_url,
                       o->cn->ctx->errstr[0] ? o->cn->ctx->errstr : "out of memory");
-        (void)owed_read(o); /* (the earlier ones went out before: their answers may be there) */
+        if (!o->held) (void)owed_read(o); /* (the earlier ones went out before: their answers may be there) */
         dlock__pool_put(n, o->cn, 1);
         owed_free(o);
         return ENOLCK;
     }
     if (o->count == 0) o->first = dlock__now();
+    o->held = hold;
     o->e[o->count].fn = fn;
     o->e[o->count].arg = arg;
     o->count++;
@@ -123,13 +131,13 @@ int dlock__command_send(dlock__node *n, int argc, const char **argv, const size_
     return 0;
 }
 
-void dlock__owed_settle(dlock__node *n, dlock__mono before, dlock__mono deadline) {
+void dlock__owed_settle(dlock__node *n, dlock__mono before, dlock__mono held_before, dlock__mono deadline) {
     for (;;) {
         dlock__owed **p, *o;
         if (__atomic_load_n(&n->owed, __ATOMIC_ACQUIRE) == NULL) return;
         pthread_mutex_lock(n->mu);
         for (p = &n->owed; (o = *p) != NULL; p = &o->next)
-            if (before == DLOCK__MONO_NEVER || o->first < before) {
+            if (before == DLOCK__MONO_NEVER || o->first < (o->held ? held_before : before)) {
                 __atomic_store_n(p, o->next, __ATOMIC_RELEASE);
                 break;
             }

@@ -248,17 +248,19 @@ int dlock__command_wait(dlock__node *n, redisReply **out, dlock__mono deadline, 
 typedef void (*dlock__owed_fn)(void *arg, redisReply *r, int what);
 /* Answers one thread may owe on a connection before it reads them. */
 #define DLOCK__OWED_MAX 16
-/* Sends the request at once, on the calling thread's connection with
+/* Sends the request at once (hold: writes it with the thread's next
+ * request, or at the settle), on the calling thread's connection with
  * answers owed, if it has one, else on a pooled one; its answer is read
  * ahead of the thread's next request on that connection, which goes out
  * on it (dlock__command: one round trip for both), or by
  * dlock__owed_settle.  0, or ENOLCK (not sent: fn is not called). */
-int dlock__command_send(dlock__node *n, int argc, const char **argv, const size_t *lens, dlock__owed_fn fn,
+int dlock__command_send(dlock__node *n, int argc, const char **argv, const size_t *lens, int hold, dlock__owed_fn fn,
                         void *arg, dlock__mono deadline);
-/* Reads the answers owed on every connection whose oldest unread
- * request went out before `before` (DLOCK__MONO_NEVER: all), waiting no
- * longer than deadline for them (at least the reply floor). */
-void dlock__owed_settle(dlock__node *n, dlock__mono before, dlock__mono deadline);
+/* Writes what is held and reads the answers owed on every connection
+ * whose oldest unread request went out before `before` (held, before
+ * held_before; DLOCK__MONO_NEVER: all), waiting no longer than deadline
+ * for them (at least the reply floor). */
+void dlock__owed_settle(dlock__node *n, dlock__mono before, dlock__mono held_before, dlock__mono deadline);
 /* A fork child: the parent's owed answers are not ours to read; each fn
  * hears DLOCK__OWED_FORGET and the connections are abandoned. */
 void dlock__owed_forget(dlock__node *n);

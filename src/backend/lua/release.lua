@@ -8,7 +8,10 @@
 --   only when its holder set one) the lock value block's new value.
 -- Reply: 1 released, 2 released and handed to the fair queue's head (the
 --   grant below: the releasing thread lets the woken waiter run first,
---   core/release.c), 0 the token did not hold it.
+--   core/release.c), 0 the token did not hold it; for a how written in
+--   capitals (the pipelined unlock's) 2 also when "released" was published
+--   to waiters: a waiter was told either way, and its process then stops
+--   holding its releases back for a while (core/release.c).
 --
 -- how, told apart by its first letter:
 --   "plain"   a hold of a mutex that is not robust;
@@ -81,6 +84,8 @@
 -- the handoff window (acquire.lua's {5, ms}).
 local tok, hw = ARGV[1], ARGV[2]
 local c1 = string.byte(hw, 1)
+local told = 1 -- the answer of a release that tells a waiter
+if c1 < 97 then c1, told = c1 + 32, 2 end
 local marked, cached, gone, ld, lvbf
 if c1 ~= 115 and c1 ~= 119 then -- neither "shared" nor "withdraw": a hold
   local hm
@@ -260,4 +265,4 @@ if tonumber(win) > 0 and not back and redis.call('EXISTS', K[5]) == 1
   end
 end
 redis.call('PUBLISH', K[1], 'released')
-return 1
+return told
