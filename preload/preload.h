@@ -208,6 +208,9 @@ void dlpl_file_atfork_child(void);
 int dlpl_file_flock(int fd, int op, const struct stat *st, const char *name);
 int dlpl_file_lk(int fd, int cmd, struct flock *fl, int is64, const struct stat *st, const char *fname);
 int dlpl_file_close(int fd);
+/* /proc/self/fdinfo of fd into buf (cap bytes, NUL-terminated): 0, or
+ * -1 if it cannot be read. */
+int dlpl_fdinfo(int fd, char *buf, size_t cap);
 extern volatile int dlpl_nrec;
 /* hook_file.c (thin): does this process hold POSIX record locks (an exec
  * kept them)?  Then the implementation is loaded at start-up, to take
