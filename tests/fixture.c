@@ -1565,6 +1565,29 @@ int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, ch
     return dlt_pclose_read(p, out, cap);
 }
 
+int dlt_out_count(const char *out, const char *what) {
+    int n = 0;
+    const char *p = out;
+    while ((p = strstr(p, what)) != NULL) {
+        n++;
+        p += strlen(what);
+    }
+    return n;
+}
+
+long long dlt_out_num(const char *out, const char *key) {
+    char pat[128];
+    const char *p;
+    snprintf(pat, sizeof pat, "\n%s ", key);
+    if (strncmp(out, pat + 1, strlen(pat + 1)) == 0) p = out - 1;
+    else if ((p = strstr(out, pat)) == NULL) return -1;
+    return strtoll(p + strlen(pat), NULL, 10);
+}
+
+void dlt_out_show(const char *out) {
+    fprintf(stderr, "---- output ----\n%s----\n", out);
+}
+
 int dlt_netns_ok(const char *test, const char *needs) {
     char cmd[512];
     if (geteuid() != 0) {
