@@ -64,6 +64,9 @@ typedef struct series {
 } series;
 
 void series_add(series *s, int64_t x);
+/* The rate of a round of n > 0 pairs begun at t_start (now_ns), in
+ * pairs/s: added to s (x1000, for precision) and returned. */
+double series_add_rate(series *s, long n, int64_t t_start);
 void series_free(series *s);
 /* p in [0,100]; sorts the series (once).  0 for an empty series. */
 int64_t series_pct(series *s, double p);

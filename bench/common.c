@@ -56,6 +56,12 @@ void series_add(series *s, int64_t x) {
     s->v[s->n++] = x;
 }
 
+double series_add_rate(series *s, long n, int64_t t_start) {
+    double rate = (double)n * 1e9 / (double)(now_ns() - t_start);
+    series_add(s, (int64_t)(rate * 1e3));
+    return rate;
+}
+
 void series_free(series *s) {
     free(s->v);
     memset(s, 0, sizeof *s);

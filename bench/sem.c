@@ -97,10 +97,7 @@ static void one_round(int k, long n, double seconds, kind *kd, useq *u) {
         }
         series_add(&kd->lat, now_ns() - t0);
     }
-    if (i > 0) {
-        kd->last_rate = (double)i * 1e9 / (double)(now_ns() - t_start);
-        series_add(&kd->rate, (int64_t)(kd->last_rate * 1e3));
-    }
+    if (i > 0) kd->last_rate = series_add_rate(&kd->rate, i, t_start);
     kd->ops += i;
 }
 

@@ -426,20 +426,26 @@ static int file_ask(struct rec *r, int op, int mode, int try, int intr, int prob
     return rc;
 }
 
+int dlpl_fdinfo(int fd, char *buf, size_t cap) {
+    char path[64];
+    ssize_t n;
+    int f;
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0) return -1;
+    n = read(f, buf, cap - 1);
+    DLPL_REAL(close)(f);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
 /* What the description open on fd holds in the kernel, from
  * /proc/self/fdinfo: 0, 1 (READ) or 2 (WRITE) of the given kind. */
 static int kernel_held(int fd, int kind) {
-    char path[64], buf[4096];
+    char buf[4096];
     const char *tag = kind == DLPL_K_FLOCK ? " FLOCK " : " OFDLCK ";
-    ssize_t n;
-    int f;
     char *p;
-    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
-    if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0) return 0;
-    n = read(f, buf, sizeof buf - 1);
-    DLPL_REAL(close)(f);
-    if (n <= 0) return 0;
-    buf[n] = '\0';
+    if (dlpl_fdinfo(fd, buf, sizeof buf) != 0) return 0;
     for (p = strstr(buf, "lock:"); p != NULL; p = strstr(p + 5, "lock:")) {
         char *eol = strchr(p, '\n'), *t;
         if (eol) *eol = '\0';

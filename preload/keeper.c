@@ -146,10 +146,9 @@ static void keeper_cmd_make(struct keeper_cmd *kc, const char *name) {
     /* where the host-wide outage record is: the program's, shared */
     if ((v = secure_getenv("XDG_RUNTIME_DIR")) != NULL && asprintf(&kc->xdg, "XDG_RUNTIME_DIR=%s", v) > 0)
         kc->envp[n++] = kc->xdg;
-    if ((v = secure_getenv("DLOCK_LOCK_DELAY_MS")) != NULL && asprintf(&kc->delay, "DLOCK_LOCK_DELAY_MS=%s", v) > 0)
+    if ((v = dlpl_conf.lock_delay) != NULL && asprintf(&kc->delay, "DLOCK_LOCK_DELAY_MS=%s", v) > 0)
         kc->envp[n++] = kc->delay;
-    if ((v = secure_getenv("DLOCK_ON_RISK")) != NULL && asprintf(&kc->risk, "DLOCK_ON_RISK=%s", v) > 0)
-        kc->envp[n++] = kc->risk;
+    if ((v = dlpl_conf.on_risk) != NULL && asprintf(&kc->risk, "DLOCK_ON_RISK=%s", v) > 0) kc->envp[n++] = kc->risk;
     kc->envp[n] = NULL;
 }
 
@@ -696,6 +695,7 @@ static void keeper_open(void) {
          * waits (writers first would deadlock `flock -s L sh -c 'flock -s
          * L true'` behind a writer that waits for the outer reader). */
         dlock_mutexattr_setrwkind(&attr, DLOCK_RWLOCK_PREFER_READER);
+        dlpl_conf_lock_opts(); /* the program's, passed on in the environment */
         dlpl_lock_delay_set(&attr);
         dlpl_risk_set(&attr, (pid_t)parent); /* the program the keeper holds the lock for */
         init_err = dlock_rwlock_init(&rw, lockname, &attr);

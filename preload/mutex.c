@@ -76,22 +76,15 @@ static int kind_any_thread_unlocks(int kind) {
  * the URL. */
 void dlpl_lock_delay_set(dlock_mutexattr_t *a) {
     static int said;
-    const char *v = secure_getenv("DLOCK_LOCK_DELAY_MS");
-    char *end;
-    unsigned long ms;
-    if (v == NULL || *v == '\0') return;
-    errno = 0;
-    ms = strtoul(v, &end, 10);
-    if (errno == 0 && *end == '\0' && *v != '-' && ms <= DLOCK_LOCK_DELAY_MAX_MS &&
-        dlock_mutexattr_setlockdelay(a, (unsigned)ms) == 0)
-        return;
-    if (!said++) dlpl_msg("DLOCK_LOCK_DELAY_MS '%s' is not a number of ms from 0 to %u; ignored", v, DLOCK_LOCK_DELAY_MAX_MS);
+    int ms = dlpl_conf.lock_delay_ms;
+    if (ms == -1 || (ms >= 0 && dlock_mutexattr_setlockdelay(a, (unsigned)ms) == 0)) return;
+    if (!said++)
+        dlpl_msg("DLOCK_LOCK_DELAY_MS '%s' is not a number of ms from 0 to %u; ignored", dlpl_conf.lock_delay,
+                 DLOCK_LOCK_DELAY_MAX_MS);
 }
 
 /* DLOCK_ON_RISK=signal:SIG: SIG to whom (the program), for a hold whose
  * lease is at risk (renewals failing, a third of the lease left). */
-static int risk_sig;
-
 static void mx_on_risk(dlock_mutex_t *m, const char *name, int event, unsigned left_ms, void *arg) {
     pid_t whom = (pid_t)(intptr_t)arg;
     (void)m;
@@ -101,28 +94,8 @@ static void mx_on_risk(dlock_mutex_t *m, const char *name, int event, unsigned l
     }
     dlpl_msg("'%s': its lease is at risk (renewals failing, %u ms left); DLOCK_ON_RISK=signal:%d: signalling the "
              "program",
-             name, left_ms, risk_sig);
-    kill(whom, risk_sig);
-}
-
-/* SIG of "signal:SIG" (a name, with or without SIG, or a number); 0 if
- * it is none. */
-static int risk_signal_of(const char *v) {
-    static const struct {
-        const char *name;
-        int sig;
-    } names[] = { { "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "USR1", SIGUSR1 },
-                  { "USR2", SIGUSR2 }, { "ALRM", SIGALRM }, { "TERM", SIGTERM }, { "KILL", SIGKILL } };
-    char *end;
-    long n;
-    size_t i;
-    if (strncmp(v, "signal:", 7) != 0) return 0;
-    v += 7;
-    if (strncmp(v, "SIG", 3) == 0) v += 3;
-    for (i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(v, names[i].name) == 0) return names[i].sig;
-    n = strtol(v, &end, 10);
-    return end != v && *end == '\0' && n >= 1 && n <= SIGRTMAX ? (int)n : 0;
+             name, left_ms, dlpl_conf.risk_sig);
+    kill(whom, dlpl_conf.risk_sig);
 }
 
 /* DLOCK_ON_RISK on a mapped lock's attributes (a mutex's here, whom the
@@ -132,15 +105,12 @@ static int risk_signal_of(const char *v) {
  * once and ignored. */
 void dlpl_risk_set(dlock_mutexattr_t *a, pid_t whom) {
     static int said;
-    const char *v = secure_getenv("DLOCK_ON_RISK");
     unsigned lease = DLOCK_LEASE_DEFAULT_MS;
-    int sig;
-    if (v == NULL || *v == '\0' || strcmp(v, "ignore") == 0) return;
-    if ((sig = risk_signal_of(v)) == 0) {
-        if (!said++) dlpl_msg("DLOCK_ON_RISK '%s' is neither ignore nor signal:SIG; ignored", v);
+    if (dlpl_conf.risk_sig == 0) return;
+    if (dlpl_conf.risk_sig < 0) {
+        if (!said++) dlpl_msg("DLOCK_ON_RISK '%s' is neither ignore nor signal:SIG; ignored", dlpl_conf.on_risk);
         return;
     }
-    risk_sig = sig;
     dlock_mutexattr_getlease(a, &lease);
     dlock_mutexattr_setriskcallback(a, mx_on_risk, (void *)(intptr_t)whom, lease / 3);
 }

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <link.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -487,6 +488,46 @@ static int read_policy(const char *onerr, const char *onlost, const char *root, 
     return bad_policy ? -1 : 0;
 }
 
+/* SIG of "signal:SIG" (a name, with or without SIG, or a number); 0 if
+ * it is none. */
+static int risk_signal_of(const char *v) {
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = { { "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "USR1", SIGUSR1 },
+                  { "USR2", SIGUSR2 }, { "ALRM", SIGALRM }, { "TERM", SIGTERM }, { "KILL", SIGKILL } };
+    char *end;
+    long n;
+    size_t i;
+    if (strncmp(v, "signal:", 7) != 0) return 0;
+    v += 7;
+    if (strncmp(v, "SIG", 3) == 0) v += 3;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(v, names[i].name) == 0) return names[i].sig;
+    n = strtol(v, &end, 10);
+    return end != v && *end == '\0' && n >= 1 && n <= SIGRTMAX ? (int)n : 0;
+}
+
+/* A bad value is kept as bad, not said here: it is said (once) where a
+ * mapped lock's attributes would have taken it (mutex.c). */
+void dlpl_conf_lock_opts(void) {
+    const char *d = secure_getenv("DLOCK_LOCK_DELAY_MS"), *r = secure_getenv("DLOCK_ON_RISK");
+    char *end;
+    unsigned long ms;
+    dlpl_conf.lock_delay = d;
+    dlpl_conf.on_risk = r;
+    dlpl_conf.lock_delay_ms = -1;
+    if (d != NULL && *d != '\0') {
+        errno = 0;
+        ms = strtoul(d, &end, 10);
+        dlpl_conf.lock_delay_ms = errno == 0 && *end == '\0' && *d != '-' && ms <= DLOCK_LOCK_DELAY_MAX_MS ? (int)ms
+                                                                                                           : -2;
+    }
+    dlpl_conf.risk_sig = 0;
+    if (r != NULL && *r != '\0' && strcmp(r, "ignore") != 0 && (dlpl_conf.risk_sig = risk_signal_of(r)) == 0)
+        dlpl_conf.risk_sig = -1;
+}
+
 /* The rules from DLOCK_MAP, then DLOCK_MAP_FILE (one of them is set).
  * 0, or -1 with the reason in err.  A map without a rule (empty, or only
  * separators and comments) is no error: nothing is mapped. */
@@ -511,6 +552,7 @@ static int configure(void) {
 
     dlpl_conf.url = secure_getenv("DLOCK_URL");
     dlpl_conf.prefix = secure_getenv("DLOCK_PREFIX");
+    dlpl_conf_lock_opts();
     dlpl_conf.verbose = verbose != NULL && *verbose != '\0' && strcmp(verbose, "0") != 0;
     if ((map == NULL || *map == '\0') && (mapfile == NULL || *mapfile == '\0')) {
         /* Unconfigured: LD_PRELOAD may reach programs that nobody meant

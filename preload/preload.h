@@ -105,6 +105,12 @@ struct dlpl_conf {
     char *root;   /* DLOCK_ROOT without trailing '/', or NULL */
     size_t rootlen;
     const char *url, *prefix; /* as read, for keepers; may be NULL */
+    /* DLOCK_LOCK_DELAY_MS and DLOCK_ON_RISK as read (for keepers and
+     * messages; may be NULL) and what they say: the delay (-1: unset,
+     * the URL's; -2: not a delay) and the signal (0: ignore or unset;
+     * -1: neither ignore nor signal:SIG). */
+    const char *lock_delay, *on_risk;
+    int lock_delay_ms, risk_sig;
     int on_error, on_lost, verbose;
     int bad; /* the configuration was refused: nothing is mapped */
 };
@@ -202,6 +208,9 @@ void dlpl_file_atfork_child(void);
 int dlpl_file_flock(int fd, int op, const struct stat *st, const char *name);
 int dlpl_file_lk(int fd, int cmd, struct flock *fl, int is64, const struct stat *st, const char *fname);
 int dlpl_file_close(int fd);
+/* /proc/self/fdinfo of fd into buf (cap bytes, NUL-terminated): 0, or
+ * -1 if it cannot be read. */
+int dlpl_fdinfo(int fd, char *buf, size_t cap);
 extern volatile int dlpl_nrec;
 /* hook_file.c (thin): does this process hold POSIX record locks (an exec
  * kept them)?  Then the implementation is loaded at start-up, to take
@@ -261,6 +270,10 @@ struct dlpl_mx {
 };
 extern struct dlpl_mx dlpl_mxs[DLPL_MAX_MUTEX];
 int dlpl_mutex_init(void); /* resolves mutex rules; number mapped */
+/* DLOCK_LOCK_DELAY_MS and DLOCK_ON_RISK into dlpl_conf (preload.c): read
+ * at start-up by the program, and by a keeper (the program passes them
+ * on in its environment). */
+void dlpl_conf_lock_opts(void);
 /* DLOCK_LOCK_DELAY_MS on the attributes of a mapped lock (mutex.c): a bad
  * value is said once and leaves the delay to the URL's lock_delay_ms. */
 void dlpl_lock_delay_set(dlock_mutexattr_t *a);

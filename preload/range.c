@@ -534,17 +534,10 @@ static void lost(const char *name) {
 /* Does the description open on fd (a file dev:ino) hold an OFD lock?
  * (/proc/self/fdinfo) */
 static int ofd_has(dev_t dev, ino_t ino, int fd) {
-    char path[64], buf[4096];
+    char buf[4096];
     struct stat st;
-    ssize_t n;
-    int h;
     if (fd < 0 || fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) return 0;
-    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
-    if ((h = open(path, O_RDONLY | O_CLOEXEC)) < 0) return 1;
-    n = read(h, buf, sizeof buf - 1);
-    DLPL_REAL(close)(h);
-    if (n <= 0) return 1;
-    buf[n] = '\0';
+    if (dlpl_fdinfo(fd, buf, sizeof buf) != 0) return 1;
     return strstr(buf, " OFDLCK ") != NULL;
 }
 

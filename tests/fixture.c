@@ -1565,6 +1565,29 @@ int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, ch
     return dlt_pclose_read(p, out, cap);
 }
 
+int dlt_out_count(const char *out, const char *what) {
+    int n = 0;
+    const char *p = out;
+    while ((p = strstr(p, what)) != NULL) {
+        n++;
+        p += strlen(what);
+    }
+    return n;
+}
+
+long long dlt_out_num(const char *out, const char *key) {
+    char pat[128];
+    const char *p;
+    snprintf(pat, sizeof pat, "\n%s ", key);
+    if (strncmp(out, pat + 1, strlen(pat + 1)) == 0) p = out - 1;
+    else if ((p = strstr(out, pat)) == NULL) return -1;
+    return strtoll(p + strlen(pat), NULL, 10);
+}
+
+void dlt_out_show(const char *out) {
+    fprintf(stderr, "---- output ----\n%s----\n", out);
+}
+
 int dlt_netns_ok(const char *test, const char *needs) {
     char cmd[512];
     if (geteuid() != 0) {
@@ -1958,13 +1981,23 @@ int dlt_main(int argc, char **argv, const char *suite_name, const struct dlt_tes
     return rc;
 }
 
+/* A unit suite's XDG_RUNTIME_DIR is a folder of its own, as a server
+ * suite's is: the host-wide outage records its clients write (a fake
+ * backend's unanswered URL among them) are not found by the next run,
+ * nor by another tree's run on the same host. */
 int dlt_main_unit(int argc, char **argv, const char *suite_name, const struct dlt_test *tests, unsigned limit_s) {
+    static char unit_dir[256];
     const char *only;
-    int rc = suite_args(argc, argv, tests, &only);
+    int rc = suite_args(argc, argv, tests, &only), fd;
     if (rc >= 0) return rc;
+    if ((fd = make_dir(unit_dir, sizeof unit_dir, "unit-", 0, suite_name)) >= 0) setenv("XDG_RUNTIME_DIR", unit_dir, 1);
     alarm(limit_s);
     rc = suite_run(suite_name, tests, only, NULL);
     alarm(0);
+    if (fd >= 0) {
+        rm_dir(unit_dir);
+        close(fd);
+    }
     return rc;
 }
 

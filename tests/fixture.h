@@ -203,6 +203,12 @@ int dlt_pclose_read(FILE *p, char *out, size_t cap);
  * stdout and stderr read into out as dlt_pclose_read does: sh's exit
  * status, or -1 if it could not be started. */
 int dlt_sh_scenario(const char *dir, const char *prelude, const char *script, char *out, size_t cap);
+/* Reading a scenario's output: how many times `what` stands in out; the
+ * number after "key " at the start of one of its lines (-1: none); and
+ * out on stderr, for a check that failed. */
+int dlt_out_count(const char *out, const char *what);
+long long dlt_out_num(const char *out, const char *key);
+void dlt_out_show(const char *out);
 /* Removes folder dir and everything in it, as rm -rf does, with no shell;
  * nothing if dir is "" (a suite's folder never made). */
 void dlt_rm_tree(const char *dir);

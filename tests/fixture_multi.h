@@ -179,6 +179,14 @@ typedef struct dlt_masters {
 /* Cleans m up, then starts n fresh masters (TLS-only ones with tls, the
  * certificates of dlt_tls_dir()) and sets m->url.  0, or -1 with none left. */
 int dlt_masters_start(dlt_masters *m, int n, int tls);
+/* dlt_masters_start in a test: if the masters do not start, the test
+ * fails there and returns. */
+#define DLT_MASTERS_UP(m, n, tls)                          \
+    do {                                                   \
+        int ok_ = dlt_masters_start((m), (n), (tls)) == 0; \
+        CU_ASSERT_TRUE(ok_);                               \
+        if (!ok_) return;                                  \
+    } while (0)
 /* Every master cleaned up; m zeroed. */
 void dlt_masters_cleanup(dlt_masters *m);
 /* How many masters (of those that answer) have the lock key of name. */

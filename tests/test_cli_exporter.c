@@ -14,6 +14,7 @@
  * rules and the dashboard of contrib/ pass promtool and name only metrics
  * the exporter serves.
  */
+#include "figures.h"
 #include "fixture.h"
 
 #include <dlock.h>
@@ -139,29 +140,6 @@ static int promtool_check(void) {
     return p == NULL ? -1 : dlt_pclose_read(p, err, OUT_MAX);
 }
 
-/* Figures for e/a (5 holds of 10 ms) and x/b, flushed by the client's
- * destruction. */
-static void workload(void) {
-    dlock_client_t *c;
-    dlock_mutex_t a, b;
-    int i;
-    setenv("DLOCK_STATS", "1", 1);
-    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
-    setenv("DLOCK_STATS", "0", 1);
-    CU_ASSERT_FATAL(dlt_mutex_make(&a, "e/a", 0, c) == 0);
-    CU_ASSERT_FATAL(dlt_mutex_make(&b, "x/b", 0, c) == 0);
-    for (i = 0; i < 5; i++) {
-        DLT_ASSERT_ERR(dlock_mutex_lock(&a), 0);
-        dlt_sleep_ms(10);
-        DLT_ASSERT_ERR(dlock_mutex_unlock(&a), 0);
-    }
-    DLT_ASSERT_ERR(dlock_mutex_lock(&b), 0);
-    DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
-    DLT_ASSERT_ERR(dlock_mutex_destroy(&a), 0);
-    DLT_ASSERT_ERR(dlock_mutex_destroy(&b), 0);
-    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-}
-
 /* Waits up to ms for the figures of `name` to count `want` acquisitions:
  * 1 when they do, else 0. */
 static int acquisitions_reach(const char *name, uint64_t want, int ms) {
@@ -195,7 +173,7 @@ static void test_scrape(void) {
     char name[32];
     int i;
     dlt_tdir_make("dlexp");
-    workload();
+    dlt_figures_workload("e/a", 5, 10, "x/b", 1); /* flushed by its client's destruction */
     DLT_ASSERT_ERR(dlt_mutex_make(&held, "e/held", 0, NULL), 0);
     DLT_ASSERT_ERR(dlt_mutex_make(&odd, oddname, 0, NULL), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&held), 0);
@@ -207,9 +185,7 @@ static void test_scrape(void) {
     }
     /* e/a, the busiest, held now by a client whose figures are flushed
      * (its sixth acquisition, within the second). */
-    setenv("DLOCK_STATS", "1", 1);
-    CU_ASSERT_FATAL(dlt_client_make(&hc, NULL, 0) == 0);
-    setenv("DLOCK_STATS", "0", 1);
+    CU_ASSERT_FATAL(dlt_figures_client(&hc) == 0);
     DLT_ASSERT_ERR(dlt_mutex_make(&busy, "e/a", 0, hc), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&busy), 0);
     CU_ASSERT(acquisitions_reach("e/a", 6, 5000));
@@ -269,54 +245,12 @@ static void test_scrape(void) {
     dlt_tdir_done();
 }
 
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)name;
-    dlt_flag_add(arg, 1);
-}
-
-/* With figures on, on a client of its own (its destruction flushes): a
- * hold of `lost` lost (broken under it: its renewal, within a third of
- * its 600 ms lease, is refused) and two EDEADLK answers (an ERRORCHECK
- * relock) of `dead`. */
-static void trouble(const char *lost, const char *dead) {
-    static int lost_seen;
-    dlock_client_t *c;
-    dlock_mutexattr_t a;
-    dlock_mutex_t ml, md;
-    int held = 0;
-    setenv("DLOCK_STATS", "1", 1);
-    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
-    setenv("DLOCK_STATS", "0", 1);
-    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 600), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, &lost_seen), 0);
-    DLT_ASSERT_ERR(dlock_mutex_init(&ml, lost, &a), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_settype(&a, DLOCK_MUTEX_ERRORCHECK), 0);
-    DLT_ASSERT_ERR(dlock_mutex_init(&md, dead, &a), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&ml), 0);
-    DLT_ASSERT_ERR(dlock_break(c, lost, DLOCK_BREAK_RESET, &held), 0);
-    CU_ASSERT_FATAL(dlt_flag_wait(&lost_seen, 1, 10000) == 1);
-    DLT_ASSERT_ERR(dlock_mutex_unlock(&ml), EPERM);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&md), 0);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&md), EDEADLK);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&md), EDEADLK);
-    DLT_ASSERT_ERR(dlock_mutex_unlock(&md), 0);
-    DLT_ASSERT_ERR(dlock_mutex_destroy(&ml), 0);
-    DLT_ASSERT_ERR(dlock_mutex_destroy(&md), 0);
-    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-}
-
 /* Holds of `name` of 30 ms and 300 ms (a client of its own, whose
  * destruction flushes them). */
 static void two_holds(const char *name, int second) {
     dlock_client_t *c;
     dlock_mutex_t m;
-    setenv("DLOCK_STATS", "1", 1);
-    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
-    setenv("DLOCK_STATS", "0", 1);
+    CU_ASSERT_FATAL(dlt_figures_client(&c) == 0);
     CU_ASSERT_FATAL(dlt_mutex_make(&m, name, 0, c) == 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     dlt_sleep_ms(30);
@@ -378,7 +312,7 @@ static void test_histograms(void) {
  * them. */
 static void test_lost_and_deadlocks(void) {
     dlt_tdir_make("dlexp");
-    trouble("e/lost", "e/dead");
+    DLT_ASSERT_INT_EQ(dlt_figures_trouble("e/lost", "e/dead", 2), 0);
     CU_ASSERT_FATAL(exporter_start("--locks", "e/*", NULL, NULL) == 0);
     DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
     CU_ASSERT(strstr(out, "# TYPE dlock_lock_lost_leases_total counter\n") != NULL);

@@ -9,6 +9,7 @@
  * draws the busiest locks with their figures and holder, and quits on q.
  * Bad options exit 64.
  */
+#include "figures.h"
 #include "fixture.h"
 
 #include <dlock.h>
@@ -43,31 +44,6 @@ static int top_run(const char *a1, const char *a2, const char *a3) {
     return dlt_run_capture(argv, out, err, OUT_MAX, 20000);
 }
 
-/* A workload with figures on: 12 holds of 20 ms of cli/a, 3 of cli/b;
- * the client's destruction flushes them. */
-static void workload(void) {
-    dlock_client_t *c;
-    dlock_mutex_t a, b;
-    int i;
-    setenv("DLOCK_STATS", "1", 1);
-    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
-    setenv("DLOCK_STATS", "0", 1);
-    CU_ASSERT_FATAL(dlt_mutex_make(&a, "cli/a", 0, c) == 0);
-    CU_ASSERT_FATAL(dlt_mutex_make(&b, "cli/b", 0, c) == 0);
-    for (i = 0; i < 12; i++) {
-        DLT_ASSERT_ERR(dlock_mutex_lock(&a), 0);
-        dlt_sleep_ms(20);
-        DLT_ASSERT_ERR(dlock_mutex_unlock(&a), 0);
-    }
-    for (i = 0; i < 3; i++) {
-        DLT_ASSERT_ERR(dlock_mutex_lock(&b), 0);
-        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
-    }
-    DLT_ASSERT_ERR(dlock_mutex_destroy(&a), 0);
-    DLT_ASSERT_ERR(dlock_mutex_destroy(&b), 0);
-    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-}
-
 /* The number after "field": in the object that starts at obj, or -1. */
 static double json_num(const char *obj, const char *field) {
     char key[64];
@@ -80,7 +56,7 @@ static double json_num(const char *obj, const char *field) {
 
 static void test_once_json(void) {
     const char *a, *b;
-    workload();
+    dlt_figures_workload("cli/a", 12, 20, "cli/b", 3);
     DLT_ASSERT_INT_EQ(top_run("--once", "--json", NULL), 0);
     CU_ASSERT(strncmp(out, "{\"window_s\":60,\"locks\":[", 24) == 0);
     CU_ASSERT(strstr(out, "]}\n") != NULL);
@@ -104,50 +80,10 @@ static void test_once_json(void) {
     }
 }
 
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)name;
-    dlt_flag_add(arg, 1);
-}
-
-/* With figures on, on a client of its own (its destruction flushes): a
- * hold of `lost` lost (broken under it: its renewal, within a third of
- * its 600 ms lease, is refused) and two EDEADLK answers (an ERRORCHECK
- * relock) of `dead`. */
-static void trouble(const char *lost, const char *dead) {
-    static int lost_seen;
-    dlock_client_t *c;
-    dlock_mutexattr_t a;
-    dlock_mutex_t ml, md;
-    int held = 0;
-    setenv("DLOCK_STATS", "1", 1);
-    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
-    setenv("DLOCK_STATS", "0", 1);
-    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 600), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, &lost_seen), 0);
-    DLT_ASSERT_ERR(dlock_mutex_init(&ml, lost, &a), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_settype(&a, DLOCK_MUTEX_ERRORCHECK), 0);
-    DLT_ASSERT_ERR(dlock_mutex_init(&md, dead, &a), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_destroy(&a), 0);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&ml), 0);
-    DLT_ASSERT_ERR(dlock_break(c, lost, DLOCK_BREAK_RESET, &held), 0);
-    CU_ASSERT_FATAL(dlt_flag_wait(&lost_seen, 1, 10000) == 1);
-    DLT_ASSERT_ERR(dlock_mutex_unlock(&ml), EPERM);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&md), 0);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&md), EDEADLK);
-    DLT_ASSERT_ERR(dlock_mutex_lock(&md), EDEADLK);
-    DLT_ASSERT_ERR(dlock_mutex_unlock(&md), 0);
-    DLT_ASSERT_ERR(dlock_mutex_destroy(&ml), 0);
-    DLT_ASSERT_ERR(dlock_mutex_destroy(&md), 0);
-    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-}
-
 /* The lost hold and the EDEADLK answers, in the JSON. */
 static void test_lost_and_deadlocks(void) {
     const char *l, *d;
-    trouble("cli/lost", "cli/dead");
+    DLT_ASSERT_INT_EQ(dlt_figures_trouble("cli/lost", "cli/dead", 2), 0);
     DLT_ASSERT_INT_EQ(top_run("--once", "--json", NULL), 0);
     l = strstr(out, "{\"name\":\"cli/lost\"");
     d = strstr(out, "{\"name\":\"cli/dead\"");
@@ -179,7 +115,7 @@ static void test_prometheus(void) {
     regex_t re;
     char *line, *save = NULL;
     int lines = 0, bad = 0;
-    workload();
+    dlt_figures_workload("cli/a", 12, 20, "cli/b", 3);
     DLT_ASSERT_INT_EQ(top_run("--prometheus", NULL, NULL), 0);
     /* The window's sums are gauges (a "_total" name is a counter's), per
      * second over the 60 s window: 12 and 3 holds.  The only counters are
@@ -307,11 +243,9 @@ static void test_live_in_tmux(void) {
         CU_FAIL("tmux missing");
         return;
     }
-    workload();
+    dlt_figures_workload("cli/a", 12, 20, "cli/b", 3);
     /* A lock held now, by this process: its holder is shown. */
-    setenv("DLOCK_STATS", "1", 1);
-    CU_ASSERT_FATAL(dlt_client_make(&c, NULL, 0) == 0);
-    setenv("DLOCK_STATS", "0", 1);
+    CU_ASSERT_FATAL(dlt_figures_client(&c) == 0);
     CU_ASSERT_FATAL(dlt_mutex_make(&h, "cli/held", 0, c) == 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&h), 0);
     snprintf(holder, sizeof holder, ":%ld:", (long)getpid());

@@ -121,28 +121,6 @@ static int sh(const char *url, const char *script, char *out, size_t cap) {
     return sh_end(p, out, cap);
 }
 
-/* The number after "key " in out, or -1. */
-static long long num(const char *out, const char *key) {
-    char pat[64];
-    const char *p;
-    snprintf(pat, sizeof pat, "\n%s ", key);
-    if ((p = strstr(out, pat)) != NULL) return strtoll(p + strlen(pat), NULL, 10);
-    snprintf(pat, sizeof pat, "%s ", key);
-    if (strncmp(out, pat, strlen(pat)) == 0) return strtoll(out + strlen(pat), NULL, 10);
-    return -1;
-}
-
-static int count(const char *out, const char *what) {
-    int n = 0;
-    const char *p = out;
-    while ((p = strstr(p, what)) != NULL) {
-        n++;
-        p += strlen(what);
-    }
-    return n;
-}
-
-#define SHOW(out) fprintf(stderr, "---- output ----\n%s----\n", out)
 /* The sanitizer build has no libdlock_preload.so (docs/preload.md): its
  * tests are skipped there, the library's and the CLI's run. */
 #define NEED_PRELOAD()                                                        \
@@ -171,22 +149,24 @@ static void test_flock_nb_and_w(void) {
                 " echo cl_ns $(( $(now) - t0 ))\n",
                 out, sizeof out);
         printf("  %s: flock -n %.2f s, -w 1 %.2f s, closed -n %.2f s\n", dead[d].what,
-               (double)num(out, "nb_ns") / NS, (double)num(out, "w_ns") / NS, (double)num(out, "cl_ns") / NS);
+               (double)dlt_out_num(out, "nb_ns") / NS, (double)dlt_out_num(out, "w_ns") / NS,
+               (double)dlt_out_num(out, "cl_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "nb_rc"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "nb_rc"), 0);
         CU_ASSERT(strstr(out, "RAN_NB") != NULL);
         /* one connection attempt (a refusal; a reply awaited 200 ms) */
-        CU_ASSERT(num(out, "nb_ns") >= 0 && num(out, "nb_ns") < 2 * NS);
+        CU_ASSERT(dlt_out_num(out, "nb_ns") >= 0 && dlt_out_num(out, "nb_ns") < 2 * NS);
         /* fail-open: the local lock is free, so -w 1 runs the command, by
          * its bound (1 s + the keeper's 250 ms + margin) */
-        DLT_ASSERT_INT_EQ(num(out, "w_rc"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "w_rc"), 0);
         CU_ASSERT(strstr(out, "RAN_W") != NULL);
-        CU_ASSERT(num(out, "w_ns") >= 0 && num(out, "w_ns") < 2500LL * 1000 * 1000);
-        CU_ASSERT(num(out, "cl_rc") > 0 && num(out, "cl_rc") < 128);
+        CU_ASSERT(dlt_out_num(out, "w_ns") >= 0 && dlt_out_num(out, "w_ns") < 2500LL * 1000 * 1000);
+        CU_ASSERT(dlt_out_num(out, "cl_rc") > 0 && dlt_out_num(out, "cl_rc") < 128);
         CU_ASSERT(strstr(out, "RAN_CLOSED") == NULL);
-        CU_ASSERT(num(out, "cl_ns") >= 0 && num(out, "cl_ns") < 2 * NS);
-        if (num(out, "nb_ns") >= 2 * NS || num(out, "w_ns") >= 2500LL * 1000 * 1000 || num(out, "w_rc") != 0)
-            SHOW(out);
+        CU_ASSERT(dlt_out_num(out, "cl_ns") >= 0 && dlt_out_num(out, "cl_ns") < 2 * NS);
+        if (dlt_out_num(out, "nb_ns") >= 2 * NS || dlt_out_num(out, "w_ns") >= 2500LL * 1000 * 1000 ||
+            dlt_out_num(out, "w_rc") != 0)
+            dlt_out_show(out);
     }
 }
 
@@ -204,10 +184,10 @@ static void test_flock_w_local_conflict(void) {
             "wait\n",
             out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "w_rc"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "w_rc"), 1);
     CU_ASSERT(strstr(out, "RAN_W") == NULL);
-    CU_ASSERT(num(out, "w_ns") >= 900LL * 1000 * 1000 && num(out, "w_ns") < 2500LL * 1000 * 1000);
-    if (num(out, "w_rc") != 1) SHOW(out);
+    CU_ASSERT(dlt_out_num(out, "w_ns") >= 900LL * 1000 * 1000 && dlt_out_num(out, "w_ns") < 2500LL * 1000 * 1000);
+    if (dlt_out_num(out, "w_rc") != 1) dlt_out_show(out);
 }
 
 /* --------------------------------------------------- python3, sqlite3 */
@@ -230,15 +210,15 @@ static void test_python_lockf_loop(void) {
     snprintf(script, sizeof script, "t0=$(now)\n%secho py_rc $?; echo py_ns $(( $(now) - t0 ))\n", py_loop);
     for (d = 0; d < 2; d++) {
         rc = sh(dead[d].url, script, out, sizeof out);
-        printf("  %s: 20 lockf pairs in %.2f s\n", dead[d].what, (double)num(out, "py_ns") / NS);
+        printf("  %s: 20 lockf pairs in %.2f s\n", dead[d].what, (double)dlt_out_num(out, "py_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "py_rc"), 0);
-        DLT_ASSERT_INT_EQ(num(out, "pairs"), 20);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "py_rc"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "pairs"), 20);
         /* one bound (4 s), not 20; well below two */
-        CU_ASSERT(num(out, "py_ns") > 0 && num(out, "py_ns") < 7LL * NS);
-        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
-        DLT_ASSERT_INT_EQ(count(out, "dlock: "), 1);
-        if (num(out, "py_ns") >= 7LL * NS || count(out, "dlock: ") != 1) SHOW(out);
+        CU_ASSERT(dlt_out_num(out, "py_ns") > 0 && dlt_out_num(out, "py_ns") < 7LL * NS);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, LOCAL_ONLY), 1);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, "dlock: "), 1);
+        if (dlt_out_num(out, "py_ns") >= 7LL * NS || dlt_out_count(out, "dlock: ") != 1) dlt_out_show(out);
     }
 }
 
@@ -263,12 +243,12 @@ static void test_python_closed_fails_fast(void) {
                 "print(\"enolck\",bad)' locks/cl.lock\n"
                 "echo py_rc $?; echo py_ns $(( $(now) - t0 ))\n",
                 out, sizeof out);
-        printf("  %s: 10 refused lockf in %.2f s\n", dead[d].what, (double)num(out, "py_ns") / NS);
+        printf("  %s: 10 refused lockf in %.2f s\n", dead[d].what, (double)dlt_out_num(out, "py_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "enolck"), 10);
-        CU_ASSERT(num(out, "py_ns") > 0 && num(out, "py_ns") < 7LL * NS);
-        DLT_ASSERT_INT_EQ(count(out, "DLOCK_ON_ERROR=closed"), 1);
-        if (num(out, "py_ns") >= 7LL * NS) SHOW(out);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "enolck"), 10);
+        CU_ASSERT(dlt_out_num(out, "py_ns") > 0 && dlt_out_num(out, "py_ns") < 7LL * NS);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, "DLOCK_ON_ERROR=closed"), 1);
+        if (dlt_out_num(out, "py_ns") >= 7LL * NS) dlt_out_show(out);
     }
 }
 
@@ -285,13 +265,13 @@ static void test_sqlite_insert(void) {
                 " echo sq_ns $(( $(now) - t0 ))\n"
                 "echo rows $(" SQLITE " locks/t.db 'select count(*) from t where x=42')\n",
                 out, sizeof out);
-        printf("  %s: sqlite3 INSERT in %.2f s\n", dead[d].what, (double)num(out, "sq_ns") / NS);
+        printf("  %s: sqlite3 INSERT in %.2f s\n", dead[d].what, (double)dlt_out_num(out, "sq_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "sq_rc"), 0);
-        DLT_ASSERT_INT_EQ(num(out, "rows"), 1);
-        CU_ASSERT(num(out, "sq_ns") > 0 && num(out, "sq_ns") < 7LL * NS);
-        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
-        if (num(out, "sq_ns") >= 7LL * NS || num(out, "sq_rc") != 0) SHOW(out);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "sq_rc"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "rows"), 1);
+        CU_ASSERT(dlt_out_num(out, "sq_ns") > 0 && dlt_out_num(out, "sq_ns") < 7LL * NS);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, LOCAL_ONLY), 1);
+        if (dlt_out_num(out, "sq_ns") >= 7LL * NS || dlt_out_num(out, "sq_rc") != 0) dlt_out_show(out);
     }
 }
 
@@ -308,13 +288,13 @@ static void test_mapped_mutex_pays_once(void) {
                 "t0=$(now); P timeout 60 " DLPL_COUNTER " locks/counter 30; echo ctr_rc $?;"
                 " echo ctr_ns $(( $(now) - t0 )); echo value $(cat locks/counter)\n",
                 out, sizeof out);
-        printf("  %s: 30 mapped mutex locks in %.2f s\n", dead[d].what, (double)num(out, "ctr_ns") / NS);
+        printf("  %s: 30 mapped mutex locks in %.2f s\n", dead[d].what, (double)dlt_out_num(out, "ctr_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "ctr_rc"), 0);
-        DLT_ASSERT_INT_EQ(num(out, "value"), 30);
-        CU_ASSERT(num(out, "ctr_ns") > 0 && num(out, "ctr_ns") < 7LL * NS);
-        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
-        if (num(out, "ctr_ns") >= 7LL * NS) SHOW(out);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "ctr_rc"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "value"), 30);
+        CU_ASSERT(dlt_out_num(out, "ctr_ns") > 0 && dlt_out_num(out, "ctr_ns") < 7LL * NS);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, LOCAL_ONLY), 1);
+        if (dlt_out_num(out, "ctr_ns") >= 7LL * NS) dlt_out_show(out);
     }
 }
 
@@ -335,14 +315,15 @@ static void test_mapped_mutex_timedlock(void) {
                 "t0=$(now); H; echo open_ns $(( $(now) - t0 ))\n"
                 "DLOCK_ON_ERROR=closed H | sed 's/^try_/closed_/'\n",
                 out, sizeof out);
-        printf("  %s: a 1 s timedlock of a mapped mutex in %.2f s\n", dead[d].what, (double)num(out, "open_ns") / NS);
+        printf("  %s: a 1 s timedlock of a mapped mutex in %.2f s\n", dead[d].what,
+               (double)dlt_out_num(out, "open_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_ERR(num(out, "try_lock"), 0);
-        DLT_ASSERT_INT_EQ(num(out, "try_unlock"), 0);
-        CU_ASSERT(num(out, "open_ns") >= NS - NS / 10 && num(out, "open_ns") < 3LL * NS);
-        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
-        DLT_ASSERT_ERR(num(out, "closed_lock"), ETIMEDOUT);
-        if (num(out, "try_lock") != 0 || num(out, "closed_lock") != ETIMEDOUT) SHOW(out);
+        DLT_ASSERT_ERR(dlt_out_num(out, "try_lock"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "try_unlock"), 0);
+        CU_ASSERT(dlt_out_num(out, "open_ns") >= NS - NS / 10 && dlt_out_num(out, "open_ns") < 3LL * NS);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, LOCAL_ONLY), 1);
+        DLT_ASSERT_ERR(dlt_out_num(out, "closed_lock"), ETIMEDOUT);
+        if (dlt_out_num(out, "try_lock") != 0 || dlt_out_num(out, "closed_lock") != ETIMEDOUT) dlt_out_show(out);
     }
 }
 
@@ -390,15 +371,15 @@ static void test_server_return_noticed(void) {
         }
         rc = sh_end(p, out, sizeof out);
         printf("  %s: %lld locks in the first 7 s; cluster-wide again %.2f s after the server came back\n",
-               dead[d].what, num(out, "early"), seen);
+               dead[d].what, dlt_out_num(out, "early"), seen);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "py_rc"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "py_rc"), 0);
         /* one bound (4 s) paid, then ~0.35 s a lock: not one lock per bound */
-        CU_ASSERT(num(out, "early") >= 4);
+        CU_ASSERT(dlt_out_num(out, "early") >= 4);
         CU_ASSERT(seen >= 0 && seen < 4.0);
-        DLT_ASSERT_INT_EQ(count(out, LOCAL_ONLY), 1);
-        DLT_ASSERT_INT_EQ(count(out, "cluster-wide again"), 1);
-        if (seen < 0 || num(out, "early") < 4) SHOW(out);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, LOCAL_ONLY), 1);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, "cluster-wide again"), 1);
+        if (seen < 0 || dlt_out_num(out, "early") < 4) dlt_out_show(out);
         if (d == 0) CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
     }
 }
@@ -452,11 +433,11 @@ static void test_unlock_after_outage(void) {
             if (f) fclose(f);
         }
         rc = sh_end(p, out + n, sizeof out - n);
-        printf("  %s: unlock after the outage: %lld ms\n", dead[d].what, num(out, "unlock_ms"));
+        printf("  %s: unlock after the outage: %lld ms\n", dead[d].what, dlt_out_num(out, "unlock_ms"));
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "py_rc"), 0);
-        CU_ASSERT(num(out, "unlock_ms") >= 0 && num(out, "unlock_ms") < 1500);
-        if (num(out, "unlock_ms") < 0 || num(out, "unlock_ms") >= 1500) SHOW(out);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "py_rc"), 0);
+        CU_ASSERT(dlt_out_num(out, "unlock_ms") >= 0 && dlt_out_num(out, "unlock_ms") < 1500);
+        if (dlt_out_num(out, "unlock_ms") < 0 || dlt_out_num(out, "unlock_ms") >= 1500) dlt_out_show(out);
     }
 }
 
@@ -638,18 +619,18 @@ static void test_exec_n_at_once(void) {
                  "t0=$(now); " DLOCK_CLI " --url \"$DLOCK_URL\" exec -w 1 fo/exec echo RAN; echo w_rc $?;"
                  " echo w_ns $(( $(now) - t0 ))\n");
         rc = sh(dead[d].url, script, out, sizeof out);
-        printf("  %s: exec -n %.2f s, -w 1 %.2f s\n", dead[d].what, (double)num(out, "n_ns") / NS,
-               (double)num(out, "w_ns") / NS);
+        printf("  %s: exec -n %.2f s, -w 1 %.2f s\n", dead[d].what, (double)dlt_out_num(out, "n_ns") / NS,
+               (double)dlt_out_num(out, "w_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "n_rc"), 69);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "n_rc"), 69);
         /* down: at once.  hole: the request went out, so it may have been
          * granted: the renewal thread releases it (an orphan), and exit
          * waits for that round trip, a command timeout (2 s) at most */
-        CU_ASSERT(num(out, "n_ns") >= 0 && num(out, "n_ns") < (d == 0 ? 2 : 3) * NS);
-        CU_ASSERT(num(out, "w_rc") == 69 || num(out, "w_rc") == 1);
-        CU_ASSERT(num(out, "w_ns") >= 0 && num(out, "w_ns") < (d == 0 ? 2500LL : 3500LL) * 1000 * 1000);
+        CU_ASSERT(dlt_out_num(out, "n_ns") >= 0 && dlt_out_num(out, "n_ns") < (d == 0 ? 2 : 3) * NS);
+        CU_ASSERT(dlt_out_num(out, "w_rc") == 69 || dlt_out_num(out, "w_rc") == 1);
+        CU_ASSERT(dlt_out_num(out, "w_ns") >= 0 && dlt_out_num(out, "w_ns") < (d == 0 ? 2500LL : 3500LL) * 1000 * 1000);
         CU_ASSERT(strstr(out, "RAN") == NULL);
-        if (num(out, "n_ns") >= (d == 0 ? 2 : 3) * NS) SHOW(out);
+        if (dlt_out_num(out, "n_ns") >= (d == 0 ? 2 : 3) * NS) dlt_out_show(out);
     }
 }
 

@@ -35,14 +35,24 @@ static void check_error_text(const char *what, int port, const char *secret) {
     if (secret != NULL) CU_ASSERT_PTR_NULL(strstr(e, secret));
 }
 
+/* One call of m, timed and said: a lock (in_ms < 0), a trylock (0) or a
+ * timedlock with its deadline in_ms from now.  Its answer; *dt the
+ * seconds it took. */
+static int timed_call(dlock_mutex_t *m, int in_ms, const char *label, double *dt) {
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, in_ms > 0 ? (unsigned)in_ms : 0);
+    double t0 = dlt_now();
+    int rc = in_ms < 0 ? dlock_mutex_lock(m) : in_ms == 0 ? dlock_mutex_trylock(m) : dlock_mutex_timedlock(m, &ts);
+    *dt = dlt_now() - t0;
+    printf("  %s: %s after %.3f s\n", label, dlock_err_name(rc), *dt);
+    return rc;
+}
+
 /* ------------------------------------- unreachable: ENOLCK, bounded */
 
 static void test_unreachable_short_bound(void) {
     dlock_client_t *cl = NULL;
     dlock_mutex_t m;
-    struct timespec ts;
-    double t0, dt;
-    int rc;
+    double dt;
 
     DLT_ASSERT_ERR(dlt_client_make(&cl, dlt_server.url, 1000), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(cl);
@@ -54,29 +64,16 @@ static void test_unreachable_short_bound(void) {
 
     DLT_ASSERT_INT_EQ(dlt_redis_stop(&dlt_server), 0);
 
-    t0 = dlt_now();
-    rc = dlock_mutex_lock(&m);
-    dt = dlt_now() - t0;
-    printf("  lock: %s after %.3f s (bound 1 s)\n", dlock_err_name(rc), dt);
-    DLT_ASSERT_ERR(rc, ENOLCK);
+    DLT_ASSERT_ERR(timed_call(&m, -1, "lock (bound 1 s)", &dt), ENOLCK);
     CU_ASSERT_TRUE(dt < 2.5);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     check_error_text("lock", dlt_server.port, NULL);
 
-    t0 = dlt_now();
-    rc = dlock_mutex_trylock(&m);
-    dt = dlt_now() - t0;
-    printf("  trylock: %s after %.3f s\n", dlock_err_name(rc), dt);
-    DLT_ASSERT_ERR(rc, ENOLCK);
+    DLT_ASSERT_ERR(timed_call(&m, 0, "trylock", &dt), ENOLCK);
     CU_ASSERT_TRUE(dt < 2.5);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
 
-    t0 = dlt_now();
-    ts = dlt_abs_in(CLOCK_REALTIME, 10000);
-    rc = dlock_mutex_timedlock(&m, &ts);
-    dt = dlt_now() - t0;
-    printf("  timedlock (deadline in 10 s): %s after %.3f s\n", dlock_err_name(rc), dt);
-    DLT_ASSERT_ERR(rc, ENOLCK);
+    DLT_ASSERT_ERR(timed_call(&m, 10000, "timedlock (deadline in 10 s)", &dt), ENOLCK);
     CU_ASSERT_TRUE(dt < 2.5);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
 
@@ -98,8 +95,7 @@ static void test_unreachable_short_bound(void) {
 static void test_unreachable_default_bound(void) {
     dlock_mutex_t m;
     struct timespec ts;
-    double t0, dt;
-    int rc;
+    double dt;
 
     /* The default client (DLOCK_URL), default bound 5 s. */
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "fail/default", NULL), 0);
@@ -108,22 +104,13 @@ static void test_unreachable_default_bound(void) {
 
     DLT_ASSERT_INT_EQ(dlt_redis_stop(&dlt_server), 0);
 
-    t0 = dlt_now();
-    rc = dlock_mutex_lock(&m);
-    dt = dlt_now() - t0;
-    printf("  lock: %s after %.3f s (bound 5 s)\n", dlock_err_name(rc), dt);
-    DLT_ASSERT_ERR(rc, ENOLCK);
+    DLT_ASSERT_ERR(timed_call(&m, -1, "lock (bound 5 s)", &dt), ENOLCK);
     CU_ASSERT_TRUE(dt < 7.0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
     check_error_text("lock", dlt_server.port, NULL);
 
     /* A deadline sooner than the bound wins: ETIMEDOUT by the deadline. */
-    t0 = dlt_now();
-    ts = dlt_abs_in(CLOCK_REALTIME, 500);
-    rc = dlock_mutex_timedlock(&m, &ts);
-    dt = dlt_now() - t0;
-    printf("  timedlock (deadline in 0.5 s): %s after %.3f s\n", dlock_err_name(rc), dt);
-    DLT_ASSERT_ERR(rc, ETIMEDOUT);
+    DLT_ASSERT_ERR(timed_call(&m, 500, "timedlock (deadline in 0.5 s)", &dt), ETIMEDOUT);
     CU_ASSERT_TRUE(dt >= 0.45);
     CU_ASSERT_TRUE(dt < 0.5 + 0.3);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
@@ -148,7 +135,7 @@ static void test_password_never_in_errors(void) {
     dlock_client_t *good = NULL, *user = NULL, *bad = NULL;
     dlock_mutex_t mg, mu, mb;
     char url[256];
-    double t0, dt;
+    double dt;
     int rc;
 
     memset(&srv, 0, sizeof srv);
@@ -176,11 +163,7 @@ static void test_password_never_in_errors(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&mu), 0);
 
     /* A wrong password: a clear ENOLCK that shows no password. */
-    t0 = dlt_now();
-    rc = dlock_mutex_lock(&mb);
-    dt = dlt_now() - t0;
-    printf("  wrong password: %s after %.3f s\n", dlock_err_name(rc), dt);
-    DLT_ASSERT_ERR(rc, ENOLCK);
+    DLT_ASSERT_ERR(timed_call(&mb, -1, "wrong password", &dt), ENOLCK);
     CU_ASSERT_TRUE(dt < 7.0);
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&mb), 0);
     check_error_text("wrong password", srv.port, WRONG);
@@ -194,10 +177,7 @@ static void test_password_never_in_errors(void) {
 
     /* The server goes away: errors name it, never the password. */
     DLT_ASSERT_INT_EQ(dlt_redis_stop(&srv), 0);
-    t0 = dlt_now();
-    rc = dlock_mutex_lock(&mg);
-    dt = dlt_now() - t0;
-    DLT_ASSERT_ERR(rc, ENOLCK);
+    DLT_ASSERT_ERR(timed_call(&mg, -1, "stopped", &dt), ENOLCK);
     CU_ASSERT_TRUE(dt < 2.5);
     check_error_text("stopped, lock", srv.port, SECRET);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&mg), ENOLCK);

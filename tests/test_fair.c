@@ -398,6 +398,22 @@ static long long fw_exists(const char *name, const char *suffix) {
     return dlt_reply_int(dlt_redis_cmd(&dlt_server, "EXISTS %b", k, n));
 }
 
+/* A run's end: every worker ran to its end with status 0, the queue of
+ * name is gone, and the run is freed. */
+static void fw_end(fw_run *r, const char *name) {
+    DLT_ASSERT_INT_EQ(fw_finish(r), 0);
+    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
+    fw_free(r);
+}
+
+/* Worker i's call returned within ms, with want: 1, else 0. */
+static int fw_got(fw_run *r, int i, int want, int ms) {
+    int ok = dlt_flag_wait(&fw_w(r, i)->got, 1, ms);
+    CU_ASSERT_TRUE(ok);
+    DLT_ASSERT_ERR(fw_w(r, i)->rc, want);
+    return ok;
+}
+
 /* How many clients of the suite's server are blocked in BLPOP (a queued
  * waiter on its grant list): CLIENT LIST's lines with flags b and cmd
  * blpop.  -1 if the server does not answer. */
@@ -560,6 +576,12 @@ static void fw_assert_order(fw_run *r, const int *want, int n) {
     CU_ASSERT_TRUE(same);
     DLT_ASSERT_INT_EQ(dlt_flag_get(&r->b->violations), 0);
 }
+/* fw_assert_order with the workers listed. */
+#define FW_ORDER(r, ...)                                                    \
+    do {                                                                    \
+        int want_[] = { __VA_ARGS__ };                                      \
+        fw_assert_order((r), want_, (int)(sizeof want_ / sizeof want_[0])); \
+    } while (0)
 
 /* Waits (bounded) for the done flag of every waiter idx[]: 1, or 0. */
 static int fw_wait_done(fw_run *r, const int *idx, int n, int timeout_ms) {
@@ -1058,21 +1080,14 @@ static void dead_waiter_round(const char *name, int late) {
         }
         /* W acquires (a dead waiter delays it by about its lease, the 2 s
          * of a grant, and W's own re-ask interval: 10 s is generous). */
-        ok = dlt_flag_wait(&fw_w(&r, w)->got, 1, 10000);
-        CU_ASSERT_TRUE(ok);
-        DLT_ASSERT_ERR(fw_w(&r, w)->rc, 0);
+        ok = fw_got(&r, w, 0, 10000);
         DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[d]), 0);
         dlt_flag_set(&fw_w(&r, w)->release, 1);
         CU_ASSERT_TRUE(fw_wait_done(&r, &w, 1, FW_BOUND_MS));
-        {
-            int want[] = { h, w };
-            fw_assert_order(&r, want, 2);
-        }
+        FW_ORDER(&r, h, w);
         CU_ASSERT_TRUE(fw_w(&r, w)->fence > fw_w(&r, h)->fence);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 static void test_dead_waiter_released_at_once(void) {
@@ -1143,9 +1158,7 @@ static void test_unqueued_waiter_joins_at_refresh(void) {
         fw_assert_queue(&r, ba, 2);
         fw_release_in_order(&r, h, b, a);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 /* A queued waiter whose entry no longer says what it asks (here its
@@ -1182,9 +1195,7 @@ static void test_changed_entry_rewritten_in_place(void) {
         fw_assert_queue(&r, q, 2);
         fw_release_in_order(&r, h, a, b);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 /* Nobody releases: the holder (lease 1000 ms) and the queue's head D
@@ -1209,19 +1220,12 @@ static void test_dead_holder_and_dead_head(void) {
     if (ok) {
         DLT_ASSERT_INT_EQ(fw_kill(&r, d), 128 + SIGKILL);
         DLT_ASSERT_INT_EQ(fw_kill(&r, h), 128 + SIGKILL);
-        ok = dlt_flag_wait(&fw_w(&r, w)->got, 1, 10000);
-        CU_ASSERT_TRUE(ok);
-        DLT_ASSERT_ERR(fw_w(&r, w)->rc, 0);
+        ok = fw_got(&r, w, 0, 10000);
         DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[d]), 0);
         CU_ASSERT_TRUE(fw_wait_done(&r, &w, 1, FW_BOUND_MS));
-        {
-            int want[] = { h, w };
-            fw_assert_order(&r, want, 2);
-        }
+        FW_ORDER(&r, h, w);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 /* The dead waiter is the head and the lock is handed to it for certain:
@@ -1254,19 +1258,12 @@ static void test_dead_waiter_after_grant(void) {
             CU_ASSERT_TRUE(pttl > 0 && pttl <= 2000); /* a grant, not a 30 s lease */
         }
         DLT_ASSERT_INT_EQ(fw_kill(&r, d), 128 + SIGKILL);
-        ok = dlt_flag_wait(&fw_w(&r, w)->got, 1, 10000);
-        CU_ASSERT_TRUE(ok);
-        DLT_ASSERT_ERR(fw_w(&r, w)->rc, 0);
+        ok = fw_got(&r, w, 0, 10000);
         DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[d]), 0);
         CU_ASSERT_TRUE(fw_wait_done(&r, &w, 1, FW_BOUND_MS));
-        {
-            int want[] = { h, w };
-            fw_assert_order(&r, want, 2);
-        }
+        FW_ORDER(&r, h, w);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 /* ========================================================================
@@ -1319,14 +1316,9 @@ static void test_timedout_waiter_withdraws(void) {
         DLT_ASSERT_INT_EQ(dlt_flag_get(&r.b->seq), 1); /* nobody else got it */
         dlt_flag_set(&fw_w(&r, h)->release, 1);
         CU_ASSERT_TRUE(fw_wait_done(&r, q, 3, 30000));
-        {
-            int want[] = { h, f1, f3, f4 };
-            fw_assert_order(&r, want, 4);
-        }
+        FW_ORDER(&r, h, f1, f3, f4);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 /* A timed waiter at the head is handed the lock while it cannot run
@@ -1377,18 +1369,11 @@ static void test_timedout_after_grant_passes_on(void) {
         CU_ASSERT_TRUE(fw_owner_leaves(name, r.tok[t], 10000, owner, sizeof owner));
         DLT_ASSERT_INT_EQ(fw_zhas(name, FW_Q, r.tok[t]), 0);
         DLT_ASSERT_INT_EQ(fw_zhas(name, ":writers", r.tok[t]), 0);
-        ok = dlt_flag_wait(&fw_w(&r, f)->got, 1, 10000);
-        CU_ASSERT_TRUE(ok);
-        DLT_ASSERT_ERR(fw_w(&r, f)->rc, 0);
+        ok = fw_got(&r, f, 0, 10000);
         CU_ASSERT_TRUE(fw_wait_done(&r, &f, 1, FW_BOUND_MS));
-        {
-            int want[] = { h, f };
-            fw_assert_order(&r, want, 2);
-        }
+        FW_ORDER(&r, h, f);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 /* ========================================================================
@@ -1485,9 +1470,7 @@ static void test_no_barging_free_lock(void) {
         CU_ASSERT_TRUE(fw_wait_done(&r, &rd_after, 1, FW_BOUND_MS));
     }
     fw_signal(&r, w, SIGCONT);
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 /* A holder holds; fair F1, F2, F3 queue; then a non-fair lock() N starts
@@ -1524,9 +1507,7 @@ static void test_nonfair_waits_behind_queue(void) {
         fw_assert_order(&r, want, 5);
         DLT_ASSERT_ERR(fw_w(&r, n)->rc, 0);
     }
-    DLT_ASSERT_INT_EQ(fw_finish(&r), 0);
-    DLT_ASSERT_INT_EQ(fw_exists(name, FW_Q), 0);
-    fw_free(&r);
+    fw_end(&r, name);
 }
 
 /* ========================================================================
@@ -1576,9 +1557,7 @@ static void test_robust_fair_holder_killed(void) {
         int q[] = { w1, w2 };
         int want[] = { h, w1, w2 };
         DLT_ASSERT_INT_EQ(fw_kill(&r, h), 128 + SIGKILL);
-        ok = dlt_flag_wait(&fw_w(&r, w1)->got, 1, 10000);
-        CU_ASSERT_TRUE(ok);
-        DLT_ASSERT_ERR(fw_w(&r, w1)->rc, EOWNERDEAD);
+        ok = fw_got(&r, w1, EOWNERDEAD, 10000);
         CU_ASSERT_TRUE(fw_wait_done(&r, q, 2, 10000));
         DLT_ASSERT_ERR(fw_w(&r, w1)->cons_rc, 0);
         DLT_ASSERT_ERR(fw_w(&r, w1)->unlock_rc, 0);

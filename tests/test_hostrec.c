@@ -287,12 +287,6 @@ static int sh_run(const char *url, const char *script, char *out, size_t cap) {
     return dlt_sh_scenario(pdir, prelude, script, out, cap);
 }
 
-static int count(const char *out, const char *what) {
-    int n = 0;
-    for (const char *p = out; (p = strstr(p, what)) != NULL; p += strlen(what)) n++;
-    return n;
-}
-
 static long long num(const char *out, const char *key) {
     const char *p = strstr(out, key);
     return p != NULL ? strtoll(p + strlen(key), NULL, 10) : -1;
@@ -332,9 +326,9 @@ static void test_flock_loop_one_notice(void) {
     CU_ASSERT(strstr(out, "FAILED") == NULL);
     CU_ASSERT(num(out, "loop_ns ") > 0 && num(out, "loop_ns ") < 7 * NS);
     /* one notice on the loop's stderr; the verbose ones are counted apart */
-    DLT_ASSERT_INT_EQ(count(out, "no cluster-wide lock"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "no cluster-wide lock"), 1);
     DLT_ASSERT_INT_EQ(num(out, "verbose_notices "), 3);
-    if (count(out, "no cluster-wide lock") != 1) fprintf(stderr, "---- output ----\n%s----\n", out);
+    if (dlt_out_count(out, "no cluster-wide lock") != 1) dlt_out_show(out);
 }
 
 /* The server comes back: the next flock that is the host's probe takes
@@ -346,7 +340,7 @@ static void test_flock_return_told_once(void) {
     CU_ASSERT_FATAL(dead_setup() == 0);
     rc = sh_run(dead_url, "P " FLOCK " -w 2 locks/a true; P " FLOCK " -w 2 locks/a true\n", out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(count(out, "no cluster-wide lock"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "no cluster-wide lock"), 1);
     CU_ASSERT_FATAL(dlt_redis_restart(&dead_srv) == 0);
     snprintf(script, sizeof script,
              "t0=$(now); i=0; while [ $i -lt 30 ]; do P " FLOCK " -w 2 locks/a true 2>>err.txt;"
@@ -357,7 +351,7 @@ static void test_flock_return_told_once(void) {
     rc = sh_run(dead_url, script, out, sizeof out);
     printf("  the return told after %.2f s\n", (double)num(out, "back_ns ") / NS);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(count(out, "answers again"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "answers again"), 1);
     CU_ASSERT(num(out, "back_ns ") > 0 && num(out, "back_ns ") < 2 * NS);
     CU_ASSERT_FATAL(dlt_redis_stop(&dead_srv) == 0);
 }
@@ -384,7 +378,7 @@ static void test_flock_untold_return_told(void) {
     dlock__conf_free(&n.conf);
     rc = sh_run(url, "P " FLOCK " -w 2 locks/u true; P " FLOCK " -w 2 locks/u true\n", out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(count(out, "answers again"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "answers again"), 1);
     unlink(path);
 }
 
@@ -410,7 +404,7 @@ static void test_flock_silent_server(void) {
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT(num(out, "first_ns ") >= 19 * NS / 10);
     CU_ASSERT(num(out, "next_ns ") > 0 && num(out, "next_ns ") < 2 * NS);
-    DLT_ASSERT_INT_EQ(count(out, "no cluster-wide lock"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "no cluster-wide lock"), 1);
     dlt_proxy_stop(hole);
 }
 

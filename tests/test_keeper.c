@@ -79,16 +79,6 @@ static int sh(const char *script, char *out, size_t cap) {
     return st;
 }
 
-static long long num(const char *out, const char *key) {
-    char pat[64];
-    const char *p;
-    snprintf(pat, sizeof pat, "%s ", key);
-    if ((p = strstr(out, pat)) == NULL) return -1;
-    return strtoll(p + strlen(pat), NULL, 10);
-}
-
-#define SHOW(out) fprintf(stderr, "---- output ----\n%s----\n", out)
-
 /* ------------------------------------------------ point 4: lost lease */
 
 /* The lease ends (the server's key is deleted): with DLOCK_ON_LOST=abort
@@ -109,11 +99,11 @@ static void test_lost_lease_abort_stops_program_only(void) {
              dlt_server.port);
     rc = sh(script, out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "script_alive"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "prog_rc"), 128 + SIGABRT);
-    DLT_ASSERT_INT_EQ(num(out, "child_gone"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "script_alive"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "prog_rc"), 128 + SIGABRT);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "child_gone"), 1);
     CU_ASSERT(strstr(out, "DLOCK_ON_LOST=abort") != NULL);
-    if (rc != 0 || num(out, "child_gone") != 1) SHOW(out);
+    if (rc != 0 || dlt_out_num(out, "child_gone") != 1) dlt_out_show(out);
 }
 
 /* The shell idiom: flock(1) takes the lock on the subshell's descriptor 9
@@ -132,10 +122,10 @@ static void test_lost_lease_abort_program_gone(void) {
              dlt_server.port);
     rc = sh(script, out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "script_alive"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "sub_rc"), 128 + SIGABRT);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "script_alive"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "sub_rc"), 128 + SIGABRT);
     CU_ASSERT(strstr(out, "NOT_REACHED") == NULL);
-    if (rc != 0 || num(out, "sub_rc") != 128 + SIGABRT) SHOW(out);
+    if (rc != 0 || dlt_out_num(out, "sub_rc") != 128 + SIGABRT) dlt_out_show(out);
 }
 
 /* --------------------------------------------- point 8: killed keeper */
@@ -165,15 +155,15 @@ static void test_killed_keeper_warns_and_status_names_program(void) {
              DLOCK_CLI);
     rc = sh(script, out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    CU_ASSERT(num(out, "keeper") > 0);
-    DLT_ASSERT_INT_EQ(num(out, "status_names_program"), 1);
-    CU_ASSERT(num(out, "status_names_keeper") == -1);
-    warned = num(out, "warned_ns");
+    CU_ASSERT(dlt_out_num(out, "keeper") > 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "status_names_program"), 1);
+    CU_ASSERT(dlt_out_num(out, "status_names_keeper") == -1);
+    warned = dlt_out_num(out, "warned_ns");
     CU_ASSERT(warned > 0 && warned < 2500LL * 1000 * 1000);
     CU_ASSERT(strstr(out, "DLOCK_ON_LOST=warn") != NULL);
-    DLT_ASSERT_INT_EQ(num(out, "prog_alive"), 1);
-    if (rc != 0 || num(out, "status_names_program") != 1 || !(warned > 0 && warned < 2500LL * 1000 * 1000))
-        SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "prog_alive"), 1);
+    if (rc != 0 || dlt_out_num(out, "status_names_program") != 1 || !(warned > 0 && warned < 2500LL * 1000 * 1000))
+        dlt_out_show(out);
 }
 
 /* The same with DLOCK_ON_LOST=abort: the program and its job die, the
@@ -190,11 +180,12 @@ static void test_killed_keeper_abort(void) {
                 "echo script_alive 1\n",
                 out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "script_alive"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "prog_rc"), 128 + SIGABRT);
-    CU_ASSERT(num(out, "died_ns") > 0 && num(out, "died_ns") < 5000LL * 1000 * 1000);
-    DLT_ASSERT_INT_EQ(num(out, "child_gone"), 1);
-    if (rc != 0 || num(out, "prog_rc") != 128 + SIGABRT || num(out, "child_gone") != 1) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "script_alive"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "prog_rc"), 128 + SIGABRT);
+    CU_ASSERT(dlt_out_num(out, "died_ns") > 0 && dlt_out_num(out, "died_ns") < 5000LL * 1000 * 1000);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "child_gone"), 1);
+    if (rc != 0 || dlt_out_num(out, "prog_rc") != 128 + SIGABRT || dlt_out_num(out, "child_gone") != 1)
+        dlt_out_show(out);
 }
 
 static const struct dlt_test tests[] = {

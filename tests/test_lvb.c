@@ -242,11 +242,9 @@ static void test_cli(void) {
 static void test_cluster(void) {
     dlt_cluster cl;
     char url[600];
-    dlock_client_t *c = NULL;
     memset(&cl, 0, sizeof cl);
     CU_ASSERT_EQUAL_FATAL(dlt_cluster_start(&cl, 3, 0, 0, NULL), 0);
-    DLT_ASSERT_ERR(dlt_cluster_client(&cl, url, sizeof url, &c), 0);
-    dlock_client_destroy(c);
+    dlt_cluster_url(&cl, url, sizeof url, "0", NULL);
     lv_cycle(url, "lv/cl");
     dlt_cluster_cleanup(&cl);
 }

@@ -70,27 +70,6 @@ static int sh(const char *script, char *out, size_t cap, int err_too) {
     return dlt_pclose_read(p, out, cap);
 }
 
-/* The number after "key " in out (nanoseconds etc.), or -1. */
-static long long num(const char *out, const char *key) {
-    char pat[64];
-    const char *p;
-    snprintf(pat, sizeof pat, "%s ", key);
-    if ((p = strstr(out, pat)) == NULL) return -1;
-    return strtoll(p + strlen(pat), NULL, 10);
-}
-
-static int count(const char *out, const char *what) {
-    int n = 0;
-    const char *p = out;
-    while ((p = strstr(p, what)) != NULL) {
-        n++;
-        p += strlen(what);
-    }
-    return n;
-}
-
-#define SHOW(out) fprintf(stderr, "---- output ----\n%s----\n", out)
-
 /* ------------------------------------------------------------- flock(1) */
 
 static void test_flock_x_excludes_hosts(void) {
@@ -104,15 +83,15 @@ static void test_flock_x_excludes_hosts(void) {
                 "wait\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    a_out = num(out, "A_out");
-    b_in = num(out, "B_in");
-    b_start = num(out, "B_start");
-    DLT_ASSERT_INT_EQ(num(out, "B_rc"), 0);
+    a_out = dlt_out_num(out, "A_out");
+    b_in = dlt_out_num(out, "B_in");
+    b_start = dlt_out_num(out, "B_start");
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "B_rc"), 0);
     CU_ASSERT(a_out > 0 && b_in > 0 && b_start > 0);
     /* B ran only after A was done, though it asked while A ran. */
     CU_ASSERT(b_in >= a_out);
     CU_ASSERT(b_in - b_start >= 800LL * 1000 * 1000);
-    if (!(b_in >= a_out)) SHOW(out);
+    if (!(b_in >= a_out)) dlt_out_show(out);
 }
 
 static void test_flock_s_shares_x_waits(void) {
@@ -126,10 +105,10 @@ static void test_flock_s_shares_x_waits(void) {
                 "B " FLOCK " -x -n B/locks/job.lock true; echo excl_after $?\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "shared_nb"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "excl_nb"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "excl_E"), 42);
-    DLT_ASSERT_INT_EQ(num(out, "excl_after"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "shared_nb"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "excl_nb"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "excl_E"), 42);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "excl_after"), 0);
 }
 
 static void test_flock_x_blocks_s(void) {
@@ -142,9 +121,9 @@ static void test_flock_x_blocks_s(void) {
                 "wait\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "shared_nb"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "s_rc"), 0);
-    CU_ASSERT(num(out, "s_end") - num(out, "s_start") >= 500LL * 1000 * 1000);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "shared_nb"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "s_rc"), 0);
+    CU_ASSERT(dlt_out_num(out, "s_end") - dlt_out_num(out, "s_start") >= 500LL * 1000 * 1000);
 }
 
 static void test_flock_w_times_out(void) {
@@ -157,12 +136,12 @@ static void test_flock_w_times_out(void) {
                 "wait\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "w_rc"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "w2_rc"), 7);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "w_rc"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "w2_rc"), 7);
     CU_ASSERT(strstr(out, "RAN") == NULL);
-    waited = num(out, "w_ns");
+    waited = dlt_out_num(out, "w_ns");
     CU_ASSERT(waited >= 900LL * 1000 * 1000 && waited < 3000LL * 1000 * 1000);
-    if (!(waited >= 900LL * 1000 * 1000 && waited < 3000LL * 1000 * 1000)) SHOW(out);
+    if (!(waited >= 900LL * 1000 * 1000 && waited < 3000LL * 1000 * 1000)) dlt_out_show(out);
 }
 
 /* Nested shared locks: host A holds L shared, and its
@@ -195,22 +174,23 @@ static void test_flock_nested_shared_with_x_waiting(void) {
                 "wait\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    x_start = num(out, "x_start");
-    a_end = num(out, "a_end");
-    inner_in = num(out, "inner_in");
-    x_in = num(out, "X_in");
-    DLT_ASSERT_INT_EQ(num(out, "a_rc"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "inner_rc"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "s_nb"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "x_rc"), 0);
+    x_start = dlt_out_num(out, "x_start");
+    a_end = dlt_out_num(out, "a_end");
+    inner_in = dlt_out_num(out, "inner_in");
+    x_in = dlt_out_num(out, "X_in");
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "a_rc"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "inner_rc"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "s_nb"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "x_rc"), 0);
     CU_ASSERT(x_start > 0 && a_end > 0 && inner_in > 0 && x_in > 0);
     /* A is done within a few seconds (nominally 0.6 s after B asked)... */
     CU_ASSERT(a_end - x_start < 8000LL * 1000 * 1000);
     /* ...and B had its exclusive lock only after A's inner reader. */
     CU_ASSERT(x_in > inner_in);
-    DLT_ASSERT_INT_EQ(num(out, "rd_while_w_waits"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "ww"), 0);
-    if (num(out, "a_rc") != 0 || !(x_in > inner_in) || num(out, "rd_while_w_waits") != 0) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rd_while_w_waits"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "ww"), 0);
+    if (dlt_out_num(out, "a_rc") != 0 || !(x_in > inner_in) || dlt_out_num(out, "rd_while_w_waits") != 0)
+        dlt_out_show(out);
 }
 
 /* The shell idiom: the lock lives on descriptor 9 of the subshell, taken
@@ -225,9 +205,9 @@ static void test_flock_u_fd_idiom(void) {
                 "wait\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "while_held"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "after_u"), 0);
-    if (num(out, "after_u") != 0) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "while_held"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "after_u"), 0);
+    if (dlt_out_num(out, "after_u") != 0) dlt_out_show(out);
 }
 
 /* Without -o the command's background child inherits the descriptor and
@@ -242,9 +222,9 @@ static void test_flock_o_and_inheritance(void) {
                 "B " FLOCK " -n B/locks/job.lock true; echo later $?\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "with_o"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "without_o"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "later"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "with_o"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "without_o"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "later"), 0);
 }
 
 /* ------------------------------------------------------- fcntl, lockf */
@@ -278,20 +258,20 @@ static void test_fcntl_and_lockf(void) {
                 "B " DLPL_LOCK " getlk B/locks/rec.lock\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "w_nb"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "r_nb"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "tlock"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "test"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "w_nb"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "r_nb"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "tlock"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "test"), 1);
     CU_ASSERT(strstr(out, "F_WRLCK pid=-1") != NULL);
-    DLT_ASSERT_INT_EQ(num(out, "ww"), 0);
-    CU_ASSERT(num(out, "ww_ns") >= 500LL * 1000 * 1000);
-    DLT_ASSERT_INT_EQ(num(out, "rr"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "rw"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "ofd"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "before_close"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "after_close"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "ww"), 0);
+    CU_ASSERT(dlt_out_num(out, "ww_ns") >= 500LL * 1000 * 1000);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rr"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rw"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "ofd"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "before_close"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "after_close"), 0);
     CU_ASSERT(strstr(out, "F_UNLCK") != NULL);
-    if (num(out, "after_close") != 0 || strstr(out, "F_WRLCK pid=-1") == NULL) SHOW(out);
+    if (dlt_out_num(out, "after_close") != 0 || strstr(out, "F_WRLCK pid=-1") == NULL) dlt_out_show(out);
 }
 
 /* ------------------------------------------------------------- mutexes */
@@ -306,16 +286,16 @@ static void test_mapped_mutex_counts_exactly(void) {
                 "echo counter $(cat plain/counter)\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "rc1"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "rc2"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "counter"), 300);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rc1"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rc2"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "counter"), 300);
     /* It went through the server: the lock's fence key exists. */
     {
         redisReply *r = dlt_redis_cmd(&dlt_server, "EXISTS dlock:{test/counter}:fence");
         CU_ASSERT(r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
         if (r) freeReplyObject(r);
     }
-    if (num(out, "counter") != 300) SHOW(out);
+    if (dlt_out_num(out, "counter") != 300) dlt_out_show(out);
 }
 
 /* DLOCK_LOCK_DELAY_MS: a mapped mutex's holds carry the lock-delay (its
@@ -347,11 +327,11 @@ static void test_mapped_mutex_lock_delay(void) {
                 "wait $p; echo flock_seen $seen\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "seen"), 700);
-    DLT_ASSERT_INT_EQ(num(out, "bad_rc"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "flock_seen"), 900);
-    DLT_ASSERT_INT_EQ(num(out, "said"), 1);
-    if (num(out, "seen") != 700 || num(out, "said") != 1) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "seen"), 700);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "bad_rc"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "flock_seen"), 900);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "said"), 1);
+    if (dlt_out_num(out, "seen") != 700 || dlt_out_num(out, "said") != 1) dlt_out_show(out);
 }
 
 /* ------------------------------------------------------ unmapped locks */
@@ -371,10 +351,10 @@ static void test_unmapped_locks_stay_local(void) {
                 "P " DLPL_COUNTER " plain/counter 20; echo counter_rc $?\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "local_nb"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "local_after"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "fcntl"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "counter_rc"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "local_nb"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "local_after"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "fcntl"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "counter_rc"), 0);
     CU_ASSERT(strstr(out, "dlock:") == NULL); /* nothing to say */
     /* ...and nothing reached the server. */
     calls = dlt_redis_total_calls(&dlt_server) - dlt_redis_cmdstat(&dlt_server, "config|resetstat");
@@ -384,7 +364,7 @@ static void test_unmapped_locks_stay_local(void) {
         if (r && r->type == REDIS_REPLY_STRING) fprintf(stderr, "%s\n", r->str);
         if (r) freeReplyObject(r);
     }
-    if (strstr(out, "dlock:") != NULL) SHOW(out);
+    if (strstr(out, "dlock:") != NULL) dlt_out_show(out);
 }
 
 /* ------------------------------------------------- bad configurations */
@@ -408,11 +388,11 @@ static void test_bad_map_never_crashes(void) {
                  maps[i]);
         rc = sh(script, out, sizeof out, 1);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "flock"), 0);
-        DLT_ASSERT_INT_EQ(num(out, "counter"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "flock"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "counter"), 0);
         /* one clear line per program: flock, the true it runs, the counter */
-        DLT_ASSERT_INT_EQ(count(out, "dlock: "), 3);
-        if (count(out, "dlock: ") != 3) SHOW(out);
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, "dlock: "), 3);
+        if (dlt_out_count(out, "dlock: ") != 3) dlt_out_show(out);
     }
     /* A 100 KiB map, a bad URL, bad policies.  The URL is the
      * implementation's to read, at the first mapped lock: flock's (its
@@ -424,16 +404,16 @@ static void test_bad_map_never_crashes(void) {
             "DLOCK_ON_ERROR=closed DLOCK_MAP='bogus' LD_PRELOAD=\"$SO\" " FLOCK " -n plain/bad.lock true; echo closed $?\n",
             out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "long"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "url"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "long"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "url"), 0);
     /* an unknown DLOCK_ON_LOST is a bad configuration; closed refuses */
-    CU_ASSERT(num(out, "lost") == 0);
-    CU_ASSERT(num(out, "closed") > 0 && num(out, "closed") < 128);
+    CU_ASSERT(dlt_out_num(out, "lost") == 0);
+    CU_ASSERT(dlt_out_num(out, "closed") > 0 && dlt_out_num(out, "closed") < 128);
     CU_ASSERT(strstr(out, "No locks available") != NULL);
     CU_ASSERT(strstr(out, "DLOCK_URL: ") != NULL);
     /* 2 x (flock, true) + the bad URL's flock + the refused flock */
-    DLT_ASSERT_INT_EQ(count(out, "dlock: "), 6);
-    if (count(out, "dlock: ") != 6) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "dlock: "), 6);
+    if (dlt_out_count(out, "dlock: ") != 6) dlt_out_show(out);
 }
 
 /* A glob that fnmatch(3) would read otherwise than it says is refused at
@@ -462,31 +442,31 @@ static void test_misread_globs_refused(void) {
                  "LD_PRELOAD=\"$SO\" " FLOCK " -n A/locks/job.lock true; echo flock $?\n",
                  bad[i].map);
         rc = sh(script, out, sizeof out, 1);
-        if (rc != 0 || strstr(out, bad[i].why) == NULL || count(out, "dlock: ") != 2) SHOW(out);
+        if (rc != 0 || strstr(out, bad[i].why) == NULL || dlt_out_count(out, "dlock: ") != 2) dlt_out_show(out);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "flock"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "flock"), 0);
         CU_ASSERT_PTR_NOT_NULL(strstr(out, bad[i].why));
         CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_MAP rule 1: glob"));
-        DLT_ASSERT_INT_EQ(count(out, "dlock: "), 2); /* flock, and the true it runs */
+        DLT_ASSERT_INT_EQ(dlt_out_count(out, "dlock: "), 2); /* flock, and the true it runs */
     }
     DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*job.lock*"), 0);
     /* the same from a map file, its line named */
     rc = sh("printf '# jobs\\nfile:%s/A/locks/*.lock\\nfile:%s/A/**\\n' \"$PWD\" \"$PWD\" > misread.map\n"
             "DLOCK_MAP_FILE=\"$PWD/misread.map\" LD_PRELOAD=\"$SO\" " FLOCK " -n A/locks/job.lock true; echo flock $?\n",
             out, sizeof out, 1);
-    if (rc != 0 || strstr(out, "DLOCK_MAP_FILE rule 3: glob") == NULL) SHOW(out);
+    if (rc != 0 || strstr(out, "DLOCK_MAP_FILE rule 3: glob") == NULL) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "flock"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "flock"), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_MAP_FILE rule 3: glob"));
-    DLT_ASSERT_INT_EQ(count(out, "dlock: "), 2);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "dlock: "), 2);
     DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*job.lock*"), 0);
     rc = sh("export DLOCK_MAP=\"file:$PWD/A/[[:alpha:]]ocks/*.lock;file:$PWD/A/\\[x;sem:/j-**\"\n"
             "LD_PRELOAD=\"$SO\" " FLOCK " -n A/locks/job.lock true; echo flock $?\n",
             out, sizeof out, 1);
-    if (rc != 0 || count(out, "dlock: ") != 0) SHOW(out);
+    if (rc != 0 || dlt_out_count(out, "dlock: ") != 0) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "flock"), 0);
-    DLT_ASSERT_INT_EQ(count(out, "dlock: "), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "flock"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "dlock: "), 0);
 }
 
 /* The server cannot be reached: open runs on with the local lock (one
@@ -498,12 +478,12 @@ static void test_unreachable_server_policy(void) {
                 "DLOCK_ON_ERROR=closed A " FLOCK " -n A/locks/job.lock echo RAN_CLOSED; echo closed $?\n",
                 out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "open"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "open"), 0);
     CU_ASSERT(strstr(out, "RAN_OPEN") != NULL);
     CU_ASSERT(strstr(out, "RAN_CLOSED") == NULL);
-    CU_ASSERT(num(out, "closed") > 0);
+    CU_ASSERT(dlt_out_num(out, "closed") > 0);
     CU_ASSERT(strstr(out, "local lock only") != NULL);
-    if (strstr(out, "RAN_OPEN") == NULL) SHOW(out);
+    if (strstr(out, "RAN_OPEN") == NULL) dlt_out_show(out);
 }
 
 /* ------------------------------------------------ two network namespaces */
@@ -528,13 +508,13 @@ static void test_two_hosts_netns(void) {
              setup);
     rc = sh(script, out, sizeof out, 1);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "b_nb"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "b_w"), 1);
-    CU_ASSERT(num(out, "b_w_ns") >= 900LL * 1000 * 1000 && num(out, "b_w_ns") < 3000LL * 1000 * 1000);
-    DLT_ASSERT_INT_EQ(num(out, "b_rc"), 0);
-    CU_ASSERT(num(out, "B_in") >= num(out, "A_out") && num(out, "A_out") > 0);
-    DLT_ASSERT_INT_EQ(num(out, "evalsha"), 1);
-    if (rc != 0 || num(out, "B_in") < num(out, "A_out")) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "b_nb"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "b_w"), 1);
+    CU_ASSERT(dlt_out_num(out, "b_w_ns") >= 900LL * 1000 * 1000 && dlt_out_num(out, "b_w_ns") < 3000LL * 1000 * 1000);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "b_rc"), 0);
+    CU_ASSERT(dlt_out_num(out, "B_in") >= dlt_out_num(out, "A_out") && dlt_out_num(out, "A_out") > 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "evalsha"), 1);
+    if (rc != 0 || dlt_out_num(out, "B_in") < dlt_out_num(out, "A_out")) dlt_out_show(out);
     {
         char chk[128];
         snprintf(chk, sizeof chk, "ip netns list | grep -q dlpl%ld", (long)getpid());

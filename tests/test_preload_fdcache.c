@@ -36,27 +36,18 @@ static char dir[256];
  * "host"), with A() running a command under the library; stdout and
  * stderr go to out.  Returns sh's exit status. */
 static int sh(const char *script, char *out, size_t cap) {
-    char path[512], *cmd;
-    FILE *f, *p;
+    char prelude[2048];
     if (dir[0] == '\0') {
         snprintf(dir, sizeof dir, "%s/dlplf-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
         if (mkdtemp(dir) == NULL) return -1;
     }
-    snprintf(path, sizeof path, "%s/scenario.sh", dir);
-    if ((f = fopen(path, "w")) == NULL) return -1;
-    fprintf(f,
-            "cd '%s' || exit 99\n"
-            "mkdir -p A/locks A/plain B/locks && touch A/locks/m.lock A/plain/u.lock B/locks/m.lock || exit 98\n"
-            "A() { env LD_PRELOAD='%s' DLOCK_ROOT='%s/A' DLOCK_MAP='file:locks/*.lock' \"$@\"; }\n"
-            "F='%s'\n"
-            "%s\n",
-            dir, DLPL_SO, dir, DLPL_FDCACHE, script);
-    fclose(f);
-    if (asprintf(&cmd, "sh '%s' 2>&1", path) < 0) return -1;
-    p = popen(cmd, "r");
-    free(cmd);
-    if (p == NULL) return -1;
-    return dlt_pclose_read(p, out, cap);
+    snprintf(prelude, sizeof prelude,
+             "cd '%s' || exit 99\n"
+             "mkdir -p A/locks A/plain B/locks && touch A/locks/m.lock A/plain/u.lock B/locks/m.lock || exit 98\n"
+             "A() { env LD_PRELOAD='%s' DLOCK_ROOT='%s/A' DLOCK_MAP='file:locks/*.lock' \"$@\"; }\n"
+             "F='%s'\n",
+             dir, DLPL_SO, dir, DLPL_FDCACHE);
+    return dlt_sh_scenario(dir, prelude, script, out, cap);
 }
 
 /* The system calls an strace -f log shows between the program's two

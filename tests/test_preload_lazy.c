@@ -45,30 +45,9 @@ static void setup_dir(void) {
 /* Runs the prelude plus script in sh, stdout and stderr into out; sh's
  * exit status. */
 static int sh(const char *script, char *out, size_t cap) {
-    char path[512], *cmd;
-    FILE *f, *p;
     setup_dir();
-    snprintf(path, sizeof path, "%s/scenario.sh", dir);
-    if ((f = fopen(path, "w")) == NULL) return -1;
-    fprintf(f, "%s%s\n", prelude, script);
-    fclose(f);
-    if (asprintf(&cmd, "sh '%s' 2>&1", path) < 0) return -1;
-    p = popen(cmd, "r");
-    free(cmd);
-    return p == NULL ? -1 : dlt_pclose_read(p, out, cap);
+    return dlt_sh_scenario(dir, prelude, script, out, cap);
 }
-
-static int count(const char *out, const char *what) {
-    int n = 0;
-    const char *p = out;
-    while ((p = strstr(p, what)) != NULL) {
-        n++;
-        p += strlen(what);
-    }
-    return n;
-}
-
-#define SHOW(out) fprintf(stderr, "---- output ----\n%s----\n", out)
 
 /* The server's total_connections_received. */
 static long long connections(void) {
@@ -115,7 +94,7 @@ static void test_nothing_loaded_without_mapped_lock(void) {
         CU_ASSERT(strstr(out, "flock_tasks 1\n") != NULL);
         CU_ASSERT(strstr(out, "flock_rc 0\n") != NULL);
         CU_ASSERT(strstr(out, "dlock: ") == NULL);
-        if (strstr(out, "libdlock_preload_impl") != NULL || strstr(out, "flock_tasks 1\n") == NULL) SHOW(out);
+        if (strstr(out, "libdlock_preload_impl") != NULL || strstr(out, "flock_tasks 1\n") == NULL) dlt_out_show(out);
     }
     DLT_ASSERT_INT_EQ(connections(), before + 2 * step);
 }
@@ -190,14 +169,14 @@ static void test_silent_unless_asked(void) {
         CU_ASSERT(strstr(out, "sh 3\n") != NULL && strstr(out, "flock 0\n") != NULL);
         CU_ASSERT(strstr(out, "busy 1\n") != NULL && strstr(out, "counter 0 5\n") != NULL);
         CU_ASSERT(strstr(out, "dlock: ") == NULL);
-        if (strstr(out, "same\n") == NULL) SHOW(out);
+        if (strstr(out, "same\n") == NULL) dlt_out_show(out);
     }
     DLT_ASSERT_INT_EQ(sh("export DLOCK_VERBOSE=1 LD_PRELOAD=\"$SO\"\n"
                          "sh -c 'echo out'\n"
                          "\"$COUNTER\" plain/c 1\n",
                          out, sizeof out),
                       0);
-    DLT_ASSERT_INT_EQ(count(out, "dlock: "), 2);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "dlock: "), 2);
     CU_ASSERT(strstr(out, "neither DLOCK_MAP nor DLOCK_MAP_FILE is set") != NULL);
 }
 
@@ -222,9 +201,9 @@ static void test_implementation_missing(void) {
     CU_ASSERT(strstr(out, "No locks available") != NULL);
     /* one line per program that took a mapped lock: flock, the counter,
      * the refused flock */
-    DLT_ASSERT_INT_EQ(count(out, "cannot load libdlock_preload_impl.so"), 3);
-    DLT_ASSERT_INT_EQ(count(out, "dlock: "), 3);
-    if (count(out, "dlock: ") != 3) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "cannot load libdlock_preload_impl.so"), 3);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "dlock: "), 3);
+    if (dlt_out_count(out, "dlock: ") != 3) dlt_out_show(out);
 }
 
 /* The load under pressure: four threads make the program's first lock of
@@ -244,7 +223,7 @@ static void test_load_races_threads_fork_signals(void) {
         CU_ASSERT(strstr(out, "rc 0\n") != NULL);
         CU_ASSERT(strstr(out, "dlock: ") == NULL);
         if (strstr(out, "counter 100 forks 5") == NULL || strstr(out, "rc 0\n") == NULL) {
-            SHOW(out);
+            dlt_out_show(out);
             break;
         }
     }

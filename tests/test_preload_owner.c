@@ -78,8 +78,6 @@ static long long num(const char *out, const char *key, int n) {
     }
 }
 
-#define SHOW(out) fprintf(stderr, "---- output ----\n%s----\n", out)
-
 static void test_normal_mutex_unlocked_by_another_thread(void) {
     char out[8192];
     int rc = sh("P \"$H\" normal 4000 > h.out 2>&1 & hp=$!\n"
@@ -104,7 +102,7 @@ static void test_normal_mutex_unlocked_by_another_thread(void) {
     CU_ASSERT(strstr(out, "done") != NULL);
     CU_ASSERT(strstr(out, "lost the cluster lock") == NULL);
     DLT_ASSERT_INT_EQ(dlt_key_exists("test/handoff"), 0);
-    if (num(out, "try_lock", 0) != 0 || num(out, "C_lock", 0) != 0) SHOW(out);
+    if (num(out, "try_lock", 0) != 0 || num(out, "C_lock", 0) != 0) dlt_out_show(out);
 }
 
 static void test_errorcheck_mutex_keeps_eperm(void) {
@@ -126,7 +124,7 @@ static void test_errorcheck_mutex_keeps_eperm(void) {
     DLT_ASSERT_ERR(num(out, "try_lock", 0), 0);
     DLT_ASSERT_INT_EQ(num(out, "try_unlock", 0), 0);
     CU_ASSERT(strstr(out, "lost the cluster lock") == NULL);
-    if (num(out, "B_unlock", 0) != EPERM || num(out, "try_lock", 0) != 0) SHOW(out);
+    if (num(out, "B_unlock", 0) != EPERM || num(out, "try_lock", 0) != 0) dlt_out_show(out);
 }
 
 static const struct dlt_test tests[] = {

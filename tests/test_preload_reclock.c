@@ -141,17 +141,6 @@ static int has(const char *out, const char *line) {
     return 0;
 }
 
-/* The number after "key " in out, or -1. */
-static long long num(const char *out, const char *key) {
-    char pat[64];
-    const char *p;
-    snprintf(pat, sizeof pat, "\n%s ", key);
-    if (strncmp(out, pat + 1, strlen(pat + 1)) == 0) p = out - 1;
-    else if ((p = strstr(out, pat)) == NULL) return -1;
-    return strtoll(p + strlen(pat), NULL, 10);
-}
-
-#define SHOW(out) fprintf(stderr, "---- output ----\n%s----\n", out)
 /* Asserts the scenario's exit status 0 and each line of want (NULL-ended)
  * in its output; shows the output when one is missing. */
 static void check_lines(const char *out, int rc, const char *const want[]) {
@@ -166,7 +155,7 @@ static void check_lines(const char *out, int rc, const char *const want[]) {
         CU_assertImplementation(CU_FALSE, __LINE__, msg, __FILE__, __func__, CU_FALSE);
         bad = 1;
     }
-    if (bad || rc != 0) SHOW(out);
+    if (bad || rc != 0) dlt_out_show(out);
 }
 
 /* Runs script with the flag files cleared first, then check_lines. */
@@ -313,7 +302,7 @@ static void test_setlkw_eintr(void) {
                  "B rl B/locks/i.lock wait:A1 alarm:1 setw:b1:w:0:1 touch:B1 set:b2:w:0:1 &\n"
                  "t0=$(now); wait; echo ms $(( ($(now) - t0) / 1000000 ))\n",
                  want, out, sizeof out);
-    CU_ASSERT(num(out, "ms") >= 900 && num(out, "ms") < 10000);
+    CU_ASSERT(dlt_out_num(out, "ms") >= 900 && dlt_out_num(out, "ms") < 10000);
 }
 
 /* A POSIX record lock survives exec in the kernel, and on the server:
@@ -436,9 +425,9 @@ static void test_cache(void) {
                  "wait\n",
                  want, out, sizeof out);
     /* the first lock, and a renewal or two: not one per call (202 calls) */
-    CU_ASSERT(num(out, "evalsha") >= 1 && num(out, "evalsha") <= 5);
-    printf("  100 locks and unlocks alone on a file: %lld requests\n", num(out, "evalsha"));
-    if (num(out, "evalsha") < 1 || num(out, "evalsha") > 5) SHOW(out);
+    CU_ASSERT(dlt_out_num(out, "evalsha") >= 1 && dlt_out_num(out, "evalsha") <= 5);
+    printf("  100 locks and unlocks alone on a file: %lld requests\n", dlt_out_num(out, "evalsha"));
+    if (dlt_out_num(out, "evalsha") < 1 || dlt_out_num(out, "evalsha") > 5) dlt_out_show(out);
 }
 
 /* ------------------------------------------------ dlock status, list, break */
@@ -545,14 +534,14 @@ static void sqlite_pair(const char *mode, const char *url) {
                  mode, mode);
         rc = sh(script, out, sizeof out);
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(num(out, "rcA"), 0);
-        DLT_ASSERT_INT_EQ(num(out, "rcB"), 0);
-        DLT_ASSERT_INT_EQ(num(out, "rows"), 400);
-        DLT_ASSERT_INT_EQ(num(out, "errs"), 0);
-        if (num(out, "rows") != 400 || num(out, "errs") != 0 || rc != 0) bad = 1;
-        printf("  sqlite3 %s%s, 2 x 200 rows: %lld ms\n", mode, url ? " (server down)" : "", num(out, "ms"));
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "rcA"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "rcB"), 0);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "rows"), 400);
+        DLT_ASSERT_INT_EQ(dlt_out_num(out, "errs"), 0);
+        if (dlt_out_num(out, "rows") != 400 || dlt_out_num(out, "errs") != 0 || rc != 0) bad = 1;
+        printf("  sqlite3 %s%s, 2 x 200 rows: %lld ms\n", mode, url ? " (server down)" : "", dlt_out_num(out, "ms"));
     }
-    if (bad) SHOW(out);
+    if (bad) dlt_out_show(out);
 }
 
 static void test_sqlite_rollback(void) {
@@ -592,11 +581,11 @@ static void test_sqlite_two_dbs_one_name(void) {
             "echo errs $(grep -v '^dlock: ' erra errb | wc -l)\n",
             out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "rca"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "rcb"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "counter"), 200);
-    DLT_ASSERT_INT_EQ(num(out, "errs"), 0);
-    if (num(out, "counter") != 200 || rc != 0) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rca"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rcb"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "counter"), 200);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "errs"), 0);
+    if (dlt_out_num(out, "counter") != 200 || rc != 0) dlt_out_show(out);
 }
 
 /* The same from two network namespaces joined by a veth pair, the
@@ -623,12 +612,12 @@ static void test_sqlite_two_hosts_netns(void) {
              setup);
     rc = sh(script, out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "rca"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "rcb"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "counter"), 200);
-    DLT_ASSERT_INT_EQ(num(out, "errs"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "evalsha"), 1); /* the writers asked the server in the other namespace */
-    if (num(out, "counter") != 200 || rc != 0) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rca"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rcb"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "counter"), 200);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "errs"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "evalsha"), 1); /* the writers asked the server in the other namespace */
+    if (dlt_out_num(out, "counter") != 200 || rc != 0) dlt_out_show(out);
     {
         char chk[128];
         snprintf(chk, sizeof chk, "ip netns list | grep -q dlrl%ld", (long)getpid());
@@ -661,14 +650,14 @@ static void test_tdbtool_pair(void) {
             "grep -h '' erra errb | head -5\n",
             out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(num(out, "rca"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "rcb"), 0);
-    DLT_ASSERT_INT_EQ(num(out, "keys"), 400);
-    DLT_ASSERT_INT_EQ(num(out, "ok"), 1);
-    DLT_ASSERT_INT_EQ(num(out, "errs"), 0);
-    CU_ASSERT(num(out, "ms") >= 0 && num(out, "ms") < 1500);
-    printf("  tdbtool, 2 x 200 stores: %lld ms\n", num(out, "ms"));
-    if (num(out, "keys") != 400 || num(out, "errs") != 0 || rc != 0) SHOW(out);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rca"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "rcb"), 0);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "keys"), 400);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "ok"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_num(out, "errs"), 0);
+    CU_ASSERT(dlt_out_num(out, "ms") >= 0 && dlt_out_num(out, "ms") < 1500);
+    printf("  tdbtool, 2 x 200 stores: %lld ms\n", dlt_out_num(out, "ms"));
+    if (dlt_out_num(out, "keys") != 400 || dlt_out_num(out, "errs") != 0 || rc != 0) dlt_out_show(out);
 }
 
 static const struct dlt_test tests[] = {

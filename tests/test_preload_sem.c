@@ -58,16 +58,6 @@ static int sh(const char *script, char *out, size_t cap) {
     return dlt_sh_scenario(dir, prelude, script, out, cap);
 }
 
-static int count(const char *out, const char *what) {
-    int n = 0;
-    const char *p = out;
-    while ((p = strstr(p, what)) != NULL) {
-        n++;
-        p += strlen(what);
-    }
-    return n;
-}
-
 /* The largest "peak N" in out. */
 static int max_peak(const char *out) {
     int m = -1, v;
@@ -79,8 +69,6 @@ static int max_peak(const char *out) {
     }
     return m;
 }
-
-#define SHOW(out) fprintf(stderr, "---- output ----\n%s----\n", out)
 
 /* The cluster semaphore's value, read through the library. */
 static int cluster_value(const char *name) {
@@ -106,9 +94,9 @@ static void test_sem_two_hosts_bound(void) {
                 "wait\n"
                 "echo entries $(od -An -t d4 -j 8 -N 4 shm)\n",
                 out, sizeof out);
-    if (rc != 0 || max_peak(out) != 2) SHOW(out);
+    if (rc != 0 || max_peak(out) != 2) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(count(out, "peak "), 6);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "peak "), 6);
     DLT_ASSERT_INT_EQ(max_peak(out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "entries 120"));
     DLT_ASSERT_INT_EQ(cluster_value("pool"), 2);
@@ -127,7 +115,7 @@ static void test_sem_calls_and_errno(void) {
     int rc = sh("export DLOCK_MAP=\"sem:$T-*\"\n"
                 "P \"$PROG\" basic /$T-basic 2 && P \"$PROG\" max /$T-max\n",
                 out, sizeof out);
-    if (rc != 0) SHOW(out);
+    if (rc != 0) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "value 2"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "overflow"));
@@ -148,7 +136,7 @@ static void test_sem_unmatched_local(void) {
     int rc = sh("export DLOCK_MAP=\"sem:/nothing-here*\"\n"
                 "P \"$PROG\" basic /$T-local 3 && P \"$PROG\" max /$T-localmax\n",
                 out, sizeof out);
-    if (rc != 0) SHOW(out);
+    if (rc != 0) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "value 3"));
     DLT_ASSERT_INT_EQ(dlt_redis_keys_count(&dlt_server, "*sem*"), 0);
@@ -169,11 +157,11 @@ static void test_sem_unreachable(void) {
              "DLOCK_ON_ERROR=closed P \"$PROG\" basic /$T-closed 1; echo closed_rc $?\n",
              port);
     rc = sh(script, out, sizeof out);
-    if (rc != 0 || max_peak(out) != 1) SHOW(out);
+    if (rc != 0 || max_peak(out) != 1) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    DLT_ASSERT_INT_EQ(count(out, "peak "), 2);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "peak "), 2);
     DLT_ASSERT_INT_EQ(max_peak(out), 1);
-    DLT_ASSERT_INT_EQ(count(out, "DLOCK_ON_ERROR=open"), 1); /* once per host, not per program */
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "DLOCK_ON_ERROR=open"), 1); /* once per host, not per program */
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "FAIL sem_trywait: Resource temporarily unavailable"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "closed_rc 1"));
 }
@@ -213,10 +201,10 @@ static void test_sem_two_hosts_netns(void) {
              " sed -n 's/^cmdstat_evalsha:calls=\\([0-9]*\\).*/\\1/p')\n",
              setup);
     rc = sh(script, out, sizeof out);
-    if (rc != 0 || max_peak(out) != 2 || strstr(out, "entries 120") == NULL) SHOW(out);
+    if (rc != 0 || max_peak(out) != 2 || strstr(out, "entries 120") == NULL) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "jobs_rc 0"));
-    DLT_ASSERT_INT_EQ(count(out, "peak "), 6);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "peak "), 6);
     DLT_ASSERT_INT_EQ(max_peak(out), 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "entries 120"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "value 2\n"));
@@ -371,7 +359,7 @@ static void test_sem_python_multiprocessing(void) {
             "wait $A; echo a_rc $?; wait $B; echo b_rc $?\n",
             out, sizeof out);
     peak = log_peak("mp.log", &events);
-    if (rc != 0 || peak != 2) SHOW(out);
+    if (rc != 0 || peak != 2) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "a_rc 0"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "b_rc 0"));
@@ -388,7 +376,7 @@ static void test_sem_python_multiprocessing(void) {
             "wait $A; echo holder_rc $?\n",
             out, sizeof out);
     if (rc != 0 || strstr(out, "peer try False value 0") == NULL || strstr(out, "peer acquired True") == NULL)
-        SHOW(out);
+        dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "peer try False value 0"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "peer acquired True"));
@@ -468,7 +456,7 @@ static void test_sem_breaker(void) {
              "DLOCK_ON_ERROR=closed P timeout 60 " PYTHON " mp_calls.py closed; echo closed_rc $?\n",
              dlt_free_port());
     rc = sh(script, out, sizeof out);
-    if (rc != 0 || strstr(out, "value 3") == NULL || seconds(out, "t_tries") > 0.5) SHOW(out);
+    if (rc != 0 || strstr(out, "value 3") == NULL || seconds(out, "t_tries") > 0.5) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "open_rc 0"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "closed_rc 0"));
@@ -485,8 +473,8 @@ static void test_sem_breaker(void) {
     CU_ASSERT(t >= 0 && t < 0.5);
     t = seconds(out, "t_rest");
     CU_ASSERT(t >= 0 && t < 1.0);
-    DLT_ASSERT_INT_EQ(count(out, "DLOCK_ON_ERROR=open"), 1);
-    DLT_ASSERT_INT_EQ(count(out, "DLOCK_ON_ERROR=closed"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "DLOCK_ON_ERROR=open"), 1);
+    DLT_ASSERT_INT_EQ(dlt_out_count(out, "DLOCK_ON_ERROR=closed"), 1);
 
     rc = sh(PYTHON " mp_pool.py\n", out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
@@ -498,7 +486,7 @@ static void test_sem_breaker(void) {
     rc = sh(script, out, sizeof out);
     t = seconds(out, "t_pool");
     fprintf(stderr, "  (Pool(4).map: %.2fs without the library, %.2fs with it, the server down)\n", t0, t);
-    if (rc != 0 || t < 0 || t > t0 + 2.0 + 1.0) SHOW(out);
+    if (rc != 0 || t < 0 || t > t0 + 2.0 + 1.0) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "sum 2646700"));
     CU_ASSERT(t >= 0 && t <= t0 + 2.0 + 1.0);
@@ -534,7 +522,7 @@ static void test_sem_unlinked_expire(void) {
     t_kill = dlt_now();
     t = seconds(out, "t_pool");
     fprintf(stderr, "  (Pool(4).map: %.2fs without the library, %.2fs with it)\n", t0, t);
-    if (rc != 0 || strstr(out, "pool_rc 0") == NULL) SHOW(out);
+    if (rc != 0 || strstr(out, "pool_rc 0") == NULL) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "sum 2646700"));
     CU_ASSERT(t >= 0 && t <= t0 + 5.0);
@@ -609,7 +597,7 @@ static void test_sem_unlinked_kept_by_user(void) {
             "P " PYTHON " sem_user.py maker /$T-kept; echo maker_rc $?\n"
             "wait $U; echo user_rc $? used $(cat used)\n",
             out, sizeof out);
-    if (rc != 0 || strstr(out, "failed 0") == NULL) SHOW(out);
+    if (rc != 0 || strstr(out, "failed 0") == NULL) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "maker_rc 0"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "user_rc 0"));
@@ -633,7 +621,7 @@ static void test_semx_eintr(void) {
                 "timeout 20 env LD_PRELOAD=\"$SO\" \"$PROGX\" restart /$T-r; echo mapped_restart_rc $?\n"
                 "timeout 20 \"$PROGX\" restart /$T-s; echo local_restart_rc $?\n",
                 out, sizeof out);
-    if (strstr(out, "mapped_rc 0") == NULL || strstr(out, "mapped_restart_rc 0") == NULL) SHOW(out);
+    if (strstr(out, "mapped_rc 0") == NULL || strstr(out, "mapped_restart_rc 0") == NULL) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "mapped_rc 0"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "local_rc 0"));
@@ -660,7 +648,7 @@ static void test_semx_open_existing_only(void) {
                 "P \"$PROGX\" open /$T-o1\n",
                 out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    if (strstr(out, "errno ENOENT") == NULL) SHOW(out);
+    if (strstr(out, "errno ENOENT") == NULL) dlt_out_show(out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "errno ENOENT"));
     snprintf(name, sizeof name, "%s-open", tag);
     DLT_ASSERT_INT_EQ(info_value(name), -1); /* and nothing was made */
@@ -669,7 +657,7 @@ static void test_semx_open_existing_only(void) {
             "P \"$PROGX\" open /$T-o2\n",
             out, sizeof out);
     DLT_ASSERT_INT_EQ(rc, 0);
-    if (strstr(out, "opened") == NULL) SHOW(out);
+    if (strstr(out, "opened") == NULL) dlt_out_show(out);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "opened"));
     DLT_ASSERT_INT_EQ(info_value(name), 3);
     DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
@@ -692,7 +680,7 @@ static void test_semx_undo_kill9(void) {
             "  i=$((i+1)); [ $i -gt 200 ] && { echo never held; exit 1; }; sleep 0.05; done\n"
             "echo held\n",
             out, sizeof out);
-    if (rc != 0) SHOW(out);
+    if (rc != 0) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     DLT_ASSERT_INT_EQ(info_value(undo), 0);
     DLT_ASSERT_INT_EQ(info_value(plain), 0);
@@ -728,7 +716,7 @@ static void test_semx_undo_lost_told(void) {
             "  i=$((i+1)); [ $i -gt 200 ] && { echo never held; exit 1; }; sleep 0.05; done\n"
             "echo held\n",
             out, sizeof out);
-    if (rc != 0) SHOW(out);
+    if (rc != 0) dlt_out_show(out);
     DLT_ASSERT_INT_EQ(rc, 0);
     r = dlt_redis_cmd(&dlt_server, "FLUSHALL");
     CU_ASSERT_PTR_NOT_NULL(r);
@@ -740,7 +728,7 @@ static void test_semx_undo_lost_told(void) {
             "kill -9 $(cat w.pid) 2>/dev/null; wait 2>/dev/null\n"
             "echo '-- warn:'; cat w.out; echo '-- abort:'; cat a.out\n",
             out, sizeof out);
-    if (strstr(out, "not told") != NULL) SHOW(out);
+    if (strstr(out, "not told") != NULL) dlt_out_show(out);
     CU_ASSERT_PTR_NULL(strstr(out, "not told"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_ON_LOST=warn"));
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "DLOCK_ON_LOST=abort"));

@@ -30,12 +30,7 @@ static dlt_masters rl; /* the test's masters; rl.url: their redlock:// URL */
 
 /* ------------------------------------------------------------ masters */
 
-#define MASTERS_UP()                                   \
-    do {                                               \
-        int ok_ = dlt_masters_start(&rl, NM, 0) == 0;  \
-        CU_ASSERT_TRUE(ok_);                           \
-        if (!ok_) return;                              \
-    } while (0)
+#define MASTERS_UP() DLT_MASTERS_UP(&rl, NM, 0)
 
 static void kill_master(int i) {
     DLT_ASSERT_INT_EQ(dlt_redis_kill(&rl.srv[i]), 0);

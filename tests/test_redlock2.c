@@ -37,12 +37,7 @@
 
 static dlt_masters rl; /* the test's servers */
 
-#define SERVERS_UP(n, tls)                              \
-    do {                                                \
-        int ok_ = dlt_masters_start(&rl, (n), (tls)) == 0; \
-        CU_ASSERT_TRUE(ok_);                            \
-        if (!ok_) return;                               \
-    } while (0)
+#define SERVERS_UP(n, tls) DLT_MASTERS_UP(&rl, (n), (tls))
 
 static int has(const char *s, const char *what) {
     return s != NULL && strstr(s, what) != NULL;

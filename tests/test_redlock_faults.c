@@ -45,12 +45,7 @@
 
 static dlt_masters rl;
 
-#define MASTERS_UP()                                  \
-    do {                                              \
-        int ok_ = dlt_masters_start(&rl, NM, 0) == 0; \
-        CU_ASSERT_TRUE(ok_);                          \
-        if (!ok_) return;                             \
-    } while (0)
+#define MASTERS_UP() DLT_MASTERS_UP(&rl, NM, 0)
 
 static void pause_master(int i) {
     DLT_ASSERT_INT_EQ(kill(rl.srv[i].pid, SIGSTOP), 0);

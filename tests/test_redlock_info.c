@@ -42,12 +42,7 @@
 
 static dlt_masters rl; /* the three masters; rl.url: their redlock:// URL */
 
-#define SERVERS_UP()                                  \
-    do {                                              \
-        int ok_ = dlt_masters_start(&rl, NM, 0) == 0; \
-        CU_ASSERT_TRUE(ok_);                          \
-        if (!ok_) return;                             \
-    } while (0)
+#define SERVERS_UP() DLT_MASTERS_UP(&rl, NM, 0)
 
 static int has(const char *s, const char *what) {
     return s != NULL && strstr(s, what) != NULL;

@@ -237,6 +237,24 @@ static int st_ft_a(void *p) {
     return 0;
 }
 
+/* B (or C) got the lock: its critical section, told in f (whether A was
+ * in its own then, the most in one at once), its unlock (0, or EPERM for
+ * a hold lost meanwhile) and its end.  0, or the failing step. */
+static int st_b_section(st_ft *f, dlock_client_t *c, dlock_mutex_t *m) {
+    int rc;
+    dlt_flag_set(&f->b_a_in, dlt_flag_get(&f->a_in));
+    dlt_flag_max(&f->max_cs, dlt_flag_add(&f->in_cs, 1));
+    dlt_flag_set(&f->b_got, 1);
+    dlt_sleep_ms(50);
+    dlt_flag_add(&f->in_cs, -1);
+    rc = dlock_mutex_unlock(m);
+    dlt_flag_set(&f->b_unlock_rc, rc);
+    DLT_CKT(rc == 0 || rc == EPERM);
+    DLT_CK(dlock_mutex_destroy(m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
 static int st_ft_b(void *p) {
     st_ft *f = p;
     dlock_client_t *c;
@@ -250,17 +268,7 @@ static int st_ft_b(void *p) {
     ts = dlt_abs_in(CLOCK_REALTIME, 30000);
     rc = dlock_mutex_timedlock(&m, &ts);
     DLT_CK(rc, 0);
-    dlt_flag_set(&f->b_a_in, dlt_flag_get(&f->a_in));
-    dlt_flag_max(&f->max_cs, dlt_flag_add(&f->in_cs, 1));
-    dlt_flag_set(&f->b_got, 1);
-    dlt_sleep_ms(50);
-    dlt_flag_add(&f->in_cs, -1);
-    rc = dlock_mutex_unlock(&m);
-    dlt_flag_set(&f->b_unlock_rc, rc);
-    DLT_CKT(rc == 0 || rc == EPERM);
-    DLT_CK(dlock_mutex_destroy(&m), 0);
-    DLT_CK(dlock_client_destroy(c), 0);
-    return 0;
+    return st_b_section(f, c, &m);
 }
 
 static void test_sentinel_planned_failover(void) {
@@ -357,17 +365,7 @@ static int st_fresh_c(void *p) {
     ts = dlt_abs_in(CLOCK_REALTIME, 40000);
     rc = dlock_mutex_timedlock(&m, &ts);
     DLT_CK(rc, 0);
-    dlt_flag_set(&f->b_a_in, dlt_flag_get(&f->a_in));
-    dlt_flag_max(&f->max_cs, dlt_flag_add(&f->in_cs, 1));
-    dlt_flag_set(&f->b_got, 1);
-    dlt_sleep_ms(50);
-    dlt_flag_add(&f->in_cs, -1);
-    rc = dlock_mutex_unlock(&m);
-    dlt_flag_set(&f->b_unlock_rc, rc);
-    DLT_CKT(rc == 0 || rc == EPERM);
-    DLT_CK(dlock_mutex_destroy(&m), 0);
-    DLT_CK(dlock_client_destroy(c), 0);
-    return 0;
+    return st_b_section(f, c, &m);
 }
 
 /* wait=N holds renewals to the same rule as acquisitions: a renewal that

@@ -20,6 +20,7 @@
  * histograms, whose known holds land in their buckets.
  */
 #define DLT_CK_MOD 120
+#include "figures.h"
 #include "fixture.h"
 #include "fixture_multi.h"
 
@@ -399,47 +400,6 @@ static void test_redlock_none(void) {
     dlt_masters_cleanup(&m);
 }
 
-static void tp_on_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)name;
-    dlt_flag_add(arg, 1);
-}
-
-/* On a client of its own (its destruction flushes): one hold of lost
- * lost (broken under it with DLOCK_BREAK_RESET: its next renewal, within
- * a third of its 600 ms lease, is refused), ndead EDEADLK answers of an
- * ERRORCHECK relock of dead.  0, or the failing step. */
-static int tp_lost_flag;
-static int tp_trouble(const char *lost, const char *dead, int ndead) {
-    dlock_client_t *c;
-    dlock_mutexattr_t a;
-    dlock_mutex_t ml, md;
-    int i, held = 0;
-    DLT_CK(dlt_client_make(&c, NULL, 0), 0);
-    DLT_CK(dlock_mutexattr_init(&a), 0);
-    DLT_CK(dlock_mutexattr_setclient(&a, c), 0);
-    DLT_CK(dlock_mutexattr_setlease(&a, 600), 0);
-    DLT_CK(dlock_mutexattr_setlostcallback(&a, tp_on_lost, &tp_lost_flag), 0);
-    DLT_CK(dlock_mutex_init(&ml, lost, &a), 0);
-    DLT_CK(dlock_mutexattr_settype(&a, DLOCK_MUTEX_ERRORCHECK), 0);
-    DLT_CK(dlock_mutexattr_setlostcallback(&a, NULL, NULL), 0);
-    DLT_CK(dlock_mutex_init(&md, dead, &a), 0);
-    DLT_CK(dlock_mutexattr_destroy(&a), 0);
-    dlt_flag_set(&tp_lost_flag, 0);
-    DLT_CK(dlock_mutex_lock(&ml), 0);
-    DLT_CK(dlock_break(c, lost, DLOCK_BREAK_RESET, &held), 0);
-    DLT_CK(held, 1);
-    DLT_CK(dlt_flag_wait(&tp_lost_flag, 1, 10000), 1);
-    DLT_CK(dlock_mutex_unlock(&ml), EPERM);
-    DLT_CK(dlock_mutex_lock(&md), 0);
-    for (i = 0; i < ndead; i++) DLT_CK(dlock_mutex_lock(&md), EDEADLK);
-    DLT_CK(dlock_mutex_unlock(&md), 0);
-    DLT_CK(dlock_mutex_destroy(&ml), 0);
-    DLT_CK(dlock_mutex_destroy(&md), 0);
-    DLT_CK(dlock_client_destroy(c), 0);
-    return 0;
-}
-
 /* On the server the counts are one hash per lock, not the per-second
  * ones of the window: field == want there, expiring within a day (not the
  * window's 70 s), and
@@ -476,7 +436,7 @@ static void tp_counters_kept(const char *name, const char *field, long long want
 static void test_lost_and_deadlocks(void) {
     dlock_lock_stats_t l, d;
     dlock_client_t *r;
-    DLT_ASSERT_INT_EQ(tp_trouble("top/lost", "top/dead", 2), 0);
+    DLT_ASSERT_INT_EQ(dlt_figures_trouble("top/lost", "top/dead", 2), 0);
     CU_ASSERT_FATAL(dlt_client_make(&r, NULL, 0) == 0);
     l = tp_read(r, "top/lost");
     d = tp_read(r, "top/dead");
@@ -487,7 +447,7 @@ static void test_lost_and_deadlocks(void) {
     DLT_ASSERT_INT_EQ(d.deadlocks, 2);
     DLT_ASSERT_INT_EQ(d.lost_leases, 0);
     /* Another client's: added to the counters. */
-    DLT_ASSERT_INT_EQ(tp_trouble("top/lost", "top/dead", 3), 0);
+    DLT_ASSERT_INT_EQ(dlt_figures_trouble("top/lost", "top/dead", 3), 0);
     l = tp_read(r, "top/lost");
     d = tp_read(r, "top/dead");
     DLT_ASSERT_INT_EQ(l.lost_leases, 2);

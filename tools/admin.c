@@ -241,16 +241,12 @@ typedef struct waiter_set {
 
 static int waiter_add(const dlock_lock_waiter_t *w, void *arg) {
     waiter_set *s = arg;
-    if (s->n == s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 8;
-        dlock_lock_waiter_t *nv = realloc(s->v, ncap * sizeof *nv);
-        if (nv == NULL) {
-            s->nomem = 1;
-            return 1;
-        }
-        s->v = nv;
-        s->cap = ncap;
+    dlock_lock_waiter_t *nv = cli_grow(s->v, s->n, &s->cap, sizeof *nv, 8);
+    if (nv == NULL) {
+        s->nomem = 1;
+        return 1;
     }
+    s->v = nv;
     s->v[s->n++] = *w;
     return 0;
 }
@@ -401,16 +397,12 @@ typedef struct lock_set {
 
 static int collect(const char *name, const dlock_lock_info_t *info, void *arg) {
     lock_set *s = arg;
-    if (s->n == s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 16;
-        cli_lock *nv = realloc(s->v, ncap * sizeof *nv);
-        if (nv == NULL) {
-            s->nomem = 1;
-            return 1;
-        }
-        s->v = nv;
-        s->cap = ncap;
+    cli_lock *nv = cli_grow(s->v, s->n, &s->cap, sizeof *nv, 16);
+    if (nv == NULL) {
+        s->nomem = 1;
+        return 1;
     }
+    s->v = nv;
     snprintf(s->v[s->n].name, sizeof s->v[s->n].name, "%s", name);
     s->v[s->n].info = *info;
     s->n++;
@@ -435,7 +427,7 @@ static size_t width(const char *s) {
     return w;
 }
 
-static void row_of(const cli_lock *l, char cell[NCOL][CELL]) {
+static void row_of(const cli_lock *l, char cell[][CELL]) {
     const dlock_lock_info_t *i = &l->info;
     int k;
     for (k = 0; k < NCOL; k++) strcpy(cell[k], "-");
@@ -457,31 +449,37 @@ static void row_of(const cli_lock *l, char cell[NCOL][CELL]) {
     if (i->robust_state != 0) snprintf(cell[C_ROBUST], CELL, "%s", cli_robust(i));
 }
 
-static void print_table(const lock_set *s) {
-    char(*cells)[NCOL][CELL] = calloc(s->n ? s->n : 1, sizeof *cells);
+/* A table: the heads, then n rows of ncol cells (cells[r * ncol + k]),
+ * each column as wide as its widest cell, the last one not padded (ncol
+ * at most NCOL). */
+static void print_cells(const char *const *head, int ncol, char (*cells)[CELL], size_t n) {
     size_t w[NCOL], r;
     int k;
-
-    if (cells == NULL) {
-        cli_msg("out of memory");
-        return;
-    }
-    for (k = 0; k < NCOL; k++) w[k] = width(col_head[k]);
-    for (r = 0; r < s->n; r++) {
-        row_of(&s->v[r], cells[r]);
-        for (k = 0; k < NCOL; k++)
-            if (width(cells[r][k]) > w[k]) w[k] = width(cells[r][k]);
-    }
-    for (k = 0; k < NCOL; k++) printf("%s%-*s", k ? "  " : "", k == NCOL - 1 ? 0 : (int)w[k], col_head[k]);
+    for (k = 0; k < ncol; k++) w[k] = width(head[k]);
+    for (r = 0; r < n; r++)
+        for (k = 0; k < ncol; k++)
+            if (width(cells[r * ncol + k]) > w[k]) w[k] = width(cells[r * ncol + k]);
+    for (k = 0; k < ncol; k++) printf("%s%-*s", k ? "  " : "", k == ncol - 1 ? 0 : (int)w[k], head[k]);
     putchar('\n');
-    for (r = 0; r < s->n; r++) {
-        for (k = 0; k < NCOL; k++) {
-            const char *v = cells[r][k];
-            size_t pad = k == NCOL - 1 ? 0 : w[k] - width(v);
+    for (r = 0; r < n; r++) {
+        for (k = 0; k < ncol; k++) {
+            const char *v = cells[r * ncol + k];
+            size_t pad = k == ncol - 1 ? 0 : w[k] - width(v);
             printf("%s%s%*s", k ? "  " : "", v, (int)pad, "");
         }
         putchar('\n');
     }
+}
+
+static void print_table(const lock_set *s) {
+    char(*cells)[CELL] = calloc(s->n ? s->n * NCOL : 1, sizeof *cells);
+    size_t r;
+    if (cells == NULL) {
+        cli_msg("out of memory");
+        return;
+    }
+    for (r = 0; r < s->n; r++) row_of(&s->v[r], &cells[r * NCOL]);
+    print_cells(col_head, NCOL, cells, s->n);
     free(cells);
 }
 
@@ -494,16 +492,12 @@ typedef struct sem_set {
 
 static int collect_sem(const char *name, const dlock_sem_info_t *info, void *arg) {
     sem_set *s = arg;
-    if (s->n == s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 16;
-        cli_sem *nv = realloc(s->v, ncap * sizeof *nv);
-        if (nv == NULL) {
-            s->nomem = 1;
-            return 1;
-        }
-        s->v = nv;
-        s->cap = ncap;
+    cli_sem *nv = cli_grow(s->v, s->n, &s->cap, sizeof *nv, 16);
+    if (nv == NULL) {
+        s->nomem = 1;
+        return 1;
     }
+    s->v = nv;
     memset(&s->v[s->n], 0, sizeof s->v[s->n]);
     snprintf(s->v[s->n].name, sizeof s->v[s->n].name, "%s", name);
     s->v[s->n].info = *info;
@@ -530,32 +524,22 @@ static int list_sems(dlock_client_t *c, const char *glob, sem_set *ss) {
 static void print_sem_table(const sem_set *ss) {
     enum { S_NAME, S_KIND, S_VALUE, S_WAIT, S_LEASED, NSCOL };
     static const char *const head[NSCOL] = { "NAME", "KIND", "VALUE", "WAITING", "LEASED" };
-    char(*cells)[NSCOL][CELL] = calloc(ss->n ? ss->n : 1, sizeof *cells);
-    size_t w[NSCOL], r;
-    int k;
-
+    char(*cells)[CELL] = calloc(ss->n ? ss->n * NSCOL : 1, sizeof *cells);
+    size_t r;
     if (cells == NULL) {
         cli_msg("out of memory");
         return;
     }
-    for (k = 0; k < NSCOL; k++) w[k] = width(head[k]);
     for (r = 0; r < ss->n; r++) {
         const dlock_sem_info_t *i = &ss->v[r].info;
-        cli_fmt_safe(cells[r][S_NAME], CELL, ss->v[r].name);
-        snprintf(cells[r][S_KIND], CELL, "%s", i->exists ? "semaphore" : "semaphore (unlinked)");
-        snprintf(cells[r][S_VALUE], CELL, "%d", i->value);
-        snprintf(cells[r][S_WAIT], CELL, "%u", i->waiters);
-        snprintf(cells[r][S_LEASED], CELL, "%u", i->leased);
-        for (k = 0; k < NSCOL; k++)
-            if (width(cells[r][k]) > w[k]) w[k] = width(cells[r][k]);
+        char(*row)[CELL] = &cells[r * NSCOL];
+        cli_fmt_safe(row[S_NAME], CELL, ss->v[r].name);
+        snprintf(row[S_KIND], CELL, "%s", i->exists ? "semaphore" : "semaphore (unlinked)");
+        snprintf(row[S_VALUE], CELL, "%d", i->value);
+        snprintf(row[S_WAIT], CELL, "%u", i->waiters);
+        snprintf(row[S_LEASED], CELL, "%u", i->leased);
     }
-    for (k = 0; k < NSCOL; k++) printf("%s%-*s", k ? "  " : "", k == NSCOL - 1 ? 0 : (int)w[k], head[k]);
-    putchar('\n');
-    for (r = 0; r < ss->n; r++) {
-        for (k = 0; k < NSCOL; k++)
-            printf("%s%s%*s", k ? "  " : "", cells[r][k], k == NSCOL - 1 ? 0 : (int)(w[k] - width(cells[r][k])), "");
-        putchar('\n');
-    }
+    print_cells(head, NSCOL, cells, ss->n);
     free(cells);
 }
 

@@ -67,6 +67,11 @@ int cli_exit_for(int err);
  * of them (consumed), else 0.  -V/--version, accepted before or after the
  * command's name, prints the version and exits 0. */
 int cli_conn_opt(int opt, const char *arg, cli_conn *conn);
+/* Room for one more element of `size` bytes in the growable array v of n
+ * elements and *cap places (doubled when full, `first` places at first):
+ * the array, moved perhaps, with *cap updated; NULL if out of memory (v
+ * is kept). */
+void *cli_grow(void *v, size_t n, size_t *cap, size_t size, size_t first);
 #define CLI_OPT_URL 0x1001
 #define CLI_OPT_PREFIX 0x1002
 #define CLI_CONN_LONGOPTS \

@@ -37,16 +37,12 @@ typedef struct graph {
 
 static int graph_collect(const char *name, const dlock_lock_info_t *info, void *arg) {
     graph *g = arg;
-    if (g->n == g->cap) {
-        size_t ncap = g->cap ? g->cap * 2 : 32;
-        glock *nv = realloc(g->v, ncap * sizeof *nv);
-        if (nv == NULL) {
-            g->nomem = 1;
-            return 1;
-        }
-        g->v = nv;
-        g->cap = ncap;
+    glock *nv = cli_grow(g->v, g->n, &g->cap, sizeof *nv, 32);
+    if (nv == NULL) {
+        g->nomem = 1;
+        return 1;
     }
+    g->v = nv;
     memset(&g->v[g->n], 0, sizeof g->v[g->n]);
     snprintf(g->v[g->n].name, sizeof g->v[g->n].name, "%s", name);
     g->v[g->n].info = *info;

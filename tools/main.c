@@ -43,6 +43,14 @@ int cli_usage_error(const char *fmt, ...) {
     return CLI_EXIT_USAGE;
 }
 
+void *cli_grow(void *v, size_t n, size_t *cap, size_t size, size_t first) {
+    size_t ncap = *cap ? *cap * 2 : first;
+    void *nv;
+    if (n < *cap) return v;
+    if ((nv = realloc(v, ncap * size)) != NULL) *cap = ncap;
+    return nv;
+}
+
 int cli_exit_for(int err) {
     switch (err) {
     case 0:

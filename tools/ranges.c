@@ -24,16 +24,12 @@ static void table_name(char *buf, size_t n, const char *name) {
 
 static int range_add(const dlock_range_t *r, void *arg) {
     cli_ranges *s = arg;
-    if (s->n == s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 16;
-        dlock_range_t *nv = realloc(s->v, ncap * sizeof *nv);
-        if (nv == NULL) {
-            s->nomem = 1;
-            return 1;
-        }
-        s->v = nv;
-        s->cap = ncap;
+    dlock_range_t *nv = cli_grow(s->v, s->n, &s->cap, sizeof *nv, 16);
+    if (nv == NULL) {
+        s->nomem = 1;
+        return 1;
     }
+    s->v = nv;
     s->v[s->n++] = *r;
     return 0;
 }
@@ -104,16 +100,12 @@ void cli_ranges_json(FILE *f, const cli_ranges *s) {
 
 static int table_add(const char *name, unsigned owners, unsigned ranges, void *arg) {
     cli_tables *s = arg;
-    if (s->n == s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 16;
-        cli_table *nv = realloc(s->v, ncap * sizeof *nv);
-        if (nv == NULL) {
-            s->nomem = 1;
-            return 1;
-        }
-        s->v = nv;
-        s->cap = ncap;
+    cli_table *nv = cli_grow(s->v, s->n, &s->cap, sizeof *nv, 16);
+    if (nv == NULL) {
+        s->nomem = 1;
+        return 1;
     }
+    s->v = nv;
     snprintf(s->v[s->n].name, sizeof s->v[s->n].name, "%s", name);
     s->v[s->n].owners = owners;
     s->v[s->n].ranges = ranges;

@@ -194,11 +194,6 @@ static void seen_free(seen *s) {
     free(s->names);
 }
 
-/* Goes through one server's keys (SCAN) for lock names matching glob,
- * calling fn with what dlock_lock_info says of each held one.  On
- * Redlock, a lock whose state no quorum tells (too few masters answer,
- * or they disagree) is listed as the master srv has it, and unsure gets
- * the reason (512 bytes). */
 /* What srv, a Redlock master, says of name on its own. */
 static int member_info(dlock_client_t *c, dlock__backend *srv, const char *name, dlock_lock_info_t *info) {
     dlock__keys k;
@@ -241,9 +236,40 @@ static int scan_page(dlock__backend *srv, char *cursor, const char *pattern, uns
     return rc;
 }
 
-static int list_server(dlock_client_t *c, dlock__backend *srv, const char *pattern, const char *glob, seen *s,
-                       int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg, int *stop,
-                       char *unsure) {
+/* A walk over the keys under the prefix: every key that names something
+ * (name_of) whose name matches glob is given to found, with the server
+ * it came from.  once, if not NULL, keeps the names seen, so a name with
+ * several keys is given once. */
+struct key_walk {
+    dlock_client_t *c;
+    const char *glob;
+    seen *once;
+    int (*name_of)(const char *prefix, const char *key, size_t n, size_t *off, size_t *len);
+    int (*found)(struct key_walk *w, dlock__backend *srv, const char *name);
+    int stop; /* set when the caller's function asked to stop */
+};
+
+/* One key of srv: its name, if it names something new that glob matches,
+ * given to w->found. */
+static int key_found(struct key_walk *w, dlock__backend *srv, const redisReply *k) {
+    char name[DLOCK_NAME_MAX + 1];
+    size_t off, len;
+    int added;
+    if (k->type != REDIS_REPLY_STRING || !w->name_of(w->c->be.node.conf.prefix, k->str, k->len, &off, &len) ||
+        len == 0 || len > DLOCK_NAME_MAX)
+        return 0;
+    memcpy(name, k->str + off, len);
+    name[len] = '\0';
+    if (strlen(name) != len || fnmatch(w->glob, name, 0) != 0) return 0;
+    if (w->once != NULL) {
+        if ((added = seen_add(w->once, name)) < 0) return dlock__seterr(ENOMEM, "out of memory");
+        if (added == 0) return 0;
+    }
+    return w->found(w, srv, name);
+}
+
+/* Goes through one server's keys matching pattern (SCAN). */
+static int walk_server(struct key_walk *w, dlock__backend *srv, const char *pattern) {
     char cursor[32] = "0";
     unsigned empty = 0; /* SCAN answers in a row that brought no keys */
     int rc = 0;
@@ -251,77 +277,97 @@ static int list_server(dlock_client_t *c, dlock__backend *srv, const char *patte
         size_t i;
         redisReply *r;
         if ((rc = scan_page(srv, cursor, pattern, &empty, &r)) != 0) break;
-        for (i = 0; i < r->element[1]->elements && !*stop && rc == 0; i++) {
-            const redisReply *k = r->element[1]->element[i];
-            size_t off, len;
-            char name[DLOCK_NAME_MAX + 1];
-            dlock_lock_info_t info;
-            int added;
-            if (k->type != REDIS_REPLY_STRING || !key_name(c->be.node.conf.prefix, k->str, k->len, &off, &len) ||
-                len > DLOCK_NAME_MAX)
-                continue;
-            memcpy(name, k->str + off, len);
-            name[len] = '\0';
-            if (strlen(name) != len || fnmatch(glob, name, 0) != 0) continue;
-            if ((added = seen_add(s, name)) < 0) {
-                rc = dlock__seterr(ENOMEM, "out of memory");
-                break;
-            }
-            if (added == 0) continue;
-            if ((rc = dlock_lock_info(c, name, &info)) == ENOLCK && c->be.node.conf.kind == DLOCK__BACKEND_REDLOCK) {
-                const char *e = dlock_last_error();
-                snprintf(unsure, 512, "%s", strncmp(e, "ENOLCK: ", 8) == 0 ? e + 8 : e);
-                rc = member_info(c, srv, name, &info);
-            }
-            if (rc != 0) break;
-            if (info.held || info.readers > 0 || info.robust_state != 0) *stop = fn(name, &info, arg) != 0;
-        }
+        for (i = 0; i < r->element[1]->elements && !w->stop && rc == 0; i++)
+            rc = key_found(w, srv, r->element[1]->element[i]);
         freeReplyObject(r);
-    } while (rc == 0 && !*stop && strcmp(cursor, "0") != 0);
+    } while (rc == 0 && !w->stop && strcmp(cursor, "0") != 0);
+    return rc;
+}
+
+/* Goes through the deployment's keys: on a cluster, each master has the
+ * keys of its slots; elsewhere the one server (Redlock's masters are
+ * dlock_list's own walk). */
+static int walk_servers(struct key_walk *w, const char *pattern) {
+    dlock_client_t *c = w->c;
+    dlock__backend *masters[64];
+    size_t i, n;
+    int rc;
+    if (c->be.node.conf.kind != DLOCK__BACKEND_CLUSTER) return walk_server(w, &c->be, pattern);
+    rc = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters, &n,
+                                dlock__unreachable_deadline(&c->be.node));
+    for (i = 0; i < n && rc == 0 && !w->stop; i++) rc = walk_server(w, masters[i], pattern);
+    return rc;
+}
+
+/* A lock list's walk.  On Redlock, a lock whose state no quorum tells
+ * (too few masters answer, or they disagree) is listed as the master it
+ * was found on has it, and unsure gets the reason. */
+struct lock_walk {
+    struct key_walk w; /* first: found is given &lock_walk.w */
+    int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg);
+    void *arg;
+    char unsure[512];
+};
+
+/* One lock found on srv: what dlock_lock_info says of it, if it is held,
+ * has readers or a robust state, given to fn. */
+static int lock_found(struct key_walk *kw, dlock__backend *srv, const char *name) {
+    struct lock_walk *w = (struct lock_walk *)kw;
+    dlock_client_t *c = kw->c;
+    dlock_lock_info_t info;
+    int rc;
+    if ((rc = dlock_lock_info(c, name, &info)) == ENOLCK && c->be.node.conf.kind == DLOCK__BACKEND_REDLOCK) {
+        const char *e = dlock_last_error();
+        snprintf(w->unsure, sizeof w->unsure, "%s", strncmp(e, "ENOLCK: ", 8) == 0 ? e + 8 : e);
+        rc = member_info(c, srv, name, &info);
+    }
+    if (rc != 0) return rc;
+    if (info.held || info.readers > 0 || info.robust_state != 0) kw->stop = w->fn(name, &info, w->arg) != 0;
+    return 0;
+}
+
+/* A lock is held on a quorum of the Redlock masters, not on every one:
+ * each master's keys are read.  Without a quorum the list cannot be
+ * complete (nor can any lock be taken): ENOLCK, after fn was called for
+ * what the masters that answered hold. */
+static int lock_list_redlock(struct lock_walk *w, const char *pattern) {
+    dlock_client_t *c = w->w.c;
+    size_t i, answered = 0, q = c->be.nmembers / 2 + 1;
+    char why[512] = "";
+    int rc = 0;
+    for (i = 0; i < c->be.nmembers && rc == 0 && !w->w.stop; i++) {
+        int r = walk_server(&w->w, c->be.members[i], pattern);
+        if (r == 0) answered++;
+        else if (r == ENOLCK) snprintf(why, sizeof why, "%s", dlock_last_error());
+        else rc = r;
+    }
+    if (rc == 0 && !w->w.stop && answered < q)
+        rc = dlock__seterr(ENOLCK,
+                           "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): the locks "
+                           "held on the others are not listed (%.300s)",
+                           c->be.node.conf.redacted_url, answered, c->be.nmembers, q,
+                           strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
+    else if (rc == 0 && !w->w.stop && w->unsure[0] != '\0')
+        rc = dlock__seterr(ENOLCK, "%.400s (listed as one master has it)", w->unsure);
     return rc;
 }
 
 DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
                          int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg) {
+    struct lock_walk w;
     char *pattern;
     seen s = { NULL, 0, 0 };
-    int rc = 0, stop = 0;
-    char unsure[512] = ""; /* Redlock: a lock whose state no quorum told */
+    int rc = 0;
 
     if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
-    if (glob == NULL) glob = "*";
     if ((c = dlock__client_get(c, &rc)) == NULL) return rc;
     if ((pattern = scan_pattern(c->be.node.conf.prefix, "{*")) == NULL) return dlock__seterr(ENOMEM, "out of memory");
-    if (c->be.node.conf.kind == DLOCK__BACKEND_CLUSTER) {
-        /* Each master has the keys of its slots. */
-        dlock__backend *masters[64];
-        size_t i, n;
-        rc = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters, &n,
-                                    dlock__unreachable_deadline(&c->be.node));
-        for (i = 0; i < n && rc == 0 && !stop; i++)
-            rc = list_server(c, masters[i], pattern, glob, &s, fn, arg, &stop, unsure);
-    } else if (c->be.node.conf.kind == DLOCK__BACKEND_REDLOCK) {
-        /* A lock is held on a quorum of the masters, not on every one:
-         * each master's keys are read.  Without a quorum the list cannot
-         * be complete (nor can any lock be taken): ENOLCK, after fn was
-         * called for what the masters that answered hold. */
-        size_t i, answered = 0, q = c->be.nmembers / 2 + 1;
-        char why[512] = "";
-        for (i = 0; i < c->be.nmembers && rc == 0 && !stop; i++) {
-            int r = list_server(c, c->be.members[i], pattern, glob, &s, fn, arg, &stop, unsure);
-            if (r == 0) answered++;
-            else if (r == ENOLCK) snprintf(why, sizeof why, "%s", dlock_last_error());
-            else rc = r;
-        }
-        if (rc == 0 && !stop && answered < q)
-            rc = dlock__seterr(ENOLCK, "%s: only %zu of %zu Redlock masters answered (a quorum is %zu): the locks "
-                               "held on the others are not listed (%.300s)", c->be.node.conf.redacted_url, answered,
-                               c->be.nmembers, q, strncmp(why, "ENOLCK: ", 8) == 0 ? why + 8 : why);
-        else if (rc == 0 && !stop && unsure[0] != '\0')
-            rc = dlock__seterr(ENOLCK, "%.400s (listed as one master has it)", unsure);
-    } else {
-        rc = list_server(c, &c->be, pattern, glob, &s, fn, arg, &stop, unsure);
-    }
+    memset(&w, 0, sizeof w);
+    w.w = (struct key_walk){ c, glob != NULL ? glob : "*", &s, key_name, lock_found, 0 };
+    w.fn = fn;
+    w.arg = arg;
+    if (c->be.node.conf.kind == DLOCK__BACKEND_REDLOCK) rc = lock_list_redlock(&w, pattern);
+    else rc = walk_servers(&w.w, pattern);
     seen_free(&s);
     free(pattern);
     return rc;
@@ -346,55 +392,30 @@ static int sem_key_name(const char *prefix, const char *key, size_t n, size_t *o
     return 0;
 }
 
-/* A semaphore list's walk: what each key found is checked against. */
+/* A semaphore list's walk. */
 struct sem_walk {
-    dlock_client_t *c;
-    const char *glob;
-    seen names;
+    struct key_walk w; /* first: found is given &sem_walk.w */
     int (*fn)(const char *name, const dlock_sem_info_t *info, void *arg);
     void *arg;
-    int stop;
 };
 
-/* One key found: its semaphore, if new, read and (if it is there, or has
- * people) given to fn. */
-static int sem_found(struct sem_walk *w, const redisReply *k) {
-    char name[DLOCK_NAME_MAX + 1];
+/* One semaphore found: read and (if it is there, or has people) given to
+ * fn. */
+static int sem_found(struct key_walk *kw, dlock__backend *srv, const char *name) {
+    struct sem_walk *w = (struct sem_walk *)kw;
     dlock_sem_info_t info;
-    size_t off, len;
-    int added, rc;
-    if (k->type != REDIS_REPLY_STRING || !sem_key_name(w->c->be.node.conf.prefix, k->str, k->len, &off, &len) ||
-        len == 0 || len > DLOCK_NAME_MAX)
-        return 0;
-    memcpy(name, k->str + off, len);
-    name[len] = '\0';
-    if (strlen(name) != len || fnmatch(w->glob, name, 0) != 0) return 0;
-    if ((added = seen_add(&w->names, name)) < 0) return dlock__seterr(ENOMEM, "out of memory");
-    if (added == 0) return 0;
-    if ((rc = dlock_sem_info(w->c, name, &info)) != 0) return rc;
-    if (info.exists || info.waiters > 0 || info.leased > 0) w->stop = w->fn(name, &info, w->arg) != 0;
+    int rc;
+    (void)srv;
+    if ((rc = dlock_sem_info(kw->c, name, &info)) != 0) return rc;
+    if (info.exists || info.waiters > 0 || info.leased > 0) kw->stop = w->fn(name, &info, w->arg) != 0;
     return 0;
-}
-
-static int sem_list_server(struct sem_walk *w, dlock__backend *srv, const char *pattern) {
-    char cursor[32] = "0";
-    unsigned empty = 0;
-    int rc = 0;
-    do {
-        size_t i;
-        redisReply *r;
-        if ((rc = scan_page(srv, cursor, pattern, &empty, &r)) != 0) break;
-        for (i = 0; i < r->element[1]->elements && !w->stop && rc == 0; i++)
-            rc = sem_found(w, r->element[1]->element[i]);
-        freeReplyObject(r);
-    } while (rc == 0 && !w->stop && strcmp(cursor, "0") != 0);
-    return rc;
 }
 
 DLOCK_API int dlock_sem_list(dlock_client_t *c, const char *glob,
                              int (*fn)(const char *name, const dlock_sem_info_t *info, void *arg), void *arg) {
     struct sem_walk w;
     char *pattern;
+    seen s = { NULL, 0, 0 };
     int rc = 0;
 
     if (fn == NULL) return dlock__seterr(EINVAL, "callback is NULL");
@@ -404,22 +425,11 @@ DLOCK_API int dlock_sem_list(dlock_client_t *c, const char *glob,
                              c->be.node.conf.redacted_url);
     if ((pattern = scan_pattern(c->be.node.conf.prefix, "{*}:sem*")) == NULL)
         return dlock__seterr(ENOMEM, "out of memory");
-    memset(&w, 0, sizeof w);
-    w.c = c;
-    w.glob = glob != NULL ? glob : "*";
+    w.w = (struct key_walk){ c, glob != NULL ? glob : "*", &s, sem_key_name, sem_found, 0 };
     w.fn = fn;
     w.arg = arg;
-    if (c->be.node.conf.kind == DLOCK__BACKEND_CLUSTER) {
-        /* Each master has the keys of its slots. */
-        dlock__backend *masters[64];
-        size_t i, n;
-        rc = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters, &n,
-                                    dlock__unreachable_deadline(&c->be.node));
-        for (i = 0; i < n && rc == 0 && !w.stop; i++) rc = sem_list_server(&w, masters[i], pattern);
-    } else {
-        rc = sem_list_server(&w, &c->be, pattern);
-    }
-    seen_free(&w.names);
+    rc = walk_servers(&w.w, pattern);
+    seen_free(&s);
     free(pattern);
     return rc;
 }
@@ -438,48 +448,26 @@ static int range_key_name(const char *prefix, const char *key, size_t n, size_t 
     return 1;
 }
 
+/* A record-lock tables' walk (a table has one key: no name is seen
+ * twice). */
 struct range_walk {
-    dlock_client_t *c;
-    const char *glob;
+    struct key_walk w; /* first: found is given &range_walk.w */
     int (*fn)(const char *name, unsigned owners, unsigned ranges, void *arg);
     void *arg;
-    int stop;
 };
 
-/* One key found: its table, if it has a live owner, given to fn (a table
- * has one key: no name is seen twice). */
-static int range_found(struct range_walk *w, const redisReply *k) {
-    char name[DLOCK_NAME_MAX + 1];
+/* One table found: given to fn if it has a live owner. */
+static int range_found(struct key_walk *kw, dlock__backend *srv, const char *name) {
+    struct range_walk *w = (struct range_walk *)kw;
     dlock__strs t;
     unsigned owners, ranges;
-    size_t off, len;
     int rc;
-    if (k->type != REDIS_REPLY_STRING || !range_key_name(w->c->be.node.conf.prefix, k->str, k->len, &off, &len) ||
-        len == 0 || len > DLOCK_NAME_MAX)
-        return 0;
-    memcpy(name, k->str + off, len);
-    name[len] = '\0';
-    if (strlen(name) != len || fnmatch(w->glob, name, 0) != 0) return 0;
-    if ((rc = dlock__range_table(w->c, name, &t)) != 0) return rc;
+    (void)srv;
+    if ((rc = dlock__range_table(kw->c, name, &t)) != 0) return rc;
     dlock__range_count(&t, &owners, &ranges);
     dlock__strs_free(&t);
-    if (owners > 0) w->stop = w->fn(name, owners, ranges, w->arg) != 0;
+    if (owners > 0) kw->stop = w->fn(name, owners, ranges, w->arg) != 0;
     return 0;
-}
-
-static int range_list_server(struct range_walk *w, dlock__backend *srv, const char *pattern) {
-    char cursor[32] = "0";
-    unsigned empty = 0;
-    int rc = 0;
-    do {
-        size_t i;
-        redisReply *r;
-        if ((rc = scan_page(srv, cursor, pattern, &empty, &r)) != 0) break;
-        for (i = 0; i < r->element[1]->elements && !w->stop && rc == 0; i++)
-            rc = range_found(w, r->element[1]->element[i]);
-        freeReplyObject(r);
-    } while (rc == 0 && !w->stop && strcmp(cursor, "0") != 0);
-    return rc;
 }
 
 DLOCK_API int dlock_range_tables(dlock_client_t *c, const char *glob,
@@ -496,20 +484,10 @@ DLOCK_API int dlock_range_tables(dlock_client_t *c, const char *glob,
                              c->be.node.conf.redacted_url);
     if ((pattern = scan_pattern(c->be.node.conf.prefix, "{*}:rl")) == NULL)
         return dlock__seterr(ENOMEM, "out of memory");
-    memset(&w, 0, sizeof w);
-    w.c = c;
-    w.glob = glob != NULL ? glob : "*";
+    w.w = (struct key_walk){ c, glob != NULL ? glob : "*", NULL, range_key_name, range_found, 0 };
     w.fn = fn;
     w.arg = arg;
-    if (c->be.node.conf.kind == DLOCK__BACKEND_CLUSTER) {
-        dlock__backend *masters[64];
-        size_t i, n;
-        rc = dlock__cluster_masters(&c->be, masters, sizeof masters / sizeof *masters, &n,
-                                    dlock__unreachable_deadline(&c->be.node));
-        for (i = 0; i < n && rc == 0 && !w.stop; i++) rc = range_list_server(&w, masters[i], pattern);
-    } else {
-        rc = range_list_server(&w, &c->be, pattern);
-    }
+    rc = walk_servers(&w.w, pattern);
     free(pattern);
     return rc;
 }

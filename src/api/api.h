@@ -77,6 +77,9 @@ int dlock__timed(clockid_t clock, const struct timespec *abstime, dlock__mono *d
 /* The attributes behind a; the defaults when a is NULL.  EINVAL if a
  * is not an initialised attribute object.  (attr.c) */
 int dlock__attr_get(const dlock_mutexattr_t *a, dlock_mutexattr_t *out);
+/* 0 if ms is a lease (DLOCK_LEASE_MIN_MS to DLOCK_LEASE_MAX_MS), else
+ * EINVAL saying that `what` (a lease, an expiry) is outside them. */
+int dlock__lease_check(const char *what, unsigned ms);
 
 /* dlock__range and dlock__range_edge (range.c), for the preload, are
  * declared in dlock_private.h.  The record-lock table of name as it is

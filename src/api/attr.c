@@ -65,12 +65,17 @@ DLOCK_API int dlock_mutexattr_getrobust(const dlock_mutexattr_t *a, int *robust)
     return 0;
 }
 
+int dlock__lease_check(const char *what, unsigned ms) {
+    if (ms < DLOCK_LEASE_MIN_MS || ms > DLOCK_LEASE_MAX_MS)
+        return dlock__seterr(EINVAL, "%s %u ms is outside [%u, %u] ms", what, ms, DLOCK_LEASE_MIN_MS,
+                             DLOCK_LEASE_MAX_MS);
+    return 0;
+}
+
 DLOCK_API int dlock_mutexattr_setlease(dlock_mutexattr_t *a, unsigned lease_ms) {
     int rc = check(a);
     if (rc) return rc;
-    if (lease_ms < DLOCK_LEASE_MIN_MS || lease_ms > DLOCK_LEASE_MAX_MS)
-        return dlock__seterr(EINVAL, "lease %u ms is outside [%u, %u] ms", lease_ms, DLOCK_LEASE_MIN_MS,
-                             DLOCK_LEASE_MAX_MS);
+    if ((rc = dlock__lease_check("lease", lease_ms)) != 0) return rc;
     a->__lease_ms = lease_ms;
     return 0;
 }

@@ -69,9 +69,7 @@ DLOCK_API int dlock_semattr_setlostcallback(dlock_semattr_t *a, dlock_sem_lost_f
 DLOCK_API int dlock_semattr_setlease(dlock_semattr_t *a, unsigned lease_ms) {
     int rc = attr_check(a);
     if (rc) return rc;
-    if (lease_ms < DLOCK_LEASE_MIN_MS || lease_ms > DLOCK_LEASE_MAX_MS)
-        return dlock__seterr(EINVAL, "lease %u ms is outside [%u, %u] ms", lease_ms, DLOCK_LEASE_MIN_MS,
-                             DLOCK_LEASE_MAX_MS);
+    if ((rc = dlock__lease_check("lease", lease_ms)) != 0) return rc;
     a->__lease_ms = lease_ms;
     return 0;
 }

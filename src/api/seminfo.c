@@ -81,8 +81,7 @@ DLOCK_API int dlock_sem_expire(dlock_client_t *c, const char *name, unsigned ms,
     dlock__lock *l;
     int rc, probe;
     if (flags & ~DLOCK_SEM_RENEW) return dlock__seterr(EINVAL, "unknown flags %#x", (unsigned)flags);
-    if (ms < DLOCK_LEASE_MIN_MS || ms > DLOCK_LEASE_MAX_MS)
-        return dlock__seterr(EINVAL, "expiry %u ms is outside [%u, %u] ms", ms, DLOCK_LEASE_MIN_MS, DLOCK_LEASE_MAX_MS);
+    if ((rc = dlock__lease_check("expiry", ms)) != 0) return rc;
     if ((rc = dlock__entry_open(&c, name, DLOCK__KIND_SEM, 0, &l)) != 0) return rc;
     if (c->be.ops->sem_admin == NULL) {
         rc = seminfo_unsupported(c);

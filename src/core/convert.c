@@ -52,13 +52,7 @@ static void conv_carry(struct dlock_client *c, dlock__hold *to, const dlock__hol
     to->robust = 0;
     to->fence_unkept = 0;
     to->held_since = from->held_since;
-    to->lost_fn = from->lost_fn;
-    to->lost_arg = from->lost_arg;
-    to->lost_obj = from->lost_obj;
-    to->risk_fn = from->risk_fn;
-    to->risk_arg = from->risk_arg;
-    to->risk_margin_ms = from->risk_margin_ms;
-    to->at_risk = 0;
+    dlock__hold_handlers_copy(to, from);
 }
 
 /* The upgrade happened on the server: the read hold h becomes l->x with

@@ -573,8 +573,12 @@ int dlock__hold_is_cached(const dlock__hold *h);
 int dlock__hold_is_releasing(const dlock__hold *h);
 int dlock__hold_is_renewable(const dlock__hold *h);
 int dlock__hold_can_be_lost(const dlock__hold *h);
-/* h's lease-at-risk handler is w's, not yet told (a new hold). */
-void dlock__hold_set_risk(dlock__hold *h, const dlock__want *w);
+/* h's lost-lock and lease-at-risk handlers are w's, the latter not yet
+ * told (a new hold). */
+void dlock__hold_set_handlers(dlock__hold *h, const dlock__want *w);
+/* to's handlers are from's (a hold carried across a conversion), the
+ * lease-at-risk one not yet told. */
+void dlock__hold_handlers_copy(dlock__hold *to, const dlock__hold *from);
 /* When h's lease is at risk by its own clock (DLOCK__MONO_NEVER: h has no
  * handler, or was told already, or is not held by a caller). */
 dlock__mono dlock__hold_risk_at(const dlock__hold *h);

@@ -99,11 +99,29 @@ int dlock__hold_can_be_lost(const dlock__hold *h) {
     return (h->state == DLOCK__HOLD_HELD && !h->releasing) || h->state == DLOCK__HOLD_CACHED;
 }
 
-void dlock__hold_set_risk(dlock__hold *h, const dlock__want *w) {
-    h->risk_fn = w->risk_fn;
-    h->risk_arg = w->risk_arg;
-    h->risk_margin_ms = w->risk_margin_ms;
+/* h's lost-lock handler: fn(arg) told of obj. */
+static void lost_set(dlock__hold *h, dlock_lost_fn fn, void *arg, void *obj) {
+    h->lost_fn = fn;
+    h->lost_arg = arg;
+    h->lost_obj = obj;
+}
+
+/* h's lease-at-risk handler, not yet told. */
+static void risk_set(dlock__hold *h, dlock_risk_fn fn, void *arg, unsigned margin_ms) {
+    h->risk_fn = fn;
+    h->risk_arg = arg;
+    h->risk_margin_ms = margin_ms;
     h->at_risk = 0;
+}
+
+void dlock__hold_set_handlers(dlock__hold *h, const dlock__want *w) {
+    lost_set(h, w->lost_fn, w->lost_arg, w->lost_obj);
+    risk_set(h, w->risk_fn, w->risk_arg, w->risk_margin_ms);
+}
+
+void dlock__hold_handlers_copy(dlock__hold *to, const dlock__hold *from) {
+    lost_set(to, from->lost_fn, from->lost_arg, from->lost_obj);
+    risk_set(to, from->risk_fn, from->risk_arg, from->risk_margin_ms);
 }
 
 /* The margin counts back from the validity end (the lease less the

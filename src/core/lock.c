@@ -101,10 +101,7 @@ static int hold_begin(struct dlock_client *c, dlock__lock *l, const dlock__want 
     h->robust = w->robust;
     h->fence_unkept = 0; /* (step_hold says otherwise) */
     h->hashed = 1;       /* a grant's hash (step_hold says otherwise) */
-    h->lost_fn = w->lost_fn;
-    h->lost_arg = w->lost_arg;
-    h->lost_obj = w->lost_obj;
-    dlock__hold_set_risk(h, w);
+    dlock__hold_set_handlers(h, w);
     dlock__held_add(c, h);
     if (h->caching) (void)dlock__notify_want(c, l); /* to hear when another owner asks */
     return 0;
@@ -235,10 +232,7 @@ static int cache_take(struct dlock_client *c, dlock__lock *l, const dlock__want 
     dlock__hold_uncache(h, self);
     h->count = 1;
     h->fence = f;
-    h->lost_fn = w->lost_fn;
-    h->lost_arg = w->lost_arg;
-    h->lost_obj = w->lost_obj;
-    dlock__hold_set_risk(h, w);
+    dlock__hold_set_handlers(h, w);
     return 1;
 }
 
