@@ -21,16 +21,19 @@
 
 #define PASSWORD "acl-s3cret-pw"
 
-/* The README's line, split into the words of one ACL SETUSER command. */
+/* The README's line, split into the words of one ACL SETUSER command
+ * (laid out by hand: the formatter would give each word a line). */
+/* clang-format off */
 static const char *const acl_rules[] = {
     "on", ">" PASSWORD, "resetkeys", "~dlock:*", "resetchannels", "&dlock:*", "-@all",
     "+evalsha", "+eval", "+script|load", "+subscribe", "+unsubscribe", "+select", "+scan",
-    "+time", "+get", "+set", "+incr", "+mget", "+del", "+exists", "+pexpire", "+pttl", "+rpush", "+blpop",
-    "+lpop", "+lindex", "+lpos", "+lset", "+lrange", "+lrem",
-    "+hget", "+hmget", "+hset", "+hdel", "+hgetall",
+    "+time", "+get", "+set", "+incr", "+mget", "+mset", "+del", "+exists", "+pexpire", "+pttl", "+rpush", "+blpop",
+    "+lpop", "+lindex", "+lpos", "+lset", "+lrange", "+lrem", "+llen",
+    "+hget", "+hmget", "+hset", "+hsetnx", "+hdel", "+hgetall",
     "+zadd", "+zrem", "+zscore", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zremrangebyscore", "+zpopmin",
     "+publish",
 };
+/* clang-format on */
 #define NRULES (sizeof acl_rules / sizeof acl_rules[0])
 /* The fair queue's list commands (since it is a list), as setuser's skip. */
 #define LIST_RULES " +lpop +lindex +lpos +lset +lrange +lrem"
@@ -485,6 +488,89 @@ static void test_acl_team_prefixes(void) {
     freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL DELUSER team-a team-b"));
 }
 
+/* ------------------------------------- a waiter while the holder holds */
+
+struct acl_waiter {
+    dlock_mutex_t *m;
+    int rc_lock, rc_unlock;
+};
+
+static void *acl_waiter_main(void *p) {
+    struct acl_waiter *w = p;
+    w->rc_lock = dlock_mutex_lock(w->m);
+    w->rc_unlock = w->rc_lock == 0 ? dlock_mutex_unlock(w->m) : -1;
+    return NULL;
+}
+
+static void acl_count_lost(dlock_mutex_t *m, const char *name, void *arg) {
+    (void)m;
+    (void)name;
+    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Holder and waiter, each with a client of its own as the ACL user, on
+ * mutexes made with a: the holder takes the lock, the waiter queues for
+ * it, the holder keeps it hold_ms, then unlocks (which must give 0). */
+static void acl_hold_with_waiter(const char *user, const char *name, const dlock_mutexattr_t *a, int warm,
+                                 unsigned hold_ms, int *lost) {
+    dlock_client_t *ch, *cw;
+    dlock_mutexattr_t ah = *a, aw = *a;
+    dlock_mutex_t m, wm;
+    struct acl_waiter w = { &wm, -1, -1 };
+    pthread_t th;
+    int rc;
+    CU_ASSERT_FATAL(setuser(user, NULL) == 0);
+    DLT_ASSERT_ERR(acl_client(&ch, user, PASSWORD), 0);
+    DLT_ASSERT_ERR(acl_client(&cw, user, PASSWORD), 0);
+    dlock_mutexattr_setclient(&ah, ch);
+    dlock_mutexattr_setclient(&aw, cw);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, name, &ah), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&wm, name, &aw), 0);
+    if (warm) { /* a first acquisition asks the script; the next is the pipelined SET */
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, acl_waiter_main, &w) == 0);
+    dlt_sleep_ms(hold_ms);
+    DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 1);
+    if (lost != NULL) DLT_ASSERT_INT_EQ(__atomic_load_n(lost, __ATOMIC_SEQ_CST), 0);
+    rc = dlock_mutex_unlock(&m);
+    if (rc != 0) printf("  %s: the holder's unlock: %s\n", name, dlock_last_error());
+    DLT_ASSERT_ERR(rc, 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(w.rc_lock, 0);
+    DLT_ASSERT_ERR(w.rc_unlock, 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&wm), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cw), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(ch), 0);
+}
+
+/* A hold taken by the pipelined SET keeps no fence on the server; a waiter
+ * turns its string into the hash, and the holder's first renewal records
+ * the fence there (renew.lua's HSETNX): through the README's user the hold
+ * is renewed, never lost. */
+static void test_acl_renewal_after_a_waiter_came(void) {
+    dlock_mutexattr_t a;
+    int lost = 0;
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setlease(&a, 600);
+    dlock_mutexattr_setlostcallback(&a, acl_count_lost, &lost);
+    acl_hold_with_waiter("renewer", "acl/renew-contended", &a, 1, 900, &lost);
+    dlock_mutexattr_destroy(&a);
+}
+
+/* A robust mutex's release hands the lock to the queued waiter
+ * (release.lua's MSET of the robust state): the unlock gives 0. */
+static void test_acl_robust_handoff(void) {
+    dlock_mutexattr_t a;
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST);
+    acl_hold_with_waiter("robuster", "acl/robust-handoff", &a, 0, 200, NULL);
+    dlock_mutexattr_destroy(&a);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_mutexes_across_processes),
     DLT_TEST(test_acl_user_without_blpop),
@@ -495,7 +581,9 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_without_mget),
     DLT_TEST(test_acl_wrong_password_refused_and_never_shown),
     DLT_TEST(test_acl_team_prefixes),
-    { NULL, NULL }
+    DLT_TEST(test_acl_renewal_after_a_waiter_came),
+    DLT_TEST(test_acl_robust_handoff),
+    { NULL, NULL },
 };
 
 int main(int argc, char **argv) {

@@ -178,11 +178,28 @@ static void test_env_bad_url(void) {
 /* ------------------------------------------------------------- errors */
 
 static void test_error_names(void) {
-    static const struct { int code; const char *name; } codes[] = {
-        { 0, "OK" }, { EINVAL, "EINVAL" }, { EBUSY, "EBUSY" }, { EDEADLK, "EDEADLK" },
-        { EPERM, "EPERM" }, { ETIMEDOUT, "ETIMEDOUT" }, { ENOLCK, "ENOLCK" }, { EAGAIN, "EAGAIN" },
-        { EOWNERDEAD, "EOWNERDEAD" }, { ENOTRECOVERABLE, "ENOTRECOVERABLE" }, { ENOMEM, "ENOMEM" },
-        { EPROTO, "EPROTO" }, { ESTALE, "ESTALE" }, { EINTR, "EINTR" },
+    static const struct {
+        int code;
+        const char *name;
+    } codes[] = {
+        { 0, "OK" },
+        { EINVAL, "EINVAL" },
+        { EBUSY, "EBUSY" },
+        { EDEADLK, "EDEADLK" },
+        { EPERM, "EPERM" },
+        { ETIMEDOUT, "ETIMEDOUT" },
+        { ENOLCK, "ENOLCK" },
+        { EAGAIN, "EAGAIN" },
+        { EOWNERDEAD, "EOWNERDEAD" },
+        { ENOTRECOVERABLE, "ENOTRECOVERABLE" },
+        { ENOMEM, "ENOMEM" },
+        { EPROTO, "EPROTO" },
+        { ESTALE, "ESTALE" },
+        { EINTR, "EINTR" },
+        { ENOTSUP, "ENOTSUP" },
+        { ENOENT, "ENOENT" },
+        { EOVERFLOW, "EOVERFLOW" },
+        { ERANGE, "ERANGE" },
     };
     static const int unknown[] = { -1, -EINVAL, 9999, INT_MIN, INT_MAX, 4096 };
     size_t i;

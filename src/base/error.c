@@ -16,21 +16,25 @@
 
 #include "base/base.h"
 
-#define DLOCK__ERRORS(X)                                                          \
-    X(0, "OK", "success")                                                          \
-    X(EINVAL, "EINVAL", "invalid argument, object or configuration")              \
-    X(EBUSY, "EBUSY", "the lock is held")                                         \
-    X(EDEADLK, "EDEADLK", "the calling thread already holds the lock")            \
-    X(EPERM, "EPERM", "the calling thread does not hold the lock (or lost it)")   \
-    X(ETIMEDOUT, "ETIMEDOUT", "the deadline passed before the lock was acquired") \
-    X(ENOLCK, "ENOLCK", "the lock server could not be reached")                   \
-    X(EAGAIN, "EAGAIN", "the recursion limit was reached (or a system resource ran out)")                        \
-    X(EOWNERDEAD, "EOWNERDEAD", "the previous holder died; state may be inconsistent") \
-    X(ENOTRECOVERABLE, "ENOTRECOVERABLE", "the lock is not recoverable")          \
-    X(ENOMEM, "ENOMEM", "out of memory")                                          \
-    X(EPROTO, "EPROTO", "the server answered something unexpected")              \
-    X(ESTALE, "ESTALE", "a write with a newer fencing token came first")        \
-    X(EINTR, "EINTR", "a signal handler ran while waiting (DLOCK_F_INTR)")
+#define DLOCK__ERRORS(X)                                                                  \
+    X(0, "OK", "success")                                                                 \
+    X(EINVAL, "EINVAL", "invalid argument, object or configuration")                      \
+    X(EBUSY, "EBUSY", "the lock is held")                                                 \
+    X(EDEADLK, "EDEADLK", "the calling thread already holds the lock")                    \
+    X(EPERM, "EPERM", "the calling thread does not hold the lock (or lost it)")           \
+    X(ETIMEDOUT, "ETIMEDOUT", "the deadline passed before the lock was acquired")         \
+    X(ENOLCK, "ENOLCK", "the lock server could not be reached")                           \
+    X(EAGAIN, "EAGAIN", "the recursion limit was reached (or a system resource ran out)") \
+    X(EOWNERDEAD, "EOWNERDEAD", "the previous holder died; state may be inconsistent")    \
+    X(ENOTRECOVERABLE, "ENOTRECOVERABLE", "the lock is not recoverable")                  \
+    X(ENOMEM, "ENOMEM", "out of memory")                                                  \
+    X(EPROTO, "EPROTO", "the server answered something unexpected")                       \
+    X(ESTALE, "ESTALE", "a write with a newer fencing token came first")                  \
+    X(EINTR, "EINTR", "a signal handler ran while waiting (DLOCK_F_INTR)")                \
+    X(ENOTSUP, "ENOTSUP", "the deployment does not offer this (Redlock)")                 \
+    X(ENOENT, "ENOENT", "no such semaphore")                                              \
+    X(EOVERFLOW, "EOVERFLOW", "the semaphore's value would pass its maximum")             \
+    X(ERANGE, "ERANGE", "the buffer is shorter than the lock value block")
 
 DLOCK_API const char *dlock_strerror(int err) {
     switch (err) {
