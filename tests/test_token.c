@@ -157,7 +157,7 @@ static int client_leaves_no_thread(void *arg) {
     DLT_CK(dlock__random_thread_live(), 1);
     DLT_CK(dlock_client_destroy(c), 0);
     DLT_CK(dlock__random_thread_live(), 0); /* joined */
-    DLT_CK(dlock__random_ready(), 1);        /* (it did set up before it went) */
+    DLT_CK(dlock__random_ready(), 1);       /* (it did set up before it went) */
     DLT_CK(threads_become(1, 1000), 1);
     return 0;
 }
