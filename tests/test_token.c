@@ -178,9 +178,27 @@ static int exit_while_setting_up(void *arg) {
     exit(0);
 }
 
+/* The same in a process that never used OpenSSL before (this program run
+ * again: EXIT_EARLY), where it is dlock that initialises OpenSSL, and so
+ * orders its exit handler against OpenSSL's. */
+#define EXIT_EARLY "--exit-while-setting-up"
+
 static void test_exit_while_the_setup_runs(void) {
-    int i;
+    int i, st;
+    pid_t pid;
     for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(exit_while_setting_up, NULL), 30000), 0);
+    for (i = 0; i < 60; i++) {
+        fflush(NULL);
+        if ((pid = fork()) == 0) {
+            execl("/proc/self/exe", "test_token", EXIT_EARLY, (char *)NULL);
+            _exit(127);
+        }
+        CU_ASSERT_FATAL(pid > 0);
+        st = dlt_wait_raw(pid, 30000);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fprintf(stderr, "run %d: status 0x%x (signal %d)\n", i, st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
 }
 
 /* A fresh process's first lock waits for the set-up it started (or does
@@ -311,5 +329,10 @@ static const struct dlt_test tests[] = {
 };
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], EXIT_EARLY) == 0) { /* test_exit_while_the_setup_runs */
+        dlock_client_t *c;
+        if (dlock_client_create(&c, NULL) != 0) return 3;
+        exit(0);
+    }
     return dlt_main(argc, argv, "token", tests);
 }

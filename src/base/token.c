@@ -185,7 +185,10 @@ int dlock__random_thread_live(void) {
 }
 
 /* No thread of dlock's may be inside OpenSSL when its own exit handler
- * frees it: this one is registered after OpenSSL's, so it runs first. */
+ * (OPENSSL_cleanup) frees it: this one is registered after OpenSSL's, so
+ * it runs first.  OpenSSL registers its handler at its first full
+ * initialisation, which OPENSSL_init_crypto(0) does not make (it returns
+ * at once); OPENSSL_INIT_ASYNC does, and costs two thread-local keys. */
 static void rand_at_exit(void) {
     rand_join(1);
 }
@@ -194,7 +197,8 @@ void dlock__random_prepare(void) {
     pthread_once(&self_once, self_key_make); /* the fork handlers */
     pthread_mutex_lock(&rand_mu);
     if (rand_ctx == NULL && !rand_live) {
-        if (!rand_exit_set && OPENSSL_init_crypto(0, NULL) == 1 && atexit(rand_at_exit) == 0) rand_exit_set = 1;
+        if (!rand_exit_set && OPENSSL_init_crypto(OPENSSL_INIT_ASYNC, NULL) == 1 && atexit(rand_at_exit) == 0)
+            rand_exit_set = 1;
         /* Without the exit handler, no thread: the first draw sets up. */
         __atomic_store_n(&rand_done, 0, __ATOMIC_RELAXED);
         if (rand_exit_set && dlock__thread_start(&rand_thread, rand_setup_main, NULL) == 0)
