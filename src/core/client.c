@@ -336,9 +336,14 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     return 0;
 }
 
+/* The first token of a process waits for the random source's set-up:
+ * meanwhile the connection its request needs is opened (the connect
+ * overlaps the set-up). */
 dlock__thread *dlock__client_self(struct dlock_client *c, int *err) {
     unsigned char nonce[sizeof c->nonce];
-    dlock__thread *self = dlock__self(err);
+    dlock__thread *self;
+    if (!dlock__random_ready() && dlock__self_peek() == NULL) dlock__backend_warm(&c->be);
+    self = dlock__self(err);
     if (self == NULL || __atomic_load_n(&c->nonce_set, __ATOMIC_ACQUIRE)) return self;
     if (dlock__random(nonce, (int)sizeof nonce) != 0) {
         *err = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random nonce for the client");
