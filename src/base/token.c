@@ -51,8 +51,9 @@ static dlock__thread *proc_id; /* the process's identity (dlock__proc_self) */
  * token would then hang.  dlock's calls -- the set-up thread's included,
  * its OpenSSL thread state freed before it lets go -- are serialised by
  * rand_mu, which the fork handlers hold across fork: a fork waits for a
- * set-up under way, and the child gets a context that is ready (its DRBG
- * reseeds itself on seeing a new pid) or none (it sets one up itself).
+ * set-up under way (and its thread's end), and the child gets a context
+ * that is ready (its DRBG reseeds itself on seeing a new pid) or none (it
+ * sets one up itself).
  * The fields below are rand_mu's. */
 static pthread_mutex_t rand_mu = PTHREAD_MUTEX_INITIALIZER;
 static OSSL_LIB_CTX *rand_ctx; /* set up: never freed while the process lives */
@@ -76,7 +77,13 @@ pid_t dlock__pid(void) {
 
 static void all_lock(void) { pthread_mutex_lock(&all_mu); }
 static void all_unlock(void) { pthread_mutex_unlock(&all_mu); }
+static void rand_join(int any);
+/* A fork first waits for the random source's set-up thread to end, not
+ * only for its set-up: a thread on its way out may be inside the
+ * allocator, whose lock a child would then inherit taken (glibc's malloc
+ * guards against that at fork; ASan's allocator does not). */
 static void token_fork_prepare(void) {
+    rand_join(1);
     pthread_mutex_lock(&rand_mu);
     pthread_mutex_lock(&all_mu);
 }
