@@ -8,6 +8,11 @@
  *   dlock-first-lock rtt N       N PINGs on one hiredis connection to
  *                                $DLOCK_URL's server; prints the median
  *                                round trip in ns
+ *   dlock-first-lock drbg        the first lock's floor: what dlock's
+ *                                random source costs a fresh process to
+ *                                set up (a library context of its own, a
+ *                                HASH-DRBG, a first RAND_bytes_ex: what
+ *                                the library's set-up thread does); ns
  *
  * Linked against the shared libdlock, as a program is: its loading is not
  * in the figure (it happens before main), its set-up is.
@@ -19,6 +24,7 @@
 
 #include <dlock.h>
 #include <hiredis/hiredis.h>
+#include <openssl/rand.h>
 
 static long long ns(void) {
     struct timespec t;
@@ -77,9 +83,23 @@ static int rtt(int n) {
     return 0;
 }
 
+/* The random source's set-up alone, as src/base/token.c makes it. */
+static int drbg(void) {
+    unsigned char b[1];
+    long long t0 = ns(), t1;
+    OSSL_LIB_CTX *ctx = OSSL_LIB_CTX_new();
+    int ok = ctx != NULL && RAND_set_DRBG_type(ctx, "HASH-DRBG", NULL, NULL, "SHA256") == 1 &&
+             RAND_bytes_ex(ctx, b, sizeof b, 0) == 1;
+    t1 = ns();
+    if (!ok) return fprintf(stderr, "dlock-first-lock: RAND_bytes_ex failed\n"), 1;
+    printf("%lld\n", t1 - t0);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "lock") == 0) return first_lock(argv[2]);
     if (argc == 3 && strcmp(argv[1], "rtt") == 0) return rtt(atoi(argv[2]) > 0 ? atoi(argv[2]) : 100);
-    fprintf(stderr, "usage: dlock-first-lock lock NAME | rtt N\n");
+    if (argc == 2 && strcmp(argv[1], "drbg") == 0) return drbg();
+    fprintf(stderr, "usage: dlock-first-lock lock NAME | rtt N | drbg\n");
     return 64;
 }

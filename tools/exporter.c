@@ -14,7 +14,13 @@
  * scrape timeout: the client's connect, command and unreachable bounds
  * are set from it, so a dead or stuck server is `dlock_up 0` in bounded
  * time, never a hung scrape.  It stops on SIGINT or SIGTERM.
+ *
+ * libmicrohttpd (and GnuTLS, which it pulls in) is loaded with dlopen when
+ * the exporter starts, not linked: loading and initialising them costs
+ * every run of the program several milliseconds, and `dlock exec` runs
+ * once per job.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -34,6 +40,42 @@
 #define EXP_CONN_TIMEOUT_S 10 /* an idle or trickling HTTP connection is closed after this */
 #define EXP_CONN_LIMIT 256   /* connections at once */
 #define EXP_CONN_PER_IP 16   /* from one address: one client cannot take them all */
+#ifndef DLOCK_MHD_SONAME
+#define DLOCK_MHD_SONAME "libmicrohttpd.so.12" /* (the build sets it from the library it found) */
+#endif
+
+/* The libmicrohttpd calls the exporter makes, found by mhd_load. */
+static struct {
+    struct MHD_Daemon *(*start_daemon)(unsigned, uint16_t, MHD_AcceptPolicyCallback, void *, MHD_AccessHandlerCallback,
+                                       void *, ...);
+    void (*stop_daemon)(struct MHD_Daemon *);
+    struct MHD_Response *(*response_from_buffer)(size_t, void *, enum MHD_ResponseMemoryMode);
+    enum MHD_Result (*add_header)(struct MHD_Response *, const char *, const char *);
+    enum MHD_Result (*queue_response)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
+    void (*destroy_response)(struct MHD_Response *);
+} mhd;
+
+/* Loads libmicrohttpd (kept loaded: its threads run until the exit):
+ * 0, or the exit code of the message it printed. */
+static int mhd_load(void) {
+    void *h = dlopen(DLOCK_MHD_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL) {
+        cli_msg("cannot load %s, which serves HTTP (Debian: libmicrohttpd12): %s", DLOCK_MHD_SONAME, dlerror());
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    *(void **)&mhd.start_daemon = dlsym(h, "MHD_start_daemon");
+    *(void **)&mhd.stop_daemon = dlsym(h, "MHD_stop_daemon");
+    *(void **)&mhd.response_from_buffer = dlsym(h, "MHD_create_response_from_buffer");
+    *(void **)&mhd.add_header = dlsym(h, "MHD_add_response_header");
+    *(void **)&mhd.queue_response = dlsym(h, "MHD_queue_response");
+    *(void **)&mhd.destroy_response = dlsym(h, "MHD_destroy_response");
+    if (mhd.start_daemon == NULL || mhd.stop_daemon == NULL || mhd.response_from_buffer == NULL ||
+        mhd.add_header == NULL || mhd.queue_response == NULL || mhd.destroy_response == NULL) {
+        cli_msg("%s lacks a function the exporter calls", DLOCK_MHD_SONAME);
+        return CLI_EXIT_UNAVAILABLE;
+    }
+    return 0;
+}
 
 typedef struct exp_opts {
     const char *listen;
@@ -155,16 +197,16 @@ static int listen_addr(const char *spec, struct sockaddr_storage *sa, int *ipv6)
 
 static enum MHD_Result http_reply(struct MHD_Connection *conn, unsigned status, char *body, size_t len,
                                   const char *type) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    struct MHD_Response *r = mhd.response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     enum MHD_Result ret;
     if (r == NULL) {
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-    ret = MHD_queue_response(conn, status, r);
-    MHD_destroy_response(r);
+    mhd.add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) mhd.add_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+    ret = mhd.queue_response(conn, status, r);
+    mhd.destroy_response(r);
     return ret;
 }
 
@@ -238,7 +280,7 @@ static int exp_client(const cli_conn *conn, int64_t budget_ms, dlock_client_t **
 
 static struct MHD_Daemon *exp_start(struct sockaddr_storage *sa, int ipv6, exp_state *st) {
     unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | (ipv6 ? MHD_USE_IPv6 : 0);
-    return MHD_start_daemon(flags, 0, NULL, NULL, on_request, st, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
+    return mhd.start_daemon(flags, 0, NULL, NULL, on_request, st, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)sa,
                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)EXP_CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)EXP_CONN_LIMIT,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)EXP_CONN_PER_IP, MHD_OPTION_END);
@@ -253,6 +295,7 @@ int cli_exporter(int argc, char **argv, cli_conn *conn) {
     int rc, sig = 0, ipv6 = 0;
     if ((rc = parse_exporter(argc, argv, conn, &o)) != 0) return rc < 0 ? 0 : rc;
     if ((rc = listen_addr(o.listen, &sa, &ipv6)) != 0) return rc;
+    if ((rc = mhd_load()) != 0) return rc;
     memset(&st, 0, sizeof st);
     st.m = o.m;
     if ((rc = exp_client(conn, o.m.budget_ms, &st.client)) != 0) return rc;
@@ -272,7 +315,7 @@ int cli_exporter(int argc, char **argv, cli_conn *conn) {
         sigdelset(&set, SIGPIPE);
         while (sigwait(&set, &sig) != 0 || (sig != SIGINT && sig != SIGTERM))
             ;
-        MHD_stop_daemon(d);
+        mhd.stop_daemon(d);
     }
     (void)dlock_client_destroy(st.client);
     pthread_mutex_destroy(&st.mu);

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "cli.h"
 
 const char *cli_prog = "dlock";
@@ -187,6 +189,13 @@ int main(int argc, char **argv) {
     cli_conn conn = { NULL, NULL };
     size_t i;
     int opt;
+
+    /* OpenSSL frees all of its state at exit (half a million
+     * instructions, a tenth of a millisecond of every `dlock exec`), for
+     * leak checkers' sake: a program of its own has no need to, and its
+     * state stays reachable from OpenSSL's globals.  Before any other use
+     * of OpenSSL (the library's tokens). */
+    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
 
     /* The options before the command: stop at the first non-option. */
     opterr = 0;

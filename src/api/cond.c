@@ -161,7 +161,7 @@ static int wait_call(dlock_cond_t *cv, dlock_mutex_t *m, dlock__mono deadline) {
     if (mo->c != c) return dlock__seterr(EINVAL, "the mutex is on another client than the condition variable");
     if (!dlock__holds_want(c, mo->l, &mo->want, NULL))
         return dlock__seterr(EPERM, "the calling thread (or, process-owned, its process) does not hold the mutex");
-    if ((self = dlock__self(&rc)) == NULL) return rc;
+    if ((self = dlock__client_self(c, &rc)) == NULL) return rc;
     dlock__owner_token(c, self, ++self->calls, token);
 
     pthread_mutex_lock(&c->mu);

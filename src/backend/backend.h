@@ -158,6 +158,11 @@ void dlock__backend_settle(dlock__backend *b, dlock__mono before, dlock__mono he
 /* The renewal thread stops: its connection closes (a member's closes
  * with the member). */
 void dlock__backend_renew_done(dlock__backend *b);
+/* Connects ahead, once, briefly: an idle connection to a single server
+ * (or Sentinel's master) for the request the caller is about to make,
+ * opened while it waits for something else.  Nothing if it has one, if
+ * the server is known to be down, or on another deployment. */
+void dlock__backend_warm(dlock__backend *b);
 /* A connection of the layer above's (a subscriber's) closed in a fork
  * child, kept as dlock__backend_fork_child keeps its own. */
 void dlock__backend_bury(dlock__backend *b, dlock__conn *cn);

@@ -7,7 +7,8 @@
  * map, its node's pool); each member has its own for its own pool.  At
  * fork the caller holds its mutex and takes every member's through
  * dlock__backend_fork_prepare, so that the child finds no pool half
- * changed.
+ * changed.  A deployment of one server can connect ahead
+ * (dlock__backend_warm) while its caller waits for something else.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -199,4 +200,34 @@ void dlock__backend_fork_child(dlock__backend *b) {
         dlock__backend_fork_child(b->members[i]);
         pthread_mutex_unlock(&b->members[i]->own_mu); /* taken by fork_prepare */
     }
+}
+
+/* Connecting ahead is worth at most this long: the wait it overlaps (the
+ * random source's set-up) is about a millisecond; a connection slower
+ * than that is made by the request itself, as always. */
+#define WARM_MS 2
+
+/* One attempt, within WARM_MS, at an idle connection to b's server,
+ * unless there is one already, its breaker or the host-wide record says
+ * the server is down (a request would not be sent: no connect either),
+ * or it is a TLS, Cluster or Redlock deployment (a TLS handshake alone
+ * takes longer; the others connect per member).  Its failure is nobody's
+ * business: the request that follows connects and reports as it always
+ * does.  The caller's last error is left as it was. */
+void dlock__backend_warm(dlock__backend *b) {
+    dlock__node *n = &b->node;
+    dlock__conn *cn = NULL;
+    dlock__mono end, since = 0, probe = 0;
+    char saved[512];
+    int idle, host = 0;
+    if (b->ops != &dlock__single_backend || n->conf.tls || b->parent != NULL) return;
+    pthread_mutex_lock(n->mu);
+    idle = n->idle != NULL;
+    pthread_mutex_unlock(n->mu);
+    if (idle || dlock__breaker_state(n, &host, &since, &probe)) return;
+    snprintf(saved, sizeof saved, "%s", dlock_last_error());
+    end = dlock__call_end_set(dlock__now() + (dlock__mono)WARM_MS * DLOCK__MS);
+    if (dlock__pool_get(n, &cn, dlock__now()) == 0) dlock__pool_put(n, cn, 0);
+    dlock__call_end_set(end);
+    dlock__restoreerr(saved);
 }

@@ -220,8 +220,20 @@ typedef struct dlock__thread {
 
 /* getpid(), cached (and refreshed in a fork child). */
 pid_t dlock__pid(void);
-/* Fills buf with n bytes from RAND_bytes (serialised against fork). */
+/* Fills buf with n bytes from RAND_bytes_ex on dlock's own OpenSSL
+ * library context (serialised against fork); sets the source up first if
+ * it is not (or waits for the set-up thread doing it). */
 int dlock__random(unsigned char *buf, int n);
+/* Starts setting the random source up in a short-lived background thread,
+ * unless it is set up or being set up: a client is made, a token will be
+ * wanted soon. */
+void dlock__random_prepare(void);
+/* 1 if the random source is set up (a draw will not wait), else 0. */
+int dlock__random_ready(void);
+/* Waits for the set-up thread, if one was started, to end. */
+void dlock__random_settle(void);
+/* 1 while a set-up thread is started and not joined yet (for tests). */
+int dlock__random_thread_live(void);
 /* The calling thread's owner identity; NULL (with the error set) only when
  * RAND_bytes or malloc fails. */
 dlock__thread *dlock__self(int *err);

@@ -14,6 +14,18 @@
  * Every identity is also on one global list, so that a fork child, where
  * the parent's other threads no longer exist, still reaches theirs (it
  * never uses them, but a leak checker must not see them as lost).
+ *
+ * The random source is dlock's own OpenSSL library context (rand_ctx),
+ * whose DRBG is a HASH-DRBG over SHA-256, read with RAND_bytes_ex.  Its
+ * own, so that the choice of DRBG (the cheapest to set up of OpenSSL's
+ * three: the first RAND_bytes of a process costs about a millisecond of
+ * fetching and instantiating, two thirds of it for CTR-DRBG, the global
+ * default) never touches the program's default context, its
+ * configuration or FIPS mode.  That set-up runs in a short-lived thread
+ * started when a client is made (dlock__random_prepare), while the
+ * caller connects; the first token waits for it only if it is not done,
+ * or does it itself if the thread has not begun.  The context lives as
+ * long as the process, as OpenSSL's default one does.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +34,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include "base/base.h"
@@ -35,9 +48,19 @@ static dlock__thread *proc_id; /* the process's identity (dlock__proc_self) */
 
 /* RAND_bytes takes OpenSSL's DRBG lock; a fork while another thread is
  * inside it would leave that lock held forever in the child, whose first
- * token would then hang.  dlock's calls are serialised by rand_mu, which
- * the fork handlers hold across fork. */
+ * token would then hang.  dlock's calls -- the set-up thread's included,
+ * its OpenSSL thread state freed before it lets go -- are serialised by
+ * rand_mu, which the fork handlers hold across fork: a fork waits for a
+ * set-up under way (and its thread's end), and the child gets a context
+ * that is ready (its DRBG reseeds itself on seeing a new pid) or none (it
+ * sets one up itself).
+ * The fields below are rand_mu's. */
 static pthread_mutex_t rand_mu = PTHREAD_MUTEX_INITIALIZER;
+static OSSL_LIB_CTX *rand_ctx; /* set up: never freed while the process lives */
+static pthread_t rand_thread;  /* the set-up thread, while rand_live */
+static int rand_live;          /* it was started and is not joined yet (read unlocked) */
+static int rand_done;          /* it has let go of rand_mu for good (atomic) */
+static int rand_exit_set;      /* rand_at_exit is registered */
 
 /* The process id, cached: getpid() is a system call, and the lock path
  * asks for it several times.  A fork child refreshes it. */
@@ -54,7 +77,13 @@ pid_t dlock__pid(void) {
 
 static void all_lock(void) { pthread_mutex_lock(&all_mu); }
 static void all_unlock(void) { pthread_mutex_unlock(&all_mu); }
+static void rand_join(int any);
+/* A fork first waits for the random source's set-up thread to end, not
+ * only for its set-up: a thread on its way out may be inside the
+ * allocator, whose lock a child would then inherit taken (glibc's malloc
+ * guards against that at fork; ASan's allocator does not). */
 static void token_fork_prepare(void) {
+    rand_join(1);
     pthread_mutex_lock(&rand_mu);
     pthread_mutex_lock(&all_mu);
 }
@@ -64,6 +93,7 @@ static void token_fork_after(void) {
 }
 static void token_fork_child(void) {
     cached_pid = getpid();
+    rand_live = rand_done = 0; /* the set-up thread is the parent's */
     free(proc_id); /* the parent's: the child holds nothing, and makes its own */
     proc_id = NULL;
     token_fork_after();
@@ -107,12 +137,94 @@ static void self_key_make(void) {
     pthread_atfork(token_fork_prepare, token_fork_after, token_fork_child);
 }
 
+/* ------------------------------------------------------ random source */
+
+/* Sets up the random source, if it is not: a library context of dlock's
+ * own whose DRBG is a HASH-DRBG (SHA-256), and a first draw from it, which
+ * fetches and instantiates it and seeds it from the operating system.
+ * 0, or -1 (nothing kept: the next call tries again).  rand_mu held. */
+static int rand_setup(void) {
+    OSSL_LIB_CTX *ctx;
+    unsigned char b[1];
+    if (rand_ctx != NULL) return 0;
+    if ((ctx = OSSL_LIB_CTX_new()) == NULL) return -1;
+    if (RAND_set_DRBG_type(ctx, "HASH-DRBG", NULL, NULL, "SHA256") != 1 || RAND_bytes_ex(ctx, b, sizeof b, 0) != 1) {
+        OSSL_LIB_CTX_free(ctx);
+        return -1;
+    }
+    __atomic_store_n(&rand_ctx, ctx, __ATOMIC_RELEASE); /* (read unlocked by dlock__random_ready) */
+    return 0;
+}
+
+/* The set-up thread: the set-up, unless a caller did it first, and then
+ * this thread's OpenSSL state freed while rand_mu is still held, so that
+ * a fork never finds OpenSSL's locks taken by this thread's exit. */
+static void *rand_setup_main(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&rand_mu);
+    (void)rand_setup();
+    OPENSSL_thread_stop();
+    pthread_mutex_unlock(&rand_mu);
+    __atomic_store_n(&rand_done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Joins the set-up thread: any (wait), or only one that is done. */
+static void rand_join(int any) {
+    pthread_t th;
+    int join = 0;
+    pthread_mutex_lock(&rand_mu);
+    if (rand_live && (any || __atomic_load_n(&rand_done, __ATOMIC_ACQUIRE))) {
+        th = rand_thread;
+        __atomic_store_n(&rand_live, 0, __ATOMIC_RELAXED);
+        join = 1;
+    }
+    pthread_mutex_unlock(&rand_mu);
+    if (join) pthread_join(th, NULL);
+}
+
+void dlock__random_settle(void) {
+    rand_join(1);
+}
+
+int dlock__random_thread_live(void) {
+    return __atomic_load_n(&rand_live, __ATOMIC_RELAXED);
+}
+
+/* No thread of dlock's may be inside OpenSSL when its own exit handler
+ * (OPENSSL_cleanup) frees it: this one is registered after OpenSSL's, so
+ * it runs first.  OpenSSL registers its handler at its first full
+ * initialisation, which OPENSSL_init_crypto(0) does not make (it returns
+ * at once); OPENSSL_INIT_ASYNC does, and costs two thread-local keys. */
+static void rand_at_exit(void) {
+    rand_join(1);
+}
+
+void dlock__random_prepare(void) {
+    pthread_once(&self_once, self_key_make); /* the fork handlers */
+    pthread_mutex_lock(&rand_mu);
+    if (rand_ctx == NULL && !rand_live) {
+        if (!rand_exit_set && OPENSSL_init_crypto(OPENSSL_INIT_ASYNC, NULL) == 1 && atexit(rand_at_exit) == 0)
+            rand_exit_set = 1;
+        /* Without the exit handler, no thread: the first draw sets up. */
+        __atomic_store_n(&rand_done, 0, __ATOMIC_RELAXED);
+        if (rand_exit_set && dlock__thread_start(&rand_thread, rand_setup_main, NULL) == 0)
+            __atomic_store_n(&rand_live, 1, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&rand_mu);
+}
+
+int dlock__random_ready(void) {
+    return __atomic_load_n(&rand_ctx, __ATOMIC_ACQUIRE) != NULL; /* never waits for the set-up */
+}
+
 int dlock__random(unsigned char *buf, int n) {
     int ok;
     pthread_once(&self_once, self_key_make); /* the fork handlers */
     pthread_mutex_lock(&rand_mu);
-    ok = RAND_bytes(buf, n) == 1;
+    ok = n >= 0 && rand_setup() == 0 && RAND_bytes_ex(rand_ctx, buf, (size_t)n, 0) == 1;
     pthread_mutex_unlock(&rand_mu);
+    if (__atomic_load_n(&rand_live, __ATOMIC_RELAXED)) rand_join(0); /* a set-up thread that is done goes */
     return ok ? 0 : -1;
 }
 

@@ -211,8 +211,9 @@ DLOCK_API void dlock_config_init(dlock_config_t *cfg) {
 }
 
 /* Makes a client from its configuration (cfg, or $DLOCK_URL): its
- * deployment (nothing connected yet), its lock table and its random
- * nonce.  Nothing is left on error. */
+ * deployment (nothing connected yet) and its lock table; the random
+ * source's set-up starts in the background (its nonce is drawn with the
+ * first token: dlock__client_self).  Nothing is left on error. */
 static int client_new(struct dlock_client **out, const dlock_config_t *cfg) {
     struct dlock_client *c;
     int rc;
@@ -234,10 +235,7 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg) {
         rc = dlock__seterr(ENOMEM, "out of memory");
         goto fail;
     }
-    if (dlock__random(c->nonce, (int)sizeof c->nonce) != 0) {
-        rc = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random nonce for the client");
-        goto fail;
-    }
+    dlock__random_prepare();
     dlock__cond_init(&c->renew_cv);
     dlock__stats_init(c);
     pthread_mutex_lock(&clients_mu);
@@ -331,10 +329,33 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     free(c->renew_rn);
     free(c->renew_reps);
     pthread_cond_destroy(&c->renew_cv);
+    dlock__random_settle();      /* (the random source's set-up thread, if it still runs) */
     dlock__backend_free(&c->be); /* (its members: nothing runs that uses them) */
     pthread_mutex_destroy(&c->mu);
     free(c);
     return 0;
+}
+
+/* The first token of a process waits for the random source's set-up:
+ * meanwhile the connection its request needs is opened (the connect
+ * overlaps the set-up). */
+dlock__thread *dlock__client_self(struct dlock_client *c, int *err) {
+    unsigned char nonce[sizeof c->nonce];
+    dlock__thread *self;
+    if (!dlock__random_ready() && dlock__self_peek() == NULL) dlock__backend_warm(&c->be);
+    self = dlock__self(err);
+    if (self == NULL || __atomic_load_n(&c->nonce_set, __ATOMIC_ACQUIRE)) return self;
+    if (dlock__random(nonce, (int)sizeof nonce) != 0) {
+        *err = dlock__seterr(ENOLCK, "RAND_bytes failed: no secure random nonce for the client");
+        return NULL;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (!c->nonce_set) { /* (else another thread's first token drew it) */
+        memcpy(c->nonce, nonce, sizeof nonce);
+        __atomic_store_n(&c->nonce_set, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return self;
 }
 
 /* Is c a client that exists?  Callers pass pointers from the user, which

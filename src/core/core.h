@@ -223,6 +223,7 @@ struct dlock_client {
     struct dlock__sub sub;
 
     unsigned char nonce[DLOCK__TOKEN_HEX / 2]; /* random: mixed into owner tokens */
+    int nonce_set;                             /* nonce drawn (at the first token; atomic, set under mu) */
 
     struct dlock_client *next; /* all clients, for fork and exit */
     int is_default;
@@ -564,6 +565,10 @@ double dlock__stats_quantile(const uint64_t *hist, double q);
 
 /* Clients (client.c). */
 int dlock__client_live(const struct dlock_client *c);
+/* The calling thread's owner identity for a token on c (dlock__self), and
+ * c's nonce drawn if it is not yet: what every call that makes an owner
+ * token asks first.  NULL with *err set when RAND_bytes or malloc fails. */
+dlock__thread *dlock__client_self(struct dlock_client *c, int *err);
 struct dlock_client *dlock__client_get(struct dlock_client *c, int *err);
 
 /* Holds (hold.c): a hold's state, its questions and its transitions (the

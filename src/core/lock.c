@@ -834,7 +834,7 @@ static int acq_start(struct acq *a, struct dlock_client *c, dlock__lock *l, cons
      * would make the server ask the cache to give the lock up. */
     a->queue = (w->fair && !w->shared && !try) || (!w->shared && !try && c->be.ops->queues);
     a->queue_local = (w->fair && !w->shared && !try) || (a->queue && !w->caching);
-    if ((a->self = dlock__self(&rc)) == NULL) return rc;
+    if ((a->self = dlock__client_self(c, &rc)) == NULL) return rc;
     if (w->process && (a->self = dlock__proc_self(&rc)) == NULL) return rc;
     call_token(c, a->self, w, a->owner);
     a->fw.token = a->owner;

@@ -350,7 +350,7 @@ int dlock__sem_post(struct dlock_client *c, dlock__lock *l, unsigned opened, uns
     long long res;
     int rc;
     if ((rc = no_sem(c)) != 0) return rc;
-    if ((self = dlock__self(&rc)) == NULL) return rc;
+    if ((self = dlock__client_self(c, &rc)) == NULL) return rc;
     if ((rc = settle(c, l, 0)) != 0) return rc;
     pthread_mutex_lock(&c->mu);
     if ((h = unit_pick(l)) != NULL && !dlock__hold_is_live(h)) {
@@ -530,7 +530,7 @@ int dlock__sem_take(struct dlock_client *c, dlock__lock *l, const dlock__want *w
     int rc, timed = deadline != DLOCK__MONO_NEVER;
 
     if ((rc = no_sem(c)) != 0) return rc;
-    if ((self = dlock__self(&rc)) == NULL) return rc;
+    if ((self = dlock__client_self(c, &rc)) == NULL) return rc;
     if (want->undo && (unit = calloc(1, sizeof *unit)) == NULL) return dlock__seterr(ENOMEM, "out of memory");
     memset(&w, 0, sizeof w);
     w.c = c;

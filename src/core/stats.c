@@ -141,6 +141,13 @@ static lstat *stat_of(struct dlock_client *c, dlock__lock *l) {
         l->stat = st;
     }
     if (!st->dirty) {
+        /* The client's very first figure waits for the pace too: the
+         * renewal thread, just started by the first hold, would otherwise
+         * flush it at once, on a second connection, while that hold's
+         * unlock is under way; a short-lived process's figures go in the
+         * one flush of its exit instead. */
+        if (c->stats_dirty == NULL && c->stats_next == 0)
+            c->stats_next = dlock__now() + (dlock__mono)FLUSH_EVERY_MS * DLOCK__MS;
         /* The first figure since the last flush: a renewal thread asleep
          * for longer (until a hold's renewal, or an idle tick of a sixth
          * of a lease) is woken to flush it in time.  Once a flush. */
