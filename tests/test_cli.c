@@ -895,6 +895,36 @@ static void test_list(void) {
     dlt_tdir_done();
 }
 
+/* A name as long as a name may be (DLOCK_NAME_MAX bytes, its backslashes
+ * shown doubled) is printed whole in list's tables, a lock's and a
+ * semaphore's, and its row's other cells still follow it. */
+static void test_list_long_names(void) {
+    char name[DLOCK_NAME_MAX + 1], shown[DLOCK_NAME_MAX + 16], *row;
+    dlock_mutex_t m;
+    dlock_sem_t s;
+    memset(name, 'n', DLOCK_NAME_MAX);
+    memcpy(name, "long/", 5);
+    memcpy(name + DLOCK_NAME_MAX - 4, "\\\\\\\\", 4);
+    name[DLOCK_NAME_MAX] = '\0';
+    memcpy(shown, name, DLOCK_NAME_MAX - 4);
+    strcpy(shown + DLOCK_NAME_MAX - 4, "\\\\\\\\\\\\\\\\  "); /* each backslash doubled, then the gap */
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, name, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, name, 2, NULL), 0);
+    CHECK_CODE(dl("list", "long/*"), 0);
+    row = strstr(R.out, shown);
+    CU_ASSERT_PTR_NOT_NULL(row);
+    if (row != NULL) CU_ASSERT_PTR_NOT_NULL(strstr(row, "exclusive"));
+    row = row != NULL ? strstr(row + 1, shown) : NULL;
+    CU_ASSERT_PTR_NOT_NULL(row);
+    if (row != NULL) CU_ASSERT_PTR_NOT_NULL(strstr(row, "semaphore"));
+    if (row == NULL) fprintf(stderr, "  dlock list printed:\n%s\n", R.out);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_sem_unlink(NULL, name), 0);
+}
+
 /* Names are data: quotes, backslashes, control bytes and UTF-8 come back
  * intact through JSON, and a table never shows a raw control byte. */
 static void test_odd_names(void) {
@@ -1210,6 +1240,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_status),
     DLT_TEST(test_status_fence_not_kept),
     DLT_TEST(test_list),
+    DLT_TEST(test_list_long_names),
     DLT_TEST(test_odd_names),
     DLT_TEST(test_break),
     DLT_TEST(test_cli_conventions),

@@ -417,7 +417,9 @@ static int by_name(const void *a, const void *b) {
 enum { C_NAME, C_STATE, C_HOST, C_PID, C_TID, C_ACQ, C_HELD, C_LEASE, C_FENCE, C_SHARED, C_WAIT, C_ROBUST, NCOL };
 static const char *const col_head[NCOL] = { "NAME", "STATE", "HOST", "PID", "TID", "ACQUIRED",
                                             "HELD", "LEASE", "FENCE", "SHARED", "WAITING", "ROBUST" };
-#define CELL 192
+/* A cell's text before it is kept: a name or a host made safe may take 4
+ * bytes for each of its own (cli_fmt_safe), and is printed whole. */
+#define CELL (DLOCK_NAME_MAX * 4 + 8)
 
 /* Display width: characters, not bytes (cells are UTF-8 after cli_fmt_safe). */
 static size_t width(const char *s) {
@@ -427,60 +429,102 @@ static size_t width(const char *s) {
     return w;
 }
 
-static void row_of(const cli_lock *l, char cell[][CELL]) {
-    const dlock_lock_info_t *i = &l->info;
-    int k;
-    for (k = 0; k < NCOL; k++) strcpy(cell[k], "-");
-    cli_fmt_safe(cell[C_NAME], CELL, l->name);
-    snprintf(cell[C_STATE], CELL, "%s", cli_state(i));
-    if (i->held) {
-        cli_fmt_safe(cell[C_HOST], CELL, i->host[0] ? i->host : "?");
-        snprintf(cell[C_PID], CELL, "%ld", i->pid);
-        snprintf(cell[C_TID], CELL, "%lu", i->tid);
-        if (i->since_ms > 0) {
-            cli_fmt_local(cell[C_ACQ], CELL, i->since_ms);
-            cli_fmt_secs(cell[C_HELD], CELL, cli_held_ms(i));
-        }
-        cli_fmt_dur(cell[C_LEASE], CELL, i->lease_left_ms);
-        if (i->fence != 0) snprintf(cell[C_FENCE], CELL, "%llu", (unsigned long long)i->fence); /* else "-" */
-    }
-    snprintf(cell[C_SHARED], CELL, "%u", i->readers);
-    snprintf(cell[C_WAIT], CELL, "%u", i->writers_waiting);
-    if (i->robust_state != 0) snprintf(cell[C_ROBUST], CELL, "%s", cli_robust(i));
+/* A table of n rows of ncol cells (cell[r * ncol + k]), each cell its own
+ * string: as long as its text, so that a long name costs only its row. */
+typedef struct cells {
+    char **cell;
+    size_t n;
+    int ncol, nomem;
+} cells;
+
+static int cells_make(cells *t, size_t n, int ncol) {
+    t->cell = calloc(n ? n * (size_t)ncol : 1, sizeof *t->cell);
+    t->n = n;
+    t->ncol = ncol;
+    t->nomem = t->cell == NULL;
+    return t->nomem;
 }
 
-/* A table: the heads, then n rows of ncol cells (cells[r * ncol + k]),
- * each column as wide as its widest cell, the last one not padded (ncol
- * at most NCOL). */
-static void print_cells(const char *const *head, int ncol, char (*cells)[CELL], size_t n) {
+/* Row r's cell k: v, or "-" if the copy fails (t->nomem says so). */
+static void cells_set(cells *t, size_t r, int k, const char *v) {
+    char **c = &t->cell[r * (size_t)t->ncol + (size_t)k];
+    free(*c);
+    if ((*c = strdup(v)) == NULL) t->nomem = 1;
+}
+
+static const char *cells_get(const cells *t, size_t r, int k) {
+    const char *v = t->cell[r * (size_t)t->ncol + (size_t)k];
+    return v != NULL ? v : "-";
+}
+
+static void cells_free(cells *t) {
+    size_t i;
+    for (i = 0; t->cell != NULL && i < t->n * (size_t)t->ncol; i++) free(t->cell[i]);
+    free(t->cell);
+}
+
+static void row_of(const cli_lock *l, cells *t, size_t r) {
+    const dlock_lock_info_t *i = &l->info;
+    char b[CELL];
+    cells_set(t, r, C_NAME, cli_fmt_safe(b, sizeof b, l->name));
+    cells_set(t, r, C_STATE, cli_state(i));
+    if (i->held) {
+        cells_set(t, r, C_HOST, cli_fmt_safe(b, sizeof b, i->host[0] ? i->host : "?"));
+        snprintf(b, sizeof b, "%ld", i->pid);
+        cells_set(t, r, C_PID, b);
+        snprintf(b, sizeof b, "%lu", i->tid);
+        cells_set(t, r, C_TID, b);
+        if (i->since_ms > 0) {
+            cells_set(t, r, C_ACQ, cli_fmt_local(b, sizeof b, i->since_ms));
+            cells_set(t, r, C_HELD, cli_fmt_secs(b, sizeof b, cli_held_ms(i)));
+        }
+        cells_set(t, r, C_LEASE, cli_fmt_dur(b, sizeof b, i->lease_left_ms));
+        if (i->fence != 0) { /* else "-" */
+            snprintf(b, sizeof b, "%llu", (unsigned long long)i->fence);
+            cells_set(t, r, C_FENCE, b);
+        }
+    }
+    snprintf(b, sizeof b, "%u", i->readers);
+    cells_set(t, r, C_SHARED, b);
+    snprintf(b, sizeof b, "%u", i->writers_waiting);
+    cells_set(t, r, C_WAIT, b);
+    if (i->robust_state != 0) cells_set(t, r, C_ROBUST, cli_robust(i));
+}
+
+/* The table: the heads, then its rows, each column as wide as its widest
+ * cell, the last one not padded (ncol at most NCOL). */
+static void print_cells(const char *const *head, const cells *t) {
     size_t w[NCOL], r;
     int k;
-    for (k = 0; k < ncol; k++) w[k] = width(head[k]);
-    for (r = 0; r < n; r++)
-        for (k = 0; k < ncol; k++)
-            if (width(cells[r * ncol + k]) > w[k]) w[k] = width(cells[r * ncol + k]);
-    for (k = 0; k < ncol; k++) printf("%s%-*s", k ? "  " : "", k == ncol - 1 ? 0 : (int)w[k], head[k]);
+    for (k = 0; k < t->ncol; k++) w[k] = width(head[k]);
+    for (r = 0; r < t->n; r++)
+        for (k = 0; k < t->ncol; k++)
+            if (width(cells_get(t, r, k)) > w[k]) w[k] = width(cells_get(t, r, k));
+    for (k = 0; k < t->ncol; k++) printf("%s%-*s", k ? "  " : "", k == t->ncol - 1 ? 0 : (int)w[k], head[k]);
     putchar('\n');
-    for (r = 0; r < n; r++) {
-        for (k = 0; k < ncol; k++) {
-            const char *v = cells[r * ncol + k];
-            size_t pad = k == ncol - 1 ? 0 : w[k] - width(v);
+    for (r = 0; r < t->n; r++) {
+        for (k = 0; k < t->ncol; k++) {
+            const char *v = cells_get(t, r, k);
+            size_t pad = k == t->ncol - 1 ? 0 : w[k] - width(v);
             printf("%s%s%*s", k ? "  " : "", v, (int)pad, "");
         }
         putchar('\n');
     }
 }
 
+/* Prints t, or says it could not (out of memory); frees it. */
+static void print_done(const char *const *head, cells *t) {
+    if (t->nomem) cli_msg("out of memory");
+    else print_cells(head, t);
+    cells_free(t);
+}
+
 static void print_table(const lock_set *s) {
-    char(*cells)[CELL] = calloc(s->n ? s->n * NCOL : 1, sizeof *cells);
+    cells t;
     size_t r;
-    if (cells == NULL) {
-        cli_msg("out of memory");
-        return;
-    }
-    for (r = 0; r < s->n; r++) row_of(&s->v[r], &cells[r * NCOL]);
-    print_cells(col_head, NCOL, cells, s->n);
-    free(cells);
+    if (cells_make(&t, s->n, NCOL) == 0)
+        for (r = 0; r < s->n; r++) row_of(&s->v[r], &t, r);
+    print_done(col_head, &t);
 }
 
 /* The semaphores dlock_sem_list found. */
@@ -524,23 +568,23 @@ static int list_sems(dlock_client_t *c, const char *glob, sem_set *ss) {
 static void print_sem_table(const sem_set *ss) {
     enum { S_NAME, S_KIND, S_VALUE, S_WAIT, S_LEASED, NSCOL };
     static const char *const head[NSCOL] = { "NAME", "KIND", "VALUE", "WAITING", "LEASED" };
-    char(*cells)[CELL] = calloc(ss->n ? ss->n * NSCOL : 1, sizeof *cells);
+    char b[CELL];
+    cells t;
     size_t r;
-    if (cells == NULL) {
-        cli_msg("out of memory");
-        return;
+    if (cells_make(&t, ss->n, NSCOL) == 0) {
+        for (r = 0; r < ss->n; r++) {
+            const dlock_sem_info_t *i = &ss->v[r].info;
+            cells_set(&t, r, S_NAME, cli_fmt_safe(b, sizeof b, ss->v[r].name));
+            cells_set(&t, r, S_KIND, i->exists ? "semaphore" : "semaphore (unlinked)");
+            snprintf(b, sizeof b, "%d", i->value);
+            cells_set(&t, r, S_VALUE, b);
+            snprintf(b, sizeof b, "%u", i->waiters);
+            cells_set(&t, r, S_WAIT, b);
+            snprintf(b, sizeof b, "%u", i->leased);
+            cells_set(&t, r, S_LEASED, b);
+        }
     }
-    for (r = 0; r < ss->n; r++) {
-        const dlock_sem_info_t *i = &ss->v[r].info;
-        char(*row)[CELL] = &cells[r * NSCOL];
-        cli_fmt_safe(row[S_NAME], CELL, ss->v[r].name);
-        snprintf(row[S_KIND], CELL, "%s", i->exists ? "semaphore" : "semaphore (unlinked)");
-        snprintf(row[S_VALUE], CELL, "%d", i->value);
-        snprintf(row[S_WAIT], CELL, "%u", i->waiters);
-        snprintf(row[S_LEASED], CELL, "%u", i->leased);
-    }
-    print_cells(head, NSCOL, cells, ss->n);
-    free(cells);
+    print_done(head, &t);
 }
 
 /* The list as one JSON array sorted by name (a lock before a semaphore
