@@ -384,12 +384,24 @@ static void test_redlock(void) {
 /* The dlock program: `exec --lock-delay` holds with the delay; killed
  * (kill -9) past its lease, `status` shows the lock in its delay (and
  * --json its delay_left_ms and delay_until), `exec -n` finds it busy
- * until the delay's end; a bad --lock-delay is a usage error (64). */
+ * until the delay's end; a bad --lock-delay is a usage error (64).  The
+ * delay must outlast the four runs of dlock made in it: it is set from
+ * how long one run took here (slow under ASan on a loaded host). */
 static int ld_exec_main(void *p) {
-    (void)p;
-    execl(DLOCK_CLI, DLOCK_CLI, "exec", "-q", "--lock-delay", "1500", "-l", "300ms", "ld/cli", "--", "sleep", "5",
-          (char *)NULL);
+    execl(DLOCK_CLI, DLOCK_CLI, "exec", "-q", "--lock-delay", (const char *)p, "-l", "300ms", "ld/cli", "--", "sleep",
+          "5", (char *)NULL);
     return 127;
+}
+
+/* Waits until ld/cli is out of its delay: 1, or 0 after timeout_ms. */
+static int ld_wait_delay_end(int timeout_ms) {
+    double end = dlt_now() + timeout_ms / 1000.0;
+    dlock_lock_info_t info;
+    while (dlt_now() < end) {
+        if (dlock_lock_info(NULL, "ld/cli", &info) == 0 && !info.held && info.delay_left_ms == 0) return 1;
+        dlt_sleep_ms(20);
+    }
+    return 0;
 }
 
 static void test_cli(void) {
@@ -401,12 +413,19 @@ static void test_cli(void) {
     char *const wait_v[] = { DLOCK_CLI, "exec", "-v", "-w", "0.3", "ld/cli", "true", NULL };
     dlock_lock_info_t info;
     ld_seen seen;
-    double end;
+    char delay[32];
+    double end, run;
+    int delay_ms;
     pid_t pid;
 
+    run = dlt_now();
+    DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0); /* a run that connects */
+    run = dlt_now() - run;
+    delay_ms = 1500 + (int)(run * 6000); /* the four runs, -w 0.3's wait, and room */
+    snprintf(delay, sizeof delay, "%d", delay_ms < 20000 ? delay_ms : 20000);
     DLT_ASSERT_INT_EQ(dlt_run_capture(bad, out, err, sizeof out, 10000), 64);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lock-delay"));
-    pid = dlt_spawn(ld_exec_main, NULL);
+    pid = dlt_spawn(ld_exec_main, delay);
     CU_ASSERT_FATAL(pid > 0);
     end = dlt_now() + 10;
     while (dlt_now() < end && !(dlock_lock_info(NULL, "ld/cli", &info) == 0 && info.held)) dlt_sleep_ms(10);
@@ -415,16 +434,21 @@ static void test_cli(void) {
     kill(pid, SIGKILL);
     DLT_ASSERT_INT_EQ(dlt_wait(pid, 5000), 128 + SIGKILL);
     CU_ASSERT_TRUE_FATAL(ld_wait_free(NULL, "ld/cli", &info, 5000, &seen));
+    end = seen.sent + info.delay_left_ms / 1000.0; /* the delay ends no sooner */
     DLT_ASSERT_INT_EQ(dlt_run_capture(status, out, err, sizeof out, 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "lock-delay       until "));
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_until\":\""));
     CU_ASSERT_PTR_NULL(strstr(out, "\"delay_left_ms\":0"));
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 1);
+    if (end - dlt_now() < 0.3 + run) /* the runs took far longer than the one measured: say so */
+        fprintf(stderr, "  %.2f s of the %s ms delay left for exec -w 0.3 (a run took %.2f s)\n", end - dlt_now(),
+                delay, run);
     DLT_ASSERT_INT_EQ(dlt_run_capture(wait_v, out, err, sizeof out, 10000), 1); /* -v says why */
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "in its lock-delay for"));
     if (strstr(err, "in its lock-delay for") == NULL) fprintf(stderr, "  dlock exec -v said: %s\n", err);
-    dlt_sleep_ms(1600);
+    CU_ASSERT_TRUE(ld_wait_delay_end(delay_ms + 5000));
+    CU_ASSERT(dlt_now() >= end - 0.03); /* not over sooner than it was seen to end */
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 0);
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_left_ms\":0"));
