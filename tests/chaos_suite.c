@@ -1194,13 +1194,17 @@ static size_t allow_until_next_loss(int64_t from, const fault *loss, edge *e) {
     return n;
 }
 
+/* (A unit its holder held when killed is posted by the worker forked in
+ * its place (fault_kill): posted after a loss, a unit of before too.) */
 static size_t unit_repaid(const hold *h, edge *e) {
     const fault *loss;
+    int64_t death = h->released ? 0 : death_of(h->pid, 0);
     size_t n = 0;
     if (sh->kind != K_SEM) return 0;
     if ((loss = loss_in(h->start, h->ret)) != NULL) n += allow_until_next_loss(h->ret, loss, e + n);
     else if (h->released && (loss = loss_in(h->ret, h->urc == 0 ? h->ue : INT64_MAX)) != NULL)
         n += allow_until_next_loss(h->us, loss, e + n);
+    else if (death != 0 && (loss = loss_in(h->ret, death)) != NULL) n += allow_until_next_loss(death, loss, e + n);
     return n;
 }
 

@@ -328,8 +328,14 @@ int dlt_ck_fail(const char *file, int mod, const char *func, int line, const cha
 int dlt_ckt_fail(const char *file, int mod, const char *func, int line, const char *expr);
 /* dlt_errno_name(e), or "?" for a code outside its table. */
 const char *dlt_errno_label(long long e);
+/* The calling thread's time runnable but waiting for a CPU so far, in
+ * seconds (the kernel's run_delay, /proc/thread-self/schedstat; 0 where it
+ * does not say).  A timed call that woke on time but was not run then is
+ * late by the machine's doing, not the library's. */
+double dlt_thread_cpu_wait(void);
 /* A timedlock of m with a 0.5 s deadline that no server can answer
- * (when: why, for the log): asserts ETIMEDOUT at the deadline, +50 ms. */
+ * (when: why, for the log): asserts ETIMEDOUT at the deadline, +50 ms
+ * (plus the time the calling thread waited for a CPU in the call). */
 void dlt_timedlock_ends_at_deadline(dlock_mutex_t *m, const char *when);
 /* A holder in another thread (pthread_create with dlt_unlocker_run): locks
  * m, sets locked, and once go is set unlocks; what the lock and the unlock

@@ -57,6 +57,7 @@ struct cyc {
     int held;           /* members holding their first lock */
     int go;             /* member i waits for its second lock once go > i */
     int rc[CY_MAX];     /* each member's result for its second lock (-1: not yet) */
+    int waited;         /* members whose wait for their second lock ended */
     char who[CY_MAX][300]; /* each member's "host:pid:tid" */
     int edeadlk, acquired;
     double t_go, t_edeadlk; /* when the members were let wait; when EDEADLK came (dlt_now) */
@@ -108,7 +109,11 @@ static void obj_destroy(struct obj *o) {
 }
 
 /* Member i: holds lock i, waits for lock i+1; on EDEADLK unlocks lock i
- * (as the victim must), on success unlocks both. */
+ * (as the victim must), on success unlocks both.  One that timed out
+ * keeps lock i until every member's wait ended: its unlock would hand the
+ * lock to a member whose own deadline had not come yet (they began to wait
+ * at nearly the same time, which a loaded host spreads apart), and that
+ * member would acquire it -- not a detection, but not a timeout either. */
 static int member_run(void *p) {
     struct member *mb = p;
     struct cyc *s = mb->s;
@@ -126,6 +131,8 @@ static int member_run(void *p) {
     DLT_CKT(dlt_flag_wait_ge(&s->go, mb->i + 1, 10000));
     rc = obj_lock(&next, 0, s->wait_ms);
     dlt_flag_set(&s->rc[mb->i], rc);
+    dlt_flag_add(&s->waited, 1);
+    if (rc == ETIMEDOUT) DLT_CKT(dlt_flag_wait_ge(&s->waited, s->n, 20000));
     if (rc == EDEADLK) {
         s->t_edeadlk = dlt_now();
         DLT_CKT(strstr(dlock_last_error(), "deadlock") != NULL);

@@ -1179,12 +1179,39 @@ static void test_recursive(void) {
  * the caller cleans up. */
 typedef struct limit_arg {
     mspec ms;
-    int *barrier; /* shared by the two workers */
+    int *barrier;  /* shared by the two workers */
+    int *progress; /* shared: relocks done, in steps of LIMIT_STEP */
+    int done;      /* the worker returned */
 } limit_arg;
 
-static int barrier_wait(int *b, int target) {
-    dlt_flag_add(b, 1);
-    return dlt_flag_wait_ge_every(b, target, 60000, 200);
+/* The relocks are CPU work of seconds (2 x 2^24, ~10 s under ASan), and
+ * many times that on a loaded host: every wait for the workers (the
+ * barrier, their end) fails only when none of them moved for
+ * LIMIT_STALL_MS, not past a total time that a slow host passes. */
+#define LIMIT_STEP 0x10000u
+#define LIMIT_STALL_MS 30000
+
+/* Waits until *flag >= target while *progress moves: 1, or 0 after
+ * LIMIT_STALL_MS without a step. */
+static int wait_progressing(const int *flag, int target, const int *progress) {
+    int seen = dlt_flag_get(progress);
+    double stall_end = dlt_now() + LIMIT_STALL_MS / 1000.0;
+    while (dlt_flag_get(flag) < target) {
+        int now = dlt_flag_get(progress);
+        if (now != seen) {
+            seen = now;
+            stall_end = dlt_now() + LIMIT_STALL_MS / 1000.0;
+        } else if (dlt_now() > stall_end) {
+            return 0;
+        }
+        usleep(20000);
+    }
+    return 1;
+}
+
+static int barrier_wait(const limit_arg *a, int target) {
+    dlt_flag_add(a->barrier, 1);
+    return wait_progressing(a->barrier, target, a->progress);
 }
 
 static int recursive_limit_worker(void *p) {
@@ -1196,9 +1223,10 @@ static int recursive_limit_worker(void *p) {
     int rc;
     DLT_CK(open_mutex(&a->ms, &own, &m), 0);
     DLT_CK(dlock_mutex_lock(m), 0);
-    DLT_CKT(barrier_wait(a->barrier, 2));
+    DLT_CKT(barrier_wait(a, 2));
     e0 = dlt_evals();
     for (i = 1; i < DLOCK_RECURSIVE_MAX; i++) {
+        if (i % LIMIT_STEP == 0) dlt_flag_add(a->progress, 1);
         if ((rc = dlock_mutex_lock(m)) != 0) {
             fprintf(stderr, "recursive_limit_worker: relock to depth %u gave %d (%s)\n", i + 1, rc, dlt_errno_label(rc));
             DLT_CK(rc, 0);
@@ -1217,22 +1245,38 @@ static int recursive_limit_worker(void *p) {
     for (i = 0; i < 1000; i++) DLT_CK(dlock_mutex_lock(m), 0);
     DLT_CK(dlock_mutex_lock(m), EAGAIN);
     DLT_CK(dlt_evals(), e0);
-    DLT_CKT(barrier_wait(a->barrier, 4));
+    DLT_CKT(barrier_wait(a, 4));
     return 0; /* holding it */
+}
+
+/* As recursive_limit_worker, telling the test when it returned. */
+static int recursive_limit_task(void *p) {
+    limit_arg *a = p;
+    int rc = recursive_limit_worker(a);
+    dlt_flag_set(&a->done, 1);
+    return rc;
 }
 
 static void test_recursive_limit(void) {
     limit_arg *a = DLT_SHM_NEW(limit_arg, 2);
-    int *barrier = DLT_SHM_NEW(int, 1);
+    int *flags = DLT_SHM_NEW(int, 2); /* the barrier, the progress */
     dlock_mutex_t m;
+    dlt_task t[2];
     double t0 = dlt_now();
 
     /* Leases of an hour: no renewal disturbs the count. */
     DLT_ASSERT_ERR(init_typed(&m, "rec/limit/thread", DLOCK_MUTEX_RECURSIVE, 3600000), 0);
     a[0].ms = ms_shared(&m);
     a[1].ms = ms_own("rec/limit/process", DLOCK_MUTEX_RECURSIVE, 3600000);
-    a[0].barrier = a[1].barrier = barrier;
-    dlt_run_all(recursive_limit_worker, a, sizeof *a, 1, 1);
+    a[0].barrier = a[1].barrier = &flags[0];
+    a[0].progress = a[1].progress = &flags[1];
+    DLT_ASSERT_INT_EQ(dlt_task_start(&t[1], DLT_PROC, recursive_limit_task, &a[1]), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_start(&t[0], DLT_THREAD, recursive_limit_task, &a[0]), 0);
+    /* (a worker that fails returns at once; one that stalls fails here) */
+    CU_ASSERT_TRUE(wait_progressing(&a[0].done, 1, a[0].progress));
+    CU_ASSERT_TRUE(wait_progressing(&a[1].done, 1, a[1].progress));
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t[0], DLT_JOIN_MS), 0);
+    DLT_ASSERT_INT_EQ(dlt_task_join(&t[1], DLT_JOIN_MS), 0);
     fprintf(stderr, "  2 x %u relocks took %.1f s\n", DLOCK_RECURSIVE_MAX, dlt_now() - t0);
     /* The thread and the process ended holding their locks. */
     DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
@@ -1240,7 +1284,7 @@ static void test_recursive_limit(void) {
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
     DLT_ASSERT_INT_EQ(key_del("rec/limit/thread") + key_del("rec/limit/process"), 2);
     DLT_SHM_FREE(a, 2);
-    DLT_SHM_FREE(barrier, 1);
+    DLT_SHM_FREE(flags, 2);
 }
 
 /* ========================================================================

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -118,6 +119,23 @@ static void fork_child(void) {
     pthread_mutex_unlock(&clients_mu);
 }
 
+/* At exit: c's renewal thread is told to stop and awaited, 1 s at most
+ * (not when exit was called on it).  One left running would end after
+ * OpenSSL's exit handler, and what OpenSSL keeps for that thread (its
+ * error queue, random generators) would never be freed. */
+static void renewal_end(struct dlock_client *c) {
+    struct timespec until;
+    int join;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    pthread_mutex_lock(&c->mu);
+    join = c->renew_running && !c->renew_stop && !pthread_equal(c->renew_thread, pthread_self());
+    c->renew_stop = 1;
+    pthread_cond_broadcast(&c->renew_cv);
+    pthread_mutex_unlock(&c->mu);
+    if (join) (void)pthread_timedjoin_np(c->renew_thread, NULL, &until);
+}
+
 /* Releases every lock a thread of this process still holds, so that no
  * waiter has to wait for a lease to run out.  A robust lock is released as
  * "owner died": its holder never unlocked it, so the next acquirer gets
@@ -182,15 +200,22 @@ static void at_exit(void) {
             }
         }
         dlock__stats_flush(c, dlock__now() + 1000 * DLOCK__MS); /* the last second's figures */
-        c->renew_stop = 1;
-        pthread_cond_broadcast(&c->renew_cv);
         pthread_mutex_unlock(&c->mu);
+        renewal_end(c);
     }
     pthread_mutex_unlock(&clients_mu);
 }
 
+/* OpenSSL is set up (by a first random draw, which every client's nonce
+ * makes anyway) before at_exit is registered, so that its own exit
+ * handler, registered then, runs after at_exit: a thread of ours that
+ * used it (a TLS probe of a broken connection, net/tls.c, may run on the
+ * renewal thread) ends while it is still there to free that thread's
+ * state. */
 static void global_init(void) {
+    unsigned char b;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    (void)dlock__random(&b, 1);
     atexit(at_exit);
 }
 
