@@ -206,16 +206,15 @@ static void at_exit(void) {
     pthread_mutex_unlock(&clients_mu);
 }
 
-/* OpenSSL is set up (by a first random draw, which every client's nonce
- * makes anyway) before at_exit is registered, so that its own exit
- * handler, registered then, runs after at_exit: a thread of ours that
- * used it (a TLS probe of a broken connection, net/tls.c, may run on the
- * renewal thread) ends while it is still there to free that thread's
- * state. */
+/* OpenSSL is initialised (dlock__random_prepare: its exit handler
+ * registered, the random source's set-up thread started, which every
+ * client's nonce waits for anyway) before at_exit is registered, so that
+ * OpenSSL's handler runs after at_exit: a thread of ours that used it (a
+ * TLS probe of a broken connection, net/tls.c, may run on the renewal
+ * thread) ends while it is still there to free that thread's state. */
 static void global_init(void) {
-    unsigned char b;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
-    (void)dlock__random(&b, 1);
+    dlock__random_prepare();
     atexit(at_exit);
 }
 
