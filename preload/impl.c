@@ -81,13 +81,16 @@ static int interp_cb(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 static void impl_atfork_prepare(void) {
+    dlpl_mx_atfork(0);
     dlpl_file_atfork_prepare();
 }
 static void impl_atfork_parent(void) {
     dlpl_file_atfork_parent();
+    dlpl_mx_atfork(1);
 }
 static void impl_atfork_child(void) {
     dlpl_file_atfork_child();
+    dlpl_mx_atfork(2);
 }
 
 static const struct dlpl_impl table = {

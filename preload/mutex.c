@@ -146,6 +146,18 @@ static int mx_make(struct mx *e, pthread_mutex_t *m) {
     return rc;
 }
 
+/* Fork: make_mu is taken around it (impl.c's fork handlers, phase 0
+ * before, 1 in the parent, 2 in the child), so that a child never
+ * inherits it held by a thread it does not have -- one in the middle of
+ * making a mapped mutex's dlock side, which the child's own first lock of
+ * that mutex would wait for forever -- nor a dlock mutex half made.
+ * The library's fork handlers run after this one: make_mu comes before
+ * the client's mutexes, as in mx_make. */
+void dlpl_mx_atfork(int phase) {
+    if (phase == 0) DLPL_REAL(mutex_lock)(&make_mu);
+    else DLPL_REAL(mutex_unlock)(&make_mu); /* the child's one thread is the forking one */
+}
+
 static int contention(int rc) {
     return rc == 0 || rc == EBUSY || rc == ETIMEDOUT || rc == EDEADLK || rc == EOWNERDEAD ||
            rc == ENOTRECOVERABLE || rc == EAGAIN || rc == EINVAL;

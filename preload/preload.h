@@ -286,6 +286,9 @@ int dlpl_mx_lock(int i, pthread_mutex_t *m, int how, clockid_t clock, const stru
 int dlpl_mx_unlock(int i, pthread_mutex_t *m);
 int dlpl_mx_consistent(int i, pthread_mutex_t *m);
 int dlpl_mx_cond(int i, pthread_cond_t *c, pthread_mutex_t *m, int how, clockid_t clock, const struct timespec *t);
+/* The fork handler of mutex.c's own mutex (impl.c runs it): phase 0
+ * before the fork, 1 in the parent, 2 in the child. */
+void dlpl_mx_atfork(int phase);
 
 /* sem.c (implementation): the sem_* hooks' work; rules of kind
  * DLPL_RULE_SEM, looked up at sem_open. */

@@ -38,8 +38,9 @@ static void setup_dir(void) {
              "SO='%s'\n"
              "LONELY=\"$PWD/lonely/$(basename \"$SO\")\"\n"
              "COUNTER='%s'\n"
-             "LOADRACE='%s'\n",
-             dir, DLPL_SO, DLPL_COUNTER, DLPL_LOADRACE);
+             "LOADRACE='%s'\n"
+             "FORKMAKE='%s'\n",
+             dir, DLPL_SO, DLPL_COUNTER, DLPL_LOADRACE, DLPL_FORKMAKE);
 }
 
 /* Runs the prelude plus script in sh, stdout and stderr into out; sh's
@@ -229,6 +230,26 @@ static void test_load_races_threads_fork_signals(void) {
     }
 }
 
+/* A fork while another thread is in its first lock of a mapped mutex,
+ * where the implementation makes the mutex's dlock side (dlpl_forkmake
+ * holds that thread there, writing DLOCK_LOCK_DELAY_MS's complaint to a
+ * full stderr): the fork waits for the making to end, so the child, which
+ * locks the mutex too, inherits it done and exits 0 instead of waiting
+ * forever for a thread it does not have (its alarm would kill it). */
+static void test_fork_while_mutex_made(void) {
+    char out[8192];
+    DLT_ASSERT_INT_EQ(sh("DLOCK_MAP='mutex:fork_lock' DLOCK_LOCK_DELAY_MS=soon LD_PRELOAD=\"$SO\" "
+                         "timeout 60 \"$FORKMAKE\"\n"
+                         "echo rc $?\n",
+                         out, sizeof out),
+                      0);
+    CU_ASSERT(strstr(out, "DLOCK_LOCK_DELAY_MS 'soon' is not a number") != NULL);
+    CU_ASSERT(strstr(out, "child exit 0\n") != NULL);
+    CU_ASSERT(strstr(out, "parent locked 1\n") != NULL);
+    CU_ASSERT(strstr(out, "rc 0\n") != NULL);
+    if (strstr(out, "child exit 0\n") == NULL || strstr(out, "rc 0\n") == NULL) dlt_out_show(out);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_nothing_loaded_without_mapped_lock),
     DLT_TEST(test_library_loaded_never_called),
@@ -236,6 +257,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_silent_unless_asked),
     DLT_TEST(test_implementation_missing),
     DLT_TEST(test_load_races_threads_fork_signals),
+    DLT_TEST(test_fork_while_mutex_made),
     { NULL, NULL },
 };
 
