@@ -34,6 +34,7 @@ static const char *const shas[][2] = { DLOCK__SCRIPTS(DLOCK__SCRIPT_SHA) };
 #undef DLOCK__SCRIPT_SHA
 _Static_assert(sizeof bodies / sizeof bodies[0] == DLOCK__NSCRIPTS, "a body for every script");
 _Static_assert(sizeof shas / sizeof shas[0] == DLOCK__NSCRIPTS, "a hash for every script");
+_Static_assert(DLOCK__NSCRIPTS <= 64, "a bit of dlock__all_req.script for every script");
 
 /* The one place that decides how a hold ends (the `how` of release.lua):
  * a read hold is "shared"; a hold of a mutex that is not robust,
@@ -154,7 +155,7 @@ void dlock__script_run_all(dlock__backend **cs, size_t n, size_t need, const dlo
     size_t argvlen[3 + MAX_SCRIPT_ARGS], eargvlen[3 + MAX_SCRIPT_ARGS], i;
     char nk[DLOCK__DEC_MAX], enk[DLOCK__DEC_MAX];
     int argc = n > 0 ? script_argv(which, cs[0]->node.conf.cluster, 0, numkeys, nargs, args, lens, argv, argvlen, nk) : -1;
-    dlock__all_req req = { argc, argv, eargv, argvlen, eargvlen };
+    dlock__all_req req = { argc, argv, eargv, argvlen, eargvlen, (uint64_t)1 << which };
     if (argc >= 0 && script_argv(which, cs[0]->node.conf.cluster, 1, numkeys, nargs, args, lens, eargv, eargvlen, enk) < 0)
         argc = -1;
     if (argc < 0) {

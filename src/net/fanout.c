@@ -13,7 +13,14 @@
 /* Late connections (dlock__command_all): a request went out on them and
  * its answer (cn->owed of them) has not been read.  They are never taken
  * from the pool while an answer is owed -- it would be read as the answer
- * of the next request -- and are read when the node is next asked. */
+ * of the next request -- and are read when the node is next asked.
+ *
+ * The late list is read and changed only under n->mu, and a connection
+ * that owes an answer never leaves it but to be closed: a grant on it
+ * that its server has not run yet must stay visible to every thread, or
+ * a release of that grant sent meanwhile on another connection could run
+ * before it and leave the key to its lease.  The reads there do not wait
+ * (what has come, poll(0)). */
 #define LATE_MAX 4   /* late connections per node kept; an older one is closed */
 #define OWED_MAX 8   /* requests queued behind an unanswered one at most */
 
@@ -36,45 +43,84 @@ static int late_read(dlock__conn *cn) {
     }
 }
 
-/* Reads what n's late connections were answered: those answered in full
- * go back to the pool, broken ones are closed.  1 when one still owes an
- * answer (the server has not answered an earlier request), else 0. */
-static int late_drain(dlock__node *n) {
-    dlock__conn *list, *cn, *keep = NULL;
+/* Under n->mu: reads what n's late connections were answered; those
+ * answered in full go back to the pool, broken ones (and answered ones
+ * the pool has no room for) onto *dead, to be closed after n->mu.  1 when
+ * one still owes an answer (the server has not answered an earlier
+ * request), else 0. */
+static int late_drain(dlock__node *n, dlock__conn **dead) {
+    dlock__conn **pp = &n->late, *cn;
     int owes = 0;
-    pthread_mutex_lock(n->mu);
-    list = n->late;
-    n->late = NULL;
-    n->nlate = 0;
-    pthread_mutex_unlock(n->mu);
-    while ((cn = list) != NULL) {
-        list = cn->next;
-        cn->next = NULL;
-        if (late_read(cn) != 0) {
-            dlock__conn_close(cn);
-        } else if (cn->owed == 0) {
-            pthread_mutex_lock(n->mu);
-            if (!dlock__pool_keep(n, cn)) dlock__conn_close(cn);
-            pthread_mutex_unlock(n->mu);
-        } else {
-            cn->next = keep;
-            keep = cn;
+    while ((cn = *pp) != NULL) {
+        if (late_read(cn) == 0 && cn->owed > 0) {
             owes = 1;
-        }
-    }
-    pthread_mutex_lock(n->mu);
-    while ((cn = keep) != NULL) {
-        keep = cn->next;
-        if (n->nlate >= LATE_MAX) { /* another thread put some back meanwhile */
-            dlock__conn_close(cn);
+            pp = &cn->next;
             continue;
         }
-        cn->next = n->late;
-        n->late = cn;
-        n->nlate++;
+        *pp = cn->next;
+        n->nlate--;
+        cn->next = NULL;
+        if (cn->owed > 0 || !dlock__pool_keep(n, cn)) {
+            cn->next = *dead;
+            *dead = cn;
+        }
     }
-    pthread_mutex_unlock(n->mu);
     return owes;
+}
+
+/* Is rq sent on cn in its self-contained form?  Unless cn's server has
+ * that very script: an answer read late is dropped, so a NOSCRIPT read
+ * late would be the request lost -- a grant's release or a break never
+ * run there, its key left to the lease.  A server knows only the scripts
+ * it ran (a restarted one none), and a connection lives no longer than
+ * its server: cn->scripts are those it answered on cn, or was sent whole
+ * on cn (they run before what comes after them there). */
+static int self_form(const dlock__conn *cn, const dlock__all_req *rq) {
+    if (rq->self_argv == NULL) return 0;
+    return rq->script != 0 ? !(cn->scripts & rq->script) : cn->answered == 0;
+}
+
+/* Under n->mu: rq queued behind the owed answers of every late
+ * connection of n, so that it runs after each request n was sent and has
+ * not answered -- any of them may be the grant a release gives back.  (A
+ * release or a fenced write run twice ends or writes nothing more; a
+ * break run twice may end a hold that came in between on that master, as
+ * a break that reaches a slow master late may.)  1
+ * when queued on all of them; 0 when one could not take it (OWED_MAX
+ * queued there already: the socket of a paused server must not fill up
+ * and block the send); a write that failed puts that connection on
+ * *dead. */
+static int late_queue(dlock__node *n, const dlock__all_req *rq, dlock__conn **dead) {
+    dlock__conn **pp = &n->late, *cn;
+    int all = 1;
+    while ((cn = *pp) != NULL) {
+        int fresh = self_form(cn, rq); /* (OWED_MAX bounds what whole script bodies fill of a paused server's socket) */
+        if (cn->owed >= OWED_MAX) {
+            all = 0;
+        } else if (dlock__resp_append(cn->ctx, rq->argc, fresh ? rq->self_argv : rq->argv,
+                                      fresh ? rq->self_lens : rq->lens) == 0 &&
+                   dlock__conn_flush(cn) == 0) {
+            cn->owed++;
+            if (fresh) cn->scripts |= rq->script; /* it runs before whatever comes next on cn */
+        } else {                                  /* what it was asked still runs; the next request goes after it */
+            *pp = cn->next;
+            n->nlate--;
+            cn->next = *dead;
+            *dead = cn;
+            all = 0;
+            continue;
+        }
+        pp = &cn->next;
+    }
+    return all;
+}
+
+static void close_list(dlock__conn *cn) {
+    while (cn != NULL) {
+        dlock__conn *next = cn->next;
+        dlock__conn_close(cn);
+        cn = next;
+    }
 }
 
 /* cn, whose answer is owed, among n's late connections. */
@@ -93,22 +139,6 @@ static void late_put(dlock__node *n, dlock__conn *cn) {
     n->nlate++;
     pthread_mutex_unlock(n->mu);
     dlock__conn_close(old);
-}
-
-/* A late connection of n taken out to queue a request behind its owed
- * answers, or NULL. */
-static dlock__conn *late_take(dlock__node *n) {
-    dlock__conn *cn;
-    pthread_mutex_lock(n->mu);
-    if ((cn = n->late) != NULL && cn->owed < OWED_MAX) {
-        n->late = cn->next;
-        n->nlate--;
-        cn->next = NULL;
-    } else {
-        cn = NULL;
-    }
-    pthread_mutex_unlock(n->mu);
-    return cn;
 }
 
 void dlock__late_flush(dlock__node *n, int abandon) {
@@ -158,33 +188,30 @@ static int all_connect(dlock__node *n, dlock__conn **cn, dlock__mono end) {
  * written on it: 0, or rcs[i] set.  A node that has not answered an
  * earlier request is not asked again on another connection (it would cost
  * a connection, or the whole bound, each time it is paused): with
- * DLOCK__ALL_QUEUE the request is queued behind the unanswered one (it
+ * DLOCK__ALL_QUEUE the request is queued behind every unanswered one (it
  * runs when the server does; its answer is not awaited), else skipped. */
 static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int fresh, int *rc,
                     dlock__mono deadline) {
     const char **self = rq->self_argv != NULL ? rq->self_argv : rq->argv;
     const size_t *self_lens = rq->self_argv != NULL ? rq->self_lens : rq->lens;
+    dlock__conn *dead = NULL;
+    int owes, queued = 0;
     *cn = NULL;
-    if (late_drain(n)) {
-        dlock__conn *q = (flags & DLOCK__ALL_QUEUE) ? late_take(n) : NULL;
-        /* (self-contained only on a connection the server never answered:
-         * one that answered before knows the scripts -- a restarted
-         * server breaks it -- and a queue of whole script bodies could
-         * fill the socket of a paused server, and block the send) */
-        int fresh_q = q != NULL && q->answered == 0;
-        if (q != NULL && dlock__resp_append(q->ctx, rq->argc, fresh_q ? self : rq->argv, fresh_q ? self_lens : rq->lens) == 0 &&
-            dlock__conn_flush(q) == 0) {
-            q->owed++;
-            late_put(n, q);
-            *rc = dlock__seterr(ENOLCK, "%s: has not answered an earlier request: asked after it", n->conf.redacted_url);
-        } else {
-            if (q != NULL) dlock__conn_close(q);
-            *rc = dlock__seterr(ENOLCK, "%s: has not answered an earlier request", n->conf.redacted_url);
-        }
+    pthread_mutex_lock(n->mu);
+    owes = late_drain(n, &dead);
+    if (owes && (flags & DLOCK__ALL_QUEUE)) queued = late_queue(n, rq, &dead);
+    pthread_mutex_unlock(n->mu);
+    close_list(dead);
+    if (owes) {
+        *rc = dlock__seterr(ENOLCK,
+                            queued ? "%s: has not answered an earlier request: asked after it"
+                                   : "%s: has not answered an earlier request",
+                            n->conf.redacted_url);
         return -1;
     }
     if ((*rc = all_connect(n, cn, deadline)) != 0) return -1;
     dlock__set_timeout(n, *cn, deadline);
+    fresh = fresh || self_form(*cn, rq);
     if (dlock__resp_append((*cn)->ctx, rq->argc, fresh ? self : rq->argv, fresh ? self_lens : rq->lens) != 0 ||
         dlock__conn_flush(*cn) != 0) {
         *rc = dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url,
@@ -193,13 +220,15 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
         *cn = NULL;
         return -1;
     }
+    if (fresh && rq->self_argv != NULL) (*cn)->scripts |= rq->script;
     return 0;
 }
 
 /* Node n's connection cn broke or answered (r): out/rc set, cn put back
- * or closed; a TLS probe of a broken one ends by `end`. */
-static void all_answer(dlock__node *n, dlock__conn *cn, int ok, void *r, redisReply **out, int *rc,
-                       dlock__mono end) {
+ * or closed; a TLS probe of a broken one ends by `end`.  An answer that is
+ * no error says the server has the request's script (rq_script). */
+static void all_answer(dlock__node *n, dlock__conn *cn, int ok, void *r, redisReply **out, int *rc, dlock__mono end,
+                       uint64_t rq_script) {
     char why[128];
     if (!ok) {
         if (dlock__expects_tls(n, cn, end)) {
@@ -218,6 +247,7 @@ static void all_answer(dlock__node *n, dlock__conn *cn, int ok, void *r, redisRe
         *rc = dlock__seterr(EPROTO, "%s: the server sent more than was asked for", n->conf.redacted_url);
         dlock__pool_put(n, cn, 1);
     } else {
+        if (((const redisReply *)r)->type != REDIS_REPLY_ERROR) cn->scripts |= rq_script;
         cn->answered++;
         cn->used = dlock__now();
         *out = r;
@@ -258,7 +288,7 @@ static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply 
         if ((got = dlock__reply_get(cn[i], &r)) == REDIS_OK && r != NULL && all_noscript(cn[i], r, rq, &resent[i]))
             continue;
         if (got != REDIS_OK || r != NULL) {
-            all_answer(ns[i], cn[i], r != NULL, r, &out[i], &rcs[i], end);
+            all_answer(ns[i], cn[i], r != NULL, r, &out[i], &rcs[i], end, rq->script);
             answered += out[i] != NULL;
             cn[i] = NULL;
             continue;
@@ -282,7 +312,7 @@ static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply 
     for (i = 0; i < n; i++) {
         if (cn[i] == NULL || (pfd[i].revents == 0 && !dlock__conn_pending(cn[i]))) continue;
         if (dlock__conn_read(cn[i]) != REDIS_OK) {
-            all_answer(ns[i], cn[i], 0, NULL, &out[i], &rcs[i], end);
+            all_answer(ns[i], cn[i], 0, NULL, &out[i], &rcs[i], end, rq->script);
             cn[i] = NULL;
         }
     }

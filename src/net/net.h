@@ -113,6 +113,7 @@ struct dlock__conn {
     unsigned char step;       /* DLOCK__STEP_*: is each read checked against sent_rt? */
     dlock__reply_guard guard; /* its reader's bounds (reader.c) */
     unsigned owed;            /* a late connection: answers not yet read (dlock__command_all) */
+    uint64_t scripts;         /* dlock__all_req.script bits its server has (answered, or sent whole on it) */
 };
 #define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
 #define DLOCK__STAMPS_ASKED 1 /* asked for, not yet seen on a read */
@@ -286,7 +287,7 @@ int dlock__command_pipe(dlock__node *n, redisReply **out, dlock__mono deadline, 
  * that were asked, or the bound passed): the others' connections
  * are kept aside, late, their answers read (and dropped) when their node
  * is next asked; a node with an answer still owed is not asked again but
- * with DLOCK__ALL_QUEUE, which writes the request behind the owed one
+ * with DLOCK__ALL_QUEUE, which writes the request behind every owed one
  * (it runs when the server does; no answer is awaited: ENOLCK). */
 #define DLOCK__ALL_QUEUE 1
 /* When given, told each answer (node i's, r) as it comes: 1 when the
@@ -303,6 +304,8 @@ typedef struct dlock__all_req {
     int argc;
     const char **argv, **self_argv;
     const size_t *lens, *self_lens;
+    uint64_t script; /* one bit naming argv's script (0: none): a connection whose server answered it
+                      * is sent argv behind an owed answer, any other self_argv */
 } dlock__all_req;
 void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
                         const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline);
