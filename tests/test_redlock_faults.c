@@ -22,12 +22,18 @@
  *    the other two answered, within a try's bound; a condition
  *    variable's wait is signalled (the subscriber passes over the paused
  *    master); and a hold on a short lease is renewed by the two
- *    throughout, never told lost.
+ *    throughout, never told lost;
+ *  - a break from a client that owes the paused master an answer is
+ *    queued behind it, and ends the lock there once it runs again;
+ *  - a release to a master whose answers a proxy delays, its script
+ *    cache flushed: sent in a form it runs (a NOSCRIPT read late would be
+ *    the release lost, the key left for the lease).
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
  */
 #include "fixture_multi.h"
+#include "proxy.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -326,6 +332,87 @@ static void test_redlock_paused_first_master_calls(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
 }
 
+/* -------------------------------- 4. a break behind an owed answer */
+
+/* Waits (1 s at most) until the lock key of name is on `want` masters. */
+static int keys_settle(const char *name, int want) {
+    int i;
+    for (i = 0; i < 50 && dlt_masters_lock_count(&rl, name) != want; i++) dlt_sleep_ms(20);
+    return dlt_masters_lock_count(&rl, name);
+}
+
+/* The breaking client owes the paused master an answer (its own grant,
+ * made there late): the break is queued behind it, as a release is, so
+ * once that master runs again the lock is gone from it too -- not left
+ * there until the holder's 20 s lease ends. */
+static void test_redlock_break_behind_owed_answer(void) {
+    const char *name = "rlf/breakq", *own = "rlf/breakq-own";
+    dlock_client_t *holder = NULL, *breaker = NULL;
+    dlock_mutex_t h, b;
+    int was_held = 0;
+
+    MASTERS_UP();
+    DLT_ASSERT_ERR(dlt_client_make(&holder, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&breaker, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&h, name, holder, 20000, 0), 0);
+    DLT_ASSERT_ERR(mutex_make(&b, own, breaker, 20000, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&b), 0); /* the breaker's connections to every master */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(own, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&h), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
+
+    pause_master(2);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0); /* held by the two others; master 2 owes its answer */
+    DLT_ASSERT_ERR(dlock_break(breaker, name, DLOCK_BREAK_RESET, &was_held), 0);
+    DLT_ASSERT_INT_EQ(was_held, 1);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
+    resume_master(2);
+
+    DLT_ASSERT_INT_EQ(keys_settle(name, 0), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(own, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&h), EPERM);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&h), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&b), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(holder), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(breaker), 0);
+}
+
+/* ------------------------- 5. a script the slow master does not have */
+
+/* One master behind a proxy that holds its answers 600 ms, its script
+ * cache flushed while a lock is held: the unlock is decided by the two
+ * others, and that master's answer is read late.  The release must reach
+ * it in a form it can run (an EVALSHA it answers NOSCRIPT to, read late,
+ * would be the release lost and the key left there for the lease). */
+static void test_redlock_release_to_a_slow_master_without_scripts(void) {
+    const char *name = "rlf/noscript";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    dlt_proxy *px;
+    redisReply *r;
+    char url[256];
+
+    MASTERS_UP();
+    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
+             dlt_proxy_port(px));
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
+    r = dlt_redis_cmd(&rl.srv[2], "SCRIPT FLUSH");
+    CU_ASSERT_TRUE(r != NULL && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 600, NULL, 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(name, 0), 0);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    dlt_proxy_stop(px);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -337,6 +424,8 @@ static const struct dlt_test tests[] = {
     { "test_redlock_paused_master_deadlines", test_redlock_paused_master_deadlines },
     { "test_redlock_ownerdead_once_per_death", test_redlock_ownerdead_once_per_death },
     { "test_redlock_paused_first_master_calls", test_redlock_paused_first_master_calls },
+    { "test_redlock_break_behind_owed_answer", test_redlock_break_behind_owed_answer },
+    { "test_redlock_release_to_a_slow_master_without_scripts", test_redlock_release_to_a_slow_master_without_scripts },
     { NULL, NULL },
 };
 
