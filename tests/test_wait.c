@@ -6,6 +6,7 @@
  * from INFO commandstats: EVALSHA + EVAL, one per lock script call.
  */
 #include "fixture.h"
+#include "proxy.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -442,14 +443,66 @@ static void test_channel_lingers_then_goes(void) {
     dlt_chan_close(&ch);
 }
 
+/* ------------------------- a slow subscription is no unreachable server */
+
+struct slow_waiter {
+    dlock_mutex_t *m;
+    int rc;
+    double t_got;
+};
+
+static void *slow_waiter_fn(void *p) {
+    struct slow_waiter *w = p;
+    w->rc = dlock_mutex_lock(w->m);
+    w->t_got = dlt_now();
+    if (w->rc != 0) printf("  waiter: %s\n", dlock_last_error());
+    if (w->rc == 0) w->rc = dlock_mutex_unlock(w->m);
+    return NULL;
+}
+
+/* A waiter's client reaches the server through a proxy that holds every
+ * answer 400 ms (within the command timeout, 2 s), and counts the server
+ * unreachable after 150 ms of failures: its SUBSCRIBE is confirmed
+ * 400 ms after it went out, well past the 150 ms that the wait has
+ * waited by then.  The server answers: the wait goes on (no ENOLCK), and
+ * the lock is the waiter's once the holder unlocks. */
+static void test_slow_subscription_is_waited_for(void) {
+    dlt_proxy *px = dlt_proxy_start(dlt_server.port);
+    dlock_client_t *slow = NULL;
+    dlock_mutex_t held, m;
+    struct slow_waiter w = { &m, -1, 0 };
+    pthread_t th;
+    double t_unlock;
+    CU_ASSERT_FATAL(px != NULL);
+    DLT_ASSERT_ERR(dlt_client_make(&slow, dlt_proxy_url(px), 20), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&held, "wait/slowsub", 30000, NULL), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, "wait/slowsub", 30000, slow), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&held), 0);
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 100, NULL, 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, slow_waiter_fn, &w) == 0);
+    t_unlock = dlt_now() + 10;
+    while (dlt_numsub("dlock:{wait/slowsub}") == 0 && dlt_now() < t_unlock) dlt_sleep_ms(5);
+    DLT_ASSERT_INT_EQ(dlt_numsub("dlock:{wait/slowsub}"), 1);
+    dlt_sleep_ms(1200); /* its confirmation heard, the lock asked again: the waiter sleeps on it */
+    t_unlock = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&held), 0);
+    pthread_join(th, NULL);
+    printf("  waiter: %s, %.0f ms after the unlock\n", w.rc == 0 ? "got the lock" : strerror(w.rc),
+           (w.t_got - t_unlock) * 1000);
+    DLT_ASSERT_ERR(w.rc, 0);
+    CU_ASSERT(w.t_got >= t_unlock);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&held), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(slow), 0);
+    dlt_proxy_stop(px);
+}
+
 static const struct dlt_test tests[] = {
-    DLT_TEST(test_contended_cost_does_not_grow_with_wait),
-    DLT_TEST(test_long_wait_sleeps_on_notification),
-    DLT_TEST(test_handoff_latency_to_other_process),
-    DLT_TEST(test_release_never_missed),
-    DLT_TEST(test_waiter_gets_lock_of_killed_holder),
-    DLT_TEST(test_channel_lingers_then_goes),
-    { NULL, NULL }
+    DLT_TEST(test_contended_cost_does_not_grow_with_wait), DLT_TEST(test_long_wait_sleeps_on_notification),
+    DLT_TEST(test_handoff_latency_to_other_process),       DLT_TEST(test_release_never_missed),
+    DLT_TEST(test_waiter_gets_lock_of_killed_holder),      DLT_TEST(test_channel_lingers_then_goes),
+    DLT_TEST(test_slow_subscription_is_waited_for),        { NULL, NULL }
 };
 
 int main(int argc, char **argv) {

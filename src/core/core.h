@@ -123,6 +123,8 @@ struct dlock__lock {
     unsigned nstale;
     dlock__mono sub_idle_since;
     dlock__mono sub_sent_at; /* when its SUBSCRIBE went out (notify.c: Redlock's SUB_CONFIRM_MS) */
+    dlock__mono sub_tried_since; /* when its first SUBSCRIBE not yet confirmed went out, 0 none
+                                  * (dlock__sub_give_up) */
 
     struct dlock__lock *hnext; /* hash chain */
 };
@@ -264,6 +266,13 @@ void dlock__notify_idle(struct dlock_client *c, dlock__lock *l);
 /* Is l's channel subscribed on a live connection; the epoch of the
  * connection that carries it (unique in the process).  c->mu held. */
 int dlock__sub_live(const struct dlock_client *c, const dlock__lock *l);
+/* When a waiter may take l's channel (wanted, not live) as one that cannot
+ * be made live (ENOLCK): unreachable_ms after its subscriber began to try
+ * (its first SUBSCRIBE for it unconfirmed, or its connection attempts
+ * failing), and not while its first SUBSCRIBE is within its command
+ * timeout.
+ * DLOCK__MONO_NEVER while the subscriber has not tried yet.  c->mu held. */
+dlock__mono dlock__sub_give_up(const struct dlock_client *c, const dlock__lock *l);
 uint64_t dlock__sub_epoch(const struct dlock_client *c, const dlock__lock *l);
 void dlock__notify_stop(struct dlock_client *c);
 
@@ -322,8 +331,8 @@ void dlock__fair_poke(dlock__lock *l, const char *token, size_t len);
  * leased for grant_ms. */
 void dlock__fair_grant(dlock__lock *l, const char *token, uint64_t fence, unsigned grant_ms, int cache);
 /* Makes sure a release of l will wake us: subscribes and waits for the
- * subscription to be active, or until deadline / the unreachable bound
- * (ENOLCK). */
+ * subscription to be active, or until deadline / the unreachable bound,
+ * the waiter's own and its subscriber's (ENOLCK: dlock__sub_give_up). */
 int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline, int intr);
 void dlock__wait_done(struct dlock_client *c, dlock__lock *l);
 

@@ -76,6 +76,26 @@ int dlock__sub_live(const struct dlock_client *c, const dlock__lock *l) {
     return l->sub_state == DLOCK__SUB_ACTIVE && sub_of(c, l)->connected;
 }
 
+/* A subscriber thread that a loaded host has not run yet, or a slow
+ * server's answer, is no failure: the bound counts from the subscriber's
+ * own attempts, not from when the waiter began to wait. */
+dlock__mono dlock__sub_give_up(const struct dlock_client *c, const dlock__lock *l) {
+    const dlock__sub *sub = sub_of(c, l);
+    const dlock__conf *conf = &sub->b->node.conf;
+    dlock__mono since = l->sub_tried_since, end;
+    if (!sub->connected && sub->down_since != 0 && (since == 0 || sub->down_since < since)) since = sub->down_since;
+    if (since == 0) return DLOCK__MONO_NEVER;
+    end = since + (dlock__mono)conf->unreachable_ms * DLOCK__MS;
+    /* The first SUBSCRIBE's answer may still come: one real attempt, as
+     * a command's.  Not a later one's: a subscription refused again and
+     * again (an ACL) would keep the bound moving. */
+    if (sub->connected && l->sub_state == DLOCK__SUB_SENT && l->sub_sent_at == l->sub_tried_since) {
+        dlock__mono answer = l->sub_sent_at + (dlock__mono)conf->command_timeout_ms * DLOCK__MS;
+        if (answer > end) end = answer;
+    }
+    return end;
+}
+
 uint64_t dlock__sub_epoch(const struct dlock_client *c, const dlock__lock *l) {
     return sub_of(c, l)->epoch;
 }
@@ -136,7 +156,10 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
     if (s->err || l->sub_node != s->sub) return;
     if (l->sub_state == DLOCK__SUB_WANTED) {
         if (dlock__sub_append(s->sub->b, s->sub->conn, 1, l->k.key, l->k.keylen) != 0) s->err = 1;
-        else l->sub_state = DLOCK__SUB_SENT, l->sub_sent_at = s->now;
+        else {
+            l->sub_state = DLOCK__SUB_SENT, l->sub_sent_at = s->now;
+            if (l->sub_tried_since == 0) l->sub_tried_since = s->now;
+        }
     } else if (l->sub_state == DLOCK__SUB_SENT && s->sub->b->node.conf.kind == DLOCK__BACKEND_REDLOCK) {
         dlock__mono until = l->sub_sent_at + (dlock__mono)SUB_CONFIRM_MS * DLOCK__MS;
         if (until <= s->now) s->err = 1; /* not confirmed: the connection is down */
@@ -146,8 +169,10 @@ static void sweep_one(struct dlock_client *c, dlock__lock *l, void *arg) {
         if (l->sub_idle_since == 0) l->sub_idle_since = s->now;
         until = l->sub_idle_since + (dlock__mono)LINGER_MS * DLOCK__MS;
         if (until <= s->now) {
+            /* A wait that comes meanwhile needs this answer first: a try
+             * for its bound (dlock__sub_give_up). */
             if (dlock__sub_append(s->sub->b, s->sub->conn, 0, l->k.key, l->k.keylen) != 0) s->err = 1;
-            else l->sub_state = DLOCK__SUB_UNSENT;
+            else l->sub_state = DLOCK__SUB_UNSENT, l->sub_tried_since = s->now;
         } else if (until < s->next) {
             s->next = until;
         }
@@ -181,9 +206,13 @@ static int want(struct dlock_client *c, dlock__lock *l);
  * moved.  Subscribe again where it is now, and wake the waiters (a
  * release may have gone by).  c->mu held. */
 static void resubscribe(struct dlock_client *c, dlock__lock *l) {
+    dlock__mono tried = l->sub_tried_since; /* its waiters' bound runs on */
     l->sub_state = DLOCK__SUB_NONE;
     l->sub_node = NULL;
-    if (wants_channel(l)) (void)want(c, l);
+    if (wants_channel(l)) {
+        (void)want(c, l);
+        l->sub_tried_since = tried;
+    }
     if (dlock__hold_is_cached(&l->x)) dlock__renew_kick(c);
     wake_all(l);
     dlock__lock_maybe_free(c, l);
@@ -231,7 +260,7 @@ static void on_message(struct dlock_client *c, dlock__sub *sub, redisReply *r) {
     } else if (strcmp(kind, "subscribe") == 0) {
         if (l->sub_state == DLOCK__SUB_SENT) {
             l->sub_state = DLOCK__SUB_ACTIVE;
-            l->sub_idle_since = 0;
+            l->sub_idle_since = l->sub_tried_since = 0;
             dlock__lock_wake(l);
         }
     } else if (strcmp(kind, "unsubscribe") == 0) {
@@ -341,6 +370,7 @@ static int sub_connect(struct sub_loop *lp) {
     dlock__conn *cn = NULL;
     int rc;
     if (!any_wanted(c, sub)) {
+        sub->down_since = 0; /* unneeded: a wait to come counts from its own attempts */
         pthread_mutex_unlock(&c->mu);
         sleep_poked(sub, -1);
         pthread_mutex_lock(&c->mu);
@@ -544,6 +574,7 @@ static int want(struct dlock_client *c, dlock__lock *l) {
     l->sub_idle_since = 0;
     if (l->sub_state == DLOCK__SUB_NONE) {
         l->sub_state = DLOCK__SUB_WANTED;
+        l->sub_tried_since = 0;
         poke(sub);
     }
     return 0;

@@ -132,22 +132,35 @@ int dlock__sleep(struct dlock_client *c, dlock__lock *l, dlock__mono until, int 
     return rc;
 }
 
+/* A waiter whose own bound has passed while l's subscriber has not tried
+ * yet looks again this often (the subscriber's attempts do not wake it). */
+#define READY_RECHECK_MS 100
+
+/* The channel is made live, or the call ends: at its deadline
+ * (ETIMEDOUT), or with ENOLCK once both its own unreachable_ms and the
+ * subscriber's (dlock__sub_give_up) have run out -- the first, so that no
+ * waiter gives up sooner than unreachable_ms; the second, so that a
+ * reachable server whose subscriber a loaded host runs late, or whose
+ * answer is slow, does not fail a lock it would get. */
 int dlock__wait_ready(struct dlock_client *c, dlock__lock *l, dlock__mono deadline, int intr) {
-    dlock__mono bound = dlock__unreachable_deadline(&c->be.node);
+    dlock__mono own = dlock__unreachable_deadline(&c->be.node);
     int rc;
 
     for (;;) {
+        dlock__mono give_up, now, until;
         if (dlock__sub_live(c, l)) return 0;
         if ((rc = dlock__notify_want(c, l)) != 0) return rc;
-        rc = dlock__sleep(c, l, deadline < bound ? deadline : bound, intr);
-        if (rc == EINTR) return EINTR;
-        if (rc == ETIMEDOUT) {
-            if (dlock__sub_live(c, l)) return 0;
-            if (deadline <= bound && dlock__now() >= deadline) return ETIMEDOUT;
-            if (dlock__now() >= bound)
-                return dlock__seterr(ENOLCK, "%s: cannot subscribe to release notifications",
-                                     c->be.node.conf.redacted_url);
-        }
+        give_up = dlock__sub_give_up(c, l);
+        if (give_up < own) give_up = own;
+        now = dlock__now();
+        if (now >= deadline && deadline <= give_up) return ETIMEDOUT;
+        if (now >= give_up)
+            return dlock__seterr(ENOLCK, "%s: cannot subscribe to release notifications", c->be.node.conf.redacted_url);
+        until = give_up;
+        if (until == DLOCK__MONO_NEVER) until = now < own ? own : now + (dlock__mono)READY_RECHECK_MS * DLOCK__MS;
+        if (deadline < until) until = deadline;
+        rc = dlock__sleep(c, l, until, intr);
+        if (rc != 0 && rc != ETIMEDOUT) return rc;
     }
 }
 
