@@ -62,6 +62,10 @@ static int rand_live;          /* it was started and is not joined yet (read unl
 static int rand_done;          /* it has let go of rand_mu for good (atomic) */
 static int rand_exit_set;      /* rand_at_exit is registered */
 
+int dlock__random_ready(void) {
+    return __atomic_load_n(&rand_ctx, __ATOMIC_ACQUIRE) != NULL; /* never waits for the set-up */
+}
+
 /* The process id, cached: getpid() is a system call, and the lock path
  * asks for it several times.  A fork child refreshes it. */
 static pid_t cached_pid;
@@ -200,8 +204,11 @@ static void rand_at_exit(void) {
     rand_join(1);
 }
 
+/* Never waits for a set-up under way (its thread holds rand_mu throughout):
+ * a caller that prepares goes on to connect while it runs. */
 void dlock__random_prepare(void) {
     pthread_once(&self_once, self_key_make); /* the fork handlers */
+    if (dlock__random_ready() || __atomic_load_n(&rand_live, __ATOMIC_ACQUIRE)) return;
     pthread_mutex_lock(&rand_mu);
     if (rand_ctx == NULL && !rand_live) {
         if (!rand_exit_set && OPENSSL_init_crypto(OPENSSL_INIT_ASYNC, NULL) == 1 && atexit(rand_at_exit) == 0)
@@ -214,9 +221,6 @@ void dlock__random_prepare(void) {
     pthread_mutex_unlock(&rand_mu);
 }
 
-int dlock__random_ready(void) {
-    return __atomic_load_n(&rand_ctx, __ATOMIC_ACQUIRE) != NULL; /* never waits for the set-up */
-}
 
 int dlock__random(unsigned char *buf, int n) {
     int ok;
