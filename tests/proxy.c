@@ -143,7 +143,8 @@ static void *conn_main(void *arg) {
             if (n <= 0) break;
             snap(p, pc, s);
             if (s->stop || s->mode == DLT_PROXY_CLOSE) break;
-            if (s->mode == DLT_PROXY_DROP) {
+            if (s->mode == DLT_PROXY_TURNAWAY && (unsigned char)buf[0] != 22) break;
+            if (s->mode == DLT_PROXY_DROP || s->mode == DLT_PROXY_TURNAWAY) {
                 count_fault(p);
             } else if (send_all(pc->sfd, buf, (size_t)n) != 0) {
                 break;
@@ -187,6 +188,7 @@ static void *conn_main(void *arg) {
                     goto out;
                 break;
             case DLT_PROXY_CLOSE:
+            case DLT_PROXY_TURNAWAY:
                 goto out;
             }
         }
@@ -394,6 +396,8 @@ const char *dlt_proxy_mode_name(enum dlt_proxy_mode mode) {
     case DLT_PROXY_RANDOM: return "random";
     case DLT_PROXY_CLOSE: return "close";
     case DLT_PROXY_DUPLICATE: return "duplicate";
+    case DLT_PROXY_TURNAWAY:
+        return "turnaway";
     }
     return "?";
 }

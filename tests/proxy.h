@@ -16,6 +16,11 @@
  *   CLOSE    close connections at once (new ones right after accept)
  *   DUPLICATE forward each chunk of the server's answer, then the same
  *            chunk again `ms` milliseconds later (a server out of step)
+ *   TURNAWAY close a connection when a request comes on it, as while the
+ *            server behind is down; but a TLS ClientHello (a record of
+ *            type 22) is kept unanswered, as a plain Redis, back again,
+ *            keeps one whose bytes hold no newline (an inline command not
+ *            ended yet)
  *
  * The proxy never raises SIGPIPE in the test process (MSG_NOSIGNAL) and
  * every thread it starts is joined by dlt_proxy_stop, so it leaks nothing
@@ -38,7 +43,8 @@ enum dlt_proxy_mode {
     DLT_PROXY_REPLACE,
     DLT_PROXY_RANDOM,
     DLT_PROXY_CLOSE,
-    DLT_PROXY_DUPLICATE
+    DLT_PROXY_DUPLICATE,
+    DLT_PROXY_TURNAWAY
 };
 
 typedef struct dlt_proxy dlt_proxy;

@@ -19,7 +19,9 @@
  *      connections rather than reconnecting in a tight loop -- a back-off
  *      that ends with the call too (a semaphore's timed wait, whose ops
  *      are bounded by the unreachable bound, through the proxy while it
- *      closes every connection).
+ *      closes every connection).  With the probe's ClientHello kept
+ *      unanswered (a server back after a restart), the probe ends by the
+ *      call's end, not a socket timeout's clock tick after it.
  *   3. An acquire whose answer comes after the lease (less the drift) has
  *      run out -- the server SIGSTOPped for a second with a 400 ms lease:
  *      the call gives that hold back and returns a live one, or an error;
@@ -387,6 +389,66 @@ static void test_turned_away_sem(void) {
     dlt_proxy_stop(p);
 }
 
+/* Past the call's end: a wait begun just before it takes 1 ms at least
+ * (conn.c dlock__end_cap), and the call's own work after its last wait
+ * (the error set, its records) is run, in a sanitized build on a loaded
+ * host too. */
+#define RETURN_MS 5.0
+
+/* A semaphore's timed wait while the proxy turns requests away but keeps
+ * a TLS ClientHello unanswered -- as after a server restart: the
+ * connection closed at its first request while the server was down, the
+ * probe that tells a TLS port from that answered by a plain Redis back
+ * again, which takes the ClientHello for an inline command without its
+ * end.  The probe is one of the call's connect attempts and reply waits,
+ * which end by its deadline + DLOCK__LATE_MS: its own making of the
+ * ClientHello counted in, its answer awaited to its end, not to a socket
+ * timeout's tick after it.  (Whatever the thread waited for a CPU in the
+ * call is the machine's, not counted.)  The op of a semaphore is bounded
+ * by the unreachable bound, its timed wait by the call's end: the probe's
+ * 500 ms (connect timeout 1 s) spans every deadline here. */
+static void test_turned_away_probe_held_sem(void) {
+    dlt_proxy *p = dlt_proxy_start(dlt_server.port);
+    dlock_config_t cfg;
+    dlock_client_t *c = NULL;
+    dlock_semattr_t a;
+    dlock_sem_t s;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    dlock_config_init(&cfg);
+    cfg.url = dlt_proxy_url(p);
+    cfg.connect_timeout_ms = 1000;
+    cfg.command_timeout_ms = 1000;
+    cfg.unreachable_ms = 5000;
+    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    DLT_ASSERT_ERR(dlock_semattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_semattr_setundo(&a, 1), 0);
+    DLT_ASSERT_ERR(dlock_sem_init(&s, "dl/probe-held", 0, &a), 0);
+    dlock_semattr_destroy(&a);
+    dlt_proxy_set(p, DLT_PROXY_TURNAWAY, 0, NULL, 0);
+    dlt_proxy_close_all(p);
+    for (long ms = 100; ms <= 400; ms += 150) {
+        struct timespec ts = dlt_abs_in(CLOCK_MONOTONIC, ms);
+        unsigned long held = dlt_proxy_faults(p);
+        double t0 = dlt_now(), w0 = dlt_thread_cpu_wait(), late, cpu_wait;
+        int rc = dlock_sem_clockwait(&s, CLOCK_MONOTONIC, &ts);
+        late = ms_since(t0) - (double)ms;
+        cpu_wait = (dlt_thread_cpu_wait() - w0) * 1000.0;
+        held = dlt_proxy_faults(p) - held;
+        printf("  sem wait, deadline %ld ms: %s %.1f ms past it (%.1f ms waiting for a CPU), %lu ClientHello "
+               "held [%s]\n",
+               ms, dlt_errno_label(rc), late, cpu_wait, held, dlock_last_error());
+        CU_ASSERT_TRUE(rc == ETIMEDOUT || rc == ENOLCK);
+        CU_ASSERT_TRUE(held >= 1); /* the probe was made, and kept waiting */
+        CU_ASSERT_TRUE(late - cpu_wait <= DLOCK__LATE_MS + RETURN_MS);
+    }
+    dlt_proxy_pass(p);
+    DLT_ASSERT_ERR(dlock_sem_destroy(&s), 0);
+    dlock_client_destroy(c);
+    dlt_proxy_stop(p);
+}
+
 struct timed_arg {
     dlock_mutex_t *m;
     long ms;
@@ -741,16 +803,15 @@ static void test_bounds_without_syscalls(void) {
     dlock_client_destroy(c);
 }
 
-static const struct dlt_test tests[] = {
-    DLT_TEST(test_idle_server_deadline_kept),
-    DLT_TEST(test_silent_host_connect_capped),
-    DLT_TEST(test_turned_away),
-    DLT_TEST(test_turned_away_sem),
-    DLT_TEST(test_partition_during_grant_wait),
-    DLT_TEST(test_late_answer_never_a_dead_hold),
-    DLT_TEST(test_bounds_without_syscalls),
-    { NULL, NULL }
-};
+static const struct dlt_test tests[] = { DLT_TEST(test_idle_server_deadline_kept),
+                                         DLT_TEST(test_silent_host_connect_capped),
+                                         DLT_TEST(test_turned_away),
+                                         DLT_TEST(test_turned_away_sem),
+                                         DLT_TEST(test_turned_away_probe_held_sem),
+                                         DLT_TEST(test_partition_during_grant_wait),
+                                         DLT_TEST(test_late_answer_never_a_dead_hold),
+                                         DLT_TEST(test_bounds_without_syscalls),
+                                         { NULL, NULL } };
 
 int main(int argc, char **argv) {
     return dlt_main(argc, argv, "deadline", tests);

@@ -15,6 +15,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,32 +229,69 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for
     return dlock__seterr(ENOLCK, "%s: %s", cf->redacted_url, cn->ctx->errstr);
 }
 
-/* A connection of its own to host:port within timeout_ms, or NULL. */
-static redisContext *probe_connect(const char *host, int port, unsigned timeout_ms) {
+/* ------------------------------------------------------------- probes
+ *
+ * A probe is part of the call that makes it (conn.c dlock__expects_tls:
+ * a timed call's probe ends with the call), so its bound is one end on
+ * the monotonic clock, set as it begins: the ClientHello's making counts
+ * against it (a process's first SSL_CTX_new takes milliseconds, tens on
+ * a loaded host), and no connect is begun once it has passed.  The
+ * answer is awaited by ppoll, to the microsecond: a socket's receive
+ * timeout runs on the kernel's timer wheel, whose slots widen with the
+ * timeout -- it ends some 4 ms late, and one of a few hundred ms up to
+ * 30 ms and more (an eighth of it) late: past the call's end, where a
+ * plain Redis (a proxy before it) leaves the ClientHello unanswered,
+ * as one back from a restart does.  Both probes tell a configuration
+ * error, for a message: one that runs out of time says "no" (0), and the
+ * call goes on as it would without it. */
+
+static dlock__mono probe_end(unsigned timeout_ms) {
+    return dlock__now() + (dlock__mono)(timeout_ms == 0 ? 1 : timeout_ms) * DLOCK__MS;
+}
+
+/* A connection of its own to host:port, by end; NULL: none, or no time. */
+static redisContext *probe_connect(const char *host, int port, dlock__mono end) {
+    dlock__mono left = end - dlock__now();
     struct timeval tv;
     redisContext *ctx;
-    if (timeout_ms == 0) timeout_ms = 1;
-    tv.tv_sec = timeout_ms / 1000;
-    tv.tv_usec = (suseconds_t)(timeout_ms % 1000) * 1000;
+    if (left <= 0) return NULL;
+    tv.tv_sec = (time_t)(left / 1000000000);
+    tv.tv_usec = (suseconds_t)(left % 1000000000 / 1000);
     if ((ctx = redisConnectWithTimeout(host, port, tv)) == NULL) return NULL;
-    if (ctx->err || redisSetTimeout(ctx, tv) != REDIS_OK) {
+    if (ctx->err) {
         redisFree(ctx);
         return NULL;
     }
     return ctx;
 }
 
-/* Sends len bytes; reads the start of the answer into ans: its length,
- * or -1 / 0 (nothing, or no answer in time). */
-static ssize_t probe_exchange(redisContext *ctx, const void *req, size_t len, unsigned char *ans, size_t cap) {
+/* Sends len bytes; reads the start of the answer into ans, awaited until
+ * end: its length, or -1 / 0 (nothing, or no answer in time). */
+static ssize_t probe_exchange(redisContext *ctx, const void *req, size_t len, unsigned char *ans, size_t cap,
+                              dlock__mono end) {
+    struct pollfd pfd;
+    struct timespec ts;
     ssize_t k;
-    if (send(ctx->fd, req, len, MSG_NOSIGNAL) != (ssize_t)len) return -1;
-    do k = recv(ctx->fd, ans, cap, 0);
+    int n;
+    /* (a fresh socket's buffer takes a ClientHello whole) */
+    if (send(ctx->fd, req, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) return -1;
+    pfd.fd = ctx->fd;
+    pfd.events = POLLIN;
+    do {
+        dlock__mono left = end - dlock__now();
+        if (left <= 0) return -1;
+        dlock__mono_to_ts(left, &ts);
+        pfd.revents = 0;
+        n = ppoll(&pfd, 1, &ts, NULL);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) return -1;
+    do k = recv(ctx->fd, ans, cap, MSG_DONTWAIT);
     while (k < 0 && errno == EINTR);
     return k;
 }
 
 int dlock__tls_probe(const char *host, int port, unsigned timeout_ms) {
+    dlock__mono end = probe_end(timeout_ms);
     SSL_CTX *sctx = SSL_CTX_new(TLS_client_method());
     SSL *ssl = sctx ? SSL_new(sctx) : NULL;
     BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
@@ -269,8 +307,8 @@ int dlock__tls_probe(const char *host, int port, unsigned timeout_ms) {
     SSL_set_connect_state(ssl);
     (void)SSL_do_handshake(ssl); /* writes the ClientHello, wants the answer */
     n = BIO_read(wb, hello, sizeof hello);
-    if (n > 0 && (ctx = probe_connect(host, port, timeout_ms)) != NULL) {
-        ssize_t k = probe_exchange(ctx, hello, (size_t)n, ans, sizeof ans);
+    if (n > 0 && (ctx = probe_connect(host, port, end)) != NULL) {
+        ssize_t k = probe_exchange(ctx, hello, (size_t)n, ans, sizeof ans, end);
         /* a TLS record: handshake (22) or alert (21), version 3.x */
         yes = k >= 2 && (ans[0] == 22 || ans[0] == 21) && ans[1] == 3;
     }
@@ -284,11 +322,12 @@ out:
 
 int dlock__plain_probe(const char *host, int port, unsigned timeout_ms) {
     static const char ping[] = "*1\r\n$4\r\nPING\r\n";
-    redisContext *ctx = probe_connect(host, port, timeout_ms);
+    dlock__mono end = probe_end(timeout_ms);
+    redisContext *ctx = probe_connect(host, port, end);
     unsigned char ans[8];
     ssize_t k;
     if (ctx == NULL) return 0;
-    k = probe_exchange(ctx, ping, sizeof ping - 1, ans, sizeof ans);
+    k = probe_exchange(ctx, ping, sizeof ping - 1, ans, sizeof ans, end);
     redisFree(ctx);
     return k >= 1 && (ans[0] == '+' || ans[0] == '-');
 }
