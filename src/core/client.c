@@ -362,14 +362,14 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
 
 /* The first token of a process waits for the random source's set-up:
  * meanwhile the connection its request needs is opened (the connect
- * overlaps the set-up), the caller does a part of the set-up (the two
- * parts run side by side), and, if the set-up is still not done, the
- * renewal thread its first hold will want is started (its start then
- * delays neither that hold nor its release). */
+ * overlaps the set-up), the renewal thread its first hold will want is
+ * started (its start, and its first pass, then delay neither that hold
+ * nor its release), and the caller does a part of the set-up (the two
+ * parts run side by side). */
 static void first_token_wait(struct dlock_client *c) {
     dlock__backend_warm(&c->be);
-    (void)dlock__random_help();
     if (!dlock__random_ready()) dlock__renew_ahead(c);
+    (void)dlock__random_help();
 }
 
 dlock__thread *dlock__client_self(struct dlock_client *c, int *err) {
