@@ -7,7 +7,10 @@
  * while the set-up thread runs (then it neither hangs nor shares the
  * parent's state); the set-up thread is gone once the client is destroyed,
  * and a process that exits while it runs exits cleanly (under ASan: with
- * no leak).
+ * no leak).  A caller that would wait for the set-up does one of its two
+ * parts (dlock__random_help), with a fork or an exit meanwhile as safe;
+ * the renewal thread a first token starts ahead of the first hold renews
+ * that hold in time.
  *
  * The tests that need a process whose random source is not set up yet run
  * in children forked from this process before anything here sets it up:
