@@ -10,9 +10,11 @@
  *                                round trip in ns
  *   dlock-first-lock drbg        the first lock's floor: what dlock's
  *                                random source costs a fresh process to
- *                                set up (a library context of its own, a
- *                                HASH-DRBG, a first RAND_bytes_ex: what
- *                                the library's set-up thread does); ns
+ *                                set up on one thread (a library context
+ *                                of its own, a HASH-DRBG, a first
+ *                                RAND_bytes_ex: the work the library
+ *                                splits between its set-up thread and
+ *                                the first token's caller); ns
  *
  * Linked against the shared libdlock, as a program is: its loading is not
  * in the figure (it happens before main), its set-up is.

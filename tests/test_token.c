@@ -7,7 +7,10 @@
  * while the set-up thread runs (then it neither hangs nor shares the
  * parent's state); the set-up thread is gone once the client is destroyed,
  * and a process that exits while it runs exits cleanly (under ASan: with
- * no leak).
+ * no leak).  A caller that would wait for the set-up does one of its two
+ * parts (dlock__random_help), with a fork or an exit meanwhile as safe;
+ * the renewal thread a first token starts ahead of the first hold renews
+ * that hold in time.
  *
  * The tests that need a process whose random source is not set up yet run
  * in children forked from this process before anything here sets it up:
@@ -27,6 +30,7 @@
 #include <dlock.h>
 
 #include "base/base.h"
+#include "core/core.h"
 
 #define NTHREADS 8
 #define RAW 16
@@ -146,6 +150,115 @@ static void test_fork_while_the_setup_runs(void) {
     }
 }
 
+/* A caller that would wait for the set-up helps (dlock__random_help):
+ * it takes the DRBG's part if the set-up thread has not begun it, else
+ * the configuration's. */
+static void *help_main(void *arg) {
+    *(int *)arg = dlock__random_help();
+    return NULL;
+}
+
+/* A fork while a thread helps the set-up (in either part: the help starts
+ * at once, before the set-up thread has begun, or after it has) must not
+ * hang the child nor share the parent's state; the help's part is done
+ * when it returns, the set-up when the set-up thread has ended.  arg:
+ * microseconds between the set-up's start and the help's, then the
+ * fork's. */
+static int fork_during_help(void *arg) {
+    unsigned us = *(unsigned *)arg;
+    pthread_t th;
+    int part = -1;
+    DLT_CK(dlock__random_ready(), 0);
+    DLT_CK(threads_now(), 1);
+    dlock__random_prepare();
+    if (us > 0) usleep(us);
+    DLT_CK(pthread_create(&th, NULL, help_main, &part), 0);
+    if (us > 0) usleep(us);
+    if (fork_and_compare() != 0) return 1;
+    DLT_CK(pthread_join(th, NULL), 0);
+    DLT_CKT(part >= 0 && part <= 2);
+    dlock__random_settle();
+    DLT_CK(dlock__random_ready(), 1);
+    DLT_CK(dlock__random_help(), 0); /* nothing left */
+    DLT_CK(threads_become(1, 1000), 1);
+    return 0;
+}
+
+static void test_fork_while_a_caller_helps(void) {
+    static const unsigned delays[] = { 0, 0, 0, 100, 300, 600, 1000 };
+    size_t i;
+    for (i = 0; i < sizeof delays / sizeof delays[0]; i++) {
+        unsigned us = delays[i];
+        DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(fork_during_help, &us), 30000), 0);
+    }
+}
+
+/* The help's DRBG part, when the set-up thread has not begun: done on the
+ * helping thread, which then draws at once; the set-up thread, when it
+ * begins, loads the configuration (or finds it loaded) and ends. */
+static int help_takes_the_drbg(void *arg) {
+    unsigned char b[RAW];
+    (void)arg;
+    DLT_CK(dlock__random_ready(), 0);
+    dlock__random_prepare();
+    /* The set-up thread has just been made; this call comes first unless
+     * it already runs, which a wait of about a thread's start would show. */
+    int part = dlock__random_help();
+    DLT_CKT(part == 1 || part == 2);
+    if (part == 1) DLT_CK(dlock__random_ready(), 1);
+    DLT_CK(dlock__random(b, RAW), 0);
+    DLT_CK(dlock__random_ready(), 1);
+    dlock__random_settle();
+    DLT_CK(threads_become(1, 1000), 1);
+    return 0;
+}
+
+static void test_a_caller_helps_the_setup(void) {
+    int i;
+    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(help_takes_the_drbg, NULL), 30000), 0);
+}
+
+/* The renewal thread started ahead of a first hold, as a first token's
+ * wait starts it (dlock__renew_ahead), renews that hold in time: one of
+ * the default lease (due a third of a lease after its acquire, after the
+ * thread's first tick: it does not wake the thread) and one of a short
+ * lease (due before that tick: it wakes the thread). */
+static int renewed_by_a_thread_started_ahead(void *arg) {
+    struct dlock_client *c;
+    dlock_mutexattr_t a;
+    dlock_mutex_t dflt, shrt;
+    int err = 0, running;
+    (void)arg;
+    DLT_CKT((c = dlock_client_default(&err)) != NULL);
+    dlock__renew_ahead(c);
+    pthread_mutex_lock(&c->mu);
+    running = c->renew_running && c->held == NULL;
+    pthread_mutex_unlock(&c->mu);
+    DLT_CK(running, 1);
+    DLT_CK(dlock_mutexattr_init(&a), 0);
+    DLT_CK(dlock_mutexattr_setlease(&a, 300), 0);
+    DLT_CK(dlock_mutex_init(&shrt, "token/ahead/short", &a), 0);
+    DLT_CK(dlock_mutex_init(&dflt, "token/ahead/default", NULL), 0);
+    DLT_CK(dlock_mutex_lock(&dflt), 0);
+    DLT_CK(dlock_mutex_lock(&shrt), 0);
+    dlt_sleep_ms(DLOCK_LEASE_DEFAULT_MS / 3 + 400);
+    DLT_CK(dlock_mutex_holds(&shrt), 1);
+    DLT_CK(dlock_mutex_holds(&dflt), 1);
+    DLT_CKT(dlt_key_pttl("token/ahead/short") > 0);
+    /* Not renewed, it would have less than two thirds of a lease left. */
+    DLT_CKT(dlt_key_pttl("token/ahead/default") > (long long)DLOCK_LEASE_DEFAULT_MS * 3 / 4);
+    DLT_CK(dlock_mutex_unlock(&shrt), 0);
+    DLT_CK(dlock_mutex_unlock(&dflt), 0);
+    DLT_CK(dlock_mutex_destroy(&shrt), 0);
+    DLT_CK(dlock_mutex_destroy(&dflt), 0);
+    DLT_CK(dlock_mutexattr_destroy(&a), 0);
+    exit(0);
+}
+
+static void test_renewal_thread_started_ahead_renews(void) {
+    DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(renewed_by_a_thread_started_ahead, NULL), 30000), 0);
+}
+
 /* A client made and destroyed, no lock taken: the set-up thread it
  * started is gone with it. */
 static int client_leaves_no_thread(void *arg) {
@@ -191,6 +304,45 @@ static void test_exit_while_the_setup_runs(void) {
         fflush(NULL);
         if ((pid = fork()) == 0) {
             execl("/proc/self/exe", "test_token", EXIT_EARLY, (char *)NULL);
+            _exit(127);
+        }
+        CU_ASSERT_FATAL(pid > 0);
+        st = dlt_wait_raw(pid, 30000);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fprintf(stderr, "run %d: status 0x%x (signal %d)\n", i, st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        CU_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+}
+
+/* exit() while another thread helps the set-up (in either part, or
+ * done): the exit handlers wait for that part before OpenSSL's frees its
+ * state; no crash and, under ASan, no leak.  EXIT_HELPING runs it in a
+ * process that never used OpenSSL before (this program run again). */
+#define EXIT_HELPING "--exit-while-helping"
+
+static void *help_then_stay(void *arg) {
+    (void)arg;
+    (void)dlock__random_help();
+    for (;;) pause();
+    return NULL;
+}
+
+static int exit_while_helping(unsigned us) {
+    pthread_t th;
+    dlock__random_prepare();
+    if (pthread_create(&th, NULL, help_then_stay, NULL) != 0) return 3;
+    if (us > 0) usleep(us);
+    exit(0);
+}
+
+static void test_exit_while_a_caller_helps(void) {
+    static const char *const delays[] = { "0", "0", "150", "300", "600" };
+    int i, st;
+    pid_t pid;
+    for (i = 0; i < 20; i++) {
+        fflush(NULL);
+        if ((pid = fork()) == 0) {
+            execl("/proc/self/exe", "test_token", EXIT_HELPING, delays[i % 5], (char *)NULL);
             _exit(127);
         }
         CU_ASSERT_FATAL(pid > 0);
@@ -320,7 +472,11 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_fork_while_the_setup_runs),
     DLT_TEST(test_client_destroy_leaves_no_thread),
     DLT_TEST(test_exit_while_the_setup_runs),
+    DLT_TEST(test_fork_while_a_caller_helps),
+    DLT_TEST(test_exit_while_a_caller_helps),
+    DLT_TEST(test_a_caller_helps_the_setup),
     DLT_TEST(test_first_lock_of_a_fresh_process),
+    DLT_TEST(test_renewal_thread_started_ahead_renews),
     /* this process */
     DLT_TEST(test_every_thread_its_own_token),
     DLT_TEST(test_every_hold_its_own_token_on_the_server),
@@ -334,5 +490,7 @@ int main(int argc, char **argv) {
         if (dlock_client_create(&c, NULL) != 0) return 3;
         exit(0);
     }
+    if (argc == 3 && strcmp(argv[1], EXIT_HELPING) == 0) /* test_exit_while_a_caller_helps */
+        return exit_while_helping((unsigned)atoi(argv[2]));
     return dlt_main(argc, argv, "token", tests);
 }

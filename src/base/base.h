@@ -228,6 +228,12 @@ int dlock__random(unsigned char *buf, int n);
  * unless it is set up or being set up: a client is made, a token will be
  * wanted soon. */
 void dlock__random_prepare(void);
+/* While the set-up thread runs, from a caller that would otherwise wait
+ * for it: does one of the set-up's two parts on the calling thread -- the
+ * DRBG's if the set-up thread has not begun it, else OpenSSL's
+ * configuration, which the DRBG's needs at its end; returns when that
+ * part is done: 1 (the DRBG's), 2 (the configuration) or 0 (none left). */
+int dlock__random_help(void);
 /* 1 if the random source is set up (a draw will not wait), else 0. */
 int dlock__random_ready(void);
 /* Waits for the set-up thread, if one was started, to end. */

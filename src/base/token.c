@@ -24,8 +24,14 @@
  * configuration or FIPS mode.  That set-up runs in a short-lived thread
  * started when a client is made (dlock__random_prepare), while the
  * caller connects; the first token waits for it only if it is not done,
- * or does it itself if the thread has not begun.  The context lives as
- * long as the process, as OpenSSL's default one does.
+ * or does it itself if the thread has not begun.  A caller that would
+ * wait helps instead (dlock__random_help): of the set-up's two parts --
+ * fetching and instantiating the DRBG, and loading OpenSSL's
+ * configuration and error strings, which the first needs only at its end
+ * and OpenSSL would load there anyway -- the caller and the set-up thread
+ * each take one, the first part going to whichever comes first, so that
+ * on two cores neither waits for the other.  The context lives as long
+ * as the process, as OpenSSL's default one does.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -35,6 +41,7 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "base/base.h"
@@ -53,14 +60,19 @@ static dlock__thread *proc_id; /* the process's identity (dlock__proc_self) */
  * rand_mu, which the fork handlers hold across fork: a fork waits for a
  * set-up under way (and its thread's end), and the child gets a context
  * that is ready (its DRBG reseeds itself on seeing a new pid) or none (it
- * sets one up itself).
+ * sets one up itself).  The load of OpenSSL's configuration (conf_load,
+ * by the set-up thread or a helping caller) is serialised against fork
+ * by conf_mu in the same way.
  * The fields below are rand_mu's. */
 static pthread_mutex_t rand_mu = PTHREAD_MUTEX_INITIALIZER;
 static OSSL_LIB_CTX *rand_ctx; /* set up: never freed while the process lives */
 static pthread_t rand_thread;  /* the set-up thread, while rand_live */
 static int rand_live;          /* it was started and is not joined yet (read unlocked) */
-static int rand_done;          /* it has let go of rand_mu for good (atomic) */
+static int rand_done;          /* it has let go of rand_mu and conf_mu for good (atomic) */
 static int rand_exit_set;      /* rand_at_exit is registered */
+static int rand_claimed;       /* rand_setup is someone's (rand_claim; atomic) */
+static pthread_mutex_t conf_mu = PTHREAD_MUTEX_INITIALIZER;
+static int conf_done; /* OpenSSL's configuration is loaded (atomic; written under conf_mu) */
 
 int dlock__random_ready(void) {
     return __atomic_load_n(&rand_ctx, __ATOMIC_ACQUIRE) != NULL; /* never waits for the set-up */
@@ -89,15 +101,17 @@ static void rand_join(int any);
 static void token_fork_prepare(void) {
     rand_join(1);
     pthread_mutex_lock(&rand_mu);
+    pthread_mutex_lock(&conf_mu);
     pthread_mutex_lock(&all_mu);
 }
 static void token_fork_after(void) {
     pthread_mutex_unlock(&all_mu);
+    pthread_mutex_unlock(&conf_mu);
     pthread_mutex_unlock(&rand_mu);
 }
 static void token_fork_child(void) {
     cached_pid = getpid();
-    rand_live = rand_done = 0; /* the set-up thread is the parent's */
+    rand_live = rand_done = rand_claimed = 0; /* the set-up thread is the parent's */
     free(proc_id); /* the parent's: the child holds nothing, and makes its own */
     proc_id = NULL;
     token_fork_after();
@@ -144,15 +158,21 @@ static void self_key_make(void) {
 /* ------------------------------------------------------ random source */
 
 /* Sets up the random source, if it is not: a library context of dlock's
- * own whose DRBG is a HASH-DRBG (SHA-256), and a first draw from it, which
- * fetches and instantiates it and seeds it from the operating system.
+ * own whose DRBG is a HASH-DRBG (SHA-256), its primary DRBG fetched,
+ * instantiated and seeded from the operating system (each thread's first
+ * draw makes that thread's own DRBG from it, as RAND_bytes_ex does).
+ * The algorithm is fetched first, on its own: the fetch (most of the
+ * set-up: the new context's table of names) does not use OpenSSL's error
+ * queue, whose first use in a process loads OpenSSL's error strings, nor
+ * its configuration, so it does not wait for a helping caller loading
+ * both meanwhile (dlock__random_help); the instantiation needs them.
  * 0, or -1 (nothing kept: the next call tries again).  rand_mu held. */
 static int rand_setup(void) {
     OSSL_LIB_CTX *ctx;
-    unsigned char b[1];
     if (rand_ctx != NULL) return 0;
     if ((ctx = OSSL_LIB_CTX_new()) == NULL) return -1;
-    if (RAND_set_DRBG_type(ctx, "HASH-DRBG", NULL, NULL, "SHA256") != 1 || RAND_bytes_ex(ctx, b, sizeof b, 0) != 1) {
+    EVP_RAND_free(EVP_RAND_fetch(ctx, "HASH-DRBG", NULL)); /* (kept in ctx's store: found again below) */
+    if (RAND_set_DRBG_type(ctx, "HASH-DRBG", NULL, NULL, "SHA256") != 1 || RAND_get0_primary(ctx) == NULL) {
         OSSL_LIB_CTX_free(ctx);
         return -1;
     }
@@ -160,15 +180,47 @@ static int rand_setup(void) {
     return 0;
 }
 
-/* The set-up thread: the set-up, unless a caller did it first, and then
- * this thread's OpenSSL state freed while rand_mu is still held, so that
- * a fork never finds OpenSSL's locks taken by this thread's exit. */
+/* The set-up is two parts that can run side by side: rand_setup (most of
+ * it) and OpenSSL's configuration (conf_load), which rand_setup needs only
+ * at its end.  The set-up thread and a caller that would wait for it
+ * (dlock__random_help) each take one: rand_setup goes to whichever comes
+ * first (rand_claim), so that it never waits for a thread that has not
+ * started yet, and the other loads the configuration. */
+static int rand_claim(void) {
+    int free_ = 0;
+    return __atomic_compare_exchange_n(&rand_claimed, &free_, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* OpenSSL's configuration, and with it OpenSSL's error strings (loaded at
+ * a process's first use of the error queue), unless loaded: what
+ * OpenSSL's own initialisation loads (OPENSSL_INIT_LOAD_CONFIG), here
+ * because the set-up would load both at its end (its digest's engine
+ * check); whoever comes first loads them, the other waits for them inside
+ * OpenSSL.  thread_stop: this thread's OpenSSL state is freed before
+ * conf_mu goes, as rand_mu's holder does below. */
+static void conf_load(int thread_stop) {
+    pthread_mutex_lock(&conf_mu);
+    if (!conf_done) {
+        (void)OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, NULL);
+        __atomic_store_n(&conf_done, 1, __ATOMIC_RELEASE);
+    }
+    if (thread_stop) OPENSSL_thread_stop();
+    pthread_mutex_unlock(&conf_mu);
+}
+
+/* The set-up thread: its part of the set-up, and then this thread's
+ * OpenSSL state freed while rand_mu (conf_mu) is still held, so that a
+ * fork never finds OpenSSL's locks taken by this thread's exit. */
 static void *rand_setup_main(void *arg) {
     (void)arg;
-    pthread_mutex_lock(&rand_mu);
-    (void)rand_setup();
-    OPENSSL_thread_stop();
-    pthread_mutex_unlock(&rand_mu);
+    if (rand_claim()) {
+        pthread_mutex_lock(&rand_mu);
+        (void)rand_setup();
+        OPENSSL_thread_stop();
+        pthread_mutex_unlock(&rand_mu);
+    } else {
+        conf_load(1);
+    }
     __atomic_store_n(&rand_done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
@@ -197,11 +249,17 @@ int dlock__random_thread_live(void) {
 
 /* No thread of dlock's may be inside OpenSSL when its own exit handler
  * (OPENSSL_cleanup) frees it: this one is registered after OpenSSL's, so
- * it runs first.  OpenSSL registers its handler at its first full
- * initialisation, which OPENSSL_init_crypto(0) does not make (it returns
- * at once); OPENSSL_INIT_ASYNC does, and costs two thread-local keys. */
+ * it runs first, and waits for the set-up thread's end and for a part of
+ * the set-up that another thread helps with.  OpenSSL registers its
+ * handler at its first full initialisation, which OPENSSL_init_crypto(0)
+ * does not make (it returns at once); OPENSSL_INIT_ASYNC does, and costs
+ * two thread-local keys. */
 static void rand_at_exit(void) {
     rand_join(1);
+    pthread_mutex_lock(&rand_mu);
+    pthread_mutex_lock(&conf_mu);
+    pthread_mutex_unlock(&conf_mu);
+    pthread_mutex_unlock(&rand_mu);
 }
 
 /* Never waits for a set-up under way (its thread holds rand_mu throughout):
@@ -215,12 +273,28 @@ void dlock__random_prepare(void) {
             rand_exit_set = 1;
         /* Without the exit handler, no thread: the first draw sets up. */
         __atomic_store_n(&rand_done, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&rand_claimed, 0, __ATOMIC_RELEASE); /* (a failed set-up's: nothing kept) */
         if (rand_exit_set && dlock__thread_start(&rand_thread, rand_setup_main, NULL) == 0)
             __atomic_store_n(&rand_live, 1, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&rand_mu);
 }
 
+/* Only while the set-up thread runs (else the first draw sets up on its
+ * own, as without help).  A failed rand_setup keeps nothing: the draw
+ * that follows tries again, and says so. */
+int dlock__random_help(void) {
+    if (dlock__random_ready() || !__atomic_load_n(&rand_live, __ATOMIC_ACQUIRE)) return 0;
+    if (rand_claim()) {
+        pthread_mutex_lock(&rand_mu);
+        (void)rand_setup();
+        pthread_mutex_unlock(&rand_mu);
+        return 1;
+    }
+    if (__atomic_load_n(&conf_done, __ATOMIC_ACQUIRE)) return 0;
+    conf_load(0);
+    return 2;
+}
 
 int dlock__random(unsigned char *buf, int n) {
     int ok;

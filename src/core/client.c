@@ -362,11 +362,20 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
 
 /* The first token of a process waits for the random source's set-up:
  * meanwhile the connection its request needs is opened (the connect
- * overlaps the set-up). */
+ * overlaps the set-up), the renewal thread its first hold will want is
+ * started (its start, and its first pass, then delay neither that hold
+ * nor its release), and the caller does a part of the set-up (the two
+ * parts run side by side). */
+static void first_token_wait(struct dlock_client *c) {
+    dlock__backend_warm(&c->be);
+    if (!dlock__random_ready()) dlock__renew_ahead(c);
+    (void)dlock__random_help();
+}
+
 dlock__thread *dlock__client_self(struct dlock_client *c, int *err) {
     unsigned char nonce[sizeof c->nonce];
     dlock__thread *self;
-    if (!dlock__random_ready() && dlock__self_peek() == NULL) dlock__backend_warm(&c->be);
+    if (!dlock__random_ready() && dlock__self_peek() == NULL) first_token_wait(c);
     self = dlock__self(err);
     if (self == NULL || __atomic_load_n(&c->nonce_set, __ATOMIC_ACQUIRE)) return self;
     if (dlock__random(nonce, (int)sizeof nonce) != 0) {

@@ -251,8 +251,10 @@ void dlock__entry_close(struct dlock_client *c, dlock__lock *l, int object);
 void dlock__held_add(struct dlock_client *c, dlock__hold *h);
 void dlock__held_remove(struct dlock_client *c, dlock__hold *h);
 
-/* Renewal thread (renew.c).  Start with c->mu held; it is idempotent. */
+/* Renewal thread (renew.c).  Start with c->mu held; it is idempotent.
+ * Ahead: started before the client's first hold (c->mu NOT held). */
 int dlock__renew_start(struct dlock_client *c);
+void dlock__renew_ahead(struct dlock_client *c);
 void dlock__renew_kick(struct dlock_client *c);
 void dlock__renew_stop(struct dlock_client *c);
 

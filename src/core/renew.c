@@ -425,6 +425,28 @@ int dlock__renew_start(struct dlock_client *c) {
     return 0;
 }
 
+/* A thread started ahead, while its caller waits for something else (the
+ * first token's random source), so that its start delays no hold.  It
+ * ticks as after a hold ended: every sixth of a default lease for a while.
+ * A first hold of the default lease is due after its first tick and need
+ * not wake it (a wake-up costs the hold's release more than the rest of
+ * its work); one of a shorter lease wakes it, as always.  Quiet: if it
+ * cannot start, the first hold tries again and says so. */
+void dlock__renew_ahead(struct dlock_client *c) {
+    char saved[512];
+    pthread_mutex_lock(&c->mu);
+    if (!c->renew_running && !c->renew_stop) {
+        snprintf(saved, sizeof saved, "%s", dlock_last_error());
+        if (c->held == NULL) {
+            c->renew_tick = (dlock__mono)(DLOCK_LEASE_DEFAULT_MS / 6) * DLOCK__MS;
+            c->renew_idle_until = dlock__now() + 10000 * DLOCK__MS;
+        }
+        (void)dlock__renew_start(c);
+        dlock__restoreerr(saved);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 void dlock__renew_kick(struct dlock_client *c) {
     pthread_cond_signal(&c->renew_cv);
 }
