@@ -380,9 +380,12 @@ static int rel_finish(struct rel *r) {
  * thread; without the yield this thread runs on, and the other owner --
  * in the commonest case the very process its caller hands the turn to
  * next -- sends its acquire, which can reach the server first and find
- * the lock still held: an extra round trip and a script run for it (a
- * tenth to a sixth of such acquires on the 2-core bench host, under a
- * hundredth with the yield; bench/README.md). */
+ * the lock still held: an extra round trip and a script run for it (5-16%
+ * of such acquires on the loaded 2-core bench host, mostly under 1% with
+ * the yield: bench pipe's alternation_pipelined_requests_per_handoff).
+ * Like the handoff's, it costs a system call when nothing else is
+ * runnable, and may cost this thread the rest of its slice when
+ * something is. */
 static int rel_out(struct rel *r) {
     pthread_mutex_unlock(&r->c->mu);
     if ((r->rc == 0 && r->end == REL_KEPT && r->released == DLOCK__RELEASED_HANDED) || r->yield) sched_yield();
