@@ -420,7 +420,11 @@ typedef struct cache_shared {
     volatile int stop;
     volatile int ready;
     volatile long per[2]; /* acquisitions by each: their sum must be n */
+    volatile int64_t calling[2]; /* when each called lock (0: not in lock) */
     signed char who[200000];
+    /* 1: the other process was already in its lock call when this
+     * acquisition's call began (it was waiting, not descheduled) */
+    signed char asked[200000];
 } cache_shared;
 
 static void cache_child(const bopts *o, cache_shared *sh, int me, double seconds) {
@@ -432,10 +436,17 @@ static void cache_child(const bopts *o, cache_shared *sh, int me, double seconds
     while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 2) sched_yield();
     end = now_ns() + (int64_t)(seconds * 1e9);
     while (!sh->stop) {
+        int64_t t = now_ns(), other;
         long i;
+        __atomic_store_n(&sh->calling[me], t, __ATOMIC_SEQ_CST);
+        other = __atomic_load_n(&sh->calling[1 - me], __ATOMIC_SEQ_CST);
         check(dlock_mutex_lock(&m), "lock");
+        __atomic_store_n(&sh->calling[me], 0, __ATOMIC_SEQ_CST);
         i = sh->n; /* a plain read and write: exclusion checked by the count */
-        if (i < (long)sizeof sh->who) sh->who[i] = (signed char)me;
+        if (i < (long)sizeof sh->who) {
+            sh->who[i] = (signed char)me;
+            sh->asked[i] = (signed char)(other != 0 && other < t);
+        }
         hold_until(now_ns() + 1000000); /* 1 ms of work under the lock */
         sh->n = i + 1;
         sh->per[me]++;
@@ -448,7 +459,7 @@ static void cache_child(const bopts *o, cache_shared *sh, int me, double seconds
 
 static void caching(const bopts *o) {
     cache_shared *sh = shared_alloc(sizeof *sh);
-    long i, run = 0, longest = 0;
+    long i, run = 0, longest = 0, arun = 0, alongest = 0;
     pid_t pids[2];
     int p;
     memset((void *)sh, 0, sizeof *sh);
@@ -463,8 +474,12 @@ static void caching(const bopts *o) {
     for (i = 0; i < sh->n && i < (long)sizeof sh->who; i++) {
         run = i > 0 && sh->who[i] == sh->who[i - 1] ? run + 1 : 1;
         if (run > longest) longest = run;
+        /* the same run's acquisitions made while the other waited */
+        arun = run == 1 ? sh->asked[i] : arun + sh->asked[i];
+        if (arun > alongest) alongest = arun;
     }
     result(o, "pipe.cache_acquisitions", (double)sh->n, "acq");
+    result(o, "pipe.cache_longest_run_asked", (double)alongest, "max");
     verdict(o, "pipe.cache_longest_run", (double)longest, 4, 1);
 }
 
