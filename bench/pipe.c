@@ -208,8 +208,22 @@ static int workers_failed(const pid_t *pids, int n) {
     return failed;
 }
 
-static double alternation(const bopts *o, int pipelined, double seconds) {
+/* What one kind's alternation rounds cost, summed: handoffs, dlock's
+ * requests and send() calls (both processes), the server's CPU seconds.
+ * The two kinds make the same requests (4 a handoff: the pipelined SET,
+ * its EXISTS and fence, the release; more when an acquire found the lock
+ * still held and asked the script) and the server does the same work;
+ * what the pipelined unlock saves is the releaser's wait for its answer,
+ * so the ratio is bounded by the share of a handoff that wait is. */
+typedef struct alt_cost {
+    long handoffs, cmds, sends;
+    double cpu, secs;
+} alt_cost;
+
+static double alternation(const bopts *o, redisContext *rc, int pipelined, double seconds, alt_cost *ac) {
     alt_shared *sh = shared_alloc(sizeof *sh);
+    bcounters c0, c1;
+    double cpu0, dt;
     int64_t t0;
     pid_t pids[2];
     int p;
@@ -220,26 +234,55 @@ static double alternation(const bopts *o, int pipelined, double seconds) {
         if (pids[p] == 0) alt_child(o, sh, p, pipelined, 200000, seconds);
     }
     while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 2) sched_yield();
+    cpu0 = server_cpu(rc);
+    counters_get(&c0);
     t0 = now_ns();
     __atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
     sh->errors += workers_failed(pids, 2);
+    dt = (double)(now_ns() - t0) / 1e9;
+    counters_get(&c1); /* (the children's destroy is in it: a few requests a round) */
     if (sh->errors) die("alternation: %d errors", sh->errors);
-    return (double)sh->count * 1e9 / (double)(now_ns() - t0);
+    ac->handoffs += sh->count;
+    ac->cmds += c1.cmds - c0.cmds;
+    ac->sends += c1.sends - c0.sends;
+    ac->cpu += server_cpu(rc) - cpu0;
+    ac->secs += dt;
+    return (double)sh->count / dt;
+}
+
+static void alt_costs(const bopts *o, const alt_cost *ac) {
+    static const char *const kind[2] = { "confirmed", "pipelined" };
+    int k;
+    for (k = 0; k < 2; k++) {
+        char key[96];
+        double h = ac[k].handoffs > 0 ? (double)ac[k].handoffs : 1;
+        snprintf(key, sizeof key, "pipe.alternation_%s_requests_per_handoff", kind[k]);
+        result(o, key, (double)ac[k].cmds / h, "req");
+        snprintf(key, sizeof key, "pipe.alternation_%s_sends_per_handoff", kind[k]);
+        result(o, key, (double)ac[k].sends / h, "sends");
+        snprintf(key, sizeof key, "pipe.alternation_%s_server_cpu_us_per_handoff", kind[k]);
+        result(o, key, ac[k].cpu * 1e6 / h, "us");
+        snprintf(key, sizeof key, "pipe.alternation_%s_server_busy", kind[k]);
+        result(o, key, ac[k].secs > 0 ? ac[k].cpu / ac[k].secs : 0, "cpu");
+    }
 }
 
 /* The two kinds in interleaved rounds, the order turning (a loaded
  * machine's swings hit both alike): the medians of each kind's rate and
  * of the rounds' ratios. */
-static void alternations(const bopts *o) {
+static void alternations(const bopts *o, redisContext *rc) {
     enum { ROUNDS = 5 };
     int rounds = o->smoke ? 3 : ROUNDS, r;
     double seconds = o->smoke ? 0.2 : 0.4, rate[2][ROUNDS], ratio[ROUNDS];
+    alt_cost ac[2];
+    memset(ac, 0, sizeof ac);
     for (r = 0; r < rounds; r++) {
         int first = r % 2;
-        rate[first][r] = alternation(o, first, seconds);
-        rate[1 - first][r] = alternation(o, 1 - first, seconds);
+        rate[first][r] = alternation(o, rc, first, seconds, &ac[first]);
+        rate[1 - first][r] = alternation(o, rc, 1 - first, seconds, &ac[1 - first]);
         ratio[r] = rate[1][r] / rate[0][r];
     }
+    alt_costs(o, ac);
     result(o, "pipe.alternation_confirmed_per_s", median(rate[0], rounds), "handoffs/s");
     result(o, "pipe.alternation_pipelined_per_s", median(rate[1], rounds), "handoffs/s");
     verdict(o, "pipe.alternation_vs_confirmed", median(ratio, rounds), 1.3, 0);
@@ -377,7 +420,11 @@ typedef struct cache_shared {
     volatile int stop;
     volatile int ready;
     volatile long per[2]; /* acquisitions by each: their sum must be n */
+    volatile int64_t calling[2]; /* when each called lock (0: not in lock) */
     signed char who[200000];
+    /* 1: the other process was already in its lock call when this
+     * acquisition's call began (it was waiting, not descheduled) */
+    signed char asked[200000];
 } cache_shared;
 
 static void cache_child(const bopts *o, cache_shared *sh, int me, double seconds) {
@@ -389,10 +436,17 @@ static void cache_child(const bopts *o, cache_shared *sh, int me, double seconds
     while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 2) sched_yield();
     end = now_ns() + (int64_t)(seconds * 1e9);
     while (!sh->stop) {
+        int64_t t = now_ns(), other;
         long i;
+        __atomic_store_n(&sh->calling[me], t, __ATOMIC_SEQ_CST);
+        other = __atomic_load_n(&sh->calling[1 - me], __ATOMIC_SEQ_CST);
         check(dlock_mutex_lock(&m), "lock");
+        __atomic_store_n(&sh->calling[me], 0, __ATOMIC_SEQ_CST);
         i = sh->n; /* a plain read and write: exclusion checked by the count */
-        if (i < (long)sizeof sh->who) sh->who[i] = (signed char)me;
+        if (i < (long)sizeof sh->who) {
+            sh->who[i] = (signed char)me;
+            sh->asked[i] = (signed char)(other != 0 && other < t);
+        }
         hold_until(now_ns() + 1000000); /* 1 ms of work under the lock */
         sh->n = i + 1;
         sh->per[me]++;
@@ -405,7 +459,7 @@ static void cache_child(const bopts *o, cache_shared *sh, int me, double seconds
 
 static void caching(const bopts *o) {
     cache_shared *sh = shared_alloc(sizeof *sh);
-    long i, run = 0, longest = 0;
+    long i, run = 0, longest = 0, arun = 0, alongest = 0;
     pid_t pids[2];
     int p;
     memset((void *)sh, 0, sizeof *sh);
@@ -420,8 +474,12 @@ static void caching(const bopts *o) {
     for (i = 0; i < sh->n && i < (long)sizeof sh->who; i++) {
         run = i > 0 && sh->who[i] == sh->who[i - 1] ? run + 1 : 1;
         if (run > longest) longest = run;
+        /* the same run's acquisitions made while the other waited */
+        arun = run == 1 ? sh->asked[i] : arun + sh->asked[i];
+        if (arun > alongest) alongest = arun;
     }
     result(o, "pipe.cache_acquisitions", (double)sh->n, "acq");
+    result(o, "pipe.cache_longest_run_asked", (double)alongest, "max");
     verdict(o, "pipe.cache_longest_run", (double)longest, 4, 1);
 }
 
@@ -435,10 +493,11 @@ int cmd_pipe(const bopts *o) {
     series_free(&ps);
     result(o, "pipe.ping_us", rt_us, "us");
     printf("pipelined unlock, fresh processes, caching under contention (each with its goal)\n");
-    uncontended(o, rc, cl);
-    alternations(o);
-    fresh(o, rc, rt_us);
-    caching(o);
+    /* --kind pair|alt|fresh|cache runs that part alone */
+    if (o->kind == NULL || strcmp(o->kind, "pair") == 0) uncontended(o, rc, cl);
+    if (o->kind == NULL || strcmp(o->kind, "alt") == 0) alternations(o, rc);
+    if (o->kind == NULL || strcmp(o->kind, "fresh") == 0) fresh(o, rc, rt_us);
+    if (o->kind == NULL || strcmp(o->kind, "cache") == 0) caching(o);
     redisFree(rc);
     return 0;
 }

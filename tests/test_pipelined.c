@@ -6,7 +6,7 @@
  * lost (or never reaches the server) is asked again, and exit, fork and
  * destroy read the answers still owed; a release is held back for the
  * thread's next request while nobody else wants the lock, and written at
- * once when someone does.  The fault proxy (proxy.h) delays,
+ * once (the thread then yields its CPU once) when someone does.  The fault proxy (proxy.h) delays,
  * swallows or cuts the server's answers.
  */
 #include "fixture.h"
@@ -14,9 +14,11 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <dlock.h>
@@ -247,6 +249,48 @@ static void test_wanted_not_held(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(t.c), 0);
 }
 
+/* The library's sched_yield calls, counted per thread (this definition
+ * takes the place of libc's in this program). */
+static __thread int yields;
+
+int sched_yield(void) {
+    yields++;
+    return (int)syscall(SYS_sched_yield);
+}
+
+/* An unlock whose release goes out at once (another owner wanted the lock
+ * lately) yields the thread's CPU once, so that the release reaches the
+ * server before the caller's next step (an acquire by the process it hands
+ * its turn to could otherwise get there first and find the lock held); a
+ * release held back for the thread's next request does not. */
+static void test_written_release_yields(void) {
+    struct taker t = { NULL, 0, 0, -1 };
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m;
+    pthread_t th;
+    int before;
+    DLT_ASSERT_ERR(dlt_client_make(&c, dlt_server.url, 3000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&t.c, dlt_server.url, 3000), 0);
+    DLT_ASSERT_ERR(make(&m, "pipe/wanted", DLOCK_MUTEX_NORMAL, 1, 0, c), 0);
+    before = yields;
+    CU_ASSERT_TRUE(held_after_unlock(&m, "pipe/wanted", 20) >= 0);
+    CU_ASSERT_EQUAL(yields - before, 0); /* held back: nobody else wants it */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    CU_ASSERT_FATAL(pthread_create(&th, NULL, taker_thread, &t) == 0);
+    while (!t.waiting) dlt_sleep_ms(1);
+    dlt_sleep_ms(100); /* (its request reached the server: it waits) */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    pthread_join(th, NULL);
+    DLT_ASSERT_ERR(t.rc, 0);
+    dlt_sleep_ms(50); /* (the answer that told of the waiter read) */
+    before = yields;
+    CU_ASSERT_TRUE(held_after_unlock(&m, "pipe/wanted", 20) >= 0);
+    CU_ASSERT_EQUAL(yields - before, 20); /* written at once, each unlock yields once */
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(t.c), 0);
+}
+
 /* ------------------------------------------------------------ exclusion */
 
 struct excl {
@@ -450,6 +494,7 @@ static const struct dlt_test tests[] = { DLT_TEST(test_einval_on_other_types),
                                          DLT_TEST(test_unlock_does_not_wait),
                                          DLT_TEST(test_release_held),
                                          DLT_TEST(test_wanted_not_held),
+                                         DLT_TEST(test_written_release_yields),
                                          DLT_TEST(test_exclusion),
                                          DLT_TEST(test_lost_lease_told),
                                          DLT_TEST(test_answer_lost),

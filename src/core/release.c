@@ -110,10 +110,11 @@ static void pipe_heard(dlock__relsend *rs, int rc, int released) {
 }
 
 /* Sends h's release without waiting for its answer.  c->mu held (and
- * still held on return); 0: sent, h forgotten; else not sent: the caller
- * releases as a confirmed unlock does. */
+ * still held on return); 0: sent, h forgotten (*written: 1 if it went out
+ * now, 0 if held back for the thread's next request); else not sent: the
+ * caller releases as a confirmed unlock does. */
 static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, const dlock__thread *self,
-                     const char *token, int how, unsigned lease) {
+                     const char *token, int how, unsigned lease, int *written) {
     struct pipe_rel *p;
     dlock__mono now;
     int rc;
@@ -150,6 +151,7 @@ static int pipe_send(struct dlock_client *c, dlock__lock *l, dlock__hold *h, con
     l->gen++; /* local waiters try at once (the server wakes them when the release lands) */
     dlock__lock_wake(l);
     if (p->rs.hold) c->pipe_held_at = now;
+    *written = !p->rs.hold;
     if (dlock__renew_start(c) == 0 && c->pipe_tick_until <= now) dlock__renew_kick(c); /* it may sleep long */
     c->pipe_tick_until = now + (dlock__mono)PIPE_TICKING_MS * DLOCK__MS;
     return 0;
@@ -242,6 +244,7 @@ struct rel {
     int rc;                  /* the call's result (REL_KEPT) */
     int released;            /* the server's answer: 1 released, 0 not held */
     int end;                 /* REL_*: what rel_out says */
+    int yield;               /* a pipelined release written at once: yield once (rel_out) */
     dlock__lost_report rep;  /* the hold, found lost before the unlock */
     dlock__lost_report lost; /* its handler, told if the server says the hold had lapsed */
 };
@@ -314,7 +317,7 @@ static int rel_ask(struct rel *r) {
     dlock__mono ub;
     int probe;
     uint64_t lvb = dlock__lvb_carry(r->l, h); /* a value block set in this hold: written with the release */
-    if (r->pipelined && pipe_send(c, r->l, h, r->self, r->token, r->how, r->lease) == 0) return REL_OUT;
+    if (r->pipelined && pipe_send(c, r->l, h, r->self, r->token, r->how, r->lease, &r->yield) == 0) return REL_OUT;
     /* Whom to tell if the server says the hold had lapsed: while the
      * unlock is on its way the renewal thread declares no loss, so the
      * unlock's answer is the one place that tells it (once). */
@@ -369,10 +372,23 @@ static int rel_finish(struct rel *r) {
  * host with few cores, every such handoff waits for one more request (a
  * quarter to half of them on a 2-core host, ~50 us each).  The yield
  * costs a system call when nothing else is runnable; the lock is the
- * waiter's already, so nothing but the order of the two changes. */
+ * waiter's already, so nothing but the order of the two changes.
+ *
+ * A pipelined release written at once (another owner wants the lock:
+ * pipe_send) yields once too.  The write has woken the server, and on a
+ * loaded host the kernel may still hold the bytes for this CPU's softirq
+ * thread; without the yield this thread runs on, and the other owner --
+ * in the commonest case the very process its caller hands the turn to
+ * next -- sends its acquire, which can reach the server first and find
+ * the lock still held: an extra round trip and a script run for it (5-16%
+ * of such acquires on the loaded 2-core bench host, mostly under 1% with
+ * the yield: bench pipe's alternation_pipelined_requests_per_handoff).
+ * Like the handoff's, it costs a system call when nothing else is
+ * runnable, and may cost this thread the rest of its slice when
+ * something is. */
 static int rel_out(struct rel *r) {
     pthread_mutex_unlock(&r->c->mu);
-    if (r->rc == 0 && r->end == REL_KEPT && r->released == DLOCK__RELEASED_HANDED) sched_yield();
+    if ((r->rc == 0 && r->end == REL_KEPT && r->released == DLOCK__RELEASED_HANDED) || r->yield) sched_yield();
     dlock__report(&r->rep);
     if (r->end == REL_LOST) r->rc = dlock__seterr(EPERM, "the lease of '%.64s' was lost before unlock", r->l->k.name);
     else if (r->end == REL_LAPSED) r->rc = release_lapsed(r->l, &r->lost, r->valid);
@@ -399,6 +415,7 @@ static int release_as(struct dlock_client *c, dlock__lock *l, int allow_shared, 
     r.rc = 0;
     r.released = 0;
     r.end = REL_KEPT;
+    r.yield = 0;
     memset(&r.rep, 0, sizeof r.rep);
     pthread_mutex_lock(&c->mu);
     while (step != REL_DONE) step = rel_steps[step](&r);
