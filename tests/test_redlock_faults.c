@@ -27,7 +27,9 @@
  *    queued behind it, and ends the lock there once it runs again;
  *  - a release to a master whose answers a proxy delays, its script
  *    cache flushed: sent in a form it runs (a NOSCRIPT read late would be
- *    the release lost, the key left for the lease).
+ *    the release lost, the key left for the lease);
+ *  - a break from a client with several calls owed by a slow master (they
+ *    were in flight at once) runs there once, not once per connection.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -413,6 +415,137 @@ static void test_redlock_release_to_a_slow_master_without_scripts(void) {
     dlt_proxy_stop(px);
 }
 
+/* ------------------------ 6. a break runs once on a slow master */
+
+#define ONCE_N 4 /* calls in flight at once when the master turns slow */
+
+struct once_worker {
+    dlock_mutex_t *m;
+    pthread_barrier_t *go;
+    int *hold; /* a flag: kept while it is 1 (0: unlocked at once) */
+    int rc, took;
+};
+
+/* Takes its mutex when the others do, keeps it while *hold, unlocks. */
+static void *once_run(void *p) {
+    struct once_worker *w = p;
+    pthread_barrier_wait(w->go);
+    w->rc = dlock_mutex_lock(w->m);
+    w->took = 1;
+    while (dlt_flag_get(w->hold)) dlt_sleep_ms(5);
+    if (w->rc == 0) w->rc = dlock_mutex_unlock(w->m);
+    return NULL;
+}
+
+/* The ONCE_N mutexes, each taken by a thread of its own, all at once;
+ * kept until once_end. */
+struct once_set {
+    struct once_worker w[ONCE_N];
+    pthread_t t[ONCE_N];
+    pthread_barrier_t go;
+};
+
+static void once_start(struct once_set *s, dlock_mutex_t *ms, int *hold) {
+    int i;
+    CU_ASSERT_FATAL(pthread_barrier_init(&s->go, NULL, ONCE_N) == 0);
+    for (i = 0; i < ONCE_N; i++) {
+        s->w[i] = (struct once_worker){ &ms[i], &s->go, hold, -1, 0 };
+        CU_ASSERT_FATAL(pthread_create(&s->t[i], NULL, once_run, &s->w[i]) == 0);
+    }
+    for (i = 0; i < ONCE_N; i++) CU_ASSERT_TRUE(dlt_flag_wait(&s->w[i].took, 1, 5000));
+}
+
+static void once_end(struct once_set *s, int *hold) {
+    int i;
+    dlt_flag_set(hold, 0);
+    for (i = 0; i < ONCE_N; i++) {
+        pthread_join(s->t[i], NULL);
+        DLT_ASSERT_ERR(s->w[i].rc, 0);
+    }
+    pthread_barrier_destroy(&s->go);
+}
+
+/* How many requests the server ran (SLOWLOG, every command logged) with
+ * an argument equal to arg. */
+static int slowlog_count(dlt_redis *r, const char *arg) {
+    redisReply *rep = dlt_redis_cmd(r, "SLOWLOG GET 4096");
+    size_t i, j;
+    int n = 0;
+    if (rep == NULL || rep->type != REDIS_REPLY_ARRAY) {
+        if (rep != NULL) freeReplyObject(rep);
+        return -1;
+    }
+    for (i = 0; i < rep->elements; i++) {
+        const redisReply *e = rep->element[i], *args = e->elements > 3 ? e->element[3] : NULL;
+        for (j = 0; args != NULL && args->type == REDIS_REPLY_ARRAY && j < args->elements; j++)
+            if (args->element[j]->type == REDIS_REPLY_STRING && strcmp(args->element[j]->str, arg) == 0) n++;
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
+/* Several calls in flight at once when a master turns slow leave it
+ * several connections that owe answers.  A break is queued behind one of
+ * them only: run once per such connection, a second run could end the
+ * hold of a taker that came in between on that master.  Every master is
+ * behind a proxy: the two others answer 80 ms late (the calls overlap),
+ * the slow one 1.5 s late (its server runs each request at once: the
+ * SLOWLOG counts them). */
+static void test_redlock_break_runs_once_on_a_slow_master(void) {
+    const char *name = "rlf/once-held";
+    dlock_client_t *cl = NULL, *holder = NULL;
+    dlock_mutex_t ms[ONCE_N], h;
+    dlt_proxy *px[NM];
+    struct once_set set;
+    char url[256], mname[32];
+    redisReply *r;
+    int i, was_held = 0, runs, hold = 0;
+
+    MASTERS_UP();
+    for (i = 0; i < NM; i++) CU_ASSERT_FATAL((px[i] = dlt_proxy_start(rl.srv[i].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", dlt_proxy_port(px[0]),
+             dlt_proxy_port(px[1]), dlt_proxy_port(px[2]));
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&holder, rl.url, 5000), 0);
+    for (i = 0; i < ONCE_N; i++) {
+        snprintf(mname, sizeof mname, "rlf/once-%d", i);
+        DLT_ASSERT_ERR(mutex_make(&ms[i], mname, cl, 20000, 0), 0);
+    }
+    DLT_ASSERT_ERR(mutex_make(&h, name, holder, 20000, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&h), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
+    dlt_proxy_set(px[0], DLT_PROXY_DELAY, 80, NULL, 0);
+    dlt_proxy_set(px[1], DLT_PROXY_DELAY, 80, NULL, 0);
+    once_start(&set, ms, &hold); /* a connection to each master per thread, in the pools */
+    once_end(&set, &hold);
+
+    dlt_proxy_set(px[2], DLT_PROXY_DELAY, 1500, NULL, 0);
+    hold = 1;
+    once_start(&set, ms, &hold); /* each thread's connection to master 2 owes its answer */
+    DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "CONFIG SET slowlog-log-slower-than 0")), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "CONFIG SET slowlog-max-len 4096")), 1);
+    DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "SLOWLOG RESET")), 1);
+    DLT_ASSERT_ERR(dlock_break(cl, name, DLOCK_BREAK_RESET, &was_held), 0);
+    DLT_ASSERT_INT_EQ(was_held, 1);
+    for (i = 0; i < 150 && dlt_masters_lock_count(&rl, name) != 0; i++) dlt_sleep_ms(20); /* the slow master: 1.5 s */
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), 0);
+    dlt_sleep_ms(300); /* any second run there */
+    runs = slowlog_count(&rl.srv[2], "reset");
+    printf("  the break ran %d time(s) on the slow master\n", runs);
+    DLT_ASSERT_INT_EQ(runs, 1);
+
+    for (i = 0; i < NM; i++) dlt_proxy_pass(px[i]);
+    once_end(&set, &hold);
+    for (i = 0; i < ONCE_N; i++) DLT_ASSERT_ERR(dlock_mutex_destroy(&ms[i]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&h), EPERM);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&h), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(holder), 0);
+    r = dlt_redis_cmd(&rl.srv[2], "CONFIG SET slowlog-log-slower-than 10000");
+    if (r != NULL) freeReplyObject(r);
+    for (i = 0; i < NM; i++) dlt_proxy_stop(px[i]);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -426,6 +559,7 @@ static const struct dlt_test tests[] = {
     { "test_redlock_paused_first_master_calls", test_redlock_paused_first_master_calls },
     { "test_redlock_break_behind_owed_answer", test_redlock_break_behind_owed_answer },
     { "test_redlock_release_to_a_slow_master_without_scripts", test_redlock_release_to_a_slow_master_without_scripts },
+    { "test_redlock_break_runs_once_on_a_slow_master", test_redlock_break_runs_once_on_a_slow_master },
     { NULL, NULL },
 };
 

@@ -570,7 +570,9 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
  * earlier request gets it behind that one, as a release: it runs when
  * that master does, as it would had it been sent there just before (a
  * break skipped there would leave the lock on that master until its
- * lease ran out).  Held: any master that answered had a holder. */
+ * lease ran out) -- behind one such connection only, so that it runs
+ * there once too (DLOCK__ALL_ONCE).  Held: any master that answered had a
+ * holder. */
 static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                     dlock__mono deadline) {
     int ok[DLOCK__NODES_MAX], held[DLOCK__NODES_MAX];
@@ -583,8 +585,8 @@ static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_h
     a.v[a.n] = k->keys[DLOCK__K_LOCK], a.len[a.n++] = k->keylens[DLOCK__K_LOCK];
     a.v[a.n] = k->key, a.len[a.n++] = k->keylen; /* the release channel */
     a.v[a.n] = how == DLOCK__RESET_FULL ? "reset" : "break", a.len[a.n++] = 5;
-    run_flag(c, NULL, dlock__redlock_quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_RESET, &a, call_bound(c, deadline), ok,
-             held);
+    run_flag(c, NULL, dlock__redlock_quorum(c), DLOCK__ALL_QUEUE | DLOCK__ALL_ONCE, DLOCK__SCRIPT_RESET, &a,
+             call_bound(c, deadline), ok, held);
     answered = count(ok, c->nmembers);
     *was_held = count(held, c->nmembers) > 0;
     if (dup_found(c, dups0)) return ENOLCK;

@@ -83,17 +83,20 @@ static int self_form(const dlock__conn *cn, const dlock__all_req *rq) {
 /* Under n->mu: rq queued behind the owed answers of every late
  * connection of n, so that it runs after each request n was sent and has
  * not answered -- any of them may be the grant a release gives back.  (A
- * release or a fenced write run twice ends or writes nothing more; a
- * break run twice may end a hold that came in between on that master, as
- * a break that reaches a slow master late may.)  1
- * when queued on all of them; 0 when one could not take it (OWED_MAX
+ * release or a fenced write run twice ends or writes nothing more: by the
+ * time n is sent anything new, every copy has run.)  With once
+ * (DLOCK__ALL_ONCE: a break), behind one of them only, the one put late
+ * last: the copies on several connections run apart (each as its
+ * connection's server gets to it), and a break's second copy would end
+ * the hold of a taker that came in between on that master.  1 when queued
+ * on all of them (once: on one); 0 when one could not take it (OWED_MAX
  * queued there already: the socket of a paused server must not fill up
  * and block the send); a write that failed puts that connection on
  * *dead. */
-static int late_queue(dlock__node *n, const dlock__all_req *rq, dlock__conn **dead) {
+static int late_queue(dlock__node *n, const dlock__all_req *rq, int once, dlock__conn **dead) {
     dlock__conn **pp = &n->late, *cn;
-    int all = 1;
-    while ((cn = *pp) != NULL) {
+    int all = 1, queued = 0;
+    while ((cn = *pp) != NULL && !(once && queued)) {
         int fresh = self_form(cn, rq); /* (OWED_MAX bounds what whole script bodies fill of a paused server's socket) */
         if (cn->owed >= OWED_MAX) {
             all = 0;
@@ -101,6 +104,7 @@ static int late_queue(dlock__node *n, const dlock__all_req *rq, dlock__conn **de
                                       fresh ? rq->self_lens : rq->lens) == 0 &&
                    dlock__conn_flush(cn) == 0) {
             cn->owed++;
+            queued = 1;
             if (fresh) cn->scripts |= rq->script; /* it runs before whatever comes next on cn */
         } else {                                  /* what it was asked still runs; the next request goes after it */
             *pp = cn->next;
@@ -112,7 +116,7 @@ static int late_queue(dlock__node *n, const dlock__all_req *rq, dlock__conn **de
         }
         pp = &cn->next;
     }
-    return all;
+    return once ? queued : all;
 }
 
 static void close_list(dlock__conn *cn) {
@@ -199,7 +203,7 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
     *cn = NULL;
     pthread_mutex_lock(n->mu);
     owes = late_drain(n, &dead);
-    if (owes && (flags & DLOCK__ALL_QUEUE)) queued = late_queue(n, rq, &dead);
+    if (owes && (flags & DLOCK__ALL_QUEUE)) queued = late_queue(n, rq, (flags & DLOCK__ALL_ONCE) != 0, &dead);
     pthread_mutex_unlock(n->mu);
     close_list(dead);
     if (owes) {

@@ -290,6 +290,9 @@ int dlock__command_pipe(dlock__node *n, redisReply **out, dlock__mono deadline, 
  * with DLOCK__ALL_QUEUE, which writes the request behind every owed one
  * (it runs when the server does; no answer is awaited: ENOLCK). */
 #define DLOCK__ALL_QUEUE 1
+/* With DLOCK__ALL_QUEUE: behind the owed requests of one connection only
+ * (a request that must not run twice on one node: a break). */
+#define DLOCK__ALL_ONCE 2
 /* When given, told each answer (node i's, r) as it comes: 1 when the
  * answers so far decide (then `need` is not looked at). */
 typedef struct dlock__all_judge {
