@@ -29,7 +29,9 @@
  *    cache flushed: sent in a form it runs (a NOSCRIPT read late would be
  *    the release lost, the key left for the lease);
  *  - a break from a client with several calls owed by a slow master (they
- *    were in flight at once) runs there once, not once per connection.
+ *    were in flight at once) runs there once, not once per connection;
+ *  - 300 releases queued on a paused master: the last one (of a lock it
+ *    had granted) reaches it too, once it runs again.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -418,18 +420,29 @@ static void test_redlock_release_to_a_slow_master_without_scripts(void) {
 /* ------------------------ 6. a break runs once on a slow master */
 
 #define ONCE_N 4 /* calls in flight at once when the master turns slow */
+#define WORKERS_MAX 8
 
 struct once_worker {
-    dlock_mutex_t *m;
+    dlock_mutex_t *m; /* NULL: asks the information of `info` instead */
+    dlock_client_t *cl;
+    const char *info;
     pthread_barrier_t *go;
     int *hold; /* a flag: kept while it is 1 (0: unlocked at once) */
     int rc, took;
 };
 
-/* Takes its mutex when the others do, keeps it while *hold, unlocks. */
+/* Takes its mutex when the others do, keeps it while *hold, unlocks (or
+ * asks for a lock's information). */
 static void *once_run(void *p) {
     struct once_worker *w = p;
+    dlock_lock_info_t in;
     pthread_barrier_wait(w->go);
+    if (w->m == NULL) {
+        (void)dlock_lock_info(w->cl, w->info, &in); /* (its answer does not matter) */
+        w->rc = 0;
+        w->took = 1;
+        return NULL;
+    }
     w->rc = dlock_mutex_lock(w->m);
     w->took = 1;
     while (dlt_flag_get(w->hold)) dlt_sleep_ms(5);
@@ -437,28 +450,36 @@ static void *once_run(void *p) {
     return NULL;
 }
 
-/* The ONCE_N mutexes, each taken by a thread of its own, all at once;
- * kept until once_end. */
+/* n workers, each on a thread of its own, all at once: mutexes ms[i]
+ * taken and kept until once_end, or with ms NULL, the information of
+ * `info` on cl asked. */
 struct once_set {
-    struct once_worker w[ONCE_N];
-    pthread_t t[ONCE_N];
+    struct once_worker w[WORKERS_MAX];
+    pthread_t t[WORKERS_MAX];
     pthread_barrier_t go;
+    int n;
 };
 
-static void once_start(struct once_set *s, dlock_mutex_t *ms, int *hold) {
+static void once_start(struct once_set *s, int n, dlock_mutex_t *ms, dlock_client_t *cl, const char *info, int *hold) {
     int i;
-    CU_ASSERT_FATAL(pthread_barrier_init(&s->go, NULL, ONCE_N) == 0);
-    for (i = 0; i < ONCE_N; i++) {
-        s->w[i] = (struct once_worker){ &ms[i], &s->go, hold, -1, 0 };
+    s->n = n;
+    CU_ASSERT_FATAL(n <= WORKERS_MAX && pthread_barrier_init(&s->go, NULL, (unsigned)n) == 0);
+    for (i = 0; i < n; i++) {
+        s->w[i] = (struct once_worker){ ms != NULL ? &ms[i] : NULL, cl, info, &s->go, hold, -1, 0 };
         CU_ASSERT_FATAL(pthread_create(&s->t[i], NULL, once_run, &s->w[i]) == 0);
     }
-    for (i = 0; i < ONCE_N; i++) CU_ASSERT_TRUE(dlt_flag_wait(&s->w[i].took, 1, 5000));
+}
+
+/* Waits until every worker took its mutex (or asked). */
+static void once_took(struct once_set *s) {
+    int i;
+    for (i = 0; i < s->n; i++) CU_ASSERT_TRUE(dlt_flag_wait(&s->w[i].took, 1, 5000));
 }
 
 static void once_end(struct once_set *s, int *hold) {
     int i;
     dlt_flag_set(hold, 0);
-    for (i = 0; i < ONCE_N; i++) {
+    for (i = 0; i < s->n; i++) {
         pthread_join(s->t[i], NULL);
         DLT_ASSERT_ERR(s->w[i].rc, 0);
     }
@@ -516,12 +537,13 @@ static void test_redlock_break_runs_once_on_a_slow_master(void) {
     DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
     dlt_proxy_set(px[0], DLT_PROXY_DELAY, 80, NULL, 0);
     dlt_proxy_set(px[1], DLT_PROXY_DELAY, 80, NULL, 0);
-    once_start(&set, ms, &hold); /* a connection to each master per thread, in the pools */
+    once_start(&set, ONCE_N, ms, NULL, NULL, &hold); /* a connection to each master per thread, in the pools */
     once_end(&set, &hold);
 
     dlt_proxy_set(px[2], DLT_PROXY_DELAY, 1500, NULL, 0);
     hold = 1;
-    once_start(&set, ms, &hold); /* each thread's connection to master 2 owes its answer */
+    once_start(&set, ONCE_N, ms, NULL, NULL, &hold); /* each thread's connection to master 2 owes its answer */
+    once_took(&set);
     DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "CONFIG SET slowlog-log-slower-than 0")), 1);
     DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "CONFIG SET slowlog-max-len 4096")), 1);
     DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "SLOWLOG RESET")), 1);
@@ -546,6 +568,52 @@ static void test_redlock_break_runs_once_on_a_slow_master(void) {
     for (i = 0; i < NM; i++) dlt_proxy_stop(px[i]);
 }
 
+/* ------------------- 7. many releases queued on a paused master */
+
+/* A master paused while a client locks and unlocks again and again: each
+ * release is queued behind what that master owes, more of them than go
+ * to its socket at once (300 of some 150 bytes: the rest wait in memory
+ * until it has answered what was sent, and go with the client's next
+ * call to it).  Unlocked last, a lock it granted before the pause is
+ * released there too once it runs again -- not left to its 20 s lease. */
+static void test_redlock_many_releases_queued_on_a_paused_master(void) {
+    const char *name = "rlf/queued", *busy = "rlf/queued-busy";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m, b;
+    int i;
+
+    MASTERS_UP();
+    DLT_ASSERT_ERR(dlt_client_make(&cl, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(mutex_make(&b, busy, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&b), 0); /* connections to every master */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
+    DLT_ASSERT_INT_EQ(keys_settle(busy, 0), 0);
+
+    pause_master(2);
+    for (i = 0; i < 300; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    resume_master(2);
+
+    /* The client goes on working: what waited goes out. */
+    for (i = 0; i < 100 && (dlt_masters_lock_count(&rl, name) != 0 || dlt_masters_lock_count(&rl, busy) != 0); i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
+        dlt_sleep_ms(20);
+    }
+    printf("  resumed: the keys gone after %d more calls\n", i);
+    DLT_ASSERT_INT_EQ(keys_settle(name, 0), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(busy, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&b), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -560,6 +628,7 @@ static const struct dlt_test tests[] = {
     { "test_redlock_break_behind_owed_answer", test_redlock_break_behind_owed_answer },
     { "test_redlock_release_to_a_slow_master_without_scripts", test_redlock_release_to_a_slow_master_without_scripts },
     { "test_redlock_break_runs_once_on_a_slow_master", test_redlock_break_runs_once_on_a_slow_master },
+    { "test_redlock_many_releases_queued_on_a_paused_master", test_redlock_many_releases_queued_on_a_paused_master },
     { NULL, NULL },
 };
 

@@ -22,7 +22,16 @@
  * before it and leave the key to its lease.  The reads there do not wait
  * (what has come, poll(0)). */
 #define LATE_MAX 4   /* late connections per node kept; an older one is closed */
-#define OWED_MAX 8   /* requests queued behind an unanswered one at most */
+/* What is queued on a late connection goes out at once while the bytes
+ * its server has not answered stay within LATE_SEND_MAX: far below what
+ * the kernel buffers on the way to a paused server (the socket of a
+ * server that does not read must not fill up and block the send).  Past
+ * that, requests wait in the connection's output buffer (LATE_HOLD_MAX
+ * bytes at most, in memory) and go out once the server has answered all
+ * that was sent.  Never dropped for a count: each may be the release of
+ * a grant that server made. */
+#define LATE_SEND_MAX (32u * 1024)
+#define LATE_HOLD_MAX (1024u * 1024)
 
 /* The complete answers already on cn read and dropped, without waiting:
  * 0 (cn->owed counts down), or -1 when the connection broke. */
@@ -35,12 +44,22 @@ static int late_read(dlock__conn *cn) {
             freeReplyObject(r);
             cn->answered++;
             cn->used = dlock__now();
-            if (--cn->owed == 0) return 0;
+            if (--cn->owed == cn->held) return 0; /* (those held were not sent) */
             continue;
         }
         if (!dlock__conn_pending(cn) && poll(&pfd, 1, 0) <= 0) return 0;
         if (dlock__conn_read(cn) != REDIS_OK) return -1;
     }
+}
+
+/* Once cn's server has answered every request that was sent, the
+ * requests that waited in memory (cn->held) go out: 0, or -1 when the
+ * write failed. */
+static int late_send_held(dlock__conn *cn) {
+    if (cn->held == 0 || cn->owed > cn->held) return 0;
+    cn->late_bytes = (unsigned)sdslen(cn->ctx->obuf);
+    cn->held = 0;
+    return dlock__conn_flush(cn);
 }
 
 /* Under n->mu: reads what n's late connections were answered; those
@@ -52,7 +71,7 @@ static int late_drain(dlock__node *n, dlock__conn **dead) {
     dlock__conn **pp = &n->late, *cn;
     int owes = 0;
     while ((cn = *pp) != NULL) {
-        if (late_read(cn) == 0 && cn->owed > 0) {
+        if (late_read(cn) == 0 && cn->owed > 0 && late_send_held(cn) == 0) {
             owes = 1;
             pp = &cn->next;
             continue;
@@ -80,6 +99,27 @@ static int self_form(const dlock__conn *cn, const dlock__all_req *rq) {
     return rq->script != 0 ? !(cn->scripts & rq->script) : cn->answered == 0;
 }
 
+/* rq written behind what cn owes (or held in memory, LATE_SEND_MAX):
+ * 0; 1 when it cannot be kept (LATE_HOLD_MAX); -1 when the write
+ * failed. */
+static int late_append(dlock__conn *cn, const dlock__all_req *rq) {
+    int fresh = self_form(cn, rq);
+    size_t before = sdslen(cn->ctx->obuf), len;
+    if (before >= LATE_HOLD_MAX) return 1;
+    if (dlock__resp_append(cn->ctx, rq->argc, fresh ? rq->self_argv : rq->argv, fresh ? rq->self_lens : rq->lens) != 0)
+        return -1;
+    len = sdslen(cn->ctx->obuf) - before;
+    if (cn->held > 0 || cn->late_bytes + len > LATE_SEND_MAX) {
+        cn->held++; /* waits in the output buffer, in order */
+    } else {
+        if (dlock__conn_flush(cn) != 0) return -1;
+        cn->late_bytes += (unsigned)len;
+    }
+    cn->owed++;
+    if (fresh) cn->scripts |= rq->script; /* it runs before whatever comes next on cn */
+    return 0;
+}
+
 /* Under n->mu: rq queued behind the owed answers of every late
  * connection of n, so that it runs after each request n was sent and has
  * not answered -- any of them may be the grant a release gives back.  (A
@@ -89,24 +129,19 @@ static int self_form(const dlock__conn *cn, const dlock__all_req *rq) {
  * last: the copies on several connections run apart (each as its
  * connection's server gets to it), and a break's second copy would end
  * the hold of a taker that came in between on that master.  1 when queued
- * on all of them (once: on one); 0 when one could not take it (OWED_MAX
- * queued there already: the socket of a paused server must not fill up
- * and block the send); a write that failed puts that connection on
- * *dead. */
+ * on all of them (once: on one); 0 when one could not take it (it holds
+ * LATE_HOLD_MAX bytes already); a write that failed puts that connection
+ * on *dead. */
 static int late_queue(dlock__node *n, const dlock__all_req *rq, int once, dlock__conn **dead) {
     dlock__conn **pp = &n->late, *cn;
     int all = 1, queued = 0;
     while ((cn = *pp) != NULL && !(once && queued)) {
-        int fresh = self_form(cn, rq); /* (OWED_MAX bounds what whole script bodies fill of a paused server's socket) */
-        if (cn->owed >= OWED_MAX) {
-            all = 0;
-        } else if (dlock__resp_append(cn->ctx, rq->argc, fresh ? rq->self_argv : rq->argv,
-                                      fresh ? rq->self_lens : rq->lens) == 0 &&
-                   dlock__conn_flush(cn) == 0) {
-            cn->owed++;
+        int rc = late_append(cn, rq);
+        if (rc == 0) {
             queued = 1;
-            if (fresh) cn->scripts |= rq->script; /* it runs before whatever comes next on cn */
-        } else {                                  /* what it was asked still runs; the next request goes after it */
+        } else if (rc == 1) {
+            all = 0;
+        } else { /* what it was asked still runs; the next request goes after it */
             *pp = cn->next;
             n->nlate--;
             cn->next = *dead;
@@ -378,6 +413,8 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
         rcs[i] = dlock__seterr(ENOLCK, "%s: no answer within %u ms%s", ns[i]->conf.redacted_url, dlock__conn_bound(cn[i]),
                                decided ? " (the others' answers decided)" : "");
         cn[i]->owed = 1;
+        cn[i]->held = 0;
+        cn[i]->late_bytes = 0;
         late_put(ns[i], cn[i]);
     }
 }

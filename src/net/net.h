@@ -113,6 +113,8 @@ struct dlock__conn {
     unsigned char step;       /* DLOCK__STEP_*: is each read checked against sent_rt? */
     dlock__reply_guard guard; /* its reader's bounds (reader.c) */
     unsigned owed;            /* a late connection: answers not yet read (dlock__command_all) */
+    unsigned held;            /* of them, requests not yet sent: in the output buffer (fanout.c) */
+    unsigned late_bytes;      /* bytes sent on it since its server last answered all that was sent */
     uint64_t scripts;         /* dlock__all_req.script bits its server has (answered, or sent whole on it) */
 };
 #define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
