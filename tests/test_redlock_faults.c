@@ -31,7 +31,9 @@
  *  - a break from a client with several calls owed by a slow master (they
  *    were in flight at once) runs there once, not once per connection;
  *  - 300 releases queued on a paused master: the last one (of a lock it
- *    had granted) reaches it too, once it runs again.
+ *    had granted) reaches it too, once it runs again -- also when four
+ *    more calls that were out leave that master more owing connections
+ *    (none is closed for room).
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -486,6 +488,20 @@ static void once_end(struct once_set *s, int *hold) {
     pthread_barrier_destroy(&s->go);
 }
 
+/* The connections r has (CLIENT LIST; the one asking included), or -1. */
+static int clients_on(dlt_redis *r) {
+    redisReply *rep = dlt_redis_cmd(r, "CLIENT LIST");
+    const char *p;
+    int n = 0;
+    if (rep == NULL || rep->type != REDIS_REPLY_STRING) {
+        if (rep != NULL) freeReplyObject(rep);
+        return -1;
+    }
+    for (p = rep->str; (p = strchr(p, '\n')) != NULL; p++) n++;
+    freeReplyObject(rep);
+    return n;
+}
+
 /* How many requests the server ran (SLOWLOG, every command logged) with
  * an argument equal to arg. */
 static int slowlog_count(dlt_redis *r, const char *arg) {
@@ -537,8 +553,10 @@ static void test_redlock_break_runs_once_on_a_slow_master(void) {
     DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
     dlt_proxy_set(px[0], DLT_PROXY_DELAY, 80, NULL, 0);
     dlt_proxy_set(px[1], DLT_PROXY_DELAY, 80, NULL, 0);
-    once_start(&set, ONCE_N, ms, NULL, NULL, &hold); /* a connection to each master per thread, in the pools */
-    once_end(&set, &hold);
+    for (i = 0; i < 5 && clients_on(&rl.srv[2]) < ONCE_N + 2; i++) { /* (the holder's and the one that asks) */
+        once_start(&set, ONCE_N, ms, NULL, NULL, &hold); /* a connection to each master per thread, in the pools */
+        once_end(&set, &hold);
+    }
 
     dlt_proxy_set(px[2], DLT_PROXY_DELAY, 1500, NULL, 0);
     hold = 1;
@@ -614,6 +632,74 @@ static void test_redlock_many_releases_queued_on_a_paused_master(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
 }
 
+/* ---------- 8. a master's owing connections are all kept, however many */
+
+/* Calls in flight when a master is paused leave it one owing connection
+ * each.  A client that queues many releases on the first of them, while
+ * four lock information calls (which wait for every master, up to the
+ * command timeout) are still out, must not lose them when those four
+ * join it: a connection closed for room would take the releases still
+ * waiting in memory with it, and the key of the last one would stay on
+ * that master for its lease. */
+static void test_redlock_owing_connections_all_kept(void) {
+    const char *name = "rlf/kept", *busy = "rlf/kept-busy";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m, b, warm[5];
+    dlt_proxy *px[2];
+    struct once_set set;
+    char url[320], wname[32];
+    int i, hold = 0;
+
+    MASTERS_UP();
+    for (i = 0; i < 2; i++) CU_ASSERT_FATAL((px[i] = dlt_proxy_start(rl.srv[i].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d?command_timeout_ms=1000",
+             dlt_proxy_port(px[0]), dlt_proxy_port(px[1]), rl.srv[2].port);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(mutex_make(&b, busy, cl, 20000, 0), 0);
+    for (i = 0; i < 5; i++) {
+        snprintf(wname, sizeof wname, "rlf/kept-%d", i);
+        DLT_ASSERT_ERR(mutex_make(&warm[i], wname, cl, 20000, 0), 0);
+    }
+    dlt_proxy_set(px[0], DLT_PROXY_DELAY, 80, NULL, 0);
+    dlt_proxy_set(px[1], DLT_PROXY_DELAY, 80, NULL, 0);
+    for (i = 0; i < 5 && clients_on(&rl.srv[2]) < 5 + 1; i++) { /* five connections to master 2 in the pool */
+        once_start(&set, 5, warm, NULL, NULL, &hold);
+        once_end(&set, &hold);
+    }
+    CU_ASSERT_TRUE(clients_on(&rl.srv[2]) >= 5 + 1); /* (and the one that asks) */
+    dlt_proxy_pass(px[0]);
+    dlt_proxy_pass(px[1]);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
+
+    pause_master(2);
+    once_start(&set, 4, NULL, cl, "rlf/kept-info", &hold); /* out until the command timeout */
+    dlt_sleep_ms(100);
+    for (i = 0; i < 300; i++) { /* the first owing connection: the releases behind it */
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    once_took(&set); /* the four owe master 2 too now */
+    once_end(&set, &hold);
+    resume_master(2);
+
+    for (i = 0; i < 100 && dlt_masters_lock_count(&rl, name) != 0; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
+        dlt_sleep_ms(20);
+    }
+    printf("  resumed: the key gone after %d more calls\n", i);
+    DLT_ASSERT_INT_EQ(keys_settle(name, 0), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(busy, 0), 0);
+    for (i = 0; i < 5; i++) DLT_ASSERT_ERR(dlock_mutex_destroy(&warm[i]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&b), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    for (i = 0; i < 2; i++) dlt_proxy_stop(px[i]);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -629,6 +715,7 @@ static const struct dlt_test tests[] = {
     { "test_redlock_release_to_a_slow_master_without_scripts", test_redlock_release_to_a_slow_master_without_scripts },
     { "test_redlock_break_runs_once_on_a_slow_master", test_redlock_break_runs_once_on_a_slow_master },
     { "test_redlock_many_releases_queued_on_a_paused_master", test_redlock_many_releases_queued_on_a_paused_master },
+    { "test_redlock_owing_connections_all_kept", test_redlock_owing_connections_all_kept },
     { NULL, NULL },
 };
 

@@ -20,8 +20,10 @@
  * that its server has not run yet must stay visible to every thread, or
  * a release of that grant sent meanwhile on another connection could run
  * before it and leave the key to its lease.  The reads there do not wait
- * (what has come, poll(0)). */
-#define LATE_MAX 4   /* late connections per node kept; an older one is closed */
+ * (what has come, poll(0)).  The list needs no bound of its own: a
+ * connection goes late only after a request sent while its node owed
+ * nothing (all_send), so it holds at most as many as there were calls in
+ * flight at once when the node stopped answering. */
 /* What is queued on a late connection goes out at once while the bytes
  * its server has not answered stay within LATE_SEND_MAX: far below what
  * the kernel buffers on the way to a paused server (the socket of a
@@ -162,22 +164,16 @@ static void close_list(dlock__conn *cn) {
     }
 }
 
-/* cn, whose answer is owed, among n's late connections. */
+/* cn, whose answer is owed, among n's late connections: kept there
+ * until it has answered, never closed for room (what waits in memory on
+ * it would be lost, and what it was sent would no longer go before what
+ * the node is sent next). */
 static void late_put(dlock__node *n, dlock__conn *cn) {
-    dlock__conn *old = NULL, **pp;
     pthread_mutex_lock(n->mu);
-    if (n->nlate >= LATE_MAX) { /* the oldest goes: what it was asked still runs */
-        for (pp = &n->late; (*pp)->next != NULL; pp = &(*pp)->next)
-            ;
-        old = *pp;
-        *pp = NULL;
-        n->nlate--;
-    }
     cn->next = n->late;
     n->late = cn;
     n->nlate++;
     pthread_mutex_unlock(n->mu);
-    dlock__conn_close(old);
 }
 
 void dlock__late_flush(dlock__node *n, int abandon) {
