@@ -27,7 +27,10 @@
  *    queued behind it, and ends the lock there once it runs again;
  *  - a release to a master whose answers a proxy delays, its script
  *    cache flushed: sent in a form it runs (a NOSCRIPT read late would be
- *    the release lost, the key left for the lease);
+ *    the release lost, the key left for the lease); and the same after a
+ *    SCRIPT FLUSH of that running server, the release sent as EVALSHA on
+ *    a connection where it ran before (its NOSCRIPT, read late, sends it
+ *    whole);
  *  - a break from a client with several calls owed by a slow master (they
  *    were in flight at once) runs there once, not once per connection;
  *  - 300 releases queued on a paused master: the last one (of a lock it
@@ -419,6 +422,50 @@ static void test_redlock_release_to_a_slow_master_without_scripts(void) {
     dlt_proxy_stop(px);
 }
 
+/* The same, the release script run on that connection before the flush
+ * (SCRIPT FLUSH on a running server: the connection stays, its record
+ * of the server's scripts does not hold any more): the release, sent as
+ * EVALSHA and answered NOSCRIPT late, must still run there. */
+static void test_redlock_release_to_a_slow_master_after_script_flush(void) {
+    const char *name = "rlf/flushed";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m, b;
+    dlt_proxy *px;
+    char url[256];
+    int i;
+
+    MASTERS_UP();
+    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
+             dlt_proxy_port(px));
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(mutex_make(&b, "rlf/flushed-busy", cl, 20000, 0), 0);
+    for (i = 0; i < 3; i++) { /* each script answered on the connections */
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    }
+    dlt_sleep_ms(50); /* (an answer read late is read by then) */
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
+    DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "SCRIPT FLUSH")), 1);
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 600, NULL, 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    /* The client goes on working: the late answer is read, and acted on. */
+    for (i = 0; i < 100 && dlt_masters_lock_count(&rl, name) != 0; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
+        dlt_sleep_ms(20);
+    }
+    printf("  the key gone after %d more calls\n", i);
+    DLT_ASSERT_INT_EQ(keys_settle(name, 0), 0);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&b), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    dlt_proxy_stop(px);
+}
+
 /* ------------------------ 6. a break runs once on a slow master */
 
 #define ONCE_N 4 /* calls in flight at once when the master turns slow */
@@ -713,6 +760,8 @@ static const struct dlt_test tests[] = {
     { "test_redlock_paused_first_master_calls", test_redlock_paused_first_master_calls },
     { "test_redlock_break_behind_owed_answer", test_redlock_break_behind_owed_answer },
     { "test_redlock_release_to_a_slow_master_without_scripts", test_redlock_release_to_a_slow_master_without_scripts },
+    { "test_redlock_release_to_a_slow_master_after_script_flush",
+      test_redlock_release_to_a_slow_master_after_script_flush },
     { "test_redlock_break_runs_once_on_a_slow_master", test_redlock_break_runs_once_on_a_slow_master },
     { "test_redlock_many_releases_queued_on_a_paused_master", test_redlock_many_releases_queued_on_a_paused_master },
     { "test_redlock_owing_connections_all_kept", test_redlock_owing_connections_all_kept },

@@ -4,6 +4,7 @@
  * kept aside until their answers can be read. */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "net/internal.h"
@@ -35,6 +36,73 @@
 #define LATE_SEND_MAX (32u * 1024)
 #define LATE_HOLD_MAX (1024u * 1024)
 
+/* What each answer a late connection owes was asked, in order (late_read
+ * pops one per answer): a request of DLOCK__ALL_QUEUE that went as
+ * EVALSHA keeps its self-contained form here (argc > 0), to be sent
+ * whole should its answer be NOSCRIPT -- a SCRIPT FLUSH on a running
+ * server leaves cn->scripts saying it has a script it no longer has, and
+ * that request (a release, a break) would be lost, its key left to the
+ * lease.  Every other request: argc 0.  The script's text (argv[1]) is
+ * kept by pointer (dlock__all_req); the rest is copied. */
+struct dlock__resend {
+    struct dlock__resend *next;
+    int argc;
+    const char **argv;
+    size_t *lens;
+};
+
+/* An entry for cn's next owed answer: rq's self-contained form, or with
+ * rq NULL nothing.  0, or -1 (out of memory). */
+static int resend_push(dlock__conn *cn, const dlock__all_req *rq) {
+    size_t size = sizeof(struct dlock__resend), i;
+    int argc = rq != NULL ? rq->argc : 0;
+    struct dlock__resend *e;
+    char *p;
+    for (i = 0; i < (size_t)argc; i++) size += sizeof(char *) + sizeof(size_t) + (i == 1 ? 0 : rq->self_lens[i]);
+    if ((e = malloc(size)) == NULL) return -1;
+    e->next = NULL;
+    e->argc = argc;
+    e->lens = (size_t *)(e + 1);
+    e->argv = (const char **)(e->lens + argc);
+    p = (char *)(e->argv + argc);
+    for (i = 0; i < (size_t)argc; i++) {
+        e->lens[i] = rq->self_lens[i];
+        e->argv[i] = i == 1 ? rq->self_argv[1] : p;
+        if (i != 1 && e->lens[i] > 0) memcpy(p, rq->self_argv[i], e->lens[i]);
+        if (i != 1) p += e->lens[i];
+    }
+    if (cn->resend_last != NULL) cn->resend_last->next = e;
+    else cn->resend = e;
+    cn->resend_last = e;
+    return 0;
+}
+
+/* The entry of the answer just read, taken off cn (NULL: none). */
+static struct dlock__resend *resend_pop(dlock__conn *cn) {
+    struct dlock__resend *e = cn->resend;
+    if (e != NULL && (cn->resend = e->next) == NULL) cn->resend_last = NULL;
+    return e;
+}
+
+static void resend_clear(dlock__conn *cn) {
+    struct dlock__resend *e;
+    while ((e = resend_pop(cn)) != NULL) free(e);
+}
+
+static int late_send(dlock__conn *cn, int argc, const char **argv, const size_t *lens);
+
+/* r, an answer read late on cn to the request of entry e: NOSCRIPT to a
+ * request that must run (e->argc > 0) sends it whole, behind what cn
+ * owes (it owes one answer more).  Its server has lost its scripts:
+ * none is taken as known on cn any more.  -1 when the write failed. */
+static int resend_check(dlock__conn *cn, const redisReply *r, const struct dlock__resend *e) {
+    if (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "NOSCRIPT", 8) != 0) return 0;
+    cn->scripts = 0;
+    if (e == NULL || e->argc == 0) return 0;
+    if (resend_push(cn, NULL) != 0) return -1;
+    return late_send(cn, e->argc, e->argv, e->lens);
+}
+
 /* The complete answers already on cn read and dropped, without waiting:
  * 0 (cn->owed counts down), or -1 when the connection broke. */
 static int late_read(dlock__conn *cn) {
@@ -43,7 +111,11 @@ static int late_read(dlock__conn *cn) {
         struct pollfd pfd = { cn->ctx->fd, POLLIN, 0 };
         if (dlock__reply_get(cn, &r) != REDIS_OK) return -1;
         if (r != NULL) {
+            struct dlock__resend *e = resend_pop(cn);
+            int rc = resend_check(cn, r, e);
+            free(e);
             freeReplyObject(r);
+            if (rc != 0) return -1;
             cn->answered++;
             cn->used = dlock__now();
             if (--cn->owed == cn->held) return 0; /* (those held were not sent) */
@@ -106,20 +178,26 @@ static int self_form(const dlock__conn *cn, const dlock__all_req *rq) {
  * failed. */
 static int late_append(dlock__conn *cn, const dlock__all_req *rq) {
     int fresh = self_form(cn, rq);
-    size_t before = sdslen(cn->ctx->obuf), len;
-    if (before >= LATE_HOLD_MAX) return 1;
-    if (dlock__resp_append(cn->ctx, rq->argc, fresh ? rq->self_argv : rq->argv, fresh ? rq->self_lens : rq->lens) != 0)
-        return -1;
-    len = sdslen(cn->ctx->obuf) - before;
-    if (cn->held > 0 || cn->late_bytes + len > LATE_SEND_MAX) {
-        cn->held++; /* waits in the output buffer, in order */
-    } else {
-        if (dlock__conn_flush(cn) != 0) return -1;
-        cn->late_bytes += (unsigned)len;
-    }
-    cn->owed++;
+    if (sdslen(cn->ctx->obuf) >= LATE_HOLD_MAX) return 1;
+    if (resend_push(cn, fresh || rq->self_argv == NULL ? NULL : rq) != 0) return -1;
+    if (late_send(cn, rq->argc, fresh ? rq->self_argv : rq->argv, fresh ? rq->self_lens : rq->lens) != 0) return -1;
     if (fresh) cn->scripts |= rq->script; /* it runs before whatever comes next on cn */
     return 0;
+}
+
+/* A request written behind what cn owes, or held in memory past
+ * LATE_SEND_MAX; cn owes one answer more.  -1 when the write failed. */
+static int late_send(dlock__conn *cn, int argc, const char **argv, const size_t *lens) {
+    size_t before = sdslen(cn->ctx->obuf), len;
+    if (dlock__resp_append(cn->ctx, argc, argv, lens) != 0) return -1;
+    len = sdslen(cn->ctx->obuf) - before;
+    cn->owed++;
+    if (cn->held > 0 || cn->late_bytes + len > LATE_SEND_MAX) {
+        cn->held++; /* waits in the output buffer, in order */
+        return 0;
+    }
+    cn->late_bytes += (unsigned)len;
+    return dlock__conn_flush(cn);
 }
 
 /* Under n->mu: rq queued behind the owed answers of every late
@@ -159,6 +237,7 @@ static int late_queue(dlock__node *n, const dlock__all_req *rq, int once, dlock_
 static void close_list(dlock__conn *cn) {
     while (cn != NULL) {
         dlock__conn *next = cn->next;
+        resend_clear(cn);
         dlock__conn_close(cn);
         cn = next;
     }
@@ -185,6 +264,7 @@ void dlock__late_flush(dlock__node *n, int abandon) {
     if (!abandon) pthread_mutex_unlock(n->mu);
     while (cn != NULL) {
         dlock__conn *next = cn->next;
+        resend_clear(cn);
         if (abandon) dlock__conn_abandon(cn);
         else dlock__conn_close(cn);
         cn = next;
@@ -225,12 +305,12 @@ static int all_connect(dlock__node *n, dlock__conn **cn, dlock__mono end) {
  * a connection, or the whole bound, each time it is paused): with
  * DLOCK__ALL_QUEUE the request is queued behind every unanswered one (it
  * runs when the server does; its answer is not awaited), else skipped. */
-static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int fresh, int *rc,
+static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int *whole, int *rc,
                     dlock__mono deadline) {
     const char **self = rq->self_argv != NULL ? rq->self_argv : rq->argv;
     const size_t *self_lens = rq->self_argv != NULL ? rq->self_lens : rq->lens;
     dlock__conn *dead = NULL;
-    int owes, queued = 0;
+    int owes, queued = 0, fresh;
     *cn = NULL;
     pthread_mutex_lock(n->mu);
     owes = late_drain(n, &dead);
@@ -246,7 +326,8 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
     }
     if ((*rc = all_connect(n, cn, deadline)) != 0) return -1;
     dlock__set_timeout(n, *cn, deadline);
-    fresh = fresh || self_form(*cn, rq);
+    fresh = *whole || self_form(*cn, rq);
+    *whole = fresh && rq->self_argv != NULL;
     if (dlock__resp_append((*cn)->ctx, rq->argc, fresh ? self : rq->argv, fresh ? self_lens : rq->lens) != 0 ||
         dlock__conn_flush(*cn) != 0) {
         *rc = dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url,
@@ -299,6 +380,8 @@ static void all_answer(dlock__node *n, dlock__conn *cn, int ok, void *r, redisRe
  * when sent (r freed), else 0. */
 static int all_noscript(dlock__conn *cn, void *r, const dlock__all_req *rq, int *resent) {
     const redisReply *rr = r;
+    if (rr->type == REDIS_REPLY_ERROR && strncmp(rr->str, "NOSCRIPT", 8) == 0)
+        cn->scripts = 0; /* its server lost its scripts (SCRIPT FLUSH): none is known on cn now */
     if (*resent || rq->self_argv == NULL || rr->type != REDIS_REPLY_ERROR || strncmp(rr->str, "NOSCRIPT", 8) != 0 ||
         cn->ctx->reader->pos < cn->ctx->reader->len)
         return 0;
@@ -366,22 +449,37 @@ static int all_judged(const dlock__all_judge *judge, size_t n, redisReply **out,
     return decided;
 }
 
+/* cn, whose answer to rq did not come in time, among n's late
+ * connections; a request that must run (DLOCK__ALL_QUEUE) and went as
+ * EVALSHA (not whole) is sent whole should that answer be NOSCRIPT. */
+static void all_late(dlock__node *n, dlock__conn *cn, int flags, const dlock__all_req *rq, int whole) {
+    cn->owed = 1;
+    cn->held = 0;
+    cn->late_bytes = 0;
+    if (resend_push(cn, (flags & DLOCK__ALL_QUEUE) && rq->self_argv != NULL && !whole ? rq : NULL) != 0) {
+        dlock__conn_close(cn); /* out of memory: what it was asked still runs */
+        return;
+    }
+    late_put(n, cn);
+}
+
 void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
                         const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
-    int seen[DLOCK__NODES_MAX] = { 0 }, resent[DLOCK__NODES_MAX] = { 0 }, decided = 0;
+    int seen[DLOCK__NODES_MAX] = { 0 }, resent[DLOCK__NODES_MAX] = { 0 }, whole[DLOCK__NODES_MAX], decided = 0;
     size_t i, answered = 0, waiting = 0;
     /* One bound for the whole request, from its start: a node slow to
      * connect does not give the others more time. */
     dlock__mono start = dlock__now(), end = n > 0 ? start + (dlock__mono)dlock__reply_bound(ns[0], deadline) * DLOCK__MS : 0;
     dlock__all_scope(1);
-    for (i = 0; i < n; i++) out[i] = NULL, cn[i] = NULL, rcs[i] = -1;
+    for (i = 0; i < n; i++) out[i] = NULL, cn[i] = NULL, rcs[i] = -1, whole[i] = 0;
     /* The nodes with a connection at hand first, then those that need a
-     * new one: their answers come while the others connect. */
+     * new one (sent whole): their answers come while the others connect. */
     for (i = 0; i < n; i++)
-        if (has_conn(ns[i]) && all_send(ns[i], &cn[i], flags, req, 0, &rcs[i], end) == 0) waiting++;
+        if (has_conn(ns[i]) && all_send(ns[i], &cn[i], flags, req, &whole[i], &rcs[i], end) == 0) waiting++;
     for (i = 0; i < n; i++)
-        if (rcs[i] == -1 && all_send(ns[i], &cn[i], flags, req, 1, &rcs[i], end) == 0) waiting++;
+        if (rcs[i] == -1 && (whole[i] = 1) && all_send(ns[i], &cn[i], flags, req, &whole[i], &rcs[i], end) == 0)
+            waiting++;
     dlock__all_scope(0);
     decided = judge == NULL && need == 0; /* nothing awaited: only the grace below */
     /* Answers as they come, until `need` of them (any answer), or the
@@ -408,9 +506,6 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
         if (cn[i] == NULL) continue;
         rcs[i] = dlock__seterr(ENOLCK, "%s: no answer within %u ms%s", ns[i]->conf.redacted_url, dlock__conn_bound(cn[i]),
                                decided ? " (the others' answers decided)" : "");
-        cn[i]->owed = 1;
-        cn[i]->held = 0;
-        cn[i]->late_bytes = 0;
-        late_put(ns[i], cn[i]);
+        all_late(ns[i], cn[i], flags, req, whole[i] || resent[i]);
     }
 }

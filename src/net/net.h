@@ -114,7 +114,8 @@ struct dlock__conn {
     dlock__reply_guard guard; /* its reader's bounds (reader.c) */
     unsigned owed;            /* a late connection: answers not yet read (dlock__command_all) */
     unsigned held;            /* of them, requests not yet sent: in the output buffer (fanout.c) */
-    unsigned late_bytes;      /* bytes sent on it since its server last answered all that was sent */
+    struct dlock__resend *resend, *resend_last; /* one per owed answer, in order (fanout.c) */
+    unsigned late_bytes;                        /* bytes sent on it since its server last answered all that was sent */
     uint64_t scripts;         /* dlock__all_req.script bits its server has (answered, or sent whole on it) */
 };
 #define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
@@ -304,7 +305,10 @@ typedef struct dlock__all_judge {
 /* The request (argc, argv, lens), and the same in a form that needs
  * nothing of the server's state (a script's EVAL beside its EVALSHA; NULL:
  * argv), written on a new connection and behind an owed answer: an answer
- * read late is dropped, so a NOSCRIPT there would be a request lost. */
+ * read late is dropped, so a NOSCRIPT there would be a request lost.
+ * self_argv[1] (the script's text) must live as long as the process: a
+ * request of DLOCK__ALL_QUEUE whose answer is read late keeps a pointer
+ * to it, to send it whole should that answer be NOSCRIPT. */
 typedef struct dlock__all_req {
     int argc;
     const char **argv, **self_argv;
