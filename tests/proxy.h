@@ -16,6 +16,9 @@
  *   CLOSE    close connections at once (new ones right after accept)
  *   DUPLICATE forward each chunk of the server's answer, then the same
  *            chunk again `ms` milliseconds later (a server out of step)
+ *   SPLIT    forward the first byte of each chunk of the server's answer
+ *            at once, the rest `ms` milliseconds later (a TLS record that
+ *            comes in part)
  *
  * The proxy never raises SIGPIPE in the test process (MSG_NOSIGNAL) and
  * every thread it starts is joined by dlt_proxy_stop, so it leaks nothing
@@ -38,7 +41,8 @@ enum dlt_proxy_mode {
     DLT_PROXY_REPLACE,
     DLT_PROXY_RANDOM,
     DLT_PROXY_CLOSE,
-    DLT_PROXY_DUPLICATE
+    DLT_PROXY_DUPLICATE,
+    DLT_PROXY_SPLIT
 };
 
 typedef struct dlt_proxy dlt_proxy;
@@ -53,7 +57,7 @@ int dlt_proxy_port(const dlt_proxy *p);
 /* "redis://127.0.0.1:PORT" (no query, no credentials). */
 const char *dlt_proxy_url(const dlt_proxy *p);
 
-/* Switches the mode.  ms is DELAY's delay (DUPLICATE's gap); payload/len REPLACE's answer
+/* Switches the mode.  ms is DELAY's delay (DUPLICATE's and SPLIT's gap); payload/len REPLACE's answer
  * (copied; at most 1024 bytes).  Other modes ignore them. */
 void dlt_proxy_set(dlt_proxy *p, enum dlt_proxy_mode mode, unsigned ms, const void *payload, size_t len);
 /* Shorthands. */

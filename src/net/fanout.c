@@ -6,6 +6,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "net/internal.h"
 
@@ -103,6 +105,31 @@ static int resend_check(dlock__conn *cn, const redisReply *r, const struct dlock
     return late_send(cn, e->argc, e->argv, e->lens);
 }
 
+/* Reads what came on cn (poll said something did) without waiting for
+ * more.  Over TLS a record that came in part would hold the read until
+ * the rest comes (the socket's timeout: up to seconds) -- in late_read,
+ * under n->mu, with it every call that asks that master; in all_poll,
+ * the other masters' answers.  The socket is given 1 ms for it, and a
+ * read that timed out is no failure: the rest is read when it comes.
+ * REDIS_OK or REDIS_ERR, as dlock__conn_read. */
+static int read_now(dlock__conn *cn) {
+    unsigned saved = cn->timeout_ms;
+    struct timeval none = { 0, 0 };
+    int rc;
+    if (cn->tls == NULL) return dlock__conn_read(cn); /* one recv: what came */
+    dlock__rcv_timeout(cn, DLOCK__MS);
+    rc = dlock__conn_read(cn);
+    if (rc != REDIS_OK && cn->ctx->err == REDIS_ERR_IO && strcmp(cn->ctx->errstr, "recv: timed out") == 0) {
+        cn->ctx->err = 0;
+        cn->ctx->errstr[0] = '\0';
+        rc = REDIS_OK;
+    }
+    if (saved > 0) dlock__rcv_timeout(cn, (dlock__mono)saved * DLOCK__MS);
+    else (void)setsockopt(cn->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    cn->timeout_ms = saved;
+    return rc;
+}
+
 /* The complete answers already on cn read and dropped, without waiting:
  * 0 (cn->owed counts down), or -1 when the connection broke. */
 static int late_read(dlock__conn *cn) {
@@ -122,7 +149,7 @@ static int late_read(dlock__conn *cn) {
             continue;
         }
         if (!dlock__conn_pending(cn) && poll(&pfd, 1, 0) <= 0) return 0;
-        if (dlock__conn_read(cn) != REDIS_OK) return -1;
+        if (read_now(cn) != REDIS_OK) return -1;
     }
 }
 
@@ -429,7 +456,7 @@ static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply 
     if (k == 0 || (poll(pfd, n, ms) < 0 && errno != EINTR)) return answered;
     for (i = 0; i < n; i++) {
         if (cn[i] == NULL || (pfd[i].revents == 0 && !dlock__conn_pending(cn[i]))) continue;
-        if (dlock__conn_read(cn[i]) != REDIS_OK) {
+        if (read_now(cn[i]) != REDIS_OK) {
             all_answer(ns[i], cn[i], 0, NULL, &out[i], &rcs[i], end, rq->script);
             cn[i] = NULL;
         }
