@@ -331,7 +331,8 @@ static int all_connect(dlock__node *n, dlock__conn **cn, dlock__mono end) {
  * earlier request is not asked again on another connection (it would cost
  * a connection, or the whole bound, each time it is paused): with
  * DLOCK__ALL_QUEUE the request is queued behind every unanswered one (it
- * runs when the server does; its answer is not awaited), else skipped. */
+ * runs when the server does; its answer is not awaited), else skipped
+ * (rcs[i] DLOCK__ALL_NOT_SENT, as for a node that gave no connection). */
 static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int *whole, int *rc,
                     dlock__mono deadline) {
     const char **self = rq->self_argv != NULL ? rq->self_argv : rq->argv;
@@ -349,9 +350,13 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
                             queued ? "%s: has not answered an earlier request: asked after it"
                                    : "%s: has not answered an earlier request",
                             n->conf.redacted_url);
+        if (!queued) *rc = DLOCK__ALL_NOT_SENT;
         return -1;
     }
-    if ((*rc = all_connect(n, cn, deadline)) != 0) return -1;
+    if ((*rc = all_connect(n, cn, deadline)) != 0) {
+        if (*rc == ENOLCK) *rc = DLOCK__ALL_NOT_SENT; /* (another code is the caller's to tell) */
+        return -1;
+    }
     dlock__set_timeout(n, *cn, deadline);
     fresh = *whole || self_form(*cn, rq);
     *whole = fresh && rq->self_argv != NULL;

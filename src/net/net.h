@@ -296,6 +296,10 @@ int dlock__command_pipe(dlock__node *n, redisReply **out, dlock__mono deadline, 
 /* With DLOCK__ALL_QUEUE: behind the owed requests of one connection only
  * (a request that must not run twice on one node: a break). */
 #define DLOCK__ALL_ONCE 2
+/* rcs[i] of a node the request never reached (not asked: it owes earlier
+ * answers, or gave no connection); the message is ENOLCK's.  Any other
+ * node without an answer may have run it. */
+#define DLOCK__ALL_NOT_SENT EAGAIN
 /* When given, told each answer (node i's, r) as it comes: 1 when the
  * answers so far decide (then `need` is not looked at). */
 typedef struct dlock__all_judge {
