@@ -187,6 +187,12 @@ static void *conn_main(void *arg) {
                     send_all(pc->cfd, buf, (size_t)n) != 0)
                     goto out;
                 break;
+            case DLT_PROXY_SPLIT:
+                count_fault(p);
+                if (send_all(pc->cfd, buf, 1) != 0 || nap(p, pc, s->delay_ms) != 0 ||
+                    send_all(pc->cfd, buf + 1, (size_t)n - 1) != 0)
+                    goto out;
+                break;
             case DLT_PROXY_CLOSE:
             case DLT_PROXY_TURNAWAY:
                 goto out;
@@ -398,6 +404,8 @@ const char *dlt_proxy_mode_name(enum dlt_proxy_mode mode) {
     case DLT_PROXY_DUPLICATE: return "duplicate";
     case DLT_PROXY_TURNAWAY:
         return "turnaway";
+    case DLT_PROXY_SPLIT:
+        return "split";
     }
     return "?";
 }

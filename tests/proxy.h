@@ -21,6 +21,9 @@
  *            type 22) is kept unanswered, as a plain Redis, back again,
  *            keeps one whose bytes hold no newline (an inline command not
  *            ended yet)
+ *   SPLIT    forward the first byte of each chunk of the server's answer
+ *            at once, the rest `ms` milliseconds later (a TLS record that
+ *            comes in part)
  *
  * The proxy never raises SIGPIPE in the test process (MSG_NOSIGNAL) and
  * every thread it starts is joined by dlt_proxy_stop, so it leaks nothing
@@ -44,7 +47,8 @@ enum dlt_proxy_mode {
     DLT_PROXY_RANDOM,
     DLT_PROXY_CLOSE,
     DLT_PROXY_DUPLICATE,
-    DLT_PROXY_TURNAWAY
+    DLT_PROXY_TURNAWAY,
+    DLT_PROXY_SPLIT
 };
 
 typedef struct dlt_proxy dlt_proxy;
@@ -59,7 +63,7 @@ int dlt_proxy_port(const dlt_proxy *p);
 /* "redis://127.0.0.1:PORT" (no query, no credentials). */
 const char *dlt_proxy_url(const dlt_proxy *p);
 
-/* Switches the mode.  ms is DELAY's delay (DUPLICATE's gap); payload/len REPLACE's answer
+/* Switches the mode.  ms is DELAY's delay (DUPLICATE's and SPLIT's gap); payload/len REPLACE's answer
  * (copied; at most 1024 bytes).  Other modes ignore them. */
 void dlt_proxy_set(dlt_proxy *p, enum dlt_proxy_mode mode, unsigned ms, const void *payload, size_t len);
 /* Shorthands. */

@@ -15,7 +15,10 @@
  *  - rediss+redlock:// with three TLS-only masters locks, excludes and
  *    unlocks; an unrelated CA is refused with ENOLCK and a certificate
  *    reason, granting nothing; a CA file that does not exist is EINVAL at
- *    creation; one TLS server named twice is found by its run id too.
+ *    creation; one TLS server named twice is found by its run id too;
+ *  - a TLS master whose records come in part (a proxy holds the rest of
+ *    each answer 1.5 s): every call is decided by the other two within a
+ *    try's bound, its reads never waiting for the rest of a record.
  *
  * Every server is the fixture's, started and killed by pid here.  Nothing
  * asserts speed: "at once" is checked against bounds far above the
@@ -365,12 +368,62 @@ static void test_redlock_tls(void) {
     dlt_masters_cleanup(&rl);
 }
 
+/* -------------------- 3. a TLS master whose records come in part */
+
+/* A master behind a proxy that sends the first byte of each of its
+ * answers at once and the rest 1.5 s later: a TLS record comes in part.
+ * Reading it must not wait for the rest -- not in the call that asked
+ * (the two others decide it), not in the next call, which reads what that
+ * master owes under its lock: each call is decided by the others within a
+ * try's bound (200 ms, + 50). */
+static void test_redlock_tls_record_in_part(void) {
+    const char *name = "rl2/split";
+    char url[1200];
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m, b;
+    dlt_proxy *px;
+    double t0, dt, worst = 0;
+    int i;
+
+    SERVERS_UP(NM, 1);
+    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
+    snprintf(url, sizeof url, "rediss+redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d?tls_ca_file=%s/ca.crt",
+             rl.srv[0].port, rl.srv[1].port, dlt_proxy_port(px), rl.srv[0].tls_dir);
+    DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&m, name, 20000, c), 0);
+    DLT_ASSERT_ERR(dlt_mutex_make(&b, "rl2/split-b", 20000, c), 0);
+    for (i = 0; i < 3; i++) { /* connections to every master, their scripts known */
+        DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    }
+    dlt_sleep_ms(50);
+    dlt_proxy_set(px, DLT_PROXY_SPLIT, 1500, NULL, 0);
+    for (i = 0; i < 4; i++) {
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_mutex_trylock(i % 2 ? &b : &m), 0);
+        dt = (dlt_now() - t0) * 1000;
+        if (dt > worst) worst = dt;
+        t0 = dlt_now();
+        DLT_ASSERT_ERR(dlock_mutex_unlock(i % 2 ? &b : &m), 0);
+        dt = (dlt_now() - t0) * 1000;
+        if (dt > worst) worst = dt;
+    }
+    printf("  a TLS master's records in part: each call within %.1f ms\n", worst);
+    CU_ASSERT_TRUE(worst <= 250);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&b), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_redlock_url_master_twice),
     DLT_TEST(test_redlock_one_server_two_names),
     DLT_TEST(test_redlock_proxy_is_the_same_server),
     DLT_TEST(test_redlock_distinct_masters_work),
     DLT_TEST(test_redlock_tls),
+    DLT_TEST(test_redlock_tls_record_in_part),
     { NULL, NULL },
 };
 

@@ -342,7 +342,7 @@ struct rl_round {
     dlock__mono start;              /* before the first request: the validity counts from here */
     dlock__mono bound;              /* the round's answers are awaited until then */
     int got_at[DLOCK__NODES_MAX];   /* the masters that granted the lock */
-    int none_at[DLOCK__NODES_MAX];  /* the masters that did not answer (may grant it yet) */
+    int none_at[DLOCK__NODES_MAX];  /* the masters asked that did not answer (may grant it yet) */
     size_t got, busy, errs, notrec; /* how many granted, had a holder, failed, said NOTRECOVERABLE */
     size_t ndead;                   /* of got, how many said OWNERDEAD */
     size_t refused;                 /* of errs, those that refused the connection for good */
@@ -352,8 +352,9 @@ struct rl_round {
     char why[400];                  /* the last failure, for the message */
 };
 
-/* Master i's answer (rep, NULL if none) counted into rd. */
-static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_round *rd) {
+/* Master i's answer (rep, NULL if none: rc says whether it was asked)
+ * counted into rd. */
+static void round_count(dlock__backend *c, size_t i, redisReply *rep, int rc, struct rl_round *rd) {
     dlock__acq acq;
     if (rep == NULL || dlock__acq_parse(rep, &acq) != 0) {
         if (rep != NULL) {
@@ -361,7 +362,7 @@ static void round_count(dlock__backend *c, size_t i, redisReply *rep, struct rl_
             freeReplyObject(rep);
         }
         rd->errs++;
-        rd->none_at[i] = rep == NULL;
+        rd->none_at[i] = rep == NULL && rc != DLOCK__ALL_NOT_SENT; /* asked: it may grant it yet */
         if (rep == NULL && __atomic_load_n(&c->members[i]->node.refused, __ATOMIC_ACQUIRE) >= rd->start)
             rd->refused++;
         snprintf(rd->why, sizeof rd->why, "%s", dlock_last_error());
@@ -434,7 +435,7 @@ static void round_ask(dlock__backend *c, int which, dlock__args *a, unsigned lea
     rd->bound = round_deadline(c, lease_ms, deadline);
     dlock__script_run_all(c->members, c->nmembers, 0, &judge, 0, which, rep, rcs, rd->bound, a->nkeys, a->n, a->v,
                           a->len);
-    for (i = 0; i < c->nmembers; i++) round_count(c, i, rep[i], rd);
+    for (i = 0; i < c->nmembers; i++) round_count(c, i, rep[i], rcs[i], rd);
     rd->dead = round_dead(c, rd);
 }
 
@@ -570,7 +571,9 @@ static int rl_release(dlock__backend *c, const dlock__keys *k, const char *token
  * earlier request gets it behind that one, as a release: it runs when
  * that master does, as it would had it been sent there just before (a
  * break skipped there would leave the lock on that master until its
- * lease ran out).  Held: any master that answered had a holder. */
+ * lease ran out) -- behind one such connection only, so that it runs
+ * there once too (DLOCK__ALL_ONCE).  Held: any master that answered had a
+ * holder. */
 static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_held, dlock__sent *sent,
                     dlock__mono deadline) {
     int ok[DLOCK__NODES_MAX], held[DLOCK__NODES_MAX];
@@ -583,8 +586,8 @@ static int rl_reset(dlock__backend *c, const dlock__keys *k, int how, int *was_h
     a.v[a.n] = k->keys[DLOCK__K_LOCK], a.len[a.n++] = k->keylens[DLOCK__K_LOCK];
     a.v[a.n] = k->key, a.len[a.n++] = k->keylen; /* the release channel */
     a.v[a.n] = how == DLOCK__RESET_FULL ? "reset" : "break", a.len[a.n++] = 5;
-    run_flag(c, NULL, dlock__redlock_quorum(c), DLOCK__ALL_QUEUE, DLOCK__SCRIPT_RESET, &a, call_bound(c, deadline), ok,
-             held);
+    run_flag(c, NULL, dlock__redlock_quorum(c), DLOCK__ALL_QUEUE | DLOCK__ALL_ONCE, DLOCK__SCRIPT_RESET, &a,
+             call_bound(c, deadline), ok, held);
     answered = count(ok, c->nmembers);
     *was_held = count(held, c->nmembers) > 0;
     if (dup_found(c, dups0)) return ENOLCK;
@@ -746,7 +749,7 @@ static int rl_info(dlock__backend *c, const dlock__keys *k, dlock_lock_info_t *o
         own[i] = NULL;
         ok[i] = info_read(c, i, rep[i], in, own, &err);
         if (!ok[i] && rep[i] != NULL) snprintf(why, sizeof why, "%s", dlock_last_error());
-        if (!ok[i] && rep[i] == NULL && rcs[i] != ENOLCK && rcs[i] != 0) err = rcs[i];
+        if (!ok[i] && rep[i] == NULL && rcs[i] != ENOLCK && rcs[i] != DLOCK__ALL_NOT_SENT && rcs[i] != 0) err = rcs[i];
         if (!ok[i]) continue;
         answered++;
         if (own[i] == NULL) nfree++;

@@ -4,7 +4,10 @@
  * kept aside until their answers can be read. */
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "net/internal.h"
 
@@ -20,9 +23,112 @@
  * that its server has not run yet must stay visible to every thread, or
  * a release of that grant sent meanwhile on another connection could run
  * before it and leave the key to its lease.  The reads there do not wait
- * (what has come, poll(0)). */
-#define LATE_MAX 4   /* late connections per node kept; an older one is closed */
-#define OWED_MAX 8   /* requests queued behind an unanswered one at most */
+ * (what has come, poll(0)).  The list needs no bound of its own: a
+ * connection goes late only after a request sent while its node owed
+ * nothing (all_send), so it holds at most as many as there were calls in
+ * flight at once when the node stopped answering. */
+/* What is queued on a late connection goes out at once while the bytes
+ * its server has not answered stay within LATE_SEND_MAX: far below what
+ * the kernel buffers on the way to a paused server (the socket of a
+ * server that does not read must not fill up and block the send).  Past
+ * that, requests wait in the connection's output buffer (LATE_HOLD_MAX
+ * bytes at most, in memory) and go out once the server has answered all
+ * that was sent.  Never dropped for a count: each may be the release of
+ * a grant that server made. */
+#define LATE_SEND_MAX (32u * 1024)
+#define LATE_HOLD_MAX (1024u * 1024)
+
+/* What each answer a late connection owes was asked, in order (late_read
+ * pops one per answer): a request of DLOCK__ALL_QUEUE that went as
+ * EVALSHA keeps its self-contained form here (argc > 0), to be sent
+ * whole should its answer be NOSCRIPT -- a SCRIPT FLUSH on a running
+ * server leaves cn->scripts saying it has a script it no longer has, and
+ * that request (a release, a break) would be lost, its key left to the
+ * lease.  Every other request: argc 0.  The script's text (argv[1]) is
+ * kept by pointer (dlock__all_req); the rest is copied. */
+struct dlock__resend {
+    struct dlock__resend *next;
+    int argc;
+    const char **argv;
+    size_t *lens;
+};
+
+/* An entry for cn's next owed answer: rq's self-contained form, or with
+ * rq NULL nothing.  0, or -1 (out of memory). */
+static int resend_push(dlock__conn *cn, const dlock__all_req *rq) {
+    size_t size = sizeof(struct dlock__resend), i;
+    int argc = rq != NULL ? rq->argc : 0;
+    struct dlock__resend *e;
+    char *p;
+    for (i = 0; i < (size_t)argc; i++) size += sizeof(char *) + sizeof(size_t) + (i == 1 ? 0 : rq->self_lens[i]);
+    if ((e = malloc(size)) == NULL) return -1;
+    e->next = NULL;
+    e->argc = argc;
+    e->lens = (size_t *)(e + 1);
+    e->argv = (const char **)(e->lens + argc);
+    p = (char *)(e->argv + argc);
+    for (i = 0; i < (size_t)argc; i++) {
+        e->lens[i] = rq->self_lens[i];
+        e->argv[i] = i == 1 ? rq->self_argv[1] : p;
+        if (i != 1 && e->lens[i] > 0) memcpy(p, rq->self_argv[i], e->lens[i]);
+        if (i != 1) p += e->lens[i];
+    }
+    if (cn->resend_last != NULL) cn->resend_last->next = e;
+    else cn->resend = e;
+    cn->resend_last = e;
+    return 0;
+}
+
+/* The entry of the answer just read, taken off cn (NULL: none). */
+static struct dlock__resend *resend_pop(dlock__conn *cn) {
+    struct dlock__resend *e = cn->resend;
+    if (e != NULL && (cn->resend = e->next) == NULL) cn->resend_last = NULL;
+    return e;
+}
+
+static void resend_clear(dlock__conn *cn) {
+    struct dlock__resend *e;
+    while ((e = resend_pop(cn)) != NULL) free(e);
+}
+
+static int late_send(dlock__conn *cn, int argc, const char **argv, const size_t *lens);
+
+/* r, an answer read late on cn to the request of entry e: NOSCRIPT to a
+ * request that must run (e->argc > 0) sends it whole, behind what cn
+ * owes (it owes one answer more).  Its server has lost its scripts:
+ * none is taken as known on cn any more.  -1 when the write failed. */
+static int resend_check(dlock__conn *cn, const redisReply *r, const struct dlock__resend *e) {
+    if (r->type != REDIS_REPLY_ERROR || strncmp(r->str, "NOSCRIPT", 8) != 0) return 0;
+    cn->scripts = 0;
+    if (e == NULL || e->argc == 0) return 0;
+    if (resend_push(cn, NULL) != 0) return -1;
+    return late_send(cn, e->argc, e->argv, e->lens);
+}
+
+/* Reads what came on cn (poll said something did) without waiting for
+ * more.  Over TLS a record that came in part would hold the read until
+ * the rest comes (the socket's timeout: up to seconds) -- in late_read,
+ * under n->mu, with it every call that asks that master; in all_poll,
+ * the other masters' answers.  The socket is given 1 ms for it, and a
+ * read that timed out is no failure: the rest is read when it comes.
+ * REDIS_OK or REDIS_ERR, as dlock__conn_read. */
+static int read_now(dlock__conn *cn) {
+    unsigned saved = cn->timeout_ms;
+    struct timeval none = { 0, 0 };
+    int rc;
+    if (cn->tls == NULL) return dlock__conn_read(cn); /* one recv: what came */
+    dlock__rcv_timeout(cn, DLOCK__MS);
+    rc = dlock__conn_read(cn);
+    if (rc != REDIS_OK && cn->ctx->err == REDIS_ERR_IO && strcmp(cn->ctx->errstr, "recv: timed out") == 0) {
+        cn->ctx->err = 0;
+        cn->ctx->errstr[0] = '\0';
+        rc = REDIS_OK;
+    }
+    if (saved > 0) dlock__rcv_timeout(cn, (dlock__mono)saved * DLOCK__MS);
+    else (void)setsockopt(cn->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+    cn->timeout_ms = saved;
+    return rc;
+}
 
 /* The complete answers already on cn read and dropped, without waiting:
  * 0 (cn->owed counts down), or -1 when the connection broke. */
@@ -32,15 +138,29 @@ static int late_read(dlock__conn *cn) {
         struct pollfd pfd = { cn->ctx->fd, POLLIN, 0 };
         if (dlock__reply_get(cn, &r) != REDIS_OK) return -1;
         if (r != NULL) {
+            struct dlock__resend *e = resend_pop(cn);
+            int rc = resend_check(cn, r, e);
+            free(e);
             freeReplyObject(r);
+            if (rc != 0) return -1;
             cn->answered++;
             cn->used = dlock__now();
-            if (--cn->owed == 0) return 0;
+            if (--cn->owed == cn->held) return 0; /* (those held were not sent) */
             continue;
         }
         if (!dlock__conn_pending(cn) && poll(&pfd, 1, 0) <= 0) return 0;
-        if (dlock__conn_read(cn) != REDIS_OK) return -1;
+        if (read_now(cn) != REDIS_OK) return -1;
     }
+}
+
+/* Once cn's server has answered every request that was sent, the
+ * requests that waited in memory (cn->held) go out: 0, or -1 when the
+ * write failed. */
+static int late_send_held(dlock__conn *cn) {
+    if (cn->held == 0 || cn->owed > cn->held) return 0;
+    cn->late_bytes = (unsigned)sdslen(cn->ctx->obuf);
+    cn->held = 0;
+    return dlock__conn_flush(cn);
 }
 
 /* Under n->mu: reads what n's late connections were answered; those
@@ -52,7 +172,7 @@ static int late_drain(dlock__node *n, dlock__conn **dead) {
     dlock__conn **pp = &n->late, *cn;
     int owes = 0;
     while ((cn = *pp) != NULL) {
-        if (late_read(cn) == 0 && cn->owed > 0) {
+        if (late_read(cn) == 0 && cn->owed > 0 && late_send_held(cn) == 0) {
             owes = 1;
             pp = &cn->next;
             continue;
@@ -80,29 +200,55 @@ static int self_form(const dlock__conn *cn, const dlock__all_req *rq) {
     return rq->script != 0 ? !(cn->scripts & rq->script) : cn->answered == 0;
 }
 
+/* rq written behind what cn owes (or held in memory, LATE_SEND_MAX):
+ * 0; 1 when it cannot be kept (LATE_HOLD_MAX); -1 when the write
+ * failed. */
+static int late_append(dlock__conn *cn, const dlock__all_req *rq) {
+    int fresh = self_form(cn, rq);
+    if (sdslen(cn->ctx->obuf) >= LATE_HOLD_MAX) return 1;
+    if (resend_push(cn, fresh || rq->self_argv == NULL ? NULL : rq) != 0) return -1;
+    if (late_send(cn, rq->argc, fresh ? rq->self_argv : rq->argv, fresh ? rq->self_lens : rq->lens) != 0) return -1;
+    if (fresh) cn->scripts |= rq->script; /* it runs before whatever comes next on cn */
+    return 0;
+}
+
+/* A request written behind what cn owes, or held in memory past
+ * LATE_SEND_MAX; cn owes one answer more.  -1 when the write failed. */
+static int late_send(dlock__conn *cn, int argc, const char **argv, const size_t *lens) {
+    size_t before = sdslen(cn->ctx->obuf), len;
+    if (dlock__resp_append(cn->ctx, argc, argv, lens) != 0) return -1;
+    len = sdslen(cn->ctx->obuf) - before;
+    cn->owed++;
+    if (cn->held > 0 || cn->late_bytes + len > LATE_SEND_MAX) {
+        cn->held++; /* waits in the output buffer, in order */
+        return 0;
+    }
+    cn->late_bytes += (unsigned)len;
+    return dlock__conn_flush(cn);
+}
+
 /* Under n->mu: rq queued behind the owed answers of every late
  * connection of n, so that it runs after each request n was sent and has
  * not answered -- any of them may be the grant a release gives back.  (A
- * release or a fenced write run twice ends or writes nothing more; a
- * break run twice may end a hold that came in between on that master, as
- * a break that reaches a slow master late may.)  1
- * when queued on all of them; 0 when one could not take it (OWED_MAX
- * queued there already: the socket of a paused server must not fill up
- * and block the send); a write that failed puts that connection on
- * *dead. */
-static int late_queue(dlock__node *n, const dlock__all_req *rq, dlock__conn **dead) {
+ * release or a fenced write run twice ends or writes nothing more: by the
+ * time n is sent anything new, every copy has run.)  With once
+ * (DLOCK__ALL_ONCE: a break), behind one of them only, the one put late
+ * last: the copies on several connections run apart (each as its
+ * connection's server gets to it), and a break's second copy would end
+ * the hold of a taker that came in between on that master.  1 when queued
+ * on all of them (once: on one); 0 when one could not take it (it holds
+ * LATE_HOLD_MAX bytes already); a write that failed puts that connection
+ * on *dead. */
+static int late_queue(dlock__node *n, const dlock__all_req *rq, int once, dlock__conn **dead) {
     dlock__conn **pp = &n->late, *cn;
-    int all = 1;
-    while ((cn = *pp) != NULL) {
-        int fresh = self_form(cn, rq); /* (OWED_MAX bounds what whole script bodies fill of a paused server's socket) */
-        if (cn->owed >= OWED_MAX) {
+    int all = 1, queued = 0;
+    while ((cn = *pp) != NULL && !(once && queued)) {
+        int rc = late_append(cn, rq);
+        if (rc == 0) {
+            queued = 1;
+        } else if (rc == 1) {
             all = 0;
-        } else if (dlock__resp_append(cn->ctx, rq->argc, fresh ? rq->self_argv : rq->argv,
-                                      fresh ? rq->self_lens : rq->lens) == 0 &&
-                   dlock__conn_flush(cn) == 0) {
-            cn->owed++;
-            if (fresh) cn->scripts |= rq->script; /* it runs before whatever comes next on cn */
-        } else {                                  /* what it was asked still runs; the next request goes after it */
+        } else { /* what it was asked still runs; the next request goes after it */
             *pp = cn->next;
             n->nlate--;
             cn->next = *dead;
@@ -112,33 +258,28 @@ static int late_queue(dlock__node *n, const dlock__all_req *rq, dlock__conn **de
         }
         pp = &cn->next;
     }
-    return all;
+    return once ? queued : all;
 }
 
 static void close_list(dlock__conn *cn) {
     while (cn != NULL) {
         dlock__conn *next = cn->next;
+        resend_clear(cn);
         dlock__conn_close(cn);
         cn = next;
     }
 }
 
-/* cn, whose answer is owed, among n's late connections. */
+/* cn, whose answer is owed, among n's late connections: kept there
+ * until it has answered, never closed for room (what waits in memory on
+ * it would be lost, and what it was sent would no longer go before what
+ * the node is sent next). */
 static void late_put(dlock__node *n, dlock__conn *cn) {
-    dlock__conn *old = NULL, **pp;
     pthread_mutex_lock(n->mu);
-    if (n->nlate >= LATE_MAX) { /* the oldest goes: what it was asked still runs */
-        for (pp = &n->late; (*pp)->next != NULL; pp = &(*pp)->next)
-            ;
-        old = *pp;
-        *pp = NULL;
-        n->nlate--;
-    }
     cn->next = n->late;
     n->late = cn;
     n->nlate++;
     pthread_mutex_unlock(n->mu);
-    dlock__conn_close(old);
 }
 
 void dlock__late_flush(dlock__node *n, int abandon) {
@@ -150,6 +291,7 @@ void dlock__late_flush(dlock__node *n, int abandon) {
     if (!abandon) pthread_mutex_unlock(n->mu);
     while (cn != NULL) {
         dlock__conn *next = cn->next;
+        resend_clear(cn);
         if (abandon) dlock__conn_abandon(cn);
         else dlock__conn_close(cn);
         cn = next;
@@ -189,17 +331,18 @@ static int all_connect(dlock__node *n, dlock__conn **cn, dlock__mono end) {
  * earlier request is not asked again on another connection (it would cost
  * a connection, or the whole bound, each time it is paused): with
  * DLOCK__ALL_QUEUE the request is queued behind every unanswered one (it
- * runs when the server does; its answer is not awaited), else skipped. */
-static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int fresh, int *rc,
+ * runs when the server does; its answer is not awaited), else skipped
+ * (rcs[i] DLOCK__ALL_NOT_SENT, as for a node that gave no connection). */
+static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int *whole, int *rc,
                     dlock__mono deadline) {
     const char **self = rq->self_argv != NULL ? rq->self_argv : rq->argv;
     const size_t *self_lens = rq->self_argv != NULL ? rq->self_lens : rq->lens;
     dlock__conn *dead = NULL;
-    int owes, queued = 0;
+    int owes, queued = 0, fresh;
     *cn = NULL;
     pthread_mutex_lock(n->mu);
     owes = late_drain(n, &dead);
-    if (owes && (flags & DLOCK__ALL_QUEUE)) queued = late_queue(n, rq, &dead);
+    if (owes && (flags & DLOCK__ALL_QUEUE)) queued = late_queue(n, rq, (flags & DLOCK__ALL_ONCE) != 0, &dead);
     pthread_mutex_unlock(n->mu);
     close_list(dead);
     if (owes) {
@@ -207,11 +350,16 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
                             queued ? "%s: has not answered an earlier request: asked after it"
                                    : "%s: has not answered an earlier request",
                             n->conf.redacted_url);
+        if (!queued) *rc = DLOCK__ALL_NOT_SENT;
         return -1;
     }
-    if ((*rc = all_connect(n, cn, deadline)) != 0) return -1;
+    if ((*rc = all_connect(n, cn, deadline)) != 0) {
+        if (*rc == ENOLCK) *rc = DLOCK__ALL_NOT_SENT; /* (another code is the caller's to tell) */
+        return -1;
+    }
     dlock__set_timeout(n, *cn, deadline);
-    fresh = fresh || self_form(*cn, rq);
+    fresh = *whole || self_form(*cn, rq);
+    *whole = fresh && rq->self_argv != NULL;
     if (dlock__resp_append((*cn)->ctx, rq->argc, fresh ? self : rq->argv, fresh ? self_lens : rq->lens) != 0 ||
         dlock__conn_flush(*cn) != 0) {
         *rc = dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url,
@@ -264,6 +412,8 @@ static void all_answer(dlock__node *n, dlock__conn *cn, int ok, void *r, redisRe
  * when sent (r freed), else 0. */
 static int all_noscript(dlock__conn *cn, void *r, const dlock__all_req *rq, int *resent) {
     const redisReply *rr = r;
+    if (rr->type == REDIS_REPLY_ERROR && strncmp(rr->str, "NOSCRIPT", 8) == 0)
+        cn->scripts = 0; /* its server lost its scripts (SCRIPT FLUSH): none is known on cn now */
     if (*resent || rq->self_argv == NULL || rr->type != REDIS_REPLY_ERROR || strncmp(rr->str, "NOSCRIPT", 8) != 0 ||
         cn->ctx->reader->pos < cn->ctx->reader->len)
         return 0;
@@ -311,7 +461,7 @@ static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply 
     if (k == 0 || (poll(pfd, n, ms) < 0 && errno != EINTR)) return answered;
     for (i = 0; i < n; i++) {
         if (cn[i] == NULL || (pfd[i].revents == 0 && !dlock__conn_pending(cn[i]))) continue;
-        if (dlock__conn_read(cn[i]) != REDIS_OK) {
+        if (read_now(cn[i]) != REDIS_OK) {
             all_answer(ns[i], cn[i], 0, NULL, &out[i], &rcs[i], end, rq->script);
             cn[i] = NULL;
         }
@@ -331,22 +481,37 @@ static int all_judged(const dlock__all_judge *judge, size_t n, redisReply **out,
     return decided;
 }
 
+/* cn, whose answer to rq did not come in time, among n's late
+ * connections; a request that must run (DLOCK__ALL_QUEUE) and went as
+ * EVALSHA (not whole) is sent whole should that answer be NOSCRIPT. */
+static void all_late(dlock__node *n, dlock__conn *cn, int flags, const dlock__all_req *rq, int whole) {
+    cn->owed = 1;
+    cn->held = 0;
+    cn->late_bytes = 0;
+    if (resend_push(cn, (flags & DLOCK__ALL_QUEUE) && rq->self_argv != NULL && !whole ? rq : NULL) != 0) {
+        dlock__conn_close(cn); /* out of memory: what it was asked still runs */
+        return;
+    }
+    late_put(n, cn);
+}
+
 void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
                         const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
-    int seen[DLOCK__NODES_MAX] = { 0 }, resent[DLOCK__NODES_MAX] = { 0 }, decided = 0;
+    int seen[DLOCK__NODES_MAX] = { 0 }, resent[DLOCK__NODES_MAX] = { 0 }, whole[DLOCK__NODES_MAX], decided = 0;
     size_t i, answered = 0, waiting = 0;
     /* One bound for the whole request, from its start: a node slow to
      * connect does not give the others more time. */
     dlock__mono start = dlock__now(), end = n > 0 ? start + (dlock__mono)dlock__reply_bound(ns[0], deadline) * DLOCK__MS : 0;
     dlock__all_scope(1);
-    for (i = 0; i < n; i++) out[i] = NULL, cn[i] = NULL, rcs[i] = -1;
+    for (i = 0; i < n; i++) out[i] = NULL, cn[i] = NULL, rcs[i] = -1, whole[i] = 0;
     /* The nodes with a connection at hand first, then those that need a
-     * new one: their answers come while the others connect. */
+     * new one (sent whole): their answers come while the others connect. */
     for (i = 0; i < n; i++)
-        if (has_conn(ns[i]) && all_send(ns[i], &cn[i], flags, req, 0, &rcs[i], end) == 0) waiting++;
+        if (has_conn(ns[i]) && all_send(ns[i], &cn[i], flags, req, &whole[i], &rcs[i], end) == 0) waiting++;
     for (i = 0; i < n; i++)
-        if (rcs[i] == -1 && all_send(ns[i], &cn[i], flags, req, 1, &rcs[i], end) == 0) waiting++;
+        if (rcs[i] == -1 && (whole[i] = 1) && all_send(ns[i], &cn[i], flags, req, &whole[i], &rcs[i], end) == 0)
+            waiting++;
     dlock__all_scope(0);
     decided = judge == NULL && need == 0; /* nothing awaited: only the grace below */
     /* Answers as they come, until `need` of them (any answer), or the
@@ -373,7 +538,6 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
         if (cn[i] == NULL) continue;
         rcs[i] = dlock__seterr(ENOLCK, "%s: no answer within %u ms%s", ns[i]->conf.redacted_url, dlock__conn_bound(cn[i]),
                                decided ? " (the others' answers decided)" : "");
-        cn[i]->owed = 1;
-        late_put(ns[i], cn[i]);
+        all_late(ns[i], cn[i], flags, req, whole[i] || resent[i]);
     }
 }

@@ -113,6 +113,9 @@ struct dlock__conn {
     unsigned char step;       /* DLOCK__STEP_*: is each read checked against sent_rt? */
     dlock__reply_guard guard; /* its reader's bounds (reader.c) */
     unsigned owed;            /* a late connection: answers not yet read (dlock__command_all) */
+    unsigned held;            /* of them, requests not yet sent: in the output buffer (fanout.c) */
+    struct dlock__resend *resend, *resend_last; /* one per owed answer, in order (fanout.c) */
+    unsigned late_bytes;                        /* bytes sent on it since its server last answered all that was sent */
     uint64_t scripts;         /* dlock__all_req.script bits its server has (answered, or sent whole on it) */
 };
 #define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
@@ -290,6 +293,13 @@ int dlock__command_pipe(dlock__node *n, redisReply **out, dlock__mono deadline, 
  * with DLOCK__ALL_QUEUE, which writes the request behind every owed one
  * (it runs when the server does; no answer is awaited: ENOLCK). */
 #define DLOCK__ALL_QUEUE 1
+/* With DLOCK__ALL_QUEUE: behind the owed requests of one connection only
+ * (a request that must not run twice on one node: a break). */
+#define DLOCK__ALL_ONCE 2
+/* rcs[i] of a node the request never reached (not asked: it owes earlier
+ * answers, or gave no connection); the message is ENOLCK's.  Any other
+ * node without an answer may have run it. */
+#define DLOCK__ALL_NOT_SENT EAGAIN
 /* When given, told each answer (node i's, r) as it comes: 1 when the
  * answers so far decide (then `need` is not looked at). */
 typedef struct dlock__all_judge {
@@ -299,7 +309,10 @@ typedef struct dlock__all_judge {
 /* The request (argc, argv, lens), and the same in a form that needs
  * nothing of the server's state (a script's EVAL beside its EVALSHA; NULL:
  * argv), written on a new connection and behind an owed answer: an answer
- * read late is dropped, so a NOSCRIPT there would be a request lost. */
+ * read late is dropped, so a NOSCRIPT there would be a request lost.
+ * self_argv[1] (the script's text) must live as long as the process: a
+ * request of DLOCK__ALL_QUEUE whose answer is read late keeps a pointer
+ * to it, to send it whole should that answer be NOSCRIPT. */
 typedef struct dlock__all_req {
     int argc;
     const char **argv, **self_argv;
