@@ -10,6 +10,7 @@
  * creates GO.
  */
 #include "fixture.h"
+#include "fixture_multi.h"
 #include "json.h"
 
 #include <dirent.h>
@@ -594,6 +595,26 @@ static void test_exec_no_descriptor_leak(void) {
     CU_ASSERT_STRING_EQUAL(via, direct);
     if (strcmp(via, direct) != 0) fprintf(stderr, "  direct:\n%s  via dlock:\n%s", direct, via);
     dlt_tdir_done();
+}
+
+/* libssl is loaded only for a rediss:// server: the process of an exec
+ * on a plain one has no libssl mapped; one over TLS has, and its command
+ * runs under the lock. */
+static void test_exec_loads_tls_only_for_rediss(void) {
+    static const char count[] = "grep -c libssl /proc/$PPID/maps || true";
+    static dlt_redis tls;
+    char url[1200], q[600];
+    const char *dir;
+    CHECK_CODE(dl("exec", "cli/plain-no-tls", "--", "sh", "-c", count), 0);
+    CU_ASSERT_STRING_EQUAL(R.out, "0\n");
+    CU_ASSERT_FATAL((dir = dlt_tls_dir()) != NULL);
+    CU_ASSERT_FATAL(dlt_tls_server_start(&tls, 0, NULL, NULL, NULL) == 0);
+    snprintf(q, sizeof q, "tls_ca_file=%s/ca.crt", dir);
+    dlt_tls_server_url(&tls, url, sizeof url, NULL, "127.0.0.1", q);
+    CHECK_CODE(dl("--url", url, "exec", "-v", "cli/over-tls", "--", "sh", "-c", count), 0);
+    CU_ASSERT(atoi(R.out) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "got 'cli/over-tls'"));
+    dlt_redis_cleanup(&tls);
 }
 
 /* Bad arguments are exit 64 with a message, and touch nothing. */
@@ -1233,6 +1254,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_terminal_ctrl_c_once),
     DLT_TEST(test_exec_signal_while_waiting),
     DLT_TEST(test_exec_no_descriptor_leak),
+    DLT_TEST(test_exec_loads_tls_only_for_rediss),
     DLT_TEST(test_usage_errors),
     DLT_TEST(test_unreachable_and_passwords),
     DLT_TEST(test_exec_release_refused),
