@@ -617,6 +617,19 @@ static void test_exec_loads_tls_only_for_rediss(void) {
     dlt_redis_cleanup(&tls);
 }
 
+/* A plain server's exec never reads OpenSSL's configuration file: with
+ * OPENSSL_CONF naming a FIFO nobody writes to, reading it would block
+ * for ever; the exec runs at once. */
+static void test_exec_reads_no_openssl_conf(void) {
+    dlt_tdir_make("dlcli");
+    CU_ASSERT_FATAL(mkfifo(dlt_tpath("conf"), 0600) == 0);
+    setenv("OPENSSL_CONF", dlt_tpath("conf"), 1);
+    CHECK_CODE(dl_in(NULL, 5000, "exec", "cli/no-conf", "--", "true", (const char *)NULL), 0);
+    unsetenv("OPENSSL_CONF");
+    CU_ASSERT(R.secs < 4);
+    dlt_tdir_done();
+}
+
 /* Bad arguments are exit 64 with a message, and touch nothing. */
 static void test_usage_errors(void) {
     char longname[DLOCK_NAME_MAX + 2];
@@ -1255,6 +1268,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_signal_while_waiting),
     DLT_TEST(test_exec_no_descriptor_leak),
     DLT_TEST(test_exec_loads_tls_only_for_rediss),
+    DLT_TEST(test_exec_reads_no_openssl_conf),
     DLT_TEST(test_usage_errors),
     DLT_TEST(test_unreachable_and_passwords),
     DLT_TEST(test_exec_release_refused),
