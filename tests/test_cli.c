@@ -614,6 +614,11 @@ static void test_exec_loads_tls_only_for_rediss(void) {
     CHECK_CODE(dl("--url", url, "exec", "-v", "cli/over-tls", "--", "sh", "-c", count), 0);
     CU_ASSERT(atoi(R.out) > 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "got 'cli/over-tls'"));
+    /* redis:// to the TLS port: the TLS probe (libssl loaded then, in a
+     * process whose OpenSSL set up for plain RESP) tells. */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/?unreachable_ms=3000", tls.port);
+    CHECK_CODE(dl("--url", url, "exec", "cli/plain-to-tls", "--", "true"), 69);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "seems to expect TLS"));
     dlt_redis_cleanup(&tls);
 }
 
