@@ -40,11 +40,16 @@
 
 /* ------------------------------------------------------ loading libssl */
 
-/* The libssl functions this file calls (SSL_CTX_ctrl and SSL_ctrl behind
+/* The OpenSSL functions this file calls (SSL_CTX_ctrl and SSL_ctrl behind
  * the header's SSL_CTX_set_min_proto_version and SSL_set_tlsext_host_name
- * macros); each becomes a pointer of the header's own type, read with
- * dlsym, and the names below are defined to those pointers, so that the
- * code reads as if libssl were linked. */
+ * macros), libcrypto's among them: each becomes a pointer of the header's
+ * own type, read with dlsym from libssl's handle (which finds libcrypto's
+ * in libssl's own libcrypto), and the names below are defined to those
+ * pointers, so that the code reads as if they were linked.  So TLS runs
+ * on one copy of OpenSSL, libssl's, even in a program that carries a
+ * copy of libcrypto of its own (the dlock command's static one: its
+ * tokens' random source): a BIO, an error queue or a verify parameter
+ * always belongs to the library the SSL object does. */
 /* clang-format off */
 #define SSL_FUNCS(X) \
     X(TLS_client_method) \
@@ -68,7 +73,19 @@
     X(SSL_get_verify_result) \
     X(SSL_read) \
     X(SSL_write) \
-    X(SSL_pending)
+    X(SSL_pending) \
+    X(BIO_new) \
+    X(BIO_s_mem) \
+    X(BIO_free) \
+    X(BIO_read) \
+    X(BIO_write) \
+    X(BIO_ctrl_pending) \
+    X(ERR_peek_last_error) \
+    X(ERR_error_string_n) \
+    X(ERR_clear_error) \
+    X(X509_VERIFY_PARAM_set1_host) \
+    X(X509_VERIFY_PARAM_set1_ip_asc) \
+    X(X509_verify_cert_error_string)
 /* clang-format on */
 
 static struct {
@@ -134,6 +151,18 @@ static int ssl_need(void) {
 #define SSL_read ssl_fn.SSL_read
 #define SSL_write ssl_fn.SSL_write
 #define SSL_pending ssl_fn.SSL_pending
+#define BIO_new ssl_fn.BIO_new
+#define BIO_s_mem ssl_fn.BIO_s_mem
+#define BIO_free ssl_fn.BIO_free
+#define BIO_read ssl_fn.BIO_read
+#define BIO_write ssl_fn.BIO_write
+#define BIO_ctrl_pending ssl_fn.BIO_ctrl_pending
+#define ERR_peek_last_error ssl_fn.ERR_peek_last_error
+#define ERR_error_string_n ssl_fn.ERR_error_string_n
+#define ERR_clear_error ssl_fn.ERR_clear_error
+#define X509_VERIFY_PARAM_set1_host ssl_fn.X509_VERIFY_PARAM_set1_host
+#define X509_VERIFY_PARAM_set1_ip_asc ssl_fn.X509_VERIFY_PARAM_set1_ip_asc
+#define X509_verify_cert_error_string ssl_fn.X509_verify_cert_error_string
 
 /* ------------------------------------------------------------- TLS */
 
