@@ -112,6 +112,12 @@ void cli_openssl_init(const cli_conn *conn) {
     uint64_t opts = OPENSSL_INIT_NO_ATEXIT;
     /* (Again for each client: OpenSSL does its set-up once, the first
      * call's way, and answers later calls at once.) */
+#ifdef DLOCK_CLI_STATIC_CRYPTO
+    /* This libcrypto is the command's own copy, for the tokens alone: TLS
+     * runs on the shared libssl and its libcrypto (src/net/tls.c), which
+     * set themselves up. */
+    url = NULL;
+#endif
     if (url == NULL || strncmp(url, "rediss", 6) != 0)
         opts |= OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS | OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
                 OPENSSL_INIT_NO_ADD_ALL_DIGESTS;
