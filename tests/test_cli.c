@@ -640,6 +640,40 @@ static void test_exec_reads_no_openssl_conf(void) {
     dlt_tdir_done();
 }
 
+/* The command starts as it would without dlock: the signal mask and the
+ * ignored signals are those dlock was given (dlock itself ignores
+ * SIGPIPE and catches six others); and a script without "#!", which
+ * execvpe hands to sh with a new argument list, runs with 50,000
+ * arguments (the child's stack holds that list). */
+static void test_exec_child_starts_clean(void) {
+    static const char show[] = "grep -E '^Sig(Blk|Ign|Cgt)' /proc/self/status";
+    static char direct[OUTMAX];
+    char *argv[] = { "/bin/sh", "-c", (char *)show, NULL }, **big;
+    size_t i, n = 50000;
+    FILE *f;
+    CHECK_CODE(run_v(argv, NULL, 5000), 0);
+    snprintf(direct, sizeof direct, "%s", R.out);
+    CHECK_CODE(dl("exec", "cli/clean", "--", "/bin/sh", "-c", show), 0);
+    CU_ASSERT_STRING_EQUAL(R.out, direct);
+    CU_ASSERT_PTR_NOT_NULL(strstr(direct, "SigIgn"));
+    dlt_tdir_make("dlcli");
+    CU_ASSERT_FATAL((f = fopen(dlt_tpath("noshebang"), "w")) != NULL);
+    fputs("echo \"$#\"\n", f);
+    fclose(f);
+    CU_ASSERT_FATAL(chmod(dlt_tpath("noshebang"), 0700) == 0);
+    CU_ASSERT_FATAL((big = calloc(n + 6, sizeof *big)) != NULL);
+    big[0] = (char *)DLOCK_CLI;
+    big[1] = "exec";
+    big[2] = "cli/clean";
+    big[3] = "--";
+    big[4] = dlt_tpath("noshebang");
+    for (i = 0; i < n; i++) big[5 + i] = "x";
+    CHECK_CODE(run_v(big, NULL, 10000), 0);
+    CU_ASSERT_STRING_EQUAL(R.out, "50000\n");
+    free(big);
+    dlt_tdir_done();
+}
+
 /* Bad arguments are exit 64 with a message, and touch nothing. */
 static void test_usage_errors(void) {
     char longname[DLOCK_NAME_MAX + 2];
@@ -1279,6 +1313,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_no_descriptor_leak),
     DLT_TEST(test_exec_loads_tls_only_for_rediss),
     DLT_TEST(test_exec_reads_no_openssl_conf),
+    DLT_TEST(test_exec_child_starts_clean),
     DLT_TEST(test_usage_errors),
     DLT_TEST(test_unreachable_and_passwords),
     DLT_TEST(test_exec_release_refused),
