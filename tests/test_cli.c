@@ -619,6 +619,9 @@ static void test_exec_loads_tls_only_for_rediss(void) {
     CHECK_CODE(dl("--url", url, "exec", "-v", "cli/over-tls", "--", "sh", "-c", count), 0);
     CU_ASSERT(atoi(R.out) > 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "got 'cli/over-tls'"));
+    CHECK_CODE(dl("--url", url, "status", "cli/over-tls"), 0); /* (and exits cleanly after TLS) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "cli/over-tls"));
+    CHECK_CODE(dl("--url", url, "list"), 0);
     /* redis:// to the TLS port: the TLS probe (libssl loaded then, in a
      * process whose OpenSSL set up for plain RESP) tells. */
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/?unreachable_ms=3000", tls.port);

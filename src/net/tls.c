@@ -23,11 +23,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -100,6 +102,7 @@ static char ssl_why[256]; /* else why not */
 static void ssl_load(void) {
     void *h = dlopen(DLOCK_SSL_SONAME, RTLD_NOW | RTLD_LOCAL);
     const char *missing = NULL;
+    int (*init)(uint64_t, const OPENSSL_INIT_SETTINGS *);
     if (h == NULL) {
         const char *e = dlerror();
         snprintf(ssl_why, sizeof ssl_why, "%s", e != NULL ? e : "dlopen failed");
@@ -114,6 +117,14 @@ static void ssl_load(void) {
         snprintf(ssl_why, sizeof ssl_why, "%s has no %s", DLOCK_SSL_SONAME, missing);
         return; /* (libssl stays loaded: it is never unloaded anyway) */
     }
+    /* The libcrypto libssl runs on is the library's own (set up long
+     * since, with its exit handler, by the random source: this is then a
+     * no-op), or a second copy beside a program's static one, set up now:
+     * without an exit handler, which, registered after the core's
+     * (client.c, at_exit), would run before it and free OpenSSL under a
+     * release still to be sent over TLS. */
+    *(void **)&init = dlsym(h, "OPENSSL_init_crypto");
+    if (init != NULL) init(OPENSSL_INIT_NO_ATEXIT, NULL);
     ssl_ok = 1;
 }
 
