@@ -10,6 +10,7 @@
  * creates GO.
  */
 #include "fixture.h"
+#include "fixture_multi.h"
 #include "json.h"
 
 #include <dirent.h>
@@ -593,6 +594,86 @@ static void test_exec_no_descriptor_leak(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(direct, "\n7\n"));
     CU_ASSERT_STRING_EQUAL(via, direct);
     if (strcmp(via, direct) != 0) fprintf(stderr, "  direct:\n%s  via dlock:\n%s", direct, via);
+    dlt_tdir_done();
+}
+
+/* libssl is loaded only for a rediss:// server: the process of an exec
+ * on a plain one has no libssl mapped (nor, when the program carries its
+ * own libcrypto, the shared one); one over TLS has, and its command runs
+ * under the lock. */
+static void test_exec_loads_tls_only_for_rediss(void) {
+    static const char count[] = "grep -c libssl /proc/$PPID/maps || true";
+    static dlt_redis tls;
+    char url[1200], q[600];
+    const char *dir;
+    CHECK_CODE(dl("exec", "cli/plain-no-tls", "--", "sh", "-c", count), 0);
+    CU_ASSERT_STRING_EQUAL(R.out, "0\n");
+#ifdef DLOCK_CLI_STATIC_CRYPTO
+    CHECK_CODE(dl("exec", "cli/plain-no-tls", "--", "sh", "-c", "grep -c libcrypto /proc/$PPID/maps || true"), 0);
+    CU_ASSERT_STRING_EQUAL(R.out, "0\n");
+#endif
+    CU_ASSERT_FATAL((dir = dlt_tls_dir()) != NULL);
+    CU_ASSERT_FATAL(dlt_tls_server_start(&tls, 0, NULL, NULL, NULL) == 0);
+    snprintf(q, sizeof q, "tls_ca_file=%s/ca.crt", dir);
+    dlt_tls_server_url(&tls, url, sizeof url, NULL, "127.0.0.1", q);
+    CHECK_CODE(dl("--url", url, "exec", "-v", "cli/over-tls", "--", "sh", "-c", count), 0);
+    CU_ASSERT(atoi(R.out) > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "got 'cli/over-tls'"));
+    CHECK_CODE(dl("--url", url, "status", "cli/over-tls"), 0); /* (and exits cleanly after TLS) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.out, "cli/over-tls"));
+    CHECK_CODE(dl("--url", url, "list"), 0);
+    /* redis:// to the TLS port: the TLS probe (libssl loaded then, in a
+     * process whose OpenSSL set up for plain RESP) tells. */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/?unreachable_ms=3000", tls.port);
+    CHECK_CODE(dl("--url", url, "exec", "cli/plain-to-tls", "--", "true"), 69);
+    CU_ASSERT_PTR_NOT_NULL(strstr(R.err, "seems to expect TLS"));
+    dlt_redis_cleanup(&tls);
+}
+
+/* A plain server's exec never reads OpenSSL's configuration file: with
+ * OPENSSL_CONF naming a FIFO nobody writes to, reading it would block
+ * for ever; the exec runs at once. */
+static void test_exec_reads_no_openssl_conf(void) {
+    dlt_tdir_make("dlcli");
+    CU_ASSERT_FATAL(mkfifo(dlt_tpath("conf"), 0600) == 0);
+    setenv("OPENSSL_CONF", dlt_tpath("conf"), 1);
+    CHECK_CODE(dl_in(NULL, 5000, "exec", "cli/no-conf", "--", "true", (const char *)NULL), 0);
+    unsetenv("OPENSSL_CONF");
+    CU_ASSERT(R.secs < 4);
+    dlt_tdir_done();
+}
+
+/* The command starts as it would without dlock: the signal mask and the
+ * ignored signals are those dlock was given (dlock itself ignores
+ * SIGPIPE and catches six others); and a script without "#!", which
+ * execvpe hands to sh with a new argument list, runs with 50,000
+ * arguments (the child's stack holds that list). */
+static void test_exec_child_starts_clean(void) {
+    static const char show[] = "grep -E '^Sig(Blk|Ign|Cgt)' /proc/self/status";
+    static char direct[OUTMAX];
+    char *argv[] = { "/bin/sh", "-c", (char *)show, NULL }, **big;
+    size_t i, n = 50000;
+    FILE *f;
+    CHECK_CODE(run_v(argv, NULL, 5000), 0);
+    snprintf(direct, sizeof direct, "%s", R.out);
+    CHECK_CODE(dl("exec", "cli/clean", "--", "/bin/sh", "-c", show), 0);
+    CU_ASSERT_STRING_EQUAL(R.out, direct);
+    CU_ASSERT_PTR_NOT_NULL(strstr(direct, "SigIgn"));
+    dlt_tdir_make("dlcli");
+    CU_ASSERT_FATAL((f = fopen(dlt_tpath("noshebang"), "w")) != NULL);
+    fputs("echo \"$#\"\n", f);
+    fclose(f);
+    CU_ASSERT_FATAL(chmod(dlt_tpath("noshebang"), 0700) == 0);
+    CU_ASSERT_FATAL((big = calloc(n + 6, sizeof *big)) != NULL);
+    big[0] = (char *)DLOCK_CLI;
+    big[1] = "exec";
+    big[2] = "cli/clean";
+    big[3] = "--";
+    big[4] = dlt_tpath("noshebang");
+    for (i = 0; i < n; i++) big[5 + i] = "x";
+    CHECK_CODE(run_v(big, NULL, 10000), 0);
+    CU_ASSERT_STRING_EQUAL(R.out, "50000\n");
+    free(big);
     dlt_tdir_done();
 }
 
@@ -1233,6 +1314,9 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exec_terminal_ctrl_c_once),
     DLT_TEST(test_exec_signal_while_waiting),
     DLT_TEST(test_exec_no_descriptor_leak),
+    DLT_TEST(test_exec_loads_tls_only_for_rediss),
+    DLT_TEST(test_exec_reads_no_openssl_conf),
+    DLT_TEST(test_exec_child_starts_clean),
     DLT_TEST(test_usage_errors),
     DLT_TEST(test_unreachable_and_passwords),
     DLT_TEST(test_exec_release_refused),

@@ -46,6 +46,10 @@ extern const char *cli_prog;
 void cli_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A usage error: the message, a hint, and CLI_EXIT_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* OpenSSL's set-up for the command (no clean-up at exit; its
+ * configuration file read only for a rediss:// URL): once, before the
+ * first client.  cli_client does it. */
+void cli_openssl_init(const cli_conn *conn);
 /* Makes a client from conn (with unreachable_ms if nonzero); on failure
  * reports and returns the exit code, else 0. */
 int cli_client(const cli_conn *conn, unsigned unreachable_ms, dlock_client_t **out);

@@ -30,9 +30,9 @@
  *     and the wait needs no timeouts of its own.  Readings are made on a
  *     client of their own with a short unreachable bound, so a dead server
  *     shows within about a second.
- *  3. Running: fork, exec CMD in the child, wait for it; signals sent to
- *     dlock are passed on to CMD; when CMD ends, unlock and exit with its
- *     status.
+ *  3. Running: start CMD (as vfork does: the child shares dlock's memory
+ *     until it execs), wait for it; signals sent to dlock are passed on
+ *     to CMD; when CMD ends, unlock and exit with its status.
  *
  * Signals while waiting: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
  * SIGUSR2 end the wait, and dlock then dies of that signal (as flock(1),
@@ -56,8 +56,8 @@
  * since its lock then expires.
  *
  * File descriptors: CMD inherits those dlock was started with (a job may
- * rely on `3<file`), never the library's connections, which are closed
- * between fork and exec.
+ * rely on `3<file`), never the library's connections, which the child
+ * closes before exec.
  *
  * --slots N: instead of the lock, one unit of the semaphore NAME
  * (dlock_sem_t, made with N units if it does not exist yet; an existing
@@ -76,10 +76,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
+#include <sched.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,7 +531,7 @@ static void close_from_to(unsigned lo, unsigned hi) {
     for (; lo <= hi && (long)lo < g_fdmax; lo++) close((int)lo);
 }
 
-/* In the child, between fork and exec (async-signal-safe only): closes
+/* In the child, before exec (async-signal-safe only): closes
  * every descriptor above 2 but the inherited ones (g_keep, sorted). */
 static void fds_close_others(void) {
     unsigned lo = 3;
@@ -735,8 +738,8 @@ extern char **environ;
  * token> when there is one, so that the job can fence its writes; less
  * DLOCK_URL, which may hold the server's password, unless --pass-url
  * asks for it (then DLOCK_URL is the URL dlock used, from --url or its
- * own environment, in *urlvar, the caller's to free).  Made before fork:
- * the child may only make async-signal-safe calls. */
+ * own environment, in *urlvar, the caller's to free).  Made before the
+ * child starts: it may only make async-signal-safe calls. */
 static char **cmd_environ(const exec_opts *o, uint64_t fence, char *buf, size_t n, char **urlvar) {
     size_t k = 0, i;
     char **env;
@@ -761,29 +764,69 @@ static char **cmd_environ(const exec_opts *o, uint64_t fence, char *buf, size_t 
     return env;
 }
 
-/* In the child, between fork and exec: only async-signal-safe calls.
- * Signals back to their defaults, PR_SET_PDEATHSIG with --on-lost=term,
- * no descriptor but the inherited ones, dlock's original mask; a failed
- * exec reports its errno on errpipe. */
-__attribute__((noreturn)) static void cmd_child(const exec_opts *o, const sigset_t *orig_mask, char **env,
-                                                const int errpipe[2], pid_t parent) {
+/* What the child needs, made before it starts: it shares the parent's
+ * memory and may only make async-signal-safe calls. */
+typedef struct child_args {
+    const exec_opts *o;
+    const sigset_t *orig_mask;
+    char **env;
+    const int *errpipe;
+    pid_t parent;
+} child_args;
+
+/* The child, before exec: signals back to their defaults (a handler of
+ * dlock's must never run here, in dlock's memory), PR_SET_PDEATHSIG with
+ * --on-lost=term, no descriptor but the inherited ones, dlock's original
+ * mask; a failed exec reports its errno on errpipe. */
+static int cmd_child(void *arg) {
+    const child_args *a = arg;
     size_t i;
     int e;
     for (i = 0; i < NRELAYED; i++) signal(relayed[i], SIG_DFL);
     signal(SIGCHLD, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    if (o->on_lost_term) {
+    if (a->o->on_lost_term) {
         /* dlock's death ends its lock, so it ends CMD too. */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent) _exit(128 + SIGTERM);
+        if (getppid() != a->parent) _exit(128 + SIGTERM);
     }
-    close(errpipe[0]);
+    close(a->errpipe[0]);
     fds_close_others();
-    pthread_sigmask(SIG_SETMASK, orig_mask, NULL);
-    execvpe(o->cmd[0], o->cmd, env);
+    pthread_sigmask(SIG_SETMASK, a->orig_mask, NULL);
+    execvpe(a->o->cmd[0], a->o->cmd, a->env);
     e = errno;
-    (void)!write(errpipe[1], &e, sizeof e);
+    (void)!write(a->errpipe[1], &e, sizeof e);
     _exit(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC);
+}
+
+/* The child's stack: what execvpe puts on it (the PATH entry it tries,
+ * and for a script without "#!" a new argv of CMD's arguments) and a
+ * margin for the calls before it. */
+static size_t child_stack_size(const exec_opts *o) {
+    size_t argc = 0;
+    while (o->cmd[argc] != NULL) argc++;
+    return 64 * 1024 + 2 * PATH_MAX + (argc + 3) * sizeof(char *);
+}
+
+/* Starts the child as vfork(2) does (CLONE_VM | CLONE_VFORK) rather than
+ * with fork: dlock's page tables are not copied (libcrypto and the
+ * library's threads are mapped: a fork costs tens of microseconds and a
+ * copy-on-write fault for each page dlock writes afterwards), no
+ * pthread_atfork handler runs (the library's wait for its own locks),
+ * and dlock resumes once CMD is exec'd.  The child runs on a stack of
+ * its own.  Its pid, or -1 with errno set. */
+static pid_t child_start(child_args *a) {
+    size_t size = child_stack_size(a->o);
+    char *stack = malloc(size);
+    pid_t pid;
+    int e;
+    if (stack == NULL) return -1;
+    /* The stack grows down from its top, 16-byte aligned. */
+    pid = clone(cmd_child, (void *)(((uintptr_t)(stack + size)) & ~(uintptr_t)15), CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+    e = errno;
+    free(stack);
+    errno = e;
+    return pid;
 }
 
 /* Starts CMD: *pid, and in *child_err the errno of a failed exec (said
@@ -792,7 +835,7 @@ static int cmd_spawn(const exec_opts *o, const sigset_t *orig_mask, uint64_t fen
     int errpipe[2];
     char fencevar[64], **env, *urlvar;
     sigset_t all, old;
-    pid_t parent = getpid();
+    child_args a;
     ssize_t n;
 
     if ((env = cmd_environ(o, fence, fencevar, sizeof fencevar, &urlvar)) == NULL) {
@@ -807,19 +850,23 @@ static int cmd_spawn(const exec_opts *o, const sigset_t *orig_mask, uint64_t fen
         return CLI_EXIT_OSERR;
     }
     qsort(g_keep, g_nkeep, sizeof *g_keep, int_cmp);
-    /* Every signal blocked across fork: no handler of dlock's runs in
-     * the child. */
+    a.o = o;
+    a.orig_mask = orig_mask;
+    a.env = env;
+    a.errpipe = errpipe;
+    a.parent = getpid();
+    /* Every signal blocked until the child has reset its handlers: no
+     * handler of dlock's runs in the child. */
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    *pid = fork();
-    if (*pid == 0) cmd_child(o, orig_mask, env, errpipe, parent);
+    *pid = child_start(&a);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(errpipe[1]);
     free(env);
     free(urlvar);
     if (*pid < 0) {
         close(errpipe[0]);
-        cli_msg("cannot fork: %s", strerror(errno));
+        cli_msg("cannot start the command: %s", strerror(errno));
         return CLI_EXIT_OSERR;
     }
     /* EOF: exec succeeded; an errno: it failed. */

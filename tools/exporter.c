@@ -265,6 +265,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static int exp_client(const cli_conn *conn, int64_t budget_ms, dlock_client_t **out) {
     dlock_config_t cfg;
     int rc;
+    cli_openssl_init(conn);
     dlock_config_init(&cfg);
     cfg.url = conn->url;
     cfg.prefix = conn->prefix;

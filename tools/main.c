@@ -94,9 +94,40 @@ int cli_client(const cli_conn *conn, unsigned unreachable_ms, dlock_client_t **o
     return cli_client_breaker(conn, unreachable_ms, 0, out);
 }
 
+/* OpenSSL's own set-up, before the first client (whose random source is
+ * OpenSSL's first use).  OpenSSL frees all of its state at exit (half a
+ * million instructions, a tenth of a millisecond of every `dlock exec`),
+ * for leak checkers' sake: a program of its own has no need to, and its
+ * state stays reachable from OpenSSL's globals.  For a plain redis://
+ * server OpenSSL serves the tokens' random source alone (a library
+ * context of its own, a HASH-DRBG), so the command leaves out what only
+ * TLS could want, all of it on the way to the first token: the
+ * configuration file (openssl.cnf, 0.7 million instructions), the error
+ * strings (1 million) and the legacy cipher and digest tables, which
+ * OpenSSL's first fetch copies name by name (2 million).  A TLS probe of
+ * a server that turns out to want TLS still works without them: libssl
+ * fetches what it needs from the providers, under their own names. */
+void cli_openssl_init(const cli_conn *conn) {
+    const char *url = conn->url != NULL ? conn->url : secure_getenv("DLOCK_URL");
+    uint64_t opts = OPENSSL_INIT_NO_ATEXIT;
+    /* (Again for each client: OpenSSL does its set-up once, the first
+     * call's way, and answers later calls at once.) */
+#ifdef DLOCK_CLI_STATIC_CRYPTO
+    /* This libcrypto is the command's own copy, for the tokens alone: TLS
+     * runs on the shared libssl and its libcrypto (src/net/tls.c), which
+     * set themselves up. */
+    url = NULL;
+#endif
+    if (url == NULL || strncmp(url, "rediss", 6) != 0)
+        opts |= OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_LOAD_CRYPTO_STRINGS | OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
+                OPENSSL_INIT_NO_ADD_ALL_DIGESTS;
+    OPENSSL_init_crypto(opts, NULL);
+}
+
 int cli_client_breaker(const cli_conn *conn, unsigned unreachable_ms, unsigned breaker_ms, dlock_client_t **out) {
     dlock_config_t cfg;
     int rc;
+    cli_openssl_init(conn);
     dlock_config_init(&cfg);
     cfg.url = conn->url;
     cfg.prefix = conn->prefix;
@@ -189,13 +220,6 @@ int main(int argc, char **argv) {
     cli_conn conn = { NULL, NULL };
     size_t i;
     int opt;
-
-    /* OpenSSL frees all of its state at exit (half a million
-     * instructions, a tenth of a millisecond of every `dlock exec`), for
-     * leak checkers' sake: a program of its own has no need to, and its
-     * state stays reachable from OpenSSL's globals.  Before any other use
-     * of OpenSSL (the library's tokens). */
-    OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
 
     /* The options before the command: stop at the first non-option. */
     opterr = 0;

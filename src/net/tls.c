@@ -12,20 +12,171 @@
  * (tls_ca_file=) or the system store, and its name against the host of
  * the URL (or tls_server_name=); a client certificate is sent when one is
  * configured (tls_cert_file= with tls_key_file=).
+ *
+ * libssl is loaded (dlopen, by the name the build linked against) when a
+ * first TLS context or TLS probe needs it, never at start-up: a process
+ * that only speaks plain RESP does not pay for loading and relocating it
+ * (some 0.7 million instructions of the dynamic loader's, a fifth of a
+ * millisecond).  libcrypto, which the tokens need anyway, is linked.
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include "net/net.h"
+
+#ifndef DLOCK_SSL_SONAME
+#define DLOCK_SSL_SONAME "libssl.so.3"
+#endif
+
+/* ------------------------------------------------------ loading libssl */
+
+/* The OpenSSL functions this file calls (SSL_CTX_ctrl and SSL_ctrl behind
+ * the header's SSL_CTX_set_min_proto_version and SSL_set_tlsext_host_name
+ * macros), libcrypto's among them: each becomes a pointer of the header's
+ * own type, read with dlsym from libssl's handle (which finds libcrypto's
+ * in libssl's own libcrypto), and the names below are defined to those
+ * pointers, so that the code reads as if they were linked.  So TLS runs
+ * on one copy of OpenSSL, libssl's, even in a program that carries a
+ * copy of libcrypto of its own (the dlock command's static one: its
+ * tokens' random source): a BIO, an error queue or a verify parameter
+ * always belongs to the library the SSL object does. */
+/* clang-format off */
+#define SSL_FUNCS(X) \
+    X(TLS_client_method) \
+    X(SSL_CTX_new) \
+    X(SSL_CTX_free) \
+    X(SSL_CTX_ctrl) \
+    X(SSL_CTX_load_verify_locations) \
+    X(SSL_CTX_set_default_verify_paths) \
+    X(SSL_CTX_set_verify) \
+    X(SSL_CTX_use_certificate_chain_file) \
+    X(SSL_CTX_use_PrivateKey_file) \
+    X(SSL_CTX_check_private_key) \
+    X(SSL_new) \
+    X(SSL_free) \
+    X(SSL_ctrl) \
+    X(SSL_set_bio) \
+    X(SSL_set_connect_state) \
+    X(SSL_get0_param) \
+    X(SSL_do_handshake) \
+    X(SSL_get_error) \
+    X(SSL_get_verify_result) \
+    X(SSL_read) \
+    X(SSL_write) \
+    X(SSL_pending) \
+    X(BIO_new) \
+    X(BIO_s_mem) \
+    X(BIO_free) \
+    X(BIO_read) \
+    X(BIO_write) \
+    X(BIO_ctrl_pending) \
+    X(ERR_peek_last_error) \
+    X(ERR_error_string_n) \
+    X(ERR_clear_error) \
+    X(X509_VERIFY_PARAM_set1_host) \
+    X(X509_VERIFY_PARAM_set1_ip_asc) \
+    X(X509_verify_cert_error_string)
+/* clang-format on */
+
+static struct {
+#define SSL_FIELD(f) __typeof__(f) *f;
+    SSL_FUNCS(SSL_FIELD)
+#undef SSL_FIELD
+} ssl_fn;
+static pthread_once_t ssl_once = PTHREAD_ONCE_INIT;
+static int ssl_ok;        /* every function was found */
+static char ssl_why[256]; /* else why not */
+
+static void ssl_load(void) {
+    void *h = dlopen(DLOCK_SSL_SONAME, RTLD_NOW | RTLD_LOCAL);
+    const char *missing = NULL;
+    int (*init)(uint64_t, const OPENSSL_INIT_SETTINGS *);
+    if (h == NULL) {
+        const char *e = dlerror();
+        snprintf(ssl_why, sizeof ssl_why, "%s", e != NULL ? e : "dlopen failed");
+        return;
+    }
+    /* (POSIX's way to store dlsym's answer in a function pointer.) */
+#define SSL_SYM(f) \
+    if (missing == NULL && (*(void **)&ssl_fn.f = dlsym(h, #f)) == NULL) missing = #f;
+    SSL_FUNCS(SSL_SYM)
+#undef SSL_SYM
+    if (missing != NULL) {
+        snprintf(ssl_why, sizeof ssl_why, "%s has no %s", DLOCK_SSL_SONAME, missing);
+        return; /* (libssl stays loaded: it is never unloaded anyway) */
+    }
+    /* The libcrypto libssl runs on is the library's own (set up long
+     * since, with its exit handler, by the random source: this is then a
+     * no-op), or a second copy beside a program's static one, set up now:
+     * without an exit handler, which, registered after the core's
+     * (client.c, at_exit), would run before it and free OpenSSL under a
+     * release still to be sent over TLS. */
+    *(void **)&init = dlsym(h, "OPENSSL_init_crypto");
+    if (init != NULL) init(OPENSSL_INIT_NO_ATEXIT, NULL);
+    ssl_ok = 1;
+}
+
+/* 1 once libssl is there, else 0. */
+static int ssl_loaded(void) {
+    pthread_once(&ssl_once, ssl_load);
+    return ssl_ok;
+}
+
+/* 0 once libssl is there, else the error (ENOTSUP) with its reason. */
+static int ssl_need(void) {
+    if (ssl_loaded()) return 0;
+    return dlock__seterr(ENOTSUP, "TLS: cannot load %s: %s", DLOCK_SSL_SONAME, ssl_why);
+}
+
+#define TLS_client_method ssl_fn.TLS_client_method
+#define SSL_CTX_new ssl_fn.SSL_CTX_new
+#define SSL_CTX_free ssl_fn.SSL_CTX_free
+#define SSL_CTX_ctrl ssl_fn.SSL_CTX_ctrl
+#define SSL_CTX_load_verify_locations ssl_fn.SSL_CTX_load_verify_locations
+#define SSL_CTX_set_default_verify_paths ssl_fn.SSL_CTX_set_default_verify_paths
+#define SSL_CTX_set_verify ssl_fn.SSL_CTX_set_verify
+#define SSL_CTX_use_certificate_chain_file ssl_fn.SSL_CTX_use_certificate_chain_file
+#define SSL_CTX_use_PrivateKey_file ssl_fn.SSL_CTX_use_PrivateKey_file
+#define SSL_CTX_check_private_key ssl_fn.SSL_CTX_check_private_key
+#define SSL_new ssl_fn.SSL_new
+#define SSL_free ssl_fn.SSL_free
+#define SSL_ctrl ssl_fn.SSL_ctrl
+#define SSL_set_bio ssl_fn.SSL_set_bio
+#define SSL_set_connect_state ssl_fn.SSL_set_connect_state
+#define SSL_get0_param ssl_fn.SSL_get0_param
+#define SSL_do_handshake ssl_fn.SSL_do_handshake
+#define SSL_get_error ssl_fn.SSL_get_error
+#define SSL_get_verify_result ssl_fn.SSL_get_verify_result
+#define SSL_read ssl_fn.SSL_read
+#define SSL_write ssl_fn.SSL_write
+#define SSL_pending ssl_fn.SSL_pending
+#define BIO_new ssl_fn.BIO_new
+#define BIO_s_mem ssl_fn.BIO_s_mem
+#define BIO_free ssl_fn.BIO_free
+#define BIO_read ssl_fn.BIO_read
+#define BIO_write ssl_fn.BIO_write
+#define BIO_ctrl_pending ssl_fn.BIO_ctrl_pending
+#define ERR_peek_last_error ssl_fn.ERR_peek_last_error
+#define ERR_error_string_n ssl_fn.ERR_error_string_n
+#define ERR_clear_error ssl_fn.ERR_clear_error
+#define X509_VERIFY_PARAM_set1_host ssl_fn.X509_VERIFY_PARAM_set1_host
+#define X509_VERIFY_PARAM_set1_ip_asc ssl_fn.X509_VERIFY_PARAM_set1_ip_asc
+#define X509_verify_cert_error_string ssl_fn.X509_verify_cert_error_string
+
+/* ------------------------------------------------------------- TLS */
 
 struct dlock__tls {
     SSL *ssl;
@@ -48,7 +199,9 @@ static const char *ssl_reason(const char *dflt) {
 int dlock__tls_ctx_make(dlock__node *n) {
     const dlock__conf *cf = &n->conf;
     SSL_CTX *ctx;
+    int rc;
     if (!cf->tls) return 0;
+    if ((rc = ssl_need()) != 0) return rc;
     if ((ctx = SSL_CTX_new(TLS_client_method())) == NULL)
         return dlock__seterr(ENOMEM, "TLS: cannot make a context: %s", ssl_reason("out of memory"));
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -291,13 +444,18 @@ static ssize_t probe_exchange(redisContext *ctx, const void *req, size_t len, un
 }
 
 int dlock__tls_probe(const char *host, int port, unsigned timeout_ms) {
-    dlock__mono end = probe_end(timeout_ms);
-    SSL_CTX *sctx = SSL_CTX_new(TLS_client_method());
-    SSL *ssl = sctx ? SSL_new(sctx) : NULL;
-    BIO *rb = BIO_new(BIO_s_mem()), *wb = BIO_new(BIO_s_mem());
+    dlock__mono end = probe_end(timeout_ms); /* (loading libssl counts against the bound) */
+    SSL_CTX *sctx;
+    SSL *ssl;
+    BIO *rb, *wb;
     redisContext *ctx = NULL;
     unsigned char hello[4096], ans[8];
     int n, yes = 0;
+    if (!ssl_loaded()) return 0; /* no libssl: no ClientHello to send */
+    sctx = SSL_CTX_new(TLS_client_method());
+    ssl = sctx ? SSL_new(sctx) : NULL;
+    rb = BIO_new(BIO_s_mem());
+    wb = BIO_new(BIO_s_mem());
     if (ssl == NULL || rb == NULL || wb == NULL) {
         BIO_free(rb);
         BIO_free(wb);
