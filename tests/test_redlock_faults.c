@@ -353,6 +353,22 @@ static int keys_settle(const char *name, int want) {
     return dlt_masters_lock_count(&rl, name);
 }
 
+/* Goes on working with b (a trylock and unlock every 20 ms, up to 100)
+ * until no master has name's key nor, if not NULL, also's: what waited to
+ * go out to a master goes with the client's next calls.  Says after how
+ * many calls, under label. */
+static void calls_until_gone(dlock_mutex_t *b, const char *name, const char *also, const char *label) {
+    int i;
+    for (i = 0; i < 100 &&
+                (dlt_masters_lock_count(&rl, name) != 0 || (also != NULL && dlt_masters_lock_count(&rl, also) != 0));
+         i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(b), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(b), 0);
+        dlt_sleep_ms(20);
+    }
+    printf("  %s after %d more calls\n", label, i);
+}
+
 /* The breaking client owes the paused master an answer (its own grant,
  * made there late): the break is queued behind it, as a release is, so
  * once that master runs again the lock is gone from it too -- not left
@@ -455,12 +471,7 @@ static void test_redlock_release_to_a_slow_master_after_script_flush(void) {
     dlt_proxy_set(px, DLT_PROXY_DELAY, 600, NULL, 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     /* The client goes on working: the late answer is read, and acted on. */
-    for (i = 0; i < 100 && dlt_masters_lock_count(&rl, name) != 0; i++) {
-        DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0);
-        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
-        dlt_sleep_ms(20);
-    }
-    printf("  the key gone after %d more calls\n", i);
+    calls_until_gone(&b, name, NULL, "the key gone");
     DLT_ASSERT_INT_EQ(keys_settle(name, 0), 0);
     dlt_proxy_pass(px);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&b), 0);
@@ -669,12 +680,7 @@ static void test_redlock_many_releases_queued_on_a_paused_master(void) {
     resume_master(2);
 
     /* The client goes on working: what waited goes out. */
-    for (i = 0; i < 100 && (dlt_masters_lock_count(&rl, name) != 0 || dlt_masters_lock_count(&rl, busy) != 0); i++) {
-        DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0);
-        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
-        dlt_sleep_ms(20);
-    }
-    printf("  resumed: the keys gone after %d more calls\n", i);
+    calls_until_gone(&b, name, busy, "resumed: the keys gone");
     DLT_ASSERT_INT_EQ(keys_settle(name, 0), 0);
     DLT_ASSERT_INT_EQ(keys_settle(busy, 0), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
@@ -735,12 +741,7 @@ static void test_redlock_owing_connections_all_kept(void) {
     once_end(&set, &hold);
     resume_master(2);
 
-    for (i = 0; i < 100 && dlt_masters_lock_count(&rl, name) != 0; i++) {
-        DLT_ASSERT_ERR(dlock_mutex_trylock(&b), 0);
-        DLT_ASSERT_ERR(dlock_mutex_unlock(&b), 0);
-        dlt_sleep_ms(20);
-    }
-    printf("  resumed: the key gone after %d more calls\n", i);
+    calls_until_gone(&b, name, NULL, "resumed: the key gone");
     DLT_ASSERT_INT_EQ(keys_settle(name, 0), 0);
     DLT_ASSERT_INT_EQ(keys_settle(busy, 0), 0);
     for (i = 0; i < 5; i++) DLT_ASSERT_ERR(dlock_mutex_destroy(&warm[i]), 0);
