@@ -1571,6 +1571,11 @@ static void test_cache_grant_taken_alone(void) {
          * the cache back) and nothing else (an EVALSHA refused with
          * NOSCRIPT, then sent as EVAL, is one). */
         DLT_ASSERT_INT_EQ(dlt_evals_ok(), 1);
+        /* The grant writes the new holder's fields and its cache mark in
+         * one HSET, and sets one PEXPIRE on the hash and one on the grant
+         * list. */
+        DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "hset"), 1);
+        DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "pexpire"), 2);
         DLT_ASSERT_INT_EQ(dlt_key_field(name, "pid"), pid);
         redisReply *r = dlt_redis_cmd(&dlt_server, "GET %s:fence", key);
         CU_ASSERT_TRUE(r != NULL && r->type == REDIS_REPLY_STRING);

@@ -827,6 +827,7 @@ static void test_release_wakes_only_head(void) {
     int h, ws[3], k, ok;
     char owner[FW_TOK];
     long long e1 = -1, p1 = -1, e2 = -1, p2 = -1, e3 = -1, p3 = -1, b1 = -1, b2 = -1, b3 = -1;
+    long long zs = -1, zr = -1, zb = -1, hs = -1, px = -1;
     int k0 = -1, k1 = -1, k2 = -1, k3 = -1;
 
     fw_init(&r, name);
@@ -859,6 +860,15 @@ static void test_release_wakes_only_head(void) {
         p1 = dlt_redis_cmdstat(&dlt_server, "publish");
         b1 = dlt_redis_cmdstat(&dlt_server, "blpop");
         k1 = fw_blocked();
+        /* The grant's calls (the release ran alone): the head's liveness
+         * by the ZREM that takes its registration, once the lapsed ones
+         * went (no ZSCORE); the hash rewritten by one HSET and one
+         * PEXPIRE; the grant list's expiry the other PEXPIRE. */
+        zs = dlt_redis_cmdstat(&dlt_server, "zscore");
+        zr = dlt_redis_cmdstat(&dlt_server, "zrem");
+        zb = dlt_redis_cmdstat(&dlt_server, "zremrangebyscore");
+        hs = dlt_redis_cmdstat(&dlt_server, "hset");
+        px = dlt_redis_cmdstat(&dlt_server, "pexpire");
         fw_owner(name, owner, sizeof owner);
         /* Handed straight to the head, which has not asked yet. */
         CU_ASSERT_STRING_EQUAL(owner, r.tok[ws[0]]);
@@ -896,6 +906,13 @@ static void test_release_wakes_only_head(void) {
         DLT_ASSERT_INT_EQ(p1, 0);
         DLT_ASSERT_INT_EQ(b1, 0); /* (a BLPOP is counted when it is sent) */
         DLT_ASSERT_INT_EQ(k1, 2); /* the head's was answered, with its grant */
+        printf("  the grant's calls: %lld zscore, %lld zrem, %lld zremrangebyscore, %lld hset, %lld pexpire\n", zs, zr,
+               zb, hs, px);
+        DLT_ASSERT_INT_EQ(zs, 0);
+        DLT_ASSERT_INT_EQ(zr, 1);
+        DLT_ASSERT_INT_EQ(zb, 1);
+        DLT_ASSERT_INT_EQ(hs, 1);
+        DLT_ASSERT_INT_EQ(px, 2);
         DLT_ASSERT_INT_EQ(e2, 1); /* nobody else woke */
         DLT_ASSERT_INT_EQ(p2, 0);
         DLT_ASSERT_INT_EQ(b2, 0);

@@ -273,6 +273,30 @@ static void test_single(void) {
     ld_rounds("", "ld/one");
 }
 
+/* A hold with a lock-delay is one HSET (owner, fence, who, since, ld,
+ * exp) and one PEXPIRE (the lease plus the delay) on the server.  A
+ * long lease: no renewal runs before the count. */
+static void test_take_writes_once(void) {
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    long long hs, px, pttl;
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 30000), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlockdelay(&a, DELAY_MS), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, "ld/take", &a), 0);
+    dlock_mutexattr_destroy(&a);
+    DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    hs = dlt_redis_cmdstat(&dlt_server, "hset");
+    px = dlt_redis_cmdstat(&dlt_server, "pexpire");
+    pttl = dlt_key_pttl("ld/take");
+    DLT_ASSERT_INT_EQ(hs, 1);
+    DLT_ASSERT_INT_EQ(px, 1);
+    CU_ASSERT(pttl > 30000 && pttl <= 30000 + DELAY_MS);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
 /* dlock_break ends a hold with no delay: a holder killed, broken before
  * its lease runs out, and the lock is taken at once. */
 static void test_break_no_delay(void) {
@@ -463,6 +487,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_attr_and_url),
     DLT_TEST(test_url_default),
     DLT_TEST(test_single),
+    DLT_TEST(test_take_writes_once),
     DLT_TEST(test_break_no_delay),
     DLT_TEST(test_cli),
     DLT_TEST(test_fair_order),

@@ -173,8 +173,8 @@ if robust then
   state = redis.call('GET', K[3])
   if state == 'notrecoverable' then return {3, 0} end
 end
-local function reserve(fs)
-  redis.call('HSET', K[1], 'fence', fs, 'cache', '1')
+local function reserve(fs, marked)
+  if not marked then redis.call('HSET', K[1], 'fence', fs, 'cache', '1') end
   if redis.call('EXISTS', K[7]) == 1 then return 1 end
   local n = redis.call('ZCARD', K[5])
   if n > 1 or (n == 1 and not redis.call('ZSCORE', K[5], A[1])) then return 1 end
@@ -187,15 +187,35 @@ local function delay_mark()
   redis.call('HSET', K[1], 'ld', A[9], 'exp', string.format('%d', now + lease))
   redis.call('PEXPIRE', K[1], string.format('%d', lease + A[9]))
 end
+-- take(): one HSET and one PEXPIRE, a caching hold's cache and a
+-- lock-delay's ld and exp (the key's life lease + delay) in them.
 local function take()
   local fs = fence()
-  if rw then
+  local pe = A[2]
+  if A[8] == '1' or A[9] then
+    local a = {'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows}
+    if rw then
+      a[#a + 1] = 'w'
+      a[#a + 1] = '1'
+    end
+    if A[8] == '1' then
+      a[#a + 1] = 'cache'
+      a[#a + 1] = '1'
+    end
+    if A[9] then
+      a[#a + 1] = 'ld'
+      a[#a + 1] = A[9]
+      a[#a + 1] = 'exp'
+      a[#a + 1] = string.format('%d', now + lease)
+      pe = string.format('%d', lease + A[9])
+    end
+    redis.call('HSET', K[1], unpack(a))
+  elseif rw then
     redis.call('HSET', K[1], 'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows, 'w', '1')
   else
     redis.call('HSET', K[1], 'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows)
   end
-  redis.call('PEXPIRE', K[1], A[2])
-  if A[9] then delay_mark() end
+  redis.call('PEXPIRE', K[1], pe)
   local lk = K[1] .. ':lvb'
   local lo = redis.call('HMGET', lk, 'v', 'open')
   if lo[1] then -- a value block: this hold opens it (still open: the last hold lapsed)
@@ -204,7 +224,7 @@ local function take()
     redis.call('HSET', K[1], 'lvb', '1')
   end
   local others = nil
-  if A[8] == '1' then others = reserve(fs) end
+  if A[8] == '1' then others = reserve(fs, true) end
   -- The marker, and who set it on a clean lock (release.lua, "undo").
   -- The marker a lapsed earlier attempt of this very call set (its answer
   -- lost, the request asked again) is no holder's death.

@@ -181,12 +181,18 @@ end
 -- its functions anew at every run.
 local t, us, now, nows
 -- The queue's live head, popped (the dead ones before it go), with no
--- EXISTS first: an LPOP of no list answers nil as cheaply.  A release that
--- leaves the robust marker ("dead", "inconsistent") grants nobody: the
--- next robust acquirer must meet it.  A plain one asks for the marker
--- only when the head is robust -- a head that is not never reads it, and
--- its own acquire would take the lock all the same -- and, finding it
--- (robustness mixed on one name), puts the head back in its place (no
+-- EXISTS first: an LPOP of no list answers nil as cheaply.  A live head is
+-- one whose registration as a waiting writer has not lapsed: once the
+-- lapsed registrations are gone (one ZREMRANGEBYSCORE, as live() and the
+-- window below do), the ZREM that takes the head's registration away
+-- answers 1 for a live head and 0 for a dead one -- one call an entry
+-- where a ZSCORE (a double, formatted by the server and parsed again
+-- here) and the ZREM were two.  A release that leaves the robust marker
+-- ("dead", "inconsistent") grants nobody: the next robust acquirer must
+-- meet it.  A plain one asks for the marker only when the head is robust
+-- -- a head that is not never reads it, and its own acquire would take
+-- the lock all the same -- and, finding it (robustness mixed on one
+-- name), puts a live head back in its place, its registration kept (no
 -- LPUSH in the README's ACL line: the entries move one place up, by LSET,
 -- as rare as the case is): its acquire, woken by "released", meets the
 -- marker.
@@ -196,49 +202,74 @@ if pops then
   while true do
     local e = redis.pcall('LPOP', K[7])
     if type(e) ~= 'string' then break end
-    if not now then
-      --- @include "clock"
-      now = nows + 0
-    end
     -- the entry's six fields but SINCE, and the LEASE's delay
     local t1, t2, t7, t3, t4, t5, t6 = string.match(e, '^([^|]+)|(%d+)%+?(%d*)|([01])|([1-4])|([0-2])|%d*|(.*)$')
-    if t1 and (redis.call('ZSCORE', K[5], t1) or 0) + 0 > now then
+    if t1 then
+      if not now then
+        --- @include "clock"
+        now = nows + 0
+        redis.call('ZREMRANGEBYSCORE', K[5], '-inf', nows)
+      end
       if t3 == '1' and how ~= 99 and redis.call('EXISTS', K[3]) == 1 then
-        local q = redis.call('LRANGE', K[7], '0', '-1')
-        redis.call('RPUSH', K[7], e)
-        for i = #q, 1, -1 do redis.call('LSET', K[7], string.format('%d', i), q[i]) end
-        redis.call('LSET', K[7], '0', e)
-        if #q == 0 then redis.call('PEXPIRE', K[7], string.format('%d', 2 * tonumber(t2))) end
-        back = true
+        if redis.call('ZSCORE', K[5], t1) then -- live: back in its place
+          local q = redis.call('LRANGE', K[7], '0', '-1')
+          redis.call('RPUSH', K[7], e)
+          for i = #q, 1, -1 do redis.call('LSET', K[7], string.format('%d', i), q[i]) end
+          redis.call('LSET', K[7], '0', e)
+          if #q == 0 then redis.call('PEXPIRE', K[7], string.format('%d', 2 * tonumber(t2))) end
+          back = true
+          break
+        end
+      elseif redis.call('ZREM', K[5], t1) == 1 then
+        h, ls, rb, d, lf, who, hd = t1, t2, t3, t4, t5, t6, t7
         break
       end
-      h, ls, rb, d, lf, who, hd = t1, t2, t3, t4, t5, t6, t7
-      break
     end
-    if t1 then redis.call('ZREM', K[5], t1) end
   end
 end
 if h then
-  redis.call('ZREM', K[5], h)
   if lf == '0' and redis.call('HDEL', K[1] .. ':wmeta', h) == 1 then redis.call('ZREM', K[1] .. ':waiting', h) end
   local g = string.format('%d', math.min(ls, 2000)) -- the grant's lease, at most 2 s
   local fk = K[2]
   --- @include "fence"
-  redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb, 'w', '1')
-  if cached and d ~= '3' and d ~= '4' then redis.call('HDEL', K[1], 'cache') end
-  redis.call('PEXPIRE', K[1], g)
-  -- the value block, there if this hold had it open or wrote it: the grantee's now
-  if lvbf or ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'open', h) redis.call('HSET', K[1], 'lvb', '1') end
-  if hd ~= '' then
-    redis.call('HSET', K[1], 'ld', hd, 'exp', string.format('%d', now + g))
-    redis.call('PEXPIRE', K[1], string.format('%d', g + hd))
-  elseif ld then
-    redis.call('HDEL', K[1], 'ld', 'exp')
+  -- The hash is rewritten in place by one HSET and one PEXPIRE, whatever
+  -- the grant marks: w is "1" already (the hold was marked: nobody else
+  -- comes here), and so is lvb when the hold had the value block; a
+  -- caching grant's cache, a value block new to the hash, and the
+  -- grantee's lock-delay (ld, exp, and the key's life lease + delay) join
+  -- the same HSET.
+  local cq = d == '3' or d == '4'
+  local lvn = ARGV[3] and not lvbf
+  local pe = g
+  if cq or lvn or hd ~= '' then
+    local a = {'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb}
+    if cq then
+      a[#a + 1] = 'cache'
+      a[#a + 1] = '1'
+    end
+    if lvn then
+      a[#a + 1] = 'lvb'
+      a[#a + 1] = '1'
+    end
+    if hd ~= '' then
+      a[#a + 1] = 'ld'
+      a[#a + 1] = hd
+      a[#a + 1] = 'exp'
+      a[#a + 1] = string.format('%d', now + g)
+      pe = string.format('%d', g + hd)
+    end
+    redis.call('HSET', K[1], unpack(a))
+  else
+    redis.call('HSET', K[1], 'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb)
   end
+  if cached and not cq then redis.call('HDEL', K[1], 'cache') end
+  if ld and hd == '' then redis.call('HDEL', K[1], 'ld', 'exp') end
+  redis.call('PEXPIRE', K[1], pe)
+  -- the value block, there if this hold had it open or wrote it: the grantee's now
+  if lvbf or ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'open', h) end
   if rb == '1' then redis.call('MSET', K[3], 'held', K[1] .. ':taker', h) end
   local gs = fs .. ':' .. g
-  if d == '3' or d == '4' then
-    redis.call('HSET', K[1], 'cache', '1')
+  if cq then
     if redis.call('EXISTS', K[5], K[7]) > 0 then gs = gs .. ':2'
     else gs = gs .. ':1' redis.call('HDEL', K[1], 'w') end
     d = d == '4' and '2' or '1'
