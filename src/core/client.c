@@ -81,7 +81,7 @@ static void fork_child(void) {
         for (i = 0; i < c->be.nmembers; i++)
             if (c->be.members[i]->up != NULL) sub_forget(c, c->be.members[i]->up);
         c->renew_running = c->renew_stop = 0;
-        c->renew_wake = 0;
+        c->renew_wake = c->renew_soon = 0;
         c->pipe_out = 0; /* (any the parent sent since: dlock__backend_fork_child forgets them) */
         c->pipe_tick_until = 0;
         dlock__cond_init(&c->renew_cv);
@@ -561,7 +561,7 @@ void dlock__held_add(struct dlock_client *c, dlock__hold *h) {
      * window: the thread sleeps until the first hold it has is due, and a
      * hold taken right after that one was released would then kick it
      * again, pair after pair. */
-    if (c->renew_wake != 0 && h->renew_at < c->renew_wake) dlock__renew_kick(c);
+    dlock__renew_due(c, h->renew_at);
 }
 
 void dlock__held_remove(struct dlock_client *c, dlock__hold *h) {

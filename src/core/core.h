@@ -211,6 +211,7 @@ struct dlock_client {
     pthread_t renew_thread;
     pthread_cond_t renew_cv;
     dlock__mono renew_wake;  /* when the sleeping renewal thread wakes; 0 awake */
+    dlock__mono renew_soon;  /* the earliest hold due that came while it was awake; 0 none */
     dlock__mono renew_idle_until; /* keep ticking, with no holds, until then */
     dlock__mono renew_tick;  /* ...every this long (a sixth of the last lease) */
     unsigned pipe_out;       /* pipelined releases whose answer is not read yet (release.c) */
@@ -256,6 +257,7 @@ void dlock__held_remove(struct dlock_client *c, dlock__hold *h);
 int dlock__renew_start(struct dlock_client *c);
 void dlock__renew_ahead(struct dlock_client *c);
 void dlock__renew_kick(struct dlock_client *c);
+void dlock__renew_due(struct dlock_client *c, dlock__mono at);
 void dlock__renew_stop(struct dlock_client *c);
 
 /* Subscriber (notify.c).  Asks for a subscription to l's channel and

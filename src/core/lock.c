@@ -140,7 +140,7 @@ static int acq_granted(struct dlock_client *c, dlock__lock *l, const dlock__want
      * quarter of it at most: renew.c). */
     h->acquired = dlock__now();
     h->renew_at = h->acquired + (until - h->acquired) / 2;
-    if (c->renew_wake != 0 && c->renew_wake > h->renew_at) dlock__renew_kick(c); /* it would sleep past it */
+    dlock__renew_due(c, h->renew_at);
     return 0;
 }
 

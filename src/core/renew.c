@@ -367,13 +367,16 @@ static void release_orphans(renew_loop *lp) {
  * lately: a thread with no holds keeps waking every sixth of a lease for a
  * while, so that a new hold's first renewal is always seen in time without
  * kicking this thread at every acquire (that wake-up would cost more than
- * the acquire itself); a new hold due earlier than renew_wake kicks it.
+ * the acquire itself); a new hold due earlier than renew_wake kicks it
+ * (dlock__renew_due).
  * No sleep after a pass that reported a loss, or once told to stop (c->mu
  * was released above: a stop may have come meanwhile). */
 static void sleep_until_due(renew_loop *lp) {
     struct dlock_client *c = lp->c;
     if (c->held == NULL && lp->now < c->renew_idle_until && lp->now + c->renew_tick < lp->next)
         lp->next = lp->now + c->renew_tick;
+    if (c->renew_soon != 0 && c->renew_soon < lp->next) lp->next = c->renew_soon;
+    c->renew_soon = 0;
     if (lp->nrep != 0 || c->renew_stop) return;
     c->renew_wake = lp->next;
     dlock__cond_wait_until(&c->renew_cv, &c->mu, lp->next);
@@ -449,6 +452,20 @@ void dlock__renew_ahead(struct dlock_client *c) {
 
 void dlock__renew_kick(struct dlock_client *c) {
     pthread_cond_signal(&c->renew_cv);
+}
+
+/* A new hold is due at `at`: the renewal thread must not sleep past it.
+ * Asleep, it is woken only if it would.  Awake, it may have looked at the
+ * holds before this one came, for it lets c->mu go while it asks the
+ * server something (a stats flush, orphans' releases, pipelined releases'
+ * answers) and then sleeps until the next due time it found: it is told
+ * the earliest such hold, which it sleeps no later than.  c->mu held. */
+void dlock__renew_due(struct dlock_client *c, dlock__mono at) {
+    if (c->renew_wake == 0) {
+        if (c->renew_soon == 0 || at < c->renew_soon) c->renew_soon = at;
+    } else if (at < c->renew_wake) {
+        dlock__renew_kick(c);
+    }
 }
 
 void dlock__renew_stop(struct dlock_client *c) {
