@@ -38,6 +38,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -321,12 +322,32 @@ int dlock__random_help_conf(void) {
     return 2;
 }
 
+/* A draw that finds the DRBG's set-up under way on another thread spins
+ * for it a while, giving its core up at each turn, before it sleeps: on
+ * two cores that part is about to end when the caller gets here, and a
+ * caller asleep on setup_mu would then wait to be woken (tens of
+ * microseconds here).  Bounded, so that a set-up thread that has no core
+ * (a busy machine) is not kept from the caller's by a core that never
+ * looks idle. */
+#define SETUP_SPIN_US 500
+
+static void setup_lock(void) {
+    dlock__mono end = dlock__now() + (dlock__mono)SETUP_SPIN_US * 1000;
+    while (pthread_mutex_trylock(&setup_mu) != 0) {
+        if (dlock__random_ready() || dlock__now() >= end) {
+            pthread_mutex_lock(&setup_mu);
+            return;
+        }
+        sched_yield();
+    }
+}
+
 int dlock__random(unsigned char *buf, int n) {
     int ok;
     pthread_once(&self_once, self_key_make); /* the fork handlers */
     pthread_mutex_lock(&rand_mu);
     if (!dlock__random_ready()) { /* (set up here, or waits for the set-up under way) */
-        pthread_mutex_lock(&setup_mu);
+        setup_lock();
         (void)rand_setup();
         pthread_mutex_unlock(&setup_mu);
     }
