@@ -326,28 +326,30 @@ int dlock__random_help_conf(void) {
  * for it a while, giving its core up at each turn, before it sleeps: on
  * two cores that part is about to end when the caller gets here, and a
  * caller asleep on setup_mu would then wait to be woken (tens of
- * microseconds here).  Bounded, so that a set-up thread that has no core
- * (a busy machine) is not kept from the caller's by a core that never
- * looks idle. */
+ * microseconds here).  Bounded: a set-up thread still waiting for a core
+ * after it is better moved to the caller's, which the scheduler does only
+ * once that core is idle.  1 with setup_mu taken, 0 if the source was set
+ * up meanwhile (setup_mu not taken: its holder is letting go). */
 #define SETUP_SPIN_US 500
 
-static void setup_lock(void) {
+static int setup_lock(void) {
     dlock__mono end = dlock__now() + (dlock__mono)SETUP_SPIN_US * 1000;
     while (pthread_mutex_trylock(&setup_mu) != 0) {
-        if (dlock__random_ready() || dlock__now() >= end) {
+        if (dlock__random_ready()) return 0;
+        if (dlock__now() >= end) {
             pthread_mutex_lock(&setup_mu);
-            return;
+            return 1;
         }
         sched_yield();
     }
+    return 1;
 }
 
 int dlock__random(unsigned char *buf, int n) {
     int ok;
     pthread_once(&self_once, self_key_make); /* the fork handlers */
     pthread_mutex_lock(&rand_mu);
-    if (!dlock__random_ready()) { /* (set up here, or waits for the set-up under way) */
-        setup_lock();
+    if (!dlock__random_ready() && setup_lock()) { /* (set up here, or waits for the set-up under way) */
         (void)rand_setup();
         pthread_mutex_unlock(&setup_mu);
     }
