@@ -8,7 +8,8 @@
  * parent's state); the set-up thread is gone once the client is destroyed,
  * and a process that exits while it runs exits cleanly (under ASan: with
  * no leak).  A caller that would wait for the set-up does one of its two
- * parts (dlock__random_help), with a fork or an exit meanwhile as safe;
+ * parts (dlock__random_help; the configuration first, as a first token
+ * does: dlock__random_help_conf), with a fork or an exit meanwhile as safe;
  * the renewal thread a first token starts ahead of the first hold renews
  * that hold in time.
  *
@@ -152,31 +153,44 @@ static void test_fork_while_the_setup_runs(void) {
 
 /* A caller that would wait for the set-up helps (dlock__random_help):
  * it takes the DRBG's part if the set-up thread has not begun it, else
- * the configuration's. */
+ * the configuration's; or, as a first token's wait does, it loads the
+ * configuration first (dlock__random_help_conf), then takes the DRBG's
+ * part if it is still free. */
+struct help_case {
+    unsigned us;   /* between the set-up's start and the help's, then the fork's */
+    int conf;      /* the configuration first */
+    int part;      /* what dlock__random_help did */
+    int conf_part; /* what dlock__random_help_conf did */
+};
+
 static void *help_main(void *arg) {
-    *(int *)arg = dlock__random_help();
+    struct help_case *h = arg;
+    if (h->conf) h->conf_part = dlock__random_help_conf();
+    h->part = dlock__random_help();
     return NULL;
 }
 
 /* A fork while a thread helps the set-up (in either part: the help starts
- * at once, before the set-up thread has begun, or after it has) must not
- * hang the child nor share the parent's state; the help's part is done
- * when it returns, the set-up when the set-up thread has ended.  arg:
- * microseconds between the set-up's start and the help's, then the
- * fork's. */
+ * at once, before the set-up thread has begun, or after it has; with the
+ * configuration first or not) must not hang the child nor share the
+ * parent's state; the help's part is done when it returns, the set-up
+ * when the set-up thread has ended.  arg: a struct help_case. */
 static int fork_during_help(void *arg) {
-    unsigned us = *(unsigned *)arg;
+    struct help_case h = *(struct help_case *)arg;
     pthread_t th;
-    int part = -1;
+    h.part = h.conf_part = -1;
     DLT_CK(dlock__random_ready(), 0);
     DLT_CK(threads_now(), 1);
     dlock__random_prepare();
-    if (us > 0) usleep(us);
-    DLT_CK(pthread_create(&th, NULL, help_main, &part), 0);
-    if (us > 0) usleep(us);
+    if (h.us > 0) usleep(h.us);
+    DLT_CK(pthread_create(&th, NULL, help_main, &h), 0);
+    if (h.us > 0) usleep(h.us);
     if (fork_and_compare() != 0) return 1;
     DLT_CK(pthread_join(th, NULL), 0);
-    DLT_CKT(part >= 0 && part <= 2);
+    /* The configuration loaded first, the help takes the DRBG's part or
+     * nothing, never the configuration's. */
+    DLT_CKT(h.part >= 0 && h.part <= (h.conf ? 1 : 2));
+    if (h.conf) DLT_CKT(h.conf_part == 0 || h.conf_part == 2);
     dlock__random_settle();
     DLT_CK(dlock__random_ready(), 1);
     DLT_CK(dlock__random_help(), 0); /* nothing left */
@@ -187,10 +201,42 @@ static int fork_during_help(void *arg) {
 static void test_fork_while_a_caller_helps(void) {
     static const unsigned delays[] = { 0, 0, 0, 100, 300, 600, 1000 };
     size_t i;
-    for (i = 0; i < sizeof delays / sizeof delays[0]; i++) {
-        unsigned us = delays[i];
-        DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(fork_during_help, &us), 30000), 0);
-    }
+    int conf;
+    for (conf = 0; conf <= 1; conf++)
+        for (i = 0; i < sizeof delays / sizeof delays[0]; i++) {
+            struct help_case h = { .us = delays[i], .conf = conf };
+            DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(fork_during_help, &h), 30000), 0);
+        }
+}
+
+/* A first token's caller loads the configuration at once, whether or not
+ * the set-up thread has begun (it returns when it is loaded); after it,
+ * nothing of it is left, and the help that follows takes the DRBG's part
+ * (if the thread has not begun it) or nothing; the source is then ready
+ * to draw, and the thread ends. */
+static int conf_first(void *arg) {
+    unsigned char b[RAW];
+    int conf, part;
+    (void)arg;
+    DLT_CK(dlock__random_ready(), 0);
+    dlock__random_prepare();
+    conf = dlock__random_help_conf();
+    DLT_CKT(conf == 2 || dlock__random_ready()); /* (0: the thread had set up already) */
+    DLT_CK(dlock__random_help_conf(), 0);        /* loaded */
+    part = dlock__random_help();
+    DLT_CKT(part == 0 || part == 1);
+    if (part == 1) DLT_CK(dlock__random_ready(), 1);
+    DLT_CK(dlock__random(b, RAW), 0);
+    DLT_CK(dlock__random_ready(), 1);
+    DLT_CK(dlock__random_help_conf(), 0); /* set up: nothing to help with */
+    dlock__random_settle();
+    DLT_CK(threads_become(1, 1000), 1);
+    return 0;
+}
+
+static void test_a_caller_loads_the_configuration_first(void) {
+    int i;
+    for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(conf_first, NULL), 30000), 0);
 }
 
 /* The help's DRBG part, when the set-up thread has not begun: done on the
@@ -315,22 +361,24 @@ static void test_exit_while_the_setup_runs(void) {
 }
 
 /* exit() while another thread helps the set-up (in either part, or
- * done): the exit handlers wait for that part before OpenSSL's frees its
- * state; no crash and, under ASan, no leak.  EXIT_HELPING runs it in a
- * process that never used OpenSSL before (this program run again). */
+ * done; with the configuration first or not): the exit handlers wait for
+ * that part before OpenSSL's frees its state; no crash and, under ASan,
+ * no leak.  EXIT_HELPING runs it in a process that never used OpenSSL
+ * before (this program run again; "conf": the configuration first). */
 #define EXIT_HELPING "--exit-while-helping"
 
 static void *help_then_stay(void *arg) {
-    (void)arg;
+    if (arg != NULL) (void)dlock__random_help_conf();
     (void)dlock__random_help();
     for (;;) pause();
     return NULL;
 }
 
-static int exit_while_helping(unsigned us) {
+static int exit_while_helping(unsigned us, int conf) {
+    static int yes;
     pthread_t th;
     dlock__random_prepare();
-    if (pthread_create(&th, NULL, help_then_stay, NULL) != 0) return 3;
+    if (pthread_create(&th, NULL, help_then_stay, conf ? &yes : NULL) != 0) return 3;
     if (us > 0) usleep(us);
     exit(0);
 }
@@ -342,7 +390,7 @@ static void test_exit_while_a_caller_helps(void) {
     for (i = 0; i < 20; i++) {
         fflush(NULL);
         if ((pid = fork()) == 0) {
-            execl("/proc/self/exe", "test_token", EXIT_HELPING, delays[i % 5], (char *)NULL);
+            execl("/proc/self/exe", "test_token", EXIT_HELPING, delays[i % 5], i % 2 ? "conf" : "-", (char *)NULL);
             _exit(127);
         }
         CU_ASSERT_FATAL(pid > 0);
@@ -475,6 +523,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_fork_while_a_caller_helps),
     DLT_TEST(test_exit_while_a_caller_helps),
     DLT_TEST(test_a_caller_helps_the_setup),
+    DLT_TEST(test_a_caller_loads_the_configuration_first),
     DLT_TEST(test_first_lock_of_a_fresh_process),
     DLT_TEST(test_renewal_thread_started_ahead_renews),
     /* this process */
@@ -490,7 +539,7 @@ int main(int argc, char **argv) {
         if (dlock_client_create(&c, NULL) != 0) return 3;
         exit(0);
     }
-    if (argc == 3 && strcmp(argv[1], EXIT_HELPING) == 0) /* test_exit_while_a_caller_helps */
-        return exit_while_helping((unsigned)atoi(argv[2]));
+    if (argc == 4 && strcmp(argv[1], EXIT_HELPING) == 0) /* test_exit_while_a_caller_helps */
+        return exit_while_helping((unsigned)atoi(argv[2]), strcmp(argv[3], "conf") == 0);
     return dlt_main(argc, argv, "token", tests);
 }

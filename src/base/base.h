@@ -234,6 +234,11 @@ void dlock__random_prepare(void);
  * configuration, which the DRBG's needs at its end; returns when that
  * part is done: 1 (the DRBG's), 2 (the configuration) or 0 (none left). */
 int dlock__random_help(void);
+/* The same, only OpenSSL's configuration (the part the DRBG's needs at
+ * its end), whether or not the set-up thread has begun: a caller that
+ * will wait for the set-up loads it at once, before the DRBG's part needs
+ * it.  2, or 0 (loaded, set up, or no set-up thread). */
+int dlock__random_help_conf(void);
 /* 1 if the random source is set up (a draw will not wait), else 0. */
 int dlock__random_ready(void);
 /* Waits for the set-up thread, if one was started, to end. */

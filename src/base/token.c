@@ -25,16 +25,20 @@
  * started when a client is made (dlock__random_prepare), while the
  * caller connects; the first token waits for it only if it is not done,
  * or does it itself if the thread has not begun.  A caller that would
- * wait helps instead (dlock__random_help): of the set-up's two parts --
- * fetching and instantiating the DRBG, and loading OpenSSL's
- * configuration and error strings, which the first needs only at its end
- * and OpenSSL would load there anyway -- the caller and the set-up thread
- * each take one, the first part going to whichever comes first, so that
- * on two cores neither waits for the other.  The context lives as long
- * as the process, as OpenSSL's default one does.
+ * wait helps instead: of the set-up's two parts -- fetching and
+ * instantiating the DRBG, and loading OpenSSL's configuration and error
+ * strings, which the first needs only at its end and OpenSSL would load
+ * there anyway -- the set-up thread takes the DRBG's as it starts, and
+ * the caller loads the configuration at once (dlock__random_help_conf),
+ * before it connects, so that it is loaded before the DRBG's part needs
+ * it; the DRBG's part goes to the caller if the thread has not begun it
+ * by then (dlock__random_help).  On two cores neither part waits for the
+ * other.  The context lives as long as the process, as OpenSSL's default
+ * one does.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -55,20 +59,24 @@ static dlock__thread *proc_id; /* the process's identity (dlock__proc_self) */
 
 /* RAND_bytes takes OpenSSL's DRBG lock; a fork while another thread is
  * inside it would leave that lock held forever in the child, whose first
- * token would then hang.  dlock's calls -- the set-up thread's included,
- * its OpenSSL thread state freed before it lets go -- are serialised by
- * rand_mu, which the fork handlers hold across fork: a fork waits for a
- * set-up under way (and its thread's end), and the child gets a context
- * that is ready (its DRBG reseeds itself on seeing a new pid) or none (it
- * sets one up itself).  The load of OpenSSL's configuration (conf_load,
- * by the set-up thread or a helping caller) is serialised against fork
- * by conf_mu in the same way.
- * The fields below are rand_mu's. */
+ * token would then hang.  dlock's calls are serialised by mutexes that
+ * the fork handlers hold across fork: the draws by rand_mu, the DRBG's
+ * set-up (rand_setup, by the set-up thread or a helping caller) by
+ * setup_mu, the load of OpenSSL's configuration (conf_load) by conf_mu,
+ * the set-up thread's OpenSSL thread state freed before it lets go of
+ * its own.  A fork waits for a set-up under way (and its thread's end),
+ * and the child gets a context that is ready (its DRBG reseeds itself on
+ * seeing a new pid) or none (it sets one up itself).  The set-up thread
+ * never needs rand_mu, which its starter holds while it makes it: a
+ * thread that began by waiting for it could then wait for a CPU too.
+ * Order: rand_mu, setup_mu, conf_mu.
+ * The fields below are rand_mu's (rand_ctx: setup_mu's). */
 static pthread_mutex_t rand_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t setup_mu = PTHREAD_MUTEX_INITIALIZER;
 static OSSL_LIB_CTX *rand_ctx; /* set up: never freed while the process lives */
 static pthread_t rand_thread;  /* the set-up thread, while rand_live */
 static int rand_live;          /* it was started and is not joined yet (read unlocked) */
-static int rand_done;          /* it has let go of rand_mu and conf_mu for good (atomic) */
+static int rand_done;          /* it has let go of setup_mu and conf_mu for good (atomic) */
 static int rand_exit_set;      /* rand_at_exit is registered */
 static int rand_claimed;       /* rand_setup is someone's (rand_claim; atomic) */
 static pthread_mutex_t conf_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -101,12 +109,14 @@ static void rand_join(int any);
 static void token_fork_prepare(void) {
     rand_join(1);
     pthread_mutex_lock(&rand_mu);
+    pthread_mutex_lock(&setup_mu);
     pthread_mutex_lock(&conf_mu);
     pthread_mutex_lock(&all_mu);
 }
 static void token_fork_after(void) {
     pthread_mutex_unlock(&all_mu);
     pthread_mutex_unlock(&conf_mu);
+    pthread_mutex_unlock(&setup_mu);
     pthread_mutex_unlock(&rand_mu);
 }
 static void token_fork_child(void) {
@@ -165,8 +175,8 @@ static void self_key_make(void) {
  * set-up: the new context's table of names) does not use OpenSSL's error
  * queue, whose first use in a process loads OpenSSL's error strings, nor
  * its configuration, so it does not wait for a helping caller loading
- * both meanwhile (dlock__random_help); the instantiation needs them.
- * 0, or -1 (nothing kept: the next call tries again).  rand_mu held. */
+ * both meanwhile (dlock__random_help_conf); the instantiation needs them.
+ * 0, or -1 (nothing kept: the next call tries again).  setup_mu held. */
 static int rand_setup(void) {
     OSSL_LIB_CTX *ctx;
     if (rand_ctx != NULL) return 0;
@@ -185,7 +195,8 @@ static int rand_setup(void) {
  * at its end.  The set-up thread and a caller that would wait for it
  * (dlock__random_help) each take one: rand_setup goes to whichever comes
  * first (rand_claim), so that it never waits for a thread that has not
- * started yet, and the other loads the configuration. */
+ * started yet, and the other loads the configuration (or finds it loaded:
+ * a caller loads it first, dlock__random_help_conf). */
 static int rand_claim(void) {
     int free_ = 0;
     return __atomic_compare_exchange_n(&rand_claimed, &free_, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -197,7 +208,7 @@ static int rand_claim(void) {
  * because the set-up would load both at its end (its digest's engine
  * check); whoever comes first loads them, the other waits for them inside
  * OpenSSL.  thread_stop: this thread's OpenSSL state is freed before
- * conf_mu goes, as rand_mu's holder does below. */
+ * conf_mu goes. */
 static void conf_load(int thread_stop) {
     pthread_mutex_lock(&conf_mu);
     if (!conf_done) {
@@ -209,15 +220,18 @@ static void conf_load(int thread_stop) {
 }
 
 /* The set-up thread: its part of the set-up, and then this thread's
- * OpenSSL state freed while rand_mu (conf_mu) is still held, so that a
- * fork never finds OpenSSL's locks taken by this thread's exit. */
+ * OpenSSL state freed while conf_mu is held, so that a fork never finds
+ * OpenSSL's locks taken by this thread's exit.  The DRBG's part lets go
+ * of setup_mu first: a caller waiting for it draws meanwhile. */
 static void *rand_setup_main(void *arg) {
     (void)arg;
     if (rand_claim()) {
-        pthread_mutex_lock(&rand_mu);
+        pthread_mutex_lock(&setup_mu);
         (void)rand_setup();
+        pthread_mutex_unlock(&setup_mu);
+        pthread_mutex_lock(&conf_mu);
         OPENSSL_thread_stop();
-        pthread_mutex_unlock(&rand_mu);
+        pthread_mutex_unlock(&conf_mu);
     } else {
         conf_load(1);
     }
@@ -257,18 +271,20 @@ int dlock__random_thread_live(void) {
 static void rand_at_exit(void) {
     rand_join(1);
     pthread_mutex_lock(&rand_mu);
+    pthread_mutex_lock(&setup_mu);
     pthread_mutex_lock(&conf_mu);
     pthread_mutex_unlock(&conf_mu);
+    pthread_mutex_unlock(&setup_mu);
     pthread_mutex_unlock(&rand_mu);
 }
 
-/* Never waits for a set-up under way (its thread holds rand_mu throughout):
+/* Never waits for a set-up under way (its thread holds setup_mu throughout):
  * a caller that prepares goes on to connect while it runs. */
 void dlock__random_prepare(void) {
     pthread_once(&self_once, self_key_make); /* the fork handlers */
     if (dlock__random_ready() || __atomic_load_n(&rand_live, __ATOMIC_ACQUIRE)) return;
     pthread_mutex_lock(&rand_mu);
-    if (rand_ctx == NULL && !rand_live) {
+    if (!dlock__random_ready() && !rand_live) {
         if (!rand_exit_set && OPENSSL_init_crypto(OPENSSL_INIT_ASYNC, NULL) == 1 && atexit(rand_at_exit) == 0)
             rand_exit_set = 1;
         /* Without the exit handler, no thread: the first draw sets up. */
@@ -286,9 +302,9 @@ void dlock__random_prepare(void) {
 int dlock__random_help(void) {
     if (dlock__random_ready() || !__atomic_load_n(&rand_live, __ATOMIC_ACQUIRE)) return 0;
     if (rand_claim()) {
-        pthread_mutex_lock(&rand_mu);
+        pthread_mutex_lock(&setup_mu);
         (void)rand_setup();
-        pthread_mutex_unlock(&rand_mu);
+        pthread_mutex_unlock(&setup_mu);
         return 1;
     }
     if (__atomic_load_n(&conf_done, __ATOMIC_ACQUIRE)) return 0;
@@ -296,11 +312,48 @@ int dlock__random_help(void) {
     return 2;
 }
 
+/* Only while the set-up thread runs and the configuration is not loaded
+ * (by the thread, or by a caller that helped before). */
+int dlock__random_help_conf(void) {
+    if (dlock__random_ready() || !__atomic_load_n(&rand_live, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&conf_done, __ATOMIC_ACQUIRE))
+        return 0;
+    conf_load(0);
+    return 2;
+}
+
+/* A draw that finds the DRBG's set-up under way on another thread spins
+ * for it a while, giving its core up at each turn, before it sleeps: on
+ * two cores that part is about to end when the caller gets here, and a
+ * caller asleep on setup_mu would then wait to be woken (tens of
+ * microseconds here).  Bounded: a set-up thread still waiting for a core
+ * after it is better moved to the caller's, which the scheduler does only
+ * once that core is idle.  1 with setup_mu taken, 0 if the source was set
+ * up meanwhile (setup_mu not taken: its holder is letting go). */
+#define SETUP_SPIN_US 500
+
+static int setup_lock(void) {
+    dlock__mono end = dlock__now() + (dlock__mono)SETUP_SPIN_US * 1000;
+    while (pthread_mutex_trylock(&setup_mu) != 0) {
+        if (dlock__random_ready()) return 0;
+        if (dlock__now() >= end) {
+            pthread_mutex_lock(&setup_mu);
+            return 1;
+        }
+        sched_yield();
+    }
+    return 1;
+}
+
 int dlock__random(unsigned char *buf, int n) {
     int ok;
     pthread_once(&self_once, self_key_make); /* the fork handlers */
     pthread_mutex_lock(&rand_mu);
-    ok = n >= 0 && rand_setup() == 0 && RAND_bytes_ex(rand_ctx, buf, (size_t)n, 0) == 1;
+    if (!dlock__random_ready() && setup_lock()) { /* (set up here, or waits for the set-up under way) */
+        (void)rand_setup();
+        pthread_mutex_unlock(&setup_mu);
+    }
+    ok = n >= 0 && dlock__random_ready() && RAND_bytes_ex(rand_ctx, buf, (size_t)n, 0) == 1;
     pthread_mutex_unlock(&rand_mu);
     if (__atomic_load_n(&rand_live, __ATOMIC_RELAXED)) rand_join(0); /* a set-up thread that is done goes */
     return ok ? 0 : -1;

@@ -360,13 +360,15 @@ DLOCK_API int dlock_client_destroy(dlock_client_t *c) {
     return 0;
 }
 
-/* The first token of a process waits for the random source's set-up:
- * meanwhile the connection its request needs is opened (the connect
- * overlaps the set-up), the renewal thread its first hold will want is
- * started (its start, and its first pass, then delay neither that hold
- * nor its release), and the caller does a part of the set-up (the two
- * parts run side by side). */
+/* The first token of a process waits for the random source's set-up,
+ * and does a part of it meanwhile (the two parts run side by side): first
+ * OpenSSL's configuration, at once, as the set-up thread's DRBG part needs
+ * it only at its end; then the connection its request needs is opened,
+ * and the renewal thread its first hold will want is started (its start,
+ * and its first pass, then delay neither that hold nor its release); then
+ * the DRBG's part, if the set-up thread has not begun it. */
 static void first_token_wait(struct dlock_client *c) {
+    (void)dlock__random_help_conf();
     dlock__backend_warm(&c->be);
     if (!dlock__random_ready()) dlock__renew_ahead(c);
     (void)dlock__random_help();
