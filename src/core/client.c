@@ -259,6 +259,8 @@ static int client_new(struct dlock_client **out, const dlock_config_t *cfg) {
         rc = dlock__seterr(ENOMEM, "out of memory");
         goto fail;
     }
+    /* (A no-op while global_init's set-up runs or once it is done; else,
+     * in a fork child or after a set-up that failed, it starts one.) */
     dlock__random_prepare();
     dlock__cond_init(&c->renew_cv);
     dlock__stats_init(c);

@@ -17,7 +17,8 @@
  * first TLS context or TLS probe needs it, never at start-up: a process
  * that only speaks plain RESP does not pay for loading and relocating it
  * (some 0.7 million instructions of the dynamic loader's, a fifth of a
- * millisecond).  libcrypto, which the tokens need anyway, is linked.
+ * millisecond).  The library links libcrypto for its tokens, but this
+ * file calls even libcrypto's functions through libssl's handle (below).
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
