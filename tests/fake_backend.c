@@ -677,7 +677,7 @@ int fk_client_new(dlock_client_t **out, unsigned unreachable_ms, unsigned breake
     c->sub.connected = 1;
     c->sub.epoch = 1000;
     c->sub.stop = 0;
-    rc = c->sub.wakefd < 0 ? EAGAIN : dlock__thread_start(&c->sub.thread, sub_main, c);
+    rc = c->sub.wakefd < 0 ? EAGAIN : dlock__thread_start(&c->sub.thread, sub_main, c, NULL);
     c->sub.running = rc == 0;
     pthread_mutex_unlock(&c->mu);
     if (rc != 0) {

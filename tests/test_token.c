@@ -11,7 +11,8 @@
  * parts (dlock__random_help; the configuration first, as a first token
  * does: dlock__random_help_conf), with a fork or an exit meanwhile as safe;
  * the renewal thread a first token starts ahead of the first hold renews
- * that hold in time.
+ * that hold in time; the set-up thread runs bound to a CPU other than its
+ * starter's when the process may use two.
  *
  * The tests that need a process whose random source is not set up yet run
  * in children forked from this process before anything here sets it up:
@@ -22,6 +23,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +264,41 @@ static int help_takes_the_drbg(void *arg) {
 static void test_a_caller_helps_the_setup(void) {
     int i;
     for (i = 0; i < 4; i++) DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(help_takes_the_drbg, NULL), 30000), 0);
+}
+
+/* With two CPUs or more allowed, the set-up thread is bound to one other
+ * than the one its starter ran on; with one allowed it is not bound, and
+ * the set-up still ends. */
+static int setup_beside(void *arg) {
+    unsigned char b[RAW];
+    cpu_set_t allowed;
+    int one = arg != NULL, starter = -2, cpu;
+    DLT_CK(dlock__random_ready(), 0);
+    DLT_CK(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    if (one) {
+        int first = 0;
+        while (!CPU_ISSET(first, &allowed)) first++;
+        CPU_ZERO(&allowed);
+        CPU_SET(first, &allowed);
+        DLT_CK(sched_setaffinity(0, sizeof allowed, &allowed), 0);
+    }
+    dlock__random_prepare();
+    cpu = dlock__random_thread_cpu(&starter);
+    DLT_CKT(starter >= 0);
+    if (CPU_COUNT(&allowed) < 2) {
+        DLT_CK(cpu, -1);
+    } else {
+        DLT_CKT(cpu >= 0 && cpu != starter && CPU_ISSET(cpu, &allowed));
+    }
+    DLT_CK(dlock__random(b, RAW), 0);
+    dlock__random_settle();
+    DLT_CK(threads_become(1, 1000), 1);
+    return 0;
+}
+
+static void test_setup_thread_beside_its_starter(void) {
+    DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(setup_beside, NULL), 30000), 0);
+    DLT_ASSERT_INT_EQ(dlt_wait(dlt_spawn(setup_beside, "one"), 30000), 0);
 }
 
 /* The renewal thread started ahead of a first hold, as a first token's
@@ -524,6 +561,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_exit_while_a_caller_helps),
     DLT_TEST(test_a_caller_helps_the_setup),
     DLT_TEST(test_a_caller_loads_the_configuration_first),
+    DLT_TEST(test_setup_thread_beside_its_starter),
     DLT_TEST(test_first_lock_of_a_fresh_process),
     DLT_TEST(test_renewal_thread_started_ahead_renews),
     /* this process */

@@ -245,6 +245,10 @@ int dlock__random_ready(void);
 void dlock__random_settle(void);
 /* 1 while a set-up thread is started and not joined yet (for tests). */
 int dlock__random_thread_live(void);
+/* The CPU the last set-up thread was bound to (-1: none, as when the
+ * process may use one CPU only), *starter that of its starter when it
+ * was made (for tests). */
+int dlock__random_thread_cpu(int *starter);
 /* The calling thread's owner identity; NULL (with the error set) only when
  * RAND_bytes or malloc fails. */
 dlock__thread *dlock__self(int *err);
@@ -261,7 +265,7 @@ dlock__thread *dlock__proc_peek(void);
 void dlock__thread_exit_hook(void (*fn)(dlock__thread *));
 
 /* Starts a background thread with every signal blocked. */
-int dlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg);
+int dlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const pthread_attr_t *attr);
 
 /* Checks a lock name: 1..DLOCK_NAME_MAX bytes. */
 int dlock__check_name(const char *name, size_t *len);

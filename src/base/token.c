@@ -33,7 +33,8 @@
  * before it connects, so that it is loaded before the DRBG's part needs
  * it; the DRBG's part goes to the caller if the thread has not begun it
  * by then (dlock__random_help).  On two cores neither part waits for the
- * other.  The context lives as long as the process, as OpenSSL's default
+ * other: the set-up thread is bound to a CPU other than its starter's
+ * (rand_thread_start).  The context lives as long as the process, as OpenSSL's default
  * one does.
  */
 #include <errno.h>
@@ -278,6 +279,47 @@ static void rand_at_exit(void) {
     pthread_mutex_unlock(&rand_mu);
 }
 
+/* The set-up thread runs on a CPU other than its starter's, when the
+ * process may use another: left to the scheduler, a new thread is often
+ * queued on its starter's CPU, and one of the two then waits for the
+ * other's slice (as long as the whole set-up) while the other CPU is
+ * idle; neither is moved, having just run there.  The thread ends with
+ * the set-up, and its binding with it.  A CPU that is busy costs no more
+ * than a late start: a caller that would wait for the thread takes the
+ * DRBG's part itself if the thread has not begun it (dlock__random_help).
+ * rand_mu held. */
+static int rand_cpu = -1, rand_starter_cpu = -1; /* (dlock__random_thread_cpu) */
+
+static int rand_thread_start(void) {
+    cpu_set_t allowed, other;
+    pthread_attr_t attr;
+    int here = sched_getcpu(), rc = -1;
+    CPU_ZERO(&other);
+    rand_cpu = -1;
+    rand_starter_cpu = here;
+    if (here >= 0 && sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+        for (int i = 1; i < CPU_SETSIZE && rand_cpu < 0; i++)
+            if (CPU_ISSET((here + i) % CPU_SETSIZE, &allowed)) rand_cpu = (here + i) % CPU_SETSIZE;
+    if (rand_cpu >= 0 && pthread_attr_init(&attr) == 0) {
+        CPU_SET(rand_cpu, &other);
+        if (pthread_attr_setaffinity_np(&attr, sizeof other, &other) == 0)
+            rc = dlock__thread_start(&rand_thread, rand_setup_main, NULL, &attr);
+        pthread_attr_destroy(&attr);
+    }
+    if (rc == 0) return 0;
+    rand_cpu = -1;
+    return dlock__thread_start(&rand_thread, rand_setup_main, NULL, NULL);
+}
+
+int dlock__random_thread_cpu(int *starter) {
+    int cpu;
+    pthread_mutex_lock(&rand_mu);
+    cpu = rand_cpu;
+    if (starter != NULL) *starter = rand_starter_cpu;
+    pthread_mutex_unlock(&rand_mu);
+    return cpu;
+}
+
 /* Never waits for a set-up under way (its thread holds setup_mu throughout):
  * a caller that prepares goes on to connect while it runs. */
 void dlock__random_prepare(void) {
@@ -290,8 +332,7 @@ void dlock__random_prepare(void) {
         /* Without the exit handler, no thread: the first draw sets up. */
         __atomic_store_n(&rand_done, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&rand_claimed, 0, __ATOMIC_RELEASE); /* (a failed set-up's: nothing kept) */
-        if (rand_exit_set && dlock__thread_start(&rand_thread, rand_setup_main, NULL) == 0)
-            __atomic_store_n(&rand_live, 1, __ATOMIC_RELAXED);
+        if (rand_exit_set && rand_thread_start() == 0) __atomic_store_n(&rand_live, 1, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&rand_mu);
 }
@@ -440,12 +481,12 @@ dlock__thread *dlock__proc_self(int *err) {
 
 /* Background threads start with every signal blocked: a program's
  * handlers never run on them. */
-int dlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg) {
+int dlock__thread_start(pthread_t *th, void *(*fn)(void *), void *arg, const pthread_attr_t *attr) {
     sigset_t all, old;
     int rc;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    rc = pthread_create(th, NULL, fn, arg);
+    rc = pthread_create(th, attr, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }

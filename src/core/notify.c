@@ -567,7 +567,7 @@ static int want(struct dlock_client *c, dlock__lock *l) {
     }
     if (!sub->running) {
         sub->stop = 0;
-        if (dlock__thread_start(&sub->thread, sub_main, sub) != 0)
+        if (dlock__thread_start(&sub->thread, sub_main, sub, NULL) != 0)
             return dlock__seterr(EAGAIN, "cannot start the subscriber thread");
         sub->running = 1;
     }

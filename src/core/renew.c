@@ -422,7 +422,7 @@ int dlock__renew_start(struct dlock_client *c) {
     int rc;
     if (c->renew_running) return 0;
     c->renew_stop = 0;
-    if ((rc = dlock__thread_start(&c->renew_thread, renew_main, c)) != 0)
+    if ((rc = dlock__thread_start(&c->renew_thread, renew_main, c, NULL)) != 0)
         return dlock__seterr(EAGAIN, "cannot start the renewal thread");
     c->renew_running = 1;
     return 0;
