@@ -730,11 +730,13 @@ static int stalled_call(int (*call)(dlock_mutex_t *), dlock_mutex_t *m, double *
  * request poll(0) its pooled connection when the last answer on it is
  * fresh (the kernel's receive time of each read checks it instead:
  * net/conn.c, "A connection's step"): a pair makes the raw pair's system
- * calls, a send and a read a request. */
+ * calls, a send and a read a request -- once the connection has asked for
+ * those times, which it does only when it has lived a second (before,
+ * each take polls). */
 static void test_bounds_without_syscalls(void) {
     dlock_client_t *c = NULL;
     dlock_mutex_t m;
-    unsigned fresh;
+    unsigned fresh, after;
     double ms;
     int i, rc;
 
@@ -750,13 +752,28 @@ static void test_bounds_without_syscalls(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     timeo_thread = pthread_self();
     atomic_store(&timeo_sets, 0);
-    atomic_store(&polls, 0);
     /* Back to back (each request within the pool's freshness of the
      * last answer, widened here so that a preempted test thread cannot
      * make it otherwise): the connection is taken without a poll(0), its
-     * reads dated instead. */
+     * reads dated instead -- once it has asked for its reads' receive
+     * times, which a connection younger than dlock__stamps_after_ms has
+     * not: until then each take polls. */
     fresh = dlock__pool_fresh_ms;
     dlock__pool_fresh_ms = 60000;
+    atomic_store(&polls, 0);
+    atomic_store(&timeo_counting, 1);
+    for (i = 0; i < 10; i++) {
+        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);
+        DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    }
+    atomic_store(&timeo_counting, 0);
+    CU_ASSERT(atomic_load(&polls) >= 20); /* a second not gone: no stamps asked for, each take polls */
+    after = dlock__stamps_after_ms;
+    dlock__stamps_after_ms = 0;
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0); /* the take asks */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    dlock__stamps_after_ms = after;
+    atomic_store(&polls, 0);
     atomic_store(&timeo_counting, 1);
     for (i = 0; i < 50; i++) {
         DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0);

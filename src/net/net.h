@@ -109,6 +109,7 @@ struct dlock__conn {
      * call (conn.c, "A connection's step"): */
     dlock__mono used;         /* when its last answer was read (or it was opened) */
     int64_t sent_rt;          /* CLOCK_REALTIME ns of the first send since it left the pool unchecked */
+    dlock__mono opened;       /* when it was opened (its stamps are asked for a while after) */
     unsigned char stamps;     /* DLOCK__STAMPS_*: does the kernel tell each read's receive time? */
     unsigned char step;       /* DLOCK__STEP_*: is each read checked against sent_rt? */
     dlock__reply_guard guard; /* its reader's bounds (reader.c) */
@@ -121,6 +122,7 @@ struct dlock__conn {
 #define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
 #define DLOCK__STAMPS_ASKED 1 /* asked for, not yet seen on a read */
 #define DLOCK__STAMPS_SEEN 2  /* seen: a pool take may skip the poll(0) */
+#define DLOCK__STAMPS_LATER 3 /* not asked for yet: a pool take asks once it has lived dlock__stamps_after_ms */
 #define DLOCK__STEP_CHECKED 0 /* nothing to check: new, or polled when taken */
 #define DLOCK__STEP_TAKEN 1   /* taken unpolled: the next send records sent_rt */
 #define DLOCK__STEP_SENT 2    /* sent: a byte received before sent_rt is not an answer */
@@ -128,6 +130,11 @@ struct dlock__conn {
 /* A pooled connection whose last answer is younger than this (ms) is
  * taken without a poll(0) when its reads are stamped (conn.c). */
 extern unsigned dlock__pool_fresh_ms;
+/* A plain connection asks for its reads' receive times once it has lived
+ * this long (ms), at a pool take (conn.c). */
+extern unsigned dlock__stamps_after_ms;
+/* At a pool take that found cn idle: asks for its stamps if it is due to. */
+void dlock__conn_stamps_due(dlock__conn *cn, dlock__mono now);
 /* Sentinel: does cn still lead to the master the sentinels name?  Asked
  * again when the last answer is older than max_age (0: always).  1 yes
  * (or the sentinels cannot tell), 0 no.  Other deployments: always 1. */

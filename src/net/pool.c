@@ -42,6 +42,7 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
                 dlock__conn_close(cn);
                 continue;
             }
+            dlock__conn_stamps_due(cn, dlock__now());
         }
         if (dlock__conn_current(n, cn, (dlock__mono)DLOCK__SENTINEL_CHECK_MS * DLOCK__MS)) {
             *out = cn;
