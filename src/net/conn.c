@@ -215,8 +215,12 @@ int dlock__conn_flush(dlock__conn *cn) {
 }
 
 int dlock__conn_read(dlock__conn *cn) {
+    return dlock__conn_read_by(cn, 0);
+}
+
+int dlock__conn_read_by(dlock__conn *cn, dlock__mono end) {
     if (cn->ctx->err) return REDIS_ERR;
-    if (cn->tls != NULL) return dlock__tls_read(cn) == 0 ? REDIS_OK : REDIS_ERR;
+    if (cn->tls != NULL) return dlock__tls_read(cn, end) == 0 ? REDIS_OK : REDIS_ERR;
     if (cn->stamps != DLOCK__STAMPS_OFF) return stamped_read(cn);
     return redisBufferRead(cn->ctx);
 }
@@ -315,7 +319,8 @@ int dlock__conn_reply(dlock__conn *cn, void **reply) {
             rc = REDIS_ERR;
             break;
         }
-        if (reply_wait(cn, start, bound) != 0 || dlock__conn_read(cn) != REDIS_OK) {
+        if (reply_wait(cn, start, bound) != 0 ||
+            dlock__conn_read_by(cn, start + (dlock__mono)bound * DLOCK__MS) != REDIS_OK) {
             if (read_timed_out(cn->ctx) && bound > cn->timeout_ms) continue; /* the bound decides */
             rc = REDIS_ERR;
             break;

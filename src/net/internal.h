@@ -1,6 +1,6 @@
 /* internal.h -- what the net layer's files share among themselves
- * (conn.c, pool.c, cmd.c, fanout.c) and the layers above do not use: a
- * call's end, a connection's bounds, and the answers that end a request
+ * (conn.c, pool.c, cmd.c, fanout.c, tls.c) and the layers above do not
+ * use: a call's end, a connection's bounds, and the answers that end a request
  * whichever way it was made. */
 #ifndef DLOCK_NET_INTERNAL_H
 #define DLOCK_NET_INTERNAL_H
