@@ -14,6 +14,9 @@
  *      handshake's reads used to wait anew on the socket's receive
  *      timeout: the one after the late bytes ended some 60 ms past the
  *      handshake's end, the kernel's timer wheel's slack on top.
+ *   2. No answer at all to the ClientHello (the proxy a black hole): the
+ *      probe in plain RESP that follows (is it a plain Redis?) ends by
+ *      the call's end too; it used to get up to 250 ms of its own.
  *   3. A stall mid-record in the answer to a timed call on a pooled
  *      connection (10 bytes, 60 ms late): the rest of the record is
  *      awaited until the answer's bound, not the socket's timeout anew.
@@ -133,6 +136,16 @@ static void test_handshake_stall_ends_with_call(void) {
     rig_down(&r);
 }
 
+/* ------------------------------- 2. a silent ClientHello, the probe */
+
+static void test_silent_handshake_probe_ends_with_call(void) {
+    struct rig r;
+    CU_ASSERT_FATAL(rig_up(&r, "tlsdl/silent") == 0);
+    dlt_proxy_set(r.px, DLT_PROXY_DROP, 0, NULL, 0);
+    calls_end_in_time("ClientHello unanswered", &r.m, r.px, 1);
+    rig_down(&r);
+}
+
 /* ------------------------------------------ 3. mid-record, a call */
 
 static void test_record_stall_ends_with_call(void) {
@@ -228,6 +241,7 @@ static void test_redlock_renewal_not_held_by_record(void) {
 }
 
 static const struct dlt_test tests[] = { DLT_TEST(test_handshake_stall_ends_with_call),
+                                         DLT_TEST(test_silent_handshake_probe_ends_with_call),
                                          DLT_TEST(test_record_stall_ends_with_call),
                                          DLT_TEST(test_redlock_renewal_not_held_by_record),
                                          { NULL, NULL } };

@@ -395,7 +395,8 @@ static int handshake_failed(dlock__node *n, dlock__conn *cn, int *for_good) {
 /* Nothing at all came in answer to the ClientHello by the handshake's
  * end, ms after its start: a plain Redis takes the ClientHello for the
  * start of an inline command, and waits for its end.  A probe in plain
- * RESP tells it, for the message.  ENOLCK; *for_good when it answered. */
+ * RESP tells it (within the call's end: tls.c's probes end by it), for
+ * the message.  ENOLCK; *for_good when it answered. */
 static int handshake_silent(dlock__node *n, dlock__conn *cn, int *for_good, unsigned ms) {
     const dlock__conf *cf = &n->conf;
     unsigned probe = cn->timeout_ms / 2 < 250 ? cn->timeout_ms / 2 : 250;
@@ -454,18 +455,23 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for
  * error, for a message: one that runs out of time says "no" (0), and the
  * call goes on as it would without it. */
 
+/* timeout_ms from now, or the call's end if sooner: whoever asks, a
+ * probe never runs past the call that makes it. */
 static dlock__mono probe_end(unsigned timeout_ms) {
-    return dlock__now() + (dlock__mono)(timeout_ms == 0 ? 1 : timeout_ms) * DLOCK__MS;
+    dlock__mono end = dlock__now() + (dlock__mono)(timeout_ms == 0 ? 1 : timeout_ms) * DLOCK__MS;
+    return dlock__call_end() < end ? dlock__call_end() : end;
 }
 
-/* A connection of its own to host:port, by end; NULL: none, or no time. */
+/* A connection of its own to host:port, by end; NULL: none, or no time.
+ * hiredis awaits a connect in whole ms, rounded up (its poll): it is
+ * given the whole ms left, and none begins with less than one. */
 static redisContext *probe_connect(const char *host, int port, dlock__mono end) {
     dlock__mono left = end - dlock__now();
     struct timeval tv;
     redisContext *ctx;
-    if (left <= 0) return NULL;
-    tv.tv_sec = (time_t)(left / 1000000000);
-    tv.tv_usec = (suseconds_t)(left % 1000000000 / 1000);
+    if (left < DLOCK__MS) return NULL;
+    tv.tv_sec = (time_t)(left / (1000 * DLOCK__MS));
+    tv.tv_usec = (suseconds_t)(left % (1000 * DLOCK__MS) / DLOCK__MS * 1000);
     if ((ctx = redisConnectWithTimeout(host, port, tv)) == NULL) return NULL;
     if (ctx->err) {
         redisFree(ctx);
