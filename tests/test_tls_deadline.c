@@ -26,6 +26,9 @@
  *      until the round's bound -- a quarter of its shortest lease, 1.5 s
  *      for a 6 s lease renewed alone -- and a 1 s lease taken meanwhile
  *      lapsed.
+ *   5. No connect begun in a call's last ms (the pool's, on a node made
+ *      here): hiredis awaits a connect in whole ms, and one begun with
+ *      0.5 ms left ended 0.5 ms past the end.
  *
  * The margin past a call's end (RETURN_MS, 5 ms) is for the call's own
  * return path and the test's timing; a thread kept waiting for a CPU
@@ -36,12 +39,13 @@
 #include "proxy.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <dlock.h>
 
-#include "base/base.h" /* DLOCK__LATE_MS */
+#include "net/net.h" /* DLOCK__LATE_MS; the pool and a call's end (5.) */
 
 #define RETURN_MS 5.0
 #define TIMEOUT_MS 1000 /* connect and command timeouts: far past every deadline here */
@@ -240,11 +244,55 @@ static void test_redlock_renewal_not_held_by_record(void) {
     dlt_masters_cleanup(&ms);
 }
 
-static const struct dlt_test tests[] = { DLT_TEST(test_handshake_stall_ends_with_call),
-                                         DLT_TEST(test_silent_handshake_probe_ends_with_call),
-                                         DLT_TEST(test_record_stall_ends_with_call),
-                                         DLT_TEST(test_redlock_renewal_not_held_by_record),
-                                         { NULL, NULL } };
+/* ----------------------- 5. no connect begun in the call's last ms */
+
+/* A connection of the pool of a node of the TLS server (through a proxy
+ * that counts connections) with a call's end 0.5 ms away: none is begun
+ * -- hiredis awaits a connect in whole ms, and would end a ms later;
+ * with 2 s away, one is made. */
+static void test_no_connect_in_calls_last_ms(void) {
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    dlock_config_t cfg;
+    dlock__node n;
+    dlock__conn *cn = NULL;
+    dlock__mono saved;
+    unsigned long accepted;
+    char url[1200];
+    struct rig r;
+    int rc;
+    CU_ASSERT_FATAL(rig_up(&r, "tlsdl/last-ms") == 0);
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d?tls_ca_file=%s/ca.crt", dlt_proxy_port(r.px), r.srv.tls_dir);
+    memset(&n, 0, sizeof n);
+    dlock_config_init(&cfg);
+    cfg.url = url;
+    CU_ASSERT_FATAL(dlock__conf_parse(&n.conf, &cfg) == 0);
+    n.mu = &mu;
+    CU_ASSERT_FATAL(dlock__tls_ctx_make(&n) == 0);
+
+    saved = dlock__call_end_set(dlock__now() + 2000 * DLOCK__MS);
+    rc = dlock__pool_get(&n, &cn, DLOCK__MONO_NEVER);
+    DLT_ASSERT_ERR(rc, 0);
+    if (rc == 0) dlock__conn_close(cn);
+    accepted = dlt_proxy_accepted(r.px);
+    (void)dlock__call_end_set(dlock__now() + DLOCK__MS / 2);
+    rc = dlock__pool_get(&n, &cn, DLOCK__MONO_NEVER);
+    (void)dlock__call_end_set(saved);
+    printf("  a connect with 0.5 ms left: %s [%s]\n", dlt_errno_label(rc), rc ? dlock_last_error() : "");
+    DLT_ASSERT_ERR(rc, ENOLCK);
+    if (rc == 0) dlock__conn_close(cn);
+    dlt_sleep_ms(50); /* (an accept the proxy would count) */
+    DLT_ASSERT_INT_EQ(dlt_proxy_accepted(r.px) - accepted, 0);
+
+    dlock__tls_ctx_free(&n);
+    dlock__conf_free(&n.conf);
+    rig_down(&r);
+}
+
+static const struct dlt_test tests[] = {
+    DLT_TEST(test_handshake_stall_ends_with_call), DLT_TEST(test_silent_handshake_probe_ends_with_call),
+    DLT_TEST(test_record_stall_ends_with_call),    DLT_TEST(test_redlock_renewal_not_held_by_record),
+    DLT_TEST(test_no_connect_in_calls_last_ms),    { NULL, NULL }
+};
 
 int main(int argc, char **argv) {
     return dlt_main(argc, argv, "tls_deadline", tests);

@@ -15,6 +15,8 @@
 dlock__mono dlock__call_end(void);
 dlock__mono dlock__end_min(dlock__mono deadline);
 unsigned dlock__end_cap(unsigned ms);
+/* Less than a ms left before the call's end: no connect is begun (conn.c). */
+int dlock__end_near(void);
 
 /* Sentinel: a pooled connection is checked against the sentinels' answer
  * when its last check is older than this (ms; conn.c
