@@ -224,7 +224,7 @@ static void test_redlock_renewal_not_held_by_record(void) {
     dlt_proxy_set(px, DLT_PROXY_SPLIT, 1500, NULL, 0);
     dlt_sleep_ms(700);
     DLT_ASSERT_ERR(dlock_mutex_lock(&shrt), 0);
-    for (i = 0; i < 20 && holds; i++) { /* 2 s: two leases of the short hold */
+    for (i = 0; i < 15 && holds; i++) { /* 1.5 s: the short lease and half again */
         dlt_sleep_ms(100);
         holds = dlock_mutex_holds(&shrt) && dlock_mutex_holds(&lng);
     }
