@@ -445,7 +445,8 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for
  * a timed call's probe ends with the call), so its bound is one end on
  * the monotonic clock, set as it begins: the ClientHello's making counts
  * against it (a process's first SSL_CTX_new takes milliseconds, tens on
- * a loaded host), and no connect is begun once it has passed.  The
+ * a loaded host), and no connect is begun with less than a ms of it
+ * left.  The
  * answer is awaited by ppoll, to the microsecond: a socket's receive
  * timeout runs on the kernel's timer wheel, whose slots widen with the
  * timeout -- it ends some 4 ms late, and one of a few hundred ms up to
