@@ -29,6 +29,8 @@ typedef struct pconn {
     struct dlt_proxy *p;
     int cfd, sfd;
     unsigned long kill_gen; /* dlt_proxy_close_all generation at accept */
+    unsigned long stall_gen; /* STALL: the dlt_proxy_stall its count is of */
+    size_t stall_sent;       /* bytes forwarded since */
     pthread_t th;
     int done; /* guarded by p->mu */
     struct pconn *next;
@@ -47,6 +49,8 @@ struct dlt_proxy {
     char payload[PAYLOAD_MAX];
     size_t payload_len;
     unsigned long kill_gen;
+    unsigned long stall_gen; /* dlt_proxy_stall calls */
+    size_t stall_bytes;
     unsigned long accepted, faults;
     uint64_t rng;
     pconn *conns;
@@ -58,6 +62,8 @@ typedef struct snapshot {
     unsigned delay_ms;
     char payload[PAYLOAD_MAX];
     size_t payload_len;
+    unsigned long stall_gen;
+    size_t stall_bytes;
 } snapshot;
 
 static void snap(dlt_proxy *p, const pconn *pc, snapshot *s) {
@@ -67,6 +73,8 @@ static void snap(dlt_proxy *p, const pconn *pc, snapshot *s) {
     s->delay_ms = p->delay_ms;
     s->payload_len = p->payload_len;
     memcpy(s->payload, p->payload, p->payload_len);
+    s->stall_gen = p->stall_gen;
+    s->stall_bytes = p->stall_bytes;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -115,6 +123,23 @@ static int nap(dlt_proxy *p, const pconn *pc, unsigned ms) {
         if (s.stop || s.mode == DLT_PROXY_CLOSE) return -1;
     }
     return 0;
+}
+
+/* STALL: forwards what is left of the connection's allowance of the n
+ * bytes at buf (after the delay), holds back the rest.  0, or -1 when
+ * the connection must end. */
+static int stall_forward(dlt_proxy *p, pconn *pc, const snapshot *s, const char *buf, size_t n) {
+    size_t k;
+    if (pc->stall_gen != s->stall_gen) {
+        pc->stall_gen = s->stall_gen;
+        pc->stall_sent = 0;
+    }
+    k = s->stall_bytes > pc->stall_sent ? s->stall_bytes - pc->stall_sent : 0;
+    if (k > n) k = n;
+    pc->stall_sent += k;
+    if (k < n) count_fault(p);
+    if (k == 0) return 0;
+    return nap(p, pc, s->delay_ms) != 0 || send_all(pc->cfd, buf, k) != 0 ? -1 : 0;
 }
 
 static void *conn_main(void *arg) {
@@ -192,6 +217,9 @@ static void *conn_main(void *arg) {
                 if (send_all(pc->cfd, buf, 1) != 0 || nap(p, pc, s->delay_ms) != 0 ||
                     send_all(pc->cfd, buf + 1, (size_t)n - 1) != 0)
                     goto out;
+                break;
+            case DLT_PROXY_STALL:
+                if (stall_forward(p, pc, s, buf, (size_t)n) != 0) goto out;
                 break;
             case DLT_PROXY_CLOSE:
             case DLT_PROXY_TURNAWAY:
@@ -370,6 +398,15 @@ void dlt_proxy_replace(dlt_proxy *p, const char *payload) {
     dlt_proxy_set(p, DLT_PROXY_REPLACE, 0, payload, strlen(payload));
 }
 
+void dlt_proxy_stall(dlt_proxy *p, size_t bytes, unsigned ms) {
+    pthread_mutex_lock(&p->mu);
+    p->mode = DLT_PROXY_STALL;
+    p->delay_ms = ms;
+    p->stall_bytes = bytes;
+    p->stall_gen++;
+    pthread_mutex_unlock(&p->mu);
+}
+
 void dlt_proxy_close_all(dlt_proxy *p) {
     pthread_mutex_lock(&p->mu);
     p->kill_gen++;
@@ -406,6 +443,8 @@ const char *dlt_proxy_mode_name(enum dlt_proxy_mode mode) {
         return "turnaway";
     case DLT_PROXY_SPLIT:
         return "split";
+    case DLT_PROXY_STALL:
+        return "stall";
     }
     return "?";
 }

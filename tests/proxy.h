@@ -24,6 +24,11 @@
  *   SPLIT    forward the first byte of each chunk of the server's answer
  *            at once, the rest `ms` milliseconds later (a TLS record that
  *            comes in part)
+ *   STALL    forward requests; of the server's answers on each connection
+ *            forward `bytes` more (counted from when the mode was set, or
+ *            from the connection's start), each chunk `ms` milliseconds
+ *            after it came, then nothing: a server that is slow, then
+ *            stalls mid-handshake or mid-record (dlt_proxy_stall)
  *
  * The proxy never raises SIGPIPE in the test process (MSG_NOSIGNAL) and
  * every thread it starts is joined by dlt_proxy_stop, so it leaks nothing
@@ -48,7 +53,8 @@ enum dlt_proxy_mode {
     DLT_PROXY_CLOSE,
     DLT_PROXY_DUPLICATE,
     DLT_PROXY_TURNAWAY,
-    DLT_PROXY_SPLIT
+    DLT_PROXY_SPLIT,
+    DLT_PROXY_STALL
 };
 
 typedef struct dlt_proxy dlt_proxy;
@@ -69,6 +75,10 @@ void dlt_proxy_set(dlt_proxy *p, enum dlt_proxy_mode mode, unsigned ms, const vo
 /* Shorthands. */
 void dlt_proxy_pass(dlt_proxy *p);
 void dlt_proxy_replace(dlt_proxy *p, const char *payload); /* NUL-terminated payload */
+/* STALL: each connection forwards `bytes` more of the server's answers,
+ * ms after they came, then holds the rest back (dropped, counted as
+ * faults). */
+void dlt_proxy_stall(dlt_proxy *p, size_t bytes, unsigned ms);
 
 /* Closes every connection open now (the mode stays): the client must
  * reconnect, through the current mode. */

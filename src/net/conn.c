@@ -70,6 +70,18 @@ unsigned dlock__end_cap(unsigned ms) {
     return ms;
 }
 
+/* Less than a ms is left before the call's end.  hiredis awaits a
+ * connect in whole ms (its poll's timeout, rounded up; and 0 would mean
+ * "no timeout" to a socket), so a connect begun now would take a whole
+ * ms: past the end.  None is begun then.  This never refuses a call its
+ * first attempt: a timed call's end is its deadline (or its start, if
+ * later) + DLOCK__LATE_MS, so it begins with that much left (a timedlock
+ * whose deadline has passed still acquires a free lock); a later
+ * attempt, or one after the call spent its time elsewhere, meets it. */
+int dlock__end_near(void) {
+    return call_end != DLOCK__MONO_NEVER && call_end - dlock__now() < DLOCK__MS;
+}
+
 /* ----------------------------------------------------------- transport
  *
  * dlock encodes requests itself (resp.c: RESP written straight into the
@@ -227,8 +239,12 @@ int dlock__conn_flush(dlock__conn *cn) {
 }
 
 int dlock__conn_read(dlock__conn *cn) {
+    return dlock__conn_read_by(cn, 0);
+}
+
+int dlock__conn_read_by(dlock__conn *cn, dlock__mono end) {
     if (cn->ctx->err) return REDIS_ERR;
-    if (cn->tls != NULL) return dlock__tls_read(cn) == 0 ? REDIS_OK : REDIS_ERR;
+    if (cn->tls != NULL) return dlock__tls_read(cn, end) == 0 ? REDIS_OK : REDIS_ERR;
     if (cn->stamps == DLOCK__STAMPS_ASKED || cn->stamps == DLOCK__STAMPS_SEEN) return stamped_read(cn);
     return redisBufferRead(cn->ctx);
 }
@@ -327,7 +343,8 @@ int dlock__conn_reply(dlock__conn *cn, void **reply) {
             rc = REDIS_ERR;
             break;
         }
-        if (reply_wait(cn, start, bound) != 0 || dlock__conn_read(cn) != REDIS_OK) {
+        if (reply_wait(cn, start, bound) != 0 ||
+            dlock__conn_read_by(cn, start + (dlock__mono)bound * DLOCK__MS) != REDIS_OK) {
             if (read_timed_out(cn->ctx) && bound > cn->timeout_ms) continue; /* the bound decides */
             rc = REDIS_ERR;
             break;
@@ -543,10 +560,13 @@ static int sentinel_master(dlock__node *n, unsigned timeout_ms, dlock__endpoint 
         const dlock__endpoint *s = &cf->nodes[i];
         const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", cf->master };
         size_t lens[3] = { 8, 23, strlen(cf->master) };
-        redisContext *ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(dlock__end_cap(timeout_ms)));
-        dlock__conn tmp = { .ctx = ctx, .timeout_ms = timeout_ms, .ep = *s };
+        redisContext *ctx;
+        dlock__conn tmp;
         redisReply *r;
         unsigned long port = 0;
+        if (dlock__end_near()) break; /* no time left to ask one */
+        ctx = redisConnectWithTimeout(s->host, s->port, ms_tv(dlock__end_cap(timeout_ms)));
+        tmp = (dlock__conn){ .ctx = ctx, .timeout_ms = timeout_ms, .ep = *s };
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
         if (ctx->err) {
             redisFree(ctx);
@@ -631,6 +651,8 @@ static int conn_open(dlock__node *n, dlock__conn **out, unsigned connect_timeout
          * answers; the lock requests go through one member node per
          * master (redlock.c, cluster.c). */
         if (cf->kind == DLOCK__BACKEND_REDLOCK || cf->kind == DLOCK__BACKEND_CLUSTER) ep = cf->nodes[i];
+        if (dlock__end_near())
+            return dlock__seterr(ENOLCK, "cannot connect to %s: no time left before the deadline", cf->redacted_url);
         ctx = redisConnectWithTimeout(ep.host, ep.port, ms_tv(dlock__end_cap(connect_timeout_ms)));
         if (ctx == NULL) return dlock__seterr(ENOMEM, "out of memory");
         /* Redlock: a master that accepts but does not run (paused) is

@@ -106,28 +106,12 @@ static int resend_check(dlock__conn *cn, const redisReply *r, const struct dlock
 }
 
 /* Reads what came on cn (poll said something did) without waiting for
- * more.  Over TLS a record that came in part would hold the read until
- * the rest comes (the socket's timeout: up to seconds) -- in late_read,
- * under n->mu, with it every call that asks that master; in all_poll,
- * the other masters' answers.  The socket is given 1 ms for it, and a
- * read that timed out is no failure: the rest is read when it comes.
- * REDIS_OK or REDIS_ERR, as dlock__conn_read. */
+ * more: over TLS a record that came in part is left for when its rest
+ * comes (dlock__conn_read), not awaited -- in late_read, under n->mu,
+ * with it every call that asks that master; in all_poll, the other
+ * masters' answers.  REDIS_OK or REDIS_ERR, as dlock__conn_read. */
 static int read_now(dlock__conn *cn) {
-    unsigned saved = cn->timeout_ms;
-    struct timeval none = { 0, 0 };
-    int rc;
-    if (cn->tls == NULL) return dlock__conn_read(cn); /* one recv: what came */
-    dlock__rcv_timeout(cn, DLOCK__MS);
-    rc = dlock__conn_read(cn);
-    if (rc != REDIS_OK && cn->ctx->err == REDIS_ERR_IO && strcmp(cn->ctx->errstr, "recv: timed out") == 0) {
-        cn->ctx->err = 0;
-        cn->ctx->errstr[0] = '\0';
-        rc = REDIS_OK;
-    }
-    if (saved > 0) dlock__rcv_timeout(cn, (dlock__mono)saved * DLOCK__MS);
-    else (void)setsockopt(cn->ctx->fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
-    cn->timeout_ms = saved;
-    return rc;
+    return dlock__conn_read(cn);
 }
 
 /* The complete answers already on cn read and dropped, without waiting:

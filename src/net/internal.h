@@ -1,6 +1,6 @@
 /* internal.h -- what the net layer's files share among themselves
- * (conn.c, pool.c, cmd.c, fanout.c) and the layers above do not use: a
- * call's end, a connection's bounds, and the answers that end a request
+ * (conn.c, pool.c, cmd.c, fanout.c, tls.c) and the layers above do not
+ * use: a call's end, a connection's bounds, and the answers that end a request
  * whichever way it was made. */
 #ifndef DLOCK_NET_INTERNAL_H
 #define DLOCK_NET_INTERNAL_H
@@ -15,6 +15,8 @@
 dlock__mono dlock__call_end(void);
 dlock__mono dlock__end_min(dlock__mono deadline);
 unsigned dlock__end_cap(unsigned ms);
+/* Less than a ms left before the call's end: no connect is begun (conn.c). */
+int dlock__end_near(void);
 
 /* Sentinel: a pooled connection is checked against the sentinels' answer
  * when its last check is older than this (ms; conn.c

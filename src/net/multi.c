@@ -11,10 +11,17 @@
 
 #include "net/net.h"
 
+/* One wait for all of them, until end (ppoll: kept to the microsecond),
+ * then one read of each that something came on.  A read never waits:
+ * over TLS a server that sent half a record and stalled would otherwise
+ * hold the renewal thread until the socket's timeout, with the other
+ * masters' answers unread and other holds' renewals coming due; the
+ * record's rest is read when it comes, in a later call. */
 size_t dlock__conns_read(dlock__conn **cn, size_t n, dlock__mono end, int *broken) {
     struct pollfd pfd[DLOCK__NODES_MAX];
+    struct timespec ts = { 0, 0 };
     size_t i, k = 0, moved = 0;
-    int ms = 0, pending = 0;
+    int pending = 0;
     dlock__mono left = end - dlock__now();
     if (n > DLOCK__NODES_MAX) n = DLOCK__NODES_MAX;
     for (i = 0; i < n; i++) {
@@ -26,8 +33,8 @@ size_t dlock__conns_read(dlock__conn **cn, size_t n, dlock__mono end, int *broke
         if (cn[i] != NULL && dlock__conn_pending(cn[i])) pending = 1; /* decrypted bytes wait: no sleep */
     }
     if (k == 0) return 0;
-    if (!pending && left > 0) ms = (int)((left + DLOCK__MS - 1) / DLOCK__MS);
-    if (poll(pfd, n, ms) < 0 && errno != EINTR) return 0;
+    if (!pending && left > 0) dlock__mono_to_ts(left, &ts);
+    if (ppoll(pfd, n, &ts, NULL) < 0 && errno != EINTR) return 0;
     for (i = 0; i < n; i++) {
         if (cn[i] == NULL || (pfd[i].revents == 0 && !dlock__conn_pending(cn[i]))) continue;
         moved++;

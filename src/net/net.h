@@ -153,7 +153,9 @@ void dlock__tls_ctx_free(dlock__node *n);
 int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for_good);
 void dlock__tls_free(dlock__conn *cn);
 int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len);
-int dlock__tls_read(dlock__conn *cn);
+/* _read: what came; the rest of a record that came in part is awaited
+ * until end (ppoll), and still in part then is no failure (0). */
+int dlock__tls_read(dlock__conn *cn, dlock__mono end);
 int dlock__tls_pending(const dlock__conn *cn);
 /* Probes host:port on a new connection, within timeout_ms: does it answer
  * a TLS ClientHello as a TLS server (_tls_probe), or a PING in plain RESP
@@ -191,11 +193,15 @@ redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const 
 /* Writes what is queued in the context's output buffer (the first send
  * of a connection taken unchecked records its time, cn->sent_rt). */
 int dlock__conn_flush(dlock__conn *cn);
-/* Reads what the server sent (waiting up to the socket timeout) into the
- * context's reader: REDIS_OK or REDIS_ERR, as redisBufferRead; also
+/* Reads what the server sent (the caller polled: something came) into
+ * the context's reader: REDIS_OK or REDIS_ERR, as redisBufferRead; also
  * REDIS_ERR (REDIS_ERR_PROTOCOL, cn->step DLOCK__STEP_OUT) for bytes
- * received before the request a connection taken unchecked sent. */
+ * received before the request a connection taken unchecked sent.  Over
+ * TLS a record that came in part is not waited for: REDIS_OK, its rest
+ * is read when it comes (the socket polls readable again).  _read_by
+ * waits for that rest until end (ppoll), no later. */
 int dlock__conn_read(dlock__conn *cn);
+int dlock__conn_read_by(dlock__conn *cn, dlock__mono end);
 /* The next answer, reading as needed: REDIS_OK or REDIS_ERR, as
  * redisGetReply. */
 int dlock__conn_reply(dlock__conn *cn, void **reply);

@@ -11,7 +11,7 @@
 /* ---------------------------------------------------------------- pool */
 
 int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
-    dlock__mono now, end, refused = 0;
+    dlock__mono now, refused = 0;
     dlock__backoff bo = DLOCK__BACKOFF_INIT(DLOCK__BACKOFF_MIN_MS, DLOCK__BACKOFF_MAX_MS);
     int rc, attempt;
 
@@ -56,7 +56,9 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
         /* The first attempt is always made (a timedlock whose deadline has
          * passed still acquires a free lock), with the time left before
          * the deadline but at least the reply floor, as a reply wait; later
-         * ones stop at the deadline.  None goes past the call's end. */
+         * ones stop at the deadline.  None goes past the call's end, and
+         * none begins in its last ms (conn.c dlock__end_near: a timed
+         * call's first attempt begins DLOCK__LATE_MS before it at least). */
         if (deadline != DLOCK__MONO_NEVER) {
             int64_t left = (deadline - now) / DLOCK__MS;
             if (attempt > 0 && left <= 0) {
@@ -68,8 +70,7 @@ int dlock__pool_get(dlock__node *n, dlock__conn **out, dlock__mono deadline) {
             if (attempt == 0 && left < (int64_t)dlock__reply_floor_ms(n)) left = dlock__reply_floor_ms(n);
             if (left < (int64_t)budget) budget = (unsigned)left;
         }
-        end = dlock__call_end();
-        if (end != DLOCK__MONO_NEVER && now >= end)
+        if (dlock__end_near())
             return dlock__seterr(ENOLCK, "cannot connect to %s: no time left before the deadline", n->conf.redacted_url);
         budget = dlock__end_cap(budget);
         rc = dlock__conn_open(n, out, budget);

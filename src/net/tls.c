@@ -5,7 +5,8 @@
  * hiredis context whose socket dlock never lets hiredis read or write:
  * OpenSSL runs over two memory BIOs, and this file moves the encrypted
  * bytes between them and the socket with recv() and send(MSG_NOSIGNAL)
- * (no SIGPIPE for the host program, the socket's own timeouts apply),
+ * (no SIGPIPE for the host program; a send is bounded by the socket's
+ * timeout, a wait for bytes by an end the caller gives, kept by ppoll),
  * feeding what SSL_read decrypts to the context's reader.
  *
  * The server's certificate is verified against the CA file given
@@ -36,7 +37,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "net/net.h"
+#include "net/internal.h"
 
 #ifndef DLOCK_SSL_SONAME
 #define DLOCK_SSL_SONAME "libssl.so.3"
@@ -274,20 +275,48 @@ static int out_flush(dlock__conn *cn) {
     return 0;
 }
 
-/* Receives what the socket has (waiting up to its timeout) into rbio. */
-static int in_fill(dlock__conn *cn) {
+/* Waits until fd has something to read, or end (DLOCK__MONO_NEVER: no
+ * end): 1 readable (or closed, or an error: the recv says which), 0 end.
+ * ppoll keeps the end to the microsecond; the socket's receive timeout
+ * runs on the kernel's timer wheel, whose slots widen with the timeout
+ * (one of a few hundred ms ends up to 30 ms late): past a timed call's
+ * end, where a server stalls mid-handshake or mid-record. */
+static int in_wait(int fd, dlock__mono end) {
+    struct pollfd pfd;
+    struct timespec ts;
+    int n;
+    pfd.fd = fd;
+    pfd.events = POLLIN;
+    do {
+        dlock__mono left = end - dlock__now();
+        if (end != DLOCK__MONO_NEVER && left <= 0) return 0;
+        if (end != DLOCK__MONO_NEVER) dlock__mono_to_ts(left, &ts);
+        pfd.revents = 0;
+        n = ppoll(&pfd, 1, end == DLOCK__MONO_NEVER ? NULL : &ts, NULL);
+    } while (n < 0 && errno == EINTR);
+    return n != 0;
+}
+
+/* Receives what the socket has into rbio, waiting for it until end: 0;
+ * 1 when end came first (nothing set); or -1 with the context's error. */
+static int in_fill(dlock__conn *cn, dlock__mono end) {
     char buf[16384];
     ssize_t k;
-    do k = recv(cn->ctx->fd, buf, sizeof buf, 0);
-    while (k < 0 && errno == EINTR);
+    int e = 0;
+    for (;;) {
+        k = recv(cn->ctx->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (k >= 0) break;
+        if ((e = errno) == EINTR) continue;
+        if (e != EAGAIN && e != EWOULDBLOCK) break;
+        if (!in_wait(cn->ctx->fd, end)) return 1;
+    }
     if (k == 0) {
         snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "Server closed the connection");
         cn->ctx->err = REDIS_ERR_EOF;
         return -1;
     }
     if (k < 0) {
-        snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "recv: %s",
-                 errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" : strerror(errno));
+        snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "recv: %s", strerror(e));
         cn->ctx->err = REDIS_ERR_IO;
         return -1;
     }
@@ -307,11 +336,15 @@ static int tls_fail(dlock__conn *cn, const char *what) {
     return -1;
 }
 
-int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for_good) {
+/* cn's session: its SSL and BIOs, SNI for a name (never for an
+ * address), and the name (or address) the certificate must carry.  0, or
+ * ENOMEM with the message. */
+static int tls_session(dlock__node *n, dlock__conn *cn, const char *host) {
     const dlock__conf *cf = &n->conf;
     const char *name = cf->tls_server_name ? cf->tls_server_name : host;
     struct dlock__tls *t = calloc(1, sizeof *t);
-    *for_good = 0;
+    unsigned char tmp[16];
+    int is_ip;
     if (t == NULL) return dlock__seterr(ENOMEM, "out of memory");
     cn->tls = t;
     if ((t->ssl = SSL_new(n->tls_ctx)) == NULL || (t->rbio = BIO_new(BIO_s_mem())) == NULL ||
@@ -323,64 +356,87 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for
     }
     SSL_set_bio(t->ssl, t->rbio, t->wbio); /* the SSL owns them now */
     SSL_set_connect_state(t->ssl);
-    /* SNI for a name, never for an address; and the name (or address)
-     * the certificate must carry. */
-    {
-        unsigned char tmp[16];
-        int is_ip = inet_pton(AF_INET, name, tmp) == 1 || inet_pton(AF_INET6, name, tmp) == 1;
-        if (!is_ip) SSL_set_tlsext_host_name(t->ssl, name);
-        if (cf->tls_verify) {
-            X509_VERIFY_PARAM *vp = SSL_get0_param(t->ssl);
-            if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, name) != 1 : X509_VERIFY_PARAM_set1_host(vp, name, 0) != 1)
-                return dlock__seterr(ENOMEM, "out of memory");
-        }
+    is_ip = inet_pton(AF_INET, name, tmp) == 1 || inet_pton(AF_INET6, name, tmp) == 1;
+    if (!is_ip) SSL_set_tlsext_host_name(t->ssl, name);
+    if (cf->tls_verify) {
+        X509_VERIFY_PARAM *vp = SSL_get0_param(t->ssl);
+        if (is_ip ? X509_VERIFY_PARAM_set1_ip_asc(vp, name) != 1 : X509_VERIFY_PARAM_set1_host(vp, name, 0) != 1)
+            return dlock__seterr(ENOMEM, "out of memory");
     }
+    return 0;
+}
+
+/* The handshake failed other than by waiting: ENOLCK with the message;
+ * *for_good when the certificate was refused or the server answered in
+ * plain RESP (a configuration error that asking again cannot mend, as
+ * refused credentials: conn.c). */
+static int handshake_failed(dlock__node *n, dlock__conn *cn, int *for_good) {
+    const dlock__conf *cf = &n->conf;
+    long v = SSL_get_verify_result(cn->tls->ssl);
+    if (v != X509_V_OK) {
+        ERR_clear_error();
+        *for_good = 1;
+        return dlock__seterr(ENOLCK, "%s: TLS: the server's certificate was refused: %s", cf->redacted_url,
+                             X509_verify_cert_error_string(v));
+    }
+    if (cn->tls->got > 0 && strchr("+-$*:", cn->tls->first) != NULL) {
+        /* A reply in RESP to the ClientHello read as a command. */
+        ERR_clear_error();
+        *for_good = 1;
+        return dlock__seterr(ENOLCK,
+                             "%s: the server does not speak TLS (it answered in plain RESP): use "
+                             "redis://, or the server's TLS port",
+                             cf->redacted_url);
+    }
+    tls_fail(cn, "handshake");
+    return dlock__seterr(ENOLCK, "%s: %s", cf->redacted_url, cn->ctx->errstr);
+}
+
+/* Nothing at all came in answer to the ClientHello by the handshake's
+ * end, ms after its start: a plain Redis takes the ClientHello for the
+ * start of an inline command, and waits for its end.  A probe in plain
+ * RESP tells it (within the call's end: tls.c's probes end by it), for
+ * the message.  ENOLCK; *for_good when it answered. */
+static int handshake_silent(dlock__node *n, dlock__conn *cn, int *for_good, unsigned ms) {
+    const dlock__conf *cf = &n->conf;
+    unsigned probe = cn->timeout_ms / 2 < 250 ? cn->timeout_ms / 2 : 250;
+    if (cn->ep.port != 0 && dlock__plain_probe(cn->ep.host, cn->ep.port, probe) == 1) {
+        *for_good = 1;
+        return dlock__seterr(ENOLCK,
+                             "%s: the server does not speak TLS (it answers plain RESP, and said "
+                             "nothing to the TLS handshake): use redis://, or the server's TLS port",
+                             cf->redacted_url);
+    }
+    return dlock__seterr(ENOLCK,
+                         "%s: the server did not answer the TLS handshake within %u ms (does it speak "
+                         "TLS?)",
+                         cf->redacted_url, ms);
+}
+
+/* The handshake is part of connecting: it ends by one end, fixed as it
+ * starts -- the connection's budget (cn->timeout_ms, what conn.c gives
+ * the handshake, AUTH and SELECT), or the call's end if sooner -- however
+ * many reads it takes, each awaited by ppoll (in_fill). */
+int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for_good) {
+    dlock__mono start = dlock__now(), end = DLOCK__MONO_NEVER;
+    int rc;
+    *for_good = 0;
+    if (cn->timeout_ms > 0) end = start + (dlock__mono)cn->timeout_ms * DLOCK__MS;
+    if (dlock__call_end() < end) end = dlock__call_end();
+    if ((rc = tls_session(n, cn, host)) != 0) return rc;
     for (;;) {
-        int r = SSL_do_handshake(t->ssl), e;
+        int r = SSL_do_handshake(cn->tls->ssl);
         if (out_flush(cn) != 0) break;
         if (r == 1) return 0;
-        e = SSL_get_error(t->ssl, r);
-        if (e != SSL_ERROR_WANT_READ) {
-            long v = SSL_get_verify_result(t->ssl);
-            if (v != X509_V_OK) {
-                /* A configuration error that asking again cannot mend, as
-                 * refused credentials (conn.c): for good. */
-                ERR_clear_error();
-                dlock__seterr(ENOLCK, "%s: TLS: the server's certificate was refused: %s", cf->redacted_url,
-                              X509_verify_cert_error_string(v));
-                *for_good = 1;
-                return ENOLCK;
-            }
-            if (t->got > 0 && strchr("+-$*:", t->first) != NULL) {
-                /* A reply in RESP to the ClientHello read as a command. */
-                ERR_clear_error();
-                dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answered in plain RESP): use "
-                              "redis://, or the server's TLS port", cf->redacted_url);
-                *for_good = 1;
-                return ENOLCK;
-            }
-            tls_fail(cn, "handshake");
-            break;
-        }
-        if (in_fill(cn) != 0) {
-            if (t->got == 0 && cn->ctx->err == REDIS_ERR_IO && strcmp(cn->ctx->errstr, "recv: timed out") == 0) {
-                /* A plain Redis takes the ClientHello for the start of an
-                 * inline command, and waits for its end. */
-                unsigned ms = cn->timeout_ms / 2 < 250 ? cn->timeout_ms / 2 : 250;
-                if (cn->ep.port != 0 && dlock__plain_probe(cn->ep.host, cn->ep.port, ms) == 1) {
-                    dlock__seterr(ENOLCK, "%s: the server does not speak TLS (it answers plain RESP, and said "
-                                  "nothing to the TLS handshake): use redis://, or the server's TLS port",
-                                  cf->redacted_url);
-                    *for_good = 1;
-                    return ENOLCK;
-                }
-                return dlock__seterr(ENOLCK, "%s: the server did not answer the TLS handshake within %u ms (does "
-                                     "it speak TLS?)", cf->redacted_url, cn->timeout_ms);
-            }
-            break;
-        }
+        if (SSL_get_error(cn->tls->ssl, r) != SSL_ERROR_WANT_READ) return handshake_failed(n, cn, for_good);
+        if ((rc = in_fill(cn, end)) < 0) break;
+        if (rc > 0 && cn->tls->got == 0)
+            return handshake_silent(n, cn, for_good, (unsigned)((dlock__now() - start) / DLOCK__MS));
+        if (rc > 0)
+            return dlock__seterr(ENOLCK, "%s: the server did not finish the TLS handshake within %u ms",
+                                 n->conf.redacted_url, (unsigned)((dlock__now() - start) / DLOCK__MS));
     }
-    return dlock__seterr(ENOLCK, "%s: %s", cf->redacted_url, cn->ctx->errstr);
+    return dlock__seterr(ENOLCK, "%s: %s", n->conf.redacted_url, cn->ctx->errstr);
 }
 
 /* ------------------------------------------------------------- probes
@@ -389,7 +445,8 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for
  * a timed call's probe ends with the call), so its bound is one end on
  * the monotonic clock, set as it begins: the ClientHello's making counts
  * against it (a process's first SSL_CTX_new takes milliseconds, tens on
- * a loaded host), and no connect is begun once it has passed.  The
+ * a loaded host), and no connect is begun with less than a ms of it
+ * left.  The
  * answer is awaited by ppoll, to the microsecond: a socket's receive
  * timeout runs on the kernel's timer wheel, whose slots widen with the
  * timeout -- it ends some 4 ms late, and one of a few hundred ms up to
@@ -399,18 +456,23 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for
  * error, for a message: one that runs out of time says "no" (0), and the
  * call goes on as it would without it. */
 
+/* timeout_ms from now, or the call's end if sooner: whoever asks, a
+ * probe never runs past the call that makes it. */
 static dlock__mono probe_end(unsigned timeout_ms) {
-    return dlock__now() + (dlock__mono)(timeout_ms == 0 ? 1 : timeout_ms) * DLOCK__MS;
+    dlock__mono end = dlock__now() + (dlock__mono)(timeout_ms == 0 ? 1 : timeout_ms) * DLOCK__MS;
+    return dlock__call_end() < end ? dlock__call_end() : end;
 }
 
-/* A connection of its own to host:port, by end; NULL: none, or no time. */
+/* A connection of its own to host:port, by end; NULL: none, or no time.
+ * hiredis awaits a connect in whole ms, rounded up (its poll): it is
+ * given the whole ms left, and none begins with less than one. */
 static redisContext *probe_connect(const char *host, int port, dlock__mono end) {
     dlock__mono left = end - dlock__now();
     struct timeval tv;
     redisContext *ctx;
-    if (left <= 0) return NULL;
-    tv.tv_sec = (time_t)(left / 1000000000);
-    tv.tv_usec = (suseconds_t)(left % 1000000000 / 1000);
+    if (left < DLOCK__MS) return NULL;
+    tv.tv_sec = (time_t)(left / (1000 * DLOCK__MS));
+    tv.tv_usec = (suseconds_t)(left % (1000 * DLOCK__MS) / DLOCK__MS * 1000);
     if ((ctx = redisConnectWithTimeout(host, port, tv)) == NULL) return NULL;
     if (ctx->err) {
         redisFree(ctx);
@@ -509,7 +571,13 @@ int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len) {
     return 0;
 }
 
-int dlock__tls_read(dlock__conn *cn) {
+/* A record that came in part is awaited until end, no longer: the socket
+ * is not left to block the thread until its receive timeout (a server
+ * that sent half a record and stalled would hold a renewal round, or a
+ * timed call, that long), and a record still in part at end is no
+ * failure -- its bytes wait in OpenSSL's buffer, the rest is read when it
+ * comes, and the caller's own bound decides. */
+int dlock__tls_read(dlock__conn *cn, dlock__mono end) {
     char buf[16384];
     for (;;) {
         int n = SSL_read(cn->tls->ssl, buf, sizeof buf), e;
@@ -525,7 +593,7 @@ int dlock__tls_read(dlock__conn *cn) {
             return -1;
         }
         if (e != SSL_ERROR_WANT_READ) return tls_fail(cn, "read");
-        if (in_fill(cn) != 0) return -1;
+        if ((e = in_fill(cn, end)) != 0) return e > 0 ? 0 : -1;
     }
 }
 
