@@ -470,6 +470,17 @@ static void test_unlock_after_outage(void) {
 
 /* ------------------------------------------------------------ library */
 
+/* The library's tests run on both dead servers at once, one thread each
+ * (a worker: DLT_CK checks, no CUnit).  What a thread and the test share:
+ * the dead server's index and, for the breaker, the server's return,
+ * which the test makes once the thread has paid the bound. */
+typedef struct fo_lib {
+    int d;
+    int paid;    /* the thread: the bound paid, the open breaker seen */
+    int revived; /* the test: the server is back, since `back` */
+    double back;
+} fo_lib;
+
 static dlock_client_t *fo_client(const char *base, unsigned breaker_ms) {
     dlock_config_t cfg;
     dlock_client_t *c = NULL;
@@ -477,118 +488,150 @@ static dlock_client_t *fo_client(const char *base, unsigned breaker_ms) {
     cfg.url = base;
     cfg.unreachable_ms = FO_BOUND_MS;
     cfg.breaker_ms = breaker_ms;
-    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    if (dlock_client_create(&c, &cfg) != 0) fprintf(stderr, "  client_create: %s\n", dlock_last_error());
     return c;
+}
+
+/* Starts fn on a thread per dead server, then, for a test whose threads
+ * wait for the server's return (revive), revives each server once its
+ * thread has paid the bound; asserts that both threads returned 0. */
+static void fo_lib_run(int (*fn)(void *), int revive) {
+    fo_lib l[2];
+    dlt_task t[2];
+    int d;
+    memset(l, 0, sizeof l);
+    for (d = 0; d < 2; d++) {
+        l[d].d = d;
+        if (dlt_task_start(&t[d], DLT_THREAD, fn, &l[d]) != 0) l[d].d = -1;
+    }
+    for (d = 0; d < 2 && revive; d++) {
+        if (l[d].d < 0) continue;
+        (void)dlt_flag_wait(&l[d].paid, 1, 25000);
+        /* not fatal: the thread waits for `revived` */
+        if (d == 0) {
+            CU_ASSERT(dlt_redis_restart(&down_srv) == 0);
+        } else {
+            dlt_proxy_pass(hole);
+        }
+        l[d].back = dlt_now();
+        dlt_flag_set(&l[d].revived, 1);
+    }
+    for (d = 0; d < 2; d++)
+        if (l[d].d >= 0) DLT_ASSERT_INT_EQ(dlt_task_join(&t[d], DLT_JOIN_MS), 0);
 }
 
 /* trylock, tryrdlock, trywrlock and a timed call whose deadline has
  * passed make one attempt; a timed call returns by its deadline. */
-static void test_library_try_no_wait(void) {
-    int d;
-    CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        dlock_client_t *c = fo_client(dead[d].base, 0);
-        dlock_mutexattr_t a;
-        dlock_mutex_t m;
-        dlock_rwlock_t rw;
-        struct timespec ts;
-        double t0, took;
-        int rc;
-        CU_ASSERT_FATAL(c != NULL);
-        dlock_mutexattr_init(&a);
-        dlock_mutexattr_setclient(&a, c);
-        DLT_ASSERT_ERR(dlock_mutex_init(&m, "fo/lib", &a), 0);
-        DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "fo/librw", &a), 0);
+static int lib_try_run(void *arg) {
+    const fo_lib *l = arg;
+    const fo_dead *dd = &dead[l->d];
+    dlock_client_t *c = fo_client(dd->base, 0);
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    dlock_rwlock_t rw;
+    struct timespec ts;
+    double t0, took;
+    int rc;
+    DLT_CKT(c != NULL);
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, c);
+    DLT_CK(dlock_mutex_init(&m, "fo/lib", &a), 0);
+    DLT_CK(dlock_rwlock_init(&rw, "fo/librw", &a), 0);
 
-        t0 = dlt_now();
-        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
-        took = dlt_now() - t0;
-        printf("  %s: trylock ENOLCK after %.3f s: %s\n", dead[d].what, took, dlock_last_error());
-        CU_ASSERT(took < 1.5);
-        t0 = dlt_now();
-        DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw), ENOLCK);
-        DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw), ENOLCK);
-        DLT_ASSERT_ERR(dlock_rwlock_xlock(&rw, 0, DLOCK_F_TRY, CLOCK_MONOTONIC, NULL), ENOLCK);
-        took = dlt_now() - t0;
-        CU_ASSERT(took < 3 * 1.5);
-        /* a deadline already past: one attempt */
-        ts = dlt_abs_in(CLOCK_REALTIME, -1000);
-        t0 = dlt_now();
-        rc = dlock_mutex_timedlock(&m, &ts);
-        took = dlt_now() - t0;
-        CU_ASSERT(rc == ENOLCK || rc == ETIMEDOUT);
-        CU_ASSERT(took < 1.5);
-        /* the caller's deadline (1 s) wins over the bound (4 s) */
-        ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
-        t0 = dlt_now();
-        rc = dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts);
-        took = dlt_now() - t0;
-        printf("  %s: clocklock(+1 s) %s after %.3f s\n", dead[d].what, dlt_errno_name(rc), took);
-        CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
-        CU_ASSERT(took >= 0.9 && took < 2.0);
-        ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
-        t0 = dlt_now();
-        rc = dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY, CLOCK_MONOTONIC, &ts);
-        took = dlt_now() - t0;
-        CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
-        CU_ASSERT(took < 2.0);
-        DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
-        DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-        DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-    }
+    t0 = dlt_now();
+    DLT_CK(dlock_mutex_trylock(&m), ENOLCK);
+    took = dlt_now() - t0;
+    printf("  %s: trylock ENOLCK after %.3f s: %s\n", dd->what, took, dlock_last_error());
+    DLT_CKT(took < 1.5);
+    t0 = dlt_now();
+    DLT_CK(dlock_rwlock_tryrdlock(&rw), ENOLCK);
+    DLT_CK(dlock_rwlock_trywrlock(&rw), ENOLCK);
+    DLT_CK(dlock_rwlock_xlock(&rw, 0, DLOCK_F_TRY, CLOCK_MONOTONIC, NULL), ENOLCK);
+    took = dlt_now() - t0;
+    DLT_CKT(took < 3 * 1.5);
+    /* a deadline already past: one attempt */
+    ts = dlt_abs_in(CLOCK_REALTIME, -1000);
+    t0 = dlt_now();
+    rc = dlock_mutex_timedlock(&m, &ts);
+    took = dlt_now() - t0;
+    DLT_CKT(rc == ENOLCK || rc == ETIMEDOUT);
+    DLT_CKT(took < 1.5);
+    /* the caller's deadline (1 s) wins over the bound (4 s) */
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
+    t0 = dlt_now();
+    rc = dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts);
+    took = dlt_now() - t0;
+    printf("  %s: clocklock(+1 s) %s after %.3f s\n", dd->what, dlt_errno_name(rc), took);
+    DLT_CKT(rc == ETIMEDOUT || rc == ENOLCK);
+    DLT_CKT(took >= 0.9 && took < 2.0);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
+    t0 = dlt_now();
+    rc = dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY, CLOCK_MONOTONIC, &ts);
+    took = dlt_now() - t0;
+    DLT_CKT(rc == ETIMEDOUT || rc == ENOLCK);
+    DLT_CKT(took < 2.0);
+    DLT_CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+static void test_library_try_no_wait(void) {
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    fo_lib_run(lib_try_run, 0);
 }
 
 /* breaker_ms: a lock pays the bound once; the next calls fail at once;
- * the server's return is noticed within about a second of a call; the
- * default (off) keeps waiting the bound on every lock. */
+ * the server's return is noticed within about a second of a call. */
+static int lib_breaker_run(void *arg) {
+    fo_lib *l = arg;
+    const fo_dead *dd = &dead[l->d];
+    dlock_client_t *c = fo_client(dd->base, 60000);
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    dlock_lock_info_t info;
+    double t0, took;
+    int rc, i;
+    DLT_CKT(c != NULL);
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, c);
+    DLT_CK(dlock_mutex_init(&m, "fo/breaker", &a), 0);
+    t0 = dlt_now();
+    DLT_CK(dlock_mutex_lock(&m), ENOLCK);
+    took = dlt_now() - t0;
+    DLT_CKT(took >= FO_BOUND_MS / 1000.0 - 0.5);
+    t0 = dlt_now();
+    for (i = 0; i < 10; i++) DLT_CK(dlock_mutex_lock(&m), ENOLCK);
+    took = dlt_now() - t0;
+    printf("  %s: 10 locks with the breaker open: %.3f s: %s\n", dd->what, took, dlock_last_error());
+    DLT_CKT(took < 2.5); /* at most two probes of one attempt */
+    t0 = dlt_now();
+    DLT_CK(dlock_lock_info(c, "fo/breaker", &info), ENOLCK);
+    DLT_CKT(dlt_now() - t0 < 1.5);
+    dlt_flag_set(&l->paid, 1);
+    DLT_CKT(dlt_flag_wait(&l->revived, 1, 60000));
+    do {
+        rc = dlock_mutex_lock(&m);
+        if (rc != 0) dlt_sleep_ms(50);
+    } while (rc != 0 && dlt_now() - l->back < 8.0);
+    took = dlt_now() - l->back;
+    printf("  %s: locked %.2f s after the server came back\n", dd->what, took);
+    DLT_CK(rc, 0);
+    DLT_CKT(took < 3.0);
+    DLT_CKT(dlt_key_exists("fo/breaker") == 1 || l->d == 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+/* The breaker on both dead servers; then the default (off) keeps waiting
+ * the bound on every lock, and the URL parameter turns it on. */
 static void test_library_breaker(void) {
-    int d;
     CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        dlock_client_t *c = fo_client(dead[d].base, 60000);
-        dlock_mutexattr_t a;
-        dlock_mutex_t m;
-        double t0, took, back;
-        int rc, i;
-        CU_ASSERT_FATAL(fo_setup() == 0);
-        CU_ASSERT_FATAL(c != NULL);
-        dlock_mutexattr_init(&a);
-        dlock_mutexattr_setclient(&a, c);
-        DLT_ASSERT_ERR(dlock_mutex_init(&m, "fo/breaker", &a), 0);
-        t0 = dlt_now();
-        DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
-        took = dlt_now() - t0;
-        CU_ASSERT(took >= FO_BOUND_MS / 1000.0 - 0.5);
-        t0 = dlt_now();
-        for (i = 0; i < 10; i++) DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
-        took = dlt_now() - t0;
-        printf("  %s: 10 locks with the breaker open: %.3f s: %s\n", dead[d].what, took, dlock_last_error());
-        CU_ASSERT(took < 2.5); /* at most two probes of one attempt */
-        {
-            dlock_lock_info_t info;
-            t0 = dlt_now();
-            DLT_ASSERT_ERR(dlock_lock_info(c, "fo/breaker", &info), ENOLCK);
-            CU_ASSERT(dlt_now() - t0 < 1.5);
-        }
-        fo_revive(d);
-        back = dlt_now();
-        do {
-            rc = dlock_mutex_lock(&m);
-            if (rc != 0) dlt_sleep_ms(50);
-        } while (rc != 0 && dlt_now() - back < 8.0);
-        took = dlt_now() - back;
-        printf("  %s: locked %.2f s after the server came back\n", dead[d].what, took);
-        DLT_ASSERT_ERR(rc, 0);
-        CU_ASSERT(took < 3.0);
-        if (rc == 0) {
-            DLT_ASSERT_INT_EQ(dlt_key_exists("fo/breaker") == 1 || d == 0, 1);
-            DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-        }
-        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-        DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-        if (d == 0) CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
-    }
+    fo_lib_run(lib_breaker_run, 1);
+    CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
     /* off (the default): every lock waits the bound, as before */
     {
         char url[300];
