@@ -488,7 +488,6 @@ static int start_one(dlt_redis *r, const char *tls_dir, const char *conf) {
     return tls_dir != NULL ? dlt_redis_start_tls(r, tls_dir, conf) : dlt_redis_start(r, conf);
 }
 
-#define DLT_SENTINEL_NODE_CONF "repl-diskless-sync-delay 0"
 #define SENTINEL_PUBLISH_MS 2000 /* Redis' period of a sentinel's hello messages */
 
 /* Sets how often sentinel r says hello (SENTINEL DEBUG, Redis 7.0 on):
@@ -505,13 +504,9 @@ int dlt_sentinel_start(dlt_sentinel *s, int nrep, int nsent, const char *tls_dir
     int n, healthy;
     dlt_sentinel_cleanup(s);
     if (nrep < 0 || nrep >= DLT_SENTINEL_MAXN || nsent < 1 || nsent > DLT_SENTINEL_MAXS) return -1;
-    /* Every node may become the master; a master's full sync starts at
-     * once (Redis' default waits 5 s for more replicas to share it), at
-     * start and after each failover. */
-    if (start_one(&s->node[0], tls_dir, DLT_SENTINEL_NODE_CONF) != 0) return -1;
+    if (start_one(&s->node[0], tls_dir, NULL) != 0) return -1;
     s->nnodes = 1;
-    snprintf(conf, sizeof conf, "%s\nreplicaof 127.0.0.1 %d\nreplica-read-only yes", DLT_SENTINEL_NODE_CONF,
-             s->node[0].port);
+    snprintf(conf, sizeof conf, "replicaof 127.0.0.1 %d\nreplica-read-only yes", s->node[0].port);
     for (int i = 1; i <= nrep; i++) {
         if (start_one(&s->node[i], tls_dir, conf) != 0) return -1;
         s->nnodes++;

@@ -139,9 +139,9 @@ typedef struct dlt_sentinel {
  * tls_dir when it is not NULL; sets s->url ("redis+sentinel://..." or
  * "rediss+sentinel://...", no query) and waits up to healthy_ms until
  * dlt_sentinel_wait_healthy (meanwhile the sentinels say hello every
- * 100 ms, to find each other, then every 2 s as Redis' do; the nodes
- * start a replica's full sync at once).  0, or -1 (what started is left
- * for dlt_sentinel_cleanup, or for the fixture at exit). */
+ * 100 ms, to find each other, then every 2 s as Redis' do).  0, or -1
+ * (what started is left for dlt_sentinel_cleanup, or for the fixture at
+ * exit). */
 int dlt_sentinel_start(dlt_sentinel *s, int nrep, int nsent, const char *tls_dir, int healthy_ms);
 /* Every server cleaned up; s zeroed. */
 void dlt_sentinel_cleanup(dlt_sentinel *s);
