@@ -201,9 +201,9 @@ static void test_flock_w_local_conflict(void) {
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
     rc = sh(dead[0].url,
-            /* the holder pays the bound, then holds the local lock 3 s:
-             * from the moment the other flock starts, twice the 1.5 s
-             * that flock -w 1 may take */
+            /* the holder pays the bound, then holds the local lock 3 s
+             * from the moment the other flock starts: past the 2.5 s by
+             * which that flock -w 1 must have given up */
             "rm -f locks/c.held\n"
             "P " FLOCK " locks/c.lock sh -c 'echo HOLDING; : > locks/c.held; sleep 3' &\n"
             "i=0; until [ -e locks/c.held ]; do i=$((i+1)); [ $i -lt 400 ] || exit 3; sleep 0.05; done\n"
