@@ -604,6 +604,9 @@ static int write_conf(dlt_redis *r) {
     fprintf(f, "dir \"%s\"\nlogfile \"%s/redis.log\"\n", r->dir, r->dir);
     if (!conf_is_sentinel(r)) {
         fprintf(f, "save \"\"\nappendonly no\n");
+        /* A replica's full sync starts at once (Redis' default waits 5 s
+         * for more replicas to share it). */
+        fprintf(f, "repl-diskless-sync-delay 0\n");
         /* DEBUG SLEEP and friends let tests stall the server. */
         fprintf(f, "enable-debug-command local\n");
     }

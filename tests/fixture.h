@@ -40,8 +40,10 @@ typedef struct dlt_redis {
 } dlt_redis;
 
 /* Starts a redis-server on a free loopback port in a fresh folder under
- * $TMPDIR (or /tmp) and waits until it answers PING.  extra_conf: more
- * redis.conf lines ("maxmemory 1mb\nappendonly yes"), or NULL.  If they
+ * $TMPDIR (or /tmp) and waits until it answers PING.  It keeps no data
+ * on disk, and as a master starts a replica's full sync at once
+ * (repl-diskless-sync-delay 0).  extra_conf: more redis.conf lines
+ * ("maxmemory 1mb\nappendonly yes", overriding those), or NULL.  If they
  * contain "sentinel ..." directives the server runs in sentinel mode; with
  * "cluster-enabled yes" the bus port (port + 10000) is free as well.  With
  * a "requirepass PW" line, the fixture's own connections (readiness,

@@ -488,9 +488,20 @@ static int start_one(dlt_redis *r, const char *tls_dir, const char *conf) {
     return tls_dir != NULL ? dlt_redis_start_tls(r, tls_dir, conf) : dlt_redis_start(r, conf);
 }
 
+#define SENTINEL_PUBLISH_MS 2000 /* Redis' period of a sentinel's hello messages */
+
+/* Sets how often sentinel r says hello (SENTINEL DEBUG, Redis 7.0 on):
+ * the sentinels of a deployment find each other by these messages, so
+ * the deployment starts with a short period, then has Redis' own for the
+ * test.  A server that refuses the command starts in Redis' time. */
+static void publish_period(dlt_redis *r, int ms) {
+    redisReply *rep = dlt_redis_cmd(r, "SENTINEL DEBUG publish-period %d", ms);
+    if (rep != NULL) freeReplyObject(rep);
+}
+
 int dlt_sentinel_start(dlt_sentinel *s, int nrep, int nsent, const char *tls_dir, int healthy_ms) {
     char conf[512];
-    int n;
+    int n, healthy;
     dlt_sentinel_cleanup(s);
     if (nrep < 0 || nrep >= DLT_SENTINEL_MAXN || nsent < 1 || nsent > DLT_SENTINEL_MAXS) return -1;
     if (start_one(&s->node[0], tls_dir, NULL) != 0) return -1;
@@ -510,12 +521,15 @@ int dlt_sentinel_start(dlt_sentinel *s, int nrep, int nsent, const char *tls_dir
     for (int k = 0; k < nsent; k++) {
         if (start_one(&s->sent[k], tls_dir, conf) != 0) return -1;
         s->nsents++;
+        publish_period(&s->sent[k], 100);
     }
     n = snprintf(s->url, sizeof s->url, "%s", tls_dir != NULL ? "rediss+sentinel://" : "redis+sentinel://");
     for (int k = 0; k < nsent; k++)
         n += snprintf(s->url + n, sizeof s->url - (size_t)n, "%s127.0.0.1:%d", k ? "," : "", s->sent[k].port);
     snprintf(s->url + n, sizeof s->url - (size_t)n, "/%s", DLT_SENTINEL_MASTER);
-    return dlt_sentinel_wait_healthy(s, nrep, healthy_ms) == 0 ? 0 : -1;
+    healthy = dlt_sentinel_wait_healthy(s, nrep, healthy_ms);
+    for (int k = 0; k < nsent; k++) publish_period(&s->sent[k], SENTINEL_PUBLISH_MS);
+    return healthy == 0 ? 0 : -1;
 }
 
 int dlt_sentinel_failover(dlt_sentinel *s, int k) {

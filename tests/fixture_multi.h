@@ -138,8 +138,10 @@ typedef struct dlt_sentinel {
  * failover timeout 5 s), every one TLS-only with the certificates in
  * tls_dir when it is not NULL; sets s->url ("redis+sentinel://..." or
  * "rediss+sentinel://...", no query) and waits up to healthy_ms until
- * dlt_sentinel_wait_healthy.  0, or -1 (what started is left for
- * dlt_sentinel_cleanup, or for the fixture at exit). */
+ * dlt_sentinel_wait_healthy (meanwhile the sentinels say hello every
+ * 100 ms, to find each other, then every 2 s as Redis' do).  0, or -1
+ * (what started is left for dlt_sentinel_cleanup, or for the fixture at
+ * exit). */
 int dlt_sentinel_start(dlt_sentinel *s, int nrep, int nsent, const char *tls_dir, int healthy_ms);
 /* Every server cleaned up; s zeroed. */
 void dlt_sentinel_cleanup(dlt_sentinel *s);

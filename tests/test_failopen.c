@@ -8,7 +8,11 @@
  * Every scenario runs against two kinds of dead server: "down", a stopped
  * redis-server (its port refuses connections), and "hole", the fault
  * proxy (proxy.h) in DROP mode in front of the suite's server (connections
- * are accepted, requests never answered).  The unreachable bound is 4 s
+ * are accepted, requests never answered).  The programs of a scenario run
+ * against both at once (sh_both), each kind on files of its own: they
+ * share nothing but the CPUs (the host-wide outage record is one per
+ * server URL), and the scenario takes one run's time, not two.  The
+ * unreachable bound is 4 s
  * (FO_BOUND_MS); before the fix every call waited it, so each bound below
  * fails on the old code by a wide margin.
  */
@@ -95,14 +99,16 @@ static void fo_cleanup(void) {
     (void)!system(cmd);
 }
 
-/* Writes the prelude, DLOCK_URL=url and script to a file and starts sh
- * on it, its stderr joined to its stdout.  The stream, or NULL. */
-static FILE *sh_start(const char *url, const char *script) {
+/* Writes the prelude, DLOCK_URL=url, K=kind (the dead server's kind: the
+ * scenario names its files after it) and script to a file of its own and
+ * starts sh on it, its stderr joined to its stdout.  The stream, or NULL. */
+static FILE *sh_start(const char *url, const char *kind, const char *script) {
+    static int made;
     char path[512], *cmd;
     FILE *f, *p;
-    snprintf(path, sizeof path, "%s/scenario-%d.sh", dir, (int)getpid());
+    snprintf(path, sizeof path, "%s/scenario-%d-%d.sh", dir, (int)getpid(), made++);
     if ((f = fopen(path, "w")) == NULL) return NULL;
-    fprintf(f, "%sexport DLOCK_URL='%s'\n%s\n", prelude, url, script);
+    fprintf(f, "%sexport DLOCK_URL='%s'\nK='%s'\n%s\n", prelude, url, kind, script);
     fclose(f);
     if (asprintf(&cmd, "sh '%s' 2>&1", path) < 0) return NULL;
     p = popen(cmd, "r");
@@ -116,9 +122,27 @@ static int sh_end(FILE *p, char *out, size_t cap) {
 }
 
 static int sh(const char *url, const char *script, char *out, size_t cap) {
-    FILE *p = sh_start(url, script);
+    FILE *p = sh_start(url, "down", script);
     if (p == NULL) return -1;
     return sh_end(p, out, cap);
+}
+
+/* The outputs of a scenario run against both dead servers. */
+typedef struct fo_out {
+    char text[2][8192];
+    int rc[2];
+} fo_out;
+
+/* Runs script against both dead servers at once (dead[d].url, K set to
+ * dead[d].what); o gets each run's output and sh's exit status (-1: not
+ * started). */
+static void sh_both(const char *script, fo_out *o) {
+    FILE *p[2];
+    for (int d = 0; d < 2; d++) p[d] = sh_start(dead[d].url, dead[d].what, script);
+    for (int d = 0; d < 2; d++) {
+        o->text[d][0] = '\0';
+        o->rc[d] = p[d] != NULL ? sh_end(p[d], o->text[d], sizeof o->text[d]) : -1;
+    }
 }
 
 /* The sanitizer build has no libdlock_preload.so (docs/preload.md): its
@@ -137,17 +161,17 @@ static int sh(const char *url, const char *script, char *out, size_t cap) {
 /* flock -n costs no wait; flock -w 1 returns by its own bound (with the
  * local lock: open); closed refuses -n at once. */
 static void test_flock_nb_and_w(void) {
-    char out[8192];
-    int d, rc;
+    fo_out o;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        rc = sh(dead[d].url,
-                "t0=$(now); P " FLOCK " -n locks/f.lock echo RAN_NB; echo nb_rc $?; echo nb_ns $(( $(now) - t0 ))\n"
-                "t0=$(now); P " FLOCK " -w 1 locks/f.lock echo RAN_W; echo w_rc $?; echo w_ns $(( $(now) - t0 ))\n"
-                "t0=$(now); DLOCK_ON_ERROR=closed P " FLOCK " -n locks/f.lock echo RAN_CLOSED; echo cl_rc $?;"
-                " echo cl_ns $(( $(now) - t0 ))\n",
-                out, sizeof out);
+    sh_both("t0=$(now); P " FLOCK " -n locks/$K-f.lock echo RAN_NB; echo nb_rc $?; echo nb_ns $(( $(now) - t0 ))\n"
+            "t0=$(now); P " FLOCK " -w 1 locks/$K-f.lock echo RAN_W; echo w_rc $?; echo w_ns $(( $(now) - t0 ))\n"
+            "t0=$(now); DLOCK_ON_ERROR=closed P " FLOCK " -n locks/$K-f.lock echo RAN_CLOSED; echo cl_rc $?;"
+            " echo cl_ns $(( $(now) - t0 ))\n",
+            &o);
+    for (int d = 0; d < 2; d++) {
+        const char *out = o.text[d];
+        int rc = o.rc[d];
         printf("  %s: flock -n %.2f s, -w 1 %.2f s, closed -n %.2f s\n", dead[d].what,
                (double)dlt_out_num(out, "nb_ns") / NS, (double)dlt_out_num(out, "w_ns") / NS,
                (double)dlt_out_num(out, "cl_ns") / NS);
@@ -177,9 +201,12 @@ static void test_flock_w_local_conflict(void) {
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
     rc = sh(dead[0].url,
-            /* the holder pays the bound, then holds the local lock 4 s */
-            "P " FLOCK " locks/c.lock sh -c 'echo HOLDING; sleep 4' &\n"
-            "sleep 5\n"
+            /* the holder pays the bound, then holds the local lock 3 s
+             * from the moment the other flock starts: past the 2.5 s by
+             * which that flock -w 1 must have given up */
+            "rm -f locks/c.held\n"
+            "P " FLOCK " locks/c.lock sh -c 'echo HOLDING; : > locks/c.held; sleep 3' &\n"
+            "i=0; until [ -e locks/c.held ]; do i=$((i+1)); [ $i -lt 400 ] || exit 3; sleep 0.05; done\n"
             "t0=$(now); P " FLOCK " -w 1 locks/c.lock echo RAN_W; echo w_rc $?; echo w_ns $(( $(now) - t0 ))\n"
             "wait\n",
             out, sizeof out);
@@ -192,24 +219,25 @@ static void test_flock_w_local_conflict(void) {
 
 /* --------------------------------------------------- python3, sqlite3 */
 
-static const char py_loop[] =
-    "P timeout 60 " PYTHON " -c 'import fcntl,sys\n"
-    "f=open(sys.argv[1],\"w\")\n"
-    "n=0\n"
-    "for i in range(20):\n"
-    "    fcntl.lockf(f,fcntl.LOCK_EX); fcntl.lockf(f,fcntl.LOCK_UN); n+=1\n"
-    "print(\"pairs\",n)' locks/py.lock\n";
+static const char py_loop[] = "P timeout 60 " PYTHON " -c 'import fcntl,sys\n"
+                              "f=open(sys.argv[1],\"w\")\n"
+                              "n=0\n"
+                              "for i in range(20):\n"
+                              "    fcntl.lockf(f,fcntl.LOCK_EX); fcntl.lockf(f,fcntl.LOCK_UN); n+=1\n"
+                              "print(\"pairs\",n)' locks/$K-py.lock\n";
 
 /* 20 lockf lock/unlock pairs pay the unreachable wait once, and say so
  * once. */
 static void test_python_lockf_loop(void) {
-    char out[8192], script[2048];
-    int d, rc;
+    char script[2048];
+    fo_out o;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
     snprintf(script, sizeof script, "t0=$(now)\n%secho py_rc $?; echo py_ns $(( $(now) - t0 ))\n", py_loop);
-    for (d = 0; d < 2; d++) {
-        rc = sh(dead[d].url, script, out, sizeof out);
+    sh_both(script, &o);
+    for (int d = 0; d < 2; d++) {
+        const char *out = o.text[d];
+        int rc = o.rc[d];
         printf("  %s: 20 lockf pairs in %.2f s\n", dead[d].what, (double)dlt_out_num(out, "py_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
         DLT_ASSERT_INT_EQ(dlt_out_num(out, "py_rc"), 0);
@@ -225,24 +253,24 @@ static void test_python_lockf_loop(void) {
 /* DLOCK_ON_ERROR=closed: every lock fails (ENOLCK), and only the first
  * waits for the server. */
 static void test_python_closed_fails_fast(void) {
-    char out[8192];
-    int d, rc;
+    fo_out o;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        rc = sh(dead[d].url,
-                "t0=$(now)\n"
-                "DLOCK_ON_ERROR=closed P timeout 60 " PYTHON " -c 'import fcntl,sys,errno\n"
-                "f=open(sys.argv[1],\"w\")\n"
-                "bad=0\n"
-                "for i in range(10):\n"
-                "    try:\n"
-                "        fcntl.lockf(f,fcntl.LOCK_EX)\n"
-                "    except OSError as e:\n"
-                "        bad+=e.errno==errno.ENOLCK\n"
-                "print(\"enolck\",bad)' locks/cl.lock\n"
-                "echo py_rc $?; echo py_ns $(( $(now) - t0 ))\n",
-                out, sizeof out);
+    sh_both("t0=$(now)\n"
+            "DLOCK_ON_ERROR=closed P timeout 60 " PYTHON " -c 'import fcntl,sys,errno\n"
+            "f=open(sys.argv[1],\"w\")\n"
+            "bad=0\n"
+            "for i in range(10):\n"
+            "    try:\n"
+            "        fcntl.lockf(f,fcntl.LOCK_EX)\n"
+            "    except OSError as e:\n"
+            "        bad+=e.errno==errno.ENOLCK\n"
+            "print(\"enolck\",bad)' locks/$K-cl.lock\n"
+            "echo py_rc $?; echo py_ns $(( $(now) - t0 ))\n",
+            &o);
+    for (int d = 0; d < 2; d++) {
+        const char *out = o.text[d];
+        int rc = o.rc[d];
         printf("  %s: 10 refused lockf in %.2f s\n", dead[d].what, (double)dlt_out_num(out, "py_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
         DLT_ASSERT_INT_EQ(dlt_out_num(out, "enolck"), 10);
@@ -254,17 +282,17 @@ static void test_python_closed_fails_fast(void) {
 
 /* One INSERT into a mapped database (40 s before: 8 lock calls). */
 static void test_sqlite_insert(void) {
-    char out[8192];
-    int d, rc;
+    fo_out o;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        rc = sh(dead[d].url,
-                "rm -f locks/t.db; " SQLITE " locks/t.db 'create table t(x)' || exit 3\n"
-                "t0=$(now); P timeout 60 " SQLITE " locks/t.db 'insert into t values(42)'; echo sq_rc $?;"
-                " echo sq_ns $(( $(now) - t0 ))\n"
-                "echo rows $(" SQLITE " locks/t.db 'select count(*) from t where x=42')\n",
-                out, sizeof out);
+    sh_both("rm -f locks/$K-t.db; " SQLITE " locks/$K-t.db 'create table t(x)' || exit 3\n"
+            "t0=$(now); P timeout 60 " SQLITE " locks/$K-t.db 'insert into t values(42)'; echo sq_rc $?;"
+            " echo sq_ns $(( $(now) - t0 ))\n"
+            "echo rows $(" SQLITE " locks/$K-t.db 'select count(*) from t where x=42')\n",
+            &o);
+    for (int d = 0; d < 2; d++) {
+        const char *out = o.text[d];
+        int rc = o.rc[d];
         printf("  %s: sqlite3 INSERT in %.2f s\n", dead[d].what, (double)dlt_out_num(out, "sq_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
         DLT_ASSERT_INT_EQ(dlt_out_num(out, "sq_rc"), 0);
@@ -278,16 +306,16 @@ static void test_sqlite_insert(void) {
 /* ------------------------------------------------------- mapped mutex */
 
 static void test_mapped_mutex_pays_once(void) {
-    char out[8192];
-    int d, rc;
+    fo_out o;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        rc = sh(dead[d].url,
-                "rm -f locks/counter\n"
-                "t0=$(now); P timeout 60 " DLPL_COUNTER " locks/counter 30; echo ctr_rc $?;"
-                " echo ctr_ns $(( $(now) - t0 )); echo value $(cat locks/counter)\n",
-                out, sizeof out);
+    sh_both("rm -f locks/$K-counter\n"
+            "t0=$(now); P timeout 60 " DLPL_COUNTER " locks/$K-counter 30; echo ctr_rc $?;"
+            " echo ctr_ns $(( $(now) - t0 )); echo value $(cat locks/$K-counter)\n",
+            &o);
+    for (int d = 0; d < 2; d++) {
+        const char *out = o.text[d];
+        int rc = o.rc[d];
         printf("  %s: 30 mapped mutex locks in %.2f s\n", dead[d].what, (double)dlt_out_num(out, "ctr_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
         DLT_ASSERT_INT_EQ(dlt_out_num(out, "ctr_rc"), 0);
@@ -304,17 +332,17 @@ static void test_mapped_mutex_pays_once(void) {
  * free local lock, and says so once; closed gives ETIMEDOUT.  Before, open
  * gave ETIMEDOUT too: a free mutex never taken while the server is away. */
 static void test_mapped_mutex_timedlock(void) {
-    char out[8192];
-    int d, rc;
+    fo_out o;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        rc = sh(dead[d].url,
-                "H() { LD_PRELOAD='" DLPL_SO "' DLOCK_MAP='mutex:handoff_lock=fo/handoff' timeout 60 '" DLPL_HANDOFF
-                "' try 1000; }\n"
-                "t0=$(now); H; echo open_ns $(( $(now) - t0 ))\n"
-                "DLOCK_ON_ERROR=closed H | sed 's/^try_/closed_/'\n",
-                out, sizeof out);
+    sh_both("H() { LD_PRELOAD='" DLPL_SO "' DLOCK_MAP='mutex:handoff_lock=fo/handoff' timeout 60 '" DLPL_HANDOFF
+            "' try 1000; }\n"
+            "t0=$(now); H; echo open_ns $(( $(now) - t0 ))\n"
+            "DLOCK_ON_ERROR=closed H | sed 's/^try_/closed_/'\n",
+            &o);
+    for (int d = 0; d < 2; d++) {
+        const char *out = o.text[d];
+        int rc = o.rc[d];
         printf("  %s: a 1 s timedlock of a mapped mutex in %.2f s\n", dead[d].what,
                (double)dlt_out_num(out, "open_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);
@@ -334,114 +362,124 @@ static void test_mapped_mutex_timedlock(void) {
  * seconds: its locks are cluster-wide again (its record-lock range table
  * is on the server). */
 static void test_server_return_noticed(void) {
-    char out[8192], key[PATH_MAX + 64];
+    char out[8192], key[2][PATH_MAX + 64];
+    double t_back, seen[2] = { -1, -1 };
+    FILE *p[2];
     int d;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
-    snprintf(key, sizeof key, "dlock:{%s/locks/back.lock#fcntl}:rl", real_dir);
     for (d = 0; d < 2; d++) {
-        dlt_redis *srv = d == 0 ? &down_srv : &dlt_server;
-        double t_back, seen = -1;
-        FILE *p;
-        int rc;
-        CU_ASSERT_FATAL(fo_setup() == 0);
-        p = sh_start(dead[d].url,
-                     "P timeout 60 " PYTHON " -c 'import fcntl,sys,time\n"
-                     "f=open(sys.argv[1],\"w\")\n"
-                     "t0=time.time(); n=0; early=-1\n"
-                     "while time.time()-t0<16:\n"
-                     "    fcntl.lockf(f,fcntl.LOCK_EX); n+=1; time.sleep(0.3)\n"
-                     "    fcntl.lockf(f,fcntl.LOCK_UN); time.sleep(0.05)\n"
-                     "    if early<0 and time.time()-t0>=7: early=n\n"
-                     "print(\"early\",early); print(\"locks\",n)' locks/back.lock\n"
-                     "echo py_rc $?\n");
-        CU_ASSERT_FATAL(p != NULL);
-        dlt_sleep_ms(8000);
-        fo_revive(d);
-        t_back = dlt_now();
-        while (dlt_now() - t_back < 6.0) {
-            redisReply *r = dlt_redis_cmd(srv, "EXISTS %s", key);
-            int there = r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        snprintf(key[d], sizeof key[d], "dlock:{%s/locks/%s-back.lock#fcntl}:rl", real_dir, dead[d].what);
+        p[d] = sh_start(dead[d].url, dead[d].what,
+                        "P timeout 60 " PYTHON " -c 'import fcntl,sys,time\n"
+                        "f=open(sys.argv[1],\"w\")\n"
+                        "t0=time.time(); n=0; early=-1\n"
+                        "while time.time()-t0<16:\n"
+                        "    fcntl.lockf(f,fcntl.LOCK_EX); n+=1; time.sleep(0.3)\n"
+                        "    fcntl.lockf(f,fcntl.LOCK_UN); time.sleep(0.05)\n"
+                        "    if early<0 and time.time()-t0>=7: early=n\n"
+                        "print(\"early\",early); print(\"locks\",n)' locks/$K-back.lock\n"
+                        "echo py_rc $?\n");
+        CU_ASSERT_FATAL(p[d] != NULL);
+    }
+    dlt_sleep_ms(8000);
+    fo_revive(0);
+    fo_revive(1);
+    t_back = dlt_now();
+    while (dlt_now() - t_back < 6.0 && (seen[0] < 0 || seen[1] < 0)) {
+        for (d = 0; d < 2; d++) {
+            redisReply *r = seen[d] < 0 ? dlt_redis_cmd(d == 0 ? &down_srv : &dlt_server, "EXISTS %s", key[d]) : NULL;
+            if (r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1) seen[d] = dlt_now() - t_back;
             if (r) freeReplyObject(r);
-            if (there) {
-                seen = dlt_now() - t_back;
-                break;
-            }
-            dlt_sleep_ms(20);
         }
-        rc = sh_end(p, out, sizeof out);
+        dlt_sleep_ms(20);
+    }
+    for (d = 0; d < 2; d++) {
+        int rc = sh_end(p[d], out, sizeof out);
         printf("  %s: %lld locks in the first 7 s; cluster-wide again %.2f s after the server came back\n",
-               dead[d].what, dlt_out_num(out, "early"), seen);
+               dead[d].what, dlt_out_num(out, "early"), seen[d]);
         DLT_ASSERT_INT_EQ(rc, 0);
         DLT_ASSERT_INT_EQ(dlt_out_num(out, "py_rc"), 0);
         /* one bound (4 s) paid, then ~0.35 s a lock: not one lock per bound */
         CU_ASSERT(dlt_out_num(out, "early") >= 4);
-        CU_ASSERT(seen >= 0 && seen < 4.0);
+        CU_ASSERT(seen[d] >= 0 && seen[d] < 4.0);
         DLT_ASSERT_INT_EQ(dlt_out_count(out, LOCAL_ONLY), 1);
         DLT_ASSERT_INT_EQ(dlt_out_count(out, "cluster-wide again"), 1);
-        if (seen < 0 || dlt_out_num(out, "early") < 4) dlt_out_show(out);
-        if (d == 0) CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
+        if (seen[d] < 0 || dlt_out_num(out, "early") < 4) dlt_out_show(out);
     }
+    CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
 }
 
 /* A lock taken while the server answered, released after the server died
  * and after another lock opened the breaker: the release makes one
  * attempt (the lease runs out on the server), not a whole bound. */
 static void test_unlock_after_outage(void) {
-    char out[8192], line[512], flag[PATH_MAX + 32];
+    char out[2][8192], line[512], flag[2][PATH_MAX + 32];
+    size_t n[2] = { 0, 0 };
+    FILE *p[2];
     int d;
     NEED_PRELOAD();
     CU_ASSERT_FATAL(fo_setup() == 0);
+    fo_revive(0);
+    fo_revive(1);
     for (d = 0; d < 2; d++) {
-        FILE *p;
-        size_t n = 0;
-        int rc, locked = 0;
-        CU_ASSERT_FATAL(fo_setup() == 0);
-        fo_revive(d);
-        snprintf(flag, sizeof flag, "%s/locks/dead.flag", real_dir);
-        unlink(flag);
-        p = sh_start(dead[d].url,
-                     "P timeout 60 " PYTHON " -c 'import fcntl,sys,time,os\n"
-                     "f=open(sys.argv[1],\"w\"); g=open(sys.argv[2],\"w\")\n"
-                     "fcntl.lockf(f,fcntl.LOCK_EX)\n"
-                     "print(\"locked\",1,flush=True)\n"
-                     "while not os.path.exists(sys.argv[3]): time.sleep(0.02)\n"
-                     "t=time.time(); fcntl.lockf(g,fcntl.LOCK_EX)\n"
-                     "print(\"second_ms\",int((time.time()-t)*1000))\n"
-                     "t=time.time(); fcntl.lockf(f,fcntl.LOCK_UN)\n"
-                     "print(\"unlock_ms\",int((time.time()-t)*1000))' locks/u1.lock locks/u2.lock locks/dead.flag\n"
-                     "echo py_rc $?\n");
-        CU_ASSERT_FATAL(p != NULL);
+        int locked = 0;
+        snprintf(flag[d], sizeof flag[d], "%s/locks/%s-dead.flag", real_dir, dead[d].what);
+        unlink(flag[d]);
+        p[d] = sh_start(dead[d].url, dead[d].what,
+                        "P timeout 60 " PYTHON " -c 'import fcntl,sys,time,os\n"
+                        "f=open(sys.argv[1],\"w\"); g=open(sys.argv[2],\"w\")\n"
+                        "fcntl.lockf(f,fcntl.LOCK_EX)\n"
+                        "print(\"locked\",1,flush=True)\n"
+                        "while not os.path.exists(sys.argv[3]): time.sleep(0.02)\n"
+                        "t=time.time(); fcntl.lockf(g,fcntl.LOCK_EX)\n"
+                        "print(\"second_ms\",int((time.time()-t)*1000))\n"
+                        "t=time.time(); fcntl.lockf(f,fcntl.LOCK_UN)\n"
+                        "print(\"unlock_ms\",int((time.time()-t)*1000))'"
+                        " locks/$K-u1.lock locks/$K-u2.lock locks/$K-dead.flag\n"
+                        "echo py_rc $?\n");
+        CU_ASSERT_FATAL(p[d] != NULL);
         /* "locked": the first lock is held cluster-wide */
-        while (fgets(line, sizeof line, p) != NULL) {
-            n += (size_t)snprintf(out + n, sizeof out - n, "%s", line);
+        while (fgets(line, sizeof line, p[d]) != NULL) {
+            n[d] += (size_t)snprintf(out[d] + n[d], sizeof out[d] - n[d], "%s", line);
             if (strncmp(line, "locked", 6) == 0) {
                 locked = 1;
                 break;
             }
         }
         CU_ASSERT(locked);
-        if (d == 0) {
-            CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
-        } else {
-            dlt_proxy_set(hole, DLT_PROXY_DROP, 0, NULL, 0);
-            dlt_proxy_close_all(hole);
-        }
-        {
-            FILE *f = fopen(flag, "w");
-            CU_ASSERT(f != NULL);
-            if (f) fclose(f);
-        }
-        rc = sh_end(p, out + n, sizeof out - n);
-        printf("  %s: unlock after the outage: %lld ms\n", dead[d].what, dlt_out_num(out, "unlock_ms"));
+    }
+    CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
+    dlt_proxy_set(hole, DLT_PROXY_DROP, 0, NULL, 0);
+    dlt_proxy_close_all(hole);
+    for (d = 0; d < 2; d++) {
+        FILE *f = fopen(flag[d], "w");
+        CU_ASSERT(f != NULL);
+        if (f) fclose(f);
+    }
+    for (d = 0; d < 2; d++) {
+        const char *o = out[d];
+        int rc = sh_end(p[d], out[d] + n[d], sizeof out[d] - n[d]);
+        printf("  %s: unlock after the outage: %lld ms\n", dead[d].what, dlt_out_num(o, "unlock_ms"));
         DLT_ASSERT_INT_EQ(rc, 0);
-        DLT_ASSERT_INT_EQ(dlt_out_num(out, "py_rc"), 0);
-        CU_ASSERT(dlt_out_num(out, "unlock_ms") >= 0 && dlt_out_num(out, "unlock_ms") < 1500);
-        if (dlt_out_num(out, "unlock_ms") < 0 || dlt_out_num(out, "unlock_ms") >= 1500) dlt_out_show(out);
+        DLT_ASSERT_INT_EQ(dlt_out_num(o, "py_rc"), 0);
+        CU_ASSERT(dlt_out_num(o, "unlock_ms") >= 0 && dlt_out_num(o, "unlock_ms") < 1500);
+        if (dlt_out_num(o, "unlock_ms") < 0 || dlt_out_num(o, "unlock_ms") >= 1500) dlt_out_show(o);
     }
 }
 
 /* ------------------------------------------------------------ library */
+
+/* The library's tests run on both dead servers at once, one thread each
+ * (a worker: DLT_CK checks, no CUnit).  What a thread and the test share:
+ * the dead server's index and, for the breaker, the server's return,
+ * which the test makes once the thread has paid the bound. */
+typedef struct fo_lib {
+    int d;
+    int paid;    /* the thread: the bound paid, the open breaker seen */
+    int revived; /* the test: the server is back, since `back` */
+    double back;
+} fo_lib;
 
 static dlock_client_t *fo_client(const char *base, unsigned breaker_ms) {
     dlock_config_t cfg;
@@ -450,118 +488,150 @@ static dlock_client_t *fo_client(const char *base, unsigned breaker_ms) {
     cfg.url = base;
     cfg.unreachable_ms = FO_BOUND_MS;
     cfg.breaker_ms = breaker_ms;
-    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    if (dlock_client_create(&c, &cfg) != 0) fprintf(stderr, "  client_create: %s\n", dlock_last_error());
     return c;
+}
+
+/* Starts fn on a thread per dead server, then, for a test whose threads
+ * wait for the server's return (revive), revives each server once its
+ * thread has paid the bound; asserts that both threads returned 0. */
+static void fo_lib_run(int (*fn)(void *), int revive) {
+    fo_lib l[2];
+    dlt_task t[2];
+    int d;
+    memset(l, 0, sizeof l);
+    for (d = 0; d < 2; d++) {
+        l[d].d = d;
+        if (dlt_task_start(&t[d], DLT_THREAD, fn, &l[d]) != 0) l[d].d = -1;
+    }
+    for (d = 0; d < 2 && revive; d++) {
+        if (l[d].d < 0) continue;
+        (void)dlt_flag_wait(&l[d].paid, 1, 25000);
+        /* not fatal: the thread waits for `revived` */
+        if (d == 0) {
+            CU_ASSERT(dlt_redis_restart(&down_srv) == 0);
+        } else {
+            dlt_proxy_pass(hole);
+        }
+        l[d].back = dlt_now();
+        dlt_flag_set(&l[d].revived, 1);
+    }
+    for (d = 0; d < 2; d++)
+        if (l[d].d >= 0) DLT_ASSERT_INT_EQ(dlt_task_join(&t[d], DLT_JOIN_MS), 0);
 }
 
 /* trylock, tryrdlock, trywrlock and a timed call whose deadline has
  * passed make one attempt; a timed call returns by its deadline. */
-static void test_library_try_no_wait(void) {
-    int d;
-    CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        dlock_client_t *c = fo_client(dead[d].base, 0);
-        dlock_mutexattr_t a;
-        dlock_mutex_t m;
-        dlock_rwlock_t rw;
-        struct timespec ts;
-        double t0, took;
-        int rc;
-        CU_ASSERT_FATAL(c != NULL);
-        dlock_mutexattr_init(&a);
-        dlock_mutexattr_setclient(&a, c);
-        DLT_ASSERT_ERR(dlock_mutex_init(&m, "fo/lib", &a), 0);
-        DLT_ASSERT_ERR(dlock_rwlock_init(&rw, "fo/librw", &a), 0);
+static int lib_try_run(void *arg) {
+    const fo_lib *l = arg;
+    const fo_dead *dd = &dead[l->d];
+    dlock_client_t *c = fo_client(dd->base, 0);
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    dlock_rwlock_t rw;
+    struct timespec ts;
+    double t0, took;
+    int rc;
+    DLT_CKT(c != NULL);
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, c);
+    DLT_CK(dlock_mutex_init(&m, "fo/lib", &a), 0);
+    DLT_CK(dlock_rwlock_init(&rw, "fo/librw", &a), 0);
 
-        t0 = dlt_now();
-        DLT_ASSERT_ERR(dlock_mutex_trylock(&m), ENOLCK);
-        took = dlt_now() - t0;
-        printf("  %s: trylock ENOLCK after %.3f s: %s\n", dead[d].what, took, dlock_last_error());
-        CU_ASSERT(took < 1.5);
-        t0 = dlt_now();
-        DLT_ASSERT_ERR(dlock_rwlock_tryrdlock(&rw), ENOLCK);
-        DLT_ASSERT_ERR(dlock_rwlock_trywrlock(&rw), ENOLCK);
-        DLT_ASSERT_ERR(dlock_rwlock_xlock(&rw, 0, DLOCK_F_TRY, CLOCK_MONOTONIC, NULL), ENOLCK);
-        took = dlt_now() - t0;
-        CU_ASSERT(took < 3 * 1.5);
-        /* a deadline already past: one attempt */
-        ts = dlt_abs_in(CLOCK_REALTIME, -1000);
-        t0 = dlt_now();
-        rc = dlock_mutex_timedlock(&m, &ts);
-        took = dlt_now() - t0;
-        CU_ASSERT(rc == ENOLCK || rc == ETIMEDOUT);
-        CU_ASSERT(took < 1.5);
-        /* the caller's deadline (1 s) wins over the bound (4 s) */
-        ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
-        t0 = dlt_now();
-        rc = dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts);
-        took = dlt_now() - t0;
-        printf("  %s: clocklock(+1 s) %s after %.3f s\n", dead[d].what, dlt_errno_name(rc), took);
-        CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
-        CU_ASSERT(took >= 0.9 && took < 2.0);
-        ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
-        t0 = dlt_now();
-        rc = dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY, CLOCK_MONOTONIC, &ts);
-        took = dlt_now() - t0;
-        CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
-        CU_ASSERT(took < 2.0);
-        DLT_ASSERT_INT_EQ(dlock_mutex_holds(&m), 0);
-        DLT_ASSERT_ERR(dlock_rwlock_destroy(&rw), 0);
-        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-        DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-    }
+    t0 = dlt_now();
+    DLT_CK(dlock_mutex_trylock(&m), ENOLCK);
+    took = dlt_now() - t0;
+    printf("  %s: trylock ENOLCK after %.3f s: %s\n", dd->what, took, dlock_last_error());
+    DLT_CKT(took < 1.5);
+    t0 = dlt_now();
+    DLT_CK(dlock_rwlock_tryrdlock(&rw), ENOLCK);
+    DLT_CK(dlock_rwlock_trywrlock(&rw), ENOLCK);
+    DLT_CK(dlock_rwlock_xlock(&rw, 0, DLOCK_F_TRY, CLOCK_MONOTONIC, NULL), ENOLCK);
+    took = dlt_now() - t0;
+    DLT_CKT(took < 3 * 1.5);
+    /* a deadline already past: one attempt */
+    ts = dlt_abs_in(CLOCK_REALTIME, -1000);
+    t0 = dlt_now();
+    rc = dlock_mutex_timedlock(&m, &ts);
+    took = dlt_now() - t0;
+    DLT_CKT(rc == ENOLCK || rc == ETIMEDOUT);
+    DLT_CKT(took < 1.5);
+    /* the caller's deadline (1 s) wins over the bound (4 s) */
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
+    t0 = dlt_now();
+    rc = dlock_mutex_clocklock(&m, CLOCK_MONOTONIC, &ts);
+    took = dlt_now() - t0;
+    printf("  %s: clocklock(+1 s) %s after %.3f s\n", dd->what, dlt_errno_name(rc), took);
+    DLT_CKT(rc == ETIMEDOUT || rc == ENOLCK);
+    DLT_CKT(took >= 0.9 && took < 2.0);
+    ts = dlt_abs_in(CLOCK_MONOTONIC, 1000);
+    t0 = dlt_now();
+    rc = dlock_rwlock_xlock(&rw, 1, DLOCK_F_TRY, CLOCK_MONOTONIC, &ts);
+    took = dlt_now() - t0;
+    DLT_CKT(rc == ETIMEDOUT || rc == ENOLCK);
+    DLT_CKT(took < 2.0);
+    DLT_CK(dlock_mutex_holds(&m), 0);
+    DLT_CK(dlock_rwlock_destroy(&rw), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+static void test_library_try_no_wait(void) {
+    CU_ASSERT_FATAL(fo_setup() == 0);
+    fo_lib_run(lib_try_run, 0);
 }
 
 /* breaker_ms: a lock pays the bound once; the next calls fail at once;
- * the server's return is noticed within about a second of a call; the
- * default (off) keeps waiting the bound on every lock. */
+ * the server's return is noticed within about a second of a call. */
+static int lib_breaker_run(void *arg) {
+    fo_lib *l = arg;
+    const fo_dead *dd = &dead[l->d];
+    dlock_client_t *c = fo_client(dd->base, 60000);
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    dlock_lock_info_t info;
+    double t0, took;
+    int rc, i;
+    DLT_CKT(c != NULL);
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, c);
+    DLT_CK(dlock_mutex_init(&m, "fo/breaker", &a), 0);
+    t0 = dlt_now();
+    DLT_CK(dlock_mutex_lock(&m), ENOLCK);
+    took = dlt_now() - t0;
+    DLT_CKT(took >= FO_BOUND_MS / 1000.0 - 0.5);
+    t0 = dlt_now();
+    for (i = 0; i < 10; i++) DLT_CK(dlock_mutex_lock(&m), ENOLCK);
+    took = dlt_now() - t0;
+    printf("  %s: 10 locks with the breaker open: %.3f s: %s\n", dd->what, took, dlock_last_error());
+    DLT_CKT(took < 2.5); /* at most two probes of one attempt */
+    t0 = dlt_now();
+    DLT_CK(dlock_lock_info(c, "fo/breaker", &info), ENOLCK);
+    DLT_CKT(dlt_now() - t0 < 1.5);
+    dlt_flag_set(&l->paid, 1);
+    DLT_CKT(dlt_flag_wait(&l->revived, 1, 60000));
+    do {
+        rc = dlock_mutex_lock(&m);
+        if (rc != 0) dlt_sleep_ms(50);
+    } while (rc != 0 && dlt_now() - l->back < 8.0);
+    took = dlt_now() - l->back;
+    printf("  %s: locked %.2f s after the server came back\n", dd->what, took);
+    DLT_CK(rc, 0);
+    DLT_CKT(took < 3.0);
+    DLT_CKT(dlt_key_exists("fo/breaker") == 1 || l->d == 0);
+    DLT_CK(dlock_mutex_unlock(&m), 0);
+    DLT_CK(dlock_mutex_destroy(&m), 0);
+    DLT_CK(dlock_client_destroy(c), 0);
+    return 0;
+}
+
+/* The breaker on both dead servers; then the default (off) keeps waiting
+ * the bound on every lock, and the URL parameter turns it on. */
 static void test_library_breaker(void) {
-    int d;
     CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        dlock_client_t *c = fo_client(dead[d].base, 60000);
-        dlock_mutexattr_t a;
-        dlock_mutex_t m;
-        double t0, took, back;
-        int rc, i;
-        CU_ASSERT_FATAL(fo_setup() == 0);
-        CU_ASSERT_FATAL(c != NULL);
-        dlock_mutexattr_init(&a);
-        dlock_mutexattr_setclient(&a, c);
-        DLT_ASSERT_ERR(dlock_mutex_init(&m, "fo/breaker", &a), 0);
-        t0 = dlt_now();
-        DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
-        took = dlt_now() - t0;
-        CU_ASSERT(took >= FO_BOUND_MS / 1000.0 - 0.5);
-        t0 = dlt_now();
-        for (i = 0; i < 10; i++) DLT_ASSERT_ERR(dlock_mutex_lock(&m), ENOLCK);
-        took = dlt_now() - t0;
-        printf("  %s: 10 locks with the breaker open: %.3f s: %s\n", dead[d].what, took, dlock_last_error());
-        CU_ASSERT(took < 2.5); /* at most two probes of one attempt */
-        {
-            dlock_lock_info_t info;
-            t0 = dlt_now();
-            DLT_ASSERT_ERR(dlock_lock_info(c, "fo/breaker", &info), ENOLCK);
-            CU_ASSERT(dlt_now() - t0 < 1.5);
-        }
-        fo_revive(d);
-        back = dlt_now();
-        do {
-            rc = dlock_mutex_lock(&m);
-            if (rc != 0) dlt_sleep_ms(50);
-        } while (rc != 0 && dlt_now() - back < 8.0);
-        took = dlt_now() - back;
-        printf("  %s: locked %.2f s after the server came back\n", dead[d].what, took);
-        DLT_ASSERT_ERR(rc, 0);
-        CU_ASSERT(took < 3.0);
-        if (rc == 0) {
-            DLT_ASSERT_INT_EQ(dlt_key_exists("fo/breaker") == 1 || d == 0, 1);
-            DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
-        }
-        DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
-        DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
-        if (d == 0) CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
-    }
+    fo_lib_run(lib_breaker_run, 1);
+    CU_ASSERT(dlt_redis_stop(&down_srv) == 0);
     /* off (the default): every lock waits the bound, as before */
     {
         char url[300];
@@ -609,16 +679,16 @@ static void test_library_breaker(void) {
 /* ----------------------------------------------------------- dlock exec */
 
 static void test_exec_n_at_once(void) {
-    char out[8192], script[2048];
-    int d, rc;
+    fo_out o;
     CU_ASSERT_FATAL(fo_setup() == 0);
-    for (d = 0; d < 2; d++) {
-        snprintf(script, sizeof script,
-                 "t0=$(now); " DLOCK_CLI " --url \"$DLOCK_URL\" exec -n fo/exec echo RAN; echo n_rc $?;"
-                 " echo n_ns $(( $(now) - t0 ))\n"
-                 "t0=$(now); " DLOCK_CLI " --url \"$DLOCK_URL\" exec -w 1 fo/exec echo RAN; echo w_rc $?;"
-                 " echo w_ns $(( $(now) - t0 ))\n");
-        rc = sh(dead[d].url, script, out, sizeof out);
+    sh_both("t0=$(now); " DLOCK_CLI " --url \"$DLOCK_URL\" exec -n fo/exec echo RAN; echo n_rc $?;"
+            " echo n_ns $(( $(now) - t0 ))\n"
+            "t0=$(now); " DLOCK_CLI " --url \"$DLOCK_URL\" exec -w 1 fo/exec echo RAN; echo w_rc $?;"
+            " echo w_ns $(( $(now) - t0 ))\n",
+            &o);
+    for (int d = 0; d < 2; d++) {
+        const char *out = o.text[d];
+        int rc = o.rc[d];
         printf("  %s: exec -n %.2f s, -w 1 %.2f s\n", dead[d].what, (double)dlt_out_num(out, "n_ns") / NS,
                (double)dlt_out_num(out, "w_ns") / NS);
         DLT_ASSERT_INT_EQ(rc, 0);

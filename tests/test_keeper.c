@@ -138,7 +138,11 @@ static void test_killed_keeper_warns_and_status_names_program(void) {
     int rc;
     long long warned;
     snprintf(script, sizeof script,
-             "$A " FLOCK " -x A/locks/kw.lock sleep 20 2>err.txt & P=$!\n"
+             /* its stdout not the scenario's, which is read to its end: the
+              * sleep that outlives flock (killed below) would hold it open
+              * for its 20 s; the process group's leftovers are killed once
+              * the scenario has ended */
+             "$A " FLOCK " -x A/locks/kw.lock sleep 20 >/dev/null 2>err.txt & P=$!\n"
              "wait_keeper $P\n"
              "echo prog $P; echo keeper $K\n"
              /* the keeper may still be taking the lock */
