@@ -38,7 +38,10 @@
  *    more calls that were out leave that master more owing connections
  *    (none is closed for room);
  *  - busy tries while a master is paused queue no give-back there, but
- *    for the one try that asked it.
+ *    for the one try that asked it;
+ *  - a master that owes an answer it is about to give (a timed call
+ *    ended before it came) is waited for and asked, not passed over as
+ *    paused: a trylock right after is EBUSY, not ENOLCK.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -792,6 +795,56 @@ static void test_redlock_no_give_back_where_not_asked(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
 }
 
+/* ------------- 10. a master that owes an answer it is about to give */
+
+/* A call that ends before two healthy masters answer it (a timed call's
+ * last request, its end near) leaves them owing those answers for a
+ * moment.  The next call must wait for them (within its own bound) and
+ * ask them, not skip them as paused: with the third master paused, a
+ * trylock on a held lock is EBUSY, not ENOLCK.  Proxies hold masters
+ * 0's and 1's answers 60 ms during a 10 ms timed call (longer than its
+ * end leaves its requests), then pass them on. */
+static void test_redlock_owed_answer_awaited(void) {
+    const char *name = "rlf/owed";
+    dlock_client_t *cl = NULL, *holder = NULL;
+    dlock_mutex_t m, h;
+    dlt_proxy *px[2];
+    char url[320];
+    double t0, dt;
+    int i, rc;
+
+    MASTERS_UP();
+    for (i = 0; i < 2; i++) CU_ASSERT_FATAL((px[i] = dlt_proxy_start(rl.srv[i].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", dlt_proxy_port(px[0]),
+             dlt_proxy_port(px[1]), rl.srv[2].port);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(dlt_client_make(&holder, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(mutex_make(&h, name, holder, 20000, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&h), 0);
+    DLT_ASSERT_INT_EQ(keys_settle(name, NM), NM);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY); /* connections to every master */
+    pause_master(2);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), EBUSY); /* master 2 owes this one's answer */
+    for (i = 0; i < 2; i++) dlt_proxy_set(px[i], DLT_PROXY_DELAY, 60, NULL, 0);
+    rc = timedlock_ms(&m, 10);
+    printf("  timedlock(10 ms), masters 0 and 1 60 ms late: %s\n", dlt_errno_label(rc));
+    for (i = 0; i < 2; i++) dlt_proxy_pass(px[i]); /* (what they owe comes within 60 ms) */
+    t0 = dlt_now();
+    rc = dlock_mutex_trylock(&m);
+    dt = (dlt_now() - t0) * 1000;
+    printf("  trylock after %.1f ms: %s\n", dt, rc != EBUSY ? dlock_last_error() : "EBUSY");
+    DLT_ASSERT_ERR(rc, EBUSY);
+    CU_ASSERT_TRUE(dt <= TRY_MS + LATE_MS);
+    resume_master(2);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&h), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&h), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(holder), 0);
+    for (i = 0; i < 2; i++) dlt_proxy_stop(px[i]);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -801,6 +854,7 @@ static void cleanup(void) {
 
 static const struct dlt_test tests[] = {
     { "test_redlock_paused_master_deadlines", test_redlock_paused_master_deadlines },
+    { "test_redlock_owed_answer_awaited", test_redlock_owed_answer_awaited },
     { "test_redlock_ownerdead_once_per_death", test_redlock_ownerdead_once_per_death },
     { "test_redlock_paused_first_master_calls", test_redlock_paused_first_master_calls },
     { "test_redlock_break_behind_owed_answer", test_redlock_break_behind_owed_answer },
