@@ -350,7 +350,7 @@ static int all_connect(dlock__node *n, dlock__conn **cn, dlock__mono end) {
  * runs when the server does; its answer is not awaited), else skipped
  * (rcs[i] DLOCK__ALL_NOT_SENT, as for a node that gave no connection) --
  * for now (1) if what it owes is on its way (OWES_SOON: all_owing asks
- * again), for this request (-1) if not. */
+ * again), for this request (-1) if not or if it was to be queued. */
 static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int *whole, int *rc,
                     dlock__mono deadline) {
     const char **self = rq->self_argv != NULL ? rq->self_argv : rq->argv;
@@ -369,9 +369,8 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
                             queued ? "%s: has not answered an earlier request: asked after it"
                                    : "%s: has not answered an earlier request",
                             n->conf.redacted_url);
-        if (queued) return -1;
-        *rc = DLOCK__ALL_NOT_SENT;
-        return owes == OWES_SOON ? 1 : -1;
+        if (!queued) *rc = DLOCK__ALL_NOT_SENT;
+        return owes == OWES_SOON && !(flags & DLOCK__ALL_QUEUE) ? 1 : -1;
     }
     if ((*rc = all_connect(n, cn, deadline)) != 0) {
         if (*rc == ENOLCK) *rc = DLOCK__ALL_NOT_SENT; /* (another code is the caller's to tell) */
