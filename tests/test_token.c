@@ -305,7 +305,15 @@ static void test_setup_thread_beside_its_starter(void) {
  * wait starts it (dlock__renew_ahead), renews that hold in time: one of
  * the default lease (due a third of a lease after its acquire, after the
  * thread's first tick: it does not wake the thread) and one of a short
- * lease (due before that tick: it wakes the thread). */
+ * lease (due before that tick: it wakes the thread).  The short lease,
+ * SHORT_MS, ends before that first tick (a sixth of the default lease),
+ * so a hold the thread was not woken for is lost; and it leaves each
+ * renewal two thirds of itself (some 790 ms) before it runs out: the test
+ * assumes that the renewal thread and the server get the CPU within that
+ * time, which a loaded 2-core machine gives (not within a 300 ms lease's
+ * 195 ms, now and then). */
+#define SHORT_MS 1200u
+_Static_assert(SHORT_MS < DLOCK_LEASE_DEFAULT_MS / 6, "the short hold must end before the thread's first tick");
 static int renewed_by_a_thread_started_ahead(void *arg) {
     struct dlock_client *c;
     dlock_mutexattr_t a;
@@ -319,7 +327,7 @@ static int renewed_by_a_thread_started_ahead(void *arg) {
     pthread_mutex_unlock(&c->mu);
     DLT_CK(running, 1);
     DLT_CK(dlock_mutexattr_init(&a), 0);
-    DLT_CK(dlock_mutexattr_setlease(&a, 300), 0);
+    DLT_CK(dlock_mutexattr_setlease(&a, SHORT_MS), 0);
     DLT_CK(dlock_mutex_init(&shrt, "token/ahead/short", &a), 0);
     DLT_CK(dlock_mutex_init(&dflt, "token/ahead/default", NULL), 0);
     DLT_CK(dlock_mutex_lock(&dflt), 0);

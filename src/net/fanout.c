@@ -26,7 +26,16 @@
  * (what has come, poll(0)).  The list needs no bound of its own: a
  * connection goes late only after a request sent while its node owed
  * nothing (all_send), so it holds at most as many as there were calls in
- * flight at once when the node stopped answering. */
+ * flight at once when the node stopped answering.
+ *
+ * A node owes an answer for a moment whenever a call ends before its
+ * answer came (a timed call's last request, near the call's end): such a
+ * node is not stalled.  While each answer it owes is younger than the
+ * reply floor (its request went out, or its server last answered, that
+ * lately: late_at), a request that awaits answers awaits that one first,
+ * within its own bound, and is sent once it came (all_owing); a node that
+ * owes an older one is taken as not answering, and is not asked (a paused
+ * server costs a call no wait but for that floor, once). */
 /* What is queued on a late connection goes out at once while the bytes
  * its server has not answered stay within LATE_SEND_MAX: far below what
  * the kernel buffers on the way to a paused server (the socket of a
@@ -128,7 +137,7 @@ static int late_read(dlock__conn *cn) {
             freeReplyObject(r);
             if (rc != 0) return -1;
             cn->answered++;
-            cn->used = dlock__now();
+            cn->used = cn->late_at = dlock__now();
             if (--cn->owed == cn->held) return 0; /* (those held were not sent) */
             continue;
         }
@@ -147,17 +156,24 @@ static int late_send_held(dlock__conn *cn) {
     return dlock__conn_flush(cn);
 }
 
+/* What a node owes (late_drain): nothing; answers of which one is older
+ * than the reply floor (its server does not answer); or only younger ones
+ * (they are on their way). */
+#define OWES_NONE 0
+#define OWES_STALLED 1
+#define OWES_SOON 2
+
 /* Under n->mu: reads what n's late connections were answered; those
  * answered in full go back to the pool, broken ones (and answered ones
- * the pool has no room for) onto *dead, to be closed after n->mu.  1 when
- * one still owes an answer (the server has not answered an earlier
- * request), else 0. */
+ * the pool has no room for) onto *dead, to be closed after n->mu.  What n
+ * still owes: OWES_*. */
 static int late_drain(dlock__node *n, dlock__conn **dead) {
     dlock__conn **pp = &n->late, *cn;
-    int owes = 0;
+    dlock__mono since = dlock__now() - (dlock__mono)dlock__reply_floor_ms(n) * DLOCK__MS;
+    int owes = OWES_NONE;
     while ((cn = *pp) != NULL) {
         if (late_read(cn) == 0 && cn->owed > 0 && late_send_held(cn) == 0) {
-            owes = 1;
+            if (owes != OWES_STALLED) owes = cn->late_at <= since ? OWES_STALLED : OWES_SOON;
             pp = &cn->next;
             continue;
         }
@@ -316,7 +332,9 @@ static int all_connect(dlock__node *n, dlock__conn **cn, dlock__mono end) {
  * a connection, or the whole bound, each time it is paused): with
  * DLOCK__ALL_QUEUE the request is queued behind every unanswered one (it
  * runs when the server does; its answer is not awaited), else skipped
- * (rcs[i] DLOCK__ALL_NOT_SENT, as for a node that gave no connection). */
+ * (rcs[i] DLOCK__ALL_NOT_SENT, as for a node that gave no connection) --
+ * for now (1) if what it owes is on its way (OWES_SOON: all_owing asks
+ * again), for this request (-1) if not or if it was to be queued. */
 static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int *whole, int *rc,
                     dlock__mono deadline) {
     const char **self = rq->self_argv != NULL ? rq->self_argv : rq->argv;
@@ -326,16 +344,17 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
     *cn = NULL;
     pthread_mutex_lock(n->mu);
     owes = late_drain(n, &dead);
-    if (owes && (flags & DLOCK__ALL_QUEUE)) queued = late_queue(n, rq, (flags & DLOCK__ALL_ONCE) != 0, &dead);
+    if (owes != OWES_NONE && (flags & DLOCK__ALL_QUEUE))
+        queued = late_queue(n, rq, (flags & DLOCK__ALL_ONCE) != 0, &dead);
     pthread_mutex_unlock(n->mu);
     close_list(dead);
-    if (owes) {
+    if (owes != OWES_NONE) {
         *rc = dlock__seterr(ENOLCK,
                             queued ? "%s: has not answered an earlier request: asked after it"
                                    : "%s: has not answered an earlier request",
                             n->conf.redacted_url);
         if (!queued) *rc = DLOCK__ALL_NOT_SENT;
-        return -1;
+        return owes == OWES_SOON && !(flags & DLOCK__ALL_QUEUE) ? 1 : -1;
     }
     if ((*rc = all_connect(n, cn, deadline)) != 0) {
         if (*rc == ENOLCK) *rc = DLOCK__ALL_NOT_SENT; /* (another code is the caller's to tell) */
@@ -407,11 +426,30 @@ static int all_noscript(dlock__conn *cn, void *r, const dlock__all_req *rq, int 
     return 1;
 }
 
-/* One poll over the connections still waiting (cn[i] != NULL), at most
- * until `end`; each that has an answer, or broke, is done (cn[i] NULL).
- * How many answered. */
+/* How long a poll that also watches a node's owed answer waits at most
+ * (ms): another thread may read that answer (late_drain), and the poll
+ * would not see it come. */
+#define OWED_POLL_MS 5
+
+/* The socket of a late connection of n that owes an answer to a request
+ * sent (-1: none).  It may be closed by another thread by the time it is
+ * polled: the poll only says when to look again (all_owing). */
+static int owed_fd(dlock__node *n) {
+    dlock__conn *cn;
+    int fd = -1;
+    pthread_mutex_lock(n->mu);
+    for (cn = n->late; cn != NULL && fd < 0; cn = cn->next)
+        if (cn->owed > cn->held) fd = cn->ctx->fd;
+    pthread_mutex_unlock(n->mu);
+    return fd;
+}
+
+/* One poll over the connections still waiting (cn[i] != NULL), and the
+ * owed answers of the nodes that wait for them (owing[i], if owing),
+ * at most until `end`; each connection that has an answer, or broke, is
+ * done (cn[i] NULL).  How many answered. */
 static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply **out, int *rcs, dlock__mono end,
-                       const dlock__all_req *rq, int *resent) {
+                       const dlock__all_req *rq, int *resent, const int *owing) {
     struct pollfd pfd[DLOCK__NODES_MAX];
     size_t i, k = 0, answered = 0;
     int ms = 0;
@@ -437,10 +475,11 @@ static size_t all_poll(dlock__node **ns, size_t n, dlock__conn **cn, redisReply 
         ms = 0;
     }
     for (i = 0; i < n; i++) {
-        pfd[i].fd = cn[i] != NULL ? cn[i]->ctx->fd : -1;
+        pfd[i].fd = cn[i] != NULL ? cn[i]->ctx->fd : owing != NULL && owing[i] ? owed_fd(ns[i]) : -1;
         pfd[i].events = POLLIN;
         pfd[i].revents = 0;
-        k += cn[i] != NULL;
+        k += pfd[i].fd >= 0;
+        if (cn[i] == NULL && pfd[i].fd >= 0 && ms > OWED_POLL_MS) ms = OWED_POLL_MS;
     }
     if (k == 0 || (poll(pfd, n, ms) < 0 && errno != EINTR)) return answered;
     for (i = 0; i < n; i++) {
@@ -465,11 +504,53 @@ static int all_judged(const dlock__all_judge *judge, size_t n, redisReply **out,
     return decided;
 }
 
-/* cn, whose answer to rq did not come in time, among n's late
- * connections; a request that must run (DLOCK__ALL_QUEUE) and went as
- * EVALSHA (not whole) is sent whole should that answer be NOSCRIPT. */
-static void all_late(dlock__node *n, dlock__conn *cn, int flags, const dlock__all_req *rq, int whole) {
+/* The request sent to each node (cn[i]) that can take it, those with a
+ * connection at hand first, then those that need a new one (sent whole):
+ * their answers come while the others connect.  A node whose owed answer
+ * is on its way waits for it (owing[i]: all_owing).  How many were
+ * sent. */
+static size_t all_send_each(dlock__node **ns, size_t n, dlock__conn **cn, int flags, const dlock__all_req *rq,
+                            int *whole, int *rcs, int *owing, dlock__mono end) {
+    size_t i, sent = 0;
+    int rc;
+    dlock__all_scope(1);
+    for (i = 0; i < n; i++) {
+        if (!has_conn(ns[i])) continue;
+        if ((rc = all_send(ns[i], &cn[i], flags, rq, &whole[i], &rcs[i], end)) == 0) sent++;
+        owing[i] = rc == 1;
+    }
+    for (i = 0; i < n; i++)
+        if (rcs[i] == -1 && (whole[i] = 1) && all_send(ns[i], &cn[i], flags, rq, &whole[i], &rcs[i], end) == 0) sent++;
+    dlock__all_scope(0);
+    return sent;
+}
+
+/* The nodes that wait for an owed answer (owing[i]) asked again: each
+ * that has answered it is sent the request now (cn[i]), one whose owed
+ * answer grew older than the reply floor is left (not asked: its server
+ * does not answer).  How many still wait. */
+static size_t all_owing(dlock__node **ns, size_t n, dlock__conn **cn, int flags, const dlock__all_req *rq, int *whole,
+                        int *rcs, int *owing, dlock__mono end) {
+    size_t i, left = 0;
+    int rc;
+    for (i = 0; i < n; i++) {
+        if (!owing[i]) continue;
+        rcs[i] = -1;
+        rc = all_send(ns[i], &cn[i], flags, rq, &whole[i], &rcs[i], end);
+        owing[i] = rc == 1;
+        left += owing[i];
+    }
+    return left;
+}
+
+/* cn, whose answer to rq (sent at `sent`) did not come in time, among
+ * n's late connections; a request that must run (DLOCK__ALL_QUEUE) and
+ * went as EVALSHA (not whole) is sent whole should that answer be
+ * NOSCRIPT. */
+static void all_late(dlock__node *n, dlock__conn *cn, int flags, const dlock__all_req *rq, int whole,
+                     dlock__mono sent) {
     cn->owed = 1;
+    cn->late_at = sent;
     cn->held = 0;
     cn->late_bytes = 0;
     if (resend_push(cn, (flags & DLOCK__ALL_QUEUE) && rq->self_argv != NULL && !whole ? rq : NULL) != 0) {
@@ -483,25 +564,21 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
                         const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
     int seen[DLOCK__NODES_MAX] = { 0 }, resent[DLOCK__NODES_MAX] = { 0 }, whole[DLOCK__NODES_MAX], decided = 0;
-    size_t i, answered = 0, waiting = 0;
+    int owing[DLOCK__NODES_MAX] = { 0 };
+    size_t i, answered = 0, waiting, nowing = 0;
     /* One bound for the whole request, from its start: a node slow to
      * connect does not give the others more time. */
     dlock__mono start = dlock__now(), end = n > 0 ? start + (dlock__mono)dlock__reply_bound(ns[0], deadline) * DLOCK__MS : 0;
-    dlock__all_scope(1);
     for (i = 0; i < n; i++) out[i] = NULL, cn[i] = NULL, rcs[i] = -1, whole[i] = 0;
-    /* The nodes with a connection at hand first, then those that need a
-     * new one (sent whole): their answers come while the others connect. */
-    for (i = 0; i < n; i++)
-        if (has_conn(ns[i]) && all_send(ns[i], &cn[i], flags, req, &whole[i], &rcs[i], end) == 0) waiting++;
-    for (i = 0; i < n; i++)
-        if (rcs[i] == -1 && (whole[i] = 1) && all_send(ns[i], &cn[i], flags, req, &whole[i], &rcs[i], end) == 0)
-            waiting++;
-    dlock__all_scope(0);
+    waiting = all_send_each(ns, n, cn, flags, req, whole, rcs, owing, end);
+    for (i = 0; i < n; i++) nowing += owing[i];
     decided = judge == NULL && need == 0; /* nothing awaited: only the grace below */
     /* Answers as they come, until `need` of them (any answer), or the
-     * judge's verdict, or the bound. */
-    while (waiting > 0 && !decided && dlock__now() < end) {
-        answered += all_poll(ns, n, cn, out, rcs, end, req, resent);
+     * judge's verdict, or the bound; a node whose owed answer comes is
+     * asked then. */
+    while ((waiting > 0 || nowing > 0) && !decided && dlock__now() < end) {
+        answered += all_poll(ns, n, cn, out, rcs, end, req, resent, nowing > 0 ? owing : NULL);
+        if (nowing > 0) nowing = all_owing(ns, n, cn, flags, req, whole, rcs, owing, end);
         for (i = 0, waiting = 0; i < n; i++) waiting += cn[i] != NULL;
         decided = judge != NULL ? all_judged(judge, n, out, seen) : answered >= need;
     }
@@ -513,15 +590,16 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
         dlock__mono now = dlock__now(), grace = now + (now - start);
         if (grace > end) grace = end;
         while (waiting > 0 && dlock__now() < grace) {
-            (void)all_poll(ns, n, cn, out, rcs, grace, req, resent);
+            (void)all_poll(ns, n, cn, out, rcs, grace, req, resent, NULL);
             for (i = 0, waiting = 0; i < n; i++) waiting += cn[i] != NULL;
         }
     }
-    for (i = 0; i < 3 && waiting > 0; i++) (void)all_poll(ns, n, cn, out, rcs, dlock__now(), req, resent); /* parse, read, parse */
+    for (i = 0; i < 3 && waiting > 0; i++)
+        (void)all_poll(ns, n, cn, out, rcs, dlock__now(), req, resent, NULL); /* parse, read, parse */
     for (i = 0; i < n; i++) {
         if (cn[i] == NULL) continue;
         rcs[i] = dlock__seterr(ENOLCK, "%s: no answer within %u ms%s", ns[i]->conf.redacted_url, dlock__conn_bound(cn[i]),
                                decided ? " (the others' answers decided)" : "");
-        all_late(ns[i], cn[i], flags, req, whole[i] || resent[i]);
+        all_late(ns[i], cn[i], flags, req, whole[i] || resent[i], start);
     }
 }

@@ -117,6 +117,7 @@ struct dlock__conn {
     unsigned held;            /* of them, requests not yet sent: in the output buffer (fanout.c) */
     struct dlock__resend *resend, *resend_last; /* one per owed answer, in order (fanout.c) */
     unsigned late_bytes;                        /* bytes sent on it since its server last answered all that was sent */
+    dlock__mono late_at;      /* late: when its oldest owed request went out, or its server last answered on it */
     uint64_t scripts;         /* dlock__all_req.script bits its server has (answered, or sent whole on it) */
 };
 #define DLOCK__STAMPS_OFF 0   /* no (TLS, or the socket refused): the pool checks it by poll(0) */
@@ -304,7 +305,9 @@ int dlock__command_pipe(dlock__node *n, redisReply **out, dlock__mono deadline, 
  * are kept aside, late, their answers read (and dropped) when their node
  * is next asked; a node with an answer still owed is not asked again but
  * with DLOCK__ALL_QUEUE, which writes the request behind every owed one
- * (it runs when the server does; no answer is awaited: ENOLCK). */
+ * (it runs when the server does; no answer is awaited: ENOLCK) -- or,
+ * while what it owes is younger than the reply floor, once it answered
+ * (within the bound; fanout.c). */
 #define DLOCK__ALL_QUEUE 1
 /* With DLOCK__ALL_QUEUE: behind the owed requests of one connection only
  * (a request that must not run twice on one node: a break). */
