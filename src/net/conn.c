@@ -306,26 +306,28 @@ unsigned dlock__conn_bound(const dlock__conn *cn) {
     return cn->bound_ms > cn->timeout_ms ? cn->bound_ms : cn->timeout_ms;
 }
 
-/* Waits until cn has something to read, or start + bound: 0, or -1 (the
- * context's error set as a read that timed out).  The wait is ppoll's,
- * kept to the microsecond; the socket's receive timeout, which bounds the
- * read itself, is counted in the kernel's ticks and ends up to ~10 ms
- * late: a reply wait cut at a timed call's end (call_end) would return
- * that much after it. */
-static int reply_wait(dlock__conn *cn, dlock__mono start, unsigned bound) {
+int dlock__fd_wait(int fd, dlock__mono end) {
     struct pollfd pfd;
     struct timespec ts;
     int n;
-    if (dlock__conn_pending(cn)) return 0; /* TLS: bytes already read from the socket */
-    pfd.fd = cn->ctx->fd;
+    pfd.fd = fd;
     pfd.events = POLLIN;
     do {
-        dlock__mono left = start + (dlock__mono)bound * DLOCK__MS - dlock__now();
-        dlock__mono_to_ts(left > 0 ? left : 0, &ts);
+        dlock__mono left = end - dlock__now();
+        if (end != DLOCK__MONO_NEVER) dlock__mono_to_ts(left > 0 ? left : 0, &ts);
         pfd.revents = 0;
-        n = ppoll(&pfd, 1, &ts, NULL);
+        n = ppoll(&pfd, 1, end == DLOCK__MONO_NEVER ? NULL : &ts, NULL);
     } while (n < 0 && errno == EINTR);
-    if (n != 0) return 0; /* readable, closed, or an error: the read says which */
+    return n != 0; /* readable, closed, or an error: the read says which */
+}
+
+/* Waits until cn has something to read, or start + bound: 0, or -1 (the
+ * context's error set as a read that timed out), by dlock__fd_wait: a
+ * wait cut by the socket's receive timeout, counted in the kernel's ticks,
+ * would end up to ~10 ms late, past a timed call's end (call_end). */
+static int reply_wait(dlock__conn *cn, dlock__mono start, unsigned bound) {
+    if (dlock__conn_pending(cn)) return 0; /* TLS: bytes already read from the socket */
+    if (dlock__fd_wait(cn->ctx->fd, start + (dlock__mono)bound * DLOCK__MS)) return 0;
     snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "%s", strerror(EAGAIN));
     cn->ctx->err = REDIS_ERR_IO;
     return -1;

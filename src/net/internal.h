@@ -17,6 +17,12 @@ dlock__mono dlock__end_min(dlock__mono deadline);
 unsigned dlock__end_cap(unsigned ms);
 /* Less than a ms left before the call's end: no connect is begun (conn.c). */
 int dlock__end_near(void);
+/* Waits until fd has something to read (or is closed, or in error: the
+ * read that follows says which), or until end, kept to the microsecond
+ * by ppoll (a socket's receive timeout runs on the kernel's timer wheel
+ * and ends up to tens of ms late); an end that has passed looks once,
+ * DLOCK__MONO_NEVER waits without one: 1, or 0 at the end (conn.c). */
+int dlock__fd_wait(int fd, dlock__mono end);
 
 /* Sentinel: a pooled connection is checked against the sentinels' answer
  * when its last check is older than this (ms; conn.c

@@ -275,28 +275,6 @@ static int out_flush(dlock__conn *cn) {
     return 0;
 }
 
-/* Waits until fd has something to read, or end (DLOCK__MONO_NEVER: no
- * end): 1 readable (or closed, or an error: the recv says which), 0 end.
- * ppoll keeps the end to the microsecond; the socket's receive timeout
- * runs on the kernel's timer wheel, whose slots widen with the timeout
- * (one of a few hundred ms ends up to 30 ms late): past a timed call's
- * end, where a server stalls mid-handshake or mid-record. */
-static int in_wait(int fd, dlock__mono end) {
-    struct pollfd pfd;
-    struct timespec ts;
-    int n;
-    pfd.fd = fd;
-    pfd.events = POLLIN;
-    do {
-        dlock__mono left = end - dlock__now();
-        if (end != DLOCK__MONO_NEVER && left <= 0) return 0;
-        if (end != DLOCK__MONO_NEVER) dlock__mono_to_ts(left, &ts);
-        pfd.revents = 0;
-        n = ppoll(&pfd, 1, end == DLOCK__MONO_NEVER ? NULL : &ts, NULL);
-    } while (n < 0 && errno == EINTR);
-    return n != 0;
-}
-
 /* Receives what the socket has into rbio, waiting for it until end: 0;
  * 1 when end came first (nothing set); or -1 with the context's error. */
 static int in_fill(dlock__conn *cn, dlock__mono end) {
@@ -308,7 +286,7 @@ static int in_fill(dlock__conn *cn, dlock__mono end) {
         if (k >= 0) break;
         if ((e = errno) == EINTR) continue;
         if (e != EAGAIN && e != EWOULDBLOCK) break;
-        if (!in_wait(cn->ctx->fd, end)) return 1;
+        if (!dlock__fd_wait(cn->ctx->fd, end)) return 1;
     }
     if (k == 0) {
         snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "Server closed the connection");
@@ -485,22 +463,10 @@ static redisContext *probe_connect(const char *host, int port, dlock__mono end) 
  * end: its length, or -1 / 0 (nothing, or no answer in time). */
 static ssize_t probe_exchange(redisContext *ctx, const void *req, size_t len, unsigned char *ans, size_t cap,
                               dlock__mono end) {
-    struct pollfd pfd;
-    struct timespec ts;
     ssize_t k;
-    int n;
     /* (a fresh socket's buffer takes a ClientHello whole) */
     if (send(ctx->fd, req, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len) return -1;
-    pfd.fd = ctx->fd;
-    pfd.events = POLLIN;
-    do {
-        dlock__mono left = end - dlock__now();
-        if (left <= 0) return -1;
-        dlock__mono_to_ts(left, &ts);
-        pfd.revents = 0;
-        n = ppoll(&pfd, 1, &ts, NULL);
-    } while (n < 0 && errno == EINTR);
-    if (n <= 0) return -1;
+    if (!dlock__fd_wait(ctx->fd, end)) return -1;
     do k = recv(ctx->fd, ans, cap, MSG_DONTWAIT);
     while (k < 0 && errno == EINTR);
     return k;
