@@ -4,14 +4,16 @@
  *   (a) uncontended lock+unlock with the pipelined unlock beside the raw
  *       pair (SET NX PX + compare-and-delete), interleaved rounds; goal
  *       >= 1.5x the raw pair's pairs/s.
- *   (b) two processes in strict alternation on one name (a turn word in
- *       shared memory: each locks only after the other unlocked), the
- *       pipelined unlock beside the confirmed one, interleaved rounds;
- *       goal >= 1.3x the confirmed unlock's handoffs/s.
+ *   (b) two processes in strict alternation (a turn word in shared
+ *       memory: each locks only after the other unlocked), the pipelined
+ *       unlock beside the confirmed one in interleaved blocks of one pair
+ *       of processes; goal >= 1.3x the confirmed unlock's handoffs/s.
  *   (c) 4 processes forked at once, each making its own client and mutex
  *       and taking it 250 times with a 1 ms hold, counted from the fork;
- *       goal >= 0.95x the ideal 1/(hold + 2 RT), printed beside the same
- *       run's steady state (from the moment all 4 have held it once).
+ *       goal >= 0.95x the ideal 1/(hold + 2 RT), RT a message from one
+ *       process to another through the server (hop_rt_us), printed beside
+ *       the same run's steady state (from the moment all 4 have held it
+ *       once).
  *   (d) two plain forked processes looping lock -> 1 ms of work ->
  *       unlock on a caching mutex, no other coordination: the longest run
  *       of acquisitions by one process (goal <= 4).
@@ -167,33 +169,77 @@ static void uncontended(const bopts *o, redisContext *rc, dlock_client_t *cl) {
 
 /* --------------------------------------------------- (b) alternation */
 
+/* The two unlocks are compared inside one pair of processes: each has a
+ * confirmed and a pipelined mutex (two names) and the pair takes them in
+ * blocks of ALT_BLOCK handoffs, the kinds alternating block by block.  On
+ * a host with few cores where the two processes and the server land
+ * decides much of a handoff's cost, and it is fixed for a pair's life:
+ * blocks of one pair see the same placement, where a pair per kind did
+ * not (the ratio of such rounds swung with it).  The first ALT_SKIP
+ * handoffs of a block are not counted (the switch: the other mutex's
+ * first requests, the server's INFO read between blocks). */
+enum { ALT_BLOCK = 200, ALT_SKIP = 20 };
+
 typedef struct alt_shared {
     volatile int turn;  /* whose turn: 0 or 1 */
     volatile int ready; /* processes connected */
     volatile long count;
     volatile int errors;
     volatile int stop;
+    int64_t last; /* when the turn last passed */
+    /* per kind (0 confirmed, 1 pipelined), the counted handoffs only */
+    long handoffs[2], cmds[2], sends[2];
+    int64_t ns[2];
+    double cpu[2], cpu0; /* the server's CPU seconds; at the block's start */
 } alt_shared;
 
-static void alt_child(const bopts *o, alt_shared *sh, int me, int pipelined, long cap, double seconds) {
+/* One process of the pair: n_block-handoff blocks of each kind in turn,
+ * the first block's kind `first`, until the cap or `seconds`. */
+static void alt_child(const bopts *o, alt_shared *sh, int me, int first, long cap, double seconds) {
     dlock_client_t *cl = bclient(o);
-    dlock_mutex_t m;
+    redisContext *rc = bconnect(o); /* the server's CPU between blocks */
+    dlock_mutex_t m[2];
     int64_t end;
-    pmutex(&m, cl, pipelined ? "pipe-alt-p" : "pipe-alt-c", pipelined, 0);
-    check(dlock_mutex_lock(&m), "lock"); /* warm: connections, subscriber */
-    check(dlock_mutex_unlock(&m), "unlock");
+    int k;
+    pmutex(&m[0], cl, "pipe-alt-c", 0, 0);
+    pmutex(&m[1], cl, "pipe-alt-p", 1, 0);
+    for (k = 0; k < 2; k++) { /* warm: connections, subscriber */
+        check(dlock_mutex_lock(&m[k]), "lock");
+        check(dlock_mutex_unlock(&m[k]), "unlock");
+    }
     __atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 3) sched_yield();
     end = now_ns() + (int64_t)(seconds * 1e9);
     while (!sh->stop) {
+        bcounters c0, c1;
+        long i, at;
+        int64_t t;
         while (__atomic_load_n(&sh->turn, __ATOMIC_ACQUIRE) != me && !sh->stop) sched_yield();
         if (sh->stop) break;
-        if (dlock_mutex_lock(&m) != 0) sh->errors++;
-        if (dlock_mutex_unlock(&m) != 0) sh->errors++;
-        if (__atomic_add_fetch(&sh->count, 1, __ATOMIC_SEQ_CST) >= cap || now_ns() >= end) sh->stop = 1;
+        i = sh->count;
+        at = i % ALT_BLOCK;
+        k = (int)((i / ALT_BLOCK + first) % 2);
+        counters_get(&c0);
+        if (dlock_mutex_lock(&m[k]) != 0) sh->errors++;
+        if (dlock_mutex_unlock(&m[k]) != 0) sh->errors++;
+        t = now_ns();
+        if (at >= ALT_SKIP) {
+            counters_get(&c1);
+            sh->handoffs[k]++;
+            sh->ns[k] += t - sh->last;
+            sh->cmds[k] += c1.cmds - c0.cmds;
+            sh->sends[k] += c1.sends - c0.sends;
+        }
+        if (at == ALT_SKIP - 1) sh->cpu0 = server_cpu(rc);
+        if (at == ALT_BLOCK - 1) sh->cpu[k] += server_cpu(rc) - sh->cpu0;
+        sh->last = now_ns();
+        /* (stops after a block of each kind: as many of one as of the other) */
+        if (i + 1 >= cap || (at == ALT_BLOCK - 1 && i / ALT_BLOCK % 2 == 1 && sh->last >= end)) sh->stop = 1;
+        sh->count = i + 1;
         __atomic_store_n(&sh->turn, 1 - me, __ATOMIC_RELEASE);
     }
-    dlock_mutex_destroy(&m);
+    for (k = 0; k < 2; k++) dlock_mutex_destroy(&m[k]);
+    redisFree(rc);
     _exit(0);
 }
 
@@ -208,46 +254,45 @@ static int workers_failed(const pid_t *pids, int n) {
     return failed;
 }
 
-/* What one kind's alternation rounds cost, summed: handoffs, dlock's
- * requests and send() calls (both processes), the server's CPU seconds.
- * The two kinds make the same requests (4 a handoff: the pipelined SET,
- * its EXISTS and fence, the release; more when an acquire found the lock
- * still held and asked the script) and the server does the same work;
- * what the pipelined unlock saves is the releaser's wait for its answer,
- * so the ratio is bounded by the share of a handoff that wait is. */
+/* What each kind's counted handoffs cost, summed over rounds: handoffs,
+ * dlock's requests and send() calls (both processes), the server's CPU
+ * seconds, their time.  The two kinds make the same requests (4 a
+ * handoff: the pipelined SET, its EXISTS and fence, the release; more
+ * when an acquire found the lock still held and asked the script) and
+ * the server does the same work; what the pipelined unlock saves is the
+ * releaser's wait for its answer, so the ratio is bounded by the share of
+ * a handoff that wait is. */
 typedef struct alt_cost {
     long handoffs, cmds, sends;
     double cpu, secs;
 } alt_cost;
 
-static double alternation(const bopts *o, redisContext *rc, int pipelined, double seconds, alt_cost *ac) {
+/* One round: a pair of processes, the kinds in blocks (the first block's
+ * kind `first`); each kind's handoffs/s into rate[]. */
+static void alternation(const bopts *o, int first, double seconds, alt_cost *ac, double rate[2]) {
     alt_shared *sh = shared_alloc(sizeof *sh);
-    bcounters c0, c1;
-    double cpu0, dt;
-    int64_t t0;
     pid_t pids[2];
-    int p;
+    int p, k;
     memset((void *)sh, 0, sizeof *sh);
     fflush(NULL);
     for (p = 0; p < 2; p++) {
         if ((pids[p] = fork()) < 0) die("fork: %s", strerror(errno));
-        if (pids[p] == 0) alt_child(o, sh, p, pipelined, 200000, seconds);
+        if (pids[p] == 0) alt_child(o, sh, p, first, 400000, seconds);
     }
     while (__atomic_load_n(&sh->ready, __ATOMIC_SEQ_CST) < 2) sched_yield();
-    cpu0 = server_cpu(rc);
-    counters_get(&c0);
-    t0 = now_ns();
+    sh->last = now_ns();
     __atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
     sh->errors += workers_failed(pids, 2);
-    dt = (double)(now_ns() - t0) / 1e9;
-    counters_get(&c1); /* (the children's destroy is in it: a few requests a round) */
     if (sh->errors) die("alternation: %d errors", sh->errors);
-    ac->handoffs += sh->count;
-    ac->cmds += c1.cmds - c0.cmds;
-    ac->sends += c1.sends - c0.sends;
-    ac->cpu += server_cpu(rc) - cpu0;
-    ac->secs += dt;
-    return (double)sh->count / dt;
+    for (k = 0; k < 2; k++) {
+        if (sh->handoffs[k] == 0) die("alternation: no %s block counted", k ? "pipelined" : "confirmed");
+        ac[k].handoffs += sh->handoffs[k];
+        ac[k].cmds += sh->cmds[k];
+        ac[k].sends += sh->sends[k];
+        ac[k].cpu += sh->cpu[k];
+        ac[k].secs += (double)sh->ns[k] / 1e9;
+        rate[k] = (double)sh->handoffs[k] * 1e9 / (double)sh->ns[k];
+    }
 }
 
 static void alt_costs(const bopts *o, const alt_cost *ac) {
@@ -267,28 +312,88 @@ static void alt_costs(const bopts *o, const alt_cost *ac) {
     }
 }
 
-/* The two kinds in interleaved rounds, the order turning (a loaded
- * machine's swings hit both alike): the medians of each kind's rate and
- * of the rounds' ratios. */
-static void alternations(const bopts *o, redisContext *rc) {
+/* Rounds of a pair each, the first block's kind turning round by round:
+ * the medians of each kind's rate and of the rounds' ratios. */
+static void alternations(const bopts *o) {
     enum { ROUNDS = 5 };
     int rounds = o->smoke ? 3 : ROUNDS, r;
-    double seconds = o->smoke ? 0.2 : 0.4, rate[2][ROUNDS], ratio[ROUNDS];
+    double seconds = o->smoke ? 0.4 : 0.8, rate[2][ROUNDS], ratio[ROUNDS];
     alt_cost ac[2];
     memset(ac, 0, sizeof ac);
     for (r = 0; r < rounds; r++) {
-        int first = r % 2;
-        rate[first][r] = alternation(o, rc, first, seconds, &ac[first]);
-        rate[1 - first][r] = alternation(o, rc, 1 - first, seconds, &ac[1 - first]);
-        ratio[r] = rate[1][r] / rate[0][r];
+        double rr[2];
+        alternation(o, r % 2, seconds, ac, rr);
+        rate[0][r] = rr[0];
+        rate[1][r] = rr[1];
+        ratio[r] = rr[1] / rr[0];
     }
     alt_costs(o, ac);
     result(o, "pipe.alternation_confirmed_per_s", median(rate[0], rounds), "handoffs/s");
     result(o, "pipe.alternation_pipelined_per_s", median(rate[1], rounds), "handoffs/s");
+    (void)median(ratio, rounds); /* sorts: the rounds' spread */
+    result(o, "pipe.alternation_round_ratio_min", ratio[0], "x");
+    result(o, "pipe.alternation_round_ratio_max", ratio[rounds - 1], "x");
     verdict(o, "pipe.alternation_vs_confirmed", median(ratio, rounds), 1.3, 0);
 }
 
 /* ----------------------------------------------- (c) fresh processes */
+
+/* The round trip a handoff is made of: one process's request reaching
+ * the server and the server's answer waking another process.  A handoff
+ * is that path (the release's write, the waiter's BLPOP answered), never
+ * a request and its answer to one process: a single client's PING can
+ * have the server woken on its own CPU and read 9 us on this 2-core VM,
+ * where any answer that wakes a second process reads 40-90 us.  So the
+ * ideal's RT is measured as dlock's messages travel: two processes play
+ * ping-pong through the server with raw commands (each writes RPUSH to
+ * the other's list and BLPOP of its own in one write), and RT is half
+ * the median exchange.  Up to n exchanges or 1 s, after a warm-up. */
+static double hop_rt_us(const bopts *o, long n) {
+    const char *ka = "bench:pipe-hop:a", *kb = "bench:pipe-hop:b";
+    redisContext *rc = bconnect(o);
+    series s = { 0 };
+    int64_t end;
+    double rt;
+    pid_t pid;
+    long i;
+    freeReplyObject(bcmd(rc, "DEL %s %s", ka, kb));
+    fflush(NULL);
+    if ((pid = fork()) < 0) die("fork: %s", strerror(errno));
+    if (pid == 0) { /* answers each of the parent's pushes, until one is "stop" or 2 s pass */
+        redisContext *cc = bconnect(o);
+        redisReply *r = bcmd(cc, "BLPOP %s 2", ka), *pushed;
+        while (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && strcmp(r->element[1]->str, "stop") != 0) {
+            freeReplyObject(r);
+            redisAppendCommand(cc, "RPUSH %s x", kb);
+            redisAppendCommand(cc, "BLPOP %s 2", ka);
+            if (redisGetReply(cc, (void **)&pushed) != REDIS_OK || redisGetReply(cc, (void **)&r) != REDIS_OK) _exit(1);
+            freeReplyObject(pushed);
+        }
+        freeReplyObject(r);
+        redisFree(cc);
+        _exit(0);
+    }
+    end = now_ns() + (int64_t)1e9;
+    for (i = 0; i < n + 100 && now_ns() < end; i++) {
+        int64_t t0 = now_ns();
+        redisReply *r1, *r2;
+        redisAppendCommand(rc, "RPUSH %s x", ka);
+        redisAppendCommand(rc, "BLPOP %s 2", kb);
+        if (redisGetReply(rc, (void **)&r1) != REDIS_OK || redisGetReply(rc, (void **)&r2) != REDIS_OK)
+            die("hop: %s", rc->errstr);
+        if (r2->type != REDIS_REPLY_ARRAY) die("hop: no answer from the other process");
+        if (i >= 100) series_add(&s, now_ns() - t0); /* the first 100: warm-up */
+        freeReplyObject(r1);
+        freeReplyObject(r2);
+    }
+    freeReplyObject(bcmd(rc, "RPUSH %s stop", ka));
+    if (workers_failed(&pid, 1)) die("hop: the other process failed");
+    freeReplyObject(bcmd(rc, "DEL %s %s", ka, kb));
+    redisFree(rc);
+    rt = (double)series_pct(&s, 50) / 2e3;
+    series_free(&s);
+    return rt;
+}
 
 /* The most acquisitions of one run (4 x 250). */
 #define FRESH_MAX 1000
@@ -369,7 +474,7 @@ static void fresh_costs(const bopts *o, const fresh_shared *sh, double rt_us, co
     series_free(&hand);
 }
 
-static void fresh(const bopts *o, redisContext *rc, double rt_us) {
+static void fresh(const bopts *o, redisContext *rc, double rt_us, double ping_us) {
     fresh_shared *sh = shared_alloc(sizeof *sh);
     bcounters c0, c1;
     snap sa, sb, sd;
@@ -400,6 +505,8 @@ static void fresh(const bopts *o, redisContext *rc, double rt_us) {
      * since then are at most held - 4 + 1, counted as held - 3) */
     steady = (double)(sh->held - 3) * 1e9 / (double)(t_end - t_all);
     result(o, "pipe.fresh_ideal_per_s", ideal, "acq/s");
+    /* the ideal with a single client's PING for RT, reported beside it */
+    result(o, "pipe.fresh_from_fork_vs_ping_ideal", from_fork * (hold_ms + 2 * ping_us / 1e3) / 1e3, "x");
     result(o, "pipe.fresh_from_fork_per_s", from_fork, "acq/s");
     result(o, "pipe.fresh_steady_per_s", steady, "acq/s");
     result(o, "pipe.fresh_steady_vs_ideal", steady / ideal, "x");
@@ -495,8 +602,12 @@ int cmd_pipe(const bopts *o) {
     printf("pipelined unlock, fresh processes, caching under contention (each with its goal)\n");
     /* --kind pair|alt|fresh|cache runs that part alone */
     if (o->kind == NULL || strcmp(o->kind, "pair") == 0) uncontended(o, rc, cl);
-    if (o->kind == NULL || strcmp(o->kind, "alt") == 0) alternations(o, rc);
-    if (o->kind == NULL || strcmp(o->kind, "fresh") == 0) fresh(o, rc, rt_us);
+    if (o->kind == NULL || strcmp(o->kind, "alt") == 0) alternations(o);
+    if (o->kind == NULL || strcmp(o->kind, "fresh") == 0) {
+        double hop = hop_rt_us(o, o->smoke ? 300 : 1000);
+        result(o, "pipe.hop_rt_us", hop, "us");
+        fresh(o, rc, hop, rt_us);
+    }
     if (o->kind == NULL || strcmp(o->kind, "cache") == 0) caching(o);
     redisFree(rc);
     return 0;
