@@ -145,6 +145,13 @@ void counters_get(bcounters *out);
 /* Shared anonymous memory, visible to forked children. */
 void *shared_alloc(size_t n);
 
+/* Strict alternation between forked processes: a turn word in shared
+ * memory, waited on with a futex (a few loads first).  turn_wait: 0 when
+ * it is `id`'s turn, -1 once *stop is set, -2 past give_up (CLOCK_MONOTONIC
+ * ns).  turn_pass: the turn to `to`, its waiter woken. */
+int turn_wait(uint32_t *turn, const uint32_t *stop, uint32_t id, int64_t give_up);
+void turn_pass(uint32_t *turn, uint32_t to);
+
 /* A dlock client for the bench's server (prefix "bench:"). */
 dlock_client_t *bclient(const bopts *o);
 /* flags: BMUTEX_FAIR, dlock_mutexattr_setfair(&a, 1), a FIFO mutex;

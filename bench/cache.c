@@ -33,8 +33,6 @@
  * past its deadline is killed.
  */
 #include <errno.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -42,7 +40,6 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -276,33 +273,14 @@ typedef struct ppshared {
     ppx *x;
 } ppshared;
 
-static long futex(uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts) {
-    return syscall(SYS_futex, uaddr, op, val, ts, NULL, 0);
-}
-
 /* Waits until it is `id`'s turn; 0, or -1 when the run is over. */
 static int wait_turn(ppshared *sh, uint32_t id, int64_t give_up) {
-    int spins = 0;
-    for (;;) {
-        uint32_t t = __atomic_load_n(&sh->turn, __ATOMIC_ACQUIRE);
-        if (__atomic_load_n(&sh->stop, __ATOMIC_ACQUIRE)) return -1;
-        if (t == id) return 0;
-        if (++spins < 200) continue;
-        if (now_ns() > give_up) {
-            __atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
-            fprintf(stderr, "ping-pong: process %u waited for its turn past the deadline\n", id);
-            return -1;
-        }
-        {
-            struct timespec ts = { 0, 20000000 };
-            futex(&sh->turn, FUTEX_WAIT, t, &ts);
-        }
+    int rc = turn_wait(&sh->turn, &sh->stop, id, give_up);
+    if (rc == -2) {
+        __atomic_fetch_add(&sh->errors, 1, __ATOMIC_RELAXED);
+        fprintf(stderr, "ping-pong: process %u waited for its turn past the deadline\n", id);
     }
-}
-
-static void pass_turn(ppshared *sh, uint32_t to) {
-    __atomic_store_n(&sh->turn, to, __ATOMIC_RELEASE);
-    futex(&sh->turn, FUTEX_WAKE, INT_MAX, NULL);
+    return rc == 0 ? 0 : -1;
 }
 
 static void pp_child(const bopts *o, ppshared *sh, uint32_t id, int caching, int alternate, const char *name) {
@@ -353,11 +331,11 @@ static void pp_child(const bopts *o, ppshared *sh, uint32_t id, int caching, int
             __atomic_store_n(&sh->x[c].set, 1, __ATOMIC_RELEASE);
         }
         if (c + 1 >= sh->cap) __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
-        if (alternate) pass_turn(sh, 1 - id);
+        if (alternate) turn_pass(&sh->turn, 1 - id);
     }
     /* Whoever stops first lets the other one out of its wait. */
     __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
-    pass_turn(sh, 1 - id);
+    turn_pass(&sh->turn, 1 - id);
     check(dlock_mutex_destroy(&m), "destroy");
     dlock_client_destroy(cl);
     fflush(NULL);

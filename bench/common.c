@@ -1,13 +1,17 @@
 /* common.c -- time, statistics, results, the bench's own Redis connection,
  * and the link-time wrappers that count the requests dlock itself makes. */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -290,6 +294,26 @@ void *shared_alloc(size_t n) {
     void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) die("mmap %zu: %s", n, strerror(errno));
     return p;
+}
+
+int turn_wait(uint32_t *turn, const uint32_t *stop, uint32_t id, int64_t give_up) {
+    int spins = 0;
+    for (;;) {
+        uint32_t t = __atomic_load_n(turn, __ATOMIC_ACQUIRE);
+        if (__atomic_load_n(stop, __ATOMIC_ACQUIRE)) return -1;
+        if (t == id) return 0;
+        if (++spins < 200) continue;
+        if (now_ns() > give_up) return -2;
+        {
+            struct timespec ts = { 0, 20000000 };
+            syscall(SYS_futex, turn, FUTEX_WAIT, t, &ts, NULL, 0);
+        }
+    }
+}
+
+void turn_pass(uint32_t *turn, uint32_t to) {
+    __atomic_store_n(turn, to, __ATOMIC_RELEASE);
+    syscall(SYS_futex, turn, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 void counters_init(void) {
