@@ -571,6 +571,46 @@ static void test_acl_robust_handoff(void) {
     dlock_mutexattr_destroy(&a);
 }
 
+/* A user whose ACL names no channel: every SUBSCRIBE of a waiter's
+ * subscriber is refused (NOPERM).  The subscriber starts over after a
+ * refusal as after a failed connect, backing off, not at once: over a
+ * 1.2 s wait the server answers a few refusals, not one each round trip.
+ * The waiter still gets its bound. */
+static void test_acl_refused_subscribe_backs_off(void) {
+    const char *user = "nochannels", *name = "acl/no-channels";
+    dlock_client_t *cw;
+    dlock_mutexattr_t a;
+    dlock_mutex_t m, wm;
+    struct timespec ts;
+    long long e0, e1;
+    double t0, took;
+    int rc;
+    CU_ASSERT_FATAL(setuser(user, "&dlock:*") == 0); /* resetchannels, and no pattern after it */
+    DLT_ASSERT_ERR(acl_client(&cw, user, PASSWORD), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, name, NULL), 0); /* the holder: the default client */
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setclient(&a, cw);
+    DLT_ASSERT_ERR(dlock_mutex_init(&wm, name, &a), 0);
+    dlock_mutexattr_destroy(&a);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    e0 = dlt_redis_errors(&dlt_server);
+    t0 = dlt_now();
+    ts = dlt_abs_in(CLOCK_REALTIME, 1200);
+    rc = dlock_mutex_timedlock(&wm, &ts);
+    took = dlt_now() - t0;
+    e1 = dlt_redis_errors(&dlt_server);
+    printf("  waiter: %s after %.2f s; %lld refusals\n", dlock_strerror(rc), took, e1 - e0);
+    CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
+    CU_ASSERT(took < 2.0);
+    CU_ASSERT(e0 >= 0 && e1 - e0 >= 1); /* it was refused */
+    CU_ASSERT(e1 - e0 <= 25);           /* 10 ms doubling to 200 ms: ~10 in 1.2 s */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&wm), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cw), 0);
+    freeReplyObject(dlt_redis_cmd(&dlt_server, "ACL DELUSER %s", user));
+}
+
 static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_mutexes_across_processes),
     DLT_TEST(test_acl_user_without_blpop),
@@ -583,6 +623,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_team_prefixes),
     DLT_TEST(test_acl_renewal_after_a_waiter_came),
     DLT_TEST(test_acl_robust_handoff),
+    DLT_TEST(test_acl_refused_subscribe_backs_off),
     { NULL, NULL },
 };
 

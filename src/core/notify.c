@@ -332,6 +332,7 @@ struct sub_loop {
     dlock__backoff backoff;    /* before the next connection attempt */
     dlock__backoff pace;       /* after a turn with a subscription refused */
     int refused;               /* this turn had one */
+    int proven;                /* the connection answered other than an error */
     struct sweep s;            /* this turn's sweep; s.err: the connection goes */
 };
 
@@ -383,7 +384,7 @@ static int sub_connect(struct sub_loop *lp) {
         sub_conn_failed(lp);
         return 0;
     }
-    dlock__backoff_reset(&lp->backoff);
+    lp->proven = 0; /* the back-off is reset once it answers (sub_dispatch) */
     sub->conn = cn;
     sub->connected = 1;
     sub->down_since = 0;
@@ -444,6 +445,10 @@ static void sub_dispatch(struct sub_loop *lp) {
             freeReplyObject(reply);
             continue;
         }
+        if (!lp->proven) {
+            lp->proven = 1;
+            dlock__backoff_reset(&lp->backoff);
+        }
         on_message(lp->c, lp->sub, reply);
         freeReplyObject(reply);
     }
@@ -463,7 +468,12 @@ static void sub_pace(struct sub_loop *lp) {
 }
 
 /* Phase 6, down: the connection failed or cannot be trusted: close it
- * (a new epoch) and tell every lock it carried (on_down).  c->mu held. */
+ * (a new epoch) and tell every lock it carried (on_down).  One that never
+ * answered but with an error (its SUBSCRIBE refused: an ACL without the
+ * channels, a server still loading) is a failed attempt, and the next
+ * waits the back-off as after a failed connect: started over at once, a
+ * refusal would be a loop of connections, thousands a second, on the
+ * server.  c->mu held. */
 static void sub_down(struct sub_loop *lp) {
     dlock__sub *sub = lp->sub;
     dlock__sub_close(sub->conn);
@@ -472,6 +482,7 @@ static void sub_down(struct sub_loop *lp) {
     sub->down_since = dlock__now();
     sub->epoch = epoch_next();
     each_lock(lp->c, on_down, sub);
+    if (!lp->proven) sub_conn_failed(lp);
 }
 
 /* The subscriber thread of client `sub` (a cluster sub's member, or the
