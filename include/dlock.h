@@ -679,8 +679,9 @@ typedef struct dlock_lock_waiter {
 DLOCK_API int dlock_lock_waiters(dlock_client_t *c, const char *name,
                                  int (*fn)(const dlock_lock_waiter_t *w, void *arg), void *arg);
 /* Calls fn for each lock whose name matches the shell glob (fnmatch;
- * NULL: "*") that is held, has readers, or has a robust state left (an
- * owner died, or not recoverable), in no particular order; stops early
+ * NULL: "*") that is held, has readers, has a robust state left (an
+ * owner died, or not recoverable), or is in its lock-delay (delay_left_ms
+ * > 0), in no particular order; stops early
  * when fn returns nonzero.  Uses SCAN, so it never blocks the server. */
 DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
                          int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg);

@@ -473,6 +473,40 @@ static int ld_wait_delay_end(int timeout_ms) {
     return 0;
 }
 
+/* `dlock list` of the ld/ locks (the table and --json) while ld/cli is in its
+ * lock-delay (in_delay): listed, free, its DELAY cell the time left (a
+ * duration: ms or s) and its delay_left_ms above 0; after the delay's
+ * end (free, no delay) it is not listed at all. */
+static void ld_cli_list(int in_delay) {
+    static char out[8192], err[8192];
+    char *const list[] = { DLOCK_CLI, "list", "ld/*", NULL };
+    char *const list_json[] = { DLOCK_CLI, "list", "--json", "ld/*", NULL };
+    const char *row, *cell;
+    long long left = -1;
+    DLT_ASSERT_INT_EQ(dlt_run_capture(list, out, err, sizeof out, 10000), 0);
+    row = strstr(out, "\nld/cli ");
+    if (!in_delay) {
+        CU_ASSERT_PTR_NULL(row);
+        DLT_ASSERT_INT_EQ(dlt_run_capture(list_json, out, err, sizeof out, 10000), 0);
+        CU_ASSERT_PTR_NULL(strstr(out, "\"ld/cli\""));
+        return;
+    }
+    if (row == NULL) fprintf(stderr, "  dlock list printed:\n%s\n", out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+    CU_ASSERT(strncmp(out, "NAME ", 5) == 0 && strstr(out, "ROBUST  DELAY\n") != NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(row, " free "));
+    cell = strrchr(row + 1, ' '); /* the last column, DELAY: "850ms" or "1.2s" */
+    CU_ASSERT_FATAL(cell != NULL && strchr(row + 1, '\n') != NULL && cell < strchr(row + 1, '\n'));
+    CU_ASSERT(cell[1] >= '1' && cell[1] <= '9' &&
+              (strncmp(strchr(row + 1, '\n') - 2, "ms", 2) == 0 || strchr(row + 1, '\n')[-1] == 's'));
+    DLT_ASSERT_INT_EQ(dlt_run_capture(list_json, out, err, sizeof out, 10000), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(row = strstr(out, "\"name\":\"ld/cli\""));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cell = strstr(row, "\"delay_left_ms\":"));
+    left = strtoll(cell + strlen("\"delay_left_ms\":"), NULL, 10);
+    CU_ASSERT(left > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(row, "\"delay_until\":\""));
+}
+
 static void test_cli(void) {
     static char out[8192], err[8192];
     char *const status[] = { DLOCK_CLI, "status", "ld/cli", NULL };
@@ -509,6 +543,7 @@ static void test_cli(void) {
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_until\":\""));
     CU_ASSERT_PTR_NULL(strstr(out, "\"delay_left_ms\":0"));
+    ld_cli_list(1);
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 1);
     if (end - dlt_now() < 0.3 + run) /* the runs took far longer than the one measured: say so */
         fprintf(stderr, "  %.2f s of the %s ms delay left for exec -w 0.3 (a run took %.2f s)\n", end - dlt_now(),
@@ -521,6 +556,7 @@ static void test_cli(void) {
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 0);
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_left_ms\":0"));
+    ld_cli_list(0);
 }
 
 static const struct dlt_test tests[] = {
