@@ -751,7 +751,8 @@ typedef struct dlock_lock_stats {
     double hold_ms_p99;
     uint64_t lost_leases;    /* holds their client found lost (lease ran out, renewal refused) */
     uint64_t deadlocks;      /* lock calls answered EDEADLK */
-    void *__reserved[2];     /* room to grow (with the two above, the size of the four it had on LP64) */
+    uint64_t lease_risks;    /* lease-at-risk warnings told (DLOCK_LEASE_AT_RISK, holds with a risk callback) */
+    void *__reserved[1];     /* room to grow (with the three above, the size of the four it had on LP64) */
     /* Cumulative histograms: counts that only grow, not sums over the
      * window.  wait_buckets[i] counts the waits (from the lock call's
      * start to the hold) longer than bound i-1 and at most bound i of

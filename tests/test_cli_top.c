@@ -94,15 +94,16 @@ static void test_lost_and_deadlocks(void) {
     DLT_ASSERT_INT_EQ((long long)json_num(d, "deadlocks"), 2);
 }
 
-/* 1 if every "_total" in text ends the name of one of the two counter
+/* 1 if every "_total" in text ends the name of one of the three counter
  * families. */
 static int only_counters_total(const char *text) {
-    static const char *const ok[] = { "dlock_lock_lost_leases_total", "dlock_lock_deadlocks_total" };
+    static const char *const ok[] = { "dlock_lock_lost_leases_total", "dlock_lock_deadlocks_total",
+                                      "dlock_lock_lease_risks_total" };
     const char *p;
     size_t k;
     for (p = strstr(text, "_total"); p != NULL; p = strstr(p + 1, "_total")) {
         int found = 0;
-        for (k = 0; k < 2; k++) {
+        for (k = 0; k < sizeof ok / sizeof ok[0]; k++) {
             size_t pre = strlen(ok[k]) - strlen("_total");
             if ((size_t)(p - text) >= pre && strncmp(p - pre, ok[k], strlen(ok[k])) == 0) found = 1;
         }
@@ -119,7 +120,8 @@ static void test_prometheus(void) {
     DLT_ASSERT_INT_EQ(top_run("--prometheus", NULL, NULL), 0);
     /* The window's sums are gauges (a "_total" name is a counter's), per
      * second over the 60 s window: 12 and 3 holds.  The only counters are
-     * the lost leases, the EDEADLK answers and the histograms. */
+     * the lost leases, the EDEADLK answers, the lease-at-risk warnings and
+     * the histograms. */
     CU_ASSERT(strstr(out, "# TYPE dlock_lock_acquisitions_per_second gauge\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_acquisitions_per_second{lock=\"cli/a\"} 0.2\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_acquisitions_per_second{lock=\"cli/b\"} 0.05\n") != NULL);
