@@ -452,14 +452,46 @@ static void test_redlock(void) {
 
 /* The dlock program: `exec --lock-delay` holds with the delay; killed
  * (kill -9) past its lease, `status` shows the lock in its delay (and
- * --json its delay_left_ms and delay_until), `exec -n` finds it busy
- * until the delay's end; a bad --lock-delay is a usage error (64).  The
- * delay must outlast the four runs of dlock made in it: it is set from
- * how long one run took here (slow under ASan on a loaded host). */
+ * --json its delay_left_ms and delay_until), `list` lists it, `graph`
+ * shows it waited for in its delay, `exec -n` finds it busy until the
+ * delay's end and a waiting `exec` gets it then; a bad --lock-delay is a
+ * usage error (64).  The delay must outlast the runs of dlock made in it
+ * (eight or more): it is set from how long one run took here (slow under
+ * ASan on a loaded host). */
 static int ld_exec_main(void *p) {
     execl(DLOCK_CLI, DLOCK_CLI, "exec", "-q", "--lock-delay", (const char *)p, "-l", "300ms", "ld/cli", "--", "sleep",
           "5", (char *)NULL);
     return 127;
+}
+
+/* A waiter for ld/cli (`dlock exec -w 60`), to be seen by `dlock graph`
+ * while the delay lasts. */
+static int ld_exec_wait_main(void *p) {
+    (void)p;
+    execl(DLOCK_CLI, DLOCK_CLI, "exec", "-q", "-w", "60", "ld/cli", "--", "true", (char *)NULL);
+    return 127;
+}
+
+/* `dlock graph` shows ld/cli, waited for in its delay, as in its
+ * lock-delay with the time left (not as a lock of 0 read holders), and
+ * --json its delay_left_ms: 1 once seen (within 5 s), else 0. */
+static int ld_graph_seen(void) {
+    static char out[8192], err[8192];
+    char *const graph[] = { DLOCK_CLI, "graph", "ld/*", NULL };
+    char *const graph_json[] = { DLOCK_CLI, "graph", "--json", "ld/*", NULL };
+    double end = dlt_now() + 5;
+    const char *p;
+    while (dlt_now() < end) {
+        if (dlt_run_capture(graph, out, err, sizeof out, 10000) == 0 && strstr(out, "ld/cli: ") != NULL) break;
+        dlt_sleep_ms(20);
+    }
+    if (strstr(out, "ld/cli: in its lock-delay, ") == NULL) {
+        fprintf(stderr, "  dlock graph printed:\n%s\n", out);
+        return 0;
+    }
+    if (dlt_run_capture(graph_json, out, err, sizeof out, 10000) != 0) return 0;
+    p = strstr(out, "\"delay_left_ms\":");
+    return p != NULL && p[strlen("\"delay_left_ms\":")] >= '1' && p[strlen("\"delay_left_ms\":")] <= '9';
 }
 
 /* Waits until ld/cli is out of its delay: 1, or 0 after timeout_ms. */
@@ -519,12 +551,12 @@ static void test_cli(void) {
     char delay[32];
     double end, run;
     int delay_ms;
-    pid_t pid;
+    pid_t pid, waiter;
 
     run = dlt_now();
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0); /* a run that connects */
     run = dlt_now() - run;
-    delay_ms = 1500 + (int)(run * 6000); /* the four runs, -w 0.3's wait, and room */
+    delay_ms = 1500 + (int)(run * 12000); /* the runs, -w 0.3's wait, and room */
     snprintf(delay, sizeof delay, "%d", delay_ms < 20000 ? delay_ms : 20000);
     DLT_ASSERT_INT_EQ(dlt_run_capture(bad, out, err, sizeof out, 10000), 64);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lock-delay"));
@@ -544,6 +576,9 @@ static void test_cli(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_until\":\""));
     CU_ASSERT_PTR_NULL(strstr(out, "\"delay_left_ms\":0"));
     ld_cli_list(1);
+    waiter = dlt_spawn(ld_exec_wait_main, NULL);
+    CU_ASSERT_FATAL(waiter > 0);
+    CU_ASSERT(ld_graph_seen());
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 1);
     if (end - dlt_now() < 0.3 + run) /* the runs took far longer than the one measured: say so */
         fprintf(stderr, "  %.2f s of the %s ms delay left for exec -w 0.3 (a run took %.2f s)\n", end - dlt_now(),
@@ -551,6 +586,7 @@ static void test_cli(void) {
     DLT_ASSERT_INT_EQ(dlt_run_capture(wait_v, out, err, sizeof out, 10000), 1); /* -v says why */
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "in its lock-delay for"));
     if (strstr(err, "in its lock-delay for") == NULL) fprintf(stderr, "  dlock exec -v said: %s\n", err);
+    DLT_ASSERT_INT_EQ(dlt_wait(waiter, delay_ms + 10000), 0); /* it got the lock at the delay's end */
     CU_ASSERT_TRUE(ld_wait_delay_end(delay_ms + 5000));
     CU_ASSERT(dlt_now() >= end - 0.03); /* not over sooner than it was seen to end */
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 0);
