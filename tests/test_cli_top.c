@@ -4,8 +4,8 @@
  * `dlock top --once --json` gives per-lock fields
  * name, acquisitions, wait_ms_p50, wait_ms_p99, hold_ms_p50 with the
  * workload's values; `--prometheus` is the Prometheus text format; and
- * lost_leases and deadlocks count a hold lost under a break and EDEADLK
- * answers; the live view, in a real terminal (tmux, on a server of its own: -L),
+ * lost_leases, deadlocks and lease_risks count a hold lost under a
+ * break, EDEADLK answers and a lease-at-risk warning; the live view, in a real terminal (tmux, on a server of its own: -L),
  * draws the busiest locks with their figures and holder, and quits on q.
  * Bad options exit 64.
  */
@@ -80,14 +80,20 @@ static void test_once_json(void) {
     }
 }
 
-/* The lost hold and the EDEADLK answers, in the JSON. */
+/* The lost hold, the EDEADLK answers and a lease-at-risk warning, in
+ * the JSON. */
 static void test_lost_and_deadlocks(void) {
-    const char *l, *d;
+    const char *l, *d, *r;
     DLT_ASSERT_INT_EQ(dlt_figures_trouble("cli/lost", "cli/dead", 2), 0);
+    DLT_ASSERT_INT_EQ(dlt_figures_risk("cli/risk"), 0);
     DLT_ASSERT_INT_EQ(top_run("--once", "--json", NULL), 0);
     l = strstr(out, "{\"name\":\"cli/lost\"");
     d = strstr(out, "{\"name\":\"cli/dead\"");
-    CU_ASSERT_FATAL(l != NULL && d != NULL);
+    r = strstr(out, "{\"name\":\"cli/risk\"");
+    CU_ASSERT_FATAL(l != NULL && d != NULL && r != NULL);
+    DLT_ASSERT_INT_EQ((long long)json_num(r, "lease_risks"), 1);
+    DLT_ASSERT_INT_EQ((long long)json_num(r, "lost_leases"), 0);
+    DLT_ASSERT_INT_EQ((long long)json_num(l, "lease_risks"), 0);
     DLT_ASSERT_INT_EQ((long long)json_num(l, "lost_leases"), 1);
     DLT_ASSERT_INT_EQ((long long)json_num(l, "deadlocks"), 0);
     DLT_ASSERT_INT_EQ((long long)json_num(d, "lost_leases"), 0);
