@@ -679,8 +679,9 @@ typedef struct dlock_lock_waiter {
 DLOCK_API int dlock_lock_waiters(dlock_client_t *c, const char *name,
                                  int (*fn)(const dlock_lock_waiter_t *w, void *arg), void *arg);
 /* Calls fn for each lock whose name matches the shell glob (fnmatch;
- * NULL: "*") that is held, has readers, or has a robust state left (an
- * owner died, or not recoverable), in no particular order; stops early
+ * NULL: "*") that is held, has readers, has a robust state left (an
+ * owner died, or not recoverable), or is in its lock-delay (delay_left_ms
+ * > 0), in no particular order; stops early
  * when fn returns nonzero.  Uses SCAN, so it never blocks the server. */
 DLOCK_API int dlock_list(dlock_client_t *c, const char *glob,
                          int (*fn)(const char *name, const dlock_lock_info_t *info, void *arg), void *arg);
@@ -750,7 +751,8 @@ typedef struct dlock_lock_stats {
     double hold_ms_p99;
     uint64_t lost_leases;    /* holds their client found lost (lease ran out, renewal refused) */
     uint64_t deadlocks;      /* lock calls answered EDEADLK */
-    void *__reserved[2];     /* room to grow (with the two above, the size of the four it had on LP64) */
+    uint64_t lease_risks;    /* lease-at-risk warnings told (DLOCK_LEASE_AT_RISK, holds with a risk callback) */
+    void *__reserved[1];     /* room to grow (with the three above, the size of the four it had on LP64) */
     /* Cumulative histograms: counts that only grow, not sums over the
      * window.  wait_buckets[i] counts the waits (from the lock call's
      * start to the hold) longer than bound i-1 and at most bound i of

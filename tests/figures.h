@@ -17,5 +17,10 @@ void dlt_figures_workload(const char *a, int na, unsigned hold_ms, const char *b
  * EDEADLK answers (an ERRORCHECK relock) of `dead`.  0, or the failing
  * step (DLT_CK). */
 int dlt_figures_trouble(const char *lost, const char *dead, int ndead);
+/* A hold of `name` (a 1.5 s lease, a risk handler with a 500 ms margin)
+ * whose renewals go unanswered through a fault proxy until it is told it
+ * is at risk, then answered again until it is told it recovered, then
+ * released: one lease-at-risk warning.  0, or the failing step. */
+int dlt_figures_risk(const char *name);
 
 #endif

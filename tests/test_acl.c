@@ -27,7 +27,8 @@
 static const char *const acl_rules[] = {
     "on", ">" PASSWORD, "resetkeys", "~dlock:*", "resetchannels", "&dlock:*", "-@all",
     "+evalsha", "+eval", "+script|load", "+subscribe", "+unsubscribe", "+select", "+scan",
-    "+time", "+get", "+set", "+incr", "+mget", "+mset", "+del", "+exists", "+pexpire", "+pttl", "+rpush", "+blpop",
+    "+time", "+get", "+set", "+incr", "+mget", "+mset", "+del", "+exists", "+pexpire", "+pexpireat", "+pttl",
+    "+rpush", "+blpop",
     "+lpop", "+lindex", "+lpos", "+lset", "+lrange", "+lrem", "+llen",
     "+hget", "+hmget", "+hset", "+hsetnx", "+hdel", "+hgetall",
     "+zadd", "+zrem", "+zscore", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zremrangebyscore", "+zpopmin",
@@ -547,6 +548,21 @@ static void acl_hold_with_waiter(const char *user, const char *name, const dlock
     DLT_ASSERT_ERR(dlock_client_destroy(ch), 0);
 }
 
+/* A hold with a lock-delay ends its key at exp + the delay (PEXPIREAT)
+ * at its acquisition, its renewals and a grant: through the README's user
+ * it is taken, renewed (a short lease) and handed over, never lost. */
+static void test_acl_lockdelay(void) {
+    dlock_mutexattr_t a;
+    int lost = 0;
+    dlock_mutexattr_init(&a);
+    dlock_mutexattr_setlease(&a, 300);
+    dlock_mutexattr_setlockdelay(&a, 500);
+    dlock_mutexattr_setfair(&a, 1);
+    dlock_mutexattr_setlostcallback(&a, acl_count_lost, &lost);
+    acl_hold_with_waiter("delayer", "acl/lockdelay", &a, 0, 700, &lost);
+    dlock_mutexattr_destroy(&a);
+}
+
 /* A hold taken by the pipelined SET keeps no fence on the server; a waiter
  * turns its string into the hash, and the holder's first renewal records
  * the fence there (renew.lua's HSETNX): through the README's user the hold
@@ -621,6 +637,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_acl_user_without_mget),
     DLT_TEST(test_acl_wrong_password_refused_and_never_shown),
     DLT_TEST(test_acl_team_prefixes),
+    DLT_TEST(test_acl_lockdelay),
     DLT_TEST(test_acl_renewal_after_a_waiter_came),
     DLT_TEST(test_acl_robust_handoff),
     DLT_TEST(test_acl_refused_subscribe_backs_off),

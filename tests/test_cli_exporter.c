@@ -6,8 +6,9 @@
  * there, with the lock glob and the lock cap honoured; a stopped or a
  * frozen (SIGSTOP) server is `dlock_up 0` within the scrape timeout, and
  * the exporter recovers with the server; the host's outage record
- * is the breaker's metric; a hold lost under a break and
- * EDEADLK answers are counters; the wait and hold histograms count holds
+ * is the breaker's metric; a hold lost under a break,
+ * EDEADLK answers and lease-at-risk warnings are counters, a lock in its
+ * lock-delay a gauge of the delay left; the wait and hold histograms count holds
  * in the right buckets and only grow; garbage HTTP and a slowloris
  * client, and a flood of idle connections from one address, leave it
  * serving; bad options exit 64, a port in use 69.  The
@@ -328,6 +329,63 @@ static void test_lost_and_deadlocks(void) {
     dlt_tdir_done();
 }
 
+/* A holder of e/delay with a 20 s lock-delay, in a process of its own
+ * (killed by the test: its hold lapses and the delay begins). */
+static int delay_holder_main(void *arg) {
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    (void)arg;
+    DLT_CK(dlock_mutexattr_init(&a), 0);
+    DLT_CK(dlock_mutexattr_setlease(&a, 300), 0);
+    DLT_CK(dlock_mutexattr_setlockdelay(&a, 20000), 0);
+    DLT_CK(dlock_mutex_init(&m, "e/delay", &a), 0);
+    DLT_CK(dlock_mutex_lock(&m), 0);
+    dlt_sleep_ms(60000);
+    return 0;
+}
+
+/* Waits up to 10 s for e/delay to be held (held) or in its delay: 1, or 0. */
+static int delay_state(int held) {
+    double end = dlt_now() + 10;
+    dlock_lock_info_t i;
+    while (dlt_now() < end) {
+        if (dlock_lock_info(NULL, "e/delay", &i) == 0 && (held ? i.held : !i.held && i.delay_left_ms > 0)) return 1;
+        dlt_sleep_ms(10);
+    }
+    return 0;
+}
+
+/* The lease-at-risk warnings as a counter (one warning told to e/risk's
+ * holder), and a lock in its lock-delay (its holder killed past its
+ * lease) with the delay left as a gauge: listed though free, its figure
+ * within the 20 s delay; promtool accepts them. */
+static void test_risk_and_delay(void) {
+    pid_t pid;
+    dlt_tdir_make("dlexp");
+    DLT_ASSERT_INT_EQ(dlt_figures_risk("e/risk"), 0);
+    pid = dlt_spawn(delay_holder_main, NULL);
+    CU_ASSERT_FATAL(pid > 0);
+    CU_ASSERT_TRUE_FATAL(delay_state(1));
+    kill(pid, SIGKILL);
+    DLT_ASSERT_INT_EQ(dlt_wait(pid, 5000), 128 + SIGKILL);
+    CU_ASSERT_TRUE_FATAL(delay_state(0));
+    CU_ASSERT_FATAL(exporter_start("--locks", "e/*", NULL, NULL) == 0);
+    DLT_ASSERT_INT_EQ(scrape("/metrics", NULL), 200);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_lease_risks_total counter\n") != NULL);
+    CU_ASSERT(strstr(out, "# TYPE dlock_lock_delay_remaining_seconds gauge\n") != NULL);
+    CU_ASSERT(value_of("dlock_lock_lease_risks_total{lock=\"e/risk\"}") == 1);
+    CU_ASSERT(value_of("dlock_lock_delay_remaining_seconds{lock=\"e/delay\"}") > 5);
+    CU_ASSERT(value_of("dlock_lock_delay_remaining_seconds{lock=\"e/delay\"}") <= 20);
+    CU_ASSERT(value_of("dlock_lock_held{lock=\"e/delay\"}") == 0);
+    CU_ASSERT(value_of("dlock_lock_delay_remaining_seconds{lock=\"e/risk\"}") == -1); /* none: no row */
+    DLT_ASSERT_INT_EQ(promtool_check(), 0);
+    if (value_of("dlock_lock_lease_risks_total{lock=\"e/risk\"}") != 1 ||
+        value_of("dlock_lock_delay_remaining_seconds{lock=\"e/delay\"}") <= 5)
+        fprintf(stderr, "  scraped:\n%s\n", out);
+    exporter_stop();
+    DLT_ASSERT_ERR(dlock_break(NULL, "e/delay", DLOCK_BREAK_RESET, NULL), 0);
+    dlt_tdir_done();
+}
 /* The breaker's metrics: closed with the server up; once a client of
  * this host (and user) found the stopped server unreachable and wrote
  * the host's outage record, open -- the exporter's own client keeps no
@@ -483,7 +541,7 @@ static void test_contrib(void) {
     exporter_stop();
     snprintf(cmd, sizeof cmd, "'%s' check rules '%s/contrib/prometheus/dlock.rules.yml' 2>&1", DLT_PROMTOOL, src);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
-    CU_ASSERT(strstr(err, "SUCCESS: 10 rules found") != NULL);
+    CU_ASSERT(strstr(err, "SUCCESS: 11 rules found") != NULL);
     snprintf(cmd, sizeof cmd, "cd '%s/contrib/prometheus' && '%s' test rules dlock.rules.test.yml 2>&1", src,
              DLT_PROMTOOL);
     DLT_ASSERT_INT_EQ(sh(cmd), 0);
@@ -570,6 +628,7 @@ static void test_bad_options(void) {
 static const struct dlt_test tests[] = {
     DLT_TEST(test_scrape),
     DLT_TEST(test_lost_and_deadlocks),
+    DLT_TEST(test_risk_and_delay),
     DLT_TEST(test_histograms),
     DLT_TEST(test_dead_server),
     DLT_TEST(test_breaker),

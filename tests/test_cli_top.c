@@ -4,8 +4,8 @@
  * `dlock top --once --json` gives per-lock fields
  * name, acquisitions, wait_ms_p50, wait_ms_p99, hold_ms_p50 with the
  * workload's values; `--prometheus` is the Prometheus text format; and
- * lost_leases and deadlocks count a hold lost under a break and EDEADLK
- * answers; the live view, in a real terminal (tmux, on a server of its own: -L),
+ * lost_leases, deadlocks and lease_risks count a hold lost under a
+ * break, EDEADLK answers and a lease-at-risk warning; the live view, in a real terminal (tmux, on a server of its own: -L),
  * draws the busiest locks with their figures and holder, and quits on q.
  * Bad options exit 64.
  */
@@ -80,29 +80,36 @@ static void test_once_json(void) {
     }
 }
 
-/* The lost hold and the EDEADLK answers, in the JSON. */
+/* The lost hold, the EDEADLK answers and a lease-at-risk warning, in
+ * the JSON. */
 static void test_lost_and_deadlocks(void) {
-    const char *l, *d;
+    const char *l, *d, *r;
     DLT_ASSERT_INT_EQ(dlt_figures_trouble("cli/lost", "cli/dead", 2), 0);
+    DLT_ASSERT_INT_EQ(dlt_figures_risk("cli/risk"), 0);
     DLT_ASSERT_INT_EQ(top_run("--once", "--json", NULL), 0);
     l = strstr(out, "{\"name\":\"cli/lost\"");
     d = strstr(out, "{\"name\":\"cli/dead\"");
-    CU_ASSERT_FATAL(l != NULL && d != NULL);
+    r = strstr(out, "{\"name\":\"cli/risk\"");
+    CU_ASSERT_FATAL(l != NULL && d != NULL && r != NULL);
+    DLT_ASSERT_INT_EQ((long long)json_num(r, "lease_risks"), 1);
+    DLT_ASSERT_INT_EQ((long long)json_num(r, "lost_leases"), 0);
+    DLT_ASSERT_INT_EQ((long long)json_num(l, "lease_risks"), 0);
     DLT_ASSERT_INT_EQ((long long)json_num(l, "lost_leases"), 1);
     DLT_ASSERT_INT_EQ((long long)json_num(l, "deadlocks"), 0);
     DLT_ASSERT_INT_EQ((long long)json_num(d, "lost_leases"), 0);
     DLT_ASSERT_INT_EQ((long long)json_num(d, "deadlocks"), 2);
 }
 
-/* 1 if every "_total" in text ends the name of one of the two counter
+/* 1 if every "_total" in text ends the name of one of the three counter
  * families. */
 static int only_counters_total(const char *text) {
-    static const char *const ok[] = { "dlock_lock_lost_leases_total", "dlock_lock_deadlocks_total" };
+    static const char *const ok[] = { "dlock_lock_lost_leases_total", "dlock_lock_deadlocks_total",
+                                      "dlock_lock_lease_risks_total" };
     const char *p;
     size_t k;
     for (p = strstr(text, "_total"); p != NULL; p = strstr(p + 1, "_total")) {
         int found = 0;
-        for (k = 0; k < 2; k++) {
+        for (k = 0; k < sizeof ok / sizeof ok[0]; k++) {
             size_t pre = strlen(ok[k]) - strlen("_total");
             if ((size_t)(p - text) >= pre && strncmp(p - pre, ok[k], strlen(ok[k])) == 0) found = 1;
         }
@@ -119,7 +126,8 @@ static void test_prometheus(void) {
     DLT_ASSERT_INT_EQ(top_run("--prometheus", NULL, NULL), 0);
     /* The window's sums are gauges (a "_total" name is a counter's), per
      * second over the 60 s window: 12 and 3 holds.  The only counters are
-     * the lost leases, the EDEADLK answers and the histograms. */
+     * the lost leases, the EDEADLK answers, the lease-at-risk warnings and
+     * the histograms. */
     CU_ASSERT(strstr(out, "# TYPE dlock_lock_acquisitions_per_second gauge\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_acquisitions_per_second{lock=\"cli/a\"} 0.2\n") != NULL);
     CU_ASSERT(strstr(out, "\ndlock_lock_acquisitions_per_second{lock=\"cli/b\"} 0.05\n") != NULL);

@@ -106,11 +106,10 @@ static int ld_wait_free(dlock_client_t *c, const char *name, dlock_lock_info_t *
 /* The delay the read in seen found left is within DELAY_MS of the lapse:
  * no less than DELAY_MS minus the time from when the lapse may have come
  * to when that read was answered (+ 2 ms of the server's rounding), and
- * at most DELAY_MS -- plus LD_SCRIPT_MS: the hold's end (exp) is the
- * script's TIME + the lease, while the key's PEXPIRE counts from the
- * server's clock when that command runs, later by as long as the
- * server was held up in between (ms on a loaded host). */
-#define LD_SCRIPT_MS 100
+ * at most DELAY_MS (+ LD_SCRIPT_MS, 1 ms of rounding): the key ends at
+ * the hold's end (exp) + the delay exactly (PEXPIREAT), and the read
+ * finds it free only at exp or later. */
+#define LD_SCRIPT_MS 1
 static void ld_check_left(const char *name, const dlock_lock_info_t *info, const ld_seen *seen) {
     double late_ms = (seen->back - seen->held) * 1000.0;
     CU_ASSERT(info->delay_left_ms <= (int64_t)DELAY_MS + LD_SCRIPT_MS);
@@ -274,8 +273,8 @@ static void test_single(void) {
 }
 
 /* A hold with a lock-delay is one HSET (owner, fence, who, since, ld,
- * exp) and one PEXPIRE (the lease plus the delay) on the server.  A
- * long lease: no renewal runs before the count. */
+ * exp) and one PEXPIREAT (exp plus the delay) on the server.  A long
+ * lease: no renewal runs before the count. */
 static void test_take_writes_once(void) {
     dlock_mutexattr_t a;
     dlock_mutex_t m;
@@ -288,11 +287,52 @@ static void test_take_writes_once(void) {
     DLT_ASSERT_INT_EQ(dlt_redis_reset_stats(&dlt_server), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     hs = dlt_redis_cmdstat(&dlt_server, "hset");
-    px = dlt_redis_cmdstat(&dlt_server, "pexpire");
+    px = dlt_redis_cmdstat(&dlt_server, "pexpireat");
     pttl = dlt_key_pttl("ld/take");
     DLT_ASSERT_INT_EQ(hs, 1);
     DLT_ASSERT_INT_EQ(px, 1);
+    DLT_ASSERT_INT_EQ(dlt_redis_cmdstat(&dlt_server, "pexpire"), 0);
     CU_ASSERT(pttl > 30000 && pttl <= 30000 + DELAY_MS);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+}
+
+/* The lock key's end (PEXPIRETIME) against the hold's: exp + ld, read
+ * from the hash in the same call.  0 when they agree to the ms. */
+static long long ld_key_end_off(const char *key) {
+    static const char lua[] = "local h = redis.call('HMGET', KEYS[1], 'exp', 'ld') "
+                              "return redis.call('PEXPIRETIME', KEYS[1]) - (h[1] + h[2])";
+    redisReply *r = dlt_redis_cmd(&dlt_server, "EVAL %s 1 %s", lua, key);
+    long long v = dlt_reply_int(r);
+    if (v != 0) fprintf(stderr, "  %s: the key ends %lld ms past exp + ld\n", key, v);
+    return v;
+}
+
+/* The delay ends at the hold's lease end + the delay, however long the
+ * acquire script worked after reading the server's clock: 200 k dead
+ * readers left in the readers key make its ZREMRANGEBYSCORE take tens of
+ * ms between the TIME exp comes from and the key's expiry (a relative
+ * PEXPIRE would count from then).  After renewals too (a short lease). */
+static void test_delay_end_fixed(void) {
+    static const char fill[] = "for i = 1, 200000, 500 do local a = {} "
+                               "for j = i, i + 499 do a[#a + 1] = 1 a[#a + 1] = 'r' .. j end "
+                               "redis.call('ZADD', KEYS[1], unpack(a)) end return redis.call('ZCARD', KEYS[1])";
+    dlock_mutexattr_t a;
+    dlock_mutex_t m;
+    char key[600], rk[640];
+    dlt_lock_key("ld/end", key, sizeof key);
+    snprintf(rk, sizeof rk, "%s:readers", key);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "EVAL %s 1 %s", fill, rk)), 200000);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, LEASE_MS), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlockdelay(&a, DELAY_MS), 0);
+    DLT_ASSERT_ERR(dlock_mutex_init(&m, "ld/end", &a), 0);
+    dlock_mutexattr_destroy(&a);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_INT_EQ(dlt_reply_int(dlt_redis_cmd(&dlt_server, "EXISTS %s", rk)), 0); /* the dead readers went */
+    DLT_ASSERT_INT_EQ(ld_key_end_off(key), 0);
+    dlt_sleep_ms(3 * LEASE_MS); /* renewed a few times */
+    DLT_ASSERT_INT_EQ(ld_key_end_off(key), 0);
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
 }
@@ -412,14 +452,46 @@ static void test_redlock(void) {
 
 /* The dlock program: `exec --lock-delay` holds with the delay; killed
  * (kill -9) past its lease, `status` shows the lock in its delay (and
- * --json its delay_left_ms and delay_until), `exec -n` finds it busy
- * until the delay's end; a bad --lock-delay is a usage error (64).  The
- * delay must outlast the four runs of dlock made in it: it is set from
- * how long one run took here (slow under ASan on a loaded host). */
+ * --json its delay_left_ms and delay_until), `list` lists it, `graph`
+ * shows it waited for in its delay, `exec -n` finds it busy until the
+ * delay's end and a waiting `exec` gets it then; a bad --lock-delay is a
+ * usage error (64).  The delay must outlast the runs of dlock made in it
+ * (eight or more): it is set from how long one run took here (slow under
+ * ASan on a loaded host). */
 static int ld_exec_main(void *p) {
     execl(DLOCK_CLI, DLOCK_CLI, "exec", "-q", "--lock-delay", (const char *)p, "-l", "300ms", "ld/cli", "--", "sleep",
           "5", (char *)NULL);
     return 127;
+}
+
+/* A waiter for ld/cli (`dlock exec -w 60`), to be seen by `dlock graph`
+ * while the delay lasts. */
+static int ld_exec_wait_main(void *p) {
+    (void)p;
+    execl(DLOCK_CLI, DLOCK_CLI, "exec", "-q", "-w", "60", "ld/cli", "--", "true", (char *)NULL);
+    return 127;
+}
+
+/* `dlock graph` shows ld/cli, waited for in its delay, as in its
+ * lock-delay with the time left (not as a lock of 0 read holders), and
+ * --json its delay_left_ms: 1 once seen (within 5 s), else 0. */
+static int ld_graph_seen(void) {
+    static char out[8192], err[8192];
+    char *const graph[] = { DLOCK_CLI, "graph", "ld/*", NULL };
+    char *const graph_json[] = { DLOCK_CLI, "graph", "--json", "ld/*", NULL };
+    double end = dlt_now() + 5;
+    const char *p;
+    while (dlt_now() < end) {
+        if (dlt_run_capture(graph, out, err, sizeof out, 10000) == 0 && strstr(out, "ld/cli: ") != NULL) break;
+        dlt_sleep_ms(20);
+    }
+    if (strstr(out, "ld/cli: in its lock-delay, ") == NULL) {
+        fprintf(stderr, "  dlock graph printed:\n%s\n", out);
+        return 0;
+    }
+    if (dlt_run_capture(graph_json, out, err, sizeof out, 10000) != 0) return 0;
+    p = strstr(out, "\"delay_left_ms\":");
+    return p != NULL && p[strlen("\"delay_left_ms\":")] >= '1' && p[strlen("\"delay_left_ms\":")] <= '9';
 }
 
 /* Waits until ld/cli is out of its delay: 1, or 0 after timeout_ms. */
@@ -431,6 +503,40 @@ static int ld_wait_delay_end(int timeout_ms) {
         dlt_sleep_ms(20);
     }
     return 0;
+}
+
+/* `dlock list` of the ld/ locks (the table and --json) while ld/cli is in its
+ * lock-delay (in_delay): listed, free, its DELAY cell the time left (a
+ * duration: ms or s) and its delay_left_ms above 0; after the delay's
+ * end (free, no delay) it is not listed at all. */
+static void ld_cli_list(int in_delay) {
+    static char out[8192], err[8192];
+    char *const list[] = { DLOCK_CLI, "list", "ld/*", NULL };
+    char *const list_json[] = { DLOCK_CLI, "list", "--json", "ld/*", NULL };
+    const char *row, *cell;
+    long long left = -1;
+    DLT_ASSERT_INT_EQ(dlt_run_capture(list, out, err, sizeof out, 10000), 0);
+    row = strstr(out, "\nld/cli ");
+    if (!in_delay) {
+        CU_ASSERT_PTR_NULL(row);
+        DLT_ASSERT_INT_EQ(dlt_run_capture(list_json, out, err, sizeof out, 10000), 0);
+        CU_ASSERT_PTR_NULL(strstr(out, "\"ld/cli\""));
+        return;
+    }
+    if (row == NULL) fprintf(stderr, "  dlock list printed:\n%s\n", out);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+    CU_ASSERT(strncmp(out, "NAME ", 5) == 0 && strstr(out, "ROBUST  DELAY\n") != NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(row, " free "));
+    cell = strrchr(row + 1, ' '); /* the last column, DELAY: "850ms" or "1.2s" */
+    CU_ASSERT_FATAL(cell != NULL && strchr(row + 1, '\n') != NULL && cell < strchr(row + 1, '\n'));
+    CU_ASSERT(cell[1] >= '1' && cell[1] <= '9' &&
+              (strncmp(strchr(row + 1, '\n') - 2, "ms", 2) == 0 || strchr(row + 1, '\n')[-1] == 's'));
+    DLT_ASSERT_INT_EQ(dlt_run_capture(list_json, out, err, sizeof out, 10000), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(row = strstr(out, "\"name\":\"ld/cli\""));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cell = strstr(row, "\"delay_left_ms\":"));
+    left = strtoll(cell + strlen("\"delay_left_ms\":"), NULL, 10);
+    CU_ASSERT(left > 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(row, "\"delay_until\":\""));
 }
 
 static void test_cli(void) {
@@ -445,12 +551,12 @@ static void test_cli(void) {
     char delay[32];
     double end, run;
     int delay_ms;
-    pid_t pid;
+    pid_t pid, waiter;
 
     run = dlt_now();
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0); /* a run that connects */
     run = dlt_now() - run;
-    delay_ms = 1500 + (int)(run * 6000); /* the four runs, -w 0.3's wait, and room */
+    delay_ms = 1500 + (int)(run * 12000); /* the runs, -w 0.3's wait, and room */
     snprintf(delay, sizeof delay, "%d", delay_ms < 20000 ? delay_ms : 20000);
     DLT_ASSERT_INT_EQ(dlt_run_capture(bad, out, err, sizeof out, 10000), 64);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "--lock-delay"));
@@ -469,6 +575,10 @@ static void test_cli(void) {
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_until\":\""));
     CU_ASSERT_PTR_NULL(strstr(out, "\"delay_left_ms\":0"));
+    ld_cli_list(1);
+    waiter = dlt_spawn(ld_exec_wait_main, NULL);
+    CU_ASSERT_FATAL(waiter > 0);
+    CU_ASSERT(ld_graph_seen());
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 1);
     if (end - dlt_now() < 0.3 + run) /* the runs took far longer than the one measured: say so */
         fprintf(stderr, "  %.2f s of the %s ms delay left for exec -w 0.3 (a run took %.2f s)\n", end - dlt_now(),
@@ -476,11 +586,13 @@ static void test_cli(void) {
     DLT_ASSERT_INT_EQ(dlt_run_capture(wait_v, out, err, sizeof out, 10000), 1); /* -v says why */
     CU_ASSERT_PTR_NOT_NULL(strstr(err, "in its lock-delay for"));
     if (strstr(err, "in its lock-delay for") == NULL) fprintf(stderr, "  dlock exec -v said: %s\n", err);
+    DLT_ASSERT_INT_EQ(dlt_wait(waiter, delay_ms + 10000), 0); /* it got the lock at the delay's end */
     CU_ASSERT_TRUE(ld_wait_delay_end(delay_ms + 5000));
     CU_ASSERT(dlt_now() >= end - 0.03); /* not over sooner than it was seen to end */
     DLT_ASSERT_INT_EQ(dlt_run_capture(try, out, err, sizeof out, 10000), 0);
     DLT_ASSERT_INT_EQ(dlt_run_capture(status_json, out, err, sizeof out, 10000), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"delay_left_ms\":0"));
+    ld_cli_list(0);
 }
 
 static const struct dlt_test tests[] = {
@@ -488,6 +600,7 @@ static const struct dlt_test tests[] = {
     DLT_TEST(test_url_default),
     DLT_TEST(test_single),
     DLT_TEST(test_take_writes_once),
+    DLT_TEST(test_delay_end_fixed),
     DLT_TEST(test_break_no_delay),
     DLT_TEST(test_cli),
     DLT_TEST(test_fair_order),

@@ -414,9 +414,24 @@ static int by_name(const void *a, const void *b) {
 }
 
 /* Columns of the list table. */
-enum { C_NAME, C_STATE, C_HOST, C_PID, C_TID, C_ACQ, C_HELD, C_LEASE, C_FENCE, C_SHARED, C_WAIT, C_ROBUST, NCOL };
-static const char *const col_head[NCOL] = { "NAME", "STATE", "HOST", "PID", "TID", "ACQUIRED",
-                                            "HELD", "LEASE", "FENCE", "SHARED", "WAITING", "ROBUST" };
+enum {
+    C_NAME,
+    C_STATE,
+    C_HOST,
+    C_PID,
+    C_TID,
+    C_ACQ,
+    C_HELD,
+    C_LEASE,
+    C_FENCE,
+    C_SHARED,
+    C_WAIT,
+    C_ROBUST,
+    C_DELAY,
+    NCOL
+};
+static const char *const col_head[NCOL] = { "NAME",  "STATE", "HOST",   "PID",     "TID",    "ACQUIRED", "HELD",
+                                            "LEASE", "FENCE", "SHARED", "WAITING", "ROBUST", "DELAY" };
 /* A cell's text before it is kept: a name or a host made safe may take 4
  * bytes for each of its own (cli_fmt_safe), and is printed whole. */
 #define CELL (DLOCK_NAME_MAX * 4 + 8)
@@ -489,6 +504,8 @@ static void row_of(const cli_lock *l, cells *t, size_t r) {
     snprintf(b, sizeof b, "%u", i->writers_waiting);
     cells_set(t, r, C_WAIT, b);
     if (i->robust_state != 0) cells_set(t, r, C_ROBUST, cli_robust(i));
+    /* its last hold ended without a release: nobody gets it for this long yet */
+    if (i->delay_left_ms > 0) cells_set(t, r, C_DELAY, cli_fmt_dur(b, sizeof b, i->delay_left_ms));
 }
 
 /* The table: the heads, then its rows, each column as wide as its widest

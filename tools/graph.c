@@ -159,6 +159,8 @@ static void print_lock(const glock *l) {
     size_t j;
     printf("%s: ", cli_fmt_safe(a, sizeof a, l->name));
     if (l->info.held) printf("held by %s", cli_fmt_holder(a, sizeof a, &l->info));
+    else if (l->info.readers == 0 && l->info.delay_left_ms > 0) /* its waiters wait for the delay's end */
+        printf("in its lock-delay, %s left", cli_fmt_dur(b, sizeof b, l->info.delay_left_ms));
     else printf("%u read holder%s", l->info.readers, l->info.readers == 1 ? "" : "s");
     putchar('\n');
     for (j = 0; j < l->nw; j++) {
@@ -181,7 +183,7 @@ static void json_lock(const glock *l, int first) {
     } else {
         fputs("null", stdout);
     }
-    printf(",\"readers\":%u,\"waiters\":[", l->info.readers);
+    printf(",\"readers\":%u,\"delay_left_ms\":%lld,\"waiters\":[", l->info.readers, (long long)l->info.delay_left_ms);
     for (j = 0; j < l->nw; j++) {
         if (j > 0) putchar(',');
         cli_json_waiter_open(stdout, &l->w[j]);
@@ -248,7 +250,9 @@ static void dot_lock(const graph *g, const glock *l) {
     cli_quoted_str(stdout, l->name);
     fputs("\" [shape=box, style=bold, label=\"", stdout);
     cli_quoted_str(stdout, l->name);
-    if (!l->info.held) printf("\\n%u read holder%s", l->info.readers, l->info.readers == 1 ? "" : "s");
+    if (!l->info.held && l->info.readers == 0 && l->info.delay_left_ms > 0)
+        printf("\\nin its lock-delay, %lld ms left", (long long)l->info.delay_left_ms);
+    else if (!l->info.held) printf("\\n%u read holder%s", l->info.readers, l->info.readers == 1 ? "" : "s");
     printf("\"%s];\n", in_cycle ? red : "");
     if (l->info.held) {
         dot_thread_node(g, l->info.host, l->info.pid, l->info.tid);

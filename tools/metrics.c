@@ -4,7 +4,8 @@
  * Two reads make a snapshot: dlock_stats (the busiest locks of the last
  * window, every client's figures; one round trip, whose time is the
  * server's round trip shown) and dlock_list (every held lock, with its
- * holder, readers, waiting writers and lease; SCAN, stopped at the cap or
+ * holder, readers, waiting writers and lease, and every lock in its
+ * lock-delay, with the delay left; SCAN, stopped at the cap or
  * the time budget).  A lock held for longer than the window has no
  * figures but is still listed, so that an alert on a long hold sees it.
  * Then the waiters of each held lock (one round trip each, within the
@@ -13,11 +14,11 @@
  * Most figures are sums over a sliding window kept on the server, not
  * counters that only grow: they are exported as gauges (per second) and
  * summaries (quantiles over the window), the types whose meaning they
- * have.  Lost leases, EDEADLK answers and the wait and hold histograms
- * are kept as counters (reset when no client has flushed figures of the
- * lock for a day, which Prometheus's rate and increase take as a counter
- * reset); like every per-lock figure they are served for the locks
- * acquired within the window, so an idle lock's series go stale.  A lock name is a label value; at most `max` of them, so that a
+ * have.  Lost leases, EDEADLK answers, lease-at-risk warnings and the
+ * wait and hold histograms are kept as counters (reset when no client has
+ * flushed figures of the lock for a day, which Prometheus's rate and
+ * increase take as a counter reset); like every per-lock figure they are
+ * served for the locks acquired within the window, so an idle lock's series go stale.  A lock name is a label value; at most `max` of them, so that a
  * million names cannot blow up a scrape (dlock_locks_truncated says when
  * some were left out).
  */
@@ -169,7 +170,24 @@ void cli_metrics_free(cli_metrics *m) {
 /* ------------------------------------------------------------ writing */
 
 /* The per-lock families, in the order they are written. */
-enum { F_ACQ, F_REL, F_LOST, F_DEAD, F_WAIT, F_HOLD, F_WAITQ, F_HOLDQ, F_HELD, F_HELD_S, F_LEASE, F_READERS, F_WAITERS, F_N };
+enum {
+    F_ACQ,
+    F_REL,
+    F_LOST,
+    F_DEAD,
+    F_RISK,
+    F_WAIT,
+    F_HOLD,
+    F_WAITQ,
+    F_HOLDQ,
+    F_HELD,
+    F_HELD_S,
+    F_LEASE,
+    F_READERS,
+    F_WAITERS,
+    F_DELAY,
+    F_N
+};
 
 static const struct family {
     const char *name, *type, *help;
@@ -181,6 +199,8 @@ static const struct family {
     [F_LOST] = { "dlock_lock_lost_leases_total", "counter",
                  "Holds their client found lost (lease ran out, or renewal refused), every client." },
     [F_DEAD] = { "dlock_lock_deadlocks_total", "counter", "Lock calls answered EDEADLK, every client." },
+    [F_RISK] = { "dlock_lock_lease_risks_total", "counter",
+                 "Lease-at-risk warnings told to holders (renewals failing, less than the margin left), every client." },
     [F_WAIT] = { "dlock_lock_wait_seconds", "histogram", "Wait from the lock call to the hold, every client." },
     [F_HOLD] = { "dlock_lock_hold_seconds", "histogram", "Hold from the hold to its unlock, every client." },
     [F_WAITQ] = { "dlock_lock_wait_window_seconds", "summary",
@@ -193,6 +213,8 @@ static const struct family {
                   "The current exclusive holder's remaining lease (renewed while its process lives)." },
     [F_READERS] = { "dlock_lock_readers", "gauge", "Shared (read) holders of the lock now." },
     [F_WAITERS] = { "dlock_lock_waiters", "gauge", "Writers and mutex lockers waiting for the lock now." },
+    [F_DELAY] = { "dlock_lock_delay_remaining_seconds", "gauge",
+                  "Until the lock's lock-delay ends (its last hold's lease ran out): granted to nobody till then." },
 };
 
 /* Lock l's value in family f; 0 when it has none (the row is left out). */
@@ -204,12 +226,18 @@ static int lock_value(const cli_mlock *l, int f, unsigned window_s, int q99, dou
     case F_REL: *v = (double)l->s.releases / window_s; return l->have_stats;
     case F_LOST: *v = (double)l->s.lost_leases; return l->have_stats;
     case F_DEAD: *v = (double)l->s.deadlocks; return l->have_stats;
+    case F_RISK:
+        *v = (double)l->s.lease_risks;
+        return l->have_stats;
     case F_WAITQ: *v = (q99 ? l->s.wait_ms_p99 : l->s.wait_ms_p50) / 1000; return l->have_stats && l->s.acquisitions;
     case F_HOLDQ: *v = (q99 ? l->s.hold_ms_p99 : l->s.hold_ms_p50) / 1000; return l->have_stats && l->s.releases;
     case F_HELD: *v = held; return 1;
     case F_HELD_S: *v = (double)cli_held_ms(i) / 1000; return held;
     case F_LEASE: *v = (double)(i->lease_left_ms > 0 ? i->lease_left_ms : 0) / 1000; return held;
     case F_READERS: *v = l->have_info ? i->readers : 0; return 1;
+    case F_DELAY:
+        *v = (double)i->delay_left_ms / 1000;
+        return l->have_info && i->delay_left_ms > 0;
     default: *v = l->have_info ? i->writers_waiting : 0; return 1;
     }
 }

@@ -133,10 +133,11 @@ static void print_json(const top_opts *o, const top_row *rows, size_t n) {
         cli_json_str(stdout, r->s.name);
         printf(",\"acquisitions\":%llu,\"releases\":%llu,\"acquisitions_per_s\":%.3f,"
                "\"wait_ms_p50\":%.3f,\"wait_ms_p99\":%.3f,\"hold_ms_p50\":%.3f,\"hold_ms_p99\":%.3f,"
-               "\"lost_leases\":%llu,\"deadlocks\":%llu",
+               "\"lost_leases\":%llu,\"deadlocks\":%llu,\"lease_risks\":%llu",
                (unsigned long long)r->s.acquisitions, (unsigned long long)r->s.releases,
                (double)r->s.acquisitions / o->window_s, r->s.wait_ms_p50, r->s.wait_ms_p99, r->s.hold_ms_p50,
-               r->s.hold_ms_p99, (unsigned long long)r->s.lost_leases, (unsigned long long)r->s.deadlocks);
+               r->s.hold_ms_p99, (unsigned long long)r->s.lost_leases, (unsigned long long)r->s.deadlocks,
+               (unsigned long long)r->s.lease_risks);
         if (r->info_ok && r->info.held) {
             snprintf(h, sizeof h, "%s:%ld:%lu", r->info.host, r->info.pid, r->info.tid);
             printf(",\"holder\":");

@@ -310,7 +310,8 @@ struct lock_walk {
 };
 
 /* One lock found on srv: what dlock_lock_info says of it, if it is held,
- * has readers or a robust state, given to fn. */
+ * has readers, a robust state or is in its lock-delay (free, but granted
+ * to nobody until the delay ends), given to fn. */
 static int lock_found(struct key_walk *kw, dlock__backend *srv, const char *name) {
     struct lock_walk *w = (struct lock_walk *)kw;
     dlock_client_t *c = kw->c;
@@ -322,7 +323,8 @@ static int lock_found(struct key_walk *kw, dlock__backend *srv, const char *name
         rc = member_info(c, srv, name, &info);
     }
     if (rc != 0) return rc;
-    if (info.held || info.readers > 0 || info.robust_state != 0) kw->stop = w->fn(name, &info, w->arg) != 0;
+    if (info.held || info.readers > 0 || info.robust_state != 0 || info.delay_left_ms > 0)
+        kw->stop = w->fn(name, &info, w->arg) != 0;
     return 0;
 }
 

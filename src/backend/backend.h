@@ -578,6 +578,7 @@ typedef struct dlock__figs {
     uint64_t acq;                   /* holds begun */
     uint64_t rel;                   /* holds ended (the hold histogram's count) */
     uint64_t lost, dead;            /* holds lost, EDEADLK answers: counters that only grow */
+    uint64_t risk;                  /* lease-at-risk warnings told: a counter too */
     uint64_t wait[DLOCK__STAT_NB];  /* from the lock call's start to the hold */
     uint64_t hold[DLOCK__STAT_NB];  /* from the hold to its unlock */
     /* The cumulative histograms (fields W<i>, H<i>, WS, HS): counters by

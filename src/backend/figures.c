@@ -83,6 +83,7 @@ static int figs_field(dlock__figs *f, const redisReply *k, const redisReply *v) 
     else if (k->len == 1 && k->str[0] == 'r') f->rel = (uint64_t)v->integer;
     else if (k->len == 1 && k->str[0] == 'L') f->lost = (uint64_t)v->integer;
     else if (k->len == 1 && k->str[0] == 'D') f->dead = (uint64_t)v->integer;
+    else if (k->len == 1 && k->str[0] == 'R') f->risk = (uint64_t)v->integer;
     else if (k->len == 2 && (k->str[0] == 'W' || k->str[0] == 'H') && k->str[1] == 'S')
         *(k->str[0] == 'W' ? &f->wsum : &f->hsum) = (uint64_t)v->integer;
     else if (k->str[0] == 'W' || k->str[0] == 'H') {

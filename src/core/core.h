@@ -564,6 +564,7 @@ void dlock__stats_acquired(struct dlock_client *c, dlock__lock *l, dlock__hold *
 void dlock__stats_released(struct dlock_client *c, dlock__hold *h);
 /* A hold of l found lost (dlock__hold_lost).  c->mu held. */
 void dlock__stats_lost(struct dlock_client *c, dlock__lock *l);
+void dlock__stats_risk(struct dlock_client *c, dlock__lock *l);
 void dlock__stats_tick(struct dlock_client *c, dlock__mono now, dlock__mono *next);
 int dlock__stats_flush(struct dlock_client *c, dlock__mono deadline);
 /* l's entry goes (c->mu held, or the client dying); a fork child forgets

@@ -226,6 +226,7 @@ static void risk_told(renew_loop *lp, dlock__hold *h, int event) {
     rep->event = event;
     rep->left_ms = left < 1 ? 1u : (unsigned)left;
     h->at_risk = event == DLOCK_LEASE_AT_RISK;
+    if (h->at_risk && !h->unit) dlock__stats_risk(lp->c, h->l); /* the exporter's count (semaphores: no figures) */
 }
 
 /* Phase: collect what is due.  One walk of the held list: a hold whose

@@ -25,7 +25,8 @@
  *
  * It counts too the holds the client finds lost (their lease ran out, or
  * the server refused its renewal: dlock__hold_lost) and the lock calls it
- * answers EDEADLK; these go in the same flush, and the server keeps them
+ * answers EDEADLK, and the lease-at-risk warnings its holds' handlers
+ * are told (dlock__stats_risk); these go in the same flush, and the server keeps them
  * as counters that only grow (until a day without a flush of the lock),
  * not per second.
  *
@@ -52,6 +53,7 @@ struct dlock__lstat {
     int dirty;
     uint32_t acq, rel;
     uint32_t lost, dead; /* holds lost (their lease), EDEADLK answers */
+    uint32_t risk;       /* lease-at-risk warnings told */
     uint32_t wait[DLOCK__STAT_NB], hold[DLOCK__STAT_NB];
     uint32_t wcum[DLOCK_STATS_BUCKETS], hcum[DLOCK_STATS_BUCKETS]; /* by DLOCK_STATS_BOUNDS_MS */
     uint64_t wsum, hsum;                                          /* µs */
@@ -103,7 +105,7 @@ static void count_one(uint32_t *fine, uint32_t *cum, uint64_t *sum, uint64_t us)
 
 /* Zeroes what a flush sends. */
 static void stat_clear(lstat *st) {
-    st->acq = st->rel = st->lost = st->dead = 0;
+    st->acq = st->rel = st->lost = st->dead = st->risk = 0;
     memset(st->wait, 0, sizeof st->wait);
     memset(st->hold, 0, sizeof st->hold);
     memset(st->wcum, 0, sizeof st->wcum);
@@ -196,6 +198,12 @@ void dlock__stats_lost(struct dlock_client *c, dlock__lock *l) {
     st->lost++;
 }
 
+void dlock__stats_risk(struct dlock_client *c, dlock__lock *l) {
+    lstat *st;
+    if (c->stats_off || (st = stat_of(c, l)) == NULL) return;
+    st->risk++;
+}
+
 void dlock__stats_detach(dlock__lock *l) {
     lstat *st = l->stat;
     if (st == NULL) return;
@@ -258,8 +266,9 @@ static void put_u64(buf *b, uint64_t v) {
 }
 
 /* One lock's figures in stats.lua's payload: "<len>:<name> a N r N [L N]
- * [D N] wI C ... hI C ... WI C ... HI C ... [WS US] [HS US];" (L lost
- * holds, D EDEADLK answers; capitals: the cumulative histograms). */
+ * [D N] [R N] wI C ... hI C ... WI C ... HI C ... [WS US] [HS US];" (L
+ * lost holds, D EDEADLK answers, R lease-at-risk warnings; capitals:
+ * counters that only grow, the cumulative histograms among them). */
 static void put_lock(buf *b, const lstat *st) {
     char tmp[32];
     unsigned i;
@@ -270,6 +279,7 @@ static void put_lock(buf *b, const lstat *st) {
     put_field(b, 'r', -1, st->rel);
     if (st->lost != 0) put_field(b, 'L', -1, st->lost);
     if (st->dead != 0) put_field(b, 'D', -1, st->dead);
+    if (st->risk != 0) put_field(b, 'R', -1, st->risk);
     for (i = 0; i < DLOCK__STAT_NB; i++)
         if (st->wait[i] != 0) put_field(b, 'w', (int)i, st->wait[i]);
     for (i = 0; i < DLOCK__STAT_NB; i++)
@@ -374,6 +384,7 @@ DLOCK_API int dlock_stats(dlock_client_t *cl, unsigned window_s, dlock_lock_stat
         s->releases = f[i].rel;
         s->lost_leases = f[i].lost;
         s->deadlocks = f[i].dead;
+        s->lease_risks = f[i].risk;
         s->wait_ms_p50 = dlock__stats_quantile(f[i].wait, 0.50);
         s->wait_ms_p99 = dlock__stats_quantile(f[i].wait, 0.99);
         s->hold_ms_p50 = dlock__stats_quantile(f[i].hold, 0.50);

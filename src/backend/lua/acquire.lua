@@ -182,16 +182,20 @@ local function reserve(fs, marked)
 end
 local rw = false
 -- A hold with a lock-delay (A[9]): its lease's end in exp, and the lock
--- key kept the delay past it.
+-- key kept the delay past it.  The key's end is set by PEXPIREAT at exp +
+-- the delay: a PEXPIRE counts from the server's clock when it runs, later
+-- than the TIME exp came from by the script's work in between (the dead
+-- readers and waiters it drops), and the delay would run that much long.
 local function delay_mark()
   redis.call('HSET', K[1], 'ld', A[9], 'exp', string.format('%d', now + lease))
-  redis.call('PEXPIRE', K[1], string.format('%d', lease + A[9]))
+  redis.call('PEXPIREAT', K[1], string.format('%d', now + lease + A[9]))
 end
 -- take(): one HSET and one PEXPIRE, a caching hold's cache and a
--- lock-delay's ld and exp (the key's life lease + delay) in them.
+-- lock-delay's ld and exp in them (then PEXPIREAT: the key ends at exp +
+-- the delay, delay_mark()).
 local function take()
   local fs = fence()
-  local pe = A[2]
+  local pe, px = A[2], 'PEXPIRE'
   if A[8] == '1' or A[9] then
     local a = {'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows}
     if rw then
@@ -207,7 +211,7 @@ local function take()
       a[#a + 1] = A[9]
       a[#a + 1] = 'exp'
       a[#a + 1] = string.format('%d', now + lease)
-      pe = string.format('%d', lease + A[9])
+      pe, px = string.format('%d', now + lease + A[9]), 'PEXPIREAT'
     end
     redis.call('HSET', K[1], unpack(a))
   elseif rw then
@@ -215,7 +219,7 @@ local function take()
   else
     redis.call('HSET', K[1], 'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows)
   end
-  redis.call('PEXPIRE', K[1], pe)
+  redis.call(px, K[1], pe)
   local lk = K[1] .. ':lvb'
   local lo = redis.call('HMGET', lk, 'v', 'open')
   if lo[1] then -- a value block: this hold opens it (still open: the last hold lapsed)
@@ -244,8 +248,7 @@ local hm = hm0 or redis.call('HMGET', K[1], 'owner', 'cache', 'w', 'fence', 'exp
 local owner = hm[1]
 -- (its own hold past its lease, in its delay: another's now)
 if owner == A[1] and not (hm[5] and hm[5] + 0 <= now) then
-  redis.call('PEXPIRE', K[1], A[2])
-  if A[9] then delay_mark() end
+  if A[9] then delay_mark() else redis.call('PEXPIRE', K[1], A[2]) end
   if A[8] == '1' then
     local fs = fence()
     return {2, fs, reserve(fs)}

@@ -236,11 +236,13 @@ if h then
   -- the grant marks: w is "1" already (the hold was marked: nobody else
   -- comes here), and so is lvb when the hold had the value block; a
   -- caching grant's cache, a value block new to the hash, and the
-  -- grantee's lock-delay (ld, exp, and the key's life lease + delay) join
-  -- the same HSET.
+  -- grantee's lock-delay (ld, exp) join the same HSET; with a lock-delay
+  -- the key ends at exp + the delay by PEXPIREAT (acquire.lua's
+  -- delay_mark(): a PEXPIRE would count from later than now, by the dead
+  -- queue entries popped in between).
   local cq = d == '3' or d == '4'
   local lvn = ARGV[3] and not lvbf
-  local pe = g
+  local pe, px = g, 'PEXPIRE'
   if cq or lvn or hd ~= '' then
     local a = {'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb}
     if cq then
@@ -256,7 +258,7 @@ if h then
       a[#a + 1] = hd
       a[#a + 1] = 'exp'
       a[#a + 1] = string.format('%d', now + g)
-      pe = string.format('%d', g + hd)
+      pe, px = string.format('%d', now + g + hd), 'PEXPIREAT'
     end
     redis.call('HSET', K[1], unpack(a))
   else
@@ -264,7 +266,7 @@ if h then
   end
   if cached and not cq then redis.call('HDEL', K[1], 'cache') end
   if ld and hd == '' then redis.call('HDEL', K[1], 'ld', 'exp') end
-  redis.call('PEXPIRE', K[1], pe)
+  redis.call(px, K[1], pe)
   -- the value block, there if this hold had it open or wrote it: the grantee's now
   if lvbf or ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'open', h) end
   if rb == '1' then redis.call('MSET', K[3], 'held', K[1] .. ':taker', h) end

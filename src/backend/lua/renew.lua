@@ -15,8 +15,9 @@
 --
 -- An exclusive hold in either form (acquire.lua): the string
 -- "TOKEN FENCE SINCE WHO" or the hash.  A hash with a lock-delay (ld)
--- moves exp, its lease's end, and keeps the key the delay past it;
--- past exp it is refused (acquire.lua).
+-- moves exp, its lease's end, and keeps the key the delay past it
+-- (PEXPIREAT exp + delay, as acquire.lua's delay_mark()); past exp it is
+-- refused (acquire.lua).
 if ARGV[3] == 's' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -48,7 +49,7 @@ if hm[4] then -- a lock-delay's hold: refused past its lease (the key is the del
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
   if hm[5] and hm[5] + 0 <= now then return 0 end
   redis.call('HSET', KEYS[1], 'exp', string.format('%d', now + ARGV[2]))
-  redis.call('PEXPIRE', KEYS[1], string.format('%d', ARGV[2] + hm[4]))
+  redis.call('PEXPIREAT', KEYS[1], string.format('%d', now + ARGV[2] + hm[4]))
 else
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end

@@ -6,7 +6,7 @@
 --   counts: a (holds begun), r (holds ended), w<i> and h<i> (waits and
 --   holds in bucket i); and KEYS[1]:c:<name>, a hash of counters that only
 --   grow, every field whose name starts with a capital: L (holds lost), D
---   (EDEADLK answers), W<i> and H<i> (waits and holds in bucket i of the
+--   (EDEADLK answers), R (lease-at-risk warnings), W<i> and H<i> (waits and holds in bucket i of the
 --   cumulative histograms), WS and HS (their sums in µs), whose expiry
 --   every flush of the lock puts off.  All in one cluster slot.
 -- ARGV: [1] op; "add": [2] the per-second keys' expiry in seconds, [3]
