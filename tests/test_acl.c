@@ -509,18 +509,19 @@ static void acl_count_lost(dlock_mutex_t *m, const char *name, void *arg) {
     __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
 }
 
-/* Holder and waiter, each with a client of its own as the ACL user, on
- * mutexes made with a: the holder takes the lock, the waiter queues for
- * it, the holder keeps it hold_ms, then unlocks (which must give 0). */
-static void acl_hold_with_waiter(const char *user, const char *name, const dlock_mutexattr_t *a, int warm,
-                                 unsigned hold_ms, int *lost) {
+/* Holder and waiter, each with a client of its own as the ACL user (the
+ * README's line but the rules in skip, as setuser's), on mutexes made
+ * with a: the holder takes the lock, the waiter queues for it, the holder
+ * keeps it hold_ms, then unlocks (which must give 0). */
+static void acl_hold_with_waiter(const char *user, const char *skip, const char *name, const dlock_mutexattr_t *a,
+                                 int warm, unsigned hold_ms, int *lost) {
     dlock_client_t *ch, *cw;
     dlock_mutexattr_t ah = *a, aw = *a;
     dlock_mutex_t m, wm;
     struct acl_waiter w = { &wm, -1, -1 };
     pthread_t th;
     int rc;
-    CU_ASSERT_FATAL(setuser(user, NULL) == 0);
+    CU_ASSERT_FATAL(setuser(user, skip) == 0);
     DLT_ASSERT_ERR(acl_client(&ch, user, PASSWORD), 0);
     DLT_ASSERT_ERR(acl_client(&cw, user, PASSWORD), 0);
     dlock_mutexattr_setclient(&ah, ch);
@@ -550,7 +551,9 @@ static void acl_hold_with_waiter(const char *user, const char *name, const dlock
 
 /* A hold with a lock-delay ends its key at exp + the delay (PEXPIREAT)
  * at its acquisition, its renewals and a grant: through the README's user
- * it is taken, renewed (a short lease) and handed over, never lost. */
+ * it is taken, renewed (a short lease) and handed over, never lost; and
+ * through a user whose line predates PEXPIREAT (the scripts then fall
+ * back to PEXPIRE) all the same. */
 static void test_acl_lockdelay(void) {
     dlock_mutexattr_t a;
     int lost = 0;
@@ -559,7 +562,8 @@ static void test_acl_lockdelay(void) {
     dlock_mutexattr_setlockdelay(&a, 500);
     dlock_mutexattr_setfair(&a, 1);
     dlock_mutexattr_setlostcallback(&a, acl_count_lost, &lost);
-    acl_hold_with_waiter("delayer", "acl/lockdelay", &a, 0, 700, &lost);
+    acl_hold_with_waiter("delayer", NULL, "acl/lockdelay", &a, 0, 700, &lost);
+    acl_hold_with_waiter("olddelayer", "+pexpireat", "acl/lockdelay-old", &a, 0, 700, &lost);
     dlock_mutexattr_destroy(&a);
 }
 
@@ -573,7 +577,7 @@ static void test_acl_renewal_after_a_waiter_came(void) {
     dlock_mutexattr_init(&a);
     dlock_mutexattr_setlease(&a, 600);
     dlock_mutexattr_setlostcallback(&a, acl_count_lost, &lost);
-    acl_hold_with_waiter("renewer", "acl/renew-contended", &a, 1, 900, &lost);
+    acl_hold_with_waiter("renewer", NULL, "acl/renew-contended", &a, 1, 900, &lost);
     dlock_mutexattr_destroy(&a);
 }
 
@@ -583,7 +587,7 @@ static void test_acl_robust_handoff(void) {
     dlock_mutexattr_t a;
     dlock_mutexattr_init(&a);
     dlock_mutexattr_setrobust(&a, DLOCK_MUTEX_ROBUST);
-    acl_hold_with_waiter("robuster", "acl/robust-handoff", &a, 0, 200, NULL);
+    acl_hold_with_waiter("robuster", NULL, "acl/robust-handoff", &a, 0, 200, NULL);
     dlock_mutexattr_destroy(&a);
 }
 

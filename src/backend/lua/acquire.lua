@@ -186,16 +186,23 @@ local rw = false
 -- the delay: a PEXPIRE counts from the server's clock when it runs, later
 -- than the TIME exp came from by the script's work in between (the dead
 -- readers and waiters it drops), and the delay would run that much long.
+-- A user whose ACL line predates PEXPIREAT gets that PEXPIRE of the time
+-- left, rather than an acquisition that fails.
+local function expire_at(at)
+  if type(redis.pcall('PEXPIREAT', K[1], string.format('%d', at))) == 'table' then
+    redis.call('PEXPIRE', K[1], string.format('%d', at - now))
+  end
+end
 local function delay_mark()
   redis.call('HSET', K[1], 'ld', A[9], 'exp', string.format('%d', now + lease))
-  redis.call('PEXPIREAT', K[1], string.format('%d', now + lease + A[9]))
+  expire_at(now + lease + A[9])
 end
 -- take(): one HSET and one PEXPIRE, a caching hold's cache and a
 -- lock-delay's ld and exp in them (then PEXPIREAT: the key ends at exp +
 -- the delay, delay_mark()).
 local function take()
   local fs = fence()
-  local pe, px = A[2], 'PEXPIRE'
+  local pe, at = A[2], nil
   if A[8] == '1' or A[9] then
     local a = {'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows}
     if rw then
@@ -211,7 +218,7 @@ local function take()
       a[#a + 1] = A[9]
       a[#a + 1] = 'exp'
       a[#a + 1] = string.format('%d', now + lease)
-      pe, px = string.format('%d', now + lease + A[9]), 'PEXPIREAT'
+      at = now + lease + A[9]
     end
     redis.call('HSET', K[1], unpack(a))
   elseif rw then
@@ -219,7 +226,7 @@ local function take()
   else
     redis.call('HSET', K[1], 'owner', A[1], 'fence', fs, 'who', A[4], 'since', nows)
   end
-  redis.call(px, K[1], pe)
+  if at then expire_at(at) else redis.call('PEXPIRE', K[1], pe) end
   local lk = K[1] .. ':lvb'
   local lo = redis.call('HMGET', lk, 'v', 'open')
   if lo[1] then -- a value block: this hold opens it (still open: the last hold lapsed)

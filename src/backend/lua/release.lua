@@ -242,7 +242,7 @@ if h then
   -- queue entries popped in between).
   local cq = d == '3' or d == '4'
   local lvn = ARGV[3] and not lvbf
-  local pe, px = g, 'PEXPIRE'
+  local pe, at = g, nil
   if cq or lvn or hd ~= '' then
     local a = {'owner', h, 'fence', fs, 'who', who, 'since', nows, 'rb', rb}
     if cq then
@@ -258,7 +258,7 @@ if h then
       a[#a + 1] = hd
       a[#a + 1] = 'exp'
       a[#a + 1] = string.format('%d', now + g)
-      pe, px = string.format('%d', now + g + hd), 'PEXPIREAT'
+      at = now + g + hd
     end
     redis.call('HSET', K[1], unpack(a))
   else
@@ -266,7 +266,10 @@ if h then
   end
   if cached and not cq then redis.call('HDEL', K[1], 'cache') end
   if ld and hd == '' then redis.call('HDEL', K[1], 'ld', 'exp') end
-  redis.call(px, K[1], pe)
+  if not at then redis.call('PEXPIRE', K[1], pe)
+  elseif type(redis.pcall('PEXPIREAT', K[1], string.format('%d', at))) == 'table' then
+    redis.call('PEXPIRE', K[1], string.format('%d', g + hd)) -- an ACL line without PEXPIREAT
+  end
   -- the value block, there if this hold had it open or wrote it: the grantee's now
   if lvbf or ARGV[3] then redis.call('HSET', K[1] .. ':lvb', 'open', h) end
   if rb == '1' then redis.call('MSET', K[3], 'held', K[1] .. ':taker', h) end

@@ -49,7 +49,9 @@ if hm[4] then -- a lock-delay's hold: refused past its lease (the key is the del
   local now = t[1] * 1000 + math.floor(t[2] / 1000)
   if hm[5] and hm[5] + 0 <= now then return 0 end
   redis.call('HSET', KEYS[1], 'exp', string.format('%d', now + ARGV[2]))
-  redis.call('PEXPIREAT', KEYS[1], string.format('%d', now + ARGV[2] + hm[4]))
+  if type(redis.pcall('PEXPIREAT', KEYS[1], string.format('%d', now + ARGV[2] + hm[4]))) == 'table' then
+    redis.call('PEXPIRE', KEYS[1], string.format('%d', ARGV[2] + hm[4])) -- an ACL line without PEXPIREAT
+  end
 else
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
