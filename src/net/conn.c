@@ -94,24 +94,28 @@ int dlock__end_near(void) {
  * receives (a recvmsg that returns the receive time: "A connection's
  * step" below), hiredis's read() elsewhere; neither raises a signal. */
 
-/* A request's bytes are written by end, no later: the socket does not
- * block (MSG_DONTWAIT), and when its buffer is full (a server that stopped
- * reading: paused, or a proxy before it stalled) the write waits for room
- * by ppoll until end.  Its send timeout would not do: it bounds one
- * send() only, a server that reads a little now and then starts it again,
- * and the kernel keeps it on its timer wheel, up to tens of ms late.  A
- * write that cannot end by end fails with the context's error set: the
- * connection holds half a request, so the caller closes it (a failed
- * context is never put back in the pool). */
-static int send_all(redisContext *ctx, const char *buf, size_t len, dlock__mono end) {
+/* A request's bytes are written by its end (dlock__send_end), no later:
+ * the socket does not block (MSG_DONTWAIT), and when its buffer is full (a
+ * server that stopped reading: paused, or a proxy before it stalled) the
+ * write waits for room by ppoll until that end.  Its send timeout would
+ * not do: it bounds one send() only, a server that reads a little now and
+ * then starts it again, and the kernel keeps it on its timer wheel, up to
+ * tens of ms late.  A write that cannot end by then fails with the
+ * context's error set: the connection holds half a request, so it is
+ * closed (dlock__pool_put never keeps a failed context). */
+static int send_all(dlock__conn *cn, const char *buf, size_t len) {
+    redisContext *ctx = cn->ctx;
+    dlock__mono end = 0; /* (reckoned at the first wait: a write that needs none reads no clock) */
     while (len > 0) {
         ssize_t n = send(ctx->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-            if (errno == EINTR) continue;
-            if ((errno == EAGAIN || errno == EWOULDBLOCK) && dlock__fd_writable(ctx->fd, end)) continue;
-            snprintf(ctx->errstr, sizeof ctx->errstr, "send: %s",
-                     errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" : strerror(errno));
+            int e = errno, full = e == EAGAIN || e == EWOULDBLOCK;
+            if (e == EINTR) continue;
+            if (full && end == 0) end = dlock__send_end(cn);
+            if (full && dlock__fd_writable(ctx->fd, end)) continue;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "send: %s", full ? "timed out" : strerror(e));
             ctx->err = REDIS_ERR_IO;
+            errno = e;
             return -1;
         }
         buf += n;
@@ -245,16 +249,14 @@ dlock__mono dlock__send_end(const dlock__conn *cn) {
 
 int dlock__conn_flush(dlock__conn *cn) {
     redisContext *ctx = cn->ctx;
-    dlock__mono end;
     int rc;
     if (ctx->err) return -1;
     if (cn->step == DLOCK__STEP_TAKEN) {
         cn->sent_rt = real_ns();
         cn->step = DLOCK__STEP_SENT;
     }
-    end = dlock__send_end(cn);
-    rc = cn->tls ? dlock__tls_write(cn, ctx->obuf, sdslen(ctx->obuf), end)
-                 : send_all(ctx, ctx->obuf, sdslen(ctx->obuf), end);
+    rc = cn->tls ? dlock__tls_write(cn, ctx->obuf, sdslen(ctx->obuf), dlock__send_end(cn))
+                 : send_all(cn, ctx->obuf, sdslen(ctx->obuf));
     sdsclear(ctx->obuf);
     return rc;
 }
