@@ -34,6 +34,8 @@
  *      few bytes now and then; the sockets' buffers small): a request's
  *      write ends with the call's bound -- timedlock, trylock, unlock --
  *      and its connection, half a request written, is closed.
+ *   6. A call with less than a ms left: a wait that used to be rounded up
+ *      to a whole ms (a Redlock master's PING probe) ends by its end.
  *
  * Every server, client, proxy and socket the tests make is ended by the
  * test itself (servers by the fixture, by pid).
@@ -929,6 +931,40 @@ out:
     dlt_proxy_stop(p);
 }
 
+/* A call with less than a ms left: a Redlock master's PING probe
+ * (dlock__fd_answers, its answer never coming: the proxy a black hole)
+ * ends by the call's end, 0.3 ms away, where a poll's timeout in whole
+ * ms, rounded up, ended a ms after its start.  The least of 20 tries
+ * (a try the host preempts ends late by the host's doing). */
+static void test_sub_ms_end_kept(void) {
+    dlt_proxy *p = dlt_proxy_start(dlt_server.port);
+    struct sockaddr_in sa;
+    double least = 1e9;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    dlt_proxy_set(p, DLT_PROXY_DROP, 0, NULL, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)dlt_proxy_port(p));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 20; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+        dlock__mono end, old, past;
+        CU_ASSERT_FATAL(fd >= 0);
+        CU_ASSERT_EQUAL_FATAL(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        end = dlock__now() + 300 * (DLOCK__MS / 1000);
+        old = dlock__call_end_set(end);
+        r = dlock__fd_answers(fd, 1); /* (conn.c's ms: its bound cut to the end, 1 at least) */
+        past = dlock__now() - end;
+        dlock__call_end_set(old);
+        close(fd);
+        CU_ASSERT_EQUAL(r, 0);
+        if ((double)past / (double)DLOCK__MS < least) least = (double)past / (double)DLOCK__MS;
+    }
+    printf("  a PING probe with 0.3 ms left: ends %.3f ms past the call's end at the least\n", least);
+    CU_ASSERT(least < 0.4);
+    dlt_proxy_stop(p);
+}
+
 static const struct dlt_test tests[] = { DLT_TEST(test_idle_server_deadline_kept),
                                          DLT_TEST(test_silent_host_connect_capped),
                                          DLT_TEST(test_turned_away),
@@ -938,6 +974,7 @@ static const struct dlt_test tests[] = { DLT_TEST(test_idle_server_deadline_kept
                                          DLT_TEST(test_late_answer_never_a_dead_hold),
                                          DLT_TEST(test_bounds_without_syscalls),
                                          DLT_TEST(test_send_bounded_by_end),
+                                         DLT_TEST(test_sub_ms_end_kept),
                                          { NULL, NULL } };
 
 int main(int argc, char **argv) {
