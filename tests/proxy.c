@@ -31,6 +31,7 @@ typedef struct pconn {
     unsigned long kill_gen; /* dlt_proxy_close_all generation at accept */
     unsigned long stall_gen; /* STALL: the dlt_proxy_stall its count is of */
     size_t stall_sent;       /* bytes forwarded since */
+    double deaf_next;        /* DEAF: when it reads the next bytes of the requests */
     pthread_t th;
     int done; /* guarded by p->mu */
     struct pconn *next;
@@ -51,6 +52,7 @@ struct dlt_proxy {
     unsigned long kill_gen;
     unsigned long stall_gen; /* dlt_proxy_stall calls */
     size_t stall_bytes;
+    size_t deaf_bytes; /* DEAF: bytes of the requests read each delay_ms */
     unsigned long accepted, faults;
     uint64_t rng;
     pconn *conns;
@@ -64,6 +66,7 @@ typedef struct snapshot {
     size_t payload_len;
     unsigned long stall_gen;
     size_t stall_bytes;
+    size_t deaf_bytes;
 } snapshot;
 
 static void snap(dlt_proxy *p, const pconn *pc, snapshot *s) {
@@ -75,6 +78,7 @@ static void snap(dlt_proxy *p, const pconn *pc, snapshot *s) {
     memcpy(s->payload, p->payload, p->payload_len);
     s->stall_gen = p->stall_gen;
     s->stall_bytes = p->stall_bytes;
+    s->deaf_bytes = p->deaf_bytes;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -142,6 +146,26 @@ static int stall_forward(dlt_proxy *p, pconn *pc, const snapshot *s, const char 
     return nap(p, pc, s->delay_ms) != 0 || send_all(pc->cfd, buf, k) != 0 ? -1 : 0;
 }
 
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* DEAF: reads the connection's requests no more, or deaf_bytes of them
+ * each delay_ms (forwarded to the server).  0, or -1 when the connection
+ * must end. */
+static int deaf_trickle(dlt_proxy *p, pconn *pc, const snapshot *s, char *buf) {
+    ssize_t n;
+    if (s->deaf_bytes == 0 || mono_s() < pc->deaf_next) return 0;
+    pc->deaf_next = mono_s() + s->delay_ms / 1000.0;
+    n = recv(pc->cfd, buf, s->deaf_bytes < CHUNK ? s->deaf_bytes : CHUNK, MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    if (n == 0) return -1;
+    count_fault(p);
+    return send_all(pc->sfd, buf, (size_t)n);
+}
+
 static void *conn_main(void *arg) {
     pconn *pc = arg;
     dlt_proxy *p = pc->p;
@@ -153,8 +177,9 @@ static void *conn_main(void *arg) {
         ssize_t n;
         snap(p, pc, s);
         if (s->stop || s->mode == DLT_PROXY_CLOSE) break;
+        if (s->mode == DLT_PROXY_DEAF && deaf_trickle(p, pc, s, buf) != 0) break;
         pfd[0].fd = pc->cfd;
-        pfd[0].events = POLLIN;
+        pfd[0].events = s->mode == DLT_PROXY_DEAF ? 0 : POLLIN;
         pfd[1].fd = pc->sfd;
         pfd[1].events = POLLIN;
         pfd[0].revents = pfd[1].revents = 0;
@@ -183,6 +208,7 @@ static void *conn_main(void *arg) {
             if (s->stop || s->mode == DLT_PROXY_CLOSE) break;
             switch (s->mode) {
             case DLT_PROXY_PASS:
+            case DLT_PROXY_DEAF:
                 if (send_all(pc->cfd, buf, (size_t)n) != 0) goto out;
                 break;
             case DLT_PROXY_DELAY:
@@ -407,6 +433,51 @@ void dlt_proxy_stall(dlt_proxy *p, size_t bytes, unsigned ms) {
     pthread_mutex_unlock(&p->mu);
 }
 
+void dlt_proxy_deaf(dlt_proxy *p, size_t bytes, unsigned ms) {
+    pthread_mutex_lock(&p->mu);
+    p->mode = DLT_PROXY_DEAF;
+    p->delay_ms = ms;
+    p->deaf_bytes = bytes;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int dlt_proxy_rcvbuf(dlt_proxy *p, int bytes) {
+    return setsockopt(p->lfd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+/* The local port of this process's socket fd when it is connected to the
+ * proxy's port (a client's end of a proxied connection), else 0. */
+static int client_port(const dlt_proxy *p, int fd) {
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    if (getpeername(fd, (struct sockaddr *)&sa, &len) != 0 || sa.sin_family != AF_INET || ntohs(sa.sin_port) != p->port)
+        return 0;
+    len = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0) return 0;
+    return ntohs(sa.sin_port);
+}
+
+#define FDS_MAX 4096 /* descriptors looked at (a test process opens far fewer) */
+
+int dlt_proxy_shrink_clients(const dlt_proxy *p, int *ports, int max) {
+    int fd, n = 0, one = 1;
+    for (fd = 0; fd < FDS_MAX; fd++) {
+        int port = client_port(p, fd);
+        if (port == 0) continue;
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &one, sizeof one) != 0) continue;
+        if (n < max) ports[n] = port;
+        n++;
+    }
+    return n;
+}
+
+int dlt_proxy_client_open(const dlt_proxy *p, int port) {
+    int fd;
+    for (fd = 0; fd < FDS_MAX; fd++)
+        if (client_port(p, fd) == port) return 1;
+    return 0;
+}
+
 void dlt_proxy_close_all(dlt_proxy *p) {
     pthread_mutex_lock(&p->mu);
     p->kill_gen++;
@@ -445,6 +516,8 @@ const char *dlt_proxy_mode_name(enum dlt_proxy_mode mode) {
         return "split";
     case DLT_PROXY_STALL:
         return "stall";
+    case DLT_PROXY_DEAF:
+        return "deaf";
     }
     return "?";
 }

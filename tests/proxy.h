@@ -29,6 +29,11 @@
  *            from the connection's start), each chunk `ms` milliseconds
  *            after it came, then nothing: a server that is slow, then
  *            stalls mid-handshake or mid-record (dlt_proxy_stall)
+ *   DEAF     forward the server's answers, but read no more of the
+ *            requests, or `bytes` of them each `ms` milliseconds: the
+ *            client's writes fill the sockets' buffers, then wait, as on
+ *            a server that stopped reading, or reads a little now and
+ *            then (dlt_proxy_deaf)
  *
  * The proxy never raises SIGPIPE in the test process (MSG_NOSIGNAL) and
  * every thread it starts is joined by dlt_proxy_stop, so it leaks nothing
@@ -54,7 +59,8 @@ enum dlt_proxy_mode {
     DLT_PROXY_DUPLICATE,
     DLT_PROXY_TURNAWAY,
     DLT_PROXY_SPLIT,
-    DLT_PROXY_STALL
+    DLT_PROXY_STALL,
+    DLT_PROXY_DEAF
 };
 
 typedef struct dlt_proxy dlt_proxy;
@@ -79,6 +85,21 @@ void dlt_proxy_replace(dlt_proxy *p, const char *payload); /* NUL-terminated pay
  * ms after they came, then holds the rest back (dropped, counted as
  * faults). */
 void dlt_proxy_stall(dlt_proxy *p, size_t bytes, unsigned ms);
+/* DEAF: each connection reads `bytes` of the requests each ms (0: none). */
+void dlt_proxy_deaf(dlt_proxy *p, size_t bytes, unsigned ms);
+/* The receive buffer of the connections accepted from now on (SO_RCVBUF,
+ * which the kernel doubles; its least is some 2 KiB): with DEAF, a small
+ * one fills with a few KiB of requests.  0, or -1 (errno). */
+int dlt_proxy_rcvbuf(dlt_proxy *p, int bytes);
+/* The send buffer of every socket of this process connected to the proxy
+ * (the library's client ends) to the kernel's least (some 4 KiB, no
+ * longer grown by the kernel): with DEAF and a small dlt_proxy_rcvbuf, a
+ * request of a few KiB fills them.  How many there were; the first max
+ * local ports into ports. */
+int dlt_proxy_shrink_clients(const dlt_proxy *p, int *ports, int max);
+/* 1 while this process has a socket connected to the proxy from the
+ * local port, else 0. */
+int dlt_proxy_client_open(const dlt_proxy *p, int port);
 
 /* Closes every connection open now (the mode stays): the client must
  * reconnect, through the current mode. */

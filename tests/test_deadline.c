@@ -30,6 +30,12 @@
  *   4. One connection, different bounds: trylock and lock
  *      pairs back to back change no socket timeout and poll nothing (a
  *      send and a read a request), and still each call gets its bound.
+ *   5. A server that stops reading (a proxy that reads nothing more, or a
+ *      few bytes now and then; the sockets' buffers small): a request's
+ *      write ends with the call's bound -- timedlock, trylock, unlock --
+ *      and its connection, half a request written, is closed.
+ *   6. A call with less than a ms left: a wait that used to be rounded up
+ *      to a whole ms (a Redlock master's PING probe) ends by its end.
  *
  * Every server, client, proxy and socket the tests make is ended by the
  * test itself (servers by the fixture, by pid).
@@ -820,6 +826,145 @@ static void test_bounds_without_syscalls(void) {
     dlock_client_destroy(c);
 }
 
+/* ------------------------------ 5. a server that stops reading */
+
+#define DEAF_CONNS 8
+#define DEAF_HELD 6 /* pipelined unlocks held for the call's write: some 4 KiB */
+
+static int timedlock_100ms(dlock_mutex_t *m) {
+    struct timespec ts = dlt_abs_in(CLOCK_REALTIME, 100);
+    return dlock_mutex_timedlock(m, &ts);
+}
+
+/* The library's connections to the proxy shrunk (dlt_proxy_shrink_clients)
+ * and the proxy made deaf (reading `bytes` of the requests each 20 ms);
+ * then the pipelined unlocks of held[] (none is written: each waits, in
+ * the output buffer of the thread's connection, for its next request),
+ * and fn(m), whose request goes out on that connection with them: some
+ * 8 KiB in one write, more than the buffers take.  fn's result, and its
+ * time in *ms.  The connection it wrote on is closed after it (half a
+ * request written: it must never be used again; the pool may hold
+ * others, idle), and the proxy passes again. */
+static int deaf_call(dlt_proxy *p, dlock_mutex_t *held, int (*fn)(dlock_mutex_t *), dlock_mutex_t *m, size_t bytes,
+                     double *ms) {
+    int ports[DEAF_CONNS], n, i, rc, closed = 0;
+    double t0;
+    for (i = 0; i < DEAF_HELD; i++) DLT_ASSERT_ERR(dlock_mutex_lock(&held[i]), 0);
+    n = dlt_proxy_shrink_clients(p, ports, DEAF_CONNS);
+    CU_ASSERT(n >= 1 && n <= DEAF_CONNS);
+    dlt_proxy_deaf(p, bytes, 20);
+    dlt_sleep_ms(30); /* (the proxy's threads see it) */
+    for (i = 0; i < DEAF_HELD; i++) DLT_ASSERT_ERR(dlock_mutex_unlock(&held[i]), 0);
+    t0 = dlt_now();
+    rc = fn(m);
+    *ms = ms_since(t0);
+    for (i = 0; i < n && i < DEAF_CONNS; i++) closed += !dlt_proxy_client_open(p, ports[i]);
+    CU_ASSERT(closed >= 1);
+    dlt_proxy_pass(p);
+    dlt_proxy_close_all(p);
+    dlt_sleep_ms(30);
+    return rc;
+}
+
+/* A server that stops reading (the proxy, deaf, before it; the sockets'
+ * buffers made small): a write waits for room no longer than the call's
+ * bound.  A timedlock ends by its deadline + the documented margin, a
+ * trylock after its reply floor (200 ms), and an unlock whose request
+ * the server reads a few bytes at a time by its unreachable bound (1 s)
+ * -- where each used to wait on the socket's send timeout, the command
+ * timeout (2 s), anew after each byte taken.  The mutexes have names of
+ * the longest, so that their requests fill the buffers fast. */
+static void test_send_bounded_by_end(void) {
+    dlt_proxy *p = dlt_proxy_start(dlt_server.port);
+    char name[DLOCK_NAME_MAX + 1];
+    dlock_mutex_t m, held[3][DEAF_HELD]; /* each call's own: a release held back is lost with it */
+    dlock_mutexattr_t a;
+    dlock_config_t cfg;
+    dlock_client_t *c = NULL;
+    double ms;
+    int rc, i;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(dlt_proxy_rcvbuf(p, 1), 0); /* (before any connection: theirs are small) */
+    dlock_config_init(&cfg);
+    cfg.url = dlt_proxy_url(p);
+    cfg.connect_timeout_ms = 400;
+    cfg.command_timeout_ms = 2000;
+    cfg.unreachable_ms = 1000;
+    DLT_ASSERT_ERR(dlock_client_create(&c, &cfg), 0);
+    if (c == NULL) goto out;
+    memset(name, 'w', DLOCK_NAME_MAX);
+    name[DLOCK_NAME_MAX] = '\0';
+    DLT_ASSERT_ERR(mutex_make(&m, name, 10000, c, 0, NULL, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, c), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 10000), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setpipelined(&a, 1), 0);
+    for (i = 0; i < 3 * DEAF_HELD; i++) {
+        name[0] = (char)('a' + i);
+        DLT_ASSERT_ERR(dlock_mutex_init(&held[i / DEAF_HELD][i % DEAF_HELD], name, &a), 0);
+    }
+    dlock_mutexattr_destroy(&a);
+
+    rc = deaf_call(p, held[0], timedlock_100ms, &m, 0, &ms);
+    printf("  timedlock (100 ms), the server not reading: %s after %.0f ms\n", dlt_errno_label(rc), ms);
+    CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
+    CU_ASSERT(ms <= 100 + LATE_MS);
+
+    rc = deaf_call(p, held[1], dlock_mutex_trylock, &m, 0, &ms);
+    printf("  trylock, the server not reading: %s after %.0f ms\n", dlt_errno_label(rc), ms);
+    CU_ASSERT_EQUAL(rc, ENOLCK);
+    CU_ASSERT(ms < 450);
+
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    rc = deaf_call(p, held[2], dlock_mutex_unlock, &m, 8, &ms);
+    printf("  unlock, the server reading 8 bytes each 20 ms: %s after %.0f ms\n", dlt_errno_label(rc), ms);
+    CU_ASSERT(ms < 1000 + 450); /* unreachable_ms, a last reply floor and slack */
+
+    /* the server serves again, on fresh connections (the releases held
+     * back and lost were asked again once it answered) */
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&held[0][0]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&held[0][0]), 0);
+    for (i = 0; i < 3 * DEAF_HELD; i++) DLT_ASSERT_ERR(dlock_mutex_destroy(&held[i / DEAF_HELD][i % DEAF_HELD]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+out:
+    dlock_client_destroy(c);
+    dlt_proxy_stop(p);
+}
+
+/* A call with less than a ms left: a Redlock master's PING probe
+ * (dlock__fd_answers, its answer never coming: the proxy a black hole)
+ * ends by the call's end, 0.3 ms away, where a poll's timeout in whole
+ * ms, rounded up, ended a ms after its start.  The least of 20 tries
+ * (a try the host preempts ends late by the host's doing). */
+static void test_sub_ms_end_kept(void) {
+    dlt_proxy *p = dlt_proxy_start(dlt_server.port);
+    struct sockaddr_in sa;
+    double least = 1e9;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    dlt_proxy_set(p, DLT_PROXY_DROP, 0, NULL, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)dlt_proxy_port(p));
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < 20; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r;
+        dlock__mono end, old, past;
+        CU_ASSERT_FATAL(fd >= 0);
+        CU_ASSERT_EQUAL_FATAL(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        end = dlock__now() + 300 * (DLOCK__MS / 1000);
+        old = dlock__call_end_set(end);
+        r = dlock__fd_answers(fd, 1); /* (conn.c's ms: its bound cut to the end, 1 at least) */
+        past = dlock__now() - end;
+        dlock__call_end_set(old);
+        close(fd);
+        CU_ASSERT_EQUAL(r, 0);
+        if ((double)past / (double)DLOCK__MS < least) least = (double)past / (double)DLOCK__MS;
+    }
+    printf("  a PING probe with 0.3 ms left: ends %.3f ms past the call's end at the least\n", least);
+    CU_ASSERT(least < 0.4);
+    dlt_proxy_stop(p);
+}
+
 static const struct dlt_test tests[] = { DLT_TEST(test_idle_server_deadline_kept),
                                          DLT_TEST(test_silent_host_connect_capped),
                                          DLT_TEST(test_turned_away),
@@ -828,6 +973,8 @@ static const struct dlt_test tests[] = { DLT_TEST(test_idle_server_deadline_kept
                                          DLT_TEST(test_partition_during_grant_wait),
                                          DLT_TEST(test_late_answer_never_a_dead_hold),
                                          DLT_TEST(test_bounds_without_syscalls),
+                                         DLT_TEST(test_send_bounded_by_end),
+                                         DLT_TEST(test_sub_ms_end_kept),
                                          { NULL, NULL } };
 
 int main(int argc, char **argv) {

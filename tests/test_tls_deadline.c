@@ -30,6 +30,11 @@
  *      here): hiredis awaits a connect in whole ms, and one begun with
  *      0.5 ms left ended 0.5 ms past the end.
  *
+ *   6. A server that stops reading (the proxy reads no more requests; the
+ *      sockets' buffers small): a request's write waits for room by ppoll
+ *      until the call's end, or its reply floor for a trylock; it used to
+ *      wait on the socket's send timeout, the command timeout.
+ *
  * The margin past a call's end (RETURN_MS, 5 ms) is for the call's own
  * return path and the test's timing; a thread kept waiting for a CPU
  * (dlt_thread_cpu_wait: the kernel's run delay) is late by the machine's
@@ -288,11 +293,88 @@ static void test_no_connect_in_calls_last_ms(void) {
     rig_down(&r);
 }
 
-static const struct dlt_test tests[] = {
-    DLT_TEST(test_handshake_stall_ends_with_call), DLT_TEST(test_silent_handshake_probe_ends_with_call),
-    DLT_TEST(test_record_stall_ends_with_call),    DLT_TEST(test_redlock_renewal_not_held_by_record),
-    DLT_TEST(test_no_connect_in_calls_last_ms),    { NULL, NULL }
-};
+/* --------------------------- 6. a server that stops reading: writes */
+
+#define HELD 6 /* pipelined unlocks held back for the call's write */
+
+/* A pipelined mutex of c's, named `name` with its first byte made `first`. */
+static int mutex_pipelined(dlock_mutex_t *m, char *name, char first, dlock_client_t *c) {
+    dlock_mutexattr_t a;
+    int rc = dlock_mutexattr_init(&a);
+    name[0] = first;
+    if (rc == 0) rc = dlock_mutexattr_setclient(&a, c);
+    if (rc == 0) rc = dlock_mutexattr_setlease(&a, 10000);
+    if (rc == 0) rc = dlock_mutexattr_setpipelined(&a, 1);
+    if (rc == 0) rc = dlock_mutex_init(m, name, &a);
+    dlock_mutexattr_destroy(&a);
+    return rc;
+}
+
+/* The proxy reads no more requests and the sockets' buffers are small
+ * (the proxy's taken before the client connected, the client's now);
+ * the pipelined unlocks of held, held back, go out in one write with the
+ * call's request (mutexes of the longest names: some 8 KiB, and TLS's
+ * records): a timedlock (100 ms) ends by its deadline + DLOCK__LATE_MS, a
+ * trylock after its reply floor (200 ms), not after the socket's send
+ * timeout (the command timeout, 1 s); the connection is closed. */
+static void test_send_stall_ends_with_call(void) {
+    dlt_redis srv;
+    dlt_proxy *px;
+    dlock_client_t *c = NULL;
+    dlock_mutex_t m, held[2][HELD];
+    char name[DLOCK_NAME_MAX + 1];
+    int i, k;
+    CU_ASSERT_FATAL(dlt_tls_server_start(&srv, 0, NULL, NULL, NULL) == 0);
+    CU_ASSERT_FATAL((px = dlt_proxy_start(srv.port)) != NULL);
+    CU_ASSERT_EQUAL(dlt_proxy_rcvbuf(px, 1), 0);
+    DLT_ASSERT_ERR(client_via(&c, &srv, px, TIMEOUT_MS), 0);
+    memset(name, 's', DLOCK_NAME_MAX);
+    name[DLOCK_NAME_MAX] = '\0';
+    DLT_ASSERT_ERR(mutex_pipelined(&m, name, 'm', c), 0);
+    for (k = 0; k < 2 * HELD; k++)
+        DLT_ASSERT_ERR(mutex_pipelined(&held[k / HELD][k % HELD], name, (char)('a' + k), c), 0);
+    for (k = 0; k < 2; k++) {
+        int ports[8], n, closed = 0, rc;
+        struct timespec ts;
+        double t0, w0, ms, cpu_wait;
+        for (i = 0; i < HELD; i++) DLT_ASSERT_ERR(dlock_mutex_lock(&held[k][i]), 0);
+        n = dlt_proxy_shrink_clients(px, ports, 8);
+        CU_ASSERT(n >= 1 && n <= 8);
+        dlt_proxy_deaf(px, 0, 0);
+        dlt_sleep_ms(30); /* (the proxy's threads see it) */
+        for (i = 0; i < HELD; i++) DLT_ASSERT_ERR(dlock_mutex_unlock(&held[k][i]), 0);
+        ts = dlt_abs_in(CLOCK_REALTIME, 100);
+        t0 = dlt_now();
+        w0 = dlt_thread_cpu_wait();
+        rc = k == 0 ? dlock_mutex_timedlock(&m, &ts) : dlock_mutex_trylock(&m);
+        ms = ms_since(t0);
+        cpu_wait = (dlt_thread_cpu_wait() - w0) * 1000.0;
+        printf("  %s, the server not reading: %s after %.1f ms (%.1f ms waiting for a CPU)\n",
+               k == 0 ? "timedlock (100 ms)" : "trylock", dlt_errno_label(rc), ms, cpu_wait);
+        CU_ASSERT(rc == ETIMEDOUT || rc == ENOLCK);
+        CU_ASSERT(ms - cpu_wait <= (k == 0 ? 100 + DLOCK__LATE_MS + RETURN_MS : 200 + 50));
+        for (i = 0; i < n && i < 8; i++) closed += !dlt_proxy_client_open(px, ports[i]);
+        CU_ASSERT(closed >= 1); /* the one it wrote on: half a request in it */
+        dlt_proxy_pass(px);
+        dlt_proxy_close_all(px);
+        dlt_sleep_ms(30);
+    }
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0); /* served again, on a fresh connection */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    for (k = 0; k < 2 * HELD; k++) DLT_ASSERT_ERR(dlock_mutex_destroy(&held[k / HELD][k % HELD]), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(c), 0);
+    dlt_proxy_stop(px);
+    dlt_redis_cleanup(&srv);
+}
+
+static const struct dlt_test tests[] = { DLT_TEST(test_handshake_stall_ends_with_call),
+                                         DLT_TEST(test_silent_handshake_probe_ends_with_call),
+                                         DLT_TEST(test_record_stall_ends_with_call),
+                                         DLT_TEST(test_redlock_renewal_not_held_by_record),
+                                         DLT_TEST(test_no_connect_in_calls_last_ms),
+                                         DLT_TEST(test_send_stall_ends_with_call),
+                                         { NULL, NULL } };
 
 int main(int argc, char **argv) {
     return dlt_main(argc, argv, "tls_deadline", tests);

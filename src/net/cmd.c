@@ -258,7 +258,7 @@ static redisReply *cmd_and_wait(dlock__node *n, dlock__conn *cn, int argc, const
     out = out && (waitn == 0 || dlock__wait_append(cn, waitn, n->conf.wait_timeout_ms) == 0) && dlock__conn_flush(cn) == 0;
     *sent = out;
     if (owed != NULL) {
-        if (!out) owed->count = 0; /* (told none by owed_free) */
+        /* (not written, or written in part: owed_free tells each none) */
         out = out && owed_read(owed) == 0;
         owed_free(owed);
     }

@@ -94,14 +94,28 @@ int dlock__end_near(void) {
  * receives (a recvmsg that returns the receive time: "A connection's
  * step" below), hiredis's read() elsewhere; neither raises a signal. */
 
-static int send_all(redisContext *ctx, const char *buf, size_t len) {
+/* A request's bytes are written by its end (dlock__send_end), no later:
+ * the socket does not block (MSG_DONTWAIT), and when its buffer is full (a
+ * server that stopped reading: paused, or a proxy before it stalled) the
+ * write waits for room by ppoll until that end.  Its send timeout would
+ * not do: it bounds one send() only, a server that reads a little now and
+ * then starts it again, and the kernel keeps it on its timer wheel, up to
+ * tens of ms late.  A write that cannot end by then fails with the
+ * context's error set: the connection holds half a request, so it is
+ * closed (dlock__pool_put never keeps a failed context). */
+static int send_all(dlock__conn *cn, const char *buf, size_t len) {
+    redisContext *ctx = cn->ctx;
+    dlock__mono end = 0; /* (reckoned at the first wait: a write that needs none reads no clock) */
     while (len > 0) {
-        ssize_t n = send(ctx->fd, buf, len, MSG_NOSIGNAL);
+        ssize_t n = send(ctx->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-            if (errno == EINTR) continue;
-            snprintf(ctx->errstr, sizeof ctx->errstr, "send: %s",
-                     errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" : strerror(errno));
+            int e = errno, full = e == EAGAIN || e == EWOULDBLOCK;
+            if (e == EINTR) continue;
+            if (full && end == 0) end = dlock__send_end(cn);
+            if (full && dlock__fd_writable(ctx->fd, end)) continue;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "send: %s", full ? "timed out" : strerror(e));
             ctx->err = REDIS_ERR_IO;
+            errno = e;
             return -1;
         }
         buf += n;
@@ -225,6 +239,14 @@ static int stamped_read(dlock__conn *cn) {
     return dlock__reply_feed(cn, buf, (size_t)got);
 }
 
+/* A request is written within the bound its answer is awaited (the
+ * connection's, set for the request: dlock__set_timeout), and by the
+ * call's end at the latest. */
+dlock__mono dlock__send_end(const dlock__conn *cn) {
+    dlock__mono end = dlock__now() + (dlock__mono)dlock__conn_bound(cn) * DLOCK__MS;
+    return call_end < end ? call_end : end;
+}
+
 int dlock__conn_flush(dlock__conn *cn) {
     redisContext *ctx = cn->ctx;
     int rc;
@@ -233,7 +255,8 @@ int dlock__conn_flush(dlock__conn *cn) {
         cn->sent_rt = real_ns();
         cn->step = DLOCK__STEP_SENT;
     }
-    rc = cn->tls ? dlock__tls_write(cn, ctx->obuf, sdslen(ctx->obuf)) : send_all(ctx, ctx->obuf, sdslen(ctx->obuf));
+    rc = cn->tls ? dlock__tls_write(cn, ctx->obuf, sdslen(ctx->obuf), dlock__send_end(cn))
+                 : send_all(cn, ctx->obuf, sdslen(ctx->obuf));
     sdsclear(ctx->obuf);
     return rc;
 }
@@ -276,16 +299,17 @@ static int read_timed_out(const redisContext *ctx) {
            (strcmp(ctx->errstr, strerror(EAGAIN)) == 0 || strcmp(ctx->errstr, "recv: timed out") == 0);
 }
 
-/* An answer is awaited bound ms in all, from its first read: the socket's
+/* An answer is awaited until end (bound ms from its first read, or the
+ * call's end if sooner: dlock__conn_reply) in all: the socket's
  * receive timeout bounds one read only, and may be shorter than the bound
  * (dlock__set_timeout keeps it where it is when it is), so a read that times out
  * with time left is made again; and a server that sends a huge answer, or
  * trickles it, does not keep the caller past the bound either: each read
  * after the first waits only for what is left of it.  -1 (the context's
  * error set) when nothing is left. */
-static int reply_read_more(dlock__conn *cn, dlock__mono start, unsigned bound) {
+static int reply_read_more(dlock__conn *cn, dlock__mono end, unsigned bound) {
     redisContext *ctx = cn->ctx;
-    dlock__mono left = start + (dlock__mono)bound * DLOCK__MS - dlock__now();
+    dlock__mono left = end - dlock__now();
     if (left <= 0) {
         if (!ctx->err) {
             snprintf(ctx->errstr, sizeof ctx->errstr, "the server did not finish its answer within %u ms", bound);
@@ -306,47 +330,63 @@ unsigned dlock__conn_bound(const dlock__conn *cn) {
     return cn->bound_ms > cn->timeout_ms ? cn->bound_ms : cn->timeout_ms;
 }
 
-int dlock__fd_wait(int fd, dlock__mono end) {
+/* Waits until fd has one of events (or is closed, or in error), or until
+ * end: 1, or 0 at the end. */
+static int fd_poll(int fd, short events, dlock__mono end) {
     struct pollfd pfd;
     struct timespec ts;
     int n;
     pfd.fd = fd;
-    pfd.events = POLLIN;
+    pfd.events = events;
     do {
         dlock__mono left = end - dlock__now();
         if (end != DLOCK__MONO_NEVER) dlock__mono_to_ts(left > 0 ? left : 0, &ts);
         pfd.revents = 0;
         n = ppoll(&pfd, 1, end == DLOCK__MONO_NEVER ? NULL : &ts, NULL);
     } while (n < 0 && errno == EINTR);
-    return n != 0; /* readable, closed, or an error: the read says which */
+    return n != 0;
 }
 
-/* Waits until cn has something to read, or start + bound: 0, or -1 (the
+int dlock__fd_wait(int fd, dlock__mono end) {
+    return fd_poll(fd, POLLIN, end); /* readable, closed, or an error: the read says which */
+}
+
+int dlock__fd_writable(int fd, dlock__mono end) {
+    return fd_poll(fd, POLLOUT, end); /* room, or an error: the send says which */
+}
+
+/* Waits until cn has something to read, or end: 0, or -1 (the
  * context's error set as a read that timed out), by dlock__fd_wait: a
  * wait cut by the socket's receive timeout, counted in the kernel's ticks,
  * would end up to ~10 ms late, past a timed call's end (call_end). */
-static int reply_wait(dlock__conn *cn, dlock__mono start, unsigned bound) {
+static int reply_wait(dlock__conn *cn, dlock__mono end) {
     if (dlock__conn_pending(cn)) return 0; /* TLS: bytes already read from the socket */
-    if (dlock__fd_wait(cn->ctx->fd, start + (dlock__mono)bound * DLOCK__MS)) return 0;
+    if (dlock__fd_wait(cn->ctx->fd, end)) return 0;
     snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "%s", strerror(EAGAIN));
     cn->ctx->err = REDIS_ERR_IO;
     return -1;
 }
 
+/* The answer is awaited bound ms from its first read, and never past the
+ * call's end: the bound was cut to the time left when it was set, but the
+ * request's write may have taken some of it since; and a bound cut to the
+ * whole ms the socket takes (AUTH, SELECT: dlock__conn_cmd) is longer
+ * than the less than a ms that may be left. */
 int dlock__conn_reply(dlock__conn *cn, void **reply) {
-    dlock__mono start = 0;
+    dlock__mono end = 0;
     unsigned bound = dlock__conn_bound(cn);
     int rc = REDIS_OK, reads = 0;
     *reply = NULL;
     if (dlock__reply_get(cn, reply) != REDIS_OK) return REDIS_ERR;
     while (*reply == NULL) {
-        if (reads++ == 0) start = dlock__now();
-        else if (reply_read_more(cn, start, bound) != 0) {
+        if (reads++ == 0) {
+            end = dlock__now() + (dlock__mono)bound * DLOCK__MS;
+            if (call_end < end) end = call_end;
+        } else if (reply_read_more(cn, end, bound) != 0) {
             rc = REDIS_ERR;
             break;
         }
-        if (reply_wait(cn, start, bound) != 0 ||
-            dlock__conn_read_by(cn, start + (dlock__mono)bound * DLOCK__MS) != REDIS_OK) {
+        if (reply_wait(cn, end) != 0 || dlock__conn_read_by(cn, end) != REDIS_OK) {
             if (read_timed_out(cn->ctx) && bound > cn->timeout_ms) continue; /* the bound decides */
             rc = REDIS_ERR;
             break;

@@ -23,6 +23,12 @@ int dlock__end_near(void);
  * and ends up to tens of ms late); an end that has passed looks once,
  * DLOCK__MONO_NEVER waits without one: 1, or 0 at the end (conn.c). */
 int dlock__fd_wait(int fd, dlock__mono end);
+/* Waits as dlock__fd_wait until fd's send buffer has room: a write that
+ * waits for a server that stopped reading ends by end (conn.c). */
+int dlock__fd_writable(int fd, dlock__mono end);
+/* Where the write of cn's request must end: its answer's bound from now,
+ * or the call's end if sooner (conn.c). */
+dlock__mono dlock__send_end(const dlock__conn *cn);
 
 /* Sentinel: a pooled connection is checked against the sentinels' answer
  * when its last check is older than this (ms; conn.c

@@ -9,7 +9,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
-#include "net/net.h"
+#include "net/internal.h"
 
 /* One wait for all of them, until end (ppoll: kept to the microsecond),
  * then one read of each that something came on.  A read never waits:
@@ -53,15 +53,18 @@ int dlock__fd_answers(int fd, unsigned ms) {
     static const char ping[] = "*1\r\n$4\r\nPING\r\n";
     char buf[256];
     size_t got = 0;
+    /* Awaited by ppoll until the sooner of the two ends: a poll's timeout
+     * in whole ms, rounded up, would pass a call's end that is less than
+     * a ms away (ms is 1 at least). */
     dlock__mono end = dlock__now() + (dlock__mono)ms * DLOCK__MS;
-    if (send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof ping - 1)) return 0;
+    if (dlock__call_end() < end) end = dlock__call_end();
+    /* (a fresh socket's buffer takes the PING whole) */
+    if (send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)(sizeof ping - 1)) return 0;
     /* One line, read to its end: nothing of it may be left for the
      * requests that follow on the connection. */
     while (got < 2 || buf[got - 2] != '\r' || buf[got - 1] != '\n') {
-        struct pollfd p = { fd, POLLIN, 0 };
-        dlock__mono left = end - dlock__now();
         ssize_t r;
-        if (left <= 0 || poll(&p, 1, (int)((left + DLOCK__MS - 1) / DLOCK__MS)) <= 0) return 0;
+        if (end - dlock__now() <= 0 || !dlock__fd_wait(fd, end)) return 0;
         if (got == sizeof buf) got = 0; /* (a long error line: only its end matters) */
         r = recv(fd, buf + got, sizeof buf - got, 0);
         if (r <= 0) return 0;

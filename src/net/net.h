@@ -153,7 +153,7 @@ void dlock__tls_ctx_free(dlock__node *n);
  * configuration error: not worth asking again). */
 int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for_good);
 void dlock__tls_free(dlock__conn *cn);
-int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len);
+int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len, dlock__mono end); /* written by end */
 /* _read: what came; the rest of a record that came in part is awaited
  * until end (ppoll), and still in part then is no failure (0). */
 int dlock__tls_read(dlock__conn *cn, dlock__mono end);
@@ -192,7 +192,9 @@ int dlock__pool_keep(dlock__node *n, dlock__conn *cn);
  * to ctx's output buffer.  Both write with MSG_NOSIGNAL: never SIGPIPE. */
 redisReply *dlock__conn_cmd(dlock__conn *cn, int argc, const char **argv, const size_t *lens, int *sent);
 /* Writes what is queued in the context's output buffer (the first send
- * of a connection taken unchecked records its time, cn->sent_rt). */
+ * of a connection taken unchecked records its time, cn->sent_rt), within
+ * the bound set for its answer and by the call's end: -1 (the context's
+ * error set, half a request written perhaps: close cn) when it cannot. */
 int dlock__conn_flush(dlock__conn *cn);
 /* Reads what the server sent (the caller polled: something came) into
  * the context's reader: REDIS_OK or REDIS_ERR, as redisBufferRead; also
@@ -344,7 +346,8 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
  * whose read failed.  How many had bytes (0: none by `end`). */
 size_t dlock__conns_read(dlock__conn **cn, size_t n, dlock__mono end, int *broken);
 /* Sends a PING on the new socket fd (before any other request) and reads
- * its answer's line: 1 when any answer came within ms (multi.c). */
+ * its answer's line: 1 when any answer came within ms, and by the call's
+ * end (multi.c). */
 int dlock__fd_answers(int fd, unsigned ms);
 /* Closes n's late connections (abandon: without a word and without n->mu,
  * which fork_prepare holds, in a fork child). */

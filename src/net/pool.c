@@ -108,7 +108,10 @@ int dlock__pool_keep(dlock__node *n, dlock__conn *cn) {
 
 void dlock__pool_put(dlock__node *n, dlock__conn *cn, int broken) {
     if (cn == NULL) return;
-    if (broken) {
+    /* A connection whose context failed is never used again, whatever
+     * the caller says: a write cut off at its end left half a request in
+     * it (conn.c, send_all). */
+    if (broken || cn->ctx->err) {
         /* The idle connections are as old as the broken one: most likely
          * the server restarted or the network dropped, so drop them too
          * rather than fail on each of them in turn. */

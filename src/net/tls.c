@@ -5,8 +5,8 @@
  * hiredis context whose socket dlock never lets hiredis read or write:
  * OpenSSL runs over two memory BIOs, and this file moves the encrypted
  * bytes between them and the socket with recv() and send(MSG_NOSIGNAL)
- * (no SIGPIPE for the host program; a send is bounded by the socket's
- * timeout, a wait for bytes by an end the caller gives, kept by ppoll),
+ * (no SIGPIPE for the host program; a write, and a wait for bytes, end by
+ * an end the caller gives, kept by ppoll),
  * feeding what SSL_read decrypts to the context's reader.
  *
  * The server's certificate is verified against the CA file given
@@ -251,16 +251,20 @@ static void alert_reason(dlock__conn *cn) {
         snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "TLS: %.110s", ssl_reason("connection refused"));
 }
 
-/* Sends what OpenSSL has written to wbio. */
-static int out_flush(dlock__conn *cn) {
+/* Sends what OpenSSL has written to wbio, by end: a socket whose buffer
+ * stays full (a server that stopped reading) is waited for by ppoll until
+ * then (as conn.c's send_all), and a record left in part fails the
+ * connection (the context's error set). */
+static int out_flush(dlock__conn *cn, dlock__mono end) {
     char buf[16384];
     int n;
     while ((n = BIO_read(cn->tls->wbio, buf, sizeof buf)) > 0) {
         const char *p = buf;
         while (n > 0) {
-            ssize_t k = send(cn->ctx->fd, p, (size_t)n, MSG_NOSIGNAL);
+            ssize_t k = send(cn->ctx->fd, p, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (k < 0) {
                 if (errno == EINTR) continue;
+                if ((errno == EAGAIN || errno == EWOULDBLOCK) && dlock__fd_writable(cn->ctx->fd, end)) continue;
                 int e = errno;
                 snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "send: %s",
                          e == EAGAIN || e == EWOULDBLOCK ? "timed out" : strerror(e));
@@ -404,7 +408,7 @@ int dlock__tls_start(dlock__node *n, dlock__conn *cn, const char *host, int *for
     if ((rc = tls_session(n, cn, host)) != 0) return rc;
     for (;;) {
         int r = SSL_do_handshake(cn->tls->ssl);
-        if (out_flush(cn) != 0) break;
+        if (out_flush(cn, end) != 0) break;
         if (r == 1) return 0;
         if (SSL_get_error(cn->tls->ssl, r) != SSL_ERROR_WANT_READ) return handshake_failed(n, cn, for_good);
         if ((rc = in_fill(cn, end)) < 0) break;
@@ -526,13 +530,13 @@ void dlock__tls_free(dlock__conn *cn) {
     cn->tls = NULL;
 }
 
-int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len) {
+int dlock__tls_write(dlock__conn *cn, const char *buf, size_t len, dlock__mono end) {
     while (len > 0) {
         int n = SSL_write(cn->tls->ssl, buf, len > 1 << 30 ? 1 << 30 : (int)len);
         if (n <= 0) return tls_fail(cn, "write");
         buf += n;
         len -= (size_t)n;
-        if (out_flush(cn) != 0) return -1;
+        if (out_flush(cn, end) != 0) return -1;
     }
     return 0;
 }
@@ -549,10 +553,10 @@ int dlock__tls_read(dlock__conn *cn, dlock__mono end) {
         int n = SSL_read(cn->tls->ssl, buf, sizeof buf), e;
         if (n > 0) {
             if (dlock__reply_feed(cn, buf, (size_t)n) != REDIS_OK) return -1;
-            return out_flush(cn); /* (a key update may want an answer) */
+            return out_flush(cn, end); /* (a key update may want an answer) */
         }
         e = SSL_get_error(cn->tls->ssl, n);
-        if (out_flush(cn) != 0) return -1;
+        if (out_flush(cn, end) != 0) return -1;
         if (e == SSL_ERROR_ZERO_RETURN) {
             snprintf(cn->ctx->errstr, sizeof cn->ctx->errstr, "Server closed the connection");
             cn->ctx->err = REDIS_ERR_EOF;
