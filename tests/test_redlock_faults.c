@@ -41,7 +41,10 @@
  *    for the one try that asked it;
  *  - a master that owes an answer it is about to give (a timed call
  *    ended before it came) is waited for and asked, not passed over as
- *    paused: a trylock right after is EBUSY, not ENOLCK.
+ *    paused: a trylock right after is EBUSY, not ENOLCK;
+ *  - a master whose answers come late still owes the last renewal round's
+ *    answers when the next round starts: it is asked every round all the
+ *    same (judged paused by its silence, not by what it owes).
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -858,6 +861,67 @@ static void test_redlock_owed_answer_awaited(void) {
     for (i = 0; i < 2; i++) dlt_proxy_stop(px[i]);
 }
 
+/* ------------- 11. renewals to a master whose answers come late */
+
+/* Renewals this client's renewal thread ran on master i so far. */
+static long long renewals_on(int i) {
+    return dlt_redis_cmdstat(&rl.srv[i], "evalsha") + dlt_redis_cmdstat(&rl.srv[i], "eval");
+}
+
+/* A master whose answers a proxy holds 110 ms (220 at most: a request
+ * that comes meanwhile waits too): the other two decide each round, and
+ * it owes the last round's renewals when the next one starts, 100 ms
+ * later.  Holds on 300 ms and 1200 ms leases make rounds of one renewal
+ * and of two in turn.  It is asked every round all the same (it answers: not
+ * paused), and runs as many renewals as master 0 -- not passed over
+ * whenever it owes more than the round's batch (a paused master 2 would
+ * leave such a round undecided). */
+static void test_redlock_renewals_with_a_late_master(void) {
+    static const char *names[2] = { "rlf/late-short", "rlf/late-long" };
+    static const unsigned leases[2] = { 300, 1200 };
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t mx[2];
+    dlock_mutexattr_t a;
+    dlt_proxy *px;
+    char url[320];
+    long long r0, r1;
+    int i;
+
+    MASTERS_UP();
+    lost_calls = 0;
+    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[1].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, dlt_proxy_port(px),
+             rl.srv[2].port);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    for (i = 0; i < 2; i++) {
+        DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+        DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, cl), 0);
+        DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, leases[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, NULL), 0);
+        DLT_ASSERT_ERR(dlock_mutex_init(&mx[i], names[i], &a), 0);
+        dlock_mutexattr_destroy(&a);
+        DLT_ASSERT_ERR(dlock_mutex_lock(&mx[i]), 0);
+    }
+    dlt_sleep_ms(300); /* renewal connections to every master */
+    r0 = renewals_on(0);
+    r1 = renewals_on(1);
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 110, NULL, 0);
+    dlt_sleep_ms(1000);
+    dlt_proxy_pass(px);
+    for (i = 0; i < 2; i++) CU_ASSERT_TRUE(dlock_mutex_holds(&mx[i]));
+    for (i = 0; i < 2; i++) DLT_ASSERT_ERR(dlock_mutex_unlock(&mx[i]), 0); /* no more renewals */
+    dlt_sleep_ms(200);                                                     /* what master 1 was sent has run */
+    r0 = renewals_on(0) - r0;
+    r1 = renewals_on(1) - r1;
+    printf("  master 1 110 ms late: %lld renewals (and releases) ran there, %lld on master 0\n", r1, r0);
+    CU_ASSERT_TRUE(r0 >= 10); /* every 100 ms, 1 s: ten rounds */
+    CU_ASSERT_TRUE(r1 >= r0);
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 0);
+    for (i = 0; i < 2; i++) DLT_ASSERT_ERR(dlock_mutex_destroy(&mx[i]), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    dlt_proxy_stop(px);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -878,6 +942,7 @@ static const struct dlt_test tests[] = {
     { "test_redlock_many_releases_queued_on_a_paused_master", test_redlock_many_releases_queued_on_a_paused_master },
     { "test_redlock_owing_connections_all_kept", test_redlock_owing_connections_all_kept },
     { "test_redlock_no_give_back_where_not_asked", test_redlock_no_give_back_where_not_asked },
+    { "test_redlock_renewals_with_a_late_master", test_redlock_renewals_with_a_late_master },
     { NULL, NULL },
 };
 

@@ -16,18 +16,19 @@
  * A renewal round sends each master its batch at once, on that master's
  * renewal connection, and reads the answers as they come, whichever
  * master answers first: a renewal is decided once a quorum renewed it,
- * or so many refused that no quorum can (dlock__redlock_renew).  A master that has
- * not answered by then is not waited for: its connection keeps the
- * answers it owes (cn->owed), read and dropped at the next round, whose
- * batch goes behind them (a master slow to answer still counts, once its
- * server gets to it); one that owes more than a batch is not asked again
- * until it has answered (a paused server runs them in order when it runs
- * again).  A master without a connection gets one once the round is
- * decided (before, only when the others cannot make a quorum: connecting
- * to a server that does not run takes the round's whole bound); one whose
- * server takes no
- * connection in time is not tried for RENEW_STALL_MS; one that owes
- * answers for longer than the unreachable bound gets a new connection. */
+ * or so many refused that no quorum can (dlock__redlock_renew).  A
+ * master that has not answered by then is not waited for: its connection
+ * keeps the answers it owes (cn->owed), read and dropped at the next
+ * round, whose batch goes behind them (a master slow to answer still
+ * counts, once its server gets to it); one whose server has not answered
+ * on it for longer than the reply floor is taken as paused and not asked
+ * again until it has answered (a paused server runs them in order when it
+ * runs again: renew_settle).  A master without a connection gets one once
+ * the round is decided (before, only when the others cannot make a
+ * quorum: connecting to a server that does not run takes the round's
+ * whole bound); one whose server takes no connection in time is not tried
+ * for RENEW_STALL_MS; one silent for longer than the unreachable bound
+ * while it owes answers gets a new connection. */
 #define RENEW_STALL_MS 1000
 #define RENEW_STALL_MIN_MS 100
 
@@ -59,11 +60,22 @@ static void renew_drop(dlock__backend *m) {
 }
 
 /* Reads and drops, without waiting, the answers m's renewal connection
- * owes from earlier rounds: 1 when m may be asked -- nothing owed, or no
- * more than one batch of n (this one goes behind it, and its answers are
- * read after those: a master slow to answer still counts) -- else 0. */
-static int renew_settle(dlock__backend *m, size_t n) {
+ * owes from earlier rounds: 1 when m may be asked, else 0.  Asked while
+ * it owes nothing, or while its server answered on it (or was sent a
+ * batch while it owed nothing: cn->late_at) within the reply floor --
+ * the batch goes behind what it owes, and its answers are read after
+ * those.  Judged by time, not by how much it owes: a master whose
+ * answers come some ms late owes the last round's batch when the next
+ * round starts (the others decided that one), and a count against this
+ * round's batch would pass it over whenever the batch shrank (holds of
+ * two leases renewed in turn), the round left to the others -- one of
+ * them paused, to none: the round undecided, the holds' renewals put off
+ * (test_redlock_renewals_with_a_late_master).  One silent for longer is
+ * taken as paused (sent no more until it answers: batches pile up in no
+ * socket), and past the unreachable bound gets a new connection. */
+static int renew_settle(dlock__backend *m) {
     dlock__conn *cn = m->renew_conn;
+    dlock__mono silent;
     int broken = 0;
     while (cn->owed > 0) {
         void *r = NULL;
@@ -74,11 +86,11 @@ static int renew_settle(dlock__backend *m, size_t n) {
         }
         freeReplyObject(r);
         cn->owed--;
-        cn->used = dlock__now();
+        cn->used = cn->late_at = dlock__now();
     }
-    if (!broken && cn->ctx->err == 0 &&
-        (cn->owed == 0 || dlock__now() - cn->used <= (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS))
-        return cn->owed <= n;
+    silent = cn->owed == 0 ? 0 : dlock__now() - cn->late_at;
+    if (!broken && cn->ctx->err == 0 && silent <= (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS)
+        return silent <= (dlock__mono)dlock__reply_floor_ms(&m->node) * DLOCK__MS;
     renew_drop(m); /* broken, or silent too long: a new connection (after the round) */
     return 0;
 }
@@ -113,6 +125,7 @@ static int renew_send(dlock__backend *m, struct rn_master *st, const dlock__rene
         return 0;
     }
     st->skip = m->renew_conn->owed;
+    if (st->skip == 0) m->renew_conn->late_at = dlock__now(); /* its silence counts from now (renew_settle) */
     m->renew_conn->owed += (unsigned)n;
     st->cn = m->renew_conn;
     st->next = 0;
@@ -139,7 +152,7 @@ static int renew_take(dlock__backend *c, size_t i, struct rn_master *st, const d
         dlock__renewal one;
         size_t j;
         cn->owed--;
-        cn->used = dlock__now();
+        cn->used = cn->late_at = dlock__now();
         cn->answered++;
         if (st->skip > 0) { /* an earlier round's */
             st->skip--;
@@ -234,7 +247,7 @@ int dlock__redlock_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock_
      * the round is decided, for the next one. */
     for (i = 0, sent = 0; i < nm; i++) {
         dlock__backend *m = c->members[i];
-        owes[i] = m->renew_conn != NULL && !renew_settle(m, n) && m->renew_conn != NULL; /* too much: not asked */
+        owes[i] = m->renew_conn != NULL && !renew_settle(m) && m->renew_conn != NULL; /* paused: not asked */
         if (m->renew_conn != NULL && !owes[i]) sent += (size_t)renew_send(m, &st[i], rn, n, 0, end);
     }
     for (i = 0; i < nm && sent < q; i++)
