@@ -32,6 +32,9 @@
 #define RENEW_STALL_MS 1000
 #define RENEW_STALL_MIN_MS 100
 
+/* The scripts a batch runs (dlock__renew_append), as cn->scripts bits. */
+#define RENEW_SCRIPTS (((uint64_t)1 << DLOCK__SCRIPT_RENEW) | ((uint64_t)1 << DLOCK__SCRIPT_SEM))
+
 /* One master's part of a round. */
 struct rn_master {
     dlock__conn *cn; /* its renewal connection, while answers are awaited; NULL: none */
@@ -84,6 +87,8 @@ static int renew_settle(dlock__backend *m) {
             if (dlock__conns_read(&cn, 1, dlock__now(), &broken) == 0 || broken) break;
             continue;
         }
+        if (((redisReply *)r)->type == REDIS_REPLY_ERROR && strncmp(((redisReply *)r)->str, "NOSCRIPT", 8) == 0)
+            cn->scripts &= ~RENEW_SCRIPTS; /* that renewal did not run: the next batch loads them first */
         freeReplyObject(r);
         cn->owed--;
         cn->used = cn->late_at = dlock__now();
@@ -112,20 +117,45 @@ static int renew_connect(dlock__backend *m, dlock__mono end) {
     return 0;
 }
 
+/* SCRIPT LOAD of the renewal's scripts written on cn, ahead of a batch,
+ * unless its server has them (cn->scripts): a batch goes as EVALSHA, and
+ * a NOSCRIPT read late (renew_settle: the others decided the round) would
+ * be that master's renewals lost -- its keys left to run out there while
+ * the holds count on it (a new connection, a server restarted or whose
+ * script cache was flushed).  Their answers are owed, read and dropped
+ * before the batch's.  0, or -1 when out of memory. */
+static int renew_load_append(dlock__backend *m, dlock__conn *cn) {
+    static const int which[2] = { DLOCK__SCRIPT_RENEW, DLOCK__SCRIPT_SEM };
+    size_t i;
+    if ((cn->scripts & RENEW_SCRIPTS) == RENEW_SCRIPTS) return 0;
+    for (i = 0; i < 2; i++) {
+        const char *body = dlock__script_body(which[i], m->node.conf.cluster);
+        const char *argv[3] = { "SCRIPT", "LOAD", body };
+        size_t lens[3] = { 6, 4, body != NULL ? strlen(body) : 0 };
+        if (body == NULL || dlock__resp_append(cn->ctx, 3, argv, lens) != 0) return -1;
+        cn->owed++;
+    }
+    cn->scripts |= RENEW_SCRIPTS; /* they run before anything sent after them */
+    return 0;
+}
+
 /* Sends master m its batch (connecting first if it has no connection:
  * connect 1 when that may be tried now).  1 when sent (st->cn set). */
 static int renew_send(dlock__backend *m, struct rn_master *st, const dlock__renewal *rn, size_t n, int connect,
                       dlock__mono end) {
     int64_t left;
+    int idle;
     if (m->renew_conn == NULL && (!connect || !renew_connect(m, end))) return 0;
     left = (end - dlock__now()) / DLOCK__MS;
+    idle = m->renew_conn->owed == 0;
     dlock__conn_timeout(m->renew_conn, (unsigned)(left < 5 ? 5 : left)); /* (a send to a server that stopped reading) */
-    if (dlock__renew_append(m, m->renew_conn, rn, n) != 0 || dlock__conn_flush(m->renew_conn) != 0) {
+    if (renew_load_append(m, m->renew_conn) != 0 || dlock__renew_append(m, m->renew_conn, rn, n) != 0 ||
+        dlock__conn_flush(m->renew_conn) != 0) {
         renew_drop(m);
         return 0;
     }
     st->skip = m->renew_conn->owed;
-    if (st->skip == 0) m->renew_conn->late_at = dlock__now(); /* its silence counts from now (renew_settle) */
+    if (idle) m->renew_conn->late_at = dlock__now(); /* its silence counts from now (renew_settle) */
     m->renew_conn->owed += (unsigned)n;
     st->cn = m->renew_conn;
     st->next = 0;
