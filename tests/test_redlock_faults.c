@@ -47,7 +47,9 @@
  *    same (judged paused by its silence, not by what it owes);
  *  - a master whose script cache was flushed, its renewal answers always
  *    read late: its renewals run there all the same (the key stays on
- *    every master).
+ *    every master);
+ *  - a hold's first renewal round with the first master paused (found
+ *    silent by a lock call): connects the two that run first, and renews.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -962,6 +964,53 @@ static void test_redlock_renewals_to_a_flushed_master(void) {
     dlt_proxy_stop(px);
 }
 
+/* ----------- 13. a first renewal round with the first master paused */
+
+/* A hold's first renewal round, no renewal connection made yet, the
+ * first master paused (the lock calls found it silent): the connections
+ * go to the two that run first.  Connecting to the paused one first took
+ * the round's whole bound (it takes the connection, then answers
+ * nothing), the others were left none: the round decided nothing, and
+ * the hold's renewal came one round later.  Renewed at a third of its
+ * 600 ms lease, the key has more than 400 ms left there 330 ms after the
+ * lock. */
+static void test_redlock_first_renewal_first_master_paused(void) {
+    const char *name = "rlf/first-renewal";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m, s;
+    char key[600];
+    redisReply *r;
+    double t0;
+    long long pttl;
+
+    MASTERS_UP();
+    lost_calls = 0;
+    DLT_ASSERT_ERR(dlt_client_make(&cl, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, "rlf/first-other", cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(mutex_make(&s, name, cl, 600, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* connections to every master */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    pause_master(0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0); /* master 0 owes its answer from now */
+    dlt_sleep_ms(250);                          /* older than the reply floor: silent */
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_lock(&s), 0);
+    dlt_sleep_ms(330 - (int)((dlt_now() - t0) * 1000));
+    dlt_lock_key(name, key, sizeof key);
+    r = dlt_redis_cmd(&rl.srv[1], "PTTL %s", key);
+    pttl = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+    if (r != NULL) freeReplyObject(r);
+    printf("  first master paused: 330 ms after the lock, %lld ms left on master 1\n", pttl);
+    CU_ASSERT_TRUE(pttl > 400);
+    CU_ASSERT_TRUE(dlock_mutex_holds(&s));
+    resume_master(0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&s), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -984,6 +1033,7 @@ static const struct dlt_test tests[] = {
     { "test_redlock_no_give_back_where_not_asked", test_redlock_no_give_back_where_not_asked },
     { "test_redlock_renewals_with_a_late_master", test_redlock_renewals_with_a_late_master },
     { "test_redlock_renewals_to_a_flushed_master", test_redlock_renewals_to_a_flushed_master },
+    { "test_redlock_first_renewal_first_master_paused", test_redlock_first_renewal_first_master_paused },
     { NULL, NULL },
 };
 

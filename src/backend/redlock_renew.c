@@ -26,7 +26,8 @@
  * runs again: renew_settle).  A master without a connection gets one once
  * the round is decided (before, only when the others cannot make a
  * quorum: connecting to a server that does not run takes the round's
- * whole bound); one whose server takes no connection in time is not tried
+ * whole bound -- and then those that the lock calls found silent last);
+ * one whose server takes no connection in time is not tried
  * for RENEW_STALL_MS; one silent for longer than the unreachable bound
  * while it owes answers gets a new connection. */
 #define RENEW_STALL_MS 1000
@@ -258,7 +259,7 @@ int dlock__redlock_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock_
     struct rn_master st[DLOCK__NODES_MAX];
     struct rn_tally t = { NULL, NULL, NULL, NULL, n };
     size_t i, j, q = dlock__redlock_quorum(c), nm = c->nmembers, sent;
-    int owes[DLOCK__NODES_MAX];
+    int owes[DLOCK__NODES_MAX], silent[DLOCK__NODES_MAX], pass;
     dlock__mono end;
     if (n == 0) return 0;
     end = renew_end(rn, n, deadline);
@@ -280,8 +281,14 @@ int dlock__redlock_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock_
         owes[i] = m->renew_conn != NULL && !renew_settle(m) && m->renew_conn != NULL; /* paused: not asked */
         if (m->renew_conn != NULL && !owes[i]) sent += (size_t)renew_send(m, &st[i], rn, n, 0, end);
     }
-    for (i = 0; i < nm && sent < q; i++)
-        if (!owes[i] && st[i].cn == NULL) sent += (size_t)renew_send(c->members[i], &st[i], rn, n, 1, end);
+    /* Those the lock calls found silent last (dlock__node_silent): a
+     * paused server takes the connection, then answers nothing until the
+     * round's bound, and the masters after it would be left no time. */
+    for (i = 0; i < nm; i++) silent[i] = !owes[i] && st[i].cn == NULL && dlock__node_silent(&c->members[i]->node);
+    for (pass = 0; pass < 2; pass++)
+        for (i = 0; i < nm && sent < q; i++)
+            if (!owes[i] && st[i].cn == NULL && silent[i] == pass)
+                sent += (size_t)renew_send(c->members[i], &st[i], rn, n, 1, end);
     renew_collect(c, st, rn, &t, end);
     for (j = 0; j < n; j++) {
         rn[j].result = t.yes[j] >= q ? 1 : t.no[j] > nm - q ? 0 : -1;

@@ -282,6 +282,16 @@ static void late_put(dlock__node *n, dlock__conn *cn) {
     pthread_mutex_unlock(n->mu);
 }
 
+int dlock__node_silent(dlock__node *n) {
+    dlock__conn *dead = NULL;
+    int owes;
+    pthread_mutex_lock(n->mu);
+    owes = late_drain(n, &dead);
+    pthread_mutex_unlock(n->mu);
+    close_list(dead);
+    return owes == OWES_STALLED;
+}
+
 void dlock__late_flush(dlock__node *n, int abandon) {
     dlock__conn *cn;
     if (!abandon) pthread_mutex_lock(n->mu); /* a fork child: its fork_prepare holds it */
