@@ -48,8 +48,8 @@
  *  - a master whose script cache was flushed, its renewal answers always
  *    read late: its renewals run there all the same (the key stays on
  *    every master);
- *  - a hold's first renewal round with the first master paused (found
- *    silent by a lock call): connects the two that run first, and renews.
+ *  - a hold's first renewal round with the first master paused (owing a
+ *    lock call's answer): connects the two that run first, and renews.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -967,8 +967,8 @@ static void test_redlock_renewals_to_a_flushed_master(void) {
 /* ----------- 13. a first renewal round with the first master paused */
 
 /* A hold's first renewal round, no renewal connection made yet, the
- * first master paused (the lock calls found it silent): the connections
- * go to the two that run first.  Connecting to the paused one first took
+ * first master paused (it owes a lock call's answer): the connections go
+ * to the two that run first.  Connecting to the paused one first took
  * the round's whole bound (it takes the connection, then answers
  * nothing), the others were left none: the round decided nothing, and
  * the hold's renewal came one round later.  Renewed at a third of its
@@ -992,7 +992,6 @@ static void test_redlock_first_renewal_first_master_paused(void) {
     DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
     pause_master(0);
     DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0); /* master 0 owes its answer from now */
-    dlt_sleep_ms(250);                          /* older than the reply floor: silent */
     t0 = dlt_now();
     DLT_ASSERT_ERR(dlock_mutex_lock(&s), 0);
     dlt_sleep_ms(330 - (int)((dlt_now() - t0) * 1000));

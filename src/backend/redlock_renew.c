@@ -26,7 +26,7 @@
  * runs again: renew_settle).  A master without a connection gets one once
  * the round is decided (before, only when the others cannot make a
  * quorum: connecting to a server that does not run takes the round's
- * whole bound -- and then those that the lock calls found silent last);
+ * whole bound -- and then those that owe the lock calls answers last);
  * one whose server takes no connection in time is not tried
  * for RENEW_STALL_MS; one silent for longer than the unreachable bound
  * while it owes answers gets a new connection. */
@@ -281,10 +281,10 @@ int dlock__redlock_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock_
         owes[i] = m->renew_conn != NULL && !renew_settle(m) && m->renew_conn != NULL; /* paused: not asked */
         if (m->renew_conn != NULL && !owes[i]) sent += (size_t)renew_send(m, &st[i], rn, n, 0, end);
     }
-    /* Those the lock calls found silent last (dlock__node_silent): a
+    /* Those that owe the lock calls answers last (dlock__node_owes): a
      * paused server takes the connection, then answers nothing until the
      * round's bound, and the masters after it would be left no time. */
-    for (i = 0; i < nm; i++) silent[i] = !owes[i] && st[i].cn == NULL && dlock__node_silent(&c->members[i]->node);
+    for (i = 0; i < nm; i++) silent[i] = !owes[i] && st[i].cn == NULL && dlock__node_owes(&c->members[i]->node);
     for (pass = 0; pass < 2; pass++)
         for (i = 0; i < nm && sent < q; i++)
             if (!owes[i] && st[i].cn == NULL && silent[i] == pass)

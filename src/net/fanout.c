@@ -282,14 +282,14 @@ static void late_put(dlock__node *n, dlock__conn *cn) {
     pthread_mutex_unlock(n->mu);
 }
 
-int dlock__node_silent(dlock__node *n) {
+int dlock__node_owes(dlock__node *n) {
     dlock__conn *dead = NULL;
     int owes;
     pthread_mutex_lock(n->mu);
     owes = late_drain(n, &dead);
     pthread_mutex_unlock(n->mu);
     close_list(dead);
-    return owes == OWES_STALLED;
+    return owes != OWES_NONE;
 }
 
 void dlock__late_flush(dlock__node *n, int abandon) {
