@@ -49,7 +49,9 @@
  *    read late: its renewals run there all the same (the key stays on
  *    every master);
  *  - a hold's first renewal round with the first master paused (owing a
- *    lock call's answer): connects the two that run first, and renews.
+ *    lock call's answer): connects the two that run first, and renews;
+ *  - a fenced write with master 0 paused and master 2 owing a recent
+ *    answer: waits for it and asks master 2, within a try's bound.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -1010,6 +1012,46 @@ static void test_redlock_first_renewal_first_master_paused(void) {
     DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
 }
 
+/* ---------- 14. a fenced write to a master that owes a recent answer */
+
+/* A fenced write decided by masters 0 and 1 leaves master 2, whose
+ * answers a proxy holds 30 ms, owing its answer for a moment; master 0 is
+ * paused then.  The next fenced write needs master 2's answer: it waits
+ * for the owed one (within its own bound), then asks -- not queued behind
+ * it unawaited, the call left waiting for the paused master until its
+ * bound (the command timeout) and asking again. */
+static void test_redlock_fenced_write_to_an_owing_master(void) {
+    const char *name = "rlf/fence-owing";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    dlt_proxy *px;
+    char url[320];
+    double t0, dt;
+
+    MASTERS_UP();
+    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
+             dlt_proxy_port(px));
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, "rlf/fence-owing-data", "v0", 2), 0); /* scripts known everywhere */
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 30, NULL, 0);
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, "rlf/fence-owing-data", "v1", 2), 0); /* master 2 owes this answer */
+    pause_master(0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, "rlf/fence-owing-data", "v2", 2), 0);
+    dt = (dlt_now() - t0) * 1000;
+    printf("  master 0 paused, master 2 owing: fenced write in %.1f ms\n", dt);
+    CU_ASSERT_TRUE(dt <= TRY_MS + LATE_MS);
+    resume_master(0);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    dlt_proxy_stop(px);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -1033,6 +1075,7 @@ static const struct dlt_test tests[] = {
     { "test_redlock_renewals_with_a_late_master", test_redlock_renewals_with_a_late_master },
     { "test_redlock_renewals_to_a_flushed_master", test_redlock_renewals_to_a_flushed_master },
     { "test_redlock_first_renewal_first_master_paused", test_redlock_first_renewal_first_master_paused },
+    { "test_redlock_fenced_write_to_an_owing_master", test_redlock_fenced_write_to_an_owing_master },
     { NULL, NULL },
 };
 
