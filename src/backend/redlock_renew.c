@@ -259,7 +259,7 @@ int dlock__redlock_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock_
     struct rn_master st[DLOCK__NODES_MAX];
     struct rn_tally t = { NULL, NULL, NULL, NULL, n };
     size_t i, j, q = dlock__redlock_quorum(c), nm = c->nmembers, sent;
-    int owes[DLOCK__NODES_MAX], silent[DLOCK__NODES_MAX], pass;
+    int owes[DLOCK__NODES_MAX], later[DLOCK__NODES_MAX], pass;
     dlock__mono end;
     if (n == 0) return 0;
     end = renew_end(rn, n, deadline);
@@ -284,10 +284,10 @@ int dlock__redlock_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock_
     /* Those that owe the lock calls answers last (dlock__node_owes): a
      * paused server takes the connection, then answers nothing until the
      * round's bound, and the masters after it would be left no time. */
-    for (i = 0; i < nm; i++) silent[i] = !owes[i] && st[i].cn == NULL && dlock__node_owes(&c->members[i]->node);
+    for (i = 0; i < nm; i++) later[i] = !owes[i] && st[i].cn == NULL && dlock__node_owes(&c->members[i]->node);
     for (pass = 0; pass < 2; pass++)
         for (i = 0; i < nm && sent < q; i++)
-            if (!owes[i] && st[i].cn == NULL && silent[i] == pass)
+            if (!owes[i] && st[i].cn == NULL && later[i] == pass)
                 sent += (size_t)renew_send(c->members[i], &st[i], rn, n, 1, end);
     renew_collect(c, st, rn, &t, end);
     for (j = 0; j < n; j++) {
