@@ -41,7 +41,17 @@
  *    for the one try that asked it;
  *  - a master that owes an answer it is about to give (a timed call
  *    ended before it came) is waited for and asked, not passed over as
- *    paused: a trylock right after is EBUSY, not ENOLCK.
+ *    paused: a trylock right after is EBUSY, not ENOLCK;
+ *  - a master whose answers come late still owes the last renewal round's
+ *    answers when the next round starts: it is asked every round all the
+ *    same (judged paused by its silence, not by what it owes);
+ *  - a master whose script cache was flushed, its renewal answers always
+ *    read late: its renewals run there all the same (the key stays on
+ *    every master);
+ *  - a hold's first renewal round with the first master paused (owing a
+ *    lock call's answer): connects the two that run first, and renews;
+ *  - a fenced write with master 0 paused and master 2 owing a recent
+ *    answer: waits for it and asks master 2, within a try's bound.
  *
  * Every server is the fixture's, started, paused, resumed and killed by
  * pid here; a paused one is resumed before the test ends.
@@ -858,6 +868,190 @@ static void test_redlock_owed_answer_awaited(void) {
     for (i = 0; i < 2; i++) dlt_proxy_stop(px[i]);
 }
 
+/* ------------- 11. renewals to a master whose answers come late */
+
+/* Renewals this client's renewal thread ran on master i so far. */
+static long long renewals_on(int i) {
+    return dlt_redis_cmdstat(&rl.srv[i], "evalsha") + dlt_redis_cmdstat(&rl.srv[i], "eval");
+}
+
+/* A master whose answers a proxy holds 110 ms (220 at most: a request
+ * that comes meanwhile waits too): the other two decide each round, and
+ * it owes the last round's renewals when the next one starts, 100 ms
+ * later.  Holds on 300 ms and 1200 ms leases make rounds of one renewal
+ * and of two in turn.  It is asked every round all the same (it answers: not
+ * paused), and runs as many renewals as master 0 -- not passed over
+ * whenever it owes more than the round's batch (a paused master 2 would
+ * leave such a round undecided). */
+static void test_redlock_renewals_with_a_late_master(void) {
+    static const char *names[2] = { "rlf/late-short", "rlf/late-long" };
+    static const unsigned leases[2] = { 300, 1200 };
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t mx[2];
+    dlock_mutexattr_t a;
+    dlt_proxy *px;
+    char url[320];
+    long long r0, r1;
+    int i;
+
+    MASTERS_UP();
+    lost_calls = 0;
+    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[1].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, dlt_proxy_port(px),
+             rl.srv[2].port);
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    for (i = 0; i < 2; i++) {
+        DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
+        DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, cl), 0);
+        DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, leases[i]), 0);
+        DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, NULL), 0);
+        DLT_ASSERT_ERR(dlock_mutex_init(&mx[i], names[i], &a), 0);
+        dlock_mutexattr_destroy(&a);
+        DLT_ASSERT_ERR(dlock_mutex_lock(&mx[i]), 0);
+    }
+    dlt_sleep_ms(300);   /* renewal connections to every master */
+    r1 = renewals_on(1); /* (first: a round that runs between the two counts more on master 0) */
+    r0 = renewals_on(0);
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 110, NULL, 0);
+    dlt_sleep_ms(1000);
+    dlt_proxy_pass(px);
+    for (i = 0; i < 2; i++) CU_ASSERT_TRUE(dlock_mutex_holds(&mx[i]));
+    for (i = 0; i < 2; i++) DLT_ASSERT_ERR(dlock_mutex_unlock(&mx[i]), 0); /* no more renewals */
+    dlt_sleep_ms(200);                                                     /* what master 1 was sent has run */
+    r0 = renewals_on(0) - r0;
+    r1 = renewals_on(1) - r1;
+    printf("  master 1 110 ms late: %lld renewals (and releases) ran there, %lld on master 0\n", r1, r0);
+    CU_ASSERT_TRUE(r0 >= 10); /* every 100 ms, 1 s: ten rounds */
+    CU_ASSERT_TRUE(r1 >= r0);
+    DLT_ASSERT_INT_EQ(__atomic_load_n(&lost_calls, __ATOMIC_SEQ_CST), 0);
+    for (i = 0; i < 2; i++) DLT_ASSERT_ERR(dlock_mutex_destroy(&mx[i]), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    dlt_proxy_stop(px);
+}
+
+/* ---------- 12. renewals to a master whose script cache was flushed */
+
+/* Master 2's script cache flushed, its answers held 10 ms by a proxy:
+ * masters 0 and 1 decide every renewal round before master 2 answers, so
+ * its answers are read late, at the next round.  A renewal sent there as
+ * EVALSHA would be answered NOSCRIPT, read late and dropped: never run,
+ * the key left to lapse there while the hold counts on that master.  The
+ * renewal connection loads its scripts first: after two leases and more
+ * the key is on every master. */
+static void test_redlock_renewals_to_a_flushed_master(void) {
+    const char *name = "rlf/flushed";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    dlt_proxy *px;
+    char url[320];
+
+    MASTERS_UP();
+    DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "SCRIPT FLUSH")), 1);
+    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
+             dlt_proxy_port(px));
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 300, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 10, NULL, 0);
+    dlt_sleep_ms(800); /* the key's first lease there is long over */
+    printf("  master 2 flushed, 10 ms late: the key on %d of 3 masters after 800 ms\n",
+           dlt_masters_lock_count(&rl, name));
+    DLT_ASSERT_INT_EQ(dlt_masters_lock_count(&rl, name), NM);
+    CU_ASSERT_TRUE(dlock_mutex_holds(&m));
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    dlt_proxy_stop(px);
+}
+
+/* ----------- 13. a first renewal round with the first master paused */
+
+/* A hold's first renewal round, no renewal connection made yet, the
+ * first master paused (it owes a lock call's answer): the connections go
+ * to the two that run first.  Connecting to the paused one first took
+ * the round's whole bound (it takes the connection, then answers
+ * nothing), the others were left none: the round decided nothing, and
+ * the hold's renewal came one round later.  Renewed at a third of its
+ * 600 ms lease, the key has more than 400 ms left there 330 ms after the
+ * lock. */
+static void test_redlock_first_renewal_first_master_paused(void) {
+    const char *name = "rlf/first-renewal";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m, s;
+    char key[600];
+    redisReply *r;
+    double t0;
+    long long pttl;
+
+    MASTERS_UP();
+    lost_calls = 0;
+    DLT_ASSERT_ERR(dlt_client_make(&cl, rl.url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, "rlf/first-other", cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(mutex_make(&s, name, cl, 600, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0); /* connections to every master */
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    pause_master(0);
+    DLT_ASSERT_ERR(dlock_mutex_trylock(&m), 0); /* master 0 owes its answer from now */
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_mutex_lock(&s), 0);
+    dlt_sleep_ms(330 - (int)((dlt_now() - t0) * 1000));
+    dlt_lock_key(name, key, sizeof key);
+    r = dlt_redis_cmd(&rl.srv[1], "PTTL %s", key);
+    pttl = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+    if (r != NULL) freeReplyObject(r);
+    printf("  first master paused: 330 ms after the lock, %lld ms left on master 1\n", pttl);
+    CU_ASSERT_TRUE(pttl > 400);
+    CU_ASSERT_TRUE(dlock_mutex_holds(&s));
+    resume_master(0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&s), 0);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&s), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+}
+
+/* ---------- 14. a fenced write to a master that owes a recent answer */
+
+/* A fenced write decided by masters 0 and 1 leaves master 2, whose
+ * answers a proxy holds 30 ms, owing its answer for a moment; master 0 is
+ * paused then.  The next fenced write needs master 2's answer: it waits
+ * for the owed one (within its own bound), then asks -- not queued behind
+ * it unawaited, the call left waiting for the paused master until its
+ * bound (the command timeout) and asking again. */
+static void test_redlock_fenced_write_to_an_owing_master(void) {
+    const char *name = "rlf/fence-owing";
+    dlock_client_t *cl = NULL;
+    dlock_mutex_t m;
+    dlt_proxy *px;
+    char url[320];
+    double t0, dt;
+
+    MASTERS_UP();
+    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
+             dlt_proxy_port(px));
+    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
+    DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, "rlf/fence-owing-data", "v0", 2), 0); /* scripts known everywhere */
+    dlt_proxy_set(px, DLT_PROXY_DELAY, 30, NULL, 0);
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, "rlf/fence-owing-data", "v1", 2), 0); /* master 2 owes this answer */
+    pause_master(0);
+    t0 = dlt_now();
+    DLT_ASSERT_ERR(dlock_fenced_set(&m, "rlf/fence-owing-data", "v2", 2), 0);
+    dt = (dlt_now() - t0) * 1000;
+    printf("  master 0 paused, master 2 owing: fenced write in %.1f ms\n", dt);
+    CU_ASSERT_TRUE(dt <= TRY_MS + LATE_MS);
+    resume_master(0);
+    dlt_proxy_pass(px);
+    DLT_ASSERT_ERR(dlock_mutex_unlock(&m), 0);
+    DLT_ASSERT_ERR(dlock_mutex_destroy(&m), 0);
+    DLT_ASSERT_ERR(dlock_client_destroy(cl), 0);
+    dlt_proxy_stop(px);
+}
+
 static void cleanup(void) {
     int i;
     for (i = 0; i < rl.n; i++)
@@ -878,6 +1072,10 @@ static const struct dlt_test tests[] = {
     { "test_redlock_many_releases_queued_on_a_paused_master", test_redlock_many_releases_queued_on_a_paused_master },
     { "test_redlock_owing_connections_all_kept", test_redlock_owing_connections_all_kept },
     { "test_redlock_no_give_back_where_not_asked", test_redlock_no_give_back_where_not_asked },
+    { "test_redlock_renewals_with_a_late_master", test_redlock_renewals_with_a_late_master },
+    { "test_redlock_renewals_to_a_flushed_master", test_redlock_renewals_to_a_flushed_master },
+    { "test_redlock_first_renewal_first_master_paused", test_redlock_first_renewal_first_master_paused },
+    { "test_redlock_fenced_write_to_an_owing_master", test_redlock_fenced_write_to_an_owing_master },
     { NULL, NULL },
 };
 

@@ -16,20 +16,25 @@
  * A renewal round sends each master its batch at once, on that master's
  * renewal connection, and reads the answers as they come, whichever
  * master answers first: a renewal is decided once a quorum renewed it,
- * or so many refused that no quorum can (dlock__redlock_renew).  A master that has
- * not answered by then is not waited for: its connection keeps the
- * answers it owes (cn->owed), read and dropped at the next round, whose
- * batch goes behind them (a master slow to answer still counts, once its
- * server gets to it); one that owes more than a batch is not asked again
- * until it has answered (a paused server runs them in order when it runs
- * again).  A master without a connection gets one once the round is
- * decided (before, only when the others cannot make a quorum: connecting
- * to a server that does not run takes the round's whole bound); one whose
- * server takes no
- * connection in time is not tried for RENEW_STALL_MS; one that owes
- * answers for longer than the unreachable bound gets a new connection. */
+ * or so many refused that no quorum can (dlock__redlock_renew).  A
+ * master that has not answered by then is not waited for: its connection
+ * keeps the answers it owes (cn->owed), read and dropped at the next
+ * round, whose batch goes behind them (a master slow to answer still
+ * counts, once its server gets to it); one whose server has not answered
+ * on it for longer than the reply floor is taken as paused and not asked
+ * again until it has answered (a paused server runs them in order when it
+ * runs again: renew_settle).  A master without a connection gets one once
+ * the round is decided (before, only when the others cannot make a
+ * quorum: connecting to a server that does not run takes the round's
+ * whole bound -- and then those that owe the lock calls answers last);
+ * one whose server takes no connection in time is not tried
+ * for RENEW_STALL_MS; one silent for longer than the unreachable bound
+ * while it owes answers gets a new connection. */
 #define RENEW_STALL_MS 1000
 #define RENEW_STALL_MIN_MS 100
+
+/* The scripts a batch runs (dlock__renew_append), as cn->scripts bits. */
+#define RENEW_SCRIPTS (((uint64_t)1 << DLOCK__SCRIPT_RENEW) | ((uint64_t)1 << DLOCK__SCRIPT_SEM))
 
 /* One master's part of a round. */
 struct rn_master {
@@ -59,11 +64,22 @@ static void renew_drop(dlock__backend *m) {
 }
 
 /* Reads and drops, without waiting, the answers m's renewal connection
- * owes from earlier rounds: 1 when m may be asked -- nothing owed, or no
- * more than one batch of n (this one goes behind it, and its answers are
- * read after those: a master slow to answer still counts) -- else 0. */
-static int renew_settle(dlock__backend *m, size_t n) {
+ * owes from earlier rounds: 1 when m may be asked, else 0.  Asked while
+ * it owes nothing, or while its server answered on it (or was sent a
+ * batch while it owed nothing: cn->late_at) within the reply floor --
+ * the batch goes behind what it owes, and its answers are read after
+ * those.  Judged by time, not by how much it owes: a master whose
+ * answers come some ms late owes the last round's batch when the next
+ * round starts (the others decided that one), and a count against this
+ * round's batch would pass it over whenever the batch shrank (holds of
+ * two leases renewed in turn), the round left to the others -- one of
+ * them paused, to none: the round undecided, the holds' renewals put off
+ * (test_redlock_renewals_with_a_late_master).  One silent for longer is
+ * taken as paused (sent no more until it answers: batches pile up in no
+ * socket), and past the unreachable bound gets a new connection. */
+static int renew_settle(dlock__backend *m) {
     dlock__conn *cn = m->renew_conn;
+    dlock__mono silent;
     int broken = 0;
     while (cn->owed > 0) {
         void *r = NULL;
@@ -72,13 +88,15 @@ static int renew_settle(dlock__backend *m, size_t n) {
             if (dlock__conns_read(&cn, 1, dlock__now(), &broken) == 0 || broken) break;
             continue;
         }
+        if (((redisReply *)r)->type == REDIS_REPLY_ERROR && strncmp(((redisReply *)r)->str, "NOSCRIPT", 8) == 0)
+            cn->scripts &= ~RENEW_SCRIPTS; /* that renewal did not run: the next batch loads them first */
         freeReplyObject(r);
         cn->owed--;
-        cn->used = dlock__now();
+        cn->used = cn->late_at = dlock__now();
     }
-    if (!broken && cn->ctx->err == 0 &&
-        (cn->owed == 0 || dlock__now() - cn->used <= (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS))
-        return cn->owed <= n;
+    silent = cn->owed == 0 ? 0 : dlock__now() - cn->late_at;
+    if (!broken && cn->ctx->err == 0 && silent <= (dlock__mono)m->node.conf.unreachable_ms * DLOCK__MS)
+        return silent <= (dlock__mono)dlock__reply_floor_ms(&m->node) * DLOCK__MS;
     renew_drop(m); /* broken, or silent too long: a new connection (after the round) */
     return 0;
 }
@@ -100,19 +118,45 @@ static int renew_connect(dlock__backend *m, dlock__mono end) {
     return 0;
 }
 
+/* SCRIPT LOAD of the renewal's scripts written on cn, ahead of a batch,
+ * unless its server has them (cn->scripts): a batch goes as EVALSHA, and
+ * a NOSCRIPT read late (renew_settle: the others decided the round) would
+ * be that master's renewals lost -- its keys left to run out there while
+ * the holds count on it (a new connection, a server restarted or whose
+ * script cache was flushed).  Their answers are owed, read and dropped
+ * before the batch's.  0, or -1 when out of memory. */
+static int renew_load_append(dlock__backend *m, dlock__conn *cn) {
+    static const int which[2] = { DLOCK__SCRIPT_RENEW, DLOCK__SCRIPT_SEM };
+    size_t i;
+    if ((cn->scripts & RENEW_SCRIPTS) == RENEW_SCRIPTS) return 0;
+    for (i = 0; i < 2; i++) {
+        const char *body = dlock__script_body(which[i], m->node.conf.cluster);
+        const char *argv[3] = { "SCRIPT", "LOAD", body };
+        size_t lens[3] = { 6, 4, body != NULL ? strlen(body) : 0 };
+        if (body == NULL || dlock__resp_append(cn->ctx, 3, argv, lens) != 0) return -1;
+        cn->owed++;
+    }
+    cn->scripts |= RENEW_SCRIPTS; /* they run before anything sent after them */
+    return 0;
+}
+
 /* Sends master m its batch (connecting first if it has no connection:
  * connect 1 when that may be tried now).  1 when sent (st->cn set). */
 static int renew_send(dlock__backend *m, struct rn_master *st, const dlock__renewal *rn, size_t n, int connect,
                       dlock__mono end) {
     int64_t left;
+    int idle;
     if (m->renew_conn == NULL && (!connect || !renew_connect(m, end))) return 0;
     left = (end - dlock__now()) / DLOCK__MS;
+    idle = m->renew_conn->owed == 0;
     dlock__conn_timeout(m->renew_conn, (unsigned)(left < 5 ? 5 : left)); /* (a send to a server that stopped reading) */
-    if (dlock__renew_append(m, m->renew_conn, rn, n) != 0 || dlock__conn_flush(m->renew_conn) != 0) {
+    if (renew_load_append(m, m->renew_conn) != 0 || dlock__renew_append(m, m->renew_conn, rn, n) != 0 ||
+        dlock__conn_flush(m->renew_conn) != 0) {
         renew_drop(m);
         return 0;
     }
     st->skip = m->renew_conn->owed;
+    if (idle) m->renew_conn->late_at = dlock__now(); /* its silence counts from now (renew_settle) */
     m->renew_conn->owed += (unsigned)n;
     st->cn = m->renew_conn;
     st->next = 0;
@@ -139,7 +183,7 @@ static int renew_take(dlock__backend *c, size_t i, struct rn_master *st, const d
         dlock__renewal one;
         size_t j;
         cn->owed--;
-        cn->used = dlock__now();
+        cn->used = cn->late_at = dlock__now();
         cn->answered++;
         if (st->skip > 0) { /* an earlier round's */
             st->skip--;
@@ -215,7 +259,7 @@ int dlock__redlock_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock_
     struct rn_master st[DLOCK__NODES_MAX];
     struct rn_tally t = { NULL, NULL, NULL, NULL, n };
     size_t i, j, q = dlock__redlock_quorum(c), nm = c->nmembers, sent;
-    int owes[DLOCK__NODES_MAX];
+    int owes[DLOCK__NODES_MAX], later[DLOCK__NODES_MAX], pass;
     dlock__mono end;
     if (n == 0) return 0;
     end = renew_end(rn, n, deadline);
@@ -234,11 +278,17 @@ int dlock__redlock_renew(dlock__backend *c, dlock__renewal *rn, size_t n, dlock_
      * the round is decided, for the next one. */
     for (i = 0, sent = 0; i < nm; i++) {
         dlock__backend *m = c->members[i];
-        owes[i] = m->renew_conn != NULL && !renew_settle(m, n) && m->renew_conn != NULL; /* too much: not asked */
+        owes[i] = m->renew_conn != NULL && !renew_settle(m) && m->renew_conn != NULL; /* paused: not asked */
         if (m->renew_conn != NULL && !owes[i]) sent += (size_t)renew_send(m, &st[i], rn, n, 0, end);
     }
-    for (i = 0; i < nm && sent < q; i++)
-        if (!owes[i] && st[i].cn == NULL) sent += (size_t)renew_send(c->members[i], &st[i], rn, n, 1, end);
+    /* Those that owe the lock calls answers last (dlock__node_owes): a
+     * paused server takes the connection, then answers nothing until the
+     * round's bound, and the masters after it would be left no time. */
+    for (i = 0; i < nm; i++) later[i] = !owes[i] && st[i].cn == NULL && dlock__node_owes(&c->members[i]->node);
+    for (pass = 0; pass < 2; pass++)
+        for (i = 0; i < nm && sent < q; i++)
+            if (!owes[i] && st[i].cn == NULL && later[i] == pass)
+                sent += (size_t)renew_send(c->members[i], &st[i], rn, n, 1, end);
     renew_collect(c, st, rn, &t, end);
     for (j = 0; j < n; j++) {
         rn[j].result = t.yes[j] >= q ? 1 : t.no[j] > nm - q ? 0 : -1;

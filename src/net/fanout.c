@@ -282,6 +282,16 @@ static void late_put(dlock__node *n, dlock__conn *cn) {
     pthread_mutex_unlock(n->mu);
 }
 
+int dlock__node_owes(dlock__node *n) {
+    dlock__conn *dead = NULL;
+    int owes;
+    pthread_mutex_lock(n->mu);
+    owes = late_drain(n, &dead);
+    pthread_mutex_unlock(n->mu);
+    close_list(dead);
+    return owes != OWES_NONE;
+}
+
 void dlock__late_flush(dlock__node *n, int abandon) {
     dlock__conn *cn;
     if (!abandon) pthread_mutex_lock(n->mu); /* a fork child: its fork_prepare holds it */
@@ -299,6 +309,7 @@ void dlock__late_flush(dlock__node *n, int abandon) {
 }
 
 #define STALL_MS 1000 /* a node that did not take a connection in time is not asked to for so long */
+#define ALL_FINAL 0x100  /* all_send at a call's end: a request that must run is queued, not held back */
 #define STALL_MIN_MS 100 /* a failed connection attempt at least this long: the node stalls */
 
 /* Does n have a connection at hand (idle, or late)? */
@@ -329,22 +340,26 @@ static int all_connect(dlock__node *n, dlock__conn **cn, dlock__mono end) {
 /* Node i's connection for a request of dlock__command_all, the request
  * written on it: 0, or rcs[i] set.  A node that has not answered an
  * earlier request is not asked again on another connection (it would cost
- * a connection, or the whole bound, each time it is paused): with
+ * a connection, or the whole bound, each time it is paused).  If what it
+ * owes is on its way (OWES_SOON), it is skipped for now (1: all_owing
+ * asks again once that came) -- a request that must run too: its answer
+ * may be the one the call needs to decide (a paused master among the
+ * others).  Else, or once the call ends still owing (ALL_FINAL), with
  * DLOCK__ALL_QUEUE the request is queued behind every unanswered one (it
  * runs when the server does; its answer is not awaited), else skipped
- * (rcs[i] DLOCK__ALL_NOT_SENT, as for a node that gave no connection) --
- * for now (1) if what it owes is on its way (OWES_SOON: all_owing asks
- * again), for this request (-1) if not or if it was to be queued. */
+ * (rcs[i] DLOCK__ALL_NOT_SENT, as for a node that gave no connection):
+ * -1. */
 static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__all_req *rq, int *whole, int *rc,
                     dlock__mono deadline) {
     const char **self = rq->self_argv != NULL ? rq->self_argv : rq->argv;
     const size_t *self_lens = rq->self_argv != NULL ? rq->self_lens : rq->lens;
     dlock__conn *dead = NULL;
-    int owes, queued = 0, fresh;
+    int owes, queued = 0, fresh, wait;
     *cn = NULL;
     pthread_mutex_lock(n->mu);
     owes = late_drain(n, &dead);
-    if (owes != OWES_NONE && (flags & DLOCK__ALL_QUEUE))
+    wait = owes == OWES_SOON && !(flags & ALL_FINAL);
+    if (owes != OWES_NONE && (flags & DLOCK__ALL_QUEUE) && !wait)
         queued = late_queue(n, rq, (flags & DLOCK__ALL_ONCE) != 0, &dead);
     pthread_mutex_unlock(n->mu);
     close_list(dead);
@@ -354,7 +369,7 @@ static int all_send(dlock__node *n, dlock__conn **cn, int flags, const dlock__al
                                    : "%s: has not answered an earlier request",
                             n->conf.redacted_url);
         if (!queued) *rc = DLOCK__ALL_NOT_SENT;
-        return owes == OWES_SOON && !(flags & DLOCK__ALL_QUEUE) ? 1 : -1;
+        return wait ? 1 : -1;
     }
     if ((*rc = all_connect(n, cn, deadline)) != 0) {
         if (*rc == ENOLCK) *rc = DLOCK__ALL_NOT_SENT; /* (another code is the caller's to tell) */
@@ -560,6 +575,17 @@ static void all_late(dlock__node *n, dlock__conn *cn, int flags, const dlock__al
     late_put(n, cn);
 }
 
+/* A request that must run (DLOCK__ALL_QUEUE) to node n, which still owed
+ * an answer when the call ended (all_owing): queued behind what n owes
+ * after all, or, if that came meanwhile, sent, its answer not awaited. */
+static void all_owing_queue(dlock__node *n, int flags, const dlock__all_req *rq, int whole, int *rc, dlock__mono end) {
+    dlock__conn *cn = NULL;
+    dlock__mono sent = dlock__now();
+    if (all_send(n, &cn, flags | ALL_FINAL, rq, &whole, rc, end) != 0) return;
+    *rc = dlock__seterr(ENOLCK, "%s: has not answered an earlier request: asked after it", n->conf.redacted_url);
+    all_late(n, cn, flags, rq, whole, sent);
+}
+
 void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__all_judge *judge, int flags,
                         const dlock__all_req *req, redisReply **out, int *rcs, dlock__mono deadline) {
     dlock__conn *cn[DLOCK__NODES_MAX];
@@ -597,6 +623,7 @@ void dlock__command_all(dlock__node **ns, size_t n, size_t need, const dlock__al
     for (i = 0; i < 3 && waiting > 0; i++)
         (void)all_poll(ns, n, cn, out, rcs, dlock__now(), req, resent, NULL); /* parse, read, parse */
     for (i = 0; i < n; i++) {
+        if (owing[i] && (flags & DLOCK__ALL_QUEUE)) all_owing_queue(ns[i], flags, req, whole[i], &rcs[i], end);
         if (cn[i] == NULL) continue;
         rcs[i] = dlock__seterr(ENOLCK, "%s: no answer within %u ms%s", ns[i]->conf.redacted_url, dlock__conn_bound(cn[i]),
                                decided ? " (the others' answers decided)" : "");

@@ -352,6 +352,10 @@ int dlock__fd_answers(int fd, unsigned ms);
 /* Closes n's late connections (abandon: without a word and without n->mu,
  * which fork_prepare holds, in a fork child). */
 void dlock__late_flush(dlock__node *n, int abandon);
+/* Does n owe an answer on a late connection of dlock__command_all (its
+ * server has not answered a request yet: paused, cut off, or slow)?  What
+ * has come is read first, without waiting. */
+int dlock__node_owes(dlock__node *n);
 /* "This server is no longer the master" (READONLY after a failover). */
 int dlock__demoted(const redisReply *r);
 /* The deadline for "the server is unreachable": now + unreachable_ms. */
