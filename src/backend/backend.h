@@ -643,6 +643,9 @@ int dlock__script_send(dlock__backend *c, int which, int numkeys, int nargs, con
 /* Appends an EVALSHA to a context's output buffer (pipelining). */
 int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys, int nargs,
                          const char **args, const size_t *lens);
+/* Appends a SCRIPT LOAD of script `which` (its whole body) to a
+ * context's output buffer: 0, or -1. */
+int dlock__script_load_append(redisContext *ctx, int which, int variant);
 /* SCRIPT LOAD of every script on cn, pipelined (one round trip): 0; -1
  * when one was refused (cn still in step); -2 when cn failed (drop it). */
 int dlock__script_load_all(dlock__conn *cn, int variant);

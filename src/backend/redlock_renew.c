@@ -130,10 +130,7 @@ static int renew_load_append(dlock__backend *m, dlock__conn *cn) {
     size_t i;
     if ((cn->scripts & RENEW_SCRIPTS) == RENEW_SCRIPTS) return 0;
     for (i = 0; i < 2; i++) {
-        const char *body = dlock__script_body(which[i], m->node.conf.cluster);
-        const char *argv[3] = { "SCRIPT", "LOAD", body };
-        size_t lens[3] = { 6, 4, body != NULL ? strlen(body) : 0 };
-        if (body == NULL || dlock__resp_append(cn->ctx, 3, argv, lens) != 0) return -1;
+        if (dlock__script_load_append(cn->ctx, which[i], m->node.conf.cluster) != 0) return -1;
         cn->owed++;
     }
     cn->scripts |= RENEW_SCRIPTS; /* they run before anything sent after them */

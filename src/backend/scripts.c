@@ -190,15 +190,19 @@ int dlock__script_append(redisContext *ctx, int which, int variant, int numkeys,
     return dlock__resp_append(ctx, argc, argv, argvlen) == 0 ? 0 : -1;
 }
 
+int dlock__script_load_append(redisContext *ctx, int which, int variant) {
+    const char *body = dlock__script_body(which, variant);
+    const char *argv[3] = { "SCRIPT", "LOAD", body };
+    size_t lens[3] = { 6, 4, body ? strlen(body) : 0 };
+    return body == NULL || dlock__resp_append(ctx, 3, argv, lens) != 0 ? -1 : 0;
+}
+
 int dlock__script_load_all(dlock__conn *cn, int variant) {
     int i, n = 0, ok = 1;
     /* Every SCRIPT LOAD written at once, then every answer read: one round
      * trip, not one per script. */
     for (i = 0; i < DLOCK__NSCRIPTS; i++) {
-        const char *body = dlock__script_body(i, variant);
-        const char *argv[3] = { "SCRIPT", "LOAD", body };
-        size_t lens[3] = { 6, 4, body ? strlen(body) : 0 };
-        if (body == NULL || dlock__resp_append(cn->ctx, 3, argv, lens) != 0) return -2;
+        if (dlock__script_load_append(cn->ctx, i, variant) != 0) return -2;
         n++;
     }
     if (dlock__conn_flush(cn) != 0) return -2;
