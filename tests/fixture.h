@@ -293,6 +293,9 @@ void *dlt_shm(size_t size);
 void dlt_flag_set(int *p, int v);          /* *p = v */
 int dlt_flag_get(const int *p);            /* *p */
 int dlt_flag_add(int *p, int v);           /* *p += v; the new value */
+/* A lost-lock handler (dlock_mutexattr_setlostcallback) that counts the
+ * holds it is told of into the flag arg, an int *. */
+void dlt_count_lost(dlock_mutex_t *m, const char *name, void *arg);
 void dlt_flag_max(int *p, int v);          /* *p = max(*p, v) */
 /* 1 once *p == want, 0 if timeout_ms passed first (polls every 500 us). */
 int dlt_flag_wait(const int *p, int want, int timeout_ms);

@@ -503,12 +503,6 @@ static void *acl_waiter_main(void *p) {
     return NULL;
 }
 
-static void acl_count_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)name;
-    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
-}
-
 /* Holder and waiter, each with a client of its own as the ACL user (the
  * README's line but the rules in skip, as setuser's), on mutexes made
  * with a: the holder takes the lock, the waiter queues for it, the holder
@@ -561,7 +555,7 @@ static void test_acl_lockdelay(void) {
     dlock_mutexattr_setlease(&a, 300);
     dlock_mutexattr_setlockdelay(&a, 500);
     dlock_mutexattr_setfair(&a, 1);
-    dlock_mutexattr_setlostcallback(&a, acl_count_lost, &lost);
+    dlock_mutexattr_setlostcallback(&a, dlt_count_lost, &lost);
     acl_hold_with_waiter("delayer", NULL, "acl/lockdelay", &a, 0, 700, &lost);
     acl_hold_with_waiter("olddelayer", "+pexpireat", "acl/lockdelay-old", &a, 0, 700, &lost);
     dlock_mutexattr_destroy(&a);
@@ -576,7 +570,7 @@ static void test_acl_renewal_after_a_waiter_came(void) {
     int lost = 0;
     dlock_mutexattr_init(&a);
     dlock_mutexattr_setlease(&a, 600);
-    dlock_mutexattr_setlostcallback(&a, acl_count_lost, &lost);
+    dlock_mutexattr_setlostcallback(&a, dlt_count_lost, &lost);
     acl_hold_with_waiter("renewer", NULL, "acl/renew-contended", &a, 1, 900, &lost);
     dlock_mutexattr_destroy(&a);
 }

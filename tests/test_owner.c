@@ -252,12 +252,6 @@ static void test_process_other_thread_waits(void) {
  * every hold is exclusive, none is reported lost, and nothing is left
  * held at the end. */
 static int lost_calls;
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)name;
-    (void)arg;
-    __atomic_add_fetch(&lost_calls, 1, __ATOMIC_SEQ_CST);
-}
 
 struct relay {
     dlock_mutex_t *m;
@@ -315,7 +309,7 @@ static void test_process_fair_relay(void) {
     DLT_ASSERT_ERR(dlock_mutexattr_setowner(&a, DLOCK_OWNER_PROCESS), 0);
     DLT_ASSERT_ERR(dlock_mutexattr_setfair(&a, 1), 0);
     DLT_ASSERT_ERR(dlock_mutexattr_setlease(&a, 2000), 0);
-    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, on_lost, NULL), 0);
+    DLT_ASSERT_ERR(dlock_mutexattr_setlostcallback(&a, dlt_count_lost, &lost_calls), 0);
     DLT_ASSERT_ERR(dlock_mutex_init(&m, "owner/relay", &a), 0);
     CU_ASSERT_FATAL(dlt_client_make(&c2, dlt_server.url, 0) == 0);
     DLT_ASSERT_ERR(make(&m2, "owner/relay", DLOCK_OWNER_THREAD, 2000, 1, c2), 0);

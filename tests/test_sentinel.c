@@ -374,12 +374,6 @@ static int st_fresh_c(void *p) {
  * the hold runs out and its holder is told, instead of going on renewing
  * where no replica sees it. */
 static int wr_lost;
-/* A lost-lock handler that counts into *(int *)arg. */
-static void count_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)name;
-    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
-}
 
 static void test_sentinel_wait_renewals_need_replicas(void) {
     static const char *name = "sent/wait-renew";
@@ -397,7 +391,7 @@ static void test_sentinel_wait_renewals_need_replicas(void) {
     DLT_ASSERT_ERR(dlt_client_make(&c, url, 5000), 0);
     CU_ASSERT_FATAL(c != NULL);
     __atomic_store_n(&wr_lost, 0, __ATOMIC_SEQ_CST);
-    DLT_ASSERT_ERR(st_mutex(&m, name, c, 1000, count_lost, &wr_lost), 0);
+    DLT_ASSERT_ERR(st_mutex(&m, name, c, 1000, dlt_count_lost, &wr_lost), 0);
     {
         int rc = dlock_mutex_lock(&m);
         if (rc != 0) printf("\n  lock: %s\n", dlock_last_error());
@@ -979,7 +973,7 @@ static void test_sentinel_tls(void) {
 
     /* 2. a hold (3 s lease, renewed) taken before a planned failover */
     __atomic_store_n(&tls_lost, 0, __ATOMIC_SEQ_CST);
-    DLT_ASSERT_ERR(st_mutex(&mh, held, c1, 3000, count_lost, &tls_lost), 0);
+    DLT_ASSERT_ERR(st_mutex(&mh, held, c1, 3000, dlt_count_lost, &tls_lost), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&mh), 0);
     fence = dlock_mutex_fence(&mh);
     CU_ASSERT(fence != 0);

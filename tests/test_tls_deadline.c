@@ -171,20 +171,13 @@ static void test_record_stall_ends_with_call(void) {
 
 static int lost_calls;
 
-static void on_lost(dlock_mutex_t *m, const char *name, void *arg) {
-    (void)m;
-    (void)name;
-    (void)arg;
-    __atomic_add_fetch(&lost_calls, 1, __ATOMIC_SEQ_CST);
-}
-
-/* A mutex of c's named name with lease_ms, the lost handler on_lost. */
+/* A mutex of c's named name with lease_ms, the lost handler counting into lost_calls. */
 static int mutex_leased(dlock_mutex_t *m, const char *name, dlock_client_t *c, unsigned lease_ms) {
     dlock_mutexattr_t a;
     int rc = dlock_mutexattr_init(&a);
     if (rc == 0) rc = dlock_mutexattr_setclient(&a, c);
     if (rc == 0) rc = dlock_mutexattr_setlease(&a, lease_ms);
-    if (rc == 0) rc = dlock_mutexattr_setlostcallback(&a, on_lost, NULL);
+    if (rc == 0) rc = dlock_mutexattr_setlostcallback(&a, dlt_count_lost, &lost_calls);
     if (rc == 0) rc = dlock_mutex_init(m, name, &a);
     dlock_mutexattr_destroy(&a);
     return rc;
