@@ -97,6 +97,19 @@ static int mutex_make(dlock_mutex_t *m, const char *name, dlock_client_t *cl, un
     return rc;
 }
 
+/* A fault proxy before master k and a client (5 s unreachable bound)
+ * whose URL names the three masters, master k through the proxy. */
+static dlt_proxy *client_via_proxy(int k, dlock_client_t **cl) {
+    dlt_proxy *px = dlt_proxy_start(rl.srv[k].port);
+    char url[320];
+    int port[NM], i;
+    CU_ASSERT_FATAL(px != NULL);
+    for (i = 0; i < NM; i++) port[i] = i == k ? dlt_proxy_port(px) : rl.srv[i].port;
+    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", port[0], port[1], port[2]);
+    DLT_ASSERT_ERR(dlt_client_make(cl, url, 5000), 0);
+    return px;
+}
+
 static int timedlock_ms(dlock_mutex_t *m, long ms) {
     struct timespec ts = dlt_abs_in(CLOCK_REALTIME, ms);
     return dlock_mutex_timedlock(m, &ts);
@@ -445,13 +458,9 @@ static void test_redlock_release_to_a_slow_master_without_scripts(void) {
     dlock_mutex_t m;
     dlt_proxy *px;
     redisReply *r;
-    char url[256];
 
     MASTERS_UP();
-    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
-             dlt_proxy_port(px));
-    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    px = client_via_proxy(2, &cl);
     DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
     DLT_ASSERT_INT_EQ(lock_everywhere(&m, name), NM);
     r = dlt_redis_cmd(&rl.srv[2], "SCRIPT FLUSH");
@@ -475,14 +484,10 @@ static void test_redlock_release_to_a_slow_master_after_script_flush(void) {
     dlock_client_t *cl = NULL;
     dlock_mutex_t m, b;
     dlt_proxy *px;
-    char url[256];
     int i;
 
     MASTERS_UP();
-    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
-             dlt_proxy_port(px));
-    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    px = client_via_proxy(2, &cl);
     DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
     DLT_ASSERT_ERR(mutex_make(&b, "rlf/flushed-busy", cl, 20000, 0), 0);
     for (i = 0; i < 3; i++) { /* each script answered on the connections */
@@ -890,16 +895,12 @@ static void test_redlock_renewals_with_a_late_master(void) {
     dlock_mutex_t mx[2];
     dlock_mutexattr_t a;
     dlt_proxy *px;
-    char url[320];
     long long r0, r1;
     int i;
 
     MASTERS_UP();
     lost_calls = 0;
-    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[1].port)) != NULL);
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, dlt_proxy_port(px),
-             rl.srv[2].port);
-    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    px = client_via_proxy(1, &cl);
     for (i = 0; i < 2; i++) {
         DLT_ASSERT_ERR(dlock_mutexattr_init(&a), 0);
         DLT_ASSERT_ERR(dlock_mutexattr_setclient(&a, cl), 0);
@@ -943,14 +944,10 @@ static void test_redlock_renewals_to_a_flushed_master(void) {
     dlock_client_t *cl = NULL;
     dlock_mutex_t m;
     dlt_proxy *px;
-    char url[320];
 
     MASTERS_UP();
     DLT_ASSERT_INT_EQ(dlt_reply_ok(dlt_redis_cmd(&rl.srv[2], "SCRIPT FLUSH")), 1);
-    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
-             dlt_proxy_port(px));
-    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    px = client_via_proxy(2, &cl);
     DLT_ASSERT_ERR(mutex_make(&m, name, cl, 300, 0), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     dlt_proxy_set(px, DLT_PROXY_DELAY, 10, NULL, 0);
@@ -1025,14 +1022,10 @@ static void test_redlock_fenced_write_to_an_owing_master(void) {
     dlock_client_t *cl = NULL;
     dlock_mutex_t m;
     dlt_proxy *px;
-    char url[320];
     double t0, dt;
 
     MASTERS_UP();
-    CU_ASSERT_FATAL((px = dlt_proxy_start(rl.srv[2].port)) != NULL);
-    snprintf(url, sizeof url, "redlock://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rl.srv[0].port, rl.srv[1].port,
-             dlt_proxy_port(px));
-    DLT_ASSERT_ERR(dlt_client_make(&cl, url, 5000), 0);
+    px = client_via_proxy(2, &cl);
     DLT_ASSERT_ERR(mutex_make(&m, name, cl, 20000, 0), 0);
     DLT_ASSERT_ERR(dlock_mutex_lock(&m), 0);
     DLT_ASSERT_ERR(dlock_fenced_set(&m, "rlf/fence-owing-data", "v0", 2), 0); /* scripts known everywhere */
