@@ -227,9 +227,10 @@ static void alt_child(const bopts *o, alt_shared *sh, int me, int first, long ca
         if (sh->spin) {
             while (__atomic_load_n(&sh->turn, __ATOMIC_ACQUIRE) != (uint32_t)me && !sh->stop) sched_yield();
             if (sh->stop) break;
-        } else if ((k = turn_wait(&sh->turn, &sh->stop, (uint32_t)me, end + (int64_t)5e9)) != 0) {
-            if (k == -2) sh->errors++; /* the other never passed the turn */
-            break;
+        } else {
+            int w = turn_wait(&sh->turn, &sh->stop, (uint32_t)me, end + (int64_t)5e9);
+            if (w == -2) sh->errors++; /* the other never passed the turn */
+            if (w != 0) break;
         }
         i = sh->count;
         at = i % ALT_BLOCK;
